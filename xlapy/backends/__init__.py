@@ -1,0 +1,34 @@
+"""Layer 8: backends by name. `compile(module, options) -> Executable`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from xlapy.errors import XlapyError
+
+_BACKENDS: dict[str, Callable[[], Any]] = {}
+
+
+def register_backend(name: str, factory: Callable[[], Any]) -> None:
+    _BACKENDS[name] = factory
+
+
+def get_backend(name: str) -> Any:
+    if name not in _BACKENDS:
+        _load_builtin()
+    try:
+        return _BACKENDS[name]()
+    except KeyError:
+        raise XlapyError(
+            f"unknown backend '{name}'; available: {', '.join(sorted(_BACKENDS))}"
+        ) from None
+
+
+def available_backends() -> list[str]:
+    _load_builtin()
+    return sorted(_BACKENDS)
+
+
+def _load_builtin() -> None:
+    from xlapy.backends import interpreter  # noqa: F401

@@ -1,0 +1,3 @@
+"""Builder ops: collectives family (being written)."""
+
+__all__: list[str] = []

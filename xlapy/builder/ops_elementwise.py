@@ -1,0 +1,3 @@
+"""Builder ops: elementwise family (being written)."""
+
+__all__: list[str] = []

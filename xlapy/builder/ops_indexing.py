@@ -1,0 +1,3 @@
+"""Builder ops: indexing family (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Builder ops: linalg family (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Builder ops: misc family (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Builder ops: reduction family (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Builder ops: rng family (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Builder ops: shape family (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,225 @@
+"""XlaBuilder, XlaOp and XlaComputation: the seeds' ComputationBuilder in xla_client style.
+
+Every op goes through `XlaBuilder.add_op`, which runs shape inference. Errors are deferred to
+`build()` (the first one, naming the op) unless `set_die_immediately_on_error(True)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from xlapy.errors import BuilderError, XlapyError
+from xlapy.ir import Computation, Instruction, Module
+from xlapy.ops.base import NO_ATTRS, infer_shape
+from xlapy.ops.core import ConstantAttrs, GetTupleElementAttrs, ParameterAttrs
+from xlapy.types import ElementType, Literal, Shape, from_dtype
+
+
+@dataclass(frozen=True)
+class ProgramShape:
+    parameters: tuple[Shape, ...]
+    result: Shape
+    parameter_names: tuple[str, ...] = ()
+
+    def parameter_shapes(self) -> tuple[Shape, ...]:
+        return self.parameters
+
+    def result_shape(self) -> Shape:
+        return self.result
+
+    def __str__(self) -> str:
+        params = ", ".join(f"{n}: {s}" for n, s in zip(self.parameter_names, self.parameters))
+        return f"({params}) -> {self.result}"
+
+
+class XlaComputation:
+    """A built computation: a module whose entry is the builder's computation."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+
+    @property
+    def name(self) -> str:
+        return self.module.entry_computation().name
+
+    def program_shape(self) -> ProgramShape:
+        entry = self.module.entry_computation()
+        return ProgramShape(tuple(entry.parameter_shapes), entry.result_shape,
+                            tuple(p.name for p in entry.parameters))
+
+    def as_hlo_text(self) -> str:
+        return self.module.to_text()
+
+    def as_stablehlo_text(self, generic: bool = False) -> str:
+        from xlapy.stablehlo import print_module  # type: ignore[attr-defined]
+
+        return print_module(self.module, generic=generic)
+
+    def __repr__(self) -> str:
+        return f"<XlaComputation {self.name}: {self.program_shape()}>"
+
+
+class XlaOp:
+    """A handle to a value under construction; `instr` is None once an earlier op failed."""
+
+    __slots__ = ("builder", "instr")
+
+    def __init__(self, builder: XlaBuilder, instr: Instruction | None) -> None:
+        self.builder = builder
+        self.instr = instr
+
+    @property
+    def ok(self) -> bool:
+        return self.instr is not None
+
+    def shape(self) -> Shape:
+        return self.builder.get_shape(self)
+
+    def __repr__(self) -> str:
+        return f"XlaOp({self.instr!r})"
+
+
+class XlaBuilder:
+    """Builds one computation. Sub-computations (reducers, bodies) use builders of their own."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._comp = Computation(name)
+        self._embedded: dict[int, Computation] = {}
+        self._module_comps: list[Computation] = []
+        self._first_error: str | None = None
+        self._die_immediately = False
+        self._built = False
+
+    # ---- configuration and errors ----------------------------------------------------------
+    def set_die_immediately_on_error(self, enabled: bool) -> None:
+        self._die_immediately = enabled
+
+    @property
+    def first_error(self) -> str | None:
+        return self._first_error
+
+    def report_error(self, op_name: str, message: str) -> XlaOp:
+        """Record an error from op `op_name` (raise now in die-immediately mode)."""
+        text = f"{op_name}: {message}"
+        if self._die_immediately:
+            raise BuilderError(text)
+        if self._first_error is None:
+            self._first_error = text
+        return XlaOp(self, None)
+
+    # ---- adding ops -------------------------------------------------------------------------
+    def add_op(self, opcode: str, operands: Sequence[XlaOp], attrs: Any = NO_ATTRS,
+               computations: Sequence[XlaComputation] = (), api_name: str = "",
+               name: str = "") -> XlaOp:
+        """Append op `opcode` after shape inference; `api_name` is the builder spelling."""
+        label = api_name or opcode
+        for op in operands:
+            if not isinstance(op, XlaOp):
+                return self.report_error(label, f"operand {op!r} is not an XlaOp")
+            if op.builder is not self:
+                return self.report_error(
+                    label, f"operand built by builder '{op.builder.name}' used in '{self.name}'"
+                )
+        if any(op.instr is None for op in operands):
+            return XlaOp(self, None)  # an earlier error; it is the one reported
+        try:
+            called = [self._embed(c) for c in computations]
+            instrs = [op.instr for op in operands]
+            shape = infer_shape(opcode, [i.shape for i in instrs], attrs,  # type: ignore[union-attr]
+                                called)
+        except XlapyError as e:
+            return self.report_error(label, str(e))
+        instr = Instruction(opcode, instrs, shape, attrs, called, name)  # type: ignore[arg-type]
+        return XlaOp(self, self._comp.add(instr))
+
+    def _embed(self, comp: XlaComputation) -> Computation:
+        if not isinstance(comp, XlaComputation):
+            raise BuilderError(f"expected an XlaComputation, got {type(comp).__name__}")
+        key = id(comp)
+        if key not in self._embedded:
+            cloned = comp.module.clone()
+            for c in cloned.post_order():
+                self._module_comps.append(c)
+            self._embedded[key] = cloned.entry_computation()
+        return self._embedded[key]
+
+    def parameter(self, number: int, shape: Shape, name: str = "",
+                  api_name: str = "Parameter") -> XlaOp:
+        if not isinstance(shape, Shape):
+            return self.report_error(api_name, f"shape must be a Shape, got {shape!r}")
+        for p in self._comp.parameters:
+            if p.parameter_number == number:
+                return self.report_error(api_name, f"parameter {number} already declared")
+        return self.add_op("parameter", [], ParameterAttrs(int(number), shape),
+                           api_name=api_name, name=name or f"p{number}")
+
+    def constant(self, literal: Literal, api_name: str = "ConstantLiteral") -> XlaOp:
+        return self.add_op("constant", [], ConstantAttrs(literal), api_name=api_name,
+                           name="constant")
+
+    def get_shape(self, op: XlaOp) -> Shape:
+        if op.instr is None:
+            raise BuilderError(f"no shape: {self._first_error}")
+        return op.instr.shape
+
+    def get_program_shape(self) -> ProgramShape:
+        params = tuple(p.shape for p in self._comp.parameters)
+        last = self._comp.instructions[-1].shape if self._comp.instructions else Shape.tuple([])
+        return ProgramShape(params, last, tuple(p.name for p in self._comp.parameters))
+
+    # ---- finishing --------------------------------------------------------------------------
+    def build(self, root: XlaOp | None = None) -> XlaComputation:
+        """The built computation; raises the first deferred error, naming its op."""
+        if self._first_error is not None:
+            raise BuilderError(self._first_error)
+        if self._built:
+            raise BuilderError(f"builder '{self.name}' was already built")
+        if root is not None:
+            if root.builder is not self or root.instr is None:
+                raise BuilderError(f"build: root does not belong to builder '{self.name}'")
+            self._comp.root = root.instr
+        elif self._comp.instructions:
+            self._comp.root = self._comp.instructions[-1]
+        else:
+            raise BuilderError(f"build: builder '{self.name}' has no operations")
+        numbers = sorted(p.parameter_number for p in self._comp.parameters)
+        if numbers != list(range(len(numbers))):
+            raise BuilderError(f"build: parameter numbers {numbers} are not 0..{len(numbers)-1}")
+        self._built = True
+        module = Module(self.name)
+        for c in self._module_comps:
+            module.add_computation(c)
+        module.add_computation(self._comp, entry=True)
+        return XlaComputation(module)
+
+    def __repr__(self) -> str:
+        return f"<XlaBuilder {self.name}>"
+
+
+# ---- helpers shared by the op modules ---------------------------------------------------------
+def tuple_op(builder: XlaBuilder, elements: Sequence[XlaOp]) -> XlaOp:
+    return builder.add_op("tuple", list(elements), api_name="Tuple")
+
+
+def get_tuple_element(op: XlaOp, index: int) -> XlaOp:
+    return op.builder.add_op("get_tuple_element", [op], GetTupleElementAttrs(int(index)),
+                             api_name="GetTupleElement")
+
+
+def as_element_type(t: ElementType | np.dtype | type | str) -> ElementType:
+    """Accept ElementType, numpy dtypes/types and HLO names (`f32`)."""
+    if isinstance(t, ElementType):
+        return t
+    if isinstance(t, str):
+        from xlapy.types import from_hlo_name
+
+        try:
+            return from_hlo_name(t)
+        except XlapyError:
+            pass
+    return from_dtype(t)

@@ -1,0 +1,1 @@
+"""Op family: collectives (being written)."""

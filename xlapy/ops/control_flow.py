@@ -1,0 +1,1 @@
+"""Op family: control_flow (being written)."""

@@ -1,0 +1,1 @@
+"""Op family: elementwise (being written)."""

@@ -1,0 +1,1 @@
+"""Op family: indexing (being written)."""

@@ -1,0 +1,1 @@
+"""Op family: linalg (being written)."""

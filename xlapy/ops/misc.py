@@ -1,0 +1,1 @@
+"""Op family: misc (being written)."""

@@ -1,0 +1,1 @@
+"""Op family: rng (being written)."""

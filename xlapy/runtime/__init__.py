@@ -1,0 +1,5 @@
+"""Layer 9: the client/service API."""
+
+from xlapy.runtime.client import Client, ClientLibrary, Executable, GlobalData
+
+__all__ = ["Client", "ClientLibrary", "Executable", "GlobalData"]

@@ -1,0 +1,134 @@
+"""Seed 001's client flow: transfer to the service, compile, execute, transfer back.
+
+A computation never names its device; the client's backend (by name) runs it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from xlapy.backends import get_backend
+from xlapy.errors import XlapyError
+from xlapy.ir import Module
+from xlapy.types import Literal, Shape
+
+
+class GlobalData:
+    """A handle to a value held by the service (seed 001's GlobalData / a device buffer)."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, client: Client, literal: Literal) -> None:
+        self.client = client
+        self.handle = next(GlobalData._ids)
+        self._literal: Literal | None = literal
+
+    @property
+    def shape(self) -> Shape:
+        return self._get().shape
+
+    def _get(self) -> Literal:
+        if self._literal is None:
+            raise XlapyError(f"GlobalData {self.handle} was already deallocated")
+        return self._literal
+
+    def deallocate(self) -> None:
+        self._literal = None
+
+    def __repr__(self) -> str:
+        return f"GlobalData({self.handle}: {self._literal.shape if self._literal else 'freed'})"
+
+
+class Executable:
+    """A compiled computation bound to a client's backend: compile once, execute many."""
+
+    def __init__(self, client: Client, module: Module, compiled: Any) -> None:
+        self.client = client
+        self.module = module
+        self.compiled = compiled
+
+    @property
+    def result_shape(self) -> Shape:
+        return self.module.entry_computation().result_shape
+
+    def execute(self, arguments: Sequence[GlobalData | Literal | Any]) -> GlobalData:
+        args = [self.client._as_literal(a).to_value() for a in arguments]
+        value = self.compiled.run(args)
+        return GlobalData(self.client, Literal.from_value(value, self.result_shape))
+
+    def execute_and_transfer(self, arguments: Sequence[GlobalData | Literal | Any]) -> Literal:
+        return self.execute(arguments)._get()
+
+
+def _module_of(computation: Any) -> Module:
+    if isinstance(computation, Module):
+        return computation
+    module = getattr(computation, "module", None)
+    if isinstance(module, Module):
+        return module
+    raise XlapyError(f"cannot compile {type(computation).__name__}: expected an XlaComputation "
+                     "or a Module")
+
+
+class Client:
+    """The service front: `Client()` uses the default backend; `Client("interpreter")` names one."""
+
+    def __init__(self, backend: str = "interpreter") -> None:
+        self.backend_name = backend
+        self.backend = get_backend(backend)
+        self._lock = threading.Lock()
+
+    # ---- transfers ----------------------------------------------------------------------------
+    def transfer_to_server(self, value: Literal | Any) -> GlobalData:
+        """Copy a host value (Literal or numpy-compatible) to the service."""
+        return GlobalData(self, self._as_literal(value))
+
+    def transfer_to_client(self, data: GlobalData, shape_with_layout: Shape | None = None
+                           ) -> Literal:
+        lit = data._get()
+        if shape_with_layout is not None and shape_with_layout.layout is not None:
+            return lit.relayout(shape_with_layout.layout)
+        return lit
+
+    def _as_literal(self, value: Any) -> Literal:
+        if isinstance(value, GlobalData):
+            if value.client is not self:
+                raise XlapyError(f"{value!r} belongs to another client")
+            return value._get()
+        if isinstance(value, Literal):
+            return value
+        return Literal.from_numpy(np.asarray(value) if not isinstance(value, tuple) else value)
+
+    # ---- compile and run ------------------------------------------------------------------------
+    def compile(self, computation: Any, options: dict[str, Any] | None = None) -> Executable:
+        module = _module_of(computation)
+        return Executable(self, module, self.backend.compile(module, options))
+
+    def execute(self, computation: Any, arguments: Sequence[Any] = ()) -> GlobalData:
+        exe = computation if isinstance(computation, Executable) else self.compile(computation)
+        return exe.execute(arguments)
+
+    def execute_and_transfer(self, computation: Any, arguments: Sequence[Any] = ()) -> Literal:
+        return self.execute(computation, arguments)._get()
+
+    def __repr__(self) -> str:
+        return f"<Client backend={self.backend_name}>"
+
+
+class ClientLibrary:
+    """Seed 001's `ClientLibrary::LocalClientOrDie()`."""
+
+    _local: Client | None = None
+
+    @classmethod
+    def local_client(cls, backend: str = "interpreter") -> Client:
+        if cls._local is None or cls._local.backend_name != backend:
+            cls._local = Client(backend)
+        return cls._local
+
+    LocalClientOrDie = local_client
