@@ -1,7 +1,7 @@
 """xlapy: XLA, the compiler for linear algebra, in Python."""
 
 from xlapy import ops as _ops  # noqa: F401  (fills the op registry)
-from xlapy.builder import XlaBuilder, XlaComputation, XlaOp, ops
+from xlapy.builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy.errors import (
     BuilderError,
     InterpreterError,
@@ -19,5 +19,5 @@ __version__ = "0.1.0"
 __all__ = [
     "BuilderError", "Client", "ClientLibrary", "ElementType", "GlobalData", "InterpreterError",
     "Layout", "Literal", "ParseError", "Shape", "ShapeInferenceError", "Unimplemented",
-    "VerificationError", "XlaBuilder", "XlaComputation", "XlaOp", "XlapyError", "ops",
+    "VerificationError", "XlaBuilder", "XlaComputation", "XlaOp", "XlapyError",
 ]
