@@ -156,7 +156,8 @@ def infer_shape(name: str, operands: Sequence[Shape], attrs: Any = NO_ATTRS,
                   f"expects {op.num_regions} called computation(s), got {len(regions)}")
         if not isinstance(attrs, op.attrs):
             raise ShapeInferenceError(
-                f"{name}_attrs", f"expects attributes {op.attrs.__name__}, got {type(attrs).__name__}"
+                f"{name}_attrs",
+                f"expects attributes {op.attrs.__name__}, got {type(attrs).__name__}",
             )
         return op.infer(operands, attrs, regions)
     except ShapeInferenceError as e:

@@ -82,7 +82,8 @@ class Literal:
     def from_value(value: Any, shape: Shape) -> Literal:
         """Wrap an interpreter value (ndarray / tuple / Token) of `shape`."""
         if shape.is_tuple:
-            return Literal.tuple([Literal.from_value(v, s) for v, s in zip(value, shape.tuple_shapes)])
+            parts = zip(value, shape.tuple_shapes)
+            return Literal.tuple([Literal.from_value(v, s) for v, s in parts])
         if shape.is_token:
             return Literal.token()
         return Literal(shape, np.asarray(value, shape.dtype).reshape(shape.dimensions))

@@ -147,7 +147,8 @@ class Shape:
         if self != other:
             return False
         if self.is_tuple:
-            return all(a.equal_with_layout(b) for a, b in zip(self.tuple_shapes, other.tuple_shapes))
+            pairs = zip(self.tuple_shapes, other.tuple_shapes)
+            return all(a.equal_with_layout(b) for a, b in pairs)
         if not self.is_array:
             return True
         return self.effective_layout() == other.effective_layout()
