@@ -65,9 +65,8 @@ def ConstantR1(builder: XlaBuilder, values_or_length: Any, value: Any = None,
         arr = np.full(int(values_or_length), value)
     else:
         arr = np.asarray(values_or_length)
-        if element_type is None and arr.dtype.kind in "fi" and arr.dtype.itemsize == 8 \
-                and not isinstance(values_or_length, np.ndarray):
-            element_type = _default_type(arr.flat[0] if arr.size else 0.0)
+        if element_type is None and not isinstance(values_or_length, np.ndarray):
+            element_type = _default_list_type(arr)
     if arr.ndim != 1:
         return builder.report_error("ConstantR1", f"expects a rank-1 value, got shape "
                                     f"{list(arr.shape)}")
@@ -79,8 +78,8 @@ def _ranked(builder: XlaBuilder, values: Any, rank: int, element_type: Any, api:
     if arr.ndim != rank:
         return builder.report_error(api, f"expects a rank-{rank} value, got shape "
                                     f"{list(arr.shape)}")
-    if element_type is None and not isinstance(values, np.ndarray) and arr.size:
-        element_type = _default_type(arr.flat[0])
+    if element_type is None and not isinstance(values, np.ndarray):
+        element_type = _default_list_type(arr)
     return _constant(builder, arr, element_type, api)
 
 
@@ -117,6 +116,22 @@ def _default_type(value: Any) -> ElementType:
     if isinstance(value, complex):
         return ElementType.C64
     return ElementType.F32
+
+
+def _default_list_type(arr: np.ndarray) -> ElementType:
+    """Python lists follow seed 001's native types (float -> F32, int -> S32)."""
+    kind = arr.dtype.kind
+    if kind == "b":
+        return ElementType.PRED
+    if kind in "iu":
+        return ElementType.S32
+    if kind == "c":
+        return ElementType.C64
+    if kind == "f" and arr.dtype.itemsize == 8:
+        return ElementType.F32
+    from xlapy.types import from_dtype
+
+    return from_dtype(arr.dtype)
 
 
 def Tuple(builder: XlaBuilder, elements: Sequence[XlaOp]) -> XlaOp:
