@@ -1,3 +1,93 @@
-"""Builder ops: indexing family (being written)."""
+"""Builder ops: Gather and Scatter (seed 000 §Gather/§Scatter; xla_client signatures).
 
-__all__: list[str] = []
+Dimension numbers may be our frozen dataclasses or any object with the same field names
+(xla_client's protos, jax.lax's named tuples; those lack `index_vector_dim`, which then is
+the last dimension of the indices, as in jax, and name the batching fields
+`operand_batching_dims`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from xlapy.builder.xla_builder import XlaComputation, XlaOp
+from xlapy.ops.indexing import GatherAttrs, GatherDimensionNumbers
+from xlapy.ops.indexing_scatter import ScatterAttrs, ScatterDimensionNumbers
+
+__all__ = ["Gather", "Scatter", "GatherDimensionNumbers", "ScatterDimensionNumbers"]
+
+
+def _ints(value: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in (value or ()))
+
+
+def _gather_dnums(dn: Any, indices_rank: int) -> GatherDimensionNumbers:
+    if isinstance(dn, GatherDimensionNumbers):
+        return dn
+    ivd = getattr(dn, "index_vector_dim", None)
+    return GatherDimensionNumbers(
+        offset_dims=_ints(dn.offset_dims),
+        collapsed_slice_dims=_ints(dn.collapsed_slice_dims),
+        start_index_map=_ints(dn.start_index_map),
+        index_vector_dim=indices_rank - 1 if ivd is None else int(ivd),
+        operand_batching_dims=_ints(getattr(dn, "operand_batching_dims", ())),
+        start_indices_batching_dims=_ints(getattr(dn, "start_indices_batching_dims", ())),
+    )
+
+
+def _scatter_dnums(dn: Any, indices_rank: int) -> ScatterDimensionNumbers:
+    if isinstance(dn, ScatterDimensionNumbers):
+        return dn
+    ivd = getattr(dn, "index_vector_dim", None)
+    batching = getattr(dn, "input_batching_dims", None)
+    if batching is None:
+        batching = getattr(dn, "operand_batching_dims", ())
+    return ScatterDimensionNumbers(
+        update_window_dims=_ints(dn.update_window_dims),
+        inserted_window_dims=_ints(dn.inserted_window_dims),
+        scatter_dims_to_operand_dims=_ints(dn.scatter_dims_to_operand_dims),
+        index_vector_dim=indices_rank - 1 if ivd is None else int(ivd),
+        input_batching_dims=_ints(batching),
+        scatter_indices_batching_dims=_ints(getattr(dn, "scatter_indices_batching_dims", ())),
+    )
+
+
+def Gather(operand: XlaOp, start_indices: XlaOp, dimension_numbers: Any,
+           slice_sizes: Sequence[int], indices_are_sorted: bool = False) -> XlaOp:
+    """Slices of `operand` at the starts in `start_indices` (starts clamped into bounds)."""
+    b = operand.builder
+    if not isinstance(start_indices, XlaOp) or not start_indices.ok or not operand.ok:
+        return b.add_op("gather", [operand, start_indices], api_name="Gather")
+    try:
+        dn = _gather_dnums(dimension_numbers, start_indices.shape().rank)
+        attrs = GatherAttrs(dn, _ints(slice_sizes), bool(indices_are_sorted))
+    except (AttributeError, TypeError, ValueError) as e:
+        return b.report_error("Gather", f"bad dimension numbers or slice sizes: {e}")
+    return b.add_op("gather", [operand, start_indices], attrs, api_name="Gather")
+
+
+def Scatter(operand: XlaOp | Sequence[XlaOp], scatter_indices: XlaOp,
+            updates: XlaOp | Sequence[XlaOp], update_computation: XlaComputation,
+            dimension_numbers: Any, indices_are_sorted: bool = False,
+            unique_indices: bool = False) -> XlaOp:
+    """`operand` with windows at `scatter_indices` combined with `updates`.
+
+    Variadic when `operand` and `updates` are lists (the result is then a tuple, N > 1);
+    out-of-bounds windows are skipped.
+    """
+    inputs = list(operand) if isinstance(operand, (list, tuple)) else [operand]
+    upds = list(updates) if isinstance(updates, (list, tuple)) else [updates]
+    b = scatter_indices.builder
+    if len(inputs) != len(upds) or not inputs:
+        return b.report_error("Scatter", f"expects as many updates as operands (>= 1), got "
+                              f"{len(inputs)} operand(s) and {len(upds)} update(s)")
+    operands = [*inputs, scatter_indices, *upds]
+    if not all(isinstance(o, XlaOp) and o.ok for o in operands):
+        return b.add_op("scatter", operands, api_name="Scatter")
+    try:
+        dn = _scatter_dnums(dimension_numbers, scatter_indices.shape().rank)
+        attrs = ScatterAttrs(dn, bool(indices_are_sorted), bool(unique_indices))
+    except (AttributeError, TypeError, ValueError) as e:
+        return b.report_error("Scatter", f"bad dimension numbers: {e}")
+    return b.add_op("scatter", operands, attrs, [update_computation], api_name="Scatter")
