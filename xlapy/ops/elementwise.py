@@ -1,7 +1,15 @@
 """Element-wise ops as table rows: `unary(...)`, `binary(...)`, plus compare, select, clamp.
 
-Each row names the op, the element types it accepts and its numpy evaluation. Evaluation of
-bf16/f16/f8 computes in f32 and rounds once, as XLA's CPU backend does.
+Each row names the op, the element types it accepts and its numpy evaluation. Evaluation
+follows XLA's CPU backend:
+
+* bf16/f16/f8 compute in f32 and round once; sub-byte integers compute in 8 bits and wrap.
+* f32/f64 (and complex parts) run with denormals flushed to zero, inputs (DAZ) and results
+  (FTZ), as the CPU backend sets MXCSR; bit-level ops (negate, abs, select...) do not flush.
+* Integer arithmetic wraps; x / 0 is all ones, x % 0 is x, INT_MIN / -1 is INT_MIN.
+
+Unary rows live in `elementwise_unary`, conversions in `elementwise_convert`; both are
+imported at the end of this module.
 """
 
 from __future__ import annotations
@@ -26,47 +34,121 @@ COMPLEX = frozenset(t for t in ElementType if t.is_complex)
 NUMERIC = INT | FLOAT | COMPLEX
 ANY = BOOL | NUMERIC
 
-_TYPE_CLASS_NAMES = {BOOL: "boolean", INT: "integer", FLOAT: "floating-point",
-                     COMPLEX: "complex"}
+_TYPE_CLASS_NAMES = {BOOL: "boolean", INT: "integer", SINT: "signed integer",
+                     FLOAT: "floating-point", COMPLEX: "complex"}
 
 
 def _describe(types: frozenset[ElementType]) -> str:
-    parts = [n for cls, n in _TYPE_CLASS_NAMES.items() if cls <= types]
+    parts = [n for cls, n in _TYPE_CLASS_NAMES.items() if cls <= types
+             and not (cls is SINT and INT <= types)]
     return " or ".join(parts) if parts else ", ".join(sorted(t.value for t in types))
 
 
+_DTYPE_TO_ET = {t.dtype: t for t in ElementType if t.is_array}
+
+
+def etype(x: np.ndarray) -> ElementType:
+    """The element type of a value."""
+    return _DTYPE_TO_ET[x.dtype]
+
+
+# ---- compute types, wrapping and flushing -----------------------------------------------------
 def compute_dtype(t: ElementType) -> np.dtype:
-    """The dtype arithmetic runs in: f32 for sub-32-bit floats, the type itself otherwise."""
+    """The dtype arithmetic runs in: f32 for sub-32-bit floats, 8 bits for sub-byte ints."""
     if t.is_float and t.bits < 32:
         return np.dtype(np.float32)
+    if t.is_integer and t.bits < 8:
+        return np.dtype(np.int8 if t.is_signed else np.uint8)
     return t.dtype
 
 
+def flush(x: Any) -> np.ndarray:
+    """Denormal f32/f64 (and complex parts) to signed zero: the CPU backend's DAZ/FTZ."""
+    x = np.asarray(x)
+    if x.dtype.kind == "c":
+        return flush(x.real) + 1j * flush(x.imag).astype(x.dtype)  # type: ignore[no-any-return]
+    if x.dtype in (np.float32, np.float64):
+        tiny = np.finfo(x.dtype).tiny
+        with np.errstate(invalid="ignore"):
+            return np.where(np.abs(x) < tiny, x * 0, x)
+    return x
+
+
 def to_compute(x: np.ndarray, t: ElementType) -> np.ndarray:
+    """`x` in its compute dtype, denormals flushed (DAZ)."""
     dt = compute_dtype(t)
-    return x if x.dtype == dt else x.astype(dt)
+    x = x if x.dtype == dt else x.astype(dt)
+    return flush(x)
+
+
+def bits_mask(t: ElementType) -> np.uint64:
+    return np.uint64((1 << t.bits) - 1) if t.bits < 64 else np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+
+
+def to_bits(x: np.ndarray, t: ElementType) -> np.ndarray:
+    """The raw bit pattern of each element as uint64 (non-complex types)."""
+    if t.is_pred:
+        return x.astype(np.uint64)
+    if t.bits < 8:
+        return x.view(np.uint8).astype(np.uint64) & bits_mask(t)
+    return x.view(np.dtype(f"uint{t.bits}")).astype(np.uint64)
+
+
+def from_bits(u: np.ndarray, t: ElementType) -> np.ndarray:
+    """Elements of type `t` from uint64 bit patterns (only the low `t.bits` bits are used)."""
+    u = np.asarray(u, np.uint64) & bits_mask(t)
+    if t.is_pred:
+        return u != 0
+    if t.bits < 8:
+        b = u.astype(np.uint8)
+        if t.is_signed:
+            sign = np.uint8(1 << (t.bits - 1))
+            return ((b ^ sign).astype(np.int16) - int(sign)).astype(t.dtype)
+        if t.is_unsigned:
+            return b.astype(t.dtype)
+        return b.view(t.dtype)
+    return u.astype(np.dtype(f"uint{t.bits}")).view(t.dtype)
+
+
+def wrap_int(x: Any, t: ElementType) -> np.ndarray:
+    """Integer values wrapped to `t`'s width (two's complement)."""
+    x = np.asarray(x)
+    return from_bits(x.astype(np.int64).view(np.uint64), t)
 
 
 def from_compute(x: Any, t: ElementType) -> np.ndarray:
-    return np.asarray(x).astype(t.dtype, copy=False)
+    """A compute-dtype result as type `t`: FTZ for f32/f64, one rounding, integer wrap."""
+    x = np.asarray(x)
+    if t.is_integer and t.bits < 8:
+        return wrap_int(x, t)
+    if x.dtype.kind in "fc":
+        x = flush(x)
+    return x.astype(t.dtype, copy=False)
 
 
 # ---- unary and binary table rows -------------------------------------------------------------
 class ElementwiseOp(OpDef):
-    """An element-wise op given by a table row."""
+    """An element-wise op given by a table row.
+
+    `fn` receives operands in their compute dtype (or the stored values when `raw`); when
+    `typed`, it also receives the element type as `et=`.
+    """
 
     family = "elementwise"
 
     def __init__(self, name: str, arity: int, types: frozenset[ElementType],
                  fn: Callable[..., Any], result_type: Callable[[ElementType], ElementType] | None,
-                 raw: bool, hlo_name: str | None) -> None:
+                 raw: bool, typed: bool, hlo_name: str | None, doc: str) -> None:
         self.name = name  # type: ignore[misc]
         self.arity = arity  # type: ignore[misc]
         self.types = types
         self.fn = fn
         self.result_type = result_type
         self.raw = raw
-        self.hlo_name = hlo_name  # type: ignore[misc]
+        self.typed = typed
+        # HLO text spells multi-word opcodes with hyphens (`shift-left`).
+        self.hlo_name = hlo_name or (name.replace("_", "-") if "_" in name else None)  # type: ignore[misc]
+        self.__doc__ = doc or f"stablehlo.{name}: spec §{name}."
 
     def infer(self, operands: Sequence[Shape], attrs: Any, regions: Sequence[Region]) -> Shape:
         first = operands[0]
@@ -75,50 +157,183 @@ class ElementwiseOp(OpDef):
             check(s.element_type in self.types, f"{self.name}_c1",
                   f"operand {i} has element type {s.element_type}; expected "
                   f"{_describe(self.types)}")
-            check(s == first.with_element_type(s.element_type) and
-                  s.element_type == first.element_type, f"{self.name}_c1",
-                  "operands must have the same shape and element type")
+            check(s.dimensions == first.dimensions and s.element_type == first.element_type,
+                  f"{self.name}_c1", "operands must have the same shape and element type")
         et = self.result_type(first.element_type) if self.result_type else first.element_type
         return Shape.array(et, first.dimensions)
 
     def evaluate(self, operands: Sequence[Any], attrs: Any, result: Shape,
                  ctx: EvalContext) -> Any:
-        t = _etype(operands[0])
-        if self.raw:
-            out = self.fn(*operands)
-        else:
-            with np.errstate(all="ignore"):
-                out = self.fn(*(to_compute(x, t) for x in operands))
-        return from_compute(out, result.element_type)
-
-
-_DTYPE_TO_ET = {t.dtype: t for t in ElementType if t.is_array}
-
-
-def _etype(x: np.ndarray) -> ElementType:
-    return _DTYPE_TO_ET[x.dtype]
+        t = etype(operands[0])
+        kw = {"et": t} if self.typed else {}
+        with np.errstate(all="ignore"):
+            if self.raw:
+                return np.asarray(self.fn(*operands, **kw)).astype(result.element_type.dtype,
+                                                                   copy=False)
+            out = self.fn(*(to_compute(x, t) for x in operands), **kw)
+            return from_compute(out, result.element_type)
 
 
 def unary(name: str, types: frozenset[ElementType], fn: Callable[..., Any], *,
           result_type: Callable[[ElementType], ElementType] | None = None, raw: bool = False,
-          hlo_name: str | None = None) -> OpDef:
-    """Table row for a unary op; `raw` evaluates on the storage dtype instead of f32 compute."""
-    return add_op(ElementwiseOp(name, 1, types, fn, result_type, raw, hlo_name))
+          typed: bool = False, hlo_name: str | None = None, doc: str = "") -> OpDef:
+    """Table row for a unary op; `raw` evaluates on the stored values (no compute/flush)."""
+    return add_op(ElementwiseOp(name, 1, types, fn, result_type, raw, typed, hlo_name, doc))
 
 
 def binary(name: str, types: frozenset[ElementType], fn: Callable[..., Any], *,
            result_type: Callable[[ElementType], ElementType] | None = None, raw: bool = False,
-           hlo_name: str | None = None) -> OpDef:
-    return add_op(ElementwiseOp(name, 2, types, fn, result_type, raw, hlo_name))
+           typed: bool = False, hlo_name: str | None = None, doc: str = "") -> OpDef:
+    """Table row for a binary op (operands of one shape and element type)."""
+    return add_op(ElementwiseOp(name, 2, types, fn, result_type, raw, typed, hlo_name, doc))
 
 
-# ---- rows -------------------------------------------------------------------------------------
-binary("add", ANY, lambda a, b: (a | b) if a.dtype == np.bool_ else a + b)
-binary("subtract", NUMERIC, np.subtract)
-binary("multiply", ANY, lambda a, b: (a & b) if a.dtype == np.bool_ else a * b)
-binary("and", BOOL | INT, np.bitwise_and, raw=True)
-binary("or", BOOL | INT, np.bitwise_or, raw=True)
-binary("xor", BOOL | INT, np.bitwise_xor, raw=True)
+# ---- binary evaluation helpers ---------------------------------------------------------------
+def _is_int(a: np.ndarray) -> bool:
+    return a.dtype.kind in "iu"
+
+
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Truncating integer division with XLA's x/0 = -1 and INT_MIN/-1 = INT_MIN."""
+    if not _is_int(a):
+        return np.divide(a, b)
+    zero = b == 0
+    ovf = (a == np.iinfo(a.dtype).min) & (b == -1) if a.dtype.kind == "i" else zero & False
+    sb = np.where(zero | ovf, 1, b).astype(a.dtype)
+    r = np.fmod(a, sb)
+    q = (a - r) // sb
+    return np.where(zero, ~np.zeros_like(a), np.where(ovf, a, q))
+
+
+def _remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Remainder with the dividend's sign; integer x % 0 = x, INT_MIN % -1 = 0."""
+    if a.dtype.kind == "c":
+        q = a / b
+        return a - b * (np.trunc(q.real) + 1j * np.trunc(q.imag))  # type: ignore[no-any-return]
+    if not _is_int(a):
+        return np.fmod(a, b)
+    zero = b == 0
+    sb = np.where(zero, 1, b).astype(a.dtype)
+    if a.dtype.kind == "i":
+        sb = np.where(sb == -1, 1, sb).astype(a.dtype)
+    return np.where(zero, a, np.fmod(a, sb))
+
+
+def _complex_gt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a.real > b.real) | ((a.real == b.real) & (a.imag > b.imag))  # type: ignore[no-any-return]
+
+
+def _max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """NaN-propagating maximum; +0 beats -0; complex lexicographic; pred is or."""
+    if a.dtype == np.bool_:
+        return a | b
+    if a.dtype.kind == "c":
+        return np.where(_complex_gt(a, b), a, b)
+    out = np.maximum(a, b)
+    if a.dtype.kind == "f":
+        both0 = (a == 0) & (b == 0)
+        out = np.where(both0, np.where(np.signbit(a) & np.signbit(b), a, abs(a)), out)
+    return out  # type: ignore[no-any-return]
+
+
+def _min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """NaN-propagating minimum; -0 beats +0; complex lexicographic; pred is and."""
+    if a.dtype == np.bool_:
+        return a & b
+    if a.dtype.kind == "c":
+        return np.where(_complex_gt(b, a), a, b)
+    out = np.minimum(a, b)
+    if a.dtype.kind == "f":
+        both0 = (a == 0) & (b == 0)
+        out = np.where(both0, np.where(np.signbit(a) | np.signbit(b), -abs(a), a), out)
+    return out  # type: ignore[no-any-return]
+
+
+def _power(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
+    """Float/complex pow; integer pow by squaring with wrap, negative exponents as XLA."""
+    if not _is_int(a):
+        return np.power(a, b)
+    one = np.ones_like(a)
+    e = np.where(b < 0, 0, b).astype(a.dtype) if a.dtype.kind == "i" else b.copy()
+    out, base = one, a.copy()
+    for _ in range(et.bits):
+        out = np.where((e & 1) != 0, out * base, out)
+        base = base * base
+        e = e >> 1
+    if a.dtype.kind == "i":
+        neg_pow = np.where(a == 1, one, np.where(a == -1, np.where((b & 1) != 0, -one, one), 0))
+        out = np.where(b < 0, neg_pow, out)
+    return out  # type: ignore[no-any-return]
+
+
+def _atan2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "c":
+        # atan2(y, x) = -i log((x + i y) / sqrt(x^2 + y^2)), the complex extension.
+        return -1j * np.log((b + 1j * a) / np.sqrt(b * b + a * a))  # type: ignore[no-any-return]
+    return np.arctan2(a, b)
+
+
+def _shift(kind: str) -> Callable[..., np.ndarray]:
+    """Shifts on raw bits; amounts are unsigned, >= width gives 0 (or the sign for sra)."""
+
+    def fn(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
+        n = et.bits
+        u, s = to_bits(a, et), to_bits(b, et)
+        big = s >= np.uint64(n)
+        s = np.where(big, np.uint64(0), s)
+        if kind == "shl":
+            r = np.where(big, np.uint64(0), u << s)
+        elif kind == "srl":
+            r = np.where(big, np.uint64(0), u >> s)
+        else:
+            sign = np.uint64(1 << (n - 1))
+            v = (u ^ sign).view(np.int64) - np.int64(sign) if n < 64 else u.view(np.int64)
+            r = (v >> np.where(big, np.uint64(n - 1), s).astype(np.int64)).view(np.uint64)
+        return from_bits(r, et)
+
+    return fn
+
+
+def _bitwise(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def op(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
+        if et.is_pred:
+            return fn(a, b)
+        return from_bits(fn(to_bits(a, et), to_bits(b, et)), et)
+
+    return op
+
+
+def _complex_type(t: ElementType) -> ElementType:
+    return ElementType.C64 if t is ElementType.F32 else ElementType.C128
+
+
+# ---- binary rows -------------------------------------------------------------------------------
+binary("add", ANY, lambda a, b: (a | b) if a.dtype == np.bool_ else a + b,
+       doc="stablehlo.add: spec §add; XLA Add (pred: or).")
+binary("subtract", NUMERIC, np.subtract, doc="stablehlo.subtract: spec §subtract; XLA Sub.")
+binary("multiply", ANY, lambda a, b: (a & b) if a.dtype == np.bool_ else a * b,
+       doc="stablehlo.multiply: spec §multiply; XLA Mul (pred: and).")
+binary("divide", NUMERIC, _divide, doc="stablehlo.divide: spec §divide; XLA Div.")
+binary("remainder", NUMERIC, _remainder, doc="stablehlo.remainder: spec §remainder; XLA Rem.")
+binary("maximum", ANY, _max, doc="stablehlo.maximum: spec §maximum; XLA Max.")
+binary("minimum", ANY, _min, doc="stablehlo.minimum: spec §minimum; XLA Min.")
+binary("power", NUMERIC, _power, typed=True, doc="stablehlo.power: spec §power; XLA Pow.")
+binary("atan2", FLOAT | COMPLEX, _atan2, doc="stablehlo.atan2: spec §atan2; XLA Atan2.")
+binary("complex", frozenset({ElementType.F32, ElementType.F64}),
+       lambda a, b: a + 1j * b.astype(a.dtype), result_type=_complex_type, raw=True,
+       doc="stablehlo.complex: spec §complex; XLA Complex (no flush: a bit-level op).")
+binary("shift_left", INT, _shift("shl"), raw=True, typed=True,
+       doc="stablehlo.shift_left: spec §shift_left; XLA ShiftLeft.")
+binary("shift_right_arithmetic", INT, _shift("sra"), raw=True, typed=True,
+       doc="stablehlo.shift_right_arithmetic: spec §shift_right_arithmetic.")
+binary("shift_right_logical", INT, _shift("srl"), raw=True, typed=True,
+       doc="stablehlo.shift_right_logical: spec §shift_right_logical.")
+binary("and", BOOL | INT, _bitwise(np.bitwise_and), raw=True, typed=True,
+       doc="stablehlo.and: spec §and; XLA And.")
+binary("or", BOOL | INT, _bitwise(np.bitwise_or), raw=True, typed=True,
+       doc="stablehlo.or: spec §or; XLA Or.")
+binary("xor", BOOL | INT, _bitwise(np.bitwise_xor), raw=True, typed=True,
+       doc="stablehlo.xor: spec §xor; XLA Xor.")
 
 
 # ---- compare ----------------------------------------------------------------------------------
@@ -137,9 +352,15 @@ _CMP = {
 
 def total_order_key(x: np.ndarray) -> np.ndarray:
     """Signed integers ordered as IEEE totalOrder orders the floats in `x` (-NaN < -inf < ...)."""
-    it = np.dtype(f"int{x.dtype.itemsize * 8}")
-    i = x.view(it)
-    return np.where(i < 0, i ^ np.iinfo(it).max, i)
+    t = etype(x)
+    n = t.bits
+    u = to_bits(x, t)
+    sign = np.uint64(1 << (n - 1))
+    neg = (u & sign) != 0
+    # Sign-magnitude to a monotone signed key: negatives flip all magnitude bits.
+    mag = (u & (sign - np.uint64(1))).astype(np.int64) if n < 64 else \
+        (u & (sign - np.uint64(1))).view(np.int64)
+    return np.where(neg, -mag - 1, mag)
 
 
 @register
@@ -175,22 +396,23 @@ class Compare(OpDef):
                  ctx: EvalContext) -> Any:
         lhs, rhs = operands
         fn = _CMP[attrs.comparison_direction]
-        et = _etype(lhs)
+        et = etype(lhs)
         if attrs.compare_type is ComparisonType.TOTALORDER and et.is_float:
             return fn(total_order_key(lhs), total_order_key(rhs))
+        lhs, rhs = to_compute(lhs, et), to_compute(rhs, et)
         if et.is_complex and attrs.comparison_direction not in (ComparisonDirection.EQ,
                                                                 ComparisonDirection.NE):
             # Lexicographic (real, imag), as XLA orders complex values.
             lt = (lhs.real < rhs.real) | ((lhs.real == rhs.real) & (lhs.imag < rhs.imag))
-            eq = lhs == rhs
-            return {ComparisonDirection.LT: lt, ComparisonDirection.LE: lt | eq,
-                    ComparisonDirection.GT: ~(lt | eq), ComparisonDirection.GE: ~lt}[
+            gt = _complex_gt(lhs, rhs)
+            return {ComparisonDirection.LT: lt, ComparisonDirection.LE: ~gt,
+                    ComparisonDirection.GT: gt, ComparisonDirection.GE: ~lt}[
                         attrs.comparison_direction]
         with np.errstate(all="ignore"):
-            return fn(to_compute(lhs, et), to_compute(rhs, et))
+            return fn(lhs, rhs)
 
 
-# ---- select -----------------------------------------------------------------------------------
+# ---- select and clamp -------------------------------------------------------------------------
 @register
 class Select(OpDef):
     """stablehlo.select: spec §select; XLA Select (pred may be a scalar)."""
@@ -201,10 +423,10 @@ class Select(OpDef):
 
     def infer(self, operands: Sequence[Shape], attrs: Any, regions: Sequence[Region]) -> Shape:
         pred, on_true, on_false = operands
-        check(pred.is_array and pred.element_type is ElementType.PRED, "select_c0",
+        check(pred.is_array and pred.element_type is ElementType.PRED, "select_c1",
               f"pred must be a tensor of i1, got {pred}")
-        check(pred.rank == 0 or pred.dimensions == on_true.dimensions, "select_c1",
-              "pred must be a scalar or have the shape of on_true")
+        check(pred.rank == 0 or (on_true.is_array and pred.dimensions == on_true.dimensions),
+              "select_c1", "pred must be a scalar or have the shape of on_true")
         check(on_true == on_false, "select_c2", "on_true and on_false must have the same type")
         return on_true
 
@@ -213,4 +435,38 @@ class Select(OpDef):
         pred, on_true, on_false = operands
         if isinstance(on_true, tuple):
             return on_true if bool(pred) else on_false
-        return np.where(pred, on_true, on_false)
+        return np.where(pred, on_true, on_false).astype(on_true.dtype, copy=False)
+
+
+@register
+class Clamp(OpDef):
+    """stablehlo.clamp: spec §clamp; XLA Clamp(min, operand, max) = min(max(x, lo), hi)."""
+
+    name = "clamp"
+    arity = 3
+    family = "elementwise"
+
+    def infer(self, operands: Sequence[Shape], attrs: Any, regions: Sequence[Region]) -> Shape:
+        lo, x, hi = operands
+        for s in operands:
+            check(s.is_array, "clamp_c1", f"operand {s} is not a tensor")
+        check(lo.rank == 0 or lo.dimensions == x.dimensions, "clamp_c1",
+              "min must be a scalar or have the shape of operand")
+        check(hi.rank == 0 or hi.dimensions == x.dimensions, "clamp_c2",
+              "max must be a scalar or have the shape of operand")
+        check(lo.element_type == x.element_type == hi.element_type, "clamp_c3",
+              "min, operand and max must have the same element type")
+        check(x.element_type in ANY, "clamp_c3", f"element type {x.element_type} is not numeric")
+        return Shape.array(x.element_type, x.dimensions)
+
+    def evaluate(self, operands: Sequence[Any], attrs: Any, result: Shape,
+                 ctx: EvalContext) -> Any:
+        lo, x, hi = operands
+        t = etype(x)
+        with np.errstate(all="ignore"):
+            lo_c, x_c, hi_c = (np.broadcast_to(to_compute(v, t), x.shape)
+                               for v in (lo, x, hi))
+            return from_compute(_min(_max(x_c, lo_c), hi_c), t)
+
+
+from xlapy.ops import elementwise_convert, elementwise_unary  # noqa: E402,F401

@@ -1,0 +1,143 @@
+"""Unary element-wise ops (spec §abs ... §tanh, plus XLA's erf) as table rows.
+
+Rows compute in the compute dtype with XLA CPU's denormal flushing (see `elementwise`);
+`raw` rows (negate, abs of reals, real/imag, is_finite, not, popcnt, clz) work on the stored
+bits, as XLA's CPU code does, so they keep denormals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.special
+
+from xlapy.ops.elementwise import (
+    BOOL,
+    COMPLEX,
+    FLOAT,
+    INT,
+    SINT,
+    flush,
+    from_bits,
+    to_bits,
+    to_compute,
+    unary,
+    wrap_int,
+)
+from xlapy.types import ElementType
+
+_FC = FLOAT | COMPLEX
+
+
+def _abs(x: np.ndarray, et: ElementType) -> np.ndarray:
+    """abs: integers wrap (|INT_MIN| = INT_MIN); complex gives the component type."""
+    if et.is_complex:
+        c = to_compute(x, et)
+        return flush(np.abs(c))
+    if et.is_integer:
+        return wrap_int(np.abs(x.astype(np.int64)), et)
+    return np.abs(x)
+
+
+def _negate(x: np.ndarray, et: ElementType) -> np.ndarray:
+    if et.is_integer:
+        return wrap_int(-x.astype(np.int64), et)
+    return -x
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    """-1/0/+1 keeping signed zeros and NaN; complex x / |x|."""
+    if x.dtype.kind == "c":
+        return np.where(x == 0, 0, x / np.abs(x))  # type: ignore[no-any-return]
+    if x.dtype.kind == "f":
+        return np.where((x == 0) | np.isnan(x), x, np.sign(x))  # type: ignore[no-any-return]
+    return np.sign(x)
+
+
+def _round_afz(x: np.ndarray) -> np.ndarray:
+    """Round half away from zero without the x + 0.5 rounding trap."""
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)  # type: ignore[no-any-return]
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    one = np.ones((), x.dtype)
+    return one / np.sqrt(x)  # type: ignore[no-any-return]
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    one = np.ones((), x.dtype)
+    return one / (one + np.exp(-x))  # type: ignore[no-any-return]
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return scipy.special.erf(x).astype(x.dtype)  # type: ignore[no-any-return]
+
+
+def _real(x: np.ndarray, et: ElementType) -> np.ndarray:
+    return x.real.copy() if et.is_complex else x
+
+
+def _imag(x: np.ndarray, et: ElementType) -> np.ndarray:
+    return x.imag.copy() if et.is_complex else np.zeros_like(x)
+
+
+def _not(x: np.ndarray, et: ElementType) -> np.ndarray:
+    if et.is_pred:
+        return ~x
+    return from_bits(~to_bits(x, et), et)
+
+
+def _popcnt(x: np.ndarray, et: ElementType) -> np.ndarray:
+    return from_bits(np.bitwise_count(to_bits(x, et)).astype(np.uint64), et)
+
+
+def _clz(x: np.ndarray, et: ElementType) -> np.ndarray:
+    u = to_bits(x, et)
+    length = np.zeros(u.shape, np.uint64)
+    for i in range(et.bits):
+        length = np.where((u >> np.uint64(i)) != 0, np.uint64(i + 1), length)
+    return from_bits(np.uint64(et.bits) - length, et)
+
+
+def _component(t: ElementType) -> ElementType:
+    return t.component_type
+
+
+# ---- rows (spec order) ---------------------------------------------------------------------
+unary("abs", SINT | FLOAT | COMPLEX, _abs, raw=True, typed=True, result_type=_component,
+      doc="stablehlo.abs: spec §abs; XLA Abs (complex -> component type).")
+unary("cbrt", _FC, np.cbrt, doc="stablehlo.cbrt: spec §cbrt; XLA Cbrt.")
+unary("ceil", FLOAT, np.ceil, doc="stablehlo.ceil: spec §ceil; XLA Ceil.")
+unary("cosine", _FC, np.cos, doc="stablehlo.cosine: spec §cosine; XLA Cos.")
+unary("count_leading_zeros", INT, _clz, raw=True, typed=True,
+      doc="stablehlo.count_leading_zeros: spec §count_leading_zeros; XLA Clz.")
+unary("exponential", _FC, np.exp, doc="stablehlo.exponential: spec §exponential; XLA Exp.")
+unary("exponential_minus_one", _FC, np.expm1,
+      doc="stablehlo.exponential_minus_one: spec §exponential_minus_one; XLA Expm1.")
+unary("floor", FLOAT, np.floor, doc="stablehlo.floor: spec §floor; XLA Floor.")
+unary("imag", _FC, _imag, raw=True, typed=True, result_type=_component,
+      doc="stablehlo.imag: spec §imag; XLA Imag (zeros for real operands).")
+unary("is_finite", FLOAT, np.isfinite, raw=True, result_type=lambda t: ElementType.PRED,
+      doc="stablehlo.is_finite: spec §is_finite; XLA IsFinite.")
+unary("log", _FC, np.log, doc="stablehlo.log: spec §log; XLA Log.")
+unary("log_plus_one", _FC, np.log1p,
+      doc="stablehlo.log_plus_one: spec §log_plus_one; XLA Log1p.")
+unary("logistic", _FC, _logistic, doc="stablehlo.logistic: spec §logistic; XLA Logistic.")
+unary("negate", INT | FLOAT | COMPLEX, _negate, raw=True, typed=True,
+      doc="stablehlo.negate: spec §negate; XLA Neg (wraps; flips the sign bit of floats).")
+unary("not", BOOL | INT, _not, raw=True, typed=True, doc="stablehlo.not: spec §not; XLA Not.")
+unary("popcnt", INT, _popcnt, raw=True, typed=True,
+      doc="stablehlo.popcnt: spec §popcnt; XLA PopulationCount.")
+unary("real", _FC, _real, raw=True, typed=True, result_type=_component,
+      doc="stablehlo.real: spec §real; XLA Real.")
+unary("round_nearest_afz", FLOAT, _round_afz,
+      doc="stablehlo.round_nearest_afz: spec §round_nearest_afz; XLA Round.")
+unary("round_nearest_even", FLOAT, np.rint,
+      doc="stablehlo.round_nearest_even: spec §round_nearest_even; XLA RoundNearestEven.")
+unary("rsqrt", _FC, _rsqrt, doc="stablehlo.rsqrt: spec §rsqrt; XLA Rsqrt.")
+unary("sign", SINT | FLOAT | COMPLEX, _sign, doc="stablehlo.sign: spec §sign; XLA Sign.")
+unary("sine", _FC, np.sin, doc="stablehlo.sine: spec §sine; XLA Sin.")
+unary("sqrt", _FC, np.sqrt, doc="stablehlo.sqrt: spec §sqrt; XLA Sqrt.")
+unary("tan", _FC, np.tan, doc="stablehlo.tan: spec §tan; XLA Tan.")
+unary("tanh", _FC, np.tanh, doc="stablehlo.tanh: spec §tanh; XLA Tanh.")
+unary("erf", FLOAT, _erf, doc="XLA erf (HLO `erf`, chlo.erf): seed 000 §Element-wise unary.")
