@@ -58,7 +58,7 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any,
     return x.astype(dt)
 
 
-# ---- dot_general ----------------------------------------------------------------------------------
+# ---- dot_general --------------------------------------------------------------------------------
 DOT_TYPES = [np.int8, np.int32, ml_dtypes.bfloat16, np.float16, np.float32, np.float64,
              np.complex64]
 DOT_RTOL = {np.dtype(ml_dtypes.bfloat16): 1.6e-2, np.dtype(np.float16): 2e-3,
@@ -131,7 +131,7 @@ def test_dot_bf16_rounds_once() -> None:
     assert_same(got, np.asarray(want), what="bf16 dot")
 
 
-# ---- convolution ----------------------------------------------------------------------------------
+# ---- convolution --------------------------------------------------------------------------------
 def _conv_case(rng: np.random.Generator) -> dict[str, Any] | None:
     s = int(rng.choice([1, 2, 2, 3]))
     n = s + 2
@@ -215,7 +215,7 @@ def test_conv_same_valid(padding: str) -> None:
     assert_same(got, np.asarray(want), what=f"Conv {padding}")
 
 
-# ---- fft --------------------------------------------------------------------------------------------
+# ---- fft ----------------------------------------------------------------------------------------
 FFT_CASES = [
     (FftType.FFT, np.complex64, (3, 8), (8,)),
     (FftType.IFFT, np.complex64, (2, 5, 6), (5, 6)),
@@ -264,7 +264,7 @@ def test_jnp_fft_family() -> None:
     assert_same(got, want, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(want))), what="irfft")
 
 
-# ---- cholesky, triangular_solve ---------------------------------------------------------------------
+# ---- cholesky, triangular_solve -----------------------------------------------------------------
 LINALG_TYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 
