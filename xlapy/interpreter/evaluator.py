@@ -31,6 +31,11 @@ class RuntimeState:
     outfeed: list[Any] = field(default_factory=list)
     #: Named host hooks (check-dialect results, probes, prints) used by front doors.
     hooks: dict[str, Any] = field(default_factory=dict)
+    #: Host channels by channel id: values send(is_host_transfer) wrote, values recv reads.
+    host_sends: dict[int, list[Any]] = field(default_factory=dict)
+    host_recvs: dict[int, list[Any]] = field(default_factory=dict)
+    #: set_dimension_size results: id(value) -> (weakref to it, {dimension: dynamic size}).
+    dynamic_sizes: dict[int, Any] = field(default_factory=dict)
 
 
 class _Context:
