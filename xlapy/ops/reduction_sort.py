@@ -76,7 +76,8 @@ def _simple_permutation(ctx: EvalContext, xs: list[np.ndarray]) -> np.ndarray | 
         return None
     region = instr.called[0]
     root = region.root
-    if root is None or root.opcode != "compare" or len(region.instructions) != 3:
+    if root is None or root.opcode != "compare" or any(
+            i.opcode != "parameter" for i in region.instructions if i is not root):
         return None
     lhs, rhs = root.operands
     if lhs.opcode != "parameter" or rhs.opcode != "parameter":
@@ -136,8 +137,8 @@ def _merge_sort(less: ArrayFn, xs: list[np.ndarray]) -> np.ndarray:
         cur = [np.take_along_axis(x, perm, axis=-1) for x in xs]
         lo = np.broadcast_to(lo_run, perm.shape).copy()
         hi = np.broadcast_to(hi_run, perm.shape).copy()
-        # First-run elements count the other run's elements strictly less (less(b, a));
-        # second-run elements count those not greater (not less(b, a)), keeping stability.
+        # A first-run element goes after the other run's elements strictly less than it; a
+        # second-run element after those not greater than it (so ties keep their order).
         while True:
             active = lo < hi
             if not active.any():
