@@ -211,7 +211,7 @@ class Gather(OpDef):
             else:
                 perm.append(b)
                 b += 1
-        return np.ascontiguousarray(np.transpose(arr, perm))
+        return np.transpose(arr, perm).copy(order="C")
 
 
 from xlapy.ops import indexing_scatter  # noqa: E402,F401  (registers scatter)
