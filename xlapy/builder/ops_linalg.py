@@ -29,9 +29,12 @@ from xlapy.types import ElementType
 __all__ = [
     "Dot", "DotGeneral", "DotDimensionNumbers", "Conv", "ConvWithGeneralPadding",
     "ConvWithGeneralDimensions", "ConvGeneral", "ConvGeneralDilated", "ConvDimensionNumbers",
-    "PaddingType", "Fft", "FftType", "Cholesky", "TriangularSolve", "Transpose",
-    "make_conv_dimension_numbers", "make_padding",
+    "PaddingType", "Fft", "FftType", "Cholesky", "TriangularSolve",
+    "TriangularSolveOptions_Transpose", "make_conv_dimension_numbers", "make_padding",
 ]
+
+#: xla_client's spelling of the transpose_a enum (`Transpose` is the transpose op's builder).
+TriangularSolveOptions_Transpose = Transpose
 
 
 class PaddingType(enum.Enum):
