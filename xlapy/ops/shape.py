@@ -133,7 +133,7 @@ class Transpose(OpDef):
 
     def evaluate(self, operands: Sequence[Any], attrs: TransposeAttrs, result: Shape,
                  ctx: EvalContext) -> Any:
-        return np.ascontiguousarray(np.transpose(operands[0], attrs.permutation))
+        return np.array(np.transpose(operands[0], attrs.permutation), order="C")
 
 
 # ---- slice ------------------------------------------------------------------------------------
@@ -176,7 +176,7 @@ class Slice(OpDef):
                  ctx: EvalContext) -> Any:
         index = tuple(slice(s, lim, st) for s, lim, st in
                       zip(attrs.start_indices, attrs.limit_indices, attrs.strides))
-        return np.ascontiguousarray(operands[0][index])
+        return np.array(operands[0][index], order="C")
 
 
 # ---- concatenate ------------------------------------------------------------------------------
@@ -253,7 +253,7 @@ class Reverse(OpDef):
                  ctx: EvalContext) -> Any:
         if not attrs.dimensions:
             return operands[0]
-        return np.ascontiguousarray(np.flip(operands[0], axis=tuple(attrs.dimensions)))
+        return np.array(np.flip(operands[0], axis=tuple(attrs.dimensions)), order="C")
 
 
 # ---- pad --------------------------------------------------------------------------------------
@@ -309,7 +309,7 @@ class Pad(OpDef):
                       for d, a, n in zip(operand.shape, lo, interior))
         out[place] = operand
         crop = tuple(slice(max(-a, 0), f - max(-b, 0)) for a, b, f in zip(lo, hi, full))
-        return np.ascontiguousarray(out[crop])
+        return np.array(out[crop], order="C")
 
 
 # ---- iota -------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ class DynamicSlice(OpDef):
         operand, *indices = operands
         starts = _clamped_starts(indices, operand.shape, attrs.slice_sizes)
         index = tuple(slice(s, s + n) for s, n in zip(starts, attrs.slice_sizes))
-        return np.ascontiguousarray(operand[index])
+        return np.array(operand[index], order="C")
 
 
 @register
