@@ -1,0 +1,52 @@
+"""The StableHLO front door: parse MLIR text (generic and pretty forms), import it into the
+HLO IR, print modules back as StableHLO, and the check / interpreter dialects."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from xlapy.ir import Module
+from xlapy.stablehlo import check as _check  # noqa: F401  (registers check.* / interpreter.*)
+from xlapy.stablehlo.importer import import_module
+from xlapy.stablehlo.parser import Parser, parse_text
+
+_SPLIT = re.compile(r"^// -----[ \t]*$", re.M)
+
+
+def parse_module(text: str, filename: str = "<input>", entry: str | None = None,
+                 line_offset: int = 0) -> Module:
+    """Parse and import one module (raises ParseError with file:line:col on bad input)."""
+    p = Parser(text, filename, line_offset)
+    node = p.parse_module()
+    return import_module(node, p.lex, entry)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One `// -----`-separated part of a file: its text and first line (0-based offset)."""
+
+    text: str
+    line_offset: int
+    index: int
+
+
+def split_chunks(text: str) -> list[Chunk]:
+    out: list[Chunk] = []
+    pos, line = 0, 0
+    for i, m in enumerate(_SPLIT.finditer(text)):
+        part = text[pos:m.start()]
+        out.append(Chunk(part, line, i))
+        line += part.count("\n") + 1
+        pos = m.end()
+    out.append(Chunk(text[pos:], line, len(out)))
+    return out
+
+
+def print_module(module: Module, generic: bool = False) -> str:
+    from xlapy.stablehlo.printer import print_module as _print
+
+    return _print(module, generic=generic)
+
+
+__all__ = ["Chunk", "parse_module", "parse_text", "print_module", "split_chunks"]

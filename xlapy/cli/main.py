@@ -1,0 +1,193 @@
+"""`xlapy run FILE...`: parse StableHLO files, run their entry function, evaluate `check` ops.
+
+One PASS/FAIL line per chunk when a run has several (files or `// -----` chunks), then
+`N passed, M failed`; exit status 0 exactly when nothing failed. Parse and verification
+errors print `file:line:col: message`, the source line and a caret.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from xlapy.errors import XlapyError
+from xlapy.interpreter import Interpreter, RuntimeState
+from xlapy.ir import Module
+from xlapy.stablehlo import parse_module, split_chunks
+from xlapy.stablehlo.values import format_value
+from xlapy.types import from_shlo_name
+from xlapy.verify import verify_module
+
+
+@dataclass
+class ChunkResult:
+    name: str
+    ok: bool
+    message: str = ""
+    outputs: list[Any] = field(default_factory=list)
+    printed: list[str] = field(default_factory=list)
+
+
+def entry_functions(module: Module, entry: str | None) -> list[str]:
+    """What to run: the entry (main / the only function), else every argument-less public
+    function nobody calls (the reference interpreter's test files hold several)."""
+    if module.entry is not None:
+        return [module.entry.name]
+    called = {c.name for comp in module.computations for c in comp.called_computations()}
+    vis = module.meta.get("visibility", {})
+    names = [n for n in module.meta.get("functions", [])  # type: ignore[union-attr]
+             if n not in called and vis.get(n, "public") == "public"]  # type: ignore[union-attr]
+    return [n for n in names if not module.get(n).parameters]
+
+
+def run_module(module: Module, args: Sequence[Any] = (), entry: str | None = None,
+               printed: list[str] | None = None) -> list[Any]:
+    """Verify `module` and run its entry function(s); returns each function's value."""
+    verify_module_lenient(module)
+    outs = []
+    for name in entry_functions(module, entry):
+        runtime = RuntimeState()
+        if printed is not None:
+            runtime.hooks["print"] = printed.append
+        comp = module.get(name)
+        outs.append(Interpreter(runtime).run(comp, list(args) if comp is module.entry else []))
+    return outs
+
+
+def verify_module_lenient(module: Module) -> None:
+    """verify_module needs an entry; a module of independent test functions has none."""
+    if module.entry is None and module.computations:
+        module.entry = module.computations[-1]
+        try:
+            verify_module(module)
+        finally:
+            module.entry = None
+    elif module.computations:
+        verify_module(module)
+
+
+def run_chunk(text: str, filename: str, line_offset: int = 0, entry: str | None = None,
+              inputs: Sequence[Any] = ()) -> ChunkResult:
+    name = f"{filename}:{line_offset + 1}"
+    printed: list[str] = []
+    try:
+        module = parse_module(text, filename, entry, line_offset)
+        outs = run_module(module, inputs, entry, printed)
+    except XlapyError as e:
+        return ChunkResult(name, False, f"{type(e).__name__}: {e}", printed=printed)
+    except RecursionError:
+        return ChunkResult(name, False, "RecursionError: nesting too deep", printed=printed)
+    return ChunkResult(name, True, "", outs, printed)
+
+
+# ---- inputs ---------------------------------------------------------------------------------
+_INLINE = re.compile(r"^((?:\d+x)*)([a-z][a-z0-9]*)=(.*)$", re.S)
+
+
+def parse_input(spec: str) -> list[Any]:
+    """`x.npy`, `x.npz` (arrays in name order) or iree-style `2x2xf32=[1 2][3 4]` / `f32=5`."""
+    if spec.endswith(".npy"):
+        return [np.load(spec)]
+    if spec.endswith(".npz"):
+        with np.load(spec) as data:
+            return [data[k] for k in data.files]
+    m = _INLINE.match(spec.strip())
+    if m is None:
+        raise XlapyError(f"bad --input '{spec}': expected FILE.npy, FILE.npz or "
+                         "DIMSxTYPE=VALUES like 2x2xf32=[1 2][3 4]")
+    dims = [int(d) for d in m.group(1).split("x")[:-1]]
+    et = from_shlo_name(m.group(2))
+    values = re.findall(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan)|true|false",
+                        m.group(3))
+    n = int(np.prod(dims)) if dims else 1
+    if len(values) == 1 and n != 1:
+        values = values * n
+    if len(values) != n:
+        raise XlapyError(f"bad --input '{spec}': {len(values)} value(s) for shape {dims}")
+    if et.is_pred:
+        arr = np.array([v in ("true", "1") for v in values])
+    else:
+        arr = np.array([float(v) if et.is_float or et.is_complex else int(v) for v in values])
+    return [arr.astype(et.dtype).reshape(dims)]
+
+
+# ---- the command ------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    inputs: list[Any] = []
+    try:
+        for spec in args.input or []:
+            inputs.extend(parse_input(spec))
+    except (XlapyError, OSError, ValueError) as e:
+        out.write(f"error: {e}\n")
+        return 2
+    results: list[ChunkResult] = []
+    for path in args.files:
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            results.append(ChunkResult(path, False, f"cannot read {path}: {e.strerror}"))
+            continue
+        chunks = split_chunks(text)
+        for c in chunks:
+            if not c.text.strip() or _only_comments(c.text):
+                continue
+            results.append(run_chunk(c.text, path, c.line_offset, args.entry, inputs))
+    many = len(results) != 1
+    for r in results:
+        for line in r.printed:
+            out.write(line + "\n")
+        if many:
+            out.write(f"{'PASS' if r.ok else 'FAIL'} {r.name}\n")
+            if not r.ok:
+                out.write(_indent(r.message) + "\n")
+        elif r.ok:
+            for value in r.outputs:
+                if isinstance(value, tuple) and value == ():
+                    continue
+                out.write(format_value(value) + "\n")
+        else:
+            out.write(r.message + "\n")
+    failed = sum(not r.ok for r in results)
+    if many:
+        out.write(f"{len(results) - failed} passed, {failed} failed\n")
+    return 0 if failed == 0 else 1
+
+
+def _only_comments(text: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("//") for line in text.splitlines())
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="xlapy", description="XLA in Python")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run StableHLO files (check ops are evaluated)")
+    run.add_argument("files", nargs="+", metavar="FILE")
+    run.add_argument("--entry", default=None, help="function to run (default: main)")
+    run.add_argument("--input", action="append", metavar="VALUE",
+                     help="an argument: FILE.npy, FILE.npz or 2x2xf32=[1 2][3 4]")
+    run.add_argument("--split-input-file", action="store_true",
+                     help="split files at '// -----' (always done)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    stream = out or sys.stdout
+    if args.command == "run":
+        return cmd_run(args, stream)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""StableHLO attributes -> each OpDef's attrs dataclass, driven by the dataclass's type hints.
+
+Field names are the spec's attribute names, so most ops need no table row: a field takes the
+attribute of the same name, converted by its type hint (tuples, enums, nested dataclasses,
+shapes). Fields StableHLO carries in the result type (`shape`, `new_element_type`,
+`result_shapes`...) come from the declared result types. `ALIASES` covers the few spellings
+that differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import types
+import typing
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from xlapy.errors import XlapyError
+from xlapy.stablehlo.dense import dense_to_array
+from xlapy.stablehlo.nodes import (
+    ConvDims,
+    DenseArray,
+    DenseAttr,
+    EnumAttr,
+    StructAttr,
+    SymbolRef,
+    TypedNumber,
+)
+from xlapy.types import ElementType, Literal, Shape
+
+
+class AttrError(XlapyError):
+    """An attribute is missing or has a value the op's attribute type cannot take."""
+
+
+#: (op, dataclass field) -> StableHLO attribute name where they differ.
+ALIASES: dict[tuple[str, str], str] = {
+    ("dot_general", "*"): "dot_dimension_numbers",
+    ("scatter", "scatter_dimension_numbers"): "scatter_dimension_numbers",
+    ("all_gather", "channel_id"): "channel_handle",
+    ("all_reduce", "channel_id"): "channel_handle",
+    ("reduce_scatter", "channel_id"): "channel_handle",
+    ("all_to_all", "channel_id"): "channel_handle",
+    ("collective_permute", "channel_id"): "channel_handle",
+    ("collective_broadcast", "channel_id"): "channel_handle",
+}
+
+#: Fields filled from the declared result type(s) when the text does not give them.
+_FROM_RESULT = {"shape", "new_element_type", "result_shapes", "result_shape", "element_type",
+                "new_sizes", "result_type"}
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[Any]) -> Any:
+    """Instantiate `cls` for op `op` from parsed `attrs` and the declared result types."""
+    if not dataclasses.is_dataclass(cls):
+        return cls()
+    hints = _hints(cls)
+    flat = dict(attrs)
+    nested = ALIASES.get((op, "*"))
+    if nested and isinstance(flat.get(nested), StructAttr):
+        flat.update(flat.pop(nested).fields)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        key = ALIASES.get((op, f.name), f.name)
+        hint = hints[f.name]
+        if key in flat:
+            try:
+                kwargs[f.name] = convert(flat[key], hint)
+            except (AttrError, ValueError, TypeError, KeyError) as e:
+                raise AttrError(f"{op}: bad value for attribute '{key}': {e}") from None
+            continue
+        if f.name in _FROM_RESULT and result_types:
+            value = _from_result(f.name, hint, result_types)
+            if value is not None:
+                kwargs[f.name] = value
+                continue
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise AttrError(f"{op}: missing attribute '{key}'")
+    return cls(**kwargs)
+
+
+def _from_result(name: str, hint: Any, result_types: list[Any]) -> Any:
+    shapes = [t for t in result_types if isinstance(t, Shape)]
+    if len(shapes) != len(result_types) or not shapes:
+        return None
+    first = shapes[0]
+    base = _strip_optional(hint)
+    if base is Shape:
+        return first
+    if base is ElementType:
+        return first.element_type if first.is_array else None
+    origin = typing.get_origin(base)
+    if origin is tuple:
+        args = typing.get_args(base)
+        if args and args[0] is Shape:
+            return tuple(shapes)
+        return tuple(first.dimensions)
+    return None
+
+
+def _strip_optional(hint: Any) -> Any:
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return hint
+
+
+def convert(value: Any, hint: Any) -> Any:
+    """Convert a parsed attribute value to the Python type `hint` names."""
+    if value is None:
+        return None
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        last: Exception | None = None
+        for a in args:
+            try:
+                return convert(value, a)
+            except (AttrError, ValueError, TypeError, KeyError) as e:
+                last = e
+        raise AttrError(str(last))
+    if isinstance(value, TypedNumber):
+        value = value.value
+    if hint is Any:
+        return _plain(value)
+    if hint is bool:
+        if isinstance(value, DenseAttr):
+            return bool(_dense(value).reshape(-1)[0])
+        if isinstance(value, (bool, int, np.bool_)):
+            return bool(value)
+        raise AttrError(f"expected a boolean, got {_show(value)}")
+    if hint is int:
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, StructAttr) and "handle" in value.fields:  # channel_handle
+            return int(_plain(value.fields["handle"]))
+        if isinstance(value, DenseAttr):
+            return int(_dense(value).reshape(-1)[0])
+        raise AttrError(f"expected an integer, got {_show(value)}")
+    if hint is float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        raise AttrError(f"expected a float, got {_show(value)}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, SymbolRef):
+            return value.name
+        if isinstance(value, EnumAttr):
+            return value.value
+        raise AttrError(f"expected a string, got {_show(value)}")
+    if hint is Shape:
+        if isinstance(value, Shape):
+            return value
+        raise AttrError(f"expected a type, got {_show(value)}")
+    if hint is ElementType:
+        if isinstance(value, Shape) and value.is_array:
+            return value.element_type
+        raise AttrError(f"expected an element type, got {_show(value)}")
+    if hint is Literal:
+        if isinstance(value, DenseAttr) and isinstance(value.type, Shape):
+            return Literal(value.type, _dense(value))
+        raise AttrError(f"expected a dense literal, got {_show(value)}")
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _enum(value, hint)
+    if dataclasses.is_dataclass(hint):
+        return _dataclass(value, hint)
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        items = _sequence(value)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(convert(v, args[0]) for v in items)
+        if len(items) != len(args):
+            raise AttrError(f"expected {len(args)} values, got {len(items)}")
+        return tuple(convert(v, a) for v, a in zip(items, args))
+    raise AttrError(f"cannot convert {_show(value)} to {hint}")
+
+
+def _sequence(value: Any) -> list[Any]:
+    if isinstance(value, DenseArray):
+        return list(value.values)
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, dict):
+        return sorted(value.items())
+    if isinstance(value, DenseAttr):
+        return _dense(value).tolist()
+    raise AttrError(f"expected a list, got {_show(value)}")
+
+
+def _dense(value: DenseAttr) -> np.ndarray:
+    if not isinstance(value.type, Shape):
+        raise AttrError("a dense attribute needs a static tensor type")
+    return dense_to_array(value.body, value.type)
+
+
+_ENUM_SPELLINGS = {"NOTRANSPOSE": "NO_TRANSPOSE"}
+
+
+def _enum(value: Any, cls: type[enum.Enum]) -> enum.Enum:
+    if isinstance(value, EnumAttr):
+        text: Any = value.value
+    elif isinstance(value, (str, int)):
+        text = value
+    else:
+        raise AttrError(f"expected a {cls.__name__}, got {_show(value)}")
+    if isinstance(text, int) and not isinstance(text, bool):
+        for member in cls:
+            if member.value == text:
+                return member
+        raise AttrError(f"{text} is not a {cls.__name__}")
+    key = _ENUM_SPELLINGS.get(str(text).upper(), str(text).upper())
+    for member in cls:
+        if member.name == key or str(member.value).upper() == key:
+            return member
+    raise AttrError(f"'{text}' is not a {cls.__name__} "
+                    f"({', '.join(m.name for m in cls)})")
+
+
+_CONV_FIELDS = {"input_batch_dimension", "input_feature_dimension", "input_spatial_dimensions"}
+
+
+def _dataclass(value: Any, cls: type) -> Any:
+    if isinstance(value, ConvDims) and _CONV_FIELDS <= {f.name for f in dataclasses.fields(cls)}:
+        return cls(**conv_dims_fields(value))
+    if isinstance(value, StructAttr):
+        fields = value.fields
+    elif isinstance(value, dict):
+        fields = value
+    else:
+        raise AttrError(f"expected {cls.__name__}, got {_show(value)}")
+    hints = _hints(cls)
+    kwargs = {}
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key, v in fields.items():
+        if key in names:
+            kwargs[key] = convert(v, hints[key])
+        elif key == "type" and "type" not in names:
+            continue
+        else:
+            raise AttrError(f"{cls.__name__} has no field '{key}'")
+    return cls(**kwargs)
+
+
+def conv_dims_fields(d: ConvDims) -> dict[str, Any]:
+    """`[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]` -> ConvDimensionNumbers fields."""
+    def split(group: tuple[str, ...], a: str, b: str) -> tuple[int, int, tuple[int, ...]]:
+        if a not in group or b not in group:
+            raise AttrError(f"convolution layout {list(group)} needs '{a}' and '{b}'")
+        spatial = sorted((int(c), i) for i, c in enumerate(group) if re.fullmatch(r"\d+", c))
+        return group.index(a), group.index(b), tuple(i for _, i in spatial)
+
+    ib, if_, isp = split(d.lhs, "b", "f")
+    ki, ko, ksp = split(d.rhs, "i", "o")
+    ob, of, osp = split(d.out, "b", "f")
+    return {"input_batch_dimension": ib, "input_feature_dimension": if_,
+            "input_spatial_dimensions": isp, "kernel_input_feature_dimension": ki,
+            "kernel_output_feature_dimension": ko, "kernel_spatial_dimensions": ksp,
+            "output_batch_dimension": ob, "output_feature_dimension": of,
+            "output_spatial_dimensions": osp}
+
+
+def _plain(value: Any) -> Any:
+    """A hashable Python value for `Any`-typed fields (composite attributes...)."""
+    if isinstance(value, TypedNumber):
+        return value.value
+    if isinstance(value, dict):
+        return tuple(sorted((k, _plain(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, DenseArray):
+        return value.values
+    if isinstance(value, DenseAttr):
+        return tuple(_dense(value).reshape(-1).tolist())
+    if isinstance(value, EnumAttr):
+        return value.value
+    if isinstance(value, SymbolRef):
+        return value.name
+    return value
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 80 else text[:77] + "..."

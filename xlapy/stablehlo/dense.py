@@ -1,0 +1,102 @@
+"""`dense<...>` bodies -> numpy arrays of exactly the element type (nested, splat, hex, complex).
+
+Large numeric bodies take a vectorized path (one split, one numpy conversion), which keeps
+parsing of big constants fast.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from xlapy.errors import XlapyError
+from xlapy.types import ElementType, Shape
+
+_TOKEN = re.compile(r"\(|\)|true|false|[-+]?0x[0-9A-Fa-f]+|[-+]?(?:inf|nan)|"
+                    r"[-+]?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
+_SIMPLE = re.compile(r"^[\s\[\],0-9.eE+\-]*$")
+
+
+class DenseError(XlapyError):
+    """A dense literal does not fit its tensor type."""
+
+
+def _uint_for_bits(bits: int) -> np.dtype:
+    return np.dtype({1: np.uint8, 2: np.uint8, 4: np.uint8, 6: np.uint8, 8: np.uint8,
+                     16: np.uint16, 32: np.uint32, 64: np.uint64}[bits])
+
+
+def _scalar_array(tokens: list[str], et: ElementType) -> np.ndarray:
+    dtype = et.dtype
+    if et is ElementType.PRED:
+        return np.array([t in ("true", "1") for t in tokens], dtype=np.bool_)
+    if et.is_float:
+        if any(t.lstrip("+-").startswith("0x") for t in tokens):
+            out = np.empty(len(tokens), dtype=dtype)
+            for i, t in enumerate(tokens):
+                if t.lstrip("+-").startswith("0x"):
+                    out[i] = np.array(int(t, 16), _uint_for_bits(et.bits)).view(dtype)
+                else:
+                    out[i] = np.array(float(t)).astype(dtype)
+            return out
+        return np.array([float(t) for t in tokens], dtype=np.float64).astype(dtype)
+    if et.is_complex:
+        raise DenseError("complex element needs (re, im) pairs")
+    values = [int(t, 16) if t.lstrip("+-").startswith("0x") else int(t) for t in tokens]
+    bits = et.bits
+    if et.is_signed:
+        lo, hi = -(1 << (bits - 1)), (1 << bits) - 1
+    else:
+        lo, hi = 0, (1 << bits) - 1
+    for v in values:
+        if not lo <= v <= hi:
+            raise DenseError(f"value {v} does not fit {et.shlo_name}")
+    if et.is_signed:  # hex bit patterns of negative numbers wrap
+        values = [v - (1 << bits) if v >= (1 << (bits - 1)) else v for v in values]
+    return np.array(values, dtype=np.int64 if et.is_signed else np.uint64).astype(dtype)
+
+
+def dense_to_array(body: str, shape: Shape) -> np.ndarray:
+    """Parse a dense body for `shape`; a single value is a splat."""
+    if not shape.is_array:
+        raise DenseError(f"dense literal needs a tensor type, got {shape.to_shlo()}")
+    et = shape.element_type
+    n = shape.num_elements
+    body = body.strip()
+    if body.startswith('"0x') or body.startswith("'0x"):
+        raw = bytes.fromhex(body[3:-1])
+        itemsize = et.dtype.itemsize
+        count = len(raw) // itemsize
+        if count not in (1, n) or len(raw) % itemsize:
+            raise DenseError(f"hex data of {len(raw)} bytes does not fit {shape.to_shlo()}")
+        arr = np.frombuffer(raw, dtype=et.dtype).copy()
+        return np.broadcast_to(arr, (n,)).reshape(shape.dimensions).copy() if count == 1 \
+            else arr.reshape(shape.dimensions)
+    if et.is_complex:
+        arr = _complex(body, et)
+    elif len(body) > 256 and _SIMPLE.match(body) and not et.is_float and "." not in body:
+        arr = np.array(re.split(r"[\s\[\],]+", body.strip("[] \n")),
+                       dtype=np.int64 if et.is_signed else np.uint64).astype(et.dtype)
+    elif len(body) > 256 and _SIMPLE.match(body) and et.is_float:
+        arr = np.array(re.split(r"[\s\[\],]+", body.strip("[] \n")),
+                       dtype=np.float64).astype(et.dtype)
+    else:
+        tokens = _TOKEN.findall(body)
+        arr = _scalar_array(tokens, et)
+    if arr.size == 1 and n != 1 and not body.startswith("["):
+        return np.full(shape.dimensions, arr.reshape(()), dtype=et.dtype)
+    if arr.size != n:
+        raise DenseError(f"dense literal has {arr.size} element(s) but {shape.to_shlo()} "
+                         f"needs {n}")
+    return arr.reshape(shape.dimensions)
+
+
+def _complex(body: str, et: ElementType) -> np.ndarray:
+    parts = re.findall(r"\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)", body)
+    part_t = ElementType.F32 if et is ElementType.C64 else ElementType.F64
+    re_ = _scalar_array([a for a, _ in parts], part_t)
+    im = _scalar_array([b for _, b in parts], part_t)
+    out = np.empty(len(parts), dtype=et.dtype)
+    out.real, out.imag = re_, im
+    return out

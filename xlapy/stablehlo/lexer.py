@@ -1,0 +1,130 @@
+"""A hand-written MLIR lexer: one compiled master regex, tokens produced on demand with spans.
+
+The lexer is lazy (the parser pulls tokens) because MLIR's shaped types need a different
+tokenization: in `tensor<0x2xi8>` the `0x2` is not a hex number. `scan_dims` handles that.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from xlapy.errors import ParseError, Span
+
+# Order matters: longer / more specific alternatives first.
+_MASTER = re.compile(r"""
+  (?P<ws>(?:\s+|//[^\n]*)+)
+| (?P<value>%[A-Za-z0-9_$.\-]+(?:\#[0-9]+)?)
+| (?P<symbol>@(?:[A-Za-z_$.\-][A-Za-z0-9_$.\-]*|"(?:[^"\\]|\\.)*"))
+| (?P<block>\^[A-Za-z0-9_$.\-]+)
+| (?P<hash>\#[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)
+| (?P<bang>![A-Za-z_$.\-][A-Za-z0-9_$.\-]*)
+| (?P<string>"(?:[^"\\]|\\.)*")
+| (?P<arrow>->)
+| (?P<number>-?(?:0x[0-9A-Fa-f]+|[0-9]+(?:\.[0-9]*)?(?:[eE][+\-]?[0-9]+)?))
+| (?P<ident>[A-Za-z_][A-Za-z0-9_$.]*)
+| (?P<punct>[()\[\]{}<>,:=?*+\-|])
+""", re.VERBOSE)
+
+_DIMS = re.compile(r"\s*((?:(?:[0-9]+|\?)x)*)")
+
+
+@dataclass(slots=True)
+class Token:
+    kind: str  # value, symbol, block, hash, bang, string, arrow, number, ident, punct, eof
+    text: str
+    pos: int
+
+
+class Lexer:
+    """Pulls tokens from `text`; `peek`/`next` with one token of lookahead; spans on demand."""
+
+    def __init__(self, text: str, filename: str = "<input>", line_offset: int = 0) -> None:
+        self.text = text
+        self.filename = filename
+        self.line_offset = line_offset
+        self.pos = 0
+        self._peeked: Token | None = None
+        self._line_starts: list[int] | None = None
+
+    # ---- tokens -------------------------------------------------------------------------------
+    def _scan(self) -> Token:
+        text, pos = self.text, self.pos
+        n = len(text)
+        while pos < n:
+            m = _MASTER.match(text, pos)
+            if m is None:
+                raise ParseError(self.span(pos), f"unexpected character {text[pos]!r}")
+            kind = m.lastgroup
+            end = m.end()
+            if kind == "ws":
+                pos = end
+                continue
+            self.pos = end
+            return Token(kind, m.group(), pos)  # type: ignore[arg-type]
+        self.pos = n
+        return Token("eof", "", n)
+
+    def peek(self) -> Token:
+        if self._peeked is None:
+            self._peeked = self._scan()
+        return self._peeked
+
+    def next(self) -> Token:
+        tok = self.peek()
+        self._peeked = None
+        return tok
+
+    def scan_dims(self) -> list[int | None]:
+        """Read `2x?x3x` (the dims prefix of a shaped type) directly from the text."""
+        start = self._peeked.pos if self._peeked is not None else self.pos
+        self._peeked = None
+        m = _DIMS.match(self.text, start)
+        assert m is not None
+        self.pos = m.end()
+        dims: list[int | None] = []
+        for part in m.group(1).split("x")[:-1]:
+            dims.append(None if part == "?" else int(part))
+        return dims
+
+    def raw_until(self, stop: str, start: int | None = None) -> tuple[str, int]:
+        """Raw text from `start` to the next top-level `stop` char (nesting of ([{< tracked)."""
+        pos = start if start is not None else (self._peeked.pos if self._peeked else self.pos)
+        self._peeked = None
+        depth = 0
+        text = self.text
+        i = pos
+        n = len(text)
+        while i < n:
+            c = text[i]
+            if c == '"':
+                i += 1
+                while i < n and text[i] != '"':
+                    i += 2 if text[i] == "\\" else 1
+            elif depth == 0 and c == stop:
+                self.pos = i
+                return text[pos:i], pos
+            elif c in "([{<":
+                depth += 1
+            elif c in ")]}>":
+                if c == ">" and i > 0 and text[i - 1] == "-":
+                    pass  # an arrow
+                else:
+                    depth -= 1
+            i += 1
+        raise ParseError(self.span(pos), f"unterminated input: expected '{stop}'")
+
+    # ---- spans --------------------------------------------------------------------------------
+    def span(self, pos: int, length: int = 1) -> Span:
+        if self._line_starts is None:
+            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        line = bisect.bisect_right(self._line_starts, pos) - 1
+        start = self._line_starts[line]
+        end = self.text.find("\n", start)
+        source = self.text[start:end if end >= 0 else len(self.text)]
+        return Span(self.filename, line + 1 + self.line_offset, pos - start + 1, max(1, length),
+                    source)
+
+    def error(self, tok: Token, message: str) -> ParseError:
+        return ParseError(self.span(tok.pos, len(tok.text) or 1), message)

@@ -1,0 +1,547 @@
+"""Recursive-descent parser of MLIR text (StableHLO, chlo, check, interpreter, func) into nodes.
+
+Generic ops are parsed here; pretty forms dispatch through `syntax.PRETTY` to per-op parsers
+that use the same primitives. Errors carry spans (`file:line:col`, source line, caret).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xlapy.errors import ParseError
+from xlapy.stablehlo.lexer import Lexer, Token
+from xlapy.stablehlo.nodes import (
+    BlockArg,
+    ConvDims,
+    DenseArray,
+    DenseAttr,
+    EnumAttr,
+    FuncNode,
+    ModuleNode,
+    OpaqueType,
+    OpNode,
+    RegionNode,
+    StructAttr,
+    SymbolRef,
+    TensorType,
+    TypedNumber,
+    ValueRef,
+)
+from xlapy.types import ElementType, Shape, from_shlo_name
+
+_SCALAR_TYPES = {t.shlo_name: t for t in ElementType if t.is_array}
+_SCALAR_TYPES.update({f"s{t.shlo_name[1:]}": t for t in ElementType
+                      if t.is_signed and t.shlo_name.startswith("i")})
+
+
+class Parser:
+    def __init__(self, text: str, filename: str = "<input>", line_offset: int = 0) -> None:
+        self.lex = Lexer(text, filename, line_offset)
+        self.aliases: dict[str, Any] = {}
+
+    # ---- token helpers ---------------------------------------------------------------------
+    def peek(self) -> Token:
+        return self.lex.peek()
+
+    def next(self) -> Token:
+        return self.lex.next()
+
+    def at(self, text: str) -> bool:
+        return self.lex.peek().text == text
+
+    def accept(self, text: str) -> bool:
+        if self.lex.peek().text == text:
+            self.lex.next()
+            return True
+        return False
+
+    def expect(self, text: str, what: str = "") -> Token:
+        tok = self.lex.next()
+        if tok.text != text:
+            found = "end of input" if tok.kind == "eof" else f"'{tok.text}'"
+            raise self.lex.error(tok, f"expected '{text}'{' ' + what if what else ''}, "
+                                      f"found {found}")
+        return tok
+
+    def expect_kind(self, kind: str, what: str) -> Token:
+        tok = self.lex.next()
+        if tok.kind != kind:
+            found = "end of input" if tok.kind == "eof" else f"'{tok.text}'"
+            raise self.lex.error(tok, f"expected {what}, found {found}")
+        return tok
+
+    def error(self, tok: Token, message: str) -> ParseError:
+        return self.lex.error(tok, message)
+
+    # ---- module structure --------------------------------------------------------------------
+    def parse_module(self) -> ModuleNode:
+        funcs: list[FuncNode] = []
+        name, attrs, pos = "main", {}, 0
+        wrapped = False
+        while True:
+            tok = self.peek()
+            if tok.kind == "eof":
+                break
+            if tok.kind == "hash":  # `#loc1 = loc(...)` or an attribute alias
+                self.next()
+                self.expect("=")
+                self.aliases[tok.text] = self.parse_attr()
+            elif tok.text == "module":
+                if wrapped or funcs:
+                    raise self.error(tok, "expected one module per input chunk")
+                self.next()
+                pos = tok.pos
+                wrapped = True
+                if self.peek().kind == "symbol":
+                    name = _symbol_name(self.next().text)
+                if self.accept("attributes"):
+                    attrs = self.parse_attr_dict()
+                self.expect("{", "to open the module body")
+                while not self.accept("}"):
+                    if self.peek().kind == "eof":
+                        raise self.error(self.peek(), "unterminated module: expected '}'")
+                    funcs.append(self.parse_func())
+                self.skip_loc()
+            elif tok.text == "func.func":
+                funcs.append(self.parse_func())
+            elif tok.text == "{-#":
+                raise self.error(tok, "dialect resources are not supported")
+            else:
+                raise self.error(tok, f"expected 'module' or 'func.func', found '{tok.text}'")
+        return ModuleNode(name, attrs, funcs, pos)
+
+    def parse_func(self) -> FuncNode:
+        tok = self.expect("func.func", "to start a function")
+        visibility = "public"
+        if self.peek().text in ("private", "public", "nested"):
+            visibility = self.next().text
+        name = _symbol_name(self.expect_kind("symbol", "a function name (@name)").text)
+        self.expect("(", "to open the argument list")
+        args: list[BlockArg] = []
+        arg_attrs: list[dict[str, Any]] = []
+        if not self.accept(")"):
+            while True:
+                vt = self.expect_kind("value", "an argument name (%name)")
+                self.expect(":")
+                args.append(BlockArg(vt.text, self.parse_type(), vt.pos))
+                arg_attrs.append(self.parse_attr_dict() if self.at("{") else {})
+                self.skip_loc()
+                if self.accept(")"):
+                    break
+                self.expect(",", "between arguments")
+        results: list[Any] = []
+        if self.accept("->"):
+            if self.accept("("):
+                if not self.accept(")"):
+                    while True:
+                        results.append(self.parse_type())
+                        if self.at("{"):
+                            self.parse_attr_dict()
+                        if self.accept(")"):
+                            break
+                        self.expect(",", "between result types")
+            else:
+                results.append(self.parse_type())
+        if self.accept("attributes"):
+            self.parse_attr_dict()
+        self.expect("{", "to open the function body")
+        body = self.parse_block_ops()
+        self.skip_loc()
+        return FuncNode(name, args, results, body, visibility, arg_attrs, tok.pos)
+
+    def parse_block_ops(self) -> list[OpNode]:
+        """Ops up to and including the closing `}`."""
+        ops: list[OpNode] = []
+        while not self.accept("}"):
+            if self.peek().kind == "eof":
+                raise self.error(self.peek(), "unterminated block: expected '}'")
+            ops.append(self.parse_op())
+        return ops
+
+    def parse_region(self) -> RegionNode:
+        """`{ ^bb0(%a: t, ...): ops }` or `{ ops }` (the `{` not yet consumed)."""
+        self.expect("{", "to open a region")
+        args: list[BlockArg] = []
+        if self.peek().kind == "block":
+            self.next()
+            if self.accept("("):
+                if not self.accept(")"):
+                    while True:
+                        vt = self.expect_kind("value", "a block argument (%name)")
+                        self.expect(":")
+                        args.append(BlockArg(vt.text, self.parse_type(), vt.pos))
+                        self.skip_loc()
+                        if self.accept(")"):
+                            break
+                        self.expect(",", "between block arguments")
+            self.expect(":", "after the block label")
+        ops = self.parse_block_ops()
+        if self.peek().kind == "block":
+            raise self.error(self.peek(), "regions with several blocks are not supported")
+        return RegionNode(args, ops)
+
+    # ---- ops ---------------------------------------------------------------------------------
+    def parse_op(self) -> OpNode:
+        start = self.peek()
+        results: list[tuple[str, int]] = []
+        if start.kind == "value":
+            while True:
+                vt = self.expect_kind("value", "a result name")
+                if "#" in vt.text:
+                    raise self.error(vt, "a result name cannot have a '#' index")
+                count = 1
+                if self.accept(":"):
+                    count = int(self.expect_kind("number", "a result count").text)
+                results.append((vt.text, count))
+                if self.accept("="):
+                    break
+                self.expect(",", "between results or '=' after them")
+        tok = self.next()
+        if tok.kind == "string":
+            op = self.parse_generic(tok.text[1:-1], tok)
+        elif tok.kind == "ident":
+            from xlapy.stablehlo.syntax import parse_pretty
+
+            op = parse_pretty(self, tok.text, tok)
+        elif tok.kind == "eof":
+            raise self.error(tok, "unexpected end of input: expected an op")
+        else:
+            raise self.error(tok, f"expected an op, found '{tok.text}'")
+        op.results = results
+        op.pos = tok.pos
+        self.skip_loc()
+        return op
+
+    def parse_generic(self, name: str, tok: Token) -> OpNode:
+        self.expect("(", "to open the operand list")
+        operands = self.parse_operand_list(")")
+        attrs: dict[str, Any] = {}
+        if self.at("["):
+            raise self.error(self.peek(), "successor blocks are not supported")
+        if self.accept("<"):
+            self.expect("{", "to open the properties")
+            attrs.update(self.parse_attr_dict_body())
+            self.expect(">")
+        regions: list[RegionNode] = []
+        if self.accept("("):
+            while True:
+                regions.append(self.parse_region())
+                if self.accept(")"):
+                    break
+                self.expect(",", "between regions")
+        if self.at("{"):
+            attrs.update(self.parse_attr_dict())
+        self.expect(":", "before the op's function type")
+        operand_types, result_types = self.parse_function_type()
+        return OpNode(name, [], operands, attrs, regions, operand_types, result_types, tok.pos)
+
+    def parse_operand_list(self, close: str | None) -> list[ValueRef]:
+        """Comma-separated `%v` / `%v#i` up to `close` (consumed), or as many as there are."""
+        out: list[ValueRef] = []
+        if close is not None and self.accept(close):
+            return out
+        while True:
+            vt = self.expect_kind("value", "an operand (%name)")
+            out.append(value_ref(vt))
+            if close is not None:
+                if self.accept(close):
+                    return out
+                self.expect(",", "between operands")
+            elif not (self.at(",") and self._next_is_value()):
+                return out
+            else:
+                self.next()
+
+    def _next_is_value(self) -> bool:
+        """After a `,`: is the token following it a value (without consuming anything)?"""
+        lex = self.lex
+        save_pos, save_peek = lex.pos, lex._peeked
+        lex.next()
+        ok = lex.peek().kind == "value"
+        lex.pos, lex._peeked = save_pos, save_peek
+        return ok
+
+    def parse_function_type(self) -> tuple[list[Any], list[Any]]:
+        self.expect("(", "to open the operand types")
+        operand_types = self.parse_type_list(")")
+        self.expect("->", "between operand and result types")
+        if self.accept("("):
+            results = self.parse_type_list(")")
+        else:
+            results = [self.parse_type()]
+        return operand_types, results
+
+    def parse_type_list(self, close: str) -> list[Any]:
+        out: list[Any] = []
+        if self.accept(close):
+            return out
+        while True:
+            out.append(self.parse_type())
+            if self.accept(close):
+                return out
+            self.expect(",", "between types")
+
+    def parse_trailing_types(self) -> tuple[list[Any] | None, list[Any]]:
+        """After `:`: a function type `(a, b) -> c` or a list of types `a, b`."""
+        if self.at("("):
+            return self.parse_function_type()
+        types = [self.parse_type()]
+        while self.at(",") and not self._next_is_value():
+            self.next()
+            types.append(self.parse_type())
+        return None, types
+
+    def skip_loc(self) -> None:
+        if self.at("loc"):
+            self.next()
+            self.expect("(")
+            self.lex.raw_until(")")
+            self.expect(")")
+
+    # ---- types -------------------------------------------------------------------------------
+    def parse_type(self) -> Any:
+        tok = self.next()
+        text = tok.text
+        if text == "tensor":
+            self.expect("<", "after 'tensor'")
+            if self.at("*"):
+                raise self.error(self.peek(), "unranked tensors are not supported")
+            dims = self.lex.scan_dims()
+            et = self.parse_element_type()
+            if self.accept(","):  # encoding (bounds): ignored
+                self.parse_attr()
+            self.expect(">", "to close the tensor type")
+            if isinstance(et, OpaqueType):
+                d = "".join(("?" if x is None else str(x)) + "x" for x in dims)
+                return OpaqueType(f"tensor<{d}{et.text}>")
+            if any(d is None for d in dims):
+                return TensorType(et, tuple(dims))
+            return Shape.array(et, dims)  # type: ignore[arg-type]
+        if text == "tuple":
+            self.expect("<")
+            return Shape.tuple(self.parse_type_list(">"))
+        if text == "!stablehlo.token":
+            return Shape.token()
+        if tok.kind == "bang":
+            if self.at("<"):
+                body, _ = self.lex.raw_until(">", self.peek().pos + 1)
+                self.expect(">")
+                return OpaqueType(f"{text}<{body}>")
+            return OpaqueType(text)
+        if tok.kind == "ident":
+            self.lex._peeked = None
+            self.lex.pos = tok.pos
+            et = self.parse_element_type()
+            if isinstance(et, OpaqueType):
+                return et
+            return Shape.scalar(et)
+        raise self.error(tok, f"expected a type, found '{text}'" if text else
+                         "expected a type, found end of input")
+
+    def parse_element_type(self) -> ElementType | OpaqueType:
+        tok = self.next()
+        if tok.text == "complex":
+            self.expect("<")
+            inner = self.next()
+            self.expect(">")
+            try:
+                return from_shlo_name(f"complex<{inner.text}>")
+            except Exception:
+                raise self.error(inner, f"unsupported complex element type '{inner.text}'") from None
+        if tok.kind == "bang":
+            body = ""
+            if self.at("<"):
+                body, _ = self.lex.raw_until(">", self.peek().pos + 1)
+                self.expect(">")
+                body = f"<{body}>"
+            return OpaqueType(tok.text + body)
+        et = _SCALAR_TYPES.get(tok.text)
+        if et is None:
+            raise self.error(tok, f"unknown element type '{tok.text}'")
+        return et
+
+    # ---- attributes ----------------------------------------------------------------------------
+    def parse_attr_dict(self) -> dict[str, Any]:
+        self.expect("{")
+        return self.parse_attr_dict_body()
+
+    def parse_attr_dict_body(self) -> dict[str, Any]:
+        """`name = value, flag, ...}` (the `{` already consumed; the `}` consumed)."""
+        out: dict[str, Any] = {}
+        if self.accept("}"):
+            return out
+        while True:
+            tok = self.next()
+            if tok.kind not in ("ident", "string"):
+                raise self.error(tok, f"expected an attribute name, found '{tok.text}'")
+            key = tok.text[1:-1] if tok.kind == "string" else tok.text
+            out[key] = self.parse_attr() if self.accept("=") else True
+            if self.accept("}"):
+                return out
+            self.expect(",", "between attributes")
+
+    def parse_attr(self) -> Any:
+        tok = self.peek()
+        text, kind = tok.text, tok.kind
+        if kind == "number":
+            self.next()
+            value: Any = _number(text)
+            if self.at(":") and not self._colon_is_type_separator():
+                self.next()
+                typ = self.parse_type()
+                if isinstance(value, int) and isinstance(typ, Shape) and typ.is_array and \
+                        typ.element_type.is_float:
+                    value = float(value)
+                return TypedNumber(value, typ)
+            return value
+        if kind == "string":
+            self.next()
+            return _unescape(text[1:-1])
+        if kind == "symbol":
+            self.next()
+            return SymbolRef(_symbol_name(text))
+        if text in ("true", "false"):
+            self.next()
+            return text == "true"
+        if text == "unit":
+            self.next()
+            return True
+        if text == "dense":
+            self.next()
+            lt = self.expect("<")
+            body, pos = self.lex.raw_until(">", lt.pos + 1)
+            self.expect(">")
+            typ = None
+            if self.accept(":"):
+                typ = self.parse_type()
+            return DenseAttr(body.strip(), typ, pos)
+        if text == "array":
+            self.next()
+            self.expect("<")
+            el = self.next().text
+            values: list[Any] = []
+            if self.accept(":"):
+                while not self.at(">"):
+                    v = self.next()
+                    values.append(v.text == "true" if v.text in ("true", "false")
+                                  else _number(v.text))
+                    self.accept(",")
+            self.expect(">")
+            return DenseArray(el, tuple(values))
+        if text == "[":
+            self.next()
+            items: list[Any] = []
+            if not self.accept("]"):
+                while True:
+                    items.append(self.parse_attr())
+                    if self.accept("]"):
+                        break
+                    self.expect(",", "between list elements")
+            return items
+        if text == "{":
+            return self.parse_attr_dict()
+        if kind == "hash":
+            self.next()
+            if text in self.aliases:
+                return self.aliases[text]
+            if self.accept("<"):
+                return self.parse_hash_body(text, tok)
+            return EnumAttr("alias", text)
+        if text == "loc":
+            self.skip_loc()
+            return None
+        if text in ("tensor", "tuple", "complex") or kind == "bang" or text in _SCALAR_TYPES:
+            return self.parse_type()
+        if kind == "ident":
+            self.next()
+            return EnumAttr("", text)
+        raise self.error(tok, f"expected an attribute value, found '{text}'" if text else
+                         "expected an attribute value, found end of input")
+
+    def _colon_is_type_separator(self) -> bool:
+        """`1 : i64` vs a trailing `: type` of a pretty op; look at what follows the colon."""
+        lex = self.lex
+        save_pos, save_peek = lex.pos, lex._peeked
+        lex.next()
+        nxt = lex.peek()
+        lex.pos, lex._peeked = save_pos, save_peek
+        return not (nxt.text in _SCALAR_TYPES or nxt.text == "index")
+
+    def parse_hash_body(self, name: str, tok: Token) -> Any:
+        """After `#name<`: an enum `#stablehlo<precision HIGH>` or a struct attribute."""
+        if name in ("#stablehlo", "#chlo"):
+            kind = self.next().text
+            value = self.next().text
+            self.expect(">")
+            return EnumAttr(kind, value)
+        if name.endswith(".conv") and self.at("["):
+            dims = self.parse_conv_dims()
+            self.expect(">")
+            return dims
+        if name.endswith(".conv") and self.at("raw"):
+            self.next()
+        fields: dict[str, Any] = {}
+        if self.accept(">"):
+            return StructAttr(name[1:], fields)
+        while True:
+            key = self.next()
+            if key.kind != "ident":
+                raise self.error(key, f"expected a field name in {name}, found '{key.text}'")
+            self.expect("=")
+            if key.text in ("lhs_batching_dimensions", "rhs_batching_dimensions",
+                            "lhs_contracting_dimensions", "rhs_contracting_dimensions") \
+                    or not self.at("<"):
+                fields[key.text] = self.parse_attr()
+            else:
+                self.next()
+                body, _ = self.lex.raw_until(">")
+                self.expect(">")
+                fields[key.text] = body
+            if self.accept(">"):
+                return StructAttr(name[1:], fields)
+            self.expect(",", f"between fields of {name}")
+
+    def parse_conv_dims(self) -> ConvDims:
+        def group() -> tuple[str, ...]:
+            self.expect("[")
+            out: list[str] = []
+            while not self.accept("]"):
+                out.append(self.next().text)
+                self.accept(",")
+            return tuple(out)
+
+        lhs = group()
+        x = self.next()
+        if x.text != "x" and not x.text.startswith("x"):
+            raise self.error(x, "expected 'x' between convolution dimension groups")
+        rhs = group()
+        self.expect("->")
+        return ConvDims(lhs, rhs, group())
+
+
+def value_ref(tok: Token) -> ValueRef:
+    name, _, idx = tok.text.partition("#")
+    return ValueRef(name, int(idx) if idx else None, tok.pos)
+
+
+def _symbol_name(text: str) -> str:
+    return text[2:-1] if text.startswith('@"') else text[1:]
+
+
+def _number(text: str) -> int | float:
+    if text.startswith(("0x", "-0x")):
+        return int(text, 16)
+    if any(c in text for c in ".eE"):
+        return float(text)
+    return int(text)
+
+
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
+    return s.encode("latin-1", "backslashreplace").decode("unicode_escape")
+
+
+def parse_text(text: str, filename: str = "<input>", line_offset: int = 0) -> ModuleNode:
+    """Parse one module (a whole file or one `// -----` chunk)."""
+    return Parser(text, filename, line_offset).parse_module()
