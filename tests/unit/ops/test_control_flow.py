@@ -197,8 +197,8 @@ def test_while_zero_iterations_keeps_state() -> None:
 
 
 def _switch(index_type: ElementType = ElementType.S32) -> XlaComputation:
-    branches = [sub(f"br{k}", [V4], (lambda k: lambda b, x: ops.Add(
-        x, ops.ConstantR1(b, [float(k)] * 4)))(k)) for k in range(3)]
+    branches = [sub(f"br{k}", [V4], lambda b, x, k=k: ops.Add(
+        x, ops.ConstantR1(b, [float(k)] * 4))) for k in range(3)]
     b = XlaBuilder("switch")
     i = b.parameter(0, Shape.scalar(index_type))
     x = b.parameter(1, V4)
@@ -214,8 +214,8 @@ def test_case_out_of_range_runs_last_branch(index: int, expected: float) -> None
 
 
 def test_case_branches_without_operands_multi_result() -> None:
-    br = [sub(f"b{k}", [], (lambda k: lambda b: ops.Tuple(
-        b, [ops.ConstantR0(b, k), ops.ConstantR1(b, [k, k])]))(k), multi_result=True)
+    br = [sub(f"b{k}", [], lambda b, k=k: ops.Tuple(
+        b, [ops.ConstantR0(b, k), ops.ConstantR1(b, [k, k])]), multi_result=True)
           for k in range(2)]
     b = XlaBuilder("case")
     b.add_op("case", [b.parameter(0, S32)], computations=br)
