@@ -154,10 +154,15 @@ class DotGeneral(OpDef):
         n = int(np.prod([rhs.shape[d] for d in rfree], dtype=np.int64))
         k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
         acc_t = _common_acc(lhs, rhs, result.element_type)
-        a = np.transpose(lhs, (*lb, *lfree, *lc)).astype(acc_t).reshape(bsize, m, k)
-        b = np.transpose(rhs, (*rb, *rc, *rfree)).astype(acc_t).reshape(bsize, k, n)
+        a = np.transpose(lhs, (*lb, *lfree, *lc)).astype(acc_t, copy=False).reshape(bsize, m, k)
+        b = np.transpose(rhs, (*rb, *rc, *rfree)).astype(acc_t, copy=False).reshape(bsize, k, n)
         with np.errstate(all="ignore"):
-            out = np.matmul(a, b) if k else np.zeros((bsize, m, n), acc_t)
+            if not k:
+                out = np.zeros((bsize, m, n), acc_t)
+            elif bsize == 1:  # plain 2-D BLAS call
+                out = np.matmul(a[0], b[0])
+            else:
+                out = np.matmul(a, b)
         return finish(out.reshape(result.dimensions), result.element_type)
 
 
@@ -208,7 +213,7 @@ class Cholesky(OpDef):
                  ctx: EvalContext) -> Any:
         (a,) = operands
         t = result.element_type
-        x = a.astype(accumulate_dtype(t))
+        x = a.astype(accumulate_dtype(t), copy=False)
         if not attrs.lower:
             x = np.conj(np.swapaxes(x, -1, -2))
         # Only the chosen triangle is read: rebuild the Hermitian matrix from it.
@@ -286,7 +291,7 @@ class TriangularSolve(OpDef):
         a, b = operands
         acc = accumulate_dtype(result.element_type)
         m = np.tril(a) if attrs.lower else np.triu(a)
-        m = m.astype(acc)
+        m = m.astype(acc, copy=False)
         n = m.shape[-1]
         if attrs.unit_diagonal:
             idx = np.arange(n)
@@ -297,7 +302,7 @@ class TriangularSolve(OpDef):
             if attrs.transpose_a is Transpose.ADJOINT:
                 m = np.conj(m)
             lower = not lower
-        rhs = b.astype(acc)
+        rhs = b.astype(acc, copy=False)
         if not attrs.left_side:  # x M = b  <=>  M^T x^T = b^T
             m, rhs, lower = np.swapaxes(m, -1, -2), np.swapaxes(rhs, -1, -2), not lower
         x = np.zeros_like(rhs)

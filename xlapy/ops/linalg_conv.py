@@ -184,10 +184,10 @@ class Convolution(OpDef):
         acc = _common_acc(lhs, rhs, result.element_type)
         # Canonical layouts: x [N, C, spatial...], k [O, I, spatial...].
         x = np.transpose(lhs, (dn.input_batch_dimension, dn.input_feature_dimension,
-                               *dn.input_spatial_dimensions)).astype(acc)
+                               *dn.input_spatial_dimensions)).astype(acc, copy=False)
         k = np.transpose(rhs, (dn.kernel_output_feature_dimension,
                                dn.kernel_input_feature_dimension,
-                               *dn.kernel_spatial_dimensions)).astype(acc)
+                               *dn.kernel_spatial_dimensions)).astype(acc, copy=False)
         flip = tuple(2 + i for i in range(s) if reversal[i])
         if flip:
             k = np.flip(k, flip)
