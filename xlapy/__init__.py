@@ -1,6 +1,7 @@
 """xlapy: XLA, the compiler for linear algebra, in Python."""
 
 from xlapy import ops as _ops  # noqa: F401  (fills the op registry)
+from xlapy.api import compile  # noqa: A004  (xlapy.compile: text/path/module -> executable)
 from xlapy.builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy.errors import (
     BuilderError,
@@ -20,4 +21,5 @@ __all__ = [
     "BuilderError", "Client", "ClientLibrary", "ElementType", "GlobalData", "InterpreterError",
     "Layout", "Literal", "ParseError", "Shape", "ShapeInferenceError", "Unimplemented",
     "VerificationError", "XlaBuilder", "XlaComputation", "XlaOp", "XlapyError",
+    "compile",
 ]

@@ -47,6 +47,7 @@ ALIASES: dict[tuple[str, str], str] = {
     ("all_to_all", "channel_id"): "channel_handle",
     ("collective_permute", "channel_id"): "channel_handle",
     ("collective_broadcast", "channel_id"): "channel_handle",
+    ("check.expect_serialized_eq", "iteration"): "iter",
 }
 
 #: Fields filled from the declared result type(s) when the text does not give them.
@@ -59,8 +60,12 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[Any]) -> Any:
-    """Instantiate `cls` for op `op` from parsed `attrs` and the declared result types."""
+def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[Any],
+                operand_types: list[Shape] | None = None) -> Any:
+    """Instantiate `cls` for op `op` from parsed `attrs` and the declared result types.
+
+    `result_element_type` (dot_general, convolution) is set only when the declared result
+    element type differs from the operands'."""
     if not dataclasses.is_dataclass(cls):
         return cls()
     hints = _hints(cls)
@@ -77,6 +82,12 @@ def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[An
                 kwargs[f.name] = convert(flat[key], hint)
             except (AttrError, ValueError, TypeError, KeyError) as e:
                 raise AttrError(f"{op}: bad value for attribute '{key}': {e}") from None
+            continue
+        if f.name == "result_element_type" and result_types and operand_types:
+            r, o = result_types[0], operand_types[0]
+            if isinstance(r, Shape) and r.is_array and o.is_array and \
+                    r.element_type is not o.element_type:
+                kwargs[f.name] = r.element_type
             continue
         if f.name in _FROM_RESULT and result_types:
             value = _from_result(f.name, hint, result_types)

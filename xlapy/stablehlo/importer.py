@@ -309,7 +309,8 @@ class Importer:
         op = get_op(opcode)
         declared = self.declared_results(node)
         if attrs is None:
-            attrs = build_attrs(opcode, op.attrs, node.attrs, [_as_static(t) for t in declared])
+            attrs = build_attrs(opcode, op.attrs, node.attrs, [_as_static(t) for t in declared],
+                                [o.shape for o in operands])
         shape = infer_shape(opcode, [o.shape for o in operands], attrs, regions)
         instr = self.add(opcode, operands, shape, attrs, regions, node)
         results = split_results(instr, node.num_results)

@@ -347,7 +347,8 @@ class Parser:
             try:
                 return from_shlo_name(f"complex<{inner.text}>")
             except Exception:
-                raise self.error(inner, f"unsupported complex element type '{inner.text}'") from None
+                raise self.error(inner, f"unsupported complex element type "
+                                        f"'{inner.text}'") from None
         if tok.kind == "bang":
             body = ""
             if self.at("<"):

@@ -1,0 +1,76 @@
+"""Structural module equality, for `parse(print(m)) == m`.
+
+Two modules are equal when their entry computations (and everything they call) compute the
+same graph: same ops, shapes, attributes and operand structure, ignoring instruction names,
+instruction order and dead values that have no effect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xlapy.ir import Computation, Instruction, Module
+from xlapy.ops.base import OPS
+
+
+class _Interner:
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+
+    def __call__(self, key: Any) -> int:
+        return self.ids.setdefault(key, len(self.ids))
+
+
+def _attrs_key(attrs: Any) -> Any:
+    try:
+        hash(attrs)
+        return attrs
+    except TypeError:
+        return repr(attrs)
+
+
+def computation_key(comp: Computation, intern: _Interner,
+                    memo: dict[int, int] | None = None) -> int:
+    memo = {} if memo is None else memo
+    if id(comp) in memo:
+        return memo[id(comp)]
+    ids: dict[int, int] = {}
+
+    def key(instr: Instruction) -> int:
+        if id(instr) in ids:
+            return ids[id(instr)]
+        for o in instr.operands:  # operands come first in instruction order
+            if id(o) not in ids:
+                key(o)
+        called = tuple(computation_key(c, intern, memo) for c in instr.called)
+        k = intern((instr.opcode, str(instr.shape), _attrs_key(instr.attrs),
+                    tuple(ids[id(o)] for o in instr.operands), called))
+        ids[id(instr)] = k
+        return k
+
+    for instr in comp.instructions:
+        key(instr)
+    effects = tuple(ids[id(i)] for i in comp.instructions
+                    if i.opcode in OPS and OPS[i.opcode].side_effecting)
+    params = tuple(str(p.shape) for p in comp.parameters)
+    root = ids[id(comp.root)] if comp.root is not None else -1
+    result = intern(("computation", params, root, effects, comp.multi_result))
+    memo[id(comp)] = result
+    return result
+
+
+def modules_equal(a: Module, b: Module) -> bool:
+    """Same entry graph (and callees), replica/partition counts."""
+    if (a.num_replicas, a.num_partitions) != (b.num_replicas, b.num_partitions):
+        return False
+    intern = _Interner()
+    ka = [computation_key(c, intern) for c in _roots(a)]
+    kb = [computation_key(c, intern) for c in _roots(b)]
+    return ka == kb
+
+
+def _roots(m: Module) -> list[Computation]:
+    if m.entry is not None:
+        return [m.entry]
+    called = {id(c) for comp in m.computations for c in comp.called_computations()}
+    return [c for c in m.computations if id(c) not in called]
