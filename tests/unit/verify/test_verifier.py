@@ -33,6 +33,8 @@ def test_shape_inference_failure_carries_the_label() -> None:
     m, c, p, a = _module()
     q = c.add(Instruction("parameter", [], Shape.array(ElementType.S32, [2]),
                           ParameterAttrs(1, Shape.array(ElementType.S32, [2]))))
+    c.instructions.remove(q)
+    c.instructions.insert(1, q)
     a.replace_operand(1, q)
     with pytest.raises(VerificationError, match="add_c1") as e:
         verify_module(m)
