@@ -65,6 +65,7 @@ def fibonacci() -> XlaComputation:
     return b.build()
 
 
+# JAX prints long lines.
 STABLEHLO = """
 module @jit_layernorm attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
   func.func public @main(%arg0: tensor<4x8xf32>) -> (tensor<4x8xf32> {jax.result_info = ""}) {

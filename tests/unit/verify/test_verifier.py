@@ -25,7 +25,8 @@ def test_valid_module_passes() -> None:
 def test_wrong_result_shape_is_caught() -> None:
     m, c, p, a = _module()
     a.shape = Shape.array(ElementType.F32, [3])
-    with pytest.raises(VerificationError, match=r"has shape f32\[3\] but its operands give f32\[2\]"):
+    msg = r"has shape f32\[3\] but its operands give f32\[2\]"
+    with pytest.raises(VerificationError, match=msg):
         verify_module(m)
 
 
