@@ -1,0 +1,163 @@
+"""Every chunk of every file in ../shared/conformance/stablehlo-interpret/ through `xlapy run`.
+
+One pytest id per `// -----` chunk (`file:line`). Chunks that fail for a known reason are in
+XFAIL with the reason; nothing is skipped silently. The files are read in place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xlapy.cli.main import _only_comments, run_chunk
+from xlapy.stablehlo import split_chunks
+
+ROOT = Path(__file__).parents[3] / "shared" / "conformance" / "stablehlo-interpret"
+
+#: chunk id -> why it fails today.
+XFAIL: dict[str, str] = {
+    "all_gather.mlir:1":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_gather.mlir:26":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_gather.mlir:52": "cross replica+partition all_gather needs the process grid",
+    "all_gather.mlir:84":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_gather.mlir:111":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_reduce.mlir:1":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_reduce.mlir:28":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_reduce.mlir:55":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_reduce.mlir:83": "replica_groups padded with -1 need the process grid semantics",
+    "all_reduce.mlir:113":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_to_all.mlir:1":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_to_all.mlir:34":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_to_all.mlir:67":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_to_all.mlir:101":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "all_to_all.mlir:130":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "api_input_arguments.mlir:1":
+        "needs the RUN lines --args inputs (a stablehlo-translate option, no check op)",
+    "bitcast_convert.mlir:1": "bitcast_convert between i1 and wider ints not supported by the op",
+    "bitcast_convert.mlir:36":
+        "stablehlo.bitcast_convert: bitcast_convert_c1: pred has no bit width to bitcast; got "
+        "f64[]",
+    "bitcast_convert.mlir:61": "bitcast_convert between complex widths not supported by the op",
+    "cbrt.mlir:11": "cbrt of complex not supported by the op",
+    "ceil.mlir:1": "ceil of subnormal inputs gives 0 instead of 1 (elementwise op evaluate)",
+    "ceil.mlir:21": "ceil of subnormal inputs gives 0 instead of 1 (elementwise op evaluate)",
+    "ceil.mlir:31": "ceil of subnormal inputs gives 0 instead of 1 (elementwise op evaluate)",
+    "chlo/mulhi.mlir:1": "unknown op chlo.mulhi (op not implemented yet)",
+    "chlo/mulhi.mlir:15": "unknown op chlo.mulhi (op not implemented yet)",
+    "chlo/mulhi.mlir:28": "unknown op chlo.mulhi (op not implemented yet)",
+    "chlo/mulhi.mlir:40": "unknown op chlo.mulhi (op not implemented yet)",
+    "chlo/mulhi.mlir:52": "unknown op chlo.mulhi (op not implemented yet)",
+    "chlo/mulhi.mlir:64": "unknown op chlo.mulhi (op not implemented yet)",
+    "chlo/mulhi.mlir:76": "unknown op chlo.mulhi (op not implemented yet)",
+    "chlo/mulhi.mlir:89": "unknown op chlo.mulhi (op not implemented yet)",
+    "chlo/ragged_dot.mlir:1": "unknown op chlo.ragged_dot (op not implemented yet)",
+    "chlo/ragged_dot.mlir:70": "unknown op chlo.ragged_dot (op not implemented yet)",
+    "chlo/scan.mlir:1": "chlo.scan (pretty form and op) not implemented",
+    "chlo/scan.mlir:21": "chlo.scan (pretty form and op) not implemented",
+    "chlo/scan.mlir:39": "chlo.scan (pretty form and op) not implemented",
+    "chlo/scan.mlir:69": "chlo.scan (pretty form and op) not implemented",
+    "collective_broadcast.mlir:1": "variadic collective_broadcast not supported by the op",
+    "collective_broadcast.mlir:30": "variadic collective_broadcast not supported by the op",
+    "collective_broadcast.mlir:59": "variadic collective_broadcast not supported by the op",
+    "collective_broadcast.mlir:88": "variadic collective_broadcast not supported by the op",
+    "collective_broadcast.mlir:117": "variadic collective_broadcast not supported by the op",
+    "collective_broadcast.mlir:146": "variadic collective_broadcast not supported by the op",
+    "collective_broadcast.mlir:175": "variadic collective_broadcast not supported by the op",
+    "collective_broadcast.mlir:204": "variadic collective_broadcast not supported by the op",
+    "collective_broadcast.mlir:233": "variadic collective_broadcast not supported by the op",
+    "collective_broadcast.mlir:263": "variadic collective_broadcast not supported by the op",
+    "collective_permute.mlir:1":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "collective_permute.mlir:33":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "collective_reduce.mlir:1": "unknown op collective_reduce (op not implemented yet)",
+    "constant.mlir:118": "f6 element types (f6E2M3FN/f6E3M2FN) are not xlapy element types",
+    "constant.mlir:127": "f6 element types (f6E2M3FN/f6E3M2FN) are not xlapy element types",
+    "convert.mlir:201": "convert to i1 gives a wrong value (elementwise convert evaluate)",
+    "dynamic_broadcast_in_dim.mlir:1":
+        "unknown op dynamic_broadcast_in_dim (op not implemented yet)",
+    "dynamic_conv.mlir:1": "unknown op dynamic_conv (op not implemented yet)",
+    "dynamic_gather.mlir:1": "unknown op dynamic_gather (op not implemented yet)",
+    "dynamic_iota.mlir:1": "unknown op dynamic_iota (op not implemented yet)",
+    "dynamic_iota.mlir:11": "unknown op dynamic_iota (op not implemented yet)",
+    "dynamic_pad.mlir:1": "unknown op dynamic_pad (op not implemented yet)",
+    "dynamic_reshape.mlir:1": "unknown op dynamic_reshape (op not implemented yet)",
+    "floor.mlir:1":
+        "floor of negative subnormal inputs gives -0 instead of -1 (elementwise op evaluate)",
+    "floor.mlir:21":
+        "floor of negative subnormal inputs gives -0 instead of -1 (elementwise op evaluate)",
+    "floor.mlir:31":
+        "floor of negative subnormal inputs gives -0 instead of -1 (elementwise op evaluate)",
+    "partition_id.mlir:1":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "printing.mlir:82": "f6 element types (f6E2M3FN/f6E3M2FN) are not xlapy element types",
+    "printing.mlir:130":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "quantized_ops.mlir:1": "unknown op uniform_quantize (op not implemented yet)",
+    "quantized_ops.mlir:12": "quantized types not supported",
+    "quantized_ops.mlir:24": "quantized types not supported",
+    "quantized_ops.mlir:36": "unknown op uniform_quantize (op not implemented yet)",
+    "quantized_ops.mlir:47": "unknown op uniform_quantize (op not implemented yet)",
+    "reduce_precision.mlir:11":
+        "reduce_precision with 0 mantissa bits: NaN stays NaN, expected Inf (op evaluate)",
+    "reduce_scatter.mlir:1":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "reduce_scatter.mlir:32":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "reduce_scatter.mlir:64":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "replica_id.mlir:1":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "send_recv.mlir:1":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+    "send_recv.mlir:41":
+        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
+}
+
+
+def _chunks() -> list[tuple[str, str, int]]:
+    out = []
+    for path in sorted(ROOT.rglob("*.mlir")):
+        rel = path.relative_to(ROOT).as_posix()
+        for c in split_chunks(path.read_text()):
+            if _only_comments(c.text):
+                continue
+            out.append((f"{rel}:{c.line_offset + 1}", c.text, c.line_offset))
+    return out
+
+
+CHUNKS = _chunks() if ROOT.is_dir() else []
+
+
+def test_conformance_files_found() -> None:
+    assert ROOT.is_dir(), f"conformance files not found at {ROOT}"
+    assert len(CHUNKS) > 400
+
+
+def test_xfail_table_names_real_chunks() -> None:
+    ids = {cid for cid, _, _ in CHUNKS}
+    stale = sorted(set(XFAIL) - ids)
+    assert not stale, f"XFAIL names chunks that do not exist: {stale}"
+
+
+@pytest.mark.parametrize(("cid", "text", "offset"), CHUNKS, ids=[c[0] for c in CHUNKS])
+def test_chunk(cid: str, text: str, offset: int) -> None:
+    if cid in XFAIL:
+        pytest.xfail(XFAIL[cid]) if not run_chunk(text, cid.split(":")[0], offset).ok else None
+        return
+    result = run_chunk(text, cid.split(":")[0], offset)
+    assert result.ok, result.message
