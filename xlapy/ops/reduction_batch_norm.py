@@ -1,7 +1,8 @@
-"""batch_norm_training, batch_norm_inference, batch_norm_grad: the spec's decompositions.
+"""batch_norm_training, batch_norm_inference, batch_norm_grad.
 
-Arithmetic runs in f32 for floats narrower than 32 bits (f64 stays f64) and rounds once to the
-operand type, as XLA's CPU backend computes narrow floats in f32.
+XLA's CPU backend rewrites these ops into element-wise HLO (batchnorm_expander.cc); we follow
+that op sequence (training: Var[X] = E[X^2] - E[X]^2; inference: X * scale' + shift'),
+rounding to the operand type after each step. Narrow floats compute each step in f32.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ def _bcast(v: np.ndarray, rank: int, feature_index: int) -> np.ndarray:
     return v.reshape(shape)
 
 
+def _epsilon(attrs: BatchNormAttrs, dt: np.dtype) -> Any:
+    """The attribute is an f32: 1e-3 means float32(1e-3), even for f64 operands."""
+    return dt.type(np.float32(attrs.epsilon))
+
+
 def _axes(rank: int, feature_index: int) -> tuple[int, ...]:
     return tuple(d for d in range(rank) if d != feature_index)
 
@@ -74,16 +80,23 @@ class BatchNormTraining(OpDef):
     def evaluate(self, operands: Sequence[Any], attrs: BatchNormAttrs, result: Shape,
                  ctx: EvalContext) -> Any:
         operand, scale, offset = operands
+        t = operand.dtype
         dt = compute_dtype(result.tuple_shapes[0].element_type)
+
+        def r(v: np.ndarray) -> np.ndarray:  # round each step to the operand type
+            return np.asarray(v).astype(t).astype(dt)
+
         x, g, b = (a.astype(dt) for a in (operand, scale, offset))
         fi, rank = attrs.feature_index, x.ndim
+        axes = _axes(rank, fi)
+        count = dt.type(x.size // x.shape[fi] if x.shape[fi] else 0)
         with np.errstate(all="ignore"):
-            mean = x.mean(axis=_axes(rank, fi)) if x.size else np.full(g.shape, np.nan, dt)
-            centered = x - _bcast(mean, rank, fi)
-            var = (centered * centered).mean(axis=_axes(rank, fi)) if x.size else mean.copy()
-            stddev = np.sqrt(_bcast(var, rank, fi) + dt.type(attrs.epsilon))
-            out = _bcast(g, rank, fi) * (centered / stddev) + _bcast(b, rank, fi)
-        t = operand.dtype
+            mean = r(r(x.sum(axis=axes)) / count)
+            square_mean = r(r(r(x * x).sum(axis=axes)) / count)
+            var = r(square_mean - r(mean * mean))
+            rsqrt = r(1 / np.sqrt(r(var + _epsilon(attrs, dt))))
+            normalized = r(r(x - _bcast(mean, rank, fi)) * _bcast(rsqrt, rank, fi))
+            out = r(r(normalized * _bcast(g, rank, fi)) + _bcast(b, rank, fi))
         return (out.astype(t), mean.astype(t), var.astype(t))
 
 
@@ -111,14 +124,20 @@ class BatchNormInference(OpDef):
 
     def evaluate(self, operands: Sequence[Any], attrs: BatchNormAttrs, result: Shape,
                  ctx: EvalContext) -> Any:
+        t = operands[0].dtype
         dt = compute_dtype(result.element_type)
+
+        def r(v: np.ndarray) -> np.ndarray:
+            return np.asarray(v).astype(t).astype(dt)
+
         x, g, b, m, v = (a.astype(dt) for a in operands)
         fi, rank = attrs.feature_index, x.ndim
         with np.errstate(all="ignore"):
-            stddev = np.sqrt(_bcast(v, rank, fi) + dt.type(attrs.epsilon))
-            out = (_bcast(g, rank, fi) * ((x - _bcast(m, rank, fi)) / stddev)
-                   + _bcast(b, rank, fi))
-        return out.astype(operands[0].dtype)
+            rsqrt = r(1 / np.sqrt(r(v + _epsilon(attrs, dt))))
+            true_scale = r(rsqrt * g)
+            true_shift = r(b - r(m * true_scale))
+            out = r(r(x * _bcast(true_scale, rank, fi)) + _bcast(true_shift, rank, fi))
+        return out.astype(t)
 
 
 @register
@@ -155,7 +174,7 @@ class BatchNormGrad(OpDef):
         axes = _axes(rank, fi)
         count = dt.type(x.size // x.shape[fi] if x.shape[fi] else 0)
         with np.errstate(all="ignore"):
-            var_eps = _bcast(v, rank, fi) + dt.type(attrs.epsilon)
+            var_eps = _bcast(v, rank, fi) + _epsilon(attrs, dt)
             stddev = np.sqrt(var_eps)
             centered = x - _bcast(m, rank, fi)
             normalized = centered / stddev
