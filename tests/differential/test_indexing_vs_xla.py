@@ -405,3 +405,27 @@ def test_variadic_scatter_matches_per_input_scatters() -> None:
     assert isinstance(ours, tuple) and len(ours) == 2
     assert_same(ours[0], jax.jit(lambda o, i, u: lax.scatter_add(o, i, u, dn))(a, idx, ua))
     assert_same(ours[1], jax.jit(lambda o, i, u: lax.scatter_add(o, i, u, dn))(c, idx, uc))
+
+
+@pytest.mark.parametrize("kind", ["add", "maximum", "minimum", "multiply"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+def test_scatter_float_edge_values(kind: str, dtype: Any) -> None:
+    """NaNs, signed zeros, infinities and denormals through duplicate float updates."""
+    if dtype == np.complex64 and kind in ("maximum", "minimum"):
+        pytest.skip("jax has no complex scatter max/min")
+    rng = np.random.default_rng(12)
+    tiny = np.finfo(np.float32).tiny
+    pool = np.array([np.nan, 0.0, -0.0, np.inf, -np.inf, 1.0, -2.5, tiny / 4, -tiny / 8, tiny],
+                    np.float64)
+    x = rng.choice(pool, size=6).astype(dtype)
+    upd = rng.choice(pool, size=40).astype(dtype)
+    idx = rng.integers(0, 6, size=(40, 1))
+    dn = lax.ScatterDimensionNumbers((), (0,), (0,))
+    fn = _LAX_SCATTER[kind]
+    theirs = jax.jit(lambda o, i, u: fn(o, i, u, dn))(x, idx, upd)
+    ours = our_scatter(kind, [x], idx, [upd], dn, rng)
+    assert_same(ours, theirs, what=kind)
+    t = np.asarray(theirs)
+    if t.dtype.kind == "f":
+        zero = (ours == 0) & (t == 0)
+        assert (np.signbit(ours[zero]) == np.signbit(t[zero])).all(), "signed zeros differ"

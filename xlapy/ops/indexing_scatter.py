@@ -1,10 +1,12 @@
 """stablehlo.scatter: variadic scatter with batching dims and XLA's drop-out-of-bounds rule.
 
 Evaluation computes every target index at once; common update computations (add, multiply,
-max, min, and, or, xor, subtract, replace, keep) are recognized from the region's root and
-applied with numpy's unbuffered `ufunc.at`, in the same order XLA's CPU backend applies the
-updates (scatter positions in row-major order, then window positions). Any other update
-computation is called per update element in that order.
+max, min, and, or, xor, subtract, replace, keep) are recognized from the region's root. Updates
+are applied in the order XLA's CPU backend applies them (scatter positions in row-major order,
+then window positions): integers and booleans with numpy's unbuffered `ufunc.at`; floats and
+complex in rounds of distinct targets through the registered element-wise op, so denormal
+flushing, signed zeros and NaNs follow that op exactly. Any other update computation is
+called per update element, in order.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.ops.base import EvalContext, OpDef, Region, check, register
+from xlapy.ops.base import NO_ATTRS, EvalContext, OpDef, Region, check, get_op, register
 from xlapy.ops.indexing import (
     _check_index_type,
     batch_dims_of_indices,
@@ -27,7 +29,7 @@ from xlapy.ops.indexing import (
     is_unique,
     window_index_arrays,
 )
-from xlapy.types import Shape
+from xlapy.types import Shape, from_dtype
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ class Scatter(OpDef):
             flat = [o.reshape(-1) for o in outs]  # views: outs are fresh contiguous copies
             if kinds is not None:
                 for k in range(n):
-                    _apply_fast(kinds[k], flat[k], targets, values[k])
+                    _apply_fast(kinds[k], flat[k], targets, values[k], ctx)
             else:
                 _apply_region(ctx, flat, targets, values)
         return outs[0] if n == 1 else tuple(outs)
@@ -276,8 +278,9 @@ def _ufunc(kind: str, dtype: np.dtype) -> Callable[..., Any] | None:
             "xor": np.bitwise_xor, "subtract": np.subtract}[kind]
 
 
-def _apply_fast(kind: str, out: np.ndarray, targets: np.ndarray, values: np.ndarray) -> None:
-    """`out[t] = f(out[t], v)` for every (t, v) in order, with an unbuffered ufunc."""
+def _apply_fast(kind: str, out: np.ndarray, targets: np.ndarray, values: np.ndarray,
+                ctx: EvalContext) -> None:
+    """`out[t] = f(out[t], v)` for every (t, v) in order, without calling the region."""
     if kind == "keep":
         return
     if kind == "replace":
@@ -287,11 +290,30 @@ def _apply_fast(kind: str, out: np.ndarray, targets: np.ndarray, values: np.ndar
         keep = len(targets) - 1 - first
         out[targets[keep]] = values[keep]
         return
-    fn = _ufunc(kind, out.dtype)
-    if fn is None:
-        raise AssertionError(f"no fast path for {kind} on {out.dtype}")
-    with np.errstate(all="ignore"):
-        fn.at(out, targets, values)  # type: ignore[attr-defined]
+    if out.dtype.kind in "biu" or out.dtype == np.bool_:
+        fn = _ufunc(kind, out.dtype)
+        if fn is not None:
+            with np.errstate(all="ignore"):
+                fn.at(out, targets, values)  # type: ignore[attr-defined]
+            return
+    op = get_op(kind)
+    et = from_dtype(out.dtype)
+    for sel in _rounds(targets):
+        t = targets[sel]
+        shape = Shape.array(et, t.shape)
+        out[t] = op.evaluate([out[t], values[sel]], NO_ATTRS, shape, ctx)
+
+
+def _rounds(targets: np.ndarray) -> list[np.ndarray]:
+    """Positions split into rounds: round r holds each target's r-th update (all distinct)."""
+    order = np.argsort(targets, kind="stable")
+    st = targets[order]
+    starts = np.flatnonzero(np.r_[True, st[1:] != st[:-1]])
+    lengths = np.diff(np.r_[starts, len(st)])
+    rank = np.empty(len(st), dtype=np.int64)
+    rank[order] = np.arange(len(st)) - np.repeat(starts, lengths)
+    by_rank = np.argsort(rank, kind="stable")
+    return np.split(by_rank, np.cumsum(np.bincount(rank))[:-1])
 
 
 def _apply_region(ctx: EvalContext, flat: list[np.ndarray], targets: np.ndarray,
