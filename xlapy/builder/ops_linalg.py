@@ -226,10 +226,12 @@ def ConvGeneralDilated(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[int], pa
                                       if 0 <= d < ls.rank],
                             [rs.dimensions[d] for d in dn.kernel_spatial_dimensions
                              if 0 <= d < rs.rank], strides)
+        # Explicit defaults, so printed IR spells every window attribute out.
         attrs = ConvolutionAttrs(
-            dn, strides, pads, _ints(lhs_dilation or (), "lhs_dilation"),
-            _ints(rhs_dilation or (), "rhs_dilation"),
-            tuple(bool(x) for x in window_reversal) if window_reversal is not None else (),
+            dn, strides, pads, _ints(lhs_dilation or (), "lhs_dilation") or (1,) * s,
+            _ints(rhs_dilation or (), "rhs_dilation") or (1,) * s,
+            tuple(bool(x) for x in window_reversal) if window_reversal is not None
+            else (False,) * s,
             int(feature_group_count), int(batch_group_count), _precision(precision_config),
             _etype(preferred_element_type))
     except _BadArgument as e:
