@@ -429,3 +429,17 @@ def test_scatter_float_edge_values(kind: str, dtype: Any) -> None:
     if t.dtype.kind == "f":
         zero = (ours == 0) & (t == 0)
         assert (np.signbit(ours[zero]) == np.signbit(t[zero])).all(), "signed zeros differ"
+
+
+@pytest.mark.parametrize("kind", ["add", "multiply", "maximum"])
+def test_long_update_chains_on_few_positions(kind: str) -> None:
+    """10000 updates into 2 positions (beyond the round-by-round limit for add/multiply)."""
+    rng = np.random.default_rng(13)
+    x = np.array([0.5, -1.0], np.float32)
+    upd = (1 + rng.standard_normal(10000) * 1e-3).astype(np.float32) if kind == "multiply" \
+        else rng.standard_normal(10000).astype(np.float32)
+    idx = rng.integers(0, 2, size=(10000, 1))
+    dn = lax.ScatterDimensionNumbers((), (0,), (0,))
+    fn = _LAX_SCATTER[kind]
+    theirs = jax.jit(lambda o, i, u: fn(o, i, u, dn))(x, idx, upd)
+    assert_same(our_scatter(kind, [x], idx, [upd], dn, rng), theirs, what=kind)

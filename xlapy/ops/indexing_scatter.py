@@ -296,12 +296,36 @@ def _apply_fast(kind: str, out: np.ndarray, targets: np.ndarray, values: np.ndar
             with np.errstate(all="ignore"):
                 fn.at(out, targets, values)  # type: ignore[attr-defined]
             return
+    rounds = _rounds(targets)
+    if len(rounds) > _MAX_ROUNDS and kind in ("add", "multiply", "subtract"):
+        # Very long chains on one position: one sequential ufunc pass over denormal-flushed
+        # operands (exact unless an intermediate result itself is denormal).
+        flat = _flush(out)
+        with np.errstate(all="ignore"):
+            _ufunc(kind, out.dtype).at(flat, targets, _flush(values))  # type: ignore[union-attr]
+        out[...] = _flush(flat)
+        return
     op = get_op(kind)
     et = from_dtype(out.dtype)
-    for sel in _rounds(targets):
+    for sel in rounds:
         t = targets[sel]
         shape = Shape.array(et, t.shape)
         out[t] = op.evaluate([out[t], values[sel]], NO_ATTRS, shape, ctx)
+
+
+_MAX_ROUNDS = 4096
+
+
+def _flush(x: np.ndarray) -> np.ndarray:
+    """f32/f64 (and complex parts) denormals to signed zero, as XLA's CPU backend does."""
+    if x.dtype.kind == "c":
+        out = x.copy()
+        out.real, out.imag = _flush(x.real.copy()), _flush(x.imag.copy())
+        return out
+    if x.dtype in (np.float32, np.float64):
+        with np.errstate(invalid="ignore"):
+            return np.where(np.abs(x) < np.finfo(x.dtype).tiny, x * 0, x)
+    return x.copy()
 
 
 def _rounds(targets: np.ndarray) -> list[np.ndarray]:
