@@ -37,7 +37,7 @@ def split_chunks(text: str) -> list[Chunk]:
     for i, m in enumerate(_SPLIT.finditer(text)):
         part = text[pos:m.start()]
         out.append(Chunk(part, line, i))
-        line += part.count("\n") + 1
+        line += part.count("\n")
         pos = m.end()
     out.append(Chunk(text[pos:], line, len(out)))
     return out

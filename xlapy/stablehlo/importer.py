@@ -64,7 +64,7 @@ class Scope:
         self.comp = comp
         self.parent = parent
         self.values: dict[str, list[Instruction]] = {}
-        self.lifted = lifted or {}
+        self.lifted = lifted if lifted is not None else {}
         self.cloned: dict[Key, Instruction] = {}
 
     def bind(self, name: str, values: list[Instruction], pos: int) -> None:

@@ -117,6 +117,8 @@ class Lexer:
 
     # ---- spans --------------------------------------------------------------------------------
     def span(self, pos: int, length: int = 1) -> Span:
+        if pos >= len(self.text.rstrip()) and self.text.strip():  # at the end: point after
+            pos = len(self.text.rstrip())                          # the last real character
         if self._line_starts is None:
             self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
         line = bisect.bisect_right(self._line_starts, pos) - 1
