@@ -9,8 +9,8 @@ expansion with whole-array numpy uint32/uint64 arithmetic (no per-element Python
   low half is `state[1]` and high half `state[2]`; a `u64[2]` state uses the key as the high
   half, and its output state keeps only the low half).
 * Threefry, 32-bit outputs (and narrower: 2/4/8/16-bit outputs are the low bits of the 32-bit
-  output of the same shape): `half = ceil(n / 2)` counters `c + i`; the two words of each
-  block are consecutive outputs, truncated to `n`. The counter advances by `half`.
+  output of the same shape): one dimension is halved (see `_threefry32`); the two words of a
+  block are neighbours along that dimension. The counter advances by the number of blocks.
 * Threefry, 64-bit outputs: `n` counters `c + i`, each block's two words form one u64 (first
   word low). The counter advances by `n`.
 * Philox, 32-bit outputs: `ceil(n / 4)` 128-bit counters; the four words of each block are
