@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from xlapy.builder.xla_builder import XlaComputation, XlaOp
+from xlapy.builder.xla_builder import XlaBuilder, XlaComputation, XlaOp
+from xlapy.errors import BuilderError
 from xlapy.ops.indexing import GatherAttrs, GatherDimensionNumbers
 from xlapy.ops.indexing_scatter import ScatterAttrs, ScatterDimensionNumbers
 
@@ -19,7 +20,7 @@ __all__ = ["Gather", "Scatter", "GatherDimensionNumbers", "ScatterDimensionNumbe
 
 
 def _ints(value: Any) -> tuple[int, ...]:
-    return tuple(int(v) for v in (value or ()))
+    return () if value is None else tuple(int(v) for v in value)
 
 
 def _gather_dnums(dn: Any, indices_rank: int) -> GatherDimensionNumbers:
@@ -53,11 +54,18 @@ def _scatter_dnums(dn: Any, indices_rank: int) -> ScatterDimensionNumbers:
     )
 
 
+def _builder_of(values: Sequence[Any]) -> XlaBuilder:
+    for v in values:
+        if isinstance(v, XlaOp):
+            return v.builder
+    raise BuilderError("expects XlaOp operands")
+
+
 def Gather(operand: XlaOp, start_indices: XlaOp, dimension_numbers: Any,
            slice_sizes: Sequence[int], indices_are_sorted: bool = False) -> XlaOp:
     """Slices of `operand` at the starts in `start_indices` (starts clamped into bounds)."""
-    b = operand.builder
-    if not isinstance(start_indices, XlaOp) or not start_indices.ok or not operand.ok:
+    b = _builder_of([operand, start_indices])
+    if not all(isinstance(o, XlaOp) and o.ok for o in (operand, start_indices)):
         return b.add_op("gather", [operand, start_indices], api_name="Gather")
     try:
         dn = _gather_dnums(dimension_numbers, start_indices.shape().rank)
@@ -78,7 +86,7 @@ def Scatter(operand: XlaOp | Sequence[XlaOp], scatter_indices: XlaOp,
     """
     inputs = list(operand) if isinstance(operand, (list, tuple)) else [operand]
     upds = list(updates) if isinstance(updates, (list, tuple)) else [updates]
-    b = scatter_indices.builder
+    b = _builder_of([*inputs, scatter_indices, *upds])
     if len(inputs) != len(upds) or not inputs:
         return b.report_error("Scatter", f"expects as many updates as operands (>= 1), got "
                               f"{len(inputs)} operand(s) and {len(upds)} update(s)")

@@ -130,3 +130,16 @@ def test_scatter_after_an_earlier_error_keeps_the_first() -> None:
     ops.Scatter(bad, i, x, adder(ET.F32), ops.ScatterDimensionNumbers((), (0,), (0,), 1))
     with pytest.raises(BuilderError, match=r"Gather: .*gather_i2"):
         b.build()
+
+
+def test_numpy_arrays_as_attributes_and_non_op_operands() -> None:
+    b = XlaBuilder("g")
+    x = ops.Parameter(b, 0, Shape.array(ET.F32, (5, 3)))
+    i = ops.Parameter(b, 1, Shape.array(ET.S32, (4, 1)))
+    dn = SimpleNamespace(offset_dims=np.array([1]), collapsed_slice_dims=np.array([0]),
+                         start_index_map=np.array([0]), index_vector_dim=np.int64(1))
+    assert ops.Gather(x, i, dn, np.array([1, 3])).shape() == Shape.array(ET.F32, (4, 3))
+    ops.Scatter(x, i, "not an op", adder(ET.F32),
+                ops.ScatterDimensionNumbers((1,), (0,), (0,), 1))
+    with pytest.raises(BuilderError, match="Scatter: operand 'not an op' is not an XlaOp"):
+        b.build()
