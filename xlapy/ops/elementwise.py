@@ -66,7 +66,7 @@ def flush(x: Any) -> np.ndarray:
     """Denormal f32/f64 (and complex parts) to signed zero: the CPU backend's DAZ/FTZ."""
     x = np.asarray(x)
     if x.dtype.kind == "c":
-        return flush(x.real) + 1j * flush(x.imag).astype(x.dtype)  # type: ignore[no-any-return]
+        return make_complex(flush(x.real), flush(x.imag), x.dtype)
     if x.dtype in (np.float32, np.float64):
         tiny = np.finfo(x.dtype).tiny
         with np.errstate(invalid="ignore"):
@@ -74,11 +74,19 @@ def flush(x: Any) -> np.ndarray:
     return x
 
 
-def to_compute(x: np.ndarray, t: ElementType) -> np.ndarray:
-    """`x` in its compute dtype, denormals flushed (DAZ)."""
+def make_complex(re: Any, im: Any, dtype: np.dtype) -> np.ndarray:
+    """A complex array from its parts (no `re + 1j * im`: 1j * inf would make a NaN)."""
+    re, im = np.broadcast_arrays(np.asarray(re), np.asarray(im))
+    out = np.empty(re.shape, dtype)
+    out.real, out.imag = re, im
+    return out
+
+
+def to_compute(x: np.ndarray, t: ElementType, daz: bool = True) -> np.ndarray:
+    """`x` in its compute dtype, denormals flushed (DAZ) unless `daz` is false."""
     dt = compute_dtype(t)
     x = x if x.dtype == dt else x.astype(dt)
-    return flush(x)
+    return flush(x) if daz else x
 
 
 def bits_mask(t: ElementType) -> np.uint64:
@@ -116,12 +124,12 @@ def wrap_int(x: Any, t: ElementType) -> np.ndarray:
     return from_bits(x.astype(np.int64).view(np.uint64), t)
 
 
-def from_compute(x: Any, t: ElementType) -> np.ndarray:
+def from_compute(x: Any, t: ElementType, ftz: bool = True) -> np.ndarray:
     """A compute-dtype result as type `t`: FTZ for f32/f64, one rounding, integer wrap."""
     x = np.asarray(x)
     if t.is_integer and t.bits < 8:
         return wrap_int(x, t)
-    if x.dtype.kind in "fc":
+    if ftz and x.dtype.kind in "fc":
         x = flush(x)
     return x.astype(t.dtype, copy=False)
 
@@ -135,6 +143,9 @@ class ElementwiseOp(OpDef):
     """
 
     family = "elementwise"
+    #: Flush denormal inputs and results (false where XLA CPU calls libm, e.g. fmod, or
+    #: where `fn` flushes itself).
+    ftz = True
 
     def __init__(self, name: str, arity: int, types: frozenset[ElementType],
                  fn: Callable[..., Any], result_type: Callable[[ElementType], ElementType] | None,
@@ -170,8 +181,8 @@ class ElementwiseOp(OpDef):
             if self.raw:
                 return np.asarray(self.fn(*operands, **kw)).astype(result.element_type.dtype,
                                                                    copy=False)
-            out = self.fn(*(to_compute(x, t) for x in operands), **kw)
-            return from_compute(out, result.element_type)
+            out = self.fn(*(to_compute(x, t, self.ftz) for x in operands), **kw)
+            return from_compute(out, result.element_type, self.ftz)
 
 
 def unary(name: str, types: frozenset[ElementType], fn: Callable[..., Any], *,
@@ -211,7 +222,7 @@ def _remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         q = a / b
         return a - b * (np.trunc(q.real) + 1j * np.trunc(q.imag))  # type: ignore[no-any-return]
     if not _is_int(a):
-        return np.fmod(a, b)
+        return np.fmod(a, flush(b))  # XLA CPU: divisor DAZ, dividend and result not
     zero = b == 0
     sb = np.where(zero, 1, b).astype(a.dtype)
     if a.dtype.kind == "i":
@@ -228,7 +239,8 @@ def _max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype == np.bool_:
         return a | b
     if a.dtype.kind == "c":
-        return np.where(_complex_gt(a, b), a, b)
+        return np.where(_complex_gt(flush(a), flush(b)), a, b)  # compares flush, select not
+    a, b = flush(a), flush(b)
     out = np.maximum(a, b)
     if a.dtype.kind == "f":
         both0 = (a == 0) & (b == 0)
@@ -241,7 +253,8 @@ def _min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype == np.bool_:
         return a & b
     if a.dtype.kind == "c":
-        return np.where(_complex_gt(b, a), a, b)
+        return np.where(_complex_gt(flush(b), flush(a)), a, b)
+    a, b = flush(a), flush(b)
     out = np.minimum(a, b)
     if a.dtype.kind == "f":
         both0 = (a == 0) & (b == 0)
@@ -250,26 +263,32 @@ def _min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _power(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
-    """Float/complex pow; integer pow by squaring with wrap, negative exponents as XLA."""
+    """Float/complex pow; integer pow as XLA CPU emits it: 6 squaring steps (exponent bits
+    0..5, all that matter without overflow), and for a negative exponent (signed compare,
+    even for unsigned types) 1 when the base is 1, +-1 for base -1, else 0."""
     if not _is_int(a):
         return np.power(a, b)
     one = np.ones_like(a)
-    e = np.where(b < 0, 0, b).astype(a.dtype) if a.dtype.kind == "i" else b.copy()
+    u = to_bits(b, et)
     out, base = one, a.copy()
-    for _ in range(et.bits):
-        out = np.where((e & 1) != 0, out * base, out)
+    for i in range(6):
+        out = np.where(((u >> np.uint64(i)) & np.uint64(1)) != 0, out * base, out)
         base = base * base
-        e = e >> 1
-    if a.dtype.kind == "i":
-        neg_pow = np.where(a == 1, one, np.where(a == -1, np.where((b & 1) != 0, -one, one), 0))
-        out = np.where(b < 0, neg_pow, out)
-    return out  # type: ignore[no-any-return]
+    # Sub-byte unsigned exponents are zero-extended, so never negative.
+    neg = (u >> np.uint64(et.bits - 1)) != 0
+    if et.is_unsigned and et.bits < 8:
+        neg = neg & False
+    minus_one = from_bits(np.full(a.shape, ~np.uint64(0)), et).astype(a.dtype)
+    odd = (u & np.uint64(1)) != 0
+    neg_pow = np.where(a == 1, one, np.where((a == minus_one) & (a.dtype.kind == "i"),
+                                             np.where(odd, minus_one, one), 0))
+    return np.where(neg, neg_pow, out)  # type: ignore[no-any-return]
 
 
 def _atan2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "c":
         # atan2(y, x) = -i log((x + i y) / sqrt(x^2 + y^2)), the complex extension.
-        return -1j * np.log((b + 1j * a) / np.sqrt(b * b + a * a))  # type: ignore[no-any-return]
+        return -1j * np.log((b + 1j * a) / np.sqrt(b * b + a * a))  # type: ignore  # type: ignore[no-any-return]
     return np.arctan2(a, b)
 
 
@@ -311,16 +330,30 @@ def _complex_type(t: ElementType) -> ElementType:
 binary("add", ANY, lambda a, b: (a | b) if a.dtype == np.bool_ else a + b,
        doc="stablehlo.add: spec §add; XLA Add (pred: or).")
 binary("subtract", NUMERIC, np.subtract, doc="stablehlo.subtract: spec §subtract; XLA Sub.")
-binary("multiply", ANY, lambda a, b: (a & b) if a.dtype == np.bool_ else a * b,
+def _multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Products; complex by the textbook formula, as XLA emits it (no C99 inf recovery)."""
+    if a.dtype == np.bool_:
+        return a & b
+    if a.dtype.kind == "c":
+        return make_complex(a.real * b.real - a.imag * b.imag,
+                            a.real * b.imag + a.imag * b.real, a.dtype)
+    return a * b  # type: ignore[no-any-return]
+
+
+binary("multiply", ANY, _multiply,
        doc="stablehlo.multiply: spec §multiply; XLA Mul (pred: and).")
 binary("divide", NUMERIC, _divide, doc="stablehlo.divide: spec §divide; XLA Div.")
-binary("remainder", NUMERIC, _remainder, doc="stablehlo.remainder: spec §remainder; XLA Rem.")
-binary("maximum", ANY, _max, doc="stablehlo.maximum: spec §maximum; XLA Max.")
-binary("minimum", ANY, _min, doc="stablehlo.minimum: spec §minimum; XLA Min.")
+OPS_REMAINDER = binary("remainder", NUMERIC, _remainder,
+                       doc="stablehlo.remainder: spec §remainder; XLA Rem (fmod: no FTZ).")
+OPS_REMAINDER.ftz = False  # type: ignore[attr-defined]
+for _op in (binary("maximum", ANY, _max, doc="stablehlo.maximum: spec §maximum; XLA Max."),
+            binary("minimum", ANY, _min, doc="stablehlo.minimum: spec §minimum; XLA Min.")):
+    _op.ftz = False  # type: ignore[attr-defined]  # _max/_min flush what XLA flushes
 binary("power", NUMERIC, _power, typed=True, doc="stablehlo.power: spec §power; XLA Pow.")
 binary("atan2", FLOAT | COMPLEX, _atan2, doc="stablehlo.atan2: spec §atan2; XLA Atan2.")
 binary("complex", frozenset({ElementType.F32, ElementType.F64}),
-       lambda a, b: a + 1j * b.astype(a.dtype), result_type=_complex_type, raw=True,
+       lambda a, b: make_complex(a, b, np.result_type(a.dtype, np.complex64)),
+       result_type=_complex_type, raw=True,
        doc="stablehlo.complex: spec §complex; XLA Complex (no flush: a bit-level op).")
 binary("shift_left", INT, _shift("shl"), raw=True, typed=True,
        doc="stablehlo.shift_left: spec §shift_left; XLA ShiftLeft.")

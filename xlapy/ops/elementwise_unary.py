@@ -88,6 +88,9 @@ def _not(x: np.ndarray, et: ElementType) -> np.ndarray:
 
 
 def _popcnt(x: np.ndarray, et: ElementType) -> np.ndarray:
+    """Population count; XLA CPU counts sub-byte signed values sign-extended to 8 bits."""
+    if et.is_signed and et.bits < 8:
+        return wrap_int(np.bitwise_count(x.astype(np.int8).view(np.uint8)), et)
     return from_bits(np.bitwise_count(to_bits(x, et)).astype(np.uint64), et)
 
 

@@ -1,0 +1,163 @@
+"""Element-wise shape inference (valid case + violated constraint label per op) and the
+edge semantics of evaluate that XLA's CPU backend defines (checked against jax elsewhere)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xlapy.errors import ShapeInferenceError
+from xlapy.ops.attrs import ComparisonDirection, ComparisonType
+from xlapy.ops.base import OPS, infer_shape
+from xlapy.ops.elementwise import CompareAttrs, ElementwiseOp
+from xlapy.ops.elementwise_convert import (
+    BitcastConvertAttrs,
+    ConvertAttrs,
+    ReducePrecisionAttrs,
+)
+from xlapy.types import ElementType, Shape
+
+E = ElementType
+
+
+def A(t: ElementType, *dims: int) -> Shape:
+    return Shape.array(t, dims)
+
+
+_TABLE_OPS = sorted(n for n, op in OPS.items() if isinstance(op, ElementwiseOp))
+
+
+def _valid_type(op: ElementwiseOp) -> ElementType:
+    for t in (E.F32, E.S32, E.PRED):
+        if t in op.types:
+            return t
+    raise AssertionError(op.name)
+
+
+@pytest.mark.parametrize("name", _TABLE_OPS)
+def test_table_op_valid_and_c1(name: str) -> None:
+    op = OPS[name]
+    assert isinstance(op, ElementwiseOp)
+    t = _valid_type(op)
+    shapes = [A(t, 2, 3)] * op.arity
+    out = infer_shape(name, shapes)
+    assert out.dimensions == (2, 3)
+    # A wrong element type violates C1.
+    bad = next((b for b in (E.PRED, E.C64, E.U8, E.F32) if b not in op.types), None)
+    if bad is not None:
+        with pytest.raises(ShapeInferenceError, match=f"{name}_c1"):
+            infer_shape(name, [A(bad, 2, 3)] * op.arity)
+    if op.arity == 2:
+        with pytest.raises(ShapeInferenceError, match=f"{name}_c1"):
+            infer_shape(name, [A(t, 2, 3), A(t, 3, 2)])
+
+
+def test_result_types() -> None:
+    assert infer_shape("abs", [A(E.C64, 2)]) == A(E.F32, 2)
+    assert infer_shape("real", [A(E.C128, 2)]) == A(E.F64, 2)
+    assert infer_shape("imag", [A(E.F32, 2)]) == A(E.F32, 2)
+    assert infer_shape("is_finite", [A(E.BF16, 2)]) == A(E.PRED, 2)
+    assert infer_shape("complex", [A(E.F64, 2)] * 2) == A(E.C128, 2)
+
+
+def test_compare() -> None:
+    lt = CompareAttrs(ComparisonDirection.LT)
+    assert infer_shape("compare", [A(E.F32, 4)] * 2, lt) == A(E.PRED, 4)
+    with pytest.raises(ShapeInferenceError, match="compare_c1"):
+        infer_shape("compare", [A(E.F32, 4), A(E.S32, 4)], lt)
+    with pytest.raises(ShapeInferenceError, match="compare_c3"):
+        infer_shape("compare", [A(E.S32, 4)] * 2,
+                    CompareAttrs(ComparisonDirection.LT, ComparisonType.FLOAT))
+
+
+def test_select_and_clamp() -> None:
+    assert infer_shape("select", [A(E.PRED), A(E.F32, 3), A(E.F32, 3)]) == A(E.F32, 3)
+    with pytest.raises(ShapeInferenceError, match="select_c1"):
+        infer_shape("select", [A(E.PRED, 2), A(E.F32, 3), A(E.F32, 3)])
+    with pytest.raises(ShapeInferenceError, match="select_c2"):
+        infer_shape("select", [A(E.PRED), A(E.F32, 3), A(E.S32, 3)])
+    assert infer_shape("clamp", [A(E.S8), A(E.S8, 5), A(E.S8)]) == A(E.S8, 5)
+    with pytest.raises(ShapeInferenceError, match="clamp_c1"):
+        infer_shape("clamp", [A(E.S8, 4), A(E.S8, 5), A(E.S8)])
+    with pytest.raises(ShapeInferenceError, match="clamp_c2"):
+        infer_shape("clamp", [A(E.S8), A(E.S8, 5), A(E.S8, 2)])
+    with pytest.raises(ShapeInferenceError, match="clamp_c3"):
+        infer_shape("clamp", [A(E.S8), A(E.S8, 5), A(E.S16)])
+
+
+def test_conversions_infer() -> None:
+    assert infer_shape("convert", [A(E.F32, 2)], ConvertAttrs(E.S4)) == A(E.S4, 2)
+    bc = BitcastConvertAttrs
+    assert infer_shape("bitcast_convert", [A(E.F32, 2)], bc(E.U8)) == A(E.U8, 2, 4)
+    assert infer_shape("bitcast_convert", [A(E.U8, 2, 4)], bc(E.F32)) == A(E.F32, 2)
+    assert infer_shape("bitcast_convert", [A(E.S8, 3, 2)], bc(E.S4)) == A(E.S4, 3, 2, 2)
+    with pytest.raises(ShapeInferenceError, match="bitcast_convert_c1"):
+        infer_shape("bitcast_convert", [A(E.U8, 2, 3)], bc(E.F32))
+    with pytest.raises(ShapeInferenceError, match="bitcast_convert_c2"):
+        infer_shape("bitcast_convert", [A(E.C64, 2)], bc(E.F64))
+    rp = ReducePrecisionAttrs
+    assert infer_shape("reduce_precision", [A(E.F32, 2)], rp(5, 10)) == A(E.F32, 2)
+    with pytest.raises(ShapeInferenceError, match="reduce_precision_c1"):
+        infer_shape("reduce_precision", [A(E.S32, 2)], rp(5, 10))
+    with pytest.raises(ShapeInferenceError, match="reduce_precision_c2"):
+        infer_shape("reduce_precision", [A(E.F32, 2)], rp(0, 10))
+    with pytest.raises(ShapeInferenceError, match="reduce_precision_c3"):
+        infer_shape("reduce_precision", [A(E.F32, 2)], rp(5, -1))
+
+
+# ---- evaluation edge semantics ----------------------------------------------------------------
+def ev(name: str, *args: np.ndarray, attrs: object = None) -> np.ndarray:
+    op = OPS[name]
+    shapes = [Shape.array(_et(a), a.shape) for a in args]
+    from xlapy.ops.base import NO_ATTRS
+
+    at = NO_ATTRS if attrs is None else attrs
+    return op.evaluate(list(args), at, infer_shape(name, shapes, at), None)  # type: ignore
+
+
+def _et(a: np.ndarray) -> ElementType:
+    from xlapy.types import from_dtype
+
+    return from_dtype(a.dtype)
+
+
+def test_integer_division_edges() -> None:
+    a = np.array([7, -7, -128, 5], np.int8)
+    b = np.array([2, 2, -1, 0], np.int8)
+    assert ev("divide", a, b).tolist() == [3, -3, -128, -1]
+    assert ev("remainder", a, b).tolist() == [1, -1, 0, 5]
+
+
+def test_shifts_and_pow() -> None:
+    x = np.array([1, -1, -8, 5], np.int8)
+    s = np.array([8, 8, 9, -1], np.int8)
+    assert ev("shift_left", x, s).tolist() == [0, 0, 0, 0]
+    assert ev("shift_right_arithmetic", x, s).tolist() == [0, -1, -1, 0]
+    b = np.array([2, -1, -1, 0, 3], np.int32)
+    e = np.array([-1, -1, -2, -1, 2], np.int32)
+    assert ev("power", b, e).tolist() == [0, -1, 1, 0, 9]
+
+
+def test_float_edges() -> None:
+    z = np.array([0.0, -0.0, 1e-40, np.nan], np.float32)
+    w = np.array([-0.0, 0.0, 0.0, 1.0], np.float32)
+    mx = ev("maximum", z, w)
+    assert not np.signbit(mx[:3]).any() and np.isnan(mx[3])
+    assert ev("add", np.array([1e-40], np.float32), np.array([0.0], np.float32))[0] == 0
+    r = ev("round_nearest_afz", np.array([0.5, -2.5, 0.49999997], np.float32))
+    assert r.tolist() == [1.0, -3.0, 0.0]
+
+
+def test_convert_saturates() -> None:
+    x = np.array([np.nan, np.inf, -np.inf, 3e9, -2.7], np.float32)
+    assert ev("convert", x, attrs=ConvertAttrs(E.S32)).tolist() == \
+        [0, 2**31 - 1, -2**31, 2**31 - 1, -2]
+    assert ev("convert", x, attrs=ConvertAttrs(E.U8)).tolist() == [0, 255, 0, 255, 0]
+
+
+def test_bitcast_roundtrip() -> None:
+    x = np.array([1.0, -2.5], np.float32)
+    u = ev("bitcast_convert", x, attrs=BitcastConvertAttrs(E.U8))
+    assert u.shape == (2, 4) and u[0].tolist() == [0, 0, 128, 63]
+    back = ev("bitcast_convert", u, attrs=BitcastConvertAttrs(E.F32))
+    assert back.tolist() == [1.0, -2.5]
