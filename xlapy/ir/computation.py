@@ -40,12 +40,14 @@ class Computation:
         """Append `instr` (its operands must already be here) and register it with its operands."""
         instr.name = self.unique_name(instr.name or instr.opcode)
         instr.parent = self
+        seen: set[int] = set()
         for op in instr.operands:
-            if self not in (op.parent,):
+            if op.parent is not self:
                 raise XlapyError(
                     f"operand %{op.name} of %{instr.name} belongs to another computation"
                 )
-            if instr not in op.users:
+            if id(op) not in seen:  # a new instruction is not yet anyone's user
+                seen.add(id(op))
                 op.users.append(instr)
         self.instructions.append(instr)
         if instr.opcode == "parameter":
@@ -62,8 +64,7 @@ class Computation:
         self.instructions.remove(instr)
         if instr in self.parameters:
             self.parameters.remove(instr)
-        for op in set(map(id, instr.operands)):
-            operand = next(o for o in instr.operands if id(o) == op)
+        for operand in {id(o): o for o in instr.operands}.values():
             if instr in operand.users:
                 operand.users.remove(instr)
         self._names.discard(instr.name)

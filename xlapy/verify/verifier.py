@@ -31,6 +31,7 @@ def verify_computation(comp: Computation) -> None:
                                 f"computation {comp.name} has parameter numbers {numbers}")
     if comp.root is None:
         raise VerificationError("computation", "root", f"computation {comp.name} has no root")
+    user_ids = {id(i): {id(u) for u in i.users} for i in comp.instructions}
     for instr in comp.instructions:
         if instr.parent is not comp:
             raise VerificationError(instr.opcode, "parent",
@@ -41,7 +42,7 @@ def verify_computation(comp: Computation) -> None:
                     instr.opcode, "operand_order",
                     f"%{instr.name} uses %{o.name} before it is defined in {comp.name}",
                 )
-            if instr not in o.users:
+            if id(instr) not in user_ids.get(id(o), ()):
                 raise VerificationError(instr.opcode, "users",
                                         f"%{o.name} does not list its user %{instr.name}")
         if instr.opcode not in OPS:
