@@ -49,6 +49,12 @@ class EvalContext(Protocol):
     @property
     def runtime(self) -> Any: ...
 
+    @property
+    def instruction(self) -> Any:
+        """The instruction being evaluated, so an op may inspect its called computations (e.g.
+        to recognise a reducer that is a plain `add` and take a vectorized path)."""
+        ...
+
 
 @dataclass(frozen=True)
 class NoAttrs:
