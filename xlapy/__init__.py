@@ -1,5 +1,6 @@
 """xlapy: XLA, the compiler for linear algebra, in Python."""
 
+from xlapy import distributed as _distributed  # noqa: F401  (registers the process grid)
 from xlapy import ops as _ops  # noqa: F401  (fills the op registry)
 from xlapy.api import compile  # noqa: A004  (xlapy.compile: text/path/module -> executable)
 from xlapy.builder import XlaBuilder, XlaComputation, XlaOp

@@ -143,6 +143,15 @@ def _group_size(groups: ReplicaGroups, fallback: int) -> int:
     return len(groups[0]) if groups else fallback
 
 
+def _replica_and_partition_size(attrs: Any, n: int) -> int:
+    """cross_replica_and_partition groups hold len(group) * num_partitions processes, which
+    replica_groups alone cannot tell: a shard_count that is a multiple of it gives the size."""
+    if (attrs.channel_id > 0 and not attrs.use_global_device_ids and attrs.replica_groups
+            and attrs.shard_count > n and attrs.shard_count % n == 0):
+        return int(attrs.shard_count)
+    return n
+
+
 def _check_tensors(op: str, operands: Sequence[Shape], label: str) -> None:
     check(len(operands) >= 1, label, "needs at least one operand")
     for i, s in enumerate(operands):
@@ -214,7 +223,8 @@ class AllGather(OpDef):
         _check_groups(self.name, attrs.replica_groups, "all_gather_c2", "all_gather_c4")
         check(not attrs.use_global_device_ids or attrs.channel_id > 0, "all_gather_c5",
               "use_global_device_ids requires channel_id > 0")
-        n = _group_size(attrs.replica_groups, attrs.shard_count)
+        n = _replica_and_partition_size(attrs, _group_size(attrs.replica_groups,
+                                                           attrs.shard_count))
         check(n >= 1, "all_gather_c6", f"shard_count {attrs.shard_count} must be positive")
         out = []
         for s in operands:
@@ -316,7 +326,8 @@ class ReduceScatter(OpDef):
         check(not attrs.use_global_device_ids or attrs.channel_id > 0, "reduce_scatter_c6",
               "use_global_device_ids requires channel_id > 0")
         _check_reducer(regions[0], operands, "reduce_scatter_c7")
-        n = _group_size(attrs.replica_groups, attrs.shard_count)
+        n = _replica_and_partition_size(attrs, _group_size(attrs.replica_groups,
+                                                           attrs.shard_count))
         out = []
         for s in operands:
             d = attrs.scatter_dimension
@@ -511,3 +522,25 @@ class CollectiveBroadcast(OpDef):
                 values = process.exchange(self.name, group, operands[0])
                 return np.asarray(values[0]).copy()
         return np.zeros(result.dimensions, result.dtype)
+
+
+# ---- the process grid provider ----------------------------------------------------------------
+#: Makes the grid multi-process runs use (`interpreter.run_parallel`, `execute_replicated`):
+#: `factory(num_replicas, num_partitions, **options)` returns an object with
+#: `run_programs(programs, args, runtime=None, infeed=()) -> [value per process, row-major]`.
+#: `xlapy.distributed` registers the threaded grid on import; the MPI launcher swaps in its own.
+_GRID_FACTORY: list[Any] = []
+
+
+def register_grid_factory(factory: Any) -> Any:
+    """Make `factory` the one `new_process_grid` uses; returns the previous one (or None)."""
+    previous = _GRID_FACTORY[0] if _GRID_FACTORY else None
+    _GRID_FACTORY[:] = [factory]
+    return previous
+
+
+def new_process_grid(num_replicas: int, num_partitions: int = 1, **options: Any) -> Any:
+    if not _GRID_FACTORY:
+        raise CollectiveError(f"no process grid is registered for a {num_replicas}x"
+                              f"{num_partitions} run (import xlapy.distributed)")
+    return _GRID_FACTORY[0](num_replicas, num_partitions, **options)

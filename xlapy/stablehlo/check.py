@@ -209,7 +209,7 @@ class Print(OpDef):
 
 
 class RunParallel(OpDef):
-    """interpreter.run_parallel: runs `programs` on a process grid; one process for now.
+    """interpreter.run_parallel: runs `programs` on the process grid (`xlapy.distributed`).
 
     Regions: the program functions (row-major over the grid), then the infeed functions.
     """
@@ -236,12 +236,29 @@ class RunParallel(OpDef):
     def evaluate(self, operands: Sequence[Any], attrs: RunParallelAttrs, result: Shape,
                  ctx: EvalContext) -> Any:
         n = sum(len(row) for row in attrs.programs)
-        if n != 1:
-            raise Unimplemented(f"interpreter.run_parallel: a grid of {n} processes is not "
-                                "supported yet (only one process)")
         feeds = [ctx.call(n + i) for i in range(len(attrs.infeed))]
-        ctx.runtime.infeed.extend(feeds)
-        return ctx.call(0, *operands)
+        instr = getattr(ctx, "instruction", None)
+        if n == 1 and (instr is None or ctx.process is not None):
+            ctx.runtime.infeed.extend(feeds)
+            return ctx.call(0, *operands)
+        if instr is None:
+            raise Unimplemented(f"interpreter.run_parallel: a grid of {n} processes needs "
+                                "the interpreter's instruction context")
+        # The process grid (xlapy.distributed): program i runs on process i, row-major.
+        from xlapy.ops.collectives import new_process_grid
+
+        programs = list(instr.called[:n])
+        args, pos = [], 0
+        for comp in programs:
+            k = len(comp.parameters)
+            args.append(list(operands[pos:pos + k]))
+            pos += k
+        grid = new_process_grid(len(attrs.programs), len(attrs.programs[0]))
+        values = grid.run_programs(programs, args, runtime=ctx.runtime, infeed=feeds)
+        out: list[Any] = []
+        for comp, v in zip(programs, values):
+            out.extend(v if getattr(comp, "multi_result", False) else [v])
+        return out[0] if len(out) == 1 else tuple(out)
 
 
 add_op(Probe())
