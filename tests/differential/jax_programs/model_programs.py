@@ -1,0 +1,2 @@
+def programs():
+    return []

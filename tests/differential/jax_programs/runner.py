@@ -1,0 +1,58 @@
+"""Lower a `Program` with `jax.jit(f).lower(*args)`, run the text through `xlapy.compile` and
+compare with what JAX's own compiled executable returns. Lowerings are cached per session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from tests.differential.compare import assert_same, jax_x64
+from tests.differential.jax_programs.table import Program
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """The lowered StableHLO text and JAX's outputs (flattened leaves)."""
+
+    text: str
+    expected: tuple[np.ndarray, ...]
+
+
+@cache
+def lower(program: Program) -> Lowered:
+    jax = jax_x64()
+    lowered = jax.jit(program.fn, keep_unused=True).lower(*program.args)
+    out = lowered.compile()(*program.args)
+    leaves = tuple(np.asarray(v) for v in jax.tree_util.tree_leaves(out))
+    return Lowered(lowered.as_text(), leaves)
+
+
+def run_ours(text: str, args: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
+    import xlapy
+
+    result = xlapy.compile(text)(*args)
+    return tuple(result) if isinstance(result, tuple) else (result,)
+
+
+def check_program(program: Program) -> None:
+    low = lower(program)
+    ours = run_ours(low.text, program.args)
+    assert len(ours) == len(low.expected), \
+        f"{len(ours)} results, JAX gives {len(low.expected)}"
+    rtol, atol = program.tol or (0.0, 0.0)
+    for i, (a, b) in enumerate(zip(ours, low.expected)):
+        assert_same(a, b, rtol=rtol, atol=atol, what=f"{program.id} result {i}")
+
+
+def check_round_trip(program: Program) -> None:
+    from xlapy.stablehlo import parse_module, print_module
+    from xlapy.stablehlo.equality import modules_equal
+
+    module = parse_module(lower(program).text)
+    for generic in (False, True):
+        again = parse_module(print_module(module, generic=generic))
+        assert modules_equal(again, module), \
+            f"parse(print(m)) != m ({'generic' if generic else 'pretty'} form)"
