@@ -1,0 +1,231 @@
+"""Algebraic simplifier rules, part 1: the `Rule` row type and arithmetic / logic rewrites.
+
+Each row: name, the opcode it matches, a rewrite `fn(instr, emitter) -> replacement | None`,
+and whether it is bit-exact on floating-point values. A row with `float_exact=False` can differ
+from the original on signed zeros (-0 + 0 is +0), on denormals (XLA:CPU flushes them in
+arithmetic, so A * 1 turns a denormal into 0 while A does not) or on NaN payloads; XLA applies
+such rewrites anyway, and so does this pass unless `exact_only` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from xlapy.ir import Instruction
+from xlapy.ops.attrs import ComparisonDirection
+from xlapy.passes.hlo_builder import Emitter
+from xlapy.passes.pass_base import is_splat, splat_value
+from xlapy.types.element_type import iinfo
+
+RuleFn = Callable[[Instruction, Emitter], Instruction | None]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rewrite: `before => after` is in the comment above its row."""
+
+    name: str
+    opcode: str
+    fn: RuleFn
+    float_exact: bool = True
+
+
+def _ops(i: Instruction) -> list[Instruction]:
+    return i.operands
+
+
+def _is_int(i: Instruction) -> bool:
+    t = i.shape.element_type
+    return t.is_integer
+
+
+def _is_pred(i: Instruction) -> bool:
+    return i.shape.element_type.is_pred
+
+
+def _lowest(i: Instruction, x: Instruction) -> bool:
+    t = i.shape.element_type
+    if t.is_float:
+        return is_splat(x, -np.inf)
+    return t.is_integer and is_splat(x, int(iinfo(t).min))
+
+
+def _highest(i: Instruction, x: Instruction) -> bool:
+    t = i.shape.element_type
+    if t.is_float:
+        return is_splat(x, np.inf)
+    return t.is_integer and is_splat(x, int(iinfo(t).max))
+
+
+def _neg(x: Instruction) -> Instruction | None:
+    return x.operands[0] if x.opcode == "negate" else None
+
+
+def _pow2_reciprocal(x: Instruction) -> float | None:
+    """1/C when `x` is a float32/64 splat C = +-2^k whose reciprocal is a normal number."""
+    if x.shape.element_type.hlo_name not in ("f32", "f64"):
+        return None
+    v = splat_value(x)
+    if v is None:
+        return None
+    f = float(v)
+    if f == 0 or not np.isfinite(f):
+        return None
+    mant, _ = np.frexp(abs(f))
+    r = np.asarray(1.0 / f, x.shape.dtype)
+    if mant != 0.5 or not np.isfinite(r) or abs(float(r)) < np.finfo(x.shape.dtype).tiny:
+        return None
+    return float(r)
+
+
+def _self_compare(i: Instruction, direction: ComparisonDirection) -> bool:
+    a, b = _ops(i)
+    return (a is b and _is_int(a) and i.attrs.comparison_direction is direction)
+
+
+def _select(i: Instruction, e: Emitter) -> tuple[Instruction, Instruction, Instruction]:
+    p, a, b = _ops(i)
+    return p, a, b
+
+
+ARITH_RULES: list[Rule] = [
+    # A + 0 => A
+    Rule("add_zero_rhs", "add", lambda i, e: _ops(i)[0] if is_splat(_ops(i)[1], 0) else None,
+         float_exact=False),
+    # 0 + A => A
+    Rule("add_zero_lhs", "add", lambda i, e: _ops(i)[1] if is_splat(_ops(i)[0], 0) else None,
+         float_exact=False),
+    # A - 0 => A
+    Rule("sub_zero", "subtract", lambda i, e: _ops(i)[0] if is_splat(_ops(i)[1], 0) else None,
+         float_exact=False),
+    # A - A => 0   (integers: for floats inf - inf is NaN)
+    Rule("sub_self", "subtract",
+         lambda i, e: e.splat(0, i.shape) if _ops(i)[0] is _ops(i)[1] and _is_int(i) else None),
+    # 0 - A => -A
+    Rule("zero_sub", "subtract",
+         lambda i, e: e.negate(_ops(i)[1]) if is_splat(_ops(i)[0], 0) else None,
+         float_exact=False),
+    # A * 1 => A
+    Rule("mul_one_rhs", "multiply",
+         lambda i, e: _ops(i)[0] if is_splat(_ops(i)[1], 1) else None, float_exact=False),
+    # 1 * A => A
+    Rule("mul_one_lhs", "multiply",
+         lambda i, e: _ops(i)[1] if is_splat(_ops(i)[0], 1) else None, float_exact=False),
+    # A * 0 => 0   (integers: for floats inf * 0 is NaN)
+    Rule("mul_zero", "multiply",
+         lambda i, e: _ops(i)[1] if _is_int(i) and is_splat(_ops(i)[1], 0) else None),
+    # A * -1 => -A
+    Rule("mul_neg_one", "multiply",
+         lambda i, e: e.negate(_ops(i)[0]) if is_splat(_ops(i)[1], -1)
+         and not i.shape.element_type.is_unsigned else None, float_exact=False),
+    # A / 1 => A
+    Rule("div_one", "divide", lambda i, e: _ops(i)[0] if is_splat(_ops(i)[1], 1) else None,
+         float_exact=False),
+    # A / 2^k => A * 2^-k   (f32/f64: scaling by a power of two rounds the same way)
+    Rule("div_pow2", "divide",
+         lambda i, e: e.multiply(_ops(i)[0], e.splat(_pow2_reciprocal(_ops(i)[1]), i.shape))
+         if _pow2_reciprocal(_ops(i)[1]) is not None else None),
+    # -(-A) => A
+    Rule("neg_neg", "negate", lambda i, e: _neg(_ops(i)[0])),
+    # not(not(A)) => A
+    Rule("not_not", "not",
+         lambda i, e: _ops(i)[0].operands[0] if _ops(i)[0].opcode == "not" else None),
+    # abs(abs(A)) => abs(A)
+    Rule("abs_abs", "abs", lambda i, e: _ops(i)[0] if _ops(i)[0].opcode == "abs" else None),
+    # abs(-A) => abs(A)
+    Rule("abs_neg", "abs", lambda i, e: e.abs(_neg(_ops(i)[0])) if _neg(_ops(i)[0]) is not None
+         and not i.shape.element_type.is_complex else None),
+    # A - (-B) => A + B
+    Rule("sub_neg", "subtract",
+         lambda i, e: e.add(_ops(i)[0], _neg(_ops(i)[1])) if _neg(_ops(i)[1]) is not None
+         else None),
+    # A + (-B) => A - B
+    Rule("add_neg_rhs", "add",
+         lambda i, e: e.subtract(_ops(i)[0], _neg(_ops(i)[1])) if _neg(_ops(i)[1]) is not None
+         else None),
+    # (-A) + B => B - A
+    Rule("add_neg_lhs", "add",
+         lambda i, e: e.subtract(_ops(i)[1], _neg(_ops(i)[0])) if _neg(_ops(i)[0]) is not None
+         else None),
+    # (-A) * (-B) => A * B
+    Rule("mul_neg_neg", "multiply",
+         lambda i, e: e.multiply(_neg(_ops(i)[0]), _neg(_ops(i)[1]))
+         if _neg(_ops(i)[0]) is not None and _neg(_ops(i)[1]) is not None else None),
+    # -(A - B) => B - A
+    Rule("neg_sub", "negate",
+         lambda i, e: e.subtract(_ops(i)[0].operands[1], _ops(i)[0].operands[0])
+         if _ops(i)[0].opcode == "subtract" else None, float_exact=False),
+    # max(A, A) => A
+    Rule("max_self", "maximum", lambda i, e: _ops(i)[0] if _ops(i)[0] is _ops(i)[1] else None,
+         float_exact=False),
+    # min(A, A) => A
+    Rule("min_self", "minimum", lambda i, e: _ops(i)[0] if _ops(i)[0] is _ops(i)[1] else None,
+         float_exact=False),
+    # max(A, lowest) => A   (-inf for floats, the minimum integer otherwise)
+    Rule("max_lowest", "maximum",
+         lambda i, e: _ops(i)[0] if _lowest(i, _ops(i)[1]) else None, float_exact=False),
+    # min(A, highest) => A   (+inf for floats, the maximum integer otherwise)
+    Rule("min_highest", "minimum",
+         lambda i, e: _ops(i)[0] if _highest(i, _ops(i)[1]) else None, float_exact=False),
+    # and(A, A) => A
+    Rule("and_self", "and", lambda i, e: _ops(i)[0] if _ops(i)[0] is _ops(i)[1] else None),
+    # or(A, A) => A
+    Rule("or_self", "or", lambda i, e: _ops(i)[0] if _ops(i)[0] is _ops(i)[1] else None),
+    # xor(A, A) => 0
+    Rule("xor_self", "xor",
+         lambda i, e: e.splat(0, i.shape) if _ops(i)[0] is _ops(i)[1] else None),
+    # and(A, true) => A   (pred)
+    Rule("and_true", "and",
+         lambda i, e: _ops(i)[0] if _is_pred(i) and is_splat(_ops(i)[1], 1) else None),
+    # and(A, false) => false   (pred)
+    Rule("and_false", "and",
+         lambda i, e: _ops(i)[1] if _is_pred(i) and is_splat(_ops(i)[1], 0) else None),
+    # or(A, false) => A   (pred)
+    Rule("or_false", "or",
+         lambda i, e: _ops(i)[0] if _is_pred(i) and is_splat(_ops(i)[1], 0) else None),
+    # or(A, true) => true   (pred)
+    Rule("or_true", "or",
+         lambda i, e: _ops(i)[1] if _is_pred(i) and is_splat(_ops(i)[1], 1) else None),
+    # pow(A, 1) => A
+    Rule("pow_one", "power", lambda i, e: _ops(i)[0] if is_splat(_ops(i)[1], 1) else None,
+         float_exact=False),
+    # pow(A, 0) => 1
+    Rule("pow_zero", "power",
+         lambda i, e: e.splat(1, i.shape) if is_splat(_ops(i)[1], 0)
+         and not i.shape.element_type.is_complex else None),
+    # pow(A, 2) => A * A
+    Rule("pow_two", "power",
+         lambda i, e: e.multiply(_ops(i)[0], _ops(i)[0]) if is_splat(_ops(i)[1], 2) else None,
+         float_exact=False),
+    # sign(sign(A)) => sign(A)
+    Rule("sign_sign", "sign", lambda i, e: _ops(i)[0] if _ops(i)[0].opcode == "sign" else None),
+    # floor(floor(A)) => floor(A)
+    Rule("floor_floor", "floor",
+         lambda i, e: _ops(i)[0] if _ops(i)[0].opcode == "floor" else None),
+    # ceil(ceil(A)) => ceil(A)
+    Rule("ceil_ceil", "ceil", lambda i, e: _ops(i)[0] if _ops(i)[0].opcode == "ceil" else None),
+    # select(true, A, B) => A
+    Rule("select_true", "select",
+         lambda i, e: _ops(i)[1] if is_splat(_ops(i)[0], 1) else None),
+    # select(false, A, B) => B
+    Rule("select_false", "select",
+         lambda i, e: _ops(i)[2] if is_splat(_ops(i)[0], 0) else None),
+    # select(P, A, A) => A
+    Rule("select_same", "select",
+         lambda i, e: _ops(i)[1] if _ops(i)[1] is _ops(i)[2] else None),
+    # select(not(P), A, B) => select(P, B, A)
+    Rule("select_not", "select",
+         lambda i, e: e.select(_ops(i)[0].operands[0], _ops(i)[2], _ops(i)[1])
+         if _ops(i)[0].opcode == "not" else None),
+    # (A == A) => true   (integers: NaN != NaN)
+    Rule("compare_self_eq", "compare",
+         lambda i, e: e.splat(True, i.shape) if _self_compare(i, ComparisonDirection.EQ)
+         else None),
+    # (A != A) => false   (integers)
+    Rule("compare_self_ne", "compare",
+         lambda i, e: e.splat(False, i.shape) if _self_compare(i, ComparisonDirection.NE)
+         else None),
+]

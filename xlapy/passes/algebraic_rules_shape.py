@@ -1,0 +1,208 @@
+"""Algebraic simplifier rules, part 2: conversions, shape ops, tuples and dynamic slices.
+
+All of these move or relabel elements without arithmetic, so every one is bit-exact (except
+the convert rows, which may skip a denormal flush on floats).
+"""
+
+from __future__ import annotations
+
+from xlapy.ir import Instruction
+from xlapy.passes.algebraic_rules import Rule
+from xlapy.passes.hlo_builder import Emitter
+from xlapy.types import ElementType
+
+
+def _op0(i: Instruction) -> Instruction:
+    return i.operands[0]
+
+
+def _scalar_bcast(x: Instruction) -> Instruction | None:
+    """The scalar a broadcast_in_dim splats, or None."""
+    if x.opcode == "broadcast_in_dim" and x.operands[0].shape.rank == 0:
+        return x.operands[0]
+    return None
+
+
+def _lossless(inner: ElementType, wide: ElementType) -> bool:
+    """Every value of `inner` survives a round trip through `wide`."""
+    if inner == wide:
+        return True
+    if inner.is_integer and wide.is_integer:
+        if inner.is_signed and wide.is_unsigned:
+            return False
+        extra = 1 if inner.is_unsigned and wide.is_signed else 0
+        return wide.bits >= inner.bits + extra
+    if inner.is_float and wide.is_float:
+        return (inner.hlo_name, wide.hlo_name) in {("f16", "f32"), ("bf16", "f32"),
+                                                    ("f16", "f64"), ("bf16", "f64"),
+                                                    ("f32", "f64")}
+    if inner.is_pred:
+        return wide.is_integer
+    return False
+
+
+def _convert_roundtrip(i: Instruction, e: Emitter) -> Instruction | None:
+    mid = _op0(i)
+    if mid.opcode != "convert":
+        return None
+    src = _op0(mid)
+    if src.shape.element_type != i.shape.element_type:
+        return None
+    return src if _lossless(src.shape.element_type, mid.shape.element_type) else None
+
+
+def _transpose_transpose(i: Instruction, e: Emitter) -> Instruction | None:
+    inner = _op0(i)
+    if inner.opcode != "transpose":
+        return None
+    outer, first = i.attrs.permutation, inner.attrs.permutation
+    perm = tuple(first[p] for p in outer)
+    return e.transpose(_op0(inner), permutation=perm)
+
+
+def _broadcast_broadcast(i: Instruction, e: Emitter) -> Instruction | None:
+    inner = _op0(i)
+    if inner.opcode != "broadcast_in_dim":
+        return None
+    dims = tuple(i.attrs.broadcast_dimensions[d] for d in inner.attrs.broadcast_dimensions)
+    return e.broadcast_in_dim(_op0(inner), shape=i.attrs.shape, broadcast_dimensions=dims)
+
+
+def _is_identity_broadcast(i: Instruction) -> bool:
+    return (i.shape.dimensions == _op0(i).shape.dimensions
+            and i.attrs.broadcast_dimensions == tuple(range(i.shape.rank)))
+
+
+def _slice_full(i: Instruction) -> bool:
+    a = i.attrs
+    return (i.shape.dimensions == _op0(i).shape.dimensions and all(s == 0 for s in
+                                                                   a.start_indices)
+            and all(st == 1 for st in a.strides))
+
+
+def _slice_slice(i: Instruction, e: Emitter) -> Instruction | None:
+    inner = _op0(i)
+    if inner.opcode != "slice":
+        return None
+    a, b = inner.attrs, i.attrs
+    starts, limits, strides = [], [], []
+    for d in range(i.shape.rank):
+        start = a.start_indices[d] + b.start_indices[d] * a.strides[d]
+        stride = a.strides[d] * b.strides[d]
+        n = i.shape.dimensions[d]
+        starts.append(start)
+        strides.append(stride)
+        limits.append(start + (n - 1) * stride + 1 if n else start)
+    return e.slice(_op0(inner), start_indices=tuple(starts), limit_indices=tuple(limits),
+                   strides=tuple(strides))
+
+
+def _concat_flatten(i: Instruction, e: Emitter) -> Instruction | None:
+    d = i.attrs.dimension
+    if not any(o.opcode == "concatenate" and o.attrs.dimension == d and len(o.users) == 1
+               for o in i.operands):
+        return None
+    flat: list[Instruction] = []
+    for o in i.operands:
+        if o.opcode == "concatenate" and o.attrs.dimension == d and len(o.users) == 1:
+            flat.extend(o.operands)
+        else:
+            flat.append(o)
+    return e.concatenate(*flat, dimension=d)
+
+
+def _concat_drop_empty(i: Instruction, e: Emitter) -> Instruction | None:
+    d = i.attrs.dimension
+    keep = [o for o in i.operands if o.shape.dimensions[d] != 0]
+    if len(keep) == len(i.operands) or not keep:
+        return None
+    return keep[0] if len(keep) == 1 else e.concatenate(*keep, dimension=d)
+
+
+def _dynamic_slice_constant(i: Instruction, e: Emitter) -> Instruction | None:
+    operand, *indices = i.operands
+    if not all(x.opcode == "constant" for x in indices):
+        return None
+    sizes = i.attrs.slice_sizes
+    starts = [min(max(int(x.attrs.literal.to_numpy()), 0), d - s)
+              for x, d, s in zip(indices, operand.shape.dimensions, sizes)]
+    return e.slice(operand, start_indices=tuple(starts),
+                   limit_indices=tuple(s + n for s, n in zip(starts, sizes)),
+                   strides=(1,) * len(sizes))
+
+
+SHAPE_RULES: list[Rule] = [
+    # convert(A: T -> T) => A
+    Rule("convert_same", "convert",
+         lambda i, e: _op0(i) if _op0(i).shape.element_type == i.shape.element_type else None,
+         float_exact=False),
+    # convert(convert(A: T -> W) -> T) => A   (W holds every value of T)
+    Rule("convert_roundtrip", "convert", _convert_roundtrip, float_exact=False),
+    # bitcast_convert(A: T -> T) => A
+    Rule("bitcast_same", "bitcast_convert",
+         lambda i, e: _op0(i) if _op0(i).shape.element_type == i.shape.element_type else None),
+    # reshape(A) to A's own shape => A
+    Rule("reshape_same", "reshape",
+         lambda i, e: _op0(i) if _op0(i).shape.dimensions == i.shape.dimensions else None),
+    # reshape(reshape(A)) => reshape(A)
+    Rule("reshape_reshape", "reshape",
+         lambda i, e: e.reshape(_op0(_op0(i)), shape=i.attrs.shape)
+         if _op0(i).opcode == "reshape" else None),
+    # reshape(broadcast(s)) => broadcast(s)   (s a scalar)
+    Rule("reshape_broadcast_scalar", "reshape",
+         lambda i, e: e.broadcast_in_dim(_scalar_bcast(_op0(i)), shape=i.attrs.shape,
+                                         broadcast_dimensions=())
+         if _scalar_bcast(_op0(i)) is not None else None),
+    # transpose(A, identity) => A
+    Rule("transpose_identity", "transpose",
+         lambda i, e: _op0(i) if i.attrs.permutation == tuple(range(i.shape.rank)) else None),
+    # transpose(transpose(A, p), q) => transpose(A, p o q)
+    Rule("transpose_transpose", "transpose", _transpose_transpose),
+    # transpose(broadcast(s)) => broadcast(s)   (s a scalar)
+    Rule("transpose_broadcast_scalar", "transpose",
+         lambda i, e: e.broadcast_in_dim(_scalar_bcast(_op0(i)), shape=i.shape.dimensions,
+                                         broadcast_dimensions=())
+         if _scalar_bcast(_op0(i)) is not None else None),
+    # broadcast_in_dim(A) to A's shape with dims 0..r-1 => A
+    Rule("broadcast_identity", "broadcast_in_dim",
+         lambda i, e: _op0(i) if _is_identity_broadcast(i) else None),
+    # broadcast_in_dim(broadcast_in_dim(A)) => broadcast_in_dim(A)
+    Rule("broadcast_broadcast", "broadcast_in_dim", _broadcast_broadcast),
+    # slice(A) covering all of A => A
+    Rule("slice_full", "slice", lambda i, e: _op0(i) if _slice_full(i) else None),
+    # slice(slice(A)) => slice(A)
+    Rule("slice_slice", "slice", _slice_slice),
+    # slice(broadcast(s)) => broadcast(s)   (s a scalar)
+    Rule("slice_broadcast_scalar", "slice",
+         lambda i, e: e.broadcast_in_dim(_scalar_bcast(_op0(i)), shape=i.shape.dimensions,
+                                         broadcast_dimensions=())
+         if _scalar_bcast(_op0(i)) is not None else None),
+    # pad(A, v) with no padding => A
+    Rule("pad_nothing", "pad",
+         lambda i, e: _op0(i) if not any(i.attrs.edge_padding_low + i.attrs.edge_padding_high
+                                         + i.attrs.interior_padding) else None),
+    # concatenate(A) => A
+    Rule("concat_single", "concatenate",
+         lambda i, e: _op0(i) if len(i.operands) == 1 else None),
+    # concatenate(concatenate(A, B), C) => concatenate(A, B, C)   (same dimension)
+    Rule("concat_flatten", "concatenate", _concat_flatten),
+    # concatenate(A, empty, B) => concatenate(A, B)
+    Rule("concat_drop_empty", "concatenate", _concat_drop_empty),
+    # reverse(reverse(A, d), d) => A
+    Rule("reverse_reverse", "reverse",
+         lambda i, e: _op0(_op0(i)) if _op0(i).opcode == "reverse"
+         and sorted(_op0(i).attrs.dimensions) == sorted(i.attrs.dimensions) else None),
+    # reverse(A, dims of size <= 1) => A
+    Rule("reverse_trivial", "reverse",
+         lambda i, e: _op0(i) if all(i.shape.dimensions[d] <= 1 for d in i.attrs.dimensions)
+         else None),
+    # get_tuple_element(tuple(A0, A1, ...), k) => Ak
+    Rule("gte_tuple", "get_tuple_element",
+         lambda i, e: _op0(i).operands[i.attrs.index] if _op0(i).opcode == "tuple" else None),
+    # dynamic_slice(A, constant starts) => slice(A)   (starts clamped as at run time)
+    Rule("dynamic_slice_constant", "dynamic_slice", _dynamic_slice_constant),
+    # dynamic_update_slice(A, U, starts) with U as big as A => U
+    Rule("dus_full", "dynamic_update_slice",
+         lambda i, e: i.operands[1] if i.operands[1].shape.dimensions == i.shape.dimensions
+         else None),
+]

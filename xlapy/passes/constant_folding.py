@@ -1,0 +1,93 @@
+"""HloConstantFolding: evaluate instructions whose operands are all constants.
+
+Folding runs each op's own `evaluate`, so a folded value is bit-for-bit what the interpreter
+would compute. Results over `max_elements` are left alone (folding would bloat the module),
+as are broadcasts and iotas (cheap to compute, large to store), side-effecting ops and loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from xlapy.errors import XlapyError
+from xlapy.ir import Computation, Instruction
+from xlapy.ops.base import OPS
+from xlapy.ops.core import ConstantAttrs
+from xlapy.passes.pass_base import ComputationPass, add_instr, op_has_side_effects
+from xlapy.types import Literal
+
+#: Ops never folded: cheap generators whose folded form is just bigger, and control flow.
+NOT_FOLDED = frozenset({"parameter", "constant", "broadcast_in_dim", "iota", "while", "case",
+                        "if", "tuple", "get_tuple_element", "after_all", "optimization_barrier",
+                        "rng", "rng_bit_generator", "partition_id", "replica_id", "fusion"})
+
+
+class _Ctx:
+    """The EvalContext folding hands to `evaluate` (called computations run via run_comp)."""
+
+    def __init__(self, instr: Instruction) -> None:
+        self.instruction = instr
+
+    def call(self, index: int, *args: Any) -> Any:
+        return run_computation(self.instruction.called[index], args)
+
+    @property
+    def num_regions(self) -> int:
+        return len(self.instruction.called)
+
+    @property
+    def process(self) -> Any:
+        return None
+
+    @property
+    def runtime(self) -> Any:
+        raise XlapyError("constant folding cannot use runtime state")
+
+
+def run_computation(comp: Computation, args: Sequence[Any]) -> Any:
+    """A minimal evaluator for effect-free computations (the interpreter is a later layer)."""
+    env: dict[int, Any] = {id(p): a for p, a in zip(comp.parameters, args)}
+    for instr in comp.instructions:
+        if instr.opcode == "parameter":
+            continue
+        vals = [env[id(o)] for o in instr.operands]
+        env[id(instr)] = OPS[instr.opcode].evaluate(vals, instr.attrs, instr.shape, _Ctx(instr))
+    assert comp.root is not None
+    return env[id(comp.root)]
+
+
+class ConstantFolding(ComputationPass):
+    """Replaces all-constant-operand instructions by the constant they compute."""
+
+    name = "constant-folding"
+
+    def __init__(self, max_elements: int = 1 << 16) -> None:
+        self.max_elements = max_elements
+
+    def foldable(self, instr: Instruction) -> bool:
+        if instr.opcode in NOT_FOLDED or not instr.shape.is_array:
+            return False
+        if instr.shape.num_elements > self.max_elements:
+            return False
+        if not all(o.opcode == "constant" for o in instr.operands):
+            return False
+        return not op_has_side_effects(instr)
+
+    def run_on_computation(self, comp: Computation) -> bool:
+        changed = False
+        for instr in list(comp.instructions):
+            if not self.foldable(instr):
+                continue
+            vals = [o.attrs.literal.to_value() for o in instr.operands]
+            try:
+                value = OPS[instr.opcode].evaluate(vals, instr.attrs, instr.shape, _Ctx(instr))
+                lit = Literal.from_value(value, instr.shape)
+            except Exception:  # noqa: BLE001 - an op that cannot fold stays as it is
+                continue
+            const = add_instr(comp, "constant", [], ConstantAttrs(lit), name=instr.name)
+            instr.replace_all_uses_with(const)
+            if not instr.users and instr is not comp.root:
+                comp.remove(instr)
+            changed = True
+        return changed

@@ -1,0 +1,56 @@
+"""HloCSE: one instruction for each (opcode, operands, attrs, callees, shape) computed twice.
+
+Constants match on their exact bytes (so +0 and -0, or two NaN payloads, stay apart);
+side-effecting ops (rng, custom calls, feeds) are never merged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xlapy.ir import Computation, Instruction
+from xlapy.passes.pass_base import ComputationPass, op_has_side_effects
+
+
+def cse_key(instr: Instruction) -> Any:
+    """A hashable identity of what `instr` computes, or None when it must not be merged."""
+    if instr.opcode == "parameter" or op_has_side_effects(instr):
+        return None
+    if instr.opcode == "constant":
+        lit = instr.attrs.literal
+        if not lit.shape.is_array:
+            return None
+        arr = lit.to_numpy()
+        return ("constant", str(lit.shape), arr.dtype.str, arr.tobytes())
+    try:
+        hash(instr.attrs)
+    except TypeError:
+        return None
+    return (instr.opcode, str(instr.shape), tuple(id(o) for o in instr.operands), instr.attrs,
+            tuple(id(c) for c in instr.called))
+
+
+class CommonSubexpressionElimination(ComputationPass):
+    """Replaces each instruction identical to an earlier one by that one."""
+
+    name = "cse"
+
+    def run_on_computation(self, comp: Computation) -> bool:
+        seen: dict[Any, Instruction] = {}
+        changed = False
+        for instr in list(comp.post_order()):
+            key = cse_key(instr)
+            if key is None:
+                continue
+            try:
+                first = seen.get(key)
+            except TypeError:
+                continue
+            if first is None:
+                seen[key] = instr
+                continue
+            instr.replace_all_uses_with(first)
+            if instr is not comp.root and not instr.users:
+                comp.remove(instr)
+            changed = True
+        return changed

@@ -1,0 +1,124 @@
+"""A terse way to write HLO graphs in passes (expanders) and tests: `g.add(x, y)`.
+
+`Emitter(comp)` appends instructions to an existing computation (shapes from inference);
+`HloBuilder` starts a fresh module. Any registered op is a method; keyword arguments become
+its attrs dataclass (`g.transpose(x, permutation=(1, 0))`), `called=[...]` its regions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from xlapy.errors import XlapyError
+from xlapy.ir import Computation, Instruction, Module, make_instruction
+from xlapy.ops.attrs import ComparisonDirection
+from xlapy.ops.base import NO_ATTRS, OPS
+from xlapy.ops.core import ConstantAttrs, ParameterAttrs
+from xlapy.types import ElementType, Literal, Shape, from_hlo_name
+
+_SHAPE = re.compile(r"^\s*([a-z0-9]+)\[([0-9,\s]*)\]\s*$")
+
+
+def parse_shape(text: str | Shape) -> Shape:
+    """`f32[4,8]` -> Shape; a Shape passes through."""
+    if isinstance(text, Shape):
+        return text
+    m = _SHAPE.match(text)
+    if m is None:
+        raise XlapyError(f"bad shape '{text}': expected like f32[4,8]")
+    dims = [int(d) for d in m.group(2).split(",") if d.strip()]
+    return Shape.array(from_hlo_name(m.group(1)), dims)
+
+
+class Emitter:
+    """Appends instructions to `comp`; every OPS name is a method."""
+
+    def __init__(self, comp: Computation) -> None:
+        self.comp = comp
+
+    def op(self, opcode: str, *operands: Instruction, called: Sequence[Computation] = (),
+           name: str = "", **attrs: Any) -> Instruction:
+        spec = OPS[opcode]
+        a = spec.attrs(**attrs) if attrs or spec.attrs is not type(NO_ATTRS) else NO_ATTRS
+        return self.comp.add(make_instruction(opcode, list(operands), a, called,
+                                              name or opcode))
+
+    def __getattr__(self, opcode: str) -> Callable[..., Instruction]:
+        if opcode not in OPS:
+            raise AttributeError(opcode)
+        return lambda *operands, **kw: self.op(opcode, *operands, **kw)
+
+    def param(self, shape: str | Shape, name: str = "") -> Instruction:
+        s = parse_shape(shape)
+        n = len(self.comp.parameters)
+        return self.comp.add(Instruction("parameter", [], s, ParameterAttrs(n, s), (),
+                                         name or f"p{n}"))
+
+    def const(self, value: Any, et: ElementType | str = ElementType.F32,
+              dims: Sequence[int] | None = None) -> Instruction:
+        """A constant: a scalar/array `value` of type `et`, splatted to `dims` when given."""
+        t = et if isinstance(et, ElementType) else from_hlo_name(et)
+        arr = np.asarray(value, dtype=t.dtype)
+        if dims is not None:
+            arr = np.broadcast_to(arr, tuple(dims)).copy()
+        return self.comp.add(make_instruction("constant", [],
+                                              ConstantAttrs(Literal.from_numpy(arr)),
+                                              name="constant"))
+
+    def splat(self, value: Any, like: Instruction | Shape) -> Instruction:
+        """A scalar constant broadcast to `like`'s shape (how XLA spells a splat)."""
+        shape = like.shape if isinstance(like, Instruction) else like
+        c = self.const(value, shape.element_type)
+        if shape.rank == 0:
+            return c
+        return self.op("broadcast_in_dim", c, shape=shape.dimensions, broadcast_dimensions=())
+
+    def bcast(self, x: Instruction, dims: Sequence[int], keep: Sequence[int]) -> Instruction:
+        return self.op("broadcast_in_dim", x, shape=tuple(dims), broadcast_dimensions=tuple(keep))
+
+    def cmp(self, x: Instruction, y: Instruction, direction: str) -> Instruction:
+        return self.op("compare", x, y, comparison_direction=ComparisonDirection[direction])
+
+    def reduce(self, x: Instruction, init: Instruction, dims: Sequence[int],
+               body: Computation) -> Instruction:
+        return self.op("reduce", x, init, called=[body], dimensions=tuple(dims))
+
+
+class HloBuilder(Emitter):
+    """A fresh module whose entry this emitter fills; `build(root)` finishes it."""
+
+    def __init__(self, name: str = "main") -> None:
+        super().__init__(Computation(name))
+        self.module = Module(name)
+        self.subs: list[Computation] = []
+
+    def scalar_fn(self, opcode: str, et: ElementType | str = ElementType.F32,
+                  name: str = "") -> Computation:
+        """A two-parameter reducer `(a, b) -> opcode(a, b)` (added to the module)."""
+        t = et if isinstance(et, ElementType) else from_hlo_name(et)
+        sub = Emitter(Computation(name or f"{opcode}_{t.hlo_name}"))
+        a = sub.param(Shape.scalar(t))
+        b = sub.param(Shape.scalar(t))
+        sub.comp.root = sub.op(opcode, a, b)
+        self.subs.append(sub.comp)
+        return sub.comp
+
+    def sub(self, name: str, shapes: Sequence[str | Shape],
+            fn: Callable[..., Instruction]) -> Computation:
+        """A called computation with parameters `shapes` and root `fn(emitter, *params)`."""
+        e = Emitter(Computation(name))
+        params = [e.param(s) for s in shapes]
+        e.comp.root = fn(e, *params)
+        self.subs.append(e.comp)
+        return e.comp
+
+    def build(self, root: Instruction) -> Module:
+        self.comp.root = root
+        for s in self.subs:
+            self.module.add_computation(s)
+        self.module.add_computation(self.comp, entry=True)
+        return self.module
