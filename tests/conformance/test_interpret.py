@@ -17,34 +17,8 @@ ROOT = Path(__file__).parents[3] / "shared" / "conformance" / "stablehlo-interpr
 
 #: chunk id -> why it fails today.
 XFAIL: dict[str, str] = {
-    "all_gather.mlir:1":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "all_gather.mlir:25":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
     "all_gather.mlir:50": "cross replica+partition all_gather needs the process grid",
-    "all_gather.mlir:81":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "all_gather.mlir:107":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "all_reduce.mlir:1":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "all_reduce.mlir:27":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "all_reduce.mlir:53":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
     "all_reduce.mlir:80": "replica_groups padded with -1 need the process grid semantics",
-    "all_reduce.mlir:109":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "all_to_all.mlir:1":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "all_to_all.mlir:33":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "all_to_all.mlir:65":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "all_to_all.mlir:98":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "all_to_all.mlir:126":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
     "api_input_arguments.mlir:1":
         "needs the RUN lines --args inputs (a stablehlo-translate option, no check op)",
     "bitcast_convert.mlir:1": "bitcast_convert between i1 and wider ints not supported by the op",
@@ -58,65 +32,19 @@ XFAIL: dict[str, str] = {
     "ceil.mlir:1": "ceil of subnormal inputs gives 0 instead of 1 (elementwise op evaluate)",
     "ceil.mlir:19": "ceil of subnormal inputs gives 0 instead of 1 (elementwise op evaluate)",
     "ceil.mlir:28": "ceil of subnormal inputs gives 0 instead of 1 (elementwise op evaluate)",
-    "chlo/mulhi.mlir:1": "unknown op chlo.mulhi (op not implemented yet)",
-    "chlo/mulhi.mlir:14": "unknown op chlo.mulhi (op not implemented yet)",
-    "chlo/mulhi.mlir:26": "unknown op chlo.mulhi (op not implemented yet)",
-    "chlo/mulhi.mlir:37": "unknown op chlo.mulhi (op not implemented yet)",
-    "chlo/mulhi.mlir:48": "unknown op chlo.mulhi (op not implemented yet)",
-    "chlo/mulhi.mlir:59": "unknown op chlo.mulhi (op not implemented yet)",
-    "chlo/mulhi.mlir:70": "unknown op chlo.mulhi (op not implemented yet)",
-    "chlo/mulhi.mlir:82": "unknown op chlo.mulhi (op not implemented yet)",
-    "chlo/ragged_dot.mlir:1": "unknown op chlo.ragged_dot (op not implemented yet)",
-    "chlo/ragged_dot.mlir:69": "unknown op chlo.ragged_dot (op not implemented yet)",
-    "chlo/scan.mlir:1": "chlo.scan (pretty form and op) not implemented",
-    "chlo/scan.mlir:20": "chlo.scan (pretty form and op) not implemented",
-    "chlo/scan.mlir:37": "chlo.scan (pretty form and op) not implemented",
-    "chlo/scan.mlir:66": "chlo.scan (pretty form and op) not implemented",
-    "collective_broadcast.mlir:1":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "collective_broadcast.mlir:29":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "collective_broadcast.mlir:57":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "collective_broadcast.mlir:85":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "collective_broadcast.mlir:113":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "collective_broadcast.mlir:141":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "collective_broadcast.mlir:169":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "collective_broadcast.mlir:197":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
     "collective_broadcast.mlir:225": "variadic collective_broadcast not supported by the op",
     "collective_broadcast.mlir:254": "variadic collective_broadcast not supported by the op",
-    "collective_permute.mlir:1":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "collective_permute.mlir:32":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
     "collective_reduce.mlir:1": "unknown op collective_reduce (op not implemented yet)",
     "constant.mlir:105": "f6 element types (f6E2M3FN/f6E3M2FN) are not xlapy element types",
     "constant.mlir:113": "f6 element types (f6E2M3FN/f6E3M2FN) are not xlapy element types",
     "convert.mlir:181": "convert to i1 gives a wrong value (elementwise convert evaluate)",
-    "dynamic_broadcast_in_dim.mlir:1":
-        "unknown op dynamic_broadcast_in_dim (op not implemented yet)",
-    "dynamic_conv.mlir:1": "unknown op dynamic_conv (op not implemented yet)",
-    "dynamic_gather.mlir:1": "unknown op dynamic_gather (op not implemented yet)",
-    "dynamic_iota.mlir:1": "unknown op dynamic_iota (op not implemented yet)",
-    "dynamic_iota.mlir:10": "unknown op dynamic_iota (op not implemented yet)",
-    "dynamic_pad.mlir:1": "unknown op dynamic_pad (op not implemented yet)",
-    "dynamic_reshape.mlir:1": "unknown op dynamic_reshape (op not implemented yet)",
     "floor.mlir:1":
         "floor of negative subnormal inputs gives -0 instead of -1 (elementwise op evaluate)",
     "floor.mlir:19":
         "floor of negative subnormal inputs gives -0 instead of -1 (elementwise op evaluate)",
     "floor.mlir:28":
         "floor of negative subnormal inputs gives -0 instead of -1 (elementwise op evaluate)",
-    "partition_id.mlir:1":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
     "printing.mlir:81": "f6 element types (f6E2M3FN/f6E3M2FN) are not xlapy element types",
-    "printing.mlir:127":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
     "quantized_ops.mlir:1": "unknown op uniform_quantize (op not implemented yet)",
     "quantized_ops.mlir:11": "quantized types not supported",
     "quantized_ops.mlir:22": "quantized types not supported",
@@ -124,18 +52,6 @@ XFAIL: dict[str, str] = {
     "quantized_ops.mlir:43": "unknown op uniform_quantize (op not implemented yet)",
     "reduce_precision.mlir:10":
         "reduce_precision with 0 mantissa bits: NaN stays NaN, expected Inf (op evaluate)",
-    "reduce_scatter.mlir:1":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "reduce_scatter.mlir:31":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "reduce_scatter.mlir:62":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "replica_id.mlir:1":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "send_recv.mlir:1":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
-    "send_recv.mlir:40":
-        "multi-process grid (interpreter.run_parallel with >1 process) not implemented yet",
 }
 
 
@@ -166,8 +82,9 @@ def test_xfail_table_names_real_chunks() -> None:
 
 @pytest.mark.parametrize(("cid", "text", "offset"), CHUNKS, ids=[c[0] for c in CHUNKS])
 def test_chunk(cid: str, text: str, offset: int) -> None:
-    if cid in XFAIL:
-        pytest.xfail(XFAIL[cid]) if not run_chunk(text, cid.split(":")[0], offset).ok else None
-        return
     result = run_chunk(text, cid.split(":")[0], offset)
+    if cid in XFAIL:
+        # Strict: a listed chunk that passes must leave the table (no silent passes).
+        assert not result.ok, f"{cid} passes now: remove it from XFAIL"
+        pytest.xfail(XFAIL[cid])
     assert result.ok, result.message

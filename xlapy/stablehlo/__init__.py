@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from xlapy.ir import Module
 from xlapy.stablehlo import check as _check  # noqa: F401  (registers check.* / interpreter.*)
+from xlapy.stablehlo import chlo as _chlo  # noqa: F401  (registers chlo.*)
 from xlapy.stablehlo.importer import import_module
 from xlapy.stablehlo.parser import Parser, parse_text
 

@@ -40,6 +40,7 @@ class AttrError(XlapyError):
 #: (op, dataclass field) -> StableHLO attribute name where they differ.
 ALIASES: dict[tuple[str, str], str] = {
     ("dot_general", "*"): "dot_dimension_numbers",
+    ("chlo.ragged_dot", "*"): "ragged_dot_dimension_numbers",
     ("scatter", "scatter_dimension_numbers"): "scatter_dimension_numbers",
     ("all_gather", "channel_id"): "channel_handle",
     ("all_reduce", "channel_id"): "channel_handle",

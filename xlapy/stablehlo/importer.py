@@ -20,6 +20,7 @@ from xlapy.errors import ParseError, ShapeInferenceError, Unimplemented, XlapyEr
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import NO_ATTRS, OPS, get_op, infer_shape
 from xlapy.ops.core import ConstantAttrs, GetTupleElementAttrs, ParameterAttrs
+from xlapy.ops.dynamic import DYNAMIC_OPS
 from xlapy.stablehlo.attrmap import build_attrs
 from xlapy.stablehlo.dense import dense_to_array
 from xlapy.stablehlo.lexer import Lexer
@@ -269,6 +270,10 @@ class Importer:
         opcode = opcode_of(node.name)
         self.cur = scope.comp
         special = getattr(self, "op_" + opcode.replace(".", "_"), None)
+        if opcode in DYNAMIC_OPS:
+            special = self.op_dynamic
+        elif opcode.startswith("chlo.broadcast_"):
+            special = self.op_chlo_broadcast
         if special is not None:
             results = special(node, scope)
         else:
@@ -405,6 +410,46 @@ class Importer:
         shape = infer_shape("while", [o.shape for o in all_ops], NO_ATTRS, [cond, body])
         instr = self.add("while", all_ops, shape, NO_ATTRS, [cond, body], node)
         return split_results(instr, len(all_ops))[:len(operands)]
+
+    def op_dynamic(self, node: OpNode, scope: Scope) -> list[Instruction]:
+        """A dynamic_* op: its static result type is declared, or computed from constant
+        size operands (a clear error when it depends on run-time values)."""
+        opcode = opcode_of(node.name)
+        operands = [scope.lookup(r) for r in node.operands]
+        self.check_operand_types(node, operands)
+        declared = self.declared_results(node)
+        if len(declared) != 1 or isinstance(declared[0], Shape):
+            return self.emit(node, opcode, operands, [])
+        t = declared[0]
+        if not isinstance(t, TensorType):
+            raise self.error(node.pos, f"{node.name}: result type {type_str(t)} not supported")
+        op = DYNAMIC_OPS[opcode]
+        sizes = []
+        for i in op.size_operands:
+            o = operands[i] if i < len(operands) else None
+            if o is None or not _is_constant(o):
+                raise self.error(node.pos, f"dynamic shape not supported: {node.name} has "
+                                           f"result type {t} and its size operand {i} is not "
+                                           "a constant")
+            sizes.append(o.attrs.literal.to_numpy())
+        guess = Shape.array(t.element_type, [d or 0 for d in t.dims])
+        attrs = build_attrs(opcode, op.attrs, node.attrs, [guess], [o.shape for o in operands])
+        _, shape = op.resolve([o.shape for o in operands], sizes, attrs)
+        if not compatible(shape, t):
+            raise self.error(node.pos, f"{node.name}: its size operands give {shape.to_shlo()} "
+                                       f"but the result type is {t}")
+        attrs = build_attrs(opcode, op.attrs, node.attrs, [shape], [o.shape for o in operands])
+        return self.emit(node, opcode, operands, [], attrs)
+
+    def op_chlo_broadcast(self, node: OpNode, scope: Scope) -> list[Instruction]:
+        from xlapy.stablehlo.chlo_import import import_broadcast
+
+        return import_broadcast(self, node, scope)
+
+    def op_chlo_constant_like(self, node: OpNode, scope: Scope) -> list[Instruction]:
+        from xlapy.stablehlo.chlo_import import import_constant_like
+
+        return import_constant_like(self, node, scope)
 
     def add(self, opcode: str, operands: list[Instruction], shape: Shape, attrs: Any,
             regions: list[Computation], node: OpNode) -> Instruction:

@@ -289,6 +289,10 @@ class Parser:
         while self.at(",") and not self._next_is_value():
             self.next()
             types.append(self.parse_type())
+        if self.accept("->"):  # chlo's `a, b -> c` / `a -> (b, c)`
+            if self.accept("("):
+                return types, self.parse_type_list(")")
+            return types, [self.parse_type()]
         return None, types
 
     def skip_loc(self) -> None:

@@ -260,9 +260,8 @@ def attr_text(value: Any) -> str:
         if value and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str)
                          for v in value):
             return _dict(value)
-        if all(isinstance(v, bool) for v in value):
-            return "array<i1: " + ", ".join("true" if v else "false" for v in value) + ">" \
-                if value else "array<i1>"
+        if value and all(isinstance(v, bool) for v in value):
+            return "array<i1: " + ", ".join("true" if v else "false" for v in value) + ">"
         if all(isinstance(v, int) for v in value):
             return "array<i64: " + ", ".join(map(str, value)) + ">" if value else "array<i64>"
         if value and all(isinstance(v, tuple) for v in value) and \

@@ -356,7 +356,37 @@ def parse_convolution(p: Parser, name: str, tok: Token) -> OpNode:
     return _finish(p, name, tok, operands, attrs)
 
 
+def parse_top_k(p: Parser, name: str, tok: Token) -> OpNode:
+    """`chlo.top_k(%x, k = 2) : t -> (t, t)`."""
+    p.expect("(")
+    operands = p.parse_operand_list(None)
+    attrs: dict[str, Any] = {}
+    _keywords(p, name, attrs, leading=False)
+    p.expect(")")
+    return _finish(p, name, tok, operands, attrs)
+
+
+def parse_scan(p: Parser, name: str, tok: Token) -> OpNode:
+    """`chlo.scan(%in, ...) inits(%c, ...) dimension=0 attributes {...} { region } : type`."""
+    p.expect("(")
+    inputs = p.parse_operand_list(")")
+    p.expect("inits")
+    p.expect("(")
+    inits = p.parse_operand_list(")")
+    attrs: dict[str, Any] = {"num_inputs": len(inputs)}
+    while p.peek().kind == "ident" and p.peek().text != "attributes":
+        key = p.next().text
+        p.expect("=")
+        attrs[key] = p.parse_attr()
+    if p.accept("attributes"):
+        attrs.update(p.parse_attr_dict())
+    region = p.parse_region()
+    return _finish(p, name, tok, inputs + inits, attrs, [region])
+
+
 PRETTY: dict[str, Callable[[Parser, str, Token], OpNode]] = {
+    "chlo.top_k": parse_top_k,
+    "chlo.scan": parse_scan,
     "stablehlo.constant": parse_constant,
     "stablehlo.compare": parse_compare,
     "stablehlo.get_tuple_element": parse_get_tuple_element,

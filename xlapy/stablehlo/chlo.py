@@ -1,0 +1,153 @@
+"""chlo ops JAX emits, evaluated directly as OpDefs named `chlo.<op>` (CHLO dialect reference).
+
+Element-wise ones are table rows of `xlapy.ops.elementwise` (compute dtype, DAZ/FTZ as the
+CPU backend); special functions follow `scipy.special` (XLA's own polynomial approximations
+differ by a few ulps in f32). `chlo.erf` and `chlo.tan` import as the stablehlo/XLA ops of
+the same name. `top_k`, `ragged_dot` and `scan` live in `chlo_ops`; the broadcasting binary
+ops (`chlo.broadcast_add`, ...) and `chlo.constant_like` decompose at import (`chlo_import`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.special
+
+from xlapy.ops.elementwise import (
+    COMPLEX,
+    FLOAT,
+    INT,
+    SINT,
+    UINT,
+    binary,
+    from_bits,
+    to_bits,
+    unary,
+    wrap_int,
+)
+from xlapy.types import ElementType
+
+_FC = FLOAT | COMPLEX
+
+
+def _digamma(x: np.ndarray) -> np.ndarray:
+    """psi(x); NaN at the poles (non-positive integers), as XLA's chlo decomposition."""
+    out = scipy.special.digamma(x)
+    return np.where((x <= 0) & (x == np.floor(x)), np.nan, out)  # type: ignore[no-any-return]
+
+
+def _lgamma(x: np.ndarray) -> np.ndarray:
+    """log |Gamma(x)| (XLA's lgamma is the log of the absolute value)."""
+    return scipy.special.gammaln(x)  # type: ignore[no-any-return]
+
+
+def _polygamma(n: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """psi^(n)(x); NaN for a non-integer or negative order `n`, as XLA."""
+    ok = (n == np.floor(n)) & (n >= 0)
+    safe_n = np.where(ok, n, 0)
+    out = np.where(safe_n == 0, _digamma(x), scipy.special.polygamma(safe_n.astype(np.int64), x))
+    return np.where(ok, out, np.nan).astype(x.dtype)  # type: ignore[no-any-return]
+
+
+def _zeta(x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The Hurwitz zeta function sum_k (k + q)^-x."""
+    return scipy.special.zeta(x, q)  # type: ignore[no-any-return]
+
+
+def _next_after(x: np.ndarray, y: np.ndarray, et: ElementType) -> np.ndarray:
+    """The representable value after `x` towards `y`, on the stored bits (any float width)."""
+    ux = to_bits(x, et)
+    uy = to_bits(y, et)
+    sign = np.uint64(1 << (et.bits - 1))
+    xf = x.astype(np.float64)
+    yf = y.astype(np.float64)
+    nan = np.isnan(xf) | np.isnan(yf)
+    zero = xf == 0
+    away = (xf > 0) == (xf < yf)
+    step = np.where(away, ux + np.uint64(1), ux - np.uint64(1))
+    out_bits = np.where(zero, (uy & sign) | np.uint64(1), step)
+    out = from_bits(out_bits, et)
+    out = np.where(xf == yf, y, out)
+    return np.where(nan, np.array(np.nan).astype(et.dtype), out)  # type: ignore[no-any-return]
+
+
+def _mulhi(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
+    """The high half of the double-width product (chlo.mulhi), signed or unsigned."""
+    if et.bits <= 32:
+        wide = a.astype(np.int64) * b.astype(np.int64) if et.is_signed else \
+            a.astype(np.uint64) * b.astype(np.uint64)
+        return wrap_int(wide >> (et.bits if et.is_signed else np.uint64(et.bits)), et)
+    ua = a.view(np.uint64)
+    ub = b.view(np.uint64)
+    m32 = np.uint64(0xFFFF_FFFF)
+    s32 = np.uint64(32)
+    al, ah, bl, bh = ua & m32, ua >> s32, ub & m32, ub >> s32
+    ll = al * bl
+    lh = al * bh
+    hl = ah * bl
+    hh = ah * bh
+    mid = (ll >> s32) + (lh & m32) + (hl & m32)
+    hi = hh + (lh >> s32) + (hl >> s32) + (mid >> s32)
+    if et.is_signed:
+        hi = hi - np.where(a < 0, ub, np.uint64(0)) - np.where(b < 0, ua, np.uint64(0))
+        return hi.view(np.int64)  # type: ignore[no-any-return]
+    return hi  # type: ignore[no-any-return]
+
+
+def _is_inf(x: np.ndarray) -> np.ndarray:
+    return np.isinf(x.astype(np.float32))  # type: ignore[no-any-return]
+
+
+def _is_neg_inf(x: np.ndarray) -> np.ndarray:
+    return np.isneginf(x.astype(np.float32))  # type: ignore[no-any-return]
+
+
+def _is_pos_inf(x: np.ndarray) -> np.ndarray:
+    return np.isposinf(x.astype(np.float32))  # type: ignore[no-any-return]
+
+
+def _conj(x: np.ndarray) -> np.ndarray:
+    return np.conj(x)  # type: ignore[no-any-return]
+
+
+def _square(x: np.ndarray, et: ElementType) -> np.ndarray:
+    if et.is_integer:
+        return wrap_int(x.astype(np.int64) * x.astype(np.int64), et) if et.bits < 64 else x * x
+    return x * x  # type: ignore[no-any-return]
+
+
+def _pred(t: ElementType) -> ElementType:
+    return ElementType.PRED
+
+
+_DOC = "chlo.{0}: CHLO dialect §{0}; {1}."
+for _name, _types, _fn, _what in (
+        ("sinh", _FC, np.sinh, "hyperbolic sine"),
+        ("cosh", _FC, np.cosh, "hyperbolic cosine"),
+        ("asin", _FC, np.arcsin, "inverse sine"),
+        ("acos", _FC, np.arccos, "inverse cosine"),
+        ("atan", _FC, np.arctan, "inverse tangent"),
+        ("asinh", _FC, np.arcsinh, "inverse hyperbolic sine"),
+        ("acosh", _FC, np.arccosh, "inverse hyperbolic cosine"),
+        ("atanh", _FC, np.arctanh, "inverse hyperbolic tangent"),
+        ("erfc", FLOAT, scipy.special.erfc, "complementary error function"),
+        ("erf_inv", FLOAT, scipy.special.erfinv, "inverse error function"),
+        ("lgamma", FLOAT, _lgamma, "log |Gamma|"),
+        ("digamma", FLOAT, _digamma, "psi = Gamma'/Gamma"),
+        ("bessel_i1e", FLOAT, scipy.special.i1e, "exponentially scaled Bessel I1")):
+    unary(f"chlo.{_name}", _types, _fn, doc=_DOC.format(_name, _what))
+
+unary("chlo.square", INT | _FC, _square, typed=True,
+      doc=_DOC.format("square", "x * x (wrapping for integers)"))
+unary("chlo.conj", _FC, _conj, raw=True, doc=_DOC.format("conj", "complex conjugate"))
+for _name, _fn in (("is_inf", _is_inf), ("is_neg_inf", _is_neg_inf),
+                   ("is_pos_inf", _is_pos_inf)):
+    unary(f"chlo.{_name}", FLOAT, _fn, raw=True, result_type=_pred,
+          doc=_DOC.format(_name, "infinity test on the stored value"))
+binary("chlo.polygamma", FLOAT, _polygamma, doc=_DOC.format("polygamma", "psi^(n)(x)"))
+binary("chlo.zeta", FLOAT, _zeta, doc=_DOC.format("zeta", "Hurwitz zeta(x, q)"))
+binary("chlo.next_after", FLOAT, _next_after, raw=True, typed=True,
+       doc=_DOC.format("next_after", "nextafter on the stored bits (no flushing)"))
+binary("chlo.mulhi", SINT | UINT, _mulhi, raw=True, typed=True,
+       doc=_DOC.format("mulhi", "high half of the double-width integer product"))
+
+from xlapy.stablehlo import chlo_ops  # noqa: E402,F401
