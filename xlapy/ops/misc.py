@@ -467,3 +467,6 @@ class PartitionId(OpDef):
     def evaluate(self, operands: Sequence[Any], attrs: Any, result: Shape,
                  ctx: EvalContext) -> Any:
         return _process_index(ctx, "partition_id")
+
+
+from xlapy.ops import dynamic  # noqa: E402,F401
