@@ -260,6 +260,6 @@ def array_bytes(shape: Shape) -> int:
 __all__ = [
     "ComputationPass", "FixedPointGroup", "NO_ATTRS", "Pass", "PassContext", "PassRecord",
     "Pipeline", "add_constant", "add_instr", "array_bytes", "constant_like", "constant_value",
-    "fusion_computations", "is_splat", "op_has_side_effects", "run_one", "run_passes", "sort_instructions",
-    "splat_value",
+    "fusion_computations", "is_splat", "op_has_side_effects", "run_one", "run_passes",
+    "sort_instructions", "splat_value",
 ]

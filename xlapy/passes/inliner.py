@@ -1,0 +1,69 @@
+"""CallInliner and map inlining: callee bodies pasted into the caller.
+
+`call` (and `composite`, via its decomposition) become the callee's instructions with the
+parameters replaced by the operands. A `map` whose computation is scalar element-wise code
+becomes the same ops over whole arrays (constants broadcast to the map's shape).
+"""
+
+from __future__ import annotations
+
+from xlapy.ir import Computation, Instruction, make_instruction
+from xlapy.ops.shape import BroadcastInDimAttrs
+from xlapy.passes.fusion_decision import is_elementwise
+from xlapy.passes.pass_base import ComputationPass
+
+
+def inline_body(caller: Computation, callee: Computation,
+                args: list[Instruction]) -> Instruction:
+    """Clone `callee` into `caller` with parameters bound to `args`; returns its root."""
+    mapping = {id(p): args[p.parameter_number] for p in callee.parameters}
+    for i in callee.post_order():
+        if i.opcode == "parameter":
+            continue
+        mapping[id(i)] = caller.add(Instruction(i.opcode, [mapping[id(o)] for o in i.operands],
+                                                i.shape, i.attrs, i.called, i.name, i.meta))
+    assert callee.root is not None
+    return mapping[id(callee.root)]
+
+
+def _map_inlinable(comp: Computation) -> bool:
+    return all(i.opcode in ("parameter", "constant") or (is_elementwise(i) and i.shape.rank == 0)
+               for i in comp.instructions) and comp.root is not None and comp.root.shape.is_array
+
+
+class CallInliner(ComputationPass):
+    """Inlines `call` and element-wise `map` instructions."""
+
+    name = "call-inliner"
+
+    def run_on_computation(self, comp: Computation) -> bool:
+        changed = False
+        for instr in list(comp.instructions):
+            if instr.opcode == "call" and not instr.called[0].multi_result:
+                new = inline_body(comp, instr.called[0], list(instr.operands))
+            elif instr.opcode == "map" and _map_inlinable(instr.called[0]):
+                new = self._inline_map(comp, instr)
+            else:
+                continue
+            instr.replace_all_uses_with(new)
+            if instr is not comp.root and not instr.users:
+                comp.remove(instr)
+            changed = True
+        return changed
+
+    def _inline_map(self, comp: Computation, instr: Instruction) -> Instruction:
+        body = instr.called[0]
+        dims = instr.shape.dimensions
+        mapping = {id(p): instr.operands[p.parameter_number] for p in body.parameters}
+        for i in body.post_order():
+            if i.opcode == "parameter":
+                continue
+            if i.opcode == "constant":
+                c = comp.add(Instruction("constant", [], i.shape, i.attrs, (), i.name))
+                mapping[id(i)] = comp.add(make_instruction(
+                    "broadcast_in_dim", [c], BroadcastInDimAttrs(dims, ())))
+                continue
+            mapping[id(i)] = comp.add(make_instruction(
+                i.opcode, [mapping[id(o)] for o in i.operands], i.attrs, (), i.name))
+        assert body.root is not None
+        return mapping[id(body.root)]

@@ -1,0 +1,98 @@
+"""Named pipelines and passes, in XLA:CPU's order (cpu_compiler.cc, simplified):
+
+expanders -> call inlining -> fixed-point simplification (algebraic simplifier, tuple and
+while-loop simplifiers, constant folding, reshape canonicalization, DCE) -> dot
+canonicalization -> CSE -> layout assignment -> fusion -> multi-output fusion -> simplification
+after layout -> DCE -> scheduling -> buffer assignment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xlapy.errors import XlapyError
+from xlapy.passes.algebraic_simplifier import AlgebraicSimplifier
+from xlapy.passes.buffer_assignment import BufferAssignmentPass
+from xlapy.passes.canonicalize import ReshapeCanonicalizer
+from xlapy.passes.constant_folding import ConstantFolding
+from xlapy.passes.cse import CommonSubexpressionElimination
+from xlapy.passes.dce import DeadCodeElimination
+from xlapy.passes.dot_canonicalizer import DotCanonicalizer
+from xlapy.passes.expanders import BatchNormExpander, LogisticExpander
+from xlapy.passes.fusion import InstructionFusion, MultiOutputFusion
+from xlapy.passes.inliner import CallInliner
+from xlapy.passes.layout_assignment import LayoutAssignment
+from xlapy.passes.pass_base import FixedPointGroup, Pass, Pipeline
+from xlapy.passes.scheduling import MemorySchedule
+from xlapy.passes.tuple_simplifier import TupleSimplifier
+from xlapy.passes.while_loop_simplifier import WhileLoopSimplifier
+
+
+def simplification_group(exact_only: bool = False) -> FixedPointGroup:
+    return FixedPointGroup("simplification", [
+        AlgebraicSimplifier(exact_only=exact_only), TupleSimplifier(), WhileLoopSimplifier(),
+        ConstantFolding(), ReshapeCanonicalizer(), DeadCodeElimination(),
+    ])
+
+
+def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = True,
+                 print_after_all: Callable[[str], None] | None = None) -> Pipeline:
+    """The full CPU pipeline. `exact_only` keeps every rewrite bit-exact; `expand=False`
+    skips the (reassociating) expanders."""
+    passes: list[Pass] = []
+    if expand:
+        passes += [LogisticExpander(), BatchNormExpander()]
+    passes += [
+        CallInliner(),
+        simplification_group(exact_only),
+        DotCanonicalizer(),
+        CommonSubexpressionElimination(),
+        DeadCodeElimination(),
+        LayoutAssignment(),
+        InstructionFusion(),
+        MultiOutputFusion(),
+        FixedPointGroup("simplification-after-layout", [
+            AlgebraicSimplifier(exact_only=True), TupleSimplifier(), DeadCodeElimination()]),
+        MemorySchedule(),
+        BufferAssignmentPass(),
+    ]
+    return Pipeline("cpu", passes, verify, print_after_all)
+
+
+#: Single passes by the names `xlapy opt --passes a,b` accepts.
+PASSES: dict[str, Callable[[], Pass]] = {
+    "dce": DeadCodeElimination,
+    "cse": CommonSubexpressionElimination,
+    "constant-folding": ConstantFolding,
+    "algsimp": AlgebraicSimplifier,
+    "algsimp-exact": lambda: AlgebraicSimplifier(exact_only=True),
+    "call-inliner": CallInliner,
+    "tuple-simplifier": TupleSimplifier,
+    "while-loop-simplifier": WhileLoopSimplifier,
+    "logistic-expander": LogisticExpander,
+    "batchnorm-expander": BatchNormExpander,
+    "reshape-canonicalizer": ReshapeCanonicalizer,
+    "dot-canonicalizer": DotCanonicalizer,
+    "layout-assignment": LayoutAssignment,
+    "fusion": InstructionFusion,
+    "multi-output-fusion": MultiOutputFusion,
+    "schedule": MemorySchedule,
+    "buffer-assignment": BufferAssignmentPass,
+    "simplification": simplification_group,
+}
+
+PIPELINES: dict[str, Callable[..., Pipeline]] = {"cpu": cpu_pipeline}
+
+
+def make_pass(name: str) -> Pass:
+    try:
+        return PASSES[name]()
+    except KeyError:
+        raise XlapyError(f"unknown pass '{name}'; known: {', '.join(sorted(PASSES))}") from None
+
+
+def make_pipeline(name: str, **kwargs: object) -> Pipeline:
+    try:
+        return PIPELINES[name](**kwargs)
+    except KeyError:
+        raise XlapyError(f"unknown pipeline '{name}'; known: {', '.join(PIPELINES)}") from None

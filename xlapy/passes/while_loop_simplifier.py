@@ -1,0 +1,123 @@
+"""While-loop simplifications: dead loops, trip counts, constant sinking.
+
+* dead loop removal: a loop whose condition is the constant false (or whose trip count is 0)
+  becomes its initial state;
+* trip count: `i < N` over a counter that starts at a constant and the body adds 1 to, is
+  recorded on the loop as `meta["trip_count"]` (the cost model and `xlapy opt` print it);
+* constant sinking: a state element that starts as a constant and the body passes through
+  unchanged is replaced by that constant inside the body and the condition, so folding and
+  the simplifier see it.
+Both the XLA form (one tuple-typed state) and the StableHLO form (N operands) are handled.
+"""
+
+from __future__ import annotations
+
+from xlapy.ir import Computation, Instruction, Module
+from xlapy.ops.attrs import ComparisonDirection
+from xlapy.passes.pass_base import Pass, sort_instructions
+
+
+def _state_elements(w: Instruction) -> list[Instruction] | None:
+    """The initial state element instructions (None when a tuple state is not a tuple op)."""
+    if len(w.operands) == 1 and w.operands[0].shape.is_tuple:
+        init = w.operands[0]
+        return list(init.operands) if init.opcode == "tuple" else None
+    return list(w.operands)
+
+
+def _element_uses(comp: Computation, k: int, packed: bool) -> list[Instruction]:
+    """Instructions in `comp` that stand for state element k."""
+    if packed:
+        p = comp.parameters[0]
+        return [u for u in p.users if u.opcode == "get_tuple_element" and u.attrs.index == k]
+    return [comp.parameters[k]]
+
+
+def _body_output(body: Computation, k: int, packed: bool) -> Instruction | None:
+    root = body.root
+    if root is None:
+        return None
+    if packed or body.multi_result:
+        return root.operands[k] if root.opcode == "tuple" else None
+    return root if k == 0 else None
+
+
+def _passes_through(body: Computation, k: int, packed: bool) -> bool:
+    out = _body_output(body, k, packed)
+    return out is not None and out in _element_uses(body, k, packed)
+
+
+def trip_count(w: Instruction) -> int | None:
+    cond, body = w.called
+    packed = len(w.operands) == 1 and w.operands[0].shape.is_tuple
+    init = _state_elements(w)
+    root = cond.root
+    if init is None or root is None or root.opcode != "compare":
+        return None
+    if root.attrs.comparison_direction is not ComparisonDirection.LT:
+        return None
+    lhs, rhs = root.operands
+    if rhs.opcode != "constant":
+        return None
+    for k in range(len(init)):
+        if lhs not in _element_uses(cond, k, packed) or init[k].opcode != "constant":
+            continue
+        step = _body_output(body, k, packed)
+        if step is None or step.opcode != "add":
+            return None
+        a, b = step.operands
+        if a not in _element_uses(body, k, packed) or b.opcode != "constant":
+            return None
+        if int(b.attrs.literal.to_numpy()) != 1:
+            return None
+        start = int(init[k].attrs.literal.to_numpy())
+        return max(0, int(rhs.attrs.literal.to_numpy()) - start)
+    return None
+
+
+class WhileLoopSimplifier(Pass):
+    name = "while-loop-simplifier"
+
+    def run(self, module: Module) -> bool:
+        changed = False
+        for comp in module.post_order():
+            for w in [i for i in comp.instructions if i.opcode == "while"]:
+                changed |= self._simplify(comp, w)
+        return changed
+
+    def _simplify(self, comp: Computation, w: Instruction) -> bool:
+        cond, body = w.called
+        packed = len(w.operands) == 1 and w.operands[0].shape.is_tuple
+        n = trip_count(w)
+        if n is not None and w.meta.get("trip_count") != n:
+            w.meta["trip_count"] = n
+        dead = n == 0 or (cond.root is not None and cond.root.opcode == "constant"
+                          and not bool(cond.root.attrs.literal.to_numpy()))
+        if dead:
+            if len(w.operands) == 1:
+                new = w.operands[0]
+            else:
+                new = comp.add(Instruction("tuple", list(w.operands), w.shape, name="tuple"))
+            w.replace_all_uses_with(new)
+            if w is not comp.root and not w.users:
+                comp.remove(w)
+            sort_instructions(comp)
+            return True
+        init = _state_elements(w)
+        if init is None:
+            return False
+        changed = False
+        for k, x in enumerate(init):
+            if x.opcode != "constant" or not _passes_through(body, k, packed):
+                continue
+            for region in (cond, body):
+                for use in _element_uses(region, k, packed):
+                    users = [u for u in use.users if not (region is body and u is body.root)]
+                    if not users:
+                        continue
+                    c = region.add(Instruction("constant", [], x.shape, x.attrs, (), "sunk"))
+                    for u in users:
+                        u.replace_operand_with(use, c)
+                    sort_instructions(region)
+                    changed = True
+        return changed
