@@ -31,4 +31,7 @@ def available_backends() -> list[str]:
 
 
 def _load_builtin() -> None:
-    from xlapy.backends import interpreter  # noqa: F401
+    from xlapy.backends import (
+        cpu,  # noqa: F401
+        interpreter,  # noqa: F401
+    )

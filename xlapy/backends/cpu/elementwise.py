@@ -1,0 +1,409 @@
+"""The element-wise emission table: (opcode, element type) -> LLVM IR, parallel to
+xlapy/ops/elementwise.py and exact to it (the interpreter is XLA CPU's semantics).
+
+Values travel in their compute type: f32 for bf16/f16 (rounded back to the storage type after
+every op, as the interpreter rounds each op's result), i1 for pred, iN for integers. Kernels
+run with MXCSR FTZ|DAZ set (llvm_util.set_ftz_daz), which is XLA CPU's float environment, so
+plain IEEE arithmetic already flushes; ops whose hardware behaviour under DAZ is not an
+arithmetic rule (rounding, max/min, sign) flush their inputs explicitly.
+
+Element types outside `SUPPORTED` (f8, int4/uint4, complex) and (op, type) pairs missing from
+the table are not compiled: the backend runs those instructions through the interpreter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llvmlite import ir
+
+from xlapy.backends.cpu.llvm_util import F16, F32, F64, I1, I8, I16, I32, intrinsic
+from xlapy.backends.cpu.math_poly import Math
+from xlapy.ops.attrs import ComparisonDirection, ComparisonType
+from xlapy.types import ElementType as ET
+
+FLOATS = frozenset({ET.BF16, ET.F16, ET.F32, ET.F64})
+INTS = frozenset({ET.S8, ET.S16, ET.S32, ET.S64, ET.U8, ET.U16, ET.U32, ET.U64})
+SUPPORTED = FLOATS | INTS | {ET.PRED}
+
+
+def storage_type(t: ET) -> ir.Type:
+    """The IR type of one element in memory."""
+    if t is ET.PRED:
+        return I8
+    if t is ET.BF16:
+        return I16
+    if t is ET.F16:
+        return F16
+    if t is ET.F32:
+        return F32
+    if t is ET.F64:
+        return F64
+    return ir.IntType(t.bits)
+
+
+def compute_type(t: ET) -> ir.Type:
+    if t is ET.PRED:
+        return I1
+    if t in (ET.BF16, ET.F16, ET.F32):
+        return F32
+    if t is ET.F64:
+        return F64
+    return ir.IntType(t.bits)
+
+
+def from_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
+    if t is ET.PRED:
+        return b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+    if t is ET.BF16:
+        return b.bitcast(b.shl(b.zext(v, I32), ir.Constant(I32, 16)), F32)
+    if t is ET.F16:
+        return b.fpext(v, F32)
+    return v
+
+
+def to_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
+    if t is ET.PRED:
+        return b.zext(v, I8)
+    if t is ET.BF16:
+        return _bf16_bits(b, v)
+    if t is ET.F16:
+        return b.fptrunc(v, F16)
+    return v
+
+
+def _bf16_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN (ml_dtypes' rule)."""
+    bits = b.bitcast(v, I32)
+    lsb = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+    rounded = b.lshr(b.add(b.add(bits, ir.Constant(I32, 0x7FFF)), lsb), ir.Constant(I32, 16))
+    nan = b.or_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 0x40))
+    out = b.select(b.fcmp_unordered("uno", v, v), nan, rounded)
+    return b.trunc(out, I16)
+
+
+def round_to(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
+    """A compute value rounded to `t` and back (the per-op rounding of bf16/f16)."""
+    if t in (ET.BF16, ET.F16):
+        return from_storage(b, to_storage(b, v, t), t)
+    return v
+
+
+def constant(v: Any, t: ET) -> ir.Constant:
+    """A compute-type IR constant for a Python/numpy scalar of element type `t`."""
+    ct = compute_type(t)
+    if t is ET.PRED:
+        return ir.Constant(I1, int(bool(v)))
+    if t.is_float:
+        return ir.Constant(ct, float(v))
+    return ir.Constant(ct, int(v) & ((1 << t.bits) - 1))
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+def flush(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Denormal to signed zero, whatever the MXCSR state (compare on |x|, keep the sign)."""
+    t = x.type
+    tiny = 2.0 ** -1022 if t == F64 else 2.0 ** -126
+    sfx = "f64" if t == F64 else "f32"
+    ax = intrinsic(b, f"llvm.fabs.{sfx}", t, [x])
+    zero = intrinsic(b, f"llvm.copysign.{sfx}", t, [ir.Constant(t, 0.0), x])
+    return b.select(b.fcmp_ordered("<", ax, ir.Constant(t, tiny)), zero, x)
+
+
+def _fsfx(x: ir.Value) -> str:
+    return "f64" if x.type == F64 else "f32"
+
+
+def _isfloat(x: ir.Value) -> bool:
+    return x.type in (F32, F64)
+
+
+def _ones(x: ir.Value) -> ir.Constant:
+    return ir.Constant(x.type, -1)
+
+
+def _smin(t: ET) -> int:
+    return 1 << (t.bits - 1)
+
+
+# ---- binary ops ----------------------------------------------------------------------------------
+Emit = Callable[[ir.IRBuilder, Sequence[ir.Value], ET], ir.Value]
+
+
+def _add(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    x, y = a
+    if t is ET.PRED:
+        return b.or_(x, y)
+    return b.fadd(x, y) if _isfloat(x) else b.add(x, y)
+
+
+def _sub(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    x, y = a
+    return b.fsub(x, y) if _isfloat(x) else b.sub(x, y)
+
+
+def _mul(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    x, y = a
+    if t is ET.PRED:
+        return b.and_(x, y)
+    return b.fmul(x, y) if _isfloat(x) else b.mul(x, y)
+
+
+def _div(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    x, y = a
+    if _isfloat(x):
+        return b.fdiv(x, y)
+    zero = b.icmp_unsigned("==", y, ir.Constant(y.type, 0))
+    if t.is_signed:
+        ovf = b.and_(b.icmp_signed("==", x, ir.Constant(x.type, _smin(t))),
+                     b.icmp_signed("==", y, _ones(y)))
+        safe = b.select(b.or_(zero, ovf), ir.Constant(y.type, 1), y)
+        q = b.sdiv(x, safe)
+        return b.select(zero, _ones(x), b.select(ovf, x, q))
+    safe = b.select(zero, ir.Constant(y.type, 1), y)
+    return b.select(zero, _ones(x), b.udiv(x, safe))
+
+
+def _rem(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    x, y = a
+    zero = b.icmp_unsigned("==", y, ir.Constant(y.type, 0))
+    if t.is_signed:
+        m1 = b.icmp_signed("==", y, _ones(y))
+        safe = b.select(b.or_(zero, m1), ir.Constant(y.type, 1), y)
+        return b.select(zero, x, b.srem(x, safe))
+    safe = b.select(zero, ir.Constant(y.type, 1), y)
+    return b.select(zero, x, b.urem(x, safe))
+
+
+def _maxmin(is_max: bool) -> Emit:
+    def emit(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+        x, y = a
+        if t is ET.PRED:
+            return b.or_(x, y) if is_max else b.and_(x, y)
+        if _isfloat(x):
+            name = "maximum" if is_max else "minimum"
+            return intrinsic(b, f"llvm.{name}.{_fsfx(x)}", x.type, [flush(b, x), flush(b, y)])
+        op = ">" if is_max else "<"
+        cmp = b.icmp_signed(op, x, y) if t.is_signed else b.icmp_unsigned(op, x, y)
+        return b.select(cmp, x, y)
+
+    return emit
+
+
+def _shift(kind: str) -> Emit:
+    def emit(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+        x, s = a
+        n = ir.Constant(x.type, t.bits)
+        big = b.icmp_unsigned(">=", s, n)
+        safe = b.select(big, ir.Constant(x.type, 0), s)
+        if kind == "shl":
+            return b.select(big, ir.Constant(x.type, 0), b.shl(x, safe))
+        if kind == "srl":
+            return b.select(big, ir.Constant(x.type, 0), b.lshr(x, safe))
+        return b.ashr(x, b.select(big, ir.Constant(x.type, t.bits - 1), s))
+
+    return emit
+
+
+def _bitwise(name: str) -> Emit:
+    def emit(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+        return getattr(b, name)(a[0], a[1])
+
+    return emit
+
+
+# ---- unary ops -----------------------------------------------------------------------------------
+def _math(fn: str) -> Emit:
+    def emit(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+        return getattr(Math(b, a[0].type), fn)(a[0])
+
+    return emit
+
+
+def _fintr(name: str, flush_in: bool = True) -> Emit:
+    def emit(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+        x = flush(b, a[0]) if flush_in else a[0]
+        return intrinsic(b, f"llvm.{name}.{_fsfx(x)}", x.type, [x])
+
+    return emit
+
+
+def _abs(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    x = a[0]
+    if _isfloat(x):
+        return intrinsic(b, f"llvm.fabs.{_fsfx(x)}", x.type, [x])
+    neg = b.icmp_signed("<", x, ir.Constant(x.type, 0))
+    return b.select(neg, b.sub(ir.Constant(x.type, 0), x), x)
+
+
+def _neg(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    x = a[0]
+    return b.fneg(x) if _isfloat(x) else b.sub(ir.Constant(x.type, 0), x)
+
+
+def _sign(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    x = a[0]
+    if _isfloat(x):
+        x = flush(b, x)
+        one = intrinsic(b, f"llvm.copysign.{_fsfx(x)}", x.type, [ir.Constant(x.type, 1.0), x])
+        keep = b.fcmp_unordered("ueq", x, ir.Constant(x.type, 0.0))  # zero or NaN
+        return b.select(keep, x, one)
+    pos = b.icmp_signed(">", x, ir.Constant(x.type, 0))
+    neg = b.icmp_signed("<", x, ir.Constant(x.type, 0))
+    return b.select(pos, ir.Constant(x.type, 1), b.select(neg, _ones(x), ir.Constant(x.type, 0)))
+
+
+def _rsqrt(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    x = a[0]
+    s = intrinsic(b, f"llvm.sqrt.{_fsfx(x)}", x.type, [x])
+    return b.fdiv(ir.Constant(x.type, 1.0), s)
+
+
+def _is_finite(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    x = a[0]
+    ax = intrinsic(b, f"llvm.fabs.{_fsfx(x)}", x.type, [x])
+    return b.fcmp_ordered("<", ax, ir.Constant(x.type, math.inf))
+
+
+def _not(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    return b.xor(a[0], ir.Constant(a[0].type, -1 if t is not ET.PRED else 1))
+
+
+def _popcnt(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    return intrinsic(b, f"llvm.ctpop.i{t.bits}", a[0].type, [a[0]])
+
+
+def _clz(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    return intrinsic(b, f"llvm.ctlz.i{t.bits}", a[0].type, [a[0], ir.Constant(I1, 0)])
+
+
+_F = FLOATS
+_I = INTS
+_SI = frozenset(t for t in INTS if t.is_signed)
+_P = frozenset({ET.PRED})
+
+#: opcode -> (element types compiled, emitter). The result type is the op's inferred type.
+TABLE: dict[str, tuple[frozenset[ET], Emit]] = {
+    "add": (_F | _I | _P, _add),
+    "subtract": (_F | _I, _sub),
+    "multiply": (_F | _I | _P, _mul),
+    "divide": (_F | _I, _div),
+    "remainder": (_I, _rem),
+    "maximum": (_F | _I | _P, _maxmin(True)),
+    "minimum": (_F | _I | _P, _maxmin(False)),
+    "shift_left": (_I, _shift("shl")),
+    "shift_right_logical": (_I, _shift("srl")),
+    "shift_right_arithmetic": (_I, _shift("sra")),
+    "and": (_I | _P, _bitwise("and_")),
+    "or": (_I | _P, _bitwise("or_")),
+    "xor": (_I | _P, _bitwise("xor")),
+    "abs": (_F | _SI, _abs),
+    "negate": (_F | _I, _neg),
+    "sign": (_F | _SI, _sign),
+    "sqrt": (_F, _fintr("sqrt", flush_in=False)),
+    "rsqrt": (_F, _rsqrt),
+    "floor": (_F, _fintr("floor")),
+    "ceil": (_F, _fintr("ceil")),
+    "round_nearest_even": (_F, _fintr("roundeven")),
+    "round_nearest_afz": (_F, _fintr("round")),
+    "is_finite": (_F, _is_finite),
+    "not": (_I | _P, _not),
+    "popcnt": (_I, _popcnt),
+    "count_leading_zeros": (_I, _clz),
+    "exponential": (_F, _math("exp")),
+    "log": (_F, _math("log")),
+    "log_plus_one": (_F, _math("log1p")),
+    "exponential_minus_one": (_F, _math("expm1")),
+    "tanh": (_F, _math("tanh")),
+    "logistic": (_F, _math("logistic")),
+    "erf": (_F, _math("erf")),
+    "sine": (_F, _math("sin")),
+    "cosine": (_F, _math("cos")),
+    "tan": (_F, _math("tan")),
+}
+
+#: Ops whose result is approximate (polynomials): compared with an ulp bound, not bit-exact.
+INEXACT = frozenset({"exponential", "log", "log_plus_one", "exponential_minus_one", "tanh",
+                     "logistic", "erf", "sine", "cosine", "tan"})
+
+
+def supports(opcode: str, t: ET) -> bool:
+    row = TABLE.get(opcode)
+    return row is not None and t in row[0]
+
+
+def emit(b: ir.IRBuilder, opcode: str, args: Sequence[ir.Value], t: ET, out: ET) -> ir.Value:
+    """The op on compute values of operand type `t`, rounded to the result type `out`."""
+    _, fn = TABLE[opcode]
+    return round_to(b, fn(b, args, t), out)
+
+
+# ---- compare, select, clamp, convert -------------------------------------------------------------
+_FCMP = {ComparisonDirection.EQ: ("oeq", "=="), ComparisonDirection.NE: ("une", "!="),
+         ComparisonDirection.GE: ("oge", ">="), ComparisonDirection.GT: ("ogt", ">"),
+         ComparisonDirection.LE: ("ole", "<="), ComparisonDirection.LT: ("olt", "<")}
+
+
+def compare(b: ir.IRBuilder, x: ir.Value, y: ir.Value, t: ET, attrs: Any) -> ir.Value:
+    d = attrs.comparison_direction
+    fop, iop = _FCMP[d]
+    if t.is_float and attrs.compare_type is ComparisonType.TOTALORDER:
+        return b.icmp_signed(iop, _total_key(b, x, t), _total_key(b, y, t))
+    if _isfloat(x):
+        if fop == "une":
+            return b.fcmp_unordered("!=", x, y)
+        return b.fcmp_ordered(iop, x, y)
+    if t.is_signed:
+        return b.icmp_signed(iop, x, y)
+    return b.icmp_unsigned(iop, x, y)
+
+
+def _total_key(b: ir.IRBuilder, x: ir.Value, t: ET) -> ir.Value:
+    """Signed keys ordered as IEEE totalOrder (on the stored bits, so no flushing)."""
+    st = ir.IntType(t.bits)
+    bits = b.bitcast(to_storage(b, x, t), st) if t is not ET.BF16 else to_storage(b, x, t)
+    sign = b.ashr(bits, ir.Constant(st, t.bits - 1))
+    return b.xor(bits, b.and_(sign, ir.Constant(st, (1 << (t.bits - 1)) - 1)))
+
+
+def convert_supported(s: ET, t: ET) -> bool:
+    if s not in SUPPORTED or t not in SUPPORTED:
+        return False
+    return not (s is ET.F64 and t is ET.BF16)
+
+
+def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
+    """XLA CPU convert: saturating float->int (NaN -> 0), ints to bf16 through f32."""
+    ct = compute_type(t)
+    if s == t:
+        return x
+    if t is ET.PRED:
+        if _isfloat(x):
+            return b.fcmp_unordered("une", flush(b, x), ir.Constant(x.type, 0.0))
+        return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+    if s is ET.PRED:
+        v = b.zext(x, I8)
+        return b.uitofp(v, ct) if t.is_float else b.zext(v, ct) if t.bits > 8 else v
+    if t.is_float:
+        if s.is_integer:
+            v = (b.sitofp if s.is_signed else b.uitofp)(x, F64 if t is ET.F64 else F32)
+        else:
+            v = flush(b, x)
+            v = b.fpext(v, ct) if ct == F64 and v.type == F32 else \
+                b.fptrunc(v, F16) if t is ET.F16 and v.type == F64 else \
+                b.fptrunc(v, ct) if ct == F32 and v.type == F64 else v
+            if v.type == F16:
+                return b.fpext(v, F32)
+        return round_to(b, flush(b, v), t)
+    if s.is_float:
+        name = "llvm.fptosi.sat" if t.is_signed else "llvm.fptoui.sat"
+        v = flush(b, x)
+        return intrinsic(b, f"{name}.i{t.bits}.{_fsfx(v)}", ct, [v])
+    # integer -> integer: wrap (trunc) or extend by the source's signedness.
+    if t.bits < s.bits:
+        return b.trunc(x, ct)
+    if t.bits > s.bits:
+        return b.sext(x, ct) if s.is_signed else b.zext(x, ct)
+    return x

@@ -1,0 +1,369 @@
+"""The cpu executable: a thunk sequence over a buffer table, and the `cpu` backend.
+
+Planning (once per compile) partitions the entry computation:
+
+* kernel thunks: a materialized fusible instruction (the root, a reduce, a value that a
+  non-fusible op or several consumers need) with the chain of fusible producers behind it,
+  JIT-compiled into one LLVM module for the whole executable;
+* library thunks: dot_general through BLAS, conv/sort/FFT/cholesky/triangular_solve through
+  their numpy/scipy kernels;
+* control-flow thunks: while/case/if/call whose called computations run as cpu executables;
+* interpreter fallback: any other instruction runs its OpDef.evaluate (listed by `explain`).
+
+Per call: a ctypes table of buffer pointers (arguments, constants, one reused arena of
+temporaries, fresh outputs), each kernel called with the table address (the GIL is released
+inside), big kernels split over the thread pool along their outer loop.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from xlapy.backends.cpu import cache, kernels, library
+from xlapy.backends.cpu.llvm_util import Engine, new_module
+from xlapy.interpreter import Interpreter, RuntimeState
+from xlapy.interpreter.evaluator import check_value
+from xlapy.ir import Computation, Instruction, Module
+from xlapy.ops.base import OPS
+from xlapy.types import Shape
+
+_KFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+#: Element-ops below which a kernel is not worth splitting across threads.
+SPLIT_COST = 1 << 18
+NUM_THREADS = os.cpu_count() or 1
+_POOL: ThreadPoolExecutor | None = None
+CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose", "slice",
+                   "reverse", "convert"})
+CONTROL_FLOW = frozenset({"while", "case", "if", "call"})
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=NUM_THREADS, thread_name_prefix="xlapy-cpu")
+    return _POOL
+
+
+class _Ctx:
+    """The EvalContext of a fallback op: regions run as cpu executables for control flow."""
+
+    __slots__ = ("instr", "subs", "runtime", "process")
+
+    def __init__(self, instr: Instruction, subs: list[Any], runtime: RuntimeState,
+                 process: Any) -> None:
+        self.instr, self.subs, self.runtime, self.process = instr, subs, runtime, process
+
+    def call(self, index: int, *args: Any) -> Any:
+        sub = self.subs[index] if self.subs else None
+        if sub is not None:
+            return sub.run_computation(list(args), self.runtime, self.process)
+        return Interpreter(self.runtime, self.process).run(self.instr.called[index], list(args))
+
+    @property
+    def num_regions(self) -> int:
+        return len(self.instr.called)
+
+    @property
+    def instruction(self) -> Instruction:
+        return self.instr
+
+
+class CpuExecutable:
+    """A compiled computation: thunks over slots; `run(args)` returns interpreter values."""
+
+    backend_name = "cpu"
+
+    def __init__(self, comp: Computation, module: Module | None = None,
+                 options: dict[str, Any] | None = None) -> None:
+        self.module = module
+        self.comp = comp
+        self.options = dict(options or {})
+        self.report: list[tuple[str, str, str]] = []
+        self._lock = threading.Lock()
+        self._arena: list[Any] | None = None
+        self._plan()
+
+    # ---- planning ----
+    def _plan(self) -> None:
+        comp = self.comp
+        order = comp.instructions
+        self.slot: dict[int, int] = {}
+        self.shapes: list[Shape] = []
+        self.static: dict[int, Any] = {}
+        roots = self._root_values()
+        self.outputs = {id(i) for i in roots}
+        fusible = {id(i) for i in order if i.opcode != "parameter" and kernels.fusible(i)}
+        self.materialized: set[int] = set()
+        for instr in order:
+            if id(instr) not in fusible:
+                continue
+            users = instr.users
+            if (instr.opcode == "reduce" or id(instr) in self.outputs
+                    or any(id(u) not in fusible for u in users)
+                    or (len(users) > 1 and instr.opcode not in CHEAP)
+                    or (instr.opcode == "constant" and not kernels.is_scalar_constant(instr))):
+                self.materialized.add(id(instr))
+        mod = new_module(f"xlapy_{comp.name}")
+        self.thunks: list[Callable[..., None]] = []
+        kernel_specs: list[kernels.Kernel] = []
+        fresh: list[int] = []
+        temps: list[int] = []
+        for instr in order:
+            iid = id(instr)
+            if instr.opcode == "parameter":
+                self._new_slot(instr)
+                continue
+            if iid in fusible and iid not in self.materialized:
+                continue  # generated inside its consumers
+            if instr.opcode == "constant":
+                s = self._new_slot(instr)
+                self.static[s] = np.ascontiguousarray(instr.attrs.literal.to_numpy())
+                self.report.append((instr.name, "constant", "buffer"))
+                continue
+            if iid in fusible:
+                s = self._new_slot(instr)
+                leaves = self._leaves(instr, fusible)
+                name = f"k{len(kernel_specs)}"
+                spec = kernels.KernelEmitter(mod, name, instr, leaves, s).build()
+                kernel_specs.append(spec)
+                (fresh if iid in self.outputs else temps).append(s)
+                self.report.append((instr.name, instr.opcode, f"kernel {name}"))
+                continue
+            self._plan_other(instr, fresh)
+        self.fresh_slots = fresh
+        self.temp_slots = temps
+        self.engine: Engine | None = None
+        if kernel_specs:
+            text = str(mod)
+            key = cache.key(text)
+            obj = cache.get(key)
+            self.engine = Engine(obj=obj) if obj is not None else Engine(mod)
+            if obj is None:
+                cache.put(key, self.engine.object)
+            self._bind_kernels(kernel_specs)
+        self.num_slots = len(self.shapes)
+
+    def _root_values(self) -> list[Instruction]:
+        """The array instructions whose values leave the computation (through tuples)."""
+        out: list[Instruction] = []
+
+        def walk(i: Instruction) -> None:
+            if i.opcode == "tuple":
+                for o in i.operands:
+                    walk(o)
+            else:
+                out.append(i)
+
+        if self.comp.root is not None:
+            walk(self.comp.root)
+        return out
+
+    def _new_slot(self, instr: Instruction) -> int:
+        s = len(self.shapes)
+        self.slot[id(instr)] = s
+        self.shapes.append(instr.shape)
+        return s
+
+    def _leaves(self, root: Instruction, fusible: set[int]) -> dict[int, int]:
+        leaves: dict[int, int] = {}
+        stack = list(root.operands)
+        seen: set[int] = set()
+        while stack:
+            i = stack.pop()
+            if id(i) in seen:
+                continue
+            seen.add(id(i))
+            if id(i) in fusible and id(i) not in self.materialized:
+                stack.extend(i.operands)
+            else:
+                leaves[id(i)] = self.slot[id(i)]
+        return leaves
+
+    def _plan_other(self, instr: Instruction, fresh: list[int]) -> None:
+        s = self._new_slot(instr)
+        ins = [self.slot[id(o)] for o in instr.operands]
+        vals_shape = instr.shape
+        if instr.opcode == "tuple":
+            self.thunks.append(lambda t, v, rt, pr, s=s, ins=ins:
+                               v.__setitem__(s, tuple(v[i] for i in ins)))
+            self.report.append((instr.name, "tuple", "aliasing"))
+            return
+        if instr.opcode == "get_tuple_element":
+            idx = instr.attrs.index
+            self.thunks.append(lambda t, v, rt, pr, s=s, i=ins[0], k=idx:
+                               self._set(t, v, s, v[i][k]))
+            self.report.append((instr.name, "get_tuple_element", "aliasing"))
+            return
+        dot = library.dot_plan(instr) if instr.opcode == "dot_general" else None
+        if dot is not None:
+            shape = vals_shape.dimensions
+            dtype = vals_shape.dtype
+
+            def run_dot(t: Any, v: list[Any], rt: Any, pr: Any, s: int = s,
+                        a: int = ins[0], b: int = ins[1]) -> None:
+                out = np.empty(shape, dtype)
+                dot(v[a], v[b], out)
+                self._set(t, v, s, out)
+
+            self.thunks.append(run_dot)
+            self.report.append((instr.name, "dot_general", "library blas"))
+            return
+        op = OPS[instr.opcode]
+        subs: list[Any] = []
+        if instr.opcode in CONTROL_FLOW:
+            subs = [CpuExecutable(c, None, self.options) for c in instr.called]
+            how = "control flow (cpu sub-executables)"
+        elif instr.opcode in library.LIBRARY_VIA_KERNEL:
+            how = "library numpy/scipy"
+        else:
+            how = "interpreter fallback"
+        self.report.append((instr.name, instr.opcode, how))
+
+        def run_op(t: Any, v: list[Any], rt: Any, pr: Any, instr: Instruction = instr,
+                   s: int = s, ins: list[int] = ins) -> None:
+            ctx = _Ctx(instr, subs, rt, pr)
+            with np.errstate(all="ignore"):
+                val = op.evaluate([v[i] for i in ins], instr.attrs, instr.shape, ctx)
+            self._set(t, v, s, check_value(val, instr.shape, f"{instr.opcode} %{instr.name}",
+                                           internal=True))
+
+        self.thunks.append(run_op)
+
+    @staticmethod
+    def _set(table: Any, vals: list[Any], s: int, value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            if not value.flags.c_contiguous:
+                value = np.ascontiguousarray(value)
+            table[s] = value.ctypes.data
+        vals[s] = value
+
+    def _bind_kernels(self, specs: list[kernels.Kernel]) -> None:
+        assert self.engine is not None
+        pos = 0
+        # Kernel thunks go in program order, interleaved with the others: rebuild the list.
+        kthunks: dict[int, Callable[..., None]] = {}
+        for spec in specs:
+            fn = _KFN(self.engine.address(spec.name))
+            kthunks[spec.output] = self._kernel_thunk(spec, fn)
+        ordered: list[Callable[..., None]] = []
+        others = iter(self.thunks)
+        for instr in self.comp.instructions:
+            s = self.slot.get(id(instr))
+            if s is None or instr.opcode in ("parameter", "constant"):
+                continue
+            if s in kthunks:
+                ordered.append(kthunks[s])
+            else:
+                ordered.append(next(others))
+                pos += 1
+        self.thunks = ordered
+
+    def _kernel_thunk(self, spec: kernels.Kernel, fn: Any) -> Callable[..., None]:
+        shape = spec.root.shape
+        out = spec.output
+        outer = spec.outer
+        is_fresh = id(spec.root) in self.outputs
+        split = spec.splittable and spec.cost >= SPLIT_COST and outer >= 2 and NUM_THREADS > 1
+        dims, dtype = shape.dimensions, shape.dtype
+
+        def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+            if is_fresh:
+                arr = np.empty(dims, dtype)
+                v[out] = arr
+                t[out] = arr.ctypes.data
+            addr = ctypes.addressof(t)
+            if not split:
+                fn(addr, 0, outer)
+                return
+            n = min(NUM_THREADS, outer)
+            bounds = [outer * k // n for k in range(n + 1)]
+            futs = [_pool().submit(fn, addr, bounds[k], bounds[k + 1]) for k in range(1, n)]
+            fn(addr, bounds[0], bounds[1])
+            for f in futs:
+                f.result()
+
+        return run
+
+    # ---- running ----
+    def _arena_views(self) -> list[Any]:
+        """[(slot, array)] temporaries in one reused allocation (64-byte aligned)."""
+        sizes = []
+        total = 0
+        for s in self.temp_slots:
+            sh = self.shapes[s]
+            n = int(np.prod(sh.dimensions)) * sh.dtype.itemsize
+            sizes.append((s, total, sh))
+            total += (n + 63) // 64 * 64
+        raw = np.empty(total + 64, np.uint8)
+        base = (-raw.ctypes.data) % 64
+        views = []
+        for s, off, sh in sizes:
+            n = int(np.prod(sh.dimensions)) * sh.dtype.itemsize
+            views.append((s, raw[base + off: base + off + n].view(sh.dtype).reshape(
+                sh.dimensions)))
+        return [raw, views]
+
+    def run_computation(self, args: Sequence[Any], runtime: RuntimeState | None = None,
+                        process: Any = None) -> Any:
+        comp = self.comp
+        if len(args) != len(comp.parameters):
+            from xlapy.errors import InterpreterError
+
+            raise InterpreterError(f"computation {comp.name} takes {len(comp.parameters)} "
+                                   f"argument(s), got {len(args)}")
+        rt = runtime or RuntimeState()
+        table = (ctypes.c_void_p * max(self.num_slots, 1))()
+        vals: list[Any] = [None] * self.num_slots
+        for p, a in zip(comp.parameters, args):
+            s = self.slot[id(p)]
+            a = check_value(a, p.shape, f"argument {p.parameter_number} of {comp.name}")
+            self._set(table, vals, s, a)
+        for s, arr in self.static.items():
+            vals[s] = arr
+            table[s] = arr.ctypes.data
+        locked = self._lock.acquire(blocking=False)
+        try:
+            if locked:
+                if self._arena is None:
+                    self._arena = self._arena_views()
+                arena = self._arena
+            else:
+                arena = self._arena_views()
+            for s, view in arena[1]:
+                vals[s] = view
+                table[s] = view.ctypes.data
+            for th in self.thunks:
+                th(table, vals, rt, process)
+            result = vals[self.slot[id(comp.root)]]
+            return _detach(result, {id(v) for _, v in arena[1]})
+        finally:
+            if locked:
+                self._lock.release()
+
+    def run(self, args: Sequence[Any], runtime: RuntimeState | None = None,
+            process: Any = None) -> Any:
+        return self.run_computation(args, runtime, process)
+
+    def explain(self) -> str:
+        """One line per instruction: how it runs (kernel, library, control flow, fallback)."""
+        lines = [f"{name:24s} {op:24s} {how}" for name, op, how in self.report]
+        fb = [r for r in self.report if r[2] == "interpreter fallback"]
+        lines.append(f"-- {len(fb)} instruction(s) on interpreter fallback"
+                     + (": " + ", ".join(sorted({r[1] for r in fb})) if fb else ""))
+        return "\n".join(lines)
+
+
+def _detach(value: Any, arena_ids: set[int]) -> Any:
+    """Copy values that live in the reused arena (a root aliasing a temporary)."""
+    if isinstance(value, tuple):
+        return tuple(_detach(v, arena_ids) for v in value)
+    if id(value) in arena_ids:
+        return value.copy()
+    return value

@@ -1,0 +1,177 @@
+"""LLVM plumbing for the cpu backend: target setup, verified modules, engines, loop helpers.
+
+Measured decisions (../shared/design.md): llvmlite on LLVM 22; a fresh TargetMachine per
+MCJIT engine (the engine takes ownership of it, so reuse crashes); every emitted module is
+verified by parsing its text back with `llvm.parse_assembly(...).verify()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F16 = ir.HalfType()
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+VOID = ir.VoidType()
+I8P = I8.as_pointer()
+#: Every kernel is `void kernel(i8** buffers, i64 begin, i64 end)`: the buffer table (one slot
+#: per value: parameters, temporaries, outputs) and a range of its outermost loop, so the
+#: thread pool can split it.
+KERNEL_TYPE = ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64])
+
+#: MXCSR bits: flush-to-zero (15) and denormals-are-zero (6), as XLA's CPU runtime sets them.
+MXCSR_FTZ_DAZ = 0x8040
+
+_LOCK = threading.Lock()
+OPT_LEVEL = 3
+
+
+@functools.cache
+def _init() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+
+
+@functools.cache
+def host_cpu() -> tuple[str, str]:
+    """(cpu name, feature string) of this machine: part of every compile-cache key."""
+    _init()
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+def target_machine() -> llvm.TargetMachine:
+    """A fresh TargetMachine for the host (never share one between engines)."""
+    _init()
+    cpu, features = host_cpu()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL,
+                                        jit=True, reloc="default", codemodel="jitdefault")
+
+
+def new_module(name: str) -> ir.Module:
+    mod = ir.Module(name=name)
+    mod.triple = llvm.get_process_triple()
+    return mod
+
+
+def verify(mod: ir.Module | str) -> llvm.ModuleRef:
+    """Parse the module's text back and let LLVM verify it; returns the parsed module."""
+    _init()
+    ref = llvm.parse_assembly(str(mod))
+    ref.verify()
+    return ref
+
+
+def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
+    """O3 with loop and SLP vectorization for the host CPU."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    mpm.run(ref, pb)
+
+
+class Engine:
+    """An MCJIT engine owning one optimized module (or an object file from the cache)."""
+
+    def __init__(self, mod: ir.Module | None = None, obj: bytes | None = None) -> None:
+        with _LOCK:
+            tm = target_machine()
+            if obj is None:
+                assert mod is not None
+                ref = verify(mod)
+                ref.data_layout = str(tm.target_data)
+                optimize(ref, tm)
+                self.asm_ir = str(ref)
+                self.object = tm.emit_object(ref)
+            else:
+                self.asm_ir = ""
+                self.object = obj
+            empty = llvm.parse_assembly("")
+            empty.triple = llvm.get_process_triple()
+            self.engine = llvm.create_mcjit_compiler(empty, tm)
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(self.object))
+            self.engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        addr = self.engine.get_function_address(name)
+        if not addr:
+            raise KeyError(f"no function {name} in the compiled module")
+        return int(addr)
+
+
+# ---- IR helpers ------------------------------------------------------------------------------
+@contextlib.contextmanager
+def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
+              step: int = 1) -> Iterator[ir.Value]:
+    """`for (i = start; i < stop; i += step)` as a canonical loop LLVM can vectorize."""
+    fn = b.function
+    pre = b.block
+    head = fn.append_basic_block(f"{name}.head")
+    body = fn.append_basic_block(f"{name}.body")
+    done = fn.append_basic_block(f"{name}.end")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64, name=name)
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", i, stop), body, done)
+    b.position_at_end(body)
+    yield i
+    nxt = b.add(i, ir.Constant(I64, step), name=f"{name}.next", flags=["nsw"])
+    i.add_incoming(nxt, b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+def const(t: ir.Type, v: Any) -> ir.Constant:
+    return ir.Constant(t, v)
+
+
+def i64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+    """Call `llvm.<name>` overloaded on the argument types (declared once per module)."""
+    mod = b.module
+    fn = mod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(ret, [a.type for a in args]), name=name)
+    return b.call(fn, args)
+
+
+def set_ftz_daz(b: ir.IRBuilder) -> ir.Value:
+    """Save MXCSR and set FTZ|DAZ (XLA CPU's float environment); returns the saved slot."""
+    saved = b.alloca(I32, name="mxcsr.saved")
+    cur = b.alloca(I32, name="mxcsr.new")
+    stm = _mxcsr_fn(b.module, "llvm.x86.sse.stmxcsr")
+    ldm = _mxcsr_fn(b.module, "llvm.x86.sse.ldmxcsr")
+    b.call(stm, [b.bitcast(saved, I8P)])
+    b.store(b.or_(b.load(saved), ir.Constant(I32, MXCSR_FTZ_DAZ)), cur)
+    b.call(ldm, [b.bitcast(cur, I8P)])
+    return saved
+
+
+def restore_mxcsr(b: ir.IRBuilder, saved: ir.Value) -> None:
+    b.call(_mxcsr_fn(b.module, "llvm.x86.sse.ldmxcsr"), [b.bitcast(saved, I8P)])
+
+
+def _mxcsr_fn(mod: ir.Module, name: str) -> ir.Function:
+    fn = mod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(VOID, [I8P]), name=name)
+    return fn
