@@ -290,8 +290,29 @@ class AllReduce(OpDef):
         process = process_of(ctx)
         group = my_group(self.name, strategy_of(attrs.channel_id, attrs.use_global_device_ids),
                          attrs.replica_groups, process)
+        fast = getattr(process, "all_reduce", None)
+        kind = _simple_reducer(ctx) if fast is not None else None
+        if kind is not None:
+            out = fast(self.name, group, tuple(operands), kind)
+            if out is not None:
+                return _result(out)
         parts = process.exchange(self.name, group, tuple(operands))
         return _result(_reduce_across(parts, ctx))
+
+
+def _simple_reducer(ctx: EvalContext) -> str | None:
+    """'add' / 'multiply' / 'maximum' / 'minimum' when the reducer is just that op on its two
+    parameters (a process may then reduce natively, e.g. MPI's Allreduce), else None."""
+    comp = called(ctx, 0)
+    instrs = getattr(comp, "instructions", None)
+    if not instrs or len(instrs) != 3:
+        return None
+    root = comp.root
+    params = [i for i in instrs if i.opcode == "parameter"]
+    if (root is None or root.opcode not in ("add", "multiply", "maximum", "minimum")
+            or len(params) != 2 or {id(o) for o in root.operands} != {id(p) for p in params}):
+        return None
+    return str(root.opcode)
 
 
 HLO_NAMES["cross-replica-sum"] = "all_reduce"

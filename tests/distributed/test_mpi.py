@@ -1,0 +1,64 @@
+"""The MPI grid (2 and 4 ranks, launched with mpiexec) gives exactly the threaded grid's
+results for every case in cases.py, and fails loudly (missing participant, raising rank)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.distributed.cases import cases
+from xlapy.distributed import ProcessGrid
+
+pytest.importorskip("mpi4py")
+ROOT = Path(__file__).resolve().parents[2]
+MPIEXEC = shutil.which("mpiexec")
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found (pip install mpich)")
+
+
+def _launch(n: int, tmp_path: Path) -> list:
+    out = tmp_path / f"mpi{n}.pkl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m",
+                           "tests.distributed.mpi_worker", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(out, "rb") as f:
+        return pickle.load(f)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_mpi_matches_threads(n: int, tmp_path: Path) -> None:
+    per_rank = _launch(n, tmp_path)
+    assert len(per_rank) == n
+    results, faults = per_rank[0]
+    grids = [(n, 1), (1, n)] + ([(2, 2)] if n == 4 else [])
+    checked = 0
+    for nr, np_ in grids:
+        for name, (comp, args) in cases(nr, np_).items():
+            want = ProcessGrid(nr, np_).run_computation(comp, args)
+            for rank in range(n):  # every rank holds every process's result
+                got = per_rank[rank][0][f"{nr}x{np_}/{name}"]
+                for w, g in zip(want, got):
+                    np.testing.assert_array_equal(g, w, err_msg=f"{nr}x{np_} {name}")
+            checked += 1
+    assert checked >= 13 * len(grids)
+    for rank in range(n):
+        np.testing.assert_array_equal(per_rank[rank][0]["after_faults"][0], np.full(4, n))
+    # a missing participant: rank 0 names the op, the group and who is missing, at once
+    missing = faults["missing"][(0, 0)]
+    assert "all_reduce" in missing and "finished without reaching it" in missing
+    assert f"missing {[(r, 0) for r in range(1, n)]}" in missing or "missing [(" in missing
+    # a raising rank stops every other rank with its error
+    raising = faults["raising"]
+    assert set(raising) == {(r, 0) for r in range(n)}
+    assert "argument 0" in raising[(n - 1, 0)]
+    for r in range(n - 1):
+        assert f"stopped because process ({n - 1}, 0) failed" in raising[(r, 0)]
+    assert faults["seconds"] < 10

@@ -1,0 +1,356 @@
+"""The process grid across OS processes (and hosts) with MPI: one rank per grid process.
+
+Rank `r * num_partitions + p` is process `(r, p)` (the flattened id). `MpiProcess` is the
+`ProcessGroupHandle` for this rank; `MpiGrid.run_programs` has the threaded grid's interface
+(every rank gets every process's result), so `interpreter.run_parallel` and
+`execute_replicated` run unchanged under `mpiexec`.
+
+A collective runs in two phases: (1) each member posts a small arrival message (op, call
+number, shapes) to the other members, so a member that never comes is named after `timeout`
+seconds (at once if it already finished) and shape mismatches fail on every member; (2) once
+all have arrived, the data moves with buffer-based collectives on a communicator of the group
+(`Allgather` of the raw bytes; `Allreduce` for sum/product/max/min where the result is
+exactly the threaded grid's). While waiting, a rank watches control messages: a rank that
+raises tells every other rank, which stops with that error.
+
+Several hosts: install mpich and mpi4py on each, then e.g.
+`mpiexec -n 8 -hosts h1,h2 python -m xlapy.distributed.mpi run FILE` (hydra's `-f hostfile`
+works too); nothing here assumes shared memory.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from xlapy.distributed.grid import DEFAULT_TIMEOUT, ProcessGridError, _HostChannels, describe
+from xlapy.errors import CollectiveError
+from xlapy.interpreter import Interpreter, RuntimeState
+from xlapy.ir import Computation
+
+try:  # mpi4py is an optional dependency (pip install mpi4py mpich)
+    from mpi4py import MPI
+except ImportError:  # pragma: no cover - reported when used
+    MPI = None
+
+ProcessId = tuple[int, int]
+ARRIVE, CTL, DATA_BASE = 11, 12, 1000
+_MPI_OPS = {"add": "SUM", "multiply": "PROD", "maximum": "MAX", "minimum": "MIN"}
+_NATIVE = {np.dtype(t) for t in ("f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8")}
+
+
+def _require_mpi() -> Any:
+    if MPI is None:
+        raise CollectiveError("the MPI grid needs mpi4py: pip install mpi4py mpich")
+    return MPI
+
+
+def _flatten(value: Any) -> tuple[Any, list[np.ndarray]]:
+    """(structure, arrays): nested tuples of arrays, so the bytes can move as one buffer."""
+    if isinstance(value, (tuple, list)):
+        parts = [_flatten(v) for v in value]
+        return (tuple(p[0] for p in parts), [a for p in parts for a in p[1]])
+    arr = np.asarray(value)
+    return ((arr.dtype, arr.shape), [arr])
+
+
+def _unflatten(struct: Any, buf: np.ndarray, pos: int = 0) -> tuple[Any, int]:
+    if isinstance(struct, tuple) and (not struct or not isinstance(struct[0], np.dtype)):
+        out = []
+        for s in struct:
+            v, pos = _unflatten(s, buf, pos)
+            out.append(v)
+        return tuple(out), pos
+    dtype, shape = struct
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    arr = buf[pos:pos + n].view(dtype).reshape(shape)
+    return arr, pos + n
+
+
+class MpiProcess:
+    """This rank's process: collectives, channels and failure notices over MPI."""
+
+    def __init__(self, num_replicas: int, num_partitions: int = 1, comm: Any = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        mpi = _require_mpi()
+        world = comm or mpi.COMM_WORLD
+        if world.size != num_replicas * num_partitions:
+            raise CollectiveError(f"a {num_replicas}x{num_partitions} grid needs "
+                                  f"{num_replicas * num_partitions} MPI ranks, got {world.size}")
+        self.num_replicas, self.num_partitions = num_replicas, num_partitions
+        self.timeout = timeout
+        self.rank = world.rank
+        self.replica_id, self.partition_id = divmod(self.rank, num_partitions)
+        self.world = world
+        self.coll = world.Dup()  # arrival messages
+        self.ctl = world.Dup()  # failure / done / channel-interest notices
+        self.chan = world.Dup()  # channel payloads, tag = channel id
+        self._subs: dict[tuple[ProcessId, ...], Any] = {}
+        self._arrivals: dict[int, deque[Any]] = {}
+        self._wants: dict[int, deque[int]] = {}
+        self._done: dict[int, dict[str, Any]] = {}
+        self._pending: list[Any] = []
+        self._later: list[tuple[int, str, Any]] = []
+        self.run_id = 0
+        self._calls: dict[tuple[str, tuple[ProcessId, ...]], int] = {}
+
+    @property
+    def pid(self) -> ProcessId:
+        return (self.replica_id, self.partition_id)
+
+    def _rank(self, pid: ProcessId) -> int:
+        return pid[0] * self.num_partitions + pid[1]
+
+    def _pid(self, rank: int) -> ProcessId:
+        return divmod(rank, self.num_partitions)  # type: ignore[return-value]
+
+    # ---- control messages -------------------------------------------------------------------
+    def _post(self, comm: Any, msg: Any, dest: int, tag: int) -> None:
+        self._pending.append(comm.isend(msg, dest=dest, tag=tag))
+
+    def _broadcast_ctl(self, msg: Any) -> None:
+        for r in range(self.world.size):
+            if r != self.rank:
+                self._post(self.ctl, msg, r, CTL)
+
+    def _poll(self, where: str) -> None:
+        """Drain arrival and control messages; raise if another process failed."""
+        st = MPI.Status()
+        while self.coll.Iprobe(source=MPI.ANY_SOURCE, tag=ARRIVE, status=st):
+            src = st.Get_source()
+            self._later.append((src, "arrive", self.coll.recv(source=src, tag=ARRIVE)))
+        while self.ctl.Iprobe(source=MPI.ANY_SOURCE, tag=CTL, status=st):
+            src = st.Get_source()
+            self._later.append((src, "ctl", self.ctl.recv(source=src, tag=CTL)))
+        keep = []
+        for src, kind, msg in self._later:  # messages of later runs wait for their run
+            run = msg[0] if kind == "arrive" else msg["run"]
+            if run > self.run_id:
+                keep.append((src, kind, msg))
+            elif run < self.run_id:
+                continue
+            elif kind == "arrive":
+                self._arrivals.setdefault(src, deque()).append(msg[1:])
+            elif msg["kind"] == "want":
+                self._wants.setdefault(msg["channel"], deque()).append(src)
+            else:
+                self._done[src] = msg
+        self._later = keep
+        for src, msg in self._done.items():
+            if msg.get("error"):
+                raise CollectiveError(f"{where}: stopped because process {self._pid(src)} "
+                                      f"failed: {msg['error']}")
+
+    def _wait(self, test: Any, where: str, members: Sequence[int] = (),
+              key: tuple[Any, ...] | None = None) -> None:
+        deadline = time.monotonic() + self.timeout
+        spins = 0
+        while not test():
+            self._poll(where)
+            if key is not None:
+                gone = [self._pid(r) for r in members if r in self._done
+                        and self._done[r]["calls"].get(key[:2], 0) < key[2]]
+                if gone:
+                    raise CollectiveError(f"{where}: process(es) {gone} finished without "
+                                          f"reaching it; missing {gone}")
+            if time.monotonic() > deadline:
+                missing = [self._pid(r) for r in members if not self._arrivals.get(r)]
+                raise CollectiveError(f"{where}: timed out after {self.timeout:g}s; missing "
+                                      f"{missing}")
+            spins += 1
+            if spins > 200:
+                time.sleep(min(1e-3, 1e-5 * (spins - 200)))
+
+    # ---- collectives ------------------------------------------------------------------------
+    def _arrive(self, op: str, group: Sequence[ProcessId], value: Any
+                ) -> tuple[tuple[ProcessId, ...], str, Any, list[np.ndarray]]:
+        group = tuple((int(r), int(p)) for r, p in group)
+        k0 = (op, group)
+        self._calls[k0] = n = self._calls.get(k0, 0) + 1
+        where = f"{op} (call {n}) over process group {list(group)}"
+        struct, arrays = _flatten(value)
+        sig = describe(value)
+        ranks = [self._rank(p) for p in group]
+        if self.rank not in ranks:
+            raise CollectiveError(f"{where}: process {self.pid} is not in the group")
+        others = [r for r in ranks if r != self.rank]
+        for r in others:
+            self._post(self.coll, (self.run_id, op, group, n, sig), r, ARRIVE)
+        self._wait(lambda: all(self._arrivals.get(r) for r in others), where, others,
+                   (op, group, n))
+        sigs = {self.pid: sig}
+        for r in others:
+            got = self._arrivals[r].popleft()
+            if got[:3] != (op, group, n):
+                raise CollectiveError(f"{where}: process {self._pid(r)} reached {got[0]} (call "
+                                      f"{got[2]}) over {list(got[1])} instead")
+            sigs[self._pid(r)] = got[3]
+        if len({repr(s) for s in sigs.values()}) > 1:
+            shown = ", ".join(f"{p}: {sigs[p]}" for p in group)
+            raise CollectiveError(f"{where}: mismatched shapes across the group: {shown}")
+        return group, where, struct, arrays
+
+    def _sub(self, group: tuple[ProcessId, ...]) -> Any:
+        sub = self._subs.get(group)
+        if sub is None:
+            ranks = [self._rank(p) for p in group]
+            sub = self.world.Create_group(self.world.Get_group().Incl(ranks))
+            self._subs[group] = sub
+        return sub
+
+    def exchange(self, key: str, group: Sequence[ProcessId], value: Any) -> list[Any]:
+        group, where, struct, arrays = self._arrive(key, group, value)
+        if len(group) == 1:
+            return [value]
+        flat = [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays]
+        send = flat[0] if len(flat) == 1 else np.concatenate(flat) if flat else \
+            np.zeros(0, np.uint8)
+        recv = np.empty((len(group), send.size), np.uint8)
+        # Every member has arrived (phase 1), so the blocking collective cannot wait on an
+        # absent one; blocking Allgather/Allreduce pick MPI's fastest algorithms.
+        self._sub(group).Allgather(send, recv)
+        return [_unflatten(struct, recv[i])[0] for i in range(len(group))]
+
+    def all_reduce(self, key: str, group: Sequence[ProcessId], values: Sequence[Any],
+                   reducer: str) -> list[np.ndarray] | None:
+        """MPI's own reduction when it gives exactly the threaded grid's result: integer
+        sum/product/max/min, and float sum/product over two processes; else None."""
+        arrays = [np.asarray(v) for v in values]
+        floats = any(a.dtype.kind == "f" for a in arrays)
+        if (reducer not in _MPI_OPS or any(a.dtype not in _NATIVE for a in arrays)
+                or (floats and (reducer in ("maximum", "minimum") or len(group) > 2))):
+            return None
+        group, where, _, _ = self._arrive(key, group, tuple(arrays))
+        if len(group) == 1:
+            return [a.copy() for a in arrays]
+        op = getattr(MPI, _MPI_OPS[reducer])
+        outs = [np.empty_like(a) for a in arrays]
+        sub = self._sub(group)
+        for a, o in zip(arrays, outs):
+            sub.Allreduce(np.ascontiguousarray(a), o, op=op)
+        return outs
+
+    # ---- channels ---------------------------------------------------------------------------
+    def send(self, channel_id: int, value: Any) -> None:
+        """Waits for a process to ask for the channel (its recv), then sends to it."""
+        where = f"send on channel {channel_id} (process {self.pid})"
+        self._wait(lambda: bool(self._wants.get(channel_id)), where)
+        dest = self._wants[channel_id].popleft()
+        self._post(self.chan, value, dest, DATA_BASE + channel_id)
+
+    def recv(self, channel_id: int) -> Any:
+        self._broadcast_ctl({"run": self.run_id, "kind": "want", "channel": channel_id})
+        st = MPI.Status()
+        tag = DATA_BASE + channel_id
+        self._wait(lambda: self.chan.Iprobe(source=MPI.ANY_SOURCE, tag=tag, status=st),
+                   f"recv on channel {channel_id} (process {self.pid})")
+        return self.chan.recv(source=st.Get_source(), tag=tag)
+
+    # ---- a run ------------------------------------------------------------------------------
+    def finish(self, result: Any, error: BaseException | None) -> list[Any]:
+        """Tell every rank how this one ended; wait for theirs; every rank's results in rank
+        order, or `ProcessGridError` naming every failed process."""
+        err = None if error is None else f"{type(error).__name__}: {error}"
+        self._broadcast_ctl({"run": self.run_id, "kind": "done", "error": err,
+                             "calls": dict(self._calls),
+                             "result": pickle.dumps(result) if error is None else None})
+        others = [r for r in range(self.world.size) if r != self.rank]
+        errors: dict[ProcessId, BaseException] = {}
+        if error is not None:
+            errors[self.pid] = error
+        try:
+            self._wait(lambda: all(r in self._done for r in others), "end of run")
+        except CollectiveError as e:
+            if "stopped because" not in str(e):
+                late = [self._pid(r) for r in others if r not in self._done]
+                errors.setdefault(self.pid, CollectiveError(f"{e}; no word from {late}"))
+            self._drain_done(others)
+        for r in others:
+            msg = self._done.get(r)
+            if msg is not None and msg["error"]:
+                errors[self._pid(r)] = CollectiveError(msg["error"])
+        if errors:
+            self._reset()
+            raise ProcessGridError(errors)
+        results = [result if r == self.rank else pickle.loads(self._done[r]["result"])
+                   for r in range(self.world.size)]
+        self._reset()
+        return results
+
+    def _drain_done(self, others: list[int]) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not all(r in self._done for r in others) and time.monotonic() < deadline:
+            try:
+                self._poll("end of run")
+            except CollectiveError:
+                pass
+            time.sleep(1e-3)
+
+    def _reset(self) -> None:
+        self.run_id += 1
+        self._arrivals.clear()
+        self._wants.clear()
+        self._done.clear()
+        self._calls.clear()
+        self._pending = [r for r in self._pending if not r.Test()]
+
+
+class MpiGrid:
+    """The threaded grid's `run_programs` interface over MPI: this rank runs its program;
+    every rank returns every process's result."""
+
+    def __init__(self, num_replicas: int, num_partitions: int = 1, comm: Any = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.num_replicas, self.num_partitions = num_replicas, num_partitions
+        self.process = MpiProcess(num_replicas, num_partitions, comm, timeout)
+
+    def run_programs(self, programs: Sequence[Computation], args: Sequence[Sequence[Any]],
+                     runtime: Any = None, infeed: Sequence[Any] = ()) -> list[Any]:
+        proc = self.process
+        rt = RuntimeState(infeed=list(infeed))
+        if runtime is not None:
+            rt.hooks, rt.custom_calls, rt.rng_seed = (runtime.hooks, runtime.custom_calls,
+                                                      runtime.rng_seed)
+        rt.host_sends = _HostChannels(proc)  # type: ignore[arg-type]
+        rt.host_recvs = rt.host_sends
+        result, error = None, None
+        try:
+            result = Interpreter(rt, proc).run(programs[proc.rank], list(args[proc.rank]))
+        except Exception as e:  # noqa: BLE001 - reported to every rank
+            error = e
+        return proc.finish(result, error)
+
+    def run_computation(self, program: Any, args: Sequence[Sequence[Any]]) -> list[Any]:
+        from xlapy.distributed.grid import _entry
+
+        comp = _entry(program)
+        return self.run_programs([comp] * self.process.world.size, args)
+
+
+_GRIDS: dict[tuple[int, int], MpiGrid] = {}
+
+
+def mpi_grid(num_replicas: int, num_partitions: int = 1, **options: Any) -> Any:
+    """The grid factory `use_mpi` registers: an MpiGrid (one per shape, reused) when the grid
+    has as many processes as there are ranks, else the threaded grid inside each rank."""
+    key = (num_replicas, num_partitions)
+    if num_replicas * num_partitions != _require_mpi().COMM_WORLD.size:
+        from xlapy.distributed.grid import ProcessGrid
+
+        return ProcessGrid(num_replicas, num_partitions, **options)
+    if key not in _GRIDS:
+        _GRIDS[key] = MpiGrid(num_replicas, num_partitions, **options)
+    return _GRIDS[key]
+
+
+def use_mpi() -> None:
+    """Make multi-process runs (run_parallel, execute_replicated) use the MPI ranks."""
+    from xlapy.ops.collectives import register_grid_factory
+
+    _require_mpi()
+    register_grid_factory(mpi_grid)
