@@ -45,11 +45,6 @@ XFAIL: dict[str, str] = {
     "floor.mlir:28":
         "floor of negative subnormal inputs gives -0 instead of -1 (elementwise op evaluate)",
     "printing.mlir:81": "f6 element types (f6E2M3FN/f6E3M2FN) are not xlapy element types",
-    "quantized_ops.mlir:1": "unknown op uniform_quantize (op not implemented yet)",
-    "quantized_ops.mlir:11": "quantized types not supported",
-    "quantized_ops.mlir:22": "quantized types not supported",
-    "quantized_ops.mlir:33": "unknown op uniform_quantize (op not implemented yet)",
-    "quantized_ops.mlir:43": "unknown op uniform_quantize (op not implemented yet)",
     "reduce_precision.mlir:10":
         "reduce_precision with 0 mantissa bits: NaN stays NaN, expected Inf (op evaluate)",
 }

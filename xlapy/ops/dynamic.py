@@ -284,3 +284,6 @@ DYNAMIC_OPS: dict[str, DynamicOp] = {
     cls.name: OPS[cls.name] for cls in (DynamicBroadcastInDim, DynamicIota, DynamicReshape,
                                         DynamicPad, DynamicGather, DynamicConv,
                                         RealDynamicSlice)}  # type: ignore[misc]
+
+
+from xlapy.ops import quantization  # noqa: E402,F401  (uniform_quantize / uniform_dequantize)

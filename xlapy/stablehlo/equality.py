@@ -7,10 +7,14 @@ instruction order and dead values that have no effect.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+import numpy as np
 
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import OPS
+from xlapy.types import Literal
 
 
 class _Interner:
@@ -22,6 +26,15 @@ class _Interner:
 
 
 def _attrs_key(attrs: Any) -> Any:
+    """A hashable key; literals compare by their bytes (NaN payloads and -0.0 included)."""
+    if isinstance(attrs, Literal):
+        return ("literal", str(attrs.shape), np.ascontiguousarray(attrs.to_numpy()).tobytes())
+    if dataclasses.is_dataclass(attrs) and not isinstance(attrs, type):
+        return (type(attrs).__name__,
+                tuple((f.name, _attrs_key(getattr(attrs, f.name)))
+                      for f in dataclasses.fields(attrs)))
+    if isinstance(attrs, tuple):
+        return tuple(_attrs_key(a) for a in attrs)
     try:
         hash(attrs)
         return attrs

@@ -37,6 +37,7 @@ from xlapy.stablehlo.nodes import (
     ValueRef,
     type_str,
 )
+from xlapy.stablehlo.quant import import_quantized, involves_quant, storage_type
 from xlapy.types import Literal, Shape
 
 TERMINATORS = {"func.return", "return", "stablehlo.return"}
@@ -184,6 +185,7 @@ class Importer:
                                     arg.name.lstrip("%")))
 
     def static(self, t: Any, pos: int, what: str) -> Shape:
+        t = storage_type(t)
         if isinstance(t, Shape):
             return t
         if isinstance(t, TensorType):
@@ -270,6 +272,11 @@ class Importer:
         opcode = opcode_of(node.name)
         self.cur = scope.comp
         special = getattr(self, "op_" + opcode.replace(".", "_"), None)
+        if involves_quant(node) or (opcode in ("uniform_quantize", "uniform_dequantize")
+                                    and not ({"result", "operand"} & set(node.attrs))):
+            results = import_quantized(self, node, scope, opcode)
+            self.bind_results(node, scope, results)
+            return
         if opcode in DYNAMIC_OPS:
             special = self.op_dynamic
         elif opcode.startswith("chlo.broadcast_"):
@@ -505,6 +512,7 @@ def split_results(instr: Instruction, n: int) -> list[Instruction]:
 
 
 def compatible(shape: Shape, t: Any) -> bool:
+    t = storage_type(t)
     if isinstance(t, Shape):
         return shape == t
     if isinstance(t, TensorType):

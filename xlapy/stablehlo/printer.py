@@ -233,6 +233,8 @@ class Printer:
 def attr_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, ElementType):
+        return Shape.scalar(value).to_shlo()
     if isinstance(value, enum.Enum):
         kind = _ENUM_KINDS.get(type(value).__name__, _snake(type(value).__name__))
         return f"#stablehlo<{kind} {value.name}>"

@@ -139,8 +139,7 @@ def test_round_trip_conformance_files() -> None:
                 m2 = parse_module(print_module(m, generic=generic), "printed")
                 if not modules_equal(m, m2):
                     bad.append(f"{path.name}:{c.line_offset + 1}")
-    # Known: NaN-payload / -0.0 constants in compare.mlir and sign.mlir do not compare equal.
-    assert len(bad) <= 8, bad
+    assert bad == []
 
 
 def test_parse_speed_smoke() -> None:

@@ -1,0 +1,129 @@
+"""Quantized types (`tensor<2x!quant.uniform<i8:f32:0, {0.1:-30,0.5:-20}>>`) at import.
+
+A quantized tensor becomes its storage tensor plus `QuantParams` (xlapy.ops.quantization).
+`uniform_quantize` / `uniform_dequantize` map onto the ops of that name; `bitcast_convert`
+between a quantized type and its storage type is the identity; any other op with quantized
+operands or results runs as the spec's `dequantize_op_quantize` (dequantize the operands, run
+the op in the expressed type, quantize the results).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from xlapy.errors import ParseError, Unimplemented
+from xlapy.ir import Instruction
+from xlapy.ops.base import infer_shape
+from xlapy.ops.quantization import QuantParams, UniformDequantizeAttrs, UniformQuantizeAttrs
+from xlapy.stablehlo.nodes import OpaqueType, OpNode
+from xlapy.types import Shape, from_shlo_name
+
+if TYPE_CHECKING:
+    from xlapy.stablehlo.importer import Importer, Scope
+
+_TYPE = re.compile(r"^tensor<((?:\d+x)*)!quant\.uniform<(.*)>>$", re.S)
+_HEAD = re.compile(r"^\s*(u?i?\d+)(?:<\s*(-?\d+)\s*:\s*(-?\d+)\s*>)?\s*:\s*(\w+)"
+                   r"(?:\s*:\s*(\d+))?\s*,\s*(.*?)\s*$", re.S)
+_PAIR = re.compile(r"^\s*([-+0-9.eE]+|0x[0-9A-Fa-f]+)\s*(?::\s*(-?\d+))?\s*$")
+
+
+def quant_type(t: Any) -> tuple[Shape, QuantParams] | None:
+    """(storage shape, parameters) of a quantized tensor type, None for any other type."""
+    if not isinstance(t, OpaqueType):
+        return None
+    m = _TYPE.match(t.text)
+    if m is None:
+        return None
+    dims = [int(d) for d in m.group(1).split("x")[:-1]]
+    h = _HEAD.match(m.group(2))
+    if h is None:
+        raise Unimplemented(f"quantized type not supported: {t}")
+    storage = from_shlo_name(h.group(1))
+    expressed = from_shlo_name(h.group(4))
+    body = h.group(6).strip()
+    items = body[1:-1].split(",") if body.startswith("{") else [body]
+    scales: list[float] = []
+    zps: list[int] = []
+    for item in items:
+        p = _PAIR.match(item)
+        if p is None:
+            raise Unimplemented(f"quantized type not supported: {t}")
+        scales.append(float(p.group(1)))
+        zps.append(int(p.group(2) or 0))
+    info = np.iinfo(storage.dtype) if storage.bits >= 8 else None
+    lo = int(h.group(2)) if h.group(2) else (info.min if info else
+                                               -(1 << (storage.bits - 1)) * storage.is_signed)
+    hi = int(h.group(3)) if h.group(3) else (info.max if info else
+                                               (1 << (storage.bits - storage.is_signed)) - 1)
+    axis = int(h.group(5)) if h.group(5) is not None else -1
+    params = QuantParams(storage, expressed, tuple(scales), tuple(zps), lo, hi, axis)
+    return Shape.array(storage, dims), params
+
+
+def storage_type(t: Any) -> Any:
+    """The storage shape for a quantized type, the type itself otherwise."""
+    q = quant_type(t)
+    return q[0] if q is not None else t
+
+
+def involves_quant(node: OpNode) -> bool:
+    types = list(node.operand_types or []) + list(node.result_types or [])
+    return any(isinstance(t, OpaqueType) and "!quant." in t.text for t in types)
+
+
+def _types(node: OpNode, n_operands: int) -> tuple[list[Any], list[Any]]:
+    """Operand and result types of a generic or pretty (`: t` for all) op."""
+    rt = list(node.result_types or [])
+    ot = list(node.operand_types) if node.operand_types is not None else None
+    if ot is None:
+        if len(rt) == 1:
+            ot = rt * n_operands
+        else:
+            ot, rt = rt[:len(rt) - node.num_results], rt[len(rt) - node.num_results:]
+    return ot, rt
+
+
+def import_quantized(imp: Importer, node: OpNode, scope: Scope, opcode: str
+                     ) -> list[Instruction]:
+    operands = [scope.lookup(r) for r in node.operands]
+    if node.regions:
+        raise Unimplemented(f"quantized {node.name} with regions is not supported")
+    otypes, rtypes = _types(node, len(operands))
+    oq = [quant_type(t) for t in otypes] + [None] * (len(operands) - len(otypes))
+    rq = [quant_type(t) for t in rtypes]
+    for i, (o, q) in enumerate(zip(operands, oq)):
+        if q is not None and o.shape != q[0]:
+            raise ParseError(imp.lex.span(node.operands[i].pos),
+                             f"{node.name}: operand {i} has type {o.shape.to_shlo()} but the "
+                             f"op's type says {otypes[i]}")
+    comp = scope.comp
+
+    def add(op: str, x: Instruction, attrs: Any) -> Instruction:
+        shape = infer_shape(op, [x.shape], attrs)
+        return comp.add(Instruction(op, [x], shape, attrs))
+
+    if opcode == "uniform_quantize":
+        if len(operands) != 1 or len(rq) != 1 or rq[0] is None:
+            raise Unimplemented("uniform_quantize needs one operand and a quantized result")
+        q_in = oq[0][1] if oq[0] is not None else None
+        return [add("uniform_quantize", operands[0], UniformQuantizeAttrs(rq[0][1], q_in))]
+    if opcode == "uniform_dequantize":
+        if len(operands) != 1 or oq[0] is None:
+            raise Unimplemented("uniform_dequantize needs one quantized operand")
+        return [add("uniform_dequantize", operands[0], UniformDequantizeAttrs(oq[0][1]))]
+    if opcode == "bitcast_convert" and len(operands) == 1 and len(rtypes) == 1:
+        target = storage_type(rtypes[0])
+        if isinstance(target, Shape) and target == operands[0].shape:
+            return [operands[0]]
+    args = [add("uniform_dequantize", o, UniformDequantizeAttrs(q[1])) if q is not None else o
+            for o, q in zip(operands, oq)]
+    plain_types = [Shape.array(q[1].expressed_type, q[0].dimensions) if q is not None else t
+                   for t, q in zip(rtypes, rq)]
+    plain = OpNode(node.name, node.results, node.operands, node.attrs, [],
+                   [a.shape for a in args], plain_types, node.pos)
+    results = imp.emit(plain, opcode, args, [])
+    return [add("uniform_quantize", r, UniformQuantizeAttrs(q[1])) if q is not None else r
+            for r, q in zip(results, rq)]
