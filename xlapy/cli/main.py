@@ -178,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="an argument: FILE.npy, FILE.npz or 2x2xf32=[1 2][3 4]")
     run.add_argument("--split-input-file", action="store_true",
                      help="split files at '// -----' (always done)")
+    from xlapy.cli.opt import add_parser as add_opt_parser
+
+    add_opt_parser(sub)
     return parser
 
 
@@ -186,6 +189,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     if args.command == "run":
         return cmd_run(args, stream)
+    if args.command == "opt":
+        from xlapy.cli.opt import cmd_opt
+
+        return cmd_opt(args, stream)
     return 2
 
 

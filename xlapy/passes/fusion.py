@@ -281,4 +281,16 @@ def count_kernels(comp: Computation) -> int:
 from xlapy.passes.fusion_multi import MultiOutputFusion  # noqa: E402,F401
 
 __all__ = ["InstructionFusion", "MultiOutputFusion", "clone_cluster", "count_kernels",
-           "kernel_computations", "GetTupleElementAttrs"]
+           "kernel_computations", "memory_passes", "GetTupleElementAttrs"]
+
+
+def memory_passes(comp: Computation, min_elements: int) -> int:
+    """Kernels that read or write an array of at least `min_elements` elements: each is one
+    pass over (big) memory."""
+    free = {"parameter", "constant", "tuple", "get_tuple_element", "reshape", "after_all"}
+
+    def big(s: Shape) -> bool:
+        return any(leaf.is_array and leaf.num_elements >= min_elements for leaf in s.leaves())
+
+    return sum(1 for i in comp.instructions if i.opcode not in free
+               and (big(i.shape) or any(big(o.shape) for o in i.operands)))

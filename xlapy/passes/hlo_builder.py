@@ -69,9 +69,9 @@ class Emitter:
                                               ConstantAttrs(Literal.from_numpy(arr)),
                                               name="constant"))
 
-    def splat(self, value: Any, like: Instruction | Shape) -> Instruction:
+    def splat(self, value: Any, like: Instruction | Shape | str) -> Instruction:
         """A scalar constant broadcast to `like`'s shape (how XLA spells a splat)."""
-        shape = like.shape if isinstance(like, Instruction) else like
+        shape = like.shape if isinstance(like, Instruction) else parse_shape(like)
         c = self.const(value, shape.element_type)
         if shape.rank == 0:
             return c
