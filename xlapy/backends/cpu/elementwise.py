@@ -3,9 +3,9 @@ xlapy/ops/elementwise.py and exact to it (the interpreter is XLA CPU's semantics
 
 Values travel in their compute type: f32 for bf16/f16 (rounded back to the storage type after
 every op, as the interpreter rounds each op's result), i1 for pred, iN for integers. Kernels
-run with MXCSR FTZ|DAZ set (llvm_util.set_ftz_daz), which is XLA CPU's float environment, so
-plain IEEE arithmetic already flushes; ops whose hardware behaviour under DAZ is not an
-arithmetic rule (rounding, max/min, sign) flush their inputs explicitly.
+run with MXCSR FTZ set (llvm_util.set_ftz_daz), so results flush as on XLA CPU; float inputs
+of every non-bit-level op are flushed explicitly (`flush`), which is XLA CPU's DAZ without
+letting DAZ touch selects and copies.
 
 Element types outside `SUPPORTED` (f8, int4/uint4, complex) and (op, type) pairs missing from
 the table are not compiled: the backend runs those instructions through the interpreter.
@@ -19,7 +19,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from xlapy.backends.cpu.llvm_util import F16, F32, F64, I1, I8, I16, I32, intrinsic
+from xlapy.backends.cpu.llvm_util import F16, F32, F64, I1, I8, I16, I32, I64, intrinsic
 from xlapy.backends.cpu.math_poly import Math
 from xlapy.ops.attrs import ComparisonDirection, ComparisonType
 from xlapy.types import ElementType as ET
@@ -217,7 +217,7 @@ def _bitwise(name: str) -> Emit:
 # ---- unary ops -----------------------------------------------------------------------------------
 def _math(fn: str) -> Emit:
     def emit(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
-        return getattr(Math(b, a[0].type), fn)(a[0])
+        return getattr(Math(b, a[0].type), fn)(flush(b, a[0]))
 
     return emit
 
@@ -324,6 +324,9 @@ TABLE: dict[str, tuple[frozenset[ET], Emit]] = {
     "tan": (_F, _math("tan")),
 }
 
+#: Ops on the stored bits: their float inputs are not flushed (the interpreter's `raw` rows).
+RAW = frozenset({"abs", "negate", "is_finite"})
+
 #: Ops whose result is approximate (polynomials): compared with an ulp bound, not bit-exact.
 INEXACT = frozenset({"exponential", "log", "log_plus_one", "exponential_minus_one", "tanh",
                      "logistic", "erf", "sine", "cosine", "tan"})
@@ -337,6 +340,8 @@ def supports(opcode: str, t: ET) -> bool:
 def emit(b: ir.IRBuilder, opcode: str, args: Sequence[ir.Value], t: ET, out: ET) -> ir.Value:
     """The op on compute values of operand type `t`, rounded to the result type `out`."""
     _, fn = TABLE[opcode]
+    if opcode not in RAW and t.is_float:
+        args = [flush(b, a) for a in args]
     return round_to(b, fn(b, args, t), out)
 
 
@@ -346,12 +351,22 @@ _FCMP = {ComparisonDirection.EQ: ("oeq", "=="), ComparisonDirection.NE: ("une", 
          ComparisonDirection.LE: ("ole", "<="), ComparisonDirection.LT: ("olt", "<")}
 
 
+def select(b: ir.IRBuilder, pred: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+    """A bit-level select: on integer bit patterns so LLVM cannot turn `select(x < y, x, y)`
+    into minps/maxps, which flush denormals under DAZ (the interpreter's select does not)."""
+    if not _isfloat(x):
+        return b.select(pred, x, y)
+    it = I64 if x.type == F64 else I32
+    return b.bitcast(b.select(pred, b.bitcast(x, it), b.bitcast(y, it)), x.type)
+
+
 def compare(b: ir.IRBuilder, x: ir.Value, y: ir.Value, t: ET, attrs: Any) -> ir.Value:
     d = attrs.comparison_direction
     fop, iop = _FCMP[d]
     if t.is_float and attrs.compare_type is ComparisonType.TOTALORDER:
         return b.icmp_signed(iop, _total_key(b, x, t), _total_key(b, y, t))
     if _isfloat(x):
+        x, y = flush(b, x), flush(b, y)
         if fop == "une":
             return b.fcmp_unordered("!=", x, y)
         return b.fcmp_ordered(iop, x, y)
@@ -389,6 +404,8 @@ def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
     if t.is_float:
         if s.is_integer:
             v = (b.sitofp if s.is_signed else b.uitofp)(x, F64 if t is ET.F64 else F32)
+        elif (s, t) in ((ET.BF16, ET.F32), (ET.F32, ET.BF16)):
+            return round_to(b, x, t)  # bit-level paths: no flush (as the interpreter)
         else:
             v = flush(b, x)
             v = b.fpext(v, ct) if ct == F64 and v.type == F32 else \

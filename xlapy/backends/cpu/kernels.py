@@ -199,7 +199,7 @@ class KernelEmitter:
             return ew.compare(b, self.gen(ops[0], idx), self.gen(ops[1], idx), t, a)
         if op == "select":
             pred = self.gen(ops[0], idx if ops[0].shape.rank else [])
-            return b.select(pred, self.gen(ops[1], idx), self.gen(ops[2], idx))
+            return ew.select(b, pred, self.gen(ops[1], idx), self.gen(ops[2], idx))
         if op == "clamp":
             lo = self.gen(ops[0], idx if ops[0].shape.rank else [])
             hi = self.gen(ops[2], idx if ops[2].shape.rank else [])

@@ -31,8 +31,10 @@ I8P = I8.as_pointer()
 #: thread pool can split it.
 KERNEL_TYPE = ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64])
 
-#: MXCSR bits: flush-to-zero (15) and denormals-are-zero (6), as XLA's CPU runtime sets them.
-MXCSR_FTZ_DAZ = 0x8040
+#: MXCSR flush-to-zero (bit 15). Denormal *inputs* are flushed explicitly by the emitters
+#: (elementwise.flush) instead of by DAZ: under DAZ, LLVM's lowering of a plain
+#: `select(x < y, x, y)` to minps would flush the selected value, which a select must not.
+MXCSR_FTZ_DAZ = 0x8000
 
 _LOCK = threading.Lock()
 OPT_LEVEL = 3
@@ -155,7 +157,7 @@ def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) ->
 
 
 def set_ftz_daz(b: ir.IRBuilder) -> ir.Value:
-    """Save MXCSR and set FTZ|DAZ (XLA CPU's float environment); returns the saved slot."""
+    """Save MXCSR and set FTZ (denormal results flush, as on XLA CPU); returns the saved slot."""
     saved = b.alloca(I32, name="mxcsr.saved")
     cur = b.alloca(I32, name="mxcsr.new")
     stm = _mxcsr_fn(b.module, "llvm.x86.sse.stmxcsr")

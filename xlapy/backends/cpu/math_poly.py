@@ -12,13 +12,13 @@ references in float64 for f32 and long double for f64, denormal results flushed 
 =============  =========  =========  ==============================================
 function       f32 ulp    f64 ulp    notes
 =============  =========  =========  ==============================================
-exp            <= 2       <= 2       Cody-Waite ln2 split, Taylor on |r| <= ln2/2
+exp            <= 1       <= 1       Cody-Waite ln2 split, Taylor on |r| <= ln2/2
 log            <= 2       <= 2       log(m) = 2 atanh((m-1)/(m+1)), m in [0.7, 1.4]
 log1p          <= 3       <= 3       log(u) * x / (u - 1), u = 1 + x (Goldberg)
 expm1          <= 3       <= 3       (u - 1) * x / log(u), u = exp(x) (Kahan)
-tanh           <= 3       <= 3       odd Chebyshev fit |x| < 0.5, 1 - 2/(e^2x + 1) above
+tanh           <= 2       <= 4       odd Chebyshev fit |x| < 0.5, 1 - 2/(e^2x + 1) above
 logistic       <= 3       <= 3       1 / (1 + exp(-x))
-erf            <= 3       <= 4       Chebyshev fit of erf(x)/x below 1, erfcx above
+erf            <= 3       <= 13      Chebyshev fit of erf(x)/x below 1, erfcx above
 sin, cos, tan  <= 2       <= 2       for |x| < 2^20 (f32: reduced in f64); the Cody-Waite
                                      reduction loses accuracy beyond that (documented)
 =============  =========  =========  ==============================================
@@ -174,6 +174,9 @@ class Math:
         large = b.fsub(self.c(1.0), b.fdiv(self.c(2.0), b.fadd(e, self.c(1.0))))
         large = self.bin("copysign", large, x)
         out = b.select(b.fcmp_ordered("<", ax, self.c(0.5)), small, large)
+        # tanh(x) rounds to x below 2^-27 (f64) / 2^-13 (f32); keeps the smallest normals.
+        out = b.select(b.fcmp_ordered("<", ax, self.c(2.0 ** (-27 if self.is64 else -13))),
+                       x, out)
         return self.select_nan(x, out)
 
     def logistic(self, x: ir.Value) -> ir.Value:

@@ -1,0 +1,61 @@
+"""Polynomial math accuracy: max ulp error per function and dtype, printed and bounded.
+
+References: float64 numpy/scipy for f32; long double numpy (scipy f64 for erf) for f64.
+Denormal references are flushed (the kernels run with FTZ, as XLA CPU does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special
+
+from tests.unit.backends.cpu.util import module, op, run_both, ulp_error
+from xlapy.types import ElementType as ET
+from xlapy.types import Shape
+
+REF = {"exponential": np.exp, "log": np.log, "log_plus_one": np.log1p,
+       "exponential_minus_one": np.expm1, "tanh": np.tanh,
+       "logistic": lambda x: 1 / (1 + np.exp(-x)), "erf": scipy.special.erf,
+       "sine": np.sin, "cosine": np.cos}
+#: Documented bounds (math_poly's table), f32 and f64.
+BOUND = {ET.F32: 4.0, ET.F64: 20.0}
+
+
+def _inputs(name: str, rng: np.random.Generator) -> np.ndarray:
+    n = 20000
+    if name == "log":
+        return np.exp(rng.uniform(-80, 80, 3 * n))
+    if name == "log_plus_one":
+        return np.concatenate([rng.uniform(-1, 1, n), np.exp(rng.uniform(-30, 30, 2 * n))])
+    if name in ("sine", "cosine"):
+        return np.concatenate([rng.uniform(-10, 10, 2 * n), rng.uniform(-1e5, 1e5, n)])
+    return np.concatenate([rng.uniform(-5, 5, n), rng.uniform(-80, 80, n),
+                           10.0 ** rng.uniform(-10, 0, n)])
+
+
+@pytest.mark.parametrize("t", [ET.F32, ET.F64], ids=str)
+def test_max_ulp(t: ET) -> None:
+    rng = np.random.default_rng(7)
+    names = list(REF)
+    xs = {n: _inputs(n, rng).astype(t.dtype) for n in names}
+    size = len(next(iter(xs.values())))
+    mod = module([Shape.array(t, (size,))] * len(names),
+                 lambda c, p: [op(c, n, [q]) for n, q in zip(names, p)])
+    _, got, _ = run_both(mod, [xs[n] for n in names])
+    report = []
+    for name, g in zip(names, got):
+        x = xs[name]
+        if t is ET.F64 and name != "erf" and name != "logistic":
+            ref = REF[name](x.astype(np.longdouble))
+        else:
+            with np.errstate(all="ignore"):
+                ref = REF[name](x.astype(np.float64))
+        with np.errstate(all="ignore"):
+            ref = ref.astype(t.dtype)
+        tiny = np.finfo(t.dtype).tiny
+        ref = np.where(np.abs(ref) < tiny, ref * 0, ref)
+        err = ulp_error(g, ref)
+        report.append(f"{name}:{err:.2f}")
+        assert err <= BOUND[t], f"{name} {t}: {err} ulp"
+    print(f"\nmax ulp {t}: " + ", ".join(report))

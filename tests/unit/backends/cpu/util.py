@@ -1,0 +1,89 @@
+"""Helpers for cpu backend tests: build one-computation modules from IR and run both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from xlapy.backends.cpu import CpuBackend
+from xlapy.backends.interpreter import InterpreterBackend
+from xlapy.ir import Computation, Instruction, Module, make_instruction
+from xlapy.ops.core import ParameterAttrs
+from xlapy.types import ElementType, Shape
+
+
+def module(shapes: Sequence[Shape],
+           body: Callable[[Computation, list[Instruction]], Instruction | list[Instruction]]
+           ) -> Module:
+    """A module whose entry takes `shapes` and returns body(...) (a list becomes a tuple)."""
+    comp = Computation("main")
+    params = [comp.add(Instruction("parameter", [], s, ParameterAttrs(i, s), name=f"p{i}"))
+              for i, s in enumerate(shapes)]
+    root = body(comp, params)
+    if isinstance(root, list):
+        root = comp.add(make_instruction("tuple", root))
+    comp.root = root
+    return Module("m", comp)
+
+
+def op(comp: Computation, opcode: str, operands: Sequence[Instruction], attrs: Any = None,
+       called: Sequence[Computation] = ()) -> Instruction:
+    return comp.add(make_instruction(opcode, list(operands), attrs, called))
+
+
+def run_both(mod: Module, args: Sequence[Any]) -> tuple[Any, Any, Any]:
+    """(interpreter result, cpu result, cpu executable)."""
+    ref = InterpreterBackend().compile(mod).run(list(args))
+    exe = CpuBackend().compile(mod)
+    return ref, exe.run(list(args)), exe
+
+
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.5, np.inf, -np.inf, np.nan, 1e-40, -1e-40,
+            1e-310, 65504.0, 1e30, -1e30, 2.0 ** -126, 100.0, -100.0]
+
+
+def values(t: ElementType, n: int, rng: np.random.Generator, small: bool = False) -> np.ndarray:
+    """Random values of type t with edge cases mixed in (floats: specials and denormals)."""
+    dt = t.dtype
+    if t is ElementType.PRED:
+        return rng.random(n) < 0.5
+    if t.is_integer:
+        info = np.iinfo(dt)
+        if small:
+            v = rng.integers(0, t.bits + 3, n)
+        else:
+            v = rng.integers(int(info.min), int(info.max), n, endpoint=True, dtype=np.int64
+                             if info.min < 0 else np.uint64)
+            v[: 6] = [0, 1, info.max, info.min, info.max - 1, 2]
+            if info.min < 0:
+                v[6:10] = [-1, -2, info.min + 1, -7]
+        return np.asarray(v).astype(dt)
+    x = rng.standard_normal(n) * np.exp(rng.uniform(-4, 4, n))
+    k = min(len(_SPECIAL), n)
+    x[:k] = _SPECIAL[:k]
+    x[k: 2 * k] = rng.permutation(_SPECIAL)[: min(k, n - k)] if n > k else x[k:2 * k]
+    if t is ElementType.BF16:
+        return x.astype(np.float32).astype(ml_dtypes.bfloat16)
+    return x.astype(dt)
+
+
+def ulp_error(got: np.ndarray, ref: np.ndarray) -> float:
+    """Max distance in units of the last place of `ref`'s type (NaN == NaN; inf exact)."""
+    dt = ref.dtype
+    g = got.astype(np.float64)
+    r = ref.astype(np.float64)
+    same = (np.isnan(g) & np.isnan(r)) | (g == r)
+    if np.all(same):
+        return 0.0
+    if not np.all(np.isfinite(r[~same])) or not np.all(np.isfinite(g[~same])):
+        return float("inf")
+    fi = ml_dtypes.finfo(dt) if dt.kind == "V" or "bfloat" in str(dt) else np.finfo(dt)
+    eps = float(fi.eps)
+    tiny = float(fi.smallest_normal)
+    spacing = np.maximum(np.abs(r), tiny) * eps
+    spacing = 2.0 ** np.floor(np.log2(spacing))
+    with np.errstate(invalid="ignore"):
+        return float(np.max(np.where(same, 0.0, np.abs(g - r) / spacing)))
