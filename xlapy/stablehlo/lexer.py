@@ -14,8 +14,9 @@ from xlapy.errors import ParseError, Span
 
 # Order matters: longer / more specific alternatives first.
 _MASTER = re.compile(r"""
-  (?P<ws>(?:\s+|//[^\n]*)+)
-| (?P<value>%[A-Za-z0-9_$.\-]+(?:\#[0-9]+)?)
+  (?:\s|//[^\n]*)*+       # leading whitespace and comments (possessive: no backtracking)
+  (?:
+  (?P<value>%[A-Za-z0-9_$.\-]+(?:\#[0-9]+)?)
 | (?P<symbol>@(?:[A-Za-z_$.\-][A-Za-z0-9_$.\-]*|"(?:[^"\\]|\\.)*"))
 | (?P<block>\^[A-Za-z0-9_$.\-]+)
 | (?P<hash>\#[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)
@@ -25,8 +26,10 @@ _MASTER = re.compile(r"""
 | (?P<number>-?(?:0x[0-9A-Fa-f]+|[0-9]+(?:\.[0-9]*)?(?:[eE][+\-]?[0-9]+)?))
 | (?P<ident>[A-Za-z_][A-Za-z0-9_$.]*)
 | (?P<punct>[()\[\]{}<>,:=?*+\-|])
-""", re.VERBOSE)
+| (?P<eof>\Z)
+  )""", re.VERBOSE)
 
+_WS = re.compile(r"(?:\s|//[^\n]*)*+")
 _DIMS = re.compile(r"\s*((?:(?:[0-9]+|\?)x)*)")
 
 
@@ -50,21 +53,13 @@ class Lexer:
 
     # ---- tokens -------------------------------------------------------------------------------
     def _scan(self) -> Token:
-        text, pos = self.text, self.pos
-        n = len(text)
-        while pos < n:
-            m = _MASTER.match(text, pos)
-            if m is None:
-                raise ParseError(self.span(pos), f"unexpected character {text[pos]!r}")
-            kind = m.lastgroup
-            end = m.end()
-            if kind == "ws":
-                pos = end
-                continue
-            self.pos = end
-            return Token(kind, m.group(), pos)  # type: ignore[arg-type]
-        self.pos = n
-        return Token("eof", "", n)
+        m = _MASTER.match(self.text, self.pos)
+        if m is None:
+            pos = _WS.match(self.text, self.pos).end()  # type: ignore[union-attr]
+            raise ParseError(self.span(pos), f"unexpected character {self.text[pos]!r}")
+        kind = m.lastgroup
+        self.pos = m.end()
+        return Token(kind, m.group(kind), m.start(kind))  # type: ignore[arg-type]
 
     def peek(self) -> Token:
         if self._peeked is None:
@@ -72,7 +67,9 @@ class Lexer:
         return self._peeked
 
     def next(self) -> Token:
-        tok = self.peek()
+        tok = self._peeked
+        if tok is None:
+            return self._scan()
         self._peeked = None
         return tok
 

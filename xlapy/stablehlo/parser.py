@@ -40,18 +40,20 @@ class Parser:
         self.aliases: dict[str, Any] = {}
 
     # ---- token helpers ---------------------------------------------------------------------
+    # at / accept run for most tokens: they read the lexer's lookahead slot directly.
     def peek(self) -> Token:
-        return self.lex.peek()
+        return self.lex._peeked or self.lex.peek()
 
     def next(self) -> Token:
         return self.lex.next()
 
     def at(self, text: str) -> bool:
-        return self.lex.peek().text == text
+        return (self.lex._peeked or self.lex.peek()).text == text
 
     def accept(self, text: str) -> bool:
-        if self.lex.peek().text == text:
-            self.lex.next()
+        lex = self.lex
+        if (lex._peeked or lex.peek()).text == text:
+            lex._peeked = None
             return True
         return False
 
