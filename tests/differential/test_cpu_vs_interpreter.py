@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (StableHLO programs are kept on one line per op)
 """The same StableHLO modules on the cpu backend and the interpreter.
 
 Element-wise chains, broadcasts, transposes, reshapes, slices, iota, reductions (row, column,
