@@ -1,0 +1,232 @@
+"""jaxlib's CPU custom-call targets (`lapack_<t><routine>_ffi`), so linalg programs that JAX
+lowers for the CPU run: cholesky (potrf), LU (getrf), QR (geqrf + orgqr/ungqr), symmetric and
+Hermitian eigendecomposition (syevd/heevd), SVD (gesdd), general eigenvalues (geev) and
+triangular solves (trsm).
+
+jaxlib's kernels call the LAPACK that scipy ships (scipy.linalg.cython_lapack), so calling the
+same routines through scipy.linalg.lapack reproduces them. Operand/result conventions follow
+the lowered text (jax/_src/lax/linalg.py, jaxlib/cpu/lapack_kernels.cc): leading dimensions
+are batch dimensions; the layouts ({0, 1} minor-to-major, column-major) only describe the
+physical buffer, so the logical matrices are used as they are. getrf returns 1-based pivots
+(LAPACK's ipiv); geqrf/orgqr return no info; the first gesdd result is the overwritten
+operand, which JAX ignores.
+
+The FFI attributes (`mhlo.backend_config = {uplo = 76 : ui8, ...}`) are read from
+`attrs.mhlo_backend_config` when the front door keeps them; otherwise the values JAX always
+emits are assumed (potrf/syevd lower, syevd computes vectors; gesdd's mode follows the result
+shapes). trsm has no such default and needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from scipy.linalg import lapack
+
+from xlapy.errors import InterpreterError
+from xlapy.ops.misc import register_custom_call
+from xlapy.types import Shape
+
+_PREFIX = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+
+
+def _leaves(result: Shape) -> list[Shape]:
+    return list(result.tuple_shapes) if result.is_tuple else [result]
+
+
+def _config(attrs: Any) -> dict[str, Any]:
+    """The FFI attributes as a dict (empty when the front door did not keep them)."""
+    raw = getattr(attrs, "mhlo_backend_config", None)
+    if not raw:
+        return {}
+    return dict(raw) if not isinstance(raw, dict) else raw
+
+
+def _char(cfg: dict[str, Any], key: str, default: str | None, target: str) -> str:
+    """An FFI `ui8` attribute as its LAPACK character ('L', 'N', ...)."""
+    if key in cfg:
+        value = cfg[key]
+        return chr(int(value)) if not isinstance(value, str) else value
+    if default is None:
+        raise InterpreterError(f"custom_call {target}: needs the FFI attribute '{key}' "
+                               "(mhlo.backend_config), which this module does not carry")
+    return default
+
+
+def _lapack(routine: str, dtype: Any) -> Callable[..., Any]:
+    return lapack.get_lapack_funcs(routine, dtype=np.dtype(dtype))
+
+
+def _batched(fn: Callable[..., tuple[Any, ...]], operands: Sequence[np.ndarray],
+             leaves: Sequence[Shape], matrix_ranks: Sequence[int]) -> tuple[np.ndarray, ...]:
+    """Run `fn(*matrices)` for every batch index; results are stacked into `leaves`."""
+    outs = [np.empty(s.dimensions, s.dtype) for s in leaves]
+    batch = operands[0].shape[:operands[0].ndim - matrix_ranks[0]]
+    for idx in np.ndindex(*batch):
+        got = fn(*(o[idx] for o in operands))
+        for out, value in zip(outs, got):
+            out[idx] = np.asarray(value).astype(out.dtype, copy=False).reshape(out[idx].shape)
+    return tuple(outs)
+
+
+def _check_info(info: int, target: str) -> int:
+    if info < 0:
+        raise InterpreterError(f"custom_call {target}: LAPACK argument {-info} is invalid")
+    return info
+
+
+def _potrf(t: str) -> Callable[..., Any]:
+    target = f"lapack_{t}potrf_ffi"
+
+    def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
+        lower = _char(_config(attrs), "uplo", "L", target) == "L"
+        fn = _lapack("potrf", _PREFIX[t])
+
+        def one(a: np.ndarray) -> tuple[Any, ...]:
+            c, info = fn(a, lower=lower, clean=0, overwrite_a=0)
+            return c, _check_info(info, target)
+        return _batched(one, operands, _leaves(result), [2])
+    return run
+
+
+def _getrf(t: str) -> Callable[..., Any]:
+    target = f"lapack_{t}getrf_ffi"
+
+    def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
+        fn = _lapack("getrf", _PREFIX[t])
+
+        def one(a: np.ndarray) -> tuple[Any, ...]:
+            lu, piv, info = fn(a, overwrite_a=0)
+            return lu, piv + 1, _check_info(info, target)  # scipy's pivots are 0-based
+        return _batched(one, operands, _leaves(result), [2])
+    return run
+
+
+def _geqrf(t: str) -> Callable[..., Any]:
+    target = f"lapack_{t}geqrf_ffi"
+
+    def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
+        fn = _lapack("geqrf", _PREFIX[t])
+
+        def one(a: np.ndarray) -> tuple[Any, ...]:
+            qr, tau, _, info = fn(a, overwrite_a=0)
+            _check_info(info, target)
+            return qr, tau
+        return _batched(one, operands, _leaves(result), [2])
+    return run
+
+
+def _orgqr(t: str) -> Callable[..., Any]:
+    name = "orgqr" if t in "sd" else "ungqr"
+    target = f"lapack_{t}{name}_ffi"
+
+    def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
+        fn = _lapack(name, _PREFIX[t])
+
+        def one(a: np.ndarray, tau: np.ndarray) -> tuple[Any, ...]:
+            q, _, info = fn(a, tau, overwrite_a=0)
+            _check_info(info, target)
+            return (q,)
+        return _batched(one, operands, _leaves(result), [2, 1])[0]
+    return run
+
+
+def _syevd(t: str) -> Callable[..., Any]:
+    name = "syevd" if t in "sd" else "heevd"
+    target = f"lapack_{t}{name}_ffi"
+
+    def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
+        cfg = _config(attrs)
+        lower = _char(cfg, "uplo", "L", target) == "L"
+        vectors = _char(cfg, "mode", "V", target) == "V"
+        fn = _lapack(name, _PREFIX[t])
+
+        def one(a: np.ndarray) -> tuple[Any, ...]:
+            w, v, info = fn(a, compute_v=int(vectors), lower=int(lower))
+            return (v if vectors else a), w, _check_info(info, target)
+        return _batched(one, operands, _leaves(result), [2])
+    return run
+
+
+def _gesdd(t: str) -> Callable[..., Any]:
+    target = f"lapack_{t}gesdd_ffi"
+
+    def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
+        leaves = _leaves(result)
+        m, n = operands[0].shape[-2:]
+        full = leaves[2].dimensions[-2:] == (m, m) and leaves[3].dimensions[-2:] == (n, n)
+        mode = _char(_config(attrs), "mode", "A" if full else "S", target)
+        fn = _lapack("gesdd", _PREFIX[t])
+
+        def one(a: np.ndarray) -> tuple[Any, ...]:
+            if mode == "N":
+                _, s, _, info = fn(a, compute_uv=0)
+                u = np.zeros(leaves[2].dimensions[-2:], a.dtype)
+                vt = np.zeros(leaves[3].dimensions[-2:], a.dtype)
+            else:
+                u, s, vt, info = fn(a, compute_uv=1, full_matrices=int(mode == "A"))
+            return a, s, u, vt, _check_info(info, target)
+        return _batched(one, operands, leaves, [2])
+    return run
+
+
+def _real_eigenvectors(wi: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """LAPACK's packed real eigenvectors -> complex ones (pairs (v_j +- i v_j+1))."""
+    out = v.astype(np.result_type(v.dtype, np.complex64))
+    j = 0
+    while j < len(wi):
+        if wi[j] != 0 and j + 1 < len(wi):
+            out[:, j] = v[:, j] + 1j * v[:, j + 1]
+            out[:, j + 1] = v[:, j] - 1j * v[:, j + 1]
+            j += 2
+        else:
+            j += 1
+    return out
+
+
+def _geev(t: str) -> Callable[..., Any]:
+    target = f"lapack_{t}geev_ffi"
+
+    def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
+        fn = _lapack("geev", _PREFIX[t])
+
+        def one(a: np.ndarray) -> tuple[Any, ...]:
+            if t in "sd":
+                wr, wi, vl, vr, info = fn(a, compute_vl=1, compute_vr=1, overwrite_a=0)
+                _check_info(info, target)
+                return wr, wi, _real_eigenvectors(wi, vl), _real_eigenvectors(wi, vr), info
+            w, vl, vr, info = fn(a, compute_vl=1, compute_vr=1, overwrite_a=0)
+            return w, vl, vr, _check_info(info, target)
+        return _batched(one, operands, _leaves(result), [2])
+    return run
+
+
+def _trsm(t: str) -> Callable[..., Any]:
+    target = f"lapack_{t}trsm_ffi"
+
+    def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
+        cfg = _config(attrs)
+        left = _char(cfg, "side", None, target) == "L"
+        lower = _char(cfg, "uplo", None, target) == "L"
+        trans = {"N": 0, "T": 1, "C": 2}[_char(cfg, "trans_x", None, target)]
+        unit = _char(cfg, "diag", None, target) == "U"
+        fn = _lapack("trsm", _PREFIX[t])
+
+        def one(a: np.ndarray, b: np.ndarray) -> tuple[Any, ...]:
+            return (fn(1.0, a, b, side=int(not left), lower=int(lower), trans_a=trans,
+                       diag=int(unit)),)
+        return _batched(one, operands, [result], [2, 2])[0]
+    return run
+
+
+for _t in "sdcz":
+    register_custom_call(f"lapack_{_t}potrf_ffi", _potrf(_t))
+    register_custom_call(f"lapack_{_t}getrf_ffi", _getrf(_t))
+    register_custom_call(f"lapack_{_t}geqrf_ffi", _geqrf(_t))
+    register_custom_call(f"lapack_{_t}{'orgqr' if _t in 'sd' else 'ungqr'}_ffi", _orgqr(_t))
+    register_custom_call(f"lapack_{_t}{'syevd' if _t in 'sd' else 'heevd'}_ffi", _syevd(_t))
+    register_custom_call(f"lapack_{_t}gesdd_ffi", _gesdd(_t))
+    register_custom_call(f"lapack_{_t}geev_ffi", _geev(_t))
+    register_custom_call(f"lapack_{_t}trsm_ffi", _trsm(_t))
