@@ -1,0 +1,145 @@
+"""While-loop invariant code motion: what is hoisted, what stays, and that results match."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xlapy.interpreter import Interpreter
+from xlapy.ir import Module
+from xlapy.passes.dce import DeadCodeElimination
+from xlapy.passes.hlo_builder import Emitter, HloBuilder
+from xlapy.passes.pass_base import run_passes
+from xlapy.passes.tuple_simplifier import TupleSimplifier
+from xlapy.passes.while_loop_licm import WhileLoopInvariantCodeMotion
+from xlapy.types import ElementType, Shape
+
+S = "f32[8]"
+
+
+def _loop(body_fn: object, packed: bool, trips: int = 3) -> Module:
+    """while i < trips: (i + 1, y = body_fn(e, i, x, y), x) over the state (i, y, x)."""
+    g = HloBuilder()
+    global _ADD
+    _ADD = g.scalar_fn("add")
+    x = g.param(S)
+    shapes = ["s32[]", S, S]
+
+    def cond(e: Emitter, *ps: object) -> object:
+        i = ps[0] if not packed else e.get_tuple_element(ps[0], index=0)
+        return e.cmp(i, e.const(trips, "s32"), "LT")
+
+    def body(e: Emitter, *ps: object) -> object:
+        if packed:
+            i, y, xx = (e.get_tuple_element(ps[0], index=k) for k in range(3))
+        else:
+            i, y, xx = ps
+        out = (e.add(i, e.const(1, "s32")), body_fn(e, i, xx, y), xx)  # type: ignore[operator]
+        return e.tuple(*out)
+
+    init = [g.const(0, "s32"), g.splat(0.0, S), x]
+    if packed:
+        tshape = Shape.tuple([Shape.scalar(ElementType.S32), Shape.array(ElementType.F32, [8]),
+                              Shape.array(ElementType.F32, [8])])
+        c = g.sub("cond", [tshape], cond)
+        b = g.sub("body", [tshape], body)
+        w = g.op("while", g.tuple(*init), called=[c, b])
+    else:
+        c = g.sub("cond", shapes, cond)
+        b = g.sub("body", shapes, body)
+        b.multi_result = True
+        w = g.op("while", *init, called=[c, b])
+    return g.build(g.get_tuple_element(w, index=1))
+
+
+def _ops(comp: object) -> list[str]:
+    return [i.opcode for i in comp.instructions]  # type: ignore[attr-defined]
+
+
+def _body(m: Module) -> object:
+    (w,) = [i for i in m.entry.instructions if i.opcode == "while"]
+    return w.called[1]
+
+
+def _check(fn: object, packed: bool, expect_hoisted: bool, opname: str) -> None:
+    m = _loop(fn, packed)
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    before = Interpreter().run_module(m, [x])
+    p = WhileLoopInvariantCodeMotion()
+    changed = run_passes(m, [p, TupleSimplifier(), DeadCodeElimination()])
+    after = Interpreter().run_module(m, [x])
+    np.testing.assert_array_equal(after, before)
+    assert bool(p.hoisted) == expect_hoisted and (changed or not expect_hoisted)
+    assert (opname in _ops(m.entry)) == expect_hoisted
+    assert (opname in _ops(_body(m))) != expect_hoisted
+
+
+def test_hoists_invariant_expensive_op_packed_and_unpacked() -> None:
+    def fn(e: Emitter, i: object, x: object, y: object) -> object:
+        return e.add(y, e.exponential(e.negate(x)))
+
+    for packed in (True, False):
+        _check(fn, packed, True, "exponential")
+
+
+def test_hoisted_values_become_passed_through_state() -> None:
+    def fn(e: Emitter, i: object, x: object, y: object) -> object:
+        return e.add(y, e.tanh(x))
+
+    m = _loop(fn, packed=False)
+    run_passes(m, [WhileLoopInvariantCodeMotion(), TupleSimplifier(), DeadCodeElimination()])
+    (w,) = [i for i in m.entry.instructions if i.opcode == "while"]
+    assert len(w.operands) == 4 and w.operands[3].opcode == "tanh"
+    body = w.called[1]
+    assert body.root.operands[3] is body.parameters[3]
+
+
+def test_does_not_hoist_values_depending_on_changing_state() -> None:
+    def fn(e: Emitter, i: object, x: object, y: object) -> object:
+        return e.add(y, e.exponential(y))
+
+    for packed in (True, False):
+        _check(fn, packed, False, "exponential")
+
+
+def test_does_not_hoist_side_effecting_ops() -> None:
+    def fn(e: Emitter, i: object, x: object, y: object) -> object:
+        from xlapy.ops.rng import RngDistribution
+
+        r = e.op("rng", e.const(0.0), e.const(1.0), e.const([8], "s64"),
+                 rng_distribution=RngDistribution.UNIFORM,
+                 shape=Shape.array(ElementType.F32, [8]))
+        return e.add(y, e.multiply(r, x))
+
+    m = _loop(fn, packed=True)
+    assert not run_passes(m, [WhileLoopInvariantCodeMotion()])
+    assert "rng" in _ops(_body(m))
+
+
+def test_does_not_carry_size_inflating_broadcast() -> None:
+    def fn(e: Emitter, i: object, x: object, y: object) -> object:
+        s = e.reduce(x, e.const(0.0), (0,), _add(e))
+        return e.add(y, e.bcast(s, (8,), ()))
+
+    m = _loop(fn, packed=True)
+    x = np.arange(8, dtype=np.float32)
+    before = Interpreter().run_module(m, [x])
+    run_passes(m, [WhileLoopInvariantCodeMotion(), TupleSimplifier(), DeadCodeElimination()])
+    np.testing.assert_array_equal(Interpreter().run_module(m, [x]), before)
+    assert "reduce" in _ops(m.entry) and "broadcast_in_dim" in _ops(_body(m))
+
+
+def test_zero_trip_loop_still_correct() -> None:
+    def fn(e: Emitter, i: object, x: object, y: object) -> object:
+        return e.add(y, e.log(x))
+
+    m = _loop(fn, packed=True, trips=0)
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    run_passes(m, [WhileLoopInvariantCodeMotion()])
+    np.testing.assert_array_equal(Interpreter().run_module(m, [x]), np.zeros(8, np.float32))
+
+
+_ADD: object = None
+
+
+def _add(e: Emitter) -> object:
+    return _ADD
