@@ -124,7 +124,7 @@ class CpuExecutable:
                 continue  # generated inside its consumers
             if instr.opcode == "constant":
                 s = self._new_slot(instr)
-                self.static[s] = np.ascontiguousarray(instr.attrs.literal.to_numpy())
+                self.static[s] = np.array(instr.attrs.literal.to_numpy(), order="C")
                 self.report.append((instr.name, "constant", "buffer"))
                 continue
             if iid in fusible:
@@ -240,7 +240,7 @@ class CpuExecutable:
     def _set(table: Any, vals: list[Any], s: int, value: Any) -> None:
         if isinstance(value, np.ndarray):
             if not value.flags.c_contiguous:
-                value = np.ascontiguousarray(value)
+                value = np.array(value, order="C")
             table[s] = value.ctypes.data
         vals[s] = value
 
