@@ -19,6 +19,11 @@ from xlapy.passes.cse import CommonSubexpressionElimination
 from xlapy.passes.dce import DeadCodeElimination
 from xlapy.passes.dot_canonicalizer import DotCanonicalizer
 from xlapy.passes.expanders import BatchNormExpander, LogisticExpander
+from xlapy.passes.expanders_ops import (
+    BatchNormTrainingGradExpander,
+    RngExpander,
+    SelectAndScatterExpander,
+)
 from xlapy.passes.fusion import InstructionFusion, MultiOutputFusion
 from xlapy.passes.inliner import CallInliner
 from xlapy.passes.layout_assignment import LayoutAssignment
@@ -36,12 +41,17 @@ def simplification_group(exact_only: bool = False) -> FixedPointGroup:
 
 
 def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = True,
-                 print_after_all: Callable[[str], None] | None = None) -> Pipeline:
+                 print_after_all: Callable[[str], None] | None = None,
+                 expand_rng: bool = False) -> Pipeline:
     """The full CPU pipeline. `exact_only` keeps every rewrite bit-exact; `expand=False`
-    skips the (reassociating) expanders."""
+    skips the (reassociating) expanders; `expand_rng` turns rng into rng_bit_generator
+    arithmetic (other random values than the interpreter's rng, so off by default)."""
     passes: list[Pass] = []
     if expand:
-        passes += [LogisticExpander(), BatchNormExpander()]
+        passes += [LogisticExpander(), BatchNormExpander(), BatchNormTrainingGradExpander(),
+                   SelectAndScatterExpander()]
+        if expand_rng:
+            passes.append(RngExpander())
     passes += [
         CallInliner(),
         simplification_group(exact_only),
@@ -71,6 +81,9 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "while-loop-simplifier": WhileLoopSimplifier,
     "logistic-expander": LogisticExpander,
     "batchnorm-expander": BatchNormExpander,
+    "batchnorm-training-grad-expander": BatchNormTrainingGradExpander,
+    "select-and-scatter-expander": SelectAndScatterExpander,
+    "rng-expander": RngExpander,
     "reshape-canonicalizer": ReshapeCanonicalizer,
     "dot-canonicalizer": DotCanonicalizer,
     "layout-assignment": LayoutAssignment,
