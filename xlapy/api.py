@@ -41,17 +41,24 @@ class CompiledProgram:
 
 def compile(program: Any, backend: str = "interpreter", entry: str | None = None
             ) -> CompiledProgram:  # noqa: A001 - the public name
-    """Compile StableHLO text, a path to a .mlir file, a Module or an XlaComputation."""
+    """Compile StableHLO text, a path to a .mlir file, a Module or an XlaComputation.
+
+    Text (or a file) starting with `HloModule` is XLA's HLO text (`xlapy.hlo_text`)."""
+    from xlapy.hlo_text import is_hlo_text, parse_hlo_module
     from xlapy.stablehlo import parse_module
 
     if isinstance(program, Module):
         module = program
     elif hasattr(program, "module") and isinstance(program.module, Module):
         module = program.module
+    elif isinstance(program, str) and is_hlo_text(program):
+        module = parse_hlo_module(program, "<string>")
     elif isinstance(program, Path) or (isinstance(program, str) and "\n" not in program
-                                       and program.endswith((".mlir", ".txt"))):
+                                       and program.endswith((".mlir", ".txt", ".hlo"))):
         path = Path(program)
-        module = parse_module(path.read_text(), str(path), entry)
+        text = path.read_text()
+        module = (parse_hlo_module(text, str(path)) if is_hlo_text(text)
+                  else parse_module(text, str(path), entry))
     elif isinstance(program, str):
         module = parse_module(program, "<string>", entry)
     else:
