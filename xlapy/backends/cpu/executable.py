@@ -28,6 +28,7 @@ import numpy as np
 
 from xlapy.backends.cpu import cache, kernels, library
 from xlapy.backends.cpu.llvm_util import Engine, new_module
+from xlapy.errors import InterpreterError, XlapyError
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.interpreter.evaluator import check_value
 from xlapy.ir import Computation, Instruction, Module
@@ -229,8 +230,14 @@ class CpuExecutable:
         def run_op(t: Any, v: list[Any], rt: Any, pr: Any, instr: Instruction = instr,
                    s: int = s, ins: list[int] = ins) -> None:
             ctx = _Ctx(instr, subs, rt, pr)
-            with np.errstate(all="ignore"):
-                val = op.evaluate([v[i] for i in ins], instr.attrs, instr.shape, ctx)
+            try:
+                with np.errstate(all="ignore"):
+                    val = op.evaluate([v[i] for i in ins], instr.attrs, instr.shape, ctx)
+            except XlapyError:
+                raise
+            except Exception as e:  # a numpy failure inside evaluate: name the instruction
+                raise InterpreterError(f"{instr.opcode} (%{instr.name}: {instr.shape}) failed: "
+                                       f"{type(e).__name__}: {e}") from e
             self._set(t, v, s, check_value(val, instr.shape, f"{instr.opcode} %{instr.name}",
                                            internal=True))
 
@@ -314,8 +321,6 @@ class CpuExecutable:
                         process: Any = None) -> Any:
         comp = self.comp
         if len(args) != len(comp.parameters):
-            from xlapy.errors import InterpreterError
-
             raise InterpreterError(f"computation {comp.name} takes {len(comp.parameters)} "
                                    f"argument(s), got {len(args)}")
         rt = runtime or RuntimeState()
