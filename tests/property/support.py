@@ -8,7 +8,9 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+from hypothesis import event
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from xlapy.builder import XlaBuilder, ops
 from xlapy.errors import ShapeInferenceError
@@ -108,6 +110,7 @@ def infer_or_label(name: str, shapes: Sequence[Shape], attrs: Any,
     except ShapeInferenceError as e:
         assert e.label.startswith(name + "_"), f"label {e.label!r} does not name {name}"
         assert str(e).startswith(e.label), str(e)
+        _event(f"rejected {e.label}")
         return None
 
 
@@ -122,7 +125,16 @@ def check_valid_or_rejected(name: str, values: Sequence[np.ndarray], attrs: Any,
         return None
     got, _ = run_op(name, values, attrs, regions, shapes)
     assert got == inferred
+    _event("accepted")
     return inferred
+
+
+def _event(text: str) -> None:
+    """Count outcomes in `--hypothesis-show-statistics` (no-op outside a given test)."""
+    try:
+        event(text)
+    except InvalidArgument:
+        pass
 
 
 def scalar_region(et: ElementType, body: Callable[..., Any], num_params: int = 2,
