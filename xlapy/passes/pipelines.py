@@ -1,9 +1,10 @@
 """Named pipelines and passes, in XLA:CPU's order (cpu_compiler.cc, simplified):
 
 expanders -> call inlining -> fixed-point simplification (algebraic simplifier, tuple and
-while-loop simplifiers, constant folding, reshape canonicalization, DCE) -> dot
-canonicalization -> CSE -> layout assignment -> fusion -> multi-output fusion -> simplification
-after layout -> DCE -> scheduling -> buffer assignment.
+while-loop simplifiers, while-loop invariant code motion, constant folding, reshape
+canonicalization, DCE) -> dot canonicalization (transpose folding, then decomposition into
+[batch, M, K] x [batch, K, N]) -> CSE -> layout assignment -> fusion -> multi-output
+fusion -> simplification after layout -> DCE -> scheduling -> buffer assignment.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from xlapy.passes.constant_folding import ConstantFolding
 from xlapy.passes.cse import CommonSubexpressionElimination
 from xlapy.passes.dce import DeadCodeElimination
 from xlapy.passes.dot_canonicalizer import DotCanonicalizer
+from xlapy.passes.dot_decomposer import DotDecomposer
 from xlapy.passes.expanders import BatchNormExpander, LogisticExpander
 from xlapy.passes.expanders_ops import (
     BatchNormTrainingGradExpander,
@@ -30,13 +32,15 @@ from xlapy.passes.layout_assignment import LayoutAssignment
 from xlapy.passes.pass_base import FixedPointGroup, Pass, Pipeline
 from xlapy.passes.scheduling import MemorySchedule
 from xlapy.passes.tuple_simplifier import TupleSimplifier
+from xlapy.passes.while_loop_licm import WhileLoopInvariantCodeMotion
 from xlapy.passes.while_loop_simplifier import WhileLoopSimplifier
 
 
 def simplification_group(exact_only: bool = False) -> FixedPointGroup:
     return FixedPointGroup("simplification", [
         AlgebraicSimplifier(exact_only=exact_only), TupleSimplifier(), WhileLoopSimplifier(),
-        ConstantFolding(), ReshapeCanonicalizer(), DeadCodeElimination(),
+        WhileLoopInvariantCodeMotion(), ConstantFolding(), ReshapeCanonicalizer(),
+        DeadCodeElimination(),
     ])
 
 
@@ -56,6 +60,7 @@ def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = 
         CallInliner(),
         simplification_group(exact_only),
         DotCanonicalizer(),
+        DotDecomposer(),
         CommonSubexpressionElimination(),
         DeadCodeElimination(),
         LayoutAssignment(),
@@ -86,6 +91,8 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "rng-expander": RngExpander,
     "reshape-canonicalizer": ReshapeCanonicalizer,
     "dot-canonicalizer": DotCanonicalizer,
+    "dot-decomposer": DotDecomposer,
+    "while-licm": WhileLoopInvariantCodeMotion,
     "layout-assignment": LayoutAssignment,
     "fusion": InstructionFusion,
     "multi-output-fusion": MultiOutputFusion,
