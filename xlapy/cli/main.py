@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     from xlapy.cli.opt import add_parser as add_opt_parser
 
     add_opt_parser(sub)
+    from xlapy.cli.compile import add_parser as add_compile_parser
+
+    add_compile_parser(sub)
     return parser
 
 
@@ -193,6 +196,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         from xlapy.cli.opt import cmd_opt
 
         return cmd_opt(args, stream)
+    if args.command == "compile":
+        from xlapy.cli.compile import cmd_compile
+
+        return cmd_compile(args, stream)
     return 2
 
 

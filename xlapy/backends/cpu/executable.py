@@ -87,6 +87,7 @@ class CpuExecutable:
         self.comp = comp
         self.options = dict(options or {})
         self.report: list[tuple[str, str, str]] = []
+        self.subexecs: list[tuple[str, CpuExecutable]] = []
         self._lock = threading.Lock()
         self._arena: list[Any] | None = None
         self._plan()
@@ -220,6 +221,7 @@ class CpuExecutable:
         subs: list[Any] = []
         if instr.opcode in CONTROL_FLOW:
             subs = [CpuExecutable(c, None, self.options) for c in instr.called]
+            self.subexecs.extend((instr.name, sub) for sub in subs)
             how = "control flow (cpu sub-executables)"
         elif instr.opcode in library.LIBRARY_VIA_KERNEL:
             how = "library numpy/scipy"
@@ -356,13 +358,35 @@ class CpuExecutable:
             process: Any = None) -> Any:
         return self.run_computation(args, runtime, process)
 
-    def explain(self) -> str:
-        """One line per instruction: how it runs (kernel, library, control flow, fallback)."""
-        lines = [f"{name:24s} {op:24s} {how}" for name, op, how in self.report]
-        fb = [r for r in self.report if r[2] == "interpreter fallback"]
+    def explain(self, summary: bool = True) -> str:
+        """One line per instruction: how it runs (kernel, library, control flow, fallback),
+        then the same for the computations control flow calls."""
+        lines = [f"computation {self.comp.name}:"]
+        lines += [f"  {name:24s} {op:24s} {how}" for name, op, how in self.report]
+        for owner, sub in self.subexecs:
+            lines.append(f"-- called by %{owner}")
+            lines.append(sub.explain(summary=False))
+        if not summary:
+            return "\n".join(lines)
+        fb = self.fallbacks()
         lines.append(f"-- {len(fb)} instruction(s) on interpreter fallback"
-                     + (": " + ", ".join(sorted({r[1] for r in fb})) if fb else ""))
+                     + (": " + ", ".join(sorted({op for _, op in fb})) if fb else ""))
         return "\n".join(lines)
+
+    def fallbacks(self) -> list[tuple[str, str]]:
+        """(instruction, opcode) of every op that runs an interpreter kernel, nested too."""
+        out = [(r[0], r[1]) for r in self.report if r[2] == "interpreter fallback"]
+        for _, sub in self.subexecs:
+            out += sub.fallbacks()
+        return out
+
+    def kernels(self) -> list[tuple[str, str]]:
+        """(kernel name, root instruction) of every compiled kernel, nested too."""
+        out = [(f"{self.comp.name}.{r[2].split()[1]}", r[0]) for r in self.report
+               if r[2].startswith("kernel ")]
+        for _, sub in self.subexecs:
+            out += sub.kernels()
+        return out
 
 
 def _detach(value: Any, arena_ids: set[int]) -> Any:
