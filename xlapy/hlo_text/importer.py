@@ -36,8 +36,11 @@ class InstrContext:
     """What an opcode reader sees: the node, its operands, and typed attribute access."""
 
     def __init__(self, imp: HloImporter, comp: Computation, node: InstrNode,
-                 operands: list[Instruction]) -> None:
+                 operands: list[Instruction], declared: list[Shape] | None = None) -> None:
         self.imp = imp
+        #: The operands' shapes as written (a `copy` is the identity here but may change the
+        #: layout that a later `bitcast` reads).
+        self.declared = declared if declared is not None else [o.shape for o in operands]
         self.cur = imp.cur
         self.comp = comp
         self.node = node
@@ -170,7 +173,7 @@ class HloImporter:
 
         def build(n: InstrNode) -> Instruction:
             ops = [values[name] for name, _ in n.operands]
-            ctx = InstrContext(self, comp, n, ops)
+            ctx = InstrContext(self, comp, n, ops, [nodes[name].shape for name, _ in n.operands])
             reader = READERS.get(n.opcode)
             if reader is None:
                 raise self.cur.error(n.opcode_pos, f"unknown or unsupported HLO opcode "

@@ -128,7 +128,7 @@ def _bitcast(c: InstrContext) -> Any:
     operand's physical order, bitcast_convert, reshape, transpose to the result's order."""
     c.arity(1)
     (x,) = c.operands
-    src, dst = x.shape, c.shape
+    src, dst = c.declared[0], c.shape
     if not (src.is_array and dst.is_array):
         raise c.error("bitcast needs array shapes")
     if src.element_type.bits * src.num_elements != dst.element_type.bits * dst.num_elements \
