@@ -62,16 +62,76 @@ def compute_dtype(t: ElementType) -> np.dtype:
     return t.dtype
 
 
-def flush(x: Any) -> np.ndarray:
-    """Denormal f32/f64 (and complex parts) to signed zero: the CPU backend's DAZ/FTZ."""
+# Per float dtype: the same-width signed/unsigned ints and the bits of the smallest normal.
+_FLOAT_BITS = {np.dtype(np.float32): (np.dtype(np.int32), np.dtype(np.uint32), 1 << 23),
+               np.dtype(np.float64): (np.dtype(np.int64), np.dtype(np.uint64), 1 << 52)}
+
+
+#: Bytes per slice of a large array that `has_denormal` tests at a time: the slice stays in
+#: cache between its reductions, so a mixed-sign array is read from memory once.
+_CHUNK_BYTES = 1 << 19
+
+
+def has_denormal(x: np.ndarray) -> bool:
+    """Whether f32/f64 `x` holds a denormal, without array-sized temporaries."""
+    if x.size == 0:
+        return False
+    step = _CHUNK_BYTES // x.itemsize
+    if x.size <= 2 * step or not x.flags.c_contiguous:
+        return _has_denormal(x)
+    flat = x.reshape(-1)
+    return any(_has_denormal(flat[i:i + step]) for i in range(0, flat.size, step))
+
+
+def _has_denormal(x: np.ndarray) -> bool:
+    """One or two min-reductions over integer views of `x`.
+
+    The signed view's minimum is the smallest magnitude of the non-negatives when there
+    are no negatives, else INT_MIN + the smallest negative magnitude; the unsigned view's
+    minimum is the smallest non-negative magnitude. Only a zero among them needs the exact
+    (three-pass) test, as zeros hide smaller non-zero magnitudes.
+    """
+    sint, uint, normal = _FLOAT_BITS[x.dtype]
+    int_min = int(np.iinfo(sint).min)
+    lo = int(x.view(sint).min())
+    if lo >= 0:
+        found = lo if lo < normal else None
+    elif lo < int_min + normal:
+        found = lo - int_min
+    else:
+        umin = int(x.view(uint).min())
+        found = umin if umin < normal else None
+    if found is None:
+        return False
+    if found > 0:
+        return True
+    # A zero: shift the sign out and subtract 2 so that +-0 wrap to the top.
+    v = np.left_shift(x.view(uint), 1)
+    v -= uint.type(2)
+    return int(v.min()) < 2 * normal - 2
+
+
+def flush(x: Any, inplace: bool = False) -> np.ndarray:
+    """Denormal f32/f64 (and complex parts) to signed zero: the CPU backend's DAZ/FTZ.
+
+    Returns `x` itself when it has no denormals (the common case, found without
+    temporaries); otherwise a flushed copy, or `x` flushed in place when `inplace`.
+    """
     x = np.asarray(x)
     if x.dtype.kind == "c":
-        return make_complex(flush(x.real), flush(x.imag), x.dtype)
-    if x.dtype in (np.float32, np.float64):
-        tiny = np.finfo(x.dtype).tiny
-        with np.errstate(invalid="ignore"):
-            return np.where(np.abs(x) < tiny, x * 0, x)
-    return x
+        part = np.dtype(np.float32 if x.dtype == np.complex64 else np.float64)
+        if not has_denormal(np.ascontiguousarray(x).reshape(-1).view(part)):
+            return x
+        y = x if inplace and x.flags.c_contiguous and x.flags.writeable else \
+            np.array(x, order="C")
+        flush(y.reshape(-1).view(part), inplace=True)
+        return y
+    if x.dtype not in _FLOAT_BITS or not has_denormal(x):
+        return x
+    y = x if inplace and x.flags.writeable else x.copy()
+    with np.errstate(invalid="ignore"):
+        np.multiply(y, 0, out=y, where=np.abs(y) < np.finfo(y.dtype).tiny)
+    return y
 
 
 def make_complex(re: Any, im: Any, dtype: np.dtype) -> np.ndarray:
@@ -82,11 +142,20 @@ def make_complex(re: Any, im: Any, dtype: np.dtype) -> np.ndarray:
     return out
 
 
+# Types whose values never become f32 denormals in their compute dtype (f16, f8: no DAZ).
+_NO_F32_DENORMALS = frozenset(t for t in ElementType if t.is_float and t.bits < 32
+                              and t is not ElementType.BF16)
+
+
 def to_compute(x: np.ndarray, t: ElementType, daz: bool = True) -> np.ndarray:
-    """`x` in its compute dtype, denormals flushed (DAZ) unless `daz` is false."""
+    """`x` in its compute dtype, denormals flushed (DAZ) unless `daz` is false.
+
+    No copy when `x` already has the compute dtype and no denormals."""
     dt = compute_dtype(t)
-    x = x if x.dtype == dt else x.astype(dt)
-    return flush(x) if daz else x
+    if x.dtype == dt:
+        return flush(x) if daz else x
+    x = x.astype(dt)
+    return flush(x, inplace=True) if daz and t not in _NO_F32_DENORMALS else x
 
 
 def bits_mask(t: ElementType) -> np.uint64:
@@ -124,13 +193,17 @@ def wrap_int(x: Any, t: ElementType) -> np.ndarray:
     return from_bits(x.astype(np.int64).view(np.uint64), t)
 
 
-def from_compute(x: Any, t: ElementType, ftz: bool = True) -> np.ndarray:
-    """A compute-dtype result as type `t`: FTZ for f32/f64, one rounding, integer wrap."""
+def from_compute(x: Any, t: ElementType, ftz: bool = True,
+                 inplace: bool = False) -> np.ndarray:
+    """A compute-dtype result as type `t`: FTZ for f32/f64, one rounding, integer wrap.
+
+    `inplace` lets the flush write into `x` (a fresh result nobody else holds)."""
     x = np.asarray(x)
     if t.is_integer and t.bits < 8:
         return wrap_int(x, t)
-    if ftz and x.dtype.kind in "fc":
-        x = flush(x)
+    # f32 denormals round to signed zero in f16/f8 anyway: only f32/f64/bf16 need the flush.
+    if ftz and x.dtype.kind in "fc" and t not in _NO_F32_DENORMALS:
+        x = flush(x, inplace=inplace)
     return x.astype(t.dtype, copy=False)
 
 
@@ -146,6 +219,12 @@ class ElementwiseOp(OpDef):
     #: Flush denormal inputs and results (false where XLA CPU calls libm, e.g. fmod, or
     #: where `fn` flushes itself).
     ftz = True
+    #: For real floats: whether flushing denormal inputs can change the (flushed) result;
+    #: false where f(denormal) and f(+-0) agree after FTZ (exp, cos, rounding...).
+    daz_real = True
+    #: For real floats: whether a result can be denormal when no input is (false for sqrt,
+    #: log, floor, sin...: their results on normal inputs are normal or zero).
+    ftz_real = True
 
     def __init__(self, name: str, arity: int, types: frozenset[ElementType],
                  fn: Callable[..., Any], result_type: Callable[[ElementType], ElementType] | None,
@@ -181,15 +260,30 @@ class ElementwiseOp(OpDef):
             if self.raw:
                 return np.asarray(self.fn(*operands, **kw)).astype(result.element_type.dtype,
                                                                    copy=False)
-            out = self.fn(*(to_compute(x, t, self.ftz) for x in operands), **kw)
-            return from_compute(out, result.element_type, self.ftz)
+            return self._compute(operands, t, result.element_type, kw)
+
+    def _compute(self, operands: Sequence[np.ndarray], t: ElementType, rt: ElementType,
+                 kw: dict[str, Any]) -> np.ndarray:
+        """The row on (a slice of) the operands: compute dtype, DAZ, fn, FTZ, rounding."""
+        real = t.is_float
+        args = [to_compute(x, t, self.ftz and (self.daz_real or not real)) for x in operands]
+        out = np.asarray(self.fn(*args, **kw))
+        # The flush may write into `out` when it is fresh (not an operand or a view).
+        fresh = out.flags.owndata and not any(out is a for a in args)
+        return from_compute(out, rt, self.ftz and (self.ftz_real or not real), inplace=fresh)
 
 
 def unary(name: str, types: frozenset[ElementType], fn: Callable[..., Any], *,
           result_type: Callable[[ElementType], ElementType] | None = None, raw: bool = False,
-          typed: bool = False, hlo_name: str | None = None, doc: str = "") -> OpDef:
-    """Table row for a unary op; `raw` evaluates on the stored values (no compute/flush)."""
-    return add_op(ElementwiseOp(name, 1, types, fn, result_type, raw, typed, hlo_name, doc))
+          typed: bool = False, hlo_name: str | None = None, doc: str = "",
+          daz_real: bool = True, ftz_real: bool = True) -> OpDef:
+    """Table row for a unary op; `raw` evaluates on the stored values (no compute/flush).
+
+    `daz_real`/`ftz_real` false skip the denormal check of real-float inputs/results where
+    it cannot change the result (see `ElementwiseOp`); complex values are always flushed."""
+    op = ElementwiseOp(name, 1, types, fn, result_type, raw, typed, hlo_name, doc)
+    op.daz_real, op.ftz_real = daz_real, ftz_real
+    return add_op(op)
 
 
 def binary(name: str, types: frozenset[ElementType], fn: Callable[..., Any], *,
@@ -234,32 +328,54 @@ def _complex_gt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.real > b.real) | ((a.real == b.real) & (a.imag > b.imag))  # type: ignore[no-any-return]
 
 
-def _max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """NaN-propagating maximum; +0 beats -0; complex lexicographic; pred is or."""
+def _signed_zeros(out: np.ndarray, a: np.ndarray, b: np.ndarray,
+                  negative_wins: bool) -> np.ndarray:
+    """Where max/min met two zeros, the sign XLA gives (+0 beats -0 in max, -0 in min)."""
+    z = out == 0
+    if not z.any():
+        return out
+    a0, b0 = np.broadcast_to(a, out.shape)[z], np.broadcast_to(b, out.shape)[z]
+    sa, sb = np.signbit(a0), np.signbit(b0)
+    neg = (sa | sb) if negative_wins else (sa & sb)
+    zero = np.where(neg, -0.0, 0.0).astype(out.dtype)
+    out[z] = np.where((a0 == 0) & (b0 == 0), zero, out[z])
+    return out
+
+
+def max_flushed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """NaN-propagating maximum of flushed operands; +0 beats -0; complex lexicographic;
+    pred is or. Operands may broadcast."""
     if a.dtype == np.bool_:
         return a | b
     if a.dtype.kind == "c":
-        return np.where(_complex_gt(flush(a), flush(b)), a, b)  # compares flush, select not
-    a, b = flush(a), flush(b)
+        return np.where(_complex_gt(a, b), a, b)  # type: ignore[no-any-return]
     out = np.maximum(a, b)
-    if a.dtype.kind == "f":
-        both0 = (a == 0) & (b == 0)
-        out = np.where(both0, np.where(np.signbit(a) & np.signbit(b), a, abs(a)), out)
-    return out  # type: ignore[no-any-return]
+    return _signed_zeros(out, a, b, False) if a.dtype.kind == "f" else out
 
 
-def _min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """NaN-propagating minimum; -0 beats +0; complex lexicographic; pred is and."""
+def min_flushed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """NaN-propagating minimum of flushed operands; -0 beats +0; complex lexicographic;
+    pred is and. Operands may broadcast."""
     if a.dtype == np.bool_:
         return a & b
     if a.dtype.kind == "c":
-        return np.where(_complex_gt(flush(b), flush(a)), a, b)
-    a, b = flush(a), flush(b)
+        return np.where(_complex_gt(b, a), a, b)  # type: ignore[no-any-return]
     out = np.minimum(a, b)
-    if a.dtype.kind == "f":
-        both0 = (a == 0) & (b == 0)
-        out = np.where(both0, np.where(np.signbit(a) | np.signbit(b), -abs(a), a), out)
-    return out  # type: ignore[no-any-return]
+    return _signed_zeros(out, a, b, True) if a.dtype.kind == "f" else out
+
+
+def _max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """XLA Max: compares on flushed values; a complex select returns the unflushed one."""
+    if a.dtype.kind == "c":
+        return np.where(_complex_gt(flush(a), flush(b)), a, b)  # type: ignore[no-any-return]
+    return max_flushed(flush(a), flush(b))
+
+
+def _min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """XLA Min: compares on flushed values; a complex select returns the unflushed one."""
+    if a.dtype.kind == "c":
+        return np.where(_complex_gt(flush(b), flush(a)), a, b)  # type: ignore[no-any-return]
+    return min_flushed(flush(a), flush(b))
 
 
 def _power(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
@@ -497,9 +613,10 @@ class Clamp(OpDef):
         lo, x, hi = operands
         t = etype(x)
         with np.errstate(all="ignore"):
-            lo_c, x_c, hi_c = (np.broadcast_to(to_compute(v, t), x.shape)
-                               for v in (lo, x, hi))
-            return from_compute(_min(_max(x_c, lo_c), hi_c), t)
+            # Flushed once here; min/max of flushed values need no further flush.
+            lo_c, x_c, hi_c = (to_compute(v, t) for v in (lo, x, hi))
+            out = min_flushed(max_flushed(x_c, lo_c), hi_c)
+            return from_compute(out, t, ftz=False)
 
 
 from xlapy.ops import elementwise_convert, elementwise_unary  # noqa: E402,F401

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from xlapy.ops.base import EvalContext, OpDef, Region, check, register
@@ -29,9 +30,11 @@ class ConvertAttrs:
 
 def _float_to_int(x: np.ndarray, t: ElementType) -> np.ndarray:
     """Truncate toward zero, saturate to t's range, NaN -> 0 (XLA CPU's fptosi semantics)."""
-    v = x.astype(np.float64)
     lo, hi = (-(2 ** (t.bits - 1)), 2 ** (t.bits - 1) - 1) if t.is_signed else \
         (0, 2 ** t.bits - 1)
+    if t.bits >= 8 and x.size and float(x.min()) > lo - 1.0 and float(x.max()) < hi + 1.0:
+        return x.astype(t.dtype)  # all in range (no NaN): a plain truncating cast
+    v = x.astype(np.float64)
     big = v >= float(hi) + 1.0 if t.bits < 64 else v >= float(2 ** (t.bits if t.is_unsigned
                                                                      else t.bits - 1))
     small = v <= float(lo)
@@ -51,13 +54,14 @@ def convert_array(x: np.ndarray, t: ElementType) -> np.ndarray:
         return x.copy()
     if s.is_complex:
         if t.is_complex:
-            return flush(flush(x).astype(t.dtype))
-        if t.is_pred:
-            return np.asarray(flush(x) != 0)
+            return flush(flush(x).astype(t.dtype), inplace=True)
+        if t == s.component_type:
+            return x.real.copy()  # a plain extraction: no flush
+        # Other targets (pred included) convert the real part as a real value.
         x, s = np.ascontiguousarray(x.real), s.component_type
     if t.is_pred:
-        if s.is_float:
-            x = flush(x.astype(np.float32) if s.bits < 32 else x)
+        if s in (_F32, _F64):
+            x = flush(x)  # bf16 -> pred tests the bits: bf16 denormals are true
         return np.asarray(x != 0)
     if s.is_pred:
         return np.asarray(x).astype(np.uint8).astype(t.dtype)
@@ -67,20 +71,28 @@ def convert_array(x: np.ndarray, t: ElementType) -> np.ndarray:
         if t.is_integer:
             return wrap_int(x.astype(np.int64) if s.is_signed else x.astype(np.uint64)
                             .view(np.int64), t)
-        wide = x.astype(np.int64) if s.is_signed else x.astype(np.uint64)
+        # Integers convert to normal floats or zero: nothing to flush.
+        wide = x if s.bits >= 8 else x.astype(np.int64 if s.is_signed else np.uint64)
         if t.bits <= 16 and t != ElementType.F16:
             # bf16/f8 go through f32, as XLA does; the double rounding is XLA's.
-            return flush(wide.astype(np.float32)).astype(t.dtype)
-        return flush(wide.astype(t.dtype))
+            return wide.astype(np.float32).astype(t.dtype)
+        return wide.astype(t.dtype)
     # s is a real float.
     if s == _F32 and t == _BF16 or s == _BF16 and t == _F32:
         return x.astype(t.dtype)  # bit-level paths: no flush
-    v = flush(x.astype(np.float32) if s.bits < 32 else x)
+    v = x.astype(np.float32) if s.bits < 32 else x
     if t.is_integer:
-        return _float_to_int(v, t)
+        return _float_to_int(v, t)  # denormals truncate to 0 with or without DAZ
+    if t.is_float and t.bits < 16 or t == ElementType.F16:
+        # f32 denormals round to signed zero in f16/f8 anyway: no flush needed.
+        return (v.astype(np.float32) if s == _F64 else v).astype(t.dtype)
+    if s in (_F32, _F64, _BF16):
+        v = flush(v, inplace=v is not x)
     if s == _F64 and t.bits < 32:
-        v = flush(v.astype(np.float32))
-    return flush(v.astype(t.dtype))
+        v = flush(v.astype(np.float32), inplace=True)
+    out = v.astype(t.dtype)
+    # Only f64 -> f32 can make new denormals; widening keeps values normal.
+    return flush(out, inplace=True) if s == _F64 and t == _F32 else out
 
 
 @register
@@ -240,7 +252,18 @@ class ReducePrecision(OpDef):
         t = etype(x)
         if t in _IEEE:
             return reduce_precision_bits(x, t, attrs.exponent_bits, attrs.mantissa_bits)
-        # Other floats (f8, f4): XLA reduces in f32 and converts back.
-        f = reduce_precision_bits(x.astype(np.float32), _F32, attrs.exponent_bits,
+        # Other floats (f8, f4): XLA upcasts them (to f16 when f16 holds every value
+        # exactly, so that e.g. f8e5m2 denormals survive exponent_bits = 5), reduces
+        # there and converts back.
+        wide = _upcast_type(t)
+        f = reduce_precision_bits(x.astype(wide.dtype), wide, attrs.exponent_bits,
                                   attrs.mantissa_bits)
         return f.astype(t.dtype)
+
+
+def _upcast_type(t: ElementType) -> ElementType:
+    """f16 if it represents every value of the small float type `t` exactly, else f32."""
+    info = ml_dtypes.finfo(t.dtype)
+    fits = float(info.max) <= 65504.0 and float(info.smallest_subnormal) >= 2.0 ** -24 \
+        and info.nmant <= 10
+    return ElementType.F16 if fits else _F32

@@ -48,25 +48,37 @@ def _sign(x: np.ndarray) -> np.ndarray:
     """-1/0/+1 keeping signed zeros and NaN; complex x / |x|."""
     if x.dtype.kind == "c":
         return np.where(x == 0, 0, x / np.abs(x))  # type: ignore[no-any-return]
+    out = np.sign(x)
     if x.dtype.kind == "f":
-        return np.where((x == 0) | np.isnan(x), x, np.sign(x))  # type: ignore[no-any-return]
-    return np.sign(x)
+        keep = np.abs(out) != 1  # zeros (np.sign drops the sign of -0) and NaN
+        if keep.any():
+            out[keep] = x[keep]
+    return out  # type: ignore[no-any-return]
 
 
 def _round_afz(x: np.ndarray) -> np.ndarray:
-    """Round half away from zero without the x + 0.5 rounding trap."""
-    t = np.trunc(x)
-    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)  # type: ignore[no-any-return]
+    """Round half away from zero: round-half-even, then move the ties rint took toward zero
+    (no x + 0.5: 0.49999997 + 0.5 rounds to 1)."""
+    r = np.rint(x)
+    d = np.subtract(x, r)
+    np.abs(d, out=d)
+    ties = d == 0.5
+    if ties.any():
+        xt = x[ties]
+        r[ties] = np.trunc(xt) + np.sign(xt)
+    return r  # type: ignore[no-any-return]
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
-    one = np.ones((), x.dtype)
-    return one / np.sqrt(x)  # type: ignore[no-any-return]
+    s = np.sqrt(x)
+    return np.divide(np.ones((), x.dtype), s, out=s)  # type: ignore[no-any-return]
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
     one = np.ones((), x.dtype)
-    return one / (one + np.exp(-x))  # type: ignore[no-any-return]
+    e = np.exp(np.negative(x))
+    np.add(one, e, out=e)
+    return np.divide(one, e, out=e)  # type: ignore[no-any-return]
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -109,23 +121,26 @@ def _component(t: ElementType) -> ElementType:
 # ---- rows (spec order) ---------------------------------------------------------------------
 unary("abs", SINT | FLOAT | COMPLEX, _abs, raw=True, typed=True, result_type=_component,
       doc="stablehlo.abs: spec §abs; XLA Abs (complex -> component type).")
-unary("cbrt", _FC, np.cbrt, doc="stablehlo.cbrt: spec §cbrt; XLA Cbrt.")
-unary("ceil", FLOAT, np.ceil, doc="stablehlo.ceil: spec §ceil; XLA Ceil.")
-unary("cosine", _FC, np.cos, doc="stablehlo.cosine: spec §cosine; XLA Cos.")
+unary("cbrt", _FC, np.cbrt, ftz_real=False, doc="stablehlo.cbrt: spec §cbrt; XLA Cbrt.")
+unary("ceil", FLOAT, np.ceil, ftz_real=False, doc="stablehlo.ceil: spec §ceil; XLA Ceil.")
+unary("cosine", _FC, np.cos, daz_real=False, ftz_real=False,
+      doc="stablehlo.cosine: spec §cosine; XLA Cos.")
 unary("count_leading_zeros", INT, _clz, raw=True, typed=True,
       doc="stablehlo.count_leading_zeros: spec §count_leading_zeros; XLA Clz.")
-unary("exponential", _FC, np.exp, doc="stablehlo.exponential: spec §exponential; XLA Exp.")
-unary("exponential_minus_one", _FC, np.expm1,
+unary("exponential", _FC, np.exp, daz_real=False,
+      doc="stablehlo.exponential: spec §exponential; XLA Exp.")
+unary("exponential_minus_one", _FC, np.expm1, ftz_real=False,
       doc="stablehlo.exponential_minus_one: spec §exponential_minus_one; XLA Expm1.")
-unary("floor", FLOAT, np.floor, doc="stablehlo.floor: spec §floor; XLA Floor.")
+unary("floor", FLOAT, np.floor, ftz_real=False, doc="stablehlo.floor: spec §floor; XLA Floor.")
 unary("imag", _FC, _imag, raw=True, typed=True, result_type=_component,
       doc="stablehlo.imag: spec §imag; XLA Imag (zeros for real operands).")
 unary("is_finite", FLOAT, np.isfinite, raw=True, result_type=lambda t: ElementType.PRED,
       doc="stablehlo.is_finite: spec §is_finite; XLA IsFinite.")
-unary("log", _FC, np.log, doc="stablehlo.log: spec §log; XLA Log.")
-unary("log_plus_one", _FC, np.log1p,
+unary("log", _FC, np.log, ftz_real=False, doc="stablehlo.log: spec §log; XLA Log.")
+unary("log_plus_one", _FC, np.log1p, ftz_real=False,
       doc="stablehlo.log_plus_one: spec §log_plus_one; XLA Log1p.")
-unary("logistic", _FC, _logistic, doc="stablehlo.logistic: spec §logistic; XLA Logistic.")
+unary("logistic", _FC, _logistic, daz_real=False,
+      doc="stablehlo.logistic: spec §logistic; XLA Logistic.")
 unary("negate", INT | FLOAT | COMPLEX, _negate, raw=True, typed=True,
       doc="stablehlo.negate: spec §negate; XLA Neg (wraps; flips the sign bit of floats).")
 unary("not", BOOL | INT, _not, raw=True, typed=True, doc="stablehlo.not: spec §not; XLA Not.")
@@ -133,14 +148,16 @@ unary("popcnt", INT, _popcnt, raw=True, typed=True,
       doc="stablehlo.popcnt: spec §popcnt; XLA PopulationCount.")
 unary("real", _FC, _real, raw=True, typed=True, result_type=_component,
       doc="stablehlo.real: spec §real; XLA Real.")
-unary("round_nearest_afz", FLOAT, _round_afz,
+unary("round_nearest_afz", FLOAT, _round_afz, daz_real=False, ftz_real=False,
       doc="stablehlo.round_nearest_afz: spec §round_nearest_afz; XLA Round.")
-unary("round_nearest_even", FLOAT, np.rint,
+unary("round_nearest_even", FLOAT, np.rint, daz_real=False, ftz_real=False,
       doc="stablehlo.round_nearest_even: spec §round_nearest_even; XLA RoundNearestEven.")
-unary("rsqrt", _FC, _rsqrt, doc="stablehlo.rsqrt: spec §rsqrt; XLA Rsqrt.")
-unary("sign", SINT | FLOAT | COMPLEX, _sign, doc="stablehlo.sign: spec §sign; XLA Sign.")
-unary("sine", _FC, np.sin, doc="stablehlo.sine: spec §sine; XLA Sin.")
-unary("sqrt", _FC, np.sqrt, doc="stablehlo.sqrt: spec §sqrt; XLA Sqrt.")
-unary("tan", _FC, np.tan, doc="stablehlo.tan: spec §tan; XLA Tan.")
-unary("tanh", _FC, np.tanh, doc="stablehlo.tanh: spec §tanh; XLA Tanh.")
-unary("erf", FLOAT, _erf, doc="XLA erf (HLO `erf`, chlo.erf): seed 000 §Element-wise unary.")
+unary("rsqrt", _FC, _rsqrt, ftz_real=False, doc="stablehlo.rsqrt: spec §rsqrt; XLA Rsqrt.")
+unary("sign", SINT | FLOAT | COMPLEX, _sign, ftz_real=False,
+      doc="stablehlo.sign: spec §sign; XLA Sign.")
+unary("sine", _FC, np.sin, ftz_real=False, doc="stablehlo.sine: spec §sine; XLA Sin.")
+unary("sqrt", _FC, np.sqrt, ftz_real=False, doc="stablehlo.sqrt: spec §sqrt; XLA Sqrt.")
+unary("tan", _FC, np.tan, ftz_real=False, doc="stablehlo.tan: spec §tan; XLA Tan.")
+unary("tanh", _FC, np.tanh, ftz_real=False, doc="stablehlo.tanh: spec §tanh; XLA Tanh.")
+unary("erf", FLOAT, _erf, ftz_real=False,
+      doc="XLA erf (HLO `erf`, chlo.erf): seed 000 §Element-wise unary.")
