@@ -1,10 +1,10 @@
 """Named pipelines and passes, in XLA:CPU's order (cpu_compiler.cc, simplified):
 
-expanders -> call inlining -> fixed-point simplification (algebraic simplifier, tuple and
-while-loop simplifiers, while-loop invariant code motion, constant folding, reshape
-canonicalization, DCE) -> dot canonicalization (transpose folding, then decomposition into
-[batch, M, K] x [batch, K, N]) -> CSE -> layout assignment -> fusion -> multi-output
-fusion -> simplification after layout -> DCE -> scheduling -> buffer assignment.
+chlo lowering -> expanders -> call inlining -> fixed-point simplification (algebraic
+simplifier, tuple and while-loop simplifiers, while-loop invariant code motion, constant
+folding, reshape canonicalization, DCE) -> dot canonicalization (transpose folding, then
+decomposition into [batch, M, K] x [batch, K, N]) -> CSE -> layout assignment -> fusion ->
+multi-output fusion -> simplification after layout -> DCE -> scheduling -> buffer assignment.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from xlapy.errors import XlapyError
 from xlapy.passes.algebraic_simplifier import AlgebraicSimplifier
 from xlapy.passes.buffer_assignment import BufferAssignmentPass
 from xlapy.passes.canonicalize import ReshapeCanonicalizer
+from xlapy.passes.chlo_lowering import ChloLowering
 from xlapy.passes.constant_folding import ConstantFolding
 from xlapy.passes.cse import CommonSubexpressionElimination
 from xlapy.passes.dce import DeadCodeElimination
@@ -50,7 +51,7 @@ def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = 
     """The full CPU pipeline. `exact_only` keeps every rewrite bit-exact; `expand=False`
     skips the (reassociating) expanders; `expand_rng` turns rng into rng_bit_generator
     arithmetic (other random values than the interpreter's rng, so off by default)."""
-    passes: list[Pass] = []
+    passes: list[Pass] = [ChloLowering(exact_only=exact_only or not expand)]
     if expand:
         passes += [LogisticExpander(), BatchNormExpander(), BatchNormTrainingGradExpander(),
                    SelectAndScatterExpander()]
@@ -77,6 +78,7 @@ def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = 
 #: Single passes by the names `xlapy opt --passes a,b` accepts.
 PASSES: dict[str, Callable[[], Pass]] = {
     "dce": DeadCodeElimination,
+    "chlo-lowering": ChloLowering,
     "cse": CommonSubexpressionElimination,
     "constant-folding": ConstantFolding,
     "algsimp": AlgebraicSimplifier,

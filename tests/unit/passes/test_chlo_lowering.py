@@ -1,0 +1,170 @@
+"""chlo lowering vs the chlo ops' direct evaluation (exact ops bit for bit, others within
+the tolerance stated per op)."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xlapy.stablehlo  # noqa: F401  (registers the chlo.* ops)
+from xlapy.interpreter import Interpreter
+from xlapy.ir import Module
+from xlapy.passes.chlo_lowering import LOWERED, ChloLowering
+from xlapy.passes.dce import DeadCodeElimination
+from xlapy.passes.hlo_builder import HloBuilder
+from xlapy.passes.pass_base import run_passes
+from xlapy.types import from_hlo_name
+
+
+def _unary(op: str, et: str, n: int, **attrs: object) -> Module:
+    g = HloBuilder()
+    x = g.param(f"{et}[{n}]")
+    return g.build(g.op(op, x, **attrs))
+
+
+def _lower(m: Module, args: list[np.ndarray], expect: bool = True) -> tuple[object, object]:
+    before = Interpreter().run_module(m, args)
+    changed = run_passes(m, [ChloLowering(), DeadCodeElimination()])
+    assert changed == expect
+    ops = [i.opcode for c in m.computations for i in c.instructions]
+    assert any(o.startswith("chlo.") for o in ops) != expect
+    return before, Interpreter().run_module(m, args)
+
+
+# (op, domain, tolerance rtol for f32 / f64)
+APPROX = [
+    ("chlo.sinh", (-20, 20), 2e-6), ("chlo.cosh", (-20, 20), 2e-6),
+    ("chlo.asinh", (-1e3, 1e3), 2e-6), ("chlo.acosh", (1, 1e3), 2e-6),
+    ("chlo.atanh", (-0.999, 0.999), 2e-6), ("chlo.asin", (-1, 1), 2e-6),
+    ("chlo.acos", (-1, 1), 2e-6), ("chlo.atan", (-50, 50), 2e-6),
+    ("chlo.erfc", (-5, 9), 2e-6), ("chlo.erf_inv", (-0.9999, 0.9999), 3e-6),
+]
+
+
+@pytest.mark.parametrize("op,domain,rtol", APPROX)
+@pytest.mark.parametrize("et", ["f32", "f64", "bf16", "f16"])
+def test_approximate_lowerings_within_tolerance(op: str, domain: tuple[float, float],
+                                                rtol: float, et: str) -> None:
+    t = from_hlo_name(et)
+    lowered_f64 = op not in ("chlo.erfc", "chlo.erf_inv")
+    rng = np.random.default_rng(5)
+    lo, hi = domain
+    x = np.concatenate([rng.uniform(lo, hi, 300), rng.uniform(-1, 1, 100) * min(1, hi),
+                        [lo, hi, 0.0]]).clip(lo, hi).astype(t.dtype)
+    m = _unary(op, et, x.size)
+    expect = et != "f64" or lowered_f64
+    before, after = _lower(m, [x], expect)
+    b = np.asarray(before, np.float64)
+    a = np.asarray(after, np.float64)
+    if et in ("bf16", "f16"):  # computed in f32, then one rounding: within one ulp
+        eps = float(ml_dtypes.finfo(t.dtype).eps)
+        np.testing.assert_allclose(a, b, rtol=2 * eps, atol=2 * eps)
+    else:
+        tol = rtol if et == "f32" else 1e-12
+        atol = 1e-6 if et == "f32" else 1e-13
+        np.testing.assert_allclose(a, b, rtol=tol, atol=atol)
+
+
+def test_approximate_lowerings_special_values() -> None:
+    cases = {
+        "chlo.sinh": [0.0, -0.0, math.inf, -math.inf, math.nan, 89.0],
+        "chlo.cosh": [0.0, math.inf, -math.inf, math.nan, 89.0],
+        "chlo.asinh": [0.0, math.inf, -math.inf, 1e30, -1e30],
+        "chlo.acosh": [1.0, 0.5, math.inf, 1e30],
+        "chlo.atanh": [1.0, -1.0, 2.0, 0.0],
+        "chlo.asin": [1.0, -1.0, 1.5],
+        "chlo.acos": [1.0, -1.0, 1.5],
+        "chlo.erfc": [math.inf, -math.inf, 20.0, -20.0, 0.0],
+        "chlo.erf_inv": [1.0, -1.0, 0.0, 2.0],
+    }
+    for op, vals in cases.items():
+        x = np.array(vals, np.float32)
+        before, after = _lower(_unary(op, "f32", x.size), [x])
+        np.testing.assert_allclose(np.asarray(after), np.asarray(before), rtol=1e-5,
+                                   err_msg=op)
+
+
+EXACT_FLOAT = ["chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf", "chlo.square"]
+
+
+@pytest.mark.parametrize("op", EXACT_FLOAT)
+@pytest.mark.parametrize("et", ["f32", "bf16", "f16", "f64"])
+def test_exact_float_lowerings(op: str, et: str) -> None:
+    t = from_hlo_name(et)
+    x = np.array([0.0, -0.0, 1.5, -3.25, np.inf, -np.inf, np.nan, 1e4, -7.0], t.dtype)
+    before, after = _lower(_unary(op, et, x.size), [x])
+    assert np.asarray(before).tobytes() == np.asarray(after).tobytes()
+
+
+@pytest.mark.parametrize("et", ["s8", "s32", "u16", "u32", "s64"])
+def test_square_and_mulhi_integers(et: str) -> None:
+    t = from_hlo_name(et)
+    info = np.iinfo(t.dtype)
+    rng = np.random.default_rng(2)
+    x = rng.integers(info.min, info.max, 64, endpoint=True).astype(t.dtype)
+    y = rng.integers(info.min, info.max, 64, endpoint=True).astype(t.dtype)
+    x[:2] = [info.min, info.max]
+    y[:2] = [info.min, info.max]
+    before, after = _lower(_unary("chlo.square", et, x.size), [x])
+    assert np.array_equal(before, after)
+    g = HloBuilder()
+    m = g.build(g.op("chlo.mulhi", g.param(f"{et}[64]"), g.param(f"{et}[64]")))
+    before, after = _lower(m, [x, y], expect=t.bits <= 32)
+    assert np.array_equal(before, after)
+
+
+def test_conj_complex_and_real() -> None:
+    x = (np.arange(6) - 2.5 + 1j * np.arange(6)[::-1]).astype(np.complex64)
+    before, after = _lower(_unary("chlo.conj", "c64", 6), [x])
+    assert np.asarray(before).tobytes() == np.asarray(after).tobytes()
+    r = np.arange(4, dtype=np.float32)
+    before, after = _lower(_unary("chlo.conj", "f32", 4), [r])
+    assert np.array_equal(before, after)
+
+
+@pytest.mark.parametrize("et", ["f32", "f64", "bf16", "f16"])
+def test_next_after_bit_exact(et: str) -> None:
+    t = from_hlo_name(et)
+    special = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-3]
+    xs = np.array([a for a in special for _ in special], t.dtype)
+    ys = np.array([b for _ in special for b in special], t.dtype)
+    g = HloBuilder()
+    n = xs.size
+    m = g.build(g.op("chlo.next_after", g.param(f"{et}[{n}]"), g.param(f"{et}[{n}]")))
+    before, after = _lower(m, [xs, ys])
+    b, a = np.asarray(before), np.asarray(after)
+    nan = np.isnan(b.astype(np.float32))
+    assert (nan == np.isnan(a.astype(np.float32))).all()
+    assert b[~nan].tobytes() == a[~nan].tobytes()
+
+
+@pytest.mark.parametrize("et,largest", [("f32", True), ("f32", False), ("s32", True),
+                                        ("bf16", True), ("u8", False)])
+def test_top_k_lowering_bit_exact(et: str, largest: bool) -> None:
+    from xlapy.stablehlo.chlo_ops import TopKAttrs
+
+    t = from_hlo_name(et)
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 6, (3, 10)).astype(t.dtype)  # ties
+    if t.is_float:
+        x[0, 3] = np.nan
+        x[1, 2] = -np.inf
+    g = HloBuilder()
+    p = g.param(f"{et}[3,10]")
+    m = g.build(g.op("chlo.top_k", p, k=4, largest=largest))
+    assert isinstance(m.entry.root.attrs, TopKAttrs)
+    before, after = _lower(m, [x])
+    for b, a in zip(before, after):
+        assert b.dtype == a.dtype and b.tobytes() == a.tobytes()
+
+
+def test_not_lowered_ops_and_types_stay() -> None:
+    assert "chlo.lgamma" not in LOWERED and "chlo.sinh" in LOWERED
+    x = np.linspace(0.5, 3, 5).astype(np.float32)
+    _lower(_unary("chlo.lgamma", "f32", 5), [x], expect=False)
+    z = (x + 1j).astype(np.complex64)
+    _lower(_unary("chlo.sinh", "c64", 5), [z], expect=False)
+    assert ml_dtypes.bfloat16  # the bf16 cases above run through ml_dtypes
