@@ -396,7 +396,9 @@ def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
         return x
     if t is ET.PRED:
         if _isfloat(x):
-            return b.fcmp_unordered("une", flush(b, x), ir.Constant(x.type, 0.0))
+            # bf16 -> pred compares the bits unflushed on XLA CPU; f16/f32/f64 flush first.
+            v = x if s is ET.BF16 else flush(b, x)
+            return b.fcmp_unordered("une", v, ir.Constant(x.type, 0.0))
         return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
     if s is ET.PRED:
         v = b.zext(x, I8)

@@ -28,6 +28,7 @@ import numpy as np
 
 from xlapy.backends.cpu import cache, kernels, library
 from xlapy.backends.cpu.llvm_util import Engine, new_module
+from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.errors import InterpreterError, XlapyError
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.interpreter.evaluator import check_value
@@ -150,6 +151,9 @@ class CpuExecutable:
             if obj is None:
                 cache.put(key, self.engine.object)
             self._bind_kernels(kernel_specs)
+        self.kernel_specs = kernel_specs
+        self.kernel_addrs = [self.engine.address(k.name) for k in kernel_specs] \
+            if self.engine is not None else []
         self.num_slots = len(self.shapes)
 
     def _root_values(self) -> list[Instruction]:
@@ -223,6 +227,11 @@ class CpuExecutable:
             subs = [CpuExecutable(c, None, self.options) for c in instr.called]
             self.subexecs.extend((instr.name, sub) for sub in subs)
             how = "control flow (cpu sub-executables)"
+            nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
+            if nw is not None:
+                self.report.append((instr.name, "while", "native while loop"))
+                self.thunks.append(self._native_while_thunk(nw, s, ins))
+                return
         elif instr.opcode in library.LIBRARY_VIA_KERNEL:
             how = "library numpy/scipy"
         else:
@@ -244,6 +253,18 @@ class CpuExecutable:
                                            internal=True))
 
         self.thunks.append(run_op)
+
+    def _native_while_thunk(self, nw: NativeWhile, s: int, ins: list[int]
+                            ) -> Callable[..., None]:
+        def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+            if nw.tupled:
+                out: Any = nw.run(v[ins[0]])
+            else:
+                res = nw.run(tuple(v[i] for i in ins))
+                out = res[0] if len(res) == 1 else res
+            self._set(t, v, s, out)
+
+        return run
 
     @staticmethod
     def _set(table: Any, vals: list[Any], s: int, value: Any) -> None:

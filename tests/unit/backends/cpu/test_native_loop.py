@@ -1,0 +1,64 @@
+"""Native while loops on cpu: same values as the interpreter, and planned natively only when
+the condition and body are all kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from benchmarks.workloads.networks import fori_loop
+
+SHLO_LOOP = """
+func.func @main(%x: tensor<8xf32>, %n: tensor<i32>) -> (tensor<i32>, tensor<8xf32>, tensor<i32>) {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:3 = stablehlo.while(%i = %c0, %v = %x, %m = %n) : tensor<i32>, tensor<8xf32>, tensor<i32>
+    cond {
+      %p = stablehlo.compare LT, %i, %m : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %i2 = stablehlo.add %i, %one : tensor<i32>
+      %h = stablehlo.constant dense<0.5> : tensor<8xf32>
+      %v2 = stablehlo.multiply %v, %h : tensor<8xf32>
+      %v3 = stablehlo.add %v2, %v : tensor<8xf32>
+      stablehlo.return %i2, %v3, %m : tensor<i32>, tensor<8xf32>, tensor<i32>
+    }
+  return %r#0, %r#1, %r#2 : tensor<i32>, tensor<8xf32>, tensor<i32>
+}
+"""
+
+
+@pytest.mark.parametrize("iterations", [0, 1, 7])
+def test_xla_style_loop_matches_interpreter(iterations: int) -> None:
+    comp = fori_loop(iterations, 33)
+    x = np.random.default_rng(0).standard_normal(33).astype(np.float32)
+    cpu = xlapy.compile(comp, backend="cpu")
+    assert "native while loop" in cpu._exe.explain()
+    want = xlapy.compile(comp, backend="interpreter")(x)
+    got = cpu(x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(cpu(x), want)  # state buffers are fresh per call
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_stablehlo_style_loop_with_pass_through(n: int) -> None:
+    x = np.arange(8, dtype=np.float32)
+    cpu = xlapy.compile(SHLO_LOOP, backend="cpu")
+    assert "native while loop" in cpu._exe.explain()
+    want = xlapy.compile(SHLO_LOOP, backend="interpreter")(x, np.int32(n))
+    got = cpu(x, np.int32(n))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert int(got[0]) == n
+
+
+def test_loop_with_fallback_op_stays_in_python() -> None:
+    text = SHLO_LOOP.replace("%v3 = stablehlo.add %v2, %v : tensor<8xf32>",
+                             "%v3 = stablehlo.bitcast_convert %v2 : (tensor<8xf32>) -> "
+                             "tensor<8xf32>")
+    cpu = xlapy.compile(text, backend="cpu")
+    assert "native while loop" not in cpu._exe.explain()
+    x = np.arange(8, dtype=np.float32)
+    got = cpu(x, np.int32(2))
+    np.testing.assert_array_equal(got[1], x * 0.25)

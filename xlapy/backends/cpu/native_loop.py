@@ -1,0 +1,248 @@
+"""Native while loops: a `while` whose condition and body are all compiled kernels (plus
+get_tuple_element of the state, constants and the root tuple) runs entirely in native code,
+so an iteration costs a few kernel calls and copies, not a trip through Python.
+
+One generic driver function (compiled once per process, cached like any kernel) walks a
+descriptor the executable prepares once per call:
+
+    d[0] n_cond   d[1] -> [(fn, table, outer)] * n_cond   d[2] -> pred byte
+    d[3] n_body   d[4] -> [(fn, table, outer)] * n_body
+    d[5] n_copy   d[6] -> [(dst, src, nbytes)] * n_copy
+
+    iterations = 0
+    loop: run the cond kernels; if *pred == 0: return iterations
+          run the body kernels; copy each body result into its state buffer; iterations++
+
+The state buffers are the tables' entries for the get_tuple_element slots of both
+computations; the body's results live in their own buffers, so the copies never overlap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import cache
+from xlapy.backends.cpu.llvm_util import I8, I8P, I64, KERNEL_TYPE, Engine, i64, new_module
+
+if TYPE_CHECKING:
+    from xlapy.backends.cpu.executable import CpuExecutable
+    from xlapy.ir import Instruction
+
+_DRIVER = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
+#: Body kernels above this cost (elements x ops) keep the Python loop: their thread split
+#: matters more than the per-iteration overhead.
+MAX_NATIVE_COST = 1 << 18
+
+
+def _emit_driver() -> ir.Module:
+    mod = new_module("xlapy_while_driver")
+    i64p = I64.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(I64, [i64p]), name="xlapy_while")
+    memcpy = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P, I8P, I64, ir.IntType(1)]),
+                         name="llvm.memcpy.p0.p0.i64")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d = fn.args[0]
+
+    def field(k: int) -> ir.Value:
+        return b.load(b.gep(d, [i64(k)]))
+
+    n_cond, cond = field(0), b.inttoptr(field(1), i64p)
+    pred = b.inttoptr(field(2), I8P)
+    n_body, body = field(3), b.inttoptr(field(4), i64p)
+    n_copy, copies = field(5), b.inttoptr(field(6), i64p)
+    kty = KERNEL_TYPE.as_pointer()
+
+    def run_kernels(n: ir.Value, table: ir.Value, tag: str) -> None:
+        pre = b.block
+        head = fn.append_basic_block(f"{tag}.head")
+        bod = fn.append_basic_block(f"{tag}.body")
+        done = fn.append_basic_block(f"{tag}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(I64)
+        k.add_incoming(i64(0), pre)
+        b.cbranch(b.icmp_signed("<", k, n), bod, done)
+        b.position_at_end(bod)
+        base = b.mul(k, i64(3))
+        f = b.inttoptr(b.load(b.gep(table, [base])), kty)
+        tab = b.inttoptr(b.load(b.gep(table, [b.add(base, i64(1))])), I8P.as_pointer())
+        outer = b.load(b.gep(table, [b.add(base, i64(2))]))
+        b.call(f, [tab, i64(0), outer])
+        k.add_incoming(b.add(k, i64(1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    entry = b.block
+    loop = fn.append_basic_block("loop")
+    exit_ = fn.append_basic_block("exit")
+    b.branch(loop)
+    b.position_at_end(loop)
+    it = b.phi(I64, name="iterations")
+    it.add_incoming(i64(0), entry)
+    run_kernels(n_cond, cond, "cond")
+    go = b.icmp_unsigned("!=", b.load(pred), ir.Constant(I8, 0))
+    cont = fn.append_basic_block("continue")
+    b.cbranch(go, cont, exit_)
+    b.position_at_end(cont)
+    run_kernels(n_body, body, "body")
+    # copies
+    pre = b.block
+    head = fn.append_basic_block("copy.head")
+    bod = fn.append_basic_block("copy.body")
+    done = fn.append_basic_block("copy.done")
+    b.branch(head)
+    b.position_at_end(head)
+    c = b.phi(I64)
+    c.add_incoming(i64(0), pre)
+    b.cbranch(b.icmp_signed("<", c, n_copy), bod, done)
+    b.position_at_end(bod)
+    base = b.mul(c, i64(3))
+    dst = b.inttoptr(b.load(b.gep(copies, [base])), I8P)
+    src = b.inttoptr(b.load(b.gep(copies, [b.add(base, i64(1))])), I8P)
+    nbytes = b.load(b.gep(copies, [b.add(base, i64(2))]))
+    b.call(memcpy, [dst, src, nbytes, ir.Constant(ir.IntType(1), 0)])
+    c.add_incoming(b.add(c, i64(1)), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+    nxt = b.add(it, i64(1))
+    it.add_incoming(nxt, b.block)
+    b.branch(loop)
+    b.position_at_end(exit_)
+    b.ret(it)
+    return mod
+
+
+@functools.cache
+def driver() -> tuple[Engine, Any]:
+    mod = _emit_driver()
+    key = cache.key(str(mod), "while-driver")
+    obj = cache.get(key)
+    eng = Engine(obj=obj) if obj is not None else Engine(mod)
+    if obj is None:
+        cache.put(key, eng.object)
+    return eng, _DRIVER(eng.address("xlapy_while"))
+
+
+def _state_slots(exe: CpuExecutable, tupled: bool) -> list[tuple[int, int]]:
+    """(slot, state element) of the values that are state buffers in a cond/body."""
+    params = exe.comp.parameters
+    if not tupled:
+        return [(exe.slot[id(p)], k) for k, p in enumerate(params)]
+    return [(exe.slot[id(i)], i.attrs.index) for i in exe.comp.instructions
+            if i.opcode == "get_tuple_element" and i.operands[0] is params[0]]
+
+
+def _is_state(instr: Instruction, k: int, params: list[Instruction], tupled: bool) -> bool:
+    if tupled:
+        return (instr.opcode == "get_tuple_element" and instr.operands[0] is params[0]
+                and instr.attrs.index == k)
+    return instr is params[k]
+
+
+class NativeWhile:
+    """A planned native loop over a flat state of arrays (one tuple operand, XLA style, or
+    one operand per element, StableHLO style)."""
+
+    def __init__(self, cond: CpuExecutable, body: CpuExecutable, tupled: bool,
+                 results: list[Instruction]) -> None:
+        self.cond, self.body, self.tupled = cond, body, tupled
+        params = body.comp.parameters
+        # Body result k: the slot to copy into state buffer k, or None (passed through).
+        self.results: list[int | None] = [
+            None if _is_state(o, k, params, tupled) else body.slot[id(o)]
+            for k, o in enumerate(results)]
+        assert cond.comp.root is not None
+        self.pred_slot = cond.slot[id(cond.comp.root)]
+        self.state_slots = [_state_slots(cond, tupled), _state_slots(body, tupled)]
+
+    def run(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
+        bufs = [np.array(v, order="C", copy=True) for v in state]
+        tables = []
+        keep: list[Any] = []
+        for exe, sslots in zip((self.cond, self.body), self.state_slots):
+            table = (ctypes.c_void_p * max(exe.num_slots, 1))()
+            for s, arr in exe.static.items():
+                table[s] = arr.ctypes.data
+            arena = exe._arena_views()
+            keep.append(arena)
+            for s, view in arena[1]:
+                table[s] = view.ctypes.data
+            for s in exe.fresh_slots:
+                sh = exe.shapes[s]
+                arr = np.empty(sh.dimensions, sh.dtype)
+                keep.append(arr)
+                table[s] = arr.ctypes.data
+            for s, k in sslots:
+                table[s] = bufs[k].ctypes.data
+            tables.append(table)
+
+        def entries(exe: CpuExecutable, table: Any) -> Any:
+            arr = (ctypes.c_int64 * max(3 * len(exe.kernel_specs), 1))()
+            for j, (spec, addr) in enumerate(zip(exe.kernel_specs, exe.kernel_addrs)):
+                arr[3 * j: 3 * j + 3] = [addr, ctypes.addressof(table), spec.outer]
+            return arr
+
+        ce, be = entries(self.cond, tables[0]), entries(self.body, tables[1])
+        copies = [(bufs[k].ctypes.data, tables[1][s], bufs[k].nbytes)
+                  for k, s in enumerate(self.results) if s is not None and bufs[k].nbytes]
+        cp = (ctypes.c_int64 * max(3 * len(copies), 1))()
+        for j, c in enumerate(copies):
+            cp[3 * j: 3 * j + 3] = list(c)
+        desc = (ctypes.c_int64 * 7)(
+            len(self.cond.kernel_specs), ctypes.addressof(ce), tables[0][self.pred_slot],
+            len(self.body.kernel_specs), ctypes.addressof(be), len(copies),
+            ctypes.addressof(cp))
+        _, fn = driver()
+        fn(ctypes.addressof(desc))
+        return tuple(bufs)
+
+
+def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutable
+                      ) -> NativeWhile | None:
+    """A NativeWhile when cond and body are only kernels over a flat array state, else None."""
+    ops = instr.operands
+    tupled = len(ops) == 1 and ops[0].shape.is_tuple
+    elems = list(ops[0].shape.tuple_shapes) if tupled else [o.shape for o in ops]
+    if not elems or not all(s.is_array for s in elems):
+        return None
+    for exe in (cond, body):
+        comp = exe.comp
+        params = comp.parameters
+        if exe.subexecs or len(params) != (1 if tupled else len(elems)):
+            return None
+        for _, op, how in exe.report:
+            if not (how.startswith("kernel ") or how == "buffer"
+                    or op in ("get_tuple_element", "tuple")):
+                return None
+        for i in comp.instructions:
+            if i.opcode == "get_tuple_element" and (not tupled or i.operands[0] is not params[0]):
+                return None
+            if i.opcode == "tuple" and i is not comp.root:
+                return None
+        if any(s.cost >= MAX_NATIVE_COST for s in exe.kernel_specs):
+            return None
+    croot = cond.comp.root
+    if croot is None or croot.opcode in ("get_tuple_element", "parameter", "tuple"):
+        return None
+    broot = body.comp.root
+    if broot is None:
+        return None
+    results = list(broot.operands) if broot.opcode == "tuple" else [broot]
+    if len(results) != len(elems):
+        return None
+    bparams = body.comp.parameters
+    for k, o in enumerate(results):
+        if o.opcode in ("parameter", "get_tuple_element"):
+            if not _is_state(o, k, bparams, tupled):
+                return None
+        elif id(o) not in body.slot:
+            return None
+    return NativeWhile(cond, body, tupled, results)
+
+
+__all__ = ["NativeWhile", "plan_native_while", "driver"]
