@@ -263,6 +263,16 @@ def _dataclass(value: Any, cls: type) -> Any:
             continue
         else:
             raise AttrError(f"{cls.__name__} has no field '{key}'")
+    if isinstance(value, StructAttr):  # MLIR omits fields at their default ([] and 0)
+        for f in dataclasses.fields(cls):
+            if f.name in kwargs or f.default is not dataclasses.MISSING or \
+                    f.default_factory is not dataclasses.MISSING:
+                continue
+            hint = _strip_optional(hints[f.name])
+            if typing.get_origin(hint) is tuple:
+                kwargs[f.name] = ()
+            elif hint is int:
+                kwargs[f.name] = 0
     return cls(**kwargs)
 
 

@@ -32,6 +32,7 @@ from xlapy.types import ElementType, Shape, from_shlo_name
 _SCALAR_TYPES = {t.shlo_name: t for t in ElementType if t.is_array}
 _SCALAR_TYPES.update({f"s{t.shlo_name[1:]}": t for t in ElementType
                       if t.is_signed and t.shlo_name.startswith("i")})
+_SCALAR_TYPES["index"] = ElementType.S64  # `tensor<2xindex>` in custom_call layout attributes
 
 
 class Parser:

@@ -19,6 +19,7 @@ import numpy as np
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import OPS
 from xlapy.stablehlo.attrmap import _FROM_RESULT, ALIASES
+from xlapy.stablehlo.printer_pretty import pretty_op
 from xlapy.types import ElementType, Literal, Shape
 
 _FUNC_CALLERS = {"call", "composite", "interpreter.run_parallel"}
@@ -152,6 +153,10 @@ class Printer:
             return [f"{lhs}stablehlo.constant {dense(instr.attrs.literal)}"]
         if instr.opcode == "call":
             return [f"{lhs}func.call @{_sym(instr.called[0].name)}({operands}) : {ftype}"]
+        if not self.generic and result_types:
+            text = pretty_op(instr, operands, ftype)
+            if text is not None:
+                return [lhs + text]
         attrs = self.attrs(instr)
         if not self.generic and not instr.called and not attrs and result_types and \
                 all(o.shape == shape for o in instr.operands) and instr.operands:
