@@ -106,3 +106,4 @@ class GetTupleElement(OpDef):
     def evaluate(self, operands: Sequence[Any], attrs: GetTupleElementAttrs, result: Shape,
                  ctx: EvalContext) -> Any:
         return operands[0][attrs.index]
+from xlapy.ops import copy as _copy_op  # noqa: E402,F401  (registers the HLO copy op)
