@@ -29,6 +29,10 @@ class Cursor:
         self._line_starts: list[int] | None = None
 
     # ---- locations ----------------------------------------------------------------------------
+    def end_pos(self) -> int:
+        """The last non-blank character (where "unexpected end of input" points)."""
+        return max(0, len(self.text.rstrip()) - 1)
+
     def span(self, pos: int, length: int = 1) -> Span:
         if self._line_starts is None:
             self._line_starts = [0] + [i + 1 for i, c in enumerate(self.text) if c == "\n"]
@@ -106,7 +110,9 @@ class Cursor:
         Used for attribute values and constant literals, which have their own sub-parsers.
         """
         start = self.skip()
-        depth, i, text = 0, start, self.text
+        stack: list[tuple[str, int]] = []
+        i, text = start, self.text
+        pairs = {"}": "{", ")": "(", "]": "["}
         while i < len(text):
             c = text[i]
             if c == '"':
@@ -116,16 +122,18 @@ class Cursor:
                 i = m.end()
                 continue
             if c in "{([":
-                depth += 1
+                stack.append((c, i))
             elif c in "})]":
-                if depth == 0:
+                if not stack:
                     break
-                depth -= 1
-            elif depth == 0 and (c in stops or c == "\n"):
+                if stack[-1][0] != pairs[c]:
+                    raise self.error(i, f"'{c}' does not match '{stack[-1][0]}'")
+                stack.pop()
+            elif not stack and (c in stops or c == "\n"):
                 break
             i += 1
-        if depth:
-            raise self.error(start, "unbalanced brackets in attribute value")
+        if stack:
+            raise self.error(stack[-1][1], f"'{stack[-1][0]}' is not closed")
         self.pos = i
         return text[start:i].strip(), start
 

@@ -24,7 +24,7 @@ from xlapy.ops.indexing_scatter import ScatterDimensionNumbers
 from xlapy.ops.linalg import FftType, Transpose
 from xlapy.ops.linalg_conv import ConvDimensionNumbers
 from xlapy.ops.rng import RngAlgorithm, RngDistribution
-from xlapy.types import ElementType, Shape
+from xlapy.types import ElementType, Literal, Shape
 
 Reader = Callable[[InstrContext], Any]
 READERS: dict[str, Reader] = {}
@@ -417,7 +417,11 @@ def _scatter(c: InstrContext) -> Any:
 # ---- rng, custom calls, feeds --------------------------------------------------------------------
 @reads("rng")
 def _rng(c: InstrContext) -> Any:
-    return "rng", c.operands, make("rng", rng_distribution=_enum(c, "distribution",
+    """HLO rng(a, b) takes its shape from the result; the op's third operand is that shape."""
+    c.arity(2)
+    dims = np.array(_dims(c), np.int64)
+    shape = c.add("constant", [], make("constant", literal=Literal.from_numpy(dims)))
+    return "rng", [*c.operands, shape], make("rng", rng_distribution=_enum(c, "distribution",
                                                                  RNG_DISTRIBUTIONS),
                                    shape=c.shape), []
 

@@ -114,7 +114,7 @@ class HloParser:
         c.expect("{", f"to open computation {name}")
         while not c.accept("}"):
             if c.at_end():
-                raise c.error(c.pos, f"computation {name} is not closed with '}}'")
+                raise c.error(c.end_pos(), f"computation {name} is not closed with '}}'")
             comp.instructions.append(self.parse_instruction())
         if not comp.instructions:
             raise c.error(pos, f"computation {name} has no instructions")

@@ -420,7 +420,8 @@ def print_instruction(instr: Instruction, names: _Names, comp_name: Callable[[Co
         raise Unimplemented(f"op {instr.opcode} has no HLO text form")
     else:
         opcode, extra = writer(instr, comp_name)
-        args = ", ".join(f"%{names(o, o.name)}" for o in instr.operands)
+        operands = instr.operands[:2] if instr.opcode == "rng" else instr.operands
+        args = ", ".join(f"%{names(o, o.name)}" for o in operands)
     meta = dict(instr.meta.get("hlo_attrs", {}))
     if root and multi:
         meta["frontend_attributes"] = "{" + MULTI_RESULT_MARK + "}"
@@ -428,6 +429,13 @@ def print_instruction(instr: Instruction, names: _Names, comp_name: Callable[[Co
     tail = "".join(", " + e for e in extra)
     prefix = "ROOT " if root else ""
     return f"  {prefix}%{names(instr, instr.name)} = {instr.shape} {opcode}({args}){tail}"
+
+
+def _implicit(i: Instruction) -> bool:
+    """A constant that only gives rng its result shape (HLO's rng takes it from the result)."""
+    return (i.opcode == "constant" and i is not (i.parent.root if i.parent else None)
+            and bool(i.users) and all(u.opcode == "rng" and u.operands.index(i) == 2
+                                      for u in i.users))
 
 
 def print_computation(comp: Computation, comp_name: Callable[[Computation], str],
@@ -439,7 +447,7 @@ def print_computation(comp: Computation, comp_name: Callable[[Computation], str]
     head = f"{'ENTRY ' if entry else ''}%{comp_name(comp)} ({params}) -> " \
            f"{_sig_shape(comp.result_shape)} {{"
     body = [print_instruction(i, names, comp_name, i is comp.root, comp.multi_result)
-            for i in comp.post_order()]
+            for i in comp.post_order() if not _implicit(i)]
     return "\n".join([head, *body, "}"])
 
 
