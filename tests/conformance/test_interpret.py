@@ -6,12 +6,14 @@ XFAIL with the reason; nothing is skipped silently. The files are read in place.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from xlapy.cli.main import _only_comments, run_chunk
+from xlapy.cli.main import ChunkResult, _only_comments, parse_args_attr, run_chunk
 from xlapy.stablehlo import split_chunks
+from xlapy.stablehlo.values import format_value
 
 ROOT = Path(__file__).parents[3] / "shared" / "conformance" / "stablehlo-interpret"
 
@@ -19,34 +21,33 @@ ROOT = Path(__file__).parents[3] / "shared" / "conformance" / "stablehlo-interpr
 XFAIL: dict[str, str] = {
     "all_gather.mlir:50": "cross replica+partition all_gather needs the process grid",
     "all_reduce.mlir:80": "replica_groups padded with -1 need the process grid semantics",
-    "api_input_arguments.mlir:1":
-        "needs the RUN lines --args inputs (a stablehlo-translate option, no check op)",
-    "bitcast_convert.mlir:1": "bitcast_convert between i1 and wider ints not supported by the op",
-    "bitcast_convert.mlir:34":
-        "stablehlo.bitcast_convert: bitcast_convert_c1: pred has no bit width to bitcast; got "
-        "f64[]",
-    "bitcast_convert.mlir:58":
-        "stablehlo.bitcast_convert: bitcast_convert_c2: cannot bitcast between complex types of"
-        " different widths (c128 ",
-    "cbrt.mlir:10": "cbrt of complex not supported by the op",
-    "ceil.mlir:1": "ceil of subnormal inputs gives 0 instead of 1 (elementwise op evaluate)",
-    "ceil.mlir:19": "ceil of subnormal inputs gives 0 instead of 1 (elementwise op evaluate)",
-    "ceil.mlir:28": "ceil of subnormal inputs gives 0 instead of 1 (elementwise op evaluate)",
+    "ceil.mlir:1": (
+        "ceil of a denormal: XLA CPU flushes denormal inputs (DAZ), "
+        "so 0x0001 -> 0 as xlapy gives; the reference interpreter does not flush"),
+    "ceil.mlir:19": (
+        "ceil of a denormal: XLA CPU flushes denormal inputs (DAZ), "
+        "so 0x0001 -> 0 as xlapy gives; the reference interpreter does not flush"),
+    "ceil.mlir:28": (
+        "ceil of a denormal: XLA CPU flushes denormal inputs (DAZ), "
+        "so 0x0001 -> 0 as xlapy gives; the reference interpreter does not flush"),
     "collective_broadcast.mlir:225": "variadic collective_broadcast not supported by the op",
     "collective_broadcast.mlir:254": "variadic collective_broadcast not supported by the op",
     "collective_reduce.mlir:1": "unknown op collective_reduce (op not implemented yet)",
     "constant.mlir:105": "f6 element types (f6E2M3FN/f6E3M2FN) are not xlapy element types",
     "constant.mlir:113": "f6 element types (f6E2M3FN/f6E3M2FN) are not xlapy element types",
-    "convert.mlir:181": "convert to i1 gives a wrong value (elementwise convert evaluate)",
-    "floor.mlir:1":
-        "floor of negative subnormal inputs gives -0 instead of -1 (elementwise op evaluate)",
-    "floor.mlir:19":
-        "floor of negative subnormal inputs gives -0 instead of -1 (elementwise op evaluate)",
-    "floor.mlir:28":
-        "floor of negative subnormal inputs gives -0 instead of -1 (elementwise op evaluate)",
+    "floor.mlir:1": (
+        "floor of a negative denormal: XLA CPU flushes denormal inputs (DAZ), "
+        "so -0 as xlapy gives; the reference interpreter does not flush"),
+    "floor.mlir:19": (
+        "floor of a negative denormal: XLA CPU flushes denormal inputs (DAZ), "
+        "so -0 as xlapy gives; the reference interpreter does not flush"),
+    "floor.mlir:28": (
+        "floor of a negative denormal: XLA CPU flushes denormal inputs (DAZ), "
+        "so -0 as xlapy gives; the reference interpreter does not flush"),
     "printing.mlir:81": "f6 element types (f6E2M3FN/f6E3M2FN) are not xlapy element types",
     "reduce_precision.mlir:10":
-        "reduce_precision with 0 mantissa bits: NaN stays NaN, expected Inf (op evaluate)",
+        "reduce_precision e5m0 of NaN: XLA CPU keeps NaN (checked with jax), the reference "
+        "interpreter gives Inf",
 }
 
 
@@ -75,9 +76,29 @@ def test_xfail_table_names_real_chunks() -> None:
     assert not stale, f"XFAIL names chunks that do not exist: {stale}"
 
 
+_RUN_ARGS = re.compile(r'^// RUN: stablehlo-translate .*--interpret --args="([^"]*)"', re.M)
+_CHECK = re.compile(r"^// CHECK(?:-NEXT)?:\s?(.*)$", re.M)
+
+
+def run_with_run_line(text: str, name: str, offset: int) -> ChunkResult:
+    """Chunks whose RUN line passes `--args` run with those arguments, and their printed
+    results must equal the CHECK lines (what `xlapy run --args=...` prints)."""
+    m = _RUN_ARGS.search(text)
+    if m is None:
+        return run_chunk(text, name, offset)
+    result = run_chunk(text, name, offset, inputs=parse_args_attr(m.group(1)))
+    if not result.ok:
+        return result
+    printed = "\n".join(format_value(v) for v in result.outputs).splitlines()
+    expected = _CHECK.findall(text)
+    if [line.strip() for line in printed] != [line.strip() for line in expected]:
+        return ChunkResult(result.name, False, f"printed {printed}, CHECK lines say {expected}")
+    return result
+
+
 @pytest.mark.parametrize(("cid", "text", "offset"), CHUNKS, ids=[c[0] for c in CHUNKS])
 def test_chunk(cid: str, text: str, offset: int) -> None:
-    result = run_chunk(text, cid.split(":")[0], offset)
+    result = run_with_run_line(text, cid.split(":")[0], offset)
     if cid in XFAIL:
         # Strict: a listed chunk that passes must leave the table (no silent passes).
         assert not result.ok, f"{cid} passes now: remove it from XFAIL"

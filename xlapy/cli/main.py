@@ -22,7 +22,7 @@ from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.ir import Module
 from xlapy.stablehlo import parse_module, split_chunks
 from xlapy.stablehlo.values import format_value
-from xlapy.types import from_shlo_name
+from xlapy.types import Shape, from_shlo_name
 from xlapy.verify import verify_module
 
 
@@ -118,12 +118,38 @@ def parse_input(spec: str) -> list[Any]:
     return [arr.astype(et.dtype).reshape(dims)]
 
 
+_ARGS_USAGE = "--args=[dense<1> : tensor<2xi32>, ...]"
+
+
+def parse_args_attr(text: str) -> list[Any]:
+    """stablehlo-translate's `--args`: an array attribute of `dense<...> : type` values."""
+    from xlapy.stablehlo.dense import dense_to_array
+    from xlapy.stablehlo.nodes import DenseAttr
+    from xlapy.stablehlo.parser import Parser
+
+    p = Parser(text, "--args")
+    if not p.at("["):
+        raise XlapyError(f"expected array attribute string for args, i.e. {_ARGS_USAGE}")
+    value = p.parse_attr()
+    if p.peek().kind != "eof":
+        raise XlapyError(f"unexpected '{p.peek().text}' after the --args array")
+    out = []
+    for item in value:
+        if not isinstance(item, DenseAttr) or not isinstance(item.type, Shape):
+            raise XlapyError("expected dense elements attribute for args elements, i.e. "
+                             f"{_ARGS_USAGE}")
+        out.append(dense_to_array(item.body, item.type))
+    return out
+
+
 # ---- the command ------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     inputs: list[Any] = []
     try:
         for spec in args.input or []:
             inputs.extend(parse_input(spec))
+        if args.args:
+            inputs.extend(parse_args_attr(args.args))
     except (XlapyError, OSError, ValueError) as e:
         out.write(f"error: {e}\n")
         return 2
@@ -176,11 +202,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--entry", default=None, help="function to run (default: main)")
     run.add_argument("--input", action="append", metavar="VALUE",
                      help="an argument: FILE.npy, FILE.npz or 2x2xf32=[1 2][3 4]")
+    run.add_argument("--args", default=None, metavar="ARRAY",
+                     help="arguments as stablehlo-translate takes them: "
+                          "'[dense<1> : tensor<2xi32>, ...]'")
     run.add_argument("--split-input-file", action="store_true",
                      help="split files at '// -----' (always done)")
     from xlapy.cli.opt import add_parser as add_opt_parser
 
     add_opt_parser(sub)
+    from xlapy.cli.graph import add_parser as add_graph_parser
+
+    add_graph_parser(sub)
     from xlapy.cli.compile import add_parser as add_compile_parser
 
     add_compile_parser(sub)
@@ -192,6 +224,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     if args.command == "run":
         return cmd_run(args, stream)
+    if args.command == "graph":
+        from xlapy.cli.graph import cmd_graph
+
+        return cmd_graph(args, stream)
     if args.command == "opt":
         from xlapy.cli.opt import cmd_opt
 

@@ -70,3 +70,21 @@ def test_python_dash_m(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "xlapy", "run", str(f)], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+ADD = """func.func @main(%a: tensor<2xi32>, %b: tensor<2xi32>) -> tensor<2xi32> {
+  %0 = stablehlo.add %a, %b : tensor<2xi32>
+  return %0 : tensor<2xi32>
+}"""
+
+
+def test_args_like_stablehlo_translate(tmp_path: Path) -> None:
+    f = tmp_path / "t.mlir"
+    f.write_text(ADD)
+    code, out = _run(["run", str(f), "--args=[dense<1> : tensor<2xi32>, dense<2> : "
+                                     "tensor<2xi32>]"])
+    assert code == 0 and out.splitlines() == ["tensor<2xi32> {", "  [3, 3]", "}"]
+    code, out = _run(["run", str(f), "--args=not_array"])
+    assert code == 2 and "expected array attribute string for args" in out
+    code, out = _run(["run", str(f), "--args=[4.0 : f32]"])
+    assert code == 2 and "expected dense elements attribute for args elements" in out
