@@ -106,7 +106,7 @@ def _has_denormal(x: np.ndarray) -> bool:
     if found > 0:
         return True
     # A zero: shift the sign out and subtract 2 so that +-0 wrap to the top.
-    v = np.left_shift(x.view(uint), 1)
+    v = np.atleast_1d(np.left_shift(x.view(uint), 1))  # an array: wraps without warnings
     v -= uint.type(2)
     return int(v.min()) < 2 * normal - 2
 

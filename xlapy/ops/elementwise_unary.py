@@ -18,6 +18,7 @@ from xlapy.ops.elementwise import (
     SINT,
     flush,
     from_bits,
+    make_complex,
     to_bits,
     to_compute,
     unary,
@@ -67,6 +68,15 @@ def _round_afz(x: np.ndarray) -> np.ndarray:
         xt = x[ties]
         r[ties] = np.trunc(xt) + np.sign(xt)
     return r  # type: ignore[no-any-return]
+
+
+def _cbrt(x: np.ndarray) -> np.ndarray:
+    """Real cube root; complex: the principal root |z|^(1/3) e^(i arg(z)/3) (spec §cbrt;
+    XLA itself rejects complex cbrt)."""
+    if x.dtype.kind != "c":
+        return np.cbrt(x)  # type: ignore[no-any-return]
+    r, th = np.cbrt(np.abs(x)), np.angle(x) / 3
+    return make_complex(r * np.cos(th), r * np.sin(th), x.dtype)
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
@@ -121,7 +131,7 @@ def _component(t: ElementType) -> ElementType:
 # ---- rows (spec order) ---------------------------------------------------------------------
 unary("abs", SINT | FLOAT | COMPLEX, _abs, raw=True, typed=True, result_type=_component,
       doc="stablehlo.abs: spec §abs; XLA Abs (complex -> component type).")
-unary("cbrt", _FC, np.cbrt, ftz_real=False, doc="stablehlo.cbrt: spec §cbrt; XLA Cbrt.")
+unary("cbrt", _FC, _cbrt, ftz_real=False, doc="stablehlo.cbrt: spec §cbrt; XLA Cbrt.")
 unary("ceil", FLOAT, np.ceil, ftz_real=False, doc="stablehlo.ceil: spec §ceil; XLA Ceil.")
 unary("cosine", _FC, np.cos, daz_real=False, ftz_real=False,
       doc="stablehlo.cosine: spec §cosine; XLA Cos.")

@@ -3,13 +3,14 @@ edge semantics of evaluate that XLA's CPU backend defines (checked against jax e
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 from xlapy.errors import ShapeInferenceError
 from xlapy.ops.attrs import ComparisonDirection, ComparisonType
 from xlapy.ops.base import OPS, infer_shape
-from xlapy.ops.elementwise import CompareAttrs, ElementwiseOp
+from xlapy.ops.elementwise import CompareAttrs, ElementwiseOp, flush, has_denormal
 from xlapy.ops.elementwise_convert import (
     BitcastConvertAttrs,
     ConvertAttrs,
@@ -161,3 +162,74 @@ def test_bitcast_roundtrip() -> None:
     assert u.shape == (2, 4) and u[0].tolist() == [0, 0, 128, 63]
     back = ev("bitcast_convert", u, attrs=BitcastConvertAttrs(E.F32))
     assert back.tolist() == [1.0, -2.5]
+
+
+def test_bitcast_pred_and_complex_widths() -> None:
+    """The spec's num_bits(i1) = 1, little-endian; complex types reinterpret memory."""
+    bits = np.array([True, False] * 4 + [False] * 8)
+    assert ev("bitcast_convert", bits, attrs=BitcastConvertAttrs(E.U16)).tolist() == 0x55
+    back = ev("bitcast_convert", np.array(0x0F, np.uint8), attrs=BitcastConvertAttrs(E.PRED))
+    assert back.tolist() == [True] * 4 + [False] * 4
+    c = np.array([1 + 2j, -3 - 4j], np.complex128)
+    halves = ev("bitcast_convert", c, attrs=BitcastConvertAttrs(E.C64))
+    assert halves.shape == (2, 2)
+    assert halves.tobytes() == c.tobytes()
+    whole = ev("bitcast_convert", halves, attrs=BitcastConvertAttrs(E.C128))
+    assert whole.tolist() == c.tolist()
+
+
+def test_complex_cbrt_is_principal_root() -> None:
+    z = np.array([3 + 4j, -8 + 0j, 0j], np.complex128)
+    r = ev("cbrt", z)
+    np.testing.assert_allclose(r[0], 1.6289371459221759 + 0.5201745023045458j, rtol=1e-15)
+    np.testing.assert_allclose(r[1], 1 + np.sqrt(3) * 1j, rtol=1e-15)
+    assert r[2] == 0
+
+
+def test_convert_complex_and_pred_flushing() -> None:
+    """complex -> its component type extracts without a flush; complex -> pred tests the
+    flushed real part; bf16 -> pred tests the bits (denormals are true), as XLA CPU does."""
+    c = np.array([1e-40 + 0j, 1j, 2 + 0j], np.complex64)
+    assert ev("convert", c, attrs=ConvertAttrs(E.F32)).tolist() == \
+        [np.float32(1e-40), 0.0, 2.0]
+    assert ev("convert", c, attrs=ConvertAttrs(E.PRED)).tolist() == [False, False, True]
+    b = np.array([1e-39, 0.0], ml_dtypes.bfloat16)
+    assert ev("convert", b, attrs=ConvertAttrs(E.PRED)).tolist() == [True, False]
+    f = np.array([1e-39, 0.0], np.float32)
+    assert ev("convert", f, attrs=ConvertAttrs(E.PRED)).tolist() == [False, False]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_has_denormal_and_flush(dt: type) -> None:
+    """The reduction-based check agrees with the definition, zeros and NaN included, in
+    slices of a large array too; flush copies only when it changes something."""
+    tiny = np.finfo(dt).tiny
+    rng = np.random.default_rng(1)
+    pool = np.array([0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, tiny, -tiny, tiny / 3,
+                     -tiny / 3, tiny * (1 - 2 ** -20), 1e-30])
+    for n in [1, 2, 5, 300_000]:
+        for _ in range(30):
+            x = rng.choice(pool, n).astype(dt)
+            if n > 5:
+                x[:] = rng.choice(pool[[2, 3, 4, 0]], n)
+                x[rng.integers(0, n)] = rng.choice(pool)
+            want = bool(np.any((np.abs(x) < tiny) & (x != 0)))
+            assert has_denormal(x) == want
+            f = flush(x)
+            assert (f is x) == (not want)
+            with np.errstate(invalid="ignore"):
+                ref = np.where(np.abs(x) < tiny, x * 0, x)
+            assert f.tobytes() == ref.tobytes()
+    assert not has_denormal(np.array(-0.0, dt))
+    c = np.array([tiny / 2 - 1j * tiny / 4, 1 + 1j], np.complex64 if dt == np.float32
+                 else np.complex128)
+    fc = flush(c)
+    assert fc[0] == 0 and np.signbit(fc[0].imag) and fc[1] == c[1]
+
+
+def test_flush_does_not_touch_operands() -> None:
+    x = np.array([1e-40, 2.0], np.float32)
+    out = ev("multiply", x, np.array([1.0, 1.0], np.float32))
+    assert out.tolist() == [0.0, 2.0] and x[0] == np.float32(1e-40)
+    y = np.array([4.0, 9.0], np.float32)
+    assert ev("sqrt", y) is not y and y.tolist() == [4.0, 9.0]
