@@ -52,7 +52,10 @@ class XlaComputation:
                             tuple(p.name for p in entry.parameters))
 
     def as_hlo_text(self) -> str:
-        return self.module.to_text()
+        """XLA's HloModule text, which `xlapy.hlo_text.parse_hlo_module` reads back."""
+        from xlapy.hlo_text import print_hlo_module
+
+        return print_hlo_module(self.module)
 
     def as_stablehlo_text(self, generic: bool = False) -> str:
         from xlapy.stablehlo import print_module  # type: ignore[attr-defined]
