@@ -136,8 +136,8 @@ def test_next_after_bit_exact(et: str) -> None:
     m = g.build(g.op("chlo.next_after", g.param(f"{et}[{n}]"), g.param(f"{et}[{n}]")))
     before, after = _lower(m, [xs, ys])
     b, a = np.asarray(before), np.asarray(after)
-    nan = np.isnan(b.astype(np.float32))
-    assert (nan == np.isnan(a.astype(np.float32))).all()
+    nan = np.isnan(b.astype(np.float64))
+    assert (nan == np.isnan(a.astype(np.float64))).all()
     assert b[~nan].tobytes() == a[~nan].tobytes()
 
 
