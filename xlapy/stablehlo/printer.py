@@ -153,6 +153,12 @@ class Printer:
             return [f"{lhs}stablehlo.constant {dense(instr.attrs.literal)}"]
         if instr.opcode == "call":
             return [f"{lhs}func.call @{_sym(instr.called[0].name)}({operands}) : {ftype}"]
+        if not self.generic and instr.opcode == "while" and instr.operands:
+            return self._while(instr, names, counter, lhs)
+        if not self.generic and instr.opcode == "reduce":
+            text = _reduce_applies(instr, names, ftype)
+            if text is not None:
+                return [lhs + text]
         if not self.generic and result_types:
             text = pretty_op(instr, operands, ftype)
             if text is not None:
@@ -186,6 +192,32 @@ class Printer:
                 self.lines = saved
             lines.append("})")
         lines[-1] += f" : {ftype}"
+        return lines
+
+    def _region_lines(self, comp: Computation, names: dict[int, str],
+                      counter: list[int]) -> list[str]:
+        saved = self.lines
+        self.lines = []
+        self.body(comp, names, counter, "  ", "stablehlo.return")
+        out, self.lines = self.lines, saved
+        return out
+
+    def _while(self, instr: Instruction, names: dict[int, str], counter: list[int],
+               lhs: str) -> list[str]:
+        """`stablehlo.while(%i = %a, ...) : types cond { ... } do { ... }` (JAX's form)."""
+        cond, body = instr.called
+        pairs = []
+        for j, o in enumerate(instr.operands):
+            pname = f"%iterArg{counter[0]}"
+            counter[0] += 1
+            names[id(cond.parameters[j])] = names[id(body.parameters[j])] = pname
+            pairs.append(f"{pname} = {names[id(o)]}")
+        types = ", ".join(o.shape.to_shlo() for o in instr.operands)
+        lines = [f"{lhs}stablehlo.while({', '.join(pairs)}) : {types}", " cond {"]
+        lines += self._region_lines(cond, names, counter)
+        lines.append(" } do {")
+        lines += self._region_lines(body, names, counter)
+        lines.append(" }")
         return lines
 
     def attrs(self, instr: Instruction) -> list[tuple[str, str]]:
@@ -233,6 +265,33 @@ class Printer:
                 continue
             out.append((key, attr_text(value)))
         return out
+
+
+_APPLIES = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
+
+
+def _reduce_applies(instr: Instruction, names: dict[int, str], ftype: str) -> str | None:
+    """`stablehlo.reduce(%a init: %b) applies stablehlo.add across dimensions = [..]` when
+    the body applies one binary op to (lhs_i, rhs_i) for every input."""
+    comp = instr.called[0]
+    n = len(instr.operands) // 2
+    params = comp.parameters
+    roots = list(comp.root.operands) if comp.multi_result else [comp.root]
+    if n == 0 or len(params) != 2 * n or len(roots) != n:
+        return None
+    if len(comp.instructions) != 3 * n + (1 if comp.multi_result else 0):
+        return None
+    kinds = {r.opcode for r in roots}
+    if len(kinds) != 1 or not kinds <= _APPLIES:
+        return None
+    for i, r in enumerate(roots):
+        if list(r.operands) != [params[i], params[n + i]]:
+            return None
+    pairs = ", ".join(f"({names[id(a)]} init: {names[id(b)]})"
+                      for a, b in zip(instr.operands[:n], instr.operands[n:]))
+    dims = ", ".join(map(str, instr.attrs.dimensions))
+    return (f"stablehlo.reduce{pairs} applies stablehlo.{kinds.pop()} across dimensions = "
+            f"[{dims}] : {ftype}")
 
 
 def attr_text(value: Any) -> str:
