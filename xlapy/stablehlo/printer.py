@@ -155,6 +155,20 @@ class Printer:
             return [f"{lhs}func.call @{_sym(instr.called[0].name)}({operands}) : {ftype}"]
         if not self.generic and instr.opcode == "while" and instr.operands:
             return self._while(instr, names, counter, lhs)
+        if not self.generic and instr.opcode.startswith("check.expect_") and \
+                not self.attrs(instr)[1:] and instr.operands:
+            if instr.opcode.endswith("_const"):  # `check.expect_eq_const %x, dense<..> : t`
+                return [f"{instr.opcode} {operands}, {dense(instr.attrs.value)}"]
+            if not self.attrs(instr):  # `check.expect_eq %a, %b : t`
+                return [f"{instr.opcode} {operands} : {instr.operands[0].shape.to_shlo()}"]
+        if not self.generic and instr.opcode == "custom_call":
+            rest = [(k, v) for k, v in self.attrs(instr) if k != "call_target_name"]
+            text = f"stablehlo.custom_call @{_sym(instr.attrs.call_target_name)}({operands})"
+            if rest:
+                text += " {" + ", ".join(f"{k} = {v}" for k, v in rest) + "}"
+            return [f"{lhs}{text} : {ftype}"]
+        if not self.generic and instr.opcode == "convolution":
+            return [lhs + self._convolution(instr, operands, ftype)]
         if not self.generic and instr.opcode == "reduce":
             text = _reduce_applies(instr, names, ftype)
             if text is not None:
@@ -219,6 +233,32 @@ class Printer:
         lines += self._region_lines(body, names, counter)
         lines.append(" }")
         return lines
+
+    def _convolution(self, instr: Instruction, operands: str, ftype: str) -> str:
+        """`stablehlo.convolution(%a, %b) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f],
+        window = {stride = [..], pad = [[l, h], ..], ...} {other attributes} : type`."""
+        a = instr.attrs
+        window = []
+        for key, field in (("stride", "window_strides"), ("lhs_dilate", "lhs_dilation"),
+                           ("rhs_dilate", "rhs_dilation")):
+            v = getattr(a, field)
+            if v:
+                window.append(f"{key} = [{', '.join(map(str, v))}]")
+        if a.padding:
+            window.append("pad = [" + ", ".join(f"[{lo}, {hi}]" for lo, hi in a.padding) + "]")
+        if a.window_reversal:
+            window.append("reverse = [" + ", ".join("true" if r else "false"
+                                                    for r in a.window_reversal) + "]")
+        text = f"stablehlo.convolution({operands}) dim_numbers = " \
+               f"{conv_text(a.dimension_numbers)}"
+        if window:
+            text += ", window = {" + ", ".join(window) + "}"
+        skip = {"dimension_numbers", "window_strides", "lhs_dilation", "rhs_dilation",
+                "padding", "window_reversal"}
+        rest = [(k, v) for k, v in self.attrs(instr) if k not in skip]
+        if rest:
+            text += " {" + ", ".join(f"{k} = {v}" for k, v in rest) + "}"
+        return f"{text} : {ftype}"
 
     def attrs(self, instr: Instruction) -> list[tuple[str, str]]:
         a = instr.attrs

@@ -110,3 +110,25 @@ def test_region_ops_pretty_and_round_trip() -> None:
     a, b = xlapy.compile(out)(x)
     a0, b0 = xlapy.compile(REGIONS)(x)
     assert a.tolist() == a0.tolist() == [24.0, 96.0] and b == b0
+
+
+def test_convolution_custom_call_check_pretty() -> None:
+    text = """func.func @main(%x: tensor<1x6x6x2xf32>, %k: tensor<3x3x2x4xf32>)
+    -> tensor<1x3x3x4xf32> {
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+    window = {stride = [2, 1], pad = [[1, 0], [0, 1]], rhs_dilate = [1, 2]}
+    {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+    : (tensor<1x6x6x2xf32>, tensor<3x3x2x4xf32>) -> tensor<1x3x3x4xf32>
+  %1 = stablehlo.custom_call @my_target(%0) {backend_config = "cfg", has_side_effect = true}
+    : (tensor<1x3x3x4xf32>) -> tensor<1x3x3x4xf32>
+  check.expect_eq %0, %0 : tensor<1x3x3x4xf32>
+  return %1 : tensor<1x3x3x4xf32>
+}"""
+    m = parse_module(text)
+    out = print_module(m)
+    assert "stablehlo.convolution(%" in out and "window = {stride = [2, 1]" in out
+    assert "pad = [[1, 0], [0, 1]]" in out and "rhs_dilate = [1, 2]" in out
+    assert 'stablehlo.custom_call @my_target(%' in out and 'backend_config = "cfg"' in out
+    assert "check.expect_eq %" in out and '"' + "stablehlo." not in out
+    for generic in (False, True):
+        assert modules_equal(m, parse_module(print_module(m, generic)))
