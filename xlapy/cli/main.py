@@ -48,8 +48,8 @@ def entry_functions(module: Module, entry: str | None) -> list[str]:
 
 
 def run_module(module: Module, args: Sequence[Any] = (), entry: str | None = None,
-               printed: list[str] | None = None) -> list[Any]:
-    """Verify `module` and run its entry function(s); returns each function's value."""
+               printed: list[str] | None = None, backend: str = "interpreter") -> list[Any]:
+    """Verify `module` and run its entry function(s) on `backend`; returns their values."""
     verify_module_lenient(module)
     outs = []
     for name in entry_functions(module, entry):
@@ -57,7 +57,14 @@ def run_module(module: Module, args: Sequence[Any] = (), entry: str | None = Non
         if printed is not None:
             runtime.hooks["print"] = printed.append
         comp = module.get(name)
-        outs.append(Interpreter(runtime).run(comp, list(args) if comp is module.entry else []))
+        fargs = list(args) if comp is module.entry else []
+        if backend == "interpreter":
+            outs.append(Interpreter(runtime).run(comp, fargs))
+        else:
+            from xlapy.backends import get_backend
+
+            exe = get_backend(backend).compile_function(module, comp)
+            outs.append(exe.run_computation(fargs, runtime))
     return outs
 
 
@@ -74,12 +81,12 @@ def verify_module_lenient(module: Module) -> None:
 
 
 def run_chunk(text: str, filename: str, line_offset: int = 0, entry: str | None = None,
-              inputs: Sequence[Any] = ()) -> ChunkResult:
+              inputs: Sequence[Any] = (), backend: str = "interpreter") -> ChunkResult:
     name = f"{filename}:{line_offset + 1}"
     printed: list[str] = []
     try:
         module = parse_module(text, filename, entry, line_offset)
-        outs = run_module(module, inputs, entry, printed)
+        outs = run_module(module, inputs, entry, printed, backend)
     except XlapyError as e:
         return ChunkResult(name, False, f"{type(e).__name__}: {e}", printed=printed)
     except RecursionError:

@@ -20,5 +20,12 @@ class CpuBackend:
         verify_module(module)
         return CpuExecutable(module.entry_computation(), module, options)
 
+    def compile_function(self, module: Module, comp: Any,
+                         options: dict[str, Any] | None = None) -> Any:
+        """One function of an already verified module (test files hold several, no entry)."""
+        from xlapy.backends.cpu.executable import CpuExecutable
+
+        return CpuExecutable(comp, module, options)
+
 
 register_backend("cpu", CpuBackend)

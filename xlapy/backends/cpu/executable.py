@@ -43,6 +43,10 @@ NUM_THREADS = os.cpu_count() or 1
 _POOL: ThreadPoolExecutor | None = None
 CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose", "slice",
                    "reverse", "convert"})
+#: A value several kernels need is recomputed in each when its fused chain has at most
+#: DUP_OPS ops and at most DUP_KERNELS kernels need it; else it gets a buffer.
+DUP_OPS = 8
+DUP_KERNELS = 3
 CONTROL_FLOW = frozenset({"while", "case", "if", "call"})
 
 
@@ -103,16 +107,7 @@ class CpuExecutable:
         roots = self._root_values()
         self.outputs = {id(i) for i in roots}
         fusible = {id(i) for i in order if i.opcode != "parameter" and kernels.fusible(i)}
-        self.materialized: set[int] = set()
-        for instr in order:
-            if id(instr) not in fusible:
-                continue
-            users = instr.users
-            if (instr.opcode == "reduce" or id(instr) in self.outputs
-                    or any(id(u) not in fusible for u in users)
-                    or (len(users) > 1 and instr.opcode not in CHEAP)
-                    or (instr.opcode == "constant" and not kernels.is_scalar_constant(instr))):
-                self.materialized.add(id(instr))
+        self.materialized = self._choose_materialized(order, fusible)
         mod = new_module(f"xlapy_{comp.name}")
         self.thunks: list[Callable[..., None]] = []
         kernel_specs: list[kernels.Kernel] = []
@@ -155,6 +150,43 @@ class CpuExecutable:
         self.kernel_addrs = [self.engine.address(k.name) for k in kernel_specs] \
             if self.engine is not None else []
         self.num_slots = len(self.shapes)
+
+    def _choose_materialized(self, order: list[Instruction], fusible: set[int]) -> set[int]:
+        """Which fusible values get a buffer (each is the root of one kernel).
+
+        Must: reduces, outputs, values a non-fusible op reads, array constants. Otherwise,
+        walking consumers first: a value whose users all land in one kernel fuses there; a
+        value needed by several kernels is recomputed in each when its fused producer chain
+        is short (DUP_OPS, e.g. exp(x - max) in softmax feeds both the sum and the divide,
+        saving a write and a read of the whole array), else materialized."""
+        cost: dict[int, int] = {}
+        for instr in order:
+            if id(instr) in fusible and instr.opcode != "reduce":
+                own = 0 if instr.opcode in CHEAP else 1
+                cost[id(instr)] = min(own + sum(cost.get(id(o), 0) for o in instr.operands),
+                                      1 << 20)
+        mat: set[int] = set()
+        kernel_of: dict[int, frozenset[int]] = {}
+        for instr in reversed(order):
+            iid = id(instr)
+            if iid not in fusible:
+                continue
+            users = instr.users
+            if (instr.opcode == "reduce" or iid in self.outputs
+                    or any(id(u) not in fusible for u in users)
+                    or (instr.opcode == "constant" and not kernels.is_scalar_constant(instr))):
+                mat.add(iid)
+                kernel_of[iid] = frozenset((iid,))
+                continue
+            ks = frozenset().union(*(kernel_of[id(u)] for u in users)) if users else \
+                frozenset()
+            if len(ks) <= 1 or instr.opcode in CHEAP or (
+                    cost.get(iid, 0) <= DUP_OPS and len(ks) <= DUP_KERNELS):
+                kernel_of[iid] = ks
+            else:
+                mat.add(iid)
+                kernel_of[iid] = frozenset((iid,))
+        return mat
 
     def _root_values(self) -> list[Instruction]:
         """The array instructions whose values leave the computation (through tuples)."""
@@ -207,7 +239,8 @@ class CpuExecutable:
                                self._set(t, v, s, v[i][k]))
             self.report.append((instr.name, "get_tuple_element", "aliasing"))
             return
-        dot = library.dot_plan(instr) if instr.opcode == "dot_general" else None
+        dot = library.dot_plan(instr) if instr.opcode == "dot_general" else \
+            library.conv_plan(instr) if instr.opcode == "convolution" else None
         if dot is not None:
             shape = vals_shape.dimensions
             dtype = vals_shape.dtype
@@ -219,7 +252,7 @@ class CpuExecutable:
                 self._set(t, v, s, out)
 
             self.thunks.append(run_dot)
-            self.report.append((instr.name, "dot_general", "library blas"))
+            self.report.append((instr.name, instr.opcode, "library blas"))
             return
         op = OPS[instr.opcode]
         subs: list[Any] = []

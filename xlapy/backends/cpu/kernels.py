@@ -27,6 +27,7 @@ from xlapy.backends.cpu.llvm_util import (
     KERNEL_TYPE,
     for_range,
     i64,
+    intrinsic,
     restore_mxcsr,
     set_ftz_daz,
 )
@@ -306,7 +307,10 @@ class KernelEmitter:
         if not split:
             begin, end = i64(0), i64(dims[0] if dims else 1)
         # Initialize this range of the output.
-        init_v = ew.to_storage(b, self.gen(init, []), et)
+        init_c = self.gen(init, [])
+        if op in ("maximum", "minimum") and ew._isfloat(init_c):
+            init_c = ew.flush(b, init_c)
+        init_v = ew.to_storage(b, init_c, et)
         row = int(np.prod(out_dims[1:])) if split else int(np.prod(out_dims))
         lo = b.mul(begin, i64(row)) if split else i64(0)
         hi = b.mul(end, i64(row)) if split else i64(row)
@@ -319,6 +323,10 @@ class KernelEmitter:
                 return b.fadd(acc, v, flags=["reassoc", "nsz"])
             if op == "multiply" and ew._isfloat(v) and et in (ET.F32, ET.F64):
                 return b.fmul(acc, v, flags=["reassoc", "nsz"])
+            if op in ("maximum", "minimum") and ew._isfloat(v):
+                # acc is already flushed (init and every step): flushing only v keeps the
+                # recurrence a plain llvm.maximum/minimum, which LLVM vectorizes.
+                return intrinsic(b, f"llvm.{op}.{ew._fsfx(v)}", v.type, [acc, ew.flush(b, v)])
             return ew.emit(b, op, [acc, v], et, et)
 
         def out_ptr(idx: list[ir.Value]) -> ir.Value:

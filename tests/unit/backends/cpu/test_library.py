@@ -1,0 +1,82 @@
+"""Library thunks: shift-GEMM convolution and BLAS dot_general against the interpreter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu.blas import gemm
+
+CONV = """
+func.func @main(%x: tensor<{xs}xf32>, %w: tensor<{ws}xf32>) -> tensor<{os}xf32> {{
+  %y = stablehlo.convolution(%x, %w) dim_numbers = {dn},
+      window = {{stride = [1, 1], pad = {pad}, rhs_dilate = {dil}}}
+      {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}}
+      : (tensor<{xs}xf32>, tensor<{ws}xf32>) -> tensor<{os}xf32>
+  return %y : tensor<{os}xf32>
+}}
+"""
+
+
+def _shape(s: list[int]) -> str:
+    return "x".join(map(str, s))
+
+
+@pytest.mark.parametrize(("layout", "pad", "dil"), [
+    ("nchw", [[1, 1], [1, 1]], [1, 1]),
+    ("nhwc", [[0, 2], [1, 0]], [1, 1]),
+    ("nchw", [[2, 2], [0, 1]], [2, 1]),
+])
+def test_conv_matches_interpreter(layout: str, pad: list[list[int]], dil: list[int]) -> None:
+    n, c, h, w, o, kh, kw = 2, 3, 7, 6, 4, 3, 2
+    oh = h + sum(pad[0]) - (kh - 1) * dil[0]
+    ow = w + sum(pad[1]) - (kw - 1) * dil[1]
+    if layout == "nchw":
+        xs, ws, os_ = [n, c, h, w], [o, c, kh, kw], [n, o, oh, ow]
+        dn = "[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]"
+    else:
+        xs, ws, os_ = [n, h, w, c], [kh, kw, c, o], [n, oh, ow, o]
+        dn = "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]"
+    text = CONV.format(xs=_shape(xs), ws=_shape(ws), os=_shape(os_), dn=dn, pad=pad, dil=dil)
+    cpu = xlapy.compile(text, backend="cpu")
+    assert "convolution" in cpu._exe.explain() and "library blas" in cpu._exe.explain()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(xs).astype(np.float32)
+    k = rng.standard_normal(ws).astype(np.float32)
+    want = xlapy.compile(text, backend="interpreter")(x, k)
+    np.testing.assert_allclose(cpu(x, k), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("m", "k", "n"), [(3, 5, 4), (300, 64, 200), (40, 3, 700)])
+def test_gemm_layouts(dtype: type, m: int, k: int, n: int) -> None:
+    rng = np.random.default_rng(2)
+    for ta in (False, True):
+        for tb in (False, True):
+            a = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+            b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+            a, b = (a.T if ta else a), (b.T if tb else b)
+            out = np.full((m, n + 3), 7.0, dtype)
+            gemm(a, b, out[:, 1:1 + n])
+            np.testing.assert_allclose(out[:, 1:1 + n], a @ b, rtol=1e-4, atol=1e-4)
+            assert (out[:, 0] == 7).all() and (out[:, -2:] == 7).all()
+            gemm(a, b, out[:, 1:1 + n], beta=1.0)
+            np.testing.assert_allclose(out[:, 1:1 + n], 2 * (a @ b), rtol=1e-4, atol=1e-4)
+
+
+DOT = """
+func.func @main(%x: tensor<2x5x3xf32>, %y: tensor<2x4x5xf32>) -> tensor<2x3x4xf32> {
+  %z = stablehlo.dot_general %x, %y, batching_dims = [0] x [0], contracting_dims = [1] x [2]
+      : (tensor<2x5x3xf32>, tensor<2x4x5xf32>) -> tensor<2x3x4xf32>
+  return %z : tensor<2x3x4xf32>
+}
+"""
+
+
+def test_batched_transposed_dot() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    y = rng.standard_normal((2, 4, 5)).astype(np.float32)
+    got = xlapy.compile(DOT, backend="cpu")(x, y)
+    np.testing.assert_allclose(got, np.einsum("bkm,bnk->bmn", x, y), rtol=1e-5, atol=1e-5)
