@@ -9,7 +9,21 @@ import numpy as np
 from jax import lax
 
 from tests.differential.jax_programs.table import (
-    BF16, BOOL, C64, F16, F32, F64, I8, I32, I64, U8, U32, Program, arr, dtype_id, inexact,
+    BF16,
+    BOOL,
+    C64,
+    F16,
+    F32,
+    F64,
+    I8,
+    I32,
+    I64,
+    U8,
+    U32,
+    Program,
+    arr,
+    dtype_id,
+    inexact,
 )
 
 P = Program
@@ -46,7 +60,8 @@ def _shape() -> list[Program]:
         P("lax.broadcasted_iota[u8]", lambda: lax.broadcasted_iota(np.uint8, (3, 4), 1), ()),
         P("lax.dynamic_slice[f32]", lambda a, i: lax.dynamic_slice(a, (i, np.int32(1)), (2, 3)),
           (arr((5, 6), F32), np.int32(2))),
-        P("lax.dynamic_slice_clamped[s32]", lambda a, i: lax.dynamic_slice(a, (i, np.int32(-5)), (2, 3)),
+        P("lax.dynamic_slice_clamped[s32]",
+          lambda a, i: lax.dynamic_slice(a, (i, np.int32(-5)), (2, 3)),
           (arr((5, 6), I32, -9, 9), np.int32(9))),
         P("lax.dynamic_update_slice[f32]",
           lambda a, u, i: lax.dynamic_update_slice(a, u, (i, np.int32(2))),

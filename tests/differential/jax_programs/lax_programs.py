@@ -11,8 +11,25 @@ import numpy as np
 from jax import lax
 
 from tests.differential.jax_programs.table import (
-    BF16, BOOL, C64, C128, F16, F32, F64, I8, I16, I32, I64, U8, U32, U64, Program, arr, bits,
-    dtype_id, inexact,
+    BF16,
+    BOOL,
+    C64,
+    C128,
+    F16,
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U32,
+    U64,
+    Program,
+    arr,
+    bits,
+    dtype_id,
+    inexact,
 )
 
 S = (3, 4)

@@ -10,7 +10,15 @@ import numpy as np
 from jax import lax
 
 from tests.differential.jax_programs.table import (
-    C64, F32, F64, I32, U32, Program, arr, inexact, spd,
+    C64,
+    F32,
+    F64,
+    I32,
+    U32,
+    Program,
+    arr,
+    inexact,
+    spd,
 )
 
 P = Program
