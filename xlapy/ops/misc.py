@@ -470,3 +470,4 @@ class PartitionId(OpDef):
 
 
 from xlapy.ops import dynamic  # noqa: E402,F401
+from xlapy.ops import custom_call_targets  # noqa: E402,F401
