@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.property.support import (
@@ -31,26 +31,6 @@ from xlapy.types import ARRAY_TYPES, ElementType, Shape
 ROWS = sorted(name for name, op in OPS.items() if isinstance(op, ElementwiseOp))
 seeds = st.integers(0, 2**16)
 
-_FLOATS = frozenset(t for t in ARRAY_TYPES if t.is_float)
-#: Known evaluate failures (see test_known_bugs): (op, element types, ranks) left out of the
-#: properties so that they keep checking everything else.
-KNOWN_BUGS: list[tuple[str, frozenset[ElementType], frozenset[int] | None]] = [
-    ("cbrt", frozenset({ElementType.C64, ElementType.C128}), None),
-    ("logistic", _FLOATS | {ElementType.C64, ElementType.C128}, frozenset({0})),
-    ("rsqrt", _FLOATS | {ElementType.C64, ElementType.C128}, frozenset({0})),
-    ("round_nearest_afz", _FLOATS, frozenset({0})),
-    # max/min/clamp of 0-d floats meeting a zero: _signed_zeros assigns into a numpy scalar
-    ("maximum", _FLOATS, frozenset({0})),
-    ("minimum", _FLOATS, frozenset({0})),
-    ("clamp", _FLOATS, frozenset({0})),
-]
-
-
-def known_bug(name: str, et: ElementType, rank: int) -> bool:
-    return any(n == name and et in types and (ranks is None or rank in ranks)
-               for n, types, ranks in KNOWN_BUGS)
-
-
 def _bits(x: np.ndarray) -> bytes:
     return np.array(x, order="C").tobytes()
 
@@ -62,8 +42,6 @@ def test_row_accepts_exactly_its_types_and_evaluates_them(name: str) -> None:
     op = OPS[name]
     assert isinstance(op, ElementwiseOp)
     for i, et in enumerate(ARRAY_TYPES):
-        if known_bug(name, et, 2):
-            continue
         values = [random_array(et, (2, 3), 7 * i + k) for k in range(op.arity)]
         got = check_valid_or_rejected(name, values, None)
         assert (got is not None) == (et in op.types), (name, et)
@@ -80,7 +58,6 @@ def row_cases(draw: st.DrawFn) -> tuple[str, list[np.ndarray], bool]:
     shape = draw(dims())
     values = [random_array(et, shape, draw(seeds)) for _ in range(op.arity)]
     same = True
-    assume(not known_bug(name, et, len(shape)))
     if op.arity == 2 and draw(st.integers(0, 3)) == 0:
         same = False
         if draw(st.booleans()):
@@ -151,8 +128,6 @@ def test_select(et: ElementType, shape: tuple[int, ...], seed: int, how: str) ->
 @given(element_types, dims(), seeds, st.booleans(), st.booleans(), st.booleans())
 def test_clamp(et: ElementType, shape: tuple[int, ...], seed: int, lo_scalar: bool,
                hi_scalar: bool, mismatch: bool) -> None:
-    if known_bug("clamp", et, len(shape)):
-        shape = (2,)
     lo = random_array(et, () if lo_scalar else shape, seed)
     hi = random_array(et, () if hi_scalar else shape, seed + 1)
     x = random_array(et, shape, seed + 2)
@@ -163,11 +138,6 @@ def test_clamp(et: ElementType, shape: tuple[int, ...], seed: int, lo_scalar: bo
         assert got == Shape.array(et, shape)
     else:
         assert got is None
-
-
-def _convert_bug(src: ElementType, dst: ElementType) -> bool:
-    """complex -> real on 0-d values returns shape [1] (np.ascontiguousarray)."""
-    return src.is_complex and not dst.is_complex
 
 
 # ---- convert ----------------------------------------------------------------------------------
@@ -186,8 +156,6 @@ def test_convert_every_pair(source: ElementType) -> None:
 @given(element_types, element_types, dims(), seeds)
 def test_convert_shapes(src: ElementType, dst: ElementType, shape: tuple[int, ...],
                         seed: int) -> None:
-    if _convert_bug(src, dst) and not shape:
-        shape = (1,)  # see test_known_bugs
     got = check_valid_or_rejected("convert", [random_array(src, shape, seed)],
                                   ConvertAttrs(dst))
     assert got == Shape.array(dst, shape)
@@ -262,30 +230,26 @@ def test_reduce_precision(et: ElementType, shape: tuple[int, ...], seed: int,
         assert got is None
 
 
-# ---- known bugs: each still fails; remove the entry in KNOWN_BUGS once it passes ------------
-@pytest.mark.xfail(strict=False, reason="cbrt accepts complex but np.cbrt has no complex loop")
+# ---- regressions: bugs these properties found (0-d operands, complex cbrt) -------------------
 @pytest.mark.parametrize("et", [ElementType.C64, ElementType.C128], ids=str)
-def test_known_bug_cbrt_complex(et: ElementType) -> None:
+def test_regression_cbrt_complex(et: ElementType) -> None:
     run_op("cbrt", [random_array(et, (3,), 0)])
 
 
-@pytest.mark.xfail(strict=False, reason="0-d float operands: out= on a numpy scalar "
-                   "(uncommitted working-tree edit of elementwise_unary.py)")
 @pytest.mark.parametrize("name", ["logistic", "rsqrt", "round_nearest_afz"])
-def test_known_bug_scalar_float_rows(name: str) -> None:
+def test_regression_scalar_float_rows(name: str) -> None:
     run_op(name, [random_array(ElementType.F32, (), 0)])
 
 
-@pytest.mark.xfail(strict=False, reason="max/min of 0-d floats whose result is zero: "
-                   "_signed_zeros assigns into a numpy scalar")
 @pytest.mark.parametrize("name", ["maximum", "minimum", "clamp"])
-def test_known_bug_scalar_signed_zeros(name: str) -> None:
+def test_regression_scalar_signed_zeros(name: str) -> None:
     zero, neg = np.asarray(np.float32(0.0)), np.asarray(np.float32(-0.0))
-    run_op(name, [zero, neg] if name != "clamp" else [neg, zero, neg])
+    _, out = run_op(name, [zero, neg] if name != "clamp" else [neg, zero, neg])
+    # XLA: +0 beats -0 in max, -0 beats +0 in min; clamp(-0, +0, -0) = min(max(+0, -0), -0)
+    assert out.shape == () and out == 0
+    assert bool(np.signbit(out)) == (name != "maximum")
 
 
-@pytest.mark.xfail(strict=False, reason="convert complex -> real of a 0-d value gives shape "
-                   "[1]: np.ascontiguousarray(x.real) in convert_array")
 @pytest.mark.parametrize("target", [ElementType.PRED, ElementType.S32, ElementType.U8], ids=str)
-def test_known_bug_convert_complex_scalar(target: ElementType) -> None:
+def test_regression_convert_complex_scalar(target: ElementType) -> None:
     run_op("convert", [random_array(ElementType.C64, (), 0)], ConvertAttrs(target))

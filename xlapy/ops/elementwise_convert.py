@@ -58,7 +58,7 @@ def convert_array(x: np.ndarray, t: ElementType) -> np.ndarray:
         if t == s.component_type:
             return x.real.copy()  # a plain extraction: no flush
         # Other targets (pred included) convert the real part as a real value.
-        x, s = np.ascontiguousarray(x.real), s.component_type
+        x, s = np.asarray(x.real, order="C"), s.component_type  # keeps 0-d arrays 0-d
     if t.is_pred:
         if s in (_F32, _F64):
             x = flush(x)  # bf16 -> pred tests the bits: bf16 denormals are true
