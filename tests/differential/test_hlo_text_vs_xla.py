@@ -99,11 +99,7 @@ CASES: list[tuple[str, Callable[..., Any], tuple[Any, ...], float]] = [
 ]
 
 #: Optimized-module cases that fail because of an interpreter bug outside this front door.
-OPTIMIZED_XFAIL = {
-    "sort_float": "ops/elementwise_convert bitcast_convert reshapes to the scalar result shape "
-                  "inside the vectorized sort comparator (XLA's optimized comparator bitcasts "
-                  "f32 to s32)",
-}
+OPTIMIZED_XFAIL: dict[str, str] = {}
 
 
 def _run(text: str, args: tuple[Any, ...]) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.ops.base import OPS, EvalContext
+from xlapy.types import Shape
 
 #: Ops that are element-wise but not in the "elementwise" family.
 _ALSO_ELEMENTWISE = frozenset({"parameter", "constant", "tuple", "get_tuple_element"})
@@ -54,7 +55,13 @@ def _walk(region: Any, ctx: EvalContext, args: Sequence[np.ndarray]) -> Any:
         if instr.opcode == "parameter":
             continue
         operands = [env[id(o)] for o in instr.operands]
-        env[id(instr)] = OPS[instr.opcode].evaluate(operands, instr.attrs, instr.shape, ctx)
+        shape = instr.shape
+        if operands and shape.is_array:
+            # The region is declared on scalars but runs on whole arrays: ops that read their
+            # result shape (bitcast_convert, convert...) must see the arrays' shape.
+            dims = np.broadcast_shapes(*(np.shape(v) for v in operands))
+            shape = Shape.array(shape.element_type, dims)
+        env[id(instr)] = OPS[instr.opcode].evaluate(operands, instr.attrs, shape, ctx)
     return env[id(region.root)]
 
 

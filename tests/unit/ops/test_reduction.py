@@ -369,3 +369,21 @@ def test_general_sort_handles_long_rows_and_ties() -> None:
     order = np.argsort(keys, axis=1, kind="stable")
     np.testing.assert_array_equal(out[1], np.take_along_axis(keys, order, 1))
     np.testing.assert_array_equal(out[0], np.take_along_axis(vals, order, 1))
+
+
+def test_sort_comparator_with_bitcast_runs_on_whole_arrays() -> None:
+    """Regression: a comparator region that bitcasts f32 to s32 (XLA's optimized sort) was
+    ran on arrays with the scalar result shape, so bitcast_convert reshaped to a scalar."""
+    bops = ops
+    cb = XlaBuilder("cmp")
+    a = bops.Parameter(cb, 0, Shape.scalar(ElementType.F32))
+    b = bops.Parameter(cb, 1, Shape.scalar(ElementType.F32))
+    ia = bops.BitcastConvertType(a, ElementType.S32)
+    ib = bops.BitcastConvertType(b, ElementType.S32)
+    bops.Compare(ia, ib, direction=ComparisonDirection.LT)
+    bb = XlaBuilder("sort")
+    x = bops.Parameter(bb, 0, Shape.array(ElementType.F32, [6]))
+    bops.Sort(bb, [x], cb.build(), 0)
+    data = np.array([3.0, 1.0, 2.0, 0.5, 4.0, 0.25], np.float32)
+    out = xlapy.Client().execute_and_transfer(bb.build(), [data]).to_numpy()
+    np.testing.assert_array_equal(out, np.sort(data))
