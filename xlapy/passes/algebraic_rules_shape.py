@@ -90,6 +90,8 @@ def _slice_slice(i: Instruction, e: Emitter) -> Instruction | None:
         start = a.start_indices[d] + b.start_indices[d] * a.strides[d]
         stride = a.strides[d] * b.strides[d]
         n = i.shape.dimensions[d]
+        if n == 0:  # an empty result: the composed start may lie past the operand's end
+            start, stride = 0, 1
         starts.append(start)
         strides.append(stride)
         limits.append(start + (n - 1) * stride + 1 if n else start)
