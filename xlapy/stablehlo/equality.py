@@ -14,6 +14,7 @@ import numpy as np
 
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import OPS
+from xlapy.stablehlo.attrmap import _FROM_RESULT
 from xlapy.types import Literal
 
 
@@ -30,9 +31,11 @@ def _attrs_key(attrs: Any) -> Any:
     if isinstance(attrs, Literal):
         return ("literal", str(attrs.shape), np.ascontiguousarray(attrs.to_numpy()).tobytes())
     if dataclasses.is_dataclass(attrs) and not isinstance(attrs, type):
+        # Fields the result type carries (`shape`, `result_shapes`...) are in the key already
+        # through the instruction's shape; front doors fill them differently (send: ()).
         return (type(attrs).__name__,
                 tuple((f.name, _attrs_key(getattr(attrs, f.name)))
-                      for f in dataclasses.fields(attrs)))
+                      for f in dataclasses.fields(attrs) if f.name not in _FROM_RESULT))
     if isinstance(attrs, tuple):
         return tuple(_attrs_key(a) for a in attrs)
     try:
@@ -40,6 +43,19 @@ def _attrs_key(attrs: Any) -> Any:
         return attrs
     except TypeError:
         return repr(attrs)
+
+
+def _whole_tuple(instr: Instruction) -> Instruction | None:
+    if instr.opcode != "tuple" or not instr.operands:
+        return None
+    src = instr.operands[0].operands[0] if instr.operands[0].operands else None
+    if src is None or not src.shape.is_tuple or \
+            len(src.shape.tuple_shapes) != len(instr.operands):
+        return None
+    for i, o in enumerate(instr.operands):
+        if o.opcode != "get_tuple_element" or o.operands[0] is not src or o.attrs.index != i:
+            return None
+    return src
 
 
 def computation_key(comp: Computation, intern: _Interner,
@@ -55,6 +71,10 @@ def computation_key(comp: Computation, intern: _Interner,
         for o in instr.operands:  # operands come first in instruction order
             if id(o) not in ids:
                 key(o)
+        whole = _whole_tuple(instr)
+        if whole is not None:  # tuple(gte(x, 0), ..., gte(x, n-1)) is x itself
+            ids[id(instr)] = ids[id(whole)]
+            return ids[id(instr)]
         called = tuple(computation_key(c, intern, memo) for c in instr.called)
         k = intern((instr.opcode, str(instr.shape), _attrs_key(instr.attrs),
                     tuple(ids[id(o)] for o in instr.operands), called))

@@ -39,9 +39,17 @@ def _snake(name: str) -> str:
 def is_multi_result(instr: Instruction) -> bool:
     if not instr.shape.is_tuple or instr.opcode in _NOT_MULTI:
         return False
-    if instr.opcode == "call" and instr.called:
-        return instr.called[0].multi_result
+    if instr.opcode in ("call", "if", "case", "while") and instr.called:
+        # XLA's single tuple-valued result (a While over a tuple state) is not several.
+        return instr.called[-1].multi_result
     return True
+
+
+def _used_whole(instr: Instruction, comp: Computation) -> bool:
+    """Is the tuple value itself used (not only its elements through get_tuple_element)?"""
+    if comp.root is instr:
+        return True
+    return any(u.opcode != "get_tuple_element" for u in instr.users)
 
 
 def dialect_name(opcode: str) -> str:
@@ -56,6 +64,8 @@ class Printer:
         self.generic = generic
         self.funcs = self._functions()
         self.lines: list[str] = []
+        #: `%x` of a multi-result op whose whole-tuple name is `%x_t`.
+        self.base: dict[int, str] = {}
 
     def _functions(self) -> list[Computation]:
         names: set[int] = set()
@@ -116,10 +126,20 @@ class Printer:
             if instr is comp.root and comp.multi_result and instr.opcode == "tuple":
                 continue
             if instr.opcode == "get_tuple_element" and is_multi_result(instr.operands[0]):
-                src = names[id(instr.operands[0])]
+                src = self.base.get(id(instr.operands[0]), names[id(instr.operands[0])])
                 names[id(instr)] = f"{src}#{instr.attrs.index}"
                 continue
             self.lines.extend(indent + line for line in self.op(instr, names, counter, indent))
+            if is_multi_result(instr) and _used_whole(instr, comp):
+                # A multi-result op used as one tuple value (XLA's tuple-shaped results).
+                base = names[id(instr)]
+                self.base[id(instr)] = base
+                parts = [f"{base}#{i}" for i in range(len(instr.shape.tuple_shapes))]
+                types = ", ".join(t.to_shlo() for t in instr.shape.tuple_shapes)
+                tname = f"{base}_t"
+                self.lines.append(f'{indent}{tname} = "stablehlo.tuple"({", ".join(parts)}) : '
+                                  f"({types}) -> {instr.shape.to_shlo()}")
+                names[id(instr)] = tname
         values = comp.root.operands if comp.multi_result and comp.root.opcode == "tuple" \
             else [comp.root]
         if values:
