@@ -93,6 +93,7 @@ def process_groups(op: str, strategy: str, groups: ReplicaGroups, process: Any
     cross_replica_and_partition, flattened_ids); empty `groups` means one group of all."""
     nr, np_ = int(process.num_replicas), int(process.num_partitions)
     size = {"cross_partition": np_, "flattened_ids": nr * np_}.get(strategy, nr)
+    groups = unpadded(groups)
     if not groups:
         groups = (tuple(range(size)),)
     ids = [i for g in groups for i in g]
@@ -127,15 +128,25 @@ def my_group(op: str, strategy: str, groups: ReplicaGroups, process: Any) -> lis
     raise CollectiveError(f"{op}: process {me} is in no process group")
 
 
+def unpadded(groups: ReplicaGroups) -> ReplicaGroups:
+    """Ragged replica_groups come as a rectangle padded with -1 (all_reduce's non-uniform
+    groups, as StableHLO's verifier allows): drop the padding."""
+    return tuple(tuple(int(i) for i in g if i != -1) for g in groups)
+
+
 # ---- shared attribute checks ------------------------------------------------------------------
-def _check_groups(op: str, groups: ReplicaGroups, unique: str, in_range: str) -> None:
+def _check_groups(op: str, groups: ReplicaGroups, unique: str, in_range: str,
+                  ragged: bool = False) -> None:
+    """`ragged`: groups may differ in size, padded with -1 (all_reduce)."""
+    if ragged:
+        groups = unpadded(groups)
     ids = [i for g in groups for i in g]
     check(len(set(ids)) == len(ids), unique,
           f"replica_groups {[list(g) for g in groups]} has repeated ids")
     for i in ids:
         check(0 <= i < len(ids), in_range,
               f"replica_groups id {i} is outside [0, {len(ids)})")
-    check(len({len(g) for g in groups}) <= 1, f"{op}_replica_groups",
+    check(ragged or len({len(g) for g in groups}) <= 1, f"{op}_replica_groups",
           f"replica_groups {[list(g) for g in groups]} must all have the same size")
 
 
@@ -143,13 +154,23 @@ def _group_size(groups: ReplicaGroups, fallback: int) -> int:
     return len(groups[0]) if groups else fallback
 
 
-def _replica_and_partition_size(attrs: Any, n: int) -> int:
+def _replica_and_partition_size(attrs: Any, n: int, operands: Sequence[Shape], dim: int,
+                                gather: bool) -> int:
     """cross_replica_and_partition groups hold len(group) * num_partitions processes, which
-    replica_groups alone cannot tell: a shard_count that is a multiple of it gives the size."""
-    if (attrs.channel_id > 0 and not attrs.use_global_device_ids and attrs.replica_groups
-            and attrs.shard_count > n and attrs.shard_count % n == 0):
-        return int(attrs.shard_count)
-    return n
+    replica_groups alone cannot tell: a shard_count, or the declared result type (StableHLO
+    text carries no shard_count), that is a multiple of it gives the size."""
+    if not (attrs.channel_id > 0 and not attrs.use_global_device_ids and attrs.replica_groups):
+        return n
+    count = int(attrs.shard_count)
+    declared = attrs.result_shapes
+    if count <= n and declared and len(declared) == len(operands):
+        s, r = operands[0], declared[0]
+        if (s.is_array and r.is_array and s.rank == r.rank and 0 <= dim < s.rank
+                and min(s.dimensions[dim], r.dimensions[dim]) > 0):
+            a, b = ((r.dimensions[dim], s.dimensions[dim]) if gather else
+                    (s.dimensions[dim], r.dimensions[dim]))
+            count = a // b if a % b == 0 else count
+    return count if count > n and count % n == 0 else n
 
 
 def _check_tensors(op: str, operands: Sequence[Shape], label: str) -> None:
@@ -204,6 +225,7 @@ class AllGatherAttrs:
     channel_id: int = 0
     use_global_device_ids: bool = False
     shard_count: int = 1
+    result_shapes: tuple[Shape, ...] = ()  # the declared result types (StableHLO text)
 
 
 @register
@@ -224,7 +246,8 @@ class AllGather(OpDef):
         check(not attrs.use_global_device_ids or attrs.channel_id > 0, "all_gather_c5",
               "use_global_device_ids requires channel_id > 0")
         n = _replica_and_partition_size(attrs, _group_size(attrs.replica_groups,
-                                                           attrs.shard_count))
+                                                           attrs.shard_count),
+                                        operands, attrs.all_gather_dim, gather=True)
         check(n >= 1, "all_gather_c6", f"shard_count {attrs.shard_count} must be positive")
         out = []
         for s in operands:
@@ -279,7 +302,8 @@ class AllReduce(OpDef):
     def infer(self, operands: Sequence[Shape], attrs: AllReduceAttrs,
               regions: Sequence[Region]) -> Shape:
         _check_tensors(self.name, operands, "all_reduce_c6")
-        _check_groups(self.name, attrs.replica_groups, "all_reduce_c1", "all_reduce_c3")
+        _check_groups(self.name, attrs.replica_groups, "all_reduce_c1", "all_reduce_c3",
+                      ragged=True)
         check(not attrs.use_global_device_ids or attrs.channel_id > 0, "all_reduce_c4",
               "use_global_device_ids requires channel_id > 0")
         _check_reducer(regions[0], operands, "all_reduce_c5")
@@ -326,6 +350,7 @@ class ReduceScatterAttrs:
     channel_id: int = 0
     use_global_device_ids: bool = False
     shard_count: int = 1
+    result_shapes: tuple[Shape, ...] = ()  # the declared result types (StableHLO text)
 
 
 @register
@@ -348,7 +373,8 @@ class ReduceScatter(OpDef):
               "use_global_device_ids requires channel_id > 0")
         _check_reducer(regions[0], operands, "reduce_scatter_c7")
         n = _replica_and_partition_size(attrs, _group_size(attrs.replica_groups,
-                                                           attrs.shard_count))
+                                                           attrs.shard_count),
+                                        operands, attrs.scatter_dimension, gather=False)
         out = []
         for s in operands:
             d = attrs.scatter_dimension
@@ -436,7 +462,7 @@ class AllToAll(OpDef):
         return _checked(self.name, out, result)
 
 
-# ---- collective_permute / collective_broadcast ------------------------------------------------
+# ---- collective_permute ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CollectivePermuteAttrs:
     source_target_pairs: tuple[tuple[int, int], ...]
@@ -500,51 +526,6 @@ class CollectivePermute(OpDef):
         return np.zeros(result.dimensions, result.dtype)
 
 
-@dataclass(frozen=True)
-class CollectiveBroadcastAttrs:
-    replica_groups: ReplicaGroups = ()
-    channel_id: int = 0
-
-
-@register
-class CollectiveBroadcast(OpDef):
-    """stablehlo.collective_broadcast (newer StableHLO): the first process of each group sends
-    its operand to the group; processes in no group get zeros."""
-
-    name = "collective_broadcast"
-    hlo_name = "collective-broadcast"
-    arity = 1
-    attrs = CollectiveBroadcastAttrs
-    side_effecting = True
-    family = "collectives"
-
-    def infer(self, operands: Sequence[Shape], attrs: CollectiveBroadcastAttrs,
-              regions: Sequence[Region]) -> Shape:
-        (operand,) = operands
-        check(operand.is_array, "collective_broadcast_c3", f"operand {operand} is not a tensor")
-        ids = [i for g in attrs.replica_groups for i in g]
-        check(len(set(ids)) == len(ids), "collective_broadcast_c1",
-              f"replica_groups {[list(g) for g in attrs.replica_groups]} has repeated ids")
-        for i in ids:
-            check(i >= 0, "collective_broadcast_c2", f"replica_groups id {i} is negative")
-        return operand
-
-    def evaluate(self, operands: Sequence[Any], attrs: CollectiveBroadcastAttrs, result: Shape,
-                 ctx: EvalContext) -> Any:
-        process = process_of(ctx)
-        n = _grid_size(process, attrs.channel_id)
-        me = int(process.partition_id if attrs.channel_id > 0 else process.replica_id)
-        if any(i >= n for g in attrs.replica_groups for i in g):
-            raise CollectiveError(f"{self.name}: replica_groups "
-                                  f"{[list(g) for g in attrs.replica_groups]} name ids >= {n}")
-        for g in attrs.replica_groups:
-            if me in g:
-                group = [_as_process(i, process, attrs.channel_id) for i in g]
-                values = process.exchange(self.name, group, operands[0])
-                return np.asarray(values[0]).copy()
-        return np.zeros(result.dimensions, result.dtype)
-
-
 # ---- the process grid provider ----------------------------------------------------------------
 #: Makes the grid multi-process runs use (`interpreter.run_parallel`, `execute_replicated`):
 #: `factory(num_replicas, num_partitions, **options)` returns an object with
@@ -565,3 +546,12 @@ def new_process_grid(num_replicas: int, num_partitions: int = 1, **options: Any)
         raise CollectiveError(f"no process grid is registered for a {num_replicas}x"
                               f"{num_partitions} run (import xlapy.distributed)")
     return _GRID_FACTORY[0](num_replicas, num_partitions, **options)
+
+
+# collective_broadcast / collective_reduce (rooted forms) live in a sub-module (600-line cap).
+from xlapy.ops.collectives_rooted import (  # noqa: E402,F401
+    CollectiveBroadcast,
+    CollectiveBroadcastAttrs,
+    CollectiveReduce,
+    CollectiveReduceAttrs,
+)
