@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,15 @@ def get_backend(name: str) -> Any:
         raise XlapyError(
             f"unknown backend '{name}'; available: {', '.join(sorted(_BACKENDS))}"
         ) from None
+
+
+#: The backend Client(), xlapy.compile and `xlapy run` use when none is named.
+DEFAULT_BACKEND = "cpu"
+
+
+def default_backend() -> str:
+    """`$XLAPY_BACKEND` if set, else DEFAULT_BACKEND."""
+    return os.environ.get("XLAPY_BACKEND") or DEFAULT_BACKEND
 
 
 def available_backends() -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from xlapy.backends import default_backend
 from xlapy.errors import XlapyError
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.ir import Module
@@ -58,6 +59,11 @@ def run_module(module: Module, args: Sequence[Any] = (), entry: str | None = Non
             runtime.hooks["print"] = printed.append
         comp = module.get(name)
         fargs = list(args) if comp is module.entry else []
+        if comp is module.entry and module.num_replicas * module.num_partitions > 1:
+            from xlapy.distributed.cli_support import run_on_grid
+
+            outs.extend(run_on_grid(module, comp, fargs, runtime))  # one value per process
+            continue
         if backend == "interpreter":
             outs.append(Interpreter(runtime).run(comp, fargs))
         else:
@@ -171,7 +177,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         for c in chunks:
             if not c.text.strip() or _only_comments(c.text):
                 continue
-            results.append(run_chunk(c.text, path, c.line_offset, args.entry, inputs))
+            results.append(run_chunk(c.text, path, c.line_offset, args.entry, inputs,
+                                     args.backend or default_backend()))
     many = len(results) != 1
     for r in results:
         for line in r.printed:
@@ -214,6 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "'[dense<1> : tensor<2xi32>, ...]'")
     run.add_argument("--split-input-file", action="store_true",
                      help="split files at '// -----' (always done)")
+    run.add_argument("--distributed", choices=("threads", "mpi"), default="threads",
+                     help="process grids run in threads (default) or, under mpiexec, one "
+                          "MPI rank per process (docs/distributed.md)")
+    run.add_argument("--backend", default=None,
+                     help="cpu or interpreter (default: $XLAPY_BACKEND, else cpu)")
     from xlapy.cli.opt import add_parser as add_opt_parser
 
     add_opt_parser(sub)
@@ -229,6 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = build_parser().parse_args(argv)
     stream = out or sys.stdout
+    if args.command == "run" and args.distributed == "mpi":
+        from xlapy.distributed.cli_support import cmd_run_mpi
+
+        return cmd_run_mpi(args, stream, cmd_run)
     if args.command == "run":
         return cmd_run(args, stream)
     if args.command == "graph":

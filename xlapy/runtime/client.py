@@ -78,7 +78,11 @@ def _module_of(computation: Any) -> Module:
 class Client:
     """The service front: `Client()` uses the default backend; `Client("interpreter")` names one."""
 
-    def __init__(self, backend: str = "interpreter") -> None:
+    def __init__(self, backend: str | None = None) -> None:
+        if backend is None:
+            from xlapy.backends import default_backend
+
+            backend = default_backend()
         self.backend_name = backend
         self.backend = get_backend(backend)
         self._lock = threading.Lock()
@@ -126,7 +130,11 @@ class ClientLibrary:
     _local: Client | None = None
 
     @classmethod
-    def local_client(cls, backend: str = "interpreter") -> Client:
+    def local_client(cls, backend: str | None = None) -> Client:
+        if backend is None:
+            from xlapy.backends import default_backend
+
+            backend = default_backend()
         if cls._local is None or cls._local.backend_name != backend:
             cls._local = Client(backend)
         return cls._local
