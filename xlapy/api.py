@@ -39,11 +39,64 @@ class CompiledProgram:
         return f"<CompiledProgram {self.module.name} on {self.backend}>"
 
 
-def compile(program: Any, backend: str = "interpreter", entry: str | None = None
+class PolymorphicProgram:
+    """A module whose entry takes `?`-dimension arguments (JAX's shape-polymorphic export):
+    imported and compiled once per argument-shape signature, on the first call with it."""
+
+    def __init__(self, text: str, filename: str, entry: str | None, backend: str) -> None:
+        self.text = text
+        self.filename = filename
+        self.entry = entry
+        self.backend = backend
+        self._programs: dict[tuple[Any, ...], CompiledProgram] = {}
+
+    def specialize(self, *args: Any) -> CompiledProgram:
+        from xlapy.stablehlo import parse_module
+        from xlapy.types import Shape
+
+        arrays = [np.asarray(a) for a in args]
+        key = tuple((a.dtype.str, a.shape) for a in arrays)
+        prog = self._programs.get(key)
+        if prog is None:
+            shapes = [Shape.from_numpy(a) if hasattr(Shape, "from_numpy") else
+                      Shape.array(_element_type(a), a.shape) for a in arrays]
+            module = parse_module(self.text, self.filename, self.entry, arg_shapes=shapes)
+            prog = self._programs[key] = CompiledProgram(module, self.backend)
+        return prog
+
+    def __call__(self, *args: Any) -> Any:
+        return self.specialize(*args)(*args)
+
+    def as_text(self, generic: bool = False) -> str:
+        return self.text
+
+
+def _polymorphic(text: str, entry: str | None) -> bool:
+    from xlapy.stablehlo import has_dynamic_entry
+
+    try:
+        return has_dynamic_entry(text, entry)
+    except XlapyError:
+        return False  # parse errors are reported by parse_module
+
+
+def _element_type(a: np.ndarray) -> Any:
+    from xlapy.types import ElementType
+
+    for t in ElementType:
+        if t.is_array and t.dtype == a.dtype:
+            return t
+    raise XlapyError(f"no element type for numpy dtype {a.dtype}")
+
+
+def compile(program: Any, backend: str | None = None, entry: str | None = None
             ) -> CompiledProgram:  # noqa: A001 - the public name
     """Compile StableHLO text, a path to a .mlir file, a Module or an XlaComputation.
 
     Text (or a file) starting with `HloModule` is XLA's HLO text (`xlapy.hlo_text`)."""
+    from xlapy.backends import default_backend
+
+    backend = backend or default_backend()
     from xlapy.hlo_text import is_hlo_text, parse_hlo_module
     from xlapy.stablehlo import parse_module
 
@@ -59,6 +112,8 @@ def compile(program: Any, backend: str = "interpreter", entry: str | None = None
         text = path.read_text()
         module = (parse_hlo_module(text, str(path)) if is_hlo_text(text)
                   else parse_module(text, str(path), entry))
+    elif isinstance(program, str) and _polymorphic(program, entry):
+        return PolymorphicProgram(program, "<string>", entry, backend)  # type: ignore[return-value]
     elif isinstance(program, str):
         module = parse_module(program, "<string>", entry)
     else:

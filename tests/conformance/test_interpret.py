@@ -19,15 +19,6 @@ ROOT = Path(__file__).parents[3] / "shared" / "conformance" / "stablehlo-interpr
 
 #: chunk id -> why it fails today.
 XFAIL: dict[str, str] = {
-    "all_gather.mlir:50":
-        "collectives (xlapy/ops/collectives.py, not this front door): "
-        "cross_replica_and_partition all_gather on a 2x2 grid (issue 1933) gathers over group x "
-        "num_partitions = 4 shards; shape inference sizes the result by the group (2): result "
-        "2x4 vs declared 2x8",
-    "all_reduce.mlir:80":
-        "collectives (xlapy/ops/collectives.py): ragged replica_groups padded with -1 ([[0, 1], "
-        "[2, -1]]) are rejected by all_reduce_c3 (id -1 out of range); the spec's reference "
-        "interpreter drops the -1 padding",
     "ceil.mlir:1":
         "XLA CPU semantics (kept by design): XLA CPU flushes the subnormal input (DAZ), "
         "jax.jit(jnp.ceil)(1e-40f) == 0, and xlapy matches it; the reference interpreter "
@@ -40,15 +31,6 @@ XFAIL: dict[str, str] = {
         "XLA CPU semantics (kept by design): XLA CPU flushes the subnormal input (DAZ), "
         "jax.jit(jnp.ceil)(1e-40f) == 0, and xlapy matches it; the reference interpreter "
         "gives 1",
-    "collective_broadcast.mlir:225":
-        "collectives (xlapy/ops/collectives.py): variadic collective_broadcast (2 operands) is "
-        "not supported: the op has arity 1",
-    "collective_broadcast.mlir:254":
-        "collectives (xlapy/ops/collectives.py): variadic collective_broadcast (3 operands, 2 "
-        "results) is not supported: the op has arity 1",
-    "collective_reduce.mlir:1":
-        "collectives: stablehlo.collective_reduce is not an xlapy op (not in the StableHLO spec "
-        "this project implements; xlapy/ops/collectives.py)",
     "constant.mlir:105":
         "types (xlapy/types): f6E2M3FN is not an xlapy element type (no 6-bit floats in "
         "ElementType, although ml_dtypes has float6_e2m3fn)",

@@ -21,7 +21,7 @@ from xlapy.backends import default_backend
 from xlapy.errors import XlapyError
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.ir import Module
-from xlapy.stablehlo import parse_module, split_chunks
+from xlapy.stablehlo import has_dynamic_entry, parse_module, split_chunks
 from xlapy.stablehlo.values import format_value
 from xlapy.types import Shape, from_shlo_name
 from xlapy.verify import verify_module
@@ -91,13 +91,25 @@ def run_chunk(text: str, filename: str, line_offset: int = 0, entry: str | None 
     name = f"{filename}:{line_offset + 1}"
     printed: list[str] = []
     try:
-        module = parse_module(text, filename, entry, line_offset)
+        shapes = None
+        if inputs and has_dynamic_entry(text, entry):  # `?` arguments: the inputs' shapes
+            shapes = [Shape.array(_etype(np.asarray(a)), np.shape(a)) for a in inputs]
+        module = parse_module(text, filename, entry, line_offset, shapes)
         outs = run_module(module, inputs, entry, printed, backend)
     except XlapyError as e:
         return ChunkResult(name, False, f"{type(e).__name__}: {e}", printed=printed)
     except RecursionError:
         return ChunkResult(name, False, "RecursionError: nesting too deep", printed=printed)
     return ChunkResult(name, True, "", outs, printed)
+
+
+def _etype(a: np.ndarray) -> Any:
+    from xlapy.types import ElementType
+
+    for t in ElementType:
+        if t.is_array and t.dtype == a.dtype:
+            return t
+    raise XlapyError(f"no element type for numpy dtype {a.dtype}")
 
 
 # ---- inputs ---------------------------------------------------------------------------------

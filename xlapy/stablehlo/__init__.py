@@ -11,16 +11,30 @@ from xlapy.stablehlo import check as _check  # noqa: F401  (registers check.* / 
 from xlapy.stablehlo import chlo as _chlo  # noqa: F401  (registers chlo.*)
 from xlapy.stablehlo.importer import import_module
 from xlapy.stablehlo.parser import Parser, parse_text
+from xlapy.types import Shape
 
 _SPLIT = re.compile(r"^// -----[ \t]*$", re.M)
 
 
 def parse_module(text: str, filename: str = "<input>", entry: str | None = None,
-                 line_offset: int = 0) -> Module:
-    """Parse and import one module (raises ParseError with file:line:col on bad input)."""
+                 line_offset: int = 0, arg_shapes: list[Shape] | None = None) -> Module:
+    """Parse and import one module (raises ParseError with file:line:col on bad input).
+
+    `arg_shapes` gives the entry's `?` argument dimensions (shape-polymorphic modules)."""
     p = Parser(text, filename, line_offset)
     node = p.parse_module()
-    return import_module(node, p.lex, entry)
+    return import_module(node, p.lex, entry, arg_shapes)
+
+
+def has_dynamic_entry(text: str, entry: str | None = None) -> bool:
+    """Does the module's entry function take `?`-dimension arguments?"""
+    from xlapy.stablehlo.specialize import has_dynamic_args
+
+    node = Parser(text).parse_module()
+    names = {f.name: f for f in node.funcs}
+    name = entry or ("main" if "main" in names else
+                     node.funcs[0].name if len(node.funcs) == 1 else None)
+    return name in names and has_dynamic_args(names[name])
 
 
 @dataclass(frozen=True)

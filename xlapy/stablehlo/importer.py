@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from xlapy.errors import ParseError, ShapeInferenceError, Unimplemented, XlapyError
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import NO_ATTRS, OPS, get_op, infer_shape
@@ -38,6 +40,14 @@ from xlapy.stablehlo.nodes import (
     type_str,
 )
 from xlapy.stablehlo.quant import import_quantized, involves_quant, storage_type
+from xlapy.stablehlo.specialize import (
+    check_shape_assertion,
+    has_dynamic_args,
+    import_dynamic,
+    import_dynamic_reduce_window,
+    register_targets,
+    specialize_call,
+)
 from xlapy.types import Literal, Shape
 
 TERMINATORS = {"func.return", "return", "stablehlo.return"}
@@ -140,6 +150,7 @@ class Importer:
                 raise self.error(f.pos, f"function @{f.name} is defined twice")
             self.funcs[f.name] = f
         self.comps: dict[str, Computation] = {}
+        self.specialized: dict[tuple[Any, ...], Computation] = {}
         self.in_progress: set[str] = set()
         self.module = Module(node.name)
         self._region_count = 0
@@ -149,21 +160,39 @@ class Importer:
         return ParseError(self.lex.span(pos), message)
 
     # ---- functions --------------------------------------------------------------------------
-    def function(self, name: str, pos: int) -> Computation:
-        if name in self.comps:
+    def function(self, name: str, pos: int, shapes: list[Shape] | None = None,
+                 consts: dict[int, Any] | None = None, as_name: str | None = None
+                 ) -> Computation:
+        """Import function @name (once), or a specialization of it: parameters of the given
+        `shapes`, parameters `consts` bound to those constant values (`specialize`)."""
+        spec = shapes is not None
+        if not spec and name in self.comps:
             return self.comps[name]
         f = self.funcs.get(name)
         if f is None:
             raise self.error(pos, f"call to undefined function @{name}")
         if name in self.in_progress:
             raise self.error(pos, f"recursive call to @{name} is not supported")
+        if shapes is not None and len(shapes) != len(f.args):
+            raise self.error(pos, f"@{name} takes {len(f.args)} argument(s), got {len(shapes)}")
         self.in_progress.add(name)
         saved = self.cur
-        comp = Computation(name)
+        comp = Computation(as_name or name)
         self.cur = comp
         scope = Scope(self, comp, None)
-        params = [self.param(comp, i, a) for i, a in enumerate(f.args)]
-        for a, p in zip(f.args, params):
+        params = []
+        for i, a in enumerate(f.args):
+            if shapes is not None:
+                if not compatible(shapes[i], a.type):
+                    raise self.error(a.pos, f"argument {a.name} of @{name} has type "
+                                            f"{type_str(a.type)}; got {shapes[i].to_shlo()}")
+                a = BlockArg(a.name, shapes[i], a.pos)
+            params.append(self.param(comp, i, a))
+        for i, (a, p) in enumerate(zip(f.args, params)):
+            if consts and i in consts:
+                lit = Literal(p.shape, np.asarray(consts[i], p.shape.element_type.dtype))
+                p = comp.add(Instruction("constant", [], p.shape, ConstantAttrs(lit), (),
+                                         a.name.lstrip("%")))
             scope.bind(a.name, [p], a.pos)
         returned, ret_pos = self.body(f.body, scope, f.pos, f"function @{name}")
         declared = f.result_types
@@ -174,7 +203,8 @@ class Importer:
                                       f"signature says ({', '.join(map(type_str, declared))})")
         self.set_root(comp, returned)
         self.in_progress.discard(name)
-        self.comps[name] = comp
+        if not spec:
+            self.comps[name] = comp
         self.module.add_computation(comp)
         self.cur = saved
         return comp
@@ -363,8 +393,12 @@ class Importer:
         callee = node.attrs.get("callee")
         if not isinstance(callee, SymbolRef):
             raise self.error(node.pos, "func.call needs a callee @name")
-        comp = self.function(callee.name, node.pos)
         operands = [scope.lookup(r) for r in node.operands]
+        f = self.funcs.get(callee.name)
+        if f is not None and has_dynamic_args(f):
+            comp = specialize_call(self, callee.name, operands, node.pos)
+        else:
+            comp = self.function(callee.name, node.pos)
         want = comp.parameter_shapes
         if [o.shape for o in operands] != want:
             raise self.error(node.pos, f"call to @{callee.name} with "
@@ -383,6 +417,13 @@ class Importer:
     def op_custom_call(self, node: OpNode, scope: Scope) -> list[Instruction]:
         target = node.attrs.get("call_target_name", "")
         operands = [scope.lookup(r) for r in node.operands]
+        if target == "stablehlo.dynamic_reduce_window":
+            return import_dynamic_reduce_window(self, node, scope, operands)
+        if target == "shape_assertion" and not node.results:
+            message = node.attrs.get("error_message", "")
+            if check_shape_assertion(operands, message if isinstance(message, str) else ""):
+                return []
+            register_targets()
         if isinstance(target, str) and target.startswith("check.") and target in OPS:
             return self.emit(node, target, operands, [])
         declared = [self.static(t, node.pos, "custom_call result")
@@ -419,34 +460,7 @@ class Importer:
         return split_results(instr, len(all_ops))[:len(operands)]
 
     def op_dynamic(self, node: OpNode, scope: Scope) -> list[Instruction]:
-        """A dynamic_* op: its static result type is declared, or computed from constant
-        size operands (a clear error when it depends on run-time values)."""
-        opcode = opcode_of(node.name)
-        operands = [scope.lookup(r) for r in node.operands]
-        self.check_operand_types(node, operands)
-        declared = self.declared_results(node)
-        if len(declared) != 1 or isinstance(declared[0], Shape):
-            return self.emit(node, opcode, operands, [])
-        t = declared[0]
-        if not isinstance(t, TensorType):
-            raise self.error(node.pos, f"{node.name}: result type {type_str(t)} not supported")
-        op = DYNAMIC_OPS[opcode]
-        sizes = []
-        for i in op.size_operands:
-            o = operands[i] if i < len(operands) else None
-            if o is None or not _is_constant(o):
-                raise self.error(node.pos, f"dynamic shape not supported: {node.name} has "
-                                           f"result type {t} and its size operand {i} is not "
-                                           "a constant")
-            sizes.append(o.attrs.literal.to_numpy())
-        guess = Shape.array(t.element_type, [d or 0 for d in t.dims])
-        attrs = build_attrs(opcode, op.attrs, node.attrs, [guess], [o.shape for o in operands])
-        _, shape = op.resolve([o.shape for o in operands], sizes, attrs)
-        if not compatible(shape, t):
-            raise self.error(node.pos, f"{node.name}: its size operands give {shape.to_shlo()} "
-                                       f"but the result type is {t}")
-        attrs = build_attrs(opcode, op.attrs, node.attrs, [shape], [o.shape for o in operands])
-        return self.emit(node, opcode, operands, [], attrs)
+        return import_dynamic(self, node, scope)
 
     def op_chlo_broadcast(self, node: OpNode, scope: Scope) -> list[Instruction]:
         from xlapy.stablehlo.chlo_import import import_broadcast
@@ -532,17 +546,25 @@ def _clean(e: Exception) -> str:
     return str(e)
 
 
-def import_module(node: ModuleNode, lex: Lexer, entry: str | None = None) -> Module:
-    """Import every function; the entry is `entry`, else `main`, else the only function."""
+def import_module(node: ModuleNode, lex: Lexer, entry: str | None = None,
+                  arg_shapes: list[Shape] | None = None) -> Module:
+    """Import every function; the entry is `entry`, else `main`, else the only function.
+
+    `arg_shapes` specializes the entry's `?` argument dimensions (`specialize`); functions
+    with `?` arguments are imported per call site."""
     imp = Importer(node, lex)
     if entry is not None and entry not in imp.funcs:
         raise ParseError(None, f"{lex.filename}: no function named @{entry} (functions: "
                                f"{', '.join('@' + n for n in imp.funcs) or 'none'})")
-    for f in node.funcs:
-        imp.function(f.name, f.pos)
-    module = imp.module
     name = entry or ("main" if "main" in imp.funcs else
                      node.funcs[0].name if len(node.funcs) == 1 else None)
+    if name is not None and arg_shapes is not None:
+        imp.comps[name] = imp.function(name, imp.funcs[name].pos, list(arg_shapes))
+    for f in node.funcs:
+        if has_dynamic_args(f) and f.name != name:
+            continue  # imported per call site with static shapes
+        imp.function(f.name, f.pos)
+    module = imp.module
     if name is not None:
         module.entry = imp.comps[name]
     module.meta["functions"] = [f.name for f in node.funcs]
