@@ -14,8 +14,8 @@ exactly the threaded grid's). While waiting, a rank watches control messages: a 
 raises tells every other rank, which stops with that error.
 
 Several hosts: install mpich and mpi4py on each, then e.g.
-`mpiexec -n 8 -hosts h1,h2 python -m xlapy.distributed.mpi run FILE` (hydra's `-f hostfile`
-works too); nothing here assumes shared memory.
+`mpiexec -n 8 -hosts h1,h2 python -m xlapy run --distributed mpi FILE` (hydra's `-f hostfile`
+works too); nothing here assumes shared memory. See docs/distributed.md.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from xlapy.distributed.buffers import BufferPool
 from xlapy.distributed.grid import DEFAULT_TIMEOUT, ProcessGridError, _HostChannels, describe
 from xlapy.errors import CollectiveError
 from xlapy.interpreter import Interpreter, RuntimeState
@@ -72,6 +73,29 @@ def _unflatten(struct: Any, buf: np.ndarray, pos: int = 0) -> tuple[Any, int]:
     return arr, pos + n
 
 
+def _pickled_error(error: BaseException | None) -> bytes | None:
+    """The error itself when it pickles, so other ranks report it as the threaded grid does."""
+    if error is None:
+        return None
+    try:
+        data = pickle.dumps(error)
+        pickle.loads(data)
+        return data
+    except Exception:  # noqa: BLE001 - not every exception pickles; the text is sent too
+        return None
+
+
+def _remote_error(msg: dict[str, Any]) -> BaseException:
+    if msg.get("exc") is not None:
+        try:
+            err = pickle.loads(msg["exc"])
+            if isinstance(err, BaseException):
+                return err
+        except Exception:  # noqa: BLE001 - fall back to the text
+            pass
+    return CollectiveError(msg["error"])
+
+
 class MpiProcess:
     """This rank's process: collectives, channels and failure notices over MPI."""
 
@@ -98,6 +122,9 @@ class MpiProcess:
         self._later: list[tuple[int, str, Any]] = []
         self.run_id = 0
         self._calls: dict[tuple[str, tuple[ProcessId, ...]], int] = {}
+        self.printed: list[str] = []
+        #: all_reduce results MPI writes into, reused once the previous result is dropped.
+        self.buffers = BufferPool()
 
     @property
     def pid(self) -> ProcessId:
@@ -229,7 +256,7 @@ class MpiProcess:
         if len(group) == 1:
             return [a.copy() for a in arrays]
         op = getattr(MPI, _MPI_OPS[reducer])
-        outs = [np.empty_like(a) for a in arrays]
+        outs = [self.buffers.take(a.dtype, a.shape) for a in arrays]
         sub = self._sub(group)
         for a, o in zip(arrays, outs):
             sub.Allreduce(np.ascontiguousarray(a), o, op=op)
@@ -252,12 +279,15 @@ class MpiProcess:
         return self.chan.recv(source=st.Get_source(), tag=tag)
 
     # ---- a run ------------------------------------------------------------------------------
-    def finish(self, result: Any, error: BaseException | None) -> list[Any]:
+    def finish(self, result: Any, error: BaseException | None,
+               printed: Sequence[str] = ()) -> list[Any]:
         """Tell every rank how this one ended; wait for theirs; every rank's results in rank
-        order, or `ProcessGridError` naming every failed process."""
+        order, or `ProcessGridError` naming every failed process. `printed` (this rank's
+        `interpreter.print` lines) ends up in `self.printed`, every rank's lines in rank order."""
         err = None if error is None else f"{type(error).__name__}: {error}"
         self._broadcast_ctl({"run": self.run_id, "kind": "done", "error": err,
-                             "calls": dict(self._calls),
+                             "exc": _pickled_error(error),
+                             "calls": dict(self._calls), "printed": list(printed),
                              "result": pickle.dumps(result) if error is None else None})
         others = [r for r in range(self.world.size) if r != self.rank]
         errors: dict[ProcessId, BaseException] = {}
@@ -270,10 +300,12 @@ class MpiProcess:
                 late = [self._pid(r) for r in others if r not in self._done]
                 errors.setdefault(self.pid, CollectiveError(f"{e}; no word from {late}"))
             self._drain_done(others)
+        self.printed = [line for r in range(self.world.size) for line in
+                        (printed if r == self.rank else self._done.get(r, {}).get("printed", []))]
         for r in others:
             msg = self._done.get(r)
             if msg is not None and msg["error"]:
-                errors[self._pid(r)] = CollectiveError(msg["error"])
+                errors[self._pid(r)] = _remote_error(msg)
         if errors:
             self._reset()
             raise ProcessGridError(errors)
@@ -314,8 +346,14 @@ class MpiGrid:
         proc = self.process
         rt = RuntimeState(infeed=list(infeed))
         if runtime is not None:
-            rt.hooks, rt.custom_calls, rt.rng_seed = (runtime.hooks, runtime.custom_calls,
+            rt.hooks, rt.custom_calls, rt.rng_seed = (dict(runtime.hooks), runtime.custom_calls,
                                                       runtime.rng_seed)
+        # Every process's prints reach every rank's print hook (rank order), as the threaded
+        # grid's all reach the one hook.
+        show = rt.hooks.get("print")
+        printed: list[str] = []
+        if show is not None:
+            rt.hooks["print"] = printed.append
         rt.host_sends = _HostChannels(proc)  # type: ignore[arg-type]
         rt.host_recvs = rt.host_sends
         result, error = None, None
@@ -323,7 +361,13 @@ class MpiGrid:
             result = Interpreter(rt, proc).run(programs[proc.rank], list(args[proc.rank]))
         except Exception as e:  # noqa: BLE001 - reported to every rank
             error = e
-        return proc.finish(result, error)
+        proc.printed = []
+        try:
+            return proc.finish(result, error, printed)
+        finally:
+            if show is not None:
+                for line in proc.printed:
+                    show(line)
 
     def run_computation(self, program: Any, args: Sequence[Sequence[Any]]) -> list[Any]:
         from xlapy.distributed.grid import _entry
