@@ -63,8 +63,9 @@ def _n(dims: tuple[int, ...]) -> int:
 class _Gen:
     """Program state: the builder and the values made so far (arrays only)."""
 
-    def __init__(self, draw: st.DrawFn) -> None:
+    def __init__(self, draw: st.DrawFn, types: list[ElementType]) -> None:
         self.draw = draw
+        self.types = types
         self.g = HloBuilder()
         self.vals: list[Instruction] = []
         self.params: list[Instruction] = []
@@ -98,7 +99,7 @@ def _step(s: _Gen) -> Instruction | None:
     kind = draw(st.sampled_from([
         "unary", "binary", "const", "select", "clamp", "convert", "broadcast", "reshape",
         "transpose", "reverse", "slice", "pad", "concat", "iota", "dynamic_slice",
-        "dynamic_update_slice", "reduce", "dot", "while"]))
+        "dynamic_update_slice", "reduce", "dot", "while", "while"]))
     a = s.pick(lambda v: _et(v) != E.PRED)
     et, dims = _et(a), _dims(a)
     rank = len(dims)
@@ -122,7 +123,7 @@ def _step(s: _Gen) -> Instruction | None:
             if draw(st.booleans()) else s.partner(a)
         return g.clamp(lo, a, s.partner(a))
     if kind == "convert":
-        to = draw(st.sampled_from(TYPES))
+        to = draw(st.sampled_from(s.types))
         v = g.convert(a, new_element_type=to)
         return g.convert(v, new_element_type=et) if draw(st.booleans()) else v
     if kind == "broadcast":
@@ -208,53 +209,81 @@ def _step(s: _Gen) -> Instruction | None:
     return _while(s, a)
 
 
-def _while(s: _Gen, x: Instruction) -> Instruction:
-    """while i < trips: (i + 1, f(y, inv), inv) over (i, y, inv); returns y (or i)."""
+_CMP = {"LT": lambda a, b: a < b, "LE": lambda a, b: a <= b, "NE": lambda a, b: a != b,
+        "GT": lambda a, b: a > b, "GE": lambda a, b: a >= b}
+
+
+def _while(s: _Gen, x: Instruction) -> Instruction | None:
+    """while i <dir> bound: (i + step, f(y, inv, i), inv) over (i, y, inv); returns y or i.
+
+    The counter starts, steps and compares in several ways (trip-count analysis must get all
+    of them right); the body may read the counter and may compute something from the
+    invariant only (which invariant code motion can hoist)."""
     g, draw = s.g, s.draw
     et = _et(x)
     inv = s.partner(x)
-    trips = draw(st.integers(0, 3))
+    ct = draw(st.sampled_from([E.S32, E.S32, E.F32]))  # the counter's type
+    frac = [0.5, -0.5] if ct.is_float else []
+    start = draw(st.sampled_from([0, 1, -1, 3] + frac))
+    step = draw(st.sampled_from([1, 2, -1] + frac))
+    direction = draw(st.sampled_from(list(_CMP)))
+    bound = draw(st.sampled_from(list(range(-2, 5)) + frac))
+    trips, i = 0, start
+    while _CMP[direction](i, bound) and trips <= 4:
+        trips, i = trips + 1, i + step
+    if trips > 4:
+        return None  # runs (nearly) forever
     op = draw(st.sampled_from(FLOAT_BINARY if et.is_float else INT_BINARY))
     unary = draw(st.sampled_from(_unary(et)))
     hoistable = draw(st.booleans())
-    shapes = [Shape.scalar(E.S32), x.shape, x.shape]
+    use_counter = draw(st.booleans())
+    shapes = [Shape.scalar(ct), x.shape, x.shape]
 
     def cond(e: Emitter, i: Instruction, y: Instruction, v: Instruction) -> Instruction:
-        return e.cmp(i, e.const(trips, E.S32), "LT")
+        return e.cmp(i, e.const(bound, ct), direction)
 
     def body(e: Emitter, i: Instruction, y: Instruction, v: Instruction) -> Instruction:
         # `unary(inv)` does not depend on the iteration: invariant code motion may hoist it.
         t = e.op(unary, v) if hoistable else y
-        return e.tuple(e.add(i, e.const(1, E.S32)), e.op(op, y, t), v)
+        if use_counter:
+            c = e.convert(i, new_element_type=et)
+            t = e.add(t, e.bcast(c, x.shape.dimensions, ()) if x.shape.rank else c)
+        return e.tuple(e.add(i, e.const(step, ct)), e.op(op, y, t), v)
 
     c = g.sub("cond", shapes, cond)
     b = g.sub("body", shapes, body)
     b.multi_result = True
-    w = g.op("while", g.const(0, E.S32), x, inv, called=[c, b])
+    w = g.op("while", g.const(start, ct), x, inv, called=[c, b])
     return g.get_tuple_element(w, index=0 if draw(st.integers(0, 5)) == 0 else 1)
 
 
 @st.composite
-def programs(draw: st.DrawFn) -> tuple[Module, list[np.ndarray]]:
-    """A random program and arguments for it."""
-    s = _Gen(draw)
-    et = draw(st.sampled_from(TYPES))
+def programs(draw: st.DrawFn, types: tuple[ElementType, ...] = tuple(TYPES)
+             ) -> tuple[Module, list[np.ndarray]]:
+    """A random program and arguments for it. Each source is a parameter or (sometimes) a
+    constant holding the same kind of random value, so constant folding has work too."""
+    s = _Gen(draw, list(types))
+    et = draw(st.sampled_from(s.types))
     rank = draw(st.integers(0, 3))
     dims = tuple(draw(st.integers(1, 4)) for _ in range(rank))
-    for _ in range(draw(st.integers(1, 3))):
-        s.params.append(s.g.param(Shape.array(et, dims)))
-    s.vals = list(s.params)
+    seed = draw(st.integers(0, 2 ** 16))
+    args = []
+    for k in range(draw(st.integers(1, 3))):
+        value = random_array(et, dims, seed + k)
+        if k and draw(st.integers(0, 3)) == 0:
+            s.vals.append(s.g.const(value, et))
+        else:
+            s.params.append(s.g.param(Shape.array(et, dims)))
+            s.vals.append(s.params[-1])
+            args.append(value)
+    sources = len(s.vals)
     for _ in range(draw(st.integers(1, MAX_STEPS))):
         v = _step(s)
         if v is not None:
             s.vals.append(v)
-    made = s.vals[len(s.params):] or s.params
+    made = s.vals[sources:] or s.vals
     outs = draw(st.lists(st.sampled_from(made), min_size=1, max_size=3))
-    module = s.g.build(s.g.tuple(*outs) if len(outs) > 1 else outs[0])
-    seed = draw(st.integers(0, 2 ** 16))
-    args = [random_array(p.shape.element_type, p.shape.dimensions, seed + k)
-            for k, p in enumerate(s.params)]
-    return module, args
+    return s.g.build(s.g.tuple(*outs) if len(outs) > 1 else outs[0]), args
 
 
 def _leaves(v: object) -> list[np.ndarray]:
@@ -291,6 +320,19 @@ def test_exact_pipeline_is_bit_exact(program: tuple[Module, list[np.ndarray]]) -
     for k, (x, y) in enumerate(zip(before, after)):
         assert same_bits(x, y), (f"output {k} differs:\n{x!r}\nvs\n{y!r}\nprogram:\n"
                                  f"{before_text}\nafter:\n{module.to_text()}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs(types=(E.S32, E.S8, E.U8, E.U32)))
+def test_default_pipeline_is_bit_exact_on_integer_programs(
+        program: tuple[Module, list[np.ndarray]]) -> None:
+    """Every rewrite is exact on integers (wrapping arithmetic), inexact rows included."""
+    module, args = program
+    before = _run(module, args)
+    cpu_pipeline(verify=True).run(module)
+    after = _run(module, args)
+    for x, y in zip(before, after):
+        assert x.tobytes() == y.tobytes() and x.dtype == y.dtype, (x, y, module.to_text())
 
 
 # ---- the default pipeline (declared-inexact rewrites on) on f32 element-wise programs ----------

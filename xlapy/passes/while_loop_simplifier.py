@@ -2,7 +2,7 @@
 
 * dead loop removal: a loop whose condition is the constant false (or whose trip count is 0)
   becomes its initial state;
-* trip count: `i < N` over a counter that starts at a constant and the body adds 1 to, is
+* trip count: `i < N` over an integer counter that starts at a constant and the body adds 1 to, is
   recorded on the loop as `meta["trip_count"]` (the cost model and `xlapy opt` print it);
 * constant sinking: a state element that starts as a constant and the body passes through
   unchanged is replaced by that constant inside the body and the condition, so folding and
@@ -62,6 +62,8 @@ def trip_count(w: Instruction) -> int | None:
     for k in range(len(init)):
         if lhs not in _element_uses(cond, k, packed) or init[k].opcode != "constant":
             continue
+        if not init[k].shape.element_type.is_integer:
+            return None  # a float counter: `N - start` is not the count (0 < 0.5 runs once)
         step = _body_output(body, k, packed)
         if step is None or step.opcode != "add":
             return None

@@ -11,6 +11,7 @@ from xlapy.passes import cpu_pipeline
 from xlapy.passes.algebraic_simplifier import AlgebraicSimplifier
 from xlapy.passes.hlo_builder import HloBuilder
 from xlapy.passes.pass_base import Pass, run_passes
+from xlapy.types import ElementType, Shape
 
 
 def _same_after(module: Module, args: list[np.ndarray], passes: list[Pass] | None = None
@@ -39,3 +40,28 @@ def test_slice_of_slice_with_empty_result() -> None:
     m = g.build(outer)
     _same_after(m, [np.ones(5, np.float32)], [AlgebraicSimplifier()])
     assert m.entry.root.shape.dimensions == (0,)
+
+
+def _float_counter_loop(bound: float, start: float) -> Module:
+    """while i < bound: (i + 1, y + y) with an f32 counter starting at `start`."""
+    g = HloBuilder()
+    x = g.param("f32[2]")
+    shapes = [Shape.scalar(ElementType.F32), x.shape]
+    c = g.sub("cond", shapes, lambda e, i, y: e.cmp(i, e.const(bound, ElementType.F32), "LT"))
+    b = g.sub("body", shapes,
+              lambda e, i, y: e.tuple(e.add(i, e.const(1.0, ElementType.F32)), e.add(y, y)))
+    b.multi_result = True
+    w = g.op("while", g.const(start, ElementType.F32), x, called=[c, b])
+    return g.build(g.get_tuple_element(w, index=1))
+
+
+def test_float_counter_loop_is_not_dead() -> None:
+    # 0 < 0.5 and -0.5 < 0 run once; `int(bound) - int(start)` said 0 trips and the loop went.
+    for bound, start in [(0.5, 0.0), (0.0, -0.5)]:
+        m = _same_after(_float_counter_loop(bound, start), [np.ones(2, np.float32)])
+        assert trip_count_of(m) is None
+
+
+def trip_count_of(m: Module) -> int | None:
+    loops = [i for c in m.computations for i in c.instructions if i.opcode == "while"]
+    return loops[0].meta.get("trip_count") if loops else None
