@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench bench-cpu lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,6 +27,9 @@ test: $(VENV)/.test
 
 bench: $(VENV)/.test
 	$(BIN)/python benchmarks/interpreter.py
+
+bench-cpu: $(VENV)/.test
+	$(BIN)/python benchmarks/run.py
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check xlapy tests examples benchmarks
