@@ -64,11 +64,6 @@ def run_module(module: Module, args: Sequence[Any] = (), entry: str | None = Non
 
             outs.extend(run_on_grid(module, comp, fargs, runtime))  # one value per process
             continue
-        if comp is module.entry and module.num_replicas * module.num_partitions > 1:
-            from xlapy.distributed.cli_support import run_on_grid
-
-            outs.extend(run_on_grid(module, comp, fargs, runtime))  # one value per process
-            continue
         if backend == "interpreter":
             outs.append(Interpreter(runtime).run(comp, fargs))
         else:
@@ -241,9 +236,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--distributed", choices=("threads", "mpi"), default="threads",
                      help="process grids run in threads (default) or, under mpiexec, one "
                           "MPI rank per process (docs/distributed.md)")
-    run.add_argument("--distributed", choices=("threads", "mpi"), default="threads",
-                     help="process grids run in threads (default) or, under mpiexec, one "
-                          "MPI rank per process (docs/distributed.md)")
     run.add_argument("--backend", default=None,
                      help="cpu or interpreter (default: $XLAPY_BACKEND, else cpu)")
     from xlapy.cli.opt import add_parser as add_opt_parser
@@ -261,10 +253,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = build_parser().parse_args(argv)
     stream = out or sys.stdout
-    if args.command == "run" and args.distributed == "mpi":
-        from xlapy.distributed.cli_support import cmd_run_mpi
-
-        return cmd_run_mpi(args, stream, cmd_run)
     if args.command == "run" and args.distributed == "mpi":
         from xlapy.distributed.cli_support import cmd_run_mpi
 
