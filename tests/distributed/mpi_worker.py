@@ -42,6 +42,14 @@ def main(out_path: str) -> None:
     faults["seconds"] = time.monotonic() - start
     # after faults the grid still works
     results["after_faults"] = grid.run_programs(entries(*[all_reduce_prog()] * n), ones)
+    # all_reduce reduces into pooled buffers: a result still held is never overwritten
+    progs = entries(*[all_reduce_prog()] * n)
+    first = grid.run_programs(progs, [[np.full(4, 1, np.float32)] for _ in range(n)])
+    view = first[world.rank][1:]
+    del first
+    second = grid.run_programs(progs, [[np.full(4, 2, np.float32)] for _ in range(n)])
+    third = grid.run_programs(progs, [[np.full(4, 3, np.float32)] for _ in range(n)])
+    results["pooled"] = (view.copy(), second[world.rank], third[world.rank])
     gathered = world.gather(pickle.dumps((results, faults)), root=0)
     if world.rank == 0:
         with open(out_path, "wb") as f:

@@ -51,6 +51,10 @@ def test_mpi_matches_threads(n: int, tmp_path: Path) -> None:
     assert checked >= 13 * len(grids)
     for rank in range(n):
         np.testing.assert_array_equal(per_rank[rank][0]["after_faults"][0], np.full(4, n))
+        view, second, third = per_rank[rank][0]["pooled"]
+        np.testing.assert_array_equal(view, np.full(3, n))
+        np.testing.assert_array_equal(second, np.full(4, 2 * n))
+        np.testing.assert_array_equal(third, np.full(4, 3 * n))
     # a missing participant: rank 0 names the op, the group and who is missing, at once
     missing = faults["missing"][(0, 0)]
     assert "all_reduce" in missing and "finished without reaching it" in missing
