@@ -59,6 +59,13 @@ def _scalar_array(tokens: list[str], et: ElementType) -> np.ndarray:
 
 def dense_to_array(body: str, shape: Shape) -> np.ndarray:
     """Parse a dense body for `shape`; a single value is a splat."""
+    try:
+        return _dense_to_array(body, shape)
+    except (ValueError, OverflowError) as e:
+        raise DenseError(f"bad dense literal for {shape.to_shlo()}: {e}") from None
+
+
+def _dense_to_array(body: str, shape: Shape) -> np.ndarray:
     if not shape.is_array:
         raise DenseError(f"dense literal needs a tensor type, got {shape.to_shlo()}")
     et = shape.element_type
@@ -83,6 +90,10 @@ def dense_to_array(body: str, shape: Shape) -> np.ndarray:
                        dtype=np.float64).astype(et.dtype)
     else:
         tokens = _TOKEN.findall(body)
+        rest = re.sub(r"[\s\[\],]", "", _TOKEN.sub("", body))
+        if rest:
+            raise DenseError(f"unexpected {rest[:12]!r} in dense literal for "
+                             f"{shape.to_shlo()}")
         arr = _scalar_array(tokens, et)
     if arr.size == 1 and n != 1 and not body.startswith("["):
         return np.full(shape.dimensions, arr.reshape(()), dtype=et.dtype)
