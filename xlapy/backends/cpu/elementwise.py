@@ -102,8 +102,61 @@ def constant(v: Any, t: ET) -> ir.Constant:
 
 
 # ---- helpers -----------------------------------------------------------------------------------
+#: Instructions whose float result is never denormal inside a kernel (FTZ is set, and the
+#: functions' "denormal-fp-math" output mode makes LLVM's constant folding flush alike).
+_FTZ_OPS = frozenset({"fadd", "fsub", "fmul", "fdiv", "frem", "sitofp", "uitofp", "fpext",
+                      "fptrunc"})
+_FTZ_CALLS = ("llvm.fma.", "llvm.sqrt.", "llvm.floor.", "llvm.ceil.", "llvm.rint.",
+              "llvm.roundeven.", "llvm.round.", "llvm.trunc.", "llvm.nearbyint.")
+#: Calls whose result is one of their float arguments (or its magnitude, or +-0).
+_PASS_CALLS = ("llvm.maximum.", "llvm.minimum.", "llvm.maxnum.", "llvm.minnum.", "llvm.fabs.")
+
+
+def is_flushed(x: ir.Value, depth: int = 6) -> bool:
+    """Whether `x` is known not to be a denormal, so `flush(x)` would be a no-op.
+
+    Results of float arithmetic inside a kernel are flushed by FTZ, so only loaded values,
+    bit-level ops on them (negate, abs, bitcasts) and selects of such need an explicit flush:
+    skipping the rest halves the work of element-wise chains (every op flushed its inputs)."""
+    if isinstance(x, ir.Constant):
+        v = x.constant
+        if not isinstance(v, float):
+            return False
+        tiny = 2.0 ** -1022 if x.type == F64 else 2.0 ** -126
+        return not (0.0 < abs(v) < tiny)
+    if depth <= 0 or not isinstance(x, ir.Instruction):
+        return False
+    op = x.opname
+    if op in _FTZ_OPS:
+        return True
+    if op == "fneg":
+        return is_flushed(x.operands[0], depth - 1)
+    if op == "select":
+        return is_flushed(x.operands[1], depth - 1) and is_flushed(x.operands[2], depth - 1)
+    if op == "bitcast":
+        # select() on integer bit patterns: bitcast(select(p, bitcast(a), bitcast(b))).
+        src = x.operands[0]
+        if x.type not in (F32, F64) or not isinstance(src, ir.Instruction) or \
+                src.opname != "select":
+            return False
+        return all(isinstance(v, ir.Instruction) and v.opname == "bitcast"
+                   and v.operands[0].type == x.type and is_flushed(v.operands[0], depth - 1)
+                   for v in src.operands[1:])
+    if op == "call":
+        name = getattr(x.callee, "name", "")
+        if name.startswith(_FTZ_CALLS):
+            return True
+        if name.startswith(_PASS_CALLS):
+            return all(is_flushed(a, depth - 1) for a in x.args if a.type == x.type)
+        if name.startswith("llvm.copysign."):
+            return is_flushed(x.args[0], depth - 1)
+    return False
+
+
 def flush(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Denormal to signed zero, whatever the MXCSR state (compare on |x|, keep the sign)."""
+    if is_flushed(x):
+        return x
     t = x.type
     tiny = 2.0 ** -1022 if t == F64 else 2.0 ** -126
     sfx = "f64" if t == F64 else "f32"

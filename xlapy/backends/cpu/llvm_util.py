@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -68,10 +69,30 @@ def new_module(name: str) -> ir.Module:
     return mod
 
 
+#: Attributes of every defined function. 512-bit vectors: LLVM's tuning for this CPU family
+#: prefers 256 (measured: the GELU chain 2x faster with zmm). Denormal outputs are flushed
+#: (FTZ is set in every kernel), so constant folding flushes as the hardware does; inputs stay
+#: "ieee" (no DAZ: explicit flushes must not be folded away).
+FN_ATTRS = ('"prefer-vector-width"="512" "min-legal-vector-width"="0" '
+            '"denormal-fp-math"="preserve-sign,ieee" '
+            '"denormal-fp-math-f32"="preserve-sign,ieee"')
+_ATTR_GROUP = 7001
+_DEFINE = re.compile(r"^(define [^\n]*\))(\s*\n\{)", re.M)
+
+
+def module_text(mod: ir.Module | str) -> str:
+    """The module's IR text with FN_ATTRS on every defined function."""
+    text = str(mod)
+    if f"attributes #{_ATTR_GROUP}" in text:
+        return text
+    text = _DEFINE.sub(rf"\1 #{_ATTR_GROUP}\2", text)
+    return f"{text}\nattributes #{_ATTR_GROUP} = {{ {FN_ATTRS} }}\n"
+
+
 def verify(mod: ir.Module | str) -> llvm.ModuleRef:
     """Parse the module's text back and let LLVM verify it; returns the parsed module."""
     _init()
-    ref = llvm.parse_assembly(str(mod))
+    ref = llvm.parse_assembly(module_text(mod))
     ref.verify()
     return ref
 
