@@ -7,19 +7,16 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
+from tests.distributed.mpi_launcher import require_mpi
 from xlapy.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
 CONFORMANCE = ROOT.parent / "shared" / "conformance" / "stablehlo-interpret"
-MPIEXEC = shutil.which("mpiexec")
 
 
 def threaded(*argv: str) -> tuple[int, str]:
@@ -58,13 +55,11 @@ def _mpi_files() -> list[str]:
 
 def _mpiexec(n: int, *argv: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([MPIEXEC or "mpiexec", "-n", str(n), sys.executable, *argv],
+    return subprocess.run([require_mpi(), "-n", str(n), sys.executable, *argv],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
 
 
-@pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found (pip install mpi4py mpich)")
 def test_mpiexec_xlapy_run_matches_threads() -> None:
-    pytest.importorskip("mpi4py")
     files = _mpi_files()
     want_rc, want = threaded(*files)
     assert want_rc == 1  # grid_fail.mlir's first chunk fails
@@ -77,9 +72,7 @@ def test_mpiexec_xlapy_run_matches_threads() -> None:
     assert (proc.returncode, proc.stdout) == (want_rc, want), proc.stderr
 
 
-@pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found (pip install mpi4py mpich)")
 def test_mpi_ranks_agree_and_only_rank_0_prints(tmp_path: Path) -> None:
-    pytest.importorskip("mpi4py")
     out = tmp_path / "cli.pkl"
     proc = _mpiexec(2, "-m", "tests.distributed.cli_worker", str(out),
                     str(DATA / "grid_fail.mlir"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,18 +13,16 @@ import numpy as np
 import pytest
 
 from tests.distributed.cases import cases
+from tests.distributed.mpi_launcher import require_mpi
 from xlapy.distributed import ProcessGrid
 
-pytest.importorskip("mpi4py")
 ROOT = Path(__file__).resolve().parents[2]
-MPIEXEC = shutil.which("mpiexec")
-pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found (pip install mpich)")
 
 
 def _launch(n: int, tmp_path: Path) -> list:
     out = tmp_path / f"mpi{n}.pkl"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m",
+    proc = subprocess.run([require_mpi(), "-n", str(n), sys.executable, "-m",
                            "tests.distributed.mpi_worker", str(out)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
