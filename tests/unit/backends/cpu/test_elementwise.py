@@ -117,3 +117,45 @@ def test_unsupported_type_falls_back() -> None:
     ref, got, exe = run_both(mod, [x])
     np.testing.assert_array_equal(got, ref)
     assert "interpreter fallback" in exe.explain()
+
+
+@pytest.mark.parametrize("t", [ET.F32, ET.F64, ET.BF16, ET.F16], ids=str)
+def test_chain_denormals_bit_exact(t: ET) -> None:
+    """Fused chains skip input flushes of values FTZ already flushed: intermediate results
+    that land in the denormal range (x * 0.5 at the smallest normal), negated/abs'd/selected
+    leaves and constant operands must still flush exactly where the interpreter does."""
+    from xlapy.ops.core import ConstantAttrs
+    from xlapy.types import Literal
+
+    rng = np.random.default_rng(4)
+    x, y = values(t, N, rng), values(t, N, rng)
+    tiny = float(ml_finfo(t).smallest_normal)
+    x[:8] = [tiny, -tiny, tiny * 1.5, tiny / 4, -tiny / 4, 0.0, tiny * 2, 1.0]
+    y[:8] = [tiny / 8, tiny, -tiny / 2, tiny, 1.0, -tiny / 4, 0.5, tiny / 2]
+    sh = Shape.array(t, (N,))
+
+    def const(c, v):  # type: ignore[no-untyped-def]
+        lit = Literal.from_numpy(np.full((N,), v, t.dtype))
+        return op(c, "constant", [], ConstantAttrs(lit))
+
+    def body(c, p):  # type: ignore[no-untyped-def]
+        half = op(c, "multiply", [p[0], const(c, 0.5)])           # denormal -> 0 by FTZ
+        s = op(c, "add", [half, op(c, "negate", [p[1]])])         # negated denormal leaf
+        m = op(c, "maximum", [s, op(c, "abs", [p[1]])])
+        pred = op(c, "compare", [p[0], p[1]], CompareAttrs(ComparisonDirection.LT))
+        sel = op(c, "select", [pred, p[1], half])                 # raw leaf through select
+        one = op(c, "multiply", [sel, const(c, 1.0)])             # x * 1 must still flush
+        d = op(c, "subtract", [one, op(c, "multiply", [m, const(c, 0.25)])])
+        return [half, s, m, one, d, op(c, "add", [d, sel])]
+
+    mod = module([sh, sh], body)
+    ref, got, exe = run_both(mod, [x, y])
+    assert "fallback" not in exe.explain().split("--")[0]
+    for k, (r, g) in enumerate(zip(ref, got)):
+        _check(f"chain result {k}", t, r, g, x)
+
+
+def ml_finfo(t: ET) -> object:
+    import ml_dtypes
+
+    return ml_dtypes.finfo(t.dtype)
