@@ -201,6 +201,9 @@ class Printer:
         if not self.generic and not instr.called and not attrs and result_types and \
                 all(o.shape == shape for o in instr.operands) and instr.operands:
             return [f"{lhs}{op} {operands} : {shape.to_shlo()}"]
+        if not self.generic and not instr.called and not attrs and len(result_types) == 1 and \
+                instr.operands and not instr.shape.is_tuple:  # `op %a : (t) -> t'`
+            return [f"{lhs}{op} {operands} : {ftype}"]
         text = f'{lhs}"{op}"({operands})'
         regions = bool(instr.called) and instr.opcode not in _FUNC_CALLERS
         if attrs:
