@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.backends.cpu import cache, kernels, library
-from xlapy.backends.cpu.llvm_util import Engine, new_module
+from xlapy.backends.cpu.llvm_util import Engine, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.errors import InterpreterError, XlapyError
 from xlapy.interpreter import Interpreter, RuntimeState
@@ -139,10 +139,10 @@ class CpuExecutable:
         self.temp_slots = temps
         self.engine: Engine | None = None
         if kernel_specs:
-            text = str(mod)
+            text = module_text(mod)  # printed once: llvmlite's printer is slow
             key = cache.key(text)
             obj = cache.get(key)
-            self.engine = Engine(obj=obj) if obj is not None else Engine(mod)
+            self.engine = Engine(obj=obj) if obj is not None else Engine(text)
             if obj is None:
                 cache.put(key, self.engine.object)
             self._bind_kernels(kernel_specs)

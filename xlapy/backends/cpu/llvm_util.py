@@ -111,7 +111,7 @@ def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
 class Engine:
     """An MCJIT engine owning one optimized module (or an object file from the cache)."""
 
-    def __init__(self, mod: ir.Module | None = None, obj: bytes | None = None) -> None:
+    def __init__(self, mod: ir.Module | str | None = None, obj: bytes | None = None) -> None:
         with _LOCK:
             tm = target_machine()
             if obj is None:
