@@ -286,6 +286,8 @@ class CustomCallAttrs:
     api_version: int = 1
     operand_layouts: tuple[tuple[int, ...], ...] | None = None
     result_layouts: tuple[tuple[int, ...], ...] | None = None
+    #: jaxlib FFI attributes (`mhlo.backend_config = {uplo = 76 : ui8}`), sorted pairs.
+    mhlo_backend_config: tuple[tuple[str, Any], ...] = ()
 
 
 @register
@@ -469,5 +471,4 @@ class PartitionId(OpDef):
         return _process_index(ctx, "partition_id")
 
 
-from xlapy.ops import dynamic  # noqa: E402,F401
-from xlapy.ops import custom_call_targets  # noqa: E402,F401
+from xlapy.ops import custom_call_targets, dynamic  # noqa: E402,F401

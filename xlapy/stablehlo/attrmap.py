@@ -49,6 +49,7 @@ ALIASES: dict[tuple[str, str], str] = {
     ("collective_permute", "channel_id"): "channel_handle",
     ("collective_broadcast", "channel_id"): "channel_handle",
     ("check.expect_serialized_eq", "iteration"): "iter",
+    ("custom_call", "mhlo_backend_config"): "mhlo.backend_config",
 }
 
 #: Fields filled from the declared result type(s) when the text does not give them.
