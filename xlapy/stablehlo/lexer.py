@@ -99,6 +99,8 @@ class Lexer:
                 i += 1
                 while i < n and text[i] != '"':
                     i += 2 if text[i] == "\\" else 1
+            elif c == ">" and i > pos and text[i - 1] == "-":
+                pass  # an arrow `->`, never a closing bracket
             elif depth == 0 and c == stop:
                 self.pos = i
                 return text[pos:i], pos

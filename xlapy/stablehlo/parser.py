@@ -488,6 +488,13 @@ class Parser:
             return dims
         if name.endswith(".conv") and self.at("raw"):
             self.next()
+        if not name.startswith(("#stablehlo", "#chlo")) and not (
+                self.peek().kind == "ident" and self._followed_by_eq()):
+            # Another dialect's attribute (`#sdy.op_sharding_rule<([i])->([j]) {...}>`):
+            # kept as raw text; xlapy does not interpret it.
+            body, _ = self.lex.raw_until(">")
+            self.expect(">")
+            return StructAttr(name[1:], {"raw": body})
         fields: dict[str, Any] = {}
         if self.accept(">"):
             return StructAttr(name[1:], fields)
@@ -508,6 +515,14 @@ class Parser:
             if self.accept(">"):
                 return StructAttr(name[1:], fields)
             self.expect(",", f"between fields of {name}")
+
+    def _followed_by_eq(self) -> bool:
+        lex = self.lex
+        save_pos, save_peek = lex.pos, lex._peeked
+        lex.next()
+        ok = lex.peek().text == "="
+        lex.pos, lex._peeked = save_pos, save_peek
+        return ok
 
     def parse_conv_dims(self) -> ConvDims:
         def group() -> tuple[str, ...]:
