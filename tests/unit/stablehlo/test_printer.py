@@ -160,3 +160,25 @@ def test_builder_tuple_results_round_trip() -> None:
         assert modules_equal(m, parse_module(text)), text
     out = xlapy.compile(print_module(m))(np.int32(0))
     assert out == (5, 10)
+
+
+def test_jaxlib_custom_call_attributes() -> None:
+    """jaxlib's lapack calls: `mhlo.backend_config` is kept, `#sdy.op_sharding_rule<...>`
+    (an arrow inside) parses, and the call round-trips."""
+    text = """func.func @main(%a: tensor<3x3xf64>) -> tensor<3x3xf64> {
+  %0:2 = stablehlo.custom_call @lapack_dpotrf_ffi(%a) {backend_config = "",
+    mhlo.backend_config = {uplo = 76 : ui8}, mhlo.frontend_attributes = {num_batch_dims = "0"},
+    operand_layouts = [dense<[0, 1]> : tensor<2xindex>],
+    result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>],
+    sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([k, l], [m]) {i=3, j=3}, custom>}
+    : (tensor<3x3xf64>) -> (tensor<3x3xf64>, tensor<i32>)
+  return %0#0 : tensor<3x3xf64>
+}"""
+    m = parse_module(text)
+    call = next(i for i in m.entry.instructions if i.opcode == "custom_call")
+    assert call.attrs.mhlo_backend_config == (("uplo", 76),)
+    for generic in (False, True):
+        assert modules_equal(m, parse_module(print_module(m, generic)))
+    a = np.array([[4.0, 2, 0], [2, 5, 1], [0, 1, 3]])
+    got = xlapy.compile(text, backend="interpreter")(a)  # potrf leaves the upper triangle
+    np.testing.assert_allclose(np.tril(got), np.linalg.cholesky(a))
