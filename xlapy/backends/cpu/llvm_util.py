@@ -177,20 +177,28 @@ def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) ->
     return b.call(fn, args)
 
 
-def set_ftz_daz(b: ir.IRBuilder) -> ir.Value:
-    """Save MXCSR and set FTZ (denormal results flush, as on XLA CPU); returns the saved slot."""
+def set_ftz_daz(b: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
+    """Set MXCSR FTZ (denormal results flush, as on XLA CPU) unless it is already set (the
+    native while driver sets it once for a whole loop: ldmxcsr is slow); returns (saved
+    slot, whether it was changed) for `restore_mxcsr`."""
     saved = b.alloca(I32, name="mxcsr.saved")
     cur = b.alloca(I32, name="mxcsr.new")
     stm = _mxcsr_fn(b.module, "llvm.x86.sse.stmxcsr")
     ldm = _mxcsr_fn(b.module, "llvm.x86.sse.ldmxcsr")
     b.call(stm, [b.bitcast(saved, I8P)])
-    b.store(b.or_(b.load(saved), ir.Constant(I32, MXCSR_FTZ_DAZ)), cur)
-    b.call(ldm, [b.bitcast(cur, I8P)])
-    return saved
+    old = b.load(saved)
+    need = b.icmp_unsigned("==", b.and_(old, ir.Constant(I32, MXCSR_FTZ_DAZ)),
+                           ir.Constant(I32, 0))
+    with b.if_then(need, likely=True):
+        b.store(b.or_(old, ir.Constant(I32, MXCSR_FTZ_DAZ)), cur)
+        b.call(ldm, [b.bitcast(cur, I8P)])
+    return saved, need
 
 
-def restore_mxcsr(b: ir.IRBuilder, saved: ir.Value) -> None:
-    b.call(_mxcsr_fn(b.module, "llvm.x86.sse.ldmxcsr"), [b.bitcast(saved, I8P)])
+def restore_mxcsr(b: ir.IRBuilder, saved: tuple[ir.Value, ir.Value]) -> None:
+    slot, need = saved
+    with b.if_then(need, likely=True):
+        b.call(_mxcsr_fn(b.module, "llvm.x86.sse.ldmxcsr"), [b.bitcast(slot, I8P)])
 
 
 def _mxcsr_fn(mod: ir.Module, name: str) -> ir.Function:

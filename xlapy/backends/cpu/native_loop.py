@@ -8,26 +8,44 @@ descriptor the executable prepares once per call:
     d[0] n_cond   d[1] -> [(fn, table, outer)] * n_cond   d[2] -> pred byte
     d[3] n_body   d[4] -> [(fn, table, outer)] * n_body
     d[5] n_copy   d[6] -> [(dst, src, nbytes)] * n_copy
+    d[7] n_swap   d[8] -> [(result entry, -> [cell, state entries...], 1 + n_entries)] * n_swap
 
-    iterations = 0
-    loop: run the cond kernels; if *pred == 0: return iterations
-          run the body kernels; copy each body result into its state buffer; iterations++
+    set MXCSR FTZ once (kernels then skip their own ldmxcsr); iterations = 0
+    loop: run the cond kernels; if *pred == 0: restore MXCSR, return iterations
+          run the body kernels; copy or swap each body result into its state; iterations++
 
 The state buffers are the tables' entries for the get_tuple_element slots of both
 computations; the body's results live in their own buffers, so the copies never overlap.
+A result a body kernel writes every iteration is not copied: its buffer and the state buffer
+swap roles (the table entries of the state and of the result exchange pointers; `cell`
+tracks the current state buffer), which saves a pass over the state per iteration.
+The tables (constants, arena, kernel entries) are prepared once per loop; a call only writes
+its fresh state and result buffers into them.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import cache
-from xlapy.backends.cpu.llvm_util import I8, I8P, I64, KERNEL_TYPE, Engine, i64, new_module
+from xlapy.backends.cpu.llvm_util import (
+    I8,
+    I8P,
+    I64,
+    KERNEL_TYPE,
+    Engine,
+    for_range,
+    i64,
+    new_module,
+    restore_mxcsr,
+    set_ftz_daz,
+)
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.executable import CpuExecutable
@@ -55,7 +73,9 @@ def _emit_driver() -> ir.Module:
     pred = b.inttoptr(field(2), I8P)
     n_body, body = field(3), b.inttoptr(field(4), i64p)
     n_copy, copies = field(5), b.inttoptr(field(6), i64p)
+    n_swap, swaps = field(7), b.inttoptr(field(8), i64p)
     kty = KERNEL_TYPE.as_pointer()
+    mxcsr = set_ftz_daz(b)
 
     def run_kernels(n: ir.Value, table: ir.Value, tag: str) -> None:
         pre = b.block
@@ -109,10 +129,34 @@ def _emit_driver() -> ir.Module:
     c.add_incoming(b.add(c, i64(1)), b.block)
     b.branch(head)
     b.position_at_end(done)
+    # swaps: new = *res; *res = *cell; for e in [cell, entries...]: *e = new
+    pre = b.block
+    head = fn.append_basic_block("swap.head")
+    bod = fn.append_basic_block("swap.body")
+    sdone = fn.append_basic_block("swap.done")
+    b.branch(head)
+    b.position_at_end(head)
+    w = b.phi(I64)
+    w.add_incoming(i64(0), pre)
+    b.cbranch(b.icmp_signed("<", w, n_swap), bod, sdone)
+    b.position_at_end(bod)
+    base = b.mul(w, i64(3))
+    res = b.inttoptr(b.load(b.gep(swaps, [base])), i64p)
+    lst = b.inttoptr(b.load(b.gep(swaps, [b.add(base, i64(1))])), i64p)
+    n_lst = b.load(b.gep(swaps, [b.add(base, i64(2))]))
+    cell = b.inttoptr(b.load(lst), i64p)
+    new = b.load(res)
+    b.store(b.load(cell), res)
+    with for_range(b, i64(0), n_lst, name="e") as e:
+        b.store(new, b.inttoptr(b.load(b.gep(lst, [e])), i64p))
+    w.add_incoming(b.add(w, i64(1)), b.block)
+    b.branch(head)
+    b.position_at_end(sdone)
     nxt = b.add(it, i64(1))
     it.add_incoming(nxt, b.block)
     b.branch(loop)
     b.position_at_end(exit_)
+    restore_mxcsr(b, mxcsr)
     b.ret(it)
     return mod
 
@@ -160,26 +204,35 @@ class NativeWhile:
         self.pred_slot = cond.slot[id(cond.comp.root)]
         self.state_slots = [_state_slots(cond, tupled), _state_slots(body, tupled)]
 
-    def run(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
-        bufs = [np.array(v, order="C", copy=True) for v in state]
-        tables = []
-        keep: list[Any] = []
-        for exe, sslots in zip((self.cond, self.body), self.state_slots):
+        body_out = {k.output for k in body.kernel_specs}
+        res = [r for r in self.results if r is not None]
+        #: (state element, result slot) pairs that swap buffers instead of copying: results
+        #: some body kernel writes every iteration, each the result of one element only.
+        self.swapped = [(k, r) for k, r in enumerate(self.results)
+                        if r is not None and r in body_out and res.count(r) == 1]
+        self._lock = threading.Lock()
+        self._prep: _Prepared | None = None
+
+    def _prepare(self) -> _Prepared:
+        """Tables with constants, arena and kernel entries; per-call slots filled by run()."""
+        p = _Prepared()
+        swapped_res = {r for _, r in self.swapped}
+        for exe in (self.cond, self.body):
             table = (ctypes.c_void_p * max(exe.num_slots, 1))()
             for s, arr in exe.static.items():
                 table[s] = arr.ctypes.data
             arena = exe._arena_views()
-            keep.append(arena)
+            p.keep.append(arena)
             for s, view in arena[1]:
                 table[s] = view.ctypes.data
             for s in exe.fresh_slots:
+                if exe is self.body and s in swapped_res:
+                    continue  # a fresh buffer per call (it may hold the final state)
                 sh = exe.shapes[s]
                 arr = np.empty(sh.dimensions, sh.dtype)
-                keep.append(arr)
+                p.keep.append(arr)
                 table[s] = arr.ctypes.data
-            for s, k in sslots:
-                table[s] = bufs[k].ctypes.data
-            tables.append(table)
+            p.tables.append(table)
 
         def entries(exe: CpuExecutable, table: Any) -> Any:
             arr = (ctypes.c_int64 * max(3 * len(exe.kernel_specs), 1))()
@@ -187,19 +240,85 @@ class NativeWhile:
                 arr[3 * j: 3 * j + 3] = [addr, ctypes.addressof(table), spec.outer]
             return arr
 
-        ce, be = entries(self.cond, tables[0]), entries(self.body, tables[1])
-        copies = [(bufs[k].ctypes.data, tables[1][s], bufs[k].nbytes)
-                  for k, s in enumerate(self.results) if s is not None and bufs[k].nbytes]
-        cp = (ctypes.c_int64 * max(3 * len(copies), 1))()
-        for j, c in enumerate(copies):
-            cp[3 * j: 3 * j + 3] = list(c)
-        desc = (ctypes.c_int64 * 7)(
-            len(self.cond.kernel_specs), ctypes.addressof(ce), tables[0][self.pred_slot],
-            len(self.body.kernel_specs), ctypes.addressof(be), len(copies),
-            ctypes.addressof(cp))
+        p.entries = [entries(self.cond, p.tables[0]), entries(self.body, p.tables[1])]
+        nswap = len(self.swapped)
+        p.cells = (ctypes.c_int64 * max(nswap, 1))()
+        p.lists = []
+        sw = (ctypes.c_int64 * max(3 * nswap, 1))()
+        for j, (k, r) in enumerate(self.swapped):
+            addrs = [ctypes.addressof(p.cells) + 8 * j]
+            for table, sslots in zip(p.tables, self.state_slots):
+                addrs += [ctypes.addressof(table) + 8 * s for s, kk in sslots if kk == k]
+            lst = (ctypes.c_int64 * len(addrs))(*addrs)
+            p.lists.append(lst)
+            sw[3 * j: 3 * j + 3] = [ctypes.addressof(p.tables[1]) + 8 * r,
+                                    ctypes.addressof(lst), len(addrs)]
+        p.swaps = sw
+        copied = [(k, r) for k, r in enumerate(self.results)
+                  if r is not None and (k, r) not in self.swapped]
+        p.copies = (ctypes.c_int64 * max(3 * len(copied), 1))()
+        p.copied = copied
+        p.desc = (ctypes.c_int64 * 9)(
+            len(self.cond.kernel_specs), ctypes.addressof(p.entries[0]),
+            p.tables[0][self.pred_slot], len(self.body.kernel_specs),
+            ctypes.addressof(p.entries[1]), 0, ctypes.addressof(p.copies), nswap,
+            ctypes.addressof(sw))
+        return p
+
+    def run(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
+        locked = self._lock.acquire(blocking=False)
+        try:
+            if locked:
+                if self._prep is None:
+                    self._prep = self._prepare()
+                p = self._prep
+            else:  # another thread runs this loop: private tables
+                p = self._prepare()
+            return self._run(p, state)
+        finally:
+            if locked:
+                self._lock.release()
+
+    def _run(self, p: _Prepared, state: tuple[Any, ...]) -> tuple[Any, ...]:
+        bufs = [np.array(v, order="C", copy=True) for v in state]
+        ptrs = [b.ctypes.data for b in bufs]
+        for table, sslots in zip(p.tables, self.state_slots):
+            for s, k in sslots:
+                table[s] = ptrs[k]
+        others: dict[int, np.ndarray] = {}
+        body_table = p.tables[1]
+        for j, (k, r) in enumerate(self.swapped):
+            arr = np.empty_like(bufs[k])
+            others[k] = arr
+            body_table[r] = arr.ctypes.data
+            p.cells[j] = ptrs[k]
+        n = 0
+        for k, r in p.copied:
+            if bufs[k].nbytes:
+                p.copies[3 * n: 3 * n + 3] = [ptrs[k], body_table[r], bufs[k].nbytes]
+                n += 1
+        p.desc[5] = n
         _, fn = driver()
-        fn(ctypes.addressof(desc))
+        fn(ctypes.addressof(p.desc))
+        for j, (k, _) in enumerate(self.swapped):
+            if p.cells[j] != ptrs[k]:
+                bufs[k] = others[k]
         return tuple(bufs)
+
+
+class _Prepared:
+    """One loop's prepared native state (see NativeWhile._prepare)."""
+
+    def __init__(self) -> None:
+        self.tables: list[Any] = []
+        self.keep: list[Any] = []
+        self.entries: list[Any] = []
+        self.lists: list[Any] = []
+        self.cells: Any = None
+        self.swaps: Any = None
+        self.copies: Any = None
+        self.copied: list[tuple[int, int]] = []
+        self.desc: Any = None
 
 
 def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutable

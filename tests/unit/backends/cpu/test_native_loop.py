@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (StableHLO programs are kept on one line per op)
 """Native while loops on cpu: same values as the interpreter, and planned natively only when
 the condition and body are all kernels."""
 
@@ -29,7 +30,7 @@ func.func @main(%x: tensor<8xf32>, %n: tensor<i32>) -> (tensor<i32>, tensor<8xf3
 """
 
 
-@pytest.mark.parametrize("iterations", [0, 1, 7])
+@pytest.mark.parametrize("iterations", [0, 1, 2, 7])
 def test_xla_style_loop_matches_interpreter(iterations: int) -> None:
     comp = fori_loop(iterations, 33)
     x = np.random.default_rng(0).standard_normal(33).astype(np.float32)
@@ -62,3 +63,38 @@ def test_loop_with_fallback_op_stays_in_python() -> None:
     x = np.arange(8, dtype=np.float32)
     got = cpu(x, np.int32(2))
     np.testing.assert_array_equal(got[1], x * 0.25)
+
+
+SWAP_LOOP = """
+func.func @main(%x: tensor<8xf32>, %n: tensor<i32>) -> (tensor<i32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:4 = stablehlo.while(%i = %c0, %v = %x, %w = %x, %k = %x) : tensor<i32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+    cond {
+      %p = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %i2 = stablehlo.add %i, %one : tensor<i32>
+      %h = stablehlo.constant dense<0.5> : tensor<8xf32>
+      %v2 = stablehlo.multiply %v, %h : tensor<8xf32>
+      %v3 = stablehlo.add %v2, %w : tensor<8xf32>
+      stablehlo.return %i2, %v3, %v3, %h : tensor<i32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+    }
+  return %r#0, %r#1, %r#2, %r#3 : tensor<i32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+def test_swapped_copied_and_constant_results(n: int) -> None:
+    """Results that swap buffers with their state (i, and nothing else), one result feeding
+    two state elements (copied), a constant result (copied), odd and even trip counts."""
+    x = np.arange(8, dtype=np.float32) - 3
+    cpu = xlapy.compile(SWAP_LOOP, backend="cpu")
+    assert "native while loop" in cpu._exe.explain()
+    want = xlapy.compile(SWAP_LOOP, backend="interpreter")(x, np.int32(n))
+    for _ in range(2):
+        got = cpu(x, np.int32(n))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(x, np.arange(8, dtype=np.float32) - 3)  # input untouched
