@@ -345,8 +345,11 @@ class CpuExecutable:
         out = spec.output
         outer = spec.outer
         is_fresh = id(spec.root) in self.outputs
-        split = spec.splittable and spec.cost >= SPLIT_COST and outer >= 2 and NUM_THREADS > 1
+        big = spec.cost >= SPLIT_COST and outer >= 2 and NUM_THREADS > 1
+        split = spec.splittable and big
         dims, dtype = shape.dimensions, shape.dtype
+        if spec.partial and big:
+            return self._partial_thunk(spec, fn, is_fresh)
 
         def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
             if is_fresh:
@@ -363,6 +366,41 @@ class CpuExecutable:
             fn(addr, bounds[0], bounds[1])
             for f in futs:
                 f.result()
+
+        return run
+
+    def _partial_thunk(self, spec: kernels.Kernel, fn: Any, is_fresh: bool
+                       ) -> Callable[..., None]:
+        """A reduce over dimension 0 split across threads: thread k > 0 reduces its range
+        into a private output (a copy of the table pointing there), then the partials are
+        combined into the real output with the reducer."""
+        shape = spec.root.shape
+        dims, dtype, out, outer = shape.dimensions, shape.dtype, spec.output, spec.outer
+        combine = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum,
+                   "and": np.bitwise_and, "or": np.bitwise_or}[str(spec.partial)]
+        n = min(NUM_THREADS, outer)
+        bounds = [outer * k // n for k in range(n + 1)]
+
+        def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+            if is_fresh:
+                arr = np.empty(dims, dtype)
+                v[out] = arr
+                t[out] = _ptr(arr)
+            parts = [np.empty(dims, dtype) for _ in range(1, n)]
+            tables = []
+            for part in parts:
+                tk = type(t).from_buffer_copy(t)
+                tk[out] = _ptr(part)
+                tables.append(tk)
+            futs = [_pool().submit(fn, ctypes.addressof(tables[k - 1]), bounds[k],
+                                   bounds[k + 1]) for k in range(1, n)]
+            fn(ctypes.addressof(t), bounds[0], bounds[1])
+            for f in futs:
+                f.result()
+            res = v[out]
+            with np.errstate(all="ignore"):
+                for part in parts:
+                    combine(res, part, out=res)
 
         return run
 

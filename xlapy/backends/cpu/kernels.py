@@ -38,6 +38,10 @@ from xlapy.types import ElementType as ET
 PRODUCERS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "reverse", "iota",
                        "convert", "compare", "select", "clamp", "constant"})
 REDUCERS = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
+#: Reducers whose partial results over a split of a reduced dimension combine exactly (up
+#: to the float sum's reassociation, which the kernels allow anyway): add on f32/f64/ints
+#: with a zero init; integer max/min/and/or with any init (they are idempotent).
+PARTIAL_INTS = frozenset({ET.S8, ET.S16, ET.S32, ET.S64, ET.U8, ET.U16, ET.U32, ET.U64})
 
 
 def _types_ok(instr: Instruction) -> bool:
@@ -96,6 +100,10 @@ class Kernel:
     outer: int
     cost: int
     splittable: bool
+    #: A reduce over dimension 0 whose range [begin, end) of that dimension can run on
+    #: several threads, each into its own partial output, the partials then added (the
+    #: reducer is associative for the type and the init its identity; see PARTIAL_REDUCE).
+    partial: str | None = None
 
 
 def _strides(dims: Sequence[int]) -> list[int]:
@@ -256,7 +264,7 @@ class KernelEmitter:
             if self.root.opcode == "reduce" else int(np.prod(self.root.shape.dimensions))
         leaves_in = sorted(set(self.leaves.values()))
         return Kernel(self.name, self.root, leaves_in, self.out_slot, outer,
-                      size * max(self.ops, 1), split)
+                      size * max(self.ops, 1), split, getattr(self, "partial", None))
 
     def _nest(self, dims: Sequence[int], begin: ir.Value, end: ir.Value,
               body: Any, idx: list[ir.Value] | None = None) -> None:
@@ -303,8 +311,9 @@ class KernelEmitter:
         while s > 0 and (s - 1) in red:
             s -= 1
         split = bool(dims) and 0 not in red
-        outer = dims[0] if split else 1
-        if not split:
+        self.partial = _partial_kind(op, et, init) if dims and not split else None
+        outer = dims[0] if split or self.partial else 1
+        if not split and not self.partial:
             begin, end = i64(0), i64(dims[0] if dims else 1)
         # Initialize this range of the output.
         init_c = self.gen(init, [])
@@ -332,7 +341,8 @@ class KernelEmitter:
         def out_ptr(idx: list[ir.Value]) -> ir.Value:
             return b.gep(out, [self.linear([idx[d] for d in kept], out_dims)], inbounds=True)
 
-        def outer_body(idx: list[ir.Value]) -> None:
+        def outer_body(idx: list[ir.Value], rng: tuple[ir.Value, ir.Value] | None = None
+                       ) -> None:
             p = out_ptr(idx)
             if s == n:  # innermost kept: accumulate straight into the output row
                 self.memo.clear()
@@ -347,22 +357,36 @@ class KernelEmitter:
                 self.memo.clear()
                 b.store(combine(b.load(accp), self.gen(x, full)), accp)
 
-            self._nest_from(dims, idx, inner)
+            self._nest_from(dims, idx, inner, rng)
             b.store(ew.to_storage(b, b.load(accp), et), p)
 
         if s == 0:
-            outer_body([])
+            outer_body([], (begin, end))
         else:
             self._nest(dims[:s], begin, end, outer_body)
         return outer, split
 
-    def _nest_from(self, dims: Sequence[int], idx: list[ir.Value], body: Any) -> None:
+    def _nest_from(self, dims: Sequence[int], idx: list[ir.Value], body: Any,
+                   rng: tuple[ir.Value, ir.Value] | None = None) -> None:
+        """Loops over dims[len(idx):]; `rng` bounds the first of them (else its extent)."""
         d = len(idx)
         if d == len(dims):
             body(idx)
             return
-        with for_range(self.b, i64(0), i64(dims[d]), name=f"r{d}") as i:
+        lo, hi = rng if rng is not None else (i64(0), i64(dims[d]))
+        with for_range(self.b, lo, hi, name=f"r{d}") as i:
             self._nest_from(dims, idx + [i], body)
+
+
+def _partial_kind(op: str, et: ET, init: Instruction) -> str | None:
+    """How partial reduce outputs combine ("add", "maximum", ...), or None if they cannot."""
+    if op in ("maximum", "minimum", "and", "or"):
+        return op if et in PARTIAL_INTS else None
+    if op != "add" or not (et in PARTIAL_INTS or et in (ET.F32, ET.F64)):
+        return None
+    if init.opcode != "constant":
+        return None
+    return op if np.asarray(init.attrs.literal.to_numpy()).reshape(()).item() == 0 else None
 
 
 __all__ = ["Kernel", "KernelEmitter", "fusible", "reducer_op", "PRODUCERS", "I64"]
