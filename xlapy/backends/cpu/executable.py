@@ -107,7 +107,7 @@ class CpuExecutable:
         roots = self._root_values()
         self.outputs = {id(i) for i in roots}
         fusible = {id(i) for i in order if i.opcode != "parameter" and kernels.fusible(i)}
-        self.materialized = self._choose_materialized(order, fusible)
+        self.materialized, self.row_reduces = self._plan_fusion(order, fusible)
         mod = new_module(f"xlapy_{comp.name}")
         self.thunks: list[Callable[..., None]] = []
         kernel_specs: list[kernels.Kernel] = []
@@ -129,7 +129,8 @@ class CpuExecutable:
                 s = self._new_slot(instr)
                 leaves = self._leaves(instr, fusible)
                 name = f"k{len(kernel_specs)}"
-                spec = kernels.KernelEmitter(mod, name, instr, leaves, s).build()
+                spec = kernels.KernelEmitter(mod, name, instr, leaves, s,
+                                             self.row_reduces.get(iid, [])).build()
                 kernel_specs.append(spec)
                 (fresh if iid in self.outputs else temps).append(s)
                 self.report.append((instr.name, instr.opcode, f"kernel {name}"))
@@ -163,7 +164,35 @@ class CpuExecutable:
         self._arena_ids: set[int] = set()
         self._last: list[tuple[Any, int]] = [(None, 0)] * len(params)
 
-    def _choose_materialized(self, order: list[Instruction], fusible: set[int]) -> set[int]:
+    def _plan_fusion(self, order: list[Instruction], fusible: set[int]
+                     ) -> tuple[set[int], dict[int, list[Instruction]]]:
+        """(materialized values, kernel root -> the row reductions computed inside it).
+
+        A row reduction (reduce of [R, C] over dimension 1 with a simple reducer) whose users
+        all land in one kernel is computed inside that kernel, per value of its outermost
+        index, before the inner loops (softmax and layernorm become one pass per row, the
+        row still in cache) - when every path from the kernel root reaches it with the
+        root's outermost index (broadcasts along dimension 0, element-wise ops); otherwise
+        it is materialized as usual and planning is redone."""
+        forced: set[int] = set()
+        while True:
+            mat, inline = self._choose_materialized(order, fusible, forced)
+            rows: dict[int, list[Instruction]] = {}
+            bad: set[int] = set()
+            pos = {id(i): k for k, i in enumerate(order)}
+            for instr in order:
+                if id(instr) in mat and id(instr) in fusible and inline:
+                    found, b = _row_walk(instr, fusible, mat, inline)
+                    bad |= b
+                    if found:
+                        rows[id(instr)] = sorted(found, key=lambda i: pos[id(i)])
+            if not bad:
+                return mat, rows
+            forced |= bad
+
+    def _choose_materialized(self, order: list[Instruction], fusible: set[int],
+                             forced: set[int] = frozenset()  # type: ignore[assignment]
+                             ) -> tuple[set[int], set[int]]:
         """Which fusible values get a buffer (each is the root of one kernel).
 
         Must: reduces, outputs, values a non-fusible op reads, array constants. Otherwise,
@@ -178,12 +207,21 @@ class CpuExecutable:
                 cost[id(instr)] = min(own + sum(cost.get(id(o), 0) for o in instr.operands),
                                       1 << 20)
         mat: set[int] = set()
+        inline: set[int] = set()
         kernel_of: dict[int, frozenset[int]] = {}
         for instr in reversed(order):
             iid = id(instr)
             if iid not in fusible:
                 continue
             users = instr.users
+            if (instr.opcode == "reduce" and iid not in forced and iid not in self.outputs
+                    and kernels.row_reduce(instr) and users
+                    and all(id(u) in fusible for u in users)):
+                ks = frozenset().union(*(kernel_of[id(u)] for u in users))
+                if len(ks) == 1:
+                    kernel_of[iid] = ks
+                    inline.add(iid)
+                    continue
             if (instr.opcode == "reduce" or iid in self.outputs
                     or any(id(u) not in fusible for u in users)
                     or (instr.opcode == "constant" and not kernels.is_scalar_constant(instr))):
@@ -198,7 +236,7 @@ class CpuExecutable:
             else:
                 mat.add(iid)
                 kernel_of[iid] = frozenset((iid,))
-        return mat
+        return mat, inline
 
     def _root_values(self) -> list[Instruction]:
         """The array instructions whose values leave the computation (through tuples)."""
@@ -524,6 +562,50 @@ class CpuExecutable:
         for _, sub in self.subexecs:
             out += sub.kernels()
         return out
+
+
+def _row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[int]
+              ) -> tuple[list[Instruction], set[int]]:
+    """The row reductions kernel `root` computes inline, and those reached with an index
+    other than the root's outermost one (they must be materialized). Indices are symbols:
+    "r" the root's dimension 0, "c" a reduction's own column loop, "?" anything else."""
+    found: dict[int, Instruction] = {}
+    bad: set[int] = set()
+    seen: set[tuple[int, tuple[str, ...]]] = set()
+
+    def walk(i: Instruction, idx: tuple[str, ...]) -> None:
+        key = (id(i), idx)
+        if key in seen:
+            return
+        seen.add(key)
+        if i is not root and (id(i) not in fusible or id(i) in mat):
+            return  # a leaf buffer
+        if id(i) in inline:
+            if idx != ("r",):
+                bad.add(id(i))
+                return
+            found[id(i)] = i
+            walk(i.operands[0], ("r", "c"))
+            walk(i.operands[1], ())
+            return
+        op = i.opcode
+        if op == "broadcast_in_dim":
+            src = i.operands[0].shape.dimensions
+            walk(i.operands[0], tuple(idx[d] if src[k] != 1 else "0" for k, d in
+                                      enumerate(i.attrs.broadcast_dimensions)))
+            return
+        if op == "reduce" or op in ("transpose", "reshape", "slice", "reverse"):
+            for o in i.operands:
+                walk(o, ("?",) * o.shape.rank)
+            return
+        for o in i.operands:
+            walk(o, idx if o.shape.rank else ())
+
+    rank = root.shape.rank if root.shape.is_array else 0
+    start = ("r",) + ("?",) * (rank - 1) if rank and root.opcode != "reduce" else \
+        ("?",) * rank
+    walk(root, start)
+    return list(found.values()), bad
 
 
 def _ptr(a: np.ndarray) -> int:

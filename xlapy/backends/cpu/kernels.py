@@ -83,6 +83,13 @@ def reducer_op(instr: Instruction) -> str | None:
     return root.opcode
 
 
+def row_reduce(instr: Instruction) -> bool:
+    """A reduce of a rank-2 value over dimension 1 with a simple reducer: a kernel can
+    compute it per row, inside its outermost loop (KernelEmitter's `rows`)."""
+    return (instr.opcode == "reduce" and reducer_op(instr) is not None
+            and instr.operands[0].shape.rank == 2 and tuple(instr.attrs.dimensions) == (1,))
+
+
 def is_scalar_constant(instr: Instruction) -> bool:
     return instr.opcode == "constant" and instr.shape.is_array and \
         int(np.prod(instr.shape.dimensions)) == 1
@@ -117,7 +124,14 @@ class KernelEmitter:
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
     def __init__(self, mod: ir.Module, name: str, root: Instruction,
-                 leaves: dict[int, int], out_slot: int) -> None:
+                 leaves: dict[int, int], out_slot: int,
+                 rows: Sequence[Instruction] = ()) -> None:
+        self.rows = list(rows)  # row reductions computed per outermost index, in order
+        self.row_vals: dict[int, ir.Value] = {}
+        #: A row reduction's operand the rest of the kernel also reads, kept per row in a
+        #: stack buffer (softmax's exp(x - max) is computed once, not twice).
+        self.row_cache: dict[int, ir.Value] = {}
+        self.row_index: ir.Value | None = None
         self.mod = mod
         self.name = name
         self.root = root
@@ -171,7 +185,16 @@ class KernelEmitter:
         et = sh.element_type
         if id(instr) in self.leaves:
             return self.load(self.leaves[id(instr)], et, idx, sh.dimensions)
+        buf = self.row_cache.get(id(instr))
+        if buf is not None and len(idx) == 2 and idx[0] is self.row_index:
+            return b.load(b.gep(buf, [i64(0), idx[1]], inbounds=True))
         op = instr.opcode
+        if op == "reduce":
+            v = self.row_vals.get(id(instr))
+            if v is None or len(idx) != 1 or idx[0] is not self.row_index:
+                raise RuntimeError(f"internal error: reduce %{instr.name} reached in kernel "
+                                   f"{self.name} outside its row")
+            return v
         ops = instr.operands
         a = instr.attrs
         if op == "constant":
@@ -268,15 +291,86 @@ class KernelEmitter:
 
     def _nest(self, dims: Sequence[int], begin: ir.Value, end: ir.Value,
               body: Any, idx: list[ir.Value] | None = None) -> None:
-        """Loops over `dims` (the first over [begin, end)), calling body(idx) innermost."""
+        """Loops over `dims` (the first over [begin, end)), calling body(idx) innermost; the
+        row reductions are computed inside the first loop, before the others."""
         idx = idx or []
         d = len(idx)
+        if d == 1 and self.rows:
+            self._row_reductions(idx[0])
         if d == len(dims):
             body(idx)
             return
         lo, hi = (begin, end) if d == 0 else (i64(0), i64(dims[d]))
         with for_range(self.b, lo, hi, name=f"d{d}") as i:
             self._nest(dims, begin, end, body, idx + [i])
+
+    def _row_reductions(self, r: ir.Value) -> None:
+        """acc = init; for c: acc = acc (op) x[r, c], for each row reduction in order."""
+        b = self.b
+        self.row_index = r
+        self.row_vals.clear()
+        self.row_cache.clear()
+        for red in self.rows:
+            x, init = red.operands
+            et = red.shape.element_type
+            op = reducer_op(red)
+            assert op is not None
+            self.memo.clear()
+            init_c = self.gen(init, [])
+            if op in ("maximum", "minimum") and ew._isfloat(init_c):
+                init_c = ew.flush(b, init_c)
+            init_c = ew.round_to(b, init_c, et)
+            cols = x.shape.dimensions[1]
+            with b.goto_entry_block():
+                accp = b.alloca(ew.compute_type(et), name=f"row.{red.name}")
+                cache = None
+                if self._worth_caching(x, red, cols):
+                    cache = b.alloca(ir.ArrayType(ew.compute_type(x.shape.element_type), cols),
+                                     name=f"rowbuf.{red.name}")
+            b.store(init_c, accp)
+            with for_range(b, i64(0), i64(cols), name="rc") as c:
+                self.memo.clear()
+                v = self.gen(x, [r, c])
+                if cache is not None:
+                    b.store(v, b.gep(cache, [i64(0), c], inbounds=True))
+                b.store(self._combine(op, et, b.load(accp), v), accp)
+            if cache is not None:
+                self.row_cache[id(x)] = cache
+            self.memo.clear()
+            self.row_vals[id(red)] = ew.round_to(b, b.load(accp), et)
+            self.ops += 1
+
+    def _worth_caching(self, x: Instruction, red: Instruction, cols: int) -> bool:
+        """x (a row reduction's operand) is computed here, read by something else too, holds
+        a transcendental, and a row of it fits in 64 KiB of stack."""
+        if id(x) in self.leaves or id(x) in self.row_cache or len(x.users) < 2:
+            return False
+        if cols * 8 > 1 << 16:
+            return False
+        stack, seen = [x], set()
+        while stack:
+            i = stack.pop()
+            if id(i) in seen or id(i) in self.leaves:
+                continue
+            seen.add(id(i))
+            if i.opcode in ew.INEXACT:
+                return True
+            if i.opcode != "reduce":
+                stack.extend(i.operands)
+        return False
+
+    def _combine(self, op: str, et: ET, acc: ir.Value, v: ir.Value) -> ir.Value:
+        """One reduction step; float add/multiply reassociate (vector accumulators)."""
+        b = self.b
+        if op == "add" and ew._isfloat(v) and et in (ET.F32, ET.F64):
+            return b.fadd(acc, v, flags=["reassoc", "nsz"])
+        if op == "multiply" and ew._isfloat(v) and et in (ET.F32, ET.F64):
+            return b.fmul(acc, v, flags=["reassoc", "nsz"])
+        if op in ("maximum", "minimum") and ew._isfloat(v):
+            # acc is already flushed (init and every step): flushing only v keeps the
+            # recurrence a plain llvm.maximum/minimum, which LLVM vectorizes.
+            return intrinsic(b, f"llvm.{op}.{ew._fsfx(v)}", v.type, [acc, ew.flush(b, v)])
+        return ew.emit(b, op, [acc, v], et, et)
 
     def _elementwise(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool]:
         sh = self.root.shape
@@ -328,15 +422,7 @@ class KernelEmitter:
         self.ops += 1
 
         def combine(acc: ir.Value, v: ir.Value) -> ir.Value:
-            if op == "add" and ew._isfloat(v) and et in (ET.F32, ET.F64):
-                return b.fadd(acc, v, flags=["reassoc", "nsz"])
-            if op == "multiply" and ew._isfloat(v) and et in (ET.F32, ET.F64):
-                return b.fmul(acc, v, flags=["reassoc", "nsz"])
-            if op in ("maximum", "minimum") and ew._isfloat(v):
-                # acc is already flushed (init and every step): flushing only v keeps the
-                # recurrence a plain llvm.maximum/minimum, which LLVM vectorizes.
-                return intrinsic(b, f"llvm.{op}.{ew._fsfx(v)}", v.type, [acc, ew.flush(b, v)])
-            return ew.emit(b, op, [acc, v], et, et)
+            return self._combine(op, et, acc, v)
 
         def out_ptr(idx: list[ir.Value]) -> ir.Value:
             return b.gep(out, [self.linear([idx[d] for d in kept], out_dims)], inbounds=True)

@@ -44,3 +44,58 @@ def test_split_reductions_match_interpreter(threads: int, monkeypatch: pytest.Mo
         np.testing.assert_array_equal(got[k], want[k])
     np.testing.assert_allclose(got[4], want[4], rtol=1e-4, atol=1e-2)  # reassociated
     np.testing.assert_allclose(got[5], want[5], rtol=1e-4, atol=1e-3)
+
+
+ROWS = """
+func.func @main(%x: tensor<64x40xi32>, %y: tensor<40x40xi32>) -> (tensor<64x40xi32>, tensor<40x40xi32>, tensor<64x40xi32>, tensor<64xi32>) {
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %lo = stablehlo.constant dense<-2147483648> : tensor<i32>
+  %m = stablehlo.reduce(%x init: %lo) applies stablehlo.maximum across dimensions = [1] : (tensor<64x40xi32>, tensor<i32>) -> tensor<64xi32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<64xi32>) -> tensor<64x40xi32>
+  %d = stablehlo.subtract %x, %mb : tensor<64x40xi32>
+  %dd = stablehlo.multiply %d, %d : tensor<64x40xi32>
+  %s = stablehlo.reduce(%dd init: %z) applies stablehlo.add across dimensions = [1] : (tensor<64x40xi32>, tensor<i32>) -> tensor<64xi32>
+  %two = stablehlo.constant dense<2> : tensor<64xi32>
+  %s2 = stablehlo.multiply %s, %two : tensor<64xi32>
+  %sb = stablehlo.broadcast_in_dim %s2, dims = [0] : (tensor<64xi32>) -> tensor<64x40xi32>
+  %r = stablehlo.add %dd, %sb : tensor<64x40xi32>
+  %t = stablehlo.reduce(%y init: %z) applies stablehlo.add across dimensions = [1] : (tensor<40x40xi32>, tensor<i32>) -> tensor<40xi32>
+  %tb = stablehlo.broadcast_in_dim %t, dims = [0] : (tensor<40xi32>) -> tensor<40x40xi32>
+  %tt = stablehlo.transpose %tb, dims = [1, 0] : (tensor<40x40xi32>) -> tensor<40x40xi32>
+  %u = stablehlo.add %y, %tt : tensor<40x40xi32>
+  %q = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [1] : (tensor<64x40xi32>, tensor<i32>) -> tensor<64xi32>
+  %qb = stablehlo.broadcast_in_dim %q, dims = [0] : (tensor<64xi32>) -> tensor<64x40xi32>
+  %v = stablehlo.subtract %x, %qb : tensor<64x40xi32>
+  return %r, %u, %v, %q : tensor<64x40xi32>, tensor<40x40xi32>, tensor<64x40xi32>, tensor<64xi32>
+}
+"""
+
+
+def test_row_reductions_fused_only_where_the_row_index_matches() -> None:
+    """max -> (x - max)^2 -> sum -> scale runs inside one kernel per row; a row sum reached
+    through a transpose, and one that is also a result, get their own buffer; exact."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(-1000, 1000, (64, 40), dtype=np.int32)
+    y = rng.integers(-1000, 1000, (40, 40), dtype=np.int32)
+    cpu = xlapy.compile(ROWS, backend="cpu")
+    exe = cpu._exe
+    inlined = {r.name for rows in exe.row_reduces.values() for r in rows}
+    assert len(inlined) == 2  # %m and %s; not %t (transposed) nor %q (a result)
+    assert len(exe.kernel_specs) == 5  # %r, %t, %u, %q, %v
+    want = xlapy.compile(ROWS, backend="interpreter")(x, y)
+    for g, w in zip(cpu(x, y), want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_softmax_one_pass_per_row_matches_interpreter() -> None:
+    from benchmarks.workloads.normalization import layernorm, softmax
+
+    rng = np.random.default_rng(2)
+    for comp, extra in ((softmax(33, 70), 0), (layernorm(17, 50), 2)):
+        cpu = xlapy.compile(comp, backend="cpu")
+        assert len(cpu._exe.kernel_specs) == 1
+        args = [rng.standard_normal(comp.module.entry_computation().parameters[k]
+                                     .shape.dimensions).astype(np.float32)
+                for k in range(1 + extra)]
+        want = xlapy.compile(comp, backend="interpreter")(*args)
+        np.testing.assert_allclose(cpu(*args), want, rtol=2e-6, atol=1e-6)
