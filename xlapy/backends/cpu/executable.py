@@ -48,6 +48,8 @@ CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose
 DUP_OPS = 8
 DUP_KERNELS = 3
 CONTROL_FLOW = frozenset({"while", "case", "if", "call"})
+#: Elements below which no kernel of a module is worth LLVM's loop vectorizer (compile time).
+SMALL_KERNEL = 64
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -141,9 +143,10 @@ class CpuExecutable:
         self.engine: Engine | None = None
         if kernel_specs:
             text = module_text(mod)  # printed once: llvmlite's printer is slow
-            key = cache.key(text)
+            vec = any(_elements(k) >= SMALL_KERNEL for k in kernel_specs)
+            key = cache.key(text, "" if vec else "novec")
             obj = cache.get(key)
-            self.engine = Engine(obj=obj) if obj is not None else Engine(text)
+            self.engine = Engine(obj=obj) if obj is not None else Engine(text, vectorize=vec)
             if obj is None:
                 cache.put(key, self.engine.object)
             self._bind_kernels(kernel_specs)
@@ -562,6 +565,12 @@ class CpuExecutable:
         for _, sub in self.subexecs:
             out += sub.kernels()
         return out
+
+
+def _elements(k: kernels.Kernel) -> int:
+    """Elements a kernel walks (a reduce's input, else its result)."""
+    sh = k.root.operands[0].shape if k.root.opcode == "reduce" else k.root.shape
+    return int(np.prod(sh.dimensions)) if sh.is_array else 1
 
 
 def _row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[int]

@@ -97,12 +97,14 @@ def verify(mod: ir.Module | str) -> llvm.ModuleRef:
     return ref
 
 
-def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
-    """O3 with loop and SLP vectorization for the host CPU."""
+def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool = True) -> None:
+    """O3 with loop and SLP vectorization for the host CPU. `vectorize=False` (modules of
+    tiny kernels only) skips loop vectorization and unrolling: 200 ops on f32[4] compile in
+    35 ms instead of 86, and their run time is call overhead anyway."""
     pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
-    pto.loop_vectorization = True
+    pto.loop_vectorization = vectorize
     pto.slp_vectorization = True
-    pto.loop_unrolling = True
+    pto.loop_unrolling = vectorize
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     mpm.run(ref, pb)
@@ -111,14 +113,15 @@ def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
 class Engine:
     """An MCJIT engine owning one optimized module (or an object file from the cache)."""
 
-    def __init__(self, mod: ir.Module | str | None = None, obj: bytes | None = None) -> None:
+    def __init__(self, mod: ir.Module | str | None = None, obj: bytes | None = None,
+                 vectorize: bool = True) -> None:
         with _LOCK:
             tm = target_machine()
             if obj is None:
                 assert mod is not None
                 ref = verify(mod)
                 ref.data_layout = str(tm.target_data)
-                optimize(ref, tm)
+                optimize(ref, tm, vectorize)
                 self.asm_ir = str(ref)
                 self.object = tm.emit_object(ref)
             else:
