@@ -11,10 +11,12 @@ physical buffer, so the logical matrices are used as they are. getrf returns 1-b
 (LAPACK's ipiv); geqrf/orgqr return no info; the first gesdd result is the overwritten
 operand, which JAX ignores.
 
-The FFI attributes (`mhlo.backend_config = {uplo = 76 : ui8, ...}`) are read from
-`attrs.mhlo_backend_config` when the front door keeps them; otherwise the values JAX always
-emits are assumed (potrf/syevd lower, syevd computes vectors; gesdd's mode follows the result
-shapes). trsm has no such default and needs them.
+The FFI attributes (`mhlo.backend_config = {uplo = 76 : ui8, ...}`, LAPACK's characters as
+ui8 codes) arrive in `attrs.mhlo_backend_config`. Where a module lacks one, the value JAX always
+emits is assumed (potrf/syevd lower, syevd computes vectors; gesdd's mode follows the result
+shapes); trsm has no such default and needs all four. A value outside LAPACK's choices is a
+clear error rather than a silent default. Triangular solves run BLAS's ?trsm
+(scipy.linalg.blas), which is what jaxlib calls.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.linalg import lapack
+from scipy.linalg import blas, lapack
 
 from xlapy.errors import InterpreterError
 from xlapy.ops.misc import register_custom_call
@@ -44,15 +46,23 @@ def _config(attrs: Any) -> dict[str, Any]:
     return dict(raw) if not isinstance(raw, dict) else raw
 
 
-def _char(cfg: dict[str, Any], key: str, default: str | None, target: str) -> str:
-    """An FFI `ui8` attribute as its LAPACK character ('L', 'N', ...)."""
-    if key in cfg:
-        value = cfg[key]
-        return chr(int(value)) if not isinstance(value, str) else value
-    if default is None:
-        raise InterpreterError(f"custom_call {target}: needs the FFI attribute '{key}' "
-                               "(mhlo.backend_config), which this module does not carry")
-    return default
+def _char(cfg: dict[str, Any], key: str, allowed: str, default: str | None,
+          target: str) -> str:
+    """An FFI `ui8` attribute as its LAPACK character ('L', 'N', ...), one of `allowed`."""
+    if key not in cfg:
+        if default is None:
+            raise InterpreterError(f"custom_call {target}: needs the FFI attribute '{key}' "
+                                   "(mhlo.backend_config), which this module does not carry")
+        return default
+    value = cfg[key]
+    try:
+        ch = value if isinstance(value, str) else chr(int(value))
+    except (TypeError, ValueError, OverflowError):
+        ch = ""
+    if len(ch) != 1 or ch not in allowed:
+        raise InterpreterError(f"custom_call {target}: FFI attribute '{key}' = {value!r} is "
+                               f"not one of {', '.join(f'{c!r} ({ord(c)})' for c in allowed)}")
+    return ch
 
 
 def _lapack(routine: str, dtype: Any) -> Callable[..., Any]:
@@ -81,7 +91,7 @@ def _potrf(t: str) -> Callable[..., Any]:
     target = f"lapack_{t}potrf_ffi"
 
     def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
-        lower = _char(_config(attrs), "uplo", "L", target) == "L"
+        lower = _char(_config(attrs), "uplo", "LU", "L", target) == "L"
         fn = _lapack("potrf", _PREFIX[t])
 
         def one(a: np.ndarray) -> tuple[Any, ...]:
@@ -139,8 +149,8 @@ def _syevd(t: str) -> Callable[..., Any]:
 
     def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
         cfg = _config(attrs)
-        lower = _char(cfg, "uplo", "L", target) == "L"
-        vectors = _char(cfg, "mode", "V", target) == "V"
+        lower = _char(cfg, "uplo", "LU", "L", target) == "L"
+        vectors = _char(cfg, "mode", "VN", "V", target) == "V"
         fn = _lapack(name, _PREFIX[t])
 
         def one(a: np.ndarray) -> tuple[Any, ...]:
@@ -157,7 +167,7 @@ def _gesdd(t: str) -> Callable[..., Any]:
         leaves = _leaves(result)
         m, n = operands[0].shape[-2:]
         full = leaves[2].dimensions[-2:] == (m, m) and leaves[3].dimensions[-2:] == (n, n)
-        mode = _char(_config(attrs), "mode", "A" if full else "S", target)
+        mode = _char(_config(attrs), "mode", "ASN", "A" if full else "S", target)
         fn = _lapack("gesdd", _PREFIX[t])
 
         def one(a: np.ndarray) -> tuple[Any, ...]:
@@ -204,15 +214,16 @@ def _geev(t: str) -> Callable[..., Any]:
 
 
 def _trsm(t: str) -> Callable[..., Any]:
+    """op(a) x = b (side 'L') or x op(a) = b (side 'R'); op is trans_x ('N', 'T', 'C')."""
     target = f"lapack_{t}trsm_ffi"
 
     def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
         cfg = _config(attrs)
-        left = _char(cfg, "side", None, target) == "L"
-        lower = _char(cfg, "uplo", None, target) == "L"
-        trans = {"N": 0, "T": 1, "C": 2}[_char(cfg, "trans_x", None, target)]
-        unit = _char(cfg, "diag", None, target) == "U"
-        fn = _lapack("trsm", _PREFIX[t])
+        left = _char(cfg, "side", "LR", None, target) == "L"
+        lower = _char(cfg, "uplo", "LU", None, target) == "L"
+        trans = "NTC".index(_char(cfg, "trans_x", "NTC", None, target))
+        unit = _char(cfg, "diag", "NU", None, target) == "U"
+        fn = blas.get_blas_funcs("trsm", dtype=np.dtype(_PREFIX[t]))
 
         def one(a: np.ndarray, b: np.ndarray) -> tuple[Any, ...]:
             return (fn(1.0, a, b, side=int(not left), lower=int(lower), trans_a=trans,

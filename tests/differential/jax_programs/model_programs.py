@@ -11,6 +11,7 @@ from jax import lax
 
 from tests.differential.jax_programs.table import (
     C64,
+    C128,
     F32,
     F64,
     I32,
@@ -122,6 +123,34 @@ def _linalg() -> list[Program]:
           (arr((3, 3), F32, -1, 1),), tol),
         P("linalg.cholesky[c64]", jnp.linalg.cholesky, (spd(3, C64),), tol),
         P("linalg.expm[f32]", jax.scipy.linalg.expm, (arr((3, 3), F32, -0.5, 0.5),), tol),
+    ]
+
+
+def _linalg_attributes() -> list[Program]:
+    """The FFI attribute values JAX emits besides the defaults: uplo 'U' (eigh lower=False),
+    trsm's side 'R', diag 'U', trans_x 'C', a conjugated operand and batch dimensions. Built
+    last so the other programs' seeded inputs stay as they were."""
+    a = spd(4, F32)
+    g = arr((4, 4), F32) + 3 * np.eye(4, dtype=np.float32)
+    tol = inexact(F32, 100)
+    tol64 = inexact(F64, 1000)
+    return [
+        P("linalg.eigh_upper[f32]", lambda m: lax.linalg.eigh(m, lower=False), (a,), tol),
+        P("linalg.eigh_upper[c64]", lambda m: lax.linalg.eigh(m, lower=False),
+          (spd(3, C64),), tol),
+        P("linalg.triangular_solve_right_unit[f32]", lambda m, b: lax.linalg.triangular_solve(
+            m, b, left_side=False, lower=True, unit_diagonal=True),
+          (np.tril(g), arr((3, 4), F32)), tol),
+        P("linalg.triangular_solve_conj_transpose[c128]",
+          lambda m, b: lax.linalg.triangular_solve(m, b, left_side=True, lower=False,
+                                                   transpose_a=True, conjugate_a=True),
+          (np.triu(spd(4, C128)), arr((4, 2), C128)), inexact(C128, 1000)),
+        P("linalg.triangular_solve_conj[c64]", lambda m, b: lax.linalg.triangular_solve(
+            m, b, left_side=True, lower=True, conjugate_a=True),
+          (np.tril(spd(3, C64)), arr((3, 2), C64)), tol),
+        P("linalg.triangular_solve_batched[f64]", lambda m, b: lax.linalg.triangular_solve(
+            m, b, left_side=True, lower=True),
+          (np.tril(spd(3, F64, (2,))), arr((2, 3, 2), F64)), tol64),
     ]
 
 
@@ -255,4 +284,4 @@ def _models() -> list[Program]:
 
 
 def programs() -> list[Program]:
-    return _random() + _linalg() + _control_flow() + _models()
+    return _random() + _linalg() + _control_flow() + _models() + _linalg_attributes()

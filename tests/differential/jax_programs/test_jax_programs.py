@@ -19,27 +19,19 @@ jax_x64()
 PROGRAMS: list[Program] = (lax_programs.programs() + array_programs.programs()
                            + model_programs.programs())
 
-#: Front-door bugs (xlapy/stablehlo, owned elsewhere) that stop these modules from parsing.
-_LAPACK_TEXT = ("front door: jaxlib's lapack custom_call does not parse: the "
-                "`sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([k, l], []) {...}, "
-                "custom>` attribute is rejected ('expected a field name'); the targets "
-                "themselves pass in test_lapack_targets.py with that attribute removed")
-LAPACK_IDS = tuple(p.id for p in PROGRAMS if p.id.startswith("linalg.")
-                   and p.id != "linalg.matrix_power[f32]")
-
 #: program id -> why its module does not survive parse(print(m)) today.
-XFAIL_ROUND_TRIP: dict[str, str] = {
-    **{i: _LAPACK_TEXT for i in LAPACK_IDS},
-}
+XFAIL_ROUND_TRIP: dict[str, str] = {}
 
 #: program id -> why running it does not match JAX today.
 XFAIL: dict[str, str] = {
     **XFAIL_ROUND_TRIP,
     "lax.approx_max_k[f32]": (
-        "custom_call @ApproxTopK (XLA's CPU fallback: exact top-k along reduction_dim with the "
-        "called comparator) has no target: its reduction_dim/top_k live in "
-        "mhlo.backend_config and the comparator in called_computations, which the importer "
-        "does not pass to custom-call targets"),
+        "custom_call @ApproxTopK has no target: XLA's CPU fallback sorts the operands along "
+        "reduction_dim with the comparator named in called_computations = "
+        "[@top_k_gt_f32_comparator], but the importer (xlapy/stablehlo/importer.py "
+        "op_custom_call) drops called_computations (the instruction calls nothing) and "
+        "custom-call targets get no computations to run, so the order cannot be known; "
+        "top_k/reduction_dim/aggregate_to_topk do arrive in mhlo_backend_config"),
 }
 
 
