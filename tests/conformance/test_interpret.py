@@ -31,12 +31,6 @@ XFAIL: dict[str, str] = {
         "XLA CPU semantics (kept by design): XLA CPU flushes the subnormal input (DAZ), "
         "jax.jit(jnp.ceil)(1e-40f) == 0, and xlapy matches it; the reference interpreter "
         "gives 1",
-    "constant.mlir:105":
-        "types (xlapy/types): f6E2M3FN is not an xlapy element type (no 6-bit floats in "
-        "ElementType, although ml_dtypes has float6_e2m3fn)",
-    "constant.mlir:113":
-        "types (xlapy/types): f6E3M2FN is not an xlapy element type (no 6-bit floats in "
-        "ElementType, although ml_dtypes has float6_e3m2fn)",
     "floor.mlir:1":
         "XLA CPU semantics (kept by design): XLA CPU flushes the subnormal input (DAZ), "
         "jax.jit(jnp.floor)(-1e-40f) == -0, and xlapy matches it; the reference interpreter "
@@ -49,9 +43,6 @@ XFAIL: dict[str, str] = {
         "XLA CPU semantics (kept by design): XLA CPU flushes the subnormal input (DAZ), "
         "jax.jit(jnp.floor)(-1e-40f) == -0, and xlapy matches it; the reference interpreter "
         "gives -1",
-    "printing.mlir:81":
-        "types (xlapy/types): the function returns tensor<4xf6E2M3FN>; 6-bit floats are not "
-        "xlapy element types",
     "reduce_precision.mlir:10":
         "XLA CPU semantics (kept by design): reduce_precision(NaN, exponent_bits=5, "
         "mantissa_bits=0) is NaN on XLA CPU (jax.lax.reduce_precision) and in xlapy; the "

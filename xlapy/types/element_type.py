@@ -51,6 +51,8 @@ class ElementType(enum.Enum):
     U32 = "u32"
     U64 = "u64"
     F4E2M1FN = "f4e2m1fn"
+    F6E2M3FN = "f6e2m3fn"
+    F6E3M2FN = "f6e3m2fn"
     F8E3M4 = "f8e3m4"
     F8E4M3 = "f8e4m3"
     F8E4M3FN = "f8e4m3fn"
@@ -158,6 +160,8 @@ _INFO: dict[ElementType, _Info] = {
     _E.U32: _Info("u32", "ui32", Kind.UNSIGNED, 32, _dt(np.uint32)),
     _E.U64: _Info("u64", "ui64", Kind.UNSIGNED, 64, _dt(np.uint64)),
     _E.F4E2M1FN: _Info("f4e2m1fn", "f4E2M1FN", Kind.FLOAT, 4, _dt(ml_dtypes.float4_e2m1fn)),
+    _E.F6E2M3FN: _Info("f6e2m3fn", "f6E2M3FN", Kind.FLOAT, 6, _dt(ml_dtypes.float6_e2m3fn)),
+    _E.F6E3M2FN: _Info("f6e3m2fn", "f6E3M2FN", Kind.FLOAT, 6, _dt(ml_dtypes.float6_e3m2fn)),
     _E.F8E3M4: _Info("f8e3m4", "f8E3M4", Kind.FLOAT, 8, _dt(ml_dtypes.float8_e3m4)),
     _E.F8E4M3: _Info("f8e4m3", "f8E4M3", Kind.FLOAT, 8, _dt(ml_dtypes.float8_e4m3)),
     _E.F8E4M3FN: _Info("f8e4m3fn", "f8E4M3FN", Kind.FLOAT, 8, _dt(ml_dtypes.float8_e4m3fn)),

@@ -54,3 +54,10 @@ def test_unknown_names_are_clear_errors() -> None:
         from_shlo_name("si3")
     with pytest.raises(XlapyError, match="has no XLA element type"):
         from_dtype(np.dtype("datetime64[s]"))
+
+
+def test_six_bit_floats() -> None:
+    """f6E2M3FN / f6E3M2FN (ml_dtypes float6_*): conformance constant.mlir and printing.mlir."""
+    assert from_shlo_name("f6E2M3FN") is E.F6E2M3FN and E.F6E2M3FN.bits == 6
+    assert from_hlo_name("f6e3m2fn") is E.F6E3M2FN and E.F6E3M2FN.is_float
+    assert float(np.asarray(7.9, E.F6E2M3FN.dtype)) == 7.5  # its largest finite value
