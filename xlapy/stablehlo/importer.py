@@ -43,6 +43,7 @@ from xlapy.stablehlo.quant import import_quantized, involves_quant, storage_type
 from xlapy.stablehlo.specialize import (
     check_shape_assertion,
     has_dynamic_args,
+    import_approx_top_k,
     import_dynamic,
     import_dynamic_reduce_window,
     register_targets,
@@ -419,6 +420,8 @@ class Importer:
         operands = [scope.lookup(r) for r in node.operands]
         if target == "stablehlo.dynamic_reduce_window":
             return import_dynamic_reduce_window(self, node, scope, operands)
+        if target == "ApproxTopK":
+            return import_approx_top_k(self, node, scope, operands)
         if target == "shape_assertion" and not node.results:
             message = node.attrs.get("error_message", "")
             if check_shape_assertion(operands, message if isinstance(message, str) else ""):

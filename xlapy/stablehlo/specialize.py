@@ -183,3 +183,47 @@ def import_dynamic_reduce_window(imp: Importer, node: OpNode, scope: Scope,
     name = node.results[0][0].lstrip("%") if node.results else ""
     instr = scope.comp.add(Instruction("reduce_window", data, shape, attrs, [reducer], name))
     return split_results(instr, node.num_results)
+
+
+def import_approx_top_k(imp: Importer, node: OpNode, scope: Scope,
+                        operands: list[Instruction]) -> list[Instruction]:
+    """`custom_call @ApproxTopK(inputs..., inits...)` with `called_computations = [@cmp]`: on
+    CPU, XLA's fallback is an exact top-k, a stable sort along `reduction_dim` with the
+    comparator followed by a slice to the declared result size."""
+    from xlapy.ops.base import get_op, infer_shape
+    from xlapy.ops.reduction_sort import SortAttrs
+    from xlapy.ops.shape import SliceAttrs
+    from xlapy.stablehlo.attrmap import build_attrs
+    from xlapy.stablehlo.importer import split_results
+    from xlapy.stablehlo.nodes import SymbolRef
+
+    called = node.attrs.get("called_computations")
+    if not (isinstance(called, list) and len(called) == 1 and isinstance(called[0], SymbolRef)):
+        raise imp.error(node.pos, "ApproxTopK needs called_computations = [@comparator]")
+    if not operands or len(operands) % 2:
+        raise imp.error(node.pos, f"ApproxTopK: {len(operands)} operands; expected inputs and "
+                                  "as many init values")
+    op = get_op("custom_call")
+    attrs = dict(node.attrs)
+    attrs.setdefault("shape", None)
+    config = dict(build_attrs("custom_call", op.attrs, attrs, []).mhlo_backend_config)
+    if "reduction_dim" not in config:
+        raise imp.error(node.pos, "ApproxTopK needs mhlo.backend_config.reduction_dim")
+    data = operands[: len(operands) // 2]
+    dim = int(config["reduction_dim"]) % max(1, data[0].shape.rank)
+    declared = [imp.static(t, node.pos, "ApproxTopK result") for t in imp.declared_results(node)]
+    if len(declared) != len(data):
+        raise imp.error(node.pos, f"ApproxTopK: {len(declared)} results for {len(data)} inputs")
+    comparator = imp.function(called[0].name, node.pos)
+    sort_attrs = SortAttrs(dim, True)
+    shape = infer_shape("sort", [o.shape for o in data], sort_attrs, [comparator])
+    sorted_ = scope.comp.add(Instruction("sort", data, shape, sort_attrs, [comparator]))
+    columns = split_results(sorted_, len(data))
+    out = []
+    for col, want in zip(columns, declared):
+        limit = list(col.shape.dimensions)
+        limit[dim] = want.dimensions[dim]
+        slice_attrs = SliceAttrs((0,) * col.shape.rank, tuple(limit), (1,) * col.shape.rank)
+        sliced = infer_shape("slice", [col.shape], slice_attrs, [])
+        out.append(scope.comp.add(Instruction("slice", [col], sliced, slice_attrs)))
+    return out

@@ -276,6 +276,8 @@ def _sorting() -> list[Program]:
         P("lax.top_k_ties[s32]", lambda a: lax.top_k(a, 4), (xi,)),
         P("lax.top_k_nan[f32]", lambda a: lax.top_k(a, 2), (xf_nan,)),
         P("lax.approx_max_k[f32]", lambda a: lax.approx_max_k(a, 2), (xf,)),
+        P("lax.approx_min_k_dim0[f32]",
+          lambda a: lax.approx_min_k(a, 2, reduction_dimension=0), (xf,)),
         P("jnp.median[f32]", lambda a: jnp.median(a, axis=1), (xf,), inexact(F32)),
         P("jnp.searchsorted[f32]", lambda s, v: jnp.searchsorted(s, v),
           (np.sort(arr((8,), F32)), arr((5,), F32))),

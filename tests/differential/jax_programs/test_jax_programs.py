@@ -25,13 +25,6 @@ XFAIL_ROUND_TRIP: dict[str, str] = {}
 #: program id -> why running it does not match JAX today.
 XFAIL: dict[str, str] = {
     **XFAIL_ROUND_TRIP,
-    "lax.approx_max_k[f32]": (
-        "custom_call @ApproxTopK has no target: XLA's CPU fallback sorts the operands along "
-        "reduction_dim with the comparator named in called_computations = "
-        "[@top_k_gt_f32_comparator], but the importer (xlapy/stablehlo/importer.py "
-        "op_custom_call) drops called_computations (the instruction calls nothing) and "
-        "custom-call targets get no computations to run, so the order cannot be known; "
-        "top_k/reduction_dim/aggregate_to_topk do arrive in mhlo_backend_config"),
 }
 
 
