@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.backends.cpu import cache, kernels, library
+from xlapy.backends.cpu.fusion_plan import kernel_elements, row_walk
 from xlapy.backends.cpu.llvm_util import Engine, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.errors import InterpreterError, XlapyError
@@ -143,7 +144,7 @@ class CpuExecutable:
         self.engine: Engine | None = None
         if kernel_specs:
             text = module_text(mod)  # printed once: llvmlite's printer is slow
-            vec = any(_elements(k) >= SMALL_KERNEL for k in kernel_specs)
+            vec = any(kernel_elements(k) >= SMALL_KERNEL for k in kernel_specs)
             key = cache.key(text, "" if vec else "novec")
             obj = cache.get(key)
             self.engine = Engine(obj=obj) if obj is not None else Engine(text, vectorize=vec)
@@ -185,7 +186,7 @@ class CpuExecutable:
             pos = {id(i): k for k, i in enumerate(order)}
             for instr in order:
                 if id(instr) in mat and id(instr) in fusible and inline:
-                    found, b = _row_walk(instr, fusible, mat, inline)
+                    found, b = row_walk(instr, fusible, mat, inline)
                     bad |= b
                     if found:
                         rows[id(instr)] = sorted(found, key=lambda i: pos[id(i)])
@@ -565,56 +566,6 @@ class CpuExecutable:
         for _, sub in self.subexecs:
             out += sub.kernels()
         return out
-
-
-def _elements(k: kernels.Kernel) -> int:
-    """Elements a kernel walks (a reduce's input, else its result)."""
-    sh = k.root.operands[0].shape if k.root.opcode == "reduce" else k.root.shape
-    return int(np.prod(sh.dimensions)) if sh.is_array else 1
-
-
-def _row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[int]
-              ) -> tuple[list[Instruction], set[int]]:
-    """The row reductions kernel `root` computes inline, and those reached with an index
-    other than the root's outermost one (they must be materialized). Indices are symbols:
-    "r" the root's dimension 0, "c" a reduction's own column loop, "?" anything else."""
-    found: dict[int, Instruction] = {}
-    bad: set[int] = set()
-    seen: set[tuple[int, tuple[str, ...]]] = set()
-
-    def walk(i: Instruction, idx: tuple[str, ...]) -> None:
-        key = (id(i), idx)
-        if key in seen:
-            return
-        seen.add(key)
-        if i is not root and (id(i) not in fusible or id(i) in mat):
-            return  # a leaf buffer
-        if id(i) in inline:
-            if idx != ("r",):
-                bad.add(id(i))
-                return
-            found[id(i)] = i
-            walk(i.operands[0], ("r", "c"))
-            walk(i.operands[1], ())
-            return
-        op = i.opcode
-        if op == "broadcast_in_dim":
-            src = i.operands[0].shape.dimensions
-            walk(i.operands[0], tuple(idx[d] if src[k] != 1 else "0" for k, d in
-                                      enumerate(i.attrs.broadcast_dimensions)))
-            return
-        if op == "reduce" or op in ("transpose", "reshape", "slice", "reverse"):
-            for o in i.operands:
-                walk(o, ("?",) * o.shape.rank)
-            return
-        for o in i.operands:
-            walk(o, idx if o.shape.rank else ())
-
-    rank = root.shape.rank if root.shape.is_array else 0
-    start = ("r",) + ("?",) * (rank - 1) if rank and root.opcode != "reduce" else \
-        ("?",) * rank
-    walk(root, start)
-    return list(found.values()), bad
 
 
 def _ptr(a: np.ndarray) -> int:

@@ -1,0 +1,59 @@
+"""Planning helpers of the cpu executable: which row reductions a kernel computes inline,
+and how many elements a kernel walks (its threading cost). Split out of `executable`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xlapy.backends.cpu import kernels
+from xlapy.ir import Instruction
+
+
+def kernel_elements(k: kernels.Kernel) -> int:
+    """Elements a kernel walks (a reduce's input, else its result)."""
+    sh = k.root.operands[0].shape if k.root.opcode == "reduce" else k.root.shape
+    return int(np.prod(sh.dimensions)) if sh.is_array else 1
+
+
+def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[int]
+              ) -> tuple[list[Instruction], set[int]]:
+    """The row reductions kernel `root` computes inline, and those reached with an index
+    other than the root's outermost one (they must be materialized). Indices are symbols:
+    "r" the root's dimension 0, "c" a reduction's own column loop, "?" anything else."""
+    found: dict[int, Instruction] = {}
+    bad: set[int] = set()
+    seen: set[tuple[int, tuple[str, ...]]] = set()
+
+    def walk(i: Instruction, idx: tuple[str, ...]) -> None:
+        key = (id(i), idx)
+        if key in seen:
+            return
+        seen.add(key)
+        if i is not root and (id(i) not in fusible or id(i) in mat):
+            return  # a leaf buffer
+        if id(i) in inline:
+            if idx != ("r",):
+                bad.add(id(i))
+                return
+            found[id(i)] = i
+            walk(i.operands[0], ("r", "c"))
+            walk(i.operands[1], ())
+            return
+        op = i.opcode
+        if op == "broadcast_in_dim":
+            src = i.operands[0].shape.dimensions
+            walk(i.operands[0], tuple(idx[d] if src[k] != 1 else "0" for k, d in
+                                      enumerate(i.attrs.broadcast_dimensions)))
+            return
+        if op == "reduce" or op in ("transpose", "reshape", "slice", "reverse"):
+            for o in i.operands:
+                walk(o, ("?",) * o.shape.rank)
+            return
+        for o in i.operands:
+            walk(o, idx if o.shape.rank else ())
+
+    rank = root.shape.rank if root.shape.is_array else 0
+    start = ("r",) + ("?",) * (rank - 1) if rank and root.opcode != "reduce" else \
+        ("?",) * rank
+    walk(root, start)
+    return list(found.values()), bad
