@@ -75,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
     opts = parser.parse_args()
-    client = xlapy.Client()
+    client = xlapy.Client("interpreter")
     print(f"{'case':<28}{'ours min':>10}{'ours med':>10}{'numpy min':>11}{'numpy med':>11}"
           f"{'ratio':>8}{'med ratio':>10}")
     for name, (comp, ref, args) in [("matmul+exp 1024x1024 f32", matmul_exp(1024)),

@@ -3,6 +3,10 @@
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Op-level tests check the reference interpreter, the semantics oracle; the cpu backend has its
+# own suites that name it (tests/unit/backends, test_cpu_vs_interpreter, the conformance and JAX
+# program suites on cpu).
+os.environ.setdefault("XLAPY_BACKEND", "interpreter")
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -30,16 +30,17 @@ def lower(program: Program) -> Lowered:
     return Lowered(lowered.as_text(), leaves)
 
 
-def run_ours(text: str, args: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
+def run_ours(text: str, args: tuple[Any, ...], backend: str | None = None
+             ) -> tuple[np.ndarray, ...]:
     import xlapy
 
-    result = xlapy.compile(text)(*args)
+    result = xlapy.compile(text, backend=backend)(*args)
     return tuple(result) if isinstance(result, tuple) else (result,)
 
 
-def check_program(program: Program) -> None:
+def check_program(program: Program, backend: str | None = None) -> None:
     low = lower(program)
-    ours = run_ours(low.text, program.args)
+    ours = run_ours(low.text, program.args, backend)
     assert len(ours) == len(low.expected), \
         f"{len(ours)} results, JAX gives {len(low.expected)}"
     rtol, atol = program.tol or (0.0, 0.0)
