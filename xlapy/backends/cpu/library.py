@@ -1,5 +1,5 @@
 """Library thunks: dot_general through BLAS (sgemm/dgemm pointers, blas.py; transposes folded
-into the call), convolution as shift-GEMM (conv_plan),
+into the call), convolution as direct register-blocked loops (conv.py) or shift-GEMM (conv_plan),
 and the ops whose interpreter kernels already are numpy/scipy library calls (convolution as
 GEMM, sort, FFT, cholesky, triangular_solve) run through those kernels.
 
@@ -78,7 +78,11 @@ def conv_plan(instr: Instruction) -> Callable[[np.ndarray, np.ndarray, np.ndarra
     that the final strided copy drops. f32 accumulates in f32 (as XLA's CPU convolution).
     """
     from xlapy.backends.cpu.blas import gemm
+    from xlapy.backends.cpu.conv import direct_plan
 
+    direct = direct_plan(instr)  # 2-D, unit strides: register-blocked direct loops
+    if direct is not None:
+        return direct
     a = instr.attrs
     lhs, rhs = (o.shape for o in instr.operands)
     et = instr.shape.element_type
