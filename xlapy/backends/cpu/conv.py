@@ -152,9 +152,9 @@ def direct_plan(instr: Instruction) -> Callable[[np.ndarray, np.ndarray, np.ndar
     wp = wvec + kw - 1
     name = "conv_direct"
     text = module_text(_emit(name, t, lanes, c, o, hout, hp, wp, wvec, kh, kw, j, v, chunks))
-    k = cache.key(text, "novec-O1")
+    k = cache.key(text, "light")
     obj = cache.get(k)
-    eng = Engine(obj=obj) if obj is not None else Engine(text, vectorize=False, level=1)
+    eng = Engine(obj=obj) if obj is not None else Engine(text, light=True)
     if obj is None:
         cache.put(k, eng.object)
     fn = _FN(eng.address(name))
