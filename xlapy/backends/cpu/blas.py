@@ -80,12 +80,14 @@ def _op(x: np.ndarray) -> tuple[bytes, int, np.ndarray]:
     return b"N", max(c, 1), x
 
 
-def _gemm1(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> None:
+def _gemm_args(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float
+               ) -> tuple[Any, list[Any], list[Any]] | None:
+    """(sgemm/dgemm, its 13 by-reference arguments, objects to keep alive), or None for an
+    empty product."""
     m, k = a.shape
     n = b.shape[1]
     if m == 0 or n == 0:
-        return
-    _single_thread()
+        return None
     if a.dtype == np.float32:
         fn, sc = _fn("sgemm"), ctypes.c_float
     else:
@@ -95,10 +97,44 @@ def _gemm1(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> None:
     assert out.strides[1] == out.itemsize or n <= 1
     ldc = max(out.strides[0] // out.itemsize if m > 1 else n, n, 1)
     i = ctypes.c_int
-    r = ctypes.byref
-    fn(r(ctypes.c_char(ta)), r(ctypes.c_char(tb)), r(i(n)), r(i(m)), r(i(k)), r(sc(1.0)),
-       _P(b.ctypes.data), r(i(lda)), _P(a.ctypes.data), r(i(ldb)), r(sc(beta)),
-       _P(out.ctypes.data), r(i(ldc)))
+    refs = [ctypes.c_char(ta), ctypes.c_char(tb), i(n), i(m), i(k), sc(1.0)]
+    tail = [i(lda), i(ldb), sc(beta), i(ldc)]
+    args = [*refs, _P(b.ctypes.data), tail[0], _P(a.ctypes.data), tail[1], tail[2],
+            _P(out.ctypes.data), tail[3]]
+    return fn, args, [a, b, out, *refs, *tail]
+
+
+def _gemm1(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> None:
+    call = _gemm_args(a, b, out, beta)
+    if call is None:
+        return
+    _single_thread()
+    fn, args, _ = call
+    fn(*[x if isinstance(x, _P) else ctypes.byref(x) for x in args])
+
+
+def _post(pool: Any, a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> Any:
+    """Post one GEMM to a native worker (its arguments as plain addresses)."""
+    call = _gemm_args(a, b, out, beta)
+    if call is None:
+        return None
+    fn, args, keep = call
+    addrs = [int(x.value or 0) if isinstance(x, _P) else ctypes.addressof(x) for x in args]
+    return pool.submit(int(ctypes.cast(fn, ctypes.c_void_p).value or 0), *addrs, keep=keep)
+
+
+_workers_single = False
+
+
+def _pool_single(pool: Any) -> None:
+    """OpenBLAS single-threaded on every native worker too (once)."""
+    global _workers_single
+    if _workers_single:
+        return
+    f = _set_local_threads()
+    if f is not None:
+        pool.on_each(int(ctypes.cast(f, ctypes.c_void_p).value or 0), 1)
+    _workers_single = True
 
 
 def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0) -> None:
@@ -112,21 +148,23 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0) -> No
         _gemm1(a, b, out, beta)
         return
     pool = executable._pool()
+    _pool_single(pool)
     futs = []
     if n >= m:
         cuts = [n * j // parts // 16 * 16 for j in range(parts)] + [n]
         for j in range(1, parts):
             lo, hi = cuts[j], cuts[j + 1]
-            futs.append(pool.submit(_gemm1, a, b[:, lo:hi], out[:, lo:hi], beta))
+            futs.append(_post(pool, a, b[:, lo:hi], out[:, lo:hi], beta))
         _gemm1(a, b[:, :cuts[1]], out[:, :cuts[1]], beta)
     else:
         cuts = [m * j // parts for j in range(parts)] + [m]
         for j in range(1, parts):
             lo, hi = cuts[j], cuts[j + 1]
-            futs.append(pool.submit(_gemm1, a[lo:hi], b, out[lo:hi], beta))
+            futs.append(_post(pool, a[lo:hi], b, out[lo:hi], beta))
         _gemm1(a[:cuts[1]], b, out[:cuts[1]], beta)
     for f in futs:
-        f.result()
+        if f is not None:
+            f.result()
 
 
 __all__ = ["gemm", "SPLIT_FLOPS"]

@@ -36,6 +36,7 @@ from xlapy.backends.cpu.llvm_util import (
     module_text,
     new_module,
 )
+from xlapy.backends.cpu.threads import fn_address
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -195,7 +196,8 @@ def _split(fn: Any, args: tuple[int, int, int], rows: int, macs: int) -> None:
         return
     cuts = [rows * k // parts for k in range(parts + 1)]
     pool = executable._pool()
-    futs = [pool.submit(fn, *args, cuts[k], cuts[k + 1]) for k in range(1, parts)]
+    fa = fn_address(fn)
+    futs = [pool.submit(fa, *args, cuts[k], cuts[k + 1]) for k in range(1, parts)]
     fn(*args, cuts[0], cuts[1])
     for f in futs:
         f.result()

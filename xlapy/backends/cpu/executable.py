@@ -21,7 +21,6 @@ import ctypes
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ from xlapy.backends.cpu import cache, kernels, library
 from xlapy.backends.cpu.fusion_plan import kernel_elements, row_walk
 from xlapy.backends.cpu.llvm_util import Engine, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
+from xlapy.backends.cpu.threads import NativePool, fn_address, native_pool
 from xlapy.errors import InterpreterError, XlapyError
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.interpreter.evaluator import check_value
@@ -41,7 +41,6 @@ _KFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 #: Element-ops below which a kernel is not worth splitting across threads.
 SPLIT_COST = 1 << 18
 NUM_THREADS = os.cpu_count() or 1
-_POOL: ThreadPoolExecutor | None = None
 CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose", "slice",
                    "reverse", "convert"})
 #: A value several kernels need is recomputed in each when its fused chain has at most
@@ -53,11 +52,9 @@ CONTROL_FLOW = frozenset({"while", "case", "if", "call"})
 SMALL_KERNEL = 64
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=NUM_THREADS, thread_name_prefix="xlapy-cpu")
-    return _POOL
+def _pool() -> NativePool:
+    """Native workers (threads.py): NUM_THREADS - 1 of them, the caller being the last."""
+    return native_pool(max(1, NUM_THREADS - 1))
 
 
 class _Ctx:
@@ -390,6 +387,7 @@ class CpuExecutable:
         big = spec.cost >= SPLIT_COST and outer >= 2 and NUM_THREADS > 1
         split = spec.splittable and big
         dims, dtype = shape.dimensions, shape.dtype
+        fa = fn_address(fn)
         if spec.partial and big:
             return self._partial_thunk(spec, fn, is_fresh)
 
@@ -404,7 +402,7 @@ class CpuExecutable:
                 return
             n = min(NUM_THREADS, outer)
             bounds = [outer * k // n for k in range(n + 1)]
-            futs = [_pool().submit(fn, addr, bounds[k], bounds[k + 1]) for k in range(1, n)]
+            futs = [_pool().submit(fa, addr, bounds[k], bounds[k + 1]) for k in range(1, n)]
             fn(addr, bounds[0], bounds[1])
             for f in futs:
                 f.result()
@@ -422,6 +420,7 @@ class CpuExecutable:
                    "and": np.bitwise_and, "or": np.bitwise_or}[str(spec.partial)]
         n = min(NUM_THREADS, outer)
         bounds = [outer * k // n for k in range(n + 1)]
+        fa = fn_address(fn)
 
         def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
             if is_fresh:
@@ -434,7 +433,7 @@ class CpuExecutable:
                 tk = type(t).from_buffer_copy(t)
                 tk[out] = _ptr(part)
                 tables.append(tk)
-            futs = [_pool().submit(fn, ctypes.addressof(tables[k - 1]), bounds[k],
+            futs = [_pool().submit(fa, ctypes.addressof(tables[k - 1]), bounds[k],
                                    bounds[k + 1]) for k in range(1, n)]
             fn(ctypes.addressof(t), bounds[0], bounds[1])
             for f in futs:

@@ -1,0 +1,265 @@
+"""Native worker threads for split kernels, convolutions and GEMMs: hand-offs in microseconds.
+
+On this VM a sleeping thread takes ~50-90 us to wake, and so does a thread waiting for the
+GIL: a no-op round trip through `ThreadPoolExecutor` cost 55-90 us, and a Python-level
+spin-then-sleep pool still 30-50 us (the worker needs the GIL to start the job). That is
+most of the gain of splitting a 1 ms GEMM or a 200 us kernel. Here a worker never touches
+Python: it runs a JIT-compiled loop (started once from a daemon Python thread through ctypes,
+GIL released for good) that waits for a job by spinning on a counter (`pause`, bounded to
+SPIN_US), then sleeps on a futex; a job is a native function pointer and up to 13 integer or
+pointer arguments (kernels take 3, the direct convolution 5, sgemm/dgemm 13: x86-64 passes
+them all in the same registers/stack slots, extra ones are ignored). The caller posts with a
+native call and waits the same way: spin, then futex. Under load the spin is short and
+bounded (OpenBLAS's own threads spin far longer, which is why BLAS calls run single-threaded
+and are split here).
+
+Sleeping is race-free: the sleeper stores its flag, then re-reads the counter; the poster
+stores the counter, then reads the flag (both sequentially consistent), and FUTEX_WAIT
+itself re-checks the counter, so a wake-up is never lost.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import threading
+import time
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu.llvm_util import I32, I64, VOID, Engine, for_range, new_module
+
+#: How long a waiting side spins before it sleeps on the futex.
+SPIN_US = 200.0
+MAX_ARGS = 13
+_SYS_FUTEX, _WAIT, _WAKE = 202, 128, 129  # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
+# Slot layout (i64 words): 0 posted (i32), 1 finished (i32), 2 worker sleeping, 3 caller
+# sleeping, 4 spin rounds, 5 function, 6.. arguments.
+_POSTED, _FINISHED, _WSLEEP, _CSLEEP, _ROUNDS, _FN, _ARGS = 0, 1, 2, 3, 4, 5, 6
+_SLOT_WORDS = _ARGS + MAX_ARGS
+_VOIDP = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_WAITF = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
+_CALL = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * MAX_ARGS))
+
+
+def _emit() -> ir.Module:
+    mod = new_module("xlapy_threads")
+    i32p = I32.as_pointer()
+    i64p = I64.as_pointer()
+    sysc = ir.Function(mod, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")
+    pause = ir.Function(mod, ir.FunctionType(VOID, []), name="llvm.x86.sse2.pause")
+    job_t = ir.FunctionType(VOID, [I64] * MAX_ARGS)
+
+    def word(b: ir.IRBuilder, slot: ir.Value, k: int) -> ir.Value:
+        return b.gep(slot, [ir.Constant(I64, k)])
+
+    def i32_at(b: ir.IRBuilder, slot: ir.Value, k: int) -> ir.Value:
+        return b.bitcast(word(b, slot, k), i32p)
+
+    def futex(b: ir.IRBuilder, addr: ir.Value, op: int, val: ir.Value) -> None:
+        b.call(sysc, [ir.Constant(I64, _SYS_FUTEX), b.ptrtoint(addr, I64),
+                      ir.Constant(I64, op), b.sext(val, I64), ir.Constant(I64, 0)])
+
+    def await_change(fn: ir.Function, b: ir.IRBuilder, slot: ir.Value, counter: int,
+                     flag: int, old: ir.Value) -> None:
+        """Spin (bounded) until slot[counter] != old, then sleep on its futex."""
+        cptr, fptr = i32_at(b, slot, counter), i32_at(b, slot, flag)
+        rounds = b.load(word(b, slot, _ROUNDS))
+        pre = b.block
+        head, body, slow, sleep, done = (fn.append_basic_block(n) for n in
+                                         ("spin", "pause", "slow", "sleep", "ready"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(ir.Constant(I64, 0), pre)
+        v = b.load_atomic(cptr, "acquire", 4)
+        b.cbranch(b.icmp_signed("!=", v, old), done, body)
+        b.position_at_end(body)
+        b.call(pause, [])
+        nxt = b.add(i, ir.Constant(I64, 1))
+        i.add_incoming(nxt, body)
+        b.cbranch(b.icmp_signed("<", nxt, rounds), head, slow)
+        b.position_at_end(slow)
+        b.store_atomic(ir.Constant(I32, 1), fptr, "seq_cst", 4)
+        b.branch(sleep)
+        b.position_at_end(sleep)
+        v2 = b.load_atomic(cptr, "seq_cst", 4)
+        again = b.icmp_signed("==", v2, old)
+        wait_bb = fn.append_basic_block("futex_wait")
+        woke = fn.append_basic_block("woke")
+        b.cbranch(again, wait_bb, woke)
+        b.position_at_end(wait_bb)
+        futex(b, cptr, _WAIT, old)
+        b.branch(sleep)
+        b.position_at_end(woke)
+        b.store_atomic(ir.Constant(I32, 0), fptr, "seq_cst", 4)
+        b.branch(done)
+        b.position_at_end(done)
+
+    def bump_and_wake(b: ir.IRBuilder, slot: ir.Value, counter: int, flag: int,
+                      value: ir.Value) -> None:
+        cptr, fptr = i32_at(b, slot, counter), i32_at(b, slot, flag)
+        b.store_atomic(value, cptr, "seq_cst", 4)
+        sleeping = b.load_atomic(fptr, "seq_cst", 4)
+        with b.if_then(b.icmp_signed("!=", sleeping, ir.Constant(I32, 0)), likely=False):
+            futex(b, cptr, _WAKE, ir.Constant(I32, 1))
+
+    # void worker(i64* slot): forever { wait for a post; run it; publish finished }
+    fn = ir.Function(mod, ir.FunctionType(VOID, [i64p]), name="worker")
+    slot = fn.args[0]
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    loop = fn.append_basic_block("loop")
+    b.branch(loop)
+    b.position_at_end(loop)
+    seen = b.phi(I32)
+    seen.add_incoming(ir.Constant(I32, 0), entry)
+    await_change(fn, b, slot, _POSTED, _WSLEEP, seen)
+    cur = b.load_atomic(i32_at(b, slot, _POSTED), "acquire", 4)
+    target = b.inttoptr(b.load(word(b, slot, _FN)), job_t.as_pointer())
+    b.call(target, [b.load(word(b, slot, _ARGS + k)) for k in range(MAX_ARGS)])
+    bump_and_wake(b, slot, _FINISHED, _CSLEEP, cur)
+    seen.add_incoming(cur, b.block)
+    b.branch(loop)
+
+    # void post(i64* slot): the job words are written; publish posted + 1.
+    fn = ir.Function(mod, ir.FunctionType(VOID, [i64p]), name="post")
+    slot = fn.args[0]
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    old = b.load_atomic(i32_at(b, slot, _POSTED), "monotonic", 4)
+    bump_and_wake(b, slot, _POSTED, _WSLEEP, b.add(old, ir.Constant(I32, 1)))
+    b.ret_void()
+
+    # void pauses(i64 n): n rounds of pause (calibrates SPIN_US in rounds).
+    fn = ir.Function(mod, ir.FunctionType(VOID, [I64]), name="pauses")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with for_range(b, ir.Constant(I64, 0), fn.args[0]):
+        b.call(pause, [])
+    b.ret_void()
+
+    # void wait(i64* slot, i32 seq): until finished == seq.
+    fn = ir.Function(mod, ir.FunctionType(VOID, [i64p, I32]), name="wait")
+    slot, seq = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    await_change(fn, b, slot, _FINISHED, _CSLEEP, b.sub(seq, ir.Constant(I32, 1)))
+    b.ret_void()
+    return mod
+
+
+@functools.cache
+def _native() -> tuple[Engine, Any, Any, int, int]:
+    """(engine, post, wait, worker address, spin rounds per SPIN_US)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+    llvm.add_symbol("syscall", ctypes.cast(libc.syscall, ctypes.c_void_p).value)
+    eng = Engine(_emit())
+    pauses = ctypes.CFUNCTYPE(None, ctypes.c_int64)(eng.address("pauses"))
+    n = 20000
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        pauses(n)
+        best = min(best, time.perf_counter() - t0)
+    rounds = max(64, int(SPIN_US * 1e-6 * n / max(best, 1e-9)))
+    return (eng, _VOIDP(eng.address("post")), _WAITF(eng.address("wait")),
+            eng.address("worker"), rounds)
+
+
+class Handle:
+    """A posted job: `result()` waits for it (spin, then futex); `keep` holds the objects
+    its arguments point into until then."""
+
+    __slots__ = ("pool", "worker", "seq", "keep")
+
+    def __init__(self, pool: NativePool | None, worker: int, seq: int, keep: Any) -> None:
+        self.pool, self.worker, self.seq, self.keep = pool, worker, seq, keep
+
+    def result(self) -> None:
+        pool = self.pool
+        if pool is None:
+            return
+        self.pool = None
+        pool._wait(self.worker, self.seq)
+        self.keep = None
+
+
+class NativePool:
+    """`submit(fn_address, *int_args, keep=...) -> Handle` over native worker threads."""
+
+    def __init__(self, workers: int) -> None:
+        _, self._post, self._wait_fn, worker_addr, rounds = _native()
+        self.slots = np.zeros((workers, _SLOT_WORDS), np.int64)
+        self.slots[:, _ROUNDS] = rounds
+        self.addrs = [self.slots[k].ctypes.data for k in range(workers)]
+        self.seqs = [0] * workers
+        self.busy = [False] * workers
+        self.idents: set[int] = set()
+        self._mu = threading.Lock()
+        run = _VOIDP(worker_addr)
+        for k in range(workers):
+            th = threading.Thread(target=run, args=(self.addrs[k],), daemon=True,
+                                  name=f"xlapy-cpu-{k}")
+            th.start()
+            if th.ident is not None:
+                self.idents.add(th.ident)
+        self.workers = workers
+
+    def submit(self, fn: int, *args: int, keep: Any = None) -> Handle:
+        """Run fn(*args) on a free worker; inline when none is free."""
+        with self._mu:
+            k = next((j for j in range(self.workers) if not self.busy[j]), -1)
+            if k >= 0:
+                self.busy[k] = True
+        if k < 0:
+            _CALL(fn)(*args, *([0] * (MAX_ARGS - len(args))))
+            return Handle(None, 0, 0, None)
+        row = self.slots[k]
+        row[_FN] = fn
+        row[_ARGS:_ARGS + len(args)] = args
+        self.seqs[k] += 1
+        self._post(self.addrs[k])
+        return Handle(self, k, self.seqs[k], keep)
+
+    def on_each(self, fn: int, *args: int) -> None:
+        """Run fn(*args) once on every worker (per-thread library settings)."""
+        for k in range(self.workers):
+            with self._mu:
+                while self.busy[k]:  # pragma: no cover - setup runs before any split
+                    self._mu.release()
+                    time.sleep(0.0001)
+                    self._mu.acquire()
+                self.busy[k] = True
+            row = self.slots[k]
+            row[_FN] = fn
+            row[_ARGS:_ARGS + len(args)] = args
+            self.seqs[k] += 1
+            self._post(self.addrs[k])
+            self._wait(k, self.seqs[k])
+
+    def _wait(self, k: int, seq: int) -> None:
+        self._wait_fn(self.addrs[k], seq)
+        self.busy[k] = False
+
+
+_POOL: NativePool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def native_pool(workers: int) -> NativePool:
+    """The process's pool (created on first use with `workers` threads)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = NativePool(workers)
+        return _POOL
+
+
+def fn_address(f: Any) -> int:
+    """The address of a ctypes function object."""
+    return int(ctypes.cast(f, ctypes.c_void_p).value or 0)
+
+
+__all__ = ["Handle", "NativePool", "native_pool", "fn_address", "SPIN_US", "MAX_ARGS"]
