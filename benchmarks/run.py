@@ -21,7 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+# NumPy's OpenBLAS threads busy-wait ~0.1 s (2^28 cycles) after every call, stealing a core
+# from whichever runner comes next in the round-robin (measured: xlapy's MLP 1.5 -> 3.8 ms,
+# attention's median 3.3 -> 6.3 ms). Let them sleep right away (set before numpy loads it).
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("XLAPY_CACHE_DIR", "")  # cold compiles: time the real thing
@@ -229,6 +234,19 @@ def bench_one(name: str, reps: int, small: bool) -> dict[str, Any]:
             "ok": ok, "ok_np": ok_np}
 
 
+def warm_up() -> None:
+    """One small compile on each side first, so no workload's compile time carries the
+    one-time start-up of either compiler (LLVM and jax initialization, imports)."""
+    import jax
+    import jax.numpy as jnp
+
+    import xlapy
+
+    build, small_sizes = WORKLOADS["tiny_ops"]
+    xlapy.compile(build(**small_sizes), backend="cpu")
+    jax.jit(lambda x: jnp.tanh(x) + 1).lower(np.zeros(4, np.float32)).compile()
+
+
 def fmt_table(rows: list[dict[str, Any]]) -> str:
     head = (f"{'workload':11s} | {'xlapy min/med ms':>17s} | {'numpy min/med ms':>17s} | "
             f"{'XLA min/med ms':>17s} | {'xlapy/XLA':>9s} | {'numpy/XLA':>9s} | "
@@ -256,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
     jax.config.update("jax_platforms", "cpu")
     names = [n for n in a.only.split(",") if n] or list(WORKLOADS)
+    warm_up()
     rows = []
     for n in names:
         rows.append(bench_one(n, a.reps, a.small))
