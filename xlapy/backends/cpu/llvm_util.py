@@ -45,6 +45,9 @@ OPT_LEVEL = 3
 def _init() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    # No vectorized epilogue loop after the main vector loop (the scalar remainder stays):
+    # less code to compile (GELU chain 39 -> 33 ms), no measured run-time cost.
+    llvm.set_option("", "-enable-epilogue-vectorization=0")
 
 
 @functools.cache
@@ -115,7 +118,10 @@ def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool = True
     pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
     pto.loop_vectorization = vectorize
     pto.slp_vectorization = True
-    pto.loop_unrolling = vectorize
+    # No interleaving (several vector bodies per iteration) and no unrolling: 15-25% less
+    # compile time, and no kernel of the reference workloads ran slower (big_sum faster).
+    pto.loop_interleaving = False
+    pto.loop_unrolling = False
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     mpm.run(ref, pb)
