@@ -11,7 +11,7 @@ import contextlib
 import functools
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -81,6 +81,7 @@ FN_ATTRS = ('"prefer-vector-width"="512" "min-legal-vector-width"="0" '
             '"denormal-fp-math-f32"="preserve-sign,ieee"')
 _ATTR_GROUP = 7001
 _DEFINE = re.compile(r"^(define [^\n]*\))(\s*\n\{)", re.M)
+_LOOP_MD = re.compile(r'^(![0-9]+) = !\{ *!"xlapy\.loop\.ic\.([0-9]+)" *\}', re.M)
 
 
 def module_text(mod: ir.Module | str) -> str:
@@ -89,6 +90,7 @@ def module_text(mod: ir.Module | str) -> str:
     if f"attributes #{_ATTR_GROUP}" in text:
         return text
     text = _DEFINE.sub(rf"\1 #{_ATTR_GROUP}\2", text)
+    text = _LOOP_MD.sub(r'\1 = distinct !{\1, !{!"llvm.loop.interleave.count", i32 \2}}', text)
     return f"{text}\nattributes #{_ATTR_GROUP} = {{ {FN_ATTRS} }}\n"
 
 
@@ -160,8 +162,11 @@ class Engine:
 # ---- IR helpers ------------------------------------------------------------------------------
 @contextlib.contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
-              step: int = 1) -> Iterator[ir.Value]:
-    """`for (i = start; i < stop; i += step)` as a canonical loop LLVM can vectorize."""
+              step: int = 1, interleave: int | Callable[[], int] = 0) -> Iterator[ir.Value]:
+    """`for (i = start; i < stop; i += step)` as a canonical loop LLVM can vectorize;
+    `interleave` > 1 asks the vectorizer for that many independent vector bodies per
+    iteration (llvm.loop.interleave.count: long dependent chains hide their latency); a
+    callable is asked when the loop closes, once the body is known."""
     fn = b.function
     pre = b.block
     head = fn.append_basic_block(f"{name}.head")
@@ -176,7 +181,12 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
     yield i
     nxt = b.add(i, ir.Constant(I64, step), name=f"{name}.next", flags=["nsw"])
     i.add_incoming(nxt, b.block)
-    b.branch(head)
+    br = b.branch(head)
+    if callable(interleave):
+        interleave = interleave()
+    if interleave > 1:  # a placeholder module_text turns into a self-referential loop ID
+        br.set_metadata("llvm.loop", b.module.add_metadata(
+            [ir.MetaDataString(b.module, f"xlapy.loop.ic.{interleave}")]))
     b.position_at_end(done)
 
 
