@@ -135,7 +135,7 @@ class CpuExecutable:
                 (fresh if iid in self.outputs else temps).append(s)
                 self.report.append((instr.name, instr.opcode, f"kernel {name}"))
                 continue
-            self._plan_other(instr, fresh)
+            self._plan_other(instr, fresh, temps)
         self.fresh_slots = fresh
         self.temp_slots = temps
         self.engine: Engine | None = None
@@ -275,7 +275,7 @@ class CpuExecutable:
                 leaves[id(i)] = self.slot[id(i)]
         return leaves
 
-    def _plan_other(self, instr: Instruction, fresh: list[int]) -> None:
+    def _plan_other(self, instr: Instruction, fresh: list[int], temps: list[int]) -> None:
         s = self._new_slot(instr)
         ins = [self.slot[id(o)] for o in instr.operands]
         vals_shape = instr.shape
@@ -295,12 +295,16 @@ class CpuExecutable:
         if dot is not None:
             shape = vals_shape.dimensions
             dtype = vals_shape.dtype
+            temp = id(instr) not in self.outputs  # written into its arena slot, no page faults
+            if temp:
+                temps.append(s)
 
             def run_dot(t: Any, v: list[Any], rt: Any, pr: Any, s: int = s,
                         a: int = ins[0], b: int = ins[1]) -> None:
-                out = np.empty(shape, dtype)
+                out = v[s] if temp else np.empty(shape, dtype)
                 dot(v[a], v[b], out)
-                self._set(t, v, s, out)
+                if not temp:
+                    self._set(t, v, s, out)
 
             self.thunks.append(run_dot)
             self.report.append((instr.name, instr.opcode, "library blas"))
