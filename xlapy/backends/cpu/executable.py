@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import cache, kernels, library
+from xlapy.backends.cpu import cache, kernels, library, recycle
 from xlapy.backends.cpu.fusion_plan import kernel_elements, row_walk
 from xlapy.backends.cpu.llvm_util import Engine, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
@@ -94,6 +94,7 @@ class CpuExecutable:
         self.report: list[tuple[str, str, str]] = []
         self.subexecs: list[tuple[str, CpuExecutable]] = []
         self._lock = threading.Lock()
+        self._keep: dict[int, Any] = {}  # output slot -> last array returned (recycle.py)
         self._arena: list[Any] | None = None
         self._plan()
 
@@ -301,7 +302,7 @@ class CpuExecutable:
 
             def run_dot(t: Any, v: list[Any], rt: Any, pr: Any, s: int = s,
                         a: int = ins[0], b: int = ins[1]) -> None:
-                out = v[s] if temp else np.empty(shape, dtype)
+                out = v[s] if temp else recycle.output(self._keep, s, shape, dtype)
                 dot(v[a], v[b], out)
                 if not temp:
                     self._set(t, v, s, out)
@@ -397,7 +398,7 @@ class CpuExecutable:
 
         def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
             if is_fresh:
-                arr = np.empty(dims, dtype)
+                arr = recycle.output(self._keep, out, dims, dtype)
                 v[out] = arr
                 t[out] = _ptr(arr)
             addr = ctypes.addressof(t)
@@ -428,7 +429,7 @@ class CpuExecutable:
 
         def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
             if is_fresh:
-                arr = np.empty(dims, dtype)
+                arr = recycle.output(self._keep, out, dims, dtype)
                 v[out] = arr
                 t[out] = _ptr(arr)
             parts = [np.empty(dims, dtype) for _ in range(1, n)]
