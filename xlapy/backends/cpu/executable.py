@@ -5,14 +5,15 @@ Planning (once per compile) partitions the entry computation:
 * kernel thunks: a materialized fusible instruction (the root, a reduce, a value that a
   non-fusible op or several consumers need) with the chain of fusible producers behind it,
   JIT-compiled into one LLVM module for the whole executable;
-* library thunks: dot_general through BLAS, conv/sort/FFT/cholesky/triangular_solve through
-  their numpy/scipy kernels;
+* library thunks: dot_general through BLAS, 2-D convolution as JIT direct loops (conv.py,
+  else shift-GEMM), sort/FFT/cholesky/triangular_solve through their numpy/scipy kernels;
 * control-flow thunks: while/case/if/call whose called computations run as cpu executables;
 * interpreter fallback: any other instruction runs its OpDef.evaluate (listed by `explain`).
 
 Per call: a ctypes table of buffer pointers (arguments, constants, one reused arena of
-temporaries, fresh outputs), each kernel called with the table address (the GIL is released
-inside), big kernels split over the thread pool along their outer loop.
+temporaries and library results, outputs recycled once dropped: recycle.py), each kernel
+called with the table address (the GIL is released inside), big kernels split over the
+native worker pool (threads.py) along their outer loop.
 """
 
 from __future__ import annotations
