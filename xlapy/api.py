@@ -58,8 +58,7 @@ class PolymorphicProgram:
         key = tuple((a.dtype.str, a.shape) for a in arrays)
         prog = self._programs.get(key)
         if prog is None:
-            shapes = [Shape.from_numpy(a) if hasattr(Shape, "from_numpy") else
-                      Shape.array(_element_type(a), a.shape) for a in arrays]
+            shapes = [Shape.array(_element_type(a), a.shape) for a in arrays]
             module = parse_module(self.text, self.filename, self.entry, arg_shapes=shapes)
             prog = self._programs[key] = CompiledProgram(module, self.backend)
         return prog
