@@ -43,8 +43,6 @@ REDUCERS = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor
 #: compile 37 -> 47 -> 59 ms).
 INTERLEAVE = 2
 INTERLEAVE_WEIGHT = 24
-#: Vector accumulators of a long cheap row reduction (`_row_interleave`).
-ROW_INTERLEAVE = 2
 #: Reducers whose partial results over a split of a reduced dimension combine exactly (up
 #: to the float sum's reassociation, which the kernels allow anyway): add on f32/f64/ints
 #: with a zero init; integer max/min/and/or with any init (they are idempotent).
@@ -349,10 +347,7 @@ class KernelEmitter:
                     cache = b.alloca(ir.ArrayType(ew.compute_type(x.shape.element_type), cols),
                                      name=f"rowbuf.{red.name}")
             b.store(init_c, accp)
-            heavy0 = self.heavy
-            with for_range(b, i64(0), i64(cols), name="rc",
-                           interleave=lambda h=heavy0, n=cols: self._row_interleave(h, n)
-                           ) as c:
+            with for_range(b, i64(0), i64(cols), name="rc") as c:
                 self.memo.clear()
                 v = self.gen(x, [r, c])
                 if cache is not None:
@@ -363,12 +358,6 @@ class KernelEmitter:
             self.memo.clear()
             self.row_vals[id(red)] = ew.round_to(b, b.load(accp), et)
             self.ops += 1
-
-    def _row_interleave(self, heavy0: int, cols: int) -> int:
-        """Two vector accumulators for a long row of a cheap reduction: one accumulator is
-        a dependent chain (max/min lower to ~6 ops, add waits 4 cycles a step); layernorm
-        1.65 -> 1.48 ms. Bodies with a transcendental are throughput-bound already."""
-        return ROW_INTERLEAVE if cols >= 256 and self.heavy == heavy0 else 0
 
     def _worth_caching(self, x: Instruction, red: Instruction, cols: int) -> bool:
         """x (a row reduction's operand) is computed here, read by something else too, holds
