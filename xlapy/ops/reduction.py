@@ -44,6 +44,28 @@ def check_region(region: Region, param_types: Sequence[ElementType],
         + (f" (got {', '.join(got)})" if len(got) > 1 else ""))
 
 
+def split_inputs_and_inits(operands: Sequence[Shape], count_label: str, inputs_label: str,
+                           inits_label: str) -> tuple[Sequence[Shape], Sequence[Shape]]:
+    """Check the N inputs + N scalar init values that reduce and reduce_window share (each op
+    passes its own constraint labels) and return them split."""
+    check(len(operands) >= 2 and len(operands) % 2 == 0, count_label,
+          f"expects N inputs and N init values with N >= 1, got {len(operands)} operands")
+    n = len(operands) // 2
+    inputs, inits = operands[:n], operands[n:]
+    for i, s in enumerate(inputs):
+        check(s.is_array, inputs_label, f"input {i} is {s}, not a tensor")
+        check(s.dimensions == inputs[0].dimensions, inputs_label,
+              f"input {i} has dimensions {list(s.dimensions)} but input 0 has "
+              f"{list(inputs[0].dimensions)}")
+    for i, (s, init) in enumerate(zip(inputs, inits)):
+        check(init.is_array and init.rank == 0, inits_label,
+              f"init value {i} is {init}, not a 0-dimensional tensor")
+        check(init.element_type is s.element_type, inits_label,
+              f"init value {i} has element type {init.element_type} but input {i} has "
+              f"{s.element_type}")
+    return inputs, inits
+
+
 def collate(values: Sequence[np.ndarray]) -> Any:
     """One result bare, several as a tuple (the architecture's several-results rule)."""
     return values[0] if len(values) == 1 else tuple(values)
@@ -99,21 +121,7 @@ class Reduce(OpDef):
 
     def infer(self, operands: Sequence[Shape], attrs: ReduceAttrs,
               regions: Sequence[Region]) -> Shape:
-        check(len(operands) >= 2 and len(operands) % 2 == 0, "reduce_c3",
-              f"expects N inputs and N init values with N >= 1, got {len(operands)} operands")
-        n = len(operands) // 2
-        inputs, inits = operands[:n], operands[n:]
-        for i, s in enumerate(inputs):
-            check(s.is_array, "reduce_c1", f"input {i} is {s}, not a tensor")
-            check(s.dimensions == inputs[0].dimensions, "reduce_c1",
-                  f"input {i} has dimensions {list(s.dimensions)} but input 0 has "
-                  f"{list(inputs[0].dimensions)}")
-        for i, (s, init) in enumerate(zip(inputs, inits)):
-            check(init.is_array and init.rank == 0, "reduce_c2",
-                  f"init value {i} is {init}, not a 0-dimensional tensor")
-            check(init.element_type is s.element_type, "reduce_c2",
-                  f"init value {i} has element type {init.element_type} but input {i} has "
-                  f"{s.element_type}")
+        inputs, inits = split_inputs_and_inits(operands, "reduce_c3", "reduce_c1", "reduce_c2")
         rank = inputs[0].rank
         for d in attrs.dimensions:
             check(0 <= d < rank, "reduce_c4",

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.ops.base import EvalContext, OpDef, Region, check, register
-from xlapy.ops.reduction import check_region, collate, collate_shape
+from xlapy.ops.reduction import check_region, collate, collate_shape, split_inputs_and_inits
 from xlapy.ops.reduction_region import region_fn
 from xlapy.types import ElementType, Shape
 
@@ -101,21 +101,8 @@ class ReduceWindow(OpDef):
 
     def infer(self, operands: Sequence[Shape], attrs: ReduceWindowAttrs,
               regions: Sequence[Region]) -> Shape:
-        check(len(operands) >= 2 and len(operands) % 2 == 0, "reduce_window_c1",
-              f"expects N inputs and N init values with N >= 1, got {len(operands)} operands")
-        n = len(operands) // 2
-        inputs, inits = operands[:n], operands[n:]
-        for i, s in enumerate(inputs):
-            check(s.is_array, "reduce_window_c2", f"input {i} is {s}, not a tensor")
-            check(s.dimensions == inputs[0].dimensions, "reduce_window_c2",
-                  f"input {i} has dimensions {list(s.dimensions)} but input 0 has "
-                  f"{list(inputs[0].dimensions)}")
-        for i, (s, init) in enumerate(zip(inputs, inits)):
-            check(init.is_array and init.rank == 0, "reduce_window_c3",
-                  f"init value {i} is {init}, not a 0-dimensional tensor")
-            check(init.element_type is s.element_type, "reduce_window_c3",
-                  f"init value {i} has element type {init.element_type} but input {i} has "
-                  f"{s.element_type}")
+        inputs, inits = split_inputs_and_inits(operands, "reduce_window_c1", "reduce_window_c2",
+                                               "reduce_window_c3")
         rank = inputs[0].rank
         wd = tuple(attrs.window_dimensions)
         ws = _ones(attrs.window_strides, rank)
