@@ -407,12 +407,13 @@ def test_variadic_scatter_matches_per_input_scatters() -> None:
     assert_same(ours[1], jax.jit(lambda o, i, u: lax.scatter_add(o, i, u, dn))(c, idx, uc))
 
 
-@pytest.mark.parametrize("kind", ["add", "maximum", "minimum", "multiply"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+# jax has no complex scatter max/min, so those pairs are not generated.
+@pytest.mark.parametrize(("kind", "dtype"), [
+    (k, d) for k in ("add", "maximum", "minimum", "multiply")
+    for d in (np.float32, np.float64, np.complex64)
+    if not (d == np.complex64 and k in ("maximum", "minimum"))])
 def test_scatter_float_edge_values(kind: str, dtype: Any) -> None:
     """NaNs, signed zeros, infinities and denormals through duplicate float updates."""
-    if dtype == np.complex64 and kind in ("maximum", "minimum"):
-        pytest.skip("jax has no complex scatter max/min")
     rng = np.random.default_rng(12)
     tiny = np.finfo(np.float32).tiny
     pool = np.array([np.nan, 0.0, -0.0, np.inf, -np.inf, 1.0, -2.5, tiny / 4, -tiny / 8, tiny],

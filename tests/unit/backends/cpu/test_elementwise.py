@@ -52,11 +52,9 @@ def _check(name: str, t: ET, ref: np.ndarray, got: np.ndarray, x: np.ndarray) ->
                              f"x={x[i]!r} ours={got[i]!r} interpreter={ref[i]!r}")
 
 
-@pytest.mark.parametrize("t", TYPES, ids=str)
+@pytest.mark.parametrize("t", [t for t in TYPES if _ops(1, t)], ids=str)
 def test_unary_ops(t: ET) -> None:
     names = _ops(1, t)
-    if not names:
-        pytest.skip("no unary op for this type")
     rng = np.random.default_rng(1)
     x = values(t, N, rng)
     mod = module([Shape.array(t, (N,))], lambda c, p: [op(c, n, p) for n in names])
