@@ -19,7 +19,21 @@ from typing import Any
 
 from llvmlite import ir
 
-from xlapy.backends.cpu.llvm_util import F16, F32, F64, I1, I8, I16, I32, I64, intrinsic
+from xlapy.backends.cpu.llvm_util import (
+    F16,
+    F32,
+    F64,
+    I1,
+    I8,
+    I16,
+    I32,
+    I64,
+    elem,
+    intrinsic,
+    like,
+    sfx,
+    splat,
+)
 from xlapy.backends.cpu.math_poly import Math
 from xlapy.ops.attrs import ComparisonDirection, ComparisonType
 from xlapy.types import ElementType as ET
@@ -56,32 +70,34 @@ def compute_type(t: ET) -> ir.Type:
 
 def from_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
     if t is ET.PRED:
-        return b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+        return b.icmp_unsigned("!=", v, splat(v.type, 0))
     if t is ET.BF16:
-        return b.bitcast(b.shl(b.zext(v, I32), ir.Constant(I32, 16)), F32)
+        wide = like(v.type, I32)
+        return b.bitcast(b.shl(b.zext(v, wide), splat(wide, 16)), like(v.type, F32))
     if t is ET.F16:
-        return b.fpext(v, F32)
+        return b.fpext(v, like(v.type, F32))
     return v
 
 
 def to_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
     if t is ET.PRED:
-        return b.zext(v, I8)
+        return b.zext(v, like(v.type, I8))
     if t is ET.BF16:
         return _bf16_bits(b, v)
     if t is ET.F16:
-        return b.fptrunc(v, F16)
+        return b.fptrunc(v, like(v.type, F16))
     return v
 
 
 def _bf16_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN (ml_dtypes' rule)."""
-    bits = b.bitcast(v, I32)
-    lsb = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
-    rounded = b.lshr(b.add(b.add(bits, ir.Constant(I32, 0x7FFF)), lsb), ir.Constant(I32, 16))
-    nan = b.or_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 0x40))
+    it = like(v.type, I32)
+    bits = b.bitcast(v, it)
+    lsb = b.and_(b.lshr(bits, splat(it, 16)), splat(it, 1))
+    rounded = b.lshr(b.add(b.add(bits, splat(it, 0x7FFF)), lsb), splat(it, 16))
+    nan = b.or_(b.lshr(bits, splat(it, 16)), splat(it, 0x40))
     out = b.select(b.fcmp_unordered("uno", v, v), nan, rounded)
-    return b.trunc(out, I16)
+    return b.trunc(out, like(v.type, I16))
 
 
 def round_to(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
@@ -119,24 +135,34 @@ def is_flushed(x: ir.Value, depth: int = 6) -> bool:
     bit-level ops on them (negate, abs, bitcasts) and selects of such need an explicit flush:
     skipping the rest halves the work of element-wise chains (every op flushed its inputs)."""
     if isinstance(x, ir.Constant):
-        v = x.constant
-        if not isinstance(v, float):
-            return False
-        tiny = 2.0 ** -1022 if x.type == F64 else 2.0 ** -126
-        return not (0.0 < abs(v) < tiny)
+        if x.constant is None or x.constant is ir.Undefined:
+            return True  # zeroinitializer, undef
+        vs = x.constant if isinstance(x.type, ir.VectorType) else [x]
+        tiny = 2.0 ** -1022 if elem(x.type) == F64 else 2.0 ** -126
+        for c in vs:
+            v = c.constant if isinstance(c, ir.Constant) else c
+            if v is None or v is ir.Undefined:
+                continue
+            if not isinstance(v, float) or 0.0 < abs(v) < tiny:
+                return False
+        return True
+    if getattr(x, "_xlapy_flushed", False):
+        return True
     if depth <= 0 or not isinstance(x, ir.Instruction):
         return False
     op = x.opname
     if op in _FTZ_OPS:
         return True
-    if op == "fneg":
+    if op in ("fneg", "extractelement"):
         return is_flushed(x.operands[0], depth - 1)
+    if op in ("shufflevector", "insertelement"):  # lanes moved or broadcast
+        return is_flushed(x.operands[0], depth - 1) and is_flushed(x.operands[1], depth - 1)
     if op == "select":
         return is_flushed(x.operands[1], depth - 1) and is_flushed(x.operands[2], depth - 1)
     if op == "bitcast":
         # select() on integer bit patterns: bitcast(select(p, bitcast(a), bitcast(b))).
         src = x.operands[0]
-        if x.type not in (F32, F64) or not isinstance(src, ir.Instruction) or \
+        if elem(x.type) not in (F32, F64) or not isinstance(src, ir.Instruction) or \
                 src.opname != "select":
             return False
         return all(isinstance(v, ir.Instruction) and v.opname == "bitcast"
@@ -153,6 +179,12 @@ def is_flushed(x: ir.Value, depth: int = 6) -> bool:
     return False
 
 
+def mark_flushed(x: ir.Value) -> ir.Value:
+    """Record that `x` holds no denormal (a load of values stored flushed, a flush)."""
+    x._xlapy_flushed = True  # type: ignore[attr-defined]
+    return x
+
+
 def flush(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Denormal to signed zero, whatever the MXCSR state (compare on |x|, keep the sign)."""
     if is_flushed(x):
@@ -165,11 +197,10 @@ def flush(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     if hit is not None and hit[0] is x:
         return hit[1]
     t = x.type
-    tiny = 2.0 ** -1022 if t == F64 else 2.0 ** -126
-    sfx = "f64" if t == F64 else "f32"
-    ax = intrinsic(b, f"llvm.fabs.{sfx}", t, [x])
-    zero = intrinsic(b, f"llvm.copysign.{sfx}", t, [ir.Constant(t, 0.0), x])
-    out = b.select(b.fcmp_ordered("<", ax, ir.Constant(t, tiny)), zero, x)
+    tiny = 2.0 ** -1022 if elem(t) == F64 else 2.0 ** -126
+    ax = intrinsic(b, f"llvm.fabs.{sfx(t)}", t, [x])
+    zero = intrinsic(b, f"llvm.copysign.{sfx(t)}", t, [splat(t, 0.0), x])
+    out = mark_flushed(b.select(b.fcmp_ordered("<", ax, splat(t, tiny)), zero, x))
     if b.block is blk:
         memo[id(x)] = (x, out)
         memo[id(out)] = (out, out)
@@ -177,15 +208,15 @@ def flush(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def _fsfx(x: ir.Value) -> str:
-    return "f64" if x.type == F64 else "f32"
+    return sfx(x.type)
 
 
 def _isfloat(x: ir.Value) -> bool:
-    return x.type in (F32, F64)
+    return elem(x.type) in (F32, F64)
 
 
 def _ones(x: ir.Value) -> ir.Constant:
-    return ir.Constant(x.type, -1)
+    return splat(x.type, -1)
 
 
 def _smin(t: ET) -> int:
@@ -219,25 +250,25 @@ def _div(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     x, y = a
     if _isfloat(x):
         return b.fdiv(x, y)
-    zero = b.icmp_unsigned("==", y, ir.Constant(y.type, 0))
+    zero = b.icmp_unsigned("==", y, splat(y.type, 0))
     if t.is_signed:
-        ovf = b.and_(b.icmp_signed("==", x, ir.Constant(x.type, _smin(t))),
+        ovf = b.and_(b.icmp_signed("==", x, splat(x.type, _smin(t))),
                      b.icmp_signed("==", y, _ones(y)))
-        safe = b.select(b.or_(zero, ovf), ir.Constant(y.type, 1), y)
+        safe = b.select(b.or_(zero, ovf), splat(y.type, 1), y)
         q = b.sdiv(x, safe)
         return b.select(zero, _ones(x), b.select(ovf, x, q))
-    safe = b.select(zero, ir.Constant(y.type, 1), y)
+    safe = b.select(zero, splat(y.type, 1), y)
     return b.select(zero, _ones(x), b.udiv(x, safe))
 
 
 def _rem(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     x, y = a
-    zero = b.icmp_unsigned("==", y, ir.Constant(y.type, 0))
+    zero = b.icmp_unsigned("==", y, splat(y.type, 0))
     if t.is_signed:
         m1 = b.icmp_signed("==", y, _ones(y))
-        safe = b.select(b.or_(zero, m1), ir.Constant(y.type, 1), y)
+        safe = b.select(b.or_(zero, m1), splat(y.type, 1), y)
         return b.select(zero, x, b.srem(x, safe))
-    safe = b.select(zero, ir.Constant(y.type, 1), y)
+    safe = b.select(zero, splat(y.type, 1), y)
     return b.select(zero, x, b.urem(x, safe))
 
 
@@ -259,14 +290,14 @@ def _maxmin(is_max: bool) -> Emit:
 def _shift(kind: str) -> Emit:
     def emit(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
         x, s = a
-        n = ir.Constant(x.type, t.bits)
+        n = splat(x.type, t.bits)
         big = b.icmp_unsigned(">=", s, n)
-        safe = b.select(big, ir.Constant(x.type, 0), s)
+        safe = b.select(big, splat(x.type, 0), s)
         if kind == "shl":
-            return b.select(big, ir.Constant(x.type, 0), b.shl(x, safe))
+            return b.select(big, splat(x.type, 0), b.shl(x, safe))
         if kind == "srl":
-            return b.select(big, ir.Constant(x.type, 0), b.lshr(x, safe))
-        return b.ashr(x, b.select(big, ir.Constant(x.type, t.bits - 1), s))
+            return b.select(big, splat(x.type, 0), b.lshr(x, safe))
+        return b.ashr(x, b.select(big, splat(x.type, t.bits - 1), s))
 
     return emit
 
@@ -298,49 +329,49 @@ def _abs(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     x = a[0]
     if _isfloat(x):
         return intrinsic(b, f"llvm.fabs.{_fsfx(x)}", x.type, [x])
-    neg = b.icmp_signed("<", x, ir.Constant(x.type, 0))
-    return b.select(neg, b.sub(ir.Constant(x.type, 0), x), x)
+    neg = b.icmp_signed("<", x, splat(x.type, 0))
+    return b.select(neg, b.sub(splat(x.type, 0), x), x)
 
 
 def _neg(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     x = a[0]
-    return b.fneg(x) if _isfloat(x) else b.sub(ir.Constant(x.type, 0), x)
+    return b.fneg(x) if _isfloat(x) else b.sub(splat(x.type, 0), x)
 
 
 def _sign(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     x = a[0]
     if _isfloat(x):
         x = flush(b, x)
-        one = intrinsic(b, f"llvm.copysign.{_fsfx(x)}", x.type, [ir.Constant(x.type, 1.0), x])
-        keep = b.fcmp_unordered("ueq", x, ir.Constant(x.type, 0.0))  # zero or NaN
+        one = intrinsic(b, f"llvm.copysign.{_fsfx(x)}", x.type, [splat(x.type, 1.0), x])
+        keep = b.fcmp_unordered("ueq", x, splat(x.type, 0.0))  # zero or NaN
         return b.select(keep, x, one)
-    pos = b.icmp_signed(">", x, ir.Constant(x.type, 0))
-    neg = b.icmp_signed("<", x, ir.Constant(x.type, 0))
-    return b.select(pos, ir.Constant(x.type, 1), b.select(neg, _ones(x), ir.Constant(x.type, 0)))
+    pos = b.icmp_signed(">", x, splat(x.type, 0))
+    neg = b.icmp_signed("<", x, splat(x.type, 0))
+    return b.select(pos, splat(x.type, 1), b.select(neg, _ones(x), splat(x.type, 0)))
 
 
 def _rsqrt(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     x = a[0]
     s = intrinsic(b, f"llvm.sqrt.{_fsfx(x)}", x.type, [x])
-    return b.fdiv(ir.Constant(x.type, 1.0), s)
+    return b.fdiv(splat(x.type, 1.0), s)
 
 
 def _is_finite(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     x = a[0]
     ax = intrinsic(b, f"llvm.fabs.{_fsfx(x)}", x.type, [x])
-    return b.fcmp_ordered("<", ax, ir.Constant(x.type, math.inf))
+    return b.fcmp_ordered("<", ax, splat(x.type, math.inf))
 
 
 def _not(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
-    return b.xor(a[0], ir.Constant(a[0].type, -1 if t is not ET.PRED else 1))
+    return b.xor(a[0], splat(a[0].type, -1 if t is not ET.PRED else 1))
 
 
 def _popcnt(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
-    return intrinsic(b, f"llvm.ctpop.i{t.bits}", a[0].type, [a[0]])
+    return intrinsic(b, f"llvm.ctpop.{sfx(a[0].type)}", a[0].type, [a[0]])
 
 
 def _clz(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
-    return intrinsic(b, f"llvm.ctlz.i{t.bits}", a[0].type, [a[0], ir.Constant(I1, 0)])
+    return intrinsic(b, f"llvm.ctlz.{sfx(a[0].type)}", a[0].type, [a[0], ir.Constant(I1, 0)])
 
 
 _F = FLOATS
@@ -420,7 +451,7 @@ def select(b: ir.IRBuilder, pred: ir.Value, x: ir.Value, y: ir.Value) -> ir.Valu
     into minps/maxps, which flush denormals under DAZ (the interpreter's select does not)."""
     if not _isfloat(x):
         return b.select(pred, x, y)
-    it = I64 if x.type == F64 else I32
+    it = like(x.type, I64 if elem(x.type) == F64 else I32)
     return b.bitcast(b.select(pred, b.bitcast(x, it), b.bitcast(y, it)), x.type)
 
 
@@ -441,10 +472,10 @@ def compare(b: ir.IRBuilder, x: ir.Value, y: ir.Value, t: ET, attrs: Any) -> ir.
 
 def _total_key(b: ir.IRBuilder, x: ir.Value, t: ET) -> ir.Value:
     """Signed keys ordered as IEEE totalOrder (on the stored bits, so no flushing)."""
-    st = ir.IntType(t.bits)
+    st = like(x.type, ir.IntType(t.bits))
     bits = b.bitcast(to_storage(b, x, t), st) if t is not ET.BF16 else to_storage(b, x, t)
-    sign = b.ashr(bits, ir.Constant(st, t.bits - 1))
-    return b.xor(bits, b.and_(sign, ir.Constant(st, (1 << (t.bits - 1)) - 1)))
+    sign = b.ashr(bits, splat(st, t.bits - 1))
+    return b.xor(bits, b.and_(sign, splat(st, (1 << (t.bits - 1)) - 1)))
 
 
 def convert_supported(s: ET, t: ET) -> bool:
@@ -455,35 +486,36 @@ def convert_supported(s: ET, t: ET) -> bool:
 
 def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
     """XLA CPU convert: saturating float->int (NaN -> 0), ints to bf16 through f32."""
-    ct = compute_type(t)
+    ct = like(x.type, compute_type(t))
     if s == t:
         return x
     if t is ET.PRED:
         if _isfloat(x):
             # bf16 -> pred compares the bits unflushed on XLA CPU; f16/f32/f64 flush first.
             v = x if s is ET.BF16 else flush(b, x)
-            return b.fcmp_unordered("une", v, ir.Constant(x.type, 0.0))
-        return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+            return b.fcmp_unordered("une", v, splat(x.type, 0.0))
+        return b.icmp_unsigned("!=", x, splat(x.type, 0))
     if s is ET.PRED:
-        v = b.zext(x, I8)
+        v = b.zext(x, like(x.type, I8))
         return b.uitofp(v, ct) if t.is_float else b.zext(v, ct) if t.bits > 8 else v
+    f32, f64, f16 = like(x.type, F32), like(x.type, F64), like(x.type, F16)
     if t.is_float:
         if s.is_integer:
-            v = (b.sitofp if s.is_signed else b.uitofp)(x, F64 if t is ET.F64 else F32)
+            v = (b.sitofp if s.is_signed else b.uitofp)(x, f64 if t is ET.F64 else f32)
         elif (s, t) in ((ET.BF16, ET.F32), (ET.F32, ET.BF16)):
             return round_to(b, x, t)  # bit-level paths: no flush (as the interpreter)
         else:
             v = flush(b, x)
-            v = b.fpext(v, ct) if ct == F64 and v.type == F32 else \
-                b.fptrunc(v, F16) if t is ET.F16 and v.type == F64 else \
-                b.fptrunc(v, ct) if ct == F32 and v.type == F64 else v
-            if v.type == F16:
-                return b.fpext(v, F32)
+            v = b.fpext(v, ct) if ct == f64 and v.type == f32 else \
+                b.fptrunc(v, f16) if t is ET.F16 and v.type == f64 else \
+                b.fptrunc(v, ct) if ct == f32 and v.type == f64 else v
+            if v.type == f16:
+                return b.fpext(v, f32)
         return round_to(b, flush(b, v), t)
     if s.is_float:
         name = "llvm.fptosi.sat" if t.is_signed else "llvm.fptoui.sat"
         v = flush(b, x)
-        return intrinsic(b, f"{name}.i{t.bits}.{_fsfx(v)}", ct, [v])
+        return intrinsic(b, f"{name}.{sfx(ct)}.{sfx(v.type)}", ct, [v])
     # integer -> integer: wrap (trunc) or extend by the source's signedness.
     if t.bits < s.bits:
         return b.trunc(x, ct)

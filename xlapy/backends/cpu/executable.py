@@ -144,9 +144,11 @@ class CpuExecutable:
         if kernel_specs:
             text = module_text(mod)  # printed once: llvmlite's printer is slow
             vec = any(kernel_elements(k) >= SMALL_KERNEL for k in kernel_specs)
-            key = cache.key(text, "" if vec else "novec")
+            light = all(k.explicit for k in kernel_specs)
+            key = cache.key(text, "light" if light else "" if vec else "novec")
             obj = cache.get(key)
-            self.engine = Engine(obj=obj) if obj is not None else Engine(text, vectorize=vec)
+            self.engine = Engine(obj=obj) if obj is not None else \
+                Engine(text, vectorize=vec, light=light)
             if obj is None:
                 cache.put(key, self.engine.object)
             self._bind_kernels(kernel_specs)
@@ -407,7 +409,8 @@ class CpuExecutable:
                 fn(addr, 0, outer)
                 return
             n = min(NUM_THREADS, outer)
-            bounds = [outer * k // n for k in range(n + 1)]
+            al = spec.align
+            bounds = [outer * k // n // al * al for k in range(n)] + [outer]
             futs = [_pool().submit(fa, addr, bounds[k], bounds[k + 1]) for k in range(1, n)]
             fn(addr, bounds[0], bounds[1])
             for f in futs:

@@ -22,31 +22,34 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.lanes import (
+    Lane,
+    LaneCheck,
+    has_lane,
+    host_width,
+    index_key,
+)
 from xlapy.backends.cpu.llvm_util import (
     I64,
     KERNEL_TYPE,
+    broadcast,
     for_range,
     i64,
-    intrinsic,
     restore_mxcsr,
     set_ftz_daz,
 )
+from xlapy.backends.cpu.reduce_emit import ReductionEmitter, reducer_op
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
 #: Producers a kernel can generate per index (besides the element-wise table).
 PRODUCERS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "reverse", "iota",
                        "convert", "compare", "select", "clamp", "constant"})
-REDUCERS = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 #: Interleave count of innermost loops whose body weighs (ops + 10 per transcendental) at
 #: least INTERLEAVE_WEIGHT (measured on the GELU chain: 27 ms -> 21 at 2, 16 at 4, with
 #: compile 37 -> 47 -> 59 ms).
 INTERLEAVE = 2
 INTERLEAVE_WEIGHT = 24
-#: Reducers whose partial results over a split of a reduced dimension combine exactly (up
-#: to the float sum's reassociation, which the kernels allow anyway): add on f32/f64/ints
-#: with a zero init; integer max/min/and/or with any init (they are idempotent).
-PARTIAL_INTS = frozenset({ET.S8, ET.S16, ET.S32, ET.S64, ET.U8, ET.U16, ET.U32, ET.U64})
 
 
 def _types_ok(instr: Instruction) -> bool:
@@ -70,22 +73,6 @@ def fusible(instr: Instruction) -> bool:
     if op == "reduce":
         return reducer_op(instr) is not None
     return ew.supports(op, instr.operands[0].shape.element_type) if instr.operands else False
-
-
-def reducer_op(instr: Instruction) -> str | None:
-    """The binary opcode of a single-input reduce's reducer, or None if it is anything else."""
-    if len(instr.operands) != 2 or len(instr.called) != 1:
-        return None
-    comp = instr.called[0]
-    root = comp.root
-    if root is None or root.opcode not in REDUCERS or len(comp.instructions) != 3:
-        return None
-    params = comp.parameters
-    if len(params) != 2 or {id(o) for o in root.operands} != {id(p) for p in params}:
-        return None
-    if not ew.supports(root.opcode, instr.shape.element_type):
-        return None
-    return root.opcode
 
 
 def row_reduce(instr: Instruction) -> bool:
@@ -116,6 +103,15 @@ class Kernel:
     #: several threads, each into its own partial output, the partials then added (the
     #: reducer is associative for the type and the init its identity; see PARTIAL_REDUCE).
     partial: str | None = None
+    #: Written in explicit vectors (lanes.py): the light pipeline compiles it.
+    explicit: bool = False
+    #: The thread pool splits [0, outer) at multiples of this.
+    align: int = 1
+
+
+def _bytes(t: ir.Type) -> int:
+    return t.width // 8 if isinstance(t, ir.IntType) else \
+        {"half": 2, "float": 4, "double": 8}[str(t)]
 
 
 def _strides(dims: Sequence[int]) -> list[int]:
@@ -125,7 +121,7 @@ def _strides(dims: Sequence[int]) -> list[int]:
     return out
 
 
-class KernelEmitter:
+class KernelEmitter(ReductionEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
     def __init__(self, mod: ir.Module, name: str, root: Instruction,
@@ -136,6 +132,7 @@ class KernelEmitter:
         #: A row reduction's operand the rest of the kernel also reads, kept per row in a
         #: stack buffer (softmax's exp(x - max) is computed once, not twice).
         self.row_cache: dict[int, ir.Value] = {}
+        self.row_cache_flushed: set[int] = set()  # rows stored with no denormals
         self.row_index: ir.Value | None = None
         self.mod = mod
         self.name = name
@@ -149,6 +146,18 @@ class KernelEmitter:
         self.memo: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
         self.ops = 0
         self.heavy = 0  # transcendental ops (each a long dependent chain)
+        #: Lanes of the innermost loops (0: scalar IR for LLVM's loop vectorizer).
+        self.align = 1  # split points of [begin, end) must be multiples of this
+        self.width = host_width() if LaneCheck(leaves, self.rows, reducer_op).kernel(
+            root, self.rows) else 0
+        dims = root.shape.dimensions
+        if self.width and root.opcode != "reduce" and not self.rows and dims and \
+                dims[-1] % (2 * self.width) == 0 and \
+                self._interleave(self._weight()) > 1:
+            # Two vectors per lane group: a long dependent chain per element (the GELU
+            # chain) leaves the out-of-order window with one group in flight; LLVM splits
+            # each 2W-lane op into two independent halves, interleaved.
+            self.width *= INTERLEAVE
 
     # ---- buffers ----
     def ptr(self, slot: int, t: ET) -> ir.Value:
@@ -166,6 +175,8 @@ class KernelEmitter:
         for v, s, n in zip(idx, _strides(dims), dims):
             if n == 1:
                 continue
+            if isinstance(v, Lane):
+                v = self._lane0(v)
             term = v if s == 1 else b.mul(v, i64(s), flags=["nsw"])
             off = term if isinstance(off, ir.Constant) and off.constant == 0 else \
                 b.add(off, term, flags=["nsw"])
@@ -174,11 +185,33 @@ class KernelEmitter:
     def load(self, slot: int, t: ET, idx: Sequence[ir.Value], dims: Sequence[int]) -> ir.Value:
         b = self.b
         p = b.gep(self.ptr(slot, t), [self.linear(idx, dims)], inbounds=True)
-        return ew.from_storage(b, b.load(p), t)
+        return ew.from_storage(b, self._access(p, idx), t)
+
+    def _lane0(self, v: Lane) -> ir.Value:
+        return self.b.add(v.base, i64(v.off), flags=["nsw"]) if v.off else v.base
+
+    def _access(self, p: ir.Value, idx: Sequence[Any], value: ir.Value | None = None
+                ) -> ir.Value:
+        """Load from (or store `value` to) element pointer p: W lanes if idx holds a Lane."""
+        b = self.b
+        if has_lane(idx):
+            vt = ir.VectorType(p.type.pointee, self.width)
+            align = _bytes(p.type.pointee)
+            vp = b.bitcast(p, vt.as_pointer())
+            if value is None:
+                return b.load(vp, align=align)
+            return b.store(broadcast(b, value, self.width), vp, align=align)
+        return b.load(p) if value is None else b.store(value, p)
+
+    def _unify(self, vals: Sequence[ir.Value]) -> list[ir.Value]:
+        """Uniform (scalar) operands broadcast when another operand is a lane vector."""
+        if not any(isinstance(v.type, ir.VectorType) for v in vals):
+            return list(vals)
+        return [broadcast(self.b, v, self.width) for v in vals]
 
     # ---- per-index generation ----
     def gen(self, instr: Instruction, idx: Sequence[ir.Value]) -> ir.Value:
-        key = (id(instr), tuple(id(v) for v in idx))
+        key = (id(instr), tuple(index_key(v) for v in idx))
         v = self.memo.get(key)
         if v is None:
             v = self._gen(instr, idx)
@@ -193,7 +226,9 @@ class KernelEmitter:
             return self.load(self.leaves[id(instr)], et, idx, sh.dimensions)
         buf = self.row_cache.get(id(instr))
         if buf is not None and len(idx) == 2 and idx[0] is self.row_index:
-            return b.load(b.gep(buf, [i64(0), idx[1]], inbounds=True))
+            col = self._lane0(idx[1]) if isinstance(idx[1], Lane) else idx[1]
+            v = self._access(b.gep(buf, [i64(0), col], inbounds=True), idx)
+            return ew.mark_flushed(v) if id(instr) in self.row_cache_flushed else v
         op = instr.opcode
         if op == "reduce":
             v = self.row_vals.get(id(instr))
@@ -227,7 +262,12 @@ class KernelEmitter:
             return self.gen(ops[0], [b.sub(i64(dims[d] - 1), v) if d in a.dimensions else v
                                      for d, v in enumerate(idx)])
         if op == "iota":
-            return ew.convert(b, idx[a.iota_dimension], ET.S64, et)
+            v = idx[a.iota_dimension]
+            if isinstance(v, Lane):
+                n = self.width
+                v = b.add(broadcast(b, self._lane0(v), n),
+                          ir.Constant(ir.VectorType(I64, n), list(range(n))))
+            return ew.convert(b, v, ET.S64, et)
         self.ops += 1
         if op in ew.INEXACT:
             self.heavy += 1
@@ -236,21 +276,25 @@ class KernelEmitter:
             return ew.convert(b, self.gen(ops[0], idx), s, et)
         if op == "compare":
             t = ops[0].shape.element_type
-            return ew.compare(b, self.gen(ops[0], idx), self.gen(ops[1], idx), t, a)
+            x, y = self._unify([self.gen(ops[0], idx), self.gen(ops[1], idx)])
+            return ew.compare(b, x, y, t, a)
         if op == "select":
-            pred = self.gen(ops[0], idx if ops[0].shape.rank else [])
-            return ew.select(b, pred, self.gen(ops[1], idx), self.gen(ops[2], idx))
+            pred, x, y = self._unify([self.gen(ops[0], idx if ops[0].shape.rank else []),
+                                      self.gen(ops[1], idx), self.gen(ops[2], idx)])
+            return ew.select(b, pred, x, y)
         if op == "clamp":
-            lo = self.gen(ops[0], idx if ops[0].shape.rank else [])
-            hi = self.gen(ops[2], idx if ops[2].shape.rank else [])
-            x = self.gen(ops[1], idx)
+            lo, x, hi = self._unify([self.gen(ops[0], idx if ops[0].shape.rank else []),
+                                     self.gen(ops[1], idx),
+                                     self.gen(ops[2], idx if ops[2].shape.rank else [])])
             mx = ew.emit(b, "maximum", [x, lo], et, et)
             return ew.emit(b, "minimum", [mx, hi], et, et)
         t = ops[0].shape.element_type
-        return ew.emit(b, op, [self.gen(o, idx) for o in ops], t, et)
+        return ew.emit(b, op, self._unify([self.gen(o, idx) for o in ops]), t, et)
 
     def _affine(self, v: ir.Value, start: int, stride: int) -> ir.Value:
         b = self.b
+        if isinstance(v, Lane):  # LaneCheck admits unit strides only
+            return v.shifted(start)
         if stride != 1:
             v = b.mul(v, i64(stride), flags=["nsw"])
         return b.add(v, i64(start), flags=["nsw"]) if start else v
@@ -295,12 +339,22 @@ class KernelEmitter:
             if self.root.opcode == "reduce" else int(np.prod(self.root.shape.dimensions))
         leaves_in = sorted(set(self.leaves.values()))
         return Kernel(self.name, self.root, leaves_in, self.out_slot, outer,
-                      size * max(self.ops, 1), split, getattr(self, "partial", None))
+                      size * max(self.ops, 1), split, getattr(self, "partial", None),
+                      explicit=bool(self.width) or self._scalar_only(), align=self.align)
+
+    def _scalar_only(self) -> bool:
+        """No loop LLVM's vectorizer would vectorize (every innermost extent is below the
+        lane count): the light pipeline does as well as O3."""
+        dims = self.root.operands[0].shape.dimensions if self.root.opcode == "reduce" \
+            else self.root.shape.dimensions
+        return int(np.prod(dims)) < 4 * host_width() and all(
+            r.operands[0].shape.dimensions[1] < host_width() for r in self.rows)
 
     def _nest(self, dims: Sequence[int], begin: ir.Value, end: ir.Value,
-              body: Any, idx: list[ir.Value] | None = None) -> None:
+              body: Any, idx: list[ir.Value] | None = None, lanes: bool = True) -> None:
         """Loops over `dims` (the first over [begin, end)), calling body(idx) innermost; the
-        row reductions are computed inside the first loop, before the others."""
+        row reductions are computed inside the first loop, before the others. `lanes`: the
+        last of `dims` is the kernel's innermost dimension (vector loops run along it)."""
         idx = idx or []
         d = len(idx)
         if d == 1 and self.rows:
@@ -309,11 +363,56 @@ class KernelEmitter:
             body(idx)
             return
         lo, hi = (begin, end) if d == 0 else (i64(0), i64(dims[d]))
+        if d == len(dims) - 1 and self.width and lanes:
+            self._lane_loop(lo, hi, f"d{d}", lambda i: self._nest(dims, begin, end, body,
+                                                                  idx + [i]), dims[d])
+            return
         with for_range(self.b, lo, hi, name=f"d{d}",
                        interleave=self._interleave if d == len(dims) - 1 else 0) as i:
-            self._nest(dims, begin, end, body, idx + [i])
+            self._nest(dims, begin, end, body, idx + [i], lanes)
 
-    def _interleave(self) -> int:
+    def _lane_loop(self, lo: ir.Value, hi: ir.Value, name: str, body: Any,
+                   extent: int = 0) -> None:
+        """[lo, hi): W lanes per iteration (`body(Lane)`), then the rest one at a time. A
+        range [begin, end) of an extent W divides is split across threads at multiples of
+        W (Kernel.align), so it needs no scalar rest (nor its code)."""
+        b, w = self.b, self.width
+        if isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant):
+            n = hi.constant - lo.constant
+            mid: ir.Value = i64(lo.constant + n // w * w)
+            rest = n % w != 0
+        elif extent and extent % w == 0:
+            self.align = w
+            mid, rest = hi, False
+        else:
+            mid = b.add(lo, b.and_(b.sub(hi, lo), i64(-w)), flags=["nsw"])
+            rest = True
+        if not isinstance(mid, ir.Constant) or mid.constant > lo.constant:
+            with for_range(b, lo, mid, name=f"{name}v", step=w) as i:
+                body(Lane(i))
+        if rest:
+            with for_range(b, mid, hi, name=name) as i:
+                body(i)
+
+    def _weight(self) -> int:
+        """The interleave weight of the kernel's fused expression, before emitting it."""
+        free = ("constant", "broadcast_in_dim", "transpose", "reshape", "slice", "reverse",
+                "iota", "reduce")
+        seen: set[int] = set()
+        stack = [self.root]
+        weight = 0
+        while stack:
+            i = stack.pop()
+            if id(i) in seen or id(i) in self.leaves:
+                continue
+            seen.add(id(i))
+            if i.opcode not in free:
+                weight += 11 if i.opcode in ew.INEXACT else 1
+            if i.opcode != "reduce":
+                stack.extend(i.operands)
+        return weight
+
+    def _interleave(self, weight: int | None = None) -> int:
         """Vector bodies per iteration of the innermost loop (asked once its body is built):
         a long dependent chain per element (the GELU chain: 7 tanh in a row) leaves the
         out-of-order window with one iteration in flight, so two independent ones run ~1.3x
@@ -321,75 +420,9 @@ class KernelEmitter:
         dims = self.root.shape.dimensions
         if not dims or dims[-1] < 64 or int(np.prod(dims)) < 1 << 14:
             return 0  # small kernels: compile time matters more
-        return INTERLEAVE if self.ops + 10 * self.heavy >= INTERLEAVE_WEIGHT else 0
-
-    def _row_reductions(self, r: ir.Value) -> None:
-        """acc = init; for c: acc = acc (op) x[r, c], for each row reduction in order."""
-        b = self.b
-        self.row_index = r
-        self.row_vals.clear()
-        self.row_cache.clear()
-        for red in self.rows:
-            x, init = red.operands
-            et = red.shape.element_type
-            op = reducer_op(red)
-            assert op is not None
-            self.memo.clear()
-            init_c = self.gen(init, [])
-            if op in ("maximum", "minimum") and ew._isfloat(init_c):
-                init_c = ew.flush(b, init_c)
-            init_c = ew.round_to(b, init_c, et)
-            cols = x.shape.dimensions[1]
-            with b.goto_entry_block():
-                accp = b.alloca(ew.compute_type(et), name=f"row.{red.name}")
-                cache = None
-                if self._worth_caching(x, red, cols):
-                    cache = b.alloca(ir.ArrayType(ew.compute_type(x.shape.element_type), cols),
-                                     name=f"rowbuf.{red.name}")
-            b.store(init_c, accp)
-            with for_range(b, i64(0), i64(cols), name="rc") as c:
-                self.memo.clear()
-                v = self.gen(x, [r, c])
-                if cache is not None:
-                    b.store(v, b.gep(cache, [i64(0), c], inbounds=True))
-                b.store(self._combine(op, et, b.load(accp), v), accp)
-            if cache is not None:
-                self.row_cache[id(x)] = cache
-            self.memo.clear()
-            self.row_vals[id(red)] = ew.round_to(b, b.load(accp), et)
-            self.ops += 1
-
-    def _worth_caching(self, x: Instruction, red: Instruction, cols: int) -> bool:
-        """x (a row reduction's operand) is computed here, read by something else too, holds
-        a transcendental, and a row of it fits in 64 KiB of stack."""
-        if id(x) in self.leaves or id(x) in self.row_cache or len(x.users) < 2:
-            return False
-        if cols * 8 > 1 << 16:
-            return False
-        stack, seen = [x], set()
-        while stack:
-            i = stack.pop()
-            if id(i) in seen or id(i) in self.leaves:
-                continue
-            seen.add(id(i))
-            if i.opcode in ew.INEXACT:
-                return True
-            if i.opcode != "reduce":
-                stack.extend(i.operands)
-        return False
-
-    def _combine(self, op: str, et: ET, acc: ir.Value, v: ir.Value) -> ir.Value:
-        """One reduction step; float add/multiply reassociate (vector accumulators)."""
-        b = self.b
-        if op == "add" and ew._isfloat(v) and et in (ET.F32, ET.F64):
-            return b.fadd(acc, v, flags=["reassoc", "nsz"])
-        if op == "multiply" and ew._isfloat(v) and et in (ET.F32, ET.F64):
-            return b.fmul(acc, v, flags=["reassoc", "nsz"])
-        if op in ("maximum", "minimum") and ew._isfloat(v):
-            # acc is already flushed (init and every step): flushing only v keeps the
-            # recurrence a plain llvm.maximum/minimum, which LLVM vectorizes.
-            return intrinsic(b, f"llvm.{op}.{ew._fsfx(v)}", v.type, [acc, ew.flush(b, v)])
-        return ew.emit(b, op, [acc, v], et, et)
+        if weight is None:
+            weight = self.ops + 10 * self.heavy
+        return INTERLEAVE if weight >= INTERLEAVE_WEIGHT else 0
 
     def _elementwise(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool]:
         sh = self.root.shape
@@ -400,98 +433,12 @@ class KernelEmitter:
         def body(idx: list[ir.Value]) -> None:
             self.memo.clear()
             v = ew.to_storage(self.b, self.gen(self.root, idx), et)
-            self.b.store(v, self.b.gep(out, [self.linear(idx, dims)], inbounds=True))
+            self._access(self.b.gep(out, [self.linear(idx, dims)], inbounds=True), idx, v)
 
         if not dims:
             body([])
             return 1, False
         self._nest(dims, begin, end, body)
         return dims[0], True
-
-    def _reduce(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool]:
-        b = self.b
-        x, init = self.root.operands
-        et = self.root.shape.element_type
-        op = reducer_op(self.root)
-        assert op is not None
-        dims = x.shape.dimensions
-        red = set(self.root.attrs.dimensions)
-        kept = [d for d in range(len(dims)) if d not in red]
-        out_dims = [dims[d] for d in kept]
-        out = self.ptr(self.out_slot, et)
-        n = len(dims)
-        s = n
-        while s > 0 and (s - 1) in red:
-            s -= 1
-        split = bool(dims) and 0 not in red
-        self.partial = _partial_kind(op, et, init) if dims and not split else None
-        outer = dims[0] if split or self.partial else 1
-        if not split and not self.partial:
-            begin, end = i64(0), i64(dims[0] if dims else 1)
-        # Initialize this range of the output.
-        init_c = self.gen(init, [])
-        if op in ("maximum", "minimum") and ew._isfloat(init_c):
-            init_c = ew.flush(b, init_c)
-        init_v = ew.to_storage(b, init_c, et)
-        row = int(np.prod(out_dims[1:])) if split else int(np.prod(out_dims))
-        lo = b.mul(begin, i64(row)) if split else i64(0)
-        hi = b.mul(end, i64(row)) if split else i64(row)
-        with for_range(b, lo, hi, name="init") as o:
-            b.store(init_v, b.gep(out, [o], inbounds=True))
-        self.ops += 1
-
-        def combine(acc: ir.Value, v: ir.Value) -> ir.Value:
-            return self._combine(op, et, acc, v)
-
-        def out_ptr(idx: list[ir.Value]) -> ir.Value:
-            return b.gep(out, [self.linear([idx[d] for d in kept], out_dims)], inbounds=True)
-
-        def outer_body(idx: list[ir.Value], rng: tuple[ir.Value, ir.Value] | None = None
-                       ) -> None:
-            p = out_ptr(idx)
-            if s == n:  # innermost kept: accumulate straight into the output row
-                self.memo.clear()
-                acc = ew.from_storage(b, b.load(p), et)
-                b.store(ew.to_storage(b, combine(acc, self.gen(x, idx)), et), p)
-                return
-            with b.goto_entry_block():
-                accp = b.alloca(ew.compute_type(et), name="acc")
-            b.store(ew.from_storage(b, b.load(p), et), accp)
-
-            def inner(full: list[ir.Value]) -> None:
-                self.memo.clear()
-                b.store(combine(b.load(accp), self.gen(x, full)), accp)
-
-            self._nest_from(dims, idx, inner, rng)
-            b.store(ew.to_storage(b, b.load(accp), et), p)
-
-        if s == 0:
-            outer_body([], (begin, end))
-        else:
-            self._nest(dims[:s], begin, end, outer_body)
-        return outer, split
-
-    def _nest_from(self, dims: Sequence[int], idx: list[ir.Value], body: Any,
-                   rng: tuple[ir.Value, ir.Value] | None = None) -> None:
-        """Loops over dims[len(idx):]; `rng` bounds the first of them (else its extent)."""
-        d = len(idx)
-        if d == len(dims):
-            body(idx)
-            return
-        lo, hi = rng if rng is not None else (i64(0), i64(dims[d]))
-        with for_range(self.b, lo, hi, name=f"r{d}") as i:
-            self._nest_from(dims, idx + [i], body)
-
-
-def _partial_kind(op: str, et: ET, init: Instruction) -> str | None:
-    """How partial reduce outputs combine ("add", "maximum", ...), or None if they cannot."""
-    if op in ("maximum", "minimum", "and", "or"):
-        return op if et in PARTIAL_INTS else None
-    if op != "add" or not (et in PARTIAL_INTS or et in (ET.F32, ET.F64)):
-        return None
-    if init.opcode != "constant":
-        return None
-    return op if np.asarray(init.attrs.literal.to_numpy()).reshape(()).item() == 0 else None
-
 
 __all__ = ["Kernel", "KernelEmitter", "fusible", "reducer_op", "PRODUCERS", "I64"]

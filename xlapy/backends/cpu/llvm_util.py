@@ -160,28 +160,94 @@ class Engine:
 
 
 # ---- IR helpers ------------------------------------------------------------------------------
+def lanes(t: ir.Type) -> int:
+    """Lanes of a vector type; 0 for a scalar."""
+    return t.count if isinstance(t, ir.VectorType) else 0
+
+
+def elem(t: ir.Type) -> ir.Type:
+    """The element type of a vector type; a scalar type itself."""
+    return t.element if isinstance(t, ir.VectorType) else t
+
+
+def like(t: ir.Type, s: ir.Type) -> ir.Type:
+    """Scalar type `s` with as many lanes as `t` (the emitters work on scalars or vectors)."""
+    return ir.VectorType(s, t.count) if isinstance(t, ir.VectorType) else s
+
+
+class Splat(ir.Constant):
+    """A vector constant with one value in every lane, printed as LLVM's `splat (T v)`
+    (llvmlite spells out every lane: 16x the text, and printing was most of a kernel's
+    Python time). `constant` lists the lanes, as for any vector constant."""
+
+    def __init__(self, t: ir.VectorType, v: Any) -> None:  # noqa: D107 (no per-lane wrapping)
+        self.type = t
+        self.constant = [v] * t.count
+        self._lane = v
+
+    def _get_reference(self) -> str:
+        e = self.type.element
+        return f"splat ({e} {e.format_constant(self._lane)})"
+
+
+def splat(t: ir.Type, v: Any) -> ir.Constant:
+    """A constant of type `t` (scalar, or every lane of a vector) holding `v`."""
+    if isinstance(t, ir.VectorType):
+        v = v.constant if isinstance(v, ir.Constant) else v
+        key = (t.count, str(t.element), v if not isinstance(v, float) else (repr(v), v < 0))
+        c = _SPLATS.get(key)
+        if c is None:
+            c = _SPLATS[key] = Splat(t, v)
+        return c
+    return ir.Constant(t, v)
+
+
+_SPLATS: dict[Any, Splat] = {}
+
+
+def sfx(t: ir.Type) -> str:
+    """An overloaded intrinsic's type suffix: f32, f64, i16, v16f32, ..."""
+    e = elem(t)
+    name = "f32" if e == F32 else "f64" if e == F64 else "f16" if e == F16 else \
+        f"i{e.width}"
+    return f"v{t.count}{name}" if isinstance(t, ir.VectorType) else name
+
+
+def broadcast(b: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
+    """Scalar `v` in every lane of an n-lane vector (`v` itself if already a vector)."""
+    if isinstance(v.type, ir.VectorType):
+        return v
+    if isinstance(v, ir.Constant):
+        return splat(ir.VectorType(v.type, n), v.constant)
+    vt = ir.VectorType(v.type, n)
+    one = b.insert_element(ir.Constant(vt, None), v, I32(0))
+    return b.shuffle_vector(one, ir.Constant(vt, None), ir.Constant(ir.VectorType(I32, n), None))
+
+
 @contextlib.contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
               step: int = 1, interleave: int | Callable[[], int] = 0) -> Iterator[ir.Value]:
-    """`for (i = start; i < stop; i += step)` as a canonical loop LLVM can vectorize;
+    """`for (i = start; i < stop; i += step)`, bottom-tested (one branch per iteration, the
+    form LLVM's loop passes want; a guard in front unless start < stop is known);
     `interleave` > 1 asks the vectorizer for that many independent vector bodies per
     iteration (llvm.loop.interleave.count: long dependent chains hide their latency); a
     callable is asked when the loop closes, once the body is known."""
     fn = b.function
     pre = b.block
-    head = fn.append_basic_block(f"{name}.head")
     body = fn.append_basic_block(f"{name}.body")
     done = fn.append_basic_block(f"{name}.end")
-    b.branch(head)
-    b.position_at_end(head)
+    if isinstance(start, ir.Constant) and isinstance(stop, ir.Constant) and \
+            start.constant < stop.constant:
+        b.branch(body)
+    else:
+        b.cbranch(b.icmp_signed("<", start, stop), body, done)
+    b.position_at_end(body)
     i = b.phi(I64, name=name)
     i.add_incoming(start, pre)
-    b.cbranch(b.icmp_signed("<", i, stop), body, done)
-    b.position_at_end(body)
     yield i
     nxt = b.add(i, ir.Constant(I64, step), name=f"{name}.next", flags=["nsw"])
     i.add_incoming(nxt, b.block)
-    br = b.branch(head)
+    br = b.cbranch(b.icmp_signed("<", nxt, stop), body, done)
     if callable(interleave):
         interleave = interleave()
     if interleave > 1:  # a placeholder module_text turns into a self-referential loop ID

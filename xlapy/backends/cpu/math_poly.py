@@ -36,24 +36,26 @@ import numpy as np
 import scipy.special
 from llvmlite import ir
 
-from xlapy.backends.cpu.llvm_util import F32, F64, I32, I64, intrinsic
+from xlapy.backends.cpu.llvm_util import F64, I32, I64, elem, intrinsic, like, sfx, splat
 
 
 class Math:
-    """Emits math on one scalar type (`ir.FloatType` or `ir.DoubleType`) with builder `b`."""
+    """Emits math on one float type (f32 or f64, scalar or vector) with builder `b`."""
 
     def __init__(self, b: ir.IRBuilder, t: ir.Type) -> None:
         self.b = b
         self.t = t
-        self.is64 = t == F64
-        self.ity = I64 if self.is64 else I32
+        self.is64 = elem(t) == F64
+        self.ity = like(t, I64 if self.is64 else I32)
         self.mant = 52 if self.is64 else 23
         self.bias = 1023 if self.is64 else 127
 
     # ---- small helpers ----
     def c(self, v: float) -> ir.Constant:
-        return ir.Constant(self.t, float(np.float64(v)) if self.is64 else
-                           float(np.float32(v)))
+        return splat(self.t, float(np.float64(v)) if self.is64 else float(np.float32(v)))
+
+    def ic(self, v: int) -> ir.Constant:
+        return splat(self.ity, v)
 
     def fma(self, a: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
         return intrinsic(self.b, f"llvm.fma.{self._sfx}", self.t, [a, x, y])
@@ -66,7 +68,7 @@ class Math:
 
     @property
     def _sfx(self) -> str:
-        return "f64" if self.is64 else "f32"
+        return sfx(self.t)
 
     def horner(self, coeffs: list[float], x: ir.Value) -> ir.Value:
         """sum(coeffs[k] * x**k) by Horner's rule with fused multiply-adds."""
@@ -93,12 +95,12 @@ class Math:
         """p * 2**n for integer-valued float n in [-2*bias, 2*bias] (two exact scalings)."""
         b = self.b
         ni = b.fptosi(n, self.ity)
-        n1 = b.ashr(ni, ir.Constant(self.ity, 1))
+        n1 = b.ashr(ni, splat(self.ity, 1))
         n2 = b.sub(ni, n1)
-        s1 = b.bitcast(b.shl(b.add(n1, ir.Constant(self.ity, self.bias)),
-                             ir.Constant(self.ity, self.mant)), self.t)
-        s2 = b.bitcast(b.shl(b.add(n2, ir.Constant(self.ity, self.bias)),
-                             ir.Constant(self.ity, self.mant)), self.t)
+        s1 = b.bitcast(b.shl(b.add(n1, splat(self.ity, self.bias)),
+                             splat(self.ity, self.mant)), self.t)
+        s2 = b.bitcast(b.shl(b.add(n2, splat(self.ity, self.bias)),
+                             splat(self.ity, self.mant)), self.t)
         return b.fmul(b.fmul(p, s1), s2)
 
     # ---- functions ----
@@ -121,10 +123,10 @@ class Math:
         b = self.b
         bits = b.bitcast(x, self.ity)
         # m in [sqrt(1/2), sqrt(2)): subtract the exponent of x / sqrt(1/2).
-        off = ir.Constant(self.ity, int(np.float64(math.sqrt(0.5)).view(np.int64)) if self.is64
+        off = splat(self.ity, int(np.float64(math.sqrt(0.5)).view(np.int64)) if self.is64
                           else int(np.float32(math.sqrt(0.5)).view(np.int32)))
-        mask = ir.Constant(self.ity, (1 << self.mant) - 1)
-        k = b.ashr(b.sub(bits, off), ir.Constant(self.ity, self.mant))
+        mask = splat(self.ity, (1 << self.mant) - 1)
+        k = b.ashr(b.sub(bits, off), splat(self.ity, self.mant))
         mbits = b.add(b.and_(b.sub(bits, off), mask), off)
         m = b.bitcast(mbits, self.t)
         f = b.fsub(m, self.c(1.0))
@@ -217,24 +219,24 @@ class Math:
     def _sincos(self, x: ir.Value, cos: bool) -> ir.Value:
         """sin or cos: reduce by pi/2 (f32 in f64), then Taylor on |r| <= pi/4."""
         b = self.b
-        m = Math(b, F64)
-        xd = b.fpext(x, F64) if not self.is64 else x
+        m = Math(b, like(self.t, F64))
+        xd = b.fpext(x, m.t) if not self.is64 else x
         k = m.un("rint", b.fmul(xd, m.c(2.0 / math.pi)))
         p1, p2, p3 = _pio2_parts()
         r = m.fma(k, m.c(-p1), xd)
         r = m.fma(k, m.c(-p2), r)
         r = m.fma(k, m.c(-p3), r)
         if not self.is64:
-            r = b.fptrunc(r, F32)
-        q = b.fptosi(k, I64)
+            r = b.fptrunc(r, self.t)
+        q = b.fptosi(k, m.ity)
         if cos:
-            q = b.add(q, ir.Constant(I64, 1))
+            q = b.add(q, m.ic(1))
         z = b.fmul(r, r)
         n = 10 if self.is64 else 6
         s = b.fmul(r, self.horner([(-1) ** i / math.factorial(2 * i + 1) for i in range(n)], z))
         c = self.horner([(-1) ** i / math.factorial(2 * i) for i in range(n)], z)
-        odd = b.icmp_unsigned("!=", b.and_(q, ir.Constant(I64, 1)), ir.Constant(I64, 0))
-        neg = b.icmp_unsigned("!=", b.and_(q, ir.Constant(I64, 2)), ir.Constant(I64, 0))
+        odd = b.icmp_unsigned("!=", b.and_(q, m.ic(1)), m.ic(0))
+        neg = b.icmp_unsigned("!=", b.and_(q, m.ic(2)), m.ic(0))
         v = b.select(odd, c, s)
         v = b.select(neg, b.fneg(v), v)
         inf = b.fcmp_ordered("==", self.un("fabs", x), self.c(math.inf))

@@ -1,0 +1,184 @@
+"""Kernels written in explicit vectors (lanes.py): every op and type, reductions of every
+kind and extents that leave a scalar rest, against the interpreter; and which kernels fall
+back to scalar IR for LLVM's vectorizer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.unit.backends.cpu.test_elementwise import TYPES, _check, _ops
+from tests.unit.backends.cpu.util import module, op, run_both, values
+from xlapy.backends.cpu import executable, lanes
+from xlapy.ir import Computation, Instruction
+from xlapy.ops.core import ConstantAttrs
+from xlapy.ops.reduction import ReduceAttrs
+from xlapy.ops.shape import BroadcastInDimAttrs, TransposeAttrs
+from xlapy.types import ElementType as ET
+from xlapy.types import Literal, Shape
+
+W = lanes.host_width()
+#: Rows of 2W + 5 columns: two vector iterations and a scalar rest in every innermost loop.
+ROWS, COLS = 3, 2 * W + 5
+
+
+def _kernels_explicit(exe: object) -> list[bool]:
+    return [k.explicit for k in exe._exe.kernel_specs] if hasattr(exe, "_exe") else \
+        [k.explicit for k in exe.kernel_specs]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("t,arity", [(t, a) for t in TYPES for a in (1, 2) if _ops(a, t)],
+                         ids=str)
+def test_ops_in_lanes_and_rest(t: ET, arity: int) -> None:
+    """Each op on [3, 2W+5]: the vector loop and the scalar rest agree with the interpreter."""
+    names = _ops(arity, t)
+    rng = np.random.default_rng(arity)
+    n = ROWS * COLS
+    xs = [values(t, n, rng, small=(arity == 2)).reshape(ROWS, COLS) for _ in range(arity)]
+    if arity == 2:
+        xs[0] = values(t, n, rng).reshape(ROWS, COLS)
+    shape = Shape.array(t, (ROWS, COLS))
+    mod = module([shape] * arity, lambda c, p: [op(c, name, p) for name in names])
+    ref, got, exe = run_both(mod, xs)
+    assert all(k.explicit for k in exe.kernel_specs)
+    for name, r, g in zip(names, ref, got):
+        _check(name, t, r.reshape(-1), g.reshape(-1), xs[0].reshape(-1))
+
+
+def _reducer(t: ET, opcode: str) -> Computation:
+    c = Computation(f"{opcode}_{t}")
+    s = Shape.array(t, ())
+    from xlapy.ops.core import ParameterAttrs
+    a = c.add(Instruction("parameter", [], s, ParameterAttrs(0, s), name="a"))
+    b = c.add(Instruction("parameter", [], s, ParameterAttrs(1, s), name="b"))
+    c.root = op(c, opcode, [a, b])
+    return c
+
+
+def _const(c: Computation, t: ET, v: object) -> Instruction:
+    lit = Literal.from_numpy(np.asarray(v, dtype=t.dtype), t)
+    return op(c, "constant", [], ConstantAttrs(lit))
+
+
+REDUCE_CASES = [  # (type, reducer, init)
+    (ET.F32, "add", 0.0), (ET.F32, "maximum", -np.inf), (ET.F32, "minimum", 2.5),
+    (ET.F32, "multiply", 1.0), (ET.F64, "add", 1.5), (ET.S32, "add", 7),
+    (ET.S32, "maximum", -5), (ET.U8, "minimum", 200), (ET.U16, "multiply", 1),
+    (ET.S64, "xor", 3), (ET.S8, "and", -1), (ET.PRED, "or", False), (ET.PRED, "and", True),
+    (ET.BF16, "maximum", -np.inf), (ET.F16, "minimum", np.inf),
+]
+#: (operand dims, reduced dims): row, column, full, inner pair, outer pair, 1-D.
+REDUCE_SHAPES = [((COLS, COLS), (1,)), ((ROWS, COLS), (0,)), ((ROWS, COLS), (0, 1)),
+                 ((2, 3, COLS), (1, 2)), ((2, 3, COLS), (0, 1)), ((8 * COLS,), (0,))]
+
+
+@pytest.mark.parametrize("t,opcode,init", REDUCE_CASES, ids=lambda v: str(v))
+def test_reductions_in_lanes(t: ET, opcode: str, init: object) -> None:
+    """Vector accumulators at the reducer's identity, folded with the init and the rest:
+    exact for integers, max/min and pred; float sums reassociated (a tolerance)."""
+    rng = np.random.default_rng(5)
+    red = _reducer(t, opcode)
+
+    def body(c: Computation, p: list[Instruction]) -> list[Instruction]:
+        outs = []
+        for x, (dims, rdims) in zip(p, REDUCE_SHAPES):
+            out = tuple(d for i, d in enumerate(dims) if i not in rdims)
+            outs.append(c.add(Instruction("reduce", [x, _const(c, t, init)],
+                                          Shape.array(t, out), ReduceAttrs(tuple(rdims)),
+                                          called=[red])))
+        return outs
+
+    shapes = [Shape.array(t, dims) for dims, _ in REDUCE_SHAPES]
+    xs = []
+    for dims, _ in REDUCE_SHAPES:
+        n = int(np.prod(dims))
+        v = values(t, n, rng, small=opcode == "multiply")
+        if t.is_float and opcode in ("add", "multiply"):
+            v = (rng.standard_normal(n) * (0.5 if opcode == "add" else 0.01) + (
+                0 if opcode == "add" else 1)).astype(t.dtype)
+        xs.append(v.reshape(dims))
+    mod = module(shapes, body)
+    ref, got, exe = run_both(mod, xs)
+    assert all(k.explicit for k in exe.kernel_specs)
+    for r, g in zip(ref, got):
+        if t.is_float and opcode in ("add", "multiply"):
+            np.testing.assert_allclose(g.astype(np.float64), r.astype(np.float64),
+                                       rtol=1e-5 if t is ET.F32 else 1e-12)
+        else:
+            assert g.dtype == r.dtype
+            np.testing.assert_array_equal(np.atleast_1d(g).view(np.uint8),
+                                          np.atleast_1d(r).view(np.uint8))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_split_ranges_align_to_lanes(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1-D kernel whose extent the lanes divide has no scalar rest: the thread pool must
+    split it at multiples of its lanes (Kernel.align); a 1-D sum split across threads."""
+    monkeypatch.setattr(executable, "NUM_THREADS", threads)
+    monkeypatch.setattr(executable, "SPLIT_COST", 1)
+    n = 64 * W * 3
+    t = ET.F32
+    red = _reducer(t, "add")
+
+    def body(c: Computation, p: list[Instruction]) -> list[Instruction]:
+        x = p[0]
+        e = op(c, "exponential", [x])
+        s = c.add(Instruction("reduce", [x, _const(c, t, 0.0)], Shape.array(t, ()),
+                              ReduceAttrs((0,)), called=[red]))
+        return [e, s]
+
+    x = np.random.default_rng(2).standard_normal(n).astype(np.float32)
+    ref, got, exe = run_both(module([Shape.array(t, (n,))], body), [x])
+    k = exe.kernel_specs[0]
+    assert k.explicit and k.align % W == 0
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-6)
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-4)
+
+
+def test_strided_reads_keep_scalar_ir() -> None:
+    """x + transpose(x) reads along a column: LLVM's vectorizer (O3) compiles that kernel;
+    a row broadcast keeps lanes."""
+    t = ET.F32
+    n = 2 * W + 3
+    sh = Shape.array(t, (n, n))
+
+    def body(c: Computation, p: list[Instruction]) -> list[Instruction]:
+        x, v = p
+        xt = op(c, "transpose", [x], TransposeAttrs((1, 0)))
+        vb = op(c, "broadcast_in_dim", [v], BroadcastInDimAttrs((n, n), (1,)))
+        return [op(c, "add", [x, xt]), op(c, "multiply", [x, vb])]
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, n)).astype(np.float32)
+    v = rng.standard_normal(n).astype(np.float32)
+    ref, got, exe = run_both(module([sh, Shape.array(t, (n,))], body), [x, v])
+    assert [k.explicit for k in exe.kernel_specs] == [False, True]
+    for r, g in zip(ref, got):
+        np.testing.assert_array_equal(g, r)
+
+
+def test_softmax_rows_with_denormals_and_rest() -> None:
+    """Row max and sum in lanes, exp cached per row, the divide reading the cache flushed:
+    denormal inputs flush as on XLA CPU; 2W+5 columns leave a rest."""
+    t = ET.F32
+    sh = Shape.array(t, (ROWS, COLS))
+    mx, add = _reducer(t, "maximum"), _reducer(t, "add")
+
+    def body(c: Computation, p: list[Instruction]) -> Instruction:
+        x = p[0]
+        m = c.add(Instruction("reduce", [x, _const(c, t, -np.inf)], Shape.array(t, (ROWS,)),
+                              ReduceAttrs((1,)), called=[mx]))
+        mb = op(c, "broadcast_in_dim", [m], BroadcastInDimAttrs((ROWS, COLS), (0,)))
+        e = op(c, "exponential", [op(c, "subtract", [x, mb])])
+        s = c.add(Instruction("reduce", [e, _const(c, t, 0.0)], Shape.array(t, (ROWS,)),
+                              ReduceAttrs((1,)), called=[add]))
+        return op(c, "divide", [e, op(c, "broadcast_in_dim", [s],
+                                      BroadcastInDimAttrs((ROWS, COLS), (0,)))])
+
+    x = np.random.default_rng(4).standard_normal((ROWS, COLS)).astype(np.float32)
+    x[0, :] = np.float32(1e-40)  # all denormal: max flushes to 0, exp(0) = 1 everywhere
+    x[1, 3] = np.float32(-1e-40)
+    ref, got, exe = run_both(module([sh], body), [x])
+    assert len(exe.kernel_specs) == 1 and exe.kernel_specs[0].explicit
+    np.testing.assert_allclose(got, ref, rtol=2e-7)
+    np.testing.assert_array_equal(got[0], np.full(COLS, 1 / COLS, np.float32))

@@ -1,0 +1,185 @@
+"""Explicit vectorization of kernels: which kernels can be written in vector form, and the
+pieces the emitter needs for it.
+
+A kernel's innermost loop runs W lanes at a time (`Lane(base, off)` is the index vector
+base + off + [0, W)), then a scalar loop for the rest. That needs every value the kernel
+reads to be contiguous along the innermost output index (stride 1 in its buffer) or not to
+depend on it at all (uniform, kept as a scalar and broadcast where it meets a vector). Such a
+module is compiled with the light pipeline (llvm_util.optimize(light=True)): the O3
+pipeline's loop vectorizer was half of a kernel's compile time (softmax: 10 of 22 ms).
+Kernels that read along another stride (transposes, reversed or strided slices, reshapes
+that split the innermost index) keep scalar IR and the O3 pipeline.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.llvm_util import I32, host_cpu, splat
+from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
+
+#: Float types whose add/multiply reductions may reassociate (bf16/f16 round every step).
+REASSOC = frozenset({ET.F32, ET.F64})
+
+
+@dataclass(frozen=True)
+class Lane:
+    """The index vector base + off + [0, W) of the innermost loop."""
+
+    base: ir.Value
+    off: int = 0
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return ("lane", id(self.base), self.off)
+
+    def shifted(self, by: int) -> Lane:
+        return Lane(self.base, self.off + by)
+
+
+@functools.cache
+def host_width() -> int:
+    """Lanes per vector: 16 with AVX-512 (one zmm of f32), 8 with AVX, else 4.
+    XLAPY_CPU_LANES=0 turns explicit vectorization off (scalar IR and the O3 pipeline: A/B
+    comparisons); another number sets the lanes."""
+    forced = os.environ.get("XLAPY_CPU_LANES")
+    if forced:
+        return int(forced)
+    feats = host_cpu()[1]
+    if "+avx512f" in feats:
+        return 16
+    if "+avx" in feats:
+        return 8
+    return 4
+
+
+def index_key(v: object) -> object:
+    return v.key if isinstance(v, Lane) else id(v)
+
+
+def has_lane(idx: Sequence[object]) -> bool:
+    return any(isinstance(v, Lane) for v in idx)
+
+
+class LaneCheck:
+    """Whether a kernel can be emitted in vector form: walks what the emitter generates,
+    tracking which dimension of each value the innermost lane index runs along."""
+
+    def __init__(self, leaves: dict[int, int], rows: Sequence[Instruction],
+                 reducer: Callable[[Instruction], str | None]) -> None:
+        self.leaves = leaves
+        self.rows = {id(r) for r in rows}
+        self.reducer = reducer
+        self.seen: set[tuple[int, int | None]] = set()
+
+    def kernel(self, root: Instruction, rows: Sequence[Instruction]) -> bool:
+        for red in rows:
+            if not self.reduction(red) or not self.value(red.operands[0], 1):
+                return False
+        if root.opcode == "reduce" and id(root) not in self.leaves:
+            x = root.operands[0]
+            return self.reduction(root) and (x.shape.rank == 0 or
+                                             self.value(x, x.shape.rank - 1))
+        return root.shape.rank == 0 or self.value(root, root.shape.rank - 1)
+
+    def reduction(self, red: Instruction) -> bool:
+        """Lanes reorder the reduction: exact for everything but bf16/f16 add/multiply."""
+        op = self.reducer(red)
+        et = red.shape.element_type
+        return op is not None and not (op in ("add", "multiply") and et.is_float
+                                       and et not in REASSOC)
+
+    def value(self, instr: Instruction, p: int | None) -> bool:
+        """`instr` generated with the lane along its dimension p (None: uniform)."""
+        if p is None:
+            return True
+        key = (id(instr), p)
+        if key in self.seen:
+            return True
+        self.seen.add(key)
+        if id(instr) in self.leaves:
+            return all(d == 1 for d in instr.shape.dimensions[p + 1:])  # contiguous
+        op = instr.opcode
+        a = instr.attrs
+        ops = instr.operands
+        if op == "reduce":
+            return False  # a row value is uniform along the row's columns only
+        if op in ("constant", "iota"):
+            return True
+        if op == "broadcast_in_dim":
+            src = ops[0].shape.dimensions
+            q = next((i for i, d in enumerate(a.broadcast_dimensions)
+                      if d == p and src[i] != 1), None)
+            return self.value(ops[0], q)
+        if op == "transpose":
+            return self.value(ops[0], list(a.permutation)[p])
+        if op == "reshape":
+            q = _reshape_lane(p, instr.shape.dimensions, ops[0].shape.dimensions)
+            return q is not False and self.value(ops[0], q)  # type: ignore[arg-type]
+        if op == "slice":
+            return a.strides[p] == 1 and self.value(ops[0], p)
+        if op == "reverse":
+            return p not in a.dimensions and self.value(ops[0], p)
+        return all(self.value(o, p if o.shape.rank else None) for o in ops)
+
+
+def _reshape_lane(p: int, out: Sequence[int], src: Sequence[int]) -> int | None | bool:
+    """The operand dimension of a reshape's output dimension p when the emitter maps it
+    directly (shared leading or trailing dimensions, as KernelEmitter._reshape_index);
+    False when it goes through a division."""
+    lead = 0
+    while lead < min(len(out), len(src)) and out[lead] == src[lead]:
+        lead += 1
+    trail = 0
+    while trail < min(len(out), len(src)) - lead and out[-1 - trail] == src[-1 - trail]:
+        trail += 1
+    if p < lead:
+        return p
+    if p >= len(out) - trail:
+        return p - len(out) + len(src)
+    return False
+
+
+def identity(op: str, et: ET) -> object:
+    """The identity of a reducer on `et` (a lane accumulator's start)."""
+    if et is ET.PRED:
+        return 1 if op in ("multiply", "minimum", "and") else 0
+    if et.is_float:
+        return {"add": -0.0, "multiply": 1.0, "maximum": float("-inf"),
+                "minimum": float("inf")}[op]
+    bits = et.bits
+    if op in ("add", "or", "xor"):
+        return 0
+    if op == "multiply":
+        return 1
+    if op == "and":
+        return -1
+    if op == "maximum":
+        return -(1 << (bits - 1)) if et.is_signed else 0
+    return (1 << (bits - 1)) - 1 if et.is_signed else -1  # minimum
+
+
+def accumulator_start(op: str, et: ET, width: int) -> ir.Constant:
+    return splat(ir.VectorType(ew.compute_type(et), width), identity(op, et))
+
+
+def horizontal(b: ir.IRBuilder, v: ir.Value,
+               combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
+    """Combine a vector's lanes into one scalar by halving (log2 W steps of `combine`)."""
+    n = v.type.count
+    while n > 2:
+        half = n // 2
+        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half))))
+        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
+                                                list(range(half, n))))
+        v = combine(lo, hi)
+        n = half
+    first = b.extract_element(v, ir.Constant(I32, 0))
+    return combine(first, b.extract_element(v, ir.Constant(I32, 1))) if n == 2 else first

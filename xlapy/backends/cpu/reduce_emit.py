@@ -1,0 +1,263 @@
+"""Reductions inside kernels: row reductions computed per outermost index (softmax's max and
+sum), and reduce roots (row, column, full, over any dimensions), with vector accumulators
+in lanes (lanes.py) or scalar ones for LLVM's vectorizer. A mixin of KernelEmitter: it
+uses the emitter's gen, loops and buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.lanes import Lane, accumulator_start, has_lane, horizontal
+from xlapy.backends.cpu.llvm_util import broadcast, for_range, i64, intrinsic
+from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
+
+REDUCERS = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
+#: Reducers whose partial results over a split of a reduced dimension combine exactly (up
+#: to the float sum's reassociation, which the kernels allow anyway): add on f32/f64/ints
+#: with a zero init; integer max/min/and/or with any init (they are idempotent).
+PARTIAL_INTS = frozenset({ET.S8, ET.S16, ET.S32, ET.S64, ET.U8, ET.U16, ET.U32, ET.U64})
+
+
+def reducer_op(instr: Instruction) -> str | None:
+    """The binary opcode of a single-input reduce's reducer, or None if it is anything else."""
+    if len(instr.operands) != 2 or len(instr.called) != 1:
+        return None
+    comp = instr.called[0]
+    root = comp.root
+    if root is None or root.opcode not in REDUCERS or len(comp.instructions) != 3:
+        return None
+    params = comp.parameters
+    if len(params) != 2 or {id(o) for o in root.operands} != {id(p) for p in params}:
+        return None
+    if not ew.supports(root.opcode, instr.shape.element_type):
+        return None
+    return root.opcode
+
+
+
+class ReductionEmitter:
+    """Reduction emission for KernelEmitter (which defines the attributes used here)."""
+
+    b: ir.IRBuilder
+    root: Instruction
+    rows: list[Instruction]
+    width: int
+    memo: dict[Any, ir.Value]
+    ops: int
+
+    def _row_reductions(self, r: ir.Value) -> None:
+        """acc = init; for c: acc = acc (op) x[r, c], for each row reduction in order."""
+        b = self.b
+        self.row_index = r
+        self.row_vals.clear()
+        self.row_cache.clear()
+        self.row_cache_flushed.clear()
+        for red in self.rows:
+            x, init = red.operands
+            et = red.shape.element_type
+            op = reducer_op(red)
+            assert op is not None
+            self.memo.clear()
+            init_c = self.gen(init, [])
+            if op in ("maximum", "minimum") and ew._isfloat(init_c):
+                init_c = ew.flush(b, init_c)
+            init_c = ew.round_to(b, init_c, et)
+            cols = x.shape.dimensions[1]
+            with b.goto_entry_block():
+                accp = b.alloca(ew.compute_type(et), name=f"row.{red.name}")
+                cache = None
+                if self._worth_caching(x, red, cols):
+                    cache = b.alloca(ir.ArrayType(ew.compute_type(x.shape.element_type), cols),
+                                     name=f"rowbuf.{red.name}")
+            b.store(init_c, accp)
+            lanes = self._lane_acc(op, et, self.width and cols >= self.width)
+            flushed = {id(x)}
+
+            def step(c: Any, x: Instruction = x, cache: Any = cache, accp: Any = accp,
+                     op: str = op, et: ET = et, lanes: Any = lanes,
+                     flushed: set[int] = flushed) -> None:
+                self.memo.clear()
+                v = self.gen(x, [r, c])
+                if isinstance(c, Lane):
+                    v = broadcast(b, v, self.width)
+                if cache is not None:
+                    col = self._lane0(c) if isinstance(c, Lane) else c
+                    self._access(b.gep(cache, [i64(0), col], inbounds=True), [c], v)
+                    if not ew._isfloat(v) or not ew.is_flushed(v):
+                        flushed.discard(id(x))
+                acc = lanes if isinstance(c, Lane) else accp
+                b.store(self._combine(op, et, b.load(acc), v), acc)
+
+            if self.width:
+                self._lane_loop(i64(0), i64(cols), "rc", step)
+            else:
+                with for_range(b, i64(0), i64(cols), name="rc") as c:
+                    step(c)
+            self._fold_lanes(op, et, lanes, accp)
+            if cache is not None:
+                self.row_cache[id(x)] = cache
+                if flushed:
+                    self.row_cache_flushed.add(id(x))
+            self.memo.clear()
+            val = ew.round_to(b, b.load(accp), et)
+            # Every step's result is flushed (FTZ; max/min of flushed values), so a
+            # non-empty row's value is too: its users need not flush it per element.
+            self.row_vals[id(red)] = ew.mark_flushed(val) if cols and ew._isfloat(val) \
+                else val
+            self.ops += 1
+
+    def _lane_acc(self, op: str, et: ET, used: bool) -> ir.Value | None:
+        """A vector accumulator (stack slot) at the reducer's identity, if lanes run."""
+        if not used:
+            return None
+        b = self.b
+        start = accumulator_start(op, et, self.width)
+        with b.goto_entry_block():
+            slot = b.alloca(start.type, name="lanes")
+        b.store(start, slot)
+        return slot
+
+    def _fold_lanes(self, op: str, et: ET, lanes: ir.Value | None, accp: ir.Value) -> None:
+        """*accp = *accp (op) (the lanes of *lanes combined)."""
+        if lanes is None:
+            return
+        b = self.b
+        v = horizontal(b, b.load(lanes), lambda p, q: self._combine(op, et, p, q, True))
+        b.store(self._combine(op, et, b.load(accp), v), accp)
+
+    def _worth_caching(self, x: Instruction, red: Instruction, cols: int) -> bool:
+        """x (a row reduction's operand) is computed here, read by something else too, holds
+        a transcendental, and a row of it fits in 64 KiB of stack."""
+        if id(x) in self.leaves or id(x) in self.row_cache or len(x.users) < 2:
+            return False
+        if cols * 8 > 1 << 16:
+            return False
+        stack, seen = [x], set()
+        while stack:
+            i = stack.pop()
+            if id(i) in seen or id(i) in self.leaves:
+                continue
+            seen.add(id(i))
+            if i.opcode in ew.INEXACT:
+                return True
+            if i.opcode != "reduce":
+                stack.extend(i.operands)
+        return False
+
+    def _combine(self, op: str, et: ET, acc: ir.Value, v: ir.Value,
+                 flushed: bool = False) -> ir.Value:
+        """One reduction step; float add/multiply reassociate (vector accumulators).
+        `flushed`: v is a partial result (already flushed)."""
+        b = self.b
+        if op == "add" and ew._isfloat(v) and et in (ET.F32, ET.F64):
+            return b.fadd(acc, v, flags=["reassoc", "nsz"])
+        if op == "multiply" and ew._isfloat(v) and et in (ET.F32, ET.F64):
+            return b.fmul(acc, v, flags=["reassoc", "nsz"])
+        if op in ("maximum", "minimum") and ew._isfloat(v):
+            # acc is already flushed (init and every step): flushing only v keeps the
+            # recurrence a plain llvm.maximum/minimum, which LLVM vectorizes.
+            v = v if flushed else ew.flush(b, v)
+            return intrinsic(b, f"llvm.{op}.{ew._fsfx(v)}", v.type, [acc, v])
+        return ew.emit(b, op, [acc, v], et, et)
+
+    def _reduce(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool]:
+        b = self.b
+        x, init = self.root.operands
+        et = self.root.shape.element_type
+        op = reducer_op(self.root)
+        assert op is not None
+        dims = x.shape.dimensions
+        red = set(self.root.attrs.dimensions)
+        kept = [d for d in range(len(dims)) if d not in red]
+        out_dims = [dims[d] for d in kept]
+        out = self.ptr(self.out_slot, et)
+        n = len(dims)
+        s = n
+        while s > 0 and (s - 1) in red:
+            s -= 1
+        split = bool(dims) and 0 not in red
+        self.partial = _partial_kind(op, et, init) if dims and not split else None
+        outer = dims[0] if split or self.partial else 1
+        if not split and not self.partial:
+            begin, end = i64(0), i64(dims[0] if dims else 1)
+        # Initialize this range of the output.
+        init_c = self.gen(init, [])
+        if op in ("maximum", "minimum") and ew._isfloat(init_c):
+            init_c = ew.flush(b, init_c)
+        init_v = ew.to_storage(b, init_c, et)
+        row = int(np.prod(out_dims[1:])) if split else int(np.prod(out_dims))
+        lo = b.mul(begin, i64(row)) if split else i64(0)
+        hi = b.mul(end, i64(row)) if split else i64(row)
+        with for_range(b, lo, hi, name="init") as o:
+            b.store(init_v, b.gep(out, [o], inbounds=True))
+        self.ops += 1
+
+        def combine(acc: ir.Value, v: ir.Value) -> ir.Value:
+            return self._combine(op, et, acc, v)
+
+        def out_ptr(idx: list[ir.Value]) -> ir.Value:
+            return b.gep(out, [self.linear([idx[d] for d in kept], out_dims)], inbounds=True)
+
+        def outer_body(idx: list[ir.Value], rng: tuple[ir.Value, ir.Value] | None = None
+                       ) -> None:
+            p = out_ptr(idx)
+            if s == n:  # innermost kept: accumulate straight into the output row
+                self.memo.clear()
+                acc, v = self._unify([ew.from_storage(b, self._access(p, idx), et),
+                                      self.gen(x, idx)])
+                self._access(p, idx, ew.to_storage(b, combine(acc, v), et))
+                return
+            with b.goto_entry_block():
+                accp = b.alloca(ew.compute_type(et), name="acc")
+            b.store(ew.from_storage(b, b.load(p), et), accp)
+            lanes = self._lane_acc(op, et, bool(self.width) and (
+                dims[-1] >= self.width or (n == 1 and rng is not None)))
+
+            def inner(full: list[ir.Value]) -> None:
+                self.memo.clear()
+                acc = lanes if has_lane(full) else accp
+                v = self._unify([self.gen(x, full), b.load(acc)])[0] if has_lane(full) \
+                    else self.gen(x, full)
+                b.store(combine(b.load(acc), v), acc)
+
+            self._nest_from(dims, idx, inner, rng)
+            self._fold_lanes(op, et, lanes, accp)
+            b.store(ew.to_storage(b, b.load(accp), et), p)
+
+        if s == 0:
+            outer_body([], (begin, end))
+        else:
+            self._nest(dims[:s], begin, end, outer_body, lanes=s == n)
+        return outer, split
+
+    def _nest_from(self, dims: Sequence[int], idx: list[ir.Value], body: Any,
+                   rng: tuple[ir.Value, ir.Value] | None = None) -> None:
+        """Loops over dims[len(idx):]; `rng` bounds the first of them (else its extent)."""
+        d = len(idx)
+        if d == len(dims):
+            body(idx)
+            return
+        lo, hi = rng if rng is not None else (i64(0), i64(dims[d]))
+        if d == len(dims) - 1 and self.width:
+            self._lane_loop(lo, hi, f"r{d}", lambda i: body(idx + [i]))
+            return
+        with for_range(self.b, lo, hi, name=f"r{d}") as i:
+            self._nest_from(dims, idx + [i], body)
+
+
+def _partial_kind(op: str, et: ET, init: Instruction) -> str | None:
+    """How partial reduce outputs combine ("add", "maximum", ...), or None if they cannot."""
+    if op in ("maximum", "minimum", "and", "or"):
+        return op if et in PARTIAL_INTS else None
+    if op != "add" or not (et in PARTIAL_INTS or et in (ET.F32, ET.F64)):
+        return None
+    if init.opcode != "constant":
+        return None
+    return op if np.asarray(init.attrs.literal.to_numpy()).reshape(()).item() == 0 else None
