@@ -41,6 +41,10 @@ from xlapy.types import Shape
 _KFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 #: Element-ops below which a kernel is not worth splitting across threads.
 SPLIT_COST = 1 << 18
+#: Results of at least this many bytes are stored non-temporally (kernels.py; only results of
+#: the entry computation, which recycle.output allocates 64-byte aligned): far beyond L2,
+#: and nothing in the call reads them back.
+STREAM_BYTES = 8 << 20
 NUM_THREADS = os.cpu_count() or 1
 CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose", "slice",
                    "reverse", "convert"})
@@ -131,8 +135,11 @@ class CpuExecutable:
                 s = self._new_slot(instr)
                 leaves = self._leaves(instr, fusible)
                 name = f"k{len(kernel_specs)}"
+                stream = (iid in self.outputs and not self.options.get("nested")
+                          and instr.shape.is_array and instr.shape.num_elements
+                          * instr.shape.dtype.itemsize >= max(STREAM_BYTES, recycle.MIN_BYTES))
                 spec = kernels.KernelEmitter(mod, name, instr, leaves, s,
-                                             self.row_reduces.get(iid, [])).build()
+                                             self.row_reduces.get(iid, []), stream).build()
                 kernel_specs.append(spec)
                 (fresh if iid in self.outputs else temps).append(s)
                 self.report.append((instr.name, instr.opcode, f"kernel {name}"))
@@ -316,7 +323,8 @@ class CpuExecutable:
         op = OPS[instr.opcode]
         subs: list[Any] = []
         if instr.opcode in CONTROL_FLOW:
-            subs = [CpuExecutable(c, None, self.options) for c in instr.called]
+            subs = [CpuExecutable(c, None, dict(self.options, nested=True))
+                    for c in instr.called]
             self.subexecs.extend((instr.name, sub) for sub in subs)
             how = "control flow (cpu sub-executables)"
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None

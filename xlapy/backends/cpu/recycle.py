@@ -27,11 +27,21 @@ def output(keep: dict[int, Any], slot: int, dims: tuple[int, ...], dtype: Any) -
     if prev is not None and sys.getrefcount(prev) == 2:
         arr = prev
     else:
-        arr = np.empty(dims, dtype)
-        if arr.nbytes < MIN_BYTES:
-            return arr
+        n = int(np.prod(dims)) * np.dtype(dtype).itemsize
+        if n < MIN_BYTES:
+            return np.empty(dims, dtype)
+        arr = aligned_empty(dims, dtype)
     keep[slot] = arr
     return arr
 
 
-__all__ = ["output", "MIN_BYTES"]
+def aligned_empty(dims: tuple[int, ...], dtype: Any, align: int = 64) -> np.ndarray:
+    """An uninitialized array whose data starts on an `align`-byte boundary (kernels store
+    big results with aligned non-temporal vector stores; malloc gives 16)."""
+    n = int(np.prod(dims)) * np.dtype(dtype).itemsize
+    raw = np.empty(n + align, np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + n].view(dtype).reshape(dims)
+
+
+__all__ = ["output", "aligned_empty", "MIN_BYTES"]

@@ -9,7 +9,7 @@ import pytest
 
 from tests.unit.backends.cpu.test_elementwise import TYPES, _check, _ops
 from tests.unit.backends.cpu.util import module, op, run_both, values
-from xlapy.backends.cpu import executable, lanes
+from xlapy.backends.cpu import cache, executable, lanes
 from xlapy.ir import Computation, Instruction
 from xlapy.ops.core import ConstantAttrs
 from xlapy.ops.reduction import ReduceAttrs
@@ -182,3 +182,34 @@ def test_softmax_rows_with_denormals_and_rest() -> None:
     assert len(exe.kernel_specs) == 1 and exe.kernel_specs[0].explicit
     np.testing.assert_allclose(got, ref, rtol=2e-7)
     np.testing.assert_array_equal(got[0], np.full(COLS, 1 / COLS, np.float32))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_big_results_stream_aligned(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result of at least STREAM_BYTES is stored with aligned non-temporal vector stores
+    (and an sfence) into a 64-byte aligned buffer, recycled across calls; a temporary and a
+    result with a partial last vector per row are not."""
+    monkeypatch.setattr(executable, "NUM_THREADS", threads)
+    monkeypatch.setattr(executable, "STREAM_BYTES", 1 << 20)
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")  # compile here: the optimized IR is kept
+    cache.clear_memory()
+    t = ET.F32
+    rows, cols = 512, 32 * W
+
+    def body(c: Computation, p: list[Instruction]) -> list[Instruction]:
+        e = op(c, "exponential", [p[0]])
+        return [op(c, "multiply", [e, e]), op(c, "negate", [p[1]])]
+
+    x = np.random.default_rng(6).standard_normal((rows, cols)).astype(np.float32)
+    y = np.random.default_rng(7).standard_normal((rows, cols + 1)).astype(np.float32)
+    mod = module([Shape.array(t, (rows, cols)), Shape.array(t, (rows, cols + 1))], body)
+    ref, got, exe = run_both(mod, [x, y])
+    ir_text = exe.engine.asm_ir
+    assert ir_text.count("!nontemporal") >= 1 and "llvm.x86.sse.sfence" in ir_text
+    assert len(exe.kernel_specs) == 2
+    for r, g in zip(ref, got):
+        np.testing.assert_allclose(g, r, rtol=1e-6)
+    assert got[0].ctypes.data % 64 == 0
+    del got
+    again = exe.run([x, y])  # the recycled (aligned) buffer
+    np.testing.assert_allclose(again[0], ref[0], rtol=1e-6)
