@@ -41,9 +41,8 @@ from xlapy.types import Shape
 _KFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 #: Element-ops below which a kernel is not worth splitting across threads.
 SPLIT_COST = 1 << 18
-#: Results of at least this many bytes are stored non-temporally (kernels.py; only results of
-#: the entry computation, which recycle.output allocates 64-byte aligned): far beyond L2,
-#: and nothing in the call reads them back.
+#: Entry results of at least this many bytes (recycle.output aligns them) are stored
+#: non-temporally (kernels.py): far beyond L2, and nothing in the call reads them back.
 STREAM_BYTES = 8 << 20
 NUM_THREADS = os.cpu_count() or 1
 CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose", "slice",
@@ -323,8 +322,7 @@ class CpuExecutable:
         op = OPS[instr.opcode]
         subs: list[Any] = []
         if instr.opcode in CONTROL_FLOW:
-            subs = [CpuExecutable(c, None, dict(self.options, nested=True))
-                    for c in instr.called]
+            subs = [CpuExecutable(c, None, dict(self.options, nested=True)) for c in instr.called]
             self.subexecs.extend((instr.name, sub) for sub in subs)
             how = "control flow (cpu sub-executables)"
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None

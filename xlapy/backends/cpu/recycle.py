@@ -2,9 +2,9 @@
 
 A fresh 64 MiB output costs ~8 ms of page faults per call on this machine (the kernel maps
 and zeroes 16K pages on first touch), more than half of a 4096 x 4096 softmax. So each
-executable keeps the array it returned last for each output slot, and the next call writes
+executable keeps the buffer it returned last for each output slot, and the next call writes
 into it again if nothing else refers to it any more: no live result, no view (a view holds
-its base), no tuple holding it. Anything still referenced is left alone and a new array is
+the buffer), no tuple holding one. Anything still referenced is left alone and a new array is
 allocated, so a caller can never see a result change under it.
 """
 
@@ -20,28 +20,23 @@ MIN_BYTES = 1 << 20
 
 
 def output(keep: dict[int, Any], slot: int, dims: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """An array for output `slot`: last call's one when only `keep` still held it."""
+    """An array for output `slot`, 64-byte aligned (kernels store big results with aligned
+    non-temporal vector stores; malloc gives 16): a view of last call's buffer when only
+    `keep` still holds that buffer. NumPy points every view at the owning buffer, so its
+    reference count sees the result and all views of it."""
+    n = int(np.prod(dims)) * np.dtype(dtype).itemsize
     prev = keep.pop(slot, None)
     # References to prev here: the local name and getrefcount's argument. Any other (the
-    # caller's result, a view's base, a tuple) means it is still in use.
+    # caller's result, a view of it, a tuple holding one) means it is still in use.
     if prev is not None and sys.getrefcount(prev) == 2:
-        arr = prev
+        raw = prev
+    elif n < MIN_BYTES:
+        return np.empty(dims, dtype)
     else:
-        n = int(np.prod(dims)) * np.dtype(dtype).itemsize
-        if n < MIN_BYTES:
-            return np.empty(dims, dtype)
-        arr = aligned_empty(dims, dtype)
-    keep[slot] = arr
-    return arr
-
-
-def aligned_empty(dims: tuple[int, ...], dtype: Any, align: int = 64) -> np.ndarray:
-    """An uninitialized array whose data starts on an `align`-byte boundary (kernels store
-    big results with aligned non-temporal vector stores; malloc gives 16)."""
-    n = int(np.prod(dims)) * np.dtype(dtype).itemsize
-    raw = np.empty(n + align, np.uint8)
-    off = (-raw.ctypes.data) % align
+        raw = np.empty(n + 64, np.uint8)
+    keep[slot] = raw
+    off = (-raw.ctypes.data) % 64
     return raw[off:off + n].view(dtype).reshape(dims)
 
 
-__all__ = ["output", "aligned_empty", "MIN_BYTES"]
+__all__ = ["output", "MIN_BYTES"]
