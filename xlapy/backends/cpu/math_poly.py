@@ -91,33 +91,35 @@ class Math:
         """NaN inputs give NaN (x itself)."""
         return self.b.select(self.b.fcmp_unordered("uno", x, x), x, r)
 
-    def ldexp(self, p: ir.Value, n: ir.Value) -> ir.Value:
-        """p * 2**n for integer-valued float n in [-2*bias, 2*bias] (two exact scalings)."""
+    def ldexp(self, p: ir.Value, ni: ir.Value) -> ir.Value:
+        """p * 2**ni for an integer ni in [-2*bias, 2*bias] (two exact scalings)."""
         b = self.b
-        ni = b.fptosi(n, self.ity)
-        n1 = b.ashr(ni, splat(self.ity, 1))
+        n1 = b.ashr(ni, self.ic(1))
         n2 = b.sub(ni, n1)
-        s1 = b.bitcast(b.shl(b.add(n1, splat(self.ity, self.bias)),
-                             splat(self.ity, self.mant)), self.t)
-        s2 = b.bitcast(b.shl(b.add(n2, splat(self.ity, self.bias)),
-                             splat(self.ity, self.mant)), self.t)
+        s1 = b.bitcast(b.shl(b.add(n1, self.ic(self.bias)), self.ic(self.mant)), self.t)
+        s2 = b.bitcast(b.shl(b.add(n2, self.ic(self.bias)), self.ic(self.mant)), self.t)
         return b.fmul(b.fmul(p, s1), s2)
 
     # ---- functions ----
     def exp(self, x: ir.Value) -> ir.Value:
+        """exp(x) = 2^n e^r. The clamp keeps NaN (compare-and-select: one maxps/minps, where
+        maxnum/minnum would drop it) and its bounds lie past overflow and past the flush of
+        denormal results, so inf, 0 and NaN need no selects; n = round(x log2 e) comes from
+        the magic-number addition (its integer in the low bits), defined for NaN too."""
         b = self.b
-        hi_lim = 709.79 if self.is64 else 88.7228394
-        lo_lim = -745.2 if self.is64 else -103.98
-        xc = self.bin("minnum", self.bin("maxnum", x, self.c(lo_lim)), self.c(hi_lim))
-        n = self.un("rint", b.fmul(xc, self.c(1.0 / math.log(2.0))))
+        lo, hi = (-746.0, 709.9) if self.is64 else (-104.0, 88.8)
+        xc = b.select(b.fcmp_ordered("<", x, self.c(lo)), self.c(lo), x)
+        xc = b.select(b.fcmp_ordered(">", xc, self.c(hi)), self.c(hi), xc)
+        magic = 1.5 * 2.0 ** self.mant
+        t = self.fma(xc, self.c(1.0 / math.log(2.0)), self.c(magic))
+        n = b.fsub(t, self.c(magic))
         ln2_hi, ln2_lo = _ln2_parts(self.is64)
         r = self.fma(n, self.c(-ln2_hi), xc)
         r = self.fma(n, self.c(-ln2_lo), r)
         p = self.horner(_taylor_exp(14 if self.is64 else 8), r)
-        out = self.ldexp(p, n)
-        out = b.select(b.fcmp_ordered(">", x, self.c(hi_lim)), self.c(math.inf), out)
-        out = b.select(b.fcmp_ordered("<", x, self.c(lo_lim)), self.c(0.0), out)
-        return self.select_nan(x, out)
+        magic_bits = int(np.float64(magic).view(np.int64)) if self.is64 else \
+            int(np.float32(magic).view(np.int32))
+        return self.ldexp(p, b.sub(b.bitcast(t, self.ity), self.ic(magic_bits)))
 
     def log(self, x: ir.Value) -> ir.Value:
         b = self.b
