@@ -10,6 +10,7 @@ allocated, so a caller can never see a result change under it.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -24,7 +25,8 @@ def output(keep: dict[int, Any], slot: int, dims: tuple[int, ...], dtype: Any) -
     non-temporal vector stores; malloc gives 16): a view of last call's buffer when only
     `keep` still holds that buffer. NumPy points every view at the owning buffer, so its
     reference count sees the result and all views of it."""
-    n = int(np.prod(dims)) * np.dtype(dtype).itemsize
+    n = math.prod(dims) * dtype.itemsize if isinstance(dtype, np.dtype) else \
+        math.prod(dims) * np.dtype(dtype).itemsize
     prev = keep.pop(slot, None)
     # References to prev here: the local name and getrefcount's argument. Any other (the
     # caller's result, a view of it, a tuple holding one) means it is still in use.
