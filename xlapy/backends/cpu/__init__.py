@@ -3,6 +3,9 @@ interpreter fallback for the rest (see executable.py; `explain()` lists what run
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from typing import Any
 
 from xlapy.backends import register_backend
@@ -16,16 +19,33 @@ class CpuBackend:
     def compile(self, module: Module, options: dict[str, Any] | None = None) -> Any:
         from xlapy.backends.cpu.executable import CpuExecutable
 
-        module = module.clone()
-        verify_module(module)
-        return CpuExecutable(module.entry_computation(), module, options)
+        with _no_gc():
+            module = module.clone()
+            verify_module(module)
+            return CpuExecutable(module.entry_computation(), module, options)
 
     def compile_function(self, module: Module, comp: Any,
                          options: dict[str, Any] | None = None) -> Any:
         """One function of an already verified module (test files hold several, no entry)."""
         from xlapy.backends.cpu.executable import CpuExecutable
 
-        return CpuExecutable(comp, module, options)
+        with _no_gc():
+            return CpuExecutable(comp, module, options)
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """No cyclic garbage collection while compiling: building IR allocates thousands of small
+    objects, which triggers full collections that scan everything else the process holds
+    (in a process holding jax, +1.5 ms on a 10 ms compile). Nothing made here is cyclic
+    garbage for long; the collector runs again as soon as the compile is done."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 register_backend("cpu", CpuBackend)

@@ -213,3 +213,29 @@ def test_big_results_stream_aligned(threads: int, monkeypatch: pytest.MonkeyPatc
     del got
     again = exe.run([x, y])  # the recycled (aligned) buffer
     np.testing.assert_allclose(again[0], ref[0], rtol=1e-6)
+
+
+def test_compile_restores_the_garbage_collector() -> None:
+    """The cpu backend compiles with cyclic GC off and turns it back on, also after a
+    failed compile; a caller's disabled GC stays disabled."""
+    import gc
+
+    from xlapy.backends.cpu import CpuBackend
+    from xlapy.errors import VerificationError
+
+    t = ET.F32
+    mod = module([Shape.array(t, (4,))], lambda c, p: op(c, "exponential", p))
+    assert gc.isenabled()
+    CpuBackend().compile(mod)
+    assert gc.isenabled()
+    bad = module([Shape.array(t, (4,))], lambda c, p: op(c, "exponential", p))
+    bad.entry_computation().root = None  # type: ignore[assignment]
+    with pytest.raises(VerificationError):
+        CpuBackend().compile(bad)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        CpuBackend().compile(mod)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
