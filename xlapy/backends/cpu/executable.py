@@ -469,9 +469,8 @@ class CpuExecutable:
             sh = self.shapes[s]
             n = int(np.prod(sh.dimensions)) * sh.dtype.itemsize
             sizes.append((s, total, sh))
-            total += (n + 63) // 64 * 64
-        raw = np.empty(total + 64, np.uint8)
-        base = (-raw.ctypes.data) % 64
+            total += -(-n // recycle.ALIGN) * recycle.ALIGN
+        raw, base = recycle.aligned_bytes(total)
         views = []
         for s, off, sh in sizes:
             n = int(np.prod(sh.dimensions)) * sh.dtype.itemsize

@@ -150,8 +150,8 @@ class KernelEmitter(ReductionEmitter):
         self.memo: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
         self.ops = 0
         self.heavy = 0  # transcendental ops (each a long dependent chain)
-        #: Lanes of the innermost loops (0: scalar IR for LLVM's loop vectorizer).
         self.align = 1  # split points of [begin, end) must be multiples of this
+        #: Lanes of the innermost loops (0: scalar IR for LLVM's loop vectorizer).
         self.width = host_width() if LaneCheck(leaves, self.rows, reducer_op).kernel(
             root, self.rows) else 0
         dims = root.shape.dimensions
@@ -379,10 +379,14 @@ class KernelEmitter(ReductionEmitter):
 
     def _lane_loop(self, lo: ir.Value, hi: ir.Value, name: str, body: Any,
                    extent: int = 0) -> None:
-        """[lo, hi): W lanes per iteration (`body(Lane)`), then the rest one at a time. A
-        range [begin, end) of an extent W divides is split across threads at multiples of
-        W (Kernel.align), so it needs no scalar rest (nor its code)."""
+        """[lo, hi): W lanes per iteration (`body(Lane)`), then the rest one at a time (all
+        of it without lanes). A range [begin, end) of an extent W divides is split across
+        threads at multiples of W (Kernel.align), so it needs no scalar rest (nor its code)."""
         b, w = self.b, self.width
+        if not w:
+            with for_range(b, lo, hi, name=name) as i:
+                body(i)
+            return
         if isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant):
             n = hi.constant - lo.constant
             mid: ir.Value = i64(lo.constant + n // w * w)

@@ -172,11 +172,6 @@ class Engine:
 
 
 # ---- IR helpers ------------------------------------------------------------------------------
-def lanes(t: ir.Type) -> int:
-    """Lanes of a vector type; 0 for a scalar."""
-    return t.count if isinstance(t, ir.VectorType) else 0
-
-
 def elem(t: ir.Type) -> ir.Type:
     """The element type of a vector type; a scalar type itself."""
     return t.element if isinstance(t, ir.VectorType) else t
@@ -192,7 +187,8 @@ class Splat(ir.Constant):
     (llvmlite spells out every lane: 16x the text, and printing was most of a kernel's
     Python time). `constant` lists the lanes, as for any vector constant."""
 
-    def __init__(self, t: ir.VectorType, v: Any) -> None:  # noqa: D107 (no per-lane wrapping)
+    def __init__(self, t: ir.VectorType, v: Any) -> None:
+        # Not ir.Constant.__init__: it would wrap every lane in a Constant of its own.
         self.type = t
         self.constant = [v] * t.count
         self._lane = v
@@ -206,7 +202,7 @@ def splat(t: ir.Type, v: Any) -> ir.Constant:
     """A constant of type `t` (scalar, or every lane of a vector) holding `v`."""
     if isinstance(t, ir.VectorType):
         v = v.constant if isinstance(v, ir.Constant) else v
-        key = (t.count, str(t.element), v if not isinstance(v, float) else (repr(v), v < 0))
+        key = (t.count, str(t.element), repr(v))  # repr keeps -0.0 apart from 0.0
         c = _SPLATS.get(key)
         if c is None:
             c = _SPLATS[key] = Splat(t, v)

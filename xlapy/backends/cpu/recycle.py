@@ -18,6 +18,8 @@ import numpy as np
 
 #: Outputs below this many bytes are allocated fresh (malloc reuses small blocks anyway).
 MIN_BYTES = 1 << 20
+#: Alignment of recycled outputs and of the temporaries' arena (a zmm line).
+ALIGN = 64
 
 
 def output(keep: dict[int, Any], slot: int, dims: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -25,8 +27,7 @@ def output(keep: dict[int, Any], slot: int, dims: tuple[int, ...], dtype: Any) -
     non-temporal vector stores; malloc gives 16): a view of last call's buffer when only
     `keep` still holds that buffer. NumPy points every view at the owning buffer, so its
     reference count sees the result and all views of it."""
-    n = math.prod(dims) * dtype.itemsize if isinstance(dtype, np.dtype) else \
-        math.prod(dims) * np.dtype(dtype).itemsize
+    n = math.prod(dims) * np.dtype(dtype).itemsize
     prev = keep.pop(slot, None)
     # References to prev here: the local name and getrefcount's argument. Any other (the
     # caller's result, a view of it, a tuple holding one) means it is still in use.
@@ -35,10 +36,17 @@ def output(keep: dict[int, Any], slot: int, dims: tuple[int, ...], dtype: Any) -
     elif n < MIN_BYTES:
         return np.empty(dims, dtype)
     else:
-        raw = np.empty(n + 64, np.uint8)
+        raw = aligned_bytes(n)[0]
     keep[slot] = raw
-    off = (-raw.ctypes.data) % 64
+    off = (-raw.ctypes.data) % ALIGN  # the same offset aligned_bytes found
     return raw[off:off + n].view(dtype).reshape(dims)
 
 
-__all__ = ["output", "MIN_BYTES"]
+def aligned_bytes(n: int) -> tuple[np.ndarray, int]:
+    """A raw byte buffer with room for n bytes from an ALIGN-byte boundary, and the offset
+    of that boundary in it."""
+    raw = np.empty(n + ALIGN, np.uint8)
+    return raw, (-raw.ctypes.data) % ALIGN
+
+
+__all__ = ["output", "aligned_bytes", "ALIGN", "MIN_BYTES"]

@@ -6,6 +6,7 @@ uses the emitter's gen, loops and buffers.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,32 +79,13 @@ class ReductionEmitter:
                                      name=f"rowbuf.{red.name}")
             b.store(init_c, accp)
             lanes = self._lane_acc(op, et, self.width and cols >= self.width)
-            flushed = {id(x)}
-
-            def step(c: Any, x: Instruction = x, cache: Any = cache, accp: Any = accp,
-                     op: str = op, et: ET = et, lanes: Any = lanes,
-                     flushed: set[int] = flushed) -> None:
-                self.memo.clear()
-                v = self.gen(x, [r, c])
-                if isinstance(c, Lane):
-                    v = broadcast(b, v, self.width)
-                if cache is not None:
-                    col = self._lane0(c) if isinstance(c, Lane) else c
-                    self._access(b.gep(cache, [i64(0), col], inbounds=True), [c], v)
-                    if not ew._isfloat(v) or not ew.is_flushed(v):
-                        flushed.discard(id(x))
-                acc = lanes if isinstance(c, Lane) else accp
-                b.store(self._combine(op, et, b.load(acc), v), acc)
-
-            if self.width:
-                self._lane_loop(i64(0), i64(cols), "rc", step)
-            else:
-                with for_range(b, i64(0), i64(cols), name="rc") as c:
-                    step(c)
+            flushed = [True]  # every value stored into the row cache is known flushed
+            self._lane_loop(i64(0), i64(cols), "rc", functools.partial(
+                self._row_step, r, x, op, et, cache, accp, lanes, flushed))
             self._fold_lanes(op, et, lanes, accp)
             if cache is not None:
                 self.row_cache[id(x)] = cache
-                if flushed:
+                if flushed[0]:
                     self.row_cache_flushed.add(id(x))
             self.memo.clear()
             val = ew.round_to(b, b.load(accp), et)
@@ -112,6 +94,22 @@ class ReductionEmitter:
             self.row_vals[id(red)] = ew.mark_flushed(val) if cols and ew._isfloat(val) \
                 else val
             self.ops += 1
+
+    def _row_step(self, r: ir.Value, x: Instruction, op: str, et: ET, cache: ir.Value | None,
+                  accp: ir.Value, lanes: ir.Value | None, flushed: list[bool], c: Any) -> None:
+        """One column (or W lanes of columns) of a row reduction: x[r, c] into the (lane)
+        accumulator, and into the row cache if there is one."""
+        b = self.b
+        self.memo.clear()
+        v = self.gen(x, [r, c])
+        if isinstance(c, Lane):
+            v = broadcast(b, v, self.width)
+        if cache is not None:
+            col = self._lane0(c) if isinstance(c, Lane) else c
+            self._access(b.gep(cache, [i64(0), col], inbounds=True), [c], v)
+            flushed[0] = flushed[0] and ew._isfloat(v) and ew.is_flushed(v)
+        acc = lanes if isinstance(c, Lane) else accp
+        b.store(self._combine(op, et, b.load(acc), v), acc)
 
     def _lane_acc(self, op: str, et: ET, used: bool) -> ir.Value | None:
         """A vector accumulator (stack slot) at the reducer's identity, if lanes run."""
@@ -222,9 +220,10 @@ class ReductionEmitter:
 
             def inner(full: list[ir.Value]) -> None:
                 self.memo.clear()
-                acc = lanes if has_lane(full) else accp
-                v = self._unify([self.gen(x, full), b.load(acc)])[0] if has_lane(full) \
-                    else self.gen(x, full)
+                v = self.gen(x, full)
+                acc = accp
+                if has_lane(full):
+                    acc, v = lanes, broadcast(b, v, self.width)
                 b.store(combine(b.load(acc), v), acc)
 
             self._nest_from(dims, idx, inner, rng)
@@ -245,7 +244,7 @@ class ReductionEmitter:
             body(idx)
             return
         lo, hi = rng if rng is not None else (i64(0), i64(dims[d]))
-        if d == len(dims) - 1 and self.width:
+        if d == len(dims) - 1:
             self._lane_loop(lo, hi, f"r{d}", lambda i: body(idx + [i]))
             return
         with for_range(self.b, lo, hi, name=f"r{d}") as i:

@@ -11,7 +11,7 @@ from tests.unit.backends.cpu.test_elementwise import TYPES, _check, _ops
 from tests.unit.backends.cpu.util import module, op, run_both, values
 from xlapy.backends.cpu import cache, executable, lanes
 from xlapy.ir import Computation, Instruction
-from xlapy.ops.core import ConstantAttrs
+from xlapy.ops.core import ConstantAttrs, ParameterAttrs
 from xlapy.ops.reduction import ReduceAttrs
 from xlapy.ops.shape import BroadcastInDimAttrs, TransposeAttrs
 from xlapy.types import ElementType as ET
@@ -20,11 +20,6 @@ from xlapy.types import Literal, Shape
 W = lanes.host_width()
 #: Rows of 2W + 5 columns: two vector iterations and a scalar rest in every innermost loop.
 ROWS, COLS = 3, 2 * W + 5
-
-
-def _kernels_explicit(exe: object) -> list[bool]:
-    return [k.explicit for k in exe._exe.kernel_specs] if hasattr(exe, "_exe") else \
-        [k.explicit for k in exe.kernel_specs]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("t,arity", [(t, a) for t in TYPES for a in (1, 2) if _ops(a, t)],
@@ -48,7 +43,6 @@ def test_ops_in_lanes_and_rest(t: ET, arity: int) -> None:
 def _reducer(t: ET, opcode: str) -> Computation:
     c = Computation(f"{opcode}_{t}")
     s = Shape.array(t, ())
-    from xlapy.ops.core import ParameterAttrs
     a = c.add(Instruction("parameter", [], s, ParameterAttrs(0, s), name="a"))
     b = c.add(Instruction("parameter", [], s, ParameterAttrs(1, s), name="b"))
     c.root = op(c, opcode, [a, b])
