@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import cache, kernels, library, recycle
+from xlapy.backends.cpu import cache, kernels, library, recycle, regions, thunks
 from xlapy.backends.cpu.fusion_plan import kernel_elements, row_walk
 from xlapy.backends.cpu.llvm_util import Engine, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
-from xlapy.backends.cpu.threads import NativePool, fn_address, native_pool
+from xlapy.backends.cpu.threads import NativePool, native_pool
 from xlapy.errors import InterpreterError, XlapyError
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.interpreter.evaluator import check_value
@@ -159,6 +159,8 @@ class CpuExecutable:
                 cache.put(key, self.engine.object)
             self._bind_kernels(kernel_specs)
         self.kernel_specs = kernel_specs
+        self.regions = self._plan_regions(kernel_specs, fusible)
+        self._bind_regions()
         self.kernel_addrs = [self.engine.address(k.name) for k in kernel_specs] \
             if self.engine is not None else []
         self.num_slots = len(self.shapes)
@@ -369,96 +371,84 @@ class CpuExecutable:
         if isinstance(value, np.ndarray):
             if not value.flags.c_contiguous:
                 value = np.array(value, order="C")
-            table[s] = _ptr(value)
+            table[s] = thunks.ptr(value)
         vals[s] = value
 
+    def _thunk_instructions(self) -> list[Instruction]:
+        """The instructions that have a thunk, in program (= thunk) order."""
+        return [i for i in self.comp.instructions if id(i) in self.slot
+                and i.opcode not in ("parameter", "constant")]
+
+    def _plan_regions(self, specs: list[kernels.Kernel], fusible: set[int]
+                      ) -> list[regions.Region]:
+        """Row-parallel runs of GEMMs and kernels (regions.py)."""
+        by_root = {id(k.root): k for k in specs}
+        inline = {id(r) for rs in self.row_reduces.values() for r in rs}
+        by_id = {id(i): i for i in self.comp.instructions}
+        members: list[regions.Member | None] = []
+        for instr in self._thunk_instructions():
+            spec = by_root.get(id(instr))
+            if spec is not None:
+                reads: dict[int, set[tuple[str, ...]]] = {}
+                row_walk(instr, fusible, self.materialized, inline, reads)
+                members.append(regions.kernel_member(spec, reads, self._leaves(instr, fusible),
+                                                     by_id))
+            elif instr.opcode == "dot_general" and library.dot_plan(instr) is not None:
+                members.append(regions.gemm_member(instr, self.slot))
+            else:
+                members.append(None)
+        out = []
+        for run in regions.plan(members, NUM_THREADS, SPLIT_COST):
+            region = regions.Region(f"region{len(out)}", run)
+            out.append(region)
+            names = ", ".join(f"%{m.instr.name}" for m in run)
+            self.report.append((region.name, "region", f"row-parallel: {names}"))
+        return out
+
     def _bind_kernels(self, specs: list[kernels.Kernel]) -> None:
+        """Kernel thunks go in program order, interleaved with the others."""
         assert self.engine is not None
-        pos = 0
-        # Kernel thunks go in program order, interleaved with the others: rebuild the list.
         kthunks: dict[int, Callable[..., None]] = {}
         for spec in specs:
             fn = _KFN(self.engine.address(spec.name))
             kthunks[spec.output] = self._kernel_thunk(spec, fn)
-        ordered: list[Callable[..., None]] = []
         others = iter(self.thunks)
-        for instr in self.comp.instructions:
-            s = self.slot.get(id(instr))
-            if s is None or instr.opcode in ("parameter", "constant"):
-                continue
-            if s in kthunks:
-                ordered.append(kthunks[s])
-            else:
-                ordered.append(next(others))
-                pos += 1
-        self.thunks = ordered
+        self.thunks = [kthunks[s] if s in kthunks else next(others)
+                       for s in (self.slot[id(i)] for i in self._thunk_instructions())]
+
+    def _bind_regions(self) -> None:
+        """Each region's thunk replaces its members' (the thunks are in program order)."""
+        first: dict[int, Callable[..., None]] = {}
+        inside: set[int] = set()
+        for region in self.regions:
+            slots = [m.slot for m in region.members]
+            first[slots[0]] = self._region_thunk(region)
+            inside.update(slots[1:])
+        self.thunks = [first.get(s, th) for s, th in zip(
+            (self.slot[id(i)] for i in self._thunk_instructions()), self.thunks)
+            if s not in inside]
+
+    def _region_thunk(self, region: regions.Region) -> Callable[..., None]:
+        fresh = [(m.slot, tuple(m.instr.shape.dimensions), m.instr.shape.dtype)
+                 for m in region.members if id(m.instr) in self.outputs]
+        addrs = {k.name: self.engine.address(k.name) for k in self.kernel_specs} \
+            if self.engine is not None else {}
+        return thunks.region_thunk(region, addrs, NUM_THREADS, self._keep, fresh, _pool,
+                                   lambda: self._table)
 
     def _kernel_thunk(self, spec: kernels.Kernel, fn: Any) -> Callable[..., None]:
         shape = spec.root.shape
-        out = spec.output
-        outer = spec.outer
+        dims, dtype = tuple(shape.dimensions), shape.dtype
         is_fresh = id(spec.root) in self.outputs
-        big = spec.cost >= SPLIT_COST and outer >= 2 and NUM_THREADS > 1
-        split = spec.splittable and big
-        dims, dtype = shape.dimensions, shape.dtype
-        fa = fn_address(fn)
+        big = spec.cost >= SPLIT_COST and spec.outer >= 2 and NUM_THREADS > 1
         if spec.partial and big:
-            return self._partial_thunk(spec, fn, is_fresh)
-
-        def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
-            if is_fresh:
-                arr = recycle.output(self._keep, out, dims, dtype)
-                v[out] = arr
-                t[out] = _ptr(arr)
-            addr = ctypes.addressof(t)
-            if not split:
-                fn(addr, 0, outer)
-                return
-            n = min(NUM_THREADS, outer)
-            al = spec.align
-            bounds = [outer * k // n // al * al for k in range(n)] + [outer]
-            futs = [_pool().submit(fa, addr, bounds[k], bounds[k + 1]) for k in range(1, n)]
-            fn(addr, bounds[0], bounds[1])
-            for f in futs:
-                f.result()
-
-        return run
-
-    def _partial_thunk(self, spec: kernels.Kernel, fn: Any, is_fresh: bool
-                       ) -> Callable[..., None]:
-        """A reduce over dimension 0 split across threads: thread k > 0 reduces its range
-        into a private output (a copy of the table pointing there), then the partials are
-        combined into the real output with the reducer."""
-        shape = spec.root.shape
-        dims, dtype, out, outer = shape.dimensions, shape.dtype, spec.output, spec.outer
-        combine = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum,
-                   "and": np.bitwise_and, "or": np.bitwise_or}[str(spec.partial)]
-        n = min(NUM_THREADS, outer)
-        bounds = [outer * k // n for k in range(n + 1)]
-        fa = fn_address(fn)
-
-        def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
-            if is_fresh:
-                arr = recycle.output(self._keep, out, dims, dtype)
-                v[out] = arr
-                t[out] = _ptr(arr)
-            parts = [np.empty(dims, dtype) for _ in range(1, n)]
-            tables = []
-            for part in parts:
-                tk = type(t).from_buffer_copy(t)
-                tk[out] = _ptr(part)
-                tables.append(tk)
-            futs = [_pool().submit(fa, ctypes.addressof(tables[k - 1]), bounds[k],
-                                   bounds[k + 1]) for k in range(1, n)]
-            fn(ctypes.addressof(t), bounds[0], bounds[1])
-            for f in futs:
-                f.result()
-            res = v[out]
-            with np.errstate(all="ignore"):
-                for part in parts:
-                    combine(res, part, out=res)
-
-        return run
+            combine = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum,
+                       "and": np.bitwise_and, "or": np.bitwise_or}[str(spec.partial)]
+            return thunks.partial_thunk(fn, spec.outer, NUM_THREADS, combine, self._keep,
+                                        spec.output, dims, dtype, is_fresh, _pool)
+        fresh = [(spec.output, dims, dtype)] if is_fresh else []
+        return thunks.split_thunk(fn, spec.outer, NUM_THREADS if spec.splittable and big
+                                  else 1, spec.align, self._keep, fresh, _pool)
 
     # ---- running ----
     def _arena_views(self) -> list[Any]:
@@ -534,7 +524,7 @@ class CpuExecutable:
                 if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
                     a = np.array(a, order="C")
             if isinstance(a, np.ndarray):
-                p = _ptr(a)
+                p = thunks.ptr(a)
                 table[s] = p
                 if last is not None:
                     last[k] = (a, p)
@@ -579,15 +569,6 @@ class CpuExecutable:
         for _, sub in self.subexecs:
             out += sub.kernels()
         return out
-
-
-def _ptr(a: np.ndarray) -> int:
-    """The data address of a C-contiguous array (a writable one without numpy's slow
-    `.ctypes`: 0.25 us instead of 0.9)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
-    except (TypeError, ValueError, BufferError):
-        return int(a.ctypes.data)
 
 
 def _detach(value: Any, arena_ids: set[int]) -> Any:

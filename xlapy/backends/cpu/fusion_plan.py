@@ -15,11 +15,13 @@ def kernel_elements(k: kernels.Kernel) -> int:
     return int(np.prod(sh.dimensions)) if sh.is_array else 1
 
 
-def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[int]
-              ) -> tuple[list[Instruction], set[int]]:
+def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[int],
+             reads: dict[int, set[tuple[str, ...]]] | None = None
+             ) -> tuple[list[Instruction], set[int]]:
     """The row reductions kernel `root` computes inline, and those reached with an index
     other than the root's outermost one (they must be materialized). Indices are symbols:
-    "r" the root's dimension 0, "c" a reduction's own column loop, "?" anything else."""
+    "r" the root's dimension 0, "c" a reduction's own column loop, "?" anything else.
+    `reads` collects, per leaf buffer, the symbolic indices it is read at."""
     found: dict[int, Instruction] = {}
     bad: set[int] = set()
     seen: set[tuple[int, tuple[str, ...]]] = set()
@@ -30,7 +32,9 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
             return
         seen.add(key)
         if i is not root and (id(i) not in fusible or id(i) in mat):
-            return  # a leaf buffer
+            if reads is not None:  # a leaf buffer
+                reads.setdefault(id(i), set()).add(idx)
+            return
         if id(i) in inline:
             if idx != ("r",):
                 bad.add(id(i))

@@ -80,3 +80,30 @@ def test_batched_transposed_dot() -> None:
     y = rng.standard_normal((2, 4, 5)).astype(np.float32)
     got = xlapy.compile(DOT, backend="cpu")(x, y)
     np.testing.assert_allclose(got, np.einsum("bkm,bnk->bmn", x, y), rtol=1e-5, atol=1e-5)
+
+
+def test_blas_is_own_openblas_and_scipy_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gemm calls xlapy's own OpenBLAS (scipy-openblas32, a dependency) when installed;
+    without it, scipy's BLAS computes the same."""
+    from xlapy.backends.cpu import blas
+
+    assert blas.library().startswith("OpenBLAS 0.3.")
+    version = tuple(int(p) for p in blas.library().split()[1].split(".")[:3])
+    assert version >= (0, 3, 31)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((70, 33)).astype(np.float32)
+    b = rng.standard_normal((33, 50)).astype(np.float32)
+    own = np.empty((70, 50), np.float32)
+    gemm(a, b, own)
+    monkeypatch.setattr(blas, "_own_library", lambda: None)
+    blas._fn.cache_clear()
+    blas._set_local_threads.cache_clear()
+    try:
+        assert blas.library() == "scipy.linalg.cython_blas"
+        fallback = np.empty((70, 50), np.float32)
+        gemm(a, b, fallback)
+    finally:
+        blas._fn.cache_clear()
+        blas._set_local_threads.cache_clear()
+    np.testing.assert_allclose(own, a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fallback, own, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,241 @@
+"""Row-parallel regions (regions.py): GEMM and kernel chains run per thread on rows, against
+NumPy; which runs become regions; the planner's invariants (hypothesis)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import xlapy
+from xlapy.backends.cpu import cache, executable, regions
+
+MLP = """
+func.func @main(%x: tensor<{m}x24x{t}>, %w0: tensor<24x40x{t}>, %b0: tensor<40x{t}>,
+                %w1: tensor<40x7x{t}>, %b1: tensor<7x{t}>) -> tensor<{m}x7x{t}> {{
+  %0 = stablehlo.dot_general %x, %w0, contracting_dims = [1] x [0]
+       : (tensor<{m}x24x{t}>, tensor<24x40x{t}>) -> tensor<{m}x40x{t}>
+  %1 = stablehlo.broadcast_in_dim %b0, dims = [1] : (tensor<40x{t}>) -> tensor<{m}x40x{t}>
+  %2 = stablehlo.add %0, %1 : tensor<{m}x40x{t}>
+  %z = stablehlo.constant dense<0.0> : tensor<{m}x40x{t}>
+  %3 = stablehlo.maximum %2, %z : tensor<{m}x40x{t}>
+  %4 = stablehlo.dot_general %3, %w1, contracting_dims = [1] x [0]
+       : (tensor<{m}x40x{t}>, tensor<40x7x{t}>) -> tensor<{m}x7x{t}>
+  %5 = stablehlo.broadcast_in_dim %b1, dims = [1] : (tensor<7x{t}>) -> tensor<{m}x7x{t}>
+  %6 = stablehlo.add %4, %5 : tensor<{m}x7x{t}>
+  return %6 : tensor<{m}x7x{t}>
+}}
+"""
+
+#: softmax(q k^T) v, k given as [n, d] (the rhs contracts its dimension 1: a BLAS transpose).
+ATTENTION = """
+func.func @main(%q: tensor<{m}x16xf32>, %k: tensor<48x16xf32>, %v: tensor<48x16xf32>)
+    -> tensor<{m}x16xf32> {{
+  %s = stablehlo.dot_general %q, %k, contracting_dims = [1] x [1]
+       : (tensor<{m}x16xf32>, tensor<48x16xf32>) -> tensor<{m}x48xf32>
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %mx = stablehlo.reduce(%s init: %init) applies stablehlo.maximum across dimensions = [1]
+        : (tensor<{m}x48xf32>, tensor<f32>) -> tensor<{m}xf32>
+  %mb = stablehlo.broadcast_in_dim %mx, dims = [0] : (tensor<{m}xf32>) -> tensor<{m}x48xf32>
+  %d = stablehlo.subtract %s, %mb : tensor<{m}x48xf32>
+  %e = stablehlo.exponential %d : tensor<{m}x48xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %sum = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1]
+         : (tensor<{m}x48xf32>, tensor<f32>) -> tensor<{m}xf32>
+  %sb = stablehlo.broadcast_in_dim %sum, dims = [0] : (tensor<{m}xf32>) -> tensor<{m}x48xf32>
+  %p = stablehlo.divide %e, %sb : tensor<{m}x48xf32>
+  %o = stablehlo.dot_general %p, %v, contracting_dims = [1] x [0]
+       : (tensor<{m}x48xf32>, tensor<48x16xf32>) -> tensor<{m}x16xf32>
+  return %o : tensor<{m}x16xf32>
+}}
+"""
+
+
+@pytest.fixture
+def threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    n = getattr(request, "param", 2)
+    monkeypatch.setattr(executable, "NUM_THREADS", n)
+    monkeypatch.setattr(executable, "SPLIT_COST", 1)
+    cache.clear_memory()
+    return n
+
+
+def _compile(text: str) -> tuple[xlapy.CompiledProgram, executable.CpuExecutable]:
+    cache.clear_memory()
+    prog = xlapy.compile(text, backend="cpu")
+    return prog, prog._exe  # type: ignore[attr-defined]
+
+
+def _region_lines(exe: executable.CpuExecutable) -> list[str]:
+    return [line for line in exe.explain().splitlines() if "row-parallel" in line]
+
+
+def _mlp_args(m: int, dt: type, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shapes = [(m, 24), (24, 40), (40,), (40, 7), (7,)]
+    return [rng.standard_normal(s).astype(dt) for s in shapes]
+
+
+def _mlp_ref(x: np.ndarray, w0: np.ndarray, b0: np.ndarray, w1: np.ndarray,
+             b1: np.ndarray) -> np.ndarray:
+    h = np.maximum(x.astype(np.float64) @ w0 + b0, 0)
+    return h @ w1 + b1
+
+
+@pytest.mark.parametrize("threads", [2, 3], indirect=True)
+@pytest.mark.parametrize("m", [48, 37])
+@pytest.mark.parametrize("t,dt", [("f32", np.float32), ("f64", np.float64)])
+def test_mlp_is_one_region(threads: int, m: int, t: str, dt: type) -> None:
+    """GEMM, bias + relu, GEMM, bias: one region, rows split over 2 or 3 threads (37 rows:
+    uneven ranges), equal to NumPy."""
+    prog, exe = _compile(MLP.format(m=m, t=t))
+    lines = _region_lines(exe)
+    assert len(lines) == 1 and lines[0].count("%") == 4, exe.explain()
+    args = _mlp_args(m, dt)
+    got = prog(*args)
+    assert got.dtype == dt
+    np.testing.assert_allclose(got, _mlp_ref(*args), rtol=1e-4 if dt is np.float32 else 1e-12,
+                               atol=1e-4 if dt is np.float32 else 1e-12)
+    args2 = _mlp_args(m, dt, seed=1)  # new arguments: the region reads the new pointers
+    np.testing.assert_allclose(prog(*args2), _mlp_ref(*args2), rtol=1e-4, atol=1e-4)
+
+
+def test_attention_region_with_transposed_rhs(threads: int) -> None:
+    """q k^T (rhs contracting dimension 1), softmax (row reductions inside the kernel), p v."""
+    m = 40
+    prog, exe = _compile(ATTENTION.format(m=m))
+    lines = _region_lines(exe)
+    assert len(lines) == 1 and lines[0].count("%") == 3, exe.explain()
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in [(m, 16), (48, 16), (48, 16)])
+    s = q.astype(np.float64) @ k.T
+    p = np.exp(s - s.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(prog(q, k, v), p @ v, rtol=1e-4, atol=1e-5)
+
+
+def test_whole_reads_end_a_region(threads: int) -> None:
+    """A kernel reading the GEMM's result transposed (all rows), and a GEMM whose right
+    operand is the run's own result, need every row first: neither joins the region."""
+    text = """
+func.func @main(%x: tensor<32x32xf32>, %w: tensor<32x32xf32>) -> tensor<32x32xf32> {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
+       : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
+  %1 = stablehlo.exponential %0 : tensor<32x32xf32>
+  %2 = stablehlo.transpose %1, dims = [1, 0] : (tensor<32x32xf32>) -> tensor<32x32xf32>
+  %3 = stablehlo.add %1, %2 : tensor<32x32xf32>
+  %4 = stablehlo.dot_general %3, %3, contracting_dims = [1] x [0]
+       : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
+  return %4 : tensor<32x32xf32>
+}
+"""
+    prog, exe = _compile(text)
+    for line in _region_lines(exe):
+        assert "%transpose" not in line and "%add" not in line and "%dot_general.1" not in line
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((32, 32)) * 0.1).astype(np.float32)
+    w = (rng.standard_normal((32, 32)) * 0.1).astype(np.float32)
+    e = np.exp(x.astype(np.float64) @ w)
+    h = e + e.T
+    np.testing.assert_allclose(prog(x, w), h @ h, rtol=1e-4)
+
+
+def test_several_results_and_concurrent_calls(threads: int) -> None:
+    """Members whose results leave the computation get fresh buffers each call; calls from
+    several threads at once (private pointer tables) stay correct."""
+    text = MLP.format(m=48, t="f32").replace(
+        "-> tensor<48x7xf32> {", "-> (tensor<48x40xf32>, tensor<48x7xf32>) {").replace(
+        "return %6 : tensor<48x7xf32>", "return %3, %6 : tensor<48x40xf32>, tensor<48x7xf32>")
+    prog, exe = _compile(text)
+    assert len(_region_lines(exe)) == 1
+    results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    errors: list[BaseException] = []
+
+    def call(seed: int) -> None:
+        try:
+            args = _mlp_args(48, np.float32, seed)
+            for _ in range(20):
+                h, y = prog(*args)
+                np.testing.assert_allclose(y, _mlp_ref(*args), rtol=1e-4, atol=1e-4)
+                np.testing.assert_allclose(h, np.maximum(args[0] @ args[1] + args[2], 0),
+                                           rtol=1e-4, atol=1e-4)
+            results[seed] = (h, y)
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    ts = [threading.Thread(target=call, args=(s,)) for s in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[0]
+    assert len(results) == 4
+    assert results[0][0] is not results[1][0]
+
+
+def test_regions_from_the_disk_cache(threads: int, tmp_path: object,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A region's kernels come from a cached object file in a later compile; its GEMMs are
+    called through addresses found at run time (none are baked into the object)."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    text = MLP.format(m=48, t="f32")
+    args = _mlp_args(48, np.float32)
+    first = _compile(text)[0](*args)
+    cache.clear_memory()
+    prog, exe = _compile(text)
+    assert _region_lines(exe)
+    np.testing.assert_array_equal(prog(*args), first)
+
+
+@pytest.mark.parametrize("threads", [1], indirect=True)
+def test_no_region_on_one_thread(threads: int) -> None:
+    prog, exe = _compile(MLP.format(m=48, t="f32"))
+    assert not _region_lines(exe)
+    args = _mlp_args(48, np.float32)
+    np.testing.assert_allclose(prog(*args), _mlp_ref(*args), rtol=1e-4, atol=1e-4)
+
+
+# ---- the planner ------------------------------------------------------------------------------
+@st.composite
+def _members(draw: st.DrawFn) -> list[regions.Member | None]:
+    n = draw(st.integers(0, 12))
+    out: list[regions.Member | None] = []
+    for j in range(n):
+        if draw(st.booleans()) and draw(st.booleans()):
+            out.append(None)
+            continue
+        earlier = list(range(j))
+        reads = draw(st.lists(st.sampled_from(earlier), max_size=3)) if earlier else []
+        whole = {r for r in reads if draw(st.booleans())}
+        rows = draw(st.sampled_from([64, 64, 64, 8]))
+        out.append(regions.Member(None, j, rows, set(reads) - whole, whole,  # type: ignore
+                                  draw(st.integers(0, 100))))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(_members(), st.integers(1, 3), st.integers(0, 150))
+def test_plan_invariants(members: list[regions.Member | None], threads: int,
+                         min_cost: int) -> None:
+    """Runs are consecutive members with equal rows, at least two, enough work and rows per
+    thread, none on one thread, and no member reads a run's earlier result other than at
+    its own rows."""
+    runs = regions.plan(members, threads, min_cost)
+    if threads == 1:
+        assert runs == []
+    position = {id(m): k for k, m in enumerate(members) if m is not None}
+    for run in runs:
+        ks = [position[id(m)] for m in run]
+        assert ks == list(range(ks[0], ks[0] + len(run))) and len(run) >= 2
+        assert len({m.rows for m in run}) == 1
+        assert run[0].rows >= regions.MIN_ROWS_PER_THREAD * threads
+        assert sum(m.cost for m in run) >= min_cost
+        made: set[int] = set()
+        for m in run:
+            assert not (m.other_reads & made)
+            made.add(m.slot)
+    used = [id(m) for run in runs for m in run]
+    assert len(used) == len(set(used))

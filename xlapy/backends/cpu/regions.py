@@ -1,0 +1,266 @@
+"""Row-parallel regions: runs of consecutive thunks in which row r of each result needs only
+row r of the run's earlier results, compiled into one native `region(table, lo, hi)` that
+runs every member on rows [lo, hi).
+
+Members are 2-D dot_generals (sgemm/dgemm on rows of the left operand; the right one is
+read whole, so it must come from before the run) and element-wise kernels that read the
+run's values only along their outer index (bias, relu, softmax's row reductions). Each
+thread runs the whole chain on its own rows with no barrier between members: a GEMM's rows
+are still in that core's L2 when the bias/relu kernel reads them, and the next GEMM reads
+its rows of the left operand from there too. Separately, each GEMM and kernel split over
+threads wait for each other and hand rows across cores: the MLP (3 GEMMs, 3 bias kernels)
+and attention (q k^T, softmax, p v) are one region each.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import blas
+from xlapy.backends.cpu.kernels import Kernel
+from xlapy.backends.cpu.llvm_util import (
+    I8P,
+    I32,
+    I64,
+    VOID,
+    Engine,
+    for_range,
+    i64,
+    new_module,
+)
+from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
+
+#: Rows per thread below which a run is not made a region (a GEMM that short splits
+#: better along its columns: blas.gemm).
+MIN_ROWS_PER_THREAD = 8
+_INT_MAX = (1 << 31) - 1
+
+
+@dataclass
+class Gemm:
+    """A dot_general [m, k] x [k, n] (or rhs [n, k], `rhs_t`) as one BLAS call per row range."""
+
+    lhs: int
+    rhs: int
+    out: int
+    m: int
+    n: int
+    k: int
+    rhs_t: bool
+    f64: bool
+
+
+@dataclass
+class Member:
+    """One thunk as a region sees it: the slot it writes, its rows (result dimension 0), the
+    slots it reads only at its own rows, and the slots it reads otherwise."""
+
+    instr: Instruction
+    slot: int
+    rows: int
+    row_reads: set[int]
+    other_reads: set[int]
+    cost: int
+    kernel: Kernel | None = None
+    gemm: Gemm | None = None
+
+
+@dataclass
+class Region:
+    name: str
+    members: list[Member] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return self.members[0].rows
+
+    @property
+    def cost(self) -> int:
+        return sum(m.cost for m in self.members)
+
+    @property
+    def align(self) -> int:
+        return max(m.kernel.align if m.kernel else 1 for m in self.members)
+
+
+def gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
+    """The Gemm of a plain 2-D f32/f64 dot_general whose result rows are the lhs rows."""
+    if instr.opcode != "dot_general":
+        return None
+    a = instr.attrs
+    lhs, rhs = (o.shape for o in instr.operands)
+    et = instr.shape.element_type
+    if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
+        return None
+    if lhs.rank != 2 or rhs.rank != 2 or list(a.lhs_batching_dimensions) or \
+            list(a.lhs_contracting_dimensions) != [1]:
+        return None
+    rc = list(a.rhs_contracting_dimensions)
+    if rc not in ([0], [1]):
+        return None
+    m, k = lhs.dimensions
+    n = rhs.dimensions[1 - rc[0]]
+    if min(m, n, k) == 0 or max(m, n, k) > _INT_MAX:
+        return None
+    return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
+                m, n, k, rc == [1], et == ET.F64)
+
+
+def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
+    g = gemm_of(instr, slot)
+    if g is None:
+        return None
+    return Member(instr, g.out, g.m, {g.lhs} - {g.rhs}, {g.rhs}, g.m * g.n * g.k, gemm=g)
+
+
+def kernel_member(spec: Kernel, reads: dict[int, set[tuple[str, ...]]],
+                  leaves: dict[int, int], by_id: dict[int, Instruction]) -> Member | None:
+    """A kernel computing rows of an array from `leaves` read at the symbolic indices
+    `reads` (fusion_plan.row_walk: "r" is the kernel's outer index)."""
+    root = spec.root
+    dims = root.shape.dimensions
+    if root.opcode == "reduce" or spec.partial or not spec.splittable or len(dims) < 2 \
+            or spec.outer != dims[0]:
+        return None
+    row, other = set(), set()
+    for lid, s in leaves.items():
+        idxs = reads.get(lid, set())
+        leaf = by_id[lid]
+        local = bool(idxs) and all(ix[:1] == ("r",) for ix in idxs) and \
+            leaf.shape.is_array and leaf.shape.rank >= 1 and leaf.shape.dimensions[0] == dims[0]
+        (row if local else other).add(s)
+    return Member(root, spec.output, dims[0], row - other, other, spec.cost, kernel=spec)
+
+
+def plan(members: list[Member | None], threads: int, min_cost: int) -> list[list[Member]]:
+    """Runs of consecutive members (None: a thunk that is not one) that read each other's
+    results only at their own rows, of at least two members, `min_cost` work and
+    MIN_ROWS_PER_THREAD rows per thread."""
+    runs: list[list[Member]] = []
+    run: list[Member] = []
+    made: set[int] = set()
+
+    def close() -> None:
+        if len(run) >= 2 and sum(m.cost for m in run) >= min_cost and \
+                run[0].rows >= MIN_ROWS_PER_THREAD * threads:
+            runs.append(list(run))
+        run.clear()
+        made.clear()
+
+    for m in members:
+        if m is None:
+            close()
+            continue
+        if run and not (m.rows == run[0].rows and not (m.other_reads & made)):
+            close()
+        run.append(m)
+        made.add(m.slot)
+    close()
+    return runs if threads > 1 else []
+
+
+# ---- native runtime: two functions compiled once per process ---------------------------------
+# A region runs as region_run(i64* steps, lo, hi), steps = [count, fn0, arg0, fn1, arg1, ...],
+# calling fn(arg, lo, hi) in order: a kernel with the table address, or gemm_rows with a
+# GEMM descriptor. Nothing is compiled per executable (an LLVM function per GEMM cost ~1 ms
+# of codegen each), and cached object files hold no library addresses.
+#: GEMM descriptor words: the BLAS function, the table, the lhs/rhs/out slots, the lhs and out
+#: row bytes, then the Fortran argument cells (little-endian, read in place by BLAS).
+_G_FN, _G_TABLE, _G_LHS, _G_RHS, _G_OUT, _G_LROW, _G_OROW = range(7)
+_G_TA, _G_TB, _G_N, _G_K, _G_ALPHA, _G_LDA, _G_LDB, _G_BETA, _G_LDC = range(7, 16)
+_G_WORDS = 16
+
+
+@functools.cache
+def _runtime() -> tuple[Engine, Any, int]:
+    """(engine, region_run as a ctypes function, gemm_rows address)."""
+    mod = new_module("xlapy_regions")
+    i64p = I64.as_pointer()
+    step_t = ir.FunctionType(VOID, [I64, I64, I64])
+
+    run = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64]), name="region_run")
+    steps, lo, hi = run.args
+    b = ir.IRBuilder(run.append_basic_block("entry"))
+    with for_range(b, i64(0), b.load(steps)) as j:
+        at = b.add(b.mul(j, i64(2)), i64(1))
+        fn = b.inttoptr(b.load(b.gep(steps, [at])), step_t.as_pointer())
+        b.call(fn, [b.load(b.gep(steps, [b.add(at, i64(1))])), lo, hi])
+    b.ret_void()
+
+    gemm = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64]), name="gemm_rows")
+    d, lo, hi = gemm.args
+    b = ir.IRBuilder(gemm.append_basic_block("entry"))
+
+    def word(k: int) -> ir.Value:
+        return b.load(b.gep(d, [i64(k)]))
+
+    def cell(k: int) -> ir.Value:
+        return b.bitcast(b.gep(d, [i64(k)]), I8P)
+
+    table = b.inttoptr(word(_G_TABLE), I8P.as_pointer())
+
+    def rows(slot: int, row_bytes: int | None) -> ir.Value:
+        base = b.load(b.gep(table, [word(slot)]))
+        return base if row_bytes is None else b.gep(base, [b.mul(lo, word(row_bytes))])
+
+    m = b.alloca(I32)
+    b.store(b.trunc(b.sub(hi, lo), I32), m)
+    blas_t = ir.FunctionType(VOID, [I8P] * 13)
+    fn = b.inttoptr(word(_G_FN), blas_t.as_pointer())
+    b.call(fn, [cell(_G_TA), cell(_G_TB), cell(_G_N), b.bitcast(m, I8P), cell(_G_K),
+                cell(_G_ALPHA), rows(_G_RHS, None), cell(_G_LDA), rows(_G_LHS, _G_LROW),
+                cell(_G_LDB), cell(_G_BETA), rows(_G_OUT, _G_OROW), cell(_G_LDC)])
+    b.ret_void()
+    engine = Engine(mod, light=True)
+    fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    return engine, fn_t(engine.address("region_run")), engine.address("gemm_rows")
+
+
+def run_function() -> Any:
+    """region_run(steps, lo, hi) as a ctypes function."""
+    return _runtime()[1]
+
+
+def _gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
+    size = 8 if g.f64 else 4
+    d = np.zeros(_G_WORDS, np.int64)
+    d[_G_FN] = blas.function_address("dgemm" if g.f64 else "sgemm")
+    d[_G_TABLE] = table
+    d[_G_LHS], d[_G_RHS], d[_G_OUT] = g.lhs, g.rhs, g.out
+    d[_G_LROW], d[_G_OROW] = g.k * size, g.n * size
+    d[_G_TA], d[_G_TB] = ord("T" if g.rhs_t else "N"), ord("N")
+    d[_G_N], d[_G_K] = g.n, g.k
+    d[_G_LDA], d[_G_LDB], d[_G_LDC] = g.k if g.rhs_t else g.n, g.k, g.n
+    one = np.array([1.0], np.float64 if g.f64 else np.float32)
+    d.view(np.uint8)[_G_ALPHA * 8:_G_ALPHA * 8 + size] = one.view(np.uint8)
+    return d  # beta: 0.0 (all zero bits)
+
+
+def steps(region: Region, table: int, kernel_address: dict[str, int]
+          ) -> tuple[int, list[np.ndarray]]:
+    """(address of the steps array for pointer table `table`, the arrays to keep alive)."""
+    gemm_rows = _runtime()[2]
+    words = [len(region.members)]
+    keep = []
+    for m in region.members:
+        if m.kernel is not None:
+            words += [kernel_address[m.kernel.name], table]
+        else:
+            assert m.gemm is not None
+            d = _gemm_descriptor(m.gemm, table)
+            keep.append(d)
+            words += [gemm_rows, d.ctypes.data]
+    arr = np.array(words, np.int64)
+    keep.append(arr)
+    return arr.ctypes.data, keep
+
+
+__all__ = ["Region", "Member", "Gemm", "gemm_of", "gemm_member", "kernel_member", "plan",
+           "steps", "run_function", "MIN_ROWS_PER_THREAD"]

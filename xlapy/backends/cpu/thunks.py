@@ -1,0 +1,127 @@
+"""Per-call callables of compiled code: a kernel (split over the worker pool along its outer
+loop), a reduce over dimension 0 split into partial outputs, a row-parallel region.
+
+Each is `run(table, values, runtime, process)` over the executable's pointer table; native
+code is called with the table address (ctypes releases the GIL). Split out of `executable`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from xlapy.backends.cpu import blas, recycle, regions
+from xlapy.backends.cpu.threads import NativePool, fn_address
+
+Thunk = Callable[[Any, list[Any], Any, Any], None]
+#: (slot, dims, dtype) of a result allocated per call (recycle.output) before native code.
+Fresh = tuple[int, tuple[int, ...], Any]
+
+
+def ptr(a: np.ndarray) -> int:
+    """The data address of a C-contiguous array (a writable one without numpy's slow
+    `.ctypes`: 0.25 us instead of 0.9)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    except (TypeError, ValueError, BufferError):
+        return int(a.ctypes.data)
+
+
+def bounds(extent: int, parts: int, align: int = 1) -> list[int]:
+    """Split points of [0, extent) into `parts` ranges, inner ones at multiples of align."""
+    return [extent * k // parts // align * align for k in range(parts)] + [extent]
+
+
+def split_thunk(fn: Any, extent: int, parts: int, align: int, keep: dict[int, Any],
+                fresh: list[Fresh], pool: Callable[[], NativePool],
+                before: Callable[[], None] | None = None,
+                arg: Callable[[Any], int] = ctypes.addressof) -> Thunk:
+    """fn(arg(table), begin, end) over [0, extent), split into `parts` ranges (1: no split)
+    run on the caller and the native workers; `fresh` results are allocated first."""
+    fa = fn_address(fn)
+    parts = max(1, min(parts, extent))
+    cuts = bounds(extent, parts, align)
+
+    def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+        for s, dims, dtype in fresh:
+            arr = recycle.output(keep, s, dims, dtype)
+            v[s] = arr
+            t[s] = ptr(arr)
+        addr = arg(t)
+        if parts == 1:
+            fn(addr, 0, extent)
+            return
+        if before is not None:
+            before()
+        p = pool()
+        futs = [p.submit(fa, addr, cuts[k], cuts[k + 1]) for k in range(1, parts)]
+        fn(addr, cuts[0], cuts[1])
+        for f in futs:
+            f.result()
+
+    return run
+
+
+def region_thunk(region: regions.Region, kernel_address: dict[str, int], parts: int,
+                 keep: dict[int, Any], fresh: list[Fresh], pool: Callable[[], NativePool],
+                 shared_table: Callable[[], Any]) -> Thunk:
+    """A row-parallel region (regions.py) split by rows. Its steps array names the pointer
+    table: built once for the executable's shared table (only used under its lock), per
+    call for a private one (kept alive in a thread-local until that thread's next call)."""
+    shared: list[Any] = [None, 0, None]  # the shared table, its steps, the arrays to keep
+    local = threading.local()
+
+    def steps(t: Any) -> int:
+        if t is shared[0]:
+            return int(shared[1])
+        addr, arrays = regions.steps(region, ctypes.addressof(t), kernel_address)
+        if t is shared_table():
+            shared[:] = [t, addr, arrays]
+        else:
+            local.keep = arrays
+        return addr
+
+    return split_thunk(regions.run_function(), region.rows, parts, region.align, keep, fresh,
+                       pool, before=lambda: blas.ready(pool()), arg=steps)
+
+
+def partial_thunk(fn: Any, extent: int, parts: int, combine: Any, keep: dict[int, Any],
+                  out: int, dims: tuple[int, ...], dtype: Any, is_fresh: bool,
+                  pool: Callable[[], NativePool]) -> Thunk:
+    """A reduce over dimension 0 split across threads: thread k > 0 reduces its range
+    into a private output (a copy of the table pointing there), then the partials are
+    combined into the real output with the reducer (a numpy ufunc)."""
+    parts = max(1, min(parts, extent))
+    cuts = bounds(extent, parts)
+    fa = fn_address(fn)
+
+    def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+        if is_fresh:
+            arr = recycle.output(keep, out, dims, dtype)
+            v[out] = arr
+            t[out] = ptr(arr)
+        partials = [np.empty(dims, dtype) for _ in range(1, parts)]
+        tables = []
+        for part in partials:
+            tk = type(t).from_buffer_copy(t)
+            tk[out] = ptr(part)
+            tables.append(tk)
+        p = pool()
+        futs = [p.submit(fa, ctypes.addressof(tables[k - 1]), cuts[k], cuts[k + 1])
+                for k in range(1, parts)]
+        fn(ctypes.addressof(t), cuts[0], cuts[1])
+        for f in futs:
+            f.result()
+        res = v[out]
+        with np.errstate(all="ignore"):
+            for part in partials:
+                combine(res, part, out=res)
+
+    return run
+
+
+__all__ = ["split_thunk", "partial_thunk", "region_thunk", "ptr", "bounds", "Fresh", "Thunk"]
