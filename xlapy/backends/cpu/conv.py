@@ -155,7 +155,7 @@ def direct_plan(instr: Instruction) -> Callable[[np.ndarray, np.ndarray, np.ndar
     text = module_text(_emit(name, t, lanes, c, o, hout, hp, wp, wvec, kh, kw, j, v, chunks))
     k = cache.key(text, "light")
     obj = cache.get(k)
-    eng = Engine(obj=obj) if obj is not None else Engine(text, light=True)
+    eng = Engine(text, obj=obj, light=True, exports=[name])
     if obj is None:
         cache.put(k, eng.object)
     fn = _FN(eng.address(name))

@@ -153,8 +153,8 @@ class CpuExecutable:
             light = all(k.explicit for k in kernel_specs)
             key = cache.key(text, "light" if light else "" if vec else "novec")
             obj = cache.get(key)
-            self.engine = Engine(obj=obj) if obj is not None else \
-                Engine(text, vectorize=vec, light=light)
+            self.engine = Engine(text, obj=obj, vectorize=vec, light=light,
+                                 exports=[k.name for k in kernel_specs])
             if obj is None:
                 cache.put(key, self.engine.object)
             self._bind_kernels(kernel_specs)

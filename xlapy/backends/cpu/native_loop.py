@@ -142,7 +142,7 @@ def driver() -> tuple[Engine, Any]:
     mod = _emit_driver()
     key = cache.key(str(mod), "while-driver")
     obj = cache.get(key)
-    eng = Engine(obj=obj) if obj is not None else Engine(mod)
+    eng = Engine(mod, obj=obj, exports=["xlapy_while"])
     if obj is None:
         cache.put(key, eng.object)
     return eng, _DRIVER(eng.address("xlapy_while"))

@@ -218,7 +218,7 @@ def _runtime() -> tuple[Engine, Any, int]:
                 cell(_G_ALPHA), rows(_G_RHS, None), cell(_G_LDA), rows(_G_LHS, _G_LROW),
                 cell(_G_LDB), cell(_G_BETA), rows(_G_OUT, _G_OROW), cell(_G_LDC)])
     b.ret_void()
-    engine = Engine(mod, light=True)
+    engine = Engine(mod, light=True, exports=["region_run", "gemm_rows"])
     fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
     return engine, fn_t(engine.address("region_run")), engine.address("gemm_rows")
 

@@ -155,7 +155,7 @@ def _native() -> tuple[Engine, Any, Any, int, int]:
     """(engine, post, wait, worker address, spin rounds per SPIN_US)."""
     libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
     llvm.add_symbol("syscall", ctypes.cast(libc.syscall, ctypes.c_void_p).value)
-    eng = Engine(_emit())
+    eng = Engine(_emit(), exports=["pauses", "post", "wait", "worker"])
     pauses = ctypes.CFUNCTYPE(None, ctypes.c_int64)(eng.address("pauses"))
     n = 20000
     best = float("inf")

@@ -104,6 +104,49 @@ def test_reductions_in_lanes(t: ET, opcode: str, init: object) -> None:
                                           np.atleast_1d(r).view(np.uint8))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("t", [ET.F32, ET.F64])
+@pytest.mark.parametrize("opcode", ["maximum", "minimum"])
+def test_max_min_of_denormals_flush_once(opcode: str, t: ET, threads: int,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Float max/min accumulate unflushed values and flush the result once: rows whose
+    extreme is a denormal (either sign, beside +-0) give the signed zero, bit for bit, in a
+    row reduction feeding a kernel (softmax's max), a reduce root over the trailing
+    dimensions, over dimension 0 split across threads, and into a kept innermost row."""
+    monkeypatch.setattr(executable, "NUM_THREADS", threads)
+    monkeypatch.setattr(executable, "SPLIT_COST", 1)
+    tiny = np.finfo(t.dtype).smallest_subnormal
+    sign = 1 if opcode == "maximum" else -1
+    rng = np.random.default_rng(11)
+    rows, cols = 6, 2 * W + 3
+    x = (-sign * (1.0 + rng.random((rows, cols)))).astype(t.dtype)
+    x[0, 5] = sign * tiny * 3  # the extreme: flushes to a zero of its sign
+    x[1, :] = -sign * tiny * 2  # all denormals of the other sign: -0 (max) / +0 (min)
+    x[1, 7] = -0.0 if sign > 0 else 0.0
+    x[2, W + 1] = sign * tiny  # in the vector lanes' second group
+    x[3, -1] = sign * tiny * 5  # in the scalar rest
+    x[4, 3] = np.nan
+    red = _reducer(t, opcode)
+    init = -sign * np.inf
+
+    def body(c: Computation, p: list[Instruction]) -> list[Instruction]:
+        def reduce(dims: tuple[int, ...], out: tuple[int, ...]) -> Instruction:
+            return c.add(Instruction("reduce", [p[0], _const(c, t, init)], Shape.array(t, out),
+                                     ReduceAttrs(dims), called=[red]))
+
+        m = reduce((1,), (rows,))  # row reduction computed inside the kernel below
+        mb = op(c, "broadcast_in_dim", [m], BroadcastInDimAttrs((rows, cols), (0,)))
+        return [op(c, "subtract", [p[0], mb]), reduce((1,), (rows,)), reduce((0,), (cols,)),
+                reduce((0, 1), ())]
+
+    mod = module([Shape.array(t, (rows, cols))], body)
+    ref, got, exe = run_both(mod, [x])
+    for r, g in zip(ref, got):
+        np.testing.assert_array_equal(np.atleast_1d(g).view(np.uint8),
+                                      np.atleast_1d(r).view(np.uint8))
+    assert np.signbit(ref[1][1]) == (sign > 0) and ref[1][0] == 0 and ref[1][2] == 0
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_split_ranges_align_to_lanes(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 1-D kernel whose extent the lanes divide has no scalar rest: the thread pool must
