@@ -36,7 +36,17 @@ import numpy as np
 import scipy.special
 from llvmlite import ir
 
-from xlapy.backends.cpu.llvm_util import F64, I32, I64, elem, intrinsic, like, sfx, splat
+from xlapy.backends.cpu.llvm_util import (
+    F64,
+    I32,
+    I64,
+    elem,
+    host_cpu,
+    intrinsic,
+    like,
+    sfx,
+    splat,
+)
 
 
 class Math:
@@ -100,6 +110,34 @@ class Math:
         s2 = b.bitcast(b.shl(b.add(n2, self.ic(self.bias)), self.ic(self.mant)), self.t)
         return b.fmul(b.fmul(p, s1), s2)
 
+    def scalef(self, p: ir.Value, n: ir.Value) -> ir.Value | None:
+        """p * 2**n for integer-valued float n, as AVX-512's vscalefps/pd per 512 bits
+        (overflow to inf, FTZ flushing tiny results as the multiplies of `ldexp` do), or None
+        where there is no such instruction (scalars, narrower vectors, no AVX-512). One
+        instruction instead of ldexp's ten: less code to run and to compile."""
+        t = self.t
+        per = 8 if self.is64 else 16
+        if not isinstance(t, ir.VectorType) or t.count % per or \
+                "+avx512f" not in host_cpu()[1]:
+            return None
+        b = self.b
+        chunk = ir.VectorType(elem(t), per)
+        mask_t = ir.IntType(per)
+        name = f"llvm.x86.avx512.mask.scalef.{'pd' if self.is64 else 'ps'}.512"
+        parts = []
+        for k in range(t.count // per):
+            lanes = ir.Constant(ir.VectorType(I32, per), [k * per + j for j in range(per)])
+            pk, nk = (v if t.count == per else b.shuffle_vector(v, v, lanes) for v in (p, n))
+            parts.append(intrinsic(b, name, chunk, [pk, nk, ir.Constant(chunk, None),
+                                                    ir.Constant(mask_t, -1),
+                                                    ir.Constant(I32, 4)]))
+        while len(parts) > 1:  # concatenate pairwise
+            width = parts[0].type.count
+            both = ir.Constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
+            parts = [b.shuffle_vector(parts[i], parts[i + 1], both)
+                     for i in range(0, len(parts), 2)]
+        return parts[0]
+
     # ---- functions ----
     def exp(self, x: ir.Value) -> ir.Value:
         """exp(x) = 2^n e^r. The clamp keeps NaN (compare-and-select: one maxps/minps, where
@@ -117,6 +155,9 @@ class Math:
         r = self.fma(n, self.c(-ln2_hi), xc)
         r = self.fma(n, self.c(-ln2_lo), r)
         p = self.horner(_taylor_exp(14 if self.is64 else 8), r)
+        scaled = self.scalef(p, n)
+        if scaled is not None:
+            return scaled
         magic_bits = int(np.float64(magic).view(np.int64)) if self.is64 else \
             int(np.float32(magic).view(np.int32))
         return self.ldexp(p, b.sub(b.bitcast(t, self.ity), self.ic(magic_bits)))
