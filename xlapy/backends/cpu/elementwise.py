@@ -123,7 +123,8 @@ def constant(v: Any, t: ET) -> ir.Constant:
 _FTZ_OPS = frozenset({"fadd", "fsub", "fmul", "fdiv", "frem", "sitofp", "uitofp", "fpext",
                       "fptrunc"})
 _FTZ_CALLS = ("llvm.fma.", "llvm.sqrt.", "llvm.floor.", "llvm.ceil.", "llvm.rint.",
-              "llvm.roundeven.", "llvm.round.", "llvm.trunc.", "llvm.nearbyint.")
+              "llvm.roundeven.", "llvm.round.", "llvm.trunc.", "llvm.nearbyint.",
+              "llvm.x86.avx512.mask.scalef.")  # vscalefps flushes tiny results under FTZ
 #: Calls whose result is one of their float arguments (or its magnitude, or +-0).
 _PASS_CALLS = ("llvm.maximum.", "llvm.minimum.", "llvm.maxnum.", "llvm.minnum.", "llvm.fabs.")
 

@@ -123,12 +123,13 @@ class ReductionEmitter:
         return slot
 
     def _fold_lanes(self, op: str, et: ET, lanes: ir.Value | None, accp: ir.Value) -> None:
-        """*accp = *accp (op) (the lanes of *lanes combined)."""
+        """*accp = *accp (op) (the lanes of *lanes combined); max/min flushed by the caller
+        (`_late_flush`)."""
         if lanes is None:
             return
         b = self.b
         v = horizontal(b, b.load(lanes), lambda p, q: self._combine(op, et, p, q, True))
-        b.store(self._combine(op, et, b.load(accp), v), accp)
+        b.store(self._combine(op, et, b.load(accp), v, late=True), accp)
 
     def _worth_caching(self, x: Instruction, red: Instruction, cols: int) -> bool:
         """x (a row reduction's operand) is computed here, read by something else too, holds
