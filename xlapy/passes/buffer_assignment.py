@@ -185,14 +185,15 @@ def assign_buffers(comp: Computation, order: Sequence[Instruction] | None = None
                 pa.donated = False  # type: ignore[attr-defined]
                 break
     output_bytes = _align(array_bytes(root.shape)) if root is not None else 0
-    arena = _pack([a for a in allocs if a.kind == "temp"])
+    arena = pack([a for a in allocs if a.kind == "temp"])
     peak = _peak([a for a in allocs if a.kind == "temp"], end)
     return BufferAssignment(comp.name, allocs, arena, peak, unshared, param_bytes, const_bytes,
                             output_bytes, in_place_names, aliased)
 
 
-def _pack(allocs: list[Allocation]) -> int:
-    """Best-fit offsets, largest first; returns the arena size."""
+def pack(allocs: list[Allocation]) -> int:
+    """Best-fit offsets, largest first; returns the arena size (ALIGN-multiple sizes keep
+    every offset aligned). The cpu backend packs its temporaries with it too."""
     placed: list[Allocation] = []
     size = 0
     for a in sorted(allocs, key=lambda a: (-a.size, a.start)):

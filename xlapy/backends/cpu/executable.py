@@ -19,6 +19,7 @@ native worker pool (threads.py) along their outer loop.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import cache, kernels, library, recycle, regions, thunks
+from xlapy.backends.cpu import arena, cache, kernels, library, recycle, regions, thunks
 from xlapy.backends.cpu.fusion_plan import kernel_elements, row_walk
 from xlapy.backends.cpu.llvm_util import Engine, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
@@ -100,6 +101,7 @@ class CpuExecutable:
         self._lock = threading.Lock()
         self._keep: dict[int, Any] = {}  # output slot -> last array returned (recycle.py)
         self._arena: list[Any] | None = None
+        self._native: set[int] = set()  # slots library thunks write (fresh memory, no views)
         self._plan()
 
     # ---- planning ----
@@ -161,6 +163,7 @@ class CpuExecutable:
         self.kernel_specs = kernel_specs
         self.regions = self._plan_regions(kernel_specs, fusible)
         self._bind_regions()
+        self._arena_plan = self._plan_arena()
         self.kernel_addrs = [self.engine.address(k.name) for k in kernel_specs] \
             if self.engine is not None else []
         self.num_slots = len(self.shapes)
@@ -319,6 +322,7 @@ class CpuExecutable:
                     self._set(t, v, s, out)
 
             self.thunks.append(run_dot)
+            self._native.add(s)
             self.report.append((instr.name, instr.opcode, "library blas"))
             return
         op = OPS[instr.opcode]
@@ -451,21 +455,30 @@ class CpuExecutable:
                                   else 1, spec.align, self._keep, fresh, _pool)
 
     # ---- running ----
+    def _plan_arena(self) -> tuple[dict[int, int], int]:
+        """Offsets of the temporaries in the arena (arena.py: packed by live range)."""
+        kernel_ins = {k.output: k.inputs for k in self.kernel_specs}
+        instrs = self._thunk_instructions()
+        outs = [self.slot[id(i)] for i in instrs]
+        ins = [kernel_ins[s] if s in kernel_ins else [self.slot[id(o)] for o in i.operands]
+               for s, i in zip(outs, instrs)]
+        group = {m.slot: r.name for r in self.regions for m in r.members}
+        sizes = {s: math.prod(self.shapes[s].dimensions) * self.shapes[s].dtype.itemsize
+                 for s in self.temp_slots}
+        return arena.offsets(arena.schedule(outs, ins, group, self._native | set(kernel_ins)),
+                             sizes, [self.slot[id(i)] for i in self._root_values()])
+
     def _arena_views(self) -> list[Any]:
-        """[(slot, array)] temporaries in one reused allocation (64-byte aligned)."""
-        sizes = []
-        total = 0
-        for s in self.temp_slots:
-            sh = self.shapes[s]
-            n = int(np.prod(sh.dimensions)) * sh.dtype.itemsize
-            sizes.append((s, total, sh))
-            total += -(-n // recycle.ALIGN) * recycle.ALIGN
+        """[(slot, array)] temporaries in one reused allocation (64-byte aligned; those never
+        live at once share memory)."""
+        where, total = self._arena_plan
         raw, base = recycle.aligned_bytes(total)
         views = []
-        for s, off, sh in sizes:
-            n = int(np.prod(sh.dimensions)) * sh.dtype.itemsize
-            views.append((s, raw[base + off: base + off + n].view(sh.dtype).reshape(
-                sh.dimensions)))
+        for s in self.temp_slots:
+            sh = self.shapes[s]
+            off = base + where[s]
+            n = math.prod(sh.dimensions) * sh.dtype.itemsize
+            views.append((s, raw[off: off + n].view(sh.dtype).reshape(sh.dimensions)))
         return [raw, views]
 
     def run_computation(self, args: Sequence[Any], runtime: RuntimeState | None = None,
