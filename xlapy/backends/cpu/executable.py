@@ -11,9 +11,10 @@ Planning (once per compile) partitions the entry computation:
 * interpreter fallback: any other instruction runs its OpDef.evaluate (listed by `explain`).
 
 Per call: a ctypes table of buffer pointers (arguments, constants, one reused arena of
-temporaries and library results, outputs recycled once dropped: recycle.py), each kernel
-called with the table address (the GIL is released inside), big kernels split over the
-native worker pool (threads.py) along their outer loop.
+temporaries and library results packed by live range (arena.py), outputs recycled once
+dropped: recycle.py), each kernel called with the table address (the GIL is released
+inside), big kernels split over the native worker pool (threads.py) along their outer loop,
+row-parallel runs of GEMMs and kernels as one region per thread (regions.py).
 """
 
 from __future__ import annotations
