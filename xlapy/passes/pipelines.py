@@ -75,6 +75,14 @@ def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = 
     return Pipeline("cpu", passes, verify, print_after_all)
 
 
+def backend_pipeline() -> Pipeline:
+    """What the cpu backend runs before planning its kernels: calls inlined (JAX's private
+    functions would each be a thunk boundary), then the bit-exact simplifications, CSE and
+    DCE. Fusion, scheduling and the arena are the backend's own (docs/architecture.md)."""
+    return Pipeline("backend", [CallInliner(), simplification_group(exact_only=True),
+                                CommonSubexpressionElimination(), DeadCodeElimination()])
+
+
 #: Single passes by the names `xlapy opt --passes a,b` accepts.
 PASSES: dict[str, Callable[[], Pass]] = {
     "dce": DeadCodeElimination,
@@ -103,7 +111,7 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "simplification": simplification_group,
 }
 
-PIPELINES: dict[str, Callable[..., Pipeline]] = {"cpu": cpu_pipeline}
+PIPELINES: dict[str, Callable[..., Pipeline]] = {"cpu": cpu_pipeline, "backend": backend_pipeline}
 
 
 def make_pass(name: str) -> Pass:

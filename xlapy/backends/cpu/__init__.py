@@ -18,15 +18,19 @@ class CpuBackend:
 
     def compile(self, module: Module, options: dict[str, Any] | None = None) -> Any:
         from xlapy.backends.cpu.executable import CpuExecutable
+        from xlapy.passes.pipelines import backend_pipeline
 
         with _no_gc():
             module = module.clone()
             verify_module(module)
+            backend_pipeline().run(module)
             return CpuExecutable(module.entry_computation(), module, options)
 
     def compile_function(self, module: Module, comp: Any,
                          options: dict[str, Any] | None = None) -> Any:
-        """One function of an already verified module (test files hold several, no entry)."""
+        """One function of an already verified module (test files hold several, no entry).
+        No backend pipeline: conformance chunks feed constants, which it would fold away,
+        leaving the kernels untested."""
         from xlapy.backends.cpu.executable import CpuExecutable
 
         with _no_gc():

@@ -35,7 +35,8 @@ def test_xla_style_loop_matches_interpreter(iterations: int) -> None:
     comp = fori_loop(iterations, 33)
     x = np.random.default_rng(0).standard_normal(33).astype(np.float32)
     cpu = xlapy.compile(comp, backend="cpu")
-    assert "native while loop" in cpu._exe.explain()
+    # No iterations: the while-loop simplifier (backend pipeline) removes the loop.
+    assert ("native while loop" in cpu._exe.explain()) == (iterations > 0)
     want = xlapy.compile(comp, backend="interpreter")(x)
     got = cpu(x)
     np.testing.assert_array_equal(got, want)
@@ -55,8 +56,9 @@ def test_stablehlo_style_loop_with_pass_through(n: int) -> None:
 
 
 def test_loop_with_fallback_op_stays_in_python() -> None:
+    # reduce_precision runs on interpreter kernels (halving keeps values exact in f16).
     text = SHLO_LOOP.replace("%v3 = stablehlo.add %v2, %v : tensor<8xf32>",
-                             "%v3 = stablehlo.bitcast_convert %v2 : (tensor<8xf32>) -> "
+                             "%v3 = stablehlo.reduce_precision %v2, format = e5m10 : "
                              "tensor<8xf32>")
     cpu = xlapy.compile(text, backend="cpu")
     assert "native while loop" not in cpu._exe.explain()
