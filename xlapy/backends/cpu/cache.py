@@ -19,7 +19,7 @@ from xlapy.backends.cpu.llvm_util import OPT_LEVEL, host_cpu
 _MEMORY: dict[str, bytes] = {}
 _LOCK = threading.Lock()
 #: Bump when code generation changes in a way the IR text would not show.
-FORMAT = "3"
+FORMAT = "4"
 
 
 def cache_dir() -> Path | None:
