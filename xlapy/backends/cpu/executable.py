@@ -149,7 +149,11 @@ class CpuExecutable:
             self._plan_other(instr, fresh, temps)
         self.fresh_slots = fresh
         self.temp_slots = temps
+        #: The instructions that have a thunk, in program (= thunk) order.
+        self._thunk_instrs = [i for i in order if id(i) in self.slot
+                              and i.opcode not in ("parameter", "constant")]
         self.engine: Engine | None = None
+        self.kernel_addrs: list[int] = []
         if kernel_specs:
             text = module_text(mod)  # printed once: llvmlite's printer is slow
             vec = any(kernel_elements(k) >= SMALL_KERNEL for k in kernel_specs)
@@ -160,13 +164,12 @@ class CpuExecutable:
                                  exports=[k.name for k in kernel_specs])
             if obj is None:
                 cache.put(key, self.engine.object)
+            self.kernel_addrs = [self.engine.address(k.name) for k in kernel_specs]
             self._bind_kernels(kernel_specs)
         self.kernel_specs = kernel_specs
         self.regions = self._plan_regions(kernel_specs, fusible)
         self._bind_regions()
         self._arena_plan = self._plan_arena()
-        self.kernel_addrs = [self.engine.address(k.name) for k in kernel_specs] \
-            if self.engine is not None else []
         self.num_slots = len(self.shapes)
         params = comp.parameters
         #: (slot, dims, dtype, shape, name) per parameter: the per-call fast path's checks.
@@ -379,25 +382,19 @@ class CpuExecutable:
             table[s] = thunks.ptr(value)
         vals[s] = value
 
-    def _thunk_instructions(self) -> list[Instruction]:
-        """The instructions that have a thunk, in program (= thunk) order."""
-        return [i for i in self.comp.instructions if id(i) in self.slot
-                and i.opcode not in ("parameter", "constant")]
-
     def _plan_regions(self, specs: list[kernels.Kernel], fusible: set[int]
                       ) -> list[regions.Region]:
         """Row-parallel runs of GEMMs and kernels (regions.py)."""
         by_root = {id(k.root): k for k in specs}
         inline = {id(r) for rs in self.row_reduces.values() for r in rs}
-        by_id = {id(i): i for i in self.comp.instructions}
         members: list[regions.Member | None] = []
-        for instr in self._thunk_instructions():
+        for instr in self._thunk_instrs:
             spec = by_root.get(id(instr))
             if spec is not None:
                 reads: dict[int, set[tuple[str, ...]]] = {}
                 row_walk(instr, fusible, self.materialized, inline, reads)
                 members.append(regions.kernel_member(spec, reads, self._leaves(instr, fusible),
-                                                     by_id))
+                                                     self.shapes))
             elif instr.opcode == "dot_general" and library.dot_plan(instr) is not None:
                 members.append(regions.gemm_member(instr, self.slot))
             else:
@@ -412,14 +409,11 @@ class CpuExecutable:
 
     def _bind_kernels(self, specs: list[kernels.Kernel]) -> None:
         """Kernel thunks go in program order, interleaved with the others."""
-        assert self.engine is not None
-        kthunks: dict[int, Callable[..., None]] = {}
-        for spec in specs:
-            fn = _KFN(self.engine.address(spec.name))
-            kthunks[spec.output] = self._kernel_thunk(spec, fn)
+        kthunks = {spec.output: self._kernel_thunk(spec, _KFN(addr))
+                   for spec, addr in zip(specs, self.kernel_addrs)}
         others = iter(self.thunks)
         self.thunks = [kthunks[s] if s in kthunks else next(others)
-                       for s in (self.slot[id(i)] for i in self._thunk_instructions())]
+                       for s in (self.slot[id(i)] for i in self._thunk_instrs)]
 
     def _bind_regions(self) -> None:
         """Each region's thunk replaces its members' (the thunks are in program order)."""
@@ -430,14 +424,13 @@ class CpuExecutable:
             first[slots[0]] = self._region_thunk(region)
             inside.update(slots[1:])
         self.thunks = [first.get(s, th) for s, th in zip(
-            (self.slot[id(i)] for i in self._thunk_instructions()), self.thunks)
+            (self.slot[id(i)] for i in self._thunk_instrs), self.thunks)
             if s not in inside]
 
     def _region_thunk(self, region: regions.Region) -> Callable[..., None]:
         fresh = [(m.slot, tuple(m.instr.shape.dimensions), m.instr.shape.dtype)
                  for m in region.members if id(m.instr) in self.outputs]
-        addrs = {k.name: self.engine.address(k.name) for k in self.kernel_specs} \
-            if self.engine is not None else {}
+        addrs = {k.name: a for k, a in zip(self.kernel_specs, self.kernel_addrs)}
         return thunks.region_thunk(region, addrs, NUM_THREADS, self._keep, fresh, _pool,
                                    lambda: self._table)
 
@@ -459,7 +452,7 @@ class CpuExecutable:
     def _plan_arena(self) -> tuple[dict[int, int], int]:
         """Offsets of the temporaries in the arena (arena.py: packed by live range)."""
         kernel_ins = {k.output: k.inputs for k in self.kernel_specs}
-        instrs = self._thunk_instructions()
+        instrs = self._thunk_instrs
         outs = [self.slot[id(i)] for i in instrs]
         ins = [kernel_ins[s] if s in kernel_ins else [self.slot[id(o)] for o in i.operands]
                for s, i in zip(outs, instrs)]

@@ -36,6 +36,7 @@ from xlapy.backends.cpu.llvm_util import (
 )
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
+from xlapy.types import Shape
 
 #: Rows per thread below which a run is not made a region (a GEMM that short splits
 #: better along its columns: blas.gemm).
@@ -59,13 +60,12 @@ class Gemm:
 
 @dataclass
 class Member:
-    """One thunk as a region sees it: the slot it writes, its rows (result dimension 0), the
-    slots it reads only at its own rows, and the slots it reads otherwise."""
+    """One thunk as a region sees it: the slot it writes, its rows (result dimension 0) and
+    the slots it reads other than only at its own rows (those must come from before the run)."""
 
     instr: Instruction
     slot: int
     rows: int
-    row_reads: set[int]
     other_reads: set[int]
     cost: int
     kernel: Kernel | None = None
@@ -80,10 +80,6 @@ class Region:
     @property
     def rows(self) -> int:
         return self.members[0].rows
-
-    @property
-    def cost(self) -> int:
-        return sum(m.cost for m in self.members)
 
     @property
     def align(self) -> int:
@@ -117,26 +113,26 @@ def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
     g = gemm_of(instr, slot)
     if g is None:
         return None
-    return Member(instr, g.out, g.m, {g.lhs} - {g.rhs}, {g.rhs}, g.m * g.n * g.k, gemm=g)
+    return Member(instr, g.out, g.m, {g.rhs}, g.m * g.n * g.k, gemm=g)
 
 
 def kernel_member(spec: Kernel, reads: dict[int, set[tuple[str, ...]]],
-                  leaves: dict[int, int], by_id: dict[int, Instruction]) -> Member | None:
-    """A kernel computing rows of an array from `leaves` read at the symbolic indices
-    `reads` (fusion_plan.row_walk: "r" is the kernel's outer index)."""
+                  leaves: dict[int, int], shapes: list[Shape]) -> Member | None:
+    """A kernel computing rows of an array from `leaves` (id -> slot, `shapes[slot]`) read
+    at the symbolic indices `reads` (fusion_plan.row_walk: "r" is the kernel's outer index)."""
     root = spec.root
     dims = root.shape.dimensions
     if root.opcode == "reduce" or spec.partial or not spec.splittable or len(dims) < 2 \
             or spec.outer != dims[0]:
         return None
-    row, other = set(), set()
+    other = set()
     for lid, s in leaves.items():
         idxs = reads.get(lid, set())
-        leaf = by_id[lid]
-        local = bool(idxs) and all(ix[:1] == ("r",) for ix in idxs) and \
-            leaf.shape.is_array and leaf.shape.rank >= 1 and leaf.shape.dimensions[0] == dims[0]
-        (row if local else other).add(s)
-    return Member(root, spec.output, dims[0], row - other, other, spec.cost, kernel=spec)
+        leaf = shapes[s]
+        if not (idxs and all(ix[:1] == ("r",) for ix in idxs) and leaf.is_array
+                and leaf.rank >= 1 and leaf.dimensions[0] == dims[0]):
+            other.add(s)
+    return Member(root, spec.output, dims[0], other, spec.cost, kernel=spec)
 
 
 def plan(members: list[Member | None], threads: int, min_cost: int) -> list[list[Member]]:
