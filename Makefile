@@ -4,19 +4,26 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test bench bench-cpu lint clean
+.PHONY: demo test test-latest bench bench-cpu lint lock clean
 
+# Installs come from requirements.lock: exact versions with hashes of the runtime and test
+# dependencies (transitively) and of the build backend (setuptools). One lock serves both
+# targets, so demo installs the test tools too (a little more than it needs) but every .venv
+# holds the same tested set. pip's hash-checking mode refuses an unhashed editable
+# requirement, so the project itself goes in second, without deps and without build isolation
+# (setuptools comes from the lock). `make lock` regenerates the lock; `make test-latest` tests
+# the newest releases within pyproject.toml's ranges instead.
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.runtime: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+$(VENV)/.runtime: requirements.lock pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-$(VENV)/.test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]'
-	touch $(VENV)/.runtime $@
+$(VENV)/.test: $(VENV)/.runtime
+	touch $@
 
 demo: $(VENV)/.runtime
 	$(BIN)/python examples/demo.py
@@ -24,6 +31,15 @@ demo: $(VENV)/.runtime
 test: $(VENV)/.test
 	$(BIN)/ruff check xlapy tests examples benchmarks
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider tests
+
+# Newest releases within pyproject.toml's ranges, in their own venv (not part of .ci/run).
+LATEST ?= .venv-latest
+test-latest:
+	test -x $(LATEST)/bin/python || $(PY) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install -q --upgrade pip
+	$(LATEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e '.[test]'
+	$(LATEST)/bin/ruff check xlapy tests examples benchmarks
+	$(LATEST)/bin/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider tests
 
 bench: $(VENV)/.test
 	$(BIN)/python benchmarks/interpreter.py
@@ -33,6 +49,17 @@ bench-cpu: $(VENV)/.test
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check xlapy tests examples benchmarks
+
+# Regenerates requirements.lock with uv (in its own throwaway venv, .venv-lock): a universal
+# resolution (every platform, Python 3.11+) with one version of each package for all of them.
+LOCK_VENV ?= .venv-lock
+lock:
+	test -x $(LOCK_VENV)/bin/uv || { $(PY) -m venv $(LOCK_VENV) && \
+	    $(LOCK_VENV)/bin/python -m pip install -q uv; }
+	printf 'setuptools>=68\n' | $(LOCK_VENV)/bin/uv pip compile pyproject.toml - \
+	    --extra test --generate-hashes --universal --python-version 3.11 \
+	    --fork-strategy fewest --upgrade --quiet --custom-compile-command 'make lock' \
+	    -o requirements.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
