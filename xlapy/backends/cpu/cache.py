@@ -1,7 +1,8 @@
 """Compile cache: object code in memory and on disk, keyed by the optimized-input IR text,
-the compile options and the host CPU (name + features), so another CPU never loads code built
-for this one. Disk writes go to a temporary file and are renamed into place, which is atomic,
-so concurrent processes never read a half-written entry.
+the compile options and the target (triple, CPU name and features: target.py), so another
+CPU or target never loads code built for this one. Disk writes go to a temporary file and
+are renamed into place, which is atomic, so concurrent processes never read a half-written
+entry.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from pathlib import Path
 
 import llvmlite
 
-from xlapy.backends.cpu.llvm_util import OPT_LEVEL, host_cpu
+from xlapy.backends.cpu import target
+from xlapy.backends.cpu.llvm_util import OPT_LEVEL
 
 _MEMORY: dict[str, bytes] = {}
 _LOCK = threading.Lock()
 #: Bump when code generation changes in a way the IR text would not show.
-FORMAT = "4"
+FORMAT = "5"
 
 
 def cache_dir() -> Path | None:
@@ -31,9 +33,8 @@ def cache_dir() -> Path | None:
 
 
 def key(ir_text: str, options: str = "") -> str:
-    cpu, features = host_cpu()
     h = hashlib.sha256()
-    for part in (FORMAT, llvmlite.__version__, str(OPT_LEVEL), cpu, features, options,
+    for part in (FORMAT, llvmlite.__version__, str(OPT_LEVEL), target.current().key, options,
                  ir_text):
         h.update(part.encode())
         h.update(b"\0")

@@ -26,8 +26,8 @@ from xlapy.backends.cpu.lanes import (
     Lane,
     LaneCheck,
     has_lane,
-    host_width,
     index_key,
+    vector_width,
 )
 from xlapy.backends.cpu.llvm_util import (
     I32,
@@ -36,9 +36,9 @@ from xlapy.backends.cpu.llvm_util import (
     broadcast,
     for_range,
     i64,
-    intrinsic,
     restore_mxcsr,
     set_ftz_daz,
+    store_fence,
 )
 from xlapy.backends.cpu.reduce_emit import ReductionEmitter, reducer_op
 from xlapy.ir import Instruction
@@ -152,7 +152,7 @@ class KernelEmitter(ReductionEmitter):
         self.heavy = 0  # transcendental ops (each a long dependent chain)
         self.align = 1  # split points of [begin, end) must be multiples of this
         #: Lanes of the innermost loops (0: scalar IR for LLVM's loop vectorizer).
-        self.width = host_width() if LaneCheck(leaves, self.rows, reducer_op).kernel(
+        self.width = vector_width() if LaneCheck(leaves, self.rows, reducer_op).kernel(
             root, self.rows) else 0
         dims = root.shape.dimensions
         if self.width and root.opcode != "reduce" and not self.rows and dims and \
@@ -338,7 +338,7 @@ class KernelEmitter(ReductionEmitter):
         else:
             outer, split = self._elementwise(begin, end)
         if self.fenced:  # order the non-temporal stores before the caller's completion flag
-            intrinsic(b, "llvm.x86.sse.sfence", ir.VoidType(), [])
+            store_fence(b)
         restore_mxcsr(b, saved)
         b.ret_void()
         size = int(np.prod(self.root.operands[0].shape.dimensions)) \
@@ -353,8 +353,8 @@ class KernelEmitter(ReductionEmitter):
         lane count): the light pipeline does as well as O3."""
         dims = self.root.operands[0].shape.dimensions if self.root.opcode == "reduce" \
             else self.root.shape.dimensions
-        return int(np.prod(dims)) < 4 * host_width() and all(
-            r.operands[0].shape.dimensions[1] < host_width() for r in self.rows)
+        return int(np.prod(dims)) < 4 * vector_width() and all(
+            r.operands[0].shape.dimensions[1] < vector_width() for r in self.rows)
 
     def _nest(self, dims: Sequence[int], begin: ir.Value, end: ir.Value,
               body: Any, idx: list[ir.Value] | None = None, lanes: bool = True) -> None:
@@ -444,7 +444,7 @@ class KernelEmitter(ReductionEmitter):
         # layernorm 2.8 -> 2.1). Each vector store must be 64-byte aligned: whole vectors
         # per row, of at least 64 bytes, in a buffer recycle.output aligns.
         vbytes = self.width * _bytes(ew.storage_type(et))
-        stream = self.streaming and bool(dims) and vbytes >= 64 and \
+        stream = self.streaming and bool(dims) and vbytes >= 32 and \
             dims[-1] % self.width == 0
         self.fenced = stream
 
@@ -453,7 +453,7 @@ class KernelEmitter(ReductionEmitter):
             v = ew.to_storage(self.b, self.gen(self.root, idx), et)
             st = self._access(self.b.gep(out, [self.linear(idx, dims)], inbounds=True), idx, v)
             if stream and has_lane(idx):
-                st.align = 64
+                st.align = min(vbytes, 64)
                 st.set_metadata("nontemporal", self.mod.add_metadata([ir.Constant(I32, 1)]))
 
         if not dims:

@@ -13,7 +13,6 @@ that split the innermost index) keep scalar IR and the O3 pipeline.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,8 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu.llvm_util import I32, host_cpu, splat
+from xlapy.backends.cpu import target
+from xlapy.backends.cpu.llvm_util import I32, splat
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -44,20 +44,14 @@ class Lane:
         return Lane(self.base, self.off + by)
 
 
-@functools.cache
-def host_width() -> int:
-    """Lanes per vector: 16 with AVX-512 (one zmm of f32), 8 with AVX, else 4.
-    XLAPY_CPU_LANES=0 turns explicit vectorization off (scalar IR and the O3 pipeline: A/B
-    comparisons); another number sets the lanes."""
+def vector_width() -> int:
+    """Lanes per vector on the current target: 16 with AVX-512 (one zmm of f32), 8 with AVX,
+    else 4 (SSE, NEON). XLAPY_CPU_LANES=0 turns explicit vectorization off (scalar IR and
+    the O3 pipeline: A/B comparisons); another number sets the lanes."""
     forced = os.environ.get("XLAPY_CPU_LANES")
     if forced:
         return int(forced)
-    feats = host_cpu()[1]
-    if "+avx512f" in feats:
-        return 16
-    if "+avx" in feats:
-        return 8
-    return 4
+    return target.current().vector_bits // 32
 
 
 def index_key(v: object) -> object:

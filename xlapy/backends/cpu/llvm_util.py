@@ -9,6 +9,7 @@ TargetMachine optimizes and emits; object files are linked into one ORC LLJIT pe
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import itertools
 import re
@@ -18,6 +19,10 @@ from typing import Any
 
 import llvmlite.binding as llvm
 from llvmlite import ir
+
+from xlapy.backends.cpu import rtlib, target
+from xlapy.backends.cpu.target import CpuTarget
+from xlapy.errors import XlapyError
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -38,6 +43,8 @@ KERNEL_TYPE = ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64])
 #: (elementwise.flush) instead of by DAZ: under DAZ, LLVM's lowering of a plain
 #: `select(x < y, x, y)` to minps would flush the selected value, which a select must not.
 MXCSR_FTZ_DAZ = 0x8000
+#: aarch64 FPCR flush-to-zero (bit 24).
+FPCR_FZ = 1 << 24
 
 _LOCK = threading.Lock()
 OPT_LEVEL = 3
@@ -45,8 +52,7 @@ OPT_LEVEL = 3
 
 @functools.cache
 def _init() -> None:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
+    target.resolve(None)  # every LLVM target and asm printer initialized (aarch64 objects too)
     # No vectorized epilogue loop after the main vector loop (the scalar remainder stays):
     # less code to compile (GELU chain 39 -> 33 ms), no measured run-time cost.
     llvm.set_option("", "-enable-epilogue-vectorization=0")
@@ -55,33 +61,37 @@ def _init() -> None:
     llvm.set_option("", "-disable-lsr")
 
 
-@functools.cache
 def host_cpu() -> tuple[str, str]:
-    """(cpu name, feature string) of this machine: part of every compile-cache key."""
-    _init()
-    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    """(cpu name, feature string) of this machine."""
+    h = target.host_target()
+    return h.cpu, h.llvm_features
 
 
-def target_machine() -> llvm.TargetMachine:
-    """A fresh TargetMachine for the host (never share one between engines)."""
+def target_machine(t: CpuTarget | None = None) -> llvm.TargetMachine:
+    """A fresh TargetMachine for `t` (default: the current target). Code that runs in this
+    process is built for the JIT's code model; objects for another machine as PIC."""
     _init()
-    cpu, features = host_cpu()
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL,
-                                        jit=True, reloc="default", codemodel="jitdefault")
+    t = t or target.current()
+    tgt = llvm.Target.from_triple(t.triple)
+    if t.runs_here:
+        return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=OPT_LEVEL,
+                                         jit=True, reloc="default", codemodel="jitdefault")
+    return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=OPT_LEVEL,
+                                     reloc="pic", codemodel="small")
 
 
 @functools.cache
-def _codegen_machine() -> llvm.TargetMachine:
-    """The TargetMachine that optimizes and emits every module (under _LOCK). Kept for the
-    process: its X86 subtarget for FN_ATTRS is built once (about 1 ms a compile otherwise);
-    each MCJIT engine still gets a fresh one, which only loads the object file."""
-    return target_machine()
+def _codegen_machine(t: CpuTarget) -> llvm.TargetMachine:
+    """The TargetMachine that optimizes and emits every module for `t` (under _LOCK). Kept
+    for the process: its subtarget for FN_ATTRS is built once (about 1 ms a compile
+    otherwise)."""
+    return target_machine(t)
 
 
 def new_module(name: str) -> ir.Module:
+    """An empty module for the current target."""
     mod = ir.Module(name=name)
-    mod.triple = llvm.get_process_triple()
+    mod.triple = target.current().triple
     return mod
 
 
@@ -143,33 +153,51 @@ def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool = True
 
 
 class Engine:
-    """One optimized module (or an object file from the cache), linked into the process's
-    ORC LLJIT as a library of its own; `exports` are the functions `address` can find.
+    """One optimized module (or an object file from the cache) for the current target,
+    linked into the process's ORC LLJIT as a library of its own; `exports` are the functions
+    `address` can find. The library resolves calls only through the target's runtime
+    library (rtlib.py), never through the process's symbols.
 
     Linking an object into the one LLJIT takes 0.1 ms; a fresh MCJIT engine per module (with
     the fresh TargetMachine MCJIT takes ownership of) took 0.9 ms of a 10 ms compile. The
-    library is unloaded when the engine is garbage collected."""
+    library is unloaded when the engine is garbage collected. For a target that cannot run
+    here the object is emitted and not linked (`linked` is False, `address` is 0)."""
 
     def __init__(self, mod: ir.Module | str | None = None, obj: bytes | None = None,
                  vectorize: bool = True, light: bool = False, *,
                  exports: Sequence[str]) -> None:
         self._ref: llvm.ModuleRef | None = None
+        self.target = t = target.current()
         with _LOCK:
             if obj is None:
                 assert mod is not None
-                ctm = _codegen_machine()
+                ctm = _codegen_machine(t)
                 ref = verify(mod)
+                ref.triple = t.triple
                 ref.data_layout = str(ctm.target_data)
                 optimize(ref, ctm, vectorize, light)
                 self._ref = ref
                 self.object = ctm.emit_object(ref)
             else:
                 self.object = obj
-            builder = llvm.JITLibraryBuilder().add_object_img(self.object)
-            builder.add_current_process()
-            for name in exports:
-                builder.export_symbol(name)
-            self._library = builder.link(_lljit(), f"xlapy{next(_LIBRARIES)}")
+        sink = _OBJECTS.get()
+        if sink is not None:
+            sink.append((str(exports[0]) if exports else "module", self.object))
+        self.linked = t.runs_here
+        self._library: Any = None
+        if self.linked:
+            rt = runtime_library(t)
+            with _LOCK:
+                builder = llvm.JITLibraryBuilder().add_object_img(self.object)
+                builder.add_jit_library(rt)
+                for name in exports:
+                    builder.export_symbol(name)
+                try:
+                    self._library = builder.link(_lljit(), f"xlapy{next(_LIBRARIES)}")
+                except RuntimeError as e:
+                    raise XlapyError(f"cpu backend: linking compiled code for {t} failed "
+                                     f"(a symbol the runtime library does not provide?): "
+                                     f"{e}") from None
         self._exports = frozenset(exports)
 
     @property
@@ -178,13 +206,71 @@ class Engine:
         return str(self._ref) if self._ref is not None else ""
 
     def address(self, name: str) -> int:
-        addr = self._library[name] if name in self._exports else 0
+        if name not in self._exports:
+            raise KeyError(f"no function {name} in the compiled module")
+        if self._library is None:
+            return 0  # compiled for another machine: never called (the executable refuses)
+        addr = self._library[name]
         if not addr:
             raise KeyError(f"no function {name} in the compiled module")
         return int(addr)
 
 
 _LIBRARIES = itertools.count()
+_OBJECTS: contextvars.ContextVar[list[tuple[str, bytes]] | None] = contextvars.ContextVar(
+    "xlapy_objects", default=None)
+
+
+@contextlib.contextmanager
+def collect_objects() -> Iterator[list[tuple[str, bytes]]]:
+    """Every object file an Engine emits (or loads from the cache) inside the block:
+    (first export, bytes)."""
+    objs: list[tuple[str, bytes]] = []
+    token = _OBJECTS.set(objs)
+    try:
+        yield objs
+    finally:
+        _OBJECTS.reset(token)
+
+
+@functools.cache
+def runtime_object(t: CpuTarget) -> bytes:
+    """rtlib's functions compiled for `t` (cached on disk like any kernel)."""
+    from xlapy.backends.cpu import cache
+
+    text = str(rtlib.module(t.triple))
+    with target.use(t):
+        k = cache.key(text, "rtlib")
+    obj = cache.get(k)
+    if obj is None:
+        ctm = _codegen_machine(t)
+        with _LOCK:
+            ref = llvm.parse_assembly(text)
+            ref.verify()
+            ref.data_layout = str(ctm.target_data)
+            optimize(ref, ctm)
+            obj = ctm.emit_object(ref)
+        cache.put(k, obj)
+    return obj
+
+
+@functools.cache
+def runtime_library(t: CpuTarget) -> str:
+    """The name of `t`'s runtime library in the LLJIT (linked once per process and target):
+    rtlib's IR functions and the libc/libm addresses it binds."""
+    obj = runtime_object(t)
+    name = f"xlapy_rt{next(_LIBRARIES)}"
+    with _LOCK:
+        builder = llvm.JITLibraryBuilder().add_object_img(obj)
+        for sym, addr in rtlib.bound_addresses().items():
+            builder.import_symbol(sym, addr)
+        for sym in rtlib.DEFINED:
+            builder.export_symbol(sym)
+        _RUNTIMES.append(builder.link(_lljit(), name))
+    return name
+
+
+_RUNTIMES: list[Any] = []  # the runtime libraries' trackers, alive for the process
 
 
 @functools.cache
@@ -307,13 +393,21 @@ def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) ->
 
 
 def set_ftz_daz(b: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
-    """Set MXCSR FTZ (denormal results flush, as on XLA CPU) unless it is already set (the
-    native while driver sets it once for a whole loop: ldmxcsr is slow); returns (saved
-    slot, whether it was changed) for `restore_mxcsr`."""
+    """Flush denormal results to zero (as on XLA CPU) unless that is already set (the native
+    while driver sets it once for a whole loop: ldmxcsr is slow): MXCSR FTZ on x86, FPCR FZ
+    on aarch64; returns (saved state, whether it was changed) for `restore_mxcsr`."""
+    if not target.current().is_x86:
+        get = _fn(b.module, "llvm.aarch64.get.fpcr", I64, [])
+        old = b.call(get, [])
+        need = b.icmp_unsigned("==", b.and_(old, ir.Constant(I64, FPCR_FZ)), ir.Constant(I64, 0))
+        with b.if_then(need, likely=True):
+            b.call(_fn(b.module, "llvm.aarch64.set.fpcr", VOID, [I64]),
+                   [b.or_(old, ir.Constant(I64, FPCR_FZ))])
+        return old, need
     saved = b.alloca(I32, name="mxcsr.saved")
     cur = b.alloca(I32, name="mxcsr.new")
-    stm = _mxcsr_fn(b.module, "llvm.x86.sse.stmxcsr")
-    ldm = _mxcsr_fn(b.module, "llvm.x86.sse.ldmxcsr")
+    stm = _fn(b.module, "llvm.x86.sse.stmxcsr", VOID, [I8P])
+    ldm = _fn(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P])
     b.call(stm, [b.bitcast(saved, I8P)])
     old = b.load(saved)
     need = b.icmp_unsigned("==", b.and_(old, ir.Constant(I32, MXCSR_FTZ_DAZ)),
@@ -325,13 +419,24 @@ def set_ftz_daz(b: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
 
 
 def restore_mxcsr(b: ir.IRBuilder, saved: tuple[ir.Value, ir.Value]) -> None:
-    slot, need = saved
+    state, need = saved
     with b.if_then(need, likely=True):
-        b.call(_mxcsr_fn(b.module, "llvm.x86.sse.ldmxcsr"), [b.bitcast(slot, I8P)])
+        if not target.current().is_x86:
+            b.call(_fn(b.module, "llvm.aarch64.set.fpcr", VOID, [I64]), [state])
+            return
+        b.call(_fn(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P]), [b.bitcast(state, I8P)])
 
 
-def _mxcsr_fn(mod: ir.Module, name: str) -> ir.Function:
+def store_fence(b: ir.IRBuilder) -> None:
+    """Order non-temporal stores before what follows (sfence on x86, a fence elsewhere)."""
+    if target.current().is_x86:
+        b.call(_fn(b.module, "llvm.x86.sse.sfence", VOID, []), [])
+    else:
+        b.fence("seq_cst")
+
+
+def _fn(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
     fn = mod.globals.get(name)
     if fn is None:
-        fn = ir.Function(mod, ir.FunctionType(VOID, [I8P]), name=name)
+        fn = ir.Function(mod, ir.FunctionType(ret, args), name=name)
     return fn

@@ -36,12 +36,12 @@ import numpy as np
 import scipy.special
 from llvmlite import ir
 
+from xlapy.backends.cpu import target
 from xlapy.backends.cpu.llvm_util import (
     F64,
     I32,
     I64,
     elem,
-    host_cpu,
     intrinsic,
     like,
     sfx,
@@ -118,7 +118,7 @@ class Math:
         t = self.t
         per = 8 if self.is64 else 16
         if not isinstance(t, ir.VectorType) or t.count % per or \
-                "+avx512f" not in host_cpu()[1]:
+                not target.current().has("avx512f"):
             return None
         b = self.b
         chunk = ir.VectorType(elem(t), per)

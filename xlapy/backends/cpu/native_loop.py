@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache
+from xlapy.backends.cpu import cache, target
 from xlapy.backends.cpu.llvm_util import (
     I8,
     I8P,
@@ -138,6 +138,7 @@ def _emit_driver() -> ir.Module:
 
 
 @functools.cache
+@target.on_host
 def driver() -> tuple[Engine, Any]:
     mod = _emit_driver()
     key = cache.key(str(mod), "while-driver")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas
+from xlapy.backends.cpu import blas, target
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -175,6 +175,7 @@ _G_WORDS = 16
 
 
 @functools.cache
+@target.on_host
 def _runtime() -> tuple[Engine, Any, int]:
     """(engine, region_run as a ctypes function, gemm_rows address)."""
     mod = new_module("xlapy_regions")

@@ -27,10 +27,10 @@ import threading
 import time
 from typing import Any
 
-import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
+from xlapy.backends.cpu import target
 from xlapy.backends.cpu.llvm_util import I32, I64, VOID, Engine, for_range, new_module
 
 #: How long a waiting side spins before it sleeps on the futex.
@@ -151,10 +151,9 @@ def _emit() -> ir.Module:
 
 
 @functools.cache
+@target.on_host
 def _native() -> tuple[Engine, Any, Any, int, int]:
     """(engine, post, wait, worker address, spin rounds per SPIN_US)."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-    llvm.add_symbol("syscall", ctypes.cast(libc.syscall, ctypes.c_void_p).value)
     eng = Engine(_emit(), exports=["pauses", "post", "wait", "worker"])
     pauses = ctypes.CFUNCTYPE(None, ctypes.c_int64)(eng.address("pauses"))
     n = 20000
