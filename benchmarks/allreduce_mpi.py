@@ -18,17 +18,24 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-import numpy as np
-from mpi4py import MPI
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import env  # noqa: E402
 
-from xlapy.builder import ops
-from xlapy.builder.xla_builder import XlaBuilder
-from xlapy.distributed.mpi import MpiGrid
-from xlapy.interpreter import Interpreter
-from xlapy.types import ElementType, Shape
+env.prepare()  # first, before OpenBLAS loads: drops forced kernels (re-exec), benchmarks/env.py
+
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+from xlapy.builder import ops  # noqa: E402
+from xlapy.builder.xla_builder import XlaBuilder  # noqa: E402
+from xlapy.distributed.mpi import MpiGrid  # noqa: E402
+from xlapy.interpreter import Interpreter  # noqa: E402
+from xlapy.types import ElementType, Shape  # noqa: E402
 
 
 def main() -> None:
@@ -37,6 +44,8 @@ def main() -> None:
     parser.add_argument("--mbytes", type=int, default=64)
     opts = parser.parse_args()
     world = MPI.COMM_WORLD
+    if world.rank == 0:
+        print(env.header(), flush=True)
     n = opts.mbytes * 1024 * 1024 // 4
     x = np.random.default_rng(world.rank).standard_normal(n).astype(np.float32)
 

@@ -14,16 +14,23 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import env  # noqa: E402
 
-import xlapy
-from xlapy.builder import ops
-from xlapy.builder.xla_builder import XlaBuilder
-from xlapy.types import ElementType, Shape
+env.prepare()  # first, before OpenBLAS loads: drops forced kernels (re-exec), benchmarks/env.py
+
+import numpy as np  # noqa: E402
+
+import xlapy  # noqa: E402
+from xlapy.builder import ops  # noqa: E402
+from xlapy.builder.xla_builder import XlaBuilder  # noqa: E402
+from xlapy.types import ElementType, Shape  # noqa: E402
 
 
 def timings(fns: list[Callable[[], Any]], repeat: int) -> list[list[float]]:
@@ -75,6 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
     opts = parser.parse_args()
+    print(env.header())
     client = xlapy.Client("interpreter")
     print(f"{'case':<28}{'ours min':>10}{'ours med':>10}{'numpy min':>11}{'numpy med':>11}"
           f"{'ratio':>8}{'med ratio':>10}")

@@ -9,10 +9,17 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import sys
 import time
+from pathlib import Path
 
-from xlapy.stablehlo.importer import import_module
-from xlapy.stablehlo.parser import Parser
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import env  # noqa: E402
+
+env.prepare()  # first, before OpenBLAS loads: drops forced kernels (re-exec), benchmarks/env.py
+
+from xlapy.stablehlo.importer import import_module  # noqa: E402
+from xlapy.stablehlo.parser import Parser  # noqa: E402
 
 T = "tensor<8x16xf32>"
 #: Op templates cycled through; `{p}` / `{q}` are earlier values of type T, `{i}` the index.
@@ -71,6 +78,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
+    print(env.header())
     text = make_module(args.ops)
     n_ops = sum(line.count(" = stablehlo.") + line.count(' = "stablehlo.')
                 for line in text.splitlines())

@@ -22,6 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import env  # noqa: E402
+
+env.prepare()  # first, before OpenBLAS loads: drops forced kernels (re-exec), benchmarks/env.py
+
 # NumPy's OpenBLAS threads busy-wait ~0.1 s (2^28 cycles) after every call, stealing a core
 # from whichever runner comes next in the round-robin (measured: xlapy's MLP 1.5 -> 3.8 ms,
 # attention's median 3.3 -> 6.3 ms). Let them sleep right away (set before numpy loads it).
@@ -29,7 +34,6 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("XLAPY_CACHE_DIR", "")  # cold compiles: time the real thing
 
 from benchmarks.workloads import WORKLOADS  # noqa: E402
@@ -278,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="comma-separated workload names")
     p.add_argument("--small", action="store_true", help="the workloads' small sizes")
     a = p.parse_args(argv)
+    print(env.header(), flush=True)
     import jax
 
     jax.config.update("jax_platforms", "cpu")
