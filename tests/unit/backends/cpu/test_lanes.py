@@ -7,6 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.tolerance import (
+    DOT_C,
+    assert_close_to_bound,
+    assert_ulp_close,
+    eps,
+    sum_bound,
+    ulp_bound,
+)
 from tests.unit.backends.cpu.test_elementwise import TYPES, _check, _ops
 from tests.unit.backends.cpu.util import module, op, run_both, values
 from xlapy.backends.cpu import cache, executable, lanes
@@ -17,7 +25,7 @@ from xlapy.ops.shape import BroadcastInDimAttrs, TransposeAttrs
 from xlapy.types import ElementType as ET
 from xlapy.types import Literal, Shape
 
-W = lanes.host_width()
+W = lanes.vector_width()
 #: Rows of 2W + 5 columns: two vector iterations and a scalar rest in every innermost loop.
 ROWS, COLS = 3, 2 * W + 5
 
@@ -94,10 +102,14 @@ def test_reductions_in_lanes(t: ET, opcode: str, init: object) -> None:
     mod = module(shapes, body)
     ref, got, exe = run_both(mod, xs)
     assert all(k.explicit for k in exe.kernel_specs)
-    for r, g in zip(ref, got):
-        if t.is_float and opcode in ("add", "multiply"):
-            np.testing.assert_allclose(g.astype(np.float64), r.astype(np.float64),
-                                       rtol=1e-5 if t is ET.F32 else 1e-12)
+    for (_, rdims), x, r, g in zip(REDUCE_SHAPES, xs, ref, got):
+        if t.is_float and opcode == "add":  # reassociated: any order's worst case
+            assert_close_to_bound(g, r, sum_bound(x, rdims, t.dtype, init), str(t))
+        elif t.is_float and opcode == "multiply":
+            # n multiplications in any order: relative error gamma_n of |product| each side.
+            n = x.size // g.size
+            mag = np.abs(np.prod(x.astype(np.float64), axis=rdims) * init)
+            assert_close_to_bound(g, r, DOT_C * (n + 1) * eps(t.dtype) * mag, str(t))
         else:
             assert g.dtype == r.dtype
             np.testing.assert_array_equal(np.atleast_1d(g).view(np.uint8),
@@ -168,8 +180,13 @@ def test_split_ranges_align_to_lanes(threads: int, monkeypatch: pytest.MonkeyPat
     ref, got, exe = run_both(module([Shape.array(t, (n,))], body), [x])
     k = exe.kernel_specs[0]
     assert k.explicit and k.align % W == 0
-    np.testing.assert_allclose(got[0], ref[0], rtol=1e-6)
-    np.testing.assert_allclose(got[1], ref[1], rtol=1e-4)
+    # exp within E ulp of the correctly rounded value: (E + 1/2) eps relative to the exact
+    # one, at most 2 E + 1 ulp of it (an ulp is at least eps / 2 of the value).
+    want = np.exp(x.astype(np.float64))
+    assert_ulp_close(got[0], want, 2 * ulp_bound("exp", np.float32, "cpu") + 1, what="cpu")
+    assert_ulp_close(ref[0], want, 2 * ulp_bound("exp", np.float32, "numpy") + 1,
+                     what="interpreter")
+    assert_close_to_bound(got[1], ref[1], sum_bound(x, 0, np.float32), "sum")
 
 
 def test_strided_reads_keep_scalar_ir() -> None:
@@ -217,7 +234,18 @@ def test_softmax_rows_with_denormals_and_rest() -> None:
     x[1, 3] = np.float32(-1e-40)
     ref, got, exe = run_both(module([sh], body), [x])
     assert len(exe.kernel_specs) == 1 and exe.kernel_specs[0].explicit
-    np.testing.assert_allclose(got, ref, rtol=2e-7)
+    # Exact softmax of the flushed input (x - max is one IEEE subtraction on every machine).
+    xf = np.where(np.abs(x) < np.finfo(np.float32).tiny, np.float32(0), x)
+    d = (xf - xf.max(1, keepdims=True)).astype(np.float64)
+    want = np.exp(d) / np.exp(d).sum(1, keepdims=True)
+    # Relative errors: exp within E ulp of its rounding, E + 1/2 ulp <= (E + 1/2) eps of the
+    # exact value; the row sum of COLS positive terms, those errors plus gamma_{COLS-1} ~
+    # (COLS - 1) eps / 2 for its additions in any order (lane width, tree); the divide, eps/2.
+    # Together (2 E + 1 + COLS / 2) eps, and one ulp is at least eps / 2 of the value: so
+    # 4 E + 2 + COLS ulp. (E = 1 for the cpu backend's exp, 3 for NumPy's f32 exp.)
+    for name, res, impl in (("cpu", got, "cpu"), ("interpreter", ref, "numpy")):
+        e = ulp_bound("exp", np.float32, impl)
+        assert_ulp_close(res, want, 4 * e + 2 + COLS, np.float32, what=name)
     np.testing.assert_array_equal(got[0], np.full(COLS, 1 / COLS, np.float32))
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.tolerance import assert_close_to_bound, assert_dot_close, dot_bound
 from xlapy.backends.cpu.blas import gemm
 
 CONV = """
@@ -45,7 +46,10 @@ def test_conv_matches_interpreter(layout: str, pad: list[list[int]], dil: list[i
     x = rng.standard_normal(xs).astype(np.float32)
     k = rng.standard_normal(ws).astype(np.float32)
     want = xlapy.compile(text, backend="interpreter")(x, k)
-    np.testing.assert_allclose(cpu(x, k), want, rtol=1e-5, atol=1e-5)
+    # A sum of c kh kw products per element: bounded by that many roundings of the sum of
+    # |products| (the same convolution of |x| and |k| in float64), in any order.
+    abs_conv = xlapy.compile(text.replace("xf32>", "xf64>"), backend="interpreter")
+    assert_dot_close(cpu(x, k), x, k, np.float32, ref=want, k=c * kh * kw, product=abs_conv)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -59,10 +63,12 @@ def test_gemm_layouts(dtype: type, m: int, k: int, n: int) -> None:
             a, b = (a.T if ta else a), (b.T if tb else b)
             out = np.full((m, n + 3), 7.0, dtype)
             gemm(a, b, out[:, 1:1 + n])
-            np.testing.assert_allclose(out[:, 1:1 + n], a @ b, rtol=1e-4, atol=1e-4)
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            bound = dot_bound(a, b, dtype)
+            assert_close_to_bound(out[:, 1:1 + n], want, bound, f"{ta} {tb}")
             assert (out[:, 0] == 7).all() and (out[:, -2:] == 7).all()
-            gemm(a, b, out[:, 1:1 + n], beta=1.0)
-            np.testing.assert_allclose(out[:, 1:1 + n], 2 * (a @ b), rtol=1e-4, atol=1e-4)
+            gemm(a, b, out[:, 1:1 + n], beta=1.0)  # two GEMMs' errors and one more rounding
+            assert_close_to_bound(out[:, 1:1 + n], 2 * want, 2 * bound, f"{ta} {tb} beta")
 
 
 DOT = """
@@ -79,7 +85,7 @@ def test_batched_transposed_dot() -> None:
     x = rng.standard_normal((2, 5, 3)).astype(np.float32)
     y = rng.standard_normal((2, 4, 5)).astype(np.float32)
     got = xlapy.compile(DOT, backend="cpu")(x, y)
-    np.testing.assert_allclose(got, np.einsum("bkm,bnk->bmn", x, y), rtol=1e-5, atol=1e-5)
+    assert_dot_close(got, x, y, k=5, product=lambda a, b: np.einsum("bkm,bnk->bmn", a, b))
 
 
 def test_blas_is_own_openblas_and_scipy_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,5 +111,5 @@ def test_blas_is_own_openblas_and_scipy_fallback(monkeypatch: pytest.MonkeyPatch
     finally:
         blas._fn.cache_clear()
         blas._set_local_threads.cache_clear()
-    np.testing.assert_allclose(own, a @ b, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(fallback, own, rtol=1e-5, atol=1e-5)
+    assert_dot_close(own, a, b)
+    assert_close_to_bound(fallback, own, dot_bound(a, b, np.float32), "fallback")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.tolerance import Bounded
 from xlapy.backends.cpu import executable
 
 PROGRAM = """
@@ -34,16 +35,18 @@ def test_split_reductions_match_interpreter(threads: int, monkeypatch: pytest.Mo
     monkeypatch.setattr(executable, "NUM_THREADS", threads)
     rng = np.random.default_rng(0)
     x = rng.integers(-2**31, 2**31 - 1, (1024, 512), dtype=np.int32)  # sums wrap
-    f = rng.standard_normal((1024, 512)).astype(np.float32)
+    # Multiples of 1/16 of magnitude <= 1: every partial sum of any order (threads, lanes)
+    # is a multiple of 2^-4 below 2^19 + 3, exact in f32's 24 bits, so the sums are exact.
+    f = (rng.integers(-16, 17, (1024, 512)) / 16).astype(np.float32)
     cpu = xlapy.compile(PROGRAM, backend="cpu")
     kinds = [k.partial for k in cpu._exe.kernel_specs]
     assert kinds == ["add", "add", None, "maximum", "add", None]
     want = xlapy.compile(PROGRAM, backend="interpreter")(x, f)
     got = cpu(x, f)
-    for k in range(4):
+    for k in range(6):
         np.testing.assert_array_equal(got[k], want[k])
-    np.testing.assert_allclose(got[4], want[4], rtol=1e-4, atol=1e-2)  # reassociated
-    np.testing.assert_allclose(got[5], want[5], rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(got[4], f.astype(np.float64).sum())
+    np.testing.assert_array_equal(got[5], f.astype(np.float64).sum(0) + 3)
 
 
 ROWS = """
@@ -98,4 +101,23 @@ def test_softmax_one_pass_per_row_matches_interpreter() -> None:
                                      .shape.dimensions).astype(np.float32)
                 for k in range(1 + extra)]
         want = xlapy.compile(comp, backend="interpreter")(*args)
-        np.testing.assert_allclose(cpu(*args), want, rtol=2e-6, atol=1e-6)
+        exact = (_softmax if extra == 0 else _layernorm)(*args)
+        exact.check(cpu(*args), "cpu")
+        exact.check(want, "interpreter")
+
+
+def _softmax(x: np.ndarray) -> Bounded:
+    """The row softmax, exact, and how far f32 may be from it (tests/tolerance.py: exp's
+    documented ulps, the row sum's gamma_{n-1} in any order, the divide's rounding)."""
+    bx = Bounded.exact(x)
+    e = (bx - bx.max(1, keepdims=True)).exp()
+    return e / e.sum(1, keepdims=True)
+
+
+def _layernorm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray) -> Bounded:
+    """normalization.layernorm exactly, its constants as the f32 values the program holds."""
+    bx = Bounded.exact(x)
+    inv_n = np.float32(1.0 / x.shape[1])
+    xc = bx - bx.sum(1, keepdims=True) * inv_n
+    rs = ((xc * xc).sum(1, keepdims=True) * inv_n + np.float32(1e-5)).rsqrt()
+    return xc * rs * Bounded.exact(scale) + Bounded.exact(bias)
