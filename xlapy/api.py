@@ -17,10 +17,11 @@ from xlapy.ir import Module
 class CompiledProgram:
     """`exe(*arrays)` runs the entry; several results come back as a tuple."""
 
-    def __init__(self, module: Module, backend: str) -> None:
+    def __init__(self, module: Module, backend: str,
+                 options: dict[str, Any] | None = None) -> None:
         self.module = module
         self.backend = backend
-        self._exe = get_backend(backend).compile(module, None)
+        self._exe = get_backend(backend).compile(module, options)
 
     def __call__(self, *args: Any) -> Any:
         entry = self.module.entry_computation()
@@ -43,7 +44,9 @@ class PolymorphicProgram:
     """A module whose entry takes `?`-dimension arguments (JAX's shape-polymorphic export):
     imported and compiled once per argument-shape signature, on the first call with it."""
 
-    def __init__(self, text: str, filename: str, entry: str | None, backend: str) -> None:
+    def __init__(self, text: str, filename: str, entry: str | None, backend: str,
+                 options: dict[str, Any] | None = None) -> None:
+        self.options = options
         self.text = text
         self.filename = filename
         self.entry = entry
@@ -60,7 +63,7 @@ class PolymorphicProgram:
         if prog is None:
             shapes = [Shape.array(_element_type(a), a.shape) for a in arrays]
             module = parse_module(self.text, self.filename, self.entry, arg_shapes=shapes)
-            prog = self._programs[key] = CompiledProgram(module, self.backend)
+            prog = self._programs[key] = CompiledProgram(module, self.backend, self.options)
         return prog
 
     def __call__(self, *args: Any) -> Any:
@@ -88,11 +91,12 @@ def _element_type(a: np.ndarray) -> Any:
     raise XlapyError(f"no element type for numpy dtype {a.dtype}")
 
 
-def compile(program: Any, backend: str | None = None, entry: str | None = None
-            ) -> CompiledProgram:  # noqa: A001 - the public name
+def compile(program: Any, backend: str | None = None, entry: str | None = None,
+            options: dict[str, Any] | None = None) -> CompiledProgram:  # noqa: A001
     """Compile StableHLO text, a path to a .mlir file, a Module or an XlaComputation.
 
-    Text (or a file) starting with `HloModule` is XLA's HLO text (`xlapy.hlo_text`)."""
+    Text (or a file) starting with `HloModule` is XLA's HLO text (`xlapy.hlo_text`).
+    `options` go to the backend (cpu: `{"target": "x86-64-v3"}`, see backends/cpu/target.py)."""
     from xlapy.backends import default_backend
 
     backend = backend or default_backend()
@@ -112,7 +116,8 @@ def compile(program: Any, backend: str | None = None, entry: str | None = None
         module = (parse_hlo_module(text, str(path)) if is_hlo_text(text)
                   else parse_module(text, str(path), entry))
     elif isinstance(program, str) and _polymorphic(program, entry):
-        return PolymorphicProgram(program, "<string>", entry, backend)  # type: ignore[return-value]
+        return PolymorphicProgram(program, "<string>", entry, backend,  # type: ignore[return-value]
+                                  options)
     elif isinstance(program, str):
         module = parse_module(program, "<string>", entry)
     else:
@@ -120,7 +125,7 @@ def compile(program: Any, backend: str | None = None, entry: str | None = None
                          "a path, a Module or an XlaComputation")
     if module.entry is None:
         raise XlapyError(f"module {module.name} has no entry function (name one with entry=)")
-    return CompiledProgram(module, backend)
+    return CompiledProgram(module, backend, options)
 
 
 __all__: Sequence[str] = ["CompiledProgram", "compile"]

@@ -24,7 +24,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--entry", default=None, help="function to compile (default: main)")
     p.add_argument("--explain", action="store_true",
                    help="list kernels, library calls and interpreter fallbacks")
+    add_target_argument(p)
     return p
+
+
+def add_target_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default=None,
+                   help="cpu target: host (default: $XLAPY_CPU_TARGET, else host), x86-64-v2, "
+                        "x86-64-v3, x86-64-v4, sapphirerapids, znver5, aarch64-linux-gnu, ... "
+                        "(code for a machine other than this one is compiled, not run)")
 
 
 def cmd_compile(args: argparse.Namespace, out: TextIO) -> int:
@@ -48,7 +56,8 @@ def cmd_compile(args: argparse.Namespace, out: TextIO) -> int:
     except (XlapyError, OSError, KeyError) as e:
         out.write(f"error: {e}\n")
         return 1
-    out.write(f"compiled {module.entry.name} with {args.backend} in {dt * 1e3:.1f} ms\n")
+    where = f" for {exe.target}" if hasattr(exe, "target") else ""
+    out.write(f"compiled {module.entry.name} with {args.backend}{where} in {dt * 1e3:.1f} ms\n")
     if args.explain:
         explain = getattr(exe, "explain", None)
         if explain is None:

@@ -238,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "MPI rank per process (docs/distributed.md)")
     run.add_argument("--backend", default=None,
                      help="cpu or interpreter (default: $XLAPY_BACKEND, else cpu)")
+    from xlapy.cli.compile import add_target_argument
+
+    add_target_argument(run)
     from xlapy.cli.opt import add_parser as add_opt_parser
 
     add_opt_parser(sub)
@@ -253,6 +256,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = build_parser().parse_args(argv)
     stream = out or sys.stdout
+    if getattr(args, "target", None):
+        from xlapy.backends.cpu import target
+
+        try:
+            chosen = target.resolve(args.target)
+        except XlapyError as e:
+            stream.write(f"error: {e}\n")
+            return 2
+        with target.use(chosen):
+            return _dispatch(args, stream)
+    return _dispatch(args, stream)
+
+
+def _dispatch(args: argparse.Namespace, stream: TextIO) -> int:
     if args.command == "run" and args.distributed == "mpi":
         from xlapy.distributed.cli_support import cmd_run_mpi
 

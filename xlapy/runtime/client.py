@@ -76,9 +76,13 @@ def _module_of(computation: Any) -> Module:
 
 
 class Client:
-    """The service front: `Client()` uses the default backend; `Client("interpreter")` names one."""
+    """The service front: `Client()` uses the default backend; `Client("interpreter")` names one.
+    `options` are every compile's defaults (e.g. `{"target": "x86-64-v3"}` for the cpu
+    backend); `compile(..., options)` adds to them."""
 
-    def __init__(self, backend: str | None = None) -> None:
+    def __init__(self, backend: str | None = None, options: dict[str, Any] | None = None
+                 ) -> None:
+        self.options = dict(options or {})
         if backend is None:
             from xlapy.backends import default_backend
 
@@ -111,7 +115,8 @@ class Client:
     # ---- compile and run ------------------------------------------------------------------------
     def compile(self, computation: Any, options: dict[str, Any] | None = None) -> Executable:
         module = _module_of(computation)
-        return Executable(self, module, self.backend.compile(module, options))
+        return Executable(self, module, self.backend.compile(module, {**self.options,
+                                                                      **(options or {})}))
 
     def execute(self, computation: Any, arguments: Sequence[Any] = ()) -> GlobalData:
         exe = computation if isinstance(computation, Executable) else self.compile(computation)

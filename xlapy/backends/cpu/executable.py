@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import arena, cache, kernels, library, recycle, regions, thunks
+from xlapy.backends.cpu import arena, cache, kernels, library, recycle, regions, target, thunks
 from xlapy.backends.cpu.fusion_plan import kernel_elements, row_walk
-from xlapy.backends.cpu.llvm_util import Engine, module_text, new_module
+from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.backends.cpu.threads import NativePool, native_pool
 from xlapy.errors import InterpreterError, XlapyError
@@ -103,7 +103,13 @@ class CpuExecutable:
         self._keep: dict[int, Any] = {}  # output slot -> last array returned (recycle.py)
         self._arena: list[Any] | None = None
         self._native: set[int] = set()  # slots library thunks write (fresh memory, no views)
-        self._plan()
+        #: What it is compiled for (target.py); code for another machine is compiled to
+        #: `objects` and never run.
+        self.target = target.from_options(self.options)
+        self.runnable = self.target.runs_here
+        with target.use(self.target), collect_objects() as objs:
+            self._plan()
+        self.objects: list[tuple[str, bytes]] = objs
 
     # ---- planning ----
     def _plan(self) -> None:
@@ -478,6 +484,10 @@ class CpuExecutable:
     def run_computation(self, args: Sequence[Any], runtime: RuntimeState | None = None,
                         process: Any = None) -> Any:
         comp = self.comp
+        if not self.runnable:
+            raise XlapyError(f"computation {comp.name} was compiled for cpu target "
+                             f"{self.target}, which cannot run on this machine "
+                             f"({target.host_target().cpu}); its objects are in .objects")
         if len(args) != len(self._params):
             raise InterpreterError(f"computation {comp.name} takes {len(comp.parameters)} "
                                    f"argument(s), got {len(args)}")
@@ -567,6 +577,13 @@ class CpuExecutable:
         out = [(r[0], r[1]) for r in self.report if r[2] == "interpreter fallback"]
         for _, sub in self.subexecs:
             out += sub.fallbacks()
+        return out
+
+    def all_objects(self) -> list[tuple[str, bytes]]:
+        """The object files of this computation and of those its control flow calls."""
+        out = list(self.objects)
+        for _, sub in self.subexecs:
+            out += sub.all_objects()
         return out
 
     def kernels(self) -> list[tuple[str, str]]:

@@ -15,12 +15,12 @@ import itertools
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from xlapy.backends.cpu import rtlib, target
+from xlapy.backends.cpu import objfile, rtlib, target
 from xlapy.backends.cpu.target import CpuTarget
 from xlapy.errors import XlapyError
 
@@ -34,6 +34,7 @@ F32 = ir.FloatType()
 F64 = ir.DoubleType()
 VOID = ir.VoidType()
 I8P = I8.as_pointer()
+T = TypeVar("T")
 #: Every kernel is `void kernel(i8** buffers, i64 begin, i64 end)`: the buffer table (one slot
 #: per value: parameters, temporaries, outputs) and a range of its outermost loop, so the
 #: thread pool can split it.
@@ -186,6 +187,11 @@ class Engine:
         self.linked = t.runs_here
         self._library: Any = None
         if self.linked:
+            missing = objfile.undefined(self.object) - rtlib.SYMBOLS
+            if missing:
+                raise XlapyError(f"cpu backend: compiled code for {t} calls "
+                                 f"{', '.join(sorted(missing))}, which the runtime library "
+                                 f"(rtlib.py) does not provide")
             rt = runtime_library(t)
             with _LOCK:
                 builder = llvm.JITLibraryBuilder().add_object_img(self.object)
@@ -204,6 +210,14 @@ class Engine:
     def asm_ir(self) -> str:
         """The optimized module's text ("" for an object file from the cache)."""
         return str(self._ref) if self._ref is not None else ""
+
+    @property
+    def assembly(self) -> str:
+        """The target's assembly for the optimized module ("" for a cached object)."""
+        if self._ref is None:
+            return ""
+        with _LOCK:
+            return _codegen_machine(self.target).emit_assembly(self._ref)
 
     def address(self, name: str) -> int:
         if name not in self._exports:
@@ -231,6 +245,22 @@ def collect_objects() -> Iterator[list[tuple[str, bytes]]]:
         yield objs
     finally:
         _OBJECTS.reset(token)
+
+
+def on_host(fn: Callable[..., T]) -> Callable[..., T]:
+    """Run `fn` compiling for the host: the process's own native support code (worker pool,
+    region runner, while driver) runs here whatever the executables target, and is no part
+    of their objects (`collect_objects`)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        token = _OBJECTS.set(None)
+        try:
+            with target.use(target.host_target()):
+                return fn(*args, **kwargs)
+        finally:
+            _OBJECTS.reset(token)
+
+    return wrapper
 
 
 @functools.cache

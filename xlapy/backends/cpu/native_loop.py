@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, target
+from xlapy.backends.cpu import cache
 from xlapy.backends.cpu.llvm_util import (
     I8,
     I8P,
@@ -43,6 +43,7 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     i64,
     new_module,
+    on_host,
     restore_mxcsr,
     set_ftz_daz,
 )
@@ -138,7 +139,7 @@ def _emit_driver() -> ir.Module:
 
 
 @functools.cache
-@target.on_host
+@on_host
 def driver() -> tuple[Engine, Any]:
     mod = _emit_driver()
     key = cache.key(str(mod), "while-driver")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas, target
+from xlapy.backends.cpu import blas
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -33,6 +33,7 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     i64,
     new_module,
+    on_host,
 )
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
@@ -175,7 +176,7 @@ _G_WORDS = 16
 
 
 @functools.cache
-@target.on_host
+@on_host
 def _runtime() -> tuple[Engine, Any, int]:
     """(engine, region_run as a ctypes function, gemm_rows address)."""
     mod = new_module("xlapy_regions")

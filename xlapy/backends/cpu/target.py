@@ -16,9 +16,8 @@ import contextlib
 import contextvars
 import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import llvmlite.binding as llvm
 
@@ -26,7 +25,6 @@ from xlapy.errors import XlapyError
 
 X86_TRIPLE = "x86_64-unknown-linux-gnu"
 AARCH64_TRIPLE = "aarch64-unknown-linux-gnu"
-T = TypeVar("T")
 
 _V2 = frozenset({"sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "cx16", "sahf"})
 _V3 = _V2 | {"avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave"}
@@ -154,17 +152,6 @@ def use(target: CpuTarget | str | None) -> Iterator[CpuTarget]:
         yield t
     finally:
         _CURRENT.reset(token)
-
-
-def on_host(fn: Callable[..., T]) -> Callable[..., T]:
-    """Run `fn` compiling for the host: the process's own native support code (worker pool,
-    region runner, while driver) runs here whatever the executables target."""
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        with use(host_target()):
-            return fn(*args, **kwargs)
-
-    return wrapper
 
 
 def from_options(options: dict | None) -> CpuTarget:

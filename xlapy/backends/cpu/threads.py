@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import target
-from xlapy.backends.cpu.llvm_util import I32, I64, VOID, Engine, for_range, new_module
+from xlapy.backends.cpu.llvm_util import I32, I64, VOID, Engine, for_range, new_module, on_host
 
 #: How long a waiting side spins before it sleeps on the futex.
 SPIN_US = 200.0
@@ -151,7 +150,7 @@ def _emit() -> ir.Module:
 
 
 @functools.cache
-@target.on_host
+@on_host
 def _native() -> tuple[Engine, Any, Any, int, int]:
     """(engine, post, wait, worker address, spin rounds per SPIN_US)."""
     eng = Engine(_emit(), exports=["pauses", "post", "wait", "worker"])

@@ -14,7 +14,7 @@ import pytest
 from llvmlite import ir
 
 from xlapy.backends.cpu import rtlib
-from xlapy.backends.cpu.llvm_util import I64, I8P, Engine, new_module
+from xlapy.backends.cpu.llvm_util import I8P, I64, Engine, new_module
 
 _INT = {"hf": (ir.IntType(16), np.uint16), "bf": (ir.IntType(16), np.uint16),
         "sf": (ir.IntType(32), np.uint32), "df": (ir.IntType(64), np.uint64)}
