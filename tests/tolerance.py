@@ -23,7 +23,10 @@ unit roundoff of the type that rounds:
 API:
 
 * `dot_bound(lhs, rhs, dtype, k)` / `sum_bound(x, axis, dtype)`: how far two float
-  computations of one dot (or one sum) may differ, or one from the exact float64 value.
+  computations of one dot (or one sum) may differ, or one from the exact float64 value;
+  `magnitude_bound(mag, k, dtype)` the same from a sum of |products| computed elsewhere
+  (e.g. the program itself run on |inputs|: for dots, convolutions and sums, and any
+  composition of them with nonnegative coefficients, that is exactly the sum of |products|).
 * `assert_close_to_bound(got, ref, bound)`, `assert_dot_close(got, lhs, rhs, dtype)`.
 * `ulp_distance` / `assert_ulp_close(got, ref, max_ulp)`: elementwise chains, in units of the
   last place of the result type.
@@ -90,44 +93,52 @@ def _wide(x: Any) -> np.ndarray:
 
 
 # ---- dots and sums ------------------------------------------------------------------------------
-def dot_bound(lhs: Any, rhs: Any, dtype: Any, k: int | None = None, *,
-              product: Callable[[np.ndarray, np.ndarray], np.ndarray] = np.matmul,
-              out_dtype: Any = None, c: float = DOT_C) -> np.ndarray:
-    """The elementwise bound c K eps(acc) (|lhs| . |rhs|) (+ flushing and output rounding) on
-    how far two float computations of `product(lhs, rhs)` may differ.
-
-    `product` contracts its operands (np.matmul, an einsum, a convolution in float64); it is
-    applied to |lhs| and |rhs| in float64, which gives the sum of |products| of each result
-    element. `k` is the contraction length (default: lhs.shape[-1]); `dtype` the operands'
-    type, which fixes the accumulation type (f32 for bf16/f16, as XLA's dots); `out_dtype`
-    the result type when it differs (each side rounds its result to it once). A complex
-    product rounds twice more (a*b - c*d), and its |.| is within sqrt 2 of |a||b|."""
-    k = int(np.shape(lhs)[-1]) if k is None else int(k)
-    acc = accumulation_dtype(dtype)
+def magnitude_bound(mag: Any, k: int, dtype: Any, *, acc_dtype: Any = None,
+                    out_dtype: Any = None, complex_: bool | None = None,
+                    c: float = DOT_C) -> np.ndarray:
+    """c K eps(acc) mag (+ flushing and output rounding): how far two float computations of
+    sums of at most `k` products each may differ, `mag` being each result's sum of
+    |products| (float64). `acc_dtype` defaults to `accumulation_dtype(dtype)`; `out_dtype`
+    (default `dtype`) is rounded to once more by each side when narrower. A complex product
+    rounds twice more (a*b - c*d), and its |.| is within sqrt 2 of |a||b|."""
+    acc = accumulation_dtype(dtype) if acc_dtype is None else np.dtype(acc_dtype)
     out = np.dtype(dtype if out_dtype is None else out_dtype)
-    complex_ = np.dtype(dtype).kind == "c"
-    mag = np.asarray(product(np.abs(_wide(lhs)), np.abs(_wide(rhs))), np.float64)
+    if complex_ is None:
+        complex_ = np.dtype(dtype).kind == "c"
+    mag = np.asarray(mag, np.float64)
     terms = k + 2 if complex_ else k
-    bound = c * terms * eps(acc) * mag * (np.sqrt(2) if complex_ else 1.0)
-    bound = bound + c * terms * tiny(acc)  # a flushed product or partial sum each
+    bound = c * terms * (eps(acc) * mag * (np.sqrt(2) if complex_ else 1.0) + tiny(acc))
     if eps(out) > eps(acc):
         bound = bound + eps(out) * mag + 2 * tiny(out)  # both sides round once more
     return np.asarray(bound)
 
 
+def dot_bound(lhs: Any, rhs: Any, dtype: Any, k: int | None = None, *,
+              product: Callable[[np.ndarray, np.ndarray], np.ndarray] = np.matmul,
+              out_dtype: Any = None, c: float = DOT_C) -> np.ndarray:
+    """The elementwise bound c K eps(acc) (|lhs| . |rhs|) (+ flushing and output rounding) on
+    how far two float computations of `product(lhs, rhs)` may differ (`magnitude_bound`).
+
+    `product` contracts its operands (np.matmul, an einsum, a convolution in float64); it is
+    applied to |lhs| and |rhs| in float64, which gives the sum of |products| of each result
+    element. `k` is the contraction length (default: lhs.shape[-1]); `dtype` the operands'
+    type, which fixes the accumulation type (f32 for bf16/f16, as XLA's dots); `out_dtype`
+    the result type when it differs."""
+    k = int(np.shape(lhs)[-1]) if k is None else int(k)
+    mag = product(np.abs(_wide(lhs)), np.abs(_wide(rhs)))
+    return magnitude_bound(mag, k, dtype, out_dtype=out_dtype, c=c)
+
+
 def sum_bound(x: Any, axis: int | tuple[int, ...] | None, dtype: Any, init: Any = 0.0, *,
-              c: float = DOT_C) -> np.ndarray:
+              acc_dtype: Any = None, c: float = DOT_C) -> np.ndarray:
     """`dot_bound` for a float reduce-add over `axis` of `x` (plus `init`): the sum of n + 1
-    terms in any order, with the ones as the other factors."""
+    terms in any order, with the ones as the other factors. `acc_dtype`: as
+    `magnitude_bound` (XLA sums bf16/f16 in the narrow type itself)."""
     a = np.abs(_wide(x))
     axes = range(a.ndim) if axis is None else np.atleast_1d(axis)
     n = int(np.prod([a.shape[d] for d in axes]))
-    mag = a.sum(axis=axis) + np.abs(_wide(init))
-    acc = accumulation_dtype(dtype)
-    bound = c * (n + 1) * (eps(acc) * mag + tiny(acc))
-    if eps(dtype) > eps(acc):
-        bound = bound + eps(dtype) * mag + 2 * tiny(dtype)
-    return np.asarray(bound)
+    mag = a.sum(axis=None if axis is None else tuple(np.atleast_1d(axis)))
+    return magnitude_bound(mag + np.abs(_wide(init)), n + 1, dtype, acc_dtype=acc_dtype, c=c)
 
 
 def assert_close_to_bound(got: Any, ref: Any, bound: Any, what: str = "") -> None:
