@@ -21,6 +21,7 @@ from tests.differential.jax_programs.table import (
     U8,
     U32,
     Program,
+    Sums,
     arr,
     dtype_id,
     inexact,
@@ -134,7 +135,7 @@ def _indexing() -> list[Program]:
         P("jnp.at_add_bf16[bf16]", lambda a, i, v: a.at[i].add(v),
           (arr((5, 6), BF16), np.array([1, 3], np.int32), arr((2, 6), BF16))),
         P("segment_sum[f32]", lambda d, s: jax.ops.segment_sum(d, s, num_segments=4),
-          (arr((8, 3), F32), np.array([0, 0, 1, 3, 3, 3, 2, 0], np.int32)), inexact(F32)),
+          (arr((8, 3), F32), np.array([0, 0, 1, 3, 3, 3, 2, 0], np.int32)), Sums(4)),
         P("segment_max[s32]", lambda d, s: jax.ops.segment_max(d, s, num_segments=5),
           (arr((8,), I32), np.array([0, 0, 1, 3, 3, 3, 2, 0], np.int32))),
         P("lax.gather_direct[f32]", lambda a, i: lax.gather(
@@ -158,20 +159,20 @@ def _indexing() -> list[Program]:
 def _reductions() -> list[Program]:
     x = arr((4, 5, 3), F32)
     out = [
-        P("jnp.sum[f32]", lambda a: jnp.sum(a, axis=(0, 2)), (x,), inexact(F32, 5)),
-        P("jnp.sum_all[f64]", jnp.sum, (arr((4, 5), F64),), inexact(F64, 5)),
-        P("jnp.sum[bf16]", lambda a: jnp.sum(a, axis=1), (arr((3, 8), BF16),), inexact(BF16, 2)),
+        P("jnp.sum[f32]", lambda a: jnp.sum(a, axis=(0, 2)), (x,), Sums(4 * 3 + 1)),
+        P("jnp.sum_all[f64]", jnp.sum, (arr((4, 5), F64),), Sums(4 * 5 + 1)),
+        P("jnp.sum[bf16]", lambda a: jnp.sum(a, axis=1), (arr((3, 8), BF16),), Sums(8 + 1)),
         P("jnp.sum[s32]", lambda a: jnp.sum(a, axis=0), (arr((6, 5), I32, -99, 99),)),
         P("jnp.sum[u8]", lambda a: jnp.sum(a, axis=1, dtype=np.uint8), (arr((3, 9), U8, 0, 255),)),
         P("jnp.prod[f32]", lambda a: jnp.prod(a, axis=1), (arr((4, 5), F32, 0.5, 1.5),),
-          inexact(F32, 5)),
+          Sums(5 + 1)),
         P("jnp.prod[s64]", lambda a: jnp.prod(a, axis=0), (arr((5, 3), I64, -9, 9),)),
         P("jnp.max[f32]", lambda a: jnp.max(a, axis=2), (x,)),
         P("jnp.max_nan[f32]", lambda a: jnp.max(a, axis=1),
           (np.array([[1, np.nan, 3], [-np.inf, -1, 0]], np.float32),)),
         P("jnp.min[s8]", lambda a: jnp.min(a, axis=0), (arr((4, 5), I8, -128, 127),)),
         P("jnp.min[bf16]", lambda a: jnp.min(a), (arr((4, 5), BF16),)),
-        P("jnp.mean[f32]", lambda a: jnp.mean(a, axis=0), (x,), inexact(F32, 5)),
+        P("jnp.mean[f32]", lambda a: jnp.mean(a, axis=0), (x,), Sums(4 + 1)),  # / 4 exact
         P("jnp.var_std[f64]", lambda a: (jnp.var(a, axis=1), jnp.std(a)), (arr((4, 6), F64),),
           inexact(F64, 10)),
         P("jnp.all_any[pred]", lambda a: (jnp.all(a, axis=1), jnp.any(a, axis=0)),
@@ -194,15 +195,16 @@ def _reductions() -> list[Program]:
           (arr((5, 4), I32, -1, 1),)),
     ]
     for dt in (F32, I32, F64):
-        tol = None if dt.kind != "f" else inexact(dt, 10)
+        flt = dt.kind == "f"
         a = arr((5, 4), dt, -9, 9) if dt.kind != "f" else arr((5, 4), dt)
-        out += [
-            P(f"jnp.cumsum[{dtype_id(dt)}]", lambda v: jnp.cumsum(v, axis=0), (a,), tol),
+        out += [  # prefix sums and products of at most 5 (4) terms, in any association
+            P(f"jnp.cumsum[{dtype_id(dt)}]", lambda v: jnp.cumsum(v, axis=0), (a,),
+              Sums(5) if flt else None),
             P(f"lax.cumsum_reverse[{dtype_id(dt)}]", lambda v: lax.cumsum(v, axis=1,
                                                                            reverse=True),
-              (a,), tol),
+              (a,), Sums(4) if flt else None),
             P(f"jnp.cumprod[{dtype_id(dt)}]", lambda v: jnp.cumprod(v, axis=1),
-              (a if dt.kind != "f" else arr((5, 4), dt, 0.5, 1.5),), tol),
+              (a if dt.kind != "f" else arr((5, 4), dt, 0.5, 1.5),), Sums(4) if flt else None),
             P(f"lax.cummax[{dtype_id(dt)}]", lambda v: lax.cummax(v, axis=0), (a,)),
             P(f"lax.cummin_reverse[{dtype_id(dt)}]", lambda v: lax.cummin(v, axis=0,
                                                                            reverse=True), (a,)),
@@ -210,8 +212,7 @@ def _reductions() -> list[Program]:
     out += [
         P("lax.cumlogsumexp[f32]", lambda v: lax.cumlogsumexp(v, axis=1), (arr((3, 6), F32),),
           inexact(F32, 10)),
-        P("jnp.cumsum_long[f32]", lambda v: jnp.cumsum(v), (arr((300,), F32),),
-          inexact(F32, 50)),
+        P("jnp.cumsum_long[f32]", lambda v: jnp.cumsum(v), (arr((300,), F32),), Sums(300)),
         P("jnp.diff[s32]", lambda v: jnp.diff(v, n=2), (arr((7,), I32),)),
         P("lax.associative_scan[s32]", lambda v: lax.associative_scan(jnp.add, v),
           (arr((9,), I32),)),
@@ -233,17 +234,17 @@ def _windows() -> list[Program]:
                                                   (1, 1, 1, 1), "SAME"), (img,)),
         P("lax.reduce_window_sum[f32]", pool(lax.add, 0, (1, 3, 2, 1), (1, 2, 1, 1),
                                              ((0, 0), (1, 1), (0, 1), (0, 0))), (img,),
-          inexact(F32)),
+          Sums(3 * 2 + 1)),
         P("lax.reduce_window_min[s32]", pool(lax.min, 2**31 - 1, (2, 3), (1, 2),
                                              ((1, 0), (0, 2))), (arr((5, 7), I32),)),
         P("lax.reduce_window_sum[bf16]", pool(lax.add, 0, (2, 2), (1, 1), "VALID"),
-          (arr((4, 5), BF16),), inexact(BF16, 2)),
+          (arr((4, 5), BF16),), Sums(2 * 2 + 1, acc=BF16)),  # XLA adds in bf16
         P("lax.reduce_window_dilated[f32]", lambda a: lax.reduce_window(
             a, -np.inf, lax.max, (2, 2), (1, 1), "VALID", base_dilation=(2, 1),
             window_dilation=(1, 2)), (arr((4, 6), F32),)),
         P("avg_pool[f64]", lambda a: lax.reduce_window(a, 0.0, lax.add, (1, 2, 2, 1),
                                                        (1, 2, 2, 1), "VALID") / 4.0,
-          (arr((1, 4, 4, 2), F64),), inexact(F64)),
+          (arr((1, 4, 4, 2), F64),), Sums(2 * 2 + 1)),  # / 4 exact
         P("max_pool_grad[f32]", jax.grad(lambda a: jnp.sum(lax.reduce_window(
             a, -np.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") ** 2)), (img,),
           inexact(F32)),
@@ -293,33 +294,33 @@ def _dot_conv() -> list[Program]:
     for dt in (F32, F64, BF16, F16, I32, I8, C64):
         a = arr((3, 5), dt, -4, 4)
         b = arr((5, 4), dt, -4, 4)
-        tol = None if dt.kind in "iu" else inexact(dt, 10)
+        tol = None if dt.kind in "iu" else Sums(5)
         out.append(P(f"jnp.matmul[{dtype_id(dt)}]", jnp.matmul, (a, b), tol))
     out += [
         P("lax.dot_general_batch[f32]", lambda a, b: lax.dot_general(
             a, b, (((2,), (1,)), ((0,), (0,)))), (arr((2, 3, 4), F32), arr((2, 4, 5), F32)),
-          inexact(F32, 10)),
+          Sums(4)),
         P("lax.dot_general_two_contracting[f64]", lambda a, b: lax.dot_general(
             a, b, (((0, 2), (2, 0)), ((), ()))), (arr((3, 2, 4), F64), arr((4, 5, 3), F64)),
-          inexact(F64, 10)),
+          Sums(3 * 4)),
         P("lax.dot_preferred[s8->s32]", lambda a, b: lax.dot(a, b,
                                                             preferred_element_type=np.int32),
           (arr((3, 6), I8, -128, 127), arr((6, 2), I8, -128, 127))),
         P("lax.dot_preferred[bf16->f32]", lambda a, b: lax.dot(
             a, b, preferred_element_type=np.float32), (arr((3, 6), BF16), arr((6, 2), BF16)),
-          inexact(F32, 10)),
+          Sums(6)),
         P("jnp.einsum_bij_bjk[f32]", lambda a, b: jnp.einsum("bij,bjk->bki", a, b),
-          (arr((2, 3, 4), F32), arr((2, 4, 2), F32)), inexact(F32, 10)),
+          (arr((2, 3, 4), F32), arr((2, 4, 2), F32)), Sums(4)),
         P("jnp.einsum_trace_outer[f32]", lambda a, b: jnp.einsum("ii,j->j", a, b),
-          (arr((3, 3), F32), arr((4,), F32)), inexact(F32, 10)),
-        P("jnp.vdot[c64]", jnp.vdot, (arr((6,), C64), arr((6,), C64)), inexact(C64, 10)),
+          (arr((3, 3), F32), arr((4,), F32)), Sums(3 + 1)),  # the trace, times b
+        P("jnp.vdot[c64]", jnp.vdot, (arr((6,), C64), arr((6,), C64)), Sums(6)),
         P("jnp.tensordot[f32]", lambda a, b: jnp.tensordot(a, b, axes=([1, 2], [0, 1])),
-          (arr((2, 3, 4), F32), arr((3, 4, 2), F32)), inexact(F32, 10)),
+          (arr((2, 3, 4), F32), arr((3, 4, 2), F32)), Sums(3 * 4)),
         P("jnp.outer[s64]", jnp.outer, (arr((3,), I64), arr((4,), I64))),
     ]
     lhs = arr((2, 3, 7, 6), F32)
     rhs = arr((4, 3, 3, 2), F32)
-    tol = inexact(F32, 20)
+    tol = Sums(3 * 3 * 2)  # input features x window: a dilated or padded window has fewer
     out += [
         P("lax.conv[f32]", lambda a, b: lax.conv(a, b, (1, 1), "VALID"), (lhs, rhs), tol),
         P("lax.conv_strided_same[f32]", lambda a, b: lax.conv(a, b, (2, 1), "SAME"),
@@ -329,26 +330,30 @@ def _dot_conv() -> list[Program]:
           (lhs, rhs), tol),
         P("lax.conv_nhwc[f64]", lambda a, b: lax.conv_general_dilated(
             a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
-          (arr((1, 5, 5, 2), F64), arr((3, 3, 2, 4), F64)), inexact(F64, 20)),
+          (arr((1, 5, 5, 2), F64), arr((3, 3, 2, 4), F64)), Sums(3 * 3 * 2)),
         P("lax.conv_groups[f32]", lambda a, b: lax.conv_general_dilated(
             a, b, (1, 1), "VALID", feature_group_count=2),
-          (arr((1, 4, 5, 5), F32), arr((6, 2, 2, 2), F32)), tol),
+          (arr((1, 4, 5, 5), F32), arr((6, 2, 2, 2), F32)), Sums(2 * 2 * 2)),
         P("lax.conv_batch_groups[f32]", lambda a, b: lax.conv_general_dilated(
             a, b, (1, 1), "VALID", batch_group_count=2),
-          (arr((4, 2, 5, 5), F32), arr((6, 2, 2, 2), F32)), tol),
+          (arr((4, 2, 5, 5), F32), arr((6, 2, 2, 2), F32)), Sums(2 * 2 * 2)),
         P("lax.conv_1d[bf16]", lambda a, b: lax.conv(a, b, (1,), "SAME"),
-          (arr((1, 2, 9), BF16), arr((3, 2, 3), BF16)), inexact(BF16, 4)),
+          (arr((1, 2, 9), BF16), arr((3, 2, 3), BF16)), Sums(2 * 3)),
         P("lax.conv_transpose[f32]", lambda a, b: lax.conv_transpose(
             a, b, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
-          (arr((1, 3, 3, 2), F32), arr((3, 3, 2, 3), F32)), tol),
+          (arr((1, 3, 3, 2), F32), arr((3, 3, 2, 3), F32)), Sums(3 * 3 * 2)),
         P("lax.conv_3d[f32]", lambda a, b: lax.conv(a, b, (1, 1, 1), "VALID"),
-          (arr((1, 2, 4, 4, 3), F32), arr((2, 2, 2, 2, 2), F32)), tol),
+          (arr((1, 2, 4, 4, 3), F32), arr((2, 2, 2, 2, 2), F32)), Sums(2 * 2 * 2 * 2)),
         P("lax.conv[s32]", lambda a, b: lax.conv(a, b, (1, 1), "VALID"),
           (arr((1, 2, 4, 4), I32), arr((2, 2, 2, 2), I32))),
+        # 2 conv(a, b) (exact doubling) back through the transposed convolution: a chain of
+        # two contractions, 18 terms, then 4 output features x 3 x 2 window (input) or
+        # batch 2 x 5 x 5 output positions (kernel).
         P("conv_grad_wrt_input[f32]", jax.grad(lambda a, b: jnp.sum(
-            lax.conv(a, b, (2, 2), "SAME") ** 2)), (arr((1, 3, 6, 6), F32), rhs), tol),
+            lax.conv(a, b, (2, 2), "SAME") ** 2)), (arr((1, 3, 6, 6), F32), rhs),
+          Sums(18 + 4 * 3 * 2)),
         P("conv_grad_wrt_kernel[f32]", jax.grad(lambda a, b: jnp.sum(
-            lax.conv(a, b, (1, 1), "VALID") ** 2), argnums=1), (lhs, rhs), inexact(F32, 50)),
+            lax.conv(a, b, (1, 1), "VALID") ** 2), argnums=1), (lhs, rhs), Sums(18 + 2 * 5 * 5)),
     ]
     return out
 

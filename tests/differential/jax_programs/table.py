@@ -22,12 +22,28 @@ SHORT = {BF16: "bf16", F16: "f16", F32: "f32", F64: "f64", C64: "c64", C128: "c1
          I8: "s8", I16: "s16", I32: "s32", I64: "s64", U8: "u8", U32: "u32", U64: "u64",
          BOOL: "pred"}
 
-#: Tolerance for inexact (transcendental, reassociated) results: (rtol, atol) per dtype.
-#: XLA's CPU backend uses its own polynomial approximations, so a few ulps are allowed.
+#: Tolerance for inexact (transcendental) results: (rtol, atol) per dtype. XLA's CPU backend
+#: uses its own polynomial approximations, so a few ulps are allowed.
 INEXACT = {BF16: (2e-2, 1e-2), F16: (4e-3, 1e-3), F32: (2e-5, 1e-6), F64: (1e-12, 1e-13),
            C64: (2e-5, 1e-6), C128: (1e-12, 1e-13)}
 
-Tol = tuple[float, float] | None
+
+@dataclass(frozen=True)
+class Sums:
+    """The tolerance of a program made of dots, convolutions, sums and products (and any
+    composition of them with nonnegative coefficients, like the gradient of a sum of squares
+    of a convolution): each float result is a sum of at most `k` roundings' worth of terms
+    (for a chain, the contraction lengths added), which XLA and we may add in different
+    orders. Compared within tests/tolerance.py's `magnitude_bound`, each result's sum of
+    |terms| being the program itself run on |arguments| in float64. `acc`: the type the
+    sums are accumulated in when not f32/f64 (None: f32 for bf16/f16, as jnp.sum and XLA's
+    dots do)."""
+
+    k: int
+    acc: Any = None
+
+
+Tol = tuple[float, float] | Sums | None
 
 
 @dataclass(frozen=True, eq=False)  # hashed by identity: the lowering cache key
