@@ -32,7 +32,7 @@ API:
   last place of the result type.
 * `Bounded`: a float64 value with a running error bound, for whole programs (MLP, attention,
   chains of GEMMs and kernels): evaluate the program on it in NumPy, then compare the backend's
-  result with `assert_close_to_bound(got, b.val, b.err)`.
+  result with `b.check(got)` (`assert_close_to_bound(got, b.val, b.err)`).
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ import ml_dtypes
 import numpy as np
 
 #: Constant of `dot_bound` / `sum_bound`, in units of K * eps = 2 K u. One float computation
-#: of a length-K dot errs by gamma_K <= 1.01 K u (K u < 0.01) times the sum of |products|,
-#: plus u |result| <= u sum|products| for rounding the result to a narrower output type. Two
-#: independent computations (the backend and the interpreter, or the backend and XLA, each
-#: with its own kernel and order) differ by at most twice that: 2 (1.01 K + 1) u <=
-#: 2 * 2 K u for K >= 2. So c = 2 bounds the difference of any two conforming computations,
-#: and leaves a factor 2 when one side is the exact float64 value.
+#: of a length-K dot errs by at most gamma_K sum|products| <= 1.01 K u sum|products| (for
+#: K u < 0.01), its last rounding included. Two independent computations (the backend and
+#: the interpreter, or the backend and XLA, each with its own kernel and order) differ by at
+#: most twice that, 2.02 K u, within c K eps = 4 K u for c = 2; the bound then holds against
+#: the exact float64 value a fortiori. A result rounded once more to a narrower type (bf16
+#: dots accumulate in f32) adds eps(out) sum|products| (`magnitude_bound`).
 DOT_C = 2.0
 
 
@@ -266,7 +266,7 @@ class Bounded:
     operands' errors through its derivative) plus what it adds (its own rounding: a dot
     gamma_K sum|products|, an add u |result|, a function its documented ulps), each taken at
     the largest magnitude the computed operands can have (|val| + err). `impl` picks the ulp
-    table ("cpu", "numpy", "any"). Compare with `assert_close_to_bound(got, b.val, b.err)`."""
+    table ("cpu", "numpy", "any"). Compare with `b.check(got)`."""
 
     val: np.ndarray
     err: np.ndarray
