@@ -28,9 +28,23 @@ $(VENV)/.test: $(VENV)/.runtime
 demo: $(VENV)/.runtime
 	$(BIN)/python examples/demo.py
 
+# The cpu backend's suites again for lower targets, whose code runs on any x86-64 machine
+# this runs on: x86-64-v3 (AVX2, no AVX-512) and x86-64-v2 (SSE4.2: no AVX, F16C or FMA, so
+# half conversions and fma are runtime-library calls). The first run covers the host;
+# test_libcalls.py compiles for every target itself.
+CPU_SUITES := tests/unit/backends/cpu tests/conformance/test_interpret_cpu.py \
+	tests/differential/test_cpu_vs_interpreter.py \
+	tests/differential/jax_programs/test_jax_programs.py::test_matches_jax_on_cpu \
+	--ignore=tests/unit/backends/cpu/test_libcalls.py
+CPU_TARGETS ?= x86-64-v3 x86-64-v2
+
 test: $(VENV)/.test
 	$(BIN)/ruff check xlapy tests examples benchmarks
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider tests
+	for t in $(CPU_TARGETS); do \
+	    XLAPY_CPU_TARGET=$$t $(BIN)/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider \
+	        $(CPU_SUITES) || exit 1; \
+	done
 
 # Newest releases within pyproject.toml's ranges, in their own venv (not part of .ci/run).
 LATEST ?= .venv-latest
@@ -40,6 +54,10 @@ test-latest:
 	$(LATEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e '.[test]'
 	$(LATEST)/bin/ruff check xlapy tests examples benchmarks
 	$(LATEST)/bin/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider tests
+	for t in $(CPU_TARGETS); do \
+	    XLAPY_CPU_TARGET=$$t $(LATEST)/bin/python -m pytest -n $(PYTEST_WORKERS) \
+	        -p no:cacheprovider $(CPU_SUITES) || exit 1; \
+	done
 
 bench: $(VENV)/.test
 	$(BIN)/python benchmarks/interpreter.py

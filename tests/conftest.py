@@ -15,3 +15,12 @@ settings.register_profile("deterministic", derandomize=True, max_examples=60, de
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
+
+
+def pytest_report_header() -> str:
+    """Which machine the cpu backend compiles for in this run (the CI matrix sets
+    XLAPY_CPU_TARGET to test lower targets' code paths on this machine)."""
+    from xlapy.backends.cpu import target
+
+    t = target.default()
+    return f"xlapy cpu target: {t} on host {target.host_target().cpu}"
