@@ -52,6 +52,10 @@ def _random() -> list[Program]:
         "permutation[s32]": lambda k: r.permutation(k, 10),
         "categorical[s64]": lambda k: r.categorical(k, jnp.log(jnp.array([.1, .2, .7])),
                                                     shape=(6,)),
+        # f16 logits: converts f64/f32 -> f16, a runtime-library call on CPUs without
+        # AVX512-FP16 (issue 12: unresolved __truncdfhf2 on AMD Zen)
+        "categorical_f16[s64]": lambda k: r.categorical(
+            k, jnp.log(jnp.array([.1, .2, .3, .4], jnp.float16)), shape=(8,)),
         "truncated_normal[f32]": lambda k: r.truncated_normal(k, -1.0, 1.0, (5,)),
         "exponential[f32]": lambda k: r.exponential(k, (5,)),
         "choice[s32]": lambda k: r.choice(k, 9, (4,), replace=False),
