@@ -34,7 +34,7 @@ from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_text, n
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.backends.cpu.threads import NativePool, native_pool
 from xlapy.errors import InterpreterError, XlapyError
-from xlapy.interpreter import Interpreter, RuntimeState
+from xlapy.interpreter import RuntimeState
 from xlapy.interpreter.evaluator import check_value
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import OPS
@@ -61,30 +61,6 @@ SMALL_KERNEL = 64
 def _pool() -> NativePool:
     """Native workers (threads.py): NUM_THREADS - 1 of them, the caller being the last."""
     return native_pool(max(1, NUM_THREADS - 1))
-
-
-class _Ctx:
-    """The EvalContext of a fallback op: regions run as cpu executables for control flow."""
-
-    __slots__ = ("instr", "subs", "runtime", "process")
-
-    def __init__(self, instr: Instruction, subs: list[Any], runtime: RuntimeState,
-                 process: Any) -> None:
-        self.instr, self.subs, self.runtime, self.process = instr, subs, runtime, process
-
-    def call(self, index: int, *args: Any) -> Any:
-        sub = self.subs[index] if self.subs else None
-        if sub is not None:
-            return sub.run_computation(list(args), self.runtime, self.process)
-        return Interpreter(self.runtime, self.process).run(self.instr.called[index], list(args))
-
-    @property
-    def num_regions(self) -> int:
-        return len(self.instr.called)
-
-    @property
-    def instruction(self) -> Instruction:
-        return self.instr
 
 
 class CpuExecutable:
@@ -354,7 +330,7 @@ class CpuExecutable:
 
         def run_op(t: Any, v: list[Any], rt: Any, pr: Any, instr: Instruction = instr,
                    s: int = s, ins: list[int] = ins) -> None:
-            ctx = _Ctx(instr, subs, rt, pr)
+            ctx = thunks.FallbackContext(instr, subs, rt, pr)
             try:
                 with np.errstate(all="ignore"):
                     val = op.evaluate([v[i] for i in ins], instr.attrs, instr.shape, ctx)

@@ -16,10 +16,37 @@ import numpy as np
 
 from xlapy.backends.cpu import blas, recycle, regions
 from xlapy.backends.cpu.threads import NativePool, fn_address
+from xlapy.interpreter import Interpreter, RuntimeState
+from xlapy.ir import Instruction
 
 Thunk = Callable[[Any, list[Any], Any, Any], None]
 #: (slot, dims, dtype) of a result allocated per call (recycle.output) before native code.
 Fresh = tuple[int, tuple[int, ...], Any]
+
+
+class FallbackContext:
+    """The EvalContext of an op run through its interpreter kernel: its regions run as cpu
+    executables (control flow), else on the interpreter."""
+
+    __slots__ = ("instr", "subs", "runtime", "process")
+
+    def __init__(self, instr: Instruction, subs: list[Any], runtime: RuntimeState,
+                 process: Any) -> None:
+        self.instr, self.subs, self.runtime, self.process = instr, subs, runtime, process
+
+    def call(self, index: int, *args: Any) -> Any:
+        sub = self.subs[index] if self.subs else None
+        if sub is not None:
+            return sub.run_computation(list(args), self.runtime, self.process)
+        return Interpreter(self.runtime, self.process).run(self.instr.called[index], list(args))
+
+    @property
+    def num_regions(self) -> int:
+        return len(self.instr.called)
+
+    @property
+    def instruction(self) -> Instruction:
+        return self.instr
 
 
 def ptr(a: np.ndarray) -> int:
