@@ -92,7 +92,8 @@ class XlaBuilder:
     def __init__(self, name: str) -> None:
         self.name = name
         self._comp = Computation(name)
-        self._embedded: dict[int, Computation] = {}
+        #: id(computation) -> (the computation, kept alive so its id stays its own; its copy)
+        self._embedded: dict[int, tuple[XlaComputation, Computation]] = {}
         self._module_comps: list[Computation] = []
         self._first_error: str | None = None
         self._die_immediately = False
@@ -143,13 +144,16 @@ class XlaBuilder:
     def _embed(self, comp: XlaComputation) -> Computation:
         if not isinstance(comp, XlaComputation):
             raise BuilderError(f"expected an XlaComputation, got {type(comp).__name__}")
+        # Keyed by identity, holding `comp` itself: a computation built for one call and
+        # dropped would otherwise free its id for the next one, which would then get the
+        # first one's body (two reducers built by one helper: max became add on Python 3.13).
         key = id(comp)
         if key not in self._embedded:
             cloned = comp.module.clone()
             for c in cloned.post_order():
                 self._module_comps.append(c)
-            self._embedded[key] = cloned.entry_computation()
-        return self._embedded[key]
+            self._embedded[key] = (comp, cloned.entry_computation())
+        return self._embedded[key][1]
 
     def parameter(self, number: int, shape: Shape, name: str = "",
                   api_name: str = "Parameter") -> XlaOp:

@@ -106,3 +106,33 @@ def test_tuples() -> None:
     ops.GetTupleElement(t, 3)
     with pytest.raises(BuilderError, match="get_tuple_element_c1"):
         b.build()
+
+
+def test_called_computations_built_per_call_keep_their_own_bodies() -> None:
+    """Regression: the builder keyed embedded computations by id() without keeping them
+    alive, so a reducer built for one call and dropped could hand its id, and with it its
+    body, to the next one (examples/demo.py's softmax divided by a max on Python 3.13)."""
+    import gc
+    import weakref
+
+    import numpy as np
+
+    def scalar(combine: str) -> XlaComputation:
+        sb = XlaBuilder(combine)
+        x = ops.Parameter(sb, 0, Shape.scalar(ElementType.F32))
+        y = ops.Parameter(sb, 1, Shape.scalar(ElementType.F32))
+        getattr(ops, combine)(x, y)
+        return sb.build()
+
+    b = XlaBuilder("two_reducers")
+    x = ops.Parameter(b, 0, Shape.array(ElementType.F32, [3, 4]), "x")
+    first = scalar("Max")
+    alive = weakref.ref(first)
+    mx = ops.Reduce(b, [x], [ops.ConstantR0(b, -np.inf)], first, [1])
+    del first
+    gc.collect()
+    assert alive() is not None  # its id cannot be reused while the builder knows it
+    sm = ops.Reduce(b, [x], [ops.ConstantR0(b, 0.0)], scalar("Add"), [1])
+    ops.Tuple(b, [mx, sm])
+    text = b.build().as_hlo_text()
+    assert text.count("to_apply=Max") == 1 and text.count("to_apply=Add") == 1, text
