@@ -17,10 +17,10 @@ settings.register_profile("dev", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
-def pytest_report_header() -> str:
-    """Which machine the cpu backend compiles for in this run (the CI matrix sets
-    XLAPY_CPU_TARGET to test lower targets' code paths on this machine)."""
+def pytest_terminal_summary(terminalreporter: object) -> None:
+    """Which machine the cpu backend compiled for in this run (the CI matrix sets
+    XLAPY_CPU_TARGET to test lower targets' code paths on this machine); printed under -q."""
     from xlapy.backends.cpu import target
 
-    t = target.default()
-    return f"xlapy cpu target: {t} on host {target.host_target().cpu}"
+    terminalreporter.write_line(  # type: ignore[attr-defined]
+        f"xlapy cpu target: {target.default()} on host {target.host_target().cpu}")
