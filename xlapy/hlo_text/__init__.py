@@ -14,7 +14,9 @@ from xlapy.hlo_text.importer import HloImporter
 from xlapy.hlo_text.parser import HloParser
 from xlapy.ir import Module
 
-_HEAD = re.compile(r"(?:\s+|/\*.*?\*/)*HloModule\b", re.S)
+# Possessive and one character per repetition: `(?:\s+)*` backtracks exponentially on a long
+# run of whitespace that is not followed by `HloModule` (any StableHLO text with indentation).
+_HEAD = re.compile(r"(?:\s|/\*.*?\*/)*+HloModule\b", re.S)
 
 
 def is_hlo_text(text: str) -> bool:

@@ -13,7 +13,7 @@ import re
 
 from xlapy.errors import ParseError, Span
 
-_WS = re.compile(r"(?:\s+|/\*.*?\*/)*", re.S)
+_WS = re.compile(r"(?:\s|/\*.*?\*/)*+", re.S)  # possessive: no backtracking over blanks
 _NAME = re.compile(r"%?[A-Za-z_$][A-Za-z0-9_.\-$]*")
 _INT = re.compile(r"-?[0-9]+")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')

@@ -103,8 +103,19 @@ def _dense_to_array(body: str, shape: Shape) -> np.ndarray:
     return arr.reshape(shape.dimensions)
 
 
+_PAREN = re.compile(r"\(([^()]*)\)")  # linear: no two quantifiers over the same characters
+
+
 def _complex(body: str, et: ElementType) -> np.ndarray:
-    parts = re.findall(r"\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)", body)
+    parts: list[tuple[str, str]] = []
+    for group in _PAREN.findall(body):
+        pair = [p.strip() for p in group.split(",")]
+        if len(pair) != 2 or not all(pair):
+            raise DenseError(f"complex element needs (re, im), got ({group.strip()[:24]})")
+        parts.append((pair[0], pair[1]))
+    rest = re.sub(r"[\s\[\],]", "", _PAREN.sub("", body))
+    if rest:
+        raise DenseError(f"unexpected {rest[:12]!r} in complex dense literal")
     part_t = ElementType.F32 if et is ElementType.C64 else ElementType.F64
     re_ = _scalar_array([a for a, _ in parts], part_t)
     im = _scalar_array([b for _, b in parts], part_t)

@@ -25,9 +25,10 @@ if TYPE_CHECKING:
     from xlapy.stablehlo.importer import Importer, Scope
 
 _TYPE = re.compile(r"^tensor<((?:\d+x)*)!quant\.uniform<(.*)>>$", re.S)
-_HEAD = re.compile(r"^\s*(u?i?\d+)(?:<\s*(-?\d+)\s*:\s*(-?\d+)\s*>)?\s*:\s*(\w+)"
-                   r"(?:\s*:\s*(\d+))?\s*,\s*(.*?)\s*$", re.S)
-_PAIR = re.compile(r"^\s*([-+0-9.eE]+|0x[0-9A-Fa-f]+)\s*(?::\s*(-?\d+))?\s*$")
+# Possessive blanks (`\s*+`) and no lazy `.*?` before `\s*$`: linear on long runs of blanks.
+_HEAD = re.compile(r"^\s*+(u?i?\d+)(?:<\s*+(-?\d+)\s*+:\s*+(-?\d+)\s*+>)?\s*+:\s*+(\w+)"
+                   r"(?:\s*+:\s*+(\d+))?\s*+,(.*)$", re.S)
+_PAIR = re.compile(r"^\s*+([-+0-9.eE]+|0x[0-9A-Fa-f]+)\s*+(?::\s*+(-?\d+))?\s*+$")
 
 
 def quant_type(t: Any) -> tuple[Shape, QuantParams] | None:

@@ -1,0 +1,1 @@
+"""Mutation fuzzers of the front doors (`python -m tests.fuzz.run --help`) and their helpers."""
