@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.ops.base import OPS, VARIADIC, EvalContext, OpDef, Region, check, register
+from xlapy.ops.loop_guard import WhileGuard
 from xlapy.types import ElementType, Shape, shapes_str
 
 
@@ -105,7 +106,10 @@ class While(OpDef):
                  ctx: EvalContext) -> Any:
         state = list(operands)
         n = len(state)
+        # the iteration limit and the grid's poll (loop_guard.py)
+        guard = WhileGuard(getattr(ctx, "instruction", None))
         while bool(np.asarray(call_results(ctx, 0, state, 1)[0])):
+            guard.step()
             state = call_results(ctx, 1, state, n)
         return state[0] if n == 1 else tuple(state)
 

@@ -9,10 +9,17 @@ descriptor the executable prepares once per call:
     d[3] n_body   d[4] -> [(fn, table, outer)] * n_body
     d[5] n_copy   d[6] -> [(dst, src, nbytes)] * n_copy
     d[7] n_swap   d[8] -> [(result entry, -> [cell, state entries...], 1 + n_entries)] * n_swap
+    d[9] max iterations of this call   d[10] set to 1 when the condition was false
 
     set MXCSR FTZ once (kernels then skip their own ldmxcsr); iterations = 0
-    loop: run the cond kernels; if *pred == 0: restore MXCSR, return iterations
+    loop: run the cond kernels; if *pred == 0: d[10] = 1, restore MXCSR, return iterations
+          if iterations == d[9]: restore MXCSR, return iterations (the state is consistent)
           run the body kernels; copy or swap each body result into its state; iterations++
+
+Python calls the driver again until d[10] is set, each call sized to take about
+`SLICE_SECONDS`: between calls CPython raises KeyboardInterrupt on Ctrl-C, the iteration
+limit (`XLAPY_MAX_WHILE_ITERATIONS`) is checked and the process grid is polled
+(ops/loop_guard.py), at a cost of one ctypes call per slice.
 
 The state buffers are the tables' entries for the get_tuple_element slots of both
 computations; the body's results live in their own buffers, so the copies never overlap.
@@ -28,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,6 +55,7 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
+from xlapy.ops.loop_guard import WhileGuard, too_many
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.executable import CpuExecutable
@@ -56,6 +65,9 @@ _DRIVER = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 #: Body kernels above this cost (elements x ops) keep the Python loop: their thread split
 #: matters more than the per-iteration overhead.
 MAX_NATIVE_COST = 1 << 18
+#: Target seconds of one driver call: the longest a Ctrl-C or a grid stop waits.
+SLICE_SECONDS = 0.01
+_MAX_SLICE = 1 << 40
 
 
 def _emit_driver() -> ir.Module:
@@ -107,8 +119,16 @@ def _emit_driver() -> ir.Module:
     it.add_incoming(i64(0), entry)
     run_kernels(n_cond, cond, "cond")
     go = b.icmp_unsigned("!=", b.load(pred), ir.Constant(I8, 0))
+    finished = fn.append_basic_block("finished")
+    more = fn.append_basic_block("more")
     cont = fn.append_basic_block("continue")
-    b.cbranch(go, cont, exit_)
+    b.cbranch(go, more, finished)
+    b.position_at_end(finished)
+    b.store(i64(1), b.gep(d, [i64(10)]))
+    b.branch(exit_)
+    # at most d[9] iterations per call: Python gets control back (Ctrl-C, limits, grid polls)
+    b.position_at_end(more)
+    b.cbranch(b.icmp_signed("<", it, field(9)), cont, exit_)
     b.position_at_end(cont)
     run_kernels(n_body, body, "body")
     # copies
@@ -171,8 +191,11 @@ class NativeWhile:
     one operand per element, StableHLO style)."""
 
     def __init__(self, cond: CpuExecutable, body: CpuExecutable, tupled: bool,
-                 results: list[Instruction]) -> None:
+                 results: list[Instruction], instruction: Instruction | None = None) -> None:
         self.cond, self.body, self.tupled = cond, body, tupled
+        self.instruction = instruction
+        #: Iterations per driver call, adapted so a call takes about SLICE_SECONDS.
+        self.slice = 256
         params = body.comp.parameters
         # Body result k: the slot to copy into state buffer k, or None (passed through).
         self.results: list[int | None] = [
@@ -236,11 +259,11 @@ class NativeWhile:
                   if r is not None and (k, r) not in self.swapped]
         p.copies = (ctypes.c_int64 * max(3 * len(copied), 1))()
         p.copied = copied
-        p.desc = (ctypes.c_int64 * 9)(
+        p.desc = (ctypes.c_int64 * 11)(
             len(self.cond.kernel_specs), ctypes.addressof(p.entries[0]),
             p.tables[0][self.pred_slot], len(self.body.kernel_specs),
             ctypes.addressof(p.entries[1]), 0, ctypes.addressof(p.copies), nswap,
-            ctypes.addressof(sw))
+            ctypes.addressof(sw), 0, 0)
         return p
 
     def run(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -276,12 +299,38 @@ class NativeWhile:
                 p.copies[3 * n: 3 * n + 3] = [ptrs[k], body_table[r], bufs[k].nbytes]
                 n += 1
         p.desc[5] = n
-        _, fn = driver()
-        fn(ctypes.addressof(p.desc))
+        self._drive(p)
         for j, (k, _) in enumerate(self.swapped):
             if p.cells[j] != ptrs[k]:
                 bufs[k] = others[k]
         return tuple(bufs)
+
+
+    def _drive(self, p: _Prepared) -> None:
+        """Call the driver slice by slice until the condition is false (module docstring)."""
+        _, fn = driver()
+        guard = WhileGuard(self.instruction)
+        desc = p.desc
+        address = ctypes.addressof(desc)
+        desc[10] = 0
+        while True:
+            n = self.slice
+            if guard.limit is not None:
+                n = min(n, guard.limit - guard.count)
+            desc[9] = n
+            start = time.perf_counter()
+            done = fn(address)
+            elapsed = time.perf_counter() - start
+            guard.advance(done)
+            if desc[10]:
+                return
+            if guard.limit is not None and guard.count >= guard.limit:
+                raise too_many(guard.what, guard.limit)
+            if done == self.slice:
+                if elapsed < SLICE_SECONDS / 4:
+                    self.slice = min(self.slice * 4, _MAX_SLICE)
+                elif elapsed > SLICE_SECONDS * 2:
+                    self.slice = max(self.slice // 2, 1)
 
 
 class _Prepared:
@@ -339,7 +388,7 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
                 return None
         elif id(o) not in body.slot:
             return None
-    return NativeWhile(cond, body, tupled, results)
+    return NativeWhile(cond, body, tupled, results, instr)
 
 
 __all__ = ["NativeWhile", "plan_native_while", "driver"]

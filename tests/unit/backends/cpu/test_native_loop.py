@@ -4,11 +4,20 @@ the condition and body are all kernels."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import xlapy
 from benchmarks.workloads.networks import fori_loop
+
+ROOT = Path(__file__).resolve().parents[4]
 
 SHLO_LOOP = """
 func.func @main(%x: tensor<8xf32>, %n: tensor<i32>) -> (tensor<i32>, tensor<8xf32>, tensor<i32>) {
@@ -100,3 +109,84 @@ def test_swapped_copied_and_constant_results(n: int) -> None:
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
     np.testing.assert_array_equal(x, np.arange(8, dtype=np.float32) - 3)  # input untouched
+
+
+# A loop that runs until i reaches n, stepping by `step` (0: forever).
+STEP_LOOP = """
+func.func @main(%n: tensor<i32>, %step: tensor<i32>) -> tensor<i32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:3 = stablehlo.while(%i = %c0, %m = %n, %s = %step) : tensor<i32>, tensor<i32>, tensor<i32>
+    cond {
+      %p = stablehlo.compare LT, %i, %m : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %i2 = stablehlo.add %i, %s : tensor<i32>
+      stablehlo.return %i2, %m, %s : tensor<i32>, tensor<i32>, tensor<i32>
+    }
+  return %r#0 : tensor<i32>
+}
+"""
+# The same with a fallback op in the body: the cpu backend drives this loop from Python.
+FALLBACK_STEP_LOOP = STEP_LOOP.replace(
+    "%i2 = stablehlo.add %i, %s : tensor<i32>",
+    "%f = stablehlo.convert %i : (tensor<i32>) -> tensor<f32>\n"
+    "      %g = stablehlo.reduce_precision %f, format = e8m23 : tensor<f32>\n"
+    "      %d = stablehlo.convert %g : (tensor<f32>) -> tensor<i32>\n"
+    "      %i2 = stablehlo.add %d, %s : tensor<i32>")
+
+LOOPS = {"native": ("cpu", STEP_LOOP), "cpu-python": ("cpu", FALLBACK_STEP_LOOP),
+         "interpreter": ("interpreter", STEP_LOOP)}
+
+
+@pytest.mark.parametrize("kind", list(LOOPS))
+def test_iteration_limit_names_the_while(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend, text = LOOPS[kind]
+    fn = xlapy.compile(text, backend=backend)
+    if backend == "cpu":
+        assert ("native while loop" in fn._exe.explain()) == (kind == "native")
+    monkeypatch.setenv("XLAPY_MAX_WHILE_ITERATIONS", "1000")
+    assert int(fn(np.int32(1000), np.int32(1))) == 1000  # exactly the limit: fine
+    with pytest.raises(xlapy.errors.InterpreterError,
+                       match=r"while %\S+: still running after 1000 iteration\(s\), the limit "
+                             r"XLAPY_MAX_WHILE_ITERATIONS=1000"):
+        fn(np.int32(5), np.int32(0))  # forever
+    with pytest.raises(xlapy.errors.InterpreterError, match="after 1000 iteration"):
+        fn(np.int32(1001), np.int32(1))
+    monkeypatch.setenv("XLAPY_MAX_WHILE_ITERATIONS", "0")
+    assert int(fn(np.int32(0), np.int32(1))) == 0
+    with pytest.raises(xlapy.errors.InterpreterError, match="after 0 iteration"):
+        fn(np.int32(1), np.int32(1))
+    monkeypatch.delenv("XLAPY_MAX_WHILE_ITERATIONS")
+    assert int(fn(np.int32(3000), np.int32(1))) == 3000  # unset: unlimited
+
+
+INTERRUPTED = f"""
+import sys
+import numpy as np
+import xlapy
+fn = xlapy.compile('''{STEP_LOOP}''', backend="cpu")
+assert "native while loop" in fn._exe.explain()
+fn(np.int32(5), np.int32(1))  # compiled and warm
+print("running", flush=True)
+fn(np.int32(5), np.int32(0))  # forever
+"""
+
+
+def test_ctrl_c_interrupts_an_infinite_native_loop() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT), XLAPY_CACHE_DIR=""))
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "running\n", proc.stderr.read() if proc.stderr else ""
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=2)
+        assert time.monotonic() - sent < 2
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    assert "KeyboardInterrupt" in err, err
