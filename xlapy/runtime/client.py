@@ -65,6 +65,15 @@ class Executable:
         return self.execute(arguments)._get()
 
 
+def _copied(lit: Literal) -> Literal:
+    def copy(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return tuple(copy(e) for e in v)
+        return v.copy() if isinstance(v, np.ndarray) else v
+
+    return Literal.from_value(copy(lit.to_value()), lit.shape)
+
+
 def _module_of(computation: Any) -> Module:
     if isinstance(computation, Module):
         return computation
@@ -93,8 +102,9 @@ class Client:
 
     # ---- transfers ----------------------------------------------------------------------------
     def transfer_to_server(self, value: Literal | Any) -> GlobalData:
-        """Copy a host value (Literal or numpy-compatible) to the service."""
-        return GlobalData(self, self._as_literal(value))
+        """Copy a host value (Literal or numpy-compatible) to the service: later writes to
+        the host array do not change the service's value."""
+        return GlobalData(self, _copied(self._as_literal(value)))
 
     def transfer_to_client(self, data: GlobalData, shape_with_layout: Shape | None = None
                            ) -> Literal:

@@ -33,6 +33,7 @@ from xlapy.backends.cpu.fusion_plan import kernel_elements, row_walk
 from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.backends.cpu.threads import NativePool, native_pool
+from xlapy.backends.ownership import CHECK, COPY, KEEP, own, result_plan
 from xlapy.errors import InterpreterError, XlapyError
 from xlapy.interpreter import RuntimeState
 from xlapy.interpreter.evaluator import check_value
@@ -152,6 +153,8 @@ class CpuExecutable:
         self.regions = self._plan_regions(kernel_specs, fusible)
         self._bind_regions()
         self._arena_plan = self._plan_arena()
+        self._temp_set = set(temps)
+        self._fresh_set = set(fresh) | (self._native - self._temp_set)
         self.num_slots = len(self.shapes)
         params = comp.parameters
         #: (slot, dims, dtype, shape, name) per parameter: the per-call fast path's checks.
@@ -159,12 +162,24 @@ class CpuExecutable:
                          p.shape.dtype if p.shape.is_array else None, p.shape,
                          f"argument {p.parameter_number} of {comp.name}") for p in params]
         self._root_slot = self.slot[id(comp.root)] if comp.root is not None else 0
+        self._own = result_plan(comp.root, self._result_mode)
         #: Per-call state reused under self._lock: the pointer table with constants and the
         #: arena filled in, the values list they start from, the last arguments' pointers.
         self._table: Any = None
         self._vals0: list[Any] = []
-        self._arena_ids: set[int] = set()
         self._last: list[tuple[Any, int]] = [(None, 0)] * len(params)
+
+    def _result_mode(self, leaf: Instruction) -> str:
+        """Whether a result leaf is fresh memory per call (ownership.py): kernel and library
+        outputs are; parameters, constants and arena temporaries never; the rest is checked
+        per call (fallback results may be views, control flow may pass a value through).
+        Nested executables leave parameters to their caller's check."""
+        s = self.slot[id(leaf)]
+        if leaf.opcode == "constant" or s in self._temp_set:
+            return COPY
+        if leaf.opcode == "parameter":
+            return KEEP if self.options.get("nested") else COPY
+        return KEEP if s in self._fresh_set else CHECK
 
     def _plan_fusion(self, order: list[Instruction], fusible: set[int]
                      ) -> tuple[set[int], dict[int, list[Instruction]]]:
@@ -327,13 +342,17 @@ class CpuExecutable:
         else:
             how = "interpreter fallback"
         self.report.append((instr.name, instr.opcode, how))
+        host = thunks.host_facing(instr)  # outfeed, send, custom_call, prints may keep operands
 
         def run_op(t: Any, v: list[Any], rt: Any, pr: Any, instr: Instruction = instr,
                    s: int = s, ins: list[int] = ins) -> None:
             ctx = thunks.FallbackContext(instr, subs, rt, pr)
+            raw = v[-1][0]  # the arena: host code never keeps a view of it
+            operands = [thunks.off_arena(v[i], raw) if host else v[i] for i in ins]
             try:
                 with np.errstate(all="ignore"):
-                    val = op.evaluate([v[i] for i in ins], instr.attrs, instr.shape, ctx)
+                    val = thunks.off_arena(op.evaluate(operands, instr.attrs, instr.shape, ctx),
+                                           raw)
             except XlapyError:
                 raise
             except Exception as e:  # a numpy failure inside evaluate: name the instruction
@@ -469,19 +488,19 @@ class CpuExecutable:
                                    f"argument(s), got {len(args)}")
         rt = runtime or RuntimeState()
         if not self._lock.acquire(blocking=False):  # another thread runs it: private state
-            table, vals, arena_ids = self._fresh_state(shared=False)
+            table, vals = self._fresh_state(shared=False)
             self._bind_args(args, table, vals, None)
-            return self._execute(table, vals, arena_ids, rt, process)
+            return self._execute(table, vals, rt, process)
         try:
             if self._table is None:
-                self._table, self._vals0, self._arena_ids = self._fresh_state(shared=True)
+                self._table, self._vals0 = self._fresh_state(shared=True)
             table, vals = self._table, self._vals0.copy()
             self._bind_args(args, table, vals, self._last)
-            return self._execute(table, vals, self._arena_ids, rt, process)
+            return self._execute(table, vals, rt, process)
         finally:
             self._lock.release()
 
-    def _fresh_state(self, shared: bool) -> tuple[Any, list[Any], set[int]]:
+    def _fresh_state(self, shared: bool) -> tuple[Any, list[Any]]:
         """A pointer table and values list with constants and the arena bound (the shared
         one, used under the lock, or a private one)."""
         table = (ctypes.c_void_p * max(self.num_slots, 1))()
@@ -498,8 +517,8 @@ class CpuExecutable:
         for s, view in arena[1]:
             vals[s] = view
             table[s] = view.ctypes.data
-        vals.append(arena)  # keeps a private arena alive with the values
-        return table, vals, {id(v) for _, v in arena[1]}
+        vals.append(arena)  # keeps a private arena alive with the values (ownership: [-1][0])
+        return table, vals
 
     def _bind_args(self, args: Sequence[Any], table: Any, vals: list[Any],
                    last: list[tuple[Any, int]] | None) -> None:
@@ -523,11 +542,16 @@ class CpuExecutable:
                     last[k] = (a, p)
             vals[s] = a
 
-    def _execute(self, table: Any, vals: list[Any], arena_ids: set[int], rt: RuntimeState,
-                 process: Any) -> Any:
+    def _execute(self, table: Any, vals: list[Any], rt: RuntimeState, process: Any) -> Any:
         for th in self.thunks:
             th(table, vals, rt, process)
-        return _detach(vals[self._root_slot], arena_ids)
+        if self._own is None:
+            return vals[self._root_slot]
+        return own(vals[self._root_slot], self._own, lambda: self._protected(vals))
+
+    def _protected(self, vals: list[Any]) -> list[Any]:
+        """Memory a result must not share: arguments, constants, the arena."""
+        return [*(vals[p[0]] for p in self._params), *self.static.values(), vals[-1][0]]
 
     def run(self, args: Sequence[Any], runtime: RuntimeState | None = None,
             process: Any = None) -> Any:
@@ -570,11 +594,3 @@ class CpuExecutable:
             out += sub.kernels()
         return out
 
-
-def _detach(value: Any, arena_ids: set[int]) -> Any:
-    """Copy values that live in the reused arena (a root aliasing a temporary)."""
-    if isinstance(value, tuple):
-        return tuple(_detach(v, arena_ids) for v in value)
-    if id(value) in arena_ids:
-        return value.copy()
-    return value

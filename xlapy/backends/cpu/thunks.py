@@ -18,6 +18,7 @@ from xlapy.backends.cpu import blas, recycle, regions
 from xlapy.backends.cpu.threads import NativePool, fn_address
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.ir import Instruction
+from xlapy.ops.base import OPS
 
 Thunk = Callable[[Any, list[Any], Any, Any], None]
 #: (slot, dims, dtype) of a result allocated per call (recycle.output) before native code.
@@ -47,6 +48,25 @@ class FallbackContext:
     @property
     def instruction(self) -> Instruction:
         return self.instr
+
+
+def host_facing(instr: Instruction) -> bool:
+    """Whether an op, or one in the computations it calls, is side-effecting (hands values to
+    host code or other processes, which may keep them)."""
+    if OPS[instr.opcode].side_effecting:
+        return True
+    return any(host_facing(i) for c in instr.called for i in c.instructions)
+
+
+def off_arena(value: Any, raw: np.ndarray) -> Any:
+    """`value` with every array that may share memory with the arena `raw` copied: what host
+    code receives or an interpreter kernel returns must survive the arena's reuse (by later
+    thunks of this call and by every later call)."""
+    if isinstance(value, tuple):
+        return tuple(off_arena(v, raw) for v in value)
+    if isinstance(value, np.ndarray) and np.may_share_memory(value, raw):
+        return value.copy()
+    return value
 
 
 def ptr(a: np.ndarray) -> int:
@@ -151,4 +171,5 @@ def partial_thunk(fn: Any, extent: int, parts: int, combine: Any, keep: dict[int
     return run
 
 
-__all__ = ["split_thunk", "partial_thunk", "region_thunk", "ptr", "bounds", "Fresh", "Thunk"]
+__all__ = ["host_facing", "off_arena", "split_thunk", "partial_thunk", "region_thunk", "ptr",
+           "bounds", "Fresh", "Thunk"]
