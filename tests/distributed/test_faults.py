@@ -3,6 +3,7 @@ shapes; plus channels and infeed/outfeed driven by the host while programs run."
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -11,6 +12,8 @@ import pytest
 from xlapy.builder import ops
 from xlapy.builder.xla_builder import XlaBuilder, XlaComputation
 from xlapy.distributed import ProcessGrid, ProcessGridError, ReplicatedExecutable
+from xlapy.errors import CollectiveError
+from xlapy.ops.misc import register_custom_call
 from xlapy.types import ElementType, Shape
 
 F32 = Shape.scalar(ElementType.F32)
@@ -150,3 +153,110 @@ def test_empty_infeed_times_out_with_a_clear_error() -> None:
     grid = ProcessGrid(1, 1, timeout=0.3)
     with pytest.raises(ProcessGridError, match="infeed of process \\(0, 0\\): empty"):
         grid.run_computation(b.build(), [[]])
+
+
+# ---- processes that never finish --------------------------------------------------------------
+def forever_prog() -> XlaComputation:
+    """A while loop whose condition is always true."""
+    cb = XlaBuilder("always")
+    cb.parameter(0, V4)
+    ops.ConstantR0(cb, True)
+    bb = XlaBuilder("step")
+    ops.Neg(bb.parameter(0, V4))
+    b = XlaBuilder("forever")
+    ops.While(cb.build(), bb.build(), b.parameter(0, V4))
+    return b.build()
+
+
+BLOCK_SECONDS = 3.0
+
+
+def _block(operands: list, shape: object, attrs: object) -> object:
+    time.sleep(BLOCK_SECONDS)  # stands for a host call that never returns
+    return operands[0]
+
+
+register_custom_call("xlapy_test_block", _block)
+
+
+def blocking_prog() -> XlaComputation:
+    """Blocks in a custom call (no grid interaction, no loop to poll)."""
+    b = XlaBuilder("block")
+    ops.CustomCall(b, "xlapy_test_block", [b.parameter(0, V4)], V4)
+    return b.build()
+
+
+def mismatched_op_prog() -> XlaComputation:
+    b = XlaBuilder("ag")
+    ops.AllGather(b.parameter(0, V4), 0, 2)
+    return b.build()
+
+
+def _no_grid_threads_left(timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not [t for t in threading.enumerate() if t.name.startswith("xlapy-process-")]:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_process_looping_forever_is_abandoned_with_what_it_was_doing() -> None:
+    grid = ProcessGrid(2, 1, timeout=0.5)
+    start = time.monotonic()
+    with pytest.raises(ProcessGridError) as info:
+        grid.run_programs(entries(identity_prog(), forever_prog()), ARGS)
+    assert time.monotonic() - start < 5
+    err = info.value.errors
+    assert list(err) == [(1, 0)]
+    msg = str(err[(1, 0)])
+    assert "process (1, 0) did not finish within 0.5s after the others [(0, 0)] ended" in msg
+    assert "running while %" in msg and "iteration" in msg
+    assert _no_grid_threads_left()  # the loop stopped at its next poll
+
+
+def test_process_looping_forever_is_stopped_by_a_peer_timing_out_on_it() -> None:
+    grid = ProcessGrid(2, 1, timeout=0.5)
+    start = time.monotonic()
+    with pytest.raises(ProcessGridError) as info:
+        grid.run_programs(entries(all_reduce_prog(), forever_prog()), ARGS)
+    assert time.monotonic() - start < 5
+    err = info.value.errors
+    assert "all_reduce" in str(err[(0, 0)]) and "missing [(1, 0)]" in str(err[(0, 0)])
+    assert "while %" in str(err[(1, 0)])
+    assert "stopped because process (0, 0) failed" in str(err[(1, 0)])
+    assert _no_grid_threads_left()
+
+
+def test_process_blocked_outside_the_grid_is_abandoned() -> None:
+    grid = ProcessGrid(2, 1, timeout=0.5)
+    start = time.monotonic()
+    with pytest.raises(ProcessGridError) as info:
+        grid.run_programs(entries(identity_prog(), blocking_prog()), ARGS)
+    assert time.monotonic() - start < BLOCK_SECONDS - 1
+    msg = str(info.value.errors[(1, 0)])
+    assert "process (1, 0) did not finish within 0.5s" in msg
+    assert "computing (no grid interaction yet)" in msg and "in _block" in msg
+    assert _no_grid_threads_left(BLOCK_SECONDS + 2)
+    # the grid still works after abandoning a process
+    out = grid.run_programs(entries(all_reduce_prog(), all_reduce_prog()), ARGS)
+    np.testing.assert_array_equal(out[1], np.full(4, 2))
+
+
+def test_mismatched_collective_ops_time_out_naming_both() -> None:
+    grid = ProcessGrid(2, 1, timeout=0.5)
+    with pytest.raises(ProcessGridError) as info:
+        grid.run_programs(entries(all_reduce_prog(), mismatched_op_prog()), ARGS)
+    err = info.value.errors
+    assert set(err) == {(0, 0), (1, 0)}
+    text = str(info.value)
+    assert "all_reduce" in text and "all_gather" in text and "missing [(1, 0)]" in text
+
+
+def test_grid_timeout_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_GRID_TIMEOUT", "0.25")
+    assert ProcessGrid(2).timeout == 0.25
+    assert ProcessGrid(2, timeout=3).timeout == 3
+    monkeypatch.setenv("XLAPY_GRID_TIMEOUT", "soon")
+    with pytest.raises(CollectiveError, match="XLAPY_GRID_TIMEOUT='soon'"):
+        ProcessGrid(2)

@@ -8,12 +8,17 @@ programs run.
 
 Failure is loud, never a hang: a rendezvous that a member never reaches fails after `timeout`
 seconds (at once when that member already finished), naming the op, the group and who is
-missing; a process that raises stops every other process at its next grid interaction with
-that error; members posting different shapes to one collective is an error on all of them.
+missing; a process that raises stops every other process at its next grid interaction (or
+while-loop poll, ops/loop_guard.py) with that error; members posting different shapes to one
+collective is an error on all of them; a process still running `timeout` seconds after the
+last other one ended is abandoned with an error saying what it was doing (and stops at its
+next poll). `timeout` defaults to `$XLAPY_GRID_TIMEOUT`, else 30 s.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections import deque
@@ -25,11 +30,28 @@ import numpy as np
 from xlapy.errors import CollectiveError
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.ir import Computation, Module
+from xlapy.ops import loop_guard
 
 ProcessId = tuple[int, int]
 
-#: Seconds a process waits for its peers (rendezvous, recv, infeed) before failing.
+#: Seconds a process waits for its peers (rendezvous, recv, infeed, end of run) before
+#: failing, unless `$XLAPY_GRID_TIMEOUT` or the grid's `timeout=` says otherwise.
 DEFAULT_TIMEOUT = 30.0
+ENV_TIMEOUT = "XLAPY_GRID_TIMEOUT"
+
+
+def default_timeout() -> float:
+    """`$XLAPY_GRID_TIMEOUT` seconds, else DEFAULT_TIMEOUT."""
+    text = os.environ.get(ENV_TIMEOUT, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        raise CollectiveError(f"{ENV_TIMEOUT}={text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise CollectiveError(f"{ENV_TIMEOUT}={text!r} must be positive")
+    return value
 
 
 class ProcessGridError(CollectiveError):
@@ -158,6 +180,10 @@ class GridProcess:
         self.num_replicas = grid.num_replicas
         self.num_partitions = grid.num_partitions
         self._calls: dict[tuple[str, tuple[ProcessId, ...]], int] = {}
+        #: What the process is doing, as far as the grid saw (error messages).
+        self.doing = "computing (no grid interaction yet)"
+        #: Set when the run gave up on this process: its grid interactions and polls raise.
+        self.abandoned: str | None = None
 
     @property
     def pid(self) -> ProcessId:
@@ -167,13 +193,36 @@ class GridProcess:
         group = tuple((int(r), int(p)) for r, p in group)
         k0 = (key, group)
         self._calls[k0] = n = self._calls.get(k0, 0) + 1
-        return self.grid._rendezvous(self.pid, key, group, n, value)
+        where = f"{key} (call {n}) over process group {list(group)}"
+        self._enter(f"waiting in {where}")
+        out = self.grid._rendezvous(self.pid, key, group, n, value)
+        self.doing = f"computing after {where}"
+        return out
 
     def send(self, channel_id: int, value: Any) -> None:
+        self._enter(f"sending on channel {channel_id}")
         self.grid._send(self.pid, int(channel_id), value)
+        self.doing = f"computing after a send on channel {channel_id}"
 
     def recv(self, channel_id: int) -> Any:
-        return self.grid._recv(self.pid, int(channel_id))
+        self._enter(f"waiting in a recv on channel {channel_id}")
+        out = self.grid._recv(self.pid, int(channel_id))
+        self.doing = f"computing after a recv on channel {channel_id}"
+        return out
+
+    def poll(self, what: str) -> None:
+        """Called by running while loops (loop_guard): stop if the run failed or gave up."""
+        self.doing = f"running {what}"
+        if self.abandoned is not None:
+            raise CollectiveError(f"{what}: {self.abandoned}")
+        if self.grid._failure is not None:
+            with self.grid._cv:
+                self.grid._raise_if_failed(what)
+
+    def _enter(self, doing: str) -> None:
+        if self.abandoned is not None:
+            raise CollectiveError(f"{doing}: {self.abandoned}")
+        self.doing = doing
 
     def calls(self) -> dict[tuple[str, tuple[ProcessId, ...]], int]:
         return dict(self._calls)
@@ -192,11 +241,11 @@ class ProcessGrid:
     """
 
     def __init__(self, num_replicas: int, num_partitions: int = 1,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float | None = None) -> None:
         if num_replicas < 1 or num_partitions < 1:
             raise CollectiveError(f"process grid {num_replicas}x{num_partitions} is empty")
         self.num_replicas, self.num_partitions = int(num_replicas), int(num_partitions)
-        self.timeout = float(timeout)
+        self.timeout = default_timeout() if timeout is None else float(timeout)
         self._cv = threading.Condition()
         self._shared_infeed = FeedQueue(self, "infeed (shared)")
         self._infeeds = {pid: FeedQueue(self, f"infeed of process {pid}", self._shared_infeed)
@@ -327,35 +376,73 @@ class ProcessGrid:
     # ---- running --------------------------------------------------------------------------------
     def run(self, fns: Mapping[ProcessId, Callable[[GridProcess], Any]]) -> dict[ProcessId, Any]:
         """Run `fns[pid](process)` in one thread per process; raise `ProcessGridError` naming
-        every failed process, else return each process's result."""
+        every failed process, else return each process's result. A process still running
+        `timeout` seconds after the last other one ended is abandoned (an error naming what
+        it was doing); its thread stops at its next grid interaction or while-loop poll."""
         self._reset()
         results: dict[ProcessId, Any] = {}
         errors: dict[ProcessId, BaseException] = {}
+        finished = self._finished
+        processes = self._processes
 
         def work(pid: ProcessId) -> None:
-            proc = self._processes[pid]
+            proc = processes[pid]
+            previous = loop_guard.set_poll(proc.poll)
             try:
                 results[pid] = fns[pid](proc)
             except BaseException as e:  # noqa: BLE001 - every failure is reported
                 with self._cv:
-                    errors[pid] = e
-                    if self._failure is None:
+                    errors.setdefault(pid, e)
+                    if self._failure is None and proc.abandoned is None:
                         self._failure = (pid, e)
                     self._cv.notify_all()
             finally:
+                loop_guard.set_poll(previous)
                 with self._cv:
-                    self._finished[pid] = proc.calls()
+                    finished[pid] = proc.calls()
                     self._cv.notify_all()
 
-        threads = [threading.Thread(target=work, args=(pid,), name=f"xlapy-process-{pid}",
-                                    daemon=True) for pid in fns]
-        for t in threads:
+        threads = {pid: threading.Thread(target=work, args=(pid,), daemon=True,
+                                         name=f"xlapy-process-{pid}") for pid in fns}
+        for t in threads.values():
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            self._join(threads, finished, errors)
+        except BaseException:  # Ctrl-C while waiting: the processes stop at their next poll
+            self._abandon([p for p in threads if p not in finished], "the run was interrupted")
+            raise
         if errors:
             raise ProcessGridError(errors)
         return results
+
+    def _join(self, threads: Mapping[ProcessId, threading.Thread],
+              finished: Mapping[ProcessId, Any], errors: dict[ProcessId, BaseException]) -> None:
+        """Wait for every process; give up on those still running `timeout` seconds after the
+        last other process ended."""
+        seen, last_end = 0, 0.0
+        with self._cv:
+            while len(finished) < len(threads):
+                if len(finished) != seen:
+                    seen, last_end = len(finished), time.monotonic()
+                if seen and time.monotonic() - last_end >= self.timeout:
+                    late = [p for p in threads if p not in finished]
+                    ended = sorted(p for p in finished)
+                    for pid in late:
+                        errors[pid] = CollectiveError(
+                            f"process {pid} did not finish within {self.timeout:g}s after the "
+                            f"others {ended} ended; it was {self._processes[pid].doing}"
+                            f"{_where(threads[pid])}")
+                    self._abandon(late, f"abandoned: still running {self.timeout:g}s after "
+                                        f"the others {ended} ended")
+                    return
+                self._cv.wait(0.5 if not seen else
+                              max(0.0, min(0.5, last_end + self.timeout - time.monotonic())))
+
+    def _abandon(self, pids: Sequence[ProcessId], why: str) -> None:
+        with self._cv:
+            for pid in pids:
+                self._processes[pid].abandoned = why
+            self._cv.notify_all()
 
     def runtime_for(self, pid: ProcessId, parent: Any = None) -> RuntimeState:
         """A process's RuntimeState: its feeds, channels through the grid, the parent's hooks
@@ -414,6 +501,15 @@ def _mismatch(where: str, group: Sequence[ProcessId], values: Mapping[ProcessId,
         return None
     shown = ", ".join(f"{p}: {_fmt(s)}" for p, s in sigs.items())
     return CollectiveError(f"{where}: mismatched shapes across the group: {shown}")
+
+
+def _where(thread: threading.Thread) -> str:
+    """Where a thread is in Python code, innermost frame (for errors about a stuck process)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return ""
+    code = frame.f_code
+    return f" (its thread is at {code.co_filename}:{frame.f_lineno} in {code.co_name})"
 
 
 def _fmt(sig: Any) -> str:
