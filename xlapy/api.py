@@ -28,7 +28,8 @@ class CompiledProgram:
         if len(args) != len(entry.parameters):
             raise XlapyError(f"{entry.name} takes {len(entry.parameters)} argument(s), got "
                              f"{len(args)}")
-        values = [a if isinstance(a, tuple) else np.asarray(a) for a in args]
+        # ndarrays as they are (a masked array keeps its mask for the argument check)
+        values = [a if isinstance(a, (tuple, np.ndarray)) else np.asarray(a) for a in args]
         return self._exe.run(values)
 
     def as_text(self, generic: bool = False) -> str:
@@ -73,6 +74,21 @@ class PolymorphicProgram:
         return self.text
 
 
+def _names_file(program: Any) -> bool:
+    """A string is a path when it names an existing file, or when it does not look like a
+    program yet ends like one (then reading it reports the missing file). Program text that
+    ends in ".mlir" (a comment) is still text."""
+    if not isinstance(program, str) or "\n" in program:
+        return False
+    try:
+        if Path(program).is_file():
+            return True
+    except (OSError, ValueError):  # too long a name, a NUL byte: not a path
+        return False
+    looks_like_program = any(m in program for m in ("{", "(", "func", "module", "="))
+    return not looks_like_program and program.endswith((".mlir", ".txt", ".hlo"))
+
+
 def _polymorphic(text: str, entry: str | None) -> bool:
     from xlapy.stablehlo import has_dynamic_entry
 
@@ -109,10 +125,12 @@ def compile(program: Any, backend: str | None = None, entry: str | None = None,
         module = program.module
     elif isinstance(program, str) and is_hlo_text(program):
         module = parse_hlo_module(program, "<string>")
-    elif isinstance(program, Path) or (isinstance(program, str) and "\n" not in program
-                                       and program.endswith((".mlir", ".txt", ".hlo"))):
+    elif isinstance(program, Path) or _names_file(program):
         path = Path(program)
-        text = path.read_text()
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise XlapyError(f"cannot read program file {str(path)!r}: {e.strerror}") from e
         module = (parse_hlo_module(text, str(path)) if is_hlo_text(text)
                   else parse_module(text, str(path), entry))
     elif isinstance(program, str) and _polymorphic(program, entry):

@@ -139,14 +139,40 @@ def check_value(value: Any, shape: Shape, what: str, internal: bool = False) -> 
         if not isinstance(value, Token):
             raise _bad(what, f"expected a token, got {_describe(value)}", internal)
         return TOKEN_VALUE
+    if isinstance(value, np.ma.MaskedArray) and not internal:
+        if np.ma.getmask(value) is not np.ma.nomask and np.ma.getmask(value).any():
+            raise _bad(what, "a masked array with masked elements has no value for them "
+                       f"(expected {shape})", internal)
+        value = np.ma.getdata(value)
     arr = value if isinstance(value, np.ndarray) else np.asarray(value)
     if arr.dtype != shape.dtype:
         if internal or not np.can_cast(arr.dtype, shape.dtype, "same_kind"):
             raise _bad(what, f"expected {shape}, got {_describe(value)}", internal)
-        arr = arr.astype(shape.dtype)
+        arr = _convert(arr, shape, what)
     if arr.shape != shape.dimensions:
         raise _bad(what, f"expected {shape}, got {_describe(value)}", internal)
     return arr
+
+
+def _convert(arr: np.ndarray, shape: Shape, what: str) -> np.ndarray:
+    """`arr` as the parameter's dtype when no value changes: integers (into integers or
+    floats) must convert exactly; floats into a narrower float are rounded to its
+    precision (like a literal) but must not overflow to infinity."""
+    with np.errstate(all="ignore"):
+        out = arr.astype(shape.dtype)
+    if np.can_cast(arr.dtype, shape.dtype, "safe"):
+        return out
+    if arr.dtype.kind in "biu":
+        back = out.astype(arr.dtype) if out.dtype.kind in "biu" else out.astype(np.float64)
+        fits = np.array_equal(back, arr) and (out.dtype.kind not in "iu" or
+                                               np.array_equal(np.sign(out), np.sign(arr)))
+    else:
+        fits = bool(np.all(np.isfinite(out) | ~np.isfinite(arr)))
+    if not fits:
+        raise InterpreterError(f"{what}: {_describe(arr)} has values that do not fit "
+                               f"{shape} (pass an array of {shape.dtype} to convert them "
+                               "yourself)")
+    return out
 
 
 def _describe(value: Any) -> str:

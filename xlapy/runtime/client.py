@@ -120,6 +120,9 @@ class Client:
             return value._get()
         if isinstance(value, Literal):
             return value
+        if isinstance(value, np.ma.MaskedArray) and np.ma.getmaskarray(value).any():
+            raise XlapyError("a masked array with masked elements has no value for them; "
+                             "pass np.ma.filled(value, fill) or its data")
         return Literal.from_numpy(np.asarray(value) if not isinstance(value, tuple) else value)
 
     # ---- compile and run ------------------------------------------------------------------------

@@ -167,7 +167,7 @@ class CpuExecutable:
         #: arena filled in, the values list they start from, the last arguments' pointers.
         self._table: Any = None
         self._vals0: list[Any] = []
-        self._last: list[tuple[Any, int]] = [(None, 0)] * len(params)
+        self._last: list[tuple[Any, ...]] = [(None, 0, None, None)] * len(params)
 
     def _result_mode(self, leaf: Instruction) -> str:
         """Whether a result leaf is fresh memory per call (ownership.py): kernel and library
@@ -521,13 +521,16 @@ class CpuExecutable:
         return table, vals
 
     def _bind_args(self, args: Sequence[Any], table: Any, vals: list[Any],
-                   last: list[tuple[Any, int]] | None) -> None:
+                   last: list[tuple[Any, ...]] | None) -> None:
         """Arguments into their slots; the same array object as last call reuses its pointer
         (held in `last`, so it stays alive and its buffer cannot move)."""
         for k, (s, dims, dt, shape, what) in enumerate(self._params):
             a = args[k]
-            if last is not None and a is last[k][0]:
-                table[s] = last[k][1]
+            prev = last[k] if last is not None else (None, 0, None, None)
+            # the same object, its dtype, shape and strides unchanged in place since
+            if a is prev[0] is not None and a.dtype is prev[2] and a.shape == dims \
+                    and a.strides == prev[3]:
+                table[s] = prev[1]
                 vals[s] = a
                 continue
             if not (type(a) is np.ndarray and a.dtype == dt and a.shape == dims
@@ -539,7 +542,7 @@ class CpuExecutable:
                 p = thunks.ptr(a)
                 table[s] = p
                 if last is not None:
-                    last[k] = (a, p)
+                    last[k] = (a, p, a.dtype, a.strides)
             vals[s] = a
 
     def _execute(self, table: Any, vals: list[Any], rt: RuntimeState, process: Any) -> Any:
