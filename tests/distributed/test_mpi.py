@@ -63,3 +63,33 @@ def test_mpi_matches_threads(n: int, tmp_path: Path) -> None:
     for r in range(n - 1):
         assert f"stopped because process ({n - 1}, 0) failed" in raising[(r, 0)]
     assert faults["seconds"] < 10
+
+
+def test_mpi_grid_faults_end_with_errors_naming_the_process(tmp_path: Path) -> None:
+    """2 ranks, 1 s timeout: a rank looping forever (peers finished, or waiting in a
+    collective), a rank blocked outside the grid, mismatched collective ops."""
+    out = tmp_path / "faults.pkl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([require_mpi(), "-n", "2", sys.executable, "-m",
+                           "tests.distributed.mpi_fault_worker", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(out, "rb") as f:
+        ranks = pickle.load(f)
+    for rank, report in enumerate(ranks):
+        for name in ("forever", "forever_vs_collective", "blocked", "mismatched_op"):
+            errors, seconds = report[name]
+            assert errors, f"rank {rank}: {name} did not fail"
+            assert seconds < 5, f"rank {rank}: {name} took {seconds:.1f}s"
+        np.testing.assert_array_equal(report["after"], np.full(4, 2))
+    errors, _ = ranks[0]["forever"]
+    assert "no word from [(1, 0)]" in errors[(0, 0)]
+    assert "while %" in errors[(1, 0)] and "gave up waiting for it" in errors[(1, 0)]
+    errors, _ = ranks[0]["forever_vs_collective"]
+    assert "all_reduce" in errors[(0, 0)] and "missing [(1, 0)]" in errors[(0, 0)]
+    assert "while %" in errors[(1, 0)] and "stopped because process (0, 0) failed" in \
+        errors[(1, 0)]
+    assert "no word from [(1, 0)]" in ranks[0]["blocked"][0][(0, 0)]
+    assert "gave up waiting for it" in ranks[1]["blocked"][0][(1, 0)]
+    errors, _ = ranks[1]["mismatched_op"]
+    assert "all_gather" in errors[(1, 0)] and "reached all_reduce" in errors[(1, 0)]

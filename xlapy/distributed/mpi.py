@@ -11,7 +11,9 @@ seconds (at once if it already finished) and shape mismatches fail on every memb
 all have arrived, the data moves with buffer-based collectives on a communicator of the group
 (`Allgather` of the raw bytes; `Allreduce` for sum/product/max/min where the result is
 exactly the threaded grid's). While waiting, a rank watches control messages: a rank that
-raises tells every other rank, which stops with that error.
+raises tells every other rank, which stops with that error. Running while loops poll them too
+(ops/loop_guard.py). A rank with no word from a peer `timeout` seconds after its own end tells
+that peer it gave up (the peer stops at its next poll) and reports it.
 
 Several hosts: install mpich and mpi4py on each, then e.g.
 `mpiexec -n 8 -hosts h1,h2 python -m xlapy run --distributed mpi FILE` (hydra's `-f hostfile`
@@ -29,10 +31,11 @@ from typing import Any
 import numpy as np
 
 from xlapy.distributed.buffers import BufferPool
-from xlapy.distributed.grid import DEFAULT_TIMEOUT, ProcessGridError, _HostChannels, describe
+from xlapy.distributed.grid import ProcessGridError, _HostChannels, default_timeout, describe
 from xlapy.errors import CollectiveError
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.ir import Computation
+from xlapy.ops import loop_guard
 
 try:  # mpi4py is an optional dependency (pip install mpi4py mpich)
     from mpi4py import MPI
@@ -96,18 +99,22 @@ def _remote_error(msg: dict[str, Any]) -> BaseException:
     return CollectiveError(msg["error"])
 
 
+class GivenUp(CollectiveError):
+    """A peer stopped waiting for this rank at the end of a run."""
+
+
 class MpiProcess:
     """This rank's process: collectives, channels and failure notices over MPI."""
 
     def __init__(self, num_replicas: int, num_partitions: int = 1, comm: Any = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float | None = None) -> None:
         mpi = _require_mpi()
         world = comm or mpi.COMM_WORLD
         if world.size != num_replicas * num_partitions:
             raise CollectiveError(f"a {num_replicas}x{num_partitions} grid needs "
                                   f"{num_replicas * num_partitions} MPI ranks, got {world.size}")
         self.num_replicas, self.num_partitions = num_replicas, num_partitions
-        self.timeout = timeout
+        self.timeout = default_timeout() if timeout is None else float(timeout)
         self.rank = world.rank
         self.replica_id, self.partition_id = divmod(self.rank, num_partitions)
         self.world = world
@@ -120,6 +127,7 @@ class MpiProcess:
         self._done: dict[int, dict[str, Any]] = {}
         self._pending: list[Any] = []
         self._later: list[tuple[int, str, Any]] = []
+        self._given_up: tuple[int, str] | None = None  # (rank, why) a peer gave up on this one
         self.run_id = 0
         self._calls: dict[tuple[str, tuple[ProcessId, ...]], int] = {}
         self.printed: list[str] = []
@@ -165,9 +173,16 @@ class MpiProcess:
                 self._arrivals.setdefault(src, deque()).append(msg[1:])
             elif msg["kind"] == "want":
                 self._wants.setdefault(msg["channel"], deque()).append(src)
+            elif msg["kind"] == "give-up":
+                self._given_up = (src, msg["error"])
             else:
                 self._done[src] = msg
         self._later = keep
+        if self._given_up is not None:  # reported once: this rank then ends its run
+            src, why = self._given_up
+            self._given_up = None
+            raise GivenUp(f"{where}: stopped because process {self._pid(src)} gave up "
+                          f"waiting for it: {why}")
         for src, msg in self._done.items():
             if msg.get("error"):
                 raise CollectiveError(f"{where}: stopped because process {self._pid(src)} "
@@ -192,6 +207,10 @@ class MpiProcess:
             spins += 1
             if spins > 200:
                 time.sleep(min(1e-3, 1e-5 * (spins - 200)))
+
+    def poll(self, what: str) -> None:
+        """Called by running while loops (loop_guard): stop if a peer failed or gave up."""
+        self._poll(what)
 
     # ---- collectives ------------------------------------------------------------------------
     def _arrive(self, op: str, group: Sequence[ProcessId], value: Any
@@ -295,10 +314,20 @@ class MpiProcess:
             errors[self.pid] = error
         try:
             self._wait(lambda: all(r in self._done for r in others), "end of run")
+        except GivenUp as e:  # this rank came back too late: its run failed
+            errors.setdefault(self.pid, e)
+            self._drain_done(others)
         except CollectiveError as e:
             if "stopped because" not in str(e):
-                late = [self._pid(r) for r in others if r not in self._done]
-                errors.setdefault(self.pid, CollectiveError(f"{e}; no word from {late}"))
+                late = [r for r in others if r not in self._done]
+                why = (f"process {self.pid} had no word from it {self.timeout:g}s after its "
+                       "own end")
+                for r in late:  # it stops at its next poll and reports what it was doing
+                    self._post(self.ctl, {"run": self.run_id, "kind": "give-up", "error": why},
+                               r, CTL)
+                errors.setdefault(self.pid, CollectiveError(
+                    f"{e}; no word from {[self._pid(r) for r in late]} (still running: told "
+                    "to stop)"))
             self._drain_done(others)
         self.printed = [line for r in range(self.world.size) for line in
                         (printed if r == self.rank else self._done.get(r, {}).get("printed", []))]
@@ -329,6 +358,7 @@ class MpiProcess:
         self._wants.clear()
         self._done.clear()
         self._calls.clear()
+        self._given_up = None
         self._pending = [r for r in self._pending if not r.Test()]
 
 
@@ -337,7 +367,7 @@ class MpiGrid:
     every rank returns every process's result."""
 
     def __init__(self, num_replicas: int, num_partitions: int = 1, comm: Any = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float | None = None) -> None:
         self.num_replicas, self.num_partitions = num_replicas, num_partitions
         self.process = MpiProcess(num_replicas, num_partitions, comm, timeout)
 
@@ -357,10 +387,13 @@ class MpiGrid:
         rt.host_sends = _HostChannels(proc)  # type: ignore[arg-type]
         rt.host_recvs = rt.host_sends
         result, error = None, None
+        previous = loop_guard.set_poll(proc.poll)
         try:
             result = Interpreter(rt, proc).run(programs[proc.rank], list(args[proc.rank]))
         except Exception as e:  # noqa: BLE001 - reported to every rank
             error = e
+        finally:
+            loop_guard.set_poll(previous)
         proc.printed = []
         try:
             return proc.finish(result, error, printed)
