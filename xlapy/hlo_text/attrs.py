@@ -367,7 +367,7 @@ def _values(cur: Cursor, out: list[Any], is_complex: bool) -> None:
         cur.expect(",", "in a complex constant")
         im = _scalar(cur)
         cur.expect(")", "to close a complex constant")
-        out.append(complex(float(re_), float(im)))
+        out.append((re_, im))  # converted in _to_array, where bad values become ParseErrors
         return
     out.append(_scalar(cur))
 
@@ -384,7 +384,8 @@ def _scalar(cur: Cursor) -> str:
 def _to_array(flat: list[Any], shape: Shape) -> np.ndarray:
     et, dtype = shape.element_type, shape.dtype
     if et.is_complex:
-        arr = np.array(flat, dtype=dtype)
+        arr = np.array([complex(_float(v[0]), _float(v[1])) if isinstance(v, tuple)
+                        else complex(_float(v)) for v in flat], dtype=dtype)
     elif et.value == "pred":
         arr = np.array([_bool(v) for v in flat], dtype=dtype)
     elif et.is_integer:

@@ -93,8 +93,11 @@ class Cursor:
         m = _INT.match(self.text, pos)
         if m is None:
             raise self.error(pos, f"expected {what}")
+        digits = m.group()
+        if len(digits.lstrip("-")) > 19 or not -(1 << 63) <= int(digits) < (1 << 63):
+            raise self.error(pos, f"{what} {digits[:24]} does not fit in 64 bits", len(digits))
         self.pos = m.end()
-        return int(m.group())
+        return int(digits)
 
     def string(self) -> str:
         pos = self.skip()

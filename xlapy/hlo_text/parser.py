@@ -205,7 +205,10 @@ class HloParser:
                 dyn = c.accept("<=")
                 if c.accept("?"):
                     raise c.error(c.pos - 1, "unbounded dynamic dimensions are not supported")
+                dim_pos = c.skip()
                 dims.append(c.integer("a dimension size"))
+                if dims[-1] < 0:
+                    raise c.error(dim_pos, f"dimension size {dims[-1]} is negative")
                 dynamic.append(dyn)
                 if c.accept("]"):
                     break

@@ -329,7 +329,7 @@ def _outfeed(i: Instruction, name: Any) -> tuple[str, list[str]]:
 
 def _common(a: Any) -> list[str]:
     out = []
-    if a.replica_groups:
+    if getattr(a, "replica_groups", ()):  # collective_permute has none
         out.append("replica_groups={" + ",".join(ints(g) for g in a.replica_groups) + "}")
     if a.channel_id:
         out.append(f"channel_id={a.channel_id}")

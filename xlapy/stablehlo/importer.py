@@ -39,7 +39,7 @@ from xlapy.stablehlo.nodes import (
     ValueRef,
     type_str,
 )
-from xlapy.stablehlo.quant import import_quantized, involves_quant, storage_type
+from xlapy.stablehlo.quant import QuantTypeError, import_quantized, involves_quant, storage_type
 from xlapy.stablehlo.specialize import (
     check_shape_assertion,
     has_dynamic_args,
@@ -216,7 +216,10 @@ class Importer:
                                     arg.name.lstrip("%")))
 
     def static(self, t: Any, pos: int, what: str) -> Shape:
-        t = storage_type(t)
+        try:
+            t = storage_type(t)
+        except QuantTypeError as e:
+            raise self.error(pos, f"{what}: {e}") from None
         if isinstance(t, Shape):
             return t
         if isinstance(t, TensorType):
@@ -300,6 +303,12 @@ class Importer:
 
     # ---- ops ----------------------------------------------------------------------------------
     def op(self, node: OpNode, scope: Scope) -> None:
+        try:
+            self._op(node, scope)
+        except QuantTypeError as e:
+            raise self.error(node.pos, f"{node.name}: {e}") from None
+
+    def _op(self, node: OpNode, scope: Scope) -> None:
         opcode = opcode_of(node.name)
         self.cur = scope.comp
         special = getattr(self, "op_" + opcode.replace(".", "_"), None)
@@ -501,10 +510,17 @@ class Importer:
 
     def op_interpreter_run_parallel(self, node: OpNode, scope: Scope) -> list[Instruction]:
         programs = node.attrs.get("programs")
-        if not isinstance(programs, list):
-            raise self.error(node.pos, "interpreter.run_parallel needs programs = [[@f, ...]]")
+        infeed_refs = node.attrs.get("infeed", [])
+        if not (isinstance(programs, list) and all(
+                isinstance(row, list) and all(isinstance(s, SymbolRef) for s in row)
+                for row in programs)):
+            raise self.error(node.pos, "interpreter.run_parallel needs programs = [[@f, ...]] "
+                                       "(a list of lists of function names)")
+        if not (isinstance(infeed_refs, list) and all(isinstance(s, SymbolRef)
+                                                      for s in infeed_refs)):
+            raise self.error(node.pos, "interpreter.run_parallel needs infeed = [@f, ...]")
         names = [[s.name for s in row] for row in programs]
-        infeed = [s.name for s in node.attrs.get("infeed", [])]
+        infeed = [s.name for s in infeed_refs]
         comps = [self.function(n, node.pos) for row in names for n in row]
         comps += [self.function(n, node.pos) for n in infeed]
         from xlapy.stablehlo.check import RunParallelAttrs

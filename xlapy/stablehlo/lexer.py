@@ -81,8 +81,13 @@ class Lexer:
         assert m is not None
         self.pos = m.end()
         dims: list[int | None] = []
+        pos = m.start(1)
         for part in m.group(1).split("x")[:-1]:
+            if part != "?" and (len(part) > 19 or int(part) >= 1 << 63):
+                raise ParseError(self.span(pos, len(part)),
+                                 f"dimension {part[:24]} does not fit in 64 bits")
             dims.append(None if part == "?" else int(part))
+            pos += len(part) + 1
         return dims
 
     def raw_until(self, stop: str, start: int | None = None) -> tuple[str, int]:

@@ -76,6 +76,26 @@ class Parser:
     def error(self, tok: Token, message: str) -> ParseError:
         return self.lex.error(tok, message)
 
+    def number(self, tok: Token) -> int | float:
+        """The value of a number token (ParseError for one Python cannot convert)."""
+        if tok.kind != "number":
+            found = "end of input" if tok.kind == "eof" else f"'{tok.text}'"
+            raise self.error(tok, f"expected a number, found {found}")
+        try:
+            return _number(tok.text)
+        except ValueError:
+            raise self.error(tok, f"number '{tok.text[:24]}' is out of range") from None
+
+    def integer(self, what: str) -> int:
+        """The next token as an integer that fits int64 (`what` names it in errors)."""
+        tok = self.expect_kind("number", what)
+        value = self.number(tok)
+        if not isinstance(value, int):
+            raise self.error(tok, f"expected {what} (an integer), found '{tok.text}'")
+        if not -(1 << 63) <= value < (1 << 63):
+            raise self.error(tok, f"{what} {tok.text[:24]} does not fit in 64 bits")
+        return value
+
     # ---- module structure --------------------------------------------------------------------
     def parse_module(self) -> ModuleNode:
         funcs: list[FuncNode] = []
@@ -194,7 +214,7 @@ class Parser:
                     raise self.error(vt, "a result name cannot have a '#' index")
                 count = 1
                 if self.accept(":"):
-                    count = int(self.expect_kind("number", "a result count").text)
+                    count = self.integer("a result count")
                 results.append((vt.text, count))
                 if self.accept("="):
                     break
@@ -393,7 +413,7 @@ class Parser:
         text, kind = tok.text, tok.kind
         if kind == "number":
             self.next()
-            value: Any = _number(text)
+            value: Any = self.number(tok)
             if self.at(":") and not self._colon_is_type_separator():
                 self.next()
                 typ = self.parse_type()
@@ -432,8 +452,9 @@ class Parser:
                 while not self.at(">"):
                     v = self.next()
                     values.append(v.text == "true" if v.text in ("true", "false")
-                                  else _number(v.text))
-                    self.accept(",")
+                                  else self.number(v))
+                    if not self.at(">"):
+                        self.expect(",", "between array elements")
             self.expect(">")
             return DenseArray(el, tuple(values))
         if text == "[":

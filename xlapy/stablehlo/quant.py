@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlapy.errors import ParseError, Unimplemented
+from xlapy.errors import ParseError, Unimplemented, XlapyError
 from xlapy.ir import Instruction
 from xlapy.ops.base import infer_shape
 from xlapy.ops.quantization import QuantParams, UniformDequantizeAttrs, UniformQuantizeAttrs
@@ -52,16 +52,42 @@ def quant_type(t: Any) -> tuple[Shape, QuantParams] | None:
         p = _PAIR.match(item)
         if p is None:
             raise Unimplemented(f"quantized type not supported: {t}")
-        scales.append(float(p.group(1)))
-        zps.append(int(p.group(2) or 0))
+        scales.append(_scale(p.group(1), t))
+        zps.append(_int(p.group(2) or "0", "zero point", t))
     info = np.iinfo(storage.dtype) if storage.bits >= 8 else None
-    lo = int(h.group(2)) if h.group(2) else (info.min if info else
-                                               -(1 << (storage.bits - 1)) * storage.is_signed)
-    hi = int(h.group(3)) if h.group(3) else (info.max if info else
-                                               (1 << (storage.bits - storage.is_signed)) - 1)
-    axis = int(h.group(5)) if h.group(5) is not None else -1
+    lo = _int(h.group(2), "storage minimum", t) if h.group(2) else (
+        info.min if info else -(1 << (storage.bits - 1)) * storage.is_signed)
+    hi = _int(h.group(3), "storage maximum", t) if h.group(3) else (
+        info.max if info else (1 << (storage.bits - storage.is_signed)) - 1)
+    axis = _int(h.group(5), "quantization axis", t) if h.group(5) is not None else -1
     params = QuantParams(storage, expressed, tuple(scales), tuple(zps), lo, hi, axis)
     return Shape.array(storage, dims), params
+
+
+class QuantTypeError(XlapyError):
+    """A malformed `!quant.uniform` type; the importer re-raises it as a ParseError at the op."""
+
+
+def _scale(text: str, t: Any) -> float:
+    """A scale: a decimal float, or `0x...` the bits of an f64 (16 hex digits at most)."""
+    try:
+        if text.lower().startswith("0x"):
+            if len(text) > 18:
+                raise ValueError
+            return float(np.array(int(text, 16), np.uint64).view(np.float64))
+        return float(text)
+    except (ValueError, OverflowError):
+        raise QuantTypeError(f"bad scale '{text[:24]}' in {str(t)[:80]}") from None
+
+
+def _int(text: str, what: str, t: Any) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 1 << 64
+    if not -(1 << 63) <= value < (1 << 63):
+        raise QuantTypeError(f"{what} {text[:24]} does not fit in 64 bits in {str(t)[:80]}")
+    return value
 
 
 def storage_type(t: Any) -> Any:

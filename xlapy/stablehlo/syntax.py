@@ -7,6 +7,7 @@ slice, reduce, while, convolution, custom_call, ...) have a function here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -67,23 +68,44 @@ def _kw_value(p: Parser, op: str, key: str) -> Any:
     if p.at("<"):  # dot algorithm
         t = p.next()
         return p.parse_hash_body("#stablehlo.dot_algorithm", t)
+    tok = p.peek()
     value = p.parse_attr()
     if p.peek().text == "x" and isinstance(value, list):  # `[0] x [1]`
         p.next()
         value = (value, p.parse_attr())
+    problem = _kw_problem(op, key, value)
+    if problem:
+        raise p.error(tok, f"{op}: {key} {problem}")
     return value
 
 
-def _normalize(op: str, attrs: dict[str, Any]) -> dict[str, Any]:
+_FORMAT = re.compile(r"e([0-9]{1,9})m([0-9]{1,9})")
+
+
+def _kw_problem(op: str, key: str, value: Any) -> str:
+    """What is wrong with a pretty keyword's value ('' when nothing)."""
+    if key == "format" and isinstance(value, EnumAttr) and not _FORMAT.fullmatch(value.value):
+        return f"expects eNmM (like e5m10), found '{value.value}'"
+    if op == "stablehlo.dot_general" and key in ("batching_dims", "contracting_dims") and not (
+            isinstance(value, tuple) and len(value) == 2
+            and all(isinstance(v, list) and all(isinstance(d, int) for d in v) for v in value)):
+        return "expects [lhs dims] x [rhs dims], like [1] x [0]"
+    return ""
+
+
+def _normalize(p: Parser, tok: Token, op: str, attrs: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in attrs.items():
         name = KEYWORDS.get((op, key), key)
+        problem = _kw_problem(op, key, value)  # also for keywords given in the `{...}` dict
+        if problem:
+            raise p.error(tok, f"{op}: {key} {problem}")
         if name in _ARRAY_ATTRS and isinstance(value, list):
             value = DenseArray("i64", tuple(value))
         if name in _ENUM_KINDS and isinstance(value, EnumAttr) and not value.kind:
             value = EnumAttr(_ENUM_KINDS[name], value.value)
         if name == "format" and isinstance(value, EnumAttr):  # reduce_precision e5m10
-            e, _, m = value.value[1:].partition("m")
+            e, m = _FORMAT.fullmatch(value.value).groups()  # type: ignore[union-attr]
             out["exponent_bits"], out["mantissa_bits"] = int(e), int(m)
             continue
         if op == "stablehlo.dot_general" and key in ("batching_dims", "contracting_dims"):
@@ -107,7 +129,7 @@ def _finish(p: Parser, name: str, tok: Token, operands: list[Any], attrs: dict[s
     result_types: list[Any] | None = None
     if typed and p.accept(":"):
         operand_types, result_types = p.parse_trailing_types()
-    return OpNode(name, [], operands, _normalize(name, attrs), regions or [], operand_types,
+    return OpNode(name, [], operands, _normalize(p, tok, name, attrs), regions or [], operand_types,
                   result_types, tok.pos)
 
 
@@ -182,7 +204,7 @@ def parse_compare(p: Parser, name: str, tok: Token) -> OpNode:
 def parse_get_tuple_element(p: Parser, name: str, tok: Token) -> OpNode:
     operands = p.parse_operand_list(None)
     p.expect("[")
-    index = int(p.expect_kind("number", "a tuple index").text)
+    index = p.integer("a tuple index")
     p.expect("]")
     return _finish(p, name, tok, operands, {"index": index})
 
@@ -194,9 +216,9 @@ def parse_slice(p: Parser, name: str, tok: Token) -> OpNode:
     limits: list[int] = []
     strides: list[int] = []
     while not p.accept("]"):
-        parts = [int(p.expect_kind("number", "a slice bound").text)]
+        parts = [p.integer("a slice bound")]
         while p.accept(":"):
-            parts.append(int(p.expect_kind("number", "a slice bound").text))
+            parts.append(p.integer("a slice bound"))
         if len(parts) not in (2, 3):
             raise p.error(tok, "a slice range is start:limit or start:limit:stride")
         starts.append(parts[0])
