@@ -550,7 +550,12 @@ class Parser:
             self.expect("[")
             out: list[str] = []
             while not self.accept("]"):
-                out.append(self.next().text)
+                tok = self.next()
+                if tok.kind not in ("ident", "number"):
+                    found = "end of input" if tok.kind == "eof" else f"'{tok.text}'"
+                    raise self.error(tok, f"expected a convolution dimension (b, f, i, o, 0, "
+                                          f"1, ...), found {found}")
+                out.append(tok.text)
                 self.accept(",")
             return tuple(out)
 

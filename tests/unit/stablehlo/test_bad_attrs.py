@@ -118,3 +118,12 @@ def test_slice_bound_not_an_integer() -> None:
   return %0 : tensor<2xf32>
 }"""
     _fails(text, "2:28", "expected a slice bound \\(an integer\\), found '1.5'")
+
+
+def test_conv_dims_unterminated_is_an_error_not_a_hang() -> None:
+    from tests.fuzz.deadline import deadline
+
+    text = ('func.func @main() -> () {\n  "f"() {dimension_numbers = '
+            '#stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1,')
+    with deadline(5):
+        _fails(text, "2:82", "expected a convolution dimension .*, found end of input")
