@@ -1,16 +1,22 @@
 """Compile cache: object code in memory and on disk, keyed by the optimized-input IR text,
 the compile options and the target (triple, CPU name and features: target.py), so another
-CPU or target never loads code built for this one. Disk writes go to a temporary file and
-are renamed into place, which is atomic, so concurrent processes never read a half-written
-entry.
+CPU or target never loads code built for this one. A disk entry is never trusted: it is
+loaded only from a directory the user alone can write, only from a regular file, and only
+if its header's sha256 over (key, object) matches; anything else is a miss (recompile).
 """
 
 from __future__ import annotations
 
+import collections
+import errno
 import hashlib
 import os
+import stat
+import struct
 import tempfile
 import threading
+import time
+import warnings
 from pathlib import Path
 
 import llvmlite
@@ -18,10 +24,32 @@ import llvmlite
 from xlapy.backends.cpu import target
 from xlapy.backends.cpu.llvm_util import OPT_LEVEL
 
-_MEMORY: dict[str, bytes] = {}
-_LOCK = threading.Lock()
 #: Bump when code generation changes in a way the IR text would not show.
 FORMAT = "5"
+#: A disk entry: MAGIC, the file format, the object's length, sha256(key \0 object), object.
+MAGIC = b"XLAPYOBJ"
+FILE_VERSION = 1
+_HEADER = struct.Struct("<8sIQ32s")
+#: A file larger than this is not read (no object of ours comes near it).
+MAX_FILE_BYTES = 256 << 20
+#: Default bound of the disk cache (`$XLAPY_CACHE_MAX_BYTES`).
+DEFAULT_MAX_BYTES = 1 << 30
+#: Bound of the in-memory cache (least recently used entries dropped first).
+MEMORY_MAX_BYTES = 256 << 20
+#: The directory is scanned for eviction every SCAN_EVERY puts (other processes write to it
+#: too), or sooner when this process's running estimate passes the bound; eviction goes down
+#: to 3/4 of the bound so a full cache is not rescanned on every put.
+SCAN_EVERY = 64
+#: A temporary file older than this is left over from a killed process: removed by a scan.
+STALE_TMP_SECONDS = 3600
+_TMP_PREFIX = ".xlapy-"
+
+_MEMORY: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+_memory_bytes = 0
+_LOCK = threading.Lock()
+_WARNED: set[str] = set()
+#: Per directory: (estimated bytes, puts since the last scan); None until the first scan.
+_DISK: dict[str, list[int]] = {}
 
 
 def cache_dir() -> Path | None:
@@ -30,6 +58,15 @@ def cache_dir() -> Path | None:
     if env == "":
         return None
     return Path(env) if env else Path.home() / ".cache" / "xlapy" / "cpu"
+
+
+def max_bytes() -> int:
+    """`$XLAPY_CACHE_MAX_BYTES` (default 1 GiB): the disk cache's bound."""
+    env = os.environ.get("XLAPY_CACHE_MAX_BYTES", "")
+    try:
+        return max(0, int(env)) if env else DEFAULT_MAX_BYTES
+    except ValueError:
+        return DEFAULT_MAX_BYTES
 
 
 def key(ir_text: str, options: str = "") -> str:
@@ -41,39 +78,256 @@ def key(ir_text: str, options: str = "") -> str:
     return h.hexdigest()
 
 
-def get(k: str) -> bytes | None:
+def _digest(k: str, obj: bytes) -> bytes:
+    return hashlib.sha256(k.encode() + b"\0" + obj).digest()
+
+
+def _remember(k: str, obj: bytes) -> None:
+    global _memory_bytes
     with _LOCK:
-        hit = _MEMORY.get(k)
-    if hit is not None:
-        return hit
+        old = _MEMORY.pop(k, None)
+        if old is not None:
+            _memory_bytes -= len(old)
+        _MEMORY[k] = obj
+        _memory_bytes += len(obj)
+        while _memory_bytes > MEMORY_MAX_BYTES and len(_MEMORY) > 1:
+            _, dropped = _MEMORY.popitem(last=False)
+            _memory_bytes -= len(dropped)
+
+
+def _forget(k: str) -> None:
+    global _memory_bytes
+    with _LOCK:
+        old = _MEMORY.pop(k, None)
+        if old is not None:
+            _memory_bytes -= len(old)
+
+
+def _usable_dir(create: bool) -> Path | None:
+    """The cache directory if it is safe to use: created 0700 if missing (on a put), a
+    directory owned by this user that no group or other user can write. Otherwise None, with
+    one warning per directory naming it and the reason."""
     d = cache_dir()
     if d is None:
         return None
     try:
-        data = (d / f"{k}.o").read_bytes()
+        if create:
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(d)
+    except OSError as e:
+        if create and e.errno not in (errno.ENOENT, errno.ENOTDIR):
+            _warn(d, f"it cannot be created or read ({e.strerror})")
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        reason = "it is not a directory"
+    elif st.st_uid != os.geteuid():
+        reason = f"it is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        reason = f"other users can write to it (mode {stat.S_IMODE(st.st_mode):04o})"
+    else:
+        return d
+    _warn(d, reason)
+    return None
+
+
+def _warn(d: Path, reason: str) -> None:
+    with _LOCK:
+        if str(d) in _WARNED:
+            return
+        _WARNED.add(str(d))
+    warnings.warn(f"xlapy: not using the compile cache directory {d}: {reason}; compiled "
+                  f"code is cached in memory only (chmod 700 it, or set XLAPY_CACHE_DIR)",
+                  RuntimeWarning, stacklevel=3)
+
+
+def _read_entry(path: Path, k: str) -> bytes | None:
+    """The object of a valid entry for `k` at `path`, else None; a regular file whose content
+    is not a valid entry for `k` is removed (the directory is ours: _usable_dir)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None  # missing, a symlink (ELOOP), unreadable: a put replaces it
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            return None  # a FIFO, device or huge file: never read (a put replaces it)
+        chunks = []
+        left = MAX_FILE_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        obj = _parse(data, k)
+        if obj is None:
+            _remove_if_same(path, st)
+            return None
+        try:
+            os.utime(fd)  # least recently used eviction goes by mtime
+        except OSError:
+            pass
+        return obj
     except OSError:
         return None
+    finally:
+        os.close(fd)
+
+
+def _parse(data: bytes, k: str) -> bytes | None:
+    if len(data) < _HEADER.size:
+        return None
+    magic, version, length, digest = _HEADER.unpack_from(data)
+    obj = data[_HEADER.size:]
+    if magic != MAGIC or version != FILE_VERSION or length != len(obj):
+        return None
+    if digest != _digest(k, obj):
+        return None  # corrupted, or another key's entry moved here
+    return obj
+
+
+def _remove_if_same(path: Path, st: os.stat_result) -> None:
+    """Remove `path` if it is still the file `st` describes (not a fresh entry another
+    process renamed into place meanwhile)."""
+    try:
+        now = os.lstat(path)
+        if (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def get(k: str) -> bytes | None:
+    """The object cached under `k`, or None (compile it and `put` it)."""
     with _LOCK:
-        _MEMORY[k] = data
-    return data
+        hit = _MEMORY.get(k)
+        if hit is not None:
+            _MEMORY.move_to_end(k)
+            return hit
+    d = _usable_dir(create=False)
+    if d is None:
+        return None
+    obj = _read_entry(d / f"{k}.o", k)
+    if obj is not None:
+        _remember(k, obj)
+    return obj
 
 
 def put(k: str, obj: bytes) -> None:
-    with _LOCK:
-        _MEMORY[k] = obj
-    d = cache_dir()
+    """Cache `obj` under `k` in memory and, where the directory is usable, on disk. A failed
+    write (read-only or full disk) only costs recompiles and leaves no temporary file."""
+    _remember(k, obj)
+    d = _usable_dir(create=True)
     if d is None:
         return
+    data = _HEADER.pack(MAGIC, FILE_VERSION, len(obj), _digest(k, obj)) + obj
+    tmp = None
     try:
-        d.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(obj)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=_TMP_PREFIX, suffix=".tmp")  # mode 0600
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
         os.replace(tmp, d / f"{k}.o")
+        tmp = None
     except OSError:
-        pass  # a read-only or full disk only costs recompiles
+        return  # a read-only or full disk only costs recompiles
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    _account(d, len(data))
+
+
+def discard(k: str) -> None:
+    """Drop the entry for `k` from memory and disk (its object proved unusable)."""
+    _forget(k)
+    d = _usable_dir(create=False)
+    if d is not None:
+        try:
+            os.unlink(d / f"{k}.o")
+        except OSError:
+            pass
+
+
+def reject(obj: bytes, fresh: bytes | None = None) -> None:
+    """An object `get` returned failed to load: drop its entry, and cache `fresh` (the
+    object recompiled from the IR) under the same key instead."""
+    with _LOCK:
+        found = [k for k, v in _MEMORY.items() if v is obj]
+    for k in found:
+        discard(k)
+        if fresh is not None:
+            put(k, fresh)
+
+
+def _account(d: Path, n: int) -> None:
+    """Count a put of `n` bytes into `d`; scan and evict when due."""
+    bound = max_bytes()
+    with _LOCK:
+        state = _DISK.get(str(d))
+        if state is not None:
+            state[0] += n
+            state[1] += 1
+            if state[0] <= bound and state[1] < SCAN_EVERY:
+                return
+    total = evict(d, bound)
+    with _LOCK:
+        _DISK[str(d)] = [total, 0]
+
+
+def evict(d: Path, bound: int) -> int:
+    """Remove least recently used entries (by mtime) of `d` until its entries total at most
+    3/4 of `bound` if they exceed `bound`, and stale temporary files; returns the total left.
+    Only files named like ours are counted or removed."""
+    entries: list[tuple[float, int, str]] = []
+    now = time.time()
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                name = e.name
+                ours = (name.endswith(".o") and len(name) == 66) or (
+                    name.startswith(_TMP_PREFIX) and name.endswith(".tmp"))
+                if not ours or not e.is_file(follow_symlinks=False):
+                    continue
+                st = e.stat(follow_symlinks=False)
+                if name.endswith(".tmp"):
+                    if now - st.st_mtime > STALE_TMP_SECONDS:
+                        _unlink(e.path)
+                    continue
+                entries.append((st.st_mtime, st.st_size, e.path))
+    except OSError:
+        return 0
+    total = sum(size for _, size, _ in entries)
+    if total <= bound:
+        return total
+    entries.sort()
+    for _, size, path in entries:
+        if total <= bound * 3 // 4:
+            break
+        if _unlink(path):
+            total -= size
+    return total
+
+
+def _unlink(path: str) -> bool:
+    try:
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
 
 
 def clear_memory() -> None:
+    """Forget the in-memory entries and the per-directory state (tests; the disk stays)."""
+    global _memory_bytes
     with _LOCK:
         _MEMORY.clear()
+        _memory_bytes = 0
+        _DISK.clear()
+        _WARNED.clear()

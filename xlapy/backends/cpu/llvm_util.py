@@ -13,6 +13,7 @@ import contextvars
 import functools
 import itertools
 import re
+import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -169,42 +170,67 @@ class Engine:
                  exports: Sequence[str]) -> None:
         self._ref: llvm.ModuleRef | None = None
         self.target = t = target.current()
-        with _LOCK:
-            if obj is None:
-                assert mod is not None
-                ctm = _codegen_machine(t)
-                ref = verify(mod)
-                ref.triple = t.triple
-                ref.data_layout = str(ctm.target_data)
-                optimize(ref, ctm, vectorize, light)
-                self._ref = ref
-                self.object = ctm.emit_object(ref)
-            else:
-                self.object = obj
+        self.object = obj if obj is not None else self._compile(mod, vectorize, light)
+        self.linked = t.runs_here
+        self._library: Any = None
+        try:
+            self._load(obj is not None, exports)
+        except XlapyError:
+            if obj is None or mod is None:
+                raise
+            # A cached object that does not load (another program's, calling a symbol the
+            # runtime library lacks, unlinkable): never run it; drop it and recompile.
+            from xlapy.backends.cpu import cache
+
+            self.object = self._compile(mod, vectorize, light)
+            cache.reject(obj, self.object)
+            self._load(False, exports)
         sink = _OBJECTS.get()
         if sink is not None:
             sink.append((str(exports[0]) if exports else "module", self.object))
-        self.linked = t.runs_here
-        self._library: Any = None
-        if self.linked:
-            missing = objfile.undefined(self.object) - rtlib.SYMBOLS
+        self._exports = frozenset(exports)
+
+    def _compile(self, mod: ir.Module | str | None, vectorize: bool, light: bool) -> bytes:
+        assert mod is not None
+        with _LOCK:
+            ctm = _codegen_machine(self.target)
+            ref = verify(mod)
+            ref.triple = self.target.triple
+            ref.data_layout = str(ctm.target_data)
+            optimize(ref, ctm, vectorize, light)
+            self._ref = ref
+            return ctm.emit_object(ref)
+
+    def _load(self, cached: bool, exports: Sequence[str]) -> None:
+        """Check the object's undefined symbols against the runtime library (and, for a
+        cached object, that it is an object for this target at all), then link it."""
+        t = self.target
+        if cached or self.linked:
+            try:
+                missing = objfile.undefined(self.object) - rtlib.SYMBOLS
+                arch = objfile.machine(self.object)
+            except (XlapyError, struct.error, IndexError, ValueError) as e:
+                raise XlapyError(f"cpu backend: unreadable object for {t}: {e}") from None
             if missing:
                 raise XlapyError(f"cpu backend: compiled code for {t} calls "
                                  f"{', '.join(sorted(missing))}, which the runtime library "
                                  f"(rtlib.py) does not provide")
-            rt = runtime_library(t)
-            with _LOCK:
-                builder = llvm.JITLibraryBuilder().add_object_img(self.object)
-                builder.add_jit_library(rt)
-                for name in exports:
-                    builder.export_symbol(name)
-                try:
-                    self._library = builder.link(_lljit(), f"xlapy{next(_LIBRARIES)}")
-                except RuntimeError as e:
-                    raise XlapyError(f"cpu backend: linking compiled code for {t} failed "
-                                     f"(a symbol the runtime library does not provide?): "
-                                     f"{e}") from None
-        self._exports = frozenset(exports)
+            if cached and arch != t.arch:
+                raise XlapyError(f"cpu backend: a cached {arch} object for {t}")
+        if not self.linked:
+            return
+        rt = runtime_library(t)
+        with _LOCK:
+            builder = llvm.JITLibraryBuilder().add_object_img(self.object)
+            builder.add_jit_library(rt)
+            for name in exports:
+                builder.export_symbol(name)
+            try:
+                self._library = builder.link(_lljit(), f"xlapy{next(_LIBRARIES)}")
+            except RuntimeError as e:
+                raise XlapyError(f"cpu backend: linking compiled code for {t} failed "
+                                 f"(a symbol the runtime library does not provide?): "
+                                 f"{e}") from None
 
     @property
     def asm_ir(self) -> str:
@@ -272,6 +298,9 @@ def runtime_object(t: CpuTarget) -> bytes:
     with target.use(t):
         k = cache.key(text, "rtlib")
     obj = cache.get(k)
+    if obj is not None and not _runtime_object_ok(obj, t):
+        cache.reject(obj)
+        obj = None
     if obj is None:
         ctm = _codegen_machine(t)
         with _LOCK:
@@ -282,6 +311,19 @@ def runtime_object(t: CpuTarget) -> bytes:
             obj = ctm.emit_object(ref)
         cache.put(k, obj)
     return obj
+
+
+def _runtime_object_ok(obj: bytes, t: CpuTarget) -> bool:
+    """Whether a cached runtime object is one for `t` that defines rtlib's functions and
+    needs nothing rtlib does not bind."""
+    try:
+        syms = objfile.symbols(obj)
+        arch = objfile.machine(obj)
+    except (XlapyError, struct.error, IndexError, ValueError):
+        return False
+    defined = {s.name for s in syms if s.defined}
+    needed = {s.name for s in syms if not s.defined and s.binding != 0}
+    return arch == t.arch and set(rtlib.DEFINED) <= defined and needed <= rtlib.SYMBOLS
 
 
 @functools.cache
