@@ -18,6 +18,7 @@ from xlapy.hlo_text.cursor import Cursor
 from xlapy.hlo_text.parser import Attr
 from xlapy.ops.linalg_conv import ConvDimensionNumbers
 from xlapy.types import Literal, Shape
+from xlapy.types.limits import MAX_NESTING, literal_size_problem
 
 _SCALAR = re.compile(r"-?(?:nan|inf)(?:\([^)]*\))?|true|false|-?0x[0-9A-Fa-f]+|"
                      r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
@@ -339,6 +340,9 @@ def _literal(cur: Cursor, shape: Shape) -> Literal:
     if shape.is_token:
         raise cur.error(cur.pos, "a constant cannot have token type")
     start = cur.skip()
+    problem = literal_size_problem(shape.num_elements, shape.dtype.itemsize, f"constant {shape}")
+    if problem:
+        raise cur.error(start, problem)
     flat: list[Any] = []
     is_complex = shape.element_type.is_complex
     _values(cur, flat, is_complex)
@@ -353,12 +357,14 @@ def _literal(cur: Cursor, shape: Shape) -> Literal:
     return Literal(Shape.array(shape.element_type, shape.dimensions, shape.layout), arr)
 
 
-def _values(cur: Cursor, out: list[Any], is_complex: bool) -> None:
+def _values(cur: Cursor, out: list[Any], is_complex: bool, depth: int = 0) -> None:
     if cur.accept("{"):
+        if depth >= MAX_NESTING:
+            raise cur.error(cur.pos - 1, f"constant nested more than {MAX_NESTING} levels deep")
         if cur.accept("}"):
             return
         while True:
-            _values(cur, out, is_complex)
+            _values(cur, out, is_complex, depth + 1)
             if cur.accept("}"):
                 return
             cur.expect(",", "or '}' in a constant")

@@ -21,6 +21,7 @@ from xlapy.hlo_text.parser import Attr, CompNode, InstrNode, ModuleNode
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import NO_ATTRS, infer_shape
 from xlapy.types import Shape
+from xlapy.types.limits import process_count_problem
 
 #: Attributes with no effect on the result; kept in `meta["hlo_attrs"]` and printed back.
 PASSIVE_ATTRS = frozenset({
@@ -132,6 +133,10 @@ class HloImporter:
                                                                "num_partitions")):
             if key in self.node.attrs:
                 setattr(self.module, field, read_int(self.cur, self.node.attrs[key]))
+        problem = process_count_problem(self.module.num_replicas, self.module.num_partitions)
+        if problem:
+            attr = self.node.attrs.get("replica_count") or self.node.attrs.get("num_partitions")
+            raise self.cur.error(attr.pos if attr is not None else 0, problem)
         self.module.meta["hlo_attrs"] = {k: a.value for k, a in self.node.attrs.items()
                                          if k not in ("replica_count", "num_partitions",
                                                       "entry_computation_layout")}

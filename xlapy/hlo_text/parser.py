@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from xlapy.hlo_text.cursor import Cursor
 from xlapy.types import ElementType, Layout, Shape
+from xlapy.types.limits import MAX_NESTING
 
 _SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _ELEMENT_TYPES = {e.value: e for e in ElementType if e not in (ElementType.TUPLE,)}
@@ -177,14 +178,16 @@ class HloParser:
         return c.name("an operand name")
 
     # ---- shapes -------------------------------------------------------------------------------
-    def parse_shape(self) -> Shape:
+    def parse_shape(self, depth: int = 0) -> Shape:
         c = self.cur
         pos = c.skip()
         if c.accept("("):
+            if depth >= MAX_NESTING:
+                raise c.error(pos, f"tuple shape nested more than {MAX_NESTING} levels deep")
             parts: list[Shape] = []
             if not c.accept(")"):
                 while True:
-                    parts.append(self.parse_shape())
+                    parts.append(self.parse_shape(depth + 1))
                     if c.accept(")"):
                         break
                     c.expect(",", "or ')' in a tuple shape")

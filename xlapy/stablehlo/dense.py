@@ -12,6 +12,7 @@ import numpy as np
 
 from xlapy.errors import XlapyError
 from xlapy.types import ElementType, Shape
+from xlapy.types.limits import literal_size_problem
 
 _TOKEN = re.compile(r"\(|\)|true|false|[-+]?0x[0-9A-Fa-f]+|[-+]?(?:inf|nan)|"
                     r"[-+]?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
@@ -70,6 +71,9 @@ def _dense_to_array(body: str, shape: Shape) -> np.ndarray:
         raise DenseError(f"dense literal needs a tensor type, got {shape.to_shlo()}")
     et = shape.element_type
     n = shape.num_elements
+    problem = literal_size_problem(n, et.dtype.itemsize, f"dense literal {shape.to_shlo()}")
+    if problem:
+        raise DenseError(problem)
     body = body.strip()
     if body.startswith('"0x') or body.startswith("'0x"):
         raw = bytes.fromhex(body[3:-1])

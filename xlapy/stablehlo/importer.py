@@ -50,6 +50,7 @@ from xlapy.stablehlo.specialize import (
     specialize_call,
 )
 from xlapy.types import Literal, Shape
+from xlapy.types.limits import process_count_problem
 
 TERMINATORS = {"func.return", "return", "stablehlo.return"}
 _TUPLE_OPS = {"tuple", "get_tuple_element", "parameter", "constant"}
@@ -510,17 +511,16 @@ class Importer:
 
     def op_interpreter_run_parallel(self, node: OpNode, scope: Scope) -> list[Instruction]:
         programs = node.attrs.get("programs")
-        infeed_refs = node.attrs.get("infeed", [])
+        feed = node.attrs.get("infeed", [])
         if not (isinstance(programs, list) and all(
                 isinstance(row, list) and all(isinstance(s, SymbolRef) for s in row)
                 for row in programs)):
             raise self.error(node.pos, "interpreter.run_parallel needs programs = [[@f, ...]] "
                                        "(a list of lists of function names)")
-        if not (isinstance(infeed_refs, list) and all(isinstance(s, SymbolRef)
-                                                      for s in infeed_refs)):
+        if not isinstance(feed, list) or not all(isinstance(s, SymbolRef) for s in feed):
             raise self.error(node.pos, "interpreter.run_parallel needs infeed = [@f, ...]")
         names = [[s.name for s in row] for row in programs]
-        infeed = [s.name for s in infeed_refs]
+        infeed = [s.name for s in feed]
         comps = [self.function(n, node.pos) for row in names for n in row]
         comps += [self.function(n, node.pos) for n in infeed]
         from xlapy.stablehlo.check import RunParallelAttrs
@@ -591,7 +591,10 @@ def import_module(node: ModuleNode, lex: Lexer, entry: str | None = None,
     module.meta["attributes"] = node.attrs
     for key, attr in (("mhlo.num_replicas", "num_replicas"),
                       ("mhlo.num_partitions", "num_partitions")):
-        value = node.attrs.get(key)
-        if value is not None:
-            setattr(module, attr, int(getattr(value, "value", value)))
+        value = getattr(node.attrs.get(key), "value", node.attrs.get(key))
+        if value is not None and not isinstance(value, int):
+            raise imp.error(node.pos, f"module attribute {key} must be an integer")
+        setattr(module, attr, getattr(module, attr) if value is None else value)
+    if problem := process_count_problem(module.num_replicas, module.num_partitions):
+        raise imp.error(node.pos, f"module: {problem}")
     return module

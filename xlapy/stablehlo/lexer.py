@@ -7,10 +7,16 @@ tokenization: in `tensor<0x2xi8>` the `0x2` is not a hex number. `scan_dims` han
 from __future__ import annotations
 
 import bisect
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from xlapy.errors import ParseError, Span
+from xlapy.types.limits import MAX_NESTING
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Order matters: longer / more specific alternatives first.
 _MASTER = re.compile(r"""
@@ -134,3 +140,38 @@ class Lexer:
 
     def error(self, tok: Token, message: str) -> ParseError:
         return ParseError(self.span(tok.pos, len(tok.text) or 1), message)
+
+
+def nested(method: F) -> F:
+    """A parser method that may recurse: at most MAX_NESTING levels, then a ParseError."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.depth >= MAX_NESTING:
+            raise self.error(self.peek(), f"nested more than {MAX_NESTING} levels deep "
+                                          f"(types, attributes or regions)")
+        self.depth += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.depth -= 1
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _symbol_name(text: str) -> str:
+    return text[2:-1] if text.startswith('@"') else text[1:]
+
+
+def _number(text: str) -> int | float:
+    if text.startswith(("0x", "-0x")):
+        return int(text, 16)
+    if any(c in text for c in ".eE"):
+        return float(text)
+    return int(text)
+
+
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
+    return s.encode("latin-1", "backslashreplace").decode("unicode_escape")

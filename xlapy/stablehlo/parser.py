@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from xlapy.errors import ParseError
-from xlapy.stablehlo.lexer import Lexer, Token
+from xlapy.stablehlo.lexer import Lexer, Token, _number, _symbol_name, _unescape, nested
 from xlapy.stablehlo.nodes import (
     BlockArg,
     ConvDims,
@@ -39,6 +39,7 @@ class Parser:
     def __init__(self, text: str, filename: str = "<input>", line_offset: int = 0) -> None:
         self.lex = Lexer(text, filename, line_offset)
         self.aliases: dict[str, Any] = {}
+        self.depth = 0  # nesting of types, attributes and regions (see `nested`)
 
     # ---- token helpers ---------------------------------------------------------------------
     # at / accept run for most tokens: they read the lexer's lookahead slot directly.
@@ -181,6 +182,7 @@ class Parser:
             ops.append(self.parse_op())
         return ops
 
+    @nested
     def parse_region(self) -> RegionNode:
         """`{ ^bb0(%a: t, ...): ops }` or `{ ops }` (the `{` not yet consumed)."""
         self.expect("{", "to open a region")
@@ -326,6 +328,7 @@ class Parser:
             self.expect(")")
 
     # ---- types -------------------------------------------------------------------------------
+    @nested
     def parse_type(self) -> Any:
         tok = self.next()
         text = tok.text
@@ -408,6 +411,7 @@ class Parser:
                 return out
             self.expect(",", "between attributes")
 
+    @nested
     def parse_attr(self) -> Any:
         tok = self.peek()
         text, kind = tok.text, tok.kind
@@ -571,24 +575,6 @@ class Parser:
 def value_ref(tok: Token) -> ValueRef:
     name, _, idx = tok.text.partition("#")
     return ValueRef(name, int(idx) if idx else None, tok.pos)
-
-
-def _symbol_name(text: str) -> str:
-    return text[2:-1] if text.startswith('@"') else text[1:]
-
-
-def _number(text: str) -> int | float:
-    if text.startswith(("0x", "-0x")):
-        return int(text, 16)
-    if any(c in text for c in ".eE"):
-        return float(text)
-    return int(text)
-
-
-def _unescape(s: str) -> str:
-    if "\\" not in s:
-        return s
-    return s.encode("latin-1", "backslashreplace").decode("unicode_escape")
 
 
 def parse_text(text: str, filename: str = "<input>", line_offset: int = 0) -> ModuleNode:

@@ -1,0 +1,63 @@
+"""Documented limits the front doors enforce before doing anything large.
+
+* `max_literal_bytes()`: the largest single constant a front door materializes
+  (`XLAPY_MAX_LITERAL_BYTES`, default 1 GiB). A type over it is fine in a signature (it is
+  only a shape); a `dense<...>` / HLO `constant(...)` over it is a ParseError naming the
+  location and the size, raised before any allocation.
+* `max_processes()`: replicas x partitions a program may ask for (`XLAPY_MAX_PROCESSES`,
+  default 1024); the threaded grid starts one thread per process.
+* `MAX_NESTING`: how deep types, attributes, constants and regions may nest in program text
+  (deeper input is a ParseError, not a RecursionError).
+"""
+
+from __future__ import annotations
+
+import os
+
+from xlapy.errors import XlapyError
+
+DEFAULT_MAX_LITERAL_BYTES = 1 << 30
+DEFAULT_MAX_PROCESSES = 1024
+MAX_NESTING = 100
+
+
+def _env_int(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise XlapyError(f"{name}={text!r} is not an integer") from None
+    if value <= 0:
+        raise XlapyError(f"{name}={text!r} must be positive")
+    return value
+
+
+def max_literal_bytes() -> int:
+    return _env_int("XLAPY_MAX_LITERAL_BYTES", DEFAULT_MAX_LITERAL_BYTES)
+
+
+def max_processes() -> int:
+    return _env_int("XLAPY_MAX_PROCESSES", DEFAULT_MAX_PROCESSES)
+
+
+def literal_size_problem(num_elements: int, itemsize: int, what: str) -> str:
+    """'' when a literal of this size may be materialized, else the message saying why not."""
+    size = num_elements * max(1, itemsize)
+    cap = max_literal_bytes()
+    if size <= cap:
+        return ""
+    return (f"{what} of {num_elements} element(s) ({size} bytes) is over the literal size "
+            f"limit of {cap} bytes (XLAPY_MAX_LITERAL_BYTES)")
+
+
+def process_count_problem(replicas: int, partitions: int) -> str:
+    """'' when a replicas x partitions grid is allowed, else the message saying why not."""
+    if replicas < 1 or partitions < 1:
+        return f"replicas ({replicas}) and partitions ({partitions}) must be at least 1"
+    cap = max_processes()
+    if replicas * partitions <= cap:
+        return ""
+    return (f"{replicas} replica(s) x {partitions} partition(s) = {replicas * partitions} "
+            f"processes is over the limit of {cap} (XLAPY_MAX_PROCESSES)")
