@@ -24,8 +24,10 @@ import llvmlite
 from xlapy.backends.cpu import target
 from xlapy.backends.cpu.llvm_util import OPT_LEVEL
 
-#: Bump when code generation changes in a way the IR text would not show.
-FORMAT = "5"
+#: Bump when code generation or the entry format changes in a way the IR text would not show
+#: (6: entries carry a header; older xlapy builds, which read format-5 keys as bare objects,
+#: never see these files).
+FORMAT = "6"
 #: A disk entry: MAGIC, the file format, the object's length, sha256(key \0 object), object.
 MAGIC = b"XLAPYOBJ"
 FILE_VERSION = 1
