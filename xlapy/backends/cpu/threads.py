@@ -30,12 +30,16 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
+from xlapy.backends.cpu import target
 from xlapy.backends.cpu.llvm_util import I32, I64, VOID, Engine, for_range, new_module, on_host
+from xlapy.errors import XlapyError
 
 #: How long a waiting side spins before it sleeps on the futex.
 SPIN_US = 200.0
 MAX_ARGS = 13
-_SYS_FUTEX, _WAIT, _WAKE = 202, 128, 129  # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
+_WAIT, _WAKE = 128, 129  # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
+#: Linux's futex system call number per architecture.
+_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}
 # Slot layout (i64 words): 0 posted (i32), 1 finished (i32), 2 worker sleeping, 3 caller
 # sleeping, 4 spin rounds, 5 function, 6.. arguments.
 _POSTED, _FINISHED, _WSLEEP, _CSLEEP, _ROUNDS, _FN, _ARGS = 0, 1, 2, 3, 4, 5, 6
@@ -50,7 +54,15 @@ def _emit() -> ir.Module:
     i32p = I32.as_pointer()
     i64p = I64.as_pointer()
     sysc = ir.Function(mod, ir.FunctionType(I64, [I64], var_arg=True), name="syscall")
-    pause = ir.Function(mod, ir.FunctionType(VOID, []), name="llvm.x86.sse2.pause")
+    arch = target.current().arch
+    if arch not in _SYS_FUTEX:
+        raise XlapyError(f"cpu backend: no native worker pool for {arch}")
+    if arch == "x86_64":
+        pause_fn = ir.Function(mod, ir.FunctionType(VOID, []), name="llvm.x86.sse2.pause")
+        pause_args: list[ir.Value] = []
+    else:  # aarch64: `yield` (hint #1)
+        pause_fn = ir.Function(mod, ir.FunctionType(VOID, [I32]), name="llvm.aarch64.hint")
+        pause_args = [ir.Constant(I32, 1)]
     job_t = ir.FunctionType(VOID, [I64] * MAX_ARGS)
 
     def word(b: ir.IRBuilder, slot: ir.Value, k: int) -> ir.Value:
@@ -60,7 +72,7 @@ def _emit() -> ir.Module:
         return b.bitcast(word(b, slot, k), i32p)
 
     def futex(b: ir.IRBuilder, addr: ir.Value, op: int, val: ir.Value) -> None:
-        b.call(sysc, [ir.Constant(I64, _SYS_FUTEX), b.ptrtoint(addr, I64),
+        b.call(sysc, [ir.Constant(I64, _SYS_FUTEX[arch]), b.ptrtoint(addr, I64),
                       ir.Constant(I64, op), b.sext(val, I64), ir.Constant(I64, 0)])
 
     def await_change(fn: ir.Function, b: ir.IRBuilder, slot: ir.Value, counter: int,
@@ -78,7 +90,7 @@ def _emit() -> ir.Module:
         v = b.load_atomic(cptr, "acquire", 4)
         b.cbranch(b.icmp_signed("!=", v, old), done, body)
         b.position_at_end(body)
-        b.call(pause, [])
+        b.call(pause_fn, pause_args)
         nxt = b.add(i, ir.Constant(I64, 1))
         i.add_incoming(nxt, body)
         b.cbranch(b.icmp_signed("<", nxt, rounds), head, slow)
@@ -119,8 +131,8 @@ def _emit() -> ir.Module:
     seen.add_incoming(ir.Constant(I32, 0), entry)
     await_change(fn, b, slot, _POSTED, _WSLEEP, seen)
     cur = b.load_atomic(i32_at(b, slot, _POSTED), "acquire", 4)
-    target = b.inttoptr(b.load(word(b, slot, _FN)), job_t.as_pointer())
-    b.call(target, [b.load(word(b, slot, _ARGS + k)) for k in range(MAX_ARGS)])
+    job = b.inttoptr(b.load(word(b, slot, _FN)), job_t.as_pointer())
+    b.call(job, [b.load(word(b, slot, _ARGS + k)) for k in range(MAX_ARGS)])
     bump_and_wake(b, slot, _FINISHED, _CSLEEP, cur)
     seen.add_incoming(cur, b.block)
     b.branch(loop)
@@ -137,7 +149,7 @@ def _emit() -> ir.Module:
     fn = ir.Function(mod, ir.FunctionType(VOID, [I64]), name="pauses")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     with for_range(b, ir.Constant(I64, 0), fn.args[0]):
-        b.call(pause, [])
+        b.call(pause_fn, pause_args)
     b.ret_void()
 
     # void wait(i64* slot, i32 seq): until finished == seq.

@@ -64,3 +64,22 @@ def test_an_unknown_symbol_is_an_error_naming_it() -> None:
             "define void @f() {\n  %r = call i32 @puts(ptr @s)\n  ret void\n}\n")
     with target.use(target.host_target()), pytest.raises(XlapyError, match="calls puts"):
         llvm_util.Engine(text, exports=["f"])
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_support_code_compiles_for_every_target(name: str) -> None:
+    """The worker pool (futex and spin-wait per architecture) and the native while driver
+    (FTZ through MXCSR or FPCR) are built for the host: each compiles for every target and
+    needs only the runtime library."""
+    from xlapy.backends.cpu import native_loop, threads
+
+    t = target.resolve(name)
+    with target.use(t):
+        mods = [threads._emit(), native_loop._emit_driver()]
+    tm = llvm_util.target_machine(t)
+    for mod in mods:
+        ref = llvm_util.verify(mod)
+        ref.triple = t.triple
+        obj = tm.emit_object(ref)
+        assert objfile.machine(obj) == t.arch
+        assert objfile.undefined(obj) <= rtlib.SYMBOLS, (mod.name, objfile.undefined(obj))
