@@ -17,7 +17,6 @@ next poll). `timeout` defaults to `$XLAPY_GRID_TIMEOUT`, else 30 s.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -31,6 +30,7 @@ from xlapy.errors import CollectiveError
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.ir import Computation, Module
 from xlapy.ops import loop_guard
+from xlapy.types.limits import env_number
 
 ProcessId = tuple[int, int]
 
@@ -42,16 +42,7 @@ ENV_TIMEOUT = "XLAPY_GRID_TIMEOUT"
 
 def default_timeout() -> float:
     """`$XLAPY_GRID_TIMEOUT` seconds, else DEFAULT_TIMEOUT."""
-    text = os.environ.get(ENV_TIMEOUT, "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(text)
-    except ValueError:
-        raise CollectiveError(f"{ENV_TIMEOUT}={text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise CollectiveError(f"{ENV_TIMEOUT}={text!r} must be positive")
-    return value
+    return env_number(ENV_TIMEOUT, DEFAULT_TIMEOUT, float, CollectiveError)
 
 
 class ProcessGridError(CollectiveError):

@@ -9,13 +9,13 @@ installs its check with `set_poll` (layer 2 cannot import layer 10).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from xlapy.errors import InterpreterError
+from xlapy.types.limits import env_number
 
 ENV_MAX_ITERATIONS = "XLAPY_MAX_WHILE_ITERATIONS"
 #: Seconds between two polls of the grid from a running loop.
@@ -26,16 +26,8 @@ _local = threading.local()
 
 def iteration_limit() -> int | None:
     """`XLAPY_MAX_WHILE_ITERATIONS` as an int, or None (unlimited)."""
-    text = os.environ.get(ENV_MAX_ITERATIONS, "").strip()
-    if not text:
-        return None
-    try:
-        limit = int(text)
-    except ValueError:
-        raise InterpreterError(f"{ENV_MAX_ITERATIONS}={text!r} is not an integer") from None
-    if limit < 0:
-        raise InterpreterError(f"{ENV_MAX_ITERATIONS}={limit} is negative")
-    return limit
+    return env_number(ENV_MAX_ITERATIONS, None, error=InterpreterError,  # type: ignore[arg-type]
+                      allow_zero=True)
 
 
 def too_many(what: str, limit: int) -> InterpreterError:

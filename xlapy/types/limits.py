@@ -13,25 +13,37 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 from xlapy.errors import XlapyError
+
+T = TypeVar("T", int, float)
 
 DEFAULT_MAX_LITERAL_BYTES = 1 << 30
 DEFAULT_MAX_PROCESSES = 1024
 MAX_NESTING = 100
 
 
-def _env_int(name: str, default: int) -> int:
+def env_number(name: str, default: T, parse: Callable[[str], T] = int,  # type: ignore[assignment]
+               error: type[XlapyError] = XlapyError, allow_zero: bool = False) -> T:
+    """`$name` parsed by `parse` (int or float), else `default`; a value that is not a
+    number, negative, or zero unless `allow_zero`, is an `error` naming the variable."""
     text = os.environ.get(name, "").strip()
     if not text:
         return default
     try:
-        value = int(text)
+        value = parse(text)
     except ValueError:
-        raise XlapyError(f"{name}={text!r} is not an integer") from None
-    if value <= 0:
-        raise XlapyError(f"{name}={text!r} must be positive")
+        kind = "an integer" if parse is int else "a number"
+        raise error(f"{name}={text!r} is not {kind}") from None
+    if value < 0 or (value == 0 and not allow_zero):
+        raise error(f"{name}={text!r} must be {'non-negative' if allow_zero else 'positive'}")
     return value
+
+
+def _env_int(name: str, default: int) -> int:
+    return env_number(name, default)
 
 
 def max_literal_bytes() -> int:
