@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.backends.cpu import arena, cache, kernels, library, recycle, regions, target, thunks
-from xlapy.backends.cpu.fusion_plan import kernel_elements, row_walk
+from xlapy.backends.cpu.fusion_plan import depth_cuts, kernel_elements, row_walk
 from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.backends.cpu.threads import NativePool, native_pool
@@ -224,7 +224,7 @@ class CpuExecutable:
                 cost[id(instr)] = min(own + sum(cost.get(id(o), 0) for o in instr.operands),
                                       1 << 20)
         mat: set[int] = set()
-        inline: set[int] = set()
+        inline, cuts = set[int](), depth_cuts(order, fusible)  # cuts bound kernel depth
         kernel_of: dict[int, frozenset[int]] = {}
         for instr in reversed(order):
             iid = id(instr)
@@ -239,7 +239,7 @@ class CpuExecutable:
                     kernel_of[iid] = ks
                     inline.add(iid)
                     continue
-            if (instr.opcode == "reduce" or iid in self.outputs
+            if (instr.opcode == "reduce" or iid in self.outputs or iid in cuts
                     or any(id(u) not in fusible for u in users)
                     or (instr.opcode == "constant" and not kernels.is_scalar_constant(instr))):
                 mat.add(iid)

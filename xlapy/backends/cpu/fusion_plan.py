@@ -1,5 +1,6 @@
 """Planning helpers of the cpu executable: which row reductions a kernel computes inline,
-and how many elements a kernel walks (its threading cost). Split out of `executable`."""
+how deep a kernel's expression may grow, and how many elements a kernel walks (its threading
+cost). Split out of `executable`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,28 @@ import numpy as np
 
 from xlapy.backends.cpu import kernels
 from xlapy.ir import Instruction
+
+#: The longest chain of element-wise ops one kernel computes: the emitters walk a kernel's
+#: expression recursively, and a chain of thousands (the interpreter runs 20,000) would
+#: exceed Python's recursion limit; a value this deep into a chain gets a buffer instead.
+MAX_FUSED_DEPTH = 100
+
+
+def depth_cuts(order: list[Instruction], fusible: set[int],
+               limit: int = MAX_FUSED_DEPTH) -> set[int]:
+    """Fusible values to materialize so that no kernel's expression is deeper than `limit`
+    (depth counted through fusible operands, restarting after each cut)."""
+    depth: dict[int, int] = {}
+    cuts: set[int] = set()
+    for instr in order:
+        if id(instr) not in fusible:
+            continue
+        d = 1 + max((depth.get(id(o), 0) for o in instr.operands), default=0)
+        if d >= limit:
+            cuts.add(id(instr))
+            d = 0
+        depth[id(instr)] = d
+    return cuts
 
 
 def kernel_elements(k: kernels.Kernel) -> int:
