@@ -9,6 +9,7 @@ installs its check with `set_poll` (layer 2 cannot import layer 10).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +26,10 @@ _local = threading.local()
 
 
 def iteration_limit() -> int | None:
-    """`XLAPY_MAX_WHILE_ITERATIONS` as an int, or None (unlimited)."""
+    """`XLAPY_MAX_WHILE_ITERATIONS` as an int, or None (unlimited). Read at every while run
+    (a native loop pays it per call: the unset case returns at once)."""
+    if ENV_MAX_ITERATIONS not in os.environ:
+        return None
     return env_number(ENV_MAX_ITERATIONS, None, error=InterpreterError,  # type: ignore[arg-type]
                       allow_zero=True)
 

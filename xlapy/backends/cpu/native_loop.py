@@ -55,7 +55,7 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
-from xlapy.ops.loop_guard import WhileGuard, too_many
+from xlapy.ops.loop_guard import WhileGuard, iteration_limit, too_many
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.executable import CpuExecutable
@@ -307,19 +307,21 @@ class NativeWhile:
 
 
     def _drive(self, p: _Prepared) -> None:
-        """Call the driver slice by slice until the condition is false (module docstring)."""
+        """Call the driver slice by slice until the condition is false (module docstring).
+        A loop that ends within its first slice costs one call: no guard, no timing."""
         _, fn = driver()
-        guard = WhileGuard(self.instruction)
         desc = p.desc
         address = ctypes.addressof(desc)
         desc[10] = 0
+        limit = iteration_limit()
+        n = self.slice if limit is None else min(self.slice, limit)
+        desc[9] = n
+        start = time.perf_counter()
+        done = fn(address)
+        if desc[10] and limit is None:
+            return
+        guard = WhileGuard(self.instruction)
         while True:
-            n = self.slice
-            if guard.limit is not None:
-                n = min(n, guard.limit - guard.count)
-            desc[9] = n
-            start = time.perf_counter()
-            done = fn(address)
             elapsed = time.perf_counter() - start
             guard.advance(done)
             if desc[10]:
@@ -331,6 +333,12 @@ class NativeWhile:
                     self.slice = min(self.slice * 4, _MAX_SLICE)
                 elif elapsed > SLICE_SECONDS * 2:
                     self.slice = max(self.slice // 2, 1)
+            n = self.slice
+            if guard.limit is not None:
+                n = min(n, guard.limit - guard.count)
+            desc[9] = n
+            start = time.perf_counter()
+            done = fn(address)
 
 
 class _Prepared:
