@@ -25,6 +25,7 @@ from xlapy.ops.core import ConstantAttrs, GetTupleElementAttrs, ParameterAttrs
 from xlapy.ops.dynamic import DYNAMIC_OPS
 from xlapy.stablehlo.attrmap import build_attrs
 from xlapy.stablehlo.dense import dense_to_array
+from xlapy.stablehlo.generic_form import compatible, terminator_type_problem
 from xlapy.stablehlo.lexer import Lexer
 from xlapy.stablehlo.nodes import (
     BlockArg,
@@ -245,13 +246,9 @@ class Importer:
                 if i != len(ops) - 1:
                     raise self.error(ops[i + 1].pos, f"op after the terminator of {what}")
                 values = [scope.lookup(r) for r in op.operands]
-                if op.result_types is not None and (
-                        len(op.result_types) != len(values) or
-                        any(not compatible(v.shape, t) for v, t in zip(values, op.result_types))):
-                    raise self.error(op.pos, f"{op.name} operand types "
-                                             f"({', '.join(v.shape.to_shlo() for v in values)}) "
-                                             f"do not match the declared "
-                                             f"({', '.join(map(type_str, op.result_types))})")
+                problem = terminator_type_problem(op, [v.shape for v in values])
+                if problem:
+                    raise self.error(op.pos, problem)
                 return values, op.pos
             try:
                 self.op(op, scope)
@@ -542,17 +539,6 @@ def split_results(instr: Instruction, n: int) -> list[Instruction]:
     assert comp is not None
     return [comp.add(Instruction("get_tuple_element", [instr], s, GetTupleElementAttrs(i)))
             for i, s in enumerate(instr.shape.tuple_shapes)]
-
-
-def compatible(shape: Shape, t: Any) -> bool:
-    t = storage_type(t)
-    if isinstance(t, Shape):
-        return shape == t
-    if isinstance(t, TensorType):
-        return (shape.is_array and shape.element_type is t.element_type
-                and len(shape.dimensions) == len(t.dims)
-                and all(d is None or d == s for d, s in zip(t.dims, shape.dimensions)))
-    return False
 
 
 def _as_static(t: Any) -> Any:

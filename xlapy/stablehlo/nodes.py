@@ -97,6 +97,14 @@ class ConvDims:
 
 
 @dataclass(frozen=True)
+class FunctionTypeAttr:
+    """A function type used as an attribute value (`function_type = (a, b) -> c`)."""
+
+    inputs: tuple[Any, ...]
+    results: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
 class ValueRef:
     name: str
     index: int | None

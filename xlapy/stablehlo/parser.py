@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from xlapy.errors import ParseError
+from xlapy.stablehlo.generic_form import func_from_generic, module_from_generic
 from xlapy.stablehlo.lexer import Lexer, Token, _number, _symbol_name, _unescape, nested
 from xlapy.stablehlo.nodes import (
     BlockArg,
@@ -17,6 +18,7 @@ from xlapy.stablehlo.nodes import (
     DenseAttr,
     EnumAttr,
     FuncNode,
+    FunctionTypeAttr,
     ModuleNode,
     OpaqueType,
     OpNode,
@@ -110,6 +112,11 @@ class Parser:
                 self.next()
                 self.expect("=")
                 self.aliases[tok.text] = self.parse_attr()
+            elif tok.text == '"builtin.module"':
+                if wrapped or funcs:
+                    raise self.error(tok, "expected one module per input chunk")
+                wrapped, pos = True, tok.pos
+                name, attrs, funcs = module_from_generic(self, self.parse_op())
             elif tok.text == "module":
                 if wrapped or funcs:
                     raise self.error(tok, "expected one module per input chunk")
@@ -126,7 +133,7 @@ class Parser:
                         raise self.error(self.peek(), "unterminated module: expected '}'")
                     funcs.append(self.parse_func())
                 self.skip_loc()
-            elif tok.text == "func.func":
+            elif tok.text in ("func.func", '"func.func"'):
                 funcs.append(self.parse_func())
             elif tok.text == "{-#":
                 raise self.error(tok, "dialect resources are not supported")
@@ -135,6 +142,8 @@ class Parser:
         return ModuleNode(name, attrs, funcs, pos)
 
     def parse_func(self) -> FuncNode:
+        if self.at('"func.func"'):
+            return func_from_generic(self, self.parse_op())
         tok = self.expect("func.func", "to start a function")
         visibility = "public"
         if self.peek().text in ("private", "public", "nested"):
@@ -473,6 +482,9 @@ class Parser:
             return items
         if text == "{":
             return self.parse_attr_dict()
+        if text == "(":  # `function_type = (a, b) -> c` of a generic func.func
+            inputs, results = self.parse_function_type()
+            return FunctionTypeAttr(tuple(inputs), tuple(results))
         if kind == "hash":
             self.next()
             if text in self.aliases:

@@ -89,17 +89,24 @@ class Printer:
             attrs.append(f"mhlo.num_replicas = {self.module.num_replicas} : i32")
         if self.module.num_partitions != 1:
             attrs.append(f"mhlo.num_partitions = {self.module.num_partitions} : i32")
-        head = f"module @{_sym(self.module.name)}"
-        if attrs:
-            head += " attributes {" + ", ".join(attrs) + "}"
-        self.lines.append(head + " {")
+        if self.generic:
+            self.lines.append(f'"builtin.module"() <{{sym_name = {_str(self.module.name)}}}> ({{')
+        else:
+            head = f"module @{_sym(self.module.name)}"
+            if attrs:
+                head += " attributes {" + ", ".join(attrs) + "}"
+            self.lines.append(head + " {")
         vis = self.module.meta.get("visibility", {})
         for comp in self.funcs:
             v = vis.get(comp.name, "public") if isinstance(vis, dict) else "public"
             if v == "public" and comp is not self.module.entry and not isinstance(vis, dict):
                 v = "private"
-            self.function(comp, "" if v == "public" else v + " ")
-        self.lines.append("}")
+            self.function(comp, v)
+        if self.generic:
+            self.lines.append("})" + (" {" + ", ".join(attrs) + "}" if attrs else "") +
+                              " : () -> ()")
+        else:
+            self.lines.append("}")
         return "\n".join(self.lines) + "\n"
 
     def function(self, comp: Computation, vis: str) -> None:
@@ -110,11 +117,22 @@ class Printer:
             args.append(f"%arg{i}: {p.shape.to_shlo()}")
         results = comp.result_shapes
         res = ", ".join(s.to_shlo() for s in results)
+        counter = [0]
+        if self.generic:
+            ins = ", ".join(p.shape.to_shlo() for p in comp.parameters)
+            props = f"function_type = ({ins}) -> {res if len(results) == 1 else f'({res})'}, " \
+                    f"sym_name = {_str(comp.name)}, sym_visibility = {_str(vis)}"
+            self.lines.append(f'  "func.func"() <{{{props}}}> ({{')
+            if args:
+                self.lines.append(f"  ^bb0({', '.join(args)}):")
+            self.body(comp, names, counter, "    ", "func.return")
+            self.lines.append("  }) : () -> ()")
+            return
         sig = f"({', '.join(args)})"
         if results:
             sig += f" -> ({res})" if len(results) != 1 else f" -> {res}"
+        vis = "" if vis == "public" else vis + " "
         self.lines.append(f"  func.func {vis}@{_sym(comp.name)}{sig} {{")
-        counter = [0]
         self.body(comp, names, counter, "    ", "func.return")
         self.lines.append("  }")
 
@@ -142,9 +160,11 @@ class Printer:
                 names[id(instr)] = tname
         values = comp.root.operands if comp.multi_result and comp.root.opcode == "tuple" \
             else [comp.root]
-        if values:
-            vals = ", ".join(names[id(v)] for v in values)
-            types = ", ".join(v.shape.to_shlo() for v in values)
+        vals = ", ".join(names[id(v)] for v in values)
+        types = ", ".join(v.shape.to_shlo() for v in values)
+        if self.generic:
+            self.lines.append(f'{indent}"{ret}"({vals}) : ({types}) -> ()')
+        elif values:
             self.lines.append(f"{indent}{ret} {vals} : {types}")
         else:
             self.lines.append(f"{indent}{ret}")
