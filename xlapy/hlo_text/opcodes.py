@@ -226,6 +226,15 @@ def _bitcast_convert(c: InstrContext) -> Any:
 def _compare(c: InstrContext) -> Any:
     direction = _enum(c, "direction", {d.name: d for d in ComparisonDirection})
     ctype = _enum(c, "type", {t.name: t for t in ComparisonType}, False) or None
+    # Newer XLA prints a float total order as `order=TOTAL` instead of `type=TOTALORDER`;
+    # PARTIAL is the float default. Integer compares are total orders whatever is written.
+    order = _enum(c, "order", {"TOTAL": True, "PARTIAL": False}, "")
+    if order != "" and c.declared[0].element_type.is_float:
+        if ctype is not None and (ctype is ComparisonType.TOTALORDER) != order:
+            raise c.error(f"order={c.attr('order').value} contradicts type={ctype.name}")
+        ctype = ctype or (ComparisonType.TOTALORDER if order else None)
+    elif order is False:
+        raise c.error("order=PARTIAL needs floating-point operands")
     return "compare", c.operands, make("compare", comparison_direction=direction,
                                        compare_type=ctype), []
 

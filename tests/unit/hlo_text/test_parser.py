@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from xlapy.errors import ParseError
 from xlapy.hlo_text import is_hlo_text, parse_hlo_module
 from xlapy.ir import Instruction, Module
 from xlapy.ops.attrs import ComparisonDirection, ComparisonType, Precision
@@ -92,6 +93,13 @@ def test_constants() -> None:
     ("ROOT r = s32[4,3] iota(), iota_dimension=1", "iota_dimension", 1),
     ("ROOT r = pred[3] compare(v, v), direction=LT, type=TOTALORDER", "compare_type",
      ComparisonType.TOTALORDER),
+    # Newer XLA (jaxlib 0.12) prints a float total order as order=TOTAL.
+    ("ROOT r = pred[3] compare(v, v), direction=LT, order=TOTAL", "compare_type",
+     ComparisonType.TOTALORDER),
+    ("ROOT r = pred[3] compare(v, v), direction=LT, order=PARTIAL", "compare_type", None),
+    ("ROOT r = pred[3] compare(v, v), direction=LT, type=TOTALORDER, order=TOTAL",
+     "compare_type", ComparisonType.TOTALORDER),
+    ("ROOT r = pred[] compare(i, i), direction=LT, order=TOTAL", "compare_type", None),
     ("ROOT r = pred[3] compare(v, v), direction=GE", "comparison_direction",
      ComparisonDirection.GE),
     ("ROOT r = f32[3] reduce-precision(v), exponent_bits=5, mantissa_bits=10",
@@ -114,6 +122,19 @@ def test_attribute_forms(line: str, field: str, value: object) -> None:
     attrs = root.attrs.dimension_numbers if hasattr(root.attrs, "dimension_numbers") \
         and not hasattr(root.attrs, field) else root.attrs
     assert getattr(attrs, field) == value
+
+
+@pytest.mark.parametrize("line", [
+    "ROOT r = pred[3] compare(v, v), direction=LT, type=FLOAT, order=TOTAL",
+    "ROOT r = pred[3] compare(v, v), direction=LT, type=TOTALORDER, order=PARTIAL",
+    "ROOT r = pred[] compare(i, i), direction=LT, order=PARTIAL",
+    "ROOT r = pred[3] compare(v, v), direction=LT, order=SOME",
+])
+def test_compare_order_rejected(line: str) -> None:
+    with pytest.raises(ParseError, match="order"):
+        root_of(f"""  v = f32[3] parameter(0)
+  i = s32[] parameter(1)
+  {line}""")
 
 
 def test_window_dim_labels_and_groups() -> None:
