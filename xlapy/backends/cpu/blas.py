@@ -15,7 +15,7 @@ Threads: OpenBLAS's own threads busy-wait, and on a loaded machine they collapse
 convolution took 120 ms at load 5 on 2 cores). So each call runs single-threaded and big
 products split over the backend's thread pool: by rows of the output (each thread packs only
 its rows of a; with 0.3.34 rows beat columns, e.g. 1024x128x1024 0.92 vs 1.04 ms), by columns
-only when there are too few rows.
+only when there are too few rows, at chunk boundaries fixed by the shape (`gemm`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import numpy as np
 _P = ctypes.c_void_p
 #: Multiply-adds below which a product is not split over threads.
 SPLIT_FLOPS = 1 << 21
+#: Rows (columns) per chunk at least of a split product: each chunk packs all of b (a) again.
+MIN_CHUNK = 128
 _local = threading.local()
 
 
@@ -164,18 +166,18 @@ def _post(pool: Any, a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float)
     return pool.submit(int(ctypes.cast(fn, ctypes.c_void_p).value or 0), *addrs, keep=keep)
 
 
-_workers_single = False
+_single_pool: Any = None
 
 
 def _pool_single(pool: Any) -> None:
-    """OpenBLAS single-threaded on every native worker too (once)."""
-    global _workers_single
-    if _workers_single:
+    """OpenBLAS single-threaded on every native worker too (once per pool)."""
+    global _single_pool
+    if _single_pool is pool:
         return
     f = _set_local_threads()
     if f is not None:
         pool.on_each(int(ctypes.cast(f, ctypes.c_void_p).value or 0), 1)
-    _workers_single = True
+    _single_pool = pool
 
 
 def ready(pool: Any) -> None:
@@ -190,34 +192,45 @@ def function_address(name: str) -> int:
     return int(ctypes.cast(_fn(name), ctypes.c_void_p).value or 0)
 
 
-def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0) -> None:
-    """out[m, n] = a[m, k] @ b[k, n] + beta * out (float32 or float64)."""
-    from xlapy.backends.cpu import executable
+def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
+         threads: int = 1) -> None:
+    """out[m, n] = a[m, k] @ b[k, n] + beta * out (float32 or float64) on `threads` threads.
+
+    A big product is cut into fixed chunks of rows (of columns when there are too few rows)
+    that depend only on its shape (parallel.fixed_cuts): OpenBLAS rounds a row differently
+    depending on how many rows a call has, so the bits must not depend on the thread count;
+    the threads take turns of one chunk each."""
+    from xlapy.backends.cpu import parallel
 
     m, k = a.shape
     n = b.shape[1]
-    parts = executable.NUM_THREADS
-    if parts < 2 or m * n * k < SPLIT_FLOPS or max(m, n) < 2 * parts:
+    if m * n * k < SPLIT_FLOPS:
         _gemm1(a, b, out, beta)
         return
-    pool = executable._pool()
+    by_rows = m >= 2 * MIN_CHUNK
+    cuts = parallel.fixed_cuts(m if by_rows else n, MIN_CHUNK, 1 if by_rows else 16)
+    chunks = len(cuts) - 1
+    if chunks < 2:
+        _gemm1(a, b, out, beta)
+        return
+
+    def part(j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        lo, hi = cuts[j], cuts[j + 1]
+        return (a[lo:hi], b, out[lo:hi]) if by_rows else (a, b[:, lo:hi], out[:, lo:hi])
+
+    if threads < 2:
+        for j in range(chunks):
+            _gemm1(*part(j), beta)
+        return
+    pool = parallel.pool(threads)
     _pool_single(pool)
-    futs = []
-    if m < 8 * parts and n > m:  # else rows: measured faster than columns at equal sizes
-        cuts = [n * j // parts // 16 * 16 for j in range(parts)] + [n]
-        for j in range(1, parts):
-            lo, hi = cuts[j], cuts[j + 1]
-            futs.append(_post(pool, a, b[:, lo:hi], out[:, lo:hi], beta))
-        _gemm1(a, b[:, :cuts[1]], out[:, :cuts[1]], beta)
-    else:
-        cuts = [m * j // parts for j in range(parts)] + [m]
-        for j in range(1, parts):
-            lo, hi = cuts[j], cuts[j + 1]
-            futs.append(_post(pool, a[lo:hi], b, out[lo:hi], beta))
-        _gemm1(a[:cuts[1]], b, out[:cuts[1]], beta)
-    for f in futs:
-        if f is not None:
-            f.result()
+    for first in range(0, chunks, threads):  # a turn: one chunk per thread
+        futs = [_post(pool, *part(j), beta) for j in range(first + 1, min(first + threads,
+                                                                           chunks))]
+        _gemm1(*part(first), beta)
+        for f in futs:
+            if f is not None:
+                f.result()
 
 
-__all__ = ["gemm", "ready", "function_address", "library", "SPLIT_FLOPS"]
+__all__ = ["gemm", "ready", "function_address", "library", "SPLIT_FLOPS", "MIN_CHUNK"]

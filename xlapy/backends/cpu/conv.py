@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache
+from xlapy.backends.cpu import cache, parallel
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -121,8 +121,10 @@ def _emit(name: str, t: ir.Type, lanes: int, c: int, o: int, hout: int, hp: int,
     return mod
 
 
-def direct_plan(instr: Instruction) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
-    """A function (lhs, rhs, out) computing the convolution directly, or None."""
+def direct_plan(instr: Instruction, threads: int = 1
+                ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+    """A function (lhs, rhs, out) computing the convolution directly on `threads` threads
+    (each output row is computed alone, so its bits do not depend on the split), or None."""
     a = instr.attrs
     lhs, rhs = (op.shape for op in instr.operands)
     et = instr.shape.element_type
@@ -180,22 +182,20 @@ def direct_plan(instr: Instruction) -> Callable[[np.ndarray, np.ndarray, np.ndar
         res = out if direct_out and out.flags.c_contiguous else np.empty(
             (n, o, hout, wvec), dtype)
         args = (xp.ctypes.data, wt.ctypes.data, res.ctypes.data)
-        _split(fn, args, rows, macs)
+        _split(fn, args, rows, macs, threads)
         if res is not out:
             out[...] = res[..., :wout].transpose(operm)
 
     return run
 
 
-def _split(fn: Any, args: tuple[int, int, int], rows: int, macs: int) -> None:
-    from xlapy.backends.cpu import executable
-
-    parts = min(executable.NUM_THREADS, rows)
+def _split(fn: Any, args: tuple[int, int, int], rows: int, macs: int, threads: int) -> None:
+    parts = min(threads, rows)
     if parts < 2 or macs < SPLIT_MACS:
         fn(*args, 0, rows)
         return
     cuts = [rows * k // parts for k in range(parts + 1)]
-    pool = executable._pool()
+    pool = parallel.pool(threads)
     fa = fn_address(fn)
     futs = [pool.submit(fa, *args, cuts[k], cuts[k + 1]) for k in range(1, parts)]
     fn(*args, cuts[0], cuts[1])

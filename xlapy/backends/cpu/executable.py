@@ -28,11 +28,22 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import arena, cache, kernels, library, recycle, regions, target, thunks
+from xlapy.backends.cpu import (
+    arena,
+    cache,
+    kernels,
+    library,
+    parallel,
+    recycle,
+    regions,
+    target,
+    thunks,
+)
 from xlapy.backends.cpu.fusion_plan import depth_cuts, kernel_elements, row_walk
+from xlapy.backends.cpu.introspect import Introspection
 from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
-from xlapy.backends.cpu.threads import NativePool, native_pool
+from xlapy.backends.cpu.threads import NativePool
 from xlapy.backends.ownership import CHECK, COPY, KEEP, own, result_plan
 from xlapy.errors import InterpreterError, XlapyError
 from xlapy.interpreter import RuntimeState
@@ -47,7 +58,11 @@ SPLIT_COST = 1 << 18
 #: Entry results of at least this many bytes (recycle.output aligns them) are stored
 #: non-temporally (kernels.py): far beyond L2, and nothing in the call reads them back.
 STREAM_BYTES = 8 << 20
+#: Threads when neither the `num_threads` option nor $XLAPY_NUM_THREADS says (parallel.py).
 NUM_THREADS = os.cpu_count() or 1
+#: Rows per chunk at least of a reduce over dimension 0 split into partials (the partials
+#: cost a write and a read of the output each).
+PARTIAL_MIN_ROWS = 16
 CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose", "slice",
                    "reverse", "convert"})
 #: A value several kernels need is recomputed in each when its fused chain has at most
@@ -60,11 +75,11 @@ SMALL_KERNEL = 64
 
 
 def _pool() -> NativePool:
-    """Native workers (threads.py): NUM_THREADS - 1 of them, the caller being the last."""
-    return native_pool(max(1, NUM_THREADS - 1))
+    """The native workers for the default thread count (executables use their own)."""
+    return parallel.pool(NUM_THREADS)
 
 
-class CpuExecutable:
+class CpuExecutable(Introspection):
     """A compiled computation: thunks over slots; `run(args)` returns interpreter values."""
 
     backend_name = "cpu"
@@ -83,6 +98,9 @@ class CpuExecutable:
         #: What it is compiled for (target.py); code for another machine is compiled to
         #: `objects` and never run.
         self.target = target.from_options(self.options)
+        #: Threads it splits work over (parallel.py); nested executables get the same.
+        self.num_threads = parallel.num_threads(self.options, NUM_THREADS)
+        self._pool = lambda: parallel.pool(self.num_threads)
         self.runnable = self.target.runs_here
         with target.use(self.target), collect_objects() as objs:
             self._plan()
@@ -306,8 +324,9 @@ class CpuExecutable:
                                self._set(t, v, s, v[i][k]))
             self.report.append((instr.name, "get_tuple_element", "aliasing"))
             return
-        dot = library.dot_plan(instr) if instr.opcode == "dot_general" else \
-            library.conv_plan(instr) if instr.opcode == "convolution" else None
+        dot = library.dot_plan(instr, self.num_threads) if instr.opcode == "dot_general" \
+            else library.conv_plan(instr, self.num_threads) if instr.opcode == "convolution" \
+            else None
         if dot is not None:
             shape = vals_shape.dimensions
             dtype = vals_shape.dtype
@@ -329,7 +348,8 @@ class CpuExecutable:
         op = OPS[instr.opcode]
         subs: list[Any] = []
         if instr.opcode in CONTROL_FLOW:
-            subs = [CpuExecutable(c, None, dict(self.options, nested=True)) for c in instr.called]
+            opts = dict(self.options, nested=True, num_threads=self.num_threads)
+            subs = [CpuExecutable(c, None, opts) for c in instr.called]
             self.subexecs.extend((instr.name, sub) for sub in subs)
             how = "control flow (cpu sub-executables)"
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
@@ -401,7 +421,7 @@ class CpuExecutable:
             else:
                 members.append(None)
         out = []
-        for run in regions.plan(members, NUM_THREADS, SPLIT_COST):
+        for run in regions.plan(members, 2, SPLIT_COST):  # 2: the same for any thread count
             region = regions.Region(f"region{len(out)}", run)
             out.append(region)
             names = ", ".join(f"%{m.instr.name}" for m in run)
@@ -432,22 +452,23 @@ class CpuExecutable:
         fresh = [(m.slot, tuple(m.instr.shape.dimensions), m.instr.shape.dtype)
                  for m in region.members if id(m.instr) in self.outputs]
         addrs = {k.name: a for k, a in zip(self.kernel_specs, self.kernel_addrs)}
-        return thunks.region_thunk(region, addrs, NUM_THREADS, self._keep, fresh, _pool,
-                                   lambda: self._table)
+        return thunks.region_thunk(region, addrs, self.num_threads, self._keep, fresh,
+                                   self._pool, lambda: self._table)
 
     def _kernel_thunk(self, spec: kernels.Kernel, fn: Any) -> Callable[..., None]:
         shape = spec.root.shape
         dims, dtype = tuple(shape.dimensions), shape.dtype
         is_fresh = id(spec.root) in self.outputs
-        big = spec.cost >= SPLIT_COST and spec.outer >= 2 and NUM_THREADS > 1
-        if spec.partial and big:
+        big = spec.cost >= SPLIT_COST and spec.outer >= 2
+        cuts = parallel.fixed_cuts(spec.outer, PARTIAL_MIN_ROWS, spec.align)
+        if spec.partial and big and len(cuts) > 2:  # chunks whatever the thread count
             combine = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum,
                        "and": np.bitwise_and, "or": np.bitwise_or}[str(spec.partial)]
-            return thunks.partial_thunk(fn, spec.outer, NUM_THREADS, combine, self._keep,
-                                        spec.output, dims, dtype, is_fresh, _pool)
+            return thunks.partial_thunk(fn, cuts, self.num_threads, combine, self._keep,
+                                        spec.output, dims, dtype, is_fresh, self._pool)
         fresh = [(spec.output, dims, dtype)] if is_fresh else []
-        return thunks.split_thunk(fn, spec.outer, NUM_THREADS if spec.splittable and big
-                                  else 1, spec.align, self._keep, fresh, _pool)
+        return thunks.split_thunk(fn, spec.outer, self.num_threads if spec.splittable and big
+                                  else 1, spec.align, self._keep, fresh, self._pool)
 
     # ---- running ----
     def _plan_arena(self) -> tuple[dict[int, int], int]:
@@ -559,41 +580,3 @@ class CpuExecutable:
     def run(self, args: Sequence[Any], runtime: RuntimeState | None = None,
             process: Any = None) -> Any:
         return self.run_computation(args, runtime, process)
-
-    def explain(self, summary: bool = True) -> str:
-        """One line per instruction: how it runs (kernel, library, control flow, fallback),
-        then the same for the computations control flow calls."""
-        lines = [f"computation {self.comp.name}:"]
-        lines += [f"  {name:24s} {op:24s} {how}" for name, op, how in self.report]
-        for owner, sub in self.subexecs:
-            lines.append(f"-- called by %{owner}")
-            lines.append(sub.explain(summary=False))
-        if not summary:
-            return "\n".join(lines)
-        fb = self.fallbacks()
-        lines.append(f"-- {len(fb)} instruction(s) on interpreter fallback"
-                     + (": " + ", ".join(sorted({op for _, op in fb})) if fb else ""))
-        return "\n".join(lines)
-
-    def fallbacks(self) -> list[tuple[str, str]]:
-        """(instruction, opcode) of every op that runs an interpreter kernel, nested too."""
-        out = [(r[0], r[1]) for r in self.report if r[2] == "interpreter fallback"]
-        for _, sub in self.subexecs:
-            out += sub.fallbacks()
-        return out
-
-    def all_objects(self) -> list[tuple[str, bytes]]:
-        """The object files of this computation and of those its control flow calls."""
-        out = list(self.objects)
-        for _, sub in self.subexecs:
-            out += sub.all_objects()
-        return out
-
-    def kernels(self) -> list[tuple[str, str]]:
-        """(kernel name, root instruction) of every compiled kernel, nested too."""
-        out = [(f"{self.comp.name}.{r[2].split()[1]}", r[0]) for r in self.report
-               if r[2].startswith("kernel ")]
-        for _, sub in self.subexecs:
-            out += sub.kernels()
-        return out
-

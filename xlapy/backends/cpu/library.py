@@ -22,8 +22,10 @@ from xlapy.types import ElementType as ET
 LIBRARY_VIA_KERNEL = frozenset({"convolution", "sort", "fft", "cholesky", "triangular_solve"})
 
 
-def dot_plan(instr: Instruction) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
-    """A function (lhs, rhs, out) for an f32/f64 dot_general, or None to fall back."""
+def dot_plan(instr: Instruction, threads: int = 1
+             ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+    """A function (lhs, rhs, out) for an f32/f64 dot_general on `threads` threads, or None
+    to fall back."""
     a = instr.attrs
     lhs, rhs = (o.shape for o in instr.operands)
     et = instr.shape.element_type
@@ -50,7 +52,7 @@ def dot_plan(instr: Instruction) -> Callable[[np.ndarray, np.ndarray, np.ndarray
             np.matmul(xv, yv, out=ov)
             return
         for j in range(nbatch):
-            gemm(xv[j], yv[j], ov[j])
+            gemm(xv[j], yv[j], ov[j], 0.0, threads)
 
     return run
 
@@ -65,9 +67,8 @@ def library_kind(instr: Instruction) -> str | None:
     return None
 
 
-
-
-def conv_plan(instr: Instruction) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+def conv_plan(instr: Instruction, threads: int = 1
+              ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
     """A function (lhs, rhs, out) for a float32/float64 convolution with unit strides, no
     lhs dilation, reversal or grouping, else None (the interpreter kernel runs it).
 
@@ -80,7 +81,7 @@ def conv_plan(instr: Instruction) -> Callable[[np.ndarray, np.ndarray, np.ndarra
     from xlapy.backends.cpu.blas import gemm
     from xlapy.backends.cpu.conv import direct_plan
 
-    direct = direct_plan(instr)  # 2-D, unit strides: register-blocked direct loops
+    direct = direct_plan(instr, threads)  # 2-D, unit strides: register-blocked direct loops
     if direct is not None:
         return direct
     a = instr.attrs
@@ -131,7 +132,7 @@ def conv_plan(instr: Instruction) -> Callable[[np.ndarray, np.ndarray, np.ndarra
         wk = np.ascontiguousarray(w.transpose(wperm)).reshape(len(positions), o, c)
         acc = np.empty((o, total), dtype)
         for j, off in enumerate(offsets):
-            gemm(wk[j], xp[:, off:off + total], acc, 0.0 if j == 0 else 1.0)
+            gemm(wk[j], xp[:, off:off + total], acc, 0.0 if j == 0 else 1.0, threads)
         res = acc.reshape(o, n, *padded)[valid]
         out[...] = res.transpose(operm)
 

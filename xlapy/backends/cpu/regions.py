@@ -35,6 +35,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
     on_host,
 )
+from xlapy.backends.cpu.parallel import fixed_cuts
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 from xlapy.types import Shape
@@ -42,6 +43,8 @@ from xlapy.types import Shape
 #: Rows per thread below which a run is not made a region (a GEMM that short splits
 #: better along its columns: blas.gemm).
 MIN_ROWS_PER_THREAD = 8
+#: Rows per chunk at least: each chunk's GEMM packs the whole rhs again.
+MIN_ROWS_PER_CHUNK = 32
 _INT_MAX = (1 << 31) - 1
 
 
@@ -136,10 +139,17 @@ def kernel_member(spec: Kernel, reads: dict[int, set[tuple[str, ...]]],
     return Member(root, spec.output, dims[0], other, spec.cost, kernel=spec)
 
 
+def cuts(rows: int, align: int = 1) -> list[int]:
+    """The fixed row chunks a region runs in (parallel.fixed_cuts): its GEMMs' bits depend on
+    them, never on the thread count."""
+    return fixed_cuts(rows, MIN_ROWS_PER_CHUNK, align)
+
+
 def plan(members: list[Member | None], threads: int, min_cost: int) -> list[list[Member]]:
     """Runs of consecutive members (None: a thunk that is not one) that read each other's
     results only at their own rows, of at least two members, `min_cost` work and
-    MIN_ROWS_PER_THREAD rows per thread."""
+    MIN_ROWS_PER_THREAD rows per thread. The executable passes a fixed `threads` (its
+    regions, like their chunks, never depend on its thread count)."""
     runs: list[list[Member]] = []
     run: list[Member] = []
     made: set[int] = set()
@@ -177,8 +187,8 @@ _G_WORDS = 16
 
 @functools.cache
 @on_host
-def _runtime() -> tuple[Engine, Any, int]:
-    """(engine, region_run as a ctypes function, gemm_rows address)."""
+def _runtime() -> tuple[Engine, Any, int, Any]:
+    """(engine, region_run as a ctypes function, gemm_rows address, chunks_run)."""
     mod = new_module("xlapy_regions")
     i64p = I64.as_pointer()
     step_t = ir.FunctionType(VOID, [I64, I64, I64])
@@ -216,9 +226,26 @@ def _runtime() -> tuple[Engine, Any, int]:
                 cell(_G_ALPHA), rows(_G_RHS, None), cell(_G_LDA), rows(_G_LHS, _G_LROW),
                 cell(_G_LDB), cell(_G_BETA), rows(_G_OUT, _G_OROW), cell(_G_LDC)])
     b.ret_void()
-    engine = Engine(mod, light=True, exports=["region_run", "gemm_rows"])
+
+    # chunks_run(desc, k0, k1), desc = [fn, arg0, lo0, hi0, arg1, ...]: fn(arg_k, lo_k, hi_k)
+    # for chunks k0 <= k < k1 in order (one thread's share of fixed chunks, parallel.py).
+    chunks = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64]), name="chunks_run")
+    desc, k0, k1 = chunks.args
+    b = ir.IRBuilder(chunks.append_basic_block("entry"))
+    fn = b.inttoptr(b.load(desc), step_t.as_pointer())
+    with for_range(b, k0, k1) as k:
+        at = b.add(b.mul(k, i64(3)), i64(1))
+        b.call(fn, [b.load(b.gep(desc, [b.add(at, i64(j))])) for j in range(3)])
+    b.ret_void()
+    engine = Engine(mod, light=True, exports=["region_run", "gemm_rows", "chunks_run"])
     fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-    return engine, fn_t(engine.address("region_run")), engine.address("gemm_rows")
+    return (engine, fn_t(engine.address("region_run")), engine.address("gemm_rows"),
+            fn_t(engine.address("chunks_run")))
+
+
+def chunks_function() -> Any:
+    """chunks_run(desc, k0, k1) as a ctypes function."""
+    return _runtime()[3]
 
 
 def run_function() -> Any:
@@ -261,4 +288,5 @@ def steps(region: Region, table: int, kernel_address: dict[str, int]
 
 
 __all__ = ["Region", "Member", "Gemm", "gemm_of", "gemm_member", "kernel_member", "plan",
-           "steps", "run_function", "MIN_ROWS_PER_THREAD"]
+           "steps", "run_function", "chunks_function", "cuts",
+           "MIN_ROWS_PER_THREAD", "MIN_ROWS_PER_CHUNK"]

@@ -259,10 +259,15 @@ _POOL_LOCK = threading.Lock()
 
 
 def native_pool(workers: int) -> NativePool:
-    """The process's pool (created on first use with `workers` threads)."""
+    """The process's pool, with at least `workers` threads: created on first use, replaced
+    by a bigger one when an executable asks for more threads (the old one's jobs in flight
+    still finish; its idle threads sleep in the futex)."""
     global _POOL
+    pool = _POOL
+    if pool is not None and pool.workers >= workers:
+        return pool
     with _POOL_LOCK:
-        if _POOL is None:
+        if _POOL is None or _POOL.workers < workers:
             _POOL = NativePool(workers)
         return _POOL
 

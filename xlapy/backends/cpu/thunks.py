@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import blas, recycle, regions
+from xlapy.backends.cpu import blas, parallel, recycle, regions
 from xlapy.backends.cpu.threads import NativePool, fn_address
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.ir import Instruction
@@ -83,15 +83,46 @@ def bounds(extent: int, parts: int, align: int = 1) -> list[int]:
     return [extent * k // parts // align * align for k in range(parts)] + [extent]
 
 
+def spread(fn: Any, fa: int, args: list[int], cuts: list[int], threads: int,
+           pool: Callable[[], NativePool]) -> None:
+    """fn(args[k], cuts[k], cuts[k + 1]) for every chunk k: contiguous groups of chunks, one
+    per thread, each group in order (the caller runs the first)."""
+    chunks = len(cuts) - 1
+    g = parallel.groups(chunks, threads)
+    if len(g) == chunks + 1:  # a chunk per thread
+        p = pool() if chunks > 1 else None
+        futs = [p.submit(fa, args[k], cuts[k], cuts[k + 1]) for k in range(1, chunks)] \
+            if p is not None else []
+        fn(args[0], cuts[0], cuts[1])
+        for f in futs:
+            f.result()
+        return
+    desc = np.empty(1 + 3 * chunks, np.int64)
+    desc[0] = fa
+    desc[1::3], desc[2::3], desc[3::3] = args, cuts[:-1], cuts[1:]
+    runner = regions.chunks_function()
+    d = desc.ctypes.data
+    futs = []
+    if len(g) > 2:
+        p, ra = pool(), fn_address(runner)
+        futs = [p.submit(ra, d, g[j], g[j + 1], keep=desc) for j in range(1, len(g) - 1)]
+    runner(d, g[0], g[1])
+    for f in futs:
+        f.result()
+
+
 def split_thunk(fn: Any, extent: int, parts: int, align: int, keep: dict[int, Any],
                 fresh: list[Fresh], pool: Callable[[], NativePool],
                 before: Callable[[], None] | None = None,
-                arg: Callable[[Any], int] = ctypes.addressof) -> Thunk:
+                arg: Callable[[Any], int] = ctypes.addressof,
+                cuts: list[int] | None = None) -> Thunk:
     """fn(arg(table), begin, end) over [0, extent), split into `parts` ranges (1: no split)
-    run on the caller and the native workers; `fresh` results are allocated first."""
+    run on the caller and the native workers, or into the fixed chunks `cuts` shared by
+    `parts` threads; `fresh` results are allocated first."""
     fa = fn_address(fn)
-    parts = max(1, min(parts, extent))
-    cuts = bounds(extent, parts, align)
+    if cuts is None:
+        cuts = bounds(extent, max(1, min(parts, extent)), align)
+    whole = len(cuts) <= 2
 
     def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
         for s, dims, dtype in fresh:
@@ -99,16 +130,12 @@ def split_thunk(fn: Any, extent: int, parts: int, align: int, keep: dict[int, An
             v[s] = arr
             t[s] = ptr(arr)
         addr = arg(t)
-        if parts == 1:
+        if whole:
             fn(addr, 0, extent)
             return
         if before is not None:
             before()
-        p = pool()
-        futs = [p.submit(fa, addr, cuts[k], cuts[k + 1]) for k in range(1, parts)]
-        fn(addr, cuts[0], cuts[1])
-        for f in futs:
-            f.result()
+        spread(fn, fa, [addr] * (len(cuts) - 1), cuts, parts, pool)
 
     return run
 
@@ -133,36 +160,32 @@ def region_thunk(region: regions.Region, kernel_address: dict[str, int], parts: 
         return addr
 
     return split_thunk(regions.run_function(), region.rows, parts, region.align, keep, fresh,
-                       pool, before=lambda: blas.ready(pool()), arg=steps)
+                       pool, before=lambda: blas.ready(pool()), arg=steps,
+                       cuts=regions.cuts(region.rows, region.align))
 
 
-def partial_thunk(fn: Any, extent: int, parts: int, combine: Any, keep: dict[int, Any],
+def partial_thunk(fn: Any, cuts: list[int], parts: int, combine: Any, keep: dict[int, Any],
                   out: int, dims: tuple[int, ...], dtype: Any, is_fresh: bool,
                   pool: Callable[[], NativePool]) -> Thunk:
-    """A reduce over dimension 0 split across threads: thread k > 0 reduces its range
-    into a private output (a copy of the table pointing there), then the partials are
-    combined into the real output with the reducer (a numpy ufunc)."""
-    parts = max(1, min(parts, extent))
-    cuts = bounds(extent, parts)
+    """A reduce over dimension 0 in the fixed chunks `cuts` (parallel.fixed_cuts), shared
+    by `parts` threads: chunk k > 0 reduces into a private output (a copy of the table
+    pointing there), then the partials are combined into the real output with the reducer
+    (a numpy ufunc) in chunk order, so the bits never depend on the thread count."""
     fa = fn_address(fn)
+    chunks = len(cuts) - 1
 
     def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
         if is_fresh:
             arr = recycle.output(keep, out, dims, dtype)
             v[out] = arr
             t[out] = ptr(arr)
-        partials = [np.empty(dims, dtype) for _ in range(1, parts)]
+        partials = [np.empty(dims, dtype) for _ in range(1, chunks)]
         tables = []
         for part in partials:
             tk = type(t).from_buffer_copy(t)
             tk[out] = ptr(part)
             tables.append(tk)
-        p = pool()
-        futs = [p.submit(fa, ctypes.addressof(tables[k - 1]), cuts[k], cuts[k + 1])
-                for k in range(1, parts)]
-        fn(ctypes.addressof(t), cuts[0], cuts[1])
-        for f in futs:
-            f.result()
+        spread(fn, fa, [ctypes.addressof(tk) for tk in [t, *tables]], cuts, parts, pool)
         res = v[out]
         with np.errstate(all="ignore"):
             for part in partials:
@@ -172,4 +195,4 @@ def partial_thunk(fn: Any, extent: int, parts: int, combine: Any, keep: dict[int
 
 
 __all__ = ["host_facing", "off_arena", "split_thunk", "partial_thunk", "region_thunk", "ptr",
-           "bounds", "Fresh", "Thunk"]
+           "spread", "bounds", "Fresh", "Thunk"]

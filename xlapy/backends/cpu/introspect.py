@@ -1,0 +1,56 @@
+"""What a cpu executable compiled and how each instruction runs: the inspection methods of
+`CpuExecutable` (explain, fallbacks, kernels, objects), none of them on the per-call path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Introspection:
+    """Mixed into CpuExecutable: reads its `report`, `subexecs`, `objects` and `comp`."""
+
+    report: list[tuple[str, str, str]]
+    subexecs: list[tuple[str, Any]]
+    objects: list[tuple[str, bytes]]
+    comp: Any
+
+    def explain(self, summary: bool = True) -> str:
+        """One line per instruction: how it runs (kernel, library, control flow, fallback),
+        then the same for the computations control flow calls."""
+        lines = [f"computation {self.comp.name}:"]
+        lines += [f"  {name:24s} {op:24s} {how}" for name, op, how in self.report]
+        for owner, sub in self.subexecs:
+            lines.append(f"-- called by %{owner}")
+            lines.append(sub.explain(summary=False))
+        if not summary:
+            return "\n".join(lines)
+        fb = self.fallbacks()
+        lines.append(f"-- {len(fb)} instruction(s) on interpreter fallback"
+                     + (": " + ", ".join(sorted({op for _, op in fb})) if fb else ""))
+        return "\n".join(lines)
+
+    def fallbacks(self) -> list[tuple[str, str]]:
+        """(instruction, opcode) of every op that runs an interpreter kernel, nested too."""
+        out = [(r[0], r[1]) for r in self.report if r[2] == "interpreter fallback"]
+        for _, sub in self.subexecs:
+            out += sub.fallbacks()
+        return out
+
+    def all_objects(self) -> list[tuple[str, bytes]]:
+        """The object files of this computation and of those its control flow calls."""
+        out = list(self.objects)
+        for _, sub in self.subexecs:
+            out += sub.all_objects()
+        return out
+
+    def kernels(self) -> list[tuple[str, str]]:
+        """(kernel name, root instruction) of every compiled kernel, nested too."""
+        out = [(f"{self.comp.name}.{r[2].split()[1]}", r[0]) for r in self.report
+               if r[2].startswith("kernel ")]
+        for _, sub in self.subexecs:
+            out += sub.kernels()
+        return out
+
+
+
+__all__ = ["Introspection"]
