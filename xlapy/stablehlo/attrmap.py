@@ -5,6 +5,12 @@ attribute of the same name, converted by its type hint (tuples, enums, nested da
 shapes). Fields StableHLO carries in the result type (`shape`, `new_element_type`,
 `result_shapes`...) come from the declared result types. `ALIASES` covers the few spellings
 that differ.
+
+Attributes no field takes are dropped. Among them `result_accuracy =
+#stablehlo.result_accuracy<atol, rtol, ulps, mode>` on transcendental ops: a request for at
+least that accuracy which xlapy's ops carry no field for; the interpreter evaluates in the
+element type's precision or better (DEFAULT), and the cpu backend's polynomials have fixed,
+measured ulp bounds (`backends/cpu/math_poly.py`), so a TOLERANCE request is not checked.
 """
 
 from __future__ import annotations

@@ -439,6 +439,10 @@ class Importer:
         declared = [self.static(t, node.pos, "custom_call result")
                     for t in self.declared_results(node)]
         attrs = dict(node.attrs)
+        if isinstance(attrs.get("backend_config"), dict):
+            # api_version 4 (typed FFI): a dictionary, the attributes jaxlib otherwise puts
+            # in mhlo.backend_config; kept there and printed back under that name.
+            attrs.setdefault("mhlo.backend_config", attrs.pop("backend_config"))
         attrs.setdefault("shape", declared[0] if len(declared) == 1 else Shape.tuple(declared))
         op = get_op("custom_call")
         built = build_attrs("custom_call", op.attrs, attrs, [])

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from xlapy.errors import ParseError
+from xlapy.stablehlo.attr_structs import bounded_dims, parse_conv_dims, parse_hash_body
 from xlapy.stablehlo.generic_form import func_from_generic, module_from_generic
 from xlapy.stablehlo.lexer import Lexer, Token, _number, _symbol_name, _unescape, nested
 from xlapy.stablehlo.nodes import (
@@ -23,7 +24,6 @@ from xlapy.stablehlo.nodes import (
     OpaqueType,
     OpNode,
     RegionNode,
-    StructAttr,
     SymbolRef,
     TensorType,
     TypedNumber,
@@ -347,14 +347,18 @@ class Parser:
                 raise self.error(self.peek(), "unranked tensors are not supported")
             dims = self.lex.scan_dims()
             et = self.parse_element_type()
-            if self.accept(","):  # encoding (bounds): ignored
-                self.parse_attr()
+            dynamic: tuple[bool, ...] = ()
+            if self.accept(","):  # an encoding: `#stablehlo.bounds<4, ?>` is read, others ignored
+                enc_tok = self.peek()
+                dims, dynamic = bounded_dims(self, enc_tok, dims, self.parse_attr())
             self.expect(">", "to close the tensor type")
             if isinstance(et, OpaqueType):
                 d = "".join(("?" if x is None else str(x)) + "x" for x in dims)
                 return OpaqueType(f"tensor<{d}{et.text}>")
             if any(d is None for d in dims):
                 return TensorType(et, tuple(dims))
+            if any(dynamic):  # a bounded dynamic dimension: the bound, marked dynamic
+                return Shape(et, tuple(dims), dynamic=dynamic)  # type: ignore[arg-type]
             return Shape.array(et, dims)  # type: ignore[arg-type]
         if text == "tuple":
             self.expect("<")
@@ -513,75 +517,11 @@ class Parser:
         return not (nxt.text in _SCALAR_TYPES or nxt.text == "index")
 
     def parse_hash_body(self, name: str, tok: Token) -> Any:
-        """After `#name<`: an enum `#stablehlo<precision HIGH>` or a struct attribute."""
-        if name in ("#stablehlo", "#chlo"):
-            kind = self.next().text
-            value = self.next().text
-            self.expect(">")
-            return EnumAttr(kind, value)
-        if name.endswith(".conv") and self.at("["):
-            dims = self.parse_conv_dims()
-            self.expect(">")
-            return dims
-        if name.endswith(".conv") and self.at("raw"):
-            self.next()
-        if not name.startswith(("#stablehlo", "#chlo")) and not (
-                self.peek().kind == "ident" and self._followed_by_eq()):
-            # Another dialect's attribute (`#sdy.op_sharding_rule<([i])->([j]) {...}>`):
-            # kept as raw text; xlapy does not interpret it.
-            body, _ = self.lex.raw_until(">")
-            self.expect(">")
-            return StructAttr(name[1:], {"raw": body})
-        fields: dict[str, Any] = {}
-        if self.accept(">"):
-            return StructAttr(name[1:], fields)
-        while True:
-            key = self.next()
-            if key.kind != "ident":
-                raise self.error(key, f"expected a field name in {name}, found '{key.text}'")
-            self.expect("=")
-            if key.text in ("lhs_batching_dimensions", "rhs_batching_dimensions",
-                            "lhs_contracting_dimensions", "rhs_contracting_dimensions") \
-                    or not self.at("<"):
-                fields[key.text] = self.parse_attr()
-            else:
-                self.next()
-                body, _ = self.lex.raw_until(">")
-                self.expect(">")
-                fields[key.text] = body
-            if self.accept(">"):
-                return StructAttr(name[1:], fields)
-            self.expect(",", f"between fields of {name}")
-
-    def _followed_by_eq(self) -> bool:
-        lex = self.lex
-        save_pos, save_peek = lex.pos, lex._peeked
-        lex.next()
-        ok = lex.peek().text == "="
-        lex.pos, lex._peeked = save_pos, save_peek
-        return ok
+        """After `#name<`: an enum, a struct or another dialect's attribute (`attr_structs`)."""
+        return parse_hash_body(self, name, tok)
 
     def parse_conv_dims(self) -> ConvDims:
-        def group() -> tuple[str, ...]:
-            self.expect("[")
-            out: list[str] = []
-            while not self.accept("]"):
-                tok = self.next()
-                if tok.kind not in ("ident", "number"):
-                    found = "end of input" if tok.kind == "eof" else f"'{tok.text}'"
-                    raise self.error(tok, f"expected a convolution dimension (b, f, i, o, 0, "
-                                          f"1, ...), found {found}")
-                out.append(tok.text)
-                self.accept(",")
-            return tuple(out)
-
-        lhs = group()
-        x = self.next()
-        if x.text != "x" and not x.text.startswith("x"):
-            raise self.error(x, "expected 'x' between convolution dimension groups")
-        rhs = group()
-        self.expect("->")
-        return ConvDims(lhs, rhs, group())
+        return parse_conv_dims(self)
 
 
 def value_ref(tok: Token) -> ValueRef:

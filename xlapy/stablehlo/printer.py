@@ -52,9 +52,15 @@ def _used_whole(instr: Instruction, comp: Computation) -> bool:
     return any(u.opcode != "get_tuple_element" for u in instr.users)
 
 
+#: Ops of the IR that StableHLO spells only in the chlo dialect (XLA's HLO `erf`).
+_CHLO_ONLY = {"erf"}
+
+
 def dialect_name(opcode: str) -> str:
     if "." in opcode:
         return opcode
+    if opcode in _CHLO_ONLY:
+        return f"chlo.{opcode}"
     return "func.call" if opcode == "call" else f"stablehlo.{opcode}"
 
 
