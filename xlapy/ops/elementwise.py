@@ -423,9 +423,11 @@ def _min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _power(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
-    """Float/complex pow; integer pow as XLA CPU emits it: 6 squaring steps (exponent bits
-    0..5, all that matter without overflow), and for a negative exponent (signed compare,
-    even for unsigned types) 1 when the base is 1, +-1 for base -1, else 0."""
+    """Float/complex pow; integer pow as XLA CPU emits it (jaxlib >= 0.12): 6 squaring steps
+    (exponent bits 0..5); an exponent >= 64 with an even base gives 0 (the exact result mod
+    2^bits); a negative exponent (signed types only) gives 1 for base 1, +-1 for base -1, else
+    0. (XLA before jaxlib 0.12 compared unsigned exponents as signed, so those >= 2^(bits-1)
+    took the negative-exponent path, and kept the 6-bit result for even bases too.)"""
     if not _is_int(a):
         return np.power(a, b)
     one = np.ones_like(a)
@@ -434,10 +436,9 @@ def _power(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
     for i in range(6):
         out = np.where(((u >> np.uint64(i)) & np.uint64(1)) != 0, out * base, out)
         base = base * base
-    # Sub-byte unsigned exponents are zero-extended, so never negative.
-    neg = (u >> np.uint64(et.bits - 1)) != 0
-    if et.is_unsigned and et.bits < 8:
-        neg = neg & False
+    neg = ((u >> np.uint64(et.bits - 1)) != 0) & et.is_signed
+    even = (to_bits(a, et) & np.uint64(1)) == 0
+    out = np.where(~neg & (u >= np.uint64(64)) & even, np.zeros_like(a), out)
     minus_one = from_bits(np.full(a.shape, ~np.uint64(0)), et).astype(a.dtype)
     odd = (u & np.uint64(1)) != 0
     neg_pow = np.where(a == 1, one, np.where((a == minus_one) & (a.dtype.kind == "i"),

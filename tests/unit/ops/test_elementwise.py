@@ -139,6 +139,21 @@ def test_shifts_and_pow() -> None:
     assert ev("power", b, e).tolist() == [0, -1, 1, 0, 9]
 
 
+def test_integer_power_big_exponents() -> None:
+    """XLA CPU (jaxlib >= 0.12): unsigned exponents are never negative (u8 3**135 was 0), an
+    even base to an exponent >= 64 is 0 (s32 (-2)**75 was -2048); odd bases use exponent bits
+    0..5 only (3**65 is 3)."""
+    b = np.array([3, 2, 1, 255, 4, 3], np.uint8)
+    e = np.array([135, 200, 255, 129, 63, 64], np.uint8)
+    assert ev("power", b, e).tolist() == [139, 0, 1, 255, 0, 1]
+    b32 = np.array([-2, 3, -3, 2, 6, -1, 5], np.int32)
+    e32 = np.array([75, 65, 64, 31, 64, -7, -2], np.int32)
+    assert ev("power", b32, e32).tolist() == [0, 3, 1, -2**31, 0, -1, 0]
+    b64 = np.array([2, 7], np.uint64)
+    e64 = np.array([2**63 + 2, 2**63 + 1], np.uint64)
+    assert ev("power", b64, e64).tolist() == [0, 7]
+
+
 def test_float_edges() -> None:
     z = np.array([0.0, -0.0, 1e-40, np.nan], np.float32)
     w = np.array([-0.0, 0.0, 0.0, 1.0], np.float32)
