@@ -56,12 +56,15 @@ from xlapy.types.limits import process_count_problem
 TERMINATORS = {"func.return", "return", "stablehlo.return"}
 _TUPLE_OPS = {"tuple", "get_tuple_element", "parameter", "constant"}
 Key = tuple[str, int | None]
+#: Deprecated StableHLO ops that are one spec op under another name.
+_DEPRECATED = {"create_token": "after_all"}  # create_token: after_all with no operands
 
 
 def opcode_of(name: str) -> str:
     """`stablehlo.add` -> `add`; `chlo.erf` -> `erf` when defined; other dialects kept."""
     if name.startswith("stablehlo."):
-        return name[len("stablehlo."):]
+        short = name[len("stablehlo."):]
+        return _DEPRECATED.get(short, short)
     if name.startswith("chlo."):
         short = name[len("chlo."):]
         return short if short in OPS else name

@@ -154,3 +154,21 @@ def test_dense_constant_of_token_type_is_rejected() -> None:
         parse_module(text)
     assert run(text.replace("  %t = stablehlo.constant dense<> : !stablehlo.token\n", "")
                ).shape == (0,)
+
+
+@pytest.mark.parametrize("form", ["stablehlo.create_token : !stablehlo.token",
+                                  '"stablehlo.create_token"() : () -> !stablehlo.token'])
+def test_deprecated_create_token_is_after_all(form: str) -> None:
+    text = f'''func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {{
+  %t = {form}
+  %0:2 = stablehlo.optimization_barrier %a, %t : tensor<2xf32>, !stablehlo.token
+  func.return %0#0 : tensor<2xf32>
+}}'''
+    m = parse_module(text)
+    same = parse_module(text.replace(form, "stablehlo.after_all : !stablehlo.token"))
+    assert modules_equal(m, same)
+    assert any(i.opcode == "after_all" and not i.operands for i in m.entry.instructions)
+    np.testing.assert_array_equal(run(text, np.ones(2, np.float32)), [1, 1])
+    with pytest.raises(ParseError, match="2:8: stablehlo.create_token"):
+        parse_module(text.replace(form, form.replace("-> !stablehlo.token", "-> tensor<2xf32>")
+                                  .replace(": !stablehlo.token", ": tensor<2xf32>")))
