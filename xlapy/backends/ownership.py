@@ -26,13 +26,16 @@ def result_plan(root: Instruction | None, mode: Callable[[Instruction], str]) ->
     leaf instruction behind the root's tuples; a leaf seen before is COPY."""
     if root is None:
         return None
-    seen: set[int] = set()
+    seen: set[Any] = set()
 
     def walk(instr: Instruction) -> Plan:
         if instr.opcode == "tuple":
             return tuple(walk(o) for o in instr.operands)
-        m = COPY if id(instr) in seen else mode(instr)
-        seen.add(id(instr))
+        key: Any = id(instr)
+        if instr.opcode == "get_tuple_element":  # two of them may name one element
+            key = (id(instr.operands[0]), instr.attrs.index)
+        m = COPY if key in seen else mode(instr)
+        seen.add(key)
         return m
 
     plan = walk(root)

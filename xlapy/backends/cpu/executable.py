@@ -197,6 +197,8 @@ class CpuExecutable(Introspection):
             return COPY
         if leaf.opcode == "parameter":
             return KEEP if self.options.get("nested") else COPY
+        if leaf.opcode == "get_tuple_element":  # an element of a fresh tuple (native while)
+            s = self.slot[id(leaf.operands[0])]
         return KEEP if s in self._fresh_set else CHECK
 
     def _plan_fusion(self, order: list[Instruction], fusible: set[int]
@@ -355,6 +357,7 @@ class CpuExecutable(Introspection):
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
             if nw is not None:
                 self.report.append((instr.name, "while", "native while loop"))
+                self._native.add(s)  # its state buffers are fresh copies (native_loop._run)
                 self.thunks.append(self._native_while_thunk(nw, s, ins))
                 return
         elif instr.opcode in library.LIBRARY_VIA_KERNEL:
