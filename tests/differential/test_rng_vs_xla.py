@@ -129,9 +129,18 @@ def _raw_runner() -> Any:
         n = state.shape[0]
         st = f"tensor<{n}xui64>"
         ot = Shape.array(et, dims).to_shlo()
-        text = (f"module @m {{\n  func.func public @main(%arg0: {st}) -> ({st}, {ot}) {{\n"
+        # XLA CPU compiles a signed integer output as the unsigned type of its width (u2 for
+        # s2, u8 for s8: the executable's result shape disagrees with the module's). jaxlib
+        # 0.10 read such a buffer anyway; jaxlib 0.12 refuses sub-byte ones ("Shape mismatch
+        # during ToLiteral conversion u2 vs s2"). So signed outputs are returned through a
+        # bitcast_convert to the unsigned type; only the bits are compared.
+        signed = et.is_integer and et.is_signed
+        rt = Shape.array(E(f"u{et.bits}"), dims).to_shlo() if signed else ot
+        cast = f"    %r = stablehlo.bitcast_convert %o : ({ot}) -> {rt}\n" if signed else ""
+        text = (f"module @m {{\n  func.func public @main(%arg0: {st}) -> ({st}, {rt}) {{\n"
                 f"    %s, %o = stablehlo.rng_bit_generator %arg0, algorithm = {alg.name} : "
-                f"({st}) -> ({st}, {ot})\n    return %s, %o : {st}, {ot}\n  }}\n}}\n")
+                f"({st}) -> ({st}, {ot})\n{cast}"
+                f"    return %s, {'%r' if signed else '%o'} : {st}, {rt}\n  }}\n}}\n")
         exe = backend.compile_and_load(text, devices, xc.CompileOptions())
         res = exe.execute_sharded([jax.device_put(state)])
         out = res.disassemble_into_single_device_arrays()
