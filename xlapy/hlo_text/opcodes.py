@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.hlo_text import attrs as A
+from xlapy.hlo_text import groups as G
 from xlapy.hlo_text.importer import InstrContext
 from xlapy.ir import Instruction
 from xlapy.ops.attrs import ComparisonDirection, ComparisonType, Precision
@@ -478,12 +479,24 @@ def _outfeed(c: InstrContext) -> Any:
 
 # ---- collectives ---------------------------------------------------------------------------------
 def _groups(c: InstrContext) -> tuple[tuple[int, ...], ...]:
+    """Explicit `{{0,1},{2,3}}`, iota `[2,2]<=[4]`, or `mesh[...] {axes}` (see groups.py)."""
     a = c.attr("replica_groups")
+    dev = c.attr("device_ids")
+    if dev is not None and (a is None or not a.value.lstrip().startswith("mesh")):
+        raise c.error("device_ids= goes with replica_groups=mesh[...]", dev.pos)
     if a is None or a.value in ("{}", "{{}}"):
         return ()
-    if a.value.startswith("["):
-        raise c.error("iota replica groups ([n,m]<=[k]) are not supported", a.pos)
-    return A.read_int_lists(c.cur, a)
+
+    def error(msg: str) -> Exception:
+        return c.error(f"replica_groups: {msg}", a.pos)
+
+    groups = G.parse_iota(a.value, error)
+    if groups is None:
+        groups = G.mesh_groups(a.value, None if dev is None else dev.value, error)
+    if groups is None and not a.value.startswith("{"):
+        raise error(f"expected {{{{ids}},...}}, [groups,size]<=[dims] or mesh[...], got "
+                    f"'{a.value}'")
+    return groups if groups is not None else A.read_int_lists(c.cur, a)
 
 
 def _common(c: InstrContext) -> dict[str, Any]:
