@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from xlapy.ops.dynamic import DYNAMIC_OPS
 from xlapy.stablehlo.attrmap import build_attrs
 from xlapy.stablehlo.dense import dense_to_array
 from xlapy.stablehlo.generic_form import compatible, terminator_type_problem
+from xlapy.stablehlo.legalize import LEGALIZE
 from xlapy.stablehlo.lexer import Lexer
 from xlapy.stablehlo.nodes import (
     BlockArg,
@@ -56,7 +58,7 @@ from xlapy.types.limits import process_count_problem
 TERMINATORS = {"func.return", "return", "stablehlo.return"}
 _TUPLE_OPS = {"tuple", "get_tuple_element", "parameter", "constant"}
 Key = tuple[str, int | None]
-#: Deprecated StableHLO ops that are one spec op under another name.
+#: Deprecated StableHLO ops that are one spec op under another name (others: legalize.py).
 _DEPRECATED = {"create_token": "after_all"}  # create_token: after_all with no operands
 
 
@@ -322,6 +324,8 @@ class Importer:
             special = self.op_dynamic
         elif opcode.startswith("chlo.broadcast_"):
             special = self.op_chlo_broadcast
+        elif opcode in LEGALIZE:  # deprecated ops: spec ops (legalize.py)
+            special = partial(LEGALIZE[opcode], self)
         if special is not None:
             results = special(node, scope)
         else:

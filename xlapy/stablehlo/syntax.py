@@ -45,12 +45,17 @@ KEYWORDS: dict[tuple[str, str], str] = {
     ("stablehlo.rng", "distribution"): "rng_distribution",
     ("stablehlo.rng_bit_generator", "algorithm"): "rng_algorithm",
     ("stablehlo.dot_general", "precision"): "precision_config",
+    # deprecated ops (legalized on import: legalize.py)
+    ("stablehlo.dot", "precision"): "precision_config",
+    ("stablehlo.broadcast", "sizes"): "broadcast_sizes",
+    ("stablehlo.einsum", "config"): "einsum_config",
+    ("stablehlo.unary_einsum", "config"): "einsum_config",
 }
 
 #: Attributes that the generic form holds as `array<i64: ...>`.
-_ARRAY_ATTRS = {"broadcast_dimensions", "permutation", "dimensions", "slice_sizes", "fft_length",
-                "edge_padding_low", "edge_padding_high", "interior_padding", "start_indices",
-                "limit_indices", "strides"}
+_ARRAY_ATTRS = {"broadcast_dimensions", "broadcast_sizes", "permutation", "dimensions",
+                "slice_sizes", "fft_length", "edge_padding_low", "edge_padding_high",
+                "interior_padding", "start_indices", "limit_indices", "strides"}
 
 #: Enum-valued pretty keywords and their `#stablehlo<kind ...>` kind.
 _ENUM_KINDS = {"fft_type": "fft_type", "rng_distribution": "rng_distribution",
