@@ -17,7 +17,8 @@ from xlapy.errors import ParseError
 from xlapy.hlo_text.cursor import Cursor
 from xlapy.hlo_text.parser import Attr
 from xlapy.ops.linalg_conv import ConvDimensionNumbers
-from xlapy.types import Literal, Shape
+from xlapy.types import ElementType, Literal, Shape
+from xlapy.types.float_range import fit_decimals, out_of_range_message
 from xlapy.types.limits import MAX_NESTING, literal_size_problem
 
 _SCALAR = re.compile(r"-?(?:nan|inf)(?:\([^)]*\))?|true|false|-?0x[0-9A-Fa-f]+|"
@@ -390,8 +391,11 @@ def _scalar(cur: Cursor) -> str:
 def _to_array(flat: list[Any], shape: Shape) -> np.ndarray:
     et, dtype = shape.element_type, shape.dtype
     if et.is_complex:
-        arr = np.array([complex(_float(v[0]), _float(v[1])) if isinstance(v, tuple)
-                        else complex(_float(v)) for v in flat], dtype=dtype)
+        part = ElementType.F32 if et is ElementType.C64 else ElementType.F64
+        re_ = _floats([v[0] if isinstance(v, tuple) else v for v in flat], part, et.value)
+        im = _floats([v[1] if isinstance(v, tuple) else "0" for v in flat], part, et.value)
+        arr = np.empty(len(flat), dtype=dtype)
+        arr.real, arr.imag = re_, im
     elif et.value == "pred":
         arr = np.array([_bool(v) for v in flat], dtype=dtype)
     elif et.is_integer:
@@ -406,7 +410,7 @@ def _to_array(flat: list[Any], shape: Shape) -> np.ndarray:
                 raise ValueError(f"{v} is out of range for {et.value}")
         arr = np.array(ints, dtype=np.int64 if et.is_signed else np.uint64).astype(dtype)
     else:
-        arr = np.array([_float(v) for v in flat], dtype=np.float64).astype(dtype)
+        arr = _floats(flat, et, et.value).astype(dtype)
     return arr.reshape(shape.dimensions)
 
 
@@ -421,3 +425,16 @@ def _bool(v: str) -> bool:
 def _float(v: str) -> float:
     s = v.split("(")[0]
     return float(s)
+
+
+def _floats(flat: list[str], et: ElementType, type_name: str) -> np.ndarray:
+    """float64 values of `flat` for element type `et`; a finite decimal that rounds past
+    `et`'s largest finite value is a ValueError naming it (xlapy.types.float_range)."""
+    values = np.array([_float(v) for v in flat], dtype=np.float64)
+    decimal = np.array([not v.lstrip("+-")[:1].isalpha() and "x" not in v for v in flat],
+                       dtype=bool)
+    i, fitted = fit_decimals(np.where(decimal, values, 0.0), et, flat)
+    if i is not None:
+        where = f" (element {i} of {len(flat)})" if len(flat) > 1 else ""
+        raise ValueError(out_of_range_message(flat[i], et, type_name) + where)
+    return np.where(decimal, fitted, values)

@@ -12,6 +12,7 @@ import numpy as np
 
 from xlapy.errors import XlapyError
 from xlapy.types import ElementType, Shape
+from xlapy.types.float_range import fit_decimals, out_of_range_message
 from xlapy.types.limits import literal_size_problem
 
 _TOKEN = re.compile(r"\(|\)|true|false|[-+]?0x[0-9A-Fa-f]+|[-+]?(?:inf|nan)|"
@@ -33,15 +34,21 @@ def _scalar_array(tokens: list[str], et: ElementType) -> np.ndarray:
     if et is ElementType.PRED:
         return np.array([t in ("true", "1") for t in tokens], dtype=np.bool_)
     if et.is_float:
-        if any(t.lstrip("+-").startswith("0x") for t in tokens):
+        hex_ = [t.lstrip("+-").startswith("0x") for t in tokens]
+        values = np.array([0.0 if h else float(t) for t, h in zip(tokens, hex_, strict=True)],
+                          dtype=np.float64)
+        decimal = np.array([not h and t.lstrip("+-")[:1] not in ("i", "n")
+                            for t, h in zip(tokens, hex_, strict=True)], dtype=bool)
+        values = np.where(decimal, _fit(np.where(decimal, values, 0.0), tokens, et), values)
+        if any(hex_):
             out = np.empty(len(tokens), dtype=dtype)
             for i, t in enumerate(tokens):
-                if t.lstrip("+-").startswith("0x"):
+                if hex_[i]:
                     out[i] = np.array(int(t, 16), _uint_for_bits(et.bits)).view(dtype)
                 else:
-                    out[i] = np.array(float(t)).astype(dtype)
+                    out[i] = values[i].astype(dtype)
             return out
-        return np.array([float(t) for t in tokens], dtype=np.float64).astype(dtype)
+        return values.astype(dtype)
     if et.is_complex:
         raise DenseError("complex element needs (re, im) pairs")
     values = [int(t, 16) if t.lstrip("+-").startswith("0x") else int(t) for t in tokens]
@@ -56,6 +63,16 @@ def _scalar_array(tokens: list[str], et: ElementType) -> np.ndarray:
     if et.is_signed:  # hex bit patterns of negative numbers wrap
         values = [v - (1 << bits) if v >= (1 << (bits - 1)) else v for v in values]
     return np.array(values, dtype=np.int64 if et.is_signed else np.uint64).astype(dtype)
+
+
+def _fit(values: np.ndarray, tokens: list[str], et: ElementType) -> np.ndarray:
+    """Refuse a finite decimal that rounds past `et`'s largest finite value (float_range)."""
+    i, values = fit_decimals(values, et, tokens)
+    if i is not None:
+        n = len(tokens)
+        where = f" (element {i} of {n})" if n > 1 else ""
+        raise DenseError(out_of_range_message(tokens[i], et, et.shlo_name) + where)
+    return values
 
 
 def dense_to_array(body: str, shape: Shape) -> np.ndarray:
@@ -90,8 +107,8 @@ def _dense_to_array(body: str, shape: Shape) -> np.ndarray:
         arr = np.array(re.split(r"[\s\[\],]+", body.strip("[] \n")),
                        dtype=np.int64 if et.is_signed else np.uint64).astype(et.dtype)
     elif len(body) > 256 and _SIMPLE.match(body) and et.is_float:
-        arr = np.array(re.split(r"[\s\[\],]+", body.strip("[] \n")),
-                       dtype=np.float64).astype(et.dtype)
+        words = re.split(r"[\s\[\],]+", body.strip("[] \n"))
+        arr = _fit(np.array(words, dtype=np.float64), words, et).astype(et.dtype)
     else:
         tokens = _TOKEN.findall(body)
         rest = re.sub(r"[\s\[\],]", "", _TOKEN.sub("", body))
