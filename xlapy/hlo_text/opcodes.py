@@ -451,6 +451,11 @@ def _custom_call(c: InstrContext) -> Any:
     for key in ("called_computations", "to_apply"):
         if c.attr(key) is not None:
             called += c.computations(key)
+    target = A.read_string(c.cur, c.need("custom_call_target"))
+    if target == "TopK":
+        from xlapy.hlo_text.opcodes_more import custom_top_k
+
+        return custom_top_k(c, called)
     cfg = c.attr("backend_config")
     config = "" if cfg is None else (A.read_string(c.cur, cfg) if cfg.value.startswith('"')
                                      else cfg.value)
@@ -566,6 +571,9 @@ def _collective_permute(c: InstrContext) -> Any:
 @reads("collective-broadcast")
 def _collective_broadcast(c: InstrContext) -> Any:
     return "collective_broadcast", c.operands, make("collective_broadcast", **_common(c)), []
+
+
+from xlapy.hlo_text import opcodes_more  # noqa: E402, F401  (registers topk, send/recv)
 
 
 def unsupported(opcode: str) -> bool:

@@ -315,6 +315,11 @@ def _custom_call(i: Instruction, name: Any) -> tuple[str, list[str]]:
     return "custom-call", out
 
 
+@writes("chlo.top_k")
+def _top_k(i: Instruction, name: Any) -> tuple[str, list[str]]:
+    return "topk", [f"k={i.attrs.k}", f"largest={_b(i.attrs.largest)}"]
+
+
 @writes("infeed")
 def _infeed(i: Instruction, name: Any) -> tuple[str, list[str]]:
     cfg = i.attrs.infeed_config

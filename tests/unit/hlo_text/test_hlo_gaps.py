@@ -151,3 +151,96 @@ ENTRY e {{
     for r, res in enumerate(out):
         group = (0, 2) if r in (0, 2) else (1, 3)
         np.testing.assert_array_equal(res[0], sum(args[i][0] for i in group))
+
+
+# ---- topk ----------------------------------------------------------------------------------------
+def _run(text: str, *args: np.ndarray, backend: str = "interpreter") -> object:
+    import xlapy
+
+    return xlapy.compile(parse_hlo_module(text), backend=backend)(*args)
+
+
+def _expected_top_k(x: np.ndarray, k: int, largest: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, ties by lower index: a stable argsort of the negated (or plain) values."""
+    order = np.argsort(-x if largest else x, axis=-1, kind="stable")[..., :k]
+    return np.take_along_axis(x, order, axis=-1), order.astype(np.int32)
+
+
+TOPK = """HloModule jit_f
+
+ENTRY main.1 {
+  x.1 = f32[2,8]{1,0} parameter(0)
+  top_k.3 = (f32[2,3]{1,0}, s32[2,3]{1,0}) topk(x.1), k=3, largest=@L
+  top_k.4 = f32[2,3]{1,0} get-tuple-element(top_k.3), index=0
+  top_k.5 = s32[2,3]{1,0} get-tuple-element(top_k.3), index=1
+  ROOT tuple.1 = (f32[2,3]{1,0}, s32[2,3]{1,0}) tuple(top_k.4, top_k.5)
+}
+"""
+
+TIES = np.array([[3, 1, 3, 7, 7, 0, 1, 7], [2, 2, 2, 2, 5, 5, -1, -1]], np.float32)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_opcode(largest: bool, backend: str) -> None:
+    text = TOPK.replace("@L", "true" if largest else "false")
+    rng = np.random.default_rng(0)
+    for x in (rng.standard_normal((2, 8)).astype(np.float32), TIES):
+        vals, idx = _run(text, x, backend=backend)
+        want_v, want_i = _expected_top_k(x, 3, largest)
+        np.testing.assert_array_equal(vals, want_v)
+        np.testing.assert_array_equal(idx, want_i)
+    printed = print_hlo_module(parse_hlo_module(text))
+    assert f"topk(%x.1), k=3, largest={'true' if largest else 'false'}" in printed
+    np.testing.assert_array_equal(_run(printed, TIES)[1], _expected_top_k(TIES, 3, largest)[1])
+
+
+def test_topk_largest_defaults_to_true() -> None:
+    text = TOPK.replace(", largest=@L", "")
+    np.testing.assert_array_equal(_run(text, TIES)[1], _expected_top_k(TIES, 3, True)[1])
+
+
+# As XLA 0.10.2 compiles jax.lax.top_k(x, 3) for CPU (a total-order comparator).
+TOPK_CUSTOM_CALL = """HloModule jit_f, is_scheduled=true
+
+%compare-greater-than.1.clone (p.0.lhs.0: f32[], p.0.rhs.0: f32[], p.1.lhs.0: s32[], p.1.rhs.0: s32[]) -> pred[] {
+  %p.0.lhs.0 = f32[] parameter(0)
+  %p.0.rhs.0 = f32[] parameter(1)
+  %p.1.lhs.0 = s32[] parameter(2)
+  %p.1.rhs.0 = s32[] parameter(3)
+  %constant.3 = s32[] constant(0)
+  %constant.4 = s32[] constant(2147483647)
+  %bitcast.2 = s32[] bitcast(%p.0.lhs.0)
+  %bitcast.3 = s32[] bitcast(%p.0.rhs.0)
+  %xor.2 = s32[] xor(%constant.4, %bitcast.2)
+  %compare.4 = pred[] compare(%bitcast.2, %constant.3), direction=LT
+  %xor.3 = s32[] xor(%constant.4, %bitcast.3)
+  %compare.5 = pred[] compare(%bitcast.3, %constant.3), direction=LT
+  %select.2 = s32[] select(%compare.4, %xor.2, %bitcast.2)
+  %select.3 = s32[] select(%compare.5, %xor.3, %bitcast.3)
+  ROOT %compare.6 = pred[] compare(%select.2, %select.3), direction=GT
+}
+
+ENTRY %main.1 (x.1: f32[2,8]) -> (f32[2,3], s32[2,3]) {
+  %x.1 = f32[2,8]{1,0} parameter(0), metadata={op_name="x"}
+  ROOT %custom-call = (f32[2,3]{1,0}, s32[2,3]{1,0}) custom-call(%x.1), custom_call_target="TopK", called_computations={%compare-greater-than.1.clone}, metadata={op_name="jit(f)/top_k" stack_frame_id=2}
+}
+"""  # noqa: E501
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_topk_custom_call(backend: str) -> None:
+    rng = np.random.default_rng(1)
+    for x in (rng.standard_normal((2, 8)).astype(np.float32), TIES):
+        vals, idx = _run(TOPK_CUSTOM_CALL, x, backend=backend)
+        want_v, want_i = _expected_top_k(x, 3, True)
+        np.testing.assert_array_equal(vals, want_v)
+        np.testing.assert_array_equal(idx, want_i)
+    mod = parse_hlo_module(TOPK_CUSTOM_CALL)
+    assert mod.entry.root.name == "custom-call"
+    assert parse_hlo_module(print_hlo_module(mod)) is not None
+
+
+def test_topk_bad_k() -> None:
+    with pytest.raises(ParseError, match="k = 9"):
+        parse_hlo_module(TOPK.replace("k=3", "k=9").replace("@L", "true"))
