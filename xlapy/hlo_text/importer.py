@@ -197,8 +197,8 @@ class HloImporter:
                 if k not in PASSIVE_ATTRS:
                     raise self.cur.error(n.attrs[k].pos - len(k) - 1,
                                          f"{n.opcode} %{n.name}: unknown attribute {k}", len(k))
-            if extra and result.name == n.name:
-                result.meta["hlo_attrs"] = extra
+            if extra and result.name == n.name:  # merged: a send-done joins its send
+                result.meta["hlo_attrs"] = {**result.meta.get("hlo_attrs", {}), **extra}
             return result
 
         order = self._order(cnode, nodes)

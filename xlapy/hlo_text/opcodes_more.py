@@ -10,7 +10,10 @@ from typing import Any
 from xlapy.hlo_text import attrs as A
 from xlapy.hlo_text.importer import InstrContext
 from xlapy.hlo_text.opcodes import make, reads
+from xlapy.ir import Instruction
+from xlapy.ops.attrs import ChannelHandle, ChannelType
 from xlapy.ops.base import OPS
+from xlapy.ops.misc import SendRecvAttrs
 from xlapy.types import Shape
 
 
@@ -52,3 +55,64 @@ def custom_top_k(c: InstrContext, called: list[Any]) -> Any:
         parts.append(c.add("slice", [e], make("slice", start_indices=(0,) * e.shape.rank,
                                               limit_indices=lim, strides=(1,) * e.shape.rank)))
     return c.finish(c.add("tuple", parts))
+
+
+# ---- send / recv ---------------------------------------------------------------------------------
+def _channel(c: InstrContext, host_kind: ChannelType) -> SendRecvAttrs:
+    host = c.get("is_host_transfer", A.read_bool, False)
+    cid = c.get("channel_id", A.read_int, 0)
+    return SendRecvAttrs(ChannelHandle(cid, host_kind if host else ChannelType.DEVICE_TO_DEVICE),
+                         host)
+
+
+def _named(c: InstrContext, instr: Instruction) -> Instruction:
+    """An instruction standing for the node under the node's name (its shape is the op's,
+    not the declared `(payload, u32[], token[])` of the send/recv start)."""
+    c.comp._names.discard(instr.name)
+    instr.name = c.comp.unique_name(c.node.name)
+    return instr
+
+
+def _start_shape(c: InstrContext) -> Shape:
+    s = c.shape
+    if not (s.is_tuple and len(s.tuple_shapes) == 3 and s.tuple_shapes[2].is_token):
+        raise c.error(f"expects a (payload, u32[], token[]) result, declared {s}")
+    if not s.tuple_shapes[0].is_array:
+        raise c.error("a tuple payload is not supported (send/recv one array)")
+    return s.tuple_shapes[0]
+
+
+@reads("send")
+def _send(c: InstrContext) -> Any:
+    """send + send-done: the IR's send (payload, token) -> token; send-done is its token."""
+    c.arity(2)
+    payload = _start_shape(c)
+    if c.operands[0].shape != payload or not c.operands[1].shape.is_token:
+        raise c.error(f"send takes ({payload}, token[]) operands")
+    return _named(c, c.add("send", c.operands, _channel(c, ChannelType.DEVICE_TO_HOST)))
+
+
+@reads("recv")
+def _recv(c: InstrContext) -> Any:
+    """recv + recv-done: the IR's recv token -> (payload, token); recv-done is that tuple."""
+    c.arity(1)
+    payload = _start_shape(c)
+    a = _channel(c, ChannelType.HOST_TO_DEVICE)
+    attrs = SendRecvAttrs(a.channel_handle, a.is_host_transfer, (payload, Shape.token()))
+    return _named(c, c.add("recv", c.operands, attrs))
+
+
+@reads("send-done", "recv-done")
+def _done(c: InstrContext) -> Any:
+    c.arity(1)
+    (start,) = c.operands
+    want = "send" if c.node.opcode == "send-done" else "recv"
+    if start.opcode != want:
+        raise c.error(f"the operand of {c.node.opcode} must be a {want}")
+    c.attr("channel_id")
+    c.attr("is_host_transfer")
+    if start.shape != c.shape:
+        raise c.error(f"declared {c.shape}, the {want} gives {start.shape}")
+    # The pair is one IR instruction: it takes the done's name and keeps the start's.
+    start.meta["hlo_start_name"] = start.name
+    return _named(c, start)

@@ -414,8 +414,47 @@ class _Names:
         return name
 
 
+    def fresh(self, hint: str) -> str:
+        """A unique name that no object keeps (the start of a send/recv pair)."""
+        base = hint if _VALID.match(hint) else "v"
+        name, k = base, 0
+        while name in self.taken:
+            k += 1
+            name = f"{base}.{k}"
+        self.taken.add(name)
+        return name
+
+
+def _channel_pair(instr: Instruction, names: _Names, root: bool) -> str:
+    """The IR's send/recv as XLA's start + done pair: `send` -> (payload, u32[], token[]),
+    `send-done` -> token[]; `recv` -> the same triple, `recv-done` -> (payload, token[])."""
+    a = instr.attrs
+    if instr.opcode == "send":
+        if len(instr.operands) != 2 or not instr.operands[0].shape.is_array:
+            raise Unimplemented("HLO text send takes one array payload")
+        payload = instr.operands[0].shape
+    else:
+        if len(a.result_shapes) != 2 or not a.result_shapes[0].is_array:
+            raise Unimplemented("HLO text recv gives one array payload")
+        payload = a.result_shapes[0]
+    chan = [f"channel_id={a.channel_handle.handle}"]
+    if a.is_host_transfer:
+        chan.append("is_host_transfer=true")
+    meta = [f"{k}={v}" for k, v in instr.meta.get("hlo_attrs", {}).items()]
+    done = names(instr, instr.name)
+    start = names.fresh(instr.meta.get("hlo_start_name", f"{done}.start"))
+    args = ", ".join(f"%{names(o, o.name)}" for o in instr.operands)
+    triple = f"({payload}, u32[], token[])"
+    done_shape = "token[]" if instr.opcode == "send" else str(instr.shape)
+    return (f"  %{start} = {triple} {instr.opcode}({args}), " + ", ".join(chan + meta) + "\n"
+            + f"  {'ROOT ' if root else ''}%{done} = {done_shape} {instr.opcode}-done(%{start}), "
+            + ", ".join(chan))
+
+
 def print_instruction(instr: Instruction, names: _Names, comp_name: Callable[[Computation], str],
                       root: bool, multi: bool) -> str:
+    if instr.opcode in ("send", "recv"):
+        return _channel_pair(instr, names, root)
     writer = WRITERS.get(instr.opcode)
     if instr.opcode == "parameter":
         opcode, args, extra = "parameter", str(instr.parameter_number), []

@@ -244,3 +244,98 @@ def test_topk_custom_call(backend: str) -> None:
 def test_topk_bad_k() -> None:
     with pytest.raises(ParseError, match="k = 9"):
         parse_hlo_module(TOPK.replace("k=3", "k=9").replace("@L", "true"))
+
+
+# ---- send / recv ---------------------------------------------------------------------------------
+HOST_SEND_RECV = """HloModule host
+
+ENTRY e {
+  x = f32[2,3] parameter(0)
+  tok = token[] after-all()
+  recv = (f32[2,3], u32[], token[]) recv(tok), channel_id=3, is_host_transfer=true, frontend_attributes={_xla_host_transfer_handler_name="tf_rendezvous",_xla_host_transfer_rendezvous="r"}
+  recv-done = (f32[2,3], token[]) recv-done(recv), channel_id=3, is_host_transfer=true
+  data = f32[2,3] get-tuple-element(recv-done), index=0
+  tok2 = token[] get-tuple-element(recv-done), index=1
+  m = f32[2,3] multiply(data, x)
+  send = (f32[2,3], u32[], token[]) send(m, tok2), channel_id=2, is_host_transfer=true, frontend_attributes={_xla_host_transfer_handler_name="tf_rendezvous"}
+  send-done = token[] send-done(send), channel_id=2, is_host_transfer=true
+  ROOT out = (f32[2,3], token[]) tuple(data, send-done)
+}
+"""  # noqa: E501
+
+
+def _run_host(mod: object, x: np.ndarray, y: np.ndarray) -> tuple[object, dict]:
+    from xlapy.interpreter import Interpreter, RuntimeState
+
+    rt = RuntimeState(host_recvs={3: [y]})
+    out = Interpreter(rt).run_module(mod, [x])
+    return out, rt.host_sends
+
+
+def test_host_send_recv_program() -> None:
+    from xlapy.ops.attrs import ChannelType
+
+    mod = parse_hlo_module(HOST_SEND_RECV)
+    ops = {i.opcode: i for i in mod.entry.post_order()}
+    assert ops["recv"].attrs.channel_handle.handle == 3
+    assert ops["recv"].attrs.channel_handle.type is ChannelType.HOST_TO_DEVICE
+    assert ops["send"].attrs.channel_handle.type is ChannelType.DEVICE_TO_HOST
+    assert ops["send"].attrs.is_host_transfer and ops["recv"].attrs.is_host_transfer
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.full((2, 3), 3, np.float32)
+    out, sends = _run_host(mod, x, y)
+    np.testing.assert_array_equal(out[0], y)
+    np.testing.assert_array_equal(sends[2][0], x * y)
+    # Printed back as start/done pairs with the channel, host flag and frontend attributes.
+    printed = print_hlo_module(mod)
+    assert "recv-done(%recv" in printed and "send-done(%send" in printed
+    assert printed.count("is_host_transfer=true") == 4
+    assert '_xla_host_transfer_rendezvous="r"' in printed
+    again = parse_hlo_module(printed)
+    out2, sends2 = _run_host(again, x, y)
+    np.testing.assert_array_equal(sends2[2][0], x * y)
+    assert print_hlo_module(again) == printed
+
+
+def test_device_send_recv_channels() -> None:
+    from xlapy.ops.attrs import ChannelType
+
+    text = """HloModule d
+
+ENTRY e {
+  x = s32[4] parameter(0)
+  tok = token[] after-all()
+  send = (s32[4], u32[], token[]) send(x, tok), channel_id=7
+  send-done = token[] send-done(send), channel_id=7
+  recv = (s32[4], u32[], token[]) recv(send-done), channel_id=8
+  ROOT recv-done = (s32[4], token[]) recv-done(recv), channel_id=8
+}
+"""
+    mod = parse_hlo_module(text)
+    ops = {i.opcode: i for i in mod.entry.post_order()}
+    assert ops["send"].attrs.channel_handle.type is ChannelType.DEVICE_TO_DEVICE
+    assert ops["recv"].attrs.channel_handle.handle == 8
+    printed = print_hlo_module(mod)
+    assert "ROOT %recv-done = (s32[4], token[]) recv-done(" in printed
+    assert print_hlo_module(parse_hlo_module(printed)) == printed
+
+
+@pytest.mark.parametrize("old,new,msg", [
+    ("send-done(send)", "send-done(x)", "must be a send"),
+    ("(s32[4], u32[], token[]) recv(", "(s32[4], token[]) recv(", "u32"),
+    ("ROOT recv-done = (s32[4], token[])", "ROOT recv-done = (s32[5], token[])", "declared"),
+])
+def test_bad_send_recv(old: str, new: str, msg: str) -> None:
+    text = """HloModule d
+
+ENTRY e {
+  x = s32[4] parameter(0)
+  tok = token[] after-all()
+  send = (s32[4], u32[], token[]) send(x, tok), channel_id=7
+  send-done = token[] send-done(send), channel_id=7
+  recv = (s32[4], u32[], token[]) recv(send-done), channel_id=8
+  ROOT recv-done = (s32[4], token[]) recv-done(recv), channel_id=8
+}
+"""
+    with pytest.raises(ParseError, match=msg):
+        parse_hlo_module(text.replace(old, new))
