@@ -35,3 +35,21 @@ def test_mutants_run_or_give_xlapy_errors(front: str) -> None:
     print(dict(counts))
     assert not failures, "\n".join(failures)
     assert counts["ok"] > N // 20  # the mutants still exercise the interpreter
+
+
+def test_builder_call_sequences_build_and_run_or_give_xlapy_errors() -> None:
+    """Random XlaBuilder call sequences (tests/fuzz/builder_fuzz.py), fixed seeds; longer runs:
+    `python -m tests.fuzz.builder_fuzz --n 20000`."""
+    from tests.fuzz.builder_fuzz import check_case
+
+    counts: Counter[str] = Counter()
+    failures = []
+    for seed in range(1500):
+        outcome, calls = check_case(seed)
+        counts[outcome.kind] += 1
+        if outcome.failed and len(failures) < 3:
+            failures.append(f"--- case {seed}: {outcome.kind}\n" + "\n".join(calls)
+                            + f"\n{outcome.detail}")
+    print(dict(counts))
+    assert not failures, "\n".join(failures)
+    assert counts["ok"] > 150  # the sequences still build and run
