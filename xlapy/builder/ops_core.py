@@ -16,6 +16,7 @@ from xlapy.builder.xla_builder import (
 )
 from xlapy.errors import XlapyError
 from xlapy.types import ElementType, Literal, Shape
+from xlapy.types.limits import max_literal_bytes
 
 __all__ = [
     "Parameter", "Constant", "ConstantLiteral", "ConstantR0", "ConstantR1", "ConstantR2",
@@ -62,7 +63,13 @@ def ConstantR1(builder: XlaBuilder, values_or_length: Any, value: Any = None,
     if value is not None:
         if element_type is None:
             element_type = _default_type(value)
-        arr = np.full(int(values_or_length), value)
+        length = int(values_or_length)
+        itemsize = np.asarray(value).dtype.itemsize
+        if not 0 <= length * itemsize <= max_literal_bytes():
+            return builder.report_error(
+                "ConstantR1", f"length {length} is negative or over the literal limit "
+                f"XLAPY_MAX_LITERAL_BYTES={max_literal_bytes()} bytes")
+        arr = np.full(length, value)
     else:
         arr = np.asarray(values_or_length)
         if element_type is None and not isinstance(values_or_length, np.ndarray):

@@ -157,6 +157,8 @@ def make_padding(padding: Any, input_sizes: Sequence[int], window: Sequence[int]
             return tuple((0, 0) for _ in input_sizes)
         pairs = []
         for n, w, s in zip(input_sizes, window, strides):
+            if s < 1:
+                raise _BadArgument(f"SAME padding needs strides >= 1, got {list(strides)}")
             out = -(-n // s)
             need = max(0, (out - 1) * s + w - n)
             pairs.append((need // 2, need - need // 2))

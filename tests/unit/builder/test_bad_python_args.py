@@ -59,3 +59,37 @@ def test_wrong_number_of_arguments_stays_a_type_error() -> None:
     with pytest.raises(TypeError):
         ops.Add(ops.Parameter(b, 0, F32_2))  # type: ignore[call-arg]
     assert b.first_error is None
+
+
+def test_same_padding_with_a_zero_stride_is_a_builder_error() -> None:
+    """Found by the builder fuzzer: a ZeroDivisionError inside make_padding."""
+    import pytest
+
+    from xlapy.builder import XlaBuilder, ops
+    from xlapy.errors import XlapyError
+    from xlapy.types import ElementType, Shape
+
+    b = XlaBuilder("conv")
+    x = ops.Parameter(b, 0, Shape.array(ElementType.F32, [1, 1, 5, 5]))
+    k = ops.Parameter(b, 1, Shape.array(ElementType.F32, [1, 1, 3, 3]))
+    ops.Conv(x, k, [0, 1], "SAME")
+    with pytest.raises(XlapyError, match="strides >= 1"):
+        b.build()
+
+
+def test_constant_r1_of_an_absurd_length_is_refused_before_allocating() -> None:
+    """Found by the builder fuzzer: ConstantR1(b, 2**31, v) allocated (MemoryError, or a
+    multi-second hang)."""
+    import pytest
+
+    from xlapy.builder import XlaBuilder, ops
+    from xlapy.errors import XlapyError
+
+    b = XlaBuilder("big")
+    ops.ConstantR1(b, 2 ** 31, 1.0)
+    with pytest.raises(XlapyError, match="XLAPY_MAX_LITERAL_BYTES"):
+        b.build()
+    b = XlaBuilder("negative")
+    ops.ConstantR1(b, -3, 1.0)
+    with pytest.raises(XlapyError, match="negative"):
+        b.build()
