@@ -35,9 +35,24 @@ def Parameter(builder: XlaBuilder, parameter_number: int, shape: Shape, name: st
 def _constant(builder: XlaBuilder, value: Any, element_type: Any, api_name: str) -> XlaOp:
     try:
         et = None if element_type is None else as_element_type(element_type)
-        literal = value if isinstance(value, Literal) else Literal.from_numpy(value, et)
+        with np.errstate(over="ignore"):  # an overflow is reported below
+            literal = value if isinstance(value, Literal) else Literal.from_numpy(value, et)
     except (XlapyError, ValueError, TypeError) as e:
         return builder.report_error(api_name, f"cannot make a constant of {value!r}: {e}")
+    if et is not None and et.is_float and not isinstance(value, Literal):
+        # A finite number that the type cannot hold is an error, not a silent inf (as a
+        # float literal in program text: types/float_range.py).
+        src = np.asarray(value)
+        if src.dtype.kind in "fiu" and src.size:
+            with np.errstate(all="ignore"):
+                wide = src.astype(np.float64)
+                got = np.asarray(literal.to_numpy()).astype(np.float64)
+            bad = np.flatnonzero(np.isfinite(wide) & ~np.isfinite(got))
+            if bad.size:
+                return builder.report_error(
+                    api_name, f"{float(wide.flat[bad[0]])!r} is out of range for "
+                    f"{et.name.lower()} (it would become {float(got.flat[bad[0]])}); spell inf "
+                    "explicitly")
     return builder.constant(literal, api_name=api_name)
 
 

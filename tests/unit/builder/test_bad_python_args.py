@@ -93,3 +93,27 @@ def test_constant_r1_of_an_absurd_length_is_refused_before_allocating() -> None:
     ops.ConstantR1(b, -3, 1.0)
     with pytest.raises(XlapyError, match="negative"):
         b.build()
+
+
+def test_constants_that_overflow_their_type_are_builder_errors() -> None:
+    """`ConstantR0(b, 1e300, F16)` was inf with only a numpy warning (as out-of-range float
+    literals in program text were); inf itself and values that fit stay valid."""
+    import numpy as np
+    import pytest
+
+    from xlapy.builder import XlaBuilder, ops
+    from xlapy.errors import XlapyError
+    from xlapy.types import ElementType
+
+    for value, et in [(1e300, ElementType.F16), (1e300, None), (70000, ElementType.F16),
+                      (np.array([1.0, 3.5e38]), ElementType.F32)]:
+        b = XlaBuilder("big")
+        ops.Constant(b, value, et) if isinstance(value, np.ndarray) else \
+            ops.ConstantR0(b, value, et)
+        with pytest.raises(XlapyError, match="out of range"):
+            b.build()
+    for value, et in [(np.inf, ElementType.F16), (65504.0, ElementType.F16),
+                      (1e-30, ElementType.F16), (-np.inf, None)]:
+        b = XlaBuilder("fits")
+        ops.ConstantR0(b, value, et)
+        b.build()
