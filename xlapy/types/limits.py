@@ -42,16 +42,12 @@ def env_number(name: str, default: T, parse: Callable[[str], T] = int,  # type: 
     return value
 
 
-def _env_int(name: str, default: int) -> int:
-    return env_number(name, default)
-
-
 def max_literal_bytes() -> int:
-    return _env_int("XLAPY_MAX_LITERAL_BYTES", DEFAULT_MAX_LITERAL_BYTES)
+    return env_number("XLAPY_MAX_LITERAL_BYTES", DEFAULT_MAX_LITERAL_BYTES)
 
 
 def max_processes() -> int:
-    return _env_int("XLAPY_MAX_PROCESSES", DEFAULT_MAX_PROCESSES)
+    return env_number("XLAPY_MAX_PROCESSES", DEFAULT_MAX_PROCESSES)
 
 
 def literal_size_problem(num_elements: int, itemsize: int, what: str) -> str:

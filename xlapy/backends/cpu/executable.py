@@ -506,7 +506,7 @@ class CpuExecutable(Introspection):
         if not self.runnable:
             raise XlapyError(f"computation {comp.name} was compiled for cpu target "
                              f"{self.target}, which cannot run on this machine "
-                             f"({target.host_target().cpu}); its objects are in .objects")
+                             f"({target.host_target().cpu}); its objects are in .all_objects()")
         if len(args) != len(self._params):
             raise InterpreterError(f"computation {comp.name} takes {len(comp.parameters)} "
                                    f"argument(s), got {len(args)}")

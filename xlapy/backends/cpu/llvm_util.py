@@ -63,12 +63,6 @@ def _init() -> None:
     llvm.set_option("", "-disable-lsr")
 
 
-def host_cpu() -> tuple[str, str]:
-    """(cpu name, feature string) of this machine."""
-    h = target.host_target()
-    return h.cpu, h.llvm_features
-
-
 def target_machine(t: CpuTarget | None = None) -> llvm.TargetMachine:
     """A fresh TargetMachine for `t` (default: the current target). Code that runs in this
     process is built for the JIT's code model; objects for another machine as PIC."""
