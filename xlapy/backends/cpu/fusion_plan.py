@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from xlapy.backends.cpu import kernels
+from xlapy.backends.cpu.index_emit import INDEX_OPS
 from xlapy.ir import Instruction
 
 #: The longest chain of element-wise ops one kernel computes: the emitters walk a kernel's
@@ -72,7 +73,8 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
             walk(i.operands[0], tuple(idx[d] if src[k] != 1 else "0" for k, d in
                                       enumerate(i.attrs.broadcast_dimensions)))
             return
-        if op == "reduce" or op in ("transpose", "reshape", "slice", "reverse"):
+        if op == "reduce" or op in ("transpose", "reshape", "slice", "reverse") \
+                or op in INDEX_OPS:  # (an index op reads its operands elsewhere)
             for o in i.operands:
                 walk(o, ("?",) * o.shape.rank)
             return

@@ -22,6 +22,8 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import elementwise_bits as ewb
+from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter
 from xlapy.backends.cpu.lanes import (
     Lane,
     LaneCheck,
@@ -46,7 +48,7 @@ from xlapy.types import ElementType as ET
 
 #: Producers a kernel can generate per index (besides the element-wise table).
 PRODUCERS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "reverse", "iota",
-                       "convert", "compare", "select", "clamp", "constant"})
+                       "convert", "compare", "select", "clamp", "constant"}) | INDEX_OPS
 #: Interleave count of innermost loops whose body weighs (ops + 10 per transcendental) at
 #: least INTERLEAVE_WEIGHT (measured on the GELU chain: 27 ms -> 21 at 2, 16 at 4, with
 #: compile 37 -> 47 -> 59 ms).
@@ -67,13 +69,15 @@ def fusible(instr: Instruction) -> bool:
     if op == "constant":
         return True
     if op in ("broadcast_in_dim", "reshape", "transpose", "slice", "reverse", "iota",
-              "compare", "select", "clamp"):
+              "compare", "select", "clamp") or op in INDEX_OPS:
         return True
     if op == "convert":
         return ew.convert_supported(instr.operands[0].shape.element_type,
                                     instr.shape.element_type)
     if op == "reduce":
         return reducer_op(instr) is not None
+    if op in ewb.OPS:
+        return ewb.fusible(instr)
     return ew.supports(op, instr.operands[0].shape.element_type) if instr.operands else False
 
 
@@ -123,7 +127,7 @@ def _strides(dims: Sequence[int]) -> list[int]:
     return out
 
 
-class KernelEmitter(ReductionEmitter):
+class KernelEmitter(IndexEmitter, ReductionEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
     def __init__(self, mod: ir.Module, name: str, root: Instruction,
@@ -272,6 +276,8 @@ class KernelEmitter(ReductionEmitter):
                 v = b.add(broadcast(b, self._lane0(v), n),
                           ir.Constant(ir.VectorType(I64, n), list(range(n))))
             return ew.convert(b, v, ET.S64, et)
+        if op in INDEX_OPS:
+            return self.gen_index_op(instr, idx)
         self.ops += 1
         if op in ew.INEXACT:
             self.heavy += 1
@@ -292,6 +298,8 @@ class KernelEmitter(ReductionEmitter):
                                      self.gen(ops[2], idx if ops[2].shape.rank else [])])
             mx = ew.emit(b, "maximum", [x, lo], et, et)
             return ew.emit(b, "minimum", [mx, hi], et, et)
+        if op in ewb.OPS:
+            return ewb.emit(b, instr, [self.gen(ops[0], idx)])
         t = ops[0].shape.element_type
         return ew.emit(b, op, self._unify([self.gen(o, idx) for o in ops]), t, et)
 

@@ -121,7 +121,35 @@ class LaneCheck:
             return a.strides[p] == 1 and self.value(ops[0], p)
         if op == "reverse":
             return p not in a.dimensions and self.value(ops[0], p)
+        if op in INDEX_LANES:  # operands along the same dimension; scalar operands uniform
+            return index_lane_ok(instr, p) and all(
+                self.value(o, p if o.shape.rank else None) for o in ops
+                if o.shape.num_elements)
         return all(self.value(o, p if o.shape.rank else None) for o in ops)
+
+
+#: The index ops of index_emit.py (its INDEX_OPS): the emitter branches on every index it
+#: does not simply shift, so the lane may only run along a dimension that is a shift.
+INDEX_LANES = frozenset({"concatenate", "pad", "dynamic_slice", "dynamic_update_slice",
+                         "gather"})
+
+
+def index_lane_ok(instr: Instruction, p: int) -> bool:
+    """Whether index_emit generates `instr` with no branch on its output dimension p (the
+    lane's): its operands then take the lane along the same dimension p."""
+    op = instr.opcode
+    a = instr.attrs
+    if op == "concatenate":
+        return p != a.dimension
+    if op == "pad":
+        return (a.edge_padding_low[p] <= 0 and a.edge_padding_high[p] <= 0
+                and a.interior_padding[p] == 0)
+    if op == "dynamic_slice":  # a uniform run-time shift
+        return True
+    if op == "dynamic_update_slice":  # the window spans dimension p
+        operand, update = instr.operands[:2]
+        return update.shape.dimensions[p] == operand.shape.dimensions[p]
+    return False  # gather: the operand index depends on the start indices read
 
 
 def _reshape_lane(p: int, out: Sequence[int], src: Sequence[int]) -> int | None | bool:

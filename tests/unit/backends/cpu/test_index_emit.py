@@ -1,0 +1,261 @@
+"""Index and data-movement ops generated inside cpu kernels (index_emit.py): concatenate, pad,
+dynamic_slice, dynamic_update_slice and gather, bit-exact against the interpreter and never
+an interpreter fallback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xlapy.backends.cpu import lanes
+from xlapy.backends.cpu.index_emit import INDEX_OPS
+from xlapy.ir import Computation, Instruction
+from xlapy.ops.indexing import GatherAttrs, GatherDimensionNumbers
+from xlapy.ops.shape import ConcatenateAttrs, PadAttrs
+from xlapy.ops.shape_dynamic import DynamicSliceAttrs
+from xlapy.types import ElementType as ET
+from xlapy.types import Shape
+
+from .util import module, op, run_both, values
+
+TYPES = [ET.F32, ET.BF16, ET.F16, ET.F64, ET.S8, ET.U16, ET.S32, ET.U64, ET.PRED]
+INDEX_TYPES = [ET.S32, ET.S64, ET.U8, ET.U32, ET.U64, ET.S8]
+
+
+def _data(t: ET, dims: Sequence[int], seed: int = 0) -> np.ndarray:
+    n = int(np.prod(dims))
+    v = values(t, max(n, 16), np.random.default_rng(seed))
+    return np.random.default_rng(seed).permutation(v)[:n].reshape(dims)
+
+
+def _check(shapes: Sequence[Shape], args: Sequence[Any],
+           body: Callable[[Computation, list[Instruction]], Instruction],
+           opcode: str) -> Any:
+    """Runs both backends; the results must be equal bit for bit, the op native."""
+    mod = module(shapes, body)
+    ref, got, exe = run_both(mod, args)
+    ref, got = np.asarray(ref), np.asarray(got)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), ref.reshape(-1).view(np.uint8))
+    assert opcode not in {o for _, o in exe.fallbacks()}, exe.explain()
+    return exe
+
+
+def _idx(t: ET, v: int) -> np.ndarray:
+    """A start index of type t (negative values of unsigned types wrap, as bits)."""
+    return np.asarray(v).astype(np.int64).astype(t.dtype) if t.is_signed else \
+        np.asarray(v % (1 << t.bits), dtype=np.uint64).astype(t.dtype)
+
+
+def test_lane_rules_cover_every_index_op() -> None:
+    assert lanes.INDEX_LANES == INDEX_OPS
+
+
+# ---- concatenate ----
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("dims,dim", [
+    ([(3,), (0,), (5,)], 0), ([(2, 3, 4), (2, 1, 4), (2, 5, 4)], 1),
+    ([(4, 9), (4, 17)], 1), ([(1, 3, 8), (2, 3, 8), (3, 3, 8)], 0),
+    ([(2, 0), (2, 0)], 1), ([(3, 16)] * 5, 0), ([(16, 2)] * 7, 1)])
+def test_concatenate(t: ET, dims: list[tuple[int, ...]], dim: int) -> None:
+    shapes = [Shape.array(t, d) for d in dims]
+    args = [_data(t, d, k) for k, d in enumerate(dims)]
+    _check(shapes, args, lambda c, ps: op(c, "concatenate", ps, ConcatenateAttrs(dim)),
+           "concatenate")
+
+
+def test_concatenate_fuses_with_producers_and_consumers() -> None:
+    t = ET.S32
+    shapes = [Shape.array(t, (8, 5)), Shape.array(t, (8, 11))]
+
+    def body(c: Computation, ps: list[Instruction]) -> Instruction:
+        a = op(c, "negate", [ps[0]])
+        cat = op(c, "concatenate", [a, ps[1]], ConcatenateAttrs(1))
+        return op(c, "add", [cat, cat])
+
+    exe = _check(shapes, [_data(t, (8, 5)), _data(t, (8, 11), 1)], body, "concatenate")
+    assert len(exe.kernels()) == 1
+
+
+# ---- pad ----
+PADS = [((0,), (0,), (0,)), ((2,), (3,), (0,)), ((-1,), (2,), (1,)), ((1,), (-2,), (2,)),
+        ((-3,), (-1,), (0,))]
+
+
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("lo,hi,inner", PADS)
+def test_pad_rank1(t: ET, lo: tuple[int, ...], hi: tuple[int, ...],
+                   inner: tuple[int, ...]) -> None:
+    shapes = [Shape.array(t, (6,)), Shape.array(t, ())]
+    args = [_data(t, (6,)), _data(t, (1,), 3).reshape(())]
+    _check(shapes, args, lambda c, ps: op(c, "pad", ps, PadAttrs(lo, hi, inner)), "pad")
+
+
+@pytest.mark.parametrize("t", [ET.F32, ET.S16, ET.BF16, ET.PRED])
+@pytest.mark.parametrize("dims,lo,hi,inner", [
+    ((2, 3, 17), (1, 0, 2), (0, 2, 1), (0, 1, 0)),
+    ((3, 4, 16), (0, -1, 0), (1, 0, 0), (1, 0, 0)),  # innermost untouched: lanes
+    ((3, 4, 16), (0, 0, -2), (0, 0, -3), (0, 0, 0)),  # innermost cropped: lanes
+    ((2, 0, 5), (1, 1, 1), (1, 1, 1), (0, 2, 0)),  # empty operand: all padding
+    ((4, 5), (-4, 0), (0, 0), (0, 0)),  # empty result
+])
+def test_pad(t: ET, dims: tuple[int, ...], lo: tuple[int, ...], hi: tuple[int, ...],
+             inner: tuple[int, ...]) -> None:
+    shapes = [Shape.array(t, dims), Shape.array(t, ())]
+    args = [_data(t, dims), _data(t, (1,), 5).reshape(())]
+    _check(shapes, args, lambda c, ps: op(c, "pad", ps, PadAttrs(lo, hi, inner)), "pad")
+
+
+def test_pad_value_from_a_fused_producer() -> None:
+    t = ET.F32
+    shapes = [Shape.array(t, (5, 7)), Shape.array(t, ())]
+
+    def body(c: Computation, ps: list[Instruction]) -> Instruction:
+        v = op(c, "negate", [ps[1]])
+        x = op(c, "abs", [ps[0]])
+        return op(c, "pad", [x, v], PadAttrs((1, 2), (2, 1), (1, 0)))
+
+    _check(shapes, [_data(t, (5, 7)), np.float32(2.5)], body, "pad")
+
+
+# ---- dynamic_slice ----
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("it", INDEX_TYPES)
+@pytest.mark.parametrize("starts", [(0, 0), (1, 2), (-3, 5), (100, -100), (2, 1000)])
+def test_dynamic_slice(t: ET, it: ET, starts: tuple[int, int]) -> None:
+    dims, sizes = (5, 19), (3, 16)
+    shapes = [Shape.array(t, dims), Shape.array(it, ()), Shape.array(it, ())]
+    args = [_data(t, dims)] + [_idx(it, s) for s in starts]
+    _check(shapes, args, lambda c, ps: op(c, "dynamic_slice", ps, DynamicSliceAttrs(sizes)),
+           "dynamic_slice")
+
+
+@pytest.mark.parametrize("dims,sizes,starts", [
+    ((), (), ()), ((7,), (0,), (3,)), ((4, 0, 3), (2, 0, 1), (9, 0, -1)),
+    ((3, 4, 5), (1, 4, 2), (2, 1, 2)), ((9,), (9,), (4,))])
+def test_dynamic_slice_shapes(dims: tuple[int, ...], sizes: tuple[int, ...],
+                              starts: tuple[int, ...]) -> None:
+    t = ET.S32
+    shapes = [Shape.array(t, dims)] + [Shape.array(ET.S32, ())] * len(dims)
+    args = [_data(t, dims)] + [np.int32(s) for s in starts]
+    _check(shapes, args, lambda c, ps: op(c, "dynamic_slice", ps, DynamicSliceAttrs(sizes)),
+           "dynamic_slice")
+
+
+# ---- dynamic_update_slice ----
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("it", [ET.S32, ET.U32, ET.S8, ET.U64])
+@pytest.mark.parametrize("dims,udims,starts", [
+    ((6, 10), (2, 3), (1, 4)), ((6, 10), (2, 3), (-5, 100)), ((6, 16), (1, 16), (3, 7)),
+    ((6, 10), (6, 10), (2, 2)), ((6, 10), (0, 3), (1, 1)), ((3, 4, 5), (1, 2, 5), (2, -1, 3))])
+def test_dynamic_update_slice(t: ET, it: ET, dims: tuple[int, ...], udims: tuple[int, ...],
+                              starts: tuple[int, ...]) -> None:
+    shapes = [Shape.array(t, dims), Shape.array(t, udims)] + \
+        [Shape.array(it, ())] * len(dims)
+    args = [_data(t, dims), _data(t, udims, 1)] + [_idx(it, s) for s in starts]
+    _check(shapes, args, lambda c, ps: op(c, "dynamic_update_slice", ps),
+           "dynamic_update_slice")
+
+
+def test_dynamic_update_slice_rank0() -> None:
+    t = ET.F32
+    shapes = [Shape.array(t, ()), Shape.array(t, ())]
+    _check(shapes, [np.float32(1), np.float32(2)],
+           lambda c, ps: op(c, "dynamic_update_slice", ps), "dynamic_update_slice")
+
+
+# ---- gather ----
+def _gather(offset: Sequence[int], collapsed: Sequence[int], sim: Sequence[int], ivd: int,
+            sizes: Sequence[int], obd: Sequence[int] = (), sibd: Sequence[int] = ()
+            ) -> GatherAttrs:
+    return GatherAttrs(GatherDimensionNumbers(tuple(offset), tuple(collapsed), tuple(sim), ivd,
+                                              tuple(obd), tuple(sibd)), tuple(sizes))
+
+
+GATHERS = {
+    # x[idx] on x: [8, 5], idx: [6] (JAX: indices [6, 1])
+    "x[idx]": ((8, 5), (6, 1), _gather((1,), (0,), (0,), 1, (1, 5))),
+    # x[:, idx] on x: [4, 9], idx [3, 1]
+    "x[:, idx]": ((4, 9), (3, 1), _gather((0,), (1,), (1,), 1, (4, 1))),
+    # take_along_axis(x, idx, axis=1) on x: [4, 6], idx: [4, 3] (batching dims)
+    "take_along_axis": ((4, 6), (4, 3, 1), _gather((), (1,), (1,), 2, (1, 1), (0,), (0,))),
+    # x[i, j] with i, j: [5] -> index vectors [5, 2]
+    "x[i, j]": ((6, 7, 3), (5, 2), _gather((1,), (0, 1), (0, 1), 1, (1, 1, 3))),
+    # index_vector_dim not last, windows of 2 along the gathered dim
+    "windows": ((10, 4), (1, 3), _gather((1, 2), (), (0,), 0, (2, 4))),
+    # a scalar index (rank-0 start_indices, index_vector_dim = rank)
+    "scalar": ((7, 3), (), _gather((0,), (0,), (0,), 0, (1, 3))),
+    # batching dims on an operand of rank 3 with an index vector along the middle dim
+    "batched": ((3, 5, 4), (3, 1, 2), _gather((2,), (1,), (1,), 1, (1, 1, 2), (0,), (0,))),
+    # zero-size collapsed slice: zeros
+    "zero": ((0, 4), (3, 1), _gather((1,), (0,), (0,), 1, (0, 4))),
+    # empty batch
+    "empty": ((5, 4), (0, 1), _gather((1,), (0,), (0,), 1, (1, 4))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GATHERS))
+@pytest.mark.parametrize("t", [ET.F32, ET.S8, ET.BF16, ET.PRED, ET.U64])
+@pytest.mark.parametrize("it", [ET.S32, ET.U32, ET.S64, ET.U8, ET.U64])
+def test_gather(name: str, t: ET, it: ET) -> None:
+    dims, idims, attrs = GATHERS[name]
+    rng = np.random.default_rng(7)
+    bound = max(dims) + 3
+    raw = rng.integers(-bound, 2 * bound, size=idims)
+    if raw.size:
+        raw.flat[0] = -(1 << 40) if it.is_signed else 1 << 62  # clamps
+    idx = raw.astype(np.int64).astype(it.dtype) if it.is_signed else \
+        (raw % (1 << min(it.bits, 62))).astype(it.dtype)
+    shapes = [Shape.array(t, dims), Shape.array(it, idims)]
+    _check(shapes, [_data(t, dims), idx], lambda c, ps: op(c, "gather", ps, attrs), "gather")
+
+
+def test_gather_of_a_fused_operand() -> None:
+    t = ET.F32
+    dims, idims, attrs = GATHERS["x[idx]"]
+    shapes = [Shape.array(t, dims), Shape.array(ET.S32, idims)]
+
+    def body(c: Computation, ps: list[Instruction]) -> Instruction:
+        return op(c, "gather", [op(c, "negate", [ps[0]]), ps[1]], attrs)
+
+    idx = np.array([[3], [0], [7], [9], [-2], [4]], dtype=np.int32)
+    _check(shapes, [_data(t, dims), idx], body, "gather")
+
+
+# ---- properties ----
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_pad_concatenate_dynamic_slice_property(data: st.DataObject) -> None:
+    rank = data.draw(st.integers(1, 3))
+    dims = tuple(data.draw(st.lists(st.integers(0, 5), min_size=rank, max_size=rank)))
+    t = data.draw(st.sampled_from([ET.F32, ET.S8, ET.U32, ET.BF16]))
+    kind = data.draw(st.sampled_from(["pad", "concatenate", "dynamic_slice"]))
+    x = _data(t, dims, data.draw(st.integers(0, 9)))
+    if kind == "pad":
+        lo = tuple(data.draw(st.integers(-d, 3)) for d in dims)
+        inner = tuple(data.draw(st.integers(0, 2)) for _ in dims)
+        hi = tuple(data.draw(st.integers(
+            -max(d + max(d - 1, 0) * n + a, 0), 3)) for d, n, a in zip(dims, inner, lo))
+        shapes = [Shape.array(t, dims), Shape.array(t, ())]
+        _check(shapes, [x, _data(t, (1,), 1).reshape(())],
+               lambda c, ps: op(c, "pad", ps, PadAttrs(lo, hi, inner)), "pad")
+    elif kind == "concatenate":
+        dim = data.draw(st.integers(0, rank - 1))
+        n = data.draw(st.integers(1, 4))
+        parts = [tuple(data.draw(st.integers(0, 4)) if k == dim else d
+                       for k, d in enumerate(dims)) for _ in range(n)]
+        shapes = [Shape.array(t, p) for p in parts]
+        _check(shapes, [_data(t, p, k) for k, p in enumerate(parts)],
+               lambda c, ps: op(c, "concatenate", ps, ConcatenateAttrs(dim)), "concatenate")
+    else:
+        sizes = tuple(data.draw(st.integers(0, d)) for d in dims)
+        starts = [np.int32(data.draw(st.integers(-8, 8))) for _ in dims]
+        shapes = [Shape.array(t, dims)] + [Shape.array(ET.S32, ())] * rank
+        _check(shapes, [x] + starts,
+               lambda c, ps: op(c, "dynamic_slice", ps, DynamicSliceAttrs(sizes)),
+               "dynamic_slice")

@@ -1,0 +1,268 @@
+"""Index and data-movement ops generated per output index inside a kernel (XLA's elemental
+emitter): concatenate, pad, dynamic_slice, dynamic_update_slice and gather.
+
+Each maps an output index to one operand index (or to a padding value), so a chain through
+them still costs one pass over memory and they fuse with their producers and consumers.
+Where the operand depends on the index (which concatenate operand, padding or not, inside
+the update window or not) the emitter branches: only the chosen side is computed, so an
+operand is never read outside its bounds. Run-time starts (dynamic_slice,
+dynamic_update_slice, gather) are clamped as the interpreter clamps them
+(clamp(start, 0, dim - size), unsigned indices compared unsigned, so a huge u64 clamps high).
+
+Lanes (lanes.LaneCheck, `index_lane_ok`): a branch condition must not depend on the
+innermost (lane) index, so these ops are vectorizable only along dimensions where they are a
+plain shift: concatenate along another dimension, pad that only crops there, dynamic_slice
+along any dimension (its start is uniform), dynamic_update_slice where the update spans the
+whole dimension. Gather always takes the scalar path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.lanes import Lane
+from xlapy.backends.cpu.llvm_util import I64, broadcast, i64
+from xlapy.ir import Instruction
+from xlapy.ops.indexing import batch_dims_of_indices
+from xlapy.types import ElementType as ET
+
+#: The ops this module generates (kernels.fusible admits them).
+INDEX_OPS = frozenset({"concatenate", "pad", "dynamic_slice", "dynamic_update_slice",
+                       "gather"})
+
+
+def index_to_i64(b: ir.IRBuilder, v: ir.Value, et: ET) -> ir.Value:
+    """An integer index value (compute type of `et`) widened to i64 with its signedness."""
+    if v.type.width == 64:
+        return v
+    return b.sext(v, I64) if et.is_signed else b.zext(v, I64)
+
+
+def clamp_start(b: ir.IRBuilder, v: ir.Value, et: ET, hi: int) -> ir.Value:
+    """clamp(v, 0, hi) on the index's mathematical value (hi >= 0): signed indices clamp
+    both ways, unsigned ones only from above (compared unsigned, so no u64 wraps negative)."""
+    x = index_to_i64(b, v, et)
+    if et.is_signed:
+        x = b.select(b.icmp_signed("<", x, i64(0)), i64(0), x)
+        return b.select(b.icmp_signed(">", x, i64(hi)), i64(hi), x)
+    return b.select(b.icmp_unsigned(">", x, i64(hi)), i64(hi), x)
+
+
+def _shift(b: ir.IRBuilder, v: Any, by: ir.Value | int) -> Any:
+    """Index v + by (by an i64 value or a Python int); a lane index stays a lane index."""
+    if isinstance(by, int):
+        if by == 0:
+            return v
+        if isinstance(v, Lane):
+            return v.shifted(by)
+        return b.add(v, i64(by), flags=["nsw"])
+    if isinstance(v, Lane):
+        return Lane(b.add(v.base, by, flags=["nsw"]), v.off)
+    return b.add(v, by, flags=["nsw"])
+
+
+def _scalar(v: Any, what: str) -> ir.Value:
+    if isinstance(v, Lane):  # LaneCheck keeps lanes off every branching dimension
+        raise RuntimeError(f"internal error: {what} reached with a lane index")
+    return v
+
+
+class IndexEmitter:
+    """Mixin of KernelEmitter: the per-index generation of INDEX_OPS."""
+
+    b: ir.IRBuilder
+    memo: dict[Any, ir.Value]
+    width: int
+
+    def gen(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
+        raise NotImplementedError
+
+    def _at(self, instr: Instruction, sub: Sequence[Any]) -> ir.Value:
+        """gen(instr, sub), keeping `sub` alive: the memo keys index values by id, so a
+        temporary index constant must not be freed and its id reused within the kernel."""
+        self.__dict__.setdefault("_index_pins", []).append(sub)
+        return self.gen(instr, sub)
+
+    def gen_index_op(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
+        op = instr.opcode
+        if op == "concatenate":
+            return self._concatenate(instr, idx)
+        if op == "pad":
+            return self._pad(instr, idx)
+        if op == "dynamic_slice":
+            return self._dynamic_slice(instr, idx)
+        if op == "dynamic_update_slice":
+            return self._dynamic_update_slice(instr, idx)
+        if op == "gather":
+            return self._gather(instr, idx)
+        raise KeyError(op)
+
+    # ---- branches ----
+    def _branch(self, cond: ir.Value, then: Callable[[], ir.Value],
+                other: Callable[[], ir.Value]) -> ir.Value:
+        """then() if cond else other(): each side in its own block (values generated in one
+        are not reused in the other, nor after the merge), joined by a phi."""
+        b = self.b
+        fn = b.function
+        t_bb = fn.append_basic_block("idx.then")
+        o_bb = fn.append_basic_block("idx.else")
+        merge = fn.append_basic_block("idx.merge")
+        b.cbranch(cond, t_bb, o_bb)
+        saved = self.memo
+        vals: list[ir.Value] = []
+        ends: list[ir.Block] = []
+        for bb, make in ((t_bb, then), (o_bb, other)):
+            b.position_at_end(bb)
+            self.memo = dict(saved)
+            vals.append(make())
+            ends.append(b.block)
+        self.memo = saved
+        vector = next((v.type for v in vals if isinstance(v.type, ir.VectorType)), None)
+        for k, end in enumerate(ends):
+            b.position_at_end(end)
+            if vector is not None:
+                vals[k] = broadcast(b, vals[k], vector.count)
+            b.branch(merge)
+        b.position_at_end(merge)
+        phi = b.phi(vals[0].type)
+        for v, end in zip(vals, ends):
+            phi.add_incoming(v, end)
+        return phi
+
+    def _all(self, conds: Sequence[ir.Value]) -> ir.Value:
+        b = self.b
+        out = conds[0]
+        for c in conds[1:]:
+            out = b.and_(out, c)
+        return out
+
+    def _start(self, operand: Instruction, hi: int) -> ir.Value:
+        """A run-time start index (a scalar operand) clamped to [0, hi]."""
+        if hi <= 0:
+            return i64(0)
+        return clamp_start(self.b, self.gen(operand, []), operand.shape.element_type, hi)
+
+    # ---- ops ----
+    def _concatenate(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
+        d = instr.attrs.dimension
+        parts: list[tuple[Instruction, int]] = []
+        off = 0
+        for o in instr.operands:
+            n = o.shape.dimensions[d]
+            if n:
+                parts.append((o, off))
+            off += n
+        if not parts:  # an empty result: never generated per element
+            return ew.constant(0, instr.shape.element_type)
+        b = self.b
+
+        def part(lo: int, hi: int) -> ir.Value:
+            if hi - lo == 1:
+                o, start = parts[lo]
+                sub = list(idx)
+                sub[d] = _shift(b, idx[d], -start)
+                return self._at(o, sub)
+            mid = (lo + hi) // 2
+            cond = b.icmp_signed("<", _scalar(idx[d], "concatenate"), i64(parts[mid][1]))
+            return self._branch(cond, lambda: part(lo, mid), lambda: part(mid, hi))
+
+        return part(0, len(parts))
+
+    def _pad(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
+        operand, value = instr.operands
+        a = instr.attrs
+        dims = operand.shape.dimensions
+        if any(n == 0 for n in dims):
+            return self.gen(value, [])
+        b = self.b
+        conds: list[ir.Value] = []
+        sub: list[Any] = []
+        for k, (n, lo, hi, inner) in enumerate(zip(dims, a.edge_padding_low,
+                                                   a.edge_padding_high, a.interior_padding)):
+            v = idx[k]
+            if lo <= 0 and hi <= 0 and inner == 0:  # only cropped: every index is inside
+                sub.append(_shift(b, v, -lo))
+                continue
+            rel = b.sub(_scalar(v, "pad"), i64(lo))
+            # 0 <= rel <= (n - 1) * (inner + 1), as one unsigned compare.
+            conds.append(b.icmp_unsigned("<=", rel, i64((n - 1) * (inner + 1))))
+            if inner:
+                conds.append(b.icmp_unsigned("==", b.urem(rel, i64(inner + 1)), i64(0)))
+                rel = b.udiv(rel, i64(inner + 1))
+            sub.append(rel)
+        if not conds:
+            return self._at(operand, sub)
+        return self._branch(self._all(conds), lambda: self._at(operand, sub),
+                            lambda: self.gen(value, []))
+
+    def _dynamic_slice(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
+        operand, *starts = instr.operands
+        sizes = instr.attrs.slice_sizes
+        sub = [_shift(self.b, v, self._start(s, n - size))
+               for v, s, n, size in zip(idx, starts, operand.shape.dimensions, sizes)]
+        return self._at(operand, sub)
+
+    def _dynamic_update_slice(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
+        operand, update, *starts = instr.operands
+        dims, udims = operand.shape.dimensions, update.shape.dimensions
+        if any(u == 0 for u in udims):
+            return self.gen(operand, idx)
+        b = self.b
+        conds: list[ir.Value] = []
+        sub: list[Any] = []
+        for v, s, n, u in zip(idx, starts, dims, udims):
+            if u == n:  # the window spans the dimension (its start clamps to 0)
+                sub.append(v)
+                continue
+            rel = b.sub(_scalar(v, "dynamic_update_slice"), self._start(s, n - u))
+            conds.append(b.icmp_unsigned("<", rel, i64(u)))
+            sub.append(rel)
+        if not conds:
+            return self._at(update, sub)
+        return self._branch(self._all(conds), lambda: self._at(update, sub),
+                            lambda: self.gen(operand, idx))
+
+    def _gather(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
+        operand, indices = instr.operands
+        a = instr.attrs
+        dn = a.dimension_numbers
+        sizes = tuple(a.slice_sizes)
+        dropped = set(dn.collapsed_slice_dims) | set(dn.operand_batching_dims)
+        if any(sizes[d] == 0 for d in dropped):  # the interpreter's zeros
+            return ew.constant(0, instr.shape.element_type)
+        b = self.b
+        idx = [_scalar(v, "gather") for v in idx]
+        rank = instr.shape.rank
+        batch = [idx[r] for r in range(rank) if r not in dn.offset_dims]
+        offsets = iter(idx[r] for r in dn.offset_dims)
+        srank = indices.shape.rank
+        ivd = dn.index_vector_dim
+        # The batch position as an index of the start-index tensor (ivd left out).
+        ibatch = dict(zip(batch_dims_of_indices(srank, ivd), batch))
+        sub: list[Any] = []
+        dims = operand.shape.dimensions
+        for d in range(operand.shape.rank):
+            if d in dn.operand_batching_dims:
+                s = dn.start_indices_batching_dims[list(dn.operand_batching_dims).index(d)]
+                sub.append(ibatch[s])
+                continue
+            off = i64(0) if d in dropped else next(offsets)
+            if d not in dn.start_index_map:
+                sub.append(off)
+                continue
+            hi = dims[d] - sizes[d]
+            if hi <= 0:
+                sub.append(off)
+                continue
+            k = list(dn.start_index_map).index(d)
+            at = [ibatch[j] if j != ivd else i64(k) for j in range(srank)]
+            start = clamp_start(b, self._at(indices, at), indices.shape.element_type, hi)
+            sub.append(start if d in dropped else b.add(start, off, flags=["nsw"]))
+        return self._at(operand, sub)
+
+
+__all__ = ["INDEX_OPS", "IndexEmitter", "clamp_start", "index_to_i64"]
