@@ -2,6 +2,8 @@
 
 Folding runs each op's own `evaluate`, so a folded value is bit-for-bit what the interpreter
 would compute. Results over `max_elements` are left alone (folding would bloat the module),
+and so are ops whose operands hold over `max_operand_elements` (as XLA's limit on operand
+sizes: a reduce of a lazy 100M-element splat would take seconds and gigabytes to compile),
 as are broadcasts and iotas (cheap to compute, large to store), side-effecting ops and loops.
 """
 
@@ -62,8 +64,10 @@ class ConstantFolding(ComputationPass):
 
     name = "constant-folding"
 
-    def __init__(self, max_elements: int = 1 << 16) -> None:
+    def __init__(self, max_elements: int = 1 << 16, max_operand_elements: int = 1 << 22
+                 ) -> None:
         self.max_elements = max_elements
+        self.max_operand_elements = max_operand_elements
 
     def foldable(self, instr: Instruction) -> bool:
         if instr.opcode in NOT_FOLDED or not instr.shape.is_array:
@@ -71,6 +75,9 @@ class ConstantFolding(ComputationPass):
         if instr.shape.num_elements > self.max_elements:
             return False
         if not all(o.opcode == "constant" for o in instr.operands):
+            return False
+        if sum(o.shape.num_elements for o in instr.operands if o.shape.is_array) > \
+                self.max_operand_elements:
             return False
         return not op_has_side_effects(instr)
 

@@ -192,9 +192,10 @@ def add_instr(comp: Computation, opcode: str, operands: Sequence[Instruction],
 def add_constant(comp: Computation, value: Any, element_type: ElementType,
                  dims: Sequence[int] = ()) -> Instruction:
     """A constant of `element_type` filled with `value` (an array of `dims` when given)."""
-    arr = np.full(tuple(dims), value, dtype=element_type.dtype) if dims else \
-        np.asarray(value, element_type.dtype)
-    return add_instr(comp, "constant", [], ConstantAttrs(Literal.from_numpy(arr)))
+    shape = Shape.array(element_type, tuple(dims))
+    lit = Literal.splat(value, shape) if shape.num_elements > 1 else \
+        Literal.from_numpy(np.full(tuple(dims), value, dtype=element_type.dtype))
+    return add_instr(comp, "constant", [], ConstantAttrs(lit))
 
 
 def constant_like(comp: Computation, value: Any, like: Shape) -> Instruction:
@@ -224,6 +225,8 @@ def splat_value(instr: Instruction) -> Any:
     arr = constant_value(instr)
     if arr is None or arr.size == 0:
         return None
+    if not any(arr.strides):  # held as one element (Literal.is_splat)
+        return arr.reshape(-1)[0]
     flat = arr.reshape(-1)
     first = flat[0]
     bits = flat.view(np.uint8).reshape(flat.size, -1)

@@ -32,6 +32,7 @@ from xlapy.passes.inliner import CallInliner
 from xlapy.passes.layout_assignment import LayoutAssignment
 from xlapy.passes.pass_base import FixedPointGroup, Pass, Pipeline
 from xlapy.passes.scheduling import MemorySchedule
+from xlapy.passes.splat_constants import SplatToBroadcast
 from xlapy.passes.tuple_simplifier import TupleSimplifier
 from xlapy.passes.while_loop_licm import WhileLoopInvariantCodeMotion
 from xlapy.passes.while_loop_simplifier import WhileLoopSimplifier
@@ -80,7 +81,8 @@ def backend_pipeline() -> Pipeline:
     functions would each be a thunk boundary), then the bit-exact simplifications, CSE and
     DCE. Fusion, scheduling and the arena are the backend's own (docs/architecture.md)."""
     return Pipeline("backend", [CallInliner(), simplification_group(exact_only=True),
-                                CommonSubexpressionElimination(), DeadCodeElimination()])
+                                SplatToBroadcast(), CommonSubexpressionElimination(),
+                                DeadCodeElimination()])
 
 
 #: Single passes by the names `xlapy opt --passes a,b` accepts.
@@ -92,6 +94,7 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "algsimp": AlgebraicSimplifier,
     "algsimp-exact": lambda: AlgebraicSimplifier(exact_only=True),
     "call-inliner": CallInliner,
+    "splat-to-broadcast": SplatToBroadcast,
     "tuple-simplifier": TupleSimplifier,
     "while-loop-simplifier": WhileLoopSimplifier,
     "logistic-expander": LogisticExpander,

@@ -88,10 +88,13 @@ def _dense_to_array(body: str, shape: Shape) -> np.ndarray:
         raise DenseError(f"dense literal needs a tensor type, got {shape.to_shlo()}")
     et = shape.element_type
     n = shape.num_elements
+    body = body.strip()
+    if n != 1 and _is_splat(body, et):  # one element, whatever the size: stays a splat
+        one = _dense_to_array(body, Shape.array(et, ()))
+        return np.broadcast_to(one, shape.dimensions)
     problem = literal_size_problem(n, et.dtype.itemsize, f"dense literal {shape.to_shlo()}")
     if problem:
         raise DenseError(problem)
-    body = body.strip()
     if body.startswith('"0x') or body.startswith("'0x"):
         raw = bytes.fromhex(body[3:-1])
         itemsize = et.dtype.itemsize
@@ -122,6 +125,17 @@ def _dense_to_array(body: str, shape: Shape) -> np.ndarray:
         raise DenseError(f"dense literal has {arr.size} element(s) but {shape.to_shlo()} "
                          f"needs {n}")
     return arr.reshape(shape.dimensions)
+
+
+def _is_splat(body: str, et: ElementType) -> bool:
+    """A body holding a single element (`1.5`, `(1.0, 2.0)`, `"0x0000C03F"`), not a list."""
+    if body.startswith("["):
+        return False
+    if body.startswith('"0x') or body.startswith("'0x"):
+        return len(body) - 4 == 2 * et.dtype.itemsize
+    if et.is_complex:
+        return len(_PAREN.findall(body)) == 1
+    return len(_TOKEN.findall(body)) == 1
 
 
 _PAREN = re.compile(r"\(([^()]*)\)")  # linear: no two quantifiers over the same characters

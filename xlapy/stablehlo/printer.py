@@ -484,6 +484,8 @@ def dense(lit: Literal) -> str:
     arr = lit.to_numpy()
     shape = lit.shape
     et = shape.element_type
+    if lit.is_splat:
+        return f"dense<{_elem(arr.reshape(-1)[0], et)}> : {shape.to_shlo()}"
     raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8).reshape(arr.size,
                                                                        arr.dtype.itemsize)
     if arr.size > 1 and np.all(raw == raw[:1]) or arr.size == 1:

@@ -67,6 +67,12 @@ class Literal:
         return Literal(Shape.array(et, arr.shape, layout), arr)
 
     @staticmethod
+    def splat(value: Any, shape: Shape) -> Literal:
+        """Every element of `shape` equal to `value`, held as one element (see is_splat)."""
+        one = np.asarray(value, shape.dtype).reshape(())
+        return Literal(shape, np.broadcast_to(one, shape.dimensions))
+
+    @staticmethod
     def scalar(value: Any, element_type: ElementType) -> Literal:
         return Literal.from_numpy(np.asarray(value, element_type.dtype))
 
@@ -94,6 +100,14 @@ class Literal:
             raise XlapyError(f"literal of shape {self.shape} is not an array")
         assert self._array is not None
         return self._array
+
+    @property
+    def is_splat(self) -> bool:
+        """Held as one element broadcast to the shape (zero strides, a read-only view): a
+        `dense<1.0> : tensor<800000000xf32>` costs 4 bytes until something needs every
+        element, and passes keep it that way (the cpu backend computes it inside kernels)."""
+        a = self._array
+        return a is not None and a.size > 1 and not any(a.strides)
 
     def to_value(self) -> Any:
         """The interpreter's value: ndarray, tuple of values, or the token."""

@@ -5,11 +5,13 @@ started (before: 5.4 GB allocated, a raw MemoryError, a RecursionError, 100,000 
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 
 from xlapy.errors import ParseError
 from xlapy.hlo_text import parse_hlo_module
-from xlapy.stablehlo import parse_module
+from xlapy.stablehlo import parse_module, print_module
 
 CONST = """func.func @main() -> tensor<{t}> {{
   %0 = stablehlo.constant dense<1.0> : tensor<{t}>
@@ -17,18 +19,53 @@ CONST = """func.func @main() -> tensor<{t}> {{
 }}"""
 
 
-@pytest.mark.parametrize("t", ["800000000xf32", "1000000000000xf32", "1x2x1000000000000x4xi64"])
-def test_big_splat_constant_is_refused_before_allocating(t: str) -> None:
+LIST = """func.func @main() -> tensor<{t}> {{
+  %0 = stablehlo.constant dense<[1.0, 2.0]> : tensor<{t}>
+  return %0 : tensor<{t}>
+}}"""
+
+SIZES = ["800000000xf32", "1000000000000xf32", "1x2x1000000000000x4xi64"]
+
+
+@pytest.mark.parametrize("t", SIZES)
+def test_big_literal_is_refused_before_allocating(t: str) -> None:
     with pytest.raises(ParseError, match=r"<input>:2:33: dense literal .* bytes\) is over the "
                                          r"literal size limit of 1073741824 bytes"):
-        parse_module(CONST.format(t=t))
+        parse_module(LIST.format(t=t))
+
+
+@pytest.mark.parametrize("t", SIZES)
+def test_big_splat_stays_one_element(t: str) -> None:
+    """A splat is held as one element at any size (it was materialized: 5.4 GB for the
+    first), and prints back as a splat."""
+    tracemalloc.start()
+    try:
+        module = parse_module(CONST.format(t=t).replace("1.0", "1" if "xi" in t else "1.0"))
+        text = print_module(module)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    lit = module.entry.root.attrs.literal
+    assert lit.is_splat and not lit.to_numpy().flags.writeable
+    assert peak < 4 << 20
+    assert f"dense<1{'' if 'xi' in t else '.0'}> : tensor<{t}>" in text
+
+
+@pytest.mark.parametrize("body", ["1.5", '"0x0000C03F"'])
+def test_splat_forms(body: str) -> None:
+    text = CONST.format(t="3x4xf32").replace("1.0", body)
+    lit = parse_module(text).entry.root.attrs.literal
+    assert lit.is_splat
+    assert lit.to_numpy().tolist() == [[1.5] * 4] * 3
 
 
 def test_literal_limit_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XLAPY_MAX_LITERAL_BYTES", "64")
-    parse_module(CONST.format(t="16xf32"))
+    values = ", ".join(["1.0"] * 16)
+    parse_module(CONST.format(t="16xf32").replace("1.0", f"[{values}]"))
     with pytest.raises(ParseError, match=r"17 element\(s\) \(68 bytes\) is over .* 64 bytes"):
-        parse_module(CONST.format(t="17xf32"))
+        parse_module(CONST.format(t="17xf32").replace("1.0", f"[{values}, 1.0]"))
+    parse_module(CONST.format(t="17xf32"))  # a splat holds one element
 
 
 def test_big_type_in_a_signature_is_only_a_shape() -> None:
