@@ -19,6 +19,8 @@ from tests.distributed.test_faults import (
     forever_prog,
     identity_prog,
     mismatched_op_prog,
+    recv_prog,
+    send_prog,
 )
 from xlapy.distributed.grid import ProcessGridError
 from xlapy.distributed.mpi import MpiGrid
@@ -35,6 +37,7 @@ def main(out_path: str) -> None:
         "forever_vs_collective": entries(*[all_reduce_prog()] * last, forever_prog()),
         "blocked": entries(*[identity_prog()] * last, blocking_prog()),
         "mismatched_op": entries(all_reduce_prog(), *[mismatched_op_prog()] * last),
+        "recv_alone": entries(*[identity_prog()] * last, recv_prog(7)),
     }
     report: dict[str, object] = {}
     for name, progs in scenarios.items():
@@ -48,6 +51,9 @@ def main(out_path: str) -> None:
         report[name] = (errors, time.monotonic() - start)
     world.Barrier()
     report["after"] = grid.run_programs(entries(*[all_reduce_prog()] * n), ones)[0]
+    for channel in (-5, 1 << 40):  # any 64-bit id: below 0 and above MPI's tag limit
+        progs = entries(send_prog(channel), *[identity_prog()] * (last - 1), recv_prog(channel))
+        report[f"channel {channel}"] = grid.run_programs(progs, ones)[last]
     gathered = world.gather(pickle.dumps(report), root=0)
     if world.rank == 0:
         with open(out_path, "wb") as f:

@@ -107,6 +107,30 @@ def test_mismatched_shapes_fail_on_every_member() -> None:
         assert "mismatched shapes" in str(e) and "float32[4]" in str(e) and "float32[3]" in str(e)
 
 
+def send_prog(channel: int) -> XlaComputation:
+    """Sends x * x on `channel`; returns x."""
+    b = XlaBuilder("send")
+    x = b.parameter(0, V4)
+    ops.Send(ops.Mul(x, x), channel)
+    return b.build()
+
+
+def recv_prog(channel: int) -> XlaComputation:
+    """Receives a V4 on `channel` and adds its argument."""
+    b = XlaBuilder("recv")
+    y = b.parameter(0, V4)
+    ops.Add(ops.Recv(b, V4, channel), y)
+    return b.build()
+
+
+@pytest.mark.parametrize("channel", [3, -5, 1 << 40])
+def test_device_channels_send_recv_any_64_bit_id(channel: int) -> None:
+    grid = ProcessGrid(1, 2)
+    out = grid.run_programs(entries(send_prog(channel), recv_prog(channel)),
+                            [[np.arange(4, dtype=np.float32)], [np.ones(4, np.float32)]])
+    np.testing.assert_array_equal(out[1], np.arange(4) ** 2 + 1)
+
+
 def test_device_channels_send_recv() -> None:
     sb = XlaBuilder("send")
     x = sb.parameter(0, V4)

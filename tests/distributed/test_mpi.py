@@ -77,11 +77,18 @@ def test_mpi_grid_faults_end_with_errors_naming_the_process(tmp_path: Path) -> N
     with open(out, "rb") as f:
         ranks = pickle.load(f)
     for rank, report in enumerate(ranks):
-        for name in ("forever", "forever_vs_collective", "blocked", "mismatched_op"):
+        for name in ("forever", "forever_vs_collective", "blocked", "mismatched_op",
+                     "recv_alone"):
             errors, seconds = report[name]
             assert errors, f"rank {rank}: {name} did not fail"
             assert seconds < 5, f"rank {rank}: {name} took {seconds:.1f}s"
         np.testing.assert_array_equal(report["after"], np.full(4, 2))
+        if rank == 0:  # every rank returns every result; rank 0's copy is checked
+            for channel in (-5, 1 << 40):
+                np.testing.assert_array_equal(report[f"channel {channel}"], np.full(4, 2))
+    errors, _ = ranks[1]["recv_alone"]
+    assert "recv on channel 7 (process (1, 0))" in errors[(1, 0)]  # what it was doing
+    assert "missing []" not in repr(ranks)
     errors, _ = ranks[0]["forever"]
     assert "no word from [(1, 0)]" in errors[(0, 0)]
     assert "while %" in errors[(1, 0)] and "gave up waiting for it" in errors[(1, 0)]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -189,7 +189,10 @@ class MpiProcess:
                                       f"failed: {msg['error']}")
 
     def _wait(self, test: Any, where: str, members: Sequence[int] = (),
-              key: tuple[Any, ...] | None = None) -> None:
+              key: tuple[Any, ...] | None = None,
+              missing: Callable[[], list[Any]] | None = None) -> None:
+        """Polls until test(); a timeout names what is missing: `missing()` when given, else
+        the members that have not arrived."""
         deadline = time.monotonic() + self.timeout
         spins = 0
         while not test():
@@ -201,9 +204,10 @@ class MpiProcess:
                     raise CollectiveError(f"{where}: process(es) {gone} finished without "
                                           f"reaching it; missing {gone}")
             if time.monotonic() > deadline:
-                missing = [self._pid(r) for r in members if not self._arrivals.get(r)]
+                absent = missing() if missing is not None else \
+                    [self._pid(r) for r in members if not self._arrivals.get(r)]
                 raise CollectiveError(f"{where}: timed out after {self.timeout:g}s; missing "
-                                      f"{missing}")
+                                      f"{absent}")
             spins += 1
             if spins > 200:
                 time.sleep(min(1e-3, 1e-5 * (spins - 200)))
@@ -285,17 +289,28 @@ class MpiProcess:
     def send(self, channel_id: int, value: Any) -> None:
         """Waits for a process to ask for the channel (its recv), then sends to it."""
         where = f"send on channel {channel_id} (process {self.pid})"
-        self._wait(lambda: bool(self._wants.get(channel_id)), where)
+        self._wait(lambda: bool(self._wants.get(channel_id)), where,
+                   missing=lambda: ["a recv on this channel"])
         dest = self._wants[channel_id].popleft()
-        self._post(self.chan, value, dest, DATA_BASE + channel_id)
+        self._post(self.chan, (channel_id, value), dest, self._tag(channel_id))
 
     def recv(self, channel_id: int) -> Any:
         self._broadcast_ctl({"run": self.run_id, "kind": "want", "channel": channel_id})
         st = MPI.Status()
-        tag = DATA_BASE + channel_id
+        tag = self._tag(channel_id)
+        where = f"recv on channel {channel_id} (process {self.pid})"
         self._wait(lambda: self.chan.Iprobe(source=MPI.ANY_SOURCE, tag=tag, status=st),
-                   f"recv on channel {channel_id} (process {self.pid})")
-        return self.chan.recv(source=st.Get_source(), tag=tag)
+                   where, missing=lambda: ["a send on this channel"])
+        got, value = self.chan.recv(source=st.Get_source(), tag=tag)
+        if got != channel_id:  # two channel ids on one tag: refuse, never mix them up
+            raise CollectiveError(f"{where}: a send on channel {got} arrived with the same "
+                                  "MPI tag; use channel ids that differ below the tag limit")
+        return value
+
+    def _tag(self, channel_id: int) -> int:
+        """Any 64-bit channel id (negative ones too) as an MPI tag in [DATA_BASE, TAG_UB]."""
+        ub = int(self.chan.Get_attr(MPI.TAG_UB) or 32767)
+        return DATA_BASE + channel_id % (ub - DATA_BASE + 1)
 
     # ---- a run ------------------------------------------------------------------------------
     def finish(self, result: Any, error: BaseException | None,
@@ -313,7 +328,8 @@ class MpiProcess:
         if error is not None:
             errors[self.pid] = error
         try:
-            self._wait(lambda: all(r in self._done for r in others), "end of run")
+            self._wait(lambda: all(r in self._done for r in others), "end of run",
+                       missing=lambda: [self._pid(r) for r in others if r not in self._done])
         except GivenUp as e:  # this rank came back too late: its run failed
             errors.setdefault(self.pid, e)
             self._drain_done(others)

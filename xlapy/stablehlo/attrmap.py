@@ -161,9 +161,9 @@ def convert(value: Any, hint: Any) -> Any:
         if isinstance(value, bool):
             return int(value)
         if isinstance(value, int):
-            return value
+            return _i64(value)
         if isinstance(value, StructAttr) and "handle" in value.fields:  # channel_handle
-            return int(_plain(value.fields["handle"]))
+            return _i64(int(_plain(value.fields["handle"])))
         if isinstance(value, DenseAttr):
             return int(_dense(value).reshape(-1)[0])
         raise AttrError(f"expected an integer, got {_show(value)}")
@@ -217,6 +217,13 @@ def _sequence(value: Any) -> list[Any]:
     if isinstance(value, DenseAttr):
         return _dense(value).tolist()
     raise AttrError(f"expected a list, got {_show(value)}")
+
+
+def _i64(v: int) -> int:
+    """Integer attributes are 64-bit in StableHLO (MLIR refuses wider literals)."""
+    if not -(1 << 63) <= v < (1 << 63):
+        raise AttrError(f"integer {v} does not fit a 64-bit attribute")
+    return v
 
 
 def _dense(value: DenseAttr) -> np.ndarray:

@@ -143,3 +143,17 @@ def test_deep_hlo_constant_braces() -> None:
         "}" * 2000 + ")\n}"
     with pytest.raises(ParseError, match="<input>:3:128: constant nested more than 100 levels"):
         parse_hlo_module(text)
+
+
+@pytest.mark.parametrize("handle", ["-100000000000000000000", "9223372036854775808"])
+def test_integer_attribute_outside_64_bits_is_refused(handle: str) -> None:
+    """Integer attributes are 64-bit (MLIR refuses wider ones); a channel id of -10**20 was
+    accepted and failed later on the MPI grid."""
+    text = f"""func.func @main(%x: tensor<2xf32>, %t: !stablehlo.token) -> !stablehlo.token {{
+  %0 = "stablehlo.send"(%x, %t) {{channel_handle = #stablehlo.channel_handle<handle = {handle}, type = 2>, is_host_transfer = true}} : (tensor<2xf32>, !stablehlo.token) -> !stablehlo.token
+  return %0 : !stablehlo.token
+}}"""  # noqa: E501
+    with pytest.raises(ParseError, match=f"<input>:2:8: .*integer {handle} does not fit a "
+                                         "64-bit attribute"):
+        parse_module(text)
+    parse_module(text.replace(handle, "-9223372036854775808"))

@@ -108,9 +108,14 @@ def _forget(k: str) -> None:
 def _usable_dir(create: bool) -> Path | None:
     """The cache directory if it is safe to use: created 0700 if missing (on a put), a
     directory owned by this user that no group or other user can write. Otherwise None, with
-    one warning per directory naming it and the reason."""
+    one warning per directory naming it and the reason. Its parents are checked first (no
+    directory is made where another user could replace it)."""
     d = cache_dir()
     if d is None:
+        return None
+    reason = _unsafe_parent(d)
+    if reason:
+        _warn(d, reason)
         return None
     try:
         if create:
@@ -130,6 +135,25 @@ def _usable_dir(create: bool) -> Path | None:
         return d
     _warn(d, reason)
     return None
+
+
+def _unsafe_parent(d: Path) -> str:
+    """Why another user could replace the directory through one of its parents (as
+    OpenSSH's StrictModes): a parent not owned by this user or root, or writable by others
+    without the sticky bit (/tmp, mode 1777, is fine); '' when none can."""
+    me = os.geteuid()
+    try:
+        parents = d.resolve().parents
+        for p in parents:
+            st = os.stat(p)
+            mode = stat.S_IMODE(st.st_mode)
+            if st.st_uid not in (0, me):
+                return f"its parent {p} is owned by uid {st.st_uid}"
+            if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+                return f"other users can write to its parent {p} (mode {mode:04o})"
+    except OSError as e:
+        return f"its parents cannot be read ({e.strerror})"
+    return ""
 
 
 def _warn(d: Path, reason: str) -> None:

@@ -219,12 +219,13 @@ def test_cache_symlink_is_not_followed(cdir: Path, tmp_path: Path,
 
 
 def _assert_memory_only(cdir: Path, reason: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    before = sorted(p.name for p in cdir.iterdir())
+    before = sorted(p.name for p in cdir.iterdir()) if cdir.exists() else None
     with pytest.warns(RuntimeWarning, match=reason) as rec:
         out, _ = _compile("multiply", monkeypatch)
     np.testing.assert_array_equal(out, EXPECTED["multiply"])
     assert str(cdir) in str(rec[0].message)
-    assert sorted(p.name for p in cdir.iterdir()) == before  # nothing read or written
+    after = sorted(p.name for p in cdir.iterdir()) if cdir.exists() else None
+    assert after == before  # nothing read or written (not even made)
 
 
 def test_cache_dir_owned_by_another_user(cdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,6 +245,41 @@ def test_cache_dir_writable_by_others(cdir: Path, monkeypatch: pytest.MonkeyPatc
     os.chmod(cdir, mode)
     cache.clear_memory()
     _assert_memory_only(cdir, "other users can write", monkeypatch)
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775])
+def test_cache_dir_under_a_parent_others_can_write(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   mode: int) -> None:
+    """Another user who can write to a parent can swap the whole cache directory."""
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    os.chmod(parent, mode)
+    d = parent / "cache"
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(d))
+    cache.clear_memory()
+    _assert_memory_only(d, f"other users can write to its parent {parent}", monkeypatch)
+    cache.clear_memory()
+
+
+def test_cache_dir_under_a_sticky_or_foreign_parent(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = tmp_path / "sticky"
+    parent.mkdir()
+    os.chmod(parent, 0o1777)  # as /tmp: others cannot rename what is ours
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(parent / "cache"))
+    cache.clear_memory()
+    k = _kernel_key("add", monkeypatch)
+    assert _entry(parent / "cache", k).exists()
+    if os.geteuid() == 0:  # only root can give a directory away
+        other = tmp_path / "other"
+        other.mkdir()
+        os.chown(other, 65534, 65534)
+        monkeypatch.setenv("XLAPY_CACHE_DIR", str(other / "cache"))
+        cache.clear_memory()
+        _assert_memory_only(other / "cache", f"its parent {other} is owned by uid 65534",
+                            monkeypatch)
+    cache.clear_memory()
 
 
 def test_cache_dir_warns_once(cdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
