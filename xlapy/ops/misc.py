@@ -183,6 +183,12 @@ class SendRecvAttrs:
     result_shapes: tuple[Shape, ...] = ()
 
 
+def _check_channel_id(op: str, attrs: SendRecvAttrs) -> None:
+    """channel_id is si64 in the spec: a wider Python int would fail later, on the grid."""
+    h = attrs.channel_handle.handle
+    check(-(1 << 63) <= h < (1 << 63), f"{op}_c1", f"channel_id {h} does not fit si64")
+
+
 def _host_queue(ctx: EvalContext, field_name: str, channel: int, op: str) -> list[Any]:
     queues = _runtime_attr(ctx, field_name, op)
     return queues.setdefault(channel, [])
@@ -206,6 +212,7 @@ class Send(OpDef):
               regions: Sequence[Region]) -> Shape:
         check(len(operands) >= 1 and operands[-1].is_token, "send_c0",
               "the last operand must be a token")
+        _check_channel_id("send", attrs)
         want = ChannelType.DEVICE_TO_HOST if attrs.is_host_transfer \
             else ChannelType.DEVICE_TO_DEVICE
         check(attrs.channel_handle.type is want, "send_c1",
@@ -244,6 +251,7 @@ class Recv(OpDef):
     def infer(self, operands: Sequence[Shape], attrs: SendRecvAttrs,
               regions: Sequence[Region]) -> Shape:
         check(operands[0].is_token, "recv_c3", f"operand must be a token, got {operands[0]}")
+        _check_channel_id("recv", attrs)
         want = ChannelType.HOST_TO_DEVICE if attrs.is_host_transfer \
             else ChannelType.DEVICE_TO_DEVICE
         check(attrs.channel_handle.type is want, "recv_c1",

@@ -82,3 +82,16 @@ def test_dimension_sizes_and_ids() -> None:
     ops.GetDimensionSize(x, 1)
     with pytest.raises(BuilderError, match="GetDimensionSize: get_dimension_size_c1"):
         b.build()
+
+
+@pytest.mark.parametrize("channel", [-10**20, 1 << 63])
+@pytest.mark.parametrize("api", ["Send", "Recv"])
+def test_channel_id_outside_si64_is_an_error(channel: int, api: str) -> None:
+    b = XlaBuilder("c")
+    if api == "Send":
+        ops.Send(b.parameter(0, V), channel)
+    else:
+        ops.Recv(b, V, channel)
+    with pytest.raises(BuilderError, match=f"{api}WithToken: {api.lower()}_c1: channel_id "
+                                           f"{channel} does not fit si64"):
+        b.build()
