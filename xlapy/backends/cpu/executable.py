@@ -33,6 +33,7 @@ from xlapy.backends.cpu import (
     cache,
     kernels,
     library,
+    op_emit,
     parallel,
     recycle,
     regions,
@@ -146,6 +147,15 @@ class CpuExecutable(Introspection):
                 kernel_specs.append(spec)
                 (fresh if iid in self.outputs else temps).append(s)
                 self.report.append((instr.name, instr.opcode, f"kernel {name}"))
+                continue
+            native = op_emit.plan(instr)
+            if native is not None:  # reduce_window, select_and_scatter, scatter (op_emit.py)
+                s = self._new_slot(instr)
+                name = f"k{len(kernel_specs)}"
+                kernel_specs.append(native(mod, name, instr, [self.slot[id(o)] for o in
+                                                              instr.operands], s).build())
+                (fresh if iid in self.outputs else temps).append(s)
+                self.report.append((instr.name, instr.opcode, f"kernel {name} ({native.label})"))
                 continue
             self._plan_other(instr, fresh, temps)
         self.fresh_slots = fresh
@@ -413,7 +423,7 @@ class CpuExecutable(Introspection):
         inline = {id(r) for rs in self.row_reduces.values() for r in rs}
         members: list[regions.Member | None] = []
         for instr in self._thunk_instrs:
-            spec = by_root.get(id(instr))
+            spec = by_root.get(id(instr)) if id(instr) in fusible else None
             if spec is not None:
                 reads: dict[int, set[tuple[str, ...]]] = {}
                 row_walk(instr, fusible, self.materialized, inline, reads)

@@ -1,0 +1,121 @@
+"""Native loops for ops that are not fused per output index (reduce_window, select_and_scatter,
+scatter): each is one LLVM function `void(i8** table, i64 begin, i64 end)` in the
+executable's module, reading its operands' slots and writing its result slot, like a kernel
+(kernels.Kernel), so the executable binds, threads and plans the arena for it the same way.
+
+`plan(instr)` picks the emitter (window_emit.py, scatter_emit.py) or None: the op then keeps
+its interpreter fallback (listed by `explain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.kernels import Kernel
+from xlapy.backends.cpu.llvm_util import (
+    KERNEL_TYPE,
+    for_range,
+    i64,
+    restore_mxcsr,
+    set_ftz_daz,
+)
+from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
+
+
+def strides(dims: Sequence[int]) -> list[int]:
+    """Row-major element strides."""
+    out = [1] * len(dims)
+    for d in range(len(dims) - 2, -1, -1):
+        out[d] = out[d + 1] * dims[d + 1]
+    return out
+
+
+class OpEmitter:
+    """One native op function: subclasses emit `body(begin, end)` and return (outer extent,
+    splittable, cost in element-ops)."""
+
+    label = "native"
+
+    def __init__(self, mod: ir.Module, name: str, instr: Instruction, ins: list[int],
+                 out: int) -> None:
+        self.instr = instr
+        self.name = name
+        self.ins = ins  # operand slots, in operand order
+        self.out = out
+        self.fn = ir.Function(mod, KERNEL_TYPE, name=name)
+        self.fn.args[0].add_attribute("noalias")
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self._ptrs: dict[tuple[int, ET], ir.Value] = {}
+
+    def ptr(self, slot: int, t: ET) -> ir.Value:
+        """The slot's buffer as a pointer to storage elements (loaded in the entry block)."""
+        key = (slot, t)
+        if key not in self._ptrs:
+            b = self.b
+            with b.goto_block(self.fn.entry_basic_block):
+                b.position_at_start(self.fn.entry_basic_block)
+                raw = b.load(b.gep(self.fn.args[0], [i64(slot)]))
+                self._ptrs[key] = b.bitcast(raw, ew.storage_type(t).as_pointer())
+        return self._ptrs[key]
+
+    def load(self, slot: int, t: ET, at: ir.Value) -> ir.Value:
+        b = self.b
+        return ew.from_storage(b, b.load(b.gep(self.ptr(slot, t), [at], inbounds=True)), t)
+
+    def store(self, slot: int, t: ET, at: ir.Value, v: ir.Value) -> None:
+        b = self.b
+        b.store(ew.to_storage(b, v, t), b.gep(self.ptr(slot, t), [at], inbounds=True))
+
+    def loops(self, dims: Sequence[int], body: Callable[[list[ir.Value]], None],
+              first: tuple[ir.Value, ir.Value] | None = None, name: str = "d") -> None:
+        """Nested loops over `dims` (row-major), `first` bounding the outermost."""
+        def rec(idx: list[ir.Value]) -> None:
+            d = len(idx)
+            if d == len(dims):
+                body(idx)
+                return
+            lo, hi = first if d == 0 and first is not None else (i64(0), i64(dims[d]))
+            with for_range(self.b, lo, hi, name=f"{name}{d}") as i:
+                rec(idx + [i])
+        rec([])
+
+    def linear(self, idx: Sequence[ir.Value], dims: Sequence[int]) -> ir.Value:
+        b = self.b
+        off: ir.Value = i64(0)
+        for v, s, n in zip(idx, strides(dims), dims):
+            if n == 1:
+                continue
+            term = v if s == 1 else b.mul(v, i64(s), flags=["nsw"])
+            off = term if isinstance(off, ir.Constant) and off.constant == 0 else \
+                b.add(off, term, flags=["nsw"])
+        return off
+
+    def body(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool, int]:
+        raise NotImplementedError
+
+    def build(self) -> Kernel:
+        b = self.b
+        saved = set_ftz_daz(b)
+        outer, split, cost = self.body(self.fn.args[1], self.fn.args[2])
+        restore_mxcsr(b, saved)
+        b.ret_void()
+        return Kernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer, cost,
+                      split)
+
+
+def plan(instr: Instruction) -> type[OpEmitter] | None:
+    """The emitter class that makes `instr` native, or None (interpreter fallback)."""
+    from xlapy.backends.cpu import scatter_emit, window_emit
+
+    for mod in (window_emit, scatter_emit):
+        cls = mod.emitter(instr)
+        if cls is not None:
+            return cls
+    return None
+
+
+__all__ = ["OpEmitter", "plan", "strides"]

@@ -1,0 +1,115 @@
+"""Native single-operand scatter (an op_emit.py function), exact to the interpreter
+(xlapy/ops/indexing_scatter.py): the operand is copied into the result, then every update is
+applied in place in the interpreter's (XLA CPU's) order - scatter positions row-major, then
+each window row-major - through the update region compiled inline (region_emit.py: "replace",
+one binary op, or any small element-wise region such as `.at[].apply(sin)`). A window with
+any part out of bounds is skipped whole; a negative or huge (u64) start is out of bounds.
+General dimension numbers: update_window_dims, inserted_window_dims,
+scatter_dims_to_operand_dims, index_vector_dim and the batching dims. Sequential (one
+thread): updates to one element must apply in order, and its loop is memory-bound anyway.
+Variadic scatter (several operands) keeps its interpreter fallback.
+"""
+
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import region_emit
+from xlapy.backends.cpu.llvm_util import I1, I64, for_range, i64
+from xlapy.backends.cpu.op_emit import OpEmitter
+from xlapy.ir import Instruction
+
+
+def emitter(instr: Instruction) -> type[OpEmitter] | None:
+    if instr.opcode != "scatter" or len(instr.operands) != 3 or not instr.shape.is_array:
+        return None
+    x, idx, upd = instr.operands
+    if not (x.shape.is_array and idx.shape.is_array and upd.shape.is_array):
+        return None
+    if not region_emit.types_ok(x.shape.element_type, idx.shape.element_type) or \
+            not idx.shape.element_type.is_integer:
+        return None
+    comp = instr.called[0] if len(instr.called) == 1 else None
+    if comp is None or not region_emit.supported(comp) or len(region_emit.results(comp)) != 1:
+        return None
+    return ScatterEmitter
+
+
+class ScatterEmitter(OpEmitter):
+    label = "native scatter"
+
+    def body(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool, int]:
+        b = self.b
+        instr = self.instr
+        x, ind, upd = instr.operands
+        et = x.shape.element_type
+        it = ind.shape.element_type
+        dims = list(x.shape.dimensions)
+        idims = list(ind.shape.dimensions)
+        udims = list(upd.shape.dimensions)
+        rank, srank = len(dims), len(idims)
+        dn = instr.attrs.scatter_dimension_numbers
+        ivd = dn.index_vector_dim
+        uwd = list(dn.update_window_dims)
+        iwd, ibd = set(dn.inserted_window_dims), list(dn.input_batching_dims)
+        sibd = list(dn.scatter_indices_batching_dims)
+        sdod = list(dn.scatter_dims_to_operand_dims)
+        sx, si, su = self.ins
+        so = self.out
+        comp = instr.called[0]
+        n = math.prod(dims)
+        # The copy: stored bits, unchanged.
+        src_p, dst_p = self.ptr(sx, et), self.ptr(so, et)
+        with for_range(b, i64(0), i64(n), name="copy") as e:
+            b.store(b.load(b.gep(src_p, [e], inbounds=True)),
+                    b.gep(dst_p, [e], inbounds=True))
+        bdims = [d for d in range(srank) if d != ivd]  # index dims of scatter positions
+        usd = [d for d in range(len(udims)) if d not in uwd]
+        wdims = [d for d in range(rank) if d not in iwd and d not in ibd]
+        sizes = [1] * rank
+        for d, u in zip(wdims, uwd):
+            sizes[d] = udims[u]
+        if n == 0 or 0 in sizes:
+            return 1, False, 1
+
+        def index(pos: list[ir.Value], k: int) -> ir.Value:
+            full = list(pos)
+            if ivd < srank:
+                full.insert(ivd, i64(k))
+            v = self.load(si, it, self.linear(full, idims))
+            return b.sext(v, I64) if it.is_signed and it.bits < 64 else \
+                b.zext(v, I64) if it.bits < 64 else v
+
+        def per_position(pos: list[ir.Value]) -> None:
+            starts: list[ir.Value] = [i64(0)] * rank
+            for k, d in enumerate(sdod):
+                starts[d] = index(pos, k)
+            for o, s in zip(ibd, sibd):
+                starts[o] = pos[bdims.index(s)]
+            ok: ir.Value = ir.Constant(I1, 1)
+            for d in range(rank):
+                ok = b.and_(ok, b.and_(b.icmp_signed(">=", starts[d], i64(0)),
+                                       b.icmp_signed("<=", starts[d], i64(dims[d] - sizes[d]))))
+
+            def per_window(w: list[ir.Value]) -> None:
+                target = [starts[d] for d in range(rank)]
+                uidx: list[ir.Value] = [i64(0)] * len(udims)
+                for k, d in enumerate(usd):
+                    uidx[d] = pos[k]
+                for k, (d, u) in enumerate(zip(wdims, uwd)):
+                    target[d] = b.add(starts[d], w[k])
+                    uidx[u] = w[k]
+                at = self.linear(target, dims)
+                v = self.load(su, et, self.linear(uidx, udims))
+                self.store(so, et, at, region_emit.emit(b, comp, [self.load(so, et, at), v])[0])
+
+            with b.if_then(ok):
+                self.loops([udims[u] for u in uwd], per_window, name="w")
+
+        self.loops([idims[d] for d in bdims], per_position, name="s")
+        return 1, False, max(math.prod(udims), 1)
+
+
+__all__ = ["emitter", "ScatterEmitter"]
