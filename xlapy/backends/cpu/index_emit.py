@@ -9,6 +9,12 @@ operand is never read outside its bounds. Run-time starts (dynamic_slice,
 dynamic_update_slice, gather) are clamped as the interpreter clamps them
 (clamp(start, 0, dim - size), unsigned indices compared unsigned, so a huge u64 clamps high).
 
+A kernel whose root is a concatenate, pad or dynamic_update_slice that branches along the
+innermost dimension splits its innermost loop into segments instead (`segments`): one loop
+per range of that dimension where the branch goes one way, each with the case forced, so the
+loops have no branch on it and may run in lanes (a 1024 x 1024 concatenate along dimension
+1 is two copy loops per row).
+
 Lanes (lanes.LaneCheck, `index_lane_ok`): a branch condition must not depend on the
 innermost (lane) index, so these ops are vectorizable only along dimensions where they are a
 plain shift: concatenate along another dimension, pad that only crops there, dynamic_slice
@@ -65,6 +71,39 @@ def _shift(b: ir.IRBuilder, v: Any, by: ir.Value | int) -> Any:
     return b.add(v, by, flags=["nsw"])
 
 
+def _minus(b: ir.IRBuilder, v: Any, by: ir.Value | int) -> Any:
+    """Index v - by (a run-time i64 or a Python int); a lane index stays a lane index."""
+    if isinstance(by, int):
+        return _shift(b, v, -by)
+    if isinstance(v, Lane):
+        return Lane(b.sub(v.base, by, flags=["nsw"]), v.off)
+    return b.sub(v, by, flags=["nsw"])
+
+
+def segmentable(instr: Instruction) -> bool:
+    """Whether a kernel rooted at `instr` splits its innermost loop into segments (an index
+    op that would branch along its last dimension)."""
+    sh = instr.shape
+    if not sh.is_array or sh.rank == 0 or sh.num_elements == 0:
+        return False
+    last = sh.rank - 1
+    op = instr.opcode
+    a = instr.attrs
+    if op == "concatenate":
+        return a.dimension == last
+    if op == "pad":
+        return (instr.operands[0].shape.num_elements > 0 and a.interior_padding[last] == 0
+                and (a.edge_padding_low[last] > 0 or a.edge_padding_high[last] > 0))
+    if op == "dynamic_update_slice":
+        operand, update = instr.operands[:2]
+        return (update.shape.num_elements > 0
+                and update.shape.dimensions[last] != operand.shape.dimensions[last])
+    return False
+
+
+Bound = ir.Value | int
+
+
 def _scalar(v: Any, what: str) -> ir.Value:
     if isinstance(v, Lane):  # LaneCheck keeps lanes off every branching dimension
         raise RuntimeError(f"internal error: {what} reached with a lane index")
@@ -77,6 +116,8 @@ class IndexEmitter:
     b: ir.IRBuilder
     memo: dict[Any, ir.Value]
     width: int
+    #: id(root) -> the case its innermost dimension takes in the segment being emitted.
+    forced: dict[int, Any]
 
     def gen(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
         raise NotImplementedError
@@ -100,6 +141,34 @@ class IndexEmitter:
         if op == "gather":
             return self._gather(instr, idx)
         raise KeyError(op)
+
+    # ---- segments ----
+    def segments(self, root: Instruction) -> list[tuple[Bound, Bound, Any]]:
+        """[(lo, hi, case)]: the ranges of the innermost output index of a `segmentable`
+        root, each with the case it forces (`forced`) while its loop is emitted."""
+        last = root.shape.rank - 1
+        extent = root.shape.dimensions[last]
+        a = root.attrs
+        if root.opcode == "concatenate":
+            out: list[tuple[Bound, Bound, Any]] = []
+            off = 0
+            for o in root.operands:  # case: the position among the non-empty operands
+                n = o.shape.dimensions[last]
+                if n:
+                    out.append((off, off + n, len(out)))
+                off += n
+            return out
+        if root.opcode == "pad":
+            lo = a.edge_padding_low[last]
+            n = root.operands[0].shape.dimensions[last]
+            start, stop = min(max(lo, 0), extent), min(max(lo + n, 0), extent)
+            cut = [(0, start, "pad"), (start, stop, "in"), (stop, extent, "pad")]
+            return [c for c in cut if c[1] > c[0]]
+        operand, update, *starts = root.operands  # dynamic_update_slice
+        u = update.shape.dimensions[last]
+        s = self._start(starts[last], operand.shape.dimensions[last] - u)
+        end = self.b.add(s, i64(u), flags=["nsw"])
+        return [(0, s, "old"), (s, end, ("new", s)), (end, extent, "old")]
 
     # ---- branches ----
     def _branch(self, cond: ir.Value, then: Callable[[], ir.Value],
@@ -170,22 +239,27 @@ class IndexEmitter:
             cond = b.icmp_signed("<", _scalar(idx[d], "concatenate"), i64(parts[mid][1]))
             return self._branch(cond, lambda: part(lo, mid), lambda: part(mid, hi))
 
+        k = self.forced.get(id(instr))
+        if k is not None:  # a segment of the innermost loop: part k throughout
+            return part(k, k + 1)
         return part(0, len(parts))
 
     def _pad(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
         operand, value = instr.operands
         a = instr.attrs
         dims = operand.shape.dimensions
-        if any(n == 0 for n in dims):
+        case = self.forced.get(id(instr))
+        if any(n == 0 for n in dims) or case == "pad":
             return self.gen(value, [])
         b = self.b
         conds: list[ir.Value] = []
         sub: list[Any] = []
+        last = len(dims) - 1
         for k, (n, lo, hi, inner) in enumerate(zip(dims, a.edge_padding_low,
                                                    a.edge_padding_high, a.interior_padding)):
             v = idx[k]
-            if lo <= 0 and hi <= 0 and inner == 0:  # only cropped: every index is inside
-                sub.append(_shift(b, v, -lo))
+            if (lo <= 0 and hi <= 0 and inner == 0) or (k == last and case == "in"):
+                sub.append(_shift(b, v, -lo))  # inside along k (cropped only, or a segment)
                 continue
             rel = b.sub(_scalar(v, "pad"), i64(lo))
             # 0 <= rel <= (n - 1) * (inner + 1), as one unsigned compare.
@@ -209,14 +283,19 @@ class IndexEmitter:
     def _dynamic_update_slice(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
         operand, update, *starts = instr.operands
         dims, udims = operand.shape.dimensions, update.shape.dimensions
-        if any(u == 0 for u in udims):
+        case = self.forced.get(id(instr))
+        if any(u == 0 for u in udims) or case == "old":
             return self.gen(operand, idx)
         b = self.b
         conds: list[ir.Value] = []
         sub: list[Any] = []
-        for v, s, n, u in zip(idx, starts, dims, udims):
+        last = len(dims) - 1
+        for k, (v, s, n, u) in enumerate(zip(idx, starts, dims, udims)):
             if u == n:  # the window spans the dimension (its start clamps to 0)
                 sub.append(v)
+                continue
+            if k == last and case is not None:  # a segment inside the window along k
+                sub.append(_minus(b, v, case[1]))
                 continue
             rel = b.sub(_scalar(v, "dynamic_update_slice"), self._start(s, n - u))
             conds.append(b.icmp_unsigned("<", rel, i64(u)))
@@ -265,4 +344,4 @@ class IndexEmitter:
         return self._at(operand, sub)
 
 
-__all__ = ["INDEX_OPS", "IndexEmitter", "clamp_start", "index_to_i64"]
+__all__ = ["INDEX_OPS", "IndexEmitter", "clamp_start", "index_to_i64", "segmentable"]

@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
-from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter
+from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
 from xlapy.backends.cpu.lanes import (
     Lane,
     LaneCheck,
@@ -155,9 +155,12 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
         self.ops = 0
         self.heavy = 0  # transcendental ops (each a long dependent chain)
         self.align = 1  # split points of [begin, end) must be multiples of this
+        self.forced: dict[int, Any] = {}
+        #: An index-op root whose innermost loop runs in segments (index_emit.segments).
+        self.segmented = id(root) not in leaves and segmentable(root)
         #: Lanes of the innermost loops (0: scalar IR for LLVM's loop vectorizer).
         self.width = vector_width() if LaneCheck(leaves, self.rows, reducer_op).kernel(
-            root, self.rows) else 0
+            root, self.rows, self.segmented) else 0
         dims = root.shape.dimensions
         if self.width and root.opcode != "reduce" and not self.rows and dims and \
                 dims[-1] % (2 * self.width) == 0 and \
@@ -377,6 +380,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
             body(idx)
             return
         lo, hi = (begin, end) if d == 0 else (i64(0), i64(dims[d]))
+        if d == len(dims) - 1 and self.segmented and lanes:
+            self._segments(lo, hi, d, lambda i: self._nest(dims, begin, end, body,
+                                                           idx + [i]))
+            return
         if d == len(dims) - 1 and self.width and lanes:
             self._lane_loop(lo, hi, f"d{d}", lambda i: self._nest(dims, begin, end, body,
                                                                   idx + [i]), dims[d])
@@ -384,6 +391,22 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
         with for_range(self.b, lo, hi, name=f"d{d}",
                        interleave=self._interleave if d == len(dims) - 1 else 0) as i:
             self._nest(dims, begin, end, body, idx + [i], lanes)
+
+    def _segments(self, lo: ir.Value, hi: ir.Value, d: int, body: Any) -> None:
+        """The innermost loop over [lo, hi) as one loop per segment of the root (each
+        clipped to [lo, hi): the outermost loop's range is a thread's), its case forced."""
+        b = self.b
+        for a, z, case in self.segments(self.root):
+            start = i64(a) if isinstance(a, int) else a
+            stop = i64(z) if isinstance(z, int) else z
+            if d == 0:
+                start = b.select(b.icmp_signed(">", start, lo), start, lo)
+                stop = b.select(b.icmp_signed("<", stop, hi), stop, hi)
+                # An empty intersection stays empty (the lane loop assumes stop >= start).
+                stop = b.select(b.icmp_signed("<", stop, start), start, stop)
+            self.forced[id(self.root)] = case
+            self._lane_loop(start, stop, f"d{d}s", body)
+        self.forced.pop(id(self.root), None)
 
     def _lane_loop(self, lo: ir.Value, hi: ir.Value, name: str, body: Any,
                    extent: int = 0) -> None:
@@ -453,7 +476,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
         # whole vectors per row, in a buffer recycle.output aligns to 64 bytes.
         vbytes = self.width * _bytes(ew.storage_type(et))
         stream = self.streaming and bool(dims) and vbytes >= 16 and \
-            dims[-1] % self.width == 0
+            dims[-1] % self.width == 0 and not self.segmented  # (segments start unaligned)
         self.fenced = stream
 
         def body(idx: list[ir.Value]) -> None:

@@ -73,7 +73,10 @@ class LaneCheck:
         self.reducer = reducer
         self.seen: set[tuple[int, int | None]] = set()
 
-    def kernel(self, root: Instruction, rows: Sequence[Instruction]) -> bool:
+    def kernel(self, root: Instruction, rows: Sequence[Instruction],
+               segmented: bool = False) -> bool:
+        """`segmented`: the root is an index op whose innermost loop runs in segments with
+        no branch along it (index_emit.segments): its operands take the lane."""
         for red in rows:
             if not self.reduction(red) or not self.value(red.operands[0], 1):
                 return False
@@ -81,6 +84,10 @@ class LaneCheck:
             x = root.operands[0]
             return self.reduction(root) and (x.shape.rank == 0 or
                                              self.value(x, x.shape.rank - 1))
+        if segmented:
+            p = root.shape.rank - 1
+            return all(self.value(o, p if o.shape.rank else None) for o in root.operands
+                       if o.shape.num_elements)
         return root.shape.rank == 0 or self.value(root, root.shape.rank - 1)
 
     def reduction(self, red: Instruction) -> bool:

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xlapy.backends.cpu import lanes
+from xlapy.backends.cpu import CpuBackend, lanes
 from xlapy.backends.cpu.index_emit import INDEX_OPS
+from xlapy.backends.interpreter import InterpreterBackend
 from xlapy.ir import Computation, Instruction
 from xlapy.ops.indexing import GatherAttrs, GatherDimensionNumbers
 from xlapy.ops.shape import ConcatenateAttrs, PadAttrs
@@ -259,3 +260,84 @@ def test_pad_concatenate_dynamic_slice_property(data: st.DataObject) -> None:
         _check(shapes, [x] + starts,
                lambda c, ps: op(c, "dynamic_slice", ps, DynamicSliceAttrs(sizes)),
                "dynamic_slice")
+
+
+# ---- segmented roots (the innermost loop split where the op changes course) ----
+def _check_split(shapes: Sequence[Shape], args: Sequence[Any],
+                 body: Callable[[Computation, list[Instruction]], Instruction],
+                 opcode: str, threads: int = 2) -> Any:
+    """Like _check, compiled for `threads` threads (big kernels split their outer loop)."""
+    mod = module(shapes, body)
+    ref = InterpreterBackend().compile(mod).run(list(args))
+    exe = CpuBackend().compile(mod, {"num_threads": threads})
+    got = exe.run(list(args))
+    np.testing.assert_array_equal(np.asarray(got).reshape(-1).view(np.uint8),
+                                  np.asarray(ref).reshape(-1).view(np.uint8))
+    assert opcode not in {o for _, o in exe.fallbacks()}, exe.explain()
+    return exe
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_segmented_concatenate_rank1_split_across_threads(threads: int) -> None:
+    t = ET.F32
+    dims = [(300001,), (5,), (262147,)]
+    shapes = [Shape.array(t, d) for d in dims]
+    args = [_data(t, d, k) for k, d in enumerate(dims)]
+
+    def body(c: Computation, ps: list[Instruction]) -> Instruction:
+        return op(c, "concatenate", [ps[0], ps[1], ps[0], ps[2]], ConcatenateAttrs(0))
+
+    exe = _check_split(shapes, args, body, "concatenate", threads)
+    assert exe.kernel_specs[0].splittable
+
+
+@pytest.mark.parametrize("lo,hi", [(3, -5), (-7, 9), (0, 4), (5, 0)])
+def test_segmented_pad_rank1_split_across_threads(lo: int, hi: int) -> None:
+    t = ET.S16
+    shapes = [Shape.array(t, (600003,)), Shape.array(t, ())]
+    args = [_data(t, (600003,)), np.int16(-9)]
+    _check_split(shapes, args, lambda c, ps: op(c, "pad", ps, PadAttrs((lo,), (hi,), (0,))),
+                 "pad")
+
+
+@pytest.mark.parametrize("start", [-5, 0, 10, 599000, 10 ** 9])
+def test_segmented_dynamic_update_slice_rank1(start: int) -> None:
+    t = ET.F64
+    shapes = [Shape.array(t, (600001,)), Shape.array(t, (1001,)), Shape.array(ET.S32, ())]
+    args = [_data(t, (600001,)), _data(t, (1001,), 1), np.int32(start)]
+    _check_split(shapes, args, lambda c, ps: op(c, "dynamic_update_slice", ps),
+                 "dynamic_update_slice")
+
+
+def test_segmented_roots_run_in_lanes() -> None:
+    """Concatenate/pad/dynamic_update_slice along the innermost dimension at a kernel's root:
+    one loop per segment, in explicit vectors."""
+    t = ET.F32
+    shapes = [Shape.array(t, (16, 64)), Shape.array(t, (16, 37)), Shape.array(t, ()),
+              Shape.array(ET.S32, ())]
+    args = [_data(t, (16, 64)), _data(t, (16, 37), 1), np.float32(7), np.int32(9)]
+
+    def body(c: Computation, ps: list[Instruction]) -> list[Instruction]:
+        x, y, v, i = ps
+        cat = op(c, "concatenate", [x, y, x], ConcatenateAttrs(1))
+        pad = op(c, "pad", [x, v], PadAttrs((1, 3), (2, 5), (0, 0)))
+        dus = op(c, "dynamic_update_slice", [x, y, i, i])
+        return [cat, pad, dus]
+
+    mod = module(shapes, body)
+    ref, got, exe = run_both(mod, args)
+    for r, g in zip(ref, got):
+        np.testing.assert_array_equal(g, r)
+    assert not exe.fallbacks()
+    assert len(exe.kernel_specs) == 3 and all(k.explicit for k in exe.kernel_specs)
+    assert all(k.align == 1 for k in exe.kernel_specs)
+
+
+def test_segmented_concatenate_big_result() -> None:
+    """A result of >= 8 MiB (stored non-temporally elsewhere): segments start unaligned, so
+    they store normally."""
+    t = ET.F32
+    shapes = [Shape.array(t, (1024, 1021)), Shape.array(t, (1024, 1027))]
+    args = [_data(t, (1024, 1021)), _data(t, (1024, 1027), 1)]
+    _check_split(shapes, args, lambda c, ps: op(c, "concatenate", ps, ConcatenateAttrs(1)),
+                 "concatenate")
