@@ -7,7 +7,8 @@ bundles, published on its own by the OpenBLAS project). Its SkylakeX SGEMM from 
 private copy can be set single-threaded for good without touching numpy's or scipy's. Without
 the wheel, scipy.linalg.cython_blas's pointers are used, single-threaded per calling thread.
 
-`gemm(a, b, out, beta)` computes out = a @ b + beta * out for 2-D float32/float64 views with
+`gemm(a, b, out, beta)` computes out = a @ b + beta * out for 2-D float32/float64 (and
+complex64/complex128: cgemm/zgemm, for complex dot_general) views with
 one unit stride each (row- or column-contiguous: transposes become BLAS flags), as the
 column-major product out^T = b^T a^T.
 
@@ -57,7 +58,7 @@ def _own_library() -> Any:
 
 @functools.cache
 def _fn(name: str) -> Any:
-    """The 13-argument Fortran-style sgemm/dgemm."""
+    """The 13-argument Fortran-style sgemm/dgemm/cgemm/zgemm."""
     lib = _own_library()
     if lib is not None:
         addr = ctypes.cast(getattr(lib, f"scipy_{name}_"), ctypes.c_void_p).value
@@ -123,18 +124,24 @@ def _op(x: np.ndarray) -> tuple[bytes, int, np.ndarray]:
     return b"N", max(c, 1), x
 
 
+#: dtype char -> (routine, its real scalar type).
+_ROUTINE = {"f": ("sgemm", ctypes.c_float), "d": ("dgemm", ctypes.c_double),
+            "F": ("cgemm", ctypes.c_float), "D": ("zgemm", ctypes.c_double)}
+
+
 def _gemm_args(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float
                ) -> tuple[Any, list[Any], list[Any]] | None:
-    """(sgemm/dgemm, its 13 by-reference arguments, objects to keep alive), or None for an
+    """(?gemm for a's dtype, its 13 by-reference arguments, objects to keep alive), or None for an
     empty product."""
     m, k = a.shape
     n = b.shape[1]
     if m == 0 or n == 0:
         return None
-    if a.dtype == np.float32:
-        fn, sc = _fn("sgemm"), ctypes.c_float
-    else:
-        fn, sc = _fn("dgemm"), ctypes.c_double
+    name, real = _ROUTINE[a.dtype.char]
+    fn = _fn(name)
+
+    def sc(v: float) -> Any:  # a scalar by reference: complex ones are (re, im) pairs
+        return real(v) if name in ("sgemm", "dgemm") else (real * 2)(v, 0.0)
     ta, lda, b = _op(b)
     tb, ldb, a = _op(a)
     assert out.strides[1] == out.itemsize or n <= 1
@@ -194,7 +201,8 @@ def function_address(name: str) -> int:
 
 def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
          threads: int = 1) -> None:
-    """out[m, n] = a[m, k] @ b[k, n] + beta * out (float32 or float64) on `threads` threads.
+    """out[m, n] = a[m, k] @ b[k, n] + beta * out (float32/64, complex64/128: plain
+    transposes, never conjugates) on `threads` threads.
 
     A big product is cut into fixed chunks of rows (of columns when there are too few rows)
     that depend only on its shape (parallel.fixed_cuts): OpenBLAS rounds a row differently

@@ -5,8 +5,9 @@ Planning (once per compile) partitions the entry computation:
 * kernel thunks: a materialized fusible instruction (the root, a reduce, a value that a
   non-fusible op or several consumers need) with the chain of fusible producers behind it,
   JIT-compiled into one LLVM module for the whole executable;
-* library thunks: dot_general through BLAS, 2-D convolution as JIT direct loops (conv.py,
-  else shift-GEMM), sort/FFT/cholesky/triangular_solve through their numpy/scipy kernels;
+* library thunks: dot_general through BLAS or the JIT integer GEMM (gemm_int.py), 2-D
+  convolution as JIT direct loops (conv.py, else shift-GEMM), jaxlib's LAPACK custom calls,
+  cholesky, triangular_solve, FFT and one-compare sorts through scipy/numpy (lapack.py);
 * control-flow thunks: while/case/if/call whose called computations run as cpu executables;
 * interpreter fallback: any other instruction runs its OpDef.evaluate (listed by `explain`).
 
@@ -32,6 +33,7 @@ from xlapy.backends.cpu import (
     arena,
     cache,
     kernels,
+    lapack,
     library,
     op_emit,
     parallel,
@@ -355,7 +357,14 @@ class CpuExecutable(Introspection):
 
             self.thunks.append(run_dot)
             self._native.add(s)
-            self.report.append((instr.name, instr.opcode, "library blas"))
+            self.report.append((instr.name, instr.opcode,
+                                f"library {library.library_kind(instr)}"))
+            return
+        lib = lapack.plan(instr)  # LAPACK custom calls, cholesky, triangular_solve, fft, sort
+        if lib is not None:
+            self.thunks.append(self._library_thunk(instr, s, ins, lib[1]))
+            self._native.add(s)  # fresh arrays (lapack.py)
+            self.report.append((instr.name, instr.opcode, f"library {lib[0]}"))
             return
         op = OPS[instr.opcode]
         subs: list[Any] = []
@@ -395,6 +404,27 @@ class CpuExecutable(Introspection):
                                            internal=True))
 
         self.thunks.append(run_op)
+
+    def _library_thunk(self, instr: Instruction, s: int, ins: list[int],
+                       fn: Callable[..., Any]) -> Callable[..., None]:
+        """A lapack.py run; a custom_call target the call's RuntimeState replaces runs the
+        interpreter's custom_call instead, its result copied (the slot is fresh memory)."""
+        name = instr.attrs.call_target_name if instr.opcode == "custom_call" else None
+
+        def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+            operands = [v[i] for i in ins]
+            if name is not None and name in (getattr(rt, "custom_calls", None) or {}):
+                ctx = thunks.FallbackContext(instr, [], rt, pr)
+                val = OPS["custom_call"].evaluate(operands, instr.attrs, instr.shape, ctx)
+                val = check_value(val, instr.shape, f"custom_call %{instr.name}", internal=True)
+                val = tuple(np.array(x) for x in val) if isinstance(val, tuple) else \
+                    np.array(val)
+            else:
+                with np.errstate(all="ignore"):
+                    val = fn(*operands)
+            self._set(t, v, s, val)
+
+        return run
 
     def _native_while_thunk(self, nw: NativeWhile, s: int, ins: list[int]
                             ) -> Callable[..., None]:

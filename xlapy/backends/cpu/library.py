@@ -1,11 +1,14 @@
-"""Library thunks: dot_general through BLAS (sgemm/dgemm pointers, blas.py; transposes folded
-into the call), convolution as direct register-blocked loops (conv.py) or shift-GEMM (conv_plan),
-and the ops whose interpreter kernels already are numpy/scipy library calls (convolution as
-GEMM, sort, FFT, cholesky, triangular_solve) run through those kernels.
+"""Library thunks: dot_general through BLAS (?gemm pointers, blas.py; transposes folded into
+the call; bf16/f16 computed in f32 and rounded once, as XLA's CPU backend) or, for integers
+and pred, the JIT integer GEMM (gemm_int.py); convolution as direct register-blocked loops
+(conv.py) or shift-GEMM (conv_plan). Linear algebra, FFT and simple sorts: lapack.py.
+(`LIBRARY_VIA_KERNEL` ops lapack.py does not plan - a convolution BLAS does not take, a sort
+with another comparator - run their interpreter kernels.)
 
 A dot thunk permutes the operands to (batch..., M, K) x (batch..., K, N) views once per call
 (no copies for the common layouts: numpy passes the transpose flag to sgemm/dgemm) and writes
-straight into the output buffer.
+straight into the output buffer (through an accumulator array when the result type is
+narrower).
 """
 
 from __future__ import annotations
@@ -22,14 +25,34 @@ from xlapy.types import ElementType as ET
 LIBRARY_VIA_KERNEL = frozenset({"convolution", "sort", "fft", "cholesky", "triangular_solve"})
 
 
+def dot_accumulator(instr: Instruction) -> np.dtype | None:
+    """The dtype a dot_general computes in, as the interpreter's (xlapy/ops/linalg.py): f32
+    for bf16/f16 operands (XLA's CPU upcast), 64-bit for integers (the GEMM loop wraps in the
+    result width instead: gemm_int.py), the wider of the operands' and a float/complex result
+    type; None for what no library thunk computes."""
+    from xlapy.ops.linalg import accumulate_dtype
+
+    ts = [o.shape.element_type for o in instr.operands]
+    et = instr.shape.element_type
+    if et.is_float or et.is_complex:
+        ts.append(et)
+    acc = np.result_type(*(accumulate_dtype(t) for t in ts))
+    return acc if acc.char in "fdFDlLqQ" else None
+
+
 def dot_plan(instr: Instruction, threads: int = 1
              ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
-    """A function (lhs, rhs, out) for an f32/f64 dot_general on `threads` threads, or None
-    to fall back."""
+    """A function (lhs, rhs, out) for a dot_general on `threads` threads, or None to fall
+    back. Float and complex products run BLAS ?gemm in the accumulation type (operands
+    converted first, the result rounded once into `out`); integer and pred products run the
+    JIT integer GEMM (gemm_int.py), exact with wraparound."""
+    from xlapy.backends.cpu import gemm_int
+
     a = instr.attrs
     lhs, rhs = (o.shape for o in instr.operands)
     et = instr.shape.element_type
-    if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
+    acc = dot_accumulator(instr)
+    if acc is None:
         return None
     lb, rb = list(a.lhs_batching_dimensions), list(a.rhs_batching_dimensions)
     lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
@@ -40,26 +63,51 @@ def dot_plan(instr: Instruction, threads: int = 1
     k = int(np.prod([lhs.dimensions[d] for d in lc]))
     n = int(np.prod([rhs.dimensions[d] for d in rf]))
     lperm, rperm = lb + lf + lc, rb + rc + rf
-
     nbatch = int(np.prod(bshape))
+    out_dtype = instr.shape.dtype
+
+    if acc.kind in "iu":
+        iacc = gemm_int.accumulator(et)
+        if iacc is None:
+            return None
+        kernel = gemm_int.igemm(lhs.dtype, rhs.dtype, iacc, threads)
+        direct = iacc == out_dtype
+
+        def run_int(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+            xv = np.ascontiguousarray(x.transpose(lperm)).reshape((nbatch, m, k))
+            yv = np.ascontiguousarray(y.transpose(rperm)).reshape((nbatch, k, n))
+            c = out.reshape((nbatch, m, n)) if direct else np.empty((nbatch, m, n), iacc)
+            kernel(xv, yv, c)
+            if not direct:  # wrap to the result width (pred: nonzero)
+                out[...] = (c != 0 if et.is_pred else c).reshape(out.shape)
+
+        return run_int
+
     from xlapy.backends.cpu.blas import gemm
 
+    direct = acc == out_dtype
+    same = lhs.dtype == rhs.dtype == acc
+
     def run(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        if not same:  # bf16/f16 (or mixed) operands: computed in f32, rounded once
+            x, y = x.astype(acc, copy=False), y.astype(acc, copy=False)
         xv = x.transpose(lperm).reshape((nbatch, m, k))
         yv = y.transpose(rperm).reshape((nbatch, k, n))
-        ov = out.reshape((nbatch, m, n))
+        ov = out.reshape((nbatch, m, n)) if direct else np.empty((nbatch, m, n), acc)
         if nbatch > 16 or k == 0:
             np.matmul(xv, yv, out=ov)
-            return
-        for j in range(nbatch):
-            gemm(xv[j], yv[j], ov[j], 0.0, threads)
+        else:
+            for j in range(nbatch):
+                gemm(xv[j], yv[j], ov[j], 0.0, threads)
+        if not direct:
+            out[...] = ov.reshape(out.shape)
 
     return run
 
 
 def library_kind(instr: Instruction) -> str | None:
     if instr.opcode == "dot_general" and dot_plan(instr) is not None:
-        return "blas"
+        return "blas" if dot_accumulator(instr).kind in "fc" else "int gemm"  # type: ignore
     if instr.opcode == "convolution" and conv_plan(instr) is not None:
         return "blas"
     if instr.opcode in LIBRARY_VIA_KERNEL:
@@ -139,4 +187,4 @@ def conv_plan(instr: Instruction, threads: int = 1
     return run
 
 
-__all__ = ["conv_plan", "dot_plan", "library_kind", "LIBRARY_VIA_KERNEL", "Any"]
+__all__ = ["conv_plan", "dot_accumulator", "dot_plan", "library_kind", "LIBRARY_VIA_KERNEL", "Any"]

@@ -1,0 +1,310 @@
+"""lapack.py: jaxlib's LAPACK custom calls, cholesky, triangular_solve, fft and sort as library
+thunks on the cpu backend - the interpreter's results (bit for bit where both run the same
+routine), batch dimensions and empty batches, never on the interpreter fallback; host
+callbacks refused when compiling."""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.errors import InterpreterError, Unimplemented
+from xlapy.interpreter import RuntimeState
+
+_TY = {"s": "f32", "d": "f64", "c": "complex<f32>", "z": "complex<f64>"}
+_NP = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+
+
+def _tensor(dims: tuple[int, ...], ty: str) -> str:
+    return f"tensor<{''.join(f'{d}x' for d in dims)}{ty}>"
+
+
+def _module(target: str, config: str, operands: list[str], results: list[str]) -> str:
+    params = ", ".join(f"%arg{i}: {t}" for i, t in enumerate(operands))
+    args = ", ".join(f"%arg{i}" for i in range(len(operands)))
+    n = len(results)
+    outs = ", ".join(f"%0#{i}" for i in range(n)) if n > 1 else "%0"
+    lhs = f"%0:{n}" if n > 1 else "%0"
+    res = f"({', '.join(results)})" if n > 1 else results[0]
+    cfg = f" {{mhlo.backend_config = {{{config}}}}}" if config else ""
+    return (f"module @m {{\n  func.func public @main({params}) -> ({', '.join(results)}) {{\n"
+            f"    {lhs} = stablehlo.custom_call @{target}({args}){cfg} : "
+            f"({', '.join(operands)}) -> {res}\n"
+            f"    return {outs} : {', '.join(results)}\n  }}\n}}\n")
+
+
+def _matrix(t: str, dims: tuple[int, ...], rng: np.random.Generator, spd: bool = False
+            ) -> np.ndarray:
+    x = rng.uniform(-1, 1, dims)
+    if t in "cz":
+        x = x + 1j * rng.uniform(-1, 1, dims)
+    if spd and len(dims) >= 2:
+        x = x @ np.conj(np.swapaxes(x, -1, -2)) + dims[-1] * np.eye(dims[-1])
+    return x.astype(_NP[t])
+
+
+def _cases() -> list[tuple[str, str, str, list[tuple[int, ...]], list[tuple[str, tuple]]]]:
+    """(routine, config, t, operand dims, result (type, dims)) for batch () / (2,) / (0,)."""
+    out = []
+    for t, batch in itertools.product("sdcz", [(), (2,), (0,)]):
+        b = batch
+        ty, real = _TY[t], _TY["s" if t in "sc" else "d"]
+        i32 = "i32"
+        out += [
+            ("potrf", "uplo = 76 : ui8", t, [b + (4, 4)], [(ty, b + (4, 4)), (i32, b)]),
+            ("potrf", "uplo = 85 : ui8", t, [b + (3, 3)], [(ty, b + (3, 3)), (i32, b)]),
+            ("getrf", "", t, [b + (4, 3)], [(ty, b + (4, 3)), (i32, b + (3,)), (i32, b)]),
+            ("geqrf", "", t, [b + (4, 3)], [(ty, b + (4, 3)), (ty, b + (3,))]),
+            ("gesdd", "mode = 83 : ui8", t, [b + (4, 3)],
+             [(ty, b + (4, 3)), (real, b + (3,)), (ty, b + (4, 3)), (ty, b + (3, 3)),
+              (i32, b)]),
+            ("gesdd", "mode = 65 : ui8", t, [b + (3, 4)],
+             [(ty, b + (3, 4)), (real, b + (3,)), (ty, b + (3, 3)), (ty, b + (4, 4)),
+              (i32, b)]),
+            ("syevd" if t in "sd" else "heevd", "mode = 86 : ui8, uplo = 76 : ui8", t,
+             [b + (4, 4)], [(ty, b + (4, 4)), (real, b + (4,)), (i32, b)]),
+            ("trsm", "diag = 78 : ui8, side = 76 : ui8, trans_x = 84 : ui8, uplo = 85 : ui8",
+             t, [b + (3, 3), b + (3, 2)], [(ty, b + (3, 2))]),
+        ]
+        if t in "sd":
+            cty = _TY["c" if t == "s" else "z"]
+            out.append(("geev", "", t, [b + (3, 3)],
+                        [(ty, b + (3,)), (ty, b + (3,)), (cty, b + (3, 3)), (cty, b + (3, 3)),
+                         (i32, b)]))
+        else:
+            out.append(("geev", "", t, [b + (3, 3)],
+                        [(ty, b + (3,)), (ty, b + (3, 3)), (ty, b + (3, 3)), (i32, b)]))
+    return out
+
+
+def _ids(c: tuple) -> str:
+    return f"{c[2]}{c[0]}-{c[1][:8]}-{'x'.join(map(str, c[3][0]))}"
+
+
+def _explain(cpu: object) -> tuple[str, list]:
+    exe = cpu._exe  # type: ignore[attr-defined]
+    return exe.explain(), exe.fallbacks()
+
+
+@pytest.mark.parametrize("case", _cases(), ids=[_ids(c) for c in _cases()])
+def test_custom_call_matches_interpreter(case: tuple) -> None:
+    routine, config, t, operands, results = case
+    ty = _TY[t]
+    text = _module(f"lapack_{t}{routine}_ffi", config, [_tensor(d, ty) for d in operands],
+                   [_tensor(d, rt) for rt, d in results])
+    cpu = xlapy.compile(text, backend="cpu")
+    how, fb = _explain(cpu)
+    assert not fb and "library lapack" in how, how
+    rng = np.random.default_rng(5)
+    args = [_matrix(t, d, rng, spd=routine == "potrf") for d in operands]
+    if routine == "trsm":
+        args[0] = args[0] + 4 * np.eye(3, dtype=args[0].dtype)
+    got = cpu(*args)
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    for g, w in zip(got, want):  # the same scipy routine on the same matrices
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+    for g, a in itertools.product(got, args):
+        assert not np.shares_memory(g, a)
+
+
+def _trsm_text(config: str) -> str:
+    ty = _tensor((3, 3), "f64")
+    return _module("lapack_dtrsm_ffi", config, [ty, _tensor((3, 2), "f64")],
+                   [_tensor((3, 2), "f64")])
+
+
+def test_missing_attribute_is_the_interpreters_error() -> None:
+    """The error the interpreter raises when it runs, at the same time (not when compiling)."""
+    cpu = xlapy.compile(_trsm_text("diag = 78 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8"),
+                        backend="cpu")
+    with pytest.raises(InterpreterError, match="needs the FFI attribute 'side'"):
+        cpu(np.eye(3), np.ones((3, 2)))
+
+
+def test_info_and_not_positive_definite() -> None:
+    text = _module("lapack_dpotrf_ffi", "uplo = 76 : ui8", ["tensor<2x2xf64>"],
+                   ["tensor<2x2xf64>", "tensor<i32>"])
+    _, info = xlapy.compile(text, backend="cpu")(np.array([[1.0, 2.0], [2.0, 1.0]]))
+    assert int(info) == 2
+
+
+def test_host_callback_is_refused_when_compiling() -> None:
+    text = _module("xla_python_cpu_callback", "", ["tensor<3xf32>"], ["tensor<3xf32>"])
+    with pytest.raises(Unimplemented, match="xla_python_cpu_callback"):
+        xlapy.compile(text, backend="cpu")
+
+
+def test_unknown_target_stays_on_the_interpreter_custom_call() -> None:
+    text = _module("my_target", "", ["tensor<3xf32>"], ["tensor<3xf32>"])
+    cpu = xlapy.compile(text, backend="cpu")
+    _, fb = _explain(cpu)
+    assert [op for _, op in fb] == ["custom_call"]
+    x = np.arange(3, dtype=np.float32)
+    rt = RuntimeState(custom_calls={"my_target": lambda ops, shape, attrs: ops[0] * 2})
+    np.testing.assert_array_equal(cpu._exe.run([x], rt), 2 * x)  # type: ignore[attr-defined]
+    with pytest.raises(InterpreterError, match="no target named 'my_target'"):
+        cpu(x)
+
+
+def test_runtime_state_replaces_a_lapack_target() -> None:
+    """RuntimeState.custom_calls takes precedence, as on the interpreter; the result is a copy
+    (a replacement returning its operand must not hand back the argument)."""
+    text = _trsm_text("diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8")
+    cpu = xlapy.compile(text, backend="cpu")
+    b = np.ones((3, 2))
+    rt = RuntimeState(custom_calls={"lapack_dtrsm_ffi": lambda ops, shape, attrs: ops[1]})
+    got = cpu._exe.run([np.eye(3) * 2, b], rt)  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(got, b)
+    assert not np.shares_memory(got, b)
+
+
+# ---- ops ----------------------------------------------------------------------------------------
+def _op_module(sig: str, body: str, ret: str) -> str:
+    return f"func.func @main({sig}) -> {ret} {{\n  {body}\n  return %r : {ret}\n}}\n"
+
+
+def _both(text: str, *args: np.ndarray) -> tuple[object, object, str]:
+    cpu = xlapy.compile(text, backend="cpu")
+    how, fb = _explain(cpu)
+    assert not fb, how
+    return cpu(*args), xlapy.compile(text, backend="interpreter")(*args), how
+
+
+@pytest.mark.parametrize(("ty", "dt"), [("f32", np.float32), ("f64", np.float64),
+                                        ("complex<f64>", np.complex128),
+                                        ("bf16", ml_dtypes.bfloat16)])
+@pytest.mark.parametrize("lower", ["true", "false"])
+@pytest.mark.parametrize("batch", [(), (3,), (0,)])
+def test_cholesky(ty: str, dt: type, lower: str, batch: tuple[int, ...]) -> None:
+    t = _tensor(batch + (4, 4), ty)
+    text = _op_module(f"%a: {t}", f'%r = "stablehlo.cholesky"(%a) {{lower = {lower}}} : '
+                      f"({t}) -> {t}", t)
+    rng = np.random.default_rng(6)
+    a = _matrix("z" if "complex" in ty else "d", batch + (4, 4), rng, spd=True)
+    if batch == (3,):
+        a[1, 0, 0] = -5.0  # not positive definite: NaN in that matrix's triangle
+    a = a.astype(dt)
+    got, want, how = _both(text, a)
+    assert "cholesky" in how and "library lapack" in how
+    assert got.dtype == want.dtype  # type: ignore[union-attr]
+    wide = np.complex128 if "complex" in ty else np.float64  # bf16 NaN == NaN for numpy
+    np.testing.assert_array_equal(np.asarray(got, wide), np.asarray(want, wide))
+
+
+@pytest.mark.parametrize(("ty", "dt"), [("f32", np.float32), ("f64", np.float64),
+                                        ("complex<f32>", np.complex64),
+                                        ("f16", np.float16)])
+@pytest.mark.parametrize(("left", "lower", "unit", "trans"), [
+    ("true", "true", "false", "NO_TRANSPOSE"), ("true", "false", "true", "TRANSPOSE"),
+    ("false", "true", "false", "ADJOINT"), ("false", "false", "false", "NO_TRANSPOSE")])
+@pytest.mark.parametrize("batch", [(), (2,), (0,)])
+def test_triangular_solve(ty: str, dt: type, left: str, lower: str, unit: str, trans: str,
+                          batch: tuple[int, ...]) -> None:
+    ta, tb = _tensor(batch + (5, 5), ty), _tensor(batch + ((5, 3) if left == "true" else
+                                                           (3, 5)), ty)
+    text = _op_module(
+        f"%a: {ta}, %b: {tb}",
+        f'%r = "stablehlo.triangular_solve"(%a, %b) {{left_side = {left}, lower = {lower}, '
+        f"unit_diagonal = {unit}, transpose_a = #stablehlo<transpose {trans}>}} : "
+        f"({ta}, {tb}) -> {tb}", tb)
+    rng = np.random.default_rng(8)
+    t = "z" if "complex" in ty else "d"
+    a = (_matrix(t, batch + (5, 5), rng) + 3 * np.eye(5)).astype(dt)
+    b = _matrix(t, batch + ((5, 3) if left == "true" else (3, 5)), rng).astype(dt)
+    got, want, how = _both(text, a, b)
+    assert "library blas" in how
+    assert got.dtype == want.dtype and got.shape == want.shape  # type: ignore[union-attr]
+    # A diagonally dominant triangle (|diag| >= 2, off-diagonal <= sqrt 2): the two solves'
+    # rounding stays within a few hundred units of the computation type.
+    eps = np.finfo(np.float32 if dt in (np.float16, np.float32, np.complex64)
+                   else np.float64).eps
+    out_eps = np.finfo(dt).eps if dt == np.float16 else 0.0
+    np.testing.assert_allclose(np.asarray(got, np.complex128), np.asarray(want, np.complex128),
+                               rtol=256 * eps + 2 * out_eps, atol=256 * eps + 2 * out_eps)
+
+
+@pytest.mark.parametrize(("kind", "ity", "oty", "idims", "odims", "length"), [
+    ("FFT", "complex<f32>", "complex<f32>", (3, 8), (3, 8), [8]),
+    ("IFFT", "complex<f64>", "complex<f64>", (2, 4, 6), (2, 4, 6), [4, 6]),
+    ("RFFT", "f32", "complex<f32>", (5, 16), (5, 9), [16]),
+    ("IRFFT", "complex<f64>", "f64", (3, 4, 5), (3, 4, 8), [4, 8]),
+    ("FFT", "complex<f32>", "complex<f32>", (0, 8), (0, 8), [8]),
+])
+def test_fft(kind: str, ity: str, oty: str, idims: tuple, odims: tuple, length: list) -> None:
+    ti, to = _tensor(idims, ity), _tensor(odims, oty)
+    text = _op_module(
+        f"%x: {ti}", f'%r = "stablehlo.fft"(%x) {{fft_type = #stablehlo<fft_type {kind}>, '
+        f"fft_length = array<i64: {', '.join(map(str, length))}>}} : ({ti}) -> {to}", to)
+    rng = np.random.default_rng(9)
+    x = _matrix("z" if "complex" in ity else "d", idims, rng).astype(
+        {"f32": np.float32, "f64": np.float64, "complex<f32>": np.complex64,
+         "complex<f64>": np.complex128}[ity])
+    got, want, how = _both(text, x)
+    assert "library fft" in how
+    np.testing.assert_array_equal(got, want)
+
+
+def _sort_text(ty: str, dims: tuple[int, ...], dim: int, cmp: str, swap: bool,
+               compare_type: str, extra: bool) -> str:
+    t = _tensor(dims, ty)
+    ti = _tensor(dims, "i32")
+    a, b = ("%y", "%x") if swap else ("%x", "%y")
+    ops = "(%v, %w)" if extra else "(%v)"
+    params = f"%x: tensor<{ty}>, %y: tensor<{ty}>" + (
+        ", %p: tensor<i32>, %q: tensor<i32>" if extra else "")
+    res = f"({t}, {ti})" if extra else t
+    body = (f'%r{":2" if extra else ""} = "stablehlo.sort"{ops} ({{\n'
+            f"  ^bb0({params}):\n"
+            f"    %c = stablehlo.compare {cmp}, {a}, {b}, {compare_type} : "
+            f"(tensor<{ty}>, tensor<{ty}>) -> tensor<i1>\n"
+            f"    stablehlo.return %c : tensor<i1>\n"
+            f"  }}) {{dimension = {dim} : i64, is_stable = true}} : "
+            f"({t}{', ' + ti if extra else ''}) -> {res}")
+    sig = f"%v: {t}" + (f", %w: {ti}" if extra else "")
+    ret = f"({t}, {ti})" if extra else t
+    text = f"func.func @main({sig}) -> {ret} {{\n  {body}\n"
+    text += (f"  return %r#0, %r#1 : {t}, {ti}\n}}\n" if extra else f"  return %r : {t}\n}}\n")
+    return text
+
+
+@pytest.mark.parametrize(("ty", "dt", "compare_type"), [
+    ("i32", np.int32, "SIGNED"), ("ui8", np.uint8, "UNSIGNED"), ("f32", np.float32, "FLOAT"),
+    ("f64", np.float64, "TOTALORDER"), ("bf16", ml_dtypes.bfloat16, "FLOAT"),
+    ("i1", np.bool_, "UNSIGNED")])
+@pytest.mark.parametrize(("cmp", "swap"), [("LT", False), ("GT", False), ("LT", True)])
+@pytest.mark.parametrize(("dims", "dim"), [((7, 5), 1), ((7, 5), 0), ((0, 4), 1)])
+@pytest.mark.parametrize("extra", [False, True])
+def test_sort(ty: str, dt: type, compare_type: str, cmp: str, swap: bool,
+              dims: tuple[int, ...], dim: int, extra: bool) -> None:
+    text = _sort_text(ty, dims, dim, cmp, swap, compare_type, extra)
+    rng = np.random.default_rng(10)
+    x = rng.integers(-4, 5, dims)
+    x = (x > 0) if dt is np.bool_ else x.astype(np.float64).astype(dt) if ty[0] in "fb" \
+        else x.astype(dt)
+    if ty == "f32" and x.size:
+        x.flat[3] = np.nan  # FLOAT compare with a NaN: the comparator's merge sort
+        x.flat[5] = -0.0
+    args = [x, rng.integers(0, 100, dims).astype(np.int32)] if extra else [x]
+    got, want, how = _both(text, *args)
+    assert "library numpy sort" in how
+    got, want = (got, want) if extra else ((got,), (want,))
+    for g, w in zip(got, want):  # type: ignore[arg-type]
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g.astype(np.float64), w.astype(np.float64))
+
+
+def test_sort_with_other_comparator_is_not_a_library_sort() -> None:
+    """A comparator that is not one compare runs the interpreter's sort, and says so."""
+    text = _sort_text("f32", (4,), 0, "LT", False, "FLOAT", False).replace(
+        "stablehlo.return %c", "%n = stablehlo.not %c : tensor<i1>\n    stablehlo.return %n")
+    cpu = xlapy.compile(text, backend="cpu")
+    how, _ = _explain(cpu)
+    assert "library numpy sort" not in how
+    x = np.array([3.0, 1.0, 2.0, 0.0], np.float32)
+    np.testing.assert_array_equal(cpu(x), xlapy.compile(text, backend="interpreter")(x))

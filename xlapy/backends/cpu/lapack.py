@@ -1,0 +1,397 @@
+"""Linear algebra, FFT and simple sorts as library thunks: jaxlib's `lapack_<t><routine>_ffi`
+custom calls, cholesky, triangular_solve, fft and sort with a one-compare comparator call
+scipy's LAPACK/BLAS wrappers or numpy directly on the slot arrays.
+
+Everything an instruction's attributes decide (FFI attributes, which routine, batch shape,
+result types) is decided once, when the executable is planned; a call runs the routine per
+matrix into fresh output arrays (so results never alias arguments or the arena: the slots are
+native in the ownership sense), with no OpDef.evaluate on the way.
+
+Results are those of the interpreter's kernels (xlapy/ops/custom_call_targets.py,
+xlapy/ops/linalg.py, xlapy/ops/reduction_sort.py): the custom calls run the same scipy
+routines with the same arguments; cholesky runs the same numpy potrf; fft the same pocketfft
+in double precision, rounded once; sort the same stable argsort keys. triangular_solve runs
+BLAS ?trsm (what XLA's CPU backend and jaxlib call) instead of the interpreter's
+row-by-row substitution: the same solution within the solve's rounding error (and inf/NaN,
+never an exception, for a singular matrix), and one BLAS call per matrix instead of n
+numpy passes.
+
+custom_call targets: the jaxlib LAPACK ones registered by custom_call_targets.py (unless a
+program's registry replaced them) run here. A target jax's CPU lowering uses for Python
+callbacks (`xla_python_cpu_callback`, ...) names a Python function in JAX's own process: no
+xlapy process can run it, so compiling it is an Unimplemented error, unless someone
+registered a target of that name. Any other target stays on the interpreter's custom_call
+(explain: interpreter fallback), which finds it in the registry or the per-call
+RuntimeState.custom_calls, or fails as the interpreter does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from scipy.linalg import blas as sblas
+from scipy.linalg import lapack as slapack
+
+from xlapy.errors import Unimplemented, XlapyError
+from xlapy.ir import Instruction
+from xlapy.types import Shape
+
+#: (kind for explain, function(*operands) -> value)
+Plan = tuple[str, Callable[..., Any]]
+_TARGET = re.compile(r"^lapack_([sdcz])(potrf|getrf|geqrf|orgqr|ungqr|syevd|heevd|gesdd|geev"
+                     r"|trsm)_ffi$")
+#: Targets of jax's host callbacks: a Python callable inside JAX's own process.
+HOST_CALLBACKS = frozenset({"xla_python_cpu_callback", "xla_python_gpu_callback",
+                            "xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback",
+                            "xla_ffi_partitioned_python_cpu_callback"})
+_PREFIX = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+
+
+def plan(instr: Instruction) -> Plan | None:
+    """(kind, run) for an instruction this module runs, else None (it runs elsewhere)."""
+    op = instr.opcode
+    if op == "custom_call":
+        return _custom_call(instr)
+    if op == "cholesky":
+        return "lapack", _cholesky(instr)
+    if op == "triangular_solve":
+        return "blas", _triangular_solve(instr)
+    if op == "fft":
+        return "fft", _fft(instr)
+    if op == "sort":
+        run = _sort(instr)
+        return None if run is None else ("numpy sort", run)
+    return None
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+def _leaves(result: Shape) -> list[Shape]:
+    return list(result.tuple_shapes) if result.is_tuple else [result]
+
+
+def _batched(one: Callable[..., Sequence[Any]], leaves: Sequence[Shape], rank0: int
+             ) -> Callable[..., tuple[np.ndarray, ...]]:
+    """run(*operands): `one(*matrices)` for every batch index of operand 0 (its leading
+    dimensions before the last `rank0`), stacked into fresh arrays of `leaves`' shapes."""
+    shapes = [(tuple(s.dimensions), s.dtype) for s in leaves]
+
+    def run(*operands: np.ndarray) -> tuple[np.ndarray, ...]:
+        outs = [np.empty(d, t) for d, t in shapes]
+        for idx in np.ndindex(*operands[0].shape[:operands[0].ndim - rank0]):
+            got = one(*(o[idx] for o in operands))
+            for out, value in zip(outs, got):
+                out[idx] = np.asarray(value).astype(out.dtype, copy=False).reshape(
+                    out[idx].shape)
+        return tuple(outs)
+
+    return run
+
+
+def _failing(error: XlapyError) -> Callable[..., Any]:
+    """A run that raises `error`: attribute errors the interpreter reports when it runs."""
+    def run(*operands: np.ndarray) -> Any:
+        raise error
+
+    return run
+
+
+# ---- custom calls -------------------------------------------------------------------------------
+def _custom_call(instr: Instruction) -> Plan | None:
+    from xlapy.ops.misc import CUSTOM_CALL_TARGETS
+
+    name = instr.attrs.call_target_name
+    registered = CUSTOM_CALL_TARGETS.get(name)
+    if name in HOST_CALLBACKS and registered is None:
+        raise Unimplemented(
+            f"custom_call %{instr.name}: target '{name}' is a JAX host callback (a Python "
+            "function inside JAX's process); xlapy cannot call it - register a target of "
+            "that name (xlapy.ops.misc.register_custom_call) to run this program")
+    m = _TARGET.match(name)
+    if m is None or getattr(registered, "__module__", None) != "xlapy.ops.custom_call_targets":
+        return None  # unknown, or replaced in the registry: the interpreter's custom_call
+    t, routine = m.groups()
+    leaves = _leaves(instr.shape)
+    try:
+        one, rank0 = _ROUTINES[routine](t, instr, leaves)
+    except XlapyError as e:
+        return "lapack", _failing(e)
+    run = _batched(one, leaves, rank0)
+    if instr.shape.is_tuple:
+        return "lapack", run
+    return "lapack", lambda *ops: run(*ops)[0]
+
+
+def _cfg(instr: Instruction) -> dict[str, Any]:
+    from xlapy.ops.custom_call_targets import _config
+
+    return _config(instr.attrs)
+
+
+def _char(instr: Instruction, key: str, allowed: str, default: str | None) -> str:
+    from xlapy.ops.custom_call_targets import _char as char
+
+    return char(_cfg(instr), key, allowed, default, instr.attrs.call_target_name)
+
+
+def _info(target: str) -> Callable[[int], int]:
+    from xlapy.ops.custom_call_targets import _check_info
+
+    return lambda info: _check_info(info, target)
+
+
+OneAndRank = tuple[Callable[..., Sequence[Any]], int]
+
+
+def _potrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    lower = _char(instr, "uplo", "LU", "L") == "L"
+    fn, info = slapack.get_lapack_funcs("potrf", dtype=np.dtype(_PREFIX[t])), _info(
+        instr.attrs.call_target_name)
+
+    def one(a: np.ndarray) -> Sequence[Any]:
+        c, i = fn(a, lower=lower, clean=0, overwrite_a=0)
+        return c, info(i)
+    return one, 2
+
+
+def _getrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    fn, info = slapack.get_lapack_funcs("getrf", dtype=np.dtype(_PREFIX[t])), _info(
+        instr.attrs.call_target_name)
+
+    def one(a: np.ndarray) -> Sequence[Any]:
+        lu, piv, i = fn(a, overwrite_a=0)
+        return lu, piv + 1, info(i)  # LAPACK's 1-based pivots (scipy's are 0-based)
+    return one, 2
+
+
+def _geqrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    fn, info = slapack.get_lapack_funcs("geqrf", dtype=np.dtype(_PREFIX[t])), _info(
+        instr.attrs.call_target_name)
+
+    def one(a: np.ndarray) -> Sequence[Any]:
+        qr, tau, _, i = fn(a, overwrite_a=0)
+        info(i)
+        return qr, tau
+    return one, 2
+
+
+def _orgqr(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    name = "orgqr" if t in "sd" else "ungqr"
+    fn, info = slapack.get_lapack_funcs(name, dtype=np.dtype(_PREFIX[t])), _info(
+        instr.attrs.call_target_name)
+
+    def one(a: np.ndarray, tau: np.ndarray) -> Sequence[Any]:
+        q, _, i = fn(a, tau, overwrite_a=0)
+        info(i)
+        return (q,)
+    return one, 2
+
+
+def _syevd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    lower = _char(instr, "uplo", "LU", "L") == "L"
+    vectors = _char(instr, "mode", "VN", "V") == "V"
+    name = "syevd" if t in "sd" else "heevd"
+    fn, info = slapack.get_lapack_funcs(name, dtype=np.dtype(_PREFIX[t])), _info(
+        instr.attrs.call_target_name)
+
+    def one(a: np.ndarray) -> Sequence[Any]:
+        w, v, i = fn(a, compute_v=int(vectors), lower=int(lower))
+        return (v if vectors else a), w, info(i)
+    return one, 2
+
+
+def _gesdd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    m, n = instr.operands[0].shape.dimensions[-2:]
+    full = leaves[2].dimensions[-2:] == (m, m) and leaves[3].dimensions[-2:] == (n, n)
+    mode = _char(instr, "mode", "ASN", "A" if full else "S")
+    fn, info = slapack.get_lapack_funcs("gesdd", dtype=np.dtype(_PREFIX[t])), _info(
+        instr.attrs.call_target_name)
+    u_shape, vt_shape = leaves[2].dimensions[-2:], leaves[3].dimensions[-2:]
+
+    def one(a: np.ndarray) -> Sequence[Any]:
+        if mode == "N":
+            _, s, _, i = fn(a, compute_uv=0)
+            u, vt = np.zeros(u_shape, a.dtype), np.zeros(vt_shape, a.dtype)
+        else:
+            u, s, vt, i = fn(a, compute_uv=1, full_matrices=int(mode == "A"))
+        return a, s, u, vt, info(i)
+    return one, 2
+
+
+def _geev(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    from xlapy.ops.custom_call_targets import _real_eigenvectors
+
+    fn, info = slapack.get_lapack_funcs("geev", dtype=np.dtype(_PREFIX[t])), _info(
+        instr.attrs.call_target_name)
+
+    def one(a: np.ndarray) -> Sequence[Any]:
+        if t in "sd":
+            wr, wi, vl, vr, i = fn(a, compute_vl=1, compute_vr=1, overwrite_a=0)
+            info(i)
+            return wr, wi, _real_eigenvectors(wi, vl), _real_eigenvectors(wi, vr), i
+        w, vl, vr, i = fn(a, compute_vl=1, compute_vr=1, overwrite_a=0)
+        return w, vl, vr, info(i)
+    return one, 2
+
+
+def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    left = _char(instr, "side", "LR", None) == "L"
+    lower = _char(instr, "uplo", "LU", None) == "L"
+    trans = "NTC".index(_char(instr, "trans_x", "NTC", None))
+    unit = _char(instr, "diag", "NU", None) == "U"
+    fn = sblas.get_blas_funcs("trsm", dtype=np.dtype(_PREFIX[t]))
+
+    def one(a: np.ndarray, b: np.ndarray) -> Sequence[Any]:
+        return (fn(1.0, a, b, side=int(not left), lower=int(lower), trans_a=trans,
+                   diag=int(unit)),)
+    return one, 2
+
+
+_ROUTINES: dict[str, Callable[[str, Instruction, list[Shape]], OneAndRank]] = {
+    "potrf": _potrf, "getrf": _getrf, "geqrf": _geqrf, "orgqr": _orgqr, "ungqr": _orgqr,
+    "syevd": _syevd, "heevd": _syevd, "gesdd": _gesdd, "geev": _geev, "trsm": _trsm,
+}
+
+
+# ---- ops ----------------------------------------------------------------------------------------
+def _compute_dtype(instr: Instruction) -> np.dtype:
+    from xlapy.ops.linalg import accumulate_dtype
+
+    return accumulate_dtype(instr.shape.element_type)
+
+
+def _cholesky(instr: Instruction) -> Callable[..., np.ndarray]:
+    """numpy's batched potrf on the Hermitian matrix rebuilt from the chosen triangle; a
+    matrix that is not positive definite gets NaN in its triangle (as XLA's CPU backend)."""
+    acc, out_dtype = _compute_dtype(instr), instr.shape.dtype
+    lower = instr.attrs.lower
+    dims = tuple(instr.shape.dimensions)
+    n = dims[-1]
+
+    def run(a: np.ndarray) -> np.ndarray:
+        x = a.astype(acc, copy=False)
+        if not lower:
+            x = np.conj(np.swapaxes(x, -1, -2))
+        herm = np.tril(x) + np.conj(np.swapaxes(np.tril(x, -1), -1, -2))
+        flat = herm.reshape(-1, n, n)
+        out = np.zeros_like(flat)
+        if flat.size:
+            try:
+                out = np.linalg.cholesky(flat)
+            except np.linalg.LinAlgError:
+                for i in range(flat.shape[0]):  # only on failure: which matrices fail
+                    try:
+                        out[i] = np.linalg.cholesky(flat[i])
+                    except np.linalg.LinAlgError:
+                        out[i] = np.tril(np.full((n, n), np.nan, flat.dtype))
+        out = out.reshape(dims)
+        if not lower:
+            out = np.conj(np.swapaxes(out, -1, -2))
+        return np.array(out, dtype=out_dtype, order="C")
+
+    return run
+
+
+def _triangular_solve(instr: Instruction) -> Callable[..., np.ndarray]:
+    """?trsm per matrix: op(a) x = b (left side) or x op(a) = b, in the accumulation type
+    (bf16/f16 in f32), rounded once."""
+    from xlapy.ops.linalg import Transpose
+
+    at = instr.attrs
+    acc, out_dtype = _compute_dtype(instr), instr.shape.dtype
+    fn = sblas.get_blas_funcs("trsm", dtype=acc)
+    trans = {Transpose.NO_TRANSPOSE: 0, Transpose.TRANSPOSE: 1, Transpose.ADJOINT: 2}[
+        at.transpose_a]
+    if acc.kind != "c" and trans == 2:
+        trans = 1  # the adjoint of a real matrix is its transpose
+    kw = dict(side=int(not at.left_side), lower=int(at.lower), trans_a=trans,
+              diag=int(at.unit_diagonal))
+    dims = tuple(instr.shape.dimensions)
+
+    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = np.empty(dims, out_dtype)
+        if out.size == 0:
+            return out
+        a, b = a.astype(acc, copy=False), b.astype(acc, copy=False)
+        with np.errstate(all="ignore"):
+            for idx in np.ndindex(*dims[:-2]):
+                out[idx] = fn(1.0, a[idx], b[idx], **kw)
+        return out
+
+    return run
+
+
+def _fft(instr: Instruction) -> Callable[..., np.ndarray]:
+    """numpy's pocketfft in double precision, rounded once (the interpreter's kernel)."""
+    from xlapy.ops.linalg import FftType
+
+    at = instr.attrs
+    dims, out_dtype = tuple(instr.shape.dimensions), instr.shape.dtype
+    rank = instr.operands[0].shape.rank
+    axes = tuple(range(rank - len(at.fft_length), rank))
+    wide = np.complex128 if instr.operands[0].shape.element_type.is_complex else np.float64
+    ft, lengths = at.fft_type, tuple(at.fft_length)
+    empty = any(d == 0 for d in dims) or 0 in instr.operands[0].shape.dimensions
+    fn: Callable[[np.ndarray], np.ndarray] = {
+        FftType.FFT: lambda x: np.fft.fftn(x, axes=axes),
+        FftType.IFFT: lambda x: np.fft.ifftn(x, axes=axes),
+        FftType.RFFT: lambda x: np.fft.rfftn(x, axes=axes),
+        FftType.IRFFT: lambda x: np.fft.irfftn(x, s=lengths, axes=axes),
+    }[ft]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        if empty:
+            return np.zeros(dims, out_dtype)
+        return fn(x.astype(wide)).astype(out_dtype)
+
+    return run
+
+
+def _sort(instr: Instruction) -> Callable[..., Any] | None:
+    """A sort whose comparator is one LT/GT compare of operand 0's pair: numpy's stable
+    argsort of an order-preserving integer key (reduction_sort._sort_key), then one gather
+    per operand. A float key under a FLOAT compare with NaNs present is no strict weak order:
+    that call runs the interpreter's merge sort with the compare as numpy's less/greater."""
+    from xlapy.ops.attrs import ComparisonDirection
+    from xlapy.ops.reduction import collate
+    from xlapy.ops.reduction_sort import _merge_sort, _sort_key
+
+    region = instr.called[0]
+    root = region.root
+    if root is None or root.opcode != "compare" or any(
+            i.opcode != "parameter" for i in region.instructions if i is not root):
+        return None
+    lhs, rhs = root.operands
+    if lhs.opcode != "parameter" or rhs.opcode != "parameter":
+        return None
+    pair = (lhs.attrs.number, rhs.attrs.number)
+    direction = root.attrs.comparison_direction
+    if pair not in ((0, 1), (1, 0)) or direction not in (ComparisonDirection.LT,
+                                                         ComparisonDirection.GT):
+        return None
+    if instr.operands[0].shape.element_type.is_complex:
+        return None
+    descending = (direction is ComparisonDirection.GT) == (pair == (0, 1))
+    compare_type = root.attrs.compare_type
+    rank = instr.operands[0].shape.rank
+    axis = instr.attrs.dimension % rank if rank else 0
+    less = np.greater if descending else np.less  # FLOAT compare: the comparator itself
+
+    def run(*xs: np.ndarray) -> Any:
+        if rank == 0:
+            return collate([x.copy() for x in xs])
+        moved = [np.moveaxis(x, axis, -1) for x in xs]
+        key = _sort_key(moved[0], compare_type)
+        if key is None:
+            perm = _merge_sort(lambda a, b: (less(a, b),), moved[:1])
+        else:
+            perm = np.argsort(~key if descending else key, axis=-1, kind="stable")
+        return collate([np.ascontiguousarray(np.moveaxis(
+            np.take_along_axis(x, perm, axis=-1), -1, axis)) for x in moved])
+
+    return run
+
+
+__all__ = ["plan", "HOST_CALLBACKS", "Plan"]
