@@ -73,6 +73,15 @@ func.func @main(%x: tensor<8x16x32x32xf32>, %w: tensor<32x16x3x3xf32>) -> tensor
 """
 
 
+BATCHED = """
+func.func @main(%x: tensor<32x64x128xf32>, %w: tensor<32x128x96xf32>) -> tensor<32x64x96xf32> {
+  %o = stablehlo.dot_general %x, %w, batching_dims = [0] x [0], contracting_dims = [2] x [1]
+      : (tensor<32x64x128xf32>, tensor<32x128x96xf32>) -> tensor<32x64x96xf32>
+  return %o : tensor<32x64x96xf32>
+}
+"""
+
+
 def _args(text: str) -> list[np.ndarray]:
     prog = xlapy.compile(text, "cpu", options={"num_threads": 1})
     rng = np.random.default_rng(7)
@@ -80,8 +89,8 @@ def _args(text: str) -> list[np.ndarray]:
             for p in prog._exe.comp.parameters]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("text", [SUMS, SOFTMAX, MLP, WIDE, CONV],
-                         ids=["sums", "softmax", "mlp", "wide_dot", "conv"])
+@pytest.mark.parametrize("text", [SUMS, SOFTMAX, MLP, WIDE, CONV, BATCHED],
+                         ids=["sums", "softmax", "mlp", "wide_dot", "conv", "batched_dot"])
 def test_bits_do_not_depend_on_thread_count(text: str) -> None:
     args = _args(text)
     results = {}
