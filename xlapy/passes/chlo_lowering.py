@@ -16,9 +16,12 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   asin = 2 atan2(x, 1 + sqrt((1 - x)(1 + x))); acos = x == -1 ? pi :
   2 atan2(sqrt((1 - x)(1 + x)), 1 + x); atan = atan2(x, 1);
   erfc (f16/bf16/f32 only) = |x| < 1 ? 1 - erf(x) : Cephes' erfcf rational forms in 1/x^2;
-  erf_inv (f16/bf16/f32 only) = Giles' single-precision polynomials.
-Complex sinh/cosh/asin/..., f64 erfc / erf_inv, lgamma, digamma, polygamma, zeta,
-bessel_i1e, ragged_dot and scan stay chlo ops (their direct evaluation is the reference).
+  erf_inv = Giles' single-precision polynomials (f64: his double-precision ones);
+  lgamma = Lanczos (g = 7, 9 terms) with log(pi / |sin(pi x)|) - lgamma(1 - x) below 1/2;
+  digamma = the Lanczos form's derivative with psi(1 - x) - pi cot(pi x) below 1/2, NaN at
+  the poles.
+Complex sinh/cosh/asin/..., f64 erfc, polygamma, zeta, bessel_i1e, ragged_dot and scan stay
+chlo ops (their direct evaluation is the reference).
 """
 
 from __future__ import annotations
@@ -141,12 +144,137 @@ def _erf_inv(g: _G, x: I) -> I:
     return g.select(edge, g.multiply(x, g.k(math.inf, x)), g.multiply(p, x))
 
 
+#: Lanczos approximation (g = 7, 9 terms) as XLA's chlo legalization uses it.
+_LANCZOS_G = 7.0
+_LANCZOS_BASE = 0.99999999999980993227684700473478
+_LANCZOS = (676.520368121885098567009190444019, -1259.13921672240287047156078755283,
+            771.3234287776530788486528258894, -176.61502916214059906584551354,
+            12.507343278686904814458936853, -0.13857109526572011689554707,
+            9.984369578019570859563e-6, 1.50563273514931155834e-7)
+
+
+def _lanczos_z(g: _G, x: I) -> tuple[I, I]:
+    """(x < 0.5, z): z = -x where the reflection formula applies, else x - 1."""
+    reflect = g.cmp(x, g.k(0.5, x), "LT")
+    return reflect, g.select(reflect, g.negate(x), g.subtract(x, g.k(1, x)))
+
+
+def _log_t(g: _G, z: I) -> tuple[I, I]:
+    """(t, log t) with t = z + g + 1/2, log t = log(g + 1/2) + log1p(z / (g + 1/2))."""
+    gh = _LANCZOS_G + 0.5
+    t = g.add(z, g.k(gh, z))
+    return t, g.add(g.k(math.log(gh), z), g.log_plus_one(g.divide(z, g.k(gh, z))))
+
+
+def _lgamma(g: _G, x: I) -> I:
+    """XLA's lgamma: Lanczos for x >= 0.5, reflection log(pi / |sin(pi x)|) - lgamma(1 - x)
+    below; +inf at +-inf and at the poles."""
+    reflect, z = _lanczos_z(g, x)
+    acc = g.k(_LANCZOS_BASE, x)
+    for i, c in enumerate(_LANCZOS):
+        acc = g.add(acc, g.divide(g.k(c, x), g.add(z, g.k(i + 1, x))))
+    t, log_t = _log_t(g, z)
+    log_y = g.add(g.add(g.k(math.log(math.sqrt(2 * math.pi)), x),
+                        g.multiply(g.subtract(g.add(z, g.k(0.5, x)), g.divide(t, log_t)),
+                                   log_t)),
+                  g.log(acc))
+    ax = g.abs(x)
+    frac = g.subtract(ax, g.floor(ax))
+    red = g.select(g.cmp(frac, g.k(0.5, x), "GT"), g.subtract(g.k(1, x), frac), frac)
+    denom = g.log(g.sine(g.multiply(g.k(math.pi, x), red)))
+    refl = g.select(g.is_finite(denom),
+                    g.subtract(g.subtract(g.k(math.log(math.pi), x), denom), log_y),
+                    g.negate(denom))
+    out = g.select(reflect, refl, log_y)
+    return g.select(g.cmp(ax, g.k(math.inf, x), "EQ"), g.k(math.inf, x), out)
+
+
+def _digamma(g: _G, x: I) -> I:
+    """XLA's digamma: the derivative of the Lanczos form for x >= 0.5, the reflection
+    psi(1 - x) - pi cot(pi x) below; NaN at 0 and the negative integers."""
+    reflect, z = _lanczos_z(g, x)
+    num = g.k(0, x)
+    den = g.k(_LANCZOS_BASE, x)
+    for i, c in enumerate(_LANCZOS):
+        zi = g.add(z, g.k(i + 1, x))
+        num = g.subtract(num, g.divide(g.k(c, x), g.multiply(zi, zi)))
+        den = g.add(den, g.divide(g.k(c, x), zi))
+    t, log_t = _log_t(g, z)
+    y = g.subtract(g.add(log_t, g.divide(num, den)), g.divide(g.k(_LANCZOS_G, x), t))
+    red = g.add(x, g.abs(g.floor(g.add(x, g.k(0.5, x)))))
+    pr = g.multiply(g.k(math.pi, x), red)
+    refl = g.subtract(y, g.divide(g.multiply(g.k(math.pi, x), g.cosine(pr)), g.sine(pr)))
+    out = g.select(reflect, refl, y)
+    pole = g.op("and", g.cmp(x, g.k(0, x), "LE"), g.cmp(x, g.floor(x), "EQ"))
+    return g.select(pole, g.k(math.nan, x), out)
+
+
+#: Giles' double-precision erf_inv, as XLA's chlo legalization (w < 6.25, < 16, >= 16).
+_ERFINV64_A = (-3.6444120640178196996e-21, -1.685059138182016589e-19,
+               1.2858480715256400167e-18, 1.115787767802518096e-17,
+               -1.333171662854620906e-16, 2.0972767875968561637e-17,
+               6.6376381343583238325e-15, -4.0545662729752068639e-14,
+               -8.1519341976054721522e-14, 2.6335093153082322977e-12,
+               -1.2975133253453532498e-11, -5.4154120542946279317e-11,
+               1.051212273321532285e-09, -4.1126339803469836976e-09,
+               -2.9070369957882005086e-08, 4.2347877827932403518e-07,
+               -1.3654692000834678645e-06, -1.3882523362786468719e-05,
+               0.0001867342080340571352, -0.00074070253416626697512,
+               -0.0060336708714301490533, 0.24015818242558961693, 1.6536545626831027356)
+_ERFINV64_B = (2.2137376921775787049e-09, 9.0756561938885390979e-08,
+               -2.7517406297064545428e-07, 1.8239629214389227755e-08,
+               1.5027403968909827627e-06, -4.013867526981545969e-06,
+               2.9234449089955446044e-06, 1.2475304481671778723e-05,
+               -4.7318229009055733981e-05, 6.8284851459573175448e-05,
+               2.4031110387097893999e-05, -0.0003550375203628474796,
+               0.00095328937973738049703, -0.0016882755560235047313,
+               0.0024914420961078508066, -0.0037512085075692412107,
+               0.005370914553590063617, 1.0052589676941592334, 3.0838856104922207635)
+_ERFINV64_C = (-2.7109920616438573243e-11, -2.5556418169965252055e-10,
+               1.5076572693500548083e-09, -3.7894654401267369937e-09,
+               7.6157012080783393804e-09, -1.4960026627149240478e-08,
+               2.9147953450901080826e-08, -6.7711997758452339498e-08,
+               2.2900482228026654717e-07, -9.9298272942317002539e-07,
+               4.5260625972231537039e-06, -1.9681778105531670567e-05,
+               7.5995277030017761139e-05, -0.00021503011930044477347,
+               -0.00013871931833623122026, 1.0103004648645343977, 4.8499064014085844221)
+
+
+def _erf_inv_f64(g: _G, x: I) -> I:
+    w = g.negate(g.log_plus_one(g.multiply(x, g.negate(x))))
+    lt625 = g.cmp(w, g.k(6.25, x), "LT")
+    lt16 = g.cmp(w, g.k(16, x), "LT")
+
+    def coeff(i: int) -> I:
+        c = g.k(_ERFINV64_A[i], x)
+        if i < len(_ERFINV64_B):
+            c = g.select(lt625, c, g.k(_ERFINV64_B[i], x))
+        if i < len(_ERFINV64_C):
+            c = g.select(lt16, c, g.k(_ERFINV64_C[i], x))
+        return c
+
+    shift = g.select(lt16, g.k(3.25, x), g.k(5.0, x))
+    w = g.select(lt625, g.subtract(w, g.k(3.125, x)), g.subtract(g.sqrt(w), shift))
+    p = coeff(0)
+    for i in range(1, len(_ERFINV64_A)):
+        step = g.add(coeff(i), g.multiply(p, w))
+        p = step if i < len(_ERFINV64_C) else \
+            g.select(lt16 if i < len(_ERFINV64_B) else lt625, step, p)
+    edge = g.cmp(g.abs(x), g.k(1, x), "EQ")
+    return g.select(edge, g.multiply(x, g.k(math.inf, x)), g.multiply(p, x))
+
+
+def _erf_inv_any(g: _G, x: I) -> I:
+    return _erf_inv_f64(g, x) if x.shape.element_type is ElementType.F64 else _erf_inv(g, x)
+
+
 _REAL_FNS: dict[str, tuple[Callable[[_G, I], I], bool]] = {
     # name: (lowering, also for f64)
     "chlo.sinh": (_sinh, True), "chlo.cosh": (_cosh, True), "chlo.asinh": (_asinh, True),
     "chlo.acosh": (_acosh, True), "chlo.atanh": (_atanh, True), "chlo.asin": (_asin, True),
     "chlo.acos": (_acos, True), "chlo.atan": (_atan, True), "chlo.erfc": (_erfc, False),
-    "chlo.erf_inv": (_erf_inv, False),
+    "chlo.erf_inv": (_erf_inv_any, True), "chlo.lgamma": (_lgamma, True),
+    "chlo.digamma": (_digamma, True),
 }
 
 

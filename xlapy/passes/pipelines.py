@@ -77,10 +77,13 @@ def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = 
 
 
 def backend_pipeline() -> Pipeline:
-    """What the cpu backend runs before planning its kernels: calls inlined (JAX's private
-    functions would each be a thunk boundary), then the bit-exact simplifications, CSE and
-    DCE. Fusion, scheduling and the arena are the backend's own (docs/architecture.md)."""
-    return Pipeline("backend", [CallInliner(), simplification_group(exact_only=True),
+    """What the cpu backend runs before planning its kernels: chlo ops lowered to HLO (XLA's
+    decompositions, so they compile to kernels instead of running on the interpreter),
+    calls inlined (JAX's private functions would each be a thunk boundary), then the
+    bit-exact simplifications, CSE and DCE. Fusion, scheduling and the arena are the
+    backend's own (docs/architecture.md)."""
+    return Pipeline("backend", [ChloLowering(), CallInliner(),
+                                simplification_group(exact_only=True),
                                 SplatToBroadcast(), CommonSubexpressionElimination(),
                                 DeadCodeElimination()])
 

@@ -30,11 +30,23 @@ class CpuBackend:
                          options: dict[str, Any] | None = None) -> Any:
         """One function of an already verified module (test files hold several, no entry).
         No backend pipeline: conformance chunks feed constants, which it would fold away,
-        leaving the kernels untested."""
+        leaving the kernels untested; only chlo ops are lowered (to native kernels)."""
         from xlapy.backends.cpu.executable import CpuExecutable
+        from xlapy.passes.chlo_lowering import ChloLowering
 
         with _no_gc():
+            if _has_chlo(module):
+                # Lowered on a copy (the caller's module is not ours to rewrite); the
+                # lowering only adds ops, it folds nothing.
+                module = module.clone()
+                ChloLowering().run(module)
+                comp = module.get(comp.name)
             return CpuExecutable(comp, module, options)
+
+
+def _has_chlo(module: Module) -> bool:
+    return any(i.opcode.startswith("chlo.") for c in module.computations
+               for i in c.instructions)
 
 
 @contextlib.contextmanager

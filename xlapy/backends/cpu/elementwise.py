@@ -7,8 +7,10 @@ run with MXCSR FTZ set (llvm_util.set_ftz_daz), so results flush as on XLA CPU; 
 of every non-bit-level op are flushed explicitly (`flush`), which is XLA CPU's DAZ without
 letting DAZ touch selects and copies.
 
-Element types outside `SUPPORTED` (f8, int4/uint4, complex) and (op, type) pairs missing from
-the table are not compiled: the backend runs those instructions through the interpreter.
+f8 types compute in f32 like bf16/f16 and s2/s4/u2/u4 as i2/i4, each stored in one byte
+(elementwise_bits.py). Element types outside `SUPPORTED` (f4/f6, f8e8m0fnu, complex) and
+(op, type) pairs missing from the table are not compiled: the backend runs those
+instructions through the interpreter.
 """
 
 from __future__ import annotations
@@ -38,14 +40,21 @@ from xlapy.backends.cpu.math_poly import Math
 from xlapy.ops.attrs import ComparisonDirection, ComparisonType
 from xlapy.types import ElementType as ET
 
-FLOATS = frozenset({ET.BF16, ET.F16, ET.F32, ET.F64})
-INTS = frozenset({ET.S8, ET.S16, ET.S32, ET.S64, ET.U8, ET.U16, ET.U32, ET.U64})
+#: 8-bit floats (f32 compute, one byte stored; elementwise_bits.py) and sub-byte integers
+#: (iN compute, one byte stored).
+F8 = frozenset({ET.F8E4M3FN, ET.F8E5M2, ET.F8E4M3FNUZ, ET.F8E5M2FNUZ, ET.F8E4M3B11FNUZ,
+                ET.F8E4M3, ET.F8E3M4})
+SMALL_INTS = frozenset({ET.S2, ET.S4, ET.U2, ET.U4})
+FLOATS = frozenset({ET.BF16, ET.F16, ET.F32, ET.F64}) | F8
+INTS = frozenset({ET.S8, ET.S16, ET.S32, ET.S64, ET.U8, ET.U16, ET.U32, ET.U64}) | SMALL_INTS
 SUPPORTED = FLOATS | INTS | {ET.PRED}
+#: Types computed in f32 and rounded back to their storage after every op.
+_NARROW = frozenset({ET.BF16, ET.F16}) | F8
 
 
 def storage_type(t: ET) -> ir.Type:
     """The IR type of one element in memory."""
-    if t is ET.PRED:
+    if t is ET.PRED or t in F8 or t in SMALL_INTS:
         return I8
     if t is ET.BF16:
         return I16
@@ -61,7 +70,7 @@ def storage_type(t: ET) -> ir.Type:
 def compute_type(t: ET) -> ir.Type:
     if t is ET.PRED:
         return I1
-    if t in (ET.BF16, ET.F16, ET.F32):
+    if t in _NARROW or t is ET.F32:
         return F32
     if t is ET.F64:
         return F64
@@ -71,6 +80,10 @@ def compute_type(t: ET) -> ir.Type:
 def from_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
     if t is ET.PRED:
         return b.icmp_unsigned("!=", v, splat(v.type, 0))
+    if t in F8:
+        return _bits.f8_decode(b, v, t)
+    if t in SMALL_INTS:
+        return b.trunc(v, like(v.type, ir.IntType(t.bits)))
     if t is ET.BF16:
         wide = like(v.type, I32)
         return b.bitcast(b.shl(b.zext(v, wide), splat(wide, 16)), like(v.type, F32))
@@ -80,8 +93,10 @@ def from_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
 
 
 def to_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
-    if t is ET.PRED:
+    if t is ET.PRED or t in SMALL_INTS:
         return b.zext(v, like(v.type, I8))
+    if t in F8:
+        return _bits.f8_encode(b, v, t)
     if t is ET.BF16:
         return _bf16_bits(b, v)
     if t is ET.F16:
@@ -101,8 +116,8 @@ def _bf16_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 
 
 def round_to(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
-    """A compute value rounded to `t` and back (the per-op rounding of bf16/f16)."""
-    if t in (ET.BF16, ET.F16):
+    """A compute value rounded to `t` and back (the per-op rounding of bf16/f16/f8)."""
+    if t in _NARROW:
         return from_storage(b, to_storage(b, v, t), t)
     return v
 
@@ -406,7 +421,9 @@ TABLE: dict[str, tuple[frozenset[ET], Emit]] = {
     "round_nearest_afz": (_F, _fintr("round")),
     "is_finite": (_F, _is_finite),
     "not": (_I | _P, _not),
-    "popcnt": (_I, _popcnt),
+    # s2/s4: the interpreter counts the bits of the 8-bit sign extension (XLA: of the 4
+    # bits); left to it until the two agree.
+    "popcnt": (_I - {ET.S2, ET.S4}, _popcnt),
     "count_leading_zeros": (_I, _clz),
     "exponential": (_F, _math("exp")),
     "log": (_F, _math("log")),
@@ -430,12 +447,15 @@ INEXACT = frozenset({"exponential", "log", "log_plus_one", "exponential_minus_on
 
 def supports(opcode: str, t: ET) -> bool:
     row = TABLE.get(opcode)
-    return row is not None and t in row[0]
+    return row is not None and t in row[0] or _libm.supports(opcode, t)
 
 
 def emit(b: ir.IRBuilder, opcode: str, args: Sequence[ir.Value], t: ET, out: ET) -> ir.Value:
     """The op on compute values of operand type `t`, rounded to the result type `out`."""
-    _, fn = TABLE[opcode]
+    row = TABLE.get(opcode)
+    if row is None or t not in row[0]:
+        return _libm.emit(b, opcode, args, t, out)
+    _, fn = row
     if opcode not in RAW and t.is_float:
         args = [flush(b, a) for a in args]
     return round_to(b, fn(b, args, t), out)
@@ -498,7 +518,8 @@ def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
         return b.icmp_unsigned("!=", x, splat(x.type, 0))
     if s is ET.PRED:
         v = b.zext(x, like(x.type, I8))
-        return b.uitofp(v, ct) if t.is_float else b.zext(v, ct) if t.bits > 8 else v
+        return b.uitofp(v, ct) if t.is_float else b.zext(v, ct) if t.bits > 8 else \
+            b.trunc(v, ct) if t.bits < 8 else v
     f32, f64, f16 = like(x.type, F32), like(x.type, F64), like(x.type, F16)
     if t.is_float:
         if s.is_integer:
@@ -523,3 +544,7 @@ def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
     if t.bits > s.bits:
         return b.sext(x, ct) if s.is_signed else b.zext(x, ct)
     return x
+
+
+from xlapy.backends.cpu import elementwise_bits as _bits  # noqa: E402  (they build on this module)
+from xlapy.backends.cpu import elementwise_libm as _libm  # noqa: E402

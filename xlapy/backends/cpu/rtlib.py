@@ -55,6 +55,9 @@ CONVERSIONS = {
 }
 #: 128-bit division and remainder defined here.
 DIVISIONS = ("__udivti3", "__umodti3", "__divti3", "__modti3")
+#: fmod on the bits (integer-only, so exact whatever MXCSR's flush modes; glibc's fmod
+#: multiplies a subnormal result by one, which FTZ flushes): name -> format.
+FMODS = {"xlapy_fmodf": "sf", "xlapy_fmod": "df"}
 #: libc / libm functions bound by address (LLVM's libcalls and what the drivers call).
 LIBC = ("memcpy", "memmove", "memset", "syscall")
 LIBM = tuple(f + s for f in ("fmod", "fma", "floor", "ceil", "trunc", "round", "rint",
@@ -63,7 +66,7 @@ LIBM = tuple(f + s for f in ("fmod", "fma", "floor", "ceil", "trunc", "round", "
                              "fmin", "fmax", "cbrt", "atan2", "hypot", "expm1", "log1p",
                              "sinh", "cosh", "tanh", "asin", "acos", "atan", "erf")
              for s in ("", "f"))
-DEFINED = tuple(CONVERSIONS) + DIVISIONS
+DEFINED = tuple(CONVERSIONS) + DIVISIONS + tuple(FMODS)
 #: Every symbol the runtime library provides.
 SYMBOLS = frozenset(DEFINED + LIBC + LIBM)
 
@@ -75,6 +78,8 @@ def module(triple: str) -> ir.Module:
     for name, (src, dst) in CONVERSIONS.items():
         _conversion(mod, name, src, dst)
     _divisions(mod)
+    for name, fmt in FMODS.items():
+        _fmod(mod, name, fmt)
     return mod
 
 
@@ -237,6 +242,87 @@ def _divisions(mod: ir.Module) -> None:
             flip = b.xor(neg_a, neg_d) if is_div else neg_a
             v = b.select(flip, b.neg(v), v)
         b.ret(v)
+
+
+# ---- fmod -------------------------------------------------------------------------------------
+def _fmod(mod: ir.Module, name: str, fmt: str) -> None:
+    """C fmod on IEEE bits (musl's algorithm): the remainder of |x| by |y| by shift-subtract
+    on the significands, one step per exponent difference, with x's sign; exact, subnormal
+    inputs and results kept. NaN for a NaN input, x = +-inf or y = +-0."""
+    ft, e_bits, m_bits = _FORMATS[fmt]
+    n = 1 + e_bits + m_bits
+    it = ir.IntType(n)
+    fn = ir.Function(mod, ir.FunctionType(ft(), [ft(), ft()]), name=name)
+    blocks = {k: fn.append_basic_block(k) for k in
+              ("entry", "nan", "small", "prep", "loop", "body", "last", "norm", "done", "zero")}
+    b = ir.IRBuilder(blocks["entry"])
+
+    def c(v: int) -> ir.Constant:
+        return ir.Constant(it, v)
+
+    x, y = fn.args
+    ux, uy = b.bitcast(x, it), b.bitcast(y, it)
+    sx = b.and_(ux, c(1 << (n - 1)))
+    ax, ay = b.and_(ux, c((1 << (n - 1)) - 1)), b.and_(uy, c((1 << (n - 1)) - 1))
+    inf = ((1 << e_bits) - 1) << m_bits
+    bad = b.or_(b.or_(b.icmp_unsigned("==", ay, c(0)), b.icmp_unsigned(">", ay, c(inf))),
+                b.icmp_unsigned(">=", ax, c(inf)))
+    b.cbranch(bad, blocks["nan"], blocks["small"])
+
+    b.position_at_end(blocks["nan"])
+    b.ret(b.bitcast(c(inf | (1 << (m_bits - 1))), ft()))
+
+    b.position_at_end(blocks["small"])  # |x| < |y|: x itself
+    b.cbranch(b.icmp_unsigned("<", ax, ay), blocks["done"], blocks["prep"])
+
+    def split(a: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(significand with its leading one at bit m_bits, exponent; below 1: subnormal)."""
+        e = b.lshr(a, c(m_bits))
+        sub = b.icmp_unsigned("==", e, c(0))
+        lz = b.call(_ctlz(mod, it), [a, ir.Constant(I1, 0)])
+        k = b.sub(lz, c(e_bits))  # shifts bringing a subnormal's leading one to bit m_bits
+        mant = b.select(sub, b.shl(a, k), b.or_(b.and_(a, c((1 << m_bits) - 1)),
+                                                 c(1 << m_bits)))
+        return mant, b.select(sub, b.sub(c(1), k), e)
+
+    prep = blocks["prep"]
+    b.position_at_end(prep)
+    mx0, ex0 = split(ax)
+    my, ey = split(ay)
+    b.cbranch(b.icmp_unsigned("==", ax, ay), blocks["zero"], blocks["loop"])
+
+    b.position_at_end(blocks["loop"])  # one shift-subtract step per exponent difference
+    mx = b.phi(it)
+    ex = b.phi(it)
+    mx.add_incoming(mx0, prep)
+    ex.add_incoming(ex0, prep)
+    b.cbranch(b.icmp_signed(">", ex, ey), blocks["body"], blocks["last"])
+    b.position_at_end(blocks["body"])
+    d = b.sub(mx, my)
+    ge = b.icmp_signed(">=", d, c(0))
+    mx.add_incoming(b.shl(b.select(ge, d, mx), c(1)), blocks["body"])
+    ex.add_incoming(b.sub(ex, c(1)), blocks["body"])
+    b.cbranch(b.icmp_unsigned("==", d, c(0)), blocks["zero"], blocks["loop"])
+
+    b.position_at_end(blocks["last"])
+    d = b.sub(mx, my)
+    r = b.select(b.icmp_signed(">=", d, c(0)), d, mx)
+    b.cbranch(b.icmp_unsigned("==", r, c(0)), blocks["zero"], blocks["norm"])
+
+    b.position_at_end(blocks["norm"])  # renormalize: the leading one back to bit m_bits
+    lz = b.call(_ctlz(mod, it), [r, ir.Constant(I1, 0)])
+    k = b.sub(lz, c(e_bits))
+    mr = b.shl(r, k)
+    er = b.sub(ex, k)
+    normal = b.or_(b.shl(er, c(m_bits)), b.and_(mr, c((1 << m_bits) - 1)))
+    tiny = b.lshr(mr, b.sub(c(1), er))  # a subnormal result is exact: the bits dropped are 0
+    mag = b.select(b.icmp_signed(">", er, c(0)), normal, tiny)
+    b.ret(b.bitcast(b.or_(mag, sx), ft()))
+
+    b.position_at_end(blocks["done"])
+    b.ret(x)
+    b.position_at_end(blocks["zero"])
+    b.ret(b.bitcast(sx, ft()))
 
 
 # ---- libc / libm -------------------------------------------------------------------------------

@@ -8,11 +8,11 @@ from pathlib import Path
 from xlapy.cli.main import main
 
 PROGRAM = """
-func.func @main(%x: tensor<4xf32>, %k: tensor<4xi32>) -> (tensor<4xf32>, tensor<4xf32>) {
+func.func @main(%x: tensor<4xf32>, %k: tensor<4xi32>) -> (tensor<4xf32>, tensor<4x4xi8>) {
   %y = stablehlo.exponential %x : tensor<4xf32>
   %z = stablehlo.add %y, %x : tensor<4xf32>
-  %c = stablehlo.bitcast_convert %k : (tensor<4xi32>) -> tensor<4xf32>
-  return %z, %c : tensor<4xf32>, tensor<4xf32>
+  %c = stablehlo.bitcast_convert %k : (tensor<4xi32>) -> tensor<4x4xi8>
+  return %z, %c : tensor<4xf32>, tensor<4x4xi8>
 }
 """
 

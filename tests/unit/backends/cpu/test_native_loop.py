@@ -65,9 +65,10 @@ def test_stablehlo_style_loop_with_pass_through(n: int) -> None:
 
 
 def test_loop_with_fallback_op_stays_in_python() -> None:
-    # reduce_precision runs on interpreter kernels (halving keeps values exact in f16).
+    # complex values run on the interpreter: real(complex(v2, v2)) is v2.
     text = SHLO_LOOP.replace("%v3 = stablehlo.add %v2, %v : tensor<8xf32>",
-                             "%v3 = stablehlo.reduce_precision %v2, format = e5m10 : "
+                             "%cx = stablehlo.complex %v2, %v2 : tensor<8xcomplex<f32>>\n"
+                             "      %v3 = stablehlo.real %cx : (tensor<8xcomplex<f32>>) -> "
                              "tensor<8xf32>")
     cpu = xlapy.compile(text, backend="cpu")
     assert "native while loop" not in cpu._exe.explain()
@@ -130,7 +131,8 @@ func.func @main(%n: tensor<i32>, %step: tensor<i32>) -> tensor<i32> {
 FALLBACK_STEP_LOOP = STEP_LOOP.replace(
     "%i2 = stablehlo.add %i, %s : tensor<i32>",
     "%f = stablehlo.convert %i : (tensor<i32>) -> tensor<f32>\n"
-    "      %g = stablehlo.reduce_precision %f, format = e8m23 : tensor<f32>\n"
+    "      %c = stablehlo.complex %f, %f : tensor<complex<f32>>\n"
+    "      %g = stablehlo.real %c : (tensor<complex<f32>>) -> tensor<f32>\n"
     "      %d = stablehlo.convert %g : (tensor<f32>) -> tensor<i32>\n"
     "      %i2 = stablehlo.add %d, %s : tensor<i32>")
 

@@ -1,0 +1,223 @@
+"""bitcast_convert (same width) and reduce_precision compiled in kernels, and the f8 /
+sub-byte integer types (elementwise_bits.py): bit for bit against the interpreter,
+exhaustive over the 16-bit and smaller types, never through the interpreter fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.unit.backends.cpu.util import module, op, run_both, values
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import elementwise_libm as libm
+from xlapy.ops.base import OPS
+from xlapy.ops.elementwise_convert import BitcastConvertAttrs, ConvertAttrs, ReducePrecisionAttrs
+from xlapy.types import ElementType as ET
+from xlapy.types import Shape
+
+SAME_WIDTH = {16: [ET.S16, ET.U16, ET.F16, ET.BF16], 32: [ET.S32, ET.U32, ET.F32],
+              64: [ET.S64, ET.U64, ET.F64], 8: [ET.S8, ET.U8]}
+#: (exponent_bits, mantissa_bits): the IEEE and f8 layouts, the smallest, and no-ops.
+REDUCTIONS = [(5, 10), (8, 7), (8, 23), (4, 3), (5, 2), (11, 52), (2, 1), (1, 0), (3, 4)]
+
+
+def _inputs(t: ET) -> np.ndarray:
+    """Every bit pattern of a 16/8-bit type; random values and patterns otherwise."""
+    if t.bits <= 16:
+        return np.arange(1 << t.bits, dtype=f"u{t.bits // 8}").view(t.dtype)
+    rng = np.random.default_rng(21)
+    x = values(t, 4096, rng)
+    u = f"u{t.bits // 8}"
+    raw = rng.integers(0, 1 << 62, 4096, dtype=np.int64).astype(np.uint64) * np.uint64(3)
+    return np.concatenate([x.view(u), raw.astype(u)]).view(t.dtype)
+
+
+def _quiet_16bit_snan(x: np.ndarray, t: ET) -> np.ndarray:
+    """Where the bits are a signaling NaN of f16/bf16 (kernels quiet those: their compute
+    type is f32, see elementwise_bits.py)."""
+    if t not in (ET.F16, ET.BF16):
+        return np.zeros(x.shape, bool)
+    u = x.view(np.uint16) & np.uint16(0x7FFF)
+    e_mask, q_bit = (0x7C00, 0x0200) if t is ET.F16 else (0x7F80, 0x0040)
+    return ((u & e_mask) == e_mask) & ((u & (e_mask ^ 0x7FFF)) != 0) & ((u & q_bit) == 0)
+
+
+def _check(got: np.ndarray, ref: np.ndarray, x: np.ndarray, s: ET, t: ET, what: str) -> None:
+    assert got.dtype == ref.dtype and got.shape == ref.shape, what
+    u = f"u{ref.itemsize}"
+    snan = _quiet_16bit_snan(ref, t)
+    bad = (got.view(u) != ref.view(u)) & ~snan
+    assert not bad.any(), (f"{what}: {int(bad.sum())} differ; first input bits "
+                           f"{x[bad][0].view(f'u{x.itemsize}'):#x}: ours "
+                           f"{got[bad][0].view(u):#x}, interpreter {ref[bad][0].view(u):#x}")
+    if snan.any() and t.is_float:  # still a NaN
+        assert np.isnan(got[snan].astype(np.float32)).all(), what
+
+
+@pytest.mark.parametrize("s", [t for ts in SAME_WIDTH.values() for t in ts], ids=str)
+def test_bitcast_convert_same_width(s: ET) -> None:
+    targets = SAME_WIDTH[s.bits]
+    x = _inputs(s)
+    mod = module([Shape.array(s, x.shape)],
+                 lambda c, p: [op(c, "bitcast_convert", p, BitcastConvertAttrs(t))
+                               for t in targets])
+    with np.errstate(all="ignore"):
+        ref, got, exe = run_both(mod, [x])
+    assert not exe.fallbacks(), exe.explain()
+    for t, r, g in zip(targets, ref, got):
+        _check(g, r, x, s, t, f"bitcast {s}->{t}")
+
+
+@pytest.mark.parametrize("t", [ET.F16, ET.BF16, ET.F32, ET.F64], ids=str)
+def test_reduce_precision_bit_exact(t: ET) -> None:
+    x = _inputs(t)
+    mod = module([Shape.array(t, x.shape)],
+                 lambda c, p: [op(c, "reduce_precision", p, ReducePrecisionAttrs(e, m))
+                               for e, m in REDUCTIONS])
+    with np.errstate(all="ignore"):
+        ref, got, exe = run_both(mod, [x])
+    assert not exe.fallbacks(), exe.explain()
+    for (e, m), r, g in zip(REDUCTIONS, ref, got):
+        _check(g, r, x, t, t, f"reduce_precision {t} e{e}m{m}")
+
+
+def test_bitcast_convert_of_other_widths_falls_back() -> None:
+    """f32 -> u8[..., 4] changes the index space: an explicit interpreter fallback."""
+    x = np.array([1.5, -2.0, np.inf], np.float32)
+    mod = module([Shape.array(ET.F32, (3,))],
+                 lambda c, p: op(c, "bitcast_convert", p, BitcastConvertAttrs(ET.U8)))
+    ref, got, exe = run_both(mod, [x])
+    np.testing.assert_array_equal(got, ref)
+    assert [o for _, o in exe.fallbacks()] == ["bitcast_convert"]
+
+
+# ---- f8 and sub-byte integers ------------------------------------------------------------------
+SMALL = sorted(ew.F8 | ew.SMALL_INTS, key=str)
+
+
+def _every_value(t: ET) -> np.ndarray:
+    """Every value of a one-byte (or sub-byte) type, once."""
+    if t.is_float:
+        return np.arange(256, dtype=np.uint8).view(t.dtype)
+    lo = -(1 << (t.bits - 1)) if t.is_signed else 0
+    return np.arange(lo, lo + (1 << t.bits)).astype(t.dtype)
+
+
+def _same_values(got: np.ndarray, ref: np.ndarray, what: str, inexact: bool = False) -> None:
+    """Bit-identical; NaN matches NaN. `inexact` (polynomial ops computed in f32): within one
+    ulp of the narrow type, and the sign of a zero free (math_poly's sin(-0) is +0)."""
+    assert got.dtype == ref.dtype and got.shape == ref.shape, what
+    if ref.dtype.kind in "biu" or not ew_float(ref):
+        bad = got != ref
+    else:
+        with np.errstate(all="ignore"):
+            g, r = got.astype(np.float64), ref.astype(np.float64)
+        nan = np.isnan(g) & np.isnan(r)
+        if inexact:
+            spacing = np.abs(np.nextafter(r.astype(ref.dtype), np.inf).astype(np.float64) - r)
+            bad = ~(nan | (g == r) | (np.abs(g - r) <= spacing))
+        else:
+            bad = ~(nan | ((g == r) & (np.signbit(g) == np.signbit(r))))
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise AssertionError(f"{what}: {int(bad.sum())} differ; first at {i}: ours "
+                             f"{got[i]!r}, interpreter {ref[i]!r}")
+
+
+def ew_float(a: np.ndarray) -> bool:
+    return a.dtype.kind == "f" or "float" in str(a.dtype)
+
+
+@pytest.mark.parametrize("t", SMALL, ids=str)
+def test_small_types_every_op_on_every_pair(t: ET) -> None:
+    """Every unary op on every value and every binary op on every pair of values, bit for
+    bit (the polynomial ops within one ulp), all in kernels."""
+    x = _every_value(t)
+    xx, yy = np.repeat(x, x.size), np.tile(x, x.size)
+    unary = [n for n, (ts, _) in sorted(ew.TABLE.items()) if t in ts and OPS[n].arity == 1]
+    binary = sorted({n for n, (ts, _) in ew.TABLE.items() if t in ts and OPS[n].arity == 2}
+                    | {n for n in libm.TABLE if libm.supports(n, t) and OPS[n].arity == 2})
+    unary += [n for n in libm.TABLE if libm.supports(n, t) and OPS[n].arity == 1]
+    sh = Shape.array(t, xx.shape)
+    mod = module([sh, sh], lambda c, p: [op(c, n, [p[0]]) for n in unary]
+                 + [op(c, n, p) for n in binary])
+    with np.errstate(all="ignore"):
+        ref, got, exe = run_both(mod, [xx, yy])
+    assert not exe.fallbacks(), exe.explain()
+    for n, r, g in zip(unary + binary, ref, got):
+        _same_values(g, r, f"{n} {t}", inexact=n in ew.INEXACT)
+
+
+def _into_inputs(s: ET) -> np.ndarray:
+    """Sources for conversions into the small types: every 8/16-bit pattern; for f32/f64
+    every f8 value, the midpoints between neighbours (ties) and random patterns."""
+    if s.bits <= 16 and s is not ET.PRED:
+        if s.is_float or s.bits == 16 or s.bits == 8:
+            return np.arange(1 << s.bits, dtype=f"u{max(s.bits, 8) // 8}").view(s.dtype) \
+                if s.bits >= 8 else _every_value(s)
+        return _every_value(s)
+    if s is ET.PRED:
+        return np.array([False, True])
+    rng = np.random.default_rng(22)
+    with np.errstate(all="ignore"):
+        vals = np.concatenate([_every_value(t).astype(np.float64) for t in sorted(ew.F8,
+                                                                                 key=str)])
+        vals = np.unique(vals[np.isfinite(vals)])
+        mids = (vals[:-1] + vals[1:]) / 2
+        nb = s.bits
+        raw = rng.integers(0, 1 << 62, 8192, dtype=np.int64).astype(np.uint64)
+        raw = (raw % np.uint64(1 << nb)) if nb < 64 else raw * np.uint64(3)
+        if s.is_integer:
+            return np.concatenate([raw.astype(f"u{nb // 8}").view(s.dtype),
+                                   np.arange(-300, 300).astype(s.dtype)])
+        extra = np.array([np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0, 1e30, -1e30, 1e-30])
+        return np.concatenate([vals, mids, -mids, extra, raw.astype(f"u{nb // 8}")
+                               .view(s.dtype).astype(np.float64)]).astype(s.dtype)
+
+
+@pytest.mark.parametrize("s", sorted(ew.SUPPORTED, key=str), ids=str)
+def test_convert_into_and_out_of_small_types(s: ET) -> None:
+    """Every conversion pair with a small type on either side, bit for bit."""
+    targets = [t for t in sorted(ew.SUPPORTED, key=str) if t != s
+               and (t in SMALL or s in SMALL)]
+    x = _every_value(s) if s in SMALL else _into_inputs(s)
+    mod = module([Shape.array(s, x.shape)],
+                 lambda c, p: [op(c, "convert", p, ConvertAttrs(t)) for t in targets])
+    with np.errstate(all="ignore"):
+        ref, got, exe = run_both(mod, [x])
+    assert not exe.fallbacks(), exe.explain()
+    for t, r, g in zip(targets, ref, got):
+        _same_values(g, r, f"convert {s}->{t}")
+
+
+@pytest.mark.parametrize("t", sorted(ew.F8, key=str), ids=str)
+def test_f8_reduce_precision_and_bitcast(t: ET) -> None:
+    x = _every_value(t)
+    mod = module([Shape.array(t, x.shape)],
+                 lambda c, p: [op(c, "reduce_precision", p, ReducePrecisionAttrs(e, m))
+                               for e, m in REDUCTIONS]
+                 + [op(c, "bitcast_convert", p, BitcastConvertAttrs(ET.U8))])
+    with np.errstate(all="ignore"):
+        ref, got, exe = run_both(mod, [x])
+    assert not exe.fallbacks(), exe.explain()
+    *reduced, (bits_ref, bits_got) = list(zip(ref, got))
+    for (e, m), (r, g) in zip(REDUCTIONS, reduced):
+        _same_values(g, r, f"e{e}m{m} {t}")
+    # The IEEE-like f8 types have several NaN codes; kernels keep NaN and its sign only
+    # (ml_dtypes' decoding, see elementwise_bits.py).
+    with np.errstate(invalid="ignore"):
+        nan = np.isnan(x.astype(np.float32))
+    _same_values(bits_got[~nan], bits_ref[~nan], f"bitcast {t}")
+    back = bits_got[nan].view(t.dtype)
+    assert np.isnan(back.astype(np.float32)).all()
+    assert (np.signbit(back.astype(np.float32)) == np.signbit(x[nan].astype(np.float32))).all()
+
+
+def test_signed_sub_byte_popcnt_falls_back() -> None:
+    """s4 popcnt: the interpreter counts the 8-bit sign extension's bits (XLA counts 4), so
+    the kernels leave it to the interpreter rather than differ from it."""
+    x = _every_value(ET.S4)
+    mod = module([Shape.array(ET.S4, x.shape)], lambda c, p: op(c, "popcnt", p))
+    ref, got, exe = run_both(mod, [x])
+    np.testing.assert_array_equal(got, ref)
+    assert [o for _, o in exe.fallbacks()] == ["popcnt"]
