@@ -51,6 +51,8 @@ class DynamicOp(OpDef):
     family = "dynamic"
     #: Indices of the operands that carry sizes (1-d integer tensors, or 2-d for padding).
     size_operands: ClassVar[tuple[int, ...]] = ()
+    #: The rank each size operand must have (1 unless the op says otherwise).
+    size_rank: ClassVar[int] = 1
     #: The static op's operands, by index.
     data_operands: ClassVar[tuple[int, ...]] = ()
     static_op: ClassVar[str] = ""
@@ -73,8 +75,8 @@ class DynamicOp(OpDef):
               f" operands, got {len(operands)}")
         for i in self.size_operands:
             s = operands[i]
-            check(s.is_array and s.element_type.is_integer and s.rank in (1, 2), label,
-                  f"size operand {i} is {s}; expected an integer tensor")
+            check(s.is_array and s.element_type.is_integer and s.rank == self.size_rank, label,
+                  f"size operand {i} is {s}; expected a {self.size_rank}-d integer tensor")
         result = attrs.result_shape
         check(isinstance(result, Shape) and result.is_array, label,
               "dynamic shape not supported: the result type must be static")
@@ -126,6 +128,16 @@ class DynamicBroadcastInDim(DynamicOp):
         return BroadcastInDimAttrs(sizes[0], tuple(attrs.broadcast_dimensions))
 
     def check_static(self, operands: Sequence[Shape], attrs: DynamicBroadcastInDimAttrs) -> None:
+        result = attrs.result_shape
+        check(operands[1].dimensions[0] == result.rank, "dynamic_broadcast_in_dim_c7",
+              f"output_dimensions has {operands[1].dimensions[0]} elements but the result "
+              f"{result} has rank {result.rank}")
+        for what, dims in (("known_expanding_dimensions", attrs.known_expanding_dimensions),
+                           ("known_nonexpanding_dimensions",
+                            attrs.known_nonexpanding_dimensions)):
+            check(len(set(dims)) == len(dims) and all(0 <= d < operands[0].rank for d in dims),
+                  "dynamic_broadcast_in_dim_c9", f"{what} {list(dims)} are not unique "
+                  f"dimensions of the rank-{operands[0].rank} operand")
         infer_shape("broadcast_in_dim", [operands[0]],
                     BroadcastInDimAttrs(attrs.result_shape.dimensions,
                                         tuple(attrs.broadcast_dimensions)))
@@ -157,6 +169,11 @@ class DynamicIota(DynamicOp):
                          attrs.iota_dimension)
 
     def check_static(self, operands: Sequence[Shape], attrs: DynamicIotaAttrs) -> None:
+        n, rank = operands[0].dimensions[0], attrs.result_shape.rank
+        check(0 <= attrs.iota_dimension < n, "dynamic_iota_c1",
+              f"iota_dimension {attrs.iota_dimension} is not below the size {n} of output_shape")
+        check(n == rank, "dynamic_iota_c2",
+              f"output_shape has {n} elements but the result has rank {rank}")
         infer_shape("iota", [], IotaAttrs(attrs.result_shape, attrs.iota_dimension))
 
 
@@ -180,6 +197,9 @@ class DynamicReshape(DynamicOp):
         return ReshapeAttrs(sizes[0])
 
     def check_static(self, operands: Sequence[Shape], attrs: DynamicReshapeAttrs) -> None:
+        n, rank = operands[1].dimensions[0], attrs.result_shape.rank
+        check(n == rank, "dynamic_reshape_c3",
+              f"output_shape has {n} elements but the result has rank {rank}")
         infer_shape("reshape", [operands[0]], ReshapeAttrs(attrs.result_shape.dimensions))
 
 
@@ -201,6 +221,21 @@ class DynamicPad(DynamicOp):
     def static_attrs(self, shapes: Sequence[Shape], sizes: Sequence[tuple[int, ...]],
                      attrs: DynamicPadAttrs) -> Any:
         return PadAttrs(sizes[0], sizes[1], sizes[2])
+
+    def check_static(self, operands: Sequence[Shape], attrs: DynamicPadAttrs) -> None:
+        operand, value, result = operands[0], operands[1], attrs.result_shape
+        check(operand.is_array and value.is_array and value.rank == 0, "dynamic_pad_c1",
+              f"padding_value {value} is not a 0-d tensor")
+        check(operand.element_type == value.element_type == result.element_type,
+              "dynamic_pad_c1", f"operand {operand}, padding_value {value} and result "
+              f"{result} differ in element type")
+        for i, what in ((2, "edge_padding_low"), (3, "edge_padding_high"),
+                        (4, "interior_padding")):
+            check(operands[i].dimensions[0] == operand.rank, "dynamic_pad_c2",
+                  f"{what} has {operands[i].dimensions[0]} elements; the operand has rank "
+                  f"{operand.rank}")
+        check(result.rank == operand.rank, "dynamic_pad_c4",
+              f"result {result} and operand {operand} differ in rank")
 
 
 @dataclass(frozen=True)
@@ -224,6 +259,21 @@ class DynamicGather(DynamicOp):
                      attrs: DynamicGatherAttrs) -> Any:
         return GatherAttrs(attrs.dimension_numbers, sizes[0], attrs.indices_are_sorted)
 
+    def check_static(self, operands: Sequence[Shape], attrs: DynamicGatherAttrs) -> None:
+        operand = operands[0]
+        check(operand.is_array, "dynamic_gather_c1", f"operand {operand} is not a tensor")
+        check(operands[2].dimensions[0] == operand.rank, "dynamic_gather_c20",
+              f"slice_sizes has {operands[2].dimensions[0]} elements; the operand has rank "
+              f"{operand.rank}")
+        # The dimension-number constraints (gather_c1..c19) hold whatever the sizes are:
+        # check them with empty slices, which pass every size-dependent one.
+        shape = infer_shape("gather", operands[:2], GatherAttrs(
+            attrs.dimension_numbers, (0,) * operand.rank, attrs.indices_are_sorted))
+        check(shape.rank == attrs.result_shape.rank
+              and shape.element_type == attrs.result_shape.element_type, "dynamic_gather_c5",
+              f"result {attrs.result_shape} does not have the rank and element type "
+              f"{shape.rank}, {shape.element_type} of the gathered slices")
+
 
 @dataclass(frozen=True)
 class DynamicConvAttrs:
@@ -246,6 +296,7 @@ class DynamicConv(DynamicOp):
     name = "dynamic_conv"
     attrs = DynamicConvAttrs
     size_operands = (2,)
+    size_rank = 2
     data_operands = (0, 1)
     static_op = "convolution"
 
@@ -256,6 +307,22 @@ class DynamicConv(DynamicOp):
         pairs = tuple((flat[i], flat[i + 1]) for i in range(0, len(flat), 2))
         kw = {f.name: getattr(attrs, f.name) for f in fields(attrs) if f.name != "result_shape"}
         return ConvolutionAttrs(padding=pairs, **kw)
+
+    def check_static(self, operands: Sequence[Shape], attrs: DynamicConvAttrs) -> None:
+        lhs, padding = operands[0], operands[2]
+        spatial = max(lhs.rank - 2, 0)
+        check(padding.dimensions == (spatial, 2), "dynamic_conv_c4",
+              f"padding is {padding}; expected shape [{spatial}, 2] (low, high per spatial "
+              "dimension)")
+        # Every other convolution constraint is independent of the padding values: check them
+        # with zero padding (padding only moves the window count, which never fails).
+        kw = {f.name: getattr(attrs, f.name) for f in fields(attrs) if f.name != "result_shape"}
+        shape = infer_shape("convolution", operands[:2],
+                            ConvolutionAttrs(padding=((0, 0),) * spatial, **kw))
+        check(shape.rank == attrs.result_shape.rank
+              and shape.element_type == attrs.result_shape.element_type, "dynamic_conv_c27",
+              f"result {attrs.result_shape} does not have the rank and element type "
+              f"{shape.rank}, {shape.element_type} of the convolution")
 
 
 @dataclass(frozen=True)
@@ -277,6 +344,18 @@ class RealDynamicSlice(DynamicOp):
     def static_attrs(self, shapes: Sequence[Shape], sizes: Sequence[tuple[int, ...]],
                      attrs: RealDynamicSliceAttrs) -> Any:
         return SliceAttrs(sizes[0], sizes[1], sizes[2])
+
+    def check_static(self, operands: Sequence[Shape], attrs: RealDynamicSliceAttrs) -> None:
+        operand, result = operands[0], attrs.result_shape
+        check(operand.is_array and operand.element_type == result.element_type,
+              "real_dynamic_slice_c1", f"operand {operand} and result {result} differ in "
+              "element type")
+        for i, what in ((1, "start_indices"), (2, "limit_indices"), (3, "strides")):
+            check(operands[i].dimensions[0] == operand.rank, "real_dynamic_slice_c2",
+                  f"{what} has {operands[i].dimensions[0]} elements; the operand has rank "
+                  f"{operand.rank}")
+        check(result.rank == operand.rank, "real_dynamic_slice_c5",
+              f"result {result} and operand {operand} differ in rank")
 
 
 #: The dynamic ops by name (the StableHLO importer resolves `?` result types through them).

@@ -16,6 +16,7 @@ import numpy as np
 
 from xlapy.ops.attrs import Precision
 from xlapy.ops.base import EvalContext, OpDef, Region, check, register
+from xlapy.ops.dot_algorithm import DotAlgorithm, check_algorithm
 from xlapy.types import ElementType, Shape
 
 
@@ -87,6 +88,8 @@ class DotGeneralAttrs:
     rhs_contracting_dimensions: tuple[int, ...] = ()
     precision_config: tuple[Precision, ...] = ()
     result_element_type: ElementType | None = None
+    #: `#stablehlo.dot_algorithm<...>` (xlapy.ops.dot_algorithm); None: none given.
+    algorithm: DotAlgorithm | None = None
 
 
 def _dims(shape: Shape, dims: Sequence[int]) -> list[int]:
@@ -137,6 +140,8 @@ class DotGeneral(OpDef):
                   f"lhs contracting dimension {l} has size {lhs.dimensions[l]} but rhs "
                   f"contracting dimension {r} has size {rhs.dimensions[r]}")
         precision_ok("dot_general_c12", attrs.precision_config)
+        if attrs.algorithm is not None:
+            check_algorithm(attrs.algorithm, attrs.precision_config)
         lfree = [d for d in range(lhs.rank) if d not in lb and d not in lc]
         rfree = [d for d in range(rhs.rank) if d not in rb and d not in rc]
         dims = _dims(lhs, lb) + _dims(lhs, lfree) + _dims(rhs, rfree)

@@ -93,6 +93,8 @@ class InfeedAttrs:
 
     result_shapes: tuple[Shape, ...]
     infeed_config: str = ""
+    #: One minor-to-major layout per payload result (StableHLO's optional `layout`).
+    layout: tuple[tuple[int, ...], ...] | None = None
 
 
 def _check_payload_then_token(op: str, results: Sequence[Shape]) -> None:
@@ -100,6 +102,18 @@ def _check_payload_then_token(op: str, results: Sequence[Shape]) -> None:
           "needs at least one result (the token)")
     check(results[-1].is_token, f"{op}_c{2 if op == 'infeed' else 3}",
           f"the last result must be a token, got {results[-1]}")
+
+
+def _check_infeed_layout(layout: Sequence[Sequence[int]], payload: Sequence[Shape]) -> None:
+    """StableHLO's infeed verifier (no spec number): one layout per payload result, each a
+    minor-to-major permutation of that result's dimensions (an empty one for a token)."""
+    check(len(layout) == len(payload), "infeed_layout",
+          f"layout has {len(layout)} entries for {len(payload)} payload result(s)")
+    for i, (lay, s) in enumerate(zip(layout, payload)):
+        rank = s.rank if s.is_array else 0
+        check(sorted(lay) == list(range(rank)), "infeed_layout",
+              f"layout {list(lay)} of result {i} is not a permutation of its {rank} "
+              "dimension(s)")
 
 
 def _payload_value(values: Sequence[Any]) -> Any:
@@ -124,6 +138,8 @@ class Infeed(OpDef):
               regions: Sequence[Region]) -> Shape:
         check(operands[0].is_token, "infeed_c2", f"operand must be a token, got {operands[0]}")
         _check_payload_then_token("infeed", attrs.result_shapes)
+        if attrs.layout is not None:
+            _check_infeed_layout(attrs.layout, attrs.result_shapes[:-1])
         return results_shape(attrs.result_shapes)
 
     def evaluate(self, operands: Sequence[Any], attrs: InfeedAttrs, result: Shape,

@@ -46,6 +46,7 @@ class QuantParams:
 def _check_params(p: QuantParams, shape: Shape, label: str) -> None:
     check(p.storage_type.is_integer, label, f"storage type {p.storage_type} is not an integer")
     check(p.expressed_type.is_float, label, f"expressed type {p.expressed_type} is not a float")
+    check_quant_type(p)
     check(len(p.scales) == len(p.zero_points) and p.scales, label,
           "scales and zero points differ in number")
     if p.quantization_dimension >= 0:
@@ -55,6 +56,35 @@ def _check_params(p: QuantParams, shape: Shape, label: str) -> None:
               f"{len(p.scales)} elements")
     else:
         check(len(p.scales) == 1, label, "per-tensor quantization has one scale")
+
+
+def storage_limits(t: ElementType) -> tuple[int, int]:
+    """The smallest and largest value of an integer storage type (i4 and u4 included)."""
+    if t.is_signed:
+        return -(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1
+    return 0, (1 << t.bits) - 1
+
+
+def check_quant_type(p: QuantParams) -> None:
+    """The spec's constraints on a quantized element type (§Types, `quant_type_c*`):
+    storage_min < storage_max inside the storage type, positive finite scales, zero points
+    inside [storage_min, storage_max]. (`num_bits(storage) < num_bits(expressed)` is not
+    checked: i32:f32 accumulators occur in real quantized programs; docs/verifier.md.)"""
+    st, et = p.storage_type, p.expressed_type
+    if not (st.is_integer and et.is_float):
+        return  # reported by the caller with its op's label
+    lo, hi = storage_limits(st)
+    check(lo <= p.storage_min < p.storage_max <= hi, "quant_type_c4",
+          f"storage range [{p.storage_min}, {p.storage_max}] is not an increasing range "
+          f"inside {st} [{lo}, {hi}]")
+    for s in p.scales:
+        check(np.isfinite(s) and s > 0, "quant_type_c6", f"scale {s} is not positive and finite")
+    for z in p.zero_points:
+        check(p.storage_min <= z <= p.storage_max, "quant_type_c8",
+              f"zero point {z} is outside the storage range [{p.storage_min}, "
+              f"{p.storage_max}]")
+    check(p.quantization_dimension >= -1, "quant_type_c12",
+          f"quantization dimension {p.quantization_dimension} is negative")
 
 
 def quantize(x: np.ndarray, p: QuantParams) -> np.ndarray:

@@ -102,27 +102,52 @@ def _followed_by(p: Parser, text: str) -> bool:
 
 
 def parse_conv_dims(p: Parser) -> ConvDims:
-    """`[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]`."""
-    def group() -> tuple[str, ...]:
-        p.expect("[")
+    """`[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]`: every dimension exactly once per group
+    (b and f for input and output, i and o for the kernel, spatial 0..N-1), the same spatial
+    count in the three groups; a ParseError at the offending letter otherwise."""
+    def group(what: str, letters: str, label: str) -> tuple[str, ...]:
+        start = p.expect("[")
         out: list[str] = []
-        while not p.accept("]"):
+        while True:
+            end = p.peek()
+            if p.accept("]"):
+                break
             tok = p.next()
             if tok.kind not in ("ident", "number"):
                 found = "end of input" if tok.kind == "eof" else f"'{tok.text}'"
                 raise p.error(tok, f"expected a convolution dimension (b, f, i, o, 0, "
                                    f"1, ...), found {found}")
+            if tok.text in out:
+                raise p.error(tok, f"{label}: convolution {what} dimension '{tok.text}' "
+                                   "appears twice")
+            if not (tok.text in letters or tok.text.isdigit()):
+                raise p.error(tok, f"{label}: '{tok.text}' is not a convolution {what} "
+                                   f"dimension (expected {', '.join(letters)} or a spatial "
+                                   "number)")
             out.append(tok.text)
             p.accept(",")
+        for letter in letters:
+            if letter not in out:
+                raise p.error(end, f"{label}: convolution {what} dimensions "
+                                   f"[{', '.join(out)}] lack '{letter}'")
+        spatial = sorted(int(d) for d in out if d.isdigit())
+        if spatial != list(range(len(spatial))):
+            raise p.error(start, f"{label}: convolution {what} spatial dimensions {spatial} "
+                                 f"are not 0..{len(spatial) - 1}")
         return tuple(out)
 
-    lhs = group()
+    lhs = group("input", "bf", "convolution_c14")
     x = p.next()
     if x.text != "x" and not x.text.startswith("x"):
         raise p.error(x, "expected 'x' between convolution dimension groups")
-    rhs = group()
+    rhs = group("kernel", "io", "convolution_c19")
     p.expect("->")
-    return ConvDims(lhs, rhs, group())
+    out_tok = p.peek()
+    out = group("output", "bf", "convolution_c21")
+    if not len(lhs) == len(rhs) == len(out):
+        raise p.error(out_tok, f"convolution_c18: convolution dimension groups differ in "
+                               f"rank: input {len(lhs)}, kernel {len(rhs)}, output {len(out)}")
+    return ConvDims(lhs, rhs, out)
 
 
 def bounded_dims(p: Parser, tok: Token, dims: list[int | None], encoding: Any

@@ -178,6 +178,8 @@ def convert(value: Any, hint: Any) -> Any:
             return value.name
         if isinstance(value, EnumAttr):
             return value.value
+        if isinstance(value, Shape) and value.is_array and value.rank == 0:
+            return value.element_type.shlo_name  # a type name (dot_algorithm's types)
         raise AttrError(f"expected a string, got {_show(value)}")
     if hint is Shape:
         if isinstance(value, Shape):

@@ -352,6 +352,9 @@ class Printer:
                 out.append((key, f"#stablehlo.channel_handle<handle = {handle}, "
                                  f"type = {kind}>"))
                 continue
+            if op == "infeed" and key == "layout":  # an array of integer arrays in MLIR
+                out.append((key, "[" + ", ".join(_list(v) for v in value) + "]"))
+                continue
             out.append((key, attr_text(value)))
         return out
 
@@ -383,6 +386,13 @@ def _reduce_applies(instr: Instruction, names: dict[int, str], ftype: str) -> st
             f"[{dims}] : {ftype}")
 
 
+def _struct_field(cls: str, value: Any) -> str:
+    """A struct field; dot_algorithm's precision types print as bare types (`tf32`)."""
+    if cls == "DotAlgorithm" and isinstance(value, str):
+        return value
+    return _list(value)
+
+
 def attr_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -408,7 +418,7 @@ def attr_text(value: Any) -> str:
         if "input_batch_dimension" in {f.name for f in dataclasses.fields(value)}:
             return f"#stablehlo.conv<{conv_text(value)}>"
         name = _STRUCT_NAMES.get(cls, _snake(cls))
-        inner = ", ".join(f"{f.name} = {_list(getattr(value, f.name))}"
+        inner = ", ".join(f"{f.name} = {_struct_field(cls, getattr(value, f.name))}"
                           for f in dataclasses.fields(value))
         return f"#stablehlo.{name}<{inner}>"
     if isinstance(value, tuple):

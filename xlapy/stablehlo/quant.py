@@ -18,6 +18,7 @@ from xlapy.errors import ParseError, Unimplemented, XlapyError
 from xlapy.ir import Instruction
 from xlapy.ops.base import infer_shape
 from xlapy.ops.quantization import QuantParams, UniformDequantizeAttrs, UniformQuantizeAttrs
+from xlapy.ops.quantization_rules import check_quantized_op
 from xlapy.stablehlo.nodes import OpaqueType, OpNode
 from xlapy.types import Shape, from_shlo_name
 
@@ -42,7 +43,10 @@ def quant_type(t: Any) -> tuple[Shape, QuantParams] | None:
     h = _HEAD.match(m.group(2))
     if h is None:
         raise Unimplemented(f"quantized type not supported: {t}")
-    storage = from_shlo_name(h.group(1))
+    name = h.group(1)
+    # MLIR's quant syntax spells unsigned storage `u8`; xlapy's type names say `ui8`.
+    storage = from_shlo_name("ui" + name[1:] if name.startswith("u") and name[1:].isdigit()
+                             else name)
     expressed = from_shlo_name(h.group(4))
     body = h.group(6).strip()
     items = body[1:-1].split(",") if body.startswith("{") else [body]
@@ -152,5 +156,10 @@ def import_quantized(imp: Importer, node: OpNode, scope: Scope, opcode: str
     plain = OpNode(node.name, node.results, node.operands, node.attrs, [],
                    [a.shape for a in args], plain_types, node.pos)
     results = imp.emit(plain, opcode, args, [])
+    if len(results) == 1 and results[0].opcode == opcode:
+        check_quantized_op(opcode, results[0].attrs, [a.shape for a in args],
+                           [q[1] if q is not None else None for q in oq],
+                           [q[1] if q is not None else None for q in rq],
+                           [r.shape for r in results])
     return [add("uniform_quantize", r, UniformQuantizeAttrs(q[1])) if q is not None else r
             for r, q in zip(results, rq)]
