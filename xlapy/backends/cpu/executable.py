@@ -154,8 +154,13 @@ class CpuExecutable(Introspection):
             if native is not None:  # reduce_window, select_and_scatter, scatter (op_emit.py)
                 s = self._new_slot(instr)
                 name = f"k{len(kernel_specs)}"
-                kernel_specs.append(native(mod, name, instr, [self.slot[id(o)] for o in
-                                                              instr.operands], s).build())
+                spec = native(mod, name, instr, [self.slot[id(o)] for o in instr.operands],
+                              s).build()
+                kernel_specs.append(spec)
+                if isinstance(spec, op_emit.TupleKernel):  # fresh arrays, not a native loop's
+                    self._native.add(s)
+                    self.report.append((instr.name, instr.opcode, f"{native.label} {name}"))
+                    continue
                 (fresh if iid in self.outputs else temps).append(s)
                 self.report.append((instr.name, instr.opcode, f"kernel {name} ({native.label})"))
                 continue
@@ -499,6 +504,8 @@ class CpuExecutable(Introspection):
                                    self._pool, lambda: self._table)
 
     def _kernel_thunk(self, spec: kernels.Kernel, fn: Any) -> Callable[..., None]:
+        if isinstance(spec, op_emit.TupleKernel):
+            return spec.thunk(fn, spec.output)
         shape = spec.root.shape
         dims, dtype = tuple(shape.dimensions), shape.dtype
         is_fresh = id(spec.root) in self.outputs

@@ -9,19 +9,25 @@ its interpreter fallback (listed by `explain`).
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
+    I8P,
     KERNEL_TYPE,
     for_range,
     i64,
     restore_mxcsr,
     set_ftz_daz,
 )
+from xlapy.backends.cpu.thunks import Thunk, ptr
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -34,9 +40,31 @@ def strides(dims: Sequence[int]) -> list[int]:
     return out
 
 
+@dataclass
+class TupleKernel(Kernel):
+    """A native op with several results (variadic reduce): its function's first argument is
+    `[table, result 0, result 1, ...]`, the results allocated per call (`thunk`)."""
+
+    shapes: list[Any] = field(default_factory=list)
+
+    def thunk(self, fn: Any, slot: int) -> Thunk:
+        shapes = [(tuple(s.dimensions), s.dtype) for s in self.shapes]
+        outer = self.outer
+
+        def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+            outs = [np.empty(d, dt) for d, dt in shapes]
+            cells = (ctypes.c_void_p * (1 + len(outs)))(
+                ctypes.addressof(t), *[ptr(o) if o.size else 0 for o in outs])
+            fn(ctypes.addressof(cells), 0, outer)
+            v[slot] = tuple(outs)
+
+        return run
+
+
 class OpEmitter:
     """One native op function: subclasses emit `body(begin, end)` and return (outer extent,
-    splittable, cost in element-ops)."""
+    splittable, cost in element-ops). A tuple-shaped op reads its result buffers from the
+    cells of TupleKernel (`result(k)`)."""
 
     label = "native"
 
@@ -50,6 +78,10 @@ class OpEmitter:
         self.fn.args[0].add_attribute("noalias")
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self._ptrs: dict[tuple[int, ET], ir.Value] = {}
+        self.tupled = instr.shape.is_tuple
+        self.table = self.fn.args[0]
+        if self.tupled:
+            self.table = self.b.bitcast(self.b.load(self.fn.args[0]), I8P.as_pointer())
 
     def ptr(self, slot: int, t: ET) -> ir.Value:
         """The slot's buffer as a pointer to storage elements (loaded in the entry block)."""
@@ -57,8 +89,19 @@ class OpEmitter:
         if key not in self._ptrs:
             b = self.b
             with b.goto_block(self.fn.entry_basic_block):
-                b.position_at_start(self.fn.entry_basic_block)
-                raw = b.load(b.gep(self.fn.args[0], [i64(slot)]))
+                if not self.tupled:
+                    b.position_at_start(self.fn.entry_basic_block)
+                raw = b.load(b.gep(self.table, [i64(slot)]))
+                self._ptrs[key] = b.bitcast(raw, ew.storage_type(t).as_pointer())
+        return self._ptrs[key]
+
+    def result(self, k: int, t: ET) -> ir.Value:
+        """Result k of a tuple-shaped op as a pointer to storage elements."""
+        key = (-1 - k, t)
+        if key not in self._ptrs:
+            b = self.b
+            with b.goto_block(self.fn.entry_basic_block):
+                raw = b.load(b.gep(self.fn.args[0], [i64(1 + k)]))
                 self._ptrs[key] = b.bitcast(raw, ew.storage_type(t).as_pointer())
         return self._ptrs[key]
 
@@ -103,19 +146,22 @@ class OpEmitter:
         outer, split, cost = self.body(self.fn.args[1], self.fn.args[2])
         restore_mxcsr(b, saved)
         b.ret_void()
+        if self.tupled:
+            return TupleKernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer,
+                               cost, False, shapes=list(self.instr.shape.tuple_shapes))
         return Kernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer, cost,
                       split)
 
 
 def plan(instr: Instruction) -> type[OpEmitter] | None:
     """The emitter class that makes `instr` native, or None (interpreter fallback)."""
-    from xlapy.backends.cpu import scatter_emit, window_emit
+    from xlapy.backends.cpu import reduce_region_emit, scatter_emit, window_emit
 
-    for mod in (window_emit, scatter_emit):
+    for mod in (window_emit, scatter_emit, reduce_region_emit):
         cls = mod.emitter(instr)
         if cls is not None:
             return cls
     return None
 
 
-__all__ = ["OpEmitter", "plan", "strides"]
+__all__ = ["OpEmitter", "TupleKernel", "plan", "strides"]

@@ -32,7 +32,12 @@ def tensor(t: ET, dims: Sequence[int]) -> str:
 
 def same(got: Any, ref: Any) -> None:
     """Equal bit for bit, except that a NaN matches any NaN (its sign and payload are the
-    hardware's, as for every kernel: util.ulp_error's convention)."""
+    hardware's, as for every kernel: util.ulp_error's convention); tuples element-wise."""
+    if isinstance(ref, (tuple, list)):
+        assert isinstance(got, (tuple, list)) and len(got) == len(ref)
+        for g, r in zip(got, ref):
+            same(g, r)
+        return
     got, ref = np.asarray(got), np.asarray(ref)
     assert got.dtype == ref.dtype and got.shape == ref.shape
     g, r = got.reshape(-1), ref.reshape(-1)

@@ -1,0 +1,122 @@
+"""Native reduce with a general region (reduce_region_emit.py): argmax/argmin's variadic
+comparator reduce and other element-wise regions, bit-exact against the interpreter's fold
+(sequential up to SEQUENTIAL_LIMIT elements, its pairwise tree beyond), never a fallback."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.ops.reduction import SEQUENTIAL_LIMIT
+from xlapy.types import ElementType as ET
+
+from .test_window_emit import MLIR, check, data, same, tensor
+
+
+def argmax(t: ET, dims: Sequence[int], red: Sequence[int], direction: str = "GT") -> str:
+    """jnp.argmax's lowering (argmin: direction LT), over dimensions `red`."""
+    e = MLIR[t]
+    out = [n for d, n in enumerate(dims) if d not in red]
+    kind = "FLOAT" if t.is_float else "SIGNED"
+    init = {ET.F32: "0xFF800000", ET.F64: "0xFFF0000000000000", ET.BF16: "0xFF80",
+            ET.F16: "0xFC00", ET.S32: "-2147483648"}[t] if direction == "GT" else \
+        {ET.F32: "0x7F800000", ET.F64: "0x7FF0000000000000", ET.BF16: "0x7F80",
+         ET.F16: "0x7C00", ET.S32: "2147483647"}[t]
+    nan = (f"%3 = stablehlo.compare NE, %a, %a, {kind} : (tensor<{e}>, tensor<{e}>) -> "
+           f"tensor<i1>\n      %4 = stablehlo.or %2, %3 : tensor<i1>") if t.is_float else \
+        "%4 = stablehlo.or %2, %2 : tensor<i1>"
+    return f"""
+func.func @main(%x: {tensor(t, dims)}) -> ({tensor(t, out)}, {tensor(ET.S32, out)}) {{
+  %i = stablehlo.iota dim = {red[-1]} : {tensor(ET.S32, dims)}
+  %c = stablehlo.constant dense<{init}> : tensor<{e}>
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.reduce(%x init: %c), (%i init: %z) across dimensions = [{', '.join(
+        map(str, red))}] : ({tensor(t, dims)}, {tensor(ET.S32, dims)}, tensor<{e}>,
+        tensor<i32>) -> ({tensor(t, out)}, {tensor(ET.S32, out)})
+    reducer(%a: tensor<{e}>, %b: tensor<{e}>) (%p: tensor<i32>, %q: tensor<i32>) {{
+      %2 = stablehlo.compare {direction}, %a, %b, {kind} : (tensor<{e}>, tensor<{e}>) -> tensor<i1>
+      {nan}
+      %5 = stablehlo.compare EQ, %a, %b, {kind} : (tensor<{e}>, tensor<{e}>) -> tensor<i1>
+      %6 = stablehlo.compare LT, %p, %q, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %7 = stablehlo.and %5, %6 : tensor<i1>
+      %8 = stablehlo.or %4, %7 : tensor<i1>
+      %9 = stablehlo.select %4, %a, %b : tensor<i1>, tensor<{e}>
+      %10 = stablehlo.select %8, %p, %q : tensor<i1>, tensor<i32>
+      stablehlo.return %9, %10 : tensor<{e}>, tensor<i32>
+    }}
+  return %r#0, %r#1 : {tensor(t, out)}, {tensor(ET.S32, out)}
+}}"""
+
+
+SHAPES = [((4, 0), (1,)), ((3, 1), (1,)), ((3, SEQUENTIAL_LIMIT), (1,)),
+          ((3, SEQUENTIAL_LIMIT + 1), (1,)), ((5, 37), (1,)), ((2, 1000), (1,)),
+          ((9, 4), (0,)), ((3, 5, 7), (0, 2)), ((6, 7), (0, 1))]
+
+
+@pytest.mark.parametrize("t", [ET.F32, ET.F64, ET.S32, ET.BF16, ET.F16])
+@pytest.mark.parametrize("direction", ["GT", "LT"])
+@pytest.mark.parametrize("k", range(len(SHAPES)))
+def test_argmax_argmin(t: ET, direction: str, k: int) -> None:
+    dims, red = SHAPES[k]
+    x = data(t, dims, seed=k)
+    if t.is_integer or k % 2:
+        x = (np.asarray(x).astype(np.float64) % 3).astype(x.dtype)  # ties
+    check(argmax(t, dims, red, direction), [x], "reduce")
+
+
+REGION_SUM = """
+func.func @main(%x: tensor<7x{n}xf32>, %y: tensor<7x{n}xi32>) -> (tensor<7xf32>, tensor<7xi32>) {{
+  %c = stablehlo.constant dense<0.5> : tensor<f32>
+  %d = stablehlo.constant dense<3> : tensor<i32>
+  %r:2 = stablehlo.reduce(%x init: %c), (%y init: %d) across dimensions = [1]
+      : (tensor<7x{n}xf32>, tensor<7x{n}xi32>, tensor<f32>, tensor<i32>)
+      -> (tensor<7xf32>, tensor<7xi32>)
+    reducer(%a: tensor<f32>, %b: tensor<f32>) (%p: tensor<i32>, %q: tensor<i32>) {{
+      %1 = stablehlo.multiply %b, %b : tensor<f32>
+      %2 = stablehlo.add %a, %1 : tensor<f32>
+      %3 = stablehlo.multiply %p, %q : tensor<i32>
+      stablehlo.return %2, %3 : tensor<f32>, tensor<i32>
+    }}
+  return %r#0, %r#1 : tensor<7xf32>, tensor<7xi32>
+}}"""
+
+
+@pytest.mark.parametrize("n", [0, 5, SEQUENTIAL_LIMIT + 1, 100, 1023])
+def test_any_elementwise_region(n: int) -> None:
+    """A region that is no binary op (sum of squares, not associative in floats): the
+    interpreter's exact association, sequential or tree."""
+    x = data(ET.F32, (7, n), seed=n)
+    y = data(ET.S32, (7, n), seed=n + 1)
+    check(REGION_SUM.format(n=n), [x, y], "reduce")
+
+
+def test_single_result_region_splits_over_threads() -> None:
+    text = """
+func.func @main(%x: tensor<4096x80xf32>) -> tensor<4096xf32> {
+  %c = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = stablehlo.reduce(%x init: %c) across dimensions = [1]
+      : (tensor<4096x80xf32>, tensor<f32>) -> tensor<4096xf32>
+    reducer(%a: tensor<f32>, %b: tensor<f32>) {
+      %1 = stablehlo.abs %b : tensor<f32>
+      %2 = stablehlo.add %a, %1 : tensor<f32>
+      stablehlo.return %2 : tensor<f32>
+    }
+  return %r : tensor<4096xf32>
+}"""
+    x = data(ET.F32, (4096, 80), seed=3)
+    same(check(text, [x], "reduce", num_threads=1), check(text, [x], "reduce", num_threads=2))
+
+
+def test_argmax_from_jax_and_complex_stays_a_fallback() -> None:
+    jax = pytest.importorskip("jax")
+    x = data(ET.F32, (6, 50), seed=4)
+    check(jax.jit(lambda a: jax.numpy.argmax(a, axis=1)).lower(x).as_text(), [x], "reduce")
+    z = (x + 1j * x).astype(np.complex64)
+    text = jax.jit(lambda a: jax.lax.reduce(a, np.complex64(1), jax.lax.mul, (1,))
+                   ).lower(z).as_text()
+    exe = xlapy.compile(text, backend="cpu")
+    np.testing.assert_array_equal(exe(z), xlapy.compile(text)(z))
+    assert "reduce" in {o for _, o in exe._exe.fallbacks()}  # complex: no native types

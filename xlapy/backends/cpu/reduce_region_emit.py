@@ -1,0 +1,151 @@
+"""Native reduce whose region is not one binary op (kernels.py's reduce roots): variadic
+reduce as jnp.argmax/argmin emit it (value + iota index, a comparator region of compare /
+select / or / and) and any other region of scalar element-wise ops (region_emit.py).
+
+Exact to the interpreter's fold (ops/reduction.py `fold_last_axis`): per output element the
+reduced elements in row-major order over the sorted reduced dimensions; up to
+SEQUENTIAL_LIMIT of them fold left to right from the init values, more combine as the
+interpreter's pairwise tree (neighbours level by level, an odd last one carried up), here
+computed in one pass with a stack of partial blocks (a binary counter: element i merges with
+the blocks its trailing one bits close, the leftovers combine right to left), and the init
+values go on the left of the total.
+"""
+
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import region_emit
+from xlapy.backends.cpu.llvm_util import I64, for_range, i64
+from xlapy.backends.cpu.op_emit import OpEmitter, strides
+from xlapy.ir import Instruction
+from xlapy.ops.reduction import SEQUENTIAL_LIMIT
+
+#: Stack depth of the pairwise tree: partial blocks of distinct power-of-two sizes.
+_DEPTH = 64
+
+
+def emitter(instr: Instruction) -> type[OpEmitter] | None:
+    if instr.opcode != "reduce" or len(instr.called) != 1:
+        return None
+    n = len(instr.operands) // 2
+    shapes = [o.shape for o in instr.operands]
+    if n < 1 or not all(s.is_array and region_emit.types_ok(s.element_type) for s in shapes):
+        return None
+    comp = instr.called[0]
+    if not region_emit.supported(comp) or len(region_emit.results(comp)) != n:
+        return None
+    return ReduceRegionEmitter
+
+
+class ReduceRegionEmitter(OpEmitter):
+    label = "native reduce"
+
+    def body(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool, int]:
+        b = self.b
+        instr = self.instr
+        n = len(instr.operands) // 2
+        xs = instr.operands[:n]
+        types = [x.shape.element_type for x in xs]
+        dims = list(xs[0].shape.dimensions)
+        red = sorted(instr.attrs.dimensions)
+        kept = [d for d in range(len(dims)) if d not in red]
+        odims = [dims[d] for d in kept]
+        rdims = [dims[d] for d in red]
+        length = math.prod(rdims)
+        comp = self.instr.called[0]
+        st = strides(dims)
+        ostr = strides(odims)
+        outs = [self.result(k, t) if self.tupled else self.ptr(self.out, t)
+                for k, t in enumerate(types)]
+        inits = [self.load(self.ins[n + k], t, i64(0)) for k, t in enumerate(types)]
+        ctypes_ = [ew.compute_type(t) for t in types]
+        with b.goto_entry_block():
+            acc = [b.alloca(ct, name=f"acc{k}") for k, ct in enumerate(ctypes_)]
+            cur = [b.alloca(ct, name=f"cur{k}") for k, ct in enumerate(ctypes_)]
+            stack = [b.alloca(ir.ArrayType(ct, _DEPTH), name=f"stack{k}")
+                     for k, ct in enumerate(ctypes_)]
+            sp = b.alloca(I64, name="sp")
+            level = b.alloca(I64, name="level")
+
+        def fn(a: list[ir.Value], x: list[ir.Value]) -> list[ir.Value]:
+            return region_emit.emit(b, comp, [*a, *x])
+
+        def element(oidx: list[ir.Value], ridx: list[ir.Value]) -> list[ir.Value]:
+            off: ir.Value = i64(0)
+            for v, d in zip(oidx, kept):
+                off = b.add(off, b.mul(v, i64(st[d])))
+            for v, d in zip(ridx, red):
+                off = b.add(off, b.mul(v, i64(st[d])))
+            return [self.load(self.ins[k], t, off) for k, t in enumerate(types)]
+
+        def get(ps: list[ir.Value]) -> list[ir.Value]:
+            return [b.load(p) for p in ps]
+
+        def put(ps: list[ir.Value], vs: list[ir.Value]) -> None:
+            for p, v in zip(ps, vs):
+                b.store(v, p)
+
+        def slot(k: int, at: ir.Value) -> ir.Value:
+            return b.gep(stack[k], [i64(0), at], inbounds=True)
+
+        def per_output(oidx: list[ir.Value]) -> None:
+            put(acc, inits)
+            if 0 < length <= SEQUENTIAL_LIMIT:
+                self.loops(rdims, lambda r: put(acc, fn(get(acc), element(oidx, r))),
+                           name="r")
+            elif length:
+                b.store(i64(0), sp)
+                rstr = strides(rdims)
+
+                def tree_step(r: list[ir.Value]) -> None:
+                    i: ir.Value = i64(0)
+                    for v, s in zip(r, rstr):
+                        i = b.add(i, b.mul(v, i64(s)))
+                    put(cur, element(oidx, r))
+                    b.store(i64(0), level)
+                    test = b.append_basic_block("merge.test")
+                    merge = b.append_basic_block("merge")
+                    done = b.append_basic_block("merge.done")
+                    b.branch(test)
+                    b.position_at_end(test)
+                    bit = b.and_(b.lshr(i, b.load(level)), i64(1))
+                    b.cbranch(b.icmp_unsigned("!=", bit, i64(0)), merge, done)
+                    b.position_at_end(merge)
+                    top = b.sub(b.load(sp), i64(1))
+                    b.store(top, sp)
+                    put(cur, fn([b.load(slot(k, top)) for k in range(n)], get(cur)))
+                    b.store(b.add(b.load(level), i64(1)), level)
+                    b.branch(test)
+                    b.position_at_end(done)
+                    at = b.load(sp)
+                    for k in range(n):
+                        b.store(b.load(cur[k]), slot(k, at))
+                    b.store(b.add(at, i64(1)), sp)
+
+                self.loops(rdims, tree_step, name="t")
+                # leftover blocks, right to left: cur = stack[top]; cur = fn(stack[j], cur)
+                top = b.sub(b.load(sp), i64(1))
+                put(cur, [b.load(slot(k, top)) for k in range(n)])
+                with for_range(b, i64(1), b.load(sp), name="left") as j:
+                    at = b.sub(top, j)
+                    put(cur, fn([b.load(slot(k, at)) for k in range(n)], get(cur)))
+                put(acc, fn(get(acc), get(cur)))
+            o: ir.Value = i64(0)
+            for v, s in zip(oidx, ostr):
+                o = b.add(o, b.mul(v, i64(s)))
+            for k, t in enumerate(types):
+                b.store(ew.to_storage(b, b.load(acc[k]), t),
+                        b.gep(outs[k], [o], inbounds=True))
+
+        if not odims:
+            per_output([])
+            return 1, False, max(length, 1)
+        self.loops(odims, per_output, (begin, end), name="o")
+        return odims[0], not self.tupled, max(math.prod(odims) * length, 1)
+
+
+__all__ = ["emitter", "ReduceRegionEmitter"]
