@@ -365,7 +365,7 @@ class CpuExecutable(Introspection):
             self.report.append((instr.name, instr.opcode,
                                 f"library {library.library_kind(instr)}"))
             return
-        lib = lapack.plan(instr)  # LAPACK custom calls, cholesky, triangular_solve, fft, sort
+        lib = lapack.plan(instr, self.num_threads)  # LAPACK calls, linalg ops, fft, sort
         if lib is not None:
             self.thunks.append(self._library_thunk(instr, s, ins, lib[1]))
             self._native.add(s)  # fresh arrays (lapack.py)

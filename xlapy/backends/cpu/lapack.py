@@ -1,6 +1,7 @@
-"""Linear algebra, FFT and simple sorts as library thunks: jaxlib's `lapack_<t><routine>_ffi`
-custom calls, cholesky, triangular_solve, fft and sort with a one-compare comparator call
-scipy's LAPACK/BLAS wrappers or numpy directly on the slot arrays.
+"""Linear algebra, FFT and sorts as library thunks: jaxlib's `lapack_<t><routine>_ffi` custom
+calls, cholesky, triangular_solve, fft and sort with a one-compare comparator call scipy's
+LAPACK/BLAS wrappers or numpy directly on the slot arrays; a sort with any other element-wise
+comparator runs the JIT merge sort (sort_emit.py).
 
 Everything an instruction's attributes decide (FFI attributes, which routine, batch shape,
 result types) is decided once, when the executable is planned; a call runs the routine per
@@ -10,7 +11,8 @@ native in the ownership sense), with no OpDef.evaluate on the way.
 Results are those of the interpreter's kernels (xlapy/ops/custom_call_targets.py,
 xlapy/ops/linalg.py, xlapy/ops/reduction_sort.py): the custom calls run the same scipy
 routines with the same arguments; cholesky runs the same numpy potrf; fft the same pocketfft
-in double precision, rounded once; sort the same stable argsort keys. triangular_solve runs
+in double precision, rounded once; sort the same stable argsort keys (or, in sort_emit.py,
+the unique stable order of the comparator). triangular_solve runs
 BLAS ?trsm (what XLA's CPU backend and jaxlib call) instead of the interpreter's
 row-by-row substitution: the same solution within the solve's rounding error (and inf/NaN,
 never an exception, for a singular matrix), and one BLAS call per matrix instead of n
@@ -50,8 +52,9 @@ HOST_CALLBACKS = frozenset({"xla_python_cpu_callback", "xla_python_gpu_callback"
 _PREFIX = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
 
 
-def plan(instr: Instruction) -> Plan | None:
-    """(kind, run) for an instruction this module runs, else None (it runs elsewhere)."""
+def plan(instr: Instruction, threads: int = 1) -> Plan | None:
+    """(kind, run) for an instruction this module runs, else None (it runs elsewhere); a
+    sort may split over `threads` threads."""
     op = instr.opcode
     if op == "custom_call":
         return _custom_call(instr)
@@ -63,7 +66,12 @@ def plan(instr: Instruction) -> Plan | None:
         return "fft", _fft(instr)
     if op == "sort":
         run = _sort(instr)
-        return None if run is None else ("numpy sort", run)
+        if run is not None:
+            return "numpy sort", run
+        from xlapy.backends.cpu import sort_emit
+
+        run = sort_emit.plan(instr, threads)
+        return None if run is None else ("jit merge sort", run)
     return None
 
 
