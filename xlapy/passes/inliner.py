@@ -1,8 +1,11 @@
 """CallInliner and map inlining: callee bodies pasted into the caller.
 
 `call` (and `composite`, via its decomposition) become the callee's instructions with the
-parameters replaced by the operands. A `map` whose computation is scalar element-wise code
-becomes the same ops over whole arrays (constants broadcast to the map's shape).
+parameters replaced by the operands; a call of a several-result function becomes its root
+tuple, whose get_tuple_element users TupleSimplifier folds (JAX's scan bodies call such
+functions: inlined, the whole loop can run natively on cpu). A `map` whose computation is
+scalar element-wise code becomes the same ops over whole arrays (constants broadcast to the
+map's shape).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ class CallInliner(ComputationPass):
     def run_on_computation(self, comp: Computation) -> bool:
         changed = False
         for instr in list(comp.instructions):
-            if instr.opcode == "call" and not instr.called[0].multi_result:
+            if instr.opcode == "call":
                 new = inline_body(comp, instr.called[0], list(instr.operands))
             elif instr.opcode == "map" and _map_inlinable(instr.called[0]):
                 new = self._inline_map(comp, instr)

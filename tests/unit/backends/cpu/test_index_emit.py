@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (StableHLO programs are kept on one line per op)
 """Index and data-movement ops generated inside cpu kernels (index_emit.py): concatenate, pad,
 dynamic_slice, dynamic_update_slice and gather, bit-exact against the interpreter and never
 an interpreter fallback."""
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import xlapy
 from xlapy.backends.cpu import CpuBackend, lanes
 from xlapy.backends.cpu.index_emit import INDEX_OPS
 from xlapy.backends.interpreter import InterpreterBackend
@@ -341,3 +343,59 @@ def test_segmented_concatenate_big_result() -> None:
     args = [_data(t, (1024, 1021)), _data(t, (1024, 1027), 1)]
     _check_split(shapes, args, lambda c, ps: op(c, "concatenate", ps, ConcatenateAttrs(1)),
                  "concatenate")
+
+
+# ---- native while loops ----
+#: jax.lax.scan(lambda c, x: (c + x, c * x), zeros(2), xs) as JAX lowers it: the body reads
+#: xs[i] (dynamic_slice), calls a two-result function, writes ys[i] (dynamic_update_slice).
+SCAN = """
+func.func public @main(%arg0: tensor<6x2xf32>) -> (tensor<2xf32>, tensor<6x2xf32>) {
+  %cst = stablehlo.constant dense<0.000000e+00> : tensor<2xf32>
+  %cst_0 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %0 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f32>) -> tensor<6x2xf32>
+  %c = stablehlo.constant dense<0> : tensor<i64>
+  %1:4 = stablehlo.while(%iterArg = %arg0, %iterArg_1 = %c, %iterArg_2 = %cst, %iterArg_3 = %0) : tensor<6x2xf32>, tensor<i64>, tensor<2xf32>, tensor<6x2xf32>
+  cond {
+    %c_4 = stablehlo.constant dense<6> : tensor<i64>
+    %2 = stablehlo.compare LT, %iterArg_1, %c_4, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    stablehlo.return %2 : tensor<i1>
+  } do {
+    %2 = func.call @dynamic_index_in_dim(%iterArg, %iterArg_1) : (tensor<6x2xf32>, tensor<i64>) -> tensor<2xf32>
+    %3:2 = func.call @closed_call(%iterArg_2, %2) : (tensor<2xf32>, tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>)
+    %4 = func.call @dynamic_update_index_in_dim(%iterArg_3, %3#1, %iterArg_1) : (tensor<6x2xf32>, tensor<2xf32>, tensor<i64>) -> tensor<6x2xf32>
+    %c_4 = stablehlo.constant dense<1> : tensor<i64>
+    %5 = stablehlo.add %iterArg_1, %c_4 : tensor<i64>
+    stablehlo.return %iterArg, %5, %3#0, %4 : tensor<6x2xf32>, tensor<i64>, tensor<2xf32>, tensor<6x2xf32>
+  }
+  return %1#2, %1#3 : tensor<2xf32>, tensor<6x2xf32>
+}
+func.func private @dynamic_index_in_dim(%arg0: tensor<6x2xf32>, %arg1: tensor<i64>) -> tensor<2xf32> {
+  %c = stablehlo.constant dense<0> : tensor<i64>
+  %0 = stablehlo.dynamic_slice %arg0, %arg1, %c, sizes = [1, 2] : (tensor<6x2xf32>, tensor<i64>, tensor<i64>) -> tensor<1x2xf32>
+  %1 = stablehlo.reshape %0 : (tensor<1x2xf32>) -> tensor<2xf32>
+  return %1 : tensor<2xf32>
+}
+func.func private @closed_call(%arg0: tensor<2xf32>, %arg1: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
+  %0 = stablehlo.add %arg0, %arg1 : tensor<2xf32>
+  %1 = stablehlo.multiply %arg0, %arg1 : tensor<2xf32>
+  return %0, %1 : tensor<2xf32>, tensor<2xf32>
+}
+func.func private @dynamic_update_index_in_dim(%arg0: tensor<6x2xf32>, %arg1: tensor<2xf32>, %arg2: tensor<i64>) -> tensor<6x2xf32> {
+  %0 = stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<2xf32>) -> tensor<1x2xf32>
+  %c = stablehlo.constant dense<0> : tensor<i64>
+  %1 = stablehlo.dynamic_update_slice %arg0, %0, %arg2, %c : (tensor<6x2xf32>, tensor<1x2xf32>, tensor<i64>, tensor<i64>) -> tensor<6x2xf32>
+  return %1 : tensor<6x2xf32>
+}
+"""
+
+
+def test_scan_with_dynamic_slices_is_a_native_while_loop() -> None:
+    """Every op of the scan body is a kernel once the two-result call is inlined, so the
+    whole loop runs natively."""
+    cpu = xlapy.compile(SCAN, backend="cpu")
+    assert "native while loop" in cpu._exe.explain()
+    assert not cpu._exe.fallbacks()
+    xs = (np.arange(12, dtype=np.float32).reshape(6, 2) - 5) / 4
+    want = xlapy.compile(SCAN, backend="interpreter")(xs)
+    for g, w in zip(cpu(xs), want):
+        np.testing.assert_array_equal(g, w)
