@@ -505,7 +505,8 @@ class CpuExecutable(Introspection):
 
     def _kernel_thunk(self, spec: kernels.Kernel, fn: Any) -> Callable[..., None]:
         if isinstance(spec, op_emit.TupleKernel):
-            return spec.thunk(fn, spec.output)
+            return spec.thunk(fn, spec.output, self.num_threads if spec.splittable and
+                              spec.cost >= SPLIT_COST else 1, self._pool)
         shape = spec.root.shape
         dims, dtype = tuple(shape.dimensions), shape.dtype
         is_fresh = id(spec.root) in self.outputs

@@ -10,6 +10,7 @@ its interpreter fallback (listed by `explain`).
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,8 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
-from xlapy.backends.cpu.thunks import Thunk, ptr
+from xlapy.backends.cpu.threads import NativePool
+from xlapy.backends.cpu.thunks import Thunk, ptr, split_thunk
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -47,16 +49,25 @@ class TupleKernel(Kernel):
 
     shapes: list[Any] = field(default_factory=list)
 
-    def thunk(self, fn: Any, slot: int) -> Thunk:
+    def thunk(self, fn: Any, slot: int, parts: int, pool: Callable[[], NativePool]) -> Thunk:
+        """Allocates the results, runs fn over [0, outer) split into `parts` ranges (each
+        output element is computed whole, so the split never changes bits)."""
         shapes = [(tuple(s.dimensions), s.dtype) for s in self.shapes]
-        outer = self.outer
+        local = threading.local()  # this call's results and cells (runs may overlap)
+
+        def cells(t: Any) -> int:
+            outs = [np.empty(d, dt) for d, dt in shapes]
+            local.outs = outs
+            local.cells = (ctypes.c_void_p * (1 + len(outs)))(
+                ctypes.addressof(t), *[ptr(o) if o.size else 0 for o in outs])
+            return ctypes.addressof(local.cells)
+
+        split = split_thunk(fn, self.outer, parts, 1, {}, [], pool, arg=cells)
 
         def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
-            outs = [np.empty(d, dt) for d, dt in shapes]
-            cells = (ctypes.c_void_p * (1 + len(outs)))(
-                ctypes.addressof(t), *[ptr(o) if o.size else 0 for o in outs])
-            fn(ctypes.addressof(cells), 0, outer)
-            v[slot] = tuple(outs)
+            split(t, v, rt, pr)
+            v[slot] = tuple(local.outs)
+            local.outs = local.cells = None
 
         return run
 
@@ -148,7 +159,7 @@ class OpEmitter:
         b.ret_void()
         if self.tupled:
             return TupleKernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer,
-                               cost, False, shapes=list(self.instr.shape.tuple_shapes))
+                               cost, split, shapes=list(self.instr.shape.tuple_shapes))
         return Kernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer, cost,
                       split)
 

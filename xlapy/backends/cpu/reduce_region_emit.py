@@ -26,6 +26,9 @@ from xlapy.ops.reduction import SEQUENTIAL_LIMIT
 
 #: Stack depth of the pairwise tree: partial blocks of distinct power-of-two sizes.
 _DEPTH = 64
+#: Aligned blocks of this many elements fold as one straight-line subtree (no stack).
+LOG_BLOCK = 4
+BLOCK = 1 << LOG_BLOCK
 
 
 def emitter(instr: Instruction) -> type[OpEmitter] | None:
@@ -82,6 +85,14 @@ class ReduceRegionEmitter(OpEmitter):
                 off = b.add(off, b.mul(v, i64(st[d])))
             return [self.load(self.ins[k], t, off) for k, t in enumerate(types)]
 
+        def element_at(oidx: list[ir.Value], r: ir.Value) -> list[ir.Value]:
+            """The element at position r of the reduced elements' row-major order."""
+            ridx = []
+            for s_, n_ in zip(strides(rdims), rdims):
+                q = b.udiv(r, i64(s_)) if s_ != 1 else r
+                ridx.append(b.urem(q, i64(n_)) if len(rdims) > 1 else q)
+            return element(oidx, ridx)
+
         def get(ps: list[ir.Value]) -> list[ir.Value]:
             return [b.load(p) for p in ps]
 
@@ -99,14 +110,12 @@ class ReduceRegionEmitter(OpEmitter):
                            name="r")
             elif length:
                 b.store(i64(0), sp)
-                rstr = strides(rdims)
+                blocks = length // BLOCK
 
-                def tree_step(r: list[ir.Value]) -> None:
-                    i: ir.Value = i64(0)
-                    for v, s in zip(r, rstr):
-                        i = b.add(i, b.mul(v, i64(s)))
-                    put(cur, element(oidx, r))
-                    b.store(i64(0), level)
+                def push(i: ir.Value, first: int) -> None:
+                    """Merge cur with the blocks the trailing one bits of i (from bit
+                    `first`) close, then push it."""
+                    b.store(i64(first), level)
                     test = b.append_basic_block("merge.test")
                     merge = b.append_basic_block("merge")
                     done = b.append_basic_block("merge.done")
@@ -126,7 +135,17 @@ class ReduceRegionEmitter(OpEmitter):
                         b.store(b.load(cur[k]), slot(k, at))
                     b.store(b.add(at, i64(1)), sp)
 
-                self.loops(rdims, tree_step, name="t")
+                # Whole aligned blocks of BLOCK elements: their subtree straight-line.
+                with for_range(b, i64(0), i64(blocks), name="blk") as j:
+                    base = b.mul(j, i64(BLOCK))
+                    vals = [element_at(oidx, b.add(base, i64(e))) for e in range(BLOCK)]
+                    while len(vals) > 1:
+                        vals = [fn(vals[2 * q], vals[2 * q + 1]) for q in range(len(vals) // 2)]
+                    put(cur, vals[0])
+                    push(base, LOG_BLOCK)
+                with for_range(b, i64(blocks * BLOCK), i64(length), name="t") as i:
+                    put(cur, element_at(oidx, i))
+                    push(i, 0)
                 # leftover blocks, right to left: cur = stack[top]; cur = fn(stack[j], cur)
                 top = b.sub(b.load(sp), i64(1))
                 put(cur, [b.load(slot(k, top)) for k in range(n)])
@@ -145,7 +164,7 @@ class ReduceRegionEmitter(OpEmitter):
             per_output([])
             return 1, False, max(length, 1)
         self.loops(odims, per_output, (begin, end), name="o")
-        return odims[0], not self.tupled, max(math.prod(odims) * length, 1)
+        return odims[0], True, max(math.prod(odims) * length, 1)
 
 
 __all__ = ["emitter", "ReduceRegionEmitter"]

@@ -120,3 +120,11 @@ def test_argmax_from_jax_and_complex_stays_a_fallback() -> None:
     exe = xlapy.compile(text, backend="cpu")
     np.testing.assert_array_equal(exe(z), xlapy.compile(text)(z))
     assert "reduce" in {o for _, o in exe._exe.fallbacks()}  # complex: no native types
+
+
+def test_argmax_splits_over_threads() -> None:
+    """Several results (TupleKernel) split by output rows: the bits never depend on the
+    thread count; rows of 80 take whole blocks and a remainder."""
+    x = data(ET.F32, (4096, 80), seed=5)
+    text = argmax(ET.F32, (4096, 80), (1,))
+    same(check(text, [x], "reduce", num_threads=1), check(text, [x], "reduce", num_threads=2))
