@@ -300,6 +300,38 @@ class Recv(OpDef):
 
 # ---- custom_call ------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class OutputOperandAlias:
+    """`#stablehlo.output_operand_alias<...>`: the result (part) at `output_tuple_indices`
+    reuses operand `operand_index`'s buffer (part at `operand_tuple_indices`)."""
+
+    output_tuple_indices: tuple[int, ...] = ()
+    operand_index: int = 0
+    operand_tuple_indices: tuple[int, ...] = ()
+
+
+def _tuple_part(shape: Shape, path: Sequence[int], what: str) -> Shape:
+    for i in path:
+        check(shape.is_tuple and 0 <= i < len(shape.tuple_shapes), "custom_call_alias",
+              f"{what} tuple index {i} is out of bounds for {shape}")
+        shape = shape.tuple_shapes[i]
+    return shape
+
+
+def _check_aliases(aliases: Sequence[OutputOperandAlias], operands: Sequence[Shape],
+                   result: Shape) -> None:
+    """StableHLO's custom_call verifier (no spec number): each alias names an existing
+    operand and result part, and both have the same type."""
+    for a in aliases:
+        check(0 <= a.operand_index < len(operands), "custom_call_alias",
+              f"operand_index {a.operand_index} is out of range for {len(operands)} operand(s)")
+        src = _tuple_part(operands[a.operand_index], a.operand_tuple_indices, "operand")
+        dst = _tuple_part(result, a.output_tuple_indices, "output")
+        check(src == dst, "custom_call_alias",
+              f"output {list(a.output_tuple_indices)} ({dst}) aliases operand "
+              f"{a.operand_index} {list(a.operand_tuple_indices)} ({src}) of another type")
+
+
+@dataclass(frozen=True)
 class CustomCallAttrs:
     """`shape` is the declared result shape (a tuple for several results)."""
 
@@ -312,6 +344,8 @@ class CustomCallAttrs:
     result_layouts: tuple[tuple[int, ...], ...] | None = None
     #: jaxlib FFI attributes (`mhlo.backend_config = {uplo = 76 : ui8}`), sorted pairs.
     mhlo_backend_config: tuple[tuple[str, Any], ...] = ()
+    #: Results that reuse operand buffers (None: no aliases given).
+    output_operand_aliases: tuple[OutputOperandAlias, ...] | None = None
 
 
 @register
@@ -347,6 +381,8 @@ class CustomCall(OpDef):
             for i, (lay, s) in enumerate(zip(attrs.result_layouts, leaves)):
                 check(s.is_array and sorted(lay) == list(range(s.rank)), "custom_call_c4",
                       f"result layout {i} {list(lay)} is not a permutation for {s}")
+        if attrs.output_operand_aliases:
+            _check_aliases(attrs.output_operand_aliases, operands, attrs.shape)
         return attrs.shape
 
     def evaluate(self, operands: Sequence[Any], attrs: CustomCallAttrs, result: Shape,

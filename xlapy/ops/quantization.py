@@ -138,6 +138,9 @@ class UniformQuantize(OpDef):
             _check_params(attrs.operand, x, "uniform_quantize_c1")
             check(x.element_type is attrs.operand.storage_type, "uniform_quantize_c1",
                   f"operand element type {x.element_type} is not its storage type")
+            check(attrs.operand.expressed_type is attrs.result.expressed_type,
+                  "uniform_quantize_c2", f"requantizing changes the expressed type from "
+                  f"{attrs.operand.expressed_type} to {attrs.result.expressed_type}")
         return Shape.array(attrs.result.storage_type, x.dimensions)
 
     def evaluate(self, operands: Sequence[Any], attrs: UniformQuantizeAttrs, result: Shape,

@@ -24,6 +24,7 @@ from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import NO_ATTRS, OPS, get_op, infer_shape
 from xlapy.ops.core import ConstantAttrs, GetTupleElementAttrs, ParameterAttrs
 from xlapy.ops.dynamic import DYNAMIC_OPS
+from xlapy.ops.result_types import result_type_label
 from xlapy.stablehlo.attrmap import build_attrs
 from xlapy.stablehlo.dense import dense_to_array
 from xlapy.stablehlo.generic_form import compatible, terminator_type_problem
@@ -376,9 +377,10 @@ class Importer:
             if len(declared) == len(shapes):
                 for i, (s, t) in enumerate(zip(shapes, declared)):
                     if not compatible(s, t):
+                        label = result_type_label(opcode, s, t)  # the spec constraint
                         raise self.error(node.pos, f"{node.name}: result {i} has type "
                                                    f"{s.to_shlo()} but is declared as "
-                                                   f"{type_str(t)}")
+                                                   f"{type_str(t)} ({label})")
         return results
 
     def bind_results(self, node: OpNode, scope: Scope, values: list[Instruction]) -> None:

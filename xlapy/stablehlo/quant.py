@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlapy.errors import ParseError, Unimplemented, XlapyError
+from xlapy.errors import ParseError, ShapeInferenceError, Unimplemented, XlapyError
 from xlapy.ir import Instruction
 from xlapy.ops.base import infer_shape
 from xlapy.ops.quantization import QuantParams, UniformDequantizeAttrs, UniformQuantizeAttrs
@@ -136,15 +136,26 @@ def import_quantized(imp: Importer, node: OpNode, scope: Scope, opcode: str
         shape = infer_shape(op, [x.shape], attrs)
         return comp.add(Instruction(op, [x], shape, attrs))
 
+    def declared(result: Instruction, label: str) -> list[Instruction]:
+        """The op's own declared result type (storage shape for a quantized one)."""
+        want = rq[0][0] if rq and rq[0] is not None else (rtypes[0] if rtypes else None)
+        if isinstance(want, Shape) and want != result.shape:
+            t = rtypes[0].to_shlo() if isinstance(rtypes[0], Shape) else rtypes[0]
+            raise ShapeInferenceError(label, f"result is declared {t} but the op gives "
+                                             f"{result.shape.to_shlo()}")
+        return [result]
+
     if opcode == "uniform_quantize":
         if len(operands) != 1 or len(rq) != 1 or rq[0] is None:
             raise Unimplemented("uniform_quantize needs one operand and a quantized result")
         q_in = oq[0][1] if oq[0] is not None else None
-        return [add("uniform_quantize", operands[0], UniformQuantizeAttrs(rq[0][1], q_in))]
+        return declared(add("uniform_quantize", operands[0],
+                            UniformQuantizeAttrs(rq[0][1], q_in)), "uniform_quantize_c1")
     if opcode == "uniform_dequantize":
         if len(operands) != 1 or oq[0] is None:
             raise Unimplemented("uniform_dequantize needs one quantized operand")
-        return [add("uniform_dequantize", operands[0], UniformDequantizeAttrs(oq[0][1]))]
+        return declared(add("uniform_dequantize", operands[0],
+                            UniformDequantizeAttrs(oq[0][1])), "uniform_dequantize_c2")
     if opcode == "bitcast_convert" and len(operands) == 1 and len(rtypes) == 1:
         target = storage_type(rtypes[0])
         if isinstance(target, Shape) and target == operands[0].shape:

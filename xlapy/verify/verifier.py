@@ -5,6 +5,7 @@ from __future__ import annotations
 from xlapy.errors import ShapeInferenceError, VerificationError, XlapyError
 from xlapy.ir import Computation, Module
 from xlapy.ops.base import OPS, infer_shape
+from xlapy.ops.result_types import result_type_label
 
 
 def verify_module(module: Module) -> None:
@@ -57,7 +58,7 @@ def verify_computation(comp: Computation) -> None:
             raise VerificationError(instr.opcode, "", f"%{instr.name}: {e}") from None
         if shape != instr.shape:
             raise VerificationError(
-                instr.opcode, "result_type",
+                instr.opcode, result_type_label(instr.opcode, shape, instr.shape),
                 f"%{instr.name} has shape {instr.shape} but its operands give {shape}",
             )
         defined.add(id(instr))

@@ -329,3 +329,101 @@ def test_infeed_layout_valid(layout: str) -> None:
                                     "[[1, 0], [1]]"])
 def test_infeed_layout_invalid(layout: str) -> None:
     rejects(infeed(layout), "infeed_layout", "2:16")
+
+
+# ---- uniform_quantize / uniform_dequantize result types -----------------------------------------
+QF32 = "!quant.uniform<i8:f32, 0.5:1>"
+
+
+def test_uniform_quantize_dequantize_results_valid() -> None:
+    parse_module(one_op(f"%a: tensor<4x{QF32}>", f"stablehlo.uniform_quantize %a : "
+                        f"(tensor<4x{QF32}>) -> tensor<4x!quant.uniform<i8:f32, 0.25:-3>>",
+                        "tensor<4x!quant.uniform<i8:f32, 0.25:-3>>"))
+    parse_module(one_op(f"%a: tensor<4x{QF32}>", f"stablehlo.uniform_dequantize %a : "
+                        f"(tensor<4x{QF32}>) -> tensor<4xf32>", "tensor<4xf32>"))
+
+
+@pytest.mark.parametrize("text,label", [
+    (one_op(f"%a: tensor<4x{QF32}>", f"stablehlo.uniform_quantize %a : (tensor<4x{QF32}>) -> "
+            "tensor<4x!quant.uniform<i8:f16, 0.5:1>>", "tensor<4x!quant.uniform<i8:f16, 0.5:1>>"),
+     "uniform_quantize_c2"),
+    (one_op("%a: tensor<4xf32>", f"stablehlo.uniform_quantize %a : (tensor<4xf32>) -> "
+            f"tensor<5x{QF32}>", f"tensor<5x{QF32}>"), "uniform_quantize_c1"),
+    (one_op(f"%a: tensor<4x{QF32}>", f"stablehlo.uniform_dequantize %a : (tensor<4x{QF32}>) -> "
+            "tensor<4xf16>", "tensor<4xf16>"), "uniform_dequantize_c2"),
+])
+def test_uniform_quantize_dequantize_results_invalid(text: str, label: str) -> None:
+    rejects(text, label, "2:8")
+
+
+# ---- custom_call output_operand_aliases ----------------------------------------------------------
+def aliased(alias: str, results: str = "(tensor<2xf32>, tensor<i32>)") -> str:
+    return ("func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n"
+            "  %0:2 = stablehlo.custom_call @foo(%a) {output_operand_aliases = "
+            f"[#stablehlo.output_operand_alias<{alias}>]}} : (tensor<2xf32>) -> {results}\n"
+            "  return %0#0 : tensor<2xf32>\n}")
+
+
+def test_custom_call_alias_valid_and_printed() -> None:
+    from xlapy.stablehlo import print_module
+
+    alias = "output_tuple_indices = [0], operand_index = 0, operand_tuple_indices = []"
+    text = print_module(parse_module(aliased(alias)))
+    assert f"#stablehlo.output_operand_alias<{alias}>" in text
+    parse_module(text)
+
+
+@pytest.mark.parametrize("alias", [
+    "output_tuple_indices = [0], operand_index = 1, operand_tuple_indices = []",
+    "output_tuple_indices = [1], operand_index = 0, operand_tuple_indices = []",
+    "output_tuple_indices = [2], operand_index = 0, operand_tuple_indices = []",
+    "output_tuple_indices = [0], operand_index = 0, operand_tuple_indices = [0]",
+])
+def test_custom_call_alias_invalid(alias: str) -> None:
+    rejects(aliased(alias), "custom_call_alias", "2:10")
+
+
+# ---- result-type constraints: the spec label of a declared result type that is wrong -----------
+RESULT_CASES = [
+    # (args, op with {R} for the result type, valid result, invalid result, label)
+    ("%a: tensor<2xf32>", "stablehlo.add %a, %a : (tensor<2xf32>, tensor<2xf32>) -> {R}",
+     "tensor<2xf32>", "tensor<2xf16>", "add_c1"),
+    ("%a: tensor<2x3xf32>", "stablehlo.reshape %a : (tensor<2x3xf32>) -> {R}",
+     "tensor<3x2xf32>", "tensor<3x2xf64>", "reshape_c1"),
+    ("%a: tensor<2x3xf32>", "stablehlo.transpose %a, dims = [1, 0] : (tensor<2x3xf32>) -> {R}",
+     "tensor<3x2xf32>", "tensor<2x3xf32>", "transpose_c3"),
+    ("%a: tensor<4xf32>", "stablehlo.slice %a [1:3] : (tensor<4xf32>) -> {R}",
+     "tensor<2xf32>", "tensor<3xf32>", "slice_c5"),
+    ("%a: tensor<2xf32>", "stablehlo.concatenate %a, %a, dim = 0 : (tensor<2xf32>, "
+     "tensor<2xf32>) -> {R}", "tensor<4xf32>", "tensor<5xf32>", "concatenate_c6"),
+    ("%a: tensor<2x3xf32>, %b: tensor<3x4xf32>", "stablehlo.dot_general %a, %b, "
+     "contracting_dims = [1] x [0] : (tensor<2x3xf32>, tensor<3x4xf32>) -> {R}",
+     "tensor<2x4xf32>", "tensor<4x2xf32>", "dot_general_c13"),
+    ("%a: tensor<2xf32>", "stablehlo.convert %a : (tensor<2xf32>) -> {R}", "tensor<2xi32>",
+     "tensor<3xi32>", "convert_c1"),
+    ("%a: tensor<2xf32>", "stablehlo.compare LT, %a, %a : (tensor<2xf32>, tensor<2xf32>) -> {R}",
+     "tensor<2xi1>", "tensor<3xi1>", "compare_c2"),
+    ("%a: tensor<2xcomplex<f32>>", "stablehlo.real %a : (tensor<2xcomplex<f32>>) -> {R}",
+     "tensor<2xf32>", "tensor<2xf64>", "real_c2"),
+]
+
+
+@pytest.mark.parametrize("args,op,good,bad,label", RESULT_CASES,
+                         ids=[c[4] for c in RESULT_CASES])
+def test_result_type_label(args: str, op: str, good: str, bad: str, label: str) -> None:
+    parse_module(one_op(args, op.replace("{R}", good), good))
+    rejects(one_op(args, op.replace("{R}", bad), bad), f"({label})", "2:8")
+
+
+def test_verify_module_names_the_result_type_constraint() -> None:
+    from xlapy.errors import VerificationError
+    from xlapy.verify import verify_module
+
+    module = parse_module(one_op("%a: tensor<2x3xf32>", "stablehlo.reshape %a : "
+                                 "(tensor<2x3xf32>) -> tensor<3x2xf32>", "tensor<3x2xf32>"))
+    verify_module(module)
+    reshape = next(i for i in module.entry.instructions if i.opcode == "reshape")
+    reshape.shape = Shape.array(ElementType.F32, [5])
+    with pytest.raises(VerificationError, match="reshape_c2") as e:
+        verify_module(module)
+    assert e.value.constraint == "reshape_c2"
