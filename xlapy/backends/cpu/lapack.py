@@ -64,6 +64,10 @@ def plan(instr: Instruction, threads: int = 1) -> Plan | None:
         return "blas", _triangular_solve(instr)
     if op == "fft":
         return "fft", _fft(instr)
+    if op == "chlo.ragged_dot":
+        from xlapy.backends.cpu.library import ragged_dot_plan
+
+        return "blas (ragged dot)", ragged_dot_plan(instr)
     if op == "sort":
         run = _sort(instr)
         if run is not None:

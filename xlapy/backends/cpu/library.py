@@ -105,6 +105,59 @@ def dot_plan(instr: Instruction, threads: int = 1
     return run
 
 
+def ragged_dot_plan(instr: Instruction) -> Callable[..., np.ndarray]:
+    """run(lhs, rhs, group_sizes) for chlo.ragged_dot (mode 1, the only one it infers): per
+    group k, the rows [lo, hi) of the lhs ragged dimension times rhs[k] through one batched
+    matmul (BLAS dgemm/zgemm for floats, exact int64 for integers) in the interpreter's
+    wide type, written into those rows; rows in no group stay zero; a later group's rows
+    override an earlier one's where negative sizes make them overlap (the interpreter's
+    masks). Floats round once to the result type."""
+    a = instr.attrs
+    lhs, rhs = (o.shape for o in instr.operands[:2])
+    g, r = a.rhs_group_dimensions[0], a.lhs_ragged_dimensions[0]
+    et = lhs.element_type
+    wide = np.dtype(np.complex128 if et.is_complex else np.float64 if et.is_float
+                    else np.int64)
+    lb, lc = list(a.lhs_batching_dimensions), list(a.lhs_contracting_dimensions)
+    shift = [d - (d > g) for d in range(rhs.rank)]  # rhs dimensions once g is taken out
+    rb = [shift[d] for d in a.rhs_batching_dimensions]
+    rc = [shift[d] for d in a.rhs_contracting_dimensions]
+    lf = [d for d in range(lhs.rank) if d not in lb and d not in lc]
+    rf = [shift[d] for d in range(rhs.rank) if d != g and d not in a.rhs_batching_dimensions
+          and d not in a.rhs_contracting_dimensions]
+    bdims = [lhs.dimensions[d] for d in lb]
+    fdims = [lhs.dimensions[d] for d in lf]
+    ndims = [d for i, d in enumerate(rhs.dimensions) if i != g]
+    ndims = [ndims[d] for d in rf]
+    nb, k = int(np.prod(bdims)), int(np.prod([lhs.dimensions[d] for d in lc]))
+    n = int(np.prod(ndims))
+    axis = len(lb) + lf.index(r)  # the ragged dimension in the result
+    rows = lhs.dimensions[r]
+    dims, out_dtype = tuple(instr.shape.dimensions), instr.shape.dtype
+
+    def run(x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        res = np.zeros(dims, wide)
+        bounds = np.concatenate([[0], np.cumsum(np.asarray(groups, np.int64))])
+        for grp in range(y.shape[g]):
+            lo, hi = max(int(bounds[grp]), 0), min(int(bounds[grp + 1]), rows)
+            if hi <= lo:
+                continue
+            xs = np.take(x, np.arange(lo, hi), axis=r).astype(wide)
+            yk = np.take(y, grp, axis=g).astype(wide)
+            m = xs.size // max(nb * k, 1) if xs.size else 0
+            xv = xs.transpose(lb + lf + lc).reshape(nb, m, k)
+            yv = yk.transpose(rb + rc + rf).reshape(nb, k, n)
+            fd = list(fdims)
+            fd[lf.index(r)] = hi - lo
+            part = np.matmul(xv, yv).reshape(bdims + fd + ndims)
+            where = [slice(None)] * len(dims)
+            where[axis] = slice(lo, hi)
+            res[tuple(where)] = part
+        return res.astype(out_dtype)
+
+    return run
+
+
 def library_kind(instr: Instruction) -> str | None:
     if instr.opcode == "dot_general" and dot_plan(instr) is not None:
         return "blas" if dot_accumulator(instr).kind in "fc" else "int gemm"  # type: ignore
@@ -187,4 +240,5 @@ def conv_plan(instr: Instruction, threads: int = 1
     return run
 
 
-__all__ = ["conv_plan", "dot_accumulator", "dot_plan", "library_kind", "LIBRARY_VIA_KERNEL", "Any"]
+__all__ = ["conv_plan", "dot_accumulator", "dot_plan", "ragged_dot_plan", "library_kind",
+           "LIBRARY_VIA_KERNEL", "Any"]

@@ -111,7 +111,8 @@ FLOAT_TYPES = [("bf16", "bf16", "bf16"), ("f16", "f16", "f16"), ("bf16", "bf16",
                ("complex<f64>", "complex<f64>", "complex<f64>"), ("f32", "f64", "f64"),
                ("i8", "i8", "f32")]
 _NP = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32, "f64": np.float64,
-       "complex<f32>": np.complex64, "complex<f64>": np.complex128, "i8": np.int8}
+       "complex<f32>": np.complex64, "complex<f64>": np.complex128, "i8": np.int8,
+       "i32": np.int32}
 
 
 def _float_arg(t: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -144,3 +145,67 @@ def test_float_dot_matches_interpreter(types: tuple[str, str, str], layout: tupl
            np.float32}.get(ot, out_dt)  # the interpreter's accumulation type
     bound = magnitude_bound(mag, max(k, 1), out_dt, acc_dtype=acc)
     assert_close_to_bound(got, want, bound)
+
+
+#: (lhs dims, rhs dims, lhs batch, rhs batch, lhs contracting, rhs contracting, ragged, group)
+RAGGED = [
+    ((11, 5), (3, 5, 7), [], [], [1], [1], 0, 0),
+    ((2, 11, 5), (3, 2, 5, 7), [0], [1], [2], [2], 1, 0),
+    ((5, 9, 4), (4, 5, 2, 3), [], [], [0], [1], 1, 2),   # contracting first, group in the middle
+    ((6, 3), (3, 2, 4), [], [], [1], [0], 0, 2),          # group dimension last
+]
+
+
+def _ragged_text(case: tuple, ty: str) -> str:
+    ls, rs, lb, rb, lc, rc, r, g = case
+    lf = [d for d in range(len(ls)) if d not in lb and d not in lc]
+    rf = [d for d in range(len(rs)) if d not in rb and d not in rc and d != g]
+    os_ = [ls[d] for d in lb] + [ls[d] for d in lf] + [rs[d] for d in rf]
+    tl, tr, to = _dims(ls) + ty, _dims(rs) + ty, _dims(tuple(os_)) + ty
+    tg = f"{rs[g]}xi64"
+    return f"""
+func.func @main(%x: tensor<{tl}>, %y: tensor<{tr}>, %s: tensor<{tg}>) -> tensor<{to}> {{
+  %r = "chlo.ragged_dot"(%x, %y, %s) {{
+    ragged_dot_dimension_numbers = #chlo.ragged_dot<
+      lhs_batching_dimensions = {lb}, rhs_batching_dimensions = {rb},
+      lhs_contracting_dimensions = {lc}, rhs_contracting_dimensions = {rc},
+      lhs_ragged_dimensions = [{r}], rhs_group_dimensions = [{g}]>,
+    precision_config = [#chlo<precision DEFAULT>, #chlo<precision DEFAULT>]
+  }} : (tensor<{tl}>, tensor<{tr}>, tensor<{tg}>) -> tensor<{to}>
+  return %r : tensor<{to}>
+}}
+"""
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64", "i32", "i8"])
+@pytest.mark.parametrize("case", RAGGED, ids=[str(i) for i in range(len(RAGGED))])
+@pytest.mark.parametrize("sizes", ["fit", "short", "over", "negative"])
+def test_ragged_dot(case: tuple, ty: str, sizes: str) -> None:
+    """Groups that cover the rows, leave rows out (zero), run past them, or overlap through
+    a negative size (the later group wins, as in the interpreter)."""
+    text = _ragged_text(case, ty)
+    cpu = xlapy.compile(text, backend="cpu")
+    exe = cpu._exe  # type: ignore[attr-defined]
+    assert not exe.fallbacks(), exe.explain()
+    assert "chlo.ragged_dot" in exe.explain() and "library blas" in exe.explain()
+    ls, rs, *_, r, g = case
+    rows, ng = ls[r], rs[g]
+    base = [rows // ng] * ng
+    base[-1] += rows - sum(base)
+    groups = {"fit": base, "short": [1] * ng, "over": [rows] * ng,
+              "negative": [rows // 2 + 1, -1] + [2] * (ng - 2)}[sizes]
+    rng = np.random.default_rng(14)
+    if ty.startswith("f"):
+        x = rng.standard_normal(ls).astype(_NP[ty])
+        y = rng.standard_normal(rs).astype(_NP[ty])
+    else:
+        x = _arg(ty, ls, rng)
+        y = _arg(ty, rs, rng)
+    s = np.array(groups, np.int64)
+    got, want = cpu(x, y, s), xlapy.compile(text, backend="interpreter")(x, y, s)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if ty.startswith("i"):
+        np.testing.assert_array_equal(got, want)  # int64 products, wrapped once
+    else:  # both in float64 (BLAS vs einsum order), rounded once to the result type
+        np.testing.assert_allclose(got, want, rtol=4 * np.finfo(_NP[ty]).eps,
+                                   atol=1e-6 if ty == "f32" else 1e-14)
