@@ -80,3 +80,22 @@ def test_folding_skips_big_operands() -> None:
     module = parse_module(SUM.format(n=1000))
     ConstantFolding().run(module)
     assert "reduce" not in [i.opcode for i in module.entry.instructions]
+
+
+def test_cpu_compile_function_does_not_materialize_a_big_splat() -> None:
+    """The path `xlapy run --backend cpu` and the conformance suite take."""
+    from xlapy.backends import get_backend
+
+    module = parse_module(SUM.format(n=100_000_000))
+    tracemalloc.start()
+    try:
+        exe = get_backend("cpu").compile_function(module, module.entry)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, peak
+    assert not exe.fallbacks()
+    consts = [i for i in module.entry.instructions if i.opcode == "constant"]
+    assert consts[0].attrs.literal.is_splat  # the caller's module is unchanged
+    r, k = exe.run_computation([np.float32(0.0)])
+    assert float(r) == pytest.approx(1.5e8, rel=1e-6) and (k == 2.0).all()

@@ -30,23 +30,28 @@ class CpuBackend:
                          options: dict[str, Any] | None = None) -> Any:
         """One function of an already verified module (test files hold several, no entry).
         No backend pipeline: conformance chunks feed constants, which it would fold away,
-        leaving the kernels untested; only chlo ops are lowered (to native kernels)."""
+        leaving the kernels untested; only chlo ops are lowered (to native kernels) and splat
+        constants become broadcasts (computed in kernels, never materialized)."""
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.passes.chlo_lowering import ChloLowering
+        from xlapy.passes.splat_constants import SplatToBroadcast
 
         with _no_gc():
-            if _has_chlo(module):
-                # Lowered on a copy (the caller's module is not ours to rewrite); the
-                # lowering only adds ops, it folds nothing.
+            if _needs_rewrite(module):
+                # On a copy (the caller's module is not ours to rewrite); both rewrites only
+                # add ops, they fold nothing.
                 module = module.clone()
                 ChloLowering().run(module)
+                SplatToBroadcast().run(module)
                 comp = module.get(comp.name)
             return CpuExecutable(comp, module, options)
 
 
-def _has_chlo(module: Module) -> bool:
-    return any(i.opcode.startswith("chlo.") for c in module.computations
-               for i in c.instructions)
+def _needs_rewrite(module: Module) -> bool:
+    """A chlo op or a splat constant anywhere (compile_function's two rewrites)."""
+    return any(i.opcode.startswith("chlo.") or (i.opcode == "constant" and i.shape.is_array
+                                                 and i.attrs.literal.is_splat)
+               for c in module.computations for i in c.instructions)
 
 
 @contextlib.contextmanager
