@@ -337,6 +337,11 @@ class CpuExecutable(Introspection):
                                v.__setitem__(s, tuple(v[i] for i in ins)))
             self.report.append((instr.name, "tuple", "aliasing"))
             return
+        if instr.opcode == "optimization_barrier":  # an identity: its results alias its operands
+            self.thunks.append(lambda t, v, rt, pr, s=s, ins=ins: self._set(
+                t, v, s, v[ins[0]] if len(ins) == 1 else tuple(v[i] for i in ins)))
+            self.report.append((instr.name, "optimization_barrier", "aliasing"))
+            return
         if instr.opcode == "get_tuple_element":
             idx = instr.attrs.index
             self.thunks.append(lambda t, v, rt, pr, s=s, i=ins[0], k=idx:
