@@ -68,6 +68,31 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+#: Inherent attributes StableHLO declares `I64Attr`: `dimension = 1 : i32` fails its verifier
+#: ("64-bit signless integer attribute"), so it is a ParseError here too. Untyped values (the
+#: pretty forms) are i64 by definition.
+I64_ATTRS: dict[str, frozenset[str]] = {
+    "iota": frozenset({"iota_dimension"}), "dynamic_iota": frozenset({"iota_dimension"}),
+    "concatenate": frozenset({"dimension"}), "sort": frozenset({"dimension"}),
+    "get_dimension_size": frozenset({"dimension"}), "all_gather": frozenset({"all_gather_dim"}),
+    "all_to_all": frozenset({"split_dimension", "concat_dimension", "split_count"}),
+    "reduce_scatter": frozenset({"scatter_dimension"}),
+    "convolution": frozenset({"feature_group_count", "batch_group_count"}),
+    "dynamic_conv": frozenset({"feature_group_count", "batch_group_count"}),
+    "batch_norm_inference": frozenset({"feature_index"}),
+    "batch_norm_training": frozenset({"feature_index"}),
+    "batch_norm_grad": frozenset({"feature_index"}),
+}
+_S64 = Shape.scalar(ElementType.S64)
+
+
+def _check_width(op: str, key: str, value: Any) -> None:
+    if isinstance(value, TypedNumber) and key in I64_ATTRS.get(op, ()) and value.type != _S64:
+        shown = value.type.element_type.shlo_name if isinstance(value.type, Shape) else value.type
+        raise AttrError(f"{op}: attribute '{key}' must be a 64-bit signless integer (i64), "
+                        f"got {value.value} : {shown}")
+
+
 def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[Any],
                 operand_types: list[Shape] | None = None) -> Any:
     """Instantiate `cls` for op `op` from parsed `attrs` and the declared result types.
@@ -86,6 +111,7 @@ def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[An
         key = ALIASES.get((op, f.name), f.name)
         hint = hints[f.name]
         if key in flat:
+            _check_width(op, key, flat[key])
             try:
                 kwargs[f.name] = convert(flat[key], hint)
             except (AttrError, ValueError, TypeError, KeyError) as e:

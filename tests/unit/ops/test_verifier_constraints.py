@@ -427,3 +427,24 @@ def test_verify_module_names_the_result_type_constraint() -> None:
     with pytest.raises(VerificationError, match="reshape_c2") as e:
         verify_module(module)
     assert e.value.constraint == "reshape_c2"
+
+
+# ---- attributes StableHLO declares as i64 --------------------------------------------------------
+I64_CASES = [
+    ("", '"stablehlo.iota"() {{iota_dimension = 0{T}}} : () -> tensor<4xf32>', "tensor<4xf32>",
+     "iota_dimension"),
+    ("%a: tensor<2xf32>", '"stablehlo.concatenate"(%a, %a) {{dimension = 0{T}}} : '
+     "(tensor<2xf32>, tensor<2xf32>) -> tensor<4xf32>", "tensor<4xf32>", "dimension"),
+    ("%a: tensor<2x3xf32>", '"stablehlo.get_dimension_size"(%a) {{dimension = 1{T}}} : '
+     "(tensor<2x3xf32>) -> tensor<i32>", "tensor<i32>", "dimension"),
+]
+
+
+@pytest.mark.parametrize("args,op,result,key", I64_CASES, ids=[c[3] for c in I64_CASES])
+def test_i64_attribute_width(args: str, op: str, result: str, key: str) -> None:
+    parse_module(one_op(args, op.format(T=""), result))
+    parse_module(one_op(args, op.format(T=" : i64"), result))
+    text = one_op(args, op.format(T=" : i32"), result)
+    with pytest.raises(ParseError, match=f"'{key}' must be a 64-bit signless integer") as e:
+        parse_module(text)
+    assert str(e.value).startswith("<input>:2:8:")
