@@ -74,7 +74,7 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
                                       enumerate(i.attrs.broadcast_dimensions)))
             return
         if op == "reduce" or op in ("transpose", "reshape", "slice", "reverse") \
-                or op in INDEX_OPS:  # (an index op reads its operands elsewhere)
+                or op in INDEX_OPS or op == "dynamic_iota":  # (operands read elsewhere)
             for o in i.operands:
                 walk(o, ("?",) * o.shape.rank)
             return

@@ -19,7 +19,7 @@ Lanes (lanes.LaneCheck, `index_lane_ok`): a branch condition must not depend on 
 innermost (lane) index, so these ops are vectorizable only along dimensions where they are a
 plain shift: concatenate along another dimension, pad that only crops there, dynamic_slice
 along any dimension (its start is uniform), dynamic_update_slice where the update spans the
-whole dimension. Gather always takes the scalar path.
+whole dimension, gather along an offset dimension (its starts come from the batch indices).
 """
 
 from __future__ import annotations
@@ -314,9 +314,8 @@ class IndexEmitter:
         if any(sizes[d] == 0 for d in dropped):  # the interpreter's zeros
             return ew.constant(0, instr.shape.element_type)
         b = self.b
-        idx = [_scalar(v, "gather") for v in idx]
         rank = instr.shape.rank
-        batch = [idx[r] for r in range(rank) if r not in dn.offset_dims]
+        batch = [_scalar(idx[r], "gather") for r in range(rank) if r not in dn.offset_dims]
         offsets = iter(idx[r] for r in dn.offset_dims)
         srank = indices.shape.rank
         ivd = dn.index_vector_dim
@@ -340,7 +339,7 @@ class IndexEmitter:
             k = list(dn.start_index_map).index(d)
             at = [ibatch[j] if j != ivd else i64(k) for j in range(srank)]
             start = clamp_start(b, self._at(indices, at), indices.shape.element_type, hi)
-            sub.append(start if d in dropped else b.add(start, off, flags=["nsw"]))
+            sub.append(start if d in dropped else _shift(b, off, start))
         return self._at(operand, sub)
 
 

@@ -76,9 +76,21 @@ def fusible(instr: Instruction) -> bool:
                                     instr.shape.element_type)
     if op == "reduce":
         return reducer_op(instr) is not None
+    if op == "dynamic_iota":
+        return static_dynamic_iota(instr)
     if op in ewb.OPS:
         return ewb.fusible(instr)
     return ew.supports(op, instr.operands[0].shape.element_type) if instr.operands else False
+
+
+def static_dynamic_iota(instr: Instruction) -> bool:
+    """A dynamic_iota whose output shape operand is a constant equal to its static result
+    shape: an iota (any other shape is the interpreter's "dynamic shape" error, kept)."""
+    size = instr.operands[0]
+    if size.opcode != "constant":
+        return False
+    dims = np.asarray(size.attrs.literal.to_numpy()).reshape(-1)
+    return tuple(int(d) for d in dims) == tuple(instr.shape.dimensions)
 
 
 def row_reduce(instr: Instruction) -> bool:
@@ -272,7 +284,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
             dims = sh.dimensions
             return self.gen(ops[0], [b.sub(i64(dims[d] - 1), v) if d in a.dimensions else v
                                      for d, v in enumerate(idx)])
-        if op == "iota":
+        if op in ("iota", "dynamic_iota"):  # (dynamic_iota: static_dynamic_iota)
             v = idx[a.iota_dimension]
             if isinstance(v, Lane):
                 n = self.width
@@ -438,7 +450,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
     def _weight(self) -> int:
         """The interleave weight of the kernel's fused expression, before emitting it."""
         free = ("constant", "broadcast_in_dim", "transpose", "reshape", "slice", "reverse",
-                "iota", "reduce")
+                "iota", "dynamic_iota", "reduce")
         seen: set[int] = set()
         stack = [self.root]
         weight = 0

@@ -112,7 +112,7 @@ class LaneCheck:
         ops = instr.operands
         if op == "reduce":
             return False  # a row value is uniform along the row's columns only
-        if op in ("constant", "iota"):
+        if op in ("constant", "iota", "dynamic_iota"):
             return True
         if op == "broadcast_in_dim":
             src = ops[0].shape.dimensions
@@ -128,6 +128,9 @@ class LaneCheck:
             return a.strides[p] == 1 and self.value(ops[0], p)
         if op == "reverse":
             return p not in a.dimensions and self.value(ops[0], p)
+        if op == "gather":  # along an offset dimension: the starts are uniform
+            d = gather_operand_dim(instr, p)
+            return d is not None and self.value(ops[0], d)
         if op in INDEX_LANES:  # operands along the same dimension; scalar operands uniform
             return index_lane_ok(instr, p) and all(
                 self.value(o, p if o.shape.rank else None) for o in ops
@@ -156,7 +159,19 @@ def index_lane_ok(instr: Instruction, p: int) -> bool:
     if op == "dynamic_update_slice":  # the window spans dimension p
         operand, update = instr.operands[:2]
         return update.shape.dimensions[p] == operand.shape.dimensions[p]
-    return False  # gather: the operand index depends on the start indices read
+    return False  # gather: see gather_operand_dim
+
+
+def gather_operand_dim(instr: Instruction, p: int) -> int | None:
+    """The operand dimension a gather's output dimension p walks when p is an offset
+    dimension (the operand index is then start + offset, the start read at the batch
+    position: uniform along p); None for a batch dimension."""
+    dn = instr.attrs.dimension_numbers
+    if p not in dn.offset_dims:
+        return None
+    dropped = set(dn.collapsed_slice_dims) | set(dn.operand_batching_dims)
+    kept = [d for d in range(instr.operands[0].shape.rank) if d not in dropped]
+    return kept[list(dn.offset_dims).index(p)]
 
 
 def _reshape_lane(p: int, out: Sequence[int], src: Sequence[int]) -> int | None | bool:

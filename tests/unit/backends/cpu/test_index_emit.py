@@ -399,3 +399,53 @@ def test_scan_with_dynamic_slices_is_a_native_while_loop() -> None:
     want = xlapy.compile(SCAN, backend="interpreter")(xs)
     for g, w in zip(cpu(xs), want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("t", [ET.F32, ET.BF16, ET.S8, ET.F64])
+def test_gather_along_offset_dims_runs_in_lanes(t: ET) -> None:
+    """x[idx] and x[:, :, idx]-like windows: the lane runs along an offset dimension, the
+    starts (read at the batch position) are uniform."""
+    dims = (23, 3, 67)
+    rows = _gather((1, 2), (0,), (0,), 1, (1, 2, 67))
+    win = _gather((0, 1, 2), (), (0, 2), 0, (2, 3, 40))
+    for attrs, idims, raw in [(rows, (20, 1), np.arange(-3, 37, 2).reshape(20, 1)),
+                              (win, (2,), np.array([21, 99]))]:
+        shapes = [Shape.array(t, dims), Shape.array(ET.S32, idims)]
+        exe = _check(shapes, [_data(t, dims), raw.astype(np.int32)],
+                     lambda c, ps, attrs=attrs: op(c, "gather", ps, attrs), "gather")
+        assert exe.kernel_specs[0].explicit
+
+
+# ---- dynamic_iota ----
+DYNAMIC_IOTA = """
+func.func @main(%x: tensor<3x17xi32>) -> tensor<3x17xi32> {
+  %shape = stablehlo.constant dense<[3, 17]> : tensor<2xi64>
+  %0 = stablehlo.dynamic_iota %shape, dim = DIM : (tensor<2xi64>) -> tensor<3x17xi32>
+  %1 = stablehlo.add %0, %x : tensor<3x17xi32>
+  return %1 : tensor<3x17xi32>
+}
+"""
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_dynamic_iota_of_a_constant_shape_is_an_iota(dim: int) -> None:
+    text = DYNAMIC_IOTA.replace("DIM", str(dim))
+    cpu = xlapy.compile(text, backend="cpu")
+    assert not cpu._exe.fallbacks() and len(cpu._exe.kernel_specs) == 1
+    x = np.arange(51, dtype=np.int32).reshape(3, 17) * 7
+    np.testing.assert_array_equal(cpu(x), xlapy.compile(text, backend="interpreter")(x))
+
+
+def test_dynamic_iota_of_a_run_time_shape_stays_on_the_interpreter() -> None:
+    """Its shape check ("dynamic shape not supported") is the interpreter's."""
+    text = """
+func.func @main(%s: tensor<1xi64>) -> tensor<4xi32> {
+  %0 = stablehlo.dynamic_iota %s, dim = 0 : (tensor<1xi64>) -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+"""
+    cpu = xlapy.compile(text, backend="cpu")
+    assert [o for _, o in cpu._exe.fallbacks()] == ["dynamic_iota"]
+    np.testing.assert_array_equal(cpu(np.array([4])), np.arange(4, dtype=np.int32))
+    with pytest.raises(xlapy.errors.XlapyError, match="dynamic shape"):
+        cpu(np.array([5]))
