@@ -35,6 +35,49 @@ def check_quantized_op(opcode: str, attrs: Any, operands: Sequence[Shape],
         _check_convolution(attrs, operands, operand_params, result_params, results)
 
 
+#: Ops whose quantized form keeps one baseline type: every value operand and result is quantized
+#: with the same storage type, storage range and expressed type (scales and zero points may
+#: differ). The label is the op's "same element type" constraint (xlapy.ops.result_types).
+SAME_BASELINE = frozenset({
+    "abs", "add", "atan2", "cbrt", "ceil", "clamp", "concatenate", "cosine", "divide",
+    "dynamic_slice", "dynamic_update_slice", "exponential", "exponential_minus_one", "floor",
+    "log", "log_plus_one", "logistic", "maximum", "minimum", "multiply", "negate", "pad",
+    "power", "remainder", "reshape", "reverse", "round_nearest_afz", "round_nearest_even",
+    "rsqrt", "select", "sign", "sine", "slice", "sqrt", "subtract", "tan", "tanh", "transpose",
+    "broadcast_in_dim"})
+
+
+def check_same_baseline(opcode: str, types: Sequence[Any],
+                        params: Sequence[QuantParams | None]) -> None:
+    """For a SAME_BASELINE op: the floating-point operands and results (`types`: their plain
+    shapes, None for non-tensors; `params`: their quantization) are all quantized alike.
+    Integer and boolean operands (indices, a select predicate) are not part of the rule."""
+    from xlapy.ops.result_types import LABELS
+
+    if opcode not in SAME_BASELINE:
+        return
+    label = f"{opcode}_{LABELS.get(opcode, ('c1', 'c1'))[0]}"
+    values = [(t, p) for t, p in zip(types, params)
+              if p is not None or (isinstance(t, Shape) and t.is_array
+                                   and t.element_type.is_float)]
+    quantized = [p for _, p in values if p is not None]
+    if not quantized:
+        return
+    check(len(quantized) == len(values), label,
+          f"quantized {opcode} takes and gives quantized tensors only; got "
+          f"{', '.join(str(t) if p is None else 'quantized' for t, p in values)}")
+    first = quantized[0]
+    for p in quantized[1:]:
+        check((p.storage_type, p.storage_min, p.storage_max, p.expressed_type)
+              == (first.storage_type, first.storage_min, first.storage_max,
+                  first.expressed_type), label,
+              f"quantized types differ: {_baseline(first)} vs {_baseline(p)}")
+
+
+def _baseline(p: QuantParams) -> str:
+    return f"{p.storage_type}<{p.storage_min}:{p.storage_max}>:{p.expressed_type}"
+
+
 def _per_axis(p: QuantParams | None) -> bool:
     return p is not None and p.quantization_dimension >= 0
 

@@ -18,7 +18,7 @@ from xlapy.errors import ParseError, ShapeInferenceError, Unimplemented, XlapyEr
 from xlapy.ir import Instruction
 from xlapy.ops.base import infer_shape
 from xlapy.ops.quantization import QuantParams, UniformDequantizeAttrs, UniformQuantizeAttrs
-from xlapy.ops.quantization_rules import check_quantized_op
+from xlapy.ops.quantization_rules import check_quantized_op, check_same_baseline
 from xlapy.stablehlo.nodes import OpaqueType, OpNode
 from xlapy.types import Shape, from_shlo_name
 
@@ -160,6 +160,8 @@ def import_quantized(imp: Importer, node: OpNode, scope: Scope, opcode: str
         target = storage_type(rtypes[0])
         if isinstance(target, Shape) and target == operands[0].shape:
             return [operands[0]]
+    check_same_baseline(opcode, [o.shape for o in operands] + [storage_type(t) for t in rtypes],
+                        [q[1] if q else None for q in oq] + [q[1] if q else None for q in rq])
     args = [add("uniform_dequantize", o, UniformDequantizeAttrs(q[1])) if q is not None else o
             for o, q in zip(operands, oq)]
     plain_types = [Shape.array(q[1].expressed_type, q[0].dimensions) if q is not None else t

@@ -448,3 +448,40 @@ def test_i64_attribute_width(args: str, op: str, result: str, key: str) -> None:
     with pytest.raises(ParseError, match=f"'{key}' must be a 64-bit signless integer") as e:
         parse_module(text)
     assert str(e.value).startswith("<input>:2:8:")
+
+
+# ---- quantized elementwise / data-movement ops keep one baseline type ---------------------------
+QB = "!quant.uniform<i8:f32, 0.5:1>"
+QB2 = "!quant.uniform<i8:f32, 0.25:-2>"
+
+
+@pytest.mark.parametrize("args,op,result", [
+    (f"%a: tensor<2x{QB}>, %b: tensor<2x{QB2}>",
+     f"stablehlo.add %a, %b : (tensor<2x{QB}>, tensor<2x{QB2}>) -> tensor<2x{QB2}>",
+     f"tensor<2x{QB2}>"),
+    (f"%p: tensor<2xi1>, %a: tensor<2x{QB}>", f"stablehlo.select %p, %a, %a : (tensor<2xi1>, "
+     f"tensor<2x{QB}>, tensor<2x{QB}>) -> tensor<2x{QB}>", f"tensor<2x{QB}>"),
+    (f"%a: tensor<4x{QB}>, %i: tensor<i32>", f"stablehlo.dynamic_slice %a, %i, sizes = [2] : "
+     f"(tensor<4x{QB}>, tensor<i32>) -> tensor<2x{QB}>", f"tensor<2x{QB}>"),
+    (f"%a: tensor<4x{QB}>", f"stablehlo.reshape %a : (tensor<4x{QB}>) -> tensor<2x2x{QB}>",
+     f"tensor<2x2x{QB}>"),
+])
+def test_quantized_same_baseline_valid(args: str, op: str, result: str) -> None:
+    parse_module(one_op(args, op, result))
+
+
+@pytest.mark.parametrize("args,op,result,label", [
+    (f"%a: tensor<2x{QB}>, %b: tensor<2xf32>",
+     f"stablehlo.add %a, %b : (tensor<2x{QB}>, tensor<2xf32>) -> tensor<2x{QB}>",
+     f"tensor<2x{QB}>", "add_c1"),
+    (f"%a: tensor<2x{QB}>", f"stablehlo.abs %a : (tensor<2x{QB}>) -> tensor<2xf32>",
+     "tensor<2xf32>", "abs_c2"),
+    (f"%a: tensor<2x{QB}>", f"stablehlo.abs %a : (tensor<2x{QB}>) -> "
+     "tensor<2x!quant.uniform<i8<-100:100>:f32, 0.5:1>>",
+     "tensor<2x!quant.uniform<i8<-100:100>:f32, 0.5:1>>", "abs_c2"),
+    (f"%a: tensor<4x{QB}>", f"stablehlo.reshape %a : (tensor<4x{QB}>) -> "
+     "tensor<2x2x!quant.uniform<i16:f32, 0.5:1>>",
+     "tensor<2x2x!quant.uniform<i16:f32, 0.5:1>>", "reshape_c1"),
+])
+def test_quantized_same_baseline_invalid(args: str, op: str, result: str, label: str) -> None:
+    rejects(one_op(args, op, result), label, "2:8")
