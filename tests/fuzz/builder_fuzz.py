@@ -189,8 +189,8 @@ class Case:
         kw: dict[str, Any] = {}
         for p in sig.parameters.values():
             if p.kind is p.VAR_POSITIONAL:
-                pos += self._var_args(name)
-            elif p.kind is p.KEYWORD_ONLY:
+                pos += self._var_args(name, fn)
+            elif p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD):
                 continue
             elif p.default is not p.empty and self.rng.random() < 0.5:
                 continue
@@ -200,7 +200,12 @@ class Case:
                 pos.append(self.value(p))
         return pos, kw
 
-    def _var_args(self, name: str) -> list[Any]:
+    def _var_args(self, name: str, fn: Callable[..., Any]) -> list[Any]:
+        forms = getattr(fn, "overloads", None)
+        if forms is not None and name not in ("Reduce", "Conditional"):
+            # An overloaded op (xlapy/builder/overloads.py): one of its forms, by position.
+            return [self.value(inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD))
+                    for n in self.rng.choice(forms)]
         if name == "Reduce":
             head: list[Any] = [self.b] if self.rng.random() < 0.5 else []
             return head + [self.op_list() if self.rng.random() < 0.5 else self.op(),

@@ -6,16 +6,21 @@ import functools as _functools
 import inspect as _inspect
 from typing import Any as _Any
 
+from xlapy.builder.enums import *  # noqa: F403
 from xlapy.builder.ops_collectives import *  # noqa: F403
 from xlapy.builder.ops_control_flow import *  # noqa: F403
 from xlapy.builder.ops_core import *  # noqa: F403
+from xlapy.builder.ops_custom_call import *  # noqa: F403
 from xlapy.builder.ops_elementwise import *  # noqa: F403
 from xlapy.builder.ops_indexing import *  # noqa: F403
 from xlapy.builder.ops_linalg import *  # noqa: F403
+from xlapy.builder.ops_linalg_decomp import *  # noqa: F403
 from xlapy.builder.ops_misc import *  # noqa: F403
 from xlapy.builder.ops_reduction import *  # noqa: F403
 from xlapy.builder.ops_rng import *  # noqa: F403
 from xlapy.builder.ops_shape import *  # noqa: F403
+from xlapy.builder.ops_special import *  # noqa: F403
+from xlapy.builder.ops_topk import *  # noqa: F403
 from xlapy.builder.xla_builder import XlaBuilder as _XlaBuilder
 from xlapy.builder.xla_builder import XlaOp as _XlaOp
 from xlapy.errors import BuilderError as _BuilderError

@@ -56,9 +56,11 @@ def _repack(builder: XlaBuilder, op: XlaOp, n: int, was_tuple: bool) -> XlaOp:
 
 def AllGather(operand: XlaOp, all_gather_dimension: int, shard_count: int = 1,
               replica_groups: Any = (), channel_id: ChannelHandle | int | None = None,
-              layout: Any = None, use_global_device_ids: bool | None = None) -> XlaOp:
-    """Concatenate the group's operands along `all_gather_dimension`."""
-    del layout
+              shape_with_layout: Any = None, use_global_device_ids: bool | None = None
+              ) -> XlaOp:
+    """Concatenate the group's operands along `all_gather_dimension` (`shape_with_layout`
+    is a physical layout hint, without effect on values)."""
+    del shape_with_layout
     b = operand.builder
     ops, was_tuple = _operands(operand)
     attrs = AllGatherAttrs(int(all_gather_dimension), _groups(replica_groups),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from xlapy.builder.overloads import bind_overload, names_of
 from xlapy.builder.xla_builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy.ops.control_flow import CompositeAttrs, MapAttrs
 from xlapy.types import ElementType
@@ -12,26 +13,32 @@ from xlapy.types import ElementType
 __all__ = ["While", "Conditional", "Call", "Map", "OptimizationBarrier", "Composite"]
 
 
-def While(cond: XlaComputation, body: XlaComputation, init: XlaOp) -> XlaOp:
-    """Run `body` on the state `init` while `cond` holds; the state may be a tuple."""
-    return init.builder.add_op("while", [init], computations=[cond, body], api_name="While")
+def While(condition: XlaComputation, body: XlaComputation, init: XlaOp) -> XlaOp:
+    """Run `body` on the state `init` while `condition` holds; the state may be a tuple."""
+    return init.builder.add_op("while", [init], computations=[condition, body],
+                               api_name="While")
 
 
-def Conditional(*args: Any) -> XlaOp:
+_CONDITIONAL = ((("branch_index", "branch_computations", "branch_operands"), {}),
+                (("predicate", "true_operand", "true_computation", "false_operand",
+                  "false_computation"), {}))
+
+
+def Conditional(*args: Any, **kwargs: Any) -> XlaOp:
     """`Conditional(branch_index, branch_computations, branch_operands)` or
-    `Conditional(pred, true_operand, true_computation, false_operand, false_computation)`.
+    `Conditional(predicate, true_operand, true_computation, false_operand,
+    false_computation)`.
 
     An s32 index builds `case` (out-of-range runs the last branch); a pred builds `if`.
     """
-    if len(args) == 5:
-        pred, t_op, t_comp, f_op, f_comp = args
-        return pred.builder.add_op("if", [pred, t_op, f_op], computations=[t_comp, f_comp],
-                                   api_name="Conditional")
-    if len(args) != 3:
-        raise TypeError("Conditional takes (branch_index, branch_computations, branch_operands)"
-                        " or (pred, true_operand, true_computation, false_operand, "
-                        "false_computation)")
-    index, comps, operands = args
+    form, a = bind_overload("Conditional", args, kwargs, _CONDITIONAL)
+    if form == 1:
+        pred = a["predicate"]
+        return pred.builder.add_op(
+            "if", [pred, a["true_operand"], a["false_operand"]],
+            computations=[a["true_computation"], a["false_computation"]],
+            api_name="Conditional")
+    index, comps, operands = a["branch_index"], a["branch_computations"], a["branch_operands"]
     builder: XlaBuilder = index.builder
     comps, operands = list(comps), list(operands)
     if len(comps) != len(operands):
@@ -45,6 +52,9 @@ def Conditional(*args: Any) -> XlaOp:
                               api_name="Conditional")
     return builder.add_op("case", [index, *operands], computations=comps,
                           api_name="Conditional")
+
+
+Conditional.overloads = names_of(_CONDITIONAL)  # type: ignore[attr-defined]
 
 
 def Call(builder: XlaBuilder, computation: XlaComputation,

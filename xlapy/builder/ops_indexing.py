@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from xlapy.builder.overloads import bind_overload, names_of
 from xlapy.builder.xla_builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy.errors import BuilderError
 from xlapy.ops.indexing import GatherAttrs, GatherDimensionNumbers
@@ -61,9 +62,10 @@ def _builder_of(values: Sequence[Any]) -> XlaBuilder:
     raise BuilderError("expects XlaOp operands")
 
 
-def Gather(operand: XlaOp, start_indices: XlaOp, dimension_numbers: Any,
+def Gather(a: XlaOp, start_indices: XlaOp, dimension_numbers: Any,
            slice_sizes: Sequence[int], indices_are_sorted: bool = False) -> XlaOp:
-    """Slices of `operand` at the starts in `start_indices` (starts clamped into bounds)."""
+    """Slices of `a` at the starts in `start_indices` (starts clamped into bounds)."""
+    operand = a
     b = _builder_of([operand, start_indices])
     if not all(isinstance(o, XlaOp) and o.ok for o in (operand, start_indices)):
         return b.add_op("gather", [operand, start_indices], api_name="Gather")
@@ -75,15 +77,36 @@ def Gather(operand: XlaOp, start_indices: XlaOp, dimension_numbers: Any,
     return b.add_op("gather", [operand, start_indices], attrs, api_name="Gather")
 
 
-def Scatter(operand: XlaOp | Sequence[XlaOp], scatter_indices: XlaOp,
-            updates: XlaOp | Sequence[XlaOp], update_computation: XlaComputation,
-            dimension_numbers: Any, indices_are_sorted: bool = False,
-            unique_indices: bool = False) -> XlaOp:
-    """`operand` with windows at `scatter_indices` combined with `updates`.
+_SCATTER_TAIL = ("scatter_indices", "updates", "update_computation", "dimension_numbers",
+                 "indices_are_sorted", "unique_indices")
+_SCATTER_DEFAULTS = {"indices_are_sorted": False, "unique_indices": False}
+_SCATTER = ((("input",) + _SCATTER_TAIL, _SCATTER_DEFAULTS),
+            (("builder", "operands") + _SCATTER_TAIL, _SCATTER_DEFAULTS))
 
-    Variadic when `operand` and `updates` are lists (the result is then a tuple, N > 1);
+
+def Scatter(*args: Any, **kwargs: Any) -> XlaOp:
+    """`Scatter(input, scatter_indices, updates, update_computation, dimension_numbers,
+    indices_are_sorted=False, unique_indices=False)` or the variadic
+    `Scatter(builder, operands, scatter_indices, updates, ...)` (xla_client's two forms).
+
+    `input` and `updates` may also be lists (variadic; the result is then a tuple, N > 1);
     out-of-bounds windows are skipped.
     """
+    form, a = bind_overload("Scatter", args, kwargs, _SCATTER,
+                            lambda i, a: (i == 1) == isinstance(a["input" if i == 0 else "builder"],
+                                                        XlaBuilder))
+    return _scatter(a["operands"] if form else a["input"], a["scatter_indices"], a["updates"],
+                    a["update_computation"], a["dimension_numbers"], a["indices_are_sorted"],
+                    a["unique_indices"])
+
+
+Scatter.overloads = names_of(_SCATTER)  # type: ignore[attr-defined]
+
+
+def _scatter(operand: XlaOp | Sequence[XlaOp], scatter_indices: XlaOp,
+             updates: XlaOp | Sequence[XlaOp], update_computation: XlaComputation,
+             dimension_numbers: Any, indices_are_sorted: bool,
+             unique_indices: bool) -> XlaOp:
     inputs = list(operand) if isinstance(operand, (list, tuple)) else [operand]
     upds = list(updates) if isinstance(updates, (list, tuple)) else [updates]
     b = _builder_of([*inputs, scatter_indices, *upds])

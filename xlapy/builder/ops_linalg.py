@@ -30,12 +30,8 @@ __all__ = [
     "Dot", "DotGeneral", "DotDimensionNumbers", "Conv", "ConvWithGeneralPadding",
     "ConvWithGeneralDimensions", "ConvGeneral", "ConvGeneralDilated", "ConvDimensionNumbers",
     "PaddingType", "Fft", "FftType", "Cholesky", "TriangularSolve",
-    "TriangularSolveOptions_Transpose", "make_conv_dimension_numbers", "make_padding",
+    "make_conv_dimension_numbers", "make_padding",
 ]
-
-#: xla_client's spelling of the transpose_a enum (`Transpose` is the transpose op's builder).
-TriangularSolveOptions_Transpose = Transpose
-
 
 class PaddingType(enum.Enum):
     """Shorthand window padding (XLA Padding::kSame / kValid; xla_client.PaddingType)."""
@@ -211,9 +207,18 @@ def ConvGeneralDilated(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[int], pa
                        lhs_dilation: Sequence[int] = (), rhs_dilation: Sequence[int] = (),
                        dimension_numbers: Any = None, feature_group_count: int = 1,
                        batch_group_count: int = 1, precision_config: Any = None,
-                       preferred_element_type: Any = None, window_reversal: Any = None,
-                       *, api_name: str = "ConvGeneralDilated") -> XlaOp:
+                       preferred_element_type: Any = None, window_reversal: Any = None
+                       ) -> XlaOp:
     """The general convolution (jax xla_client signature); padding may be SAME/VALID."""
+    return _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                 dimension_numbers, feature_group_count, batch_group_count, precision_config,
+                 preferred_element_type, window_reversal, "ConvGeneralDilated")
+
+
+def _conv(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[int], padding: Any,
+          lhs_dilation: Sequence[int], rhs_dilation: Sequence[int], dimension_numbers: Any,
+          feature_group_count: int, batch_group_count: int, precision_config: Any,
+          preferred_element_type: Any, window_reversal: Any, api_name: str) -> XlaOp:
     b = lhs.builder
     if not (lhs.ok and rhs.ok):
         return b.add_op("convolution", [lhs, rhs], api_name=api_name)
@@ -245,9 +250,9 @@ def Conv(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[int], padding: Any,
          feature_group_count: int = 1, batch_group_count: int = 1, precision_config: Any = None,
          preferred_element_type: Any = None) -> XlaOp:
     """Convolution with SAME/VALID padding and XLA's default dimension order."""
-    return ConvGeneralDilated(lhs, rhs, window_strides, padding, (), (), None,
-                              feature_group_count, batch_group_count, precision_config,
-                              preferred_element_type, api_name="Conv")
+    return _conv(lhs, rhs, window_strides, padding, (), (), None,
+             feature_group_count, batch_group_count, precision_config,
+             preferred_element_type, None, "Conv")
 
 
 def ConvWithGeneralPadding(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[int],
@@ -256,9 +261,9 @@ def ConvWithGeneralPadding(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[int]
                            batch_group_count: int = 1, precision_config: Any = None,
                            preferred_element_type: Any = None) -> XlaOp:
     """Convolution with explicit (low, high) padding and dilations, default dimensions."""
-    return ConvGeneralDilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
-                              None, feature_group_count, batch_group_count, precision_config,
-                              preferred_element_type, api_name="ConvWithGeneralPadding")
+    return _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+             None, feature_group_count, batch_group_count, precision_config,
+             preferred_element_type, None, "ConvWithGeneralPadding")
 
 
 def ConvWithGeneralDimensions(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[int],
@@ -266,9 +271,9 @@ def ConvWithGeneralDimensions(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[i
                               batch_group_count: int = 1, precision_config: Any = None,
                               preferred_element_type: Any = None) -> XlaOp:
     """Convolution with SAME/VALID padding and explicit dimension numbers."""
-    return ConvGeneralDilated(lhs, rhs, window_strides, padding, (), (), dimension_numbers,
-                              feature_group_count, batch_group_count, precision_config,
-                              preferred_element_type, api_name="ConvWithGeneralDimensions")
+    return _conv(lhs, rhs, window_strides, padding, (), (), dimension_numbers,
+             feature_group_count, batch_group_count, precision_config,
+             preferred_element_type, None, "ConvWithGeneralDimensions")
 
 
 def ConvGeneral(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[int],
@@ -276,9 +281,9 @@ def ConvGeneral(lhs: XlaOp, rhs: XlaOp, window_strides: Sequence[int],
                 feature_group_count: int = 1, batch_group_count: int = 1,
                 precision_config: Any = None, preferred_element_type: Any = None) -> XlaOp:
     """Convolution with explicit padding and dimension numbers, no dilation."""
-    return ConvGeneralDilated(lhs, rhs, window_strides, padding, (), (), dimension_numbers,
-                              feature_group_count, batch_group_count, precision_config,
-                              preferred_element_type, api_name="ConvGeneral")
+    return _conv(lhs, rhs, window_strides, padding, (), (), dimension_numbers,
+             feature_group_count, batch_group_count, precision_config,
+             preferred_element_type, None, "ConvGeneral")
 
 
 # ---- fft, cholesky, triangular_solve ------------------------------------------------------------

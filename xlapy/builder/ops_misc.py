@@ -1,6 +1,6 @@
 """Builder ops: tokens, feeds, channels, custom calls, dynamic sizes, process ids (seed 000
 §AfterAll, §Infeed, §Send, §Recv, §CustomCall, §GetDimensionSize, §SetDimensionSize,
-§ReplicaId; jax xla_client spellings)."""
+§ReplicaId; jax xla_client spellings). Custom calls are in ops_custom_call.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from xlapy.builder.xla_builder import XlaBuilder, XlaOp, get_tuple_element
 from xlapy.ops.attrs import ChannelHandle, ChannelType
 from xlapy.ops.misc import (
-    CustomCallAttrs,
     DimensionAttrs,
     InfeedAttrs,
     OutfeedAttrs,
@@ -20,7 +19,7 @@ from xlapy.types import Shape
 __all__ = [
     "AfterAll", "CreateToken", "Infeed", "InfeedWithToken", "Outfeed", "OutfeedWithToken",
     "Send", "SendWithToken", "Recv", "RecvWithToken", "SendToHost", "RecvFromHost",
-    "CustomCall", "CustomCallWithLayout", "GetDimensionSize", "SetDimensionSize", "ReplicaId",
+    "GetDimensionSize", "SetDimensionSize", "ReplicaId",
     "PartitionId",
 ]
 
@@ -130,48 +129,6 @@ def RecvFromHost(token: XlaOp, shape: Shape, handle: ChannelHandle | int) -> Xla
     h = _handle(handle, ChannelType.HOST_TO_DEVICE)
     return b.add_op("recv", [token], SendRecvAttrs(h, True, (shape, Shape.token())),
                     api_name="RecvFromHost")
-
-
-def CustomCall(builder: XlaBuilder, call_target_name: str | bytes, operands: Sequence[XlaOp],
-               shape: Shape, opaque: str | bytes = "", has_side_effect: bool = False,
-               api_version: int = 1) -> XlaOp:
-    """Call the registered target `call_target_name` (see xlapy.ops.misc.register_custom_call)."""
-    return _custom_call(builder, "CustomCall", call_target_name, operands, shape, opaque,
-                        has_side_effect, api_version, None, None)
-
-
-def CustomCallWithLayout(builder: XlaBuilder, call_target_name: str | bytes,
-                         operands: Sequence[XlaOp], shape_with_layout: Shape,
-                         operand_shapes_with_layout: Sequence[Shape], opaque: str | bytes = "",
-                         has_side_effect: bool = False, api_version: int = 1) -> XlaOp:
-    """CustomCall with explicit operand and result layouts."""
-    def layout(s: Shape) -> tuple[int, ...]:
-        return s.effective_layout().minor_to_major
-
-    ops = list(operands)
-    for i, (op, s) in enumerate(zip(ops, operand_shapes_with_layout)):
-        if op.ok and op.shape() != s:
-            return builder.report_error("CustomCallWithLayout", f"operand {i} has shape "
-                                        f"{op.shape()} but operand_shapes_with_layout says {s}")
-    leaves = shape_with_layout.tuple_shapes if shape_with_layout.is_tuple \
-        else (shape_with_layout,)
-    return _custom_call(builder, "CustomCallWithLayout", call_target_name, ops,
-                        shape_with_layout, opaque, has_side_effect, api_version,
-                        tuple(layout(s) for s in operand_shapes_with_layout),
-                        tuple(layout(s) for s in leaves))
-
-
-def _custom_call(builder: XlaBuilder, api: str, name: str | bytes, operands: Sequence[XlaOp],
-                 shape: Shape, opaque: str | bytes, has_side_effect: bool, api_version: int,
-                 operand_layouts: tuple[tuple[int, ...], ...] | None,
-                 result_layouts: tuple[tuple[int, ...], ...] | None) -> XlaOp:
-    if _shape_arg(builder, api, shape) is None:
-        return XlaOp(builder, None)
-    target = name.decode() if isinstance(name, bytes) else str(name)
-    config = opaque.decode() if isinstance(opaque, bytes) else str(opaque)
-    attrs = CustomCallAttrs(target, shape, bool(has_side_effect), config, int(api_version),
-                            operand_layouts, result_layouts)
-    return builder.add_op("custom_call", list(operands), attrs, api_name=api)
 
 
 def GetDimensionSize(operand: XlaOp, dimension: int) -> XlaOp:

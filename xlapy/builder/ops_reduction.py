@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from xlapy.builder.overloads import bind_overload, names_of
 from xlapy.builder.xla_builder import XlaBuilder, XlaComputation, XlaOp
 from xlapy.errors import XlapyError
 from xlapy.ops.attrs import ComparisonDirection
@@ -91,22 +92,24 @@ def _shapes(builder: XlaBuilder, api: str, operands: Sequence[XlaOp]) -> list[Sh
 
 
 # ---- reduce ---------------------------------------------------------------------------------
-def Reduce(*args: Any) -> XlaOp:
+_REDUCE = ((("builder", "operands", "init_values", "computation", "dimensions_to_reduce"), {}),
+           (("operand", "init_value", "computation", "dimensions_to_reduce"), {}))
+
+
+def Reduce(*args: Any, **kwargs: Any) -> XlaOp:
     """`Reduce(builder, operands, init_values, computation, dimensions_to_reduce)` (xla_client)
     or `Reduce(operand, init_value, computation, dimensions_to_reduce)` (seed 001).
 
     The result is the bare reduced array for one operand, a tuple for several.
     """
-    if args and isinstance(args[0], XlaBuilder):
-        if len(args) != 5:
-            raise XlapyError("Reduce(builder, operands, init_values, computation, dimensions)"
-                             f" takes 5 arguments, got {len(args)}")
-        builder, operands, inits, computation, dims = args
+    form, a = bind_overload("Reduce", args, kwargs, _REDUCE,
+                            lambda i, a: (i == 0) == isinstance(a["builder" if i == 0 else
+                                                                  "operand"], XlaBuilder))
+    computation, dims = a["computation"], a["dimensions_to_reduce"]
+    if form == 0:
+        builder, operands, inits = a["builder"], a["operands"], a["init_values"]
     else:
-        if len(args) != 4:
-            raise XlapyError("Reduce(operand, init_value, computation, dimensions) takes 4 "
-                             f"arguments, got {len(args)}")
-        operands, inits, computation, dims = args
+        operands, inits = a["operand"], a["init_value"]
         builder = _builder_of("Reduce", _ops_list(operands))
     ops = _ops_list(operands) + _ops_list(inits)
     try:
@@ -114,6 +117,9 @@ def Reduce(*args: Any) -> XlaOp:
     except _ArgError as e:
         return builder.report_error("Reduce", str(e))
     return builder.add_op("reduce", ops, attrs, [computation], api_name="Reduce")
+
+
+Reduce.overloads = names_of(_REDUCE)  # type: ignore[attr-defined]
 
 
 def ReduceAll(operand: XlaOp, init_value: XlaOp, computation: XlaComputation) -> XlaOp:
@@ -127,15 +133,36 @@ def ReduceAll(operand: XlaOp, init_value: XlaOp, computation: XlaComputation) ->
 
 
 # ---- reduce_window ----------------------------------------------------------------------------
-def ReduceWindowWithGeneralPadding(operands: XlaOp | Sequence[XlaOp],
-                                   init_values: XlaOp | Sequence[XlaOp],
-                                   computation: XlaComputation,
-                                   window_dimensions: Sequence[int],
-                                   window_strides: Sequence[int] | None = None,
-                                   base_dilations: Sequence[int] | None = None,
-                                   window_dilations: Sequence[int] | None = None,
-                                   padding: Sequence[Sequence[int]] | None = None) -> XlaOp:
-    """Windowed reduction with explicit (low, high) padding per dimension (xla_client order)."""
+_RW_TAIL = ("computation", "window_dimensions", "window_strides", "base_dilations",
+            "window_dilations", "padding")
+_RW_DEFAULTS = {"window_strides": None, "base_dilations": None, "window_dilations": None,
+                "padding": None}
+_REDUCE_WINDOW = ((("operand", "init_value") + _RW_TAIL, _RW_DEFAULTS),
+                  (("operands", "init_values") + _RW_TAIL, _RW_DEFAULTS))
+
+
+def ReduceWindowWithGeneralPadding(*args: Any, **kwargs: Any) -> XlaOp:
+    """Windowed reduction with explicit (low, high) padding per dimension (xla_client order:
+    `(operand, init_value, computation, window_dimensions, window_strides, base_dilations,
+    window_dilations, padding)`, or `operands, init_values` lists for the variadic form)."""
+    form, a = bind_overload("ReduceWindowWithGeneralPadding", args, kwargs, _REDUCE_WINDOW,
+                            lambda i, a: i == 1 or isinstance(a["operand"], XlaOp))
+    return _reduce_window_general(
+        a["operands" if form else "operand"], a["init_values" if form else "init_value"],
+        a["computation"], a["window_dimensions"], a["window_strides"], a["base_dilations"],
+        a["window_dilations"], a["padding"])
+
+
+ReduceWindowWithGeneralPadding.overloads = names_of(_REDUCE_WINDOW)  # type: ignore[attr-defined]
+
+
+def _reduce_window_general(operands: XlaOp | Sequence[XlaOp],
+                           init_values: XlaOp | Sequence[XlaOp], computation: XlaComputation,
+                           window_dimensions: Sequence[int],
+                           window_strides: Sequence[int] | None,
+                           base_dilations: Sequence[int] | None,
+                           window_dilations: Sequence[int] | None,
+                           padding: Sequence[Sequence[int]] | None) -> XlaOp:
     api = "ReduceWindowWithGeneralPadding"
     ops = _ops_list(operands) + _ops_list(init_values)
     builder = _builder_of(api, ops)
@@ -175,9 +202,8 @@ def ReduceWindow(operands: XlaOp | Sequence[XlaOp], init_values: XlaOp | Sequenc
         eff_window = [(w - 1) * d + 1 if w else 0 for w, d in
                       zip(window_dimensions, window_dilations or [1] * rank)]
         padding = MakePadding(dilated, eff_window, strides, padding)
-    return ReduceWindowWithGeneralPadding(operands, init_values, computation,
-                                          window_dimensions, strides, base_dilations,
-                                          window_dilations, padding)
+    return _reduce_window_general(operands, init_values, computation, window_dimensions,
+                                  strides, base_dilations, window_dilations, padding)
 
 
 # ---- select_and_scatter -------------------------------------------------------------------------
@@ -227,16 +253,16 @@ def _default_comparator(shapes: Sequence[Shape]) -> XlaComputation:
     return b.build()
 
 
-def Sort(builder_or_operands: XlaBuilder | XlaOp | Sequence[XlaOp],
+def Sort(builder: XlaBuilder | XlaOp | Sequence[XlaOp],
          operands: XlaOp | Sequence[XlaOp] | XlaComputation | None = None,
          comparator: XlaComputation | int | None = None, dimension: int = -1,
          is_stable: bool = False) -> XlaOp:
     """`Sort(builder, operands, comparator=None, dimension=-1, is_stable=False)` (xla_client);
     `Sort(operands, comparator, dimension, is_stable)` also works. Default comparator: LT on
     the first operand. One operand gives the bare sorted array, several a tuple."""
-    if not isinstance(builder_or_operands, XlaBuilder):
+    if not isinstance(builder, XlaBuilder):
         # Sort(operands, comparator, dimension, is_stable): every argument shifts left by one.
-        ops = _ops_list(builder_or_operands)
+        ops = _ops_list(builder)
         builder = _builder_of("Sort", ops)
         real_comparator = operands
         if isinstance(comparator, int) and not isinstance(comparator, bool):
@@ -244,7 +270,6 @@ def Sort(builder_or_operands: XlaBuilder | XlaOp | Sequence[XlaOp],
             dimension = comparator
         comparator = real_comparator  # type: ignore[assignment]
     else:
-        builder = builder_or_operands
         ops = _ops_list(operands)  # type: ignore[arg-type]
     shapes = _shapes(builder, "Sort", ops)
     if shapes is None:

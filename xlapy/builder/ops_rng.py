@@ -18,11 +18,8 @@ from xlapy.ops.elementwise_convert import ConvertAttrs
 from xlapy.ops.rng import RngAlgorithm, RngAttrs, RngBitGeneratorAttrs, RngDistribution
 from xlapy.types import ElementType, Literal, Shape
 
-__all__ = ["RngBitGenerator", "RngUniform", "RngNormal", "RngBernoulli", "RandomAlgorithm",
-           "RngAlgorithm", "RngDistribution"]
-
-#: xla_client spells the enum `RandomAlgorithm` (RNG_DEFAULT, RNG_THREE_FRY, RNG_PHILOX).
-RandomAlgorithm = RngAlgorithm
+__all__ = ["RngBitGenerator", "RngUniform", "RngNormal", "RngBernoulli", "RngAlgorithm",
+           "RngDistribution"]
 
 _ALGORITHM_NAMES = {"RNG_DEFAULT": RngAlgorithm.DEFAULT, "RNG_THREE_FRY": RngAlgorithm.THREE_FRY,
                     "RNG_PHILOX": RngAlgorithm.PHILOX, "DEFAULT": RngAlgorithm.DEFAULT,
@@ -30,7 +27,8 @@ _ALGORITHM_NAMES = {"RNG_DEFAULT": RngAlgorithm.DEFAULT, "RNG_THREE_FRY": RngAlg
 
 
 def _algorithm(algorithm: Any) -> RngAlgorithm | None:
-    """Accept RngAlgorithm, names (`PHILOX`, `RNG_PHILOX`, any case) or XLA's ints 0/1/2."""
+    """Accept RngAlgorithm, xla_client's RandomAlgorithm (enums.py), names (`PHILOX`,
+    `RNG_PHILOX`, any case) or XLA's ints 0/1/2."""
     if isinstance(algorithm, RngAlgorithm):
         return algorithm
     if isinstance(algorithm, str):

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from xlapy.builder.overloads import bind_overload, names_of
 from xlapy.builder.xla_builder import XlaBuilder, XlaOp, as_element_type
 from xlapy.errors import XlapyError
 from xlapy.ops.shape import (
@@ -50,10 +51,10 @@ def _shape_of(op: XlaOp) -> Shape | None:
 
 
 # ---- broadcast --------------------------------------------------------------------------------
-def Broadcast(operand: XlaOp, broadcast_sizes: Sequence[int]) -> XlaOp:
-    """New major dimensions of `broadcast_sizes` prepended to the operand's (seed 000)."""
+def Broadcast(operand: XlaOp, sizes: Sequence[int]) -> XlaOp:
+    """New major dimensions of `sizes` prepended to the operand's (seed 000)."""
     b = operand.builder
-    sizes = _int_list(b, "Broadcast", broadcast_sizes, "broadcast_sizes")
+    sizes = _int_list(b, "Broadcast", sizes, "sizes")  # type: ignore[assignment]
     shape = _shape_of(operand)
     if sizes is None or shape is None:
         return XlaOp(b, None)
@@ -77,20 +78,31 @@ def BroadcastInDim(operand: XlaOp, shape: Sequence[int],
 
 
 # ---- reshape, collapse, transpose, rev --------------------------------------------------------
-def Reshape(operand: XlaOp, dimensions_or_new_sizes: Sequence[int],
-            new_sizes: Sequence[int] | None = None) -> XlaOp:
-    """`Reshape(x, new_sizes)` or `Reshape(x, dimensions, new_sizes)`.
+_RESHAPE = ((("operand", "dimensions", "new_sizes"), {}), (("operand", "new_sizes"), {}))
+
+
+def Reshape(*args: Any, **kwargs: Any) -> XlaOp:
+    """`Reshape(operand, new_sizes)` or `Reshape(operand, dimensions, new_sizes)`.
 
     The three-argument form first transposes by `dimensions` (the order in which the operand
     is flattened, most major first), as XLA's builder does.
     """
+    form, a = bind_overload("Reshape", args, kwargs, _RESHAPE)
+    return _reshape(a["operand"], a.get("dimensions"), a["new_sizes"])
+
+
+Reshape.overloads = names_of(_RESHAPE)  # type: ignore[attr-defined]
+
+
+def _reshape(operand: XlaOp, dimensions: Sequence[int] | None,
+             new_sizes: Sequence[int]) -> XlaOp:
     b = operand.builder
-    if new_sizes is None:
-        sizes = _int_list(b, "Reshape", dimensions_or_new_sizes, "new_sizes")
+    if dimensions is None:
+        sizes = _int_list(b, "Reshape", new_sizes, "new_sizes")
         if sizes is None:
             return XlaOp(b, None)
         return b.add_op("reshape", [operand], ReshapeAttrs(sizes), api_name="Reshape")
-    dims = _int_list(b, "Reshape", dimensions_or_new_sizes, "dimensions")
+    dims = _int_list(b, "Reshape", dimensions, "dimensions")
     sizes = _int_list(b, "Reshape", new_sizes, "new_sizes")
     shape = _shape_of(operand)
     if dims is None or sizes is None or shape is None:
@@ -311,9 +323,23 @@ def PadInDim(operand: XlaOp, padding_value: XlaOp, dimno: int, pad_lo: int,
 
 
 # ---- iota -------------------------------------------------------------------------------------
-def Iota(builder: XlaBuilder, shape_or_type: Shape | Any, size_or_dimension: int) -> XlaOp:
-    """`Iota(b, type, size)`: a rank-1 0..size-1; `Iota(b, shape, iota_dimension)`: counts
-    along one dimension of `shape` (both xla_client forms)."""
+_IOTA = ((("builder", "shape", "iota_dimension"), {}), (("builder", "type", "size"), {}))
+
+
+def Iota(*args: Any, **kwargs: Any) -> XlaOp:
+    """`Iota(builder, type, size)`: a rank-1 0..size-1; `Iota(builder, shape,
+    iota_dimension)`: counts along one dimension of `shape` (both xla_client forms)."""
+    form, a = bind_overload("Iota", args, kwargs, _IOTA,
+                            lambda i, a: i == 1 or isinstance(a["shape"], Shape))
+    if form == 0:
+        return _iota(a["builder"], a["shape"], a["iota_dimension"])
+    return _iota(a["builder"], a["type"], a["size"])
+
+
+Iota.overloads = names_of(_IOTA)  # type: ignore[attr-defined]
+
+
+def _iota(builder: XlaBuilder, shape_or_type: Shape | Any, size_or_dimension: int) -> XlaOp:
     if isinstance(shape_or_type, Shape):
         shape, dim = shape_or_type, int(size_or_dimension)
     else:

@@ -36,6 +36,23 @@ class ProgramShape:
         return f"({params}) -> {self.result}"
 
 
+@dataclass(frozen=True)
+class OpMetadata:
+    """xla_client's OpMetadata: where an op came from (printed as HLO `metadata={...}`)."""
+
+    op_type: str = ""
+    op_name: str = ""
+    source_file: str = ""
+    source_line: int = 0
+
+    def hlo_text(self) -> str:
+        parts = [f'{k}="{v}"' for k, v in (("op_type", self.op_type), ("op_name", self.op_name),
+                                          ("source_file", self.source_file)) if v]
+        if self.source_line:
+            parts.append(f"source_line={int(self.source_line)}")
+        return "{" + " ".join(parts) + "}"
+
+
 class XlaComputation:
     """A built computation: a module whose entry is the builder's computation."""
 
@@ -98,6 +115,10 @@ class XlaBuilder:
         self._first_error: str | None = None
         self._die_immediately = False
         self._built = False
+        #: HLO attributes every new op gets (set_op_metadata / set_sharding), no effect on values
+        self._op_attrs: dict[str, str] = {}
+        #: setup_alias: (output shape index, parameter number, parameter shape index)
+        self._aliases: list[tuple[tuple[int, ...], int, tuple[int, ...]]] = []
 
     # ---- configuration and errors ----------------------------------------------------------
     def set_die_immediately_on_error(self, enabled: bool) -> None:
@@ -138,7 +159,9 @@ class XlaBuilder:
                                 called)
         except XlapyError as e:
             return self.report_error(label, str(e))
-        instr = Instruction(opcode, instrs, shape, attrs, called, name)  # type: ignore[arg-type]
+        meta = {"hlo_attrs": dict(self._op_attrs)} if self._op_attrs else None
+        instr = Instruction(opcode, instrs, shape, attrs, called, name,  # type: ignore[arg-type]
+                            meta)
         return XlaOp(self, self._comp.add(instr))
 
     def _embed(self, comp: XlaComputation) -> Computation:
@@ -174,10 +197,114 @@ class XlaBuilder:
             raise BuilderError(f"no shape: {self._first_error}")
         return op.instr.shape
 
-    def get_program_shape(self) -> ProgramShape:
-        params = tuple(p.shape for p in self._comp.parameters)
-        last = self._comp.instructions[-1].shape if self._comp.instructions else Shape.tuple([])
-        return ProgramShape(params, last, tuple(p.name for p in self._comp.parameters))
+    def get_program_shape(self, root: XlaOp | None = None) -> ProgramShape:
+        """Parameter shapes and the shape of `root` (default: the last op added)."""
+        params = sorted(self._comp.parameters, key=lambda p: p.parameter_number)
+        if root is not None:
+            result = self.get_shape(root)
+        else:
+            result = self._comp.instructions[-1].shape if self._comp.instructions \
+                else Shape.tuple([])
+        return ProgramShape(tuple(p.shape for p in params), result,
+                            tuple(p.name for p in params))
+
+    def is_constant(self, op: XlaOp) -> bool:
+        """Whether `op`'s value is known before running: it depends on no parameter, no
+        random number and no side effect (infeed, recv, custom calls, ...), here or in a
+        computation it calls."""
+        from xlapy.ops.base import get_op
+
+        if op.builder is not self or op.instr is None:
+            raise BuilderError(f"is_constant: the op does not belong to builder '{self.name}'"
+                               f" or failed: {self._first_error}")
+        seen: set[int] = set()
+        stack = [op.instr]
+        while stack:
+            i = stack.pop()
+            if id(i) in seen:
+                continue
+            seen.add(id(i))
+            if i.opcode in ("parameter", "rng", "rng_bit_generator") or getattr(
+                    get_op(i.opcode), "side_effecting", False):
+                return False
+            stack.extend(i.operands)
+            for c in i.called:
+                stack.extend(x for x in c.instructions if x.opcode != "parameter")
+        return True
+
+    # ---- op metadata, sharding and aliasing (no effect on values) ---------------------------
+    def set_op_metadata(self, metadata: OpMetadata | Any) -> None:
+        """Attach `metadata` (OpMetadata or any object with its fields) to every op added
+        until clear_op_metadata(); printed as HLO `metadata={...}`."""
+        m = metadata if isinstance(metadata, OpMetadata) else OpMetadata(
+            *(getattr(metadata, f, d) for f, d in (("op_type", ""), ("op_name", ""),
+                                                    ("source_file", ""), ("source_line", 0))))
+        self._op_attrs["metadata"] = m.hlo_text()
+
+    def clear_op_metadata(self) -> None:
+        self._op_attrs.pop("metadata", None)
+
+    def set_sharding(self, sharding: Any) -> None:
+        """Attach `sharding` (HLO sharding text such as "{replicated}" or
+        "{devices=[2,1]0,1}") to every op added until clear_sharding()."""
+        text = str(sharding).strip()
+        if not (text.startswith("{") and text.endswith("}")):
+            raise BuilderError(f"set_sharding: {sharding!r} is not HLO sharding text "
+                               "('{replicated}', '{maximal device=0}', '{devices=[...]...}')")
+        self._op_attrs["sharding"] = text
+
+    def clear_sharding(self) -> None:
+        self._op_attrs.pop("sharding", None)
+
+    def setup_alias(self, output_index: Sequence[int], param_number: int,
+                    param_index: Sequence[int]) -> None:
+        """Let the result at `output_index` reuse parameter `param_number`'s buffer at
+        `param_index` (a buffer-donation hint: the value computed is the same). Checked at
+        build(): both must exist with the same shape. Kept as module.meta["input_output_alias"]."""
+        self._aliases.append((tuple(int(i) for i in output_index), int(param_number),
+                              tuple(int(i) for i in param_index)))
+
+    def _check_aliases(self) -> None:
+        def sub(shape: Shape, index: tuple[int, ...]) -> Shape | None:
+            for i in index:
+                if not shape.is_tuple or not 0 <= i < len(shape.tuple_shapes):
+                    return None
+                shape = shape.tuple_shapes[i]
+            return shape
+
+        params = {p.parameter_number: p.shape for p in self._comp.parameters}
+        for out_index, number, param_index in self._aliases:
+            out = sub(self._comp.root.shape, out_index)  # type: ignore[union-attr]
+            src = sub(params[number], param_index) if number in params else None
+            if out is None or src is None or out != src:
+                raise BuilderError(f"setup_alias: output {list(out_index)} ({out}) and "
+                                   f"parameter {number} at {list(param_index)} ({src}) are "
+                                   "not the same shape")
+
+    # ---- xla_client's CamelCase spellings ------------------------------------------------------
+    def Build(self, root: XlaOp | None = None) -> XlaComputation:  # noqa: N802
+        return self.build(root)
+
+    def GetShape(self, op: XlaOp) -> Shape:  # noqa: N802
+        return self.get_shape(op)
+
+    def GetProgramShape(self, root: XlaOp | None = None) -> ProgramShape:  # noqa: N802
+        return self.get_program_shape(root)
+
+    def IsConstant(self, op: XlaOp) -> bool:  # noqa: N802
+        return self.is_constant(op)
+
+    def SetOpMetadata(self, metadata: OpMetadata | Any) -> None:  # noqa: N802
+        self.set_op_metadata(metadata)
+
+    def ClearOpMetadata(self) -> None:  # noqa: N802
+        self.clear_op_metadata()
+
+    def SetSharding(self, sharding: Any) -> None:  # noqa: N802
+        self.set_sharding(sharding)
+
+    def ClearSharding(self) -> None:  # noqa: N802
+        self.clear_sharding()
 
     # ---- finishing --------------------------------------------------------------------------
     def build(self, root: XlaOp | None = None) -> XlaComputation:
@@ -197,8 +324,11 @@ class XlaBuilder:
         numbers = sorted(p.parameter_number for p in self._comp.parameters)
         if numbers != list(range(len(numbers))):
             raise BuilderError(f"build: parameter numbers {numbers} are not 0..{len(numbers)-1}")
+        self._check_aliases()
         self._built = True
         module = Module(self.name)
+        if self._aliases:
+            module.meta["input_output_alias"] = list(self._aliases)
         for c in self._module_comps:
             module.add_computation(c)
         module.add_computation(self._comp, entry=True)

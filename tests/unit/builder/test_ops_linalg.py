@@ -14,6 +14,7 @@ from xlapy.builder.ops_linalg import make_padding
 from xlapy.builder.xla_builder import XlaBuilder, XlaOp
 from xlapy.errors import BuilderError
 from xlapy.ops.attrs import Precision
+from xlapy.ops.linalg import Transpose
 from xlapy.types import ElementType, Shape
 
 E = ElementType
@@ -120,7 +121,7 @@ def test_fft_cholesky_triangular_solve() -> None:
     assert ops.Cholesky(a, lower=False).instr.attrs.lower is False
     x = ops.TriangularSolve(a, a, True, True, False, "ADJOINT")
     assert x.shape() == S(E.F64, 2, 4, 4)
-    assert x.instr.attrs.transpose_a is ops.TriangularSolveOptions_Transpose.ADJOINT
+    assert x.instr.attrs.transpose_a is Transpose.ADJOINT
     assert b.first_error is None
     ops.Fft(c, "DCT", (8,))
     assert b.first_error is not None and b.first_error.startswith("Fft: ")

@@ -28,7 +28,7 @@ def run_with(comp: XlaComputation, runtime: RuntimeState) -> Any:
 
 
 @pytest.mark.parametrize("alg", ["THREE_FRY", "RNG_PHILOX", "rng_default", 1,
-                                 ops.RandomAlgorithm.PHILOX])
+                                 ops.RandomAlgorithm.RNG_PHILOX])
 def test_rng_bit_generator_shape_and_spellings(alg: Any) -> None:
     b = XlaBuilder("t")
     p = ops.Parameter(b, 0, U64_2)
@@ -42,7 +42,7 @@ def test_rng_bit_generator_shape_and_spellings(alg: Any) -> None:
 def test_rng_bit_generator_spec_example_through_get_tuple_element() -> None:
     b = XlaBuilder("t")
     p = ops.ConstantR1(b, np.array([1, 2], np.uint64))
-    r = ops.RngBitGenerator(ops.RandomAlgorithm.THREE_FRY, p, Shape.array(E.U64, (2, 2)))
+    r = ops.RngBitGenerator(ops.RandomAlgorithm.RNG_THREE_FRY, p, Shape.array(E.U64, (2, 2)))
     ops.GetTupleElement(r, 1)
     out = run(b.build())
     np.testing.assert_array_equal(out, np.array(
