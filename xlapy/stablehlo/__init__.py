@@ -11,6 +11,7 @@ from xlapy.stablehlo import check as _check  # noqa: F401  (registers check.* / 
 from xlapy.stablehlo import chlo as _chlo  # noqa: F401  (registers chlo.*)
 from xlapy.stablehlo.importer import import_module
 from xlapy.stablehlo.parser import Parser, parse_text
+from xlapy.stablehlo.symbols import check_called_computations
 from xlapy.types import Shape
 
 _SPLIT = re.compile(r"^// -----[ \t]*$", re.M)
@@ -23,6 +24,7 @@ def parse_module(text: str, filename: str = "<input>", entry: str | None = None,
     `arg_shapes` gives the entry's `?` argument dimensions (shape-polymorphic modules)."""
     p = Parser(text, filename, line_offset)
     node = p.parse_module()
+    check_called_computations(node, p.lex)
     return import_module(node, p.lex, entry, arg_shapes)
 
 

@@ -485,3 +485,19 @@ def test_quantized_same_baseline_valid(args: str, op: str, result: str) -> None:
 ])
 def test_quantized_same_baseline_invalid(args: str, op: str, result: str, label: str) -> None:
     rejects(one_op(args, op, result), label, "2:8")
+
+
+# ---- custom_call called_computations name functions of the module --------------------------------
+def called(name: str) -> str:
+    return ("func.func private @f(%x: tensor<f32>) -> tensor<f32> {\n"
+            "  return %x : tensor<f32>\n}\n"
+            "func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n"
+            f"  %0 = stablehlo.custom_call @foo(%a) {{called_computations = [@{name}]}} : "
+            "(tensor<2xf32>) -> tensor<2xf32>\n  return %0 : tensor<2xf32>\n}")
+
+
+def test_custom_call_called_computations() -> None:
+    parse_module(called("f"))
+    with pytest.raises(ParseError, match="called_computations names @g") as e:
+        parse_module(called("g"))
+    assert str(e.value).startswith("<input>:5:8:")
