@@ -449,3 +449,36 @@ func.func @main(%s: tensor<1xi64>) -> tensor<4xi32> {
     np.testing.assert_array_equal(cpu(np.array([4])), np.arange(4, dtype=np.int32))
     with pytest.raises(xlapy.errors.XlapyError, match="dynamic shape"):
         cpu(np.array([5]))
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+@pytest.mark.parametrize("t", [ET.F32, ET.U8, ET.BF16])
+def test_concatenate_of_many_operands(dim: int, t: ET) -> None:
+    """More operands than MAX_SEGMENTS: one load through tables when all are buffers (a
+    repeated one and empty ones included), else the branch tree."""
+    sizes = [(k * 7) % 5 for k in range(40)]
+    dims = [tuple(n if j == dim else (3, 4, 17)[j] for j in range(3)) for n in sizes]
+    shapes = [Shape.array(t, d) for d in dims]
+    args = [_data(t, d, k) for k, d in enumerate(dims)]
+
+    def leaves(c: Computation, ps: list[Instruction]) -> Instruction:
+        return op(c, "concatenate", ps + [ps[1]], ConcatenateAttrs(dim))
+
+    def fused(c: Computation, ps: list[Instruction]) -> Instruction:
+        return op(c, "concatenate", [op(c, "negate", [ps[1]])] + ps, ConcatenateAttrs(dim))
+
+    _check(shapes, args, leaves, "concatenate")
+    if t is not ET.U8:
+        _check(shapes, args, fused, "concatenate")
+
+
+def test_concatenate_of_many_operands_compiles_fast() -> None:
+    import time
+
+    n = 1000
+    shapes = [Shape.array(ET.F32, (3,))] * n
+    args = [np.full(3, k, np.float32) for k in range(n)]
+    start = time.perf_counter()
+    _check(shapes, args, lambda c, ps: op(c, "concatenate", ps, ConcatenateAttrs(0)),
+           "concatenate")
+    assert time.perf_counter() - start < 5  # 10 s with a branch per operand
