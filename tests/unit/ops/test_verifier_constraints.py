@@ -501,3 +501,18 @@ def test_custom_call_called_computations() -> None:
     with pytest.raises(ParseError, match="called_computations names @g") as e:
         parse_module(called("g"))
     assert str(e.value).startswith("<input>:5:8:")
+
+
+def test_dot_algorithm_generic_form() -> None:
+    t = "(tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>"
+
+    def generic(ops: int) -> str:
+        return one_op("%a: tensor<2x3xf32>, %b: tensor<3x4xf32>",
+                      '"stablehlo.dot_general"(%a, %b) {dot_dimension_numbers = #stablehlo.dot<'
+                      "lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>, "
+                      f"algorithm = #stablehlo.dot_algorithm<{alg('bf16', 'bf16', ops=ops)}>}} "
+                      f": {t}", "tensor<2x4xf32>")
+
+    module = parse_module(generic(9))
+    assert module.entry.root.attrs.algorithm.num_primitive_operations == 9
+    rejects(generic(4), "dot_general_c25", "2:8")
