@@ -1,13 +1,13 @@
-"""Native single-operand scatter (an op_emit.py function), exact to the interpreter
+"""Native scatter (an op_emit.py function), exact to the interpreter
 (xlapy/ops/indexing_scatter.py): the operand is copied into the result, then every update is
 applied in place in the interpreter's (XLA CPU's) order - scatter positions row-major, then
 each window row-major - through the update region compiled inline (region_emit.py: "replace",
 one binary op, or any small element-wise region such as `.at[].apply(sin)`). A window with
 any part out of bounds is skipped whole; a negative or huge (u64) start is out of bounds.
 General dimension numbers: update_window_dims, inserted_window_dims,
-scatter_dims_to_operand_dims, index_vector_dim and the batching dims. Sequential (one
+scatter_dims_to_operand_dims, index_vector_dim and the batching dims. Variadic scatter
+(several operands, a TupleKernel) updates all results per update element. Sequential (one
 thread): updates to one element must apply in order, and its loop is memory-bound anyway.
-Variadic scatter (several operands) keeps its interpreter fallback.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import math
 
 from llvmlite import ir
 
+from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import region_emit
 from xlapy.backends.cpu.llvm_util import I1, I64, for_range, i64
 from xlapy.backends.cpu.op_emit import OpEmitter
@@ -23,16 +24,19 @@ from xlapy.ir import Instruction
 
 
 def emitter(instr: Instruction) -> type[OpEmitter] | None:
-    if instr.opcode != "scatter" or len(instr.operands) != 3 or not instr.shape.is_array:
+    if instr.opcode != "scatter" or len(instr.operands) < 3 or len(instr.operands) % 2 != 1:
         return None
-    x, idx, upd = instr.operands
-    if not (x.shape.is_array and idx.shape.is_array and upd.shape.is_array):
+    n = (len(instr.operands) - 1) // 2
+    idx = instr.operands[n]
+    arrays = instr.operands[:n] + instr.operands[n + 1:]
+    if not (idx.shape.is_array and all(a.shape.is_array for a in arrays)):
         return None
-    if not region_emit.types_ok(x.shape.element_type, idx.shape.element_type) or \
+    if not region_emit.types_ok(idx.shape.element_type,
+                                *(a.shape.element_type for a in arrays)) or \
             not idx.shape.element_type.is_integer:
         return None
     comp = instr.called[0] if len(instr.called) == 1 else None
-    if comp is None or not region_emit.supported(comp) or len(region_emit.results(comp)) != 1:
+    if comp is None or not region_emit.supported(comp) or len(region_emit.results(comp)) != n:
         return None
     return ScatterEmitter
 
@@ -43,8 +47,9 @@ class ScatterEmitter(OpEmitter):
     def body(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool, int]:
         b = self.b
         instr = self.instr
-        x, ind, upd = instr.operands
-        et = x.shape.element_type
+        m = (len(instr.operands) - 1) // 2
+        x, ind, upd = instr.operands[0], instr.operands[m], instr.operands[m + 1]
+        ets = [o.shape.element_type for o in instr.operands[:m]]
         it = ind.shape.element_type
         dims = list(x.shape.dimensions)
         idims = list(ind.shape.dimensions)
@@ -56,15 +61,16 @@ class ScatterEmitter(OpEmitter):
         iwd, ibd = set(dn.inserted_window_dims), list(dn.input_batching_dims)
         sibd = list(dn.scatter_indices_batching_dims)
         sdod = list(dn.scatter_dims_to_operand_dims)
-        sx, si, su = self.ins
-        so = self.out
+        si = self.ins[m]
+        xs = [self.ptr(self.ins[k], t) for k, t in enumerate(ets)]
+        us = [self.ptr(self.ins[m + 1 + k], t) for k, t in enumerate(ets)]
+        outs = [self.result(k, t) if self.tupled else self.ptr(self.out, t)
+                for k, t in enumerate(ets)]
         comp = instr.called[0]
         n = math.prod(dims)
-        # The copy: stored bits, unchanged.
-        src_p, dst_p = self.ptr(sx, et), self.ptr(so, et)
-        with for_range(b, i64(0), i64(n), name="copy") as e:
-            b.store(b.load(b.gep(src_p, [e], inbounds=True)),
-                    b.gep(dst_p, [e], inbounds=True))
+        with for_range(b, i64(0), i64(n), name="copy") as e:  # stored bits, unchanged
+            for src, dst in zip(xs, outs):
+                b.store(b.load(b.gep(src, [e], inbounds=True)), b.gep(dst, [e], inbounds=True))
         bdims = [d for d in range(srank) if d != ivd]  # index dims of scatter positions
         usd = [d for d in range(len(udims)) if d not in uwd]
         wdims = [d for d in range(rank) if d not in iwd and d not in ibd]
@@ -81,6 +87,10 @@ class ScatterEmitter(OpEmitter):
             v = self.load(si, it, self.linear(full, idims))
             return b.sext(v, I64) if it.is_signed and it.bits < 64 else \
                 b.zext(v, I64) if it.bits < 64 else v
+
+        def ld(ps: list[ir.Value], at: ir.Value) -> list[ir.Value]:
+            return [ew.from_storage(b, b.load(b.gep(p, [at], inbounds=True)), t)
+                    for p, t in zip(ps, ets)]
 
         def per_position(pos: list[ir.Value]) -> None:
             starts: list[ir.Value] = [i64(0)] * rank
@@ -102,8 +112,10 @@ class ScatterEmitter(OpEmitter):
                     target[d] = b.add(starts[d], w[k])
                     uidx[u] = w[k]
                 at = self.linear(target, dims)
-                v = self.load(su, et, self.linear(uidx, udims))
-                self.store(so, et, at, region_emit.emit(b, comp, [self.load(so, et, at), v])[0])
+                new = region_emit.emit(b, comp, [*ld(outs, at),
+                                                 *ld(us, self.linear(uidx, udims))])
+                for p, t, v in zip(outs, ets, new):
+                    b.store(ew.to_storage(b, v, t), b.gep(p, [at], inbounds=True))
 
             with b.if_then(ok):
                 self.loops([udims[u] for u in uwd], per_window, name="w")

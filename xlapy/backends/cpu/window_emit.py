@@ -44,14 +44,16 @@ def _pads(v: Sequence[Sequence[int]] | None, rank: int) -> list[tuple[int, int]]
 def emitter(instr: Instruction) -> type[OpEmitter] | None:
     op = instr.opcode
     if op == "reduce_window":
-        if len(instr.operands) != 2 or not instr.shape.is_array or len(instr.called) != 1:
+        n = len(instr.operands) // 2
+        if n < 1 or len(instr.called) != 1:
             return None
-        x, init = instr.operands
-        if not (x.shape.is_array and region_emit.types_ok(x.shape.element_type)
-                and init.shape.is_array and init.shape.rank == 0):
+        xs, inits = instr.operands[:n], instr.operands[n:]
+        if not all(x.shape.is_array and region_emit.types_ok(x.shape.element_type)
+                   for x in xs) or not all(i.shape.is_array and i.shape.rank == 0
+                                           for i in inits):
             return None
         comp = instr.called[0]
-        if not region_emit.supported(comp) or len(region_emit.results(comp)) != 1:
+        if not region_emit.supported(comp) or len(region_emit.results(comp)) != n:
             return None
         return ReduceWindowEmitter
     if op == "select_and_scatter":
@@ -77,12 +79,15 @@ def _storage_bits(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
 
 
 class ReduceWindowEmitter(OpEmitter):
+    """reduce_window of N operands (N results: a TupleKernel when N > 1)."""
+
     label = "native reduce_window"
 
     def body(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool, int]:
         instr = self.instr
+        self.n = n = len(instr.operands) // 2
         x = instr.operands[0]
-        self.et = x.shape.element_type
+        self.ets = [o.shape.element_type for o in instr.operands[:n]]
         self.comp = instr.called[0]
         dims = list(x.shape.dimensions)
         r = len(dims)
@@ -93,16 +98,30 @@ class ReduceWindowEmitter(OpEmitter):
         self.wd = _vec(a.window_dilations, r)
         self.pad = _pads(a.padding, r)
         self.dims = dims
-        self.odims = list(instr.shape.dimensions)
-        self.init = self.load(self.ins[1], self.et, i64(0))
-        cost = math.prod(self.odims) * max(math.prod(self.win), 1)
+        shapes = list(instr.shape.tuple_shapes) if self.tupled else [instr.shape]
+        self.odims = list(shapes[0].dimensions)
+        self.xp = [self.ptr(self.ins[k], t) for k, t in enumerate(self.ets)]
+        self.op = [self.result(k, t) if self.tupled else self.ptr(self.out, t)
+                   for k, t in enumerate(self.ets)]
+        self.init = [self.load(self.ins[n + k], t, i64(0)) for k, t in enumerate(self.ets)]
+        cost = math.prod(self.odims) * max(math.prod(self.win), 1) * n
         axis = self._scan_axis()
         if axis is not None:
             return self._scan(axis, begin, end, cost)
         return self._generic(begin, end, cost)
 
-    def red(self, acc: ir.Value, v: ir.Value) -> ir.Value:
-        return region_emit.emit(self.b, self.comp, [acc, v])[0]
+    def red(self, acc: list[ir.Value], v: list[ir.Value]) -> list[ir.Value]:
+        return region_emit.emit(self.b, self.comp, [*acc, *v])
+
+    def ld(self, ps: list[ir.Value], at: ir.Value) -> list[ir.Value]:
+        b = self.b
+        return [ew.from_storage(b, b.load(b.gep(p, [at], inbounds=True)), t)
+                for p, t in zip(ps, self.ets)]
+
+    def st_(self, ps: list[ir.Value], at: ir.Value, vs: list[ir.Value]) -> None:
+        b = self.b
+        for p, t, v in zip(ps, self.ets, vs):
+            b.store(ew.to_storage(b, v, t), b.gep(p, [at], inbounds=True))
 
     # ---- the cumulative form ----
     def _scan_axis(self) -> int | None:
@@ -122,56 +141,59 @@ class ReduceWindowEmitter(OpEmitter):
 
     def _scan(self, axis: int, begin: ir.Value, end: ir.Value, cost: int
               ) -> tuple[int, bool, int]:
-        b, et = self.b, self.et
+        b = self.b
         outer = math.prod(self.dims[:axis])
         n = self.dims[axis]
         inner = math.prod(self.dims[axis + 1:])
         if axis == 0:
             begin, end = i64(0), i64(1)
-        sx, so = self.ins[0], self.out
-        init = self.init
-        idem = b.icmp_unsigned("==", _storage_bits(b, self.red(init, init), et),
-                               _storage_bits(b, init, et))
+        xp, op, init = self.xp, self.op, self.init
+        idem: ir.Value = ir.Constant(I1, 1)
+        for v, i0, t in zip(self.red(init, init), init, self.ets):
+            idem = b.and_(idem, b.icmp_unsigned("==", _storage_bits(b, v, t),
+                                                _storage_bits(b, i0, t)))
+        accp = self._acc_slots()
         with for_range(b, begin, end, name="p") as p:
             row0 = b.mul(p, i64(n * inner), flags=["nsw"])
             with b.if_else(idem) as (scan, fold):
                 with scan:
                     with for_range(b, i64(0), i64(inner), name="k0") as k:
                         at = b.add(row0, k, flags=["nsw"])
-                        self.store(so, et, at, self.red(init, self.load(sx, et, at)))
+                        self.st_(op, at, self.red(init, self.ld(xp, at)))
                     with for_range(b, i64(1), i64(n), name="i") as i:
                         rowi = b.add(row0, b.mul(i, i64(inner), flags=["nsw"]), flags=["nsw"])
                         with for_range(b, i64(0), i64(inner), name="k") as k:
                             at = b.add(rowi, k, flags=["nsw"])
-                            prev = self.load(so, et, b.sub(at, i64(inner)))
-                            self.store(so, et, at, self.red(prev, self.load(sx, et, at)))
+                            prev = self.ld(op, b.sub(at, i64(inner)))
+                            self.st_(op, at, self.red(prev, self.ld(xp, at)))
                 with fold:  # init op init != init: the padding counts, fold per element
                     with for_range(b, i64(0), i64(n), name="fi") as i:
                         with for_range(b, i64(0), i64(inner), name="fk") as k:
-                            accp = self._acc_slot()
-                            b.store(init, accp)
+                            for a_, v in zip(accp, init):
+                                b.store(v, a_)
                             with for_range(b, i64(0), i64(n), name="fw") as w:
                                 src = b.add(b.sub(i, i64(n - 1)), w)
                                 ok = b.icmp_signed(">=", src, i64(0))
                                 safe = b.select(ok, src, i64(0))
                                 at = b.add(row0, b.add(b.mul(safe, i64(inner)), k))
-                                v = ew.select(b, ok, self.load(sx, et, at), init)
-                                b.store(self.red(b.load(accp), v), accp)
+                                vs = [ew.select(b, ok, v, i0)
+                                      for v, i0 in zip(self.ld(xp, at), init)]
+                                new = self.red([b.load(a_) for a_ in accp], vs)
+                                for a_, v in zip(accp, new):
+                                    b.store(v, a_)
                             at = b.add(row0, b.add(b.mul(i, i64(inner)), k))
-                            self.store(so, et, at, b.load(accp))
+                            self.st_(op, at, [b.load(a_) for a_ in accp])
         return outer if axis else 1, axis > 0, cost
 
-    def _acc_slot(self) -> ir.Value:
+    def _acc_slots(self) -> list[ir.Value]:
         b = self.b
-        if not hasattr(self, "_accp"):
-            with b.goto_entry_block():
-                self._accp = b.alloca(ew.compute_type(self.et), name="acc")
-        return self._accp
+        with b.goto_entry_block():
+            return [b.alloca(ew.compute_type(t), name=f"acc{k}")
+                    for k, t in enumerate(self.ets)]
 
     # ---- any window ----
     def _coord(self, d: int, o: ir.Value, w: ir.Value) -> tuple[ir.Value | None, ir.Value]:
-        """(valid or None when always valid, operand index) of output index o, window
-        position w along dimension d."""
+        """(valid, operand index) of output index o, window position w along dimension d."""
         b = self.b
         st, wd, bd, (lo, _) = self.st[d], self.wd[d], self.bd[d], self.pad[d]
         n = self.dims[d]
@@ -191,14 +213,14 @@ class ReduceWindowEmitter(OpEmitter):
                 and self.pad[r - 1] == (0, 0))
 
     def _generic(self, begin: ir.Value, end: ir.Value, cost: int) -> tuple[int, bool, int]:
-        b, et = self.b, self.et
+        b = self.b
         r = len(self.dims)
-        sx, so = self.ins[0], self.out
+        xp, op, init = self.xp, self.op, self.init
         odims = self.odims
         empty = math.prod(self.dims) == 0
         if r == 0:
-            v = self.init if empty else self.load(sx, et, i64(0))
-            self.store(so, et, i64(0), self.red(self.init, v))
+            v = init if empty else self.ld(xp, i64(0))
+            self.st_(op, i64(0), self.red(init, v))
             return 1, False, cost
         last = odims[-1]
         trivial = self._trivial_last()
@@ -206,7 +228,7 @@ class ReduceWindowEmitter(OpEmitter):
         def row(pre: list[ir.Value], jr: tuple[ir.Value, ir.Value]) -> None:
             base = self.linear(pre + [i64(0)], odims)
             with for_range(b, jr[0], jr[1], name="ij") as j:
-                self.store(so, et, b.add(base, j), self.init)
+                self.st_(op, b.add(base, j), init)
 
             def window(w: list[ir.Value]) -> None:
                 ok: ir.Value = ir.Constant(I1, 1)
@@ -223,14 +245,15 @@ class ReduceWindowEmitter(OpEmitter):
                     with for_range(b, jr[0], jr[1], name="j") as j:
                         at = b.add(base, j)
                         if not valid:
-                            v = self.init
+                            vs = init
                         elif trivial:
-                            v = self.load(sx, et, b.add(xbase, j))
+                            vs = self.ld(xp, b.add(xbase, j))
                         else:
                             okj, q = self._coord(r - 1, j, w[r - 1])
                             safe = b.select(okj, b.add(xbase, q), i64(0))
-                            v = ew.select(b, okj, self.load(sx, et, safe), self.init)
-                        self.store(so, et, at, self.red(self.load(so, et, at), v))
+                            vs = [ew.select(b, okj, v, i0)
+                                  for v, i0 in zip(self.ld(xp, safe), init)]
+                        self.st_(op, at, self.red(self.ld(op, at), vs))
 
                 with b.if_else(ok) as (yes, no):
                     with yes:

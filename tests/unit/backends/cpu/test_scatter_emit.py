@@ -128,23 +128,36 @@ def test_scatter_from_jax() -> None:
     assert "scatter" not in {o for _, o in exe._exe.fallbacks()}
 
 
-def test_variadic_scatter_falls_back_loudly() -> None:
-    text = """
-func.func @main(%x: tensor<4xf32>, %y: tensor<4xi32>, %i: tensor<2x1xi32>, %u: tensor<2xf32>,
-                %v: tensor<2xi32>) -> (tensor<4xf32>, tensor<4xi32>) {
+VARIADIC = """
+func.func @main(%x: tensor<4xf32>, %y: tensor<4xi32>, %i: tensor<5x1xi32>, %u: tensor<5xf32>,
+                %v: tensor<5xi32>) -> (tensor<4xf32>, tensor<4xi32>) {
   %0:2 = "stablehlo.scatter"(%x, %y, %i, %u, %v) <{scatter_dimension_numbers =
       #stablehlo.scatter<inserted_window_dims = [0], scatter_dims_to_operand_dims = [0],
       index_vector_dim = 1>}> ({
   ^bb0(%a: tensor<f32>, %b: tensor<i32>, %c: tensor<f32>, %d: tensor<i32>):
-    stablehlo.return %c, %d : tensor<f32>, tensor<i32>
-  }) : (tensor<4xf32>, tensor<4xi32>, tensor<2x1xi32>, tensor<2xf32>, tensor<2xi32>)
+    %1 = stablehlo.compare GT, %c, %a, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %2 = stablehlo.select %1, %c, %a : tensor<i1>, tensor<f32>
+    %3 = stablehlo.select %1, %d, %b : tensor<i1>, tensor<i32>
+    stablehlo.return %2, %3 : tensor<f32>, tensor<i32>
+  }) : (tensor<4xf32>, tensor<4xi32>, tensor<5x1xi32>, tensor<5xf32>, tensor<5xi32>)
       -> (tensor<4xf32>, tensor<4xi32>)
   return %0#0, %0#1 : tensor<4xf32>, tensor<4xi32>
 }"""
-    args = [np.zeros(4, np.float32), np.zeros(4, np.int32), np.array([[1], [3]], np.int32),
-            np.ones(2, np.float32), np.ones(2, np.int32)]
-    ref = xlapy.compile(text)(*args)
+
+
+def test_variadic_scatter() -> None:
+    """Several operands (a scatter-argmax: each result depends on both): a TupleKernel."""
+    args = [np.zeros(4, np.float32), np.full(4, -1, np.int32),
+            np.array([[1], [3], [1], [9], [1]], np.int32),
+            np.array([2, 5, 2, 7, 3], np.float32), np.arange(5, dtype=np.int32)]
+    check(VARIADIC, args, "scatter")
+
+
+def test_complex_scatter_falls_back_loudly() -> None:
+    text = scatter(ET.F32, ET.S32, (4,), (2, 1), (2,), [], [0], [0], 1, "add").replace(
+        "f32", "complex<f32>")
+    args = [np.zeros(4, np.complex64), np.array([[1], [3]], np.int32),
+            np.array([1 + 2j, 3j], np.complex64)]
     exe = xlapy.compile(text, backend="cpu")
-    for g, r in zip(exe(*args), ref):
-        same(g, r)
+    same(exe(*args), xlapy.compile(text)(*args))
     assert "scatter" in {o for _, o in exe._exe.fallbacks()}

@@ -170,28 +170,50 @@ def test_reduce_window_explain_names_it_native() -> None:
     assert "native reduce_window" in exe._exe.explain()
 
 
-def test_non_elementwise_region_falls_back_loudly() -> None:
-    """A reducer region the emitter cannot compile (here a tuple-typed variadic window) stays
-    an interpreter fallback, listed by fallbacks()."""
-    text = """
-func.func @main(%x: tensor<4xf32>, %y: tensor<4xi32>) -> (tensor<2xf32>, tensor<2xi32>) {
-  %c = stablehlo.constant dense<0.0> : tensor<f32>
+VARIADIC = """
+func.func @main(%x: tensor<{n}x6xf32>, %y: tensor<{n}x6xi32>)
+    -> (tensor<{m}x6xf32>, tensor<{m}x6xi32>) {{
+  %c = stablehlo.constant dense<0xFF800000> : tensor<f32>
   %d = stablehlo.constant dense<0> : tensor<i32>
-  %0:2 = "stablehlo.reduce_window"(%x, %y, %c, %d) <{window_dimensions = array<i64: 2>,
-      window_strides = array<i64: 2>}> ({
+  %0:2 = "stablehlo.reduce_window"(%x, %y, %c, %d) <{{window_dimensions = array<i64: {w}, 1>,
+      padding = dense<[[{lo}, 0], [0, 0]]> : tensor<2x2xi64>}}> ({{
   ^bb0(%a: tensor<f32>, %b: tensor<i32>, %e: tensor<f32>, %f: tensor<i32>):
-    %1 = stablehlo.add %a, %e : tensor<f32>
-    %2 = stablehlo.add %b, %f : tensor<i32>
-    stablehlo.return %1, %2 : tensor<f32>, tensor<i32>
-  }) : (tensor<4xf32>, tensor<4xi32>, tensor<f32>, tensor<i32>) -> (tensor<2xf32>, tensor<2xi32>)
-  return %0#0, %0#1 : tensor<2xf32>, tensor<2xi32>
+    %1 = stablehlo.compare GE, %a, %e, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %2 = stablehlo.select %1, %a, %e : tensor<i1>, tensor<f32>
+    %3 = stablehlo.select %1, %b, %f : tensor<i1>, tensor<i32>
+    stablehlo.return %2, %3 : tensor<f32>, tensor<i32>
+  }}) : (tensor<{n}x6xf32>, tensor<{n}x6xi32>, tensor<f32>, tensor<i32>)
+      -> (tensor<{m}x6xf32>, tensor<{m}x6xi32>)
+  return %0#0, %0#1 : tensor<{m}x6xf32>, tensor<{m}x6xi32>
+}}"""
+
+
+@pytest.mark.parametrize(("n", "w", "lo"), [(9, 3, 0), (9, 9, 8), (12, 2, 1)])
+def test_variadic_reduce_window(n: int, w: int, lo: int) -> None:
+    """Several operands (a windowed argmax; the cumulative form too): a TupleKernel."""
+    m = lo + n - w + 1
+    x = (data(ET.F32, (n, 6), seed=n) % 3).astype(np.float32)
+    y = np.arange(n * 6, dtype=np.int32).reshape(n, 6)
+    check(VARIADIC.format(n=n, m=m, w=w, lo=lo), [x, y], "reduce_window")
+
+
+def test_complex_reduce_window_falls_back_loudly() -> None:
+    """Element types the emitters do not handle (complex) stay an interpreter fallback,
+    listed by fallbacks()."""
+    text = """
+func.func @main(%x: tensor<4xcomplex<f32>>) -> tensor<2xcomplex<f32>> {
+  %c = stablehlo.constant dense<(0.0, 0.0)> : tensor<complex<f32>>
+  %0 = "stablehlo.reduce_window"(%x, %c) <{window_dimensions = array<i64: 2>,
+      window_strides = array<i64: 2>}> ({
+  ^bb0(%a: tensor<complex<f32>>, %b: tensor<complex<f32>>):
+    %1 = stablehlo.add %a, %b : tensor<complex<f32>>
+    stablehlo.return %1 : tensor<complex<f32>>
+  }) : (tensor<4xcomplex<f32>>, tensor<complex<f32>>) -> tensor<2xcomplex<f32>>
+  return %0 : tensor<2xcomplex<f32>>
 }"""
-    x = np.arange(4, dtype=np.float32)
-    y = np.arange(4, dtype=np.int32)
-    ref = xlapy.compile(text)(x, y)
+    x = (np.arange(4) + 1j).astype(np.complex64)
     exe = xlapy.compile(text, backend="cpu")
-    for g, r in zip(exe(x, y), ref):
-        same(g, r)
+    same(exe(x), xlapy.compile(text)(x))
     assert "reduce_window" in {o for _, o in exe._exe.fallbacks()}
 
 
