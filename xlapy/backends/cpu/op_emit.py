@@ -1,10 +1,13 @@
 """Native loops for ops that are not fused per output index (reduce_window, select_and_scatter,
-scatter): each is one LLVM function `void(i8** table, i64 begin, i64 end)` in the
-executable's module, reading its operands' slots and writing its result slot, like a kernel
-(kernels.Kernel), so the executable binds, threads and plans the arena for it the same way.
+scatter, reduce with a general region): each is one LLVM function
+`void(i8** table, i64 begin, i64 end)` in the executable's module, reading its operands' slots
+and writing its result slot, like a kernel (kernels.Kernel), so the executable binds, threads,
+plans the arena for it and runs it inside native while loops the same way. An op with several
+results is a TupleKernel: its first argument is `[table, result buffers...]`, the results
+fresh arrays per call (not reported as a kernel: native while loops leave it to Python).
 
-`plan(instr)` picks the emitter (window_emit.py, scatter_emit.py) or None: the op then keeps
-its interpreter fallback (listed by `explain`).
+`plan(instr)` picks the emitter (window_emit.py, scatter_emit.py, reduce_region_emit.py) or
+None: the op then keeps its interpreter fallback (listed by `explain`).
 """
 
 from __future__ import annotations
