@@ -80,8 +80,9 @@ def _minus(b: ir.IRBuilder, v: Any, by: ir.Value | int) -> Any:
     return b.sub(v, by, flags=["nsw"])
 
 
-#: Concatenates of more operands than this keep one loop with a branch tree: a loop per
-#: operand made a 1000-operand concatenate compile for 12 s.
+#: Concatenates of more operands than this keep one innermost loop (a loop per operand made
+#: a 1000-operand concatenate compile for 12 s): one load through tables when every operand
+#: is a buffer (`_concat_table`), else a branch tree.
 MAX_SEGMENTS = 16
 
 
@@ -126,15 +127,10 @@ class IndexEmitter:
     #: id(root) -> the case its innermost dimension takes in the segment being emitted.
     forced: dict[int, Any]
 
-    def gen(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
-        raise NotImplementedError
-
-    def linear(self, idx: Sequence[Any], dims: Sequence[int]) -> ir.Value:
-        raise NotImplementedError
-
-    def _access(self, p: ir.Value, idx: Sequence[Any], value: ir.Value | None = None
-                ) -> ir.Value:
-        raise NotImplementedError
+    # KernelEmitter's: per-index generation, a linear buffer offset, a load (or store).
+    gen: Callable[[Instruction, Sequence[Any]], ir.Value]
+    linear: Callable[[Sequence[Any], Sequence[int]], ir.Value]
+    _access: Callable[..., ir.Value]
 
     def _at(self, instr: Instruction, sub: Sequence[Any]) -> ir.Value:
         """gen(instr, sub), keeping `sub` alive: the memo keys index values by id, so a
