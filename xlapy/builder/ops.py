@@ -20,6 +20,7 @@ from xlapy.builder.ops_reduction import *  # noqa: F403
 from xlapy.builder.ops_rng import *  # noqa: F403
 from xlapy.builder.ops_shape import *  # noqa: F403
 from xlapy.builder.ops_special import *  # noqa: F403
+from xlapy.builder.ops_special_igamma import *  # noqa: F403
 from xlapy.builder.ops_topk import *  # noqa: F403
 from xlapy.builder.xla_builder import XlaBuilder as _XlaBuilder
 from xlapy.builder.xla_builder import XlaOp as _XlaOp

@@ -7,9 +7,9 @@ Most are the `chlo.*` ops JAX emits for the same functions (the IR runs them; th
 backend lowers them, xlapy/passes/chlo_lowering.py). Square and Reciprocal are x * x and
 1 / x as XLA's builder writes them; BesselI0e is Cephes' Chebyshev expansion, as XLA's
 math.cc and JAX (f32 sets for f32 and narrower, computed in f32; the f64 sets for f64).
-Igamma, Igammac, IgammaGradA, RandomGammaGrad and RegularizedIncompleteBeta need XLA's
-series/continued-fraction while loops, which are not built yet: each reports a BuilderError
-naming itself (deferred to build(), as every builder error).
+The incomplete gamma family is in ops_special_igamma.py. RegularizedIncompleteBeta needs XLA's
+Lentz continued-fraction loop, not built yet: it reports a BuilderError naming itself
+(deferred to build(), as every builder error).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from xlapy.types import ElementType, Literal
 __all__ = [
     "Square", "Reciprocal", "Erfc", "ErfInv", "Lgamma", "Digamma", "BesselI0e", "BesselI1e",
     "Acos", "Asin", "Atan", "Acosh", "Asinh", "Atanh", "Cosh", "Sinh", "NextAfter", "Zeta",
-    "Igamma", "Igammac", "IgammaGradA", "RandomGammaGrad", "RegularizedIncompleteBeta",
+    "RegularizedIncompleteBeta",
 ]
 
 
@@ -174,13 +174,6 @@ def BesselI0e(operand: XlaOp) -> XlaOp:
 # ---- not built yet -------------------------------------------------------------------------
 #: Why each op reports an error instead of building (the surface test lists the same ops).
 NOT_BUILT = {
-    "Igamma": "needs XLA's series / continued-fraction while loops (math.cc IgammaSeries, "
-              "IgammacContinuedFraction), not built yet",
-    "Igammac": "needs XLA's continued-fraction while loop (math.cc), not built yet",
-    "IgammaGradA": "needs XLA's differentiated igamma series while loop (math.cc), not "
-                   "built yet",
-    "RandomGammaGrad": "needs XLA's differentiated igamma series while loop (math.cc), not "
-                       "built yet",
     "RegularizedIncompleteBeta": "needs XLA's Lentz continued-fraction while loop (math.cc), "
                                  "not built yet",
 }
@@ -189,26 +182,6 @@ NOT_BUILT = {
 def _not_built(api: str, *operands: XlaOp) -> XlaOp:
     b = operands[0].builder
     return b.report_error(api, f"not implemented in xlapy: {NOT_BUILT[api]}")
-
-
-def Igamma(a: XlaOp, x: XlaOp) -> XlaOp:
-    """The regularized lower incomplete gamma P(a, x): not built yet (NOT_BUILT)."""
-    return _not_built("Igamma", a, x)
-
-
-def Igammac(a: XlaOp, x: XlaOp) -> XlaOp:
-    """The regularized upper incomplete gamma Q(a, x): not built yet (NOT_BUILT)."""
-    return _not_built("Igammac", a, x)
-
-
-def IgammaGradA(a: XlaOp, x: XlaOp) -> XlaOp:
-    """d/da P(a, x): not built yet (NOT_BUILT)."""
-    return _not_built("IgammaGradA", a, x)
-
-
-def RandomGammaGrad(a: XlaOp, x: XlaOp) -> XlaOp:
-    """The implicit reparameterization gradient of gamma samples: not built yet."""
-    return _not_built("RandomGammaGrad", a, x)
 
 
 def RegularizedIncompleteBeta(a: XlaOp, b: XlaOp, x: XlaOp) -> XlaOp:

@@ -244,3 +244,45 @@ def test_cpu_runs_them_natively() -> None:
     outs.append(ops.ApproxTopK(b, [p, idx], init, 2, 2, _greater_comparator(F32)))
     exe = get_backend("cpu").compile(b.build(ops.Tuple(b, outs)).module)
     assert {op for _, op in exe.fallbacks()} == {"chlo.zeta"}
+
+
+# ---- incomplete gamma ------------------------------------------------------------------------
+def _gamma_args(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Both branches (series, continued fraction) and every special case: a = 0, x = 0,
+    x = inf, a < 0, NaN."""
+    a = _RNG.uniform(0.1, 6, (4, 8)).astype(dtype)
+    x = _RNG.uniform(0.0, 8, (4, 8)).astype(dtype)
+    a[0, 0], x[0, 1], x[0, 2], a[0, 3], x[0, 4] = 0, 0, np.inf, -1, np.nan
+    return a, x
+
+
+GAMMA = [("Igamma", lax.igamma), ("Igammac", lax.igammac),
+         ("IgammaGradA", lax.igamma_grad_a), ("RandomGammaGrad", lax.random_gamma_grad)]
+
+
+@pytest.mark.parametrize("backend,dtype", [("interpreter", F32), ("cpu", F32), ("cpu", F64)],
+                         ids=["interpreter-f32", "cpu-f32", "cpu-f64"])
+@pytest.mark.parametrize("name,fn", GAMMA, ids=[g[0] for g in GAMMA])
+def test_incomplete_gamma_vs_jax(name: str, fn: Callable[..., Any], backend: str,
+                                 dtype: np.dtype) -> None:
+    a, x = _gamma_args(dtype)
+    got = ours(lambda b, p, q: getattr(ops, name)(p, q), a, x, backend=backend)
+    assert_same(got, np.asarray(jax.jit(fn)(a, x)), *inexact(dtype), what=f"{name} {dtype}")
+
+
+def test_incomplete_gamma_is_native_on_cpu() -> None:
+    b = XlaBuilder("g")
+    s = Shape.array(ElementType.F32, (3,))
+    a, x = ops.Parameter(b, 0, s), ops.Parameter(b, 1, s)
+    outs = [ops.Igamma(a, x), ops.Igammac(a, x), ops.IgammaGradA(a, x),
+            ops.RandomGammaGrad(a, x)]
+    exe = get_backend("cpu").compile(b.build(ops.Tuple(b, outs)).module)
+    assert exe.fallbacks() == []
+
+
+def test_incomplete_gamma_f16_upcasts() -> None:
+    """f16 computes in f32 and rounds once, as XLA's DoWithUpcastToF32 (and JAX)."""
+    a, x = (v.astype(np.float16) for v in _gamma_args(F32))
+    got = ours(lambda b, p, q: ops.Igamma(p, q), a, x, backend="cpu")
+    assert_same(got, np.asarray(jax.jit(lax.igamma)(a, x)), *inexact(np.dtype(np.float16)),
+                what="Igamma f16")
