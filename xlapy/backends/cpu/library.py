@@ -21,8 +21,10 @@ import numpy as np
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
-#: Ops run as library thunks through their (numpy/scipy) interpreter kernel.
-LIBRARY_VIA_KERNEL = frozenset({"convolution", "sort", "fft", "cholesky", "triangular_solve"})
+#: Ops run as library thunks through their (numpy/scipy) interpreter kernel. (fft, cholesky,
+#: triangular_solve and sort run lapack.py's thunks; a sort it does not take - a complex key,
+#: a comparator that is not element-wise - is an interpreter fallback.)
+LIBRARY_VIA_KERNEL = frozenset({"convolution"})
 
 
 def dot_accumulator(instr: Instruction) -> np.dtype | None:

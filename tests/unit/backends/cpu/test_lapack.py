@@ -384,3 +384,25 @@ def test_jit_merge_sort_on_threads() -> None:
     np.testing.assert_array_equal(one[0], np.sort(x, axis=1))
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
+
+
+def test_sort_the_jit_cannot_take_is_a_listed_fallback() -> None:
+    """A complex operand beside a multi-op comparator: neither numpy's argsort nor the JIT
+    sort takes it, so it runs the interpreter's sort - listed as such, not as a library."""
+    dims = (3, 9)
+    t, tc = _tensor(dims, "f32"), _tensor(dims, "complex<f32>")
+    body = _JAX_LT.format(t="f32", nan=_NAN["f32"], dir="LT")
+    text = (f"func.func @main(%v: {t}, %w: {tc}) -> ({t}, {tc}) {{\n"
+            f'  %r:2 = "stablehlo.sort"(%v, %w) ({{\n'
+            f"  ^bb0(%x: tensor<f32>, %y: tensor<f32>, %p: tensor<complex<f32>>, "
+            f"%q: tensor<complex<f32>>):{body}    stablehlo.return %c : tensor<i1>\n"
+            f"  }}) {{dimension = 1 : i64, is_stable = true}} : ({t}, {tc}) -> ({t}, {tc})\n"
+            f"  return %r#0, %r#1 : {t}, {tc}\n}}\n")
+    cpu = xlapy.compile(text, backend="cpu")
+    _, fb = _explain(cpu)
+    assert [op for _, op in fb] == ["sort"]
+    rng = np.random.default_rng(15)
+    x = rng.integers(-3, 3, dims).astype(np.float32)
+    w = (rng.standard_normal(dims) + 1j).astype(np.complex64)
+    for g, v in zip(cpu(x, w), xlapy.compile(text, backend="interpreter")(x, w)):
+        np.testing.assert_array_equal(g, v)
