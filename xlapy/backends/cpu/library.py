@@ -1,9 +1,9 @@
 """Library thunks: dot_general through BLAS (?gemm pointers, blas.py; transposes folded into
 the call; bf16/f16 computed in f32 and rounded once, as XLA's CPU backend) or, for integers
-and pred, the JIT integer GEMM (gemm_int.py); convolution as direct register-blocked loops
-(conv.py) or shift-GEMM (conv_plan). Linear algebra, FFT and simple sorts: lapack.py.
-(`LIBRARY_VIA_KERNEL` ops lapack.py does not plan - a convolution BLAS does not take, a sort
-with another comparator - run their interpreter kernels.)
+and pred, the JIT integer GEMM (gemm_int.py); convolution as JIT register-blocked loops
+(conv_general.py; conv.py). Linear algebra, FFT and simple sorts: lapack.py.
+(`LIBRARY_VIA_KERNEL` ops lapack.py does not plan - a complex convolution, a sort with
+another comparator - run their interpreter kernels.)
 
 A dot thunk permutes the operands to (batch..., M, K) x (batch..., K, N) views once per call
 (no copies for the common layouts: numpy passes the transpose flag to sgemm/dgemm) and writes
@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from xlapy.ir import Instruction
-from xlapy.types import ElementType as ET
 
 #: Ops run as library thunks through their (numpy/scipy) interpreter kernel. (fft, cholesky,
 #: triangular_solve and sort run lapack.py's thunks; a sort it does not take - a complex key,
@@ -163,8 +162,12 @@ def ragged_dot_plan(instr: Instruction) -> Callable[..., np.ndarray]:
 def library_kind(instr: Instruction) -> str | None:
     if instr.opcode == "dot_general" and dot_plan(instr) is not None:
         return "blas" if dot_accumulator(instr).kind in "fc" else "int gemm"  # type: ignore
-    if instr.opcode == "convolution" and conv_plan(instr) is not None:
-        return "blas"
+    if instr.opcode == "convolution":
+        from xlapy.backends.cpu.conv_general import conv_route
+
+        route = conv_route(instr)
+        if route is not None:
+            return f"conv-{route}"
     if instr.opcode in LIBRARY_VIA_KERNEL:
         return "numpy/scipy"
     return None
@@ -172,74 +175,18 @@ def library_kind(instr: Instruction) -> str | None:
 
 def conv_plan(instr: Instruction, threads: int = 1
               ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
-    """A function (lhs, rhs, out) for a float32/float64 convolution with unit strides, no
-    lhs dilation, reversal or grouping, else None (the interpreter kernel runs it).
-
-    Shift-GEMM, no im2col: the input goes to [C, N * padded spatial] (zero padded, plus a
-    tail), and for each kernel position the product W[:, :, pos] (O x C) times the input
-    columns shifted by that position's flat offset accumulates into an [O, N * padded]
-    buffer through sgemm/dgemm (beta = 1). Positions past the valid output are garbage
-    that the final strided copy drops. f32 accumulates in f32 (as XLA's CPU convolution).
-    """
-    from xlapy.backends.cpu.blas import gemm
+    """A function (lhs, rhs, out) computing a convolution on `threads` threads, or None for
+    what no native path computes (complex: the interpreter kernel runs it). Which path:
+    conv_general.conv_route - the channels-first direct kernel (conv.py) for 1x1 windows in
+    NCHW, else the general channels-last loop nest (conv_general.py) for every form."""
     from xlapy.backends.cpu.conv import direct_plan
+    from xlapy.backends.cpu.conv_general import conv_route, general_plan
 
-    direct = direct_plan(instr, threads)  # 2-D, unit strides: register-blocked direct loops
-    if direct is not None:
-        return direct
-    a = instr.attrs
-    lhs, rhs = (o.shape for o in instr.operands)
-    et = instr.shape.element_type
-    if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
+    route = conv_route(instr)
+    if route is None:
         return None
-    dn = a.dimension_numbers
-    s = lhs.rank - 2
-    if (a.feature_group_count != 1 or a.batch_group_count != 1
-            or any(v != 1 for v in a.window_strides) or any(v != 1 for v in a.lhs_dilation)
-            or any(a.window_reversal) or any(lo < 0 or hi < 0 for lo, hi in a.padding)):
-        return None
-    pad = list(a.padding) or [(0, 0)] * s
-    dil = list(a.rhs_dilation) or [1] * s
-    n = lhs.dimensions[dn.input_batch_dimension]
-    c = lhs.dimensions[dn.input_feature_dimension]
-    sp = [lhs.dimensions[d] for d in dn.input_spatial_dimensions]
-    o = rhs.dimensions[dn.kernel_output_feature_dimension]
-    ks = [rhs.dimensions[d] for d in dn.kernel_spatial_dimensions]
-    padded = [x + lo + hi for x, (lo, hi) in zip(sp, pad)]
-    out_sp = [p - (k - 1) * d for p, k, d in zip(padded, ks, dil)]
-    if min(out_sp + [n, c, o] + ks, default=1) <= 0:
-        return None
-    pstr = [1] * s
-    for d in range(s - 2, -1, -1):
-        pstr[d] = pstr[d + 1] * padded[d + 1]
-    plane = int(np.prod(padded))
-    total = n * plane
-    positions = list(np.ndindex(*ks))
-    offsets = [sum(p * dd * st for p, dd, st in zip(pos, dil, pstr)) for pos in positions]
-    tail = max(offsets)
-    dtype = instr.shape.dtype
-    xperm = [dn.input_feature_dimension, dn.input_batch_dimension, *dn.input_spatial_dimensions]
-    wperm = [*dn.kernel_spatial_dimensions, dn.kernel_output_feature_dimension,
-             dn.kernel_input_feature_dimension]
-    operm = [0] * (s + 2)
-    for src, dst in enumerate((dn.output_feature_dimension, dn.output_batch_dimension,
-                               *dn.output_spatial_dimensions)):
-        operm[dst] = src
-    interior = (slice(None), slice(None)) + tuple(
-        slice(lo, lo + x) for x, (lo, _) in zip(sp, pad))
-    valid = (slice(None), slice(None)) + tuple(slice(0, v) for v in out_sp)
-
-    def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
-        xp = np.zeros((c, total + tail), dtype)
-        xp[:, :total].reshape(c, n, *padded)[interior] = x.transpose(xperm)
-        wk = np.ascontiguousarray(w.transpose(wperm)).reshape(len(positions), o, c)
-        acc = np.empty((o, total), dtype)
-        for j, off in enumerate(offsets):
-            gemm(wk[j], xp[:, off:off + total], acc, 0.0 if j == 0 else 1.0, threads)
-        res = acc.reshape(o, n, *padded)[valid]
-        out[...] = res.transpose(operm)
-
-    return run
+    direct = direct_plan(instr, threads) if route == "nchw-direct" else None
+    return direct if direct is not None else general_plan(instr, threads)
 
 
 __all__ = ["conv_plan", "dot_accumulator", "dot_plan", "ragged_dot_plan", "library_kind",
