@@ -7,9 +7,7 @@ Most are the `chlo.*` ops JAX emits for the same functions (the IR runs them; th
 backend lowers them, xlapy/passes/chlo_lowering.py). Square and Reciprocal are x * x and
 1 / x as XLA's builder writes them; BesselI0e is Cephes' Chebyshev expansion, as XLA's
 math.cc and JAX (f32 sets for f32 and narrower, computed in f32; the f64 sets for f64).
-The incomplete gamma family is in ops_special_igamma.py. RegularizedIncompleteBeta needs XLA's
-Lentz continued-fraction loop, not built yet: it reports a BuilderError naming itself
-(deferred to build(), as every builder error).
+The incomplete gamma and beta functions (while loops) are in ops_special_igamma.py.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from xlapy.types import ElementType, Literal
 __all__ = [
     "Square", "Reciprocal", "Erfc", "ErfInv", "Lgamma", "Digamma", "BesselI0e", "BesselI1e",
     "Acos", "Asin", "Atan", "Acosh", "Asinh", "Atanh", "Cosh", "Sinh", "NextAfter", "Zeta",
-    "RegularizedIncompleteBeta",
 ]
 
 
@@ -169,21 +166,3 @@ def BesselI0e(operand: XlaOp) -> XlaOp:
     if narrow:
         out = b.add_op("convert", [out], ConvertAttrs(et), api_name=api)
     return out
-
-
-# ---- not built yet -------------------------------------------------------------------------
-#: Why each op reports an error instead of building (the surface test lists the same ops).
-NOT_BUILT = {
-    "RegularizedIncompleteBeta": "needs XLA's Lentz continued-fraction while loop (math.cc), "
-                                 "not built yet",
-}
-
-
-def _not_built(api: str, *operands: XlaOp) -> XlaOp:
-    b = operands[0].builder
-    return b.report_error(api, f"not implemented in xlapy: {NOT_BUILT[api]}")
-
-
-def RegularizedIncompleteBeta(a: XlaOp, b: XlaOp, x: XlaOp) -> XlaOp:
-    """I_x(a, b): not built yet (NOT_BUILT)."""
-    return _not_built("RegularizedIncompleteBeta", a, b, x)

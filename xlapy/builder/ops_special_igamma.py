@@ -1,6 +1,7 @@
 """Builder ops: the regularized incomplete gamma functions Igamma P(a, x), Igammac
-Q(a, x), IgammaGradA dP/da and RandomGammaGrad (the implicit gradient of gamma samples), as
-XLA's math.cc builds them (and JAX ports them, jax/_src/lax/special.py): a power series for
+Q(a, x), IgammaGradA dP/da and RandomGammaGrad (the implicit gradient of gamma samples), and
+the regularized incomplete beta I_x(a, b) (Lentz's continued fraction), as XLA's math.cc
+builds them (and JAX ports them, jax/_src/lax/special.py): a power series for
 x < max(1, a) and a continued fraction beyond, each a while loop that runs until every
 enabled element converged (to the type's eps; the fraction at most 2000 steps); domain
 errors give NaN. f16/bf16 compute in f32 and round once, as XLA's DoWithUpcastToF32.
@@ -24,7 +25,7 @@ from xlapy.ops.reduction import ReduceAttrs
 from xlapy.ops.shape import BroadcastInDimAttrs
 from xlapy.types import ElementType, Literal, Shape
 
-__all__ = ["Igamma", "Igammac", "IgammaGradA", "RandomGammaGrad"]
+__all__ = ["Igamma", "Igammac", "IgammaGradA", "RandomGammaGrad", "RegularizedIncompleteBeta"]
 
 
 class _Mode(enum.Enum):
@@ -333,3 +334,88 @@ def RandomGammaGrad(a: XlaOp, x: XlaOp) -> XlaOp:
     """The derivative of a gamma(a) sample x with respect to a (implicit
     reparameterization: -dP/da / dP/dx)."""
     return _gradient("RandomGammaGrad", a, x, _Mode.SAMPLE_DERIVATIVE)
+
+
+# ---- regularized incomplete beta ---------------------------------------------------------------
+def _lentz(api: str, a: _E, b: _E, x: _E, num_iterations: int, small: float) -> _E:
+    """XLA's LentzThompsonBarnettAlgorithm for I_x(a, b)'s continued fraction (DLMF
+    8.17.22): partial numerators d_1 = 1, d_2m = -(a+m)(a+b+m)x / ((a+2m)(a+2m+1)),
+    d_2m+1 = m(b-m)x / ((a+2m-1)(a+2m)); partial denominators 0 then 1; until every
+    |delta - 1| < eps/2 or `num_iterations`."""
+    one_i = _E(a.b.constant(Literal.from_numpy(np.int32(1)), api_name=api), api)
+    true = _E(a.b.constant(Literal.from_numpy(np.bool_(True)), api_name=api), api)
+    h = a.like(small)  # the first partial denominator is 0, below `small`
+
+    def cond(v: list[_E]) -> _E:
+        return v[0].cmp(_D.LT, float(num_iterations)) & v[1]
+
+    def body(v: list[_E]) -> list[_E]:
+        it, _, c_prev, d_prev, h_prev, aa, bb, xx = v
+        shape = aa.op.shape()
+        itb = _E(it.b.add_op("broadcast_in_dim", [it.op], BroadcastInDimAttrs(
+            shape.dimensions, ()), api_name=api), api)
+        even = (itb - (itb / 2.0) * 2.0).cmp(_D.EQ, 0.0)
+        is_one = itb.cmp(_D.EQ, 1.0)
+        m_int = (itb - 1.0) / 2.0
+        m = _E(it.b.add_op("convert", [m_int.op], ConvertAttrs(shape.element_type),
+                           api_name=api), api)
+        m_zero = m_int.cmp(_D.EQ, 0.0)
+        zero_num = -(aa + bb) * xx / (aa + 1.0)
+        even_num = _select(m_zero, zero_num, -(aa + m) * (aa + bb + m) * xx /
+                           ((aa + m * 2.0) * (aa + m * 2.0 + 1.0)))
+        odd_num = m * (bb - m) * xx / ((aa + m * 2.0 - 1.0) * (aa + m * 2.0))
+        num = _select(is_one, xx.like(1.0), _select(even, even_num, odd_num))
+        den = aa.like(1.0)  # iterations >= 1
+        c = den + num / c_prev
+        c = _select(c.fn("abs").cmp(_D.LT, small), c.like(small), c)
+        d = den + num * d_prev
+        d = _select(d.fn("abs").cmp(_D.LT, small), d.like(small), d)
+        d = d.like(1.0) / d
+        delta = c * d
+        unconverged = _any((delta - 1.0).fn("abs").cmp(_D.GE, small))
+        return [it + 1.0, unconverged, c, d, h_prev * delta, aa, bb, xx]
+
+    out = _while(api, [one_i, true, h, a.like(0.0), h, a, b, x], cond, body)
+    return out[4]
+
+
+def RegularizedIncompleteBeta(a: XlaOp, b: XlaOp, x: XlaOp) -> XlaOp:
+    """I_x(a, b), the regularized incomplete beta function (XLA math.cc: the continued
+    fraction where it converges fast, x < (a+1)/(a+b+2), else 1 - I_{1-x}(b, a))."""
+    api = "RegularizedIncompleteBeta"
+    got = _operands(api, a, x)
+    if isinstance(got, XlaOp):
+        return got
+    got_b = _operands(api, b, x)
+    if isinstance(got_b, XlaOp):
+        return got_b
+    ea, ex, et = got
+    eb = got_b[0]
+    eps = _limits(ea)[0]
+    inf = float("inf")
+    a_zero = ea.cmp(_D.EQ, 0.0) | eb.cmp(_D.EQ, inf)
+    b_zero = eb.cmp(_D.EQ, 0.0) | ea.cmp(_D.EQ, inf)
+    x_zero, x_one = ex.cmp(_D.EQ, 0.0), ex.cmp(_D.EQ, 1.0)
+    is_nan = ea.isnan() | eb.isnan() | ex.isnan()
+    result_zero = (b_zero & ~x_one) | (a_zero & x_zero)
+    result_one = (a_zero & ~x_zero) | (b_zero & x_one)
+    result_nan = ea.cmp(_D.LT, 0.0) | eb.cmp(_D.LT, 0.0) | ex.cmp(_D.LT, 0.0) | \
+        ex.cmp(_D.GT, 1.0) | (a_zero & b_zero) | is_nan
+    fast = ex.cmp(_D.LT, (ea + 1.0) / (ea + eb + 2.0))
+    a2, b2 = _select(fast, ea, eb), _select(fast, eb, ea)
+    x2 = _select(fast, ex, 1.0 - ex)
+    wide = ea.op.shape().element_type is ElementType.F64
+    fraction = _lentz(api, a2, b2, x2, 600 if wide else 200, eps / 2)
+    tiny = float(np.finfo(ea.op.shape().element_type.dtype).tiny) * 2
+    lbeta_small_a = b2.fn("chlo.lgamma") - (a2 + b2).fn("chlo.lgamma")
+    lbeta = a2.fn("chlo.lgamma") + lbeta_small_a
+    log1m_x = (-x2).fn("log_plus_one")
+    factor = _select(a2.cmp(_D.LT, tiny),
+                     (log1m_x * b2 - lbeta_small_a).fn("exponential"),
+                     (x2.fn("log") * a2 + log1m_x * b2 - lbeta)
+                     .fn("exponential") / a2)
+    out = fraction * factor
+    out = _select(fast, out, 1.0 - out)
+    out = _select(result_zero, ea.like(0.0), out)
+    out = _select(result_one, ea.like(1.0), out)
+    return _finish(_select(result_nan, ea.like(float("nan")), out), et)

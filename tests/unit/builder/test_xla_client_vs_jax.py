@@ -275,7 +275,7 @@ def test_incomplete_gamma_is_native_on_cpu() -> None:
     s = Shape.array(ElementType.F32, (3,))
     a, x = ops.Parameter(b, 0, s), ops.Parameter(b, 1, s)
     outs = [ops.Igamma(a, x), ops.Igammac(a, x), ops.IgammaGradA(a, x),
-            ops.RandomGammaGrad(a, x)]
+            ops.RandomGammaGrad(a, x), ops.RegularizedIncompleteBeta(a, a, x)]
     exe = get_backend("cpu").compile(b.build(ops.Tuple(b, outs)).module)
     assert exe.fallbacks() == []
 
@@ -286,3 +286,19 @@ def test_incomplete_gamma_f16_upcasts() -> None:
     got = ours(lambda b, p, q: ops.Igamma(p, q), a, x, backend="cpu")
     assert_same(got, np.asarray(jax.jit(lax.igamma)(a, x)), *inexact(np.dtype(np.float16)),
                 what="Igamma f16")
+
+
+@pytest.mark.parametrize("backend,dtype", [("interpreter", F32), ("cpu", F32), ("cpu", F64)],
+                         ids=["interpreter-f32", "cpu-f32", "cpu-f64"])
+def test_regularized_incomplete_beta_vs_jax(backend: str, dtype: np.dtype) -> None:
+    """Both sides of the symmetry switch and the special cases (a = 0, b = 0, x = 0, x = 1,
+    a < 0, NaN, x > 1, a = inf)."""
+    a = _RNG.uniform(0.1, 5, (4, 8)).astype(dtype)
+    b = _RNG.uniform(0.1, 5, (4, 8)).astype(dtype)
+    x = _RNG.uniform(0, 1, (4, 8)).astype(dtype)
+    a[0, 0], b[0, 1], x[0, 2], x[0, 3], a[0, 4] = 0, 0, 0, 1, -1
+    x[0, 5], x[0, 6], a[0, 7] = np.nan, 1.5, np.inf
+    got = ours(lambda bb, p, q, r: ops.RegularizedIncompleteBeta(p, q, r), a, b, x,
+               backend=backend)
+    assert_same(got, np.asarray(jax.jit(lax.betainc)(a, b, x)), *inexact(dtype),
+                what=f"RegularizedIncompleteBeta {dtype}")
