@@ -16,7 +16,7 @@ from xlapy.ops.attrs import Precision
 from xlapy.ops.base import VARIADIC, EvalContext, OpDef, Region, check, register
 from xlapy.ops.control_flow import call_results, region_results, results_shape
 from xlapy.ops.elementwise import total_order_key
-from xlapy.types import ElementType, Shape
+from xlapy.types import ElementType, Shape, from_dtype
 
 
 @dataclass(frozen=True)
@@ -142,8 +142,8 @@ class RaggedDot(OpDef):
             [rs[d] for d in rfree]
         rs_g = [s for i, s in enumerate(rs) if i != g]
         spec = f"{''.join(ls)},{''.join(rs_g)}->{''.join(out)}"
-        wide = np.float64 if lhs.dtype.kind == "f" else \
-            (np.complex128 if lhs.dtype.kind == "c" else np.int64)
+        et = from_dtype(lhs.dtype)  # bf16/f8 are numpy kind 'V': ask the element type
+        wide = np.float64 if et.is_float else np.complex128 if et.is_complex else np.int64
         r = a.lhs_ragged_dimensions[0]
         axis = out.index(ls[r])
         n = lhs.shape[r]

@@ -133,6 +133,31 @@ def test_ragged_dot_mode1_and_constraints() -> None:
                                          Shape.array(ElementType.S64, [2])], a)
 
 
+@pytest.mark.parametrize("t", ["bf16", "f16", "f8E4M3FN"])
+def test_ragged_dot_small_floats(t: str) -> None:
+    """bf16/f8 are numpy kind 'V': they were computed in int64 (all zeros)."""
+    import ml_dtypes
+
+    exe = xlapy.compile(f"""func.func @main(%l: tensor<4x2x{t}>, %r: tensor<2x2x3x{t}>,
+    %g: tensor<2xi64>) -> tensor<4x3x{t}> {{
+  %0 = "chlo.ragged_dot"(%l, %r, %g) {{ragged_dot_dimension_numbers = #chlo.ragged_dot<
+    lhs_batching_dimensions = [], rhs_batching_dimensions = [],
+    lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [1],
+    lhs_ragged_dimensions = [0], rhs_group_dimensions = [0]>}}
+    : (tensor<4x2x{t}>, tensor<2x2x3x{t}>, tensor<2xi64>) -> tensor<4x3x{t}>
+  return %0 : tensor<4x3x{t}>
+}}""")
+    dt = {"bf16": ml_dtypes.bfloat16, "f16": np.float16,
+          "f8E4M3FN": ml_dtypes.float8_e4m3fn}[t]
+    lhs = (np.arange(8).reshape(4, 2) / 4).astype(dt)
+    rhs = (np.arange(12).reshape(2, 2, 3) / 8).astype(dt)
+    got = np.asarray(exe(lhs, rhs, np.array([1, 3]))).astype(np.float64)
+    l64, r64 = lhs.astype(np.float64), rhs.astype(np.float64)
+    want = np.concatenate([l64[:1] @ r64[0], l64[1:] @ r64[1]]).astype(dt).astype(np.float64)
+    np.testing.assert_array_equal(got, want)
+    assert got.any()
+
+
 def test_scan_constraints() -> None:
     class _R:
         parameter_shapes = [Shape.array(F32, []), Shape.array(F32, [])]
