@@ -2,8 +2,7 @@
 the call; bf16/f16 computed in f32 and rounded once, as XLA's CPU backend) or, for integers
 and pred, the JIT integer GEMM (gemm_int.py); convolution as JIT register-blocked loops
 (conv_general.py; conv.py). Linear algebra, FFT and simple sorts: lapack.py.
-(`LIBRARY_VIA_KERNEL` ops lapack.py does not plan - a complex convolution, a sort with
-another comparator - run their interpreter kernels.)
+(Ops lapack.py does not plan - a sort with another comparator - are interpreter fallbacks.)
 
 A dot thunk permutes the operands to (batch..., M, K) x (batch..., K, N) views once per call
 (no copies for the common layouts: numpy passes the transpose flag to sgemm/dgemm) and writes
@@ -20,10 +19,11 @@ import numpy as np
 
 from xlapy.ir import Instruction
 
-#: Ops run as library thunks through their (numpy/scipy) interpreter kernel. (fft, cholesky,
-#: triangular_solve and sort run lapack.py's thunks; a sort it does not take - a complex key,
-#: a comparator that is not element-wise - is an interpreter fallback.)
-LIBRARY_VIA_KERNEL = frozenset({"convolution"})
+#: Ops run as library thunks through their (numpy/scipy) interpreter kernel: none now.
+#: (fft, cholesky, triangular_solve and sort run lapack.py's thunks; a sort it does not take -
+#: a complex key, a comparator that is not element-wise - is an interpreter fallback; every
+#: convolution is conv_plan's.)
+LIBRARY_VIA_KERNEL: frozenset[str] = frozenset()
 
 
 def dot_accumulator(instr: Instruction) -> np.dtype | None:
@@ -165,9 +165,7 @@ def library_kind(instr: Instruction) -> str | None:
     if instr.opcode == "convolution":
         from xlapy.backends.cpu.conv_general import conv_route
 
-        route = conv_route(instr)
-        if route is not None:
-            return f"conv-{route}"
+        return f"conv-{conv_route(instr)}"
     if instr.opcode in LIBRARY_VIA_KERNEL:
         return "numpy/scipy"
     return None
@@ -175,16 +173,13 @@ def library_kind(instr: Instruction) -> str | None:
 
 def conv_plan(instr: Instruction, threads: int = 1
               ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
-    """A function (lhs, rhs, out) computing a convolution on `threads` threads, or None for
-    what no native path computes (complex: the interpreter kernel runs it). Which path:
+    """A function (lhs, rhs, out) computing a convolution on `threads` threads. Which path:
     conv_general.conv_route - the channels-first direct kernel (conv.py) for 1x1 windows in
     NCHW, else the general channels-last loop nest (conv_general.py) for every form."""
     from xlapy.backends.cpu.conv import direct_plan
     from xlapy.backends.cpu.conv_general import conv_route, general_plan
 
     route = conv_route(instr)
-    if route is None:
-        return None
     direct = direct_plan(instr, threads) if route == "nchw-direct" else None
     return direct if direct is not None else general_plan(instr, threads)
 

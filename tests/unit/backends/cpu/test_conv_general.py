@@ -114,6 +114,7 @@ TYPES = [  # (operand type, result type)
     ("i8", "i8"), ("i32", "i32"), ("i64", "i64"), ("ui8", "ui8"), ("ui32", "ui32"),
     ("i16", "i16"), ("i1", "i1"),
     ("i8", "i32"), ("bf16", "f32"), ("f16", "f32"), ("ui8", "ui32"), ("i16", "i64"),
+    ("complex<f32>", "complex<f32>"), ("complex<f64>", "complex<f64>"),
 ]
 
 
@@ -134,7 +135,7 @@ def _check(case: Case, t: str, ot: str, seed: int = 0) -> None:
     else:
         f64 = case.text("f64")[0]
         mag = np.asarray(xlapy.compile(f64, backend="interpreter")(
-            np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64))))
+            np.abs(x).astype(np.float64), np.abs(w).astype(np.float64)))
         k = (case.c // case.fg) * int(np.prod(case.ks, dtype=np.int64))
         assert_close_to_bound(got, want, magnitude_bound(mag, max(k, 1), x.dtype,
                                                          out_dtype=got.dtype), text)
@@ -146,11 +147,16 @@ def _values(t: str, shape: list[int], rng: np.random.Generator) -> np.ndarray:
     eight binades with zeros and denormals (infinities would make the bound NaN)."""
     n = int(np.prod(shape, dtype=np.int64))
     et = from_shlo_name(t)
-    if not et.is_float:
+    if not (et.is_float or et.is_complex):
         return np.asarray(values(et, n, rng)).reshape(shape)
-    v = rng.standard_normal(n) * np.exp(rng.uniform(-4, 4, n))
-    v[: min(n, 4)] = [0.0, -0.0, 1e-40, -3e-39][: min(n, 4)]
-    return v.astype(np.float32).astype(et.dtype).reshape(shape)
+
+    def real() -> np.ndarray:
+        v = rng.standard_normal(n) * np.exp(rng.uniform(-4, 4, n))
+        v[: min(n, 4)] = [0.0, -0.0, 1e-40, -3e-39][: min(n, 4)]
+        return v.astype(np.float32)
+
+    v = real() + 1j * real() if et.is_complex else real()
+    return v.astype(et.dtype).reshape(shape)
 
 
 @pytest.mark.parametrize("form", list(FORMS))
@@ -179,7 +185,7 @@ def test_empty_shapes() -> None:
 
 def test_route_labels() -> None:
     """The NCHW 1x1 window takes conv.py's channels-first kernel; everything else the loop
-    nest; complex convolutions stay the interpreter kernel, labelled as such."""
+    nest, complex ones too."""
     from xlapy.backends.cpu.conv_general import conv_route
     from xlapy.stablehlo import parse_module
 
@@ -190,7 +196,7 @@ def test_route_labels() -> None:
     assert route(Case(2, 8, (5, 6), 16, (1, 1), layout=nchw), "f32") == "nchw-direct"
     assert route(Case(2, 8, (5, 6), 16, (3, 3), layout=nchw), "f32") == "direct"
     assert route(FORMS["one_by_one"], "f32") == "direct"
-    assert route(FORMS["one_by_one"], "complex<f32>") is None
+    assert route(FORMS["one_by_one"], "complex<f32>") == "direct"
 
 
 def test_threads_do_not_change_bits() -> None:
@@ -202,3 +208,9 @@ def test_threads_do_not_change_bits() -> None:
     one = xlapy.compile(text, backend="cpu", options={"num_threads": 1})
     two = xlapy.compile(text, backend="cpu", options={"num_threads": 2})
     np.testing.assert_array_equal(np.asarray(one(x, w)), np.asarray(two(x, w)))
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_form_complex(form: str) -> None:
+    """A complex convolution is a real one of twice the channels (re, im interleaved)."""
+    _check(FORMS[form], "complex<f32>", "complex<f32>", seed=2)
