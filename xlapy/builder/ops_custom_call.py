@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from xlapy.builder.enums import CustomCallApiVersion, CustomCallSchedule
 from xlapy.builder.ops_misc import _shape_arg
 from xlapy.builder.xla_builder import XlaBuilder, XlaOp
@@ -137,10 +139,12 @@ def DynamicReshape(operand: XlaOp, dim_sizes: Sequence[XlaOp], new_size_bounds: 
     """Reshape to `new_size_bounds`; a dimension marked in `dims_are_dynamic` takes its size
     from the s32 scalar in `dim_sizes` at run time (bounded by new_size_bounds).
 
-    With no dynamic dimension this is a static reshape (dim_sizes must then equal the
-    bounds). A dynamic one needs the bounded-buffer element placement of XLA's dynamic
-    padder, which the IR's dynamic_reshape (static result shapes) does not model: reported
-    as not implemented.
+    With no dynamic dimension this is dynamic_reshape with a static result (the sizes must
+    equal the bounds at run time). With one, the logical elements of the operand (its
+    dynamic sizes, GetDimensionSize) fill the logical result row-major: each result position
+    computes its row-major number under `dim_sizes`, the operand index of that number under
+    the operand's sizes, and gathers it; set_dimension_size then marks the dynamic
+    dimensions. Positions past a dynamic size are padding (unspecified, as in XLA).
     """
     b = operand.builder
     sizes, bounds = list(dim_sizes), tuple(int(x) for x in new_size_bounds)
@@ -148,15 +152,14 @@ def DynamicReshape(operand: XlaOp, dim_sizes: Sequence[XlaOp], new_size_bounds: 
     if not len(sizes) == len(bounds) == len(dynamic):
         return b.report_error("DynamicReshape", f"{len(sizes)} dim_sizes, {len(bounds)} "
                               f"new_size_bounds and {len(dynamic)} dims_are_dynamic differ")
-    if any(dynamic):
-        return b.report_error("DynamicReshape", "not implemented in xlapy: dynamic result "
-                              f"dimensions {[i for i, d in enumerate(dynamic) if d]}")
     for i, s in enumerate(sizes):
         if not isinstance(s, XlaOp):
             return b.report_error("DynamicReshape", f"dim_sizes[{i}] is not an XlaOp")
         if s.ok and s.shape() != Shape.scalar(ElementType.S32):
             return b.report_error("DynamicReshape", f"dim_sizes[{i}] is {s.shape()}, not an "
                                   "s32 scalar")
+    if any(dynamic):
+        return _dynamic_reshape(operand, sizes, bounds, dynamic)
     if not sizes:
         return b.add_op("reshape", [operand], ReshapeAttrs(bounds), api_name="DynamicReshape")
     # The sizes travel as dynamic_reshape's output_shape operand; the interpreter checks
@@ -171,3 +174,59 @@ def DynamicReshape(operand: XlaOp, dim_sizes: Sequence[XlaOp], new_size_bounds: 
     result = Shape.array(operand.shape().element_type, bounds)
     return b.add_op("dynamic_reshape", [operand, shape_vec], DynamicReshapeAttrs(result),
                     api_name="DynamicReshape")
+
+
+def _dynamic_reshape(operand: XlaOp, sizes: list[XlaOp], bounds: tuple[int, ...],
+                     dynamic: tuple[bool, ...]) -> XlaOp:
+    from xlapy.ops.indexing import GatherAttrs, GatherDimensionNumbers
+    from xlapy.ops.misc import DimensionAttrs
+    from xlapy.ops.shape import BroadcastInDimAttrs, ConcatenateAttrs, IotaAttrs
+
+    api = "DynamicReshape"
+    b = operand.builder
+    if not operand.ok or not all(s.ok for s in sizes):
+        return XlaOp(b, None)
+    s = operand.shape()
+    if not s.is_array or s.rank == 0:
+        return b.report_error(api, f"operand {s} must be an array of rank >= 1")
+    s32 = ElementType.S32
+    out_i = Shape.array(s32, bounds)
+
+    def scalar(v: int) -> XlaOp:
+        return b.constant(Literal.from_numpy(np.int32(v)), api_name=api)
+
+    def spread(x: XlaOp) -> XlaOp:  # an s32 scalar over the result's bounds
+        return b.add_op("broadcast_in_dim", [x], BroadcastInDimAttrs(bounds, ()), api_name=api)
+
+    def arith(op: str, x: XlaOp, y: XlaOp) -> XlaOp:
+        return b.add_op(op, [x, y], api_name=api)
+
+    # Row-major number of each result position under the logical result sizes.
+    linear, stride = spread(scalar(0)), scalar(1)
+    for k in reversed(range(len(bounds))):
+        pos = b.add_op("iota", [], IotaAttrs(out_i, k), api_name=api)
+        linear = arith("add", linear, arith("multiply", pos, spread(stride)))
+        stride = arith("multiply", stride, sizes[k] if dynamic[k] else scalar(bounds[k]))
+    # The operand index of that number under the operand's logical sizes, clamped in bounds.
+    parts: list[XlaOp] = [XlaOp(b, None)] * s.rank
+    rest = linear
+    for k in reversed(range(s.rank)):
+        size = b.add_op("get_dimension_size", [operand], DimensionAttrs(k), api_name=api)
+        one = scalar(1)
+        safe = spread(b.add_op("maximum", [size, one], api_name=api))
+        idx = arith("remainder", rest, safe)
+        hi = spread(scalar(s.dimensions[k] - 1))
+        parts[k] = b.add_op("clamp", [spread(scalar(0)), idx, hi], api_name=api)
+        rest = arith("divide", rest, safe)
+    column = bounds + (1,)
+    vecs = [b.add_op("reshape", [p], ReshapeAttrs(column), api_name=api) for p in parts]
+    index = vecs[0] if len(vecs) == 1 else b.add_op(
+        "concatenate", vecs, ConcatenateAttrs(len(bounds)), api_name=api)
+    dnums = GatherDimensionNumbers((), tuple(range(s.rank)), tuple(range(s.rank)), len(bounds))
+    out = b.add_op("gather", [operand, index], GatherAttrs(dnums, (1,) * s.rank),
+                   api_name=api)
+    for k, d in enumerate(dynamic):
+        if d:
+            out = b.add_op("set_dimension_size", [out, sizes[k]], DimensionAttrs(k),
+                           api_name=api)
+    return out

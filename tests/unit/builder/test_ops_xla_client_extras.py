@@ -182,13 +182,23 @@ def test_dynamic_reshape_static_sizes() -> None:
     assert np.array_equal(got, np.arange(6, dtype=np.float32).reshape(3, 2))
 
 
-def test_dynamic_reshape_errors() -> None:
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_dynamic_reshape_dynamic_sizes(backend: str) -> None:
+    """The logical operand (f32[2,4] with dimension 1 set to 3) fills the logical result
+    [3, n] row-major (n = 2 at run time) inside bounds [3, 4]; the size travels with it."""
     b = XlaBuilder("dr")
-    x = ops.Parameter(b, 0, Shape.array(F32, (2, 3)))
-    six = ops.Constant(b, np.int32(6))
-    ops.DynamicReshape(x, [six], [6], [True])
-    with pytest.raises(BuilderError, match="DynamicReshape: not implemented in xlapy: dynamic"):
-        b.build()
+    x = ops.Parameter(b, 0, Shape.array(F32, (2, 4)))
+    xd = ops.SetDimensionSize(x, ops.Constant(b, np.int32(3)), 1)
+    n = ops.Parameter(b, 1, Shape.scalar(ElementType.S32))
+    r = ops.DynamicReshape(xd, [ops.Constant(b, np.int32(3)), n], [3, 4], [False, True])
+    assert r.shape() == Shape.array(F32, (3, 4))
+    comp = b.build(ops.Tuple(b, [r, ops.GetDimensionSize(r, 1)]))
+    xv = np.arange(8, dtype=np.float32).reshape(2, 4)
+    got = get_backend(backend).compile(comp.module).run([xv, np.int32(2)])
+    assert np.array_equal(got[0][:, :2], xv[:, :3].reshape(3, 2)) and int(got[1]) == 2
+
+
+def test_dynamic_reshape_errors() -> None:
     b = XlaBuilder("dr2")
     x = ops.Parameter(b, 0, Shape.array(F32, (2, 3)))
     ops.DynamicReshape(x, [], [6], [False])

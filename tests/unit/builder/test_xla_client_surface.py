@@ -164,9 +164,8 @@ EXTENSIONS = {
 }
 
 #: xla_client ops that report "not implemented" (a BuilderError naming them), and why: none
-#: now. Partial gaps (DynamicReshape with dynamic dimensions, CustomCallWithAliasing's
-#: `literal`, ApproxTopK without aggregation past one TPU tile) are tested in
-#: test_ops_xla_client_extras.py.
+#: now. Partial gaps (CustomCallWithAliasing's `literal`, ApproxTopK without aggregation past
+#: one TPU tile) are tested in test_ops_xla_client_extras.py.
 NOT_BUILT: dict[str, str] = {}
 
 
