@@ -1,17 +1,18 @@
-"""Direct 2-D convolution: one JIT-compiled LLVM function per convolution shape.
+"""Direct 2-D channels-first convolution: one JIT-compiled LLVM function per shape.
 
-The shift-GEMM path (library.conv_plan) streams a [O, N * padded plane] accumulator through
-memory once per kernel position: 9 passes for a 3x3 window, memory-bound on small channel
-counts (the reference CNN's 16 -> 16 layer took ~3 ms of its ~8). Here the output is computed
-in registers: for each output row (batch n, output row h), a block of J output features times
-V vectors of the row (J * V <= 24 zmm accumulators) sums C * KH * KW terms, each an unaligned
-vector load of the zero-padded input row (shared by the J features) times a broadcast weight
-(shared by the V vectors), so the loop is FMA-bound rather than load-bound. The window
-positions are unrolled, the input features are a loop. Rows split over the thread pool.
+A shift-GEMM streamed a [O, N * padded plane] accumulator through memory once per kernel
+position: 9 passes for a 3x3 window, memory-bound on small channel counts. Here the output
+is computed in registers: for each output row (batch n, output row h), a block of J output
+features times V vectors of the row (J * V <= 24 zmm accumulators on AVX-512, 10 on AVX2 and
+SSE's 16 registers) sums C * KH * KW terms, each an unaligned vector load of the zero-padded
+input row (shared by the J features) times a broadcast weight (shared by the V vectors), so
+the loop is FMA-bound rather than load-bound. The window positions are unrolled, the input
+features are a loop. Rows split over the thread pool. library.conv_plan uses it for 1x1
+windows in NCHW layouts (no transposes); conv_general.py computes every other convolution.
 
 Supported: f32/f64, two spatial dimensions, unit strides and dilations, no window reversal,
-one feature group, non-negative padding, windows up to 7x7; anything else takes the
-shift-GEMM path. Accumulation is in the element type, in (c, kh, kw) order per output.
+one feature group, non-negative padding, windows up to 7x7. Accumulation is in the element
+type, in (c, kh, kw) order per output.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, parallel
+from xlapy.backends.cpu import cache, parallel, target
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -46,11 +47,12 @@ _FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                        ctypes.c_int64, ctypes.c_int64)
 
 
-def _blocking(o: int, wout: int, lanes: int) -> tuple[int, int, int]:
-    """(J output features, V vectors per row chunk, row chunks) for the register block."""
+def _blocking(o: int, wout: int, lanes: int, accs: int = 24) -> tuple[int, int, int]:
+    """(J output features, V vectors per row chunk, row chunks) for the register block of
+    at most `accs` accumulators."""
     v = min(4, -(-wout // lanes))
     chunks = -(-wout // (v * lanes))
-    jmax = max(1, 24 // v)
+    jmax = max(1, accs // v)
     j = max(d for d in range(1, min(o, jmax) + 1) if o % d == 0)
     return j, v, chunks
 
@@ -73,7 +75,9 @@ def _emit(name: str, t: ir.Type, lanes: int, c: int, o: int, hout: int, hp: int,
     splat_mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
     acc = [[b.alloca(vt, name=f"acc{jj}_{vv}") for vv in range(v)] for jj in range(j)]
     ckk = c * kh * kw
-    fma = f"llvm.fma.v{lanes}{'f64' if t == F64 else 'f32'}"
+    # fmuladd: one FMA where the target has it, a multiply and an add where not (x86-64-v2;
+    # llvm.fma there is a libm call per lane).
+    fma = f"llvm.fmuladd.v{lanes}{'f64' if t == F64 else 'f32'}"
     with for_range(b, begin, end, "row") as row:
         n = b.sdiv(row, i64(hout))
         h = b.srem(row, i64(hout))
@@ -148,8 +152,10 @@ def direct_plan(instr: Instruction, threads: int = 1
     wout = win + pad[1][0] + pad[1][1] - kw + 1
     if min(n, c, o, kh, kw, hout, wout) <= 0 or kh * kw > 49:
         return None
-    t, lanes = (F64, 8) if et == ET.F64 else (F32, 16)
-    j, v, chunks = _blocking(o, wout, lanes)
+    bits = target.current().vector_bits  # 16 f32 lanes and 32 registers on AVX-512, 8 and
+    lanes = bits // (64 if et == ET.F64 else 32)  # 16 on AVX2, 4 and 16 on SSE
+    t = F64 if et == ET.F64 else F32
+    j, v, chunks = _blocking(o, wout, lanes, 24 if bits == 512 else 10)
     wvec = chunks * v * lanes
     hp = hout + kh - 1
     wp = wvec + kw - 1

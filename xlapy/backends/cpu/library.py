@@ -174,8 +174,8 @@ def library_kind(instr: Instruction) -> str | None:
 def conv_plan(instr: Instruction, threads: int = 1
               ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
     """A function (lhs, rhs, out) computing a convolution on `threads` threads. Which path:
-    conv_general.conv_route - the channels-first direct kernel (conv.py) for 1x1 windows in
-    NCHW, else the general channels-last loop nest (conv_general.py) for every form."""
+    conv_general.conv_route - the channels-first direct kernel (conv.py) for unit-stride
+    f32/f64 NCHW windows, else the general channels-last loop nest (conv_general.py)."""
     from xlapy.backends.cpu.conv import direct_plan
     from xlapy.backends.cpu.conv_general import conv_route, general_plan
 

@@ -184,8 +184,8 @@ def test_empty_shapes() -> None:
 
 
 def test_route_labels() -> None:
-    """The NCHW 1x1 window takes conv.py's channels-first kernel; everything else the loop
-    nest, complex ones too."""
+    """Unit-stride NCHW f32/f64 windows take conv.py's channels-first kernel; everything else
+    the loop nest, complex ones too."""
     from xlapy.backends.cpu.conv_general import conv_route
     from xlapy.stablehlo import parse_module
 
@@ -194,7 +194,9 @@ def test_route_labels() -> None:
 
     nchw = ("bf01", "oi01", "bf01")
     assert route(Case(2, 8, (5, 6), 16, (1, 1), layout=nchw), "f32") == "nchw-direct"
-    assert route(Case(2, 8, (5, 6), 16, (3, 3), layout=nchw), "f32") == "direct"
+    assert route(Case(2, 8, (5, 6), 16, (3, 3), layout=nchw), "f64") == "nchw-direct"
+    assert route(Case(2, 8, (5, 6), 16, (3, 3), layout=nchw, stride=(2, 1)), "f32") == "direct"
+    assert route(Case(2, 8, (5, 6), 16, (3, 3), layout=nchw), "bf16") == "direct"
     assert route(FORMS["one_by_one"], "f32") == "direct"
     assert route(FORMS["one_by_one"], "complex<f32>") == "direct"
 
