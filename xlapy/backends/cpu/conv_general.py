@@ -56,6 +56,9 @@ from xlapy.ir import Instruction
 from xlapy.ops.linalg import accumulate_dtype
 from xlapy.types import ElementType as ET
 
+#: A padded input buffer up to this size stays with its plan for the next call (its zero
+#: border written once, no page faults: 2.5 ms of the reference layer's ~45).
+KEEP_BYTES = 64 << 20
 _FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                        ctypes.c_int64, ctypes.c_int64)
 
@@ -398,7 +401,7 @@ def general_plan(instr: Instruction, threads: int = 1
                 xp = buf[0]
             else:
                 xp = np.zeros(xshape, kd)  # zero once: the same positions are written
-                if mine:
+                if mine and xp.nbytes <= KEEP_BYTES:
                     buf.append(xp)
             if xp is not x:
                 xv = x.transpose(xperm)

@@ -216,3 +216,17 @@ def test_threads_do_not_change_bits() -> None:
 def test_form_complex(form: str) -> None:
     """A complex convolution is a real one of twice the channels (re, im interleaved)."""
     _check(FORMS[form], "complex<f32>", "complex<f32>", seed=2)
+
+
+@pytest.mark.parametrize("form", ["input_gradient", "negative_pad_dilated", "depthwise"])
+def test_reused_padded_buffer(form: str) -> None:
+    """The padded input buffer a plan keeps between calls holds nothing of the last call."""
+    text, xs, ws = FORMS[form].text("f32")
+    cpu = xlapy.compile(text, backend="cpu")
+    ref = xlapy.compile(text, backend="interpreter")
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal(ws).astype(np.float32)
+    for scale in (1e6, 1.0):
+        x = (rng.standard_normal(xs) * scale).astype(np.float32)
+        got, want = np.asarray(cpu(x, w)), np.asarray(ref(x, w))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
