@@ -5,7 +5,8 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
 
 * exact (bit for bit): is_inf / is_pos_inf / is_neg_inf (compares with +-inf), conj
   (complex(real, -imag); identity on reals), square (x * x), next_after (integer steps on the
-  bits), mulhi for 8/16/32-bit integers (the product in 64 bits, shifted), top_k (a stable
+  bits), mulhi (8/16/32 bits: the product in 64 bits, shifted; 64 bits: from 32-bit
+  halves), top_k (a stable
   sort of (x, iota) by a total-order GT / LT comparator, then slices);
 * approximate (f16/bf16 computed in f32 and rounded back; f32 and f64 in their own type),
   tolerance stated in the tests, the same formulas as XLA's chlo decompositions:
@@ -327,11 +328,36 @@ def _next_after(g: _G, i: I) -> I | None:
     return g.select(nan, g.k(math.nan, x), out)
 
 
+def _mulhi64(g: _G, a: I, b: I) -> I:
+    """The high 64 bits of a 64 x 64-bit product from 32-bit halves (u64 arithmetic); signed:
+    the unsigned high part minus b where a < 0 and minus a where b < 0 (mod 2^64)."""
+    et = a.shape.element_type
+    u64 = ElementType.U64
+    ua, ub = (g.convert(v, new_element_type=u64) if et.is_signed else v for v in (a, b))
+    k32, mask = g.splat(32, ua), g.splat(0xFFFFFFFF, ua)
+    al, ah = g.op("and", ua, mask), g.shift_right_logical(ua, k32)
+    bl, bh = g.op("and", ub, mask), g.shift_right_logical(ub, k32)
+    ll, hl = g.multiply(al, bl), g.multiply(ah, bl)
+    lh, hh = g.multiply(al, bh), g.multiply(ah, bh)
+    cross = g.add(g.add(g.shift_right_logical(ll, k32), g.op("and", hl, mask)),
+                  g.op("and", lh, mask))
+    hi = g.add(g.add(g.add(hh, g.shift_right_logical(hl, k32)),
+                     g.shift_right_logical(lh, k32)), g.shift_right_logical(cross, k32))
+    if not et.is_signed:
+        return hi
+    zero = g.splat(0, a)
+    hi = g.subtract(hi, g.select(g.cmp(a, zero, "LT"), ub, g.splat(0, ub)))
+    hi = g.subtract(hi, g.select(g.cmp(b, zero, "LT"), ua, g.splat(0, ua)))
+    return g.convert(hi, new_element_type=et)
+
+
 def _mulhi(g: _G, i: I) -> I | None:
     a, b = i.operands
     et = a.shape.element_type
-    if not et.is_integer or et.bits > 32:
+    if not et.is_integer:
         return None
+    if et.bits == 64:
+        return _mulhi64(g, a, b)
     wt = ElementType.S64 if et.is_signed else ElementType.U64
     wa, wb = (g.convert(v, new_element_type=wt) for v in (a, b))
     prod = g.multiply(wa, wb)

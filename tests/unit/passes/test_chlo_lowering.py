@@ -109,20 +109,23 @@ def test_exact_float_lowerings(op: str, et: str) -> None:
     assert np.asarray(before).tobytes() == np.asarray(after).tobytes()
 
 
-@pytest.mark.parametrize("et", ["s8", "s32", "u16", "u32", "s64"])
+@pytest.mark.parametrize("et", ["s8", "s32", "u16", "u32", "s64", "u64"])
 def test_square_and_mulhi_integers(et: str) -> None:
     t = from_hlo_name(et)
     info = np.iinfo(t.dtype)
     rng = np.random.default_rng(2)
-    x = rng.integers(info.min, info.max, 64, endpoint=True).astype(t.dtype)
-    y = rng.integers(info.min, info.max, 64, endpoint=True).astype(t.dtype)
-    x[:2] = [info.min, info.max]
-    y[:2] = [info.min, info.max]
+    x, y = (rng.integers(info.min, info.max, 64, endpoint=True, dtype=t.dtype)
+            for _ in range(2))
+    x[:6] = [info.min, info.max, info.min, info.max, 0, 1]
+    y[:6] = [info.min, info.max, info.max, info.min, info.min, info.max]
+    if info.min < 0:
+        x[6:10] = [-1, -1, info.min + 1, -2]
+        y[6:10] = [-1, info.max, -1, info.min]
     before, after = _lower(_unary("chlo.square", et, x.size), [x])
     assert np.array_equal(before, after)
     g = HloBuilder()
     m = g.build(g.op("chlo.mulhi", g.param(f"{et}[64]"), g.param(f"{et}[64]")))
-    before, after = _lower(m, [x, y], expect=t.bits <= 32)
+    before, after = _lower(m, [x, y])  # 64-bit from 32-bit halves
     assert np.array_equal(before, after)
 
 

@@ -20,19 +20,31 @@ signaling NaN of f16/bf16 is quieted on the way, as by every other kernel op on 
 types (their compute type is f32); other NaN payloads and every other value are kept.
 
 reduce_precision on an f8 type reduces in f16 or f32 and rounds back, as the interpreter.
-bitcast_convert between widths (the last dimension grows or shrinks) needs another index
-form than the kernels' one-index-per-element, and pred (1 bit in the spec, 8 in XLA) has
-no same-width partner: both stay interpreter fallbacks (`fusible` is false).
+bitcast_convert between widths reads one operand element per output element's piece
+(narrowing: the last output index picks it) or joins the pieces of the operand's last
+dimension (widening), little-endian as the interpreter; its kernels are scalar (lanes.py).
+pred is one bit wide, as the spec counts it (pred[64] <-> s64; XLA rejects those).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu.llvm_util import F16, F32, F64, I8, I16, I32, intrinsic, like, splat
+from xlapy.backends.cpu.llvm_util import (
+    F16,
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    intrinsic,
+    like,
+    splat,
+)
 from xlapy.ir import Instruction
 from xlapy.ops.elementwise_convert import _upcast_type as upcast_type
 from xlapy.types import ElementType as ET
@@ -47,16 +59,17 @@ _IEEE = {ET.F16: (5, 10), ET.BF16: (8, 7), ET.F32: (8, 23), ET.F64: (11, 52)}
 def fusible(instr: Instruction) -> bool:
     s = instr.operands[0].shape.element_type
     t = instr.shape.element_type
-    if s not in ew.SUPPORTED or t not in ew.SUPPORTED or s is ET.PRED or t is ET.PRED:
+    if s not in ew.SUPPORTED or t not in ew.SUPPORTED:
         return False
     if instr.opcode == "bitcast_convert":
-        return s.bits == t.bits
+        return True  # (other widths: lanes.py keeps such kernels scalar)
     return s.is_float
 
 
 def to_bits(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
-    """The stored bits (an integer of t.bits) of compute value `v` of type `t`."""
-    if t.is_integer:
+    """The stored bits (an integer of t.bits) of compute value `v` of type `t` (pred: one
+    bit, as the spec counts it)."""
+    if t.is_integer or t is ET.PRED:
         return v
     if t in F8:
         return f8_encode(b, v, t)
@@ -70,7 +83,7 @@ def to_bits(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
 
 def from_bits(b: ir.IRBuilder, u: ir.Value, t: ET) -> ir.Value:
     """The compute value of type `t` stored as bits `u`."""
-    if t.is_integer:
+    if t.is_integer or t is ET.PRED:
         return u
     if t is ET.BF16 or t in F8:
         return ew.from_storage(b, u, t)
@@ -111,11 +124,26 @@ def _reduce_precision(b: ir.IRBuilder, x: ir.Value, t: ET, exponent_bits: int,
     return from_bits(b, b.select(b.fcmp_unordered("uno", x, x), u0, u), t)
 
 
-def emit(b: ir.IRBuilder, instr: Instruction, args: Sequence[ir.Value]) -> ir.Value:
-    """`instr` (one of OPS) on the compute values of its operand."""
-    s = instr.operands[0].shape.element_type
+def emit(b: ir.IRBuilder, instr: Instruction, idx: Sequence[ir.Value],
+         gen: Callable[[Instruction, Sequence[ir.Value]], ir.Value]) -> ir.Value:
+    """`instr` (one of OPS) at output index `idx`; gen(operand, index) is the kernel's
+    compute value of the operand there."""
+    src = instr.operands[0]
+    s = src.shape.element_type
     t = instr.shape.element_type
-    (x,) = args
+    if instr.opcode == "bitcast_convert" and s.bits > t.bits:
+        # The last output index picks a t.bits piece, little-endian (the spec's order).
+        bits = to_bits(b, gen(src, idx[:-1]), s)
+        shift = b.mul(idx[-1], ir.Constant(I64, t.bits))
+        shift = b.trunc(shift, bits.type) if s.bits < 64 else shift
+        return from_bits(b, b.trunc(b.lshr(bits, shift), ir.IntType(t.bits)), t)
+    if instr.opcode == "bitcast_convert" and s.bits < t.bits:
+        out: ir.Value = ir.Constant(ir.IntType(t.bits), 0)
+        for j in range(t.bits // s.bits):
+            part = b.zext(to_bits(b, gen(src, [*idx, ir.Constant(I64, j)]), s), out.type)
+            out = b.or_(out, b.shl(part, ir.Constant(out.type, j * s.bits)))
+        return from_bits(b, out, t)
+    x = gen(src, idx)
     if instr.opcode == "bitcast_convert":
         return x if s is t else from_bits(b, to_bits(b, x, s), t)
     a = instr.attrs

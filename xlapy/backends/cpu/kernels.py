@@ -314,7 +314,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
             mx = ew.emit(b, "maximum", [x, lo], et, et)
             return ew.emit(b, "minimum", [mx, hi], et, et)
         if op in ewb.OPS:
-            return ewb.emit(b, instr, [self.gen(ops[0], idx)])
+            return ewb.emit(b, instr, idx, self.gen)
         t = ops[0].shape.element_type
         return ew.emit(b, op, self._unify([self.gen(o, idx) for o in ops]), t, et)
 

@@ -112,6 +112,8 @@ class LaneCheck:
         ops = instr.operands
         if op == "reduce":
             return False  # a row value is uniform along the row's columns only
+        if op == "bitcast_convert" and instr.shape.rank != ops[0].shape.rank:
+            return False  # elements split into (or joined from) a minor dimension
         if op in ("constant", "iota", "dynamic_iota"):
             return True
         if op == "broadcast_in_dim":

@@ -137,3 +137,21 @@ def test_chlo_ops_compile_native(name: str, et: str) -> None:
     for got in (exe(*args), fn.run(list(args))):
         np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(ref, np.float64),
                                    rtol=eps, atol=eps, err_msg=name)
+
+
+@pytest.mark.parametrize("et", ["s64", "u64", "s32"])
+def test_chlo_mulhi_compiles_native(et: str) -> None:
+    from xlapy.types import from_hlo_name
+
+    t = from_hlo_name(et)
+    info = np.iinfo(t.dtype)
+    rng = np.random.default_rng(15)
+    x, y = (rng.integers(info.min, info.max, 256, endpoint=True, dtype=t.dtype)
+            for _ in range(2))
+    x[:4], y[:4] = [info.min, info.max, info.min, 0], [info.min, info.max, info.max, 1]
+    g = HloBuilder()
+    m = g.build(g.op("chlo.mulhi", g.param(f"{et}[256]"), g.param(f"{et}[256]")))
+    ref = xlapy.compile(m, backend="interpreter")(x, y)
+    exe = xlapy.compile(m, backend="cpu")
+    assert not exe._exe.fallbacks(), exe._exe.explain()
+    np.testing.assert_array_equal(exe(x, y), ref)
