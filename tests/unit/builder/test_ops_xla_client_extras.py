@@ -89,9 +89,10 @@ def test_top_k_and_approx_top_k_errors() -> None:
     init = [ops.Constant(b, np.float32(0))]
     r = ops.ApproxTopK(b, [x], init, 3, 1, cmp)
     assert r.shape().tuple_shapes[0].dimensions == (2, 3)
-    ops.ApproxTopK(b, [x], init, 3, 1, cmp, 0.9, False)
-    with pytest.raises(BuilderError, match="ApproxTopK: not implemented in xlapy: "
-                       "aggregate_to_topk=False over a reduction dimension of 200 > 128"):
+    r = ops.ApproxTopK(b, [x], init, 3, 1, cmp, 0.9, False)  # 200 > one 128 tile: no cut
+    assert r.shape().tuple_shapes[0].dimensions == (2, 200)
+    ops.ApproxTopK(b, [x], init, 3, 1, cmp, 0.9, False, 100)
+    with pytest.raises(BuilderError, match="ApproxTopK: reduction_input_size_override 100"):
         b.build()
     for message in ("2 operands and 1 init_values", "top_k 300", "recall_target 2.0"):
         b2 = XlaBuilder("e")

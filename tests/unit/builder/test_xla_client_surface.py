@@ -45,6 +45,8 @@ XLA_CLIENT_OPS: dict[str, tuple[tuple[str, ...], ...]] = {
     "ApproxTopKFallback": (("builder", "operands", "init_values", "top_k", "reduction_dim",
                             "comparator", "recall_target", "aggregate_to_topk",
                             "reduction_input_size_override"),),
+    "ApproxTopKReductionOutputSize": (("input_size", "rank", "top_k", "recall_target",
+                                       "aggregate_to_topk", "input_size_override"),),
     "BitcastConvertType": (("operand", "new_element_type"),),
     "Broadcast": (("operand", "sizes"),),
     "BroadcastInDim": (("operand", "shape", "broadcast_dimensions"),),
@@ -164,8 +166,8 @@ EXTENSIONS = {
 }
 
 #: xla_client ops that report "not implemented" (a BuilderError naming them), and why: none
-#: now. Partial gaps (CustomCallWithAliasing's `literal`, ApproxTopK without aggregation past
-#: one TPU tile) are tested in test_ops_xla_client_extras.py.
+#: now. The one partial gap (CustomCallWithAliasing's `literal`) is tested in
+#: test_ops_xla_client_extras.py.
 NOT_BUILT: dict[str, str] = {}
 
 

@@ -27,6 +27,7 @@ from jax import lax  # noqa: E402
 
 from xlapy.backends import get_backend  # noqa: E402
 from xlapy.builder import XlaBuilder, ops  # noqa: E402
+from xlapy.errors import BuilderError  # noqa: E402
 from xlapy.types import ElementType, Shape, from_dtype  # noqa: E402
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -302,3 +303,43 @@ def test_regularized_incomplete_beta_vs_jax(backend: str, dtype: np.dtype) -> No
                backend=backend)
     assert_same(got, np.asarray(jax.jit(lax.betainc)(a, b, x)), *inexact(dtype),
                 what=f"RegularizedIncompleteBeta {dtype}")
+
+
+def test_approx_top_k_output_size_matches_xla() -> None:
+    """ApproxTopKReductionOutputSize against XLA's own (jaxlib exports it for jax's shape
+    rule) over sizes, ranks, k, recall targets and overrides, errors included."""
+    import itertools
+
+    from jax._src.lib import _jax
+
+    for n, rank, k, recall, override in itertools.product(
+            [5, 128, 129, 1000, 1025, 5000, 65536, 1 << 20], [1, 2], [1, 2, 10, 1000],
+            [0.0, 0.5, 0.9, 0.95, 0.999, 1.0, 1.5], [-1, 50, 100001, 2_000_000]):
+        if k > n:
+            continue
+        try:
+            want: Any = tuple(_jax.approx_top_k_reduction_output_size(
+                n, rank, k, recall, False, override))
+        except Exception:  # noqa: BLE001 (XLA's status error type is jaxlib's)
+            want = "error"
+        try:
+            got: Any = ops.ApproxTopKReductionOutputSize(n, rank, k, recall, False, override)
+        except BuilderError:  # ops' wrapper reports the ValueError naming the function
+            got = "error"
+        assert got == want, (n, rank, k, recall, override)
+
+
+def test_approx_top_k_reduced_output_vs_jax() -> None:
+    """Without aggregation over 1000 > 128 entries, the output is the reduction's size."""
+    x = _RNG.permutation(2 * 1000).reshape(2, 1000).astype(np.float32)
+
+    def build(b: XlaBuilder, p: Any) -> Any:
+        idx = ops.Iota(b, Shape.array(ElementType.S32, (2, 1000)), 1)
+        init = [ops.Constant(b, np.float32(-np.inf)), ops.Constant(b, np.int32(-1))]
+        return ops.ApproxTopK(b, [p, idx], init, 10, 1, _greater_comparator(F32), 0.9, False)
+
+    got = ours(build, x, backend="cpu")
+    want = jax.jit(lambda v: lax.approx_max_k(v, 10, recall_target=0.9,
+                                              aggregate_to_topk=False))(x)
+    for g, w in zip(got, want):
+        assert_same(g, np.asarray(w), what="ApproxTopK reduced")
