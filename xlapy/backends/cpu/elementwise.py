@@ -8,9 +8,10 @@ of every non-bit-level op are flushed explicitly (`flush`), which is XLA CPU's D
 letting DAZ touch selects and copies.
 
 f8 types compute in f32 like bf16/f16 and s2/s4/u2/u4 as i2/i4, each stored in one byte
-(elementwise_bits.py). Element types outside `SUPPORTED` (f4/f6, f8e8m0fnu, complex) and
-(op, type) pairs missing from the table are not compiled: the backend runs those
-instructions through the interpreter.
+(elementwise_bits.py). Complex values (c64/c128, not in `SUPPORTED`) are {re, im} structs
+whose ops elementwise_complex.py emits (the hooks here give their types and constants).
+Other element types (f4/f6, f8e8m0fnu) and (op, type) pairs missing from the tables are not
+compiled: the backend runs those instructions through the interpreter.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ _NARROW = frozenset({ET.BF16, ET.F16}) | F8
 
 def storage_type(t: ET) -> ir.Type:
     """The IR type of one element in memory."""
+    if t in _cx.COMPLEX:
+        return _cx.struct_type(t)
     if t is ET.PRED or t in F8 or t in SMALL_INTS:
         return I8
     if t is ET.BF16:
@@ -68,6 +71,8 @@ def storage_type(t: ET) -> ir.Type:
 
 
 def compute_type(t: ET) -> ir.Type:
+    if t in _cx.COMPLEX:
+        return _cx.struct_type(t)
     if t is ET.PRED:
         return I1
     if t in _NARROW or t is ET.F32:
@@ -124,6 +129,8 @@ def round_to(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
 
 def constant(v: Any, t: ET) -> ir.Constant:
     """A compute-type IR constant for a Python/numpy scalar of element type `t`."""
+    if t in _cx.COMPLEX:
+        return _cx.constant(v, t)
     ct = compute_type(t)
     if t is ET.PRED:
         return ir.Constant(I1, int(bool(v)))
@@ -547,4 +554,5 @@ def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
 
 
 from xlapy.backends.cpu import elementwise_bits as _bits  # noqa: E402  (they build on this module)
+from xlapy.backends.cpu import elementwise_complex as _cx  # noqa: E402
 from xlapy.backends.cpu import elementwise_libm as _libm  # noqa: E402

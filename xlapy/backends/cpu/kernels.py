@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
+from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
 from xlapy.backends.cpu.lanes import (
     Lane,
@@ -63,6 +64,8 @@ def _types_ok(instr: Instruction) -> bool:
 
 def fusible(instr: Instruction) -> bool:
     """Whether a kernel can compute this instruction per output index (or as a reduce root)."""
+    if ewc.involved(instr):
+        return ewc.fusible(instr)
     if not _types_ok(instr):
         return False
     op = instr.opcode
@@ -128,6 +131,8 @@ class Kernel:
 
 
 def _bytes(t: ir.Type) -> int:
+    if isinstance(t, ir.LiteralStructType):  # a complex value
+        return sum(_bytes(e) for e in t.elements)
     return t.width // 8 if isinstance(t, ir.IntType) else \
         {"half": 2, "float": 4, "double": 8}[str(t)]
 
@@ -296,6 +301,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
         self.ops += 1
         if op in ew.INEXACT:
             self.heavy += 1
+        if ewc.involved(instr):
+            return ewc.emit(b, instr, [self.gen(o, idx if o.shape.rank else []) for o in ops])
         if op == "convert":
             s = ops[0].shape.element_type
             return ew.convert(b, self.gen(ops[0], idx), s, et)

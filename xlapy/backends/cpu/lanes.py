@@ -105,6 +105,8 @@ class LaneCheck:
         if key in self.seen:
             return True
         self.seen.add(key)
+        if instr.shape.is_array and instr.shape.element_type.is_complex:
+            return False  # complex values are {re, im} structs: scalar kernels only
         if id(instr) in self.leaves:
             return all(d == 1 for d in instr.shape.dimensions[p + 1:])  # contiguous
         op = instr.opcode

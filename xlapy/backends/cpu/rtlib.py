@@ -65,7 +65,8 @@ LIBM = tuple(f + s for f in ("fmod", "fma", "floor", "ceil", "trunc", "round", "
                              "log2", "log10", "pow", "sin", "cos", "tan", "ldexp", "frexp",
                              "fmin", "fmax", "cbrt", "atan2", "hypot", "expm1", "log1p",
                              "sinh", "cosh", "tanh", "asin", "acos", "atan", "erf")
-             for s in ("", "f"))
+             for s in ("", "f")) + \
+    tuple(f + s for f in ("cexp", "clog", "csqrt", "ctanh") for s in ("", "f"))  # C99 complex
 DEFINED = tuple(CONVERSIONS) + DIVISIONS + tuple(FMODS)
 #: Every symbol the runtime library provides.
 SYMBOLS = frozenset(DEFINED + LIBC + LIBM)

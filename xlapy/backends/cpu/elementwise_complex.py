@@ -1,0 +1,411 @@
+"""Complex (c64/c128) values in kernels: the IR of the element-wise, compare, select and
+convert ops on them, exact to the interpreter (xlapy/ops/elementwise*.py).
+
+A complex value travels as an LLVM struct of its two parts, {float, float} or
+{double, double}, which is also its storage: numpy's complex64/complex128 layout, real part
+first. Data movement (broadcast, transpose, slice, concatenate, gather, ...) only moves such
+values, so the kernels move them unchanged; the ops here take them apart.
+
+The interpreter flushes denormal parts of complex inputs (DAZ) and results (FTZ) for every
+op but the bit-level ones (complex, real, imag, negate: `raw`); kernels run with FTZ set,
+so results of arithmetic are flushed by the hardware and inputs are flushed explicitly.
+Its intermediate products (multiply, divide) are numpy arrays, not flushed; a kernel's are.
+The two differ only where an intermediate is denormal and the result is not.
+
+Complex kernels take the scalar path (lanes.LaneCheck rejects complex values). Ops not
+listed in `UNARY`/`BINARY` (power, trigonometry, logistic, ...) and reductions stay
+interpreter fallbacks. exp, log, sqrt and tanh call glibc's C99 complex functions (what numpy
+calls), expm1 and log1p numpy's formulas on libm's real functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import target
+from xlapy.backends.cpu.llvm_util import F32, F64, I32, intrinsic
+from xlapy.ir import Instruction
+from xlapy.ops.attrs import ComparisonDirection
+from xlapy.types import ElementType as ET
+
+COMPLEX = frozenset({ET.C64, ET.C128})
+#: The part types a complex value is built from (and `real`/`imag` give).
+PARTS = frozenset({ET.F32, ET.F64})
+
+
+def part_type(t: ET) -> ET:
+    return ET.F32 if t is ET.C64 else ET.F64
+
+
+def struct_type(t: ET) -> ir.LiteralStructType:
+    """Storage and compute type of a complex element: {re, im}."""
+    p = F32 if t is ET.C64 else F64
+    return ir.LiteralStructType([p, p])
+
+
+def constant(v: Any, t: ET) -> ir.Constant:
+    c = complex(v)
+    p = F32 if t is ET.C64 else F64
+    return ir.Constant(struct_type(t), [ir.Constant(p, c.real), ir.Constant(p, c.imag)])
+
+
+def parts(b: ir.IRBuilder, z: ir.Value) -> tuple[ir.Value, ir.Value]:
+    return b.extract_value(z, 0), b.extract_value(z, 1)
+
+
+def pack(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
+    st = ir.LiteralStructType([re.type, re.type])
+    return b.insert_value(b.insert_value(ir.Constant(st, None), re, 0), im, 1)
+
+
+def _flushed(b: ir.IRBuilder, z: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The parts of `z` with denormals flushed (the interpreter's DAZ of complex inputs)."""
+    re, im = parts(b, z)
+    return ew.flush(b, re), ew.flush(b, im)
+
+
+# ---- ops -----------------------------------------------------------------------------------------
+Parts = tuple[ir.Value, ir.Value]
+
+
+def _add(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
+    return b.fadd(x[0], y[0]), b.fadd(x[1], y[1])
+
+
+def _sub(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
+    return b.fsub(x[0], y[0]), b.fsub(x[1], y[1])
+
+
+def _mul(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
+    """The textbook product, as XLA emits it (no C99 infinity recovery); no FMA (the
+    functions carry no contraction flags)."""
+    (a, c), (d, e) = x, y
+    return (b.fsub(b.fmul(a, d), b.fmul(c, e)), b.fadd(b.fmul(a, e), b.fmul(c, d)))
+
+
+def _isnan(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    return b.fcmp_unordered("uno", v, v)
+
+
+def _isinf(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    return b.fcmp_ordered("==", _fabs(b, v), ir.Constant(v.type, float("inf")))
+
+
+def _isfinite(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    return b.fcmp_ordered("<", _fabs(b, v), ir.Constant(v.type, float("inf")))
+
+
+def _fabs(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    return intrinsic(b, f"llvm.fabs.{_sfx(v)}", v.type, [v])
+
+
+def _copysign(b: ir.IRBuilder, m: ir.Value, s: ir.Value) -> ir.Value:
+    return intrinsic(b, f"llvm.copysign.{_sfx(m)}", m.type, [m, s])
+
+
+def _sfx(v: ir.Value) -> str:
+    return "f32" if v.type == F32 else "f64"
+
+
+def _div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
+    """XLA's complex division as the interpreter writes it (`_complex_divide`): Smith's
+    algorithm (both branches computed, one selected), then C99 Annex G's recovery of a
+    NaN + NaN i result for zero denominators, infinite numerators and infinite
+    denominators. Each operation rounds alone, as numpy's array ops do."""
+    (a, bb), (c, d) = x, y
+    t = a.type
+
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(t, v)
+
+    one, zero, inf = k(1.0), k(0.0), k(float("inf"))
+    c_big = b.fcmp_ordered(">=", _fabs(b, c), _fabs(b, d))
+    r1, r2 = b.fdiv(d, c), b.fdiv(c, d)
+    den1 = b.fadd(c, b.fmul(d, r1))
+    den2 = b.fadd(b.fmul(c, r2), d)
+    re = b.select(c_big, b.fdiv(b.fadd(a, b.fmul(bb, r1)), den1),
+                  b.fdiv(b.fadd(b.fmul(a, r2), bb), den2))
+    im = b.select(c_big, b.fdiv(b.fsub(bb, b.fmul(a, r1)), den1),
+                  b.fdiv(b.fsub(b.fmul(bb, r2), a), den2))
+    not_nan_num = b.or_(b.not_(_isnan(b, a)), b.not_(_isnan(b, bb)))
+    zero_den = b.and_(b.and_(b.fcmp_ordered("==", c, zero), b.fcmp_ordered("==", d, zero)),
+                      not_nan_num)
+    sinf = _copysign(b, inf, c)
+    inf_num = b.and_(b.or_(_isinf(b, a), _isinf(b, bb)),
+                     b.and_(_isfinite(b, c), _isfinite(b, d)))
+
+    def unit(v: ir.Value) -> ir.Value:  # copysign(isinf(v) ? 1 : 0, v)
+        return _copysign(b, b.select(_isinf(b, v), one, zero), v)
+
+    ai, bi, ci, di = unit(a), unit(bb), unit(c), unit(d)
+    inf_den = b.and_(b.and_(_isfinite(b, a), _isfinite(b, bb)),
+                     b.or_(_isinf(b, c), _isinf(b, d)))
+    both_nan = b.and_(_isnan(b, re), _isnan(b, im))
+    zero_den = b.and_(zero_den, both_nan)
+    inf_num = b.and_(inf_num, both_nan)
+    inf_den = b.and_(inf_den, both_nan)
+    re_num = b.fmul(inf, b.fadd(b.fmul(ai, c), b.fmul(bi, d)))
+    im_num = b.fmul(inf, b.fsub(b.fmul(bi, c), b.fmul(ai, d)))
+    re_den = b.fmul(zero, b.fadd(b.fmul(a, ci), b.fmul(bb, di)))
+    im_den = b.fmul(zero, b.fsub(b.fmul(bb, ci), b.fmul(a, di)))
+    re = b.select(zero_den, b.fmul(sinf, a),
+                  b.select(inf_num, re_num, b.select(inf_den, re_den, re)))
+    im = b.select(zero_den, b.fmul(sinf, bb),
+                  b.select(inf_num, im_num, b.select(inf_den, im_den, im)))
+    return re, im
+
+
+BinaryFn = Callable[[ir.IRBuilder, Parts, Parts], Parts]
+#: Binary ops on complex operands with a complex result (inputs flushed first).
+BINARY: dict[str, BinaryFn] = {"add": _add, "subtract": _sub, "multiply": _mul,
+                               "divide": _div}
+#: Unary ops on complex operands.
+UNARY = frozenset({"negate", "real", "imag", "abs", "sign", "exponential", "log", "sqrt",
+                   "tanh", "rsqrt", "exponential_minus_one", "log_plus_one"})
+#: The C99 complex functions numpy calls for these ops (glibc's: bit-exact to it).
+_CFUNCS = {"exponential": "cexp", "log": "clog", "sqrt": "csqrt", "tanh": "ctanh"}
+#: Approximate ops (libm): compared with an ulp bound by convention, though bit-exact to
+#: the interpreter on the same libm.
+INEXACT = frozenset({"exponential", "log", "tanh", "exponential_minus_one", "log_plus_one"})
+
+
+def _fn(b: ir.IRBuilder, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+    fn = b.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(ret, list(args)), name=name)
+        fn.attributes.add("nounwind")
+    return fn
+
+
+def _real_call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """libm's real function `name` (float: `name`f) on scalar parts."""
+    t = args[0].type
+    full = name + ("f" if t == F32 else "")
+    return b.call(_fn(b, full, t, [t] * len(args)), list(args))
+
+
+def _complex_call(b: ir.IRBuilder, name: str, re: ir.Value, im: ir.Value) -> Parts:
+    """A C99 complex function of libm, called by the x86-64 SysV ABI: a float complex is
+    one <2 x float> (one SSE register), a double complex two doubles in, {double, double}
+    out (clang's lowering)."""
+    if re.type == F32:
+        v2 = ir.VectorType(F32, 2)
+        z = b.insert_element(b.insert_element(ir.Constant(v2, None), re, ir.Constant(I32, 0)),
+                             im, ir.Constant(I32, 1))
+        out = b.call(_fn(b, name + "f", v2, [v2]), [z])
+        return (b.extract_element(out, ir.Constant(I32, 0)),
+                b.extract_element(out, ir.Constant(I32, 1)))
+    st = ir.LiteralStructType([F64, F64])
+    out = b.call(_fn(b, name, st, [F64, F64]), [re, im])
+    return b.extract_value(out, 0), b.extract_value(out, 1)
+
+
+def _np_div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
+    """numpy's complex division (its scalar loop: Smith's algorithm with a reciprocal
+    scale), which the interpreter's rsqrt runs (1 / sqrt(z))."""
+    (a, c), (d, e) = x, y
+    t = a.type
+    one, zero = ir.Constant(t, 1.0), ir.Constant(t, 0.0)
+    dr, di = _fabs(b, d), _fabs(b, e)
+    first = b.fcmp_ordered(">=", dr, di)
+    both0 = b.and_(b.fcmp_ordered("==", dr, zero), b.fcmp_ordered("==", di, zero))
+    # |d| >= |e|, not both zero.
+    rat1 = b.fdiv(e, d)
+    scl1 = b.fdiv(one, b.fadd(d, b.fmul(e, rat1)))
+    re1 = b.fmul(b.fadd(a, b.fmul(c, rat1)), scl1)
+    im1 = b.fmul(b.fsub(c, b.fmul(a, rat1)), scl1)
+    # both zero: a complex inf or NaN.
+    re0, im0 = b.fdiv(a, dr), b.fdiv(c, dr)
+    # |d| < |e| (or a NaN).
+    rat2 = b.fdiv(d, e)
+    scl2 = b.fdiv(one, b.fadd(e, b.fmul(d, rat2)))
+    re2 = b.fmul(b.fadd(b.fmul(a, rat2), c), scl2)
+    im2 = b.fmul(b.fsub(b.fmul(c, rat2), a), scl2)
+    re = b.select(first, b.select(both0, re0, re1), re2)
+    im = b.select(first, b.select(both0, im0, im1), im2)
+    return re, im
+
+
+def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Parts:
+    """exp, log, sqrt, tanh (libm's C99 functions), rsqrt, expm1 and log1p as numpy
+    computes them (nc_expm1, nc_log1p: real libm calls)."""
+    t = re.type
+    if op in _CFUNCS:
+        return _complex_call(b, _CFUNCS[op], re, im)
+    if op == "rsqrt":
+        s = _complex_call(b, "csqrt", re, im)
+        return _np_div(b, (ir.Constant(t, 1.0), ir.Constant(t, 0.0)), s)
+    if op == "exponential_minus_one":
+        # re: expm1(x) cos(y) - 2 sin(y/2)^2; im: exp(x) sin(y)
+        a = _real_call(b, "sin", b.fdiv(im, ir.Constant(t, 2.0)))
+        two_a = b.fmul(ir.Constant(t, 2.0), a)
+        out_re = b.fsub(b.fmul(_real_call(b, "expm1", re), _real_call(b, "cos", im)),
+                        b.fmul(two_a, a))
+        return out_re, b.fmul(_real_call(b, "exp", re), _real_call(b, "sin", im))
+    # log_plus_one: log(hypot(x + 1, y)) + i atan2(y, x + 1)
+    x1 = b.fadd(re, ir.Constant(t, 1.0))
+    return (_real_call(b, "log", _real_call(b, "hypot", x1, im)),
+            _real_call(b, "atan2", im, x1))
+
+
+def _unary(b: ir.IRBuilder, op: str, z: ir.Value) -> ir.Value:
+    if op == "negate":  # on the stored bits (raw)
+        re, im = parts(b, z)
+        return pack(b, b.fneg(re), b.fneg(im))
+    if op == "real":
+        return b.extract_value(z, 0)
+    if op == "imag":
+        return b.extract_value(z, 1)
+    re, im = _flushed(b, z)
+    if op == "sign":
+        return pack(b, *_sign(b, re, im))
+    if op != "abs":
+        out_re, out_im = _transcendental(b, op, re, im)
+        return pack(b, ew.flush(b, out_re), ew.flush(b, out_im))
+    return ew.flush(b, _cabs(b, re, im))
+
+
+def _sign(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> Parts:
+    """The interpreter's sign: 0 for 0, else z / |z| by numpy's complex division by
+    (|z| + 0i) (the ratio is 0 / |z|, the scale 1 / |z|; a NaN |z| takes its other
+    branch, all NaN), each step rounded alone."""
+    t = re.type
+    zero = ir.Constant(t, 0.0)
+    m = _cabs(b, re, im)
+    # |c| >= |d| with c = m >= 0 (or NaN) and d = +0: m is not NaN.
+    rat = b.fdiv(zero, m)
+    scl = b.fdiv(ir.Constant(t, 1.0), b.fadd(m, b.fmul(zero, rat)))
+    q_re = b.fmul(b.fadd(re, b.fmul(im, rat)), scl)
+    q_im = b.fmul(b.fsub(im, b.fmul(re, rat)), scl)
+    nan = ir.Constant(t, float("nan"))
+    ordered = b.fcmp_ordered("ord", m, m)
+    q_re, q_im = b.select(ordered, q_re, nan), b.select(ordered, q_im, nan)
+    is_zero = b.and_(b.fcmp_ordered("==", re, zero), b.fcmp_ordered("==", im, zero))
+    return b.select(is_zero, zero, q_re), b.select(is_zero, zero, q_im)
+
+
+def _cabs(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
+    """|re + i im| as numpy's complex absolute computes it (its SIMD loop, what the
+    interpreter runs; XLA gives the same): larger * sqrt(fma(r, r, 1)), r = smaller /
+    larger, no overflow for huge parts; an infinite part gives inf, else a NaN gives NaN."""
+    t = re.type
+
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(t, v)
+
+    inf, nan = k(float("inf")), k(float("nan"))
+    re, im = _fabs(b, re), _fabs(b, im)
+    re_inf, im_inf = b.fcmp_ordered("==", re, inf), b.fcmp_ordered("==", im, inf)
+    im = b.select(re_inf, inf, im)
+    re = b.select(im_inf, inf, re)
+    re_ok, im_ok = b.fcmp_ordered("ord", re, re), b.fcmp_ordered("ord", im, im)
+    im = b.select(re_ok, im, nan)
+    re = b.select(im_ok, re, nan)
+    larger = b.select(b.fcmp_ordered(">", re, im), re, im)
+    smaller = b.select(b.fcmp_ordered("<", im, re), im, re)
+    div_ok = b.not_(b.or_(b.fcmp_ordered("==", larger, k(0.0)),
+                          b.fcmp_ordered("==", smaller, inf)))
+    ratio = b.select(div_ok, b.fdiv(smaller, larger), k(0.0))
+    root = intrinsic(b, f"llvm.sqrt.{_sfx(re)}", t,
+                     [intrinsic(b, f"llvm.fma.{_sfx(re)}", t, [ratio, ratio, k(1.0)])])
+    return b.fmul(root, larger)
+
+
+# ---- the kernel hooks ----------------------------------------------------------------------------
+def involved(instr: Instruction) -> bool:
+    """Whether `instr` reads or writes complex values (this module emits it)."""
+    return any(s.is_array and s.element_type in COMPLEX
+               for s in [instr.shape] + [o.shape for o in instr.operands])
+
+
+def fusible(instr: Instruction) -> bool:
+    """Whether a kernel computes this instruction with complex operands or result; every
+    other type must be one the kernels support."""
+    shapes = [instr.shape] + [o.shape for o in instr.operands]
+    if not all(s.is_array and (s.element_type in COMPLEX or s.element_type in ew.SUPPORTED)
+               for s in shapes):
+        return False
+    op = instr.opcode
+    if op in ("constant", "broadcast_in_dim", "reshape", "transpose", "slice", "reverse",
+              "select", "compare"):
+        return True
+    if op in ("concatenate", "pad", "dynamic_slice", "dynamic_update_slice", "gather"):
+        return True
+    if op == "convert":
+        s, t = instr.operands[0].shape.element_type, instr.shape.element_type
+        if s in COMPLEX and t in COMPLEX:
+            return True
+        if s in COMPLEX:
+            return t is part_type(s) or ew.convert_supported(part_type(s), t)
+        return ew.convert_supported(s, part_type(t))
+    if op == "complex":
+        return True
+    et = instr.operands[0].shape.element_type if instr.operands else None
+    if et not in COMPLEX:
+        return False
+    if op in _CFUNCS or op == "rsqrt":
+        return target.current().is_x86  # (the C99 complex ABI of _complex_call)
+    return op in BINARY or op in UNARY
+
+
+def emit(b: ir.IRBuilder, instr: Instruction, args: Sequence[ir.Value]) -> ir.Value:
+    """The value of `instr` (fusible) from its operands' values."""
+    op = instr.opcode
+    s = instr.operands[0].shape.element_type
+    t = instr.shape.element_type
+    if op == "complex":
+        return pack(b, args[0], args[1])
+    if op == "select":
+        pred, x, y = args
+        (xr, xi), (yr, yi) = parts(b, x), parts(b, y)
+        return pack(b, ew.select(b, pred, xr, yr), ew.select(b, pred, xi, yi))
+    if op == "compare":
+        return _compare(b, args[0], args[1], instr.attrs.comparison_direction)
+    if op == "convert":
+        return convert(b, args[0], s, t)
+    if op in BINARY:
+        re, im = BINARY[op](b, _flushed(b, args[0]), _flushed(b, args[1]))
+        return pack(b, re, im)
+    return _unary(b, op, args[0])
+
+
+def _compare(b: ir.IRBuilder, x: ir.Value, y: ir.Value, d: ComparisonDirection) -> ir.Value:
+    """numpy's complex ==/!= on flushed parts; the other directions lexicographic on
+    (real, imag), as the interpreter orders complex values."""
+    (xr, xi), (yr, yi) = _flushed(b, x), _flushed(b, y)
+    if d is ComparisonDirection.EQ:
+        return b.and_(b.fcmp_ordered("==", xr, yr), b.fcmp_ordered("==", xi, yi))
+    if d is ComparisonDirection.NE:
+        return b.or_(b.fcmp_unordered("!=", xr, yr), b.fcmp_unordered("!=", xi, yi))
+    same = b.fcmp_ordered("==", xr, yr)
+    lt = b.or_(b.fcmp_ordered("<", xr, yr), b.and_(same, b.fcmp_ordered("<", xi, yi)))
+    gt = b.or_(b.fcmp_ordered(">", xr, yr), b.and_(same, b.fcmp_ordered(">", xi, yi)))
+    if d is ComparisonDirection.LT:
+        return lt
+    if d is ComparisonDirection.GT:
+        return gt
+    return b.not_(gt) if d is ComparisonDirection.LE else b.not_(lt)
+
+
+def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
+    """XLA CPU convert with a complex side (the interpreter's convert_array)."""
+    if s in COMPLEX and t in COMPLEX:
+        if s is t:
+            return x
+        re, im = _flushed(b, x)
+        widen = t is ET.C128
+        cv = b.fpext if widen else b.fptrunc
+        p = F64 if widen else F32
+        return pack(b, ew.flush(b, cv(re, p)), ew.flush(b, cv(im, p)))
+    if s in COMPLEX:
+        re = b.extract_value(x, 0)
+        if t is part_type(s):
+            return re  # a plain extraction: no flush
+        return ew.convert(b, re, part_type(s), t)
+    p = part_type(t)
+    re = ew.convert(b, x, s, p)
+    return pack(b, re, ir.Constant(re.type, 0.0))
