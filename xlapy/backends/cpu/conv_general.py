@@ -2,8 +2,8 @@
 
 Any convolution - window strides, lhs dilation (conv-transpose, input gradients), rhs
 dilation, window reversal, negative padding, feature groups (depthwise), batch groups
-(weight gradients), any number of spatial dimensions, integer / pred / half / mixed element
-types and preferred result types - is rewritten once per call into:
+(weight gradients), any number of spatial dimensions, integer / pred / half / complex /
+mixed element types and preferred result types - is rewritten once per call into:
 
 * xp  [N, P_0 .. P_{s-1}, Cx]: the input in the compute type, lhs-dilated and padded (a
   negative pad crops), channels innermost (what JAX emits: NHWC needs no transpose);
@@ -19,7 +19,8 @@ weight vector is loaded once per P pixels, each input value broadcast once per V
 Depthwise convolutions (one input and one output channel per group) put the groups in the
 vector lanes instead. Floats compute in f32 (bf16/f16, rounded once at the end, as XLA's
 CPU backend) or f64 with fmuladd; integers compute in the result's width, wrapping (the
-same bits as the interpreter's 64-bit sums truncated once). Output rows split over the
+same bits as the interpreter's 64-bit sums truncated once); complex ones are real
+convolutions of twice the channels (general_plan). Output rows split over the
 thread pool; each output element is summed by one thread in one fixed order, so the bits do
 not depend on the thread count.
 """
@@ -63,7 +64,7 @@ _FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                        ctypes.c_int64, ctypes.c_int64)
 
 
-def compute_dtype(instr: Instruction) -> np.dtype | None:
+def compute_dtype(instr: Instruction) -> np.dtype:
     """The dtype the loop nest sums in: the interpreter's accumulator for floats (f32 for
     bf16/f16), the result's own width for integer results (wrapping sums give the bits of
     the interpreter's 64-bit sums truncated), 64-bit for pred results (a sum's != 0)."""
@@ -299,14 +300,13 @@ def conv_route(instr: Instruction) -> str:
 
 
 def general_plan(instr: Instruction, threads: int = 1
-                 ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+                 ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
     """A function (lhs, rhs, out) computing any convolution natively on `threads` threads.
     A complex one is a real convolution of twice the channels: channel 2c + part of the
     input and output is the real (part 0) or imaginary part of channel c - the complex
     arrays' own memory - and the kernel maps (re, im) to (re, im) through
     [[wr, wi], [-wi, wr]]."""
     comp = compute_dtype(instr)
-    assert comp is not None
     a = instr.attrs
     dn = a.dimension_numbers
     geo = geometry(instr)

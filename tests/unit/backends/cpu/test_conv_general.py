@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -230,3 +231,32 @@ def test_reused_padded_buffer(form: str) -> None:
         x = (rng.standard_normal(xs) * scale).astype(np.float32)
         got, want = np.asarray(cpu(x, w)), np.asarray(ref(x, w))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("t", ["i4", "ui4", "i2", "ui2", "f8E4M3FN", "f8E5M2", "f8E4M3FNUZ",
+                               "f8E5M2FNUZ", "f8E4M3B11FNUZ"])
+@pytest.mark.parametrize("form", ["stride2", "depthwise", "weight_gradient"])
+def test_narrow_types(form: str, t: str) -> None:
+    """2- and 4-bit integers wrap in their width like the interpreter's 64-bit sums
+    truncated; f8 sums in f32 and rounds once (one f8 rounding apart at most)."""
+    text, xs, ws = FORMS[form].text(t)
+    cpu = xlapy.compile(text, backend="cpu")
+    assert not cpu._exe.fallbacks() and "library conv-" in cpu._exe.explain()
+    et = from_shlo_name(t)
+    rng = np.random.default_rng(5)
+    if et.is_float:
+        x, w = ((rng.standard_normal(s) * 0.5).astype(np.float32).astype(et.dtype)
+                for s in (xs, ws))
+    else:
+        info = ml_dtypes.iinfo(et.dtype)
+        x, w = (rng.integers(int(info.min), int(info.max), s, endpoint=True).astype(et.dtype)
+                for s in (xs, ws))
+    got = np.asarray(cpu(x, w))
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(x, w))
+    assert got.dtype == want.dtype
+    if et.is_float:
+        eps = float(ml_dtypes.finfo(et.dtype).eps)
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32),
+                                   rtol=2 * eps, atol=1e-6, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got.astype(np.int64), want.astype(np.int64))
