@@ -13,9 +13,9 @@ Its intermediate products (multiply, divide) are numpy arrays, not flushed; a ke
 The two differ only where an intermediate is denormal and the result is not.
 
 Complex kernels take the scalar path (lanes.LaneCheck rejects complex values). Ops not
-listed in `UNARY`/`BINARY` (power, trigonometry, logistic, ...) and reductions stay
+listed in `UNARY`/`BINARY` (trigonometry, logistic, atan2, ...) and reductions stay
 interpreter fallbacks. exp, log, sqrt and tanh call glibc's C99 complex functions (what numpy
-calls), expm1 and log1p numpy's formulas on libm's real functions.
+calls), expm1 and log1p numpy's formulas on libm's real functions, power numpy's nc_pow.
 """
 
 from __future__ import annotations
@@ -160,9 +160,6 @@ def _div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
 
 
 BinaryFn = Callable[[ir.IRBuilder, Parts, Parts], Parts]
-#: Binary ops on complex operands with a complex result (inputs flushed first).
-BINARY: dict[str, BinaryFn] = {"add": _add, "subtract": _sub, "multiply": _mul,
-                               "divide": _div}
 #: Unary ops on complex operands.
 UNARY = frozenset({"negate", "real", "imag", "abs", "sign", "exponential", "log", "sqrt",
                    "tanh", "rsqrt", "exponential_minus_one", "log_plus_one"})
@@ -188,20 +185,64 @@ def _real_call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     return b.call(_fn(b, full, t, [t] * len(args)), list(args))
 
 
-def _complex_call(b: ir.IRBuilder, name: str, re: ir.Value, im: ir.Value) -> Parts:
+def _complex_call(b: ir.IRBuilder, name: str, *zs: Parts) -> Parts:
     """A C99 complex function of libm, called by the x86-64 SysV ABI: a float complex is
     one <2 x float> (one SSE register), a double complex two doubles in, {double, double}
     out (clang's lowering)."""
-    if re.type == F32:
+    if zs[0][0].type == F32:
         v2 = ir.VectorType(F32, 2)
-        z = b.insert_element(b.insert_element(ir.Constant(v2, None), re, ir.Constant(I32, 0)),
-                             im, ir.Constant(I32, 1))
-        out = b.call(_fn(b, name + "f", v2, [v2]), [z])
+        args = [b.insert_element(b.insert_element(ir.Constant(v2, None), re,
+                                                  ir.Constant(I32, 0)), im, ir.Constant(I32, 1))
+                for re, im in zs]
+        out = b.call(_fn(b, name + "f", v2, [v2] * len(zs)), args)
         return (b.extract_element(out, ir.Constant(I32, 0)),
                 b.extract_element(out, ir.Constant(I32, 1)))
     st = ir.LiteralStructType([F64, F64])
-    out = b.call(_fn(b, name, st, [F64, F64]), [re, im])
+    out = b.call(_fn(b, name, st, [F64] * (2 * len(zs))), [v for z in zs for v in z])
     return b.extract_value(out, 0), b.extract_value(out, 1)
+
+
+def _select(b: ir.IRBuilder, p: ir.Value, x: Parts, y: Parts) -> Parts:
+    return b.select(p, x[0], y[0]), b.select(p, x[1], y[1])
+
+
+def _pow(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
+    """numpy's complex power (nc_pow), which the interpreter runs: z^0 = 1; 0^w = 0 for
+    Re w > 0, else NaN + NaN i; an integral real exponent n, |n| < 100, by products
+    (n = 1, 2, 3 unrolled; else binary powering from 1, then 1 / z^|n| by numpy's
+    division for n < 0); anything else libm's cpow."""
+    (ar, ai), (br, bi) = x, y
+    t = ar.type
+
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(t, v)
+
+    zero = k(0.0)
+    b_zero = b.and_(b.fcmp_ordered("==", br, zero), b.fcmp_ordered("==", bi, zero))
+    a_zero = b.and_(b.fcmp_ordered("==", ar, zero), b.fcmp_ordered("==", ai, zero))
+    zero_pow = _select(b, b.fcmp_ordered(">", br, zero), (zero, zero),
+                       (k(float("nan")), k(float("nan"))))
+    mag = _fabs(b, br)
+    small = b.and_(b.fcmp_ordered("==", bi, zero),
+                   b.and_(b.fcmp_ordered("<", mag, k(100.0)),
+                          b.fcmp_ordered("==", intrinsic(b, f"llvm.trunc.{_sfx(br)}", t, [br]),
+                                         br)))
+    n = b.fptosi(b.select(small, mag, zero), ir.IntType(32))  # |n| < 100: 7 bits
+    aa: Parts = (k(1.0), zero)
+    p: Parts = x
+    for i in range(7):
+        bit = b.icmp_unsigned("!=", b.and_(n, ir.Constant(n.type, 1 << i)),
+                              ir.Constant(n.type, 0))
+        aa = _select(b, bit, _mul(b, aa, p), aa)
+        if i < 6:
+            p = _mul(b, p, p)
+    aa = _select(b, b.fcmp_ordered("<", br, zero), _np_div(b, (k(1.0), zero), aa), aa)
+    sq = _mul(b, x, x)
+    by_n = _select(b, b.fcmp_ordered("==", br, k(1.0)), x,
+                   _select(b, b.fcmp_ordered("==", br, k(2.0)), sq,
+                           _select(b, b.fcmp_ordered("==", br, k(3.0)), _mul(b, x, sq), aa)))
+    out = _select(b, small, by_n, _complex_call(b, "cpow", x, y))
+    return _select(b, b_zero, (k(1.0), zero), _select(b, a_zero, zero_pow, out))
 
 
 def _np_div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
@@ -230,14 +271,19 @@ def _np_div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     return re, im
 
 
+#: Binary ops on complex operands with a complex result (inputs flushed first).
+BINARY: dict[str, BinaryFn] = {"add": _add, "subtract": _sub, "multiply": _mul,
+                               "divide": _div, "power": _pow}
+
+
 def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Parts:
     """exp, log, sqrt, tanh (libm's C99 functions), rsqrt, expm1 and log1p as numpy
     computes them (nc_expm1, nc_log1p: real libm calls)."""
     t = re.type
     if op in _CFUNCS:
-        return _complex_call(b, _CFUNCS[op], re, im)
+        return _complex_call(b, _CFUNCS[op], (re, im))
     if op == "rsqrt":
-        s = _complex_call(b, "csqrt", re, im)
+        s = _complex_call(b, "csqrt", (re, im))
         return _np_div(b, (ir.Constant(t, 1.0), ir.Constant(t, 0.0)), s)
     if op == "exponential_minus_one":
         # re: expm1(x) cos(y) - 2 sin(y/2)^2; im: exp(x) sin(y)
@@ -347,7 +393,7 @@ def fusible(instr: Instruction) -> bool:
     et = instr.operands[0].shape.element_type if instr.operands else None
     if et not in COMPLEX:
         return False
-    if op in _CFUNCS or op == "rsqrt":
+    if op in _CFUNCS or op in ("rsqrt", "power"):
         return target.current().is_x86  # (the C99 complex ABI of _complex_call)
     return op in BINARY or op in UNARY
 
@@ -369,6 +415,8 @@ def emit(b: ir.IRBuilder, instr: Instruction, args: Sequence[ir.Value]) -> ir.Va
         return convert(b, args[0], s, t)
     if op in BINARY:
         re, im = BINARY[op](b, _flushed(b, args[0]), _flushed(b, args[1]))
+        if op == "power":  # (libm's cpow computes some results with integer operations)
+            re, im = ew.flush(b, re), ew.flush(b, im)
         return pack(b, re, im)
     return _unary(b, op, args[0])
 

@@ -65,12 +65,12 @@ def test_stablehlo_style_loop_with_pass_through(n: int) -> None:
 
 
 def test_loop_with_fallback_op_stays_in_python() -> None:
-    # complex power runs on the interpreter: real(complex(v2, v2) ** 1) is v2.
+    # complex remainder runs on the interpreter: real(complex(v2, v2) % 1e30) is v2.
     text = SHLO_LOOP.replace("%v3 = stablehlo.add %v2, %v : tensor<8xf32>",
                              "%cx = stablehlo.complex %v2, %v2 : tensor<8xcomplex<f32>>\n"
-                             "      %c1 = stablehlo.constant dense<(1.0, 0.0)> : "
+                             "      %c1 = stablehlo.constant dense<(1.0e30, 0.0)> : "
                              "tensor<8xcomplex<f32>>\n"
-                             "      %cp = stablehlo.power %cx, %c1 : tensor<8xcomplex<f32>>\n"
+                             "      %cp = stablehlo.remainder %cx, %c1 : tensor<8xcomplex<f32>>\n"
                              "      %v3 = stablehlo.real %cp : (tensor<8xcomplex<f32>>) -> "
                              "tensor<8xf32>")
     cpu = xlapy.compile(text, backend="cpu")
@@ -130,14 +130,14 @@ func.func @main(%n: tensor<i32>, %step: tensor<i32>) -> tensor<i32> {
   return %r#0 : tensor<i32>
 }
 """
-# The same with a fallback op (complex power) in the body: the cpu backend drives this loop
+# The same with a fallback op (complex remainder) in the body: the cpu backend drives this loop
 # from Python.
 FALLBACK_STEP_LOOP = STEP_LOOP.replace(
     "%i2 = stablehlo.add %i, %s : tensor<i32>",
     "%f = stablehlo.convert %i : (tensor<i32>) -> tensor<f32>\n"
     "      %c = stablehlo.complex %f, %f : tensor<complex<f32>>\n"
-    "      %one = stablehlo.constant dense<(1.0, 0.0)> : tensor<complex<f32>>\n"
-    "      %cp = stablehlo.power %c, %one : tensor<complex<f32>>\n"
+    "      %big = stablehlo.constant dense<(1.0e30, 0.0)> : tensor<complex<f32>>\n"
+    "      %cp = stablehlo.remainder %c, %big : tensor<complex<f32>>\n"
     "      %g = stablehlo.real %cp : (tensor<complex<f32>>) -> tensor<f32>\n"
     "      %d = stablehlo.convert %g : (tensor<f32>) -> tensor<i32>\n"
     "      %i2 = stablehlo.add %d, %s : tensor<i32>")
