@@ -442,10 +442,12 @@ TABLE: dict[str, tuple[frozenset[ET], Emit]] = {
     "sine": (_F, _math("sin")),
     "cosine": (_F, _math("cos")),
     "tan": (_F, _math("tan")),
+    "real": (_F, lambda b, a, t: a[0]),  # of a real value: itself
+    "imag": (_F, lambda b, a, t: splat(a[0].type, 0.0)),  # of a real value: +0
 }
 
 #: Ops on the stored bits: their float inputs are not flushed (the interpreter's `raw` rows).
-RAW = frozenset({"abs", "negate", "is_finite"})
+RAW = frozenset({"abs", "negate", "is_finite", "real", "imag"})
 
 #: Ops whose result is approximate (polynomials): compared with an ulp bound, not bit-exact.
 INEXACT = frozenset({"exponential", "log", "log_plus_one", "exponential_minus_one", "tanh",
@@ -514,6 +516,8 @@ def convert_supported(s: ET, t: ET) -> bool:
 
 def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
     """XLA CPU convert: saturating float->int (NaN -> 0), ints to bf16 through f32."""
+    if s in _cx.COMPLEX or t in _cx.COMPLEX:
+        return _cx.convert(b, x, s, t)
     ct = like(x.type, compute_type(t))
     if s == t:
         return x

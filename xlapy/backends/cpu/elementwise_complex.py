@@ -13,9 +13,10 @@ Its intermediate products (multiply, divide) are numpy arrays, not flushed; a ke
 The two differ only where an intermediate is denormal and the result is not.
 
 Complex kernels take the scalar path (lanes.LaneCheck rejects complex values). Ops not
-listed in `UNARY`/`BINARY` (trigonometry, logistic, atan2, ...) and reductions stay
-interpreter fallbacks. exp, log, sqrt and tanh call glibc's C99 complex functions (what numpy
-calls), expm1 and log1p numpy's formulas on libm's real functions, power numpy's nc_pow.
+listed in `UNARY`/`BINARY` (cbrt, atan2, remainder, ...) and reductions stay interpreter
+fallbacks. exp, log, sqrt, tanh, sin, cos and tan call glibc's C99 complex functions (what
+numpy calls), expm1 and log1p numpy's formulas on libm's real functions, power numpy's
+nc_pow, logistic 1 / (1 + exp(-z)) with numpy's division.
 """
 
 from __future__ import annotations
@@ -162,9 +163,11 @@ def _div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
 BinaryFn = Callable[[ir.IRBuilder, Parts, Parts], Parts]
 #: Unary ops on complex operands.
 UNARY = frozenset({"negate", "real", "imag", "abs", "sign", "exponential", "log", "sqrt",
-                   "tanh", "rsqrt", "exponential_minus_one", "log_plus_one"})
+                   "tanh", "rsqrt", "exponential_minus_one", "log_plus_one", "sine", "cosine",
+                   "tan", "logistic"})
 #: The C99 complex functions numpy calls for these ops (glibc's: bit-exact to it).
-_CFUNCS = {"exponential": "cexp", "log": "clog", "sqrt": "csqrt", "tanh": "ctanh"}
+_CFUNCS = {"exponential": "cexp", "log": "clog", "sqrt": "csqrt", "tanh": "ctanh",
+           "sine": "csin", "cosine": "ccos", "tan": "ctan"}
 #: Approximate ops (libm): compared with an ulp bound by convention, though bit-exact to
 #: the interpreter on the same libm.
 INEXACT = frozenset({"exponential", "log", "tanh", "exponential_minus_one", "log_plus_one"})
@@ -282,6 +285,11 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
     t = re.type
     if op in _CFUNCS:
         return _complex_call(b, _CFUNCS[op], (re, im))
+    if op == "logistic":  # 1 / (1 + exp(-z)), numpy's division
+        e_re, e_im = _complex_call(b, "cexp", (b.fneg(re), b.fneg(im)))
+        one = ir.Constant(t, 1.0)
+        den = (b.fadd(one, e_re), b.fadd(ir.Constant(t, 0.0), e_im))
+        return _np_div(b, (one, ir.Constant(t, 0.0)), den)
     if op == "rsqrt":
         s = _complex_call(b, "csqrt", (re, im))
         return _np_div(b, (ir.Constant(t, 1.0), ir.Constant(t, 0.0)), s)
@@ -379,7 +387,8 @@ def fusible(instr: Instruction) -> bool:
     if op in ("constant", "broadcast_in_dim", "reshape", "transpose", "slice", "reverse",
               "select", "compare"):
         return True
-    if op in ("concatenate", "pad", "dynamic_slice", "dynamic_update_slice", "gather"):
+    if op in ("concatenate", "pad", "dynamic_slice", "dynamic_update_slice", "gather",
+              "iota", "maximum", "minimum"):
         return True
     if op == "convert":
         s, t = instr.operands[0].shape.element_type, instr.shape.element_type
@@ -393,7 +402,7 @@ def fusible(instr: Instruction) -> bool:
     et = instr.operands[0].shape.element_type if instr.operands else None
     if et not in COMPLEX:
         return False
-    if op in _CFUNCS or op in ("rsqrt", "power"):
+    if op in _CFUNCS or op in ("rsqrt", "power", "logistic"):
         return target.current().is_x86  # (the C99 complex ABI of _complex_call)
     return op in BINARY or op in UNARY
 
@@ -411,6 +420,12 @@ def emit(b: ir.IRBuilder, instr: Instruction, args: Sequence[ir.Value]) -> ir.Va
         return pack(b, ew.select(b, pred, xr, yr), ew.select(b, pred, xi, yi))
     if op == "compare":
         return _compare(b, args[0], args[1], instr.attrs.comparison_direction)
+    if op in ("maximum", "minimum"):
+        # XLA Max/Min: lexicographic on flushed values, selecting the unflushed operand.
+        x, y = args if op == "maximum" else args[::-1]
+        gt = _compare(b, x, y, ComparisonDirection.GT)
+        (xr, xi), (yr, yi) = parts(b, args[0]), parts(b, args[1])
+        return pack(b, ew.select(b, gt, xr, yr), ew.select(b, gt, xi, yi))
     if op == "convert":
         return convert(b, args[0], s, t)
     if op in BINARY:

@@ -66,8 +66,8 @@ LIBM = tuple(f + s for f in ("fmod", "fma", "floor", "ceil", "trunc", "round", "
                              "fmin", "fmax", "cbrt", "atan2", "hypot", "expm1", "log1p",
                              "sinh", "cosh", "tanh", "asin", "acos", "atan", "erf")
              for s in ("", "f")) + \
-    tuple(f + s for f in ("cexp", "clog", "csqrt", "ctanh", "cpow")  # C99 complex
-          for s in ("", "f"))
+    tuple(f + s for f in ("cexp", "clog", "csqrt", "ctanh", "cpow", "csin", "ccos",
+                          "ctan") for s in ("", "f"))  # C99 complex
 DEFINED = tuple(CONVERSIONS) + DIVISIONS + tuple(FMODS)
 #: Every symbol the runtime library provides.
 SYMBOLS = frozenset(DEFINED + LIBC + LIBM)

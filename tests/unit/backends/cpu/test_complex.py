@@ -271,14 +271,15 @@ def test_complex_kernels_are_scalar() -> None:
 
 
 TRANSCENDENTAL = ["exponential", "log", "sqrt", "tanh", "rsqrt", "exponential_minus_one",
-                  "log_plus_one"]
+                  "log_plus_one", "sine", "cosine", "tan", "logistic"]
 
 
 @pytest.mark.parametrize("name", list(TYPES))
 @pytest.mark.parametrize("opcode", TRANSCENDENTAL)
 def test_transcendental(name: str, opcode: str) -> None:
-    """exp/log/sqrt/tanh (libm's C99 functions, what numpy calls), rsqrt (numpy's division
-    of 1 by csqrt), expm1/log1p (numpy's formulas): bit for bit, special values included."""
+    """exp/log/sqrt/tanh/sin/cos/tan (libm's C99 functions, what numpy calls), rsqrt and
+    logistic (numpy's division of 1 by csqrt, by 1 + cexp(-z)), expm1/log1p (numpy's
+    formulas): bit for bit, special values included."""
     dt = TYPES[name][0]
     x, _ = _grid(dt)
     rng = np.random.default_rng(7)
@@ -289,9 +290,9 @@ def test_transcendental(name: str, opcode: str) -> None:
             f"  %r = stablehlo.{opcode} %a : {t}\n  return %r : {t}\n}}")
     (got,), (ref,) = _run(text, [x], [opcode])
     keep = slice(None)
-    if opcode == "rsqrt":  # the ratio of 1 / sqrt(z) denormal: numpy keeps it, FTZ does not
-        with np.errstate(all="ignore"):
-            s = np.sqrt(x)
+    if opcode in ("rsqrt", "logistic"):  # the ratio of the division denormal: numpy keeps
+        with np.errstate(all="ignore"):  # it, FTZ does not
+            s = np.sqrt(x) if opcode == "rsqrt" else 1 + np.exp(-x)
             rat = np.where(np.abs(s.real) >= np.abs(s.imag), s.imag / s.real, s.real / s.imag)
         keep = ~((rat != 0) & (np.abs(rat) < np.finfo(rat.dtype).tiny))
     _same(got[keep], ref[keep], f"{opcode} {name}", x[keep])
@@ -328,3 +329,25 @@ def test_power(name: str) -> None:
     tiny = np.finfo(np.abs(x).dtype).tiny
     normal = ((np.abs(r) > tiny * 1e6) & (np.abs(r) < 1e30)).all(-1)
     _same(got[normal], ref[normal], f"power {name}", x[normal], y[normal])
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+def test_max_min_iota_and_parts_of_reals(name: str) -> None:
+    """maximum/minimum (lexicographic on flushed values, the unflushed operand selected),
+    complex iota, and real/imag of a real operand (itself, +0)."""
+    dt, pt = TYPES[name]
+    x, y = _grid(dt)
+    n = x.shape[0]
+    t, f = _tensor((n,), _ctype(name)), _tensor((n,), pt)
+    it = _tensor((3, 5), _ctype(name))
+    text = (f"func.func @main(%a: {t}, %b: {t}, %r: {f}) -> ({t}, {t}, {it}, {f}, {f}) {{\n"
+            f"  %mx = stablehlo.maximum %a, %b : {t}\n"
+            f"  %mn = stablehlo.minimum %a, %b : {t}\n"
+            f"  %io = stablehlo.iota dim = 1 : {it}\n"
+            f"  %re = stablehlo.real %r : ({f}) -> {f}\n"
+            f"  %im = stablehlo.imag %r : ({f}) -> {f}\n"
+            f"  return %mx, %mn, %io, %re, %im : {t}, {t}, {it}, {f}, {f}\n}}")
+    r = x.real.copy()
+    got, ref = _run(text, [x, y, r], ["maximum", "minimum", "iota", "real", "imag"])
+    for i, (g, rf) in enumerate(zip(got, ref)):
+        _same(g.reshape(-1), rf.reshape(-1), f"result #{i} {name}")
