@@ -12,6 +12,7 @@ import numpy as np
 from xlapy.backends import get_backend
 from xlapy.errors import XlapyError
 from xlapy.ir import Module
+from xlapy.types.literal import Token
 
 
 class CompiledProgram:
@@ -29,7 +30,9 @@ class CompiledProgram:
             raise XlapyError(f"{entry.name} takes {len(entry.parameters)} argument(s), got "
                              f"{len(args)}")
         # ndarrays as they are (a masked array keeps its mask for the argument check)
-        values = [a if isinstance(a, (tuple, np.ndarray)) else np.asarray(a) for a in args]
+        # and the token as itself (np.asarray made it an object array nothing accepted)
+        values = [a if isinstance(a, (tuple, np.ndarray, Token)) else np.asarray(a)
+                  for a in args]
         return self._exe.run(values)
 
     def as_text(self, generic: bool = False) -> str:

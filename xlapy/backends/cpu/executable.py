@@ -54,6 +54,7 @@ from xlapy.interpreter.evaluator import check_value
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import OPS
 from xlapy.types import Shape
+from xlapy.types.literal import TOKEN_VALUE
 
 _KFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 #: Element-ops below which a kernel is not worth splitting across threads.
@@ -341,6 +342,10 @@ class CpuExecutable(Introspection):
             self.thunks.append(lambda t, v, rt, pr, s=s, ins=ins: self._set(
                 t, v, s, v[ins[0]] if len(ins) == 1 else tuple(v[i] for i in ins)))
             self.report.append((instr.name, "optimization_barrier", "aliasing"))
+            return
+        if instr.opcode == "after_all":  # a token: ordering is the thunk order already
+            self.thunks.append(lambda t, v, rt, pr, s=s: v.__setitem__(s, TOKEN_VALUE))
+            self.report.append((instr.name, "after_all", "token"))
             return
         if instr.opcode == "get_tuple_element":
             idx = instr.attrs.index

@@ -31,3 +31,32 @@ def test_optimization_barrier_is_native_aliasing() -> None:
     m2, a2 = exe(x)
     np.testing.assert_array_equal(a2, x * 2)
     np.testing.assert_array_equal(m2, m)
+
+
+AFTER_ALL = """
+func.func @main(%x: tensor<4xf32>, %t: !stablehlo.token) -> (tensor<4xf32>, !stablehlo.token) {
+  %t1 = stablehlo.after_all %t, %t : !stablehlo.token
+  %t2 = stablehlo.after_all : !stablehlo.token
+  %t3 = stablehlo.after_all %t1, %t2 : !stablehlo.token
+  %y = stablehlo.add %x, %x : tensor<4xf32>
+  return %y, %t3 : tensor<4xf32>, !stablehlo.token
+}
+"""
+
+
+def test_after_all_is_native() -> None:
+    from xlapy.types.literal import TOKEN_VALUE
+
+    exe = xlapy.compile(AFTER_ALL, backend="cpu")
+    assert not exe._exe.fallbacks()
+    y, tok = exe(np.ones(4, np.float32), TOKEN_VALUE)
+    np.testing.assert_array_equal(y, np.full(4, 2.0))
+    assert tok is TOKEN_VALUE
+
+
+def test_token_argument_through_the_top_level_api_on_the_interpreter() -> None:
+    """xlapy.compile(...)(x, token) turned the token into an object array (refused)."""
+    from xlapy.types.literal import TOKEN_VALUE
+
+    y, tok = xlapy.compile(AFTER_ALL)(np.ones(4, np.float32), TOKEN_VALUE)
+    assert tok is TOKEN_VALUE
