@@ -35,14 +35,14 @@ def _map_inlinable(comp: Computation) -> bool:
 
 
 class CallInliner(ComputationPass):
-    """Inlines `call` and element-wise `map` instructions."""
+    """Inlines `call`, `composite` (its decomposition) and element-wise `map` instructions."""
 
     name = "call-inliner"
 
     def run_on_computation(self, comp: Computation) -> bool:
         changed = False
         for instr in list(comp.instructions):
-            if instr.opcode == "call":
+            if instr.opcode in ("call", "composite"):
                 new = inline_body(comp, instr.called[0], list(instr.operands))
             elif instr.opcode == "map" and _map_inlinable(instr.called[0]):
                 new = self._inline_map(comp, instr)

@@ -122,6 +122,28 @@ def test_call_inliner_and_tuple_simplifier() -> None:
     np.testing.assert_array_equal(Interpreter().run_module(m, [arg])[0], before[0])
 
 
+def test_call_inliner_inlines_composite() -> None:
+    """The docstring promised composite; only call was inlined (a cpu fallback)."""
+    import xlapy
+
+    text = """func.func private @add_n.impl(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %c = stablehlo.constant dense<2.0> : tensor<4xf32>
+  %r = stablehlo.add %a, %c : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.composite "my.add_n" %x {composite_attributes = {n = 2 : i64},
+    decomposition = @add_n.impl} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}"""
+    m = xlapy.compile(text).module
+    assert run_passes(m, [CallInliner(), DeadCodeElimination()])
+    assert "composite" not in _opcodes(m)
+    exe = xlapy.compile(text, backend="cpu")
+    assert not exe._exe.fallbacks()
+    np.testing.assert_array_equal(exe(np.ones(4, np.float32)), np.full(4, 3.0))
+
+
 def test_while_trip_count_and_dead_loop() -> None:
     build, _ = WORKLOADS["fori_loop"]
     m = build().module
