@@ -24,7 +24,7 @@ import ctypes
 import math
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,14 +42,14 @@ from xlapy.backends.cpu import (
     target,
     thunks,
 )
+from xlapy.backends.cpu.calls import Calls
 from xlapy.backends.cpu.fusion_plan import depth_cuts, kernel_elements, row_walk
 from xlapy.backends.cpu.introspect import Introspection
 from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.backends.cpu.threads import NativePool
-from xlapy.backends.ownership import CHECK, COPY, KEEP, own, result_plan
+from xlapy.backends.ownership import CHECK, COPY, KEEP, result_plan
 from xlapy.errors import InterpreterError, XlapyError
-from xlapy.interpreter import RuntimeState
 from xlapy.interpreter.evaluator import check_value
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import OPS
@@ -83,7 +83,7 @@ def _pool() -> NativePool:
     return parallel.pool(NUM_THREADS)
 
 
-class CpuExecutable(Introspection):
+class CpuExecutable(Calls, Introspection):
     """A compiled computation: thunks over slots; `run(args)` returns interpreter values."""
 
     backend_name = "cpu"
@@ -544,100 +544,3 @@ class CpuExecutable(Introspection):
                  for s in self.temp_slots}
         return arena.offsets(arena.schedule(outs, ins, group, self._native | set(kernel_ins)),
                              sizes, [self.slot[id(i)] for i in self._root_values()])
-
-    def _arena_views(self) -> list[Any]:
-        """[(slot, array)] temporaries in one reused allocation (64-byte aligned; those never
-        live at once share memory)."""
-        where, total = self._arena_plan
-        raw, base = recycle.aligned_bytes(total)
-        views = []
-        for s in self.temp_slots:
-            sh = self.shapes[s]
-            off = base + where[s]
-            n = math.prod(sh.dimensions) * sh.dtype.itemsize
-            views.append((s, raw[off: off + n].view(sh.dtype).reshape(sh.dimensions)))
-        return [raw, views]
-
-    def run_computation(self, args: Sequence[Any], runtime: RuntimeState | None = None,
-                        process: Any = None) -> Any:
-        comp = self.comp
-        if not self.runnable:
-            raise XlapyError(f"computation {comp.name} was compiled for cpu target "
-                             f"{self.target}, which cannot run on this machine "
-                             f"({target.host_target().cpu}); its objects are in .all_objects()")
-        if len(args) != len(self._params):
-            raise InterpreterError(f"computation {comp.name} takes {len(comp.parameters)} "
-                                   f"argument(s), got {len(args)}")
-        rt = runtime or RuntimeState()
-        if not self._lock.acquire(blocking=False):  # another thread runs it: private state
-            table, vals = self._fresh_state(shared=False)
-            self._bind_args(args, table, vals, None)
-            return self._execute(table, vals, rt, process)
-        try:
-            if self._table is None:
-                self._table, self._vals0 = self._fresh_state(shared=True)
-            table, vals = self._table, self._vals0.copy()
-            self._bind_args(args, table, vals, self._last)
-            return self._execute(table, vals, rt, process)
-        finally:
-            self._lock.release()
-
-    def _fresh_state(self, shared: bool) -> tuple[Any, list[Any]]:
-        """A pointer table and values list with constants and the arena bound (the shared
-        one, used under the lock, or a private one)."""
-        table = (ctypes.c_void_p * max(self.num_slots, 1))()
-        vals: list[Any] = [None] * self.num_slots
-        for s, arr in self.static.items():
-            vals[s] = arr
-            table[s] = arr.ctypes.data
-        if shared:
-            if self._arena is None:
-                self._arena = self._arena_views()
-            arena = self._arena
-        else:
-            arena = self._arena_views()
-        for s, view in arena[1]:
-            vals[s] = view
-            table[s] = view.ctypes.data
-        vals.append(arena)  # keeps a private arena alive with the values (ownership: [-1][0])
-        return table, vals
-
-    def _bind_args(self, args: Sequence[Any], table: Any, vals: list[Any],
-                   last: list[tuple[Any, ...]] | None) -> None:
-        """Arguments into their slots; the same array object as last call reuses its pointer
-        (held in `last`, so it stays alive and its buffer cannot move)."""
-        for k, (s, dims, dt, shape, what) in enumerate(self._params):
-            a = args[k]
-            prev = last[k] if last is not None else (None, 0, None, None)
-            # the same object, its dtype, shape and strides unchanged in place since
-            if a is prev[0] is not None and a.dtype is prev[2] and a.shape == dims \
-                    and a.strides == prev[3]:
-                table[s] = prev[1]
-                vals[s] = a
-                continue
-            if not (type(a) is np.ndarray and a.dtype == dt and a.shape == dims
-                    and a.flags.c_contiguous):
-                a = check_value(a, shape, what)
-                if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
-                    a = np.array(a, order="C")
-            if isinstance(a, np.ndarray):
-                p = thunks.ptr(a)
-                table[s] = p
-                if last is not None:
-                    last[k] = (a, p, a.dtype, a.strides)
-            vals[s] = a
-
-    def _execute(self, table: Any, vals: list[Any], rt: RuntimeState, process: Any) -> Any:
-        for th in self.thunks:
-            th(table, vals, rt, process)
-        if self._own is None:
-            return vals[self._root_slot]
-        return own(vals[self._root_slot], self._own, lambda: self._protected(vals))
-
-    def _protected(self, vals: list[Any]) -> list[Any]:
-        """Memory a result must not share: arguments, constants, the arena."""
-        return [*(vals[p[0]] for p in self._params), *self.static.values(), vals[-1][0]]
-
-    def run(self, args: Sequence[Any], runtime: RuntimeState | None = None,
-            process: Any = None) -> Any:
-        return self.run_computation(args, runtime, process)
