@@ -188,14 +188,17 @@ def direct_plan(instr: Instruction, threads: int = 1
         res = out if direct_out and out.flags.c_contiguous else np.empty(
             (n, o, hout, wvec), dtype)
         args = (xp.ctypes.data, wt.ctypes.data, res.ctypes.data)
-        _split(fn, args, rows, macs, threads)
+        split_rows(fn, args, rows, macs, threads)
         if res is not out:
             out[...] = res[..., :wout].transpose(operm)
 
     return run
 
 
-def _split(fn: Any, args: tuple[int, int, int], rows: int, macs: int, threads: int) -> None:
+def split_rows(fn: Any, args: tuple[int, int, int], rows: int, macs: int, threads: int
+               ) -> None:
+    """fn(*args, begin, end) over [0, rows) in `threads` parts (one if fewer than SPLIT_MACS
+    multiply-adds); each row is computed whole by one part, so the split changes no bits."""
     parts = min(threads, rows)
     if parts < 2 or macs < SPLIT_MACS:
         fn(*args, 0, rows)
@@ -209,4 +212,4 @@ def _split(fn: Any, args: tuple[int, int, int], rows: int, macs: int, threads: i
         f.result()
 
 
-__all__ = ["direct_plan", "SPLIT_MACS"]
+__all__ = ["direct_plan", "split_rows", "SPLIT_MACS"]

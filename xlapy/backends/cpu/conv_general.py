@@ -39,7 +39,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import cache, target
-from xlapy.backends.cpu.conv import _split
+from xlapy.backends.cpu.conv import split_rows
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -425,8 +425,8 @@ def general_plan(instr: Instruction, threads: int = 1
                 wk = np.zeros((geo.g, kk, geo.ci, apad), kd)
                 wk[..., :geo.og] = kw.transpose(2, 0, 1, 3)
             res = out if in_place and out.flags.c_contiguous else np.empty(oshape, kd)
-            _split(fn, (xp.ctypes.data, wk.ctypes.data, res.ctypes.data), rows, macs,
-                   threads)
+            split_rows(fn, (xp.ctypes.data, wk.ctypes.data, res.ctypes.data), rows, macs,
+                       threads)
             if res is not out:
                 r = res[..., :geo.g] if xvec else res[..., :geo.og].reshape(
                     geo.b, *geo.sp_out, geo.g * geo.og)
