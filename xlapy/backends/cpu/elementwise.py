@@ -455,12 +455,16 @@ INEXACT = frozenset({"exponential", "log", "log_plus_one", "exponential_minus_on
 
 
 def supports(opcode: str, t: ET) -> bool:
+    if t in _cx.COMPLEX:
+        return opcode in _cx.REDUCERS  # (other complex ops: elementwise_complex.fusible)
     row = TABLE.get(opcode)
     return row is not None and t in row[0] or _libm.supports(opcode, t)
 
 
 def emit(b: ir.IRBuilder, opcode: str, args: Sequence[ir.Value], t: ET, out: ET) -> ir.Value:
     """The op on compute values of operand type `t`, rounded to the result type `out`."""
+    if t in _cx.COMPLEX:
+        return _cx.binary(b, opcode, args)
     row = TABLE.get(opcode)
     if row is None or t not in row[0]:
         return _libm.emit(b, opcode, args, t, out)

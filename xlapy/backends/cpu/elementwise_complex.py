@@ -13,10 +13,11 @@ Its intermediate products (multiply, divide) are numpy arrays, not flushed; a ke
 The two differ only where an intermediate is denormal and the result is not.
 
 Complex kernels take the scalar path (lanes.LaneCheck rejects complex values). Ops not
-listed in `UNARY`/`BINARY` (cbrt, atan2, remainder, ...) and reductions stay interpreter
-fallbacks. exp, log, sqrt, tanh, sin, cos and tan call glibc's C99 complex functions (what
-numpy calls), expm1 and log1p numpy's formulas on libm's real functions, power numpy's
-nc_pow, logistic 1 / (1 + exp(-z)) with numpy's division.
+listed in `UNARY`/`BINARY` (cbrt, atan2, remainder, ...) stay interpreter fallbacks; reduce
+kernels take add and multiply reducers (`REDUCERS`: in order, no partial split). exp, log,
+sqrt, tanh, sin, cos and tan call glibc's C99 complex functions (what numpy calls), expm1
+and log1p numpy's formulas on libm's real functions, power numpy's nc_pow, logistic
+1 / (1 + exp(-z)) with numpy's division.
 """
 
 from __future__ import annotations
@@ -279,6 +280,16 @@ BINARY: dict[str, BinaryFn] = {"add": _add, "subtract": _sub, "multiply": _mul,
                                "divide": _div, "power": _pow}
 
 
+#: Reducers a reduce kernel runs on complex values (reduce_emit.reducer_op).
+REDUCERS = frozenset({"add", "multiply"})
+
+
+def binary(b: ir.IRBuilder, op: str, args: Sequence[ir.Value]) -> ir.Value:
+    """A binary op on complex struct values (a reduce kernel's combine)."""
+    re, im = BINARY[op](b, _flushed(b, args[0]), _flushed(b, args[1]))
+    return pack(b, re, im)
+
+
 def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Parts:
     """exp, log, sqrt, tanh (libm's C99 functions), rsqrt, expm1 and log1p as numpy
     computes them (nc_expm1, nc_log1p: real libm calls)."""
@@ -390,6 +401,9 @@ def fusible(instr: Instruction) -> bool:
     if op in ("concatenate", "pad", "dynamic_slice", "dynamic_update_slice", "gather",
               "iota", "maximum", "minimum"):
         return True
+    if op == "reduce":
+        from xlapy.backends.cpu.reduce_emit import reducer_op  # (it builds on this module)
+        return reducer_op(instr) in REDUCERS
     if op == "convert":
         s, t = instr.operands[0].shape.element_type, instr.shape.element_type
         if s in COMPLEX and t in COMPLEX:

@@ -351,3 +351,34 @@ def test_max_min_iota_and_parts_of_reals(name: str) -> None:
     got, ref = _run(text, [x, y, r], ["maximum", "minimum", "iota", "real", "imag"])
     for i, (g, rf) in enumerate(zip(got, ref)):
         _same(g.reshape(-1), rf.reshape(-1), f"result #{i} {name}")
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+@pytest.mark.parametrize("opcode", ["add", "multiply"])
+def test_reduce(name: str, opcode: str) -> None:
+    """Reduce kernels with a complex add/multiply reducer, over the outer, the inner and
+    both dimensions: exact where the order is the interpreter's (dimension 0), otherwise
+    within the rounding of a reordered sum/product."""
+    dt = TYPES[name][0]
+    c = _ctype(name)
+    rng = np.random.default_rng(4)
+    shape = (7, 300)
+    if opcode == "add":
+        x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
+    else:  # unit magnitudes: the product neither overflows nor underflows
+        x = np.exp(1j * rng.standard_normal(shape)).astype(dt)
+    init = "(0.0, 0.0)" if opcode == "add" else "(1.0, 0.0)"
+    red = ("  %r{k} = stablehlo.reduce(%a init: %z) applies stablehlo.{op} across dimensions ="
+           " [{dims}] : (tensor<7x300x{c}>, tensor<{c}>) -> {out}\n")
+    outs = [f"tensor<300x{c}>", f"tensor<7x{c}>", f"tensor<{c}>"]
+    body = "".join(red.format(k=k, op=opcode, dims=d, c=c, out=o)
+                   for k, (d, o) in enumerate(zip(["0", "1", "0, 1"], outs)))
+    text = (f"func.func @main(%a: tensor<7x300x{c}>) -> ({', '.join(outs)}) {{\n"
+            f"  %z = stablehlo.constant dense<{init}> : tensor<{c}>\n{body}"
+            f"  return %r0, %r1, %r2 : {', '.join(outs)}\n}}")
+    got, ref = _run(text, [x], ["reduce"])
+    _same(got[0], ref[0], f"reduce {opcode} {name} over dimension 0")
+    eps = np.finfo(np.abs(x).dtype).eps
+    for g, r, n in zip(got[1:], ref[1:], [300, 2100]):
+        bound = 4 * n * eps * (np.abs(x).sum() if opcode == "add" else 1.0)
+        assert np.all(np.abs(g - r) <= bound), f"reduce {opcode} {name}: {np.abs(g - r).max()}"
