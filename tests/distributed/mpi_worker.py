@@ -25,6 +25,7 @@ def main(out_path: str) -> None:
         grid = MpiGrid(nr, np_, timeout=20)
         for name, (comp, args) in cases(nr, np_).items():
             results[f"{nr}x{np_}/{name}"] = grid.run_computation(comp, args)
+            results[f"cpu/{nr}x{np_}/{name}"] = grid.run_computation(comp, args, backend="cpu")
     grid = MpiGrid(n, 1, timeout=20)
     ones = [[np.ones(4, np.float32)] for _ in range(n)]
     faults: dict[str, object] = {}

@@ -41,9 +41,10 @@ def test_mpi_matches_threads(n: int, tmp_path: Path) -> None:
         for name, (comp, args) in cases(nr, np_).items():
             want = ProcessGrid(nr, np_).run_computation(comp, args)
             for rank in range(n):  # every rank holds every process's result
-                got = per_rank[rank][0][f"{nr}x{np_}/{name}"]
-                for w, g in zip(want, got):
-                    np.testing.assert_array_equal(g, w, err_msg=f"{nr}x{np_} {name}")
+                for key in (f"{nr}x{np_}/{name}", f"cpu/{nr}x{np_}/{name}"):  # both backends
+                    got = per_rank[rank][0][key]
+                    for w, g in zip(want, got):
+                        np.testing.assert_array_equal(g, w, err_msg=key)
             checked += 1
     assert checked >= 13 * len(grids)
     for rank in range(n):

@@ -62,7 +62,7 @@ def run_module(module: Module, args: Sequence[Any] = (), entry: str | None = Non
         if comp is module.entry and module.num_replicas * module.num_partitions > 1:
             from xlapy.distributed.cli_support import run_on_grid
 
-            outs.extend(run_on_grid(module, comp, fargs, runtime))  # one value per process
+            outs.extend(run_on_grid(module, comp, fargs, runtime, backend))  # one per process
             continue
         if backend == "interpreter":
             outs.append(Interpreter(runtime).run(comp, fargs))

@@ -28,7 +28,7 @@ def grid_shape(module: Module) -> tuple[int, int]:
 
 
 def run_on_grid(module: Module, comp: Computation, args: Sequence[Any],
-                runtime: RuntimeState | None = None) -> list[Any]:
+                runtime: RuntimeState | None = None, backend: str = "interpreter") -> list[Any]:
     """Run `comp` on the module's `num_replicas x num_partitions` grid; returns one value per
     process (row-major, replica-major). `args` is either one argument list every process
     gets, or one list per process concatenated in that order."""
@@ -44,7 +44,7 @@ def run_on_grid(module: Module, comp: Computation, args: Sequence[Any],
                          f"argument(s): give {k} (every process) or {k * size} (one list per "
                          f"process, process-major), got {len(args)}")
     grid = new_process_grid(nr, np_)
-    return list(grid.run_programs([comp] * size, per, runtime=runtime))
+    return list(grid.run_programs([comp] * size, per, runtime=runtime, backend=backend))
 
 
 def cmd_run_mpi(args: argparse.Namespace, out: TextIO,

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from xlapy.distributed.programs import program_runners
 from xlapy.errors import CollectiveError
-from xlapy.interpreter import Interpreter, RuntimeState
+from xlapy.interpreter import RuntimeState
 from xlapy.ir import Computation, Module
 from xlapy.ops import loop_guard
 from xlapy.types.limits import env_number
@@ -448,28 +449,31 @@ class ProcessGrid:
         return rt
 
     def run_programs(self, programs: Sequence[Computation], args: Sequence[Sequence[Any]],
-                     runtime: Any = None, infeed: Sequence[Any] = ()) -> list[Any]:
+                     runtime: Any = None, infeed: Sequence[Any] = (),
+                     backend: str = "interpreter") -> list[Any]:
         """MPMD: program `i` (row-major) runs on process `i` with `args[i]`; returns the
-        programs' values in the same order. `infeed` values go to the shared infeed."""
+        programs' values in the same order. `infeed` values go to the shared infeed.
+        `backend` "cpu" compiles each distinct program once (programs.py)."""
         if len(programs) != self.size or len(args) != self.size:
             raise CollectiveError(f"{len(programs)} program(s) and {len(args)} argument "
                                   f"list(s) for a {self.num_replicas}x{self.num_partitions} grid")
+        runners = program_runners(programs, backend)
         self._shared_infeed.put(*infeed)
         index = {pid: i for i, pid in enumerate(self.pids)}
 
         def make(pid: ProcessId) -> Callable[[GridProcess], Any]:
             i = index[pid]
-            return lambda proc: Interpreter(self.runtime_for(pid, runtime), proc).run(
-                programs[i], list(args[i]))
+            return lambda proc: runners[i](self.runtime_for(pid, runtime), proc, list(args[i]))
 
         out = self.run({pid: make(pid) for pid in self.pids})
         return [out[pid] for pid in self.pids]
 
     def run_computation(self, program: Computation | Module | Any,
-                        args: Sequence[Sequence[Any]], runtime: Any = None) -> list[Any]:
+                        args: Sequence[Sequence[Any]], runtime: Any = None,
+                        backend: str = "interpreter") -> list[Any]:
         """SPMD: the same program on every process, `args[i]` for process `i` (row-major)."""
         comp = _entry(program)
-        return self.run_programs([comp] * self.size, args, runtime)
+        return self.run_programs([comp] * self.size, args, runtime, backend=backend)
 
     def __repr__(self) -> str:
         return f"ProcessGrid({self.num_replicas}x{self.num_partitions}, timeout={self.timeout})"

@@ -32,8 +32,9 @@ import numpy as np
 
 from xlapy.distributed.buffers import BufferPool
 from xlapy.distributed.grid import ProcessGridError, _HostChannels, default_timeout, describe
+from xlapy.distributed.programs import program_runners
 from xlapy.errors import CollectiveError
-from xlapy.interpreter import Interpreter, RuntimeState
+from xlapy.interpreter import RuntimeState
 from xlapy.ir import Computation
 from xlapy.ops import loop_guard
 
@@ -388,8 +389,10 @@ class MpiGrid:
         self.process = MpiProcess(num_replicas, num_partitions, comm, timeout)
 
     def run_programs(self, programs: Sequence[Computation], args: Sequence[Sequence[Any]],
-                     runtime: Any = None, infeed: Sequence[Any] = ()) -> list[Any]:
+                     runtime: Any = None, infeed: Sequence[Any] = (),
+                     backend: str = "interpreter") -> list[Any]:
         proc = self.process
+        run = program_runners([programs[proc.rank]], backend)[0]
         rt = RuntimeState(infeed=list(infeed))
         if runtime is not None:
             rt.hooks, rt.custom_calls, rt.rng_seed = (dict(runtime.hooks), runtime.custom_calls,
@@ -405,7 +408,7 @@ class MpiGrid:
         result, error = None, None
         previous = loop_guard.set_poll(proc.poll)
         try:
-            result = Interpreter(rt, proc).run(programs[proc.rank], list(args[proc.rank]))
+            result = run(rt, proc, list(args[proc.rank]))
         except Exception as e:  # noqa: BLE001 - reported to every rank
             error = e
         finally:
@@ -418,11 +421,12 @@ class MpiGrid:
                 for line in proc.printed:
                     show(line)
 
-    def run_computation(self, program: Any, args: Sequence[Sequence[Any]]) -> list[Any]:
+    def run_computation(self, program: Any, args: Sequence[Sequence[Any]],
+                        backend: str = "interpreter") -> list[Any]:
         from xlapy.distributed.grid import _entry
 
         comp = _entry(program)
-        return self.run_programs([comp] * self.process.world.size, args)
+        return self.run_programs([comp] * self.process.world.size, args, backend=backend)
 
 
 _GRIDS: dict[tuple[int, int], MpiGrid] = {}

@@ -368,7 +368,8 @@ class RunParallel(OpDef):
             args.append(list(operands[pos:pos + k]))
             pos += k
         grid = new_process_grid(len(attrs.programs), len(attrs.programs[0]))
-        values = grid.run_programs(programs, args, runtime=ctx.runtime, infeed=feeds)
+        values = grid.run_programs(programs, args, runtime=ctx.runtime, infeed=feeds,
+                                   backend=getattr(ctx, "backend", "interpreter"))
         out: list[Any] = []
         for comp, v in zip(programs, values):
             out.extend(v if getattr(comp, "multi_result", False) else [v])

@@ -396,6 +396,8 @@ class CpuExecutable(Calls, Introspection):
                 return
         elif instr.opcode in library.LIBRARY_VIA_KERNEL:
             how = "library numpy/scipy"
+        elif instr.opcode in thunks.GRID_OPS:
+            how = "grid thunk"
         else:
             how = "interpreter fallback"
         self.report.append((instr.name, instr.opcode, how))

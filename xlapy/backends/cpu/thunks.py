@@ -25,6 +25,13 @@ Thunk = Callable[[Any, list[Any], Any, Any], None]
 Fresh = tuple[int, tuple[int, ...], Any]
 
 
+#: Ops whose work is the process grid's or the host's (their kernel hands values to
+#: `ctx.process` / `ctx.runtime`): run as thunks calling into the grid, not fallbacks.
+GRID_OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                      "collective_permute", "collective_broadcast", "send", "recv", "infeed",
+                      "outfeed", "replica_id", "partition_id", "interpreter.run_parallel"})
+
+
 class FallbackContext:
     """The EvalContext of an op run through its interpreter kernel: its regions run as cpu
     executables (control flow), else on the interpreter."""
@@ -44,6 +51,11 @@ class FallbackContext:
     @property
     def num_regions(self) -> int:
         return len(self.instr.called)
+
+    @property
+    def backend(self) -> str:
+        """What programs an op starts (interpreter.run_parallel's grid) are compiled for."""
+        return "cpu"
 
     @property
     def instruction(self) -> Instruction:
@@ -194,5 +206,6 @@ def partial_thunk(fn: Any, cuts: list[int], parts: int, combine: Any, keep: dict
     return run
 
 
-__all__ = ["host_facing", "off_arena", "split_thunk", "partial_thunk", "region_thunk", "ptr",
+__all__ = ["GRID_OPS", "FallbackContext", "host_facing", "off_arena", "split_thunk",
+           "partial_thunk", "region_thunk", "ptr",
            "spread", "bounds", "Fresh", "Thunk"]
