@@ -31,6 +31,7 @@ from xlapy.passes.fusion import InstructionFusion, MultiOutputFusion
 from xlapy.passes.inliner import CallInliner
 from xlapy.passes.layout_assignment import LayoutAssignment
 from xlapy.passes.pass_base import FixedPointGroup, Pass, Pipeline
+from xlapy.passes.rng_bit_generator_expander import RngBitGeneratorExpander
 from xlapy.passes.scheduling import MemorySchedule
 from xlapy.passes.splat_constants import SplatToBroadcast
 from xlapy.passes.tuple_simplifier import TupleSimplifier
@@ -79,10 +80,11 @@ def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = 
 def backend_pipeline() -> Pipeline:
     """What the cpu backend runs before planning its kernels: chlo ops lowered to HLO (XLA's
     decompositions, so they compile to kernels instead of running on the interpreter),
-    calls inlined (JAX's private functions would each be a thunk boundary), then the
+    calls inlined (JAX's private functions would each be a thunk boundary), rng_bit_generator
+    expanded to integer HLO (it would run on the interpreter), then the
     bit-exact simplifications, CSE and DCE. Fusion, scheduling and the arena are the
     backend's own (docs/architecture.md)."""
-    return Pipeline("backend", [ChloLowering(), CallInliner(),
+    return Pipeline("backend", [ChloLowering(), CallInliner(), RngBitGeneratorExpander(),
                                 simplification_group(exact_only=True),
                                 SplatToBroadcast(), CommonSubexpressionElimination(),
                                 DeadCodeElimination()])
@@ -105,6 +107,7 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "batchnorm-training-grad-expander": BatchNormTrainingGradExpander,
     "select-and-scatter-expander": SelectAndScatterExpander,
     "rng-expander": RngExpander,
+    "rng-bit-generator-expander": RngBitGeneratorExpander,
     "reshape-canonicalizer": ReshapeCanonicalizer,
     "dot-canonicalizer": DotCanonicalizer,
     "dot-decomposer": DotDecomposer,

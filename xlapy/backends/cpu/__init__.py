@@ -34,23 +34,26 @@ class CpuBackend:
         constants become broadcasts (computed in kernels, never materialized)."""
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.passes.chlo_lowering import ChloLowering
+        from xlapy.passes.rng_bit_generator_expander import RngBitGeneratorExpander
         from xlapy.passes.splat_constants import SplatToBroadcast
 
         with _no_gc():
             if _needs_rewrite(module):
-                # On a copy (the caller's module is not ours to rewrite); both rewrites only
+                # On a copy (the caller's module is not ours to rewrite); the rewrites only
                 # add ops, they fold nothing.
                 module = module.clone()
                 ChloLowering().run(module)
+                RngBitGeneratorExpander().run(module)
                 SplatToBroadcast().run(module)
                 comp = module.get(comp.name)
             return CpuExecutable(comp, module, options)
 
 
 def _needs_rewrite(module: Module) -> bool:
-    """A chlo op or a splat constant anywhere (compile_function's two rewrites)."""
-    return any(i.opcode.startswith("chlo.") or (i.opcode == "constant" and i.shape.is_array
-                                                 and i.attrs.literal.is_splat)
+    """A chlo op, an rng_bit_generator or a splat constant anywhere (compile_function's
+    rewrites)."""
+    return any(i.opcode.startswith("chlo.") or i.opcode == "rng_bit_generator"
+               or (i.opcode == "constant" and i.shape.is_array and i.attrs.literal.is_splat)
                for c in module.computations for i in c.instructions)
 
 

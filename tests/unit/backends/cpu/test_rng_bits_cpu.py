@@ -1,0 +1,60 @@
+"""rng_bit_generator on the cpu backend: expanded to native integer kernels (no interpreter
+fallback) and bit-exact with the interpreter's op, output and new state."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.passes.test_rng_bit_generator_expander import (
+    SHAPES,
+    STATES,
+    TYPES,
+    assert_same_bits,
+    rbg_module,
+)
+from xlapy.backends.cpu import CpuBackend
+from xlapy.interpreter import Interpreter
+from xlapy.ops.rng import RngAlgorithm
+
+ALGS = [(RngAlgorithm.THREE_FRY, 2), (RngAlgorithm.PHILOX, 2), (RngAlgorithm.PHILOX, 3)]
+ids = lambda v: getattr(v, "name", str(v))  # noqa: E731
+
+
+def check_cpu(alg: RngAlgorithm, et: str, dims: tuple[int, ...], size: int) -> None:
+    m = rbg_module(alg, et, dims, size)
+    exe = CpuBackend().compile(m)
+    assert exe.fallbacks() == []
+    for s in STATES[size]:
+        assert_same_bits(exe.run([s]), Interpreter().run_module(m, [s]))
+
+
+@pytest.mark.parametrize("alg,size", ALGS, ids=ids)
+@pytest.mark.parametrize("et", TYPES)
+def test_every_type_native_and_exact(alg: RngAlgorithm, size: int, et: str) -> None:
+    check_cpu(alg, et, (3, 5), size)
+
+
+@pytest.mark.parametrize("alg,size", ALGS, ids=ids)
+@pytest.mark.parametrize("et", ["u8", "f16", "u32", "u64"])
+@pytest.mark.parametrize("dims", [d for d in SHAPES if d != (3, 5)], ids=str)
+def test_every_shape_native_and_exact(alg: RngAlgorithm, size: int, et: str,
+                                      dims: tuple[int, ...]) -> None:
+    check_cpu(alg, et, dims, size)
+
+
+def test_compile_function_expands() -> None:
+    """The conformance path (compile_function, no backend pipeline) expands the op too."""
+    m = rbg_module(RngAlgorithm.DEFAULT, "u32", (6,), 3)
+    exe = CpuBackend().compile_function(m, m.entry)
+    assert exe.fallbacks() == []
+    s = STATES[3][2]
+    assert_same_bits(exe.run([s]), Interpreter().run_module(m, [s]))
+    assert any(i.opcode == "rng_bit_generator" for i in m.entry.instructions)  # caller's intact
+
+
+def test_sub_byte_output_falls_back_loudly() -> None:
+    m = rbg_module(RngAlgorithm.PHILOX, "u4", (5,), 2)
+    exe = CpuBackend().compile(m)
+    assert [op for _, op in exe.fallbacks()] == ["rng_bit_generator"]
+    s = STATES[2][0]
+    assert_same_bits(exe.run([s]), Interpreter().run_module(m, [s]))
