@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-latest bench bench-cpu lint lock clean
+.PHONY: demo test test-latest bench bench-cpu bench-jax lint lock clean
 
 # Installs come from requirements.lock: exact versions with hashes of the runtime and test
 # dependencies (transitively) and of the build backend (setuptools). One lock serves both
@@ -64,6 +64,9 @@ bench: $(VENV)/.test
 
 bench-cpu: $(VENV)/.test
 	$(BIN)/python benchmarks/run.py
+
+bench-jax: $(VENV)/.test
+	$(BIN)/python benchmarks/jax_run.py
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check xlapy tests examples benchmarks

@@ -1,0 +1,244 @@
+"""xlapy-cpu vs XLA on JAX-lowered programs (issue 14), interleaved in one process.
+
+    python benchmarks/jax_run.py [--reps 10] [--only mlp,sort] [--small]
+
+Each workload of benchmarks/jax_workloads.py is lowered with `jax.jit(f).lower(*args)` and the
+StableHLO text goes to `xlapy.compile(text, backend="cpu")` as a user would hand it over (cold:
+no compile cache). The result is checked against XLA's (max normwise relative error, against
+the workload's tolerance) and the instructions that run on the interpreter inside the cpu
+backend (`fallbacks()`) are printed: a fallback is a bug to report, not a number to hide.
+Then xlapy and XLA run round-robin, one call each per round, so machine noise hits both alike;
+printed: min/median ms, xlapy/XLA (by min), GFLOP/s (dots, convolutions) or GB/s (bytes a
+memory-bound workload must move), and each side's compile time.
+
+The header gives the CPU, its vector flags and measured references: f32 matmul GFLOP/s through
+XLA on one core (every thread of the process pinned to one cpu) and on all cores, and the
+STREAM-like copy bandwidth of NumPy (256 MB, read + write counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import env  # noqa: E402
+
+env.prepare()  # first, before OpenBLAS loads (benchmarks/env.py)
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # see run.py: idle BLAS threads spin
+os.environ.setdefault("XLAPY_CACHE_DIR", "")  # cold compiles: time the real thing
+
+import numpy as np  # noqa: E402
+
+from benchmarks.jax_workloads import JAX_WORKLOADS, Case, rel_error  # noqa: E402
+
+
+# ---- machine references ----------------------------------------------------------------------
+def cpu_flags() -> str:
+    """Which of the vector extensions that matter here /proc/cpuinfo lists."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    except OSError:
+        flags = []
+    want = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx_vnni")
+    return " ".join(f"{w}={'yes' if w in flags else 'no'}" for w in want)
+
+
+def _pin_all_threads(cpus: set[int]) -> dict[int, set[int]]:
+    """Set the affinity of every thread of this process; returns what each had before."""
+    before: dict[int, set[int]] = {}
+    for tid in (int(t) for t in os.listdir("/proc/self/task")):
+        try:
+            before[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass
+    return before
+
+
+def _restore(before: dict[int, set[int]]) -> None:
+    for tid, cpus in before.items():
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass
+
+
+def matmul_peak(n: int = 2048, reps: int = 3) -> tuple[float, float]:
+    """f32 GFLOP/s of a jitted n^3 matmul through XLA: (one core, all cores)."""
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(0)
+    a = jax.device_put(rng.standard_normal((n, n), dtype=np.float32))
+    b = jax.device_put(rng.standard_normal((n, n), dtype=np.float32))
+    f = jax.jit(jnp.matmul)
+    f(a, b).block_until_ready()
+
+    def best() -> float:
+        t = math.inf
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            f(a, b).block_until_ready()
+            t = min(t, time.perf_counter() - t0)
+        return 2.0 * n ** 3 / t / 1e9
+
+    allcore = best()
+    before = _pin_all_threads({min(os.sched_getaffinity(0))})
+    try:
+        single = best()
+    finally:
+        _restore(before)
+    return single, allcore
+
+
+def copy_bandwidth(mb: int = 256, reps: int = 5) -> float:
+    """GB/s of np.copyto over `mb` MB (read + write counted, as STREAM copy does)."""
+    src = np.ones(mb * (1 << 20) // 4, np.float32)
+    dst = np.empty_like(src)
+    t = math.inf
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        t = min(t, time.perf_counter() - t0)
+    return 2.0 * src.nbytes / t / 1e9
+
+
+# ---- one workload ----------------------------------------------------------------------------
+def bench_one(name: str, reps: int, small: bool) -> dict[str, Any]:
+    import jax
+
+    import xlapy
+    from xlapy.backends.cpu import cache
+
+    case: Case = JAX_WORKLOADS[name](small)
+    row: dict[str, Any] = {"name": name, "case": case, "times": None, "fallbacks": [],
+                           "error": None, "rel": math.nan}
+    t0 = time.perf_counter()
+    lowered = jax.jit(case.fn).lower(*case.args)
+    text = lowered.as_text()
+    t_lower = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    jc = lowered.compile()
+    row["compile_xla"] = t_lower + time.perf_counter() - t0
+    cache.clear_memory()
+    t0 = time.perf_counter()
+    try:
+        prog = xlapy.compile(text, backend="cpu")
+    except Exception as e:  # a workload that does not compile is reported, the rest still run
+        row["error"] = f"compile: {type(e).__name__}: {e}"
+        return row
+    row["compile_xlapy"] = time.perf_counter() - t0
+    row["fallbacks"] = list(prog._exe.fallbacks())
+    jargs = [jax.device_put(a) for a in case.args]
+    args = case.args
+
+    def run_xla() -> Any:
+        return jax.block_until_ready(jc(*jargs))
+
+    try:
+        got = prog(*args)
+    except Exception as e:
+        row["error"] = f"run: {type(e).__name__}: {e}"
+        return row
+    row["rel"] = rel_error(got, run_xla())
+    row["ok"] = row["rel"] <= case.tol
+    runners = {"xlapy": lambda: prog(*args), "xla": run_xla}
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    for _ in range(reps):
+        for k, fn in runners.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    row["times"] = times
+    return row
+
+
+def warm_up() -> None:
+    """One small compile on each side, so no workload's compile time carries start-up."""
+    import jax
+    import jax.numpy as jnp
+
+    import xlapy
+
+    lowered = jax.jit(lambda x: jnp.tanh(x) + 1).lower(np.zeros(4, np.float32))
+    lowered.compile()
+    xlapy.compile(lowered.as_text(), backend="cpu")
+
+
+def _rate(case: Case, seconds: float) -> str:
+    if case.flops:
+        return f"{case.flops / seconds / 1e9:7.1f} GFLOP/s"
+    if case.bytes:
+        return f"{case.bytes / seconds / 1e9:7.2f} GB/s   "
+    return f"{'-':>15s}"
+
+
+def fmt_table(rows: list[dict[str, Any]]) -> str:
+    head = (f"{'workload':15s} | {'xlapy min/med ms':>19s} | {'XLA min/med ms':>19s} | "
+            f"{'xlapy/XLA':>9s} | {'xlapy rate':>15s} | {'XLA rate':>15s} | "
+            f"{'compile xlapy/XLA ms':>20s} | {'max rel err':>11s} | ok | fallbacks")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if r["times"] is None:
+            lines.append(f"{r['name']:15s} | FAILED {r['error']}")
+            continue
+        mm = {k: (min(v), statistics.median(v)) for k, v in r["times"].items()}
+        cells = " | ".join(f"{mm[k][0] * 1e3:9.3f}/{mm[k][1] * 1e3:9.3f}" for k in ("xlapy", "xla"))
+        ratio = mm["xlapy"][0] / mm["xla"][0]
+        rates = f"{_rate(r['case'], mm['xlapy'][0])} | {_rate(r['case'], mm['xla'][0])}"
+        comp = f"{r['compile_xlapy'] * 1e3:8.1f}/{r['compile_xla'] * 1e3:8.1f}"
+        ok = "yes" if r["ok"] else "NO "
+        fb = len(r["fallbacks"])
+        lines.append(f"{r['name']:15s} | {cells} | {ratio:9.3f} | {rates} | {comp:>20s} | "
+                     f"{r['rel']:11.2e} | {ok} | {fb}")
+    return "\n".join(lines)
+
+
+def fmt_fallbacks(rows: list[dict[str, Any]]) -> str:
+    """Every fallback, by workload (instruction name and opcode), or a line saying none."""
+    lines = []
+    for r in rows:
+        for instr, opcode in r["fallbacks"]:
+            lines.append(f"  FALLBACK {r['name']}: {opcode} ({instr})")
+    return "\n".join(lines) if lines else "  fallbacks: none"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--only", default="", help="comma-separated workload names")
+    p.add_argument("--small", action="store_true", help="small shapes (a quick run)")
+    a = p.parse_args(argv)
+    names = [n for n in a.only.split(",") if n] or list(JAX_WORKLOADS)
+    unknown = [n for n in names if n not in JAX_WORKLOADS]
+    if unknown:
+        p.error(f"unknown workloads {unknown}; known: {', '.join(JAX_WORKLOADS)}")
+    print(env.header(), flush=True)
+    print(f"cpu flags: {cpu_flags()}", flush=True)
+    import jax
+
+    jax.config.update("jax_platforms", "cpu")
+    single, allcore = matmul_peak(512 if a.small else 2048)
+    print(f"peak (XLA f32 matmul): {single:.1f} GFLOP/s one core, {allcore:.1f} GFLOP/s "
+          f"all {len(os.sched_getaffinity(0))} cores; copy (NumPy, 256 MB): "
+          f"{copy_bandwidth(16 if a.small else 256):.1f} GB/s", flush=True)
+    warm_up()
+    rows = []
+    for n in names:
+        rows.append(bench_one(n, a.reps, a.small))
+        print(f"  done {n}", file=sys.stderr, flush=True)
+    print(fmt_table(rows))
+    print(fmt_fallbacks(rows))
+    return 0 if all(r["times"] is not None and r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Smoke test of the JAX-lowered benchmark workloads (benchmarks/jax_workloads.py): a few small
+ones lower, compile on the cpu backend with no interpreter fallback and match XLA's values.
+No timing here: timings belong to benchmarks/jax_run.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from benchmarks.jax_workloads import JAX_WORKLOADS, lower, rel_error
+
+
+@pytest.mark.parametrize("name", ["transformer", "fori_nested", "scatter_add"])
+def test_small_workload_matches_xla(name: str) -> None:
+    import jax
+
+    case = JAX_WORKLOADS[name](True)
+    prog = xlapy.compile(lower(case), backend="cpu")
+    assert list(prog._exe.fallbacks()) == [], prog._exe.explain()
+    want = jax.jit(case.fn)(*case.args)
+    err = rel_error(prog(*case.args), want)
+    assert err <= max(case.tol, 1e-6), f"{name}: max rel error {err:.3g}"
+
+
+def test_inputs_are_seeded() -> None:
+    a, b = JAX_WORKLOADS["gather"](True), JAX_WORKLOADS["gather"](True)
+    assert all(np.array_equal(x, y) for x, y in zip(a.args, b.args))
+
+
+def test_rel_error_sees_shape_and_value_differences() -> None:
+    x = np.array([1.0, -4.0], np.float32)
+    assert rel_error((x,), (x,)) == 0.0
+    assert rel_error(x, x + np.float32(0.5)) == pytest.approx(0.5 / 3.5)
+    assert rel_error(x, x[:1]) == float("inf")
+    assert rel_error((x, x), (x,)) == float("inf")
