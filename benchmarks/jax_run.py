@@ -223,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown workloads {unknown}; known: {', '.join(JAX_WORKLOADS)}")
     print(env.header(), flush=True)
     print(f"cpu flags: {cpu_flags()}", flush=True)
+    # The machine may be shared: the load says how far to trust the numbers below.
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    print(f"load average: {load}; OPENBLAS_NUM_THREADS="
+          f"{os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}", flush=True)
     import jax
 
     jax.config.update("jax_platforms", "cpu")
