@@ -84,7 +84,7 @@ def dot_plan(instr: Instruction, threads: int = 1
 
         return run_int
 
-    from xlapy.backends.cpu.blas import gemm
+    from xlapy.backends.cpu.blas import batched_gemm, gemm
 
     direct = acc == out_dtype
     same = lhs.dtype == rhs.dtype == acc
@@ -95,8 +95,10 @@ def dot_plan(instr: Instruction, threads: int = 1
         xv = x.transpose(lperm).reshape((nbatch, m, k))
         yv = y.transpose(rperm).reshape((nbatch, k, n))
         ov = out.reshape((nbatch, m, n)) if direct else np.empty((nbatch, m, n), acc)
-        if nbatch > 16 or k == 0:
-            np.matmul(xv, yv, out=ov)
+        if k == 0 or (nbatch > 16 and m * n * k < BATCH_GEMM_FLOPS):
+            np.matmul(xv, yv, out=ov)  # tiny products: NumPy's loop beats a call per batch
+        elif nbatch > 16:
+            batched_gemm(xv, yv, ov, threads)
         else:
             for j in range(nbatch):
                 gemm(xv[j], yv[j], ov[j], 0.0, threads)
@@ -104,6 +106,10 @@ def dot_plan(instr: Instruction, threads: int = 1
             out[...] = ov.reshape(out.shape)
 
     return run
+
+
+#: Multiply-adds per batch below which a many-batch dot stays one NumPy matmul.
+BATCH_GEMM_FLOPS = 1 << 14
 
 
 def ragged_dot_plan(instr: Instruction) -> Callable[..., np.ndarray]:
