@@ -84,7 +84,8 @@ def backend_pipeline() -> Pipeline:
     expanded to integer HLO (it would run on the interpreter), then the
     bit-exact simplifications, CSE and DCE. Fusion, scheduling and the arena are the
     backend's own (docs/architecture.md)."""
-    return Pipeline("backend", [ChloLowering(), CallInliner(), RngBitGeneratorExpander(),
+    return Pipeline("backend", [ChloLowering(), CallInliner(),
+                                RngBitGeneratorExpander.for_cpu(),
                                 simplification_group(exact_only=True),
                                 SplatToBroadcast(), CommonSubexpressionElimination(),
                                 DeadCodeElimination()])

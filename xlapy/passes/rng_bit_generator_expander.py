@@ -11,9 +11,9 @@ dimension halving and Philox's 128-bit counter) and the same new state:
 * the counter of block `i` is `counter + iota` in u64 (wrapping); Philox carries into the
   high word with `compare(c_low, low, LT)` converted to u64;
 * Philox's 32x32->64 multiplies are u64 multiplies of zero-extended words;
-* outputs narrower than 32 bits are the low bits of the 32-bit words (convert truncates),
-  then bitcast to the result type. Sub-byte result types (4/2-bit) are left unexpanded: the
-  interpreter fallback, which `explain()` lists;
+* outputs narrower than 32 bits are the low bits of the 32-bit words (convert to u16, u8,
+  u4 or u2 wraps), then bitcast to the result type. The cpu backend keeps the op for the
+  IEEE-like f8 types (`CPU_KEPT_TYPES`): the interpreter fallback, which `explain()` lists;
 * an empty output needs no blocks: the state is returned unchanged.
 """
 
@@ -37,13 +37,12 @@ from xlapy.types import ElementType, Shape
 
 _U8, _U16 = ElementType.U8, ElementType.U16
 _U32, _U64 = ElementType.U32, ElementType.U64
+#: The unsigned type whose convert from u32 keeps the low bits of each width below 32.
+_NARROW = {2: ElementType.U2, 4: ElementType.U4, 8: _U8, 16: _U16}
 
 
 class _Gen(Emitter):
-    """Emitter with the integer helpers the generators need (all operands one shape)."""
-
-    def k(self, value: int, like: Instruction) -> Instruction:
-        return self.splat(value, like)
+    """Emitter with the integer helpers the generators need."""
 
     def u32(self, x: Instruction) -> Instruction:
         return self.convert(x, new_element_type=_U32)
@@ -52,11 +51,11 @@ class _Gen(Emitter):
         return self.convert(x, new_element_type=_U64)
 
     def hi32(self, x: Instruction) -> Instruction:
-        return self.u32(self.shift_right_logical(x, self.k(32, x)))
+        return self.u32(self.shift_right_logical(x, self.splat(32, x)))
 
     def rotl(self, x: Instruction, r: int) -> Instruction:
-        return self.op("or", self.shift_left(x, self.k(r, x)),
-                       self.shift_right_logical(x, self.k(32 - r, x)))
+        return self.op("or", self.shift_left(x, self.splat(r, x)),
+                       self.shift_right_logical(x, self.splat(32 - r, x)))
 
     def word(self, state: Instruction, i: int) -> Instruction:
         """state[i] as a u64 scalar."""
@@ -76,13 +75,14 @@ class _Gen(Emitter):
                             + dims[axis + 1:])
 
 
-def _like64(e: _Gen, x: Instruction) -> Shape:
+def _like64(x: Instruction) -> Shape:
+    """u64 of `x`'s dimensions (the 64-bit products of 32-bit words)."""
     return Shape.array(_U64, x.shape.dimensions)
 
 
 def _join64(e: _Gen, lo: Instruction, hi: Instruction) -> Instruction:
     wide_hi = e.u64(hi)
-    return e.op("or", e.u64(lo), e.shift_left(wide_hi, e.k(32, wide_hi)))
+    return e.op("or", e.u64(lo), e.shift_left(wide_hi, e.splat(32, wide_hi)))
 
 
 def threefry2x32(e: _Gen, x0: Instruction, x1: Instruction, k0: Instruction,
@@ -98,7 +98,7 @@ def threefry2x32(e: _Gen, x0: Instruction, x1: Instruction, k0: Instruction,
             a = e.add(a, b)
             b = e.xor(e.rotl(b, r), a)
         a = e.add(a, ks[(block + 1) % 3])
-        b = e.add(e.add(b, ks[(block + 2) % 3]), e.k(block + 1, b))
+        b = e.add(e.add(b, ks[(block + 2) % 3]), e.splat(block + 1, b))
     return a, b
 
 
@@ -112,8 +112,8 @@ def philox4x32(e: _Gen, words: list[Instruction], k0: Instruction, k1: Instructi
                      n)
         key1 = e.vec(k1 if r == 0 else e.add(k1, e.const(_PHILOX_W32B * r & 0xFFFFFFFF, _U32)),
                      n)
-        p0 = e.multiply(e.u64(x0), e.splat(_PHILOX_M4X32A, _like64(e, x0)))
-        p1 = e.multiply(e.u64(x2), e.splat(_PHILOX_M4X32B, _like64(e, x2)))
+        p0 = e.multiply(e.u64(x0), e.splat(_PHILOX_M4X32A, _like64(x0)))
+        p1 = e.multiply(e.u64(x2), e.splat(_PHILOX_M4X32B, _like64(x2)))
         x0, x1, x2, x3 = (e.xor(e.xor(e.hi32(p1), x1), key0), e.u32(p1),
                           e.xor(e.xor(e.hi32(p0), x3), key1), e.u32(p0))
     return [x0, x1, x2, x3]
@@ -183,19 +183,17 @@ def _flat(e: _Gen, words: list[Instruction], n: int, dims: tuple[int, ...]) -> I
 def _to_type(e: _Gen, words: Instruction, et: ElementType) -> Instruction:
     """Keep the low `et.bits` bits of u32/u64 words and bitcast them to `et`."""
     if et.bits < 32:
-        words = e.convert(words, new_element_type=_U16 if et.bits == 16 else _U8)
+        words = e.convert(words, new_element_type=_NARROW[et.bits])
     if words.shape.element_type is et:
         return words
     return e.bitcast_convert(words, new_element_type=et)
 
 
 def expand(comp: Computation, i: Instruction) -> Instruction | None:
-    """The tuple (new state, output) computed in HLO, or None for a sub-byte output."""
+    """The tuple (new state, output) computed in HLO (None for an unknown algorithm)."""
     (state,) = i.operands
     out = i.shape.tuple_shapes[1]
     et, dims = out.element_type, tuple(out.dimensions)
-    if et.bits not in (8, 16, 32, 64):
-        return None
     alg = i.attrs.rng_algorithm
     if alg is RngAlgorithm.DEFAULT:
         alg = DEFAULT_ALGORITHM
@@ -229,16 +227,31 @@ def expand(comp: Computation, i: Instruction) -> Instruction | None:
     return e.tuple(new_state, _to_type(e, words, et))
 
 
+#: Output types the cpu backend keeps unexpanded: its kernels store the IEEE-like f8 types
+#: with canonical NaNs (backends/cpu/elementwise_bits.py), which would lose the NaN payload
+#: bits of a bitcast; the op's interpreter fallback returns them exactly.
+CPU_KEPT_TYPES = frozenset({ElementType.F8E5M2, ElementType.F8E4M3, ElementType.F8E3M4})
+
+
 class RngBitGeneratorExpander(Pass):
-    """Replaces every rng_bit_generator by its Threefry/Philox arithmetic (bit-exact)."""
+    """Replaces every rng_bit_generator by its Threefry/Philox arithmetic (bit-exact), except
+    those whose output type is in `keep`."""
 
     name = "rng-bit-generator-expander"
+
+    def __init__(self, keep: frozenset[ElementType] = frozenset()) -> None:
+        self.keep = keep
+
+    @classmethod
+    def for_cpu(cls) -> RngBitGeneratorExpander:
+        return cls(CPU_KEPT_TYPES)
 
     def run(self, module: Module) -> bool:
         changed = False
         for comp in list(module.computations):
             hit = False
-            for i in [i for i in comp.instructions if i.opcode == "rng_bit_generator"]:
+            for i in [i for i in comp.instructions if i.opcode == "rng_bit_generator"
+                      and i.shape.tuple_shapes[1].element_type not in self.keep]:
                 new = expand(comp, i)
                 if new is None:
                     continue

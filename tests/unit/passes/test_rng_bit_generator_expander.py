@@ -25,6 +25,9 @@ STATES = {
         np.array([9, M, M], np.uint64)],
 }
 TYPES = ["u8", "s8", "u16", "s16", "f16", "bf16", "u32", "s32", "f32", "u64", "s64", "f64"]
+#: 2/4-bit outputs (the low bits of the u32 words) and 8-bit floats.
+SMALL_TYPES = ["u2", "s2", "u4", "s4", "f4e2m1fn", "f8e4m3fn", "f8e5m2", "f8e4m3", "f8e3m4",
+               "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu"]
 SHAPES = [(), (1,), (7,), (3, 5), (4, 6, 2), (0, 3), (5, 3), (2, 3, 3)]
 CASES = [(RngAlgorithm.THREE_FRY, 2), (RngAlgorithm.PHILOX, 2), (RngAlgorithm.PHILOX, 3),
          (RngAlgorithm.DEFAULT, 3)]
@@ -51,7 +54,7 @@ def assert_same_bits(got: tuple, ref: tuple) -> None:
 
 
 @pytest.mark.parametrize("alg,size", CASES, ids=lambda v: getattr(v, "name", str(v)))
-@pytest.mark.parametrize("et", TYPES)
+@pytest.mark.parametrize("et", TYPES + SMALL_TYPES)
 def test_expansion_is_bit_exact_on_interpreter(alg: RngAlgorithm, size: int, et: str) -> None:
     for dims in SHAPES:
         m = rbg_module(alg, et, dims, size)
@@ -62,11 +65,13 @@ def test_expansion_is_bit_exact_on_interpreter(alg: RngAlgorithm, size: int, et:
             assert_same_bits(Interpreter().run_module(m, [s]), ref)
 
 
-def test_sub_byte_outputs_stay_unexpanded() -> None:
-    """4-bit outputs keep the op (the cpu backend's interpreter fallback), not a wrong answer."""
-    m = rbg_module(RngAlgorithm.PHILOX, "u4", (3,), 2)
-    assert not run_passes(m, [RngBitGeneratorExpander()])
+def test_kept_types_stay_unexpanded() -> None:
+    """The cpu backend keeps the IEEE-like f8 outputs (NaN payloads) on the op, not a wrong
+    answer; other types expand."""
+    m = rbg_module(RngAlgorithm.PHILOX, "f8e5m2", (3,), 2)
+    assert not run_passes(m, [RngBitGeneratorExpander.for_cpu()])
     assert "rng_bit_generator" in opcodes(m)
+    assert run_passes(m, [RngBitGeneratorExpander()])
 
 
 def test_registered_and_in_backend_pipeline() -> None:

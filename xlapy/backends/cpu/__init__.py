@@ -43,7 +43,7 @@ class CpuBackend:
                 # add ops, they fold nothing.
                 module = module.clone()
                 ChloLowering().run(module)
-                RngBitGeneratorExpander().run(module)
+                RngBitGeneratorExpander.for_cpu().run(module)
                 SplatToBroadcast().run(module)
                 comp = module.get(comp.name)
             return CpuExecutable(comp, module, options)

@@ -52,9 +52,22 @@ def test_compile_function_expands() -> None:
     assert any(i.opcode == "rng_bit_generator" for i in m.entry.instructions)  # caller's intact
 
 
-def test_sub_byte_output_falls_back_loudly() -> None:
-    m = rbg_module(RngAlgorithm.PHILOX, "u4", (5,), 2)
+@pytest.mark.parametrize("et", ["u2", "s4", "f8e4m3fn", "f8e5m2fnuz", "f8e4m3b11fnuz"])
+def test_small_types_native_and_exact(et: str) -> None:
+    for alg, size in ALGS:
+        check_cpu(alg, et, (4, 7), size)
+
+
+@pytest.mark.parametrize("et,fallback", [("f8e5m2", "rng_bit_generator"),
+                                         ("f8e4m3", "rng_bit_generator"),
+                                         ("f8e3m4", "rng_bit_generator"),
+                                         ("f4e2m1fn", "bitcast_convert"),
+                                         ("f8e8m0fnu", "bitcast_convert")])
+def test_types_without_exact_kernels_fall_back_loudly(et: str, fallback: str) -> None:
+    """IEEE-like f8 outputs keep the op (cpu kernels canonicalize their NaN payloads); f4
+    and e8m0 expand but their bitcast is not compiled. Either way the bits are exact."""
+    m = rbg_module(RngAlgorithm.PHILOX, et, (64,), 3)
     exe = CpuBackend().compile(m)
-    assert [op for _, op in exe.fallbacks()] == ["rng_bit_generator"]
-    s = STATES[2][0]
-    assert_same_bits(exe.run([s]), Interpreter().run_module(m, [s]))
+    assert [op for _, op in exe.fallbacks()] == [fallback]
+    for s in STATES[3]:
+        assert_same_bits(exe.run([s]), Interpreter().run_module(m, [s]))
