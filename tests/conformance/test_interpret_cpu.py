@@ -13,7 +13,9 @@ import functools
 import pytest
 
 from tests.conformance import test_interpret as conf
-from xlapy.cli.main import run_chunk
+from tests.fallbacks import assert_no_unlisted_fallbacks
+from xlapy.backends import get_backend
+from xlapy.cli.main import entry_functions, parse_module, run_chunk, verify_module_lenient
 
 #: chunk id -> why it fails on cpu but not on the interpreter.
 CPU_XFAIL: dict[str, str] = {}
@@ -37,3 +39,17 @@ def test_chunk_cpu(cid: str, text: str, offset: int, monkeypatch: pytest.MonkeyP
         assert not result.ok, f"{cid} passes on cpu now: remove it from the XFAIL tables"
         pytest.xfail(reason)
     assert result.ok, result.message
+
+
+@pytest.mark.parametrize(("cid", "text", "offset"), conf.CHUNKS,
+                         ids=[c[0] for c in conf.CHUNKS])
+def test_chunk_cpu_runs_natively(cid: str, text: str, offset: int) -> None:
+    """Every function of the chunk compiles with no interpreter fallback outside the
+    listed ones (tests/fallbacks.py)."""
+    if cid in conf.XFAIL or cid in CPU_XFAIL:
+        return
+    module = parse_module(text, cid.split(":")[0], None, offset, None)
+    verify_module_lenient(module)
+    for name in entry_functions(module, None):
+        exe = get_backend("cpu").compile_function(module, module.get(name))
+        assert_no_unlisted_fallbacks(exe, f"{cid} @{name}")

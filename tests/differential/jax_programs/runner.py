@@ -35,7 +35,12 @@ def run_ours(text: str, args: tuple[Any, ...], backend: str | None = None
              ) -> tuple[np.ndarray, ...]:
     import xlapy
 
-    result = xlapy.compile(text, backend=backend)(*args)
+    prog = xlapy.compile(text, backend=backend)
+    if backend == "cpu":
+        from tests.fallbacks import assert_no_unlisted_fallbacks
+
+        assert_no_unlisted_fallbacks(prog, "JAX program")
+    result = prog(*args)
     return tuple(result) if isinstance(result, tuple) else (result,)
 
 

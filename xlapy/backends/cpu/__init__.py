@@ -30,10 +30,12 @@ class CpuBackend:
                          options: dict[str, Any] | None = None) -> Any:
         """One function of an already verified module (test files hold several, no entry).
         No backend pipeline: conformance chunks feed constants, which it would fold away,
-        leaving the kernels untested; only chlo ops are lowered (to native kernels) and splat
+        leaving the kernels untested; only chlo ops are lowered (to native kernels), calls,
+        composites and element-wise maps inlined, rng_bit_generator expanded and splat
         constants become broadcasts (computed in kernels, never materialized)."""
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.passes.chlo_lowering import ChloLowering
+        from xlapy.passes.inliner import CallInliner
         from xlapy.passes.rng_bit_generator_expander import RngBitGeneratorExpander
         from xlapy.passes.splat_constants import SplatToBroadcast
 
@@ -43,6 +45,7 @@ class CpuBackend:
                 # add ops, they fold nothing.
                 module = module.clone()
                 ChloLowering().run(module)
+                CallInliner().run(module)
                 RngBitGeneratorExpander.for_cpu().run(module)
                 SplatToBroadcast().run(module)
                 comp = module.get(comp.name)
@@ -50,9 +53,10 @@ class CpuBackend:
 
 
 def _needs_rewrite(module: Module) -> bool:
-    """A chlo op, an rng_bit_generator or a splat constant anywhere (compile_function's
-    rewrites)."""
-    return any(i.opcode.startswith("chlo.") or i.opcode == "rng_bit_generator"
+    """A chlo op, a map, a composite, an rng_bit_generator or a splat constant anywhere
+    (compile_function's rewrites)."""
+    return any(i.opcode.startswith("chlo.") or i.opcode in ("rng_bit_generator", "map",
+                                                             "composite")
                or (i.opcode == "constant" and i.shape.is_array and i.attrs.literal.is_splat)
                for c in module.computations for i in c.instructions)
 
