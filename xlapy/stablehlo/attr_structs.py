@@ -124,6 +124,9 @@ def parse_conv_dims(p: Parser) -> ConvDims:
                 raise p.error(tok, f"{label}: '{tok.text}' is not a convolution {what} "
                                    f"dimension (expected {', '.join(letters)} or a spatial "
                                    "number)")
+            if tok.text.isdigit() and len(tok.text) > 6:  # no tensor has a million dims
+                raise p.error(tok, f"{label}: convolution {what} spatial dimension "
+                                   f"{tok.text[:12]}... is out of range")
             out.append(tok.text)
             p.accept(",")
         for letter in letters:

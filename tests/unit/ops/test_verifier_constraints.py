@@ -302,6 +302,8 @@ def test_conv_layout_valid() -> None:
     ("[b, 0, 1, f]x[0, 1, 2, i]->[b, 0, 1, f]", "]->", "convolution_c19"),
     ("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, z]", "z]", "convolution_c21"),
     ("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, f]", "[b, 0, f]", "convolution_c18"),
+    # a 5000-digit spatial number was a raw ValueError (Python's int digit limit): fuzzer
+    ("[b, 0, 1, f]x[0, 1, i, o]->[b, " + "7" * 5000 + ", 1, f]", "777", "convolution_c21"),
 ])
 def test_conv_layout_invalid(layout: str, needle: str, label: str) -> None:
     text = conv(layout)
