@@ -70,11 +70,9 @@ class Sort(OpDef):
 
 
 # ---- fast path: one compare of the first operand's pair -----------------------------------------
-def _simple_permutation(ctx: EvalContext, xs: list[np.ndarray]) -> np.ndarray | None:
-    instr = getattr(ctx, "instruction", None)
-    if instr is None:
-        return None
-    region = instr.called[0]
+def simple_order(region: Any) -> tuple[bool, ComparisonType | None] | None:
+    """(descending, compare type) when the comparator is one LT/GT compare of operand 0's
+    pair of parameters, else None (the cpu backend's library sort asks the same)."""
     root = region.root
     if root is None or root.opcode != "compare" or any(
             i.opcode != "parameter" for i in region.instructions if i is not root):
@@ -87,8 +85,16 @@ def _simple_permutation(ctx: EvalContext, xs: list[np.ndarray]) -> np.ndarray | 
     if pair not in ((0, 1), (1, 0)) or direction not in (ComparisonDirection.LT,
                                                          ComparisonDirection.GT):
         return None
-    descending = (direction is ComparisonDirection.GT) == (pair == (0, 1))
-    key = _sort_key(xs[0], root.attrs.compare_type)
+    return (direction is ComparisonDirection.GT) == (pair == (0, 1)), root.attrs.compare_type
+
+
+def _simple_permutation(ctx: EvalContext, xs: list[np.ndarray]) -> np.ndarray | None:
+    instr = getattr(ctx, "instruction", None)
+    order = simple_order(instr.called[0]) if instr is not None else None
+    if order is None:
+        return None
+    descending, compare_type = order
+    key = _sort_key(xs[0], compare_type)
     if key is None:
         return None
     if descending:

@@ -366,27 +366,13 @@ def _sort(instr: Instruction) -> Callable[..., Any] | None:
     argsort of an order-preserving integer key (reduction_sort._sort_key), then one gather
     per operand. A float key under a FLOAT compare with NaNs present is no strict weak order:
     that call runs the interpreter's merge sort with the compare as numpy's less/greater."""
-    from xlapy.ops.attrs import ComparisonDirection
     from xlapy.ops.reduction import collate
-    from xlapy.ops.reduction_sort import _merge_sort, _sort_key
+    from xlapy.ops.reduction_sort import _merge_sort, _sort_key, simple_order
 
-    region = instr.called[0]
-    root = region.root
-    if root is None or root.opcode != "compare" or any(
-            i.opcode != "parameter" for i in region.instructions if i is not root):
+    order = simple_order(instr.called[0])
+    if order is None or instr.operands[0].shape.element_type.is_complex:
         return None
-    lhs, rhs = root.operands
-    if lhs.opcode != "parameter" or rhs.opcode != "parameter":
-        return None
-    pair = (lhs.attrs.number, rhs.attrs.number)
-    direction = root.attrs.comparison_direction
-    if pair not in ((0, 1), (1, 0)) or direction not in (ComparisonDirection.LT,
-                                                         ComparisonDirection.GT):
-        return None
-    if instr.operands[0].shape.element_type.is_complex:
-        return None
-    descending = (direction is ComparisonDirection.GT) == (pair == (0, 1))
-    compare_type = root.attrs.compare_type
+    descending, compare_type = order
     rank = instr.operands[0].shape.rank
     axis = instr.attrs.dimension % rank if rank else 0
     less = np.greater if descending else np.less  # FLOAT compare: the comparator itself
