@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import env  # noqa: E402
+from benchmarks.timing import round_robin  # noqa: E402
 
 env.prepare()  # first, before OpenBLAS loads (benchmarks/env.py)
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # see run.py: idle BLAS threads spin
@@ -151,12 +152,7 @@ def bench_one(name: str, reps: int, small: bool) -> dict[str, Any]:
     row["rel"] = rel_error(got, run_xla())
     row["ok"] = row["rel"] <= case.tol
     runners = {"xlapy": lambda: prog(*args), "xla": run_xla}
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(reps):
-        for k, fn in runners.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
+    times = round_robin(runners, reps)
     row["times"] = times
     return row
 

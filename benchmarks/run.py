@@ -24,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import env  # noqa: E402
+from benchmarks.timing import round_robin  # noqa: E402
 
 env.prepare()  # first, before OpenBLAS loads: drops forced kernels (re-exec), benchmarks/env.py
 
@@ -236,12 +237,7 @@ def bench_one(name: str, reps: int, small: bool) -> dict[str, Any]:
         "numpy": lambda: npf(*args),
         "xla": lambda: block(jc(*jargs)),
     }
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(reps):
-        for k, fn in runners.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
+    times = round_robin(runners, reps)
     return {"name": name, "times": times, "compile_xlapy": t_xla_py, "compile_xla": t_jax,
             "ok": ok, "ok_np": ok_np}
 
