@@ -46,8 +46,6 @@ def test_chunk_cpu(cid: str, text: str, offset: int, monkeypatch: pytest.MonkeyP
 def test_chunk_cpu_runs_natively(cid: str, text: str, offset: int) -> None:
     """Every function of the chunk compiles with no interpreter fallback outside the
     listed ones (tests/fallbacks.py)."""
-    if cid in conf.XFAIL or cid in CPU_XFAIL:
-        return
     module = parse_module(text, cid.split(":")[0], None, offset, None)
     verify_module_lenient(module)
     for name in entry_functions(module, None):
