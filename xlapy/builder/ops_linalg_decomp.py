@@ -159,6 +159,8 @@ def _pivots_to_permutation(b: XlaBuilder, pivots: XlaOp, m: int) -> XlaOp:
     r = len(batch)
     perm_shape = Shape.array(_S32, batch + (m,))
     scalar = Shape.scalar(_S32)
+    if k == 0:  # no swaps (an empty matrix): the body's one-column slices would not fit
+        return b.add_op("iota", [], IotaAttrs(perm_shape, r), api_name=api)
     state = Shape.tuple([scalar, ps, perm_shape])
     adder = _computation("lu_add", [scalar, scalar],
                          lambda sb, x, y: sb.add_op("add", [x, y], api_name=api))

@@ -75,10 +75,21 @@ def _batched(fn: Callable[..., tuple[Any, ...]], operands: Sequence[np.ndarray],
     outs = [np.empty(s.dimensions, s.dtype) for s in leaves]
     batch = operands[0].shape[:operands[0].ndim - matrix_ranks[0]]
     for idx in np.ndindex(*batch):
-        got = fn(*(o[idx] for o in operands))
+        if operands[0][idx].size == 0:
+            got = empty_matrix_results([o[idx] for o in outs])
+        else:
+            got = fn(*(o[idx] for o in operands))
         for out, value in zip(outs, got):
             out[idx] = np.asarray(value).astype(out.dtype, copy=False).reshape(out[idx].shape)
     return tuple(outs)
+
+
+def empty_matrix_results(outs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The results for an empty matrix, which LAPACK refuses (a leading dimension of 0 is an
+    illegal argument, printed to stderr): square results are identities (gesdd's u and vt, as
+    jnp.linalg.svd gives), the rest zeros (empty arrays and info = 0)."""
+    return [np.eye(o.shape[0], dtype=o.dtype) if o.ndim == 2 and o.shape[0] == o.shape[1]
+            else np.zeros(o.shape, o.dtype) for o in outs]
 
 
 def _check_info(info: int, target: str) -> int:

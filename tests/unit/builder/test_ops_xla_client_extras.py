@@ -210,3 +210,28 @@ def test_dynamic_reshape_errors() -> None:
     ops.DynamicReshape(x, [ops.Constant(b, np.int64(6))], [6], [False])
     with pytest.raises(BuilderError, match=r"dim_sizes\[0\] is s64\[\], not an s32 scalar"):
         b.build()
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("dims", [(0, 3), (3, 0), (2, 0, 0)])
+def test_decompositions_of_empty_matrices(backend: str, dims: tuple[int, ...],
+                                          capfd: pytest.CaptureFixture[str]) -> None:
+    """LAPACK refuses a leading dimension of 0 (it printed "SGESDD parameter number 10 had an
+    illegal value" and the call failed): empty matrices never reach it. SVD gives identity
+    u and v as jnp.linalg.svd does; LU and QR give empty factors."""
+    b = XlaBuilder("empty")
+    a = ops.Parameter(b, 0, Shape.array(F32, dims))
+    u, d, v = ops.SVD(a)
+    lu, piv, _ = ops.LU(a)
+    q, r = ops.QR(a, True)
+    comp = b.build(ops.Tuple(b, [u, d, v, lu, piv, q, r]))
+    got = get_backend(backend).compile(comp.module).run([np.zeros(dims, np.float32)])
+    m, n = dims[-2:]
+    batch = dims[:-2]
+    assert np.array_equal(got[0], np.broadcast_to(np.eye(m, dtype=np.float32), batch + (m, m)))
+    assert got[1].shape == batch + (0,)
+    assert np.array_equal(got[2], np.broadcast_to(np.eye(n, dtype=np.float32), batch + (n, n)))
+    assert got[3].shape == dims and got[4].shape == batch + (0,)
+    assert np.array_equal(got[5], np.broadcast_to(np.eye(m, dtype=np.float32), batch + (m, m)))
+    assert got[6].shape == dims
+    assert "illegal value" not in capfd.readouterr().err

@@ -39,6 +39,7 @@ from scipy.linalg import lapack as slapack
 
 from xlapy.errors import Unimplemented, XlapyError
 from xlapy.ir import Instruction
+from xlapy.ops.custom_call_targets import empty_matrix_results
 from xlapy.types import Shape
 
 #: (kind for explain, function(*operands) -> value)
@@ -93,7 +94,10 @@ def _batched(one: Callable[..., Sequence[Any]], leaves: Sequence[Shape], rank0: 
     def run(*operands: np.ndarray) -> tuple[np.ndarray, ...]:
         outs = [np.empty(d, t) for d, t in shapes]
         for idx in np.ndindex(*operands[0].shape[:operands[0].ndim - rank0]):
-            got = one(*(o[idx] for o in operands))
+            if operands[0][idx].size == 0:
+                got = empty_matrix_results([o[idx] for o in outs])
+            else:
+                got = one(*(o[idx] for o in operands))
             for out, value in zip(outs, got):
                 out[idx] = np.asarray(value).astype(out.dtype, copy=False).reshape(
                     out[idx].shape)
