@@ -16,7 +16,8 @@ from typing import Any
 #: entry is a missing feature, not a design.
 _HARNESS = ("the conformance harness's own op (compares with or records expected values on "
             "the host); not part of programs users run")
-_DYNAMIC = "dynamic shapes: sizes known only at run time (the cpu kernels are shape-specialized)"
+_DYNAMIC = ("dynamic shapes: sizes known only at run time (the cpu kernels are shape-specialized; "
+            "sizes that fold to constants become the static op: passes/static_shapes.py)")
 ALLOWED: dict[str, str] = {
     **{op: _HARNESS for op in ("check.expect_eq", "check.expect_eq_const", "check.expect_close",
                                "check.expect_almost_eq", "check.expect_almost_eq_const",
@@ -28,7 +29,6 @@ ALLOWED: dict[str, str] = {
                    "code); jaxlib's LAPACK targets are library thunks",
     "uniform_quantize": "quantized element types are not compiled yet",
     "uniform_dequantize": "quantized element types are not compiled yet",
-    "chlo.scan": "no lowering to a while loop yet",
     "chlo.bessel_i1e": "no lowering with XLA's Chebyshev coefficients yet",
     "chlo.zeta": "no lowering with XLA's coefficients yet",
     "chlo.polygamma": "no lowering yet (needs chlo.zeta's)",

@@ -30,10 +30,13 @@ from xlapy.passes.expanders_ops import (
 from xlapy.passes.fusion import InstructionFusion, MultiOutputFusion
 from xlapy.passes.inliner import CallInliner
 from xlapy.passes.layout_assignment import LayoutAssignment
+from xlapy.passes.native_forms import native_form_passes
 from xlapy.passes.pass_base import FixedPointGroup, Pass, Pipeline
 from xlapy.passes.rng_bit_generator_expander import RngBitGeneratorExpander
+from xlapy.passes.scan_lowering import ScanLowering
 from xlapy.passes.scheduling import MemorySchedule
 from xlapy.passes.splat_constants import SplatToBroadcast
+from xlapy.passes.static_shapes import StaticShapes
 from xlapy.passes.tuple_simplifier import TupleSimplifier
 from xlapy.passes.while_loop_licm import WhileLoopInvariantCodeMotion
 from xlapy.passes.while_loop_simplifier import WhileLoopSimplifier
@@ -53,7 +56,8 @@ def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = 
     """The full CPU pipeline. `exact_only` keeps every rewrite bit-exact; `expand=False`
     skips the (reassociating) expanders; `expand_rng` turns rng into rng_bit_generator
     arithmetic (other random values than the interpreter's rng, so off by default)."""
-    passes: list[Pass] = [ChloLowering(exact_only=exact_only or not expand)]
+    passes: list[Pass] = [ChloLowering(exact_only=exact_only or not expand),
+                          *native_form_passes()]
     if expand:
         passes += [LogisticExpander(), BatchNormExpander(), BatchNormTrainingGradExpander(),
                    SelectAndScatterExpander()]
@@ -84,7 +88,7 @@ def backend_pipeline() -> Pipeline:
     expanded to integer HLO (it would run on the interpreter), then the
     bit-exact simplifications, CSE and DCE. Fusion, scheduling and the arena are the
     backend's own (docs/architecture.md)."""
-    return Pipeline("backend", [ChloLowering(), CallInliner(),
+    return Pipeline("backend", [ChloLowering(), *native_form_passes(), CallInliner(),
                                 RngBitGeneratorExpander.for_cpu(),
                                 simplification_group(exact_only=True),
                                 SplatToBroadcast(), CommonSubexpressionElimination(),
@@ -101,6 +105,8 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "algsimp-exact": lambda: AlgebraicSimplifier(exact_only=True),
     "call-inliner": CallInliner,
     "splat-to-broadcast": SplatToBroadcast,
+    "static-shapes": StaticShapes,
+    "scan-lowering": ScanLowering,
     "tuple-simplifier": TupleSimplifier,
     "while-loop-simplifier": WhileLoopSimplifier,
     "logistic-expander": LogisticExpander,

@@ -1,5 +1,8 @@
 """The `cpu` backend: LLVM-compiled fused kernels, BLAS/LAPACK/FFT library thunks, and
-interpreter fallback for the rest (see executable.py; `explain()` lists what runs where)."""
+interpreter fallback for the rest (see executable.py; `explain()` lists what runs where).
+
+Options: `target` (target.py), `num_threads` (parallel.py), `denormal` (`ftz`, the default, or
+`ieee`: xlapy.denormal; kernels set or clear MXCSR FTZ/DAZ and flush explicitly to match)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import gc
 from collections.abc import Iterator
 from typing import Any
 
+from xlapy import denormal
 from xlapy.backends import register_backend
 from xlapy.ir import Module
 from xlapy.verify import verify_module
@@ -20,7 +24,8 @@ class CpuBackend:
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.passes.pipelines import backend_pipeline
 
-        with _no_gc():
+        options = {**(options or {}), denormal.OPTION: denormal.from_options(options)}
+        with _no_gc(), denormal.use(options[denormal.OPTION]):  # constant folding flushes too
             module = module.clone()
             verify_module(module)
             backend_pipeline().run(module)
@@ -36,6 +41,7 @@ class CpuBackend:
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.passes.chlo_lowering import ChloLowering
         from xlapy.passes.inliner import CallInliner
+        from xlapy.passes.native_forms import native_form_passes
         from xlapy.passes.rng_bit_generator_expander import RngBitGeneratorExpander
         from xlapy.passes.splat_constants import SplatToBroadcast
 
@@ -45,6 +51,8 @@ class CpuBackend:
                 # add ops, they fold nothing.
                 module = module.clone()
                 ChloLowering().run(module)
+                for p in native_form_passes():
+                    p.run(module)
                 CallInliner().run(module)
                 RngBitGeneratorExpander.for_cpu().run(module)
                 SplatToBroadcast().run(module)
@@ -55,8 +63,11 @@ class CpuBackend:
 def _needs_rewrite(module: Module) -> bool:
     """A chlo op, a map, a composite, an rng_bit_generator or a splat constant anywhere
     (compile_function's rewrites)."""
+    from xlapy.passes.native_forms import REWRITTEN as native_forms
+
     return any(i.opcode.startswith("chlo.") or i.opcode in ("rng_bit_generator", "map",
                                                              "composite")
+               or i.opcode in native_forms
                or (i.opcode == "constant" and i.shape.is_array and i.attrs.literal.is_splat)
                for c in module.computations for i in c.instructions)
 
