@@ -1,10 +1,13 @@
-"""The `interpreter` backend: verify, then evaluate the module with the reference interpreter."""
+"""The `interpreter` backend: verify, then evaluate the module with the reference interpreter.
+
+Options: `denormal` (`ftz`, the default, or `ieee`: xlapy.denormal), the mode every run uses."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from xlapy import denormal
 from xlapy.backends import register_backend
 from xlapy.backends.ownership import CHECK, COPY, own, result_plan
 from xlapy.interpreter import Interpreter, RuntimeState
@@ -17,8 +20,9 @@ class InterpreterExecutable:
 
     backend_name = "interpreter"
 
-    def __init__(self, module: Module) -> None:
+    def __init__(self, module: Module, denormal_mode: str = denormal.FTZ) -> None:
         self.module = module
+        self.denormal = denormal_mode
         #: Results the caller owns (ownership.py): op kernels may return views of their
         #: operands, constants are the module's own literals.
         self._plan = (result_plan(module.entry_computation().root, _mode)
@@ -29,7 +33,8 @@ class InterpreterExecutable:
     def run(self, args: Sequence[Any], runtime: RuntimeState | None = None,
             process: Any = None) -> Any:
         """Evaluate the entry on interpreter values; returns an interpreter value."""
-        value = Interpreter(runtime, process).run_module(self.module, args)
+        with denormal.use(self.denormal):
+            value = Interpreter(runtime, process).run_module(self.module, args)
         return own(value, self._plan, lambda: [*args, *self._constants])
 
 
@@ -42,9 +47,10 @@ class InterpreterBackend:
 
     def compile(self, module: Module, options: dict[str, Any] | None = None
                 ) -> InterpreterExecutable:
+        mode = denormal.from_options(options)
         module = module.clone()
         verify_module(module)
-        return InterpreterExecutable(module)
+        return InterpreterExecutable(module, mode)
 
 
 register_backend("interpreter", InterpreterBackend)

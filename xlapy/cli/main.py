@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from xlapy import denormal
 from xlapy.backends import default_backend
 from xlapy.errors import XlapyError
 from xlapy.interpreter import Interpreter, RuntimeState
@@ -238,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "MPI rank per process (docs/distributed.md)")
     run.add_argument("--backend", default=None,
                      help="cpu or interpreter (default: $XLAPY_BACKEND, else cpu)")
+    run.add_argument("--denormal", choices=denormal.MODES, default=denormal.FTZ,
+                     help="ftz: flush f32/f64 denormals as XLA CPU (default); ieee: keep "
+                          "them, as the StableHLO spec (xlapy.denormal)")
     from xlapy.cli.compile import add_target_argument
 
     add_target_argument(run)
@@ -255,7 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = build_parser().parse_args(argv)
-    stream = out or sys.stdout
+    with denormal.use(getattr(args, "denormal", denormal.FTZ)):
+        return _main(args, out or sys.stdout)
+
+
+def _main(args: argparse.Namespace, stream: TextIO) -> int:
     if getattr(args, "target", None):
         from xlapy.backends.cpu import target
 

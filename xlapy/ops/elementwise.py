@@ -6,6 +6,7 @@ follows XLA's CPU backend:
 * bf16/f16/f8 compute in f32 and round once; sub-byte integers compute in 8 bits and wrap.
 * f32/f64 (and complex parts) run with denormals flushed to zero, inputs (DAZ) and results
   (FTZ), as the CPU backend sets MXCSR; bit-level ops (negate, abs, select...) do not flush.
+  In the `ieee` denormal mode (xlapy.denormal) nothing is flushed.
 * Integer arithmetic wraps; x / 0 is all ones, x % 0 is x, INT_MIN / -1 is INT_MIN.
 
 Unary rows live in `elementwise_unary`, conversions in `elementwise_convert`; both are
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from xlapy import denormal
 from xlapy.ops.base import EvalContext, OpDef, Region, add_op, check
 from xlapy.types import ElementType, Shape
 
@@ -114,8 +116,11 @@ def flush(x: Any, inplace: bool = False) -> np.ndarray:
 
     Returns `x` itself when it has no denormals (the common case, found without
     temporaries); otherwise a flushed copy, or `x` flushed in place when `inplace`.
+    Nothing is flushed in the `ieee` denormal mode (xlapy.denormal).
     """
     x = np.asarray(x)
+    if not denormal.flushing():
+        return x
     if x.dtype.kind == "c":
         part = np.dtype(np.float32 if x.dtype == np.complex64 else np.float64)
         if not has_denormal(np.ascontiguousarray(x).reshape(-1).view(part)):

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from xlapy import denormal
 from xlapy.ops.base import NO_ATTRS, EvalContext, OpDef, Region, check, get_op, register
 from xlapy.ops.indexing import (
     _check_index_type,
@@ -317,7 +318,10 @@ _MAX_ROUNDS = 4096
 
 
 def _flush(x: np.ndarray) -> np.ndarray:
-    """f32/f64 (and complex parts) denormals to signed zero, as XLA's CPU backend does."""
+    """f32/f64 (and complex parts) denormals to signed zero, as XLA's CPU backend does (a copy;
+    none flushed in the `ieee` denormal mode)."""
+    if not denormal.flushing():
+        return x.copy()
     if x.dtype.kind == "c":
         out = x.copy()
         out.real, out.imag = _flush(x.real.copy()), _flush(x.imag.copy())

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from xlapy import denormal
 from xlapy.backends.cpu import recycle, target, thunks
 from xlapy.backends.ownership import own
 from xlapy.errors import InterpreterError, XlapyError
@@ -26,6 +27,7 @@ class Calls:
     comp: Any
     runnable: bool
     target: Any
+    denormal: str
     _params: list[tuple[Any, ...]]
     _lock: threading.Lock
     _table: Any
@@ -124,8 +126,13 @@ class Calls:
             vals[s] = a
 
     def _execute(self, table: Any, vals: list[Any], rt: RuntimeState, process: Any) -> Any:
-        for th in self.thunks:
-            th(table, vals, rt, process)
+        if denormal.current() == self.denormal:
+            for th in self.thunks:
+                th(table, vals, rt, process)
+        else:  # interpreter fallbacks and numpy thunks read the mode (xlapy.denormal)
+            with denormal.use(self.denormal):
+                for th in self.thunks:
+                    th(table, vals, rt, process)
         if self._own is None:
             return vals[self._root_slot]
         return own(vals[self._root_slot], self._own, lambda: self._protected(vals))

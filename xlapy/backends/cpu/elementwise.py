@@ -5,7 +5,8 @@ Values travel in their compute type: f32 for bf16/f16 (rounded back to the stora
 every op, as the interpreter rounds each op's result), i1 for pred, iN for integers. Kernels
 run with MXCSR FTZ set (llvm_util.set_ftz_daz), so results flush as on XLA CPU; float inputs
 of every non-bit-level op are flushed explicitly (`flush`), which is XLA CPU's DAZ without
-letting DAZ touch selects and copies.
+letting DAZ touch selects and copies. In the `ieee` denormal mode (xlapy.denormal) kernels
+clear FTZ/DAZ and `flush` is the identity.
 
 f8 types compute in f32 like bf16/f16 and s2/s4/u2/u4 as i2/i4, each stored in one byte
 (elementwise_bits.py). Complex values (c64/c128, not in `SUPPORTED`) are {re, im} structs
@@ -22,6 +23,7 @@ from typing import Any
 
 from llvmlite import ir
 
+from xlapy import denormal
 from xlapy.backends.cpu.llvm_util import (
     F16,
     F32,
@@ -209,8 +211,9 @@ def mark_flushed(x: ir.Value) -> ir.Value:
 
 
 def flush(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """Denormal to signed zero, whatever the MXCSR state (compare on |x|, keep the sign)."""
-    if is_flushed(x):
+    """Denormal to signed zero, whatever the MXCSR state (compare on |x|, keep the sign);
+    `x` itself in the `ieee` denormal mode (xlapy.denormal)."""
+    if is_flushed(x) or not denormal.flushing():
         return x
     # Once per value and basic block (a leaf read by many ops of a chain, or a flushed value
     # flushed again): smaller IR, less compile time (200 tiny ops: 4 ops per use before).

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from xlapy import denormal
 from xlapy.backends.cpu import objfile, rtlib, target
 from xlapy.backends.cpu.target import CpuTarget
 from xlapy.errors import XlapyError
@@ -45,6 +46,8 @@ KERNEL_TYPE = ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64])
 #: (elementwise.flush) instead of by DAZ: under DAZ, LLVM's lowering of a plain
 #: `select(x < y, x, y)` to minps would flush the selected value, which a select must not.
 MXCSR_FTZ_DAZ = 0x8000
+#: MXCSR denormals-are-zero (bit 6): never set by xlapy, cleared in the `ieee` denormal mode.
+MXCSR_DAZ = 0x40
 #: aarch64 FPCR flush-to-zero (bit 24).
 FPCR_FZ = 1 << 24
 
@@ -98,6 +101,8 @@ def new_module(name: str) -> ir.Module:
 FN_ATTRS = ('"prefer-vector-width"="512" "min-legal-vector-width"="0" '
             '"denormal-fp-math"="preserve-sign,ieee" '
             '"denormal-fp-math-f32"="preserve-sign,ieee"')
+#: FN_ATTRS in the `ieee` denormal mode (xlapy.denormal): no flushing anywhere.
+FN_ATTRS_IEEE = FN_ATTRS.replace("preserve-sign,ieee", "ieee,ieee")
 _ATTR_GROUP = 7001
 _DEFINE = re.compile(r"^(define [^\n]*\))(\s*\n\{)", re.M)
 _LOOP_MD = re.compile(r'^(![0-9]+) = !\{ *!"xlapy\.loop\.ic\.([0-9]+)" *\}', re.M)
@@ -110,7 +115,8 @@ def module_text(mod: ir.Module | str) -> str:
         return text
     text = _DEFINE.sub(rf"\1 #{_ATTR_GROUP}\2", text)
     text = _LOOP_MD.sub(r'\1 = distinct !{\1, !{!"llvm.loop.interleave.count", i32 \2}}', text)
-    return f"{text}\nattributes #{_ATTR_GROUP} = {{ {FN_ATTRS} }}\n"
+    attrs = FN_ATTRS if denormal.flushing() else FN_ATTRS_IEEE
+    return f"{text}\nattributes #{_ATTR_GROUP} = {{ {attrs} }}\n"
 
 
 def verify(mod: ir.Module | str) -> llvm.ModuleRef:
@@ -461,14 +467,19 @@ def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) ->
 def set_ftz_daz(b: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
     """Flush denormal results to zero (as on XLA CPU) unless that is already set (the native
     while driver sets it once for a whole loop: ldmxcsr is slow): MXCSR FTZ on x86, FPCR FZ
-    on aarch64; returns (saved state, whether it was changed) for `restore_mxcsr`."""
+    on aarch64; returns (saved state, whether it was changed) for `restore_mxcsr`. In the
+    `ieee` denormal mode (xlapy.denormal) it clears the flush bits instead (MXCSR FTZ and DAZ:
+    the calling thread may have set them)."""
+    flushing = denormal.flushing()
     if not target.current().is_x86:
         get = _fn(b.module, "llvm.aarch64.get.fpcr", I64, [])
         old = b.call(get, [])
-        need = b.icmp_unsigned("==", b.and_(old, ir.Constant(I64, FPCR_FZ)), ir.Constant(I64, 0))
+        bit = ir.Constant(I64, FPCR_FZ)
+        set_now = b.and_(old, bit)
+        need = b.icmp_unsigned("==" if flushing else "!=", set_now, ir.Constant(I64, 0))
         with b.if_then(need, likely=True):
-            b.call(_fn(b.module, "llvm.aarch64.set.fpcr", VOID, [I64]),
-                   [b.or_(old, ir.Constant(I64, FPCR_FZ))])
+            new = b.or_(old, bit) if flushing else b.and_(old, ir.Constant(I64, ~FPCR_FZ))
+            b.call(_fn(b.module, "llvm.aarch64.set.fpcr", VOID, [I64]), [new])
         return old, need
     saved = b.alloca(I32, name="mxcsr.saved")
     cur = b.alloca(I32, name="mxcsr.new")
@@ -476,10 +487,13 @@ def set_ftz_daz(b: ir.IRBuilder) -> tuple[ir.Value, ir.Value]:
     ldm = _fn(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P])
     b.call(stm, [b.bitcast(saved, I8P)])
     old = b.load(saved)
-    need = b.icmp_unsigned("==", b.and_(old, ir.Constant(I32, MXCSR_FTZ_DAZ)),
+    bits = MXCSR_FTZ_DAZ if flushing else MXCSR_FTZ_DAZ | MXCSR_DAZ
+    need = b.icmp_unsigned("==" if flushing else "!=", b.and_(old, ir.Constant(I32, bits)),
                            ir.Constant(I32, 0))
     with b.if_then(need, likely=True):
-        b.store(b.or_(old, ir.Constant(I32, MXCSR_FTZ_DAZ)), cur)
+        new = b.or_(old, ir.Constant(I32, bits)) if flushing else \
+            b.and_(old, ir.Constant(I32, ~bits & 0xFFFFFFFF))
+        b.store(new, cur)
         b.call(ldm, [b.bitcast(cur, I8P)])
     return saved, need
 

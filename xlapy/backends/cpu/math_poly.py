@@ -36,6 +36,7 @@ import numpy as np
 import scipy.special
 from llvmlite import ir
 
+from xlapy import denormal
 from xlapy.backends.cpu import target
 from xlapy.backends.cpu.llvm_util import (
     F64,
@@ -59,6 +60,7 @@ class Math:
         self.ity = like(t, I64 if self.is64 else I32)
         self.mant = 52 if self.is64 else 23
         self.bias = 1023 if self.is64 else 127
+        self.tiny = 2.0 ** (1 - self.bias)  # the smallest normal
 
     # ---- small helpers ----
     def c(self, v: float) -> ir.Constant:
@@ -164,6 +166,10 @@ class Math:
 
     def log(self, x: ir.Value) -> ir.Value:
         b = self.b
+        xin, sub = x, None
+        if not denormal.flushing():  # a subnormal x: scale it normal, take the scale off k
+            sub = b.fcmp_ordered("<", self.un("fabs", x), self.c(self.tiny))
+            x = b.select(sub, b.fmul(x, self.c(2.0 ** (self.mant + 1))), x)
         bits = b.bitcast(x, self.ity)
         # m in [sqrt(1/2), sqrt(2)): subtract the exponent of x / sqrt(1/2).
         off = splat(self.ity, int(np.float64(math.sqrt(0.5)).view(np.int64)) if self.is64
@@ -179,9 +185,12 @@ class Math:
         poly = self.horner([2.0 / (2 * i + 1) for i in range(1, terms)], z)  # 2/3, 2/5, ...
         # 2s + s*z*poly  ==  2 atanh(s)
         atanh2 = self.fma(b.fmul(s, z), poly, b.fadd(s, s))
+        if sub is not None:
+            k = b.select(sub, b.sub(k, self.ic(self.mant + 1)), k)
         kf = b.sitofp(k, self.t)
         ln2_hi, ln2_lo = _ln2_parts(self.is64)
         out = self.fma(kf, self.c(ln2_hi), self.fma(kf, self.c(ln2_lo), atanh2))
+        x = xin
         out = b.select(b.fcmp_ordered("==", x, self.c(math.inf)), x, out)
         out = b.select(b.fcmp_ordered("==", x, self.c(0.0)), self.c(-math.inf), out)
         out = b.select(b.fcmp_ordered("<", x, self.c(0.0)), self.c(math.nan), out)
@@ -193,7 +202,8 @@ class Math:
         d = b.fsub(u, self.c(1.0))
         lg = self.log(u)
         exact = b.fcmp_ordered("==", d, self.c(0.0))
-        corr = b.fdiv(b.fmul(lg, x), b.select(exact, self.c(1.0), d))
+        # lg * (x / d): x / d is near 1, so no overflow where lg * x would (4.7e36 in f32)
+        corr = b.fmul(lg, b.fdiv(x, b.select(exact, self.c(1.0), d)))
         big = b.fcmp_ordered("==", u, self.c(math.inf))
         out = b.select(b.or_(exact, big), b.select(exact, x, lg), corr)
         return self.select_nan(x, out)
