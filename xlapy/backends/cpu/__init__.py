@@ -1,8 +1,5 @@
 """The `cpu` backend: LLVM-compiled fused kernels, BLAS/LAPACK/FFT library thunks, and
-interpreter fallback for the rest (see executable.py; `explain()` lists what runs where).
-
-Options: `target` (target.py), `num_threads` (parallel.py), `denormal` (`ftz`, the default, or
-`ieee`: xlapy.denormal; kernels set or clear MXCSR FTZ/DAZ and flush explicitly to match)."""
+interpreter fallback for the rest (see executable.py; `explain()` lists what runs where)."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ import gc
 from collections.abc import Iterator
 from typing import Any
 
-from xlapy import denormal
 from xlapy.backends import register_backend
 from xlapy.ir import Module
 from xlapy.verify import verify_module
@@ -24,8 +20,7 @@ class CpuBackend:
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.passes.pipelines import backend_pipeline
 
-        options = {**(options or {}), denormal.OPTION: denormal.from_options(options)}
-        with _no_gc(), denormal.use(options[denormal.OPTION]):  # constant folding flushes too
+        with _no_gc():
             module = module.clone()
             verify_module(module)
             backend_pipeline().run(module)
