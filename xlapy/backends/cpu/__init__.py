@@ -1,5 +1,8 @@
 """The `cpu` backend: LLVM-compiled fused kernels, BLAS/LAPACK/FFT library thunks, and
-interpreter fallback for the rest (see executable.py; `explain()` lists what runs where)."""
+interpreter fallback for the rest (see executable.py; `explain()` lists what runs where).
+
+Options: `target` (target.py), `num_threads` (parallel.py), `denormal` (`ftz`, the default, or
+`ieee`: xlapy.denormal; kernels set or clear MXCSR FTZ/DAZ and flush explicitly to match)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import gc
 from collections.abc import Iterator
 from typing import Any
 
+from xlapy import denormal
 from xlapy.backends import register_backend
 from xlapy.ir import Module
 from xlapy.verify import verify_module
@@ -20,7 +24,8 @@ class CpuBackend:
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.passes.pipelines import backend_pipeline
 
-        with _no_gc():
+        options = {**(options or {}), denormal.OPTION: denormal.from_options(options)}
+        with _no_gc(), denormal.use(options[denormal.OPTION]):  # constant folding flushes too
             module = module.clone()
             verify_module(module)
             backend_pipeline().run(module)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from xlapy import denormal
 from xlapy.backends.cpu import (
     arena,
     cache,
@@ -106,7 +107,9 @@ class CpuExecutable(Calls, Introspection):
         self.num_threads = parallel.num_threads(self.options, NUM_THREADS)
         self._pool = lambda: parallel.pool(self.num_threads)
         self.runnable = self.target.runs_here
-        with target.use(self.target), collect_objects() as objs:
+        #: The denormal mode its kernels and fallbacks run in (xlapy.denormal).
+        self.denormal = denormal.from_options(self.options)
+        with target.use(self.target), denormal.use(self.denormal), collect_objects() as objs:
             self._plan()
         self.objects: list[tuple[str, bytes]] = objs
 
