@@ -70,6 +70,11 @@ def plan(instr: Instruction, threads: int = 1) -> Plan | None:
 
         return "blas (ragged dot)", ragged_dot_plan(instr)
     if op == "sort":
+        from xlapy.backends.cpu import topk_emit
+
+        run = topk_emit.plan(instr, threads)  # only the first k read (top_k): a selection
+        if run is not None:
+            return "jit top-k selection", run
         run = _sort(instr)
         if run is not None:
             return "numpy sort", run

@@ -242,21 +242,8 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
         if rows and n:
             tmp = np.empty((rows, n), np.int64)
             table = (ctypes.c_void_p * len(moved))(*(m.ctypes.data for m in moved))
-            args = (ctypes.addressof(table), n, perm.ctypes.data, tmp.ctypes.data)
-            if parts < 2:
-                fn(args[0], 0, rows, *args[1:])
-            else:
-                from xlapy.backends.cpu import parallel
-
-                cuts = [rows * k // parts for k in range(parts + 1)]
-                pool = parallel.pool(threads)
-                addr = ctypes.cast(fn, ctypes.c_void_p).value or 0
-                futs = [pool.submit(addr, args[0], cuts[k], cuts[k + 1], *args[1:],
-                                    keep=(eng, moved, table, perm, tmp))
-                        for k in range(1, parts)]
-                fn(args[0], cuts[0], cuts[1], *args[1:])
-                for f in futs:
-                    f.result()
+            run_rows(fn, eng, rows, parts, threads, ctypes.addressof(table),
+                     (n, perm.ctypes.data, tmp.ctypes.data), (moved, table, perm, tmp))
         out = []
         shape = [*dims, n]
         for m in moved:
@@ -268,4 +255,23 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
     return run
 
 
-__all__ = ["plan", "supported", "RUN", "SPLIT_COMPARES"]
+def run_rows(fn: Any, eng: Engine, rows: int, parts: int, threads: int, table: int,
+             tail: tuple[Any, ...], keep: tuple[Any, ...]) -> None:
+    """fn(table, row0, row1, *tail) over rows [0, rows), cut into `parts` ranges of which the
+    native workers run all but the first (this thread's); `keep` stays alive until done."""
+    if parts < 2:
+        fn(table, 0, rows, *tail)
+        return
+    from xlapy.backends.cpu import parallel
+
+    cuts = [rows * k // parts for k in range(parts + 1)]
+    pool = parallel.pool(threads)
+    addr = ctypes.cast(fn, ctypes.c_void_p).value or 0
+    futs = [pool.submit(addr, table, cuts[k], cuts[k + 1], *tail, keep=(eng, *keep))
+            for k in range(1, parts)]
+    fn(table, cuts[0], cuts[1], *tail)
+    for f in futs:
+        f.result()
+
+
+__all__ = ["plan", "supported", "run_rows", "RUN", "SPLIT_COMPARES"]

@@ -1,0 +1,182 @@
+"""A sort of which only the first k positions are read (top_k) as a JIT partial selection.
+
+JAX's `lax.top_k` (chlo.top_k, lowered by passes/chlo_lowering.py) and XLA's `TopK` custom
+call arrive as a stable sort of (x, iota) whose results are only ever sliced to their first k
+positions along the sort dimension. Sorting every row to keep k of n elements costs
+n log n compares per row; this keeps, per row, the k first elements of the stable order in a
+sorted buffer while scanning the row once: an element enters only when it is strictly less
+than the buffer's last (an equal one that comes later stays behind it: stable), and is
+inserted after the elements it is not less than. For a strict weak order comparator (what
+sort requires) the k first elements of the stable order are unique, so this equals the full
+sort's prefix bit for bit. A random row costs about n compares plus k log(n/k) insertions;
+an adversarial one (every element entering) n k / 2 moves, hence the bound on k.
+
+The comparator is the sort's own region, emitted inline (sort_emit._less). Positions past k
+along the sort dimension of the result are left unwritten: `prefix` checks that every use of
+the sort is a slice that never reads them, and that no result of the sort leaves the
+computation. So the full-size results are recycled across calls (recycle.py): a fresh one
+would cost a page fault per row of a 4 KB row for the k values written in it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import recycle, sort_emit
+from xlapy.backends.cpu.llvm_util import (
+    I8P,
+    I64,
+    VOID,
+    Engine,
+    for_range,
+    new_module,
+    restore_mxcsr,
+    set_ftz_daz,
+)
+from xlapy.ir import Instruction
+from xlapy.ops.attrs import ComparisonType
+
+#: The largest k selected this way (above it a full sort is cheaper on adversarial rows).
+MAX_K = 64
+_SIG = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                        ctypes.c_int64, ctypes.c_void_p)
+
+
+def prefix(instr: Instruction) -> int | None:
+    """How many leading positions along the sort dimension any use reads, when every use of
+    `instr` (through get_tuple_element for several operands) is a slice; else None."""
+    rank = instr.operands[0].shape.rank
+    if rank == 0 or instr.parent is None:
+        return None
+    axis = instr.attrs.dimension % rank
+    root = instr.parent.root
+    values = [instr]
+    if instr.shape.is_tuple:
+        if instr is root or any(u.opcode != "get_tuple_element" for u in instr.users):
+            return None
+        values = list(instr.users)
+    limits = []
+    for v in values:
+        if v is root or not v.users or any(u.opcode != "slice" for u in v.users):
+            return None
+        limits += [u.attrs.limit_indices[axis] for u in v.users]
+    return max(limits) if limits else None
+
+
+def _strict_weak(instr: Instruction) -> bool:
+    """The comparator is one LT/GT compare of operand 0 that orders every value: integers,
+    or floats under TOTALORDER (a FLOAT compare with NaN is no strict weak order, and the
+    interpreter's merge sort result then depends on its merge pattern)."""
+    from xlapy.ops.reduction_sort import simple_order
+
+    order = simple_order(instr.called[0])
+    if order is None:
+        return False
+    et = instr.operands[0].shape.element_type
+    return not et.is_float or order[1] is ComparisonType.TOTALORDER
+
+
+def _emit(instr: Instruction) -> ir.Module:
+    """void topk_rows(i8** operands, i64 row0, i64 row1, i64 n, i64 k, i64* perm): perm
+    [rows, k] gets, per row, the indices of the k first elements of the stable order."""
+    mod = new_module("xlapy_topk")
+    less = sort_emit._less(mod, instr)
+    fn = ir.Function(mod, ir.FunctionType(VOID, [I8P.as_pointer(), I64, I64, I64, I64,
+                                                 I64.as_pointer()]), name="topk_rows")
+    ops, row0, row1, n, k, perm_all = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    saved = set_ftz_daz(b)
+    c = lambda v: ir.Constant(I64, v)  # noqa: E731
+    cnt_v = b.alloca(I64, name="cnt")
+    pos_v = b.alloca(I64, name="pos")
+    with for_range(b, row0, row1, "r") as r:
+        base = b.mul(r, n)
+        out = b.gep(perm_all, [b.mul(r, k)])
+        b.store(c(0), cnt_v)
+        with for_range(b, c(0), n, "j") as j:
+            cnt = b.load(cnt_v)
+            on_full = fn.append_basic_block("full")
+            on_fill = fn.append_basic_block("fill")
+            enter = fn.append_basic_block("enter")
+            skip = fn.append_basic_block("skip")
+            b.cbranch(b.icmp_signed(">=", cnt, k), on_full, on_fill)
+            b.position_at_end(on_full)  # j enters only when less than the last (dropped)
+            b.store(b.sub(k, c(1)), pos_v)
+            last = b.load(b.gep(out, [b.sub(k, c(1))]))
+            b.cbranch(b.call(less, [ops, base, j, last]), enter, skip)
+            b.position_at_end(on_fill)
+            b.store(cnt, pos_v)
+            b.store(b.add(cnt, c(1)), cnt_v)
+            b.branch(enter)
+            b.position_at_end(enter)
+            head = fn.append_basic_block("shift.head")
+            body = fn.append_basic_block("shift.body")
+            done = fn.append_basic_block("shift.end")
+            b.branch(head)
+            b.position_at_end(head)
+            pos = b.load(pos_v)
+            more = fn.append_basic_block("shift.cmp")
+            b.cbranch(b.icmp_signed(">", pos, c(0)), more, done)
+            b.position_at_end(more)
+            prev = b.load(b.gep(out, [b.sub(pos, c(1))]))
+            b.cbranch(b.call(less, [ops, base, j, prev]), body, done)
+            b.position_at_end(body)
+            b.store(prev, b.gep(out, [pos]))
+            b.store(b.sub(pos, c(1)), pos_v)
+            b.branch(head)
+            b.position_at_end(done)
+            b.store(j, b.gep(out, [b.load(pos_v)]))
+            b.branch(skip)
+            b.position_at_end(skip)
+    restore_mxcsr(b, saved)
+    b.ret_void()
+    return mod
+
+
+def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
+    """run(*operands) -> the sort's results with only the first k positions along the sort
+    dimension written, or None when the sort is not such a top-k (`prefix`, a comparator that
+    is not a strict weak order of operand 0, k above MAX_K or above a quarter of the row)."""
+    k = prefix(instr)
+    if k is None or k == 0 or not _strict_weak(instr) or not sort_emit.supported(instr):
+        return None
+    from xlapy.ops.reduction import collate
+
+    rank = instr.operands[0].shape.rank
+    axis = instr.attrs.dimension % rank
+    dims = list(instr.operands[0].shape.dimensions)
+    n = dims.pop(axis)
+    if k > MAX_K or 4 * k > n:
+        return None
+    rows = math.prod(dims)
+    eng = Engine(_emit(instr), exports=["topk_rows"])
+    fn = _SIG(eng.address("topk_rows"))
+    parts = min(threads, rows) if rows > 1 and rows * n >= sort_emit.SPLIT_COMPARES else 1
+    keep: dict[int, Any] = {}  # the full-size results, reused once nothing holds them
+
+    def run(*xs: np.ndarray) -> Any:
+        moved = [np.ascontiguousarray(np.moveaxis(x, axis, -1)).reshape(rows, n) for x in xs]
+        perm = np.empty((rows, k), np.int64)
+        if rows:
+            table = (ctypes.c_void_p * len(moved))(*(m.ctypes.data for m in moved))
+            sort_emit.run_rows(fn, eng, rows, parts, threads, ctypes.addressof(table),
+                               (n, k, perm.ctypes.data), (moved, table, perm))
+        out = []
+        for o, (x, m) in enumerate(zip(xs, moved)):
+            res = recycle.output(keep, o, x.shape, x.dtype)
+            np.moveaxis(res, axis, -1)[..., :k] = \
+                np.take_along_axis(m, perm, axis=-1).reshape(*dims, k)
+            out.append(res)
+        return collate(out)
+
+    run.engine = eng  # type: ignore[attr-defined]  (keeps the code loaded)
+    return run
+
+
+__all__ = ["plan", "prefix", "MAX_K"]
