@@ -1,5 +1,6 @@
 """The rewrites that give ops without a compiled form one the backends compile: chlo.scan as
-a while loop (scan_lowering), dynamic-shape ops with constant sizes as their static forms
+a while loop (scan_lowering), the chlo special functions as XLA's polynomial / series HLO
+(chlo_special), dynamic-shape ops with constant sizes as their static forms
 (static_shapes). The cpu backend runs them (after chlo lowering, before call inlining) both
 in `backend_pipeline()` and in `compile_function`, so no op they cover falls back to the
 interpreter.
@@ -7,17 +8,20 @@ interpreter.
 
 from __future__ import annotations
 
+from xlapy.passes.chlo_special import LOWERED as CHLO_SPECIAL
+from xlapy.passes.chlo_special import ChloSpecialLowering
 from xlapy.passes.pass_base import Pass
 from xlapy.passes.scan_lowering import ScanLowering
 from xlapy.passes.static_shapes import REWRITTEN as STATIC_SHAPES
 from xlapy.passes.static_shapes import StaticShapes
 
 #: Opcodes one of these passes may rewrite (compile_function runs them only when one occurs).
-REWRITTEN = STATIC_SHAPES | {"chlo.scan"}
+REWRITTEN = STATIC_SHAPES | CHLO_SPECIAL | {"chlo.scan"}
 
 
-def native_form_passes() -> list[Pass]:
-    return [ScanLowering(), StaticShapes()]
+def native_form_passes(exact_only: bool = False) -> list[Pass]:
+    """`exact_only`: no rewrite that changes values (the special functions stay chlo ops)."""
+    return [ScanLowering(), ChloSpecialLowering(exact_only), StaticShapes()]
 
 
 __all__ = ["REWRITTEN", "native_form_passes"]

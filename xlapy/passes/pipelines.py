@@ -57,7 +57,7 @@ def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = 
     skips the (reassociating) expanders; `expand_rng` turns rng into rng_bit_generator
     arithmetic (other random values than the interpreter's rng, so off by default)."""
     passes: list[Pass] = [ChloLowering(exact_only=exact_only or not expand),
-                          *native_form_passes()]
+                          *native_form_passes(exact_only or not expand)]
     if expand:
         passes += [LogisticExpander(), BatchNormExpander(), BatchNormTrainingGradExpander(),
                    SelectAndScatterExpander()]

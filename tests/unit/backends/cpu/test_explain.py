@@ -8,10 +8,10 @@ from pathlib import Path
 from xlapy.cli.main import main
 
 PROGRAM = """
-func.func @main(%x: tensor<4xf32>, %k: tensor<4xi32>) -> (tensor<4xf32>, tensor<4xf32>) {
+func.func @main(%x: tensor<4xf32>, %k: tensor<1xi32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %y = stablehlo.exponential %x : tensor<4xf32>
   %z = stablehlo.add %y, %x : tensor<4xf32>
-  %c = chlo.bessel_i1e %x : tensor<4xf32> -> tensor<4xf32>
+  %c = stablehlo.dynamic_reshape %x, %k : (tensor<4xf32>, tensor<1xi32>) -> tensor<4xf32>
   return %z, %c : tensor<4xf32>, tensor<4xf32>
 }
 """
@@ -29,7 +29,7 @@ def test_explain_lists_kernels_and_fallbacks(tmp_path: Path) -> None:
     assert rc == 0, text
     assert "kernel k0" in text
     assert "1 kernel(s) built" in text
-    assert "1 instruction(s) on interpreter fallback: chlo.bessel_i1e" in text
+    assert "1 instruction(s) on interpreter fallback: dynamic_reshape" in text
 
 
 def test_explain_nested_control_flow() -> None:
