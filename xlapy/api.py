@@ -146,6 +146,12 @@ def compile(program: Any, backend: str | None = None, entry: str | None = None,
                          "a path, a Module or an XlaComputation")
     if module.entry is None:
         raise XlapyError(f"module {module.name} has no entry function (name one with entry=)")
+    from xlapy.passes.spmd import has_shardings
+
+    if has_shardings(module):  # GSPMD / Shardy shardings: partitioned, run on a grid
+        from xlapy.distributed.sharded import ShardedProgram
+
+        return ShardedProgram(module, backend)  # type: ignore[return-value]
     return CompiledProgram(module, backend, options)
 
 

@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from xlapy.ir import Module
 from xlapy.stablehlo import check as _check  # noqa: F401  (registers check.* / interpreter.*)
 from xlapy.stablehlo import chlo as _chlo  # noqa: F401  (registers chlo.*)
+from xlapy.stablehlo import sdy as _sdy
 from xlapy.stablehlo.importer import import_module
 from xlapy.stablehlo.parser import Parser, parse_text
 from xlapy.stablehlo.symbols import check_called_computations
 from xlapy.types import Shape
+
+_sdy.register_syntax()
 
 _SPLIT = re.compile(r"^// -----[ \t]*$", re.M)
 

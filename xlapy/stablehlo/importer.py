@@ -19,12 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.errors import ParseError, ShapeInferenceError, Unimplemented, XlapyError
+from xlapy.errors import ParseError, Unimplemented, XlapyError
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import NO_ATTRS, OPS, get_op, infer_shape
 from xlapy.ops.core import ConstantAttrs, GetTupleElementAttrs, ParameterAttrs
 from xlapy.ops.dynamic import DYNAMIC_OPS
 from xlapy.ops.result_types import result_type_label
+from xlapy.stablehlo import sdy
 from xlapy.stablehlo.attrmap import build_attrs
 from xlapy.stablehlo.dense import dense_to_array
 from xlapy.stablehlo.generic_form import compatible, terminator_type_problem
@@ -56,7 +57,7 @@ from xlapy.stablehlo.specialize import (
 from xlapy.types import Literal, Shape
 from xlapy.types.limits import process_count_problem
 
-TERMINATORS = {"func.return", "return", "stablehlo.return"}
+TERMINATORS = {"func.return", "return", "stablehlo.return", "sdy.return"}
 _TUPLE_OPS = {"tuple", "get_tuple_element", "parameter", "constant"}
 Key = tuple[str, int | None]
 #: Deprecated StableHLO ops that are one spec op under another name (others: legalize.py).
@@ -211,6 +212,7 @@ class Importer:
                                       f"({', '.join(r.shape.to_shlo() for r in returned)}) but its "
                                       f"signature says ({', '.join(map(type_str, declared))})")
         self.set_root(comp, returned)
+        sdy.attach_signature(self, f, comp)
         self.in_progress.discard(name)
         if not spec:
             self.comps[name] = comp
@@ -325,8 +327,8 @@ class Importer:
             special = self.op_dynamic
         elif opcode.startswith("chlo.broadcast_"):
             special = self.op_chlo_broadcast
-        elif opcode in LEGALIZE:  # deprecated ops: spec ops (legalize.py)
-            special = partial(LEGALIZE[opcode], self)
+        elif opcode in LEGALIZE or opcode in sdy.IMPORTERS:  # legalize.py, sdy.py
+            special = partial(LEGALIZE.get(opcode) or sdy.IMPORTERS[opcode], self)
         if special is not None:
             results = special(node, scope)
         else:
@@ -499,6 +501,7 @@ class Importer:
             regions: list[Computation], node: OpNode) -> Instruction:
         name = node.results[0][0].lstrip("%") if node.results else ""
         instr = Instruction(opcode, operands, shape, attrs, regions, name)
+        sdy.attach_sharding(self, instr, node.attrs)
         return self.cur.add(instr)
 
     def op_case(self, node: OpNode, scope: Scope) -> list[Instruction]:
@@ -559,8 +562,6 @@ def _as_static(t: Any) -> Any:
 
 
 def _clean(e: Exception) -> str:
-    if isinstance(e, ShapeInferenceError):
-        return str(e)
     return str(e)
 
 

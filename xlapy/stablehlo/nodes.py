@@ -151,6 +151,7 @@ class FuncNode:
     visibility: str = "public"
     arg_attrs: list[dict[str, Any]] = field(default_factory=list)
     pos: int = 0
+    result_attrs: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -159,3 +160,4 @@ class ModuleNode:
     attrs: dict[str, Any]
     funcs: list[FuncNode]
     pos: int = 0
+    meshes: dict[str, Any] = field(default_factory=dict)  # sdy.mesh @name -> ir.sharding.Mesh

@@ -29,6 +29,7 @@ from xlapy.stablehlo.nodes import (
     TypedNumber,
     ValueRef,
 )
+from xlapy.stablehlo.sdy import parse_mesh_decl
 from xlapy.types import ElementType, Shape, from_shlo_name
 
 _SCALAR_TYPES = {t.shlo_name: t for t in ElementType if t.is_array}
@@ -102,6 +103,7 @@ class Parser:
     # ---- module structure --------------------------------------------------------------------
     def parse_module(self) -> ModuleNode:
         funcs: list[FuncNode] = []
+        meshes: dict[str, Any] = {}
         name, attrs, pos = "main", {}, 0
         wrapped = False
         while True:
@@ -131,6 +133,9 @@ class Parser:
                 while not self.accept("}"):
                     if self.peek().kind == "eof":
                         raise self.error(self.peek(), "unterminated module: expected '}'")
+                    if self.at("sdy.mesh"):
+                        meshes.update([parse_mesh_decl(self)])
+                        continue
                     funcs.append(self.parse_func())
                 self.skip_loc()
             elif tok.text in ("func.func", '"func.func"'):
@@ -139,7 +144,7 @@ class Parser:
                 raise self.error(tok, "dialect resources are not supported")
             else:
                 raise self.error(tok, f"expected 'module' or 'func.func', found '{tok.text}'")
-        return ModuleNode(name, attrs, funcs, pos)
+        return ModuleNode(name, attrs, funcs, pos, meshes=meshes)
 
     def parse_func(self) -> FuncNode:
         if self.at('"func.func"'):
@@ -163,13 +168,13 @@ class Parser:
                     break
                 self.expect(",", "between arguments")
         results: list[Any] = []
+        result_attrs: list[dict[str, Any]] = []
         if self.accept("->"):
             if self.accept("("):
                 if not self.accept(")"):
                     while True:
                         results.append(self.parse_type())
-                        if self.at("{"):
-                            self.parse_attr_dict()
+                        result_attrs.append(self.parse_attr_dict() if self.at("{") else {})
                         if self.accept(")"):
                             break
                         self.expect(",", "between result types")
@@ -180,7 +185,7 @@ class Parser:
         self.expect("{", "to open the function body")
         body = self.parse_block_ops()
         self.skip_loc()
-        return FuncNode(name, args, results, body, visibility, arg_attrs, tok.pos)
+        return FuncNode(name, args, results, body, visibility, arg_attrs, tok.pos, result_attrs)
 
     def parse_block_ops(self) -> list[OpNode]:
         """Ops up to and including the closing `}`."""
