@@ -35,8 +35,6 @@ ALLOWED: dict[str, str] = {
     "atan2:complex<f32>": "complex atan2 not compiled yet",
     "remainder:complex<f64>": "complex remainder not compiled yet",
     "remainder:complex<f32>": "complex remainder not compiled yet",
-    "bitcast_convert:complex<f64>": "complex bit casts not compiled yet",
-    "bitcast_convert:complex<f32>": "complex bit casts not compiled yet",
 }
 
 

@@ -142,3 +142,27 @@ func.func @main(%x: tensor<2x3xi32>, %s: tensor<2xi64>) -> tensor<3x2xi32> {
     assert _ops(cpu) == {"dynamic_reshape"}
     with pytest.raises(Exception, match="dynamic shape"):
         cpu(x, np.array([6, 1], np.int64))
+
+
+BITCAST = """
+func.func @main(%w: tensor<3xcomplex<f64>>, %n: tensor<3x2xcomplex<f32>>) -> (tensor<3x2xcomplex<f32>>, tensor<3xcomplex<f64>>, tensor<3x2xcomplex<f32>>) {
+  %a = stablehlo.bitcast_convert %w : (tensor<3xcomplex<f64>>) -> tensor<3x2xcomplex<f32>>
+  %b = stablehlo.bitcast_convert %n : (tensor<3x2xcomplex<f32>>) -> tensor<3xcomplex<f64>>
+  %c = stablehlo.bitcast_convert %n : (tensor<3x2xcomplex<f32>>) -> tensor<3x2xcomplex<f32>>
+  return %a, %b, %c : tensor<3x2xcomplex<f32>>, tensor<3xcomplex<f64>>, tensor<3x2xcomplex<f32>>
+}
+"""
+
+
+def test_complex_bitcasts_are_part_bitcasts() -> None:
+    """Bit for bit, NaN payloads and denormal halves included (no part is flushed)."""
+    rng = np.random.default_rng(3)
+    wide = rng.integers(0, 2**63, 6, dtype=np.uint64)
+    wide[:3] = [0x0123456789ABCDEF, 0x7FF8000000000001, 0x0000000000000001]
+    narrow = rng.integers(0, 2**32, 12, dtype=np.uint64).astype(np.uint32)
+    narrow[:3] = [0x7FC00001, 0x00000001, 0xFF800000]
+    w, n = wide.view(np.complex128), narrow.view(np.complex64).reshape(3, 2)
+    want, got, cpu = _both(BITCAST, w, n)
+    for g, x in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint32), np.asarray(x).view(np.uint32))
+    assert not fallback_ops(cpu)
