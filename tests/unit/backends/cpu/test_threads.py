@@ -14,6 +14,8 @@ from xlapy.backends.cpu.executable import _pool
 
 _LIBC = ctypes.CDLL(None)
 MEMSET = threads.fn_address(_LIBC.memset)
+#: Memory a test's worker thread keeps using after the test (it never exits).
+_KEEP: list[object] = []
 
 
 def test_jobs_run_on_workers_and_after_sleeping() -> None:
@@ -53,3 +55,30 @@ def test_concurrent_submitters_and_inline_fallback() -> None:
     h2.result()
     h1.result()
     assert (a == 1).all() and (b == 2).all()
+
+
+def test_caller_takes_back_a_job_no_worker_started() -> None:
+    """A posted job no worker has claimed runs on the waiting caller (a loaded machine whose
+    worker has no core yet); the worker that wakes later sees it claimed and skips it."""
+    _, post, wait, worker, _ = threads._native()
+    slot = np.zeros(threads._SLOT_WORDS, np.int64)
+    slot[threads._ROUNDS] = 64
+    buf = np.zeros(32, np.uint8)
+    _KEEP.extend((slot, buf))
+    addr = slot.ctypes.data
+
+    def job(value: int) -> None:
+        slot[threads._FN] = MEMSET
+        slot[threads._ARGS:threads._ARGS + 3] = [buf.ctypes.data, value, 16]
+        post(addr)
+
+    job(7)  # no worker serves this slot: without taking the job back, wait never returns
+    wait(addr, 1, 1)
+    assert (buf[:16] == 7).all() and slot[threads._CLAIMED] & 0xFFFFFFFF == 1
+    buf[:] = 0
+    th = threading.Thread(target=threads._VOIDP(worker), args=(addr,), daemon=True)
+    th.start()
+    job(9)  # the worker claims job 2 (and never reruns job 1)
+    wait(addr, 2, 0)
+    assert (buf[:16] == 9).all() and (buf[16:] == 0).all()
+    assert slot[threads._FINISHED] & 0xFFFFFFFF == 2
