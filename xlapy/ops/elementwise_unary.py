@@ -7,6 +7,8 @@ bits, as XLA's CPU code does, so they keep denormals.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import scipy.special
 
@@ -84,11 +86,30 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
     return np.divide(np.ones((), x.dtype), s, out=s)  # type: ignore[no-any-return]
 
 
+def _in_f64(fn: Any) -> Any:
+    """`fn` on f32 evaluated in float64 and rounded once: correctly rounded (numpy's f32
+    exp/log are SIMD approximations within 2 ulp; ulp table: test_ulp_table.py)."""
+    def f(x: np.ndarray) -> np.ndarray:
+        if x.dtype == np.float32:
+            return fn(x.astype(np.float64)).astype(np.float32)  # type: ignore[no-any-return]
+        return fn(x)  # type: ignore[no-any-return]
+
+    return f
+
+
 def _logistic(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) (XLA's form), and exp(x) below -80 (f32; -700 f64), where the two
+    agree to the last bit until exp(-x) overflows; past that XLA's form gives 0 where the
+    true value is subnormal (the same 0 once flushed in the ftz mode)."""
     one = np.ones((), x.dtype)
     e = np.exp(np.negative(x))
     np.add(one, e, out=e)
-    return np.divide(one, e, out=e)  # type: ignore[no-any-return]
+    out = np.divide(one, e, out=e)
+    if x.dtype.kind == "f":
+        low = x < (-700.0 if x.dtype == np.float64 else -80.0)
+        if low.any():
+            out[low] = np.exp(x[low])
+    return out  # type: ignore[no-any-return]
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -137,7 +158,7 @@ unary("cosine", _FC, np.cos, daz_real=False, ftz_real=False,
       doc="stablehlo.cosine: spec §cosine; XLA Cos.")
 unary("count_leading_zeros", INT, _clz, raw=True, typed=True,
       doc="stablehlo.count_leading_zeros: spec §count_leading_zeros; XLA Clz.")
-unary("exponential", _FC, np.exp, daz_real=False,
+unary("exponential", _FC, _in_f64(np.exp), daz_real=False,
       doc="stablehlo.exponential: spec §exponential; XLA Exp.")
 unary("exponential_minus_one", _FC, np.expm1, ftz_real=False,
       doc="stablehlo.exponential_minus_one: spec §exponential_minus_one; XLA Expm1.")
@@ -146,7 +167,7 @@ unary("imag", _FC, _imag, raw=True, typed=True, result_type=_component,
       doc="stablehlo.imag: spec §imag; XLA Imag (zeros for real operands).")
 unary("is_finite", FLOAT, np.isfinite, raw=True, result_type=lambda t: ElementType.PRED,
       doc="stablehlo.is_finite: spec §is_finite; XLA IsFinite.")
-unary("log", _FC, np.log, ftz_real=False, doc="stablehlo.log: spec §log; XLA Log.")
+unary("log", _FC, _in_f64(np.log), ftz_real=False, doc="stablehlo.log: spec §log; XLA Log.")
 unary("log_plus_one", _FC, np.log1p, ftz_real=False,
       doc="stablehlo.log_plus_one: spec §log_plus_one; XLA Log1p.")
 unary("logistic", _FC, _logistic, daz_real=False,

@@ -98,7 +98,9 @@ def _acosh(g: _G, x: I) -> I:
     y = g.subtract(x, g.k(1, x))
     small = g.log_plus_one(g.add(y, g.sqrt(g.multiply(y, g.add(x, g.k(1, x))))))
     large = g.add(g.log(x), g.k(LN2, x))
-    return g.select(g.cmp(x, g.k(_big(x), x), "GT"), large, small)
+    r = g.select(g.cmp(x, g.k(_big(x), x), "GT"), large, small)
+    # x < 1 is outside the domain: NaN (the formula gives finite values or -inf below -1)
+    return g.select(g.cmp(x, g.k(1, x), "LT"), g.k(math.nan, x), r)
 
 
 def _atanh(g: _G, x: I) -> I:

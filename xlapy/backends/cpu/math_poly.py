@@ -251,9 +251,16 @@ class Math:
         return self.bin("copysign", r, x)
 
     def logistic(self, x: ir.Value) -> ir.Value:
+        """1 / (1 + exp(-x)) (XLA's form); in the `ieee` denormal mode exp(x) below -80
+        (f32; -700 f64), where exp(-x) overflows before the subnormal results (under FTZ
+        those flush to 0 either way, so the ftz code skips the second exp)."""
         b = self.b
         e = self.exp(b.fneg(x))
-        return b.fdiv(self.c(1.0), b.fadd(self.c(1.0), e))
+        out = b.fdiv(self.c(1.0), b.fadd(self.c(1.0), e))
+        if denormal.flushing():
+            return out
+        low = b.fcmp_ordered("<", x, self.c(-700.0 if self.is64 else -80.0))
+        return b.select(low, self.exp(x), out)
 
     def erf(self, x: ir.Value) -> ir.Value:
         b = self.b
