@@ -12,13 +12,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from xlapy.errors import ParseError, ShapeInferenceError, Unimplemented
+from xlapy.errors import ParseError, ShapeInferenceError, Span, Unimplemented
 from xlapy.hlo_text.attrs import read_computations
 from xlapy.hlo_text.cursor import Cursor
 from xlapy.hlo_text.parser import Attr, CompNode, InstrNode, ModuleNode
 from xlapy.ir import Computation, Instruction, Module
+from xlapy.ir.location import SourceLoc, stamp
 from xlapy.ops.base import NO_ATTRS, infer_shape
 from xlapy.types import Shape
 from xlapy.types.limits import process_count_problem
@@ -31,6 +33,18 @@ PASSIVE_ATTRS = frozenset({
     "raw_backend_config_string", "schedule_name", "custom_call_schedule", "padding_type",
 })
 MULTI_RESULT_MARK = 'xlapy_multi_result="true"'
+_METADATA_FIELD = re.compile(r'(op_name|source_file|source_line|source_column)\s*=\s*'
+                             r'(?:"((?:[^"\\]|\\.)*)"|(\d+))')
+
+
+def metadata_location(metadata: str | None, span: Span) -> SourceLoc:
+    """The instruction's place in the text and its `metadata={op_name=... source_file=...
+    source_line=...}` (what JAX records: the op's path and the Python line that made it)."""
+    fields = {m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
+              for m in _METADATA_FIELD.finditer(metadata or "")}
+    line, col = fields.get("source_line"), fields.get("source_column")
+    return SourceLoc(span=span, name=fields.get("op_name"), file=fields.get("source_file"),
+                     line=int(line) if line else None, col=int(col) if col else None)
 
 
 class InstrContext:
@@ -183,6 +197,7 @@ class HloImporter:
             if reader is None:
                 raise self.cur.error(n.opcode_pos, f"unknown or unsupported HLO opcode "
                                                    f"'{n.opcode}'", len(n.opcode))
+            first = len(comp.instructions)
             try:
                 out = reader(ctx)
             except (Unimplemented, ShapeInferenceError) as e:
@@ -192,6 +207,9 @@ class HloImporter:
             else:
                 opcode, operands, attrs, called = out
                 result = self._checked(ctx, opcode, operands, attrs, called)
+            stamp(comp.instructions[first:], metadata_location(
+                n.attrs["metadata"].value if "metadata" in n.attrs else None,
+                self.cur.span(n.pos)))
             extra = {k: a.value for k, a in n.attrs.items() if k not in ctx.used}
             for k in extra:
                 if k not in PASSIVE_ATTRS:

@@ -15,6 +15,7 @@ import numpy as np
 
 from xlapy.errors import InterpreterError, XlapyError
 from xlapy.ir import Computation, Instruction, Module
+from xlapy.ir.location import locate_error
 from xlapy.ops.base import OPS
 from xlapy.types import Shape
 from xlapy.types.literal import TOKEN_VALUE, Token
@@ -98,13 +99,13 @@ class Interpreter:
             operands = [env[id(o)] for o in instr.operands]
             try:
                 value = op.evaluate(operands, instr.attrs, instr.shape, _Context(self, instr))
-            except XlapyError:
-                raise
+            except XlapyError as e:
+                raise locate_error(e, instr) from e.__cause__
             except Exception as e:  # a numpy failure inside evaluate: name the instruction
-                raise InterpreterError(
+                raise locate_error(InterpreterError(
                     f"{instr.opcode} (%{instr.name}: {instr.shape}) failed: "
                     f"{type(e).__name__}: {e}"
-                ) from e
+                ), instr) from e
             env[id(instr)] = check_value(value, instr.shape, f"{instr.opcode} %{instr.name}",
                                          internal=True)
             for dead in last_use.get(pos, ()):

@@ -21,6 +21,7 @@ import numpy as np
 
 from xlapy.errors import ParseError, Unimplemented, XlapyError
 from xlapy.ir import Computation, Instruction, Module
+from xlapy.ir.location import stamp
 from xlapy.ops.base import NO_ATTRS, OPS, get_op, infer_shape
 from xlapy.ops.core import ConstantAttrs, GetTupleElementAttrs, ParameterAttrs
 from xlapy.ops.dynamic import DYNAMIC_OPS
@@ -31,6 +32,7 @@ from xlapy.stablehlo.dense import dense_to_array
 from xlapy.stablehlo.generic_form import compatible, terminator_type_problem
 from xlapy.stablehlo.legalize import LEGALIZE
 from xlapy.stablehlo.lexer import Lexer
+from xlapy.stablehlo.locations import resolve as resolve_loc
 from xlapy.stablehlo.nodes import (
     BlockArg,
     DenseAttr,
@@ -309,10 +311,14 @@ class Importer:
 
     # ---- ops ----------------------------------------------------------------------------------
     def op(self, node: OpNode, scope: Scope) -> None:
+        comp = scope.comp
+        first = len(comp.instructions)
         try:
             self._op(node, scope)
         except QuantTypeError as e:
             raise self.error(node.pos, f"{node.name}: {e}") from None
+        stamp(comp.instructions[first:],
+              resolve_loc(node.loc, self.node.locs, self.lex.span(node.pos)))
 
     def _op(self, node: OpNode, scope: Scope) -> None:
         opcode = opcode_of(node.name)

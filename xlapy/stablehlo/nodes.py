@@ -136,6 +136,7 @@ class OpNode:
     operand_types: list[Any] | None = None
     result_types: list[Any] | None = None
     pos: int = 0
+    loc: str | None = None  # the raw text inside `loc(...)` after the op
 
     @property
     def num_results(self) -> int:
@@ -161,3 +162,4 @@ class ModuleNode:
     funcs: list[FuncNode]
     pos: int = 0
     meshes: dict[str, Any] = field(default_factory=dict)  # sdy.mesh @name -> ir.sharding.Mesh
+    locs: dict[str, str] = field(default_factory=dict)  # `#locN = loc(...)` aliases, raw

@@ -42,6 +42,7 @@ class Parser:
     def __init__(self, text: str, filename: str = "<input>", line_offset: int = 0) -> None:
         self.lex = Lexer(text, filename, line_offset)
         self.aliases: dict[str, Any] = {}
+        self.locs: dict[str, str] = {}  # `#locN = loc(...)`: raw text, resolved on import
         self.depth = 0  # nesting of types, attributes and regions (see `nested`)
 
     # ---- token helpers ---------------------------------------------------------------------
@@ -113,7 +114,10 @@ class Parser:
             if tok.kind == "hash":  # `#loc1 = loc(...)` or an attribute alias
                 self.next()
                 self.expect("=")
-                self.aliases[tok.text] = self.parse_attr()
+                if self.at("loc"):
+                    self.locs[tok.text] = self.skip_loc() or ""
+                else:
+                    self.aliases[tok.text] = self.parse_attr()
             elif tok.text == '"builtin.module"':
                 if wrapped or funcs:
                     raise self.error(tok, "expected one module per input chunk")
@@ -144,7 +148,7 @@ class Parser:
                 raise self.error(tok, "dialect resources are not supported")
             else:
                 raise self.error(tok, f"expected 'module' or 'func.func', found '{tok.text}'")
-        return ModuleNode(name, attrs, funcs, pos, meshes=meshes)
+        return ModuleNode(name, attrs, funcs, pos, meshes=meshes, locs=self.locs)
 
     def parse_func(self) -> FuncNode:
         if self.at('"func.func"'):
@@ -248,7 +252,7 @@ class Parser:
             raise self.error(tok, f"expected an op, found '{tok.text}'")
         op.results = results
         op.pos = tok.pos
-        self.skip_loc()
+        op.loc = self.skip_loc()
         return op
 
     def parse_generic(self, name: str, tok: Token) -> OpNode:
@@ -334,12 +338,15 @@ class Parser:
             return types, [self.parse_type()]
         return None, types
 
-    def skip_loc(self) -> None:
-        if self.at("loc"):
-            self.next()
-            self.expect("(")
-            self.lex.raw_until(")")
-            self.expect(")")
+    def skip_loc(self) -> str | None:
+        """Step over a `loc(...)`; returns the text inside it (None when there is none)."""
+        if not self.at("loc"):
+            return None
+        self.next()
+        self.expect("(")
+        text, _ = self.lex.raw_until(")")
+        self.expect(")")
+        return text
 
     # ---- types -------------------------------------------------------------------------------
     @nested

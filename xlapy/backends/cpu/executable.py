@@ -53,6 +53,7 @@ from xlapy.backends.ownership import CHECK, COPY, KEEP, result_plan
 from xlapy.errors import InterpreterError, XlapyError
 from xlapy.interpreter.evaluator import check_value
 from xlapy.ir import Computation, Instruction, Module
+from xlapy.ir.location import locate_error
 from xlapy.ops.base import OPS
 from xlapy.types import Shape
 from xlapy.types.literal import TOKEN_VALUE
@@ -415,11 +416,12 @@ class CpuExecutable(Calls, Introspection):
                 with np.errstate(all="ignore"):
                     val = thunks.off_arena(op.evaluate(operands, instr.attrs, instr.shape, ctx),
                                            raw)
-            except XlapyError:
-                raise
+            except XlapyError as e:
+                raise locate_error(e, instr) from e.__cause__
             except Exception as e:  # a numpy failure inside evaluate: name the instruction
-                raise InterpreterError(f"{instr.opcode} (%{instr.name}: {instr.shape}) failed: "
-                                       f"{type(e).__name__}: {e}") from e
+                raise locate_error(InterpreterError(
+                    f"{instr.opcode} (%{instr.name}: {instr.shape}) failed: "
+                    f"{type(e).__name__}: {e}"), instr) from e
             self._set(t, v, s, check_value(val, instr.shape, f"{instr.opcode} %{instr.name}",
                                            internal=True))
 
@@ -440,8 +442,11 @@ class CpuExecutable(Calls, Introspection):
                 val = tuple(np.array(x) for x in val) if isinstance(val, tuple) else \
                     np.array(val)
             else:
-                with np.errstate(all="ignore"):
-                    val = fn(*operands)
+                try:
+                    with np.errstate(all="ignore"):
+                        val = fn(*operands)
+                except XlapyError as e:
+                    raise locate_error(e, instr) from e.__cause__
             self._set(t, v, s, val)
 
         return run
