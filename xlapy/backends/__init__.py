@@ -43,5 +43,6 @@ def available_backends() -> list[str]:
 def _load_builtin() -> None:
     from xlapy.backends import (
         cpu,  # noqa: F401
+        gpu,  # noqa: F401
         interpreter,  # noqa: F401
     )

@@ -2,7 +2,9 @@
 
 - `run_on_grid`: a module whose own entry declares `mhlo.num_replicas` /
   `mhlo.num_partitions` > 1 runs its entry on every process of that grid (SPMD): the
-  threaded grid by default, the MPI ranks under `--distributed mpi`.
+  threaded grid by default, the MPI ranks under `--distributed mpi`. A module with
+  shardings (GSPMD / Shardy) is a global program: it is partitioned (passes/spmd), each
+  process runs its partition on its shards, and the global results come back once.
 - `cmd_run_mpi`: `mpiexec -n N python -m xlapy run --distributed mpi FILE...`: every rank
   runs every chunk (so each reaches the same grids in the same order); a grid with N
   processes puts process i on rank i, other grids run in threads inside each rank. Only rank 0
@@ -33,6 +35,10 @@ def run_on_grid(module: Module, comp: Computation, args: Sequence[Any],
     process (row-major, replica-major). `args` is either one argument list every process
     gets, or one list per process concatenated in that order."""
     nr, np_ = grid_shape(module)
+    from xlapy.passes.spmd import has_shardings
+
+    if comp is module.entry and has_shardings(module):  # global program: partitioned first
+        return [run_sharded(module, args, backend)]
     size = nr * np_
     k = len(comp.parameters)
     if len(args) == k:
@@ -45,6 +51,15 @@ def run_on_grid(module: Module, comp: Computation, args: Sequence[Any],
                          f"process, process-major), got {len(args)}")
     grid = new_process_grid(nr, np_)
     return list(grid.run_programs([comp] * size, per, runtime=runtime, backend=backend))
+
+
+def run_sharded(module: Module, args: Sequence[Any], backend: str) -> Any:
+    """A sharded module's global results from global arguments: each process (an MPI rank
+    under `--distributed mpi`) runs its partition on its shards."""
+    from xlapy.distributed.sharded import ShardedProgram
+
+    prog = ShardedProgram(module, backend)
+    return prog(*args)
 
 
 def cmd_run_mpi(args: argparse.Namespace, out: TextIO,
@@ -79,4 +94,4 @@ def cmd_run_mpi(args: argparse.Namespace, out: TextIO,
     return int(worst)
 
 
-__all__ = ["cmd_run_mpi", "grid_shape", "run_on_grid"]
+__all__ = ["cmd_run_mpi", "grid_shape", "run_on_grid", "run_sharded"]

@@ -129,7 +129,8 @@ class ShardedProgram:
         grid = new_process_grid(self.num_replicas, self.num_partitions)
         comp = self.module.entry_computation()
         if not isinstance(grid, ProcessGrid) or self.backend != "cpu":
-            return grid.run_programs([comp] * grid.size, per_process, backend=self.backend)
+            n = self.num_replicas * self.num_partitions
+            return grid.run_programs([comp] * n, per_process, backend=self.backend)
         exe = self.executable()
         index = {pid: k for k, pid in enumerate(grid.pids)}
 

@@ -127,7 +127,17 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "simplification": simplification_group,
 }
 
-PIPELINES: dict[str, Callable[..., Pipeline]] = {"cpu": cpu_pipeline, "backend": backend_pipeline}
+def spmd_pipeline(verify: bool = False,
+                  print_after_all: Callable[[str], None] | None = None) -> Pipeline:
+    """A sharded module (GSPMD / Shardy shardings) -> its per-partition program
+    (passes/spmd)."""
+    from xlapy.passes.spmd import SpmdPartitioner
+
+    return Pipeline("spmd", [SpmdPartitioner()], verify, print_after_all)
+
+
+PIPELINES: dict[str, Callable[..., Pipeline]] = {"cpu": cpu_pipeline, "backend": backend_pipeline,
+                                                 "spmd": spmd_pipeline}
 
 
 def make_pass(name: str) -> Pass:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.ir import Computation, Instruction, Module
+from xlapy.ir.sharding import to_text as sharding_text
 from xlapy.ops.base import OPS
 from xlapy.stablehlo.attrmap import _FROM_RESULT, ALIASES
 from xlapy.stablehlo.printer_pretty import pretty_op
@@ -120,9 +121,11 @@ class Printer:
         args = []
         for i, p in enumerate(comp.parameters):
             names[id(p)] = f"%arg{i}"
-            args.append(f"%arg{i}: {p.shape.to_shlo()}")
+            args.append(f"%arg{i}: {p.shape.to_shlo()}{_sharding_attr(p.meta.get('sharding'))}")
         results = comp.result_shapes
-        res = ", ".join(s.to_shlo() for s in results)
+        outs = self.module.meta.get("result_shardings", {}).get(comp.name) or []
+        res = ", ".join(s.to_shlo() + (_sharding_attr(outs[k]) if k < len(outs) else "")
+                        for k, s in enumerate(results))
         counter = [0]
         if self.generic:
             ins = ", ".join(p.shape.to_shlo() for p in comp.parameters)
@@ -136,7 +139,7 @@ class Printer:
             return
         sig = f"({', '.join(args)})"
         if results:
-            sig += f" -> ({res})" if len(results) != 1 else f" -> {res}"
+            sig += f" -> ({res})" if len(results) != 1 or outs else f" -> {res}"
         vis = "" if vis == "public" else vis + " "
         self.lines.append(f"  func.func {vis}@{_sym(comp.name)}{sig} {{")
         self.body(comp, names, counter, "    ", "func.return")
@@ -312,6 +315,8 @@ class Printer:
     def attrs(self, instr: Instruction) -> list[tuple[str, str]]:
         a = instr.attrs
         out: list[tuple[str, str]] = []
+        if instr.meta.get("sharding") is not None:  # GSPMD text (Shardy's imports as it)
+            out.append(("mhlo.sharding", _str(sharding_text(instr.meta["sharding"]))))
         if instr.opcode in _FUNC_CALLERS:
             if instr.opcode == "interpreter.run_parallel":
                 progs = ", ".join("[" + ", ".join(f"@{_sym(n)}" for n in row) + "]"
@@ -360,6 +365,10 @@ class Printer:
 
 
 _APPLIES = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
+
+
+def _sharding_attr(s: Any) -> str:
+    return f" {{mhlo.sharding = {_str(sharding_text(s))}}}" if s is not None else ""
 
 
 def _reduce_applies(instr: Instruction, names: dict[int, str], ftype: str) -> str | None:

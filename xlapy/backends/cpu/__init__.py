@@ -39,25 +39,32 @@ class CpuBackend:
         composites and element-wise maps inlined, rng_bit_generator expanded and splat
         constants become broadcasts (computed in kernels, never materialized)."""
         from xlapy.backends.cpu.executable import CpuExecutable
-        from xlapy.passes.chlo_lowering import ChloLowering
-        from xlapy.passes.inliner import CallInliner
-        from xlapy.passes.native_forms import native_form_passes
-        from xlapy.passes.rng_bit_generator_expander import RngBitGeneratorExpander
-        from xlapy.passes.splat_constants import SplatToBroadcast
 
         with _no_gc():
-            if _needs_rewrite(module):
-                # On a copy (the caller's module is not ours to rewrite); the rewrites only
-                # add ops, they fold nothing.
-                module = module.clone()
-                ChloLowering().run(module)
-                for p in native_form_passes():
-                    p.run(module)
-                CallInliner().run(module)
-                RngBitGeneratorExpander.for_cpu().run(module)
-                SplatToBroadcast().run(module)
-                comp = module.get(comp.name)
+            module, comp = rewrite_for_function(module, comp)
             return CpuExecutable(comp, module, options)
+
+
+def rewrite_for_function(module: Module, comp: Any) -> tuple[Module, Any]:
+    """compile_function's rewrites of `comp` (shared with the gpu backend): on a copy of
+    the module (the caller's is not ours to rewrite), when it needs any; they only add ops,
+    they fold nothing."""
+    from xlapy.passes.chlo_lowering import ChloLowering
+    from xlapy.passes.inliner import CallInliner
+    from xlapy.passes.native_forms import native_form_passes
+    from xlapy.passes.rng_bit_generator_expander import RngBitGeneratorExpander
+    from xlapy.passes.splat_constants import SplatToBroadcast
+
+    if _needs_rewrite(module):
+        module = module.clone()
+        ChloLowering().run(module)
+        for p in native_form_passes():
+            p.run(module)
+        CallInliner().run(module)
+        RngBitGeneratorExpander.for_cpu().run(module)
+        SplatToBroadcast().run(module)
+        comp = module.get(comp.name)
+    return module, comp
 
 
 def _needs_rewrite(module: Module) -> bool:

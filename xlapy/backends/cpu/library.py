@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from xlapy.backends.cpu import recycle
 from xlapy.ir import Instruction
 
 #: Ops run as library thunks through their (numpy/scipy) interpreter kernel: none now.
@@ -88,13 +89,17 @@ def dot_plan(instr: Instruction, threads: int = 1
 
     direct = acc == out_dtype
     same = lhs.dtype == rhs.dtype == acc
+    # The wide copies of bf16/f16 operands and the wide result are reused across calls
+    # (recycle.py): fresh, an attention's 32 MB of them cost ~3 ms of page faults a call.
+    keep: dict[int, Any] = {}
 
     def run(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
         if not same:  # bf16/f16 (or mixed) operands: computed in f32, rounded once
-            x, y = x.astype(acc, copy=False), y.astype(acc, copy=False)
+            x, y = _widened(keep, 0, x, acc), _widened(keep, 1, y, acc)
         xv = x.transpose(lperm).reshape((nbatch, m, k))
         yv = y.transpose(rperm).reshape((nbatch, k, n))
-        ov = out.reshape((nbatch, m, n)) if direct else np.empty((nbatch, m, n), acc)
+        ov = out.reshape((nbatch, m, n)) if direct else \
+            recycle.output(keep, 2, (nbatch, m, n), acc)
         if k == 0 or (nbatch > 16 and m * n * k < BATCH_GEMM_FLOPS):
             np.matmul(xv, yv, out=ov)  # tiny products: NumPy's loop beats a call per batch
         elif nbatch > 16:
@@ -106,6 +111,15 @@ def dot_plan(instr: Instruction, threads: int = 1
             out[...] = ov.reshape(out.shape)
 
     return run
+
+
+def _widened(keep: dict[int, Any], key: int, x: np.ndarray, acc: Any) -> np.ndarray:
+    """x in the accumulation type: itself, or a copy in a buffer reused across calls."""
+    if x.dtype == acc:
+        return x
+    wide = recycle.output(keep, key, x.shape, acc)
+    wide[...] = x
+    return wide
 
 
 #: Multiply-adds per batch below which a many-batch dot stays one NumPy matmul.

@@ -67,6 +67,7 @@ def partition_module(module: Module) -> SpmdModule:
             out.add_computation(c)
     out.add_computation(new, entry=True)
     out.remove_unreachable()
+    DeadCodeElimination().run(out)
     root = entry.root
     results = ([o.shape for o in root.operands] if entry.multi_result and root is not None
                else [root.shape] if root is not None else [])
