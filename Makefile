@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-latest bench bench-cpu bench-jax lint lock clean
+.PHONY: demo test test-latest bench bench-cpu bench-jax lint lock clean aot-example aot-tools
 
 # Installs come from requirements.lock: exact versions with hashes of the runtime and test
 # dependencies (transitively) and of the build backend (setuptools). One lock serves both
@@ -45,6 +45,27 @@ test: $(VENV)/.test
 	    XLAPY_CPU_TARGET=$$t $(BIN)/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider \
 	        $(CPU_SUITES) || exit 1; \
 	done
+
+# Ahead-of-time example (examples/aot): `xlapy aot` compiles the MLP and the CNN to objects, a
+# C program links them (no Python, no xlapy runtime), check.py compares its outputs with the
+# interpreter and prints object sizes and the C program's time per call against the JIT's.
+AOT_BUILD ?= build/aot
+CC ?= gcc
+aot-example: $(VENV)/.runtime
+	mkdir -p $(AOT_BUILD)
+	$(BIN)/python -m xlapy aot examples/aot/mlp.mlir --name mlp -o $(AOT_BUILD)
+	$(BIN)/python -m xlapy aot examples/aot/cnn.mlir --name cnn -o $(AOT_BUILD)
+	$(CC) -O2 -std=c99 -D_POSIX_C_SOURCE=200809L -I $(AOT_BUILD) -o $(AOT_BUILD)/demo \
+	    examples/aot/main.c $(AOT_BUILD)/mlp.o $(AOT_BUILD)/cnn.o -lm
+	$(BIN)/python examples/aot/check.py $(AOT_BUILD)
+
+# The cross toolchain and emulator the aarch64 AOT tests use (tests/aot), when apt can.
+aot-tools:
+	command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null || \
+	    { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	      apt-get update -q >/dev/null && \
+	      apt-get install -y -q gcc-aarch64-linux-gnu qemu-user >/dev/null; } || \
+	    echo "aot-tools: gcc-aarch64-linux-gnu / qemu-user not installed (the aarch64 AOT tests say so)"
 
 # Newest releases within pyproject.toml's ranges, in their own venv (not part of .ci/run).
 LATEST ?= .venv-latest

@@ -254,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     from xlapy.cli.compile import add_parser as add_compile_parser
 
     add_compile_parser(sub)
+    from xlapy.cli.aot import add_parser as add_aot_parser
+
+    add_aot_parser(sub)
     return parser
 
 
@@ -296,6 +299,10 @@ def _dispatch(args: argparse.Namespace, stream: TextIO) -> int:
         from xlapy.cli.compile import cmd_compile
 
         return cmd_compile(args, stream)
+    if args.command == "aot":
+        from xlapy.cli.aot import cmd_aot
+
+        return cmd_aot(args, stream)
     return 2
 
 

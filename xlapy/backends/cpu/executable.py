@@ -177,8 +177,10 @@ class CpuExecutable(Calls, Introspection):
                               and i.opcode not in ("parameter", "constant")]
         self.engine: Engine | None = None
         self.kernel_addrs: list[int] = []
+        #: The kernels' module before optimization (xlapy.aot links it into one object).
+        self.kernel_ir = ""
         if kernel_specs:
-            text = module_text(mod)  # printed once: llvmlite's printer is slow
+            text = self.kernel_ir = module_text(mod)  # printed once: llvmlite's printer is slow
             vec = any(kernel_elements(k) >= SMALL_KERNEL for k in kernel_specs)
             light = all(k.explicit for k in kernel_specs)
             key = cache.key(text, "light" if light else "" if vec else "novec")

@@ -1,0 +1,144 @@
+# ruff: noqa: E501  (StableHLO programs are kept on one line per op)
+"""xlapy.aot: objects linked into a C program by gcc, run, and compared with the interpreter
+(tests/aot/compare.py). Programs are batched: one object each, one generated driver and one
+gcc run per test (xlapy/aot/driver.py)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xlapy
+from tests.aot.compare import mismatch
+from xlapy.aot import Unimplemented, driver
+from xlapy.aot import compile as aot_compile
+from xlapy.backends.cpu import objfile, rtlib
+from xlapy.cli.main import main
+
+HERE = Path(__file__).parent
+EXAMPLES = HERE.parents[1] / "examples" / "aot"
+gcc = pytest.mark.skipif(driver.tool("gcc") is None, reason="gcc is not installed: the AOT "
+                         "tests link objects with it (Debian package gcc)")
+
+MLP = """
+func.func @main(%x: tensor<5x8xf32>, %w: tensor<8x12xf32>, %b: tensor<12xf32>) -> tensor<5x12xf32> {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<5x8xf32>, tensor<8x12xf32>) -> tensor<5x12xf32>
+  %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<12xf32>) -> tensor<5x12xf32>
+  %2 = stablehlo.add %0, %1 : tensor<5x12xf32>
+  %c = stablehlo.constant dense<0.0> : tensor<5x12xf32>
+  %3 = stablehlo.maximum %2, %c : tensor<5x12xf32>
+  return %3 : tensor<5x12xf32>
+}
+"""
+
+LOOP = """
+func.func @main(%n: tensor<i32>, %v: tensor<4xi32>) -> (tensor<i32>, tensor<4xi32>) {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c1 = stablehlo.constant dense<1> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %c0, %acc = %v) : tensor<i32>, tensor<4xi32>
+    cond {
+      %lt = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    } do {
+      %i1 = stablehlo.add %i, %c1 : tensor<i32>
+      %b = stablehlo.broadcast_in_dim %i1, dims = [] : (tensor<i32>) -> tensor<4xi32>
+      %m = stablehlo.multiply %acc, %b : tensor<4xi32>
+      stablehlo.return %i1, %m : tensor<i32>, tensor<4xi32>
+    }
+  return %r#0, %r#1 : tensor<i32>, tensor<4xi32>
+}
+"""
+
+FFT = """
+func.func @main(%x: tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>> {
+  %0 = stablehlo.fft %x, type = FFT, length = [8] : (tensor<8xcomplex<f32>>) -> tensor<8xcomplex<f32>>
+  return %0 : tensor<8xcomplex<f32>>
+}
+"""
+
+
+def _check(objs: list, texts: list[str], inputs: dict[str, list[np.ndarray]], tmp: Path,
+           cc: str = "gcc", runner: tuple[str, ...] = ()) -> None:
+    exe = driver.build(objs, tmp, cc=cc)
+    got = driver.run(objs, inputs, tmp, exe, runner=runner)
+    for o, text in zip(objs, texts):
+        ref = xlapy.compile(text, backend="interpreter")(*inputs[o.name])
+        ref = ref if isinstance(ref, tuple) else (ref,)
+        res = got[o.name]
+        assert not isinstance(res, int), f"{o.name} returned error {res}"
+        for j, (g, r) in enumerate(zip(res, ref)):
+            assert mismatch(g, r) is None, f"{o.name} result {j}: {mismatch(g, r)}"
+
+
+@gcc
+def test_mlp_and_while_loop_link_and_match(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    objs = [aot_compile(MLP, name="mlp"), aot_compile(LOOP, name="loop")]
+    inputs = {"mlp": [rng.standard_normal(s).astype(np.float32) for s in ((5, 8), (8, 12),
+                                                                          (12,))],
+              "loop": [np.array(3, np.int32), np.array([1, -2, 3, 4], np.int32)]}
+    _check(objs, [MLP, LOOP], inputs, tmp_path)
+
+
+def test_object_exports_run_only_and_needs_only_libc_libm() -> None:
+    o = aot_compile(MLP, name="tiny_mlp", target="x86-64-v3")
+    syms = objfile.symbols(o.object)
+    exported = {s.name for s in syms if s.defined and s.binding == 1}
+    assert exported == {"tiny_mlp_run"}
+    assert set(o.undefined) <= set(rtlib.LIBC) | set(rtlib.LIBM)
+    assert objfile.machine(o.object) == "x86_64"
+    assert "int tiny_mlp_run(const void *const *args, void *const *results, void *scratch);" \
+        in o.header
+    for macro in ("TINY_MLP_NUM_ARGS 3", "TINY_MLP_NUM_RESULTS 1", "TINY_MLP_ARG1_BYTES 384",
+                  "TINY_MLP_RESULT0_SHAPE {5, 12}", "TINY_MLP_SCRATCH_ALIGN 64"):
+        assert f"#define {macro}" in o.header
+
+
+def test_aarch64_object_is_aarch64() -> None:
+    o = aot_compile(LOOP, name="loop_arm", target="aarch64-linux-gnu")
+    assert objfile.machine(o.object) == "aarch64"
+
+
+def test_unimplemented_op_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(Unimplemented, match="fft"):
+        aot_compile(FFT, name="fft")
+    src = tmp_path / "fft.mlir"
+    src.write_text(FFT)
+    out = io.StringIO()
+    assert main(["aot", str(src), "--name", "fft", "-o", str(tmp_path)], out) == 1
+    assert "fft is not implemented ahead of time" in out.getvalue()
+    assert not (tmp_path / "fft.o").exists()
+
+
+def test_cli_writes_object_and_header(tmp_path: Path) -> None:
+    src = tmp_path / "mlp.mlir"
+    src.write_text(MLP)
+    out = io.StringIO()
+    assert main(["aot", str(src), "--name", "net", "-o", str(tmp_path / "o"),
+                 "--target", "x86-64-v3"], out) == 0
+    assert (tmp_path / "o" / "net.o").read_bytes()[:4] == b"\x7fELF"
+    assert "#define NET_NUM_ARGS 3" in (tmp_path / "o" / "net.h").read_text()
+    assert "wrote" in out.getvalue()
+
+
+def test_bad_name_is_an_error() -> None:
+    with pytest.raises(xlapy.errors.XlapyError, match="C identifier"):
+        aot_compile(MLP, name="9lives")
+
+
+@gcc
+def test_examples_mlp_and_cnn(tmp_path: Path) -> None:
+    """examples/aot's programs (what `make aot-example` builds) match the interpreter."""
+    import sys
+
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import check  # examples/aot/check.py: the example's seeded inputs
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    texts = [(EXAMPLES / f"{n}.mlir").read_text() for n in ("mlp", "cnn")]
+    objs = [aot_compile(t, name=n) for t, n in zip(texts, ("mlp", "cnn"))]
+    _check(objs, texts, {n: check.inputs(n) for n in ("mlp", "cnn")}, tmp_path)

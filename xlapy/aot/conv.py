@@ -1,0 +1,142 @@
+"""convolution as one LLVM loop nest in the object: the JIT's convolution (conv_general.py)
+prepares padded channels-last copies in numpy per call, which an object file cannot carry.
+
+`void conv(i8* lhs, i8* rhs, i8* out, i8* acc)` for any stablehlo.convolution on real or
+integer types (window strides, padding, lhs / rhs dilation, window reversal, feature and
+batch groups, any number of spatial dimensions, any dimension numbers). Per output pixel
+(batch, spatial index) the output features accumulate in `acc` (O elements of the
+accumulation type, the caller's scratch): for each window position inside the (dilated,
+padded) input and each input channel of a group, the input element times the kernel's row
+of that group's output features, added along the output features (the innermost loop: LLVM
+vectorizes it when the kernel's output feature dimension is contiguous, as in HWIO). The
+accumulation type is conv_general.compute_dtype (the interpreter's); see gemm.py for the
+conversions.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from llvmlite import ir
+
+from xlapy.aot.errors import Unimplemented
+from xlapy.aot.gemm import DOT_TYPE, mac, narrow, strides, widen
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.llvm_util import I64, for_range, i64
+from xlapy.ir import Instruction
+from xlapy.types.element_type import from_dtype
+
+
+def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function, int]:
+    """The convolution's function and the bytes of accumulator scratch it needs."""
+    from xlapy.backends.cpu.conv_general import compute_dtype, geometry
+
+    lhs, rhs = (o.shape for o in instr.operands)
+    lt, rt, ot = lhs.element_type, rhs.element_type, instr.shape.element_type
+    if lt.is_complex or rt.is_complex or ot.is_complex:
+        raise Unimplemented("convolution", "complex convolutions have no in-object loop yet")
+    acc_dt = compute_dtype(instr)
+    acc_t = from_dtype(acc_dt)
+    geo = geometry(instr)
+    dn = instr.attrs.dimension_numbers
+    ls, rs, os_ = strides(lhs.dimensions), strides(rhs.dimensions), \
+        strides(instr.shape.dimensions)
+    o_total = geo.g * geo.og
+    at = ew.compute_type(acc_t)
+    fn = ir.Function(mod, DOT_TYPE, name=name)
+    fn.linkage = "internal"
+    for arg in fn.args:
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    pl = b.bitcast(fn.args[0], ew.storage_type(lt).as_pointer())
+    pr = b.bitcast(fn.args[1], ew.storage_type(rt).as_pointer())
+    po = b.bitcast(fn.args[2], ew.storage_type(ot).as_pointer())
+    pa = b.bitcast(fn.args[3], at.as_pointer())
+    if prod(instr.shape.dimensions) == 0:
+        b.ret_void()
+        return fn, 0
+    zero = ir.Constant(at, 0.0 if acc_t.is_float else 0)
+    nsp = len(geo.sp_out)
+    isp, ksp, osp = (list(dn.input_spatial_dimensions), list(dn.kernel_spatial_dimensions),
+                     list(dn.output_spatial_dimensions))
+    kin, kout = dn.kernel_input_feature_dimension, dn.kernel_output_feature_dimension
+    empty_window = prod(geo.ks) == 0 or geo.ci == 0
+
+    def pixel(bi: ir.Value, outs: list[ir.Value]) -> None:
+        with for_range(b, i64(0), i64(o_total), name="zero") as o:
+            b.store(zero, b.gep(pa, [o]))
+        if not empty_window:
+            window(bi, outs, [], i64(0), [])
+        base = b.mul(bi, i64(os_[dn.output_batch_dimension]))
+        for d, v in zip(osp, outs):
+            base = b.add(base, b.mul(v, i64(os_[d])))
+        with for_range(b, i64(0), i64(o_total), name="store") as o:
+            v = narrow(b, b.load(b.gep(pa, [o])), acc_t, ot)
+            at_ = b.add(base, b.mul(o, i64(os_[dn.output_feature_dimension])))
+            b.store(v, b.gep(po, [at_]))
+
+    def window(bi: ir.Value, outs: list[ir.Value], ins: list[ir.Value], koff: ir.Value,
+               conds: list[ir.Value]) -> None:
+        j = len(ins)
+        if j == nsp:
+            ok = conds[0] if conds else None
+            for c in conds[1:]:
+                ok = b.and_(ok, c)
+            if ok is None:
+                channels(bi, ins, koff)
+            else:
+                with b.if_then(ok):
+                    channels(bi, ins, koff)
+            return
+        with for_range(b, i64(0), i64(geo.ks[j]), name=f"w{j}") as kk:
+            kidx = b.sub(i64(geo.ks[j] - 1), kk) if geo.reversal[j] else kk
+            p = b.sub(b.add(b.mul(outs[j], i64(geo.strides[j])),
+                            b.mul(kk, i64(geo.rhs_dil[j]))), i64(geo.pad[j][0]))
+            ld = geo.lhs_dil[j]
+            extent = (geo.sp_in[j] - 1) * ld + 1 if geo.sp_in[j] else 0
+            cond = b.and_(b.icmp_signed(">=", p, i64(0)), b.icmp_signed("<", p, i64(extent)))
+            if ld > 1:
+                cond = b.and_(cond, b.icmp_signed("==", b.srem(p, i64(ld)), i64(0)))
+                p = b.sdiv(p, i64(ld))
+            window(bi, outs, ins + [p], b.add(koff, b.mul(kidx, i64(rs[ksp[j]]))),
+                   conds + [cond])
+
+    def channels(bi: ir.Value, ins: list[ir.Value], koff: ir.Value) -> None:
+        sp = i64(0)
+        for d, v in zip(isp, ins):
+            sp = b.add(sp, b.mul(v, i64(ls[d])))
+        with for_range(b, i64(0), i64(geo.g), name="g") as g:
+            if geo.by_batch:
+                batch = b.add(b.mul(g, i64(geo.b)), bi)
+                feat0 = i64(0)
+            else:
+                batch = bi
+                feat0 = b.mul(g, i64(geo.ci))
+            xbase = b.add(sp, b.mul(batch, i64(ls[dn.input_batch_dimension])))
+            with for_range(b, i64(0), i64(geo.ci), name="c") as c:
+                xo = b.add(xbase, b.mul(b.add(feat0, c), i64(ls[dn.input_feature_dimension])))
+                x = widen(b, ew.from_storage(b, b.load(b.gep(pl, [xo])), lt), lt, acc_t)
+                kb = b.add(koff, b.mul(c, i64(rs[kin])))
+                o0 = b.mul(g, i64(geo.og))
+                with for_range(b, i64(0), i64(geo.og), name="o") as o:
+                    oo = b.add(o0, o)
+                    y = widen(b, ew.from_storage(b, b.load(b.gep(pr, [b.add(
+                        kb, b.mul(oo, i64(rs[kout])))])), rt), rt, acc_t)
+                    p = b.gep(pa, [oo])
+                    b.store(mac(b, acc_t, b.load(p), x, y), p)
+
+    def outer(bi: ir.Value, outs: list[ir.Value]) -> None:
+        j = len(outs)
+        if j == nsp:
+            pixel(bi, outs)
+            return
+        with for_range(b, i64(0), i64(geo.sp_out[j]), name=f"s{j}") as s:
+            outer(bi, outs + [s])
+
+    with for_range(b, i64(0), i64(geo.b), name="batch") as bi:
+        outer(bi, [])
+    b.ret_void()
+    return fn, o_total * acc_dt.itemsize
+
+
+__all__ = ["emit_conv", "I64"]
