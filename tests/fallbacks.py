@@ -27,8 +27,6 @@ ALLOWED: dict[str, str] = {
                                "get_dimension_size", "set_dimension_size")},
     "custom_call": "a target registered at run time in RuntimeState.custom_calls (user Python "
                    "code); jaxlib's LAPACK targets are library thunks",
-    "uniform_quantize": "quantized element types are not compiled yet",
-    "uniform_dequantize": "quantized element types are not compiled yet",
     "cbrt:complex<f64>": "the interpreter's complex cbrt is numpy's sin/cos formula: not matched",
     "cbrt:complex<f32>": "the interpreter's complex cbrt is numpy's sin/cos formula: not matched",
     "atan2:complex<f64>": "complex atan2 not compiled yet",

@@ -166,3 +166,42 @@ def test_complex_bitcasts_are_part_bitcasts() -> None:
     for g, x in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g).view(np.uint32), np.asarray(x).view(np.uint32))
     assert not fallback_ops(cpu)
+
+
+QUANT = """
+func.func @main(%x: tensor<4x3xEXP>, %q: tensor<4x3xSTO>) -> (tensor<4x3xSTO>, tensor<4x3xSTO>, tensor<4x3xEXP>, tensor<4x3xSTO>) {
+  %a = stablehlo.uniform_quantize %x : (tensor<4x3xEXP>) -> tensor<4x3x!quant.uniform<QSTO:EXP, 0.37:ZA>>
+  %a_bits = stablehlo.bitcast_convert %a : (tensor<4x3x!quant.uniform<QSTO:EXP, 0.37:ZA>>) -> tensor<4x3xSTO>
+  %b = stablehlo.uniform_quantize %x : (tensor<4x3xEXP>) -> tensor<4x3x!quant.uniform<QSTO:EXP:1, {0.5:2, 1.25:ZB, 3.0:0}>>
+  %b_bits = stablehlo.bitcast_convert %b : (tensor<4x3x!quant.uniform<QSTO:EXP:1, {0.5:2, 1.25:ZB, 3.0:0}>>) -> tensor<4x3xSTO>
+  %qq = stablehlo.bitcast_convert %q : (tensor<4x3xSTO>) -> tensor<4x3x!quant.uniform<QSTO:EXP:1, {0.5:2, 1.25:ZB, 3.0:0}>>
+  %c = stablehlo.uniform_dequantize %qq : (tensor<4x3x!quant.uniform<QSTO:EXP:1, {0.5:2, 1.25:ZB, 3.0:0}>>) -> tensor<4x3xEXP>
+  %d = stablehlo.uniform_quantize %qq : (tensor<4x3x!quant.uniform<QSTO:EXP:1, {0.5:2, 1.25:ZB, 3.0:0}>>) -> tensor<4x3x!quant.uniform<QSTO:EXP, 0.37:ZA>>
+  %d_bits = stablehlo.bitcast_convert %d : (tensor<4x3x!quant.uniform<QSTO:EXP, 0.37:ZA>>) -> tensor<4x3xSTO>
+  return %a_bits, %b_bits, %c, %d_bits : tensor<4x3xSTO>, tensor<4x3xSTO>, tensor<4x3xEXP>, tensor<4x3xSTO>
+}
+"""
+_STORAGE = {"i8": np.int8, "ui8": np.uint8, "i16": np.int16, "i32": np.int32}
+_EXPRESSED = {"f32": np.float32, "f64": np.float64, "f16": np.float16}
+
+
+@pytest.mark.parametrize(("sto", "exp"), [("i8", "f32"), ("ui8", "f32"), ("i16", "f64"),
+                                          ("i32", "f32"), ("i8", "f16")])
+def test_quantization_is_integer_arithmetic(sto: str, exp: str) -> None:
+    """Per-tensor and per-axis quantize, dequantize and requantize: bit-exact."""
+    qsto = "u8" if sto == "ui8" else sto  # MLIR's quant syntax spells unsigned `u8`
+    za, zb = ("3", "1") if sto == "ui8" else ("-3", "-1")
+    text = QUANT.replace("QSTO", qsto).replace("STO", sto).replace("EXP", exp) \
+        .replace("ZA", za).replace("ZB", zb)
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((4, 3)) * 60).astype(_EXPRESSED[exp])
+    if sto != "i32":  # (i32:f32: the bound 2^31 - 1 rounds to 2^31 in f32, which convert
+        # saturates to 2^31 - 1 as XLA does; numpy's cast in the interpreter gives -2^31)
+        x[0, :] = [np.inf, -np.inf, 1e30 if exp != "f16" else 6e4]
+    x[1, :] = [0.185, -0.555, 2.5]  # ties of x / scale
+    info = np.iinfo(_STORAGE[sto])
+    lo, hi = (-(2**20), 2**20) if sto == "i32" else (int(info.min), int(info.max))  # (same)
+    q = rng.integers(lo, hi, (4, 3), endpoint=True).astype(_STORAGE[sto])
+    want, got, cpu = _both(text, x, q)
+    _same(got, want)
+    assert not fallback_ops(cpu)
