@@ -1,0 +1,112 @@
+"""The gpu executable's runtime and kernel index logic, run on tests/unit/backends/gpu/
+emulate.py's stand-in device (kernels compiled for the host CPU as a one-thread grid,
+cuBLAS as a numpy column-major GEMM), compared with the interpreter. This is no substitute
+for a GPU run (warp shuffles, shared memory, barriers, libdevice and the real launch path
+are not exercised here); it checks planning, delinearization, reductions walked by one
+thread, host and alias steps, and the cuBLAS plans' transposes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from tests.unit.backends.gpu import emulate
+
+
+def _check(text: str, args: list[np.ndarray], monkeypatch: pytest.MonkeyPatch,
+           rtol: float = 1e-5) -> emulate.FakeDevice:
+    exe = xlapy.compile(text, backend="gpu")._exe
+    got, dev = emulate.run(exe, args, monkeypatch)
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol)
+    return dev
+
+
+def test_elementwise_and_reductions(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = """
+    func.func @main(%x: tensor<3x5x70xf32>, %y: tensor<3x5x70xf32>) -> (tensor<3x5x70xf32>,
+        tensor<3x5xf32>, tensor<5x70xf32>, tensor<f32>, tensor<70x5x3xf32>) {
+      %e = stablehlo.exponential %x : tensor<3x5x70xf32>
+      %s = stablehlo.add %e, %y : tensor<3x5x70xf32>
+      %lo = stablehlo.constant dense<-1.0e30> : tensor<f32>
+      %r = stablehlo.reduce(%s init: %lo) applies stablehlo.maximum across dimensions = [2]
+        : (tensor<3x5x70xf32>, tensor<f32>) -> tensor<3x5xf32>
+      %z = stablehlo.constant dense<1.5> : tensor<f32>
+      %c = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0]
+        : (tensor<3x5x70xf32>, tensor<f32>) -> tensor<5x70xf32>
+      %f = stablehlo.reduce(%y init: %lo) applies stablehlo.maximum across dimensions = [0, 1, 2]
+        : (tensor<3x5x70xf32>, tensor<f32>) -> tensor<f32>
+      %t = stablehlo.transpose %s, dims = [2, 1, 0] : (tensor<3x5x70xf32>) -> tensor<70x5x3xf32>
+      return %s, %r, %c, %f, %t : tensor<3x5x70xf32>, tensor<3x5xf32>, tensor<5x70xf32>,
+        tensor<f32>, tensor<70x5x3xf32>
+    }"""
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((3, 5, 70)).astype(np.float32) for _ in range(2))
+    dev = _check(text, [x, y], monkeypatch)
+    kinds = sorted(how.split("(")[-1] for _, _, how in dev._exe.report if "kernel" in how)
+    assert kinds == ["block)", "block)", "elements)", "elements)", "elements)"]
+
+
+def test_integer_ops_and_host_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = """
+    func.func @main(%x: tensor<6x9xi32>) -> (tensor<6x9xi32>, tensor<9xi32>, tensor<6x9xi32>) {
+      %i = stablehlo.iota dim = 1 : tensor<6x9xi32>
+      %m = stablehlo.multiply %x, %i : tensor<6x9xi32>
+      %z = stablehlo.constant dense<0> : tensor<i32>
+      %r = stablehlo.reduce(%m init: %z) applies stablehlo.add across dimensions = [0]
+        : (tensor<6x9xi32>, tensor<i32>) -> tensor<9xi32>
+      %s = "stablehlo.sort"(%m) ({
+        ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+          %c = stablehlo.compare LT, %a, %b : (tensor<i32>, tensor<i32>) -> tensor<i1>
+          stablehlo.return %c : tensor<i1>
+      }) {dimension = 1 : i64, is_stable = true} : (tensor<6x9xi32>) -> tensor<6x9xi32>
+      %n = stablehlo.negate %s : tensor<6x9xi32>
+      return %m, %r, %n : tensor<6x9xi32>, tensor<9xi32>, tensor<6x9xi32>
+    }"""
+    x = np.arange(54, dtype=np.int32).reshape(6, 9) % 7 - 3
+    _check(text, [x], monkeypatch, rtol=0)
+
+
+@pytest.mark.parametrize(("lhs", "rhs", "dims"), [
+    ((4, 3), (3, 5), "[1] x [0]"),
+    ((3, 4), (3, 5), "[0] x [0]"),
+    ((4, 3), (5, 3), "[1] x [1]"),
+    ((3, 4), (5, 3), "[0] x [1]"),
+    ((3,), (3, 5), "[0] x [0]"),
+    ((4, 3), (3,), "[1] x [0]"),
+])
+def test_cublas_plans(lhs: tuple[int, ...], rhs: tuple[int, ...], dims: str,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    lc, rc = (int(d) for d in dims.replace("[", "").replace("]", "").split(" x "))
+    out = [d for i, d in enumerate(lhs) if i != lc] + [d for i, d in enumerate(rhs) if i != rc]
+
+    def t(s: list[int] | tuple[int, ...]) -> str:
+        return f"tensor<{''.join(f'{d}x' for d in s)}f64>"
+
+    text = f"""
+    func.func @main(%a: {t(lhs)}, %b: {t(rhs)}) -> {t(out)} {{
+      %d = stablehlo.dot_general %a, %b, contracting_dims = {dims}
+        : ({t(lhs)}, {t(rhs)}) -> {t(out)}
+      return %d : {t(out)}
+    }}"""
+    rng = np.random.default_rng(1)
+    _check(text, [rng.standard_normal(lhs), rng.standard_normal(rhs)], monkeypatch, 1e-12)
+
+
+def test_batched_cublas_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = """
+    func.func @main(%a: tensor<2x4x3xf32>, %b: tensor<2x5x3xf32>) -> tensor<2x4x5xf32> {
+      %d = stablehlo.dot_general %a, %b, batching_dims = [0] x [0],
+        contracting_dims = [2] x [2] : (tensor<2x4x3xf32>, tensor<2x5x3xf32>) -> tensor<2x4x5xf32>
+      return %d : tensor<2x4x5xf32>
+    }"""
+    rng = np.random.default_rng(2)
+    _check(text, [rng.standard_normal((2, 4, 3)).astype(np.float32),
+                  rng.standard_normal((2, 5, 3)).astype(np.float32)], monkeypatch)
