@@ -150,10 +150,19 @@ class ShardedProgram:
                    for k, (s, shape) in enumerate(zip(sp.result_shardings, sp.global_results))]
         return tuple(results) if n > 1 else results[0]
 
+    def memory(self) -> dict[str, int]:
+        """Bytes one partition's program holds on the cpu backend (arguments, constants,
+        the arena of temporaries, results)."""
+        return executable_memory(self.executable(), self.module.entry_computation())
+
     def cost_report(self) -> str:
         """Collectives inserted (op, per-partition result bytes, group size) and ops run on
         whole operands."""
         lines = [f"{self.num_partitions} partitions x {self.num_replicas} replicas"]
+        if self.backend == "cpu":
+            mem = self.memory()
+            lines.append("  per-partition memory: " + ", ".join(f"{k} {v}" for k, v in
+                                                            mem.items()))
         total = 0
         for op, shape, n in self.spmd.collectives:
             b = shape.num_elements * ((shape.element_type.bits + 7) // 8) if shape.is_array else 0
@@ -168,4 +177,21 @@ class ShardedProgram:
         return f"<ShardedProgram {self.module.name}: {self.num_partitions} partitions>"
 
 
-__all__ = ["ShardedProgram", "assemble", "shard_of"]
+def executable_memory(exe: Any, comp: Any) -> dict[str, int]:
+    """A CpuExecutable's memory: arguments, constants, arena (temporaries packed by live
+    range), results; and their total."""
+    def nbytes(shape: Shape) -> int:
+        if shape.is_tuple:
+            return sum(nbytes(s) for s in shape.tuple_shapes)
+        return shape.num_elements * ((shape.element_type.bits + 7) // 8)
+
+    out = {"arguments": sum(nbytes(p.shape) for p in comp.parameters),
+           "constants": sum(nbytes(i.shape) for i in comp.instructions
+                            if i.opcode == "constant"),
+           "arena": int(exe._arena_plan[1]),
+           "results": nbytes(comp.root.shape)}
+    out["total"] = sum(out.values())
+    return out
+
+
+__all__ = ["ShardedProgram", "assemble", "executable_memory", "shard_of"]

@@ -351,5 +351,23 @@ def fori_loop_sharded(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
     return f, [_f32(8)]
 
 
+def _mlp_memory(mesh_shape: tuple[int, int]) -> Builder:
+    def build(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
+        m = _mesh(jax, mesh_shape, ("data", "model"))
+
+        def mlp(x: Any, w1: Any, w2: Any) -> Any:
+            return jax.nn.relu(x @ w1) @ w2
+
+        f = jax.jit(mlp, in_shardings=(_ns(jax, m, "data", None), _ns(jax, m, None, "model"),
+                                       _ns(jax, m, "model", None)),
+                    out_shardings=_ns(jax, m, "data", None))
+        return f, [_f32(16, 128), _f32(128, 1024, seed=1) * 0.1, _f32(1024, 128, seed=2) * 0.1]
+    return build
+
+
+#: larger MLPs (weights dominate) whose per-partition memory test_sharded_jax measures
+PROGRAMS["mlp_memory_1x8"] = _mlp_memory((1, 8))
+PROGRAMS["mlp_memory_2x4"] = _mlp_memory((2, 4))
+
 #: programs whose lowering matches XLA only within a tolerance (reassociated sums)
 TOLERANCE = 2e-5

@@ -108,3 +108,19 @@ def test_matches_jax_under_mpi(lowered: Path, tmp_path: Path) -> None:
         d = load(lowered, name, mode)
         for i, g in enumerate(results[key]):
             np.testing.assert_allclose(g, d[f"result{i}"], rtol=TOLERANCE, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize(("name", "ways"), [("mlp_memory_1x8", 8), ("mlp_memory_2x4", 4)])
+def test_mlp_memory_per_partition(lowered: Path, name: str, ways: int) -> None:
+    """Per-partition memory (arguments, arena, results on the cpu backend) of the sharded MLP
+    is about 1/ways of the unsharded program's (the weights split `ways` ways dominate)."""
+    from xlapy.api import CompiledProgram
+    from xlapy.distributed.sharded import executable_memory
+    from xlapy.stablehlo import parse_module
+
+    d = load(lowered, name, "shardy")
+    prog = xlapy.compile(str(d["text"]), backend="cpu")
+    whole = CompiledProgram(parse_module(str(d["text"])), "cpu")
+    full = executable_memory(whole._exe, whole.module.entry_computation())["total"]
+    ratio = prog.memory()["total"] / full
+    assert 0.75 / ways <= ratio < 1.25 / ways, (prog.memory(), full)
