@@ -329,6 +329,27 @@ def conv_net(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
 
 
 @program
+def conv_spatial_halo(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
+    """Rows of an image split 4 ways: a SAME 3x3 convolution exchanges 1-row halos."""
+    m = _mesh(jax, (4,), ("h",))
+    dn = ("NHWC", "HWIO", "NHWC")
+    f = jax.jit(lambda x, k: jax.nn.relu(jax.lax.conv_general_dilated(
+        x, k, (1, 1), "SAME", dimension_numbers=dn)),
+        in_shardings=(_ns(jax, m, None, "h", None, None), _ns(jax, m)),
+        out_shardings=_ns(jax, m, None, "h", None, None))
+    return f, [_f32(2, 16, 8, 3), _f32(3, 3, 3, 4, seed=1)]
+
+
+@program
+def dot_reduce_scatter(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
+    """A contraction over a sharded dim whose result is wanted sharded: reduce_scatter."""
+    m = _mesh(jax, (4,), ("x",))
+    f = jax.jit(lambda a, b: a @ b, in_shardings=(_ns(jax, m, None, "x"), _ns(jax, m, "x", None)),
+                out_shardings=_ns(jax, m, "x", None))
+    return f, [_f32(8, 16), _f32(16, 4, seed=1)]
+
+
+@program
 def scan_rnn(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
     m = _mesh(jax, (2,), ("x",))
 

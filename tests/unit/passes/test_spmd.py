@@ -170,3 +170,21 @@ def test_cli_run_partitions_the_program(tmp_path: object) -> None:
     assert cli_main(["run", path, "--input", f"{tmp_path}/x.npy", "--backend", "cpu"], out) == 0
     text = out.getvalue()
     assert text.count("tensor<3xf32>") == 1 and "29.5562" in text, text
+
+
+def test_partial_sums_wanted_tiled_reduce_scatter() -> None:
+    """A contraction over a tiled dim whose result is sharded (over the same partitions) on
+    an output dim: one reduce_scatter instead of all_reduce + slice."""
+    cols, rows = '"{devices=[1,2]<=[2]}"', ROWS
+    text = _module(f"""
+    %d = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0]
+         {{mhlo.sharding = {rows}}} : (tensor<4x6xf32>, tensor<6x3xf32>) -> tensor<4x3xf32>
+    return %d : tensor<4x3xf32>""", f"%arg0: tensor<4x6xf32> {{mhlo.sharding = {cols}}}, "
+                   f"%arg1: tensor<6x3xf32> {{mhlo.sharding = {rows}}}", "tensor<4x3xf32>",
+                   res_attr=f" {{mhlo.sharding = {rows}}}")
+    prog = xlapy.compile(text, backend="cpu")
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    b = np.arange(18, dtype=np.float32).reshape(6, 3)
+    np.testing.assert_allclose(prog(a, b), a @ b)
+    assert [(op, str(s)) for op, s, _ in prog.spmd.collectives] == [("reduce_scatter",
+                                                                    "f32[2,3]")]

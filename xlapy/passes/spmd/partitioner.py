@@ -25,6 +25,7 @@ from xlapy.ir.sharding import MANUAL, AnySharding, Sharding
 from xlapy.passes.fusion_decision import is_elementwise
 from xlapy.passes.spmd.propagation import (
     Propagation,
+    conv_halos,
     marker,
     merge,
     operand_to_output,
@@ -199,22 +200,33 @@ class Partitioner:
         return self.emit(i, [self.want(i.operands[0], s)]), s
 
     def _contract(self, i: Instruction, out: Sharding, lhs_map: dict[int, int],
-                  rhs_map: dict[int, int], lc: list[int], rc: list[int]
+                  rhs_map: dict[int, int], lc: list[int], rc: list[int],
+                  halos: Sequence[tuple[int, int, int, int]] = ()
                   ) -> tuple[Instruction, AnySharding]:
         """A dot / convolution: the iteration space is the output dims then the contracted
-        ones; tiles of the contracted dims (taken from an operand) become partial sums."""
+        ones; tiles of the contracted dims (taken from an operand) become partial sums
+        (all_reduce, or reduce_scatter where the result is wanted tiled over the same
+        group). `halos`: spatial dims of a convolution whose tiles get their neighbours'
+        edges (collective_permute) instead of being gathered."""
         d = self.ctx.devices
         rank = i.shape.rank
         lhs, rhs = i.operands
-        it = out.place_dims({k: k for k in range(rank)}, rank + len(lc), d)
+        n = rank + len(lc)
+        it = out.place_dims({k: k for k in range(rank)}, n, d)
+        extras = []
         for side, dims in ((self.val[id(lhs)][1], lc), (self.val[id(rhs)][1], rc)):
-            if not _is_tiled(side) or all(side.tiles[x] == 1 for x in dims):
-                continue
-            extra = side.place_dims({x: rank + k for k, x in enumerate(dims)}, rank + len(lc), d)
-            merged = merge(it, extra, rank + len(lc), d)
+            if _is_tiled(side) and any(side.tiles[x] > 1 for x in dims):
+                extras.append(side.place_dims({x: rank + k for k, x in enumerate(dims)}, n, d))
+        for extra in extras:
+            merged = merge(it, extra, n, d)
             if merged is not None:
                 it = merged
                 break
+        else:
+            if len(extras) == 2 and extras[0].same_as(extras[1], n, d):
+                # both operands tile the contraction alike but not as the result wants:
+                # contract where they are, then reduce_scatter / reshard the result
+                it = extras[0]
         lm = {v: k for k, v in lhs_map.items()} | {rank + k: x for k, x in enumerate(lc)}
         rm = {v: k for k, v in rhs_map.items()} | {rank + k: x for k, x in enumerate(rc)}
         ls = it.place_dims(lm, lhs.shape.rank, d)
@@ -228,12 +240,49 @@ class Partitioner:
             x = self.ctx.mask_padding(x, ls, lc, lhs.shape.dimensions, zero_l)
             y = self.ctx.mask_padding(y, rs, rc, rhs.shape.dimensions, zero_r)
         attrs = i.attrs
+        if halos:
+            pad = list(attrs.padding)
+            dn = attrs.dimension_numbers
+            for di, _, lo, hi in halos:
+                if ls.num_tiles(lhs.shape.rank)[di] > 1:
+                    x = self.ctx.halo_exchange(x, ls, di, lo, hi)
+                    pad[dn.input_spatial_dimensions.index(di)] = (0, 0)
+            attrs = replace(attrs, padding=tuple(pad))
         res = self.emit(i, [x, y], attrs)
         final = it.keep_dims(list(range(rank)), rank + len(lc), d)
         if tiled_c:
             body = self.ctx.reducer("add", i.shape.element_type)
-            res = self.ctx.all_reduce(res, subgroups(it, tiled_c, d), body)
+            groups = subgroups(it, tiled_c, d)
+            scattered = self._scatter_target(i, it, final, tiled_c, groups)
+            if scattered is not None:
+                dim, want = scattered
+                return self.ctx.reduce_scatter(res, dim, groups, body), want
+            res = self.ctx.all_reduce(res, groups, body)
         return res, final
+
+    def _scatter_target(self, i: Instruction, it: Sharding, final: Sharding,
+                        tiled_c: list[int], groups: Sequence[Sequence[int]]
+                        ) -> tuple[int, Sharding] | None:
+        """The output dim to reduce_scatter over when the propagated sharding tiles it over
+        exactly the partial-sum groups (in group order), evenly."""
+        want = self.target(i)
+        rank, d = i.shape.rank, self.ctx.devices
+        if not want.is_tiled or len(tiled_c) != 1:
+            return None
+        t = len(groups[0])
+        cw, cf = want.coords(d), final.coords(d) if final.is_tiled else {x: () for x in d}
+        for e in range(rank):
+            if want.tiles[e] != t or final.num_tiles(rank)[e] != 1 or \
+                    i.shape.dimensions[e] % t:
+                continue
+            rest = [k for k in range(rank) if k != e]
+            if any(want.tiles[k] != final.num_tiles(rank)[k] for k in rest):
+                continue
+            ok = all(cw[g[j]][e] == j for g in groups for j in range(t)) and all(
+                final.num_tiles(rank)[k] == 1 or cw[x][k] == cf[x][k] for x in d for k in rest)
+            if ok:
+                return e, want
+        return None
 
     def op_dot_general(self, i: Instruction) -> tuple[Instruction, AnySharding]:
         from xlapy.passes.spmd.propagation import dot_dims
@@ -247,12 +296,13 @@ class Partitioner:
         if a.feature_group_count != 1 or a.batch_group_count != 1:
             return None
         dn = a.dimension_numbers
-        lhs_map, rhs_map = operand_to_output(i)
+        lhs_s = self.val[id(i.operands[0])][1]
+        lhs_map, rhs_map = operand_to_output(i, lhs_s)
         out = self.target(i).place_dims({k: k for k in lhs_map.values()} |
                                         {k: k for k in rhs_map.values()},
                                         i.shape.rank, self.ctx.devices)
         return self._contract(i, out, lhs_map, rhs_map, [dn.input_feature_dimension],
-                              [dn.kernel_input_feature_dimension])
+                              [dn.kernel_input_feature_dimension], conv_halos(i, lhs_s))
 
     def op_reduce(self, i: Instruction) -> tuple[Instruction, AnySharding] | None:
         if len(i.operands) != 2:

@@ -154,7 +154,7 @@ class Propagation:
         """Output tiles from the lhs's batch / free dims and the rhs's free dims."""
         rank, d = i.shape.rank, self.devices
         cands = []
-        for s, m in zip(ops, operand_to_output(i)):
+        for s, m in zip(ops, operand_to_output(i, ops[0])):
             if isinstance(s, Sharding) and s.is_tiled:
                 cands.append(s.place_dims(m, rank, d))
         if not cands:
@@ -177,16 +177,43 @@ class Propagation:
                 self.sh[id(o)] = s
 
 
-def operand_to_output(i: Instruction) -> tuple[dict[int, int], dict[int, int]]:
-    """A dot's / convolution's operand dims that are output dims (lhs map, rhs map)."""
+def operand_to_output(i: Instruction, lhs: AnySharding | None = None
+                      ) -> tuple[dict[int, int], dict[int, int]]:
+    """A dot's / convolution's operand dims that are output dims (lhs map, rhs map); a
+    convolution's spatial dims too where `lhs` tiles them and halos can make them whole."""
     if i.opcode == "convolution":
         dn = i.attrs.dimension_numbers
-        return ({dn.input_batch_dimension: dn.output_batch_dimension},
+        spatial = {di: do for di, do, _, _ in conv_halos(i, lhs)}
+        return ({dn.input_batch_dimension: dn.output_batch_dimension} | spatial,
                 {dn.kernel_output_feature_dimension: dn.output_feature_dimension})
     lb, rb, _, _, lf, rf = dot_dims(i)
     nb, nl = len(lb), len(lf)
     return ({x: k for k, x in enumerate(lb)} | {x: nb + k for k, x in enumerate(lf)},
             {x: k for k, x in enumerate(rb)} | {x: nb + nl + k for k, x in enumerate(rf)})
+
+
+def conv_halos(i: Instruction, lhs: AnySharding | None) -> list[tuple[int, int, int, int]]:
+    """(input dim, output dim, low halo, high halo) for each spatial dim `lhs` tiles that a
+    halo exchange serves: stride 1, no dilation, the output as long as the input, even tiles
+    at least as long as the halos."""
+    if not isinstance(lhs, Sharding) or not lhs.is_tiled:
+        return []
+    a, dn = i.attrs, i.attrs.dimension_numbers
+    out = []
+    for k, (di, ki, do) in enumerate(zip(dn.input_spatial_dimensions,
+                                         dn.kernel_spatial_dimensions,
+                                         dn.output_spatial_dimensions)):
+        t = lhs.tiles[di]
+        n = i.operands[0].shape.dimensions[di]
+        w = i.operands[1].shape.dimensions[ki]
+        lo, hi = a.padding[k] if a.padding else (0, 0)
+        plain = all(not x or x[k] == 1 for x in (a.window_strides, a.lhs_dilation,
+                                                 a.rhs_dilation)) and \
+            not (a.window_reversal and a.window_reversal[k])
+        if t > 1 and plain and n % t == 0 and i.shape.dimensions[do] == n and \
+                lo + hi == w - 1 and 0 <= lo <= n // t and 0 <= hi <= n // t:
+            out.append((di, do, lo, hi))
+    return out
 
 
 def whole_dims(i: Instruction) -> set[int]:
@@ -232,5 +259,5 @@ def merge(a: Sharding, b: Sharding, rank: int, devices: Sequence[int]) -> Shardi
         return None
 
 
-__all__ = ["MARKERS", "Propagation", "dot_dims", "marker", "merge", "operand_to_output",
-           "reshape_map", "whole_dims"]
+__all__ = ["MARKERS", "Propagation", "conv_halos", "dot_dims", "marker", "merge",
+           "operand_to_output", "reshape_map", "whole_dims"]

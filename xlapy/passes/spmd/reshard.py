@@ -143,6 +143,48 @@ class Ctx:
         self.collectives.append(("all_to_all", out.shape, len(groups[0])))
         return out
 
+    def reduce_scatter(self, x: Instruction, dim: int, groups: Sequence[Sequence[int]],
+                       body: Computation) -> Instruction:
+        out = self.e.op("reduce_scatter", x, called=[body], scatter_dimension=dim,
+                        replica_groups=self._groups(groups), channel_id=next(self._channels),
+                        use_global_device_ids=True)
+        self.collectives.append(("reduce_scatter", out.shape, len(groups[0])))
+        return out
+
+    def collective_permute(self, x: Instruction, pairs: Sequence[tuple[int, int]]
+                           ) -> Instruction:
+        """Partition `a`'s `x` to partition `b` for each pair; a partition nobody sends to
+        gets zeros."""
+        out = self.e.op("collective_permute", x, source_target_pairs=tuple(pairs),
+                        channel_id=next(self._channels))
+        self.collectives.append(("collective_permute", out.shape, 2))
+        return out
+
+    def halo_exchange(self, x: Instruction, s: Sharding, d: int, lo: int, hi: int
+                      ) -> Instruction:
+        """`x` (a tile along `d`) with `lo` elements of its left neighbour's tile before it
+        and `hi` of its right neighbour's after it (zeros at the ends: a convolution's zero
+        padding)."""
+        groups = subgroups(s, [d], self.devices)
+        dims = x.shape.dimensions
+        n = dims[d]
+        parts = []
+
+        def edge(a: int, b: int) -> Instruction:
+            start = tuple(a if k == d else 0 for k in range(len(dims)))
+            limit = tuple(b if k == d else dims[k] for k in range(len(dims)))
+            return self.e.op("slice", x, start_indices=start, limit_indices=limit,
+                             strides=(1,) * len(dims))
+
+        if lo:
+            right_to = [(g[k], g[k + 1]) for g in groups for k in range(len(g) - 1)]
+            parts.append(self.collective_permute(edge(n - lo, n), right_to))
+        parts.append(x)
+        if hi:
+            left_to = [(g[k + 1], g[k]) for g in groups for k in range(len(g) - 1)]
+            parts.append(self.collective_permute(edge(0, hi), left_to))
+        return self.e.op("concatenate", *parts, dimension=d) if len(parts) > 1 else x
+
     # ---- resharding ----------------------------------------------------------------------------
     def reshard(self, x: Instruction, cur: AnySharding, tgt: AnySharding, gshape: Shape
                 ) -> Instruction:
