@@ -44,7 +44,12 @@ from xlapy.backends.cpu import (
     thunks,
 )
 from xlapy.backends.cpu.calls import Calls
-from xlapy.backends.cpu.fusion_plan import depth_cuts, kernel_elements, row_walk
+from xlapy.backends.cpu.fusion_plan import (
+    depth_cuts,
+    kernel_elements,
+    leaf_slots,
+    row_walk,
+)
 from xlapy.backends.cpu.introspect import Introspection
 from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
@@ -321,19 +326,7 @@ class CpuExecutable(Calls, Introspection):
         return s
 
     def _leaves(self, root: Instruction, fusible: set[int]) -> dict[int, int]:
-        leaves: dict[int, int] = {}
-        stack = list(root.operands)
-        seen: set[int] = set()
-        while stack:
-            i = stack.pop()
-            if id(i) in seen:
-                continue
-            seen.add(id(i))
-            if id(i) in fusible and id(i) not in self.materialized:
-                stack.extend(i.operands)
-            else:
-                leaves[id(i)] = self.slot[id(i)]
-        return leaves
+        return leaf_slots(root, fusible, self.materialized, self.slot)
 
     def _plan_other(self, instr: Instruction, fresh: list[int], temps: list[int]) -> None:
         s = self._new_slot(instr)

@@ -33,6 +33,25 @@ def depth_cuts(order: list[Instruction], fusible: set[int],
     return cuts
 
 
+def leaf_slots(root: Instruction, fusible: set[int], materialized: set[int],
+               slot: dict[int, int]) -> dict[int, int]:
+    """The buffers (id -> slot) the kernel of `root` reads: the values behind it that are
+    not computed inside it (shared with the gpu backend)."""
+    leaves: dict[int, int] = {}
+    stack = list(root.operands)
+    seen: set[int] = set()
+    while stack:
+        i = stack.pop()
+        if id(i) in seen:
+            continue
+        seen.add(id(i))
+        if id(i) in fusible and id(i) not in materialized:
+            stack.extend(i.operands)
+        else:
+            leaves[id(i)] = slot[id(i)]
+    return leaves
+
+
 def kernel_elements(k: kernels.Kernel) -> int:
     """Elements a kernel walks (a reduce's input, else its result)."""
     sh = k.root.operands[0].shape if k.root.opcode == "reduce" else k.root.shape

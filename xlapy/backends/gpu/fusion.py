@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu import kernels
-from xlapy.backends.cpu.fusion_plan import depth_cuts
+from xlapy.backends.cpu.fusion_plan import depth_cuts, leaf_slots
 from xlapy.ir import Instruction
+
+#: The buffers (id -> slot) a kernel reads (as on cpu).
+leaves = leaf_slots
 
 #: Ops a kernel recomputes for each consumer rather than store (no arithmetic of their own).
 CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose", "slice",
@@ -42,20 +45,3 @@ def materialized(order: list[Instruction], fus: set[int], outputs: set[int]) -> 
             mat.add(iid)
     return mat
 
-
-def leaves(root: Instruction, fus: set[int], mat: set[int], slot: dict[int, int]
-           ) -> dict[int, int]:
-    """The buffers (id -> slot) the kernel of `root` reads."""
-    out: dict[int, int] = {}
-    stack = list(root.operands)
-    seen: set[int] = set()
-    while stack:
-        i = stack.pop()
-        if id(i) in seen:
-            continue
-        seen.add(id(i))
-        if id(i) in fus and id(i) not in mat:
-            stack.extend(i.operands)
-        else:
-            out[id(i)] = slot[id(i)]
-    return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -30,7 +31,9 @@ TRIPLE = "nvptx64-nvidia-cuda"
 #: The architectures PTX is made for by default (A100, H100) and the PTX ISA version.
 ARCHS = ("sm_80", "sm_90")
 DEFAULT_ARCH = "sm_80"
+#: PTX ISA 8.0 (CUDA 12.0 drivers and later) through sm_90; 8.6 for sm_100 and later.
 PTX_ISA = "+ptx80"
+PTX_ISA_SM100 = "+ptx86"
 _LOCK = threading.Lock()
 _LIBDEVICE_REL = Path("nvvm") / "libdevice" / "libdevice.10.bc"
 MISSING = ("install the CUDA toolkit (ptxas on PATH) or the nvidia-cuda-nvcc-cu12 wheel "
@@ -46,8 +49,9 @@ def _init() -> None:
 @functools.cache
 def target_machine(arch: str = DEFAULT_ARCH) -> llvm.TargetMachine:
     _init()
+    newer = int(re.sub(r"\D", "", arch) or 0) >= 100
     return llvm.Target.from_triple(TRIPLE).create_target_machine(
-        cpu=arch, features=PTX_ISA, opt=3)
+        cpu=arch, features=PTX_ISA_SM100 if newer else PTX_ISA, opt=3)
 
 
 def data_layout() -> str:

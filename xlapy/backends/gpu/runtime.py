@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from xlapy import denormal
+from xlapy.backends.cpu.thunks import FallbackContext
 from xlapy.backends.gpu import cublas, driver
 from xlapy.errors import InterpreterError
-from xlapy.interpreter import Interpreter, RuntimeState
+from xlapy.interpreter import RuntimeState
 from xlapy.interpreter.evaluator import check_value
 from xlapy.ops.base import OPS
 from xlapy.types.literal import TOKEN_VALUE
@@ -58,22 +59,13 @@ def to_host(value: Any) -> Any:
     return value.to_host() if isinstance(value, DeviceArray) else value
 
 
-class _HostContext:
-    """EvalContext of a host step: regions run on the interpreter."""
+class _Table:
+    """The device copy of a call's slot pointers and the host table it was copied from."""
 
-    def __init__(self, instr: Any, runtime: RuntimeState, process: Any) -> None:
-        self.instr, self.runtime, self.process = instr, runtime, process
-
-    def call(self, index: int, *args: Any) -> Any:
-        return Interpreter(self.runtime, self.process).run(self.instr.called[index], list(args))
-
-    @property
-    def num_regions(self) -> int:
-        return len(self.instr.called)
-
-    @property
-    def backend(self) -> str:
-        return "interpreter"
+    def __init__(self, dev: driver.Device, n: int) -> None:
+        self.size = max(n, 1)
+        self.array = DeviceArray(dev, (self.size,), np.dtype(np.uint64))
+        self.host: Any = b""
 
 
 class Runner:
@@ -95,7 +87,10 @@ class Runner:
                    process: Any = None) -> Any:
         exe = self.exe
         rt = runtime or RuntimeState()
-        vals: list[Any] = [None] * len(exe.shapes)
+        #: Per slot its value; last, the device slot table kernels read (one per call).
+        vals: list[Any] = [None] * len(exe.shapes) + [None]
+        if exe.kernel_specs:
+            vals[-1] = _Table(self.dev, len(exe.shapes))
         for s, a in self.constants.items():
             vals[s] = a
         params = exe.comp.parameters
@@ -124,19 +119,21 @@ class Runner:
         return DeviceArray(self.dev, tuple(sh.dimensions), sh.dtype)
 
     def _kernel(self, step: Any, vals: list[Any], rt: Any, pr: Any) -> None:
+        """Launch on the slot table: one device array per call, copied in again only
+        when a slot it holds changed (copies and launches are ordered on one stream)."""
         k = step.kernel
-        out = self._output(step)
-        vals[step.out] = out
-        table = (ctypes.c_uint64 * max(len(vals), 1))(
-            *[v.ptr if isinstance(v, DeviceArray) else 0 for v in vals])
-        dtab = DeviceArray(self.dev, (len(vals),), np.dtype(np.uint64))
-        self.dev.to_device(dtab.ptr, ctypes.addressof(table), dtab.nbytes)
+        vals[step.out] = self._output(step)
+        dtab = vals[-1]
+        table = (ctypes.c_uint64 * dtab.size)(
+            *[v.ptr if isinstance(v, DeviceArray) else 0 for v in vals[:-1]])
+        if bytes(dtab.host) != bytes(table):
+            dtab.host = table
+            self.dev.to_device(dtab.array.ptr, ctypes.addressof(table), dtab.array.nbytes)
         grid, block = k.grid()
         if k.items:
             self.dev.launch(self.functions[k.name], grid, block,
-                            [ctypes.c_uint64(dtab.ptr), ctypes.c_int64(0),
+                            [ctypes.c_uint64(dtab.array.ptr), ctypes.c_int64(0),
                              ctypes.c_int64(k.items)])
-        self.dev.synchronize()  # dtab is freed on return
 
     def _cublas(self, step: Any, vals: list[Any], rt: Any, pr: Any) -> None:
         out = self._output(step)
@@ -160,6 +157,6 @@ class Runner:
         operands = [to_host(vals[i]) for i in step.ins]
         with np.errstate(all="ignore"):
             val = OPS[instr.opcode].evaluate(operands, instr.attrs, instr.shape,
-                                             _HostContext(instr, rt, pr))
+                                             FallbackContext(instr, [], rt, pr))
         val = check_value(val, instr.shape, f"{instr.opcode} %{instr.name}", internal=True)
         vals[step.out] = self._upload(val, instr.shape, f"{instr.opcode} %{instr.name}")

@@ -110,3 +110,27 @@ def test_batched_cublas_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(2)
     _check(text, [rng.standard_normal((2, 4, 3)).astype(np.float32),
                   rng.standard_normal((2, 5, 3)).astype(np.float32)], monkeypatch)
+
+
+def test_results_stay_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    from xlapy.backends.gpu import cublas, driver, runtime
+
+    text = """
+    func.func @main(%x: tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<3x3xf32>) {
+      %a = stablehlo.abs %x : tensor<3x4xf32>
+      %d = stablehlo.dot_general %a, %x, contracting_dims = [1] x [1]
+        : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x3xf32>
+      return %a, %d : tensor<3x4xf32>, tensor<3x3xf32>
+    }"""
+    exe = xlapy.compile(text, backend="gpu")._exe
+    dev = emulate.FakeDevice()
+    dev._exe = exe
+    monkeypatch.setattr(driver, "device", lambda: dev)
+    monkeypatch.setattr(cublas, "run", emulate.numpy_gemm)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    first = exe.run_on_device([x])
+    assert all(isinstance(v, runtime.DeviceArray) for v in first)
+    again = exe.run_on_device([first[0]])  # a device array as the argument: no copy in
+    np.testing.assert_array_equal(runtime.to_host(again[0]), np.abs(x))
+    np.testing.assert_allclose(runtime.to_host(again[1]), np.abs(x) @ np.abs(x).T)
+    exe._runtime = None
