@@ -94,20 +94,26 @@ def test_shard_and_assemble_round_trip() -> None:
     np.testing.assert_array_equal(assemble(pieces, s, Shape.array(ElementType.S64, [5, 7])), a)
 
 
-def test_ops_on_whole_operands_are_listed() -> None:
-    text = _module("""
-    %s = "stablehlo.sort"(%arg0) <{dimension = 0 : i64}> ({
+@pytest.mark.parametrize("dim", [0, 1])
+def test_sort_keeps_tiles_of_other_dims(dim: int) -> None:
+    """Sorting along the tiled dim needs the whole rows (gathered, listed in the report);
+    along the other dim each partition sorts its own rows (no collective)."""
+    text = _module(f"""
+    %s = "stablehlo.sort"(%arg0) <{{dimension = {dim} : i64}}> ({{
     ^bb0(%a: tensor<f32>, %b: tensor<f32>):
       %lt = stablehlo.compare LT, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
       stablehlo.return %lt : tensor<i1>
-    }) : (tensor<4x3xf32>) -> tensor<4x3xf32>
+    }}) : (tensor<4x3xf32>) -> tensor<4x3xf32>
     return %s : tensor<4x3xf32>""", f"%arg0: tensor<4x3xf32> {{mhlo.sharding = {ROWS}}}",
                    "tensor<4x3xf32>")
     prog = xlapy.compile(text, backend="cpu")
     x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
-    np.testing.assert_array_equal(prog(x), np.sort(x, axis=0))
-    assert any(r.startswith("sort") for r in prog.spmd.replicated)
-    assert "runs on whole operands: sort" in prog.cost_report()
+    np.testing.assert_array_equal(prog(x), np.sort(x, axis=dim))
+    if dim == 0:
+        assert any(r.startswith("sort") for r in prog.spmd.replicated)
+        assert "runs on whole operands: sort" in prog.cost_report()
+    else:
+        assert prog.spmd.collectives == [] and prog.spmd.replicated == []
 
 
 def test_unsupported_cases_fail_loudly() -> None:

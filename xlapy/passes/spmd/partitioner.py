@@ -346,15 +346,23 @@ class Partitioner:
         out_s = s.keep_dims(keep, rank, d)
         return self.emit(i, ops), (out_s if n == 1 else (out_s,) * n)
 
-    def _passthrough(self, i: Instruction, whole: set[int]) -> tuple[Instruction, Sharding]:
+    def _passthrough(self, i: Instruction, whole: set[int]) -> tuple[Instruction, AnySharding]:
         """Ops that map dim k of each operand to dim k of the result: tiles kept on dims not
-        in `whole`."""
+        in `whole` (scalar operands replicated)."""
         s = self.target(i)
-        rank = i.shape.rank
+        if isinstance(s, tuple) or i.shape.is_tuple:
+            s = self.val[id(i.operands[0])][1]
+            s = s if isinstance(s, Sharding) else REPLICATED
+        rank = i.operands[0].shape.rank
         d = self.ctx.devices
         s = s.place_dims({k: k for k in range(rank) if k not in whole}, rank, d)
+        if any(_is_tiled(self.val[id(o)][1]) and o.shape.rank == rank and
+               any(self.val[id(o)][1].tiles[k] > 1 for k in whole) for o in i.operands):
+            self.ctx.replicated.append(f"{i.opcode} %{i.name} (whole along dims "
+                                       f"{sorted(whole)})")
         ops = [self.want(o, s if o.shape.rank == rank else REPLICATED) for o in i.operands]
-        return self.emit(i, ops, self._local_attrs(i, s)), s
+        out = self.emit(i, ops, self._local_attrs(i, s))
+        return out, (tuple(s for _ in i.shape.tuple_shapes) if i.shape.is_tuple else s)
 
     def _local_attrs(self, i: Instruction, s: Sharding) -> Any:
         a = i.attrs
@@ -405,7 +413,7 @@ class Partitioner:
     def op_slice(self, i: Instruction) -> tuple[Instruction, AnySharding]:
         return self._passthrough(i, whole_dims(i))
 
-    op_pad = op_concatenate = op_reverse = op_slice
+    op_pad = op_concatenate = op_reverse = op_sort = op_reduce_window = op_slice
 
 
 def _is_tiled(s: AnySharding) -> bool:

@@ -16,6 +16,8 @@ from xlapy.ir.sharding import MANUAL, AnySharding, Sharding
 from xlapy.passes.fusion_decision import is_elementwise
 
 MARKERS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape")
+#: ops whose result dim k is operand dim k except on `whole_dims`
+PASSTHROUGH = ("slice", "pad", "concatenate", "reverse", "sort", "reduce_window")
 
 
 def marker(instr: Instruction) -> str:
@@ -144,9 +146,11 @@ class Propagation:
         if i.opcode == "reduce" and i.shape.is_array:
             keep = [k for k in range(len(src)) if k not in i.attrs.dimensions]
             return s0.keep_dims(keep, len(src), d)
-        if i.opcode in ("slice", "pad", "concatenate", "reverse"):
+        if i.opcode in PASSTHROUGH:
             whole = whole_dims(i)
-            return s0.place_dims({k: k for k in range(rank) if k not in whole}, rank, d)
+            r = i.operands[0].shape.rank
+            kept = s0.place_dims({k: k for k in range(r) if k not in whole}, r, d)
+            return kept if i.shape.is_array else tuple(kept for _ in i.shape.tuple_shapes)
         return None
 
     def _contracting(self, i: Instruction, ops: list[AnySharding | None]
@@ -217,7 +221,8 @@ def conv_halos(i: Instruction, lhs: AnySharding | None) -> list[tuple[int, int, 
 
 
 def whole_dims(i: Instruction) -> set[int]:
-    """Dims that slice / pad / concatenate / reverse change (the others map 1:1)."""
+    """Dims that slice / pad / concatenate / reverse / sort / reduce_window change (the
+    others map 1:1)."""
     a = i.attrs
     if i.opcode == "slice":
         src = i.operands[0].shape.dimensions
@@ -228,6 +233,14 @@ def whole_dims(i: Instruction) -> set[int]:
                                                    a.interior_padding[k]) != (0, 0, 0)}
     if i.opcode == "concatenate":
         return {a.dimension}
+    if i.opcode == "sort":
+        return {a.dimension % i.operands[0].shape.rank}
+    if i.opcode == "reduce_window":
+        n = len(a.window_dimensions)
+        ones, no_pad = (1,) * n, ((0, 0),) * n
+        return {k for k in range(n) if a.window_dimensions[k] != 1 or
+                (a.window_strides or ones)[k] != 1 or (a.padding or no_pad)[k] != (0, 0) or
+                (a.base_dilations or ones)[k] != 1 or (a.window_dilations or ones)[k] != 1}
     return set(a.dimensions)
 
 
@@ -259,5 +272,5 @@ def merge(a: Sharding, b: Sharding, rank: int, devices: Sequence[int]) -> Shardi
         return None
 
 
-__all__ = ["MARKERS", "Propagation", "conv_halos", "dot_dims", "marker", "merge",
+__all__ = ["MARKERS", "PASSTHROUGH", "Propagation", "conv_halos", "dot_dims", "marker", "merge",
            "operand_to_output", "reshape_map", "whole_dims"]
