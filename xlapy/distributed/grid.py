@@ -17,6 +17,7 @@ next poll). `timeout` defaults to `$XLAPY_GRID_TIMEOUT`, else 30 s.
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 import time
@@ -394,7 +395,10 @@ class ProcessGrid:
                     finished[pid] = proc.calls()
                     self._cv.notify_all()
 
-        threads = {pid: threading.Thread(target=work, args=(pid,), daemon=True,
+        # Each process thread runs in a copy of the caller's context: the denormal mode and
+        # cpu target the caller set (xlapy.denormal, target.use) hold on every process.
+        threads = {pid: threading.Thread(target=contextvars.copy_context().run,
+                                         args=(work, pid), daemon=True,
                                          name=f"xlapy-process-{pid}") for pid in fns}
         for t in threads.values():
             t.start()

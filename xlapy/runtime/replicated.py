@@ -9,6 +9,7 @@ infeeds, outfeeds and host channels the caller drives while the program runs.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -63,7 +64,8 @@ class ReplicatedExecutable:
             except BaseException as e:  # noqa: BLE001 - handed to the caller
                 future.set_exception(e)
 
-        threading.Thread(target=work, name="xlapy-execute-replicated", daemon=True).start()
+        threading.Thread(target=contextvars.copy_context().run, args=(work,),  # the caller's
+                         name="xlapy-execute-replicated", daemon=True).start()  # modes hold
         return future
 
 

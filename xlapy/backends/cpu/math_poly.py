@@ -21,8 +21,9 @@ tanh           <= 5       <= 4       f32: x P(x^2) / Q(x^2), a (4, 4) rational (
                                      1 - 2/(e^2x + 1) above
 logistic       <= 3       <= 3       1 / (1 + exp(-x))
 erf            <= 3       <= 13      Chebyshev fit of erf(x)/x below 1, erfcx above
-sin, cos, tan  <= 2       <= 2       for |x| < 2^20 (f32: reduced in f64); the Cody-Waite
-                                     reduction loses accuracy beyond that (documented)
+sin, cos, tan  <= 2, 3    <= 1, 2    Cody-Waite by pi/2 below 2^20 (f32: in f64),
+                                     Payne-Hanek above (trig_reduce.py), taken only
+                                     when a lane needs it; test_ulp_table.py
 =============  =========  =========  ==============================================
 """
 
@@ -37,7 +38,7 @@ import scipy.special
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import target
+from xlapy.backends.cpu import target, trig_reduce
 from xlapy.backends.cpu.llvm_util import (
     F64,
     I32,
@@ -286,6 +287,7 @@ class Math:
         r = m.fma(k, m.c(-p1), xd)
         r = m.fma(k, m.c(-p2), r)
         r = m.fma(k, m.c(-p3), r)
+        r, k = self._huge_reduction(m, xd, r, k)
         if not self.is64:
             r = b.fptrunc(r, self.t)
         q = b.fptosi(k, m.ity)
@@ -301,6 +303,29 @@ class Math:
         v = b.select(neg, b.fneg(v), v)
         inf = b.fcmp_ordered("==", self.un("fabs", x), self.c(math.inf))
         return self.select_nan(x, b.select(inf, self.c(math.nan), v))
+
+    def _huge_reduction(self, m: Math, xd: ir.Value, r: ir.Value, k: ir.Value
+                        ) -> tuple[ir.Value, ir.Value]:
+        """(r, k) from trig_reduce (Payne-Hanek) in the lanes where |x| >= 2^20, where the
+        Cody-Waite reduction is inexact, computed only when some lane needs it (a branch:
+        the common path stays one compare)."""
+        b = self.b
+        huge = b.fcmp_ordered(">=", m.un("fabs", xd), m.c(2.0 ** 20))
+        t = huge.type
+        anyh = huge if not isinstance(t, ir.VectorType) else \
+            b.icmp_unsigned("!=", b.bitcast(huge, ir.IntType(t.count)),
+                            ir.Constant(ir.IntType(t.count), 0))
+        before = b.block
+        with b.if_then(anyh, likely=False):
+            r_big, k_big = trig_reduce.reduce(m, xd, self.is64)
+            r_sel, k_sel = b.select(huge, r_big, r), b.select(huge, k_big, k)
+            slow = b.block
+        r_phi, k_phi = b.phi(r.type), b.phi(k.type)
+        r_phi.add_incoming(r, before)
+        r_phi.add_incoming(r_sel, slow)
+        k_phi.add_incoming(k, before)
+        k_phi.add_incoming(k_sel, slow)
+        return r_phi, k_phi
 
     def sin(self, x: ir.Value) -> ir.Value:
         return self._sincos(x, False)

@@ -182,3 +182,19 @@ def test_cli_denormal_flag(tmp_path: object, backend: str) -> None:
         assert main(["run", str(path), "--backend", backend, "--denormal", mode], out) == 0
         outs[mode] = out.getvalue()
     assert "3.74" in outs["ieee"] and "3.74" not in outs["ftz"], outs
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_process_grid_runs_in_the_callers_mode(tmp_path: object, backend: str) -> None:
+    """The grid's process threads start in a copy of the caller's context: `--denormal ieee`
+    holds on every replica (the interpreter's replicas flushed before)."""
+    path = tmp_path / "grid.mlir"  # type: ignore[operator]
+    path.write_text(
+        "module @g attributes {mhlo.num_replicas = 2 : i32, mhlo.num_partitions = 1 : i32} {\n"
+        "  func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n"
+        "    %0 = stablehlo.multiply %x, %x : tensor<2xf32>\n"
+        "    return %0 : tensor<2xf32>\n  }\n}\n")
+    out = io.StringIO()
+    assert main(["run", str(path), "--input", "2xf32=[1e-20 2]", "--backend", backend,
+                 "--denormal", "ieee"], out) == 0
+    assert out.getvalue().count("9.99994610111476e-41") == 2, out.getvalue()

@@ -1,0 +1,113 @@
+"""Argument reduction by pi/2 for huge arguments (Payne-Hanek), as vector IR.
+
+math_poly's sin/cos/tan reduce by Cody-Waite (x - k pi/2 with a 3-part pi/2), exact while
+k pi/2's parts multiply exactly: |x| < 2^20. Beyond that (up to f32's and f64's largest
+values) this module gives x (2/pi) mod 4 to about 2^-100 absolute: 2/pi is cut into 53-bit
+chunks C_j (bits of 2/pi computed here with integer arithmetic); each product x C_j is split
+exactly into p + e (a multiply and an FMA), each part loses its multiples of 4 exactly
+(v - 4 rint(v / 4)), and the small remainders are summed with TwoSum into a double-double.
+Every lane computes every chunk (22 for f64, 5 for f32): about 25x a Cody-Waite reduction,
+so math_poly branches here only when a lane needs it (large arguments are rare).
+
+For f64, chunks below 2^-1022 would be subnormal (and flushed under FTZ): arguments from
+2^600 up use x 2^-512 and chunks C_j 2^512 (those chunks whose products are not all
+multiples of 4), arguments below use the unscaled chunks down to 2^-742.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+if TYPE_CHECKING:
+    from xlapy.backends.cpu.math_poly import Math
+
+_CHUNK = 53
+#: f64 arguments from here on use the scaled chunk set.
+_F64_BIG = 2.0 ** 600
+_F64_SCALE = 512
+
+
+@functools.cache
+def _two_over_pi_bits(bits: int) -> int:
+    """floor(2/pi * 2^bits), from pi by Machin's formula in integers (guard bits added)."""
+    guard = 64
+    one = 1 << (bits + guard)
+
+    def atan_inv(n: int) -> int:  # atan(1/n) * one
+        total, term, k, sign = 0, one // n, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= n * n
+            k += 2
+            sign = -sign
+        return total
+
+    pi = 16 * atan_inv(5) - 4 * atan_inv(239)
+    return (2 * one * one // pi) >> guard
+
+
+@functools.cache
+def chunks(first: int, last: int, scale: int = 0) -> tuple[float, ...]:
+    """C_first .. C_last: C_j holds bits [53 j, 53 (j + 1)) after the binary point of 2/pi,
+    times 2^scale (each exact in a double)."""
+    total = _CHUNK * (last + 1)
+    b = _two_over_pi_bits(total)
+    out = []
+    for j in range(first, last + 1):
+        word = (b >> (total - _CHUNK * (j + 1))) & ((1 << _CHUNK) - 1)
+        out.append(math.ldexp(float(word), scale - _CHUNK * (j + 1)))
+    return tuple(out)
+
+
+def _two_sum(b: ir.IRBuilder, a: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """a + c = s + err exactly (Knuth's TwoSum)."""
+    s = b.fadd(a, c)
+    cc = b.fsub(s, a)
+    err = b.fadd(b.fsub(a, b.fsub(s, cc)), b.fsub(c, cc))
+    return s, err
+
+
+def _mod4_sum(m: Math, x: ir.Value, cs: tuple[float, ...]) -> tuple[ir.Value, ir.Value]:
+    """x * sum(cs) mod 4 as a double-double (hi, lo) (not normalized to [0, 4))."""
+    b = m.b
+    hi = lo = m.c(0.0)
+    for c in cs:
+        cv = m.c(c)
+        p = b.fmul(x, cv)
+        e = m.fma(x, cv, b.fneg(p))
+        for v in (p, e):
+            q = m.un("rint", b.fmul(v, m.c(0.25)))
+            v = m.fma(q, m.c(-4.0), v)
+            hi, err = _two_sum(b, hi, v)
+            lo = b.fadd(lo, err)
+    return hi, lo
+
+
+def reduce(m: Math, x: ir.Value, is64: bool) -> tuple[ir.Value, ir.Value]:
+    """(r, k) with x = (k + r) pi/2 (k integer-valued, |r| <= 1/2 as a fraction of pi/2)
+    converted: r is returned in radians (a double), k as a double. `m` is a Math on doubles;
+    `x` doubles holding the argument (f32 arguments widened exactly)."""
+    b = m.b
+    if is64:
+        hi, lo = _mod4_sum(m, x, chunks(0, 13))
+        xs = b.fmul(x, m.c(2.0 ** -_F64_SCALE))
+        bhi, blo = _mod4_sum(m, xs, chunks(9, 21, _F64_SCALE))
+        big = b.fcmp_ordered(">=", m.un("fabs", x), m.c(_F64_BIG))
+        hi, lo = b.select(big, bhi, hi), b.select(big, blo, lo)
+    else:
+        hi, lo = _mod4_sum(m, x, chunks(0, 4))
+    k = m.un("rint", hi)
+    f = b.fadd(b.fsub(hi, k), lo)
+    k2 = m.un("rint", f)
+    k, f = b.fadd(k, k2), b.fsub(f, k2)
+    # f pi/2 with pi/2 as a double-double: r = f P1 + (f P1's rounding error + f P2)
+    p1 = math.pi / 2
+    p2 = float.fromhex("0x1.1a62633145c07p-54")  # pi/2 - p1
+    r_hi = b.fmul(f, m.c(p1))
+    r_lo = m.fma(f, m.c(p1), b.fneg(r_hi))
+    r_lo = m.fma(f, m.c(p2), r_lo)
+    return b.fadd(r_hi, r_lo), k
