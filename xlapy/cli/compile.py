@@ -2,10 +2,12 @@
 
     xlapy compile FILE [--backend cpu] [--explain] [--entry NAME]
 
-FILE is StableHLO text (.mlir) or `workload:NAME` (a reference workload, run from the
-repository root). With --explain, the cpu backend prints one line per instruction (kernel,
-library call, control flow, interpreter fallback), the kernels built, and the ops that fall
-back to interpreter kernels; the command also prints the compile time.
+FILE is StableHLO text (.mlir), XLA's HLO text (`HloModule ...`, e.g. what
+`jax.jit(f).lower(...).compile().as_text()` prints) or `workload:NAME` (a reference
+workload, run from the repository root). With --explain, the cpu backend prints one line
+per instruction (kernel, library call, control flow, interpreter fallback), the kernels
+built, and the ops that fall back to interpreter kernels; the command also prints the
+compile time.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from xlapy.errors import XlapyError
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="compile a program; --explain says how each op runs")
-    p.add_argument("file", metavar="FILE", help="StableHLO file or workload:NAME")
+    p.add_argument("file", metavar="FILE", help="StableHLO or HLO text file, or workload:NAME")
     p.add_argument("--backend", default="cpu", help="backend name (default cpu)")
     p.add_argument("--entry", default=None, help="function to compile (default: main)")
     p.add_argument("--explain", action="store_true",
@@ -40,14 +42,7 @@ def cmd_compile(args: argparse.Namespace, out: TextIO) -> int:
     from xlapy.cli.opt import load_module
 
     try:
-        if args.file.startswith("workload:"):
-            module = load_module(args.file)
-        else:
-            from pathlib import Path
-
-            from xlapy.stablehlo import parse_module
-
-            module = parse_module(Path(args.file).read_text(), args.file, args.entry)
+        module = load_module(args.file, args.entry)
         if module.entry is None:
             raise XlapyError(f"{args.file}: no entry function (name one with --entry)")
         t0 = time.perf_counter()

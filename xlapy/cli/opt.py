@@ -3,8 +3,8 @@
     xlapy opt FILE --passes algsimp,dce [--print-after-all]
     xlapy opt FILE --pipeline cpu [--explain-fusion] [--memory-report] [--timing]
 
-FILE is StableHLO text (.mlir), or `workload:NAME` for a reference workload of
-benchmarks/workloads (run from the repository root).
+FILE is StableHLO text (.mlir), XLA's HLO text (`HloModule ...`), or `workload:NAME` for a
+reference workload of benchmarks/workloads (run from the repository root).
 """
 
 from __future__ import annotations
@@ -17,16 +17,19 @@ from xlapy.errors import XlapyError
 from xlapy.ir import Module
 
 
-def load_module(spec: str) -> Module:
+def load_module(spec: str, entry: str | None = None) -> Module:
+    """`workload:NAME`, else a file of StableHLO text or of XLA's HLO text (`HloModule`)."""
     if spec.startswith("workload:"):
         import importlib
 
         workloads = importlib.import_module("benchmarks.workloads")
         build, _ = workloads.WORKLOADS[spec.split(":", 1)[1]]
         return build().module
+    from xlapy.hlo_text import is_hlo_text, parse_hlo_module
     from xlapy.stablehlo import parse_module
 
-    return parse_module(Path(spec).read_text(), spec)
+    text = Path(spec).read_text()
+    return parse_hlo_module(text, spec) if is_hlo_text(text) else parse_module(text, spec, entry)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

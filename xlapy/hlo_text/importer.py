@@ -26,6 +26,15 @@ from xlapy.types import Shape
 from xlapy.types.limits import process_count_problem
 
 #: Attributes with no effect on the result; kept in `meta["hlo_attrs"]` and printed back.
+#: XLA's optimized HLO adds more: `backend_config` (fusion kinds, `outer_dimension_partitions`:
+#: XLA:CPU's own thread split, ours is the backend's), `metadata`, `frontend_attributes`,
+#: `sharding` (one device: no effect), `schedule=` and `is_scheduled=true` (XLA's order;
+#: the cpu backend schedules itself), `statistics_viz`, `control-predecessors` (ordering
+#: only; the IR keeps data dependences). An attribute no reader uses and not listed here
+#: is kept the same way and never an error -- XLA adds annotations between versions, and
+#: any attribute that changes a result is read by its opcode's reader (a missing required
+#: one is an error there); the module lists them in `meta["unknown_hlo_attrs"]`
+#: ("opcode attribute").
 PASSIVE_ATTRS = frozenset({
     "metadata", "sharding", "frontend_attributes", "backend_config", "statistics_viz",
     "control-predecessors", "origin", "result_accuracy", "schedule", "algorithm",
@@ -130,6 +139,7 @@ class HloImporter:
             self.by_name[c.name] = c
         self.done: dict[str, Computation] = {}
         self.active: set[str] = set()
+        self.unknown: set[str] = set()  # "opcode attribute" of attributes nobody knows
         self.module = Module(node.name)
 
     def run(self) -> Module:
@@ -154,6 +164,8 @@ class HloImporter:
         self.module.meta["hlo_attrs"] = {k: a.value for k, a in self.node.attrs.items()
                                          if k not in ("replica_count", "num_partitions",
                                                       "entry_computation_layout")}
+        if self.unknown:
+            self.module.meta["unknown_hlo_attrs"] = sorted(self.unknown)
         # Module order: callees first, as imported; the entry is marked.
         for c in self.node.computations:
             comp = self.done[c.name]
@@ -211,10 +223,7 @@ class HloImporter:
                 n.attrs["metadata"].value if "metadata" in n.attrs else None,
                 self.cur.span(n.pos)))
             extra = {k: a.value for k, a in n.attrs.items() if k not in ctx.used}
-            for k in extra:
-                if k not in PASSIVE_ATTRS:
-                    raise self.cur.error(n.attrs[k].pos - len(k) - 1,
-                                         f"{n.opcode} %{n.name}: unknown attribute {k}", len(k))
+            self.unknown.update(f"{n.opcode} {k}" for k in extra if k not in PASSIVE_ATTRS)
             if extra and result.name == n.name:  # merged: a send-done joins its send
                 result.meta["hlo_attrs"] = {**result.meta.get("hlo_attrs", {}), **extra}
             return result

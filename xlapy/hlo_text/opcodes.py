@@ -34,7 +34,7 @@ READERS: dict[str, Reader] = {}
 RNG_DISTRIBUTIONS = {"rng_uniform": RngDistribution.UNIFORM, "rng_normal": RngDistribution.NORMAL}
 RNG_ALGORITHMS = {"rng_default": RngAlgorithm.DEFAULT, "rng_three_fry": RngAlgorithm.THREE_FRY,
                   "rng_philox": RngAlgorithm.PHILOX}
-FUSION_KINDS = {"kLoop": "LOOP", "kInput": "INPUT", "kOutput": "OUTPUT", "kCustom": "LOOP"}
+FUSION_KINDS = {"kLoop": "LOOP", "kInput": "INPUT", "kOutput": "OUTPUT", "kCustom": "CUSTOM"}
 CUSTOM_CALL_API = {"API_VERSION_ORIGINAL": 1, "API_VERSION_STATUS_RETURNING": 2,
                    "API_VERSION_STATUS_RETURNING_UNIFIED": 3, "API_VERSION_TYPED_FFI": 4}
 
@@ -459,11 +459,30 @@ def _custom_call(c: InstrContext) -> Any:
     cfg = c.attr("backend_config")
     config = "" if cfg is None else (A.read_string(c.cur, cfg) if cfg.value.startswith('"')
                                      else cfg.value)
+    api = _enum(c, "api_version", CUSTOM_CALL_API, 1)
     return "custom_call", c.operands, make(
         "custom_call", call_target_name=A.read_string(c.cur, c.need("custom_call_target")),
         shape=c.shape, has_side_effect=c.get("custom_call_has_side_effect", A.read_bool, False),
-        backend_config=config,
-        api_version=_enum(c, "api_version", CUSTOM_CALL_API, 1)), called
+        backend_config=config, api_version=api,
+        mhlo_backend_config=_ffi_attributes(c, config, cfg) if api == 4 else ()), called
+
+
+def _ffi_attributes(c: InstrContext, config: str, cfg: Any) -> tuple[tuple[str, Any], ...]:
+    """A typed-FFI call's backend_config is an MLIR dictionary (`{uplo = 76 : ui8}`): the
+    attributes StableHLO carries in `mhlo.backend_config` (custom_call_targets reads them
+    there). The text is kept in `backend_config` too, so it prints back as written."""
+    from xlapy.errors import ParseError
+    from xlapy.stablehlo.attrmap import plain_value
+    from xlapy.stablehlo.parser import Parser
+
+    if not config.lstrip().startswith("{"):
+        return ()
+    try:
+        value = Parser(config).parse_attr()
+    except ParseError as e:
+        raise c.error(f"backend_config of a typed FFI call is not an attribute dictionary: "
+                      f"{e}", cfg.pos) from None
+    return plain_value(value) if isinstance(value, dict) else ()
 
 
 @reads("infeed")

@@ -509,6 +509,8 @@ def print_hlo_module(module: Module) -> str:
         head += f", replica_count={module.num_replicas}"
     if module.num_partitions != 1:
         head += f", num_partitions={module.num_partitions}"
+    # The header's other attributes as read (is_scheduled, allow_spmd_..., ...).
+    head += "".join(f", {k}={v}" for k, v in dict(module.meta.get("hlo_attrs", {})).items())
     parts = [head]
     for c in module.post_order():
         parts.append(print_computation(c, lambda x: comp_name(x).lstrip("%"),

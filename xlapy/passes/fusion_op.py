@@ -18,12 +18,15 @@ from xlapy.types import Shape
 
 class FusionKind(enum.Enum):
     """XLA's fusion kinds: element-wise loop, reduce ("input"), dot/conv epilogue ("output"),
-    and a kernel with several outputs (a tuple root)."""
+    a kernel with several outputs (a tuple root), and a backend's own kind ("custom": XLA:CPU's
+    `__ynn_fusion` / oneDNN fusions, named in its backend_config; only read from HLO text,
+    the cpu backend inlines it like any fusion)."""
 
     LOOP = "loop"
     INPUT = "input"
     OUTPUT = "output"
     MULTI_OUTPUT = "multi_output"
+    CUSTOM = "custom"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,12 @@ tuple, whose get_tuple_element users TupleSimplifier folds (JAX's scan bodies ca
 functions: inlined, the whole loop can run natively on cpu). A `map` whose computation is
 scalar element-wise code becomes the same ops over whole arrays (constants broadcast to the
 map's shape).
+
+`fusion` instructions (XLA's optimized HLO: kLoop, kInput, kOutput and kCustom such as
+`__ynn_fusion`, whose called computation is ordinary HLO) are inlined too: the backend's own
+fusion planning then re-fuses the pasted ops as it fuses any other program, so XLA's fusion
+boundaries never become interpreter calls. Every pipeline that forms fusions (cpu_pipeline)
+runs this pass before its fusion passes.
 """
 
 from __future__ import annotations
@@ -34,15 +40,23 @@ def _map_inlinable(comp: Computation) -> bool:
                for i in comp.instructions) and comp.root is not None and comp.root.shape.is_array
 
 
+#: Opcodes whose called computation is pasted in place of the instruction.
+INLINED = ("call", "composite", "fusion")
+
+
 class CallInliner(ComputationPass):
-    """Inlines `call`, `composite` (its decomposition) and element-wise `map` instructions."""
+    """Inlines `call`, `composite` (its decomposition), `fusion` and element-wise `map`
+    instructions."""
 
     name = "call-inliner"
 
     def run_on_computation(self, comp: Computation) -> bool:
         changed = False
-        for instr in list(comp.instructions):
-            if instr.opcode in ("call", "composite"):
+        work = list(comp.instructions)
+        while work:
+            instr = work.pop()
+            before = {id(i) for i in comp.instructions}
+            if instr.opcode in INLINED:
                 new = inline_body(comp, instr.called[0], list(instr.operands))
             elif instr.opcode == "map" and _map_inlinable(instr.called[0]):
                 new = self._inline_map(comp, instr)
@@ -51,6 +65,9 @@ class CallInliner(ComputationPass):
             instr.replace_all_uses_with(new)
             if instr is not comp.root and not instr.users:
                 comp.remove(instr)
+            # A pasted body may hold calls or fusions of its own (fused computations are not
+            # rewritten by computation passes).
+            work += [i for i in comp.instructions if id(i) not in before]
             changed = True
         return changed
 

@@ -176,7 +176,7 @@ def convert(value: Any, hint: Any) -> Any:
     if isinstance(value, TypedNumber):
         value = value.value
     if hint is Any:
-        return _plain(value)
+        return plain_value(value)
     if hint is bool:
         if isinstance(value, DenseAttr):
             return bool(_dense(value).reshape(-1)[0])
@@ -189,7 +189,7 @@ def convert(value: Any, hint: Any) -> Any:
         if isinstance(value, int):
             return _i64(value)
         if isinstance(value, StructAttr) and "handle" in value.fields:  # channel_handle
-            return _i64(int(_plain(value.fields["handle"])))
+            return _i64(int(plain_value(value.fields["handle"])))
         if isinstance(value, DenseAttr):
             return int(_dense(value).reshape(-1)[0])
         raise AttrError(f"expected an integer, got {_show(value)}")
@@ -336,14 +336,14 @@ def conv_dims_fields(d: ConvDims) -> dict[str, Any]:
             "output_spatial_dimensions": osp}
 
 
-def _plain(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
     """A hashable Python value for `Any`-typed fields (composite attributes...)."""
     if isinstance(value, TypedNumber):
         return value.value
     if isinstance(value, dict):
-        return tuple(sorted((k, _plain(v)) for k, v in value.items()))
+        return tuple(sorted((k, plain_value(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
-        return tuple(_plain(v) for v in value)
+        return tuple(plain_value(v) for v in value)
     if isinstance(value, DenseArray):
         return value.values
     if isinstance(value, DenseAttr):

@@ -68,12 +68,12 @@ def rewrite_for_function(module: Module, comp: Any) -> tuple[Module, Any]:
 
 
 def _needs_rewrite(module: Module) -> bool:
-    """A chlo op, a map, a composite, an rng_bit_generator or a splat constant anywhere
-    (compile_function's rewrites)."""
+    """A chlo op, a map, a composite, a fusion, an rng_bit_generator or a splat constant
+    anywhere (compile_function's rewrites)."""
     from xlapy.passes.native_forms import REWRITTEN as native_forms
 
     return any(i.opcode.startswith("chlo.") or i.opcode in ("rng_bit_generator", "map",
-                                                             "composite")
+                                                             "composite", "fusion")
                or i.opcode in native_forms
                or (i.opcode == "constant" and i.shape.is_array and i.attrs.literal.is_splat)
                for c in module.computations for i in c.instructions)

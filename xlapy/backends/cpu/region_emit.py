@@ -3,9 +3,10 @@ inline as LLVM IR, so the native reduce_window, select_and_scatter, scatter and 
 reduce loops call them per element instead of running the interpreter.
 
 A region qualifies when every instruction is a parameter, a scalar constant, a tuple, or an
-element-wise op / compare / select / clamp / convert that elementwise.py emits for its
-types: the same per-op IR (flushing, bf16/f16 rounding after every op) as the kernels,
-hence the interpreter's semantics. Anything else (nested calls, non-scalar values, types
+element-wise op / compare / select / clamp / convert / same-width bitcast_convert /
+reduce_precision that elementwise.py (elementwise_bits.py) emits for its types: the same
+per-op IR (flushing, bf16/f16 rounding after every op) as the kernels, hence the
+interpreter's semantics. Anything else (nested calls, non-scalar values, types
 outside the table) is reported unsupported and the op keeps its interpreter fallback.
 """
 
@@ -17,6 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import elementwise_bits as eb
 from xlapy.ir import Computation, Instruction
 from xlapy.types import ElementType as ET
 
@@ -41,6 +43,9 @@ def _supported(instr: Instruction) -> bool:
     if op == "convert":
         return ew.convert_supported(instr.operands[0].shape.element_type,
                                     instr.shape.element_type)
+    if op in eb.OPS:  # XLA's comparators bitcast floats to integers (a total order)
+        return eb.fusible(instr) and (op != "bitcast_convert" or instr.shape.element_type.bits
+                                      == instr.operands[0].shape.element_type.bits)
     return bool(instr.operands) and ew.supports(op, instr.operands[0].shape.element_type)
 
 
@@ -84,6 +89,8 @@ def _one(b: ir.IRBuilder, instr: Instruction, xs: list[ir.Value]) -> ir.Value:
         return ew.emit(b, "minimum", [mx, xs[2]], et, et)
     if op == "convert":
         return ew.convert(b, xs[0], t, et)
+    if op in eb.OPS:
+        return eb.emit(b, instr, [], lambda _operand, _idx: xs[0])
     return ew.emit(b, op, xs, t, et)
 
 
