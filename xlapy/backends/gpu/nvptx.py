@@ -132,8 +132,13 @@ def link(texts: Sequence[str], kernels: Sequence[str], ftz: bool) -> llvm.Module
             if not g.is_declaration and g.name not in keep:
                 g.linkage = "internal"
         tm = target_machine()
-        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-        pb.getModulePassManager().run(ref, pb)
+        # O0 first: its always-inliner inlines libdevice's alwaysinline functions and drops
+        # the unused ones, so O3 works on half the functions (a 100-executable batch of the
+        # conformance corpus: 5.7 s -> 3.1 s).
+        for level in (0, 3):
+            pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(
+                speed_level=level))
+            pb.getModulePassManager().run(ref, pb)
         unresolved = sorted(f.name for f in ref.functions
                             if f.is_declaration and not f.name.startswith("llvm.")
                             and f.name != "__nvvm_reflect")
