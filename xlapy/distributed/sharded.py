@@ -155,20 +155,31 @@ class ShardedProgram:
         the arena of temporaries, results)."""
         return executable_memory(self.executable(), self.module.entry_computation())
 
+    def collective_bytes(self) -> list[tuple[str, str, int]]:
+        """Every collective of the per-partition program (inserted by the partitioner or
+        written in a manual region): (op, result shape, bytes each partition receives; a
+        ring all_reduce counts both passes)."""
+        out = []
+        for comp in self.module.computations:
+            for i in comp.instructions:
+                if i.opcode in _MOVED:
+                    groups = getattr(i.attrs, "replica_groups", ()) or ()
+                    n = len(groups[0]) if groups else self.num_partitions
+                    size = _nbytes(i.shape)
+                    out.append((i.opcode, str(i.shape), int(_MOVED[i.opcode](size, n))))
+        return out
+
     def cost_report(self) -> str:
-        """Collectives inserted (op, per-partition result bytes, group size) and ops run on
-        whole operands."""
+        """Per-partition memory, bytes moved per collective, ops run on whole operands."""
         lines = [f"{self.num_partitions} partitions x {self.num_replicas} replicas"]
         if self.backend == "cpu":
             mem = self.memory()
             lines.append("  per-partition memory: " + ", ".join(f"{k} {v}" for k, v in
                                                             mem.items()))
-        total = 0
-        for op, shape, n in self.spmd.collectives:
-            b = shape.num_elements * ((shape.element_type.bits + 7) // 8) if shape.is_array else 0
-            total += b
-            lines.append(f"  {op} {shape} over groups of {n}: {b} bytes per partition")
-        lines.append(f"  collective result bytes per partition: {total}")
+        moved = self.collective_bytes()
+        for op, shape, b in moved:
+            lines.append(f"  {op} {shape}: {b} bytes in per partition")
+        lines.append(f"  collective bytes per partition: {sum(b for _, _, b in moved)}")
         for r in self.spmd.replicated:
             lines.append(f"  runs on whole operands: {r}")
         return "\n".join(lines)
@@ -177,14 +188,25 @@ class ShardedProgram:
         return f"<ShardedProgram {self.module.name}: {self.num_partitions} partitions>"
 
 
+#: bytes a partition receives, from the result size and the group size
+_MOVED = {"all_gather": lambda b, n: b * (n - 1) / n,
+          "all_reduce": lambda b, n: 2 * b * (n - 1) / n,
+          "reduce_scatter": lambda b, n: b * (n - 1),
+          "all_to_all": lambda b, n: b * (n - 1) / n,
+          "collective_permute": lambda b, n: b,
+          "collective_broadcast": lambda b, n: b}
+
+
+def _nbytes(shape: Shape) -> int:
+    if shape.is_tuple:
+        return sum(_nbytes(s) for s in shape.tuple_shapes)
+    return shape.num_elements * ((shape.element_type.bits + 7) // 8)
+
+
 def executable_memory(exe: Any, comp: Any) -> dict[str, int]:
     """A CpuExecutable's memory: arguments, constants, arena (temporaries packed by live
     range), results; and their total."""
-    def nbytes(shape: Shape) -> int:
-        if shape.is_tuple:
-            return sum(nbytes(s) for s in shape.tuple_shapes)
-        return shape.num_elements * ((shape.element_type.bits + 7) // 8)
-
+    nbytes = _nbytes
     out = {"arguments": sum(nbytes(p.shape) for p in comp.parameters),
            "constants": sum(nbytes(i.shape) for i in comp.instructions
                             if i.opcode == "constant"),

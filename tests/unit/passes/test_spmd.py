@@ -194,3 +194,11 @@ def test_partial_sums_wanted_tiled_reduce_scatter() -> None:
     np.testing.assert_allclose(prog(a, b), a @ b)
     assert [(op, str(s)) for op, s, _ in prog.spmd.collectives] == [("reduce_scatter",
                                                                     "f32[2,3]")]
+
+
+def test_cost_report_counts_bytes_moved() -> None:
+    prog = xlapy.compile(SUM_ROWS.replace("SHAPE", "4x3"), backend="cpu")
+    assert prog.collective_bytes() == [("all_reduce", "f32[3]", 12)]  # 2 * 12 B * 1/2
+    report = prog.cost_report()
+    assert "per-partition memory: arguments 24" in report and "collective bytes per " \
+        "partition: 12" in report
