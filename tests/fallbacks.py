@@ -24,15 +24,10 @@ ALLOWED: dict[str, str] = {
                                "check.expect_serialized_eq", "interpreter.probe")},
     **{op: _DYNAMIC for op in ("dynamic_broadcast_in_dim", "dynamic_conv", "dynamic_gather",
                                "dynamic_pad", "dynamic_reshape", "dynamic_iota",
-                               "get_dimension_size", "set_dimension_size")},
+                               "real_dynamic_slice", "get_dimension_size",
+                               "set_dimension_size")},
     "custom_call": "a target registered at run time in RuntimeState.custom_calls (user Python "
                    "code); jaxlib's LAPACK targets are library thunks",
-    "cbrt:complex<f64>": "the interpreter's complex cbrt is numpy's sin/cos formula: not matched",
-    "cbrt:complex<f32>": "the interpreter's complex cbrt is numpy's sin/cos formula: not matched",
-    "atan2:complex<f64>": "complex atan2 not compiled yet",
-    "atan2:complex<f32>": "complex atan2 not compiled yet",
-    "remainder:complex<f64>": "complex remainder not compiled yet",
-    "remainder:complex<f32>": "complex remainder not compiled yet",
 }
 
 

@@ -13,11 +13,12 @@ Its intermediate products (multiply, divide) are numpy arrays, not flushed; a ke
 The two differ only where an intermediate is denormal and the result is not.
 
 Complex kernels take the scalar path (lanes.LaneCheck rejects complex values). Ops not
-listed in `UNARY`/`BINARY` (cbrt, atan2, remainder, ...) stay interpreter fallbacks; reduce
-kernels take add and multiply reducers (`REDUCERS`: in order, no partial split). exp, log,
-sqrt, tanh, sin, cos and tan call glibc's C99 complex functions (what numpy calls), expm1
-and log1p numpy's formulas on libm's real functions, power numpy's nc_pow, logistic
-1 / (1 + exp(-z)) with numpy's division.
+listed in `UNARY`/`BINARY` stay interpreter fallbacks; reduce kernels take add and multiply
+reducers (`REDUCERS`: in order, no partial split). exp, log, sqrt, tanh, sin, cos and tan
+call glibc's C99 complex functions (what numpy calls), expm1 and log1p numpy's formulas on
+libm's real functions, power numpy's nc_pow, logistic 1 / (1 + exp(-z)) with numpy's
+division; atan2, cbrt and remainder follow the interpreter's formulas step by step (cbrt's
+sin/cos are libm's; numpy's own f32 sin/cos may differ from them by an ulp).
 """
 
 from __future__ import annotations
@@ -165,13 +166,14 @@ BinaryFn = Callable[[ir.IRBuilder, Parts, Parts], Parts]
 #: Unary ops on complex operands.
 UNARY = frozenset({"negate", "real", "imag", "abs", "sign", "exponential", "log", "sqrt",
                    "tanh", "rsqrt", "exponential_minus_one", "log_plus_one", "sine", "cosine",
-                   "tan", "logistic"})
+                   "tan", "logistic", "cbrt"})
 #: The C99 complex functions numpy calls for these ops (glibc's: bit-exact to it).
 _CFUNCS = {"exponential": "cexp", "log": "clog", "sqrt": "csqrt", "tanh": "ctanh",
            "sine": "csin", "cosine": "ccos", "tan": "ctan"}
 #: Approximate ops (libm): compared with an ulp bound by convention, though bit-exact to
 #: the interpreter on the same libm.
-INEXACT = frozenset({"exponential", "log", "tanh", "exponential_minus_one", "log_plus_one"})
+INEXACT = frozenset({"exponential", "log", "tanh", "exponential_minus_one", "log_plus_one",
+                     "atan2", "cbrt"})
 
 
 def _fn(b: ir.IRBuilder, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
@@ -275,9 +277,38 @@ def _np_div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     return re, im
 
 
+def _atan2(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
+    """The interpreter's complex atan2(x, y) = -1j * log((y + 1j * x) / sqrt(y y + x x)),
+    step by step as numpy computes it: Python's 1j is (0, 1) and -1j (-0, -1), products
+    textbook, numpy's division, libm's csqrt and clog."""
+    t = x[0].type
+    i = (ir.Constant(t, 0.0), ir.Constant(t, 1.0))
+    minus_i = (ir.Constant(t, -0.0), ir.Constant(t, -1.0))
+    num = _add(b, y, _mul(b, i, x))
+    den = _complex_call(b, "csqrt", _add(b, _mul(b, y, y), _mul(b, x, x)))
+    return _mul(b, minus_i, _complex_call(b, "clog", _np_div(b, num, den)))
+
+
+def _remainder(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
+    """The interpreter's complex remainder x - y * (trunc(q.re) + 1j * trunc(q.im)) with
+    q = x / y by numpy's division; the real trunc(q.im) is made complex, (t, 0), before its
+    product with 1j, and trunc(q.re) before the sum, as numpy casts them."""
+    t = x[0].type
+    zero = ir.Constant(t, 0.0)
+    q_re, q_im = _np_div(b, x, y)
+    tr, ti = (intrinsic(b, f"llvm.trunc.{_sfx(v)}", t, [v]) for v in (q_re, q_im))
+    i_ti = _mul(b, (zero, ir.Constant(t, 1.0)), (ti, zero))
+    w = _add(b, (tr, zero), i_ti)
+    return _sub(b, x, _mul(b, y, w))
+
+
 #: Binary ops on complex operands with a complex result (inputs flushed first).
 BINARY: dict[str, BinaryFn] = {"add": _add, "subtract": _sub, "multiply": _mul,
-                               "divide": _div, "power": _pow}
+                               "divide": _div, "power": _pow, "atan2": _atan2,
+                               "remainder": _remainder}
+#: Binary ops whose results are flushed explicitly (libm computes some with integer
+#: operations, which FTZ does not touch).
+_FLUSHED = frozenset({"power", "atan2"})
 
 
 #: Reducers a reduce kernel runs on complex values (reduce_emit.reducer_op).
@@ -301,6 +332,10 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
         one = ir.Constant(t, 1.0)
         den = (b.fadd(one, e_re), b.fadd(ir.Constant(t, 0.0), e_im))
         return _np_div(b, (one, ir.Constant(t, 0.0)), den)
+    if op == "cbrt":  # the principal root: cbrt(|z|) (cos, sin)(arg(z) / 3), as numpy
+        r = _real_call(b, "cbrt", _cabs(b, re, im))
+        th = b.fdiv(_real_call(b, "atan2", im, re), ir.Constant(t, 3.0))
+        return b.fmul(r, _real_call(b, "cos", th)), b.fmul(r, _real_call(b, "sin", th))
     if op == "rsqrt":
         s = _complex_call(b, "csqrt", (re, im))
         return _np_div(b, (ir.Constant(t, 1.0), ir.Constant(t, 0.0)), s)
@@ -416,7 +451,7 @@ def fusible(instr: Instruction) -> bool:
     et = instr.operands[0].shape.element_type if instr.operands else None
     if et not in COMPLEX:
         return False
-    if op in _CFUNCS or op in ("rsqrt", "power", "logistic"):
+    if op in _CFUNCS or op in ("rsqrt", "power", "logistic", "atan2"):
         return target.current().is_x86  # (the C99 complex ABI of _complex_call)
     return op in BINARY or op in UNARY
 
@@ -442,9 +477,11 @@ def emit(b: ir.IRBuilder, instr: Instruction, args: Sequence[ir.Value]) -> ir.Va
         return pack(b, ew.select(b, gt, xr, yr), ew.select(b, gt, xi, yi))
     if op == "convert":
         return convert(b, args[0], s, t)
+    if op == "remainder":  # (no DAZ, no FTZ: the interpreter's remainder flushes nothing)
+        return pack(b, *_remainder(b, parts(b, args[0]), parts(b, args[1])))
     if op in BINARY:
         re, im = BINARY[op](b, _flushed(b, args[0]), _flushed(b, args[1]))
-        if op == "power":  # (libm's cpow computes some results with integer operations)
+        if op in _FLUSHED:
             re, im = ew.flush(b, re), ew.flush(b, im)
         return pack(b, re, im)
     return _unary(b, op, args[0])
