@@ -350,6 +350,23 @@ def dot_reduce_scatter(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
 
 
 @program
+def embedding_lookup(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
+    """A table sharded on its embedding dim, ids on the batch: a local gather."""
+    m = _mesh(jax, (2, 2), ("b", "e"))
+    f = jax.jit(lambda t, ids: jnp.tanh(t[ids]).sum(axis=1),
+                in_shardings=(_ns(jax, m, None, "e"), _ns(jax, m, "b", None)))
+    return f, [_f32(16, 8), _rng(5).integers(0, 16, (4, 3)).astype(np.int32)]
+
+
+@program
+def embedding_vocab_sharded(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
+    """A table sharded on its vocabulary: the gather indexes a tiled dim (gathered first)."""
+    m = _mesh(jax, (4,), ("v",))
+    f = jax.jit(lambda t, ids: t[ids] * 2.0, in_shardings=(_ns(jax, m, "v", None), _ns(jax, m)))
+    return f, [_f32(16, 4), _rng(6).integers(0, 16, (5,)).astype(np.int32)]
+
+
+@program
 def scan_rnn(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
     m = _mesh(jax, (2,), ("x",))
 

@@ -26,6 +26,7 @@ from xlapy.passes.fusion_decision import is_elementwise
 from xlapy.passes.spmd.propagation import (
     Propagation,
     conv_halos,
+    gather_maps,
     marker,
     merge,
     operand_to_output,
@@ -409,6 +410,30 @@ class Partitioner:
         ops = [self.want(i.operands[0], s), self.want(i.operands[1], s)]
         ops += [self.want(o, REPLICATED) for o in i.operands[2:]]
         return self.emit(i, ops), s
+
+    def op_gather(self, i: Instruction) -> tuple[Instruction, AnySharding] | None:
+        """Tiles of the indices' batch dims and of whole, unindexed operand slice dims carry
+        to the result; a gather indexing a tiled dim gathers the operand first."""
+        maps = gather_maps(i)
+        if maps is None:
+            return None
+        op_map, idx_map = maps
+        d, rank = self.ctx.devices, i.shape.rank
+        out = self.target(i).place_dims({o: o for o in [*op_map.values(), *idx_map.values()]},
+                                        rank, d)
+        operand, indices = i.operands
+        ws = out.place_dims({o: k for k, o in op_map.items()}, operand.shape.rank, d)
+        wi = out.place_dims({o: k for k, o in idx_map.items()}, indices.shape.rank, d)
+        src = operand.shape.dimensions
+        if _is_tiled(self.val[id(operand)][1]) and any(
+                self.val[id(operand)][1].tiles[k] > 1 for k in range(len(src)) if k not in op_map):
+            self.ctx.replicated.append(f"gather %{i.name} (indexed dims whole)")
+        local = local_dims(src, ws)
+        sizes = tuple(local[k] if k in op_map else i.attrs.slice_sizes[k]
+                      for k in range(len(src)))
+        x = self.emit(i, [self.want(operand, ws), self.want(indices, wi)],
+                      replace(i.attrs, slice_sizes=sizes))
+        return x, out
 
     def op_slice(self, i: Instruction) -> tuple[Instruction, AnySharding]:
         return self._passthrough(i, whole_dims(i))

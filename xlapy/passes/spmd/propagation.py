@@ -126,7 +126,7 @@ class Propagation:
                     best = s
             return best
         s0 = ops[0] if ops else None
-        if i.opcode in ("dot_general", "convolution"):
+        if i.opcode in ("dot_general", "convolution", "gather"):
             return self._contracting(i, ops)
         if not isinstance(s0, Sharding) or not s0.is_tiled:
             if i.opcode == "tuple":
@@ -155,10 +155,12 @@ class Propagation:
 
     def _contracting(self, i: Instruction, ops: list[AnySharding | None]
                      ) -> AnySharding | None:
-        """Output tiles from the lhs's batch / free dims and the rhs's free dims."""
+        """Output tiles from the lhs's batch / free dims and the rhs's free dims (a
+        gather's: its operand's whole slice dims and its indices' batch dims)."""
         rank, d = i.shape.rank, self.devices
         cands = []
-        for s, m in zip(ops, operand_to_output(i, ops[0])):
+        maps = gather_maps(i) if i.opcode == "gather" else operand_to_output(i, ops[0])
+        for s, m in zip(ops, maps or ()):
             if isinstance(s, Sharding) and s.is_tiled:
                 cands.append(s.place_dims(m, rank, d))
         if not cands:
@@ -220,6 +222,21 @@ def conv_halos(i: Instruction, lhs: AnySharding | None) -> list[tuple[int, int, 
     return out
 
 
+def gather_maps(i: Instruction) -> tuple[dict[int, int], dict[int, int]] | None:
+    """A gather's operand dims that are result dims (whole, unindexed slices) and its
+    indices' batch dims that are result dims; None for batching gathers."""
+    dn, sizes = i.attrs.dimension_numbers, i.attrs.slice_sizes
+    if dn.operand_batching_dims:
+        return None
+    src = i.operands[0].shape.dimensions
+    kept = [k for k in range(len(src)) if k not in dn.collapsed_slice_dims]
+    op_map = {k: o for k, o in zip(kept, dn.offset_dims)
+              if sizes[k] == src[k] and k not in dn.start_index_map}
+    batch_out = [o for o in range(i.shape.rank) if o not in dn.offset_dims]
+    idx_dims = [k for k in range(i.operands[1].shape.rank) if k != dn.index_vector_dim]
+    return op_map, dict(zip(idx_dims, batch_out))
+
+
 def whole_dims(i: Instruction) -> set[int]:
     """Dims that slice / pad / concatenate / reverse / sort / reduce_window change (the
     others map 1:1)."""
@@ -272,5 +289,5 @@ def merge(a: Sharding, b: Sharding, rank: int, devices: Sequence[int]) -> Shardi
         return None
 
 
-__all__ = ["MARKERS", "PASSTHROUGH", "Propagation", "conv_halos", "dot_dims", "marker", "merge",
-           "operand_to_output", "reshape_map", "whole_dims"]
+__all__ = ["MARKERS", "PASSTHROUGH", "Propagation", "conv_halos", "dot_dims", "gather_maps",
+           "marker", "merge", "operand_to_output", "reshape_map", "whole_dims"]
