@@ -105,6 +105,8 @@ def run(objs: Sequence[AotObject], inputs: dict[str, Sequence[np.ndarray]], dire
         ) -> dict[str, list[np.ndarray] | int]:
     """Run the driver on `inputs` (name -> arguments); name -> results (or an error code)."""
     for o in objs:
+        for old in (directory / f"{o.name}.{ext}" for ext in ("in", "out", "err")):
+            old.unlink(missing_ok=True)
         if o.name in inputs:
             xs = [np.asarray(a, order="C") for a in inputs[o.name]]
             want = [(tuple(s.dimensions), s.dtype) for s in o.args]

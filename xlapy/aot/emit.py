@@ -33,7 +33,9 @@ from llvmlite import ir
 
 from xlapy.aot.conv import emit_conv
 from xlapy.aot.errors import Unimplemented
+from xlapy.aot.fft import emit_fft
 from xlapy.aot.gemm import emit_dot
+from xlapy.aot.linalg import emit_triangular_solve
 from xlapy.aot.sort import emit_sort
 from xlapy.backends.cpu import op_emit
 from xlapy.backends.cpu.llvm_util import I8, I8P, I32, I64, KERNEL_TYPE, VOID, for_range, i64
@@ -46,6 +48,10 @@ FN_TYPE = ir.FunctionType(VOID, [I8P.as_pointer(), I8P.as_pointer(), I8P])
 #: Ops whose result is a view of their operands: nothing runs.
 ALIASING = frozenset({"tuple", "get_tuple_element", "optimization_barrier", "after_all"})
 CONTROL_FLOW = frozenset({"while", "case", "if", "call"})
+#: Ops computed by a loop nest of this package: fn(operand 0, operand 1 (else 0), out,
+#: scratch).
+LOOPS = {"dot_general": emit_dot, "convolution": emit_conv,
+         "triangular_solve": emit_triangular_solve, "fft": emit_fft}
 
 Loc = Any  # ir.Value (an i8* buffer), None (a token) or a tuple of Locs
 
@@ -197,7 +203,7 @@ class FunctionEmitter:
         k = self.kernels.get(s)
         if k is not None:
             return not isinstance(k, op_emit.TupleKernel)
-        return instr.opcode in ("dot_general", "convolution")
+        return instr.opcode in LOOPS
 
     def _alias(self, instr: Instruction) -> Loc:
         ins = [self.locs[self.exe.slot[id(o)]] for o in instr.operands]
@@ -232,7 +238,7 @@ class FunctionEmitter:
             fn = self.kernel_fns[spec.name]
             if isinstance(spec, op_emit.TupleKernel):
                 outs = leaves(self.locs[s])
-                cells = b.alloca(I8P, 1 + len(outs))
+                cells = self._alloca(1 + len(outs))
                 b.store(b.bitcast(self.table, I8P), b.gep(cells, [i64(0)]))
                 for j, o in enumerate(outs):
                     b.store(o, b.gep(cells, [i64(1 + j)]))
@@ -243,12 +249,12 @@ class FunctionEmitter:
         if op in ALIASING:
             return
         ins = [self.locs[exe.slot[id(o)]] for o in instr.operands]
-        if op in ("dot_general", "convolution"):
-            emit = emit_dot if op == "dot_general" else emit_conv
+        emit = LOOPS.get(op)
+        if emit is not None:
             with _saved(b):
                 fn, acc = emit(self.prog.mod, self.prog.fresh(op), instr)
             self.sub_bytes = max(self.sub_bytes, up(acc))
-            b.call(fn, [ins[0], ins[1], self.locs[s], b.gep(self.scratch, [i64(own)])])
+            b.call(fn, [ins[0], ins[-1], self.locs[s], b.gep(self.scratch, [i64(own)])])
             return
         if op == "sort":
             name = self.prog.fresh("sort")
@@ -265,9 +271,16 @@ class FunctionEmitter:
             return
         raise Unimplemented(op, _why(exe, instr))
 
+    def _alloca(self, n: int) -> ir.Value:
+        """n pointers on the stack, allocated once in the entry block (not per loop trip)."""
+        b = self.b
+        with b.goto_entry_block():
+            b.position_at_start(self.fn.entry_basic_block)
+            return b.alloca(I8P, max(n, 1))
+
     def _array(self, ptrs: list[ir.Value]) -> ir.Value:
         b = self.b
-        arr = b.alloca(I8P, max(len(ptrs), 1))
+        arr = self._alloca(len(ptrs))
         for j, p in enumerate(ptrs):
             b.store(p, b.gep(arr, [i64(j)]))
         return arr
