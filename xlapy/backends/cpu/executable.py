@@ -66,6 +66,10 @@ from xlapy.types.literal import TOKEN_VALUE
 _KFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 #: Element-ops below which a kernel is not worth splitting across threads.
 SPLIT_COST = 1 << 18
+#: The same inside control flow (a loop body runs it once per step): a split waits for a
+#: worker every step, which a loaded machine makes a scheduler tick now and then (scan_rnn's
+#: 64x256x256 dot + tanh, 4.2M multiply-adds: split 2.9x XLA's time, one thread 1.4x).
+NESTED_SPLIT_COST = 1 << 23
 #: Entry results of at least this many bytes (recycle.output aligns them) are stored
 #: non-temporally (kernels.py): far beyond L2, and nothing in the call reads them back.
 STREAM_BYTES = 8 << 20
@@ -112,6 +116,7 @@ class CpuExecutable(Calls, Introspection):
         #: Threads it splits work over (parallel.py); nested executables get the same.
         self.num_threads = parallel.num_threads(self.options, NUM_THREADS)
         self._pool = lambda: parallel.pool(self.num_threads)
+        self._split_cost = NESTED_SPLIT_COST if self.options.get("nested") else SPLIT_COST
         self.runnable = self.target.runs_here
         #: The denormal mode its kernels and fallbacks run in (xlapy.denormal).
         self.denormal = denormal.from_options(self.options)
@@ -224,7 +229,10 @@ class CpuExecutable(Calls, Introspection):
         s = self.slot[id(leaf)]
         if leaf.opcode == "constant" or s in self._temp_set:
             return COPY
-        if leaf.opcode == "parameter":
+        base = leaf
+        while base.opcode == "get_tuple_element":  # an element of a tuple parameter (XLA's
+            base = base.operands[0]                # while state) is the parameter's too
+        if base.opcode == "parameter":
             return KEEP if self.options.get("nested") else COPY
         if leaf.opcode == "get_tuple_element":  # an element of a fresh tuple (native while)
             s = self.slot[id(leaf.operands[0])]
@@ -352,7 +360,8 @@ class CpuExecutable(Calls, Introspection):
                                self._set(t, v, s, v[i][k]))
             self.report.append((instr.name, "get_tuple_element", "aliasing"))
             return
-        dot = library.dot_plan(instr, self.num_threads) if instr.opcode == "dot_general" \
+        dot = library.dot_plan(instr, self._threads(library.dot_cost(instr))) \
+            if instr.opcode == "dot_general" \
             else library.conv_plan(instr, self.num_threads) if instr.opcode == "convolution" \
             else None
         if dot is not None:
@@ -515,12 +524,13 @@ class CpuExecutable(Calls, Introspection):
         fresh = [(m.slot, tuple(m.instr.shape.dimensions), m.instr.shape.dtype)
                  for m in region.members if id(m.instr) in self.outputs]
         addrs = {k.name: a for k, a in zip(self.kernel_specs, self.kernel_addrs)}
-        return thunks.region_thunk(region, addrs, self.num_threads, self._keep, fresh,
+        parts = self._threads(sum(m.cost for m in region.members))
+        return thunks.region_thunk(region, addrs, parts, self._keep, fresh,
                                    self._pool, lambda: self._table)
 
     def _kernel_thunk(self, spec: kernels.Kernel, fn: Any) -> Callable[..., None]:
         if isinstance(spec, op_emit.TupleKernel):
-            return spec.thunk(fn, spec.output, self.num_threads if spec.splittable and
+            return spec.thunk(fn, spec.output, self._threads(spec.cost) if spec.splittable and
                               spec.cost >= SPLIT_COST else 1, self._pool)
         shape = spec.root.shape
         dims, dtype = tuple(shape.dimensions), shape.dtype
@@ -530,11 +540,16 @@ class CpuExecutable(Calls, Introspection):
         if spec.partial and big and len(cuts) > 2:  # chunks whatever the thread count
             combine = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum,
                        "and": np.bitwise_and, "or": np.bitwise_or}[str(spec.partial)]
-            return thunks.partial_thunk(fn, cuts, self.num_threads, combine, self._keep,
+            return thunks.partial_thunk(fn, cuts, self._threads(spec.cost), combine, self._keep,
                                         spec.output, dims, dtype, is_fresh, self._pool)
         fresh = [(spec.output, dims, dtype)] if is_fresh else []
-        return thunks.split_thunk(fn, spec.outer, self.num_threads if spec.splittable and big
-                                  else 1, spec.align, self._keep, fresh, self._pool)
+        return thunks.split_thunk(fn, spec.outer, self._threads(spec.cost) if spec.splittable
+                                  and big else 1, spec.align, self._keep, fresh, self._pool)
+
+    def _threads(self, cost: int) -> int:
+        """Threads for work of `cost`: one below the split cost (higher inside control flow),
+        else all. Chunks never depend on it (parallel.py), so neither do the bits."""
+        return self.num_threads if cost >= self._split_cost else 1
 
     # ---- running ----
     def _plan_arena(self) -> tuple[dict[int, int], int]:

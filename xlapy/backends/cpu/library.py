@@ -42,6 +42,13 @@ def dot_accumulator(instr: Instruction) -> np.dtype | None:
     return acc if acc.char in "fdFDlLqQ" else None
 
 
+def dot_cost(instr: Instruction) -> int:
+    """Multiply-adds of a dot_general: result elements times the contracted extent."""
+    lhs = instr.operands[0].shape
+    k = int(np.prod([lhs.dimensions[d] for d in instr.attrs.lhs_contracting_dimensions]))
+    return instr.shape.num_elements * k
+
+
 def dot_plan(instr: Instruction, threads: int = 1
              ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
     """A function (lhs, rhs, out) for a dot_general on `threads` threads, or None to fall
