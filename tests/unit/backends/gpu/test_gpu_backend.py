@@ -177,3 +177,24 @@ def test_cli_run_without_a_gpu_says_so(tmp_path: object) -> None:
     assert rc != 0
     text = out.getvalue() + err.getvalue()
     assert "NVIDIA GPU and its driver" in text and "Traceback" not in text
+
+
+def test_values_read_several_times_in_one_kernel_fuse() -> None:
+    """x^3 + x and tanh of it read x and each other several times, all in one kernel: one
+    kernel, no buffer in between (the GELU chain); a value two kernels need and that is
+    dear to recompute gets a buffer."""
+    text = """
+    func.func @main(%x: tensor<64xf32>) -> (tensor<64xf32>, tensor<f32>) {
+      %x2 = stablehlo.multiply %x, %x : tensor<64xf32>
+      %x3 = stablehlo.multiply %x2, %x : tensor<64xf32>
+      %s = stablehlo.add %x3, %x : tensor<64xf32>
+      %t = stablehlo.tanh %s : tensor<64xf32>
+      %u = stablehlo.multiply %t, %s : tensor<64xf32>
+      %z = stablehlo.constant dense<0.0> : tensor<f32>
+      %r = stablehlo.reduce(%u init: %z) applies stablehlo.add across dimensions = [0]
+        : (tensor<64xf32>, tensor<f32>) -> tensor<f32>
+      return %u, %r : tensor<64xf32>, tensor<f32>
+    }"""
+    exe = xlapy.compile(text, backend="gpu")._exe
+    assert [k.root.name for k in exe.kernel_specs] == ["u", "r"]
+    assert _how(exe)["r"].endswith("(block)")
