@@ -33,14 +33,30 @@ SAME_AS_XLA = ("dot_2d_mesh", "dot_contracting_x8", "reduce_sum_sharded_dim",
 
 
 @pytest.fixture(scope="session")
-def lowered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("sharded_jax")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    for mode in MODES:
-        proc = subprocess.run([sys.executable, "-m", "tests.distributed.sharded.generate",
-                               str(out), mode], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
+def lowered() -> Path:
+    """The lowerings, made once per content of programs.py / generate.py and jax version and
+    shared by every pytest worker (a lock file; a finished directory is never rewritten)."""
+    import fcntl
+    import hashlib
+    import importlib.metadata
+    import tempfile
+
+    here = Path(__file__).parent
+    key = hashlib.sha256(b"".join((here / f).read_bytes() for f in ("programs.py",
+                                                                     "generate.py")))
+    key.update(importlib.metadata.version("jax").encode())
+    out = Path(tempfile.gettempdir()) / f"xlapy-sharded-jax-{key.hexdigest()[:16]}"
+    with open(f"{out}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "done").exists():
+            env = dict(os.environ, PYTHONPATH=str(ROOT))
+            for mode in MODES:
+                proc = subprocess.run([sys.executable, "-m",
+                                       "tests.distributed.sharded.generate", str(out), mode],
+                                      cwd=ROOT, env=env, capture_output=True, text=True,
+                                      timeout=600)
+                assert proc.returncode == 0, proc.stderr[-4000:]
+            (out / "done").write_text("")
     return out
 
 
@@ -124,3 +140,25 @@ def test_mlp_memory_per_partition(lowered: Path, name: str, ways: int) -> None:
     full = executable_memory(whole._exe, whole.module.entry_computation())["total"]
     ratio = prog.memory()["total"] / full
     assert 0.75 / ways <= ratio < 1.25 / ways, (prog.memory(), full)
+
+
+def test_cli_under_mpi(lowered: Path, tmp_path: Path) -> None:
+    """`mpiexec -n 4 python -m xlapy run --distributed mpi FILE`: one partition per rank,
+    the global result printed once."""
+    from tests.distributed.mpi_launcher import require_mpi
+
+    d = load(lowered, "dot_2d_mesh", "shardy")
+    (tmp_path / "m.mlir").write_text(str(d["text"]))
+    inputs = []
+    for i in range(int(d["n_args"])):
+        np.save(tmp_path / f"a{i}.npy", d[f"arg{i}"])
+        inputs += ["--input", str(tmp_path / f"a{i}.npy")]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([require_mpi(), "-n", "4", sys.executable, "-m", "xlapy", "run",
+                           "--distributed", "mpi", "--backend", "cpu", str(tmp_path / "m.mlir"),
+                           *inputs], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("tensor<6xf32>") == 1, proc.stdout
+    values = [float(v) for v in proc.stdout.split("[")[1].split("]")[0].split(",")]
+    np.testing.assert_allclose(values, d["result0"], rtol=1e-5)
