@@ -202,3 +202,20 @@ def test_cost_report_counts_bytes_moved() -> None:
     report = prog.cost_report()
     assert "per-partition memory: arguments 24" in report and "collective bytes per " \
         "partition: 12" in report
+
+
+def test_gather_from_uneven_vocab_tiles() -> None:
+    """A table of 5 rows in 2 tiles (3 + 2, padded): each partition gathers its rows, an
+    out-of-range id clamps to the last row as the unpartitioned gather does."""
+    text = _module("""
+    %g = "stablehlo.gather"(%arg0, %arg1) <{dimension_numbers = #stablehlo.gather<
+         offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0],
+         index_vector_dim = 1>, slice_sizes = array<i64: 1, 2>}>
+         : (tensor<5x2xf32>, tensor<4x1xi32>) -> tensor<4x2xf32>
+    return %g : tensor<4x2xf32>""", f"%arg0: tensor<5x2xf32> {{mhlo.sharding = {ROWS}}}, "
+                   "%arg1: tensor<4x1xi32>", "tensor<4x2xf32>")
+    prog = xlapy.compile(text, backend="cpu")
+    table = np.arange(10, dtype=np.float32).reshape(5, 2)
+    ids = np.array([[4], [0], [7], [2]], np.int32)
+    np.testing.assert_array_equal(prog(table, ids), table[np.clip(ids[:, 0], 0, 4)])
+    assert [op for op, _, _ in prog.spmd.collectives] == ["all_reduce"]

@@ -425,8 +425,13 @@ class Partitioner:
         ws = out.place_dims({o: k for k, o in op_map.items()}, operand.shape.rank, d)
         wi = out.place_dims({o: k for k, o in idx_map.items()}, indices.shape.rank, d)
         src = operand.shape.dimensions
-        if _is_tiled(self.val[id(operand)][1]) and any(
-                self.val[id(operand)][1].tiles[k] > 1 for k in range(len(src)) if k not in op_map):
+        cur = self.val[id(operand)][1]
+        indexed = [k for k in range(len(src)) if k not in op_map and _is_tiled(cur)
+                   and cur.tiles[k] > 1]
+        if indexed:
+            masked = self._gather_tiled_index(i, out, ws, wi, indexed)
+            if masked is not None:
+                return masked, out
             self.ctx.replicated.append(f"gather %{i.name} (indexed dims whole)")
         local = local_dims(src, ws)
         sizes = tuple(local[k] if k in op_map else i.attrs.slice_sizes[k]
@@ -434,6 +439,45 @@ class Partitioner:
         x = self.emit(i, [self.want(operand, ws), self.want(indices, wi)],
                       replace(i.attrs, slice_sizes=sizes))
         return x, out
+
+    def _gather_tiled_index(self, i: Instruction, out: Sharding, ws: Sharding, wi: Sharding,
+                            indexed: list[int]) -> Instruction | None:
+        """A gather of single indices into one tiled dim `k` (an embedding table sharded on
+        its vocabulary): each partition gathers from its tile with shifted indices, zeroes
+        the rows another tile holds, and an all_reduce sums (as XLA)."""
+        dn, operand, indices = i.attrs.dimension_numbers, i.operands[0], i.operands[1]
+        src, d = operand.shape.dimensions, self.ctx.devices
+        k = indexed[0]
+        cur = self.val[id(operand)][1]
+        if len(indexed) != 1 or tuple(dn.start_index_map) != (k,) or \
+                k not in dn.collapsed_slice_dims or not isinstance(cur, Sharding):
+            return None
+        n_op = len(src)
+        ws = merge(ws, cur.place_dims({k: k}, n_op, d), n_op, d)
+        if ws is None:
+            return None
+        e, et = self.ctx.e, indices.shape.element_type
+        x, idx = self.want(operand, ws), self.want(indices, wi)
+        local = local_dims(src, ws)[k]
+        off = e.op("convert", self.ctx.offsets(ws, src)[k], new_element_type=et)
+        shape = idx.shape
+        clamped = e.op("clamp", e.const(0, et), idx, e.const(src[k] - 1, et))
+        shifted = e.op("subtract", clamped, e.bcast(off, shape.dimensions, ()))
+        lo = e.cmp(shifted, e.bcast(e.const(0, et), shape.dimensions, ()), "GE")
+        hi = e.cmp(shifted, e.bcast(e.const(local, et), shape.dimensions, ()), "LT")
+        ok = e.op("and", lo, hi)
+        res = self.emit(i, [x, shifted], replace(i.attrs, slice_sizes=tuple(
+            local_dims(src, ws)[j] if j in gather_maps(i)[0] else i.attrs.slice_sizes[j]
+            for j in range(n_op))))
+        batch_out = [o for o in range(i.shape.rank) if o not in dn.offset_dims]
+        if dn.index_vector_dim < shape.rank:
+            ok = e.op("reshape", ok, shape=tuple(x for j, x in enumerate(shape.dimensions)
+                                                 if j != dn.index_vector_dim))
+        keep = e.bcast(ok, res.shape.dimensions, tuple(batch_out))
+        zero = e.bcast(e.const(0, res.shape.element_type), res.shape.dimensions, ())
+        res = e.op("select", keep, res, zero)
+        body = self.ctx.reducer("add", res.shape.element_type)
+        return self.ctx.all_reduce(res, subgroups(ws, [k], d), body)
 
     def op_slice(self, i: Instruction) -> tuple[Instruction, AnySharding]:
         return self._passthrough(i, whole_dims(i))
