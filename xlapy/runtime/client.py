@@ -19,29 +19,48 @@ from xlapy.types import Literal, Shape
 
 
 class GlobalData:
-    """A handle to a value held by the service (seed 001's GlobalData / a device buffer)."""
+    """A handle to a value held by the service (seed 001's GlobalData / a device buffer).
+
+    A result of a backend that keeps values on its device (the gpu backend's
+    `run_on_device`) holds the device value: it is copied to the host only when asked for
+    (`transfer_to_client`), and passed to later executions without copies."""
 
     _ids = itertools.count(1)
 
-    def __init__(self, client: Client, literal: Literal) -> None:
+    def __init__(self, client: Client, literal: Literal | None, device: Any = None,
+                 shape: Shape | None = None, fetch: Any = None) -> None:
         self.client = client
         self.handle = next(GlobalData._ids)
         self._literal: Literal | None = literal
+        self._device = device
+        self._shape = shape if shape is not None else literal.shape if literal else None
+        self._fetch = fetch
+        self._freed = False
 
     @property
     def shape(self) -> Shape:
-        return self._get().shape
+        if self._freed or self._shape is None:
+            return self._get().shape
+        return self._shape
+
+    @property
+    def device_value(self) -> Any:
+        """The value on the backend's device, or None (held on the host)."""
+        return None if self._freed else self._device
 
     def _get(self) -> Literal:
-        if self._literal is None:
+        if self._freed:
             raise XlapyError(f"GlobalData {self.handle} was already deallocated")
+        if self._literal is None:
+            self._literal = Literal.from_value(self._fetch(self._device), self._shape)
         return self._literal
 
     def deallocate(self) -> None:
-        self._literal = None
+        self._literal = self._device = None
+        self._freed = True
 
     def __repr__(self) -> str:
-        return f"GlobalData({self.handle}: {self._literal.shape if self._literal else 'freed'})"
+        return f"GlobalData({self.handle}: {'freed' if self._freed else self._shape})"
 
 
 class Executable:
@@ -57,6 +76,11 @@ class Executable:
         return self.module.entry_computation().result_shape
 
     def execute(self, arguments: Sequence[GlobalData | Literal | Any]) -> GlobalData:
+        on_device = getattr(self.compiled, "run_on_device", None)
+        if on_device is not None:  # results stay on the device until asked for
+            args = [self.client._device_or_value(a) for a in arguments]
+            return GlobalData(self.client, None, on_device(args), self.result_shape,
+                              self.compiled.fetch)
         args = [self.client._as_literal(a).to_value() for a in arguments]
         value = self.compiled.run(args)
         return GlobalData(self.client, Literal.from_value(value, self.result_shape))
@@ -112,6 +136,13 @@ class Client:
         if shape_with_layout is not None and shape_with_layout.layout is not None:
             return lit.relayout(shape_with_layout.layout)
         return lit
+
+    def _device_or_value(self, value: Any) -> Any:
+        """An argument for a device backend: a result it keeps on the device as is."""
+        if isinstance(value, GlobalData) and value.client is self and \
+                value.device_value is not None:
+            return value.device_value
+        return self._as_literal(value).to_value()
 
     def _as_literal(self, value: Any) -> Literal:
         if isinstance(value, GlobalData):

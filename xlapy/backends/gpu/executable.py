@@ -186,6 +186,13 @@ class GpuExecutable:
             process: Any = None) -> Any:
         return self.run_computation(args, runtime, process)
 
+    @staticmethod
+    def fetch(value: Any) -> Any:
+        """A value run_on_device returned, copied to the host (interpreter values)."""
+        from xlapy.backends.gpu.runtime import to_host
+
+        return to_host(value)
+
     def run_on_device(self, args: Sequence[Any], runtime: RuntimeState | None = None) -> Any:
         """Run on device buffers (runtime.DeviceArray, or host values copied in); the
         results stay on the device (DeviceArrays, tuples of them) until `.to_host()`."""

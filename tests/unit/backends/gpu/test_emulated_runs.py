@@ -134,3 +134,33 @@ def test_results_stay_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     np.testing.assert_array_equal(runtime.to_host(again[0]), np.abs(x))
     np.testing.assert_allclose(runtime.to_host(again[1]), np.abs(x) @ np.abs(x).T)
     exe._runtime = None
+
+
+def test_client_keeps_results_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Client("gpu"): execute returns GlobalData holding the device value; passing it to the
+    next execution copies nothing; transfer_to_client copies it out."""
+    from xlapy.backends.gpu import driver, runtime
+
+    dev = emulate.FakeDevice()
+    monkeypatch.setattr(driver, "device", lambda: dev)
+    client = xlapy.Client("gpu")
+    text = """
+    func.func @main(%x: tensor<5xf32>) -> tensor<5xf32> {
+      %y = stablehlo.multiply %x, %x : tensor<5xf32>
+      return %y : tensor<5xf32>
+    }"""
+    exe = client.compile(xlapy.compile(text, backend="interpreter")._exe.module)
+    dev._exe = exe.compiled
+    x = np.arange(5, dtype=np.float32)
+    sq = exe.execute([x])
+    assert isinstance(sq.device_value, runtime.DeviceArray)
+    uploads = []
+    monkeypatch.setattr(runtime.DeviceArray, "from_host",
+                        classmethod(lambda cls, d, v: uploads.append(v)))
+    quad = exe.execute([sq])
+    assert uploads == []
+    np.testing.assert_array_equal(client.transfer_to_client(quad).to_numpy(), x ** 4)
+    assert str(quad.shape) == str(sq.shape)
+    quad.deallocate()
+    with pytest.raises(xlapy.XlapyError, match="deallocated"):
+        client.transfer_to_client(quad)
