@@ -25,11 +25,15 @@ from xlapy.types import Shape
 
 
 def has_shardings(module: Module) -> bool:
-    """Does the module say how its values are sharded (so it needs partitioning)?"""
-    if module.meta.get("arg_shardings") or module.meta.get("result_shardings"):
+    """Does the module need partitioning: shardings over several partitions, or GSPMD
+    marker custom calls (which only the partitioner removes)?"""
+    insts = [i for c in module.computations for i in c.instructions]
+    if any(marker(i) for i in insts):
         return True
-    return any(marker(i) or "sharding" in i.meta
-               for c in module.computations for i in c.instructions)
+    if int(module.num_partitions or 1) < 2:
+        return False
+    return bool(module.meta.get("arg_shardings") or module.meta.get("result_shardings")
+                or any("sharding" in i.meta for i in insts))
 
 
 @dataclass
