@@ -36,8 +36,13 @@ def _digamma(x: np.ndarray) -> np.ndarray:
 
 
 def _lgamma(x: np.ndarray) -> np.ndarray:
-    """log |Gamma(x)| (XLA's lgamma is the log of the absolute value)."""
-    return scipy.special.gammaln(x)  # type: ignore[no-any-return]
+    """log |Gamma(x)| (XLA's lgamma is the log of the absolute value); +inf at -inf, as C's
+    lgamma and XLA (scipy's gammaln gives -inf); -log|x| below 2^-60, where scipy's
+    overflows (inf at subnormal x) and the next term, -0.577 x, is below an ulp."""
+    with np.errstate(divide="ignore"):
+        out = scipy.special.gammaln(x)
+        out = np.where(np.abs(x) < 2.0 ** -60, -np.log(np.abs(x)), out)
+    return np.where(x == -np.inf, np.inf, out).astype(out.dtype)  # type: ignore[no-any-return]
 
 
 def _polygamma(n: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -7,15 +7,17 @@ fast enough, or Chebyshev fits made once at import (float64 least squares on Che
 evaluated in IR with Clenshaw's recurrence, which is stable at any degree).
 
 Measured maximum errors (tests/unit/backends/cpu/test_math_poly.py prints and bounds them;
-references in float64 for f32 and long double for f64, denormal results flushed as XLA does):
+references in float64 for f32 and long double for f64, denormal results flushed as XLA does;
+test_ulp_table.py measures against correctly rounded references over every binade):
 
 =============  =========  =========  ==============================================
 function       f32 ulp    f64 ulp    notes
 =============  =========  =========  ==============================================
 exp            <= 1       <= 1       Cody-Waite ln2 split, Taylor on |r| <= ln2/2
-log            <= 2       <= 2       log(m) = 2 atanh((m-1)/(m+1)), m in [0.7, 1.4]
-log1p          <= 3       <= 3       log(u) * x / (u - 1), u = 1 + x (Goldberg)
-expm1          <= 3       <= 3       (u - 1) * x / log(u), u = exp(x) (Kahan)
+log            <= 1       <= 1       log(m) = 2 atanh((m-1)/(m+1)), m in [0.7, 1.4],
+                                     summed as fdlibm's e_log
+log1p          <= 1       <= 1       log(u) + (x - (u - 1)) / u, u = 1 + x (fdlibm)
+expm1          <= 2       <= 1       (u - 1) * x / log(u), u = exp(x) (Kahan)
 tanh           <= 5       <= 4       f32: x P(x^2) / Q(x^2), a (4, 4) rational (as XLA's,
                                      also 5 ulp); f64: odd Chebyshev fit below 0.5,
                                      1 - 2/(e^2x + 1) above
@@ -165,7 +167,8 @@ class Math:
             int(np.float32(magic).view(np.int32))
         return self.ldexp(p, b.sub(b.bitcast(t, self.ity), self.ic(magic_bits)))
 
-    def log(self, x: ir.Value) -> ir.Value:
+    def log(self, x: ir.Value, corr: ir.Value | None = None) -> ir.Value:
+        """log(x) (+ corr, a correction far below x's ulp, added with the smallest terms)."""
         b = self.b
         xin, sub = x, None
         if not denormal.flushing():  # a subnormal x: scale it normal, take the scale off k
@@ -183,14 +186,18 @@ class Math:
         s = b.fdiv(f, b.fadd(m, self.c(1.0)))
         z = b.fmul(s, s)
         terms = 13 if self.is64 else 6
-        poly = self.horner([2.0 / (2 * i + 1) for i in range(1, terms)], z)  # 2/3, 2/5, ...
-        # 2s + s*z*poly  ==  2 atanh(s)
-        atanh2 = self.fma(b.fmul(s, z), poly, b.fadd(s, s))
+        # R = 2 atanh(s) / s - 2 = z (2/3 + 2/5 z + ...); log(m) = f - (hfsq - s (hfsq + R))
+        # with hfsq = f^2 / 2, summed as fdlibm's e_log.c does (small terms first: < 1 ulp,
+        # where 2s + s R measured 2)
+        r = b.fmul(z, self.horner([2.0 / (2 * i + 1) for i in range(1, terms)], z))
+        hfsq = b.fmul(b.fmul(self.c(0.5), f), f)
         if sub is not None:
             k = b.select(sub, b.sub(k, self.ic(self.mant + 1)), k)
         kf = b.sitofp(k, self.t)
         ln2_hi, ln2_lo = _ln2_parts(self.is64)
-        out = self.fma(kf, self.c(ln2_hi), self.fma(kf, self.c(ln2_lo), atanh2))
+        lo = b.fmul(kf, self.c(ln2_lo))
+        inner = self.fma(s, b.fadd(hfsq, r), lo if corr is None else b.fadd(lo, corr))
+        out = self.fma(kf, self.c(ln2_hi), b.fsub(f, b.fsub(hfsq, inner)))
         x = xin
         out = b.select(b.fcmp_ordered("==", x, self.c(math.inf)), x, out)
         out = b.select(b.fcmp_ordered("==", x, self.c(0.0)), self.c(-math.inf), out)
@@ -198,15 +205,14 @@ class Math:
         return self.select_nan(x, out)
 
     def log1p(self, x: ir.Value) -> ir.Value:
+        """log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second term is log's
+        first-order correction for u's rounding (fdlibm's s_log1p); x itself where u = 1."""
         b = self.b
         u = b.fadd(x, self.c(1.0))
         d = b.fsub(u, self.c(1.0))
-        lg = self.log(u)
         exact = b.fcmp_ordered("==", d, self.c(0.0))
-        # lg * (x / d): x / d is near 1, so no overflow where lg * x would (4.7e36 in f32)
-        corr = b.fmul(lg, b.fdiv(x, b.select(exact, self.c(1.0), d)))
-        big = b.fcmp_ordered("==", u, self.c(math.inf))
-        out = b.select(b.or_(exact, big), b.select(exact, x, lg), corr)
+        corr = b.fdiv(b.fsub(x, d), b.select(exact, self.c(1.0), u))
+        out = b.select(exact, x, self.log(u, corr))
         return self.select_nan(x, out)
 
     def expm1(self, x: ir.Value) -> ir.Value:
