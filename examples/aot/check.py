@@ -36,10 +36,12 @@ def jit_ms(name: str, args: list[np.ndarray], reps: int, threads: int | None) ->
     opts = {"num_threads": threads} if threads else None
     prog = xlapy.compile(HERE / f"{name}.mlir", backend="cpu", options=opts)
     prog(*args)
-    t0 = time.perf_counter()
+    best = float("inf")  # the fastest call, as the C program reports
     for _ in range(reps):
+        t0 = time.perf_counter()
         prog(*args)
-    return (time.perf_counter() - t0) / reps * 1e3
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3
 
 
 def main(build: Path, reps: int) -> int:

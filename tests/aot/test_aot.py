@@ -142,3 +142,63 @@ def test_examples_mlp_and_cnn(tmp_path: Path) -> None:
     texts = [(EXAMPLES / f"{n}.mlir").read_text() for n in ("mlp", "cnn")]
     objs = [aot_compile(t, name=n) for t, n in zip(texts, ("mlp", "cnn"))]
     _check(objs, texts, {n: check.inputs(n) for n in ("mlp", "cnn")}, tmp_path)
+
+
+THREADS_C = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "net.h"
+
+static float x[NET_ARG0_ELEMENTS], w[NET_ARG1_ELEMENTS], bias[NET_ARG2_ELEMENTS];
+static float want[NET_RESULT0_ELEMENTS];
+
+static void *worker(void *arg) {
+    (void)arg;
+    void *scratch = NULL, *out = malloc(NET_RESULT0_BYTES);
+    if (posix_memalign(&scratch, NET_SCRATCH_ALIGN, NET_SCRATCH_BYTES + 64)) return (void *)1;
+    const void *args[] = {x, w, bias};
+    void *res[] = {out};
+    long bad = 0;
+    for (int r = 0; r < 2000; r++) {
+        if (net_run(args, res, scratch)) bad++;
+        if (memcmp(out, want, NET_RESULT0_BYTES)) bad++;
+    }
+    free(scratch);
+    free(out);
+    return (void *)bad;
+}
+
+int main(void) {
+    for (int i = 0; i < NET_ARG0_ELEMENTS; i++) x[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < NET_ARG1_ELEMENTS; i++) w[i] = (float)(i % 5) * 0.25f - 0.5f;
+    for (int i = 0; i < NET_ARG2_ELEMENTS; i++) bias[i] = (float)i * 0.125f;
+    void *scratch = NULL;
+    if (posix_memalign(&scratch, NET_SCRATCH_ALIGN, NET_SCRATCH_BYTES + 64)) return 2;
+    const void *args[] = {x, w, bias};
+    void *res[] = {want};
+    if (net_run(args, res, scratch)) return 3;
+    pthread_t t[4];
+    for (int k = 0; k < 4; k++) pthread_create(&t[k], NULL, worker, NULL);
+    long bad = 0;
+    for (int k = 0; k < 4; k++) { void *r; pthread_join(t[k], &r); bad += (long)r; }
+    printf("%ld\n", bad);
+    return bad != 0;
+}
+"""
+
+
+@gcc
+def test_concurrent_calls_with_distinct_scratch(tmp_path: Path) -> None:
+    """No global state: four threads calling the same object agree with a lone call."""
+    import subprocess
+
+    aot_compile(MLP, name="net").write(tmp_path)
+    (tmp_path / "threads.c").write_text(THREADS_C)
+    subprocess.run(["gcc", "-O1", "-std=c99", "-D_POSIX_C_SOURCE=200809L", "-pthread", "-I",
+                    str(tmp_path), "-o", str(tmp_path / "threads"), str(tmp_path / "threads.c"),
+                    str(tmp_path / "net.o"), "-lm"], check=True)
+    res = subprocess.run([str(tmp_path / "threads")], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "0", res.stdout + res.stderr

@@ -20,7 +20,7 @@ from math import prod
 from llvmlite import ir
 
 from xlapy.aot.errors import Unimplemented
-from xlapy.aot.gemm import DOT_TYPE, mac, narrow, strides, widen
+from xlapy.aot.gemm import loop_function, mac, narrow, strides, widen
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.llvm_util import I64, for_range, i64
 from xlapy.ir import Instruction
@@ -43,15 +43,7 @@ def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Functio
         strides(instr.shape.dimensions)
     o_total = geo.g * geo.og
     at = ew.compute_type(acc_t)
-    fn = ir.Function(mod, DOT_TYPE, name=name)
-    fn.linkage = "internal"
-    for arg in fn.args:
-        arg.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    pl = b.bitcast(fn.args[0], ew.storage_type(lt).as_pointer())
-    pr = b.bitcast(fn.args[1], ew.storage_type(rt).as_pointer())
-    po = b.bitcast(fn.args[2], ew.storage_type(ot).as_pointer())
-    pa = b.bitcast(fn.args[3], at.as_pointer())
+    fn, b, (pl, pr, po, pa) = loop_function(mod, name, lt, rt, ot, at)
     if prod(instr.shape.dimensions) == 0:
         b.ret_void()
         return fn, 0

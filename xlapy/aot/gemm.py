@@ -33,6 +33,23 @@ ROWS = 4
 DOT_TYPE = ir.FunctionType(VOID, [I8P, I8P, I8P, I8P])
 
 
+def loop_function(mod: ir.Module, name: str, lt: ET, rt: ET, ot: ET, scratch: ir.Type,
+                  noalias: bool = True
+                  ) -> tuple[ir.Function, ir.IRBuilder, list[ir.Value]]:
+    """An internal `void name(i8* lhs, i8* rhs, i8* out, i8* scratch)`, its builder at the
+    entry, and its arguments as pointers to lhs / rhs / out storage elements and to
+    `scratch` values."""
+    fn = ir.Function(mod, DOT_TYPE, name=name)
+    fn.linkage = "internal"
+    if noalias:
+        for arg in fn.args:
+            arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ptrs = [b.bitcast(a, t.as_pointer()) for a, t in zip(
+        fn.args, (ew.storage_type(lt), ew.storage_type(rt), ew.storage_type(ot), scratch))]
+    return fn, b, ptrs
+
+
 def strides(dims: Sequence[int]) -> list[int]:
     out = [1] * len(dims)
     for d in range(len(dims) - 2, -1, -1):
@@ -64,9 +81,10 @@ def widen(b: ir.IRBuilder, v: ir.Value, src: ET, acc: ET) -> ir.Value:
 
 
 def mac(b: ir.IRBuilder, acc_t: ET, s: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
-    """s + x * y in the accumulation type (floats: a rounded product, then the sum)."""
+    """s + x * y in the accumulation type (floats: fused where the target has FMA, as
+    the JIT's BLAS and convolution loops)."""
     if acc_t.is_float:
-        return b.fadd(s, b.fmul(x, y))
+        return b.fadd(s, b.fmul(x, y, flags=["contract"]), flags=["contract"])
     return b.add(s, b.mul(x, y))
 
 
@@ -94,15 +112,7 @@ def emit_dot(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function
     n = prod(rd[d] for d in rf)
     at = ew.compute_type(acc_t)
     acc_bytes = ROWS * n * np.dtype(acc_t.dtype).itemsize
-    fn = ir.Function(mod, DOT_TYPE, name=name)
-    fn.linkage = "internal"
-    for arg in fn.args:
-        arg.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    pl = b.bitcast(fn.args[0], ew.storage_type(lt).as_pointer())
-    pr = b.bitcast(fn.args[1], ew.storage_type(rt).as_pointer())
-    po = b.bitcast(fn.args[2], ew.storage_type(ot).as_pointer())
-    pa = b.bitcast(fn.args[3], at.as_pointer())
+    fn, b, (pl, pr, po, pa) = loop_function(mod, name, lt, rt, ot, at)
     if nb * m * n == 0:
         b.ret_void()
         return fn, 0

@@ -18,7 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.aot.errors import Unimplemented
-from xlapy.aot.gemm import DOT_TYPE, narrow, widen
+from xlapy.aot.gemm import loop_function, narrow, widen
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.llvm_util import for_range, i64
 from xlapy.ir import Instruction
@@ -45,13 +45,7 @@ def emit_triangular_solve(mod: ir.Module, name: str, instr: Instruction
     # t: the canonical matrix is a's transpose; lower_eff: it is lower triangular.
     t = (attrs.transpose_a is not Transpose.NO_TRANSPOSE) != (not attrs.left_side)
     lower_eff = attrs.lower != t
-    fn = ir.Function(mod, DOT_TYPE, name=name)
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    pa = b.bitcast(fn.args[0], ew.storage_type(et).as_pointer())
-    pb = b.bitcast(fn.args[1], ew.storage_type(et).as_pointer())
-    po = b.bitcast(fn.args[2], ew.storage_type(et).as_pointer())
-    px = b.bitcast(fn.args[3], at.as_pointer())
+    fn, b, (pa, pb, po, px) = loop_function(mod, name, et, et, et, at, noalias=False)
     acc = b.alloca(at)
     if batch * m * n == 0:
         b.ret_void()
