@@ -124,9 +124,24 @@ def _bf16_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 
 def round_to(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
     """A compute value rounded to `t` and back (the per-op rounding of bf16/f16/f8)."""
+    if t is ET.BF16:
+        return _bf16_round(b, v)
     if t in _NARROW:
         return from_storage(b, to_storage(b, v, t), t)
     return v
+
+
+def _bf16_round(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """from_storage(to_storage(v)) for bf16 in 32-bit lanes: the rounded bits masked in
+    place, no narrowing and widening back (vector kernels get no instcombine to fold them:
+    lanes.py; a bf16 softmax rounds 4 times per element)."""
+    it = like(v.type, I32)
+    bits = b.bitcast(v, it)
+    lsb = b.and_(b.lshr(bits, splat(it, 16)), splat(it, 1))
+    rounded = b.add(b.add(bits, splat(it, 0x7FFF)), lsb)
+    nan = b.or_(bits, splat(it, 0x400000))
+    out = b.select(b.fcmp_unordered("uno", v, v), nan, rounded)
+    return b.bitcast(b.and_(out, splat(it, -65536)), v.type)
 
 
 def constant(v: Any, t: ET) -> ir.Constant:
