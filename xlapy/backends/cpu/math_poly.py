@@ -22,7 +22,8 @@ tanh           <= 5       <= 4       f32: x P(x^2) / Q(x^2), a (4, 4) rational (
                                      also 5 ulp); f64: odd Chebyshev fit below 0.5,
                                      1 - 2/(e^2x + 1) above
 logistic       <= 3       <= 3       1 / (1 + exp(-x))
-erf            <= 3       <= 13      Chebyshev fit of erf(x)/x below 1, erfcx above
+erf            <= 1       <= 1       Taylor below 1 (2/sqrt(pi) as hi + lo), a Chebyshev
+                                     fit of erfcx above
 sin, cos, tan  <= 2, 3    <= 1, 2    Cody-Waite by pi/2 below 2^20 (f32: in f64),
                                      Payne-Hanek above (trig_reduce.py), taken only
                                      when a lane needs it; test_ulp_table.py
@@ -273,7 +274,14 @@ class Math:
         b = self.b
         ax = self.un("fabs", x)
         z = b.fmul(x, x)
-        small = b.fmul(x, self.clenshaw(_fit("erf", self.is64), z, 0.0, 1.0))
+        # below 1: the Taylor series (2/sqrt(pi)) (x + x z P(z)), its leading product
+        # fused with the rest (the Chebyshev fit of erf(x)/x measured 6 ulp in f64 near 0.5)
+        n = 19 if self.is64 else 12
+        tail = b.fmul(b.fmul(x, z), self.horner(
+            [(-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(1, n)], z))
+        k_hi, k_lo = _two_over_sqrt_pi(self.is64)
+        rest = self.fma(x, self.c(k_lo), b.fmul(self.c(k_hi), tail))
+        small = self.fma(x, self.c(k_hi), rest)
         top = _ERF_TOP[self.is64]
         axc = self.bin("minnum", ax, self.c(top))
         h = self.clenshaw(_fit("erfcx", self.is64), axc, 1.0, top)
@@ -366,6 +374,18 @@ def _ln2_parts(is64: bool) -> tuple[float, float]:
     return _split(math.log(2.0), 12)
 
 
+@functools.cache
+def _two_over_sqrt_pi(is64: bool) -> tuple[float, float]:
+    """2/sqrt(pi) = hi + lo, hi rounded to the type, lo the rest (50 digits of decimal)."""
+    import decimal
+
+    with decimal.localcontext() as ctx:
+        ctx.prec = 50
+        k = 2 / decimal.Decimal("3.14159265358979323846264338327950288419716939937510").sqrt()
+        hi = float(k) if is64 else float(np.float32(float(k)))
+        return hi, float(k - decimal.Decimal(hi))
+
+
 def _split(v: float, bits: int) -> tuple[float, float]:
     """v = hi + lo with hi holding `bits` significant bits (so n * hi is exact)."""
     m, e = math.frexp(v)
@@ -400,7 +420,6 @@ def _taylor_exp(n: int) -> list[float]:
 _FITS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float, float]] = {
     # name: (function of the fit variable, lo, hi)
     "tanh": (lambda z: _ratio(np.tanh, z), 0.0, 0.25),
-    "erf": (lambda z: _ratio(scipy.special.erf, z), 0.0, 1.0),
     "erfcx": (scipy.special.erfcx, 1.0, 6.0),
 }
 
