@@ -54,23 +54,45 @@ def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Functio
     kin, kout = dn.kernel_input_feature_dimension, dn.kernel_output_feature_dimension
     empty_window = prod(geo.ks) == 0 or geo.ci == 0
 
-    def pixel(bi: ir.Value, outs: list[ir.Value]) -> None:
-        with for_range(b, i64(0), i64(o_total), name="zero") as o:
+    # One row of output pixels (the last spatial dimension, R of them; R = 1 without
+    # spatial dimensions) accumulates at once: the kernel's row of output features for a
+    # window position and input channel is loaded once for the whole row.
+    r_len = geo.sp_out[-1] if nsp else 1
+    last = nsp - 1
+
+    def row(bi: ir.Value, outs: list[ir.Value]) -> None:
+        with for_range(b, i64(0), i64(r_len * o_total), name="zero") as o:
             b.store(zero, b.gep(pa, [o]))
         if not empty_window:
             window(bi, outs, [], i64(0), [])
         base = b.mul(bi, i64(os_[dn.output_batch_dimension]))
         for d, v in zip(osp, outs):
             base = b.add(base, b.mul(v, i64(os_[d])))
-        with for_range(b, i64(0), i64(o_total), name="store") as o:
-            v = narrow(b, b.load(b.gep(pa, [o])), acc_t, ot)
+        with for_range(b, i64(0), i64(r_len), name="sr") as r, \
+                for_range(b, i64(0), i64(o_total), name="store") as o:
+            v = narrow(b, b.load(b.gep(pa, [b.add(b.mul(r, i64(o_total)), o)])), acc_t, ot)
             at_ = b.add(base, b.mul(o, i64(os_[dn.output_feature_dimension])))
+            if nsp:
+                at_ = b.add(at_, b.mul(r, i64(os_[osp[last]])))
             b.store(v, b.gep(po, [at_]))
+
+    def position(j: int, out: ir.Value, kk: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(input index, whether it is inside the input) of output index `out` and window
+        index `kk` along spatial dimension j."""
+        p = b.sub(b.add(b.mul(out, i64(geo.strides[j])), b.mul(kk, i64(geo.rhs_dil[j]))),
+                  i64(geo.pad[j][0]))
+        ld = geo.lhs_dil[j]
+        extent = (geo.sp_in[j] - 1) * ld + 1 if geo.sp_in[j] else 0
+        cond = b.and_(b.icmp_signed(">=", p, i64(0)), b.icmp_signed("<", p, i64(extent)))
+        if ld > 1:
+            cond = b.and_(cond, b.icmp_signed("==", b.srem(p, i64(ld)), i64(0)))
+            p = b.sdiv(p, i64(ld))
+        return p, cond
 
     def window(bi: ir.Value, outs: list[ir.Value], ins: list[ir.Value], koff: ir.Value,
                conds: list[ir.Value]) -> None:
         j = len(ins)
-        if j == nsp:
+        if j >= last:  # the row's own dimension is walked inside `channels`
             ok = conds[0] if conds else None
             for c in conds[1:]:
                 ok = b.and_(ok, c)
@@ -82,14 +104,7 @@ def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Functio
             return
         with for_range(b, i64(0), i64(geo.ks[j]), name=f"w{j}") as kk:
             kidx = b.sub(i64(geo.ks[j] - 1), kk) if geo.reversal[j] else kk
-            p = b.sub(b.add(b.mul(outs[j], i64(geo.strides[j])),
-                            b.mul(kk, i64(geo.rhs_dil[j]))), i64(geo.pad[j][0]))
-            ld = geo.lhs_dil[j]
-            extent = (geo.sp_in[j] - 1) * ld + 1 if geo.sp_in[j] else 0
-            cond = b.and_(b.icmp_signed(">=", p, i64(0)), b.icmp_signed("<", p, i64(extent)))
-            if ld > 1:
-                cond = b.and_(cond, b.icmp_signed("==", b.srem(p, i64(ld)), i64(0)))
-                p = b.sdiv(p, i64(ld))
+            p, cond = position(j, outs[j], kk)
             window(bi, outs, ins + [p], b.add(koff, b.mul(kidx, i64(rs[ksp[j]]))),
                    conds + [cond])
 
@@ -97,6 +112,14 @@ def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Functio
         sp = i64(0)
         for d, v in zip(isp, ins):
             sp = b.add(sp, b.mul(v, i64(ls[d])))
+        if nsp:
+            with for_range(b, i64(0), i64(geo.ks[last]), name="wl") as kk:
+                kidx = b.sub(i64(geo.ks[last] - 1), kk) if geo.reversal[last] else kk
+                features(bi, sp, b.add(koff, b.mul(kidx, i64(rs[ksp[last]]))), kk)
+        else:
+            features(bi, sp, koff, None)
+
+    def features(bi: ir.Value, sp: ir.Value, koff: ir.Value, kk: ir.Value | None) -> None:
         with for_range(b, i64(0), i64(geo.g), name="g") as g:
             if geo.by_batch:
                 batch = b.add(b.mul(g, i64(geo.b)), bi)
@@ -105,22 +128,31 @@ def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Functio
                 batch = bi
                 feat0 = b.mul(g, i64(geo.ci))
             xbase = b.add(sp, b.mul(batch, i64(ls[dn.input_batch_dimension])))
+            o0 = b.mul(g, i64(geo.og))
             with for_range(b, i64(0), i64(geo.ci), name="c") as c:
-                xo = b.add(xbase, b.mul(b.add(feat0, c), i64(ls[dn.input_feature_dimension])))
-                x = widen(b, ew.from_storage(b, b.load(b.gep(pl, [xo])), lt), lt, acc_t)
+                xc = b.add(xbase, b.mul(b.add(feat0, c), i64(ls[dn.input_feature_dimension])))
                 kb = b.add(koff, b.mul(c, i64(rs[kin])))
-                o0 = b.mul(g, i64(geo.og))
-                with for_range(b, i64(0), i64(geo.og), name="o") as o:
-                    oo = b.add(o0, o)
-                    y = widen(b, ew.from_storage(b, b.load(b.gep(pr, [b.add(
-                        kb, b.mul(oo, i64(rs[kout])))])), rt), rt, acc_t)
-                    p = b.gep(pa, [oo])
-                    b.store(mac(b, acc_t, b.load(p), x, y), p)
+                with for_range(b, i64(0), i64(r_len), name="r") as r:
+                    if kk is None:
+                        pixel(xc, kb, o0, r)
+                    else:
+                        p, cond = position(last, r, kk)
+                        with b.if_then(cond):
+                            pixel(b.add(xc, b.mul(p, i64(ls[isp[last]]))), kb, o0, r)
+
+    def pixel(xo: ir.Value, kb: ir.Value, o0: ir.Value, r: ir.Value) -> None:
+        x = widen(b, ew.from_storage(b, b.load(b.gep(pl, [xo])), lt), lt, acc_t)
+        arow = b.add(b.mul(r, i64(o_total)), o0)
+        with for_range(b, i64(0), i64(geo.og), name="o") as o:
+            y = widen(b, ew.from_storage(b, b.load(b.gep(pr, [b.add(
+                kb, b.mul(b.add(o0, o), i64(rs[kout])))])), rt), rt, acc_t)
+            p = b.gep(pa, [b.add(arow, o)])
+            b.store(mac(b, acc_t, b.load(p), x, y), p)
 
     def outer(bi: ir.Value, outs: list[ir.Value]) -> None:
         j = len(outs)
-        if j == nsp:
-            pixel(bi, outs)
+        if j >= last:
+            row(bi, outs)
             return
         with for_range(b, i64(0), i64(geo.sp_out[j]), name=f"s{j}") as s:
             outer(bi, outs + [s])
@@ -128,7 +160,7 @@ def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Functio
     with for_range(b, i64(0), i64(geo.b), name="batch") as bi:
         outer(bi, [])
     b.ret_void()
-    return fn, o_total * acc_dt.itemsize
+    return fn, r_len * o_total * acc_dt.itemsize
 
 
 __all__ = ["emit_conv", "I64"]
