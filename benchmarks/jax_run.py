@@ -207,16 +207,34 @@ def fmt_fallbacks(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) if lines else "  fallbacks: none"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def workload_args(doc: str, workloads: dict[str, Any], argv: list[str] | None
+                  ) -> tuple[argparse.Namespace, list[str]]:
+    """--reps/--only/--small of the JAX benchmark runners: (options, workload names)."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--only", default="", help="comma-separated workload names")
     p.add_argument("--small", action="store_true", help="small shapes (a quick run)")
     a = p.parse_args(argv)
-    names = [n for n in a.only.split(",") if n] or list(JAX_WORKLOADS)
-    unknown = [n for n in names if n not in JAX_WORKLOADS]
+    names = [n for n in a.only.split(",") if n] or list(workloads)
+    unknown = [n for n in names if n not in workloads]
     if unknown:
-        p.error(f"unknown workloads {unknown}; known: {', '.join(JAX_WORKLOADS)}")
+        p.error(f"unknown workloads {unknown}; known: {', '.join(workloads)}")
+    return a, names
+
+
+def run_workloads(bench: Any, names: list[str], a: argparse.Namespace
+                  ) -> list[dict[str, Any]]:
+    """Warm both sides up, then `bench(name, reps, small)` per workload (progress on stderr)."""
+    warm_up()
+    rows = []
+    for n in names:
+        rows.append(bench(n, a.reps, a.small))
+        print(f"  done {n}", file=sys.stderr, flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    a, names = workload_args(__doc__, JAX_WORKLOADS, argv)
     print(env.header(), flush=True)
     print(f"cpu flags: {cpu_flags()}", flush=True)
     # The machine may be shared: the load says how far to trust the numbers below.
@@ -230,11 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"peak (XLA f32 matmul): {single:.1f} GFLOP/s one core, {allcore:.1f} GFLOP/s "
           f"all {len(os.sched_getaffinity(0))} cores; copy (NumPy, 256 MB): "
           f"{copy_bandwidth(16 if a.small else 256):.1f} GB/s", flush=True)
-    warm_up()
-    rows = []
-    for n in names:
-        rows.append(bench_one(n, a.reps, a.small))
-        print(f"  done {n}", file=sys.stderr, flush=True)
+    rows = run_workloads(bench_one, names, a)
     print(fmt_table(rows))
     print(fmt_fallbacks(rows))
     return 0 if all(r["times"] is not None and r["ok"] for r in rows) else 1

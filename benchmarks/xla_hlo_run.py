@@ -13,7 +13,6 @@ StableHLO (target <= 1.1) and optimized HLO / XLA.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -29,7 +28,7 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # see run.py: idle BLAS t
 
 import numpy as np  # noqa: E402
 
-from benchmarks.jax_run import cpu_flags, warm_up  # noqa: E402
+from benchmarks.jax_run import cpu_flags, run_workloads, workload_args  # noqa: E402
 from benchmarks.jax_workloads import JAX_WORKLOADS, Case, _normal, _rng, rel_error  # noqa: E402
 
 
@@ -126,26 +125,14 @@ def fmt_table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--reps", type=int, default=10)
-    p.add_argument("--only", default="", help="comma-separated workload names")
-    p.add_argument("--small", action="store_true", help="small shapes (a quick run)")
-    a = p.parse_args(argv)
-    names = [n for n in a.only.split(",") if n] or list(WORKLOADS)
-    unknown = [n for n in names if n not in WORKLOADS]
-    if unknown:
-        p.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
+    a, names = workload_args(__doc__ or "", WORKLOADS, argv)
     print(env.header(), flush=True)
     print(f"cpu flags: {cpu_flags()}", flush=True)
     print(f"load average: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     import jax
 
     jax.config.update("jax_platforms", "cpu")
-    warm_up()
-    rows = []
-    for n in names:
-        rows.append(bench_one(n, a.reps, a.small))
-        print(f"  done {n}", file=sys.stderr, flush=True)
+    rows = run_workloads(bench_one, names, a)
     print(fmt_table(rows))
     for r in rows:
         for way, fbs in (r.get("fallbacks") or {}).items():

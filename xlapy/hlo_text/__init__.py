@@ -3,6 +3,14 @@
 `parse_hlo_module(text)` reads what `jax.jit(f).lower(...).compiler_ir("hlo").as_hlo_text()`
 and `.compile().as_text()` print (and XLA's test files); `print_hlo_module(module)` writes any
 module so that `parse_hlo_module(print_hlo_module(m))` is structurally `m`.
+
+Layouts (`f32[64,32]{0,1}`): values in the IR are logical arrays, so a program's arguments
+and results are the logical arrays whatever `entry_computation_layout` and the parameters
+say (numpy arrays of the logical shape: converted at the boundary). Inside, a `copy` that
+changes the layout is the identity, and a `bitcast` -- a reinterpretation of the bytes --
+becomes the transpose / reshape the two layouts imply (importer.py). XLA's fusions, schedule
+and annotations: importer.py's PASSIVE_ATTRS; the cpu backend inlines fusions
+(passes/inliner.py) and fuses again itself.
 """
 
 from __future__ import annotations
