@@ -208,20 +208,27 @@ class Parser:
         if self.peek().kind == "block":
             self.next()
             if self.accept("("):
-                if not self.accept(")"):
-                    while True:
-                        vt = self.expect_kind("value", "a block argument (%name)")
-                        self.expect(":")
-                        args.append(BlockArg(vt.text, self.parse_type(), vt.pos))
-                        self.skip_loc()
-                        if self.accept(")"):
-                            break
-                        self.expect(",", "between block arguments")
+                args = self.parse_block_args()
             self.expect(":", "after the block label")
         ops = self.parse_block_ops()
         if self.peek().kind == "block":
             raise self.error(self.peek(), "regions with several blocks are not supported")
         return RegionNode(args, ops)
+
+    def parse_block_args(self) -> list[BlockArg]:
+        """`%a: t, ...)` (after the `(`): block arguments (a region's, a manual
+        computation's)."""
+        args: list[BlockArg] = []
+        if self.accept(")"):
+            return args
+        while True:
+            vt = self.expect_kind("value", "a block argument (%name)")
+            self.expect(":")
+            args.append(BlockArg(vt.text, self.parse_type(), vt.pos))
+            self.skip_loc()
+            if self.accept(")"):
+                return args
+            self.expect(",", "between block arguments")
 
     # ---- ops ---------------------------------------------------------------------------------
     def parse_op(self) -> OpNode:

@@ -32,7 +32,7 @@ from xlapy.ir.sharding import (
     parse_sdy_list,
 )
 from xlapy.ops.misc import CustomCallAttrs
-from xlapy.stablehlo.nodes import BlockArg, FuncNode, OpNode, RegionNode, StructAttr
+from xlapy.stablehlo.nodes import FuncNode, OpNode, RegionNode, StructAttr
 from xlapy.types import Shape
 
 if TYPE_CHECKING:
@@ -108,16 +108,7 @@ def parse_manual(p: Parser, name: str, tok: Token) -> OpNode:
         p.expect("=")
         attrs[key] = _bracketed(p)
     p.expect("(", "to open the manual computation's arguments")
-    args: list[BlockArg] = []
-    if not p.accept(")"):
-        while True:
-            vt = p.expect_kind("value", "a block argument (%name)")
-            p.expect(":")
-            args.append(BlockArg(vt.text, p.parse_type(), vt.pos))
-            p.skip_loc()
-            if p.accept(")"):
-                break
-            p.expect(",", "between block arguments")
+    args = p.parse_block_args()
     p.expect("{", "to open the manual computation's body")
     region = RegionNode(args, p.parse_block_ops())
     return _finish(p, name, tok, operands, attrs, [region])
