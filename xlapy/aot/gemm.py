@@ -4,13 +4,14 @@ OpenBLAS (a Python library call), which an object file cannot carry.
 `void dot(i8* lhs, i8* rhs, i8* out, i8* acc)` over dense row-major operands of any
 batch / contracting / free dimension layout. Per block of ROWS output rows (a batch index
 and a flattened lhs free index each), the rows accumulate in `acc` (ROWS * N elements of the
-accumulation type, in the caller's scratch): for each contracting index, each row's lhs
-element times the rhs row, added along the rhs free dimensions (the innermost loop: LLVM
-vectorizes it when the rhs free dimension is contiguous, and the ROWS rows share each rhs
-load). Then the rows are converted to the result type. Accumulation types are the
-interpreter's and the JIT's (library.dot_accumulator, gemm_int.accumulator): floats in f32
-(bf16/f16 operands) or their own width, summed in contracting-index order; integers wrap in
-the result's width (exact, order-free); pred results count in 64 bits.
+accumulation type, in the caller's scratch): for each K_STEPS contracting indices, each
+row's lhs elements times the rhs rows, added along the rhs free dimensions in one pass
+(the innermost loop: LLVM vectorizes it when the rhs free dimension is contiguous; the ROWS
+rows share each rhs load, the K_STEPS products each accumulator load and store). Then
+the rows are converted to the result type. Accumulation types are the interpreter's and
+the JIT's (library.dot_accumulator, gemm_int.accumulator): floats in f32 (bf16/f16
+operands) or their own width, summed in contracting-index order; integers wrap in the
+result's width (exact, order-free); pred results count in 64 bits.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from xlapy.types.element_type import from_dtype
 
 #: Output rows sharing one pass over the rhs.
 ROWS = 4
+#: Contracting steps per pass over the accumulator rows (a quarter of their loads and
+#: stores; gemm_int.py does the same).
+K_STEPS = 4
 DOT_TYPE = ir.FunctionType(VOID, [I8P, I8P, I8P, I8P])
 
 
@@ -158,18 +162,34 @@ def emit_dot(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function
         rbase = offset(bi, lbd, rbs)
         with for_range(b, i64(0), i64(rows * n), name="zero") as i:
             b.store(zero, b.gep(pa, [i]))
-        with for_range(b, i64(0), i64(k), name="k") as kk:
-            xs = [widen(b, ew.from_storage(b, b.load(b.gep(pl, [b.add(
-                lr, offset(kk, lcd, lcs))])), lt), lt, acc_t) for lr in lrow]
-            rk = b.add(rbase, offset(kk, lcd, rcs))
+        def steps(kk: ir.Value, ku: int) -> None:
+            """Contracting indices kk .. kk + ku in one pass over the accumulator rows
+            (each row's sum still in increasing k)."""
+            ks = [b.add(kk, i64(j)) for j in range(ku)]
+            xs = [[widen(b, ew.from_storage(b, b.load(b.gep(pl, [b.add(
+                lr, offset(kj, lcd, lcs))])), lt), lt, acc_t) for kj in ks] for lr in lrow]
+            rks = [b.add(rbase, offset(kj, lcd, rcs)) for kj in ks]
+            deltas = [b.sub(rk, rks[0]) for rk in rks]
 
             def inner(off: ir.Value, lin: ir.Value) -> None:
-                y = widen(b, ew.from_storage(b, b.load(b.gep(pr, [off])), rt), rt, acc_t)
-                for r, x in enumerate(xs):
+                ys = [widen(b, ew.from_storage(b, b.load(b.gep(pr, [b.add(off, dk)])), rt),
+                            rt, acc_t) for dk in deltas]
+                for r, xr in enumerate(xs):
                     p = b.gep(pa, [b.add(lin, i64(r * n))])
-                    b.store(mac(b, acc_t, b.load(p), x, y), p)
+                    v = b.load(p)
+                    for x, y in zip(xr, ys):
+                        v = mac(b, acc_t, v, x, y)
+                    b.store(v, p)
 
-            rhs_free(rk, inner)
+            rhs_free(rks[0], inner)
+
+        kfull = k // K_STEPS * K_STEPS
+        if kfull:
+            with for_range(b, i64(0), i64(kfull), name="k", step=K_STEPS) as kk:
+                steps(kk, K_STEPS)
+        if k > kfull:
+            with for_range(b, i64(kfull), i64(k), name="kr") as kk:
+                steps(kk, 1)
         obase = b.mul(b.add(b.mul(bi, i64(m)), m0), i64(n))
         with for_range(b, i64(0), i64(rows * n), name="store") as i:
             v = narrow(b, b.load(b.gep(pa, [i])), acc_t, ot)
