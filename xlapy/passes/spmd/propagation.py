@@ -146,6 +146,10 @@ class Propagation:
         if i.opcode == "reduce" and i.shape.is_array:
             keep = [k for k in range(len(src)) if k not in i.attrs.dimensions]
             return s0.keep_dims(keep, len(src), d)
+        if i.opcode in ("dynamic_slice", "dynamic_update_slice"):
+            full = (i.attrs.slice_sizes if i.opcode == "dynamic_slice"
+                    else i.operands[1].shape.dimensions)
+            return s0.place_dims({k: k for k in range(rank) if full[k] == src[k]}, rank, d)
         if i.opcode in PASSTHROUGH:
             whole = whole_dims(i)
             r = i.operands[0].shape.rank
