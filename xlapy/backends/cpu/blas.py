@@ -163,16 +163,6 @@ def _gemm1(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> None:
     fn(*[x if isinstance(x, _P) else ctypes.byref(x) for x in args])
 
 
-def _post(pool: Any, a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float) -> Any:
-    """Post one GEMM to a native worker (its arguments as plain addresses)."""
-    call = _gemm_args(a, b, out, beta)
-    if call is None:
-        return None
-    fn, args, keep = call
-    addrs = [int(x.value or 0) if isinstance(x, _P) else ctypes.addressof(x) for x in args]
-    return pool.submit(int(ctypes.cast(fn, ctypes.c_void_p).value or 0), *addrs, keep=keep)
-
-
 _single_pool: Any = None
 
 
@@ -207,7 +197,7 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     A big product is cut into fixed chunks of rows (of columns when there are too few rows)
     that depend only on its shape (parallel.fixed_cuts): OpenBLAS rounds a row differently
     depending on how many rows a call has, so the bits must not depend on the thread count;
-    the threads take turns of one chunk each."""
+    each thread takes the next chunk left."""
     from xlapy.backends.cpu import parallel
 
     m, k = a.shape
@@ -230,39 +220,43 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
         for j in range(chunks):
             _gemm1(*part(j), beta)
         return
-    pool = parallel.pool(threads)
-    _pool_single(pool)
-    for first in range(0, chunks, threads):  # a turn: one chunk per thread
-        futs = [_post(pool, *part(j), beta) for j in range(first + 1, min(first + threads,
-                                                                           chunks))]
-        _gemm1(*part(first), beta)
-        for f in futs:
-            if f is not None:
-                f.result()
+    _shared([part(j) for j in range(chunks)], beta, threads)
 
 
 def batched_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int = 1) -> None:
     """out[j] = a[j] @ b[j] for every batch j: one single-threaded BLAS call per batch (so a
-    batch's bits never depend on the thread count), the threads taking turns of one batch
-    each. NumPy's matmul would run NumPy's own OpenBLAS threads, outside `num_threads`, which
+    batch's bits never depend on the thread count), each thread taking the next batch left.
+    NumPy's matmul would run NumPy's own OpenBLAS threads, outside `num_threads`, which
     spin against ours and collapse on a loaded machine (a 32-batch attention dot: 700 ms ->
     5.5 ms)."""
-    from xlapy.backends.cpu import parallel
-
     nb = a.shape[0]
     if threads < 2 or nb < 2:
         for j in range(nb):
             _gemm1(a[j], b[j], out[j], 0.0)
         return
+    _shared([(a[j], b[j], out[j]) for j in range(nb)], 0.0, threads)
+
+
+def _shared(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], beta: float,
+            threads: int) -> None:
+    """out = a @ b + beta * out for every (a, b, out), each a single-threaded BLAS call, the
+    threads taking the next one left (NativePool.share: no turns to wait for)."""
+    from xlapy.backends.cpu import parallel
+
     pool = parallel.pool(threads)
     _pool_single(pool)
-    for first in range(0, nb, threads):
-        futs = [_post(pool, a[j], b[j], out[j], 0.0)
-                for j in range(first + 1, min(first + threads, nb))]
-        _gemm1(a[first], b[first], out[first], 0.0)
-        for f in futs:
-            if f is not None:
-                f.result()
+    jobs, keep = [], []
+    for a, b, out in parts:
+        call = _gemm_args(a, b, out, beta)
+        if call is None:
+            continue
+        fn, args, held = call
+        jobs.append((int(ctypes.cast(fn, ctypes.c_void_p).value or 0),
+                     tuple(int(x.value or 0) if isinstance(x, _P) else ctypes.addressof(x)
+                           for x in args)))
+        keep.append(held)
+    _single_thread()
+    pool.share(jobs, threads, keep)
 
 
 __all__ = ["batched_gemm", "gemm", "ready", "function_address", "library", "SPLIT_FLOPS",

@@ -187,8 +187,8 @@ _G_WORDS = 16
 
 @functools.cache
 @on_host
-def _runtime() -> tuple[Engine, Any, int, Any]:
-    """(engine, region_run as a ctypes function, gemm_rows address, chunks_run)."""
+def _runtime() -> tuple[Engine, Any, int]:
+    """(engine, region_run as a ctypes function, gemm_rows address)."""
     mod = new_module("xlapy_regions")
     i64p = I64.as_pointer()
     step_t = ir.FunctionType(VOID, [I64, I64, I64])
@@ -227,25 +227,9 @@ def _runtime() -> tuple[Engine, Any, int, Any]:
                 cell(_G_LDB), cell(_G_BETA), rows(_G_OUT, _G_OROW), cell(_G_LDC)])
     b.ret_void()
 
-    # chunks_run(desc, k0, k1), desc = [fn, arg0, lo0, hi0, arg1, ...]: fn(arg_k, lo_k, hi_k)
-    # for chunks k0 <= k < k1 in order (one thread's share of fixed chunks, parallel.py).
-    chunks = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64]), name="chunks_run")
-    desc, k0, k1 = chunks.args
-    b = ir.IRBuilder(chunks.append_basic_block("entry"))
-    fn = b.inttoptr(b.load(desc), step_t.as_pointer())
-    with for_range(b, k0, k1) as k:
-        at = b.add(b.mul(k, i64(3)), i64(1))
-        b.call(fn, [b.load(b.gep(desc, [b.add(at, i64(j))])) for j in range(3)])
-    b.ret_void()
-    engine = Engine(mod, light=True, exports=["region_run", "gemm_rows", "chunks_run"])
+    engine = Engine(mod, light=True, exports=["region_run", "gemm_rows"])
     fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-    return (engine, fn_t(engine.address("region_run")), engine.address("gemm_rows"),
-            fn_t(engine.address("chunks_run")))
-
-
-def chunks_function() -> Any:
-    """chunks_run(desc, k0, k1) as a ctypes function."""
-    return _runtime()[3]
+    return engine, fn_t(engine.address("region_run")), engine.address("gemm_rows")
 
 
 def run_function() -> Any:
@@ -288,5 +272,5 @@ def steps(region: Region, table: int, kernel_address: dict[str, int]
 
 
 __all__ = ["Region", "Member", "Gemm", "gemm_of", "gemm_member", "kernel_member", "plan",
-           "steps", "run_function", "chunks_function", "cuts",
+           "steps", "run_function", "cuts",
            "MIN_ROWS_PER_THREAD", "MIN_ROWS_PER_CHUNK"]

@@ -20,6 +20,11 @@ not get a core for a scheduler tick or more; the caller then runs the job itself
 with its own part, so a split costs at most the serial time instead of a tick per hand-off
 (a lax.scan of a small dot + tanh: 2 ms a step with 9 runnable threads on 2 cores).
 
+Work of many jobs is shared, not dealt out: `share` posts one `claim_run` per helping worker
+and runs one itself, each taking the next unclaimed job of a list (an atomic counter) until
+none is left. A worker that loses its core then holds up one job at most, never a fixed
+share of them, and nobody waits between turns.
+
 Sleeping is race-free: the sleeper stores its flag, then re-reads the counter; the poster
 stores the counter, then reads the flag (both sequentially consistent), and FUTEX_WAIT
 itself re-checks the counter, so a wake-up is never lost.
@@ -51,6 +56,8 @@ _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}
 # sleeping, 4 spin rounds, 5 claimed (i32), 6 function, 7.. arguments.
 _POSTED, _FINISHED, _WSLEEP, _CSLEEP, _ROUNDS, _CLAIMED, _FN, _ARGS = 0, 1, 2, 3, 4, 5, 6, 7
 _SLOT_WORDS = _ARGS + MAX_ARGS
+#: Words of one job of `share`: the function, then its arguments.
+JOB_WORDS = 1 + MAX_ARGS
 _VOIDP = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _WAITF = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
 _CALL = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * MAX_ARGS))
@@ -169,6 +176,25 @@ def _emit() -> ir.Module:
         b.call(pause_fn, pause_args)
     b.ret_void()
 
+    # void claim_run(i64* jobs): jobs = [next, count, (fn, MAX_ARGS arguments) * count];
+    # runs job `next` (taken atomically) until none is left.
+    fn = ir.Function(mod, ir.FunctionType(VOID, [i64p]), name="claim_run")
+    jobs = fn.args[0]
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    loop, body, done = (fn.append_basic_block(n) for n in ("claim", "job", "done"))
+    b.branch(loop)
+    b.position_at_end(loop)
+    k = b.atomic_rmw("add", jobs, ir.Constant(I64, 1), "monotonic")
+    b.cbranch(b.icmp_signed("<", k, b.load(word(b, jobs, 1))), body, done)
+    b.position_at_end(body)
+    rec = b.gep(jobs, [b.add(b.mul(k, ir.Constant(I64, JOB_WORDS)), ir.Constant(I64, 2))])
+    job = b.inttoptr(b.load(rec), job_t.as_pointer())
+    b.call(job, [b.load(word(b, rec, 1 + j)) for j in range(MAX_ARGS)])
+    b.branch(loop)
+    b.position_at_end(done)
+    b.ret_void()
+
     # void wait(i64* slot, i32 seq, i32 steal): until finished == seq; with `steal`, a job
     # the worker has not claimed yet runs here.
     fn = ir.Function(mod, ir.FunctionType(VOID, [i64p, I32, I32]), name="wait")
@@ -188,7 +214,7 @@ def _emit() -> ir.Module:
 @on_host
 def _native() -> tuple[Engine, Any, Any, int, int]:
     """(engine, post, wait, worker address, spin rounds per SPIN_US)."""
-    eng = Engine(_emit(), exports=["pauses", "post", "wait", "worker"])
+    eng = Engine(_emit(), exports=["pauses", "post", "wait", "worker", "claim_run"])
     pauses = ctypes.CFUNCTYPE(None, ctypes.c_int64)(eng.address("pauses"))
     n = 20000
     best = float("inf")
@@ -223,7 +249,9 @@ class NativePool:
     """`submit(fn_address, *int_args, keep=...) -> Handle` over native worker threads."""
 
     def __init__(self, workers: int) -> None:
-        _, self._post, self._wait_fn, worker_addr, rounds = _native()
+        eng, self._post, self._wait_fn, worker_addr, rounds = _native()
+        self._claim = eng.address("claim_run")
+        self._claim_run = _VOIDP(self._claim)
         self.slots = np.zeros((workers, _SLOT_WORDS), np.int64)
         self.slots[:, _ROUNDS] = rounds
         self.addrs = [self.slots[k].ctypes.data for k in range(workers)]
@@ -255,6 +283,25 @@ class NativePool:
         self.seqs[k] += 1
         self._post(self.addrs[k])
         return Handle(self, k, self.seqs[k], keep)
+
+    def share(self, jobs: list[tuple[int, tuple[int, ...]]], threads: int,
+              keep: Any = None) -> None:
+        """Run every (function, arguments) job, this thread and up to threads - 1 workers
+        each taking the next one left; returns when all have run."""
+        if not jobs:
+            return
+        table = np.zeros(2 + JOB_WORDS * len(jobs), np.int64)
+        table[1] = len(jobs)
+        for k, (fn, args) in enumerate(jobs):
+            at = 2 + JOB_WORDS * k
+            table[at] = fn
+            table[at + 1:at + 1 + len(args)] = args
+        addr = table.ctypes.data
+        futs = [self.submit(self._claim, addr, keep=(table, keep))
+                for _ in range(min(threads, len(jobs)) - 1)]
+        self._claim_run(addr)
+        for f in futs:
+            f.result()
 
     def on_each(self, fn: int, *args: int) -> None:
         """Run fn(*args) once on every worker (per-thread library settings)."""
@@ -300,4 +347,5 @@ def fn_address(f: Any) -> int:
     return int(ctypes.cast(f, ctypes.c_void_p).value or 0)
 
 
-__all__ = ["Handle", "NativePool", "native_pool", "fn_address", "SPIN_US", "MAX_ARGS"]
+__all__ = ["Handle", "NativePool", "native_pool", "fn_address", "SPIN_US", "MAX_ARGS",
+           "JOB_WORDS"]

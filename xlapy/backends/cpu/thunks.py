@@ -97,8 +97,8 @@ def bounds(extent: int, parts: int, align: int = 1) -> list[int]:
 
 def spread(fn: Any, fa: int, args: list[int], cuts: list[int], threads: int,
            pool: Callable[[], NativePool]) -> None:
-    """fn(args[k], cuts[k], cuts[k + 1]) for every chunk k: contiguous groups of chunks, one
-    per thread, each group in order (the caller runs the first)."""
+    """fn(args[k], cuts[k], cuts[k + 1]) for every chunk k: one chunk per thread, or, with
+    more chunks than threads, each thread taking the next chunk left (NativePool.share)."""
     chunks = len(cuts) - 1
     g = parallel.groups(chunks, threads)
     if len(g) == chunks + 1:  # a chunk per thread
@@ -109,18 +109,11 @@ def spread(fn: Any, fa: int, args: list[int], cuts: list[int], threads: int,
         for f in futs:
             f.result()
         return
-    desc = np.empty(1 + 3 * chunks, np.int64)
-    desc[0] = fa
-    desc[1::3], desc[2::3], desc[3::3] = args, cuts[:-1], cuts[1:]
-    runner = regions.chunks_function()
-    d = desc.ctypes.data
-    futs = []
-    if len(g) > 2:
-        p, ra = pool(), fn_address(runner)
-        futs = [p.submit(ra, d, g[j], g[j + 1], keep=desc) for j in range(1, len(g) - 1)]
-    runner(d, g[0], g[1])
-    for f in futs:
-        f.result()
+    if threads < 2:
+        for k in range(chunks):
+            fn(args[k], cuts[k], cuts[k + 1])
+        return
+    pool().share([(fa, (args[k], cuts[k], cuts[k + 1])) for k in range(chunks)], threads)
 
 
 def split_thunk(fn: Any, extent: int, parts: int, align: int, keep: dict[int, Any],

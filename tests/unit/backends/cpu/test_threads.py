@@ -82,3 +82,22 @@ def test_caller_takes_back_a_job_no_worker_started() -> None:
     wait(addr, 2, 0)
     assert (buf[:16] == 9).all() and (buf[16:] == 0).all()
     assert slot[threads._FINISHED] & 0xFFFFFFFF == 2
+
+
+def test_share_runs_every_job_once() -> None:
+    """share: the caller and the workers take the next job left until none is; every job
+    runs exactly once (here: each memset writes its own byte), with more jobs than threads,
+    and when every worker is busy (the caller then runs them all)."""
+    pool = _pool()
+    for n in (1, 3, 40):
+        buf = np.zeros(n, np.uint8)
+        pool.share([(MEMSET, (buf.ctypes.data + j, j % 250 + 1, 1)) for j in range(n)],
+                   pool.workers + 1)
+        assert buf.tolist() == [j % 250 + 1 for j in range(n)]
+    a = np.zeros(16, np.uint8)
+    busy = [pool.submit(MEMSET, a.ctypes.data, 1, 16) for _ in range(pool.workers)]
+    buf = np.zeros(8, np.uint8)
+    pool.share([(MEMSET, (buf.ctypes.data + j, 5, 1)) for j in range(8)], pool.workers + 1)
+    for h in busy:
+        h.result()
+    assert (buf == 5).all() and (a == 1).all()
