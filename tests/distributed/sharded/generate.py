@@ -16,13 +16,15 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-_COLLECTIVE = re.compile(r"= (\S+) (all-gather|all-reduce|all-to-all|reduce-scatter|"
-                         r"collective-permute)(?:-start)?\(")
+_COLLECTIVE = re.compile(r"= (\([^=]*?\)|\S+) (all-gather|all-reduce|all-to-all|"
+                         r"reduce-scatter|collective-permute)(?:-start)?\(")
 
 
 def xla_collectives(hlo: str) -> list[str]:
-    """`all-reduce f32[4,6]` for each collective of XLA's compiled (partitioned) HLO."""
-    return [f"{m.group(2)} {m.group(1).split('{')[0]}" for m in _COLLECTIVE.finditer(hlo)]
+    """`all-reduce f32[4,6]` for each collective of XLA's compiled (partitioned) HLO (a
+    tuple-shaped one, such as XLA's many-operand all-to-all, with its tuple)."""
+    return [f"{m.group(2)} {re.sub(r'{[^}]*}', '', m.group(1))}"
+            for m in _COLLECTIVE.finditer(hlo)]
 
 
 def main(out: Path, mode: str, names: list[str]) -> None:
