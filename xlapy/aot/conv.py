@@ -19,7 +19,6 @@ from math import prod
 
 from llvmlite import ir
 
-from xlapy.aot.errors import Unimplemented
 from xlapy.aot.gemm import loop_function, mac, narrow, strides, widen
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.llvm_util import I64, for_range, i64
@@ -33,8 +32,6 @@ def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Functio
 
     lhs, rhs = (o.shape for o in instr.operands)
     lt, rt, ot = lhs.element_type, rhs.element_type, instr.shape.element_type
-    if lt.is_complex or rt.is_complex or ot.is_complex:
-        raise Unimplemented("convolution", "complex convolutions have no in-object loop yet")
     acc_dt = compute_dtype(instr)
     acc_t = from_dtype(acc_dt)
     geo = geometry(instr)
@@ -47,7 +44,7 @@ def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Functio
     if prod(instr.shape.dimensions) == 0:
         b.ret_void()
         return fn, 0
-    zero = ir.Constant(at, 0.0 if acc_t.is_float else 0)
+    zero = ew.constant(0, acc_t)
     nsp = len(geo.sp_out)
     isp, ksp, osp = (list(dn.input_spatial_dimensions), list(dn.kernel_spatial_dimensions),
                      list(dn.output_spatial_dimensions))

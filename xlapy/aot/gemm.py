@@ -24,6 +24,7 @@ from llvmlite import ir
 
 from xlapy.aot.errors import Unimplemented
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu.llvm_util import I8P, VOID, for_range, i64
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
@@ -66,8 +67,6 @@ def accumulator(instr: Instruction) -> ET:
     from xlapy.backends.cpu import gemm_int, library
 
     et = instr.shape.element_type
-    if any(o.shape.element_type.is_complex for o in instr.operands) or et.is_complex:
-        raise Unimplemented(instr.opcode, "complex products have no in-object loop yet")
     acc = library.dot_accumulator(instr)
     if acc is None:
         raise Unimplemented(instr.opcode, f"no accumulator for {et}")
@@ -87,6 +86,8 @@ def widen(b: ir.IRBuilder, v: ir.Value, src: ET, acc: ET) -> ir.Value:
 def mac(b: ir.IRBuilder, acc_t: ET, s: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
     """s + x * y in the accumulation type (floats: fused where the target has FMA, as
     the JIT's BLAS and convolution loops)."""
+    if acc_t.is_complex:
+        return ewc.binary(b, "add", [s, ewc.binary(b, "multiply", [x, y])])
     if acc_t.is_float:
         return b.fadd(s, b.fmul(x, y, flags=["contract"]), flags=["contract"])
     return b.add(s, b.mul(x, y))
@@ -153,7 +154,7 @@ def emit_dot(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function
     lbd, lfd, lcd = [ld[d] for d in lb], [ld[d] for d in lf], [ld[d] for d in lc]
     lbs, lfs, lcs = [ls[d] for d in lb], [ls[d] for d in lf], [ls[d] for d in lc]
     rbs, rcs = [rs[d] for d in rb], [rs[d] for d in rc]
-    zero = ir.Constant(at, 0.0 if acc_t.is_float else 0)
+    zero = ew.constant(0, acc_t)
 
     def block(bi: ir.Value, m0: ir.Value, rows: int) -> None:
         """Output rows m0 .. m0 + rows of batch bi."""
