@@ -1,6 +1,7 @@
 """triangular_solve as a loop nest in the object: the JIT calls scipy / BLAS for it.
 
-`void solve(i8* a, i8* b, i8* out, i8* x)` for real element types: per batch, the system is
+`void solve(i8* a, i8* b, i8* out, i8* x)` for real and complex types (ADJOINT conjugates):
+per batch, the system is
 brought to the canonical `T x = r` with T lower or upper triangular (op(a) for a left-side
 solve, op(a)^T for a right-side one, whose x and r are then the transposes) and solved by
 substitution in the interpreter's accumulation type (ops/linalg.py: f32 for bf16/f16/f32,
@@ -17,9 +18,9 @@ from math import prod
 import numpy as np
 from llvmlite import ir
 
-from xlapy.aot.errors import Unimplemented
 from xlapy.aot.gemm import loop_function, narrow, widen
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu.llvm_util import for_range, i64
 from xlapy.ir import Instruction
 from xlapy.types.element_type import from_dtype
@@ -32,8 +33,6 @@ def emit_triangular_solve(mod: ir.Module, name: str, instr: Instruction
 
     a_shape, b_shape = (o.shape for o in instr.operands)
     et = instr.shape.element_type
-    if et.is_complex:
-        raise Unimplemented("triangular_solve", "complex solves have no in-object loop yet")
     attrs = instr.attrs
     acc_dt = np.dtype(accumulate_dtype(et))
     acc_t = from_dtype(acc_dt)
@@ -59,8 +58,21 @@ def emit_triangular_solve(mod: ir.Module, name: str, instr: Instruction
     def t_at(base: ir.Value, i: ir.Value, k: ir.Value) -> ir.Value:
         return b.add(base, b.add(b.mul(k, i64(m)), i) if t else b.add(b.mul(i, i64(m)), k))
 
+    conj = attrs.transpose_a is Transpose.ADJOINT and et.is_complex
+
     def load_a(off: ir.Value) -> ir.Value:
-        return widen(b, ew.from_storage(b, b.load(b.gep(pa, [off])), et), et, acc_t)
+        v = widen(b, ew.from_storage(b, b.load(b.gep(pa, [off])), et), et, acc_t)
+        if conj:
+            re, im = ewc.parts(b, v)
+            v = ewc.pack(b, re, b.fneg(im))
+        return v
+
+    def op(name: str, x: ir.Value, y: ir.Value) -> ir.Value:
+        """x op y in the accumulation type (complex or real)."""
+        if acc_t.is_complex:
+            return ewc.binary(b, name, [x, y])
+        return {"multiply": b.fmul, "add": b.fadd, "subtract": b.fsub,
+                "divide": b.fdiv}[name](x, y)
 
     with for_range(b, i64(0), i64(batch), name="batch") as bi:
         abase = b.mul(bi, i64(m * m))
@@ -68,16 +80,17 @@ def emit_triangular_solve(mod: ir.Module, name: str, instr: Instruction
         with for_range(b, i64(0), i64(m), name="step") as step:
             i = step if lower_eff else b.sub(i64(m - 1), step)
             lo, hi = (i64(0), i) if lower_eff else (b.add(i, i64(1)), i64(m))
-            diag = ir.Constant(at, 1.0) if attrs.unit_diagonal else load_a(t_at(abase, i, i))
+            diag = ew.constant(1, acc_t) if attrs.unit_diagonal else \
+                load_a(t_at(abase, i, i))
             with for_range(b, i64(0), i64(n), name="j") as j:
                 r = widen(b, ew.from_storage(b, b.load(b.gep(pb, [rhs_at(bbase, i, j)])), et),
                           et, acc_t)
-                b.store(ir.Constant(at, 0.0), acc)
+                b.store(ew.constant(0, acc_t), acc)
                 with for_range(b, lo, hi, name="k") as k:
-                    prod_ = b.fmul(load_a(t_at(abase, i, k)),
-                                   b.load(b.gep(px, [b.add(b.mul(k, i64(n)), j)])))
-                    b.store(b.fadd(b.load(acc), prod_), acc)
-                x = b.fdiv(b.fsub(r, b.load(acc)), diag)
+                    prod_ = op("multiply", load_a(t_at(abase, i, k)),
+                               b.load(b.gep(px, [b.add(b.mul(k, i64(n)), j)])))
+                    b.store(op("add", b.load(acc), prod_), acc)
+                x = op("divide", op("subtract", r, b.load(acc)), diag)
                 b.store(x, b.gep(px, [b.add(b.mul(i, i64(n)), j)]))
         with for_range(b, i64(0), i64(m), name="oi") as i, \
                 for_range(b, i64(0), i64(n), name="oj") as j:
