@@ -83,6 +83,28 @@ def test_mlp_and_while_loop_link_and_match(tmp_path: Path) -> None:
     _check(objs, [MLP, LOOP], inputs, tmp_path)
 
 
+AXPY_HLO = """HloModule axpy
+
+ENTRY main {
+  a = f32[] parameter(0)
+  x = f32[4] parameter(1)
+  y = f32[4] parameter(2)
+  ab = f32[4] broadcast(a), dimensions={}
+  ax = f32[4] multiply(ab, x)
+  ROOT r = f32[4] add(ax, y)
+}
+"""
+
+
+@gcc
+def test_hlo_text_program(tmp_path: Path) -> None:
+    o = aot_compile(AXPY_HLO, name="axpy")
+    assert "#define AXPY_ARG0_RANK 0" in o.header and "AXPY_ARG0_SHAPE" not in o.header
+    args = [np.array(2, np.float32), np.arange(4, dtype=np.float32),
+            np.ones(4, np.float32)]
+    _check([o], [AXPY_HLO], {"axpy": args}, tmp_path)
+
+
 def test_object_exports_run_only_and_needs_only_libc_libm() -> None:
     o = aot_compile(MLP, name="tiny_mlp", target="x86-64-v3")
     syms = objfile.symbols(o.object)

@@ -38,7 +38,8 @@ def header(name: str, args: Sequence[Shape], results: Sequence[Shape], scratch: 
         f" * {up}_SCRATCH_BYTES bytes aligned to {up}_SCRATCH_ALIGN, its contents ignored and",
         " * clobbered. Returns 0, or a nonzero error code for a failure inside the program.",
         " * No global state: calls on different threads with distinct scratch buffers are",
-        " * safe. The object needs only these symbols from libc / libm:",
+        " * safe. A scalar (rank 0) has no _SHAPE macro. The object needs only these symbols",
+        " * from libc / libm:",
         f" *   {', '.join(undefined) if undefined else '(none)'}",
         " */",
         f"#ifndef {guard}",
@@ -66,7 +67,7 @@ def header(name: str, args: Sequence[Shape], results: Sequence[Shape], scratch: 
                 f"#define {p}_TYPE {c_type(s)}",
                 f'#define {p}_ELEMENT_TYPE "{s.element_type}"',
                 f"#define {p}_RANK {len(dims)}",
-                f"#define {p}_SHAPE {{{', '.join(map(str, dims)) or '0'}}}",
+                *([f"#define {p}_SHAPE {{{', '.join(map(str, dims))}}}"] if dims else []),
                 f"#define {p}_ELEMENTS {prod(dims)}",
                 f"#define {p}_BYTES {prod(dims) * s.dtype.itemsize}",
             ]
