@@ -232,9 +232,8 @@ def test_svd_vs_jax(shape: tuple[int, ...], dtype: np.dtype, backend: str) -> No
 
 
 def test_cpu_runs_them_natively() -> None:
-    """On the cpu backend at most chlo.zeta runs on the interpreter (chlo_lowering.py keeps
-    it today);
-    the decompositions' LAPACK calls, the chlo functions, BesselI0e's polynomial, LU's
+    """On the cpu backend nothing runs on the interpreter: the decompositions' LAPACK
+    calls, the chlo functions (zeta: passes/chlo_special.py), BesselI0e's polynomial, LU's
     permutation loop, TopK and ApproxTopK's sort are native."""
     b = XlaBuilder("t")
     p = ops.Parameter(b, 0, Shape.array(ElementType.F32, (2, 4, 4)))
@@ -245,7 +244,7 @@ def test_cpu_runs_them_natively() -> None:
     init = [ops.Constant(b, np.float32(0)), ops.Constant(b, np.int32(0))]
     outs.append(ops.ApproxTopK(b, [p, idx], init, 2, 2, _greater_comparator(F32)))
     exe = get_backend("cpu").compile(b.build(ops.Tuple(b, outs)).module)
-    assert {op for _, op in exe.fallbacks()} <= {"chlo.zeta"}  # zeta may become native
+    assert exe.fallbacks() == []
 
 
 # ---- incomplete gamma ------------------------------------------------------------------------

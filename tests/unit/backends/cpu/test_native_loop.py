@@ -65,14 +65,14 @@ def test_stablehlo_style_loop_with_pass_through(n: int) -> None:
 
 
 def test_loop_with_fallback_op_stays_in_python() -> None:
-    # complex remainder runs on the interpreter: real(complex(v2, v2) % 1e30) is v2.
+    # A dynamic_reshape whose size is known only at run time (always [8]: clamp(8, i, 8))
+    # runs on the interpreter; it is the identity on v2.
     text = SHLO_LOOP.replace("%v3 = stablehlo.add %v2, %v : tensor<8xf32>",
-                             "%cx = stablehlo.complex %v2, %v2 : tensor<8xcomplex<f32>>\n"
-                             "      %c1 = stablehlo.constant dense<(1.0e30, 0.0)> : "
-                             "tensor<8xcomplex<f32>>\n"
-                             "      %cp = stablehlo.remainder %cx, %c1 : tensor<8xcomplex<f32>>\n"
-                             "      %v3 = stablehlo.real %cp : (tensor<8xcomplex<f32>>) -> "
-                             "tensor<8xf32>")
+                             "%k8 = stablehlo.constant dense<8> : tensor<1xi32>\n"
+                             "      %ii = stablehlo.reshape %i : (tensor<i32>) -> tensor<1xi32>\n"
+                             "      %sz = stablehlo.clamp %k8, %ii, %k8 : tensor<1xi32>\n"
+                             "      %v3 = stablehlo.dynamic_reshape %v2, %sz : (tensor<8xf32>, "
+                             "tensor<1xi32>) -> tensor<8xf32>")
     cpu = xlapy.compile(text, backend="cpu")
     assert "native while loop" not in cpu._exe.explain()
     x = np.arange(8, dtype=np.float32)
@@ -130,16 +130,16 @@ func.func @main(%n: tensor<i32>, %step: tensor<i32>) -> tensor<i32> {
   return %r#0 : tensor<i32>
 }
 """
-# The same with a fallback op (complex remainder) in the body: the cpu backend drives this loop
-# from Python.
+# The same with a fallback op (a dynamic_reshape whose size is known only at run time, the
+# identity on i) in the body: the cpu backend drives this loop from Python.
 FALLBACK_STEP_LOOP = STEP_LOOP.replace(
     "%i2 = stablehlo.add %i, %s : tensor<i32>",
-    "%f = stablehlo.convert %i : (tensor<i32>) -> tensor<f32>\n"
-    "      %c = stablehlo.complex %f, %f : tensor<complex<f32>>\n"
-    "      %big = stablehlo.constant dense<(1.0e30, 0.0)> : tensor<complex<f32>>\n"
-    "      %cp = stablehlo.remainder %c, %big : tensor<complex<f32>>\n"
-    "      %g = stablehlo.real %cp : (tensor<complex<f32>>) -> tensor<f32>\n"
-    "      %d = stablehlo.convert %g : (tensor<f32>) -> tensor<i32>\n"
+    "%k1 = stablehlo.constant dense<1> : tensor<1xi32>\n"
+    "      %ii = stablehlo.reshape %i : (tensor<i32>) -> tensor<1xi32>\n"
+    "      %sz = stablehlo.clamp %k1, %ii, %k1 : tensor<1xi32>\n"
+    "      %dd = stablehlo.dynamic_reshape %ii, %sz : (tensor<1xi32>, tensor<1xi32>) -> "
+    "tensor<1xi32>\n"
+    "      %d = stablehlo.reshape %dd : (tensor<1xi32>) -> tensor<i32>\n"
     "      %i2 = stablehlo.add %d, %s : tensor<i32>")
 
 LOOPS = {"native": ("cpu", STEP_LOOP), "cpu-python": ("cpu", FALLBACK_STEP_LOOP),
