@@ -17,7 +17,7 @@ exp            <= 1       <= 1       Cody-Waite ln2 split, Taylor on |r| <= ln2/
 log            <= 1       <= 1       log(m) = 2 atanh((m-1)/(m+1)), m in [0.7, 1.4],
                                      summed as fdlibm's e_log
 log1p          <= 1       <= 1       log(u) + (x - (u - 1)) / u, u = 1 + x (fdlibm)
-expm1          <= 2       <= 1       (u - 1) * x / log(u), u = exp(x) (Kahan)
+expm1          <= 1       <= 1       Taylor below 1, (2^n - 1) + 2^n expm1(r) above
 tanh           <= 5       <= 4       f32: x P(x^2) / Q(x^2), a (4, 4) rational (as XLA's,
                                      also 5 ulp); f64: odd Chebyshev fit below 0.5,
                                      1 - 2/(e^2x + 1) above
@@ -217,15 +217,30 @@ class Math:
         return self.select_nan(x, out)
 
     def expm1(self, x: ir.Value) -> ir.Value:
+        """Below 1 in magnitude the Taylor series x + x^2 (1/2 + x/6 + ...); above, with
+        x = n ln 2 + r: (2^n - 1) + 2^n expm1(r), one rounding (the fma), expm1(r) by Taylor
+        on |r| <= ln2/2; past 20 (f32; 40 f64) exp(x) - 1. Within 1 ulp (Kahan's
+        (u - 1) x / log(u) measured 2)."""
         b = self.b
-        u = self.exp(x)
-        um1 = b.fsub(u, self.c(1.0))
-        lg = self.log(u)
-        corr = b.fdiv(b.fmul(um1, x), b.select(b.fcmp_ordered("==", lg, self.c(0.0)),
-                                                self.c(1.0), lg))
-        out = b.select(b.fcmp_ordered("==", u, self.c(1.0)), x, corr)
-        out = b.select(b.fcmp_ordered("==", um1, self.c(-1.0)), self.c(-1.0), out)
-        out = b.select(b.fcmp_ordered(">", x, self.c(20.0 if not self.is64 else 40.0)), um1, out)
+        n_small = 21 if self.is64 else 13
+        small = self.fma(b.fmul(x, x), self.horner(
+            [1.0 / math.factorial(k) for k in range(2, n_small)], x), x)
+        lo_clamp = -60.0 if self.is64 else -30.0
+        xc = b.select(b.fcmp_ordered("<", x, self.c(lo_clamp)), self.c(lo_clamp), x)
+        top = 40.0 if self.is64 else 20.0
+        xc = b.select(b.fcmp_ordered(">", xc, self.c(top)), self.c(top), xc)
+        n = self.un("rint", b.fmul(xc, self.c(1.0 / math.log(2.0))))
+        ln2_hi, ln2_lo = _ln2_parts(self.is64)
+        r = self.fma(n, self.c(-ln2_lo), self.fma(n, self.c(-ln2_hi), xc))
+        q = self.fma(b.fmul(r, r), self.horner(
+            [1.0 / math.factorial(k) for k in range(2, 17 if self.is64 else 10)], r), r)
+        ni = b.fptosi(n, self.ity)
+        two_n = b.bitcast(b.shl(b.add(ni, self.ic(self.bias)), self.ic(self.mant)), self.t)
+        mid = self.fma(two_n, q, b.fsub(two_n, self.c(1.0)))
+        big = b.fsub(self.exp(x), self.c(1.0))
+        out = b.select(b.fcmp_ordered(">", x, self.c(top)), big, mid)
+        out = b.select(b.fcmp_ordered("<", self.un("fabs", x), self.c(1.0)), small, out)
+        out = b.select(b.fcmp_ordered("==", x, self.c(0.0)), x, out)  # -0 stays -0
         return self.select_nan(x, out)
 
     def tanh(self, x: ir.Value) -> ir.Value:
