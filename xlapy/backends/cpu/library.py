@@ -49,12 +49,43 @@ def dot_cost(instr: Instruction) -> int:
     return instr.shape.num_elements * k
 
 
+def exact_float(instr: Instruction) -> np.dtype | None:
+    """f32 (else f64) when an integer dot_general computes exactly in it: the operand types'
+    magnitudes times the contracted extent k fit its mantissa (_exact_float)."""
+    lhs, rhs = (o.shape for o in instr.operands)
+    k = int(np.prod([lhs.dimensions[d] for d in instr.attrs.lhs_contracting_dimensions]))
+    if not (lhs.element_type.is_integer and rhs.element_type.is_integer):
+        return None
+    return _exact_float(lhs.dtype, rhs.dtype, k, instr.shape.dtype)
+
+
+def _exact_float(lhs: np.dtype, rhs: np.dtype, k: int, out: np.dtype) -> np.dtype | None:
+    """f32 (else f64) when an integer product of these operand types over k terms computes
+    exactly in it: every partial sum is an integer of magnitude at most max|lhs| max|rhs| k,
+    exact while that is at most 2^24 (2^53), whatever order BLAS adds in. Only for a signed
+    result that holds that bound too (no wraparound to reproduce)."""
+    if lhs.kind not in "iu" or rhs.kind not in "iu" or out.kind != "i" or out.itemsize < 4:
+        return None
+
+    def most(t: np.dtype) -> int:
+        info = np.iinfo(t)
+        return max(-int(info.min), int(info.max))
+
+    bound = most(lhs) * most(rhs) * max(k, 1)
+    if bound > np.iinfo(out).max:
+        return None
+    if bound <= 1 << 24:
+        return np.dtype(np.float32)
+    return np.dtype(np.float64) if bound <= 1 << 53 else None
+
+
 def dot_plan(instr: Instruction, threads: int = 1
              ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
     """A function (lhs, rhs, out) for a dot_general on `threads` threads, or None to fall
     back. Float and complex products run BLAS ?gemm in the accumulation type (operands
     converted first, the result rounded once into `out`); integer and pred products run the
-    JIT integer GEMM (gemm_int.py), exact with wraparound."""
+    JIT integer GEMM (gemm_int.py), exact with wraparound - or BLAS in f32/f64 when no sum
+    can leave the mantissa (`exact_float`), an s8 x s8 -> s32 matmul for one."""
     from xlapy.backends.cpu import gemm_int
 
     a = instr.attrs
@@ -74,6 +105,9 @@ def dot_plan(instr: Instruction, threads: int = 1
     lperm, rperm = lb + lf + lc, rb + rc + rf
     nbatch = int(np.prod(bshape))
     out_dtype = instr.shape.dtype
+    wide = exact_float(instr) if acc.kind in "iu" else None
+    if wide is not None:
+        acc = wide
 
     if acc.kind in "iu":
         iacc = gemm_int.accumulator(et)
@@ -101,7 +135,8 @@ def dot_plan(instr: Instruction, threads: int = 1
     keep: dict[int, Any] = {}
 
     def run(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-        if not same:  # bf16/f16 (or mixed) operands: computed in f32, rounded once
+        if not same:  # bf16/f16 (or mixed) operands: computed in f32, rounded once;
+            # integers within exact_float's bound: exact in f32/f64, converted back
             x, y = _widened(keep, 0, x, acc), _widened(keep, 1, y, acc)
         xv = x.transpose(lperm).reshape((nbatch, m, k))
         yv = y.transpose(rperm).reshape((nbatch, k, n))
@@ -188,7 +223,10 @@ def ragged_dot_plan(instr: Instruction) -> Callable[..., np.ndarray]:
 
 def library_kind(instr: Instruction) -> str | None:
     if instr.opcode == "dot_general" and dot_plan(instr) is not None:
-        return "blas" if dot_accumulator(instr).kind in "fc" else "int gemm"  # type: ignore
+        if dot_accumulator(instr).kind in "fc":  # type: ignore[union-attr]
+            return "blas"
+        wide = exact_float(instr)
+        return "int gemm" if wide is None else f"blas (exact in {wide})"
     if instr.opcode == "convolution":
         from xlapy.backends.cpu.conv_general import conv_route
 
