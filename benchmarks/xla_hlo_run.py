@@ -3,12 +3,12 @@ and both vs XLA, interleaved in one process.
 
     python benchmarks/xla_hlo_run.py [--reps 10] [--only mlp,transformer] [--small]
 
-Each workload of benchmarks/jax_workloads.py (plus an MLP training step with an Adam update)
-is lowered with `jax.jit(f).lower(*args)`; xlapy compiles its StableHLO (`as_text()`) and
-XLA's optimized HLO (`lowered.compile().as_text()`: XLA's fusions, layouts and schedule) with
-the cpu backend. Both results are checked against XLA's, the interpreter fallbacks of each are
-counted, then the three run round-robin. Printed per workload: min ms of each, optimized HLO /
-StableHLO (target <= 1.1) and optimized HLO / XLA.
+Each workload of benchmarks/jax_workloads.py, plus training steps (an MLP with an Adam
+update, a small ResNet with SGD), is lowered with `jax.jit(f).lower(*args)`; xlapy compiles
+its StableHLO (`as_text()`) and XLA's optimized HLO (`lowered.compile().as_text()`: XLA's
+fusions, layouts and schedule) with the cpu backend. Both results are checked against XLA's,
+the interpreter fallbacks of each are counted, then the three run round-robin. Printed per
+workload: min ms of each, optimized HLO / StableHLO (target <= 1.1) and optimized HLO / XLA.
 """
 
 from __future__ import annotations
@@ -66,7 +66,47 @@ def adam_step(small: bool) -> Case:
     return Case(f, (*params, *moments, x, y), flops=flops, tol=1e-4)
 
 
-WORKLOADS = {**JAX_WORKLOADS, "adam_step": adam_step}
+def resnet_step(small: bool) -> Case:
+    """One SGD step of a small ResNet (NHWC 32x32, 16 channels, batch 16): a stem conv, two
+    residual blocks of two 3x3 convs with a per-channel scale and bias, global average
+    pooling, a dense softmax classifier; value_and_grad, then the parameter update."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    b, hw, ch, c = (2, 8, 4, 3) if small else (16, 32, 16, 10)
+    rng = _rng()
+    convs = [(3, 3, 3, ch)] + [(3, 3, ch, ch)] * 4
+    params = [_normal(rng, s, 1 / math.sqrt(9 * s[2])) for s in convs]
+    params += [np.ones(ch, np.float32), np.zeros(ch, np.float32)] * 4
+    params += [_normal(rng, (ch, c), 1 / math.sqrt(ch)), np.zeros(c, np.float32)]
+    x = _normal(rng, (b, hw, hw, 3))
+    y = rng.integers(0, c, b).astype(np.int32)
+    n = len(params)
+
+    def conv(h: Any, w: Any) -> Any:
+        return lax.conv_general_dilated(h, w, (1, 1), "SAME",
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def loss(ps: Any, x: Any, y: Any) -> Any:
+        h = jax.nn.relu(conv(x, ps[0]))
+        for blk in range(2):
+            w1, w2 = ps[1 + 2 * blk], ps[2 + 2 * blk]
+            s1, b1, s2, b2 = ps[5 + 4 * blk: 9 + 4 * blk]
+            r = jax.nn.relu(conv(h, w1) * s1 + b1)
+            h = jax.nn.relu(h + conv(r, w2) * s2 + b2)
+        logits = jnp.mean(h, (1, 2)) @ ps[-2] + ps[-1]
+        return -jnp.mean(jnp.sum(jax.nn.one_hot(y, c) * jax.nn.log_softmax(logits), -1))
+
+    def f(*a: Any) -> Any:
+        val, gs = jax.value_and_grad(loss)(list(a[:n]), a[n], a[n + 1])
+        return (val, *[p - 0.05 * g for p, g in zip(a[:n], gs)])
+
+    flops = 3 * 2.0 * b * hw * hw * 9 * (3 * ch + 4 * ch * ch)
+    return Case(f, (*params, x, y), flops=flops, tol=1e-4)
+
+
+WORKLOADS = {**JAX_WORKLOADS, "adam_step": adam_step, "resnet_step": resnet_step}
 
 
 def bench_one(name: str, reps: int, small: bool) -> dict[str, Any]:

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from xlapy.hlo_text import attrs as A
 from xlapy.hlo_text.importer import InstrContext
 from xlapy.hlo_text.opcodes import make, reads
-from xlapy.ir import Instruction
-from xlapy.ops.attrs import ChannelHandle, ChannelType
+from xlapy.ir import Computation, Instruction
+from xlapy.ops.attrs import ChannelHandle, ChannelType, ComparisonDirection, ComparisonType
 from xlapy.ops.base import OPS
 from xlapy.ops.misc import SendRecvAttrs
-from xlapy.types import Shape
+from xlapy.types import ElementType, Shape
 
 
 # ---- topk ----------------------------------------------------------------------------------------
@@ -45,6 +47,10 @@ def custom_top_k(c: InstrContext, called: list[Any]) -> Any:
     d = x.shape.rank - 1
     k = out.tuple_shapes[0].dimensions[-1] if out.tuple_shapes[0].rank else 0
     idx_t = out.tuple_shapes[1].element_type
+    largest = top_k_order(called[0])
+    if largest is not None and idx_t is ElementType.S32:
+        _ensure_chlo()  # XLA's own comparator: chlo.top_k (a partial selection, no full sort)
+        return c.finish(c.add("chlo.top_k", [x], make("chlo.top_k", k=k, largest=largest)))
     iota = c.add("iota", [], make("iota", shape=Shape.array(idx_t, x.shape.dimensions),
                                   iota_dimension=d))
     srt = c.add("sort", [x, iota], make("sort", dimension=d, is_stable=True), called)
@@ -55,6 +61,50 @@ def custom_top_k(c: InstrContext, called: list[Any]) -> Any:
         parts.append(c.add("slice", [e], make("slice", start_indices=(0,) * e.shape.rank,
                                               limit_indices=lim, strides=(1,) * e.shape.rank)))
     return c.finish(c.add("tuple", parts))
+
+
+def top_k_order(comp: Computation) -> bool | None:
+    """Whether a TopK comparator is XLA's own: its first operands compared GT (True: the
+    largest first) or LT (False) in total order, ties left to the stable sort's index order
+    (the index operands unused) -- chlo.top_k's order. Total order as XLA prints it: a
+    TOTALORDER compare, integers compared as they are, or floats' bits made a signed key
+    (`select(bits < 0, bits ^ INT_MAX, bits)`, what XLA's optimized HLO holds). Else None."""
+    params = {p.parameter_number: p for p in comp.parameters}
+    root = comp.root
+    if len(params) != 4 or root is None or root.opcode != "compare":
+        return None
+    direction = root.attrs.comparison_direction
+    if direction not in (ComparisonDirection.GT, ComparisonDirection.LT):
+        return None
+    total = root.attrs.compare_type is ComparisonType.TOTALORDER
+    if not all(_total_key(o, params[n], total) for o, n in zip(root.operands, (0, 1))):
+        return None
+    return direction is ComparisonDirection.GT
+
+
+def _total_key(v: Instruction, p: Instruction, total: bool) -> bool:
+    """`v` orders the values of parameter `p` in total order (see top_k_order)."""
+    et = p.shape.element_type
+    if v is p:
+        return total or et.is_integer
+    if v.opcode != "select" or not et.is_float:
+        return False
+    cond, flipped, bits = v.operands
+    if bits.opcode != "bitcast_convert" or bits.operands[0] is not p \
+            or not bits.shape.element_type.is_signed or bits.shape.element_type.bits != et.bits:
+        return False
+    imax = np.iinfo(bits.shape.dtype).max
+    return (cond.opcode == "compare" and cond.operands[0] is bits
+            and cond.attrs.comparison_direction is ComparisonDirection.LT
+            and _constant(cond.operands[1]) == 0 and flipped.opcode == "xor"
+            and bits in flipped.operands
+            and any(_constant(o) == imax for o in flipped.operands if o is not bits))
+
+
+def _constant(v: Instruction) -> int | None:
+    if v.opcode != "constant" or v.shape.rank != 0:
+        return None
+    return int(v.attrs.literal.to_numpy())
 
 
 # ---- send / recv ---------------------------------------------------------------------------------
