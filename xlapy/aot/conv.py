@@ -1,14 +1,16 @@
 """convolution as one LLVM loop nest in the object: the JIT's convolution (conv_general.py)
 prepares padded channels-last copies in numpy per call, which an object file cannot carry.
 
-`void conv(i8* lhs, i8* rhs, i8* out, i8* acc)` for any stablehlo.convolution on real or
-integer types (window strides, padding, lhs / rhs dilation, window reversal, feature and
-batch groups, any number of spatial dimensions, any dimension numbers). Per output pixel
-(batch, spatial index) the output features accumulate in `acc` (O elements of the
-accumulation type, the caller's scratch): for each window position inside the (dilated,
-padded) input and each input channel of a group, the input element times the kernel's row
-of that group's output features, added along the output features (the innermost loop: LLVM
-vectorizes it when the kernel's output feature dimension is contiguous, as in HWIO). The
+`void conv(i8* lhs, i8* rhs, i8* out, i8* acc)` for any stablehlo.convolution on real,
+complex or integer types (window strides, padding, lhs / rhs dilation, window reversal,
+feature and batch groups, any number of spatial dimensions, any dimension numbers). Per
+row of output pixels (batch, spatial index but the last; R pixels along the last) the
+output features accumulate in `acc` (R * O elements of the accumulation type, the caller's
+scratch): for each window position and each C_STEPS input channels of a group, for each
+pixel of the row whose input position is inside the (dilated, padded) input, the input
+elements times the kernel's rows of that group's output features, added along the output
+features (the innermost loop: LLVM vectorizes it when the kernel's output feature
+dimension is contiguous, as in HWIO; the kernel rows are loaded once per output row). The
 accumulation type is conv_general.compute_dtype (the interpreter's); see gemm.py for the
 conversions.
 """
@@ -24,6 +26,9 @@ from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.llvm_util import I64, for_range, i64
 from xlapy.ir import Instruction
 from xlapy.types.element_type import from_dtype
+
+#: Input channels per pass over a row's accumulators (a quarter of their loads and stores).
+C_STEPS = 4
 
 
 def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function, int]:
@@ -126,25 +131,42 @@ def emit_conv(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Functio
                 feat0 = b.mul(g, i64(geo.ci))
             xbase = b.add(sp, b.mul(batch, i64(ls[dn.input_batch_dimension])))
             o0 = b.mul(g, i64(geo.og))
-            with for_range(b, i64(0), i64(geo.ci), name="c") as c:
-                xc = b.add(xbase, b.mul(b.add(feat0, c), i64(ls[dn.input_feature_dimension])))
-                kb = b.add(koff, b.mul(c, i64(rs[kin])))
+            def block(c0: ir.Value, steps: int) -> None:
+                """Input channels c0 .. c0 + steps in one pass over the row's accumulators."""
+                cs = [b.add(c0, i64(j)) for j in range(steps)]
+                xcs = [b.add(xbase, b.mul(b.add(feat0, c), i64(ls[dn.input_feature_dimension])))
+                       for c in cs]
+                kbs = [b.add(koff, b.mul(c, i64(rs[kin]))) for c in cs]
                 with for_range(b, i64(0), i64(r_len), name="r") as r:
                     if kk is None:
-                        pixel(xc, kb, o0, r)
+                        pixel(xcs, kbs, o0, r)
                     else:
                         p, cond = position(last, r, kk)
                         with b.if_then(cond):
-                            pixel(b.add(xc, b.mul(p, i64(ls[isp[last]]))), kb, o0, r)
+                            step = b.mul(p, i64(ls[isp[last]]))
+                            pixel([b.add(xc, step) for xc in xcs], kbs, o0, r)
 
-    def pixel(xo: ir.Value, kb: ir.Value, o0: ir.Value, r: ir.Value) -> None:
-        x = widen(b, ew.from_storage(b, b.load(b.gep(pl, [xo])), lt), lt, acc_t)
+            full = geo.ci // C_STEPS * C_STEPS
+            if full:
+                with for_range(b, i64(0), i64(full), name="c", step=C_STEPS) as c:
+                    block(c, C_STEPS)
+            if geo.ci > full:
+                with for_range(b, i64(full), i64(geo.ci), name="cr") as c:
+                    block(c, 1)
+
+    def pixel(xos: list[ir.Value], kbs: list[ir.Value], o0: ir.Value, r: ir.Value) -> None:
+        xs = [widen(b, ew.from_storage(b, b.load(b.gep(pl, [xo])), lt), lt, acc_t)
+              for xo in xos]
         arow = b.add(b.mul(r, i64(o_total)), o0)
         with for_range(b, i64(0), i64(geo.og), name="o") as o:
-            y = widen(b, ew.from_storage(b, b.load(b.gep(pr, [b.add(
-                kb, b.mul(b.add(o0, o), i64(rs[kout])))])), rt), rt, acc_t)
+            oo = b.mul(b.add(o0, o), i64(rs[kout]))
             p = b.gep(pa, [b.add(arow, o)])
-            b.store(mac(b, acc_t, b.load(p), x, y), p)
+            v = b.load(p)
+            for x, kb in zip(xs, kbs):
+                y = widen(b, ew.from_storage(b, b.load(b.gep(pr, [b.add(kb, oo)])), rt), rt,
+                          acc_t)
+                v = mac(b, acc_t, v, x, y)
+            b.store(v, p)
 
     def outer(bi: ir.Value, outs: list[ir.Value]) -> None:
         j = len(outs)
