@@ -11,13 +11,10 @@ from tests.fallbacks import ALLOWED as CPU_ALLOWED
 
 _COMPLEX = ("complex element types: the cpu emitters call libm's C99 complex functions by "
             "the x86-64 ABI; no GPU form yet")
-_CONTROL = ("control flow (while/case/if/call) runs its computations on the host; device-side "
-            "loops and conditionals (or per-body gpu executables) are not built yet")
 _LIBRARY = "no GPU library (cuFFT/cuSOLVER) or kernel yet"
 _KERNEL = "no GPU kernel yet (the cpu backend emits its own loop nests, not ported)"
 #: opcode (or opcode:type) -> why it runs on the host in the gpu backend.
 HOST_OPS: dict[str, str] = {
-    **{op: _CONTROL for op in ("while", "case", "if", "call")},
     "fft": _LIBRARY,
     "triangular_solve": _LIBRARY,
     "cholesky": _LIBRARY,
@@ -35,9 +32,18 @@ HOST_OPS: dict[str, str] = {
 
 def host_op_keys(exe: Any) -> list[tuple[str, str]]:
     """(instruction, opcode:type) of every host step of a gpu executable."""
+    out = []
+    for e in exe.tree():
+        out += _keys(e)
+    return out
+
+
+def _keys(exe: Any) -> list[tuple[str, str]]:
     by_name = {i.name: i for i in exe.comp.instructions}
     out = []
-    for name, op in exe.host_ops():
+    for name, op, how in exe.report:
+        if how != "host fallback":
+            continue
         instr = by_name[name]
         shapes = [o.shape for o in instr.operands] + [instr.shape]
         arrays = [s.element_type.shlo_name for s in shapes if s.is_array]

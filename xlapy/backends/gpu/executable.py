@@ -35,6 +35,9 @@ from xlapy.interpreter import RuntimeState
 from xlapy.ir import Computation, Instruction, Module
 
 ALIASING = frozenset({"tuple", "get_tuple_element", "optimization_barrier", "after_all"})
+#: Ops whose computations run as nested gpu executables, the host driving them (reading
+#: a loop's predicate or a branch index back from the device; state stays there).
+CONTROL_FLOW = frozenset({"while", "case", "if", "call"})
 #: The cpu target whose emitters the kernels reuse: no AVX-512 (x86 intrinsics), F16C
 #: (half conversions as fpext/fptrunc, not runtime calls).
 EMIT_TARGET = "x86-64-v3"
@@ -61,6 +64,7 @@ class GpuExecutable:
 
     def __init__(self, comp: Computation, module: Module | None = None,
                  options: dict[str, Any] | None = None, eager_ptx: bool = True) -> None:
+        eager_ptx = eager_ptx and not (options or {}).get("nested")  # the caller's runner
         self.comp = comp
         self.module = module
         self.options = dict(options or {})
@@ -130,6 +134,14 @@ class GpuExecutable:
                 self.steps.append(Step("kernel", instr, s, k.inputs, kernel=k))
                 self.report.append((instr.name, instr.opcode, f"kernel {name} ({k.launch.value})"))
                 continue
+            if instr.opcode in CONTROL_FLOW:
+                opts = {**self.options, "nested": True}
+                subs = [GpuExecutable(c, self.module, opts) for c in instr.called]
+                self.subexecs.extend((instr.name, sub) for sub in subs)
+                self.steps.append(Step("control", instr, s, ins, extra={"subs": subs}))
+                self.report.append((instr.name, instr.opcode,
+                                    "control flow (gpu sub-executables)"))
+                continue
             gemm = cublas.plan(instr)
             if gemm is not None:
                 self.steps.append(Step("cublas", instr, s, ins, gemm=gemm))
@@ -148,8 +160,13 @@ class GpuExecutable:
         return [k.name for k in self.kernel_specs]
 
     def kernels(self) -> list[tuple[str, str]]:
-        """(kernel name, root instruction) of every kernel (as the cpu executable's)."""
-        return [(k.name, k.root.name) for k in self.kernel_specs]
+        """(kernel name, root instruction) of every kernel, nested too (as on cpu)."""
+        return [(k.name, k.root.name) for k in self.kernel_specs] + [
+            k for _, sub in self.subexecs for k in sub.kernels()]
+
+    def tree(self) -> list[GpuExecutable]:
+        """This executable and those its control flow runs, depth first."""
+        return [self] + [e for _, sub in self.subexecs for e in sub.tree()]
 
     def ptx(self, arch: str = nvptx.DEFAULT_ARCH) -> str:
         """The PTX of every kernel, for `arch` (compiled once per architecture)."""
@@ -163,13 +180,17 @@ class GpuExecutable:
 
     # ---- introspection ----
     def explain(self) -> str:
-        """One line per instruction: how it runs on the GPU."""
-        return "\n".join([f"computation {self.comp.name}:"] + [
-            f"  {name:24s} {op:24s} {how}" for name, op, how in self.report])
+        """One line per instruction: how it runs on the GPU; then the called computations."""
+        lines = [f"computation {self.comp.name}:"] + [
+            f"  {name:24s} {op:24s} {how}" for name, op, how in self.report]
+        for owner, sub in self.subexecs:
+            lines += [f"-- called by %{owner}", sub.explain()]
+        return "\n".join(lines)
 
     def host_ops(self) -> list[tuple[str, str]]:
-        """(instruction, opcode) of every op that runs on the host."""
-        return [(n, op) for n, op, how in self.report if how == "host fallback"]
+        """(instruction, opcode) of every op that runs on the host, nested too."""
+        return [(n, op) for n, op, how in self.report if how == "host fallback"] + [
+            h for _, sub in self.subexecs for h in sub.host_ops()]
 
     fallbacks = host_ops
 

@@ -35,7 +35,9 @@ class DeviceArray:
 
     @classmethod
     def from_host(cls, dev: driver.Device, value: np.ndarray) -> DeviceArray:
-        a = np.ascontiguousarray(value)
+        a = np.asarray(value)  # (not ascontiguousarray: it makes a scalar 1-d)
+        if not a.flags.c_contiguous:
+            a = a.copy(order="C")
         out = cls(dev, a.shape, a.dtype)
         dev.to_device(out.ptr, a.ctypes.data, out.nbytes)
         return out
@@ -44,6 +46,19 @@ class DeviceArray:
         out = np.empty(self.shape, self.dtype)
         self.dev.to_host(out.ctypes.data, self.ptr, self.nbytes)
         return out
+
+    # Host code reading a device value (a loop predicate, a branch index) copies it out.
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.to_host()
+        return a if dtype is None else a.astype(dtype)
+
+    def __bool__(self) -> bool:
+        return bool(self.to_host())
+
+    def __int__(self) -> int:
+        return int(self.to_host())
+
+    __index__ = __int__
 
     def __del__(self) -> None:
         try:
@@ -57,6 +72,14 @@ def to_host(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(to_host(v) for v in value)
     return value.to_host() if isinstance(value, DeviceArray) else value
+
+
+class _DeviceContext(FallbackContext):
+    """EvalContext of a control-flow step: its computations run as gpu sub-executables on
+    device values (the op's host code reads predicates and indices through __array__)."""
+
+    def call(self, index: int, *args: Any) -> Any:
+        return self.subs[index].run_on_device(list(args), self.runtime)
 
 
 class _Table:
@@ -151,6 +174,12 @@ class Runner:
             vals[step.out] = TOKEN_VALUE
         else:  # optimization_barrier
             vals[step.out] = vals[ins[0]] if len(ins) == 1 else tuple(vals[i] for i in ins)
+
+    def _control(self, step: Any, vals: list[Any], rt: Any, pr: Any) -> None:
+        instr = step.instr
+        ctx = _DeviceContext(instr, step.extra["subs"], rt, pr)
+        vals[step.out] = OPS[instr.opcode].evaluate([vals[i] for i in step.ins], instr.attrs,
+                                                    instr.shape, ctx)
 
     def _host(self, step: Any, vals: list[Any], rt: Any, pr: Any) -> None:
         instr = step.instr

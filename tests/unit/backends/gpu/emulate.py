@@ -47,7 +47,11 @@ class FakeDevice:
         self.engines: list[Any] = []
         self.launches: list[tuple[str, int, int]] = []
         self._names: dict[int, str] = {}
-        self._exe: Any = None
+        self.exes: list[Any] = []
+
+    def register(self, exe: Any) -> None:
+        """The executable (and those its control flow runs) whose kernels it will load."""
+        self.exes += exe.tree()
 
     def activate(self) -> None:
         pass
@@ -82,7 +86,9 @@ class FakeDevice:
             for name in (f32, f64):
                 base = name[len("__nv_"):]
                 llvm.add_symbol(name, ctypes.cast(getattr(libm, base), ctypes.c_void_p).value)
-        ref = llvm.parse_assembly(_host_ir(self._exe.ir))
+        exe = next(e for e in self.exes if e.kernel_specs
+                   and e.ptx(self.arch).encode() + b"\0" == image)
+        ref = llvm.parse_assembly(_host_ir(exe.ir))
         ref.link_in(llvm.parse_assembly(_SUPPORT))
         ref.verify()
         tm = llvm.Target.from_default_triple().create_target_machine()
@@ -129,7 +135,7 @@ def run(exe: Any, args: list[Any], monkeypatch: Any) -> tuple[Any, FakeDevice]:
     from xlapy.backends.gpu import driver, runtime
 
     dev = FakeDevice()
-    dev._exe = exe
+    dev.register(exe)
     monkeypatch.setattr(driver, "device", lambda: dev)
     monkeypatch.setattr(cublas, "run", numpy_gemm)
     exe._runtime = None

@@ -50,7 +50,7 @@ def test_elementwise_and_reductions(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(0)
     x, y = (rng.standard_normal((3, 5, 70)).astype(np.float32) for _ in range(2))
     dev = _check(text, [x, y], monkeypatch)
-    kinds = sorted(how.split("(")[-1] for _, _, how in dev._exe.report if "kernel" in how)
+    kinds = sorted(how.split("(")[-1] for _, _, how in dev.exes[0].report if "kernel" in how)
     assert kinds == ["block)", "block)", "elements)", "elements)", "elements)"]
 
 
@@ -124,7 +124,7 @@ def test_results_stay_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     }"""
     exe = xlapy.compile(text, backend="gpu")._exe
     dev = emulate.FakeDevice()
-    dev._exe = exe
+    dev.register(exe)
     monkeypatch.setattr(driver, "device", lambda: dev)
     monkeypatch.setattr(cublas, "run", emulate.numpy_gemm)
     x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
@@ -150,7 +150,7 @@ def test_client_keeps_results_on_the_device(monkeypatch: pytest.MonkeyPatch) -> 
       return %y : tensor<5xf32>
     }"""
     exe = client.compile(xlapy.compile(text, backend="interpreter")._exe.module)
-    dev._exe = exe.compiled
+    dev.register(exe.compiled)
     x = np.arange(5, dtype=np.float32)
     sq = exe.execute([x])
     assert isinstance(sq.device_value, runtime.DeviceArray)
@@ -164,3 +164,39 @@ def test_client_keeps_results_on_the_device(monkeypatch: pytest.MonkeyPatch) -> 
     quad.deallocate()
     with pytest.raises(xlapy.XlapyError, match="deallocated"):
         client.transfer_to_client(quad)
+
+
+def test_control_flow_runs_gpu_sub_executables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A while loop (its body a kernel, its predicate read back per step) and an if: their
+    computations are gpu executables on device values, nothing runs on the host."""
+    text = """
+    func.func @main(%x: tensor<16xf32>, %n: tensor<i32>) -> (tensor<16xf32>, tensor<i32>) {
+      %zero = stablehlo.constant dense<0> : tensor<i32>
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %r:2 = stablehlo.while(%i = %zero, %v = %x) : tensor<i32>, tensor<16xf32>
+        cond {
+          %c = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+          stablehlo.return %c : tensor<i1>
+        } do {
+          %i1 = stablehlo.add %i, %one : tensor<i32>
+          %h = stablehlo.constant dense<0.5> : tensor<16xf32>
+          %t = stablehlo.tanh %v : tensor<16xf32>
+          %v1 = stablehlo.add %t, %h : tensor<16xf32>
+          stablehlo.return %i1, %v1 : tensor<i32>, tensor<16xf32>
+        }
+      %p = stablehlo.compare GT, %r#0, %one : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %o = "stablehlo.if"(%p) ({
+        %neg = stablehlo.negate %r#1 : tensor<16xf32>
+        stablehlo.return %neg : tensor<16xf32>
+      }, {
+        stablehlo.return %r#1 : tensor<16xf32>
+      }) : (tensor<i1>) -> tensor<16xf32>
+      return %o, %r#0 : tensor<16xf32>, tensor<i32>
+    }"""
+    x = np.linspace(-2, 2, 16, dtype=np.float32)
+    for n in (0, 1, 5):
+        dev = _check(text, [x, np.int32(n)], monkeypatch)
+        exe = dev.exes[0]
+        assert exe.host_ops() == []
+        hows = {op: how for _, op, how in exe.report}
+        assert hows["while"] == hows["if"] == "control flow (gpu sub-executables)"

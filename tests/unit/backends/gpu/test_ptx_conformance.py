@@ -35,10 +35,9 @@ def _planned() -> tuple[list[tuple[str, str, list[str]]], list[tuple[str, str, s
         module = parse_module(text, cid.split(":")[0], None, offset, None)
         verify_module_lenient(module)
         for name in entry_functions(module, None):
-            exe = gpu.compile_function(module, module.get(name), eager_ptx=False)
-            host += [(cid, n, key) for n, key in host_op_keys(exe)]
-            if exe.kernel_specs:
-                irs.append((cid, exe.ir, exe.kernel_names()))
+            top = gpu.compile_function(module, module.get(name), eager_ptx=False)
+            host += [(cid, n, key) for n, key in host_op_keys(top)]
+            irs += [(cid, e.ir, e.kernel_names()) for e in top.tree() if e.kernel_specs]
     return irs, host
 
 
