@@ -30,7 +30,7 @@ SAME_AS_XLA = ("dot_2d_mesh", "dot_contracting_x8", "reduce_sum_sharded_dim",
                "reduce_max_other_dim", "int_sum", "constraint_all_gather",
                "mlp_data_tensor_parallel", "megatron_layer", "conv_net", "uneven_rows_sum",
                "cumsum_sharded_axis", "conv_spatial_halo", "dot_reduce_scatter",
-               "embedding_lookup", "embedding_vocab_sharded", "scan_rnn")
+               "embedding_lookup", "embedding_vocab_sharded", "scan_rnn", "argmax_rows")
 
 
 @pytest.fixture(scope="session")

@@ -332,20 +332,39 @@ class Partitioner:
         return res, s.keep_dims(keep, rank, d)
 
     def _reduce_whole_dims(self, i: Instruction) -> tuple[Instruction, AnySharding] | None:
-        """A reduction whose reduced dims are made whole first (other dims keep tiles)."""
+        """A reduction (variadic, or with a reducer all_reduce cannot apply) over tiled
+        dims in two steps, as XLA: each partition reduces its tile, the partial results are
+        all-gathered along a new last dim and reduced again with the same reducer."""
         n = len(i.operands) // 2
         x0, s = self.val[id(i.operands[0])]
         if not _is_tiled(s):
             return None
-        dims = set(i.attrs.dimensions)
-        rank = i.operands[0].shape.rank
-        d = self.ctx.devices
+        dims = list(i.attrs.dimensions)
+        src = i.operands[0].shape.dimensions
+        rank, d, e = len(src), self.ctx.devices, self.ctx.e
         keep = [k for k in range(rank) if k not in dims]
-        s2 = s.keep_dims(keep, rank, d).place_dims({j: k for j, k in enumerate(keep)}, rank, d)
-        ops = [self.want(o, s2) for o in i.operands[:n]]
-        ops += [self.want(o, REPLICATED) for o in i.operands[n:]]
+        tiled = [k for k in dims if s.tiles[k] > 1]
+        inits = [self.want(o, REPLICATED) for o in i.operands[n:]]
+        ins = [self.ctx.mask_padding(self.want(o, s), s, tiled, src, init)
+               for o, init in zip(i.operands[:n], inits)]
+        local = self.emit(i, ins + inits)
         out_s = s.keep_dims(keep, rank, d)
-        return self.emit(i, ops), (out_s if n == 1 else (out_s,) * n)
+        if not tiled:
+            return local, (out_s if n == 1 else (out_s,) * n)
+        parts = [local] if n == 1 else [e.op("get_tuple_element", local, index=j)
+                                        for j in range(n)]
+        groups = subgroups(s, tiled, d)
+        gathered = []
+        for p in parts:
+            col = e.op("reshape", p, shape=p.shape.dimensions + (1,))
+            gathered.append(self.ctx.all_gather(col, p.shape.rank, groups))
+        from xlapy.ir import make_instruction
+
+        last = (len(keep),)
+        res = self.out.add(make_instruction("reduce", gathered + inits,
+                                            replace(i.attrs, dimensions=last), i.called,
+                                            i.name))
+        return res, (out_s if n == 1 else (out_s,) * n)
 
     def _passthrough(self, i: Instruction, whole: set[int]) -> tuple[Instruction, AnySharding]:
         """Ops that map dim k of each operand to dim k of the result: tiles kept on dims not
