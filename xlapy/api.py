@@ -151,7 +151,7 @@ def compile(program: Any, backend: str | None = None, entry: str | None = None,
     if has_shardings(module):  # GSPMD / Shardy shardings: partitioned, run on a grid
         from xlapy.distributed.sharded import ShardedProgram
 
-        return ShardedProgram(module, backend)  # type: ignore[return-value]
+        return ShardedProgram(module, backend, options)  # type: ignore[return-value]
     return CompiledProgram(module, backend, options)
 
 

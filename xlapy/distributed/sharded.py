@@ -59,9 +59,13 @@ class ShardedProgram:
     """`prog(*global_arrays)` -> global results; `prog.run_shards(per_partition_args)` ->
     each partition's results; `num_partitions`, `partition_text(i)`, `cost_report()`."""
 
-    def __init__(self, module: Module, backend: str = "cpu") -> None:
+    def __init__(self, module: Module, backend: str = "cpu",
+                 options: dict[str, Any] | None = None) -> None:
+        """`options`: {"spmd_strict": True} makes an op that would run on whole operands an
+        error instead of an entry of `spmd.replicated`."""
         self.global_module = module
-        self.spmd: SpmdModule = partition_module(module)
+        self.spmd: SpmdModule = partition_module(module, bool((options or {}).get(
+            "spmd_strict")))
         self.module = self.spmd.module
         self.backend = backend if backend in ("cpu", "interpreter") else "cpu"
         self.num_partitions = int(self.module.num_partitions or 1)

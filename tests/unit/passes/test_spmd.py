@@ -112,6 +112,9 @@ def test_sort_keeps_tiles_of_other_dims(dim: int) -> None:
     if dim == 0:
         assert any(r.startswith("sort") for r in prog.spmd.replicated)
         assert "runs on whole operands: sort" in prog.cost_report()
+        with pytest.raises(Unimplemented, match=r"sort %s \(whole along dims \[0\]\) with "
+                                                r"operands sharded \{devices=\[2,1\]"):
+            xlapy.compile(text, backend="cpu", options={"spmd_strict": True})
     else:
         assert prog.spmd.collectives == [] and prog.spmd.replicated == []
 

@@ -49,7 +49,9 @@ class SpmdModule:
     replicated: list[str] = field(default_factory=list)
 
 
-def partition_module(module: Module) -> SpmdModule:
+def partition_module(module: Module, strict: bool = False) -> SpmdModule:
+    """`strict`: an op the partitioner would run on whole (gathered) operands is an error
+    (Unimplemented naming it and its operands' shardings) instead of listed."""
     m = module.clone()
     n_parts, n_reps = int(m.num_partitions or 1), int(m.num_replicas or 1)
     CallInliner().run(m)
@@ -61,7 +63,7 @@ def partition_module(module: Module) -> SpmdModule:
             raise Unimplemented(f"sharding custom calls inside {c.name} (a region of a loop "
                                 "or conditional) are not supported")
     result = m.meta.get("result_shardings", {}).get(entry.name, [])
-    part = Partitioner(m, entry, n_parts, n_reps, result)
+    part = Partitioner(m, entry, n_parts, n_reps, result, strict=strict)
     new = part.run()
     out = Module(m.name)
     out.num_partitions, out.num_replicas = n_parts, n_reps

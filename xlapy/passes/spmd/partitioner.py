@@ -42,13 +42,14 @@ _REDUCERS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
 class Partitioner:
     def __init__(self, module: Module, comp: Computation, num_partitions: int,
                  num_replicas: int = 1, result: Sequence[AnySharding | None] = (),
-                 params: Sequence[AnySharding] | None = None, parent: Ctx | None = None
-                 ) -> None:
+                 params: Sequence[AnySharding] | None = None, parent: Ctx | None = None,
+                 strict: bool = False) -> None:
         """`params`: the parameters' shardings (a loop body's), else from the program;
-        `parent`: the enclosing program's context (shared channel ids and counts)."""
+        `parent`: the enclosing program's context (shared channel ids and counts);
+        `strict`: an op that would run on whole operands is an Unimplemented error."""
         self.src = comp
         self.out = Computation(comp.name + ("_spmd" if parent else ""))
-        self.ctx = Ctx(module, self.out, num_partitions, num_replicas, parent)
+        self.ctx = Ctx(module, self.out, num_partitions, num_replicas, parent, strict)
         seeds = {id(p): s for p, s in zip(comp.parameters, params)} if params else {}
         self.prop = Propagation(comp, self.ctx.devices, result, seeds)
         self.result = list(result)
@@ -97,6 +98,9 @@ class Partitioner:
             self._cache[key] = self.ctx.reshard(x, cur, tgt, o.shape)
         return self._cache[key]
 
+    def _shardings(self, i: Instruction) -> list[AnySharding]:
+        return [self.val[id(o)][1] for o in i.operands]
+
     def target(self, i: Instruction) -> Sharding:
         s = self.prop.get(i)
         return s if isinstance(s, Sharding) else REPLICATED
@@ -135,7 +139,7 @@ class Partitioner:
         """The op on whole operands (all-gathered); its result replicated."""
         tiled = [o for o in i.operands if _is_tiled(self.val[id(o)][1])]
         if tiled or (self.target(i).is_tiled and i.shape.is_array):
-            self.ctx.replicated.append(f"{i.opcode} %{i.name}")
+            self.ctx.whole(i, "", self._shardings(i))
         ops = [self.want(o, _replicated_like(o.shape)) for o in i.operands]
         return self.emit(i, ops), _replicated_like(i.shape)
 
@@ -378,8 +382,7 @@ class Partitioner:
         s = s.place_dims({k: k for k in range(rank) if k not in whole}, rank, d)
         if any(_is_tiled(self.val[id(o)][1]) and o.shape.rank == rank and
                any(self.val[id(o)][1].tiles[k] > 1 for k in whole) for o in i.operands):
-            self.ctx.replicated.append(f"{i.opcode} %{i.name} (whole along dims "
-                                       f"{sorted(whole)})")
+            self.ctx.whole(i, f"whole along dims {sorted(whole)}", self._shardings(i))
         ops = [self.want(o, s if o.shape.rank == rank else REPLICATED) for o in i.operands]
         out = self.emit(i, ops, self._local_attrs(i, s))
         return out, (tuple(s for _ in i.shape.tuple_shapes) if i.shape.is_tuple else s)
@@ -451,7 +454,7 @@ class Partitioner:
             masked = self._gather_tiled_index(i, out, ws, wi, indexed)
             if masked is not None:
                 return masked, out
-            self.ctx.replicated.append(f"gather %{i.name} (indexed dims whole)")
+            self.ctx.whole(i, "indexed dims whole", self._shardings(i))
         local = local_dims(src, ws)
         sizes = tuple(local[k] if k in op_map else i.attrs.slice_sizes[k]
                       for k in range(len(src)))

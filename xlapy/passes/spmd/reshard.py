@@ -63,7 +63,8 @@ class Ctx:
     tables, reducers); counts the collectives it inserts."""
 
     def __init__(self, module: Module, comp: Computation, num_partitions: int,
-                 num_replicas: int = 1, parent: Ctx | None = None) -> None:
+                 num_replicas: int = 1, parent: Ctx | None = None, strict: bool = False
+                 ) -> None:
         self.module = module
         self.comp = comp
         self.e = Emitter(comp)
@@ -76,6 +77,19 @@ class Ctx:
         self._reducers: dict[Any, Computation] = parent._reducers if parent else {}
         self.collectives: list[tuple[str, Shape, int]] = parent.collectives if parent else []
         self.replicated: list[str] = parent.replicated if parent else []
+        self.strict = parent.strict if parent else strict
+
+    def whole(self, i: Instruction, why: str, shardings: Sequence[AnySharding]) -> None:
+        """Record that `i` runs on whole (gathered) operands; under `strict` that is an
+        error naming the op and its operands' shardings."""
+        what = f"{i.opcode} %{i.name}" + (f" ({why})" if why else "")
+        if self.strict:
+            from xlapy.ir.sharding import to_text
+
+            raise Unimplemented(f"SPMD partitioning of {what} with operands sharded "
+                                f"{', '.join(map(to_text, shardings))}: it would run on whole "
+                                "operands (strict partitioning)")
+        self.replicated.append(what)
 
     # ---- ids and offsets ----------------------------------------------------------------------
     def pid(self) -> Instruction:
