@@ -64,6 +64,7 @@ class ShardedProgram:
         """`options`: {"spmd_strict": True} makes an op that would run on whole operands an
         error instead of an entry of `spmd.replicated`."""
         self.global_module = module
+        self.options = {k: v for k, v in (options or {}).items() if k != "spmd_strict"}
         self.spmd: SpmdModule = partition_module(module, bool((options or {}).get(
             "spmd_strict")))
         self.module = self.spmd.module
@@ -116,9 +117,9 @@ class ShardedProgram:
     def executable(self) -> Any:
         """The cpu backend's executable of the per-partition program (compiled once)."""
         if self._exe is None:
-            from xlapy.backends.cpu.executable import CpuExecutable
+            from xlapy.backends import get_backend
 
-            self._exe = CpuExecutable(self.module.entry_computation())
+            self._exe = get_backend("cpu").compile(self.module, self.options)
         return self._exe
 
     def fallbacks(self) -> list[tuple[str, str]]:
@@ -157,7 +158,8 @@ class ShardedProgram:
     def memory(self) -> dict[str, int]:
         """Bytes one partition's program holds on the cpu backend (arguments, constants,
         the arena of temporaries, results)."""
-        return executable_memory(self.executable(), self.module.entry_computation())
+        exe = self.executable()
+        return executable_memory(exe, exe.comp)
 
     def collective_bytes(self) -> list[tuple[str, str, int]]:
         """Every collective of the per-partition program (inserted by the partitioner or
