@@ -20,8 +20,7 @@ HOST_OPS: dict[str, str] = {
     "cholesky": _LIBRARY,
     "custom_call": _LIBRARY,
     **{op: _KERNEL for op in ("sort", "scatter", "select_and_scatter", "reduce_window",
-                              "convolution", "chlo.ragged_dot", "gather", "rng_bit_generator",
-                              "reduce_precision")},
+                              "convolution", "chlo.ragged_dot")},
     "reduce": "reduces with several operands or a reducer that is not one binary op "
               "(the cpu backend's region emitters are not ported)",
     "dot_general": "integer, mixed-type or several-contracting-dimension dots (cuBLAS "
