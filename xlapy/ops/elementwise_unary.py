@@ -48,9 +48,14 @@ def _negate(x: np.ndarray, et: ElementType) -> np.ndarray:
 
 
 def _sign(x: np.ndarray) -> np.ndarray:
-    """-1/0/+1 keeping signed zeros and NaN; complex x / |x|."""
+    """-1/0/+1 keeping signed zeros and NaN; complex: XLA's (re / |z|, im / |z|), each part
+    divided by the real |z| (one rounding; an infinite part gives NaN + 0i, as XLA), z itself
+    where |z| is 0."""
     if x.dtype.kind == "c":
-        return np.where(x == 0, 0, x / np.abs(x))  # type: ignore[no-any-return]
+        a = np.abs(x)
+        with np.errstate(all="ignore"):
+            q = make_complex(x.real / a, x.imag / a, x.dtype)
+        return np.where(a == 0, x, q)  # type: ignore[no-any-return]
     out = np.sign(x)
     if x.dtype.kind == "f":
         keep = np.abs(out) != 1  # zeros (np.sign drops the sign of -0) and NaN
@@ -84,6 +89,24 @@ def _cbrt(x: np.ndarray) -> np.ndarray:
 def _rsqrt(x: np.ndarray) -> np.ndarray:
     s = np.sqrt(x)
     return np.divide(np.ones((), x.dtype), s, out=s)  # type: ignore[no-any-return]
+
+
+def _log1p(x: np.ndarray) -> np.ndarray:
+    """log1p; complex: numpy's log(hypot(x + 1, y)) + i atan2(y, x + 1), except where
+    hypot would overflow (max(|x + 1|, |y|) above half the largest finite value), where the
+    real part is log(m) + log1p((n / m)^2) / 2 with m, n the larger and smaller of the two
+    (XLA: log1p(-3.4e38 - 3.4e38i) is 89.069 - 2.356i, not inf)."""
+    out = np.log1p(x)
+    if x.dtype.kind != "c":
+        return out  # type: ignore[no-any-return]
+    with np.errstate(all="ignore"):
+        x1, y = np.abs(x.real + x.real.dtype.type(1)), np.abs(x.imag)
+        m, n = np.maximum(x1, y), np.minimum(x1, y)
+        big = np.isfinite(m) & (m > np.finfo(m.dtype).max / 2)
+        if big.any():
+            r = n[big] / m[big]
+            out.real[big] = np.log(m[big]) + np.log1p(r * r) / 2
+    return out  # type: ignore[no-any-return]
 
 
 def _in_f64(fn: Any) -> Any:
@@ -168,7 +191,7 @@ unary("imag", _FC, _imag, raw=True, typed=True, result_type=_component,
 unary("is_finite", FLOAT, np.isfinite, raw=True, result_type=lambda t: ElementType.PRED,
       doc="stablehlo.is_finite: spec §is_finite; XLA IsFinite.")
 unary("log", _FC, _in_f64(np.log), ftz_real=False, doc="stablehlo.log: spec §log; XLA Log.")
-unary("log_plus_one", _FC, np.log1p, ftz_real=False,
+unary("log_plus_one", _FC, _log1p, ftz_real=False,
       doc="stablehlo.log_plus_one: spec §log_plus_one; XLA Log1p.")
 unary("logistic", _FC, _logistic, daz_real=False,
       doc="stablehlo.logistic: spec §logistic; XLA Logistic.")

@@ -4,7 +4,8 @@ The StableHLO front door registers chlo ops as OpDefs that evaluate directly (sc
 this pass rewrites the ones with an exact-enough decomposition, per element type:
 
 * exact (bit for bit): is_inf / is_pos_inf / is_neg_inf (compares with +-inf), conj
-  (complex(real, -imag); identity on reals), square (x * x), next_after (integer steps on the
+  (complex(real, -imag); identity on reals), square (x * x; complex (re - im)(re + im), 0 where
+  |re| = |im| and re is finite, + i 2 (re im), as XLA), next_after (integer steps on the
   bits), mulhi (8/16/32 bits: the product in 64 bits, shifted; 64 bits: from 32-bit
   halves), top_k (a stable
   sort of (x, iota) by a total-order GT / LT comparator, then slices);
@@ -386,8 +387,15 @@ def _mulhi(g: _G, i: I) -> I | None:
 
 
 def _square(g: _G, i: I) -> I | None:
+    """x * x; complex as XLA: (re - im)(re + im) + i 2 re im (no inf - inf)."""
     (x,) = i.operands
-    return g.multiply(x, x)
+    if not x.shape.element_type.is_complex:
+        return g.multiply(x, x)
+    re, im = g.real(x), g.imag(x)
+    diff = g.multiply(g.subtract(re, im), g.add(re, im))
+    same = g.op("and", g.is_finite(re), g.cmp(g.abs(re), g.abs(im), "EQ"))
+    out_re = g.select(same, g.k(0, re), diff)
+    return g.complex(out_re, g.multiply(g.multiply(re, im), g.k(2, re)))
 
 
 def _top_k(g: _G, i: I, module: Module) -> I | None:

@@ -23,6 +23,7 @@ sin/cos are libm's; numpy's own f32 sin/cos may differ from them by an ulp).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -346,10 +347,22 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
         out_re = b.fsub(b.fmul(_real_call(b, "expm1", re), _real_call(b, "cos", im)),
                         b.fmul(two_a, a))
         return out_re, b.fmul(_real_call(b, "exp", re), _real_call(b, "sin", im))
-    # log_plus_one: log(hypot(x + 1, y)) + i atan2(y, x + 1)
+    # log_plus_one: log(hypot(x + 1, y)) + i atan2(y, x + 1); where hypot would overflow
+    # (m = max(|x + 1|, |y|) finite, above half the largest) log(m) + log1p((n / m)^2) / 2
     x1 = b.fadd(re, ir.Constant(t, 1.0))
-    return (_real_call(b, "log", _real_call(b, "hypot", x1, im)),
+    a, c = _fabs(b, x1), _fabs(b, im)
+    m = b.select(b.fcmp_unordered("<", a, c), c, a)
+    n = b.select(b.fcmp_unordered("<", a, c), a, c)
+    r = b.fdiv(n, m)
+    half = _real_call(b, "log1p", b.fmul(r, r))
+    safe = b.fadd(_real_call(b, "log", m), b.fmul(half, ir.Constant(t, 0.5)))
+    big = b.and_(b.fcmp_ordered(">", m, ir.Constant(t, _half_max(t))), _isfinite(b, m))
+    return (b.select(big, safe, _real_call(b, "log", _real_call(b, "hypot", x1, im))),
             _real_call(b, "atan2", im, x1))
+
+
+def _half_max(t: ir.Type) -> float:
+    return (3.4028234663852886e38 if t == F32 else sys.float_info.max) / 2
 
 
 def _unary(b: ir.IRBuilder, op: str, z: ir.Value) -> ir.Value:
@@ -370,22 +383,11 @@ def _unary(b: ir.IRBuilder, op: str, z: ir.Value) -> ir.Value:
 
 
 def _sign(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> Parts:
-    """The interpreter's sign: 0 for 0, else z / |z| by numpy's complex division by
-    (|z| + 0i) (the ratio is 0 / |z|, the scale 1 / |z|; a NaN |z| takes its other
-    branch, all NaN), each step rounded alone."""
-    t = re.type
-    zero = ir.Constant(t, 0.0)
+    """XLA's (and the interpreter's) sign: z where |z| is 0, else (re / |z|, im / |z|),
+    each part divided by the real |z| (an infinite part gives NaN + 0i)."""
     m = _cabs(b, re, im)
-    # |c| >= |d| with c = m >= 0 (or NaN) and d = +0: m is not NaN.
-    rat = b.fdiv(zero, m)
-    scl = b.fdiv(ir.Constant(t, 1.0), b.fadd(m, b.fmul(zero, rat)))
-    q_re = b.fmul(b.fadd(re, b.fmul(im, rat)), scl)
-    q_im = b.fmul(b.fsub(im, b.fmul(re, rat)), scl)
-    nan = ir.Constant(t, float("nan"))
-    ordered = b.fcmp_ordered("ord", m, m)
-    q_re, q_im = b.select(ordered, q_re, nan), b.select(ordered, q_im, nan)
-    is_zero = b.and_(b.fcmp_ordered("==", re, zero), b.fcmp_ordered("==", im, zero))
-    return b.select(is_zero, zero, q_re), b.select(is_zero, zero, q_im)
+    is_zero = b.fcmp_ordered("==", m, ir.Constant(re.type, 0.0))
+    return b.select(is_zero, re, b.fdiv(re, m)), b.select(is_zero, im, b.fdiv(im, m))
 
 
 def _cabs(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
