@@ -1,10 +1,13 @@
-"""Algebraic simplifier rules, part 2: conversions, shape ops, tuples and dynamic slices.
+"""Algebraic simplifier rules, part 2: conversions, shape ops, tuples, dynamic slices and
+the update shapes of scatters.
 
 All of these move or relabel elements without arithmetic, so every one is bit-exact (except
 the convert rows, which may skip a denormal flush on floats).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from xlapy.ir import Instruction
 from xlapy.passes.algebraic_rules import Rule
@@ -133,6 +136,33 @@ def _dynamic_slice_constant(i: Instruction, e: Emitter) -> Instruction | None:
                    strides=(1,) * len(sizes))
 
 
+def _scatter_unit_window(i: Instruction, e: Emitter) -> Instruction | None:
+    """scatter(A, I, reshape(U)) whose reshape only adds size-1 update window dims =>
+    scatter(A, I, U) with those dims inserted_window_dims instead. XLA's optimized HLO writes
+    scatters so (its canonical form, a `bitcast` of the updates); kept, the cpu backend
+    would copy the updates into a buffer of the reshaped shape."""
+    if len(i.operands) != 3 or i.operands[2].opcode != "reshape":
+        return None
+    dn = i.attrs.scatter_dimension_numbers
+    upd = i.operands[2]
+    u = _op0(upd)
+    dims = upd.shape.dimensions
+    unit = [w for w in dn.update_window_dims if dims[w] == 1]
+    kept = tuple(d for k, d in enumerate(dims) if k not in unit)
+    if dn.input_batching_dims or not unit or kept != tuple(u.shape.dimensions):
+        return None
+    operand_window = [d for d in range(i.operands[0].shape.rank)
+                      if d not in dn.inserted_window_dims]
+    inserted = set(dn.inserted_window_dims)
+    inserted.update(operand_window[k] for k, w in enumerate(dn.update_window_dims) if w in unit)
+    windows = tuple(w - sum(r < w for r in unit) for w in dn.update_window_dims if w not in unit)
+    new = dataclasses.replace(dn, update_window_dims=windows,
+                              inserted_window_dims=tuple(sorted(inserted)))
+    return e.op("scatter", i.operands[0], i.operands[1], u, called=i.called,
+                scatter_dimension_numbers=new, indices_are_sorted=i.attrs.indices_are_sorted,
+                unique_indices=i.attrs.unique_indices)
+
+
 SHAPE_RULES: list[Rule] = [
     # convert(A: T -> T) => A
     Rule("convert_same", "convert",
@@ -190,6 +220,8 @@ SHAPE_RULES: list[Rule] = [
     Rule("concat_flatten", "concatenate", _concat_flatten),
     # concatenate(A, empty, B) => concatenate(A, B)
     Rule("concat_drop_empty", "concatenate", _concat_drop_empty),
+    # scatter(A, I, reshape(U) adding unit window dims) => scatter(A, I, U)
+    Rule("scatter_unit_window", "scatter", _scatter_unit_window),
     # reverse(reverse(A, d), d) => A
     Rule("reverse_reverse", "reverse",
          lambda i, e: _op0(_op0(i)) if _op0(i).opcode == "reverse"

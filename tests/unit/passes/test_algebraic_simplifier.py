@@ -171,11 +171,26 @@ CASES: dict[str, Case] = {
             else g.reshape(g.slice(g.convert(a, new_element_type=_s32()), start_indices=(0,),
                                    limit_indices=(1,), strides=(1,)), shape=()),
             slice_sizes=(2,))),
+    # one row of b added into row 1 of a; the updates reshaped to [1, 1, 3] (XLA's form)
+    "scatter_unit_window": (M, lambda g, a, b: _scatter_row(g, a, b, True),
+                            lambda g, a, b: _scatter_row(g, a, b, False)),
     "dus_full": (F, lambda g, a, b: g.dynamic_update_slice(a, b, g.const(0, "s32")),
                  lambda g, a, b: g.dynamic_update_slice(a, g.slice(
                      b, start_indices=(0,), limit_indices=(2,), strides=(1,)),
                      g.const(1, "s32"))),
 }
+
+
+def _scatter_row(g: HloBuilder, a: object, b: object, reshaped: bool) -> object:
+    from xlapy.ops.indexing_scatter import ScatterDimensionNumbers
+
+    row = g.slice(b, start_indices=(0, 0), limit_indices=(1, 3), strides=(1, 1))
+    idx = g.reshape(g.const(1, "s32"), shape=(1, 1))
+    if reshaped:
+        upd, dn = g.reshape(row, shape=(1, 1, 3)), ScatterDimensionNumbers((1, 2), (), (0,), 1)
+    else:
+        upd, dn = row, ScatterDimensionNumbers((1,), (0,), (0,), 1)
+    return g.scatter(a, idx, upd, called=[g.scalar_fn("add")], scatter_dimension_numbers=dn)
 
 
 def _et(name: str) -> object:

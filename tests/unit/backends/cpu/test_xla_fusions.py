@@ -268,3 +268,41 @@ def test_tuple_state_passthrough_is_not_copied_per_iteration() -> None:
     h = np.ones(4, np.float32)
     np.testing.assert_array_equal(prog(h, xs), h + xs.sum(0))
     np.testing.assert_array_equal(xs, np.arange(256, dtype=np.float32).reshape(64, 4))
+
+
+SCATTER = """HloModule scatter
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+ENTRY %main (x: f32[3,6,4], i: s32[5], u: f32[5,3,4]) -> f32[3,6,4] {
+  %x = f32[3,6,4]{2,1,0} parameter(0)
+  %i = s32[5]{0} parameter(1)
+  %u = f32[5,3,4]{2,1,0} parameter(2)
+  %idx = s32[5,1]{1,0} bitcast(%i)
+  %ub = f32[5,3,1,4]{3,2,1,0} bitcast(%u)
+  ROOT %s = f32[3,6,4]{2,1,0} scatter(%x, %idx, %ub), update_window_dims={1,2,3}, inserted_window_dims={}, scatter_dims_to_operand_dims={1}, index_vector_dim=1, to_apply=%add
+}
+"""
+
+
+def test_scatter_updates_reshaped_to_unit_window_dims_are_not_copied() -> None:
+    """XLA's canonical scatter bitcasts the updates to give every operand dim a window dim
+    (a size-1 one for the scattered dim); the simplifier makes it an inserted window dim
+    again, so the updates are read in place (scatter_add from optimized HLO ran 2-2.9x
+    slower than from StableHLO: a copy of the updates)."""
+    prog = xlapy.compile(SCATTER, backend="cpu")
+    assert fallback_ops(prog) == []
+    assert not [r for r in prog._exe.report if r[0] == "ub"], prog._exe.explain()
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 6, 4)).astype(np.float32)
+    i = np.array([0, 5, 2, 5, 9], np.int32)  # a repeat and one out of bounds (dropped)
+    u = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    got = prog(x, i, u)
+    np.testing.assert_array_equal(got, xlapy.compile(SCATTER, backend="interpreter")(x, i, u))
+    want = x.copy()
+    for n, k in enumerate(i):
+        if k < 6:
+            want[:, k, :] += u[n]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
