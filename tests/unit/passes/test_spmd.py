@@ -222,3 +222,21 @@ def test_gather_from_uneven_vocab_tiles() -> None:
     ids = np.array([[4], [0], [7], [2]], np.int32)
     np.testing.assert_array_equal(prog(table, ids), table[np.clip(ids[:, 0], 0, 4)])
     assert [op for op, _, _ in prog.spmd.collectives] == ["all_reduce"]
+
+
+def test_bf16_partial_sums_are_accumulated_in_f32() -> None:
+    """255 + 2 | + 1 in two partitions: bf16 partial sums would round 257 to 256 and give
+    256; the unsharded dot (f32 accumulation, one rounding) gives 258, and so does xlapy."""
+    cols = '"{devices=[1,2]<=[2]}"'
+    text = _module(f"""
+    %d = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0]
+         : (tensor<1x4xbf16>, tensor<4x1xbf16>) -> tensor<1x1xbf16>
+    return %d : tensor<1x1xbf16>""", f"%arg0: tensor<1x4xbf16> {{mhlo.sharding = {cols}}}, "
+                   f"%arg1: tensor<4x1xbf16> {{mhlo.sharding = {ROWS}}}", "tensor<1x1xbf16>")
+    import ml_dtypes
+
+    prog = xlapy.compile(text, backend="cpu")
+    a = np.array([[255, 2, 1, 0]], ml_dtypes.bfloat16)
+    b = np.ones((4, 1), ml_dtypes.bfloat16)
+    assert float(prog(a, b)[0, 0]) == 258.0
+    assert [str(s) for _, s, _ in prog.spmd.collectives] == ["f32[1,1]"]

@@ -34,6 +34,7 @@ from xlapy.passes.spmd.propagation import (
     whole_dims,
 )
 from xlapy.passes.spmd.reshard import Ctx, local_dims, local_shape, subgroups
+from xlapy.types import ElementType
 
 REPLICATED = Sharding.replicated()
 _REDUCERS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
@@ -253,16 +254,23 @@ class Partitioner:
                     x = self.ctx.halo_exchange(x, ls, di, lo, hi)
                     pad[dn.input_spatial_dimensions.index(di)] = (0, 0)
             attrs = replace(attrs, padding=tuple(pad))
+        et = i.shape.element_type
+        wide = bool(tiled_c) and et in (ElementType.BF16, ElementType.F16)
+        if wide:  # partial sums in f32, rounded once at the end as the unsharded op does
+            attrs = replace(attrs, result_element_type=ElementType.F32)
         res = self.emit(i, [x, y], attrs)
         final = it.keep_dims(list(range(rank)), rank + len(lc), d)
         if tiled_c:
-            body = self.ctx.reducer("add", i.shape.element_type)
+            body = self.ctx.reducer("add", res.shape.element_type)
             groups = subgroups(it, tiled_c, d)
             scattered = self._scatter_target(i, it, final, tiled_c, groups)
             if scattered is not None:
                 dim, want = scattered
-                return self.ctx.reduce_scatter(res, dim, groups, body), want
+                res = self.ctx.reduce_scatter(res, dim, groups, body)
+                return (e.op("convert", res, new_element_type=et) if wide else res), want
             res = self.ctx.all_reduce(res, groups, body)
+            if wide:
+                res = e.op("convert", res, new_element_type=et)
         return res, final
 
     def _scatter_target(self, i: Instruction, it: Sharding, final: Sharding,
