@@ -23,7 +23,9 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   lgamma = Lanczos (g = 7, 9 terms) with log(pi / |sin(pi x)|) - lgamma(1 - x) below 1/2;
   digamma = the Lanczos form's derivative with psi(1 - x) - pi cot(pi x) below 1/2, NaN at
   the poles.
-Complex sinh/cosh/asin/..., f64 erfc, polygamma, zeta, bessel_i1e, ragged_dot and scan stay
+Complex sinh / cosh are XLA's exp(z - ln 2) -+ exp(-ln 2 - z) with XLA's complex exp
+(e^a (cos b, sin b), (h cos b) h with h = e^(a / 2) where e^a overflows, im 0 where b is 0).
+Complex asin/acos/..., f64 erfc, polygamma, zeta, bessel_i1e, ragged_dot and scan stay
 chlo ops (their direct evaluation is the reference).
 """
 
@@ -298,9 +300,33 @@ _REAL_FNS: dict[str, tuple[Callable[[_G, I], I], bool]] = {
 }
 
 
+def _xla_cexp(g: _G, w: I) -> I:
+    """XLA's complex exp: e^a (cos b, sin b), as (h cos b) h with h = e^(a / 2) where e^a
+    overflows; the imaginary part is 0 where b is."""
+    a, b = g.real(w), g.imag(w)
+    e = g.exponential(a)
+    h = g.exponential(g.multiply(a, g.k(0.5, a)))
+    big = g.cmp(e, g.k(math.inf, a), "EQ")
+    parts = []
+    for t in (g.cosine(b), g.sine(b)):
+        parts.append(g.select(big, g.multiply(g.multiply(h, t), h), g.multiply(e, t)))
+    im = g.select(g.cmp(b, g.k(0, b), "EQ"), g.k(0, b), parts[1])
+    return g.complex(parts[0], im)
+
+
+def _complex_sinh_cosh(g: _G, i: I) -> I:
+    """XLA's complex sinh / cosh: exp(z - ln 2) -+ exp(-ln 2 - z) (chlo.py's twin)."""
+    (x,) = i.operands
+    ln2 = g.k(complex(-LN2, 0), x)
+    p, m = _xla_cexp(g, g.add(x, ln2)), _xla_cexp(g, g.subtract(ln2, x))
+    return g.subtract(p, m) if i.opcode == "chlo.sinh" else g.add(p, m)
+
+
 def _lower_real(g: _G, i: I, fn: Callable[[_G, I], I], f64: bool) -> I | None:
     (x,) = i.operands
     et = x.shape.element_type
+    if et.is_complex and i.opcode in ("chlo.sinh", "chlo.cosh"):
+        return _complex_sinh_cosh(g, i)
     if not et.is_float or et.bits not in (16, 32, 64) or (et.bits == 64 and not f64):
         return None
     if et.bits == 16:

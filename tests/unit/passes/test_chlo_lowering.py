@@ -179,5 +179,20 @@ def test_not_lowered_ops_and_types_stay() -> None:
     x = np.linspace(0.5, 3, 5).astype(np.float32)
     _lower(_unary("chlo.bessel_i1e", "f32", 5), [x], expect=False)
     z = (x + 1j).astype(np.complex64)
-    _lower(_unary("chlo.sinh", "c64", 5), [z], expect=False)
+    _lower(_unary("chlo.asinh", "c64", 5), [z], expect=False)
     assert ml_dtypes.bfloat16  # the bf16 cases above run through ml_dtypes
+
+
+@pytest.mark.parametrize("op", ["chlo.sinh", "chlo.cosh"])
+@pytest.mark.parametrize("et", ["c64", "c128"])
+def test_complex_sinh_cosh_lower_to_xla_formula(op: str, et: str) -> None:
+    """XLA's exp(z - ln 2) -+ exp(-ln 2 - z), the interpreter's formula too."""
+    rng = np.random.default_rng(3)
+    dt = np.complex64 if et == "c64" else np.complex128
+    z = (rng.uniform(-20, 20, 64) + 1j * rng.uniform(-5, 5, 64)).astype(dt)
+    z[:3] = [1e-8 + 0.06j, complex(0, np.inf), complex(100, 1)]
+    before, after = _lower(_unary(op, et, z.size), [z])
+    a, b = np.asarray(before), np.asarray(after)
+    assert np.isnan(a[1]) and np.isnan(b[1])
+    np.testing.assert_allclose(b[[0, *range(2, 64)]], a[[0, *range(2, 64)]],
+                               rtol=4e-6 if et == "c64" else 1e-14, atol=1e-30)

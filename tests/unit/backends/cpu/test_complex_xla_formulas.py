@@ -75,3 +75,19 @@ def test_sign_divides_each_part_by_the_real_abs(backend: str, dtype: type) -> No
     want = np.array([complex(np.nan, 0), complex(-0.0, np.nan), complex(0.6, 0.8), 0j,
                      complex(np.nan, np.nan)], dtype)
     _same(_run("stablehlo.sign", x, backend), want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_sinh_cosh_use_xla_exp_difference(backend: str, dtype: type) -> None:
+    """exp(z - ln 2) -+ exp(-ln 2 - z): c64 sinh(1e-8 + 0.06i) has real part 0 as XLA's (not
+    numpy's 1e-8); infinite parts give XLA's NaN + NaN i; native on cpu (was a fallback)."""
+    x = np.array([complex(1e-8, 0.06), complex(0, np.inf), complex(2, -1), complex(89, 1)],
+                 dtype)
+    for op, fn in (("chlo.sinh", np.sinh), ("chlo.cosh", np.cosh)):
+        got = _run(op, x, backend, chlo=True)
+        assert np.isnan(got[1].real) and np.isnan(got[1].imag), (op, got)
+        np.testing.assert_allclose(got[2:], fn(x[2:]), rtol=4e-6 if dtype == np.complex64
+                                   else 1e-14)
+        if op == "chlo.sinh" and dtype == np.complex64:
+            assert got[0].real == 0, got
