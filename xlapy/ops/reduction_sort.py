@@ -159,8 +159,15 @@ def _merge_sort(less: ArrayFn, xs: list[np.ndarray]) -> np.ndarray:
             lo = np.where(active & go_right, mid + 1, lo)
             hi = np.where(active & ~go_right, mid, hi)
         new_pos = block + (pos - own_start) + (lo - lo_run)
-        nxt = np.empty_like(perm)
+        nxt = np.full_like(perm, -1)
         np.put_along_axis(nxt, new_pos, perm, axis=-1)
+        holes = (nxt < 0).any(axis=-1)
+        if holes.any():
+            # A comparator that is no strict weak order (FLOAT LT over NaNs, say) can send two
+            # elements to one place: those rows order by the computed places, ties by the
+            # current order, so the result is still a permutation (the order is unspecified).
+            order = np.argsort(new_pos[holes], axis=-1, kind="stable")
+            nxt[holes] = np.take_along_axis(perm[holes], order, axis=-1)
         perm = nxt
         width *= 2
     return perm

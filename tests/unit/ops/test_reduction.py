@@ -387,3 +387,29 @@ def test_sort_comparator_with_bitcast_runs_on_whole_arrays() -> None:
     data = np.array([3.0, 1.0, 2.0, 0.5, 4.0, 0.25], np.float32)
     out = xlapy.Client().execute_and_transfer(bb.build(), [data]).to_numpy()
     np.testing.assert_array_equal(out, np.sort(data))
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_sort_with_a_comparator_that_is_no_strict_weak_order(backend: str) -> None:
+    """FLOAT LT over data with NaNs is no strict weak order: the merge placed two elements at
+    one position and left garbage indices (an IndexError, or wrong values); the result must
+    still be a permutation of the operand."""
+    text = '''func.func @main(%a: tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xi32>) {
+  %i = stablehlo.iota dim = 1 : tensor<8x64xi32>
+  %r:2 = "stablehlo.sort"(%a, %i) ({
+  ^bb0(%x: tensor<f32>, %y: tensor<f32>, %p: tensor<i32>, %q: tensor<i32>):
+    %c = stablehlo.compare LT, %x, %y, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  }) {dimension = 1 : i64, is_stable = true}
+    : (tensor<8x64xf32>, tensor<8x64xi32>) -> (tensor<8x64xf32>, tensor<8x64xi32>)
+  return %r#0, %r#1 : tensor<8x64xf32>, tensor<8x64xi32>
+}'''
+    prog = xlapy.compile(text, backend=backend)
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        x = rng.standard_normal((8, 64)).astype(np.float32)
+        x[rng.random((8, 64)) < 0.2] = np.nan
+        values, idx = (np.asarray(r) for r in prog(x))
+        assert (np.sort(idx, axis=1) == np.arange(64)).all()
+        assert np.array_equal(np.take_along_axis(x, idx.astype(np.int64), 1), values,
+                              equal_nan=True)
