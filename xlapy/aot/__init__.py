@@ -4,13 +4,15 @@
     obj.write("out/")          # out/mlp.o, out/mlp.h
 
 The object defines `int NAME_run(const void *const *args, void *const *results,
-void *scratch)` and nothing else visible; it holds every kernel, product, convolution,
-sort and control-flow loop of the program and its constants, and needs only libc / libm
-(listed in the header). No Python, no xlapy runtime. How: the cpu backend plans the program
-as for the JIT (one thread), and emit.py turns the plan into C-callable functions over a
-scratch arena; link.py links the kernels in and emits the object. An op the plan runs
-through Python (LAPACK / FFT thunks, custom calls, collectives, infeed, an interpreter
-fallback) raises `Unimplemented` naming it. `xlapy aot` is the command-line door.
+void *scratch)` and no other global symbol (only weak compiler-rt builtins: link.py); it
+holds every kernel, product, convolution, FFT, triangular solve, sort and control-flow loop
+of the program and its constants, and needs only libc / libm (listed in the header). No
+Python, no xlapy runtime. How: the cpu backend plans the program as for the JIT (one
+thread), and emit.py turns the plan into C-callable functions over a scratch arena; link.py
+links the kernels in and emits the object. An op with no in-object implementation (LAPACK
+custom calls, cholesky, ragged dot, collectives, infeed / outfeed, an interpreter fallback
+of the cpu backend) raises `Unimplemented` naming it. `xlapy aot` is the command-line door
+(docs/aot.md).
 """
 
 from __future__ import annotations

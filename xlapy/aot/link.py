@@ -4,9 +4,10 @@ Each kernel module (one per computation, planned by the cpu backend) defines `k0
 its exported functions are renamed `{prefix}{name}` (the driver declares them so) and every
 definition but the program's entry points becomes internal, so two programs' objects link
 into one C program. rtlib's compiler-rt builtins (half / bfloat conversions, 128-bit
-division, fmod on bits), which LLVM's codegen may call by name, are defined weak in every
-object. The result is optimized as one module (O3, vectorized) and emitted as PIC, so it
-links into position-independent executables and shared libraries.
+division), which LLVM's codegen may call by name, are defined weak in every object that
+may need them; its fmod on bits, which kernels call from IR, is internal. The result is
+optimized as one module (O3, vectorized) and emitted as PIC, so it links into
+position-independent executables and shared libraries.
 """
 
 from __future__ import annotations
@@ -83,9 +84,10 @@ def _link(driver: str, kernels: list[tuple[str, str]], exports: set[str], t: Cpu
     if builtins:
         rt = _parse(_rtlib_text(t.triple), t, layout)
         for fn in rt.functions:
-            if not fn.is_declaration:
-                fn.linkage = llvm.Linkage.weak_odr if fn.name in builtins else \
-                    llvm.Linkage.internal  # dropped unless a kept one calls it
+            if fn.is_declaration or fn.name in rtlib.FMODS and fn.name in builtins:
+                continue  # called by name from the IR: internalized with the kernels below
+            fn.linkage = llvm.Linkage.weak_odr if fn.name in builtins else \
+                llvm.Linkage.internal  # dropped unless a kept one calls it
         main.link_in(rt)
     for fn in main.functions:
         if not fn.is_declaration and fn.name not in exports and \
