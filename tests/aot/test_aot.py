@@ -223,3 +223,26 @@ def test_concurrent_calls_with_distinct_scratch(tmp_path: Path) -> None:
     res = subprocess.run([str(tmp_path / "threads")], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "0", res.stdout + res.stderr
+
+
+HALF = """
+func.func @main(%x: tensor<6xf16>, %y: tensor<6xf32>) -> tensor<6xf16> {
+  %0 = stablehlo.convert %y : (tensor<6xf32>) -> tensor<6xf16>
+  %1 = stablehlo.multiply %x, %0 : tensor<6xf16>
+  return %1 : tensor<6xf16>
+}
+"""
+
+
+@gcc
+def test_objects_needing_builtins_link_together(tmp_path: Path) -> None:
+    """x86-64-v2 has no F16C: half conversions are compiler-rt calls, defined weak in each
+    object, so two such objects link into one program."""
+    objs = [aot_compile(HALF, name=n, target="x86-64-v2") for n in ("half_a", "half_b")]
+    for o in objs:
+        weak = {s.name for s in objfile.symbols(o.object) if s.defined and s.binding == 2}
+        assert weak and weak <= set(rtlib.CONVERSIONS), weak
+    x = np.array([0.5, -1, 2, 3.25, 1e-3, 60000], np.float16)
+    y = np.array([3, 0.1, -2, 1e-4, 7, 2], np.float32)
+    _check(objs, [HALF, HALF], {"half_a": [x, y], "half_b": [y.astype(np.float16), y]},
+           tmp_path)
