@@ -95,11 +95,18 @@ def _log1p(x: np.ndarray) -> np.ndarray:
     """log1p; complex: numpy's log(hypot(x + 1, y)) + i atan2(y, x + 1), except where
     hypot would overflow (max(|x + 1|, |y|) above half the largest finite value), where the
     real part is log(m) + log1p((n / m)^2) / 2 with m, n the larger and smaller of the two
-    (XLA: log1p(-3.4e38 - 3.4e38i) is 89.069 - 2.356i, not inf)."""
+    (XLA: log1p(-3.4e38 - 3.4e38i) is 89.069 - 2.356i, not inf), and near 0 (|x|, |y| below
+    1/2), where x + 1 rounds away what z adds to |1 + z|: log1p(x (x + 2) + y^2) / 2 in f64
+    (XLA: log1p(1e-8 + 1e-27i) has real part 1e-8, not 0)."""
     out = np.log1p(x)
     if x.dtype.kind != "c":
         return out  # type: ignore[no-any-return]
     with np.errstate(all="ignore"):
+        re, im = x.real.astype(np.float64), x.imag.astype(np.float64)
+        near = (np.abs(re) < 0.5) & (np.abs(im) < 0.5)
+        if near.any():
+            r, i = re[near], im[near]
+            out.real[near] = np.log1p(r * (r + 2.0) + i * i) * 0.5
         x1, y = np.abs(x.real + x.real.dtype.type(1)), np.abs(x.imag)
         m, n = np.maximum(x1, y), np.minimum(x1, y)
         big = np.isfinite(m) & (m > np.finfo(m.dtype).max / 2)

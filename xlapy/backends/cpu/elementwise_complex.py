@@ -357,8 +357,16 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
     half = _real_call(b, "log1p", b.fmul(r, r))
     safe = b.fadd(_real_call(b, "log", m), b.fmul(half, ir.Constant(t, 0.5)))
     big = b.and_(b.fcmp_ordered(">", m, ir.Constant(t, _half_max(t))), _isfinite(b, m))
-    return (b.select(big, safe, _real_call(b, "log", _real_call(b, "hypot", x1, im))),
-            _real_call(b, "atan2", im, x1))
+    out_re = b.select(big, safe, _real_call(b, "log", _real_call(b, "hypot", x1, im)))
+    # near 0 (|x|, |y| < 1/2): log1p(x (x + 2) + y^2) / 2 in f64 (x + 1 rounds z away)
+    half_k = ir.Constant(t, 0.5)
+    near = b.and_(b.fcmp_ordered("<", _fabs(b, re), half_k),
+                  b.fcmp_ordered("<", _fabs(b, im), half_k))
+    r, i = (b.fpext(v, F64) if t == F32 else v for v in (re, im))
+    s = b.fadd(b.fmul(r, b.fadd(r, ir.Constant(F64, 2.0))), b.fmul(i, i))
+    small = b.fmul(_real_call(b, "log1p", s), ir.Constant(F64, 0.5))
+    small = b.fptrunc(small, F32) if t == F32 else small
+    return b.select(near, small, out_re), _real_call(b, "atan2", im, x1)
 
 
 def _half_max(t: ir.Type) -> float:

@@ -91,3 +91,16 @@ def test_sinh_cosh_use_xla_exp_difference(backend: str, dtype: type) -> None:
                                    else 1e-14)
         if op == "chlo.sinh" and dtype == np.complex64:
             assert got[0].real == 0, got
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_log_plus_one_near_zero_keeps_the_real_part(backend: str) -> None:
+    """x + 1 rounds small z away: XLA's real part of log1p(1.67e-8 - 1.8e-27i) is 1.67e-8
+    and of log1p(-4.4e-38 + 3.3e-4i) 5.48e-8 (y^2 / 2), not 0."""
+    x = np.array([complex(1.6726615e-08, -1.7924967e-27), complex(-4.371844e-38, 0.00033114865)],
+                 np.complex64)
+    got = _run("stablehlo.log_plus_one", x, backend)
+    np.testing.assert_allclose(got.real, [1.6726615e-08, 5.4829712e-08], rtol=2e-7)
+    z = np.array([complex(1e-20, 1e-30), complex(-0.25, 0.125)], np.complex128)
+    got = _run("stablehlo.log_plus_one", z, backend)
+    np.testing.assert_allclose(got, [complex(1e-20, 1e-30), np.log(0.75 + 0.125j)], rtol=1e-15)
