@@ -34,20 +34,24 @@ def accumulate_dtype(t: ElementType) -> np.dtype:
 
 def dot_result_type(label: str, lhs: ElementType, rhs: ElementType,
                     preferred: ElementType | None) -> ElementType:
-    """XLA's result element type: `preferred` if given, else the more precise operand type."""
-    def kind(t: ElementType) -> str:
-        if t.is_pred:
-            return "pred"
-        if t.is_integer:
-            return "integer"
-        return "float" if t.is_float else "complex"
+    """XLA's result element type: `preferred` if given, else the more precise operand type.
 
-    check(kind(lhs) == kind(rhs), f"{label}_c1",
-          f"lhs element type {lhs} and rhs element type {rhs} are of different kinds")
-    if lhs.is_integer:
-        check(lhs.is_signed == rhs.is_signed, f"{label}_c1",
-              f"lhs element type {lhs} and rhs element type {rhs} differ in signedness")
-    base = lhs if lhs.bits >= rhs.bits else rhs
+    Operands of different kinds (bf16 x c128, s32 x c64: StableHLO's mixed-precision dots)
+    compute in the result type, which must be of the higher kind (pred < integer < float <
+    complex); the operands are converted to it (XLA's operand upcasting)."""
+    def kind(t: ElementType) -> int:
+        return 0 if t.is_pred else 1 if t.is_integer else 2 if t.is_float else 3
+
+    if kind(lhs) == kind(rhs):
+        if lhs.is_integer:
+            check(lhs.is_signed == rhs.is_signed, f"{label}_c1",
+                  f"lhs element type {lhs} and rhs element type {rhs} differ in signedness")
+        base = lhs if lhs.bits >= rhs.bits else rhs
+    else:
+        base = lhs if kind(lhs) > kind(rhs) else rhs
+        check(preferred is None or kind(preferred) >= kind(base), f"{label}_c1",
+              f"lhs element type {lhs} and rhs element type {rhs} are of different kinds "
+              f"and the result type {preferred} holds neither")
     if preferred is None:
         return base
     check(preferred.is_array and not preferred.is_pred or base.is_pred, f"{label}_c13",

@@ -66,7 +66,7 @@ def test_dot_general_issue_message() -> None:
 
 
 @pytest.mark.parametrize("label, shapes, attrs", [
-    ("c1", [S(E.F32, 2, 3), S(E.S32, 3, 5)], dot()),
+    ("c1", [S(E.F32, 2, 3), S(E.S32, 3, 5)], dot(result_element_type=E.S32)),
     ("c1", [S(E.S32, 2, 3), S(E.U32, 3, 5)], dot()),
     ("c2", [S(E.F32, 2, 3), S(E.F32, 2, 3)], dot((0,), (), (1,), (1,))),
     ("c3", [S(E.F32, 2, 3), S(E.F32, 3, 5)], dot(lc=(1,), rc=())),
