@@ -28,7 +28,8 @@ class TopKAttrs:
 @register
 class TopK(OpDef):
     """chlo.top_k: CHLO §top_k; XLA TopK. The `k` largest along the last dimension (sorted,
-    ties by lower index, floats in total order so NaN is largest) and their s32 indices."""
+    ties by lower index, floats in total order so NaN is largest, pred with true above false,
+    as XLA) and their s32 indices."""
 
     name = "chlo.top_k"
     arity = 1
@@ -39,7 +40,7 @@ class TopK(OpDef):
               regions: Sequence[Region]) -> Shape:
         (x,) = operands
         check(x.is_array and x.rank >= 1, "top_k_c1", f"operand {x} needs rank >= 1")
-        check(not x.element_type.is_complex and not x.element_type.is_pred, "top_k_c1",
+        check(not x.element_type.is_complex, "top_k_c1",
               f"operand element type {x.element_type} is not ordered")
         check(0 <= attrs.k <= x.dimensions[-1], "top_k_c2",
               f"k = {attrs.k} is outside [0, {x.dimensions[-1]}]")
