@@ -43,10 +43,10 @@ from xlapy.stablehlo.nodes import (
     RegionNode,
     SymbolRef,
     TensorType,
-    ValueRef,
     type_str,
 )
 from xlapy.stablehlo.quant import QuantTypeError, import_quantized, involves_quant, storage_type
+from xlapy.stablehlo.scope import Key, Scope, free_values, is_constant
 from xlapy.stablehlo.specialize import (
     check_shape_assertion,
     has_dynamic_args,
@@ -61,7 +61,6 @@ from xlapy.types.limits import process_count_problem
 
 TERMINATORS = {"func.return", "return", "stablehlo.return", "sdy.return"}
 _TUPLE_OPS = {"tuple", "get_tuple_element", "parameter", "constant"}
-Key = tuple[str, int | None]
 #: Deprecated StableHLO ops that are one spec op under another name (others: legalize.py).
 _DEPRECATED = {"create_token": "after_all"}  # create_token: after_all with no operands
 
@@ -77,79 +76,6 @@ def opcode_of(name: str) -> str:
     if name in ("func.call", "call"):
         return "call"
     return name
-
-
-class Scope:
-    """Values visible in one computation; unknown names resolve through the parent scope."""
-
-    def __init__(self, imp: Importer, comp: Computation, parent: Scope | None,
-                 lifted: dict[Key, Instruction] | None = None) -> None:
-        self.imp = imp
-        self.comp = comp
-        self.parent = parent
-        self.values: dict[str, list[Instruction]] = {}
-        self.lifted = lifted if lifted is not None else {}
-        self.cloned: dict[Key, Instruction] = {}
-
-    def bind(self, name: str, values: list[Instruction], pos: int) -> None:
-        if name in self.values:
-            raise self.imp.error(pos, f"value {name} is defined twice")
-        self.values[name] = values
-
-    def resolve_outer(self, key: Key, pos: int) -> Instruction:
-        """The instruction a name denotes in this scope (or an enclosing one)."""
-        name, index = key
-        if name in self.values:
-            group = self.values[name]
-            if index is None:
-                if len(group) != 1:
-                    raise self.imp.error(pos, f"{name} has {len(group)} results: use {name}#i")
-                return group[0]
-            if not 0 <= index < len(group):
-                raise self.imp.error(pos, f"{name}#{index} is out of range ({name} has "
-                                          f"{len(group)} results)")
-            return group[index]
-        if key in self.lifted:
-            return self.lifted[key]
-        if key in self.cloned:
-            return self.cloned[key]
-        if self.parent is None:
-            raise self.imp.error(pos, f"use of undefined value {name}"
-                                      f"{'' if index is None else f'#{index}'}")
-        outer = self.parent.resolve_outer(key, pos)
-        if not _is_constant(outer):
-            raise self.imp.error(pos, f"value {name} is captured from an enclosing region; only "
-                                      "constants can be captured here (while, case and if lift "
-                                      "other values)")
-        clone = self.comp.add(Instruction("constant", [], outer.shape, outer.attrs, (),
-                                          name.lstrip("%")))
-        self.cloned[key] = clone
-        return clone
-
-    def lookup(self, ref: ValueRef) -> Instruction:
-        return self.resolve_outer((ref.name, ref.index), ref.pos)
-
-
-def _is_constant(instr: Instruction) -> bool:
-    return instr.opcode == "constant"
-
-
-def free_values(region: RegionNode) -> list[tuple[Key, int]]:
-    """Values a region uses but does not define (with a source position), in first-use order."""
-    out: dict[Key, int] = {}
-
-    def walk(r: RegionNode, defined: set[str]) -> None:
-        defined = set(defined) | {a.name for a in r.args}
-        for op in r.ops:
-            for ref in op.operands:
-                if ref.name not in defined:
-                    out.setdefault((ref.name, ref.index), ref.pos)
-            for sub in op.regions:
-                walk(sub, defined)
-            defined |= {n for n, _ in op.results}
-
-    walk(region, set())
-    return list(out.items())
 
 
 class Importer:
@@ -305,7 +231,7 @@ class Importer:
         keys: list[Key] = []
         for r in regions:
             for key, pos in free_values(r):
-                if key not in keys and not _is_constant(scope.resolve_outer(key, pos)):
+                if key not in keys and not is_constant(scope.resolve_outer(key, pos)):
                     keys.append(key)
         return keys
 
