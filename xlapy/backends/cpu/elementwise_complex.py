@@ -15,10 +15,12 @@ The two differ only where an intermediate is denormal and the result is not.
 Complex kernels take the scalar path (lanes.LaneCheck rejects complex values). Ops not
 listed in `UNARY`/`BINARY` stay interpreter fallbacks; reduce kernels take add and multiply
 reducers (`REDUCERS`: in order, no partial split). exp, log, sqrt, tanh, sin, cos and tan
-call glibc's C99 complex functions (what numpy calls), expm1 and log1p numpy's formulas on
-libm's real functions, power numpy's nc_pow, logistic 1 / (1 + exp(-z)) with numpy's
-division; atan2, cbrt and remainder follow the interpreter's formulas step by step (cbrt's
-sin/cos are libm's; numpy's own f32 sin/cos may differ from them by an ulp).
+call glibc's C99 complex functions (what numpy calls), expm1 numpy's formula on libm's
+real functions, log1p numpy's with XLA's ranges (overflow-safe above max / 2, log1p of
+x (x + 2) + y^2 near 0), power and sign XLA's formulas (libm's real functions in double,
+rounded once), logistic 1 / (1 + exp(-z)) with numpy's division; atan2, cbrt and
+remainder follow the interpreter's formulas step by step (cbrt's sin/cos are libm's;
+numpy's own f32 sin/cos may differ from them by an ulp).
 """
 
 from __future__ import annotations
@@ -214,42 +216,31 @@ def _select(b: ir.IRBuilder, p: ir.Value, x: Parts, y: Parts) -> Parts:
 
 
 def _pow(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
-    """numpy's complex power (nc_pow), which the interpreter runs: z^0 = 1; 0^w = 0 for
-    Re w > 0, else NaN + NaN i; an integral real exponent n, |n| < 100, by products
-    (n = 1, 2, 3 unrolled; else binary powering from 1, then 1 / z^|n| by numpy's
-    division for n < 0); anything else libm's cpow."""
-    (ar, ai), (br, bi) = x, y
-    t = ar.type
+    """XLA's complex pow (EmitComplexPower), as the interpreter's `_xla_complex_power`:
+    (a + bi)^(c + di) = s^(c/2) e^(-d t) (cos q, sin q), s = a^2 + b^2, t = atan2(b, a),
+    q = c t + (d/2) ln s; 1 for 0^0, 0 for 0^c with c > 0 (d = 0). libm's functions run in
+    double and are rounded once to the part type."""
+    (a, bb), (c, d) = x, y
+    t = a.type
 
     def k(v: float) -> ir.Constant:
         return ir.Constant(t, v)
 
-    zero = k(0.0)
-    b_zero = b.and_(b.fcmp_ordered("==", br, zero), b.fcmp_ordered("==", bi, zero))
-    a_zero = b.and_(b.fcmp_ordered("==", ar, zero), b.fcmp_ordered("==", ai, zero))
-    zero_pow = _select(b, b.fcmp_ordered(">", br, zero), (zero, zero),
-                       (k(float("nan")), k(float("nan"))))
-    mag = _fabs(b, br)
-    small = b.and_(b.fcmp_ordered("==", bi, zero),
-                   b.and_(b.fcmp_ordered("<", mag, k(100.0)),
-                          b.fcmp_ordered("==", intrinsic(b, f"llvm.trunc.{_sfx(br)}", t, [br]),
-                                         br)))
-    n = b.fptosi(b.select(small, mag, zero), ir.IntType(32))  # |n| < 100: 7 bits
-    aa: Parts = (k(1.0), zero)
-    p: Parts = x
-    for i in range(7):
-        bit = b.icmp_unsigned("!=", b.and_(n, ir.Constant(n.type, 1 << i)),
-                              ir.Constant(n.type, 0))
-        aa = _select(b, bit, _mul(b, aa, p), aa)
-        if i < 6:
-            p = _mul(b, p, p)
-    aa = _select(b, b.fcmp_ordered("<", br, zero), _np_div(b, (k(1.0), zero), aa), aa)
-    sq = _mul(b, x, x)
-    by_n = _select(b, b.fcmp_ordered("==", br, k(1.0)), x,
-                   _select(b, b.fcmp_ordered("==", br, k(2.0)), sq,
-                           _select(b, b.fcmp_ordered("==", br, k(3.0)), _mul(b, x, sq), aa)))
-    out = _select(b, small, by_n, _complex_call(b, "cpow", x, y))
-    return _select(b, b_zero, (k(1.0), zero), _select(b, a_zero, zero_pow, out))
+    def fn(name: str, *v: ir.Value) -> ir.Value:
+        w = [b.fpext(u, F64) if t == F32 else u for u in v]
+        out = _real_call(b, name, *w)
+        return b.fptrunc(out, F32) if t == F32 else out
+
+    m = _cabs(b, a, bb)
+    arg = fn("atan2", bb, a)
+    coeff = b.fmul(fn("pow", m, c), fn("exp", b.fmul(b.fneg(d), arg)))
+    q = b.fadd(b.fmul(c, arg), b.fmul(d, fn("log", m)))
+    out = (b.fmul(coeff, fn("cos", q)), b.fmul(coeff, fn("sin", q)))
+    d_zero = b.fcmp_ordered("==", d, k(0.0))
+    zero_exp = b.and_(b.fcmp_ordered("==", c, k(0.0)), d_zero)
+    special = b.or_(zero_exp, b.and_(b.and_(b.fcmp_ordered("==", m, k(0.0)), d_zero),
+                                     b.fcmp_ordered(">", c, k(0.0))))
+    return _select(b, special, (b.select(zero_exp, k(1.0), k(0.0)), k(0.0)), out)
 
 
 def _np_div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
@@ -461,7 +452,7 @@ def fusible(instr: Instruction) -> bool:
     et = instr.operands[0].shape.element_type if instr.operands else None
     if et not in COMPLEX:
         return False
-    if op in _CFUNCS or op in ("rsqrt", "power", "logistic", "atan2"):
+    if op in _CFUNCS or op in ("rsqrt", "logistic", "atan2"):
         return target.current().is_x86  # (the C99 complex ABI of _complex_call)
     return op in BINARY or op in UNARY
 

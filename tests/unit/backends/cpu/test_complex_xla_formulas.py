@@ -104,3 +104,30 @@ def test_log_plus_one_near_zero_keeps_the_real_part(backend: str) -> None:
     z = np.array([complex(1e-20, 1e-30), complex(-0.25, 0.125)], np.complex128)
     got = _run("stablehlo.log_plus_one", z, backend)
     np.testing.assert_allclose(got, [complex(1e-20, 1e-30), np.log(0.75 + 0.125j)], rtol=1e-15)
+
+
+_POW = """
+func.func public @main(%a: tensor<5xcomplex<f32>>, %b: tensor<5xcomplex<f32>>)
+    -> tensor<5xcomplex<f32>> {
+  %0 = stablehlo.power %a, %b : tensor<5xcomplex<f32>>
+  return %0 : tensor<5xcomplex<f32>>
+}
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_power_is_xla_polar_formula(backend: str) -> None:
+    """|z|^c e^(-d t) (cos q, sin q), |z| without overflow or underflow: tiny^i is finite
+    (numpy's cpow: NaN), nan^0 = 1, 0^2 = 0; values as XLA's."""
+    x = np.array([complex(1.1754944e-38, -0.0), complex(np.nan, 0), 0j, complex(3, 4),
+                  complex(0, 3.4028235e38)], np.complex64)
+    y = np.array([1j, complex(-0.0, 0), complex(2, 0), complex(0.5, 0.25), complex(-0.0, 1)],
+                 np.complex64)
+    exe = xlapy.compile(_POW, backend=backend)
+    if backend == "cpu":
+        assert not exe._exe.fallbacks()
+    with np.errstate(all="ignore"):
+        got = np.asarray(exe(x, y))
+    want = np.array([complex(0.80917686, 0.5875651), 1, 0, (3 + 4j) ** (0.5 + 0.25j),
+                     complex(0.1509297, 0.14294805)], np.complex64)
+    np.testing.assert_allclose(got, want, rtol=2e-6)
