@@ -389,6 +389,24 @@ def fori_loop_sharded(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
     return f, [_f32(8)]
 
 
+@program
+def layernorm_residual_2x2(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
+    """A pre-norm residual block: rows over one axis, the hidden dim over the other (the
+    normalization's mean and variance reduce across partitions), a constraint on the output."""
+    m = _mesh(jax, (2, 2), ("x", "y"))
+
+    def block(x: Any, g: Any, w: Any) -> Any:
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        h = (x - mu) * jax.lax.rsqrt(var + 1e-5) * g
+        out = x + jnp.tanh(h @ w)
+        return jax.lax.with_sharding_constraint(out, _ns(jax, m, "x", None))
+
+    f = jax.jit(block, in_shardings=(_ns(jax, m, "x", "y"), _ns(jax, m, "y"),
+                                     _ns(jax, m, None, "y")))
+    return f, [_f32(8, 12), _f32(12, seed=1), _f32(12, 12, seed=2) * 0.2]
+
+
 def _mlp_memory(mesh_shape: tuple[int, int]) -> Builder:
     def build(jax: Any, jnp: Any) -> tuple[Any, list[np.ndarray]]:
         m = _mesh(jax, mesh_shape, ("data", "model"))
