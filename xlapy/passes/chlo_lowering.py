@@ -25,8 +25,9 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   the poles.
 Complex sinh / cosh are XLA's exp(z - ln 2) -+ exp(-ln 2 - z) with XLA's complex exp
 (e^a (cos b, sin b), (h cos b) h with h = e^(a / 2) where e^a overflows, im 0 where b is 0).
-Complex asin/acos/..., f64 erfc, polygamma, zeta, bessel_i1e, ragged_dot and scan stay
-chlo ops (their direct evaluation is the reference).
+Complex asin/acos/... and ragged_dot stay chlo ops here (their direct evaluation is the
+reference); f64 erfc, polygamma, zeta and bessel_i1e lower in passes/chlo_special.py and scan
+in passes/scan_lowering.py, which the cpu backend runs (passes/native_forms.py).
 """
 
 from __future__ import annotations
