@@ -6,8 +6,9 @@ FILE is StableHLO text (.mlir), XLA's HLO text (`HloModule ...`, e.g. what
 `jax.jit(f).lower(...).compile().as_text()` prints) or `workload:NAME` (a reference
 workload, run from the repository root). With --explain, the cpu backend prints one line
 per instruction (kernel, library call, control flow, interpreter fallback), the kernels
-built, and the ops that fall back to interpreter kernels; the command also prints the
-compile time.
+built, the ops that fall back to interpreter kernels, and what each fused kernel computes
+(the same "// cpu fusion" lines as `xlapy opt FILE --pipeline cpu --explain-fusion`); the
+command also prints the compile time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import time
 from typing import Any, TextIO
 
 from xlapy.errors import XlapyError
+
+#: The header of the fused-kernel lines `compile --explain` and `opt --explain-fusion` print.
+FUSION_HEADER = "// cpu fusion"
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -63,6 +67,9 @@ def cmd_compile(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"-- {len(kernels)} kernel(s) built"
                   + (": " + ", ".join(f"{k} (root %{r})" for k, r in kernels) if kernels
                      else "") + "\n")
+        fusions = getattr(exe, "fusions", None)
+        if fusions is not None:
+            out.write(FUSION_HEADER + "\n" + "".join(f"{line}\n" for line in fusions()))
     return 0
 
 

@@ -4,7 +4,11 @@
     xlapy opt FILE --pipeline cpu [--explain-fusion] [--memory-report] [--timing]
 
 FILE is StableHLO text (.mlir), XLA's HLO text (`HloModule ...`), or `workload:NAME` for a
-reference workload of benchmarks/workloads (run from the repository root).
+reference workload of benchmarks/workloads (run from the repository root). `--pipeline cpu` is
+the pipeline the cpu backend's compile runs (backends/cpu/pipeline.py); its --explain-fusion
+prints every fusion decision with its reason, then the kernels under "// cpu fusion", the
+lines `xlapy compile FILE --explain` prints. `--pipeline xla-cpu` is XLA:CPU's pass order (the
+generic passes).
 """
 
 from __future__ import annotations
@@ -46,12 +50,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def cmd_opt(args: argparse.Namespace, out: TextIO) -> int:
+    from xlapy.cli.compile import FUSION_HEADER
     from xlapy.passes import Pipeline, make_pass, make_pipeline
     from xlapy.passes.buffer_assignment import assign_buffers
-    from xlapy.passes.fusion import InstructionFusion, MultiOutputFusion
 
     try:
-        module = load_module(args.file)
+        # On a copy, as the cpu backend's compile does: cloning orders the computations
+        # (post order), which decides the names the passes give new instructions.
+        module = load_module(args.file).clone()
         printer = (lambda text: out.write(text + "\n")) if args.print_after_all else None
         if args.pipeline:
             pipe = make_pipeline(args.pipeline, verify=not args.no_verify,
@@ -68,9 +74,11 @@ def cmd_opt(args: argparse.Namespace, out: TextIO) -> int:
     if args.explain_fusion:
         out.write("\n// fusion decisions\n")
         for p in _all_passes(pipe):
-            if isinstance(p, InstructionFusion | MultiOutputFusion):
-                for d in p.decisions:
-                    out.write(f"{d}\n")
+            for d in getattr(p, "decisions", ()):
+                out.write(f"{d}\n")
+        for p in _all_passes(pipe):
+            if hasattr(p, "describe"):  # the cpu fusion: its kernels, as `compile --explain`
+                out.write(f"\n{FUSION_HEADER}\n" + "".join(f"{line}\n" for line in p.describe()))
     if args.memory_report:
         ba = module.meta.get("buffer_assignment") or assign_buffers(module.entry_computation())
         assert before is not None

@@ -31,7 +31,8 @@ CHEAP_SHAPE_OPS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice"
 
 @dataclass(frozen=True)
 class FusionDecision:
-    """Whether `producer` goes into the kernel rooted at `consumer`, and why."""
+    """Whether `producer` goes into the kernel rooted at `consumer`, and why (`consumer` ==
+    `producer`: it gets a buffer of its own)."""
 
     producer: str
     consumer: str
@@ -40,6 +41,8 @@ class FusionDecision:
     duplicated: bool = False
 
     def __str__(self) -> str:
+        if self.producer == self.consumer:  # the cpu fusion's "materialized"
+            return f"%{self.producer} gets a buffer: {self.reason}"
         verb = "fused into" if self.fused else "not fused into"
         dup = " (duplicated)" if self.duplicated else ""
         return f"%{self.producer} {verb} kernel of %{self.consumer}{dup}: {self.reason}"

@@ -1,4 +1,8 @@
-"""Named pipelines and passes, in XLA:CPU's order (cpu_compiler.cc, simplified):
+"""Named pipelines and passes.
+
+`cpu` is the cpu backend's own pipeline (backends/cpu/pipeline.py): what `CpuBackend.compile`
+runs, ending in the cpu fusion. `xla-cpu` is XLA:CPU's pass order (cpu_compiler.cc,
+simplified), the test bed of the generic passes - not what any backend runs:
 
 chlo lowering -> expanders -> call inlining -> fixed-point simplification (algebraic
 simplifier, tuple and while-loop simplifiers, while-loop invariant code motion, constant
@@ -50,10 +54,11 @@ def simplification_group(exact_only: bool = False) -> FixedPointGroup:
     ])
 
 
-def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = True,
-                 print_after_all: Callable[[str], None] | None = None,
-                 expand_rng: bool = False) -> Pipeline:
-    """The full CPU pipeline. `exact_only` keeps every rewrite bit-exact; `expand=False`
+def xla_cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = True,
+                     print_after_all: Callable[[str], None] | None = None,
+                     expand_rng: bool = False) -> Pipeline:
+    """XLA:CPU's pass order (not what the cpu backend runs: that is `backend_pipeline`).
+    `exact_only` keeps every rewrite bit-exact; `expand=False`
     skips the (reassociating) expanders; `expand_rng` turns rng into rng_bit_generator
     arithmetic (other random values than the interpreter's rng, so off by default)."""
     passes: list[Pass] = [ChloLowering(exact_only=exact_only or not expand),
@@ -78,21 +83,35 @@ def cpu_pipeline(verify: bool = False, exact_only: bool = False, expand: bool = 
         MemorySchedule(),
         BufferAssignmentPass(),
     ]
-    return Pipeline("cpu", passes, verify, print_after_all)
+    return Pipeline("xla-cpu", passes, verify, print_after_all)
 
 
-def backend_pipeline() -> Pipeline:
-    """What the cpu backend runs before planning its kernels: chlo ops lowered to HLO (XLA's
-    decompositions, so they compile to kernels instead of running on the interpreter),
-    calls inlined (JAX's private functions would each be a thunk boundary), rng_bit_generator
-    expanded to integer HLO (it would run on the interpreter), then the
-    bit-exact simplifications, CSE and DCE. Fusion, scheduling and the arena are the
-    backend's own (docs/architecture.md)."""
+#: The name the passes' tests know XLA:CPU's order by.
+cpu_pipeline = xla_cpu_pipeline
+
+
+def backend_pipeline(verify: bool = False,
+                     print_after_all: Callable[[str], None] | None = None) -> Pipeline:
+    """The rewrites a native backend runs before its own fusion: chlo ops lowered to HLO
+    (XLA's decompositions, so they compile to kernels instead of running on the
+    interpreter), native forms, calls inlined (JAX's private functions would each be a thunk
+    boundary), rng_bit_generator expanded to integer HLO (it would run on the interpreter),
+    then the bit-exact simplifications, CSE and DCE. The cpu backend's pipeline is these
+    followed by its fusion pass (`cpu_backend_pipeline`); the gpu backend runs them as is."""
     return Pipeline("backend", [ChloLowering(), *native_form_passes(), CallInliner(),
                                 RngBitGeneratorExpander.for_cpu(),
                                 simplification_group(exact_only=True),
                                 SplatToBroadcast(), CommonSubexpressionElimination(),
-                                DeadCodeElimination()])
+                                DeadCodeElimination()], verify, print_after_all)
+
+
+def cpu_backend_pipeline(verify: bool = False,
+                         print_after_all: Callable[[str], None] | None = None) -> Pipeline:
+    """The cpu backend's pipeline with its default options, the one `CpuBackend.compile`
+    runs (backends/cpu/pipeline.py: `backend_pipeline`'s passes, then the cpu fusion)."""
+    from xlapy.backends.cpu.pipeline import cpu_pipeline as backend_cpu_pipeline
+
+    return backend_cpu_pipeline(verify=verify, print_after_all=print_after_all)
 
 
 #: Single passes by the names `xlapy opt --passes a,b` accepts.
@@ -136,7 +155,9 @@ def spmd_pipeline(verify: bool = False,
     return Pipeline("spmd", [SpmdPartitioner()], verify, print_after_all)
 
 
-PIPELINES: dict[str, Callable[..., Pipeline]] = {"cpu": cpu_pipeline, "backend": backend_pipeline,
+PIPELINES: dict[str, Callable[..., Pipeline]] = {"cpu": cpu_backend_pipeline,
+                                                 "xla-cpu": xla_cpu_pipeline,
+                                                 "backend": backend_pipeline,
                                                  "spmd": spmd_pipeline}
 
 

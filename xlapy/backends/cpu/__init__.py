@@ -1,14 +1,17 @@
-"""The `cpu` backend: LLVM-compiled fused kernels, BLAS/LAPACK/FFT library thunks, and
-interpreter fallback for the rest (see executable.py; `explain()` lists what runs where).
+"""The `cpu` backend: its pass pipeline (pipeline.py, ending in the cpu fusion), then
+LLVM-compiled fused kernels, BLAS/LAPACK/FFT library thunks, and interpreter fallback for the
+rest (see executable.py; `explain()` lists what runs where).
 
-Options: `target` (target.py), `num_threads` (parallel.py), `denormal` (`ftz`, the default, or
-`ieee`: xlapy.denormal; kernels set or clear MXCSR FTZ/DAZ and flush explicitly to match)."""
+Options (one frozen CpuOptions per compile, options.py): `target` (target.py), `num_threads`
+(parallel.py), `lanes` (lanes.py), the fusion limits and thresholds, `denormal` (`ftz`, the
+default, or `ieee`: xlapy.denormal; kernels set or clear MXCSR FTZ/DAZ and flush explicitly to
+match)."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from xlapy import denormal
@@ -20,29 +23,37 @@ from xlapy.verify import verify_module
 class CpuBackend:
     name = "cpu"
 
-    def compile(self, module: Module, options: dict[str, Any] | None = None) -> Any:
+    def compile(self, module: Module, options: Mapping[str, Any] | None = None) -> Any:
+        """The cpu pipeline (pipeline.py), then an executable built from its fusion plans;
+        `options` become one CpuOptions (options.py) that every stage reads."""
         from xlapy.backends.cpu.executable import CpuExecutable
-        from xlapy.passes.pipelines import backend_pipeline
+        from xlapy.backends.cpu.options import CpuOptions
+        from xlapy.backends.cpu.pipeline import cpu_pipeline
 
-        options = {**(options or {}), denormal.OPTION: denormal.from_options(options)}
-        with _no_gc(), denormal.use(options[denormal.OPTION]):  # constant folding flushes too
+        opts = CpuOptions.make(options)
+        with _no_gc(), denormal.use(opts.denormal):  # constant folding flushes too
             module = module.clone()
             verify_module(module)
-            backend_pipeline().run(module)
-            return CpuExecutable(module.entry_computation(), module, options)
+            cpu_pipeline(opts).run(module)
+            return CpuExecutable(module.entry_computation(), module, opts)
 
     def compile_function(self, module: Module, comp: Any,
-                         options: dict[str, Any] | None = None) -> Any:
+                         options: Mapping[str, Any] | None = None) -> Any:
         """One function of an already verified module (test files hold several, no entry).
         No backend pipeline: conformance chunks feed constants, which it would fold away,
         leaving the kernels untested; only chlo ops are lowered (to native kernels), calls,
         composites and element-wise maps inlined, rng_bit_generator expanded and splat
-        constants become broadcasts (computed in kernels, never materialized)."""
+        constants become broadcasts (computed in kernels, never materialized); then the cpu
+        fusion plans the function (its plans are handed to the executable, not stored on
+        the caller's module)."""
         from xlapy.backends.cpu.executable import CpuExecutable
+        from xlapy.backends.cpu.options import CpuOptions
+        from xlapy.backends.cpu.pipeline import plan_all
 
+        opts = CpuOptions.make(options)
         with _no_gc():
             module, comp = rewrite_for_function(module, comp)
-            return CpuExecutable(comp, module, options)
+            return CpuExecutable(comp, module, opts, plan_all([comp], opts))
 
 
 def rewrite_for_function(module: Module, comp: Any) -> tuple[Module, Any]:

@@ -24,7 +24,8 @@ import ctypes
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from xlapy.backends.cpu import (
     arena,
     cache,
     kernels,
+    lanes,
     lapack,
     library,
     op_emit,
@@ -45,14 +47,17 @@ from xlapy.backends.cpu import (
 )
 from xlapy.backends.cpu.calls import Calls
 from xlapy.backends.cpu.fusion_plan import (
-    depth_cuts,
+    CpuFusionPlan,
     kernel_elements,
     leaf_slots,
+    root_values,
     row_walk,
 )
 from xlapy.backends.cpu.introspect import Introspection
 from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_text, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
+from xlapy.backends.cpu.options import CpuOptions
+from xlapy.backends.cpu.pipeline import META_KEY, plan_all
 from xlapy.backends.cpu.threads import NativePool
 from xlapy.backends.ownership import CHECK, COPY, KEEP, result_plan
 from xlapy.errors import InterpreterError, XlapyError
@@ -64,34 +69,12 @@ from xlapy.types import Shape
 from xlapy.types.literal import TOKEN_VALUE
 
 _KFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-#: Element-ops below which a kernel is not worth splitting across threads.
-SPLIT_COST = 1 << 18
-#: The same inside control flow (a loop body runs it once per step): a split waits for a
-#: worker every step, which a loaded machine makes a scheduler tick now and then (scan_rnn's
-#: 64x256x256 dot + tanh, 4.2M multiply-adds: split 2.9x XLA's time, one thread 1.4x).
-NESTED_SPLIT_COST = 1 << 23
-#: Entry results of at least this many bytes (recycle.output aligns them) are stored
-#: non-temporally (kernels.py): far beyond L2, and nothing in the call reads them back.
-STREAM_BYTES = 8 << 20
-#: Threads when neither the `num_threads` option nor $XLAPY_NUM_THREADS says (parallel.py).
-NUM_THREADS = os.cpu_count() or 1
-#: Rows per chunk at least of a reduce over dimension 0 split into partials (the partials
-#: cost a write and a read of the output each).
-PARTIAL_MIN_ROWS = 16
-CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose", "slice",
-                   "reverse", "convert"})
-#: A value several kernels need is recomputed in each when its fused chain has at most
-#: DUP_OPS ops and at most DUP_KERNELS kernels need it; else it gets a buffer.
-DUP_OPS = 8
-DUP_KERNELS = 3
 CONTROL_FLOW = frozenset({"while", "case", "if", "call"})
-#: Elements below which no kernel of a module is worth LLVM's loop vectorizer (compile time).
-SMALL_KERNEL = 64
 
 
 def _pool() -> NativePool:
-    """The native workers for the default thread count (executables use their own)."""
-    return parallel.pool(NUM_THREADS)
+    """The native workers for one thread per core (executables use their own count)."""
+    return parallel.pool(os.cpu_count() or 1)
 
 
 class CpuExecutable(Calls, Introspection):
@@ -100,10 +83,17 @@ class CpuExecutable(Calls, Introspection):
     backend_name = "cpu"
 
     def __init__(self, comp: Computation, module: Module | None = None,
-                 options: dict[str, Any] | None = None) -> None:
+                 options: Mapping[str, Any] | CpuOptions | None = None,
+                 plans: dict[str, CpuFusionPlan] | None = None) -> None:
         self.module = module
+        #: The cpu-fusion pass's plans (pipeline.py) for this computation and those its
+        #: control flow runs; None: compiled without the pipeline, planned here by the
+        #: pass's own function.
+        self._plans = plans if plans is not None else \
+            module.meta.get(META_KEY) if module is not None else None  # type: ignore[assignment]
         self.comp = comp
-        self.options = dict(options or {})
+        #: What the compile is decided by (options.py; a mapping is read once, here).
+        self.options = CpuOptions.make(options)
         self.report: list[tuple[str, str, str]] = []
         self.subexecs: list[tuple[str, CpuExecutable]] = []
         self._lock = threading.Lock()
@@ -112,15 +102,17 @@ class CpuExecutable(Calls, Introspection):
         self._native: set[int] = set()  # slots library thunks write (fresh memory, no views)
         #: What it is compiled for (target.py); code for another machine is compiled to
         #: `objects` and never run.
-        self.target = target.from_options(self.options)
+        self.target = self.options.target
         #: Threads it splits work over (parallel.py); nested executables get the same.
-        self.num_threads = parallel.num_threads(self.options, NUM_THREADS)
+        self.num_threads = self.options.num_threads
         self._pool = lambda: parallel.pool(self.num_threads)
-        self._split_cost = NESTED_SPLIT_COST if self.options.get("nested") else SPLIT_COST
+        self._split_cost = self.options.nested_split_cost if self.options.nested \
+            else self.options.split_cost
         self.runnable = self.target.runs_here
         #: The denormal mode its kernels and fallbacks run in (xlapy.denormal).
-        self.denormal = denormal.from_options(self.options)
-        with target.use(self.target), denormal.use(self.denormal), collect_objects() as objs:
+        self.denormal = self.options.denormal
+        with target.use(self.target), denormal.use(self.denormal), \
+                lanes.use(self.options.lanes), collect_objects() as objs:
             self._plan()
         self.objects: list[tuple[str, bytes]] = objs
 
@@ -131,10 +123,17 @@ class CpuExecutable(Calls, Introspection):
         self.slot: dict[int, int] = {}
         self.shapes: list[Shape] = []
         self.static: dict[int, Any] = {}
-        roots = self._root_values()
-        self.outputs = {id(i) for i in roots}
-        fusible = {id(i) for i in order if i.opcode != "parameter" and kernels.fusible(i)}
-        self.materialized, self.row_reduces = self._plan_fusion(order, fusible)
+        self.outputs = {id(i) for i in self._root_values()}
+        if self._plans is None:
+            self._plans = plan_all([comp], self.options)
+        plan = self._plans.get(comp.name)
+        if plan is None:
+            raise XlapyError(f"no cpu fusion plan for computation {comp.name}")
+        plan.check(comp)
+        #: How this computation's kernels fuse (the cpu-fusion pass decided; fusion_plan.py).
+        self.fusion = plan
+        fusible = plan.fusible
+        self.materialized, self.row_reduces = plan.materialized, plan.row_reduces
         mod = new_module(f"xlapy_{comp.name}")
         self.thunks: list[Callable[..., None]] = []
         kernel_specs: list[kernels.Kernel] = []
@@ -156,9 +155,10 @@ class CpuExecutable(Calls, Introspection):
                 s = self._new_slot(instr)
                 leaves = self._leaves(instr, fusible)
                 name = f"k{len(kernel_specs)}"
-                stream = (iid in self.outputs and not self.options.get("nested")
+                stream = (iid in self.outputs and not self.options.nested
                           and instr.shape.is_array and instr.shape.num_elements
-                          * instr.shape.dtype.itemsize >= max(STREAM_BYTES, recycle.MIN_BYTES))
+                          * instr.shape.dtype.itemsize >= max(self.options.stream_bytes,
+                                                             recycle.MIN_BYTES))
                 spec = kernels.KernelEmitter(mod, name, instr, leaves, s,
                                              self.row_reduces.get(iid, []), stream).build()
                 kernel_specs.append(spec)
@@ -191,7 +191,7 @@ class CpuExecutable(Calls, Introspection):
         self.kernel_ir = ""
         if kernel_specs:
             text = self.kernel_ir = module_text(mod)  # printed once: llvmlite's printer is slow
-            vec = any(kernel_elements(k) >= SMALL_KERNEL for k in kernel_specs)
+            vec = any(kernel_elements(k) >= self.options.small_kernel for k in kernel_specs)
             light = all(k.explicit for k in kernel_specs)
             key = cache.key(text, "light" if light else "" if vec else "novec")
             obj = cache.get(key)
@@ -233,99 +233,14 @@ class CpuExecutable(Calls, Introspection):
         while base.opcode == "get_tuple_element":  # an element of a tuple parameter (XLA's
             base = base.operands[0]                # while state) is the parameter's too
         if base.opcode == "parameter":
-            return KEEP if self.options.get("nested") else COPY
+            return KEEP if self.options.nested else COPY
         if leaf.opcode == "get_tuple_element":  # an element of a fresh tuple (native while)
             s = self.slot[id(leaf.operands[0])]
         return KEEP if s in self._fresh_set else CHECK
 
-    def _plan_fusion(self, order: list[Instruction], fusible: set[int]
-                     ) -> tuple[set[int], dict[int, list[Instruction]]]:
-        """(materialized values, kernel root -> the row reductions computed inside it).
-
-        A row reduction (reduce of [R, C] over dimension 1 with a simple reducer) whose users
-        all land in one kernel is computed inside that kernel, per value of its outermost
-        index, before the inner loops (softmax and layernorm become one pass per row, the
-        row still in cache) - when every path from the kernel root reaches it with the
-        root's outermost index (broadcasts along dimension 0, element-wise ops); otherwise
-        it is materialized as usual and planning is redone."""
-        forced: set[int] = set()
-        while True:
-            mat, inline = self._choose_materialized(order, fusible, forced)
-            rows: dict[int, list[Instruction]] = {}
-            bad: set[int] = set()
-            pos = {id(i): k for k, i in enumerate(order)}
-            for instr in order:
-                if id(instr) in mat and id(instr) in fusible and inline:
-                    found, b = row_walk(instr, fusible, mat, inline)
-                    bad |= b
-                    if found:
-                        rows[id(instr)] = sorted(found, key=lambda i: pos[id(i)])
-            if not bad:
-                return mat, rows
-            forced |= bad
-
-    def _choose_materialized(self, order: list[Instruction], fusible: set[int],
-                             forced: set[int] = frozenset()  # type: ignore[assignment]
-                             ) -> tuple[set[int], set[int]]:
-        """Which fusible values get a buffer (each is the root of one kernel).
-
-        Must: reduces, outputs, values a non-fusible op reads, array constants. Otherwise,
-        walking consumers first: a value whose users all land in one kernel fuses there; a
-        value needed by several kernels is recomputed in each when its fused producer chain
-        is short (DUP_OPS, e.g. exp(x - max) in softmax feeds both the sum and the divide,
-        saving a write and a read of the whole array), else materialized."""
-        cost: dict[int, int] = {}
-        for instr in order:
-            if id(instr) in fusible and instr.opcode != "reduce":
-                own = 0 if instr.opcode in CHEAP else 1
-                cost[id(instr)] = min(own + sum(cost.get(id(o), 0) for o in instr.operands),
-                                      1 << 20)
-        mat: set[int] = set()
-        inline, cuts = set[int](), depth_cuts(order, fusible)  # cuts bound kernel depth
-        kernel_of: dict[int, frozenset[int]] = {}
-        for instr in reversed(order):
-            iid = id(instr)
-            if iid not in fusible:
-                continue
-            users = instr.users
-            if (instr.opcode == "reduce" and iid not in forced and iid not in self.outputs
-                    and kernels.row_reduce(instr) and users
-                    and all(id(u) in fusible for u in users)):
-                ks = frozenset().union(*(kernel_of[id(u)] for u in users))
-                if len(ks) == 1:
-                    kernel_of[iid] = ks
-                    inline.add(iid)
-                    continue
-            if (instr.opcode == "reduce" or iid in self.outputs or iid in cuts
-                    or any(id(u) not in fusible for u in users)
-                    or (instr.opcode == "constant" and not kernels.is_scalar_constant(instr))):
-                mat.add(iid)
-                kernel_of[iid] = frozenset((iid,))
-                continue
-            ks = frozenset().union(*(kernel_of[id(u)] for u in users)) if users else \
-                frozenset()
-            if len(ks) <= 1 or instr.opcode in CHEAP or (
-                    cost.get(iid, 0) <= DUP_OPS and len(ks) <= DUP_KERNELS):
-                kernel_of[iid] = ks
-            else:
-                mat.add(iid)
-                kernel_of[iid] = frozenset((iid,))
-        return mat, inline
-
     def _root_values(self) -> list[Instruction]:
         """The array instructions whose values leave the computation (through tuples)."""
-        out: list[Instruction] = []
-
-        def walk(i: Instruction) -> None:
-            if i.opcode == "tuple":
-                for o in i.operands:
-                    walk(o)
-            else:
-                out.append(i)
-
-        if self.comp.root is not None:
-            walk(self.comp.root)
-        return out
+        return root_values(self.comp)
 
     def _new_slot(self, instr: Instruction) -> int:
         s = len(self.shapes)
@@ -333,7 +248,7 @@ class CpuExecutable(Calls, Introspection):
         self.shapes.append(instr.shape)
         return s
 
-    def _leaves(self, root: Instruction, fusible: set[int]) -> dict[int, int]:
+    def _leaves(self, root: Instruction, fusible: AbstractSet[int]) -> dict[int, int]:
         return leaf_slots(root, fusible, self.materialized, self.slot)
 
     def _plan_other(self, instr: Instruction, fresh: list[int], temps: list[int]) -> None:
@@ -392,8 +307,8 @@ class CpuExecutable(Calls, Introspection):
         op = OPS[instr.opcode]
         subs: list[Any] = []
         if instr.opcode in CONTROL_FLOW:
-            opts = dict(self.options, nested=True, num_threads=self.num_threads)
-            subs = [CpuExecutable(c, None, opts) for c in instr.called]
+            opts = self.options.nested_copy()
+            subs = [CpuExecutable(c, None, opts, self._plans) for c in instr.called]
             self.subexecs.extend((instr.name, sub) for sub in subs)
             how = "control flow (cpu sub-executables)"
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
@@ -475,7 +390,7 @@ class CpuExecutable(Calls, Introspection):
             table[s] = thunks.ptr(value)
         vals[s] = value
 
-    def _plan_regions(self, specs: list[kernels.Kernel], fusible: set[int]
+    def _plan_regions(self, specs: list[kernels.Kernel], fusible: AbstractSet[int]
                       ) -> list[regions.Region]:
         """Row-parallel runs of GEMMs and kernels (regions.py)."""
         by_root = {id(k.root): k for k in specs}
@@ -493,7 +408,8 @@ class CpuExecutable(Calls, Introspection):
             else:
                 members.append(None)
         out = []
-        for run in regions.plan(members, 2, SPLIT_COST):  # 2: the same for any thread count
+        # 2 threads: the same regions for any thread count
+        for run in regions.plan(members, 2, self.options.split_cost):
             region = regions.Region(f"region{len(out)}", run)
             out.append(region)
             names = ", ".join(f"%{m.instr.name}" for m in run)
@@ -531,12 +447,12 @@ class CpuExecutable(Calls, Introspection):
     def _kernel_thunk(self, spec: kernels.Kernel, fn: Any) -> Callable[..., None]:
         if isinstance(spec, op_emit.TupleKernel):
             return spec.thunk(fn, spec.output, self._threads(spec.cost) if spec.splittable and
-                              spec.cost >= SPLIT_COST else 1, self._pool)
+                              spec.cost >= self.options.split_cost else 1, self._pool)
         shape = spec.root.shape
         dims, dtype = tuple(shape.dimensions), shape.dtype
         is_fresh = id(spec.root) in self.outputs
-        big = spec.cost >= SPLIT_COST and spec.outer >= 2
-        cuts = parallel.fixed_cuts(spec.outer, PARTIAL_MIN_ROWS, spec.align)
+        big = spec.cost >= self.options.split_cost and spec.outer >= 2
+        cuts = parallel.fixed_cuts(spec.outer, self.options.partial_min_rows, spec.align)
         if spec.partial and big and len(cuts) > 2:  # chunks whatever the thread count
             combine = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum,
                        "and": np.bitwise_and, "or": np.bitwise_or}[str(spec.partial)]

@@ -1,14 +1,20 @@
-"""Planning helpers of the cpu executable: which row reductions a kernel computes inline,
-how deep a kernel's expression may grow, and how many elements a kernel walks (its threading
-cost). Split out of `executable`."""
+"""The cpu fusion: which fusible values get a buffer (kernel roots), which row reductions a
+kernel computes inline, how deep a kernel's expression may grow - decided once, with a reason
+per decision, by the cpu-fusion pass (pipeline.py) into a `CpuFusionPlan` that the executable
+builds its kernels from; and how many elements a kernel walks (its threading cost)."""
 
 from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from xlapy.backends.cpu import kernels
 from xlapy.backends.cpu.index_emit import INDEX_OPS
-from xlapy.ir import Instruction
+from xlapy.errors import XlapyError
+from xlapy.ir import Computation, Instruction
+from xlapy.passes.fusion_decision import FusionDecision
 
 #: The longest chain of element-wise ops one kernel computes: the emitters walk a kernel's
 #: expression recursively, and a chain of thousands (the interpreter runs 20,000) would
@@ -33,7 +39,7 @@ def depth_cuts(order: list[Instruction], fusible: set[int],
     return cuts
 
 
-def leaf_slots(root: Instruction, fusible: set[int], materialized: set[int],
+def leaf_slots(root: Instruction, fusible: AbstractSet[int], materialized: AbstractSet[int],
                slot: dict[int, int]) -> dict[int, int]:
     """The buffers (id -> slot) the kernel of `root` reads: the values behind it that are
     not computed inside it (shared with the gpu backend)."""
@@ -105,3 +111,217 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
         ("?",) * rank
     walk(root, start)
     return list(found.values()), bad
+
+
+#: Ops free to recompute in every kernel that needs them (no arithmetic).
+CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose", "slice",
+                   "reverse", "convert"})
+#: A value several kernels need is recomputed in each when its fused chain has at most
+#: DUP_OPS ops and at most DUP_KERNELS kernels need it; else it gets a buffer.
+DUP_OPS = 8
+DUP_KERNELS = 3
+
+
+@dataclass(frozen=True)
+class FusionLimits:
+    """The cost thresholds of the cpu fusion (CpuOptions carries them)."""
+
+    dup_ops: int = DUP_OPS
+    dup_kernels: int = DUP_KERNELS
+    max_depth: int = MAX_FUSED_DEPTH
+
+
+@dataclass
+class CpuFusionPlan:
+    """The fusion of one computation, made by the cpu fusion pass and consumed as is by the
+    executable: the fusible values (a kernel can compute them per output index), those that
+    get a buffer (each the root of one kernel, or an array constant), the row reductions each
+    kernel computes inline, and every decision with its reason. `order` pins the instructions
+    it was made for: a computation changed since is a loud error, never a silent re-plan."""
+
+    comp: Computation
+    order: tuple[int, ...]
+    fusible: frozenset[int]
+    materialized: frozenset[int]
+    row_reduces: dict[int, list[Instruction]]
+    decisions: list[FusionDecision] = field(default_factory=list)
+
+    def check(self, comp: Computation) -> None:
+        if comp is not self.comp or tuple(map(id, comp.instructions)) != self.order:
+            raise XlapyError(f"the cpu fusion plan of {comp.name} is stale: the computation "
+                             "changed after the cpu-fusion pass")
+
+    def kernel_roots(self) -> list[Instruction]:
+        """The instructions a fused kernel computes into a buffer, in program order."""
+        return [i for i in self.comp.instructions if id(i) in self.fusible
+                and id(i) in self.materialized and i.opcode != "constant"]
+
+    def members(self, root: Instruction) -> list[Instruction]:
+        """The values kernel `root` computes inside (not in buffers), in program order."""
+        inside: set[int] = set()
+        stack = list(root.operands)
+        while stack:
+            i = stack.pop()
+            if id(i) in inside or id(i) not in self.fusible or id(i) in self.materialized:
+                continue
+            inside.add(id(i))
+            stack.extend(i.operands)
+        return [i for i in self.comp.instructions if id(i) in inside]
+
+    def describe(self) -> list[str]:
+        """One line per kernel: its root and what it fuses (`xlapy opt --explain-fusion` and
+        `xlapy compile --explain` both print these lines)."""
+        roots = self.kernel_roots()
+        kernels = [(r, self.members(r)) for r in roots]
+        uses: dict[int, int] = {}
+        for _, ms in kernels:
+            for m in ms:
+                uses[id(m)] = uses.get(id(m), 0) + 1
+        rows = {id(r) for rs in self.row_reduces.values() for r in rs}
+        lines = [f"computation {self.comp.name}: {len(roots)} fused kernel(s)"]
+        for root, ms in kernels:
+            names = [f"%{m.name}" + (" (row)" if id(m) in rows else "")
+                     + (" (dup)" if uses[id(m)] > 1 else "") for m in ms]
+            lines.append(f"  kernel %{root.name} ({root.opcode}): "
+                         + (", ".join(names) if names else "nothing fused"))
+        return lines
+
+
+def plan_fusion(comp: Computation, limits: FusionLimits = FusionLimits()) -> CpuFusionPlan:
+    """The cpu fusion of `comp` (see CpuFusionPlan). A row reduction (reduce of [R, C] over
+    dimension 1 with a simple reducer) whose users all land in one kernel is computed inside
+    that kernel, per value of its outermost index, before the inner loops (softmax and
+    layernorm become one pass per row, the row still in cache) - when every path from the
+    kernel root reaches it with the root's outermost index (broadcasts along dimension 0,
+    element-wise ops); otherwise it is materialized and planning is redone."""
+    order = comp.instructions
+    fusible = {id(i) for i in order if i.opcode != "parameter" and kernels.fusible(i)}
+    outputs = {id(i) for i in root_values(comp)}
+    forced: dict[int, str] = {}
+    pos = {id(i): k for k, i in enumerate(order)}
+    while True:
+        chooser = _Chooser(order, fusible, outputs, forced, limits)
+        mat, inline = chooser.choose()
+        rows: dict[int, list[Instruction]] = {}
+        bad: set[int] = set()
+        for instr in order:
+            if id(instr) in mat and id(instr) in fusible and inline:
+                found, b = row_walk(instr, fusible, mat, inline)
+                bad |= b
+                if found:
+                    rows[id(instr)] = sorted(found, key=lambda i: pos[id(i)])
+        if not bad:
+            return CpuFusionPlan(comp, tuple(map(id, order)), frozenset(fusible),
+                                 frozenset(mat), rows, chooser.decisions)
+        forced.update((b, "a row reduction its kernel reads at an index other than the "
+                       "kernel's row: materialized") for b in bad)
+
+
+def root_values(comp: Computation) -> list[Instruction]:
+    """The instructions whose values leave the computation (through tuples)."""
+    out: list[Instruction] = []
+
+    def walk(i: Instruction) -> None:
+        if i.opcode == "tuple":
+            for o in i.operands:
+                walk(o)
+        else:
+            out.append(i)
+
+    if comp.root is not None:
+        walk(comp.root)
+    return out
+
+
+class _Chooser:
+    """Which fusible values get a buffer (each is the root of one kernel), and why.
+
+    Must: reduces, outputs, values a non-fusible op reads, array constants. Otherwise,
+    walking consumers first: a value whose users all land in one kernel fuses there; a value
+    needed by several kernels is recomputed in each when its fused producer chain is short
+    (dup_ops, e.g. exp(x - max) in softmax feeds both the sum and the divide, saving a write
+    and a read of the whole array), else materialized."""
+
+    def __init__(self, order: list[Instruction], fusible: set[int], outputs: set[int],
+                 forced: dict[int, str], limits: FusionLimits) -> None:
+        self.order, self.fusible, self.outputs = order, fusible, outputs
+        self.forced, self.limits = forced, limits
+        self.decisions: list[FusionDecision] = []
+        self.by_id = {id(i): i for i in order}
+
+    def _say(self, p: Instruction, consumer: Instruction, fused: bool, reason: str,
+             duplicated: bool = False) -> None:
+        self.decisions.append(FusionDecision(p.name, consumer.name, fused, reason, duplicated))
+
+    def _must_buffer(self, instr: Instruction, cuts: set[int]) -> str | None:
+        iid = id(instr)
+        if iid in self.forced:
+            return self.forced[iid]
+        if instr.opcode == "reduce":
+            return "a reduce roots its own kernel"
+        if iid in self.outputs:
+            return "a result of the computation"
+        if iid in cuts:
+            return f"the kernel's expression would be deeper than {self.limits.max_depth} ops"
+        outside = [u for u in instr.users if id(u) not in self.fusible]
+        if outside:
+            return f"read by {outside[0].opcode} %{outside[0].name}, which no kernel computes"
+        if instr.opcode == "constant" and not kernels.is_scalar_constant(instr):
+            return "an array constant is a buffer"
+        return None
+
+    def choose(self) -> tuple[set[int], set[int]]:
+        order, fusible, lim = self.order, self.fusible, self.limits
+        cost: dict[int, int] = {}
+        for instr in order:
+            if id(instr) in fusible and instr.opcode != "reduce":
+                own = 0 if instr.opcode in CHEAP else 1
+                cost[id(instr)] = min(own + sum(cost.get(id(o), 0) for o in instr.operands),
+                                      1 << 20)
+        mat: set[int] = set()
+        inline, cuts = set[int](), depth_cuts(order, fusible, lim.max_depth)
+        kernel_of: dict[int, frozenset[int]] = {}
+        for instr in reversed(order):
+            iid = id(instr)
+            if iid not in fusible:
+                continue
+            users = instr.users
+            if (instr.opcode == "reduce" and iid not in self.forced and iid not in self.outputs
+                    and kernels.row_reduce(instr) and users
+                    and all(id(u) in fusible for u in users)):
+                ks = frozenset().union(*(kernel_of[id(u)] for u in users))
+                if len(ks) == 1:
+                    kernel_of[iid] = ks
+                    inline.add(iid)
+                    self._say(instr, self.by_id[next(iter(ks))], True,
+                              "a row reduction computed inside the kernel, per row")
+                    continue
+            why = self._must_buffer(instr, cuts)
+            if why is not None:
+                mat.add(iid)
+                kernel_of[iid] = frozenset((iid,))
+                self._say(instr, instr, False, why)
+                continue
+            ks = frozenset().union(*(kernel_of[id(u)] for u in users)) if users else \
+                frozenset()
+            c = cost.get(iid, 0)
+            if len(ks) <= 1 or instr.opcode in CHEAP or (
+                    c <= lim.dup_ops and len(ks) <= lim.dup_kernels):
+                kernel_of[iid] = ks
+                for k in sorted(ks, key=lambda k: self.by_id[k].name):
+                    self._say(instr, self.by_id[k], True, self._fuse_reason(instr, len(ks), c),
+                              len(ks) > 1)
+            else:
+                mat.add(iid)
+                kernel_of[iid] = frozenset((iid,))
+                self._say(instr, instr, False,
+                          f"needed by {len(ks)} kernels (at most {lim.dup_kernels} recompute "
+                          f"a value) with a chain of {c} ops (at most {lim.dup_ops}): a buffer")
+        return mat, inline
+
+    def _fuse_reason(self, instr: Instruction, kernels_: int, cost: int) -> str:
+        if kernels_ <= 1:
+            return f"all {len(instr.users)} user(s) are in this kernel"
+        if instr.opcode in CHEAP:
+            return f"cheap {instr.opcode}, recomputed in each of {kernels_} kernels"
+        return f"a chain of {cost} op(s), recomputed in each of {kernels_} kernels"

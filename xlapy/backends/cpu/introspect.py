@@ -13,6 +13,7 @@ class Introspection:
     subexecs: list[tuple[str, Any]]
     objects: list[tuple[str, bytes]]
     comp: Any
+    fusion: Any
 
     def explain(self, summary: bool = True) -> str:
         """One line per instruction: how it runs (kernel, library, control flow, fallback),
@@ -35,6 +36,17 @@ class Introspection:
         for _, sub in self.subexecs:
             out += sub.fallbacks()
         return out
+
+    def fusions(self) -> list[str]:
+        """The kernels each computation fused, by computation name: the cpu-fusion pass's
+        plans (CpuFusionPlan.describe) as this executable and those it runs consumed them."""
+        plans: dict[str, Any] = {}
+        stack: list[Any] = [self]
+        while stack:
+            exe = stack.pop()
+            plans.setdefault(exe.comp.name, exe.fusion)
+            stack.extend(sub for _, sub in exe.subexecs)
+        return [line for name in sorted(plans) for line in plans[name].describe()]
 
     def all_objects(self) -> list[tuple[str, bytes]]:
         """The object files of this computation and of those its control flow calls."""

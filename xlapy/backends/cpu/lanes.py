@@ -13,8 +13,9 @@ that split the innermost index) keep scalar IR and the O3 pipeline.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -44,13 +45,29 @@ class Lane:
         return Lane(self.base, self.off + by)
 
 
+#: The compile's `lanes` option (CpuOptions; $XLAPY_CPU_LANES its default), set by `use`
+#: around planning.
+_FORCED: contextvars.ContextVar[int | None] = contextvars.ContextVar("xlapy_cpu_lanes",
+                                                                    default=None)
+
+
+@contextlib.contextmanager
+def use(lanes: int | None) -> Iterator[None]:
+    """Emit kernels with `lanes` lanes inside the block (None: the target's width)."""
+    token = _FORCED.set(lanes)
+    try:
+        yield
+    finally:
+        _FORCED.reset(token)
+
+
 def vector_width() -> int:
     """Lanes per vector on the current target: 16 with AVX-512 (one zmm of f32), 8 with AVX,
-    else 4 (SSE, NEON). XLAPY_CPU_LANES=0 turns explicit vectorization off (scalar IR and
+    else 4 (SSE, NEON). The `lanes` option 0 turns explicit vectorization off (scalar IR and
     the O3 pipeline: A/B comparisons); another number sets the lanes."""
-    forced = os.environ.get("XLAPY_CPU_LANES")
-    if forced:
-        return int(forced)
+    forced = _FORCED.get()
+    if forced is not None:
+        return forced
     return target.current().vector_bits // 32
 
 

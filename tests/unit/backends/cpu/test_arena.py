@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import xlapy
 from tests.tolerance import Bounded
-from xlapy.backends.cpu import arena, cache, executable
+from xlapy.backends.cpu import arena, cache
 
 KB = 1024
 
@@ -144,14 +144,13 @@ func.func @main(%x: tensor<64x256xf32>, %y: tensor<256x64xf32>) -> (tensor<64x64
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_programs_with_shared_temporaries_match_the_interpreter(
-        threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        threads: int) -> None:
     """Temporaries of a GEMM/kernel chain reuse each other's memory: %d reads %c whole
     (c^T y^T), so the chain is two row-parallel regions (formed for any thread count),
     and the second reuses the first's temporaries; results agree with the interpreter over
     repeated calls."""
-    monkeypatch.setattr(executable, "NUM_THREADS", threads)
     cache.clear_memory()
-    prog = xlapy.compile(CHAIN, backend="cpu")
+    prog = xlapy.compile(CHAIN, backend="cpu", options={"num_threads": threads})
     exe = prog._exe  # type: ignore[attr-defined]
     where, total = exe._arena_plan
     sizes = [int(np.prod(exe.shapes[s].dimensions)) * 4 for s in exe.temp_slots]

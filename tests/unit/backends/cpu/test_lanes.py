@@ -17,7 +17,7 @@ from tests.tolerance import (
 )
 from tests.unit.backends.cpu.test_elementwise import TYPES, _check, _ops
 from tests.unit.backends.cpu.util import module, op, run_both, values
-from xlapy.backends.cpu import cache, executable, lanes
+from xlapy.backends.cpu import cache, lanes
 from xlapy.ir import Computation, Instruction
 from xlapy.ops.core import ConstantAttrs, ParameterAttrs
 from xlapy.ops.reduction import ReduceAttrs
@@ -119,14 +119,11 @@ def test_reductions_in_lanes(t: ET, opcode: str, init: object) -> None:
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("t", [ET.F32, ET.F64])
 @pytest.mark.parametrize("opcode", ["maximum", "minimum"])
-def test_max_min_of_denormals_flush_once(opcode: str, t: ET, threads: int,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_max_min_of_denormals_flush_once(opcode: str, t: ET, threads: int) -> None:
     """Float max/min accumulate unflushed values and flush the result once: rows whose
     extreme is a denormal (either sign, beside +-0) give the signed zero, bit for bit, in a
     row reduction feeding a kernel (softmax's max), a reduce root over the trailing
     dimensions, over dimension 0 split across threads, and into a kept innermost row."""
-    monkeypatch.setattr(executable, "NUM_THREADS", threads)
-    monkeypatch.setattr(executable, "SPLIT_COST", 1)
     tiny = np.finfo(t.dtype).smallest_subnormal
     sign = 1 if opcode == "maximum" else -1
     rng = np.random.default_rng(11)
@@ -152,7 +149,7 @@ def test_max_min_of_denormals_flush_once(opcode: str, t: ET, threads: int,
                 reduce((0, 1), ())]
 
     mod = module([Shape.array(t, (rows, cols))], body)
-    ref, got, exe = run_both(mod, [x])
+    ref, got, exe = run_both(mod, [x], {"num_threads": threads, "split_cost": 1})
     for r, g in zip(ref, got):
         np.testing.assert_array_equal(np.atleast_1d(g).view(np.uint8),
                                       np.atleast_1d(r).view(np.uint8))
@@ -160,11 +157,9 @@ def test_max_min_of_denormals_flush_once(opcode: str, t: ET, threads: int,
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_split_ranges_align_to_lanes(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_split_ranges_align_to_lanes(threads: int) -> None:
     """A 1-D kernel whose extent the lanes divide has no scalar rest: the thread pool must
     split it at multiples of its lanes (Kernel.align); a 1-D sum split across threads."""
-    monkeypatch.setattr(executable, "NUM_THREADS", threads)
-    monkeypatch.setattr(executable, "SPLIT_COST", 1)
     n = 64 * W * 3
     t = ET.F32
     red = _reducer(t, "add")
@@ -177,7 +172,8 @@ def test_split_ranges_align_to_lanes(threads: int, monkeypatch: pytest.MonkeyPat
         return [e, s]
 
     x = np.random.default_rng(2).standard_normal(n).astype(np.float32)
-    ref, got, exe = run_both(module([Shape.array(t, (n,))], body), [x])
+    ref, got, exe = run_both(module([Shape.array(t, (n,))], body), [x],
+                             {"num_threads": threads, "split_cost": 1})
     k = exe.kernel_specs[0]
     assert k.explicit and k.align % W == 0
     # exp within E ulp of the correctly rounded value: (E + 1/2) eps relative to the exact
@@ -251,11 +247,9 @@ def test_softmax_rows_with_denormals_and_rest() -> None:
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_big_results_stream_aligned(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A result of at least STREAM_BYTES is stored with aligned non-temporal vector stores
+    """A result of at least `stream_bytes` is stored with aligned non-temporal vector stores
     (and an sfence) into a 64-byte aligned buffer, recycled across calls; a temporary and a
     result with a partial last vector per row are not."""
-    monkeypatch.setattr(executable, "NUM_THREADS", threads)
-    monkeypatch.setattr(executable, "STREAM_BYTES", 1 << 20)
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")  # compile here: the optimized IR is kept
     cache.clear_memory()
     t = ET.F32
@@ -268,7 +262,7 @@ def test_big_results_stream_aligned(threads: int, monkeypatch: pytest.MonkeyPatc
     x = np.random.default_rng(6).standard_normal((rows, cols)).astype(np.float32)
     y = np.random.default_rng(7).standard_normal((rows, cols + 1)).astype(np.float32)
     mod = module([Shape.array(t, (rows, cols)), Shape.array(t, (rows, cols + 1))], body)
-    ref, got, exe = run_both(mod, [x, y])
+    ref, got, exe = run_both(mod, [x, y], {"num_threads": threads, "stream_bytes": 1 << 20})
     ir_text = exe.engine.asm_ir
     assert ir_text.count("!nontemporal") >= 1 and "llvm.x86.sse.sfence" in ir_text
     assert len(exe.kernel_specs) == 2

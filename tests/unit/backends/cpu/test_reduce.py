@@ -9,7 +9,6 @@ import pytest
 
 import xlapy
 from tests.tolerance import Bounded
-from xlapy.backends.cpu import executable
 
 PROGRAM = """
 func.func @main(%x: tensor<1024x512xi32>, %f: tensor<1024x512xf32>) -> (tensor<i32>, tensor<512xi32>, tensor<i32>, tensor<512xi32>, tensor<f32>, tensor<512xf32>) {
@@ -30,15 +29,13 @@ func.func @main(%x: tensor<1024x512xi32>, %f: tensor<1024x512xf32>) -> (tensor<i
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_split_reductions_match_interpreter(threads: int, monkeypatch: pytest.MonkeyPatch
-                                            ) -> None:
-    monkeypatch.setattr(executable, "NUM_THREADS", threads)
+def test_split_reductions_match_interpreter(threads: int) -> None:
     rng = np.random.default_rng(0)
     x = rng.integers(-2**31, 2**31 - 1, (1024, 512), dtype=np.int32)  # sums wrap
     # Multiples of 1/16 of magnitude <= 1: every partial sum of any order (threads, lanes)
     # is a multiple of 2^-4 below 2^19 + 3, exact in f32's 24 bits, so the sums are exact.
     f = (rng.integers(-16, 17, (1024, 512)) / 16).astype(np.float32)
-    cpu = xlapy.compile(PROGRAM, backend="cpu")
+    cpu = xlapy.compile(PROGRAM, backend="cpu", options={"num_threads": threads})
     kinds = [k.partial for k in cpu._exe.kernel_specs]
     assert kinds == ["add", "add", None, "maximum", "add", None]
     want = xlapy.compile(PROGRAM, backend="interpreter")(x, f)

@@ -56,17 +56,17 @@ func.func @main(%q: tensor<{m}x16xf32>, %k: tensor<48x16xf32>, %v: tensor<48x16x
 
 
 @pytest.fixture
-def threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+def threads(request: pytest.FixtureRequest) -> int:
     n = getattr(request, "param", 2)
-    monkeypatch.setattr(executable, "NUM_THREADS", n)
-    monkeypatch.setattr(executable, "SPLIT_COST", 1)
     cache.clear_memory()
     return n
 
 
-def _compile(text: str) -> tuple[xlapy.CompiledProgram, executable.CpuExecutable]:
+def _compile(text: str, threads: int) -> tuple[xlapy.CompiledProgram,
+                                               executable.CpuExecutable]:
+    """Compiled for `threads` threads, splitting work of any size."""
     cache.clear_memory()
-    prog = xlapy.compile(text, backend="cpu")
+    prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads, "split_cost": 1})
     return prog, prog._exe  # type: ignore[attr-defined]
 
 
@@ -97,7 +97,7 @@ def _mlp_ref(x: np.ndarray, w0: np.ndarray, b0: np.ndarray, w1: np.ndarray,
 def test_mlp_is_one_region(threads: int, m: int, t: str, dt: type) -> None:
     """GEMM, bias + relu, GEMM, bias: one region, rows split over 2 or 3 threads (37 rows:
     uneven ranges), equal to NumPy."""
-    prog, exe = _compile(MLP.format(m=m, t=t))
+    prog, exe = _compile(MLP.format(m=m, t=t), threads)
     lines = _region_lines(exe)
     assert len(lines) == 1 and lines[0].count("%") == 4, exe.explain()
     args = _mlp_args(m, dt)
@@ -111,7 +111,7 @@ def test_mlp_is_one_region(threads: int, m: int, t: str, dt: type) -> None:
 def test_attention_region_with_transposed_rhs(threads: int) -> None:
     """q k^T (rhs contracting dimension 1), softmax (row reductions inside the kernel), p v."""
     m = 40
-    prog, exe = _compile(ATTENTION.format(m=m))
+    prog, exe = _compile(ATTENTION.format(m=m), threads)
     lines = _region_lines(exe)
     assert len(lines) == 1 and lines[0].count("%") == 3, exe.explain()
     rng = np.random.default_rng(3)
@@ -136,7 +136,7 @@ func.func @main(%x: tensor<32x32xf32>, %w: tensor<32x32xf32>) -> tensor<32x32xf3
   return %4 : tensor<32x32xf32>
 }
 """
-    prog, exe = _compile(text)
+    prog, exe = _compile(text, threads)
     for line in _region_lines(exe):
         assert "%transpose" not in line and "%add" not in line and "%dot_general.1" not in line
     rng = np.random.default_rng(4)
@@ -153,7 +153,7 @@ def test_several_results_and_concurrent_calls(threads: int) -> None:
     text = MLP.format(m=48, t="f32").replace(
         "-> tensor<48x7xf32> {", "-> (tensor<48x40xf32>, tensor<48x7xf32>) {").replace(
         "return %6 : tensor<48x7xf32>", "return %3, %6 : tensor<48x40xf32>, tensor<48x7xf32>")
-    prog, exe = _compile(text)
+    prog, exe = _compile(text, threads)
     assert len(_region_lines(exe)) == 1
     results: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     errors: list[BaseException] = []
@@ -187,9 +187,9 @@ def test_regions_from_the_disk_cache(threads: int, tmp_path: object,
     monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
     text = MLP.format(m=48, t="f32")
     args = _mlp_args(48, np.float32)
-    first = _compile(text)[0](*args)
+    first = _compile(text, threads)[0](*args)
     cache.clear_memory()
-    prog, exe = _compile(text)
+    prog, exe = _compile(text, threads)
     assert _region_lines(exe)
     np.testing.assert_array_equal(prog(*args), first)
 
@@ -198,12 +198,13 @@ def test_regions_from_the_disk_cache(threads: int, tmp_path: object,
 def test_one_thread_forms_the_same_region(threads: int) -> None:
     """Regions do not depend on the thread count (the same chunks run serially), so one
     thread gives the bits two give."""
-    prog, exe = _compile(MLP.format(m=48, t="f32"))
+    prog, exe = _compile(MLP.format(m=48, t="f32"), threads)
     assert _region_lines(exe)
     args = _mlp_args(48, np.float32)
     got = prog(*args)
     _mlp_ref(*args).check(got)
-    two = xlapy.compile(MLP.format(m=48, t="f32"), "cpu", options={"num_threads": 2})
+    two = xlapy.compile(MLP.format(m=48, t="f32"), "cpu",
+                        options={"num_threads": 2, "split_cost": 1})
     np.testing.assert_array_equal(two(*args), got)
 
 

@@ -34,10 +34,11 @@ def op(comp: Computation, opcode: str, operands: Sequence[Instruction], attrs: A
     return comp.add(make_instruction(opcode, list(operands), attrs, called))
 
 
-def run_both(mod: Module, args: Sequence[Any]) -> tuple[Any, Any, Any]:
-    """(interpreter result, cpu result, cpu executable)."""
+def run_both(mod: Module, args: Sequence[Any], options: dict[str, Any] | None = None
+             ) -> tuple[Any, Any, Any]:
+    """(interpreter result, cpu result, cpu executable compiled with `options`)."""
     ref = InterpreterBackend().compile(mod).run(list(args))
-    exe = CpuBackend().compile(mod)
+    exe = CpuBackend().compile(mod, options)
     return ref, exe.run(list(args)), exe
 
 

@@ -1,0 +1,75 @@
+"""`CpuOptions`: what one cpu compile is decided by, frozen and made once per compile from the
+`options` mapping that `Client.compile(options)` / `xlapy.compile(..., options=)` pass down.
+
+The environment only supplies defaults, read here and nowhere deeper: $XLAPY_CPU_TARGET (the
+target, target.py), $XLAPY_NUM_THREADS (the threads, parallel.py), $XLAPY_CPU_LANES (explicit
+vector lanes, lanes.py); so does the denormal mode in force (xlapy.denormal.use). The
+planner, the fusion pass and the executable read the fields; nested executables (control
+flow) get the same options with `nested` set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from xlapy import denormal
+from xlapy.backends.cpu import parallel, target
+from xlapy.backends.cpu.fusion_plan import FusionLimits
+from xlapy.errors import XlapyError
+
+
+@dataclass(frozen=True)
+class CpuOptions:
+    """One compile's settings. `lanes`: explicit SIMD lanes per kernel vector (None: the
+    target's width; 0: scalar kernels and LLVM's own vectorizer, for A/B comparisons)."""
+
+    target: target.CpuTarget
+    num_threads: int
+    lanes: int | None = None
+    fusion: FusionLimits = field(default_factory=FusionLimits)
+    #: Element-ops below which a kernel is not worth splitting across threads.
+    split_cost: int = 1 << 18
+    #: The same inside control flow (a loop body runs it once per step): a split waits for a
+    #: worker every step, which a loaded machine makes a scheduler tick now and then.
+    nested_split_cost: int = 1 << 23
+    #: Entry results of at least this many bytes are stored non-temporally (kernels.py).
+    stream_bytes: int = 8 << 20
+    #: Rows per chunk at least of a reduce over dimension 0 split into partials.
+    partial_min_rows: int = 16
+    #: Elements below which no kernel of a module is worth LLVM's loop vectorizer.
+    small_kernel: int = 64
+    #: A computation control flow runs (its parameters are its caller's to check).
+    nested: bool = False
+    #: The denormal mode kernels and fallbacks run in (xlapy.denormal: `ftz` or `ieee`).
+    denormal: str = denormal.FTZ
+
+    @classmethod
+    def make(cls, options: Mapping[str, Any] | CpuOptions | None = None) -> CpuOptions:
+        """From a compile's options mapping (keys: the field names, `target` also by name,
+        and the FusionLimits fields); what it leaves out comes from the environment, else
+        the defaults. An unknown key is an error."""
+        if isinstance(options, CpuOptions):
+            return options
+        opts = dict(options or {})
+        limits = {f.name for f in dataclasses.fields(FusionLimits)}
+        known = {f.name for f in dataclasses.fields(cls)} - {"fusion"} | limits
+        unknown = sorted(set(opts) - known)
+        if unknown:
+            raise XlapyError(f"unknown cpu compile option(s) {', '.join(unknown)}; known: "
+                             f"{', '.join(sorted(known))}")
+        tgt = target.from_options(opts)
+        lanes = opts.pop("lanes", None)
+        if lanes is None:
+            env = os.environ.get("XLAPY_CPU_LANES", "").strip()
+            lanes = int(env) if env else None
+        fusion = FusionLimits(**{k: opts.pop(k) for k in list(opts) if k in limits})
+        return cls(**{**opts, "target": tgt, "lanes": lanes, "fusion": fusion,
+                      "num_threads": parallel.num_threads(opts, os.cpu_count() or 1),
+                      "denormal": denormal.from_options(opts)})
+
+    def nested_copy(self) -> CpuOptions:
+        return dataclasses.replace(self, nested=True)

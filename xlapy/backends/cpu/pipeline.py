@@ -1,0 +1,86 @@
+"""The cpu backend's pass pipeline: what `CpuBackend.compile` runs and what `xlapy opt
+--pipeline cpu` prints, one and the same object.
+
+chlo lowering -> native forms -> call inlining -> rng_bit_generator expansion -> bit-exact
+simplification -> splat constants to broadcasts -> CSE -> DCE (`passes.backend_pipeline`) ->
+cpu fusion. The last pass changes no
+instruction: it stores a `CpuFusionPlan` per computation the executable plans (the entry and
+the bodies control flow runs) in `module.meta["cpu_fusion"]`, and the executable builds its
+kernels from those plans instead of deciding again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from xlapy.backends.cpu import target
+from xlapy.backends.cpu.fusion_plan import CpuFusionPlan, plan_fusion
+from xlapy.backends.cpu.options import CpuOptions
+from xlapy.ir import Computation, Module
+from xlapy.passes.fusion import CONTROL_FLOW
+from xlapy.passes.fusion_decision import FusionDecision
+from xlapy.passes.pass_base import Pass, Pipeline
+
+#: module.meta key of the plans (computation name -> CpuFusionPlan).
+META_KEY = "cpu_fusion"
+
+
+def executed_computations(roots: Iterable[Computation]) -> list[Computation]:
+    """`roots` and every computation their control flow runs as a cpu executable (bodies,
+    conditions, branches; not reducers or comparators, which kernels inline)."""
+    out: list[Computation] = []
+    seen: set[int] = set()
+    stack = list(roots)[::-1]
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        out.append(c)
+        stack.extend(reversed([s for i in c.instructions if i.opcode in CONTROL_FLOW
+                               for s in i.called]))
+    return out
+
+
+def plan_all(roots: Iterable[Computation], options: CpuOptions) -> dict[str, CpuFusionPlan]:
+    """A fusion plan for each computation `executed_computations(roots)` lists (under the
+    options' target: whether an op is fusible may depend on it)."""
+    with target.use(options.target):
+        return {c.name: plan_fusion(c, options.fusion) for c in executed_computations(roots)}
+
+
+class CpuFusion(Pass):
+    """The cpu backend's fusion, as a pass: plans every executed computation (fusion_plan.py)
+    and records each decision with its reason in `decisions`."""
+
+    name = "cpu-fusion"
+
+    def __init__(self, options: CpuOptions | None = None) -> None:
+        self.options = options or CpuOptions.make()
+        self.plans: dict[str, CpuFusionPlan] = {}
+
+    @property
+    def decisions(self) -> list[FusionDecision]:
+        return [d for p in self.plans.values() for d in p.decisions]
+
+    def run(self, module: Module) -> bool:
+        roots = [module.entry_computation()] if module.entry is not None else []
+        self.plans = plan_all(roots, self.options)
+        module.meta[META_KEY] = self.plans
+        return False  # no instruction changes
+
+    def describe(self) -> list[str]:
+        """The kernels of every plan, by computation name (`compile --explain` prints the
+        same lines: CpuExecutable.fusions)."""
+        return [line for name in sorted(self.plans) for line in self.plans[name].describe()]
+
+
+def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
+                 print_after_all: Callable[[str], None] | None = None) -> Pipeline:
+    """The pipeline `CpuBackend.compile` runs: `passes.pipelines.backend_pipeline`'s rewrites
+    (chlo lowering, native forms, call inlining, rng_bit_generator expansion, bit-exact
+    simplification, splats as broadcasts, CSE, DCE), then the cpu fusion."""
+    from xlapy.passes.pipelines import backend_pipeline
+
+    return Pipeline("cpu", [*backend_pipeline().passes, CpuFusion(options)], verify,
+                    print_after_all)
