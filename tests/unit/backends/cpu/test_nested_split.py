@@ -1,4 +1,4 @@
-"""Inside control flow (a loop body runs once per step) work below NESTED_SPLIT_COST runs on
+"""Inside control flow (a loop body runs once per step) work below `nested_split_cost` runs on
 the calling thread: no hand-off to a worker per step; the same work at the top level still
 splits, and the bits are the same either way (fixed chunks, parallel.py)."""
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import executable, threads
+from xlapy.backends.cpu import threads
+from xlapy.backends.cpu.options import CpuOptions
 
 _B, _D, _STEPS = 64, 256, 6
 _CELL = (f"%m = stablehlo.dot_general %h, %w, contracting_dims = [1] x [0] : "
@@ -56,7 +57,8 @@ def _count_submits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_loop_body_work_below_the_nested_cost_stays_on_the_caller(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    assert executable.SPLIT_COST <= _B * _D * _D < executable.NESTED_SPLIT_COST
+    defaults = CpuOptions.make()
+    assert defaults.split_cost <= _B * _D * _D < defaults.nested_split_cost
     count = _count_submits(monkeypatch)
     opts = {"num_threads": 2}
     once = xlapy.compile(_ONCE, backend="cpu", options=opts)
