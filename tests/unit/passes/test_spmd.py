@@ -228,7 +228,7 @@ def test_bf16_partial_sums_are_accumulated_in_f32() -> None:
     """255 + 2 | + 1 in two partitions: bf16 partial sums would round 257 to 256 and give
     256; the unsharded dot (f32 accumulation, one rounding) gives 258, and so does xlapy."""
     cols = '"{devices=[1,2]<=[2]}"'
-    text = _module(f"""
+    text = _module("""
     %d = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0]
          : (tensor<1x4xbf16>, tensor<4x1xbf16>) -> tensor<1x1xbf16>
     return %d : tensor<1x1xbf16>""", f"%arg0: tensor<1x4xbf16> {{mhlo.sharding = {cols}}}, "
