@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xlapy.errors import XlapyError
+from xlapy.passes.pipelines import register_pipeline
 
 _BACKENDS: dict[str, Callable[[], Any]] = {}
 
@@ -25,6 +26,16 @@ def get_backend(name: str) -> Any:
             f"unknown backend '{name}'; available: {', '.join(sorted(_BACKENDS))}"
         ) from None
 
+
+def _cpu_pipeline(**kwargs: Any) -> Any:
+    """The cpu backend's pipeline (what CpuBackend.compile runs), for `make_pipeline("cpu")`;
+    imported on use, so `import xlapy` does not load LLVM."""
+    from xlapy.backends.cpu.pipeline import cpu_pipeline
+
+    return cpu_pipeline(**kwargs)
+
+
+register_pipeline("cpu", _cpu_pipeline)
 
 #: The backend Client(), xlapy.compile and `xlapy run` use when none is named.
 DEFAULT_BACKEND = "cpu"

@@ -97,21 +97,12 @@ def backend_pipeline(verify: bool = False,
     interpreter), native forms, calls inlined (JAX's private functions would each be a thunk
     boundary), rng_bit_generator expanded to integer HLO (it would run on the interpreter),
     then the bit-exact simplifications, CSE and DCE. The cpu backend's pipeline is these
-    followed by its fusion pass (`cpu_backend_pipeline`); the gpu backend runs them as is."""
+    followed by its fusion pass (backends/cpu/pipeline.py); the gpu backend runs them as is."""
     return Pipeline("backend", [ChloLowering(), *native_form_passes(), CallInliner(),
                                 RngBitGeneratorExpander.for_cpu(),
                                 simplification_group(exact_only=True),
                                 SplatToBroadcast(), CommonSubexpressionElimination(),
                                 DeadCodeElimination()], verify, print_after_all)
-
-
-def cpu_backend_pipeline(verify: bool = False,
-                         print_after_all: Callable[[str], None] | None = None) -> Pipeline:
-    """The cpu backend's pipeline with its default options, the one `CpuBackend.compile`
-    runs (backends/cpu/pipeline.py: `backend_pipeline`'s passes, then the cpu fusion)."""
-    from xlapy.backends.cpu.pipeline import cpu_pipeline as backend_cpu_pipeline
-
-    return backend_cpu_pipeline(verify=verify, print_after_all=print_after_all)
 
 
 #: Single passes by the names `xlapy opt --passes a,b` accepts.
@@ -155,8 +146,9 @@ def spmd_pipeline(verify: bool = False,
     return Pipeline("spmd", [SpmdPartitioner()], verify, print_after_all)
 
 
-PIPELINES: dict[str, Callable[..., Pipeline]] = {"cpu": cpu_backend_pipeline,
-                                                 "xla-cpu": xla_cpu_pipeline,
+#: Pipelines by name (`xlapy opt --pipeline NAME`). `cpu`, the cpu backend's own pipeline
+#: (backends/cpu/pipeline.py), is registered by xlapy.backends: passes sit below backends.
+PIPELINES: dict[str, Callable[..., Pipeline]] = {"xla-cpu": xla_cpu_pipeline,
                                                  "backend": backend_pipeline,
                                                  "spmd": spmd_pipeline}
 
@@ -166,6 +158,10 @@ def make_pass(name: str) -> Pass:
         return PASSES[name]()
     except KeyError:
         raise XlapyError(f"unknown pass '{name}'; known: {', '.join(sorted(PASSES))}") from None
+
+
+def register_pipeline(name: str, factory: Callable[..., Pipeline]) -> None:
+    PIPELINES[name] = factory
 
 
 def make_pipeline(name: str, **kwargs: object) -> Pipeline:
