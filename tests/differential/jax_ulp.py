@@ -110,9 +110,10 @@ def compare(n: int, names: list[str] | None = None,
     return out
 
 
-def table(result: dict[tuple[str, str, str], list[int]], backend: str) -> str:
-    lines = [f"xlapy {backend} vs jax.jit (XLA CPU): results per ulp distance",
-             "| function | dtype | " + " | ".join(BUCKETS) + " |",
+def table(result: dict[tuple[str, str, str], list[int]], backend: str,
+          what: str = "", column: str = "function") -> str:
+    lines = [f"xlapy {backend} vs jax.jit (XLA CPU){what}: results per ulp distance",
+             f"| {column} | dtype | " + " | ".join(BUCKETS) + " |",
              "|---|---|" + "---|" * len(BUCKETS)]
     for (name, dt, be), counts in result.items():
         if be == backend:

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from tests.differential.jax_ulp import BUCKETS, histogram
+from tests.differential import jax_ulp
+from tests.differential.jax_ulp import histogram
 
 #: name -> (jax function, arity).
 FUNCTIONS: dict[str, tuple[Callable[..., Any], int]] = {}
@@ -131,13 +132,7 @@ def worst(name: str, dtype: type, n: int, backend: str = "interpreter",
 
 
 def table(result: dict[tuple[str, str, str], list[int]], backend: str) -> str:
-    lines = [f"xlapy {backend} vs jax.jit (XLA CPU), complex: results per ulp distance",
-             "| function.part | dtype | " + " | ".join(BUCKETS) + " |",
-             "|---|---|" + "---|" * len(BUCKETS)]
-    for (name, dt, be), counts in result.items():
-        if be == backend:
-            lines.append(f"| {name} | {dt} | " + " | ".join(map(str, counts)) + " |")
-    return "\n".join(lines)
+    return jax_ulp.table(result, backend, ", complex", "function.part")
 
 
 def main(argv: list[str]) -> int:
