@@ -25,6 +25,7 @@ def test_cpu_xfail_table_names_real_chunks() -> None:
     ids = {cid for cid, _, _ in conf.CHUNKS}
     assert not sorted(set(CPU_XFAIL) - ids)
     assert not set(CPU_XFAIL) & set(conf.XFAIL)
+    assert not set(CPU_XFAIL) & set(conf.FTZ_EXPECTED)
 
 
 @pytest.mark.parametrize(("cid", "text", "offset"), conf.CHUNKS,
@@ -33,6 +34,7 @@ def test_chunk_cpu(cid: str, text: str, offset: int, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(conf, "run_chunk", functools.partial(run_chunk, backend="cpu"))
     runner = getattr(conf, "run_with_run_line", None)
     name = cid.split(":")[0]
+    text = conf.ftz_text(cid, text)
     result = runner(text, name, offset) if runner else conf.run_chunk(text, name, offset)
     reason = conf.XFAIL.get(cid) or CPU_XFAIL.get(cid)
     if reason is not None:

@@ -2,8 +2,9 @@
 IEEE-754 arithmetic, subnormals kept), on the interpreter and on the cpu backend.
 
 Same chunks and runner as test_interpret.py, run inside `denormal.use("ieee")` (as `xlapy run
---denormal ieee` does). Its XFAIL entries that exist only because XLA CPU flushes subnormals
-(ceil/floor of a subnormal input) pass here; the rest still apply, strictly.
+--denormal ieee` does), each chunk as the file writes it: the chunks whose expected values the
+ftz mode replaces with XLA CPU's (test_interpret.FTZ_EXPECTED: ceil/floor of a subnormal input)
+are checked here against the spec's.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from tests.conformance import test_interpret as conf
 from xlapy import denormal
 from xlapy.cli.main import run_chunk
 
-#: test_interpret.XFAIL entries due to XLA CPU's flushing: the ieee mode passes them.
-FLUSH_ONLY = frozenset(cid for cid in conf.XFAIL if cid.startswith(("ceil.mlir:", "floor.mlir:")))
-IEEE_XFAIL = {cid: why for cid, why in conf.XFAIL.items() if cid not in FLUSH_ONLY}
+#: Chunks that fail in the ieee mode, with the reason (strict). test_interpret's FTZ_EXPECTED
+#: entries are checked here as the files write them.
+IEEE_XFAIL: dict[str, str] = {**conf.XFAIL}
 
 
-def test_flush_only_entries_are_the_daz_ones() -> None:
-    assert FLUSH_ONLY and all("DAZ" in conf.XFAIL[cid] for cid in FLUSH_ONLY)
+def test_ftz_entries_are_the_daz_ones() -> None:
+    assert conf.FTZ_EXPECTED and all("DAZ" in why for *_, why in conf.FTZ_EXPECTED.values())
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "cpu"])

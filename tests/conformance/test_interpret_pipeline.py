@@ -34,7 +34,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tests.conformance.test_interpret import _CHECK, _RUN_ARGS, CHUNKS, XFAIL
+from tests.conformance.test_interpret import _CHECK, _RUN_ARGS, CHUNKS, XFAIL, ftz_text
 from xlapy.cli.main import entry_functions, parse_args_attr
 from xlapy.errors import XlapyError
 from xlapy.interpreter import Interpreter, RuntimeState
@@ -252,6 +252,7 @@ PIPELINES: dict[str, Callable[[], Pipeline]] = {
 @pytest.mark.parametrize(("cid", "text", "offset"), CHUNKS, ids=[c[0] for c in CHUNKS])
 def test_chunk_through_pipeline(cid: str, text: str, offset: int) -> None:
     filename = cid.split(":")[0]
+    text = ftz_text(cid, text)
     ref = run_chunk_pipeline(text, filename, offset, None)
     if not ref.ok:
         pytest.xfail(XFAIL.get(cid, f"fails without the pipeline too: {ref.message}"))

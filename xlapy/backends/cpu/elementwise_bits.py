@@ -96,7 +96,8 @@ def _reduce_precision(b: ir.IRBuilder, x: ir.Value, t: ET, exponent_bits: int,
                       mantissa_bits: int) -> ir.Value:
     """XLA's ReducePrecision on the bits (xlapy/ops/elementwise_convert.py
     `reduce_precision_bits`): round the mantissa to nearest even, then send exponents out
-    of the reduced range to inf or a signed zero; NaN stays the input NaN."""
+    of the reduced range to inf or a signed zero; NaN stays the input NaN, or becomes an
+    infinity of its sign with no mantissa bits (the spec's truncation)."""
     src_e, src_m = _IEEE[t]
     n = t.bits
     u0 = u = to_bits(b, x, t)
@@ -121,6 +122,9 @@ def _reduce_precision(b: ir.IRBuilder, x: ir.Value, t: ET, exponent_bits: int,
         over = b.icmp_unsigned(">", e, c(max_e << src_m))
         under = b.icmp_unsigned("<=", e, c(min_e << src_m))
         u = b.select(over, b.or_(signed_zero, c(exp_mask)), b.select(under, signed_zero, u))
+    if mantissa_bits == 0:
+        exp_all = ((1 << src_e) - 1) << src_m
+        u0 = b.or_(b.and_(u0, c(1 << (n - 1))), c(exp_all))
     return from_bits(b, b.select(b.fcmp_unordered("uno", x, x), u0, u), t)
 
 

@@ -86,6 +86,24 @@ def test_reduce_precision_bit_exact(t: ET) -> None:
         _check(g, r, x, t, t, f"reduce_precision {t} e{e}m{m}")
 
 
+@pytest.mark.parametrize("t", [ET.F16, ET.BF16, ET.F32, ET.F64], ids=str)
+def test_reduce_precision_nan_without_mantissa_is_signed_inf(t: ET) -> None:
+    """The spec truncates the mantissa: with mantissa_bits = 0 a NaN has nowhere to stay a
+    NaN and becomes an infinity of its sign (conformance reduce_precision.mlir:10); with
+    mantissa bits it stays the input NaN. Both backends alike (XLA CPU keeps the NaN)."""
+    x = np.array([np.nan, -np.nan, 1.5, np.inf], np.float64).astype(t.dtype)
+    mod = module([Shape.array(t, x.shape)],
+                 lambda c, p: [op(c, "reduce_precision", p, ReducePrecisionAttrs(e, m))
+                               for e, m in [(5, 0), (1, 0), (5, 2)]])
+    ref, got, exe = run_both(mod, [x])
+    assert not exe.fallbacks(), exe.explain()
+    for r in (ref, got):
+        for out in r[:2]:
+            o = out.astype(np.float64)
+            assert np.isposinf(o[0]) and np.isneginf(o[1]), o
+        assert np.isnan(r[2].astype(np.float64)[:2]).all()
+
+
 OTHER_WIDTHS = [(s, t) for s in [ET.U8, ET.S8, ET.S4, ET.U4, ET.F16, ET.BF16, ET.S16, ET.F32,
                                    ET.U32, ET.F64, ET.S64, ET.F8E4M3FN, ET.F8E5M2]
                 for t in [ET.U8, ET.S4, ET.F16, ET.BF16, ET.U16, ET.F32, ET.S32, ET.F64, ET.U64,

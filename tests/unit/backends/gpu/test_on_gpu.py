@@ -32,7 +32,7 @@ GPU_XFAIL: dict[str, str] = {}
 def test_chunk_gpu(cid: str, text: str, offset: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(conf, "run_chunk", functools.partial(run_chunk, backend="gpu"))
     name = cid.split(":")[0]
-    result = conf.run_with_run_line(text, name, offset)
+    result = conf.run_with_run_line(conf.ftz_text(cid, text), name, offset)
     reason = conf.XFAIL.get(cid) or GPU_XFAIL.get(cid)
     if reason is not None:
         assert not result.ok, f"{cid} passes on gpu now: remove it from the XFAIL tables"
