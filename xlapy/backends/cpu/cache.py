@@ -145,7 +145,10 @@ def _unsafe_parent(d: Path) -> str:
     try:
         parents = d.resolve().parents
         for p in parents:
-            st = os.stat(p)
+            try:
+                st = os.stat(p)
+            except FileNotFoundError:
+                continue  # made by this user on the first put (a fresh home has no ~/.cache)
             mode = stat.S_IMODE(st.st_mode)
             if st.st_uid not in (0, me):
                 return f"its parent {p} is owned by uid {st.st_uid}"

@@ -9,6 +9,7 @@ import os
 import random
 import stat
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -279,6 +280,20 @@ def test_cache_dir_under_a_sticky_or_foreign_parent(tmp_path: Path,
         cache.clear_memory()
         _assert_memory_only(other / "cache", f"its parent {other} is owned by uid 65534",
                             monkeypatch)
+    cache.clear_memory()
+
+
+def test_cache_dir_whose_parents_do_not_exist_yet(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh home has no ~/.cache: the first put makes the whole path, silently (it warned
+    "its parents cannot be read" and cached in memory only)."""
+    d = tmp_path / "home" / ".cache" / "xlapy" / "cpu"
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(d))
+    cache.clear_memory()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k = _kernel_key("add", monkeypatch)
+    assert _entry(d, k).exists()
     cache.clear_memory()
 
 
