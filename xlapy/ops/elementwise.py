@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from xlapy import denormal
+from xlapy.ops import libm
 from xlapy.ops.base import EvalContext, OpDef, Region, add_op, check
 from xlapy.types import ElementType, Shape
 
@@ -436,7 +437,7 @@ def _power(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
     if a.dtype.kind == "c":
         return _xla_complex_power(a, b)
     if not _is_int(a):
-        return np.power(a, b)
+        return libm.call("power", a, b)  # the C library's, as the cpu kernels (not NumPy's)
     one = np.ones_like(a)
     u = to_bits(b, et)
     out, base = one, a.copy()
@@ -483,7 +484,7 @@ def _atan2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "c":
         # atan2(y, x) = -i log((x + i y) / sqrt(x^2 + y^2)), the complex extension.
         return -1j * np.log((b + 1j * a) / np.sqrt(b * b + a * a))  # type: ignore  # type: ignore[no-any-return]
-    return np.arctan2(a, b)
+    return libm.call("atan2", a, b)  # the C library's, as the cpu kernels
 
 
 def _shift(kind: str) -> Callable[..., np.ndarray]:
