@@ -195,9 +195,18 @@ def _real_call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
 
 
 def _complex_call(b: ir.IRBuilder, name: str, *zs: Parts) -> Parts:
-    """A C99 complex function of libm, called by the x86-64 SysV ABI: a float complex is
-    one <2 x float> (one SSE register), a double complex two doubles in, {double, double}
-    out (clang's lowering)."""
+    """A C99 complex function of libm, called as clang lowers it. x86-64 SysV: a float
+    complex is one <2 x float> (one SSE register), a double complex two doubles in,
+    {double, double} out. AArch64 (AAPCS64): either is a homogeneous aggregate, [2 x T]
+    in (two FP registers), {T, T} out."""
+    if not target.current().is_x86:
+        t = zs[0][0].type
+        arr = ir.ArrayType(t, 2)
+        args = [b.insert_value(b.insert_value(ir.Constant(arr, None), re, 0), im, 1)
+                for re, im in zs]
+        st = ir.LiteralStructType([t, t])
+        out = b.call(_fn(b, name + ("f" if t == F32 else ""), st, [arr] * len(zs)), args)
+        return b.extract_value(out, 0), b.extract_value(out, 1)
     if zs[0][0].type == F32:
         v2 = ir.VectorType(F32, 2)
         args = [b.insert_element(b.insert_element(ir.Constant(v2, None), re,
@@ -452,9 +461,7 @@ def fusible(instr: Instruction) -> bool:
     et = instr.operands[0].shape.element_type if instr.operands else None
     if et not in COMPLEX:
         return False
-    if op in _CFUNCS or op in ("rsqrt", "logistic", "atan2"):
-        return target.current().is_x86  # (the C99 complex ABI of _complex_call)
-    return op in BINARY or op in UNARY
+    return op in BINARY or op in UNARY  # (_complex_call: the C99 ABI of x86-64 and aarch64)
 
 
 def emit(b: ir.IRBuilder, instr: Instruction, args: Sequence[ir.Value]) -> ir.Value:

@@ -162,3 +162,27 @@ def test_cli_target_flag() -> None:
     out = io.StringIO()
     assert cli_main(["run", "--target", "nope", "x.mlir"], out) == 2
     assert "unknown cpu target 'nope'" in out.getvalue()
+
+
+_COMPLEX = """
+func.func @main(%z: tensor<8xcomplex<f32>>, %w: tensor<8xcomplex<f64>>)
+    -> (tensor<8xcomplex<f32>>, tensor<8xcomplex<f64>>, tensor<8xcomplex<f64>>) {
+  %a = stablehlo.exponential %z : tensor<8xcomplex<f32>>
+  %b = stablehlo.sine %a : tensor<8xcomplex<f32>>
+  %c = stablehlo.log %w : tensor<8xcomplex<f64>>
+  %d = stablehlo.atan2 %c, %w : tensor<8xcomplex<f64>>
+  %e = stablehlo.rsqrt %d : tensor<8xcomplex<f64>>
+  return %b, %c, %e : tensor<8xcomplex<f32>>, tensor<8xcomplex<f64>>, tensor<8xcomplex<f64>>
+}
+"""
+
+
+def test_complex_libm_ops_are_native_on_aarch64() -> None:
+    """libm's C99 complex functions by AAPCS64 ([2 x T] in, {T, T} out): these ran on the
+    interpreter when targeting aarch64 (tests/aot runs them under qemu)."""
+    from tests.fallbacks import fallback_ops
+
+    prog = xlapy.compile(_COMPLEX, "cpu", options={"target": "aarch64"})
+    assert fallback_ops(prog) == []
+    undefined = set().union(*(objfile.undefined(o) for _, o in prog._exe.all_objects()))
+    assert {"cexpf", "csinf", "clog", "csqrt"} <= undefined
