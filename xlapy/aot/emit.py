@@ -31,13 +31,14 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
+from xlapy.aot import lapack
 from xlapy.aot.conv import emit_conv
 from xlapy.aot.errors import Unimplemented
 from xlapy.aot.fft import emit_fft
 from xlapy.aot.gemm import emit_dot
 from xlapy.aot.linalg import emit_triangular_solve
 from xlapy.aot.sort import emit_sort
-from xlapy.backends.cpu import op_emit
+from xlapy.backends.cpu import op_emit, ragged_emit
 from xlapy.backends.cpu.llvm_util import I8, I8P, I32, I64, KERNEL_TYPE, VOID, for_range, i64
 from xlapy.ir import Instruction
 from xlapy.types import Shape
@@ -203,7 +204,8 @@ class FunctionEmitter:
         k = self.kernels.get(s)
         if k is not None:
             return not isinstance(k, op_emit.TupleKernel)
-        return instr.opcode in LOOPS
+        return instr.opcode in LOOPS or instr.opcode == "chlo.ragged_dot" or \
+            lapack.handles(instr)
 
     def _alias(self, instr: Instruction) -> Loc:
         ins = [self.locs[self.exe.slot[id(o)]] for o in instr.operands]
@@ -256,6 +258,13 @@ class FunctionEmitter:
             self.sub_bytes = max(self.sub_bytes, up(acc))
             b.call(fn, [ins[0], ins[-1], self.locs[s], b.gep(self.scratch, [i64(own)])])
             return
+        if op == "chlo.ragged_dot":  # (lhs, rhs, group_sizes, out): no scratch
+            if not ragged_emit.supported(instr):
+                raise Unimplemented(op, f"element types {[str(o.shape) for o in instr.operands]}")
+            with _saved(b):
+                fn = ragged_emit.emit(self.prog.mod, self.prog.fresh("ragged"), instr)
+            b.call(fn, [*ins, self.locs[s]])
+            return
         if op == "sort":
             name = self.prog.fresh("sort")
             with _saved(b):
@@ -264,6 +273,13 @@ class FunctionEmitter:
             self.sub_bytes = max(self.sub_bytes, up(need))
             b.call(fn, [self._array(ins), self._array(leaves(self.locs[s])),
                         b.gep(self.scratch, [i64(own)])])
+            return
+        if lapack.handles(instr):  # LAPACK custom calls and cholesky: aot/lapack.py
+            with _saved(b):
+                fn, need = lapack.emit(self.prog.mod, self.prog.fresh("lapack"), instr)
+            self.sub_bytes = max(self.sub_bytes, up(need))
+            b.call(fn, [self._array([x for loc in ins for x in leaves(loc)]),
+                        self._array(leaves(self.locs[s])), b.gep(self.scratch, [i64(own)])])
             return
         if op in CONTROL_FLOW:
             subs = [sub for name, sub in exe.subexecs if name == instr.name]
