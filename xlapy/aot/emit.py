@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
+from xlapy.aot import lapack
 from xlapy.aot.conv import emit_conv
 from xlapy.aot.errors import Unimplemented
 from xlapy.aot.fft import emit_fft
@@ -203,7 +204,8 @@ class FunctionEmitter:
         k = self.kernels.get(s)
         if k is not None:
             return not isinstance(k, op_emit.TupleKernel)
-        return instr.opcode in LOOPS or instr.opcode == "chlo.ragged_dot"
+        return instr.opcode in LOOPS or instr.opcode == "chlo.ragged_dot" or \
+            lapack.handles(instr)
 
     def _alias(self, instr: Instruction) -> Loc:
         ins = [self.locs[self.exe.slot[id(o)]] for o in instr.operands]
@@ -271,6 +273,13 @@ class FunctionEmitter:
             self.sub_bytes = max(self.sub_bytes, up(need))
             b.call(fn, [self._array(ins), self._array(leaves(self.locs[s])),
                         b.gep(self.scratch, [i64(own)])])
+            return
+        if lapack.handles(instr):  # LAPACK custom calls and cholesky: aot/lapack.py
+            with _saved(b):
+                fn, need = lapack.emit(self.prog.mod, self.prog.fresh("lapack"), instr)
+            self.sub_bytes = max(self.sub_bytes, up(need))
+            b.call(fn, [self._array([x for loc in ins for x in leaves(loc)]),
+                        self._array(leaves(self.locs[s])), b.gep(self.scratch, [i64(own)])])
             return
         if op in CONTROL_FLOW:
             subs = [sub for name, sub in exe.subexecs if name == instr.name]
