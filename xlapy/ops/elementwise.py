@@ -307,48 +307,11 @@ def _is_int(a: np.ndarray) -> bool:
     return a.dtype.kind in "iu"
 
 
-def _complex_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """XLA's complex division: Smith's algorithm, then C99 Annex G's recovery of zero
-    denominators, infinite numerators and infinite denominators where Smith's algorithm
-    gave NaN + NaN i. (XLA CPU's FMA contraction is not modelled: finite results may
-    differ in the last bits.)"""
-    a, b, c, d = x.real, x.imag, y.real, y.imag
-    one = np.ones((), a.dtype)
-    c_big = np.abs(c) >= np.abs(d)
-    # |c| >= |d|: r = d/c; otherwise r = c/d (both branches computed, one selected).
-    r1, r2 = d / c, c / d
-    den1, den2 = c + d * r1, c * r2 + d
-    re = np.where(c_big, (a + b * r1) / den1, (a * r2 + b) / den2)
-    im = np.where(c_big, (b - a * r1) / den1, (b * r2 - a) / den2)
-    inf = np.asarray(np.inf, a.dtype)
-    # Zero denominator, numerator not NaN: infinities signed by c's sign and a, b.
-    zero_den = (c == 0) & (d == 0) & (~np.isnan(a) | ~np.isnan(b))
-    sinf = np.copysign(inf, c)
-    # Infinite numerator over a finite denominator.
-    inf_num = (np.isinf(a) | np.isinf(b)) & np.isfinite(c) & np.isfinite(d)
-    ai = np.copysign(np.where(np.isinf(a), one, 0 * one), a)
-    bi = np.copysign(np.where(np.isinf(b), one, 0 * one), b)
-    # Finite numerator over an infinite denominator.
-    inf_den = np.isfinite(a) & np.isfinite(b) & (np.isinf(c) | np.isinf(d))
-    ci = np.copysign(np.where(np.isinf(c), one, 0 * one), c)
-    di = np.copysign(np.where(np.isinf(d), one, 0 * one), d)
-    zero = 0 * one
-    # As in C99, only a NaN + NaN i result is recovered.
-    both_nan = np.isnan(re) & np.isnan(im)
-    zero_den &= both_nan
-    inf_num &= both_nan
-    inf_den &= both_nan
-    re = np.where(zero_den, sinf * a, np.where(inf_num, inf * (ai * c + bi * d),
-                  np.where(inf_den, zero * (a * ci + b * di), re)))
-    im = np.where(zero_den, sinf * b, np.where(inf_num, inf * (bi * c - ai * d),
-                  np.where(inf_den, zero * (b * ci - a * di), im)))
-    return make_complex(re, im, x.dtype)
-
-
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Truncating integer division with XLA's x/0 = -1 and INT_MIN/-1 = INT_MIN."""
     if a.dtype.kind == "c":
-        return _complex_divide(a, b)
+        from xlapy.ops import complex_xla  # (it builds on this module)
+        return complex_xla.divide(a, b)
     if not _is_int(a):
         return np.divide(a, b)
     zero = b == 0
@@ -526,12 +489,12 @@ binary("add", ANY, lambda a, b: (a | b) if a.dtype == np.bool_ else a + b,
        doc="stablehlo.add: spec §add; XLA Add (pred: or).")
 binary("subtract", NUMERIC, np.subtract, doc="stablehlo.subtract: spec §subtract; XLA Sub.")
 def _multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Products; complex by the textbook formula, as XLA emits it (no C99 inf recovery)."""
+    """Products; complex as XLA CPU computes it (complex_xla.multiply: fused)."""
     if a.dtype == np.bool_:
         return a & b
     if a.dtype.kind == "c":
-        return make_complex(a.real * b.real - a.imag * b.imag,
-                            a.real * b.imag + a.imag * b.real, a.dtype)
+        from xlapy.ops import complex_xla  # (it builds on this module)
+        return complex_xla.multiply(a, b)
     return a * b  # type: ignore[no-any-return]
 
 

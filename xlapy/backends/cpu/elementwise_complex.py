@@ -86,9 +86,20 @@ def _sub(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     return b.fsub(x[0], y[0]), b.fsub(x[1], y[1])
 
 
+def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    """x * y + z rounded once (an FMA instruction, or libm's fma where the target has none)."""
+    return intrinsic(b, f"llvm.fma.{_sfx(x)}", x.type, [x, y, z])
+
+
 def _mul(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
-    """The textbook product, as XLA emits it (no C99 infinity recovery); no FMA (the
-    functions carry no contraction flags)."""
+    """XLA CPU's product (ops/complex_xla.multiply): fma(a, c, -(b d)) + fma(b, c, a d) i,
+    as LLVM contracts XLA's textbook formula; no C99 infinity recovery."""
+    (a, c), (d, e) = x, y
+    return (_fma(b, a, d, b.fneg(b.fmul(c, e))), _fma(b, c, d, b.fmul(a, e)))
+
+
+def _np_mul(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
+    """numpy's textbook product (no FMA), which the interpreter's atan2 and remainder run."""
     (a, c), (d, e) = x, y
     return (b.fsub(b.fmul(a, d), b.fmul(c, e)), b.fadd(b.fmul(a, e), b.fmul(c, d)))
 
@@ -118,10 +129,10 @@ def _sfx(v: ir.Value) -> str:
 
 
 def _div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
-    """XLA's complex division as the interpreter writes it (`_complex_divide`): Smith's
-    algorithm (both branches computed, one selected), then C99 Annex G's recovery of a
-    NaN + NaN i result for zero denominators, infinite numerators and infinite
-    denominators. Each operation rounds alone, as numpy's array ops do."""
+    """XLA's complex division as the interpreter writes it (ops/complex_xla.divide): Smith's
+    algorithm (both branches computed, one selected: |c| < |d| takes r = c / d), each
+    `u v + w` fused, then C99 Annex G's recovery of a NaN + NaN i result for zero
+    denominators, infinite numerators and infinite denominators."""
     (a, bb), (c, d) = x, y
     t = a.type
 
@@ -129,14 +140,12 @@ def _div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
         return ir.Constant(t, v)
 
     one, zero, inf = k(1.0), k(0.0), k(float("inf"))
-    c_big = b.fcmp_ordered(">=", _fabs(b, c), _fabs(b, d))
-    r1, r2 = b.fdiv(d, c), b.fdiv(c, d)
-    den1 = b.fadd(c, b.fmul(d, r1))
-    den2 = b.fadd(b.fmul(c, r2), d)
-    re = b.select(c_big, b.fdiv(b.fadd(a, b.fmul(bb, r1)), den1),
-                  b.fdiv(b.fadd(b.fmul(a, r2), bb), den2))
-    im = b.select(c_big, b.fdiv(b.fsub(bb, b.fmul(a, r1)), den1),
-                  b.fdiv(b.fsub(b.fmul(bb, r2), a), den2))
+    lt = b.fcmp_ordered("<", _fabs(b, c), _fabs(b, d))
+    r1, r2 = b.fdiv(c, d), b.fdiv(d, c)
+    den1, den2 = _fma(b, r1, c, d), _fma(b, r2, d, c)
+    re = b.select(lt, b.fdiv(_fma(b, r1, a, bb), den1), b.fdiv(_fma(b, r2, bb, a), den2))
+    im = b.select(lt, b.fdiv(_fma(b, r1, bb, b.fneg(a)), den1),
+                  b.fdiv(_fma(b, b.fneg(r2), a, bb), den2))
     not_nan_num = b.or_(b.not_(_isnan(b, a)), b.not_(_isnan(b, bb)))
     zero_den = b.and_(b.and_(b.fcmp_ordered("==", c, zero), b.fcmp_ordered("==", d, zero)),
                       not_nan_num)
@@ -154,10 +163,10 @@ def _div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     zero_den = b.and_(zero_den, both_nan)
     inf_num = b.and_(inf_num, both_nan)
     inf_den = b.and_(inf_den, both_nan)
-    re_num = b.fmul(inf, b.fadd(b.fmul(ai, c), b.fmul(bi, d)))
-    im_num = b.fmul(inf, b.fsub(b.fmul(bi, c), b.fmul(ai, d)))
-    re_den = b.fmul(zero, b.fadd(b.fmul(a, ci), b.fmul(bb, di)))
-    im_den = b.fmul(zero, b.fsub(b.fmul(bb, ci), b.fmul(a, di)))
+    re_num = b.fmul(inf, _fma(b, ai, c, b.fmul(bi, d)))
+    im_num = b.fmul(inf, _fma(b, bi, c, b.fneg(b.fmul(ai, d))))
+    re_den = b.fmul(zero, _fma(b, a, ci, b.fmul(bb, di)))
+    im_den = b.fmul(zero, _fma(b, bb, ci, b.fneg(b.fmul(a, di))))
     re = b.select(zero_den, b.fmul(sinf, a),
                   b.select(inf_num, re_num, b.select(inf_den, re_den, re)))
     im = b.select(zero_den, b.fmul(sinf, bb),
@@ -285,9 +294,9 @@ def _atan2(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     t = x[0].type
     i = (ir.Constant(t, 0.0), ir.Constant(t, 1.0))
     minus_i = (ir.Constant(t, -0.0), ir.Constant(t, -1.0))
-    num = _add(b, y, _mul(b, i, x))
-    den = _complex_call(b, "csqrt", _add(b, _mul(b, y, y), _mul(b, x, x)))
-    return _mul(b, minus_i, _complex_call(b, "clog", _np_div(b, num, den)))
+    num = _add(b, y, _np_mul(b, i, x))
+    den = _complex_call(b, "csqrt", _add(b, _np_mul(b, y, y), _np_mul(b, x, x)))
+    return _np_mul(b, minus_i, _complex_call(b, "clog", _np_div(b, num, den)))
 
 
 def _remainder(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
@@ -298,9 +307,9 @@ def _remainder(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     zero = ir.Constant(t, 0.0)
     q_re, q_im = _np_div(b, x, y)
     tr, ti = (intrinsic(b, f"llvm.trunc.{_sfx(v)}", t, [v]) for v in (q_re, q_im))
-    i_ti = _mul(b, (zero, ir.Constant(t, 1.0)), (ti, zero))
+    i_ti = _np_mul(b, (zero, ir.Constant(t, 1.0)), (ti, zero))
     w = _add(b, (tr, zero), i_ti)
-    return _sub(b, x, _mul(b, y, w))
+    return _sub(b, x, _np_mul(b, y, w))
 
 
 #: Binary ops on complex operands with a complex result (inputs flushed first).
