@@ -12,6 +12,7 @@ import numpy as np
 from xlapy.backends import get_backend
 from xlapy.errors import XlapyError
 from xlapy.ir import Module
+from xlapy.phases import Phases, recording
 from xlapy.types.literal import Token
 
 
@@ -22,6 +23,8 @@ class CompiledProgram:
                  options: dict[str, Any] | None = None) -> None:
         self.module = module
         self.backend = backend
+        #: Where the compile's time went (xlapy.phases; set by `compile`).
+        self.phases: Phases | None = None
         self._exe = get_backend(backend).compile(module, options)
 
     def __call__(self, *args: Any) -> Any:
@@ -115,7 +118,16 @@ def compile(program: Any, backend: str | None = None, entry: str | None = None,
     """Compile StableHLO text, a path to a .mlir file, a Module or an XlaComputation.
 
     Text (or a file) starting with `HloModule` is XLA's HLO text (`xlapy.hlo_text`).
-    `options` go to the backend (cpu: `{"target": "x86-64-v3"}`, see backends/cpu/target.py)."""
+    `options` go to the backend (cpu: `{"target": "x86-64-v3"}`, see backends/cpu/target.py).
+    The result's `phases` say where the compile's time went (xlapy.phases)."""
+    with recording() as rec:
+        prog = _compile(program, backend, entry, options)
+    prog.phases = rec
+    return prog
+
+
+def _compile(program: Any, backend: str | None, entry: str | None,
+             options: dict[str, Any] | None) -> CompiledProgram:
     from xlapy.backends import default_backend
 
     backend = backend or default_backend()

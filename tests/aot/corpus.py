@@ -4,7 +4,7 @@ interpreter on the same rewritten function."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from xlapy.ir import Computation, Instruction, Module
@@ -19,13 +19,25 @@ class Case:
     module: Module
     comp: Computation
     args: list[Any]
+    #: check.expect_serialized_eq as (result index of its operand, probe_id, iteration):
+    #: the object's results for that probe (xlapy/aot/probe.py) must hold that value.
+    serialized: list[tuple[int, str, int]] = field(default_factory=list)
+
+    @property
+    def probe_capacity(self) -> int:
+        """Values kept per probe: enough for every iteration a check reads."""
+        return 1 + max((it for _, _, it in self.serialized), default=0)
 
 
-def checks_as_results(comp: Computation) -> bool:
+def checks_as_results(comp: Computation,
+                      serialized: list[tuple[int, str, int]] | None = None) -> bool:
     """Rewrite `comp` in place: every check.* op is dropped and its operands become the
-    function's results (a root tuple). False when there is nothing to check."""
+    function's results (a root tuple). False when there is nothing to check. Each
+    expect_serialized_eq is appended to `serialized` (see Case)."""
     checked: list[Instruction] = []
     for instr in list(comp.instructions):
+        if instr.opcode == "check.expect_serialized_eq" and serialized is not None:
+            serialized.append((len(checked), instr.attrs.probe_id, instr.attrs.iteration))
         if instr.opcode.startswith("check."):
             checked.extend(o for o in instr.operands if o.shape.is_array)
     if not checked:
@@ -58,6 +70,7 @@ def conformance_cases(chunks: list[tuple[str, str, int]]) -> list[Case]:
             continue
         for name in entry_functions(module, None):
             comp = module.get(name)
-            if checks_as_results(comp):
-                out.append(Case(f"{cid}@{name}", module, comp, []))
+            serialized: list[tuple[int, str, int]] = []
+            if checks_as_results(comp, serialized):
+                out.append(Case(f"{cid}@{name}", module, comp, [], serialized))
     return out

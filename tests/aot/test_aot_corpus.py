@@ -20,7 +20,7 @@ import pytest
 from tests.aot.compare import mismatch
 from tests.aot.corpus import Case, conformance_cases
 from tests.conformance import test_interpret as conf
-from xlapy.aot import Unimplemented, driver
+from xlapy.aot import AotObject, Unimplemented, driver
 from xlapy.aot import compile as aot_compile
 from xlapy.interpreter import Interpreter
 
@@ -54,7 +54,8 @@ def _sweep(cases: list[Case], tmp: Path, target: str | None, cc: str,
     objs, kept, refused, bad = [], [], {}, []
     for k, c in enumerate(cases):
         try:
-            objs.append(aot_compile(c.module, name=f"f{k}", function=c.comp, target=target))
+            objs.append(aot_compile(c.module, name=f"f{k}", function=c.comp, target=target,
+                                    probe_capacity=c.probe_capacity))
             kept.append(c)
         except Unimplemented as e:
             if not _refusal_ok(e):
@@ -74,8 +75,28 @@ def _sweep(cases: list[Case], tmp: Path, target: str | None, cc: str,
             if m is not None:
                 bad.append(f"{c.cid} result {j}: {m}")
                 break
+        bad += _probe_mismatches(c, o, res)
     assert not bad, "\n".join(bad)
     return len(objs), refused
+
+
+def _probe_mismatches(c: Case, o: AotObject, res: list[np.ndarray]) -> list[str]:
+    """Where the harness compares a probe (check.expect_serialized_eq: the value recorded
+    at `iteration` equals the operand, bit for bit), compare the object's probe results."""
+    bad = []
+    first = len(res) - 2 * len(o.probes)
+    for at, pid, it in c.serialized:
+        js = [j for j, p in enumerate(o.probes) if p == pid]
+        if len(js) != 1:
+            bad.append(f"{c.cid}: {len(js)} probes named {pid!r} in the object")
+            continue
+        values, count = res[first + 2 * js[0]], int(res[first + 2 * js[0] + 1])
+        if count <= it:
+            bad.append(f"{c.cid}: probe {pid!r} ran {count} time(s), checked at {it}")
+        elif values[it].tobytes() != res[at].tobytes():
+            bad.append(f"{c.cid}: probe {pid!r} value {it} is {values[it]}, "
+                       f"expected {res[at]}")
+    return bad
 
 
 @pytest.mark.skipif(driver.tool("gcc") is None, reason="gcc is not installed (Debian: gcc)")

@@ -5,25 +5,27 @@
 
 The object defines `int NAME_run(const void *const *args, void *const *results,
 void *scratch)` and no other global symbol (only weak compiler-rt builtins: link.py); it
-holds every kernel, product, convolution, FFT, triangular solve, sort and control-flow loop
-of the program and its constants, and needs only libc / libm (listed in the header). No
-Python, no xlapy runtime. How: the cpu backend plans the program as for the JIT (one
-thread), and emit.py turns the plan into C-callable functions over a scratch arena; link.py
-links the kernels in and emits the object. An op with no in-object implementation (LAPACK
-custom calls, cholesky, ragged dot, collectives, infeed / outfeed, an interpreter fallback
-of the cpu backend) raises `Unimplemented` naming it. `xlapy aot` is the command-line door
+holds every kernel, product (ragged ones too), convolution, FFT, triangular solve, sort and
+control-flow loop of the program and its constants, and needs only libc / libm (listed in
+the header). No Python, no xlapy runtime; interpreter.probe values are extra results
+(probe.py). How: the cpu backend plans the program as for the JIT (one thread), and emit.py
+turns the plan into C-callable functions over a scratch arena; link.py links the kernels in
+and emits the object. An op with no in-object implementation (collectives, infeed / outfeed,
+custom calls with no in-object routine, an interpreter fallback of the cpu backend) raises
+`Unimplemented` naming it. `xlapy aot` is the command-line door
 (docs/aot.md).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llvmlite import ir
 
+from xlapy.aot import probe
 from xlapy.aot.emit import ALIGN, Program, array_leaves, emit_entry
 from xlapy.aot.errors import Unimplemented
 from xlapy.aot.header import header
@@ -51,6 +53,9 @@ class AotObject:
     results: list[Shape]
     scratch_bytes: int
     undefined: list[str]
+    #: probe_id of each interpreter.probe, in result order (probe.py): probe j's values
+    #: and count are results[len(results) - 2 * len(probes) + 2 j] and the one after.
+    probes: list[str] = field(default_factory=list)
 
     def write(self, directory: str | Path) -> tuple[Path, Path]:
         d = Path(directory)
@@ -81,10 +86,11 @@ def load(program: Any, entry: str | None = None) -> Module:
 
 def compile(program: Any, name: str, target_name: str | None = None,  # noqa: A001
             entry: str | None = None, function: Computation | None = None,
-            target: str | None = None) -> AotObject:
+            target: str | None = None, probe_capacity: int = 1) -> AotObject:
     """Compile `program` (see `load`) into an object defining `{name}_run` for a cpu target
     (target.py's names; default: the host). `function`: compile this computation of an
-    already verified module as it is (no backend pipeline; the conformance chunks' way)."""
+    already verified module as it is (no backend pipeline; the conformance chunks' way).
+    `probe_capacity`: values kept per interpreter.probe (probe.py)."""
     from xlapy.backends import get_backend
     from xlapy.backends.cpu import target as targets
 
@@ -101,20 +107,22 @@ def compile(program: Any, name: str, target_name: str | None = None,  # noqa: A0
                 raise XlapyError(f"module {module.name} has no entry function "
                                  "(name one with entry=)")
             exe = get_backend("cpu").compile(module, options)
-        return _build(exe, name, t, module.name)
+        return _build(exe, name, t, module.name, probe_capacity)
 
 
-def _build(exe: Any, name: str, t: targets_t, source: str) -> AotObject:
+def _build(exe: Any, name: str, t: targets_t, source: str, capacity: int = 1) -> AotObject:
     comp = exe.comp
     args = [s for p in comp.parameters for s in _leaves_checked(p.shape, "argument")]
     results = _leaves_checked(comp.root.shape, "result") if comp.root is not None else []
     mod = ir.Module(name=f"xlapy_aot_{name}")
     mod.triple = t.triple
-    prog = Program(name, mod)
+    prog = Program(name, mod, probe_capacity=capacity)
     fn, scratch = emit_entry(prog, exe)
+    first = len(results)
+    results = results + probe.result_shapes(prog)
     run = ir.Function(mod, RUN_TYPE, name=f"{name}_run")
     b = ir.IRBuilder(run.append_basic_block("entry"))
-    b.call(fn, list(run.args))
+    b.call(fn, [*run.args, probe.table(b, run.args[1], first, len(prog.probes))])
     b.ret(ir.Constant(I32, 0))
     obj = link_object(module_text(mod), prog.texts, {run.name}, t)
     undefined = sorted(objfile.undefined(obj))
@@ -122,8 +130,10 @@ def _build(exe: Any, name: str, t: targets_t, source: str) -> AotObject:
     if missing:
         raise XlapyError(f"xlapy aot: the object needs {', '.join(sorted(missing))}, which "
                          "is neither libc nor libm")
-    text = header(name, args, results, scratch, ALIGN, undefined, str(t), source)
-    return AotObject(name, str(t), obj, text, args, results, scratch, undefined)
+    text = header(name, args, results, scratch, ALIGN, undefined, str(t), source,
+                  probe.header_lines(name.upper(), prog, first) if prog.probes else [])
+    return AotObject(name, str(t), obj, text, args, results, scratch, undefined,
+                     [p.attrs.probe_id for p in prog.probes])
 
 
 targets_t = target.CpuTarget

@@ -32,6 +32,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.aot import lapack
+from xlapy.aot import probe
 from xlapy.aot.conv import emit_conv
 from xlapy.aot.errors import Unimplemented
 from xlapy.aot.fft import emit_fft
@@ -45,7 +46,10 @@ from xlapy.types import Shape
 
 #: Alignment of every scratch region (the arena's, buffer_assignment.ALIGN, is 64 too).
 ALIGN = 64
-FN_TYPE = ir.FunctionType(VOID, [I8P.as_pointer(), I8P.as_pointer(), I8P])
+#: fn(args, results, scratch, probes): probes is the probe results' pointer table
+#: (probe.py), passed down to every called function.
+FN_TYPE = ir.FunctionType(VOID, [I8P.as_pointer(), I8P.as_pointer(), I8P,
+                                 I8P.as_pointer()])
 #: Ops whose result is a view of their operands: nothing runs.
 ALIASING = frozenset({"tuple", "get_tuple_element", "optimization_barrier", "after_all"})
 CONTROL_FLOW = frozenset({"while", "case", "if", "call"})
@@ -88,6 +92,8 @@ class Program:
     mod: ir.Module
     texts: list[tuple[str, str]] = field(default_factory=list)  # (prefix, IR text)
     counter: Iterator[int] = field(default_factory=itertools.count)
+    probes: list[Instruction] = field(default_factory=list)  # probe.py
+    probe_capacity: int = 1
 
     def fresh(self, what: str) -> str:
         return f"{self.name}__{what}{next(self.counter)}"
@@ -112,7 +118,7 @@ class FunctionEmitter:
         self.name = prog.fresh("comp")
         self.fn = ir.Function(prog.mod, FN_TYPE, name=self.name)
         self.fn.linkage = "internal"
-        args, results, scratch = self.fn.args
+        args, results, scratch, self.probes = self.fn.args
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.args, self.results, self.scratch = args, results, scratch
         offsets, total = exe._arena_plan
@@ -281,6 +287,9 @@ class FunctionEmitter:
             b.call(fn, [self._array([x for loc in ins for x in leaves(loc)]),
                         self._array(leaves(self.locs[s])), b.gep(self.scratch, [i64(own)])])
             return
+        if op == probe.OPCODE:
+            probe.emit_probe(self, instr, ins[0], self.locs[s])
+            return
         if op in CONTROL_FLOW:
             subs = [sub for name, sub in exe.subexecs if name == instr.name]
             getattr(self, f"_{op}")(instr, ins, leaves(self.locs[s]), subs, own)
@@ -312,7 +321,7 @@ class FunctionEmitter:
     def _call_sub(self, fn: ir.Function, args: list[ir.Value], results: list[ir.Value],
                   own: int) -> None:
         self.b.call(fn, [self._array(args), self._array(results),
-                         self.b.gep(self.scratch, [i64(own)])])
+                         self.b.gep(self.scratch, [i64(own)]), self.probes])
 
     def _call(self, instr: Instruction, ins: list[Loc], outs: list[ir.Value], subs: list[Any],
               own: int) -> None:
@@ -382,10 +391,10 @@ class FunctionEmitter:
         done = self.fn.append_basic_block("while.done")
         b.branch(head)
         b.position_at_end(head)
-        b.call(cond, [cur, self._array([pred]), sub_scratch])
+        b.call(cond, [cur, self._array([pred]), sub_scratch, self.probes])
         b.cbranch(b.icmp_unsigned("!=", b.load(pred), ir.Constant(I8, 0)), loop, done)
         b.position_at_end(loop)
-        b.call(body, [cur, nxt, sub_scratch])
+        b.call(body, [cur, nxt, sub_scratch, self.probes])
         for j in range(len(sizes)):
             pc, pn = b.gep(cur, [i64(j)]), b.gep(nxt, [i64(j)])
             x, y = b.load(pc), b.load(pn)

@@ -23,7 +23,9 @@ def c_type(shape: Shape) -> str:
 
 
 def header(name: str, args: Sequence[Shape], results: Sequence[Shape], scratch: int,
-           align: int, undefined: Sequence[str], target: str, source: str) -> str:
+           align: int, undefined: Sequence[str], target: str, source: str,
+           extra: Sequence[str] = ()) -> str:
+    """The header's text; `extra`: more macro lines (probe.py's)."""
     up = name.upper()
     guard = f"XLAPY_AOT_{up}_H"
     lines = [
@@ -71,7 +73,7 @@ def header(name: str, args: Sequence[Shape], results: Sequence[Shape], scratch: 
                 f"#define {p}_ELEMENTS {prod(dims)}",
                 f"#define {p}_BYTES {prod(dims) * s.dtype.itemsize}",
             ]
-    lines += [
+    lines += [*extra,
         "",
         f"int {name}_run(const void *const *args, void *const *results, void *scratch);",
         "",

@@ -23,6 +23,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--target", default=None,
                    help="host (default), x86-64-v2, x86-64-v3, x86-64-v4, aarch64-linux-gnu, "
                         "... (backends/cpu/target.py)")
+    p.add_argument("--probe-capacity", type=int, default=1, metavar="N",
+                   help="values kept per interpreter.probe (extra results; default 1)")
     return p
 
 
@@ -30,7 +32,8 @@ def cmd_aot(args: argparse.Namespace, out: TextIO) -> int:
     from xlapy.aot import compile as aot_compile
 
     try:
-        obj = aot_compile(args.file, name=args.name, target=args.target, entry=args.entry)
+        obj = aot_compile(args.file, name=args.name, target=args.target, entry=args.entry,
+                          probe_capacity=args.probe_capacity)
         o, h = obj.write(args.output)
     except (XlapyError, OSError) as e:
         out.write(f"error: {e}\n")

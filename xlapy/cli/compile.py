@@ -7,8 +7,9 @@ FILE is StableHLO text (.mlir), XLA's HLO text (`HloModule ...`, e.g. what
 workload, run from the repository root). With --explain, the cpu backend prints one line
 per instruction (kernel, library call, control flow, interpreter fallback), the kernels
 built, the ops that fall back to interpreter kernels, and what each fused kernel computes
-(the same "// cpu fusion" lines as `xlapy opt FILE --pipeline cpu --explain-fusion`); the
-command also prints the compile time.
+(the same "// cpu fusion" lines as `xlapy opt FILE --pipeline cpu --explain-fusion`) and
+where the compile's time went, phase by phase (xlapy.phases: parse, import, passes, emit,
+LLVM optimize and codegen, ...); the command also prints the compile time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from typing import Any, TextIO
 
 from xlapy.errors import XlapyError
+from xlapy.phases import recording
 
 #: The header of the fused-kernel lines `compile --explain` and `opt --explain-fusion` print.
 FUSION_HEADER = "// cpu fusion"
@@ -46,12 +48,13 @@ def cmd_compile(args: argparse.Namespace, out: TextIO) -> int:
     from xlapy.cli.opt import load_module
 
     try:
-        module = load_module(args.file, args.entry)
-        if module.entry is None:
-            raise XlapyError(f"{args.file}: no entry function (name one with --entry)")
-        t0 = time.perf_counter()
-        exe = get_backend(args.backend).compile(module, None)
-        dt = time.perf_counter() - t0
+        with recording() as phases:
+            module = load_module(args.file, args.entry)
+            if module.entry is None:
+                raise XlapyError(f"{args.file}: no entry function (name one with --entry)")
+            t0 = time.perf_counter()
+            exe = get_backend(args.backend).compile(module, None)
+            dt = time.perf_counter() - t0
     except (XlapyError, OSError, KeyError) as e:
         out.write(f"error: {e}\n")
         return 1
@@ -70,6 +73,7 @@ def cmd_compile(args: argparse.Namespace, out: TextIO) -> int:
         fusions = getattr(exe, "fusions", None)
         if fusions is not None:
             out.write(FUSION_HEADER + "\n" + "".join(f"{line}\n" for line in fusions()))
+        out.write(f"-- {phases.table()}\n")
     return 0
 
 

@@ -21,6 +21,7 @@ from xlapy.hlo_text.cursor import Cursor
 from xlapy.hlo_text.importer import HloImporter
 from xlapy.hlo_text.parser import HloParser
 from xlapy.ir import Module
+from xlapy.phases import phase
 
 # Possessive and one character per repetition: `(?:\s+)*` backtracks exponentially on a long
 # run of whitespace that is not followed by `HloModule` (any StableHLO text with indentation).
@@ -34,9 +35,11 @@ def is_hlo_text(text: str) -> bool:
 
 def parse_hlo_module(text: str, filename: str = "<input>") -> Module:
     """Parse and import one HloModule (ParseError with file:line:col and a caret on bad input)."""
-    parser = HloParser(text, filename)
-    node = parser.parse_module()
-    return HloImporter(node, parser.cur).run()
+    with phase("parse"):
+        parser = HloParser(text, filename)
+        node = parser.parse_module()
+    with phase("import"):
+        return HloImporter(node, parser.cur).run()
 
 
 def print_hlo_module(module: Module) -> str:

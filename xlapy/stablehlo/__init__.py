@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from xlapy.ir import Module
+from xlapy.phases import phase
 from xlapy.stablehlo import check as _check  # noqa: F401  (registers check.* / interpreter.*)
 from xlapy.stablehlo import chlo as _chlo  # noqa: F401  (registers chlo.*)
 from xlapy.stablehlo import sdy as _sdy
@@ -25,16 +26,20 @@ def parse_module(text: str, filename: str = "<input>", entry: str | None = None,
     """Parse and import one module (raises ParseError with file:line:col on bad input).
 
     `arg_shapes` gives the entry's `?` argument dimensions (shape-polymorphic modules)."""
-    p = Parser(text, filename, line_offset)
-    node = p.parse_module()
-    check_called_computations(node, p.lex)
-    return import_module(node, p.lex, entry, arg_shapes)
+    with phase("parse"):
+        p = Parser(text, filename, line_offset)
+        node = p.parse_module()
+        check_called_computations(node, p.lex)
+    with phase("import"):
+        return import_module(node, p.lex, entry, arg_shapes)
 
 
 def has_dynamic_entry(text: str, entry: str | None = None) -> bool:
     """Does the module's entry function take `?`-dimension arguments?"""
     from xlapy.stablehlo.specialize import has_dynamic_args
 
+    if "?" not in text:  # a `?` dimension is written with one; no second parse of a big module
+        return False
     node = Parser(text).parse_module()
     names = {f.name: f for f in node.funcs}
     name = entry or ("main" if "main" in names else

@@ -17,6 +17,7 @@ from typing import Any
 from xlapy import denormal
 from xlapy.backends import register_backend
 from xlapy.ir import Module
+from xlapy.phases import phase, recording
 from xlapy.verify import verify_module
 
 
@@ -31,11 +32,17 @@ class CpuBackend:
         from xlapy.backends.cpu.pipeline import cpu_pipeline
 
         opts = CpuOptions.make(options)
-        with _no_gc(), denormal.use(opts.denormal):  # constant folding flushes too
-            module = module.clone()
-            verify_module(module)
-            cpu_pipeline(opts).run(module)
-            return CpuExecutable(module.entry_computation(), module, opts)
+        with recording() as rec, _no_gc(), denormal.use(opts.denormal):  # folding flushes too
+            with phase("verify"):
+                module = module.clone()
+                verify_module(module)
+            with phase("passes"):
+                cpu_pipeline(opts).run(module)
+            with phase("emit"):
+                exe = CpuExecutable(module.entry_computation(), module, opts)
+        #: Where the compile's time went (xlapy.phases): `xlapy compile --explain` prints it.
+        exe.phases = rec
+        return exe
 
     def compile_function(self, module: Module, comp: Any,
                          options: Mapping[str, Any] | None = None) -> Any:
@@ -51,9 +58,15 @@ class CpuBackend:
         from xlapy.backends.cpu.pipeline import plan_all
 
         opts = CpuOptions.make(options)
-        with _no_gc():
-            module, comp = rewrite_for_function(module, comp)
-            return CpuExecutable(comp, module, opts, plan_all([comp], opts))
+        with recording() as rec, _no_gc():
+            with phase("passes"):
+                module, comp = rewrite_for_function(module, comp)
+            with phase("fusion plan"):
+                plans = plan_all([comp], opts)
+            with phase("emit"):
+                exe = CpuExecutable(comp, module, opts, plans)
+        exe.phases = rec
+        return exe
 
 
 def rewrite_for_function(module: Module, comp: Any) -> tuple[Module, Any]:

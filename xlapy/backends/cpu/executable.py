@@ -54,7 +54,7 @@ from xlapy.backends.cpu.fusion_plan import (
     row_walk,
 )
 from xlapy.backends.cpu.introspect import Introspection
-from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_text, new_module
+from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_texts, new_module
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.backends.cpu.options import CpuOptions
 from xlapy.backends.cpu.pipeline import META_KEY, plan_all
@@ -65,6 +65,7 @@ from xlapy.interpreter.evaluator import check_value
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ir.location import locate_error
 from xlapy.ops.base import OPS
+from xlapy.phases import Phases
 from xlapy.types import Shape
 from xlapy.types.literal import TOKEN_VALUE
 
@@ -95,6 +96,8 @@ class CpuExecutable(Calls, Introspection):
         #: What the compile is decided by (options.py; a mapping is read once, here).
         self.options = CpuOptions.make(options)
         self.report: list[tuple[str, str, str]] = []
+        #: Where its compile's time went (xlapy.phases; set by the backend's compile).
+        self.phases: Phases | None = None
         self.subexecs: list[tuple[str, CpuExecutable]] = []
         self._lock = threading.Lock()
         self._keep: dict[int, Any] = {}  # output slot -> last array returned (recycle.py)
@@ -185,21 +188,14 @@ class CpuExecutable(Calls, Introspection):
         #: The instructions that have a thunk, in program (= thunk) order.
         self._thunk_instrs = [i for i in order if id(i) in self.slot
                               and i.opcode not in ("parameter", "constant")]
+        #: The compiled kernels: explicit-vector ones and the others (engines below).
         self.engine: Engine | None = None
+        self.engines: list[Engine] = []
         self.kernel_addrs: list[int] = []
         #: The kernels' module before optimization (xlapy.aot links it into one object).
         self.kernel_ir = ""
         if kernel_specs:
-            text = self.kernel_ir = module_text(mod)  # printed once: llvmlite's printer is slow
-            vec = any(kernel_elements(k) >= self.options.small_kernel for k in kernel_specs)
-            light = all(k.explicit for k in kernel_specs)
-            key = cache.key(text, "light" if light else "" if vec else "novec")
-            obj = cache.get(key)
-            self.engine = Engine(text, obj=obj, vectorize=vec, light=light,
-                                 exports=[k.name for k in kernel_specs])
-            if obj is None:
-                cache.put(key, self.engine.object)
-            self.kernel_addrs = [self.engine.address(k.name) for k in kernel_specs]
+            self._compile_kernels(mod, kernel_specs)
             self._bind_kernels(kernel_specs)
         self.kernel_specs = kernel_specs
         self.regions = self._plan_regions(kernel_specs, fusible)
@@ -415,6 +411,32 @@ class CpuExecutable(Calls, Introspection):
             names = ", ".join(f"%{m.instr.name}" for m in run)
             self.report.append((region.name, "region", f"row-parallel: {names}"))
         return out
+
+    def _compile_kernels(self, mod: Any, specs: list[kernels.Kernel]) -> None:
+        """Kernels written in explicit vectors (lanes.py) are compiled with the light
+        pipeline, the others (native loops, gathers, transposes) with O3 and the loop
+        vectorizer, each group as a module of its own: one such kernel put the whole module
+        through O3 (the CNN's pooling kernel: 29 ms of LLVM optimization for its 4 kernels,
+        most of it on the convolution epilogues that need none)."""
+        explicit = [k for k in specs if k.explicit]
+        others = [k for k in specs if not k.explicit]
+        groups = [g for g in (explicit, others) if g]
+        whole, texts = module_texts(mod, [[k.name for k in g] for g in groups])
+        self.kernel_ir = whole
+        addrs: dict[str, int] = {}
+        for group, text in zip(groups, texts):
+            light = group is explicit
+            vec = any(kernel_elements(k) >= self.options.small_kernel for k in group)
+            key = cache.key(text, "light" if light else "" if vec else "novec")
+            obj = cache.get(key)
+            engine = Engine(text, obj=obj, vectorize=vec, light=light,
+                            exports=[k.name for k in group])
+            if obj is None:
+                cache.put(key, engine.object)
+            self.engines.append(engine)
+            addrs.update((k.name, engine.address(k.name)) for k in group)
+        self.engine = self.engines[0]
+        self.kernel_addrs = [addrs[k.name] for k in specs]
 
     def _bind_kernels(self, specs: list[kernels.Kernel]) -> None:
         """Kernel thunks go in program order, interleaved with the others."""

@@ -15,7 +15,7 @@ import itertools
 import re
 import struct
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, TypeVar
 
 import llvmlite.binding as llvm
@@ -25,6 +25,7 @@ from xlapy import denormal
 from xlapy.backends.cpu import objfile, rtlib, target
 from xlapy.backends.cpu.target import CpuTarget
 from xlapy.errors import XlapyError
+from xlapy.phases import phase
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -110,7 +111,10 @@ _LOOP_MD = re.compile(r'^(![0-9]+) = !\{ *!"xlapy\.loop\.ic\.([0-9]+)" *\}', re.
 
 def module_text(mod: ir.Module | str) -> str:
     """The module's IR text with FN_ATTRS on every defined function."""
-    text = str(mod)
+    if not isinstance(mod, str):
+        with phase("ir text"):
+            return module_text(str(mod))
+    text = mod
     if f"attributes #{_ATTR_GROUP}" in text:
         return text
     text = _DEFINE.sub(rf"\1 #{_ATTR_GROUP}\2", text)
@@ -119,11 +123,49 @@ def module_text(mod: ir.Module | str) -> str:
     return f"{text}\nattributes #{_ATTR_GROUP} = {{ {attrs} }}\n"
 
 
+_GLOBAL_REF = re.compile(r'@(?:"([^"]+)"|([-A-Za-z0-9_.$]+))')
+
+
+def module_texts(mod: ir.Module, groups: Sequence[Collection[str]]) -> tuple[str, list[str]]:
+    """The whole module's text (module_text) and one module text per group of its defined
+    functions, each printed value once (llvmlite's printer is the slow part). A group's
+    module keeps every declaration and metadata node and the definitions (helper functions,
+    tables) its functions reach, so it compiles on its own; one reached from two groups is
+    defined in both (each object is a JIT library of its own)."""
+    with phase("ir text"):
+        head = [f'; ModuleID = "{mod.name}"', f'target triple = "{mod.triple}"',
+                f'target datalayout = "{mod.data_layout}"', ""]
+        head += [t.get_declaration() for t in mod.get_identified_types().values()]
+        values = [(v.name, str(v), isinstance(v, ir.Function) and v.is_declaration)
+                  for v in mod.globals.values()]
+        meta = mod._get_metadata_lines()
+        defined = {name: text for name, text, decl in values if not decl}
+        whole = module_text("\n".join(head + [text for _, text, _ in values] + meta))
+        out = []
+        for group in groups:
+            keep: set[str] = set()
+            todo = [n for n in group if n in defined]
+            while todo:
+                name = todo.pop()
+                if name in keep:
+                    continue
+                keep.add(name)
+                for m in _GLOBAL_REF.finditer(defined[name]):
+                    ref = m.group(1) or m.group(2)
+                    if ref in defined and ref not in keep:
+                        todo.append(ref)
+            body = [text for name, text, decl in values if decl or name in keep]
+            out.append(module_text("\n".join(head + body + meta)))
+        return whole, out
+
+
 def verify(mod: ir.Module | str) -> llvm.ModuleRef:
     """Parse the module's text back and let LLVM verify it; returns the parsed module."""
     _init()
-    ref = llvm.parse_assembly(module_text(mod))
-    ref.verify()
+    text = module_text(mod)
+    with phase("llvm parse"):
+        ref = llvm.parse_assembly(text)
+        ref.verify()
     return ref
 
 
@@ -135,6 +177,12 @@ def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool = True
     CFG simplification, for modules already written in explicit vectors with hoisted
     addresses (the direct convolution: 3 ms instead of 12, same code speed); instcombine
     cost 0.6 ms of a softmax compile for no measured run-time gain on any workload."""
+    with phase("llvm optimize"):
+        _optimize(ref, tm, vectorize, light)
+
+
+def _optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool,
+              light: bool) -> None:
     if light:
         pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0))
         mpm = llvm.create_new_module_pass_manager()
@@ -199,7 +247,8 @@ class Engine:
             ref.data_layout = str(ctm.target_data)
             optimize(ref, ctm, vectorize, light)
             self._ref = ref
-            return ctm.emit_object(ref)
+            with phase("llvm codegen"):
+                return ctm.emit_object(ref)
 
     def _load(self, cached: bool, exports: Sequence[str]) -> None:
         """Check the object's undefined symbols against the runtime library (and, for a
@@ -220,7 +269,7 @@ class Engine:
         if not self.linked:
             return
         rt = runtime_library(t)
-        with _LOCK:
+        with _LOCK, phase("link"):
             builder = llvm.JITLibraryBuilder().add_object_img(self.object)
             builder.add_jit_library(rt)
             for name in exports:

@@ -20,6 +20,7 @@ from xlapy.ir import Computation, Module
 from xlapy.passes.fusion import CONTROL_FLOW
 from xlapy.passes.fusion_decision import FusionDecision
 from xlapy.passes.pass_base import Pass, Pipeline
+from xlapy.phases import phase
 
 #: module.meta key of the plans (computation name -> CpuFusionPlan).
 META_KEY = "cpu_fusion"
@@ -65,7 +66,8 @@ class CpuFusion(Pass):
 
     def run(self, module: Module) -> bool:
         roots = [module.entry_computation()] if module.entry is not None else []
-        self.plans = plan_all(roots, self.options)
+        with phase("fusion plan"):
+            self.plans = plan_all(roots, self.options)
         module.meta[META_KEY] = self.plans
         return False  # no instruction changes
 

@@ -76,3 +76,12 @@ def test_backend_pipeline_inlines_calls_and_cleans_up() -> None:
     x = np.linspace(-2, 2, 64, dtype=np.float32)
     b = np.full(64, 0.25, np.float32)
     np.testing.assert_array_equal(prog(x, b), 2 * np.maximum(x + b, 0))
+
+
+def test_explain_prints_where_the_compile_time_went(tmp_path: Path) -> None:
+    f = tmp_path / "p.mlir"
+    f.write_text(PROGRAM)
+    rc, text = run("compile", str(f), "--explain")
+    assert rc == 0, text
+    line = next(ln for ln in text.splitlines() if ln.startswith("-- compile "))
+    assert "parse " in line and "import " in line and "emit " in line

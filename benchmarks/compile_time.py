@@ -1,0 +1,81 @@
+"""Cold compile time, xlapy-cpu vs XLA, on the JAX-lowered workloads (issue 14).
+
+    python benchmarks/compile_time.py [--reps 5] [--only cnn,sort] [--small]
+
+Each workload of benchmarks/jax_workloads.py is lowered once; then, `--reps` rounds, each
+side compiles it cold, one after the other (so machine noise hits both alike): xlapy with
+no compile cache (memory cache cleared, `XLAPY_CACHE_DIR=""`), XLA after
+`jax.clear_caches()` (jax's lowering timed apart: `jax_run.py` counts it in XLA's compile).
+Printed per workload: min wall ms of each side (and xlapy's CPU ms: the machine may be
+shared), xlapy / XLA and xlapy / (XLA + lowering), and where xlapy's fastest compile spent
+its time (xlapy.phases).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import env  # noqa: E402
+
+env.prepare()
+os.environ["XLAPY_CACHE_DIR"] = ""  # cold compiles
+
+from benchmarks.jax_workloads import JAX_WORKLOADS  # noqa: E402
+
+
+def measure(name: str, reps: int, small: bool) -> dict[str, Any]:
+    """Min over `reps` interleaved cold compiles of each side."""
+    import jax
+
+    import xlapy
+    from xlapy.backends.cpu import cache
+
+    case = JAX_WORKLOADS[name](small)
+    text = jax.jit(case.fn).lower(*case.args).as_text()
+    best: dict[str, Any] = {"xlapy": float("inf"), "cpu": float("inf"), "xla": float("inf"),
+                            "lower": float("inf"), "phases": ""}
+    for _ in range(reps):
+        cache.clear_memory()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        prog = xlapy.compile(text, backend="cpu")
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        if wall < best["xlapy"]:
+            best["xlapy"], best["phases"] = wall, prog.phases.table()
+        best["cpu"] = min(best["cpu"], cpu)
+        del prog
+        jax.clear_caches()
+        t0 = time.perf_counter()
+        lowered = jax.jit(case.fn).lower(*case.args)
+        t1 = time.perf_counter()
+        lowered.compile()
+        best["lower"] = min(best["lower"], t1 - t0)
+        best["xla"] = min(best["xla"], time.perf_counter() - t1)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument("--small", action="store_true", help="tiny shapes (a smoke test)")
+    args = ap.parse_args(argv)
+    names = [n for n in JAX_WORKLOADS if not args.only or n in args.only.split(",")]
+    measure(names[0], 1, True)  # start-up (imports, the runtime library) off the table
+    print(f"{'workload':16s} | {'xlapy ms':>8s} | {'cpu ms':>7s} | {'XLA ms':>7s} | "
+          f"{'+lower':>7s} | {'/XLA':>5s} | {'/+lower':>7s} | xlapy phases (ms)")
+    for name in names:
+        r = measure(name, args.reps, args.small)
+        print(f"{name:16s} | {r['xlapy'] * 1e3:8.1f} | {r['cpu'] * 1e3:7.1f} | "
+              f"{r['xla'] * 1e3:7.1f} | {r['lower'] * 1e3:7.1f} | {r['xlapy'] / r['xla']:5.2f} | "
+              f"{r['xlapy'] / (r['xla'] + r['lower']):7.2f} | {r['phases']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
