@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.aot import lapack
-from xlapy.aot import probe
+from xlapy.aot import lapack, probe
 from xlapy.aot.conv import emit_conv
 from xlapy.aot.errors import Unimplemented
 from xlapy.aot.fft import emit_fft
