@@ -52,10 +52,11 @@ func.func @main(%n: tensor<i32>, %v: tensor<4xi32>) -> (tensor<i32>, tensor<4xi3
 }
 """
 
-CHOLESKY = """
-func.func @main(%a: tensor<3x3xf32>) -> tensor<3x3xf32> {
-  %0 = "stablehlo.cholesky"(%a) {lower = true} : (tensor<3x3xf32>) -> tensor<3x3xf32>
-  return %0 : tensor<3x3xf32>
+#: jaxlib's nonsymmetric eigensolver: the one LAPACK custom call with no in-object loops.
+GEEV = """
+func.func @main(%a: tensor<3x3xf64>) -> (tensor<3xf64>, tensor<3xf64>, tensor<3x3xcomplex<f64>>, tensor<3x3xcomplex<f64>>, tensor<i32>) {
+  %0:5 = stablehlo.custom_call @lapack_dgeev_ffi(%a) {mhlo.backend_config = {compute_left = 78 : ui8, compute_right = 78 : ui8}} : (tensor<3x3xf64>) -> (tensor<3xf64>, tensor<3xf64>, tensor<3x3xcomplex<f64>>, tensor<3x3xcomplex<f64>>, tensor<i32>)
+  return %0#0, %0#1, %0#2, %0#3, %0#4 : tensor<3xf64>, tensor<3xf64>, tensor<3x3xcomplex<f64>>, tensor<3x3xcomplex<f64>>, tensor<i32>
 }
 """
 
@@ -125,14 +126,14 @@ def test_aarch64_object_is_aarch64() -> None:
 
 
 def test_unimplemented_op_is_refused_by_name(tmp_path: Path) -> None:
-    with pytest.raises(Unimplemented, match="cholesky"):
-        aot_compile(CHOLESKY, name="chol")
-    src = tmp_path / "chol.mlir"
-    src.write_text(CHOLESKY)
+    with pytest.raises(Unimplemented, match="lapack_dgeev_ffi"):
+        aot_compile(GEEV, name="geev")
+    src = tmp_path / "geev.mlir"
+    src.write_text(GEEV)
     out = io.StringIO()
-    assert main(["aot", str(src), "--name", "chol", "-o", str(tmp_path)], out) == 1
-    assert "cholesky is not implemented ahead of time" in out.getvalue()
-    assert not (tmp_path / "chol.o").exists()
+    assert main(["aot", str(src), "--name", "geev", "-o", str(tmp_path)], out) == 1
+    assert "custom_call is not implemented ahead of time: lapack_dgeev_ffi" in out.getvalue()
+    assert not (tmp_path / "geev.o").exists()
 
 
 def test_cli_writes_object_and_header(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from tests.aot.compare import mismatch
 from tests.aot.corpus import Case, conformance_cases
+from tests.aot.phases import VECTORS, align
 from tests.conformance import test_interpret as conf
 from xlapy.aot import AotObject, Unimplemented, driver
 from xlapy.aot import compile as aot_compile
@@ -37,8 +38,10 @@ REFUSED = {
     "recv": _GRID, "all_reduce": _GRID, "all_gather": _GRID, "all_to_all": _GRID,
     "reduce_scatter": _GRID, "collective_permute": _GRID, "collective_broadcast": _GRID,
     "replica_id": _GRID, "partition_id": _GRID,
-    "triangular_solve": _LIBRARY, "fft": _LIBRARY, "cholesky": _LIBRARY,
-    "chlo.ragged_dot": _LIBRARY, "custom_call": _LIBRARY,
+    "triangular_solve": _LIBRARY, "fft": _LIBRARY,
+    "chlo.ragged_dot": _LIBRARY,
+    # jaxlib's geev (aot/lapack.py refuses it by name), host callbacks, unknown targets
+    "custom_call": "a custom call with no in-object implementation",
 }
 
 
@@ -127,7 +130,8 @@ def test_conformance_on_aarch64_under_qemu(tmp_path: Path) -> None:
 @pytest.mark.skipif(driver.tool("gcc") is None, reason="gcc is not installed (Debian: gcc)")
 def test_jax_programs_sample(tmp_path: Path) -> None:
     """A sample of the JAX program suite, compared with JAX under each program's stated
-    tolerance (the same check the cpu backend passes)."""
+    tolerance (the same check the cpu backend passes); eigen- and singular vectors after
+    choosing each one's sign / phase closest to JAX's (tests/aot/phases.py)."""
     from tests.differential.jax_programs.runner import compare, lower
     from tests.differential.jax_programs.test_jax_programs import PROGRAMS
 
@@ -146,5 +150,6 @@ def test_jax_programs_sample(tmp_path: Path) -> None:
     for o, p in zip(objs, kept):
         res = got[o.name]
         assert not isinstance(res, int), f"{p.id}: error {res}"
-        compare(p, tuple(res), lower(p).expected)
+        expected = lower(p).expected
+        compare(p, tuple(align(VECTORS.get(p.id), res, list(expected))), expected)
     assert len(kept) >= 0.8 * len(sample), refused

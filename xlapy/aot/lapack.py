@@ -67,12 +67,12 @@ def emit(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function, in
         raise Unimplemented("custom_call", f"{target}: the nonsymmetric eigenproblem (LAPACK "
                             "geev: Hessenberg reduction and shifted QR) has no in-object "
                             "implementation")
-    if routine in ("syevd", "heevd", "gesdd"):
-        raise Unimplemented("custom_call", f"{target}: not yet in the object")
-    from xlapy.aot import lapack_qr
+    from xlapy.aot import lapack_eig, lapack_qr
 
     routines = {"potrf": _potrf, "getrf": _getrf, "trsm": _trsm, "geqrf": lapack_qr.geqrf,
-                "orgqr": lapack_qr.orgqr, "ungqr": lapack_qr.orgqr}
+                "orgqr": lapack_qr.orgqr, "ungqr": lapack_qr.orgqr,
+                "syevd": lapack_eig.syevd, "heevd": lapack_eig.syevd,
+                "gesdd": lapack_eig.gesdd}
     a = instr.operands[0].shape
     if 0 in a.dimensions[-2:]:
         return _empty(mod, name, instr), 0
