@@ -3,10 +3,10 @@
 
 chlo lowering -> native forms -> call inlining -> rng_bit_generator expansion -> bit-exact
 simplification -> splat constants to broadcasts -> CSE -> DCE (`passes.backend_pipeline`) ->
-cpu fusion. The last pass changes no
-instruction: it stores a `CpuFusionPlan` per computation the executable plans (the entry and
-the bodies control flow runs) in `module.meta["cpu_fusion"]`, and the executable builds its
-kernels from those plans instead of deciding again.
+bf16/f16 dots widened to f32 between converts (`widen_dots.py`) -> cpu fusion. The last pass
+changes no instruction: it stores a `CpuFusionPlan` per computation the executable plans (the
+entry and the bodies control flow runs) in `module.meta["cpu_fusion"]`, and the executable
+builds its kernels from those plans instead of deciding again.
 """
 
 from __future__ import annotations
@@ -81,8 +81,10 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                  print_after_all: Callable[[str], None] | None = None) -> Pipeline:
     """The pipeline `CpuBackend.compile` runs: `passes.pipelines.backend_pipeline`'s rewrites
     (chlo lowering, native forms, call inlining, rng_bit_generator expansion, bit-exact
-    simplification, splats as broadcasts, CSE, DCE), then the cpu fusion."""
+    simplification, splats as broadcasts, CSE, DCE), bf16/f16 dots widened to f32 (their
+    converts then fuse into the kernels around them), then the cpu fusion."""
+    from xlapy.backends.cpu.widen_dots import WidenNarrowDots
     from xlapy.passes.pipelines import backend_pipeline
 
-    return Pipeline("cpu", [*backend_pipeline().passes, CpuFusion(options)], verify,
-                    print_after_all)
+    return Pipeline("cpu", [*backend_pipeline().passes, WidenNarrowDots(), CpuFusion(options)],
+                    verify, print_after_all)

@@ -1,0 +1,77 @@
+"""bf16/f16 dots as f32 dots between converts, so the conversions fuse into kernels.
+
+A dot_general with bf16 or f16 operands computes in f32 (library.dot_accumulator, the
+interpreter's `accumulate_dtype`): its operands widen exactly to f32 and its result rounds
+once to the result type. The library thunk did both conversions itself, with NumPy
+(ml_dtypes) loops on one thread: for a bf16 attention they took longer than the softmax
+between the dots. Written as `convert(dot_general(convert(a), convert(b)))` in f32 the
+program computes the same bits on both backends (bf16/f16 <-> f32 converts never flush:
+ops/elementwise_convert.py), and the converts become part of the kernels around the dot:
+the producer of `a` stores f32 directly, the consumer of the result rounds as it reads.
+XLA's CPU compiler does the same (its optimized HLO upcasts such dots to f32).
+
+Dots with a `dot_algorithm` (which fixes the operand types) and dots whose accumulation type
+is not f32 (an f64 or complex result) are left alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from xlapy.ir import Computation, Instruction
+from xlapy.ops.elementwise_convert import ConvertAttrs
+from xlapy.passes.pass_base import ComputationPass
+from xlapy.types import ElementType as ET
+from xlapy.types import Shape
+
+#: Operand/result types widened to f32 (their f32 conversions are exact / round once).
+NARROW = frozenset({ET.BF16, ET.F16})
+
+
+def widens(instr: Instruction) -> bool:
+    """Whether `instr` is a dot_general this pass rewrites."""
+    if instr.opcode != "dot_general" or instr.attrs.algorithm is not None:
+        return False
+    types = [o.shape.element_type for o in instr.operands]
+    et = instr.shape.element_type
+    if not any(t in NARROW for t in types):
+        return False
+    return all(t in NARROW or t == ET.F32 for t in types) and (et in NARROW or et == ET.F32)
+
+
+def _convert(comp: Computation, x: Instruction, et: ET, like: Instruction) -> Instruction:
+    new = comp.add(Instruction("convert", [x], Shape.array(et, x.shape.dimensions),
+                               ConvertAttrs(et), (), f"{like.name}.f32"))
+    new.meta.update(like.meta)
+    return new
+
+
+class WidenNarrowDots(ComputationPass):
+    """Rewrites every bf16/f16 dot_general (`widens`) into f32 between converts."""
+
+    name = "widen-narrow-dots"
+
+    def run_on_computation(self, comp: Computation) -> bool:
+        changed = False
+        for instr in list(comp.instructions):
+            if not widens(instr):
+                continue
+            ops = [o if o.shape.element_type == ET.F32 else _convert(comp, o, ET.F32, instr)
+                   for o in instr.operands]
+            attrs = dataclasses.replace(instr.attrs, result_element_type=None)
+            dot = comp.add(Instruction("dot_general", ops,
+                                       Shape.array(ET.F32, instr.shape.dimensions), attrs, (),
+                                       instr.name))
+            dot.meta.update(instr.meta)
+            out = dot
+            if instr.shape.element_type != ET.F32:
+                out = comp.add(Instruction("convert", [dot], instr.shape,
+                                           ConvertAttrs(instr.shape.element_type), (),
+                                           f"{instr.name}.round"))
+                out.meta.update(instr.meta)
+            comp.replace_instruction(instr, out)
+            changed = True
+        return changed
+
+
+__all__ = ["NARROW", "WidenNarrowDots", "widens"]
