@@ -9,7 +9,8 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   bits), mulhi (8/16/32 bits: the product in 64 bits, shifted; 64 bits: from 32-bit
   halves), top_k (a stable
   sort of (x, iota) by a total-order GT / LT comparator, then slices);
-* approximate (f16/bf16 computed in f32 and rounded back; f32 and f64 in their own type),
+* approximate (f16/bf16 computed in f32 and rounded back; f32 sinh, asin, acos, erf_inv and
+  lgamma in f64 (`_IN_F64`); the rest in their own type),
   tolerance stated in the tests, the same formulas as XLA's chlo decompositions:
   sinh = |x| < 1 ? (e + e / (e + 1)) / 2 with e = expm1(x) : sign(x) (E / 2 - 1 / (2 E))
   with E = exp(|x|); cosh = E / 2 + 1 / (2 E) (XLA: exp(x - ln 2) +- exp(-x - ln 2), whose
@@ -323,6 +324,13 @@ def _complex_sinh_cosh(g: _G, i: I) -> I:
     return g.subtract(p, m) if i.opcode == "chlo.sinh" else g.add(p, m)
 
 
+#: f32 ops computed in f64 and rounded once: within 1 ulp, where the f32 formulas measured
+#: 2 (asin, acos: atan2 of a rounded square root), 3 (sinh below 1: expm1's error through
+#: (e + e / (e + 1)) / 2; erf_inv: Giles' f32 polynomials) and 39 (lgamma: Lanczos' sums)
+#: (tests/unit/backends/cpu/test_ulp_table.py). The rest are within 1 ulp in f32 already.
+_IN_F64 = frozenset({"chlo.sinh", "chlo.asin", "chlo.acos", "chlo.erf_inv", "chlo.lgamma"})
+
+
 def _lower_real(g: _G, i: I, fn: Callable[[_G, I], I], f64: bool) -> I | None:
     (x,) = i.operands
     et = x.shape.element_type
@@ -330,9 +338,10 @@ def _lower_real(g: _G, i: I, fn: Callable[[_G, I], I], f64: bool) -> I | None:
         return _complex_sinh_cosh(g, i)
     if not et.is_float or et.bits not in (16, 32, 64) or (et.bits == 64 and not f64):
         return None
-    if et.bits == 16:
-        return g.convert(fn(g, g.convert(x, new_element_type=ElementType.F32)),
-                         new_element_type=et)
+    wide = ElementType.F64 if et.bits == 32 and i.opcode in _IN_F64 else \
+        ElementType.F32 if et.bits == 16 else None
+    if wide is not None:
+        return g.convert(fn(g, g.convert(x, new_element_type=wide)), new_element_type=et)
     return fn(g, x)
 
 

@@ -29,6 +29,7 @@ from xlapy.ops.elementwise import (
     unary,
     wrap_int,
 )
+from xlapy.ops.elementwise_unary import in_f64
 from xlapy.types import ElementType
 
 _FC = FLOAT | COMPLEX
@@ -151,7 +152,7 @@ def _sinh_cosh(sub: bool) -> Any:
     part of sinh(1e-8 + 0.06i) in f32 is 0, numpy's 1e-8)."""
     def f(x: np.ndarray) -> np.ndarray:
         if x.dtype.kind != "c":
-            return np.sinh(x) if sub else np.cosh(x)  # type: ignore[no-any-return]
+            return in_f64(np.sinh if sub else np.cosh)(x)  # type: ignore[no-any-return]
         ln2 = x.dtype.type(complex(-math.log(2), 0))
         with np.errstate(all="ignore"):
             p, m = _xla_cexp(flush(x + ln2)), _xla_cexp(flush(ln2 - x))
@@ -167,15 +168,15 @@ _DOC = "chlo.{0}: CHLO dialect §{0}; {1}."
 for _name, _types, _fn, _what in (
         ("sinh", _FC, _sinh_cosh(True), "hyperbolic sine"),
         ("cosh", _FC, _sinh_cosh(False), "hyperbolic cosine"),
-        ("asin", _FC, np.arcsin, "inverse sine"),
-        ("acos", _FC, np.arccos, "inverse cosine"),
-        ("atan", _FC, np.arctan, "inverse tangent"),
-        ("asinh", _FC, np.arcsinh, "inverse hyperbolic sine"),
-        ("acosh", _FC, np.arccosh, "inverse hyperbolic cosine"),
-        ("atanh", _FC, np.arctanh, "inverse hyperbolic tangent"),
-        ("erfc", FLOAT, scipy.special.erfc, "complementary error function"),
-        ("erf_inv", FLOAT, scipy.special.erfinv, "inverse error function"),
-        ("lgamma", FLOAT, _lgamma, "log |Gamma|"),
+        ("asin", _FC, in_f64(np.arcsin), "inverse sine"),
+        ("acos", _FC, in_f64(np.arccos), "inverse cosine"),
+        ("atan", _FC, in_f64(np.arctan), "inverse tangent"),
+        ("asinh", _FC, in_f64(np.arcsinh), "inverse hyperbolic sine"),
+        ("acosh", _FC, in_f64(np.arccosh), "inverse hyperbolic cosine"),
+        ("atanh", _FC, in_f64(np.arctanh), "inverse hyperbolic tangent"),
+        ("erfc", FLOAT, in_f64(scipy.special.erfc), "complementary error function"),
+        ("erf_inv", FLOAT, in_f64(scipy.special.erfinv), "inverse error function"),
+        ("lgamma", FLOAT, in_f64(_lgamma), "log |Gamma|"),
         ("digamma", FLOAT, _digamma, "psi = Gamma'/Gamma"),
         ("bessel_i1e", FLOAT, scipy.special.i1e, "exponentially scaled Bessel I1")):
     unary(f"chlo.{_name}", _types, _fn, doc=_DOC.format(_name, _what))

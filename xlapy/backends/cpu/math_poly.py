@@ -19,14 +19,16 @@ log            <= 1       <= 1       log(m) = 2 atanh((m-1)/(m+1)), m in [0.7, 1
 log1p          <= 1       <= 1       log(u) + (x - (u - 1)) / u, u = 1 + x (fdlibm)
 expm1          <= 1       <= 1       Taylor below 1, (2^n - 1) + 2^n expm1(r) above
 tanh           <= 5       <= 4       f32: x P(x^2) / Q(x^2), a (4, 4) rational (as XLA's,
-                                     also 5 ulp); f64: odd Chebyshev fit below 0.5,
+                                     also 5 ulp; in f64 within 1 ulp but the GELU
+                                     chain 1.85x slower); f64: odd Chebyshev fit below 0.5,
                                      1 - 2/(e^2x + 1) above
-logistic       <= 3       <= 3       1 / (1 + exp(-x))
-erf            <= 1       <= 1       Taylor below 1 (2/sqrt(pi) as hi + lo), a Chebyshev
-                                     fit of erfcx above
-sin, cos, tan  <= 2, 3    <= 1, 2    Cody-Waite by pi/2 below 2^20 (f32: in f64),
-                                     Payne-Hanek above (trig_reduce.py), taken only
-                                     when a lane needs it; test_ulp_table.py
+logistic       <= 1       <= 3       1 / (1 + exp(-x)) (f32: in f64)
+erf            <= 1       <= 1       Taylor below 1 (2/sqrt(pi) as hi + lo; f32: in
+                                     f64), a Chebyshev fit of erfcx above
+sin, cos, tan  <= 1       <= 1, 2    Cody-Waite by pi/2 below 2^20 (f32: in f64, the
+                                     polynomials too), Payne-Hanek above
+                                     (trig_reduce.py), taken only when a lane needs it;
+                                     test_ulp_table.py
 =============  =========  =========  ==============================================
 """
 
@@ -121,6 +123,15 @@ class Math:
         (overflow to inf, FTZ flushing tiny results as the multiplies of `ldexp` do), or None
         where there is no such instruction (scalars, narrower vectors, no AVX-512). One
         instruction instead of ldexp's ten: less code to run and to compile."""
+        name = f"llvm.x86.avx512.mask.scalef.{'pd' if self.is64 else 'ps'}.512"
+        return self._avx512(name, [p, n], lambda chunk, mask_t: [
+            ir.Constant(chunk, None), ir.Constant(mask_t, -1), ir.Constant(I32, 4)])
+
+    def _avx512(self, name: str, args: list[ir.Value],
+                extra: Callable[[ir.Type, ir.Type], list[ir.Value]]) -> ir.Value | None:
+        """The 512-bit intrinsic `name` on each 512-bit chunk of the vector `args` (with the
+        trailing operands extra(chunk type, mask type)), or None for scalars, vectors that
+        are not whole 512-bit chunks and targets without AVX-512."""
         t = self.t
         per = 8 if self.is64 else 16
         if not isinstance(t, ir.VectorType) or t.count % per or \
@@ -129,14 +140,11 @@ class Math:
         b = self.b
         chunk = ir.VectorType(elem(t), per)
         mask_t = ir.IntType(per)
-        name = f"llvm.x86.avx512.mask.scalef.{'pd' if self.is64 else 'ps'}.512"
         parts = []
         for k in range(t.count // per):
             lanes = ir.Constant(ir.VectorType(I32, per), [k * per + j for j in range(per)])
-            pk, nk = (v if t.count == per else b.shuffle_vector(v, v, lanes) for v in (p, n))
-            parts.append(intrinsic(b, name, chunk, [pk, nk, ir.Constant(chunk, None),
-                                                    ir.Constant(mask_t, -1),
-                                                    ir.Constant(I32, 4)]))
+            vs = [v if t.count == per else b.shuffle_vector(v, v, lanes) for v in args]
+            parts.append(intrinsic(b, name, chunk, vs + extra(chunk, mask_t)))
         while len(parts) > 1:  # concatenate pairwise
             width = parts[0].type.count
             both = ir.Constant(ir.VectorType(I32, 2 * width), list(range(2 * width)))
@@ -144,12 +152,25 @@ class Math:
                      for i in range(0, len(parts), 2)]
         return parts[0]
 
+    def recip28(self, d: ir.Value) -> ir.Value:
+        """1 / d to a relative 2^-28 or better (enough for a result rounded to f32): AVX-512's
+        vrcp14 (2^-14) and one Newton step, where a division costs ~8x as much (vdivpd);
+        1 / d elsewhere. Finite nonzero normal d only (no special values arrive here)."""
+        name = f"llvm.x86.avx512.rcp14.{'pd' if self.is64 else 'ps'}.512"
+        r = self._avx512(name, [d], lambda chunk, mask_t: [
+            ir.Constant(chunk, None), ir.Constant(mask_t, -1)])
+        if r is None:
+            return self.b.fdiv(self.c(1.0), d)
+        e = self.fma(self.b.fneg(d), r, self.c(1.0))
+        return self.fma(r, e, r)
+
     # ---- functions ----
-    def exp(self, x: ir.Value) -> ir.Value:
+    def exp(self, x: ir.Value, terms: int | None = None) -> ir.Value:
         """exp(x) = 2^n e^r. The clamp keeps NaN (compare-and-select: one maxps/minps, where
         maxnum/minnum would drop it) and its bounds lie past overflow and past the flush of
         denormal results, so inf, 0 and NaN need no selects; n = round(x log2 e) comes from
-        the magic-number addition (its integer in the low bits), defined for NaN too."""
+        the magic-number addition (its integer in the low bits), defined for NaN too.
+        `terms`: fewer Taylor terms, for f64 values that are rounded to f32 later."""
         b = self.b
         lo, hi = (-746.0, 709.9) if self.is64 else (-104.0, 88.8)
         xc = b.select(b.fcmp_ordered("<", x, self.c(lo)), self.c(lo), x)
@@ -160,7 +181,7 @@ class Math:
         ln2_hi, ln2_lo = _ln2_parts(self.is64)
         r = self.fma(n, self.c(-ln2_hi), xc)
         r = self.fma(n, self.c(-ln2_lo), r)
-        p = self.horner(_taylor_exp(14 if self.is64 else 8), r)
+        p = self.horner(_taylor_exp(terms or (14 if self.is64 else 8)), r)
         scaled = self.scalef(p, n)
         if scaled is not None:
             return scaled
@@ -274,29 +295,35 @@ class Math:
         return self.bin("copysign", r, x)
 
     def logistic(self, x: ir.Value) -> ir.Value:
-        """1 / (1 + exp(-x)) (XLA's form); in the `ieee` denormal mode exp(x) below -80
-        (f32; -700 f64), where exp(-x) overflows before the subnormal results (under FTZ
+        """1 / (1 + exp(-x)) (XLA's form); f32 evaluates it in f64 and rounds once (within
+        1 ulp; XLA's three f32 roundings measured 2). In f64 and the `ieee` denormal mode,
+        exp(x) below -700, where exp(-x) overflows before the subnormal results (under FTZ
         those flush to 0 either way, so the ftz code skips the second exp)."""
         b = self.b
+        if not self.is64:  # exp to 2e-10 (9 terms), 1 / (1 + e) to 2^-28: 0.01 ulp of f32
+            m = Math(b, like(self.t, F64))
+            # -x at most 200 (the f32 result is 0 from 104 on): e stays finite for recip28
+            nx = b.fneg(b.fpext(x, m.t))
+            nx = b.select(b.fcmp_ordered(">", nx, m.c(200.0)), m.c(200.0), nx)
+            e = m.exp(nx, terms=10)
+            return b.fptrunc(m.recip28(b.fadd(m.c(1.0), e)), self.t)
         e = self.exp(b.fneg(x))
         out = b.fdiv(self.c(1.0), b.fadd(self.c(1.0), e))
         if denormal.flushing():
             return out
-        low = b.fcmp_ordered("<", x, self.c(-700.0 if self.is64 else -80.0))
+        low = b.fcmp_ordered("<", x, self.c(-700.0))
         return b.select(low, self.exp(x), out)
 
     def erf(self, x: ir.Value) -> ir.Value:
         b = self.b
         ax = self.un("fabs", x)
         z = b.fmul(x, x)
-        # below 1: the Taylor series (2/sqrt(pi)) (x + x z P(z)), its leading product
-        # fused with the rest (the Chebyshev fit of erf(x)/x measured 6 ulp in f64 near 0.5)
-        n = 19 if self.is64 else 12
-        tail = b.fmul(b.fmul(x, z), self.horner(
-            [(-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(1, n)], z))
-        k_hi, k_lo = _two_over_sqrt_pi(self.is64)
-        rest = self.fma(x, self.c(k_lo), b.fmul(self.c(k_hi), tail))
-        small = self.fma(x, self.c(k_hi), rest)
+        if self.is64:
+            small = self._erf_small(x, z, 19)
+        else:  # in f64, rounded once: within 1 ulp (in f32: 2 near x = 1)
+            m = Math(b, like(self.t, F64))
+            xd = b.fpext(x, m.t)
+            small = b.fptrunc(m._erf_small(xd, b.fmul(xd, xd), 12), self.t)
         top = _ERF_TOP[self.is64]
         axc = self.bin("minnum", ax, self.c(top))
         h = self.clenshaw(_fit("erfcx", self.is64), axc, 1.0, top)
@@ -306,8 +333,9 @@ class Math:
         out = b.select(b.fcmp_ordered("<", ax, self.c(1.0)), small, large)
         return self.select_nan(x, out)
 
-    def _sincos(self, x: ir.Value, cos: bool) -> ir.Value:
-        """sin or cos: reduce by pi/2 (f32 in f64), then Taylor on |r| <= pi/4."""
+    def _reduce(self, x: ir.Value) -> tuple[Math, ir.Value, ir.Value]:
+        """(m, r, q): x = q pi/2 + r, r in f64 (f32 too: the f64 evaluation of the
+        polynomials, rounded once, keeps sin/cos/tan within 1 ulp) and q an integer."""
         b = self.b
         m = Math(b, like(self.t, F64))
         xd = b.fpext(x, m.t) if not self.is64 else x
@@ -317,21 +345,47 @@ class Math:
         r = m.fma(k, m.c(-p2), r)
         r = m.fma(k, m.c(-p3), r)
         r, k = self._huge_reduction(m, xd, r, k)
+        return m, r, b.fptosi(k, m.ity)
+
+    def _sin_cos_poly(self, m: Math, r: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """Taylor sin(r), cos(r) on |r| <= pi/4 in f64 (10 terms; 7 for an f32 result)."""
+        z = self.b.fmul(r, r)
+        n = 10 if self.is64 else 7
+        s = self.b.fmul(r, m.horner([(-1) ** i / math.factorial(2 * i + 1)
+                                     for i in range(n)], z))
+        c = m.horner([(-1) ** i / math.factorial(2 * i) for i in range(n)], z)
+        return s, c
+
+    def _finish(self, x: ir.Value, v: ir.Value) -> ir.Value:
+        """v in x's type; NaN for NaN and infinite x."""
+        b = self.b
         if not self.is64:
-            r = b.fptrunc(r, self.t)
-        q = b.fptosi(k, m.ity)
+            v = b.fptrunc(v, self.t)
+        inf = b.fcmp_ordered("==", self.un("fabs", x), self.c(math.inf))
+        return self.select_nan(x, b.select(inf, self.c(math.nan), v))
+
+    def _erf_small(self, x: ir.Value, z: ir.Value, n: int) -> ir.Value:
+        """erf below 1: the Taylor series (2/sqrt(pi)) (x + x z P(z)), z = x^2, n terms, its
+        leading product fused with the rest (a Chebyshev fit of erf(x)/x measured 6 ulp in
+        f64 near 0.5)."""
+        b = self.b
+        tail = b.fmul(b.fmul(x, z), self.horner(
+            [(-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(1, n)], z))
+        k_hi, k_lo = _two_over_sqrt_pi(self.is64)
+        rest = self.fma(x, self.c(k_lo), b.fmul(self.c(k_hi), tail))
+        return self.fma(x, self.c(k_hi), rest)
+
+    def _sincos(self, x: ir.Value, cos: bool) -> ir.Value:
+        """sin or cos: reduce by pi/2 (f32 in f64), then Taylor on |r| <= pi/4."""
+        b = self.b
+        m, r, q = self._reduce(x)
         if cos:
             q = b.add(q, m.ic(1))
-        z = b.fmul(r, r)
-        n = 10 if self.is64 else 6
-        s = b.fmul(r, self.horner([(-1) ** i / math.factorial(2 * i + 1) for i in range(n)], z))
-        c = self.horner([(-1) ** i / math.factorial(2 * i) for i in range(n)], z)
+        s, c = self._sin_cos_poly(m, r)
         odd = b.icmp_unsigned("!=", b.and_(q, m.ic(1)), m.ic(0))
         neg = b.icmp_unsigned("!=", b.and_(q, m.ic(2)), m.ic(0))
         v = b.select(odd, c, s)
-        v = b.select(neg, b.fneg(v), v)
-        inf = b.fcmp_ordered("==", self.un("fabs", x), self.c(math.inf))
-        return self.select_nan(x, b.select(inf, self.c(math.nan), v))
+        return self._finish(x, b.select(neg, b.fneg(v), v))
 
     def _huge_reduction(self, m: Math, xd: ir.Value, r: ir.Value, k: ir.Value
                         ) -> tuple[ir.Value, ir.Value]:
@@ -363,7 +417,16 @@ class Math:
         return self._sincos(x, True)
 
     def tan(self, x: ir.Value) -> ir.Value:
-        return self.b.fdiv(self.sin(x), self.cos(x))
+        """sin(r) / cos(r), or -cos(r) / sin(r) for odd quadrants, one reduction (f32: in f64,
+        within 1 ulp)."""
+        b = self.b
+        m, r, q = self._reduce(x)
+        s, c = self._sin_cos_poly(m, r)
+        odd = b.icmp_unsigned("!=", b.and_(q, m.ic(1)), m.ic(0))
+        num, den = b.select(odd, b.fneg(c), s), b.select(odd, s, c)
+        # f32: 1 / den to 2^-28 suffices (den is nonzero: r = 0 only at x = 0, an even q)
+        v = b.fdiv(num, den) if self.is64 else b.fmul(num, m.recip28(den))
+        return self._finish(x, v)
 
 
 # ---- coefficients --------------------------------------------------------------------------------
