@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from xlapy.ops import libm, xla_math
 from xlapy.ops.elementwise import flush, make_complex
 from xlapy.ops.fma import fma
 
@@ -63,3 +64,43 @@ def divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         inf_num, inf * fma(bi, c, -flush(ai * d)),
         np.where(inf_den, zero * fma(b, ci, -flush(a * di)), im)))
     return make_complex(re, im, x.dtype)
+
+
+def _abs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """XLA's |a + bi| (EmitComplexAbs): M sqrt(fma(r, r, 1)), r = m / M with M, m the
+    larger and smaller |part| (NaN-propagating max / min); where that is NaN (0 / 0,
+    inf / inf, a NaN part) the smaller part m."""
+    x, y = np.abs(a), np.abs(b)
+    big, small = np.maximum(x, y), np.minimum(x, y)
+    r = flush(small / big)
+    out = big * np.sqrt(flush(fma(r, r, np.ones((), r.dtype))))
+    return flush(np.where(np.isnan(out), small, out))
+
+
+def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """XLA's EmitComplexPower, as XLA CPU's IR computes it: (a + bi)^(c + di) =
+    |z|^c e^(-d t) (cos q, sin q), t = atan2(b, a), q = c t + d ln|z| (fused:
+    fma(c, t, d ln|z|)); pow, atan2, cos and sin are libm's in the part type (powf... for
+    c64), exp XLA's own (ops/xla_math.py), log XLA's own for c64 and libm's for c128.
+    Then, in this order of precedence: z = inf + 0i with d = 0 gives inf + 0i for c > 0
+    and 0 for c < 0; z = 1 + 0i gives 1 (any exponent, NaN too); c = d = 0 gives 1;
+    |z| = 0 with d = 0 and c >= 0 gives 0 (c > 0) or 1 (c = 0). Elsewhere 0^c is NaN, and
+    so is (2 + 0i)^inf (q = inf * 0): XLA's results, kept."""
+    a, b, c, d = x.real, x.imag, y.real, y.imag
+    m = _abs(a, b)
+    t = flush(libm.call("atan2", b, a))
+    coeff = flush(xla_math.exp(flush(t * -d)) * flush(libm.call("power", m, c)))
+    log_m = xla_math.log32(m) if m.dtype == np.float32 else libm.call("log", m)
+    q = flush(fma(c, t, flush(d * flush(log_m))))
+    re = flush(coeff * flush(libm.call("cos", q)))
+    im = flush(coeff * flush(libm.call("sin", q)))
+    one, zero = (np.asarray(v, a.dtype) for v in (1, 0))
+    d0 = d == 0
+    out_re = np.where((m == 0) & d0 & (c >= 0), np.where(c == 0, one, zero), re)
+    out_im = np.where((m == 0) & d0 & (c >= 0), zero, im)
+    unit = ((c == 0) & d0) | ((a == 1) & (b == 0))
+    out_re, out_im = np.where(unit, one, out_re), np.where(unit, zero, out_im)
+    inf_base = (a == np.inf) & (b == 0) & d0
+    out_re = np.where(inf_base & (c > 0), np.inf, np.where(inf_base & (c < 0), zero, out_re))
+    out_im = np.where(inf_base & (c != 0), zero, out_im)
+    return make_complex(out_re, out_im, x.dtype)

@@ -398,7 +398,8 @@ def _power(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
     0. (XLA before jaxlib 0.12 compared unsigned exponents as signed, so those >= 2^(bits-1)
     took the negative-exponent path, and kept the 6-bit result for even bases too.)"""
     if a.dtype.kind == "c":
-        return _xla_complex_power(a, b)
+        from xlapy.ops import complex_xla  # (it builds on this module)
+        return complex_xla.power(a, b)
     if not _is_int(a):
         return libm.call("power", a, b)  # the C library's, as the cpu kernels (not NumPy's)
     one = np.ones_like(a)
@@ -415,32 +416,6 @@ def _power(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
     neg_pow = np.where(a == 1, one, np.where((a == minus_one) & (a.dtype.kind == "i"),
                                              np.where(odd, minus_one, one), 0))
     return np.where(neg, neg_pow, out)  # type: ignore[no-any-return]
-
-
-def _xla_complex_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """XLA's complex pow (EmitComplexPower): (a + bi)^(c + di) = s^(c/2) e^(-d t) (cos q,
-    sin q) with s = a^2 + b^2, t = atan2(b, a), q = c t + (d/2) ln s; 1 for 0^0, 0 for 0^c
-    with c > 0 (d = 0). Each step rounded (and flushed) in the part type, the functions
-    computed in f64 and rounded once, as cpu's `elementwise_complex._pow`."""
-    part = x.real.dtype
-
-    def r(v: np.ndarray) -> np.ndarray:
-        return flush(np.asarray(v).astype(part))
-
-    def fn(f: Any, *v: np.ndarray) -> np.ndarray:
-        return r(f(*(w.astype(np.float64) for w in v)))
-
-    a, b, c, d = x.real, x.imag, y.real, y.imag
-    with np.errstate(all="ignore"):
-        m = r(np.abs(x))
-        t = fn(np.arctan2, b, a)
-        coeff = r(fn(np.power, m, c) * fn(np.exp, r(-d * t)))
-        q = r(r(c * t) + r(d * fn(np.log, m)))
-        re, im = r(coeff * fn(np.cos, q)), r(coeff * fn(np.sin, q))
-    zero_exp = (c == 0) & (d == 0)
-    special = zero_exp | ((m == 0) & (d == 0) & (c > 0))
-    re = np.where(special, np.where(zero_exp, part.type(1), part.type(0)), re)
-    return make_complex(re, np.where(special, part.type(0), im), x.dtype)
 
 
 def _atan2(a: np.ndarray, b: np.ndarray) -> np.ndarray:

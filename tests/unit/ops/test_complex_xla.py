@@ -118,3 +118,103 @@ def test_divide_is_smith_fused_as_xla(backend: str, dtype: type) -> None:
     rows = _DIV[dtype] + _DIV_EDGE
     x, y, want = (np.array([r[k] for r in rows], dtype) for k in range(3))
     _check(_run("divide", x, y, backend), want)
+
+
+
+_POW = {
+    # c64: q's ln|z| is XLA's f32 log polynomial (the row with d = 1.2e20 amplifies its last
+    # bit: libm's logf gives 0.9993515 + 0.036007725i there)
+    np.complex64: [
+        (complex(1.0, 0.0), complex(-inf, 0.0),
+         complex(1.0, 0.0)),
+        (complex(1.0, 0.0), complex(nan, 0.0),
+         complex(1.0, 0.0)),
+        (complex(1.0, 0.0), complex(nan, nan),
+         complex(1.0, 0.0)),
+        (complex(inf, 0.0), complex(2.0, 0.0),
+         complex(inf, 0.0)),
+        (complex(inf, 0.0), complex(0.5, 0.0),
+         complex(inf, 0.0)),
+        (complex(inf, 0.0), complex(-1.0, 0.0),
+         complex(0.0, 0.0)),
+        (complex(inf, 1.0), complex(2.0, 0.0),
+         complex(nan, nan)),
+        (complex(2.0, 0.0), complex(inf, 0.0),
+         complex(nan, nan)),
+        (complex(0.0, 0.0), complex(0.0, 1.0),
+         complex(nan, nan)),
+        (complex(0.0, 0.0), complex(2.0, 0.0),
+         complex(0.0, 0.0)),
+        (complex(0.0, 0.0), complex(0.0, 0.0),
+         complex(1.0, 0.0)),
+        (complex(nan, 0.0), complex(0.0, 0.0),
+         complex(1.0, 0.0)),
+        (complex(-2.0, 0.0), complex(0.5, 0.0),
+         complex(-6.181723932741079e-08, 1.4142135381698608)),
+        (complex(1.0000000150474662e+30, 1.0000000150474662e+30), complex(2.0, 0.0),
+         complex(-inf, inf)),
+        (complex(3.0, 4.0), complex(0.0, 1.0),
+         complex(-0.015283683314919472, 0.39532700181007385)),
+        (complex(1.0000000200408773e+20, 0.0), complex(1.0, 0.0),
+         complex(1.0000000200408773e+20, 0.0)),
+        (complex(-2.413811445236206, -1.5853296518325806),
+         complex(2.404853343963623, 2.848964214324951),
+         complex(-18864.9296875, -102.12075805664062)),
+        (complex(1.7263079917182363e+24, 6.825083188097979e-23),
+         complex(-2.4957147459758744e-10, 1.162928027989841e+20),
+         complex(0.9565876126289368, 0.2914448380470276)),
+        (complex(0.5, -0.25), complex(-3.5, 1.25),
+         complex(8.54122257232666, 10.670882225036621)),
+    ],
+    np.complex128: [
+        (complex(1.0, 0.0), complex(-inf, 0.0),
+         complex(1.0, 0.0)),
+        (complex(1.0, 0.0), complex(nan, 0.0),
+         complex(1.0, 0.0)),
+        (complex(1.0, 0.0), complex(nan, nan),
+         complex(1.0, 0.0)),
+        (complex(inf, 0.0), complex(2.0, 0.0),
+         complex(inf, 0.0)),
+        (complex(inf, 0.0), complex(0.5, 0.0),
+         complex(inf, 0.0)),
+        (complex(inf, 0.0), complex(-1.0, 0.0),
+         complex(0.0, 0.0)),
+        (complex(inf, 1.0), complex(2.0, 0.0),
+         complex(nan, nan)),
+        (complex(2.0, 0.0), complex(inf, 0.0),
+         complex(nan, nan)),
+        (complex(0.0, 0.0), complex(0.0, 1.0),
+         complex(nan, nan)),
+        (complex(0.0, 0.0), complex(2.0, 0.0),
+         complex(0.0, 0.0)),
+        (complex(0.0, 0.0), complex(0.0, 0.0),
+         complex(1.0, 0.0)),
+        (complex(nan, 0.0), complex(0.0, 0.0),
+         complex(1.0, 0.0)),
+        (complex(-2.0, 0.0), complex(0.5, 0.0),
+         complex(8.659560562354934e-17, 1.4142135623730951)),
+        (complex(1e+30, 1e+30), complex(2.0, 0.0),
+         complex(1.2246467991473535e+44, 2.0000000000000006e+60)),
+        (complex(3.0, 4.0), complex(0.0, 1.0),
+         complex(-0.015283670216353499, 0.3953270073191184)),
+        (complex(1e+20, 0.0), complex(1.0, 0.0),
+         complex(1e+20, 0.0)),
+        (complex(-2.4138114, -1.5853297), complex(2.4048533, 2.8489642),
+         complex(-18864.928736576814, -102.12205370301832)),
+        (complex(1.726308e+24, 6.825083e-23), complex(-2.4957147e-10, 1.162928e+20),
+         complex(0.770218208305259, -0.6377804353685161)),
+        (complex(0.5, -0.25), complex(-3.5, 1.25),
+         complex(8.541222798633079, 10.670883301588903)),
+    ],
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_power_is_xla_polar_form_with_its_special_cases(backend: str, dtype: type) -> None:
+    """1 + 0i to any power (NaN too) is 1; inf + 0i to real c is inf (c > 0) or 0 (c < 0);
+    z^0 is 1 (NaN z too); 0^c is 0 for c > 0, NaN for complex c; the polar form elsewhere,
+    with XLA's exp (and f32 log) and libm's powf / atan2f / cosf / sinf."""
+    rows = _POW[dtype]
+    x, y, want = (np.array([r[k] for r in rows], dtype) for k in range(3))
+    _check(_run("power", x, y, backend), want)

@@ -32,7 +32,7 @@ from typing import Any
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu import target
+from xlapy.backends.cpu import target, xla_math_emit
 from xlapy.backends.cpu.llvm_util import F32, F64, I32, intrinsic
 from xlapy.ir import Instruction
 from xlapy.ops.attrs import ComparisonDirection
@@ -233,32 +233,55 @@ def _select(b: ir.IRBuilder, p: ir.Value, x: Parts, y: Parts) -> Parts:
     return b.select(p, x[0], y[0]), b.select(p, x[1], y[1])
 
 
+def _xla_exp(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    return xla_math_emit.exp32(b, v) if v.type == F32 else xla_math_emit.exp64(b, v)
+
+
+def _xla_abs(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
+    """XLA's |z| (ops/complex_xla._abs): M sqrt(fma(r, r, 1)), r = m / M (NaN-propagating
+    max / min of |re|, |im|); m where that is NaN."""
+    x, y = _fabs(b, re), _fabs(b, im)
+    big = intrinsic(b, f"llvm.maximum.{_sfx(x)}", x.type, [x, y])
+    small = intrinsic(b, f"llvm.minimum.{_sfx(x)}", x.type, [x, y])
+    r = b.fdiv(small, big)
+    root = intrinsic(b, f"llvm.sqrt.{_sfx(x)}", x.type, [_fma(b, r, r, ir.Constant(x.type, 1.0))])
+    out = b.fmul(big, root)
+    return b.select(_isnan(b, out), small, out)
+
+
 def _pow(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
-    """XLA's complex pow (EmitComplexPower), as the interpreter's `_xla_complex_power`:
-    (a + bi)^(c + di) = s^(c/2) e^(-d t) (cos q, sin q), s = a^2 + b^2, t = atan2(b, a),
-    q = c t + (d/2) ln s; 1 for 0^0, 0 for 0^c with c > 0 (d = 0). libm's functions run in
-    double and are rounded once to the part type."""
+    """XLA's complex pow as the interpreter writes it (ops/complex_xla.power):
+    |z|^c e^(-d t) (cos q, sin q), t = atan2(b, a), q = fma(c, t, d ln|z|), pow, atan2,
+    cos, sin libm's in the part type, exp XLA's (xla_math_emit), log XLA's for c64 and
+    libm's for c128; then inf + 0i with d = 0 (inf + 0i for c > 0, 0 for c < 0),
+    1 + 0i (1), z^0 (1), 0^c with d = 0, c >= 0 (0, or 1 for c = 0)."""
     (a, bb), (c, d) = x, y
     t = a.type
 
     def k(v: float) -> ir.Constant:
         return ir.Constant(t, v)
 
-    def fn(name: str, *v: ir.Value) -> ir.Value:
-        w = [b.fpext(u, F64) if t == F32 else u for u in v]
-        out = _real_call(b, name, *w)
-        return b.fptrunc(out, F32) if t == F32 else out
-
-    m = _cabs(b, a, bb)
-    arg = fn("atan2", bb, a)
-    coeff = b.fmul(fn("pow", m, c), fn("exp", b.fmul(b.fneg(d), arg)))
-    q = b.fadd(b.fmul(c, arg), b.fmul(d, fn("log", m)))
-    out = (b.fmul(coeff, fn("cos", q)), b.fmul(coeff, fn("sin", q)))
-    d_zero = b.fcmp_ordered("==", d, k(0.0))
-    zero_exp = b.and_(b.fcmp_ordered("==", c, k(0.0)), d_zero)
-    special = b.or_(zero_exp, b.and_(b.and_(b.fcmp_ordered("==", m, k(0.0)), d_zero),
-                                     b.fcmp_ordered(">", c, k(0.0))))
-    return _select(b, special, (b.select(zero_exp, k(1.0), k(0.0)), k(0.0)), out)
+    m = _xla_abs(b, a, bb)
+    arg = _real_call(b, "atan2", bb, a)
+    coeff = b.fmul(_xla_exp(b, b.fmul(arg, b.fneg(d))), _real_call(b, "pow", m, c))
+    log_m = xla_math_emit.log32(b, m) if t == F32 else _real_call(b, "log", m)
+    q = _fma(b, c, arg, b.fmul(d, log_m))
+    re, im = b.fmul(coeff, _real_call(b, "cos", q)), b.fmul(coeff, _real_call(b, "sin", q))
+    zero, one = k(0.0), k(1.0)
+    d0 = b.fcmp_ordered("==", d, zero)
+    c0 = b.fcmp_ordered("==", c, zero)
+    zero_base = b.and_(b.and_(b.fcmp_ordered("==", m, zero), d0), b.fcmp_ordered(">=", c, zero))
+    re = b.select(zero_base, b.select(c0, one, zero), re)
+    im = b.select(zero_base, zero, im)
+    b_zero = b.fcmp_ordered("==", bb, zero)
+    unit = b.or_(b.and_(c0, d0), b.and_(b.fcmp_ordered("==", a, one), b_zero))
+    re, im = b.select(unit, one, re), b.select(unit, zero, im)
+    inf_base = b.and_(b.and_(b.fcmp_ordered("==", a, k(float("inf"))), b_zero), d0)
+    pos = b.and_(inf_base, b.fcmp_ordered(">", c, zero))
+    neg = b.and_(inf_base, b.fcmp_ordered("<", c, zero))
+    re = b.select(pos, k(float("inf")), b.select(neg, zero, re))
+    im = b.select(b.or_(pos, neg), zero, im)
+    return re, im
 
 
 def _np_div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:

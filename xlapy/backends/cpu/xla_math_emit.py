@@ -1,0 +1,114 @@
+"""XLA CPU's own exp (f32, f64) and f32 log as IR, the twins of ops/xla_math.py: the
+complex functions whose XLA formula calls them (complex pow) give XLA's bits on both
+backends. Each fused step is an explicit `llvm.fma` (the kernels carry no contraction
+flags), so the result is the same with or without an FMA instruction (x86-64-v2: libm's
+fma)."""
+
+from __future__ import annotations
+
+import struct
+
+from llvmlite import ir
+
+from xlapy.backends.cpu.llvm_util import F32, F64, I32, I64, intrinsic
+
+
+def _c32(bits: int) -> ir.Constant:
+    return ir.Constant(F32, struct.unpack("<f", struct.pack("<I", bits))[0])
+
+
+def _c64(bits: int) -> ir.Constant:
+    return ir.Constant(F64, struct.unpack("<d", struct.pack("<Q", bits))[0])
+
+
+def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    sfx = "f32" if x.type == F32 else "f64"
+    return intrinsic(b, f"llvm.fma.{sfx}", x.type, [x, y, z])
+
+
+def _clamp_keep_nan(b: ir.IRBuilder, x: ir.Value, lo: ir.Constant, hi: ir.Constant) -> ir.Value:
+    """max(lo, min(hi, x)) as XLA's selects: a NaN passes through."""
+    x = b.select(b.fcmp_unordered(">=", x, lo), x, lo)
+    return b.select(b.fcmp_unordered("<=", x, hi), x, hi)
+
+
+def exp32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """ops/xla_math._exp32."""
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(F32, v)
+
+    x = _clamp_keep_nan(b, x, k(-87.8), k(88.8))
+    n = intrinsic(b, "llvm.floor.f32", F32, [_fma(b, x, _c32(0x3FB8AA3B), k(0.5))])
+    n = _clamp_keep_nan(b, n, k(-127.0), k(127.0))
+    r = _fma(b, b.fneg(_c32(0x3F318000)), n, x)
+    r = _fma(b, b.fneg(_c32(0xB95E8083)), n, r)
+    p = _fma(b, r, _c32(0x39506967), _c32(0x3AB743CE))
+    for c in (_c32(0x3C088908), _c32(0x3D2AA9C1), _c32(0x3E2AAAAA), k(0.5)):
+        p = _fma(b, p, r, c)
+    y = b.fadd(k(1.0), _fma(b, p, b.fmul(r, r), r))
+    n = b.select(b.fcmp_ordered("ord", n, n), n, k(0.0))  # (NaN: y is NaN)
+    bits = b.shl(b.add(b.fptosi(n, I32), ir.Constant(I32, 127)), ir.Constant(I32, 23))
+    return b.fmul(y, b.bitcast(bits, F32))
+
+
+def exp64(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """ops/xla_math._exp64."""
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(F64, v)
+
+    lo, hi = _c64(0xC086232BDD7ABCD2), _c64(0x40862E42FEFA39EF)
+    xc = intrinsic(b, "llvm.maximum.f64", F64, [intrinsic(b, "llvm.minimum.f64", F64, [x, hi]),
+                                                lo])
+    n = intrinsic(b, "llvm.floor.f64", F64, [_fma(b, xc, _c64(0x3FF71547652B82FE), k(0.5))])
+    g = _fma(b, b.fneg(_c64(0x3FE62E4000000000)), n, xc)
+    g = _fma(b, b.fneg(_c64(0x3EB7F7D1CF79ABCA)), n, g)
+    gg = b.fmul(g, g)
+    p = _fma(b, gg, _c64(0x3F2089CDD5E44BE8), _c64(0x3F9F06D10CCA2C7E))
+    pg = b.fmul(_fma(b, p, gg, k(1.0)), g)
+    q = _fma(b, gg, _c64(0x3EC92EB6BC365FA0), _c64(0x3F64AE39B508B6C0))
+    q = _fma(b, q, gg, _c64(0x3FCD17099887E074))
+    q = _fma(b, q, gg, k(2.0))
+    e = _fma(b, b.fdiv(pg, b.fsub(q, pg)), k(2.0), k(1.0))
+    # n as an integer (0 for NaN: the value is NaN anyway), clamped to +-2099
+    n_ok = b.select(b.fcmp_ordered("ord", n, n), n, k(0.0))
+    ni = b.sext(b.fptosi(n_ok, I32), I64)
+    ni = b.select(b.icmp_signed("<", ni, ir.Constant(I64, -2099)), ir.Constant(I64, -2099), ni)
+    ni = b.select(b.icmp_signed(">", ni, ir.Constant(I64, 2099)), ir.Constant(I64, 2099), ni)
+    bb = b.ashr(ni, ir.Constant(I64, 2))
+    one = ir.Constant(I64, 0x3FF0000000000000)
+    s = b.bitcast(b.add(b.shl(bb, ir.Constant(I64, 52)), one), F64)
+    rest = b.sub(ni, b.mul(bb, ir.Constant(I64, 3)))
+    t = b.bitcast(b.add(b.shl(rest, ir.Constant(I64, 52)), one), F64)
+    out = b.fmul(b.fmul(b.fmul(b.fmul(e, s), s), s), t)
+    out = b.select(b.fcmp_ordered("<", x, lo), k(0.0), out)
+    return b.select(b.fcmp_ordered(">", x, hi), k(float("inf")), out)
+
+
+def log32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """ops/xla_math.log32."""
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(F32, v)
+
+    tiny = _c32(0x00800000)
+    xc = b.select(b.fcmp_ordered(">", x, tiny), x, tiny)
+    bits = b.bitcast(xc, I32)
+    e = b.sub(b.lshr(bits, ir.Constant(I32, 23)), ir.Constant(I32, 127))
+    e = b.fadd(b.sitofp(e, F32), k(1.0))
+    m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I32, 0x807FFFFF)),
+                        ir.Constant(I32, 0x3F000000)), F32)
+    small = b.fcmp_ordered("<", m, _c32(0x3F3504F3))
+    e = b.fsub(e, b.select(small, k(1.0), k(0.0)))
+    u = b.fadd(b.fsub(m, k(1.0)), b.select(small, m, k(0.0)))
+    u2 = b.fmul(u, u)
+    u3 = b.fmul(u2, u)
+    p = [_c32(v) for v in (0x3D9021BB, 0xBDEBD1B8, 0x3DEF251A, 0xBDFE5D4F, 0x3E11E9BF,
+                           0xBE2AAE50, 0x3E4CCEAC, 0xBE7FFFFC, 0x3EAAAAAA)]
+    y = _fma(b, _fma(b, u, p[0], p[1]), u, p[2])
+    y1 = _fma(b, _fma(b, u, p[3], p[4]), u, p[5])
+    y2 = _fma(b, _fma(b, u, p[6], p[7]), u, p[8])
+    y = _fma(b, _fma(b, y, u3, y1), u3, y2)
+    y = _fma(b, y, u3, b.fmul(_c32(0xB95E8083), e))
+    out = _fma(b, _c32(0x3F318000), e, b.fadd(_fma(b, k(-0.5), u2, u), y))
+    out = b.select(b.fcmp_ordered("==", x, k(0.0)), k(float("-inf")), out)
+    out = b.select(b.fcmp_ordered("==", x, k(float("inf"))), k(float("inf")), out)
+    return b.select(b.fcmp_unordered("<", x, k(0.0)), k(float("nan")), out)
