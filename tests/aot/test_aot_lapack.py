@@ -210,4 +210,4 @@ def test_objects_need_only_libc_libm() -> None:
         o = aot_compile(text, name="all_lapack", target=target)
         assert set(o.undefined) <= set(rtlib.LIBC) | set(rtlib.LIBM), (target, o.undefined)
         exported = {s.name for s in objfile.symbols(o.object) if s.defined and s.binding == 1}
-        assert exported == {"all_lapack_run"}
+        assert exported == {"all_lapack_run", "all_lapack_run_threaded"}

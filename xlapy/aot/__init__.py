@@ -4,7 +4,8 @@
     obj.write("out/")          # out/mlp.o, out/mlp.h
 
 The object defines `int NAME_run(const void *const *args, void *const *results,
-void *scratch)` and no other global symbol (only weak compiler-rt builtins: link.py); it
+void *scratch)` and `NAME_run_threaded(..., int num_threads)` (threads.py) and no other
+global symbol (only weak compiler-rt builtins: link.py); it
 holds every kernel, product (ragged ones too), convolution, FFT, triangular solve, sort and
 control-flow loop of the program and its constants, and needs only libc / libm (listed in
 the header). No Python, no xlapy runtime; interpreter.probe values are extra results
@@ -25,7 +26,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from xlapy.aot import probe
+from xlapy.aot import probe, threads
 from xlapy.aot.emit import ALIGN, Program, array_leaves, emit_entry
 from xlapy.aot.errors import Unimplemented
 from xlapy.aot.header import header
@@ -38,6 +39,7 @@ from xlapy.types import Shape
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RUN_TYPE = ir.FunctionType(I32, [I8P.as_pointer(), I8P.as_pointer(), I8P])
+RUN_THREADED_TYPE = ir.FunctionType(I32, [I8P.as_pointer(), I8P.as_pointer(), I8P, I32])
 
 
 @dataclass
@@ -120,16 +122,20 @@ def _build(exe: Any, name: str, t: targets_t, source: str, capacity: int = 1) ->
     fn, scratch = emit_entry(prog, exe)
     first = len(results)
     results = results + probe.result_shapes(prog)
-    run = ir.Function(mod, RUN_TYPE, name=f"{name}_run")
-    b = ir.IRBuilder(run.append_basic_block("entry"))
-    b.call(fn, [*run.args, probe.table(b, run.args[1], first, len(prog.probes))])
-    b.ret(ir.Constant(I32, 0))
-    obj = link_object(module_text(mod), prog.texts, {run.name}, t)
+    entries = []
+    for suffix, ty in (("run", RUN_TYPE), ("run_threaded", RUN_THREADED_TYPE)):
+        run = ir.Function(mod, ty, name=f"{name}_{suffix}")
+        b = ir.IRBuilder(run.append_basic_block("entry"))
+        n = run.args[3] if len(run.args) > 3 else ir.Constant(I32, 1)
+        b.call(fn, [*run.args[:3], probe.table(b, run.args[1], first, len(prog.probes)), n])
+        b.ret(ir.Constant(I32, 0))
+        entries.append(run.name)
+    obj = link_object(module_text(mod), prog.texts, set(entries), t)
     undefined = sorted(objfile.undefined(obj))
-    missing = set(undefined) - set(rtlib.LIBC) - set(rtlib.LIBM)
+    missing = set(undefined) - set(rtlib.LIBC) - set(rtlib.LIBM) - set(threads.PTHREAD)
     if missing:
         raise XlapyError(f"xlapy aot: the object needs {', '.join(sorted(missing))}, which "
-                         "is neither libc nor libm")
+                         "is neither libc, libm nor pthreads")
     text = header(name, args, results, scratch, ALIGN, undefined, str(t), source,
                   probe.header_lines(name.upper(), prog, first) if prog.probes else [])
     return AotObject(name, str(t), obj, text, args, results, scratch, undefined,

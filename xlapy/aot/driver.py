@@ -28,6 +28,7 @@ _PRELUDE = """\
 #include <stdint.h>
 
 static char dir[4096];
+static int threads;  /* 0: NAME_run, else NAME_run_threaded with this many threads */
 
 static void *buffer(size_t n) {
     void *p = NULL;
@@ -36,6 +37,7 @@ static void *buffer(size_t n) {
 }
 
 static int run_one(const char *name, int (*fn)(const void *const *, void *const *, void *),
+                   int (*tfn)(const void *const *, void *const *, void *, int),
                    int nargs, const size_t *abytes, int nres, const size_t *rbytes,
                    size_t scratch_bytes) {
     char path[4200];
@@ -52,7 +54,8 @@ static int run_one(const char *name, int (*fn)(const void *const *, void *const 
     fclose(f);
     for (int i = 0; i < nres; i++) res[i] = buffer(rbytes[i]);
     void *scratch = buffer(scratch_bytes);
-    int rc = fn((const void *const *)args, (void *const *)res, scratch);
+    int rc = threads ? tfn((const void *const *)args, (void *const *)res, scratch, threads)
+                     : fn((const void *const *)args, (void *const *)res, scratch);
     snprintf(path, sizeof path, "%s/%s.%s", dir, name, rc ? "err" : "out");
     f = fopen(path, "wb");
     if (rc) fprintf(f, "%d\\n", rc);
@@ -70,15 +73,18 @@ def source(objs: Sequence[AotObject]) -> str:
     """driver.c for these programs."""
     lines = [_PRELUDE] + [f'#include "{o.name}.h"' for o in objs]
     lines += ["", "int main(int argc, char **argv) {",
-              '    if (argc < 2) { fprintf(stderr, "usage: driver DIR\\n"); return 2; }',
-              "    strncpy(dir, argv[1], sizeof dir - 1);"]
+              '    if (argc < 2) { fprintf(stderr, "usage: driver DIR [THREADS]\\n"); '
+              "return 2; }",
+              "    strncpy(dir, argv[1], sizeof dir - 1);",
+              "    if (argc > 2) threads = atoi(argv[2]);"]
     for o in objs:
         up = o.name.upper()
         ab = ", ".join(f"{up}_ARG{k}_BYTES" for k in range(len(o.args))) or "0"
         rb = ", ".join(f"{up}_RESULT{k}_BYTES" for k in range(len(o.results))) or "0"
         lines += ["    {",
                   f"        static const size_t ab[] = {{{ab}}}, rb[] = {{{rb}}};",
-                  f'        run_one("{o.name}", {o.name}_run, {up}_NUM_ARGS, ab, '
+                  f'        run_one("{o.name}", {o.name}_run, {o.name}_run_threaded, '
+                  f"{up}_NUM_ARGS, ab, "
                   f"{up}_NUM_RESULTS, rb, {up}_SCRATCH_BYTES);",
                   "    }"]
     lines += ["    return 0;", "}", ""]
@@ -95,15 +101,16 @@ def build(objs: Sequence[AotObject], directory: Path, cc: str = "gcc",
     exe = directory / "driver"
     cmd = [cc, *flags, "-std=c99", "-D_POSIX_C_SOURCE=200809L", "-I", str(directory), "-o",
            str(exe), str(directory / "driver.c"),
-           *(str(directory / f"{o.name}.o") for o in objs), "-lm"]
+           *(str(directory / f"{o.name}.o") for o in objs), "-lm", "-pthread"]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return exe
 
 
 def run(objs: Sequence[AotObject], inputs: dict[str, Sequence[np.ndarray]], directory: Path,
-        exe: Path, runner: Sequence[str] = (), timeout: float = 300
+        exe: Path, runner: Sequence[str] = (), timeout: float = 300, threads: int = 0
         ) -> dict[str, list[np.ndarray] | int]:
-    """Run the driver on `inputs` (name -> arguments); name -> results (or an error code)."""
+    """Run the driver on `inputs` (name -> arguments); name -> results (or an error code).
+    `threads` > 0 calls NAME_run_threaded with that many threads."""
     for o in objs:
         for old in (directory / f"{o.name}.{ext}" for ext in ("in", "out", "err")):
             old.unlink(missing_ok=True)
@@ -115,7 +122,8 @@ def run(objs: Sequence[AotObject], inputs: dict[str, Sequence[np.ndarray]], dire
                                  f"the object takes {want}")
             data = b"".join(a.tobytes() for a in xs)
             (directory / f"{o.name}.in").write_bytes(data)
-    subprocess.run([*runner, str(exe), str(directory)], check=True, timeout=timeout,
+    subprocess.run([*runner, str(exe), str(directory), *([str(threads)] if threads else [])],
+                   check=True, timeout=timeout,
                    capture_output=True)
     out: dict[str, list[np.ndarray] | int] = {}
     for o in objs:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.aot import lapack, probe
+from xlapy.aot import lapack, probe, threads
 from xlapy.aot.conv import emit_conv
 from xlapy.aot.errors import Unimplemented
 from xlapy.aot.fft import emit_fft
@@ -45,10 +45,11 @@ from xlapy.types import Shape
 
 #: Alignment of every scratch region (the arena's, buffer_assignment.ALIGN, is 64 too).
 ALIGN = 64
-#: fn(args, results, scratch, probes): probes is the probe results' pointer table
-#: (probe.py), passed down to every called function.
+#: fn(args, results, scratch, probes, threads): probes is the probe results' pointer table
+#: (probe.py), threads the thread count for kernels (threads.py); both passed down to every
+#: called function.
 FN_TYPE = ir.FunctionType(VOID, [I8P.as_pointer(), I8P.as_pointer(), I8P,
-                                 I8P.as_pointer()])
+                                 I8P.as_pointer(), I32])
 #: Ops whose result is a view of their operands: nothing runs.
 ALIASING = frozenset({"tuple", "get_tuple_element", "optimization_barrier", "after_all"})
 CONTROL_FLOW = frozenset({"while", "case", "if", "call"})
@@ -117,7 +118,7 @@ class FunctionEmitter:
         self.name = prog.fresh("comp")
         self.fn = ir.Function(prog.mod, FN_TYPE, name=self.name)
         self.fn.linkage = "internal"
-        args, results, scratch, self.probes = self.fn.args
+        args, results, scratch, self.probes, self.threads = self.fn.args
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.args, self.results, self.scratch = args, results, scratch
         offsets, total = exe._arena_plan
@@ -249,9 +250,9 @@ class FunctionEmitter:
                 b.store(b.bitcast(self.table, I8P), b.gep(cells, [i64(0)]))
                 for j, o in enumerate(outs):
                     b.store(o, b.gep(cells, [i64(1 + j)]))
-                b.call(fn, [cells, i64(0), i64(spec.outer)])
+                threads.call_kernel(self, fn, cells, spec.outer, instr)
             else:
-                b.call(fn, [self.table, i64(0), i64(spec.outer)])
+                threads.call_kernel(self, fn, self.table, spec.outer, instr)
             return
         if op in ALIASING:
             return
@@ -320,7 +321,8 @@ class FunctionEmitter:
     def _call_sub(self, fn: ir.Function, args: list[ir.Value], results: list[ir.Value],
                   own: int) -> None:
         self.b.call(fn, [self._array(args), self._array(results),
-                         self.b.gep(self.scratch, [i64(own)]), self.probes])
+                         self.b.gep(self.scratch, [i64(own)]), self.probes,
+                         self.threads])
 
     def _call(self, instr: Instruction, ins: list[Loc], outs: list[ir.Value], subs: list[Any],
               own: int) -> None:
@@ -390,10 +392,10 @@ class FunctionEmitter:
         done = self.fn.append_basic_block("while.done")
         b.branch(head)
         b.position_at_end(head)
-        b.call(cond, [cur, self._array([pred]), sub_scratch, self.probes])
+        b.call(cond, [cur, self._array([pred]), sub_scratch, self.probes, self.threads])
         b.cbranch(b.icmp_unsigned("!=", b.load(pred), ir.Constant(I8, 0)), loop, done)
         b.position_at_end(loop)
-        b.call(body, [cur, nxt, sub_scratch, self.probes])
+        b.call(body, [cur, nxt, sub_scratch, self.probes, self.threads])
         for j in range(len(sizes)):
             pc, pn = b.gep(cur, [i64(j)]), b.gep(nxt, [i64(j)])
             x, y = b.load(pc), b.load(pn)

@@ -1,0 +1,72 @@
+# ruff: noqa: E501  (StableHLO programs are kept on one line per op)
+"""NAME_run_threaded (xlapy/aot/threads.py): large kernels split over pthreads give the
+one-thread call's results bit for bit, for any thread count (more threads than ranges,
+uneven ranges, kernels inside a loop body), and match the interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xlapy
+from tests.aot.compare import mismatch
+from xlapy.aot import compile as aot_compile
+from xlapy.aot import driver, threads
+
+gcc = pytest.mark.skipif(driver.tool("gcc") is None, reason="gcc is not installed: the AOT "
+                         "tests link objects with it (Debian package gcc)")
+
+BIG = """
+func.func @main(%x: tensor<301x257xf32>, %n: tensor<i32>) -> (tensor<301x257xf32>, tensor<301xf32>, tensor<301x257xf32>) {
+  %t = stablehlo.tanh %x : tensor<301x257xf32>
+  %e = stablehlo.exponential %t : tensor<301x257xf32>
+  %s = stablehlo.multiply %e, %x : tensor<301x257xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = stablehlo.reduce(%s init: %z) applies stablehlo.add across dimensions = [1] : (tensor<301x257xf32>, tensor<f32>) -> tensor<301xf32>
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c1 = stablehlo.constant dense<1> : tensor<i32>
+  %w:2 = stablehlo.while(%i = %c0, %acc = %x) : tensor<i32>, tensor<301x257xf32>
+    cond {
+      %lt = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    } do {
+      %i1 = stablehlo.add %i, %c1 : tensor<i32>
+      %sn = stablehlo.sine %acc : tensor<301x257xf32>
+      %a = stablehlo.add %sn, %acc : tensor<301x257xf32>
+      stablehlo.return %i1, %a : tensor<i32>, tensor<301x257xf32>
+    }
+  return %s, %r, %w#1 : tensor<301x257xf32>, tensor<301xf32>, tensor<301x257xf32>
+}
+"""
+
+
+@gcc
+def test_run_threaded_matches_one_thread(tmp_path: Path) -> None:
+    obj = aot_compile(BIG, name="big")
+    assert "big_run_threaded" in obj.header and set(threads.PTHREAD) <= set(obj.undefined)
+    rng = np.random.default_rng(5)
+    inputs = {"big": [rng.standard_normal((301, 257)).astype(np.float32), np.int32(3)]}
+    exe = driver.build([obj], tmp_path)
+    one = driver.run([obj], inputs, tmp_path, exe)["big"]
+    want = xlapy.compile(BIG, backend="interpreter")(*inputs["big"])
+    for g, r in zip(one, want):
+        assert mismatch(g, r) is None
+    for n in (1, 2, 3, 7, 1000):
+        got = driver.run([obj], inputs, tmp_path, exe, threads=n)["big"]
+        assert not isinstance(got, int)
+        for g, r in zip(got, one):
+            assert g.tobytes() == r.tobytes(), n
+
+
+@gcc
+def test_small_programs_call_no_pthreads(tmp_path: Path) -> None:
+    """Kernels under PARALLEL_ELEMENTS stay on the calling thread: nothing to link."""
+    text = "func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {\n  %0 = stablehlo.tanh %x : tensor<64xf32>\n  return %0 : tensor<64xf32>\n}\n"
+    obj = aot_compile(text, name="small")
+    assert not set(threads.PTHREAD) & set(obj.undefined)
+    x = np.linspace(-2, 2, 64, dtype=np.float32)
+    got = driver.run([obj], {"small": [x]}, tmp_path, driver.build([obj], tmp_path),
+                     threads=4)["small"]
+    assert mismatch(got[0], np.tanh(x)) is None
