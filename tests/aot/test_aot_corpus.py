@@ -5,8 +5,12 @@ aarch64 under qemu.
 
 CI runs a fixed sample (every HOST_STEP-th conformance function on the host, every
 ARM_STEP-th on aarch64, every JAX_STEP-th JAX program); XLAPY_AOT_FULL=1 runs all of them.
-A function may be refused only for a reason listed in REFUSED (the op has no in-object
-implementation); every other one must compile, link, run and match.
+A conformance function may be refused only for a process-grid / host-transfer op
+(GRID_OPS), a JAX program for a reason listed in REFUSED (the op has no in-object
+implementation); every other one must compile, link, run and match (probe values too,
+where check.expect_serialized_eq compares them). Last full run (XLAPY_AOT_FULL=1): 479 of
+515 conformance functions match on the host and on aarch64 under qemu, the other 36 use
+interpreter.run_parallel.
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ REFUSED = {
     "reduce_scatter": _GRID, "collective_permute": _GRID, "collective_broadcast": _GRID,
     "replica_id": _GRID, "partition_id": _GRID,
     "triangular_solve": _LIBRARY, "fft": _LIBRARY,
-    "chlo.ragged_dot": _LIBRARY,
     # jaxlib's geev (aot/lapack.py refuses it by name), host callbacks, unknown targets
     "custom_call": "a custom call with no in-object implementation",
 }
