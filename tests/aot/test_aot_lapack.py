@@ -149,6 +149,12 @@ def test_custom_calls_match_jax(tmp_path: Path) -> None:
     _sweep(tmp_path)
 
 
+@gcc
+def test_custom_calls_on_baseline_x86_64(tmp_path: Path) -> None:
+    """Objects for x86-64-v2 (no AVX, no FMA: other contractions) match too."""
+    _sweep(tmp_path, "x86-64-v2", step=2)
+
+
 def test_custom_calls_on_aarch64_under_qemu(tmp_path: Path) -> None:
     missing = [t for t in ARM_TOOLS if driver.tool(t) is None]
     if missing:
