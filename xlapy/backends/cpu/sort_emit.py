@@ -58,6 +58,7 @@ def _less(mod: ir.Module, instr: Instruction) -> ir.Function:
     and j of the row."""
     fn = ir.Function(mod, ir.FunctionType(I1, [I8P.as_pointer(), I64, I64, I64]), name="less")
     fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")  # inlined by the light pipeline too (top_k's)
     ops, base, i, j = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     args = []

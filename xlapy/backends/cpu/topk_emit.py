@@ -155,7 +155,9 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
     if k > MAX_K or 4 * k > n:
         return None
     rows = math.prod(dims)
-    eng = Engine(_emit(instr), exports=["topk_rows"])
+    # The light pipeline (SROA, CFG cleanup, the comparator inlined): O3 took 25 ms of
+    # top_k's compile (4096x1024, k=16) for a run time within 1% of the light one's.
+    eng = Engine(_emit(instr), light=True, exports=["topk_rows"])
     fn = _SIG(eng.address("topk_rows"))
     parts = min(threads, rows) if rows > 1 and rows * n >= sort_emit.SPLIT_COMPARES else 1
     keep: dict[int, Any] = {}  # the full-size results, reused once nothing holds them

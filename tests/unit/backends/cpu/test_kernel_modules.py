@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 import numpy as np
+import pytest
 from llvmlite import ir
 
 import xlapy
+from xlapy.backends.cpu import cache
 from xlapy.backends.cpu.llvm_util import I64, module_text, module_texts, new_module
 
 POOL = """
@@ -48,12 +50,14 @@ def test_module_texts_splits_by_group_with_what_each_reaches() -> None:
     assert '@"c"' in c and '@"a"' not in c and '@"helper"' not in c
 
 
-def test_explicit_kernels_skip_o3_beside_a_native_loop() -> None:
+def test_explicit_kernels_skip_o3_beside_a_native_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")  # compile here: the optimized IR is kept
+    cache.clear_memory()
     prog = xlapy.compile(POOL, backend="cpu")
     exe = prog._exe
     kinds = {k.root.opcode: k.explicit for k in exe.kernel_specs}
     assert kinds == {"exponential": True, "reduce_window": False}, kinds
-    assert len(exe.engines) == 2
+    assert [e.pipeline for e in exe.engines] == ["light", "O3"]
     light, o3 = (e.asm_ir for e in exe.engines)
     by_root = {k.root.opcode: k.name for k in exe.kernel_specs}
     assert f'@{by_root["exponential"]}(' in light and f'@{by_root["reduce_window"]}(' not in light
@@ -63,3 +67,19 @@ def test_explicit_kernels_skip_o3_beside_a_native_loop() -> None:
     want = xlapy.compile(POOL, backend="interpreter")(x)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+
+
+def test_top_k_compiles_light_with_its_comparator_inlined() -> None:
+    """topk_emit's module goes through the light pipeline (issue 14: O3 was a third of
+    top_k's compile), whose always-inliner still inlines the per-element comparator."""
+    from tests.unit.backends.cpu.test_topk_emit import _sort_slice_text
+    from xlapy.backends.cpu import topk_emit
+    from xlapy.stablehlo import parse_module
+
+    mod = parse_module(_sort_slice_text((8, 64), 1, 4, "f32", "GT", "TOTALORDER"))
+    sort = next(i for i in mod.entry_computation().instructions if i.opcode == "sort")
+    run = topk_emit.plan(sort)
+    assert run is not None
+    opt = run.engine.asm_ir  # type: ignore[attr-defined]
+    assert run.engine.pipeline == "light"  # type: ignore[attr-defined]
+    assert "define void @topk_rows(" in opt and "@less" not in opt, opt[:2000]
