@@ -25,8 +25,9 @@ tanh           <= 5       <= 4       f32: x P(x^2) / Q(x^2), a (4, 4) rational (
 logistic       <= 1       <= 3       1 / (1 + exp(-x)) (f32: in f64)
 erf            <= 1       <= 1       Taylor below 1 (2/sqrt(pi) as hi + lo; f32: in
                                      f64), a Chebyshev fit of erfcx above
-sin, cos, tan  <= 1       <= 1, 2    Cody-Waite by pi/2 below 2^20 (f32: in f64, the
-                                     polynomials too), Payne-Hanek above
+sin, cos, tan  <= 1       <= 1       Cody-Waite by pi/2 below 2^20 (f32: in f64, the
+                                     polynomials too; f64 tan: double-doubles,
+                                     trig_dd.py), Payne-Hanek above
                                      (trig_reduce.py), taken only when a lane needs it;
                                      test_ulp_table.py
 =============  =========  =========  ==============================================
@@ -43,7 +44,7 @@ import scipy.special
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import target, trig_reduce
+from xlapy.backends.cpu import target, trig_dd, trig_reduce
 from xlapy.backends.cpu.llvm_util import (
     F64,
     I32,
@@ -333,24 +334,27 @@ class Math:
         out = b.select(b.fcmp_ordered("<", ax, self.c(1.0)), small, large)
         return self.select_nan(x, out)
 
-    def _reduce(self, x: ir.Value) -> tuple[Math, ir.Value, ir.Value]:
-        """(m, r, q): x = q pi/2 + r, r in f64 (f32 too: the f64 evaluation of the
-        polynomials, rounded once, keeps sin/cos/tan within 1 ulp) and q an integer."""
+    def _reduce(self, x: ir.Value) -> tuple[Math, ir.Value, ir.Value, ir.Value]:
+        """(m, r, rl, q): x = q pi/2 + r + rl, r in f64 (f32 too: the f64 evaluation of the
+        polynomials, rounded once, keeps sin/cos/tan within 1 ulp), rl what r's rounding
+        lost (f64; 0 for f32) and q an integer."""
         b = self.b
         m = Math(b, like(self.t, F64))
         xd = b.fpext(x, m.t) if not self.is64 else x
         k = m.un("rint", b.fmul(xd, m.c(2.0 / math.pi)))
-        p1, p2, p3 = _pio2_parts()
-        r = m.fma(k, m.c(-p1), xd)
-        r = m.fma(k, m.c(-p2), r)
-        r = m.fma(k, m.c(-p3), r)
-        r, k = self._huge_reduction(m, xd, r, k)
-        return m, r, b.fptosi(k, m.ity)
+        if self.is64:
+            r, rl = trig_dd.cody_waite(m, xd, k, _pio2_parts(4))
+        else:
+            p1, p2, p3 = _pio2_parts(3)
+            r = m.fma(k, m.c(-p3), m.fma(k, m.c(-p2), m.fma(k, m.c(-p1), xd)))
+            rl = m.c(0.0)
+        r, rl, k = self._huge_reduction(m, xd, r, rl, k)
+        return m, r, rl, b.fptosi(k, m.ity)
 
     def _sin_cos_poly(self, m: Math, r: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """Taylor sin(r), cos(r) on |r| <= pi/4 in f64 (10 terms; 7 for an f32 result)."""
+        """Taylor sin(r), cos(r) on |r| <= pi/4 in f64 for an f32 result (7 terms)."""
         z = self.b.fmul(r, r)
-        n = 10 if self.is64 else 7
+        n = 7
         s = self.b.fmul(r, m.horner([(-1) ** i / math.factorial(2 * i + 1)
                                      for i in range(n)], z))
         c = m.horner([(-1) ** i / math.factorial(2 * i) for i in range(n)], z)
@@ -378,19 +382,23 @@ class Math:
     def _sincos(self, x: ir.Value, cos: bool) -> ir.Value:
         """sin or cos: reduce by pi/2 (f32 in f64), then Taylor on |r| <= pi/4."""
         b = self.b
-        m, r, q = self._reduce(x)
+        m, r, rl, q = self._reduce(x)
         if cos:
             q = b.add(q, m.ic(1))
-        s, c = self._sin_cos_poly(m, r)
+        if self.is64:  # double-doubles summed once (trig_dd.py)
+            s_hi, s_lo, c_hi, c_lo = trig_dd.sin_cos(m, r, rl)
+            s, c = b.fadd(s_hi, s_lo), b.fadd(c_hi, c_lo)
+        else:
+            s, c = self._sin_cos_poly(m, r)
         odd = b.icmp_unsigned("!=", b.and_(q, m.ic(1)), m.ic(0))
         neg = b.icmp_unsigned("!=", b.and_(q, m.ic(2)), m.ic(0))
         v = b.select(odd, c, s)
         return self._finish(x, b.select(neg, b.fneg(v), v))
 
-    def _huge_reduction(self, m: Math, xd: ir.Value, r: ir.Value, k: ir.Value
-                        ) -> tuple[ir.Value, ir.Value]:
-        """(r, k) from trig_reduce (Payne-Hanek) in the lanes where |x| >= 2^20, where the
-        Cody-Waite reduction is inexact, computed only when some lane needs it (a branch:
+    def _huge_reduction(self, m: Math, xd: ir.Value, r: ir.Value, rl: ir.Value, k: ir.Value
+                        ) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(r, rl, k) from trig_reduce (Payne-Hanek) in the lanes where |x| >= 2^20, where
+        the Cody-Waite reduction is inexact, computed only when some lane needs it (a branch:
         the common path stays one compare)."""
         b = self.b
         huge = b.fcmp_ordered(">=", m.un("fabs", xd), m.c(2.0 ** 20))
@@ -400,15 +408,16 @@ class Math:
                             ir.Constant(ir.IntType(t.count), 0))
         before = b.block
         with b.if_then(anyh, likely=False):
-            r_big, k_big = trig_reduce.reduce(m, xd, self.is64)
-            r_sel, k_sel = b.select(huge, r_big, r), b.select(huge, k_big, k)
+            big = trig_reduce.reduce(m, xd, self.is64)
+            sel = [b.select(huge, v_big, v) for v_big, v in zip(big, (r, rl, k))]
             slow = b.block
-        r_phi, k_phi = b.phi(r.type), b.phi(k.type)
-        r_phi.add_incoming(r, before)
-        r_phi.add_incoming(r_sel, slow)
-        k_phi.add_incoming(k, before)
-        k_phi.add_incoming(k_sel, slow)
-        return r_phi, k_phi
+        out = []
+        for v, v_sel in zip((r, rl, k), sel):
+            phi = b.phi(v.type)
+            phi.add_incoming(v, before)
+            phi.add_incoming(v_sel, slow)
+            out.append(phi)
+        return out[0], out[1], out[2]
 
     def sin(self, x: ir.Value) -> ir.Value:
         return self._sincos(x, False)
@@ -417,16 +426,18 @@ class Math:
         return self._sincos(x, True)
 
     def tan(self, x: ir.Value) -> ir.Value:
-        """sin(r) / cos(r), or -cos(r) / sin(r) for odd quadrants, one reduction (f32: in f64,
-        within 1 ulp)."""
+        """sin(r) / cos(r), or -cos(r) / sin(r) for odd quadrants, one reduction. f32: in
+        f64; f64: as double-doubles (trig_dd.py). Both within 1 ulp."""
         b = self.b
-        m, r, q = self._reduce(x)
-        s, c = self._sin_cos_poly(m, r)
+        m, r, rl, q = self._reduce(x)
         odd = b.icmp_unsigned("!=", b.and_(q, m.ic(1)), m.ic(0))
+        if self.is64:  # -0 stays -0 (the double-double sum would give +0)
+            v = trig_dd.tan(m, r, rl, odd)
+            return self._finish(x, b.select(b.fcmp_ordered("==", x, self.c(0.0)), x, v))
+        s, c = self._sin_cos_poly(m, r)
         num, den = b.select(odd, b.fneg(c), s), b.select(odd, s, c)
-        # f32: 1 / den to 2^-28 suffices (den is nonzero: r = 0 only at x = 0, an even q)
-        v = b.fdiv(num, den) if self.is64 else b.fmul(num, m.recip28(den))
-        return self._finish(x, v)
+        # 1 / den to 2^-28 suffices (den is nonzero: r = 0 only at x = 0, an even q)
+        return self._finish(x, b.fmul(num, m.recip28(den)))
 
 
 # ---- coefficients --------------------------------------------------------------------------------
@@ -472,23 +483,26 @@ def _split(v: float, bits: int) -> tuple[float, float]:
 
 
 @functools.cache
-def _pio2_parts() -> tuple[float, float, float]:
-    """pi/2 as three doubles of 30 significant bits each (exact products with |k| < 2^23)."""
+def _pio2_parts(n: int = 3) -> tuple[float, ...]:
+    """pi/2 as n doubles, all but the last of 30 significant bits (exact products with
+    |k| < 2^23), the last the rest rounded. f64 takes 4 (143 bits): doubles below 2^20 come
+    as close as ~2^-60 to a multiple of pi/2, where 3 parts (113 bits) left cos
+    11081.968085537996 (7055 pi/2 rounded) 6 ulp off."""
     from fractions import Fraction
 
-    # pi/2 to 200 bits from a hard-coded hex expansion of pi.
+    # pi/2 to 300 bits from a hard-coded hex expansion of pi.
     pi_hex = "3.243F6A8885A308D313198A2E03707344A4093822299F31D0082EFA98EC4E6C89452821E638D"
     whole, frac = pi_hex.split(".")
     pi = Fraction(int(whole, 16)) + Fraction(int(frac, 16), 16 ** len(frac))
     rest = pi / 2
-    parts = []
-    for _ in range(3):
+    parts: list[float] = []
+    for _ in range(n):
         hi = float(rest)
         m, e = math.frexp(hi)
-        hi = math.ldexp(math.floor(math.ldexp(m, 30)), e - 30) if len(parts) < 2 else hi
+        hi = math.ldexp(math.floor(math.ldexp(m, 30)), e - 30) if len(parts) < n - 1 else hi
         parts.append(hi)
         rest -= Fraction(hi)
-    return parts[0], parts[1], parts[2]
+    return tuple(parts)
 
 
 def _taylor_exp(n: int) -> list[float]:

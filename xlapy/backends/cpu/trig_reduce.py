@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from xlapy.backends.cpu import trig_dd
+
 if TYPE_CHECKING:
     from xlapy.backends.cpu.math_poly import Math
 
@@ -63,14 +65,6 @@ def chunks(first: int, last: int, scale: int = 0) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _two_sum(b: ir.IRBuilder, a: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """a + c = s + err exactly (Knuth's TwoSum)."""
-    s = b.fadd(a, c)
-    cc = b.fsub(s, a)
-    err = b.fadd(b.fsub(a, b.fsub(s, cc)), b.fsub(c, cc))
-    return s, err
-
-
 def _mod4_sum(m: Math, x: ir.Value, cs: tuple[float, ...]) -> tuple[ir.Value, ir.Value]:
     """x * sum(cs) mod 4 as a double-double (hi, lo) (not normalized to [0, 4))."""
     b = m.b
@@ -82,15 +76,16 @@ def _mod4_sum(m: Math, x: ir.Value, cs: tuple[float, ...]) -> tuple[ir.Value, ir
         for v in (p, e):
             q = m.un("rint", b.fmul(v, m.c(0.25)))
             v = m.fma(q, m.c(-4.0), v)
-            hi, err = _two_sum(b, hi, v)
+            hi, err = trig_dd.two_sum(m, hi, v)
             lo = b.fadd(lo, err)
     return hi, lo
 
 
-def reduce(m: Math, x: ir.Value, is64: bool) -> tuple[ir.Value, ir.Value]:
-    """(r, k) with x = (k + r) pi/2 (k integer-valued, |r| <= 1/2 as a fraction of pi/2)
-    converted: r is returned in radians (a double), k as a double. `m` is a Math on doubles;
-    `x` doubles holding the argument (f32 arguments widened exactly)."""
+def reduce(m: Math, x: ir.Value, is64: bool) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(r, rl, k) with x = (k + f) pi/2 (k integer-valued, |f| <= 1/2) and f pi/2 = r + rl
+    in radians as a double-double (rl: what r's rounding lost, for trig_dd's tan), k as a
+    double. `m` is a Math on doubles; `x` doubles holding the argument (f32 arguments
+    widened exactly)."""
     b = m.b
     if is64:
         hi, lo = _mod4_sum(m, x, chunks(0, 13))
@@ -101,13 +96,14 @@ def reduce(m: Math, x: ir.Value, is64: bool) -> tuple[ir.Value, ir.Value]:
     else:
         hi, lo = _mod4_sum(m, x, chunks(0, 4))
     k = m.un("rint", hi)
-    f = b.fadd(b.fsub(hi, k), lo)
+    f, fe = trig_dd.two_sum(m, b.fsub(hi, k), lo)
     k2 = m.un("rint", f)
-    k, f = b.fadd(k, k2), b.fsub(f, k2)
-    # f pi/2 with pi/2 as a double-double: r = f P1 + (f P1's rounding error + f P2)
+    k, f = b.fadd(k, k2), b.fsub(f, k2)  # exact (Sterbenz)
+    # (f + fe) pi/2 with pi/2 as a double-double: f P1 + (f P1's rounding error + f P2 + fe P1)
     p1 = math.pi / 2
     p2 = float.fromhex("0x1.1a62633145c07p-54")  # pi/2 - p1
     r_hi = b.fmul(f, m.c(p1))
     r_lo = m.fma(f, m.c(p1), b.fneg(r_hi))
-    r_lo = m.fma(f, m.c(p2), r_lo)
-    return b.fadd(r_hi, r_lo), k
+    r_lo = m.fma(f, m.c(p2), m.fma(fe, m.c(p1), r_lo))
+    r, rl = trig_dd.fast_two_sum(m, r_hi, r_lo)
+    return r, rl, k
