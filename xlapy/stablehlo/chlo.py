@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.special
 
+from xlapy.ops import complex_chlo
 from xlapy.ops.elementwise import (
     COMPLEX,
     FLOAT,
@@ -179,7 +180,8 @@ for _name, _types, _fn, _what in (
         ("lgamma", FLOAT, in_f64(_lgamma), "log |Gamma|"),
         ("digamma", FLOAT, _digamma, "psi = Gamma'/Gamma"),
         ("bessel_i1e", FLOAT, scipy.special.i1e, "exponentially scaled Bessel I1")):
-    unary(f"chlo.{_name}", _types, _fn, doc=_DOC.format(_name, _what))
+    unary(f"chlo.{_name}", _types, complex_chlo.dispatch(_name, _fn),
+          doc=_DOC.format(_name, _what))
 
 unary("chlo.square", INT | _FC, _square, typed=True,
       doc=_DOC.format("square", "x * x (wrapping for integers)"))
