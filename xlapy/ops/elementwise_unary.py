@@ -82,9 +82,41 @@ def _cbrt(x: np.ndarray) -> np.ndarray:
     """Real cube root; complex: the principal root |z|^(1/3) e^(i arg(z)/3) (spec §cbrt;
     XLA itself rejects complex cbrt)."""
     if x.dtype.kind != "c":
-        return libm.call("cbrt", x)  # the C library's, as the cpu kernels (not NumPy's)
+        y = libm.call("cbrt", x)  # the C library's, as the cpu kernels (not NumPy's)
+        return cbrt_newton(x, y) if x.dtype == np.float64 else y
     r, th = np.cbrt(np.abs(x)), np.angle(x) / 3
     return make_complex(r * np.cos(th), r * np.sin(th), x.dtype)
+
+
+def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """a b = p + e exactly (Dekker's product: numpy has no fma; |a|, |b| < 2^996)."""
+    def split(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        c = v * 134217729.0  # 2^27 + 1
+        hi = c - (c - v)
+        return hi, v - hi
+    p = a * b
+    ah, al = split(a)
+    bh, bl = split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def cbrt_newton(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """f64 cbrt within 1 ulp: one Newton step y - (y^3 - x) / (3 y^2) on libm's y (glibc's
+    cbrt is 2 ulp off at times), with y^3 - x exact but for its smallest term (y^2 = a + al,
+    a y = p + pl by exact products; p - x is exact, p and x being that close), so the only
+    rounding that matters is the last. |x| below 2^-600 or above 2^900 is scaled by 2^+-600
+    (y by 2^+-200) first: the low parts stay normal, y^3 stays finite. The cpu backend does
+    the same with FMAs (backends/cpu/elementwise_libm.py)."""
+    with np.errstate(all="ignore"):
+        ax = np.abs(x)
+        up, down = ax < 2.0 ** -600, ax > 2.0 ** 900
+        xs = np.where(up, x * 2.0 ** 600, np.where(down, x * 2.0 ** -600, x))
+        ys = np.where(up, y * 2.0 ** 200, np.where(down, y * 2.0 ** -200, y))
+        a, al = _two_prod(ys, ys)
+        p, pl = _two_prod(a, ys)
+        y1 = ys - (((p - xs) + pl) + al * ys) / (3.0 * a)
+        y1 = np.where(up, y1 * 2.0 ** -200, np.where(down, y1 * 2.0 ** 200, y1))
+    return np.where(np.isfinite(x) & (x != 0), y1, y)  # type: ignore[no-any-return]
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:

@@ -12,12 +12,14 @@ xlapy/ops/elementwise.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.llvm_util import F32, F64, I32, elem, splat
+from xlapy.backends.cpu.math_poly import Math
 from xlapy.types import ElementType as ET
 
 Emit = Callable[[ir.IRBuilder, Sequence[ir.Value], ET], ir.Value]
@@ -52,6 +54,35 @@ def _float(opcode: str) -> Emit:
         return ew.flush(b, _call(b, opcode, [ew.flush(b, x) for x in a]))
 
     return emit
+
+
+def _cbrt(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
+    """libm's cbrt; f64 then takes one Newton step as the interpreter does
+    (ops/elementwise_unary.py `cbrt_newton`: glibc's cbrt is up to 3 ulp off, the step
+    leaves the last rounding only): y^2 = a + al and a y = p + pl exactly by FMAs, y^3 - x
+    = (p - x) + pl + al y, |x| < 2^-600 or > 2^900 scaled by 2^+-600 (y by 2^+-200)."""
+    x = ew.flush(b, a[0])
+    y = _call(b, "cbrt", [x])
+    if elem(x.type) == F64:
+        m = Math(b, x.type)
+        ax = m.un("fabs", x)
+        up = b.fcmp_ordered("<", ax, m.c(2.0 ** -600))
+        down = b.fcmp_ordered(">", ax, m.c(2.0 ** 900))
+
+        def scale(v: ir.Value, e: int) -> ir.Value:
+            return b.select(up, b.fmul(v, m.c(2.0 ** e)),
+                            b.select(down, b.fmul(v, m.c(2.0 ** -e)), v))
+
+        xs, ys = scale(x, 600), scale(y, 200)
+        sq = b.fmul(ys, ys)
+        sq_lo = m.fma(ys, ys, b.fneg(sq))
+        p = b.fmul(sq, ys)
+        p_lo = m.fma(sq, ys, b.fneg(p))
+        res = m.fma(sq_lo, ys, b.fadd(b.fsub(p, xs), p_lo))
+        y1 = scale(b.fsub(ys, b.fdiv(res, b.fmul(m.c(3.0), sq))), -200)
+        ok = b.and_(b.fcmp_ordered("<", ax, m.c(math.inf)), b.fcmp_ordered("!=", x, m.c(0.0)))
+        y = b.select(ok, y1, y)
+    return ew.flush(b, y)
 
 
 def _fmod(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
@@ -93,7 +124,7 @@ def _power(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
 TABLE: dict[str, tuple[frozenset[ET], Emit]] = {
     "power": (ew.FLOATS | ew.INTS, _power),
     "atan2": (ew.FLOATS, _float("atan2")),
-    "cbrt": (ew.FLOATS, _float("cbrt")),
+    "cbrt": (ew.FLOATS, _cbrt),
     "remainder": (ew.FLOATS, _fmod),
 }
 
