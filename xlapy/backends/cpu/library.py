@@ -19,6 +19,7 @@ import numpy as np
 
 from xlapy.backends.cpu import recycle
 from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
 
 #: Ops run as library thunks through their (numpy/scipy) interpreter kernel: none now.
 #: (fft, cholesky, triangular_solve and sort run lapack.py's thunks; a sort it does not take -
@@ -105,7 +106,8 @@ def dot_plan(instr: Instruction, threads: int = 1
     lperm, rperm = lb + lf + lc, rb + rc + rf
     nbatch = int(np.prod(bshape))
     out_dtype = instr.shape.dtype
-    wide = exact_float(instr) if acc.kind in "iu" else None
+    vnni = int8_vnni(instr)
+    wide = exact_float(instr) if acc.kind in "iu" and not vnni else None
     if wide is not None:
         acc = wide
 
@@ -113,7 +115,12 @@ def dot_plan(instr: Instruction, threads: int = 1
         iacc = gemm_int.accumulator(et)
         if iacc is None:
             return None
-        kernel = gemm_int.igemm(lhs.dtype, rhs.dtype, iacc, threads)
+        if vnni:  # s8 x s8 in 32 bits, exact modulo 2^32 like the loop
+            from xlapy.backends.cpu import gemm_vnni
+
+            kernel = gemm_vnni.igemm8(threads)
+        else:
+            kernel = gemm_int.igemm(lhs.dtype, rhs.dtype, iacc, threads)
         direct = iacc == out_dtype
 
         def run_int(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
@@ -153,6 +160,17 @@ def dot_plan(instr: Instruction, threads: int = 1
             out[...] = ov.reshape(out.shape)
 
     return run
+
+
+def int8_vnni(instr: Instruction) -> bool:
+    """An s8 x s8 dot_general with an s32 accumulator (an s8/s16/s32 result) on a target
+    with AVX-512 VNNI: computed by gemm_vnni.py (4x the multiply-adds of f32 BLAS)."""
+    from xlapy.backends.cpu import gemm_int, gemm_vnni
+
+    if any(o.shape.element_type != ET.S8 for o in instr.operands):
+        return False
+    iacc = gemm_int.accumulator(instr.shape.element_type)
+    return iacc == np.int32 and gemm_vnni.available()
 
 
 def _widened(keep: dict[int, Any], key: int, x: np.ndarray, acc: Any) -> np.ndarray:
@@ -225,6 +243,8 @@ def library_kind(instr: Instruction) -> str | None:
     if instr.opcode == "dot_general" and dot_plan(instr) is not None:
         if dot_accumulator(instr).kind in "fc":  # type: ignore[union-attr]
             return "blas"
+        if int8_vnni(instr):
+            return "int gemm (vnni)"
         wide = exact_float(instr)
         return "int gemm" if wide is None else f"blas (exact in {wide})"
     if instr.opcode == "convolution":

@@ -1,6 +1,7 @@
 """library.exact_float: an integer dot_general whose sums cannot leave the f32 (f64) mantissa,
 an s8 x s8 -> s32 matmul for one, runs BLAS in that float type - bit for bit the interpreter's
-exact integer result, at the bound's edge too; a product that may wrap keeps the integer GEMM."""
+exact integer result, at the bound's edge too; a product that may wrap keeps the integer GEMM.
+With AVX-512 VNNI s8 x s8 products run gemm_vnni.py instead, the same bits."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from xlapy.backends.cpu import gemm_vnni
 
 _NP = {"i8": np.int8, "ui8": np.uint8, "ui32": np.uint32, "i16": np.int16, "i32": np.int32,
        "i64": np.int64}
@@ -56,4 +58,6 @@ def test_integer_dot_routes_and_bits(lt: str, rt: str, ot: str, k: int, how: str
             y[0, :, 0] = hi.min
         else:
             y[:, 0] = hi.min
+        if lt == rt == "i8" and ot != "i64" and gemm_vnni.available():
+            how = "int gemm (vnni)"  # AVX-512 VNNI beats f32 BLAS (gemm_vnni.py)
         assert how in _run(_text(lhs, rhs, out, lt, rt, ot, batch), x, y)

@@ -1,0 +1,64 @@
+"""gemm_vnni.py: s8 x s8 dot_generals with AVX-512 VNNI, the interpreter's bits (exact sums
+wrapped to the result width) over shapes that pad k to 4 and n to 16, rows that leave a
+tile rest, the extremes (-128 everywhere: the largest sums, past f32's mantissa), batches,
+narrower results, and 1 or 2 threads; skipped where the target lacks VNNI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import gemm_vnni, target
+from xlapy.backends.cpu.gemm_vnni import MR, NV
+
+pytestmark = pytest.mark.skipif(not gemm_vnni.available(),
+                                reason=f"no AVX-512 VNNI on target {target.current()}")
+_NP = {"i8": np.int8, "i32": np.int32, "i16": np.int16}
+
+
+def _text(b: int, m: int, k: int, n: int, ot: str) -> str:
+    lt, rt, out = f"tensor<{b}x{m}x{k}xi8>", f"tensor<{b}x{k}x{n}xi8>", \
+        f"tensor<{b}x{m}x{n}x{ot}>"
+    return (f"func.func @main(%x: {lt}, %y: {rt}) -> {out} {{\n"
+            f"  %z = stablehlo.dot_general %x, %y, batching_dims = [0] x [0], "
+            f"contracting_dims = [2] x [1] : ({lt}, {rt}) -> {out}\n"
+            f"  return %z : {out}\n}}\n")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("b", "m", "k", "n", "ot"), [
+    (1, 2 * MR + 1, 64, NV * 16 * 2 + 16, "i32"),  # tiles, a row rest, a 16-column block
+    (2, 7, 37, 70, "i32"),  # k padded to 40, n to 80
+    (1, 1, 1, 1, "i32"), (2, 3, 0, 5, "i32"),  # k = 0: zeros
+    (1, 33, 1030, 20, "i32"),  # sums of -128 * -128 * 1030 > 2^24: not exact in f32
+    (1, 9, 600000, 3, "i32"),  # 128 * 128 * 600000 wraps 2^32
+    (3, 5, 12, 48, "i16"), (1, 4, 8, 16, "i8"),
+])
+def test_int8_dot_with_vnni_matches_the_interpreter(b: int, m: int, k: int, n: int, ot: str,
+                                                    threads: int) -> None:
+    rng = np.random.default_rng(k + n)
+    x = rng.integers(-128, 128, (b, m, k)).astype(np.int8)
+    y = rng.integers(-128, 128, (b, k, n)).astype(np.int8)
+    x[:, 0, :] = -128  # one row and one column at the extreme
+    y[:, :, 0] = -128
+    text = _text(b, m, k, n, ot)
+    cpu = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
+    assert "int gemm (vnni)" in cpu._exe.explain()
+    got, want = cpu(x, y), xlapy.compile(text, backend="interpreter")(x, y)
+    assert got.dtype == want.dtype == _NP[ot]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_kernel_splits_rows_over_threads_bit_for_bit() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (1, 257, 300)).astype(np.int8)
+    bm = rng.integers(-128, 128, (1, 300, 200)).astype(np.int8)
+    outs = []
+    for threads in (1, 2, 3):
+        c = np.empty((1, 257, 200), np.int32)
+        gemm_vnni.igemm8(threads)(a, bm, c)
+        outs.append(c)
+    want = np.matmul(a.astype(np.int64), bm.astype(np.int64)).astype(np.int32)
+    for c in outs:
+        np.testing.assert_array_equal(c, want)
