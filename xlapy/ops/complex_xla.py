@@ -104,3 +104,58 @@ def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     out_re = np.where(inf_base & (c > 0), np.inf, np.where(inf_base & (c < 0), zero, out_re))
     out_im = np.where(inf_base & (c != 0), zero, out_im)
     return make_complex(out_re, out_im, x.dtype)
+
+
+def exp(z: np.ndarray) -> np.ndarray:
+    """XLA's complex exp (its HLO): e^a (cos b, sin b) with e^a XLA's own exp
+    (ops/xla_math.py) and libm's cos / sin; where e^a overflows, (h cos b) h with
+    h = e^(a / 2); the imaginary part is 0 where b is 0. No C99 special cases:
+    exp(inf + inf i) is NaN + NaN i, as XLA's."""
+    a, b = z.real, z.imag
+    e = xla_math.exp(a)
+    h = xla_math.exp(flush(a * a.dtype.type(0.5)))
+    big = e == np.inf
+    cos_b, sin_b = flush(libm.call("cos", b)), flush(libm.call("sin", b))
+    with np.errstate(all="ignore"):
+        re = np.where(big, flush(flush(h * cos_b) * h), flush(e * cos_b))
+        im = np.where(big, flush(flush(h * sin_b) * h), flush(e * sin_b))
+    return make_complex(re, np.where(b == 0, a.dtype.type(0), im), z.dtype)
+
+
+def _expm1(v: np.ndarray) -> np.ndarray:
+    """XLA's inline expm1 (in its complex tanh): e - 1 for |v| > 1/2, else tanh(v / 2)
+    (e + 1) (v where v / 2 is 0), e = exp(v) XLA's, tanh libm's."""
+    t = v.dtype.type
+    e = xla_math.exp(v)
+    half = flush(v * t(0.5))
+    small = flush(flush(libm.call("tanh", half)) * flush(e + t(1)))
+    out = np.where(np.abs(v) > t(0.5), flush(e - t(1)), small)
+    return np.where(half == 0, v, out)
+
+
+def tanh(z: np.ndarray) -> np.ndarray:
+    """XLA's complex tanh (EmitComplexTanh, from its IR): with p = expm1(2a), m =
+    expm1(-2a) (XLA's expm1 above), c = cos b, s = sin b: ((p - m) + 4 c s i) / ((p + m) +
+    4 c^2); real part sign(a) 1 where p + m overflows; where 4 c s is NaN (b infinite or
+    NaN) the real part is NaN unless a is infinite, and the imaginary part is 0 where b = 0
+    or a is infinite. tanh(0 + inf i) is NaN + NaN i (C99: 0 + NaN i), as XLA's."""
+    a, b = z.real, z.imag
+    t = a.dtype.type
+    with np.errstate(all="ignore"):
+        a2 = flush(a + a)
+        p, m = _expm1(a2), _expm1(-a2)
+        c, s = flush(libm.call("cos", b)), flush(libm.call("sin", b))
+        four_cs = flush(flush(c * s) * t(4))
+        pm = flush(p + m)
+        den = flush(pm + flush(flush(c * c) * t(4)))
+        re = np.where(pm == np.inf, np.copysign(t(1), a), flush(flush(p - m) / den))
+        im = flush(four_cs / den)
+        a_inf = np.abs(a) == np.inf
+        nan_cs = np.isnan(four_cs)
+        re = np.where(nan_cs & ~a_inf, t(np.nan), re)
+        im = np.where((b == 0) | (a_inf & nan_cs), t(0), im)
+    return make_complex(re, im, z.dtype)
+
+
+#: Unary ops whose complex evaluation is XLA's formula here (ElementwiseOp takes it).
+UNARY = {"exponential": exp, "tanh": tanh}

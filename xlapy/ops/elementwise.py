@@ -274,7 +274,11 @@ class ElementwiseOp(OpDef):
         if scalar:  # ufuncs turn 0-d arrays into numpy scalars, which `out=` cannot write into
             operands = [x.reshape(1) for x in operands]
         args = [to_compute(x, t, self.ftz and (self.daz_real or not real)) for x in operands]
-        out = np.asarray(self.fn(*args, **kw))
+        fn = self.fn
+        if t.is_complex:  # XLA's complex formulas live with the complex arithmetic
+            from xlapy.ops import complex_xla  # (it builds on this module)
+            fn = complex_xla.UNARY.get(self.name, fn)
+        out = np.asarray(fn(*args, **kw))
         if scalar:
             out = out.reshape(())
         # The flush may write into `out` when it is fresh (not an operand or a view).

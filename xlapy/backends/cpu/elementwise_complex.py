@@ -180,7 +180,7 @@ UNARY = frozenset({"negate", "real", "imag", "abs", "sign", "exponential", "log"
                    "tanh", "rsqrt", "exponential_minus_one", "log_plus_one", "sine", "cosine",
                    "tan", "logistic", "cbrt"})
 #: The C99 complex functions numpy calls for these ops (glibc's: bit-exact to it).
-_CFUNCS = {"exponential": "cexp", "log": "clog", "sqrt": "csqrt", "tanh": "ctanh",
+_CFUNCS = {"log": "clog", "sqrt": "csqrt",
            "sine": "csin", "cosine": "ccos", "tan": "ctan"}
 #: Approximate ops (libm): compared with an ulp bound by convention, though bit-exact to
 #: the interpreter on the same libm.
@@ -235,6 +235,54 @@ def _select(b: ir.IRBuilder, p: ir.Value, x: Parts, y: Parts) -> Parts:
 
 def _xla_exp(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     return xla_math_emit.exp32(b, v) if v.type == F32 else xla_math_emit.exp64(b, v)
+
+
+def _xla_cexp(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> Parts:
+    """XLA's complex exp (ops/complex_xla.exp): e^a (cos b, sin b), (h cos b) h with
+    h = e^(a / 2) where e^a overflows, 0 imaginary part where b is 0."""
+    t = re.type
+    e = _xla_exp(b, re)
+    h = _xla_exp(b, b.fmul(re, ir.Constant(t, 0.5)))
+    big = b.fcmp_ordered("==", e, ir.Constant(t, float("inf")))
+    cos_b, sin_b = _real_call(b, "cos", im), _real_call(b, "sin", im)
+    out_re = b.select(big, b.fmul(b.fmul(h, cos_b), h), b.fmul(e, cos_b))
+    out_im = b.select(big, b.fmul(b.fmul(h, sin_b), h), b.fmul(e, sin_b))
+    zero = ir.Constant(t, 0.0)
+    return out_re, b.select(b.fcmp_ordered("==", im, zero), zero, out_im)
+
+
+def _xla_expm1(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """ops/complex_xla._expm1: XLA's inline expm1 (exp XLA's, tanh libm's)."""
+    t = v.type
+    e = _xla_exp(b, v)
+    half = b.fmul(v, ir.Constant(t, 0.5))
+    small = b.fmul(_real_call(b, "tanh", half), b.fadd(e, ir.Constant(t, 1.0)))
+    big = b.fcmp_ordered(">", _fabs(b, v), ir.Constant(t, 0.5))
+    out = b.select(big, b.fsub(e, ir.Constant(t, 1.0)), small)
+    return b.select(b.fcmp_ordered("==", half, ir.Constant(t, 0.0)), v, out)
+
+
+def _xla_ctanh(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> Parts:
+    """XLA's complex tanh (ops/complex_xla.tanh)."""
+    t = re.type
+
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(t, v)
+
+    a2 = b.fadd(re, re)
+    p, m = _xla_expm1(b, a2), _xla_expm1(b, b.fneg(a2))
+    c, s = _real_call(b, "cos", im), _real_call(b, "sin", im)
+    four_cs = b.fmul(b.fmul(c, s), k(4.0))
+    pm = b.fadd(p, m)
+    den = b.fadd(pm, b.fmul(b.fmul(c, c), k(4.0)))
+    out_re = b.select(b.fcmp_ordered("==", pm, k(float("inf"))), _copysign(b, k(1.0), re),
+                      b.fdiv(b.fsub(p, m), den))
+    out_im = b.fdiv(four_cs, den)
+    a_inf = _isinf(b, re)
+    nan_cs = _isnan(b, four_cs)
+    out_re = b.select(b.and_(nan_cs, b.not_(a_inf)), k(float("nan")), out_re)
+    zero_im = b.or_(b.fcmp_ordered("==", im, k(0.0)), b.and_(a_inf, nan_cs))
+    return out_re, b.select(zero_im, k(0.0), out_im)
 
 
 def _xla_abs(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
@@ -358,6 +406,10 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
     """exp, log, sqrt, tanh (libm's C99 functions), rsqrt, expm1 and log1p as numpy
     computes them (nc_expm1, nc_log1p: real libm calls)."""
     t = re.type
+    if op == "exponential":
+        return _xla_cexp(b, re, im)
+    if op == "tanh":
+        return _xla_ctanh(b, re, im)
     if op in _CFUNCS:
         return _complex_call(b, _CFUNCS[op], (re, im))
     if op == "logistic":  # 1 / (1 + exp(-z)), numpy's division

@@ -1,0 +1,103 @@
+"""Complex unary ops as XLA computes them (ops/complex_xla.py and their cpu twins in
+backends/cpu/elementwise_complex.py), on both backends, on infinite / NaN / huge / tiny
+parts and branch cuts. Expected values are jax.jit's (jaxlib 0.10, x86-64). Non-finite and
+zero parts must match exactly, finite ones within ULP[op] ulp: exp is XLA's to the bit;
+tanh's small-argument expm1 uses libm's tanh where XLA has its own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+
+inf, nan = np.inf, np.nan
+#: op -> the ulp bound on finite nonzero parts (0: bit-exact).
+ULP = {"exponential": 0, "tanh": 4}
+
+_INPUTS = [
+    complex(inf, inf), complex(inf, -inf), complex(-inf, inf), complex(inf, nan),
+    complex(-inf, nan), complex(nan, inf), complex(nan, -inf), complex(nan, 0.0), complex(0.0, inf),
+    complex(-0.0, -inf), complex(0.0, nan), complex(inf, 0.0), complex(-inf, -0.0),
+    complex(inf, 1.0), complex(-inf, 2.0), complex(-1.0, -0.0), complex(-1.0, 0.0),
+    complex(-3e+38, -0.0), complex(1e-30, 1e-30), complex(100.0, 1.0), complex(-90.0, 0.5),
+    complex(0.5, 0.25), complex(-2.0, 3.0), complex(1.5, -10000000000.0), complex(3e+38, 3e+38),
+    complex(1e-20, -1.0),
+]
+_WANT = {
+    ('exponential', np.complex64): [
+        complex(nan, nan), complex(nan, nan), complex(nan, nan), complex(nan, nan),
+        complex(nan, nan), complex(nan, nan), complex(nan, nan), complex(nan, 0.0),
+        complex(nan, nan), complex(nan, nan), complex(nan, nan), complex(inf, 0.0),
+        complex(0.0, 0.0), complex(inf, inf), complex(-0.0, 0.0), complex(0.3678794503211975, 0.0),
+        complex(0.3678794503211975, 0.0), complex(0.0, 0.0), complex(1.0, 1.0000000031710769e-30),
+        complex(inf, inf), complex(0.0, 0.0), complex(1.5974664688110352, 0.4079001545906067),
+        complex(-0.1339809149503708, 0.019098514690995216),
+        complex(3.913050651550293, 2.1848504543304443), complex(-inf, inf),
+        complex(0.5403022766113281, -0.8414709568023682),
+    ],
+    ('exponential', np.complex128): [
+        complex(nan, nan), complex(nan, nan), complex(nan, nan), complex(nan, nan),
+        complex(nan, nan), complex(nan, nan), complex(nan, nan), complex(nan, 0.0),
+        complex(nan, nan), complex(nan, nan), complex(nan, nan), complex(inf, 0.0),
+        complex(0.0, 0.0), complex(inf, inf), complex(-0.0, 0.0), complex(0.3678794411714423, 0.0),
+        complex(0.3678794411714423, 0.0), complex(0.0, 0.0), complex(1.0, 1e-30),
+        complex(1.4523958901669313e+43, 2.2619725786030117e+43),
+        complex(7.190922590723652e-40, 3.9284189155862916e-40),
+        complex(1.5974665191199127, 0.4079001700783598),
+        complex(-0.13398091492954262, 0.019098516261135196),
+        complex(3.9130506700485608, 2.184850424358651), complex(inf, -inf),
+        complex(0.5403023058681398, -0.8414709848078965),
+    ],
+    ('tanh', np.complex64): [
+        complex(1.0, 0.0), complex(1.0, 0.0), complex(-1.0, 0.0), complex(1.0, 0.0),
+        complex(-1.0, 0.0), complex(nan, nan), complex(nan, nan), complex(nan, 0.0),
+        complex(nan, nan), complex(nan, nan), complex(nan, nan), complex(1.0, 0.0),
+        complex(-1.0, 0.0), complex(1.0, 0.0), complex(-1.0, -0.0),
+        complex(-0.7615941762924194, 0.0), complex(-0.7615941762924194, 0.0), complex(-1.0, 0.0),
+        complex(1.0000000031710769e-30, 1.0000000031710769e-30), complex(1.0, 0.0),
+        complex(-1.0, 0.0), complex(0.48548728227615356, 0.1980554610490799),
+        complex(-0.965385913848877, -0.009884374216198921),
+        complex(0.9457660913467407, 0.08036962151527405), complex(1.0, -0.0),
+        complex(3.425519060234891e-20, -1.5574077367782593),
+    ],
+    ('tanh', np.complex128): [
+        complex(1.0, 0.0), complex(1.0, 0.0), complex(-1.0, 0.0), complex(1.0, 0.0),
+        complex(-1.0, 0.0), complex(nan, nan), complex(nan, nan), complex(nan, 0.0),
+        complex(nan, nan), complex(nan, nan), complex(nan, nan), complex(1.0, 0.0),
+        complex(-1.0, 0.0), complex(1.0, 0.0), complex(-1.0, -0.0),
+        complex(-0.761594155955765, 0.0), complex(-0.761594155955765, 0.0), complex(-1.0, 0.0),
+        complex(1e-30, 1e-30), complex(1.0, 2.516747101509427e-87),
+        complex(-1.0, 1.129958253036623e-78), complex(0.4854872810241354, 0.19805544995134955),
+        complex(-0.965385879022133, -0.009884375038322494),
+        complex(0.9457661912688725, 0.08036961940839073), complex(1.0, -0.0),
+        complex(3.425518820814759e-20, -1.557407724654902),
+    ],
+}
+
+
+def _run(op: str, x: np.ndarray, backend: str) -> np.ndarray:
+    t = f"tensor<{len(x)}xcomplex<{'f32' if x.dtype == np.complex64 else 'f64'}>>"
+    text = (f"func.func @main(%a: {t}) -> {t} {{\n"
+            f"  %r = stablehlo.{op} %a : {t}\n  return %r : {t}\n}}")
+    exe = xlapy.compile(text, backend=backend)
+    if backend == "cpu":
+        assert not exe._exe.fallbacks()
+    with np.errstate(all="ignore"):
+        return np.asarray(exe(x))
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("key", list(_WANT), ids=lambda k: f"{k[0]}-{np.dtype(k[1]).name}")
+def test_matches_xla(backend: str, key: tuple[str, type]) -> None:
+    op, dt = key
+    x = np.array(_INPUTS, dt)
+    got, want = _run(op, x, backend), np.array(_WANT[key], dt)
+    for part in ("real", "imag"):
+        g, w = getattr(got, part), getattr(want, part)
+        exact = ~np.isfinite(w) | (w == 0) | ~np.isfinite(g) | (g == 0)
+        same = ((g == w) & (np.signbit(g) == np.signbit(w))) | (np.isnan(g) & np.isnan(w))
+        with np.errstate(invalid="ignore"):
+            close = np.abs(g - w) <= ULP[op] * np.spacing(np.abs(w))
+        ok = np.where(exact, same, same | close)
+        assert ok.all(), (op, part, x[~ok], g[~ok], w[~ok])
