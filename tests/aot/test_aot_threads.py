@@ -70,3 +70,19 @@ def test_small_programs_call_no_pthreads(tmp_path: Path) -> None:
     got = driver.run([obj], {"small": [x]}, tmp_path, driver.build([obj], tmp_path),
                      threads=4)["small"]
     assert mismatch(got[0], np.tanh(x)) is None
+
+
+@pytest.mark.skipif(any(driver.tool(t) is None for t in ("aarch64-linux-gnu-gcc", "qemu-aarch64")),
+                    reason="aarch64-linux-gnu-gcc / qemu-aarch64 missing: `make aot-tools`")
+def test_run_threaded_on_aarch64_under_qemu(tmp_path: Path) -> None:
+    obj = aot_compile(BIG, name="big_arm", target="aarch64-linux-gnu")
+    assert set(threads.PTHREAD) <= set(obj.undefined)
+    rng = np.random.default_rng(6)
+    inputs = {"big_arm": [rng.standard_normal((301, 257)).astype(np.float32), np.int32(2)]}
+    exe = driver.build([obj], tmp_path, cc="aarch64-linux-gnu-gcc")
+    qemu = ("qemu-aarch64", "-L", "/usr/aarch64-linux-gnu")
+    one = driver.run([obj], inputs, tmp_path, exe, runner=qemu)["big_arm"]
+    three = driver.run([obj], inputs, tmp_path, exe, runner=qemu, threads=3)["big_arm"]
+    want = xlapy.compile(BIG, backend="interpreter")(*inputs["big_arm"])
+    for g, t, r in zip(one, three, want):
+        assert g.tobytes() == t.tobytes() and mismatch(g, r) is None
