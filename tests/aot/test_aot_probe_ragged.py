@@ -16,6 +16,7 @@ from tests.aot.corpus import conformance_cases
 from tests.conformance import test_interpret as conf
 from xlapy.aot import compile as aot_compile
 from xlapy.aot import driver
+from xlapy.errors import XlapyError
 
 gcc = pytest.mark.skipif(driver.tool("gcc") is None, reason="gcc is not installed: the AOT "
                          "tests link objects with it (Debian package gcc)")
@@ -109,3 +110,8 @@ def test_complex_libm_ops_on_aarch64_under_qemu(tmp_path: Path) -> None:
         assert not isinstance(res, int), f"{c.cid}: error {res}"
         for g, r in zip(res, ref):
             assert mismatch(g, r) is None, f"{c.cid}: {mismatch(g, r)}"
+
+
+def test_negative_probe_capacity_is_an_error() -> None:
+    with pytest.raises(XlapyError, match="probe_capacity -1 is negative"):
+        aot_compile(PROBED_LOOP, name="probed", probe_capacity=-1)

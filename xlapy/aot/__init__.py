@@ -98,6 +98,8 @@ def compile(program: Any, name: str, target_name: str | None = None,  # noqa: A0
 
     if not _NAME.match(name):
         raise XlapyError(f"xlapy aot: the name {name!r} is not a C identifier")
+    if probe_capacity < 0:
+        raise XlapyError(f"xlapy aot: probe_capacity {probe_capacity} is negative")
     t = targets.resolve(target or target_name)
     module = load(program, entry)
     options = {"target": t, "num_threads": 1, "nested": True}
