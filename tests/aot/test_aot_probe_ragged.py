@@ -115,3 +115,42 @@ def test_complex_libm_ops_on_aarch64_under_qemu(tmp_path: Path) -> None:
 def test_negative_probe_capacity_is_an_error() -> None:
     with pytest.raises(XlapyError, match="probe_capacity -1 is negative"):
         aot_compile(PROBED_LOOP, name="probed", probe_capacity=-1)
+
+
+PROBED_BRANCHES = """
+func.func @main(%i: tensor<i32>, %v: tensor<4xi32>) -> tensor<4xi32> {
+  %r = "stablehlo.case"(%i) ({
+    %a = stablehlo.add %v, %v : tensor<4xi32>
+    %p = interpreter.probe %a, probe_id = "b0" : tensor<4xi32>
+    stablehlo.return %p : tensor<4xi32>
+  }, {
+    %m = stablehlo.multiply %v, %v : tensor<4xi32>
+    %q = func.call @helper(%m) : (tensor<4xi32>) -> tensor<4xi32>
+    stablehlo.return %q : tensor<4xi32>
+  }) : (tensor<i32>) -> tensor<4xi32>
+  %out = interpreter.probe %r, probe_id = "out" : tensor<4xi32>
+  return %out : tensor<4xi32>
+}
+func.func private @helper(%x: tensor<4xi32>) -> tensor<4xi32> {
+  %p = interpreter.probe %x, probe_id = "helper" : tensor<4xi32>
+  return %p : tensor<4xi32>
+}
+"""
+
+
+@gcc
+def test_probes_in_branches_calls_and_at_the_root(tmp_path: Path) -> None:
+    """A probe in a case branch counts only when its branch runs; one in a called function
+    records through the call; a probe as the root value is the program's result too."""
+    obj = aot_compile(PROBED_BRANCHES, name="branches")
+    assert obj.probes == ["b0", "helper", "out"]
+    exe = driver.build([obj], tmp_path)
+    v = np.arange(4, dtype=np.int32)
+    for i, want, counts in ((0, v + v, (1, 0, 1)), (1, v * v, (0, 1, 1)), (7, v * v, (0, 1, 1))):
+        out, *probes = driver.run([obj], {"branches": [np.int32(i), v]}, tmp_path,
+                                  exe)["branches"]
+        np.testing.assert_array_equal(out, want)
+        assert tuple(int(c) for c in probes[1::2]) == counts
+        for values, c in zip(probes[::2], counts):
+            if c:
+                np.testing.assert_array_equal(values[0], want)
