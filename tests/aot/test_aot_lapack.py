@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (StableHLO programs are kept on one line per op)
 """jaxlib's LAPACK custom calls and the cholesky op inside objects (xlapy/aot/lapack*.py):
-every routine, every type (s, d, c, z), batched, wide and tall, upper and lower, failing
+every routine, every type (s, d, c, z; geev: s, d eigenvalues), batched, wide and tall, upper and lower, failing
 factorizations, compared with JAX (custom calls: the programs are JAX lowerings) or the
 interpreter (the cholesky op, which JAX does not emit on the CPU), on the host and a sample
 on aarch64 under qemu.
@@ -28,8 +28,8 @@ from tests.aot.compare import mismatch
 from tests.aot.phases import align
 from tests.differential.compare import assert_same, jax_x64
 from tests.differential.jax_programs.table import C64, C128, F32, F64, inexact
+from xlapy.aot import Unimplemented, driver
 from xlapy.aot import compile as aot_compile
-from xlapy.aot import driver
 from xlapy.backends.cpu import objfile, rtlib
 
 jax = jax_x64()
@@ -115,6 +115,17 @@ CASES: list[tuple[str, Callable[..., Any], tuple[np.ndarray, ...], Any]] = [
     ("gesdd_f32_rank_deficient", svd_invariants(True),
      ((mat((5, 2), F32) @ mat((2, 4), F32, 5)),), None),
     ("gesdd_c64_values", lambda a: jnp.linalg.svd(a, compute_uv=False), (mat((4, 3), C64),), None),
+    # geev, eigenvalues only: LAPACK's order (balancing permutations, the Schur form's)
+    ("geev_f64_random", jnp.linalg.eigvals, (mat((7, 7), F64),), None),
+    ("geev_f32_batched", jnp.linalg.eigvals, (mat((2, 5, 5), F32),), None),
+    ("geev_f64_triangular", jnp.linalg.eigvals, (np.triu(mat((5, 5), F64, 3)),), None),
+    ("geev_f64_block_triangular", jnp.linalg.eigvals,
+     (np.block([[mat((3, 3), F64, 8), mat((3, 2), F64, 9)],
+                [np.zeros((2, 3)), mat((2, 2), F64, 10)]]),), None),
+    ("geev_f64_badly_scaled", jnp.linalg.eigvals,
+     (mat((5, 5), F64, 11) * np.array([1e-6, 1, 1e6, 1, 1e3])[:, None],), None),
+    ("geev_f64_rotation", jnp.linalg.eigvals,
+     (np.array([[0, -1, 0], [1, 0, 0], [0, 0, 2]], F64),), None),
 ]
 
 
@@ -197,6 +208,16 @@ def test_cholesky_op_matches_interpreter(tmp_path: Path) -> None:
         assert mismatch(res[0], ref) is None, f"{o.name}: {mismatch(res[0], ref)}"
     nan = got[objs[-1].name][0][1]
     assert np.isnan(nan[np.tril_indices(3)]).all() and not np.triu(nan, 1).any()
+
+
+@pytest.mark.parametrize("fn, a, what", [
+    (jnp.linalg.eig, mat((3, 3), F64), "eigenvectors"),
+    (jnp.linalg.eigvals, mat((3, 3), C64), "complex nonsymmetric"),
+])
+def test_geev_forms_without_loops_are_refused(fn: Any, a: np.ndarray, what: str) -> None:
+    text, _ = _lowered(fn, (a,))
+    with pytest.raises(Unimplemented, match=what):
+        aot_compile(text, name="refused")
 
 
 def test_objects_need_only_libc_libm() -> None:

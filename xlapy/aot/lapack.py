@@ -11,10 +11,12 @@ per instruction, batched over the leading dimensions:
 - getrf: LU with partial pivoting (getf2: pivot = the first largest |re| + |im| in the
   column, LAPACK's i?amax), 1-based pivots, `info` = the first zero pivot;
 - trsm: aot/linalg.py's substitution loops with the FFI's side / uplo / trans_x / diag;
-- geqrf, orgqr / ungqr (lapack_qr.py), syevd / heevd and gesdd (lapack_eig.py).
+- geqrf, orgqr / ungqr (lapack_qr.py), syevd / heevd and gesdd (lapack_eig.py);
+- geev of a real matrix, eigenvalues only (lapack_geev.py: LAPACK's balance, Hessenberg,
+  double-shift QR path); eigenvectors and complex matrices are refused (`Unimplemented`).
 
-geev (the nonsymmetric eigenproblem) is refused (`Unimplemented`). So is a target a
-program's registry replaced, as the JIT leaves those to the interpreter. An empty matrix
+A target a program's registry replaced is left alone (handles() is False), as the JIT
+leaves those to the interpreter. An empty matrix
 gives what the JIT gives (custom_call_targets.empty_matrix_results): identities for square
 results, zeros elsewhere.
 """
@@ -63,16 +65,12 @@ def emit(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function, in
         return _cholesky(mod, name, instr)
     target = instr.attrs.call_target_name
     t, routine = TARGET.match(target).groups()
-    if routine == "geev":
-        raise Unimplemented("custom_call", f"{target}: the nonsymmetric eigenproblem (LAPACK "
-                            "geev: Hessenberg reduction and shifted QR) has no in-object "
-                            "implementation")
-    from xlapy.aot import lapack_eig, lapack_qr
+    from xlapy.aot import lapack_eig, lapack_geev, lapack_qr
 
     routines = {"potrf": _potrf, "getrf": _getrf, "trsm": _trsm, "geqrf": lapack_qr.geqrf,
                 "orgqr": lapack_qr.orgqr, "ungqr": lapack_qr.orgqr,
                 "syevd": lapack_eig.syevd, "heevd": lapack_eig.syevd,
-                "gesdd": lapack_eig.gesdd}
+                "gesdd": lapack_eig.gesdd, "geev": lapack_geev.geev}
     a = instr.operands[0].shape
     if 0 in a.dimensions[-2:]:
         return _empty(mod, name, instr), 0
