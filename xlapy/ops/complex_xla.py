@@ -157,5 +157,90 @@ def tanh(z: np.ndarray) -> np.ndarray:
     return make_complex(re, im, z.dtype)
 
 
+#: XLA's cos(x) - 1 polynomial in x^2 (highest degree first): f32, f64.
+COSM1 = {np.dtype(np.float32): (0x29555E8C, 0xAD49C992, 0x310F76C6, 0xB493F27E, 0x37D00D01,
+                                0xBAB60B61, 0x3D2AAAAB),
+         np.dtype(np.float64): (0x3D2AABD1874DF32F, 0xBDA9393241EB1E86, 0x3E21EED8C90CB3CA,
+                                0xBE927E4FB75EB8CA, 0x3EFA01A01A018CCA, 0xBF56C16C16C16C0F,
+                                0x3FA5555555555555)}
+
+
+def _bits(v: int, dt: np.dtype) -> np.floating:
+    ints = np.uint32 if dt == np.float32 else np.uint64
+    return np.array([v], ints).view(dt)[0]  # type: ignore[no-any-return]
+
+
+def _cosm1(b: np.ndarray) -> np.ndarray:
+    """XLA's cos(b) - 1: cos b - 1 for b^2 >= 0.61685, else b^4 P(b^2) - b^2 / 2 (fused)."""
+    t = b.dtype.type
+    b2 = flush(b * b)
+    c = [_bits(v, b.dtype) for v in COSM1[b.dtype]]
+    p = fma(c[0], b2, c[1])
+    for k in c[2:]:
+        p = fma(p, b2, k)
+    small = fma(flush(b2 * b2), p, flush(b2 * t(-0.5)))
+    return np.where(b2 >= t(0.61685), flush(flush(libm.call("cos", b)) - t(1)), flush(small))
+
+
+def expm1(z: np.ndarray) -> np.ndarray:
+    """XLA's complex expm1 (EmitComplexExpm1, from its IR): with m = expm1(a) (XLA's inline
+    expm1) and c = cos(b) - 1 (XLA's polynomial), (m (c + 1) + c (fused), (m + 1) sin b),
+    the imaginary part 0 where b = 0. expm1(inf + inf i) is NaN + NaN i, as XLA's."""
+    a, b = z.real, z.imag
+    t = a.dtype.type
+    with np.errstate(all="ignore"):
+        m = _expm1(a)
+        c = _cosm1(b)
+        re = fma(m, flush(c + t(1)), c)
+        im = flush(flush(m + t(1)) * flush(libm.call("sin", b)))
+    return make_complex(re, np.where(b == 0, t(0), im), z.dtype)
+
+
+def _sq_err(v: np.ndarray) -> np.ndarray:
+    """v^2 - RN(v^2) exactly (Dekker: v split at 2^12 + 1 (f32) or 2^27 + 1 (f64))."""
+    t = v.dtype.type
+    vv = flush(v * v)
+    big = flush(v * t(4097.0 if v.dtype == np.float32 else 134217729.0))
+    hi = flush(big + flush(v - big))
+    lo = flush(v - hi)
+    hl = flush(hi * lo)
+    e = flush(flush(flush(-vv + flush(hi * hi)) + hl) + hl)
+    return flush(e + flush(lo * lo))
+
+
+def log(z: np.ndarray) -> np.ndarray:
+    """XLA's complex log (StableHLO's complex math expander, from XLA's HLO): the real part
+    is log1p(s) / 2 with s = x^2 + y^2 - 1 summed exactly (Dekker squares, compensated)
+    where |s| < 1/2, else log(M) + log1p((m / M)^2) / 2 (M, m = max, min of |x|, |y|;
+    NaN-propagating); the imaginary part atan2(y, x). log, log1p XLA's f32 log / libm's,
+    atan2 libm's. A NaN part gives NaN + NaN i (C99: inf for an infinite other part)."""
+    x, y = z.real, z.imag
+    t = x.dtype.type
+    with np.errstate(all="ignore"):
+        xx, yy = flush(x * x), flush(y * y)
+        gt = yy > xx
+        mx, mn = np.where(gt, yy, xx), np.where(gt, xx, yy)
+        s1 = flush(mx + t(-1))
+        s2 = flush(s1 + mn)
+        ey, ex = _sq_err(y), _sq_err(x)
+        s3 = flush(s2 + ey)
+        s4 = flush(s3 + ex)
+        c = flush(flush(mx - flush(s1 - t(-1))) + flush(mn - flush(s2 - s1)))
+        c = flush(c + flush(ey - flush(s3 - s2)))
+        c = flush(c + flush(ex - flush(s4 - s3)))
+        s = flush(s4 + c)
+        ax, ay = np.abs(x), np.abs(y)
+        big = np.fmax(ax, ay)
+        big = np.where(np.isnan(ax) | np.isnan(ay), t(np.nan), big)
+        small = np.where(np.isnan(ax) | np.isnan(ay), t(np.nan), np.fmin(ax, ay))
+        r = np.where(small == big, t(1), flush(small / big))
+        log_big = xla_math.log32(big) if x.dtype == np.float32 else libm.call("log", big)
+        far = flush(flush(log_big) + flush(xla_math.log1p(flush(r * r)) * t(0.5)))
+        near = flush(xla_math.log1p(s) * t(0.5))
+        re = np.where(np.abs(s) < t(0.5), near, far)
+        im = flush(libm.call("atan2", y, x))
+    return make_complex(re, im, z.dtype)
+
+
 #: Unary ops whose complex evaluation is XLA's formula here (ElementwiseOp takes it).
-UNARY = {"exponential": exp, "tanh": tanh}
+UNARY = {"exponential": exp, "tanh": tanh, "exponential_minus_one": expm1, "log": log}

@@ -109,3 +109,36 @@ def log32(x: np.ndarray) -> np.ndarray:
         out = fma(_LN2_HI32, e, flush(fma(-f(0.5), u2, u) + y))
         out = np.where(x == 0, -np.inf, np.where(x == np.inf, np.inf, out))
         return np.where((x < 0) | np.isnan(x), np.nan, out).astype(f)
+
+
+#: Cephes' log1p: x - x^2 / 2 + x^3 P(x) / Q(x) (P, Q highest degree first; Q monic).
+LOG1P_P = (4.5270000862445199635215e-5, 4.9854102823193375972212e-1, 6.5787325942061044846969,
+           2.9911919328553073277375e1, 6.0949667980987787057556e1, 5.7112963590585538103336e1,
+           2.0039553499201281259648e1)
+LOG1P_Q = (1.0, 1.5062909083469192043167e1, 8.3047565967967209469434e1,
+           2.2176239823732856465394e2, 3.0909872225312059774938e2, 2.1642788614495947685003e2,
+           6.0118660497603843919306e1)
+#: Below this |x| log1p takes the rational form: sqrt(2) - 1 (f64: 0x3FDA827999FCEF32).
+LOG1P_CUT = {np.dtype(np.float32): _f32(0x3ED413CD), np.dtype(np.float64): _f64(0x3FDA827999FCEF32)}
+
+
+def log1p(x: np.ndarray) -> np.ndarray:
+    """XLA CPU's log1p (its IR): Cephes' rational form where |x| < sqrt(2) - 1, each
+    Horner step fused and started from 0 x (NaN at infinities), else log(1 + x) with XLA's
+    f32 log (f32) or libm's log (f64)."""
+    from xlapy.ops import libm
+
+    t = x.dtype.type
+    with np.errstate(all="ignore"):
+        zero_x = flush(x * t(0))
+        p, q = zero_x + t(LOG1P_P[0]), zero_x + t(1)
+        for c in LOG1P_P[1:]:
+            p = fma(p, x, t(c))
+        for c in LOG1P_Q[1:]:
+            q = fma(q, x, t(c))
+        z = flush(x * x)
+        rat = flush(flush(flush(x * z) * flush(p / q)) + flush(z * t(-0.5)))
+        small = flush(x + rat)
+        u = flush(x + t(1))
+        large = log32(u) if x.dtype == np.float32 else flush(libm.call("log", u))
+        return np.where(np.abs(x) < LOG1P_CUT[x.dtype], small, large)

@@ -31,8 +31,9 @@ from typing import Any
 
 from llvmlite import ir
 
+from xlapy.backends.cpu import complex_xla_emit as cx
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu import target, xla_math_emit
+from xlapy.backends.cpu import target
 from xlapy.backends.cpu.llvm_util import F32, F64, I32, intrinsic
 from xlapy.ir import Instruction
 from xlapy.ops.attrs import ComparisonDirection
@@ -86,92 +87,10 @@ def _sub(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     return b.fsub(x[0], y[0]), b.fsub(x[1], y[1])
 
 
-def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
-    """x * y + z rounded once (an FMA instruction, or libm's fma where the target has none)."""
-    return intrinsic(b, f"llvm.fma.{_sfx(x)}", x.type, [x, y, z])
-
-
-def _mul(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
-    """XLA CPU's product (ops/complex_xla.multiply): fma(a, c, -(b d)) + fma(b, c, a d) i,
-    as LLVM contracts XLA's textbook formula; no C99 infinity recovery."""
-    (a, c), (d, e) = x, y
-    return (_fma(b, a, d, b.fneg(b.fmul(c, e))), _fma(b, c, d, b.fmul(a, e)))
-
-
 def _np_mul(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     """numpy's textbook product (no FMA), which the interpreter's atan2 and remainder run."""
     (a, c), (d, e) = x, y
     return (b.fsub(b.fmul(a, d), b.fmul(c, e)), b.fadd(b.fmul(a, e), b.fmul(c, d)))
-
-
-def _isnan(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    return b.fcmp_unordered("uno", v, v)
-
-
-def _isinf(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    return b.fcmp_ordered("==", _fabs(b, v), ir.Constant(v.type, float("inf")))
-
-
-def _isfinite(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    return b.fcmp_ordered("<", _fabs(b, v), ir.Constant(v.type, float("inf")))
-
-
-def _fabs(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    return intrinsic(b, f"llvm.fabs.{_sfx(v)}", v.type, [v])
-
-
-def _copysign(b: ir.IRBuilder, m: ir.Value, s: ir.Value) -> ir.Value:
-    return intrinsic(b, f"llvm.copysign.{_sfx(m)}", m.type, [m, s])
-
-
-def _sfx(v: ir.Value) -> str:
-    return "f32" if v.type == F32 else "f64"
-
-
-def _div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
-    """XLA's complex division as the interpreter writes it (ops/complex_xla.divide): Smith's
-    algorithm (both branches computed, one selected: |c| < |d| takes r = c / d), each
-    `u v + w` fused, then C99 Annex G's recovery of a NaN + NaN i result for zero
-    denominators, infinite numerators and infinite denominators."""
-    (a, bb), (c, d) = x, y
-    t = a.type
-
-    def k(v: float) -> ir.Constant:
-        return ir.Constant(t, v)
-
-    one, zero, inf = k(1.0), k(0.0), k(float("inf"))
-    lt = b.fcmp_ordered("<", _fabs(b, c), _fabs(b, d))
-    r1, r2 = b.fdiv(c, d), b.fdiv(d, c)
-    den1, den2 = _fma(b, r1, c, d), _fma(b, r2, d, c)
-    re = b.select(lt, b.fdiv(_fma(b, r1, a, bb), den1), b.fdiv(_fma(b, r2, bb, a), den2))
-    im = b.select(lt, b.fdiv(_fma(b, r1, bb, b.fneg(a)), den1),
-                  b.fdiv(_fma(b, b.fneg(r2), a, bb), den2))
-    not_nan_num = b.or_(b.not_(_isnan(b, a)), b.not_(_isnan(b, bb)))
-    zero_den = b.and_(b.and_(b.fcmp_ordered("==", c, zero), b.fcmp_ordered("==", d, zero)),
-                      not_nan_num)
-    sinf = _copysign(b, inf, c)
-    inf_num = b.and_(b.or_(_isinf(b, a), _isinf(b, bb)),
-                     b.and_(_isfinite(b, c), _isfinite(b, d)))
-
-    def unit(v: ir.Value) -> ir.Value:  # copysign(isinf(v) ? 1 : 0, v)
-        return _copysign(b, b.select(_isinf(b, v), one, zero), v)
-
-    ai, bi, ci, di = unit(a), unit(bb), unit(c), unit(d)
-    inf_den = b.and_(b.and_(_isfinite(b, a), _isfinite(b, bb)),
-                     b.or_(_isinf(b, c), _isinf(b, d)))
-    both_nan = b.and_(_isnan(b, re), _isnan(b, im))
-    zero_den = b.and_(zero_den, both_nan)
-    inf_num = b.and_(inf_num, both_nan)
-    inf_den = b.and_(inf_den, both_nan)
-    re_num = b.fmul(inf, _fma(b, ai, c, b.fmul(bi, d)))
-    im_num = b.fmul(inf, _fma(b, bi, c, b.fneg(b.fmul(ai, d))))
-    re_den = b.fmul(zero, _fma(b, a, ci, b.fmul(bb, di)))
-    im_den = b.fmul(zero, _fma(b, bb, ci, b.fneg(b.fmul(a, di))))
-    re = b.select(zero_den, b.fmul(sinf, a),
-                  b.select(inf_num, re_num, b.select(inf_den, re_den, re)))
-    im = b.select(zero_den, b.fmul(sinf, bb),
-                  b.select(inf_num, im_num, b.select(inf_den, im_den, im)))
-    return re, im
 
 
 BinaryFn = Callable[[ir.IRBuilder, Parts, Parts], Parts]
@@ -180,27 +99,12 @@ UNARY = frozenset({"negate", "real", "imag", "abs", "sign", "exponential", "log"
                    "tanh", "rsqrt", "exponential_minus_one", "log_plus_one", "sine", "cosine",
                    "tan", "logistic", "cbrt"})
 #: The C99 complex functions numpy calls for these ops (glibc's: bit-exact to it).
-_CFUNCS = {"log": "clog", "sqrt": "csqrt",
+_CFUNCS = {"sqrt": "csqrt",
            "sine": "csin", "cosine": "ccos", "tan": "ctan"}
 #: Approximate ops (libm): compared with an ulp bound by convention, though bit-exact to
 #: the interpreter on the same libm.
 INEXACT = frozenset({"exponential", "log", "tanh", "exponential_minus_one", "log_plus_one",
                      "atan2", "cbrt"})
-
-
-def _fn(b: ir.IRBuilder, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
-    fn = b.module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(b.module, ir.FunctionType(ret, list(args)), name=name)
-        fn.attributes.add("nounwind")
-    return fn
-
-
-def _real_call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
-    """libm's real function `name` (float: `name`f) on scalar parts."""
-    t = args[0].type
-    full = name + ("f" if t == F32 else "")
-    return b.call(_fn(b, full, t, [t] * len(args)), list(args))
 
 
 def _complex_call(b: ir.IRBuilder, name: str, *zs: Parts) -> Parts:
@@ -214,122 +118,23 @@ def _complex_call(b: ir.IRBuilder, name: str, *zs: Parts) -> Parts:
         args = [b.insert_value(b.insert_value(ir.Constant(arr, None), re, 0), im, 1)
                 for re, im in zs]
         st = ir.LiteralStructType([t, t])
-        out = b.call(_fn(b, name + ("f" if t == F32 else ""), st, [arr] * len(zs)), args)
+        out = b.call(cx.declare(b, name + ("f" if t == F32 else ""), st, [arr] * len(zs)), args)
         return b.extract_value(out, 0), b.extract_value(out, 1)
     if zs[0][0].type == F32:
         v2 = ir.VectorType(F32, 2)
         args = [b.insert_element(b.insert_element(ir.Constant(v2, None), re,
                                                   ir.Constant(I32, 0)), im, ir.Constant(I32, 1))
                 for re, im in zs]
-        out = b.call(_fn(b, name + "f", v2, [v2] * len(zs)), args)
+        out = b.call(cx.declare(b, name + "f", v2, [v2] * len(zs)), args)
         return (b.extract_element(out, ir.Constant(I32, 0)),
                 b.extract_element(out, ir.Constant(I32, 1)))
     st = ir.LiteralStructType([F64, F64])
-    out = b.call(_fn(b, name, st, [F64] * (2 * len(zs))), [v for z in zs for v in z])
+    out = b.call(cx.declare(b, name, st, [F64] * (2 * len(zs))), [v for z in zs for v in z])
     return b.extract_value(out, 0), b.extract_value(out, 1)
 
 
 def _select(b: ir.IRBuilder, p: ir.Value, x: Parts, y: Parts) -> Parts:
     return b.select(p, x[0], y[0]), b.select(p, x[1], y[1])
-
-
-def _xla_exp(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    return xla_math_emit.exp32(b, v) if v.type == F32 else xla_math_emit.exp64(b, v)
-
-
-def _xla_cexp(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> Parts:
-    """XLA's complex exp (ops/complex_xla.exp): e^a (cos b, sin b), (h cos b) h with
-    h = e^(a / 2) where e^a overflows, 0 imaginary part where b is 0."""
-    t = re.type
-    e = _xla_exp(b, re)
-    h = _xla_exp(b, b.fmul(re, ir.Constant(t, 0.5)))
-    big = b.fcmp_ordered("==", e, ir.Constant(t, float("inf")))
-    cos_b, sin_b = _real_call(b, "cos", im), _real_call(b, "sin", im)
-    out_re = b.select(big, b.fmul(b.fmul(h, cos_b), h), b.fmul(e, cos_b))
-    out_im = b.select(big, b.fmul(b.fmul(h, sin_b), h), b.fmul(e, sin_b))
-    zero = ir.Constant(t, 0.0)
-    return out_re, b.select(b.fcmp_ordered("==", im, zero), zero, out_im)
-
-
-def _xla_expm1(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    """ops/complex_xla._expm1: XLA's inline expm1 (exp XLA's, tanh libm's)."""
-    t = v.type
-    e = _xla_exp(b, v)
-    half = b.fmul(v, ir.Constant(t, 0.5))
-    small = b.fmul(_real_call(b, "tanh", half), b.fadd(e, ir.Constant(t, 1.0)))
-    big = b.fcmp_ordered(">", _fabs(b, v), ir.Constant(t, 0.5))
-    out = b.select(big, b.fsub(e, ir.Constant(t, 1.0)), small)
-    return b.select(b.fcmp_ordered("==", half, ir.Constant(t, 0.0)), v, out)
-
-
-def _xla_ctanh(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> Parts:
-    """XLA's complex tanh (ops/complex_xla.tanh)."""
-    t = re.type
-
-    def k(v: float) -> ir.Constant:
-        return ir.Constant(t, v)
-
-    a2 = b.fadd(re, re)
-    p, m = _xla_expm1(b, a2), _xla_expm1(b, b.fneg(a2))
-    c, s = _real_call(b, "cos", im), _real_call(b, "sin", im)
-    four_cs = b.fmul(b.fmul(c, s), k(4.0))
-    pm = b.fadd(p, m)
-    den = b.fadd(pm, b.fmul(b.fmul(c, c), k(4.0)))
-    out_re = b.select(b.fcmp_ordered("==", pm, k(float("inf"))), _copysign(b, k(1.0), re),
-                      b.fdiv(b.fsub(p, m), den))
-    out_im = b.fdiv(four_cs, den)
-    a_inf = _isinf(b, re)
-    nan_cs = _isnan(b, four_cs)
-    out_re = b.select(b.and_(nan_cs, b.not_(a_inf)), k(float("nan")), out_re)
-    zero_im = b.or_(b.fcmp_ordered("==", im, k(0.0)), b.and_(a_inf, nan_cs))
-    return out_re, b.select(zero_im, k(0.0), out_im)
-
-
-def _xla_abs(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
-    """XLA's |z| (ops/complex_xla._abs): M sqrt(fma(r, r, 1)), r = m / M (NaN-propagating
-    max / min of |re|, |im|); m where that is NaN."""
-    x, y = _fabs(b, re), _fabs(b, im)
-    big = intrinsic(b, f"llvm.maximum.{_sfx(x)}", x.type, [x, y])
-    small = intrinsic(b, f"llvm.minimum.{_sfx(x)}", x.type, [x, y])
-    r = b.fdiv(small, big)
-    root = intrinsic(b, f"llvm.sqrt.{_sfx(x)}", x.type, [_fma(b, r, r, ir.Constant(x.type, 1.0))])
-    out = b.fmul(big, root)
-    return b.select(_isnan(b, out), small, out)
-
-
-def _pow(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
-    """XLA's complex pow as the interpreter writes it (ops/complex_xla.power):
-    |z|^c e^(-d t) (cos q, sin q), t = atan2(b, a), q = fma(c, t, d ln|z|), pow, atan2,
-    cos, sin libm's in the part type, exp XLA's (xla_math_emit), log XLA's for c64 and
-    libm's for c128; then inf + 0i with d = 0 (inf + 0i for c > 0, 0 for c < 0),
-    1 + 0i (1), z^0 (1), 0^c with d = 0, c >= 0 (0, or 1 for c = 0)."""
-    (a, bb), (c, d) = x, y
-    t = a.type
-
-    def k(v: float) -> ir.Constant:
-        return ir.Constant(t, v)
-
-    m = _xla_abs(b, a, bb)
-    arg = _real_call(b, "atan2", bb, a)
-    coeff = b.fmul(_xla_exp(b, b.fmul(arg, b.fneg(d))), _real_call(b, "pow", m, c))
-    log_m = xla_math_emit.log32(b, m) if t == F32 else _real_call(b, "log", m)
-    q = _fma(b, c, arg, b.fmul(d, log_m))
-    re, im = b.fmul(coeff, _real_call(b, "cos", q)), b.fmul(coeff, _real_call(b, "sin", q))
-    zero, one = k(0.0), k(1.0)
-    d0 = b.fcmp_ordered("==", d, zero)
-    c0 = b.fcmp_ordered("==", c, zero)
-    zero_base = b.and_(b.and_(b.fcmp_ordered("==", m, zero), d0), b.fcmp_ordered(">=", c, zero))
-    re = b.select(zero_base, b.select(c0, one, zero), re)
-    im = b.select(zero_base, zero, im)
-    b_zero = b.fcmp_ordered("==", bb, zero)
-    unit = b.or_(b.and_(c0, d0), b.and_(b.fcmp_ordered("==", a, one), b_zero))
-    re, im = b.select(unit, one, re), b.select(unit, zero, im)
-    inf_base = b.and_(b.and_(b.fcmp_ordered("==", a, k(float("inf"))), b_zero), d0)
-    pos = b.and_(inf_base, b.fcmp_ordered(">", c, zero))
-    neg = b.and_(inf_base, b.fcmp_ordered("<", c, zero))
-    re = b.select(pos, k(float("inf")), b.select(neg, zero, re))
-    im = b.select(b.or_(pos, neg), zero, im)
-    return re, im
 
 
 def _np_div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
@@ -338,7 +143,7 @@ def _np_div(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     (a, c), (d, e) = x, y
     t = a.type
     one, zero = ir.Constant(t, 1.0), ir.Constant(t, 0.0)
-    dr, di = _fabs(b, d), _fabs(b, e)
+    dr, di = cx.fabs(b, d), cx.fabs(b, e)
     first = b.fcmp_ordered(">=", dr, di)
     both0 = b.and_(b.fcmp_ordered("==", dr, zero), b.fcmp_ordered("==", di, zero))
     # |d| >= |e|, not both zero.
@@ -377,15 +182,15 @@ def _remainder(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     t = x[0].type
     zero = ir.Constant(t, 0.0)
     q_re, q_im = _np_div(b, x, y)
-    tr, ti = (intrinsic(b, f"llvm.trunc.{_sfx(v)}", t, [v]) for v in (q_re, q_im))
+    tr, ti = (intrinsic(b, f"llvm.trunc.{cx.sfx(v)}", t, [v]) for v in (q_re, q_im))
     i_ti = _np_mul(b, (zero, ir.Constant(t, 1.0)), (ti, zero))
     w = _add(b, (tr, zero), i_ti)
     return _sub(b, x, _np_mul(b, y, w))
 
 
 #: Binary ops on complex operands with a complex result (inputs flushed first).
-BINARY: dict[str, BinaryFn] = {"add": _add, "subtract": _sub, "multiply": _mul,
-                               "divide": _div, "power": _pow, "atan2": _atan2,
+BINARY: dict[str, BinaryFn] = {"add": _add, "subtract": _sub, "multiply": cx.mul,
+                               "divide": cx.div, "power": cx.power, "atan2": _atan2,
                                "remainder": _remainder}
 #: Binary ops whose results are flushed explicitly (libm computes some with integer
 #: operations, which FTZ does not touch).
@@ -407,9 +212,11 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
     computes them (nc_expm1, nc_log1p: real libm calls)."""
     t = re.type
     if op == "exponential":
-        return _xla_cexp(b, re, im)
+        return cx.cexp(b, re, im)
     if op == "tanh":
-        return _xla_ctanh(b, re, im)
+        return cx.ctanh(b, re, im)
+    if op == "log":
+        return cx.clog(b, re, im)
     if op in _CFUNCS:
         return _complex_call(b, _CFUNCS[op], (re, im))
     if op == "logistic":  # 1 / (1 + exp(-z)), numpy's division
@@ -418,39 +225,34 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
         den = (b.fadd(one, e_re), b.fadd(ir.Constant(t, 0.0), e_im))
         return _np_div(b, (one, ir.Constant(t, 0.0)), den)
     if op == "cbrt":  # the principal root: cbrt(|z|) (cos, sin)(arg(z) / 3), as numpy
-        r = _real_call(b, "cbrt", _cabs(b, re, im))
-        th = b.fdiv(_real_call(b, "atan2", im, re), ir.Constant(t, 3.0))
-        return b.fmul(r, _real_call(b, "cos", th)), b.fmul(r, _real_call(b, "sin", th))
+        r = cx.real_call(b, "cbrt", _cabs(b, re, im))
+        th = b.fdiv(cx.real_call(b, "atan2", im, re), ir.Constant(t, 3.0))
+        return b.fmul(r, cx.real_call(b, "cos", th)), b.fmul(r, cx.real_call(b, "sin", th))
     if op == "rsqrt":
         s = _complex_call(b, "csqrt", (re, im))
         return _np_div(b, (ir.Constant(t, 1.0), ir.Constant(t, 0.0)), s)
     if op == "exponential_minus_one":
-        # re: expm1(x) cos(y) - 2 sin(y/2)^2; im: exp(x) sin(y)
-        a = _real_call(b, "sin", b.fdiv(im, ir.Constant(t, 2.0)))
-        two_a = b.fmul(ir.Constant(t, 2.0), a)
-        out_re = b.fsub(b.fmul(_real_call(b, "expm1", re), _real_call(b, "cos", im)),
-                        b.fmul(two_a, a))
-        return out_re, b.fmul(_real_call(b, "exp", re), _real_call(b, "sin", im))
+        return cx.cexpm1(b, re, im)
     # log_plus_one: log(hypot(x + 1, y)) + i atan2(y, x + 1); where hypot would overflow
     # (m = max(|x + 1|, |y|) finite, above half the largest) log(m) + log1p((n / m)^2) / 2
     x1 = b.fadd(re, ir.Constant(t, 1.0))
-    a, c = _fabs(b, x1), _fabs(b, im)
+    a, c = cx.fabs(b, x1), cx.fabs(b, im)
     m = b.select(b.fcmp_unordered("<", a, c), c, a)
     n = b.select(b.fcmp_unordered("<", a, c), a, c)
     r = b.fdiv(n, m)
-    half = _real_call(b, "log1p", b.fmul(r, r))
-    safe = b.fadd(_real_call(b, "log", m), b.fmul(half, ir.Constant(t, 0.5)))
-    big = b.and_(b.fcmp_ordered(">", m, ir.Constant(t, _half_max(t))), _isfinite(b, m))
-    out_re = b.select(big, safe, _real_call(b, "log", _real_call(b, "hypot", x1, im)))
+    half = cx.real_call(b, "log1p", b.fmul(r, r))
+    safe = b.fadd(cx.real_call(b, "log", m), b.fmul(half, ir.Constant(t, 0.5)))
+    big = b.and_(b.fcmp_ordered(">", m, ir.Constant(t, _half_max(t))), cx.isfinite(b, m))
+    out_re = b.select(big, safe, cx.real_call(b, "log", cx.real_call(b, "hypot", x1, im)))
     # near 0 (|x|, |y| < 1/2): log1p(x (x + 2) + y^2) / 2 in f64 (x + 1 rounds z away)
     half_k = ir.Constant(t, 0.5)
-    near = b.and_(b.fcmp_ordered("<", _fabs(b, re), half_k),
-                  b.fcmp_ordered("<", _fabs(b, im), half_k))
+    near = b.and_(b.fcmp_ordered("<", cx.fabs(b, re), half_k),
+                  b.fcmp_ordered("<", cx.fabs(b, im), half_k))
     r, i = (b.fpext(v, F64) if t == F32 else v for v in (re, im))
     s = b.fadd(b.fmul(r, b.fadd(r, ir.Constant(F64, 2.0))), b.fmul(i, i))
-    small = b.fmul(_real_call(b, "log1p", s), ir.Constant(F64, 0.5))
+    small = b.fmul(cx.real_call(b, "log1p", s), ir.Constant(F64, 0.5))
     small = b.fptrunc(small, F32) if t == F32 else small
-    return b.select(near, small, out_re), _real_call(b, "atan2", im, x1)
+    return b.select(near, small, out_re), cx.real_call(b, "atan2", im, x1)
 
 
 def _half_max(t: ir.Type) -> float:
@@ -492,7 +294,7 @@ def _cabs(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
         return ir.Constant(t, v)
 
     inf, nan = k(float("inf")), k(float("nan"))
-    re, im = _fabs(b, re), _fabs(b, im)
+    re, im = cx.fabs(b, re), cx.fabs(b, im)
     re_inf, im_inf = b.fcmp_ordered("==", re, inf), b.fcmp_ordered("==", im, inf)
     im = b.select(re_inf, inf, im)
     re = b.select(im_inf, inf, re)
@@ -504,8 +306,8 @@ def _cabs(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
     div_ok = b.not_(b.or_(b.fcmp_ordered("==", larger, k(0.0)),
                           b.fcmp_ordered("==", smaller, inf)))
     ratio = b.select(div_ok, b.fdiv(smaller, larger), k(0.0))
-    root = intrinsic(b, f"llvm.sqrt.{_sfx(re)}", t,
-                     [intrinsic(b, f"llvm.fma.{_sfx(re)}", t, [ratio, ratio, k(1.0)])])
+    root = intrinsic(b, f"llvm.sqrt.{cx.sfx(re)}", t,
+                     [intrinsic(b, f"llvm.fma.{cx.sfx(re)}", t, [ratio, ratio, k(1.0)])])
     return b.fmul(root, larger)
 
 

@@ -13,11 +13,11 @@ from llvmlite import ir
 from xlapy.backends.cpu.llvm_util import F32, F64, I32, I64, intrinsic
 
 
-def _c32(bits: int) -> ir.Constant:
+def c32(bits: int) -> ir.Constant:
     return ir.Constant(F32, struct.unpack("<f", struct.pack("<I", bits))[0])
 
 
-def _c64(bits: int) -> ir.Constant:
+def c64(bits: int) -> ir.Constant:
     return ir.Constant(F64, struct.unpack("<d", struct.pack("<Q", bits))[0])
 
 
@@ -38,12 +38,12 @@ def exp32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         return ir.Constant(F32, v)
 
     x = _clamp_keep_nan(b, x, k(-87.8), k(88.8))
-    n = intrinsic(b, "llvm.floor.f32", F32, [_fma(b, x, _c32(0x3FB8AA3B), k(0.5))])
+    n = intrinsic(b, "llvm.floor.f32", F32, [_fma(b, x, c32(0x3FB8AA3B), k(0.5))])
     n = _clamp_keep_nan(b, n, k(-127.0), k(127.0))
-    r = _fma(b, b.fneg(_c32(0x3F318000)), n, x)
-    r = _fma(b, b.fneg(_c32(0xB95E8083)), n, r)
-    p = _fma(b, r, _c32(0x39506967), _c32(0x3AB743CE))
-    for c in (_c32(0x3C088908), _c32(0x3D2AA9C1), _c32(0x3E2AAAAA), k(0.5)):
+    r = _fma(b, b.fneg(c32(0x3F318000)), n, x)
+    r = _fma(b, b.fneg(c32(0xB95E8083)), n, r)
+    p = _fma(b, r, c32(0x39506967), c32(0x3AB743CE))
+    for c in (c32(0x3C088908), c32(0x3D2AA9C1), c32(0x3E2AAAAA), k(0.5)):
         p = _fma(b, p, r, c)
     y = b.fadd(k(1.0), _fma(b, p, b.fmul(r, r), r))
     n = b.select(b.fcmp_ordered("ord", n, n), n, k(0.0))  # (NaN: y is NaN)
@@ -56,17 +56,17 @@ def exp64(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     def k(v: float) -> ir.Constant:
         return ir.Constant(F64, v)
 
-    lo, hi = _c64(0xC086232BDD7ABCD2), _c64(0x40862E42FEFA39EF)
+    lo, hi = c64(0xC086232BDD7ABCD2), c64(0x40862E42FEFA39EF)
     xc = intrinsic(b, "llvm.maximum.f64", F64, [intrinsic(b, "llvm.minimum.f64", F64, [x, hi]),
                                                 lo])
-    n = intrinsic(b, "llvm.floor.f64", F64, [_fma(b, xc, _c64(0x3FF71547652B82FE), k(0.5))])
-    g = _fma(b, b.fneg(_c64(0x3FE62E4000000000)), n, xc)
-    g = _fma(b, b.fneg(_c64(0x3EB7F7D1CF79ABCA)), n, g)
+    n = intrinsic(b, "llvm.floor.f64", F64, [_fma(b, xc, c64(0x3FF71547652B82FE), k(0.5))])
+    g = _fma(b, b.fneg(c64(0x3FE62E4000000000)), n, xc)
+    g = _fma(b, b.fneg(c64(0x3EB7F7D1CF79ABCA)), n, g)
     gg = b.fmul(g, g)
-    p = _fma(b, gg, _c64(0x3F2089CDD5E44BE8), _c64(0x3F9F06D10CCA2C7E))
+    p = _fma(b, gg, c64(0x3F2089CDD5E44BE8), c64(0x3F9F06D10CCA2C7E))
     pg = b.fmul(_fma(b, p, gg, k(1.0)), g)
-    q = _fma(b, gg, _c64(0x3EC92EB6BC365FA0), _c64(0x3F64AE39B508B6C0))
-    q = _fma(b, q, gg, _c64(0x3FCD17099887E074))
+    q = _fma(b, gg, c64(0x3EC92EB6BC365FA0), c64(0x3F64AE39B508B6C0))
+    q = _fma(b, q, gg, c64(0x3FCD17099887E074))
     q = _fma(b, q, gg, k(2.0))
     e = _fma(b, b.fdiv(pg, b.fsub(q, pg)), k(2.0), k(1.0))
     # n as an integer (0 for NaN: the value is NaN anyway), clamped to +-2099
@@ -89,26 +89,54 @@ def log32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     def k(v: float) -> ir.Constant:
         return ir.Constant(F32, v)
 
-    tiny = _c32(0x00800000)
+    tiny = c32(0x00800000)
     xc = b.select(b.fcmp_ordered(">", x, tiny), x, tiny)
     bits = b.bitcast(xc, I32)
     e = b.sub(b.lshr(bits, ir.Constant(I32, 23)), ir.Constant(I32, 127))
     e = b.fadd(b.sitofp(e, F32), k(1.0))
     m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I32, 0x807FFFFF)),
                         ir.Constant(I32, 0x3F000000)), F32)
-    small = b.fcmp_ordered("<", m, _c32(0x3F3504F3))
+    small = b.fcmp_ordered("<", m, c32(0x3F3504F3))
     e = b.fsub(e, b.select(small, k(1.0), k(0.0)))
     u = b.fadd(b.fsub(m, k(1.0)), b.select(small, m, k(0.0)))
     u2 = b.fmul(u, u)
     u3 = b.fmul(u2, u)
-    p = [_c32(v) for v in (0x3D9021BB, 0xBDEBD1B8, 0x3DEF251A, 0xBDFE5D4F, 0x3E11E9BF,
+    p = [c32(v) for v in (0x3D9021BB, 0xBDEBD1B8, 0x3DEF251A, 0xBDFE5D4F, 0x3E11E9BF,
                            0xBE2AAE50, 0x3E4CCEAC, 0xBE7FFFFC, 0x3EAAAAAA)]
     y = _fma(b, _fma(b, u, p[0], p[1]), u, p[2])
     y1 = _fma(b, _fma(b, u, p[3], p[4]), u, p[5])
     y2 = _fma(b, _fma(b, u, p[6], p[7]), u, p[8])
     y = _fma(b, _fma(b, y, u3, y1), u3, y2)
-    y = _fma(b, y, u3, b.fmul(_c32(0xB95E8083), e))
-    out = _fma(b, _c32(0x3F318000), e, b.fadd(_fma(b, k(-0.5), u2, u), y))
+    y = _fma(b, y, u3, b.fmul(c32(0xB95E8083), e))
+    out = _fma(b, c32(0x3F318000), e, b.fadd(_fma(b, k(-0.5), u2, u), y))
     out = b.select(b.fcmp_ordered("==", x, k(0.0)), k(float("-inf")), out)
     out = b.select(b.fcmp_ordered("==", x, k(float("inf"))), k(float("inf")), out)
     return b.select(b.fcmp_unordered("<", x, k(0.0)), k(float("nan")), out)
+
+
+def log1p(b: ir.IRBuilder, x: ir.Value, log_f64: ir.Function) -> ir.Value:
+    """ops/xla_math.log1p (`log_f64`: libm's log, for f64)."""
+    import numpy as np
+
+    from xlapy.ops.xla_math import LOG1P_CUT, LOG1P_P, LOG1P_Q
+
+    t = x.type
+    f32 = t == F32
+
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(t, float(np.float32(v)) if f32 else v)
+
+    zero_x = b.fmul(x, k(0.0))
+    p, q = b.fadd(zero_x, k(LOG1P_P[0])), b.fadd(zero_x, k(1.0))
+    for c in LOG1P_P[1:]:
+        p = _fma(b, p, x, k(c))
+    for c in LOG1P_Q[1:]:
+        q = _fma(b, q, x, k(c))
+    z = b.fmul(x, x)
+    rat = b.fadd(b.fmul(b.fmul(x, z), b.fdiv(p, q)), b.fmul(z, k(-0.5)))
+    small = b.fadd(x, rat)
+    u = b.fadd(x, k(1.0))
+    large = log32(b, u) if f32 else b.call(log_f64, [u])
+    cut = ir.Constant(t, float(LOG1P_CUT[np.dtype(np.float32 if f32 else np.float64)]))
+    abs_x = intrinsic(b, f"llvm.fabs.{'f32' if f32 else 'f64'}", t, [x])
+    return b.select(b.fcmp_ordered("<", abs_x, cut), small, large)
