@@ -27,6 +27,9 @@ from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
 RAGGED_TYPE = ir.FunctionType(VOID, [I8P, I8P, I8P, I8P])
+#: Largest row of sums (bytes of the wide type) kept on the stack; wider rows are summed
+#: one element at a time.
+ROW_BYTES = 1 << 15
 
 
 def _strides(dims: Sequence[int]) -> list[int]:
@@ -109,6 +112,31 @@ def emit(mod: ir.Module, name: str, instr: Instruction) -> ir.Function:
             return b.fadd(s, b.fmul(x, y))
         return b.add(s, b.mul(x, y))
 
+    rfd, rfs = [rd[d] for d in rf], [rs[d] for d in rf]
+    lcd, lcs, rcs = [ld[d] for d in lc], [ls[d] for d in lc], [rs[d] for d in rc]
+    # A row of n wide sums on the stack when small: the innermost loop runs along the rhs
+    # free dimensions (contiguous in the usual [G, K, N] layout: vectorized), each sum
+    # still over k in order (the same values as one element at a time).
+    row_acc = None
+    if 0 < n * wt.dtype.itemsize <= ROW_BYTES:
+        with b.goto_entry_block():
+            b.position_at_start(fn.entry_basic_block)
+            row_acc = b.alloca(ew.compute_type(wt), n, name="row")
+
+    def by_rows(lrow: ir.Value, rbase: ir.Value, obase: ir.Value) -> None:
+        with for_range(b, i64(0), i64(n), name="zero_row") as j:
+            b.store(ew.constant(0, wt), b.gep(row_acc, [j]))
+        with for_range(b, i64(0), i64(k_total), name="k") as kc:
+            x = load(pl, b.add(lrow, _offset(b, kc, lcd, lcs)), lt)
+            rk = b.add(rbase, _offset(b, kc, lcd, rcs))
+            with for_range(b, i64(0), i64(n), name="n") as j:
+                y = load(pr, b.add(rk, _offset(b, j, rfd, rfs)), rt)
+                cell = b.gep(row_acc, [j])
+                b.store(mac(b.load(cell), x, y), cell)
+        with for_range(b, i64(0), i64(n), name="store") as j:
+            v = ew.to_storage(b, ew.convert(b, b.load(b.gep(row_acc, [j])), wt, ot), ot)
+            b.store(v, b.gep(po, [b.add(obase, j)]))
+
     def product(k: ir.Value, row: ir.Value) -> None:
         """Every output element of lhs row `row` times rhs[k]."""
         with for_range(b, i64(0), i64(nb), name="batch") as bi:
@@ -123,6 +151,9 @@ def emit(mod: ir.Module, name: str, instr: Instruction) -> ir.Function:
                 orow = b.mul(b.add(b.mul(b.add(b.mul(bi, i64(pre)), ip), i64(rows)), row),
                              i64(post))
                 obase = b.mul(b.add(orow, iq), i64(n))
+                if row_acc is not None:
+                    by_rows(lrow, rbase, obase)
+                    return
                 with for_range(b, i64(0), i64(n), name="n") as j:
                     rcol = b.add(rbase, _offset(b, j, [rd[d] for d in rf], [rs[d] for d in rf]))
                     b.store(ew.constant(0, wt), acc)
