@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 #: Phase names in compile order (`Phases.table` prints in this order, others after).
 ORDER = ("parse", "import", "verify", "passes", "fusion plan", "emit", "ir text",
-         "llvm parse", "llvm optimize", "llvm codegen", "link", "other")
+         "llvm parse", "llvm optimize", "llvm codegen", "llvm threads", "link", "other")
 
 
 class Phases:

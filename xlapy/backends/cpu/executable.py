@@ -40,6 +40,7 @@ from xlapy.backends.cpu import (
     library,
     op_emit,
     parallel,
+    parallel_compile,
     recycle,
     regions,
     target,
@@ -65,7 +66,7 @@ from xlapy.interpreter.evaluator import check_value
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ir.location import locate_error
 from xlapy.ops.base import OPS
-from xlapy.phases import Phases
+from xlapy.phases import Phases, phase
 from xlapy.types import Shape
 from xlapy.types.literal import TOKEN_VALUE
 
@@ -417,22 +418,36 @@ class CpuExecutable(Calls, Introspection):
         pipeline, the others (native loops, gathers, transposes) with O3 and the loop
         vectorizer, each group as a module of its own: one such kernel put the whole module
         through O3 (the CNN's pooling kernel: 29 ms of LLVM optimization for its 4 kernels,
-        most of it on the convolution epilogues that need none)."""
+        most of it on the convolution epilogues that need none). With idle CPUs the explicit
+        kernels are cut into modules of similar size and every module is compiled on a thread
+        of its own (parallel_compile.py); the code of each kernel is the same either way."""
         explicit = [k for k in specs if k.explicit]
         others = [k for k in specs if not k.explicit]
-        groups = [g for g in (explicit, others) if g]
+        n = parallel_compile.threads(self.options.num_threads) if len(specs) > 1 else 1
+        sizes = [sum(len(bb.instructions) for bb in mod.globals[k.name].blocks)
+                 for k in explicit]
+        groups = [[explicit[i] for i in r] for r in parallel_compile.chunks(sizes, n)
+                  if r] + ([others] if others else [])
         whole, texts = module_texts(mod, [[k.name for k in g] for g in groups])
         self.kernel_ir = whole
+        modes = [(not others or group is not others,
+                  any(kernel_elements(k) >= self.options.small_kernel for k in group))
+                 for group in groups]
+        keys = [cache.key(text, "light" if light else "" if vec else "novec")
+                for text, (light, vec) in zip(texts, modes)]
+        objs = [cache.get(key) for key in keys]
+        todo = [i for i, obj in enumerate(objs) if obj is None]
+        compiled: dict[int, Any] = {}
+        if n > 1 and len(todo) > 1:
+            with phase("llvm threads"):
+                compiled = dict(zip(todo, parallel_compile.compile_all(
+                    [(texts[i], modes[i][1], modes[i][0]) for i in todo], n)))
         addrs: dict[str, int] = {}
-        for group, text in zip(groups, texts):
-            light = group is explicit
-            vec = any(kernel_elements(k) >= self.options.small_kernel for k in group)
-            key = cache.key(text, "light" if light else "" if vec else "novec")
-            obj = cache.get(key)
-            engine = Engine(text, obj=obj, vectorize=vec, light=light,
-                            exports=[k.name for k in group])
-            if obj is None:
-                cache.put(key, engine.object)
+        for i, (group, text, (light, vec)) in enumerate(zip(groups, texts, modes)):
+            engine = Engine(text, obj=objs[i], vectorize=vec, light=light,
+                            exports=[k.name for k in group], compiled=compiled.get(i))
+            if objs[i] is None:
+                cache.put(keys[i], engine.object)
             self.engines.append(engine)
             addrs.update((k.name, engine.address(k.name)) for k in group)
         self.engine = self.engines[0]

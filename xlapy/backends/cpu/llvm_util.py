@@ -185,14 +185,20 @@ def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool = True
 
 def _optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool,
               light: bool) -> None:
+    mpm, pb = pass_pipeline(tm, vectorize, light)
+    mpm.run(ref, pb)
+
+
+def pass_pipeline(tm: llvm.TargetMachine, vectorize: bool, light: bool) -> tuple[Any, Any]:
+    """(module pass manager, pass builder) of `optimize`'s pipeline; keep both alive while
+    the manager runs."""
     if light:
         pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0))
         mpm = llvm.create_new_module_pass_manager()
         mpm.add_always_inliner_pass()
         mpm.add_sroa_pass()
         mpm.add_simplify_cfg_pass()
-        mpm.run(ref, pb)
-        return
+        return mpm, pb
     pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
     pto.loop_vectorization = vectorize
     pto.slp_vectorization = True
@@ -201,8 +207,7 @@ def _optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool,
     pto.loop_interleaving = False
     pto.loop_unrolling = False
     pb = llvm.create_pass_builder(tm, pto)
-    mpm = pb.getModulePassManager()
-    mpm.run(ref, pb)
+    return pb.getModulePassManager(), pb
 
 
 class Engine:
@@ -218,12 +223,16 @@ class Engine:
 
     def __init__(self, mod: ir.Module | str | None = None, obj: bytes | None = None,
                  vectorize: bool = True, light: bool = False, *,
-                 exports: Sequence[str]) -> None:
+                 exports: Sequence[str],
+                 compiled: tuple[bytes, llvm.ModuleRef] | None = None) -> None:
         self._ref: llvm.ModuleRef | None = None
         #: The LLVM pipeline its module goes through (optimize): light, O3 or O3 unvectorized.
         self.pipeline = "light" if light else f"O{OPT_LEVEL}" + ("" if vectorize else "-novec")
         self.target = t = target.current()
-        self.object = obj if obj is not None else self._compile(mod, vectorize, light)
+        if compiled is not None:  # compiled already, with the others (parallel_compile.py)
+            self.object, self._ref = compiled
+        else:
+            self.object = obj if obj is not None else self._compile(mod, vectorize, light)
         self.linked = t.runs_here
         self._library: Any = None
         try:

@@ -1,0 +1,87 @@
+"""parallel_compile.py: kernel modules compiled on threads give the serial path's objects
+and results (issue 14), and the executable cuts its explicit kernels into modules only when
+it has threads to compile them on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+import xlapy
+from xlapy.backends.cpu import cache, parallel_compile
+from xlapy.backends.cpu.llvm_util import F32, I64, Engine, for_range, module_text, new_module
+
+# Three row-wise kernels (softmax pieces over a 4-D value: max, exp-sum, divide).
+PROGRAM = """
+func.func @main(%x: tensor<4x8x64x64xf32>) -> tensor<4x8x64x64xf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [3]
+       : (tensor<4x8x64x64xf32>, tensor<f32>) -> tensor<4x8x64xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0, 1, 2]
+        : (tensor<4x8x64xf32>) -> tensor<4x8x64x64xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<4x8x64x64xf32>
+  %e = stablehlo.exponential %d : tensor<4x8x64x64xf32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [3]
+       : (tensor<4x8x64x64xf32>, tensor<f32>) -> tensor<4x8x64xf32>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [0, 1, 2]
+        : (tensor<4x8x64xf32>) -> tensor<4x8x64x64xf32>
+  %r = stablehlo.divide %e, %sb : tensor<4x8x64x64xf32>
+  return %r : tensor<4x8x64x64xf32>
+}
+"""
+
+
+def test_chunks_are_contiguous_balanced_and_big_enough() -> None:
+    chunks = parallel_compile.chunks
+    assert chunks([], 4) == [range(0, 0)]
+    assert chunks([50, 50, 50], 2) == [range(0, 3)]  # 150 instructions: one module
+    assert chunks([100] * 4, 2) == [range(0, 2), range(2, 4)]
+    assert chunks([100] * 4, 1) == [range(0, 4)]
+    got = chunks([300, 10, 10, 300], 4)
+    assert [i for r in got for i in r] == [0, 1, 2, 3] and 2 <= len(got) <= 4 and all(got)
+
+
+def _module(k: int) -> str:
+    """`void f{k}(float* x, i64 n)`: x[i] = x[i] * k + 1, a loop O3 vectorizes."""
+    mod = new_module(f"m{k}")
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [F32.as_pointer(), I64]),
+                     name=f"f{k}")
+    x, n = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with for_range(b, ir.Constant(I64, 0), n) as i:
+        p = b.gep(x, [i])
+        b.store(b.fadd(b.fmul(b.load(p), ir.Constant(F32, float(k))), ir.Constant(F32, 1.0)), p)
+    b.ret_void()
+    return module_text(mod)
+
+
+@pytest.mark.parametrize("light", [True, False])
+def test_threads_emit_the_serial_objects(light: bool) -> None:
+    texts = [_module(k) for k in range(6)]
+    serial = [Engine(t, vectorize=True, light=light, exports=[f"f{k}"]).object
+              for k, t in enumerate(texts)]
+    for _ in range(3):  # several rounds: threads reuse their contexts' target machines
+        got = parallel_compile.compile_all([(t, True, light) for t in texts], 3)
+        assert [obj for obj, _ in got] == serial
+        assert all(f"define void @f{k}(" in str(ref) for k, (_, ref) in enumerate(got))
+
+
+def _compile(monkeypatch: pytest.MonkeyPatch, threads: int) -> xlapy.CompiledProgram:
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: min(limit, threads))
+    cache.clear_memory()
+    return xlapy.compile(PROGRAM, backend="cpu")
+
+
+def test_executable_compiles_its_kernels_on_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    serial = _compile(monkeypatch, 1)
+    threaded = _compile(monkeypatch, 3)
+    assert len(serial._exe.kernel_specs) == 3 and len(serial._exe.engines) == 1
+    assert len(threaded._exe.engines) > 1
+    assert all(e.pipeline == "light" and e.asm_ir for e in threaded._exe.engines)
+    assert threaded.phases is not None and "llvm threads" in threaded.phases.seconds
+    assert threaded._exe.kernel_ir == serial._exe.kernel_ir
+    x = np.random.default_rng(3).standard_normal((4, 8, 64, 64)).astype(np.float32)
+    np.testing.assert_array_equal(threaded(x), serial(x))
