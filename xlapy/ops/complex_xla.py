@@ -14,6 +14,8 @@ results.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from xlapy.ops import libm, xla_math
@@ -242,5 +244,61 @@ def log(z: np.ndarray) -> np.ndarray:
     return make_complex(re, im, z.dtype)
 
 
+def _hypot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """functional_algorithms' hypot (in XLA's complex sqrt): M sqrt(fma(r, r, 1)), r = m / M;
+    sqrt(2) M where m = M; M + M r^2 / 2 where the root rounds to 1."""
+    t = a.dtype.type
+    mx, mn = np.maximum(a, b), np.minimum(a, b)
+    r = flush(mn / mx)
+    r2 = flush(r * r)
+    sq = np.sqrt(flush(r2 + t(1)))
+    out = np.where((sq == 1) & (r2 > 0), flush(mx + flush(flush(mx * r2) / t(2))),
+                   flush(mx * sq))
+    return np.where(mx == mn, flush(mx * t(math.sqrt(2))), out)
+
+
+_SQRT_1P_SQRT2 = 1.5537739740300374  # sqrt(1 + sqrt(2))
+_SQRT_2P_2SQRT2 = 2.19736822693562  # sqrt(2 + 2 sqrt(2)), as XLA's constant
+
+
+def sqrt(z: np.ndarray) -> np.ndarray:
+    """XLA's complex sqrt (StableHLO's expander, from XLA's HLO): R = sqrt((|z| + |x|) / 2)
+    (XLA's optimized HLO: fma(|x|, 1/2, |z| / 2), so a denormal |x| / 2 counts; divisions
+    by constants as products by their reciprocals) and
+    I = |y| / (2 R), each through scaled forms where R underflows or overflows (by
+    sqrt|x| or sqrt|y| and the hypot of their ratio and 1); (R, +-I) for x >= 0, (I, +-R)
+    otherwise (a NaN x too), the sign from y < 0: sqrt(-1 - 0i) is +i (C99: -i), as
+    XLA's."""
+    x, y = z.real, z.imag
+    t = x.dtype.type
+    s2 = t(math.sqrt(2))
+    with np.errstate(all="ignore"):
+        ax, ay = np.abs(x), np.abs(y)
+        eq, gt, lt = ax == ay, ax > ay, ax < ay
+        sq_ax, sq_ay = np.sqrt(ax), np.sqrt(ay)
+        u = np.sqrt(flush(fma(ax, t(0.5), flush(_hypot(ax, ay) * t(0.5)))))
+        bad = (u == 0) | (u == np.inf)
+        q = np.where(eq, t(1), np.where(lt, flush(ax / ay), flush(ay / ax)))
+        h2 = _hypot(np.abs(q), np.ones_like(q))
+        r1 = np.sqrt(flush(h2 + t(1)))
+        r2 = np.sqrt(flush(q + h2))
+        # XLA's simplifier folds the constant divisions into products by reciprocals
+        inv_s2 = t(1) / s2
+        big = np.where(gt, flush(sq_ax * flush(r1 * inv_s2)), flush(sq_ay * flush(r2 * inv_s2)))
+        re_big = np.where(eq, flush(sq_ax * (t(_SQRT_1P_SQRT2) / s2)),
+                          np.where(bad, big, u))
+        ratio = np.where(eq, t(1), np.where(lt, flush(sq_ax / sq_ay), flush(sq_ay / sq_ax)))
+        small = np.where(gt, flush(flush(sq_ay * ratio) / flush(r1 * s2)),
+                         flush(sq_ay / flush(r2 * s2)))
+        re_small = np.where(eq, flush(sq_ay * (t(1) / t(_SQRT_2P_2SQRT2))),
+                            np.where(bad, small, flush(ay / flush(u * t(2)))))
+        neg_y = y < 0
+        re = np.where(x >= 0, re_big, re_small)
+        im = np.where(x < 0, np.where(neg_y, -re_big, re_big),
+                      np.where(neg_y, -re_small, re_small))
+    return make_complex(re, im, z.dtype)
+
+
 #: Unary ops whose complex evaluation is XLA's formula here (ElementwiseOp takes it).
-UNARY = {"exponential": exp, "tanh": tanh, "exponential_minus_one": expm1, "log": log}
+UNARY = {"exponential": exp, "tanh": tanh, "exponential_minus_one": expm1, "log": log,
+         "sqrt": sqrt}

@@ -6,6 +6,7 @@ an explicit `llvm.fma`, so the bits do not depend on the target's FMA instructio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -285,4 +286,61 @@ def power(b: ir.IRBuilder, x: Parts, y: Parts) -> Parts:
     neg = b.and_(inf_base, b.fcmp_ordered("<", c, zero))
     re = b.select(pos, k(float("inf")), b.select(neg, zero, re))
     im = b.select(b.or_(pos, neg), zero, im)
+    return re, im
+
+
+def _hypot(b: ir.IRBuilder, a: ir.Value, c: ir.Value) -> ir.Value:
+    """ops/complex_xla._hypot."""
+    t = a.type
+    mx = intrinsic(b, f"llvm.maximum.{sfx(a)}", t, [a, c])
+    mn = intrinsic(b, f"llvm.minimum.{sfx(a)}", t, [a, c])
+    r = b.fdiv(mn, mx)
+    r2 = b.fmul(r, r)
+    sq = intrinsic(b, f"llvm.sqrt.{sfx(a)}", t, [b.fadd(r2, ir.Constant(t, 1.0))])
+    near = b.and_(b.fcmp_ordered("==", sq, ir.Constant(t, 1.0)),
+                  b.fcmp_ordered(">", r2, ir.Constant(t, 0.0)))
+    out = b.select(near, b.fadd(mx, b.fdiv(b.fmul(mx, r2), ir.Constant(t, 2.0))), b.fmul(mx, sq))
+    eq = b.fcmp_ordered("==", mx, mn)
+    return b.select(eq, b.fmul(mx, ir.Constant(t, _typed(t, math.sqrt(2)))), out)
+
+
+def _typed(t: ir.Type, v: float) -> float:
+    return float(np.float32(v)) if t == F32 else v
+
+
+def csqrt(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> Parts:
+    """XLA's complex sqrt (ops/complex_xla.sqrt)."""
+    from xlapy.ops.complex_xla import _SQRT_1P_SQRT2, _SQRT_2P_2SQRT2
+
+    t = x.type
+    nt = np.float32 if t == F32 else np.float64
+
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(t, float(nt(v)))
+
+    def sqrt(v: ir.Value) -> ir.Value:
+        return intrinsic(b, f"llvm.sqrt.{sfx(v)}", t, [v])
+
+    s2 = nt(math.sqrt(2))
+    ax, ay = fabs(b, x), fabs(b, y)
+    eq, gt = b.fcmp_ordered("==", ax, ay), b.fcmp_ordered(">", ax, ay)
+    lt = b.fcmp_ordered("<", ax, ay)
+    sq_ax, sq_ay = sqrt(ax), sqrt(ay)
+    u = sqrt(fma(b, ax, k(0.5), b.fmul(_hypot(b, ax, ay), k(0.5))))
+    bad = b.or_(b.fcmp_ordered("==", u, k(0.0)), b.fcmp_ordered("==", u, k(float("inf"))))
+    q = b.select(eq, k(1.0), b.select(lt, b.fdiv(ax, ay), b.fdiv(ay, ax)))
+    h2 = _hypot(b, fabs(b, q), k(1.0))
+    r1, r2 = sqrt(b.fadd(h2, k(1.0))), sqrt(b.fadd(q, h2))
+    inv_s2 = k(nt(1) / s2)
+    big = b.select(gt, b.fmul(sq_ax, b.fmul(r1, inv_s2)), b.fmul(sq_ay, b.fmul(r2, inv_s2)))
+    re_big = b.select(eq, b.fmul(sq_ax, k(nt(_SQRT_1P_SQRT2) / s2)), b.select(bad, big, u))
+    ratio = b.select(eq, k(1.0), b.select(lt, b.fdiv(sq_ax, sq_ay), b.fdiv(sq_ay, sq_ax)))
+    small = b.select(gt, b.fdiv(b.fmul(sq_ay, ratio), b.fmul(r1, k(s2))),
+                     b.fdiv(sq_ay, b.fmul(r2, k(s2))))
+    re_small = b.select(eq, b.fmul(sq_ay, k(nt(1) / nt(_SQRT_2P_2SQRT2))),
+                        b.select(bad, small, b.fdiv(ay, b.fmul(u, k(2.0)))))
+    neg_y = b.fcmp_ordered("<", y, k(0.0))
+    re = b.select(b.fcmp_ordered(">=", x, k(0.0)), re_big, re_small)
+    im = b.select(b.fcmp_ordered("<", x, k(0.0)), b.select(neg_y, b.fneg(re_big), re_big),
+                  b.select(neg_y, b.fneg(re_small), re_small))
     return re, im

@@ -99,7 +99,7 @@ UNARY = frozenset({"negate", "real", "imag", "abs", "sign", "exponential", "log"
                    "tanh", "rsqrt", "exponential_minus_one", "log_plus_one", "sine", "cosine",
                    "tan", "logistic", "cbrt"})
 #: The C99 complex functions numpy calls for these ops (glibc's: bit-exact to it).
-_CFUNCS = {"sqrt": "csqrt",
+_CFUNCS = {
            "sine": "csin", "cosine": "ccos", "tan": "ctan"}
 #: Approximate ops (libm): compared with an ulp bound by convention, though bit-exact to
 #: the interpreter on the same libm.
@@ -217,6 +217,8 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
         return cx.ctanh(b, re, im)
     if op == "log":
         return cx.clog(b, re, im)
+    if op == "sqrt":
+        return cx.csqrt(b, re, im)
     if op in _CFUNCS:
         return _complex_call(b, _CFUNCS[op], (re, im))
     if op == "logistic":  # 1 / (1 + exp(-z)), numpy's division
