@@ -21,6 +21,11 @@ Python calls the driver again until d[10] is set, each call sized to take about
 limit (`XLAPY_MAX_WHILE_ITERATIONS`) is checked and the process grid is polled
 (ops/loop_guard.py), at a cost of one ctypes call per slice.
 
+Small 2-D f32/f64 dot_generals in the body (an RNN cell's h @ W) are steps too: the entry
+calls regions.py's gemm_rows through `xlapy_gemm_call`, which clears MXCSR FTZ/DAZ around the
+BLAS call as the Python path runs it (the same bits); a loop of small GEMMs no longer pays
+~28 us of Python per iteration.
+
 The state buffers are the tables' entries for the get_tuple_element slots of both
 computations; the body's results live in their own buffers, so the copies never overlap.
 A result a body kernel writes every iteration is not copied: its buffer and the state buffer
@@ -41,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache
+from xlapy.backends.cpu import cache, target
 from xlapy.backends.cpu.llvm_util import (
     I8,
     I8P,
@@ -59,12 +64,15 @@ from xlapy.ops.loop_guard import WhileGuard, iteration_limit, too_many
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.executable import CpuExecutable
+    from xlapy.backends.cpu.regions import Gemm
     from xlapy.ir import Instruction
 
 _DRIVER = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 #: Body kernels above this cost (elements x ops) keep the Python loop: their thread split
 #: matters more than the per-iteration overhead.
 MAX_NATIVE_COST = 1 << 18
+#: Dots above this many multiply-adds keep the Python loop (their split over threads wins).
+MAX_NATIVE_MACS = 1 << 20
 #: Target seconds of one driver call: the longest a Ctrl-C or a grid stop waits.
 SLICE_SECONDS = 0.01
 _MAX_SLICE = 1 << 40
@@ -155,7 +163,32 @@ def _emit_driver() -> ir.Module:
     b.position_at_end(exit_)
     restore_mxcsr(b, mxcsr)
     b.ret(it)
+    if target.current().is_x86:
+        _emit_gemm_call(mod)
     return mod
+
+
+def _emit_gemm_call(mod: ir.Module) -> None:
+    """void xlapy_gemm_call(i64 *w, lo, hi): w[0](w[1], lo, hi) (regions.gemm_rows and a
+    GEMM descriptor) with MXCSR FTZ/DAZ clear, restored after."""
+    i64p = I64.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [i64p, I64, I64]),
+                     name="xlapy_gemm_call")
+    w, lo, hi = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    i32 = ir.IntType(32)
+    stm, ldm = (mod.globals.get(n) or ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P]),
+                                                  name=n)
+                for n in ("llvm.x86.sse.stmxcsr", "llvm.x86.sse.ldmxcsr"))
+    saved, clear = b.alloca(i32), b.alloca(i32)
+    b.call(stm, [b.bitcast(saved, I8P)])
+    b.store(b.and_(b.load(saved), ir.Constant(i32, ~0x8040)), clear)
+    b.call(ldm, [b.bitcast(clear, I8P)])
+    step_t = ir.FunctionType(ir.VoidType(), [I64, I64, I64])
+    gemm = b.inttoptr(b.load(w), step_t.as_pointer())
+    b.call(gemm, [b.load(b.gep(w, [i64(1)])), lo, hi])
+    b.call(ldm, [b.bitcast(saved, I8P)])
+    b.ret_void()
 
 
 @functools.cache
@@ -164,10 +197,36 @@ def driver() -> tuple[Engine, Any]:
     mod = _emit_driver()
     key = cache.key(str(mod), "while-driver")
     obj = cache.get(key)
-    eng = Engine(mod, obj=obj, exports=["xlapy_while"])
+    eng = Engine(mod, obj=obj, exports=["xlapy_while", "xlapy_gemm_call"])
     if obj is None:
         cache.put(key, eng.object)
     return eng, _DRIVER(eng.address("xlapy_while"))
+
+
+def _steps(exe: CpuExecutable) -> list[int | Gemm | None]:
+    """The native steps of a cond/body in thunk order (the report's): kernel indices and
+    GEMMs; None for a dot the driver may not run."""
+    by_name = {i.name: i for i in exe.comp.instructions}
+    out: list[int | Gemm | None] = []
+    for name, _, how in exe.report:
+        if how.startswith("kernel "):
+            out.append(int(how.split()[1][1:]))
+        elif how == "library blas":
+            out.append(_native_gemm(exe, by_name[name]))
+    return out
+
+
+def _native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
+    """The Gemm of a dot_general the driver may run: 2-D f32/f64 (regions.gemm_of), small
+    (MAX_NATIVE_MACS), written into a temporary slot (an arena buffer the tables hold)."""
+    from xlapy.backends.cpu import regions
+
+    if not target.current().is_x86 or id(instr) not in exe.slot:
+        return None
+    g = regions.gemm_of(instr, exe.slot)
+    if g is None or g.m * g.n * g.k > MAX_NATIVE_MACS or g.out not in exe.temp_slots:
+        return None
+    return g
 
 
 def _state_slots(exe: CpuExecutable, tupled: bool) -> list[tuple[int, int]]:
@@ -211,6 +270,7 @@ class NativeWhile:
         #: some body kernel writes every iteration, each the result of one element only.
         self.swapped = [(k, r) for k, r in enumerate(self.results)
                         if r is not None and r in body_out and res.count(r) == 1]
+        self.cond_steps, self.body_steps = len(_steps(cond)), len(_steps(body))
         self._lock = threading.Lock()
         self._prep: _Prepared | None = None
 
@@ -236,11 +296,24 @@ class NativeWhile:
             p.tables.append(table)
 
         def entries(exe: CpuExecutable, table: Any) -> Any:
-            arr = (ctypes.c_int64 * max(3 * len(exe.kernel_specs), 1))()
-            for j, (spec, addr) in enumerate(zip(exe.kernel_specs, exe.kernel_addrs)):
-                arr[3 * j: 3 * j + 3] = [addr, ctypes.addressof(table), spec.outer]
+            steps = _steps(exe)
+            arr = (ctypes.c_int64 * max(3 * len(steps), 1))()
+            for j, step in enumerate(steps):
+                if isinstance(step, int):
+                    spec = exe.kernel_specs[step]
+                    arr[3 * j: 3 * j + 3] = [exe.kernel_addrs[step], ctypes.addressof(table),
+                                             spec.outer]
+                    continue
+                from xlapy.backends.cpu import regions
+
+                d = regions.gemm_descriptor(step, ctypes.addressof(table))
+                w = np.array([regions.gemm_rows_address(), d.ctypes.data], np.int64)
+                p.keep += [d, w]
+                arr[3 * j: 3 * j + 3] = [gemm_call, w.ctypes.data, step.m]
             return arr
 
+        eng = driver()[0]
+        gemm_call = eng.address("xlapy_gemm_call") if target.current().is_x86 else 0
         p.entries = [entries(self.cond, p.tables[0]), entries(self.body, p.tables[1])]
         nswap = len(self.swapped)
         p.cells = (ctypes.c_int64 * max(nswap, 1))()
@@ -260,8 +333,8 @@ class NativeWhile:
         p.copies = (ctypes.c_int64 * max(3 * len(copied), 1))()
         p.copied = copied
         p.desc = (ctypes.c_int64 * 11)(
-            len(self.cond.kernel_specs), ctypes.addressof(p.entries[0]),
-            p.tables[0][self.pred_slot], len(self.body.kernel_specs),
+            self.cond_steps, ctypes.addressof(p.entries[0]),
+            p.tables[0][self.pred_slot], self.body_steps,
             ctypes.addressof(p.entries[1]), 0, ctypes.addressof(p.copies), nswap,
             ctypes.addressof(sw), 0, 0)
         return p
@@ -370,9 +443,11 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
         if exe.subexecs or len(params) != (1 if tupled else len(elems)):
             return None
         for _, op, how in exe.report:
-            if not (how.startswith("kernel ") or how == "buffer"
+            if not (how.startswith("kernel ") or how == "buffer" or how == "library blas"
                     or op in ("get_tuple_element", "tuple")):
                 return None
+        if any(step is None for step in _steps(exe)):
+            return None
         for i in comp.instructions:
             if i.opcode == "get_tuple_element" and (not tupled or i.operands[0] is not params[0]):
                 return None

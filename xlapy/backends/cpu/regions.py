@@ -242,7 +242,12 @@ def run_function() -> Any:
     return _runtime()[1]
 
 
-def _gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
+def gemm_rows_address() -> int:
+    """The address of gemm_rows(descriptor, lo, hi) (a native while loop's GEMM steps)."""
+    return int(_runtime()[2])
+
+
+def gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
     size = 8 if g.f64 else 4
     d = np.zeros(_G_WORDS, np.int64)
     d[_G_FN] = blas.function_address("dgemm" if g.f64 else "sgemm")
@@ -268,7 +273,7 @@ def steps(region: Region, table: int, kernel_address: dict[str, int]
             words += [kernel_address[m.kernel.name], table]
         else:
             assert m.gemm is not None
-            d = _gemm_descriptor(m.gemm, table)
+            d = gemm_descriptor(m.gemm, table)
             keep.append(d)
             words += [gemm_rows, d.ctypes.data]
     arr = np.array(words, np.int64)
@@ -277,5 +282,5 @@ def steps(region: Region, table: int, kernel_address: dict[str, int]
 
 
 __all__ = ["Region", "Member", "Gemm", "gemm_of", "gemm_member", "kernel_member", "plan",
-           "steps", "run_function", "cuts",
+           "steps", "run_function", "cuts", "gemm_descriptor", "gemm_rows_address",
            "MIN_ROWS_PER_THREAD", "MIN_ROWS_PER_CHUNK", "MIN_ROWS_PER_HALF"]

@@ -1,0 +1,90 @@
+"""Native while loops with small 2-D dot_generals in the body (native_loop.py: GEMM steps
+through regions.gemm_rows): an RNN cell runs natively, in thunk order, with the bits of the
+Python loop; BLAS runs with MXCSR FTZ/DAZ clear as on the Python path (a denormal product
+survives to a bitcast); big dots keep the Python loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import native_loop
+
+
+def _rnn_text(steps: int, b: int, d: int) -> str:
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def f(h: jax.Array, w: jax.Array, xs: jax.Array) -> jax.Array:
+        def cell(h: jax.Array, x: jax.Array) -> tuple[jax.Array, None]:
+            return jnp.tanh(h @ w + x), None
+
+        return lax.scan(cell, h, xs)[0]
+
+    z = np.zeros
+    return jax.jit(f).lower(z((b, d), np.float32), z((d, d), np.float32),
+                            z((steps, b, d), np.float32)).as_text()
+
+
+def _while_line(prog: object) -> str:
+    return next(ln for ln in prog._exe.explain().splitlines()  # type: ignore[attr-defined]
+                if " while " in ln)
+
+
+@pytest.mark.parametrize(("b", "d"), [(2, 8), (3, 33), (5, 64)])
+def test_rnn_with_a_dot_runs_natively_with_the_python_loops_bits(
+        b: int, d: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    steps = 17
+    rng = np.random.default_rng(d)
+    args = (rng.standard_normal((b, d)).astype(np.float32),
+            (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32),
+            rng.standard_normal((steps, b, d)).astype(np.float32))
+    text = _rnn_text(steps, b, d)
+    native = xlapy.compile(text, backend="cpu")
+    assert "native while loop" in _while_line(native)
+    got = native(*args)
+    monkeypatch.setattr(native_loop, "MAX_NATIVE_MACS", 0)
+    python = xlapy.compile(text, backend="cpu")
+    assert "native while loop" not in _while_line(python)
+    np.testing.assert_array_equal(got.view(np.uint32), python(*args).view(np.uint32))
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+
+
+_DENORMAL = """func.func @main(%h: tensor<2x2xf32>, %w: tensor<2x2xf32>, %one: tensor<2x2xf32>)
+    -> tensor<2x2xi32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c1 = stablehlo.constant dense<1> : tensor<i32>
+  %c3 = stablehlo.constant dense<3> : tensor<i32>
+  %z = stablehlo.constant dense<0> : tensor<2x2xi32>
+  %r:3 = stablehlo.while(%i = %c0, %a = %h, %o = %z) : tensor<i32>, tensor<2x2xf32>,
+      tensor<2x2xi32>
+    cond {
+      %lt = stablehlo.compare LT, %i, %c3 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    } do {
+      %d = stablehlo.dot_general %a, %w, contracting_dims = [1] x [0]
+          : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+      %bits = stablehlo.bitcast_convert %d : (tensor<2x2xf32>) -> tensor<2x2xi32>
+      %a1 = stablehlo.multiply %a, %one : tensor<2x2xf32>
+      %i1 = stablehlo.add %i, %c1 : tensor<i32>
+      stablehlo.return %i1, %a1, %bits : tensor<i32>, tensor<2x2xf32>, tensor<2x2xi32>
+    }
+  return %r#2 : tensor<2x2xi32>
+}
+"""
+
+
+def test_gemm_step_keeps_denormal_products_as_the_python_path_does() -> None:
+    h = np.full((2, 2), 2.0 ** -70, np.float32)  # products 2^-140: denormal, exact
+    w = np.full((2, 2), 2.0 ** -70, np.float32)
+    one = np.ones((2, 2), np.float32)
+    prog = xlapy.compile(_DENORMAL, backend="cpu")
+    assert "native while loop" in _while_line(prog)
+    got = prog(h, w, one)
+    want = np.full((2, 2), 2.0 ** -139, np.float32).view(np.int32)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(xlapy.compile(_DENORMAL, backend="interpreter")(h, w, one),
+                                  want)
