@@ -56,6 +56,7 @@ class Lexer:
         self.pos = 0
         self._peeked: Token | None = None
         self._line_starts: list[int] | None = None
+        self._end: int | None = None  # the end of the last non-blank character
 
     # ---- tokens -------------------------------------------------------------------------------
     def _scan(self) -> Token:
@@ -127,8 +128,10 @@ class Lexer:
 
     # ---- spans --------------------------------------------------------------------------------
     def span(self, pos: int, length: int = 1) -> Span:
-        if pos >= len(self.text.rstrip()) and self.text.strip():  # at the end: point after
-            pos = len(self.text.rstrip())                          # the last real character
+        if self._end is None:  # once: rstrip copies the text (the importer asks per op)
+            self._end = len(self.text.rstrip())
+        if pos >= self._end and self._end:  # at the end: point after the last real character
+            pos = self._end
         if self._line_starts is None:
             self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
         line = bisect.bisect_right(self._line_starts, pos) - 1

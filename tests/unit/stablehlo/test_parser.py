@@ -151,3 +151,23 @@ def test_parse_speed_smoke() -> None:
     lines.append(f"  return {prev} : tensor<4xf32>\n}}")
     m = parse_module("\n".join(lines))
     assert len(m.entry_computation().instructions) > 2000
+
+
+class _CountingText(str):
+    """A source text that counts its rstrip copies."""
+
+    calls = 0
+
+    def rstrip(self, chars: str | None = None) -> str:
+        type(self).calls += 1
+        return str(self).rstrip(chars)
+
+
+def test_spans_strip_the_text_once() -> None:
+    """The importer asks a span per op; each used to copy the whole text twice (rstrip), a
+    quadratic import of big modules (issue 14: 4000 ops, 225 KB: 213 -> 185 ms)."""
+    text = _CountingText("%a = stablehlo.add\n%b = stablehlo.add\n  \n")
+    lex = Lexer(text, "f.mlir")
+    spans = [lex.span(p) for p in (0, 5, 19, len(text) - 1)]
+    assert _CountingText.calls == 1
+    assert [(s.line, s.col) for s in spans] == [(1, 1), (1, 6), (2, 1), (2, 19)]
