@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-latest bench bench-cpu bench-jax bench-xla-hlo lint lock clean aot-example aot-tools
+.PHONY: demo test test-latest bench bench-cpu bench-jax bench-compile bench-xla-hlo lint lock clean aot-example aot-tools
 
 # Installs come from requirements.lock: exact versions with hashes of the runtime and test
 # dependencies (transitively) and of the build backend (setuptools). One lock serves both
@@ -88,6 +88,10 @@ bench-cpu: $(VENV)/.test
 
 bench-jax: $(VENV)/.test
 	$(BIN)/python benchmarks/jax_run.py
+
+# Cold compile time vs XLA's on the JAX workloads, with xlapy's phases (issue 14).
+bench-compile: $(VENV)/.test
+	$(BIN)/python benchmarks/compile_time.py
 
 # XLA's optimized HLO vs the same programs' StableHLO on the cpu backend, and vs XLA (issue 20).
 bench-xla-hlo: $(VENV)/.test
