@@ -36,7 +36,7 @@ MAX_THREADS = 4
 MIN_INSTRUCTIONS = 100
 
 _LOCAL = threading.local()
-_POOL: ThreadPoolExecutor | None = None
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool)
 _POOL_LOCK = threading.Lock()
 
 
@@ -92,11 +92,13 @@ def compile_all(jobs: Sequence[tuple[str, bool, bool]], n: int
 
 
 def _pool() -> ThreadPoolExecutor:
+    """The process's compile threads; a forked child makes its own (the parent's threads do
+    not exist there, and its pool would queue work that nobody runs)."""
     global _POOL
     with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="xlapy-llvm")
-        return _POOL
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="xlapy-llvm"))
+        return _POOL[1]
 
 
 def _machine(t: CpuTarget) -> llvm.TargetMachine:

@@ -85,3 +85,19 @@ def test_executable_compiles_its_kernels_on_threads(monkeypatch: pytest.MonkeyPa
     assert threaded._exe.kernel_ir == serial._exe.kernel_ir
     x = np.random.default_rng(3).standard_normal((4, 8, 64, 64)).astype(np.float32)
     np.testing.assert_array_equal(threaded(x), serial(x))
+
+
+def test_a_forked_child_compiles_on_threads_of_its_own() -> None:
+    """The parent's pool has no threads in a fork child: using it there hung."""
+    import multiprocessing
+
+    texts = [_module(k) for k in range(2)]
+    want = [obj for obj, _ in parallel_compile.compile_all([(t, True, True) for t in texts], 2)]
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(_child_objects, (texts,)).get(timeout=120)
+    assert got == want
+
+
+def _child_objects(texts: list[str]) -> list[bytes]:
+    return [obj for obj, _ in parallel_compile.compile_all([(t, True, True) for t in texts], 2)]
