@@ -299,6 +299,48 @@ def sqrt(z: np.ndarray) -> np.ndarray:
     return make_complex(re, im, z.dtype)
 
 
+def _two_sum_err(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """a + b - s exactly, s = RN(a + b) (Knuth's TwoSum, as XLA's HLO writes it)."""
+    bv = flush(s - a)
+    return flush(flush(a - flush(s - bv)) + flush(b - bv))
+
+
+def log1p(z: np.ndarray) -> np.ndarray:
+    """XLA's complex log1p (StableHLO's expander, from XLA's HLO): past max(|x|, |y|) >
+    sqrt(largest) / 100, log(M) + log1p((m / M)^2) / 2; near z = -1 (|x + 1| + |y| < 0.2)
+    log((x + 1)^2 + y^2) / 2 (fused); else log1p(2x + y^2 + x^2) / 2 with the sum
+    compensated (TwoSum errors, Dekker squares). Imaginary part atan2(y, x + 1). log,
+    log1p as in `log`."""
+    x, y = z.real, z.imag
+    t = x.dtype.type
+    big_cut = t(math.sqrt(float(np.finfo(x.dtype).max)) / 100)
+    with np.errstate(all="ignore"):
+        ax, ay = np.abs(x), np.abs(y)
+        mx, mn = np.maximum(ax, ay), np.minimum(ax, ay)
+        r2 = np.where(mn == mx, t(1), flush(flush(mn / mx) ** 2))
+        log_mx = xla_math.log32(mx) if x.dtype == np.float32 else libm.call("log", mx)
+        re_big = flush(flush(log_mx) + flush(xla_math.log1p(r2) * t(0.5)))
+        xp1 = flush(x + t(1))
+        yy = flush(y * y)
+        sq = flush(fma(xp1, xp1, yy))
+        log_sq = xla_math.log32(sq) if x.dtype == np.float32 else libm.call("log", sq)
+        re_near = flush(flush(log_sq) * t(0.5))
+        x2, xx = flush(x + x), flush(x * x)
+        s1 = flush(x2 + yy)
+        s2 = flush(s1 + xx)
+        ey, ex = _sq_err(y), _sq_err(x)
+        s3 = flush(s2 + ey)
+        s4 = flush(s3 + ex)
+        c = flush(_two_sum_err(x2, yy, s1) + _two_sum_err(s1, xx, s2))
+        c = flush(c + _two_sum_err(s2, ey, s3))
+        c = flush(c + _two_sum_err(s3, ex, s4))
+        re_mid = flush(xla_math.log1p(flush(s4 + c)) * t(0.5))
+        near = flush(np.abs(xp1) + ay) < t(0.2)
+        re = np.where(mx > big_cut, re_big, np.where(near, re_near, re_mid))
+        im = flush(libm.call("atan2", y, xp1))
+    return make_complex(re, im, z.dtype)
+
+
 #: Unary ops whose complex evaluation is XLA's formula here (ElementwiseOp takes it).
 UNARY = {"exponential": exp, "tanh": tanh, "exponential_minus_one": expm1, "log": log,
-         "sqrt": sqrt}
+         "sqrt": sqrt, "log_plus_one": log1p}

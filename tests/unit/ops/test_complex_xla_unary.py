@@ -3,8 +3,8 @@ backends/cpu/elementwise_complex.py), on both backends, on infinite / NaN / huge
 parts and branch cuts. Expected values are jax.jit's (jaxlib 0.10, x86-64). Non-finite and
 zero parts must match exactly, finite ones within ULP[op] ulp (0: bit-exact).
 exp is XLA's to the bit; tanh's and expm1's small-argument expm1 use libm's tanh where
-XLA has its own; log's f32 log and sqrt's contractions may differ from XLA's in the last
-bits."""
+XLA has its own; log's, log1p's f32 log and sqrt's contractions may differ from XLA's in
+the last bits."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import xlapy
 
 inf, nan = np.inf, np.nan
 #: op -> the ulp bound on finite nonzero parts (0: bit-exact).
-ULP = {"exponential": 0, "tanh": 4, "exponential_minus_one": 4, "log": 2, "sqrt": 2}
+ULP = {"exponential": 0, "tanh": 4, "exponential_minus_one": 4, "log": 2, "sqrt": 2,
+       "log_plus_one": 2}
 
 _INPUTS = [
     complex(inf, inf), complex(inf, -inf), complex(-inf, inf), complex(inf, nan),
@@ -159,6 +160,37 @@ _WANT = {
         complex(70710.67812395806, -70710.67811335145),
         complex(1.902976705995016e+19, 7.882387605032137e+18),
         complex(0.7071067811865476, -0.7071067811865475),
+    ],
+    ('log_plus_one', np.complex64): [
+        complex(inf, 0.7853981852531433), complex(inf, -0.7853981852531433),
+        complex(inf, 2.356194496154785), complex(nan, nan), complex(nan, nan), complex(nan, nan),
+        complex(nan, nan), complex(nan, nan), complex(inf, 1.5707963705062866),
+        complex(inf, -1.5707963705062866), complex(nan, nan), complex(inf, 0.0),
+        complex(inf, -3.1415927410125732), complex(inf, 0.0), complex(inf, 3.1415927410125732),
+        complex(-inf, -0.0), complex(-inf, 0.0), complex(88.59684753417969, -3.1415927410125732),
+        complex(1.0000000031710769e-30, 1.0000000031710769e-30),
+        complex(4.615169525146484, 0.009900666773319244),
+        complex(4.488652229309082, 3.135974645614624),
+        complex(0.41916459798812866, 0.16514867544174194),
+        complex(1.1512925624847412, 1.8925468921661377),
+        complex(23.025850296020508, -1.5707963705062866),
+        complex(88.94342041015625, 0.7853981852531433),
+        complex(0.3465735912322998, -0.7853981852531433),
+    ],
+    ('log_plus_one', np.complex128): [
+        complex(inf, 0.7853981633974483), complex(inf, -0.7853981633974483),
+        complex(inf, 2.356194490192345), complex(nan, nan), complex(nan, nan), complex(nan, nan),
+        complex(nan, nan), complex(nan, nan), complex(inf, 1.5707963267948966),
+        complex(inf, -1.5707963267948966), complex(nan, nan), complex(inf, 0.0),
+        complex(inf, -3.141592653589793), complex(inf, 0.0), complex(inf, 3.141592653589793),
+        complex(-inf, -0.0), complex(-inf, 0.0), complex(88.59684582244185, -3.141592653589793),
+        complex(1e-30, 1e-30), complex(4.615169529241436, 0.009900666587988573),
+        complex(4.488652150318863, 3.135974735164838),
+        complex(0.4191645952022216, 0.16514867741462683),
+        complex(1.151292546497023, 1.892546881191539),
+        complex(23.025850929940457, -1.5707963265448965),
+        complex(88.94341941272182, 0.7853981633974483),
+        complex(0.34657359027997264, -0.7853981633974483),
     ],
 }
 

@@ -344,3 +344,44 @@ def csqrt(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> Parts:
     im = b.select(b.fcmp_ordered("<", x, k(0.0)), b.select(neg_y, b.fneg(re_big), re_big),
                   b.select(neg_y, b.fneg(re_small), re_small))
     return re, im
+
+
+def _two_sum_err(b: ir.IRBuilder, a: ir.Value, c: ir.Value, s: ir.Value) -> ir.Value:
+    bv = b.fsub(s, a)
+    return b.fadd(b.fsub(a, b.fsub(s, bv)), b.fsub(c, bv))
+
+
+def clog1p(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> Parts:
+    """XLA's complex log1p (ops/complex_xla.log1p)."""
+    t = x.type
+    nt = np.float32 if t == F32 else np.float64
+
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(t, float(nt(v)))
+
+    def log(v: ir.Value) -> ir.Value:
+        return xla_math_emit.log32(b, v) if t == F32 else real_call(b, "log", v)
+
+    big_cut = k(math.sqrt(float(np.finfo(nt).max)) / 100)
+    ax, ay = fabs(b, x), fabs(b, y)
+    mx = intrinsic(b, f"llvm.maximum.{sfx(x)}", t, [ax, ay])
+    mn = intrinsic(b, f"llvm.minimum.{sfx(x)}", t, [ax, ay])
+    r = b.fdiv(mn, mx)
+    r2 = b.select(b.fcmp_ordered("==", mn, mx), k(1.0), b.fmul(r, r))
+    re_big = b.fadd(log(mx), b.fmul(xla_log1p(b, r2), k(0.5)))
+    xp1 = b.fadd(x, k(1.0))
+    yy = b.fmul(y, y)
+    re_near = b.fmul(log(fma(b, xp1, xp1, yy)), k(0.5))
+    x2, xx = b.fadd(x, x), b.fmul(x, x)
+    s1 = b.fadd(x2, yy)
+    s2 = b.fadd(s1, xx)
+    ey, ex = sq_err(b, y), sq_err(b, x)
+    s3 = b.fadd(s2, ey)
+    s4 = b.fadd(s3, ex)
+    c = b.fadd(_two_sum_err(b, x2, yy, s1), _two_sum_err(b, s1, xx, s2))
+    c = b.fadd(c, _two_sum_err(b, s2, ey, s3))
+    c = b.fadd(c, _two_sum_err(b, s3, ex, s4))
+    re_mid = b.fmul(xla_log1p(b, b.fadd(s4, c)), k(0.5))
+    near = b.fcmp_ordered("<", b.fadd(fabs(b, xp1), ay), k(0.2))
+    re = b.select(b.fcmp_ordered(">", mx, big_cut), re_big, b.select(near, re_near, re_mid))
+    return re, real_call(b, "atan2", y, xp1)

@@ -8,24 +8,22 @@ values, so the kernels move them unchanged; the ops here take them apart.
 
 The interpreter flushes denormal parts of complex inputs (DAZ) and results (FTZ) for every
 op but the bit-level ones (complex, real, imag, negate: `raw`); kernels run with FTZ set,
-so results of arithmetic are flushed by the hardware and inputs are flushed explicitly.
-Its intermediate products (multiply, divide) are numpy arrays, not flushed; a kernel's are.
-The two differ only where an intermediate is denormal and the result is not.
+so results of arithmetic are flushed by the hardware and inputs are flushed explicitly;
+the interpreter's XLA formulas (ops/complex_xla.py) flush their intermediates as well.
 
 Complex kernels take the scalar path (lanes.LaneCheck rejects complex values). Ops not
 listed in `UNARY`/`BINARY` stay interpreter fallbacks; reduce kernels take add and multiply
-reducers (`REDUCERS`: in order, no partial split). exp, log, sqrt, tanh, sin, cos and tan
-call glibc's C99 complex functions (what numpy calls), expm1 numpy's formula on libm's
-real functions, log1p numpy's with XLA's ranges (overflow-safe above max / 2, log1p of
-x (x + 2) + y^2 near 0), power and sign XLA's formulas (libm's real functions in double,
-rounded once), logistic 1 / (1 + exp(-z)) with numpy's division; atan2, cbrt and
-remainder follow the interpreter's formulas step by step (cbrt's sin/cos are libm's;
-numpy's own f32 sin/cos may differ from them by an ulp).
+reducers (`REDUCERS`: in order, no partial split). multiply, divide, power, exp, expm1,
+log, log1p, sqrt and tanh are XLA's formulas (complex_xla_emit.py, the twins of
+ops/complex_xla.py: FMA contraction explicit, XLA's own exp / log / log1p, libm's real
+functions in the part type); sin, cos and tan call glibc's C99 complex functions (what
+numpy calls), sign XLA's formula, logistic 1 / (1 + exp(-z)) with glibc's cexp and numpy's
+division; atan2, cbrt, rsqrt and remainder follow the interpreter's formulas step by step
+(cbrt's sin/cos are libm's; numpy's own f32 sin/cos may differ from them by an ulp).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -235,30 +233,8 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
         return _np_div(b, (ir.Constant(t, 1.0), ir.Constant(t, 0.0)), s)
     if op == "exponential_minus_one":
         return cx.cexpm1(b, re, im)
-    # log_plus_one: log(hypot(x + 1, y)) + i atan2(y, x + 1); where hypot would overflow
-    # (m = max(|x + 1|, |y|) finite, above half the largest) log(m) + log1p((n / m)^2) / 2
-    x1 = b.fadd(re, ir.Constant(t, 1.0))
-    a, c = cx.fabs(b, x1), cx.fabs(b, im)
-    m = b.select(b.fcmp_unordered("<", a, c), c, a)
-    n = b.select(b.fcmp_unordered("<", a, c), a, c)
-    r = b.fdiv(n, m)
-    half = cx.real_call(b, "log1p", b.fmul(r, r))
-    safe = b.fadd(cx.real_call(b, "log", m), b.fmul(half, ir.Constant(t, 0.5)))
-    big = b.and_(b.fcmp_ordered(">", m, ir.Constant(t, _half_max(t))), cx.isfinite(b, m))
-    out_re = b.select(big, safe, cx.real_call(b, "log", cx.real_call(b, "hypot", x1, im)))
-    # near 0 (|x|, |y| < 1/2): log1p(x (x + 2) + y^2) / 2 in f64 (x + 1 rounds z away)
-    half_k = ir.Constant(t, 0.5)
-    near = b.and_(b.fcmp_ordered("<", cx.fabs(b, re), half_k),
-                  b.fcmp_ordered("<", cx.fabs(b, im), half_k))
-    r, i = (b.fpext(v, F64) if t == F32 else v for v in (re, im))
-    s = b.fadd(b.fmul(r, b.fadd(r, ir.Constant(F64, 2.0))), b.fmul(i, i))
-    small = b.fmul(cx.real_call(b, "log1p", s), ir.Constant(F64, 0.5))
-    small = b.fptrunc(small, F32) if t == F32 else small
-    return b.select(near, small, out_re), cx.real_call(b, "atan2", im, x1)
-
-
-def _half_max(t: ir.Type) -> float:
-    return (3.4028234663852886e38 if t == F32 else sys.float_info.max) / 2
+    # log_plus_one
+    return cx.clog1p(b, re, im)
 
 
 def _unary(b: ir.IRBuilder, op: str, z: ir.Value) -> ir.Value:
