@@ -12,8 +12,8 @@ per instruction, batched over the leading dimensions:
   column, LAPACK's i?amax), 1-based pivots, `info` = the first zero pivot;
 - trsm: aot/linalg.py's substitution loops with the FFI's side / uplo / trans_x / diag;
 - geqrf, orgqr / ungqr (lapack_qr.py), syevd / heevd and gesdd (lapack_eig.py);
-- geev of a real matrix, eigenvalues only (lapack_geev.py: LAPACK's balance, Hessenberg,
-  double-shift QR path); eigenvectors and complex matrices are refused (`Unimplemented`).
+- geev, eigenvalues only (lapack_geev.py: LAPACK's balance, Hessenberg, QR path);
+  eigenvectors are refused (`Unimplemented`).
 
 A target a program's registry replaced is left alone (handles() is False), as the JIT
 leaves those to the interpreter. An empty matrix

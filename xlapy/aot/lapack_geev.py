@@ -1,21 +1,23 @@
-"""Eigenvalues of a real nonsymmetric matrix inside the object: jaxlib's `lapack_{s,d}geev_ffi`
-with compute_left = compute_right = 'N' (jnp.linalg.eigvals), as LAPACK 3.12's path for it
-(the one scipy's OpenBLAS 0.3.30, which jaxlib calls, runs for n < 75):
+"""Eigenvalues of a nonsymmetric matrix inside the object: jaxlib's `lapack_?geev_ffi` with
+compute_left = compute_right = 'N' (jnp.linalg.eigvals), as LAPACK 3.12's path for it (the
+one scipy's OpenBLAS 0.3.30, which jaxlib calls, runs for n < 75):
 
-1. dgebal 'B': rows, then columns, that isolate an eigenvalue are permuted to the bottom /
+1. ?gebal 'B': rows, then columns, that isolate an eigenvalue are permuted to the bottom /
    top (their eigenvalues are diagonal entries), then rows and columns of the rest scaled
    by powers of two until their 2-norms balance (exact: only rounding afterwards changes);
-2. dgehd2: Householder reduction of rows / columns ilo..ihi to upper Hessenberg form;
-3. dlahqr: Francis double-shift QR with Ahues-Kressner deflation and exceptional shifts
-   every 10 iterations without a deflation, eigenvalues read off 1x1 blocks and 2x2 blocks
-   standardized as dlanv2 does (a complex pair: (re, +im) then (re, -im)); `info` = the
-   1-based row where 30 * max(10, n) iterations did not converge.
+2. ?gehd2: Householder reduction of rows / columns ilo..ihi to upper Hessenberg form;
+3. real: dlahqr, Francis double-shift QR with Ahues-Kressner deflation and exceptional
+   shifts every 10 iterations without a deflation, 2x2 blocks standardized as dlanv2 does
+   (a complex pair: (re, +im) then (re, -im)) (lapack_hqr.py); complex: zlahqr,
+   single-shift QR with Wilkinson's shift on a Hessenberg matrix with a real subdiagonal
+   (lapack_zhqr.py). `info` = the 1-based row where 30 * max(10, n) iterations did not
+   converge.
 
 Following LAPACK's order of operations keeps its order of eigenvalues (a property of the
-converged Schur form), which jnp.linalg.eigvals returns as it comes. Not kept: dgeev's
+converged Schur form), which jnp.linalg.eigvals returns as it comes. Not kept: ?geev's
 scaling of a matrix whose largest entry is beyond 1e+-150 (f64) and the underflow guards
 of larfg / dlanv2, so such matrices lose accuracy. Eigenvectors (compute_left or
-compute_right 'V') and complex matrices (cgeev / zgeev) are refused (`Unimplemented`).
+compute_right 'V': LAPACK's ?trevc on the Schur form) are refused (`Unimplemented`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from xlapy.aot.errors import Unimplemented
 from xlapy.aot.lapack import batch_of, char, leaves
 from xlapy.aot.lapack_hqr import Real, lahqr
 from xlapy.aot.lapack_kit import Kit, Var, i32
+from xlapy.aot.lapack_zhqr import zlahqr
 from xlapy.backends.cpu.llvm_util import i64
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
@@ -38,12 +41,9 @@ SCALE_PASSES = 4096
 
 def geev(mod: ir.Module, name: str, instr: Instruction, et: ET) -> tuple[ir.Function, int]:
     target = instr.attrs.call_target_name
-    if et.is_complex:
-        raise Unimplemented("custom_call", f"{target}: the complex nonsymmetric eigenproblem "
-                            "(zgebal / zgehd2 / zlahqr) has no in-object implementation")
     if "V" in (char(instr, "compute_left", "NV", "V"), char(instr, "compute_right", "NV", "V")):
         raise Unimplemented("custom_call", f"{target}: eigenvectors of a nonsymmetric matrix "
-                            "(LAPACK's dtrevc on the Schur form) have no in-object "
+                            "(LAPACK's ?trevc on the Schur form) have no in-object "
                             "implementation; eigenvalues only (compute_left = compute_right "
                             "= 'N', jnp.linalg.eigvals) are compiled")
     a = instr.operands[0].shape
@@ -51,15 +51,16 @@ def geev(mod: ir.Module, name: str, instr: Instruction, et: ET) -> tuple[ir.Func
     k = Kit(mod, name, et)
     b = k.b
     src = k.operand(0, et)
-    wr, wi = k.result(0, et), k.result(1, et)
     outs = leaves(instr)
-    vl, vr = k.result(2, outs[2].element_type), k.result(3, outs[3].element_type)
-    info_out = k.result(4, ET.S32)
-    for p, s in ((vl, outs[2]), (vr, outs[3])):  # not computed: zeros
+    nw = 1 if et.is_complex else 2  # w, or wr and wi
+    ws = [k.result(j, outs[j].element_type) for j in range(nw)]
+    vl, vr = (k.result(j, outs[j].element_type) for j in (nw, nw + 1))
+    info_out = k.result(nw + 2, ET.S32)
+    for p, s in ((vl, outs[nw]), (vr, outs[nw + 1])):  # not computed: zeros
         with k.loop(0, int(np.prod(s.dimensions)), name="zv") as i:
             k.st(p, i, ir.Constant(p.type.pointee, None))
     h = k.scratch(0, k.t)
-    scale = k.scratch(n * n * np.dtype(et.dtype).itemsize, k.t)
+    scale = k.scratch(n * n * np.dtype(et.dtype).itemsize, k.r)
     info = k.var(i32(0), "info")
     with k.loop(0, batch_of(a), name="batch") as bi:
         base = b.mul(bi, i64(n * n))
@@ -68,13 +69,17 @@ def geev(mod: ir.Module, name: str, instr: Instruction, et: ET) -> tuple[ir.Func
         info.set(i32(0))
         lo, hi = _balance(k, h, scale, n)
         _hessenberg(k, h, n, lo, hi)
-        wrb, wib = b.gep(wr, [b.mul(bi, i64(n))]), b.gep(wi, [b.mul(bi, i64(n))])
+        wb = [b.gep(w, [b.mul(bi, i64(n))]) for w in ws]
         with k.loop(0, n, name="iso") as i:  # eigenvalues isolated by the balancing
             outside = b.or_(b.icmp_signed("<", i, lo), b.icmp_signed(">", i, hi))
             with k.when(outside):
-                k.st(wrb, i, k.ld(h, k.at(i64(0), i, n, i)))
-                k.st(wib, i, k.rc(0.0))
-        lahqr(k, h, n, lo, hi, wrb, wib, info)
+                k.st(wb[0], i, k.ld(h, k.at(i64(0), i, n, i)))
+                if not et.is_complex:
+                    k.st(wb[1], i, k.rc(0.0))
+        if et.is_complex:
+            zlahqr(k, h, n, lo, hi, wb[0], info)
+        else:
+            lahqr(k, h, n, lo, hi, wb[0], wb[1], info)
         k.st(info_out, bi, info.get())
     return k.done(), 2 * n * n * np.dtype(et.dtype).itemsize
 
@@ -98,8 +103,8 @@ def _balance(k: Kit, h: ir.Value, scale: ir.Value, n: int) -> tuple[ir.Value, ir
     done, noconv, can = k.var(zero1, "done"), k.var(one1, "noconv"), k.var(one1, "can")
 
     def nonzero(i: ir.Value, j: ir.Value) -> ir.Value:
-        return b.and_(b.icmp_signed("!=", i, j), r.ne(k.ld(h, k.at(i64(0), i, n, j)),
-                                                        r.c(0.0)))
+        return b.and_(b.icmp_signed("!=", i, j),
+                      b.not_(k.is_zero(k.ld(h, k.at(i64(0), i, n, j)))))
 
     with k.loop(0, n + 1, name="rpass"):  # rows isolating an eigenvalue, pushed down
         with k.when(b.and_(noconv.get(), b.not_(done.get()))):
@@ -156,12 +161,19 @@ def _scale(k: Kit, r: Real, h: ir.Value, scale: ir.Value, n: int, lo: ir.Value,
     with k.loop(lo, end, name="s1") as i:
         k.st(scale, i, r.c(1.0))
     noconv = k.var(one1, "sconv")
-    v = {x: k.var(r.c(0.0), x) for x in ("c", "r", "ca", "ra", "g", "f", "s")}
+    v = {x: k.var(r.c(0.0), x) for x in ("c", "r", "ca", "ra", "g", "f", "s", "bca", "bra")}
     go = k.var(one1, "go")
 
     def acc(name: str, x: ir.Value, square: bool) -> None:
-        v[name].set(b.fadd(v[name].get(), b.fmul(x, x)) if square else
-                    r.max(v[name].get(), r.abs(x)))
+        """A 2-norm's sum of squares, or i?amax's pick (the first largest |re| + |im|,
+        whose modulus counts)."""
+        if square:
+            v[name].set(b.fadd(v[name].get(), k.abs2(x)))
+            return
+        best = v[f"b{name}"]
+        with k.when(b.fcmp_ordered(">", k.cabs1(x), best.get())):
+            best.set(k.cabs1(x))
+            v[name].set(k.sqrt(k.abs2(x)) if k.cx else r.abs(x))
 
     with k.loop(0, SCALE_PASSES, name="spass"):
         with k.when(noconv.get()):
@@ -169,6 +181,8 @@ def _scale(k: Kit, r: Real, h: ir.Value, scale: ir.Value, n: int, lo: ir.Value,
             with k.loop(lo, end, name="si") as i:
                 for x in ("c", "r", "ca", "ra"):
                     v[x].set(r.c(0.0))
+                for x in ("bca", "bra"):
+                    v[x].set(r.c(-1.0))
                 with k.loop(lo, end, name="sn") as t:
                     acc("c", k.ld(h, k.at(i64(0), t, n, i)), True)
                     acc("r", k.ld(h, k.at(i64(0), i, n, t)), True)
@@ -195,10 +209,10 @@ def _scale(k: Kit, r: Real, h: ir.Value, scale: ir.Value, n: int, lo: ir.Value,
                         noconv.set(one1)
                         with k.loop(lo, i64(n), name="srow") as t:
                             at = k.at(i64(0), i, n, t)
-                            k.st(h, at, b.fmul(k.ld(h, at), g))
+                            k.st(h, at, k.scale(g, k.ld(h, at)))
                         with k.loop(i64(0), end, name="scol") as t:
                             at = k.at(i64(0), t, n, i)
-                            k.st(h, at, b.fmul(k.ld(h, at), f))
+                            k.st(h, at, k.scale(f, k.ld(h, at)))
 
 
 def _balance_one(k: Kit, r: Real, v: dict[str, Var], go: Var, radix: float, sfmax2: float,
@@ -235,49 +249,52 @@ def _balance_one(k: Kit, r: Real, v: dict[str, Var], go: Var, radix: float, sfma
 
 
 def _hessenberg(k: Kit, h: ir.Value, n: int, lo: ir.Value, hi: ir.Value) -> None:
-    """dgehd2 on rows / columns lo..hi; then every entry below the subdiagonal is zero."""
+    """dgehd2 / zgehd2 on rows / columns lo..hi (reflector j: larfg on column j below the
+    subdiagonal; H(j) applied from the right to rows 0..hi, H(j)^H from the left to the
+    columns right of j); then every entry below the subdiagonal is zero."""
     b, r = k.b, Real(k)
-    xn2, w = k.var(r.c(0.0), "xn2"), k.var(r.c(0.0), "w")
+    xn2, w = k.var(r.c(0.0), "xn2"), k.var(k.c(0.0), "w")
     end = b.add(hi, i64(1))
     with k.loop(lo, hi, name="hj") as i:
         top = k.at(i64(0), b.add(i, i64(1)), n, i)
         alpha = k.ld(h, top)
         xn2.set(r.c(0.0))
         with k.loop(b.add(i, i64(2)), end, name="hx") as t:
-            x = k.ld(h, k.at(i64(0), t, n, i))
-            xn2.set(b.fadd(xn2.get(), b.fmul(x, x)))
-        trivial = r.eq(xn2.get(), r.c(0.0))
-        beta = b.fneg(k.copysign(k.sqrt(b.fadd(b.fmul(alpha, alpha), xn2.get())), alpha))
-        tau = b.select(trivial, r.c(0.0), b.fdiv(b.fsub(beta, alpha), beta))
+            xn2.set(b.fadd(xn2.get(), k.abs2(k.ld(h, k.at(i64(0), t, n, i)))))
+        ar, ai = k.re(alpha), k.im(alpha)
+        trivial = b.and_(r.eq(xn2.get(), r.c(0.0)), r.eq(ai, r.c(0.0)))
+        beta = b.fneg(k.copysign(k.sqrt(b.fadd(k.abs2(alpha), xn2.get())), ar))
+        tau = b.select(trivial, k.c(0.0), k.of_parts(b.fdiv(b.fsub(beta, ar), beta),
+                                                     b.fdiv(b.fneg(ai), beta)))
         with k.when(b.not_(trivial)):
-            scal = b.fdiv(r.c(1.0), b.fsub(alpha, beta))
+            scal = k.div(k.c(1.0), k.sub(alpha, k.of_real(beta)))
             with k.loop(b.add(i, i64(2)), end, name="hs") as t:
                 at = k.at(i64(0), t, n, i)
-                k.st(h, at, b.fmul(k.ld(h, at), scal))
-        k.st(h, top, r.c(1.0))  # v = h[i+1 .. hi, i] with v[0] = 1
+                k.st(h, at, k.mul(k.ld(h, at), scal))
+        k.st(h, top, k.c(1.0))  # v = h[i+1 .. hi, i] with v[0] = 1
 
         def vj(t: ir.Value) -> ir.Value:
             return k.ld(h, k.at(i64(0), t, n, i))
 
-        with k.loop(i64(0), end, name="hr") as row:  # right: C[0..hi, i+1..hi] (I - tau v v^T)
-            w.set(r.c(0.0))
+        with k.loop(i64(0), end, name="hr") as row:  # right: C[0..hi, i+1..hi] (I - tau v v^H)
+            w.set(k.c(0.0))
             with k.loop(b.add(i, i64(1)), end, name="hrs") as t:
-                w.set(b.fadd(w.get(), b.fmul(k.ld(h, k.at(i64(0), row, n, t)), vj(t))))
-            tw = b.fmul(tau, w.get())
+                w.set(k.add(w.get(), k.mul(k.ld(h, k.at(i64(0), row, n, t)), vj(t))))
+            tw = k.mul(tau, w.get())
             with k.loop(b.add(i, i64(1)), end, name="hru") as t:
                 at = k.at(i64(0), row, n, t)
-                k.st(h, at, b.fsub(k.ld(h, at), b.fmul(tw, vj(t))))
-        with k.loop(b.add(i, i64(1)), i64(n), name="hl") as col:  # left: (I - tau v v^T) C
-            w.set(r.c(0.0))
+                k.st(h, at, k.sub(k.ld(h, at), k.mul(tw, k.conj(vj(t)))))
+        with k.loop(b.add(i, i64(1)), i64(n), name="hl") as col:  # left: (I - tau v v^H)^H C
+            w.set(k.c(0.0))
             with k.loop(b.add(i, i64(1)), end, name="hls") as t:
-                w.set(b.fadd(w.get(), b.fmul(vj(t), k.ld(h, k.at(i64(0), t, n, col)))))
-            tw = b.fmul(tau, w.get())
+                w.set(k.add(w.get(), k.mul(k.conj(vj(t)), k.ld(h, k.at(i64(0), t, n, col)))))
+            tw = k.mul(k.conj(tau), w.get())
             with k.loop(b.add(i, i64(1)), end, name="hlu") as t:
                 at = k.at(i64(0), t, n, col)
-                k.st(h, at, b.fsub(k.ld(h, at), b.fmul(tw, vj(t))))
-        k.st(h, top, b.select(trivial, alpha, beta))
+                k.st(h, at, k.sub(k.ld(h, at), k.mul(tw, vj(t))))
+        k.st(h, top, b.select(trivial, alpha, k.of_real(beta)))
     with k.loop(0, n, name="zr") as i, k.loop(i64(0), b.sub(i, i64(1)), name="zc") as j:
-        k.st(h, k.at(i64(0), i, n, j), r.c(0.0))
+        k.st(h, k.at(i64(0), i, n, j), k.c(0.0))
 
 
 __all__ = ["geev"]
