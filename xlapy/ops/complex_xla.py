@@ -341,6 +341,44 @@ def log1p(z: np.ndarray) -> np.ndarray:
     return make_complex(re, im, z.dtype)
 
 
+def rsqrt(z: np.ndarray) -> np.ndarray:
+    """XLA's complex rsqrt (EmitComplexRsqrt, from its IR): the polar form |z|^(-1/2)
+    (cos(-t/2), sin(-t/2)), t = atan2(y, x), |z|^(-1/2) = rsqrt(M) sqrt(rsqrt(fma(r, r, 1)))
+    (M, m = max, min of |x|, |y|, r = m / M; rsqrt(m) where that is NaN); 0 - 0i (signed
+    from x, -y) for an infinite x or an infinite y with NaN x; inf + NaN i at 0. XLA's
+    rsqrt is an approximation refined by Newton's step (x86 rsqrtss, CPU-dependent); here
+    1 / sqrt, which the cpu kernels compute alike."""
+    x, y = z.real, z.imag
+    t = x.dtype.type
+
+    def rs(v: np.ndarray) -> np.ndarray:
+        return flush(t(1) / np.sqrt(v))
+
+    with np.errstate(all="ignore"):
+        ax, ay = np.abs(x), np.abs(y)
+        mx, mn = np.maximum(ax, ay), np.minimum(ax, ay)
+        r = flush(mn / mx)
+        m = flush(rs(mx) * np.sqrt(rs(flush(fma(r, r, t(1))))))
+        m = np.where(np.isnan(m), rs(mn), m)
+        h = flush(flush(libm.call("atan2", y, x)) * t(-0.5))
+        re = flush(m * flush(libm.call("cos", h)))
+        im = flush(m * flush(libm.call("sin", h)))
+        inf_x = (ax == np.inf) | ((ay == np.inf) & np.isnan(x))
+        re = np.where(inf_x, np.copysign(t(0), x), re)
+        im = np.where(inf_x, -np.copysign(t(0), y), im)
+        zero = (x == 0) & (y == 0)
+        re, im = np.where(zero, t(np.inf), re), np.where(zero, t(np.nan), im)
+    return make_complex(re, im, z.dtype)
+
+
+def tan(z: np.ndarray) -> np.ndarray:
+    """XLA's complex tan (EmitComplexTan): -i tanh(i z), tanh as above on (-y, x); so
+    tan(inf + 0i) is NaN + NaN i (C99: NaN + 0i), as XLA's."""
+    w = tanh(make_complex(-z.imag, z.real, z.dtype))
+    return make_complex(w.imag, -w.real, z.dtype)
+
+
 #: Unary ops whose complex evaluation is XLA's formula here (ElementwiseOp takes it).
 UNARY = {"exponential": exp, "tanh": tanh, "exponential_minus_one": expm1, "log": log,
-         "sqrt": sqrt, "log_plus_one": log1p}
+         "sqrt": sqrt, "log_plus_one": log1p, "rsqrt": rsqrt,
+         "tan": tan}

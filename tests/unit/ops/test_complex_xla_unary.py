@@ -2,9 +2,9 @@
 backends/cpu/elementwise_complex.py), on both backends, on infinite / NaN / huge / tiny
 parts and branch cuts. Expected values are jax.jit's (jaxlib 0.10, x86-64). Non-finite and
 zero parts must match exactly, finite ones within ULP[op] ulp (0: bit-exact).
-exp is XLA's to the bit; tanh's and expm1's small-argument expm1 use libm's tanh where
-XLA has its own; log's, log1p's f32 log and sqrt's contractions may differ from XLA's in
-the last bits."""
+exp is XLA's to the bit; tanh's, tan's and expm1's small-argument expm1 use libm's tanh
+where XLA has its own; log's, log1p's f32 log and sqrt's contractions may differ from
+XLA's in the last bits; XLA's rsqrt refines x86's rsqrtss (CPU-dependent), here 1 / sqrt."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import xlapy
 inf, nan = np.inf, np.nan
 #: op -> the ulp bound on finite nonzero parts (0: bit-exact).
 ULP = {"exponential": 0, "tanh": 4, "exponential_minus_one": 4, "log": 2, "sqrt": 2,
-       "log_plus_one": 2}
+       "log_plus_one": 2, "rsqrt": 4, "tan": 4}
 
 _INPUTS = [
     complex(inf, inf), complex(inf, -inf), complex(-inf, inf), complex(inf, nan),
@@ -191,6 +191,63 @@ _WANT = {
         complex(23.025850929940457, -1.5707963265448965),
         complex(88.94341941272182, 0.7853981633974483),
         complex(0.34657359027997264, -0.7853981633974483),
+    ],
+    ('rsqrt', np.complex64): [
+        complex(0.0, -0.0), complex(0.0, 0.0), complex(-0.0, -0.0), complex(0.0, -0.0),
+        complex(-0.0, -0.0), complex(0.0, -0.0), complex(0.0, 0.0), complex(nan, nan),
+        complex(0.0, -0.0), complex(0.0, 0.0), complex(nan, nan), complex(0.0, -0.0),
+        complex(-0.0, 0.0), complex(0.0, -0.0), complex(-0.0, -0.0),
+        complex(-4.371138828673793e-08, 1.0), complex(-4.371138828673793e-08, -1.0),
+        complex(-2.5236783175177745e-27, 5.773502894474484e-20),
+        complex(776886972055552.0, -321797136318464.0),
+        complex(0.09999624639749527, -0.0004999687080271542),
+        complex(0.00029280013404786587, -0.10540802776813507),
+        complex(1.3017016649246216, -0.30729004740715027),
+        complex(0.24849943816661835, -0.4643254280090332),
+        complex(7.071067557262722e-06, 7.071067557262722e-06),
+        complex(4.4853590834700896e-20, -1.8578967696429705e-20),
+        complex(0.7071067690849304, 0.7071067690849304),
+    ],
+    ('rsqrt', np.complex128): [
+        complex(0.0, -0.0), complex(0.0, 0.0), complex(-0.0, -0.0), complex(0.0, -0.0),
+        complex(-0.0, -0.0), complex(0.0, -0.0), complex(0.0, 0.0), complex(nan, nan),
+        complex(0.0, -0.0), complex(0.0, 0.0), complex(nan, nan), complex(0.0, -0.0),
+        complex(-0.0, 0.0), complex(0.0, -0.0), complex(-0.0, -0.0),
+        complex(6.123233995736766e-17, 1.0), complex(6.123233995736766e-17, -1.0),
+        complex(3.535250795749689e-36, 5.773502691896257e-20),
+        complex(776886987015018.6, -321797126452791.3),
+        complex(0.09999625027341494, -0.000499968752460728),
+        complex(0.00029279783897449184, -0.10540803535187249),
+        complex(1.3017016520692888, -0.30729007631213195),
+        complex(0.24849944091130338, -0.4643254526508149),
+        complex(7.071067812395806e-06, 7.071067811335145e-06),
+        complex(4.4853591108303824e-20, -1.857896575819671e-20),
+        complex(0.7071067811865476, 0.7071067811865475),
+    ],
+    ('tan', np.complex64): [
+        complex(0.0, 1.0), complex(0.0, -1.0), complex(0.0, 1.0), complex(nan, nan),
+        complex(nan, nan), complex(0.0, 1.0), complex(0.0, -1.0), complex(nan, nan),
+        complex(0.0, 1.0), complex(0.0, -1.0), complex(0.0, nan), complex(nan, nan),
+        complex(nan, nan), complex(nan, nan), complex(nan, nan), complex(-1.5574077367782593, -0.0),
+        complex(-1.5574077367782593, 0.0), complex(1.8065544366836548, -0.0),
+        complex(1.0000000031710769e-30, 1.0000000031710769e-30),
+        complex(-0.20551154017448425, 0.8535027503967285),
+        complex(0.848121166229248, 1.2440987825393677),
+        complex(0.5045007467269897, 0.31242069602012634),
+        complex(0.0037640256341546774, 1.0032386779785156), complex(0.0, -1.0), complex(-0.0, 1.0),
+        complex(4.199743392257689e-21, -0.7615941762924194),
+    ],
+    ('tan', np.complex128): [
+        complex(0.0, 1.0), complex(0.0, -1.0), complex(0.0, 1.0), complex(nan, nan),
+        complex(nan, nan), complex(0.0, 1.0), complex(0.0, -1.0), complex(nan, nan),
+        complex(0.0, 1.0), complex(0.0, -1.0), complex(0.0, nan), complex(nan, nan),
+        complex(nan, nan), complex(nan, nan), complex(nan, nan), complex(-1.557407724654902, -0.0),
+        complex(-1.557407724654902, 0.0), complex(0.023685100581946564, -0.0),
+        complex(1e-30, 1e-30), complex(-0.20551153472825254, 0.8535027544910996),
+        complex(0.8481211025629911, 1.2440986743725393),
+        complex(0.504500702698564, 0.31242069250258875),
+        complex(0.003764025641504249, 1.0032386273536098), complex(0.0, -1.0), complex(-0.0, 1.0),
+        complex(4.19974341614026e-21, -0.761594155955765),
     ],
 }
 

@@ -385,3 +385,31 @@ def clog1p(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> Parts:
     near = b.fcmp_ordered("<", b.fadd(fabs(b, xp1), ay), k(0.2))
     re = b.select(b.fcmp_ordered(">", mx, big_cut), re_big, b.select(near, re_near, re_mid))
     return re, real_call(b, "atan2", y, xp1)
+
+
+def crsqrt(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> Parts:
+    """XLA's complex rsqrt (ops/complex_xla.rsqrt)."""
+    t = x.type
+
+    def k(v: float) -> ir.Constant:
+        return ir.Constant(t, v)
+
+    def sqrt(v: ir.Value) -> ir.Value:
+        return intrinsic(b, f"llvm.sqrt.{sfx(v)}", t, [v])
+
+    def rs(v: ir.Value) -> ir.Value:
+        return b.fdiv(k(1.0), sqrt(v))
+
+    ax, ay = fabs(b, x), fabs(b, y)
+    mx = intrinsic(b, f"llvm.maximum.{sfx(x)}", t, [ax, ay])
+    mn = intrinsic(b, f"llvm.minimum.{sfx(x)}", t, [ax, ay])
+    r = b.fdiv(mn, mx)
+    m = b.fmul(rs(mx), sqrt(rs(fma(b, r, r, k(1.0)))))
+    m = b.select(isnan(b, m), rs(mn), m)
+    h = b.fmul(real_call(b, "atan2", y, x), k(-0.5))
+    re, im = b.fmul(m, real_call(b, "cos", h)), b.fmul(m, real_call(b, "sin", h))
+    inf_x = b.or_(isinf(b, x), b.and_(isinf(b, y), isnan(b, x)))
+    re = b.select(inf_x, copysign(b, k(0.0), x), re)
+    im = b.select(inf_x, b.fneg(copysign(b, k(0.0), y)), im)
+    zero = b.and_(b.fcmp_ordered("==", x, k(0.0)), b.fcmp_ordered("==", y, k(0.0)))
+    return b.select(zero, k(float("inf")), re), b.select(zero, k(float("nan")), im)

@@ -97,8 +97,7 @@ UNARY = frozenset({"negate", "real", "imag", "abs", "sign", "exponential", "log"
                    "tanh", "rsqrt", "exponential_minus_one", "log_plus_one", "sine", "cosine",
                    "tan", "logistic", "cbrt"})
 #: The C99 complex functions numpy calls for these ops (glibc's: bit-exact to it).
-_CFUNCS = {
-           "sine": "csin", "cosine": "ccos", "tan": "ctan"}
+_CFUNCS = {"sine": "csin", "cosine": "ccos"}
 #: Approximate ops (libm): compared with an ulp bound by convention, though bit-exact to
 #: the interpreter on the same libm.
 INEXACT = frozenset({"exponential", "log", "tanh", "exponential_minus_one", "log_plus_one",
@@ -229,8 +228,10 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
         th = b.fdiv(cx.real_call(b, "atan2", im, re), ir.Constant(t, 3.0))
         return b.fmul(r, cx.real_call(b, "cos", th)), b.fmul(r, cx.real_call(b, "sin", th))
     if op == "rsqrt":
-        s = _complex_call(b, "csqrt", (re, im))
-        return _np_div(b, (ir.Constant(t, 1.0), ir.Constant(t, 0.0)), s)
+        return cx.crsqrt(b, re, im)
+    if op == "tan":  # XLA's: -i tanh(i z)
+        t_re, t_im = cx.ctanh(b, b.fneg(im), re)
+        return t_im, b.fneg(t_re)
     if op == "exponential_minus_one":
         return cx.cexpm1(b, re, im)
     # log_plus_one
