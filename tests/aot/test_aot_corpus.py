@@ -43,7 +43,8 @@ REFUSED = {
     "reduce_scatter": _GRID, "collective_permute": _GRID, "collective_broadcast": _GRID,
     "replica_id": _GRID, "partition_id": _GRID,
     "triangular_solve": _LIBRARY, "fft": _LIBRARY,
-    # jaxlib's geev (aot/lapack.py refuses it by name), host callbacks, unknown targets
+    # geev with eigenvectors or complex (aot/lapack_geev.py refuses them by name), host
+    # callbacks, unknown targets
     "custom_call": "a custom call with no in-object implementation",
 }
 
