@@ -24,8 +24,8 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   lgamma = Lanczos (g = 7, 9 terms) with log(pi / |sin(pi x)|) - lgamma(1 - x) below 1/2;
   digamma = the Lanczos form's derivative with psi(1 - x) - pi cot(pi x) below 1/2, NaN at
   the poles.
-Complex sinh / cosh are XLA's exp(z - ln 2) -+ exp(-ln 2 - z) with XLA's complex exp
-(e^a (cos b, sin b), (h cos b) h with h = e^(a / 2) where e^a overflows, im 0 where b is 0).
+Complex sinh / cosh are XLA's exp(z - ln 2) -+ exp(-ln 2 - z) on the complex exponential op
+(XLA's formula on both backends: ops/complex_xla.exp).
 Complex asin/acos/... and ragged_dot stay chlo ops here (their direct evaluation is the
 reference); f64 erfc, polygamma, zeta and bessel_i1e lower in passes/chlo_special.py and scan
 in passes/scan_lowering.py, which the cpu backend runs (passes/native_forms.py).
@@ -335,25 +335,12 @@ _REAL_FNS: dict[str, tuple[Callable[[_G, I], I], bool]] = {
 }
 
 
-def _xla_cexp(g: _G, w: I) -> I:
-    """XLA's complex exp: e^a (cos b, sin b), as (h cos b) h with h = e^(a / 2) where e^a
-    overflows; the imaginary part is 0 where b is."""
-    a, b = g.real(w), g.imag(w)
-    e = g.exponential(a)
-    h = g.exponential(g.multiply(a, g.k(0.5, a)))
-    big = g.cmp(e, g.k(math.inf, a), "EQ")
-    parts = []
-    for t in (g.cosine(b), g.sine(b)):
-        parts.append(g.select(big, g.multiply(g.multiply(h, t), h), g.multiply(e, t)))
-    im = g.select(g.cmp(b, g.k(0, b), "EQ"), g.k(0, b), parts[1])
-    return g.complex(parts[0], im)
-
-
 def _complex_sinh_cosh(g: _G, i: I) -> I:
-    """XLA's complex sinh / cosh: exp(z - ln 2) -+ exp(-ln 2 - z) (chlo.py's twin)."""
+    """XLA's complex sinh / cosh: exp(z - ln 2) -+ exp(-ln 2 - z) (chlo.py's twin), the
+    complex exponential op being XLA's formula on both backends (ops/complex_xla.exp)."""
     (x,) = i.operands
     ln2 = g.k(complex(-LN2, 0), x)
-    p, m = _xla_cexp(g, g.add(x, ln2)), _xla_cexp(g, g.subtract(ln2, x))
+    p, m = g.exponential(g.add(x, ln2)), g.exponential(g.subtract(ln2, x))
     return g.subtract(p, m) if i.opcode == "chlo.sinh" else g.add(p, m)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.special
 
-from xlapy.ops import complex_chlo, lgamma_series
+from xlapy.ops import complex_chlo, complex_xla, lgamma_series
 from xlapy.ops.elementwise import (
     COMPLEX,
     FLOAT,
@@ -138,27 +138,16 @@ def _square(x: np.ndarray, et: ElementType) -> np.ndarray:
     return x * x  # type: ignore[no-any-return]
 
 
-def _xla_cexp(w: np.ndarray) -> np.ndarray:
-    """XLA's complex exp (chlo_lowering's twin): e^a (cos b, sin b), as (h cos b) h with
-    h = e^(a / 2) where e^a overflows; the imaginary part is 0 where b is."""
-    a, b = flush(w.real), flush(w.imag)
-    e = flush(np.exp(a.astype(np.float64)).astype(a.dtype))  # the exponential op's rounding
-    h = flush(np.exp((a * a.dtype.type(0.5)).astype(np.float64)).astype(a.dtype))
-    big = e == np.inf
-    parts = [np.where(big, flush(h * t) * h, e * t) for t in (flush(np.cos(b)), flush(np.sin(b)))]
-    return make_complex(flush(parts[0]), np.where(b == 0, b.dtype.type(0), flush(parts[1])),
-                        w.dtype)
-
-
 def _sinh_cosh(sub: bool) -> Any:
-    """sinh / cosh; complex: XLA's exp(z - ln 2) -+ exp(-ln 2 - z) (not numpy's: XLA's real
-    part of sinh(1e-8 + 0.06i) in f32 is 0, numpy's 1e-8)."""
+    """sinh / cosh; complex: XLA's exp(z - ln 2) -+ exp(-ln 2 - z) with XLA's complex exp
+    (ops/complex_xla.exp; not numpy's: XLA's real part of sinh(1e-8 + 0.06i) in f32 is 0,
+    numpy's 1e-8)."""
     def f(x: np.ndarray) -> np.ndarray:
         if x.dtype.kind != "c":
             return in_f64(np.sinh if sub else np.cosh)(x)  # type: ignore[no-any-return]
         ln2 = x.dtype.type(complex(-math.log(2), 0))
         with np.errstate(all="ignore"):
-            p, m = _xla_cexp(flush(x + ln2)), _xla_cexp(flush(ln2 - x))
+            p, m = complex_xla.exp(flush(x + ln2)), complex_xla.exp(flush(ln2 - x))
             return p - m if sub else p + m  # type: ignore[no-any-return]
     return f
 
