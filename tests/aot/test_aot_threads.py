@@ -86,3 +86,58 @@ def test_run_threaded_on_aarch64_under_qemu(tmp_path: Path) -> None:
     want = xlapy.compile(BIG, backend="interpreter")(*inputs["big_arm"])
     for g, t, r in zip(one, three, want):
         assert g.tobytes() == t.tobytes() and mismatch(g, r) is None
+
+
+COLUMN_SUM = """
+func.func @main(%x: tensor<4096x64xf32>) -> tensor<64xf32> {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %e = stablehlo.exponential %x : tensor<4096x64xf32>
+  %r = stablehlo.reduce(%e init: %z) applies stablehlo.add across dimensions = [0] : (tensor<4096x64xf32>, tensor<f32>) -> tensor<64xf32>
+  return %r : tensor<64xf32>
+}
+"""
+
+
+@gcc
+def test_kernels_the_backend_does_not_split_stay_whole(tmp_path: Path) -> None:
+    """A column sum is one partial-reduction kernel over the rows (not splittable: its
+    ranges would add into one output); split anyway it gave sums off by thousands."""
+    obj = aot_compile(COLUMN_SUM, name="colsum")
+    x = np.random.default_rng(0).standard_normal((4096, 64)).astype(np.float32)
+    exe = driver.build([obj], tmp_path)
+    one = driver.run([obj], {"colsum": [x]}, tmp_path, exe)["colsum"][0]
+    assert mismatch(one, xlapy.compile(COLUMN_SUM, backend="interpreter")(x)) is None
+    for n in (2, 4):
+        got = driver.run([obj], {"colsum": [x]}, tmp_path, exe, threads=n)["colsum"][0]
+        assert got.tobytes() == one.tobytes(), n
+
+
+ARGMAX = """
+func.func @main(%x: tensor<512x768xf32>) -> (tensor<512xf32>, tensor<512xi32>) {
+  %i = stablehlo.iota dim = 1 : tensor<512x768xi32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.reduce(%x init: %ninf), (%i init: %z) across dimensions = [1] : (tensor<512x768xf32>, tensor<512x768xi32>, tensor<f32>, tensor<i32>) -> (tensor<512xf32>, tensor<512xi32>)
+    reducer(%a: tensor<f32>, %c: tensor<f32>) (%b: tensor<i32>, %d: tensor<i32>) {
+      %gt = stablehlo.compare GT, %a, %c : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %v = stablehlo.select %gt, %a, %c : tensor<i1>, tensor<f32>
+      %j = stablehlo.select %gt, %b, %d : tensor<i1>, tensor<i32>
+      stablehlo.return %v, %j : tensor<f32>, tensor<i32>
+    }
+  return %r#0, %r#1 : tensor<512xf32>, tensor<512xi32>
+}
+"""
+
+
+@gcc
+def test_variadic_reduce_kernel_split(tmp_path: Path) -> None:
+    """A two-result reduce (a tuple kernel writing through its result cells) split over
+    threads: the one-thread values and indices."""
+    obj = aot_compile(ARGMAX, name="argmax")
+    assert set(threads.PTHREAD) <= set(obj.undefined)
+    x = np.random.default_rng(2).standard_normal((512, 768)).astype(np.float32)
+    exe = driver.build([obj], tmp_path)
+    one = driver.run([obj], {"argmax": [x]}, tmp_path, exe)["argmax"]
+    np.testing.assert_array_equal(one[1], np.argmax(x, axis=1))
+    got = driver.run([obj], {"argmax": [x]}, tmp_path, exe, threads=3)["argmax"]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(one, got))

@@ -250,9 +250,9 @@ class FunctionEmitter:
                 b.store(b.bitcast(self.table, I8P), b.gep(cells, [i64(0)]))
                 for j, o in enumerate(outs):
                     b.store(o, b.gep(cells, [i64(1 + j)]))
-                threads.call_kernel(self, fn, cells, spec.outer, instr)
+                threads.call_kernel(self, fn, cells, spec)
             else:
-                threads.call_kernel(self, fn, self.table, spec.outer, instr)
+                threads.call_kernel(self, fn, self.table, spec)
             return
         if op in ALIASING:
             return

@@ -2,9 +2,10 @@
 over POSIX threads.
 
 Every function of the object takes the thread count as its last argument (NAME_run passes
-1). A kernel call whose values hold at least PARALLEL_ELEMENTS elements is cut into
-min(num_threads, outer, MAX_THREADS) contiguous ranges of its outer loop (the JIT's split:
-kernels are written for `fn(table, lo, hi)` over any range); the caller runs the first range
+1). A kernel the cpu backend marks splittable (the JIT's thread pool splits it too; not a
+partial reduction, whose ranges would add into one output), of at least SPLIT_COST
+element-ops, is cut into min(num_threads, outer / align, MAX_THREADS) contiguous ranges of
+its outer loop at multiples of its `align`; the caller runs the first range
 and `pthread_create`s one thread per other range, joining them before the next thunk. A
 thread that cannot be created has its range run by the caller, so the result never depends
 on the thread count (each element is computed by the same code either way). Threads live
@@ -15,19 +16,18 @@ calling thread.
 
 from __future__ import annotations
 
-from math import prod
 from typing import Any
 
 from llvmlite import ir
 
 from xlapy.backends.cpu.llvm_util import I8P, I32, I64, KERNEL_TYPE, for_range, i64
-from xlapy.ir import Instruction
 
 #: Most threads one kernel call uses.
 MAX_THREADS = 64
-#: Elements (result and operands together) from which a kernel call is split: below it a
-#: thread's creation (tens of microseconds) costs more than the work it takes over.
-PARALLEL_ELEMENTS = 1 << 16
+#: Element-ops (kernels.Kernel.cost) from which a kernel call is split (CpuOptions'
+#: split_cost, the JIT pool's threshold; a thread's creation costs tens of microseconds,
+#: about what 2^18 element-ops take on one core).
+SPLIT_COST = 1 << 18
 #: The pthread functions an object with run_threaded needs (libc in glibc 2.34 and later,
 #: libpthread before: link with -pthread).
 PTHREAD = ("pthread_create", "pthread_join")
@@ -57,11 +57,11 @@ def _worker(mod: ir.Module) -> ir.Function:
     return fn
 
 
-def big(instr: Instruction) -> bool:
-    """Whether a kernel computing `instr` is worth splitting."""
-    shapes = [instr.shape] + [o.shape for o in instr.operands]
-    n = sum(prod(s.dimensions) for s in shapes if s.is_array)
-    return n >= PARALLEL_ELEMENTS
+def parts(spec: Any) -> int:
+    """How many ranges a kernel may be cut into at most (1: never split)."""
+    if not spec.splittable or spec.partial or spec.cost < SPLIT_COST:
+        return 1
+    return min(spec.outer // max(spec.align, 1), MAX_THREADS)
 
 
 def _slots(em: Any) -> tuple[ir.Value, ir.Value, ir.Value]:
@@ -78,16 +78,17 @@ def _slots(em: Any) -> tuple[ir.Value, ir.Value, ir.Value]:
     return got
 
 
-def call_kernel(em: Any, fn: ir.Function, table: ir.Value, outer: int,
-                instr: Instruction) -> None:
-    """fn(table, 0, outer), split over em.threads threads when worth it (module docstring)."""
+def call_kernel(em: Any, fn: ir.Function, table: ir.Value, spec: Any) -> None:
+    """fn(table, 0, spec.outer), split over em.threads threads when allowed and worth it
+    (module docstring)."""
     b = em.b
-    if outer < 2 or not big(instr):
+    outer, align, most = spec.outer, max(spec.align, 1), parts(spec)
+    if most < 2:
         b.call(fn, [table, i64(0), i64(outer)])
         return
     mod = b.module
     n = b.sext(em.threads, I64)
-    cap = i64(min(outer, MAX_THREADS))
+    cap = i64(most)
     n = b.select(b.icmp_signed(">", n, cap), cap, n)
     with b.if_else(b.icmp_signed(">", n, i64(1))) as (split, whole):
         with split:
@@ -98,8 +99,9 @@ def call_kernel(em: Any, fn: ir.Function, table: ir.Value, outer: int,
                 I32, [I64, I8P.as_pointer()]))
             worker = _worker(mod)
 
-            def cut(t: ir.Value) -> ir.Value:
-                return b.sdiv(b.mul(i64(outer), t), n)
+            def cut(t: ir.Value) -> ir.Value:  # range t starts here (outer for t = n)
+                at = b.mul(b.sdiv(b.mul(i64(outer // align), t), n), i64(align))
+                return b.select(b.icmp_signed("==", t, n), i64(outer), at)
 
             with for_range(b, i64(1), n, name="spawn") as t:
                 lo, hi = cut(t), cut(b.add(t, i64(1)))
@@ -122,4 +124,4 @@ def call_kernel(em: Any, fn: ir.Function, table: ir.Value, outer: int,
             b.call(fn, [table, i64(0), i64(outer)])
 
 
-__all__ = ["call_kernel", "big", "MAX_THREADS", "PARALLEL_ELEMENTS", "PTHREAD"]
+__all__ = ["call_kernel", "parts", "MAX_THREADS", "SPLIT_COST", "PTHREAD"]
