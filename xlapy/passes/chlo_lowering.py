@@ -217,20 +217,37 @@ def _lgamma(g: _G, x: I) -> I:
 
 
 def _lgamma_series(g: _G, x: I, other: I) -> I:
-    """On [0.5, 2.5] the Taylor series of ops/lgamma_series.py (the interpreter's too), as it
-    evaluates them: Lanczos' absolute accuracy is unbounded relative error at the zeros 1
-    and 2 (8.9e-16 for lgamma(2)) and ~10 ulp around the minimum."""
+    """On (0, 3.5] the Taylor series of ops/lgamma_series.py (the interpreter's too), as it
+    evaluates them (`pieces`: below 0.5 and above 2.5 shifted by one with a log): Lanczos'
+    absolute accuracy is unbounded relative error at the zeros 1 and 2 (8.9e-16 for
+    lgamma(2)), ~10 ulp around the minimum, 21 at 0.36 and 70 at 2.63."""
+    S = lgamma_series.SERIES
+    k = g.k
+
+    def within(v: I, lo: float, hi: float, open_: bool = False) -> I:
+        return g.op("and", g.cmp(v, k(lo, x), "GT" if open_ else "GE"),
+                    g.cmp(v, k(hi, x), "LT" if open_ else "LE"))
+
+    small = within(x, *lgamma_series.SMALL, open_=True)
+    up = g.op("and", g.cmp(x, k(lgamma_series.UP[0], x), "GT"),
+              g.cmp(x, k(lgamma_series.UP[1], x), "LE"))
+    u = g.select(up, g.subtract(x, k(1.0, x)), x)
+    zero = k(0.0, x)
+    log_u = g.select(up, g.log(g.clamp(k(1.0, x), u, k(3.0, x))), zero)
+    neg_log_x = g.negate(g.log(g.clamp(k(2.0 ** -1074, x), x, k(1.0, x))))
+    args = [(g.op("or", small, within(x, S[0][0], S[0][1])),
+             g.select(small, x, g.subtract(x, k(1.0, x))), g.select(small, neg_log_x, zero)),
+            (within(u, S[1][0], S[1][1], open_=True), g.subtract(u, k(S[1][2], x)), log_u),
+            (within(u, S[2][0], S[2][1]), g.subtract(u, k(2.0, x)), log_u)]
     out = other
-    for k, (lo, hi, c, c1h, c1l, yh, yl, cs) in enumerate(lgamma_series.SERIES):
-        t = g.subtract(g.clamp(g.k(lo, x), x, g.k(hi, x)), g.k(c, x))
-        s = g.multiply(t, g.k(134217729.0, x))  # 2^27 + 1: t = th + tl (Veltkamp)
+    for (inside, t, extra), (_, _, _, c1h, c1l, yh, yl, cs) in zip(args, S):
+        t = g.clamp(k(-1.0, x), t, k(1.0, x))  # finite arithmetic in the other lanes
+        s = g.multiply(t, k(134217729.0, x))  # 2^27 + 1: t = th + tl (Veltkamp)
         th = g.subtract(s, g.subtract(s, t))
         tl = g.subtract(t, th)
-        rest = g.add(g.add(g.add(g.multiply(tl, g.k(c1h, x)), g.multiply(t, g.k(c1l, x))),
-                           g.k(yl, x)), g.multiply(g.multiply(t, t), g.poly(t, cs[::-1])))
-        y = g.add(g.add(g.k(yh, x), g.multiply(th, g.k(c1h, x))), rest)
-        inside = g.op("and", g.cmp(x, g.k(lo, x), "GE" if k != 1 else "GT"),
-                        g.cmp(x, g.k(hi, x), "LE" if k != 1 else "LT"))
+        rest = g.add(g.add(g.add(g.multiply(tl, k(c1h, x)), g.multiply(t, k(c1l, x))),
+                           k(yl, x)), g.multiply(g.multiply(t, t), g.poly(t, cs[::-1])))
+        y = g.add(g.add(g.add(k(yh, x), g.multiply(th, k(c1h, x))), rest), extra)
         out = g.select(inside, y, out)
     return out
 
