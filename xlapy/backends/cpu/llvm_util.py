@@ -154,6 +154,9 @@ def module_texts(mod: ir.Module, groups: Sequence[Collection[str]]) -> tuple[str
                     ref = m.group(1) or m.group(2)
                     if ref in defined and ref not in keep:
                         todo.append(ref)
+            if len(keep) == len(defined):  # the whole module (one group: the common case)
+                out.append(whole)
+                continue
             body = [text for name, text, decl in values if decl or name in keep]
             out.append(module_text("\n".join(head + body + meta)))
         return whole, out

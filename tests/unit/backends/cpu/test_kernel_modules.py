@@ -48,6 +48,7 @@ def test_module_texts_splits_by_group_with_what_each_reaches() -> None:
         llvm.parse_assembly(text).verify()
     assert all(f'@"{n}"' in ab for n in ("a", "b", "helper")) and '@"c"' not in ab
     assert '@"c"' in c and '@"a"' not in c and '@"helper"' not in c
+    assert module_texts(mod, [["a", "b", "c"]]) == (whole, [whole])  # one group: printed once
 
 
 def test_explicit_kernels_skip_o3_beside_a_native_loop(monkeypatch: pytest.MonkeyPatch) -> None:
