@@ -20,8 +20,11 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   asin = 2 atan2(x, 1 + sqrt((1 - x)(1 + x))); acos = x == -1 ? pi :
   2 atan2(sqrt((1 - x)(1 + x)), 1 + x); atan = atan2(x, 1);
   erfc (f16/bf16/f32 only) = |x| < 1 ? 1 - erf(x) : Cephes' erfcf rational forms in 1/x^2;
-  erf_inv = Giles' single-precision polynomials (f64: his double-precision ones);
-  lgamma = Lanczos (g = 7, 9 terms) with log(pi / |sin(pi x)|) - lgamma(1 - x) below 1/2;
+  erf_inv = Giles' single-precision polynomials (f16/bf16; f32 and f64: his double-precision
+  ones with w = -(log1p(-|x|) + log1p(|x|)), not XLA's -log1p(-x^2), and a Newton step on
+  erf up to |x| = 0.7); lgamma = for x > 0 ops/lgamma_series.py (Taylor series around 1,
+  the minimum and 2, the recurrence, Stirling), else Lanczos (g = 7, 9 terms) with
+  log(pi / |sin(pi x)|) - lgamma(1 - x);
   digamma = the Lanczos form's derivative with psi(1 - x) - pi cot(pi x) below 1/2, NaN at
   the poles.
 Complex sinh / cosh are XLA's exp(z - ln 2) -+ exp(-ln 2 - z) on the complex exponential op

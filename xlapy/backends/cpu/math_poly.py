@@ -26,8 +26,8 @@ logistic       <= 1       <= 3       1 / (1 + exp(-x)) (f32: in f64)
 erf            <= 1       <= 1       Taylor below 1 (2/sqrt(pi) as hi + lo; f32: in
                                      f64), a Chebyshev fit of erfcx above
 sin, cos, tan  <= 1       <= 1       Cody-Waite by pi/2 below 2^20 (f32: in f64, the
-                                     polynomials too; f64 tan: double-doubles,
-                                     trig_dd.py), Payne-Hanek above
+                                     polynomials too; f64: 4-part pi/2 and
+                                     double-doubles, trig_dd.py), Payne-Hanek above
                                      (trig_reduce.py), taken only when a lane needs it;
                                      test_ulp_table.py
 =============  =========  =========  ==============================================
