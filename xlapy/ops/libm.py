@@ -1,5 +1,5 @@
-"""The C library's pow, atan2, cbrt (and exp, log, sin, cos, tanh, log1p, expm1 for XLA's
-complex formulas, ops/complex_xla.py) on arrays, one call an element.
+"""The C library's pow, atan2, cbrt (and log, sin, cos for XLA's complex formulas,
+ops/complex_xla.py) on arrays, one call an element.
 
 The cpu backend's kernels call libm for these (backends/cpu/elementwise_libm.py: powf/pow,
 atan2f/atan2, cbrtf/cbrt), and the reference must give the same bits on every machine.
@@ -21,11 +21,8 @@ import numpy as np
 
 #: op -> (f32 function, f64 function) in the C library.
 NAMES = {"power": ("powf", "pow"), "atan2": ("atan2f", "atan2"), "cbrt": ("cbrtf", "cbrt"),
-         "cos": ("cosf", "cos"), "sin": ("sinf", "sin"), "log": ("logf", "log"),
-         "exp": ("expf", "exp"), "tanh": ("tanhf", "tanh"), "log1p": ("log1pf", "log1p"),
-         "expm1": ("expm1f", "expm1")}
-_ARITY = {"power": 2, "atan2": 2, "cbrt": 1, "cos": 1, "sin": 1, "log": 1, "exp": 1,
-          "tanh": 1, "log1p": 1, "expm1": 1}
+         "cos": ("cosf", "cos"), "sin": ("sinf", "sin"), "log": ("logf", "log")}
+_ARITY = {"power": 2, "atan2": 2, "cbrt": 1, "cos": 1, "sin": 1, "log": 1}
 
 
 @functools.cache

@@ -142,3 +142,47 @@ def log1p(x: np.ndarray) -> np.ndarray:
         u = flush(x + t(1))
         large = log32(u) if x.dtype == np.float32 else flush(libm.call("log", u))
         return np.where(np.abs(x) < LOG1P_CUT[x.dtype], small, large)
+
+
+#: XLA CPU's tanh: x P(x^2) / Q(x^2) on x clamped to +-CLAMP (f32: 0 x^0-free P; bits,
+#: highest degree first; the f64 P and Q end in 1), x itself below TINY (f32 only), sign(x)
+#: at |x| >= 20.
+TANH = {
+    np.dtype(np.float32): dict(
+        clamp=0x40FFF644, tiny=4e-4,
+        p=(0xA59F25C0, 0x2A61337E, 0xAEBD37FF, 0x335C0041, 0x3779434A, 0x3A270DED, 0x3BA059DC),
+        q=(0x35A0D3D8, 0x38F895D6, 0x3B14AA05, 0x3BA059DD)),
+    np.dtype(np.float64): dict(
+        clamp=0x4031B6D58F246197, tiny=0.0,
+        p=(0x3B3F9F82E5D782DF, 0x3C2C3C836C04B4C8, 0x3CEC3379F905E662, 0x3D929AFF6C8EDD96,
+           0x3E2525A389DCE7C2, 0x3EA708819BE51CD9, 0x3F18996F4026A7FA, 0x3F787F80B957ED00,
+           0x3FC36FBA9B450E5A, 0x3FF0000000000000),
+        q=(0x3BBE8630CF903250, 0x3C90AABCA9A5FEA0, 0x3D4232981AA2BBA8, 0x3DDEE2F015EA8065,
+           0x3E681F1947C52304, 0x3EE26C82AB46D140, 0x3F4B2E7C4D488C04, 0x3FA1998830265B50,
+           0x3FDF0D32A2F7DC79, 0x3FF0000000000000)),
+}
+
+
+def bits(v: int, dt: np.dtype) -> np.floating:
+    return _f32(v) if dt == np.float32 else _f64(v)
+
+
+def tanh(x: np.ndarray) -> np.ndarray:
+    """XLA CPU's tanh (its IR: the rational form of `TANH`, each Horner step fused)."""
+    c = TANH[x.dtype]
+    t = x.dtype.type
+    with np.errstate(all="ignore"):
+        lim = bits(c["clamp"], x.dtype)
+        xc = np.where(x < -lim, -lim, np.where(x > lim, lim, x))
+        x2 = flush(xc * xc)
+        p = [bits(v, x.dtype) for v in c["p"]]
+        q = [bits(v, x.dtype) for v in c["q"]]
+        num = fma(x2, p[0], p[1])
+        for k in p[2:]:
+            num = fma(x2, num, k)
+        den = fma(x2, q[0], q[1])
+        for k in q[2:]:
+            den = fma(x2, den, k)
+        out = flush(flush(xc * num) / den)
+        out = np.where(np.abs(x) < t(c["tiny"]), x, out)
+        return np.where(np.abs(x) >= t(20), np.copysign(t(1), x), out)

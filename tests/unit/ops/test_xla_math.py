@@ -1,7 +1,8 @@
-"""ops/xla_math.py: XLA CPU's own exp, bit for bit against jax.jit(jnp.exp) (which runs the
-same inline polynomial), and the cpu backend's twins (backends/cpu/xla_math_emit.py) against
-it through complex pow (the only op that calls them; its f32 log is checked against XLA in
-tests/unit/ops/test_complex_xla.py and the jax_ulp_complex histogram)."""
+"""ops/xla_math.py: XLA CPU's own exp and tanh, bit for bit against jax.jit(jnp.exp) /
+jax.jit(jnp.tanh) (which run the same inline forms), and the cpu backend's twins
+(backends/cpu/xla_math_emit.py) against them through complex pow and expm1 (the ops that
+call them; the f32 log and the log1p are checked against XLA through complex log in
+tests/unit/ops/test_complex_xla_unary.py and the jax_ulp_complex histogram)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,20 @@ def test_exp_is_xla_cpus(dtype: type) -> None:
     assert not bad.any(), (x[bad][:5], got[bad][:5], want[bad][:5])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_is_xla_cpus(dtype: type) -> None:
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(15)
+    x = np.concatenate([[0.0, -0.0, np.inf, -np.inf, np.nan, 4e-4, -4e-4, 20.0, -20.0, 7.99,
+                         17.7, 1e-30], rng.uniform(-25, 25, 50000),
+                        rng.uniform(-1e-3, 1e-3, 5000)]).astype(dtype)
+    want = np.asarray(jax.jit(jax.numpy.tanh)(x))
+    got = xla_math.tanh(x)
+    bad = ~_same(got, want)
+    assert not bad.any(), (x[bad][:5], got[bad][:5], want[bad][:5])
+
+
 def test_log32_edges() -> None:
     x = np.array([0.0, -0.0, np.inf, -1.0, -np.inf, np.nan, 1.0, 2.0, 1e-45, 3.4e38],
                  np.float32)
@@ -49,8 +64,10 @@ def test_log32_edges() -> None:
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
-def test_cpu_twins_agree_through_power(dtype: type) -> None:
-    """Complex pow on both backends over exp's and log's whole range (|z|, d t spread)."""
+@pytest.mark.parametrize("op", ["power", "exponential_minus_one", "log"])
+def test_cpu_twins_agree(dtype: type, op: str) -> None:
+    """Complex pow, expm1 and log on both backends over exp's, tanh's, log's and log1p's
+    whole range (|z|, d t spread)."""
     import xlapy
 
     rng = np.random.default_rng(3)
@@ -60,11 +77,19 @@ def test_cpu_twins_agree_through_power(dtype: type) -> None:
     y = (rng.uniform(-3, 3, n) + 1j * rng.uniform(-300, 300, n)).astype(dtype)
     p = "f32" if dtype == np.complex64 else "f64"
     t = f"tensor<{n}xcomplex<{p}>>"
-    text = (f"func.func @main(%a: {t}, %b: {t}) -> {t} {{\n"
-            f"  %r = stablehlo.power %a, %b : {t}\n  return %r : {t}\n}}")
+    if op == "power":
+        text = (f"func.func @main(%a: {t}, %b: {t}) -> {t} {{\n"
+                f"  %r = stablehlo.power %a, %b : {t}\n  return %r : {t}\n}}")
+        args = [x, y]
+    else:
+        text = (f"func.func @main(%a: {t}) -> {t} {{\n"
+                f"  %r = stablehlo.{op} %a : {t}\n  return %r : {t}\n}}")
+        x = (rng.uniform(-3, 3, n) * 10.0 ** rng.integers(-8, 2, n) + 1j * y.imag).astype(dtype)
+        x[: n // 4] = x[: n // 4] * 0.01 + np.exp(1j * rng.uniform(-4, 4, n // 4)) - 1
+        args = [x]
     with np.errstate(all="ignore"):
-        got = np.asarray(xlapy.compile(text, backend="cpu")(x, y))
-        ref = np.asarray(xlapy.compile(text, backend="interpreter")(x, y))
+        got = np.asarray(xlapy.compile(text, backend="cpu")(*args))
+        ref = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
     for part in ("real", "imag"):
         bad = ~_same(getattr(got, part), getattr(ref, part))
         assert not bad.any(), (part, x[bad][:3], y[bad][:3], got[bad][:3], ref[bad][:3])

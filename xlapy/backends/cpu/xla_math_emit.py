@@ -140,3 +140,34 @@ def log1p(b: ir.IRBuilder, x: ir.Value, log_f64: ir.Function) -> ir.Value:
     cut = ir.Constant(t, float(LOG1P_CUT[np.dtype(np.float32 if f32 else np.float64)]))
     abs_x = intrinsic(b, f"llvm.fabs.{'f32' if f32 else 'f64'}", t, [x])
     return b.select(b.fcmp_ordered("<", abs_x, cut), small, large)
+
+
+def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """ops/xla_math.tanh."""
+    import numpy as np
+
+    from xlapy.ops.xla_math import TANH
+
+    t = x.type
+    f32 = t == F32
+    c = TANH[np.dtype(np.float32 if f32 else np.float64)]
+    cb = c32 if f32 else c64
+    lim = cb(c["clamp"])
+    neg_lim = ir.Constant(t, -lim.constant)
+    xc = b.select(b.fcmp_ordered("<", x, neg_lim), neg_lim, x)
+    xc = b.select(b.fcmp_ordered(">", xc, lim), lim, xc)
+    x2 = b.fmul(xc, xc)
+    p, q = [cb(v) for v in c["p"]], [cb(v) for v in c["q"]]
+    num = _fma(b, x2, p[0], p[1])
+    for k in p[2:]:
+        num = _fma(b, x2, num, k)
+    den = _fma(b, x2, q[0], q[1])
+    for k in q[2:]:
+        den = _fma(b, x2, den, k)
+    out = b.fdiv(b.fmul(xc, num), den)
+    sfx = "f32" if f32 else "f64"
+    ax = intrinsic(b, f"llvm.fabs.{sfx}", t, [x])
+    if c["tiny"]:
+        out = b.select(b.fcmp_ordered("<", ax, ir.Constant(t, c["tiny"])), x, out)
+    one = intrinsic(b, f"llvm.copysign.{sfx}", t, [ir.Constant(t, 1.0), x])
+    return b.select(b.fcmp_ordered(">=", ax, ir.Constant(t, 20.0)), one, out)
