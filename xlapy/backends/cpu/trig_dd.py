@@ -78,14 +78,17 @@ def sin_cos(m: Math, r: ir.Value, rl: ir.Value
 
 def tan(m: Math, r: ir.Value, rl: ir.Value, odd: ir.Value) -> ir.Value:
     """tan(r + rl) (odd: -cot) for |r| <= pi/4, to about 0.2 ulp before the last rounding:
-    q0 = n_hi / d_hi, then q0 + (rho + n_lo - q0 d_lo) / d_hi, rho = n_hi - q0 d_hi exactly."""
+    q0 = n_hi / d_hi, then q0 + (rho + n_lo - q0 d_lo) / d_hi, rho = n_hi - q0 d_hi exactly
+    (both divisions as products with 1 / d_hi: q0 is within an ulp or two of the quotient,
+    rho stays exact, and the correction's relative error is an ulp of a term ~2^-52 q0)."""
     b = m.b
     s_hi, s_lo, c_hi, c_lo = sin_cos(m, r, rl)
     n_hi = b.select(odd, b.fneg(c_hi), s_hi)
     n_lo = b.select(odd, b.fneg(c_lo), s_lo)
     d_hi = b.select(odd, s_hi, c_hi)
     d_lo = b.select(odd, s_lo, c_lo)
-    q0 = b.fdiv(n_hi, d_hi)
+    inv = b.fdiv(m.c(1.0), d_hi)  # one division: q0 need not be the rounded quotient
+    q0 = b.fmul(n_hi, inv)
     rho = m.fma(b.fneg(q0), d_hi, n_hi)
-    corr = b.fdiv(b.fsub(b.fadd(rho, n_lo), b.fmul(q0, d_lo)), d_hi)
+    corr = b.fmul(b.fsub(b.fadd(rho, n_lo), b.fmul(q0, d_lo)), inv)
     return b.fadd(q0, corr)
