@@ -70,10 +70,10 @@ def cmd_compile(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"-- {len(kernels)} kernel(s) built"
                   + (": " + ", ".join(f"{k} (root %{r})" for k, r in kernels) if kernels
                      else "") + "\n")
+        out.write(f"-- {phases.table()}\n")  # before the fusion lines, which end the output
         fusions = getattr(exe, "fusions", None)
         if fusions is not None:
             out.write(FUSION_HEADER + "\n" + "".join(f"{line}\n" for line in fusions()))
-        out.write(f"-- {phases.table()}\n")
     return 0
 
 
