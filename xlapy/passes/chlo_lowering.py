@@ -22,9 +22,9 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   erfc (f16/bf16/f32 only) = |x| < 1 ? 1 - erf(x) : Cephes' erfcf rational forms in 1/x^2;
   erf_inv = Giles' single-precision polynomials (f16/bf16; f32 and f64: his double-precision
   ones with w = -(log1p(-|x|) + log1p(|x|)), not XLA's -log1p(-x^2), and a Newton step on
-  erf up to |x| = 0.7); lgamma = for x > 0 ops/lgamma_series.py (Taylor series around 1,
-  the minimum and 2, the recurrence, Stirling), else Lanczos (g = 7, 9 terms) with
-  log(pi / |sin(pi x)|) - lgamma(1 - x);
+  erf up to |x| = 0.7, on erfc above: ops/erfcx_cheb.py); lgamma = for x > 0
+  ops/lgamma_series.py (Taylor series around 1, the minimum and 2, the recurrence,
+  Stirling), else Lanczos (g = 7, 9 terms) with log(pi / |sin(pi x)|) - lgamma(1 - x);
   digamma = the Lanczos form's derivative with psi(1 - x) - pi cot(pi x) below 1/2, NaN at
   the poles.
 Complex sinh / cosh are XLA's exp(z - ln 2) -+ exp(-ln 2 - z) on the complex exponential op
@@ -42,7 +42,7 @@ from collections.abc import Callable
 import numpy as np
 
 from xlapy.ir import Computation, Instruction, Module
-from xlapy.ops import lgamma_series
+from xlapy.ops import erfcx_cheb, lgamma_series
 from xlapy.ops.attrs import ComparisonType
 from xlapy.ops.base import OPS
 from xlapy.passes.hlo_builder import Emitter
@@ -344,12 +344,39 @@ def _erf_inv_f64(g: _G, x: I) -> I:
     edge = g.cmp(g.abs(x), g.k(1, x), "EQ")
     x0 = g.multiply(p, x)
     # One Newton step on erf(x0) = x where |x| <= 0.7 (3 ulp -> 1): there erf's rounding
-    # moves x1 by at most ~1.5 of its ulps; above, the residual would need an erfc accurate
-    # to an ulp (chlo.erfc f64 measures 35) and Giles' 4 ulp stay.
+    # moves x1 by at most ~1.5 of its ulps; above, erf rounds the residual away (its ulp is
+    # 1's): the step on erfc = exp(-x^2) erfcx (_erfcx_step).
     x1 = g.subtract(x0, g.multiply(g.subtract(g.erf(x0), x), g.multiply(
         g.k(math.sqrt(math.pi) / 2, x), g.exponential(g.multiply(x0, x0)))))
-    x0 = g.select(g.cmp(a, g.k(0.7, x), "LE"), x1, x0)
+    x0 = g.select(g.cmp(a, g.k(0.7, x), "LE"), x1, _erfcx_step(g, x0, a))
     return g.select(edge, g.multiply(x, g.k(math.inf, x)), x0)
+
+
+def _erfcx_step(g: _G, x0: I, a: I) -> I:
+    """ops/erfcx_cheb.newton_upper in HLO (|y| = a > 0.7; Giles' 4 ulp -> 2)."""
+    E = erfcx_cheb
+    k = g.k
+    ax = g.clamp(k(E.EDGES[0], x0), g.abs(x0), k(E.EDGES[-1], x0))
+    h = None
+    for c, lo, hi in zip(E.FITS, E.EDGES[:-1], E.EDGES[1:]):
+        t = g.divide(g.subtract(g.multiply(k(2.0, x0), g.clamp(k(lo, x0), ax, k(hi, x0))),
+                                k(hi + lo, x0)), k(hi - lo, x0))
+        t2 = g.add(t, t)
+        b1, b2 = k(0.0, x0), k(0.0, x0)
+        for ck in c[:0:-1]:
+            b1, b2 = g.add(g.subtract(g.multiply(t2, b1), b2), k(ck, x0)), b1
+        v = g.add(g.subtract(g.multiply(t, b1), b2), k(c[0], x0))
+        h = v if h is None else g.select(g.cmp(ax, k(lo, x0), "GE"), v, h)
+    sp = g.multiply(ax, k(E.SPLIT, x0))
+    hi_ = g.subtract(sp, g.subtract(sp, ax))
+    lo_ = g.subtract(ax, hi_)
+    p = g.multiply(ax, ax)
+    pe = g.add(g.add(g.subtract(g.multiply(hi_, hi_), p),
+                     g.multiply(g.multiply(k(2.0, x0), hi_), lo_)), g.multiply(lo_, lo_))
+    e = g.multiply(g.exponential(p), g.add(k(1.0, x0), pe))
+    corr = g.multiply(k(E.HALF_SQRT_PI, x0),
+                      g.subtract(h, g.multiply(g.subtract(k(1.0, x0), a), e)))
+    return g.select(g.cmp(x0, k(0.0, x0), "LT"), g.negate(g.add(ax, corr)), g.add(ax, corr))
 
 
 def _erf_inv_any(g: _G, x: I) -> I:
