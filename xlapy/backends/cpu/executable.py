@@ -418,21 +418,24 @@ class CpuExecutable(Calls, Introspection):
         pipeline, the others (native loops, gathers, transposes) with O3 and the loop
         vectorizer, each group as a module of its own: one such kernel put the whole module
         through O3 (the CNN's pooling kernel: 29 ms of LLVM optimization for its 4 kernels,
-        most of it on the convolution epilogues that need none). With idle CPUs the explicit
-        kernels are cut into modules of similar size and every module is compiled on a thread
-        of its own (parallel_compile.py); the code of each kernel is the same either way."""
-        explicit = [k for k in specs if k.explicit]
-        others = [k for k in specs if not k.explicit]
+        most of it on the convolution epilogues that need none). With idle CPUs each group is
+        cut into modules of similar size and every module is compiled on a thread of its own
+        (parallel_compile.py); the code of each kernel is the same either way."""
         n = parallel_compile.threads(self.options.num_threads) if len(specs) > 1 else 1
-        sizes = [sum(len(bb.instructions) for bb in mod.globals[k.name].blocks)
-                 for k in explicit]
-        groups = [[explicit[i] for i in r] for r in parallel_compile.chunks(sizes, n)
-                  if r] + ([others] if others else [])
+        groups: list[list[kernels.Kernel]] = []
+        lights: list[bool] = []
+        for explicit in (True, False):
+            kind = [k for k in specs if k.explicit == explicit]
+            sizes = [sum(len(bb.instructions) for bb in mod.globals[k.name].blocks)
+                     for k in kind]
+            for r in parallel_compile.chunks(sizes, n):
+                if r:
+                    groups.append([kind[i] for i in r])
+                    lights.append(explicit)
         whole, texts = module_texts(mod, [[k.name for k in g] for g in groups])
         self.kernel_ir = whole
-        modes = [(not others or group is not others,
-                  any(kernel_elements(k) >= self.options.small_kernel for k in group))
-                 for group in groups]
+        modes = [(lt, any(kernel_elements(k) >= self.options.small_kernel for k in group))
+                 for lt, group in zip(lights, groups)]
         keys = [cache.key(text, "light" if light else "" if vec else "novec")
                 for text, (light, vec) in zip(texts, modes)]
         objs = [cache.get(key) for key in keys]

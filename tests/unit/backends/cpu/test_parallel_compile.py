@@ -101,3 +101,48 @@ def test_a_forked_child_compiles_on_threads_of_its_own() -> None:
 
 def _child_objects(texts: list[str]) -> list[bytes]:
     return [obj for obj, _ in parallel_compile.compile_all([(t, True, True) for t in texts], 2)]
+
+
+POOLS = """
+func.func @main(%x: tensor<8x32x32x16xf32>)
+    -> (tensor<8x16x16x16xf32>, tensor<8x16x16x16xf32>, tensor<8x16x16x16xf32>) {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = "stablehlo.reduce_window"(%x, %ninf) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %r = stablehlo.maximum %a, %b : tensor<f32>
+    stablehlo.return %r : tensor<f32>
+  }) {window_dimensions = array<i64: 1, 2, 2, 1>, window_strides = array<i64: 1, 2, 2, 1>}
+     : (tensor<8x32x32x16xf32>, tensor<f32>) -> tensor<8x16x16x16xf32>
+  %s = "stablehlo.reduce_window"(%x, %zero) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %r = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %r : tensor<f32>
+  }) {window_dimensions = array<i64: 1, 3, 3, 1>, window_strides = array<i64: 1, 2, 2, 1>,
+      padding = dense<[[0, 0], [1, 1], [1, 1], [0, 0]]> : tensor<4x2xi64>}
+     : (tensor<8x32x32x16xf32>, tensor<f32>) -> tensor<8x16x16x16xf32>
+  %n = "stablehlo.reduce_window"(%x, %ninf) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %r = stablehlo.maximum %a, %b : tensor<f32>
+    stablehlo.return %r : tensor<f32>
+  }) {window_dimensions = array<i64: 1, 3, 3, 1>, window_strides = array<i64: 1, 2, 2, 1>,
+      padding = dense<[[0, 0], [1, 1], [1, 1], [0, 0]]> : tensor<4x2xi64>}
+     : (tensor<8x32x32x16xf32>, tensor<f32>) -> tensor<8x16x16x16xf32>
+  return %m, %s, %n : tensor<8x16x16x16xf32>, tensor<8x16x16x16xf32>, tensor<8x16x16x16xf32>
+}
+"""
+
+
+def test_o3_kernels_are_cut_into_modules_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: 1)
+    cache.clear_memory()
+    serial = xlapy.compile(POOLS, backend="cpu")
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: 2)
+    cache.clear_memory()
+    threaded = xlapy.compile(POOLS, backend="cpu")
+    assert [e.pipeline for e in serial._exe.engines] == ["O3"]
+    assert [e.pipeline for e in threaded._exe.engines] == ["O3", "O3"]
+    x = np.random.default_rng(4).standard_normal((8, 32, 32, 16)).astype(np.float32)
+    for got, want in zip(threaded(x), serial(x)):
+        np.testing.assert_array_equal(got, want)
