@@ -28,8 +28,9 @@ def multiply(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     before the fused one (XLA: no C99 recovery of inf * 0 NaNs; (inf + 0i)(inf + 0i) is
     inf + NaN i, as jax gives)."""
     a, b, c, d = x.real, x.imag, y.real, y.imag
-    bd, ad = flush(b * d), flush(a * d)
-    return make_complex(fma(a, c, -bd), fma(b, c, ad), x.dtype)
+    with np.errstate(all="ignore"):
+        bd, ad = flush(b * d), flush(a * d)
+        return make_complex(fma(a, c, -bd), fma(b, c, ad), x.dtype)
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -42,29 +43,30 @@ def divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     (|c| < |d|: r = c / d, else r = d / c; a NaN part takes the second), each `u v + w`
     fused; then, where both parts came out NaN, C99 Annex G's recovery of zero
     denominators, infinite numerators and infinite denominators (its sums fused too)."""
-    a, b, c, d = x.real, x.imag, y.real, y.imag
-    lt = np.abs(c) < np.abs(d)
-    r1, r2 = flush(c / d), flush(d / c)
-    den1, den2 = flush(fma(r1, c, d)), flush(fma(r2, d, c))
-    re = np.where(lt, flush(fma(r1, a, b)) / den1, flush(fma(r2, b, a)) / den2)
-    im = np.where(lt, flush(fma(r1, b, -a)) / den1, flush(fma(-r2, a, b)) / den2)
-    zero = np.zeros((), a.dtype)
-    inf = np.asarray(np.inf, a.dtype)
-    both_nan = np.isnan(re) & np.isnan(im)
-    # Zero denominator, numerator not NaN: infinities signed by c's sign and a, b.
-    zero_den = (c == 0) & (d == 0) & (~np.isnan(a) | ~np.isnan(b)) & both_nan
-    sinf = np.copysign(inf, c)
-    # Infinite numerator over a finite denominator.
-    inf_num = (np.isinf(a) | np.isinf(b)) & np.isfinite(c) & np.isfinite(d) & both_nan
-    ai, bi, ci, di = _unit(a), _unit(b), _unit(c), _unit(d)
-    # Finite numerator over an infinite denominator.
-    inf_den = np.isfinite(a) & np.isfinite(b) & (np.isinf(c) | np.isinf(d)) & both_nan
-    re = np.where(zero_den, sinf * a, np.where(
-        inf_num, inf * fma(ai, c, flush(bi * d)),
-        np.where(inf_den, zero * fma(a, ci, flush(b * di)), re)))
-    im = np.where(zero_den, sinf * b, np.where(
-        inf_num, inf * fma(bi, c, -flush(ai * d)),
-        np.where(inf_den, zero * fma(b, ci, -flush(a * di)), im)))
+    with np.errstate(all="ignore"):  # (inf * 0 and the like are the values)
+        a, b, c, d = x.real, x.imag, y.real, y.imag
+        lt = np.abs(c) < np.abs(d)
+        r1, r2 = flush(c / d), flush(d / c)
+        den1, den2 = flush(fma(r1, c, d)), flush(fma(r2, d, c))
+        re = np.where(lt, flush(fma(r1, a, b)) / den1, flush(fma(r2, b, a)) / den2)
+        im = np.where(lt, flush(fma(r1, b, -a)) / den1, flush(fma(-r2, a, b)) / den2)
+        zero = np.zeros((), a.dtype)
+        inf = np.asarray(np.inf, a.dtype)
+        both_nan = np.isnan(re) & np.isnan(im)
+        # Zero denominator, numerator not NaN: infinities signed by c's sign and a, b.
+        zero_den = (c == 0) & (d == 0) & (~np.isnan(a) | ~np.isnan(b)) & both_nan
+        sinf = np.copysign(inf, c)
+        # Infinite numerator over a finite denominator.
+        inf_num = (np.isinf(a) | np.isinf(b)) & np.isfinite(c) & np.isfinite(d) & both_nan
+        ai, bi, ci, di = _unit(a), _unit(b), _unit(c), _unit(d)
+        # Finite numerator over an infinite denominator.
+        inf_den = np.isfinite(a) & np.isfinite(b) & (np.isinf(c) | np.isinf(d)) & both_nan
+        re = np.where(zero_den, sinf * a, np.where(
+            inf_num, inf * fma(ai, c, flush(bi * d)),
+            np.where(inf_den, zero * fma(a, ci, flush(b * di)), re)))
+        im = np.where(zero_den, sinf * b, np.where(
+            inf_num, inf * fma(bi, c, -flush(ai * d)),
+            np.where(inf_den, zero * fma(b, ci, -flush(a * di)), im)))
     return make_complex(re, im, x.dtype)
 
 
