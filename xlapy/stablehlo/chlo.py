@@ -56,8 +56,8 @@ def _lgamma(x: np.ndarray) -> np.ndarray:
 
 def _erf_inv(x: np.ndarray) -> np.ndarray:
     """scipy's erfinv; f64 above |x| = 0.7 with a Newton step on erfc (ops/erfcx_cheb.py,
-    as the cpu lowering: 3 ulp -> 2)."""
-    out = scipy.special.erfinv(x)
+    as the cpu lowering: 3 ulp -> 2). erf_inv(-0) is -0 (scipy: +0; XLA's p x: -0)."""
+    out = np.where(x == 0, x, scipy.special.erfinv(x))
     if x.dtype == np.float64:
         up = np.abs(x) > 0.7
         if up.any():

@@ -280,3 +280,16 @@ def test_f64_lgamma_near_its_zeros_and_minimum() -> None:
     ref = _reference("chlo.lgamma", ET.F64, [x])
     for backend, g in _run("chlo.lgamma", ET.F64, [x]).items():
         assert int(ulp_difference(g, ref).max()) <= 2, backend
+
+
+def test_erf_inv_of_minus_zero_is_minus_zero() -> None:
+    """erf_inv is odd: -0 gives -0 on both backends (the interpreter's scipy gave +0; the
+    cpu lowering, XLA's p x, -0), in both denormal modes (a negative subnormal flushes
+    to -0 under ftz)."""
+    for t in (ET.F32, ET.F64):
+        x = np.array([-0.0, 0.0, -1e-40 if t is ET.F32 else -1e-310], t.dtype)
+        mod = module([Shape.array(t, x.shape)], lambda c, p: op(c, "chlo.erf_inv", p))
+        for mode in denormal.MODES:
+            for be in (InterpreterBackend(), CpuBackend()):
+                got = np.asarray(be.compile(mod, {"denormal": mode}).run([x]))
+                assert np.signbit(got).tolist() == [True, False, True], (t, mode, be)
