@@ -28,8 +28,10 @@ _EXACT = ("multiply", "divide", "cube", "inv2", "prod", "cumprod", "pow", "exp",
           "tanh", "tan", "sinh", "cosh", "sign", "square")
 #: function -> largest ulp bucket vs jax.jit.
 BOUND = {**{f: "0" for f in _EXACT}, "sqrt": "1", "log1p": "1", "log": "2",
-         **{f: "3-4" for f in ("asin", "acos", "asinh", "acosh", "atanh", "rsqrt", "sin",
-                               "cos")}}
+         **{f: "3-4" for f in ("asin", "acos", "asinh", "acosh", "atanh", "sin", "cos")},
+         # XLA refines x86's rsqrtss / rsqrt14 estimate (their bits differ between CPU
+         # vendors): 3-4 ulp measured on Intel, a bucket of slack for the others
+         "rsqrt": "5-16"}
 #: (function.part, dtype) -> how many results may be over 256 ulp away (XLA's atan2f of a
 #: denormal numerator, see above).
 DENORMAL_ATAN2 = {("asin.real", "complex64"): 1, ("asinh.imag", "complex64"): 1,
