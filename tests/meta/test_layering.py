@@ -10,8 +10,8 @@ PKG = ROOT / "xlapy"
 
 LAYERS = {
     "errors": 0, "phases": 0, "denormal": 1, "types": 1, "ops": 2, "ir": 3, "verify": 4,
-    "builder": 5, "stablehlo": 5, "hlo_text": 5, "passes": 6, "interpreter": 7, "backends": 8, "runtime": 9,
-    "aot": 9, "distributed": 10, "cli": 11,
+    "builder": 5, "stablehlo": 5, "hlo_text": 5, "passes": 6, "interpreter": 7, "backends": 8,
+    "runtime": 9, "aot": 9, "distributed": 10, "cli": 11,
 }
 # Top-level glue modules may import anything.
 FREE = {"__init__", "__main__", "api"}
