@@ -31,7 +31,8 @@ def _functions() -> None:
 
     FUNCTIONS.update({
         "acos": (jnp.arccos, 1), "asin": (jnp.arcsin, 1), "acosh": (jnp.arccosh, 1),
-        "asinh": (jnp.arcsinh, 1), "atanh": (jnp.arctanh, 1), "sin": (jnp.sin, 1),
+        "asinh": (jnp.arcsinh, 1), "atanh": (jnp.arctanh, 1), "atan": (jnp.arctan, 1),
+        "sin": (jnp.sin, 1),
         "cos": (jnp.cos, 1), "exp": (jnp.exp, 1), "expm1": (jnp.expm1, 1),
         "log": (jnp.log, 1), "log1p": (jnp.log1p, 1), "sinh": (jnp.sinh, 1),
         "cosh": (jnp.cosh, 1), "sqrt": (jnp.sqrt, 1), "rsqrt": (jax.lax.rsqrt, 1),

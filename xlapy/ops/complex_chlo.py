@@ -1,4 +1,4 @@
-"""Complex asin, acos, asinh, acosh and atanh as XLA computes them (its chlo legalization:
+"""Complex asin, acos, asinh, acosh, atanh and atan as XLA computes them (its chlo legalization:
 StableHLO's ChloDecompositionPatternsMath, generated from the `functional_algorithms`
 package), read off XLA's HLO for jax.jit(jnp.arcsin) & co. (`XLA_FLAGS=--xla_dump_to`).
 
@@ -12,7 +12,8 @@ each overflow- and cancellation-safe; the functions place them:
   negates the result where its real part is negative, in its own StableHLO);
 * atanh(z): sign(x) log1p(4 |x| / ((1 - |x|)^2 + y^2)) / 4 + i atan2(2y, (1 - |x|)(1 + |x|)
   - y^2) / 2 for moderate |x|, |y|; 1/|x| or 1/(x/y + y/x)/y (0 for infinite parts) in its
-  place for large ones, with i sign(y) pi / 2 there (sign(-0) = +1).
+  place for large ones, with i sign(y) pi / 2 there (sign(-0) = +1);
+* atan(z) = -i atanh(i z): atanh on (-Im z, Re z), parts swapped, the new imaginary negated.
 Signs test `< 0` (or `>= 0`), so a -0 part counts as positive: asin(inf - 0i) is
 pi/2 + inf i, where C99's (numpy's) is pi/2 - inf i. XLA's results, kept (jax users see
 them). The real functions are XLA's where it has its own (log1p, f32 log: ops/xla_math.py), libm's
@@ -149,8 +150,15 @@ def atanh(z: np.ndarray) -> np.ndarray:
     return make_complex(re, flush(im * t(0.5)), z.dtype)
 
 
+def atan(z: np.ndarray) -> np.ndarray:
+    """-i atanh(i z), as XLA (its HLO negates Im z and swaps the parts; no multiply)."""
+    a = atanh(make_complex(-z.imag, z.real, z.dtype))
+    return make_complex(a.imag, -a.real, z.dtype)
+
+
 #: chlo op name -> XLA's complex formula.
-FUNCTIONS = {"asin": asin, "acos": acos, "asinh": asinh, "acosh": acosh, "atanh": atanh}
+FUNCTIONS = {"asin": asin, "acos": acos, "asinh": asinh, "acosh": acosh, "atanh": atanh,
+             "atan": atan}
 
 
 def dispatch(name: str, real: Callable[[np.ndarray], np.ndarray]

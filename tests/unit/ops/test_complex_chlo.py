@@ -1,10 +1,10 @@
-"""Complex chlo.asin / acos / asinh / acosh / atanh as XLA computes them (ops/complex_chlo.py)
-and chlo.sinh / cosh (exp(z - ln 2) -+ exp(-ln 2 - z) on XLA's complex exp), on both
-backends: infinite, NaN, huge and tiny parts and the branch cuts (a -0 imaginary part
-counts as positive, as in XLA). Expected values are jax.jit's (jaxlib 0.10, x86-64);
-non-finite and zero parts must match exactly, finite ones within ULP[op] ulp (the inverse
-functions' real functions are correctly rounded here, XLA's approximations there; sinh and
-cosh are XLA's to the bit)."""
+"""Complex chlo.asin / acos / asinh / acosh / atanh / atan as XLA computes them
+(ops/complex_chlo.py) and chlo.sinh / cosh (exp(z - ln 2) -+ exp(-ln 2 - z) on XLA's
+complex exp), on both backends: infinite, NaN, huge and tiny parts and the branch cuts (a
+-0 imaginary part counts as positive, as in XLA). Expected values are jax.jit's (jaxlib
+0.10, x86-64); non-finite and zero parts must match exactly, finite ones within ULP[op]
+ulp (the inverse functions' real functions are correctly rounded here, XLA's
+approximations there; sinh and cosh are XLA's to the bit)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import xlapy
 
 inf, nan = np.inf, np.nan
 #: op -> the ulp bound on finite nonzero parts (0: bit-exact).
-ULP = {"asin": 4, "acos": 4, "asinh": 4, "acosh": 4, "atanh": 4, "sinh": 0, "cosh": 0}
+ULP = {"asin": 4, "acos": 4, "asinh": 4, "acosh": 4, "atanh": 4, "atan": 4, "sinh": 0,
+       "cosh": 0}
 
 _INPUTS = [
     complex(inf, -0.0), complex(-inf, -0.0), complex(0.0, nan), complex(3e+38, nan),
@@ -147,6 +148,27 @@ _WANT = {
         complex(-3.7245455049153224, -0.5118225699873845), complex(nan, nan),
         complex(1.543080634815244, -1.1752011936438017e-38),
     ],
+    ('atan', np.complex64): [
+        complex(1.5707963705062866, -0.0), complex(-1.5707963705062866, -0.0),
+        complex(1.5707963705062866, nan), complex(1.5707963705062866, nan),
+        complex(-1.5707963705062866, nan), complex(-1.5707963705062866, nan),
+        complex(-1.5707963705062866, 0.0), complex(-0.7853981852531433, -0.0),
+        complex(0.7853981852531433, 5.000000015855384e-31), complex(1.5707963705062866, -0.0),
+        complex(1.5707963705062866, 0.0), complex(0.48425450921058655, 0.20058661699295044),
+        complex(-1.4099210500717163, 0.2290726900100708), complex(-1.5707963705062866, nan),
+        complex(-0.7853981852531433, -0.0),
+    ],
+    ('atan', np.complex128): [
+        complex(1.5707963267948966, -0.0), complex(-1.5707963267948966, -0.0),
+        complex(1.5707963267948966, nan), complex(1.5707963267948966, nan),
+        complex(-1.5707963267948966, nan), complex(-1.5707963267948966, nan),
+        complex(-1.5707963267948966, 0.0), complex(-0.7853981633974483, -0.0),
+        complex(0.7853981633974483, 5e-31), complex(1.5707963267948966, -1e-90),
+        complex(1.5707963267948966, 0.0), complex(0.4842544903299662, 0.20058661813123432),
+        complex(-1.4099210495965755, 0.22907268296853878), complex(-1.5707963267948966, nan),
+        complex(-0.7853981633974483, 5e-39),
+    ],
+
 }
 
 

@@ -18,8 +18,10 @@ log, log1p, sqrt and tanh are XLA's formulas (complex_xla_emit.py, the twins of
 ops/complex_xla.py: FMA contraction explicit, XLA's own exp / log / log1p, libm's real
 functions in the part type); sin, cos and tan call glibc's C99 complex functions (what
 numpy calls), sign XLA's formula, logistic 1 / (1 + exp(-z)) with glibc's cexp and numpy's
-division; atan2, cbrt, rsqrt and remainder follow the interpreter's formulas step by step
-(cbrt's sin/cos are libm's; numpy's own f32 sin/cos may differ from them by an ulp).
+division; chlo.asin, acos, asinh, acosh, atanh and atan XLA's chlo decompositions
+(complex_chlo_emit.py, twins of ops/complex_chlo.py); atan2, cbrt, rsqrt and remainder
+follow the interpreter's formulas step by step (cbrt's sin/cos are libm's; numpy's own f32
+sin/cos may differ from them by an ulp).
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ from typing import Any
 
 from llvmlite import ir
 
+from xlapy.backends.cpu import complex_chlo_emit, target
 from xlapy.backends.cpu import complex_xla_emit as cx
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu import target
 from xlapy.backends.cpu.llvm_util import F32, F64, I32, intrinsic
 from xlapy.ir import Instruction
 from xlapy.ops.attrs import ComparisonDirection
@@ -210,6 +212,8 @@ def _transcendental(b: ir.IRBuilder, op: str, re: ir.Value, im: ir.Value) -> Par
     t = re.type
     if op == "exponential":
         return cx.cexp(b, re, im)
+    if op in complex_chlo_emit.OPS:
+        return complex_chlo_emit.emit(b, op, re, im)
     if op == "tanh":
         return cx.ctanh(b, re, im)
     if op == "log":
@@ -326,7 +330,8 @@ def fusible(instr: Instruction) -> bool:
     et = instr.operands[0].shape.element_type if instr.operands else None
     if et not in COMPLEX:
         return False
-    return op in BINARY or op in UNARY  # (_complex_call: the C99 ABI of x86-64 and aarch64)
+    # (_complex_call: the C99 ABI of x86-64 and aarch64)
+    return op in BINARY or op in UNARY or op in complex_chlo_emit.OPS
 
 
 def emit(b: ir.IRBuilder, instr: Instruction, args: Sequence[ir.Value]) -> ir.Value:
