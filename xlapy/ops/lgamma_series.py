@@ -69,6 +69,7 @@ SERIES: tuple[tuple[float, float, float, float, float, float, float, tuple[float
         3.1044247747322276e-11,)),
 )
 _SPLIT = 134217729.0  # 2^27 + 1
+CHUNK = 8  # `poly`'s chunk (a power of two)
 
 
 #: x in (0, 0.5) takes ONE at t = x: lgamma(x) = lgamma(1 + x) - log x (t exact).
@@ -91,9 +92,11 @@ def pieces(x: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         small = (x > SMALL[0]) & (x < SMALL[1])
         shift = (x > SHIFT[0]) & (x <= SHIFT[1])
         n = np.where(shift, np.ceil(x - SHIFT[0]), 0.0)
-        prod = np.ones_like(x)
-        for j in range(1, MAX_SHIFT + 1):
-            prod = np.where(n >= j, prod * (x - j), prod)
+        factors = [np.where(n >= j, x - j, 1.0) for j in range(1, MAX_SHIFT + 1)]
+        while len(factors) > 1:  # balanced: the cpu lowering's expression stays shallow
+            factors = [factors[i] * factors[i + 1] if i + 1 < len(factors) else factors[i]
+                       for i in range(0, len(factors), 2)]
+        prod = factors[0]
         u = x - n
         zero = np.zeros_like(x)
         log_p = np.where(shift, np.log(prod), zero)
@@ -115,16 +118,30 @@ def stirling(x: np.ndarray) -> np.ndarray:
         return (x - 0.5) * (np.log(x) - 1.0) + (W0 + z * p)  # type: ignore[no-any-return]
 
 
+def poly(t: np.ndarray, cs: tuple[float, ...], chunk: int = 8) -> np.ndarray:
+    """sum cs[i] t^i: Horner within chunks of `chunk` terms, then Horner over the chunks in
+    t^chunk (the cpu lowering's order: a shallow expression fuses into one kernel)."""
+    tc = t
+    for _ in range(chunk.bit_length() - 1):
+        tc = tc * tc
+    acc = None
+    for i in reversed(range(0, len(cs), chunk)):
+        part = cs[i:i + chunk]
+        q = np.full_like(t, part[-1])
+        for v in part[-2::-1]:
+            q = q * t + v
+        acc = q if acc is None else acc * tc + q
+    assert acc is not None
+    return acc
+
+
 def evaluate(t: np.ndarray, k: int) -> np.ndarray:
     """Series k at f64 t = x - center."""
     _, _, _, c1h, c1l, yh, yl, cs = SERIES[k]
     s = t * _SPLIT
     th = s - (s - t)
     tl = t - th
-    p = np.full_like(t, cs[-1])
-    for v in cs[-2::-1]:
-        p = p * t + v
-    rest = ((tl * c1h + t * c1l) + yl) + t * t * p
+    rest = ((tl * c1h + t * c1l) + yl) + t * t * poly(t, cs, CHUNK)
     return (yh + th * c1h) + rest  # type: ignore[no-any-return]
 
 

@@ -42,10 +42,9 @@ from collections.abc import Callable
 import numpy as np
 
 from xlapy.ir import Computation, Instruction, Module
-from xlapy.ops import erfcx_cheb, lgamma_series
 from xlapy.ops.attrs import ComparisonType
 from xlapy.ops.base import OPS
-from xlapy.passes import chlo_narrow
+from xlapy.passes import chlo_narrow, chlo_refine
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import Pass, sort_instructions
 from xlapy.types import ElementType, Shape
@@ -195,7 +194,7 @@ def _log_t(g: _G, z: I) -> tuple[I, I]:
     return t, g.add(g.k(math.log(gh), z), g.log_plus_one(g.divide(z, g.k(gh, z))))
 
 
-def _lgamma(g: _G, x: I) -> I:
+def _lgamma(g: _G, x: I, refine: bool = True) -> I:
     """XLA's lgamma: Lanczos for x >= 0.5, reflection log(pi / |sin(pi x)|) - lgamma(1 - x)
     below; +inf at +-inf and at the poles."""
     reflect, z = _lanczos_z(g, x)
@@ -215,56 +214,12 @@ def _lgamma(g: _G, x: I) -> I:
                     g.subtract(g.subtract(g.k(math.log(math.pi), x), denom), log_y),
                     g.negate(denom))
     out = g.select(reflect, refl, log_y)
-    if x.shape.element_type is ElementType.F64:  # (f32 computes in f64 too: _IN_F64)
-        out = _lgamma_series(g, x, out)
+    if x.shape.element_type is ElementType.F64 and refine:
+        out = chlo_refine.lgamma_series(g, x, out)
+    elif x.shape.element_type is ElementType.F64:  # an f32 result: Lanczos' 1e-16 is enough
+        one_or_two = g.op("or", g.cmp(x, g.k(1.0, x), "EQ"), g.cmp(x, g.k(2.0, x), "EQ"))
+        out = g.select(one_or_two, g.k(0.0, x), out)  # but at its zeros
     return g.select(g.cmp(ax, g.k(math.inf, x), "EQ"), g.k(math.inf, x), out)
-
-
-def _lgamma_series(g: _G, x: I, other: I) -> I:
-    """For x > 0 ops/lgamma_series.py's lgamma (the interpreter's), as it evaluates it:
-    Taylor series around 1, the minimum and 2, shifted there by the recurrence below 0.5
-    and up to 32, Stirling beyond. Lanczos (XLA's form) is accurate in absolute terms: its
-    relative error was unbounded at the zeros 1 and 2 (8.9e-16 for lgamma(2)), 21 ulp at
-    0.36, 70 at 2.63, 20 at 3.8, 12 at 4-30."""
-    L = lgamma_series
-    S = L.SERIES
-    k = g.k
-
-    def within(v: I, lo: float, hi: float, open_: bool = False) -> I:
-        return g.op("and", g.cmp(v, k(lo, x), "GT" if open_ else "GE"),
-                    g.cmp(v, k(hi, x), "LT" if open_ else "LE"))
-
-    small = within(x, *L.SMALL, open_=True)
-    shift = g.op("and", g.cmp(x, k(L.SHIFT[0], x), "GT"), g.cmp(x, k(L.SHIFT[1], x), "LE"))
-    n = g.select(shift, g.ceil(g.subtract(x, k(L.SHIFT[0], x))), k(0.0, x))
-    prod = k(1.0, x)
-    for j in range(1, L.MAX_SHIFT + 1):
-        prod = g.select(g.cmp(n, k(j, x), "GE"), g.multiply(prod, g.subtract(x, k(j, x))),
-                        prod)
-    u = g.subtract(x, n)
-    zero = k(0.0, x)
-    log_p = g.select(shift, g.log(prod), zero)
-    neg_log_x = g.negate(g.log(g.clamp(k(2.0 ** -1074, x), x, k(1.0, x))))
-    args = [(g.op("or", small, within(x, S[0][0], S[0][1])),
-             g.select(small, x, g.subtract(x, k(1.0, x))), g.select(small, neg_log_x, zero)),
-            (within(u, S[1][0], S[1][1], open_=True), g.subtract(u, k(S[1][2], x)), log_p),
-            (within(u, S[2][0], S[2][1]), g.subtract(u, k(2.0, x)), log_p)]
-    out = other
-    for (inside, t, extra), (_, _, _, c1h, c1l, yh, yl, cs) in zip(args, S):
-        t = g.clamp(k(-1.0, x), t, k(1.0, x))  # finite arithmetic in the other lanes
-        s = g.multiply(t, k(134217729.0, x))  # 2^27 + 1: t = th + tl (Veltkamp)
-        th = g.subtract(s, g.subtract(s, t))
-        tl = g.subtract(t, th)
-        rest = g.add(g.add(g.add(g.multiply(tl, k(c1h, x)), g.multiply(t, k(c1l, x))),
-                           k(yl, x)), g.multiply(g.multiply(t, t), g.poly(t, cs[::-1])))
-        y = g.add(g.add(g.add(k(yh, x), g.multiply(th, k(c1h, x))), rest), extra)
-        out = g.select(inside, y, out)
-    big = g.cmp(x, k(L.SHIFT[1], x), "GT")
-    xb = g.select(big, x, k(64.0, x))
-    z = g.divide(k(1.0, x), xb)
-    st = g.add(g.multiply(g.subtract(xb, k(0.5, x)), g.subtract(g.log(xb), k(1.0, x))),
-               g.add(k(L.W0, x), g.multiply(z, g.poly(g.multiply(z, z), L.STIRLING[::-1]))))
-    return g.select(big, st, out)
 
 
 def _digamma(g: _G, x: I) -> I:
@@ -318,7 +273,7 @@ _ERFINV64_C = (-2.7109920616438573243e-11, -2.5556418169965252055e-10,
                -0.00013871931833623122026, 1.0103004648645343977, 4.8499064014085844221)
 
 
-def _erf_inv_f64(g: _G, x: I) -> I:
+def _erf_inv_f64(g: _G, x: I, refine: bool = True) -> I:
     """Giles' polynomials in w = -log(1 - x^2), w taken as -(log1p(-|x|) + log1p(|x|)):
     XLA's -log1p(-x x) rounds x^2 first, a relative error of w growing as 1 / (1 - x^2)
     (erf_inv(0.9999999926727005) was 490447 ulp off, XLA's too)."""
@@ -327,57 +282,57 @@ def _erf_inv_f64(g: _G, x: I) -> I:
     lt625 = g.cmp(w, g.k(6.25, x), "LT")
     lt16 = g.cmp(w, g.k(16, x), "LT")
 
-    def coeff(i: int) -> I:
+    def coeff(i: int) -> I:  # Horner order (highest first); B and C start later
+        na, nb, nc = len(_ERFINV64_A), len(_ERFINV64_B), len(_ERFINV64_C)
         c = g.k(_ERFINV64_A[i], x)
-        if i < len(_ERFINV64_B):
-            c = g.select(lt625, c, g.k(_ERFINV64_B[i], x))
-        if i < len(_ERFINV64_C):
-            c = g.select(lt16, c, g.k(_ERFINV64_C[i], x))
+        if i < nb or refine:
+            vb = _ERFINV64_B[i - (na - nb)] if refine and i >= na - nb else \
+                _ERFINV64_B[i] if not refine else 0.0
+            c = g.select(lt625, c, g.k(vb, x))
+        if i < nc or refine:
+            vc = _ERFINV64_C[i - (na - nc)] if refine and i >= na - nc else \
+                _ERFINV64_C[i] if not refine else 0.0
+            c = g.select(lt16, c, g.k(vc, x))
         return c
 
     shift = g.select(lt16, g.k(3.25, x), g.k(5.0, x))
     w = g.select(lt625, g.subtract(w, g.k(3.125, x)), g.subtract(g.sqrt(w), shift))
-    p = coeff(0)
-    for i in range(1, len(_ERFINV64_A)):
-        step = g.add(coeff(i), g.multiply(p, w))
-        p = step if i < len(_ERFINV64_C) else \
-            g.select(lt16 if i < len(_ERFINV64_B) else lt625, step, p)
+    if refine:  # per-lane coefficients, the shorter series led by zeros, chunked (shallow)
+        p = _chunked_lanes(g, w, [coeff(i) for i in range(len(_ERFINV64_A))][::-1])
+    else:
+        p = coeff(0)
+        for i in range(1, len(_ERFINV64_A)):
+            step = g.add(coeff(i), g.multiply(p, w))
+            p = step if i < len(_ERFINV64_C) else \
+                g.select(lt16 if i < len(_ERFINV64_B) else lt625, step, p)
     edge = g.cmp(g.abs(x), g.k(1, x), "EQ")
     x0 = g.multiply(p, x)
+    if not refine:  # an f32 result: Giles' 4 f64 ulp are far below its rounding
+        return g.select(edge, g.multiply(x, g.k(math.inf, x)), x0)
     # One Newton step on erf(x0) = x where |x| <= 0.7 (3 ulp -> 1): there erf's rounding
     # moves x1 by at most ~1.5 of its ulps; above, erf rounds the residual away (its ulp is
-    # 1's): the step on erfc = exp(-x^2) erfcx (_erfcx_step).
+    # 1's): the step on erfc = exp(-x^2) erfcx (chlo_refine.erfcx_step).
     x1 = g.subtract(x0, g.multiply(g.subtract(g.erf(x0), x), g.multiply(
         g.k(math.sqrt(math.pi) / 2, x), g.exponential(g.multiply(x0, x0)))))
-    x0 = g.select(g.cmp(a, g.k(0.7, x), "LE"), x1, _erfcx_step(g, x0, a))
+    x0 = g.select(g.cmp(a, g.k(0.7, x), "LE"), x1, chlo_refine.erfcx_step(g, x0, a))
     return g.select(edge, g.multiply(x, g.k(math.inf, x)), x0)
 
 
-def _erfcx_step(g: _G, x0: I, a: I) -> I:
-    """ops/erfcx_cheb.newton_upper in HLO (|y| = a > 0.7; Giles' 4 ulp -> 2)."""
-    E = erfcx_cheb
-    k = g.k
-    ax = g.clamp(k(E.EDGES[0], x0), g.abs(x0), k(E.EDGES[-1], x0))
-    h = None
-    for c, lo, hi in zip(E.FITS, E.EDGES[:-1], E.EDGES[1:]):
-        t = g.divide(g.subtract(g.multiply(k(2.0, x0), g.clamp(k(lo, x0), ax, k(hi, x0))),
-                                k(hi + lo, x0)), k(hi - lo, x0))
-        t2 = g.add(t, t)
-        b1, b2 = k(0.0, x0), k(0.0, x0)
-        for ck in c[:0:-1]:
-            b1, b2 = g.add(g.subtract(g.multiply(t2, b1), b2), k(ck, x0)), b1
-        v = g.add(g.subtract(g.multiply(t, b1), b2), k(c[0], x0))
-        h = v if h is None else g.select(g.cmp(ax, k(lo, x0), "GE"), v, h)
-    sp = g.multiply(ax, k(E.SPLIT, x0))
-    hi_ = g.subtract(sp, g.subtract(sp, ax))
-    lo_ = g.subtract(ax, hi_)
-    p = g.multiply(ax, ax)
-    pe = g.add(g.add(g.subtract(g.multiply(hi_, hi_), p),
-                     g.multiply(g.multiply(k(2.0, x0), hi_), lo_)), g.multiply(lo_, lo_))
-    e = g.multiply(g.exponential(p), g.add(k(1.0, x0), pe))
-    corr = g.multiply(k(E.HALF_SQRT_PI, x0),
-                      g.subtract(h, g.multiply(g.subtract(k(1.0, x0), a), e)))
-    return g.select(g.cmp(x0, k(0.0, x0), "LT"), g.negate(g.add(ax, corr)), g.add(ax, corr))
+def _chunked_lanes(g: _G, w: I, cs: list[I], chunk: int = 8) -> I:
+    """sum cs[i] w^i (cs ascending, per-lane values) by Horner within chunks, then over the
+    chunks in w^chunk: a chain of ~2 chunk + 2 len / chunk, not 2 len."""
+    wc = w
+    for _ in range(chunk.bit_length() - 1):
+        wc = g.multiply(wc, wc)
+    acc = None
+    for j in reversed(range(0, len(cs), chunk)):
+        part = cs[j:j + chunk]
+        q = part[-1]
+        for c in part[-2::-1]:
+            q = g.add(g.multiply(q, w), c)
+        acc = q if acc is None else g.add(g.multiply(acc, wc), q)
+    assert acc is not None
+    return acc
 
 
 def _erf_inv_any(g: _G, x: I) -> I:
@@ -419,9 +374,18 @@ def _lower_real(g: _G, i: I, fn: Callable[[_G, I], I], f64: bool) -> I | None:
         return None
     wide = ElementType.F64 if et.bits == 32 and i.opcode in _IN_F64 else \
         ElementType.F32 if et.bits == 16 else None
+    if wide is ElementType.F64:
+        fn = _WIDE.get(i.opcode, fn)
     if wide is not None:
         return g.convert(fn(g, g.convert(x, new_element_type=wide)), new_element_type=et)
     return fn(g, x)
+
+
+#: f32 ops computed in f64 without the steps only an f64 result needs (Newton, series).
+_WIDE: dict[str, Callable[[_G, I], I]] = {
+    "chlo.lgamma": lambda g, x: _lgamma(g, x, refine=False),
+    "chlo.erf_inv": lambda g, x: _erf_inv_f64(g, x, refine=False),
+}
 
 
 def _inf_test(g: _G, i: I) -> I | None:
