@@ -408,7 +408,12 @@ def _not(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
 
 
 def _popcnt(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
-    return intrinsic(b, f"llvm.ctpop.{sfx(a[0].type)}", a[0].type, [a[0]])
+    """s2/s4: the bits of the 8-bit sign extension, wrapped (XLA CPU's, the interpreter's)."""
+    v = a[0]
+    if t in (ET.S2, ET.S4):
+        w = b.sext(v, like(v.type, I8))
+        return b.trunc(intrinsic(b, f"llvm.ctpop.{sfx(w.type)}", w.type, [w]), v.type)
+    return intrinsic(b, f"llvm.ctpop.{sfx(v.type)}", v.type, [v])
 
 
 def _clz(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
@@ -448,7 +453,7 @@ TABLE: dict[str, tuple[frozenset[ET], Emit]] = {
     "not": (_I | _P, _not),
     # s2/s4: the interpreter counts the bits of the 8-bit sign extension (XLA: of the 4
     # bits); left to it until the two agree.
-    "popcnt": (_I - {ET.S2, ET.S4}, _popcnt),
+    "popcnt": (_I, _popcnt),
     "count_leading_zeros": (_I, _clz),
     "exponential": (_F, _math("exp")),
     "log": (_F, _math("log")),

@@ -259,14 +259,16 @@ def test_f8_reduce_precision_and_bitcast(t: ET) -> None:
     assert (np.signbit(back.astype(np.float32)) == np.signbit(x[nan].astype(np.float32))).all()
 
 
-def test_signed_sub_byte_popcnt_falls_back() -> None:
-    """s4 popcnt: the interpreter counts the 8-bit sign extension's bits (XLA counts 4), so
-    the kernels leave it to the interpreter rather than differ from it."""
-    x = _every_value(ET.S4)
-    mod = module([Shape.array(ET.S4, x.shape)], lambda c, p: op(c, "popcnt", p))
+@pytest.mark.parametrize("t", [ET.S2, ET.S4], ids=str)
+def test_signed_sub_byte_popcnt_is_native(t: ET) -> None:
+    """s2/s4 popcnt: the bits of the 8-bit sign extension, wrapped to the type (the
+    interpreter's definition, XLA CPU's), now in the kernels; every value, with a long
+    enough array for the vector path."""
+    x = np.tile(_every_value(t), 16)
+    mod = module([Shape.array(t, x.shape)], lambda c, p: op(c, "popcnt", p))
     ref, got, exe = run_both(mod, [x])
-    np.testing.assert_array_equal(got, ref)
-    assert [o for _, o in exe.fallbacks()] == ["popcnt"]
+    np.testing.assert_array_equal(np.asarray(got).view(np.int8), np.asarray(ref).view(np.int8))
+    assert not exe.fallbacks()
 
 
 @pytest.mark.parametrize("s,t,shape", [(ET.PRED, ET.S64, (3, 64)), (ET.F64, ET.PRED, (3,)),
