@@ -9,7 +9,8 @@ the workload's tolerance) and the instructions that run on the interpreter insid
 backend (`fallbacks()`) are printed: a fallback is a bug to report, not a number to hide.
 Then xlapy and XLA run round-robin, one call each per round, so machine noise hits both alike;
 printed: min/median ms, xlapy/XLA (by min), GFLOP/s (dots, convolutions) or GB/s (bytes a
-memory-bound workload must move), and each side's compile time.
+memory-bound workload must move), each side's compile time, and each side's peak memory (xlapy:
+the arena of temporaries plus the outputs; XLA: its compiled memory analysis's peak).
 
 The header gives the CPU, its vector flags and measured references: f32 matmul GFLOP/s through
 XLA on one core (every thread of the process pinned to one cpu) and on all cores, and the
@@ -37,7 +38,7 @@ os.environ.setdefault("XLAPY_CACHE_DIR", "")  # cold compiles: time the real thi
 
 import numpy as np  # noqa: E402
 
-from benchmarks.jax_workloads import JAX_WORKLOADS, Case, rel_error  # noqa: E402
+from benchmarks.jax_workloads import JAX_WORKLOADS, Case, leaves, rel_error  # noqa: E402
 
 
 # ---- machine references ----------------------------------------------------------------------
@@ -150,11 +151,33 @@ def bench_one(name: str, reps: int, small: bool) -> dict[str, Any]:
         row["error"] = f"run: {type(e).__name__}: {e}"
         return row
     row["rel"] = rel_error(got, run_xla())
+    row["peak"] = (xlapy_peak_bytes(prog._exe, got), xla_peak_bytes(jc))
     row["ok"] = row["rel"] <= case.tol
     runners = {"xlapy": lambda: prog(*args), "xla": run_xla}
     times = round_robin(runners, reps)
     row["times"] = times
     return row
+
+
+def _arena_bytes(exe: Any) -> int:
+    """The cpu executable's arena and those of the computations it calls (while bodies,
+    branches: counted as if all were live at once, an upper bound)."""
+    plan = getattr(exe, "_arena_plan", None)
+    own = plan[1] if plan else 0
+    return int(own) + sum(_arena_bytes(sub) for _, sub in getattr(exe, "subexecs", []))
+
+
+def xlapy_peak_bytes(exe: Any, outputs: Any) -> int:
+    """Peak memory as the issue counts it: the arena of temporaries plus the outputs
+    (scratch a library call allocates for itself, e.g. BLAS packing, is not counted)."""
+    return _arena_bytes(exe) + sum(a.nbytes for a in leaves(outputs))
+
+
+def xla_peak_bytes(compiled: Any) -> int:
+    """XLA's own figure: peak_memory_in_bytes where jaxlib has it, else temps + outputs."""
+    m = compiled.memory_analysis()
+    peak = getattr(m, "peak_memory_in_bytes", 0)
+    return int(peak or m.temp_size_in_bytes + m.output_size_in_bytes)
 
 
 def warm_up() -> None:
@@ -180,7 +203,8 @@ def _rate(case: Case, seconds: float) -> str:
 def fmt_table(rows: list[dict[str, Any]]) -> str:
     head = (f"{'workload':15s} | {'xlapy min/med ms':>19s} | {'XLA min/med ms':>19s} | "
             f"{'xlapy/XLA':>9s} | {'xlapy rate':>15s} | {'XLA rate':>15s} | "
-            f"{'compile xlapy/XLA ms':>20s} | {'max rel err':>11s} | ok | fallbacks")
+            f"{'compile xlapy/XLA ms':>20s} | {'peak MB xlapy/XLA':>17s} | {'max rel err':>11s} | "
+            f"ok | fallbacks")
     lines = [head, "-" * len(head)]
     for r in rows:
         if r["times"] is None:
@@ -193,8 +217,9 @@ def fmt_table(rows: list[dict[str, Any]]) -> str:
         comp = f"{r['compile_xlapy'] * 1e3:8.1f}/{r['compile_xla'] * 1e3:8.1f}"
         ok = "yes" if r["ok"] else "NO "
         fb = len(r["fallbacks"])
+        peak = f"{r['peak'][0] / 2 ** 20:8.2f}/{r['peak'][1] / 2 ** 20:8.2f}"
         lines.append(f"{r['name']:15s} | {cells} | {ratio:9.3f} | {rates} | {comp:>20s} | "
-                     f"{r['rel']:11.2e} | {ok} | {fb}")
+                     f"{peak:>17s} | {r['rel']:11.2e} | {ok} | {fb}")
     return "\n".join(lines)
 
 
