@@ -28,6 +28,9 @@ ALLOWED: dict[str, str] = {
                                "set_dimension_size")},
     "custom_call": "a target registered at run time in RuntimeState.custom_calls (user Python "
                    "code); jaxlib's LAPACK targets are library thunks",
+    **{f"chlo.next_after:{t}": "steps the stored bits; there is no 6-bit integer type to "
+                               "bitcast f6 to (passes/chlo_lowering._next_after)"
+       for t in ("f6E2M3FN", "f6E3M2FN")},
 }
 
 

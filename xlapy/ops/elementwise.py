@@ -208,7 +208,19 @@ def from_compute(x: Any, t: ElementType, ftz: bool = True,
     # f32 denormals round to signed zero in f16/f8 anyway: only f32/f64/bf16 need the flush.
     if ftz and x.dtype.kind in "fc" and t not in _NO_F32_DENORMALS:
         x = flush(x, inplace=inplace)
-    return x.astype(t.dtype, copy=False)
+    return to_saturating(x, t) if t in SATURATING else x.astype(t.dtype, copy=False)
+
+
+#: The MX floats with neither inf nor NaN: out-of-range values saturate (ml_dtypes, XLA).
+SATURATING = frozenset({ElementType.F4E2M1FN, ElementType.F6E2M3FN, ElementType.F6E3M2FN})
+
+
+def to_saturating(x: np.ndarray, t: ElementType) -> np.ndarray:
+    """A float array as a SATURATING type: a NaN becomes -0, whatever its sign, as XLA CPU
+    stores it (jax.jit: sqrt(-1) and log(-1) in f4e2m1fn are -0; ml_dtypes' astype puts
+    the NaN's opposite sign on the zero, which would make results depend on NaN signs)."""
+    x = np.where(np.isnan(x), x.dtype.type(-0.0), x) if x.dtype.kind == "f" else x
+    return x.astype(t.dtype)
 
 
 # ---- unary and binary table rows -------------------------------------------------------------

@@ -15,7 +15,15 @@ import ml_dtypes
 import numpy as np
 
 from xlapy.ops.base import EvalContext, OpDef, Region, check, register
-from xlapy.ops.elementwise import etype, flush, from_bits, to_bits, wrap_int
+from xlapy.ops.elementwise import (
+    SATURATING,
+    etype,
+    flush,
+    from_bits,
+    to_bits,
+    to_saturating,
+    wrap_int,
+)
 from xlapy.types import ElementType, Shape
 
 _F32, _F64, _BF16 = ElementType.F32, ElementType.F64, ElementType.BF16
@@ -85,7 +93,8 @@ def convert_array(x: np.ndarray, t: ElementType) -> np.ndarray:
         return _float_to_int(v, t)  # denormals truncate to 0 with or without DAZ
     if t.is_float and t.bits < 16 or t == ElementType.F16:
         # f32 denormals round to signed zero in f16/f8 anyway: no flush needed.
-        return (v.astype(np.float32) if s == _F64 else v).astype(t.dtype)
+        v = v.astype(np.float32) if s == _F64 else v
+        return to_saturating(v, t) if t in SATURATING else v.astype(t.dtype)
     if s in (_F32, _F64, _BF16):
         v = flush(v, inplace=v is not x)
     if s == _F64 and t.bits < 32:

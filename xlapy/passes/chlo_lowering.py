@@ -404,7 +404,8 @@ def _conj(g: _G, i: I) -> I | None:
     return g.complex(g.real(x), g.negate(g.imag(x)))
 
 
-_UINT = {8: ElementType.U8, 16: ElementType.U16, 32: ElementType.U32, 64: ElementType.U64}
+_UINT = {4: ElementType.U4, 8: ElementType.U8, 16: ElementType.U16, 32: ElementType.U32,
+         64: ElementType.U64}
 
 
 def _next_after(g: _G, i: I) -> I | None:

@@ -1,4 +1,4 @@
-"""chlo element-wise ops on f8 values computed in f32 and rounded back (chlo_lowering's
+"""chlo element-wise ops on f8 / f6 / f4 values computed in f32 and rounded back (chlo_lowering's
 first rule): the interpreter evaluates them so (ops/elementwise.to_compute / from_compute:
 f8 -> f32 exactly, the row in f32, one rounding back), so the rewrite changes no value as
 long as the f32 op's lowering matches the interpreter's f32 result (tested on every f8
@@ -15,21 +15,26 @@ from xlapy.ops.elementwise import ElementwiseOp
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.types import ElementType
 
+#: Infinity tests: on f4/f6 (no inf) they test the exact f32 value, since the +-inf
+#: constant their lowering compares with would saturate to the largest value.
+_INF_TESTS = frozenset({"chlo.is_inf", "chlo.is_pos_inf", "chlo.is_neg_inf"})
+
 
 def in_f32(i: Instruction) -> bool:
-    """An f8 value-level element-wise chlo op: not the bit-level (`raw`) rows next_after,
-    is_inf, conj; not f8e8m0fnu, whose converts are not native yet."""
+    """An f8 / f6 / f4 value-level element-wise chlo op (not the bit-level `raw` rows
+    next_after, conj; is_inf and co. on f4/f6 only), not f8e8m0fnu (no native converts)."""
     spec = OPS.get(i.opcode)
     et = i.operands[0].shape.element_type if i.operands else None
-    return (i.opcode.startswith("chlo.") and isinstance(spec, ElementwiseOp) and not spec.raw
-            and et is not None and et.is_float and et.bits == 8
-            and et is not ElementType.F8E8M0FNU)
+    if not (i.opcode.startswith("chlo.") and isinstance(spec, ElementwiseOp) and et is not None
+            and et.is_float and et.bits <= 8 and et is not ElementType.F8E8M0FNU):
+        return False
+    return not spec.raw or (i.opcode in _INF_TESTS and et.bits < 8)
 
 
 def widen(g: Emitter, i: Instruction,
           lower: Callable[[Instruction], Instruction | None]) -> Instruction:
-    """convert(op(convert(operands, f32)), f8); `lower` rewrites the f32 op where it can
-    (None: it stays a chlo op for a later pass)."""
+    """convert(op(convert(operands, f32)), f8) (pred results as they are); `lower` rewrites
+    the f32 op where it can (None: it stays a chlo op for a later pass)."""
     et = i.operands[0].shape.element_type
     inner = g.op(i.opcode, *(g.convert(o, new_element_type=ElementType.F32)
                              for o in i.operands))
@@ -37,4 +42,6 @@ def widen(g: Emitter, i: Instruction,
     if new is not None:
         g.comp.remove(inner)
         inner = new
+    if not inner.shape.element_type.is_float:
+        return inner
     return g.convert(inner, new_element_type=et)

@@ -8,11 +8,11 @@ of every non-bit-level op are flushed explicitly (`flush`), which is XLA CPU's D
 letting DAZ touch selects and copies. In the `ieee` denormal mode (xlapy.denormal) kernels
 clear FTZ/DAZ and `flush` is the identity.
 
-f8 types compute in f32 like bf16/f16 and s2/s4/u2/u4 as i2/i4, each stored in one byte
-(elementwise_bits.py). Complex values (c64/c128, not in `SUPPORTED`) are {re, im} structs
-whose ops elementwise_complex.py emits (the hooks here give their types and constants).
-Other element types (f4/f6, f8e8m0fnu) and (op, type) pairs missing from the tables are not
-compiled: the backend runs those instructions through the interpreter.
+f8 types (and the MX f4e2m1fn, f6e2m3fn, f6e3m2fn: `F8`) compute in f32 like bf16/f16 and
+s2/s4/u2/u4 as i2/i4, each stored in one byte (elementwise_bits.py). Complex values
+(c64/c128, not in `SUPPORTED`) are {re, im} structs whose ops elementwise_complex.py emits
+(the hooks here give their types and constants). f8e8m0fnu and (op, type) pairs missing from
+the tables are not compiled: the backend runs those instructions through the interpreter.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ from xlapy.backends.cpu.math_poly import Math
 from xlapy.ops.attrs import ComparisonDirection, ComparisonType
 from xlapy.types import ElementType as ET
 
-#: 8-bit floats (f32 compute, one byte stored; elementwise_bits.py) and sub-byte integers
+#: 8-bit and MX floats (f32 compute, one byte stored; elementwise_bits.py) and sub-byte ints
 #: (iN compute, one byte stored).
 F8 = frozenset({ET.F8E4M3FN, ET.F8E5M2, ET.F8E4M3FNUZ, ET.F8E5M2FNUZ, ET.F8E4M3B11FNUZ,
-                ET.F8E4M3, ET.F8E3M4})
+                ET.F8E4M3, ET.F8E3M4, ET.F4E2M1FN, ET.F6E2M3FN, ET.F6E3M2FN})
 SMALL_INTS = frozenset({ET.S2, ET.S4, ET.U2, ET.U4})
 FLOATS = frozenset({ET.BF16, ET.F16, ET.F32, ET.F64}) | F8
 INTS = frozenset({ET.S8, ET.S16, ET.S32, ET.S64, ET.U8, ET.U16, ET.U32, ET.U64}) | SMALL_INTS

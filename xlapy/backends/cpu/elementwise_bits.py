@@ -9,7 +9,10 @@ overflow to inf, "fn" types to NaN, "fnuz" types to their one NaN and have no -0
 decodes to the quiet f32 NaN of its sign, as in ml_dtypes, so the NaN payloads of the
 IEEE-like f8 types (e5m2, e4m3, e3m4: several NaN codes) come back canonical from any
 kernel, data movement included; the fn/fnuz types have one NaN (per sign) and are exact.
-f4/f6 (saturating, no NaN) and f8e8m0fnu (no sign, no zero) are not compiled.
+The MX types f4e2m1fn, f6e2m3fn and f6e3m2fn ("sat": no inf, no NaN, the sign in their top
+bit, one byte in memory) compute in f32 the same way: out-of-range values and infinities
+saturate to the largest magnitude, and a NaN stores as -0 (XLA's rule, which the
+interpreter follows: ops/elementwise.to_saturating). f8e8m0fnu (no sign, no zero) is not compiled.
 s2/s4/u2/u4 compute as i2/i4 (arithmetic wraps as the interpreter's 8-bit compute does
 after its wrap) and are stored as the low bits of one byte, the upper bits zero (ml_dtypes).
 
@@ -72,7 +75,8 @@ def to_bits(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
     if t.is_integer or t is ET.PRED:
         return v
     if t in F8:
-        return f8_encode(b, v, t)
+        u = f8_encode(b, v, t)
+        return u if t.bits == 8 else b.trunc(u, like(v.type, ir.IntType(t.bits)))
     if t is ET.BF16:
         wide = b.bitcast(v, like(v.type, I32))
         return b.trunc(b.lshr(wide, splat(wide.type, 16)), like(v.type, I16))
@@ -85,6 +89,8 @@ def from_bits(b: ir.IRBuilder, u: ir.Value, t: ET) -> ir.Value:
     """The compute value of type `t` stored as bits `u`."""
     if t.is_integer or t is ET.PRED:
         return u
+    if t in F8 and t.bits < 8:
+        u = b.zext(u, like(u.type, I8))
     if t is ET.BF16 or t in F8:
         return ew.from_storage(b, u, t)
     if t is ET.F16:
@@ -164,7 +170,9 @@ def emit(b: ir.IRBuilder, instr: Instruction, idx: Sequence[ir.Value],
 F8 = {ET.F8E4M3FN: (4, 3, 7, "fn"), ET.F8E5M2: (5, 2, 15, "ieee"),
       ET.F8E4M3FNUZ: (4, 3, 8, "fnuz"), ET.F8E5M2FNUZ: (5, 2, 16, "fnuz"),
       ET.F8E4M3B11FNUZ: (4, 3, 11, "fnuz"), ET.F8E4M3: (4, 3, 7, "ieee"),
-      ET.F8E3M4: (3, 4, 3, "ieee")}
+      ET.F8E3M4: (3, 4, 3, "ieee"),
+      ET.F4E2M1FN: (2, 1, 1, "sat"), ET.F6E2M3FN: (2, 3, 1, "sat"),
+      ET.F6E3M2FN: (3, 2, 3, "sat")}
 assert set(F8) == ew.F8
 
 
@@ -183,7 +191,8 @@ def f8_decode(b: ir.IRBuilder, u: ir.Value, t: ET) -> ir.Value:
     def c(v: int) -> ir.Constant:
         return splat(it, v)
 
-    sign = b.shl(b.and_(w, c(0x80)), c(24))
+    top = e + m  # the sign bit
+    sign = b.shl(b.and_(w, c(1 << top)), c(31 - top))
     ex = b.and_(b.lshr(w, c(m)), c((1 << e) - 1))
     man = b.and_(w, c((1 << m) - 1))
     normal = b.or_(b.shl(b.add(ex, c(127 - bias)), c(23)), b.shl(man, c(23 - m)))
@@ -197,6 +206,8 @@ def f8_decode(b: ir.IRBuilder, u: ir.Value, t: ET) -> ir.Value:
         mag = b.select(top, special, mag)
     elif kind == "fn":
         mag = b.select(b.icmp_unsigned("==", b.and_(w, c(0x7F)), c(0x7F)), nan, mag)
+    elif kind == "sat":  # every code is a finite value
+        pass
     else:  # fnuz: 0x80 is the NaN (ml_dtypes decodes it with the sign set)
         mag = b.select(b.icmp_unsigned("==", w, c(0x80)), nan, mag)
     return b.bitcast(b.or_(sign, mag), ft)
@@ -234,6 +245,12 @@ def f8_encode(b: ir.IRBuilder, x: ir.Value, t: ET) -> ir.Value:
         q = b.select(is_nan, nan, q)
     elif kind == "fn":
         q = b.select(b.icmp_unsigned(">", q, c(0x7E)), nan, q)  # inf, NaN, overflow
+    elif kind == "sat":  # inf and overflow: the largest; NaN: -0 (ops/elementwise.SATURATING)
+        top = (1 << (e + m)) - 1
+        q = b.select(b.icmp_unsigned(">", q, c(top)), c(top), q)
+        q = b.select(is_nan, c(0), q)
+        sign = b.select(is_nan, c(1), sign)
+        return b.trunc(b.or_(q, b.shl(sign, c(e + m))), like(x.type, I8))
     else:
         over = b.or_(b.icmp_unsigned(">", q, c(0x7F)), is_nan)
         sign = b.select(b.or_(over, b.icmp_unsigned("==", q, c(0))), c(0), sign)  # no -0

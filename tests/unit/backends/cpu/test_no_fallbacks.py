@@ -3,11 +3,11 @@ the cpu backend with no interpreter fallback outside tests/fallbacks.py's ALLOWE
 13: a fallback is a missing feature). One small module per (op, type); a new op or type
 without a kernel fails here, by name.
 
-The MX / small float types (f4e2m1fn, f6e2m3fn, f6e3m2fn, f8e8m0fnu) have no kernel
-storage yet (elementwise.SUPPORTED: every op on them falls back, converts included); they
-are listed in NOT_NATIVE and checked to still fall back on `add`, so that making them
-native shows up here as a test to update (chlo.conj, identity on reals, is native for them:
-no instruction remains)."""
+f8e8m0fnu (no sign, no zero: a power of two or NaN) has no kernel storage yet
+(elementwise.SUPPORTED: every op on it falls back, converts included); it is listed in
+NOT_NATIVE and checked to still fall back on `add`, so that making it native shows up here
+as a test to update (chlo.conj, identity on reals, is native for it: no instruction
+remains). The other MX types (f4e2m1fn, f6e2m3fn, f6e3m2fn) are native (test_mx_types.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from xlapy.types import ElementType as ET
 from xlapy.types import Shape
 
 #: Types no cpu kernel stores yet (see the module docstring).
-NOT_NATIVE = frozenset({ET.F4E2M1FN, ET.F6E2M3FN, ET.F6E3M2FN, ET.F8E8M0FNU})
+NOT_NATIVE = frozenset({ET.F8E8M0FNU})
 ELEMENTWISE = sorted(name for name, d in OPS.items() if isinstance(d, ElementwiseOp))
 
 
