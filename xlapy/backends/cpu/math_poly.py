@@ -332,7 +332,7 @@ class Math:
         large = b.select(b.fcmp_ordered(">=", ax, self.c(top)), self.c(1.0), large)
         large = self.bin("copysign", large, x)
         out = b.select(b.fcmp_ordered("<", ax, self.c(1.0)), small, large)
-        return self.select_nan(x, out)
+        return self.keep_zero(x, self.select_nan(x, out))
 
     def _reduce(self, x: ir.Value) -> tuple[Math, ir.Value, ir.Value, ir.Value]:
         """(m, r, rl, q): x = q pi/2 + r + rl, r in f64 (f32 too: the f64 evaluation of the
@@ -419,8 +419,12 @@ class Math:
             out.append(phi)
         return out[0], out[1], out[2]
 
+    def keep_zero(self, x: ir.Value, v: ir.Value) -> ir.Value:
+        """x where x is +-0 (an odd function's zero keeps its sign: sin(-0) = -0), else v."""
+        return self.b.select(self.b.fcmp_ordered("==", x, self.c(0.0)), x, v)
+
     def sin(self, x: ir.Value) -> ir.Value:
-        return self._sincos(x, False)
+        return self.keep_zero(x, self._sincos(x, False))
 
     def cos(self, x: ir.Value) -> ir.Value:
         return self._sincos(x, True)
@@ -437,7 +441,7 @@ class Math:
         s, c = self._sin_cos_poly(m, r)
         num, den = b.select(odd, b.fneg(c), s), b.select(odd, s, c)
         # 1 / den to 2^-28 suffices (den is nonzero: r = 0 only at x = 0, an even q)
-        return self._finish(x, b.fmul(num, m.recip28(den)))
+        return self.keep_zero(x, self._finish(x, b.fmul(num, m.recip28(den))))
 
 
 # ---- coefficients --------------------------------------------------------------------------------

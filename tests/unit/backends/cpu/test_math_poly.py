@@ -79,3 +79,21 @@ def test_tanh_f32_edges() -> None:
     assert got[6:13].tolist() == [1.0, 1.0, 1.0, -1.0, 1.0, 1.0, -1.0] and np.isnan(got[13])
     assert np.all(np.abs(got[np.isfinite(got)]) <= 1.0)
     assert np.array_equal(neg[~np.isnan(x)], -got[~np.isnan(x)])
+
+
+_ODD = ["sine", "tan", "erf", "tanh", "chlo.sinh", "chlo.asin", "chlo.atan", "chlo.asinh",
+        "chlo.atanh", "chlo.erf_inv", "exponential_minus_one", "log_plus_one", "cbrt", "sqrt"]
+
+
+@pytest.mark.parametrize("t", [ET.F32, ET.F64, ET.F16, ET.BF16], ids=str)
+def test_odd_functions_keep_the_sign_of_zero(t: ET) -> None:
+    """f(-0) = -0 for the functions odd at 0 (IEEE, jax.jit(jnp.sin)(-0.) is -0): the cpu
+    gave +0 for sine, tan and erf (their polynomials add +0 terms), the interpreter -0."""
+    x = np.array([-0.0, 0.0], np.float64).astype(t.dtype)
+    mod = module([Shape.array(t, x.shape)], lambda c, p: [op(c, n, p) for n in _ODD])
+    ref, got, exe = run_both(mod, [x])
+    assert not exe.fallbacks(), exe.explain()
+    for n, r, g in zip(_ODD, ref, got):
+        for backend, v in (("interpreter", r), ("cpu", g)):
+            v = v.astype(np.float64)
+            assert (v == 0).all() and list(np.signbit(v)) == [True, False], (n, backend, v)
