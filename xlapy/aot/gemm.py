@@ -26,6 +26,7 @@ from xlapy.aot.errors import Unimplemented
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu.llvm_util import I8P, VOID, for_range, i64
+from xlapy.backends.cpu.ragged_emit import flat_offset
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 from xlapy.types.element_type import from_dtype
@@ -123,18 +124,7 @@ def emit_dot(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function
         return fn, 0
 
     def offset(flat: ir.Value, dims: list[int], strd: list[int]) -> ir.Value:
-        """The element offset of the flat index `flat` over `dims` (row-major) with the
-        operand strides `strd` of those dimensions."""
-        off: ir.Value = i64(0)
-        rest = flat
-        for d in range(len(dims) - 1, -1, -1):
-            if dims[d] == 1:
-                continue
-            q = b.urem(rest, i64(dims[d])) if d else rest
-            off = b.add(off, b.mul(q, i64(strd[d])))
-            if d:
-                rest = b.udiv(rest, i64(dims[d]))
-        return off
+        return flat_offset(b, flat, dims, strd)
 
     def rhs_free(base: ir.Value, body: Callable[[ir.Value, ir.Value], None]) -> None:
         """body(rhs offset, linear n) over the rhs free dimensions, nested loops."""

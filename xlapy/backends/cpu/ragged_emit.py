@@ -39,8 +39,8 @@ def _strides(dims: Sequence[int]) -> list[int]:
     return out
 
 
-def _offset(b: ir.IRBuilder, flat: ir.Value, dims: Sequence[int],
-            strides: Sequence[int]) -> ir.Value:
+def flat_offset(b: ir.IRBuilder, flat: ir.Value, dims: Sequence[int],
+                strides: Sequence[int]) -> ir.Value:
     """The element offset of row-major index `flat` over `dims`, with `strides` for them."""
     off: ir.Value = i64(0)
     rest = flat
@@ -127,10 +127,10 @@ def emit(mod: ir.Module, name: str, instr: Instruction) -> ir.Function:
         with for_range(b, i64(0), i64(n), name="zero_row") as j:
             b.store(ew.constant(0, wt), b.gep(row_acc, [j]))
         with for_range(b, i64(0), i64(k_total), name="k") as kc:
-            x = load(pl, b.add(lrow, _offset(b, kc, lcd, lcs)), lt)
-            rk = b.add(rbase, _offset(b, kc, lcd, rcs))
+            x = load(pl, b.add(lrow, flat_offset(b, kc, lcd, lcs)), lt)
+            rk = b.add(rbase, flat_offset(b, kc, lcd, rcs))
             with for_range(b, i64(0), i64(n), name="n") as j:
-                y = load(pr, b.add(rk, _offset(b, j, rfd, rfs)), rt)
+                y = load(pr, b.add(rk, flat_offset(b, j, rfd, rfs)), rt)
                 cell = b.gep(row_acc, [j])
                 b.store(mac(b.load(cell), x, y), cell)
         with for_range(b, i64(0), i64(n), name="store") as j:
@@ -140,14 +140,14 @@ def emit(mod: ir.Module, name: str, instr: Instruction) -> ir.Function:
     def product(k: ir.Value, row: ir.Value) -> None:
         """Every output element of lhs row `row` times rhs[k]."""
         with for_range(b, i64(0), i64(nb), name="batch") as bi:
-            lbase = b.add(_offset(b, bi, [ld[d] for d in lb], [ls[d] for d in lb]),
+            lbase = b.add(flat_offset(b, bi, [ld[d] for d in lb], [ls[d] for d in lb]),
                           b.mul(row, i64(ls[r])))
-            rbase = b.add(_offset(b, bi, [rd[d] for d in rb], [rs[d] for d in rb]),
+            rbase = b.add(flat_offset(b, bi, [rd[d] for d in rb], [rs[d] for d in rb]),
                           b.mul(k, i64(rs[g])))
             with for_range(b, i64(0), i64(pre * post), name="free") as f:
                 ip, iq = b.udiv(f, i64(post)), b.urem(f, i64(post))
-                lrow = b.add(lbase, b.add(_offset(b, ip, pre_d, [ls[d] for d in lf[:p]]),
-                                          _offset(b, iq, post_d, [ls[d] for d in lf[p + 1:]])))
+                lrow = b.add(lbase, b.add(flat_offset(b, ip, pre_d, [ls[d] for d in lf[:p]]),
+                                          flat_offset(b, iq, post_d, [ls[d] for d in lf[p + 1:]])))
                 orow = b.mul(b.add(b.mul(b.add(b.mul(bi, i64(pre)), ip), i64(rows)), row),
                              i64(post))
                 obase = b.mul(b.add(orow, iq), i64(n))
@@ -155,12 +155,12 @@ def emit(mod: ir.Module, name: str, instr: Instruction) -> ir.Function:
                     by_rows(lrow, rbase, obase)
                     return
                 with for_range(b, i64(0), i64(n), name="n") as j:
-                    rcol = b.add(rbase, _offset(b, j, [rd[d] for d in rf], [rs[d] for d in rf]))
+                    rcol = b.add(rbase, flat_offset(b, j, [rd[d] for d in rf], [rs[d] for d in rf]))
                     b.store(ew.constant(0, wt), acc)
                     with for_range(b, i64(0), i64(k_total), name="k") as kc:
-                        x = load(pl, b.add(lrow, _offset(b, kc, [ld[d] for d in lc],
+                        x = load(pl, b.add(lrow, flat_offset(b, kc, [ld[d] for d in lc],
                                                          [ls[d] for d in lc])), lt)
-                        y = load(pr, b.add(rcol, _offset(b, kc, [rd[d] for d in rc],
+                        y = load(pr, b.add(rcol, flat_offset(b, kc, [rd[d] for d in rc],
                                                          [rs[d] for d in rc])), rt)
                         b.store(mac(b.load(acc), x, y), acc)
                     out = ew.to_storage(b, ew.convert(b, b.load(acc), wt, ot), ot)

@@ -18,13 +18,9 @@ import mpmath
 import numpy as np
 import pytest
 
-from tests.unit.backends.cpu.util import module, op
-from xlapy import denormal
-from xlapy.backends.cpu import CpuBackend
-from xlapy.backends.interpreter import InterpreterBackend
+from tests.unit.backends.cpu.test_ulp_table import _run
 from xlapy.stablehlo.check import UNBOUNDED, ulp_difference
 from xlapy.types import ElementType as ET
-from xlapy.types import Shape
 
 mpmath.mp.prec = 200
 
@@ -91,21 +87,13 @@ def _reference(name: str, t: ET, xs: list[np.ndarray]) -> np.ndarray:
     return out.astype(t.dtype)
 
 
-def _run(name: str, t: ET, xs: list[np.ndarray]) -> dict[str, np.ndarray]:
-    mod = module([Shape.array(t, xs[0].shape)] * len(xs), lambda c, p: op(c, name, p))
-    opts = {"denormal": denormal.IEEE}
-    with np.errstate(all="ignore"):
-        return {"interpreter": np.asarray(InterpreterBackend().compile(mod, opts).run(xs)),
-                "cpu": np.asarray(CpuBackend().compile(mod, opts).run(xs))}
-
-
 #: function -> (c64 real, c64 imag, c64 |.|, c128 real, c128 imag, c128 |.|): the bounds on
 #: both backends, per part in ulps of that part and normwise (|got - ref| in ulps of the larger
 #: part, "|.|"); None: a part not bounded on its own (it is printed), the normwise bound holds.
-#: They are the measured maxima plus a quarter (normwise at least 3). Why they exceed 1 ulp: every function here but
-#: cbrt computes XLA's formula, bit for bit with jax.jit (tests/differential/
-#: test_jax_ulp_complex.py), since jax users expect XLA's values (issue 15) and XLA's formulas
-#: are not correctly rounded:
+#: They are the measured maxima plus a quarter (normwise at least 3). Why they exceed 1 ulp:
+#: every function here but cbrt computes XLA's formula, bit for bit with jax.jit
+#: (tests/differential/test_jax_ulp_complex.py), since jax users expect XLA's values (issue 15)
+#: and XLA's formulas are not correctly rounded:
 #: - products of correctly rounded real functions (exp: e^x cos y, sin, cos, tanh, the
 #:   inverse functions) round two or three times: 2-4 ulp per part;
 #: - XLA's multiply / divide (FMA-contracted, Smith's) cancel in a part when a d ~ -b c: many
