@@ -8,8 +8,9 @@ void *scratch)` and `NAME_run_threaded(..., int num_threads)` (threads.py) and n
 global symbol (only weak compiler-rt builtins: link.py); it
 holds every kernel, product (ragged ones too), convolution, FFT, triangular solve, sort and
 control-flow loop of the program and its constants, and needs only libc / libm (listed in
-the header). No Python, no xlapy runtime; interpreter.probe values are extra results
-(probe.py). How: the cpu backend plans the program as for the JIT (one thread), and emit.py
+the header; nothing at all with `freestanding=True`: freestanding.py). No Python, no
+xlapy runtime; interpreter.probe values are extra results (probe.py). How: the cpu
+backend plans the program as for the JIT (one thread), and emit.py
 turns the plan into C-callable functions over a scratch arena; link.py links the kernels in
 and emits the object. An op with no in-object implementation (collectives, infeed / outfeed,
 custom calls with no in-object routine, an interpreter fallback of the cpu backend) raises
@@ -26,11 +27,12 @@ from typing import Any
 
 from llvmlite import ir
 
+from xlapy.aot import freestanding as freestanding_mod
 from xlapy.aot import probe, threads
 from xlapy.aot.emit import ALIGN, Program, array_leaves, emit_entry
 from xlapy.aot.errors import Unimplemented
 from xlapy.aot.header import header
-from xlapy.aot.link import link_object
+from xlapy.aot.link import link_object, linked_text
 from xlapy.backends.cpu import objfile, rtlib, target
 from xlapy.backends.cpu.llvm_util import I8P, I32, module_text
 from xlapy.errors import XlapyError
@@ -88,11 +90,14 @@ def load(program: Any, entry: str | None = None) -> Module:
 
 def compile(program: Any, name: str, target_name: str | None = None,  # noqa: A001
             entry: str | None = None, function: Computation | None = None,
-            target: str | None = None, probe_capacity: int = 1) -> AotObject:
+            target: str | None = None, probe_capacity: int = 1,
+            freestanding: bool = False) -> AotObject:
     """Compile `program` (see `load`) into an object defining `{name}_run` for a cpu target
     (target.py's names; default: the host). `function`: compile this computation of an
     already verified module as it is (no backend pipeline; the conformance chunks' way).
-    `probe_capacity`: values kept per interpreter.probe (probe.py)."""
+    `probe_capacity`: values kept per interpreter.probe (probe.py). `freestanding`: an
+    object with no undefined symbol (no libc / libm / pthreads: freestanding.py); a program
+    needing a libm function is refused with `Unimplemented` naming it."""
     from xlapy.backends import get_backend
     from xlapy.backends.cpu import target as targets
 
@@ -111,16 +116,17 @@ def compile(program: Any, name: str, target_name: str | None = None,  # noqa: A0
                 raise XlapyError(f"module {module.name} has no entry function "
                                  "(name one with entry=)")
             exe = get_backend("cpu").compile(module, options)
-        return _build(exe, name, t, module.name, probe_capacity)
+        return _build(exe, name, t, module.name, probe_capacity, freestanding)
 
 
-def _build(exe: Any, name: str, t: targets_t, source: str, capacity: int = 1) -> AotObject:
+def _build(exe: Any, name: str, t: targets_t, source: str, capacity: int = 1,
+           freestanding: bool = False) -> AotObject:
     comp = exe.comp
     args = [s for p in comp.parameters for s in _leaves_checked(p.shape, "argument")]
     results = _leaves_checked(comp.root.shape, "result") if comp.root is not None else []
     mod = ir.Module(name=f"xlapy_aot_{name}")
     mod.triple = t.triple
-    prog = Program(name, mod, probe_capacity=capacity)
+    prog = Program(name, mod, probe_capacity=capacity, freestanding=freestanding)
     fn, scratch = emit_entry(prog, exe)
     first = len(results)
     results = results + probe.result_shapes(prog)
@@ -132,14 +138,19 @@ def _build(exe: Any, name: str, t: targets_t, source: str, capacity: int = 1) ->
         b.call(fn, [*run.args[:3], probe.table(b, run.args[1], first, len(prog.probes)), n])
         b.ret(ir.Constant(I32, 0))
         entries.append(run.name)
-    obj = link_object(module_text(mod), prog.texts, set(entries), t)
+    driver = module_text(mod)
+    obj = link_object(driver, prog.texts, set(entries), t, freestanding)
     undefined = sorted(objfile.undefined(obj))
+    if freestanding and undefined:
+        raise freestanding_mod.refuse(undefined, [linked_text(driver, prog.texts, t)],
+                                      prog.kernel_ops)
     missing = set(undefined) - set(rtlib.LIBC) - set(rtlib.LIBM) - set(threads.PTHREAD)
     if missing:
         raise XlapyError(f"xlapy aot: the object needs {', '.join(sorted(missing))}, which "
                          "is neither libc, libm nor pthreads")
     text = header(name, args, results, scratch, ALIGN, undefined, str(t), source,
-                  probe.header_lines(name.upper(), prog, first) if prog.probes else [])
+                  probe.header_lines(name.upper(), prog, first) if prog.probes else [],
+                  freestanding)
     return AotObject(name, str(t), obj, text, args, results, scratch, undefined,
                      [p.attrs.probe_id for p in prog.probes])
 

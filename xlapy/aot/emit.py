@@ -94,6 +94,10 @@ class Program:
     counter: Iterator[int] = field(default_factory=itertools.count)
     probes: list[Instruction] = field(default_factory=list)  # probe.py
     probe_capacity: int = 1
+    freestanding: bool = False  # no libc / libm / pthreads (freestanding.py)
+    #: kernel function name (prefixed, as linked) -> the op it computes, for freestanding
+    #: refusals
+    kernel_ops: dict[str, Instruction] = field(default_factory=dict)
 
     def fresh(self, what: str) -> str:
         return f"{self.name}__{what}{next(self.counter)}"
@@ -134,6 +138,7 @@ class FunctionEmitter:
             for k in exe.kernel_specs:
                 self.kernel_fns[k.name] = ir.Function(prog.mod, KERNEL_TYPE,
                                                       name=prefix + k.name)
+                prog.kernel_ops[prefix + k.name] = k.root
 
     # ---- locations ----
     def alloc(self, shape: Shape) -> Loc:

@@ -24,8 +24,9 @@ def c_type(shape: Shape) -> str:
 
 def header(name: str, args: Sequence[Shape], results: Sequence[Shape], scratch: int,
            align: int, undefined: Sequence[str], target: str, source: str,
-           extra: Sequence[str] = ()) -> str:
-    """The header's text; `extra`: more macro lines (probe.py's)."""
+           extra: Sequence[str] = (), freestanding: bool = False) -> str:
+    """The header's text; `extra`: more macro lines (probe.py's); `freestanding`: the
+    object needs no symbol at all (NAME_FREESTANDING 1)."""
     up = name.upper()
     guard = f"XLAPY_AOT_{up}_H"
     lines = [
@@ -48,10 +49,14 @@ def header(name: str, args: Sequence[Shape], results: Sequence[Shape], scratch: 
         " * The same, with each large element-wise / reduction kernel split over up to",
         " * num_threads POSIX threads (created and joined per kernel; products, convolutions",
         " * and sorts stay on the calling thread). Results are identical to the one-thread",
-        " * call. Link with -pthread where pthread_create is not in libc (glibc < 2.34).",
-        " *",
-        " * The object needs only these symbols from libc / libm / pthreads:",
-        f" *   {', '.join(undefined) if undefined else '(none)'}",
+        *((" * call. Freestanding: it runs on the calling thread (num_threads is ignored).",
+           " *",
+           " * Freestanding object: it needs no symbol at all (no libc, libm or pthreads;",
+           f" * {up}_FREESTANDING is 1).") if freestanding else
+          (" * call. Link with -pthread where pthread_create is not in libc (glibc < 2.34).",
+           " *",
+           " * The object needs only these symbols from libc / libm / pthreads:",
+           f" *   {', '.join(undefined) if undefined else '(none)'}")),
         " */",
         f"#ifndef {guard}",
         f"#define {guard}",
@@ -67,6 +72,7 @@ def header(name: str, args: Sequence[Shape], results: Sequence[Shape], scratch: 
         f"#define {up}_NUM_RESULTS {len(results)}",
         f"#define {up}_SCRATCH_BYTES {scratch}",
         f"#define {up}_SCRATCH_ALIGN {align}",
+        *([f"#define {up}_FREESTANDING 1"] if freestanding else []),
         "",
     ]
     for kind, shapes in (("ARG", args), ("RESULT", results)):

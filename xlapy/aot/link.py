@@ -7,7 +7,8 @@ into one C program. rtlib's compiler-rt builtins (half / bfloat conversions, 128
 division), which LLVM's codegen may call by name, are defined weak in every object that
 may need them; its fmod on bits, which kernels call from IR, is internal. The result is
 optimized as one module (O3, vectorized) and emitted as PIC, so it links into
-position-independent executables and shared libraries.
+position-independent executables and shared libraries. `freestanding`: no libc / libm
+symbol at all (freestanding.py rewrites the linked module before it is optimized).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import functools
 
 import llvmlite.binding as llvm
 
+from xlapy.aot import freestanding as fs
 from xlapy.backends.cpu import objfile, rtlib, target
 from xlapy.backends.cpu.llvm_util import optimize
 from xlapy.backends.cpu.target import CpuTarget
@@ -37,16 +39,35 @@ def machine(t: CpuTarget) -> llvm.TargetMachine:
 
 
 def link_object(driver: str, kernels: list[tuple[str, str]], exports: set[str],
-                t: CpuTarget) -> bytes:
+                t: CpuTarget, freestanding: bool = False) -> bytes:
     """The object file: `driver` (IR text) with the kernel modules `(prefix, text)` linked
     in, only `exports` visible, with the rtlib builtins its IR suggests it may need (all of
     them when that guess leaves one undefined)."""
     texts = [driver] + [text for _, text in kernels]
     guess = _builtins(texts)
-    obj = _link(driver, kernels, exports, t, guess)
+    obj = _link(driver, kernels, exports, t, guess, freestanding)
     if (objfile.undefined(obj) & set(rtlib.DEFINED)) - guess:
-        obj = _link(driver, kernels, exports, t, set(rtlib.DEFINED))
+        obj = _link(driver, kernels, exports, t, set(rtlib.DEFINED), freestanding)
     return obj
+
+
+def linked_text(driver: str, kernels: list[tuple[str, str]], t: CpuTarget) -> str:
+    """The driver and kernel modules linked, unoptimized (function names as in the object):
+    where freestanding.refuse looks for the op needing a libm function."""
+    tm = machine(t)
+    return str(_modules(driver, kernels, t, str(tm.target_data)))
+
+
+def _modules(driver: str, kernels: list[tuple[str, str]], t: CpuTarget,
+             layout: str) -> llvm.ModuleRef:
+    main = _parse(driver, t, layout)
+    for prefix, text in kernels:
+        ref = _parse(text, t, layout)
+        for fn in ref.functions:
+            if not fn.is_declaration and fn.linkage == llvm.Linkage.external:
+                fn.name = prefix + fn.name
+        main.link_in(ref)
+    return main
 
 
 def _builtins(texts: list[str]) -> set[str]:
@@ -71,16 +92,10 @@ def _rtlib_text(triple: str) -> str:
 
 
 def _link(driver: str, kernels: list[tuple[str, str]], exports: set[str], t: CpuTarget,
-          builtins: set[str]) -> bytes:
+          builtins: set[str], freestanding: bool = False) -> bytes:
     tm = machine(t)
     layout = str(tm.target_data)
-    main = _parse(driver, t, layout)
-    for prefix, text in kernels:
-        ref = _parse(text, t, layout)
-        for fn in ref.functions:
-            if not fn.is_declaration and fn.linkage == llvm.Linkage.external:
-                fn.name = prefix + fn.name
-        main.link_in(ref)
+    main = _modules(driver, kernels, t, layout)
     if builtins:
         rt = _parse(_rtlib_text(t.triple), t, layout)
         for fn in rt.functions:
@@ -93,8 +108,13 @@ def _link(driver: str, kernels: list[tuple[str, str]], exports: set[str], t: Cpu
         if not fn.is_declaration and fn.name not in exports and \
                 fn.linkage == llvm.Linkage.external:
             fn.linkage = llvm.Linkage.internal
+    if freestanding:
+        main = _parse(fs.rewrite(str(main)), t, layout)
     main.verify()
     optimize(main, tm)
+    if freestanding and fs.has_mem_intrinsics(str(main)):  # made by a pass after all
+        main = _parse(fs.rewrite(str(main)), t, layout)
+        optimize(main, tm)
     return tm.emit_object(main)
 
 

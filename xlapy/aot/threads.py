@@ -83,7 +83,7 @@ def call_kernel(em: Any, fn: ir.Function, table: ir.Value, spec: Any) -> None:
     (module docstring)."""
     b = em.b
     outer, align, most = spec.outer, max(spec.align, 1), parts(spec)
-    if most < 2:
+    if most < 2 or em.prog.freestanding:  # freestanding: no pthreads
         b.call(fn, [table, i64(0), i64(outer)])
         return
     mod = b.module

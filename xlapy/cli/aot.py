@@ -1,7 +1,8 @@
 """`xlapy aot FILE --name NAME -o DIR [--target T]`: a program as DIR/NAME.o + DIR/NAME.h.
 
 FILE is StableHLO text (.mlir) or XLA HLO text (.hlo). The object defines `NAME_run` only
-and needs nothing but libc / libm (xlapy/aot/__init__.py); the header documents the call.
+and needs nothing but libc / libm (xlapy/aot/__init__.py; nothing at all with
+--freestanding); the header documents the call.
 An op with no in-object implementation is an error naming the op (exit status 1).
 """
 
@@ -25,6 +26,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "... (backends/cpu/target.py)")
     p.add_argument("--probe-capacity", type=int, default=1, metavar="N",
                    help="values kept per interpreter.probe (extra results; default 1)")
+    p.add_argument("--freestanding", action="store_true",
+                   help="an object with no undefined symbol (no libc / libm / pthreads); "
+                        "a program needing a libm function is refused")
     return p
 
 
@@ -33,12 +37,15 @@ def cmd_aot(args: argparse.Namespace, out: TextIO) -> int:
 
     try:
         obj = aot_compile(args.file, name=args.name, target=args.target, entry=args.entry,
-                          probe_capacity=args.probe_capacity)
+                          probe_capacity=args.probe_capacity,
+                          freestanding=args.freestanding)
         o, h = obj.write(args.output)
     except (XlapyError, OSError) as e:
         out.write(f"error: {e}\n")
         return 1
     needs = ", ".join(obj.undefined) or "nothing"
+    if args.freestanding:
+        needs += " (freestanding)"
     out.write(f"wrote {o} ({len(obj.object)} bytes, {obj.target}) and {h}; "
               f"{len(obj.args)} argument(s), {len(obj.results)} result(s), "
               f"{obj.scratch_bytes} bytes of scratch; needs {needs} from libc/libm\n")
