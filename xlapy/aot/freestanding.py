@@ -38,9 +38,19 @@ def has_mem_intrinsics(text: str) -> bool:
     return _INTRINSIC.search(text) is not None
 
 
-def rewrite(text: str) -> str:
+_FMA = re.compile(r"@llvm\.fma\.((?:v\d+)?f32)\b")
+_FMA_DECLARE = re.compile(r"^declare [^\n]*@__xlapy_fmaf\.[^\n]*$", re.M)
+
+
+def rewrite(text: str, soft_fma: bool = False) -> str:
     """The module text with every definition "no-builtins" and the mem* intrinsics replaced
-    by private loops (module docstring)."""
+    by private loops (module docstring); `soft_fma`: f32 `llvm.fma` too (`_fmaf`: for
+    targets without an FMA instruction, where codegen would call libm's fmaf)."""
+    if soft_fma:
+        sfx = sorted(set(_FMA.findall(text)))
+        text = _FMA_DECLARE.sub("", _FMA.sub(lambda m: f"@__xlapy_fmaf.{m[1]}", text))
+        text += "\n" + "\n".join(_fmaf(x) for x in sfx if not re.search(
+            rf"^define [^\n]*@__xlapy_fmaf\.{x}\(", text, re.M))
     used = {m.groups() for m in _INTRINSIC.finditer(text)}
     text = _INTRINSIC.sub(lambda m: f"@__xlapy_{m[1]}.{m[2]}.i{m[3]}", text)
     text = _DECLARE.sub("", text)
@@ -105,6 +115,36 @@ def _loop(kind: str, ptrs: str, width: int) -> str:
             f"#{_NEW_GROUP} {{\nentry:\n{entry}{fwd}{back}done:\n  ret void\n}}\n")
 
 
+def _fmaf(sfx: str) -> str:
+    """fma on f32 lanes (`sfx`: f32, v4f32, ...) without an FMA instruction or libm: x y is
+    exact in f64; s = x y + z rounded, e = x y + z - s exactly (TwoSum); s rounded to odd
+    (moved to its odd neighbour towards e when inexact and even), which rounds to f32 as the
+    exact value would (f64 has more than 24 + 2 bits); NaN / inf pass through (e is NaN)."""
+    n = sfx[1:-3] if sfx.startswith("v") else ""
+    def ty(t: str) -> str:
+        return f"<{n} x {t}>" if n else t
+    def k(t: str, v: str) -> str:
+        return f"splat ({t} {v})" if n else v
+    f, d, i, c = ty("float"), ty("double"), ty("i64"), ty("i1")
+    return "\n".join([
+        f"define private {f} @__xlapy_fmaf.{sfx}({f} %x, {f} %y, {f} %z) #{_NEW_GROUP} {{",
+        f"  %a = fpext {f} %x to {d}", f"  %b = fpext {f} %y to {d}",
+        f"  %c = fpext {f} %z to {d}", f"  %p = fmul {d} %a, %b",
+        f"  %s = fadd {d} %p, %c", f"  %bb = fsub {d} %s, %p", f"  %t = fsub {d} %s, %bb",
+        f"  %u = fsub {d} %p, %t", f"  %v = fsub {d} %c, %bb", f"  %e = fadd {d} %u, %v",
+        f"  %bits = bitcast {d} %s to {i}", f"  %ebits = bitcast {d} %e to {i}",
+        f"  %lsb = and {i} %bits, {k('i64', '1')}",
+        f"  %even = icmp eq {i} %lsb, {k('i64', '0')}",
+        f"  %inexact = fcmp one {d} %e, {k('double', '0.0')}",
+        f"  %need = and {c} %even, %inexact",
+        f"  %xs = xor {i} %bits, %ebits", f"  %away = icmp sge {i} %xs, {k('i64', '0')}",
+        f"  %up = add {i} %bits, {k('i64', '1')}", f"  %dn = sub {i} %bits, {k('i64', '1')}",
+        f"  %dir = select {c} %away, {i} %up, {i} %dn",
+        f"  %nb = select {c} %need, {i} %dir, {i} %bits",
+        f"  %r = bitcast {i} %nb to {d}", f"  %o = fptrunc {d} %r to {f}",
+        f"  ret {f} %o", "}", ""])
+
+
 def users(symbol: str, texts: Iterable[str]) -> list[str]:
     """The functions (of the IR texts) calling libm's `symbol`, directly or through the
     LLVM intrinsic codegen lowers to it (`powf` <- llvm.pow.f32 / llvm.pow.v8f32 ...), and
@@ -136,7 +176,7 @@ OPS = {"pow": ("power",), "atan2": ("atan2", "log"), "cbrt": ("cbrt",),
        "fmod": ("remainder",), "expm1": ("exponential_minus_one",),
        "log1p": ("log_plus_one",), "hypot": ("abs", "sqrt"), "exp": ("exponential",),
        "log": ("log",), "sin": ("sine",), "cos": ("cosine",), "tan": ("tan",),
-       "tanh": ("tanh",), "erf": ("erf",), "sqrt": ("sqrt",)}
+       "tanh": ("tanh",), "erf": ("erf",), "sqrt": ("sqrt",), "fma": ()}
 
 
 def refuse(symbols: list[str], texts: Iterable[str], ops: dict[str, Any]) -> Unimplemented:

@@ -8,7 +8,8 @@ division), which LLVM's codegen may call by name, are defined weak in every obje
 may need them; its fmod on bits, which kernels call from IR, is internal. The result is
 optimized as one module (O3, vectorized) and emitted as PIC, so it links into
 position-independent executables and shared libraries. `freestanding`: no libc / libm
-symbol at all (freestanding.py rewrites the linked module before it is optimized).
+symbol at all (freestanding.py rewrites the linked module before it is optimized; f32 fma
+in software when the first object still needs libm's fmaf).
 """
 
 from __future__ import annotations
@@ -47,7 +48,10 @@ def link_object(driver: str, kernels: list[tuple[str, str]], exports: set[str],
     guess = _builtins(texts)
     obj = _link(driver, kernels, exports, t, guess, freestanding)
     if (objfile.undefined(obj) & set(rtlib.DEFINED)) - guess:
-        obj = _link(driver, kernels, exports, t, set(rtlib.DEFINED), freestanding)
+        guess = set(rtlib.DEFINED)
+        obj = _link(driver, kernels, exports, t, guess, freestanding)
+    if freestanding and "fmaf" in objfile.undefined(obj):  # no FMA instruction
+        obj = _link(driver, kernels, exports, t, guess, freestanding, soft_fma=True)
     return obj
 
 
@@ -92,7 +96,7 @@ def _rtlib_text(triple: str) -> str:
 
 
 def _link(driver: str, kernels: list[tuple[str, str]], exports: set[str], t: CpuTarget,
-          builtins: set[str], freestanding: bool = False) -> bytes:
+          builtins: set[str], freestanding: bool = False, soft_fma: bool = False) -> bytes:
     tm = machine(t)
     layout = str(tm.target_data)
     main = _modules(driver, kernels, t, layout)
@@ -109,11 +113,11 @@ def _link(driver: str, kernels: list[tuple[str, str]], exports: set[str], t: Cpu
                 fn.linkage == llvm.Linkage.external:
             fn.linkage = llvm.Linkage.internal
     if freestanding:
-        main = _parse(fs.rewrite(str(main)), t, layout)
+        main = _parse(fs.rewrite(str(main), soft_fma), t, layout)
     main.verify()
     optimize(main, tm)
     if freestanding and fs.has_mem_intrinsics(str(main)):  # made by a pass after all
-        main = _parse(fs.rewrite(str(main)), t, layout)
+        main = _parse(fs.rewrite(str(main), soft_fma), t, layout)
         optimize(main, tm)
     return tm.emit_object(main)
 
