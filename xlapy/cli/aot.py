@@ -43,12 +43,11 @@ def cmd_aot(args: argparse.Namespace, out: TextIO) -> int:
     except (XlapyError, OSError) as e:
         out.write(f"error: {e}\n")
         return 1
-    needs = ", ".join(obj.undefined) or "nothing"
-    if args.freestanding:
-        needs += " (freestanding)"
+    needs = "nothing (freestanding)" if args.freestanding else \
+        f"{', '.join(obj.undefined) or 'nothing'} from libc/libm"
     out.write(f"wrote {o} ({len(obj.object)} bytes, {obj.target}) and {h}; "
               f"{len(obj.args)} argument(s), {len(obj.results)} result(s), "
-              f"{obj.scratch_bytes} bytes of scratch; needs {needs} from libc/libm\n")
+              f"{obj.scratch_bytes} bytes of scratch; needs {needs}\n")
     return 0
 
 
