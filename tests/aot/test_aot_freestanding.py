@@ -323,18 +323,25 @@ def test_soft_fmaf_is_correctly_rounded() -> None:
 
 
 @gcc
-def test_freestanding_conformance_sample(tmp_path: Path) -> None:
-    """Every 12th conformance function with checks, freestanding on the host: each compiles
-    with no undefined symbol and matches the interpreter, or is refused for a process grid
-    or for a libm function (named)."""
+@pytest.mark.parametrize("tgt", [None, "aarch64-linux-gnu"])
+def test_freestanding_conformance_sample(tmp_path: Path, tgt: str | None) -> None:
+    """Every 12th conformance function with checks, freestanding on the host (every 8th on
+    aarch64 under qemu): each compiles with no undefined symbol and matches the
+    interpreter, or is refused for a process grid or for a libm function (named)."""
     from tests.aot.test_aot_corpus import GRID_OPS
     from tests.conformance import test_interpret as conf
 
-    cases = conformance_cases(conf.CHUNKS)[::12]
+    cc, runner = "gcc", ()
+    if tgt is not None:
+        missing = [t for t in ARM_TOOLS if driver.tool(t) is None]
+        if missing:
+            pytest.skip(f"{', '.join(missing)} not installed (`make aot-tools`)")
+        cc, runner = "aarch64-linux-gnu-gcc", QEMU
+    cases = conformance_cases(conf.CHUNKS)[::8 if tgt else 12]
     objs, kept, libm = [], [], []
     for k, c in enumerate(cases):
         try:
-            objs.append(aot_compile(c.module, name=f"c{k}", function=c.comp,
+            objs.append(aot_compile(c.module, name=f"c{k}", function=c.comp, target=tgt,
                                     probe_capacity=c.probe_capacity, freestanding=True))
             kept.append(c)
         except Unimplemented as e:
@@ -343,8 +350,8 @@ def test_freestanding_conformance_sample(tmp_path: Path) -> None:
     assert len(objs) >= 0.7 * len(cases), (len(objs), len(cases), len(libm))
     for o in objs:
         assert objfile.undefined(o.object) == set(), (o.name, objfile.undefined(o.object))
-    exe = driver.build(objs, tmp_path)
-    got = driver.run(objs, {o.name: [] for o in objs}, tmp_path, exe)
+    exe = driver.build(objs, tmp_path, cc=cc)
+    got = driver.run(objs, {o.name: [] for o in objs}, tmp_path, exe, runner=runner)
     bad = []
     for c, o in zip(kept, objs):
         ref = Interpreter().run(c.comp, [])
