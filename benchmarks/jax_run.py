@@ -9,8 +9,9 @@ the workload's tolerance) and the instructions that run on the interpreter insid
 backend (`fallbacks()`) are printed: a fallback is a bug to report, not a number to hide.
 Then xlapy and XLA run round-robin, one call each per round, so machine noise hits both alike;
 printed: min/median ms, xlapy/XLA (by min), GFLOP/s (dots, convolutions) or GB/s (bytes a
-memory-bound workload must move), each side's compile time, and each side's peak memory (xlapy:
-the arena of temporaries plus the outputs; XLA: its compiled memory analysis's peak).
+memory-bound workload must move), each side's compile time, and each side's peak memory: the
+temporaries plus the outputs (xlapy: its arena; XLA: its compiled memory analysis), arguments not
+counted.
 
 The header gives the CPU, its vector flags and measured references: f32 matmul GFLOP/s through
 XLA on one core (every thread of the process pinned to one cpu) and on all cores, and the
@@ -174,10 +175,10 @@ def xlapy_peak_bytes(exe: Any, outputs: Any) -> int:
 
 
 def xla_peak_bytes(compiled: Any) -> int:
-    """XLA's own figure: peak_memory_in_bytes where jaxlib has it, else temps + outputs."""
+    """XLA's buffers counted as xlapy's are: its temporaries plus its outputs (its
+    peak_memory_in_bytes also counts the arguments, which neither side allocates)."""
     m = compiled.memory_analysis()
-    peak = getattr(m, "peak_memory_in_bytes", 0)
-    return int(peak or m.temp_size_in_bytes + m.output_size_in_bytes)
+    return int(m.temp_size_in_bytes + m.output_size_in_bytes)
 
 
 def warm_up() -> None:
