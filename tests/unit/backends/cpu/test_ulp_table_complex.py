@@ -91,9 +91,9 @@ def _reference(name: str, t: ET, xs: list[np.ndarray]) -> np.ndarray:
 #: both backends, per part in ulps of that part and normwise (|got - ref| in ulps of the larger
 #: part, "|.|"); None: a part not bounded on its own (it is printed), the normwise bound holds.
 #: They are the measured maxima plus a quarter (normwise at least 3). Why they exceed 1 ulp:
-#: every function here but cbrt computes XLA's formula, bit for bit with jax.jit
-#: (tests/differential/test_jax_ulp_complex.py), since jax users expect XLA's values (issue 15)
-#: and XLA's formulas are not correctly rounded:
+#: every function here but cbrt computes XLA's formula (bit for bit with jax.jit for most, within
+#: 1-4 ulp of it for the rest: tests/differential/test_jax_ulp_complex.py), since jax users
+#: expect XLA's values (issue 15), and XLA's formulas are not correctly rounded:
 #: - products of correctly rounded real functions (exp: e^x cos y, sin, cos, tanh, the
 #:   inverse functions) round two or three times: 2-4 ulp per part;
 #: - XLA's multiply / divide (FMA-contracted, Smith's) cancel in a part when a d ~ -b c: many
