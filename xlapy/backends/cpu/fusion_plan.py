@@ -5,6 +5,7 @@ builds its kernels from; and how many elements a kernel walks (its threading cos
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
@@ -68,8 +69,10 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
              reads: dict[int, set[tuple[str, ...]]] | None = None
              ) -> tuple[list[Instruction], set[int]]:
     """The row reductions kernel `root` computes inline, and those reached with an index
-    other than the root's outermost one (they must be materialized). Indices are symbols:
-    "r" the root's dimension 0, "c" a reduction's own column loop, "?" anything else.
+    other than the root's leading ones (they must be materialized). Indices are symbols:
+    "r" the root's dimension 0, "r<d>" its dimension d, "0" index 0 (of an extent-1
+    dimension), "c" a reduction's own column loop, "?" anything else. A reduction with a
+    result of rank k must be reached at the root's first k indices.
     `reads` collects, per leaf buffer, the symbolic indices it is read at."""
     found: dict[int, Instruction] = {}
     bad: set[int] = set()
@@ -85,11 +88,12 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
                 reads.setdefault(id(i), set()).add(idx)
             return
         if id(i) in inline:
-            if idx != ("r",):
+            row = _row_symbols(i.shape.dimensions)
+            if idx != row:
                 bad.add(id(i))
                 return
             found[id(i)] = i
-            walk(i.operands[0], ("r", "c"))
+            walk(i.operands[0], row + ("c",))
             walk(i.operands[1], ())
             return
         op = i.opcode
@@ -98,7 +102,11 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
             walk(i.operands[0], tuple(idx[d] if src[k] != 1 else "0" for k, d in
                                       enumerate(i.attrs.broadcast_dimensions)))
             return
-        if op == "reduce" or op in ("transpose", "reshape", "slice", "reverse") \
+        if op == "reshape":
+            walk(i.operands[0], _reshape_symbols(idx, i.shape.dimensions,
+                                                 i.operands[0].shape.dimensions))
+            return
+        if op == "reduce" or op in ("transpose", "slice", "reverse") \
                 or op in INDEX_OPS or op == "dynamic_iota":  # (operands read elsewhere)
             for o in i.operands:
                 walk(o, ("?",) * o.shape.rank)
@@ -107,10 +115,30 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
             walk(o, idx if o.shape.rank else ())
 
     rank = root.shape.rank if root.shape.is_array else 0
-    start = ("r",) + ("?",) * (rank - 1) if rank and root.opcode != "reduce" else \
+    start = _row_symbols(root.shape.dimensions) if rank and root.opcode != "reduce" else \
         ("?",) * rank
     walk(root, start)
     return list(found.values()), bad
+
+
+def _reshape_symbols(idx: tuple[str, ...], out: Sequence[int], src: Sequence[int]
+                     ) -> tuple[str, ...]:
+    """A reshape's operand indices as KernelEmitter._reshape_index makes them: the leading
+    and trailing dimensions both shapes share pass through, the middle ones are computed
+    ("?") but for extent-1 ones (index 0): [B, H, L] -> [B, H, L, 1] keeps the row."""
+    lead = 0
+    while lead < min(len(out), len(src)) and out[lead] == src[lead]:
+        lead += 1
+    trail = 0
+    while trail < min(len(out), len(src)) - lead and out[-1 - trail] == src[-1 - trail]:
+        trail += 1
+    mid = tuple("0" if n == 1 else "?" for n in src[lead:len(src) - trail])
+    return idx[:lead] + mid + idx[len(idx) - trail:]
+
+
+def _row_symbols(dims: Sequence[int]) -> tuple[str, ...]:
+    """The symbols of the root's leading indices over `dims` (see row_walk)."""
+    return tuple("0" if n == 1 else "r" if d == 0 else f"r{d}" for d, n in enumerate(dims))
 
 
 #: Ops free to recompute in every kernel that needs them (no arithmetic).
@@ -188,12 +216,13 @@ class CpuFusionPlan:
 
 
 def plan_fusion(comp: Computation, limits: FusionLimits = FusionLimits()) -> CpuFusionPlan:
-    """The cpu fusion of `comp` (see CpuFusionPlan). A row reduction (reduce of [R, C] over
-    dimension 1 with a simple reducer) whose users all land in one kernel is computed inside
-    that kernel, per value of its outermost index, before the inner loops (softmax and
-    layernorm become one pass per row, the row still in cache) - when every path from the
-    kernel root reaches it with the root's outermost index (broadcasts along dimension 0,
-    element-wise ops); otherwise it is materialized and planning is redone."""
+    """The cpu fusion of `comp` (see CpuFusionPlan). A row reduction (reduce of [..., C] over
+    its last dimension with a simple reducer) whose users all land in one kernel is computed
+    inside that kernel, per row (value of its leading indices), before the inner loops
+    (softmax and layernorm become one pass per row, the row still in cache; [B, H, L, L]
+    attention scores too) - when every path from the kernel root reaches it with the root's
+    leading indices (broadcasts along them, element-wise ops); otherwise it is materialized
+    and planning is redone."""
     order = comp.instructions
     fusible = {id(i) for i in order if i.opcode != "parameter" and kernels.fusible(i)}
     outputs = {id(i) for i in root_values(comp)}
@@ -207,6 +236,10 @@ def plan_fusion(comp: Computation, limits: FusionLimits = FusionLimits()) -> Cpu
         for instr in order:
             if id(instr) in mat and id(instr) in fusible and inline:
                 found, b = row_walk(instr, fusible, mat, inline)
+                # One row depth per kernel (its outer loop runs over that many dimensions).
+                found.sort(key=lambda i: pos[id(i)])
+                b |= {id(r) for r in found if r.shape.rank != found[0].shape.rank}
+                found = [r for r in found if id(r) not in b]
                 bad |= b
                 if found:
                     rows[id(instr)] = sorted(found, key=lambda i: pos[id(i)])

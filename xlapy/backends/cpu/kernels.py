@@ -97,10 +97,12 @@ def static_dynamic_iota(instr: Instruction) -> bool:
 
 
 def row_reduce(instr: Instruction) -> bool:
-    """A reduce of a rank-2 value over dimension 1 with a simple reducer: a kernel can
-    compute it per row, inside its outermost loop (KernelEmitter's `rows`)."""
-    return (instr.opcode == "reduce" and reducer_op(instr) is not None
-            and instr.operands[0].shape.rank == 2 and tuple(instr.attrs.dimensions) == (1,))
+    """A reduce over the last dimension (of a rank >= 2 value) with a simple reducer: a
+    kernel can compute it per row, inside the loops over the leading dimensions
+    (KernelEmitter's `rows`; softmax over the last axis of [B, H, L, L] scores)."""
+    rank = instr.operands[0].shape.rank if instr.opcode == "reduce" else 0
+    return (rank >= 2 and reducer_op(instr) is not None
+            and tuple(instr.attrs.dimensions) == (rank - 1,))
 
 
 def is_scalar_constant(instr: Instruction) -> bool:
@@ -158,7 +160,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
         #: stack buffer (softmax's exp(x - max) is computed once, not twice).
         self.row_cache: dict[int, ir.Value] = {}
         self.row_cache_flushed: set[int] = set()  # rows stored with no denormals
-        self.row_index: ir.Value | None = None
+        self.row_index: list[ir.Value] = []  # the leading indices of the current row
+        #: The rank of the row reductions' results: the kernel's outer loop runs over those
+        #: leading dimensions flattened (one loop of their product), rows contiguous.
+        self.row_depth = self.rows[0].shape.rank if self.rows else 0
         self.mod = mod
         self.name = name
         self.root = root
@@ -253,14 +258,15 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
         if id(instr) in self.leaves:
             return self.load(self.leaves[id(instr)], et, idx, sh.dimensions)
         buf = self.row_cache.get(id(instr))
-        if buf is not None and len(idx) == 2 and idx[0] is self.row_index:
-            col = self._lane0(idx[1]) if isinstance(idx[1], Lane) else idx[1]
+        if buf is not None and len(idx) == self.row_depth + 1 and \
+                self.in_row(idx[:-1], sh.dimensions):
+            col = self._lane0(idx[-1]) if isinstance(idx[-1], Lane) else idx[-1]
             v = self._access(b.gep(buf, [i64(0), col], inbounds=True), idx)
             return ew.mark_flushed(v) if id(instr) in self.row_cache_flushed else v
         op = instr.opcode
         if op == "reduce":
             v = self.row_vals.get(id(instr))
-            if v is None or len(idx) != 1 or idx[0] is not self.row_index:
+            if v is None or len(idx) != self.row_depth or not self.in_row(idx, sh.dimensions):
                 raise RuntimeError(f"internal error: reduce %{instr.name} reached in kernel "
                                    f"{self.name} outside its row")
             return v
@@ -384,7 +390,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
         dims = self.root.operands[0].shape.dimensions if self.root.opcode == "reduce" \
             else self.root.shape.dimensions
         return int(np.prod(dims)) < 4 * vector_width() and all(
-            r.operands[0].shape.dimensions[1] < vector_width() for r in self.rows)
+            r.operands[0].shape.dimensions[-1] < vector_width() for r in self.rows)
 
     def _nest(self, dims: Sequence[int], begin: ir.Value, end: ir.Value,
               body: Any, idx: list[ir.Value] | None = None, lanes: bool = True) -> None:
@@ -393,8 +399,13 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
         last of `dims` is the kernel's innermost dimension (vector loops run along it)."""
         idx = idx or []
         d = len(idx)
-        if d == 1 and self.rows:
-            self._row_reductions(idx[0])
+        if d == 0 and self.row_depth > 1:  # one loop over the leading dimensions' product
+            with for_range(self.b, begin, end, name="rows") as p:
+                self._nest(dims, begin, end, body, self._unflatten(p, dims[:self.row_depth]),
+                           lanes)
+            return
+        if d == self.row_depth and self.rows:
+            self._row_reductions(idx)
         if d == len(dims):
             body(idx)
             return
@@ -510,6 +521,24 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
             body([])
             return 1, False
         self._nest(dims, begin, end, body)
-        return dims[0], True
+        return int(np.prod(dims[:max(self.row_depth, 1)])), True
+
+    def _unflatten(self, p: ir.Value, dims: Sequence[int]) -> list[ir.Value]:
+        """The indices of row p of the leading `dims` (0 along an extent-1 dimension)."""
+        b, out = self.b, []
+        for d, (n, s) in enumerate(zip(dims, _strides(dims))):
+            if n == 1:
+                out.append(i64(0))
+                continue
+            v = p if s == 1 else b.udiv(p, i64(s))
+            out.append(v if d == 0 else b.urem(v, i64(n)))
+        return out
+
+    def in_row(self, idx: Sequence[ir.Value], dims: Sequence[int]) -> bool:
+        """idx (of a value with leading `dims`) is the current row's index: equal along
+        every dimension of extent above 1 (an extent-1 one is always index 0)."""
+        return len(idx) == len(self.row_index) and all(
+            n == 1 or index_key(v) == index_key(r)
+            for v, r, n in zip(idx, self.row_index, dims))
 
 __all__ = ["Kernel", "KernelEmitter", "fusible", "reducer_op", "PRODUCERS", "I64"]

@@ -95,7 +95,7 @@ class LaneCheck:
         """`segmented`: the root is an index op whose innermost loop runs in segments with
         no branch along it (index_emit.segments): its operands take the lane."""
         for red in rows:
-            if not self.reduction(red) or not self.value(red.operands[0], 1):
+            if not self.reduction(red) or not self.value(red.operands[0], red.shape.rank):
                 return False
         if root.opcode == "reduce" and id(root) not in self.leaves:
             x = root.operands[0]

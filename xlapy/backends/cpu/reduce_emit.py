@@ -58,10 +58,10 @@ class ReductionEmitter:
     memo: dict[Any, ir.Value]
     ops: int
 
-    def _row_reductions(self, r: ir.Value) -> None:
-        """acc = init; for c: acc = acc (op) x[r, c], for each row reduction in order."""
+    def _row_reductions(self, r: list[ir.Value]) -> None:
+        """acc = init; for c: acc = acc (op) x[r..., c], for each row reduction in order."""
         b = self.b
-        self.row_index = r
+        self.row_index = list(r)
         self.row_vals.clear()
         self.row_cache.clear()
         self.row_cache_flushed.clear()
@@ -75,7 +75,8 @@ class ReductionEmitter:
             if op in ("maximum", "minimum") and ew._isfloat(init_c):
                 init_c = ew.flush(b, init_c)
             init_c = ew.round_to(b, init_c, et)
-            cols = x.shape.dimensions[1]
+            cols = x.shape.dimensions[-1]
+            row = [i64(0) if n == 1 else v for v, n in zip(r, red.shape.dimensions)]
             with b.goto_entry_block():
                 accp = b.alloca(ew.compute_type(et), name=f"row.{red.name}")
                 cache = None
@@ -86,7 +87,7 @@ class ReductionEmitter:
             lanes = self._lane_acc(op, et, self.width and cols >= self.width)
             flushed = [True]  # every value stored into the row cache is known flushed
             chains = self._chains(op, et, lanes, cols)
-            step = functools.partial(self._row_step, r, x, op, et, cache, accp, flushed)
+            step = functools.partial(self._row_step, row, x, op, et, cache, accp, flushed)
             done = self._chain_loop(cols, "rcu", chains, step)
             self._lane_loop(i64(done), i64(cols), "rc", functools.partial(step, lanes))
             self._fold_chains(op, et, lanes, chains)
@@ -103,13 +104,13 @@ class ReductionEmitter:
                 else val
             self.ops += 1
 
-    def _row_step(self, r: ir.Value, x: Instruction, op: str, et: ET, cache: ir.Value | None,
+    def _row_step(self, r: list[ir.Value], x: Instruction, op: str, et: ET, cache: ir.Value | None,
                   accp: ir.Value, flushed: list[bool], lanes: ir.Value | None, c: Any) -> None:
         """One column (or W lanes of columns) of a row reduction: x[r, c] into the (lane)
         accumulator, and into the row cache if there is one."""
         b = self.b
         self.memo.clear()
-        v = self.gen(x, [r, c])
+        v = self.gen(x, [*r, c])
         if isinstance(c, Lane):
             v = broadcast(b, v, self.width)
         if cache is not None:

@@ -12,20 +12,21 @@ import xlapy
 from xlapy.backends.cpu import cache, parallel_compile
 from xlapy.backends.cpu.llvm_util import F32, I64, Engine, for_range, module_text, new_module
 
-# Three row-wise kernels (softmax pieces over a 4-D value: max, exp-sum, divide).
+# Three kernels (softmax pieces over dimension 2 of a 4-D value: max, exp-sum, divide; over
+# the last dimension the three fuse into one row kernel).
 PROGRAM = """
 func.func @main(%x: tensor<4x8x64x64xf32>) -> tensor<4x8x64x64xf32> {
   %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
   %zero = stablehlo.constant dense<0.0> : tensor<f32>
-  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [3]
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [2]
        : (tensor<4x8x64x64xf32>, tensor<f32>) -> tensor<4x8x64xf32>
-  %mb = stablehlo.broadcast_in_dim %m, dims = [0, 1, 2]
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0, 1, 3]
         : (tensor<4x8x64xf32>) -> tensor<4x8x64x64xf32>
   %d = stablehlo.subtract %x, %mb : tensor<4x8x64x64xf32>
   %e = stablehlo.exponential %d : tensor<4x8x64x64xf32>
-  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [3]
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [2]
        : (tensor<4x8x64x64xf32>, tensor<f32>) -> tensor<4x8x64xf32>
-  %sb = stablehlo.broadcast_in_dim %s, dims = [0, 1, 2]
+  %sb = stablehlo.broadcast_in_dim %s, dims = [0, 1, 3]
         : (tensor<4x8x64xf32>) -> tensor<4x8x64x64xf32>
   %r = stablehlo.divide %e, %sb : tensor<4x8x64x64xf32>
   return %r : tensor<4x8x64x64xf32>
