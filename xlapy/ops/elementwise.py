@@ -286,10 +286,8 @@ class ElementwiseOp(OpDef):
         if scalar:  # ufuncs turn 0-d arrays into numpy scalars, which `out=` cannot write into
             operands = [x.reshape(1) for x in operands]
         args = [to_compute(x, t, self.ftz and (self.daz_real or not real)) for x in operands]
-        fn = self.fn
-        if t.is_complex:  # XLA's complex formulas live with the complex arithmetic
-            from xlapy.ops import complex_xla  # (it builds on this module)
-            fn = complex_xla.UNARY.get(self.name, fn)
+        # XLA's complex formulas of the unary rows live with the complex arithmetic.
+        fn = complex_xla.UNARY.get(self.name, self.fn) if t.is_complex else self.fn
         out = np.asarray(fn(*args, **kw))
         if scalar:
             out = out.reshape(())
@@ -326,7 +324,6 @@ def _is_int(a: np.ndarray) -> bool:
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Truncating integer division with XLA's x/0 = -1 and INT_MIN/-1 = INT_MIN."""
     if a.dtype.kind == "c":
-        from xlapy.ops import complex_xla  # (it builds on this module)
         return complex_xla.divide(a, b)
     if not _is_int(a):
         return np.divide(a, b)
@@ -414,7 +411,6 @@ def _power(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
     0. (XLA before jaxlib 0.12 compared unsigned exponents as signed, so those >= 2^(bits-1)
     took the negative-exponent path, and kept the 6-bit result for even bases too.)"""
     if a.dtype.kind == "c":
-        from xlapy.ops import complex_xla  # (it builds on this module)
         return complex_xla.power(a, b)
     if not _is_int(a):
         return libm.call("power", a, b)  # the C library's, as the cpu kernels (not NumPy's)
@@ -484,7 +480,6 @@ def _multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype == np.bool_:
         return a & b
     if a.dtype.kind == "c":
-        from xlapy.ops import complex_xla  # (it builds on this module)
         return complex_xla.multiply(a, b)
     return a * b  # type: ignore[no-any-return]
 
@@ -519,4 +514,5 @@ binary("xor", BOOL | INT, _bitwise(np.bitwise_xor), raw=True, typed=True,
 
 
 from xlapy.ops import elementwise_compare, elementwise_convert, elementwise_unary  # noqa: E402,F401,I001
+from xlapy.ops import complex_xla  # noqa: E402  (it builds on this module)
 from xlapy.ops.elementwise_compare import CompareAttrs, total_order_key  # noqa: E402,F401
