@@ -27,6 +27,7 @@ from xlapy.ops.elementwise import (
     unary,
     wrap_int,
 )
+from xlapy.ops.fma import two_prod
 from xlapy.types import ElementType
 
 _FC = FLOAT | COMPLEX
@@ -88,18 +89,6 @@ def _cbrt(x: np.ndarray) -> np.ndarray:
     return make_complex(r * np.cos(th), r * np.sin(th), x.dtype)
 
 
-def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """a b = p + e exactly (Dekker's product: numpy has no fma; |a|, |b| < 2^996)."""
-    def split(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        c = v * 134217729.0  # 2^27 + 1
-        hi = c - (c - v)
-        return hi, v - hi
-    p = a * b
-    ah, al = split(a)
-    bh, bl = split(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
 def cbrt_newton(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """f64 cbrt within 1 ulp: one Newton step y - (y^3 - x) / (3 y^2) on libm's y (glibc's
     cbrt is 2 ulp off at times), with y^3 - x exact but for its smallest term (y^2 = a + al,
@@ -112,8 +101,8 @@ def cbrt_newton(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         up, down = ax < 2.0 ** -600, ax > 2.0 ** 900
         xs = np.where(up, x * 2.0 ** 600, np.where(down, x * 2.0 ** -600, x))
         ys = np.where(up, y * 2.0 ** 200, np.where(down, y * 2.0 ** -200, y))
-        a, al = _two_prod(ys, ys)
-        p, pl = _two_prod(a, ys)
+        a, al = two_prod(ys, ys)
+        p, pl = two_prod(a, ys)
         y1 = ys - (((p - xs) + pl) + al * ys) / (3.0 * a)
         y1 = np.where(up, y1 * 2.0 ** -200, np.where(down, y1 * 2.0 ** 200, y1))
     return np.where(np.isfinite(x) & (x != 0), y1, y)  # type: ignore[no-any-return]
@@ -122,31 +111,6 @@ def cbrt_newton(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _rsqrt(x: np.ndarray) -> np.ndarray:
     s = np.sqrt(x)
     return np.divide(np.ones((), x.dtype), s, out=s)  # type: ignore[no-any-return]
-
-
-def _log1p(x: np.ndarray) -> np.ndarray:
-    """log1p; complex: numpy's log(hypot(x + 1, y)) + i atan2(y, x + 1), except where
-    hypot would overflow (max(|x + 1|, |y|) above half the largest finite value), where the
-    real part is log(m) + log1p((n / m)^2) / 2 with m, n the larger and smaller of the two
-    (XLA: log1p(-3.4e38 - 3.4e38i) is 89.069 - 2.356i, not inf), and near 0 (|x|, |y| below
-    1/2), where x + 1 rounds away what z adds to |1 + z|: log1p(x (x + 2) + y^2) / 2 in f64
-    (XLA: log1p(1e-8 + 1e-27i) has real part 1e-8, not 0)."""
-    out = np.log1p(x)
-    if x.dtype.kind != "c":
-        return out  # type: ignore[no-any-return]
-    with np.errstate(all="ignore"):
-        re, im = x.real.astype(np.float64), x.imag.astype(np.float64)
-        near = (np.abs(re) < 0.5) & (np.abs(im) < 0.5)
-        if near.any():
-            r, i = re[near], im[near]
-            out.real[near] = np.log1p(r * (r + 2.0) + i * i) * 0.5
-        x1, y = np.abs(x.real + x.real.dtype.type(1)), np.abs(x.imag)
-        m, n = np.maximum(x1, y), np.minimum(x1, y)
-        big = np.isfinite(m) & (m > np.finfo(m.dtype).max / 2)
-        if big.any():
-            r = n[big] / m[big]
-            out.real[big] = np.log(m[big]) + np.log1p(r * r) / 2
-    return out  # type: ignore[no-any-return]
 
 
 def in_f64(fn: Any) -> Any:
@@ -233,7 +197,7 @@ unary("imag", _FC, _imag, raw=True, typed=True, result_type=_component,
 unary("is_finite", FLOAT, np.isfinite, raw=True, result_type=lambda t: ElementType.PRED,
       doc="stablehlo.is_finite: spec §is_finite; XLA IsFinite.")
 unary("log", _FC, in_f64(np.log), ftz_real=False, doc="stablehlo.log: spec §log; XLA Log.")
-unary("log_plus_one", _FC, in_f64(_log1p), ftz_real=False,
+unary("log_plus_one", _FC, in_f64(np.log1p), ftz_real=False,
       doc="stablehlo.log_plus_one: spec §log_plus_one; XLA Log1p.")
 unary("logistic", _FC, in_f64(_logistic), daz_real=False,
       doc="stablehlo.logistic: spec §logistic; XLA Logistic.")

@@ -47,8 +47,9 @@ def _fma32(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
 _SPLIT = 134217729.0  # 2^27 + 1
 
 
-def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """a * b = p + e exactly (|a|, |b| < 1: no overflow; no underflow at these scales)."""
+def two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """a * b = p + e exactly (Dekker's product: numpy has no fma), for |a|, |b| < 2^996 and
+    products far enough above the subnormals."""
     p = a * b
 
     def split(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,7 +83,7 @@ def _fma64(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
     far_down = e - ez > 110
     zs = np.where(far_down, np.copysign(np.float64(2.0 ** -200), zs),
                   np.ldexp(zs, np.where(far_up | far_down, 0, -e)))
-    uh, ul = _two_prod(mx, my)
+    uh, ul = two_prod(mx, my)
     th = zs + uh
     bb = th - zs
     tl = (zs - (th - bb)) + (uh - bb)  # TwoSum: zs + uh = th + tl
