@@ -33,6 +33,8 @@ def measure(name: str, reps: int, small: bool) -> dict[str, Any]:
     """Min over `reps` interleaved cold compiles of each side."""
     import jax
 
+    jax.config.update("jax_enable_compilation_cache", False)  # XLA cold too, as xlapy
+
     import xlapy
     from xlapy.backends.cpu import cache
 

@@ -189,8 +189,8 @@ def refuse(symbols: list[str], texts: Iterable[str], ops: dict[str, Any]) -> Uni
             instr = _needing(ops[fn], sym)
             op, where = instr.opcode, f"%{instr.name} {instr.shape}"
             break
-        if _emitted_op(fn):
-            op, where = _emitted_op(fn), fn
+        if op := _emitted_op(fn):
+            where = fn
             break
     else:
         op, where = "the program", "unknown"

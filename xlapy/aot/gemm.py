@@ -123,9 +123,6 @@ def emit_dot(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function
         b.ret_void()
         return fn, 0
 
-    def offset(flat: ir.Value, dims: list[int], strd: list[int]) -> ir.Value:
-        return flat_offset(b, flat, dims, strd)
-
     def rhs_free(base: ir.Value, body: Callable[[ir.Value, ir.Value], None]) -> None:
         """body(rhs offset, linear n) over the rhs free dimensions, nested loops."""
         dims = [rd[d] for d in rf]
@@ -148,9 +145,9 @@ def emit_dot(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function
 
     def block(bi: ir.Value, m0: ir.Value, rows: int) -> None:
         """Output rows m0 .. m0 + rows of batch bi."""
-        lrow = [b.add(offset(bi, lbd, lbs), offset(b.add(m0, i64(r)), lfd, lfs))
+        lrow = [b.add(flat_offset(b, bi, lbd, lbs), flat_offset(b, b.add(m0, i64(r)), lfd, lfs))
                 for r in range(rows)]
-        rbase = offset(bi, lbd, rbs)
+        rbase = flat_offset(b, bi, lbd, rbs)
         with for_range(b, i64(0), i64(rows * n), name="zero") as i:
             b.store(zero, b.gep(pa, [i]))
         def steps(kk: ir.Value, ku: int) -> None:
@@ -158,8 +155,8 @@ def emit_dot(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function
             (each row's sum still in increasing k)."""
             ks = [b.add(kk, i64(j)) for j in range(ku)]
             xs = [[widen(b, ew.from_storage(b, b.load(b.gep(pl, [b.add(
-                lr, offset(kj, lcd, lcs))])), lt), lt, acc_t) for kj in ks] for lr in lrow]
-            rks = [b.add(rbase, offset(kj, lcd, rcs)) for kj in ks]
+                lr, flat_offset(b, kj, lcd, lcs))])), lt), lt, acc_t) for kj in ks] for lr in lrow]
+            rks = [b.add(rbase, flat_offset(b, kj, lcd, rcs)) for kj in ks]
             deltas = [b.sub(rk, rks[0]) for rk in rks]
 
             def inner(off: ir.Value, lin: ir.Value) -> None:

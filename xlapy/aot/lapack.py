@@ -46,7 +46,8 @@ TYPES = {"s": ET.F32, "d": ET.F64, "c": ET.C64, "z": ET.C128}
 
 
 def handles(instr: Instruction) -> bool:
-    """The instruction is one this module compiles (or refuses by name: geev)."""
+    """The instruction is one this module compiles (or refuses by name: geev with
+    eigenvectors)."""
     if instr.opcode == "cholesky":
         return True
     if instr.opcode != "custom_call":

@@ -21,13 +21,14 @@ from typing import Any
 from llvmlite import ir
 
 from xlapy.backends.cpu.llvm_util import I8P, I32, I64, KERNEL_TYPE, for_range, i64
+from xlapy.backends.cpu.options import CpuOptions
 
 #: Most threads one kernel call uses.
 MAX_THREADS = 64
 #: Element-ops (kernels.Kernel.cost) from which a kernel call is split (CpuOptions'
 #: split_cost, the JIT pool's threshold; a thread's creation costs tens of microseconds,
 #: about what 2^18 element-ops take on one core).
-SPLIT_COST = 1 << 18
+SPLIT_COST = CpuOptions.split_cost
 #: The pthread functions an object with run_threaded needs (libc in glibc 2.34 and later,
 #: libpthread before: link with -pthread).
 PTHREAD = ("pthread_create", "pthread_join")
