@@ -154,16 +154,10 @@ class Math:
         return parts[0]
 
     def recip28(self, d: ir.Value) -> ir.Value:
-        """1 / d to a relative 2^-28 or better (enough for a result rounded to f32): AVX-512's
-        vrcp14 (2^-14) and one Newton step, where a division costs ~8x as much (vdivpd);
-        1 / d elsewhere. Finite nonzero normal d only (no special values arrive here)."""
-        name = f"llvm.x86.avx512.rcp14.{'pd' if self.is64 else 'ps'}.512"
-        r = self._avx512(name, [d], lambda chunk, mask_t: [
-            ir.Constant(chunk, None), ir.Constant(mask_t, -1)])
-        if r is None:
-            return self.b.fdiv(self.c(1.0), d)
-        e = self.fma(self.b.fneg(d), r, self.c(1.0))
-        return self.fma(r, e, r)
+        """1 / d for a result rounded to f32 later: a correctly rounded division. (AVX-512's
+        vrcp14 plus a Newton step was faster, but only vector lanes took it, so a value's
+        f32 result depended on its position in the array and on the CPU.)"""
+        return self.b.fdiv(self.c(1.0), d)
 
     # ---- functions ----
     def exp(self, x: ir.Value, terms: int | None = None) -> ir.Value:
