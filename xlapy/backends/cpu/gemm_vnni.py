@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import target
+from xlapy.backends.cpu import parallel, target
 from xlapy.backends.cpu.llvm_util import (
     _OBJECTS,
     I8P,
@@ -201,17 +201,15 @@ def igemm8(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], N
         bp = np.empty((kp // 4, np_), np.int32)
         csum = np.empty(np_, np.int32)
         parts = min(threads, m) if m * n * k >= SPLIT_MACS else 1
+        pool = parallel.pool(threads) if parts > 1 else None
+        cuts = [m * p // parts for p in range(parts + 1)]
         for j in range(nb):
             pack(b[j].ctypes.data, bp.ctypes.data, csum.ctypes.data,  # type: ignore[operator]
                  kp // 4, np_)
             ptrs = (a[j].ctypes.data, bp.ctypes.data, csum.ctypes.data, out[j].ctypes.data)
-            if parts < 2:
+            if pool is None:
                 fn(*ptrs, 0, m, np_, kp // 4)  # type: ignore[operator]
                 continue
-            from xlapy.backends.cpu import parallel
-
-            cuts = [m * p // parts for p in range(parts + 1)]
-            pool = parallel.pool(threads)
             futs = [pool.submit(addr, *ptrs, cuts[p], cuts[p + 1], np_, kp // 4,
                                 keep=(a, bp, csum, out)) for p in range(1, parts)]
             fn(*ptrs, cuts[0], cuts[1], np_, kp // 4)  # type: ignore[operator]
