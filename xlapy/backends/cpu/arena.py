@@ -11,7 +11,7 @@ the computation is live to the end.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from xlapy.passes.buffer_assignment import ALIGN, Allocation, pack
@@ -44,9 +44,11 @@ def schedule(outs: list[int], ins: list[list[int]], group: dict[int, str],
     return steps
 
 
-def offsets(steps: list[Step], sizes: dict[int, int], results: Iterable[int]
-            ) -> tuple[dict[int, int], int]:
-    """(slot -> byte offset, arena bytes) for the temporaries `sizes` (slot -> bytes)."""
+def offsets(steps: list[Step], sizes: dict[int, int], results: Iterable[int],
+            share: Mapping[int, int] | None = None) -> tuple[dict[int, int], int]:
+    """(slot -> byte offset, arena bytes) for the temporaries `sizes` (slot -> bytes).
+    `share`: slot -> the slot whose memory it is written over (inplace.py); both get one
+    allocation, live from the first's start to the last's end."""
     parent: dict[int, int] = {}
 
     def find(s: int) -> int:
@@ -73,10 +75,21 @@ def offsets(steps: list[Step], sizes: dict[int, int], results: Iterable[int]
         hi[g] = max(hi.get(g, 0), last.get(s, 0))
     for s in results:
         hi[find(s)] = end
-    allocs = {s: Allocation(-(-n // ALIGN) * ALIGN, lo.get(find(s), 0), hi.get(find(s), end))
-              for s, n in sizes.items()}
+    share = share or {}
+
+    def home(s: int) -> int:
+        while s in share:
+            s = share[s]
+        return s
+
+    span: dict[int, tuple[int, int, int]] = {}  # home -> (bytes, first step, last step)
+    for s, n in sizes.items():
+        h = home(s)
+        b0, l0, h0 = span.get(h, (0, end, 0))
+        span[h] = (max(b0, n), min(l0, lo.get(find(s), 0)), max(h0, hi.get(find(s), end)))
+    allocs = {h: Allocation(-(-n // ALIGN) * ALIGN, a, z) for h, (n, a, z) in span.items()}
     total = pack(list(allocs.values()))
-    return {s: a.offset for s, a in allocs.items()}, total
+    return {s: allocs[home(s)].offset for s in sizes}, total
 
 
 __all__ = ["Step", "schedule", "offsets"]

@@ -34,6 +34,7 @@ from xlapy import denormal
 from xlapy.backends.cpu import (
     arena,
     cache,
+    inplace,
     kernels,
     lanes,
     lapack,
@@ -518,5 +519,37 @@ class CpuExecutable(Calls, Introspection):
         group = {m.slot: r.name for r in self.regions for m in r.members}
         sizes = {s: math.prod(self.shapes[s].dimensions) * self.shapes[s].dtype.itemsize
                  for s in self.temp_slots}
-        return arena.offsets(arena.schedule(outs, ins, group, self._native | set(kernel_ins)),
-                             sizes, [self.slot[id(i)] for i in self._root_values()])
+        results = [self.slot[id(i)] for i in self._root_values()]
+        fresh = self._native | set(kernel_ins)
+        #: kernel slot -> the dying operand slot it is written over (inplace.py)
+        self.in_place = inplace.choose(outs, ins, self._in_place_operands(), set(sizes), fresh,
+                                       set(results), self._region_whole_reads())
+        return arena.offsets(arena.schedule(outs, ins, group, fresh), sizes, results,
+                             self.in_place)
+
+    def _in_place_operands(self) -> dict[int, list[int]]:
+        """Per element-wise kernel, the operand slots it reads only at the elements (rows)
+        it writes (inplace.py)."""
+        inline = {id(r) for rs in self.row_reduces.values() for r in rs}
+        fusible = self.fusion.fusible
+        out: dict[int, list[int]] = {}
+        for spec in self.kernel_specs:
+            root = spec.root
+            if isinstance(spec, op_emit.TupleKernel) or id(root) not in fusible \
+                    or spec.partial or not inplace.exact_walk(root, fusible, self.materialized,
+                                                              inline):
+                continue
+            reads: dict[int, set[tuple[str, ...]]] = {}
+            row_walk(root, fusible, self.materialized, inline, reads)
+            leaves = self._leaves(root, fusible)
+            out[spec.output] = [s for lid, s in leaves.items() if inplace.same_index_reads(
+                root.shape, self.shapes[s], reads.get(lid, ()))]
+        return out
+
+    def _region_whole_reads(self) -> dict[int, set[int]]:
+        """Per member slot of a row-parallel region, the slots its members read whole."""
+        out: dict[int, set[int]] = {}
+        for region in self.regions:
+            whole = set().union(*(m.other_reads for m in region.members))
+            out.update((m.slot, whole) for m in region.members)
+        return out
