@@ -6,7 +6,9 @@ dilation, window reversal, negative padding, feature groups (depthwise), batch g
 mixed element types and preferred result types - is rewritten once per call into:
 
 * xp  [N, P_0 .. P_{s-1}, Cx]: the input in the compute type, lhs-dilated and padded (a
-  negative pad crops), channels innermost (what JAX emits: NHWC needs no transpose);
+  negative pad crops), channels innermost (what JAX emits: NHWC needs no transpose). An
+  operand already channels-last in the compute type is read as it is: unpadded, or padded
+  row by row inside the kernel (conv_kernel.py), never copied whole;
 * w   [G, K, Ci, A] (or [K, A] depthwise): the kernel, reversal applied, output features of
   a group innermost, padded to whole vectors;
 * out [B, S_0 .. S_{s-1}, G, A]: output features innermost (written in place when that is
@@ -38,21 +40,16 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, target
-from xlapy.backends.cpu.conv import split_rows
+from xlapy.backends.cpu import cache, parallel, target
+from xlapy.backends.cpu.conv import SPLIT_MACS
+from xlapy.backends.cpu.conv_kernel import Nest, emit
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
-    I64,
-    VOID,
     Engine,
-    for_range,
-    i64,
-    intrinsic,
     module_text,
-    new_module,
-    splat,
 )
+from xlapy.backends.cpu.threads import fn_address
 from xlapy.ir import Instruction
 from xlapy.ops.linalg import accumulate_dtype
 from xlapy.types import ElementType as ET
@@ -61,7 +58,7 @@ from xlapy.types import ElementType as ET
 #: border written once, no page faults: 2.5 ms of the reference layer's ~45).
 KEEP_BYTES = 64 << 20
 _FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                       ctypes.c_int64, ctypes.c_int64)
+                       ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def compute_dtype(instr: Instruction) -> np.dtype:
@@ -146,7 +143,9 @@ def _blocking(nvec: int, wout: int, regs: int) -> tuple[int, int]:
     the output features re-reads the input rows (the reference 3x3 32->32 layer: V=4, P=2
     took 42-50 ms of CPU on Zen 3 where V=2, P=6 took 49-56; stride 2: 8 ms against 16)."""
     v = max(d for d in range(1, min(nvec, 4) + 1) if nvec % d == 0)
-    return v, max(1, min((regs - 1 - v) // v, wout, 14))
+    pmax = max(1, min((regs - 1 - v) // v, wout, 14))
+    blocks = -(-wout // pmax)
+    return v, -(-wout // blocks)
 
 
 def _llvm_type(dtype: np.dtype) -> ir.Type:
@@ -155,124 +154,6 @@ def _llvm_type(dtype: np.dtype) -> ir.Type:
     if dtype == np.float64:
         return F64
     return ir.IntType(8 * dtype.itemsize)
-
-
-def _emit(name: str, t: ir.Type, lanes: int, geo: Geometry, xvec: bool, cx: int, apad: int,
-          v: int, p: int, koffs: list[int]) -> ir.Module:
-    """`void name(T* xp, T* w, T* out, i64 begin, i64 end)` over output rows [begin, end)
-    of b * prod(sp_out[:-1]); see the module docstring for the layouts."""
-    mod = new_module(name)
-    tp = t.as_pointer()
-    fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64]), name=name)
-    xp, w, out, begin, end = fn.args
-    for arg in (xp, w, out):
-        arg.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    vt = ir.VectorType(t, lanes)
-    vp = vt.as_pointer()
-    is_float = t in (F32, F64)
-    zero = splat(vt, 0.0 if is_float else 0)
-    align = 8 if t == F64 else 4 if t == F32 else t.width // 8
-    ktab = ir.GlobalVariable(mod, ir.ArrayType(I64, len(koffs)), name=f"{name}.koff")
-    ktab.global_constant = True
-    ktab.linkage = "internal"
-    ktab.initializer = ir.Constant(ir.ArrayType(I64, len(koffs)), koffs)
-
-    s = len(geo.sp_out)
-    # Element strides of xp.
-    xstr = [0] * s
-    acc_ = cx
-    for d in range(s - 1, -1, -1):
-        xstr[d] = acc_
-        acc_ *= geo.padded[d]
-    xbatch = acc_
-    groups = 1 if xvec else geo.g
-    ci = 1 if xvec else geo.ci
-    kk = len(koffs)
-    wo = geo.sp_out[-1]
-    st_last = geo.strides[-1] * xstr[-1]
-    opix = groups * apad          # out elements per pixel
-    nvec = apad // lanes
-    gx = (geo.b * xbatch) if geo.by_batch else ci   # xp offset between groups
-    fmuladd = f"llvm.fmuladd.v{lanes}{'f64' if t == F64 else 'f32'}"
-
-    def load(ptr: ir.Value, off: ir.Value) -> ir.Value:
-        ld = b.load(b.bitcast(b.gep(ptr, [off]), vp))
-        ld.align = align
-        return ld
-
-    slots = [[b.alloca(vt) for _ in range(v)] for _ in range(p)]  # entry block: SROA'd
-
-    def block(xg: ir.Value, wg: ir.Value, og_: ir.Value, vb: ir.Value, pix0: ir.Value,
-              pp: int) -> None:
-        accs = slots[:pp]
-        for row in accs:
-            for slot in row:
-                b.store(zero, slot)
-        xb = b.add(xg, b.mul(pix0, i64(geo.strides[-1] * cx)))
-        wb = b.add(wg, b.mul(vb, i64(lanes)))
-        with for_range(b, i64(0), i64(kk), "k") as k:
-            koff = b.load(b.gep(ktab, [i64(0), k]))
-            xk = b.add(xb, koff)
-            wk = b.add(wb, b.mul(k, i64(ci * apad)))
-            with for_range(b, i64(0), i64(ci), "c") as c:
-                cur = [[b.load(slot) for slot in row] for row in accs]
-                wc = b.add(wk, b.mul(c, i64(apad)))
-                wv = [load(w, b.add(wc, i64(j * lanes))) for j in range(v)]
-                xc = b.add(xk, c)
-                for q in range(pp):
-                    xq = b.add(xc, i64(q * st_last))
-                    if xvec:
-                        xb_ = b.add(xq, b.mul(vb, i64(lanes)))
-                        xs = [load(xp, b.add(xb_, i64(j * lanes))) for j in range(v)]
-                    else:
-                        sc = b.load(b.gep(xp, [xq]))
-                        bc = b.shuffle_vector(
-                            b.insert_element(ir.Constant(vt, ir.Undefined), sc,
-                                             ir.Constant(ir.IntType(32), 0)),
-                            ir.Constant(vt, ir.Undefined),
-                            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
-                        xs = [bc] * v
-                    for j in range(v):
-                        if is_float:
-                            cur[q][j] = intrinsic(b, fmuladd, vt, [xs[j], wv[j], cur[q][j]])
-                        else:
-                            cur[q][j] = b.add(cur[q][j], b.mul(xs[j], wv[j]))
-                for q in range(pp):
-                    for j in range(v):
-                        b.store(cur[q][j], accs[q][j])
-        ob = b.add(b.add(og_, b.mul(pix0, i64(opix))), b.mul(vb, i64(lanes)))
-        for q in range(pp):
-            for j in range(v):
-                st = b.store(b.load(accs[q][j]),
-                             b.bitcast(b.gep(out, [b.add(ob, i64(q * opix + j * lanes))]), vp))
-                st.align = align
-
-    rows_inner = int(np.prod(geo.sp_out[:-1], dtype=np.int64))
-    with for_range(b, begin, end, "row") as row:
-        bi = b.sdiv(row, i64(rows_inner))
-        rem = b.srem(row, i64(rows_inner))
-        xrow = b.mul(bi, i64(xbatch))
-        for d in range(s - 2, -1, -1):
-            sd = b.srem(rem, i64(geo.sp_out[d]))
-            rem = b.sdiv(rem, i64(geo.sp_out[d]))
-            xrow = b.add(xrow, b.mul(sd, i64(geo.strides[d] * xstr[d])))
-        orow = b.mul(row, i64(wo * opix))
-        with for_range(b, i64(0), i64(groups), "g") as g:
-            xg = b.add(xrow, b.mul(g, i64(gx)))
-            wg = b.mul(g, i64(kk * ci * apad))
-            og_ = b.add(orow, b.mul(g, i64(apad)))
-            with for_range(b, i64(0), i64(nvec // v), "vb") as vbi:
-                vb = b.mul(vbi, i64(v))
-                full = wo // p
-                if full:
-                    with for_range(b, i64(0), i64(full), "pb") as pb:
-                        block(xg, wg, og_, vb, b.mul(pb, i64(p)), p)
-                if wo % p:
-                    with for_range(b, i64(full * p), i64(wo), "pt") as pt:
-                        block(xg, wg, og_, vb, pt, 1)
-    b.ret_void()
-    return mod
 
 
 def conv_route(instr: Instruction) -> str:
@@ -299,8 +180,29 @@ def conv_route(instr: Instruction) -> str:
     return "direct"
 
 
-def general_plan(instr: Instruction, threads: int = 1
-                 ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
+def epilogue_ok(instr: Instruction) -> bool:
+    """Whether general_plan can apply an element-wise epilogue (conv_epilogue.py) to this
+    convolution's registers: a float result in its own compute type, written in place
+    (channels-last, the output features whole vectors)."""
+    comp = compute_dtype(instr)
+    if comp != instr.shape.dtype or comp not in (np.float32, np.float64):
+        return False
+    dn = instr.attrs.dimension_numbers
+    s = instr.shape.rank - 2
+    order = [dn.output_batch_dimension, *dn.output_spatial_dimensions,
+             dn.output_feature_dimension]
+    if order != list(range(s + 2)) or instr.shape.num_elements == 0:
+        return False
+    geo = geometry(instr)
+    if geo.ci == 0 or 0 in geo.ks or 0 in geo.sp_in or geo.n == 0:
+        return False
+    xvec = not geo.by_batch and geo.g > 1 and geo.ci == 1 and geo.og == 1
+    axis = geo.g if xvec else geo.og
+    return axis % _lanes(comp, axis) == 0
+
+
+def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
+                 ) -> Callable[..., None]:
     """A function (lhs, rhs, out) computing any convolution natively on `threads` threads.
     A complex one is a real convolution of twice the channels: channel 2c + part of the
     input and output is the real (part 0) or imaginary part of channel c - the complex
@@ -330,7 +232,6 @@ def general_plan(instr: Instruction, threads: int = 1
     c0, ci0, og0 = geo.c, geo.ci, geo.og
     if cplx:
         geo = dataclasses.replace(geo, c=2 * c0, ci=2 * ci0, og=2 * og0)
-    sg = len(geo.sp_out)
     xvec = not geo.by_batch and geo.g > 1 and geo.ci == 1 and geo.og == 1
     axis = geo.g if xvec else geo.og
     lanes = _lanes(kd, axis)
@@ -339,16 +240,27 @@ def general_plan(instr: Instruction, threads: int = 1
     cx = apad if xvec else geo.c
     regs = 32 if target.current().vector_bits == 512 else 16
     v, p = _blocking(nvec, geo.sp_out[-1], regs)
-    xstr = [0] * sg
-    acc_ = cx
-    for d in range(sg - 1, -1, -1):
-        xstr[d] = acc_
-        acc_ *= geo.padded[d]
-    koffs = [sum(k * geo.rhs_dil[d] * xstr[d] for d, k in enumerate(pos))
-             for pos in np.ndindex(*geo.ks)]
+    xperm = [dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension]
+    in_dtype = instr.operands[0].shape.dtype
+    channels_last = (xperm == list(range(s + 2)) and cx == geo.c and comp == in_dtype
+                     and all(d == 1 for d in geo.lhs_dil))
+    # Already channels-last in the compute type with nothing to pad or dilate (a VALID or
+    # 1x1 NHWC convolution): the kernel reads the operand itself; with padding (but no
+    # batch groups) it pads rows itself (conv_kernel.py); else a padded copy per call.
+    as_is = channels_last and all(p == (0, 0) for p in geo.pad)
+    in_rows = channels_last and not as_is and not geo.by_batch
+    nest = Nest(b=geo.b, g=1 if xvec else geo.g, ci=1 if xvec else geo.ci, cx=cx,
+                gx=(geo.b * prod(geo.padded) * cx) if geo.by_batch else geo.ci, apad=apad,
+                lanes=lanes, v=v, p=p, xvec=xvec, sp_out=geo.sp_out, ks=geo.ks,
+                strides=geo.strides, rhs_dil=geo.rhs_dil, padded=geo.padded, sp_in=geo.sp_in,
+                pad=geo.pad, rows=in_rows)
+    in_place = (apad == axis and comp == result_dtype and not is_pred
+                and operm == list(range(s + 2)))
+    if epilogue is not None and (not in_place or cplx):
+        raise ValueError("conv_general: an epilogue needs a result written in place")
     t = _llvm_type(kd)
     name = "conv_general"
-    text = module_text(_emit(name, t, lanes, geo, xvec, cx, apad, v, p, koffs))
+    text = module_text(emit(name, t, nest, epilogue.emit if epilogue is not None else None))
     key = cache.key(text, "light")
     obj = cache.get(key)
     # Explicit vectors, constant trip counts: SROA and CFG cleanup are all it needs (O3
@@ -359,7 +271,6 @@ def general_plan(instr: Instruction, threads: int = 1
     fn = _FN(eng.address(name))
 
     # Input: [N, spatial..., C] in the compute type, into the interior of xp.
-    xperm = [dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension]
     src: list[slice] = [slice(None)]
     dst: list[slice] = [slice(None)]
     for d in range(len(geo.sp_in)):
@@ -381,29 +292,26 @@ def general_plan(instr: Instruction, threads: int = 1
     flip = tuple(d for d in range(s) if geo.reversal[d])
     kk = int(np.prod(geo.ks))
     oshape = (geo.b, *geo.sp_out, apad) if xvec else (geo.b, *geo.sp_out, geo.g, apad)
-    in_place = (apad == axis and comp == result_dtype and not is_pred
-                and operm == list(range(s + 2)))
     rows = geo.b * int(np.prod(geo.sp_out[:-1], dtype=np.int64))
     macs = geo.b * int(np.prod(geo.sp_out)) * geo.g * apad * geo.ci * kk
-    # Already channels-last in the compute type with nothing to pad or dilate (a VALID or
-    # 1x1 NHWC convolution): the kernel reads the operand itself.
-    as_is = (xperm == list(range(s + 2)) and cx == geo.c and comp == instr.operands[0].shape.dtype
-             and all(p == (0, 0) for p in geo.pad) and all(d == 1 for d in geo.lhs_dil))
+    parts = min(threads, rows) if macs >= SPLIT_MACS else 1
+    scratch_bytes = nest.scratch_bytes(kd.itemsize) if in_rows else 0
     spare = threading.Lock()
     buf: list[np.ndarray] = []
 
-    def run(x: np.ndarray, wt: np.ndarray, out: np.ndarray, eng: Any = eng) -> None:
+    def run(x: np.ndarray, wt: np.ndarray, out: np.ndarray, *extra: np.ndarray,
+            eng: Any = eng) -> None:
         mine = spare.acquire(blocking=False)  # a concurrent call gets a buffer of its own
         try:
-            if as_is and x.flags.c_contiguous:
-                xp = x
+            if as_is or in_rows:
+                xp = np.ascontiguousarray(x)
             elif mine and buf:
                 xp = buf[0]
             else:
                 xp = np.zeros(xshape, kd)  # zero once: the same positions are written
                 if mine and xp.nbytes <= KEEP_BYTES:
                     buf.append(xp)
-            if xp is not x:
+            if not (as_is or in_rows):
                 xv = x.transpose(xperm)
                 if s == 0:
                     xv = xv[:, None, :]
@@ -425,8 +333,12 @@ def general_plan(instr: Instruction, threads: int = 1
                 wk = np.zeros((geo.g, kk, geo.ci, apad), kd)
                 wk[..., :geo.og] = kw.transpose(2, 0, 1, 3)
             res = out if in_place and out.flags.c_contiguous else np.empty(oshape, kd)
-            split_rows(fn, (xp.ctypes.data, wk.ctypes.data, res.ctypes.data), rows, macs,
-                       threads)
+            keep: list[Any] = []
+            eptr = epilogue.pointers(extra, geo, xvec, apad, keep) if epilogue is not None \
+                else 0
+            scratch = scratch_for(mine, parts) if in_rows else None
+            split_parts(fn, (xp.ctypes.data, wk.ctypes.data, res.ctypes.data), rows, parts,
+                        scratch, eptr)
             if res is not out:
                 r = res[..., :geo.g] if xvec else res[..., :geo.og].reshape(
                     geo.b, *geo.sp_out, geo.g * geo.og)
@@ -440,7 +352,45 @@ def general_plan(instr: Instruction, threads: int = 1
             if mine:
                 spare.release()
 
+    scratches: list[np.ndarray] = []
+
+    def scratch_for(mine: bool, n: int) -> np.ndarray:
+        """[n, scratch_bytes] bytes: kept with the plan (its zero row and tags are
+        rewritten by every call), a fresh one for a concurrent call."""
+        if mine and scratches:
+            return scratches[0]
+        arr = np.empty((n, scratch_bytes + 64), np.uint8)
+        if mine:
+            scratches.append(arr)
+        return arr
+
+    run.kept = (buf, scratches)  # type: ignore[attr-defined]  # what a call keeps (tests)
+
     return run
+
+
+def split_parts(fn: Any, args: tuple[int, int, int], rows: int, parts: int,
+                scratch: np.ndarray | None, eptr: int) -> None:
+    """fn(*args, begin, end, scratch row k, eptr) over [0, rows) in `parts` contiguous
+    parts (conv.split_rows' cuts, so the same rows go together: each output row is summed
+    whole by one part, the split changes no bits), part k with scratch row k."""
+    def scr(k: int) -> int:
+        if scratch is None:
+            return 0
+        a = int(scratch[k].ctypes.data)
+        return a + (-a) % 64
+
+    if parts < 2:
+        fn(*args, 0, rows, scr(0), eptr)
+        return
+    cuts = [rows * k // parts for k in range(parts + 1)]
+    pool = parallel.pool(parts)
+    fa = fn_address(fn)
+    futs = [pool.submit(fa, *args, cuts[k], cuts[k + 1], scr(k), eptr)
+            for k in range(1, parts)]
+    fn(*args, cuts[0], cuts[1], scr(0), eptr)
+    for f in futs:
+        f.result()
 
 
 __all__ = ["conv_route", "general_plan", "compute_dtype", "geometry", "Geometry"]
