@@ -223,6 +223,20 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     _shared([part(j) for j in range(chunks)], beta, threads)
 
 
+#: Multiply-adds per product below which a batch of up to 16 products is split over threads by
+#: product rather than each product by rows: the transformer's 8-head attention dots
+#: (256x64x256 each) took 0.62 ms split per head by rows, no faster than one thread
+#: (0.56), and 0.34 ms with the heads shared out.
+BATCH_SPLIT_FLOPS = 1 << 24
+
+
+def by_batch(nbatch: int, m: int, n: int, k: int) -> bool:
+    """Whether a batch of `nbatch` m x k x n products runs as `batched_gemm` (each thread
+    takes whole products) rather than one split `gemm` per product: many products, or
+    several small ones. A function of the shape alone (so are the bits)."""
+    return nbatch > 16 or (nbatch >= 2 and m * n * k < BATCH_SPLIT_FLOPS)
+
+
 def batched_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int = 1) -> None:
     """out[j] = a[j] @ b[j] for every batch j: one single-threaded BLAS call per batch (so a
     batch's bits never depend on the thread count), each thread taking the next batch left.
@@ -259,5 +273,5 @@ def _shared(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], beta: float,
     pool.share(jobs, threads, keep)
 
 
-__all__ = ["batched_gemm", "gemm", "ready", "function_address", "library", "SPLIT_FLOPS",
-           "MIN_CHUNK"]
+__all__ = ["batched_gemm", "by_batch", "gemm", "ready", "function_address", "library",
+           "SPLIT_FLOPS", "MIN_CHUNK", "BATCH_SPLIT_FLOPS"]

@@ -133,7 +133,7 @@ def dot_plan(instr: Instruction, threads: int = 1
 
         return run_int
 
-    from xlapy.backends.cpu.blas import batched_gemm, gemm
+    from xlapy.backends.cpu.blas import batched_gemm, by_batch, gemm
 
     direct = acc == out_dtype
     same = lhs.dtype == rhs.dtype == acc
@@ -151,7 +151,7 @@ def dot_plan(instr: Instruction, threads: int = 1
             recycle.output(keep, 2, (nbatch, m, n), acc)
         if k == 0 or (nbatch > 16 and m * n * k < BATCH_GEMM_FLOPS):
             np.matmul(xv, yv, out=ov)  # tiny products: NumPy's loop beats a call per batch
-        elif nbatch > 16:
+        elif by_batch(nbatch, m, n, k):
             batched_gemm(xv, yv, ov, threads)
         else:
             for j in range(nbatch):
