@@ -133,6 +133,18 @@ def dot_plan(instr: Instruction, threads: int = 1
 
         return run_int
 
+    from xlapy.backends.cpu import gemm_bf16
+
+    if gemm_bf16.takes(instr):  # bf16 operands read as they are, f32 sums (AMX-BF16 tiles)
+        amx = gemm_bf16.gemm(threads, gemm_bf16.reads_transposed(k, n, rc == [rhs.rank - 1]),
+                             et == ET.BF16)
+
+        def run_amx(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+            amx(x.transpose(lperm).reshape((nbatch, m, k)),
+                y.transpose(rperm).reshape((nbatch, k, n)), out.reshape((nbatch, m, n)))
+
+        return run_amx
+
     from xlapy.backends.cpu.blas import batched_gemm, by_batch, gemm
 
     direct = acc == out_dtype
@@ -241,6 +253,10 @@ def ragged_dot_plan(instr: Instruction) -> Callable[..., np.ndarray]:
 
 def library_kind(instr: Instruction) -> str | None:
     if instr.opcode == "dot_general" and dot_plan(instr) is not None:
+        from xlapy.backends.cpu import gemm_bf16
+
+        if gemm_bf16.takes(instr):
+            return "amx bf16"
         if dot_accumulator(instr).kind in "fc":  # type: ignore[union-attr]
             return "blas"
         if int8_vnni(instr):

@@ -86,5 +86,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
     from xlapy.passes.pipelines import backend_pipeline
 
-    return Pipeline("cpu", [*backend_pipeline().passes, WidenNarrowDots(), CpuFusion(options)],
+    target_ = (options or CpuOptions.make()).target
+    return Pipeline("cpu", [*backend_pipeline().passes, WidenNarrowDots(target_),
+                            CpuFusion(options)],
                     verify, print_after_all)

@@ -11,13 +11,20 @@ the producer of `a` stores f32 directly, the consumer of the result rounds as it
 XLA's CPU compiler does the same (its optimized HLO upcasts such dots to f32).
 
 Dots with a `dot_algorithm` (which fixes the operand types) and dots whose accumulation type
-is not f32 (an f64 or complex result) are left alone.
+is not f32 (an f64 or complex result) are left alone, and so are the bf16 x bf16 dots the
+AMX-BF16 tiles compute where the target has them (gemm_bf16.takes): those read their bf16
+operands as they are and round their f32 sums once into the bf16 result themselves, so no
+converts are needed around them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
+from xlapy.backends.cpu import gemm_bf16
+from xlapy.backends.cpu import target as cpu_target
+from xlapy.backends.cpu.target import CpuTarget
 from xlapy.ir import Computation, Instruction
 from xlapy.ops.elementwise_convert import ConvertAttrs
 from xlapy.passes.pass_base import ComputationPass
@@ -29,8 +36,10 @@ NARROW = frozenset({ET.BF16, ET.F16})
 
 
 def widens(instr: Instruction) -> bool:
-    """Whether `instr` is a dot_general this pass rewrites."""
+    """Whether `instr` is a dot_general this pass rewrites (on the current target)."""
     if instr.opcode != "dot_general" or instr.attrs.algorithm is not None:
+        return False
+    if gemm_bf16.takes(instr):
         return False
     types = [o.shape.element_type for o in instr.operands]
     et = instr.shape.element_type
@@ -51,11 +60,18 @@ class WidenNarrowDots(ComputationPass):
 
     name = "widen-narrow-dots"
 
+    def __init__(self, target: CpuTarget | None = None) -> None:
+        super().__init__()
+        #: The target compiled for (None: the current one): where AMX-BF16 takes a dot.
+        self.target = target
+
     def run_on_computation(self, comp: Computation) -> bool:
+        use = cpu_target.use(self.target) if self.target is not None else \
+            contextlib.nullcontext()
+        with use:
+            wide = [i for i in comp.instructions if widens(i)]
         changed = False
-        for instr in list(comp.instructions):
-            if not widens(instr):
-                continue
+        for instr in wide:
             ops = [o if o.shape.element_type == ET.F32 else _convert(comp, o, ET.F32, instr)
                    for o in instr.operands]
             attrs = dataclasses.replace(instr.attrs, result_element_type=None)

@@ -1,0 +1,155 @@
+"""gemm_bf16.py: bf16 x bf16 dots on AMX-BF16 tiles - f32 sums (within f32 accumulation error
+of the exact sum), a bf16 result rounded once (the f32 result's rounding, bit for bit), the
+same bits on any thread count, both B layouts and padded shapes; routing: programs keep their
+bf16 operands (no convert kernels) where the target has AMX-BF16 and denormals flush, and
+widen to f32 BLAS elsewhere (x86-64-v3, the `ieee` mode, tiny dots); results vs the
+interpreter and vs jax.jit."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import gemm_bf16, target
+
+BF = ml_dtypes.bfloat16
+amx = pytest.mark.skipif(not gemm_bf16.available(), reason="no AMX-BF16 on this machine")
+
+
+def _operands(nb: int, m: int, k: int, n: int, transposed: bool, seed: int = 0
+              ) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((nb, m, k)).astype(BF)
+    if transposed:  # B as a view of its transpose: k the unit-stride dimension
+        return a, rng.standard_normal((nb, n, k)).astype(BF).transpose(0, 2, 1)
+    return a, rng.standard_normal((nb, k, n)).astype(BF)
+
+
+def _bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Error bound of an f32 sum of k exact products in any order: k u sum |a_i b_i|."""
+    k = a.shape[2]
+    mag = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    return k * 2.0 ** -24 * mag + 1e-30
+
+
+@amx
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("shape", [(1, 32, 32, 32), (2, 64, 64, 96), (3, 7, 33, 9),
+                                   (2, 50, 70, 45), (1, 5, 3, 1), (4, 256, 64, 256),
+                                   (1, 96, 256, 64), (2, 33, 1, 40)])
+def test_f32_sums_within_f32_error_and_bf16_rounded_once(shape: tuple[int, ...],
+                                                         transposed: bool) -> None:
+    a, b = _operands(*shape, transposed)
+    exact = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    outs = {}
+    for threads in (1, 2):
+        c = np.full(exact.shape, np.nan, np.float32)
+        gemm_bf16.gemm(threads)(a, b, c)
+        assert np.all(np.abs(c - exact) <= _bound(a, b)), shape
+        h = np.zeros(exact.shape, BF)
+        gemm_bf16.gemm(threads)(a, b, h)
+        np.testing.assert_array_equal(h.view(np.uint16), c.astype(BF).view(np.uint16))
+        outs[threads] = c
+    np.testing.assert_array_equal(outs[1].view(np.uint32), outs[2].view(np.uint32))
+
+
+@amx
+def test_specials_propagate_like_the_f32_sum() -> None:
+    a, b = _operands(2, 64, 64, 64, False, seed=5)
+    a[0, 3, 7], a[1, 10, 0], b[0, 5, 9], b[1, 63, 2] = np.inf, np.nan, -np.inf, np.inf
+    c = np.empty((2, 64, 64), np.float32)
+    gemm_bf16.gemm(1)(a, b, c)
+    with np.errstate(invalid="ignore"):
+        want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(c), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(c), np.isinf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_array_equal(np.sign(c[np.isinf(c)]), np.sign(want[np.isinf(want)]))
+    assert np.all(np.abs(c[fin] - want[fin]) <= _bound(a, b)[fin] + 1e-6 * np.abs(want[fin]))
+
+
+_ATTN = """func.func @main(%q: tensor<2x4x64x32xbf16>, %k: tensor<2x4x64x32xbf16>,
+                     %v: tensor<2x4x64x32xbf16>) -> tensor<2x4x64x32xbf16> {
+  %0 = stablehlo.dot_general %q, %k, batching_dims = [0, 1] x [0, 1],
+      contracting_dims = [3] x [3] : (tensor<2x4x64x32xbf16>, tensor<2x4x64x32xbf16>)
+      -> tensor<2x4x64x64xbf16>
+  %1 = stablehlo.exponential %0 : tensor<2x4x64x64xbf16>
+  %2 = stablehlo.dot_general %1, %v, batching_dims = [0, 1] x [0, 1],
+      contracting_dims = [3] x [2] : (tensor<2x4x64x64xbf16>, tensor<2x4x64x32xbf16>)
+      -> tensor<2x4x64x32xbf16>
+  return %2 : tensor<2x4x64x32xbf16>
+}"""
+
+
+def _attn_args() -> list[np.ndarray]:
+    rng = np.random.default_rng(1)
+    return [(rng.standard_normal((2, 4, 64, 32)) * 0.3).astype(BF) for _ in range(3)]
+
+
+def _kinds(prog: object) -> list[tuple[str, str]]:
+    lines = prog._exe.explain().splitlines()  # type: ignore[attr-defined]
+    return [(ln.split()[1], ln.split(None, 2)[2]) for ln in lines
+            if ln.startswith("  ") and len(ln.split()) >= 3]
+
+
+def _close_in_bf16(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal up to the bf16 rounding of sums taken in another order: within a bf16 ulp of
+    the value (or of the largest one, where sums cancel), and nearly all bit for bit."""
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    np.testing.assert_allclose(g, w, rtol=2.0 ** -7, atol=2.0 ** -8 * np.abs(w).max())
+    assert np.mean(got.view(np.uint16) != want.view(np.uint16)) < 0.02
+
+
+@amx
+def test_program_keeps_bf16_operands_on_amx() -> None:
+    prog = xlapy.compile(_ATTN, backend="cpu")
+    kinds = _kinds(prog)
+    assert [k for op, k in kinds if op == "dot_general"] == ["library amx bf16"] * 2, kinds
+    assert not any(op == "convert" for op, _ in kinds), kinds  # no widening copies
+    args = _attn_args()
+    want = xlapy.compile(_ATTN, backend="interpreter")(*args)
+    got = prog(*args)
+    assert got.dtype == want.dtype
+    _close_in_bf16(got, want)
+
+
+@pytest.mark.parametrize("options", [{"target": "x86-64-v3"}, {"denormal": "ieee"}])
+def test_widened_blas_elsewhere_bit_for_bit(options: dict[str, str]) -> None:
+    """No AMX-BF16 (an AVX2 target) or IEEE denormals: f32 BLAS between converts, the
+    interpreter's bits."""
+    prog = xlapy.compile(_ATTN, backend="cpu", options=options)
+    kinds = _kinds(prog)
+    assert [k for op, k in kinds if op == "dot_general"] == ["library blas"] * 2, kinds
+    if not target.resolve(options.get("target")).runs_here:  # pragma: no cover
+        return
+    args = _attn_args()
+    want = xlapy.compile(_ATTN, backend="interpreter", options=options)(*args)
+    np.testing.assert_array_equal(prog(*args).view(np.uint16), want.view(np.uint16))
+
+
+def test_tiny_dots_stay_on_blas() -> None:
+    text = _ATTN.replace("64x32", "8x4").replace("64x64", "8x8")
+    kinds = _kinds(xlapy.compile(text, backend="cpu"))
+    assert all(k == "library blas" for op, k in kinds if op == "dot_general"), kinds
+
+
+@amx
+def test_matches_jax_bf16_dots() -> None:
+    """jax.jit's bf16 dot sums in f32 and rounds once to bf16, as the tiles do."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+
+    def f(q: object, k: object, v: object) -> object:
+        s = jnp.einsum("bhtd,bhsd->bhts", q, k)
+        return jnp.einsum("bhts,bhsd->bhtd", jnp.tanh(s), v), s
+
+    args = _attn_args()
+    text = jax.jit(f).lower(*args).as_text()
+    prog = xlapy.compile(text, backend="cpu")
+    assert [k for op, k in _kinds(prog) if op == "dot_general"] == ["library amx bf16"] * 2
+    got = prog(*args)
+    want = jax.jit(f)(*args)
+    for g, w in zip(got, want):
+        _close_in_bf16(np.asarray(g), np.asarray(w))

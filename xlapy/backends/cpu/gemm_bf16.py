@@ -1,0 +1,376 @@
+"""bf16 x bf16 -> f32 GEMM on AMX-BF16 tiles (`tdpbf16ps`): 16 x 16 x 32 multiply-adds per
+instruction, the operands read as bf16 where they lie (no f32 copies, no convert passes).
+
+Why: a bf16 dot_general otherwise widens both operands to f32 and runs OpenBLAS's sgemm
+(widen_dots.py): the copies cost memory traffic and the f32 FMAs run at a 16th of what the
+tiles do. `tdpbf16ps` computes each output element as an f32 sum: every bf16 x bf16 product
+is exact in f32 and is added with round-to-nearest-even, as an f32 dot does (only the order
+of the additions is the hardware's). Denormal inputs count as zero and denormal sums flush
+(DAZ/FTZ, whatever MXCSR says): the `ftz` mode's semantics (XLA CPU's), so `takes` routes here
+only in that mode; the `ieee` mode keeps the widened BLAS path.
+
+Layout: A tiles (16 rows x 32 k) load straight from A with its row stride (k contiguous). B
+must be in the VNNI layout: panel p (16 columns) row g holds, for each column j, the pair
+(b[2g, 16p + j], b[2g + 1, 16p + j]). The kernel packs its own panels per batch, from B
+either [k, n] (n contiguous: two rows interleaved) or stored transposed as [n, k] (k
+contiguous, attention's q k^T: 16 x 16 dword blocks transposed by shuffles). C is 2 x 2
+tiles (32 x 32 f32) per step, stored straight into the output.
+
+Shapes: m and n in 32-blocks, k in 32-blocks; the Python side pads what is not (zeros add
+nothing). Work splits over threads by batch, else by 32-column blocks, else by row blocks;
+every output element is one tile's sum over all of k in one order, so the bits never depend
+on the thread count. Tile state is per thread: each call loads the configuration and
+releases the tiles at its end; Linux grants the tile data state once per process
+(`arch_prctl(ARCH_REQ_XCOMP_PERM)`), and `available()` is False where it refuses or the
+target lacks AMX-BF16 (AVX2/SSE targets: the widened BLAS path).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy import denormal
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import parallel, target
+from xlapy.backends.cpu.llvm_util import _OBJECTS, I8, I8P, I64, VOID, Engine, for_range, new_module
+from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
+
+#: Rows and columns of the C block per step (2 x 2 tiles of 16 x 16 f32).
+BM, BN = 32, 32
+#: k elements per tile step (one A tile row: 64 bytes of bf16).
+BK = 32
+#: A row blocks walked per pass over the column blocks (kept in L2).
+M_CHUNK_BLOCKS = 8
+#: Multiply-adds below which a dot stays on the widened BLAS path (tiny products: the bits
+#: of small dots stay OpenBLAS's, as the interpreter's; the tiles win from here on).
+MIN_MACS = 1 << 15
+#: Multiply-adds below which a product is not split over threads.
+SPLIT_MACS = 1 << 20
+_ARCH_REQ_XCOMP_PERM = 0x1023
+_XFEATURE_XTILEDATA = 18
+_SYS_ARCH_PRCTL = 158
+_I16 = ir.IntType(16)
+_I32 = ir.IntType(32)
+_V16H = ir.VectorType(_I16, 16)
+_V32H = ir.VectorType(_I16, 32)
+_V16D = ir.VectorType(_I32, 16)
+#: Kernel arguments: (params, j0, j1, m0, m1, n0, n1, bp); params holds PARAMS words.
+_SIG = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * 8))
+#: a, lda, sa, b, ldb, sb, c, ldc, sc, kb (pointers and byte strides).
+PARAMS = 10
+
+
+@functools.cache
+def _tile_permission() -> bool:
+    """Ask Linux once per process for the AMX tile data state; False if refused."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):  # pragma: no cover - no libc syscall
+        return False
+
+
+def available() -> bool:
+    """Whether the current target has AMX-BF16, it runs here and Linux grants the tiles."""
+    t = target.current()
+    return (t.is_x86 and t.has("amx-bf16") and t.has("amx-tile") and t.runs_here
+            and _tile_permission())
+
+
+def takes(instr: Instruction) -> bool:
+    """Whether a dot_general (bf16 x bf16, no algorithm, an f32 or bf16 result) computes here:
+    AMX available, the `ftz` denormal mode (the tiles flush), and enough work."""
+    if instr.opcode != "dot_general" or instr.attrs.algorithm is not None:
+        return False
+    if any(o.shape.element_type != ET.BF16 for o in instr.operands):
+        return False
+    if instr.shape.element_type not in (ET.BF16, ET.F32):
+        return False
+    lhs = instr.operands[0].shape
+    k = int(np.prod([lhs.dimensions[d] for d in instr.attrs.lhs_contracting_dimensions]))
+    if instr.shape.num_elements * k < MIN_MACS:
+        return False
+    return denormal.flushing() and available()
+
+
+def _decl(mod: ir.Module, name: str, args: list[ir.Type]) -> ir.Function:
+    fn = mod.globals.get(name)
+    return fn if fn is not None else ir.Function(mod, ir.FunctionType(VOID, args), name=name)
+
+
+def _tile_config(mod: ir.Module) -> ir.GlobalVariable:
+    """The 64-byte tile configuration: palette 1, tiles 0-7 all 16 rows x 64 bytes."""
+    old = mod.globals.get("amx_bf16_cfg")
+    if old is not None:
+        return old
+    cfg = bytearray(64)
+    cfg[0] = 1
+    for t in range(8):
+        cfg[16 + 2 * t] = 64  # colsb (u16, little-endian)
+        cfg[48 + t] = 16  # rows
+    ty = ir.ArrayType(I8, 64)
+    g = ir.GlobalVariable(mod, ty, name="amx_bf16_cfg")
+    g.initializer = ir.Constant(ty, bytearray(cfg))
+    g.global_constant = True
+    g.linkage = "private"
+    g.align = 64
+    return g
+
+
+def _load(b: ir.IRBuilder, base: ir.Value, off: ir.Value, ty: ir.VectorType) -> ir.Value:
+    return b.load(b.bitcast(b.gep(base, [off]), ty.as_pointer()), align=1)
+
+
+def _store(b: ir.IRBuilder, v: ir.Value, base: ir.Value, off: ir.Value) -> None:
+    b.store(v, b.bitcast(b.gep(base, [off]), v.type.as_pointer()), align=1)
+
+
+def _pack_nn(b: ir.IRBuilder, pb: ir.Value, ldb: ir.Value, bp: ir.Value, kq: ir.Value,
+             p0: ir.Value, p1: ir.Value) -> None:
+    """Panels [p0, p1) of B[k, n] (n contiguous, row stride ldb bytes) in the VNNI layout:
+    row g of a panel interleaves rows 2g and 2g + 1 of its 16 columns."""
+    inter = ir.Constant(ir.VectorType(_I32, 32), [i // 2 + 16 * (i % 2) for i in range(32)])
+    with for_range(b, p0, p1, "pp") as p:
+        col = b.mul(p, I64(32))  # 16 bf16 columns
+        dst = b.mul(b.mul(b.sub(p, p0), kq), I64(64))
+        with for_range(b, I64(0), kq, "pg") as g:
+            r0 = b.add(b.mul(b.mul(g, I64(2)), ldb), col)
+            lo = _load(b, pb, r0, _V16H)
+            hi = _load(b, pb, b.add(r0, ldb), _V16H)
+            _store(b, b.shuffle_vector(lo, hi, inter), bp, b.add(dst, b.mul(g, I64(64))))
+
+
+def _transpose16(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The 16 x 16 transpose of 16 <16 x i32> rows: off-diagonal blocks of 8, 4, 2, 1
+    swapped in turn (64 two-source shuffles)."""
+    rows = list(rows)
+    for s in (8, 4, 2, 1):
+        m0 = [q if q & s == 0 else 16 + q - s for q in range(16)]
+        m1 = [q + s if q & s == 0 else 16 + q for q in range(16)]
+        c0, c1 = ir.Constant(ir.VectorType(_I32, 16), m0), ir.Constant(ir.VectorType(_I32, 16), m1)
+        for i in range(16):
+            if i & s:
+                continue
+            x, y = rows[i], rows[i + s]
+            rows[i], rows[i + s] = b.shuffle_vector(x, y, c0), b.shuffle_vector(x, y, c1)
+    return rows
+
+
+def _pack_nt(b: ir.IRBuilder, pb: ir.Value, ldb: ir.Value, bp: ir.Value, kq: ir.Value,
+             p0: ir.Value, p1: ir.Value) -> None:
+    """Panels [p0, p1) of B stored as Bt[n, k] (k contiguous, row stride ldb bytes) in the
+    VNNI layout: row g, column j is the dword Bt[16p + j, 2g : 2g + 2], so each 16 x 16
+    dword block (16 columns x 32 k) is transposed."""
+    with for_range(b, p0, p1, "pp") as p:
+        src = b.mul(b.mul(p, I64(16)), ldb)
+        dst = b.mul(b.mul(b.sub(p, p0), kq), I64(64))
+        with for_range(b, I64(0), b.udiv(kq, I64(16)), "pk") as kk:
+            col = b.mul(kk, I64(64))
+            rows = [_load(b, pb, b.add(b.add(src, b.mul(ldb, I64(j))), col), _V16D)
+                    for j in range(16)]
+            out = b.add(dst, b.mul(kk, I64(16 * 64)))
+            for g, v in enumerate(_transpose16(b, rows)):
+                _store(b, v, bp, b.add(out, I64(64 * g)))
+
+
+def _store_rounded(b: ir.IRBuilder, store: ir.Function, scratch: ir.Value, crow: ir.Value,
+                   ldc: ir.Value) -> None:
+    """The 32 x 32 f32 block in tiles 0-3 rounded once to bf16 (to nearest even, NaN
+    quiet: elementwise.to_storage) into C at crow (row stride ldc bytes), through a
+    4 KB scratch block."""
+    sp = b.bitcast(scratch, I8P)
+    for k, off in enumerate((0, 64, 16 * 128, 16 * 128 + 64)):
+        b.call(store, [ir.Constant(I8, k), b.gep(sp, [I64(off)]), I64(128)])
+    with for_range(b, I64(0), I64(BM), "cr") as r:
+        v = _load(b, sp, b.mul(r, I64(128)), ir.VectorType(ir.FloatType(), 32))
+        _store(b, ew.to_storage(b, v, ET.BF16), b.gep(crow, [b.mul(r, ldc)]), I64(0))
+
+
+def _emit_kernel(mod: ir.Module, name: str, transposed: bool, bf16_out: bool) -> None:
+    """void NAME(params, j0, j1, m0, m1, n0, n1, bp): for batches [j0, j1), C blocks
+    [m0, m1) x [n0, n1) (in 32s) of c = a @ b over kb 32-blocks of k, stored as f32 or
+    rounded once to bf16; bp is this call's scratch for the packed panels of its columns
+    (kb * 1 KB per 16 columns)."""
+    cfgvar = _tile_config(mod)
+    ldcfg = _decl(mod, "llvm.x86.ldtilecfg", [I8P])
+    release = _decl(mod, "llvm.x86.tilerelease", [])
+    zero = _decl(mod, "llvm.x86.tilezero", [I8])
+    load = _decl(mod, "llvm.x86.tileloadd64", [I8, I8P, I64])
+    store = _decl(mod, "llvm.x86.tilestored64", [I8, I8P, I64])
+    dp = _decl(mod, "llvm.x86.tdpbf16ps", [I8, I8, I8])
+    fn = ir.Function(mod, ir.FunctionType(VOID, [I64] * 8), name=name)
+    iparams, j0, j1, m0, m1, n0, n1, ibp = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    pp = b.inttoptr(iparams, I64.as_pointer())
+    ia, lda, sa, ib_, ldb, sb, ic, ldc, sc, kb = (b.load(b.gep(pp, [I64(i)]))
+                                                  for i in range(PARAMS))
+    pbp = b.inttoptr(ibp, I8P)
+    kq = b.mul(kb, I64(BK // 2))  # VNNI rows per panel
+    panel = b.mul(kq, I64(64))  # bytes of one packed 16-column panel
+    pack = _pack_nt if transposed else _pack_nn
+    with b.goto_entry_block():
+        scratch = b.alloca(ir.ArrayType(ir.FloatType(), BM * BN), name="cblock")
+        scratch.align = 64
+    b.call(ldcfg, [b.bitcast(cfgvar, I8P)])
+
+    def t(k: int) -> ir.Constant:
+        return ir.Constant(I8, k)
+
+    with for_range(b, j0, j1, "bj") as j:
+        pa = b.inttoptr(b.add(ia, b.mul(j, sa)), I8P)
+        pb = b.inttoptr(b.add(ib_, b.mul(j, sb)), I8P)
+        pc = b.inttoptr(b.add(ic, b.mul(j, sc)), I8P)
+        pack(b, pb, ldb, pbp, kq, b.mul(n0, I64(2)), b.mul(n1, I64(2)))
+        with for_range(b, m0, m1, "mc", step=M_CHUNK_BLOCKS) as mc:
+            nxt = b.add(mc, I64(M_CHUNK_BLOCKS))
+            mend = b.select(b.icmp_signed("<", nxt, m1), nxt, m1)
+            with for_range(b, n0, n1, "jb") as jb:
+                b0 = b.gep(pbp, [b.mul(b.mul(b.sub(jb, n0), I64(2)), panel)])
+                b1 = b.gep(b0, [panel])
+                with for_range(b, mc, mend, "ib") as ib:
+                    arow0 = b.gep(pa, [b.mul(b.mul(ib, I64(BM)), lda)])
+                    arow1 = b.gep(arow0, [b.mul(lda, I64(16))])
+                    for k in range(4):
+                        b.call(zero, [t(k)])
+                    with for_range(b, I64(0), kb, "kk") as kk:
+                        ko = b.mul(kk, I64(BK * 2))
+                        bo = b.mul(kk, I64(16 * 64))
+                        b.call(load, [t(4), b.gep(arow0, [ko]), lda])
+                        b.call(load, [t(5), b.gep(arow1, [ko]), lda])
+                        b.call(load, [t(6), b.gep(b0, [bo]), I64(64)])
+                        b.call(load, [t(7), b.gep(b1, [bo]), I64(64)])
+                        b.call(dp, [t(0), t(4), t(6)])
+                        b.call(dp, [t(1), t(4), t(7)])
+                        b.call(dp, [t(2), t(5), t(6)])
+                        b.call(dp, [t(3), t(5), t(7)])
+                    crow = b.gep(pc, [b.add(b.mul(b.mul(ib, I64(BM)), ldc),
+                                            b.mul(jb, I64(BN * (2 if bf16_out else 4))))])
+                    if bf16_out:
+                        _store_rounded(b, store, scratch, crow, ldc)
+                    else:
+                        crow1 = b.gep(crow, [b.mul(ldc, I64(16))])
+                        b.call(store, [t(0), crow, ldc])
+                        b.call(store, [t(1), b.gep(crow, [I64(64)]), ldc])
+                        b.call(store, [t(2), crow1, ldc])
+                        b.call(store, [t(3), b.gep(crow1, [I64(64)]), ldc])
+    b.call(release, [])
+    b.ret_void()
+
+
+#: (B transposed, bf16 result) -> kernel name.
+_NAMES = {(tr, h): f"amx_bf16_{'nt' if tr else 'nn'}_{'bf16' if h else 'f32'}"
+          for tr in (False, True) for h in (False, True)}
+
+
+@functools.cache
+def _compiled(key: str, transposed: bool, bf16_out: bool) -> tuple[Engine, int]:
+    """One of the four kernels (B as [k, n] or transposed; f32 or bf16 C), per target, built
+    when first asked for (each costs 8-15 ms of a cold compile)."""
+    name = _NAMES[(transposed, bf16_out)]
+    mod = new_module(f"xlapy_{name}")
+    _emit_kernel(mod, name, transposed, bf16_out)
+    eng = Engine(mod, vectorize=False, light=True, exports=[name])
+    return eng, eng.address(name)
+
+
+def _kernel(transposed: bool, bf16_out: bool) -> int:
+    """The kernel's address; its object is named to the executable being compiled."""
+    eng, addr = _compiled(target.current().key, transposed, bf16_out)
+    sink = _OBJECTS.get()  # the executable's objects name it on every compile, cached or not
+    if sink is not None and not any(obj is eng.object for _, obj in sink):
+        sink.append((_NAMES[(transposed, bf16_out)], eng.object))
+    return addr
+
+
+def reads_transposed(k: int, n: int, k_last: bool) -> bool:
+    """Whether `gemm` packs B from its transposed storage: a B[k, n] whose k is the unit-
+    stride dimension (`k_last`), already whole 32-blocks (else it is padded into [k, n])."""
+    return k_last and n > 1 and k % BK == 0 and n % BN == 0
+
+
+def _padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """x[batch, r, c] as a C-contiguous batch x rows x cols array, zero beyond its extent."""
+    out = np.zeros((x.shape[0], rows, cols), x.dtype)
+    out[:, :x.shape[1], :x.shape[2]] = x
+    return out
+
+
+def _cuts(total: int, parts: int) -> list[int]:
+    return [total * p // parts for p in range(parts + 1)]
+
+
+def gemm(threads: int = 1, transposed: bool | None = None, bf16_out: bool | None = None
+         ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
+    """A function (a[batch, m, k], b[batch, k, n] bf16, c[batch, m, n] f32 or bf16): c = a @ b
+    summed in f32 (module docstring), a bf16 c rounded once, for targets where
+    `available()`. a and b may be strided views: a needs unit stride along k (else it is
+    copied), b along n or along k; c is C-contiguous along n. `transposed` / `bf16_out`:
+    the layout of b / the type of c the caller expects (the kernel built now, at compile
+    time); others are built when first met."""
+    addrs: dict[tuple[bool, bool], int] = {}
+    if transposed is not None and bf16_out is not None:
+        addrs[(transposed, bf16_out)] = _kernel(transposed, bf16_out)
+    tgt = target.current()
+
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        nb, m, k = a.shape
+        n = b.shape[2]
+        if nb * m * n == 0:
+            return
+        if k == 0:
+            c[...] = 0
+            return
+        mp, kp, np_ = -(-m // BM) * BM, -(-k // BK) * BK, -(-n // BN) * BN
+        if kp != k or mp != m:
+            a = _padded(a, mp, kp)
+        elif a.strides[2] != 2 or a.strides[1] % 2:
+            a = np.ascontiguousarray(a)
+        transposed = reads_transposed(k, n, b.strides[1] == 2)
+        if not transposed and ((kp, np_) != (k, n) or b.strides[2] != 2):
+            b = _padded(b, kp, np_)
+        half = c.dtype.itemsize == 2
+        direct = (mp, np_) == (m, n) and c.strides[2] == c.itemsize
+        out = c if direct else np.empty((nb, mp, np_), c.dtype)
+        mblocks, nblocks, kb = mp // BM, np_ // BN, kp // BK
+        ldb = b.strides[2] if transposed else b.strides[1]
+        params = np.array([a.ctypes.data, a.strides[1], a.strides[0], b.ctypes.data, ldb,
+                           b.strides[0], out.ctypes.data, out.strides[1], out.strides[0], kb],
+                          np.int64)
+        addr = addrs.get((transposed, half))
+        if addr is None:
+            with target.use(tgt):
+                addr = addrs[(transposed, half)] = _kernel(transposed, half)
+        big = nb * m * n * k >= SPLIT_MACS
+        parts = min(threads, max(nb, nblocks, mblocks)) if big else 1
+        if parts > 1 and nb >= parts:
+            jobs = [(j0, j1, 0, mblocks, 0, nblocks) for j0, j1 in
+                    zip(_cuts(nb, parts), _cuts(nb, parts)[1:])]
+        elif parts > 1 and nblocks >= parts:
+            cuts = _cuts(nblocks, parts)
+            jobs = [(0, nb, 0, mblocks, lo, hi) for lo, hi in zip(cuts, cuts[1:])]
+        else:
+            parts = min(parts, mblocks)
+            cuts = _cuts(mblocks, parts)
+            jobs = [(0, nb, lo, hi, 0, nblocks) for lo, hi in zip(cuts, cuts[1:])]
+        width = max(j[5] - j[4] for j in jobs)
+        bp = np.empty((len(jobs), width * BN * kp), np.uint16)
+        args = [(int(params.ctypes.data), *job, int(bp[p].ctypes.data))
+                for p, job in enumerate(jobs)]
+        if len(jobs) == 1:
+            _SIG(addr)(*args[0])
+        else:
+            parallel.pool(threads).share([(addr, x) for x in args], len(jobs),
+                                         keep=(a, b, bp, out, params))
+        if not direct:
+            c[...] = out[:, :m, :n]
+
+    return run
+
+
+__all__ = ["BK", "BM", "BN", "MIN_MACS", "SPLIT_MACS", "available", "gemm", "takes"]
