@@ -84,9 +84,10 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     simplification, splats as broadcasts, CSE, DCE), bf16/f16 dots widened to f32 (their
     converts then fuse into the kernels around them), then the cpu fusion."""
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
+    from xlapy.backends.cpu.widened_rows import ShareWidenedRows
     from xlapy.passes.pipelines import backend_pipeline
 
     target_ = (options or CpuOptions.make()).target
     return Pipeline("cpu", [*backend_pipeline().passes, WidenNarrowDots(target_),
-                            CpuFusion(options)],
+                            ShareWidenedRows(), CpuFusion(options)],
                     verify, print_after_all)
