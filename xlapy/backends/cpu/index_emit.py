@@ -131,6 +131,7 @@ class IndexEmitter:
     gen: Callable[[Instruction, Sequence[Any]], ir.Value]
     linear: Callable[[Sequence[Any], Sequence[int]], ir.Value]
     _access: Callable[..., ir.Value]
+    _no_hoist: Callable[[], Any]  # HoistEmitter's
 
     def _at(self, instr: Instruction, sub: Sequence[Any]) -> ir.Value:
         """gen(instr, sub), keeping `sub` alive: the memo keys index values by id, so a
@@ -197,7 +198,8 @@ class IndexEmitter:
         for bb, make in ((t_bb, then), (o_bb, other)):
             b.position_at_end(bb)
             self.memo = dict(saved)
-            vals.append(make())
+            with self._no_hoist():  # (a load here may be valid only under cond)
+                vals.append(make())
             ends.append(b.block)
         self.memo = saved
         vector = next((v.type for v in vals if isinstance(v.type, ir.VectorType)), None)

@@ -24,6 +24,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
+from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
 from xlapy.backends.cpu.lanes import (
     Lane,
@@ -146,7 +147,7 @@ def _strides(dims: Sequence[int]) -> list[int]:
     return out
 
 
-class KernelEmitter(IndexEmitter, ReductionEmitter):
+class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
     def __init__(self, mod: ir.Module, name: str, root: Instruction,
@@ -174,6 +175,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.ptrs: dict[int, ir.Value] = {}
         self.memo: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
+        self._phases = []  # loop-invariant hoisting (hoist_emit.py)
         self.ops = 0
         self.heavy = 0  # transcendental ops (each a long dependent chain)
         self.align = 1  # split points of [begin, end) must be multiples of this
@@ -240,13 +242,16 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
         """Uniform (scalar) operands broadcast when another operand is a lane vector."""
         if not any(isinstance(v.type, ir.VectorType) for v in vals):
             return list(vals)
-        return [broadcast(self.b, v, self.width) for v in vals]
+        return [self.splat(v) for v in vals]
 
     # ---- per-index generation ----
     def gen(self, instr: Instruction, idx: Sequence[ir.Value]) -> ir.Value:
         key = (id(instr), tuple(index_key(v) for v in idx))
         v = self.memo.get(key)
         if v is None:
+            phase = self._invariant(idx)
+            if phase is not None:  # fixed in the loop being emitted: computed before it
+                return self._hoisted(phase, key, instr, idx)
             v = self._gen(instr, idx)
             self.memo[key] = v
         return v
@@ -410,6 +415,16 @@ class KernelEmitter(IndexEmitter, ReductionEmitter):
             body(idx)
             return
         lo, hi = (begin, end) if d == 0 else (i64(0), i64(dims[d]))
+        if d == len(dims) - 1 and d > 0:  # the innermost loop: what the outer fix, once
+            with self._phase(idx):
+                self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
+            return
+        self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
+
+    def _innermost(self, dims: Sequence[int], begin: ir.Value, end: ir.Value, body: Any,
+                   idx: list[ir.Value], lanes: bool, lo: ir.Value, hi: ir.Value) -> None:
+        """The loop over dims[len(idx)] of _nest (the innermost or one outside it)."""
+        d = len(idx)
         if d == len(dims) - 1 and self.segmented and lanes:
             self._segments(lo, hi, d, lambda i: self._nest(dims, begin, end, body,
                                                            idx + [i]))

@@ -15,7 +15,8 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.lanes import Lane, accumulator_start, has_lane, horizontal
-from xlapy.backends.cpu.llvm_util import broadcast, for_range, i64, intrinsic
+from xlapy.backends.cpu.llvm_util import for_range, i64, intrinsic
+from xlapy.backends.cpu.minmax_emit import MinMaxEmitter, fast_ok
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -29,6 +30,10 @@ PARTIAL_INTS = frozenset({ET.S8, ET.S16, ET.S32, ET.S64, ET.U8, ET.U16, ET.U32, 
 #: accumulator computed 16 floats per 7 cycles: half the memory bandwidth of the 8192x1024
 #: row max. max/min are exact in any order, so the result bits do not change.
 MINMAX_CHAINS = 4
+#: The same for a float add/multiply (f32/f64, reassociated anyway): one vaddps chain is
+#: 4 cycles per vector, a quarter of what two ports sustain - layernorm's two row sums ran
+#: at half its memory bandwidth. The sum's order (so its last bits) changes with the count.
+SUM_CHAINS = 4
 
 
 def reducer_op(instr: Instruction) -> str | None:
@@ -48,7 +53,7 @@ def reducer_op(instr: Instruction) -> str | None:
 
 
 
-class ReductionEmitter:
+class ReductionEmitter(MinMaxEmitter):
     """Reduction emission for KernelEmitter (which defines the attributes used here)."""
 
     b: ir.IRBuilder
@@ -57,52 +62,71 @@ class ReductionEmitter:
     width: int
     memo: dict[Any, ir.Value]
     ops: int
+    _phase: Any  # HoistEmitter's
 
     def _row_reductions(self, r: list[ir.Value]) -> None:
         """acc = init; for c: acc = acc (op) x[r..., c], for each row reduction in order."""
-        b = self.b
         self.row_index = list(r)
         self.row_vals.clear()
         self.row_cache.clear()
         self.row_cache_flushed.clear()
         for red in self.rows:
-            x, init = red.operands
-            et = red.shape.element_type
-            op = reducer_op(red)
-            assert op is not None
-            self.memo.clear()
-            init_c = self.gen(init, [])
-            if op in ("maximum", "minimum") and ew._isfloat(init_c):
-                init_c = ew.flush(b, init_c)
-            init_c = ew.round_to(b, init_c, et)
-            cols = x.shape.dimensions[-1]
-            row = [i64(0) if n == 1 else v for v, n in zip(r, red.shape.dimensions)]
-            with b.goto_entry_block():
-                accp = b.alloca(ew.compute_type(et), name=f"row.{red.name}")
-                cache = None
-                if self._worth_caching(x, red, cols):
-                    cache = b.alloca(ir.ArrayType(ew.compute_type(x.shape.element_type), cols),
-                                     name=f"rowbuf.{red.name}")
-            b.store(init_c, accp)
-            lanes = self._lane_acc(op, et, self.width and cols >= self.width)
-            flushed = [True]  # every value stored into the row cache is known flushed
-            chains = self._chains(op, et, lanes, cols)
-            step = functools.partial(self._row_step, row, x, op, et, cache, accp, flushed)
+            self._row_reduction(red, r)
+
+    def _row_reduction(self, red: Instruction, r: list[ir.Value]) -> None:
+        """One row reduction of `_row_reductions`: its value for row r in row_vals."""
+        b = self.b
+        x, init = red.operands
+        et = red.shape.element_type
+        op = reducer_op(red)
+        assert op is not None
+        self.memo.clear()
+        init_c = self.gen(init, [])
+        if op in ("maximum", "minimum") and ew._isfloat(init_c):
+            init_c = ew.flush(b, init_c)
+        init_c = ew.round_to(b, init_c, et)
+        cols = x.shape.dimensions[-1]
+        row = [i64(0) if n == 1 else v for v, n in zip(r, red.shape.dimensions)]
+        with b.goto_entry_block():
+            accp = b.alloca(ew.compute_type(et), name=f"row.{red.name}")
+            cache = None
+            if self._worth_caching(x, red, cols):
+                cache = b.alloca(ir.ArrayType(ew.compute_type(x.shape.element_type), cols),
+                                 name=f"rowbuf.{red.name}")
+        b.store(init_c, accp)
+        lanes = self._lane_acc(op, et, self.width and cols >= self.width)
+        flushed = [True]  # every value stored into the row cache is known flushed
+        chains = self._chains(op, et, lanes, cols)
+        step = functools.partial(self._row_step, row, x, op, et, cache, accp, flushed)
+
+        def exact() -> None:
             done = self._chain_loop(cols, "rcu", chains, step)
             self._lane_loop(i64(done), i64(cols), "rc", functools.partial(step, lanes))
             self._fold_chains(op, et, lanes, chains)
             self._fold_lanes(op, et, lanes, accp)
-            if cache is not None:
-                self.row_cache[id(x)] = cache
-                if flushed[0]:
-                    self.row_cache_flushed.add(id(x))
-            self.memo.clear()
-            val = ew.round_to(b, self._late_flush(op, b.load(accp)), et)
-            # Every step's result is flushed (FTZ; max/min flushed once, here), so a
-            # non-empty row's value is too: its users need not flush it per element.
-            self.row_vals[id(red)] = ew.mark_flushed(val) if cols and ew._isfloat(val) \
-                else val
-            self.ops += 1
+
+        with self._phase(r):  # (hoist_emit: what the row fixes is computed once)
+            if cache is None and fast_ok(op, et, cols, self.width):
+                self._fast_row(op, et, cols, "rcu", accp,
+                               lambda c: self._row_value(x, row, c), exact)
+            else:
+                exact()
+        if cache is not None:
+            self.row_cache[id(x)] = cache
+            if flushed[0]:
+                self.row_cache_flushed.add(id(x))
+        self.memo.clear()
+        val = ew.round_to(b, self._late_flush(op, b.load(accp)), et)
+        # Every step's result is flushed (FTZ; max/min flushed once, here), so a
+        # non-empty row's value is too: its users need not flush it per element.
+        self.row_vals[id(red)] = ew.mark_flushed(val) if cols and ew._isfloat(val) \
+            else val
+        self.ops += 1
+
+    def _row_value(self, x: Instruction, r: list[ir.Value], c: Lane) -> ir.Value:
+        """x[r, c] (W lanes) for the fast row max/min."""
+        self.memo.clear()
+        return self.gen(x, [*r, c])
 
     def _row_step(self, r: list[ir.Value], x: Instruction, op: str, et: ET, cache: ir.Value | None,
                   accp: ir.Value, flushed: list[bool], lanes: ir.Value | None, c: Any) -> None:
@@ -112,7 +136,7 @@ class ReductionEmitter:
         self.memo.clear()
         v = self.gen(x, [*r, c])
         if isinstance(c, Lane):
-            v = broadcast(b, v, self.width)
+            v = self.splat(v)
         if cache is not None:
             col = self._lane0(c) if isinstance(c, Lane) else c
             self._access(b.gep(cache, [i64(0), col], inbounds=True), [c], v)
@@ -132,14 +156,20 @@ class ReductionEmitter:
         return slot
 
     def _chains(self, op: str, et: ET, lanes: ir.Value | None, cols: int) -> list[ir.Value]:
-        """The vector accumulators (`lanes` first) of a float max/min along `cols` columns
-        (MINMAX_CHAINS when that many vectors fit the row), else just `lanes`."""
+        """The vector accumulators (`lanes` first) of a float max/min (MINMAX_CHAINS) or an
+        f32/f64 add/multiply (SUM_CHAINS) along `cols` columns when that many vectors fit
+        the row, else just `lanes`."""
         if lanes is None:
             return []
-        if op not in ("maximum", "minimum") or not et.is_float or \
-                cols < MINMAX_CHAINS * self.width:
+        if op in ("maximum", "minimum") and et.is_float:
+            n = MINMAX_CHAINS
+        elif op in ("add", "multiply") and et in (ET.F32, ET.F64):
+            n = SUM_CHAINS
+        else:
             return [lanes]
-        return [lanes] + [self._lane_acc(op, et, True) for _ in range(MINMAX_CHAINS - 1)]
+        if cols < n * self.width:
+            return [lanes]
+        return [lanes] + [self._lane_acc(op, et, True) for _ in range(n - 1)]
 
     def _chain_loop(self, cols: int, name: str, chains: list[ir.Value],
                     step: Any) -> int:
@@ -157,7 +187,8 @@ class ReductionEmitter:
 
     def _fold_chains(self, op: str, et: ET, lanes: ir.Value | None,
                      chains: list[ir.Value]) -> None:
-        """*lanes = the vector combination of every chain's slot (max/min: exact)."""
+        """*lanes = the vector combination of every chain's slot (max/min: exact; sums:
+        reassociated)."""
         b = self.b
         for slot in chains[1:]:
             b.store(self._combine(op, et, b.load(lanes), b.load(slot), late=True), lanes)
@@ -274,17 +305,28 @@ class ReductionEmitter:
                 v = self.gen(x, full)
                 acc = accp
                 if has_lane(full):
-                    acc, v = slot or lanes, broadcast(b, v, self.width)
+                    acc, v = slot or lanes, self.splat(v)
                 b.store(self._combine(op, et, b.load(acc), v, late=True), acc)
 
             # Reducing only the innermost dimension (a row max): independent accumulators.
             chains = self._chains(op, et, lanes, dims[-1]) if len(idx) == n - 1 and \
                 rng is None else [lanes]
-            done = self._chain_loop(dims[-1], "ru", chains, lambda slot, c: inner(
-                idx + [c], slot))
-            self._nest_from(dims, idx, inner, (i64(done), i64(dims[-1])) if done else rng)
-            self._fold_chains(op, et, lanes, chains)
-            self._fold_lanes(op, et, lanes, accp)
+
+            def exact() -> None:
+                done = self._chain_loop(dims[-1], "ru", chains, lambda slot, c: inner(
+                    idx + [c], slot))
+                self._nest_from(dims, idx, inner, (i64(done), i64(dims[-1])) if done else rng)
+                self._fold_chains(op, et, lanes, chains)
+                self._fold_lanes(op, et, lanes, accp)
+
+            def value(c: Lane) -> ir.Value:
+                self.memo.clear()
+                return self.gen(x, idx + [c])
+
+            if len(chains) > 1 and fast_ok(op, et, dims[-1], self.width):
+                self._fast_row(op, et, dims[-1], "ru", accp, value, exact)
+            else:
+                exact()
             b.store(ew.to_storage(b, self._late_flush(op, b.load(accp)), et), p)
 
         if s == 0:

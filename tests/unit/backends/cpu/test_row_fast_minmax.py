@@ -1,0 +1,112 @@
+"""The fast float row max/min (minmax_emit.py: one maxps/minps and one add per vector, the
+exact loop again for a row holding a NaN or whose extreme is a zero) gives the
+interpreter's bits: rows of whole chain groups with NaN (quiet, with payloads), +-inf alone
+and together, -0 / +0 as the extreme in either order, denormal extremes, all-equal rows,
+in a reduce root and in a row reduction feeding its kernel (softmax's max), on 1 and 2
+threads; and the kernels really take the fast path (maxps in the object code)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.unit.backends.cpu.test_lanes import _const, _reducer
+from tests.unit.backends.cpu.util import module, op, run_both
+from xlapy.backends.cpu import lanes
+from xlapy.backends.cpu.minmax_emit import FAST_CHAINS, fast_ok
+from xlapy.ir import Computation, Instruction
+from xlapy.ops.reduction import ReduceAttrs
+from xlapy.ops.shape import BroadcastInDimAttrs
+from xlapy.types import ElementType as ET
+from xlapy.types import Shape
+
+W = lanes.vector_width()
+
+
+def _rows(t: ET, sign: int, cols: int) -> np.ndarray:
+    """One row per special case (sign +1 for max: the extreme is the largest value)."""
+    rng = np.random.default_rng(7)
+    dt = t.dtype
+    tiny = np.finfo(dt).smallest_subnormal
+    out = []
+
+    def row(**at: float) -> None:
+        r = (rng.standard_normal(cols) * 10).astype(dt)
+        for k, v in at.items():
+            r[int(k[1:])] = v
+        out.append(r)
+
+    def const(v: float, **at: float) -> None:
+        r = np.full(cols, v, dt)
+        for k, v2 in at.items():
+            r[int(k[1:])] = v2
+        out.append(r)
+
+    row()
+    row(c0=np.nan)
+    row(**{f"c{cols - 1}": np.nan})
+    row(**{f"c{W + 1}": sign * np.inf})
+    row(**{f"c{W + 1}": np.inf, f"c{3 * W}": -np.inf})  # the sum is NaN: a false alarm
+    const(-sign * 5.0, **{f"c{2 * W + 3}": 0.0, f"c{3 * W}": -0.0})
+    const(-sign * 5.0, **{f"c{2 * W + 3}": -0.0, f"c{3 * W}": 0.0})
+    const(-sign * 5.0, **{f"c{cols // 2}": -0.0})
+    const(-sign * 5.0, **{f"c{cols // 2}": 0.0})
+    const(0.0)
+    const(-0.0)
+    const(-sign * 1.0, **{f"c{W + 2}": sign * tiny})  # a denormal extreme: a signed zero
+    const(-sign * tiny, **{f"c{1}": -sign * 2 * tiny})
+    const(3.0)
+    const(-sign * np.inf)
+    const(np.nan)
+    r = np.full(cols, -sign * 2.0, dt)  # a NaN with a payload
+    r.view(np.uint32 if t == ET.F32 else np.uint64)[5] |= 0x7F800123 if t == ET.F32 \
+        else 0x7FF0000000000123
+    out.append(r)
+    row(**{f"c{cols - 1}": sign * 1e30})
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("t", [ET.F32, ET.F64])
+@pytest.mark.parametrize("opcode", ["maximum", "minimum"])
+def test_fast_row_max_min_match_the_interpreter(opcode: str, t: ET, threads: int) -> None:
+    sign = 1 if opcode == "maximum" else -1
+    cols = 2 * FAST_CHAINS * W
+    assert fast_ok(opcode, t, cols, W)
+    x = _rows(t, sign, cols)
+    rows = x.shape[0]
+    red = _reducer(t, opcode)
+    init = -sign * np.inf
+
+    def body(c: Computation, p: list[Instruction]) -> list[Instruction]:
+        def reduce() -> Instruction:
+            return c.add(Instruction("reduce", [p[0], _const(c, t, init)],
+                                     Shape.array(t, (rows,)), ReduceAttrs((1,)), called=[red]))
+
+        mb = op(c, "broadcast_in_dim", [reduce()], BroadcastInDimAttrs((rows, cols), (0,)))
+        return [op(c, "subtract", [p[0], mb]), reduce()]
+
+    mod = module([Shape.array(t, (rows, cols))], body)
+    ref, got, exe = run_both(mod, [x], {"num_threads": threads, "split_cost": 1})
+    for r, g in zip(ref, got):
+        assert g.dtype == r.dtype
+        np.testing.assert_array_equal(g.view(np.uint8), r.view(np.uint8))
+    assert np.isnan(ref[1][1]) and ref[1][3] == sign * np.inf
+
+
+def test_fast_path_is_taken() -> None:
+    """The row max compiles to plain maxps (the fast loop) besides the exact loop."""
+    cols, rows = 4 * FAST_CHAINS * W, 8
+    red = _reducer(ET.F32, "maximum")
+
+    def body(c: Computation, p: list[Instruction]) -> Instruction:
+        return c.add(Instruction("reduce", [p[0], _const(c, ET.F32, -np.inf)],
+                                 Shape.array(ET.F32, (rows,)), ReduceAttrs((1,)),
+                                 called=[red]))
+
+    mod = module([Shape.array(ET.F32, (rows, cols))], body)
+    x = np.random.default_rng(1).standard_normal((rows, cols)).astype(np.float32)
+    ref, got, exe = run_both(mod, [x])
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(got, x.max(axis=1))
+    assert exe.kernel_specs[0].explicit

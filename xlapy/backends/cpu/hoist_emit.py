@@ -1,0 +1,131 @@
+"""Loop-invariant values of a kernel computed once before the loop that does not change them.
+
+Explicit-lane kernels go through the light LLVM pipeline (no LICM, lanes.py), and the
+backend's MachineLICM leaves floating-point arithmetic where it is, so a value that depends
+only on the outer indices was recomputed per element: layernorm's rsqrt(var + eps) was a
+scalar sqrt and divide per vector of its last loop, the mean a multiply and a broadcast per
+vector of the two after the first. A mixin of KernelEmitter: around each innermost column
+loop (a row reduction's, the root's innermost dimension) the emitter opens a *phase* with
+the index values fixed outside that loop; `gen` of a value whose indices are all among them
+(or constants) is emitted at the end of a block that runs once before the loop (its own
+chain of blocks, so code that branches - index ops - can be hoisted too), and remembered
+for the rest of the phase. The bits are the same: the same instructions run, fewer times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llvmlite import ir
+
+from xlapy.backends.cpu.lanes import Lane, index_key
+from xlapy.backends.cpu.llvm_util import broadcast
+
+
+@dataclass
+class _Phase:
+    """One loop's hoisting: the block hoisted code is appended to (unterminated until the
+    phase closes), the index keys fixed in the loop, and what was hoisted."""
+
+    tail: ir.Block
+    fixed: frozenset[object]
+    memo: dict[Any, ir.Value] = field(default_factory=dict)
+    ids: set[int] = field(default_factory=set)  # id() of every hoisted value
+    splats: dict[tuple[int, int], ir.Value] = field(default_factory=dict)
+
+
+class HoistEmitter:
+    """Hoisting for KernelEmitter (which defines `b`, `fn`, `width` and `_gen`)."""
+
+    b: ir.IRBuilder
+    fn: ir.Function
+    width: int
+    _phases: list[_Phase | None]  # None: a barrier (code that runs conditionally)
+
+    @contextlib.contextmanager
+    def _phase(self, fixed: Sequence[Any]) -> Iterator[None]:
+        """Code emitted inside runs in a loop over indices other than `fixed`: a value
+        generated at fixed indices only is computed once, before it."""
+        b = self.b
+        head = self.fn.append_basic_block("hoist")
+        cont = self.fn.append_basic_block("hoist.end")
+        b.branch(head)
+        b.position_at_end(cont)
+        keys = frozenset(index_key(v) for v in fixed if not isinstance(v, ir.Constant))
+        phase = _Phase(head, keys)
+        self._phases.append(phase)
+        try:
+            yield
+        finally:
+            self._phases.pop()
+            after = b.block
+            b.position_at_end(phase.tail)
+            b.branch(cont)
+            b.position_at_end(after)
+
+    @contextlib.contextmanager
+    def _no_hoist(self) -> Iterator[None]:
+        """Code emitted inside runs conditionally (a side of an index op's branch): nothing
+        is hoisted from it, since a load there may be valid only under its condition."""
+        self._phases.append(None)
+        try:
+            yield
+        finally:
+            self._phases.pop()
+
+    def _invariant(self, idx: Sequence[Any]) -> _Phase | None:
+        """The current phase if `idx` is fixed in its loop (constants and fixed indices)."""
+        phase = self._phases[-1] if self._phases else None
+        if phase is None:
+            return None
+        for v in idx:
+            if isinstance(v, Lane) or not (isinstance(v, ir.Constant)
+                                           or index_key(v) in phase.fixed):
+                return None
+        return phase
+
+    def _hoisted(self, phase: _Phase, key: Any, instr: Any, idx: Sequence[Any]) -> ir.Value:
+        """gen(instr, idx) emitted at the end of the phase's block chain (memoized there)."""
+        v = phase.memo.get(key)
+        if v is not None:
+            return v
+        b = self.b
+        if b.block is phase.tail:  # an operand of a value being hoisted: already there
+            v = self._gen(instr, idx)  # type: ignore[attr-defined]
+            phase.tail = b.block  # (hoisted code may branch: index ops)
+        else:
+            after = b.block
+            b.position_at_end(phase.tail)
+            try:
+                v = self._gen(instr, idx)  # type: ignore[attr-defined]
+            finally:
+                phase.tail = b.block
+                b.position_at_end(after)
+        phase.memo[key] = v
+        phase.ids.add(id(v))
+        return v
+
+    def splat(self, v: ir.Value) -> ir.Value:
+        """Scalar `v` in every lane: a value hoisted in this phase is broadcast once, in its
+        hoisting block, rather than once per vector iteration."""
+        phase = self._phases[-1] if self._phases else None
+        if isinstance(v.type, ir.VectorType) or isinstance(v, ir.Constant) or \
+                phase is None or id(v) not in phase.ids:
+            return broadcast(self.b, v, self.width)
+        key = (id(v), self.width)
+        s = phase.splats.get(key)
+        if s is None:
+            b = self.b
+            after = b.block
+            b.position_at_end(phase.tail)
+            s = broadcast(b, v, self.width)
+            if after is not phase.tail:
+                b.position_at_end(after)
+            phase.splats[key] = s
+        return s
+
+
+__all__ = ["HoistEmitter"]

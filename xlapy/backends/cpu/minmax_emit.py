@@ -1,0 +1,86 @@
+"""A float row max/min in two instructions per vector, exact by falling back per row.
+
+`llvm.maximum` (NaN-propagating, -0 < +0) lowers to about six vector instructions on x86
+(sign test, two blends, max, NaN compare, blend) and more with AVX2: the 8192x1024 row max
+and softmax's max pass were compute-bound on it. A plain compare-and-select
+`v > acc ? v : acc` is one maxps, and equals llvm.maximum over a row unless the row holds a
+NaN (the select skips it) or its maximum is a zero (which of -0 / +0 it keeps depends on the
+order). So the fast loop also adds the values into a second accumulator - NaN if any value
+is NaN (or +inf meets -inf: a false alarm, harmless) - and a row whose fast result is a
+zero or whose sum is NaN is computed again with the exact loop. Denormals compare exactly
+(no DAZ) and the result is flushed once at the end, as in the exact loop. The bits are the
+exact loop's in every case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+
+from xlapy.backends.cpu.lanes import Lane, horizontal
+from xlapy.backends.cpu.llvm_util import for_range, i64, splat
+from xlapy.types import ElementType as ET
+
+#: Vector accumulator pairs (select, sum) of the fast loop: the select is a 4-cycle chain.
+FAST_CHAINS = 4
+
+
+def fast_ok(op: str, et: ET, cols: int, width: int) -> bool:
+    """Whether a row of `cols` columns gets the fast loop: f32/f64 max/min, lanes on, whole
+    groups of FAST_CHAINS vectors of columns (no scalar rest)."""
+    return op in ("maximum", "minimum") and et in (ET.F32, ET.F64) and width > 0 and \
+        cols >= FAST_CHAINS * width and cols % (FAST_CHAINS * width) == 0
+
+
+class MinMaxEmitter:
+    """The fast row max/min for ReductionEmitter (KernelEmitter's `b`, `width`, `splat`)."""
+
+    b: ir.IRBuilder
+    width: int
+    splat: Callable[[ir.Value], ir.Value]
+    _combine: Callable[..., ir.Value]
+
+    def _fast_row(self, op: str, et: ET, cols: int, name: str, accp: ir.Value,
+                  value: Callable[[Lane], ir.Value], exact: Callable[[], None]) -> None:
+        """*accp (op)= the row's max/min of value(Lane) over [0, cols): the fast loop, and
+        `exact()` (the whole exact row into *accp) for a row it cannot answer."""
+        b, w = self.b, self.width
+        group = w * FAST_CHAINS
+        vt = ir.VectorType(accp.type.pointee, w)
+        ident = splat(vt, float("-inf") if op == "maximum" else float("inf"))
+        sel, tot = [], []
+        for _ in range(FAST_CHAINS):
+            with b.goto_entry_block():
+                sel.append(b.alloca(vt, name="fast.sel"))
+                tot.append(b.alloca(vt, name="fast.sum"))
+        for s, t in zip(sel, tot):
+            b.store(ident, s)
+            b.store(splat(vt, 0.0), t)
+        pred = ">" if op == "maximum" else "<"
+
+        def pick(v: ir.Value, acc: ir.Value) -> ir.Value:  # one maxps / minps
+            return b.select(b.fcmp_ordered(pred, v, acc), v, acc)
+
+        with for_range(b, i64(0), i64(cols), name=f"{name}f", step=group) as c:
+            for j in range(FAST_CHAINS):
+                col = c if j == 0 else b.add(c, i64(j * w), flags=["nsw"])
+                v = self.splat(value(Lane(col)))
+                b.store(pick(v, b.load(sel[j])), sel[j])
+                b.store(b.fadd(b.load(tot[j]), v), tot[j])
+        m, s = b.load(sel[0]), b.load(tot[0])
+        for j in range(1, FAST_CHAINS):
+            m = pick(b.load(sel[j]), m)
+            s = b.fadd(s, b.load(tot[j]))
+        m1 = horizontal(b, m, lambda p, q: pick(q, p))
+        s1 = horizontal(b, s, lambda p, q: b.fadd(p, q))
+        redo = b.or_(b.fcmp_unordered("uno", s1, s1),
+                     b.fcmp_ordered("==", m1, ir.Constant(m1.type, 0.0)))
+        with b.if_else(redo, likely=False) as (slow, fast):
+            with slow:
+                exact()
+            with fast:
+                b.store(self._combine(op, et, b.load(accp), m1, late=True), accp)
+
+
+__all__ = ["MinMaxEmitter", "fast_ok", "FAST_CHAINS"]
