@@ -106,7 +106,8 @@ def dot_plan(instr: Instruction, threads: int = 1
     lperm, rperm = lb + lf + lc, rb + rc + rf
     nbatch = int(np.prod(bshape))
     out_dtype = instr.shape.dtype
-    vnni = int8_vnni(instr)
+    amx = int8_amx(instr)
+    vnni = amx or int8_vnni(instr)
     wide = exact_float(instr) if acc.kind in "iu" and not vnni else None
     if wide is not None:
         acc = wide
@@ -115,7 +116,11 @@ def dot_plan(instr: Instruction, threads: int = 1
         iacc = gemm_int.accumulator(et)
         if iacc is None:
             return None
-        if vnni:  # s8 x s8 in 32 bits, exact modulo 2^32 like the loop
+        if amx:  # 8-bit operands on AMX tiles, exact modulo 2^32 like the loop
+            from xlapy.backends.cpu import gemm_amx
+
+            kernel = gemm_amx.igemm8(threads, signed=lhs.element_type == ET.S8)
+        elif vnni:  # s8 x s8 in 32 bits, exact modulo 2^32 like the loop
             from xlapy.backends.cpu import gemm_vnni
 
             kernel = gemm_vnni.igemm8(threads)
@@ -183,6 +188,19 @@ def int8_vnni(instr: Instruction) -> bool:
         return False
     iacc = gemm_int.accumulator(instr.shape.element_type)
     return iacc == np.int32 and gemm_vnni.available()
+
+
+def int8_amx(instr: Instruction) -> bool:
+    """An s8 x s8 or u8 x u8 dot_general with a 32-bit accumulator (an 8/16/32-bit result)
+    on a target with AMX-INT8 that runs here: computed by gemm_amx.py (16x VNNI's work per
+    instruction)."""
+    from xlapy.backends.cpu import gemm_amx, gemm_int
+
+    kinds = {o.shape.element_type for o in instr.operands}
+    if kinds not in ({ET.S8}, {ET.U8}):
+        return False
+    iacc = gemm_int.accumulator(instr.shape.element_type)
+    return iacc is not None and iacc.itemsize == 4 and gemm_amx.available()
 
 
 def _widened(keep: dict[int, Any], key: int, x: np.ndarray, acc: Any) -> np.ndarray:
@@ -259,6 +277,8 @@ def library_kind(instr: Instruction) -> str | None:
             return "amx bf16"
         if dot_accumulator(instr).kind in "fc":  # type: ignore[union-attr]
             return "blas"
+        if int8_amx(instr):
+            return "int gemm (amx)"
         if int8_vnni(instr):
             return "int gemm (vnni)"
         wide = exact_float(instr)

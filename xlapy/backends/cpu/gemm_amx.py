@@ -1,0 +1,396 @@
+"""s8 x s8 -> s32 (and u8 x u8 -> u32) GEMM on AMX-INT8 tiles (`tdpbssd`, `tdpbuud`): 16384
+multiply-adds per instruction, one every 16 cycles (measured here: 3.7 T/s on one core,
+about 8x gemm_vnni.py's peak).
+
+`tdpbssd` multiplies signed by signed bytes (`tdpbuud` unsigned by unsigned) and adds groups
+of four products into 32-bit lanes: exact modulo 2^32 in any order, so the bits equal the
+interpreter's 64-bit sum wrapped to 32 bits for any k (as gemm_vnni.py's and gemm_int.py's).
+
+Tiles (8 registers of 16 rows x 64 bytes, one configuration for every call): four C tiles (a
+32 x 32 s32 block), two A tiles (16 rows x 64 k bytes) and two B tiles in the VNNI layout
+(row g holds, for 16 columns, the four bytes b[4g .. 4g+3, j]). A tile load is fast only
+from 64-byte-aligned rows (measured: 2.6 ns aligned, 14 ns at a 16-byte offset: the loads
+then bound the kernel at a third of the peak), so both operands are packed into aligned
+scratch: B into panels of 16 columns (k/4 rows of 64 bytes), A by chunks of rows into tiles
+(32 rows x 64 bytes per k step), each tile 1 KB contiguous. The packs zero-fill rows,
+columns and k beyond the matrices (zero bytes add nothing), so any m, n, k take the same
+full-tile loop; a block that is partial, or a C that is not aligned, is stored through a
+scratch block and copied with masked stores.
+
+Loop nest per call (a job: rows [m0, m1) x 32-column blocks [nb0, nb1), nb0 even): pack the
+job's B panels, 64 columns at a time (one masked 64-byte load per row, eight byte shuffles);
+per chunk of A rows (A_CHUNK_BYTES packed, kept in L1/L2): pack it, then for each pair of B
+panels walk the chunk's 32-row blocks over k (`amx_block`). Tile loads and products are
+interleaved there (load A0 B0, product, load B1, product, load A1, two products), so a load
+overlaps the product before it: LLVM's scheduler (-O1 and above) groups the loads first,
+25% slower. `amx_block` is `optnone` and the module is generated at -O0: the order stays
+as written, and codegen takes 1.3 ms instead of 5-10 (the packs are as fast: they wait on
+memory).
+
+Tile state is per thread: every call loads the configuration (`ldtilecfg`) and releases the
+tiles at its end (`tilerelease`). Linux hands the tile data state only to a process that
+asked (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`): `available()` asks once and
+is False where the kernel refuses or the target lacks amx-int8 (gemm_vnni.py then).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import llvm_util, parallel, recycle, target
+from xlapy.backends.cpu.llvm_util import (
+    _OBJECTS,
+    I1,
+    I8,
+    I8P,
+    I32,
+    I64,
+    VOID,
+    Engine,
+    for_range,
+    new_module,
+)
+
+#: Rows and columns of the C block per tile step (2 x 2 tiles of 16 x 16 s32).
+BM, BN = 32, 32
+#: k bytes per tile step (one A tile row).
+BK = 64
+#: Bytes of packed A per row chunk (kept near while the B panels go by; 256 KB measured no
+#: faster, and a smaller scratch leaves more of L2 to C and the operands).
+A_CHUNK_BYTES = 1 << 16
+#: Multiply-adds below which a product is not split over threads.
+SPLIT_MACS = 1 << 21
+_ARCH_REQ_XCOMP_PERM = 0x1023
+_XFEATURE_XTILEDATA = 18
+_SYS_ARCH_PRCTL = 158
+_V16I8 = ir.VectorType(I8, 16)
+_V64I8 = ir.VectorType(I8, 64)
+_V16I32 = ir.VectorType(I32, 16)
+#: amx_igemm8(a, b, c, m0, m1, n, k, nb0, nb1, chunk, scratch)
+_NARGS = 11
+_SIG = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * _NARGS))
+
+
+@functools.cache
+def _tile_permission() -> bool:
+    """Ask Linux once per process for the AMX tile data state; False if refused."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):  # pragma: no cover - no libc syscall
+        return False
+
+
+def available() -> bool:
+    """Whether the current target has AMX-INT8 (and AVX-512BW for the packs), runs here,
+    and the kernel grants this process the tiles."""
+    t = target.current()
+    return (t.is_x86 and all(t.has(f) for f in ("amx-int8", "amx-tile", "avx512bw"))
+            and t.runs_here and _tile_permission())
+
+
+def _decl(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    fn = mod.globals.get(name)
+    return fn if fn is not None else ir.Function(mod, ir.FunctionType(ret, args), name=name)
+
+
+def _tile_config(mod: ir.Module) -> ir.GlobalVariable:
+    """The 64-byte tile configuration: palette 1, tiles 0-7 all 16 rows x 64 bytes."""
+    cfg = bytearray(64)
+    cfg[0] = 1
+    for t in range(8):
+        cfg[16 + 2 * t] = 64  # colsb (u16, little-endian)
+        cfg[48 + t] = 16  # rows
+    ty = ir.ArrayType(I8, 64)
+    g = ir.GlobalVariable(mod, ty, name="amx_cfg")
+    g.initializer = ir.Constant(ty, bytearray(cfg))
+    g.global_constant = True
+    g.linkage = "private"
+    g.align = 64
+    return g
+
+
+def _mask(b: ir.IRBuilder, valid: ir.Value, n: int) -> ir.Value:
+    """<n x i1> with the first `valid` (0 <= valid <= n <= 64) lanes set: a k-mask built
+    as an integer ((1 << valid) - 1), one kmov, instead of a vector compare."""
+    bits = b.sub(b.shl(I64(1), valid), I64(1))
+    if n == 64:
+        bits = b.select(b.icmp_signed(">=", valid, I64(64)), I64(-1), bits)
+    else:
+        bits = b.trunc(bits, ir.IntType(n))
+    return b.bitcast(bits, ir.VectorType(I1, n))
+
+
+def _clamp(b: ir.IRBuilder, v: ir.Value, hi: int) -> ir.Value:
+    """min(max(v, 0), hi)."""
+    v = b.select(b.icmp_signed("<", v, I64(0)), I64(0), v)
+    return b.select(b.icmp_signed(">", v, I64(hi)), I64(hi), v)
+
+
+def _masked_load(b: ir.IRBuilder, vt: ir.VectorType, ptr: ir.Value, valid: ir.Value
+                 ) -> ir.Value:
+    """The first `valid` lanes at ptr (the rest zero, never read: no fault past an end)."""
+    n = vt.count
+    fn = _decl(b.module, f"llvm.masked.load.v{n}i{vt.element.width}.p0", vt,
+               [vt.as_pointer(), I32, ir.VectorType(I1, n), vt])
+    mask = _mask(b, valid, n)
+    return b.call(fn, [b.bitcast(ptr, vt.as_pointer()), I32(1), mask,
+                       ir.Constant(vt, [0] * n)])
+
+
+def _masked_store(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, valid: ir.Value) -> None:
+    vt = v.type
+    n = vt.count
+    fn = _decl(b.module, f"llvm.masked.store.v{n}i{vt.element.width}.p0", VOID,
+               [vt, vt.as_pointer(), I32, ir.VectorType(I1, n)])
+    mask = _mask(b, valid, n)
+    b.call(fn, [v, b.bitcast(ptr, vt.as_pointer()), I32(1), mask])
+
+
+def _emit_pack_b(b: ir.IRBuilder, pb: ir.Value, n: ir.Value, k: ir.Value, bp: ir.Value,
+                 kq: ir.Value, col0: ir.Value, groups: ir.Value, panel: ir.Value) -> None:
+    """Pack `groups` groups of 64 columns from col0: panel 4q + s of bp, row g (64 bytes)
+    = b[4g + i, col0 + 64q + 16s + j] at byte 4j + i; zero past column n and row k. Each
+    64-byte row of b is loaded once (masked) and eight two-source byte shuffles (vpermt2b)
+    make the four panels' rows."""
+    pairs = [[j // 2 + (32 * h) if j % 2 == 0 else 64 + j // 2 + 32 * h for j in range(64)]
+             for h in range(2)]  # rows i, i+1 interleaved: columns 32h .. 32h+31
+    quads = [[(2 * (16 * s + j) % 64 if i < 2 else 64 + 2 * (16 * s + j) % 64) + i % 2
+              for j in range(16) for i in range(4)] for s in range(4)]
+    with for_range(b, I64(0), groups, "bq") as q:
+        col = b.add(col0, b.mul(q, I64(64)))
+        cols = _clamp(b, b.sub(n, col), 64)
+        dst = b.gep(bp, [b.mul(b.mul(q, I64(4)), panel)])
+        with for_range(b, I64(0), kq, "bg") as g:
+            rows = []
+            for i in range(4):
+                row = b.add(b.mul(g, I64(4)), I64(i))
+                valid = b.select(b.icmp_signed("<", row, k), cols, I64(0))
+                rows.append(_masked_load(b, _V64I8, b.gep(pb, [b.add(b.mul(row, n), col)]),
+                                         valid))
+            inter = [[b.shuffle_vector(rows[2 * r], rows[2 * r + 1],
+                                       ir.Constant(ir.VectorType(I32, 64), pairs[h]))
+                      for h in range(2)] for r in range(2)]
+            for sp in range(4):
+                h = sp // 2
+                v = b.shuffle_vector(inter[0][h], inter[1][h],
+                                     ir.Constant(ir.VectorType(I32, 64), quads[sp]))
+                out = b.gep(dst, [b.add(b.mul(I64(sp), panel), b.mul(g, I64(64)))])
+                b.store(v, b.bitcast(out, _V64I8.as_pointer()), align=64)
+
+
+def _emit_pack_a(b: ir.IRBuilder, pa: ir.Value, k: ir.Value, ap: ir.Value, kb: ir.Value,
+                 r0: ir.Value, r1: ir.Value, nrows: ir.Value) -> None:
+    """ap[(r / 32) kb + kk][r % 32] (64 bytes) = a[r0 + r, 64 kk ...] for r < nrows
+    (a multiple of 32), zero at rows r0 + r >= r1 and past k."""
+    with for_range(b, I64(0), nrows, "ar") as r:
+        row = b.add(r0, r)
+        live = b.icmp_signed("<", row, r1)
+        src = b.gep(pa, [b.mul(row, k)])
+        base = b.add(b.mul(b.mul(b.sdiv(r, I64(32)), kb), I64(32)), b.srem(r, I64(32)))
+        with for_range(b, I64(0), kb, "ak") as kk:
+            off = b.mul(kk, I64(BK))
+            valid = b.select(live, _clamp(b, b.sub(k, off), BK), I64(0))
+            v = _masked_load(b, _V64I8, b.gep(src, [off]), valid)
+            dst = b.gep(ap, [b.mul(b.add(base, b.mul(kk, I64(32))), I64(64))])
+            b.store(v, b.bitcast(dst, _V64I8.as_pointer()), align=64)
+
+
+def _emit_kernel(mod: ir.Module, signed: bool) -> None:
+    """void amx_igemm8(a, b, c, m0, m1, n, k, nb0, nb1, chunk, scratch): c[m0:m1, 32 nb0 :
+    32 nb1] (clipped to n) of c = a @ b for contiguous a[., k] s8, b[k, n] s8, c[., n] s32;
+    `chunk` rows of A are packed at a time (a multiple of 32); scratch (64-byte aligned)
+    holds the packed B panels, the packed A chunk and one C block."""
+    i64 = ir.IntType(64)
+    cfgvar = _tile_config(mod)
+    ldcfg = _decl(mod, "llvm.x86.ldtilecfg", VOID, [I8P])
+    release = _decl(mod, "llvm.x86.tilerelease", VOID, [])
+    block = _emit_block(mod, signed)
+    fn = ir.Function(mod, ir.FunctionType(VOID, [i64] * _NARGS), name="amx_igemm8")
+    ia, ib_, ic, m0, m1, n, k, nb0, nb1, chunk, iscr = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    pa, pb, pc, scr = (b.inttoptr(v, I8P) for v in (ia, ib_, ic, iscr))
+    kb = b.sdiv(b.add(k, I64(BK - 1)), I64(BK))
+    kq = b.mul(kb, I64(BK // 4))
+    panel = b.mul(kq, I64(64))  # bytes of one packed 16-column panel
+    bp = scr
+    ap = b.gep(bp, [b.mul(b.mul(b.sdiv(b.add(b.sub(nb1, nb0), I64(1)), I64(2)), I64(4)), panel)])
+    cs = b.gep(ap, [b.mul(chunk, b.mul(kb, I64(BK)))])  # one 32 x 32 s32 block
+    ldc = b.mul(n, I64(4))
+    aligned = b.icmp_signed("==", b.and_(b.or_(ic, ldc), I64(63)), I64(0))
+    groups = b.sdiv(b.add(b.sub(nb1, nb0), I64(1)), I64(2))
+    _emit_pack_b(b, pb, n, k, bp, kq, b.mul(nb0, I64(BN)), groups, panel)
+    b.call(ldcfg, [b.bitcast(cfgvar, I8P)])
+
+    def t(x: int) -> ir.Constant:
+        return ir.Constant(I8, x)
+
+    nchunks = b.sdiv(b.add(b.sub(m1, m0), b.sub(chunk, I64(1))), chunk)
+    with for_range(b, I64(0), nchunks, "mc") as ci:
+        mc = b.add(m0, b.mul(ci, chunk))
+        rows = b.sub(m1, mc)
+        rows = b.select(b.icmp_signed("<", rows, chunk), rows, chunk)
+        blocks = b.sdiv(b.add(rows, I64(BM - 1)), I64(BM))
+        _emit_pack_a(b, pa, k, ap, kb, mc, m1, b.mul(blocks, I64(BM)))
+        with for_range(b, nb0, nb1, "jb") as jb:
+            b0 = b.gep(bp, [b.mul(b.mul(b.sub(jb, nb0), I64(2)), panel)])
+            b1 = b.gep(b0, [panel])
+            col0 = b.mul(jb, I64(BN))
+            with for_range(b, I64(0), blocks, "ib") as ib:
+                a0 = b.gep(ap, [b.mul(b.mul(ib, kb), I64(BM * BK))])
+                row0 = b.add(mc, b.mul(ib, I64(BM)))
+                full = b.and_(aligned, b.and_(
+                    b.icmp_signed("<=", b.add(row0, I64(BM)), m1),
+                    b.icmp_signed("<=", b.add(col0, I64(BN)), n)))
+                with b.if_else(full) as (direct, partial):
+                    with direct:
+                        crow = b.gep(pc, [b.add(b.mul(row0, ldc), b.mul(col0, I64(4)))])
+                        b.call(block, [a0, b0, b1, kb, crow, ldc])
+                    with partial:
+                        b.call(block, [a0, b0, b1, kb, cs, I64(BN * 4)])
+                        _emit_copy_partial(b, cs, pc, ldc, row0, col0, m1, n)
+    b.call(release, [])
+    b.ret_void()
+
+
+def _emit_block(mod: ir.Module, signed: bool) -> ir.Function:
+    """void amx_block(a0, b0, b1, kb, dst, ldd): the 32 x 32 32-bit block of packed A tiles
+    at a0 times the packed panels b0, b1 over kb k steps, stored at dst (row stride ldd
+    bytes); bytes signed (tdpbssd) or unsigned (tdpbuud). `optnone`: compiled as written,
+    loads interleaved with the products."""
+    zero = _decl(mod, "llvm.x86.tilezero", VOID, [I8])
+    load = _decl(mod, "llvm.x86.tileloadd64", VOID, [I8, I8P, I64])
+    store = _decl(mod, "llvm.x86.tilestored64", VOID, [I8, I8P, I64])
+    dp = _decl(mod, f"llvm.x86.tdpb{'ss' if signed else 'uu'}d", VOID, [I8, I8, I8])
+    fn = ir.Function(mod, ir.FunctionType(VOID, [I8P, I8P, I8P, I64, I8P, I64]),
+                     name="amx_block")
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("optnone")
+    a0, b0, b1, kb, dst, ldd = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def t(x: int) -> ir.Constant:
+        return ir.Constant(I8, x)
+
+    for x in range(4):
+        b.call(zero, [t(x)])
+    with for_range(b, I64(0), kb, "kk") as kk:
+        ao = b.gep(a0, [b.mul(kk, I64(BM * BK))])
+        bo = b.mul(kk, I64(16 * 64))
+        b.call(load, [t(4), ao, I64(64)])
+        b.call(load, [t(6), b.gep(b0, [bo]), I64(64)])
+        b.call(dp, [t(0), t(4), t(6)])
+        b.call(load, [t(7), b.gep(b1, [bo]), I64(64)])
+        b.call(dp, [t(1), t(4), t(7)])
+        b.call(load, [t(5), b.gep(ao, [I64(16 * 64)]), I64(64)])
+        b.call(dp, [t(2), t(5), t(6)])
+        b.call(dp, [t(3), t(5), t(7)])
+    half = b.gep(dst, [b.mul(ldd, I64(16))])
+    b.call(store, [t(0), dst, ldd])
+    b.call(store, [t(1), b.gep(dst, [I64(64)]), ldd])
+    b.call(store, [t(2), half, ldd])
+    b.call(store, [t(3), b.gep(half, [I64(64)]), ldd])
+    b.ret_void()
+    return fn
+
+
+def _emit_copy_partial(b: ir.IRBuilder, cs: ir.Value, pc: ir.Value, ldc: ir.Value,
+                       row0: ir.Value, col0: ir.Value, m1: ir.Value, n: ir.Value) -> None:
+    """The rows below m1 and columns below n of the block at cs (32 rows of 128 bytes,
+    aligned) into c at (row0, col0), with masked stores."""
+    rows = _clamp(b, b.sub(m1, row0), BM)
+    with for_range(b, I64(0), rows, "cr") as r:
+        src = b.bitcast(b.gep(cs, [b.mul(r, I64(128))]), _V16I32.as_pointer())
+        dst = b.gep(pc, [b.add(b.mul(b.add(row0, r), ldc), b.mul(col0, I64(4)))])
+        for h in range(2):
+            valid = _clamp(b, b.sub(n, b.add(col0, I64(16 * h))), 16)
+            v = b.load(b.gep(src, [I64(h)]), align=64)
+            _masked_store(b, v, b.gep(dst, [I64(64 * h)]), valid)
+
+
+@functools.cache
+def _o0_machine(t: target.CpuTarget) -> llvm.TargetMachine:
+    """The -O0 TargetMachine this module is generated with (module docstring)."""
+    tgt = llvm.Target.from_triple(t.triple)
+    return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=0, jit=True,
+                                     reloc="default", codemodel="jitdefault")
+
+
+@functools.cache
+def _compiled(signed: bool, key: str) -> tuple[Engine, int]:
+    t = target.current()
+    mod = new_module("xlapy_amx_igemm8")
+    _emit_kernel(mod, signed)
+    with llvm_util._LOCK:
+        ctm = llvm_util._codegen_machine(t)
+        ref = llvm_util.verify(mod)
+        ref.data_layout = str(ctm.target_data)
+        llvm_util.optimize(ref, ctm, vectorize=False, light=True)
+        obj = _o0_machine(t).emit_object(ref)
+    eng = Engine(compiled=(obj, ref), exports=["amx_igemm8"])
+    return eng, eng.address("amx_igemm8")
+
+
+def _scratch_bytes(nblocks: int, chunk: int, kp: int) -> int:
+    """Bytes of one job's scratch: its B panels (in groups of 64 columns), the A chunk,
+    one C block."""
+    return -(-nblocks // 2) * 2 * BN * kp + chunk * kp + BM * BN * 4
+
+
+def igemm8(threads: int = 1, signed: bool = True
+           ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
+    """A function (a[batch, m, k], b[batch, k, n], c[batch, m, n]): s8 operands and an
+    s32 c (`signed`), else u8 and u32; c = a @ b exactly (wrapping), for targets where
+    `available()`."""
+    eng, addr = _compiled(signed, target.current().key)
+    sink = _OBJECTS.get()  # the executable's objects name it on every compile, cached or not
+    if sink is not None and not any(obj is eng.object for _, obj in sink):
+        sink.append(("amx_igemm8", eng.object))
+    call = _SIG(addr)
+
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        nb, m, k = a.shape
+        n = b.shape[2]
+        if nb * m * n == 0:
+            return
+        if k == 0:
+            c[...] = 0
+            return
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        out = c if c.flags.c_contiguous else np.empty(c.shape, c.dtype)
+        kp = -(-k // BK) * BK
+        mblocks, nblocks = -(-m // BM), -(-n // BN)
+        chunk = BM * max(1, min(mblocks, A_CHUNK_BYTES // (BM * kp)))
+        parts = max(1, min(threads, max(nblocks, mblocks))) if m * n * k >= SPLIT_MACS else 1
+        if nblocks >= 2 * parts:  # columns split (by 64): each job packs its own B panels
+            cuts = [nblocks * p // parts // 2 * 2 for p in range(parts)] + [nblocks]
+            spans = [(0, m, cuts[p], cuts[p + 1]) for p in range(parts)]
+        else:  # rows split (few columns): each job packs all of B
+            cuts = [mblocks * p // parts * BM for p in range(parts)] + [m]
+            spans = [(cuts[p], cuts[p + 1], 0, nblocks) for p in range(parts)]
+        size = max(_scratch_bytes(hi - lo, chunk, kp) for _, _, lo, hi in spans)
+        raw, off = recycle.aligned_bytes(size * parts)
+        scratch = [raw.ctypes.data + off + p * size for p in range(parts)]
+        pool = parallel.pool(threads) if parts > 1 else None
+        for j in range(nb):
+            ptrs = (a[j].ctypes.data, b[j].ctypes.data, out[j].ctypes.data)
+            jobs = [(*ptrs, r0, r1, n, k, c0, c1, chunk, s)
+                    for (r0, r1, c0, c1), s in zip(spans, scratch)]
+            if pool is None:
+                call(*jobs[0])
+            else:
+                pool.share([(addr, x) for x in jobs], parts, keep=(a, b, out, raw))
+        if out is not c:
+            c[...] = out
+
+    return run
+
+
+__all__ = ["A_CHUNK_BYTES", "BK", "BM", "BN", "SPLIT_MACS", "available", "igemm8"]
