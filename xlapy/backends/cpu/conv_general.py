@@ -334,7 +334,7 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
                 wk[..., :geo.og] = kw.transpose(2, 0, 1, 3)
             res = out if in_place and out.flags.c_contiguous else np.empty(oshape, kd)
             keep: list[Any] = []
-            eptr = epilogue.pointers(extra, geo, xvec, apad, keep) if epilogue is not None \
+            eptr = epilogue.pointers(extra, keep) if epilogue is not None \
                 else 0
             scratch = scratch_for(mine, parts) if in_rows else None
             split_parts(fn, (xp.ctypes.data, wk.ctypes.data, res.ctypes.data), rows, parts,

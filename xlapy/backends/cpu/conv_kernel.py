@@ -38,6 +38,8 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     intrinsic,
     new_module,
+    restore_mxcsr,
+    set_ftz_daz,
     splat,
 )
 
@@ -137,6 +139,8 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
         st.align = align
 
     slots = [[b.alloca(vt) for _ in range(v)] for _ in range(p)]  # entry block: SROA'd
+    # The epilogue's ops assume what a kernel's do: denormal results flush (xlapy.denormal).
+    mxcsr = set_ftz_daz(b) if epilogue is not None else None
     rowoff = b.alloca(I64, taps, name="rowoff")
     tap_pos = [list(pos) for pos in _ndindex(nest.ks[:-1])]
     if nest.rows:
@@ -297,6 +301,8 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
                         block(xg, wg, og_, fg, vb, b.mul(pb, i64(p)), p)
                 if wo % p:
                     block(xg, wg, og_, fg, vb, i64(full * p), wo % p)
+    if mxcsr is not None:
+        restore_mxcsr(b, mxcsr)
     b.ret_void()
     return mod
 

@@ -34,6 +34,7 @@ from xlapy import denormal
 from xlapy.backends.cpu import (
     arena,
     cache,
+    conv_epilogue,
     inplace,
     kernels,
     lanes,
@@ -139,6 +140,11 @@ class CpuExecutable(Calls, Introspection):
         self.fusion = plan
         fusible = plan.fusible
         self.materialized, self.row_reduces = plan.materialized, plan.row_reduces
+        #: Convolutions that compute their consumer kernel's root (conv_epilogue.py): the
+        #: root shares the convolution's slot and gets no kernel.
+        self.epilogues = conv_epilogue.for_plan(comp, plan, self.outputs)
+        self._claimed = {id(e.root) for e in self.epilogues.values()}
+        self._extra_ins: dict[int, list[int]] = {}
         mod = new_module(f"xlapy_{comp.name}")
         self.thunks: list[Callable[..., None]] = []
         kernel_specs: list[kernels.Kernel] = []
@@ -149,6 +155,8 @@ class CpuExecutable(Calls, Introspection):
             if instr.opcode == "parameter":
                 self._new_slot(instr)
                 continue
+            if iid in self._claimed:
+                continue  # computed by a convolution's epilogue
             if iid in fusible and iid not in self.materialized:
                 continue  # generated inside its consumers
             if instr.opcode == "constant":
@@ -189,7 +197,8 @@ class CpuExecutable(Calls, Introspection):
         self.temp_slots = temps
         #: The instructions that have a thunk, in program (= thunk) order.
         self._thunk_instrs = [i for i in order if id(i) in self.slot
-                              and i.opcode not in ("parameter", "constant")]
+                              and i.opcode not in ("parameter", "constant")
+                              and id(i) not in self._claimed]
         #: The compiled kernels: explicit-vector ones and the others (engines below).
         self.engine: Engine | None = None
         self.engines: list[Engine] = []
@@ -273,6 +282,10 @@ class CpuExecutable(Calls, Introspection):
                                self._set(t, v, s, v[i][k]))
             self.report.append((instr.name, "get_tuple_element", "aliasing"))
             return
+        epi = self.epilogues.get(id(instr))
+        if epi is not None:
+            self._plan_conv_epilogue(instr, epi, s, ins, temps)
+            return
         dot = library.dot_plan(instr, self._threads(library.dot_cost(instr))) \
             if instr.opcode == "dot_general" \
             else library.conv_plan(instr, self.num_threads) if instr.opcode == "convolution" \
@@ -343,6 +356,33 @@ class CpuExecutable(Calls, Introspection):
                                            internal=True))
 
         self.thunks.append(run_op)
+
+    def _plan_conv_epilogue(self, instr: Instruction, epi: conv_epilogue.Epilogue, s: int,
+                            ins: list[int], temps: list[int]) -> None:
+        """The convolution writes its epilogue root's value into slot s (the root's too)."""
+        from xlapy.backends.cpu.conv_general import general_plan
+
+        root = epi.root
+        run = general_plan(instr, self.num_threads, epi)
+        self.slot[id(root)] = s
+        extra = [self.slot[id(leaf)] for leaf, _ in epi.leaves]
+        self._extra_ins[s] = extra
+        temp = id(root) not in self.outputs
+        if temp:
+            temps.append(s)
+        shape, dtype = tuple(root.shape.dimensions), root.shape.dtype
+
+        def run_conv(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+            out = v[s] if temp else recycle.output(self._keep, s, shape, dtype)
+            run(v[ins[0]], v[ins[1]], out, *(v[k] for k in extra))
+            if not temp:
+                self._set(t, v, s, out)
+
+        self.thunks.append(run_conv)
+        self._native.add(s)
+        self.report.append((instr.name, instr.opcode, "library conv-direct (epilogue "
+                            f"%{root.name})"))
+        self.report.append((root.name, root.opcode, f"convolution %{instr.name}'s epilogue"))
 
     def _library_thunk(self, instr: Instruction, s: int, ins: list[int],
                        fn: Callable[..., Any]) -> Callable[..., None]:
@@ -515,7 +555,7 @@ class CpuExecutable(Calls, Introspection):
         instrs = self._thunk_instrs
         outs = [self.slot[id(i)] for i in instrs]
         ins = [kernel_ins[s] if s in kernel_ins else [self.slot[id(o)] for o in i.operands]
-               for s, i in zip(outs, instrs)]
+               + self._extra_ins.get(s, []) for s, i in zip(outs, instrs)]
         group = {m.slot: r.name for r in self.regions for m in r.members}
         sizes = {s: math.prod(self.shapes[s].dimensions) * self.shapes[s].dtype.itemsize
                  for s in self.temp_slots}

@@ -1,0 +1,102 @@
+"""A convolution's element-wise consumer kernel computed in the convolution's registers
+(conv_epilogue.py): bias + relu, relu6 (clamp), leaky relu (compare + select), a residual
+read at the output's index; bit-identical to the unfused kernels, and refused where the
+convolution's value is needed elsewhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+
+HEAD = """
+func.func @main(%x: tensor<2x6x9x16xET>, %w: tensor<3x3x16x32xET>, %b: tensor<32xET>,
+                %r: tensor<2x6x9x32xET>) -> RET {
+  %c = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+      window = {pad = [[1, 1], [1, 1]]}
+      {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+      : (tensor<2x6x9x16xET>, tensor<3x3x16x32xET>) -> tensor<2x6x9x32xET>
+  %b1 = stablehlo.broadcast_in_dim %b, dims = [3] : (tensor<32xET>) -> tensor<2x6x9x32xET>
+  %zero = stablehlo.constant dense<0.000000e+00> : tensor<ET>
+  %z = stablehlo.broadcast_in_dim %zero, dims = [] : (tensor<ET>) -> tensor<2x6x9x32xET>
+  %a = stablehlo.add %c, %b1 : tensor<2x6x9x32xET>
+"""
+T = "tensor<2x6x9x32xET>"
+BODIES = {
+    "bias_relu": f"""
+  %y = stablehlo.maximum %a, %z : {T}""",
+    "relu6": f"""
+  %six = stablehlo.constant dense<6.000000e+00> : tensor<ET>
+  %y = stablehlo.clamp %zero, %a, %six : (tensor<ET>, {T}, tensor<ET>) -> {T}""",
+    "leaky": f"""
+  %k = stablehlo.constant dense<1.000000e-02> : {T}
+  %s = stablehlo.multiply %a, %k : {T}
+  %p = stablehlo.compare GT, %a, %z : ({T}, {T}) -> tensor<2x6x9x32xi1>
+  %y = stablehlo.select %p, %a, %s : tensor<2x6x9x32xi1>, {T}""",
+    "residual": f"""
+  %q = stablehlo.add %a, %r : {T}
+  %y = stablehlo.maximum %q, %z : {T}""",
+}
+
+
+def _program(body: str, t: str, keep_conv: bool) -> str:
+    ret = f"({T}, {T})" if keep_conv else T
+    out = "%y, %c" if keep_conv else "%y"
+    text = HEAD + BODIES[body] + f"\n  return {out} : {ret.strip('()')}\n}}\n"
+    return text.replace("RET", ret).replace("ET", t)
+
+
+def _args(t: str) -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    dt = np.float32 if t == "f32" else np.float64
+    return [rng.standard_normal(s).astype(dt) for s in
+            ((2, 6, 9, 16), (3, 3, 16, 32), (32,), (2, 6, 9, 32))]
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+@pytest.mark.parametrize("body", list(BODIES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_epilogue_matches_unfused(body: str, t: str, threads: int) -> None:
+    opts = {"num_threads": threads}
+    fused = xlapy.compile(_program(body, t, False), backend="cpu", options=opts)
+    text = fused._exe.explain()
+    assert "convolution %c's epilogue" in text and not fused._exe.fallbacks(), text
+    # The convolution's value is a result too: no epilogue, the kernels as before.
+    unfused = xlapy.compile(_program(body, t, True), backend="cpu", options=opts)
+    assert "epilogue" not in unfused._exe.explain()
+    args = _args(t)
+    got = np.asarray(fused(*args))
+    want = np.asarray(unfused(*args)[0])
+    np.testing.assert_array_equal(got, want)
+    ref = np.asarray(xlapy.compile(_program(body, t, False), backend="interpreter")(*args))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(fused(*args)), got)  # the output is fresh
+
+
+def test_epilogue_output_is_fresh_memory() -> None:
+    """The epilogue root is the result: each call returns a new array."""
+    cpu = xlapy.compile(_program("bias_relu", "f32", False), backend="cpu")
+    args = _args("f32")
+    a = np.asarray(cpu(*args))
+    keep = a.copy()
+    b = np.asarray(cpu(*[x * 2 for x in args]))
+    np.testing.assert_array_equal(a, keep)
+    assert not np.shares_memory(a, b)
+
+
+def test_epilogue_refused_when_two_kernels_read_the_convolution() -> None:
+    text = (HEAD + f"""
+  %y = stablehlo.maximum %a, %z : {T}
+  %e = stablehlo.exponential %c : {T}
+  %n = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [0, 1, 2]
+      : ({T}, tensor<ET>) -> tensor<32xET>
+  return %y, %n : {T}, tensor<32xET>
+}}
+""").replace("RET", f"({T}, tensor<32xET>)").replace("ET", "f32")
+    cpu = xlapy.compile(text, backend="cpu")
+    assert "epilogue" not in cpu._exe.explain()
+    args = [a * 0.1 for a in _args("f32")]
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    for g, w in zip(cpu(*args), want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
