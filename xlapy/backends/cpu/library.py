@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import recycle
+from xlapy.backends.cpu import gemm_small, recycle
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -95,6 +95,9 @@ def dot_plan(instr: Instruction, threads: int = 1
     acc = dot_accumulator(instr)
     if acc is None:
         return None
+    small = gemm_small.of_instruction(instr)
+    if small is not None:  # a JIT loop nest reading the rhs in place (no packing)
+        return gemm_small.runner(small, threads)
     lb, rb = list(a.lhs_batching_dimensions), list(a.rhs_batching_dimensions)
     lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
     lf = [d for d in range(lhs.rank) if d not in lb and d not in lc]
@@ -276,7 +279,7 @@ def library_kind(instr: Instruction) -> str | None:
         if gemm_bf16.takes(instr):
             return "amx bf16"
         if dot_accumulator(instr).kind in "fc":  # type: ignore[union-attr]
-            return "blas"
+            return "jit gemm" if gemm_small.of_instruction(instr) is not None else "blas"
         if int8_amx(instr):
             return "int gemm (amx)"
         if int8_vnni(instr):

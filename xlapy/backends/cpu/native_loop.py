@@ -21,10 +21,13 @@ Python calls the driver again until d[10] is set, each call sized to take about
 limit (`XLAPY_MAX_WHILE_ITERATIONS`) is checked and the process grid is polled
 (ops/loop_guard.py), at a cost of one ctypes call per slice.
 
-Small 2-D f32/f64 dot_generals in the body (an RNN cell's h @ W) are steps too: the entry
-calls regions.py's gemm_rows through `xlapy_gemm_call`, which clears MXCSR FTZ/DAZ around the
-BLAS call as the Python path runs it (the same bits); a loop of small GEMMs no longer pays
-~28 us of Python per iteration.
+2-D f32/f64 dot_generals in the body (an RNN cell's h @ W) are steps too: gemm_small's loop
+nest (it clears MXCSR FTZ/DAZ itself), or regions.py's gemm_rows (BLAS) through
+`xlapy_gemm_call`, which clears them around the call as the Python path runs it (the same
+bits); a loop of small GEMMs no longer pays ~28 us of Python per iteration. So are the
+body's row-parallel regions (regions.py). A step worth splitting (NATIVE_SPLIT_COST: a
+region, a gemm_small product, an element-wise kernel) is shared with the worker pool from
+native code at the Python path's chunks (loop_split.py): the RNN cell keeps both cores.
 
 The state buffers are the tables' entries for the get_tuple_element slots of both
 computations; the body's results live in their own buffers, so the copies never overlap.
@@ -46,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, target
+from xlapy.backends.cpu import cache, loop_split, parallel, target
 from xlapy.backends.cpu.llvm_util import (
     I8,
     I8P,
@@ -60,19 +63,26 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
+from xlapy.backends.cpu.threads import NativePool, fn_address
+from xlapy.backends.cpu.thunks import bounds
 from xlapy.ops.loop_guard import WhileGuard, iteration_limit, too_many
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.executable import CpuExecutable
-    from xlapy.backends.cpu.regions import Gemm
+    from xlapy.backends.cpu.regions import Gemm, Region
     from xlapy.ir import Instruction
 
 _DRIVER = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
-#: Body kernels above this cost (elements x ops) keep the Python loop: their thread split
-#: matters more than the per-iteration overhead.
+#: Body reductions into partials (elements x ops) above this cost keep the Python loop: it
+#: reduces them in chunks combined by numpy (executable.partial_thunk).
 MAX_NATIVE_COST = 1 << 18
-#: Dots above this many multiply-adds keep the Python loop (their split over threads wins).
+#: BLAS dots above this many multiply-adds keep the Python loop (blas.gemm's chunks).
 MAX_NATIVE_MACS = 1 << 20
+#: Work (a kernel's or region's cost, a GEMM's multiply-adds) from which a step is split over
+#: the worker pool (loop_split.py): a native hand-off costs about a microsecond.
+NATIVE_SPLIT_COST = 1 << 18
+#: How the report names the dots a step may run (executable.py, library.library_kind).
+GEMM_KINDS = ("library blas", "library jit gemm")
 #: Target seconds of one driver call: the longest a Ctrl-C or a grid stop waits.
 SLICE_SECONDS = 0.01
 _MAX_SLICE = 1 << 40
@@ -165,6 +175,7 @@ def _emit_driver() -> ir.Module:
     b.ret(it)
     if target.current().is_x86:
         _emit_gemm_call(mod)
+    loop_split.emit(mod)
     return mod
 
 
@@ -197,34 +208,45 @@ def driver() -> tuple[Engine, Any]:
     mod = _emit_driver()
     key = cache.key(str(mod), "while-driver")
     obj = cache.get(key)
-    eng = Engine(mod, obj=obj, exports=["xlapy_while", "xlapy_gemm_call"])
+    eng = Engine(mod, obj=obj, exports=["xlapy_while", "xlapy_gemm_call", loop_split.SPLIT_NAME])
     if obj is None:
         cache.put(key, eng.object)
     return eng, _DRIVER(eng.address("xlapy_while"))
 
 
-def _steps(exe: CpuExecutable) -> list[int | Gemm | None]:
-    """The native steps of a cond/body in thunk order (the report's): kernel indices and
-    GEMMs; None for a dot the driver may not run."""
+def _steps(exe: CpuExecutable) -> list[int | Gemm | Region | None]:
+    """The native steps of a cond/body in thunk order (the report's): kernel indices, GEMMs
+    and row-parallel regions (in place of their members); None for a dot the driver may
+    not run."""
     by_name = {i.name: i for i in exe.comp.instructions}
-    out: list[int | Gemm | None] = []
-    for name, _, how in exe.report:
-        if how.startswith("kernel "):
+    first = {r.members[0].slot: r for r in exe.regions}
+    inside = {m.slot for r in exe.regions for m in r.members[1:]}
+    out: list[int | Gemm | Region | None] = []
+    for name, op, how in exe.report:
+        instr = by_name.get(name) if op != "region" else None
+        s = exe.slot.get(id(instr)) if instr is not None else None
+        if s in first:
+            out.append(first[s])
+        elif s in inside:
+            continue
+        elif how.startswith("kernel "):
             out.append(int(how.split()[1][1:]))
-        elif how == "library blas":
+        elif how in GEMM_KINDS:
             out.append(_native_gemm(exe, by_name[name]))
     return out
 
 
 def _native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
-    """The Gemm of a dot_general the driver may run: 2-D f32/f64 (regions.gemm_of), small
-    (MAX_NATIVE_MACS), written into a temporary slot (an arena buffer the tables hold)."""
+    """The Gemm of a dot_general the driver may run: 2-D f32/f64 (regions.gemm_of), written
+    into a temporary slot (an arena buffer the tables hold); through BLAS only when small
+    (MAX_NATIVE_MACS), gemm_small's loop nest at any size it takes (split over threads)."""
     from xlapy.backends.cpu import regions
 
     if not target.current().is_x86 or id(instr) not in exe.slot:
         return None
     g = regions.gemm_of(instr, exe.slot)
-    if g is None or g.m * g.n * g.k > MAX_NATIVE_MACS or g.out not in exe.temp_slots:
+    if g is None or g.out not in exe.temp_slots or \
+            (not g.small and g.m * g.n * g.k > MAX_NATIVE_MACS):
         return None
     return g
 
@@ -299,21 +321,9 @@ class NativeWhile:
             steps = _steps(exe)
             arr = (ctypes.c_int64 * max(3 * len(steps), 1))()
             for j, step in enumerate(steps):
-                if isinstance(step, int):
-                    spec = exe.kernel_specs[step]
-                    arr[3 * j: 3 * j + 3] = [exe.kernel_addrs[step], ctypes.addressof(table),
-                                             spec.outer]
-                    continue
-                from xlapy.backends.cpu import regions
-
-                d = regions.gemm_descriptor(step, ctypes.addressof(table))
-                w = np.array([regions.gemm_rows_address(), d.ctypes.data], np.int64)
-                p.keep += [d, w]
-                arr[3 * j: 3 * j + 3] = [gemm_call, w.ctypes.data, step.m]
+                arr[3 * j: 3 * j + 3] = self._entry(p, exe, step, ctypes.addressof(table))
             return arr
 
-        eng = driver()[0]
-        gemm_call = eng.address("xlapy_gemm_call") if target.current().is_x86 else 0
         p.entries = [entries(self.cond, p.tables[0]), entries(self.body, p.tables[1])]
         nswap = len(self.swapped)
         p.cells = (ctypes.c_int64 * max(nswap, 1))()
@@ -338,6 +348,43 @@ class NativeWhile:
             ctypes.addressof(p.entries[1]), 0, ctypes.addressof(p.copies), nswap,
             ctypes.addressof(sw), 0, 0)
         return p
+
+    def _entry(self, p: _Prepared, exe: CpuExecutable, step: int | Gemm | Region | None,
+               table: int) -> list[int]:
+        """The driver's (function, argument, outer) words of one step; big ones split over
+        the worker pool (loop_split.py) at the Python path's chunks."""
+        from xlapy.backends.cpu import regions
+
+        threads = exe.num_threads
+        if isinstance(step, int):
+            spec = exe.kernel_specs[step]
+            addr = exe.kernel_addrs[step]
+            if spec.splittable and not spec.partial and spec.outer >= 2 and \
+                    spec.cost >= NATIVE_SPLIT_COST:
+                return self._split(p, addr, table, bounds(spec.outer, min(threads, spec.outer),
+                                                          spec.align), threads)
+            return [addr, table, spec.outer]
+        if isinstance(step, regions.Region):
+            words = _region_steps(p, exe, step, table)
+            cost = sum(m.cost for m in step.members)
+            return self._split(p, fn_address(regions.run_function()), words,
+                               regions.cuts(step.rows, step.align),
+                               threads if cost >= NATIVE_SPLIT_COST else 1)
+        assert step is not None
+        d = regions.gemm_descriptor(step, table)
+        p.keep.append(d)
+        if step.small:  # gemm_small clears MXCSR FTZ/DAZ itself; its bits ignore the split
+            if step.m * step.n * step.k >= NATIVE_SPLIT_COST and step.m >= 2:
+                return self._split(p, step.small, d.ctypes.data,
+                                   bounds(step.m, min(threads, step.m)), threads)
+            return [step.small, d.ctypes.data, step.m]
+        return [_gemm_call(), _blas_word(p, d), step.m]
+
+    @staticmethod
+    def _split(p: _Prepared, fn: int, arg: int, cuts: list[int], most: int) -> list[int]:
+        sp = loop_split.Split(fn, arg, cuts, most)
+        p.splits.append(sp)
+        return [driver()[0].address(loop_split.SPLIT_NAME), sp.address, 0]
 
     def run(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
         locked = self._lock.acquire(blocking=False)
@@ -372,12 +419,28 @@ class NativeWhile:
                 p.copies[3 * n: 3 * n + 3] = [ptrs[k], body_table[r], bufs[k].nbytes]
                 n += 1
         p.desc[5] = n
-        self._drive(p)
+        pool, ks = self._reserve(p)
+        try:
+            self._drive(p)
+        finally:
+            if pool is not None:
+                pool.release(ks)
         for j, (k, _) in enumerate(self.swapped):
             if p.cells[j] != ptrs[k]:
                 bufs[k] = others[k]
         return tuple(bufs)
 
+
+    def _reserve(self, p: _Prepared) -> tuple[NativePool | None, list[int]]:
+        """Workers for this call's split steps (NativePool.reserve; none free: the caller
+        runs every chunk), bound into their descriptors."""
+        most = max((sp.most for sp in p.splits), default=1)
+        pool = parallel.pool(self.body.num_threads) if most > 1 else None
+        ks = pool.reserve(most - 1) if pool is not None else []
+        addrs = [pool.addrs[k] for k in ks] if pool is not None else []
+        for sp in p.splits:
+            sp.bind(addrs)
+        return pool, ks
 
     def _drive(self, p: _Prepared) -> None:
         """Call the driver slice by slice until the condition is false (module docstring).
@@ -427,6 +490,46 @@ class _Prepared:
         self.copies: Any = None
         self.copied: list[tuple[int, int]] = []
         self.desc: Any = None
+        self.splits: list[loop_split.Split] = []
+
+
+def _gemm_call() -> int:
+    return driver()[0].address("xlapy_gemm_call")
+
+
+def _blas_word(p: _Prepared, d: np.ndarray) -> int:
+    """The argument of xlapy_gemm_call for BLAS on descriptor d: [gemm_rows, d] (BLAS with
+    MXCSR FTZ/DAZ clear, as the Python path runs it)."""
+    from xlapy.backends.cpu import regions
+
+    w = np.array([regions.gemm_rows_address(), d.ctypes.data], np.int64)
+    p.keep.append(w)
+    return int(w.ctypes.data)
+
+
+def _region_steps(p: _Prepared, exe: CpuExecutable, region: Region, table: int) -> int:
+    """A region's steps array (regions.steps) over `table`, its BLAS members behind
+    xlapy_gemm_call (the driver's thread runs with FTZ set; BLAS must not) and BLAS
+    single-threaded on the workers (blas.ready)."""
+    from xlapy.backends.cpu import blas, regions
+
+    index = {id(k): j for j, k in enumerate(exe.kernel_specs)}
+    words = [len(region.members)]
+    for m in region.members:
+        if m.kernel is not None:
+            words += [exe.kernel_addrs[index[id(m.kernel)]], table]
+            continue
+        assert m.gemm is not None
+        d = regions.gemm_descriptor(m.gemm, table)
+        p.keep.append(d)
+        if m.gemm.small:
+            words += [m.gemm.small, int(d.ctypes.data)]
+        else:
+            blas.ready(parallel.pool(exe.num_threads))
+            words += [_gemm_call(), _blas_word(p, d)]
+    arr = np.array(words, np.int64)
+    p.keep.append(arr)
+    return int(arr.ctypes.data)
 
 
 def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutable
@@ -443,8 +546,8 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
         if exe.subexecs or len(params) != (1 if tupled else len(elems)):
             return None
         for _, op, how in exe.report:
-            if not (how.startswith("kernel ") or how == "buffer" or how == "library blas"
-                    or op in ("get_tuple_element", "tuple")):
+            if not (how.startswith("kernel ") or how == "buffer" or how in GEMM_KINDS
+                    or op in ("get_tuple_element", "tuple", "region")):
                 return None
         if any(step is None for step in _steps(exe)):
             return None
@@ -453,8 +556,8 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
                 return None
             if i.opcode == "tuple" and i is not comp.root:
                 return None
-        if any(s.cost >= MAX_NATIVE_COST for s in exe.kernel_specs):
-            return None
+        if any(s.cost >= MAX_NATIVE_COST and s.partial for s in exe.kernel_specs):
+            return None  # reduced in chunks combined by numpy on the Python path
     croot = cond.comp.root
     if croot is None or croot.opcode in ("get_tuple_element", "parameter", "tuple"):
         return None

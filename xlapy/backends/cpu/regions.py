@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas
+from xlapy.backends.cpu import blas, gemm_small
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -64,6 +64,8 @@ class Gemm:
     k: int
     rhs_t: bool
     f64: bool
+    #: gemm_small's `rows` for this shape, compiled when planned (0: BLAS through gemm_rows).
+    small: int = 0
 
 
 @dataclass
@@ -113,8 +115,10 @@ def gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
     n = rhs.dimensions[1 - rc[0]]
     if min(m, n, k) == 0 or max(m, n, k) > _INT_MAX:
         return None
+    small = gemm_small.shape(m, n, k, et == ET.F64, rc == [1])
     return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
-                m, n, k, rc == [1], et == ET.F64)
+                m, n, k, rc == [1], et == ET.F64,
+                gemm_small.compiled(small).rows_address if small is not None else 0)
 
 
 def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
@@ -262,10 +266,16 @@ def gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
     return d  # beta: 0.0 (all zero bits)
 
 
+def gemm_step(g: Gemm) -> int:
+    """The function a step runs for GEMM `g` with its descriptor: gemm_small's JIT loop
+    nest for a small product (it reads the descriptor's table and slots), else gemm_rows
+    (BLAS)."""
+    return g.small or int(_runtime()[2])
+
+
 def steps(region: Region, table: int, kernel_address: dict[str, int]
           ) -> tuple[int, list[np.ndarray]]:
     """(address of the steps array for pointer table `table`, the arrays to keep alive)."""
-    gemm_rows = _runtime()[2]
     words = [len(region.members)]
     keep = []
     for m in region.members:
@@ -275,12 +285,12 @@ def steps(region: Region, table: int, kernel_address: dict[str, int]
             assert m.gemm is not None
             d = gemm_descriptor(m.gemm, table)
             keep.append(d)
-            words += [gemm_rows, d.ctypes.data]
+            words += [gemm_step(m.gemm), d.ctypes.data]
     arr = np.array(words, np.int64)
     keep.append(arr)
     return arr.ctypes.data, keep
 
 
 __all__ = ["Region", "Member", "Gemm", "gemm_of", "gemm_member", "kernel_member", "plan",
-           "steps", "run_function", "cuts", "gemm_descriptor", "gemm_rows_address",
+           "steps", "run_function", "cuts", "gemm_descriptor", "gemm_rows_address", "gemm_step",
            "MIN_ROWS_PER_THREAD", "MIN_ROWS_PER_CHUNK", "MIN_ROWS_PER_HALF"]

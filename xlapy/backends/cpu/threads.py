@@ -323,6 +323,35 @@ class NativePool:
         self._wait_fn(self.addrs[k], seq, int(steal))
         self.busy[k] = False
 
+    def reserve(self, n: int) -> list[int]:
+        """Up to n free workers, marked busy for a native caller that posts to their slots
+        itself (`slot_words`, `natives`) until `release`."""
+        with self._mu:
+            ks = [k for k in range(self.workers) if not self.busy[k]][:max(n, 0)]
+            for k in ks:
+                self.busy[k] = True
+        return ks
+
+    def release(self, ks: list[int]) -> None:
+        """Workers reserved by `reserve`, free again: their posted counters (bumped by the
+        native caller) become the pool's sequence numbers."""
+        for k in ks:
+            self.seqs[k] = int(self.slots[k, _POSTED]) & 0xFFFFFFFF
+            self.busy[k] = False
+
+
+def natives() -> tuple[int, int]:
+    """The addresses of post(slot) and wait(slot, seq, steal), for native callers of
+    reserved workers: a job is the slot's words `slot_words()` (function, arguments) written
+    before post; seq is the slot's posted counter after it."""
+    eng = _native()[0]
+    return eng.address("post"), eng.address("wait")
+
+
+def slot_words() -> tuple[int, int, int]:
+    """(posted counter (i32), function, first argument) word indices of a worker's slot."""
+    return _POSTED, _FN, _ARGS
+
 
 _POOL: NativePool | None = None
 _POOL_LOCK = threading.Lock()
@@ -347,5 +376,5 @@ def fn_address(f: Any) -> int:
     return int(ctypes.cast(f, ctypes.c_void_p).value or 0)
 
 
-__all__ = ["Handle", "NativePool", "native_pool", "fn_address", "SPIN_US", "MAX_ARGS",
-           "JOB_WORDS"]
+__all__ = ["Handle", "NativePool", "native_pool", "fn_address", "natives", "slot_words",
+           "SPIN_US", "MAX_ARGS", "JOB_WORDS"]

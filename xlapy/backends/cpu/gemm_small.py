@@ -1,0 +1,313 @@
+"""Small f32/f64 GEMMs as one JIT-compiled loop nest per shape, in place of a BLAS call.
+
+OpenBLAS packs both operands on every call. For an RNN cell's [64, 256] x [256, 256] that is
+a third of the call: 63 us single-threaded against 45 us here, and 9.6 against 1.4 us at
+[8, 64] x [64, 64]. Here the rhs (row-major [k, n]) is read in place: for each block of V
+vectors of output columns and R output rows, R x V vector accumulators sum k terms, each a
+vector load of a rhs row (shared by the R rows) times a broadcast lhs element (shared by the
+V vectors), so the loop is bound by FMAs, not loads (24 zmm accumulators on AVX-512, 12 on
+AVX2 and SSE's 16 registers). Column blocks are the outer loop: a block's rhs panel stays in
+L1 while every row block of the call passes over it. Columns past the last full block are
+vectors of narrower powers of two (down to a scalar).
+
+Each output element is one multiply-add chain in contracting-index order, so its bits do not
+depend on how the rows are split over threads (row ranges are the functions' lo, hi). MXCSR
+FTZ/DAZ are cleared around the loop, as BLAS runs on the Python path and as the interpreter
+computes: a denormal product survives (tests/unit/backends/cpu/test_native_loop_gemm.py).
+
+Two entry points per shape: `direct(lhs, rhs, out, lo, hi)` for library thunks and
+`rows(descriptor, lo, hi)` for native callers (regions.py's steps, native_loop.py), the
+descriptor's words 1-4 being regions.gemm_descriptor's: the pointer table, then the lhs,
+rhs and out slots. Only shapes whose rhs fits in L2 and whose product is small take this
+path (`MAX_MACS`, `MAX_RHS_BYTES`): above that, BLAS's cache blocking wins.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy import denormal
+from xlapy.backends.cpu import cache, target
+from xlapy.backends.cpu.llvm_util import (
+    F32,
+    F64,
+    I8P,
+    I32,
+    I64,
+    VOID,
+    Engine,
+    for_range,
+    i64,
+    intrinsic,
+    module_text,
+    new_module,
+)
+from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
+
+#: Multiply-adds above which BLAS is used (measured here, single-threaded: [128, 256] x
+#: [256, 256] 114 vs 121 us, [128, 512] x [512, 512] 482 vs 438 us).
+MAX_MACS = 1 << 23
+#: Largest rhs (bytes) read in place: it must stay in L2 across the row blocks.
+MAX_RHS_BYTES = 1 << 19
+#: Descriptor words of `rows` (regions.gemm_descriptor's _G_TABLE, _G_LHS, _G_RHS, _G_OUT).
+TABLE, LHS, RHS, OUT = 1, 2, 3, 4
+#: Most rows sharing a pass over a rhs panel.
+MAX_ROWS = 8
+_MXCSR_FTZ_DAZ = 0x8040
+_DIRECT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_int64, ctypes.c_int64)
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """out[m, n] = lhs[m, k] @ rhs[k, n], all row-major, f64 or f32."""
+
+    m: int
+    n: int
+    k: int
+    f64: bool
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.n * self.k
+
+
+def shape(m: int, n: int, k: int, f64: bool, rhs_t: bool = False) -> GemmShape | None:
+    """The GemmShape this module computes for these extents, or None (BLAS): x86 targets,
+    rhs not transposed, small enough (MAX_MACS, MAX_RHS_BYTES)."""
+    if rhs_t or min(m, n, k) < 1 or not target.current().is_x86:
+        return None
+    if m * n * k > MAX_MACS or k * n * (8 if f64 else 4) > MAX_RHS_BYTES:
+        return None
+    return GemmShape(m, n, k, f64)
+
+
+def of_instruction(instr: Instruction) -> GemmShape | None:
+    """The GemmShape of a plain 2-D [m, k] x [k, n] f32/f64 dot_general, or None."""
+    if instr.opcode != "dot_general":
+        return None
+    a = instr.attrs
+    lhs, rhs = (o.shape for o in instr.operands)
+    et = instr.shape.element_type
+    if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
+        return None
+    if lhs.rank != 2 or rhs.rank != 2 or list(a.lhs_batching_dimensions) or \
+            list(a.lhs_contracting_dimensions) != [1] or \
+            list(a.rhs_contracting_dimensions) != [0]:
+        return None
+    (m, k), n = lhs.dimensions, rhs.dimensions[1]
+    return shape(m, n, k, et == ET.F64)
+
+
+def _blocking(n: int, lanes: int, bits: int) -> tuple[int, int]:
+    """(R rows, V vectors) of a register block: R x V accumulators, V rhs vectors and a
+    broadcast within the target's vector registers."""
+    accs = 24 if bits == 512 else 12 if bits == 256 else 8
+    v = max(1, min(4 if bits == 512 else 2, -(-n // lanes)))
+    return min(MAX_ROWS, accs // v), v
+
+
+def _column_blocks(n: int, lanes: int, v: int) -> tuple[int, list[list[tuple[int, int]]]]:
+    """(full blocks of v vectors of `lanes`, the tail blocks after them as (offset within the
+    tail, width) vectors: whole vectors, then narrower powers of two, v per block at most)."""
+    full = n // (v * lanes)
+    rest = n - full * v * lanes
+    vecs: list[tuple[int, int]] = []
+    off, width = 0, lanes
+    while rest:
+        while width > rest:
+            width //= 2
+        vecs.append((off, width))
+        off += width
+        rest -= width
+    return full, [vecs[j:j + v] for j in range(0, len(vecs), v)]
+
+
+def _emit(name: str, s: GemmShape) -> ir.Module:
+    t = F64 if s.f64 else F32
+    size = 8 if s.f64 else 4
+    bits = target.current().vector_bits
+    lanes = bits // (8 * size)
+    r_max, v = _blocking(s.n, lanes, bits)
+    full, tails = _column_blocks(s.n, lanes, v)
+    mod = new_module(name)
+    tp = t.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64]), name=f"{name}_direct")
+    a, w, out, lo, hi = fn.args
+    for p in (a, w, out):
+        p.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    stm = ir.Function(mod, ir.FunctionType(VOID, [I8P]), name="llvm.x86.sse.stmxcsr")
+    ldm = ir.Function(mod, ir.FunctionType(VOID, [I8P]), name="llvm.x86.sse.ldmxcsr")
+    saved, clear = b.alloca(I32), b.alloca(I32)
+    b.call(stm, [b.bitcast(saved, I8P)])
+    old = b.load(saved)
+    need = b.icmp_unsigned("!=", b.and_(old, ir.Constant(I32, _MXCSR_FTZ_DAZ)),
+                           ir.Constant(I32, 0))
+    with b.if_then(need):
+        b.store(b.and_(old, ir.Constant(I32, ~_MXCSR_FTZ_DAZ & 0xFFFFFFFF)), clear)
+        b.call(ldm, [b.bitcast(clear, I8P)])
+
+    def vtype(width: int) -> ir.Type:
+        return t if width == 1 else ir.VectorType(t, width)
+
+    def fma(x: ir.Value, y: ir.Value, acc: ir.Value, width: int) -> ir.Value:
+        suffix = ("f64" if s.f64 else "f32") if width == 1 else \
+            f"v{width}{'f64' if s.f64 else 'f32'}"
+        return intrinsic(b, f"llvm.fmuladd.{suffix}", vtype(width), [x, y, acc])
+
+    def splat(x: ir.Value, width: int) -> ir.Value:
+        if width == 1:
+            return x
+        vt = vtype(width)
+        undef = ir.Constant(vt, ir.Undefined)
+        one = b.insert_element(undef, x, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, width), [0] * width))
+
+    def vec_ptr(base: ir.Value, at: ir.Value, width: int) -> ir.Value:
+        return b.bitcast(b.gep(base, [at]), vtype(width).as_pointer())
+
+    def block(r0: ir.Value, rows: int, c0: ir.Value, vecs: list[tuple[int, int]]) -> None:
+        """out[r0:r0+rows, c0 + vecs] = lhs[r0:r0+rows] @ rhs[:, c0 + vecs]."""
+        pre = b.block
+        body = fn.append_basic_block("k")
+        done = fn.append_basic_block("k.end")
+        b.branch(body)
+        b.position_at_end(body)
+        k = b.phi(I64, name="k")
+        k.add_incoming(i64(0), pre)
+        phis = [[b.phi(vtype(wd)) for _, wd in vecs] for _ in range(rows)]
+        for row in phis:
+            for p, (_, wd) in zip(row, vecs):
+                p.add_incoming(ir.Constant(vtype(wd), None), pre)  # zeros
+        wrow = b.add(b.mul(k, i64(s.n)), c0)
+        ws = []
+        for off, wd in vecs:
+            ld = b.load(vec_ptr(w, b.add(wrow, i64(off)), wd))
+            ld.align = size
+            ws.append(ld)
+        news = []
+        for r in range(rows):
+            x = b.load(b.gep(a, [b.add(b.mul(b.add(r0, i64(r)), i64(s.k)), k)]))
+            xs = {wd: splat(x, wd) for wd in sorted({wd for _, wd in vecs})}
+            news.append([fma(xs[wd], wv, acc, wd)
+                         for wv, acc, (_, wd) in zip(ws, phis[r], vecs)])
+        nk = b.add(k, i64(1))
+        k.add_incoming(nk, b.block)
+        for row, new in zip(phis, news):
+            for p, x in zip(row, new):
+                p.add_incoming(x, b.block)
+        b.cbranch(b.icmp_signed("<", nk, i64(s.k)), body, done)
+        b.position_at_end(done)
+        for r in range(rows):
+            orow = b.add(b.mul(b.add(r0, i64(r)), i64(s.n)), c0)
+            for x, (off, wd) in zip(news[r], vecs):
+                st = b.store(x, vec_ptr(out, b.add(orow, i64(off)), wd))
+                st.align = size
+
+    def row_blocks(c0: ir.Value, vecs: list[tuple[int, int]], r_max: int) -> None:
+        """Rows [lo, hi) of the columns c0 + vecs: blocks of r_max rows, then the rest."""
+        nblocks = b.sdiv(b.sub(hi, lo), i64(r_max))
+        with for_range(b, i64(0), nblocks, "rb") as rb:
+            block(b.add(lo, b.mul(rb, i64(r_max))), r_max, c0, vecs)
+        if r_max == 1:
+            return
+        r0 = b.add(lo, b.mul(nblocks, i64(r_max)))
+        rest = b.sub(hi, r0)
+        after = fn.append_basic_block("rows.end")
+        sw = b.switch(rest, after)
+        for r in range(1, r_max):
+            bb = fn.append_basic_block(f"rows{r}")
+            sw.add_case(ir.Constant(I64, r), bb)
+            b.position_at_end(bb)
+            block(r0, r, c0, vecs)
+            b.branch(after)
+        b.position_at_end(after)
+
+    step = v * lanes
+    if full:
+        with for_range(b, i64(0), i64(full), "cb") as cb:
+            row_blocks(b.mul(cb, i64(step)), [(j * lanes, lanes) for j in range(v)], r_max)
+    for vecs in tails:
+        r_tail = min(MAX_ROWS, max(1, (24 if bits == 512 else 12 if bits == 256 else 8)
+                                   // len(vecs)))
+        row_blocks(i64(full * step), vecs, r_tail)
+    with b.if_then(need):
+        b.call(ldm, [b.bitcast(saved, I8P)])
+    b.ret_void()
+
+    # rows(i64* d, lo, hi): the table's lhs / rhs / out slots (the descriptor's words 1-4)
+    i64p = I64.as_pointer()
+    rows_fn = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64]), name=f"{name}_rows")
+    d, rlo, rhi = rows_fn.args
+    b = ir.IRBuilder(rows_fn.append_basic_block("entry"))
+    table = b.inttoptr(b.load(b.gep(d, [i64(TABLE)])), i64p)
+
+    def operand(word: int) -> ir.Value:
+        return b.inttoptr(b.load(b.gep(table, [b.load(b.gep(d, [i64(word)]))])), tp)
+
+    b.call(fn, [operand(LHS), operand(RHS), operand(OUT), rlo, rhi])
+    b.ret_void()
+    return mod
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One shape's engine: `direct` (a ctypes function), its address and `rows`' address."""
+
+    engine: Engine
+    direct: Any
+    direct_address: int
+    rows_address: int
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(s: GemmShape, tgt: target.CpuTarget, flushing: bool) -> Compiled:
+    name = f"xlapy_{'d' if s.f64 else 's'}gemm_small"
+    text = module_text(_emit(name, s))
+    key = cache.key(text, "light")
+    obj = cache.get(key)
+    eng = Engine(text, obj=obj, light=True, exports=[f"{name}_direct", f"{name}_rows"])
+    if obj is None:
+        cache.put(key, eng.object)
+    addr = eng.address(f"{name}_direct")
+    return Compiled(eng, _DIRECT(addr), addr, eng.address(f"{name}_rows"))
+
+
+def compiled(s: GemmShape) -> Compiled:
+    """The compiled functions of shape `s` for the current target (memoized per process;
+    the object cached on disk like any kernel)."""
+    return _compile(s, target.current(), denormal.flushing())
+
+
+def runner(s: GemmShape, threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
+    """A function (lhs, rhs, out) for a library thunk: rows split over `threads` when big
+    (conv.split_rows: the split changes no bits)."""
+    from xlapy.backends.cpu.conv import split_rows
+
+    c = compiled(s)
+    fn = c.direct
+
+    def run(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        x = np.ascontiguousarray(x)
+        y = np.ascontiguousarray(y)
+        if not out.flags.c_contiguous:  # pragma: no cover - dot outputs are dense
+            res = np.empty(out.shape, out.dtype)
+            run(x, y, res)
+            out[...] = res
+            return
+        split_rows(fn, (x.ctypes.data, y.ctypes.data, out.ctypes.data), s.m, s.macs, threads)
+
+    return run
+
+
+__all__ = ["GemmShape", "Compiled", "shape", "of_instruction", "compiled", "runner",
+           "MAX_MACS", "MAX_RHS_BYTES", "TABLE", "LHS", "RHS", "OUT"]
