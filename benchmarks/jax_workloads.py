@@ -86,9 +86,9 @@ def _mlp_fn(x: Any, *wb: Any) -> Any:
     return x
 
 
-def _mlp_case(small: bool, dtype: Any, tol: float) -> Case:
+def _mlp_case(small: bool, dtype: Any, tol: float, batch: int = 256) -> Case:
     sizes = (8, 16, 32, 16) if small else (1024, 4096, 4096, 1024)
-    batch = 4 if small else 256
+    batch = min(batch, 4) if small else batch
     rng = _rng()
     args: list[np.ndarray] = [_normal(rng, (batch, sizes[0]), dtype=dtype)]
     flops = 0.0
@@ -109,6 +109,11 @@ def _attention_case(small: bool, dtype: Any, tol: float) -> Case:
 def mlp(small: bool) -> Case:
     """256x1024-4096-4096-1024, relu between layers (f32)."""
     return _mlp_case(small, np.float32, 1e-4)
+
+
+def mlp_b1(small: bool) -> Case:
+    """The MLP at batch 1 (inference: bound by reading the 84 MB of weights)."""
+    return _mlp_case(small, np.float32, 1e-4, batch=1)
 
 
 def mlp_bf16(small: bool) -> Case:
@@ -298,6 +303,7 @@ def int8_matmul(small: bool) -> Case:
 
 JAX_WORKLOADS: dict[str, Callable[[bool], Case]] = {
     "mlp": mlp,
+    "mlp_b1": mlp_b1,
     "cnn": cnn,
     "attention": attention,
     "layernorm": layernorm,

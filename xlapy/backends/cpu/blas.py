@@ -77,6 +77,26 @@ def _fn(name: str) -> Any:
 
 
 @functools.cache
+def _gemv(name: str) -> Any:
+    """The 11-argument Fortran-style sgemv/dgemv."""
+    lib = _own_library()
+    if lib is not None:
+        addr = ctypes.cast(getattr(lib, f"scipy_{name}_"), ctypes.c_void_p).value
+    else:
+        from scipy.linalg import cython_blas
+
+        capsule = cython_blas.__pyx_capi__[name]
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype = ctypes.c_void_p
+        get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        cname = ctypes.pythonapi.PyCapsule_GetName
+        cname.restype = ctypes.c_char_p
+        cname.argtypes = [ctypes.py_object]
+        addr = get(capsule, cname(capsule))
+    return ctypes.CFUNCTYPE(None, *([_P] * 11))(addr)
+
+
+@functools.cache
 def _set_local_threads() -> Callable[[int], int] | None:
     """scipy's OpenBLAS per-thread thread count (only needed without xlapy's own copy)."""
     if _own_library() is not None:
@@ -202,6 +222,9 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
 
     m, k = a.shape
     n = b.shape[1]
+    if m == 1 and k > 0 and n > 0 and a.dtype.char in "fd" and _vector_view(a[0]):
+        _gemv_row(a, b, out, beta, threads)
+        return
     if m * n * k < SPLIT_FLOPS:
         _gemm1(a, b, out, beta)
         return
@@ -221,6 +244,70 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
             _gemm1(*part(j), beta)
         return
     _shared([part(j) for j in range(chunks)], beta, threads)
+
+
+#: Output columns per chunk at least of a split vector-matrix product (each chunk a BLAS
+#: call of its own reading its columns of the matrix).
+GEMV_CHUNK = 256
+
+
+def _vector_view(x: np.ndarray) -> bool:
+    """A 1-D view BLAS can read as a vector (a positive element stride)."""
+    return x.strides[0] > 0 and x.strides[0] % x.itemsize == 0 or x.shape[0] == 1
+
+
+def _gemv_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float,
+              threads: int) -> None:
+    """out[0, :] = a[0, :] @ b + beta * out as ?gemv (batch-1 inference: a 1 x K row times
+    a K x N matrix is bound by reading the matrix; ?gemm packed all of it first: the
+    1 x 4096 x 4096 layer of the batch-1 MLP 3x slower than XLA). The output columns split
+    into fixed chunks (parallel.fixed_cuts: the bits a function of the shape), each one
+    ?gemv of its columns, the threads taking the next chunk left."""
+    from xlapy.backends.cpu import parallel
+
+    k, n = b.shape
+    it = a.itemsize
+    # column-major views of b: row-major [k, n] is "N" over (n x k, ld n), a transposed
+    # view (unit row stride) is "T" over (k x n, ld k); a copy otherwise
+    if b.strides[1] == it or n == 1:
+        trans, ld, step = b"N", max(b.strides[0] // it if k > 1 else n, n, 1), 1
+    elif b.strides[0] == it or k == 1:
+        trans, ld = b"T", max(b.strides[1] // it if n > 1 else k, k, 1)
+        step = ld
+    else:
+        b = np.ascontiguousarray(b)
+        trans, ld, step = b"N", max(n, 1), 1
+    x = a[0]
+    incx = x.strides[0] // it if k > 1 else 1
+    y = out[0]
+    incy = y.strides[0] // it if n > 1 else 1
+    assert incy > 0
+    if beta == 0.0:  # y may hold NaNs (arena, recycled outputs): ?scal by 0 keeps them
+        y.fill(0)
+    fn = _gemv("sgemv" if a.dtype.char == "f" else "dgemv")
+    real = ctypes.c_float if a.dtype.char == "f" else ctypes.c_double
+    cuts = parallel.fixed_cuts(n, GEMV_CHUNK, 16) if k * n >= SPLIT_FLOPS else [0, n]
+    i = ctypes.c_int
+    shared = [ctypes.c_char(trans), i(k), real(1.0), i(ld), i(incx), real(beta), i(incy)]
+    jobs, keep = [], [a, b, out, x, y, shared]
+    for lo, hi in zip(cuts, cuts[1:]):
+        cols = i(hi - lo)
+        rows_cols = (cols, shared[1]) if trans == b"N" else (shared[1], cols)
+        args = [shared[0], *rows_cols, shared[2], _P(b.ctypes.data + lo * step * it),
+                shared[3], _P(x.ctypes.data), shared[4], shared[5],
+                _P(y.ctypes.data + lo * incy * it), shared[6]]
+        keep.append(cols)
+        jobs.append(args)
+    _single_thread()
+    if threads < 2 or len(jobs) < 2:
+        for args in jobs:
+            fn(*[v if isinstance(v, _P) else ctypes.byref(v) for v in args])
+        return
+    pool = parallel.pool(threads)
+    _pool_single(pool)
+    addr = int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+    pool.share([(addr, tuple(int(v.value or 0) if isinstance(v, _P) else ctypes.addressof(v)
+                             for v in args)) for args in jobs], threads, keep)
 
 
 #: Multiply-adds per product below which a batch of up to 16 products is split over threads by
@@ -274,4 +361,4 @@ def _shared(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], beta: float,
 
 
 __all__ = ["batched_gemm", "by_batch", "gemm", "ready", "function_address", "library",
-           "SPLIT_FLOPS", "MIN_CHUNK", "BATCH_SPLIT_FLOPS"]
+           "SPLIT_FLOPS", "MIN_CHUNK", "BATCH_SPLIT_FLOPS", "GEMV_CHUNK"]

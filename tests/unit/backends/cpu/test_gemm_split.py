@@ -52,3 +52,67 @@ def test_batched_dot_bits_do_not_depend_on_threads(b: int, m: int, k: int, n: in
             blas.gemm(q[j], kt[j].T, want[j])
         if m * n * k < blas.SPLIT_FLOPS:
             np.testing.assert_array_equal(got[0], want)
+
+
+# ---- batch-1 rows: ?gemv ----------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("k", "n"), [(1024, 4096), (4096, 700), (5, 7), (1, 9), (9, 1)])
+@pytest.mark.parametrize("rhs_t", [False, True])
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_row_times_matrix_is_gemv(dtype: type, k: int, n: int, rhs_t: bool,
+                                  beta: float) -> None:
+    """1 x K @ K x N (row-major or a transposed view): within the dot bound of float64, NaNs
+    left in the output ignored when beta is 0 (?scal by 0 would keep them), columns outside
+    the output view untouched, the same bits on 1 and 2 threads."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((1, k)).astype(dtype)
+    b = rng.standard_normal((n, k)).astype(dtype).T if rhs_t else \
+        rng.standard_normal((k, n)).astype(dtype)
+    got = []
+    for threads in (1, 2):
+        out = np.full((1, n + 2), np.nan if beta == 0 else 2.0, dtype)
+        blas.gemm(a, b, out[:, 1:1 + n], beta, threads)
+        assert (np.isnan(out[0, [0, -1]]) if beta == 0 else out[0, [0, -1]] == 2.0).all()
+        got.append(out[:, 1:1 + n])
+    np.testing.assert_array_equal(got[0], got[1])
+    want = a.astype(np.float64) @ b.astype(np.float64) + (2.0 if beta else 0.0)
+    bound = (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)) * \
+        (k + 2) * np.finfo(dtype).eps + 4 * np.finfo(dtype).eps
+    assert (np.abs(got[0] - want) <= bound).all()
+
+
+def test_strided_row_times_matrix() -> None:
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((1, 4096)).astype(np.float32)[:, ::2]
+    b = rng.standard_normal((2048, 1024)).astype(np.float32)
+    out = np.empty((1, 1024), np.float32)
+    blas.gemm(a, b, out, 0.0, 2)
+    assert_dot_close(out, a, b, k=2048, product=np.matmul)
+
+
+BATCH1 = """
+func.func @main(%x: tensor<1x{k}xf32>, %w: tensor<{k}x{n}xf32>, %b: tensor<{n}xf32>)
+    -> tensor<1x{n}xf32> {{
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
+       : (tensor<1x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<1x{n}xf32>
+  %1 = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<{n}xf32>) -> tensor<1x{n}xf32>
+  %2 = stablehlo.add %0, %1 : tensor<1x{n}xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<1x{n}xf32>
+  %3 = stablehlo.maximum %2, %z : tensor<1x{n}xf32>
+  return %3 : tensor<1x{n}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch1_layer_matches_the_interpreter(threads: int) -> None:
+    k, n = 1536, 2304
+    rng = np.random.default_rng(9)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((1, k), (k, n), (n,)))
+    text = BATCH1.format(k=k, n=n)
+    cache.clear_memory()
+    prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(x, w, b))
+    got = np.asarray(prog(x, w, b))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(prog(x, w, b)), got)

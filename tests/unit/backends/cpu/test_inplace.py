@@ -27,12 +27,12 @@ def _compile(text: str, threads: int) -> tuple[xlapy.CompiledProgram, object]:
 
 
 def _check(text: str, args: list[np.ndarray], threads: int) -> object:
-    """Run on cpu and the interpreter; results equal to the last bit (same BLAS for both
-    is not assumed: a relative bound); returns the cpu executable."""
+    """Run on cpu and the interpreter: normwise close (the products' rounding differs), the
+    same bits on a second call (the arena reused); returns the cpu executable."""
     prog, exe = _compile(text, threads)
-    want = xlapy.compile(text, backend="interpreter")(*args)
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
     got = prog(*args)
-    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-5, atol=2e-5)
+    assert np.abs(np.asarray(got) - want).max() <= 1e-5 * np.abs(want).max()
     again = prog(*args)  # the arena reused: a second call gives the same bits
     np.testing.assert_array_equal(np.asarray(again), np.asarray(got))
     return exe
