@@ -260,6 +260,16 @@ def _state_slots(exe: CpuExecutable, tupled: bool) -> list[tuple[int, int]]:
             if i.opcode == "get_tuple_element" and i.operands[0] is params[0]]
 
 
+def _unread_after(instr: Instruction | None, results: list[int | None]) -> set[int]:
+    """The state elements a loop passes through (results[k] None) that no user of the
+    while reads: every user a get_tuple_element of another element."""
+    if instr is None or not instr.shape.is_tuple or not instr.users or any(
+            u.opcode != "get_tuple_element" for u in instr.users):
+        return set()
+    read = {u.attrs.index for u in instr.users}
+    return {k for k, r in enumerate(results) if r is None and k not in read}
+
+
 def _is_state(instr: Instruction, k: int, params: list[Instruction], tupled: bool) -> bool:
     if tupled:
         return (instr.opcode == "get_tuple_element" and instr.operands[0] is params[0]
@@ -293,6 +303,9 @@ class NativeWhile:
         self.swapped = [(k, r) for k, r in enumerate(self.results)
                         if r is not None and r in body_out and res.count(r) == 1]
         self.cond_steps, self.body_steps = len(_steps(cond)), len(_steps(body))
+        #: State elements the loop never writes and nobody reads after it: bound in place,
+        #: not copied (scan_rnn's xs, 8 MB a call).
+        self.unread = _unread_after(instruction, self.results)
         self._lock = threading.Lock()
         self._prep: _Prepared | None = None
 
@@ -401,7 +414,8 @@ class NativeWhile:
                 self._lock.release()
 
     def _run(self, p: _Prepared, state: tuple[Any, ...]) -> tuple[Any, ...]:
-        bufs = [np.array(v, order="C", copy=True) for v in state]
+        bufs = [np.ascontiguousarray(v) if k in self.unread else np.array(v, order="C", copy=True)
+                for k, v in enumerate(state)]
         ptrs = [b.ctypes.data for b in bufs]
         for table, sslots in zip(p.tables, self.state_slots):
             for s, k in sslots:

@@ -154,3 +154,37 @@ def test_big_elementwise_body_kernel_runs_natively_split(monkeypatch: pytest.Mon
         np.testing.assert_array_equal(o, got[0])
     want = xlapy.compile(ELEMENTWISE, backend="interpreter")(x, n)
     np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_pass_through_state_nobody_reads_after_is_not_copied() -> None:
+    """xs and W pass through the RNN loop: bound in place unless the program returns them
+    (then the result is a copy, never the argument)."""
+    s, b, d = 4, 8, 16
+    text = RNN.format(s=s, b=b, d=d, c=0)
+    args = _args(s, b, d)
+    prog = xlapy.compile(text, backend="cpu")
+    (nw,) = _native_whiles(prog)
+    assert nw.unread == {0, 1}
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    np.testing.assert_allclose(prog(*args), want, rtol=2e-5, atol=2e-6)
+    res = f"tensor<{b}x{d}xf32>"
+    both = text.replace(f"return %r#3 : {res}",
+                        f"return %r#3, %r#0 : {res}, tensor<{s}x{b}x{d}xf32>").replace(
+        f"-> {res} {{", f"-> ({res}, tensor<{s}x{b}x{d}xf32>) {{", 1)
+    prog2 = xlapy.compile(both, backend="cpu")
+    (nw2,) = _native_whiles(prog2)
+    assert nw2.unread == {1}
+    h, xs = prog2(*args)
+    np.testing.assert_array_equal(xs, args[2])
+    assert not np.shares_memory(xs, args[2])
+
+
+def _native_whiles(prog: object) -> list[native_loop.NativeWhile]:
+    """The NativeWhile objects of a program's thunks (closures of executable's thunk)."""
+    exe = prog._exe  # type: ignore[attr-defined]
+    out = []
+    for th in exe.thunks:
+        for cell in th.__closure__ or ():
+            if isinstance(cell.cell_contents, native_loop.NativeWhile):
+                out.append(cell.cell_contents)
+    return out
