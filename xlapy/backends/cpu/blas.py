@@ -246,9 +246,9 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     _shared([part(j) for j in range(chunks)], beta, threads)
 
 
-#: Output columns per chunk at least of a split vector-matrix product (each chunk a BLAS
-#: call of its own reading its columns of the matrix).
-GEMV_CHUNK = 256
+#: Matrix rows (or, transposed, output columns) per chunk at least of a split vector-matrix
+#: product: each chunk is one ?gemv call over whole rows of the matrix as it lies in memory.
+GEMV_CHUNK = 512
 
 
 def _vector_view(x: np.ndarray) -> bool:
@@ -260,9 +260,13 @@ def _gemv_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float,
               threads: int) -> None:
     """out[0, :] = a[0, :] @ b + beta * out as ?gemv (batch-1 inference: a 1 x K row times
     a K x N matrix is bound by reading the matrix; ?gemm packed all of it first: the
-    1 x 4096 x 4096 layer of the batch-1 MLP 3x slower than XLA). The output columns split
-    into fixed chunks (parallel.fixed_cuts: the bits a function of the shape), each one
-    ?gemv of its columns, the threads taking the next chunk left."""
+    1 x 4096 x 4096 layer of the batch-1 MLP 3x slower than XLA).
+
+    Split so each call streams whole rows of the matrix as it lies in memory (?gemv over
+    short row pieces ran at a third of the bandwidth): a row-major b by its rows, the K
+    sum cut into fixed chunks whose partial rows are then summed (float order fixed by the
+    shape); a transposed view by output columns. Chunks are parallel.fixed_cuts of the
+    shape, so the bits never depend on the thread count; threads take the next one left."""
     from xlapy.backends.cpu import parallel
 
     k, n = b.shape
@@ -270,44 +274,69 @@ def _gemv_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float,
     # column-major views of b: row-major [k, n] is "N" over (n x k, ld n), a transposed
     # view (unit row stride) is "T" over (k x n, ld k); a copy otherwise
     if b.strides[1] == it or n == 1:
-        trans, ld, step = b"N", max(b.strides[0] // it if k > 1 else n, n, 1), 1
+        trans, ld = b"N", max(b.strides[0] // it if k > 1 else n, n, 1)
     elif b.strides[0] == it or k == 1:
         trans, ld = b"T", max(b.strides[1] // it if n > 1 else k, k, 1)
-        step = ld
     else:
         b = np.ascontiguousarray(b)
-        trans, ld, step = b"N", max(n, 1), 1
+        trans, ld = b"N", max(n, 1)
     x = a[0]
     incx = x.strides[0] // it if k > 1 else 1
     y = out[0]
     incy = y.strides[0] // it if n > 1 else 1
     assert incy > 0
-    if beta == 0.0:  # y may hold NaNs (arena, recycled outputs): ?scal by 0 keeps them
+    big = k * n >= SPLIT_FLOPS
+    by_k = trans == b"N"  # the rows of b (the K sum) are cut; else the output columns
+    cuts = parallel.fixed_cuts(k if by_k else n, GEMV_CHUNK) if big else [0, k if by_k else n]
+    parts = None
+    if by_k and len(cuts) > 2:  # each chunk's partial row, summed below in a fixed order
+        parts = np.zeros((len(cuts) - 1, n), a.dtype)
+    elif beta == 0.0:  # y may hold NaNs (arena, recycled outputs): ?scal by 0 keeps them
         y.fill(0)
     fn = _gemv("sgemv" if a.dtype.char == "f" else "dgemv")
     real = ctypes.c_float if a.dtype.char == "f" else ctypes.c_double
-    cuts = parallel.fixed_cuts(n, GEMV_CHUNK, 16) if k * n >= SPLIT_FLOPS else [0, n]
     i = ctypes.c_int
-    shared = [ctypes.c_char(trans), i(k), real(1.0), i(ld), i(incx), real(beta), i(incy)]
-    jobs, keep = [], [a, b, out, x, y, shared]
-    for lo, hi in zip(cuts, cuts[1:]):
-        cols = i(hi - lo)
-        rows_cols = (cols, shared[1]) if trans == b"N" else (shared[1], cols)
-        args = [shared[0], *rows_cols, shared[2], _P(b.ctypes.data + lo * step * it),
-                shared[3], _P(x.ctypes.data), shared[4], shared[5],
-                _P(y.ctypes.data + lo * incy * it), shared[6]]
-        keep.append(cols)
-        jobs.append(args)
+    one, zero, unit = real(1.0), real(0.0), i(1)
+    shared = [ctypes.c_char(trans), i(ld), i(incx), real(beta), i(incy), one, zero, unit]
+    jobs, keep = [], [a, b, out, x, y, parts, shared]
+    for j, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
+        size = i(hi - lo)
+        keep.append(size)
+        if by_k:  # (n x size) at row lo of b, x[lo:hi]
+            dims = (i(n), size)
+            keep.append(dims)
+            a_at, x_at = b.ctypes.data + lo * ld * it, x.ctypes.data + lo * incx * it
+            if parts is None:
+                y_at, bt, inc = y.ctypes.data, shared[3], shared[4]
+            else:
+                y_at, bt, inc = parts[j].ctypes.data, zero, unit
+        else:  # (k x size) at output column lo
+            dims = (i(k), size)
+            keep.append(dims)
+            a_at, x_at = b.ctypes.data + lo * ld * it, x.ctypes.data
+            y_at, bt, inc = y.ctypes.data + lo * incy * it, shared[3], shared[4]
+        jobs.append([shared[0], *dims, one, _P(a_at), shared[1], _P(x_at), shared[2], bt,
+                     _P(y_at), inc])
     _single_thread()
     if threads < 2 or len(jobs) < 2:
         for args in jobs:
             fn(*[v if isinstance(v, _P) else ctypes.byref(v) for v in args])
-        return
-    pool = parallel.pool(threads)
-    _pool_single(pool)
-    addr = int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
-    pool.share([(addr, tuple(int(v.value or 0) if isinstance(v, _P) else ctypes.addressof(v)
-                             for v in args)) for args in jobs], threads, keep)
+    else:
+        pool = parallel.pool(threads)
+        _pool_single(pool)
+        addr = int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+        pool.share([(addr, tuple(int(v.value or 0) if isinstance(v, _P) else
+                                 ctypes.addressof(v) for v in args)) for args in jobs],
+                   threads, keep)
+    if parts is not None:
+        total = parts[0]
+        for p in parts[1:]:
+            total += p
+        if beta == 0.0:
+            y[...] = total
+        else:
+            y *= beta
+            y += total
 
 
 #: Multiply-adds per product below which a batch of up to 16 products is split over threads by
