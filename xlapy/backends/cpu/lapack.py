@@ -69,6 +69,11 @@ def plan(instr: Instruction, threads: int = 1) -> Plan | None:
         from xlapy.backends.cpu.library import ragged_dot_plan
 
         return "blas (ragged dot)", ragged_dot_plan(instr)
+    if op == "chlo.top_k":  # (topk_select.py: only when the selection runs it)
+        from xlapy.backends.cpu import topk_emit
+
+        run = topk_emit.plan_top_k(instr, threads)
+        return None if run is None else ("jit top-k selection", run)
     if op == "sort":
         from xlapy.backends.cpu import topk_emit
 

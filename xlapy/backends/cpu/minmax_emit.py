@@ -44,7 +44,8 @@ class MinMaxEmitter:
     def _fast_row(self, op: str, et: ET, cols: int, name: str, accp: ir.Value,
                   value: Callable[[Lane], ir.Value], exact: Callable[[], None]) -> None:
         """*accp (op)= the row's max/min of value(Lane) over [0, cols): the fast loop, and
-        `exact()` (the whole exact row into *accp) for a row it cannot answer."""
+        `exact()` (the whole exact row into *accp, a scalar loop: rows it runs for are
+        rare, and a second vector loop cost compile time) for a row it cannot answer."""
         b, w = self.b, self.width
         group = w * FAST_CHAINS
         vt = ir.VectorType(accp.type.pointee, w)

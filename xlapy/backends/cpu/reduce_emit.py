@@ -34,6 +34,10 @@ MINMAX_CHAINS = 4
 #: 4 cycles per vector, a quarter of what two ports sustain - layernorm's two row sums ran
 #: at half its memory bandwidth. The sum's order (so its last bits) changes with the count.
 SUM_CHAINS = 4
+#: ...for a row expression of at most this many arithmetic ops and no transcendental: a
+#: longer one (softmax's exp) is bound by its own throughput, not the add's latency, and
+#: four copies of it cost compile time for nothing.
+SUM_CHAIN_OPS = 4
 
 
 def reducer_op(instr: Instruction) -> str | None:
@@ -96,7 +100,7 @@ class ReductionEmitter(MinMaxEmitter):
         b.store(init_c, accp)
         lanes = self._lane_acc(op, et, self.width and cols >= self.width)
         flushed = [True]  # every value stored into the row cache is known flushed
-        chains = self._chains(op, et, lanes, cols)
+        chains = self._chains(op, et, lanes, cols, x)
         step = functools.partial(self._row_step, row, x, op, et, cache, accp, flushed)
 
         def exact() -> None:
@@ -105,10 +109,14 @@ class ReductionEmitter(MinMaxEmitter):
             self._fold_chains(op, et, lanes, chains)
             self._fold_lanes(op, et, lanes, accp)
 
+        def scalar() -> None:  # the fast loop's rare exact rows: small code, not fast
+            with for_range(b, i64(0), i64(cols), name="rcs") as c:
+                step(None, c)
+
         with self._phase(r):  # (hoist_emit: what the row fixes is computed once)
             if cache is None and fast_ok(op, et, cols, self.width):
                 self._fast_row(op, et, cols, "rcu", accp,
-                               lambda c: self._row_value(x, row, c), exact)
+                               lambda c: self._row_value(x, row, c), scalar)
             else:
                 exact()
         if cache is not None:
@@ -155,15 +163,37 @@ class ReductionEmitter(MinMaxEmitter):
         b.store(start, slot)
         return slot
 
-    def _chains(self, op: str, et: ET, lanes: ir.Value | None, cols: int) -> list[ir.Value]:
+    def _cheap(self, x: Instruction) -> bool:
+        """x's expression in this kernel has at most SUM_CHAIN_OPS arithmetic ops and no
+        transcendental (data movement, leaves and row values are free)."""
+        free = ("constant", "broadcast_in_dim", "transpose", "reshape", "slice", "reverse",
+                "iota", "convert")
+        stack, seen, ops = [x], set(), 0
+        while stack:
+            i = stack.pop()
+            if id(i) in seen or id(i) in self.leaves or i.opcode == "reduce":
+                continue
+            seen.add(id(i))
+            if i.opcode in ew.INEXACT:
+                return False
+            if i.opcode not in free:
+                ops += 1
+                if ops > SUM_CHAIN_OPS:
+                    return False
+            stack.extend(i.operands)
+        return True
+
+    def _chains(self, op: str, et: ET, lanes: ir.Value | None, cols: int,
+                x: Instruction | None = None) -> list[ir.Value]:
         """The vector accumulators (`lanes` first) of a float max/min (MINMAX_CHAINS) or an
-        f32/f64 add/multiply (SUM_CHAINS) along `cols` columns when that many vectors fit
-        the row, else just `lanes`."""
+        f32/f64 add/multiply of a cheap row expression x (SUM_CHAINS) along `cols` columns
+        when that many vectors fit the row, else just `lanes`."""
         if lanes is None:
             return []
         if op in ("maximum", "minimum") and et.is_float:
             n = MINMAX_CHAINS
-        elif op in ("add", "multiply") and et in (ET.F32, ET.F64):
+        elif op in ("add", "multiply") and et in (ET.F32, ET.F64) and x is not None \
+                and self._cheap(x):
             n = SUM_CHAINS
         else:
             return [lanes]
@@ -309,7 +339,7 @@ class ReductionEmitter(MinMaxEmitter):
                 b.store(self._combine(op, et, b.load(acc), v, late=True), acc)
 
             # Reducing only the innermost dimension (a row max): independent accumulators.
-            chains = self._chains(op, et, lanes, dims[-1]) if len(idx) == n - 1 and \
+            chains = self._chains(op, et, lanes, dims[-1], x) if len(idx) == n - 1 and \
                 rng is None else [lanes]
 
             def exact() -> None:
@@ -323,8 +353,12 @@ class ReductionEmitter(MinMaxEmitter):
                 self.memo.clear()
                 return self.gen(x, idx + [c])
 
+            def scalar() -> None:  # the fast loop's rare exact rows: small code
+                with for_range(b, i64(0), i64(dims[-1]), name="rus") as c:
+                    inner(idx + [c])
+
             if len(chains) > 1 and fast_ok(op, et, dims[-1], self.width):
-                self._fast_row(op, et, dims[-1], "ru", accp, value, exact)
+                self._fast_row(op, et, dims[-1], "ru", accp, value, scalar)
             else:
                 exact()
             b.store(ew.to_storage(b, self._late_flush(op, b.load(accp)), et), p)

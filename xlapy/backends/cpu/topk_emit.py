@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,8 +40,11 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
-from xlapy.ir import Instruction
+from xlapy.ir import Computation, Instruction
+from xlapy.ir.computation import make_instruction
 from xlapy.ops.attrs import ComparisonType
+from xlapy.types import ElementType as ET
+from xlapy.types import Shape
 
 #: The largest k selected this way (above it a full sort is cheaper on adversarial rows).
 MAX_K = 64
@@ -139,6 +143,73 @@ def _emit(instr: Instruction) -> ir.Module:
     return mod
 
 
+def selects(x: Instruction, k: int) -> bool:
+    """Whether chlo.top_k of x (along its last dimension) runs as this selection: 0 < k <=
+    MAX_K, at most a quarter of the row, an element type the comparator compiles for."""
+    from xlapy.backends.cpu import region_emit
+
+    dims = x.shape.dimensions
+    return bool(dims) and 0 < k <= MAX_K and 4 * k <= dims[-1] and \
+        region_emit.types_ok(x.shape.element_type) and not x.shape.element_type.is_complex
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """What `_emit` reads of a sort (its operands' types, its comparator): chlo.top_k's."""
+
+    operands: tuple[Instruction, ...]
+    called: tuple[Computation, ...]
+
+
+def _top_k_order(et: ET, largest: bool) -> Computation:
+    """chlo.top_k's comparator: a GT (largest) / LT compare of two elements, floats in
+    total order (NaN largest, -0 below +0), integers in their own order."""
+    from xlapy.ops.attrs import ComparisonDirection
+    from xlapy.ops.core import ParameterAttrs
+    from xlapy.ops.elementwise_compare import CompareAttrs
+
+    comp = Computation(f"top_k_order_{et.hlo_name}")
+    s = Shape.scalar(et)
+    a, b = (comp.add(Instruction("parameter", [], s, ParameterAttrs(n, s), name=f"p{n}"))
+            for n in range(2))
+    ctype = ComparisonType.TOTALORDER if et.is_float else \
+        ComparisonType.SIGNED if et.is_signed else ComparisonType.UNSIGNED
+    comp.root = comp.add(make_instruction("compare", [a, b], CompareAttrs(
+        ComparisonDirection.GT if largest else ComparisonDirection.LT, ctype)))
+    return comp
+
+
+def plan_top_k(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
+    """run(x) -> (values, s32 indices) of chlo.top_k (topk_select.py makes it from a sorted
+    iota): the selection over x alone, an element's index its column; fresh [.., k]
+    results, no full-size buffer. None when `selects` says no."""
+    (x,) = instr.operands
+    k = instr.attrs.k
+    if not selects(x, k):
+        return None
+    dims = list(x.shape.dimensions)
+    n = dims.pop()
+    rows = math.prod(dims)
+    order = _top_k_order(x.shape.element_type, instr.attrs.largest)
+    eng = Engine(_emit(_Selection((x,), (order,))), light=True,  # type: ignore[arg-type]
+                 exports=["topk_rows"])
+    fn = _SIG(eng.address("topk_rows"))
+    parts = min(threads, rows) if rows > 1 and rows * n >= sort_emit.SPLIT_COMPARES else 1
+
+    def run(xv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m = np.ascontiguousarray(xv).reshape(rows, n)
+        perm = np.empty((rows, k), np.int64)
+        if rows:
+            table = (ctypes.c_void_p * 1)(m.ctypes.data)
+            sort_emit.run_rows(fn, eng, rows, parts, threads, ctypes.addressof(table),
+                               (n, k, perm.ctypes.data), (m, table, perm))
+        values = np.take_along_axis(m, perm, axis=-1).reshape(*dims, k)
+        return values, perm.astype(np.int32).reshape(*dims, k)
+
+    run.engine = eng  # type: ignore[attr-defined]  (keeps the code loaded)
+    return run
+
+
 def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
     """run(*operands) -> the sort's results with only the first k positions along the sort
     dimension written, or None when the sort is not such a top-k (`prefix`, a comparator that
@@ -181,4 +252,4 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
     return run
 
 
-__all__ = ["plan", "prefix", "MAX_K"]
+__all__ = ["plan", "plan_top_k", "prefix", "selects", "MAX_K"]
