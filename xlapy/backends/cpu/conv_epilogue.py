@@ -44,25 +44,29 @@ class Node:
 
 
 @dataclass
-class Epilogue:
-    """The consumer kernel `root` of `conv` as an expression over its registers."""
+class Expr:
+    """The element-wise kernel `root` as an expression over the registers of `source`
+    (the convolution, or the pooling of it)."""
 
-    conv: Instruction
+    source: Instruction
     root: Instruction
     expr: Node
-    #: (buffer, "channel" | "same"): the buffers it reads, in the order of the pointers.
+    #: (buffer, "channel" | "same"): the buffers it reads.
     leaves: list[tuple[Instruction, str]]
+    #: Its first leaf's index in the call's pointer table.
+    first: int = 0
 
     def emit(self, b: ir.IRBuilder, val: ir.Value, feature: ir.Value, at: ir.Value,
              extra: ir.Value) -> ir.Value:
-        """The root's vector for the convolution's vector `val` of the output features
-        starting at `feature`, stored at element `at` of the output."""
+        """The root's vector for the source's vector `val` of the output features
+        starting at `feature`, stored at element `at` of the source's shape."""
         vt = val.type
         memo: dict[int, ir.Value] = {}
 
         def leaf(k: int) -> ir.Value:
             et = self.leaves[k][0].shape.element_type
-            base = b.bitcast(b.load(b.gep(extra, [ir.Constant(ir.IntType(64), k)])),
+            base = b.bitcast(b.load(b.gep(extra, [ir.Constant(ir.IntType(64),
+                                                              self.first + k)])),
                              ew.storage_type(et).as_pointer())
             off = feature if self.leaves[k][1] == "channel" else at
             ld = b.load(b.bitcast(b.gep(base, [off]), vt.as_pointer()))
@@ -86,6 +90,72 @@ class Epilogue:
             return v
 
         return gen(self.expr)
+
+
+@dataclass
+class PoolPlan:
+    """reduce_window `rw` of the (epilogue's) result: windows [1, kh, kw, 1], strides equal
+    to them, no padding or dilation, a scalar constant init, a reducer that is one
+    element-wise op; `post` its own element-wise consumer kernel (an average's scale)."""
+
+    rw: Instruction
+    kh: int
+    kw: int
+    init: Any
+    op: str
+    post: Expr | None = None
+
+    def spec(self) -> Any:
+        from xlapy.backends.cpu.conv_kernel import Pool
+
+        et = self.rw.shape.element_type
+        dims = self.rw.shape.dimensions
+
+        def init(vt: ir.Type) -> ir.Value:
+            c = ew.constant(self.init, et)
+            return ir.Constant(vt, [c] * vt.count)
+
+        def fold(b: ir.IRBuilder, acc: ir.Value, v: ir.Value) -> ir.Value:
+            return ew.emit(b, self.op, [acc, v], et, et)
+
+        return Pool(self.kh, self.kw, dims[1], dims[2], init, fold,
+                    self.post.emit if self.post is not None else None)
+
+
+@dataclass
+class Epilogue:
+    """What a convolution computes past its sums: an element-wise kernel (`expr`), then a
+    pooling (`pool`, itself maybe followed by an element-wise kernel)."""
+
+    conv: Instruction
+    expr: Expr | None
+    pool: PoolPlan | None = None
+
+    @property
+    def parts(self) -> list[Instruction]:
+        """The instructions it computes, in order (the last is its value)."""
+        out = [self.expr.root] if self.expr is not None else []
+        if self.pool is not None:
+            out.append(self.pool.rw)
+            if self.pool.post is not None:
+                out.append(self.pool.post.root)
+        return out
+
+    @property
+    def root(self) -> Instruction:
+        return self.parts[-1]
+
+    @property
+    def leaves(self) -> list[tuple[Instruction, str]]:
+        """Every buffer it reads, in the order of the pointer table."""
+        out = list(self.expr.leaves) if self.expr is not None else []
+        if self.pool is not None and self.pool.post is not None:
+            out += self.pool.post.leaves
+        return out
+
+    @property
+    def emit(self) -> Any:
+        return self.expr.emit if self.expr is not None else None
 
     def pointers(self, arrays: Sequence[np.ndarray], keep: list[Any]) -> int:
         """The address of the leaves' pointer table for one call (arrays in leaf order;
@@ -133,14 +203,14 @@ def _elementwise(instr: Instruction, t: ET) -> bool:
         and instr.operands[0].shape.element_type == t and instr.shape.element_type == t
 
 
-def match(conv: Instruction, root: Instruction, inside: set[int]) -> Epilogue | None:
-    """The epilogue computing kernel `root` (whose fused members are `inside`) from the
-    convolution's registers, or None when the kernel reads anything it cannot."""
+def match(conv: Instruction, root: Instruction, inside: set[int], fdim: int) -> Expr | None:
+    """The expression computing kernel `root` (whose fused members are `inside`) from the
+    registers of `conv` (its output features along `fdim`), or None when the kernel reads
+    anything it cannot."""
     dims = tuple(conv.shape.dimensions)
     t = conv.shape.element_type
     if tuple(root.shape.dimensions) != dims or root.shape.element_type != t:
         return None
-    fdim = conv.attrs.dimension_numbers.output_feature_dimension
     ident = tuple(range(len(dims)))
     leaves: list[tuple[Instruction, str]] = []
     leaf_at: dict[tuple[int, str], int] = {}
@@ -211,38 +281,92 @@ def match(conv: Instruction, root: Instruction, inside: set[int]) -> Epilogue | 
     expr = walk(root, ident)
     if expr is None or not any(n.kind == "conv" for n in memo.values()):
         return None
-    return Epilogue(conv, root, expr, leaves)
+    return Expr(conv, root, expr, leaves)
 
 
 def plan(comp: Computation, roots: dict[int, set[int]], outputs: set[int],
          ok: Any) -> dict[int, Epilogue]:
-    """id(convolution) -> its epilogue, for each convolution `ok(conv)` accepts whose
-    readers all lie in one kernel: `roots` maps each kernel root's id to the ids of the
-    values it computes inside. The buffers an epilogue reads must be computed before the
-    convolution (the thunk runs at the convolution's place)."""
+    """id(convolution) -> its epilogue, for each convolution `ok(conv)` accepts: its
+    readers all lie in one kernel (`roots` maps each kernel root's id to the ids of the
+    values it computes inside) that match() takes, and/or its (that kernel's) value is read
+    by one reduce_window pooling_of() takes, itself maybe read by one kernel alone. The
+    buffers an epilogue reads must be computed before the convolution (the thunk runs at
+    the convolution's place)."""
     pos = {id(i): k for k, i in enumerate(comp.instructions)}
     by_id = {id(i): i for i in comp.instructions}
     kernel_of: dict[int, list[int]] = {}
     for r, inside in roots.items():
         for m in inside | {r}:
             kernel_of.setdefault(m, []).append(r)
+
+    def consumer(v: Instruction, fdim: int) -> Expr | None:
+        """The kernel reading `v`, as an expression of v, when it alone reads v."""
+        if id(v) in outputs or not v.users:
+            return None
+        ks = {k for u in v.users for k in kernel_of.get(id(u), [None])}  # type: ignore[list-item]
+        if len(ks) != 1 or None in ks or \
+                any(len(kernel_of.get(id(u), [])) != 1 for u in v.users):
+            return None  # read outside kernels, by several, or recomputed in several
+        r = next(iter(ks))
+        return match(v, by_id[r], roots[r], fdim)
+
     out: dict[int, Epilogue] = {}
     for conv in comp.instructions:
-        if conv.opcode != "convolution" or id(conv) in outputs or not conv.users or \
-                not ok(conv):
+        if conv.opcode != "convolution" or not ok(conv):
             continue
-        ks = {k for u in conv.users for k in kernel_of.get(id(u), [None])}  # type: ignore[list-item]
-        if len(ks) != 1 or None in ks:
+        fdim = conv.attrs.dimension_numbers.output_feature_dimension
+        expr = consumer(conv, fdim)
+        value = expr.root if expr is not None else conv
+        pool = pooling_of(value, outputs) if conv.shape.rank == 4 and fdim == 3 else None
+        if pool is not None:
+            pool.post = consumer(pool.rw, 3)
+        epi = Epilogue(conv, expr, pool)
+        if expr is None and pool is None:
             continue
-        r = next(iter(ks))
-        if any(len(kernel_of.get(id(u), [])) != 1 for u in conv.users):
-            continue  # a user recomputed in several kernels
-        epi = match(conv, by_id[r], roots[r])
-        if epi is None or any(pos[id(leaf)] > pos[id(conv)] and leaf.opcode != "constant"
-                              for leaf, _ in epi.leaves):
+        if any(pos[id(leaf)] > pos[id(conv)] and leaf.opcode != "constant"
+               for leaf, _ in epi.leaves):
             continue
+        if epi.expr is not None and epi.pool is not None and epi.pool.post is not None:
+            epi.pool.post.first = len(epi.expr.leaves)
         out[id(conv)] = epi
     return out
+
+
+def _scalar(i: Instruction) -> Any:
+    """The value of a scalar constant behind broadcasts and reshapes, else None."""
+    while i.opcode in ("broadcast_in_dim", "reshape") and i.shape.num_elements == 1:
+        i = i.operands[0]
+    if i.opcode == "constant" and is_scalar_constant(i):
+        return np.asarray(i.attrs.literal.to_numpy()).reshape(()).item()
+    return None
+
+
+def pooling_of(v: Instruction, outputs: set[int]) -> PoolPlan | None:
+    """The reduce_window that alone reads `v` ([B, H, W, F]), when the kernel can fold it
+    as rows are stored (see PoolPlan)."""
+    if id(v) in outputs or len(v.users) != 1:
+        return None
+    rw = v.users[0]
+    if rw.opcode != "reduce_window" or len(rw.operands) != 2 or rw.operands[0] is not v \
+            or rw.shape.element_type != v.shape.element_type:
+        return None
+    a = rw.attrs
+    win = tuple(a.window_dimensions)
+    if len(win) != 4 or win[0] != 1 or win[3] != 1 or \
+            tuple(a.window_strides or (1,) * 4) != win or \
+            any(d != 1 for d in (*(a.base_dilations or ()), *(a.window_dilations or ()))) or \
+            any(tuple(p) != (0, 0) for p in (a.padding or ())):
+        return None
+    init = _scalar(rw.operands[1])
+    comp = rw.called[0]
+    r = comp.root
+    params = comp.parameters
+    if init is None or r is None or len(params) != 2 or r.opcode not in ("add", "maximum",
+                                                                          "minimum", "multiply") \
+            or list(r.operands) != list(params) or \
+            r.shape.element_type != v.shape.element_type:
+        return None
+    return PoolPlan(rw, win[1], win[2], init, r.opcode)
 
 
 def for_plan(comp: Computation, fusion: Any, outputs: set[int]) -> dict[int, Epilogue]:
@@ -257,4 +381,5 @@ def for_plan(comp: Computation, fusion: Any, outputs: set[int]) -> dict[int, Epi
     return plan(comp, roots, outputs, epilogue_ok)
 
 
-__all__ = ["Epilogue", "Node", "match", "plan", "for_plan", "MAX_OPS"]
+__all__ = ["Epilogue", "Expr", "PoolPlan", "Node", "match", "plan", "for_plan",
+           "pooling_of", "MAX_OPS"]

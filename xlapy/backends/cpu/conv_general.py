@@ -265,7 +265,9 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
         raise ValueError("conv_general: an epilogue needs a result written in place")
     t = _llvm_type(kd)
     name = "conv_general"
-    text = module_text(emit(name, t, nest, epilogue.emit if epilogue is not None else None))
+    pool = epilogue.pool if epilogue is not None else None
+    text = module_text(emit(name, t, nest, epilogue.emit if epilogue is not None else None,
+                            pool.spec() if pool is not None else None))
     key = cache.key(text, "light")
     obj = cache.get(key)
     # Explicit vectors, constant trip counts: SROA and CFG cleanup are all it needs (O3
@@ -297,7 +299,8 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
     flip = tuple(d for d in range(s) if geo.reversal[d])
     kk = int(np.prod(geo.ks))
     oshape = (geo.b, *geo.sp_out, apad) if xvec else (geo.b, *geo.sp_out, geo.g, apad)
-    rows = geo.b * int(np.prod(geo.sp_out[:-1], dtype=np.int64))
+    rows = geo.b * (pool.rw.shape.dimensions[1] if pool is not None else
+                    int(np.prod(geo.sp_out[:-1], dtype=np.int64)))
     macs = geo.b * int(np.prod(geo.sp_out)) * geo.g * apad * geo.ci * kk
     parts = min(threads, rows) if macs >= SPLIT_MACS else 1
     scratch_bytes = nest.scratch_bytes(kd.itemsize) if in_rows else 0
@@ -337,14 +340,19 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
             else:
                 wk = np.zeros((geo.g, kk, geo.ci, apad), kd)
                 wk[..., :geo.og] = kw.transpose(2, 0, 1, 3)
-            res = out if in_place and out.flags.c_contiguous else np.empty(oshape, kd)
+            if epilogue is not None:  # (its result's layout: only in place)
+                res = out if out.flags.c_contiguous else np.empty(out.shape, kd)
+            else:
+                res = out if in_place and out.flags.c_contiguous else np.empty(oshape, kd)
             keep: list[Any] = []
             eptr = epilogue.pointers(extra, keep) if epilogue is not None \
                 else 0
             scratch = scratch_for(mine, parts) if in_rows else None
             split_parts(fn, (xp.ctypes.data, wk.ctypes.data, res.ctypes.data), rows, parts,
                         scratch, eptr)
-            if res is not out:
+            if res is not out and epilogue is not None:
+                out[...] = res
+            elif res is not out:
                 r = res[..., :geo.g] if xvec else res[..., :geo.og].reshape(
                     geo.b, *geo.sp_out, geo.g * geo.og)
                 if cplx:

@@ -50,6 +50,23 @@ EpilogueEmit = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value, ir.Value], 
 
 
 @dataclass(frozen=True)
+class Pool:
+    """A non-overlapping 2-D pooling of the (epilogue's) result, folded in as rows are
+    stored: pooled[b, i, j, f] = fold(init, x[b, kh i + dy, kw j + dx, f] for (dy, dx) in
+    row-major order), then `post` (reduce_window's own order; conv_epilogue.py). Output
+    rows are taken kh at a time, each group by one thread; the rows and columns past the
+    last whole window are not computed."""
+
+    kh: int
+    kw: int
+    hp: int                       # pooled rows
+    wp: int                       # pooled columns
+    init: Callable[[ir.Type], ir.Value]                            # the init vector
+    fold: Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]   # (acc, value) -> acc
+    post: EpilogueEmit | None = None
+
+
+@dataclass(frozen=True)
 class Nest:
     """What the loop nest needs of a convolution (conv_general.Geometry, canonical)."""
 
@@ -95,8 +112,8 @@ class Nest:
         return -(-8 * self.taps // 64) * 64
 
 
-def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
-         ) -> ir.Module:
+def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None,
+         pool: Pool | None = None) -> ir.Module:
     """The module of the function `name` (see the module docstring)."""
     mod = new_module(name)
     tp = t.as_pointer()
@@ -140,7 +157,8 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
 
     slots = [[b.alloca(vt) for _ in range(v)] for _ in range(p)]  # entry block: SROA'd
     # The epilogue's ops assume what a kernel's do: denormal results flush (xlapy.denormal).
-    mxcsr = set_ftz_daz(b) if epilogue is not None else None
+    mxcsr = set_ftz_daz(b) if epilogue is not None or pool is not None else None
+    prow: list[ir.Value] = []     # (pooled row, dy) of the row being computed
     rowoff = b.alloca(I64, taps, name="rowoff")
     tap_pos = [list(pos) for pos in _ndindex(nest.ks[:-1])]
     if nest.rows:
@@ -274,18 +292,34 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
             for j in range(v):
                 val = b.load(accs[q][j])
                 at = b.add(ob, i64(q * opix + j * lanes))
+                fj = b.add(fo, i64(j * lanes))
                 if epilogue is not None:
-                    val = epilogue(b, val, b.add(fo, i64(j * lanes)), at, extra)
-                store(val, out, at)
+                    val = epilogue(b, val, fj, at, extra)
+                if pool is None:
+                    store(val, out, at)
+                else:
+                    pooled(val, b.add(pix0, i64(q)), fj)
+
+    def pooled(val: ir.Value, px: ir.Value, fj: ir.Value) -> None:
+        """Fold pixel px's vector into its pooled element (see Pool)."""
+        assert pool is not None
+        pr, dy = prow
+        with b.if_then(b.icmp_signed("<", px, i64(pool.wp * pool.kw))):
+            col = b.udiv(px, i64(pool.kw))
+            dx = b.urem(px, i64(pool.kw))
+            at = b.add(b.mul(b.add(b.mul(pr, i64(pool.wp)), col), i64(opix)), fj)
+            first = b.and_(b.icmp_signed("==", dy, i64(0)), b.icmp_signed("==", dx, i64(0)))
+            prev = b.select(first, pool.init(vt), load(out, at))
+            acc = pool.fold(b, prev, val)
+            if pool.post is not None:
+                last = b.and_(b.icmp_signed("==", dy, i64(pool.kh - 1)),
+                              b.icmp_signed("==", dx, i64(pool.kw - 1)))
+                acc = b.select(last, pool.post(b, acc, fj, at, extra), acc)
+            store(acc, out, at)
 
     rows_inner = prod(nest.sp_out[:-1])
-    with for_range(b, begin, end, "row") as row:
-        bi = b.sdiv(row, i64(rows_inner))
-        rem = b.srem(row, i64(rows_inner))
-        outer: list[ir.Value] = [i64(0)] * (s - 1)
-        for d in range(s - 2, -1, -1):
-            outer[d] = b.srem(rem, i64(nest.sp_out[d]))
-            rem = b.sdiv(rem, i64(nest.sp_out[d]))
+
+    def one_row(row: ir.Value, bi: ir.Value, outer: list[ir.Value]) -> None:
         tap_rows(bi, outer)
         orow = b.mul(row, i64(wo * opix))
         with for_range(b, i64(0), i64(nest.g), "g") as g:
@@ -301,6 +335,24 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
                         block(xg, wg, og_, fg, vb, b.mul(pb, i64(p)), p)
                 if wo % p:
                     block(xg, wg, og_, fg, vb, i64(full * p), wo % p)
+
+    if pool is None:
+        with for_range(b, begin, end, "row") as row:
+            bi = b.sdiv(row, i64(rows_inner))
+            rem = b.srem(row, i64(rows_inner))
+            outer: list[ir.Value] = [i64(0)] * (s - 1)
+            for d in range(s - 2, -1, -1):
+                outer[d] = b.srem(rem, i64(nest.sp_out[d]))
+                rem = b.sdiv(rem, i64(nest.sp_out[d]))
+            one_row(row, bi, outer)
+    else:  # [begin, end) are pooled rows of b * hp; 2-D only
+        with for_range(b, begin, end, "prow") as pr:
+            bi = b.sdiv(pr, i64(pool.hp))
+            hq = b.srem(pr, i64(pool.hp))
+            with for_range(b, i64(0), i64(pool.kh), "dy") as dy:
+                h = b.add(b.mul(hq, i64(pool.kh)), dy)
+                prow[:] = [pr, dy]
+                one_row(b.add(b.mul(bi, i64(nest.sp_out[0])), h), bi, [h])
     if mxcsr is not None:
         restore_mxcsr(b, mxcsr)
     b.ret_void()
@@ -315,4 +367,4 @@ def _ndindex(dims: tuple[int, ...]) -> list[tuple[int, ...]]:
     return out
 
 
-__all__ = ["Nest", "emit", "EpilogueEmit"]
+__all__ = ["Nest", "Pool", "emit", "EpilogueEmit"]

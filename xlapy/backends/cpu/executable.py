@@ -143,7 +143,7 @@ class CpuExecutable(Calls, Introspection):
         #: Convolutions that compute their consumer kernel's root (conv_epilogue.py): the
         #: root shares the convolution's slot and gets no kernel.
         self.epilogues = conv_epilogue.for_plan(comp, plan, self.outputs)
-        self._claimed = {id(e.root) for e in self.epilogues.values()}
+        self._claimed = {id(r) for e in self.epilogues.values() for r in e.parts}
         self._extra_ins: dict[int, list[int]] = {}
         mod = new_module(f"xlapy_{comp.name}")
         self.thunks: list[Callable[..., None]] = []
@@ -365,6 +365,7 @@ class CpuExecutable(Calls, Introspection):
         root = epi.root
         run = general_plan(instr, self.num_threads, epi)
         self.slot[id(root)] = s
+        self.shapes[s] = root.shape  # (a pooling's result is smaller)
         extra = [self.slot[id(leaf)] for leaf, _ in epi.leaves]
         self._extra_ins[s] = extra
         temp = id(root) not in self.outputs
@@ -382,7 +383,8 @@ class CpuExecutable(Calls, Introspection):
         self._native.add(s)
         self.report.append((instr.name, instr.opcode, "library conv-direct (epilogue "
                             f"%{root.name})"))
-        self.report.append((root.name, root.opcode, f"convolution %{instr.name}'s epilogue"))
+        self.report += [(r.name, r.opcode, f"convolution %{instr.name}'s epilogue")
+                        for r in epi.parts]
 
     def _library_thunk(self, instr: Instruction, s: int, ins: list[int],
                        fn: Callable[..., Any]) -> Callable[..., None]:

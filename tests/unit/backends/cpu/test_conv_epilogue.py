@@ -100,3 +100,80 @@ def test_epilogue_refused_when_two_kernels_read_the_convolution() -> None:
     want = xlapy.compile(text, backend="interpreter")(*args)
     for g, w in zip(cpu(*args), want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
+
+
+POOL = """
+func.func @main(%x: tensor<2xHxWx8xf32>, %w: tensor<3x3x8x16xf32>, %b: tensor<16xf32>)
+    -> RET {
+  %c = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+      window = {pad = [[1, 1], [1, 1]]}
+      {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+      : (tensor<2xHxWx8xf32>, tensor<3x3x8x16xf32>) -> tensor<2xHxWx16xf32>
+  %b1 = stablehlo.broadcast_in_dim %b, dims = [3] : (tensor<16xf32>) -> tensor<2xHxWx16xf32>
+  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %init = stablehlo.constant dense<INIT> : tensor<f32>
+  %z = stablehlo.broadcast_in_dim %zero, dims = [] : (tensor<f32>) -> tensor<2xHxWx16xf32>
+  %a = stablehlo.add %c, %b1 : tensor<2xHxWx16xf32>
+  %y = stablehlo.maximum %a, %z : tensor<2xHxWx16xf32>
+  %p = "stablehlo.reduce_window"(SRC, %init) <{window_dimensions = array<i64: 1, K, K, 1>,
+      window_strides = array<i64: 1, K, K, 1>}> ({
+    ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+      %s = stablehlo.OP %l, %r : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<2xHxWx16xf32>, tensor<f32>) -> tensor<2xPHxPWx16xf32>
+  %q = stablehlo.constant dense<2.500000e-01> : tensor<2xPHxPWx16xf32>
+  %m = stablehlo.multiply %p, %q : tensor<2xPHxPWx16xf32>
+  return RESULTS
+}
+"""
+
+
+def _pool_program(h: int, w: int, k: int, op: str, src: str, post: bool, keep: bool
+                  ) -> str:
+    """conv -> (bias, relu)? -> k x k pooling -> (x 0.25)?; `keep` also returns %y (the
+    pooling then runs as its own kernel: the reference)."""
+    out = "%m" if post else "%p"
+    pooled = "tensor<2xPHxPWx16xf32>"
+    full = "tensor<2xHxWx16xf32>"
+    results = f"{out}, %y : {pooled}, {full}" if keep else f"{out} : {pooled}"
+    ret = f"({pooled}, {full})" if keep else pooled
+    init = {"add": "0.000000e+00", "maximum": "0xFF800000"}[op]
+    return (POOL.replace("RET", ret).replace("RESULTS", results).replace("SRC", src)
+            .replace("OP", op).replace("INIT", init).replace("PH", str(h // k))
+            .replace("PW", str(w // k)).replace("xHx", f"x{h}x").replace("xWx", f"x{w}x")
+            .replace("K", str(k)))
+
+
+@pytest.mark.parametrize("h,w,k,op,src,post", [
+    (8, 12, 2, "add", "%y", True),       # the CNN's average pool
+    (7, 13, 2, "add", "%y", True),       # rows and columns past the last window
+    (9, 9, 3, "maximum", "%y", False),   # max pool, 3 x 3
+    (6, 10, 2, "add", "%c", True),       # pooling the convolution itself
+])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pooling_in_the_epilogue(h: int, w: int, k: int, op: str, src: str, post: bool,
+                                 threads: int) -> None:
+    opts = {"num_threads": threads}
+    text = _pool_program(h, w, k, op, src, post, False)
+    fused = xlapy.compile(text, backend="cpu", options=opts)
+    report = fused._exe.explain()
+    assert "reduce_window            convolution %c's epilogue" in report, report
+    assert not fused._exe.fallbacks()
+    rng = np.random.default_rng(11)
+    args = [rng.standard_normal(s).astype(np.float32) for s in
+            ((2, h, w, 8), (3, 3, 8, 16), (16,))]
+    got = np.asarray(fused(*args))
+    if src == "%y":  # the same values through the unfused reduce_window kernel: same bits
+        ref_text = _pool_program(h, w, k, op, src, post, True)
+        unfused = xlapy.compile(ref_text, backend="cpu", options=opts)
+        assert "reduce_window            kernel" in unfused._exe.explain()
+        np.testing.assert_array_equal(got, np.asarray(unfused(*args)[0]))
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(fused(*args)), got)
+
+
+def test_pooled_arena_holds_no_full_size_value() -> None:
+    """conv -> relu -> pool -> scale: the relu'd 2x8x12x16 value never gets a buffer."""
+    cpu = xlapy.compile(_pool_program(8, 12, 2, "add", "%y", True, False), backend="cpu")
+    assert cpu._exe._arena_plan[1] < 2 * 8 * 12 * 16 * 4
