@@ -88,10 +88,11 @@ def _tile_permission() -> bool:
 
 
 def available() -> bool:
-    """Whether the current target has AMX-INT8 (and AVX-512BW for the packs), runs here,
+    """Whether the current target has AMX-INT8 (and AVX-512BW/VBMI for the packs), runs here,
     and the kernel grants this process the tiles."""
     t = target.current()
-    return (t.is_x86 and all(t.has(f) for f in ("amx-int8", "amx-tile", "avx512bw"))
+    return (t.is_x86 and all(t.has(f) for f in ("amx-int8", "amx-tile", "avx512bw",
+                                                 "avx512vbmi"))
             and t.runs_here and _tile_permission())
 
 
@@ -174,15 +175,19 @@ def _emit_pack_b(b: ir.IRBuilder, pb: ir.Value, n: ir.Value, k: ir.Value, bp: ir
                 valid = b.select(b.icmp_signed("<", row, k), cols, I64(0))
                 rows.append(_masked_load(b, _V64I8, b.gep(pb, [b.add(b.mul(row, n), col)]),
                                          valid))
-            inter = [[b.shuffle_vector(rows[2 * r], rows[2 * r + 1],
-                                       ir.Constant(ir.VectorType(I32, 64), pairs[h]))
-                      for h in range(2)] for r in range(2)]
+            inter = [[_permute2(b, rows[2 * r], pairs[h], rows[2 * r + 1]) for h in range(2)]
+                      for r in range(2)]
             for sp in range(4):
-                h = sp // 2
-                v = b.shuffle_vector(inter[0][h], inter[1][h],
-                                     ir.Constant(ir.VectorType(I32, 64), quads[sp]))
+                v = _permute2(b, inter[0][sp // 2], quads[sp], inter[1][sp // 2])
                 out = b.gep(dst, [b.add(b.mul(I64(sp), panel), b.mul(g, I64(64)))])
                 b.store(v, b.bitcast(out, _V64I8.as_pointer()), align=64)
+
+
+def _permute2(b: ir.IRBuilder, x: ir.Value, idx: list[int], y: ir.Value) -> ir.Value:
+    """Bytes of x (indices < 64) and y (64 + i) picked by idx: one vpermt2b, called as the
+    intrinsic (a shufflevector of 64 lanes cost twice the codegen time)."""
+    fn = _decl(b.module, "llvm.x86.avx512.vpermi2var.qi.512", _V64I8, [_V64I8] * 3)
+    return b.call(fn, [x, ir.Constant(_V64I8, idx), y])
 
 
 def _emit_pack_a(b: ir.IRBuilder, pa: ir.Value, k: ir.Value, ap: ir.Value, kb: ir.Value,

@@ -111,7 +111,8 @@ def dot_plan(instr: Instruction, threads: int = 1
     out_dtype = instr.shape.dtype
     amx = int8_amx(instr)
     vnni = amx or int8_vnni(instr)
-    wide = exact_float(instr) if acc.kind in "iu" and not vnni else None
+    i16 = not vnni and int8_i16(instr)
+    wide = exact_float(instr) if acc.kind in "iu" and not (vnni or i16) else None
     if wide is not None:
         acc = wide
 
@@ -127,6 +128,10 @@ def dot_plan(instr: Instruction, threads: int = 1
             from xlapy.backends.cpu import gemm_vnni
 
             kernel = gemm_vnni.igemm8(threads)
+        elif i16:  # 8-bit operands widened to s16 pairs (pmaddwd), exact like the loop
+            from xlapy.backends.cpu import gemm_i16
+
+            kernel = gemm_i16.igemm8(threads, signed=lhs.element_type == ET.S8)
         else:
             kernel = gemm_int.igemm(lhs.dtype, rhs.dtype, iacc, threads)
         direct = iacc == out_dtype
@@ -204,6 +209,19 @@ def int8_amx(instr: Instruction) -> bool:
         return False
     iacc = gemm_int.accumulator(instr.shape.element_type)
     return iacc is not None and iacc.itemsize == 4 and gemm_amx.available()
+
+
+def int8_i16(instr: Instruction) -> bool:
+    """An s8 x s8 or u8 x u8 dot_general with a 32-bit accumulator on an x86 target that
+    runs here (AVX2, SSE4, AVX-512 without VNNI): gemm_i16.py's pmaddwd kernel (check
+    int8_amx and int8_vnni first: they are faster where they apply)."""
+    from xlapy.backends.cpu import gemm_i16, gemm_int
+
+    kinds = {o.shape.element_type for o in instr.operands}
+    if kinds not in ({ET.S8}, {ET.U8}):
+        return False
+    iacc = gemm_int.accumulator(instr.shape.element_type)
+    return iacc is not None and iacc.itemsize == 4 and gemm_i16.available()
 
 
 def _widened(keep: dict[int, Any], key: int, x: np.ndarray, acc: Any) -> np.ndarray:
@@ -284,6 +302,8 @@ def library_kind(instr: Instruction) -> str | None:
             return "int gemm (amx)"
         if int8_vnni(instr):
             return "int gemm (vnni)"
+        if int8_i16(instr):
+            return "int gemm (pmaddwd)"
         wide = exact_float(instr)
         return "int gemm" if wide is None else f"blas (exact in {wide})"
     if instr.opcode == "convolution":

@@ -1,7 +1,8 @@
 """library.exact_float: an integer dot_general whose sums cannot leave the f32 (f64) mantissa,
 an s8 x s8 -> s32 matmul for one, runs BLAS in that float type - bit for bit the interpreter's
 exact integer result, at the bound's edge too; a product that may wrap keeps the integer GEMM.
-With AVX-512 VNNI s8 x s8 products run gemm_vnni.py instead, the same bits."""
+On x86 8-bit products with 32-bit sums run an int8 kernel instead, the same bits: AMX tiles
+(gemm_amx.py), else AVX-512 VNNI for s8 (gemm_vnni.py), else pmaddwd (gemm_i16.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import gemm_vnni
+from xlapy.backends.cpu import gemm_amx, gemm_i16, gemm_vnni
 
 _NP = {"i8": np.int8, "ui8": np.uint8, "ui32": np.uint32, "i16": np.int16, "i32": np.int32,
        "i64": np.int64}
@@ -58,6 +59,8 @@ def test_integer_dot_routes_and_bits(lt: str, rt: str, ot: str, k: int, how: str
             y[0, :, 0] = hi.min
         else:
             y[:, 0] = hi.min
-        if lt == rt == "i8" and ot != "i64" and gemm_vnni.available():
-            how = "int gemm (vnni)"  # AVX-512 VNNI beats f32 BLAS (gemm_vnni.py)
+        if lt == rt and lt in ("i8", "ui8") and ot != "i64":  # 32-bit sums: int8 kernels
+            how = ("int gemm (amx)" if gemm_amx.available() else
+                   "int gemm (vnni)" if lt == "i8" and gemm_vnni.available() else
+                   "int gemm (pmaddwd)" if gemm_i16.available() else how)
         assert how in _run(_text(lhs, rhs, out, lt, rt, ot, batch), x, y)
