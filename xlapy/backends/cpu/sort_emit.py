@@ -227,7 +227,10 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
         return None
     from xlapy.ops.reduction import collate
 
-    eng = Engine(_emit(instr), exports=["sort_rows"])
+    # The light pipeline (the comparator inlined, SROA, CFG cleanup): jnp.sort of 1M f32
+    # compiled in ~15 ms instead of O3's ~35 (XLA: ~25), its run ~10% slower (~200 ms, XLA
+    # ~240); instcombine or GVN on top changed neither.
+    eng = Engine(_emit(instr), light=True, exports=["sort_rows"])
     fn = _SIG(eng.address("sort_rows"))
     rank = instr.operands[0].shape.rank
     axis = instr.attrs.dimension % rank
