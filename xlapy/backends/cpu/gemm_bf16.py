@@ -31,14 +31,16 @@ import ctypes
 import functools
 from collections.abc import Callable
 
+import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
 from xlapy import denormal
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu import parallel, target
+from xlapy.backends.cpu import llvm_util, parallel, target
 from xlapy.backends.cpu.llvm_util import _OBJECTS, I8, I8P, I64, VOID, Engine, for_range, new_module
 from xlapy.ir import Instruction
+from xlapy.phases import phase
 from xlapy.types import ElementType as ET
 
 #: Rows and columns of the C block per step (2 x 2 tiles of 16 x 16 f32).
@@ -269,13 +271,38 @@ _NAMES = {(tr, h): f"amx_bf16_{'nt' if tr else 'nn'}_{'bf16' if h else 'f32'}"
 
 
 @functools.cache
+def _fast_codegen(key: str) -> llvm.TargetMachine:
+    """A TargetMachine for the current target (which runs here) that emits with LLVM's -O0
+    code generator: the kernels' time is in the tile instructions, which no register
+    allocator changes, and -O0 codegen takes 2-7 ms where -O3's took 7-14 (a cold compile
+    pays it)."""
+    t = target.current()
+    llvm_util.target_machine(t)  # LLVM initialized
+    return llvm.Target.from_triple(t.triple).create_target_machine(
+        cpu=t.cpu, features=t.llvm_features, opt=0, jit=True, reloc="default",
+        codemodel="jitdefault")
+
+
+def _object(mod: ir.Module) -> bytes:
+    """The module optimized as every kernel is (light pipeline), emitted at -O0."""
+    tm = _fast_codegen(target.current().key)
+    with llvm_util._LOCK:
+        ref = llvm_util.verify(mod)
+        ref.triple = target.current().triple
+        ref.data_layout = str(tm.target_data)
+        llvm_util.optimize(ref, tm, False, True)
+        with phase("llvm codegen"):
+            return tm.emit_object(ref)
+
+
+@functools.cache
 def _compiled(key: str, transposed: bool, bf16_out: bool) -> tuple[Engine, int]:
     """One of the four kernels (B as [k, n] or transposed; f32 or bf16 C), per target, built
-    when first asked for (each costs 8-15 ms of a cold compile)."""
+    when first asked for."""
     name = _NAMES[(transposed, bf16_out)]
     mod = new_module(f"xlapy_{name}")
     _emit_kernel(mod, name, transposed, bf16_out)
-    eng = Engine(mod, vectorize=False, light=True, exports=[name])
+    eng = Engine(obj=_object(mod), exports=[name])
     return eng, eng.address(name)
 
 
