@@ -149,6 +149,11 @@ def _blocking(nvec: int, wout: int, regs: int) -> tuple[int, int]:
     vmax = 4 if regs >= 32 else 2
     v = max(d for d in range(1, min(nvec, vmax) + 1) if nvec % d == 0)
     pmax = max(1, min((regs - 1 - v) // v, wout, 14))
+    # A P dividing the row: one block shape, half the code to compile (the CNN: 107 ms
+    # instead of 230) and as fast while V * P >= 12 accumulators hide the FMA latency.
+    div = max(d for d in range(1, pmax + 1) if wout % d == 0)
+    if 2 * div >= pmax and v * div >= 12:
+        return v, div
     blocks = -(-wout // pmax)
     return v, -(-wout // blocks)
 

@@ -156,6 +156,7 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
         st.align = align
 
     slots = [[b.alloca(vt) for _ in range(v)] for _ in range(p)]  # entry block: SROA'd
+    spill = b.alloca(ir.ArrayType(vt, p * v), name="spill")
     # The epilogue's ops assume what a kernel's do: denormal results flush (xlapy.denormal).
     mxcsr = set_ftz_daz(b) if epilogue is not None or pool is not None else None
     prow: list[ir.Value] = []     # (pooled row, dy) of the row being computed
@@ -288,17 +289,27 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
                             b.store(cur[q][j], accs[q][j])
         ob = b.add(b.add(og_, b.mul(pix0, i64(opix))), b.mul(vb, i64(lanes)))
         fo = b.add(fg, b.mul(vb, i64(lanes)))
+        if epilogue is None and pool is None:
+            for q in range(pp):
+                for j in range(v):
+                    store(b.load(accs[q][j]), out, b.add(ob, i64(q * opix + j * lanes)))
+            return
+        # The epilogue's code once, in a loop over the block's vectors (not P * V copies:
+        # the CNN's compile took twice as long), from a spill of the registers.
         for q in range(pp):
             for j in range(v):
-                val = b.load(accs[q][j])
-                at = b.add(ob, i64(q * opix + j * lanes))
+                b.store(b.load(accs[q][j]), b.gep(spill, [i64(0), i64(q * v + j)]))
+        with for_range(b, i64(0), i64(pp), "eq") as q:
+            for j in range(v):
+                val = b.load(b.gep(spill, [i64(0), b.add(b.mul(q, i64(v)), i64(j))]))
+                at = b.add(ob, b.add(b.mul(q, i64(opix)), i64(j * lanes)))
                 fj = b.add(fo, i64(j * lanes))
                 if epilogue is not None:
                     val = epilogue(b, val, fj, at, extra)
                 if pool is None:
                     store(val, out, at)
                 else:
-                    pooled(val, b.add(pix0, i64(q)), fj)
+                    pooled(val, b.add(pix0, q), fj)
 
     def pooled(val: ir.Value, px: ir.Value, fj: ir.Value) -> None:
         """Fold pixel px's vector into its pooled element (see Pool)."""
