@@ -153,3 +153,42 @@ def test_matches_jax_bf16_dots() -> None:
     want = jax.jit(f)(*args)
     for g, w in zip(got, want):
         _close_in_bf16(np.asarray(g), np.asarray(w))
+
+
+_LAYOUT = """func.func @main(%a: tensor<{ash}xbf16>, %b: tensor<{bsh}xbf16>) -> tensor<{rsh}x{r}> {{
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [{lb}] x [{rb}],
+      contracting_dims = [{lc}] x [{rc}] : (tensor<{ash}xbf16>, tensor<{bsh}xbf16>)
+      -> tensor<{rsh}x{r}>
+  return %0 : tensor<{rsh}x{r}>
+}}"""
+
+
+@amx
+@pytest.mark.parametrize("r", ["bf16", "f32"])
+@pytest.mark.parametrize("case", [
+    # (lhs dims, rhs dims, lhs batch, rhs batch, lhs contracting, rhs contracting, result)
+    ((3, 40, 64), (3, 64, 48), "0", "0", "2", "1", (3, 40, 48)),  # [k, n]
+    ((3, 40, 64), (3, 48, 64), "0", "0", "2", "2", (3, 40, 48)),  # [n, k]: q k^T
+    ((64, 3, 40), (3, 64, 48), "1", "0", "0", "1", (3, 40, 48)),  # lhs k outermost: copied
+    ((3, 40, 64), (64, 48, 3), "0", "2", "2", "0", (3, 40, 48)),  # rhs batch innermost
+    ((40, 8, 16), (16, 8, 96), "", "", "1, 2", "1, 0", (40, 96)),  # two contracting dims
+])
+def test_dimension_numbers_vs_the_interpreter(case: tuple[object, ...], r: str) -> None:
+    ash, bsh, lb, rb, lc, rc, rsh = case
+    dims = {"ash": "x".join(map(str, ash)), "bsh": "x".join(map(str, bsh)),
+            "rsh": "x".join(map(str, rsh)), "lb": lb, "rb": rb, "lc": lc, "rc": rc, "r": r}
+    text = _LAYOUT.format(**dims)
+    if not lb:
+        text = text.replace("batching_dims = [] x [],\n      ", "")
+    prog = xlapy.compile(text, backend="cpu")
+    assert [k for op, k in _kinds(prog) if op == "dot_general"] == ["library amx bf16"]
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(ash).astype(BF)
+    b = rng.standard_normal(bsh).astype(BF)
+    got = prog(a, b)
+    want = xlapy.compile(text, backend="interpreter")(a, b)
+    assert got.dtype == want.dtype
+    if r == "f32":
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    else:
+        _close_in_bf16(got, want)
