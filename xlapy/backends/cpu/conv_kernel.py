@@ -112,13 +112,72 @@ class Nest:
         return -(-8 * self.taps // 64) * 64
 
 
+@dataclass(frozen=True)
+class Source:
+    """The input rows of a `rows` nest computed by another nest (a convolution chained into
+    this one, conv_epilogue.py) as the ring needs them, instead of read from memory: its
+    operand, packed weights and epilogue pointer table are extra[at], extra[at + 1],
+    extra[at + 2]; its scratch follows this nest's."""
+
+    nest: Nest
+    epilogue: EpilogueEmit | None
+    at: int
+
+
+def _signature(t: ir.Type) -> ir.FunctionType:
+    tp = t.as_pointer()
+    return ir.FunctionType(VOID, [tp, tp, tp, I64, I64, I8P, I8P.as_pointer()])
+
+
 def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None,
-         pool: Pool | None = None) -> ir.Module:
+         pool: Pool | None = None, source: Source | None = None) -> ir.Module:
     """The module of the function `name` (see the module docstring)."""
     mod = new_module(name)
+    src = None
+    if source is not None:
+        src = (_rows_fn(mod, f"{name}.src", t, source.nest, source.epilogue, None, None),
+               source)
+    rows = _rows_fn(mod, f"{name}.rows", t, nest, epilogue, pool, src)
+    fn = ir.Function(mod, _signature(t), name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    scratch = fn.args[5]
+    # The epilogue's ops assume what a kernel's do: denormal results flush (xlapy.denormal).
+    flush = epilogue is not None or pool is not None or source is not None
+    mxcsr = set_ftz_daz(b) if flush else None
+    if nest.rows:
+        _init_ring(b, scratch, t, nest)
+    if source is not None and source.nest.rows:
+        _init_ring(b, b.gep(scratch, [i64(nest.scratch_bytes(_bytes(t)))]), t, source.nest)
+    b.call(rows, list(fn.args))
+    if mxcsr is not None:
+        restore_mxcsr(b, mxcsr)
+    b.ret_void()
+    return mod
+
+
+def _bytes(t: ir.Type) -> int:
+    return 8 if t == F64 else 4 if t == F32 else t.width // 8
+
+
+def _init_ring(b: ir.IRBuilder, scratch: ir.Value, t: ir.Type, nest: Nest) -> None:
+    """No ring slot holds a row; the zero row is zeros."""
+    tags = b.bitcast(scratch, I64.as_pointer())
+    base = b.bitcast(b.gep(scratch, [i64(nest.tag_bytes())]), t.as_pointer())
+    with for_range(b, i64(0), i64(nest.taps), "tag") as k:
+        b.store(i64(-1), b.gep(tags, [k]))
+    zero = ir.Constant(t, 0.0 if t in (F32, F64) else 0)
+    with for_range(b, i64(0), i64(nest.row_len), "z") as k:
+        b.store(zero, b.gep(base, [k]))
+
+
+def _rows_fn(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
+             epilogue: EpilogueEmit | None, pool: Pool | None,
+             source: tuple[ir.Function, Source] | None) -> ir.Function:
+    """`name(x, w, out, begin, end, scratch, extra)`: output rows [begin, end), the ring
+    (if any) as the last call left it."""
     tp = t.as_pointer()
-    fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64, I8P, I8P.as_pointer()]),
-                     name=name)
+    fn = ir.Function(mod, _signature(t), name=name)
+    fn.linkage = "internal"
     x, w, out, begin, end, scratch, extra = fn.args
     for arg in (x, w, out):
         arg.add_attribute("noalias")
@@ -157,18 +216,12 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
 
     slots = [[b.alloca(vt) for _ in range(v)] for _ in range(p)]  # entry block: SROA'd
     spill = b.alloca(ir.ArrayType(vt, p * v), name="spill")
-    # The epilogue's ops assume what a kernel's do: denormal results flush (xlapy.denormal).
-    mxcsr = set_ftz_daz(b) if epilogue is not None or pool is not None else None
     prow: list[ir.Value] = []     # (pooled row, dy) of the row being computed
     rowoff = b.alloca(I64, taps, name="rowoff")
     tap_pos = [list(pos) for pos in _ndindex(nest.ks[:-1])]
     if nest.rows:
         tags = b.bitcast(scratch, I64.as_pointer())
         base = b.bitcast(b.gep(scratch, [i64(nest.tag_bytes())]), tp)
-        with for_range(b, i64(0), i64(taps), "tag") as k:
-            b.store(i64(-1), b.gep(tags, [k]))
-        with for_range(b, i64(0), i64(nest.row_len), "z") as k:  # the zero row
-            b.store(ir.Constant(t, 0.0 if is_float else 0), b.gep(base, [k]))
         # Per tap row and dimension: the input index offset k * dilation - low padding.
         ktabs = [table(f"k{d}", [pos[d] * nest.rhs_dil[d] - nest.pad[d][0] for pos in tap_pos])
                  for d in range(s - 1)]
@@ -191,9 +244,19 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
         width, plen = nest.sp_in[-1], nest.padded[-1]
         x0, x1 = min(max(lo, 0), plen), min(max(lo + width, 0), plen)
         dst = b.gep(base, [b.mul(b.add(slot, i64(1)), i64(nest.row_len))])
-        src = b.gep(x, [b.add(b.mul(src_row, i64(width * cx)), i64((x0 - lo) * cx))])
         fill(dst, 0, x0 * cx, None)
-        fill(dst, x0 * cx, x1 * cx, src)
+        if source is None:
+            src = b.gep(x, [b.add(b.mul(src_row, i64(width * cx)), i64((x0 - lo) * cx))])
+            fill(dst, x0 * cx, x1 * cx, src)
+        else:  # the chained nest's output row src_row, written where this row's starts
+            sfn, spec = source
+            ptr = [b.load(b.gep(extra, [i64(spec.at + k)])) for k in range(3)]
+            row0 = b.gep(dst, [i64(lo * cx)])  # (lo >= 0, the whole row: the plan checks)
+            at = b.gep(row0, [b.mul(src_row, i64(-width * cx))])
+            b.call(sfn, [b.bitcast(ptr[0], tp), b.bitcast(ptr[1], tp), at, src_row,
+                         b.add(src_row, i64(1)),
+                         b.gep(scratch, [i64(nest.scratch_bytes(_bytes(t)))]),
+                         b.bitcast(ptr[2], I8P.as_pointer())])
         fill(dst, x1 * cx, plen * cx, None)
 
     def fill(dst: ir.Value, lo: int, hi: int, src: ir.Value | None) -> None:
@@ -364,10 +427,8 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
                 h = b.add(b.mul(hq, i64(pool.kh)), dy)
                 prow[:] = [pr, dy]
                 one_row(b.add(b.mul(bi, i64(nest.sp_out[0])), h), bi, [h])
-    if mxcsr is not None:
-        restore_mxcsr(b, mxcsr)
     b.ret_void()
-    return mod
+    return fn
 
 
 def _ndindex(dims: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -378,4 +439,4 @@ def _ndindex(dims: tuple[int, ...]) -> list[tuple[int, ...]]:
     return out
 
 
-__all__ = ["Nest", "Pool", "emit", "EpilogueEmit"]
+__all__ = ["Nest", "Pool", "Source", "emit", "EpilogueEmit"]
