@@ -141,7 +141,10 @@ def _bf16_round(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     rounded = b.add(b.add(bits, splat(it, 0x7FFF)), lsb)
     nan = b.or_(bits, splat(it, 0x400000))
     out = b.select(b.fcmp_unordered("uno", v, v), nan, rounded)
-    return b.bitcast(b.and_(out, splat(it, -65536)), v.type)
+    res = b.bitcast(b.and_(out, splat(it, -65536)), v.type)
+    # Rounding never makes a denormal of a value that is none (2^-126 is a bf16; a normal
+    # truncates to a normal and rounds up from there): the next op need not flush it again.
+    return mark_flushed(res) if is_flushed(v) else res
 
 
 def constant(v: Any, t: ET) -> ir.Constant:
