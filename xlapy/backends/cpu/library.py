@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import gemm_small, recycle
+from xlapy.backends.cpu import gemm_amx, gemm_i16, gemm_int, gemm_small, recycle
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -121,16 +121,12 @@ def dot_plan(instr: Instruction, threads: int = 1
         if iacc is None:
             return None
         if amx:  # 8-bit operands on AMX tiles, exact modulo 2^32 like the loop
-            from xlapy.backends.cpu import gemm_amx
-
             kernel = gemm_amx.igemm8(threads, signed=lhs.element_type == ET.S8)
         elif vnni:  # s8 x s8 in 32 bits, exact modulo 2^32 like the loop
             from xlapy.backends.cpu import gemm_vnni
 
             kernel = gemm_vnni.igemm8(threads)
         elif i16:  # 8-bit operands widened to s16 pairs (pmaddwd), exact like the loop
-            from xlapy.backends.cpu import gemm_i16
-
             kernel = gemm_i16.igemm8(threads, signed=lhs.element_type == ET.S8)
         else:
             kernel = gemm_int.igemm(lhs.dtype, rhs.dtype, iacc, threads)
@@ -202,8 +198,6 @@ def int8_amx(instr: Instruction) -> bool:
     """An s8 x s8 or u8 x u8 dot_general with a 32-bit accumulator (an 8/16/32-bit result)
     on a target with AMX-INT8 that runs here: computed by gemm_amx.py (16x VNNI's work per
     instruction)."""
-    from xlapy.backends.cpu import gemm_amx, gemm_int
-
     kinds = {o.shape.element_type for o in instr.operands}
     if kinds not in ({ET.S8}, {ET.U8}):
         return False
@@ -215,8 +209,6 @@ def int8_i16(instr: Instruction) -> bool:
     """An s8 x s8 or u8 x u8 dot_general with a 32-bit accumulator on an x86 target that
     runs here (AVX2, SSE4, AVX-512 without VNNI): gemm_i16.py's pmaddwd kernel (check
     int8_amx and int8_vnni first: they are faster where they apply)."""
-    from xlapy.backends.cpu import gemm_i16, gemm_int
-
     kinds = {o.shape.element_type for o in instr.operands}
     if kinds not in ({ET.S8}, {ET.U8}):
         return False
