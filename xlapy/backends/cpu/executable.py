@@ -33,6 +33,7 @@ import numpy as np
 from xlapy import denormal
 from xlapy.backends.cpu import (
     arena,
+    batch_chain,
     cache,
     conv_epilogue,
     inplace,
@@ -210,8 +211,10 @@ class CpuExecutable(Calls, Introspection):
             self._bind_kernels(kernel_specs)
         self.kernel_specs = kernel_specs
         self.regions = self._plan_regions(kernel_specs, fusible)
+        self.chains = self._plan_chains()
         self._bind_regions()
         self._arena_plan = self._plan_arena()
+        self._bind_chains()
         self._temp_set = set(temps)
         self._fresh_set = set(fresh) | (self._native - self._temp_set)
         self.num_slots = len(self.shapes)
@@ -555,12 +558,19 @@ class CpuExecutable(Calls, Introspection):
         """Offsets of the temporaries in the arena (arena.py: packed by live range)."""
         kernel_ins = {k.output: k.inputs for k in self.kernel_specs}
         instrs = self._thunk_instrs
+        if self.chains:  # a chain runs in its last member's place (batch_chain.py)
+            moved = {id(i): ch.instrs for ch in self.chains for i in ch.instrs}
+            instrs = [j for i in instrs if id(i) not in moved or moved[id(i)][-1] is i
+                      for j in (moved[id(i)] if id(i) in moved else [i])]
         outs = [self.slot[id(i)] for i in instrs]
         ins = [kernel_ins[s] if s in kernel_ins else [self.slot[id(o)] for o in i.operands]
                + self._extra_ins.get(s, []) for s, i in zip(outs, instrs)]
         group = {m.slot: r.name for r in self.regions for m in r.members}
         sizes = {s: math.prod(self.shapes[s].dimensions) * self.shapes[s].dtype.itemsize
                  for s in self.temp_slots}
+        for ch in self.chains:  # one step; scratch for every thread's batch in the scores slot
+            group.update((self.slot[id(i)], ch.name) for i in ch.instrs)
+            sizes[ch.scores] = ch.scratch_bytes(self._chain_parts[ch.name])
         results = [self.slot[id(i)] for i in self._root_values()]
         fresh = self._native | set(kernel_ins)
         #: kernel slot -> the dying operand slot it is written over (inplace.py)
@@ -587,6 +597,63 @@ class CpuExecutable(Calls, Introspection):
             out[spec.output] = [s for lid, s in leaves.items() if inplace.same_index_reads(
                 root.shape, self.shapes[s], reads.get(lid, ()))]
         return out
+
+    def _thunk_reads(self) -> list[list[int]]:
+        """The slots each thunk instruction reads (a kernel: its leaves), in thunk order."""
+        kernel_ins = {k.output: k.inputs for k in self.kernel_specs}
+        return [kernel_ins[s] if s in kernel_ins else
+                [self.slot[id(o)] for o in i.operands] + self._extra_ins.get(s, [])
+                for i, s in ((i, self.slot[id(i)]) for i in self._thunk_instrs)]
+
+    def _plan_chains(self) -> list[batch_chain.Chain]:
+        """Batch chains (batch_chain.py) among the thunks outside regions; their
+        intermediates leave the arena's temporaries (one batch per thread in its place)."""
+        self._chain_parts: dict[str, int] = {}
+        if not batch_chain.ENABLED or not any(
+                i.opcode == "dot_general" for i in self._thunk_instrs):
+            return []
+        readers: dict[int, list[int]] = {}
+        for p, reads in enumerate(self._thunk_reads()):
+            for s in reads:
+                readers.setdefault(s, []).append(p)
+        taken = {id(m.instr) for r in self.regions for m in r.members}
+        by_root = {id(k.root): k for k in self.kernel_specs
+                   if not isinstance(k, op_emit.TupleKernel) and id(k.root) in self.fusion.fusible}
+        eligible = self._in_place_operands()
+        results = {self.slot[id(i)] for i in self._root_values()}
+        chains = batch_chain.plan(self._thunk_instrs, self.slot, by_root,
+                                  lambda k: set(eligible.get(k.output, ())), readers, results,
+                                  taken)
+        for ch in chains:
+            g = ch.first
+            self._chain_parts[ch.name] = self._threads(2 * g.nbatch * g.m * g.n * g.k)
+            for s in (ch.scores, ch.probs):
+                if s in self.temp_slots:
+                    self.temp_slots.remove(s)
+            names = ", ".join(f"%{i.name}" for i in ch.instrs)
+            self.report.append((ch.name, "chain", f"batch chain: {names}"))
+        return chains
+
+    def _bind_chains(self) -> None:
+        """Each chain's thunk replaces its members', in its last member's place (the thunks
+        are in program order, region members but the first already dropped)."""
+        if not self.chains:
+            return
+        inside = {m.slot for r in self.regions for m in r.members[1:]}
+        slots = [s for s in (self.slot[id(i)] for i in self._thunk_instrs) if s not in inside]
+        first: dict[int, Callable[..., None]] = {}
+        drop: set[int] = set()
+        addrs = {k.output: a for k, a in zip(self.kernel_specs, self.kernel_addrs)}
+        where = self._arena_plan[0]
+        for ch in self.chains:
+            out = ch.second.out
+            fresh = [(out, tuple(ch.instrs[2].shape.dimensions), ch.instrs[2].shape.dtype)] \
+                if id(ch.instrs[2]) in self.outputs else []
+            first[out] = batch_chain.chain_thunk(
+                ch, addrs[ch.kernel.output], self._chain_parts[ch.name], self._pool,
+                lambda s=ch.scores: where[s], fresh, self._keep)
+            drop.update((ch.scores, ch.probs))
+        self.thunks = [first.get(s, th) for s, th in zip(slots, self.thunks) if s not in drop]
 
     def _region_whole_reads(self) -> dict[int, set[int]]:
         """Per member slot of a row-parallel region, the slots its members read whole."""

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import arena, cache, inplace
+from xlapy.backends.cpu import arena, batch_chain, cache, inplace
 from xlapy.types import ElementType as ET
 from xlapy.types import Shape
 
@@ -182,7 +182,9 @@ def test_mlp_bias_relu_in_place(threads: int) -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_softmax_over_the_scores_in_place(threads: int) -> None:
+def test_softmax_over_the_scores_in_place(threads: int, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    monkeypatch.setattr(batch_chain, "ENABLED", False)  # else one batch chain (no arena)
     exe = _check(SOFTMAX_DOT, _args((2, 32, 16), (2, 24, 16), (2, 24, 16)), threads)
     assert len(exe.in_place) == 1  # type: ignore[attr-defined]
     assert exe._arena_plan[1] == 2 * 32 * 24 * 4  # type: ignore[attr-defined]

@@ -1,0 +1,322 @@
+"""Batch chains: a batched dot_general, a row kernel over its result and a batched dot_general
+of the kernel's result (attention: q k^T, softmax, p v) run batch by batch on each thread,
+the intermediates in one batch's scratch per thread.
+
+Run as three thunks, the attention of the `attention` workload (4 x 8 heads of 256 x 64) wrote
+8 MB of scores, read them back for the softmax and again for the second product: 10 MB of
+peak memory against XLA's 2, the scores leaving L2 between the steps. Here a thread computes
+one head's 256 x 256 scores (256 KB, in L2), its softmax rows and its 256 x 64 output before
+the next head: the arena holds one head's scores per thread.
+
+Bits: each batch is the same single-threaded BLAS call as `blas.batched_gemm` makes and the
+same kernel code over the same rows, so the results are those of the three thunks, whatever
+the thread count. Only chains whose dots take that path (`blas.by_batch`) are formed.
+
+Native runtime (compiled once per process, like regions.py's): `chain_run(desc, lo, hi)` runs
+batches [lo, hi) with a private copy of the pointer table in which each intermediate's slot
+points `scratch - j * batch_bytes` while batch j runs, so the kernel's own indexing and the
+GEMM steps' `table[slot] + j * batch_stride` land in the scratch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import blas
+from xlapy.backends.cpu.kernels import Kernel
+from xlapy.backends.cpu.llvm_util import (
+    I8P,
+    I64,
+    KERNEL_TYPE,
+    VOID,
+    Engine,
+    for_range,
+    i64,
+    new_module,
+    on_host,
+)
+from xlapy.backends.cpu.threads import NativePool
+from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
+
+#: Words of one step record: kind (0 GEMM, 1 kernel), function, then per kind: a kernel's
+#: rows per batch; a GEMM's lhs/rhs/out slots, their batch strides in bytes, then the 10
+#: Fortran argument cells (little-endian, read in place by BLAS).
+_STEP = 20
+#: Chains are formed (tests turn it off to compare with the three thunks).
+ENABLED = True
+_KIND, _FN, _ROWS = 0, 1, 2
+_LHS, _RHS, _OUT, _LB, _RB, _OB = 2, 3, 4, 5, 6, 7
+_TA, _TB, _N, _M, _K, _ALPHA, _LDA, _LDB, _BETA, _LDC = range(8, 18)
+
+
+@dataclass
+class BatchGemm:
+    """out[j] = lhs[j] @ rhs[j] for batch j: each operand a row-major array whose leading
+    dimensions are the batch, then one free and one contracting dimension in either order."""
+
+    lhs: int
+    rhs: int
+    out: int
+    nbatch: int
+    m: int
+    n: int
+    k: int
+    lhs_t: bool  # lhs stored [k, m] per batch
+    rhs_t: bool  # rhs stored [n, k] per batch
+    f64: bool
+
+    @property
+    def itemsize(self) -> int:
+        return 8 if self.f64 else 4
+
+
+@dataclass
+class Chain:
+    """A batch chain: its three instructions, the GEMMs, the kernel, the intermediates."""
+
+    name: str
+    instrs: list[Instruction]
+    first: BatchGemm
+    kernel: Kernel
+    second: BatchGemm
+    #: (slot, bytes of one batch) of the first GEMM's and the kernel's results; the kernel's
+    #: shares the first's scratch when it is written in place (`in_place`).
+    scores: int
+    probs: int
+    in_place: bool
+
+    @property
+    def batch_bytes(self) -> int:
+        return self.first.m * self.first.n * self.first.itemsize
+
+    def scratch_bytes(self, parts: int) -> int:
+        """Arena bytes for `parts` threads: one batch of each intermediate per thread."""
+        return parts * self.batch_bytes * (1 if self.in_place else 2)
+
+
+def batch_gemm(instr: Instruction, slot: Mapping[int, int]) -> BatchGemm | None:
+    """The BatchGemm of an f32/f64 dot_general whose batch dimensions lead both operands
+    (in order) with one free and one contracting dimension each, taking `blas.by_batch`'s
+    path (one BLAS call per batch), or None."""
+    if instr.opcode != "dot_general":
+        return None
+    a = instr.attrs
+    lhs, rhs = (o.shape for o in instr.operands)
+    et = instr.shape.element_type
+    if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
+        return None
+    lb, rb = list(a.lhs_batching_dimensions), list(a.rhs_batching_dimensions)
+    nb = len(lb)
+    if not nb or lb != list(range(nb)) or rb != list(range(nb)) \
+            or lhs.rank != nb + 2 or rhs.rank != nb + 2:
+        return None
+    lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
+    if len(lc) != 1 or len(rc) != 1:
+        return None
+    ld, rd = lhs.dimensions, rhs.dimensions
+    nbatch = math.prod(ld[:nb])
+    lhs_t, rhs_t = lc[0] == nb, rc[0] == nb + 1  # stored [k, m] / [n, k] per batch
+    m, k = (ld[nb + 1] if lhs_t else ld[nb]), ld[lc[0]]
+    n = rd[nb] if rhs_t else rd[nb + 1]
+    # extents of 1 take other BLAS flags in blas._op: left to the batched thunk
+    if nbatch < 1 or min(m, n, k) < 2 or max(m, n, k) > (1 << 31) - 1:
+        return None
+    if not blas.by_batch(nbatch, m, n, k) or (nbatch > 16 and m * n * k < 1 << 14):
+        return None  # the per-batch row split, or NumPy's loop for tiny products
+    return BatchGemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])],
+                     slot[id(instr)], nbatch, m, n, k, lhs_t, rhs_t, et == ET.F64)
+
+
+def plan(instrs: Sequence[Instruction], slot: Mapping[int, int],
+         kernels: Mapping[int, Kernel], in_place_leaves: Callable[[Kernel], set[int]],
+         readers: Mapping[int, list[int]], results: AbstractSet[int],
+         taken: AbstractSet[int]) -> list[Chain]:
+    """Chains among the thunk instructions `instrs` (none in `taken`, e.g. regions): a dot
+    whose result only a row kernel reads (`in_place_leaves`: at the written element or
+    along its row), whose result only a second dot reads as its lhs, neither a result;
+    `readers`: slot -> positions of the instructions reading it; `kernels`: root id -> its
+    kernel. Other thunks may lie between the three: the chain runs in the second dot's
+    place (every value is written once, so the first two may run that late; the executable
+    orders its arena's live ranges so)."""
+    chains: list[Chain] = []
+    if not ENABLED:
+        return chains
+    for pa, a in enumerate(instrs):
+        if a.opcode != "dot_general" or id(a) in taken or id(a) not in slot:
+            continue
+        rk = readers.get(slot[id(a)], [])
+        if len(rk) != 1 or rk[0] <= pa:
+            continue
+        kin = instrs[rk[0]]
+        if id(kin) not in slot:
+            continue
+        rc = readers.get(slot[id(kin)], [])
+        if len(rc) != 1 or rc[0] <= rk[0]:
+            continue
+        found = _match(a, kin, instrs[rc[0]], rk[0], rc[0], slot, kernels, in_place_leaves,
+                       readers, results, taken)
+        if found is not None:
+            chains.append(Chain(f"chain{len(chains)}", [a, kin, instrs[rc[0]]], *found))
+    return chains
+
+
+def _match(a: Instruction, kin: Instruction, c: Instruction, pk: int, pc: int,
+           slot: Mapping[int, int], kernels: Mapping[int, Kernel],
+           in_place_leaves: Callable[[Kernel], set[int]], readers: Mapping[int, list[int]],
+           results: AbstractSet[int], taken: AbstractSet[int]
+           ) -> tuple[BatchGemm, Kernel, BatchGemm, int, int, bool] | None:
+    if any(id(x) in taken for x in (a, kin, c)):
+        return None
+    first, second = batch_gemm(a, slot), batch_gemm(c, slot)
+    spec = kernels.get(id(kin))
+    if first is None or second is None or spec is None:
+        return None
+    s, p = first.out, spec.output
+    dims = tuple(kin.shape.dimensions)
+    if tuple(a.shape.dimensions) != dims or kin.shape.element_type != a.shape.element_type \
+            or spec.partial or not spec.splittable or spec.outer != first.nbatch * first.m:
+        return None
+    if s in results or p in results or s not in spec.inputs or s not in in_place_leaves(spec):
+        return None
+    if readers.get(s, []) != [pk] or readers.get(p, []) != [pc]:
+        return None
+    if second.lhs != p or second.lhs_t or second.rhs == p or second.nbatch != first.nbatch \
+            or second.m != first.m or second.k != first.n or second.f64 != first.f64:
+        return None
+    in_place = s in in_place_leaves(spec)
+    return first, spec, second, s, p, in_place
+
+
+# ---- native runtime --------------------------------------------------------------------------
+@functools.cache
+@on_host
+def _runtime() -> tuple[Engine, int]:
+    """(engine, address of chain_run(desc, lo, hi))."""
+    mod = new_module("xlapy_batch_chain")
+    i64p = I64.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64]), name="chain_run")
+    d, lo, hi = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def at(base: ir.Value, k: ir.Value | int) -> ir.Value:
+        return b.gep(base, [k if isinstance(k, ir.Value) else i64(k)])
+
+    table = b.inttoptr(b.load(at(d, 0)), i64p)
+    nremap = b.load(at(d, 1))
+    steps = at(d, b.add(i64(2), b.mul(nremap, i64(3))))
+    nsteps = b.load(steps)
+    blas_t = ir.FunctionType(VOID, [I8P] * 13)
+    with for_range(b, lo, hi, name="j") as j:
+        with for_range(b, i64(0), nremap, name="r") as r:
+            rec = at(d, b.add(i64(2), b.mul(r, i64(3))))
+            off = b.mul(j, b.load(at(rec, 2)))
+            b.store(b.sub(b.load(at(rec, 1)), off), at(table, b.load(rec)))
+        with for_range(b, i64(0), nsteps, name="s") as s:
+            rec = at(steps, b.add(i64(1), b.mul(s, i64(_STEP))))
+            is_kernel = b.icmp_signed("==", b.load(at(rec, _KIND)), i64(1))
+            with b.if_else(is_kernel) as (then, otherwise):
+                with then:
+                    rows = b.load(at(rec, _ROWS))
+                    kfn = b.inttoptr(b.load(at(rec, _FN)), KERNEL_TYPE.as_pointer())
+                    start = b.mul(j, rows)
+                    b.call(kfn, [b.bitcast(table, I8P.as_pointer()), start, b.add(start, rows)])
+                with otherwise:
+                    def operand(slot_word: int, stride_word: int) -> ir.Value:
+                        base = b.load(at(table, b.load(at(rec, slot_word))))
+                        return b.inttoptr(b.add(base, b.mul(j, b.load(at(rec, stride_word)))),
+                                          I8P)
+
+                    def cell(k: int) -> ir.Value:
+                        return b.bitcast(at(rec, k), I8P)
+
+                    gfn = b.inttoptr(b.load(at(rec, _FN)), blas_t.as_pointer())
+                    # column-major out^T = rhs^T lhs^T, as blas._gemm_args calls it
+                    b.call(gfn, [cell(_TA), cell(_TB), cell(_N), cell(_M), cell(_K),
+                                 cell(_ALPHA), operand(_RHS, _RB), cell(_LDA),
+                                 operand(_LHS, _LB), cell(_LDB), cell(_BETA),
+                                 operand(_OUT, _OB), cell(_LDC)])
+    b.ret_void()
+    engine = Engine(mod, light=True, exports=["chain_run"])
+    return engine, int(engine.address("chain_run"))
+
+
+def _gemm_record(g: BatchGemm) -> np.ndarray:
+    """A GEMM step: the same BLAS arguments as blas._gemm_args for one batch."""
+    size = g.itemsize
+    rec = np.zeros(_STEP, np.int64)
+    rec[_KIND] = 0
+    rec[_FN] = blas.function_address("dgemm" if g.f64 else "sgemm")
+    rec[_LHS], rec[_RHS], rec[_OUT] = g.lhs, g.rhs, g.out
+    rec[_LB], rec[_RB], rec[_OB] = (g.m * g.k * size, g.k * g.n * size, g.m * g.n * size)
+    # _op of the rhs [k, n] view: "N" (ld n) when stored [k, n], "T" (ld k) when [n, k]
+    rec[_TA], rec[_LDA] = (ord("T"), g.k) if g.rhs_t else (ord("N"), g.n)
+    rec[_TB], rec[_LDB] = (ord("T"), g.m) if g.lhs_t else (ord("N"), g.k)
+    rec[_N], rec[_M], rec[_K], rec[_LDC] = g.n, g.m, g.k, g.n
+    one = np.array([1.0], np.float64 if g.f64 else np.float32)
+    rec.view(np.uint8)[_ALPHA * 8:_ALPHA * 8 + size] = one.view(np.uint8)
+    return rec  # beta: 0.0 (all zero bits)
+
+
+def _records(chain: Chain, kernel_address: int) -> np.ndarray:
+    kern = np.zeros(_STEP, np.int64)
+    kern[_KIND], kern[_FN], kern[_ROWS] = 1, kernel_address, chain.first.m
+    return np.concatenate([[3], _gemm_record(chain.first), kern, _gemm_record(chain.second)])
+
+
+def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[], NativePool],
+                scratch_offset: Callable[[], int], fresh: list[tuple[int, tuple[int, ...], Any]],
+                keep: dict[int, Any]) -> Callable[..., None]:
+    """run(table, values, runtime, process): the chain's batches split into `parts`
+    contiguous ranges, one per thread, each with its own copy of the table and its own
+    scratch (`scratch_offset()`: its byte offset in the arena, values[-1][0])."""
+    from xlapy.backends.cpu import recycle, thunks
+
+    nb = chain.first.nbatch
+    parts = max(1, min(parts, nb))
+    cuts = [nb * p // parts for p in range(parts + 1)]
+    steps = _records(chain, kernel_address)
+    addr = _runtime()[1]
+    run_native = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(addr)
+    bb = chain.batch_bytes
+    # (slot, which batch scratch of the thread): the kernel's result over the scores in place
+    remaps = [(chain.scores, 0), (chain.probs, 0 if chain.in_place else 1)]
+    per_part = 1 if chain.in_place else 2
+
+    def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+        for s, dims, dtype in fresh:
+            arr = recycle.output(keep, s, dims, dtype)
+            v[s] = arr
+            t[s] = thunks.ptr(arr)
+        raw = v[-1][0]
+        base = raw.ctypes.data
+        base += (-base) % recycle.ALIGN + scratch_offset()
+        tables, descs = [], []
+        for p in range(parts):
+            tp = type(t).from_buffer_copy(t)
+            words = [ctypes.addressof(tp), len(remaps)]
+            for s, r in remaps:
+                words += [s, base + (p * per_part + r) * bb, bb]
+            desc = np.concatenate([np.array(words, np.int64), steps])
+            tables.append(tp)
+            descs.append(desc)
+        blas.ready(pool())
+        if parts == 1:
+            run_native(descs[0].ctypes.data, 0, nb)
+            return
+        pool().share([(addr, (descs[p].ctypes.data, cuts[p], cuts[p + 1]))
+                      for p in range(parts)], parts, (tables, descs))
+
+    return run
+
+
+__all__ = ["BatchGemm", "Chain", "batch_gemm", "plan", "chain_thunk"]
