@@ -123,18 +123,36 @@ class PoolPlan:
 
 
 @dataclass
+class Chain:
+    """A convolution (and its element-wise kernel) read only by the next convolution:
+    computed row by row into that one's ring (conv_chain.py), never stored whole."""
+
+    conv: Instruction
+    expr: Expr | None
+
+
+@dataclass
 class Epilogue:
     """What a convolution computes past its sums: an element-wise kernel (`expr`), then a
-    pooling (`pool`, itself maybe followed by an element-wise kernel)."""
+    pooling (`pool`, itself maybe followed by an element-wise kernel); `chain`: the
+    convolution whose value (through its kernel) is this one's operand, computed inside."""
 
     conv: Instruction
     expr: Expr | None
     pool: PoolPlan | None = None
+    chain: Chain | None = None
 
     @property
     def parts(self) -> list[Instruction]:
-        """The instructions it computes, in order (the last is its value)."""
-        out = [self.expr.root] if self.expr is not None else []
+        """The instructions it computes besides its convolution, in order (the last is its
+        value)."""
+        out: list[Instruction] = []
+        if self.chain is not None:
+            out.append(self.chain.conv)
+            if self.chain.expr is not None:
+                out.append(self.chain.expr.root)
+        if self.expr is not None:
+            out.append(self.expr.root)
         if self.pool is not None:
             out.append(self.pool.rw)
             if self.pool.post is not None:
@@ -143,7 +161,18 @@ class Epilogue:
 
     @property
     def root(self) -> Instruction:
-        return self.parts[-1]
+        return self.parts[-1] if self.expr is not None or self.pool is not None else self.conv
+
+    def inputs(self) -> tuple[Instruction, Instruction, list[Instruction]]:
+        """(operand, weights, extra buffers) of its run: the convolution's operands and the
+        leaves; chained, the first convolution's operand, this one's weights, then the
+        first's weights and leaves before this one's."""
+        own = [leaf for leaf, _ in self.leaves]
+        if self.chain is None:
+            return self.conv.operands[0], self.conv.operands[1], own
+        c1 = self.chain.conv
+        first = [leaf for leaf, _ in self.chain.expr.leaves] if self.chain.expr else []
+        return c1.operands[0], self.conv.operands[1], [c1.operands[1], *first, *own]
 
     @property
     def leaves(self) -> list[tuple[Instruction, str]]:
@@ -160,19 +189,26 @@ class Epilogue:
     def pointers(self, arrays: Sequence[np.ndarray], keep: list[Any]) -> int:
         """The address of the leaves' pointer table for one call (arrays in leaf order;
         what must stay alive meanwhile goes into `keep`)."""
-        o = self.conv.shape.dimensions[self.conv.attrs.dimension_numbers.output_feature_dimension]
-        ptrs = []
-        for (_, kind), a in zip(self.leaves, arrays):
-            a = np.asarray(a)
-            if kind == "channel":
-                a = np.ascontiguousarray(np.broadcast_to(a.reshape(-1), (o,)))
-            else:
-                a = np.ascontiguousarray(a)
-            keep.append(a)
-            ptrs.append(a.ctypes.data)
-        table = np.array(ptrs or [0], np.int64)
-        keep.append(table)
-        return int(table.ctypes.data)
+        return table(self.conv, self.leaves, arrays, keep)
+
+
+def table(conv: Instruction, leaves: list[tuple[Instruction, str]],
+          arrays: Sequence[np.ndarray], keep: list[Any], more: Sequence[int] = ()) -> int:
+    """The address of a pointer table: the leaves' arrays (per-feature ones as [O] arrays of
+    `conv`'s output features), then `more` addresses; what must stay alive goes into keep."""
+    o = conv.shape.dimensions[conv.attrs.dimension_numbers.output_feature_dimension]
+    ptrs = []
+    for (_, kind), a in zip(leaves, arrays):
+        a = np.asarray(a)
+        if kind == "channel":
+            a = np.ascontiguousarray(np.broadcast_to(a.reshape(-1), (o,)))
+        else:
+            a = np.ascontiguousarray(a)
+        keep.append(a)
+        ptrs.append(a.ctypes.data)
+    tab = np.array([*ptrs, *more] or [0], np.int64)
+    keep.append(tab)
+    return int(tab.ctypes.data)
 
 
 def _op(b: ir.IRBuilder, instr: Instruction, args: list[ir.Value]) -> ir.Value:
@@ -285,7 +321,7 @@ def match(conv: Instruction, root: Instruction, inside: set[int], fdim: int) -> 
 
 
 def plan(comp: Computation, roots: dict[int, set[int]], outputs: set[int],
-         ok: Any) -> dict[int, Epilogue]:
+         ok: Any, chains: Any = None) -> dict[int, Epilogue]:
     """id(convolution) -> its epilogue, for each convolution `ok(conv)` accepts: its
     readers all lie in one kernel (`roots` maps each kernel root's id to the ids of the
     values it computes inside) that match() takes, and/or its (that kernel's) value is read
@@ -329,7 +365,38 @@ def plan(comp: Computation, roots: dict[int, set[int]], outputs: set[int],
         if epi.expr is not None and epi.pool is not None and epi.pool.post is not None:
             epi.pool.post.first = len(epi.expr.leaves)
         out[id(conv)] = epi
+    if chains is not None:
+        _chain(comp, out, outputs, ok, chains)
     return out
+
+
+def _chain(comp: Computation, out: dict[int, Epilogue], outputs: set[int], ok: Any,
+           chains: Any) -> None:
+    """Chain each convolution whose operand is the value of an earlier one (alone, or
+    through that one's element-wise epilogue) read by it alone, when `chains(first,
+    second)` accepts the pair: the second's epilogue takes the first (see Chain)."""
+    for conv in comp.instructions:
+        if conv.opcode != "convolution" or not ok(conv):
+            continue
+        src = conv.operands[0]
+        first = None
+        for e1 in list(out.values()):
+            if e1.expr is not None and e1.pool is None and e1.chain is None and \
+                    e1.expr.root is src:
+                first = (e1.conv, e1.expr)
+        if first is None and src.opcode == "convolution" and id(src) not in out:
+            first = (src, None)
+        if first is None or id(src) in outputs or len(src.users) != 1 or \
+                not ok(first[0]) or not chains(first[0], conv):
+            continue
+        if first[1] is None and (id(first[0]) in outputs or len(first[0].users) != 1):
+            continue
+        mine = out.get(id(conv)) or Epilogue(conv, None)
+        if mine.chain is not None:
+            continue
+        out.pop(id(first[0]), None)
+        mine.chain = Chain(*first)
+        out[id(conv)] = mine
 
 
 def _scalar(i: Instruction) -> Any:
@@ -378,8 +445,10 @@ def for_plan(comp: Computation, fusion: Any, outputs: set[int]) -> dict[int, Epi
         return {}
     roots = {id(r): {id(m) for m in fusion.members(r)} for r in fusion.kernel_roots()
              if id(r) not in fusion.row_reduces}
-    return plan(comp, roots, outputs, epilogue_ok)
+    from xlapy.backends.cpu.conv_chain import chainable
+
+    return plan(comp, roots, outputs, epilogue_ok, chainable)
 
 
-__all__ = ["Epilogue", "Expr", "PoolPlan", "Node", "match", "plan", "for_plan",
+__all__ = ["Chain", "Epilogue", "Expr", "PoolPlan", "table", "Node", "match", "plan", "for_plan",
            "pooling_of", "MAX_OPS"]

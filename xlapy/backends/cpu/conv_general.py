@@ -211,6 +211,59 @@ def epilogue_ok(instr: Instruction) -> bool:
     return axis % _lanes(comp, axis) == 0
 
 
+@dataclass(frozen=True)
+class Planned:
+    """A real channels-last convolution's loop nest and weight packing (conv_chain.py)."""
+
+    nest: Nest
+    dtype: np.dtype
+    pack: Callable[[np.ndarray], np.ndarray]
+
+
+def channels_last(instr: Instruction, rows: bool) -> Planned | None:
+    """The nest of a real convolution whose operand is channels-last in its compute type,
+    read in place (`rows`: always through the ring of padded rows), written in place; None
+    for any other."""
+    if not epilogue_ok(instr):
+        return None
+    kd = compute_dtype(instr)
+    dn = instr.attrs.dimension_numbers
+    geo = geometry(instr)
+    s = len(geo.sp_out)
+    xperm = [dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension]
+    if s == 0 or geo.by_batch or xperm != list(range(s + 2)) or \
+            instr.operands[0].shape.dtype != kd or any(d != 1 for d in geo.lhs_dil):
+        return None
+    xvec = geo.g > 1 and geo.ci == 1 and geo.og == 1
+    axis = geo.g if xvec else geo.og
+    lanes = _lanes(kd, axis)
+    apad = axis
+    if xvec and apad != geo.c:
+        return None
+    regs = 32 if target.current().vector_bits == 512 else 16
+    v, p = _blocking(apad // lanes, geo.sp_out[-1], regs)
+    as_is = all(pd == (0, 0) for pd in geo.pad)
+    nest = Nest(b=geo.b, g=1 if xvec else geo.g, ci=1 if xvec else geo.ci, cx=geo.c,
+                gx=geo.ci, apad=apad, lanes=lanes, v=v, p=p, xvec=xvec, sp_out=geo.sp_out,
+                ks=geo.ks, strides=geo.strides, rhs_dil=geo.rhs_dil, padded=geo.padded,
+                sp_in=geo.sp_in, pad=geo.pad, rows=rows or not as_is)
+    wperm = [*dn.kernel_spatial_dimensions, dn.kernel_input_feature_dimension,
+             dn.kernel_output_feature_dimension]
+    flip = tuple(d for d in range(s) if geo.reversal[d])
+    kk = prod(geo.ks)
+
+    def pack(wt: np.ndarray) -> np.ndarray:
+        kw = wt.transpose(wperm)
+        if flip:
+            kw = np.flip(kw, flip)
+        kw = kw.reshape(kk, geo.ci, geo.g, geo.og)
+        if xvec:
+            return np.ascontiguousarray(kw[:, 0, :, 0], kd)
+        return np.ascontiguousarray(kw.transpose(2, 0, 1, 3), kd)
+
+    return Planned(nest, kd, pack)
+
+
 def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
                  ) -> Callable[..., None]:
     """A function (lhs, rhs, out) computing any convolution natively on `threads` threads.
@@ -218,6 +271,10 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
     input and output is the real (part 0) or imaginary part of channel c - the complex
     arrays' own memory - and the kernel maps (re, im) to (re, im) through
     [[wr, wi], [-wi, wr]]."""
+    if epilogue is not None and epilogue.chain is not None:
+        from xlapy.backends.cpu.conv_chain import chain_plan
+
+        return chain_plan(epilogue, threads)
     comp = compute_dtype(instr)
     a = instr.attrs
     dn = a.dimension_numbers

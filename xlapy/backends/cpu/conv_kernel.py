@@ -105,8 +105,9 @@ class Nest:
         return all(gcd(d, k) == 1 for d, k in zip(self.rhs_dil[:-1], self.ks[:-1]))
 
     def scratch_bytes(self, itemsize: int) -> int:
-        """Bytes of one thread's scratch: the ring's tags, the zero row, the ring's rows."""
-        return self.tag_bytes() + (self.taps + 1) * self.row_len * itemsize
+        """Bytes of one thread's scratch: the ring's tags, the zero row, the ring's rows
+        (a multiple of 64: a chained nest's scratch follows)."""
+        return -(-(self.tag_bytes() + (self.taps + 1) * self.row_len * itemsize) // 64) * 64
 
     def tag_bytes(self) -> int:
         return -(-8 * self.taps // 64) * 64

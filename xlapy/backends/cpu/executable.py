@@ -156,8 +156,9 @@ class CpuExecutable(Calls, Introspection):
             if instr.opcode == "parameter":
                 self._new_slot(instr)
                 continue
-            if iid in self._claimed:
-                continue  # computed by a convolution's epilogue
+            if iid in self._claimed:  # computed by a convolution's epilogue
+                self._alias_claimed(instr)
+                continue
             if iid in fusible and iid not in self.materialized:
                 continue  # generated inside its consumers
             if instr.opcode == "constant":
@@ -369,8 +370,10 @@ class CpuExecutable(Calls, Introspection):
         run = general_plan(instr, self.num_threads, epi)
         self.slot[id(root)] = s
         self.shapes[s] = root.shape  # (a pooling's result is smaller)
-        extra = [self.slot[id(leaf)] for leaf, _ in epi.leaves]
-        self._extra_ins[s] = extra
+        x_in, w_in, leaves = epi.inputs()
+        xs, ws = self.slot[id(x_in)], self.slot[id(w_in)]
+        extra = [self.slot[id(leaf)] for leaf in leaves]
+        self._extra_ins[s] = [xs, ws, *extra]
         temp = id(root) not in self.outputs
         if temp:
             temps.append(s)
@@ -378,7 +381,7 @@ class CpuExecutable(Calls, Introspection):
 
         def run_conv(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
             out = v[s] if temp else recycle.output(self._keep, s, shape, dtype)
-            run(v[ins[0]], v[ins[1]], out, *(v[k] for k in extra))
+            run(v[xs], v[ws], out, *(v[k] for k in extra))
             if not temp:
                 self._set(t, v, s, out)
 
@@ -388,6 +391,14 @@ class CpuExecutable(Calls, Introspection):
                             f"%{root.name})"))
         self.report += [(r.name, r.opcode, f"convolution %{instr.name}'s epilogue")
                         for r in epi.parts]
+
+    def _alias_claimed(self, instr: Instruction) -> None:
+        """A chained convolution's value (conv_chain.py) lives in the next one's ring: its
+        slot, for the arena's live ranges alone, is the first convolution's operand's."""
+        for e in self.epilogues.values():
+            c = e.chain
+            if c is not None and instr is (c.expr.root if c.expr is not None else c.conv):
+                self.slot[id(instr)] = self.slot[id(c.conv.operands[0])]
 
     def _library_thunk(self, instr: Instruction, s: int, ins: list[int],
                        fn: Callable[..., Any]) -> Callable[..., None]:
