@@ -15,7 +15,7 @@ for the rest of the phase. The bits are the same: the same instructions run, few
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,6 @@ class _Phase:
     fixed: frozenset[object]
     memo: dict[Any, ir.Value] = field(default_factory=dict)
     ids: set[int] = field(default_factory=set)  # id() of every hoisted value
-    splats: dict[tuple[int, int], ir.Value] = field(default_factory=dict)
 
 
 class HoistEmitter:
@@ -89,18 +88,23 @@ class HoistEmitter:
 
     def _hoisted(self, phase: _Phase, key: Any, instr: Any, idx: Sequence[Any]) -> ir.Value:
         """gen(instr, idx) emitted at the end of the phase's block chain (memoized there)."""
+        return self.at_phase(phase, key, lambda: self._gen(instr, idx))  # type: ignore
+
+    def at_phase(self, phase: _Phase, key: Any, make: Callable[[], ir.Value]) -> ir.Value:
+        """make() emitted once at the end of the phase's block chain, before its loop (the
+        value memoized under `key` for the rest of the phase)."""
         v = phase.memo.get(key)
         if v is not None:
             return v
         b = self.b
         if b.block is phase.tail:  # an operand of a value being hoisted: already there
-            v = self._gen(instr, idx)  # type: ignore[attr-defined]
+            v = make()
             phase.tail = b.block  # (hoisted code may branch: index ops)
         else:
             after = b.block
             b.position_at_end(phase.tail)
             try:
-                v = self._gen(instr, idx)  # type: ignore[attr-defined]
+                v = make()
             finally:
                 phase.tail = b.block
                 b.position_at_end(after)
@@ -108,24 +112,19 @@ class HoistEmitter:
         phase.ids.add(id(v))
         return v
 
+    def hoisted_phase(self, v: ir.Value) -> _Phase | None:
+        """The current phase if `v` was computed before its loop (a hoisted scalar)."""
+        phase = self._phases[-1] if self._phases else None
+        return phase if phase is not None and id(v) in phase.ids else None
+
     def splat(self, v: ir.Value) -> ir.Value:
         """Scalar `v` in every lane: a value hoisted in this phase is broadcast once, in its
         hoisting block, rather than once per vector iteration."""
-        phase = self._phases[-1] if self._phases else None
-        if isinstance(v.type, ir.VectorType) or isinstance(v, ir.Constant) or \
-                phase is None or id(v) not in phase.ids:
+        phase = self.hoisted_phase(v)
+        if isinstance(v.type, ir.VectorType) or isinstance(v, ir.Constant) or phase is None:
             return broadcast(self.b, v, self.width)
-        key = (id(v), self.width)
-        s = phase.splats.get(key)
-        if s is None:
-            b = self.b
-            after = b.block
-            b.position_at_end(phase.tail)
-            s = broadcast(b, v, self.width)
-            if after is not phase.tail:
-                b.position_at_end(after)
-            phase.splats[key] = s
-        return s
+        w = self.width
+        return self.at_phase(phase, ("splat", id(v), w), lambda: broadcast(self.b, v, w))
 
 
 __all__ = ["HoistEmitter"]
