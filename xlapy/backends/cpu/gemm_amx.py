@@ -64,8 +64,12 @@ BK = 64
 #: Bytes of packed A per row chunk (kept near while the B panels go by; 256 KB measured no
 #: faster, and a smaller scratch leaves more of L2 to C and the operands).
 A_CHUNK_BYTES = 1 << 16
-#: Multiply-adds below which a product is not split over threads.
-SPLIT_MACS = 1 << 21
+#: Multiply-adds below which a product is not split over threads (a hand-off costs 5-10 us,
+#: 2^24 multiply-adds about 10 us of tiles and packs).
+SPLIT_MACS = 1 << 24
+#: Scratch up to this size is kept for the next call (np.empty per call: ~1 us, and fresh
+#: pages); bigger (huge k) is freed.
+KEEP_SCRATCH_BYTES = 1 << 24
 _ARCH_REQ_XCOMP_PERM = 0x1023
 _XFEATURE_XTILEDATA = 18
 _SYS_ARCH_PRCTL = 158
@@ -359,17 +363,11 @@ def igemm8(threads: int = 1, signed: bool = True
     if sink is not None and not any(obj is eng.object for _, obj in sink):
         sink.append(("amx_igemm8", eng.object))
     call = _SIG(addr)
+    plans: dict[tuple[int, int, int], tuple[int, list[tuple[int, int, int, int]], int, int]] = {}
+    free: list[np.ndarray] = []  # scratch buffers not in use (list.pop/append: thread-safe)
 
-    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
-        nb, m, k = a.shape
-        n = b.shape[2]
-        if nb * m * n == 0:
-            return
-        if k == 0:
-            c[...] = 0
-            return
-        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-        out = c if c.flags.c_contiguous else np.empty(c.shape, c.dtype)
+    def plan(m: int, k: int, n: int) -> tuple[int, list[tuple[int, int, int, int]], int, int]:
+        """(A chunk rows, job spans (r0, r1, nb0, nb1), scratch bytes per job, jobs)."""
         kp = -(-k // BK) * BK
         mblocks, nblocks = -(-m // BM), -(-n // BN)
         chunk = BM * max(1, min(mblocks, A_CHUNK_BYTES // (BM * kp)))
@@ -381,17 +379,42 @@ def igemm8(threads: int = 1, signed: bool = True
             cuts = [mblocks * p // parts * BM for p in range(parts)] + [m]
             spans = [(cuts[p], cuts[p + 1], 0, nblocks) for p in range(parts)]
         size = max(_scratch_bytes(hi - lo, chunk, kp) for _, _, lo, hi in spans)
-        raw, off = recycle.aligned_bytes(size * parts)
-        scratch = [raw.ctypes.data + off + p * size for p in range(parts)]
+        return chunk, spans, size, parts
+
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        nb, m, k = a.shape
+        n = b.shape[2]
+        if nb * m * n == 0:
+            return
+        if k == 0:
+            c[...] = 0
+            return
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        out = c if c.flags.c_contiguous else np.empty(c.shape, c.dtype)
+        got = plans.get((m, k, n))
+        if got is None:
+            got = plans[(m, k, n)] = plan(m, k, n)
+        chunk, spans, size, parts = got
+        try:
+            raw = free.pop()
+        except IndexError:
+            raw = np.empty(0, np.uint8)
+        if raw.nbytes < size * parts + recycle.ALIGN:
+            raw = np.empty(size * parts + recycle.ALIGN, np.uint8)
+        base = raw.ctypes.data
+        base += (-base) % recycle.ALIGN
+        pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
         pool = parallel.pool(threads) if parts > 1 else None
-        for j in range(nb):
-            ptrs = (a[j].ctypes.data, b[j].ctypes.data, out[j].ctypes.data)
-            jobs = [(*ptrs, r0, r1, n, k, c0, c1, chunk, s)
-                    for (r0, r1, c0, c1), s in zip(spans, scratch)]
+        for j in range(nb):  # batch j's operands: pointers into the contiguous arrays
+            ptrs = (pa + j * m * k, pb + j * k * n, pc + j * m * n * 4)
+            jobs = [(*ptrs, r0, r1, n, k, c0, c1, chunk, base + p * size)
+                    for p, (r0, r1, c0, c1) in enumerate(spans)]
             if pool is None:
                 call(*jobs[0])
             else:
                 pool.share([(addr, x) for x in jobs], parts, keep=(a, b, out, raw))
+        if raw.nbytes <= KEEP_SCRATCH_BYTES:
+            free.append(raw)
         if out is not c:
             c[...] = out
 

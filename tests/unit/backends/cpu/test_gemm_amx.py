@@ -127,3 +127,24 @@ def test_jax_int8_matmul_on_the_host() -> None:
     if gemm_amx.available():
         assert "int gemm (amx)" in cpu._exe.explain()
     np.testing.assert_array_equal(cpu(x[0], y[0]), _reference(x[0], y[0], np.int32))
+
+
+@needs_amx
+def test_scratch_reused_across_calls_shapes_and_python_threads() -> None:
+    """One kernel function keeps its scratch between calls: shapes alternate, and calls
+    from several Python threads at once each take a buffer of their own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    f = gemm_amx.igemm8(2)
+    cases = [_operands(1, m, k, n, "i8", m + k + n)
+             for m, k, n in [(64, 128, 96), (33, 700, 20), (512, 512, 512), (5, 3, 7)]]
+
+    def one(i: int) -> bool:
+        a, bm = cases[i % len(cases)]
+        c = np.empty((1, a.shape[1], bm.shape[2]), np.int32)
+        f(a, bm, c)
+        return bool(np.array_equal(c, _reference(a, bm, np.int32)))
+
+    assert all(one(i) for i in range(8))
+    with ThreadPoolExecutor(4) as ex:
+        assert all(ex.map(one, range(32)))
