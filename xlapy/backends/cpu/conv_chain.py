@@ -21,9 +21,8 @@ from typing import Any
 import numpy as np
 
 from xlapy.backends.cpu import cache
-from xlapy.backends.cpu.conv import SPLIT_MACS
 from xlapy.backends.cpu.conv_epilogue import Epilogue, table
-from xlapy.backends.cpu.conv_general import _llvm_type, channels_last, split_parts
+from xlapy.backends.cpu.conv_general import _llvm_type, channels_last, chunks, split_parts
 from xlapy.backends.cpu.conv_kernel import Source, emit
 from xlapy.backends.cpu.llvm_util import Engine, module_text
 from xlapy.ir import Instruction
@@ -72,7 +71,7 @@ def chain_plan(epi: Epilogue, threads: int) -> Callable[..., None]:
                      else prod(nest.sp_out[:-1]))
     macs = (second.shape.num_elements * prod(nest.ks) * nest.ci
             + first.shape.num_elements * prod(a.nest.ks) * a.nest.ci)
-    parts = min(threads, rows) if macs >= SPLIT_MACS else 1
+    parts = chunks(rows, macs, threads)
     size = nest.scratch_bytes(b.dtype.itemsize) + a.nest.scratch_bytes(a.dtype.itemsize)
     spare = threading.Lock()
     kept: list[np.ndarray] = []
@@ -96,7 +95,7 @@ def chain_plan(epi: Epilogue, threads: int) -> Callable[..., None]:
                        [x.ctypes.data, wk1.ctypes.data, t1])
             res = out if out.flags.c_contiguous else np.empty(out.shape, b.dtype)
             split_parts(fn, (x.ctypes.data, wk2.ctypes.data, res.ctypes.data), rows, parts,
-                        scratch, t2)
+                        scratch, t2, nest.b, threads)
             if res is not out:
                 out[...] = res
         finally:

@@ -364,7 +364,7 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
     rows = geo.b * (pool.rw.shape.dimensions[1] if pool is not None else
                     int(np.prod(geo.sp_out[:-1], dtype=np.int64)))
     macs = geo.b * int(np.prod(geo.sp_out)) * geo.g * apad * geo.ci * kk
-    parts = min(threads, rows) if macs >= SPLIT_MACS else 1
+    parts = chunks(rows, macs, threads)
     scratch_bytes = nest.scratch_bytes(kd.itemsize) if in_rows else 0
     spare = threading.Lock()
     buf: list[np.ndarray] = []
@@ -411,7 +411,7 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
                 else 0
             scratch = scratch_for(mine, parts) if in_rows else None
             split_parts(fn, (xp.ctypes.data, wk.ctypes.data, res.ctypes.data), rows, parts,
-                        scratch, eptr)
+                        scratch, eptr, geo.b, threads)
             if res is not out and epilogue is not None:
                 out[...] = res
             elif res is not out:
@@ -444,11 +444,25 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
     return run
 
 
+#: Chunks per thread of a split convolution: threads take the next chunk left, so a core
+#: another process holds delays its share, not the whole call (2 halves waited for it).
+CHUNKS_PER_THREAD = 8
+
+
+def chunks(rows: int, macs: int, threads: int) -> int:
+    """How many chunks [0, rows) splits into (1: run on the calling thread alone)."""
+    if threads < 2 or macs < SPLIT_MACS or rows < 2:
+        return 1
+    return min(rows, threads * CHUNKS_PER_THREAD, 64)
+
+
 def split_parts(fn: Any, args: tuple[int, int, int], rows: int, parts: int,
-                scratch: np.ndarray | None, eptr: int) -> None:
+                scratch: np.ndarray | None, eptr: int, batch: int = 1,
+                threads: int = 1) -> None:
     """fn(*args, begin, end, scratch row k, eptr) over [0, rows) in `parts` contiguous
-    parts (conv.split_rows' cuts, so the same rows go together: each output row is summed
-    whole by one part, the split changes no bits), part k with scratch row k."""
+    chunks, at image boundaries when there are as many images (`batch`: no ring row is
+    then computed twice), chunk k with scratch row k, `threads` threads taking the next
+    chunk left. Each output row is summed whole by one chunk: the split changes no bits."""
     def scr(k: int) -> int:
         if scratch is None:
             return 0
@@ -458,14 +472,14 @@ def split_parts(fn: Any, args: tuple[int, int, int], rows: int, parts: int,
     if parts < 2:
         fn(*args, 0, rows, scr(0), eptr)
         return
-    cuts = [rows * k // parts for k in range(parts + 1)]
-    pool = parallel.pool(parts)
+    if batch >= parts and rows % batch == 0:
+        per = rows // batch
+        cuts = [batch * k // parts * per for k in range(parts)] + [rows]
+    else:
+        cuts = [rows * k // parts for k in range(parts + 1)]
     fa = fn_address(fn)
-    futs = [pool.submit(fa, *args, cuts[k], cuts[k + 1], scr(k), eptr)
-            for k in range(1, parts)]
-    fn(*args, cuts[0], cuts[1], scr(0), eptr)
-    for f in futs:
-        f.result()
+    parallel.pool(threads).share([(fa, (*args, cuts[k], cuts[k + 1], scr(k), eptr))
+                                  for k in range(parts)], threads)
 
 
 __all__ = ["conv_route", "general_plan", "compute_dtype", "geometry", "Geometry"]
