@@ -142,8 +142,10 @@ class CpuExecutable(Calls, Introspection):
         fusible = plan.fusible
         self.materialized, self.row_reduces = plan.materialized, plan.row_reduces
         #: Convolutions that compute their consumer kernel's root (conv_epilogue.py): the
-        #: root shares the convolution's slot and gets no kernel.
-        self.epilogues = conv_epilogue.for_plan(comp, plan, self.outputs)
+        #: root shares the convolution's slot and gets no kernel. Not in nested compiles:
+        #: xlapy.aot (which compiles so) reads the plan and emits plain convolution loops.
+        self.epilogues = conv_epilogue.for_plan(comp, plan, self.outputs) \
+            if not self.options.nested else {}
         self._claimed = {id(r) for e in self.epilogues.values() for r in e.parts}
         self._extra_ins: dict[int, list[int]] = {}
         mod = new_module(f"xlapy_{comp.name}")

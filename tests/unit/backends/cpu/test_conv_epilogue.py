@@ -5,6 +5,8 @@ convolution's value is needed elsewhere."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -177,3 +179,24 @@ def test_pooled_arena_holds_no_full_size_value() -> None:
     """conv -> relu -> pool -> scale: the relu'd 2x8x12x16 value never gets a buffer."""
     cpu = xlapy.compile(_pool_program(8, 12, 2, "add", "%y", True, False), backend="cpu")
     assert cpu._exe._arena_plan[1] < 2 * 8 * 12 * 16 * 4
+
+
+def test_aot_gets_plain_convolutions(tmp_path: Any) -> None:
+    """xlapy.aot emits its own convolution loops from the plan: a nested compile (aot's)
+    plans no epilogue, and the object computes conv -> bias -> relu -> pool right."""
+    from xlapy.aot import compile as aot_compile
+    from xlapy.aot import driver
+
+    text = _pool_program(8, 12, 2, "add", "%y", True, False)
+    nested = xlapy.compile(text, backend="cpu", options={"nested": True})
+    assert "epilogue" not in nested._exe.explain()
+    if driver.tool("gcc") is None:
+        pytest.skip("gcc is not installed")
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal(s).astype(np.float32) for s in
+            ((2, 8, 12, 8), (3, 3, 8, 16), (16,))]
+    obj = aot_compile(text, name="cnn_block")
+    exe = driver.build([obj], tmp_path)
+    got = driver.run([obj], {"cnn_block": args}, tmp_path, exe)["cnn_block"][0]
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
