@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas
+from xlapy.backends.cpu import blas, gemm_bf16
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -74,10 +74,12 @@ class BatchGemm:
     lhs_t: bool  # lhs stored [k, m] per batch
     rhs_t: bool  # rhs stored [n, k] per batch
     f64: bool
+    #: bf16 operands and result on the AMX tiles (gemm_bf16.blas_address), not BLAS.
+    bf16: bool = False
 
     @property
     def itemsize(self) -> int:
-        return 8 if self.f64 else 4
+        return 2 if self.bf16 else 8 if self.f64 else 4
 
 
 @dataclass
@@ -113,7 +115,9 @@ def batch_gemm(instr: Instruction, slot: Mapping[int, int]) -> BatchGemm | None:
     a = instr.attrs
     lhs, rhs = (o.shape for o in instr.operands)
     et = instr.shape.element_type
-    if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
+    bf16 = et == ET.BF16 and gemm_bf16.takes(instr)
+    if not bf16 and not (lhs.element_type == rhs.element_type == et and
+                         et in (ET.F32, ET.F64)):
         return None
     lb, rb = list(a.lhs_batching_dimensions), list(a.rhs_batching_dimensions)
     nb = len(lb)
@@ -131,6 +135,11 @@ def batch_gemm(instr: Instruction, slot: Mapping[int, int]) -> BatchGemm | None:
     # extents of 1 take other BLAS flags in blas._op: left to the batched thunk
     if nbatch < 1 or min(m, n, k) < 2 or max(m, n, k) > (1 << 31) - 1:
         return None
+    if bf16:  # the library thunk's AMX kernel, one product per step: the same bits
+        if lhs_t or nbatch < 2 or not gemm_bf16.chainable(m, n, k):
+            return None
+        return BatchGemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])],
+                         slot[id(instr)], nbatch, m, n, k, lhs_t, rhs_t, False, bf16=True)
     if not blas.by_batch(nbatch, m, n, k) or (nbatch > 16 and m * n * k < 1 << 14):
         return None  # the per-batch row split, or NumPy's loop for tiny products
     return BatchGemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])],
@@ -191,7 +200,8 @@ def _match(a: Instruction, kin: Instruction, c: Instruction, pk: int, pc: int,
     if readers.get(s, []) != [pk] or readers.get(p, []) != [pc]:
         return None
     if second.lhs != p or second.lhs_t or second.rhs == p or second.nbatch != first.nbatch \
-            or second.m != first.m or second.k != first.n or second.f64 != first.f64:
+            or second.m != first.m or second.k != first.n or second.f64 != first.f64 \
+            or second.bf16 != first.bf16:
         return None
     in_place = s in in_place_leaves(spec)
     return first, spec, second, s, p, in_place
@@ -255,15 +265,16 @@ def _gemm_record(g: BatchGemm) -> np.ndarray:
     size = g.itemsize
     rec = np.zeros(_STEP, np.int64)
     rec[_KIND] = 0
-    rec[_FN] = blas.function_address("dgemm" if g.f64 else "sgemm")
+    rec[_FN] = gemm_bf16.blas_address(g.rhs_t, True) if g.bf16 else \
+        blas.function_address("dgemm" if g.f64 else "sgemm")
     rec[_LHS], rec[_RHS], rec[_OUT] = g.lhs, g.rhs, g.out
     rec[_LB], rec[_RB], rec[_OB] = (g.m * g.k * size, g.k * g.n * size, g.m * g.n * size)
     # _op of the rhs [k, n] view: "N" (ld n) when stored [k, n], "T" (ld k) when [n, k]
     rec[_TA], rec[_LDA] = (ord("T"), g.k) if g.rhs_t else (ord("N"), g.n)
     rec[_TB], rec[_LDB] = (ord("T"), g.m) if g.lhs_t else (ord("N"), g.k)
     rec[_N], rec[_M], rec[_K], rec[_LDC] = g.n, g.m, g.k, g.n
-    one = np.array([1.0], np.float64 if g.f64 else np.float32)
-    rec.view(np.uint8)[_ALPHA * 8:_ALPHA * 8 + size] = one.view(np.uint8)
+    one = np.array([1.0], np.float64 if g.f64 else np.float32)  # (the AMX step reads none)
+    rec.view(np.uint8)[_ALPHA * 8:_ALPHA * 8 + one.itemsize] = one.view(np.uint8)
     return rec  # beta: 0.0 (all zero bits)
 
 

@@ -265,6 +265,45 @@ def _emit_kernel(mod: ir.Module, name: str, transposed: bool, bf16_out: bool) ->
     b.ret_void()
 
 
+#: Bytes of packed B a chain step may take on the stack (chainable).
+CHAIN_PACK_BYTES = 1 << 19
+
+
+def _emit_blas_wrapper(mod: ir.Module, kernel: ir.Function, name: str, bf16_out: bool) -> None:
+    """void NAME(ta, tb, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc): one product through
+    `kernel` with BLAS's column-major argument convention (out^T = b^T a^T; every argument
+    by reference, the integers 32-bit, leading dimensions in elements), as batch_chain.py's
+    runner calls sgemm. alpha is 1 and beta 0 there, and are not read; ta is the kernel's
+    own B layout, tb 'N'. m, n, k are whole 32-blocks; the packed B goes on the stack
+    (`chainable` bounds it)."""
+    i32p = ir.IntType(32).as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(VOID, [I8P] * 13), name=name)
+    _ta, _tb, pn, pm, pk, _alpha, pb, pldb, pa, plda, _beta, pc, pldc = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def int_arg(p: ir.Value) -> ir.Value:
+        return b.sext(b.load(b.bitcast(p, i32p)), I64)
+
+    n, m, k, ldb, lda, ldc = (int_arg(x) for x in (pn, pm, pk, pldb, plda, pldc))
+    params = b.alloca(ir.ArrayType(I64, PARAMS), name="params")
+    words = [b.ptrtoint(pa, I64), b.mul(lda, I64(2)), I64(0), b.ptrtoint(pb, I64),
+             b.mul(ldb, I64(2)), I64(0), b.ptrtoint(pc, I64),
+             b.mul(ldc, I64(2 if bf16_out else 4)), I64(0), b.udiv(k, I64(BK))]
+    for i, w in enumerate(words):
+        b.store(w, b.gep(params, [I64(0), I64(i)]))
+    bp = b.alloca(_I16, b.mul(n, k), name="packed")
+    bp.align = 64
+    b.call(kernel, [b.ptrtoint(params, I64), I64(0), I64(1), I64(0), b.udiv(m, I64(BM)),
+                    I64(0), b.udiv(n, I64(BN)), b.ptrtoint(bp, I64)])
+    b.ret_void()
+
+
+def chainable(m: int, n: int, k: int) -> bool:
+    """Whether one m x k x n product can run as a batch-chain step (`blas_address`): whole
+    32-blocks, and its packed B small enough for the stack."""
+    return m % BM == 0 and n % BN == 0 and k % BK == 0 and n * k * 2 <= CHAIN_PACK_BYTES
+
+
 #: (B transposed, bf16 result) -> kernel name.
 _NAMES = {(tr, h): f"amx_bf16_{'nt' if tr else 'nn'}_{'bf16' if h else 'f32'}"
           for tr in (False, True) for h in (False, True)}
@@ -302,8 +341,17 @@ def _compiled(key: str, transposed: bool, bf16_out: bool) -> tuple[Engine, int]:
     name = _NAMES[(transposed, bf16_out)]
     mod = new_module(f"xlapy_{name}")
     _emit_kernel(mod, name, transposed, bf16_out)
-    eng = Engine(obj=_object(mod), exports=[name])
+    _emit_blas_wrapper(mod, mod.globals[name], f"{name}_blas", bf16_out)
+    eng = Engine(obj=_object(mod), exports=[name, f"{name}_blas"])
     return eng, eng.address(name)
+
+
+def blas_address(transposed: bool, bf16_out: bool) -> int:
+    """The address of a kernel's BLAS-convention entry (`_emit_blas_wrapper`), for native
+    callers (batch_chain.py); its object is named to the executable being compiled."""
+    _kernel(transposed, bf16_out)
+    eng, _ = _compiled(target.current().key, transposed, bf16_out)
+    return int(eng.address(f"{_NAMES[(transposed, bf16_out)]}_blas"))
 
 
 def _kernel(transposed: bool, bf16_out: bool) -> int:
@@ -400,4 +448,5 @@ def gemm(threads: int = 1, transposed: bool | None = None, bf16_out: bool | None
     return run
 
 
-__all__ = ["BK", "BM", "BN", "MIN_MACS", "SPLIT_MACS", "available", "gemm", "takes"]
+__all__ = ["BK", "BM", "BN", "CHAIN_PACK_BYTES", "MIN_MACS", "SPLIT_MACS", "available",
+           "blas_address", "chainable", "gemm", "takes"]
