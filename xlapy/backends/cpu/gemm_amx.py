@@ -190,11 +190,24 @@ def _emit_pack_b(b: ir.IRBuilder, pb: ir.Value, n: ir.Value, k: ir.Value, bp: ir
                 b.store(v, b.bitcast(out, _V64I8.as_pointer()), align=64)
 
 
+class _ByteVector(ir.Constant):
+    """A <64 x i8> constant printed from one string (ir.Constant makes and formats an
+    object per lane: most of the Python time of the pack's index vectors)."""
+
+    def __init__(self, vals: list[int]) -> None:  # not ir.Constant.__init__ (per lane)
+        self.type = _V64I8
+        self.constant = vals
+        self._text = "<" + ", ".join(f"i8 {v}" for v in vals) + ">"
+
+    def _get_reference(self) -> str:
+        return self._text
+
+
 def _permute2(b: ir.IRBuilder, x: ir.Value, idx: list[int], y: ir.Value) -> ir.Value:
     """Bytes of x (indices < 64) and y (64 + i) picked by idx: one vpermt2b, called as the
     intrinsic (a shufflevector of 64 lanes cost twice the codegen time)."""
     fn = _decl(b.module, "llvm.x86.avx512.vpermi2var.qi.512", _V64I8, [_V64I8] * 3)
-    return b.call(fn, [x, ir.Constant(_V64I8, idx), y])
+    return b.call(fn, [x, _ByteVector(idx), y])
 
 
 def _emit_pack_a(b: ir.IRBuilder, pa: ir.Value, k: ir.Value, ap: ir.Value, kb: ir.Value,
