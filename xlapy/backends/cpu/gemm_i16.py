@@ -49,6 +49,8 @@ MR = 6
 A_CHUNK_ROWS = 48
 #: Multiply-adds below which a product is not split over threads.
 SPLIT_MACS = 1 << 21
+#: Scratch up to this size is kept for the next call (fresh pages cost); bigger is freed.
+KEEP_SCRATCH_BYTES = 1 << 24
 _PMADD = {4: "llvm.x86.sse2.pmadd.wd", 8: "llvm.x86.avx2.pmadd.wd",
           16: "llvm.x86.avx512.pmaddw.d.512"}
 _NARGS = 8
@@ -295,6 +297,7 @@ def igemm8(threads: int = 1, signed: bool = True
     if sink is not None and not any(obj is eng.object for _, obj in sink):
         sink.append(("igemm16", eng.object))
     call, pack = _SIG(addr), _SIG(pack_addr)
+    free: list[np.ndarray] = []  # scratch not in use (list.pop/append: thread-safe)
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         nb, m, k = a.shape
@@ -313,13 +316,21 @@ def igemm8(threads: int = 1, signed: bool = True
         pcuts = [panels * p // parts for p in range(parts + 1)]
         bp_bytes = panels * nr * kp * 2
         ap_bytes = A_CHUNK_ROWS * kp * 2 + MR * nr * 4 + 64
-        raw, off = recycle.aligned_bytes(bp_bytes + parts * ap_bytes)
-        bp = raw.ctypes.data + off
+        need = bp_bytes + parts * ap_bytes + recycle.ALIGN
+        try:
+            raw = free.pop()
+        except IndexError:
+            raw = np.empty(0, np.uint8)
+        if raw.nbytes < need:
+            raw = np.empty(need, np.uint8)
+        bp = raw.ctypes.data
+        bp += (-bp) % recycle.ALIGN
         aps = [bp + bp_bytes + p * ap_bytes for p in range(parts)]
         pool = parallel.pool(threads) if parts > 1 else None
-        for j in range(nb):
-            ptrs = (a[j].ctypes.data, bp, out[j].ctypes.data)
-            packs = [(b[j].ctypes.data, bp, k, n, pcuts[p], pcuts[p + 1], 0, 0)
+        pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
+        for j in range(nb):  # batch j's operands: pointers into the contiguous arrays
+            ptrs = (pa + j * m * k, bp, pc + j * m * n * 4)
+            packs = [(pb + j * k * n, bp, k, n, pcuts[p], pcuts[p + 1], 0, 0)
                      for p in range(parts)]
             jobs = [(*ptrs, cuts[p], cuts[p + 1], n, k, aps[p]) for p in range(parts)]
             if pool is None:
@@ -329,6 +340,8 @@ def igemm8(threads: int = 1, signed: bool = True
                 keep = (a, b, out, raw)
                 pool.share([(pack_addr, x) for x in packs], parts, keep=keep)
                 pool.share([(addr, x) for x in jobs], parts, keep=keep)
+        if raw.nbytes <= KEEP_SCRATCH_BYTES:
+            free.append(raw)
         if out is not c:
             c[...] = out
 

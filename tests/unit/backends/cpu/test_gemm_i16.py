@@ -108,3 +108,27 @@ def test_each_target_takes_its_fastest_int8_kernel(name: str) -> None:
         return  # objects for another machine: never run
     want = "(amx)" if amx else "(vnni)" if vnni else "(pmaddwd)"
     assert f"int gemm {want}" in how, how
+
+
+def test_scratch_reused_across_calls_shapes_and_python_threads() -> None:
+    """One kernel function keeps its scratch between calls: shapes alternate, and calls
+    from several Python threads at once each take a buffer of their own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not _runs("x86-64-v3"):
+        pytest.skip("x86-64-v3 code does not run on this host")
+    with target.use("x86-64-v3"):
+        f = gemm_i16.igemm8(2)
+    cases = [_operands((1, m, k), (1, k, n), "i8", m + k + n)
+             for m, k, n in [(64, 128, 96), (33, 701, 20), (300, 300, 300), (5, 3, 7)]]
+
+    def one(i: int) -> bool:
+        a, bm = cases[i % len(cases)]
+        c = np.empty((1, a.shape[1], bm.shape[2]), np.int32)
+        f(a, bm, c)
+        want = np.matmul(a.astype(np.int64), bm.astype(np.int64)).astype(np.int32)
+        return bool(np.array_equal(c, want))
+
+    assert all(one(i) for i in range(8))
+    with ThreadPoolExecutor(4) as ex:
+        assert all(ex.map(one, range(32)))
