@@ -24,6 +24,7 @@ from typing import Any
 from llvmlite import ir
 
 from xlapy import denormal
+from xlapy.backends.cpu.flush_avx512 import is_denormal
 from xlapy.backends.cpu.llvm_util import (
     F16,
     F32,
@@ -242,9 +243,12 @@ def flush(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         return hit[1]
     t = x.type
     tiny = 2.0 ** -1022 if elem(t) == F64 else 2.0 ** -126
-    ax = intrinsic(b, f"llvm.fabs.{sfx(t)}", t, [x])
     zero = intrinsic(b, f"llvm.copysign.{sfx(t)}", t, [splat(t, 0.0), x])
-    out = mark_flushed(b.select(b.fcmp_ordered("<", ax, splat(t, tiny)), zero, x))
+    tiny_lanes = is_denormal(b, x)  # (AVX-512: one vfpclass, flush_avx512.py)
+    if tiny_lanes is None:
+        ax = intrinsic(b, f"llvm.fabs.{sfx(t)}", t, [x])
+        tiny_lanes = b.fcmp_ordered("<", ax, splat(t, tiny))
+    out = mark_flushed(b.select(tiny_lanes, zero, x))
     if b.block is blk:
         memo[id(x)] = (x, out)
         memo[id(out)] = (out, out)
