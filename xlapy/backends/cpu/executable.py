@@ -106,6 +106,8 @@ class CpuExecutable(Calls, Introspection):
         self._lock = threading.Lock()
         self._keep: dict[int, Any] = {}  # output slot -> last array returned (recycle.py)
         self._arena: list[Any] | None = None
+        #: region name -> (slot, result slot) pairs pointed at the result (inplace.into_outputs)
+        self._region_alias: dict[str, list[tuple[int, int]]] = {}
         self._native: set[int] = set()  # slots library thunks write (fresh memory, no views)
         #: What it is compiled for (target.py); code for another machine is compiled to
         #: `objects` and never run.
@@ -541,7 +543,8 @@ class CpuExecutable(Calls, Introspection):
         addrs = {k.name: a for k, a in zip(self.kernel_specs, self.kernel_addrs)}
         parts = self._threads(sum(m.cost for m in region.members))
         return thunks.region_thunk(region, addrs, parts, self._keep, fresh,
-                                   self._pool, lambda: self._table)
+                                   self._pool, lambda: self._table,
+                                   self._region_alias.setdefault(region.name, []))
 
     def _kernel_thunk(self, spec: kernels.Kernel, fn: Any) -> Callable[..., None]:
         if isinstance(spec, op_emit.TupleKernel):
@@ -586,8 +589,19 @@ class CpuExecutable(Calls, Introspection):
             sizes[ch.scores] = ch.scratch_bytes(self._chain_parts[ch.name])
         results = [self.slot[id(i)] for i in self._root_values()]
         fresh = self._native | set(kernel_ins)
+        eligible = self._in_place_operands()
+        #: temporary -> the region's result kernel slot whose buffer it is (inplace.py)
+        self.out_alias = inplace.into_outputs(
+            outs, ins, eligible, set(sizes), fresh,
+            {s for s in results if s in kernel_ins and s not in sizes}, set(results),
+            {m.slot: r.name for r in self.regions for m in r.members},
+            self._region_whole_reads())
+        for s, o in self.out_alias.items():
+            sizes.pop(s)
+            self.temp_slots.remove(s)
+            self._region_alias[group[o]].append((s, o))
         #: kernel slot -> the dying operand slot it is written over (inplace.py)
-        self.in_place = inplace.choose(outs, ins, self._in_place_operands(), set(sizes), fresh,
+        self.in_place = inplace.choose(outs, ins, eligible, set(sizes), fresh,
                                        set(results), self._region_whole_reads())
         return arena.offsets(arena.schedule(outs, ins, group, fresh), sizes, results,
                              self.in_place)

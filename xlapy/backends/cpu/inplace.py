@@ -100,4 +100,20 @@ def choose(outs: Sequence[int], ins: Sequence[Sequence[int]],
     return share
 
 
-__all__ = ["exact_walk", "same_index_reads", "choose"]
+def into_outputs(outs: Sequence[int], ins: Sequence[Sequence[int]],
+                 eligible: Mapping[int, Sequence[int]], temps: AbstractSet[int],
+                 fresh: AbstractSet[int], outputs: AbstractSet[int],
+                 results: AbstractSet[int], group: Mapping[int, str],
+                 whole_reads: Mapping[int, AbstractSet[int]]) -> dict[int, int]:
+    """{temporary: output kernel slot} where a row-parallel region's kernel computing a
+    result (`outputs`: allocated by the region's thunk before it runs) may be written over a
+    temporary of the same region (the MLP's last GEMM writes the result's buffer, the bias
+    kernel adds in place): the conditions of `choose`, the operand in the kernel's region."""
+    cand = {o: [x for x in ls if group.get(x) is not None and group.get(x) == group.get(o)]
+            for o, ls in eligible.items() if o in outputs and group.get(o) is not None}
+    share = choose(outs, ins, cand, temps | set(cand), fresh, results - set(cand),
+                   whole_reads)
+    return {leaf: out for out, leaf in share.items()}
+
+
+__all__ = ["exact_walk", "same_index_reads", "choose", "into_outputs"]

@@ -120,10 +120,12 @@ def split_thunk(fn: Any, extent: int, parts: int, align: int, keep: dict[int, An
                 fresh: list[Fresh], pool: Callable[[], NativePool],
                 before: Callable[[], None] | None = None,
                 arg: Callable[[Any], int] = ctypes.addressof,
-                cuts: list[int] | None = None) -> Thunk:
+                cuts: list[int] | None = None,
+                alias: list[tuple[int, int]] | None = None) -> Thunk:
     """fn(arg(table), begin, end) over [0, extent), split into `parts` ranges (1: no split)
     run on the caller and the native workers, or into the fixed chunks `cuts` shared by
-    `parts` threads; `fresh` results are allocated first."""
+    `parts` threads; `fresh` results are allocated first, then each (slot, result slot) of
+    `alias` points at its result's buffer (inplace.into_outputs)."""
     fa = fn_address(fn)
     if cuts is None:
         cuts = bounds(extent, max(1, min(parts, extent)), align)
@@ -134,6 +136,8 @@ def split_thunk(fn: Any, extent: int, parts: int, align: int, keep: dict[int, An
             arr = recycle.output(keep, s, dims, dtype)
             v[s] = arr
             t[s] = ptr(arr)
+        for s, o in alias or ():
+            t[s] = t[o]
         addr = arg(t)
         if whole:
             fn(addr, 0, extent)
@@ -147,7 +151,8 @@ def split_thunk(fn: Any, extent: int, parts: int, align: int, keep: dict[int, An
 
 def region_thunk(region: regions.Region, kernel_address: dict[str, int], parts: int,
                  keep: dict[int, Any], fresh: list[Fresh], pool: Callable[[], NativePool],
-                 shared_table: Callable[[], Any]) -> Thunk:
+                 shared_table: Callable[[], Any],
+                 alias: list[tuple[int, int]] | None = None) -> Thunk:
     """A row-parallel region (regions.py) split by rows. Its steps array names the pointer
     table: built once for the executable's shared table (only used under its lock), per
     call for a private one (kept alive in a thread-local until that thread's next call)."""
@@ -166,7 +171,7 @@ def region_thunk(region: regions.Region, kernel_address: dict[str, int], parts: 
 
     return split_thunk(regions.run_function(), region.rows, parts, region.align, keep, fresh,
                        pool, before=lambda: blas.ready(pool()), arg=steps,
-                       cuts=regions.cuts(region.rows, region.align))
+                       cuts=regions.cuts(region.rows, region.align), alias=alias)
 
 
 def partial_thunk(fn: Any, cuts: list[int], parts: int, combine: Any, keep: dict[int, Any],

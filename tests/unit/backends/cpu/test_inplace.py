@@ -204,3 +204,44 @@ def test_whole_reads_in_the_region_stay_out_of_place(threads: int) -> None:
     assert any("row-parallel: %d, %o, %p" in ln for ln in exe.explain().splitlines())  # type: ignore[attr-defined]
     # %o may take %d's rows (this thread wrote them), never %h's
     assert exe.in_place == {slot["o"]: slot["d"]}  # type: ignore[attr-defined]
+
+
+#: A region (2 GEMMs and their bias kernels, 256 rows) whose last kernel is the result: the
+#: last GEMM writes the result's buffer, the bias is added in place (inplace.into_outputs).
+REGION_OUT = """
+func.func @main(%x: tensor<256x64xf32>, %w0: tensor<64x128xf32>, %b0: tensor<128xf32>,
+                %w1: tensor<128x96xf32>, %b1: tensor<96xf32>) -> tensor<256x96xf32> {
+  %0 = stablehlo.dot_general %x, %w0, contracting_dims = [1] x [0]
+       : (tensor<256x64xf32>, tensor<64x128xf32>) -> tensor<256x128xf32>
+  %1 = stablehlo.broadcast_in_dim %b0, dims = [1] : (tensor<128xf32>) -> tensor<256x128xf32>
+  %2 = stablehlo.add %0, %1 : tensor<256x128xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<256x128xf32>
+  %3 = stablehlo.maximum %2, %z : tensor<256x128xf32>
+  %4 = stablehlo.dot_general %3, %w1, contracting_dims = [1] x [0]
+       : (tensor<256x128xf32>, tensor<128x96xf32>) -> tensor<256x96xf32>
+  %5 = stablehlo.broadcast_in_dim %b1, dims = [1] : (tensor<96xf32>) -> tensor<256x96xf32>
+  %6 = stablehlo.add %4, %5 : tensor<256x96xf32>
+  return %6 : tensor<256x96xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_region_result_kernel_over_its_gemm(threads: int) -> None:
+    shapes = ((256, 64), (64, 128), (128,), (128, 96), (96,))
+    args = _args(*shapes)
+    exe = _check(REGION_OUT, args, threads)
+    slot = {i.name: exe.slot.get(id(i)) for i in exe.comp.instructions}  # type: ignore[attr-defined]
+    assert any("row-parallel" in ln for ln in exe.explain().splitlines())  # type: ignore[attr-defined]
+    assert exe.out_alias == {slot["4"]: slot["6"]}  # type: ignore[attr-defined]
+    assert exe._arena_plan[1] == 256 * 128 * 4  # type: ignore[attr-defined]
+    # a result the caller holds is never written again: the next call gets a new buffer
+    prog = xlapy.compile(REGION_OUT, backend="cpu", options={"num_threads": threads,
+                                                             "split_cost": 1})
+    first = prog(*args)
+    keep = np.array(first)
+    second = prog(*_args(*shapes, seed=1))
+    np.testing.assert_array_equal(first, keep)
+    assert not np.array_equal(second, keep)
+    want = np.asarray(xlapy.compile(REGION_OUT, backend="interpreter")(*_args(*shapes, seed=1)))
+    assert np.abs(np.asarray(second) - want).max() <= 1e-5 * np.abs(want).max()
