@@ -1,6 +1,7 @@
-"""s8 x s8 -> s32 (and u8 x u8 -> u32) GEMM for x86 targets without VNNI or AMX (AVX2, SSE4,
-plain AVX-512), through `pmaddwd`: the bytes widened to s16 once (both operands packed), then
-each instruction multiplies 2W pairs of s16 and adds adjacent products into W s32 lanes.
+"""s8 x s8 -> s32 (and u8 x u8 -> u32) GEMM for x86 targets without VNNI or AMX (AVX2, plain
+AVX-512; SSE4 too, though dots route here only from AVX2 up: `available`), through `pmaddwd`:
+the bytes widened to s16 once (both operands packed), then each instruction multiplies 2W
+pairs of s16 and adds adjacent products into W s32 lanes.
 
 Why not `pmaddubsw` (u8 x s8 -> s16 pairs, twice the work per instruction): its pair sums
 saturate at 32767 (255 * 127 * 2 does not fit), so the results would not be exact. With
@@ -66,9 +67,11 @@ def lanes() -> int:
 
 
 def available() -> bool:
-    """Whether the current target is x86 and its code runs here (SSE2 is every x86-64)."""
+    """Whether dots should take this kernel: an x86 target with AVX2 (or AVX-512) whose code
+    runs here. SSE-only targets keep BLAS in f32/f64 where exact (library.exact_float): the
+    4-lane kernel ran 3-5x slower than that here (the kernel itself works at any width)."""
     t = target.current()
-    return t.is_x86 and t.runs_here
+    return t.is_x86 and t.runs_here and lanes() >= 8
 
 
 def _vec(t: ir.Type, n: int) -> ir.VectorType:
