@@ -59,6 +59,7 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     new_module,
 )
+from xlapy.phases import phase
 
 #: Rows and columns of the C block per tile step (2 x 2 tiles of 16 x 16 s32).
 BM, BN = 32, 32
@@ -366,7 +367,8 @@ def _compiled(signed: bool, key: str) -> tuple[Engine, int]:
         ref = llvm_util.verify(mod)
         ref.data_layout = str(ctm.target_data)
         llvm_util.optimize(ref, ctm, vectorize=False, light=True)
-        obj = _o0_machine(t).emit_object(ref)
+        with phase("llvm codegen"):
+            obj = _o0_machine(t).emit_object(ref)
     eng = Engine(compiled=(obj, ref), exports=["amx_igemm8"])
     return eng, eng.address("amx_igemm8")
 
