@@ -12,6 +12,12 @@ feature (a bias: every dimension but the output feature one broadcast) or at the
 own index (a residual); element-wise ops of elementwise.py's table, compare, select, clamp,
 broadcast_in_dim, reshapes that only add or drop size-1 dimensions. The ops are
 elementwise.py's own emitters, on the same values, so the bits are the unfused kernel's.
+
+Past that kernel (or the bare convolution): a reduce_window pooling read by nothing else,
+windows equal to strides, is folded as rows are stored (PoolPlan, conv_kernel.Pool), then
+its own element-wise consumer (an average's 0.25); and a convolution whose value (through
+its kernel) only the next convolution reads is computed inside that one (Chain,
+conv_chain.py). The CNN benchmark's whole program is then one loop nest.
 """
 
 from __future__ import annotations
