@@ -77,7 +77,6 @@ KEEP_SCRATCH_BYTES = 1 << 24
 _ARCH_REQ_XCOMP_PERM = 0x1023
 _XFEATURE_XTILEDATA = 18
 _SYS_ARCH_PRCTL = 158
-_V16I8 = ir.VectorType(I8, 16)
 _V64I8 = ir.VectorType(I8, 64)
 _V16I32 = ir.VectorType(I32, 16)
 #: amx_igemm8(a, b, c, m0, m1, n, k, nb0, nb1, chunk, scratch)
