@@ -93,3 +93,37 @@ def test_chain_refused_for_negative_padding() -> None:
     args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
     np.testing.assert_allclose(np.asarray(cpu(*args)), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_cnn_block_is_one_loop_nest(threads: int) -> None:
+    """JAX's conv -> bias -> relu -> conv -> bias -> relu -> 2x2 average pool (the CNN
+    benchmark, smaller): one convolution thunk, no kernel, no arena; the same bits as with
+    the first layer's value kept (unchained), the interpreter's within rounding."""
+    import jax
+    from jax import lax
+
+    def block(x, w1, b1, w2, b2, keep=False):  # type: ignore[no-untyped-def]
+        y = lax.max(lax.conv_general_dilated(x, w1, (1, 1), "SAME",
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC")) + b1,
+                    0.0)
+        z = lax.max(lax.conv_general_dilated(y, w2, (1, 1), "SAME",
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC")) + b2,
+                    0.0)
+        p = lax.reduce_window(z, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") * 0.25
+        return (p, y) if keep else p
+
+    rng = np.random.default_rng(9)
+    args = [rng.standard_normal(s).astype(np.float32) for s in
+            ((3, 10, 12, 16), (3, 3, 16, 16), (16,), (3, 3, 16, 16), (16,))]
+    text = jax.jit(block).lower(*args).as_text()
+    opts = {"num_threads": threads}
+    cpu = xlapy.compile(text, backend="cpu", options=opts)
+    exe = cpu._exe
+    assert not exe.kernel_specs and exe._arena_plan[1] == 0 and not exe.fallbacks()
+    got = np.asarray(cpu(*args))
+    keep = jax.jit(lambda *a: block(*a, keep=True)).lower(*args).as_text()
+    unchained = xlapy.compile(keep, backend="cpu", options=opts)
+    np.testing.assert_array_equal(got, np.asarray(unchained(*args)[0]))
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
