@@ -192,3 +192,20 @@ def test_dimension_numbers_vs_the_interpreter(case: tuple[object, ...], r: str) 
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     else:
         _close_in_bf16(got, want)
+
+
+@amx
+def test_reversed_views_read_in_place() -> None:
+    """Negative strides (reversed batches, rows of A, rows of the transposed B): the tiles
+    and the B gather read them where they lie, the bits of contiguous copies."""
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((3, 64, 64)).astype(BF)[::-1, ::-1]
+    bt = rng.standard_normal((3, 96, 64)).astype(BF)[:, ::-1]
+    b = bt.transpose(0, 2, 1)
+    assert b.strides[1] == 2 and b.strides[2] < 0
+    got = np.empty((3, 64, 96), BF)
+    gemm_bf16.gemm(2)(a, b, got)
+    want = np.empty((3, 64, 96), BF)
+    gemm_bf16.gemm(2)(np.ascontiguousarray(a), np.ascontiguousarray(bt).transpose(0, 2, 1),
+                      want)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
