@@ -72,7 +72,14 @@ def vector_width() -> int:
 
 
 def index_key(v: object) -> object:
-    return v.key if isinstance(v, Lane) else id(v)
+    """A memo key for an index value: a Lane's, a constant's value (an index constant made
+    for one lookup is freed after it, and a later object could take its id: the hoisted
+    values of hoist_emit.py live for a whole loop), else the value's identity."""
+    if isinstance(v, Lane):
+        return v.key
+    if isinstance(v, ir.Constant) and isinstance(v.constant, int):
+        return ("const", str(v.type), v.constant)
+    return id(v)
 
 
 def has_lane(idx: Sequence[object]) -> bool:

@@ -100,3 +100,17 @@ def test_hoisted_pad_branch_on_rows(threads: int, monkeypatch: pytest.MonkeyPatc
     ref = xlapy.compile(text, backend="interpreter")(*args)
     np.testing.assert_array_equal(got, ref)
     assert "sqrt" in seen
+
+
+def test_constant_index_keys_by_value() -> None:
+    """Index constants are memo keys by type and value, not by identity: one made for a
+    lookup is freed after it, and another object could take its id while a hoisted value
+    is remembered for the whole loop."""
+    from llvmlite import ir
+
+    from xlapy.backends.cpu.lanes import index_key
+    from xlapy.backends.cpu.llvm_util import i64
+
+    assert index_key(i64(0)) == index_key(i64(0))
+    assert index_key(i64(0)) != index_key(i64(1))
+    assert index_key(i64(0)) != index_key(ir.Constant(ir.IntType(32), 0))
