@@ -25,13 +25,13 @@ import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas, gemm_bf16
+from xlapy.backends.cpu import blas, dot_views, gemm_bf16
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -57,6 +57,7 @@ ENABLED = True
 _KIND, _FN, _ROWS = 0, 1, 2
 _LHS, _RHS, _OUT, _LB, _RB, _OB = 2, 3, 4, 5, 6, 7
 _TA, _TB, _N, _M, _K, _ALPHA, _LDA, _LDB, _BETA, _LDC = range(8, 18)
+_LOFF, _ROFF = 18, 19  # byte offsets of the lhs / rhs in their slots (dot_views.py)
 
 
 @dataclass
@@ -76,6 +77,10 @@ class BatchGemm:
     f64: bool
     #: bf16 operands and result on the AMX tiles (gemm_bf16.blas_address), not BLAS.
     bf16: bool = False
+    #: An operand read where a view kernel's leaf lies (dot_views.py): (operand slot,
+    #: leaf slot, element offset, batch stride, BLAS flag, leading dimension); lhs, rhs.
+    lhs_at: tuple[int, int, int, int, str, int] | None = None
+    rhs_at: tuple[int, int, int, int, str, int] | None = None
 
     @property
     def itemsize(self) -> int:
@@ -96,6 +101,8 @@ class Chain:
     scores: int
     probs: int
     in_place: bool
+    #: (view kernel slot, leaf slot) of operands read in place of a view kernel's copy.
+    views: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def batch_bytes(self) -> int:
@@ -106,7 +113,29 @@ class Chain:
         return parts * self.batch_bytes * (1 if self.in_place else 2)
 
 
-def batch_gemm(instr: Instruction, slot: Mapping[int, int]) -> BatchGemm | None:
+def _strided(view: dot_views.View, dims: tuple[int, ...], nb: int, rows: int, cols: int
+             ) -> tuple[int, int, int, str, int] | None:
+    """(leaf, offset, batch stride, flag, ld) of an operand that is `view`, its matrix
+    dimensions `rows`, `cols` (indices), or None: batch dimensions one uniform stride, one
+    matrix dimension of unit stride (as blas._op takes views)."""
+    st = view.strides
+    batch = [(dims[i], st[i]) for i in range(nb) if dims[i] > 1]
+    if any(o[1] != i[1] * i[0] for o, i in zip(batch, batch[1:])):
+        return None
+    sr, sc = st[rows], st[cols]
+    if sc == 1 and sr >= dims[cols]:
+        flag, ld = "N", sr
+    elif sr == 1 and sc >= dims[rows]:
+        flag, ld = "T", sc
+    else:
+        return None
+    if view.offset < 0 or min(s for _, s in batch or [(1, 0)]) < 0:
+        return None
+    return view.leaf, view.offset, batch[-1][1] if batch else 0, flag, ld
+
+
+def batch_gemm(instr: Instruction, slot: Mapping[int, int],
+               views: Mapping[int, dot_views.View] | None = None) -> BatchGemm | None:
     """The BatchGemm of an f32/f64 dot_general whose batch dimensions lead both operands
     (in order) with one free and one contracting dimension each, taking `blas.by_batch`'s
     path (one BLAS call per batch), or None."""
@@ -142,14 +171,24 @@ def batch_gemm(instr: Instruction, slot: Mapping[int, int]) -> BatchGemm | None:
                          slot[id(instr)], nbatch, m, n, k, lhs_t, rhs_t, False, bf16=True)
     if not blas.by_batch(nbatch, m, n, k) or (nbatch > 16 and m * n * k < 1 << 14):
         return None  # the per-batch row split, or NumPy's loop for tiny products
-    return BatchGemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])],
-                     slot[id(instr)], nbatch, m, n, k, lhs_t, rhs_t, et == ET.F64)
+    x, y = slot[id(instr.operands[0])], slot[id(instr.operands[1])]
+    at: list[tuple[int, int, int, int, str, int] | None] = [None, None]
+    for k_, (s, dims, rows, cols) in enumerate((
+            (x, tuple(ld), nb + 1 if lhs_t else nb, lc[0]),
+            (y, tuple(rd), rc[0], nb if rhs_t else nb + 1))):
+        v = (views or {}).get(s)
+        got = _strided(v, dims, nb, rows, cols) if v is not None else None
+        if got is not None:
+            at[k_] = (s, *got)
+    return BatchGemm(x, y, slot[id(instr)], nbatch, m, n, k, lhs_t, rhs_t, et == ET.F64,
+                     lhs_at=at[0], rhs_at=at[1])
 
 
 def plan(instrs: Sequence[Instruction], slot: Mapping[int, int],
          kernels: Mapping[int, Kernel], in_place_leaves: Callable[[Kernel], set[int]],
          readers: Mapping[int, list[int]], results: AbstractSet[int],
-         taken: AbstractSet[int]) -> list[Chain]:
+         taken: AbstractSet[int], views: Mapping[int, dot_views.View] | None = None
+         ) -> list[Chain]:
     """Chains among the thunk instructions `instrs` (none in `taken`, e.g. regions): a dot
     whose result only a row kernel reads (`in_place_leaves`: at the written element or
     along its row), whose result only a second dot reads as its lhs, neither a result;
@@ -175,8 +214,26 @@ def plan(instrs: Sequence[Instruction], slot: Mapping[int, int],
         found = _match(a, kin, instrs[rc[0]], rk[0], rc[0], slot, kernels, in_place_leaves,
                        readers, results, taken)
         if found is not None:
-            chains.append(Chain(f"chain{len(chains)}", [a, kin, instrs[rc[0]]], *found))
+            ch = Chain(f"chain{len(chains)}", [a, kin, instrs[rc[0]]], *found)
+            _take_views(ch, (pa, rc[0]), views or {}, readers, results, slot)
+            chains.append(ch)
     return chains
+
+
+def _take_views(ch: Chain, pos: tuple[int, int], views: Mapping[int, dot_views.View],
+                readers: Mapping[int, list[int]], results: AbstractSet[int],
+                slot: Mapping[int, int]) -> None:
+    """Operands of the chain's GEMMs that are view kernels read by that GEMM alone, not
+    results, read where their leaf lies (the view kernel's copy dropped); else as copied."""
+    for g, p, instr in ((ch.first, pos[0], ch.instrs[0]), (ch.second, pos[1], ch.instrs[2])):
+        fresh = batch_gemm(instr, slot, views)
+        for name in ("lhs_at", "rhs_at"):
+            at = getattr(fresh, name) if fresh is not None and not g.bf16 else None
+            if at is None or readers.get(at[0], []) != [p] or at[0] in results \
+                    or at[0] in (ch.scores, ch.probs):
+                continue
+            setattr(g, name, at)
+            ch.views.append((at[0], at[1]))
 
 
 def _match(a: Instruction, kin: Instruction, c: Instruction, pk: int, pc: int,
@@ -241,8 +298,11 @@ def _runtime() -> tuple[Engine, int]:
                     start = b.mul(j, rows)
                     b.call(kfn, [b.bitcast(table, I8P.as_pointer()), start, b.add(start, rows)])
                 with otherwise:
-                    def operand(slot_word: int, stride_word: int) -> ir.Value:
+                    def operand(slot_word: int, stride_word: int, off_word: int | None
+                                ) -> ir.Value:
                         base = b.load(at(table, b.load(at(rec, slot_word))))
+                        if off_word is not None:
+                            base = b.add(base, b.load(at(rec, off_word)))
                         return b.inttoptr(b.add(base, b.mul(j, b.load(at(rec, stride_word)))),
                                           I8P)
 
@@ -252,9 +312,9 @@ def _runtime() -> tuple[Engine, int]:
                     gfn = b.inttoptr(b.load(at(rec, _FN)), blas_t.as_pointer())
                     # column-major out^T = rhs^T lhs^T, as blas._gemm_args calls it
                     b.call(gfn, [cell(_TA), cell(_TB), cell(_N), cell(_M), cell(_K),
-                                 cell(_ALPHA), operand(_RHS, _RB), cell(_LDA),
-                                 operand(_LHS, _LB), cell(_LDB), cell(_BETA),
-                                 operand(_OUT, _OB), cell(_LDC)])
+                                 cell(_ALPHA), operand(_RHS, _RB, _ROFF), cell(_LDA),
+                                 operand(_LHS, _LB, _LOFF), cell(_LDB), cell(_BETA),
+                                 operand(_OUT, _OB, None), cell(_LDC)])
     b.ret_void()
     engine = Engine(mod, light=True, exports=["chain_run"])
     return engine, int(engine.address("chain_run"))
@@ -273,6 +333,12 @@ def _gemm_record(g: BatchGemm) -> np.ndarray:
     rec[_TA], rec[_LDA] = (ord("T"), g.k) if g.rhs_t else (ord("N"), g.n)
     rec[_TB], rec[_LDB] = (ord("T"), g.m) if g.lhs_t else (ord("N"), g.k)
     rec[_N], rec[_M], rec[_K], rec[_LDC] = g.n, g.m, g.k, g.n
+    if g.lhs_at is not None:  # a view kernel's leaf, strided (dot_views.py)
+        _, rec[_LHS], off, bs, flag, ld = g.lhs_at
+        rec[_LOFF], rec[_LB], rec[_TB], rec[_LDB] = off * size, bs * size, ord(flag), ld
+    if g.rhs_at is not None:
+        _, rec[_RHS], off, bs, flag, ld = g.rhs_at
+        rec[_ROFF], rec[_RB], rec[_TA], rec[_LDA] = off * size, bs * size, ord(flag), ld
     one = np.array([1.0], np.float64 if g.f64 else np.float32)  # (the AMX step reads none)
     rec.view(np.uint8)[_ALPHA * 8:_ALPHA * 8 + one.itemsize] = one.view(np.uint8)
     return rec  # beta: 0.0 (all zero bits)

@@ -36,6 +36,7 @@ from xlapy.backends.cpu import (
     batch_chain,
     cache,
     conv_epilogue,
+    dot_views,
     inplace,
     kernels,
     lanes,
@@ -587,6 +588,8 @@ class CpuExecutable(Calls, Introspection):
         for ch in self.chains:  # one step; scratch for every thread's batch in the scores slot
             group.update((self.slot[id(i)], ch.name) for i in ch.instrs)
             sizes[ch.scores] = ch.scratch_bytes(self._chain_parts[ch.name])
+            at = outs.index(ch.second.out)  # the view kernels' leaves are read there
+            ins[at] = [*ins[at], *(leaf for _, leaf in ch.views)]
         results = [self.slot[id(i)] for i in self._root_values()]
         fresh = self._native | set(kernel_ins)
         eligible = self._in_place_operands()
@@ -648,13 +651,17 @@ class CpuExecutable(Calls, Introspection):
                    if not isinstance(k, op_emit.TupleKernel) and id(k.root) in self.fusion.fusible}
         eligible = self._in_place_operands()
         results = {self.slot[id(i)] for i in self._root_values()}
+        in_regions = {m.slot for r in self.regions for m in r.members}
+        views = {k.output: v for k in by_root.values() if k.output not in in_regions
+                 and (v := dot_views.view_of(k.root, self.fusion.fusible, self.materialized,
+                                             self.slot)) is not None}
         chains = batch_chain.plan(self._thunk_instrs, self.slot, by_root,
                                   lambda k: set(eligible.get(k.output, ())), readers, results,
-                                  taken)
+                                  taken, views)
         for ch in chains:
             g = ch.first
             self._chain_parts[ch.name] = self._threads(2 * g.nbatch * g.m * g.n * g.k)
-            for s in (ch.scores, ch.probs):
+            for s in (ch.scores, ch.probs, *(x for x, _ in ch.views)):
                 if s in self.temp_slots:
                     self.temp_slots.remove(s)
             names = ", ".join(f"%{i.name}" for i in ch.instrs)
@@ -679,7 +686,7 @@ class CpuExecutable(Calls, Introspection):
             first[out] = batch_chain.chain_thunk(
                 ch, addrs[ch.kernel.output], self._chain_parts[ch.name], self._pool,
                 lambda s=ch.scores: where[s], fresh, self._keep)
-            drop.update((ch.scores, ch.probs))
+            drop.update((ch.scores, ch.probs, *(x for x, _ in ch.views)))
         self.thunks = [first.get(s, th) for s, th in zip(slots, self.thunks) if s not in drop]
 
     def _region_whole_reads(self) -> dict[int, set[int]]:

@@ -146,3 +146,52 @@ def test_no_chain_when_the_kernel_reads_other_rows(monkeypatch: pytest.MonkeyPat
     assert not _chain_lines(exe)
     want = np.asarray(xlapy.compile(TRANSPOSED_ROWS, backend="interpreter")(*args))
     assert np.abs(got[0] - want).max() <= 1e-5 * np.abs(want).max()
+
+
+#: q, k, v as heads of one fused projection [T, 3 H D]: slice, split into heads, heads first -
+#: view kernels the chain's GEMMs read where the projection lies (dot_views.py), no copy.
+HEADS = """
+func.func @main(%y: tensor<48x{w3}xf32>) -> tensor<{h}x48x{d}xf32> {{
+{qkv}
+  %s = stablehlo.dot_general %q, %k, batching_dims = [0] x [0], contracting_dims = [2] x [2]
+       : (tensor<{h}x48x{d}xf32>, tensor<{h}x48x{d}xf32>) -> tensor<{h}x48x48xf32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %mx = stablehlo.reduce(%s init: %ninf) applies stablehlo.maximum across dimensions = [2]
+        : (tensor<{h}x48x48xf32>, tensor<f32>) -> tensor<{h}x48xf32>
+  %mb = stablehlo.broadcast_in_dim %mx, dims = [0, 1] : (tensor<{h}x48xf32>)
+        -> tensor<{h}x48x48xf32>
+  %e = stablehlo.subtract %s, %mb : tensor<{h}x48x48xf32>
+  %p = stablehlo.exponential %e : tensor<{h}x48x48xf32>
+  %o = stablehlo.dot_general %p, %v, batching_dims = [0] x [0], contracting_dims = [2] x [1]
+       : (tensor<{h}x48x48xf32>, tensor<{h}x48x{d}xf32>) -> tensor<{h}x48x{d}xf32>
+  return %o : tensor<{h}x48x{d}xf32>
+}}
+"""
+HEAD = """
+  %{n}0 = stablehlo.slice %y [0:48, {lo}:{hi}] : (tensor<48x{w3}xf32>) -> tensor<48x{w}xf32>
+  %{n}1 = stablehlo.reshape %{n}0 : (tensor<48x{w}xf32>) -> tensor<48x{h}x{d}xf32>
+  %{n} = stablehlo.transpose %{n}1, dims = [1, 0, 2] : (tensor<48x{h}x{d}xf32>)
+         -> tensor<{h}x48x{d}xf32>"""
+
+
+def _heads(h: int, d: int) -> str:
+    w = h * d
+    qkv = "".join(HEAD.format(n=n, lo=i * w, hi=(i + 1) * w, w=w, w3=3 * w, h=h, d=d)
+                  for i, n in enumerate("qkv"))
+    return HEADS.format(qkv=qkv, w3=3 * w, h=h, d=d)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_chain_reads_heads_where_the_projection_lies(threads: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _heads(4, 16)
+    args = [np.random.default_rng(13).standard_normal((48, 192)).astype(np.float32)]
+    got, exe = _run(text, args, threads, True, monkeypatch)
+    want, ref = _run(text, args, threads, False, monkeypatch)
+    (ch,) = exe.chains  # type: ignore[attr-defined]
+    assert len(ch.views) == 3 and {leaf for _, leaf in ch.views} == {0}
+    assert (ch.first.lhs_at[4], ch.first.rhs_at[4], ch.second.rhs_at[4]) == ("N", "T", "N")
+    assert len(exe.thunks) == 1  # type: ignore[attr-defined]  # the copies are gone
+    np.testing.assert_array_equal(got[0], want[0])
+    interp = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
+    assert np.abs(got[0] - interp).max() <= 1e-5 * np.abs(interp).max()
