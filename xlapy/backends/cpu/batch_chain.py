@@ -362,8 +362,7 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
     parts = max(1, min(parts, nb))
     cuts = [nb * p // parts for p in range(parts + 1)]
     steps = _records(chain, kernel_address)
-    addr = _runtime()[1]
-    run_native = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(addr)
+    fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
     bb = chain.batch_bytes
     # (slot, which batch scratch of the thread): the kernel's result over the scores in place
     remaps = [(chain.scores, 0), (chain.probs, 0 if chain.in_place else 1)]
@@ -387,8 +386,9 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
             tables.append(tp)
             descs.append(desc)
         blas.ready(pool())
+        addr = _runtime()[1]  # built on the first run, not in the compile (~6 ms, once)
         if parts == 1:
-            run_native(descs[0].ctypes.data, 0, nb)
+            fn_t(addr)(descs[0].ctypes.data, 0, nb)
             return
         pool().share([(addr, (descs[p].ctypes.data, cuts[p], cuts[p + 1]))
                       for p in range(parts)], parts, (tables, descs))
