@@ -46,7 +46,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import llvm_util, parallel, recycle, target
+from xlapy.backends.cpu import cache, llvm_util, parallel, recycle, target
 from xlapy.backends.cpu.llvm_util import (
     _OBJECTS,
     I1,
@@ -358,17 +358,26 @@ def _o0_machine(t: target.CpuTarget) -> llvm.TargetMachine:
 
 @functools.cache
 def _compiled(signed: bool, key: str) -> tuple[Engine, int]:
+    """The kernel module, once per process and target: from the disk cache (cache.py, keyed
+    by its IR text as every kernel) or compiled here at -O0."""
     t = target.current()
     mod = new_module("xlapy_amx_igemm8")
     _emit_kernel(mod, signed)
+    text = llvm_util.module_text(mod)
+    ck = cache.key(text, "amx-O0")
+    obj = cache.get(ck)
+    if obj is not None:  # an object that fails to load is recompiled (light, -O3) by Engine
+        eng = Engine(text, obj=obj, vectorize=False, light=True, exports=["amx_igemm8"])
+        return eng, eng.address("amx_igemm8")
     with llvm_util._LOCK:
         ctm = llvm_util._codegen_machine(t)
-        ref = llvm_util.verify(mod)
+        ref = llvm_util.verify(text)
         ref.data_layout = str(ctm.target_data)
         llvm_util.optimize(ref, ctm, vectorize=False, light=True)
         with phase("llvm codegen"):
             obj = _o0_machine(t).emit_object(ref)
     eng = Engine(compiled=(obj, ref), exports=["amx_igemm8"])
+    cache.put(ck, obj)
     return eng, eng.address("amx_igemm8")
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import parallel, recycle, target
+from xlapy.backends.cpu import cache, parallel, recycle, target
 from xlapy.backends.cpu.llvm_util import (
     _OBJECTS,
     I8,
@@ -41,6 +41,7 @@ from xlapy.backends.cpu.llvm_util import (
     VOID,
     Engine,
     for_range,
+    module_text,
     new_module,
 )
 
@@ -282,10 +283,17 @@ def _splat(b: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
 
 @functools.cache
 def _compiled(w: int, signed: bool, key: str) -> tuple[Engine, int, int]:
+    """The module, once per process and target (from the disk cache, cache.py, where it has
+    been compiled before)."""
     mod = new_module(f"xlapy_igemm16_{w}")
     _emit_pack(mod, w, signed)
     _emit_igemm(mod, w, signed)
-    eng = Engine(mod, vectorize=False, light=True, exports=["igemm", "pack"])
+    text = module_text(mod)
+    ck = cache.key(text, "light-novec")
+    obj = cache.get(ck)
+    eng = Engine(text, obj=obj, vectorize=False, light=True, exports=["igemm", "pack"])
+    if obj is None:
+        cache.put(ck, eng.object)
     return eng, eng.address("igemm"), eng.address("pack")
 
 

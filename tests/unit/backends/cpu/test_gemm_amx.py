@@ -148,3 +148,19 @@ def test_scratch_reused_across_calls_shapes_and_python_threads() -> None:
     assert all(one(i) for i in range(8))
     with ThreadPoolExecutor(4) as ex:
         assert all(ex.map(one, range(32)))
+
+
+@needs_amx
+def test_kernel_object_goes_through_the_disk_cache(tmp_path, monkeypatch) -> None:
+    """Compiled once, the module's object is cached on disk under its IR text's key (as
+    every kernel); the next process (here: a fresh key and memory) links it unchanged."""
+    from xlapy.backends.cpu import cache
+
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    cache.clear_memory()
+    first, _ = gemm_amx._compiled(True, "disk-cache-test-compile")
+    assert list(tmp_path.glob("*.o"))
+    cache.clear_memory()
+    again, addr = gemm_amx._compiled(True, "disk-cache-test-load")
+    assert again.object == first.object and again.linked and addr
+    cache.clear_memory()

@@ -156,3 +156,19 @@ def test_scratch_reused_across_calls_shapes_and_python_threads() -> None:
     assert all(one(i) for i in range(8))
     with ThreadPoolExecutor(4) as ex:
         assert all(ex.map(one, range(32)))
+
+
+def test_kernel_object_goes_through_the_disk_cache(tmp_path, monkeypatch) -> None:
+    from xlapy.backends.cpu import cache
+
+    if not _runs("x86-64-v3"):
+        pytest.skip("x86-64-v3 code does not run on this host")
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    cache.clear_memory()
+    with target.use("x86-64-v3"):
+        first = gemm_i16._compiled(8, True, "disk-cache-test-compile")[0]
+        assert list(tmp_path.glob("*.o"))
+        cache.clear_memory()
+        again, addr, pack = gemm_i16._compiled(8, True, "disk-cache-test-load")
+    assert again.object == first.object and again.linked and addr and pack
+    cache.clear_memory()
