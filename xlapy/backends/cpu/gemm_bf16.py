@@ -387,6 +387,9 @@ def gemm(threads: int = 1, transposed: bool | None = None, bf16_out: bool | None
     if transposed is not None and bf16_out is not None:
         addrs[(transposed, bf16_out)] = _kernel(transposed, bf16_out)
     tgt = target.current()
+    #: The packed-B scratch of the last call: fresh, mlp_bf16's 4096 x 4096 layer paid ~16
+    #: MB of page faults a call.
+    scratch: dict[tuple[int, int], np.ndarray] = {}
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         nb, m, k = a.shape
@@ -431,7 +434,11 @@ def gemm(threads: int = 1, transposed: bool | None = None, bf16_out: bool | None
             cuts = _cuts(mblocks, parts)
             jobs = [(0, nb, lo, hi, 0, nblocks) for lo, hi in zip(cuts, cuts[1:])]
         width = max(j[5] - j[4] for j in jobs)
-        bp = np.empty((len(jobs), width * BN * kp), np.uint16)
+        bp = scratch.get((len(jobs), width * BN * kp))
+        if bp is None:  # kept for the next call (calls of an executable are serialized)
+            scratch.clear()
+            bp = scratch[(len(jobs), width * BN * kp)] = \
+                np.empty((len(jobs), width * BN * kp), np.uint16)
         args = [(int(params.ctypes.data), *job, int(bp[p].ctypes.data))
                 for p, job in enumerate(jobs)]
         if len(jobs) == 1:

@@ -209,3 +209,18 @@ def test_reversed_views_read_in_place() -> None:
     gemm_bf16.gemm(2)(np.ascontiguousarray(a), np.ascontiguousarray(bt).transpose(0, 2, 1),
                       want)
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@amx
+def test_scratch_reused_across_calls() -> None:
+    """One closure's packed-B scratch serves every call (no fresh pages); each call packs
+    its own B over it, also after a call of another shape."""
+    run = gemm_bf16.gemm(2)
+    for seed, shape in enumerate([(2, 64, 96, 128), (2, 64, 96, 128), (1, 32, 64, 32),
+                                  (2, 64, 96, 128)]):
+        a, b = _operands(*shape, False, seed=seed)
+        got = np.empty((shape[0], shape[1], shape[3]), BF)
+        run(a, b, got)
+        want = np.empty_like(got)
+        gemm_bf16.gemm(2)(a, b, want)
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
