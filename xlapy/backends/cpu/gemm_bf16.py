@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from collections.abc import Callable
 
 import llvmlite.binding as llvm
@@ -387,9 +388,11 @@ def gemm(threads: int = 1, transposed: bool | None = None, bf16_out: bool | None
     if transposed is not None and bf16_out is not None:
         addrs[(transposed, bf16_out)] = _kernel(transposed, bf16_out)
     tgt = target.current()
-    #: The packed-B scratch of the last call: fresh, mlp_bf16's 4096 x 4096 layer paid ~16
-    #: MB of page faults a call.
+    #: The packed-B scratch of the last call, for the next (fresh, mlp_bf16's 4096 x 4096
+    #: layer paid 2 x 16 MB of page faults a call); a call while another thread's holds it
+    #: (an executable runs concurrent calls on private state) packs into its own.
     scratch: dict[tuple[int, int], np.ndarray] = {}
+    busy = threading.Lock()
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         nb, m, k = a.shape
@@ -434,18 +437,25 @@ def gemm(threads: int = 1, transposed: bool | None = None, bf16_out: bool | None
             cuts = _cuts(mblocks, parts)
             jobs = [(0, nb, lo, hi, 0, nblocks) for lo, hi in zip(cuts, cuts[1:])]
         width = max(j[5] - j[4] for j in jobs)
-        bp = scratch.get((len(jobs), width * BN * kp))
-        if bp is None:  # kept for the next call (calls of an executable are serialized)
-            scratch.clear()
-            bp = scratch[(len(jobs), width * BN * kp)] = \
-                np.empty((len(jobs), width * BN * kp), np.uint16)
-        args = [(int(params.ctypes.data), *job, int(bp[p].ctypes.data))
-                for p, job in enumerate(jobs)]
-        if len(jobs) == 1:
-            _SIG(addr)(*args[0])
-        else:
-            parallel.pool(threads).share([(addr, x) for x in args], len(jobs),
-                                         keep=(a, b, bp, out, params))
+        key = (len(jobs), width * BN * kp)
+        owned = busy.acquire(blocking=False)  # else another thread's call has the scratch
+        try:
+            bp = scratch.get(key) if owned else None
+            if bp is None:
+                bp = np.empty(key, np.uint16)
+                if owned:
+                    scratch.clear()
+                    scratch[key] = bp
+            args = [(int(params.ctypes.data), *job, int(bp[p].ctypes.data))
+                    for p, job in enumerate(jobs)]
+            if len(jobs) == 1:
+                _SIG(addr)(*args[0])
+            else:
+                parallel.pool(threads).share([(addr, x) for x in args], len(jobs),
+                                             keep=(a, b, bp, out, params))
+        finally:
+            if owned:
+                busy.release()
         if not direct:
             c[...] = out[:, :m, :n]
 

@@ -224,3 +224,34 @@ def test_scratch_reused_across_calls() -> None:
         want = np.empty_like(got)
         gemm_bf16.gemm(2)(a, b, want)
         np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@amx
+def test_concurrent_calls_of_one_closure() -> None:
+    """Threads calling one dot at once (an executable's concurrent calls) each get their
+    own product: the scratch is taken by one call at a time."""
+    import threading
+
+    run = gemm_bf16.gemm(1)
+    cases = [_operands(4, 64, 256, 256, False, seed=s) for s in range(4)]
+    wants = []
+    for a, b in cases:
+        w = np.empty((4, 64, 256), BF)
+        gemm_bf16.gemm(1)(a, b, w)
+        wants.append(w)
+    bad: list[int] = []
+
+    def work(i: int) -> None:
+        a, b = cases[i]
+        for _ in range(20):
+            got = np.empty((4, 64, 256), BF)
+            run(a, b, got)
+            if not np.array_equal(got.view(np.uint16), wants[i].view(np.uint16)):
+                bad.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
