@@ -33,6 +33,18 @@ class View:
     strides: tuple[int, ...]
 
 
+def _reshaped(a: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    """`a` reshaped without a copy (a copy would read the fake buffer): ValueError or
+    AttributeError when that needs one. NumPy < 2.1 has no copy=False: the shape is set
+    on a view, which never copies."""
+    try:
+        return a.reshape(dims, copy=False)
+    except TypeError:
+        v = a.view()
+        v.shape = dims
+        return v
+
+
 def view_of(root: Instruction, fusible: AbstractSet[int], mat: AbstractSet[int],
             slot: Mapping[int, int]) -> View | None:
     """The View a kernel rooted at `root` computes, or None: root and every fused value
@@ -69,8 +81,8 @@ def view_of(root: Instruction, fusible: AbstractSet[int], mat: AbstractSet[int],
             elif op.opcode == "transpose":
                 fake = fake.transpose(tuple(a.permutation))
             else:
-                fake = fake.reshape(tuple(op.shape.dimensions), copy=False)
-    except ValueError:  # a reshape that is no view
+                fake = _reshaped(fake, tuple(op.shape.dimensions))
+    except (ValueError, AttributeError):  # a reshape that is no view
         return None
     if tuple(fake.shape) != tuple(root.shape.dimensions):
         return None

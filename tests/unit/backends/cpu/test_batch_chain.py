@@ -195,3 +195,22 @@ def test_chain_reads_heads_where_the_projection_lies(threads: int,
     np.testing.assert_array_equal(got[0], want[0])
     interp = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
     assert np.abs(got[0] - interp).max() <= 1e-5 * np.abs(interp).max()
+
+
+def test_a_reshape_that_needs_a_copy_keeps_its_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """q's slice merged into one dimension cannot be a view (its rows are 192 apart): q's
+    kernel copies as before, k and v are still read in place; the result is the same."""
+    text = _heads(4, 16)
+    q_copy = """
+  %qa = stablehlo.slice %y [0:48, 0:64] : (tensor<48x192xf32>) -> tensor<48x64xf32>
+  %qb = stablehlo.reshape %qa : (tensor<48x64xf32>) -> tensor<3072xf32>
+  %q = stablehlo.reshape %qb : (tensor<3072xf32>) -> tensor<4x48x16xf32>"""
+    start = text.index("  %q0 =")
+    end = text.index("  %k0 =")
+    text = text[:start] + q_copy + "\n" + text[end:]
+    args = [np.random.default_rng(14).standard_normal((48, 192)).astype(np.float32)]
+    got, exe = _run(text, args, 2, True, monkeypatch)
+    want, _ = _run(text, args, 2, False, monkeypatch)
+    (ch,) = exe.chains  # type: ignore[attr-defined]
+    assert len(ch.views) == 2 and ch.first.lhs_at is None
+    np.testing.assert_array_equal(got[0], want[0])
