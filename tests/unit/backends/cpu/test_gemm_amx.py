@@ -76,7 +76,8 @@ def _reference(a: np.ndarray, b: np.ndarray, dtype: type) -> np.ndarray:
 @needs_amx
 def test_splits_over_threads_give_the_same_bits() -> None:
     """Column splits (even 32-blocks per job), row splits and one job: equal results."""
-    for m, k, n in [(257, 300, 200), (300, 77, 33), (64, 64, 1000)]:
+    for m, k, n in [(257, 300, 200), (300, 77, 33), (64, 64, 1000),
+                    (64, 512, 2048), (100, 700, 330), (1100, 1000, 70)]:
         a, bm = _operands(1, m, k, n, "i8", m)
         want = _reference(a, bm, np.int32)
         for threads in (1, 2, 3):
