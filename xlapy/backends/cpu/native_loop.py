@@ -44,12 +44,13 @@ import ctypes
 import functools
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, loop_split, parallel, target
+from xlapy.backends.cpu import cache, loop_split, parallel, row_loop, target
 from xlapy.backends.cpu.llvm_util import (
     I8,
     I8P,
@@ -306,12 +307,20 @@ class NativeWhile:
         #: State elements the loop never writes and nobody reads after it: bound in place,
         #: not copied (scan_rnn's xs, 8 MB a call).
         self.unread = _unread_after(instruction, self.results)
+        #: Row-split (row_loop.py): the plan and the threads a call uses (1: not split).
+        self.row_plan = row_loop.plan(self)
+        self.row_threads = row_loop.threads_for(self, self.row_plan) \
+            if self.row_plan is not None else 1
+        self._row_preps: list[_Prepared] | None = None
         self._lock = threading.Lock()
         self._prep: _Prepared | None = None
 
-    def _prepare(self) -> _Prepared:
-        """Tables with constants, arena and kernel entries; per-call slots filled by run()."""
+    def _prepare(self, rows: tuple[int, int] | None = None) -> _Prepared:
+        """Tables with constants, arena and kernel entries; per-call slots filled by run().
+        `rows`: this thread's rows of a row-split loop (row_loop.py): its region runs them
+        only, and no step splits."""
         p = _Prepared()
+        p.rows = rows
         swapped_res = {r for _, r in self.swapped}
         for exe in (self.cond, self.body):
             table = (ctypes.c_void_p * max(exe.num_slots, 1))()
@@ -369,10 +378,12 @@ class NativeWhile:
         from xlapy.backends.cpu import regions
 
         threads = exe.num_threads
+        if p.rows is not None:  # one thread's share of a row-split loop
+            threads = 1
         if isinstance(step, int):
             spec = exe.kernel_specs[step]
             addr = exe.kernel_addrs[step]
-            if spec.splittable and not spec.partial and spec.outer >= 2 and \
+            if threads > 1 and spec.splittable and not spec.partial and spec.outer >= 2 and \
                     spec.cost >= NATIVE_SPLIT_COST:
                 return self._split(p, addr, table, bounds(spec.outer, min(threads, spec.outer),
                                                           spec.align), threads)
@@ -380,14 +391,14 @@ class NativeWhile:
         if isinstance(step, regions.Region):
             words = _region_steps(p, exe, step, table)
             cost = sum(m.cost for m in step.members)
-            return self._split(p, fn_address(regions.run_function()), words,
-                               regions.cuts(step.rows, step.align),
+            cuts = list(p.rows) if p.rows is not None else regions.cuts(step.rows, step.align)
+            return self._split(p, fn_address(regions.run_function()), words, cuts,
                                threads if cost >= NATIVE_SPLIT_COST else 1)
         assert step is not None
         d = regions.gemm_descriptor(step, table)
         p.keep.append(d)
         if step.small:  # gemm_small clears MXCSR FTZ/DAZ itself; its bits ignore the split
-            if step.m * step.n * step.k >= NATIVE_SPLIT_COST and step.m >= 2:
+            if threads > 1 and step.m * step.n * step.k >= NATIVE_SPLIT_COST and step.m >= 2:
                 return self._split(p, step.small, d.ctypes.data,
                                    bounds(step.m, min(threads, step.m)), threads)
             return [step.small, d.ctypes.data, step.m]
@@ -402,6 +413,14 @@ class NativeWhile:
     def run(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
         locked = self._lock.acquire(blocking=False)
         try:
+            if self.row_plan is not None and self.row_threads > 1:
+                rp = self.row_plan
+                if locked and self._row_preps is None:
+                    self._row_preps = row_loop.prepare(self, rp, self.row_threads)
+                preps = self._row_preps if locked else \
+                    row_loop.prepare(self, rp, self.row_threads)
+                assert preps is not None
+                return row_loop.run(self, rp, preps, self.row_threads, state)
             if locked:
                 if self._prep is None:
                     self._prep = self._prepare()
@@ -416,16 +435,27 @@ class NativeWhile:
     def _run(self, p: _Prepared, state: tuple[Any, ...]) -> tuple[Any, ...]:
         bufs = [np.ascontiguousarray(v) if k in self.unread else np.array(v, order="C", copy=True)
                 for k, v in enumerate(state)]
+        others = {k: np.empty_like(bufs[k]) for k, _ in self.swapped}
+        self._bind(p, bufs, others)
+        pool, ks = self._reserve(p)
+        try:
+            self._drive(p)
+        finally:
+            if pool is not None:
+                pool.release(ks)
+        return self._results(p, bufs, others)
+
+    def _bind(self, p: _Prepared, bufs: list[np.ndarray], others: dict[int, np.ndarray]
+              ) -> None:
+        """Point p's tables at the state buffers `bufs` and the swapped elements' second
+        buffers `others`; the copies of the other results into their state buffers."""
         ptrs = [b.ctypes.data for b in bufs]
         for table, sslots in zip(p.tables, self.state_slots):
             for s, k in sslots:
                 table[s] = ptrs[k]
-        others: dict[int, np.ndarray] = {}
         body_table = p.tables[1]
         for j, (k, r) in enumerate(self.swapped):
-            arr = np.empty_like(bufs[k])
-            others[k] = arr
-            body_table[r] = arr.ctypes.data
+            body_table[r] = others[k].ctypes.data
             p.cells[j] = ptrs[k]
         n = 0
         for k, r in p.copied:
@@ -433,17 +463,15 @@ class NativeWhile:
                 p.copies[3 * n: 3 * n + 3] = [ptrs[k], body_table[r], bufs[k].nbytes]
                 n += 1
         p.desc[5] = n
-        pool, ks = self._reserve(p)
-        try:
-            self._drive(p)
-        finally:
-            if pool is not None:
-                pool.release(ks)
-        for j, (k, _) in enumerate(self.swapped):
-            if p.cells[j] != ptrs[k]:
-                bufs[k] = others[k]
-        return tuple(bufs)
 
+    def _results(self, p: _Prepared, bufs: list[np.ndarray], others: dict[int, np.ndarray]
+                 ) -> tuple[Any, ...]:
+        """The final state: a swapped element ends in whichever buffer its cell names."""
+        out = list(bufs)
+        for j, (k, _) in enumerate(self.swapped):
+            if p.cells[j] != bufs[k].ctypes.data:
+                out[k] = others[k]
+        return tuple(out)
 
     def _reserve(self, p: _Prepared) -> tuple[NativePool | None, list[int]]:
         """Workers for this call's split steps (NativePool.reserve; none free: the caller
@@ -456,18 +484,24 @@ class NativeWhile:
             sp.bind(addrs)
         return pool, ks
 
-    def _drive(self, p: _Prepared) -> None:
+    def _drive(self, p: _Prepared, step: Callable[[int], int] | None = None) -> None:
         """Call the driver slice by slice until the condition is false (module docstring).
-        A loop that ends within its first slice costs one call: no guard, no timing."""
-        _, fn = driver()
+        A loop that ends within its first slice costs one call: no guard, no timing.
+        `step(n)` runs one slice of at most n iterations and returns how many ran (default:
+        the driver on p; row_loop.py runs every thread's share)."""
         desc = p.desc
-        address = ctypes.addressof(desc)
+        if step is None:
+            fn, address = driver()[1], ctypes.addressof(desc)
+
+            def step(n: int) -> int:
+                desc[9] = n
+                return int(fn(address))
+
         desc[10] = 0
         limit = iteration_limit()
         n = self.slice if limit is None else min(self.slice, limit)
-        desc[9] = n
         start = time.perf_counter()
-        done = fn(address)
+        done = step(n)
         if desc[10] and limit is None:
             return
         guard = WhileGuard(self.instruction)
@@ -486,9 +520,8 @@ class NativeWhile:
             n = self.slice
             if guard.limit is not None:
                 n = min(n, guard.limit - guard.count)
-            desc[9] = n
             start = time.perf_counter()
-            done = fn(address)
+            done = step(n)
 
 
 class _Prepared:
@@ -505,6 +538,8 @@ class _Prepared:
         self.copied: list[tuple[int, int]] = []
         self.desc: Any = None
         self.splits: list[loop_split.Split] = []
+        #: This thread's rows of a row-split loop (row_loop.py), else None.
+        self.rows: tuple[int, int] | None = None
 
 
 def _gemm_call() -> int:

@@ -354,6 +354,10 @@ def slot_words() -> tuple[int, int, int]:
 
 
 _POOL: NativePool | None = None
+#: Pools replaced by bigger ones, kept for good: their worker threads never exit and read
+#: their slots (freed slots were reused by other arrays, whose writes those threads took
+#: for jobs: test_threads' private slot then waited forever).
+_RETIRED: list[NativePool] = []
 _POOL_LOCK = threading.Lock()
 
 
@@ -367,6 +371,8 @@ def native_pool(workers: int) -> NativePool:
         return pool
     with _POOL_LOCK:
         if _POOL is None or _POOL.workers < workers:
+            if _POOL is not None:  # its threads live on, spinning or asleep on its slots
+                _RETIRED.append(_POOL)
             _POOL = NativePool(workers)
         return _POOL
 

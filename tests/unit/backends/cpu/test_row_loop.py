@@ -1,0 +1,81 @@
+"""Row-split native while loops (row_loop.py): an RNN-like loop runs as independent loops
+over row shares with the Python loop's bits for any thread and share count; loops whose
+body or condition reads the carried rows across rows are not split."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from tests.unit.backends.cpu.test_native_loop_split import RNN, _args, _native_whiles
+from xlapy.backends.cpu import executable, row_loop
+
+
+def _compile(text: str, threads: int) -> object:
+    return xlapy.compile(text, backend="cpu", options={"num_threads": threads})
+
+
+@pytest.mark.parametrize(("b", "d"), [(64, 96), (100, 64), (128, 48)])
+def test_rnn_runs_row_split_with_the_python_loops_bits(b: int, d: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    s = 7
+    text = RNN.format(s=s, b=b, d=d, c=0)
+    args = _args(s, b, d)
+    monkeypatch.setattr(row_loop, "MIN_COST", 1)
+    outs = []
+    for threads in (2, 3):
+        prog = _compile(text, threads)
+        (nw,) = _native_whiles(prog)
+        assert nw.row_plan is not None and nw.row_plan.carried == {3}
+        assert nw.row_threads == threads
+        outs += [prog(*args), prog(*args)]  # the prepared shares are reused
+    # one share per loop, several on one thread (a thread off its core holds up one)
+    (nw,) = _native_whiles(prog)
+    for cuts in ([0, b], [0, 1, b], [0, 8, 16, b - 3, b]):
+        preps = [nw._prepare((lo, hi)) for lo, hi in zip(cuts, cuts[1:])]
+        state = (args[2], args[1], np.int32(0), args[0])
+        outs.append(row_loop.run(nw, nw.row_plan, preps, 2, state)[3])
+    with monkeypatch.context() as mp:
+        mp.setattr(executable, "plan_native_while", lambda *a: None)
+        outs.append(_compile(text, 2)(*args))  # the Python loop
+    outs.append(_compile(text, 1)(*args))  # native, not split
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o.view(np.uint32), outs[0].view(np.uint32))
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    np.testing.assert_allclose(outs[0], want, rtol=2e-5, atol=2e-6)
+
+
+def test_shares_cover_the_rows_at_the_alignment() -> None:
+    assert row_loop.shares(64, 2, 1) == [0, 16, 32, 48, 64]
+    assert row_loop.shares(20, 2, 1) == [0, 10, 20]
+    assert row_loop.shares(64, 2, 16) == [0, 16, 32, 48, 64]
+    assert row_loop.shares(100, 3, 8) == [0, 16, 32, 48, 64, 80, 100]
+
+
+#: An RNN whose body mixes rows: h' = tanh(reverse(h) @ W + x) (row r reads row b-1-r).
+MIXED = RNN.replace("%m = stablehlo.dot_general %hh, %ww",
+                    "%rv = stablehlo.reverse %hh, dims = [0] : tensor<{b}x{d}xf32>\n"
+                    "      %m = stablehlo.dot_general %rv, %ww")
+
+#: The condition reads the carried rows: stop when h[0, 0] > 10 or after {s} steps.
+COND_READS = RNN.replace(
+    "%p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>",
+    "%lt = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>\n"
+    "      %e = stablehlo.slice %hh [0:1, 0:1] : (tensor<{b}x{d}xf32>) -> tensor<1x1xf32>\n"
+    "      %e0 = stablehlo.reshape %e : (tensor<1x1xf32>) -> tensor<f32>\n"
+    "      %ten = stablehlo.constant dense<10.0> : tensor<f32>\n"
+    "      %ok = stablehlo.compare LT, %e0, %ten : (tensor<f32>, tensor<f32>) -> tensor<i1>\n"
+    "      %p = stablehlo.and %lt, %ok : tensor<i1>")
+
+
+@pytest.mark.parametrize("template", [MIXED, COND_READS], ids=["body-mixes-rows", "cond-reads"])
+def test_loops_reading_across_rows_are_not_row_split(template: str) -> None:
+    s, b, d = 5, 64, 96
+    text = template.format(s=s, b=b, d=d, c=0)
+    prog = _compile(text, 2)
+    (nw,) = _native_whiles(prog)
+    assert nw.row_plan is None
+    args = _args(s, b, d)
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    np.testing.assert_allclose(prog(*args), want, rtol=2e-5, atol=2e-6)
