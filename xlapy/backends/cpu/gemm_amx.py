@@ -30,6 +30,10 @@ overlaps the product before it: LLVM's scheduler (-O1 and above) groups the load
 as written, and codegen takes 1.3 ms instead of 5-10 (the packs are as fast: they wait on
 memory).
 
+The module does not depend on the shapes: compiled once per process and target, on the
+first run of a program that uses it (a library routine, as batch_chain.py's runner), not in
+the program's compile, and cached on disk as every kernel.
+
 Tile state is per thread: every call loads the configuration (`ldtilecfg`) and releases the
 tiles at its end (`tilerelease`). Linux hands the tile data state only to a process that
 asked (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`): `available()` asks once and
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from collections.abc import Callable
 
 import llvmlite.binding as llvm
@@ -48,7 +53,6 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import cache, llvm_util, parallel, recycle, target
 from xlapy.backends.cpu.llvm_util import (
-    _OBJECTS,
     I1,
     I8,
     I8P,
@@ -392,11 +396,22 @@ def igemm8(threads: int = 1, signed: bool = True
     """A function (a[batch, m, k], b[batch, k, n], c[batch, m, n]): s8 operands and an
     s32 c (`signed`), else u8 and u32; c = a @ b exactly (wrapping), for targets where
     `available()`."""
-    eng, addr = _compiled(signed, target.current().key)
-    sink = _OBJECTS.get()  # the executable's objects name it on every compile, cached or not
-    if sink is not None and not any(obj is eng.object for _, obj in sink):
-        sink.append(("amx_igemm8", eng.object))
-    call = _SIG(addr)
+    t = target.current()
+    built: list[tuple[Engine, int, Callable[..., None]]] = []  # (engine, address, function)
+    lock = threading.Lock()
+
+    def kernel() -> tuple[Engine, int, Callable[..., None]]:
+        """The module, compiled on the first run (once per process and target, ~6 ms), not
+        in the program's compile: a library routine, as batch_chain's runner (and only for
+        targets that run here: `available`)."""
+        if not built:
+            with lock:
+                if not built:
+                    with target.use(t):
+                        eng, addr = _compiled(signed, t.key)
+                    built.append((eng, addr, _SIG(addr)))
+        return built[0]
+
     plans: dict[tuple[int, int, int], tuple[int, list[tuple[int, int, int, int]], int, int]] = {}
     free: list[np.ndarray] = []  # scratch buffers not in use (list.pop/append: thread-safe)
 
@@ -423,6 +438,7 @@ def igemm8(threads: int = 1, signed: bool = True
         if k == 0:
             c[...] = 0
             return
+        _, addr, call = kernel()
         a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
         out = c if c.flags.c_contiguous else np.empty(c.shape, c.dtype)
         got = plans.get((m, k, n))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -32,7 +33,6 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import cache, parallel, recycle, target
 from xlapy.backends.cpu.llvm_util import (
-    _OBJECTS,
     I8,
     I8P,
     I16,
@@ -303,11 +303,21 @@ def igemm8(threads: int = 1, signed: bool = True
     c (`signed`), else u8 and u32; c = a @ b exactly (wrapping), for `available()` targets."""
     w = lanes()
     nr = 2 * w
-    eng, addr, pack_addr = _compiled(w, signed, target.current().key)
-    sink = _OBJECTS.get()  # the executable's objects name it on every compile, cached or not
-    if sink is not None and not any(obj is eng.object for _, obj in sink):
-        sink.append(("igemm16", eng.object))
-    call, pack = _SIG(addr), _SIG(pack_addr)
+    t = target.current()
+    built: list[tuple[Engine, int, int, Callable[..., None], Callable[..., None]]] = []
+    lock = threading.Lock()
+
+    def module() -> tuple[Engine, int, int, Callable[..., None], Callable[..., None]]:
+        """The module, compiled on the first run (once per process, width and target), not
+        in the program's compile: a library routine, as batch_chain's runner."""
+        if not built:
+            with lock:
+                if not built:
+                    with target.use(t):
+                        eng, addr, pack_addr = _compiled(w, signed, t.key)
+                    built.append((eng, addr, pack_addr, _SIG(addr), _SIG(pack_addr)))
+        return built[0]
+
     free: list[np.ndarray] = []  # scratch not in use (list.pop/append: thread-safe)
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
@@ -318,6 +328,7 @@ def igemm8(threads: int = 1, signed: bool = True
         if k == 0:
             c[...] = 0
             return
+        _, addr, pack_addr, call, pack = module()
         a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
         out = c if c.flags.c_contiguous else np.empty(c.shape, c.dtype)
         kp, panels = k + k % 2, -(-n // nr)

@@ -165,3 +165,25 @@ def test_kernel_object_goes_through_the_disk_cache(tmp_path, monkeypatch) -> Non
     again, addr = gemm_amx._compiled(True, "disk-cache-test-load")
     assert again.object == first.object and again.linked and addr
     cache.clear_memory()
+
+
+@needs_amx
+def test_kernel_is_built_on_the_first_run_not_in_the_compile(monkeypatch) -> None:
+    """The module is a library routine compiled once per process on first use: a program's
+    compile does not build it, its first run does (for the compile's target)."""
+    seen: list[tuple[bool, str]] = []
+    real = gemm_amx._compiled
+
+    def spy(signed: bool, key: str) -> object:
+        seen.append((signed, key))
+        return real(signed, key)
+
+    monkeypatch.setattr(gemm_amx, "_compiled", spy)
+    text = _text(1, 40, 70, 50, "ui8", "ui32")
+    cpu = xlapy.compile(text, backend="cpu", options={"target": "sapphirerapids"})
+    assert "int gemm (amx)" in cpu._exe.explain() and not seen
+    x, y = _operands(1, 40, 70, 50, "ui8", 9)
+    np.testing.assert_array_equal(cpu(x, y), _reference(x, y, np.uint32))
+    assert seen == [(False, target.resolve("sapphirerapids").key)]
+    cpu(x, y)
+    assert len(seen) == 1
