@@ -279,42 +279,52 @@ def _runtime() -> tuple[Engine, int]:
         return b.gep(base, [k if isinstance(k, ir.Value) else i64(k)])
 
     table = b.inttoptr(b.load(at(d, 0)), i64p)
-    nremap = b.load(at(d, 1))
-    steps = at(d, b.add(i64(2), b.mul(nremap, i64(3))))
+    counter = b.inttoptr(b.load(at(d, 1)), i64p)
+    nremap = b.load(at(d, 2))
+    steps = at(d, b.add(i64(3), b.mul(nremap, i64(3))))
     nsteps = b.load(steps)
     blas_t = ir.FunctionType(VOID, [I8P] * 13)
-    with for_range(b, lo, hi, name="j") as j:
-        with for_range(b, i64(0), nremap, name="r") as r:
-            rec = at(d, b.add(i64(2), b.mul(r, i64(3))))
-            off = b.mul(j, b.load(at(rec, 2)))
-            b.store(b.sub(b.load(at(rec, 1)), off), at(table, b.load(rec)))
-        with for_range(b, i64(0), nsteps, name="s") as s:
-            rec = at(steps, b.add(i64(1), b.mul(s, i64(_STEP))))
-            is_kernel = b.icmp_signed("==", b.load(at(rec, _KIND)), i64(1))
-            with b.if_else(is_kernel) as (then, otherwise):
-                with then:
-                    rows = b.load(at(rec, _ROWS))
-                    kfn = b.inttoptr(b.load(at(rec, _FN)), KERNEL_TYPE.as_pointer())
-                    start = b.mul(j, rows)
-                    b.call(kfn, [b.bitcast(table, I8P.as_pointer()), start, b.add(start, rows)])
-                with otherwise:
-                    def operand(slot_word: int, stride_word: int, off_word: int | None
-                                ) -> ir.Value:
-                        base = b.load(at(table, b.load(at(rec, slot_word))))
-                        if off_word is not None:
-                            base = b.add(base, b.load(at(rec, off_word)))
-                        return b.inttoptr(b.add(base, b.mul(j, b.load(at(rec, stride_word)))),
-                                          I8P)
+    # batches lo + 0, 1, 2, ... below hi, each taken from the shared counter by whichever
+    # thread is free (a descheduled thread on a loaded machine holds up no one)
+    claim, body, done = (fn.append_basic_block(n) for n in ("claim", "batch", "done"))
+    b.branch(claim)
+    b.position_at_end(claim)
+    j = b.add(lo, b.atomic_rmw("add", counter, i64(1), "monotonic"), name="j")
+    b.cbranch(b.icmp_signed("<", j, hi), body, done)
+    b.position_at_end(body)
+    with for_range(b, i64(0), nremap, name="r") as r:
+        rec = at(d, b.add(i64(3), b.mul(r, i64(3))))
+        off = b.mul(j, b.load(at(rec, 2)))
+        b.store(b.sub(b.load(at(rec, 1)), off), at(table, b.load(rec)))
+    with for_range(b, i64(0), nsteps, name="s") as s:
+        rec = at(steps, b.add(i64(1), b.mul(s, i64(_STEP))))
+        is_kernel = b.icmp_signed("==", b.load(at(rec, _KIND)), i64(1))
+        with b.if_else(is_kernel) as (then, otherwise):
+            with then:
+                rows = b.load(at(rec, _ROWS))
+                kfn = b.inttoptr(b.load(at(rec, _FN)), KERNEL_TYPE.as_pointer())
+                start = b.mul(j, rows)
+                b.call(kfn, [b.bitcast(table, I8P.as_pointer()), start, b.add(start, rows)])
+            with otherwise:
+                def operand(slot_word: int, stride_word: int, off_word: int | None
+                            ) -> ir.Value:
+                    base = b.load(at(table, b.load(at(rec, slot_word))))
+                    if off_word is not None:
+                        base = b.add(base, b.load(at(rec, off_word)))
+                    return b.inttoptr(b.add(base, b.mul(j, b.load(at(rec, stride_word)))),
+                                      I8P)
 
-                    def cell(k: int) -> ir.Value:
-                        return b.bitcast(at(rec, k), I8P)
+                def cell(k: int) -> ir.Value:
+                    return b.bitcast(at(rec, k), I8P)
 
-                    gfn = b.inttoptr(b.load(at(rec, _FN)), blas_t.as_pointer())
-                    # column-major out^T = rhs^T lhs^T, as blas._gemm_args calls it
-                    b.call(gfn, [cell(_TA), cell(_TB), cell(_N), cell(_M), cell(_K),
-                                 cell(_ALPHA), operand(_RHS, _RB, _ROFF), cell(_LDA),
-                                 operand(_LHS, _LB, _LOFF), cell(_LDB), cell(_BETA),
-                                 operand(_OUT, _OB, None), cell(_LDC)])
+                gfn = b.inttoptr(b.load(at(rec, _FN)), blas_t.as_pointer())
+                # column-major out^T = rhs^T lhs^T, as blas._gemm_args calls it
+                b.call(gfn, [cell(_TA), cell(_TB), cell(_N), cell(_M), cell(_K),
+                             cell(_ALPHA), operand(_RHS, _RB, _ROFF), cell(_LDA),
+                             operand(_LHS, _LB, _LOFF), cell(_LDB), cell(_BETA),
+                             operand(_OUT, _OB, None), cell(_LDC)])
+    b.branch(claim)
+    b.position_at_end(done)
     b.ret_void()
     engine = Engine(mod, light=True, exports=["chain_run"])
     return engine, int(engine.address("chain_run"))
@@ -353,14 +363,14 @@ def _records(chain: Chain, kernel_address: int) -> np.ndarray:
 def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[], NativePool],
                 scratch_offset: Callable[[], int], fresh: list[tuple[int, tuple[int, ...], Any]],
                 keep: dict[int, Any]) -> Callable[..., None]:
-    """run(table, values, runtime, process): the chain's batches split into `parts`
-    contiguous ranges, one per thread, each with its own copy of the table and its own
-    scratch (`scratch_offset()`: its byte offset in the arena, values[-1][0])."""
+    """run(table, values, runtime, process): the chain's batches shared by `parts` threads,
+    each taking the next batch left (a counter per call), each with its own copy of the
+    table and its own scratch (`scratch_offset()`: its byte offset in the arena,
+    values[-1][0])."""
     from xlapy.backends.cpu import recycle, thunks
 
     nb = chain.first.nbatch
     parts = max(1, min(parts, nb))
-    cuts = [nb * p // parts for p in range(parts + 1)]
     steps = _records(chain, kernel_address)
     fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
     bb = chain.batch_bytes
@@ -377,9 +387,10 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
         base = raw.ctypes.data
         base += (-base) % recycle.ALIGN + scratch_offset()
         tables, descs = [], []
+        counter = np.zeros(1, np.int64)
         for p in range(parts):
             tp = type(t).from_buffer_copy(t)
-            words = [ctypes.addressof(tp), len(remaps)]
+            words = [ctypes.addressof(tp), counter.ctypes.data, len(remaps)]
             for s, r in remaps:
                 words += [s, base + (p * per_part + r) * bb, bb]
             desc = np.concatenate([np.array(words, np.int64), steps])
@@ -390,8 +401,8 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
         if parts == 1:
             fn_t(addr)(descs[0].ctypes.data, 0, nb)
             return
-        pool().share([(addr, (descs[p].ctypes.data, cuts[p], cuts[p + 1]))
-                      for p in range(parts)], parts, (tables, descs))
+        pool().share([(addr, (descs[p].ctypes.data, 0, nb)) for p in range(parts)], parts,
+                     (tables, descs, counter))
 
     return run
 
