@@ -13,26 +13,31 @@ bytes per row and one load of packed B per 16 columns; rows are split over threa
 result element is computed by one thread in one fixed order: exact anyway). Shapes whose k
 is not a multiple of 4 or n of 16 are padded with zeros (zero bytes add nothing; the
 flipped zero-padding of A multiplies packed zeros).
+
+The module does not depend on the shapes: compiled once per process and target, on the first
+run of a program that uses it (not in the program's compile), and cached on disk.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import parallel, target
+from xlapy.backends.cpu import cache, parallel, target
 from xlapy.backends.cpu.llvm_util import (
-    _OBJECTS,
     I8P,
     I32,
     I64,
     VOID,
     Engine,
     for_range,
+    module_text,
     new_module,
 )
 
@@ -166,21 +171,37 @@ def _emit_kernel(mod: ir.Module) -> None:
 
 @functools.cache
 def _compiled(key: str) -> tuple[Engine, object, object]:
+    """The module, once per process and target (from the disk cache, cache.py, where it has
+    been compiled before)."""
     mod = new_module("xlapy_igemm8")
     _emit_pack(mod)
     _emit_kernel(mod)
-    eng = Engine(mod, vectorize=False, light=True, exports=["igemm8", "pack"])
+    text = module_text(mod)
+    ck = cache.key(text, "light-novec")
+    obj = cache.get(ck)
+    eng = Engine(text, obj=obj, vectorize=False, light=True, exports=["igemm8", "pack"])
+    if obj is None:
+        cache.put(ck, eng.object)
     return eng, _SIG(eng.address("igemm8")), _PACK_SIG(eng.address("pack"))
 
 
 def igemm8(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
     """A function (a[batch, m, k] s8, b[batch, k, n] s8, c[batch, m, n] s32), c = a @ b
     exactly (wrapping), for targets where `available()`."""
-    eng, fn, pack = _compiled(target.current().key)
-    sink = _OBJECTS.get()  # the executable's objects name it on every compile, cached or not
-    if sink is not None and not any(obj is eng.object for _, obj in sink):
-        sink.append(("igemm8", eng.object))
-    addr = ctypes.cast(fn, ctypes.c_void_p).value or 0
+    t = target.current()
+    built: list[tuple[Engine, Any, Any, int]] = []  # (engine, kernel, pack, kernel address)
+    lock = threading.Lock()
+
+    def module() -> tuple[Engine, Any, Any, int]:
+        """The module, compiled on the first run (once per process and target, 10-20 ms at
+        -O3), not in the program's compile: a library routine, as batch_chain's runner."""
+        if not built:
+            with lock:
+                if not built:
+                    with target.use(t):
+                        eng, fn, pack = _compiled(t.key)
+                    built.append((eng, fn, pack, ctypes.cast(fn, ctypes.c_void_p).value or 0))
+        return built[0]
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         nb, m, k = a.shape
@@ -190,6 +211,7 @@ def igemm8(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], N
         if k == 0:  # empty sums (the tile loop runs at least one k step)
             c[...] = 0
             return
+        _, fn, pack, addr = module()
         kp, np_ = -(-k // 4) * 4, -(-n // 16) * 16
         if kp != k:
             a = np.pad(a, ((0, 0), (0, 0), (0, kp - k)))

@@ -66,3 +66,27 @@ def test_kernel_splits_rows_over_threads_bit_for_bit() -> None:
     want = np.matmul(a.astype(np.int64), bm.astype(np.int64)).astype(np.int32)
     for c in outs:
         np.testing.assert_array_equal(c, want)
+
+
+def test_kernel_is_built_on_the_first_run_not_in_the_compile(monkeypatch) -> None:
+    """The module is a library routine compiled once per process on first use: a program's
+    compile does not build it, its first run does (for the compile's target)."""
+    seen: list[str] = []
+    real = gemm_vnni._compiled
+
+    def spy(key: str) -> object:
+        seen.append(key)
+        return real(key)
+
+    monkeypatch.setattr(gemm_vnni, "_compiled", spy)
+    text = _text(1, 12, 40, 20, "i32")
+    cpu = xlapy.compile(text, backend="cpu", options=_TARGET)
+    assert "int gemm (vnni)" in cpu._exe.explain() and not seen
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (1, 12, 40)).astype(np.int8)
+    y = rng.integers(-128, 128, (1, 40, 20)).astype(np.int8)
+    want = np.matmul(x.astype(np.int64), y.astype(np.int64)).astype(np.int32)
+    np.testing.assert_array_equal(cpu(x, y), want)
+    cpu(x, y)
+    name = _TARGET.get("target")
+    assert seen == [(target.resolve(name) if name else target.current()).key]
