@@ -57,13 +57,14 @@ from xlapy.types import ElementType as ET
 MAX_MACS = 1 << 23
 #: Largest rhs (bytes) read in place: it must stay in L2 across the row blocks.
 MAX_RHS_BYTES = 1 << 19
-#: Descriptor words of `rows` (regions.gemm_descriptor's _G_TABLE, _G_LHS, _G_RHS, _G_OUT).
-TABLE, LHS, RHS, OUT = 1, 2, 3, 4
+#: Descriptor words of `rows` (regions.gemm_descriptor's _G_TABLE, _G_LHS, _G_RHS, _G_OUT,
+#: _G_N, _G_K).
+TABLE, LHS, RHS, OUT, N, K = 1, 2, 3, 4, 9, 10
 #: Most rows sharing a pass over a rhs panel.
 MAX_ROWS = 8
 _MXCSR_FTZ_DAZ = 0x8040
 _DIRECT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                           ctypes.c_int64, ctypes.c_int64)
+                           *[ctypes.c_int64] * 4)
 
 
 @dataclass(frozen=True)
@@ -107,44 +108,31 @@ def of_instruction(instr: Instruction) -> GemmShape | None:
     return shape(m, n, k, et == ET.F64)
 
 
-def _blocking(n: int, lanes: int, bits: int) -> tuple[int, int]:
-    """(R rows, V vectors) of a register block: R x V accumulators, V rhs vectors and a
-    broadcast within the target's vector registers."""
+def _blocking(bits: int) -> tuple[int, int, int]:
+    """(R rows, V vectors, accumulators) of the main register block: R x V accumulators,
+    V rhs vectors and a broadcast within the target's vector registers."""
     accs = 24 if bits == 512 else 12 if bits == 256 else 8
     # AVX-512: 8 rows x 3 zmm (CPU time per call here, [64, 256] x [256, 256] over 16 / 64
     # rows: 13.5 / 53 us against 18.4 / 59 us for 6 x 4 and 17.6 / 67 us for 4 x 4); AVX2:
     # 4 rows x 3 ymm (19.9 / 78 us against 30 / 87 us for 6 x 2)
-    v = max(1, min(3 if bits >= 256 else 2, -(-n // lanes)))
-    return min(MAX_ROWS, accs // v), v
+    v = 3 if bits >= 256 else 2
+    return min(MAX_ROWS, accs // v), v, accs
 
 
-def _column_blocks(n: int, lanes: int, v: int) -> tuple[int, list[list[tuple[int, int]]]]:
-    """(full blocks of v vectors of `lanes`, the tail blocks after them as (offset within the
-    tail, width) vectors: whole vectors, then narrower powers of two, v per block at most)."""
-    full = n // (v * lanes)
-    rest = n - full * v * lanes
-    vecs: list[tuple[int, int]] = []
-    off, width = 0, lanes
-    while rest:
-        while width > rest:
-            width //= 2
-        vecs.append((off, width))
-        off += width
-        rest -= width
-    return full, [vecs[j:j + v] for j in range(0, len(vecs), v)]
-
-
-def _emit(name: str, s: GemmShape) -> ir.Module:
-    t = F64 if s.f64 else F32
-    size = 8 if s.f64 else 4
+def _emit(name: str, f64: bool) -> ir.Module:
+    """`direct(lhs, rhs, out, n, k, lo, hi)` and `rows(d, lo, hi)` for any n and k: columns
+    in blocks of V vectors, then single vectors, then one block per set bit of the rest
+    (half a vector, a quarter, ... one column); rows in blocks of R, then 4, 2 and 1."""
+    t = F64 if f64 else F32
+    size = 8 if f64 else 4
     bits = target.current().vector_bits
     lanes = bits // (8 * size)
-    r_max, v = _blocking(s.n, lanes, bits)
-    full, tails = _column_blocks(s.n, lanes, v)
+    r_max, v, accs = _blocking(bits)
     mod = new_module(name)
     tp = t.as_pointer()
-    fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64]), name=f"{name}_direct")
-    a, w, out, lo, hi = fn.args
+    fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64, I64, I64]),
+                     name=f"{name}_direct")
+    a, w, out, n, kk, lo, hi = fn.args
     for p in (a, w, out):
         p.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -163,8 +151,8 @@ def _emit(name: str, s: GemmShape) -> ir.Module:
         return t if width == 1 else ir.VectorType(t, width)
 
     def fma(x: ir.Value, y: ir.Value, acc: ir.Value, width: int) -> ir.Value:
-        suffix = ("f64" if s.f64 else "f32") if width == 1 else \
-            f"v{width}{'f64' if s.f64 else 'f32'}"
+        suffix = ("f64" if f64 else "f32") if width == 1 else \
+            f"v{width}{'f64' if f64 else 'f32'}"
         return intrinsic(b, f"llvm.fmuladd.{suffix}", vtype(width), [x, y, acc])
 
     def splat(x: ir.Value, width: int) -> ir.Value:
@@ -178,86 +166,92 @@ def _emit(name: str, s: GemmShape) -> ir.Module:
     def vec_ptr(base: ir.Value, at: ir.Value, width: int) -> ir.Value:
         return b.bitcast(b.gep(base, [at]), vtype(width).as_pointer())
 
-    def block(r0: ir.Value, rows: int, c0: ir.Value, vecs: list[tuple[int, int]]) -> None:
-        """out[r0:r0+rows, c0 + vecs] = lhs[r0:r0+rows] @ rhs[:, c0 + vecs]."""
+    def block(r0: ir.Value, rows: int, c0: ir.Value, vecs: int, wd: int) -> None:
+        """out[r0:r0+rows, c0:c0+vecs*wd] = lhs[r0:r0+rows] @ rhs[:, c0:c0+vecs*wd]."""
         pre = b.block
         body = fn.append_basic_block("k")
         done = fn.append_basic_block("k.end")
-        b.branch(body)
+        b.branch(body)  # k >= 1 (shape)
         b.position_at_end(body)
         k = b.phi(I64, name="k")
         k.add_incoming(i64(0), pre)
-        phis = [[b.phi(vtype(wd)) for _, wd in vecs] for _ in range(rows)]
+        phis = [[b.phi(vtype(wd)) for _ in range(vecs)] for _ in range(rows)]
         for row in phis:
-            for p, (_, wd) in zip(row, vecs):
+            for p in row:
                 p.add_incoming(ir.Constant(vtype(wd), None), pre)  # zeros
-        wrow = b.add(b.mul(k, i64(s.n)), c0)
+        wrow = b.add(b.mul(k, n), c0)
         ws = []
-        for off, wd in vecs:
-            ld = b.load(vec_ptr(w, b.add(wrow, i64(off)), wd))
+        for j in range(vecs):
+            ld = b.load(vec_ptr(w, b.add(wrow, i64(j * wd)), wd))
             ld.align = size
             ws.append(ld)
         news = []
         for r in range(rows):
-            x = b.load(b.gep(a, [b.add(b.mul(b.add(r0, i64(r)), i64(s.k)), k)]))
-            xs = {wd: splat(x, wd) for wd in sorted({wd for _, wd in vecs})}
-            news.append([fma(xs[wd], wv, acc, wd)
-                         for wv, acc, (_, wd) in zip(ws, phis[r], vecs)])
+            x = splat(b.load(b.gep(a, [b.add(b.mul(b.add(r0, i64(r)), kk), k)])), wd)
+            news.append([fma(x, wv, acc, wd) for wv, acc in zip(ws, phis[r])])
         nk = b.add(k, i64(1))
         k.add_incoming(nk, b.block)
         for row, new in zip(phis, news):
             for p, x in zip(row, new):
                 p.add_incoming(x, b.block)
-        b.cbranch(b.icmp_signed("<", nk, i64(s.k)), body, done)
+        b.cbranch(b.icmp_signed("<", nk, kk), body, done)
         b.position_at_end(done)
         for r in range(rows):
-            orow = b.add(b.mul(b.add(r0, i64(r)), i64(s.n)), c0)
-            for x, (off, wd) in zip(news[r], vecs):
-                st = b.store(x, vec_ptr(out, b.add(orow, i64(off)), wd))
+            orow = b.add(b.mul(b.add(r0, i64(r)), n), c0)
+            for j, x in enumerate(news[r]):
+                st = b.store(x, vec_ptr(out, b.add(orow, i64(j * wd)), wd))
                 st.align = size
 
-    def row_blocks(c0: ir.Value, vecs: list[tuple[int, int]], r_max: int) -> None:
-        """Rows [lo, hi) of the columns c0 + vecs: blocks of r_max rows, then the rest."""
-        nblocks = b.sdiv(b.sub(hi, lo), i64(r_max))
+    def row_blocks(c0: ir.Value, vecs: int, wd: int) -> None:
+        """Rows [lo, hi) of columns [c0, c0 + vecs * wd): blocks of R rows, then the rest."""
+        rm = min(MAX_ROWS, max(1, accs // vecs))
+        nblocks = b.sdiv(b.sub(hi, lo), i64(rm))
         with for_range(b, i64(0), nblocks, "rb") as rb:
-            block(b.add(lo, b.mul(rb, i64(r_max))), r_max, c0, vecs)
-        if r_max == 1:
-            return
-        r0 = b.add(lo, b.mul(nblocks, i64(r_max)))
-        rest = b.sub(hi, r0)
-        after = fn.append_basic_block("rows.end")
-        sw = b.switch(rest, after)
-        for r in range(1, r_max):
-            bb = fn.append_basic_block(f"rows{r}")
-            sw.add_case(ir.Constant(I64, r), bb)
-            b.position_at_end(bb)
-            block(r0, r, c0, vecs)
-            b.branch(after)
-        b.position_at_end(after)
+            block(b.add(lo, b.mul(rb, i64(rm))), rm, c0, vecs, wd)
+        r0 = b.add(lo, b.mul(nblocks, i64(rm)))
+        rest = b.sub(hi, r0)  # < rm <= 8: blocks of 4, 2 and 1 rows
+        done = 0
+        for r in (4, 2, 1):
+            if r < rm:
+                with b.if_then(b.icmp_unsigned("!=", b.and_(rest, i64(r)), i64(0))):
+                    block(b.add(r0, b.and_(rest, i64(done))), r, c0, vecs, wd)
+                done |= r
 
     step = v * lanes
-    if full:
-        with for_range(b, i64(0), i64(full), "cb") as cb:
-            row_blocks(b.mul(cb, i64(step)), [(j * lanes, lanes) for j in range(v)], r_max)
-    for vecs in tails:
-        r_tail = min(MAX_ROWS, max(1, (24 if bits == 512 else 12 if bits == 256 else 8)
-                                   // len(vecs)))
-        row_blocks(i64(full * step), vecs, r_tail)
+    full = b.sdiv(n, i64(step))
+    with for_range(b, i64(0), full, "cb") as cb:
+        row_blocks(b.mul(cb, i64(step)), v, lanes)
+    c1 = b.mul(full, i64(step))
+    singles = b.sdiv(b.sub(n, c1), i64(lanes))
+    with for_range(b, i64(0), singles, "cv") as cv:
+        row_blocks(b.add(c1, b.mul(cv, i64(lanes))), 1, lanes)
+    c2 = b.add(c1, b.mul(singles, i64(lanes)))
+    rest = b.sub(n, c2)  # < lanes: one block per set bit, widest first
+    width, done = lanes // 2, 0
+    while width >= 1:
+        with b.if_then(b.icmp_unsigned("!=", b.and_(rest, i64(width)), i64(0))):
+            row_blocks(b.add(c2, b.and_(rest, i64(done))), 1, width)
+        done |= width
+        width //= 2
     with b.if_then(need):
         b.call(ldm, [b.bitcast(saved, I8P)])
     b.ret_void()
 
-    # rows(i64* d, lo, hi): the table's lhs / rhs / out slots (the descriptor's words 1-4)
+    # rows(i64* d, lo, hi): the table's lhs / rhs / out slots and n, k (regions'
+    # descriptor: words 1-4, 9 and 10)
     i64p = I64.as_pointer()
     rows_fn = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64]), name=f"{name}_rows")
     d, rlo, rhi = rows_fn.args
     b = ir.IRBuilder(rows_fn.append_basic_block("entry"))
     table = b.inttoptr(b.load(b.gep(d, [i64(TABLE)])), i64p)
 
-    def operand(word: int) -> ir.Value:
-        return b.inttoptr(b.load(b.gep(table, [b.load(b.gep(d, [i64(word)]))])), tp)
+    def word(at: int) -> ir.Value:
+        return b.load(b.gep(d, [i64(at)]))
 
-    b.call(fn, [operand(LHS), operand(RHS), operand(OUT), rlo, rhi])
+    def operand(at: int) -> ir.Value:
+        return b.inttoptr(b.load(b.gep(table, [word(at)])), tp)
+
+    b.call(fn, [operand(LHS), operand(RHS), operand(OUT), word(N), word(K), rlo, rhi])
     b.ret_void()
     return mod
 
@@ -272,10 +266,10 @@ class Compiled:
     rows_address: int
 
 
-@functools.lru_cache(maxsize=256)
-def _compile(s: GemmShape, tgt: target.CpuTarget, flushing: bool) -> Compiled:
-    name = f"xlapy_{'d' if s.f64 else 's'}gemm_small"
-    text = module_text(_emit(name, s))
+@functools.cache
+def _compile(f64: bool, tgt: target.CpuTarget, flushing: bool) -> Compiled:
+    name = f"xlapy_{'d' if f64 else 's'}gemm_small"
+    text = module_text(_emit(name, f64))
     key = cache.key(text, "light")
     obj = cache.get(key)
     eng = Engine(text, obj=obj, light=True, exports=[f"{name}_direct", f"{name}_rows"])
@@ -286,9 +280,10 @@ def _compile(s: GemmShape, tgt: target.CpuTarget, flushing: bool) -> Compiled:
 
 
 def compiled(s: GemmShape) -> Compiled:
-    """The compiled functions of shape `s` for the current target (memoized per process;
-    the object cached on disk like any kernel)."""
-    return _compile(s, target.current(), denormal.flushing())
+    """The compiled functions for shape `s`'s type on the current target: one module per
+    type, target and denormal mode, compiled once per process (cached on disk like any
+    kernel)."""
+    return _compile(s.f64, target.current(), denormal.flushing())
 
 
 def runner(s: GemmShape, threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
@@ -307,10 +302,11 @@ def runner(s: GemmShape, threads: int = 1) -> Callable[[np.ndarray, np.ndarray, 
             run(x, y, res)
             out[...] = res
             return
-        split_rows(fn, (x.ctypes.data, y.ctypes.data, out.ctypes.data), s.m, s.macs, threads)
+        split_rows(fn, (x.ctypes.data, y.ctypes.data, out.ctypes.data, s.n, s.k), s.m,
+                   s.macs, threads)
 
     return run
 
 
 __all__ = ["GemmShape", "Compiled", "shape", "of_instruction", "compiled", "runner",
-           "MAX_MACS", "MAX_RHS_BYTES", "TABLE", "LHS", "RHS", "OUT"]
+           "MAX_MACS", "MAX_RHS_BYTES", "TABLE", "LHS", "RHS", "OUT", "N", "K"]

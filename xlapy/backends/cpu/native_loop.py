@@ -330,7 +330,10 @@ class NativeWhile:
             p.keep.append(arena)
             for s, view in arena[1]:
                 table[s] = view.ctypes.data
-            for s in exe.fresh_slots:
+            # fresh results, and temporaries a region writes into its result's buffer on
+            # the Python path (executable.out_alias: a swapped result's buffer changes
+            # every iteration here, so they get their own)
+            for s in [*exe.fresh_slots, *getattr(exe, "out_alias", {})]:
                 if exe is self.body and s in swapped_res:
                     continue  # a fresh buffer per call (it may hold the final state)
                 sh = exe.shapes[s]

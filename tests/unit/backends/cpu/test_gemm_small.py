@@ -11,7 +11,7 @@ import xlapy
 from xlapy.backends.cpu import gemm_small, regions, target
 
 SHAPES = [(1, 1, 1), (7, 13, 5), (33, 100, 17), (6, 64, 9), (13, 257, 31), (64, 65, 64),
-          (64, 256, 256), (2, 3, 300)]
+          (64, 256, 256), (2, 3, 300), (9, 31, 8), (17, 47, 40), (3, 255, 7)]
 
 DOT = """
 func.func @main(%x: tensor<{m}x{k}x{t}>, %w: tensor<{k}x{n}x{t}>) -> tensor<{m}x{n}x{t}> {{
@@ -50,11 +50,11 @@ def test_bits_do_not_depend_on_the_row_split(m: int, n: int, k: int) -> None:
     c = gemm_small.compiled(s)
     x, y = _operands(m, n, k, np.float32)
     whole = np.empty((m, n), np.float32)
-    c.direct(x.ctypes.data, y.ctypes.data, whole.ctypes.data, 0, m)
+    c.direct(x.ctypes.data, y.ctypes.data, whole.ctypes.data, n, k, 0, m)
     for cuts in ([0, m // 2, m], [0, 1, m // 3, m - 1, m], list(range(m + 1))):
         parts = np.empty((m, n), np.float32)
         for lo, hi in zip(cuts, cuts[1:]):
-            c.direct(x.ctypes.data, y.ctypes.data, parts.ctypes.data, lo, hi)
+            c.direct(x.ctypes.data, y.ctypes.data, parts.ctypes.data, n, k, lo, hi)
         np.testing.assert_array_equal(parts.view(np.uint32), whole.view(np.uint32))
     two = np.empty((m, n), np.float32)
     gemm_small.runner(s, threads=2)(x, y, two)
@@ -62,9 +62,10 @@ def test_bits_do_not_depend_on_the_row_split(m: int, n: int, k: int) -> None:
 
 
 def test_rows_entry_reads_the_table_through_a_region_descriptor() -> None:
-    """`rows` reads words 1-4 of regions.gemm_descriptor: the table, then lhs / rhs / out."""
-    assert (gemm_small.TABLE, gemm_small.LHS, gemm_small.RHS, gemm_small.OUT) == (
-        regions._G_TABLE, regions._G_LHS, regions._G_RHS, regions._G_OUT)
+    """`rows` reads regions.gemm_descriptor: the table, the lhs / rhs / out slots, n, k."""
+    assert (gemm_small.TABLE, gemm_small.LHS, gemm_small.RHS, gemm_small.OUT, gemm_small.N,
+            gemm_small.K) == (regions._G_TABLE, regions._G_LHS, regions._G_RHS,
+                              regions._G_OUT, regions._G_N, regions._G_K)
     import ctypes
 
     m, n, k = 9, 40, 12
