@@ -155,7 +155,9 @@ def region_thunk(region: regions.Region, kernel_address: dict[str, int], parts: 
                  alias: list[tuple[int, int]] | None = None) -> Thunk:
     """A row-parallel region (regions.py) split by rows. Its steps array names the pointer
     table: built once for the executable's shared table (only used under its lock), per
-    call for a private one (kept alive in a thread-local until that thread's next call)."""
+    call for a private one (kept alive in a thread-local until that thread's next call).
+    The native region runner (compiled for the host: ~70 ms the first time in a process
+    compiling for another target, its runtime library too) is fetched on the first run."""
     shared: list[Any] = [None, 0, None]  # the shared table, its steps, the arrays to keep
     local = threading.local()
 
@@ -169,9 +171,17 @@ def region_thunk(region: regions.Region, kernel_address: dict[str, int], parts: 
             local.keep = arrays
         return addr
 
-    return split_thunk(regions.run_function(), region.rows, parts, region.align, keep, fresh,
-                       pool, before=lambda: blas.ready(pool()), arg=steps,
-                       cuts=regions.cuts(region.rows, region.align), alias=alias)
+    built: list[Thunk] = []
+
+    def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+        if not built:  # the process's native runner, built on a first run, not in a compile
+            built.append(split_thunk(regions.run_function(), region.rows, parts, region.align,
+                                     keep, fresh, pool, before=lambda: blas.ready(pool()),
+                                     arg=steps, cuts=regions.cuts(region.rows, region.align),
+                                     alias=alias))
+        built[0](t, v, rt, pr)
+
+    return run
 
 
 def partial_thunk(fn: Any, cuts: list[int], parts: int, combine: Any, keep: dict[int, Any],
