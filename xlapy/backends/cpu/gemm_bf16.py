@@ -13,8 +13,11 @@ Layout: A tiles (16 rows x 32 k) load straight from A with its row stride (k con
 must be in the VNNI layout: panel p (16 columns) row g holds, for each column j, the pair
 (b[2g, 16p + j], b[2g + 1, 16p + j]). The kernel packs its own panels per batch, from B
 either [k, n] (n contiguous: two rows interleaved) or stored transposed as [n, k] (k
-contiguous, attention's q k^T: 16 x 16 dword blocks transposed by shuffles). C is 2 x 2
-tiles (32 x 32 f32) per step, stored straight into the output.
+contiguous, attention's q k^T: a 16-dword gather per row). C is 2 x 2 tiles (32 x 32 f32)
+per step, stored straight into an f32 output, or through a 4 KB block rounded once to bf16.
+Each kernel also has a BLAS-convention entry (one product, out^T = b^T a^T) for the native
+batch-chain runner (batch_chain.py). The kernels go through LLVM's -O0 code generator: the
+time is in the tile instructions, and a cold compile pays codegen.
 
 Shapes: m and n in 32-blocks, k in 32-blocks; the Python side pads what is not (zeros add
 nothing). Work splits over threads by batch, else by 32-column blocks, else by row blocks;
@@ -22,7 +25,8 @@ every output element is one tile's sum over all of k in one order, so the bits n
 on the thread count. Tile state is per thread: each call loads the configuration and
 releases the tiles at its end; Linux grants the tile data state once per process
 (`arch_prctl(ARCH_REQ_XCOMP_PERM)`), and `available()` is False where it refuses or the
-target lacks AMX-BF16 (AVX2/SSE targets: the widened BLAS path).
+target lacks AMX-BF16 (AVX2/SSE targets: the widened BLAS path). Left: no k-blocking, so a
+long k with many columns (mlp_bf16's 4096 x 4096) streams A from L3 once per column pair.
 """
 
 from __future__ import annotations
