@@ -79,3 +79,31 @@ def test_loops_reading_across_rows_are_not_row_split(template: str) -> None:
     args = _args(s, b, d)
     want = xlapy.compile(text, backend="interpreter")(*args)
     np.testing.assert_allclose(prog(*args), want, rtol=2e-5, atol=2e-6)
+
+
+def test_concurrent_calls_of_a_row_split_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two Python threads run the same row-split loop at once: the second prepares its own
+    shares (the first holds the loop's), both get the one-thread bits."""
+    import threading
+
+    monkeypatch.setattr(row_loop, "MIN_COST", 1)
+    s, b, d = 6, 64, 64
+    text = RNN.format(s=s, b=b, d=d, c=0)
+    prog = _compile(text, 2)
+    (nw,) = _native_whiles(prog)
+    assert nw.row_threads == 2
+    want = _compile(text, 1)(*_args(s, b, d))
+    got: list[np.ndarray] = []
+
+    def worker() -> None:
+        for _ in range(20):
+            got.append(prog(*_args(s, b, d)))  # type: ignore[operator]
+
+    ths = [threading.Thread(target=worker) for _ in range(2)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert len(got) == 40
+    for g in got:
+        np.testing.assert_array_equal(g.view(np.uint32), want.view(np.uint32))
