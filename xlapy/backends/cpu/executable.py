@@ -333,7 +333,7 @@ class CpuExecutable(Calls, Introspection):
             how = "control flow (cpu sub-executables)"
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
             if nw is not None:
-                self.report.append((instr.name, "while", "native while loop"))
+                self.report.append((instr.name, "while", f"native while loop{nw.label}"))
                 self._native.add(s)  # its state buffers are fresh copies (native_loop._run)
                 self.thunks.append(self._native_while_thunk(nw, s, ins))
                 return

@@ -315,6 +315,15 @@ class NativeWhile:
         self._lock = threading.Lock()
         self._prep: _Prepared | None = None
 
+    @property
+    def label(self) -> str:
+        """What `explain` adds to "native while loop": the row split, if any."""
+        rp = self.row_plan
+        if rp is None or self.row_threads < 2:
+            return ""
+        n = len(row_loop.shares(rp.rows, self.row_threads, rp.region.align)) - 1
+        return f" (row-split: {n} row shares on {self.row_threads} threads)"
+
     def _prepare(self, rows: tuple[int, int] | None = None) -> _Prepared:
         """Tables with constants, arena and kernel entries; per-call slots filled by run().
         `rows`: this thread's rows of a row-split loop (row_loop.py): its region runs them

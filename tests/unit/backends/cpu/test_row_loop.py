@@ -29,6 +29,9 @@ def test_rnn_runs_row_split_with_the_python_loops_bits(b: int, d: int,
         (nw,) = _native_whiles(prog)
         assert nw.row_plan is not None and nw.row_plan.carried == {3}
         assert nw.row_threads == threads
+        n = len(row_loop.shares(b, threads, 1)) - 1
+        assert f"native while loop (row-split: {n} row shares on {threads} threads)" in \
+            prog._exe.explain()  # type: ignore[attr-defined]
         outs += [prog(*args), prog(*args)]  # the prepared shares are reused
     # one share per loop, several on one thread (a thread off its core holds up one)
     (nw,) = _native_whiles(prog)
