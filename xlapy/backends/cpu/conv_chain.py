@@ -20,11 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import cache
+from xlapy.backends.cpu.conv_compile import build
 from xlapy.backends.cpu.conv_epilogue import Epilogue, table
 from xlapy.backends.cpu.conv_general import _llvm_type, channels_last, chunks, split_parts
 from xlapy.backends.cpu.conv_kernel import Source, emit
-from xlapy.backends.cpu.llvm_util import Engine, module_text
 from xlapy.ir import Instruction
 
 _FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -57,15 +56,10 @@ def chain_plan(epi: Epilogue, threads: int) -> Callable[..., None]:
     pool = epi.pool
     t = _llvm_type(b.dtype)
     name = "conv_chain"
-    text = module_text(emit(name, t, b.nest, epi.emit, pool.spec() if pool else None,
-                            Source(a.nest, e1.emit if e1 is not None else None,
-                                   len(epi.leaves))))
-    key = cache.key(text, "light")
-    obj = cache.get(key)
-    eng = Engine(text, obj=obj, light=True, exports=[name])
-    if obj is None:
-        cache.put(key, eng.object)
-    fn = _FN(eng.address(name))
+    addr, eng = build(name, emit(name, t, b.nest, epi.emit, pool.spec() if pool else None,
+                                 Source(a.nest, e1.emit if e1 is not None else None,
+                                        len(epi.leaves))))
+    fn = _FN(addr)
     nest = b.nest
     rows = nest.b * (pool.rw.shape.dimensions[1] if pool is not None
                      else prod(nest.sp_out[:-1]))

@@ -40,15 +40,11 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, parallel, target
+from xlapy.backends.cpu import parallel, target
 from xlapy.backends.cpu.conv import SPLIT_MACS
+from xlapy.backends.cpu.conv_compile import build
 from xlapy.backends.cpu.conv_kernel import Nest, emit
-from xlapy.backends.cpu.llvm_util import (
-    F32,
-    F64,
-    Engine,
-    module_text,
-)
+from xlapy.backends.cpu.llvm_util import F32, F64
 from xlapy.backends.cpu.threads import fn_address
 from xlapy.ir import Instruction
 from xlapy.ops.linalg import accumulate_dtype
@@ -328,16 +324,12 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
     t = _llvm_type(kd)
     name = "conv_general"
     pool = epilogue.pool if epilogue is not None else None
-    text = module_text(emit(name, t, nest, epilogue.emit if epilogue is not None else None,
-                            pool.spec() if pool is not None else None))
-    key = cache.key(text, "light")
-    obj = cache.get(key)
     # Explicit vectors, constant trip counts: SROA and CFG cleanup are all it needs (O3
-    # compiled the reference layer in 105 ms instead of 44, and its code ran 20% slower).
-    eng = Engine(text, obj=obj, light=True, exports=[name])
-    if obj is None:
-        cache.put(key, eng.object)
-    fn = _FN(eng.address(name))
+    # compiled the reference layer in 105 ms instead of 44, and its code ran 20% slower);
+    # the code around the register blocks at -O0 (conv_compile.py).
+    addr, eng = build(name, emit(name, t, nest, epilogue.emit if epilogue is not None
+                                 else None, pool.spec() if pool is not None else None))
+    fn = _FN(addr)
 
     # Input: [N, spatial..., C] in the compute type, into the interior of xp.
     src: list[slice] = [slice(None)]

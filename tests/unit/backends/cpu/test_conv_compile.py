@@ -1,0 +1,104 @@
+"""A convolution's loop nest in two modules (conv_kernel.Split, conv_compile.py): the register
+blocks (one function per distinct block shape, shared by chained convolutions) compiled at
+-O3, the rest at -O0, joined through a table of block pointers; both objects through the
+disk cache."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import cache, conv_compile
+from xlapy.backends.cpu.conv_kernel import Nest, Source, emit
+from xlapy.backends.cpu.llvm_util import F32
+
+CONV = """
+func.func @main(%x: tensor<2x9x10x16xf32>, %w: tensor<3x3x16x16xf32>,
+                %b: tensor<16xf32>) -> tensor<2x9x10x16xf32> {
+  %c = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+      window = {pad = [[1, 1], [1, 1]]}
+      {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+      : (tensor<2x9x10x16xf32>, tensor<3x3x16x16xf32>) -> tensor<2x9x10x16xf32>
+  %bb = stablehlo.broadcast_in_dim %b, dims = [3] : (tensor<16xf32>) -> tensor<2x9x10x16xf32>
+  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %z = stablehlo.broadcast_in_dim %zero, dims = [] : (tensor<f32>) -> tensor<2x9x10x16xf32>
+  %a = stablehlo.add %c, %bb : tensor<2x9x10x16xf32>
+  %y = stablehlo.maximum %a, %z : tensor<2x9x10x16xf32>
+  return %y : tensor<2x9x10x16xf32>
+}
+"""
+
+
+def _nest(wo: int, p: int) -> Nest:
+    """A 3x3 16 -> 16 channels-last nest over [1, 8, wo] with padding 1, P pixels a block."""
+    return Nest(b=1, g=1, ci=16, cx=16, gx=16, apad=16, lanes=8, v=2, p=p, xvec=False,
+                sp_out=(8, wo), ks=(3, 3), strides=(1, 1), rhs_dil=(1, 1), padded=(10, wo + 2),
+                sp_in=(8, wo), pad=((1, 1), (1, 1)), rows=True)
+
+
+def test_chained_nests_share_their_block() -> None:
+    """Two layers of one shape: one block function in the hot module, none in the cold."""
+    nest = _nest(8, 4)
+    split = emit("c", F32, nest, source=Source(nest, None, 0))
+    assert len(split.blocks) == 1
+    hot, cold = str(split.hot), str(split.cold)
+    assert "fmuladd" in hot and "fmuladd" not in cold
+    assert f'@"{split.table}"' in cold
+
+
+def test_remainder_block_is_a_second_function() -> None:
+    """10 pixels in blocks of 4: a block of 4 and one of 2."""
+    split = emit("c", F32, _nest(10, 4))
+    assert len(split.blocks) == 2
+
+
+def test_table_points_at_the_blocks() -> None:
+    nest = _nest(10, 4)
+    split = emit("c_table", F32, nest, source=Source(nest, None, 0))
+    addr, (hot, cold) = conv_compile.build("c_table", split)
+    assert addr and cold.linked
+    table = cold.address(split.table)
+    got = [ctypes.c_uint64.from_address(table + 8 * k).value for k in range(len(split.blocks))]
+    assert got == [hot.address(name) for name in split.blocks]
+    assert all(got)
+
+
+def _args() -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    return [rng.standard_normal(s).astype(np.float32) for s in
+            ((2, 9, 10, 16), (3, 3, 16, 16), (16,))]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_split_nest_matches_interpreter(threads: int) -> None:
+    args = _args()
+    cpu = xlapy.compile(CONV, backend="cpu", options={"num_threads": threads})
+    assert not cpu._exe.fallbacks()
+    want = np.asarray(xlapy.compile(CONV, backend="interpreter")(*args))
+    np.testing.assert_allclose(np.asarray(cpu(*args)), want, rtol=1e-4, atol=1e-4)
+
+
+def test_objects_from_the_disk_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second compile loads both objects from disk (no code generation) and computes the
+    same bits."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    cache.clear_memory()
+    args = _args()
+    first = np.asarray(xlapy.compile(CONV, backend="cpu")(*args))
+    cache.clear_memory()
+    built: list[str] = []
+    real = conv_compile._o0_machine
+
+    def spy(t):  # type: ignore[no-untyped-def]
+        built.append("cold")
+        return real(t)
+
+    monkeypatch.setattr(conv_compile, "_o0_machine", spy)
+    again = xlapy.compile(CONV, backend="cpu")
+    assert not built  # the cold object came from disk
+    np.testing.assert_array_equal(np.asarray(again(*args)), first)
+    cache.clear_memory()

@@ -1,0 +1,78 @@
+"""Compiling a convolution's loop nest (conv_kernel.Split): its register blocks at -O3, the
+rest at LLVM's -O0 code generator.
+
+The cold compile of JAX's CNN was ~40 ms of CPU against XLA's ~18, of which ~17 ms was
+-O3 code generation of the nest's module; the -O0 generator takes ~5 ms for the same module
+but spills every value a loop carries, which the blocks' accumulators cannot afford and the
+rest (row bookkeeping, ring copies, the epilogue once per stored vector) can. So the blocks
+are a module of their own, compiled as every kernel (light pipeline, -O3 code generation),
+and the rest is a second module, light pipeline then -O0 code generation (as gemm_bf16.py's
+and gemm_amx.py's tile kernels). Both objects go through the disk cache, each keyed by its
+IR text; the cold module reaches the blocks through a table of pointers written here once
+both are linked (each Engine is a JIT library of its own).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import llvmlite.binding as llvm
+
+from xlapy.backends.cpu import cache, llvm_util, target
+from xlapy.backends.cpu.conv_kernel import Split
+from xlapy.backends.cpu.llvm_util import Engine, module_text
+from xlapy.phases import phase
+
+
+@functools.cache
+def _o0_machine(t: target.CpuTarget) -> llvm.TargetMachine:
+    """The -O0 TargetMachine of the cold modules for `t` (used under llvm_util._LOCK)."""
+    llvm_util.target_machine(t)  # LLVM initialized
+    tgt = llvm.Target.from_triple(t.triple)
+    if t.runs_here:
+        return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=0,
+                                         jit=True, reloc="default", codemodel="jitdefault")
+    return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=0,
+                                     reloc="pic", codemodel="small")
+
+
+def _hot(text: str, exports: list[str]) -> Engine:
+    key = cache.key(text, "light")
+    obj = cache.get(key)
+    eng = Engine(text, obj=obj, light=True, exports=exports)
+    if obj is None:
+        cache.put(key, eng.object)
+    return eng
+
+
+def _cold(text: str, exports: list[str]) -> Engine:
+    key = cache.key(text, "light-O0")
+    obj = cache.get(key)
+    if obj is not None:  # one that fails to load is recompiled (light, -O3) by Engine
+        return Engine(text, obj=obj, light=True, exports=exports)
+    t = target.current()
+    with llvm_util._LOCK:
+        ctm = llvm_util._codegen_machine(t)
+        ref = llvm_util.verify(text)
+        ref.triple = t.triple
+        ref.data_layout = str(ctm.target_data)
+        llvm_util.optimize(ref, ctm, vectorize=False, light=True)
+        with phase("llvm codegen"):
+            obj = _o0_machine(t).emit_object(ref)
+    cache.put(key, obj)
+    return Engine(compiled=(obj, ref), exports=exports)
+
+
+def build(name: str, split: Split) -> tuple[int, tuple[Engine, Engine]]:
+    """(address of `name`, the engines to keep alive) for a nest's modules."""
+    hot = _hot(module_text(split.hot), split.blocks)
+    cold = _cold(module_text(split.cold), [name, split.table])
+    if cold.linked:
+        table = cold.address(split.table)
+        for k, block in enumerate(split.blocks):
+            ctypes.c_uint64.from_address(table + 8 * k).value = hot.address(block)
+    return cold.address(name), (hot, cold)
+
+
+__all__ = ["build"]
