@@ -268,22 +268,47 @@ class Compiled:
 
 @functools.cache
 def _compile(f64: bool, tgt: target.CpuTarget, flushing: bool) -> Compiled:
-    name = f"xlapy_{'d' if f64 else 's'}gemm_small"
-    text = module_text(_emit(name, f64))
-    key = cache.key(text, "light")
-    obj = cache.get(key)
-    eng = Engine(text, obj=obj, light=True, exports=[f"{name}_direct", f"{name}_rows"])
-    if obj is None:
-        cache.put(key, eng.object)
+    with target.use(tgt), denormal.use(denormal.FTZ if flushing else denormal.IEEE):
+        name = f"xlapy_{'d' if f64 else 's'}gemm_small"
+        text = module_text(_emit(name, f64))
+        key = cache.key(text, "light")
+        obj = cache.get(key)
+        eng = Engine(text, obj=obj, light=True, exports=[f"{name}_direct", f"{name}_rows"])
+        if obj is None:
+            cache.put(key, eng.object)
     addr = eng.address(f"{name}_direct")
     return Compiled(eng, _DIRECT(addr), addr, eng.address(f"{name}_rows"))
+
+
+@dataclass(frozen=True)
+class Later:
+    """The compiled functions of a type for the target and denormal mode of the compile
+    that asked, built on first use (a program's first run, once per process), not in the
+    compile: a library routine, as gemm_amx's."""
+
+    f64: bool
+    tgt: target.CpuTarget
+    flushing: bool
+
+    def get(self) -> Compiled:
+        return _compile(self.f64, self.tgt, self.flushing)
+
+    @property
+    def rows_address(self) -> int:
+        return self.get().rows_address
+
+
+def later(s: GemmShape) -> Later:
+    """Shape `s`'s functions for the current target and denormal mode, compiled on first
+    use (`Later.get`)."""
+    return Later(s.f64, target.current(), denormal.flushing())
 
 
 def compiled(s: GemmShape) -> Compiled:
     """The compiled functions for shape `s`'s type on the current target: one module per
     type, target and denormal mode, compiled once per process (cached on disk like any
     kernel)."""
-    return _compile(s.f64, target.current(), denormal.flushing())
+    return later(s).get()
 
 
 def runner(s: GemmShape, threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
@@ -291,10 +316,10 @@ def runner(s: GemmShape, threads: int = 1) -> Callable[[np.ndarray, np.ndarray, 
     (conv.split_rows: the split changes no bits)."""
     from xlapy.backends.cpu.conv import split_rows
 
-    c = compiled(s)
-    fn = c.direct
+    lazy = later(s)
 
     def run(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        fn = lazy.get().direct
         x = np.ascontiguousarray(x)
         y = np.ascontiguousarray(y)
         if not out.flags.c_contiguous:  # pragma: no cover - dot outputs are dense
@@ -308,5 +333,6 @@ def runner(s: GemmShape, threads: int = 1) -> Callable[[np.ndarray, np.ndarray, 
     return run
 
 
-__all__ = ["GemmShape", "Compiled", "shape", "of_instruction", "compiled", "runner",
+__all__ = ["GemmShape", "Compiled", "Later", "shape", "of_instruction", "compiled", "later",
+           "runner",
            "MAX_MACS", "MAX_RHS_BYTES", "TABLE", "LHS", "RHS", "OUT", "N", "K"]

@@ -247,7 +247,7 @@ def _native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
         return None
     g = regions.gemm_of(instr, exe.slot)
     if g is None or g.out not in exe.temp_slots or \
-            (not g.small and g.m * g.n * g.k > MAX_NATIVE_MACS):
+            (g.small is None and g.m * g.n * g.k > MAX_NATIVE_MACS):
         return None
     return g
 
@@ -409,11 +409,11 @@ class NativeWhile:
         assert step is not None
         d = regions.gemm_descriptor(step, table)
         p.keep.append(d)
-        if step.small:  # gemm_small clears MXCSR FTZ/DAZ itself; its bits ignore the split
+        if step.small is not None:  # clears MXCSR FTZ/DAZ itself; bits ignore the split
             if threads > 1 and step.m * step.n * step.k >= NATIVE_SPLIT_COST and step.m >= 2:
-                return self._split(p, step.small, d.ctypes.data,
+                return self._split(p, step.small.rows_address, d.ctypes.data,
                                    bounds(step.m, min(threads, step.m)), threads)
-            return [step.small, d.ctypes.data, step.m]
+            return [step.small.rows_address, d.ctypes.data, step.m]
         return [_gemm_call(), _blas_word(p, d), step.m]
 
     @staticmethod
@@ -583,8 +583,8 @@ def _region_steps(p: _Prepared, exe: CpuExecutable, region: Region, table: int) 
         assert m.gemm is not None
         d = regions.gemm_descriptor(m.gemm, table)
         p.keep.append(d)
-        if m.gemm.small:
-            words += [m.gemm.small, int(d.ctypes.data)]
+        if m.gemm.small is not None:
+            words += [m.gemm.small.rows_address, int(d.ctypes.data)]
         else:
             blas.ready(parallel.pool(exe.num_threads))
             words += [_gemm_call(), _blas_word(p, d)]

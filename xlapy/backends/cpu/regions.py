@@ -64,8 +64,9 @@ class Gemm:
     k: int
     rhs_t: bool
     f64: bool
-    #: gemm_small's `rows` for this shape, compiled when planned (0: BLAS through gemm_rows).
-    small: int = 0
+    #: gemm_small's functions for this shape, compiled on first use (None: BLAS through
+    #: gemm_rows).
+    small: gemm_small.Later | None = None
 
 
 @dataclass
@@ -118,7 +119,7 @@ def gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
     small = gemm_small.shape(m, n, k, et == ET.F64, rc == [1])
     return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
                 m, n, k, rc == [1], et == ET.F64,
-                gemm_small.compiled(small).rows_address if small is not None else 0)
+                gemm_small.later(small) if small is not None else None)
 
 
 def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
@@ -270,7 +271,7 @@ def gemm_step(g: Gemm) -> int:
     """The function a step runs for GEMM `g` with its descriptor: gemm_small's JIT loop
     nest for a small product (it reads the descriptor's table and slots), else gemm_rows
     (BLAS)."""
-    return g.small or int(_runtime()[2])
+    return g.small.rows_address if g.small is not None else int(_runtime()[2])
 
 
 def steps(region: Region, table: int, kernel_address: dict[str, int]

@@ -69,7 +69,7 @@ def plan(nw: NativeWhile) -> RowPlan | None:
     if len(regs) != 1 or any(not isinstance(s, (int, regions.Region)) for s in steps):
         return None
     region = regs[0]
-    if any(m.gemm is not None and not m.gemm.small for m in region.members):
+    if any(m.gemm is not None and m.gemm.small is None for m in region.members):
         return None
     if any(not isinstance(s, int) for s in _steps(cond)):
         return None

@@ -147,3 +147,25 @@ def test_other_targets_compile_their_own_code() -> None:
             out = np.empty((13, 70), np.float32)
             gemm_small.runner(s)(x, y, out)
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
+def test_compile_builds_nothing_the_first_run_builds_it_for_the_compiles_target(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The module is a library routine: built on a program's first run (once per process,
+    type, target and denormal mode), for the target the program was compiled for."""
+    built: list[tuple[object, ...]] = []
+    real = gemm_small._compile
+
+    def recording(*key: object) -> gemm_small.Compiled:
+        built.append(key)
+        return real(*key)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gemm_small, "_compile", recording)
+    text = DOT.format(m=6, n=40, k=24, t="f32", c=0)
+    prog = xlapy.compile(text, backend="cpu", options={"target": "x86-64-v3"})
+    assert "library jit gemm" in prog._exe.explain()
+    assert built == []
+    x, y = _operands(6, 40, 24, np.float32)
+    got = prog(x, y)
+    assert built == [(False, target.resolve("x86-64-v3"), True)]
+    np.testing.assert_allclose(got, x.astype(np.float64) @ y, rtol=1e-5, atol=1e-5)
