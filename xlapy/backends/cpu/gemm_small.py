@@ -122,7 +122,8 @@ def _blocking(bits: int) -> tuple[int, int, int]:
 def _emit(name: str, f64: bool) -> ir.Module:
     """`direct(lhs, rhs, out, n, k, lo, hi)` and `rows(d, lo, hi)` for any n and k: columns
     in blocks of V vectors, then single vectors, then one block per set bit of the rest
-    (half a vector, a quarter, ... one column); rows in blocks of R, then 4, 2 and 1."""
+    (half a vector, a quarter, ... one column); rows in blocks of R, then one by one (half
+    the code of blocks of 4, 2 and 1: the module is built on a program's first run)."""
     t = F64 if f64 else F32
     size = 8 if f64 else 4
     bits = target.current().vector_bits
@@ -208,14 +209,9 @@ def _emit(name: str, f64: bool) -> ir.Module:
         nblocks = b.sdiv(b.sub(hi, lo), i64(rm))
         with for_range(b, i64(0), nblocks, "rb") as rb:
             block(b.add(lo, b.mul(rb, i64(rm))), rm, c0, vecs, wd)
-        r0 = b.add(lo, b.mul(nblocks, i64(rm)))
-        rest = b.sub(hi, r0)  # < rm <= 8: blocks of 4, 2 and 1 rows
-        done = 0
-        for r in (4, 2, 1):
-            if r < rm:
-                with b.if_then(b.icmp_unsigned("!=", b.and_(rest, i64(r)), i64(0))):
-                    block(b.add(r0, b.and_(rest, i64(done))), r, c0, vecs, wd)
-                done |= r
+        if rm > 1:  # the rest (< rm rows: none for the usual row counts) one by one
+            with for_range(b, b.add(lo, b.mul(nblocks, i64(rm))), hi, "r1") as r:
+                block(r, 1, c0, vecs, wd)
 
     step = v * lanes
     full = b.sdiv(n, i64(step))
