@@ -1,7 +1,7 @@
 """A convolution's loop nest in two modules (conv_kernel.Split, conv_compile.py): the register
-blocks (one function per distinct block shape, shared by chained convolutions) compiled at
--O3, the rest at -O0, joined through a table of block pointers; both objects through the
-disk cache."""
+blocks (one function per distinct block shape, shared by chained convolutions) and the
+epilogues (one per rows function) compiled at -O3, the rest at -O0, joined through a table
+of pointers; both objects through the disk cache."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 import xlapy
 from xlapy.backends.cpu import cache, conv_compile
-from xlapy.backends.cpu.conv_kernel import Nest, Source, emit
+from xlapy.backends.cpu.conv_kernel import Nest, Source, Split, emit
 from xlapy.backends.cpu.llvm_util import F32
 
 CONV = """
@@ -40,20 +40,26 @@ def _nest(wo: int, p: int) -> Nest:
                 sp_in=(8, wo), pad=((1, 1), (1, 1)), rows=True)
 
 
+def _blocks(split: Split) -> int:
+    """Register-block functions in the hot module (the others are epilogues)."""
+    return sum("fmuladd" in str(split.hot.globals[name]) for name in split.blocks)
+
+
 def test_chained_nests_share_their_block() -> None:
-    """Two layers of one shape: one block function in the hot module, none in the cold."""
+    """Two layers of one shape: one block function and two epilogues in the hot module, no
+    sums in the cold."""
     nest = _nest(8, 4)
     split = emit("c", F32, nest, source=Source(nest, None, 0))
-    assert len(split.blocks) == 1
+    assert len(split.blocks) == 3 and _blocks(split) == 1
     hot, cold = str(split.hot), str(split.cold)
     assert "fmuladd" in hot and "fmuladd" not in cold
     assert f'@"{split.table}"' in cold
 
 
 def test_remainder_block_is_a_second_function() -> None:
-    """10 pixels in blocks of 4: a block of 4 and one of 2."""
+    """10 pixels in blocks of 4: a block of 4 and one of 2 (one epilogue)."""
     split = emit("c", F32, _nest(10, 4))
-    assert len(split.blocks) == 2
+    assert len(split.blocks) == 3 and _blocks(split) == 2
 
 
 def test_table_points_at_the_blocks() -> None:
@@ -102,3 +108,31 @@ def test_objects_from_the_disk_cache(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert not built  # the cold object came from disk
     np.testing.assert_array_equal(np.asarray(again(*args)), first)
     cache.clear_memory()
+
+
+WIDE = """
+func.func @main(%x: tensor<1x3xWx32xf32>, %w: tensor<3x3x32x32xf32>,
+                %b: tensor<32xf32>) -> tensor<1x3xWx32xf32> {
+  %c = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+      window = {pad = [[1, 1], [1, 1]]}
+      {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+      : (tensor<1x3xWx32xf32>, tensor<3x3x32x32xf32>) -> tensor<1x3xWx32xf32>
+  %bb = stablehlo.broadcast_in_dim %b, dims = [3] : (tensor<32xf32>) -> tensor<1x3xWx32xf32>
+  %a = stablehlo.add %c, %bb : tensor<1x3xWx32xf32>
+  return %a : tensor<1x3xWx32xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("width", [300, 301])
+def test_wide_rows_take_several_hot_calls(width: int) -> None:
+    """A row whose sums exceed SPILL_BYTES is computed in several calls of the hot code
+    (and a remainder block): the interpreter's values, no fallback."""
+    text = WIDE.replace("W", str(width))
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal(s).astype(np.float32) for s in
+            ((1, 3, width, 32), (3, 3, 32, 32), (32,))]
+    cpu = xlapy.compile(text, backend="cpu", options={"num_threads": 1})
+    assert not cpu._exe.fallbacks()
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
+    np.testing.assert_allclose(np.asarray(cpu(*args)), want, rtol=1e-4, atol=1e-4)
