@@ -58,7 +58,7 @@ def chain_plan(epi: Epilogue, threads: int) -> Callable[..., None]:
     name = "conv_chain"
     addr, eng = build(name, emit(name, t, b.nest, epi.emit, pool.spec() if pool else None,
                                  Source(a.nest, e1.emit if e1 is not None else None,
-                                        len(epi.leaves))))
+                                        len(epi.leaves))), threads)
     fn = _FN(addr)
     nest = b.nest
     rows = nest.b * (pool.rw.shape.dimensions[1] if pool is not None

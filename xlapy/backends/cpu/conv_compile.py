@@ -10,17 +10,19 @@ copies can. So the hot functions are a module of their own, compiled as every ke
 -O0 code generation (as gemm_bf16.py's and gemm_amx.py's tile kernels). Both objects go
 through the disk cache, each keyed by its IR text; the cold module reaches the hot
 functions through a table of pointers written here once both are linked (each Engine is a
-JIT library of its own).
+JIT library of its own). With an idle CPU the -O3 module compiles on a compile thread
+(parallel_compile.py) while this one builds the -O0 one.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 
 import llvmlite.binding as llvm
 
-from xlapy.backends.cpu import cache, llvm_util, target
+from xlapy.backends.cpu import cache, llvm_util, parallel_compile, target
 from xlapy.backends.cpu.conv_kernel import Split
 from xlapy.backends.cpu.llvm_util import Engine, module_text
 from xlapy.phases import phase
@@ -38,13 +40,23 @@ def _o0_machine(t: target.CpuTarget) -> llvm.TargetMachine:
                                      reloc="pic", codemodel="small")
 
 
-def _hot(text: str, exports: list[str]) -> Engine:
+def _hot(text: str, exports: list[str], cold: Callable[[], Engine], threads: int
+         ) -> tuple[Engine, Engine]:
+    """(hot engine, cold()): the hot module compiled on a compile thread while this one
+    builds the cold module when a CPU is idle (parallel_compile.threads), else one after
+    the other."""
     key = cache.key(text, "light")
     obj = cache.get(key)
-    eng = Engine(text, obj=obj, light=True, exports=exports)
-    if obj is None:
-        cache.put(key, eng.object)
-    return eng
+    if obj is not None or parallel_compile.threads(threads) < 2:
+        eng = Engine(text, obj=obj, light=True, exports=exports)
+        if obj is None:
+            cache.put(key, eng.object)
+        return eng, cold()
+    job = parallel_compile.submit(text, True, True)
+    other = cold()
+    compiled = job.result()
+    cache.put(key, compiled[0])
+    return Engine(compiled=compiled, light=True, exports=exports), other
 
 
 def _cold(text: str, exports: list[str]) -> Engine:
@@ -65,10 +77,12 @@ def _cold(text: str, exports: list[str]) -> Engine:
     return Engine(compiled=(obj, ref), exports=exports)
 
 
-def build(name: str, split: Split) -> tuple[int, tuple[Engine, Engine]]:
-    """(address of `name`, the engines to keep alive) for a nest's modules."""
-    hot = _hot(module_text(split.hot), split.blocks)
-    cold = _cold(module_text(split.cold), [name, split.table])
+def build(name: str, split: Split, threads: int = 1) -> tuple[int, tuple[Engine, Engine]]:
+    """(address of `name`, the engines to keep alive) for a nest's modules; `threads`: the
+    program's threads (the two modules compile side by side when two are idle)."""
+    cold_text = module_text(split.cold)
+    hot, cold = _hot(module_text(split.hot), split.blocks,
+                     lambda: _cold(cold_text, [name, split.table]), threads)
     if cold.linked:
         table = cold.address(split.table)
         for k, block in enumerate(split.blocks):

@@ -328,7 +328,8 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
     # compiled the reference layer in 105 ms instead of 44, and its code ran 20% slower);
     # the code around the register blocks at -O0 (conv_compile.py).
     addr, eng = build(name, emit(name, t, nest, epilogue.emit if epilogue is not None
-                                 else None, pool.spec() if pool is not None else None))
+                                 else None, pool.spec() if pool is not None else None),
+                      threads)
     fn = _FN(addr)
 
     # Input: [N, spatial..., C] in the compute type, into the interior of xp.

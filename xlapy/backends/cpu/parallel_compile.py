@@ -96,6 +96,16 @@ def compile_all(jobs: Sequence[tuple[str, bool, bool]], n: int
     return [out[i] for i in range(len(jobs))]
 
 
+def submit(text: str, vectorize: bool, light: bool
+           ) -> Future[tuple[bytes, llvm.ModuleRef]]:
+    """(object, optimized module) of one module for the current target, compiled on a
+    compile thread while the caller does other work (conv_compile.py: a convolution's -O3
+    module beside its -O0 one)."""
+    t = target.current()
+    _init()
+    return _pool().submit(_compile, text, vectorize, light, t)
+
+
 def _pool() -> ThreadPoolExecutor:
     """The process's compile threads; a forked child makes its own (the parent's threads do
     not exist there, and its pool would queue work that nobody runs)."""
@@ -139,4 +149,4 @@ def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget
         ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
 
 
-__all__ = ["MAX_THREADS", "MIN_INSTRUCTIONS", "chunks", "compile_all", "threads"]
+__all__ = ["MAX_THREADS", "MIN_INSTRUCTIONS", "chunks", "compile_all", "submit", "threads"]

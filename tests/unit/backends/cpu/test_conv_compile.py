@@ -136,3 +136,28 @@ def test_wide_rows_take_several_hot_calls(width: int) -> None:
     assert not cpu._exe.fallbacks()
     want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
     np.testing.assert_allclose(np.asarray(cpu(*args)), want, rtol=1e-4, atol=1e-4)
+
+
+def test_modules_compile_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two idle CPUs the -O3 module compiles on a compile thread while the -O0 one
+    is built: the same bits as one after the other."""
+    from xlapy.backends.cpu import parallel_compile
+
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")  # compiled, not loaded
+    args = _args()
+    cache.clear_memory()
+    serial = np.asarray(xlapy.compile(CONV, backend="cpu", options={"num_threads": 2})(*args))
+    cache.clear_memory()
+    jobs: list[str] = []
+    real = parallel_compile.submit
+
+    def spy(text, vectorize, light):  # type: ignore[no-untyped-def]
+        jobs.append(text)
+        return real(text, vectorize, light)
+
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: 2)
+    monkeypatch.setattr(parallel_compile, "submit", spy)
+    side = xlapy.compile(CONV, backend="cpu", options={"num_threads": 2})
+    assert len(jobs) == 1 and "fmuladd" in jobs[0]
+    np.testing.assert_array_equal(np.asarray(side(*args)), serial)
+    cache.clear_memory()
