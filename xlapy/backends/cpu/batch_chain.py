@@ -21,7 +21,6 @@ GEMM steps' `table[slot] + j * batch_stride` land in the scratch.
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -43,6 +42,7 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     new_module,
     on_host,
+    once,
 )
 from xlapy.backends.cpu.threads import NativePool
 from xlapy.ir import Instruction
@@ -265,7 +265,7 @@ def _match(a: Instruction, kin: Instruction, c: Instruction, pk: int, pc: int,
 
 
 # ---- native runtime --------------------------------------------------------------------------
-@functools.cache
+@once
 @on_host
 def _runtime() -> tuple[Engine, int]:
     """(engine, address of chain_run(desc, lo, hi))."""

@@ -62,6 +62,7 @@ from xlapy.backends.cpu.llvm_util import (
     Engine,
     for_range,
     new_module,
+    once,
 )
 from xlapy.phases import phase
 
@@ -360,7 +361,7 @@ def _o0_machine(t: target.CpuTarget) -> llvm.TargetMachine:
                                      reloc="default", codemodel="jitdefault")
 
 
-@functools.cache
+@once
 def _compiled(signed: bool, key: str) -> tuple[Engine, int]:
     """The kernel module, once per process and target: from the disk cache (cache.py, keyed
     by its IR text as every kernel) or compiled here at -O0."""

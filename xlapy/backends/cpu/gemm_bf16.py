@@ -43,7 +43,17 @@ from llvmlite import ir
 from xlapy import denormal
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import llvm_util, parallel, target
-from xlapy.backends.cpu.llvm_util import _OBJECTS, I8, I8P, I64, VOID, Engine, for_range, new_module
+from xlapy.backends.cpu.llvm_util import (
+    _OBJECTS,
+    I8,
+    I8P,
+    I64,
+    VOID,
+    Engine,
+    for_range,
+    new_module,
+    once,
+)
 from xlapy.ir import Instruction
 from xlapy.phases import phase
 from xlapy.types import ElementType as ET
@@ -334,7 +344,7 @@ def _object(mod: ir.Module) -> bytes:
             return tm.emit_object(ref)
 
 
-@functools.cache
+@once
 def _compiled(key: str, transposed: bool, bf16_out: bool) -> tuple[Engine, int]:
     """One of the four kernels (B as [k, n] or transposed; f32 or bf16 C), per target, built
     when first asked for."""

@@ -24,7 +24,6 @@ once per process with sizes at run time.
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
 from collections.abc import Callable
 
@@ -43,6 +42,7 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     module_text,
     new_module,
+    once,
 )
 
 #: Rows per register tile.
@@ -281,7 +281,7 @@ def _splat(b: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
                                                                              [0] * n))
 
 
-@functools.cache
+@once
 def _compiled(w: int, signed: bool, key: str) -> tuple[Engine, int, int]:
     """The module, once per process and target (from the disk cache, cache.py, where it has
     been compiled before)."""

@@ -18,7 +18,6 @@ target), compiled once per process.
 from __future__ import annotations
 
 import ctypes
-import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -33,6 +32,7 @@ from xlapy.backends.cpu.llvm_util import (
     Engine,
     for_range,
     new_module,
+    once,
 )
 from xlapy.types import ElementType as ET
 
@@ -109,7 +109,7 @@ def _emit(lhs: np.dtype, rhs: np.dtype, acc: np.dtype) -> ir.Module:
     return mod
 
 
-@functools.cache
+@once
 def _compiled(lhs: np.dtype, rhs: np.dtype, acc: np.dtype, key: str) -> tuple[Engine, object]:
     eng = Engine(_emit(lhs, rhs, acc), exports=["igemm"])
     return eng, _SIG(eng.address("igemm"))

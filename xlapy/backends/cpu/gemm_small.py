@@ -25,7 +25,6 @@ path (`MAX_MACS`, `MAX_RHS_BYTES`): above that, BLAS's cache blocking wins.
 from __future__ import annotations
 
 import ctypes
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +47,7 @@ from xlapy.backends.cpu.llvm_util import (
     intrinsic,
     module_text,
     new_module,
+    once,
 )
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
@@ -262,7 +262,7 @@ class Compiled:
     rows_address: int
 
 
-@functools.cache
+@once
 def _compile(f64: bool, tgt: target.CpuTarget, flushing: bool) -> Compiled:
     with target.use(tgt), denormal.use(denormal.FTZ if flushing else denormal.IEEE):
         name = f"xlapy_{'d' if f64 else 's'}gemm_small"

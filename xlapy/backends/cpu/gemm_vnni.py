@@ -21,7 +21,6 @@ run of a program that uses it (not in the program's compile), and cached on disk
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +38,7 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     module_text,
     new_module,
+    once,
 )
 
 #: Rows per register tile and 16-lane vectors per tile row (MR x NV accumulators).
@@ -169,7 +169,7 @@ def _emit_kernel(mod: ir.Module) -> None:
     b.ret_void()
 
 
-@functools.cache
+@once
 def _compiled(key: str) -> tuple[Engine, object, object]:
     """The module, once per process and target (from the disk cache, cache.py, where it has
     been compiled before)."""

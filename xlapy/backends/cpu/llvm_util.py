@@ -339,6 +339,31 @@ def collect_objects() -> Iterator[list[tuple[str, bytes]]]:
         _OBJECTS.reset(token)
 
 
+def once(fn: Callable[..., T]) -> Callable[..., T]:
+    """functools.cache for builders of native code (an Engine, or a value holding one) that
+    may first be asked for by several threads at once (a program's first run on a thread
+    grid): the value is built once per arguments, under a lock. With functools.cache two
+    threads both built it and one Engine was dropped, its code unloaded while the thread
+    that built it still called into it (a segfault)."""
+    done: dict[Any, T] = {}
+    lock = threading.RLock()
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        key = (args, tuple(sorted(kwargs.items()))) if kwargs else args
+        try:
+            return done[key]
+        except KeyError:
+            pass
+        with lock:
+            if key not in done:
+                done[key] = fn(*args, **kwargs)
+            return done[key]
+
+    wrapper.cache_clear = done.clear  # type: ignore[attr-defined]
+    return wrapper
+
+
 def on_host(fn: Callable[..., T]) -> Callable[..., T]:
     """Run `fn` compiling for the host: the process's own native support code (worker pool,
     region runner, while driver) runs here whatever the executables target, and is no part
@@ -392,7 +417,7 @@ def _runtime_object_ok(obj: bytes, t: CpuTarget) -> bool:
     return arch == t.arch and set(rtlib.DEFINED) <= defined and needed <= rtlib.SYMBOLS
 
 
-@functools.cache
+@once
 def runtime_library(t: CpuTarget) -> str:
     """The name of `t`'s runtime library in the LLJIT (linked once per process and target):
     rtlib's IR functions and the libc/libm addresses it binds."""
@@ -411,7 +436,7 @@ def runtime_library(t: CpuTarget) -> str:
 _RUNTIMES: list[Any] = []  # the runtime libraries' trackers, alive for the process
 
 
-@functools.cache
+@once
 def _lljit() -> llvm.LLJIT:
     """The process's LLJIT, never disposed (marked owned): a library of an engine collected
     late at interpreter exit is then still unloaded from a live JIT."""

@@ -41,7 +41,6 @@ its fresh state and result buffers into them.
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
 import time
 from collections.abc import Callable
@@ -61,6 +60,7 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     new_module,
     on_host,
+    once,
     restore_mxcsr,
     set_ftz_daz,
 )
@@ -203,7 +203,7 @@ def _emit_gemm_call(mod: ir.Module) -> None:
     b.ret_void()
 
 
-@functools.cache
+@once
 @on_host
 def driver() -> tuple[Engine, Any]:
     mod = _emit_driver()

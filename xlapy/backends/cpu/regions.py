@@ -15,7 +15,6 @@ and attention (q k^T, softmax, p v) are one region each.
 from __future__ import annotations
 
 import ctypes
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +33,7 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     new_module,
     on_host,
+    once,
 )
 from xlapy.backends.cpu.parallel import fixed_cuts
 from xlapy.ir import Instruction
@@ -195,7 +195,7 @@ _G_TA, _G_TB, _G_N, _G_K, _G_ALPHA, _G_LDA, _G_LDB, _G_BETA, _G_LDC = range(7, 1
 _G_WORDS = 16
 
 
-@functools.cache
+@once
 @on_host
 def _runtime() -> tuple[Engine, Any, int]:
     """(engine, region_run as a ctypes function, gemm_rows address)."""

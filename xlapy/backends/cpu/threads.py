@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import functools
 import threading
 import time
 from typing import Any
@@ -43,7 +42,16 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import target
-from xlapy.backends.cpu.llvm_util import I32, I64, VOID, Engine, for_range, new_module, on_host
+from xlapy.backends.cpu.llvm_util import (
+    I32,
+    I64,
+    VOID,
+    Engine,
+    for_range,
+    new_module,
+    on_host,
+    once,
+)
 from xlapy.errors import XlapyError
 
 #: How long a waiting side spins before it sleeps on the futex.
@@ -210,7 +218,7 @@ def _emit() -> ir.Module:
     return mod
 
 
-@functools.cache
+@once
 @on_host
 def _native() -> tuple[Engine, Any, Any, int, int]:
     """(engine, post, wait, worker address, spin rounds per SPIN_US)."""
