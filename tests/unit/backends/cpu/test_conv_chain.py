@@ -103,14 +103,16 @@ def test_cnn_block_is_one_loop_nest(threads: int) -> None:
     import jax
     from jax import lax
 
+    zero, quarter = np.float32(0), np.float32(0.25)  # not Python floats: f64 under x64
+
     def block(x, w1, b1, w2, b2, keep=False):  # type: ignore[no-untyped-def]
         y = lax.max(lax.conv_general_dilated(x, w1, (1, 1), "SAME",
                                              dimension_numbers=("NHWC", "HWIO", "NHWC")) + b1,
-                    0.0)
+                    zero)
         z = lax.max(lax.conv_general_dilated(y, w2, (1, 1), "SAME",
                                              dimension_numbers=("NHWC", "HWIO", "NHWC")) + b2,
-                    0.0)
-        p = lax.reduce_window(z, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") * 0.25
+                    zero)
+        p = lax.reduce_window(z, zero, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") * quarter
         return (p, y) if keep else p
 
     rng = np.random.default_rng(9)
