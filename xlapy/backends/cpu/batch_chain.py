@@ -42,8 +42,8 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     new_module,
     on_host,
-    once,
 )
+from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.threads import NativePool
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET

@@ -62,8 +62,8 @@ from xlapy.backends.cpu.llvm_util import (
     Engine,
     for_range,
     new_module,
-    once,
 )
+from xlapy.backends.cpu.once import once
 from xlapy.phases import phase
 
 #: Rows and columns of the C block per tile step (2 x 2 tiles of 16 x 16 s32).

@@ -52,8 +52,8 @@ from xlapy.backends.cpu.llvm_util import (
     Engine,
     for_range,
     new_module,
-    once,
 )
+from xlapy.backends.cpu.once import once
 from xlapy.ir import Instruction
 from xlapy.phases import phase
 from xlapy.types import ElementType as ET

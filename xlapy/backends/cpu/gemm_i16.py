@@ -42,8 +42,8 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     module_text,
     new_module,
-    once,
 )
+from xlapy.backends.cpu.once import once
 
 #: Rows per register tile.
 MR = 6

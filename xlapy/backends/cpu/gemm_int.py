@@ -32,8 +32,8 @@ from xlapy.backends.cpu.llvm_util import (
     Engine,
     for_range,
     new_module,
-    once,
 )
+from xlapy.backends.cpu.once import once
 from xlapy.types import ElementType as ET
 
 #: k steps per pass over the accumulator row.

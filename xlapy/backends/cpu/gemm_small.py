@@ -47,8 +47,8 @@ from xlapy.backends.cpu.llvm_util import (
     intrinsic,
     module_text,
     new_module,
-    once,
 )
+from xlapy.backends.cpu.once import once
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 

@@ -38,8 +38,8 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     module_text,
     new_module,
-    once,
 )
+from xlapy.backends.cpu.once import once
 
 #: Rows per register tile and 16-lane vectors per tile row (MR x NV accumulators).
 MR, NV = 5, 4

@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from xlapy import denormal
 from xlapy.backends.cpu import objfile, rtlib, target
+from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.target import CpuTarget
 from xlapy.errors import XlapyError
 from xlapy.phases import phase
@@ -337,31 +338,6 @@ def collect_objects() -> Iterator[list[tuple[str, bytes]]]:
         yield objs
     finally:
         _OBJECTS.reset(token)
-
-
-def once(fn: Callable[..., T]) -> Callable[..., T]:
-    """functools.cache for builders of native code (an Engine, or a value holding one) that
-    may first be asked for by several threads at once (a program's first run on a thread
-    grid): the value is built once per arguments, under a lock. With functools.cache two
-    threads both built it and one Engine was dropped, its code unloaded while the thread
-    that built it still called into it (a segfault)."""
-    done: dict[Any, T] = {}
-    lock = threading.RLock()
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        key = (args, tuple(sorted(kwargs.items()))) if kwargs else args
-        try:
-            return done[key]
-        except KeyError:
-            pass
-        with lock:
-            if key not in done:
-                done[key] = fn(*args, **kwargs)
-            return done[key]
-
-    wrapper.cache_clear = done.clear  # type: ignore[attr-defined]
-    return wrapper
 
 
 def on_host(fn: Callable[..., T]) -> Callable[..., T]:

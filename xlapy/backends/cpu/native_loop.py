@@ -60,10 +60,10 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     new_module,
     on_host,
-    once,
     restore_mxcsr,
     set_ftz_daz,
 )
+from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.threads import NativePool, fn_address
 from xlapy.backends.cpu.thunks import bounds
 from xlapy.ops.loop_guard import WhileGuard, iteration_limit, too_many

@@ -33,8 +33,8 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     new_module,
     on_host,
-    once,
 )
+from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.parallel import fixed_cuts
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET

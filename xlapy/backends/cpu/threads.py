@@ -50,8 +50,8 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     new_module,
     on_host,
-    once,
 )
+from xlapy.backends.cpu.once import once
 from xlapy.errors import XlapyError
 
 #: How long a waiting side spins before it sleeps on the futex.

@@ -9,7 +9,7 @@ import textwrap
 import threading
 import time
 
-from xlapy.backends.cpu.llvm_util import once
+from xlapy.backends.cpu.once import once
 
 
 def test_concurrent_first_calls_build_once() -> None:
