@@ -115,7 +115,7 @@ def run(nw: NativeWhile, rp: RowPlan, preps: list[_Prepared], threads: int,
         state: tuple[Any, ...]) -> tuple[Any, ...]:
     """The loop over every share's rows: carried and pass-through elements shared, the
     private ones copied per share; share 0's buffers are the result."""
-    from xlapy.backends.cpu.native_loop import driver
+    from xlapy.backends.cpu.while_driver import driver
 
     shared = [np.ascontiguousarray(v) if k in nw.unread else np.array(v, order="C", copy=True)
               for k, v in enumerate(state)]

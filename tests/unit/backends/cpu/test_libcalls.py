@@ -71,11 +71,11 @@ def test_support_code_compiles_for_every_target(name: str) -> None:
     """The worker pool (futex and spin-wait per architecture) and the native while driver
     (FTZ through MXCSR or FPCR) are built for the host: each compiles for every target and
     needs only the runtime library."""
-    from xlapy.backends.cpu import native_loop, threads
+    from xlapy.backends.cpu import threads, while_driver
 
     t = target.resolve(name)
     with target.use(t):
-        mods = [threads._emit(), native_loop._emit_driver()]
+        mods = [threads._emit(), while_driver._emit_driver()]
     tm = llvm_util.target_machine(t)
     for mod in mods:
         ref = llvm_util.verify(mod)

@@ -1,0 +1,155 @@
+"""The native while driver (native_loop.py): `xlapy_while` walks a loop's descriptor (its
+layout is in native_loop's docstring), running the condition and body steps until the
+predicate is false or the slice's iteration budget is spent; `xlapy_gemm_call` runs a BLAS
+row step with MXCSR's FTZ/DAZ cleared, as the Python path runs it."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import cache, loop_split, target
+from xlapy.backends.cpu.llvm_util import (
+    I8,
+    I8P,
+    I64,
+    KERNEL_TYPE,
+    Engine,
+    for_range,
+    i64,
+    new_module,
+    on_host,
+    restore_mxcsr,
+    set_ftz_daz,
+)
+from xlapy.backends.cpu.once import once
+
+_DRIVER = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
+
+
+def _emit_driver() -> ir.Module:
+    mod = new_module("xlapy_while_driver")
+    i64p = I64.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(I64, [i64p]), name="xlapy_while")
+    memcpy = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P, I8P, I64, ir.IntType(1)]),
+                         name="llvm.memcpy.p0.p0.i64")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d = fn.args[0]
+
+    def field(k: int) -> ir.Value:
+        return b.load(b.gep(d, [i64(k)]))
+
+    n_cond, cond = field(0), b.inttoptr(field(1), i64p)
+    pred = b.inttoptr(field(2), I8P)
+    n_body, body = field(3), b.inttoptr(field(4), i64p)
+    n_copy, copies = field(5), b.inttoptr(field(6), i64p)
+    n_swap, swaps = field(7), b.inttoptr(field(8), i64p)
+    kty = KERNEL_TYPE.as_pointer()
+    mxcsr = set_ftz_daz(b)
+
+    def run_kernels(n: ir.Value, table: ir.Value, tag: str) -> None:
+        pre = b.block
+        head = fn.append_basic_block(f"{tag}.head")
+        bod = fn.append_basic_block(f"{tag}.body")
+        done = fn.append_basic_block(f"{tag}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(I64)
+        k.add_incoming(i64(0), pre)
+        b.cbranch(b.icmp_signed("<", k, n), bod, done)
+        b.position_at_end(bod)
+        base = b.mul(k, i64(3))
+        f = b.inttoptr(b.load(b.gep(table, [base])), kty)
+        tab = b.inttoptr(b.load(b.gep(table, [b.add(base, i64(1))])), I8P.as_pointer())
+        outer = b.load(b.gep(table, [b.add(base, i64(2))]))
+        b.call(f, [tab, i64(0), outer])
+        k.add_incoming(b.add(k, i64(1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    entry = b.block
+    loop = fn.append_basic_block("loop")
+    exit_ = fn.append_basic_block("exit")
+    b.branch(loop)
+    b.position_at_end(loop)
+    it = b.phi(I64, name="iterations")
+    it.add_incoming(i64(0), entry)
+    run_kernels(n_cond, cond, "cond")
+    go = b.icmp_unsigned("!=", b.load(pred), ir.Constant(I8, 0))
+    finished = fn.append_basic_block("finished")
+    more = fn.append_basic_block("more")
+    cont = fn.append_basic_block("continue")
+    b.cbranch(go, more, finished)
+    b.position_at_end(finished)
+    b.store(i64(1), b.gep(d, [i64(10)]))
+    b.branch(exit_)
+    # at most d[9] iterations per call: Python gets control back (Ctrl-C, limits, grid polls)
+    b.position_at_end(more)
+    b.cbranch(b.icmp_signed("<", it, field(9)), cont, exit_)
+    b.position_at_end(cont)
+    run_kernels(n_body, body, "body")
+    # copies
+    with for_range(b, i64(0), n_copy, name="copy") as c:
+        base = b.mul(c, i64(3))
+        dst = b.inttoptr(b.load(b.gep(copies, [base])), I8P)
+        src = b.inttoptr(b.load(b.gep(copies, [b.add(base, i64(1))])), I8P)
+        nbytes = b.load(b.gep(copies, [b.add(base, i64(2))]))
+        b.call(memcpy, [dst, src, nbytes, ir.Constant(ir.IntType(1), 0)])
+    # swaps: new = *res; *res = *cell; for e in [cell, entries...]: *e = new
+    with for_range(b, i64(0), n_swap, name="swap") as w:
+        base = b.mul(w, i64(3))
+        res = b.inttoptr(b.load(b.gep(swaps, [base])), i64p)
+        lst = b.inttoptr(b.load(b.gep(swaps, [b.add(base, i64(1))])), i64p)
+        n_lst = b.load(b.gep(swaps, [b.add(base, i64(2))]))
+        cell = b.inttoptr(b.load(lst), i64p)
+        new = b.load(res)
+        b.store(b.load(cell), res)
+        with for_range(b, i64(0), n_lst, name="e") as e:
+            b.store(new, b.inttoptr(b.load(b.gep(lst, [e])), i64p))
+    nxt = b.add(it, i64(1))
+    it.add_incoming(nxt, b.block)
+    b.branch(loop)
+    b.position_at_end(exit_)
+    restore_mxcsr(b, mxcsr)
+    b.ret(it)
+    if target.current().is_x86:
+        _emit_gemm_call(mod)
+    loop_split.emit(mod)
+    return mod
+
+
+def _emit_gemm_call(mod: ir.Module) -> None:
+    """void xlapy_gemm_call(i64 *w, lo, hi): w[0](w[1], lo, hi) (regions.gemm_rows and a
+    GEMM descriptor) with MXCSR FTZ/DAZ clear, restored after."""
+    i64p = I64.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [i64p, I64, I64]),
+                     name="xlapy_gemm_call")
+    w, lo, hi = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    i32 = ir.IntType(32)
+    stm, ldm = (mod.globals.get(n) or ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P]),
+                                                  name=n)
+                for n in ("llvm.x86.sse.stmxcsr", "llvm.x86.sse.ldmxcsr"))
+    saved, clear = b.alloca(i32), b.alloca(i32)
+    b.call(stm, [b.bitcast(saved, I8P)])
+    b.store(b.and_(b.load(saved), ir.Constant(i32, ~0x8040)), clear)
+    b.call(ldm, [b.bitcast(clear, I8P)])
+    step_t = ir.FunctionType(ir.VoidType(), [I64, I64, I64])
+    gemm = b.inttoptr(b.load(w), step_t.as_pointer())
+    b.call(gemm, [b.load(b.gep(w, [i64(1)])), lo, hi])
+    b.call(ldm, [b.bitcast(saved, I8P)])
+    b.ret_void()
+
+
+@once
+@on_host
+def driver() -> tuple[Engine, Any]:
+    mod = _emit_driver()
+    key = cache.key(str(mod), "while-driver")
+    obj = cache.get(key)
+    eng = Engine(mod, obj=obj, exports=["xlapy_while", "xlapy_gemm_call", loop_split.SPLIT_NAME])
+    if obj is None:
+        cache.put(key, eng.object)
+    return eng, _DRIVER(eng.address("xlapy_while"))
