@@ -269,6 +269,11 @@ def test_process_blocked_outside_the_grid_is_abandoned() -> None:
 
 def test_mismatched_collective_ops_time_out_naming_both() -> None:
     grid = ProcessGrid(2, 1, timeout=0.5)
+    # Both processes must reach their collective within the 0.5 s of each other: compile the
+    # programs and build what a first run builds (native runners) before the timed run, or
+    # on a loaded machine the later one is stopped by the first one's timeout instead.
+    grid.run_programs(entries(all_reduce_prog(), all_reduce_prog()), ARGS)
+    grid.run_programs(entries(mismatched_op_prog(), mismatched_op_prog()), ARGS)
     with pytest.raises(ProcessGridError) as info:
         grid.run_programs(entries(all_reduce_prog(), mismatched_op_prog()), ARGS)
     err = info.value.errors
