@@ -51,7 +51,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, llvm_util, parallel, recycle, target
+from xlapy.backends.cpu import amx, cache, llvm_util, parallel, recycle, target
 from xlapy.backends.cpu.llvm_util import (
     I1,
     I8,
@@ -79,24 +79,11 @@ SPLIT_MACS = 1 << 24
 #: Scratch up to this size is kept for the next call (np.empty per call: ~1 us, and fresh
 #: pages); bigger (huge k) is freed.
 KEEP_SCRATCH_BYTES = 1 << 24
-_ARCH_REQ_XCOMP_PERM = 0x1023
-_XFEATURE_XTILEDATA = 18
-_SYS_ARCH_PRCTL = 158
 _V64I8 = ir.VectorType(I8, 64)
 _V16I32 = ir.VectorType(I32, 16)
 #: amx_igemm8(a, b, c, m0, m1, n, k, nb0, nb1, chunk, scratch)
 _NARGS = 11
 _SIG = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * _NARGS))
-
-
-@functools.cache
-def _tile_permission() -> bool:
-    """Ask Linux once per process for the AMX tile data state; False if refused."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
-    except (OSError, AttributeError):  # pragma: no cover - no libc syscall
-        return False
 
 
 def available() -> bool:
@@ -105,28 +92,12 @@ def available() -> bool:
     t = target.current()
     return (t.is_x86 and all(t.has(f) for f in ("amx-int8", "amx-tile", "avx512bw",
                                                  "avx512vbmi"))
-            and t.runs_here and _tile_permission())
+            and t.runs_here and amx.tile_permission())
 
 
 def _decl(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
     fn = mod.globals.get(name)
     return fn if fn is not None else ir.Function(mod, ir.FunctionType(ret, args), name=name)
-
-
-def _tile_config(mod: ir.Module) -> ir.GlobalVariable:
-    """The 64-byte tile configuration: palette 1, tiles 0-7 all 16 rows x 64 bytes."""
-    cfg = bytearray(64)
-    cfg[0] = 1
-    for t in range(8):
-        cfg[16 + 2 * t] = 64  # colsb (u16, little-endian)
-        cfg[48 + t] = 16  # rows
-    ty = ir.ArrayType(I8, 64)
-    g = ir.GlobalVariable(mod, ty, name="amx_cfg")
-    g.initializer = ir.Constant(ty, bytearray(cfg))
-    g.global_constant = True
-    g.linkage = "private"
-    g.align = 64
-    return g
 
 
 def _mask(b: ir.IRBuilder, valid: ir.Value, n: int) -> ir.Value:
@@ -238,7 +209,7 @@ def _emit_kernel(mod: ir.Module, signed: bool) -> None:
     `chunk` rows of A are packed at a time (a multiple of 32); scratch (64-byte aligned)
     holds the packed B panels, the packed A chunk and one C block."""
     i64 = ir.IntType(64)
-    cfgvar = _tile_config(mod)
+    cfgvar = amx.tile_config(mod, "amx_cfg")
     ldcfg = _decl(mod, "llvm.x86.ldtilecfg", VOID, [I8P])
     release = _decl(mod, "llvm.x86.tilerelease", VOID, [])
     block = _emit_block(mod, signed)

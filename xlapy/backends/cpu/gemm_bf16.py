@@ -41,8 +41,8 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy import denormal
+from xlapy.backends.cpu import amx, llvm_util, parallel, target
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu import llvm_util, parallel, target
 from xlapy.backends.cpu.llvm_util import (
     _OBJECTS,
     I8,
@@ -69,9 +69,6 @@ M_CHUNK_BLOCKS = 8
 MIN_MACS = 1 << 15
 #: Multiply-adds below which a product is not split over threads.
 SPLIT_MACS = 1 << 20
-_ARCH_REQ_XCOMP_PERM = 0x1023
-_XFEATURE_XTILEDATA = 18
-_SYS_ARCH_PRCTL = 158
 _I16 = ir.IntType(16)
 _I32 = ir.IntType(32)
 _V16H = ir.VectorType(_I16, 16)
@@ -83,21 +80,11 @@ _SIG = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * 8))
 PARAMS = 10
 
 
-@functools.cache
-def _tile_permission() -> bool:
-    """Ask Linux once per process for the AMX tile data state; False if refused."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
-    except (OSError, AttributeError):  # pragma: no cover - no libc syscall
-        return False
-
-
 def available() -> bool:
     """Whether the current target has AMX-BF16, it runs here and Linux grants the tiles."""
     t = target.current()
     return (t.is_x86 and t.has("amx-bf16") and t.has("amx-tile") and t.has("avx512f")
-            and t.runs_here and _tile_permission())
+            and t.runs_here and amx.tile_permission())
 
 
 def takes(instr: Instruction) -> bool:
@@ -119,25 +106,6 @@ def takes(instr: Instruction) -> bool:
 def _decl(mod: ir.Module, name: str, args: list[ir.Type]) -> ir.Function:
     fn = mod.globals.get(name)
     return fn if fn is not None else ir.Function(mod, ir.FunctionType(VOID, args), name=name)
-
-
-def _tile_config(mod: ir.Module) -> ir.GlobalVariable:
-    """The 64-byte tile configuration: palette 1, tiles 0-7 all 16 rows x 64 bytes."""
-    old = mod.globals.get("amx_bf16_cfg")
-    if old is not None:
-        return old
-    cfg = bytearray(64)
-    cfg[0] = 1
-    for t in range(8):
-        cfg[16 + 2 * t] = 64  # colsb (u16, little-endian)
-        cfg[48 + t] = 16  # rows
-    ty = ir.ArrayType(I8, 64)
-    g = ir.GlobalVariable(mod, ty, name="amx_bf16_cfg")
-    g.initializer = ir.Constant(ty, bytearray(cfg))
-    g.global_constant = True
-    g.linkage = "private"
-    g.align = 64
-    return g
 
 
 def _load(b: ir.IRBuilder, base: ir.Value, off: ir.Value, ty: ir.VectorType) -> ir.Value:
@@ -209,7 +177,7 @@ def _emit_kernel(mod: ir.Module, name: str, transposed: bool, bf16_out: bool) ->
     [m0, m1) x [n0, n1) (in 32s) of c = a @ b over kb 32-blocks of k, stored as f32 or
     rounded once to bf16; bp is this call's scratch for the packed panels of its columns
     (kb * 1 KB per 16 columns)."""
-    cfgvar = _tile_config(mod)
+    cfgvar = amx.tile_config(mod, "amx_bf16_cfg")
     ldcfg = _decl(mod, "llvm.x86.ldtilecfg", [I8P])
     release = _decl(mod, "llvm.x86.tilerelease", [])
     zero = _decl(mod, "llvm.x86.tilezero", [I8])
