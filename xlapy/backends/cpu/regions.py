@@ -123,8 +123,11 @@ def gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
 
 
 def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
+    """A GEMM as a region member, split by rows with its neighbours; not one that blas.gemm
+    splits better by columns (a wide product with enough rows for two chunks: each row chunk
+    would pack all of the wide rhs again)."""
     g = gemm_of(instr, slot)
-    if g is None:
+    if g is None or (g.m >= 2 * blas.MIN_CHUNK and blas.columns(g.m, g.n)):
         return None
     return Member(instr, g.out, g.m, {g.rhs}, g.m * g.n * g.k, gemm=g)
 

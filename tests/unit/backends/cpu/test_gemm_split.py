@@ -116,3 +116,47 @@ def test_batch1_layer_matches_the_interpreter(threads: int) -> None:
     got = np.asarray(prog(x, w, b))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(np.asarray(prog(x, w, b)), got)
+
+
+def test_wide_products_split_by_columns() -> None:
+    """A row chunk packs all of b again, a column chunk all of a: a product with enough rows
+    for two chunks splits by columns when b is the wider, into as many chunks as rows would
+    give; a tall one by rows; one with too few rows by columns as before."""
+    assert blas.columns(256, 4096) and blas.split(256, 4096) == [0, 2048, 4096]
+    assert len(blas.split(1024, 4096)) - 1 == len(blas.split(1024, 1024)) - 1 == 8
+    assert not blas.columns(4096, 256) and blas.split(4096, 256)[-1] == 4096
+    assert not blas.columns(512, 512) and blas.split(512, 512) == [0, 128, 256, 384, 512]
+    assert blas.columns(64, 4096) and len(blas.split(64, 4096)) - 1 == 16
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_split_bits_do_not_depend_on_threads(dtype: type) -> None:
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((256, 300)).astype(dtype)
+    b = rng.standard_normal((300, 1000)).astype(dtype)
+    outs = []
+    for threads in (1, 2, 3):
+        out = np.full((256, 1000), np.nan, dtype)
+        blas.gemm(a, b, out, threads=threads)
+        outs.append(out)
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+    assert_dot_close(outs[0], a, b)
+
+
+def test_wide_gemm_is_no_region_member() -> None:
+    """The MLP's wide layers (256 x 1024 -> 4096) run as column-split GEMM thunks, not row
+    chunks of a region; the narrow ones stay region members."""
+    from xlapy.backends.cpu import regions
+
+    text = """
+func.func @main(%x: tensor<256x512xf32>, %w: tensor<512x{n}xf32>) -> tensor<256x{n}xf32> {{
+  %d = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
+      : (tensor<256x512xf32>, tensor<512x{n}xf32>) -> tensor<256x{n}xf32>
+  return %d : tensor<256x{n}xf32>
+}}
+"""
+    for n, member in ((2048, False), (128, True)):
+        prog = xlapy.compile(text.format(n=n), backend="cpu")
+        dot = next(i for i in prog._exe.comp.instructions if i.opcode == "dot_general")
+        slots = {id(i): k for k, i in enumerate(prog._exe.comp.instructions)}
+        assert (regions.gemm_member(dot, slots) is not None) == member
