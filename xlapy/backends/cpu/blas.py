@@ -56,44 +56,34 @@ def _own_library() -> Any:
     return lib
 
 
+def _address(name: str) -> int:
+    """The address of the Fortran-style BLAS routine `name` (sgemm, dgemv, ...): xlapy's own
+    OpenBLAS, else scipy's cython_blas."""
+    lib = _own_library()
+    if lib is not None:
+        return int(ctypes.cast(getattr(lib, f"scipy_{name}_"), ctypes.c_void_p).value)
+    from scipy.linalg import cython_blas
+
+    capsule = cython_blas.__pyx_capi__[name]
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    cname = ctypes.pythonapi.PyCapsule_GetName
+    cname.restype = ctypes.c_char_p
+    cname.argtypes = [ctypes.py_object]
+    return int(get(capsule, cname(capsule)))
+
+
 @functools.cache
 def _fn(name: str) -> Any:
     """The 13-argument Fortran-style sgemm/dgemm/cgemm/zgemm."""
-    lib = _own_library()
-    if lib is not None:
-        addr = ctypes.cast(getattr(lib, f"scipy_{name}_"), ctypes.c_void_p).value
-    else:
-        from scipy.linalg import cython_blas
-
-        capsule = cython_blas.__pyx_capi__[name]
-        get = ctypes.pythonapi.PyCapsule_GetPointer
-        get.restype = ctypes.c_void_p
-        get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-        cname = ctypes.pythonapi.PyCapsule_GetName
-        cname.restype = ctypes.c_char_p
-        cname.argtypes = [ctypes.py_object]
-        addr = get(capsule, cname(capsule))
-    return ctypes.CFUNCTYPE(None, *([_P] * 13))(addr)
+    return ctypes.CFUNCTYPE(None, *([_P] * 13))(_address(name))
 
 
 @functools.cache
 def _gemv(name: str) -> Any:
     """The 11-argument Fortran-style sgemv/dgemv."""
-    lib = _own_library()
-    if lib is not None:
-        addr = ctypes.cast(getattr(lib, f"scipy_{name}_"), ctypes.c_void_p).value
-    else:
-        from scipy.linalg import cython_blas
-
-        capsule = cython_blas.__pyx_capi__[name]
-        get = ctypes.pythonapi.PyCapsule_GetPointer
-        get.restype = ctypes.c_void_p
-        get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-        cname = ctypes.pythonapi.PyCapsule_GetName
-        cname.restype = ctypes.c_char_p
-        cname.argtypes = [ctypes.py_object]
-        addr = get(capsule, cname(capsule))
-    return ctypes.CFUNCTYPE(None, *([_P] * 11))(addr)
+    return ctypes.CFUNCTYPE(None, *([_P] * 11))(_address(name))
 
 
 @functools.cache
