@@ -91,8 +91,9 @@ def shape(m: int, n: int, k: int, f64: bool, rhs_t: bool = False) -> GemmShape |
     return GemmShape(m, n, k, f64)
 
 
-def of_instruction(instr: Instruction) -> GemmShape | None:
-    """The GemmShape of a plain 2-D [m, k] x [k, n] f32/f64 dot_general, or None."""
+def plain_dot(instr: Instruction) -> tuple[int, int, int, bool, bool] | None:
+    """(m, n, k, rhs transposed, f64) of a plain 2-D f32/f64 dot_general ([m, k] x [k, n] or
+    x [n, k]) whose result rows are the lhs rows, or None (regions.gemm_of reads the same)."""
     if instr.opcode != "dot_general":
         return None
     a = instr.attrs
@@ -101,11 +102,19 @@ def of_instruction(instr: Instruction) -> GemmShape | None:
     if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
         return None
     if lhs.rank != 2 or rhs.rank != 2 or list(a.lhs_batching_dimensions) or \
-            list(a.lhs_contracting_dimensions) != [1] or \
-            list(a.rhs_contracting_dimensions) != [0]:
+            list(a.lhs_contracting_dimensions) != [1]:
         return None
-    (m, k), n = lhs.dimensions, rhs.dimensions[1]
-    return shape(m, n, k, et == ET.F64)
+    rc = list(a.rhs_contracting_dimensions)
+    if rc not in ([0], [1]):
+        return None
+    (m, k), n = lhs.dimensions, rhs.dimensions[1 - rc[0]]
+    return m, n, k, rc == [1], et == ET.F64
+
+
+def of_instruction(instr: Instruction) -> GemmShape | None:
+    """The GemmShape of a plain 2-D [m, k] x [k, n] f32/f64 dot_general, or None."""
+    d = plain_dot(instr)
+    return None if d is None else shape(d[0], d[1], d[2], d[4], d[3])
 
 
 def _blocking(bits: int) -> tuple[int, int, int]:
@@ -329,6 +338,6 @@ def runner(s: GemmShape, threads: int = 1) -> Callable[[np.ndarray, np.ndarray, 
     return run
 
 
-__all__ = ["GemmShape", "Compiled", "Later", "shape", "of_instruction", "compiled", "later",
-           "runner",
+__all__ = ["GemmShape", "Compiled", "Later", "shape", "plain_dot", "of_instruction", "compiled",
+           "later", "runner",
            "MAX_MACS", "MAX_RHS_BYTES", "TABLE", "LHS", "RHS", "OUT", "N", "K"]

@@ -37,7 +37,6 @@ from xlapy.backends.cpu.llvm_util import (
 from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.parallel import fixed_cuts
 from xlapy.ir import Instruction
-from xlapy.types import ElementType as ET
 from xlapy.types import Shape
 
 #: Rows per thread below which a run is not made a region (a GEMM that short splits
@@ -99,26 +98,15 @@ class Region:
 
 def gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
     """The Gemm of a plain 2-D f32/f64 dot_general whose result rows are the lhs rows."""
-    if instr.opcode != "dot_general":
+    d = gemm_small.plain_dot(instr)
+    if d is None:
         return None
-    a = instr.attrs
-    lhs, rhs = (o.shape for o in instr.operands)
-    et = instr.shape.element_type
-    if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
-        return None
-    if lhs.rank != 2 or rhs.rank != 2 or list(a.lhs_batching_dimensions) or \
-            list(a.lhs_contracting_dimensions) != [1]:
-        return None
-    rc = list(a.rhs_contracting_dimensions)
-    if rc not in ([0], [1]):
-        return None
-    m, k = lhs.dimensions
-    n = rhs.dimensions[1 - rc[0]]
+    m, n, k, rhs_t, f64 = d
     if min(m, n, k) == 0 or max(m, n, k) > _INT_MAX:
         return None
-    small = gemm_small.shape(m, n, k, et == ET.F64, rc == [1])
+    small = gemm_small.shape(m, n, k, f64, rhs_t)
     return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
-                m, n, k, rc == [1], et == ET.F64,
+                m, n, k, rhs_t, f64,
                 gemm_small.later(small) if small is not None else None)
 
 
