@@ -277,9 +277,15 @@ def _gemv_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float,
     short row pieces ran at a third of the bandwidth): a row-major b by its rows, the K
     sum cut into fixed chunks whose partial rows are then summed (float order fixed by the
     shape); a transposed view by output columns. Chunks are parallel.fixed_cuts of the
-    shape, so the bits never depend on the thread count; threads take the next one left."""
-    from xlapy.backends.cpu import parallel
+    shape, so the bits never depend on the thread count; threads take the next one left.
 
+    On x86-64 the JIT-compiled loops of gemv.py run instead (the MLP's batch-1 layers at
+    the machine's read bandwidth on both threads, no ctypes marshalling per chunk)."""
+    from xlapy.backends.cpu import gemv, parallel
+
+    if gemv.available():
+        gemv.gemv(a, b, out, beta, threads)
+        return
     k, n = b.shape
     it = a.itemsize
     # column-major views of b: row-major [k, n] is "N" over (n x k, ld n), a transposed
