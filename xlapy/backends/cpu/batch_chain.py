@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas, dot_views, gemm_bf16
+from xlapy.backends.cpu import blas, dot_views, gemm_bf16, target
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -371,7 +371,17 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
 
     nb = chain.first.nbatch
     parts = max(1, min(parts, nb))
-    steps = _records(chain, kernel_address)
+    tgt = target.current()
+    built: list[np.ndarray] = []  # the step records, made on the first run (`_steps`)
+
+    def _steps() -> np.ndarray:
+        """The records, on the first run: a bf16 step's AMX kernel is built then (once per
+        process, gemm_bf16._compiled), not in the compile."""
+        if not built:
+            with target.use(tgt):
+                recs = _records(chain, kernel_address)
+            built.append(recs)  # (a concurrent first run makes equal records: either wins)
+        return built[0]
     fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
     bb = chain.batch_bytes
     # (slot, which batch scratch of the thread): the kernel's result over the scores in place
@@ -388,6 +398,7 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
         base += (-base) % recycle.ALIGN + scratch_offset()
         tables, descs = [], []
         counter = np.zeros(1, np.int64)
+        steps = _steps()
         for p in range(parts):
             tp = type(t).from_buffer_copy(t)
             words = [ctypes.addressof(tp), counter.ctypes.data, len(remaps)]

@@ -17,7 +17,10 @@ contiguous, attention's q k^T: a 16-dword gather per row). C is 2 x 2 tiles (32 
 per step, stored straight into an f32 output, or through a 4 KB block rounded once to bf16.
 Each kernel also has a BLAS-convention entry (one product, out^T = b^T a^T) for the native
 batch-chain runner (batch_chain.py). The kernels go through LLVM's -O0 code generator: the
-time is in the tile instructions, and a cold compile pays codegen.
+time is in the tile instructions. Their code depends on no shape (m, n, k, strides are
+arguments): each is built on the first run that needs it, once per process and target, and
+cached on disk, so a program's compile builds none (attention_bf16's cold compile paid ~26 ms
+of LLVM for two of them).
 
 Shapes: m and n in 32-blocks, k in 32-blocks; the Python side pads what is not (zeros add
 nothing). Work splits over threads by batch, else by 32-column blocks, else by row blocks;
@@ -41,10 +44,9 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import amx, llvm_util, parallel, target
+from xlapy.backends.cpu import amx, cache, llvm_util, parallel, target
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.llvm_util import (
-    _OBJECTS,
     I8,
     I8P,
     I64,
@@ -300,45 +302,50 @@ def _fast_codegen(key: str) -> llvm.TargetMachine:
         codemodel="jitdefault")
 
 
-def _object(mod: ir.Module) -> bytes:
+def _object(text: str) -> tuple[bytes, llvm.ModuleRef]:
     """The module optimized as every kernel is (light pipeline), emitted at -O0."""
     tm = _fast_codegen(target.current().key)
     with llvm_util._LOCK:
-        ref = llvm_util.verify(mod)
+        ref = llvm_util.verify(text)
         ref.triple = target.current().triple
         ref.data_layout = str(tm.target_data)
         llvm_util.optimize(ref, tm, False, True)
         with phase("llvm codegen"):
-            return tm.emit_object(ref)
+            return tm.emit_object(ref), ref
 
 
 @once
 def _compiled(key: str, transposed: bool, bf16_out: bool) -> tuple[Engine, int]:
-    """One of the four kernels (B as [k, n] or transposed; f32 or bf16 C), per target, built
-    when first asked for."""
+    """One of the four kernels (B as [k, n] or transposed; f32 or bf16 C), per target and
+    process, built when first asked for (a program's first run: the code depends on no
+    shape, so no compile pays it) and cached on disk, keyed by its IR text, as every
+    kernel (cache.py)."""
     name = _NAMES[(transposed, bf16_out)]
     mod = new_module(f"xlapy_{name}")
     _emit_kernel(mod, name, transposed, bf16_out)
     _emit_blas_wrapper(mod, mod.globals[name], f"{name}_blas", bf16_out)
-    eng = Engine(obj=_object(mod), exports=[name, f"{name}_blas"])
+    text = llvm_util.module_text(mod)
+    ck = cache.key(text, "amx-bf16-O0")
+    exports = [name, f"{name}_blas"]
+    obj = cache.get(ck)
+    if obj is not None:  # an object that fails to load is recompiled (light) by Engine
+        eng = Engine(text, obj=obj, vectorize=False, light=True, exports=exports)
+    else:
+        eng = Engine(compiled=_object(text), exports=exports)
+        cache.put(ck, eng.object)
     return eng, eng.address(name)
 
 
 def blas_address(transposed: bool, bf16_out: bool) -> int:
     """The address of a kernel's BLAS-convention entry (`_emit_blas_wrapper`), for native
-    callers (batch_chain.py); its object is named to the executable being compiled."""
-    _kernel(transposed, bf16_out)
+    callers (batch_chain.py, on a program's first run)."""
     eng, _ = _compiled(target.current().key, transposed, bf16_out)
     return int(eng.address(f"{_NAMES[(transposed, bf16_out)]}_blas"))
 
 
 def _kernel(transposed: bool, bf16_out: bool) -> int:
-    """The kernel's address; its object is named to the executable being compiled."""
-    eng, addr = _compiled(target.current().key, transposed, bf16_out)
-    sink = _OBJECTS.get()  # the executable's objects name it on every compile, cached or not
-    if sink is not None and not any(obj is eng.object for _, obj in sink):
-        sink.append((_NAMES[(transposed, bf16_out)], eng.object))
-    return addr
+    """The kernel's address (built on first use: `_compiled`)."""
+    return _compiled(target.current().key, transposed, bf16_out)[1]
 
 
 def reads_transposed(k: int, n: int, k_last: bool) -> bool:
@@ -358,17 +365,13 @@ def _cuts(total: int, parts: int) -> list[int]:
     return [total * p // parts for p in range(parts + 1)]
 
 
-def gemm(threads: int = 1, transposed: bool | None = None, bf16_out: bool | None = None
-         ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
+def gemm(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
     """A function (a[batch, m, k], b[batch, k, n] bf16, c[batch, m, n] f32 or bf16): c = a @ b
     summed in f32 (module docstring), a bf16 c rounded once, for targets where
     `available()`. a and b may be strided views: a needs unit stride along k (else it is
-    copied), b along n or along k; c is C-contiguous along n. `transposed` / `bf16_out`:
-    the layout of b / the type of c the caller expects (the kernel built now, at compile
-    time); others are built when first met."""
+    copied), b along n or along k; c is C-contiguous along n. The kernel a call needs is
+    built on that call (once per process: `_compiled`), not in the program's compile."""
     addrs: dict[tuple[bool, bool], int] = {}
-    if transposed is not None and bf16_out is not None:
-        addrs[(transposed, bf16_out)] = _kernel(transposed, bf16_out)
     tgt = target.current()
     #: The packed-B scratch of the last call, for the next (fresh, mlp_bf16's 4096 x 4096
     #: layer paid 2 x 16 MB of page faults a call); a call while another thread's holds it

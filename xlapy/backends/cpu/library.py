@@ -145,8 +145,7 @@ def dot_plan(instr: Instruction, threads: int = 1
     from xlapy.backends.cpu import gemm_bf16
 
     if gemm_bf16.takes(instr):  # bf16 operands read as they are, f32 sums (AMX-BF16 tiles)
-        amx = gemm_bf16.gemm(threads, gemm_bf16.reads_transposed(k, n, rc == [rhs.rank - 1]),
-                             et == ET.BF16)
+        amx = gemm_bf16.gemm(threads)
 
         def run_amx(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
             amx(x.transpose(lperm).reshape((nbatch, m, k)),
