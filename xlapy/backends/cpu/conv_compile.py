@@ -81,7 +81,7 @@ def build(name: str, split: Split, threads: int = 1) -> tuple[int, tuple[Engine,
     """(address of `name`, the engines to keep alive) for a nest's modules; `threads`: the
     program's threads (the two modules compile side by side when two are idle)."""
     cold_text = module_text(split.cold)
-    hot, cold = _hot(module_text(split.hot), split.blocks,
+    hot, cold = _hot(split.hot_text(), split.blocks,
                      lambda: _cold(cold_text, [name, split.table]), threads)
     if cold.linked:
         table = cold.address(split.table)

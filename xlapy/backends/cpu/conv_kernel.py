@@ -36,11 +36,12 @@ linked).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import gcd, prod
 
 from llvmlite import ir
 
+from xlapy.backends.cpu.conv_block_text import block_text, fmuladd
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -49,11 +50,12 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     i64,
     intrinsic,
+    module_text,
     new_module,
     restore_mxcsr,
     set_ftz_daz,
-    splat,
 )
+from xlapy.phases import phase
 
 I8P = ir.IntType(8).as_pointer()
 I1 = ir.IntType(1)
@@ -158,6 +160,13 @@ class Split:
     cold: ir.Module
     blocks: list[str]
     table: str
+    #: Definitions `hot` holds as text (the register blocks, conv_block_text.py).
+    hot_defs: list[str] = field(default_factory=list)
+
+    def hot_text(self) -> str:
+        """The hot module's IR text (module_text: the functions' attributes)."""
+        with phase("ir text"):
+            return module_text("\n".join([str(self.hot), *self.hot_defs]))
 
 
 class _Blocks:
@@ -168,6 +177,7 @@ class _Blocks:
     def __init__(self, name: str, cold: ir.Module) -> None:
         self.hot = new_module(f"{name}.hot")
         self.names: list[str] = []
+        self.defs: list[str] = []
         self._keys: dict[tuple[object, ...], int] = {}
         self._cold = cold
         self._table: ir.GlobalVariable | None = None
@@ -178,7 +188,16 @@ class _Blocks:
         key = ("block", str(t), nest.taps, nest.ks[-1], nest.ci, nest.apad, nest.lanes,
                nest.v, pp, nest.strides[-1] * nest.cx, nest.rhs_dil[-1] * nest.cx, nest.xvec)
         return self._get(b, key, _block_type(t, nest.lanes),
-                         lambda fname: _block_fn(self.hot, fname, t, nest, pp))
+                         lambda fname: self._block(fname, t, nest, pp))
+
+    def _block(self, fname: str, t: ir.Type, nest: Nest, pp: int) -> None:
+        """The block function, as text; a float one's intrinsic declared in `hot`."""
+        if t in (F32, F64):
+            vt = ir.VectorType(t, nest.lanes)
+            name = fmuladd(t, nest.lanes)
+            if name not in self.hot.globals:
+                ir.Function(self.hot, ir.FunctionType(vt, [vt, vt, vt]), name=name)
+        self.defs.append(block_text(fname, t, nest, pp))
 
     def finish(self, b: ir.IRBuilder, rows: str, t: ir.Type, nest: Nest,
                epilogue: EpilogueEmit | None, pool: Pool | None) -> ir.Value:
@@ -275,81 +294,6 @@ def _block_type(t: ir.Type, lanes: int) -> ir.FunctionType:
                                   ir.VectorType(t, lanes).as_pointer(), I64])
 
 
-def _block_fn(mod: ir.Module, name: str, t: ir.Type, nest: Nest, pp: int) -> None:
-    """`name(base, w, xb, xv, wb, rowoff, spill, n)`: the sums of n consecutive register
-    blocks of `pp` pixels times V vectors, pixel q's vector j into spill[q * V + j]: input
-    element offsets from `base` xb (the first block's first pixel, the group's channels)
-    plus rowoff[tap row] (plus xv, the vector's lanes, for depthwise), weights from w + wb
-    (the group's, the block's first vector). n blocks a call: fewer calls (no measurable
-    time either way on the CNN)."""
-    fn = ir.Function(mod, _block_type(t, nest.lanes), name=name)
-    base, w, xb0, xv, wb, rowoff, spill0, n = fn.args
-    for arg in (base, w, spill0):
-        arg.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    lanes, v = nest.lanes, nest.v
-    vt = ir.VectorType(t, lanes)
-    vp = vt.as_pointer()
-    is_float = t in (F32, F64)
-    zero = splat(vt, 0.0 if is_float else 0)
-    align = 8 if t == F64 else 4 if t == F32 else t.width // 8
-    taps, kw, ci, apad = nest.taps, nest.ks[-1], nest.ci, nest.apad
-    st_last = nest.strides[-1] * nest.cx
-    dx_step = nest.rhs_dil[-1] * nest.cx
-    fmuladd = f"llvm.fmuladd.v{lanes}{'f64' if t == F64 else 'f32'}"
-
-    def load(ptr: ir.Value, off: ir.Value) -> ir.Value:
-        ld = b.load(b.bitcast(b.gep(ptr, [off]), vp))
-        ld.align = align
-        return ld
-
-    accs = [[b.alloca(vt) for _ in range(v)] for _ in range(pp)]  # entry block: SROA'd
-    blk_cm = for_range(b, i64(0), n, "blk")
-    blk = blk_cm.__enter__()
-    xb = b.add(xb0, b.mul(blk, i64(pp * st_last)))
-    spill = b.gep(spill0, [b.mul(blk, i64(pp * v))])
-    for row in accs:
-        for slot in row:
-            b.store(zero, slot)
-    with for_range(b, i64(0), i64(taps), "t") as tr:
-        xt = b.add(xb, b.load(b.gep(rowoff, [tr])))
-        wt = b.add(wb, b.mul(tr, i64(kw * ci * apad)))
-        with for_range(b, i64(0), i64(kw), "kx") as kx:
-            xk = b.add(xt, b.mul(kx, i64(dx_step)))
-            wk = b.add(wt, b.mul(kx, i64(ci * apad)))
-            with for_range(b, i64(0), i64(ci), "c") as c:
-                cur = [[b.load(slot) for slot in row] for row in accs]
-                wc = b.add(wk, b.mul(c, i64(apad)))
-                wv = [load(w, b.add(wc, i64(j * lanes))) for j in range(v)]
-                xc = b.add(xk, c)
-                for q in range(pp):
-                    xq = b.add(xc, i64(q * st_last))
-                    if nest.xvec:
-                        xb_ = b.add(xq, xv)
-                        xs = [load(base, b.add(xb_, i64(j * lanes))) for j in range(v)]
-                    else:
-                        sc = b.load(b.gep(base, [xq]))
-                        bc = b.shuffle_vector(
-                            b.insert_element(ir.Constant(vt, ir.Undefined), sc,
-                                             ir.Constant(ir.IntType(32), 0)),
-                            ir.Constant(vt, ir.Undefined),
-                            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
-                        xs = [bc] * v
-                    for j in range(v):
-                        if is_float:
-                            cur[q][j] = intrinsic(b, fmuladd, vt, [xs[j], wv[j], cur[q][j]])
-                        else:
-                            cur[q][j] = b.add(cur[q][j], b.mul(xs[j], wv[j]))
-                for q in range(pp):
-                    for j in range(v):
-                        b.store(cur[q][j], accs[q][j])
-    for q in range(pp):
-        for j in range(v):
-            b.store(b.load(accs[q][j]), b.gep(spill, [i64(q * v + j)]))
-    blk_cm.__exit__(None, None, None)
-    b.ret_void()
-
-
 def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None,
          pool: Pool | None = None, source: Source | None = None) -> Split:
     """The modules of the function `name` (see the module docstring)."""
@@ -374,7 +318,7 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
     if mxcsr is not None:
         restore_mxcsr(b, mxcsr)
     b.ret_void()
-    return Split(blocks.hot, mod, blocks.names, blocks.table_name)
+    return Split(blocks.hot, mod, blocks.names, blocks.table_name, blocks.defs)
 
 
 def _bytes(t: ir.Type) -> int:
