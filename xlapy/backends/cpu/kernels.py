@@ -45,6 +45,7 @@ from xlapy.backends.cpu.llvm_util import (
     store_fence,
 )
 from xlapy.backends.cpu.reduce_emit import ReductionEmitter, reducer_op
+from xlapy.backends.cpu.row_prefetch import RowPrefetchEmitter
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -147,7 +148,7 @@ def _strides(dims: Sequence[int]) -> list[int]:
     return out
 
 
-class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter):
+class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
     def __init__(self, mod: ir.Module, name: str, root: Instruction,
@@ -165,6 +166,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter):
         #: The rank of the row reductions' results: the kernel's outer loop runs over those
         #: leading dimensions flattened (one loop of their product), rows contiguous.
         self.row_depth = self.rows[0].shape.rank if self.rows else 0
+        self._begin_row()  # (row_prefetch.py's pass counting)
         self.mod = mod
         self.name = name
         self.root = root
@@ -220,7 +222,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter):
     def load(self, slot: int, t: ET, idx: Sequence[ir.Value], dims: Sequence[int]) -> ir.Value:
         b = self.b
         p = b.gep(self.ptr(slot, t), [self.linear(idx, dims)], inbounds=True)
-        return ew.from_storage(b, self._access(p, idx), t)
+        v = self._access(p, idx)
+        if self.rows and has_lane(idx):
+            self._prefetch_ahead(slot, p, idx, dims, _bytes(ew.storage_type(t)))
+        return ew.from_storage(b, v, t)
 
     def _lane0(self, v: Lane) -> ir.Value:
         return self.b.add(v.base, i64(v.off), flags=["nsw"]) if v.off else v.base
@@ -417,6 +422,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter):
         lo, hi = (begin, end) if d == 0 else (i64(0), i64(dims[d]))
         if d == len(dims) - 1 and d > 0:  # the innermost loop: what the outer fix, once
             with self._phase(idx):
+                self._next_pass()
                 self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
             return
         self._innermost(dims, begin, end, body, idx, lanes, lo, hi)

@@ -67,10 +67,13 @@ class ReductionEmitter(MinMaxEmitter):
     memo: dict[Any, ir.Value]
     ops: int
     _phase: Any  # HoistEmitter's
+    _begin_row: Any  # RowPrefetchEmitter's
+    _next_pass: Any
 
     def _row_reductions(self, r: list[ir.Value]) -> None:
         """acc = init; for c: acc = acc (op) x[r..., c], for each row reduction in order."""
         self.row_index = list(r)
+        self._begin_row()
         self.row_vals.clear()
         self.row_cache.clear()
         self.row_cache_flushed.clear()
@@ -84,6 +87,7 @@ class ReductionEmitter(MinMaxEmitter):
         et = red.shape.element_type
         op = reducer_op(red)
         assert op is not None
+        self._next_pass()
         self.memo.clear()
         init_c = self.gen(init, [])
         if op in ("maximum", "minimum") and ew._isfloat(init_c):
