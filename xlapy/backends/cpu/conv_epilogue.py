@@ -61,6 +61,9 @@ class Expr:
     leaves: list[tuple[Instruction, str]]
     #: Its first leaf's index in the call's pointer table.
     first: int = 0
+    #: (id(function), table index) -> (function, its pointer loaded in the entry block).
+    _loaded: dict[tuple[int, int], tuple[ir.Function, ir.Value]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def emit(self, b: ir.IRBuilder, val: ir.Value, feature: ir.Value, at: ir.Value,
              extra: ir.Value) -> ir.Value:
@@ -71,8 +74,7 @@ class Expr:
 
         def leaf(k: int) -> ir.Value:
             et = self.leaves[k][0].shape.element_type
-            base = b.bitcast(b.load(b.gep(extra, [ir.Constant(ir.IntType(64),
-                                                              self.first + k)])),
+            base = b.bitcast(self._pointer(b, extra, self.first + k),
                              ew.storage_type(et).as_pointer())
             off = feature if self.leaves[k][1] == "channel" else at
             ld = b.load(b.bitcast(b.gep(base, [off]), vt.as_pointer()))
@@ -96,6 +98,20 @@ class Expr:
             return v
 
         return gen(self.expr)
+
+    def _pointer(self, b: ir.IRBuilder, extra: ir.Value, k: int) -> ir.Value:
+        """extra[k], loaded once per function in its entry block when `extra` is the
+        function's argument (else here): a load per stored vector made the code longer
+        to compile, and stores to the output may alias the table, so LLVM kept it."""
+        index = ir.Constant(ir.IntType(64), k)
+        fn = b.function
+        if not isinstance(extra, ir.Argument) or b.block is fn.entry_basic_block:
+            return b.load(b.gep(extra, [index]))
+        got = self._loaded.get((id(fn), k))
+        if got is None or got[0] is not fn:
+            with b.goto_block(fn.entry_basic_block):
+                got = self._loaded[(id(fn), k)] = (fn, b.load(b.gep(extra, [index])))
+        return got[1]
 
 
 @dataclass

@@ -253,7 +253,14 @@ def _finish_fn(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
     def at_out(off: ir.Value) -> ir.Value:
         return b.bitcast(b.gep(out, [off]), vp)
 
-    with for_range(b, i64(0), npix, "eq") as q:
+    count = npix
+    if pool is not None:  # the pixels past the last whole window are not folded
+        left = b.sub(i64(pool.wp * pool.kw), pix0)
+        count = b.select(b.icmp_signed("<", left, npix), left, npix)
+    with for_range(b, i64(0), count, "eq") as q:
+        if pool is not None:
+            px = b.add(pix0, q)
+            cell = _Cell(b, pool, pr, dy, px, opix)
         for j in range(v):  # V copies: fixed bias offsets (a loop over P * V: 1.5% slower)
             fj = b.add(fo, i64(j * lanes))
             val = b.load(b.gep(spill, [b.add(b.mul(q, i64(v)), i64(j))]))
@@ -263,27 +270,35 @@ def _finish_fn(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
             if pool is None:
                 b.store(val, at_out(at)).align = align
             else:
-                _fold(b, pool, vt, align, out, extra, val, b.add(pix0, q), fj, pr, dy, opix)
+                cell.fold(vt, align, out, extra, val, fj)
     b.ret_void()
 
 
-def _fold(b: ir.IRBuilder, pool: Pool, vt: ir.VectorType, align: int, out: ir.Value,
-          extra: ir.Value, val: ir.Value, px: ir.Value, fj: ir.Value, pr: ir.Value,
-          dy: ir.Value, opix: int) -> None:
-    """Fold pixel px's vector into its pooled element of row pr (see Pool)."""
-    with b.if_then(b.icmp_signed("<", px, i64(pool.wp * pool.kw))):
+class _Cell:
+    """Where pixel px of output row dy (of its pooling window) folds into pooled row pr
+    (see Pool): computed once per pixel, used by its V vectors."""
+
+    def __init__(self, b: ir.IRBuilder, pool: Pool, pr: ir.Value, dy: ir.Value,
+                 px: ir.Value, opix: int) -> None:
+        self.b, self.pool = b, pool
         col = b.udiv(px, i64(pool.kw))
         dx = b.urem(px, i64(pool.kw))
-        at = b.add(b.mul(b.add(b.mul(pr, i64(pool.wp)), col), i64(opix)), fj)
+        self.at = b.mul(b.add(b.mul(pr, i64(pool.wp)), col), i64(opix))
+        self.first = b.and_(b.icmp_signed("==", dy, i64(0)), b.icmp_signed("==", dx, i64(0)))
+        self.last = b.and_(b.icmp_signed("==", dy, i64(pool.kh - 1)),
+                           b.icmp_signed("==", dx, i64(pool.kw - 1)))
+
+    def fold(self, vt: ir.VectorType, align: int, out: ir.Value, extra: ir.Value,
+             val: ir.Value, fj: ir.Value) -> None:
+        """Fold the vector `val` of output features from fj into its pooled element."""
+        b, pool = self.b, self.pool
+        at = b.add(self.at, fj)
         ptr = b.bitcast(b.gep(out, [at]), vt.as_pointer())
-        first = b.and_(b.icmp_signed("==", dy, i64(0)), b.icmp_signed("==", dx, i64(0)))
         ld = b.load(ptr)
         ld.align = align
-        acc = pool.fold(b, b.select(first, pool.init(vt), ld), val)
+        acc = pool.fold(b, b.select(self.first, pool.init(vt), ld), val)
         if pool.post is not None:
-            last = b.and_(b.icmp_signed("==", dy, i64(pool.kh - 1)),
-                          b.icmp_signed("==", dx, i64(pool.kw - 1)))
-            acc = b.select(last, pool.post(b, acc, fj, at, extra), acc)
+            acc = b.select(self.last, pool.post(b, acc, fj, at, extra), acc)
         b.store(acc, ptr).align = align
 
 

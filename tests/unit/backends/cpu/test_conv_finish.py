@@ -1,0 +1,78 @@
+"""The hot epilogue functions of a convolution's nest (conv_kernel._finish_fn): a leaf
+buffer's pointer is loaded once per function (in its entry block, not per stored vector),
+and a pooled row's pixels past the last whole window are not visited (no test per vector):
+less code to compile, the same bits."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import cache, conv_general
+from xlapy.backends.cpu.conv_kernel import Split
+
+POOLED = """
+func.func @main(%x: tensor<1x6xWx8xf32>, %w: tensor<3x3x8x32xf32>,
+                %b: tensor<32xf32>) -> tensor<1x3xPWx32xf32> {
+  %c = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+      window = {pad = [[1, 1], [1, 1]]}
+      {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+      : (tensor<1x6xWx8xf32>, tensor<3x3x8x32xf32>) -> tensor<1x6xWx32xf32>
+  %b1 = stablehlo.broadcast_in_dim %b, dims = [3] : (tensor<32xf32>) -> tensor<1x6xWx32xf32>
+  %a = stablehlo.add %c, %b1 : tensor<1x6xWx32xf32>
+  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %p = "stablehlo.reduce_window"(%a, %zero) <{window_dimensions = array<i64: 1, 2, 2, 1>,
+      window_strides = array<i64: 1, 2, 2, 1>}> ({
+    ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+      %s = stablehlo.add %l, %r : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<1x6xWx32xf32>, tensor<f32>) -> tensor<1x3xPWx32xf32>
+  return %p : tensor<1x3xPWx32xf32>
+}
+"""
+
+
+def _text(width: int) -> str:
+    return POOLED.replace("xWx", f"x{width}x").replace("PW", str(width // 2))
+
+
+def _compile(width: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[Split]]:
+    text = _text(width)
+    splits: list[Split] = []
+    real = conv_general.build
+
+    def spy(name: str, split: Split, threads: int = 1) -> Any:
+        splits.append(split)
+        return real(name, split, threads)
+
+    monkeypatch.setattr(conv_general, "build", spy)
+    cache.clear_memory()
+    return xlapy.compile(text, backend="cpu"), splits
+
+
+def _finish_functions(split: Split) -> list[str]:
+    return [str(f) for f in split.hot.functions if not f.is_declaration]
+
+
+@pytest.mark.parametrize("width", [9, 12])
+def test_pooled_epilogue(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    prog, splits = _compile(width, monkeypatch)
+    assert len(splits) == 1 and not prog._exe.fallbacks()
+    (finish,) = _finish_functions(splits[0])
+    # the bias pointer: one load from the table, in the entry block
+    entry = finish.split("\neq.body:")[0]
+    table_loads = re.findall(r"load i8\*, i8\*\*", finish)
+    assert len(table_loads) == 1 and re.search(r"load i8\*, i8\*\*", entry)
+    # branches: the loop's guard and back edge only (the pixel count stops at the last
+    # whole window; no test per vector), and one window column per pixel
+    assert finish.count("br i1") == 2
+    assert finish.count("udiv") == 1
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal(s).astype(np.float32) for s in
+            ((1, 6, width, 8), (3, 3, 8, 32), (32,))]
+    want = np.asarray(xlapy.compile(_text(width), backend="interpreter")(*args))
+    np.testing.assert_allclose(np.asarray(prog(*args)), want, rtol=1e-5, atol=1e-5)
