@@ -38,6 +38,7 @@ from xlapy.backends.cpu import cache, parallel, target
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
+    I32,
     I64,
     VOID,
     Engine,
@@ -68,38 +69,59 @@ _COLS_T = ctypes.CFUNCTYPE(None, _P, _P, _P, _I, _I, _I, _I, _I, _P)
 _FINISH_T = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _I, _P)
 
 
-def _emit(name: str, f64: bool) -> ir.Module:
-    """rows(x, w, y, n, ldw, klo, khi, incx), cols(x, w, y, k, ldw, nlo, nhi, incy, beta*),
-    finish(parts, chunks, n, y, incy, beta*)."""
-    t = F64 if f64 else F32
-    size = 8 if f64 else 4
-    lanes = target.current().vector_bits // (8 * size)
-    vt = ir.VectorType(t, lanes)
-    tp = t.as_pointer()
-    mod = new_module(name)
-    zero_v = ir.Constant(vt, None)
-    zero = ir.Constant(t, 0.0)
+class _Vec:
+    """The vector type of one element type on the current target, and the IR it takes."""
 
-    def fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
-        suffix = f"v{lanes}{'f64' if f64 else 'f32'}" if isinstance(x.type, ir.VectorType) \
-            else ("f64" if f64 else "f32")
+    def __init__(self, f64: bool) -> None:
+        self.t = F64 if f64 else F32
+        self.size = 8 if f64 else 4
+        self.lanes = target.current().vector_bits // (8 * self.size)
+        self.vt = ir.VectorType(self.t, self.lanes)
+        self.tp = self.t.as_pointer()
+        self.zero_v = ir.Constant(self.vt, None)
+        self.zero = ir.Constant(self.t, 0.0)
+        self.name = "f64" if f64 else "f32"
+
+    def fma(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
+        suffix = f"v{self.lanes}{self.name}" if isinstance(x.type, ir.VectorType) \
+            else self.name
         return intrinsic(b, f"llvm.fmuladd.{suffix}", x.type, [x, y, acc])
 
-    def splat(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        one = b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
-        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
-                                ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+    def splat(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        undef = ir.Constant(self.vt, ir.Undefined)
+        one = b.insert_element(undef, x, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, undef,
+                                ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
 
-    def vload(b: ir.IRBuilder, base: ir.Value, at: ir.Value) -> ir.Value:
-        ld = b.load(b.bitcast(b.gep(base, [at]), vt.as_pointer()))
-        ld.align = size
+    def load(self, b: ir.IRBuilder, base: ir.Value, at: ir.Value) -> ir.Value:
+        ld = b.load(b.bitcast(b.gep(base, [at]), self.vt.as_pointer()))
+        ld.align = self.size
         return ld
 
-    def vstore(b: ir.IRBuilder, v: ir.Value, base: ir.Value, at: ir.Value) -> None:
-        st = b.store(v, b.bitcast(b.gep(base, [at]), vt.as_pointer()))
-        st.align = size
+    def store(self, b: ir.IRBuilder, v: ir.Value, base: ir.Value, at: ir.Value) -> None:
+        st = b.store(v, b.bitcast(b.gep(base, [at]), self.vt.as_pointer()))
+        st.align = self.size
 
-    # ---- rows(x, w, y, n, ldw, klo, khi, incx): y[:n] = sum_k x[k*incx] * w[k*ldw : +n]
+    def whole(self, b: ir.IRBuilder, n: ir.Value) -> ir.Value:
+        """n rounded down to whole vectors."""
+        return b.mul(b.sdiv(n, i64(self.lanes)), i64(self.lanes))
+
+    def hsum(self, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+        """The lanes of v summed as a fixed tree (halves added until one lane is left)."""
+        width = self.lanes
+        while width > 1:
+            half = width // 2
+            lo, hi = (b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
+                                                         list(range(at, at + half))))
+                      for at in (0, half))
+            v, width = b.fadd(lo, hi), half
+        return b.extract_element(v, ir.Constant(I32, 0))
+
+
+def _emit_rows(mod: ir.Module, name: str, v: _Vec) -> None:
+    """rows(x, w, y, n, ldw, klo, khi, incx): y[:n] = the sum over k in [klo, khi) of
+    x[k * incx] * w[k * ldw : + n], each element one multiply-add chain in k order."""
+    tp = v.tp
     fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64, I64, I64, I64]),
                      name=f"{name}_rows")
     x, w, y, n, ldw, klo, khi, incx = fn.args
@@ -107,26 +129,26 @@ def _emit(name: str, f64: bool) -> ir.Module:
         p.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     saved = set_ftz_daz(b)
-    nv = b.mul(b.sdiv(n, i64(lanes)), i64(lanes))  # columns in whole vectors
-    with for_range(b, i64(0), nv, "z", step=lanes) as c:
-        vstore(b, zero_v, y, c)
+    nv = v.whole(b, n)
+    with for_range(b, i64(0), nv, "z", step=v.lanes) as c:
+        v.store(b, v.zero_v, y, c)
     with for_range(b, nv, n, "zt") as c:
-        b.store(zero, b.gep(y, [c]))
+        b.store(v.zero, b.gep(y, [c]))
 
     def pass_rows(k0: ir.Value, r: int) -> None:
         """y += x[k0 .. k0+r) @ w[k0 .. k0+r, :]: one load and store of y per r rows."""
         xs = [b.load(b.gep(x, [b.mul(b.add(k0, i64(j)), incx)])) for j in range(r)]
-        xv = [splat(b, s) for s in xs]
+        xv = [v.splat(b, s) for s in xs]
         ws = [b.gep(w, [b.mul(b.add(k0, i64(j)), ldw)]) for j in range(r)]
-        with for_range(b, i64(0), nv, "c", step=lanes) as c:
-            acc = vload(b, y, c)
+        with for_range(b, i64(0), nv, "c", step=v.lanes) as c:
+            acc = v.load(b, y, c)
             for j in range(r):
-                acc = fma(b, xv[j], vload(b, ws[j], c), acc)
-            vstore(b, acc, y, c)
+                acc = v.fma(b, xv[j], v.load(b, ws[j], c), acc)
+            v.store(b, acc, y, c)
         with for_range(b, nv, n, "ct") as c:
             acc = b.load(b.gep(y, [c]))
             for j in range(r):
-                acc = fma(b, xs[j], b.load(b.gep(ws[j], [c])), acc)
+                acc = v.fma(b, xs[j], b.load(b.gep(ws[j], [c])), acc)
             b.store(acc, b.gep(y, [c]))
 
     groups = b.sdiv(b.sub(khi, klo), i64(ROWS))
@@ -137,8 +159,52 @@ def _emit(name: str, f64: bool) -> ir.Module:
     restore_mxcsr(b, saved)
     b.ret_void()
 
-    # ---- cols(x, w, y, k, ldw, nlo, nhi, incy, beta*): y[j*incy] = dot(x[:k], w[j*ldw:+k])
-    # (+ beta * y[j*incy] when *beta != 0) for j in [nlo, nhi); x contiguous.
+
+def _emit_finish(mod: ir.Module, name: str, v: _Vec) -> None:
+    """finish(parts, chunks, n, y, incy, beta*): y[j * incy] = the sum of parts[:, j] in
+    chunk order, after beta * y[j * incy] when *beta != 0 (y *= beta; y += sum). The sums
+    go straight to y when it is contiguous and beta is 0, else through parts[0]."""
+    tp = v.tp
+    fn = ir.Function(mod, ir.FunctionType(VOID, [tp, I64, I64, tp, I64, tp]),
+                     name=f"{name}_finish")
+    parts, chunks, n, y, incy, beta_p = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    saved = set_ftz_daz(b)
+    beta = b.load(beta_p)
+    scale = b.fcmp_ordered("!=", beta, v.zero)
+    direct = b.and_(b.not_(scale), b.icmp_signed("==", incy, i64(1)))
+    dst = b.select(direct, y, parts)
+    nv = v.whole(b, n)
+    vacc, sacc = b.alloca(v.vt), b.alloca(v.t)
+
+    def total(at: ir.Value, load: Callable[[ir.Value], ir.Value], acc: ir.Value,
+              store: Callable[[ir.Value, ir.Value], None]) -> None:
+        b.store(load(at), acc)
+        with for_range(b, i64(1), chunks, "p") as p:
+            b.store(b.fadd(b.load(acc), load(b.add(b.mul(p, n), at))), acc)
+        store(b.load(acc), at)
+
+    with for_range(b, i64(0), nv, "c", step=v.lanes) as c:
+        total(c, lambda at: v.load(b, parts, at), vacc,
+              lambda s, at: v.store(b, s, dst, at))
+    with for_range(b, nv, n, "ct") as c:
+        total(c, lambda at: b.load(b.gep(parts, [at])), sacc,
+              lambda s, at: b.store(s, b.gep(dst, [at])))
+    with b.if_then(b.not_(direct)):
+        with for_range(b, i64(0), n, "j") as j:
+            out = b.gep(y, [b.mul(j, incy)])
+            res = b.load(b.gep(parts, [j]))
+            b.store(b.select(scale, b.fadd(b.fmul(beta, b.load(out)), res), res), out)
+    restore_mxcsr(b, saved)
+    b.ret_void()
+
+
+def _emit_cols(mod: ir.Module, name: str, v: _Vec) -> None:
+    """cols(x, w, y, k, ldw, nlo, nhi, incy, beta*): y[j * incy] = dot(x[:k], w[j * ldw :
+    + k]) (+ beta * y[j * incy] when *beta != 0) for j in [nlo, nhi); x contiguous. COLS
+    columns per pass over x, one vector accumulator each, lanes summed as a fixed tree, the
+    k % lanes tail added after in k order."""
+    tp = v.tp
     fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64, I64, I64, I64, tp]),
                      name=f"{name}_cols")
     x, w, y, kk, ldw, nlo, nhi, incy, beta_p = fn.args
@@ -147,21 +213,9 @@ def _emit(name: str, f64: bool) -> ir.Module:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     saved = set_ftz_daz(b)
     beta = b.load(beta_p)
-    scale = b.fcmp_ordered("!=", beta, zero)
-    kv = b.mul(b.sdiv(kk, i64(lanes)), i64(lanes))
-    slots = [b.alloca(t) for _ in range(COLS)]  # the tails' sums (entry block: registers)
-
-    def hsum(v: ir.Value) -> ir.Value:
-        """The lanes of v summed as a fixed tree (halves added until one lane is left)."""
-        width = lanes
-        while width > 1:
-            half = width // 2
-            lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), half),
-                                                    list(range(half))))
-            hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), half),
-                                                    list(range(half, width))))
-            v, width = b.fadd(lo, hi), half
-        return b.extract_element(v, ir.Constant(ir.IntType(32), 0))
+    scale = b.fcmp_ordered("!=", beta, v.zero)
+    kv = v.whole(b, kk)
+    slots = [b.alloca(v.t) for _ in range(COLS)]  # the tails' sums (entry block: registers)
 
     def pass_cols(j0: ir.Value, c: int) -> None:
         cs = [b.gep(w, [b.mul(b.add(j0, i64(j)), ldw)]) for j in range(c)]
@@ -172,37 +226,33 @@ def _emit(name: str, f64: bool) -> ir.Module:
         b.position_at_end(body)
         at = b.phi(I64)
         at.add_incoming(i64(0), pre)
-        accs = [b.phi(vt) for _ in range(c)]
+        accs = [b.phi(v.vt) for _ in range(c)]
         for a in accs:
-            a.add_incoming(zero_v, pre)
-        xv = vload(b, x, at)
-        new = [fma(b, xv, vload(b, cj, at), a) for cj, a in zip(cs, accs)]
-        nxt = b.add(at, i64(lanes))
-        for a, v in zip(accs, new):
-            a.add_incoming(v, b.block)
+            a.add_incoming(v.zero_v, pre)
+        xv = v.load(b, x, at)
+        new = [v.fma(b, xv, v.load(b, cj, at), a) for cj, a in zip(cs, accs)]
+        nxt = b.add(at, i64(v.lanes))
+        for a, s in zip(accs, new):
+            a.add_incoming(s, b.block)
         at.add_incoming(nxt, b.block)
         b.cbranch(b.icmp_signed("<", nxt, kv), body, done)
         b.position_at_end(done)
         ends = []
-        for v in new:
-            phi = b.phi(vt)
-            phi.add_incoming(zero_v, pre)
-            phi.add_incoming(v, body)
+        for s in new:
+            phi = b.phi(v.vt)
+            phi.add_incoming(v.zero_v, pre)
+            phi.add_incoming(s, body)
             ends.append(phi)
-        sums = [hsum(v) for v in ends]
-        for j in range(c):  # the k % lanes tail, in k order, after the vector sum
+        sums = [v.hsum(b, e) for e in ends]
+        for j in range(c):
             acc = slots[j]
             b.store(sums[j], acc)
             with for_range(b, kv, kk, "kt") as kt:
-                b.store(fma(b, b.load(b.gep(x, [kt])), b.load(b.gep(cs[j], [kt])),
-                            b.load(acc)), acc)
+                b.store(v.fma(b, b.load(b.gep(x, [kt])), b.load(b.gep(cs[j], [kt])),
+                              b.load(acc)), acc)
             dst = b.gep(y, [b.mul(b.add(j0, i64(j)), incy)])
             res = b.load(acc)
-            with b.if_else(scale) as (then, other):
-                with then:
-                    b.store(b.fadd(b.fmul(beta, b.load(dst)), res), dst)
-                with other:
-                    b.store(res, dst)
+            b.store(b.select(scale, b.fadd(b.fmul(beta, b.load(dst)), res), res), dst)
 
     quads = b.sdiv(b.sub(nhi, nlo), i64(COLS))
     with for_range(b, i64(0), quads, "q") as q:
@@ -212,76 +262,56 @@ def _emit(name: str, f64: bool) -> ir.Module:
     restore_mxcsr(b, saved)
     b.ret_void()
 
-    # ---- finish(parts, chunks, n, y, incy, beta*): y[j*incy] = the sum of parts[:, j] in
-    # chunk order (after beta * y[j*incy] when *beta != 0: y *= beta; y += sum). The sums
-    # go straight to y when it is contiguous and beta is 0, else through parts[0].
-    fn = ir.Function(mod, ir.FunctionType(VOID, [tp, I64, I64, tp, I64, tp]),
-                     name=f"{name}_finish")
-    parts, chunks, n, y, incy, beta_p = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    saved = set_ftz_daz(b)
-    beta = b.load(beta_p)
-    scale = b.fcmp_ordered("!=", beta, zero)
-    direct = b.and_(b.not_(scale), b.icmp_signed("==", incy, i64(1)))
-    dst = b.select(direct, y, parts)
-    nv = b.mul(b.sdiv(n, i64(lanes)), i64(lanes))
-    vacc, sacc = b.alloca(vt), b.alloca(t)
 
-    def total(at: ir.Value, load: Callable[[ir.Value], ir.Value], acc: ir.Value,
-              store: Callable[[ir.Value, ir.Value], None]) -> None:
-        b.store(load(at), acc)
-        with for_range(b, i64(1), chunks, "p") as p:
-            b.store(b.fadd(b.load(acc), load(b.add(b.mul(p, n), at))), acc)
-        store(b.load(acc), at)
-
-    with for_range(b, i64(0), nv, "c", step=lanes) as c:
-        total(c, lambda at: vload(b, parts, at), vacc,
-              lambda v, at: vstore(b, v, dst, at))
-    with for_range(b, nv, n, "ct") as c:
-        total(c, lambda at: b.load(b.gep(parts, [at])), sacc,
-              lambda v, at: b.store(v, b.gep(dst, [at])))
-    with b.if_then(b.not_(direct)):
-        with for_range(b, i64(0), n, "j") as j:
-            out = b.gep(y, [b.mul(j, incy)])
-            res = b.load(b.gep(parts, [j]))
-            b.store(b.select(scale, b.fadd(b.fmul(beta, b.load(out)), res), res), out)
-    restore_mxcsr(b, saved)
-    b.ret_void()
+def _emit(name: str, f64: bool, form: str) -> ir.Module:
+    """The module of one loop form: "rows" (rows and finish) or "cols"."""
+    mod = new_module(name)
+    v = _Vec(f64)
+    if form == "rows":
+        _emit_rows(mod, name, v)
+        _emit_finish(mod, name, v)
+    else:
+        _emit_cols(mod, name, v)
     return mod
 
 
 @dataclass(frozen=True)
 class Compiled:
-    """One element type's functions on one target: addresses (for the pool's jobs) and
-    ctypes callables (for the calling thread)."""
+    """One loop form's functions for one element type on one target: addresses (for the
+    pool's jobs) and ctypes callables (for the calling thread); `finish` only with rows."""
 
     engine: Engine
-    rows: int
-    cols: int
-    finish: int
-    rows_fn: Any
-    cols_fn: Any
+    main: int
+    main_fn: Any
     finish_fn: Any
 
 
 @once
-def _compile(f64: bool, tgt: target.CpuTarget) -> Compiled:
+def _compile(f64: bool, tgt: target.CpuTarget, form: str) -> Compiled:
+    """One module per loop form (a program needs one: half the first call's compile),
+    element type and target, compiled once per process, cached on disk like any kernel."""
     with target.use(tgt), denormal.use(denormal.IEEE):
-        name = f"xlapy_{'d' if f64 else 's'}gemv"
-        text = module_text(_emit(name, f64))
+        name = f"xlapy_{'d' if f64 else 's'}gemv_{form}"
+        text = module_text(_emit(name, f64, form))
         key = cache.key(text, "light")
         obj = cache.get(key)
-        exports = [f"{name}_rows", f"{name}_cols", f"{name}_finish"]
+        exports = [f"{name}_{form}"] + ([f"{name}_finish"] if form == "rows" else [])
         eng = Engine(text, obj=obj, light=True, exports=exports)
         if obj is None:
             cache.put(key, eng.object)
-    rows, cols, finish = (eng.address(e) for e in exports)
-    return Compiled(eng, rows, cols, finish, _ROWS_T(rows), _COLS_T(cols), _FINISH_T(finish))
+    main = eng.address(exports[0])
+    if form == "rows":
+        return Compiled(eng, main, _ROWS_T(main), _FINISH_T(eng.address(exports[1])))
+    return Compiled(eng, main, _COLS_T(main), None)
 
 
 def available() -> bool:
     """Whether the loops run here: an x86-64 target this process can run."""
-    t = target.current()
+    return _runs(target.current())
+
+
+@functools.cache
+def _runs(t: target.CpuTarget) -> bool:
     return t.is_x86 and t.runs_here
 
 
@@ -341,7 +371,7 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
             y *= beta
         return
     f64 = a.dtype.char == "d"
-    code = _compile(f64, target.current())
+    tgt = target.current()
     x = a[0]
     s0, s1 = _stride(b, 0, it), _stride(b, 1, it)
     dot_form = s0 in (0, 1) and s1 is not None and (n == 1 or s1 not in (0, 1))
@@ -351,6 +381,7 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     beta_buf = np.array([beta], a.dtype)
     keep: list[Any] = [a, b, out, beta_buf]
     if dot_form:
+        code = _compile(f64, tgt, "cols")
         if x.strides[0] != it and k > 1:
             x = np.ascontiguousarray(x)
             keep.append(x)
@@ -360,11 +391,12 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
         tail = (incy, _addr(beta_buf))
         if len(cuts) == 2 or threads < 2:
             for lo, hi in zip(cuts, cuts[1:]):
-                code.cols_fn(*args, lo, hi, *tail)
+                code.main_fn(*args, lo, hi, *tail)
             return
-        jobs = [(code.cols, (*args, lo, hi, *tail)) for lo, hi in zip(cuts, cuts[1:])]
+        jobs = [(code.main, (*args, lo, hi, *tail)) for lo, hi in zip(cuts, cuts[1:])]
         parallel.pool(threads).share(jobs, threads, keep)
         return
+    code = _compile(f64, tgt, "rows")
     incx = _stride(a, 1, it)
     if incx is None:
         x = np.ascontiguousarray(x)
@@ -374,7 +406,7 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     cuts = plan(k, n * it, k * n * it, ROWS)
     chunks = len(cuts) - 1
     if chunks == 1 and incy == 1 and beta == 0.0:
-        code.rows_fn(_addr(x), _addr(b), _addr(y), n, ldw, 0, k, incx)
+        code.main_fn(_addr(x), _addr(b), _addr(y), n, ldw, 0, k, incx)
         return
     parts = np.empty((chunks, n), a.dtype)
     keep.append(parts)
@@ -382,9 +414,9 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     args = (_addr(x), _addr(b))
     if threads < 2 or chunks < 2:
         for j in range(chunks):
-            code.rows_fn(*args, base + j * row, n, ldw, cuts[j], cuts[j + 1], incx)
+            code.main_fn(*args, base + j * row, n, ldw, cuts[j], cuts[j + 1], incx)
     else:
-        jobs = [(code.rows, (*args, base + j * row, n, ldw, cuts[j], cuts[j + 1], incx))
+        jobs = [(code.main, (*args, base + j * row, n, ldw, cuts[j], cuts[j + 1], incx))
                 for j in range(chunks)]
         parallel.pool(threads).share(jobs, threads, keep)
     code.finish_fn(base, chunks, n, _addr(y), incy or 1, _addr(beta_buf))
