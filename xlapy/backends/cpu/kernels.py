@@ -24,6 +24,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
+from xlapy.backends.cpu import row_divide
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
 from xlapy.backends.cpu.lanes import (
@@ -339,6 +340,11 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         if op in ewb.OPS:
             return ewb.emit(b, instr, idx, self.gen)
         t = ops[0].shape.element_type
+        if op == "divide" and t in (ET.F32, ET.F64):  # by a value fixed per row: a product
+            n, d = self.gen(ops[0], idx), self.gen(ops[1], idx)
+            phase = self.hoisted_phase(d)
+            if row_divide.applies(n, d, phase is not None):
+                return row_divide.emit(b, n, d, lambda k, f: self.at_phase(phase, k, f))
         return ew.emit(b, op, self._unify([self.gen(o, idx) for o in ops]), t, et)
 
     def _affine(self, v: ir.Value, start: int, stride: int) -> ir.Value:

@@ -1,0 +1,91 @@
+"""Division by a value fixed per row (softmax's exp / sum) as a product, with the bits of
+the division.
+
+A vector divps takes about as long as the rest of softmax's last pass (AVX-512: one per 8-10
+cycles, on one port), and the divisor is the same along the row. XLA rewrites the divide
+into e * (1 / sum), whose results differ from the division's in the last bit. Here the
+reciprocal y = 1 / d is computed once before the column loop (hoist_emit.py), and per
+vector q0 = a * y, e = fma(d, q0, -a), q = fma(-e, y, q0): with y = RN(1/d) and q0 within
+an ulp of a / d, the residual e is exact and q = RN(a / d) (Markstein's theorem; Muller et
+al., Handbook of Floating-Point Arithmetic, ch. 4), provided nothing underflows or
+overflows. That holds when d is in [LO, HI] (positive: a zero a's quotient then keeps its
+sign) and every lane of a is zero or of magnitude in [LO, HI]; any other vector (NaN, inf,
+denormals, tiny or huge values, a negative divisor) takes the division itself. Needs a
+fused multiply-add (x86-64-v2 keeps the division).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import target
+from xlapy.backends.cpu.llvm_util import F32, F64, broadcast, elem, intrinsic, sfx, splat
+
+#: Magnitudes of a and d for which the product form is exact: quotients in [2^-2E, 2^2E],
+#: residuals representable (f32 ones fall below the normal range for |a| < 2^-79; f64:
+#: 2^-917), no overflow. f32: E = 60, f64: E = 450.
+_EXP = {32: 60, 64: 450}
+
+
+def _bounds(bits: int) -> tuple[int, int]:
+    """The bit patterns of 2^-E and 2^E (of the float type of `bits` bits)."""
+    e = _EXP[bits]
+    ft = np.float32 if bits == 32 else np.float64
+    it = np.uint32 if bits == 32 else np.uint64
+    return (int(np.array(2.0 ** -e, ft).view(it)), int(np.array(2.0 ** e, ft).view(it)))
+
+
+def applies(a: ir.Value, d: ir.Value, hoisted: bool) -> bool:
+    """a (W lanes of f32/f64) / d (a scalar computed before the loop) on an FMA target."""
+    if not hoisted or not isinstance(a.type, ir.VectorType) or \
+            isinstance(d.type, ir.VectorType) or elem(a.type) not in (F32, F64):
+        return False
+    t = target.current()
+    return t.has("fma") or not t.is_x86
+
+
+def emit(b: ir.IRBuilder, a: ir.Value, d: ir.Value,
+         before: Callable[[Any, Callable[[], ir.Value]], ir.Value]) -> ir.Value:
+    """a / d with the division's bits (both flushed as the division flushes them);
+    before(key, make) emits make() once before the column loop."""
+    vt = a.type
+    w = vt.count
+    bits = 64 if elem(vt) == F64 else 32
+    it = ir.IntType(bits)
+    lo, hi = _bounds(bits)
+    a = ew.flush(b, a)
+    df = before(("rowdiv.d", id(d)), lambda: ew.flush(b, d))
+    ds = before(("rowdiv.ds", id(d), w), lambda: broadcast(b, df, w))
+    ys = before(("rowdiv.y", id(d), w),
+                lambda: broadcast(b, b.fdiv(ir.Constant(df.type, 1.0), df), w))
+    row_ok = before(("rowdiv.ok", id(d)), lambda: b.and_(
+        b.fcmp_ordered(">=", df, ir.Constant(df.type, 2.0 ** -_EXP[bits])),
+        b.fcmp_ordered("<=", df, ir.Constant(df.type, 2.0 ** _EXP[bits]))))
+    mag = b.and_(b.bitcast(a, ir.VectorType(it, w)), splat(ir.VectorType(it, w),
+                                                          (1 << (bits - 1)) - 1))
+    in_range = b.icmp_unsigned("<", b.sub(mag, splat(mag.type, lo)),
+                               splat(mag.type, hi - lo + 1))
+    ok = b.or_(in_range, b.icmp_unsigned("==", mag, splat(mag.type, 0)))
+    all_ok = intrinsic(b, f"llvm.vector.reduce.and.v{w}i1", ir.IntType(1), [ok])
+    with b.if_else(b.and_(row_ok, all_ok), likely=True) as (fast, slow):
+        with fast:
+            fma = f"llvm.fma.{sfx(vt)}"
+            q0 = b.fmul(a, ys)
+            e = intrinsic(b, fma, vt, [ds, q0, b.fneg(a)])
+            q = intrinsic(b, fma, vt, [b.fneg(e), ys, q0])
+            fast_end = b.block
+        with slow:
+            qd = b.fdiv(a, ds)
+            slow_end = b.block
+    phi = b.phi(vt)
+    phi.add_incoming(q, fast_end)
+    phi.add_incoming(qd, slow_end)
+    return phi
+
+
+__all__ = ["applies", "emit"]
