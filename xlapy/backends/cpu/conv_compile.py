@@ -24,7 +24,7 @@ import llvmlite.binding as llvm
 
 from xlapy.backends.cpu import cache, llvm_util, parallel_compile, target
 from xlapy.backends.cpu.conv_kernel import Split
-from xlapy.backends.cpu.llvm_util import Engine, module_text
+from xlapy.backends.cpu.llvm_util import Engine
 from xlapy.phases import phase
 
 
@@ -80,7 +80,7 @@ def _cold(text: str, exports: list[str]) -> Engine:
 def build(name: str, split: Split, threads: int = 1) -> tuple[int, tuple[Engine, Engine]]:
     """(address of `name`, the engines to keep alive) for a nest's modules; `threads`: the
     program's threads (the two modules compile side by side when two are idle)."""
-    cold_text = module_text(split.cold)
+    cold_text = split.cold_text()
     hot, cold = _hot(split.hot_text(), split.blocks,
                      lambda: _cold(cold_text, [name, split.table]), threads)
     if cold.linked:

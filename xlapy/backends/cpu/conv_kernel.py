@@ -30,11 +30,15 @@ the two take ~8 + ~3 ms; the CNN runs within ~2% of the one module's time on the
 AVX-512, ~3% slower on x86-64-v3 (the epilogue at -O0 cost 5%). The sums leave the
 registers through a spill that the epilogue reads (as in one module); the cold code calls
 the hot functions through a table of pointers (`Split.table`, filled once both are
-linked).
+linked). The blocks and the rows functions are written as IR text (conv_block_text.py,
+conv_rows_text.py): through llvmlite's IR objects their building and printing was ~4.7 ms
+of the CNN's cold compile; the epilogues, made of elementwise.py's emitters, and the small
+entry function still go through llvmlite.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import gcd, prod
@@ -42,6 +46,7 @@ from math import gcd, prod
 from llvmlite import ir
 
 from xlapy.backends.cpu.conv_block_text import block_text, fmuladd
+from xlapy.backends.cpu.conv_rows_text import MEMCPY, MEMSET, nbytes, rows_text
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -49,7 +54,6 @@ from xlapy.backends.cpu.llvm_util import (
     VOID,
     for_range,
     i64,
-    intrinsic,
     module_text,
     new_module,
     restore_mxcsr,
@@ -62,8 +66,6 @@ I1 = ir.IntType(1)
 #: Hot functions one nest (and its chained source) may call: a full and a remainder block
 #: and an epilogue for each.
 MAX_BLOCKS = 8
-#: Bytes of register-block sums one call of the hot code leaves for its epilogue at most.
-SPILL_BYTES = 16 << 10
 #: (builder, value vector, feature offset in [G * apad], out element offset, extra pointers)
 #: -> the vector to store.
 EpilogueEmit = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value, ir.Value], ir.Value]
@@ -162,11 +164,24 @@ class Split:
     table: str
     #: Definitions `hot` holds as text (the register blocks, conv_block_text.py).
     hot_defs: list[str] = field(default_factory=list)
+    #: Definitions and globals `cold` holds as text (the rows functions, conv_rows_text.py;
+    #: `cold` declares those its entry calls, and the text drops the declarations).
+    cold_defs: list[str] = field(default_factory=list)
+    cold_rows: list[str] = field(default_factory=list)
 
     def hot_text(self) -> str:
         """The hot module's IR text (module_text: the functions' attributes)."""
         with phase("ir text"):
             return module_text("\n".join([str(self.hot), *self.hot_defs]))
+
+    def cold_text(self) -> str:
+        """The cold module's IR text."""
+        with phase("ir text"):
+            text = str(self.cold)
+            for name in self.cold_rows:
+                text = re.sub(rf'^declare [^\n]*@"{re.escape(name)}"\(.*\n', "", text,
+                              flags=re.M)
+            return module_text("\n".join([text, *self.cold_defs]))
 
 
 class _Blocks:
@@ -180,15 +195,13 @@ class _Blocks:
         self.defs: list[str] = []
         self._keys: dict[tuple[object, ...], int] = {}
         self._cold = cold
-        self._table: ir.GlobalVariable | None = None
         self.table_name = f"{name}.blocks"
 
-    def pointer(self, b: ir.IRBuilder, t: ir.Type, nest: Nest, pp: int) -> ir.Value:
-        """The cold-side pointer (loaded from the table) to the block of `pp` pixels."""
+    def block(self, t: ir.Type, nest: Nest, pp: int) -> int:
+        """The table slot of the block of `pp` pixels."""
         key = ("block", str(t), nest.taps, nest.ks[-1], nest.ci, nest.apad, nest.lanes,
                nest.v, pp, nest.strides[-1] * nest.cx, nest.rhs_dil[-1] * nest.cx, nest.xvec)
-        return self._get(b, key, _block_type(t, nest.lanes),
-                         lambda fname: self._block(fname, t, nest, pp))
+        return self._slot(key, lambda fname: self._block(fname, t, nest, pp))
 
     def _block(self, fname: str, t: ir.Type, nest: Nest, pp: int) -> None:
         """The block function, as text; a float one's intrinsic declared in `hot`."""
@@ -199,14 +212,13 @@ class _Blocks:
                 ir.Function(self.hot, ir.FunctionType(vt, [vt, vt, vt]), name=name)
         self.defs.append(block_text(fname, t, nest, pp))
 
-    def finish(self, b: ir.IRBuilder, rows: str, t: ir.Type, nest: Nest,
-               epilogue: EpilogueEmit | None, pool: Pool | None) -> ir.Value:
-        """The cold-side pointer to rows function `rows`' epilogue."""
-        return self._get(b, ("finish", rows), _finish_type(t, nest.lanes),
-                         lambda fname: _finish_fn(self.hot, fname, t, nest, epilogue, pool))
+    def finish(self, rows: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None,
+               pool: Pool | None) -> int:
+        """The table slot of rows function `rows`' epilogue."""
+        return self._slot(("finish", rows),
+                          lambda fname: _finish_fn(self.hot, fname, t, nest, epilogue, pool))
 
-    def _get(self, b: ir.IRBuilder, key: tuple[object, ...], ty: ir.FunctionType,
-             make: Callable[[str], None]) -> ir.Value:
+    def _slot(self, key: tuple[object, ...], make: Callable[[str], None]) -> int:
         k = self._keys.get(key)
         if k is None:
             k = self._keys[key] = len(self.names)
@@ -214,15 +226,21 @@ class _Blocks:
             fname = f"{self.hot.name}.f{k}"
             self.names.append(fname)
             make(fname)
-        slot = b.bitcast(b.gep(self._global(), [i64(0), i64(k)]), ty.as_pointer().as_pointer())
-        return b.load(slot)
+        return k
 
-    def _global(self) -> ir.GlobalVariable:
-        if self._table is None:
-            ty = ir.ArrayType(I64, MAX_BLOCKS)
-            self._table = ir.GlobalVariable(self._cold, ty, name=self.table_name)
-            self._table.initializer = ir.Constant(ty, None)
-        return self._table
+    def define_table(self) -> None:
+        """The table, in the cold module (zeros until conv_compile fills it)."""
+        ty = ir.ArrayType(I64, MAX_BLOCKS)
+        table = ir.GlobalVariable(self._cold, ty, name=self.table_name)
+        table.initializer = ir.Constant(ty, None)
+
+    def rows(self, name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None,
+             pool: Pool | None, source: tuple[str, int, Nest] | None
+             ) -> tuple[str, list[str]]:
+        """The rows function `name` (conv_rows_text.py) calling this table's functions."""
+        return rows_text(name, t, nest, pool, source, (self.table_name, MAX_BLOCKS),
+                         lambda pp: self.block(t, nest, pp),
+                         self.finish(name, t, nest, epilogue, pool))
 
 
 def _finish_type(t: ir.Type, lanes: int) -> ir.FunctionType:
@@ -314,11 +332,17 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
     """The modules of the function `name` (see the module docstring)."""
     mod = new_module(name)
     blocks = _Blocks(name, mod)
+    blocks.define_table()
+    defs = [f'declare void @"{MEMSET}"(i8*, i8, i64, i1)',
+            f'declare void @"{MEMCPY}"(i8*, i8*, i64, i1)']
     src = None
     if source is not None:
-        src = (_rows_fn(mod, f"{name}.src", t, source.nest, source.epilogue, None, None,
-                        blocks), source)
-    rows = _rows_fn(mod, f"{name}.rows", t, nest, epilogue, pool, src, blocks)
+        src = (f"{name}.src", source.at, source.nest)
+        text, globs = blocks.rows(src[0], t, source.nest, source.epilogue, None, None)
+        defs += [*globs, text]
+    text, globs = blocks.rows(f"{name}.rows", t, nest, epilogue, pool, src)
+    defs += [*globs, text]
+    rows = ir.Function(mod, _signature(t), name=f"{name}.rows")  # declared: text above
     fn = ir.Function(mod, _signature(t), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     scratch = fn.args[5]
@@ -328,16 +352,13 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
     if nest.rows:
         _init_ring(b, scratch, t, nest)
     if source is not None and source.nest.rows:
-        _init_ring(b, b.gep(scratch, [i64(nest.scratch_bytes(_bytes(t)))]), t, source.nest)
+        _init_ring(b, b.gep(scratch, [i64(nest.scratch_bytes(nbytes(t)))]), t, source.nest)
     b.call(rows, list(fn.args))
     if mxcsr is not None:
         restore_mxcsr(b, mxcsr)
     b.ret_void()
-    return Split(blocks.hot, mod, blocks.names, blocks.table_name, blocks.defs)
-
-
-def _bytes(t: ir.Type) -> int:
-    return 8 if t == F64 else 4 if t == F32 else t.width // 8
+    return Split(blocks.hot, mod, blocks.names, blocks.table_name, blocks.defs, defs,
+                 [f"{name}.rows"])
 
 
 def _init_ring(b: ir.IRBuilder, scratch: ir.Value, t: ir.Type, nest: Nest) -> None:
@@ -349,205 +370,6 @@ def _init_ring(b: ir.IRBuilder, scratch: ir.Value, t: ir.Type, nest: Nest) -> No
     zero = ir.Constant(t, 0.0 if t in (F32, F64) else 0)
     with for_range(b, i64(0), i64(nest.row_len), "z") as k:
         b.store(zero, b.gep(base, [k]))
-
-
-def _rows_fn(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
-             epilogue: EpilogueEmit | None, pool: Pool | None,
-             source: tuple[ir.Function, Source] | None, blocks: _Blocks) -> ir.Function:
-    """`name(x, w, out, begin, end, scratch, extra)`: output rows [begin, end), the ring
-    (if any) as the last call left it."""
-    tp = t.as_pointer()
-    fn = ir.Function(mod, _signature(t), name=name)
-    fn.linkage = "internal"
-    x, w, out, begin, end, scratch, extra = fn.args
-    for arg in (x, w, out):
-        arg.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    lanes, v, p = nest.lanes, nest.v, nest.p
-    vt = ir.VectorType(t, lanes)
-    vp = vt.as_pointer()
-    align = 8 if t == F64 else 4 if t == F32 else t.width // 8
-    s = len(nest.sp_out)
-    cx, apad = nest.cx, nest.apad
-    taps, kw = nest.taps, nest.ks[-1]
-    wo = nest.sp_out[-1]
-    st_last = nest.strides[-1] * cx
-    opix = nest.g * apad
-
-    def table(tname: str, values: list[int]) -> ir.GlobalVariable:
-        ty = ir.ArrayType(I64, len(values))
-        gv = ir.GlobalVariable(mod, ty, name=f"{name}.{tname}")
-        gv.global_constant = True
-        gv.linkage = "internal"
-        gv.initializer = ir.Constant(ty, values)
-        return gv
-
-    def load(ptr: ir.Value, off: ir.Value) -> ir.Value:
-        ld = b.load(b.bitcast(b.gep(ptr, [off]), vp))
-        ld.align = align
-        return ld
-
-    def store(val: ir.Value, ptr: ir.Value, off: ir.Value) -> None:
-        st = b.store(val, b.bitcast(b.gep(ptr, [off]), vp))
-        st.align = align
-
-    # Blocks per hot call: the most that divide the row's whole blocks and whose sums fit
-    # SPILL_BYTES (the spill stays in L1).
-    full = wo // p
-    seg = max([d for d in range(1, full + 1) if full % d == 0
-               and d * p * v * lanes * _bytes(t) <= SPILL_BYTES] or [1])
-    spill = b.alloca(ir.ArrayType(vt, max(seg * p, wo % p) * v), name="spill")
-    spill0 = b.gep(spill, [i64(0), i64(0)])
-    prow: list[ir.Value] = []     # (pooled row, dy) of the row being computed
-    rowoff = b.alloca(I64, taps, name="rowoff")
-    tap_pos = [list(pos) for pos in _ndindex(nest.ks[:-1])]
-    if nest.rows:
-        tags = b.bitcast(scratch, I64.as_pointer())
-        base = b.bitcast(b.gep(scratch, [i64(nest.tag_bytes())]), tp)
-        # Per tap row and dimension: the input index offset k * dilation - low padding.
-        ktabs = [table(f"k{d}", [pos[d] * nest.rhs_dil[d] - nest.pad[d][0] for pos in tap_pos])
-                 for d in range(s - 1)]
-        ring = nest.ring()
-    else:
-        base = x
-        xstr = [0] * s
-        acc_ = cx
-        for d in range(s - 1, -1, -1):
-            xstr[d] = acc_
-            acc_ *= nest.padded[d]
-        xbatch = acc_
-        otab = table("koff", [sum(pos[d] * nest.rhs_dil[d] * xstr[d] for d in range(s - 1))
-                              for pos in tap_pos] or [0])
-
-    def copy_row(src_row: ir.Value, slot: ir.Value) -> None:
-        """Input row `src_row` (a row index of x viewed as [rows, W * C]) zero-padded into
-        ring slot `slot`."""
-        lo = nest.pad[-1][0]
-        width, plen = nest.sp_in[-1], nest.padded[-1]
-        x0, x1 = min(max(lo, 0), plen), min(max(lo + width, 0), plen)
-        dst = b.gep(base, [b.mul(b.add(slot, i64(1)), i64(nest.row_len))])
-        fill(dst, 0, x0 * cx, None)
-        if source is None:
-            src = b.gep(x, [b.add(b.mul(src_row, i64(width * cx)), i64((x0 - lo) * cx))])
-            fill(dst, x0 * cx, x1 * cx, src)
-        else:  # the chained nest's output row src_row, written where this row's starts
-            sfn, spec = source
-            ptr = [b.load(b.gep(extra, [i64(spec.at + k)])) for k in range(3)]
-            row0 = b.gep(dst, [i64(lo * cx)])  # (lo >= 0, the whole row: the plan checks)
-            at = b.gep(row0, [b.mul(src_row, i64(-width * cx))])
-            b.call(sfn, [b.bitcast(ptr[0], tp), b.bitcast(ptr[1], tp), at, src_row,
-                         b.add(src_row, i64(1)),
-                         b.gep(scratch, [i64(nest.scratch_bytes(_bytes(t)))]),
-                         b.bitcast(ptr[2], I8P.as_pointer())])
-        fill(dst, x1 * cx, plen * cx, None)
-
-    def fill(dst: ir.Value, lo: int, hi: int, src: ir.Value | None) -> None:
-        """dst[lo:hi] = src[0:hi - lo] (zeros when src is None): the C library's memcpy /
-        memset (this code is generated at -O0, conv_compile.py: its own copy loop cost the
-        CNN 2-3%)."""
-        n = (hi - lo) * _bytes(t)
-        if n <= 0:
-            return
-        to = b.bitcast(b.gep(dst, [i64(lo)]), I8P)
-        if src is None:
-            intrinsic(b, "llvm.memset.p0i8.i64", VOID,
-                      [to, ir.Constant(ir.IntType(8), 0), i64(n), ir.Constant(I1, 0)])
-        else:
-            intrinsic(b, "llvm.memcpy.p0i8.p0i8.i64", VOID,
-                      [to, b.bitcast(src, I8P), i64(n), ir.Constant(I1, 0)])
-
-    def tap_rows(bi: ir.Value, outer: list[ir.Value]) -> None:
-        """rowoff[t] for output row (bi, outer...): the element offset from `base` of the
-        (padded) input row tap row t reads."""
-        if not nest.rows:
-            xrow = b.mul(bi, i64(xbatch))
-            for d in range(s - 1):
-                xrow = b.add(xrow, b.mul(outer[d], i64(nest.strides[d] * xstr[d])))
-            with for_range(b, i64(0), i64(taps), "tr") as k:
-                b.store(b.add(xrow, b.load(b.gep(otab, [i64(0), k]))), b.gep(rowoff, [k]))
-            return
-        with for_range(b, i64(0), i64(taps), "tr") as k:
-            ok: ir.Value = ir.Constant(ir.IntType(1), 1)
-            lin = bi
-            slot = i64(0)
-            for d in range(s - 1):
-                i = b.add(b.mul(outer[d], i64(nest.strides[d])),
-                          b.load(b.gep(ktabs[d], [i64(0), k])))
-                ok = b.and_(ok, b.and_(b.icmp_signed(">=", i, i64(0)),
-                                       b.icmp_signed("<", i, i64(nest.sp_in[d]))))
-                lin = b.add(b.mul(lin, i64(nest.sp_in[d])), i)
-                if ring:
-                    slot = b.add(b.mul(slot, i64(nest.ks[d])),
-                                 b.urem(b.select(ok, i, i64(0)), i64(nest.ks[d])))
-            if not ring:
-                slot = k
-            with b.if_else(ok) as (yes, no):
-                with yes:
-                    tag = b.gep(tags, [slot])
-                    with b.if_then(b.icmp_signed("!=", b.load(tag), lin)):
-                        copy_row(lin, slot)
-                        b.store(lin, tag)
-                    b.store(b.mul(b.add(slot, i64(1)), i64(nest.row_len)), b.gep(rowoff, [k]))
-                with no:
-                    b.store(i64(0), b.gep(rowoff, [k]))
-
-    def block(xg: ir.Value, wg: ir.Value, og_: ir.Value, fg: ir.Value, vb: ir.Value,
-              pix0: ir.Value, pp: int, n: int) -> None:
-        """n hot blocks' sums into the spill, then the hot epilogue and stores."""
-        xb = b.add(xg, b.mul(pix0, i64(st_last)))
-        vl = b.mul(vb, i64(lanes))
-        b.call(blocks.pointer(b, t, nest, pp),
-               [base, w, xb, vl, b.add(wg, vl), rowoff, spill0, i64(n)])
-        ob = b.add(b.add(og_, b.mul(pix0, i64(opix))), vl)
-        pr, dy = prow if pool is not None else (i64(0), i64(0))
-        b.call(blocks.finish(b, name, t, nest, epilogue, pool),
-               [out, spill0, extra, ob, b.add(fg, vl), pix0, pr, dy, i64(n * pp)])
-
-    rows_inner = prod(nest.sp_out[:-1])
-
-    def one_row(row: ir.Value, bi: ir.Value, outer: list[ir.Value]) -> None:
-        tap_rows(bi, outer)
-        orow = b.mul(row, i64(wo * opix))
-        with for_range(b, i64(0), i64(nest.g), "g") as g:
-            xg = b.mul(g, i64(nest.gx))
-            wg = b.mul(g, i64(taps * kw * nest.ci * apad))
-            fg = b.mul(g, i64(apad))
-            og_ = b.add(orow, fg)
-            with for_range(b, i64(0), i64(apad // lanes // v), "vb") as vbi:
-                vb = b.mul(vbi, i64(v))
-                if full:
-                    with for_range(b, i64(0), i64(full // seg), "pb") as pb:
-                        block(xg, wg, og_, fg, vb, b.mul(pb, i64(seg * p)), p, seg)
-                if wo % p:
-                    block(xg, wg, og_, fg, vb, i64(full * p), wo % p, 1)
-
-    if pool is None:
-        with for_range(b, begin, end, "row") as row:
-            bi = b.sdiv(row, i64(rows_inner))
-            rem = b.srem(row, i64(rows_inner))
-            outer: list[ir.Value] = [i64(0)] * (s - 1)
-            for d in range(s - 2, -1, -1):
-                outer[d] = b.srem(rem, i64(nest.sp_out[d]))
-                rem = b.sdiv(rem, i64(nest.sp_out[d]))
-            one_row(row, bi, outer)
-    else:  # [begin, end) are pooled rows of b * hp; 2-D only
-        with for_range(b, begin, end, "prow") as pr:
-            bi = b.sdiv(pr, i64(pool.hp))
-            hq = b.srem(pr, i64(pool.hp))
-            with for_range(b, i64(0), i64(pool.kh), "dy") as dy:
-                h = b.add(b.mul(hq, i64(pool.kh)), dy)
-                prow[:] = [pr, dy]
-                one_row(b.add(b.mul(bi, i64(nest.sp_out[0])), h), bi, [h])
-    b.ret_void()
-    return fn
-
-
-def _ndindex(dims: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """Every index of `dims` in row-major order ([()] for no dimension)."""
-    out: list[tuple[int, ...]] = [()]
-    for n in dims:
-        out = [pos + (k,) for pos in out for k in range(n)]
-    return out
 
 
 __all__ = ["MAX_BLOCKS", "Nest", "Pool", "Source", "Split", "emit", "EpilogueEmit"]

@@ -52,7 +52,7 @@ def test_chained_nests_share_their_block() -> None:
     nest = _nest(8, 4)
     split = emit("c", F32, nest, source=Source(nest, None, 0))
     assert len(split.blocks) == 3 and _blocks(split) == 1
-    hot, cold = split.hot_text(), str(split.cold)
+    hot, cold = split.hot_text(), split.cold_text()
     assert "fmuladd" in hot and "fmuladd" not in cold
     assert f'@"{split.table}"' in cold
 

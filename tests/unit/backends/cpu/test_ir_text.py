@@ -1,0 +1,66 @@
+"""Functions written as IR text (ir_text.py): folded i64 arithmetic, for_range-shaped loops,
+branches; the text parses, verifies and runs. And the cold module of a convolution nest
+(conv_rows_text.py) is one text with its rows functions defined once."""
+
+from __future__ import annotations
+
+import ctypes
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from xlapy.backends.cpu.conv_kernel import Nest, Source, emit
+from xlapy.backends.cpu.ir_text import FunctionText
+from xlapy.backends.cpu.llvm_util import F32, Engine, module_text
+
+
+def test_folding() -> None:
+    f = FunctionText("define void @f(i64 %a)")
+    assert f.add(2, 3) == 5 and f.mul(4, 5) == 20
+    assert f.add("%a", 0) == "%a" and f.add(0, "%a") == "%a"
+    assert f.mul("%a", 1) == "%a" and f.mul(1, "%a") == "%a" and f.mul("%a", 0) == 0
+    assert f.gep("i64", "%p", 0) == "%p"
+    assert f.add("%a", 1).startswith("%t")
+
+
+def _sum_fn() -> str:
+    """sum(i * j for i < n for j < 3 if i != 2) into *out, through loops and branches."""
+    f = FunctionText("define void @tsum(i64* %out, i64 %n)")
+    f.store("i64", 0, "%out")
+    with f.loop(0, "%n", "i") as i:
+        with f.loop(0, 3, "j") as j:
+            yes, no, end = f.if_else(f.icmp("ne", i, 2))
+            f.label(yes)
+            acc = f.load("i64", "%out")
+            f.store("i64", f.add(acc, f.mul(i, j)), "%out")
+            f.do(f"br label %{end}")
+            f.label(no)
+            with f.if_then(f.icmp("eq", j, 0)):
+                f.do("call void @llvm.donothing()")
+            f.do(f"br label %{end}")
+            f.label(end)
+    f.do("ret void")
+    return "declare void @llvm.donothing()\n" + f.text()
+
+
+def test_loops_and_branches_run() -> None:
+    text = module_text(_sum_fn())
+    llvm.parse_assembly(text).verify()
+    eng = Engine(text, light=True, exports=["tsum"])
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(eng.address("tsum"))
+    for n in (0, 1, 5):
+        out = np.zeros(1, np.int64)
+        fn(out.ctypes.data, n)
+        assert out[0] == sum(i * j for i in range(n) for j in range(3) if i != 2)
+
+
+def test_cold_module_defines_rows_once() -> None:
+    nest = Nest(b=1, g=1, ci=16, cx=16, gx=16, apad=16, lanes=8, v=2, p=4, xvec=False,
+                sp_out=(8, 10), ks=(3, 3), strides=(1, 1), rhs_dil=(1, 1), padded=(10, 12),
+                sp_in=(8, 10), pad=((1, 1), (1, 1)), rows=True)
+    split = emit("c_rows", F32, nest, source=Source(nest, None, 0))
+    text = split.cold_text()
+    llvm.parse_assembly(text).verify()
+    assert text.count('@"c_rows.rows"(') == 2  # its definition and the entry's call
+    assert 'declare void @"c_rows.rows"' not in text
+    assert text.count('define internal void @"c_rows.src"') == 1
