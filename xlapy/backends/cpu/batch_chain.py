@@ -1,21 +1,27 @@
 """Batch chains: a batched dot_general, a row kernel over its result and a batched dot_general
 of the kernel's result (attention: q k^T, softmax, p v) run batch by batch on each thread,
-the intermediates in one batch's scratch per thread.
+the intermediates of one batch (or block of rows) at a time per thread.
 
 Run as three thunks, the attention of the `attention` workload (4 x 8 heads of 256 x 64) wrote
 8 MB of scores, read them back for the softmax and again for the second product: 10 MB of
 peak memory against XLA's 2, the scores leaving L2 between the steps. Here a thread computes
 one head's 256 x 256 scores (256 KB, in L2), its softmax rows and its 256 x 64 output before
-the next head: the arena holds one head's scores per thread.
+the next head. The scores lie in the chain's own output where it is not written yet, and the
+last heads run in blocks of rows (chain_schedule.py): the arena holds 8 rows of scores per
+thread (2.5 -> 2.02 MB of peak on two threads, f32; bf16 1.25 -> 1.03).
 
-Bits: each batch is the same single-threaded BLAS call as `blas.batched_gemm` makes and the
-same kernel code over the same rows, so the results are those of the three thunks, whatever
-the thread count. Only chains whose dots take that path (`blas.by_batch`) are formed.
+Bits: whole batches are the same single-threaded BLAS call as `blas.batched_gemm` makes and
+the same kernel code over the same rows; the last batches are cut in blocks of rows the same
+way on any thread count. So the results never depend on the thread count; they are the three
+thunks' except where OpenBLAS sums a block's rows in another order than the whole batch's
+(it picks kernels by the row count; the AMX steps never do). Only chains whose dots take that
+path (`blas.by_batch`) are formed.
 
 Native runtime (compiled once per process, like regions.py's): `chain_run(desc, lo, hi)` runs
-batches [lo, hi) with a private copy of the pointer table in which each intermediate's slot
-points `scratch - j * batch_bytes` while batch j runs, so the kernel's own indexing and the
-GEMM steps' `table[slot] + j * batch_stride` land in the scratch.
+batches [lo, hi) whole, then the thread's own blocks, with a private copy of the pointer
+table in which each intermediate's slot points `scratch - first_row * row_bytes` while a
+block runs, so the kernel's own indexing and the GEMM steps' `table[slot] + j *
+batch_stride + r0 * row_stride` land in the scratch.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas, dot_views, gemm_bf16, target
+from xlapy.backends.cpu import blas, chain_schedule, dot_views, gemm_bf16, target
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -51,13 +57,17 @@ from xlapy.types import ElementType as ET
 #: Words of one step record: kind (0 GEMM, 1 kernel), function, then per kind: a kernel's
 #: rows per batch; a GEMM's lhs/rhs/out slots, their batch strides in bytes, then the 10
 #: Fortran argument cells (little-endian, read in place by BLAS).
-_STEP = 20
+_STEP = 22
 #: Chains are formed (tests turn it off to compare with the three thunks).
 ENABLED = True
-_KIND, _FN, _ROWS = 0, 1, 2
+#: Rows of an f32/f64 block are multiples of this (the batch's last rows excepted); an AMX
+#: step's, of its 32-row blocks.
+ROW_GRANULE = 8
+_KIND, _FN = 0, 1
 _LHS, _RHS, _OUT, _LB, _RB, _OB = 2, 3, 4, 5, 6, 7
 _TA, _TB, _N, _M, _K, _ALPHA, _LDA, _LDB, _BETA, _LDC = range(8, 18)
 _LOFF, _ROFF = 18, 19  # byte offsets of the lhs / rhs in their slots (dot_views.py)
+_LRS, _ORS = 20, 21  # bytes from one row of the lhs / the result to the next (blocks of rows)
 
 
 @dataclass
@@ -108,9 +118,17 @@ class Chain:
     def batch_bytes(self) -> int:
         return self.first.m * self.first.n * self.first.itemsize
 
+    def schedule(self, parts: int) -> chain_schedule.Schedule:
+        """Where the intermediates live on `parts` threads (chain_schedule.py): mostly in
+        the output not yet written; blocks of rows are AMX steps' whole 32-row blocks."""
+        f, s = self.first, self.second
+        need = f.n * f.itemsize * (1 if self.in_place else 2)
+        return chain_schedule.plan(f.nbatch, f.m, need, s.n * s.itemsize, parts,
+                                   gemm_bf16.BM if f.bf16 else ROW_GRANULE)
+
     def scratch_bytes(self, parts: int) -> int:
-        """Arena bytes for `parts` threads: one batch of each intermediate per thread."""
-        return parts * self.batch_bytes * (1 if self.in_place else 2)
+        """Arena bytes for `parts` threads (`schedule`)."""
+        return self.schedule(parts).arena_bytes
 
 
 def _strided(view: dot_views.View, dims: tuple[int, ...], nb: int, rows: int, cols: int
@@ -265,12 +283,21 @@ def _match(a: Instruction, kin: Instruction, c: Instruction, pk: int, pc: int,
 
 
 # ---- native runtime --------------------------------------------------------------------------
+#: Header words of a thread's descriptor: the table, the shared counter, rows per batch, the
+#: scratch of whole batches, then the remap count (remaps, steps and the thread's own
+#: blocks follow).
+_TABLE, _COUNTER, _MROWS, _WHOLE, _NREMAP = range(5)
+_RUN_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
 @once
 @on_host
 def _runtime() -> tuple[Engine, int]:
-    """(engine, address of chain_run(desc, lo, hi))."""
+    """(engine, address of chain_run(desc, lo, hi)): batches [lo, hi) whole, each thread
+    taking the next one left; then the thread's own blocks (chain_schedule.py)."""
     mod = new_module("xlapy_batch_chain")
     i64p = I64.as_pointer()
+    block = _emit_block(mod)
     fn = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64]), name="chain_run")
     d, lo, hi = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -278,56 +305,88 @@ def _runtime() -> tuple[Engine, int]:
     def at(base: ir.Value, k: ir.Value | int) -> ir.Value:
         return b.gep(base, [k if isinstance(k, ir.Value) else i64(k)])
 
-    table = b.inttoptr(b.load(at(d, 0)), i64p)
-    counter = b.inttoptr(b.load(at(d, 1)), i64p)
-    nremap = b.load(at(d, 2))
-    steps = at(d, b.add(i64(3), b.mul(nremap, i64(3))))
-    nsteps = b.load(steps)
-    blas_t = ir.FunctionType(VOID, [I8P] * 13)
-    # batches lo + 0, 1, 2, ... below hi, each taken from the shared counter by whichever
-    # thread is free (a descheduled thread on a loaded machine holds up no one)
+    counter = b.inttoptr(b.load(at(d, _COUNTER)), i64p)
+    m, whole = b.load(at(d, _MROWS)), b.load(at(d, _WHOLE))
+    nremap = b.load(at(d, _NREMAP))
+    steps = at(d, b.add(i64(_NREMAP + 1), b.mul(nremap, i64(3))))
+    blocks = at(steps, b.add(i64(1), b.mul(b.load(steps), i64(_STEP))))
+    # a descheduled thread on a loaded machine holds up no one: the shared batches are
+    # claimed from the counter by whichever thread is free
     claim, body, done = (fn.append_basic_block(n) for n in ("claim", "batch", "done"))
     b.branch(claim)
     b.position_at_end(claim)
     j = b.add(lo, b.atomic_rmw("add", counter, i64(1), "monotonic"), name="j")
     b.cbranch(b.icmp_signed("<", j, hi), body, done)
     b.position_at_end(body)
+    b.call(block, [d, j, i64(0), m, whole])
+    b.branch(claim)
+    b.position_at_end(done)
+    with for_range(b, i64(0), b.load(blocks), name="blk") as k:
+        rec = at(blocks, b.add(i64(1), b.mul(k, i64(4))))
+        b.call(block, [d, b.load(rec), b.load(at(rec, 1)), b.load(at(rec, 2)),
+                       b.load(at(rec, 3))])
+    b.ret_void()
+    engine = Engine(mod, light=True, exports=["chain_run"])
+    return engine, int(engine.address("chain_run"))
+
+
+def _emit_block(mod: ir.Module) -> ir.Function:
+    """chain_block(desc, j, r0, rows, scratch): rows [r0, r0 + rows) of batch j, the
+    intermediates at `scratch`: each remapped slot points where row (j * m + r0) lands
+    there, the GEMMs run over those rows (their M argument set to `rows`), the kernel over
+    them."""
+    i64p = I64.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64, I64, I64]),
+                     name="chain_block")
+    fn.linkage = "internal"
+    d, j, r0, nrows, scratch = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def at(base: ir.Value, k: ir.Value | int) -> ir.Value:
+        return b.gep(base, [k if isinstance(k, ir.Value) else i64(k)])
+
+    table = b.inttoptr(b.load(at(d, _TABLE)), i64p)
+    first = b.add(b.mul(j, b.load(at(d, _MROWS))), r0)  # the block's first flattened row
+    nremap = b.load(at(d, _NREMAP))
     with for_range(b, i64(0), nremap, name="r") as r:
-        rec = at(d, b.add(i64(3), b.mul(r, i64(3))))
-        off = b.mul(j, b.load(at(rec, 2)))
-        b.store(b.sub(b.load(at(rec, 1)), off), at(table, b.load(rec)))
-    with for_range(b, i64(0), nsteps, name="s") as s:
+        rec = at(d, b.add(i64(_NREMAP + 1), b.mul(r, i64(3))))
+        row_bytes = b.load(at(rec, 2))
+        here = b.add(scratch, b.mul(b.mul(b.load(at(rec, 1)), nrows), row_bytes))
+        b.store(b.sub(here, b.mul(first, row_bytes)), at(table, b.load(rec)))
+    steps = at(d, b.add(i64(_NREMAP + 1), b.mul(nremap, i64(3))))
+    blas_t = ir.FunctionType(VOID, [I8P] * 13)
+    with for_range(b, i64(0), b.load(steps), name="s") as s:
         rec = at(steps, b.add(i64(1), b.mul(s, i64(_STEP))))
         is_kernel = b.icmp_signed("==", b.load(at(rec, _KIND)), i64(1))
         with b.if_else(is_kernel) as (then, otherwise):
             with then:
-                rows = b.load(at(rec, _ROWS))
                 kfn = b.inttoptr(b.load(at(rec, _FN)), KERNEL_TYPE.as_pointer())
-                start = b.mul(j, rows)
-                b.call(kfn, [b.bitcast(table, I8P.as_pointer()), start, b.add(start, rows)])
+                b.call(kfn, [b.bitcast(table, I8P.as_pointer()), first, b.add(first, nrows)])
             with otherwise:
-                def operand(slot_word: int, stride_word: int, off_word: int | None
-                            ) -> ir.Value:
+                def operand(slot_word: int, stride_word: int, off_word: int | None,
+                            row_word: int | None) -> ir.Value:
                     base = b.load(at(table, b.load(at(rec, slot_word))))
                     if off_word is not None:
                         base = b.add(base, b.load(at(rec, off_word)))
+                    if row_word is not None:
+                        base = b.add(base, b.mul(r0, b.load(at(rec, row_word))))
                     return b.inttoptr(b.add(base, b.mul(j, b.load(at(rec, stride_word)))),
                                       I8P)
 
                 def cell(k: int) -> ir.Value:
                     return b.bitcast(at(rec, k), I8P)
 
+                # the M argument (a 32-bit cell of this thread's own copy of the record)
+                b.store(b.trunc(nrows, ir.IntType(32)),
+                        b.bitcast(at(rec, _M), ir.IntType(32).as_pointer()))
                 gfn = b.inttoptr(b.load(at(rec, _FN)), blas_t.as_pointer())
                 # column-major out^T = rhs^T lhs^T, as blas._gemm_args calls it
                 b.call(gfn, [cell(_TA), cell(_TB), cell(_N), cell(_M), cell(_K),
-                             cell(_ALPHA), operand(_RHS, _RB, _ROFF), cell(_LDA),
-                             operand(_LHS, _LB, _LOFF), cell(_LDB), cell(_BETA),
-                             operand(_OUT, _OB, None), cell(_LDC)])
-    b.branch(claim)
-    b.position_at_end(done)
+                             cell(_ALPHA), operand(_RHS, _RB, _ROFF, None), cell(_LDA),
+                             operand(_LHS, _LB, _LOFF, _LRS), cell(_LDB), cell(_BETA),
+                             operand(_OUT, _OB, None, _ORS), cell(_LDC)])
     b.ret_void()
-    engine = Engine(mod, light=True, exports=["chain_run"])
-    return engine, int(engine.address("chain_run"))
+    return fn
 
 
 def _gemm_record(g: BatchGemm) -> np.ndarray:
@@ -349,6 +408,9 @@ def _gemm_record(g: BatchGemm) -> np.ndarray:
     if g.rhs_at is not None:
         _, rec[_RHS], off, bs, flag, ld = g.rhs_at
         rec[_ROFF], rec[_RB], rec[_TA], rec[_LDA] = off * size, bs * size, ord(flag), ld
+    # bytes from one lhs row to the next: its leading dimension when stored by rows ("N")
+    rec[_LRS] = rec[_LDB] * size if rec[_TB] == ord("N") else size
+    rec[_ORS] = g.n * size
     one = np.array([1.0], np.float64 if g.f64 else np.float32)  # (the AMX step reads none)
     rec.view(np.uint8)[_ALPHA * 8:_ALPHA * 8 + one.itemsize] = one.view(np.uint8)
     return rec  # beta: 0.0 (all zero bits)
@@ -356,21 +418,21 @@ def _gemm_record(g: BatchGemm) -> np.ndarray:
 
 def _records(chain: Chain, kernel_address: int) -> np.ndarray:
     kern = np.zeros(_STEP, np.int64)
-    kern[_KIND], kern[_FN], kern[_ROWS] = 1, kernel_address, chain.first.m
+    kern[_KIND], kern[_FN] = 1, kernel_address
     return np.concatenate([[3], _gemm_record(chain.first), kern, _gemm_record(chain.second)])
 
 
 def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[], NativePool],
                 scratch_offset: Callable[[], int], fresh: list[tuple[int, tuple[int, ...], Any]],
                 keep: dict[int, Any]) -> Callable[..., None]:
-    """run(table, values, runtime, process): the chain's batches shared by `parts` threads,
-    each taking the next batch left (a counter per call), each with its own copy of the
-    table and its own scratch (`scratch_offset()`: its byte offset in the arena,
-    values[-1][0])."""
+    """run(table, values, runtime, process): the chain's batches shared by `parts` threads
+    as `chain.schedule(parts)` lays them out, each thread with its own copy of the table and
+    its own arena scratch (`scratch_offset()`: its byte offset in the arena, values[-1][0])."""
     from xlapy.backends.cpu import recycle, thunks
 
     nb = chain.first.nbatch
     parts = max(1, min(parts, nb))
+    sched = chain.schedule(parts)
     tgt = target.current()
     built: list[np.ndarray] = []  # the step records, made on the first run (`_steps`)
 
@@ -382,11 +444,15 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
                 recs = _records(chain, kernel_address)
             built.append(recs)  # (a concurrent first run makes equal records: either wins)
         return built[0]
-    fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-    bb = chain.batch_bytes
-    # (slot, which batch scratch of the thread): the kernel's result over the scores in place
-    remaps = [(chain.scores, 0), (chain.probs, 0 if chain.in_place else 1)]
-    per_part = 1 if chain.in_place else 2
+
+    # (slot, which of the block's intermediates, bytes per row): the kernel's result over
+    # the scores in place, else right after them
+    row_bytes = chain.first.n * chain.first.itemsize
+    remaps = [(chain.scores, 0, row_bytes), (chain.probs, 0 if chain.in_place else 1,
+                                             row_bytes)]
+    # per thread: its blocks (batch, row, rows, byte offset) and whether each is in the arena
+    plans = [(np.array([(x.batch, x.row, x.rows, x.at) for x in bs], np.int64).reshape(-1, 4),
+              np.array([x.arena for x in bs], bool)) for bs in sched.blocks]
 
     def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
         for s, dims, dtype in fresh:
@@ -396,24 +462,33 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
         raw = v[-1][0]
         base = raw.ctypes.data
         base += (-base) % recycle.ALIGN + scratch_offset()
+        out = int(t[chain.second.out])
         tables, descs = [], []
         counter = np.zeros(1, np.int64)
         steps = _steps()
         for p in range(parts):
             tp = type(t).from_buffer_copy(t)
-            words = [ctypes.addressof(tp), counter.ctypes.data, len(remaps)]
-            for s, r in remaps:
-                words += [s, base + (p * per_part + r) * bb, bb]
-            desc = np.concatenate([np.array(words, np.int64), steps])
+            mine = base + sched.arena_at[p]
+            at = sched.reserve[p]
+            whole = mine if at is None else out + at
+            words = [ctypes.addressof(tp), counter.ctypes.data, chain.first.m, whole,
+                     len(remaps)]
+            for r in remaps:
+                words += r
+            blk, arena = plans[p]
+            blk = blk.copy()
+            blk[:, 3] += np.where(arena, mine, out)
+            desc = np.concatenate([np.array(words, np.int64), steps, [len(blk)],
+                                   blk.reshape(-1)])
             tables.append(tp)
             descs.append(desc)
         blas.ready(pool())
         addr = _runtime()[1]  # built on the first run, not in the compile (~6 ms, once)
         if parts == 1:
-            fn_t(addr)(descs[0].ctypes.data, 0, nb)
+            _RUN_T(addr)(descs[0].ctypes.data, 0, sched.shared)
             return
-        pool().share([(addr, (descs[p].ctypes.data, 0, nb)) for p in range(parts)], parts,
-                     (tables, descs, counter))
+        pool().share([(addr, (descs[p].ctypes.data, 0, sched.shared)) for p in range(parts)],
+                     parts, (tables, descs, counter))
 
     return run
 

@@ -1,7 +1,7 @@
 """Where a cpu executable's values live (the planning methods of `CpuExecutable`, run once
 at compile): the arena of temporaries packed by live range, element-wise kernels written over
-a dying operand or into a result (inplace.py), and batch chains whose intermediates hold one
-batch per thread (batch_chain.py)."""
+a dying operand or into a result (inplace.py), and batch chains whose intermediates lie
+mostly in their own output, a few rows per thread in the arena (batch_chain.py)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class MemoryPlanning:
         group = {m.slot: r.name for r in self.regions for m in r.members}
         sizes = {s: math.prod(self.shapes[s].dimensions) * self.shapes[s].dtype.itemsize
                  for s in self.temp_slots}
-        for ch in self.chains:  # one step; scratch for every thread's batch in the scores slot
+        for ch in self.chains:  # one step; its threads' arena scratch in the scores slot
             group.update((self.slot[id(i)], ch.name) for i in ch.instrs)
             sizes[ch.scores] = ch.scratch_bytes(self._chain_parts[ch.name])
             at = outs.index(ch.second.out)  # the view kernels' leaves are read there
