@@ -6,12 +6,13 @@ The cold compile of JAX's CNN was ~37 ms of CPU against XLA's ~18, of which ~17 
 but spills every value a loop carries, which the blocks' accumulators cannot afford (and
 the epilogue, once per stored vector, cost 5% there), while the row bookkeeping and ring
 copies can. So the hot functions are a module of their own, compiled as every kernel
-(light pipeline, -O3 code generation), and the rest is a second module, light pipeline then
--O0 code generation (as gemm_bf16.py's and gemm_amx.py's tile kernels). Both objects go
+(light pipeline, -O3 code generation), and the rest is a second module, no pass then -O0
+code generation (as gemm_bf16.py's and gemm_amx.py's tile kernels, which keep the light
+pipeline). Both objects go
 through the disk cache, each keyed by its IR text; the cold module reaches the hot
 functions through a table of pointers written here once both are linked (each Engine is a
 JIT library of its own). With an idle CPU the -O3 module compiles on a compile thread
-(parallel_compile.py) while this one builds the -O0 one.
+(parallel_compile.py) while this one writes and builds the -O0 one.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def _o0_machine(t: target.CpuTarget) -> llvm.TargetMachine:
 def _hot(text: str, exports: list[str], cold: Callable[[], Engine], threads: int
          ) -> tuple[Engine, Engine]:
     """(hot engine, cold()): the hot module compiled on a compile thread while this one
-    builds the cold module when a CPU is idle (parallel_compile.threads), else one after
-    the other."""
+    writes and compiles the cold module when a CPU is idle (parallel_compile.threads), else
+    one after the other."""
     key = cache.key(text, "light")
     obj = cache.get(key)
     if obj is not None or parallel_compile.threads(threads) < 2:
@@ -60,7 +61,10 @@ def _hot(text: str, exports: list[str], cold: Callable[[], Engine], threads: int
 
 
 def _cold(text: str, exports: list[str]) -> Engine:
-    key = cache.key(text, "light-O0")
+    """The cold module: no optimization pass (its text is already what the -O0 generator
+    wants: SSA loops, no promotable allocas; the light pipeline was 0.3 ms of the CNN's
+    ~3), -O0 code generation."""
+    key = cache.key(text, "O0")
     obj = cache.get(key)
     if obj is not None:  # one that fails to load is recompiled (light, -O3) by Engine
         return Engine(text, obj=obj, light=True, exports=exports)
@@ -70,7 +74,6 @@ def _cold(text: str, exports: list[str]) -> Engine:
         ref = llvm_util.verify(text)
         ref.triple = t.triple
         ref.data_layout = str(ctm.target_data)
-        llvm_util.optimize(ref, ctm, vectorize=False, light=True)
         with phase("llvm codegen"):
             obj = _o0_machine(t).emit_object(ref)
     cache.put(key, obj)
@@ -80,9 +83,8 @@ def _cold(text: str, exports: list[str]) -> Engine:
 def build(name: str, split: Split, threads: int = 1) -> tuple[int, tuple[Engine, Engine]]:
     """(address of `name`, the engines to keep alive) for a nest's modules; `threads`: the
     program's threads (the two modules compile side by side when two are idle)."""
-    cold_text = split.cold_text()
     hot, cold = _hot(split.hot_text(), split.blocks,
-                     lambda: _cold(cold_text, [name, split.table]), threads)
+                     lambda: _cold(split.cold_text(), [name, split.table]), threads)
     if cold.linked:
         table = cold.address(split.table)
         for k, block in enumerate(split.blocks):

@@ -162,3 +162,28 @@ def test_modules_compile_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(jobs) == 1 and "fmuladd" in jobs[0]
     np.testing.assert_array_equal(np.asarray(side(*args)), serial)
     cache.clear_memory()
+
+
+def test_cold_module_runs_no_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the hot module goes through the optimization pipeline (the cold one is written
+    as the -O0 generator wants it); the results are the interpreter's."""
+    from xlapy.backends.cpu import llvm_util, parallel_compile
+
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: 1)
+    optimized: list[str] = []
+    real = llvm_util.optimize
+
+    def spy(ref, *a, **k):  # type: ignore[no-untyped-def]
+        optimized.append(str(ref))
+        return real(ref, *a, **k)
+
+    monkeypatch.setattr(llvm_util, "optimize", spy)
+    cache.clear_memory()
+    cpu = xlapy.compile(CONV, backend="cpu")
+    convs = [m for m in optimized if "conv" in m]
+    assert len(convs) == 1 and "fmuladd" in convs[0]
+    args = _args()
+    want = np.asarray(xlapy.compile(CONV, backend="interpreter")(*args))
+    np.testing.assert_allclose(np.asarray(cpu(*args)), want, rtol=1e-4, atol=1e-4)
+    cache.clear_memory()
