@@ -7,8 +7,8 @@ Run as three thunks, the attention of the `attention` workload (4 x 8 heads of 2
 peak memory against XLA's 2, the scores leaving L2 between the steps. Here a thread computes
 one head's 256 x 256 scores (256 KB, in L2), its softmax rows and its 256 x 64 output before
 the next head. The scores lie in the chain's own output where it is not written yet, and the
-last heads run in blocks of rows (chain_schedule.py): the arena holds 8 rows of scores per
-thread (2.5 -> 2.02 MB of peak on two threads, f32; bf16 1.25 -> 1.03).
+last heads run in blocks of rows (chain_schedule.py): the arena holds a row of f32 scores per
+thread, 32 rows of bf16 ones (peak on two threads 2.5 -> 2.002 MB, f32; bf16 1.25 -> 1.03).
 
 Bits: whole batches are the same single-threaded BLAS call as `blas.batched_gemm` makes and
 the same kernel code over the same rows; the last batches are cut in blocks of rows the same
@@ -60,9 +60,10 @@ from xlapy.types import ElementType as ET
 _STEP = 22
 #: Chains are formed (tests turn it off to compare with the three thunks).
 ENABLED = True
-#: Rows of an f32/f64 block are multiples of this (the batch's last rows excepted); an AMX
-#: step's, of its 32-row blocks.
-ROW_GRANULE = 8
+#: Rows of an f32/f64 block are multiples of this: any count (the blocks are the same on
+#: any thread count whatever their rows, `chain_schedule`), so the arena holds one row of
+#: intermediates per thread; an AMX step's blocks are whole 32-row blocks.
+ROW_GRANULE = 1
 _KIND, _FN = 0, 1
 _LHS, _RHS, _OUT, _LB, _RB, _OB = 2, 3, 4, 5, 6, 7
 _TA, _TB, _N, _M, _K, _ALPHA, _LDA, _LDB, _BETA, _LDC = range(8, 18)

@@ -11,10 +11,11 @@ import pytest
 
 import xlapy
 from tests.unit.backends.cpu.test_batch_chain import PLAIN, _chain_lines, _run, _text
-from xlapy.backends.cpu import chain_schedule
+from xlapy.backends.cpu import batch_chain, chain_schedule, gemm_bf16
 
-CASES = [(32, 256, 1024, 256, 8), (32, 256, 512, 128, 32), (6, 40, 96, 32, 8),
-         (12, 64, 256, 64, 8), (3, 40, 96, 32, 8), (7, 20, 40, 40, 8), (5, 16, 64, 4, 8)]
+CASES = [(32, 256, 1024, 256, 1), (32, 256, 1024, 256, 8), (32, 256, 512, 128, 32),
+         (6, 40, 96, 32, 1), (12, 64, 256, 64, 8), (3, 40, 96, 32, 8), (7, 20, 40, 40, 1),
+         (5, 16, 64, 4, 8)]
 
 
 def _written_by(sched: chain_schedule.Schedule, m: int) -> dict[int, int]:
@@ -75,11 +76,11 @@ def test_the_blocks_do_not_depend_on_the_thread_count(
 
 
 def test_attention_arena_is_a_few_rows_per_thread() -> None:
-    """The `attention` workload's chain on two threads: 8 rows of f32 scores per thread
-    (2 x 8 KB) where it held one head's (2 x 256 KB); bf16's 32-row AMX blocks: 2 x 16 KB."""
-    f32 = chain_schedule.plan(32, 256, 1024, 256, 2, 8)
-    bf16 = chain_schedule.plan(32, 256, 512, 128, 2, 32)
-    assert (f32.arena_bytes, bf16.arena_bytes) == (2 * 8 * 1024, 2 * 32 * 512)
+    """The `attention` workload's chain on two threads: a row of f32 scores per thread
+    (2 x 1 KB) where it held one head's (2 x 256 KB); bf16's 32-row AMX blocks: 2 x 16 KB."""
+    f32 = chain_schedule.plan(32, 256, 1024, 256, 2, batch_chain.ROW_GRANULE)
+    bf16 = chain_schedule.plan(32, 256, 512, 128, 2, gemm_bf16.BM)
+    assert (f32.arena_bytes, bf16.arena_bytes) == (2 * 1024, 2 * 32 * 512)
     assert f32.shared == 24 and all(r is not None for r in f32.reserve)
 
 
