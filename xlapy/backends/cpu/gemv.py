@@ -16,11 +16,15 @@ Two loop forms, by how W lies in memory:
   columns at a time, one vector accumulator each, lanes summed in a fixed tree; the output
   columns are cut into chunks, each element computed whole by one chunk.
 
-Either way the bits depend on the shape alone, never on the thread count: the threads of the
-pool (threads.NativePool.share) take the next chunk left, so a busy second core costs at most
-its chunk in flight. MXCSR FTZ/DAZ are cleared around the loops (IEEE, like BLAS on the Python
-path and gemm_small). One module per loop form, element type and target, built once per process
-on first use and cached on disk like any kernel (shape-independent: n, k, strides are arguments).
+Either way the bits depend on the shape alone, never on the thread count: the caller and the
+pool's workers it reserved take the next chunk left (an atomic counter), so a busy second core
+costs at most its chunk in flight. A product is one native call (`drive`: post to the workers,
+claim chunks, wait, sum the partial rows): through NativePool.share, a Python job list per call
+cost ~15 us more per layer (0.385 -> 0.35 ms on the MLP's 16 MB layers).
+
+MXCSR FTZ/DAZ are cleared around the loops (IEEE, like BLAS on the Python path and gemm_small).
+One module per loop form, element type and target, built once per process on first use and
+cached on disk like any kernel (shape-independent: n, k, strides are arguments).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from xlapy.backends.cpu.llvm_util import (
     set_ftz_daz,
 )
 from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.threads import natives, slot_words
 
 #: Rows of W per pass over the partial row (axpy form); 4, 8 and 16 ran alike (within 3%).
 ROWS = 8
@@ -64,11 +69,15 @@ CHUNK_BYTES = 1 << 20
 #: Bytes of W below which the call runs on the calling thread alone.
 SPLIT_BYTES = 1 << 21
 
-_P = ctypes.c_void_p
-_I = ctypes.c_int64
-_ROWS_T = ctypes.CFUNCTYPE(None, _P, _P, _P, _I, _I, _I, _I, _I)
-_COLS_T = ctypes.CFUNCTYPE(None, _P, _P, _P, _I, _I, _I, _I, _I, _P)
-_FINISH_T = ctypes.CFUNCTYPE(None, _P, _I, _I, _P, _I, _P)
+_DRIVE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# Descriptor words of drive(d): the claim counter, the chunk count, the pool's post and wait,
+# the number of workers; the loop's x, w, out (partial rows or y), extent (n for rows, k for
+# cols), ldw, x's or y's stride, beta*, the partial rows' stride (elements); finish or not,
+# y and its stride; the workers' slots; the chunks' cuts.
+(_D_NEXT, _D_CHUNKS, _D_POST, _D_WAIT, _D_WORKERS, _D_X, _D_W, _D_OUT, _D_EXT, _D_LDW, _D_INC,
+ _D_BETA, _D_OUT_STEP, _D_FINISH, _D_Y, _D_INCY) = range(16)
+_D_SLOTS = 16
+_D_CUTS = _D_SLOTS + parallel.MAX_CHUNKS
 
 
 class _Vec:
@@ -265,8 +274,88 @@ def _emit_cols(mod: ir.Module, name: str, v: _Vec) -> None:
     b.ret_void()
 
 
+def _emit_driver(mod: ir.Module, name: str, v: _Vec, form: str) -> None:
+    """drive(d): every chunk of a call on the caller and the workers whose slots the
+    descriptor names (each taking the next chunk left: an atomic counter), then, for the
+    rows form, `finish`. One native call per product: no Python per chunk or per worker.
+    The descriptor's words are _D_* (gemv builds it)."""
+    i64p = I64.as_pointer()
+    tp = v.tp
+    posted, fn_word, args_word = slot_words()
+
+    def word(b: ir.IRBuilder, d: ir.Value, at: ir.Value | int) -> ir.Value:
+        return b.load(b.gep(d, [i64(at) if isinstance(at, int) else at]))
+
+    def ptr(b: ir.IRBuilder, d: ir.Value, at: int) -> ir.Value:
+        return b.inttoptr(word(b, d, at), tp)
+
+    # chunk(d, c): the loop over chunk c
+    chunk = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64]), name=f"{name}_chunk")
+    d, c = chunk.args
+    b = ir.IRBuilder(chunk.append_basic_block("entry"))
+    lo = word(b, d, b.add(c, i64(_D_CUTS)))
+    hi = word(b, d, b.add(c, i64(_D_CUTS + 1)))
+    ext = word(b, d, _D_EXT)
+    if form == "rows":  # chunk c's partial row at out + c * n
+        out = b.gep(ptr(b, d, _D_OUT), [b.mul(c, word(b, d, _D_OUT_STEP))])
+        b.call(mod.globals[f"{name}_rows"], [ptr(b, d, _D_X), ptr(b, d, _D_W), out, ext,
+                                             word(b, d, _D_LDW), lo, hi, word(b, d, _D_INC)])
+    else:
+        b.call(mod.globals[f"{name}_cols"], [ptr(b, d, _D_X), ptr(b, d, _D_W),
+                                             ptr(b, d, _D_OUT), ext, word(b, d, _D_LDW), lo,
+                                             hi, word(b, d, _D_INC), ptr(b, d, _D_BETA)])
+    b.ret_void()
+
+    # claim(d): chunk d[NEXT]++ until none is left (the workers' job, and the caller's)
+    claim = ir.Function(mod, ir.FunctionType(VOID, [i64p]), name=f"{name}_claim")
+    d = claim.args[0]
+    entry = claim.append_basic_block("entry")
+    loop, body, done = (claim.append_basic_block(n) for n in ("claim", "chunk", "done"))
+    b = ir.IRBuilder(entry)
+    b.branch(loop)
+    b.position_at_end(loop)
+    k = b.atomic_rmw("add", b.gep(d, [i64(_D_NEXT)]), i64(1), "monotonic")
+    b.cbranch(b.icmp_signed("<", k, word(b, d, _D_CHUNKS)), body, done)
+    b.position_at_end(body)
+    b.call(chunk, [d, k])
+    b.branch(loop)
+    b.position_at_end(done)
+    b.ret_void()
+
+    # drive(d): post claim(d) to the named workers, claim on this thread, wait for each
+    # (a job a worker has not started runs here: wait's steal), then finish
+    drive = ir.Function(mod, ir.FunctionType(VOID, [i64p]), name=f"{name}_drive")
+    d = drive.args[0]
+    b = ir.IRBuilder(drive.append_basic_block("entry"))
+    post = b.inttoptr(word(b, d, _D_POST), ir.FunctionType(VOID, [i64p]).as_pointer())
+    wait = b.inttoptr(word(b, d, _D_WAIT),
+                      ir.FunctionType(VOID, [i64p, I32, I32]).as_pointer())
+    nw = word(b, d, _D_WORKERS)
+
+    def slot(k: ir.Value) -> ir.Value:
+        return b.inttoptr(word(b, d, b.add(k, i64(_D_SLOTS))), i64p)
+
+    with for_range(b, i64(0), nw, "post") as k:
+        sl = slot(k)
+        b.store(b.ptrtoint(claim, I64), b.gep(sl, [i64(fn_word)]))
+        b.store(b.ptrtoint(d, I64), b.gep(sl, [i64(args_word)]))
+        b.call(post, [sl])
+    b.call(claim, [d])
+    with for_range(b, i64(0), nw, "wait") as k:
+        sl = slot(k)
+        seq = b.load(b.bitcast(b.gep(sl, [i64(posted)]), I32.as_pointer()))
+        b.call(wait, [sl, seq, ir.Constant(I32, 1)])
+    if form == "rows":
+        with b.if_then(b.icmp_signed("!=", word(b, d, _D_FINISH), i64(0))):
+            b.call(mod.globals[f"{name}_finish"],
+                   [ptr(b, d, _D_OUT), word(b, d, _D_CHUNKS), word(b, d, _D_EXT),
+                    ptr(b, d, _D_Y), word(b, d, _D_INCY), ptr(b, d, _D_BETA)])
+    b.ret_void()
+
+
 def _emit(name: str, f64: bool, form: str) -> ir.Module:
-    """The module of one loop form: "rows" (rows and finish) or "cols"."""
+    """The module of one loop form: "rows" (rows, finish and the driver) or "cols" (cols
+    and the driver)."""
     mod = new_module(name)
     v = _Vec(f64)
     if form == "rows":
@@ -274,37 +363,31 @@ def _emit(name: str, f64: bool, form: str) -> ir.Module:
         _emit_finish(mod, name, v)
     else:
         _emit_cols(mod, name, v)
+    _emit_driver(mod, name, v, form)
     return mod
 
 
 @dataclass(frozen=True)
 class Compiled:
-    """One loop form's functions for one element type on one target: addresses (for the
-    pool's jobs) and ctypes callables (for the calling thread); `finish` only with rows."""
+    """One loop form's module for one element type on one target: `drive(descriptor)`."""
 
     engine: Engine
-    main: int
-    main_fn: Any
-    finish_fn: Any
+    drive: Any
 
 
 @once
 def _compile(f64: bool, tgt: target.CpuTarget, form: str) -> Compiled:
-    """One module per loop form (a program needs one: half the first call's compile),
+    """One module per loop form (a program needs one: less of the first call's compile),
     element type and target, compiled once per process, cached on disk like any kernel."""
     with target.use(tgt), denormal.use(denormal.IEEE):
         name = f"xlapy_{'d' if f64 else 's'}gemv_{form}"
         text = module_text(_emit(name, f64, form))
         key = cache.key(text, "light")
         obj = cache.get(key)
-        exports = [f"{name}_{form}"] + ([f"{name}_finish"] if form == "rows" else [])
-        eng = Engine(text, obj=obj, light=True, exports=exports)
+        eng = Engine(text, obj=obj, light=True, exports=[f"{name}_drive"])
         if obj is None:
             cache.put(key, eng.object)
-    main = eng.address(exports[0])
-    if form == "rows":
-        return Compiled(eng, main, _ROWS_T(main), _FINISH_T(eng.address(exports[1])))
-    return Compiled(eng, main, _COLS_T(main), None)
+    return Compiled(eng, _DRIVE_T(eng.address(f"{name}_drive")))
 
 
 def available() -> bool:
@@ -381,47 +464,49 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
         b = np.ascontiguousarray(b)
         s0 = n
     beta_buf = np.array([beta], a.dtype)
-    keep: list[Any] = [a, b, out, beta_buf]
+    d = np.zeros(_D_CUTS + parallel.MAX_CHUNKS + 1, np.int64)
     if dot_form:
-        code = _compile(f64, tgt, "cols")
+        form = "cols"
         if x.strides[0] != it and k > 1:
             x = np.ascontiguousarray(x)
-            keep.append(x)
-        ldw = s1 or k
         cuts = plan(n, k * it, k * n * it, COLS)
-        args = (_addr(x), _addr(b), _addr(y), k, ldw)
-        tail = (incy, _addr(beta_buf))
-        if len(cuts) == 2 or threads < 2:
-            for lo, hi in zip(cuts, cuts[1:]):
-                code.main_fn(*args, lo, hi, *tail)
-            return
-        jobs = [(code.main, (*args, lo, hi, *tail)) for lo, hi in zip(cuts, cuts[1:])]
-        parallel.pool(threads).share(jobs, threads, keep)
-        return
-    code = _compile(f64, tgt, "rows")
-    incx = _stride(a, 1, it)
-    if incx is None:
-        x = np.ascontiguousarray(x)
-        keep.append(x)
-        incx = 1
-    ldw = s0 or n
-    cuts = plan(k, n * it, k * n * it, ROWS)
-    chunks = len(cuts) - 1
-    if chunks == 1 and incy == 1 and beta == 0.0:
-        code.main_fn(_addr(x), _addr(b), _addr(y), n, ldw, 0, k, incx)
-        return
-    parts = np.empty((chunks, n), a.dtype)
-    keep.append(parts)
-    base, row = _addr(parts), n * it
-    args = (_addr(x), _addr(b))
-    if threads < 2 or chunks < 2:
-        for j in range(chunks):
-            code.main_fn(*args, base + j * row, n, ldw, cuts[j], cuts[j + 1], incx)
+        words = (_addr(x), _addr(b), _addr(y), k, s1 or k, incy, _addr(beta_buf), 0, 0, 0, 0)
+        parts = None
     else:
-        jobs = [(code.main, (*args, base + j * row, n, ldw, cuts[j], cuts[j + 1], incx))
-                for j in range(chunks)]
-        parallel.pool(threads).share(jobs, threads, keep)
-    code.finish_fn(base, chunks, n, _addr(y), incy or 1, _addr(beta_buf))
+        form = "rows"
+        incx = _stride(a, 1, it)
+        if incx is None:
+            x = np.ascontiguousarray(x)
+            incx = 1
+        cuts = plan(k, n * it, k * n * it, ROWS)
+        direct = len(cuts) == 2 and incy == 1 and beta == 0.0  # no partial row needed
+        parts = None if direct else np.empty((len(cuts) - 1, n), a.dtype)
+        words = (_addr(x), _addr(b), _addr(y if parts is None else parts), n, s0 or n, incx,
+                 _addr(beta_buf), n, int(parts is not None), _addr(y), incy or 1)
+    code = _compile(f64, tgt, form)
+    chunks = len(cuts) - 1
+    d[_D_CHUNKS] = chunks
+    d[_D_X:_D_INCY + 1] = words
+    d[_D_CUTS:_D_CUTS + chunks + 1] = cuts
+    helpers = min(threads, chunks) - 1
+    if helpers < 1:
+        code.drive(d.ctypes.data)
+        return
+    pool = parallel.pool(threads)
+    ks = pool.reserve(helpers)  # fewer when another thread holds some: more chunks here
+    d[_D_POST:_D_WAIT + 1] = _natives()
+    d[_D_WORKERS] = len(ks)
+    d[_D_SLOTS:_D_SLOTS + len(ks)] = [pool.addrs[j] for j in ks]
+    try:
+        code.drive(d.ctypes.data)
+    finally:
+        pool.release(ks)
+
+
+@functools.cache
+def _natives() -> tuple[int, int]:
+    """The pool's native post and wait (addresses fixed for the process)."""
+    return natives()
 
 
 __all__ = ["gemv", "available", "plan", "Compiled", "ROWS", "COLS", "CHUNK_BYTES",

@@ -183,3 +183,45 @@ def test_plan_is_a_function_of_the_shape() -> None:
     assert all(c % gemv.ROWS == 0 for c in cuts[:-1])
     cuts = gemv.plan(4099, 4 * 700, 4099 * 4 * 700, gemv.COLS)
     assert cuts[0] == 0 and cuts[-1] == 4099 and len(cuts) - 1 <= 16
+
+
+def test_workers_held_elsewhere_leave_the_chunks_to_the_caller(small_chunks: None) -> None:
+    """With every worker reserved by another caller, the chunks all run here (same bits)."""
+    from xlapy.backends.cpu import parallel
+
+    rng = np.random.default_rng(21)
+    a = rng.standard_normal((1, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 70)).astype(np.float32)
+    want = _run(a, b, 1)
+    pool = parallel.pool(2)
+    held = pool.reserve(pool.workers)
+    try:
+        np.testing.assert_array_equal(_run(a, b, 2), want)
+    finally:
+        pool.release(held)
+    np.testing.assert_array_equal(_run(a, b, 2), want)
+
+
+def test_concurrent_callers(small_chunks: None) -> None:
+    """Products run from several Python threads at once share the pool's workers safely."""
+    import threading
+
+    rng = np.random.default_rng(22)
+    cases = [(rng.standard_normal((1, 150)).astype(np.float64),
+              rng.standard_normal((150, 90)).astype(np.float64)) for _ in range(4)]
+    wants = [_run(a, b, 1) for a, b in cases]
+    errors: list[str] = []
+
+    def work(j: int) -> None:
+        for _ in range(50):
+            got = _run(*cases[j], 3)
+            if not np.array_equal(got, wants[j]):
+                errors.append(f"case {j}")
+                return
+
+    ts = [threading.Thread(target=work, args=(j,)) for j in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
