@@ -1,18 +1,17 @@
-"""Compiling a convolution's loop nest (conv_kernel.Split): its register blocks and
-epilogues at -O3, the rest at LLVM's -O0 code generator.
+"""Compiling a convolution's loop nest (conv_kernel.Split): its register blocks at -O3,
+the rest (epilogues included, conv_kernel's docstring) at LLVM's -O0 code generator.
 
 The cold compile of JAX's CNN was ~37 ms of CPU against XLA's ~18, of which ~17 ms was
 -O3 code generation of the nest's module; the -O0 generator takes ~5 ms for the same module
-but spills every value a loop carries, which the blocks' accumulators cannot afford (and
-the epilogue, once per stored vector, cost 5% there), while the row bookkeeping and ring
-copies can. So the hot functions are a module of their own, compiled as every kernel
-(light pipeline, -O3 code generation), and the rest is a second module, no pass then -O0
-code generation (as gemm_bf16.py's and gemm_amx.py's tile kernels, which keep the light
-pipeline). Both objects go
-through the disk cache, each keyed by its IR text; the cold module reaches the hot
-functions through a table of pointers written here once both are linked (each Engine is a
-JIT library of its own). With an idle CPU the -O3 module compiles on a compile thread
-(parallel_compile.py) while this one writes and builds the -O0 one.
+but spills every value a loop carries, which the blocks' accumulators cannot afford, while
+the row bookkeeping, ring copies and (written for it) the epilogues can. So the hot
+functions are a module of their own, compiled as every kernel (light pipeline, -O3 code
+generation), and the rest is a second module, no pass then -O0 code generation (as
+gemm_bf16.py's and gemm_amx.py's tile kernels, which keep the light pipeline). Both
+objects go through the disk cache, each keyed by its IR text; the cold module reaches the
+hot functions through a table of pointers written here once both are linked (each Engine
+is a JIT library of its own). With an idle CPU the -O3 module compiles on a compile
+thread (parallel_compile.py) while this one writes and builds the -O0 one.
 """
 
 from __future__ import annotations

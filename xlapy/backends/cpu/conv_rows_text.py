@@ -4,10 +4,10 @@
 rows with a Pool) of a nest: per output row it finds the input row each tap row reads
 (the ring's copies in the `rows` form: a tag per slot, memset / memcpy or the chained
 nest's rows function), then for each group, block of V vectors and run of pixel blocks
-calls the hot block function and the hot epilogue through the table of pointers
-(conv_kernel._Blocks). Integer bookkeeping only, generated at LLVM's -O0
-(conv_compile.py); through llvmlite's IR objects its building and printing cost ~2.9 ms
-of the CNN's cold compile.
+calls the hot block function through the table of pointers (conv_kernel._Blocks) and
+its epilogue (conv_kernel._finish_fn, in this module). Integer bookkeeping, generated at
+LLVM's -O0 (conv_compile.py); through llvmlite's IR objects its building and printing
+cost ~2.9 ms of the CNN's cold compile.
 """
 
 from __future__ import annotations
@@ -47,11 +47,6 @@ def block_type(t: ir.Type, lanes: int) -> str:
     return f"void ({t}*, {t}*, i64, i64, i64, i64*, <{lanes} x {t}>*, i64)"
 
 
-def finish_type(t: ir.Type, lanes: int) -> str:
-    """conv_kernel._finish_type as text."""
-    return f"void ({t}*, <{lanes} x {t}>*, i8**, i64, i64, i64, i64, i64, i64)"
-
-
 def _ndindex(dims: tuple[int, ...]) -> list[tuple[int, ...]]:
     """Every index of `dims` in row-major order ([()] for no dimension)."""
     out: list[tuple[int, ...]] = [()]
@@ -62,12 +57,12 @@ def _ndindex(dims: tuple[int, ...]) -> list[tuple[int, ...]]:
 
 def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
               source: tuple[str, int, Nest] | None, table: tuple[str, int],
-              block_slot: Callable[[int], int], finish_slot: int) -> tuple[str, list[str]]:
+              block_slot: Callable[[int], int], finish: str) -> tuple[str, list[str]]:
     """(definition, global lines) of the rows function `name`. `source`: (its rows
     function, its pointers' first index in extra, its nest) when a chained nest computes
     this one's input rows; `table`: the hot functions' table (name, entries);
-    block_slot(pp): the table index of the block of pp pixels; finish_slot: that of this
-    function's epilogue."""
+    block_slot(pp): the table index of the block of pp pixels; finish: this function's
+    epilogue function (conv_kernel._finish_fn, in the same module)."""
     f = FunctionText(signature(name, t))
     ts = f"{t}"
     tp = f"{ts}*"
@@ -209,7 +204,7 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
 
     def block(xg: Value, wg: Value, og: Value, fg: Value, vb: Value, pix0: Value, pp: int,
               n: int) -> None:
-        """n hot blocks' sums into the spill, then the hot epilogue and stores."""
+        """n hot blocks' sums into the spill, then the epilogue and stores."""
         xb = f.add(xg, f.mul(pix0, st_last))
         vl = f.mul(vb, lanes)
         bt = block_type(t, lanes)
@@ -217,9 +212,7 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
         f.do(f"call void {fn}({tp} {base}, {tp} %w, i64 {xb}, i64 {vl}, i64 {f.add(wg, vl)}, "
              f"i64* {rowoff}, {vt}* {spill0}, i64 {n})")
         ob = f.add(f.add(og, f.mul(pix0, opix)), vl)
-        ft = finish_type(t, lanes)
-        fin = hot(finish_slot, ft)
-        f.do(f"call void {fin}({tp} %out, {vt}* {spill0}, i8** %extra, i64 {ob}, "
+        f.do(f'call void @"{finish}"({tp} %out, {vt}* {spill0}, i8** %extra, i64 {ob}, '
              f"i64 {f.add(fg, vl)}, i64 {pix0}, i64 {prow[0]}, i64 {prow[1]}, i64 {n * pp})")
 
     def one_row(row: Value, bi: Value, outer: list[Value]) -> None:
@@ -260,5 +253,5 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
     return f.text(), globals_
 
 
-__all__ = ["MEMCPY", "MEMSET", "SPILL_BYTES", "block_type", "finish_type", "nbytes",
-           "rows_text", "signature"]
+__all__ = ["MEMCPY", "MEMSET", "SPILL_BYTES", "block_type", "nbytes", "rows_text",
+           "signature"]
