@@ -113,3 +113,28 @@ def test_chain_results_do_not_depend_on_the_threads(dtype: type, f: str,
     want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
     np.testing.assert_allclose(got[1][0], want, rtol=1e-5 if f == "f32" else 1e-12,
                                atol=1e-5 if f == "f32" else 1e-12)
+
+
+def test_chain_into_a_temporary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chain's output an arena temporary (another op reads it), not a result: its
+    intermediates lie there as well, the results those of every thread count."""
+    from tests.unit.backends.cpu.test_batch_chain import ATTENTION
+
+    t, s_, d = 64, 64, 16
+    text = ATTENTION.format(
+        between="%vv = stablehlo.negate %v : tensor<2x3x64x16xf32>", t=t, s=s_, d=d, f="f32",
+        ret="tensor<2x3x64x16xf32>", results="%14 : tensor<2x3x64x16xf32>").replace(
+        "  return %14 : tensor<2x3x64x16xf32>",
+        "  %15 = stablehlo.tanh %14 : tensor<2x3x64x16xf32>\n"
+        "  return %15 : tensor<2x3x64x16xf32>")
+    assert "stablehlo.tanh" in text
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal((2, 3, n, d)).astype(np.float32) for n in (t, s_, s_)]
+    got = {}
+    for threads in (1, 2, 3):
+        got[threads], exe = _run(text, args, threads, True, monkeypatch)
+        assert _chain_lines(exe)
+    for threads in (2, 3):
+        np.testing.assert_array_equal(got[threads][0], got[1][0])
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
+    np.testing.assert_allclose(got[1][0], want, rtol=1e-5, atol=1e-5)
