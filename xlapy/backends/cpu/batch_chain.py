@@ -54,15 +54,15 @@ from xlapy.backends.cpu.threads import NativePool
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
-#: Words of one step record: kind (0 GEMM, 1 kernel), function, then per kind: a kernel's
-#: rows per batch; a GEMM's lhs/rhs/out slots, their batch strides in bytes, then the 10
-#: Fortran argument cells (little-endian, read in place by BLAS).
+#: Words of one step record: kind (0 GEMM, 1 kernel), function, then a GEMM's lhs/rhs/out
+#: slots, their batch strides in bytes, the 10 Fortran argument cells (little-endian, read in
+#: place by BLAS; M is set per block), the operands' byte offsets and row strides.
 _STEP = 22
 #: Chains are formed (tests turn it off to compare with the three thunks).
 ENABLED = True
-#: Rows of an f32/f64 block are multiples of this: any count (the blocks are the same on
-#: any thread count whatever their rows, `chain_schedule`), so the arena holds one row of
-#: intermediates per thread; an AMX step's blocks are whole 32-row blocks.
+#: Rows of the smallest f32/f64 block: one (the blocks are the same on any thread count
+#: whatever their rows, chain_schedule.py), so the arena holds one row of intermediates per
+#: thread. An AMX step's blocks are whole 32-row blocks (gemm_bf16.BM).
 ROW_GRANULE = 1
 _KIND, _FN = 0, 1
 _LHS, _RHS, _OUT, _LB, _RB, _OB = 2, 3, 4, 5, 6, 7
@@ -121,7 +121,7 @@ class Chain:
 
     def schedule(self, parts: int) -> chain_schedule.Schedule:
         """Where the intermediates live on `parts` threads (chain_schedule.py): mostly in
-        the output not yet written; blocks of rows are AMX steps' whole 32-row blocks."""
+        the output not yet written."""
         f, s = self.first, self.second
         need = f.n * f.itemsize * (1 if self.in_place else 2)
         return chain_schedule.plan(f.nbatch, f.m, need, s.n * s.itemsize, parts,
