@@ -31,6 +31,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.kernels import is_scalar_constant
+from xlapy.backends.cpu.llvm_util import splat
 from xlapy.ir import Computation, Instruction
 from xlapy.types import ElementType as ET
 
@@ -91,7 +92,7 @@ class Expr:
                 v = leaf(n.value)
             elif n.kind == "const":
                 c = ew.constant(n.value, n.instr.shape.element_type)  # type: ignore[union-attr]
-                v = ir.Constant(ir.VectorType(c.type, vt.count), [c] * vt.count)
+                v = splat(ir.VectorType(c.type, vt.count), c)  # `splat (...)`: short text
             else:
                 v = _op(b, n.instr, [gen(a) for a in n.args])  # type: ignore[arg-type]
             memo[id(n)] = v
@@ -135,7 +136,7 @@ class PoolPlan:
 
         def init(vt: ir.Type) -> ir.Value:
             c = ew.constant(self.init, et)
-            return ir.Constant(vt, [c] * vt.count)
+            return splat(vt, c)
 
         def fold(b: ir.IRBuilder, acc: ir.Value, v: ir.Value) -> ir.Value:
             return ew.emit(b, self.op, [acc, v], et, et)
