@@ -24,6 +24,7 @@ from typing import Any
 from llvmlite import ir
 
 from xlapy import denormal
+from xlapy.backends.cpu import flush_ftz as _ftz
 from xlapy.backends.cpu.flush_avx512 import is_denormal
 from xlapy.backends.cpu.llvm_util import (
     F16,
@@ -500,7 +501,7 @@ def emit(b: ir.IRBuilder, opcode: str, args: Sequence[ir.Value], t: ET, out: ET)
         return _libm.emit(b, opcode, args, t, out)
     _, fn = row
     if opcode not in RAW and t.is_float:
-        args = [flush(b, a) for a in args]
+        args = [_ftz.operand(b, a, opcode, flush) for a in args]  # (kernels: one multiply)
     return round_to(b, fn(b, args, t), out)
 
 

@@ -24,7 +24,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
-from xlapy.backends.cpu import row_divide
+from xlapy.backends.cpu import flush_ftz, row_divide
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
 from xlapy.backends.cpu.lanes import (
@@ -385,10 +385,11 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         b = self.b
         saved = set_ftz_daz(b)
         begin, end = self.fn.args[1], self.fn.args[2]
-        if self.root.opcode == "reduce" and id(self.root) not in self.leaves:
-            outer, split = self._reduce(begin, end)
-        else:
-            outer, split = self._elementwise(begin, end)
+        with flush_ftz.in_kernel():  # (FTZ is set from here on)
+            if self.root.opcode == "reduce" and id(self.root) not in self.leaves:
+                outer, split = self._reduce(begin, end)
+            else:
+                outer, split = self._elementwise(begin, end)
         if self.fenced:  # order the non-temporal stores before the caller's completion flag
             store_fence(b)
         restore_mxcsr(b, saved)

@@ -1,0 +1,75 @@
+"""The denormal flush of an arithmetic op's operands as one multiply by 1.0, in kernels.
+
+A kernel flushes every float it loads before arithmetic (FTZ without DAZ, elementwise.py):
+with AVX2 that is and + and + compare + blend, five uops per vector, 16 of the ~30
+instructions of layernorm's x86-64-v3 loops; with AVX-512 vfpclass + a masked and
+(flush_avx512.py). Inside a kernel MXCSR.FTZ is set (llvm_util.set_ftz_daz at its entry),
+and under FTZ x * 1.0 returns a denormal x as the zero of its sign and every other value
+unchanged, a signaling NaN quieted: one vmulps. `llvm.canonicalize` is that multiply (its
+x86 lowering; the module's "denormal-fp-math"="preserve-sign" makes it a flush for LLVM's
+folds too). Only for operands of ops that quiet a NaN operand anyway (QUIETING: the bits
+are the select's), and only while KernelEmitter.build emits a kernel (`in_kernel`): other
+code may run with FTZ clear.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+
+from llvmlite import ir
+
+from xlapy import denormal
+from xlapy.backends.cpu import target
+from xlapy.backends.cpu.llvm_util import F32, F64, elem, intrinsic, sfx
+
+#: Ops whose float operands go straight into arithmetic that returns a quiet NaN for a NaN
+#: operand (the same NaN, quieted, whether or not the flush quieted it first).
+QUIETING = frozenset({"add", "subtract", "multiply", "divide", "exponential", "rsqrt"})
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def in_kernel() -> Iterator[None]:
+    """Code emitted inside runs with MXCSR.FTZ set (a kernel's body)."""
+    prev = getattr(_state, "on", False)
+    _state.on = True
+    try:
+        yield
+    finally:
+        _state.on = prev
+
+
+def applies(opcode: str, x: ir.Value) -> bool:
+    """Whether operand x of `opcode` may be flushed by a multiply here: explicit vectors
+    of at least 128 bits only (LLVM 22's x86 backend aborts on a <2 x float> canonicalize,
+    which its SLP vectorizer makes of scalar ones)."""
+    t = x.type
+    if not (opcode in QUIETING and getattr(_state, "on", False) and denormal.flushing()
+            and isinstance(t, ir.VectorType) and elem(t) in (F32, F64)
+            and target.current().is_x86):
+        return False
+    n = t.count
+    return n & (n - 1) == 0 and n * (32 if elem(t) == F32 else 64) >= 128
+
+
+def operand(b: ir.IRBuilder, x: ir.Value, opcode: str,
+            fallback: Callable[[ir.IRBuilder, ir.Value], ir.Value]) -> ir.Value:
+    """Float operand x of `opcode` flushed: by a multiply where `applies`, else fallback(b, x)
+    (elementwise.flush). Once per value and block, like that."""
+    from xlapy.backends.cpu.elementwise import is_flushed, mark_flushed
+
+    if is_flushed(x) or not applies(opcode, x):
+        return fallback(b, x)
+    memo = b.block.__dict__.setdefault("_xlapy_flushed_ftz", {})
+    hit = memo.get(id(x))
+    if hit is not None and hit[0] is x:
+        return hit[1]
+    out = mark_flushed(intrinsic(b, f"llvm.canonicalize.{sfx(x.type)}", x.type, [x]))
+    memo[id(x)] = (x, out)
+    return out
+
+
+__all__ = ["QUIETING", "applies", "operand", "in_kernel"]
