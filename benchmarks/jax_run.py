@@ -15,7 +15,10 @@ counted.
 
 The header gives the CPU, its vector flags and measured references: f32 matmul GFLOP/s through
 XLA on one core (every thread of the process pinned to one cpu) and on all cores, and the
-STREAM-like copy bandwidth of NumPy (256 MB, read + write counted).
+STREAM-like copy bandwidth of NumPy (256 MB, read + write counted). Under the table, each
+memory-bound workload (one with bytes and no flops) has its copy floor: an xlapy `x * 2.0`
+moving the same bytes (read + write), timed in the same rounds: how far the workload is from
+what its bytes cost on this machine, and the xlapy/XLA ratio that floor allows.
 """
 
 from __future__ import annotations
@@ -162,9 +165,24 @@ def bench_one(name: str, reps: int, small: bool) -> dict[str, Any]:
     row["peak"] = (xlapy_peak_bytes(prog._exe, got), xla_peak_bytes(jc))
     row["ok"] = row["rel"] <= case.tol
     runners = {"xlapy": lambda: prog(*args), "xla": run_xla}
+    if case.bytes and not case.flops:
+        runners["floor"] = copy_floor(case.bytes)
     times = round_robin(runners, reps)
     row["times"] = times
     return row
+
+
+def copy_floor(nbytes: float) -> Any:
+    """A call of an xlapy-compiled `x * 2.0` over f32 that reads and writes `nbytes` in all
+    (the cheapest kernel moving a memory-bound workload's bytes)."""
+    import jax
+
+    import xlapy
+
+    x = np.ones(max(int(nbytes) // 8, 1), np.float32)
+    prog = xlapy.compile(jax.jit(lambda v: v * 2.0).lower(x).as_text(), backend="cpu")
+    prog(x)
+    return lambda: prog(x)
 
 
 def _arena_bytes(exe: Any) -> int:
@@ -239,6 +257,18 @@ def fmt_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def fmt_floors(rows: list[dict[str, Any]]) -> str:
+    """The copy floor of each memory-bound workload (min over the same rounds)."""
+    lines = []
+    for r in rows:
+        t = r["times"] or {}
+        if "floor" in t:
+            f, x, q = min(t["floor"]), min(t["xlapy"]), min(t["xla"])
+            lines.append(f"  copy floor {r['name']}: x*2.0 over the same bytes {f * 1e3:.3f} ms;"
+                         f" xlapy/floor {x / f:.2f}, floor/XLA {f / q:.3f}")
+    return "\n".join(lines)
+
+
 def fmt_fallbacks(rows: list[dict[str, Any]]) -> str:
     """Every fallback, by workload (instruction name and opcode), or a line saying none."""
     lines = []
@@ -291,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{copy_bandwidth(16 if a.small else 256):.1f} GB/s", flush=True)
     rows = run_workloads(bench_one, names, a)
     print(fmt_table(rows))
+    floors = fmt_floors(rows)
+    if floors:
+        print(floors)
     print(fmt_fallbacks(rows))
     return 0 if all(r["times"] is not None and r["ok"] for r in rows) else 1
 
