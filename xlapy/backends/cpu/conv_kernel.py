@@ -166,7 +166,7 @@ class Split:
     table: str
     #: Definitions `hot` holds as text (the register blocks, conv_block_text.py).
     hot_defs: list[str] = field(default_factory=list)
-    #: Definitions and globals `cold` holds as text (the rows functions, conv_rows_text.py;
+    #: Definitions `cold` holds as text (the rows functions, conv_rows_text.py;
     #: `cold` declares those its entry calls, and the text drops the declarations).
     cold_defs: list[str] = field(default_factory=list)
     cold_rows: list[str] = field(default_factory=list)
@@ -232,7 +232,7 @@ class _Blocks:
 
     def rows(self, name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None,
              pool: Pool | None, source: tuple[str, int, Nest] | None
-             ) -> tuple[str, list[str]]:
+             ) -> str:
         """The rows function `name` (conv_rows_text.py) calling this table's functions."""
         fin = f"{name}.finish"
         _finish_fn(self._cold, fin, t, nest, epilogue, pool)
@@ -351,10 +351,8 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
     src = None
     if source is not None:
         src = (f"{name}.src", source.at, source.nest)
-        text, globs = blocks.rows(src[0], t, source.nest, source.epilogue, None, None)
-        defs += [*globs, text]
-    text, globs = blocks.rows(f"{name}.rows", t, nest, epilogue, pool, src)
-    defs += [*globs, text]
+        defs.append(blocks.rows(src[0], t, source.nest, source.epilogue, None, None))
+    defs.append(blocks.rows(f"{name}.rows", t, nest, epilogue, pool, src))
     rows = ir.Function(mod, _signature(t), name=f"{name}.rows")  # declared: text above
     fn = ir.Function(mod, _signature(t), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))

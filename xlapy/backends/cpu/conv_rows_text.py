@@ -47,18 +47,10 @@ def block_type(t: ir.Type, lanes: int) -> str:
     return f"void ({t}*, {t}*, i64, i64, i64, i64*, <{lanes} x {t}>*, i64)"
 
 
-def _ndindex(dims: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """Every index of `dims` in row-major order ([()] for no dimension)."""
-    out: list[tuple[int, ...]] = [()]
-    for n in dims:
-        out = [pos + (k,) for pos in out for k in range(n)]
-    return out
-
-
 def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
               source: tuple[str, int, Nest] | None, table: tuple[str, int],
-              block_slot: Callable[[int], int], finish: str) -> tuple[str, list[str]]:
-    """(definition, global lines) of the rows function `name`. `source`: (its rows
+              block_slot: Callable[[int], int], finish: str) -> str:
+    """The definition of the rows function `name`. `source`: (its rows
     function, its pointers' first index in extra, its nest) when a chained nest computes
     this one's input rows; `table`: the hot functions' table (name, entries);
     block_slot(pp): the table index of the block of pp pixels; finish: this function's
@@ -75,17 +67,21 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
     st_last = nest.strides[-1] * cx
     opix = nest.g * apad
     size = nbytes(t)
-    globals_: list[str] = []
 
-    def const_table(tname: str, values: list[int]) -> str:
-        g = f'@"{name}.{tname}"'
-        body = ", ".join(f"i64 {x}" for x in values)
-        globals_.append(f"{g} = internal constant [{len(values)} x i64] [{body}]")
-        return g
+    def tap_pos(k: Value, d: int) -> Value:
+        """Tap row k's window position in spatial dimension d (row-major over ks[:-1]):
+        arithmetic, not a table (a global's address keeps LLVM's -O0 instruction selector
+        off its fast path for the rest of the block)."""
+        inner = prod(nest.ks[d + 1:-1])
+        pos = f.binop("udiv", k, inner) if inner != 1 else k
+        return f.binop("urem", pos, nest.ks[d]) if d > 0 else pos
 
-    def table_load(g: str, n: int, k: Value) -> str:
-        at = f.op(f"getelementptr [{n} x i64], [{n} x i64]* {g}, i64 0, i64 {k}")
-        return f.load("i64", at)
+    def hot(slot: int, ty: str) -> str:
+        """The hot function in table slot `slot`, as a `ty*`."""
+        tname, n = table
+        at = f.op(f'getelementptr [{n} x i64], [{n} x i64]* @"{tname}", i64 0, i64 {slot}')
+        fp = f.cast(at, "i64*", f"{ty}**")
+        return f.load(f"{ty}*", str(fp))
 
     # Blocks per hot call: the most that divide the row's whole blocks and whose sums fit
     # SPILL_BYTES (the spill stays in L1).
@@ -96,13 +92,9 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
     spill = f.op(f"alloca [{nspill} x {vt}]", "spill")
     spill0 = f.op(f"getelementptr [{nspill} x {vt}], [{nspill} x {vt}]* {spill}, i64 0, i64 0")
     rowoff = f.op(f"alloca i64, i64 {taps}", "rowoff")
-    tap_pos = [list(pos) for pos in _ndindex(nest.ks[:-1])]
     if nest.rows:
         tags = f.cast("%scratch", "i8*", "i64*")
         base = f.cast(f.gep("i8", "%scratch", nest.tag_bytes()), "i8*", tp)
-        # Per tap row and dimension: the input index offset k * dilation - low padding.
-        ktabs = [const_table(f"k{d}", [pos[d] * nest.rhs_dil[d] - nest.pad[d][0]
-                                       for pos in tap_pos]) for d in range(s - 1)]
         ring = nest.ring()
     else:
         base = "%x"
@@ -112,9 +104,9 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
             xstr[d] = acc
             acc *= nest.padded[d]
         xbatch = acc
-        offs = [sum(pos[d] * nest.rhs_dil[d] * xstr[d] for d in range(s - 1))
-                for pos in tap_pos] or [0]
-        otab = const_table("koff", offs)
+    # The hot functions' pointers, loaded once here (the entry block; see tap_pos).
+    bt = block_type(t, lanes)
+    hot_fns = {pp: hot(block_slot(pp), bt) for pp in (p if full else 0, wo % p) if pp}
 
     def fill(dst: Value, lo: int, hi: int, src: Value | None) -> None:
         """dst[lo:hi] = src[0:hi - lo] (zeros when src is None): the C library's memcpy /
@@ -161,15 +153,19 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
             for d in range(s - 1):
                 xrow = f.add(xrow, f.mul(outer[d], nest.strides[d] * xstr[d]))
             with f.loop(0, taps, "tr") as k:
-                f.store("i64", f.add(xrow, table_load(otab, len(offs), k)),
-                        str(f.gep("i64", rowoff, k)))
+                koff: Value = 0
+                for d in range(s - 1):
+                    koff = f.add(koff, f.mul(tap_pos(k, d), nest.rhs_dil[d] * xstr[d]))
+                f.store("i64", f.add(xrow, koff), str(f.gep("i64", rowoff, k)))
             return
         with f.loop(0, taps, "tr") as k:
             ok = "true"
             lin: Value = bi
             slot: Value = 0
             for d in range(s - 1):
-                i = f.add(f.mul(outer[d], nest.strides[d]), table_load(ktabs[d], taps, k))
+                # the input index: output index * stride + k * dilation - low padding
+                kd = f.add(f.mul(tap_pos(k, d), nest.rhs_dil[d]), -nest.pad[d][0])
+                i = f.add(f.mul(outer[d], nest.strides[d]), kd)
                 inside = f.op(f"and i1 {f.icmp('sge', i, 0)}, "
                               f"{f.icmp('slt', i, nest.sp_in[d])}")
                 ok = f.op(f"and i1 {ok}, {inside}")
@@ -193,13 +189,6 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
             f.do(f"br label %{end}")
             f.label(end)
 
-    def hot(slot: int, ty: str) -> str:
-        """The hot function in table slot `slot`, as a `ty*`."""
-        tname, n = table
-        at = f.op(f'getelementptr [{n} x i64], [{n} x i64]* @"{tname}", i64 0, i64 {slot}')
-        fp = f.cast(at, "i64*", f"{ty}**")
-        return f.load(f"{ty}*", str(fp))
-
     prow: list[Value] = [0, 0]    # (pooled row, dy) of the row being computed
 
     def block(xg: Value, wg: Value, og: Value, fg: Value, vb: Value, pix0: Value, pp: int,
@@ -207,9 +196,8 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
         """n hot blocks' sums into the spill, then the epilogue and stores."""
         xb = f.add(xg, f.mul(pix0, st_last))
         vl = f.mul(vb, lanes)
-        bt = block_type(t, lanes)
-        fn = hot(block_slot(pp), bt)
-        f.do(f"call void {fn}({tp} {base}, {tp} %w, i64 {xb}, i64 {vl}, i64 {f.add(wg, vl)}, "
+        wb = f.add(wg, vl)
+        f.do(f"call void {hot_fns[pp]}({tp} {base}, {tp} %w, i64 {xb}, i64 {vl}, i64 {wb}, "
              f"i64* {rowoff}, {vt}* {spill0}, i64 {n})")
         ob = f.add(f.add(og, f.mul(pix0, opix)), vl)
         f.do(f'call void @"{finish}"({tp} %out, {vt}* {spill0}, i8** %extra, i64 {ob}, '
@@ -250,7 +238,7 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
                 prow[:] = [pr, dy]
                 one_row(f.add(f.mul(bi, nest.sp_out[0]), h), bi, [h])
     f.do("ret void")
-    return f.text(), globals_
+    return f.text()
 
 
 __all__ = ["MEMCPY", "MEMSET", "SPILL_BYTES", "block_type", "nbytes", "rows_text",

@@ -64,3 +64,9 @@ def test_cold_module_defines_rows_once() -> None:
     assert text.count('@"c_rows.rows"(') == 2  # its definition and the entry's call
     assert 'declare void @"c_rows.rows"' not in text
     assert text.count('define internal void @"c_rows.src"') == 1
+    # no constant tables, and the hot functions' table is read in the entry blocks only
+    # (a global's address keeps -O0's fast instruction selector off the rest of a block)
+    assert "internal constant" not in text
+    for body in text.split("define internal void")[1:]:
+        loops = body.split("\n", 1)[1].split(".body:", 1)[-1]
+        assert '@"c_rows.blocks"' not in loops
