@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import xlapy
 from tests.unit.backends.cpu.test_batch_chain import PLAIN, _chain_lines, _run, _text
@@ -33,6 +35,18 @@ def _written_by(sched: chain_schedule.Schedule, m: int) -> dict[int, int]:
 @pytest.mark.parametrize("parts", [1, 2, 3, 4])
 def test_every_row_once_and_no_scratch_over_a_written_row(
         nb: int, m: int, need: int, out: int, granule: int, parts: int) -> None:
+    _check(nb, m, need, out, parts, granule)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 70), st.integers(1, 600), st.integers(1, 300),
+       st.integers(1, 9), st.sampled_from([1, 2, 8, 32]))
+def test_any_shape_keeps_the_invariants(nb: int, m: int, need: int, out: int, parts: int,
+                                        granule: int) -> None:
+    _check(nb, m, need, out, parts, granule)
+
+
+def _check(nb: int, m: int, need: int, out: int, parts: int, granule: int) -> None:
     s = chain_schedule.plan(nb, m, need, out, parts, granule)
     rows = _written_by(s, m)
     assert sorted(rows) == list(range(s.shared * m, nb * m))
