@@ -68,6 +68,8 @@ I1 = ir.IntType(1)
 #: Hot functions one nest (and its chained source) may call: a full and a remainder block
 #: for each (room to spare).
 MAX_BLOCKS = 8
+#: A declaration line of llvmlite's text (group 1: the function's name).
+_DECLARE = re.compile(r'^declare [^\n]*@"([^"]+)"\(.*\n', re.M)
 #: (builder, value vector, feature offset in [G * apad], out element offset, extra pointers)
 #: -> the vector to store.
 EpilogueEmit = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value, ir.Value], ir.Value]
@@ -179,10 +181,9 @@ class Split:
     def cold_text(self) -> str:
         """The cold module's IR text."""
         with phase("ir text"):
-            text = str(self.cold)
-            for name in self.cold_rows:
-                text = re.sub(rf'^declare [^\n]*@"{re.escape(name)}"\(.*\n', "", text,
-                              flags=re.M)
+            rows = set(self.cold_rows)
+            text = _DECLARE.sub(lambda m: "" if m.group(1) in rows else m.group(0),
+                                str(self.cold))
             return module_text("\n".join([text, *self.cold_defs]))
 
 
