@@ -168,10 +168,11 @@ class Math:
         the magic-number addition (its integer in the low bits), defined for NaN too.
         `terms`: fewer Taylor terms, for f64 values that are rounded to f32 later."""
         b = self.b
-        lo, hi = (-746.0, 709.9) if self.is64 else (-104.0, 88.8)
+        one = self._one_scale(terms)
+        lo, hi = (-746.0, 709.9) if self.is64 else (-88.0 if one else -104.0, 88.8)
         xc = b.select(b.fcmp_ordered("<", x, self.c(lo)), self.c(lo), x)
         xc = b.select(b.fcmp_ordered(">", xc, self.c(hi)), self.c(hi), xc)
-        magic = 1.5 * 2.0 ** self.mant
+        magic = 1.5 * 2.0 ** self.mant + (self.bias if one else 0)
         t = self.fma(xc, self.c(1.0 / math.log(2.0)), self.c(magic))
         n = b.fsub(t, self.c(magic))
         ln2_hi, ln2_lo = _ln2_parts(self.is64)
@@ -184,7 +185,41 @@ class Math:
             return scaled
         magic_bits = int(np.float64(magic).view(np.int64)) if self.is64 else \
             int(np.float32(magic).view(np.int32))
+        if one:
+            return self._exp_scale(p, t, xc, magic_bits)
         return self.ldexp(p, b.sub(b.bitcast(t, self.ity), self.ic(magic_bits)))
+
+    def _one_scale(self, terms: int | None) -> bool:
+        """exp's 2^n is one multiply (`_exp_scale`): f32 vectors without vscalefps, FTZ."""
+        t = self.t
+        return not self.is64 and terms is None and denormal.flushing() and \
+            isinstance(t, ir.VectorType) and not (
+                t.count % 16 == 0 and target.current().has("avx512f"))
+
+    def _exp_scale(self, p: ir.Value, t: ir.Value, xc: ir.Value, magic_bits: int
+                   ) -> ir.Value:
+        """p * 2^n where t's low bits hold n + 127 (the magic number carries the bias):
+        2^n is t's bits shifted into the exponent field, one multiply instead of ldexp's
+        two scalings (AVX2: 9 vector ops -> 2; x86-64-v3 softmax's exp pass ~30 -> ~24).
+        Valid for n + 127 in [0, 254]: the clamp at -88 keeps n >= -127, whose 2^n is
+        +0, and p 2^-127 < 2^-126 flushes to that anyway (FTZ); n = 128 (x above ~88.38,
+        finite results up to 88.72) takes ldexp, for the whole vector: the same bits."""
+        b = self.b
+        big = b.fcmp_ordered(">", xc, self.c(EXP_ONE_SCALE_MAX))
+        w = self.t.count
+        anybig = intrinsic(b, f"llvm.vector.reduce.or.v{w}i1", ir.IntType(1), [big])
+        with b.if_else(anybig, likely=False) as (slow, fast):
+            with slow:
+                q_slow = self.ldexp(p, b.sub(b.bitcast(t, self.ity), self.ic(magic_bits)))
+                slow_end = b.block
+            with fast:
+                s = b.bitcast(b.shl(b.bitcast(t, self.ity), self.ic(self.mant)), self.t)
+                q_fast = b.fmul(p, s)
+                fast_end = b.block
+        q = b.phi(self.t)
+        q.add_incoming(q_slow, slow_end)
+        q.add_incoming(q_fast, fast_end)
+        return q
 
     def log(self, x: ir.Value, corr: ir.Value | None = None) -> ir.Value:
         """log(x) (+ corr, a correction far below x's ulp, added with the smallest terms)."""
@@ -504,6 +539,9 @@ def _pio2_parts(n: int = 3) -> tuple[float, ...]:
         rest -= Fraction(hi)
     return tuple(parts)
 
+
+#: Below this every lane's n = round(x log2 e) is at most 127 (f32 exp's one-scale form).
+EXP_ONE_SCALE_MAX = 88.3
 
 #: f32 exp's e^r on |r| <= ln2/2: 1 + r + ... + c6 r^6, the minimax relative fit (Lawson's
 #: iteration on 4001 Chebyshev nodes, c0 = c1 = 1 fixed): 3.7e-9 (0.06 ulp) with the
