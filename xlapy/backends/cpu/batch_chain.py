@@ -9,6 +9,8 @@ one head's 256 x 256 scores (256 KB, in L2), its softmax rows and its 256 x 64 o
 the next head. The scores lie in the chain's own output where it is not written yet, and the
 last heads run in blocks of rows (chain_schedule.py): the arena holds a row of f32 scores per
 thread, 32 rows of bf16 ones (peak on two threads 2.5 -> 2.002 MB, f32; bf16 1.25 -> 1.03).
+Where bf16 dots are widened f32 products (no AMX-BF16), the chain widens their bf16 operands
+block by block instead of reading whole f32 copies (chain_widen.py).
 
 Bits: whole batches are the same single-threaded BLAS call as `blas.batched_gemm` makes and
 the same kernel code over the same rows; the last batches are cut in blocks of rows the same
@@ -36,7 +38,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas, chain_schedule, dot_views, gemm_bf16, target
+from xlapy.backends.cpu import blas, chain_schedule, chain_widen, dot_views, gemm_bf16, target
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -112,8 +114,11 @@ class Chain:
     scores: int
     probs: int
     in_place: bool
-    #: (view kernel slot, leaf slot) of operands read in place of a view kernel's copy.
+    #: (view kernel slot, leaf slot) of operands read in place of a view kernel's copy (or
+    #: widened from it: `widen`).
     views: list[tuple[int, int]] = field(default_factory=list)
+    #: bf16 operands widened block by block (chain_widen.py), their convert kernels dropped.
+    widen: list[chain_widen.Widen] = field(default_factory=list)
 
     @property
     def batch_bytes(self) -> int:
@@ -128,8 +133,18 @@ class Chain:
                                    gemm_bf16.BM if f.bf16 else ROW_GRANULE)
 
     def scratch_bytes(self, parts: int) -> int:
-        """Arena bytes for `parts` threads (`schedule`)."""
-        return self.schedule(parts).arena_bytes
+        """Arena bytes for `parts` threads (`schedule`), then each thread's widening
+        buffers (`widen_at`)."""
+        return self.widen_at(parts, parts)
+
+    def widen_bytes(self) -> int:
+        """Bytes of one thread's widening buffers (chain_widen.py)."""
+        return sum(w.buffer_bytes(self.first.m) for w in self.widen)
+
+    def widen_at(self, parts: int, p: int) -> int:
+        """Byte offset of thread p's widening buffers in the chain's arena bytes."""
+        at = -(-self.schedule(parts).arena_bytes // chain_widen.ALIGN) * chain_widen.ALIGN
+        return at + min(p, max(1, min(parts, self.first.nbatch))) * self.widen_bytes()
 
 
 def _strided(view: dot_views.View, dims: tuple[int, ...], nb: int, rows: int, cols: int
@@ -235,6 +250,10 @@ def plan(instrs: Sequence[Instruction], slot: Mapping[int, int],
         if found is not None:
             ch = Chain(f"chain{len(chains)}", [a, kin, instrs[rc[0]]], *found)
             _take_views(ch, (pa, rc[0]), views or {}, readers, results, slot)
+            ch.widen = chain_widen.find([a, instrs[rc[0]]], (ch.first, ch.second),
+                                        (pa, rc[0]), slot, kernels, readers, results,
+                                        {x for x, _ in ch.views} | {ch.scores, ch.probs})
+            ch.views.extend((w.slot, w.leaf) for w in ch.widen)
             chains.append(ch)
     return chains
 
@@ -355,39 +374,51 @@ def _emit_block(mod: ir.Module) -> ir.Function:
         here = b.add(scratch, b.mul(b.mul(b.load(at(rec, 1)), nrows), row_bytes))
         b.store(b.sub(here, b.mul(first, row_bytes)), at(table, b.load(rec)))
     steps = at(d, b.add(i64(_NREMAP + 1), b.mul(nremap, i64(3))))
-    blas_t = ir.FunctionType(VOID, [I8P] * 13)
     with for_range(b, i64(0), b.load(steps), name="s") as s:
         rec = at(steps, b.add(i64(1), b.mul(s, i64(_STEP))))
-        is_kernel = b.icmp_signed("==", b.load(at(rec, _KIND)), i64(1))
-        with b.if_else(is_kernel) as (then, otherwise):
-            with then:
-                kfn = b.inttoptr(b.load(at(rec, _FN)), KERNEL_TYPE.as_pointer())
-                b.call(kfn, [b.bitcast(table, I8P.as_pointer()), first, b.add(first, nrows)])
-            with otherwise:
-                def operand(slot_word: int, stride_word: int, off_word: int | None,
-                            row_word: int | None) -> ir.Value:
-                    base = b.load(at(table, b.load(at(rec, slot_word))))
-                    if off_word is not None:
-                        base = b.add(base, b.load(at(rec, off_word)))
-                    if row_word is not None:
-                        base = b.add(base, b.mul(r0, b.load(at(rec, row_word))))
-                    return b.inttoptr(b.add(base, b.mul(j, b.load(at(rec, stride_word)))),
-                                      I8P)
-
-                def cell(k: int) -> ir.Value:
-                    return b.bitcast(at(rec, k), I8P)
-
-                # the M argument (a 32-bit cell of this thread's own copy of the record)
-                b.store(b.trunc(nrows, ir.IntType(32)),
-                        b.bitcast(at(rec, _M), ir.IntType(32).as_pointer()))
-                gfn = b.inttoptr(b.load(at(rec, _FN)), blas_t.as_pointer())
-                # column-major out^T = rhs^T lhs^T, as blas._gemm_args calls it
-                b.call(gfn, [cell(_TA), cell(_TB), cell(_N), cell(_M), cell(_K),
-                             cell(_ALPHA), operand(_RHS, _RB, _ROFF, None), cell(_LDA),
-                             operand(_LHS, _LB, _LOFF, _LRS), cell(_LDB), cell(_BETA),
-                             operand(_OUT, _OB, None, _ORS), cell(_LDC)])
+        kind = b.load(at(rec, _KIND))
+        with b.if_else(b.icmp_signed("==", kind, i64(chain_widen.KIND))) as (widen, other):
+            with widen:
+                chain_widen.emit_step(b, table, rec, j, r0, nrows)
+            with other:
+                _emit_call(b, table, rec, kind, j, r0, first, nrows)
     b.ret_void()
     return fn
+
+
+def _emit_call(b: ir.IRBuilder, table: ir.Value, rec: ir.Value, kind: ir.Value, j: ir.Value,
+               r0: ir.Value, first: ir.Value, nrows: ir.Value) -> None:
+    """A kernel step (kind 1) over the block's rows, or a GEMM step (kind 0) over them."""
+    def at(base: ir.Value, k: ir.Value | int) -> ir.Value:
+        return b.gep(base, [k if isinstance(k, ir.Value) else i64(k)])
+
+    blas_t = ir.FunctionType(VOID, [I8P] * 13)
+    with b.if_else(b.icmp_signed("==", kind, i64(1))) as (then, otherwise):
+        with then:
+            kfn = b.inttoptr(b.load(at(rec, _FN)), KERNEL_TYPE.as_pointer())
+            b.call(kfn, [b.bitcast(table, I8P.as_pointer()), first, b.add(first, nrows)])
+        with otherwise:
+            def operand(slot_word: int, stride_word: int, off_word: int | None,
+                        row_word: int | None) -> ir.Value:
+                base = b.load(at(table, b.load(at(rec, slot_word))))
+                if off_word is not None:
+                    base = b.add(base, b.load(at(rec, off_word)))
+                if row_word is not None:
+                    base = b.add(base, b.mul(r0, b.load(at(rec, row_word))))
+                return b.inttoptr(b.add(base, b.mul(j, b.load(at(rec, stride_word)))), I8P)
+
+            def cell(k: int) -> ir.Value:
+                return b.bitcast(at(rec, k), I8P)
+
+            # the M argument (a 32-bit cell of this thread's own copy of the record)
+            b.store(b.trunc(nrows, ir.IntType(32)),
+                    b.bitcast(at(rec, _M), ir.IntType(32).as_pointer()))
+            gfn = b.inttoptr(b.load(at(rec, _FN)), blas_t.as_pointer())
+            # column-major out^T = rhs^T lhs^T, as blas._gemm_args calls it
+            b.call(gfn, [cell(_TA), cell(_TB), cell(_N), cell(_M), cell(_K),
+                         cell(_ALPHA), operand(_RHS, _RB, _ROFF, None), cell(_LDA),
+                         operand(_LHS, _LB, _LOFF, _LRS), cell(_LDB), cell(_BETA),
+                         operand(_OUT, _OB, None, _ORS), cell(_LDC)])
 
 
 def _gemm_record(g: BatchGemm) -> np.ndarray:
@@ -417,10 +448,23 @@ def _gemm_record(g: BatchGemm) -> np.ndarray:
     return rec  # beta: 0.0 (all zero bits)
 
 
-def _records(chain: Chain, kernel_address: int) -> np.ndarray:
+def _records(chain: Chain, kernel_address: int) -> tuple[np.ndarray, list[int]]:
+    """(the step count and records, the index of each widen step): widen the first GEMM's
+    operands, the GEMM, the kernel, widen the second's, the GEMM."""
     kern = np.zeros(_STEP, np.int64)
     kern[_KIND], kern[_FN] = 1, kernel_address
-    return np.concatenate([[3], _gemm_record(chain.first), kern, _gemm_record(chain.second)])
+    m = chain.first.m
+    recs: list[np.ndarray] = []
+    widen: list[int] = []
+    for g, gemm in ((0, chain.first), (1, chain.second)):
+        for w in chain.widen:
+            if w.gemm == g:
+                widen.append(len(recs))
+                recs.append(chain_widen.record(w, m, _STEP))
+        recs.append(_gemm_record(gemm))
+        if g == 0:
+            recs.append(kern)
+    return np.concatenate([[len(recs)], *recs]), widen
 
 
 def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[], NativePool],
@@ -435,9 +479,9 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
     parts = max(1, min(parts, nb))
     sched = chain.schedule(parts)
     tgt = target.current()
-    built: list[np.ndarray] = []  # the step records, made on the first run (`_steps`)
+    built: list[tuple[np.ndarray, list[int]]] = []  # made on the first run (`_steps`)
 
-    def _steps() -> np.ndarray:
+    def _steps() -> tuple[np.ndarray, list[int]]:
         """The records, on the first run: a bf16 step's AMX kernel is built then (once per
         process, gemm_bf16._compiled), not in the compile."""
         if not built:
@@ -445,6 +489,9 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
                 recs = _records(chain, kernel_address)
             built.append(recs)  # (a concurrent first run makes equal records: either wins)
         return built[0]
+
+    # each widen step's buffer: its offset in the thread's widening buffers
+    buf_at = list(np.cumsum([0] + [w.buffer_bytes(chain.first.m) for w in chain.widen]))
 
     # (slot, which of the block's intermediates, bytes per row): the kernel's result over
     # the scores in place, else right after them
@@ -461,12 +508,13 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
             v[s] = arr
             t[s] = thunks.ptr(arr)
         raw = v[-1][0]
-        base = raw.ctypes.data
-        base += (-base) % recycle.ALIGN + scratch_offset()
+        raw_base = raw.ctypes.data
+        raw_base += (-raw_base) % recycle.ALIGN + scratch_offset()
+        base = raw_base
         out = int(t[chain.second.out])
         tables, descs = [], []
         counter = np.zeros(1, np.int64)
-        steps = _steps()
+        steps, widen = _steps()
         for p in range(parts):
             tp = type(t).from_buffer_copy(t)
             mine = base + sched.arena_at[p]
@@ -481,6 +529,9 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
             blk[:, 3] += np.where(arena, mine, out)
             desc = np.concatenate([np.array(words, np.int64), steps, [len(blk)],
                                    blk.reshape(-1)])
+            bufs = raw_base + chain.widen_at(parts, p)
+            for k, r in enumerate(widen):  # this thread's buffers (record words BUF)
+                desc[len(words) + 1 + r * _STEP + chain_widen.BUF] = bufs + int(buf_at[k])
             tables.append(tp)
             descs.append(desc)
         blas.ready(pool())
