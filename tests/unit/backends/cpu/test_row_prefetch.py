@@ -89,7 +89,7 @@ def _passes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("dims", [(67, 1024), (3, 5, 256), (9, 2000)])
+@pytest.mark.parametrize("dims", [(67, 1024), (3, 5, 256), (9, 2000), (3, 9000)])
 def test_softmax_prefetches_in_its_second_pass_same_bits(
         dims: tuple[int, ...], threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")
