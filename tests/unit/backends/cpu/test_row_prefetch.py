@@ -105,7 +105,8 @@ def test_softmax_prefetches_in_its_second_pass_same_bits(
     assert not seen
     np.testing.assert_array_equal(got, plain)
     ref = np.asarray(xlapy.compile(text, backend="interpreter")(x))
-    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-30)
+    # (the row sum's rounding grows with the row: SSE sums 9000 values in 4 lanes)
+    np.testing.assert_allclose(got, ref, rtol=2e-6 * max(1.0, dims[-1] / 1000), atol=1e-30)
 
 
 def test_layernorm_prefetches_x_once_not_the_scale(monkeypatch: pytest.MonkeyPatch) -> None:
