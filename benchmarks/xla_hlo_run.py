@@ -109,7 +109,7 @@ def resnet_step(small: bool) -> Case:
 WORKLOADS = {**JAX_WORKLOADS, "adam_step": adam_step, "resnet_step": resnet_step}
 
 
-def bench_one(name: str, reps: int, small: bool) -> dict[str, Any]:
+def bench_one(name: str, reps: int, small: bool, burst: int = 1) -> dict[str, Any]:
     import jax
 
     import xlapy
@@ -141,7 +141,7 @@ def bench_one(name: str, reps: int, small: bool) -> dict[str, Any]:
         runners[way] = (lambda p: lambda: p(*case.args))(prog)
     row["ok"] = all(r <= case.tol for r in row["rel"].values())
     runners["xla"] = run_xla
-    row["times"] = round_robin(runners, reps)
+    row["times"] = round_robin(runners, reps, burst)
     return row
 
 

@@ -34,3 +34,16 @@ def test_rel_error_sees_shape_and_value_differences() -> None:
     assert rel_error(x, x + np.float32(0.5)) == pytest.approx(0.5 / 3.5)
     assert rel_error(x, x[:1]) == float("inf")
     assert rel_error((x, x), (x,)) == float("inf")
+
+
+def test_round_robin_bursts_each_side_in_turn() -> None:
+    from benchmarks.timing import round_robin
+
+    order: list[str] = []
+    times = round_robin({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                        reps=2, burst=3)
+    assert order == ["a"] * 3 + ["b"] * 3 + ["a"] * 3 + ["b"] * 3
+    assert {k: len(v) for k, v in times.items()} == {"a": 6, "b": 6}
+    order.clear()
+    round_robin({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, reps=2)
+    assert order == ["a", "b", "a", "b"]
