@@ -4,9 +4,11 @@
 
 Each workload of benchmarks/jax_workloads.py is lowered with `jax.jit(f).lower(*args)` and the
 StableHLO text goes to `xlapy.compile(text, backend="cpu")` as a user would hand it over (cold:
-no compile cache). The result is checked against XLA's (max normwise relative error, against
-the workload's tolerance) and the instructions that run on the interpreter inside the cpu
-backend (`fallbacks()`) are printed: a fallback is a bug to report, not a number to hide.
+no compile cache). Both compiles are timed after a collection with the cyclic GC paused
+(`timing.gc_paused`, as `timeit` does). The result is checked against XLA's (max normwise
+relative error, against the workload's tolerance) and the instructions that run on the
+interpreter inside the cpu backend (`fallbacks()`) are printed: a fallback is a bug to report,
+not a number to hide.
 Then xlapy and XLA run round-robin, so machine noise hits both alike: each round calls each side
 `--burst` times in a row (default 3), every call timed. Strictly alternating calls (`--burst 1`)
 time each call right after the other side's, whose buffers have evicted its own from the caches:
@@ -41,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import env  # noqa: E402
-from benchmarks.timing import round_robin  # noqa: E402
+from benchmarks.timing import gc_paused, round_robin  # noqa: E402
 
 env.prepare()  # first, before OpenBLAS loads (benchmarks/env.py)
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # see run.py: idle BLAS threads spin
@@ -134,21 +136,23 @@ def bench_one(name: str, reps: int, small: bool, burst: int = 1) -> dict[str, An
     case: Case = JAX_WORKLOADS[name](small)
     row: dict[str, Any] = {"name": name, "case": case, "times": None, "fallbacks": [],
                            "error": None, "rel": math.nan}
-    t0 = time.perf_counter()
-    lowered = jax.jit(case.fn).lower(*case.args)
-    text = lowered.as_text()
-    t_lower = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    jc = lowered.compile()
-    row["compile_xla"] = t_lower + time.perf_counter() - t0
+    with gc_paused():
+        t0 = time.perf_counter()
+        lowered = jax.jit(case.fn).lower(*case.args)
+        text = lowered.as_text()
+        t_lower = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        jc = lowered.compile()
+        row["compile_xla"] = t_lower + time.perf_counter() - t0
     cache.clear_memory()
-    t0 = time.perf_counter()
     try:
-        prog = xlapy.compile(text, backend="cpu")
+        with gc_paused():
+            t0 = time.perf_counter()
+            prog = xlapy.compile(text, backend="cpu")
+            row["compile_xlapy"] = time.perf_counter() - t0
     except Exception as e:  # a workload that does not compile is reported, the rest still run
         row["error"] = f"compile: {type(e).__name__}: {e}"
         return row
-    row["compile_xlapy"] = time.perf_counter() - t0
     row["fallbacks"] = list(prog._exe.fallbacks())
     jargs = [jax.device_put(a) for a in case.args]
     args = case.args

@@ -3,9 +3,27 @@
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Collect, then time with the cyclic GC off (as `timeit` does): a full collection walks
+    every object of the process (jax's included) and takes 40-60 ms here, landing in
+    whichever timed compile crossed the allocation threshold (a 21 ms sort compile measured
+    80). Each side's own garbage is still allocated in the timed region."""
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def round_robin(runners: dict[str, Callable[[], Any]], reps: int, burst: int = 1

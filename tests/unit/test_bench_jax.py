@@ -47,3 +47,17 @@ def test_round_robin_bursts_each_side_in_turn() -> None:
     order.clear()
     round_robin({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, reps=2)
     assert order == ["a", "b", "a", "b"]
+
+
+def test_gc_paused_restores_the_collector() -> None:
+    import gc
+
+    from benchmarks.timing import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("compile failed")
+    assert gc.isenabled()
