@@ -27,6 +27,11 @@ MAX_RATIO = 8
 #: More threads than groups hold their whole batches in the arena (as many groups would cut
 #: that many more batches in small blocks, which run slower on any thread count).
 GROUPS = 2
+#: Most of the batches that may run in blocks: blocks shrink to a few rows (small GEMMs), and
+#: where the groups were all of a transformer block's 8 heads its attention ran ~5% slower
+#: than with a batch of scores per thread in the arena (attention's 32: 8 in blocks, 2.0 MB
+#: of peak instead of 2.5). More would be blocked: the chain takes the arena scratch.
+MAX_BLOCKED_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -64,10 +69,13 @@ def plan(nbatch: int, m: int, need_row: int, out_row: int, parts: int, granule: 
     computes groups p, p + parts, ... (each cut the same way on any thread count, so the
     bits of a GEMM that depend on its row count do not depend on the threads) and holds its
     whole batches' intermediates in its first group's output. A thread with no group (more
-    threads than groups) holds them in the arena."""
+    threads than groups, or groups over MAX_BLOCKED_SHARE of the batches) holds them in the
+    arena."""
     parts = max(1, min(parts, nbatch))
     per = -(-need_row // out_row) if 0 < out_row and need_row <= MAX_RATIO * out_row else 0
     ngroups = min(groups, nbatch // per) if per else 0
+    if ngroups * per > MAX_BLOCKED_SHARE * nbatch:
+        ngroups = 0
     shared = nbatch - ngroups * per
     reserve: list[int | None] = []
     blocks: list[list[Block]] = []
@@ -107,4 +115,4 @@ def _blocks(first: int, last: int, m: int, need_row: int, out_row: int, granule:
     return out
 
 
-__all__ = ["Block", "Schedule", "GROUPS", "MAX_RATIO", "plan"]
+__all__ = ["Block", "Schedule", "GROUPS", "MAX_BLOCKED_SHARE", "MAX_RATIO", "plan"]

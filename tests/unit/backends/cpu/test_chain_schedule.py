@@ -98,6 +98,14 @@ def test_attention_arena_is_a_few_rows_per_thread() -> None:
     assert f32.shared == 24 and all(r is not None for r in f32.reserve)
 
 
+def test_a_transformer_block_keeps_its_heads_whole() -> None:
+    """8 heads of 256 rows: both groups would be all of them, in ever smaller blocks (~5%
+    slower): one head's scores per thread in the arena instead, all batches whole."""
+    s = chain_schedule.plan(8, 256, 1024, 256, 2, batch_chain.ROW_GRANULE)
+    assert s.shared == 8 and s.reserve == [None, None] and s.arena_bytes == 2 * 256 * 1024
+    assert s.blocks == [[], []]
+
+
 def test_a_wide_intermediate_stays_in_the_arena() -> None:
     """Intermediates many times the output's width: whole batches in the arena (as before)."""
     s = chain_schedule.plan(8, 16, 64 * 4, 4, 2, 8)
@@ -113,6 +121,7 @@ def test_chain_results_do_not_depend_on_the_threads(dtype: type, f: str,
     args = [rng.standard_normal(shape).astype(dtype)
             for shape in ((2, 3, t, d), (2, 3, s_, d), (2, 3, s_, d))]
     got = {}
+    monkeypatch.setattr(chain_schedule, "MAX_BLOCKED_SHARE", 1.0)  # 4 of 6 batches in blocks
     for threads in (1, 2, 3, 4):
         got[threads], exe = _run(text, args, threads, True, monkeypatch)
         assert _chain_lines(exe)
