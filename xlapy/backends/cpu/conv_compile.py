@@ -17,27 +17,12 @@ thread (parallel_compile.py) while this one writes and builds the -O0 one.
 from __future__ import annotations
 
 import ctypes
-import functools
 from collections.abc import Callable
-
-import llvmlite.binding as llvm
 
 from xlapy.backends.cpu import cache, llvm_util, parallel_compile, target
 from xlapy.backends.cpu.conv_kernel import Split
 from xlapy.backends.cpu.llvm_util import Engine
 from xlapy.phases import phase
-
-
-@functools.cache
-def _o0_machine(t: target.CpuTarget) -> llvm.TargetMachine:
-    """The -O0 TargetMachine of the cold modules for `t` (used under llvm_util._LOCK)."""
-    llvm_util._init()  # LLVM initialized (not a throwaway -O3 TargetMachine: 0.2 ms)
-    tgt = llvm.Target.from_triple(t.triple)
-    if t.runs_here:
-        return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=0,
-                                         jit=True, reloc="default", codemodel="jitdefault")
-    return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=0,
-                                     reloc="pic", codemodel="small")
 
 
 def _hot(text: str, exports: list[str], cold: Callable[[], Engine], threads: int
@@ -74,7 +59,7 @@ def _cold(text: str, exports: list[str]) -> Engine:
         ref.triple = t.triple
         ref.data_layout = str(ctm.target_data)
         with phase("llvm codegen"):
-            obj = _o0_machine(t).emit_object(ref)
+            obj = llvm_util.o0_machine(t).emit_object(ref)
     cache.put(key, obj)
     return Engine(compiled=(obj, ref), exports=exports)
 

@@ -43,11 +43,9 @@ is False where the kernel refuses or the target lacks amx-int8 (gemm_vnni.py the
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
 from collections.abc import Callable
 
-import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
@@ -324,14 +322,6 @@ def _emit_copy_partial(b: ir.IRBuilder, cs: ir.Value, pc: ir.Value, ldc: ir.Valu
             _masked_store(b, v, b.gep(dst, [I64(64 * h)]), valid)
 
 
-@functools.cache
-def _o0_machine(t: target.CpuTarget) -> llvm.TargetMachine:
-    """The -O0 TargetMachine this module is generated with (module docstring)."""
-    tgt = llvm.Target.from_triple(t.triple)
-    return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=0, jit=True,
-                                     reloc="default", codemodel="jitdefault")
-
-
 @once
 def _compiled(signed: bool, key: str) -> tuple[Engine, int]:
     """The kernel module, once per process and target: from the disk cache (cache.py, keyed
@@ -351,7 +341,7 @@ def _compiled(signed: bool, key: str) -> tuple[Engine, int]:
         ref.data_layout = str(ctm.target_data)
         llvm_util.optimize(ref, ctm, vectorize=False, light=True)
         with phase("llvm codegen"):
-            obj = _o0_machine(t).emit_object(ref)
+            obj = llvm_util.o0_machine(t).emit_object(ref)
     eng = Engine(compiled=(obj, ref), exports=["amx_igemm8"])
     cache.put(ck, obj)
     return eng, eng.address("amx_igemm8")

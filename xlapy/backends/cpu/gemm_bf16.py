@@ -35,7 +35,6 @@ long k with many columns (mlp_bf16's 4096 x 4096) streams A from L3 once per col
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
 from collections.abc import Callable
 
@@ -289,22 +288,9 @@ _NAMES = {(tr, h): f"amx_bf16_{'nt' if tr else 'nn'}_{'bf16' if h else 'f32'}"
           for tr in (False, True) for h in (False, True)}
 
 
-@functools.cache
-def _fast_codegen(key: str) -> llvm.TargetMachine:
-    """A TargetMachine for the current target (which runs here) that emits with LLVM's -O0
-    code generator: the kernels' time is in the tile instructions, which no register
-    allocator changes, and -O0 codegen takes 2-7 ms where -O3's took 7-14 (a cold compile
-    pays it)."""
-    t = target.current()
-    llvm_util.target_machine(t)  # LLVM initialized
-    return llvm.Target.from_triple(t.triple).create_target_machine(
-        cpu=t.cpu, features=t.llvm_features, opt=0, jit=True, reloc="default",
-        codemodel="jitdefault")
-
-
 def _object(text: str) -> tuple[bytes, llvm.ModuleRef]:
     """The module optimized as every kernel is (light pipeline), emitted at -O0."""
-    tm = _fast_codegen(target.current().key)
+    tm = llvm_util.o0_machine(target.current())
     with llvm_util._LOCK:
         ref = llvm_util.verify(text)
         ref.triple = target.current().triple

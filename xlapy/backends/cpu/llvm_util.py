@@ -68,17 +68,25 @@ def _init() -> None:
     llvm.set_option("", "-disable-lsr")
 
 
-def target_machine(t: CpuTarget | None = None) -> llvm.TargetMachine:
+def target_machine(t: CpuTarget | None = None, opt: int = OPT_LEVEL) -> llvm.TargetMachine:
     """A fresh TargetMachine for `t` (default: the current target). Code that runs in this
     process is built for the JIT's code model; objects for another machine as PIC."""
     _init()
     t = t or target.current()
     tgt = llvm.Target.from_triple(t.triple)
     if t.runs_here:
-        return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=OPT_LEVEL,
+        return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=opt,
                                          jit=True, reloc="default", codemodel="jitdefault")
-    return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=OPT_LEVEL,
+    return tgt.create_target_machine(cpu=t.cpu, features=t.llvm_features, opt=opt,
                                      reloc="pic", codemodel="small")
+
+
+@functools.cache
+def o0_machine(t: CpuTarget) -> llvm.TargetMachine:
+    """The process's -O0 TargetMachine for `t` (used under _LOCK): LLVM's fast code generator
+    for code whose time is not in its instruction choice (the AMX tile loops, a convolution's
+    row bookkeeping and epilogues), one for every such module, created once."""
+    return target_machine(t, opt=0)
 
 
 @functools.cache

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import cache, conv_compile
+from xlapy.backends.cpu import cache, conv_compile, llvm_util
 from xlapy.backends.cpu.conv_kernel import Nest, Source, Split, emit
 from xlapy.backends.cpu.llvm_util import F32
 
@@ -98,13 +98,13 @@ def test_objects_from_the_disk_cache(tmp_path: Path, monkeypatch: pytest.MonkeyP
     first = np.asarray(xlapy.compile(CONV, backend="cpu")(*args))
     cache.clear_memory()
     built: list[str] = []
-    real = conv_compile._o0_machine
+    real = llvm_util.o0_machine
 
     def spy(t):  # type: ignore[no-untyped-def]
         built.append("cold")
         return real(t)
 
-    monkeypatch.setattr(conv_compile, "_o0_machine", spy)
+    monkeypatch.setattr(llvm_util, "o0_machine", spy)
     again = xlapy.compile(CONV, backend="cpu")
     assert not built  # the cold object came from disk
     np.testing.assert_array_equal(np.asarray(again(*args)), first)
