@@ -6,8 +6,17 @@ one binary op, or any small element-wise region such as `.at[].apply(sin)`). A w
 any part out of bounds is skipped whole; a negative or huge (u64) start is out of bounds.
 General dimension numbers: update_window_dims, inserted_window_dims,
 scatter_dims_to_operand_dims, index_vector_dim and the batching dims. Variadic scatter
-(several operands, a TupleKernel) updates all results per update element. Sequential (one
-thread): updates to one element must apply in order, and its loop is memory-bound anyway.
+(several operands, a TupleKernel) updates all results per update element.
+
+Threads: updates to one element must apply in order, so the *result* is partitioned, by
+ranges [begin, end) of the operand's outermost dimension (the kernel's outer loop, split by
+the pool like any kernel's): each thread copies its rows of the operand, scans every scatter
+position in order and applies only the window elements whose row is its own (a one-row
+window: one unsigned compare per position; a window spanning rows: its outermost loop
+clipped to the range). Every element still sees all its updates, in the same order, from
+one thread, so the bits are the sequential ones for any split. Scatters with small windows
+(under MIN_SPLIT_WINDOW elements: each thread would rescan the indices for little work) or
+one row stay on one thread.
 """
 
 from __future__ import annotations
@@ -21,6 +30,10 @@ from xlapy.backends.cpu import region_emit
 from xlapy.backends.cpu.llvm_util import I1, I64, for_range, i64
 from xlapy.backends.cpu.op_emit import OpEmitter
 from xlapy.ir import Instruction
+
+#: Fewest window elements per scatter position for the split (every thread scans all the
+#: positions; below this the scan outweighs the share of updates it saves).
+MIN_SPLIT_WINDOW = 8
 
 
 def emitter(instr: Instruction) -> type[OpEmitter] | None:
@@ -68,17 +81,27 @@ class ScatterEmitter(OpEmitter):
                 for k, t in enumerate(ets)]
         comp = instr.called[0]
         n = math.prod(dims)
-        with for_range(b, i64(0), i64(n), name="copy") as e:  # stored bits, unchanged
-            for src, dst in zip(xs, outs):
-                b.store(b.load(b.gep(src, [e], inbounds=True)), b.gep(dst, [e], inbounds=True))
         bdims = [d for d in range(srank) if d != ivd]  # index dims of scatter positions
         usd = [d for d in range(len(udims)) if d not in uwd]
         wdims = [d for d in range(rank) if d not in iwd and d not in ibd]
         sizes = [1] * rank
         for d, u in zip(wdims, uwd):
             sizes[d] = udims[u]
+        outer = dims[0] if rank else 1
+        split = outer >= 2 and n > 0 and 0 not in sizes and \
+            math.prod(sizes) >= MIN_SPLIT_WINDOW
+        if not split:  # the whole result on one thread: constant bounds, tests folded away
+            begin, end = i64(0), i64(outer)
+        inner = n // outer if outer else 0
+        lo_e = b.mul(begin, i64(inner), flags=["nsw"]) if split else i64(0)
+        hi_e = b.mul(end, i64(inner), flags=["nsw"]) if split else i64(n)
+        with for_range(b, lo_e, hi_e, name="copy") as e:  # stored bits, unchanged
+            for src, dst in zip(xs, outs):
+                b.store(b.load(b.gep(src, [e], inbounds=True)), b.gep(dst, [e], inbounds=True))
+        cost = max(math.prod(udims), 1)
         if n == 0 or 0 in sizes:
-            return 1, False, 1
+            return max(outer, 1), False, 1
+        row_window = rank > 0 and 0 in wdims  # the window's outermost loop walks rows
 
         def index(pos: list[ir.Value], k: int) -> ir.Value:
             full = list(pos)
@@ -102,6 +125,16 @@ class ScatterEmitter(OpEmitter):
             for d in range(rank):
                 ok = b.and_(ok, b.and_(b.icmp_signed(">=", starts[d], i64(0)),
                                        b.icmp_signed("<=", starts[d], i64(dims[d] - sizes[d]))))
+            first: tuple[ir.Value, ir.Value] | None = None
+            if split and row_window:  # this thread's rows of the window: [lo, hi)
+                lo = b.sub(begin, starts[0])
+                lo = b.select(b.icmp_signed(">", lo, i64(0)), lo, i64(0))
+                hi = b.sub(end, starts[0])
+                hi = b.select(b.icmp_signed("<", hi, i64(sizes[0])), hi, i64(sizes[0]))
+                first = (lo, hi)
+            elif split:  # one row per window: is it this thread's?
+                ok = b.and_(ok, b.icmp_unsigned("<", b.sub(starts[0], begin),
+                                                b.sub(end, begin)))
 
             def per_window(w: list[ir.Value]) -> None:
                 target = [starts[d] for d in range(rank)]
@@ -118,10 +151,10 @@ class ScatterEmitter(OpEmitter):
                     b.store(ew.to_storage(b, v, t), b.gep(p, [at], inbounds=True))
 
             with b.if_then(ok):
-                self.loops([udims[u] for u in uwd], per_window, name="w")
+                self.loops([udims[u] for u in uwd], per_window, first=first, name="w")
 
         self.loops([idims[d] for d in bdims], per_position, name="s")
-        return 1, False, max(math.prod(udims), 1)
+        return outer, split, cost
 
 
 __all__ = ["emitter", "ScatterEmitter"]
