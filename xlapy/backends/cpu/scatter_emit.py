@@ -17,6 +17,13 @@ clipped to the range). Every element still sees all its updates, in the same ord
 one thread, so the bits are the sequential ones for any split. Scatters with small windows
 (under MIN_SPLIT_WINDOW elements: each thread would rescan the indices for little work) or
 one row stay on one thread.
+
+Vectors: an f32/f64 scatter with a binary or replacing region whose window's last dimension
+is contiguous in the result and the updates applies each window row in explicit vectors
+(`vector_lanes`), the operand flush one multiply under FTZ (flush_ftz.py), the tail scalar:
+LLVM's vectorized scalar loop flushed with and/and/compare/blend per vector and checked the
+two pointers for overlap per row (the result never overlaps the updates: a fresh buffer or
+arena bytes of a value whose live range ends here, disjoint from the live updates).
 """
 
 from __future__ import annotations
@@ -26,14 +33,41 @@ import math
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu import region_emit
+from xlapy.backends.cpu import flush_ftz, lanes, region_emit
 from xlapy.backends.cpu.llvm_util import I1, I64, for_range, i64
 from xlapy.backends.cpu.op_emit import OpEmitter
 from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
 
 #: Fewest window elements per scatter position for the split (every thread scans all the
 #: positions; below this the scan outweighs the share of updates it saves).
 MIN_SPLIT_WINDOW = 8
+#: Update regions applied in explicit vectors along a contiguous window row: element-wise,
+#: lane by lane the scalar ops (the operand flush one multiply under FTZ, flush_ftz.py,
+#: instead of LLVM's vectorized and/and/compare/blend of the scalar flush).
+VECTOR_KINDS = frozenset({"add", "multiply", "subtract", "maximum", "minimum"})
+
+
+def vector_lanes(instr: Instruction) -> int:
+    """Lanes of the vector update along the window's innermost dimension, 0 for scalar:
+    one f32/f64 result, a binary or replacing region, the window's last dimension the
+    operand's and the updates' last (contiguous in both) and at least a vector long, the
+    operand of rank >= 2 (its outermost dimension is the thread split's)."""
+    m = (len(instr.operands) - 1) // 2
+    x, upd = instr.operands[0], instr.operands[m + 1]
+    comp = instr.called[0]
+    dn = instr.attrs.scatter_dimension_numbers
+    rank, urank = x.shape.rank, upd.shape.rank
+    uwd = list(dn.update_window_dims)
+    wdims = [d for d in range(rank) if d not in set(dn.inserted_window_dims)
+             and d not in set(dn.input_batching_dims)]
+    replace = comp.root is not None and comp.root is comp.parameters[-1]
+    if m != 1 or x.shape.element_type not in (ET.F32, ET.F64) or rank < 2 or not uwd or \
+            wdims[-1] != rank - 1 or uwd[-1] != urank - 1 or \
+            not (replace or region_emit.binary_kind(comp) in VECTOR_KINDS):
+        return 0
+    n = lanes.vector_width() // (1 if x.shape.element_type is ET.F32 else 2)
+    return n if n >= 2 and upd.shape.dimensions[-1] >= n else 0
 
 
 def emitter(instr: Instruction) -> type[OpEmitter] | None:
@@ -102,6 +136,10 @@ class ScatterEmitter(OpEmitter):
         if n == 0 or 0 in sizes:
             return max(outer, 1), False, 1
         row_window = rank > 0 and 0 in wdims  # the window's outermost loop walks rows
+        vec = vector_lanes(instr)
+        length = udims[uwd[-1]] if uwd else 1
+        ebytes = ets[0].bits // 8
+        vt = ir.VectorType(ew.storage_type(ets[0]), max(vec, 1))
 
         def index(pos: list[ir.Value], k: int) -> ir.Value:
             full = list(pos)
@@ -136,7 +174,8 @@ class ScatterEmitter(OpEmitter):
                 ok = b.and_(ok, b.icmp_unsigned("<", b.sub(starts[0], begin),
                                                 b.sub(end, begin)))
 
-            def per_window(w: list[ir.Value]) -> None:
+            def offsets(w: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
+                """The result's and the updates' element offsets of window index w."""
                 target = [starts[d] for d in range(rank)]
                 uidx: list[ir.Value] = [i64(0)] * len(udims)
                 for k, d in enumerate(usd):
@@ -144,14 +183,36 @@ class ScatterEmitter(OpEmitter):
                 for k, (d, u) in enumerate(zip(wdims, uwd)):
                     target[d] = b.add(starts[d], w[k])
                     uidx[u] = w[k]
-                at = self.linear(target, dims)
-                new = region_emit.emit(b, comp, [*ld(outs, at),
-                                                 *ld(us, self.linear(uidx, udims))])
+                return self.linear(target, dims), self.linear(uidx, udims)
+
+            def apply(at: ir.Value, uat: ir.Value) -> None:
+                new = region_emit.emit(b, comp, [*ld(outs, at), *ld(us, uat)])
                 for p, t, v in zip(outs, ets, new):
                     b.store(ew.to_storage(b, v, t), b.gep(p, [at], inbounds=True))
 
+            def per_window(w: list[ir.Value]) -> None:
+                apply(*offsets(w))
+
+            def per_row(w: list[ir.Value]) -> None:  # the innermost window dim in vectors
+                at, uat = offsets([*w, i64(0)])
+                full = length // vec * vec
+                with for_range(b, i64(0), i64(full), name="v", step=vec) as j:
+                    vptr = [b.bitcast(b.gep(p, [b.add(o, j)], inbounds=True), vt.as_pointer())
+                            for p, o in ((outs[0], at), (us[0], uat))]
+                    cur, upd_v = (b.load(q, align=ebytes) for q in vptr)
+                    with flush_ftz.in_kernel():  # the kernel runs under MXCSR.FTZ
+                        res = region_emit.emit(b, comp, [cur, upd_v])[0]
+                    b.store(res, vptr[0], align=ebytes)
+                if full < length:
+                    with for_range(b, i64(full), i64(length), name="r") as j:
+                        apply(b.add(at, j), b.add(uat, j))
+
             with b.if_then(ok):
-                self.loops([udims[u] for u in uwd], per_window, first=first, name="w")
+                wsizes = [udims[u] for u in uwd]
+                if vec:
+                    self.loops(wsizes[:-1], per_row, first=first, name="w")
+                else:
+                    self.loops(wsizes, per_window, first=first, name="w")
 
         self.loops([idims[d] for d in bdims], per_position, name="s")
         return outer, split, cost

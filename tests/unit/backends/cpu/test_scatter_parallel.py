@@ -148,3 +148,39 @@ def test_scatter_from_jax_on_threads() -> None:
     check_threads(text, [x, i, u])
     got, _ = run(text, [x, i, u], 2)
     np.testing.assert_allclose(np.asarray(got), np.asarray(f(x, i, u)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("t", [ET.F32, ET.F64])
+@pytest.mark.parametrize("kind", ["add", "multiply", "subtract", "maximum", "minimum",
+                                  "replace", "sub_swapped"])
+def test_vector_rows(t: ET, kind: str) -> None:
+    """Rows of 37 (vectors of the target's width, then a scalar remainder) with denormals,
+    NaNs and infinities in both operands: the vector update is the scalar one lane by lane
+    (flushes, NaN rules), on 1-4 threads."""
+    dims, n = (29, 37), 150
+    idx = indices(n, dims[0], 13)
+    text = scatter(t, ET.S32, dims, idx.shape, (n, 37), [1], [0], [0], 1, kind)
+    check_threads(text, [data(t, dims, 1), idx, data(t, (n, 37), 2)])
+
+
+def test_vector_lanes_chosen() -> None:
+    """The vector update is used where the window row is contiguous and long enough, and
+    not for integer types or short rows."""
+    def lanes_of(t: ET, cols: int) -> int:
+        text = scatter(t, ET.S32, (8, cols), (4, 1), (4, cols), [1], [0], [0], 1, "add")
+        exe = xlapy.compile(text, backend="cpu")
+        return scatter_emit.vector_lanes(scatter_specs(exe)[0].root)
+
+    assert lanes_of(ET.F32, 64) >= 4
+    assert lanes_of(ET.F64, 64) >= 2
+    assert lanes_of(ET.S32, 64) == 0
+    assert lanes_of(ET.F32, 1) == 0
+
+
+def test_vector_windows_spanning_rows() -> None:
+    """2-D windows of 5 x 33 starting anywhere in both dimensions: vectors along the row
+    at any offset, rows clipped to each thread's range, windows sticking out dropped."""
+    dims, n = (19, 50), 120
+    idx = np.concatenate([indices(n, 15, 14), indices(n, 18, 15)], axis=1)
+    text = scatter(ET.F32, ET.S32, dims, idx.shape, (n, 5, 33), [1, 2], [], [0, 1], 1, "add")
+    check_threads(text, [data(ET.F32, dims, 1), idx, data(ET.F32, (n, 5, 33), 2)])
