@@ -184,3 +184,22 @@ def test_vector_windows_spanning_rows() -> None:
     idx = np.concatenate([indices(n, 15, 14), indices(n, 18, 15)], axis=1)
     text = scatter(ET.F32, ET.S32, dims, idx.shape, (n, 5, 33), [1, 2], [], [0, 1], 1, "add")
     check_threads(text, [data(ET.F32, dims, 1), idx, data(ET.F32, (n, 5, 33), 2)])
+
+
+def test_scatter_in_native_loop_on_threads() -> None:
+    """A scatter-add in a fori_loop body (the native while loop splits it by rows too):
+    the interpreter's bits on 1 and 2 threads, big enough to be split."""
+    jax = pytest.importorskip("jax")
+    x = data(ET.F32, (256, 64), 3)
+    i = np.random.default_rng(16).integers(-2, 260, 4096).astype(np.int32)
+    u = np.random.default_rng(17).standard_normal((4096, 64)).astype(np.float32)
+
+    def f(a: Any, j: Any, v: Any) -> Any:
+        return jax.lax.fori_loop(0, 3, lambda k, c: c.at[j + k].add(v * 0.5), a)
+
+    text = jax.jit(f).lower(x, i, u).as_text()
+    ref = xlapy.compile(text)(x, i, u)
+    for threads in (1, 2):
+        exe = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
+        assert not exe._exe.fallbacks(), exe._exe.explain()
+        same(exe(x, i, u), ref)
