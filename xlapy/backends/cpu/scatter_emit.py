@@ -29,6 +29,7 @@ arena bytes of a value whose live range ends here, disjoint from the live update
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from llvmlite import ir
 
@@ -45,6 +46,8 @@ MIN_SPLIT_WINDOW = 8
 #: Update regions applied in explicit vectors along a contiguous window row: element-wise,
 #: lane by lane the scalar ops (the operand flush one multiply under FTZ, flush_ftz.py,
 #: instead of LLVM's vectorized and/and/compare/blend of the scalar flush).
+#: Positions listed per block by a split one-row scatter before applying them (compacted).
+SELECT_BLOCK = 256
 VECTOR_KINDS = frozenset({"add", "multiply", "subtract", "maximum", "minimum"})
 
 
@@ -153,7 +156,9 @@ class ScatterEmitter(OpEmitter):
             return [ew.from_storage(b, b.load(b.gep(p, [at], inbounds=True)), t)
                     for p, t in zip(ps, ets)]
 
-        def per_position(pos: list[ir.Value]) -> None:
+        def locate(pos: list[ir.Value]
+                   ) -> tuple[list[ir.Value], ir.Value, tuple[ir.Value, ir.Value] | None]:
+            """The window's start, whether this thread applies any of it, its row range."""
             starts: list[ir.Value] = [i64(0)] * rank
             for k, d in enumerate(sdod):
                 starts[d] = index(pos, k)
@@ -173,6 +178,11 @@ class ScatterEmitter(OpEmitter):
             elif split:  # one row per window: is it this thread's?
                 ok = b.and_(ok, b.icmp_unsigned("<", b.sub(starts[0], begin),
                                                 b.sub(end, begin)))
+            return starts, ok, first
+
+        def windows(pos: list[ir.Value], starts: list[ir.Value],
+                    first: tuple[ir.Value, ir.Value] | None) -> None:
+            """The update of every window element (of this thread's rows)."""
 
             def offsets(w: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
                 """The result's and the updates' element offsets of window index w."""
@@ -207,15 +217,58 @@ class ScatterEmitter(OpEmitter):
                     with for_range(b, i64(full), i64(length), name="r") as j:
                         apply(b.add(at, j), b.add(uat, j))
 
-            with b.if_then(ok):
-                wsizes = [udims[u] for u in uwd]
-                if vec:
-                    self.loops(wsizes[:-1], per_row, first=first, name="w")
-                else:
-                    self.loops(wsizes, per_window, first=first, name="w")
+            wsizes = [udims[u] for u in uwd]
+            if vec:
+                self.loops(wsizes[:-1], per_row, first=first, name="w")
+            else:
+                self.loops(wsizes, per_window, first=first, name="w")
 
-        self.loops([idims[d] for d in bdims], per_position, name="s")
+        def per_position(pos: list[ir.Value]) -> None:
+            starts, ok, first = locate(pos)
+            with b.if_then(ok):
+                windows(pos, starts, first)
+
+        pdims = [idims[d] for d in bdims]
+        if split and not row_window:
+            self.compacted(pdims, locate, windows)
+        else:
+            self.loops(pdims, per_position, name="s")
         return outer, split, cost
+
+    def compacted(self, pdims: list[int], locate: Any, windows: Any) -> None:
+        """The positions in blocks of SELECT_BLOCK: first the ones this thread applies
+        listed without a branch, then their windows applied in order. A split one-row
+        scatter keeps about 1/threads of the positions at random: a branch per position
+        would mispredict half the time (~17 cycles each, a third of the work on 2 threads)."""
+        b = self.b
+        total = math.prod(pdims)
+        with b.goto_block(self.fn.entry_basic_block):
+            buf = b.alloca(I64, size=i64(SELECT_BLOCK), name="mine")
+            cnt = b.alloca(I64, name="count")
+
+        def unflat(p: ir.Value) -> list[ir.Value]:
+            """Position indices of the row-major flat position p (< total)."""
+            out: list[ir.Value] = []
+            stride = total
+            for n in pdims:
+                stride //= n
+                q = b.udiv(p, i64(stride)) if stride > 1 else p
+                out.append(b.urem(q, i64(n)) if out else q)  # the outermost: p < total
+            return out
+
+        with for_range(b, i64(0), i64(total), name="blk", step=SELECT_BLOCK) as blk:
+            nxt = b.add(blk, i64(SELECT_BLOCK))
+            hi = b.select(b.icmp_signed("<", nxt, i64(total)), nxt, i64(total))
+            b.store(i64(0), cnt)
+            with for_range(b, blk, hi, name="s") as p:
+                _, ok, _ = locate(unflat(p))
+                c = b.load(cnt)
+                b.store(p, b.gep(buf, [c], inbounds=True))
+                b.store(b.add(c, b.zext(ok, I64)), cnt)
+            with for_range(b, i64(0), b.load(cnt), name="q") as q:
+                pos = unflat(b.load(b.gep(buf, [q], inbounds=True)))
+                starts, _, first = locate(pos)
+                windows(pos, starts, first)
 
 
 __all__ = ["emitter", "ScatterEmitter"]
