@@ -12,11 +12,12 @@ Threads: updates to one element must apply in order, so the *result* is partitio
 ranges [begin, end) of the operand's outermost dimension (the kernel's outer loop, split by
 the pool like any kernel's): each thread copies its rows of the operand, scans every scatter
 position in order and applies only the window elements whose row is its own (a one-row
-window: one unsigned compare per position; a window spanning rows: its outermost loop
-clipped to the range). Every element still sees all its updates, in the same order, from
-one thread, so the bits are the sequential ones for any split. Scatters with small windows
-(under MIN_SPLIT_WINDOW elements: each thread would rescan the indices for little work) or
-one row stay on one thread.
+window: one unsigned compare per position, the positions kept listed per block without a
+branch, `compacted`; a window spanning rows: its outermost loop clipped to the range).
+Every element still sees all its updates, in the same order, from one thread, so the bits
+are the sequential ones for any split. Scatters with small windows (under MIN_SPLIT_WINDOW
+elements: each thread would rescan the indices for little work) or one row stay on one
+thread.
 
 Vectors: an f32/f64 scatter with a binary or replacing region whose window's last dimension
 is contiguous in the result and the updates applies each window row in explicit vectors
