@@ -36,7 +36,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import flush_ftz, lanes, region_emit
-from xlapy.backends.cpu.llvm_util import I1, I64, for_range, i64
+from xlapy.backends.cpu.llvm_util import I1, I32, I64, for_range, i64, intrinsic
 from xlapy.backends.cpu.op_emit import OpEmitter
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
@@ -49,6 +49,9 @@ MIN_SPLIT_WINDOW = 8
 #: instead of LLVM's vectorized and/and/compare/blend of the scalar flush).
 #: Positions listed per block by a split one-row scatter before applying them (compacted).
 SELECT_BLOCK = 256
+#: The listed position whose updates are prefetched, and at most how many bytes of them.
+PREFETCH_AHEAD = 8
+PREFETCH_BYTES = 512
 VECTOR_KINDS = frozenset({"add", "multiply", "subtract", "maximum", "minimum"})
 
 
@@ -231,16 +234,37 @@ class ScatterEmitter(OpEmitter):
 
         pdims = [idims[d] for d in bdims]
         if split and not row_window:
-            self.compacted(pdims, locate, windows)
+            contiguous = uwd == list(range(len(udims) - len(uwd), len(udims)))
+            wbytes = math.prod(sizes) * max(t.bits for t in ets) // 8
+
+            def prefetch(pos: list[ir.Value]) -> None:
+                """The window's updates (contiguous) asked for ahead of their use."""
+                uidx: list[ir.Value] = [i64(0)] * len(udims)
+                for k, d in enumerate(usd):
+                    uidx[d] = pos[k]
+                uat = self.linear(uidx, udims)
+                for up in us:
+                    base = b.bitcast(b.gep(up, [uat]), ir.IntType(8).as_pointer())
+                    for off in range(0, min(wbytes, PREFETCH_BYTES), 64):
+                        intrinsic(b, "llvm.prefetch.p0", ir.VoidType(),
+                                  [b.gep(base, [i64(off)]), ir.Constant(I32, 0),
+                                   ir.Constant(I32, 3), ir.Constant(I32, 1)])
+
+            self.compacted(pdims, locate, windows, prefetch if contiguous else None)
         else:
             self.loops(pdims, per_position, name="s")
         return outer, split, cost
 
-    def compacted(self, pdims: list[int], locate: Any, windows: Any) -> None:
+    def compacted(self, pdims: list[int], locate: Any, windows: Any,
+                  prefetch: Any = None) -> None:
         """The positions in blocks of SELECT_BLOCK: first the ones this thread applies
         listed without a branch, then their windows applied in order. A split one-row
         scatter keeps about 1/threads of the positions at random: a branch per position
-        would mispredict half the time (~17 cycles each, a third of the work on 2 threads)."""
+        would mispredict half the time (~17 cycles each, a third of the work on 2 threads).
+        `prefetch(pos)` asks for the updates of the listed position PREFETCH_AHEAD on: a
+        thread's rows of them are a random subset, which the hardware streams miss
+        (scatter_add 2 threads: 0.90-0.93 -> 0.85-0.87 ms host, 0.95-0.97 -> 0.82-0.88
+        x86-64-v3, same-run A/B)."""
         b = self.b
         total = math.prod(pdims)
         with b.goto_block(self.fn.entry_basic_block):
@@ -266,7 +290,13 @@ class ScatterEmitter(OpEmitter):
                 c = b.load(cnt)
                 b.store(p, b.gep(buf, [c], inbounds=True))
                 b.store(b.add(c, b.zext(ok, I64)), cnt)
-            with for_range(b, i64(0), b.load(cnt), name="q") as q:
+            count = b.load(cnt)
+            with for_range(b, i64(0), count, name="q") as q:
+                if prefetch is not None:  # the updates of the position PREFETCH_AHEAD on
+                    ahead = b.add(q, i64(PREFETCH_AHEAD))
+                    last = b.sub(count, i64(1))
+                    ahead = b.select(b.icmp_signed("<", ahead, last), ahead, last)
+                    prefetch(unflat(b.load(b.gep(buf, [ahead], inbounds=True))))
                 pos = unflat(b.load(b.gep(buf, [q], inbounds=True)))
                 starts, _, first = locate(pos)
                 windows(pos, starts, first)

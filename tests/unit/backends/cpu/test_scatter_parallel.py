@@ -203,3 +203,14 @@ def test_scatter_in_native_loop_on_threads() -> None:
         exe = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
         assert not exe._exe.fallbacks(), exe._exe.explain()
         same(exe(x, i, u), ref)
+
+
+@pytest.mark.parametrize("uwd", [[1], [0]])
+def test_update_window_dim_leading(uwd: list[int]) -> None:
+    """Updates whose window dimension comes first ([8, n]: a window strided in the updates,
+    not prefetched as one block) and last ([n, 8]): the same bits on 1-4 threads."""
+    dims, n = (37, 8), 300
+    idx = indices(n, dims[0], 18)
+    udims = (n, 8) if uwd == [1] else (8, n)
+    text = scatter(ET.F32, ET.S32, dims, idx.shape, udims, uwd, [0], [0], 1, "add")
+    check_threads(text, [data(ET.F32, dims, 1), idx, data(ET.F32, udims, 2)])
