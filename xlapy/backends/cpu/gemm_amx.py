@@ -50,6 +50,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import amx, cache, llvm_util, parallel, recycle, target
+from xlapy.backends.cpu.gemm_int import empty_product
 from xlapy.backends.cpu.llvm_util import (
     I1,
     I8,
@@ -393,13 +394,10 @@ def igemm8(threads: int = 1, signed: bool = True
         return chunk, spans, size, parts
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        if empty_product(a, b, c):
+            return
         nb, m, k = a.shape
         n = b.shape[2]
-        if nb * m * n == 0:
-            return
-        if k == 0:
-            c[...] = 0
-            return
         _, addr, call = kernel()
         a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
         out = c if c.flags.c_contiguous else np.empty(c.shape, c.dtype)

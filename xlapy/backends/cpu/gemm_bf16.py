@@ -45,6 +45,7 @@ from llvmlite import ir
 from xlapy import denormal
 from xlapy.backends.cpu import amx, cache, llvm_util, parallel, target
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.gemm_int import empty_product
 from xlapy.backends.cpu.llvm_util import (
     I8,
     I8P,
@@ -366,13 +367,10 @@ def gemm(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Non
     busy = threading.Lock()
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        if empty_product(a, b, c):
+            return
         nb, m, k = a.shape
         n = b.shape[2]
-        if nb * m * n == 0:
-            return
-        if k == 0:
-            c[...] = 0
-            return
         mp, kp, np_ = -(-m // BM) * BM, -(-k // BK) * BK, -(-n // BN) * BN
         if kp != k or mp != m:
             a = _padded(a, mp, kp)

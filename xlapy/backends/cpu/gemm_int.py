@@ -115,6 +115,18 @@ def _compiled(lhs: np.dtype, rhs: np.dtype, acc: np.dtype, key: str) -> tuple[En
     return eng, _SIG(eng.address("igemm"))
 
 
+def empty_product(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> bool:
+    """Whether the batched product c[batch, m, n] = a[batch, m, k] @ b[batch, k, n] needs no
+    kernel: nothing to write, or empty sums (k == 0: zeros written here; the tile kernels'
+    loops run at least one k step)."""
+    if c.size == 0:
+        return True
+    if a.shape[2] == 0:
+        c[...] = 0
+        return True
+    return False
+
+
 def igemm(lhs: np.dtype, rhs: np.dtype, acc: np.dtype, threads: int = 1
           ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
     """A function (a[batch, m, k], b[batch, k, n], c[batch, m, n]) for contiguous integer
@@ -151,4 +163,4 @@ def igemm(lhs: np.dtype, rhs: np.dtype, acc: np.dtype, threads: int = 1
     return run
 
 
-__all__ = ["accumulator", "igemm", "K_UNROLL", "SPLIT_MACS"]
+__all__ = ["accumulator", "empty_product", "igemm", "K_UNROLL", "SPLIT_MACS"]

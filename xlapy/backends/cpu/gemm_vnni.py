@@ -29,6 +29,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import cache, parallel, target
+from xlapy.backends.cpu.gemm_int import empty_product
 from xlapy.backends.cpu.llvm_util import (
     I8P,
     I32,
@@ -204,13 +205,10 @@ def igemm8(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], N
         return built[0]
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        if empty_product(a, b, c):
+            return
         nb, m, k = a.shape
         n = b.shape[2]
-        if nb * m * n == 0:
-            return
-        if k == 0:  # empty sums (the tile loop runs at least one k step)
-            c[...] = 0
-            return
         _, fn, pack, addr = module()
         kp, np_ = -(-k // 4) * 4, -(-n // 16) * 16
         if kp != k:
