@@ -16,14 +16,11 @@ def gc_paused() -> Iterator[None]:
     every object of the process (jax's included) and takes 40-60 ms here, landing in
     whichever timed compile crossed the allocation threshold (a 21 ms sort compile measured
     80). Each side's own garbage is still allocated in the timed region."""
+    from xlapy.phases import no_gc
+
     gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():
         yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def round_robin(runners: dict[str, Callable[[], Any]], reps: int, burst: int = 1

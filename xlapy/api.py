@@ -12,7 +12,7 @@ import numpy as np
 from xlapy.backends import get_backend
 from xlapy.errors import XlapyError
 from xlapy.ir import Module
-from xlapy.phases import Phases, recording
+from xlapy.phases import Phases, no_gc, recording
 from xlapy.types.literal import Token
 
 
@@ -120,7 +120,7 @@ def compile(program: Any, backend: str | None = None, entry: str | None = None,
     Text (or a file) starting with `HloModule` is XLA's HLO text (`xlapy.hlo_text`).
     `options` go to the backend (cpu: `{"target": "x86-64-v3"}`, see backends/cpu/target.py).
     The result's `phases` say where the compile's time went (xlapy.phases)."""
-    with recording() as rec:
+    with recording() as rec, no_gc():
         prog = _compile(program, backend, entry, options)
     prog.phases = rec
     return prog

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import gc
 import time
 from collections.abc import Iterator
 
@@ -64,6 +65,21 @@ def phase(name: str) -> Iterator[None]:
     finally:
         rec._charge()
         rec._stack.pop()
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside (a compile: parsing and building IR allocate
+    thousands of small objects, which trigger full collections that scan everything else
+    the process holds: 40-70 ms in a process holding jax, landing in a 21 ms compile).
+    Nothing made here is cyclic garbage for long; the collector runs again after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @contextlib.contextmanager
