@@ -17,12 +17,14 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import llvmlite
 
 from xlapy.backends.cpu import target
-from xlapy.backends.cpu.llvm_util import OPT_LEVEL
+from xlapy.backends.cpu.llvm_util import OPT_LEVEL, Engine
 
 #: Bump when code generation or the entry format changes in a way the IR text would not show
 #: (6: entries carry a header; older xlapy builds, which read format-5 keys as bare objects,
@@ -360,3 +362,17 @@ def clear_memory() -> None:
         _memory_bytes = 0
         _DISK.clear()
         _WARNED.clear()
+
+
+def engine(mod: Any, mode: str, vectorize: bool = True, light: bool = False, *,
+           exports: Sequence[str]) -> Engine:
+    """An Engine of `mod` (a module or its text) whose object comes from the disk cache under
+    the text and `mode` (the pipeline's name in the key) when it is there, else is compiled
+    and put there: the build-once library modules (gemv, gemm_small, the int8 GEMMs, the
+    while driver, the direct convolution) load in a later process instead of compiling."""
+    k = key(str(mod), mode)
+    obj = get(k)
+    eng = Engine(mod, obj=obj, vectorize=vectorize, light=light, exports=exports)
+    if obj is None:
+        put(k, eng.object)
+    return eng

@@ -30,7 +30,6 @@ from xlapy.backends.cpu.llvm_util import (
     F64,
     I64,
     VOID,
-    Engine,
     for_range,
     i64,
     intrinsic,
@@ -161,11 +160,7 @@ def direct_plan(instr: Instruction, threads: int = 1
     wp = wvec + kw - 1
     name = "conv_direct"
     text = module_text(_emit(name, t, lanes, c, o, hout, hp, wp, wvec, kh, kw, j, v, chunks))
-    k = cache.key(text, "light")
-    obj = cache.get(k)
-    eng = Engine(text, obj=obj, light=True, exports=[name])
-    if obj is None:
-        cache.put(k, eng.object)
+    eng = cache.engine(text, "light", light=True, exports=[name])
     fn = _FN(eng.address(name))
     dtype = instr.shape.dtype
     xperm = [dn.input_batch_dimension, dn.input_feature_dimension,

@@ -289,12 +289,8 @@ def _compiled(w: int, signed: bool, key: str) -> tuple[Engine, int, int]:
     mod = new_module(f"xlapy_igemm16_{w}")
     _emit_pack(mod, w, signed)
     _emit_igemm(mod, w, signed)
-    text = module_text(mod)
-    ck = cache.key(text, "light-novec")
-    obj = cache.get(ck)
-    eng = Engine(text, obj=obj, vectorize=False, light=True, exports=["igemm", "pack"])
-    if obj is None:
-        cache.put(ck, eng.object)
+    eng = cache.engine(module_text(mod), "light-novec", vectorize=False, light=True,
+                       exports=["igemm", "pack"])
     return eng, eng.address("igemm"), eng.address("pack")
 
 

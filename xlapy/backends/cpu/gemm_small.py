@@ -275,12 +275,8 @@ class Compiled:
 def _compile(f64: bool, tgt: target.CpuTarget, flushing: bool) -> Compiled:
     with target.use(tgt), denormal.use(denormal.FTZ if flushing else denormal.IEEE):
         name = f"xlapy_{'d' if f64 else 's'}gemm_small"
-        text = module_text(_emit(name, f64))
-        key = cache.key(text, "light")
-        obj = cache.get(key)
-        eng = Engine(text, obj=obj, light=True, exports=[f"{name}_direct", f"{name}_rows"])
-        if obj is None:
-            cache.put(key, eng.object)
+        eng = cache.engine(module_text(_emit(name, f64)), "light", light=True,
+                           exports=[f"{name}_direct", f"{name}_rows"])
     addr = eng.address(f"{name}_direct")
     return Compiled(eng, _DIRECT(addr), addr, eng.address(f"{name}_rows"))
 

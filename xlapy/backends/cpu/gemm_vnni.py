@@ -177,12 +177,8 @@ def _compiled(key: str) -> tuple[Engine, object, object]:
     mod = new_module("xlapy_igemm8")
     _emit_pack(mod)
     _emit_kernel(mod)
-    text = module_text(mod)
-    ck = cache.key(text, "light-novec")
-    obj = cache.get(ck)
-    eng = Engine(text, obj=obj, vectorize=False, light=True, exports=["igemm8", "pack"])
-    if obj is None:
-        cache.put(ck, eng.object)
+    eng = cache.engine(module_text(mod), "light-novec", vectorize=False, light=True,
+                       exports=["igemm8", "pack"])
     return eng, _SIG(eng.address("igemm8")), _PACK_SIG(eng.address("pack"))
 
 

@@ -381,12 +381,8 @@ def _compile(f64: bool, tgt: target.CpuTarget, form: str) -> Compiled:
     element type and target, compiled once per process, cached on disk like any kernel."""
     with target.use(tgt), denormal.use(denormal.IEEE):
         name = f"xlapy_{'d' if f64 else 's'}gemv_{form}"
-        text = module_text(_emit(name, f64, form))
-        key = cache.key(text, "light")
-        obj = cache.get(key)
-        eng = Engine(text, obj=obj, light=True, exports=[f"{name}_drive"])
-        if obj is None:
-            cache.put(key, eng.object)
+        eng = cache.engine(module_text(_emit(name, f64, form)), "light", light=True,
+                           exports=[f"{name}_drive"])
     return Compiled(eng, _DRIVE_T(eng.address(f"{name}_drive")))
 
 

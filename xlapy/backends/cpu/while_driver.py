@@ -146,10 +146,6 @@ def _emit_gemm_call(mod: ir.Module) -> None:
 @once
 @on_host
 def driver() -> tuple[Engine, Any]:
-    mod = _emit_driver()
-    key = cache.key(str(mod), "while-driver")
-    obj = cache.get(key)
-    eng = Engine(mod, obj=obj, exports=["xlapy_while", "xlapy_gemm_call", loop_split.SPLIT_NAME])
-    if obj is None:
-        cache.put(key, eng.object)
+    eng = cache.engine(_emit_driver(), "while-driver",
+                       exports=["xlapy_while", "xlapy_gemm_call", loop_split.SPLIT_NAME])
     return eng, _DRIVER(eng.address("xlapy_while"))
