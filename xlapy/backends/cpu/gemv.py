@@ -129,6 +129,17 @@ class _Vec:
         return b.extract_element(v, ir.Constant(I32, 0))
 
 
+def _in_groups(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, size: int,
+               body: Callable[[ir.Value, int], None], name: str) -> None:
+    """body(start, size) over [lo, hi) in whole groups of `size`, then body(start, 1) for
+    each one left."""
+    groups = b.sdiv(b.sub(hi, lo), i64(size))
+    with for_range(b, i64(0), groups, name) as g:
+        body(b.add(lo, b.mul(g, i64(size))), size)
+    with for_range(b, b.add(lo, b.mul(groups, i64(size))), hi, name + "1") as k:
+        body(k, 1)
+
+
 def _emit_rows(mod: ir.Module, name: str, v: _Vec) -> None:
     """rows(x, w, y, n, ldw, klo, khi, incx): y[:n] = the sum over k in [klo, khi) of
     x[k * incx] * w[k * ldw : + n], each element one multiply-add chain in k order."""
@@ -162,11 +173,7 @@ def _emit_rows(mod: ir.Module, name: str, v: _Vec) -> None:
                 acc = v.fma(b, xs[j], b.load(b.gep(ws[j], [c])), acc)
             b.store(acc, b.gep(y, [c]))
 
-    groups = b.sdiv(b.sub(khi, klo), i64(ROWS))
-    with for_range(b, i64(0), groups, "g") as g:
-        pass_rows(b.add(klo, b.mul(g, i64(ROWS))), ROWS)
-    with for_range(b, b.add(klo, b.mul(groups, i64(ROWS))), khi, "k1") as k:
-        pass_rows(k, 1)
+    _in_groups(b, klo, khi, ROWS, pass_rows, "g")
     restore_mxcsr(b, saved)
     b.ret_void()
 
@@ -265,11 +272,7 @@ def _emit_cols(mod: ir.Module, name: str, v: _Vec) -> None:
             res = b.load(acc)
             b.store(b.select(scale, b.fadd(b.fmul(beta, b.load(dst)), res), res), dst)
 
-    quads = b.sdiv(b.sub(nhi, nlo), i64(COLS))
-    with for_range(b, i64(0), quads, "q") as q:
-        pass_cols(b.add(nlo, b.mul(q, i64(COLS))), COLS)
-    with for_range(b, b.add(nlo, b.mul(quads, i64(COLS))), nhi, "j1") as j:
-        pass_cols(j, 1)
+    _in_groups(b, nlo, nhi, COLS, pass_cols, "q")
     restore_mxcsr(b, saved)
     b.ret_void()
 
