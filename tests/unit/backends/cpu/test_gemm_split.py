@@ -54,13 +54,24 @@ def test_batched_dot_bits_do_not_depend_on_threads(b: int, m: int, k: int, n: in
             np.testing.assert_array_equal(got[0], want)
 
 
-# ---- batch-1 rows: ?gemv ----------------------------------------------------------------------
+# ---- batch-1 rows: gemv.py's loops on x86-64, OpenBLAS ?gemv elsewhere -------------------------
+@pytest.fixture(params=["jit", "openblas"])
+def row_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both batch-1 paths of blas.gemm: gemv.py's (x86-64) and OpenBLAS's ?gemv (any other
+    machine; taken here by saying gemv.py's loops do not run)."""
+    from xlapy.backends.cpu import gemv
+
+    if request.param == "openblas":
+        monkeypatch.setattr(gemv, "available", lambda: False)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("k", "n"), [(1024, 4096), (4096, 700), (5, 7), (1, 9), (9, 1)])
 @pytest.mark.parametrize("rhs_t", [False, True])
 @pytest.mark.parametrize("beta", [0.0, 1.0])
 def test_row_times_matrix_is_gemv(dtype: type, k: int, n: int, rhs_t: bool,
-                                  beta: float) -> None:
+                                  beta: float, row_path: str) -> None:
     """1 x K @ K x N (row-major or a transposed view): within the dot bound of float64, NaNs
     left in the output ignored when beta is 0 (?scal by 0 would keep them), columns outside
     the output view untouched, the same bits on 1 and 2 threads."""
@@ -81,7 +92,7 @@ def test_row_times_matrix_is_gemv(dtype: type, k: int, n: int, rhs_t: bool,
     assert (np.abs(got[0] - want) <= bound).all()
 
 
-def test_strided_row_times_matrix() -> None:
+def test_strided_row_times_matrix(row_path: str) -> None:
     rng = np.random.default_rng(8)
     a = rng.standard_normal((1, 4096)).astype(np.float32)[:, ::2]
     b = rng.standard_normal((2048, 1024)).astype(np.float32)
