@@ -24,6 +24,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 from llvmlite.binding import ffi
+from llvmlite.binding.module import ModuleRef
 
 from xlapy.backends.cpu import target
 from xlapy.backends.cpu.llvm_util import _init, pass_pipeline, target_machine
@@ -129,10 +130,35 @@ def _unlocked(name: str) -> Any:
     return getattr(ffi.lib, name)._cfn
 
 
+class _ModuleOwningContext(ModuleRef):
+    """A module parsed into an LLVMContext of its own, which it disposes after itself.
+
+    llvmlite gives the module and its context a finalizer each; when both are cyclic
+    garbage (an Engine in a reference cycle holds the module) the collector may finalize
+    the context first, which frees the module, and then the module's own dispose frees it
+    again: a segfault in the next collection after a convolution's compile."""
+
+    _own_context: Any = None
+
+    def _dispose(self) -> None:
+        super()._dispose()
+        ffi.lib.LLVMPY_ContextDispose(self._own_context)
+
+
+def _parse_own_context(text: str) -> llvm.ModuleRef:
+    """`text` parsed into a fresh LLVMContext that the module owns (_ModuleOwningContext)."""
+    ctx = llvm.create_context()
+    ref = llvm.parse_assembly(text, context=ctx)
+    ctx._owned = True  # its finalizer no longer disposes it: the module's does
+    ref.__class__ = _ModuleOwningContext
+    ref._own_context = ctx._ptr
+    return ref
+
+
 def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget
              ) -> tuple[bytes, llvm.ModuleRef]:
     tm = _machine(t)
-    ref = llvm.parse_assembly(text, context=llvm.create_context())  # keeps its context
+    ref = _parse_own_context(text)
     ref.verify()
     ref.triple = t.triple
     ref.data_layout = str(tm.target_data)

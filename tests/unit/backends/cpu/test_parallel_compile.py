@@ -147,3 +147,21 @@ def test_o3_kernels_are_cut_into_modules_too(monkeypatch: pytest.MonkeyPatch) ->
     x = np.random.default_rng(4).standard_normal((8, 32, 32, 16)).astype(np.float32)
     for got, want in zip(threaded(x), serial(x)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_compiled_module_outlives_its_contexts_finalizer() -> None:
+    """Bug: the module a compile thread returns and its own LLVMContext each had a finalizer;
+    the cyclic collector (an Engine in a cycle) could dispose the context first, freeing the
+    module, whose own dispose then crashed the process. The module now disposes the context
+    after itself, and the context's finalizer does nothing."""
+    import gc
+
+    obj, ref = parallel_compile.submit(_module(3), True, False).result()
+    assert obj
+    ctx = ref._context
+    ctx.close()  # what a collector finalizing the context first does
+    assert "define" in str(ref)  # the module is still alive
+    cycle: list[object] = [ref, ctx]
+    cycle.append(cycle)
+    del ref, ctx, cycle
+    gc.collect()
