@@ -6,6 +6,7 @@ that use the same primitives. Errors carry spans (`file:line:col`, source line, 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from xlapy.errors import ParseError
@@ -36,6 +37,12 @@ _SCALAR_TYPES = {t.shlo_name: t for t in ElementType if t.is_array}
 _SCALAR_TYPES.update({f"s{t.shlo_name[1:]}": t for t in ElementType
                       if t.is_signed and t.shlo_name.startswith("i")})
 _SCALAR_TYPES["index"] = ElementType.S64  # `tensor<2xindex>` in custom_call layout attributes
+#: A static tensor type written without spaces (`tensor<32x64xf32>`, most of a JAX module's
+#: types): group 1 the dims, group 2 the element type. parse_type reads one in a single match
+#: (a quarter of a JAX module's parse was scanning its tokens one by one); anything else (a
+#: space, `?`, an encoding, 19+ digit dims, an unknown element type) takes the token path,
+#: which gives the same Shape or the error with its location.
+_PLAIN_TENSOR = re.compile(r"tensor<((?:[0-9]{1,18}x)*)([A-Za-z0-9_]+)>")
 
 
 class Parser:
@@ -44,6 +51,8 @@ class Parser:
         self.aliases: dict[str, Any] = {}
         self.locs: dict[str, str] = {}  # `#locN = loc(...)`: raw text, resolved on import
         self.depth = 0  # nesting of types, attributes and regions (see `nested`)
+        #: `tensor<...>` text -> its Shape, for the plain static types (_PLAIN_TENSOR).
+        self._tensor_types: dict[str, Shape] = {}
 
     # ---- token helpers ---------------------------------------------------------------------
     # at / accept run for most tokens: they read the lexer's lookahead slot directly.
@@ -358,8 +367,23 @@ class Parser:
     # ---- types -------------------------------------------------------------------------------
     @nested
     def parse_type(self) -> Any:
-        tok = self.next()
+        lex = self.lex
+        tok = lex._peeked or lex.peek()
         text = tok.text
+        if text == "tensor":
+            m = _PLAIN_TENSOR.match(lex.text, tok.pos)
+            if m is not None:
+                got = self._tensor_types.get(m.group())
+                if got is None:
+                    et = _SCALAR_TYPES.get(m.group(2))
+                    if et is not None:
+                        dims = [int(d) for d in m.group(1).split("x")[:-1]]
+                        got = self._tensor_types[m.group()] = Shape.array(et, dims)
+                if got is not None:
+                    lex._peeked = None
+                    lex.pos = m.end()
+                    return got
+        lex._peeked = None
         if text == "tensor":
             self.expect("<", "after 'tensor'")
             if self.at("*"):
