@@ -24,6 +24,7 @@ from typing import Any
 from llvmlite import ir
 
 from xlapy import denormal
+from xlapy.backends.cpu import bf16_convert as _bf16
 from xlapy.backends.cpu import flush_ftz as _ftz
 from xlapy.backends.cpu.flush_avx512 import is_denormal
 from xlapy.backends.cpu.llvm_util import (
@@ -115,6 +116,8 @@ def to_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
 
 def _bf16_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN (ml_dtypes' rule)."""
+    if _bf16.usable(v, is_flushed(v)):  # one vcvtneps2bf16, same bits (bf16_convert.py)
+        return _bf16.bits(b, v)
     it = like(v.type, I32)
     bits = b.bitcast(v, it)
     lsb = b.and_(b.lshr(bits, splat(it, 16)), splat(it, 1))
@@ -138,6 +141,9 @@ def _bf16_round(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     place, no narrowing and widening back (vector kernels get no instcombine to fold them:
     lanes.py; a bf16 softmax rounds 4 times per element)."""
     it = like(v.type, I32)
+    if _bf16.usable(v, is_flushed(v)):  # one vcvtneps2bf16, widened back (bf16_convert.py)
+        wide = b.shl(b.zext(_bf16.bits(b, v), it), splat(it, 16))
+        return mark_flushed(b.bitcast(wide, v.type))
     bits = b.bitcast(v, it)
     lsb = b.and_(b.lshr(bits, splat(it, 16)), splat(it, 1))
     rounded = b.add(b.add(bits, splat(it, 0x7FFF)), lsb)
