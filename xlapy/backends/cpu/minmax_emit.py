@@ -5,11 +5,11 @@
 and softmax's max pass were compute-bound on it. A plain compare-and-select
 `v > acc ? v : acc` is one maxps, and equals llvm.maximum over a row unless the row holds a
 NaN (the select skips it) or its maximum is a zero (which of -0 / +0 it keeps depends on the
-order). So the fast loop also adds the values into a second accumulator - NaN if any value
-is NaN (or +inf meets -inf: a false alarm, harmless) - and a row whose fast result is a
-zero or whose sum is NaN is computed again with the exact loop. Denormals compare exactly
-(no DAZ) and the result is flushed once at the end, as in the exact loop. The bits are the
-exact loop's in every case.
+order). So the fast loop also adds the values into a second accumulator - a lane of it is
+NaN if any of its values is (or +inf meets -inf there: a false alarm, harmless) - and a
+row whose fast result is a zero or whose sums hold a NaN lane is computed again with the
+exact loop. Denormals compare exactly (no DAZ) and the result is flushed once at the end,
+as in the exact loop. The bits are the exact loop's in every case.
 """
 
 from __future__ import annotations
@@ -50,32 +50,36 @@ class MinMaxEmitter:
         group = w * FAST_CHAINS
         vt = ir.VectorType(accp.type.pointee, w)
         ident = splat(vt, float("-inf") if op == "maximum" else float("inf"))
-        sel, tot = [], []
-        for _ in range(FAST_CHAINS):
-            with b.goto_entry_block():
-                sel.append(b.alloca(vt, name="fast.sel"))
-                tot.append(b.alloca(vt, name="fast.sum"))
-        for s, t in zip(sel, tot):
-            b.store(ident, s)
-            b.store(splat(vt, 0.0), t)
         pred = ">" if op == "maximum" else "<"
 
         def pick(v: ir.Value, acc: ir.Value) -> ir.Value:  # one maxps / minps
             return b.select(b.fcmp_ordered(pred, v, acc), v, acc)
 
+        # The accumulators are phis (not stack slots): a third of the IR instructions
+        # fewer to build, print and parse (the loop runs at least once: cols >= group).
+        pre = b.block
         with for_range(b, i64(0), i64(cols), name=f"{name}f", step=group) as c:
+            sel = [b.phi(vt, name="fast.sel") for _ in range(FAST_CHAINS)]
+            tot = [b.phi(vt, name="fast.sum") for _ in range(FAST_CHAINS)]
+            sel2, tot2 = [], []
             for j in range(FAST_CHAINS):
                 col = c if j == 0 else b.add(c, i64(j * w), flags=["nsw"])
                 v = self.splat(value(Lane(col)))
-                b.store(pick(v, b.load(sel[j])), sel[j])
-                b.store(b.fadd(b.load(tot[j]), v), tot[j])
-        m, s = b.load(sel[0]), b.load(tot[0])
+                sel2.append(pick(v, sel[j]))
+                tot2.append(b.fadd(tot[j], v))
+            for phis, start, nxt in ((sel, ident, sel2), (tot, splat(vt, 0.0), tot2)):
+                for p, q in zip(phis, nxt):
+                    p.add_incoming(start, pre)
+                    p.add_incoming(q, b.block)
+        m, s = sel2[0], tot2[0]
         for j in range(1, FAST_CHAINS):
-            m = pick(b.load(sel[j]), m)
-            s = b.fadd(s, b.load(tot[j]))
+            m = pick(sel2[j], m)
+            s = b.fadd(s, tot2[j])
         m1 = horizontal(b, m, lambda p, q: pick(q, p))
-        s1 = horizontal(b, s, lambda p, q: b.fadd(p, q))
-        redo = b.or_(b.fcmp_unordered("uno", s1, s1),
+        # A lane of the sums is NaN iff some value was (or +inf met -inf in it): no need
+        # to add the lanes up.
+        nan = b.bitcast(b.fcmp_unordered("uno", s, s), ir.IntType(w))
+        redo = b.or_(b.icmp_unsigned("!=", nan, ir.Constant(ir.IntType(w), 0)),
                      b.fcmp_ordered("==", m1, ir.Constant(m1.type, 0.0)))
         with b.if_else(redo, likely=False) as (slow, fast):
             with slow:

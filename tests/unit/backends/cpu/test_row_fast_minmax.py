@@ -3,7 +3,8 @@ exact loop again for a row holding a NaN or whose extreme is a zero) gives the
 interpreter's bits: rows of whole chain groups with NaN (quiet, with payloads), +-inf alone
 and together, -0 / +0 as the extreme in either order, denormal extremes, all-equal rows,
 in a reduce root and in a row reduction feeding its kernel (softmax's max), on 1 and 2
-threads; and the kernels really take the fast path (maxps in the object code)."""
+threads (the NaN test is per lane of the chains' sums: NaN in any chain and lane); and
+the kernels really take the fast path (maxps in the object code)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,10 @@ def _rows(t: ET, sign: int, cols: int) -> np.ndarray:
         else 0x7FF0000000000123
     out.append(r)
     row(**{f"c{cols - 1}": sign * 1e30})
+    # +inf and -inf in one lane of one chain: that lane's sum is NaN (the exact loop again)
+    row(**{f"c{W + 1}": np.inf, f"c{W + 1 + FAST_CHAINS * W}": -np.inf})
+    row(**{f"c{2 * W + 5}": np.nan})  # a NaN in a middle chain, one lane of its sum
+    row(**{f"c{3 * W + W - 1}": np.nan, f"c{W - 1}": sign * np.inf})
     return np.stack(out)
 
 
