@@ -155,19 +155,21 @@ def test_column_split_bits_do_not_depend_on_threads(dtype: type) -> None:
 
 
 def test_wide_gemm_is_no_region_member() -> None:
-    """The MLP's wide layers (256 x 1024 -> 4096) run as column-split GEMM thunks, not row
-    chunks of a region; the narrow ones stay region members."""
+    """The MLP's wide layers (256 x 1024 -> 4096, a 16 MiB rhs) run as column-split GEMM
+    thunks, not row chunks of a region; the narrow ones stay region members, and so do wide
+    ones whose rhs is at most regions.WIDE_RHS_BYTES (a transformer block's 512 x 2048)."""
     from xlapy.backends.cpu import regions
 
     text = """
-func.func @main(%x: tensor<256x512xf32>, %w: tensor<512x{n}xf32>) -> tensor<256x{n}xf32> {{
+func.func @main(%x: tensor<256x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<256x{n}xf32> {{
   %d = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
-      : (tensor<256x512xf32>, tensor<512x{n}xf32>) -> tensor<256x{n}xf32>
+      : (tensor<256x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<256x{n}xf32>
   return %d : tensor<256x{n}xf32>
 }}
 """
-    for n, member in ((2048, False), (128, True)):
-        prog = xlapy.compile(text.format(n=n), backend="cpu")
+    for k, n, member in ((1024, 4096, False), (512, 128, True), (512, 2048, True),
+                         (1024, 2048, True), (1024, 2049, False)):
+        prog = xlapy.compile(text.format(k=k, n=n), backend="cpu")
         dot = next(i for i in prog._exe.comp.instructions if i.opcode == "dot_general")
         slots = {id(i): k for k, i in enumerate(prog._exe.comp.instructions)}
         assert (regions.gemm_member(dot, slots) is not None) == member

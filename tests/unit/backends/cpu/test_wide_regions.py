@@ -1,0 +1,74 @@
+"""Wide GEMMs (more columns than rows, which blas.gemm alone splits by columns) with a small
+rhs (regions.WIDE_RHS_BYTES) join row-parallel regions: a transformer block's MLP half
+(x + relu(x w1) w2 over 256 rows) is one region, equal to NumPy within the GEMM bounds, with
+the same bits on any thread count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from tests.tolerance import Bounded
+from xlapy.backends.cpu import cache, regions
+
+#: 256 rows (two 128-row chunks), a 128 -> 1024 -> 128 MLP with a residual: w1 is wide.
+BLOCK = """
+func.func @main(%x: tensor<256x128xf32>, %w1: tensor<128x{n}xf32>,
+                %w2: tensor<{n}x128xf32>) -> tensor<256x128xf32> {{
+  %h = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0]
+       : (tensor<256x128xf32>, tensor<128x{n}xf32>) -> tensor<256x{n}xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<256x{n}xf32>
+  %r = stablehlo.maximum %h, %z : tensor<256x{n}xf32>
+  %o = stablehlo.dot_general %r, %w2, contracting_dims = [1] x [0]
+       : (tensor<256x{n}xf32>, tensor<{n}x128xf32>) -> tensor<256x128xf32>
+  %y = stablehlo.add %x, %o : tensor<256x128xf32>
+  return %y : tensor<256x128xf32>
+}}
+"""
+
+
+def _compile(n: int, threads: int) -> xlapy.CompiledProgram:
+    cache.clear_memory()
+    return xlapy.compile(BLOCK.format(n=n), backend="cpu",
+                         options={"num_threads": threads, "split_cost": 1})
+
+
+def _args(n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32) for s in [(256, 128), (128, n), (n, 128)]]
+
+
+def _ref(x: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> Bounded:
+    hidden = (Bounded.exact(x) @ Bounded.exact(w1)).maximum(0.0)
+    return Bounded.exact(x) + hidden @ Bounded.exact(w2)
+
+
+def _region_lines(prog: xlapy.CompiledProgram) -> list[str]:
+    return [line for line in prog._exe.explain().splitlines()  # type: ignore[attr-defined]
+            if "row-parallel" in line]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_wide_block_is_one_region(threads: int) -> None:
+    prog = _compile(1024, threads)
+    lines = _region_lines(prog)
+    assert len(lines) == 1 and lines[0].count("%") == 4, prog._exe.explain()  # type: ignore
+    args = _args(1024)
+    got = prog(*args)
+    _ref(*args).check(got)
+    if threads > 1:
+        np.testing.assert_array_equal(got, _compile(1024, 1)(*args))
+    args2 = _args(1024, seed=1)  # new arguments: the region reads the new pointers
+    _ref(*args2).check(prog(*args2))
+
+
+def test_big_rhs_stays_column_split() -> None:
+    """A wide GEMM whose rhs is over WIDE_RHS_BYTES runs alone, split by columns; the rest
+    of the block still forms a region and the result is the same within bounds."""
+    n = regions.WIDE_RHS_BYTES // (128 * 4) + 16
+    prog = _compile(n, 2)
+    lines = _region_lines(prog)
+    assert len(lines) == 1 and "%h" not in lines[0], prog._exe.explain()  # type: ignore
+    args = _args(n)
+    _ref(*args).check(prog(*args))
