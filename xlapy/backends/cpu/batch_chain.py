@@ -7,8 +7,9 @@ Run as three thunks, the attention of the `attention` workload (4 x 8 heads of 2
 peak memory against XLA's 2, the scores leaving L2 between the steps. Here a thread computes
 one head's 256 x 256 scores (256 KB, in L2), its softmax rows and its 256 x 64 output before
 the next head. The scores lie in the chain's own output where it is not written yet, and the
-last heads run in blocks of rows (chain_schedule.py): the arena holds a row of f32 scores per
-thread, 32 rows of bf16 ones (peak on two threads 2.5 -> 2.002 MB, f32; bf16 1.25 -> 1.03).
+last heads run in blocks of rows (chain_schedule.py): a row of f32 scores per thread, 32 rows
+of bf16 ones, are left, in a buffer on the thread's stack (peak on two threads 2.5 -> 2.0 MB,
+f32; bf16 1.25 -> 1.0: the output alone, as XLA's).
 Where bf16 dots are widened f32 products (no AMX-BF16), the chain widens their bf16 operands
 block by block instead of reading whole f32 copies (chain_widen.py).
 
@@ -130,7 +131,8 @@ class Chain:
         f, s = self.first, self.second
         need = f.n * f.itemsize * (1 if self.in_place else 2)
         return chain_schedule.plan(f.nbatch, f.m, need, s.n * s.itemsize, parts,
-                                   gemm_bf16.BM if f.bf16 else ROW_GRANULE)
+                                   gemm_bf16.BM if f.bf16 else ROW_GRANULE,
+                                   stack=chain_schedule.STACK_BYTES)
 
     def scratch_bytes(self, parts: int) -> int:
         """Arena bytes for `parts` threads (`schedule`), then each thread's widening
@@ -304,9 +306,10 @@ def _match(a: Instruction, kin: Instruction, c: Instruction, pk: int, pc: int,
 
 # ---- native runtime --------------------------------------------------------------------------
 #: Header words of a thread's descriptor: the table, the shared counter, rows per batch, the
-#: scratch of whole batches, then the remap count (remaps, steps and the thread's own
-#: blocks follow).
-_TABLE, _COUNTER, _MROWS, _WHOLE, _NREMAP = range(5)
+#: scratch of whole batches, the bytes of block scratch on the stack (blocks whose byte
+#: address is negative use it: chain_schedule.STACK_BYTES), then the remap count (remaps,
+#: steps and the thread's own blocks follow).
+_TABLE, _COUNTER, _MROWS, _WHOLE, _STACK, _NREMAP = range(6)
 _RUN_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
@@ -314,7 +317,8 @@ _RUN_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 @on_host
 def _runtime() -> tuple[Engine, int]:
     """(engine, address of chain_run(desc, lo, hi)): batches [lo, hi) whole, each thread
-    taking the next one left; then the thread's own blocks (chain_schedule.py)."""
+    taking the next one left; then the thread's own blocks (chain_schedule.py), a block
+    whose scratch address is negative in a buffer on this thread's stack."""
     mod = new_module("xlapy_batch_chain")
     i64p = I64.as_pointer()
     block = _emit_block(mod)
@@ -341,10 +345,14 @@ def _runtime() -> tuple[Engine, int]:
     b.call(block, [d, j, i64(0), m, whole])
     b.branch(claim)
     b.position_at_end(done)
+    stack = b.alloca(ir.IntType(8), b.load(at(d, _STACK)), name="stack")  # once a call
+    stack.align = 64
+    here = b.ptrtoint(stack, I64)
     with for_range(b, i64(0), b.load(blocks), name="blk") as k:
         rec = at(blocks, b.add(i64(1), b.mul(k, i64(4))))
-        b.call(block, [d, b.load(rec), b.load(at(rec, 1)), b.load(at(rec, 2)),
-                       b.load(at(rec, 3))])
+        addr = b.load(at(rec, 3))
+        addr = b.select(b.icmp_signed("<", addr, i64(0)), here, addr)
+        b.call(block, [d, b.load(rec), b.load(at(rec, 1)), b.load(at(rec, 2)), addr])
     b.ret_void()
     engine = Engine(mod, light=True, exports=["chain_run"])
     return engine, int(engine.address("chain_run"))
@@ -521,12 +529,14 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
             at = sched.reserve[p]
             whole = mine if at is None else out + at
             words = [ctypes.addressof(tp), counter.ctypes.data, chain.first.m, whole,
-                     len(remaps)]
+                     sched.stack_bytes, len(remaps)]
             for r in remaps:
                 words += r
             blk, arena = plans[p]
             blk = blk.copy()
             blk[:, 3] += np.where(arena, mine, out)
+            if sched.stack_bytes:  # the scratch on the thread's stack (chain_run)
+                blk[arena, 3] = -1
             desc = np.concatenate([np.array(words, np.int64), steps, [len(blk)],
                                    blk.reshape(-1)])
             bufs = raw_base + chain.widen_at(parts, p)

@@ -11,6 +11,12 @@ its reserved batches itself, in blocks of rows whose intermediates lie in the re
 output past the block (written later); a block shrinks as the free output does, and the rows
 left when not even `granule` rows fit take the arena scratch, `granule` rows at a time.
 
+That last scratch (`granule` rows of intermediates: 16 KB of bf16 scores for a 32-row AMX
+block) goes on the thread's own stack where it is small (`STACK_BYTES`), as the AMX step's
+packed panels and BLAS's packing buffers do: the last rows of a thread have no free output
+left to hold them, and attention_bf16's arena was then 2 x 16 KB over XLA's peak (its
+output alone).
+
 A block of rows is the same GEMMs over fewer rows and the same kernel over its rows: every
 element of a result is the same sum (the GEMMs' per-element order does not depend on the
 rows; batch_chain's tests check the bits against the three thunks).
@@ -32,12 +38,17 @@ GROUPS = 2
 #: than with a batch of scores per thread in the arena (attention's 32: 8 in blocks, 2.0 MB
 #: of peak instead of 2.5). More would be blocked: the chain takes the arena scratch.
 MAX_BLOCKED_SHARE = 0.25
+#: Most bytes of block scratch (`granule` rows of intermediates) a thread takes on its stack
+#: instead of the arena (thread stacks are megabytes; the AMX step's packed B already takes
+#: up to 512 KB there).
+STACK_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
 class Block:
     """Rows [row, row + rows) of batch `batch`, its intermediates at byte `at` of the output
-    (or at the thread's arena scratch: `arena`)."""
+    (or at the thread's scratch, `arena`: in the arena, or on its stack where the schedule's
+    `stack_bytes` is not 0)."""
 
     batch: int
     row: int
@@ -51,17 +62,19 @@ class Schedule:
     """Batches [0, shared) run whole, each thread taking the next one left, its
     intermediates at byte reserve[p] of the output (or of the arena scratch when
     reserve[p] is None); then thread p runs blocks[p]. Thread p's arena scratch starts at
-    byte arena_at[p] of the chain's arena bytes, `arena_bytes` in all."""
+    byte arena_at[p] of the chain's arena bytes, `arena_bytes` in all; its block scratch is a
+    buffer of `stack_bytes` on its stack instead where that is not 0."""
 
     shared: int
     reserve: list[int | None]
     blocks: list[list[Block]]
     arena_at: list[int]
     arena_bytes: int
+    stack_bytes: int = 0
 
 
 def plan(nbatch: int, m: int, need_row: int, out_row: int, parts: int, granule: int,
-         groups: int = GROUPS) -> Schedule:
+         groups: int = GROUPS, stack: int = 0) -> Schedule:
     """The schedule of `nbatch` batches of `m` rows on `parts` threads: a row's
     intermediates take `need_row` bytes, its output `out_row`; blocks are multiples of
     `granule` rows (m one too, or the batch's last rows). The last batches form `groups`
@@ -70,7 +83,7 @@ def plan(nbatch: int, m: int, need_row: int, out_row: int, parts: int, granule: 
     bits of a GEMM that depend on its row count do not depend on the threads) and holds its
     whole batches' intermediates in its first group's output. A thread with no group (more
     threads than groups, or groups over MAX_BLOCKED_SHARE of the batches) holds them in the
-    arena."""
+    arena. Block scratch of at most `stack` bytes is on each thread's stack, not in the arena."""
     parts = max(1, min(parts, nbatch))
     per = -(-need_row // out_row) if 0 < out_row and need_row <= MAX_RATIO * out_row else 0
     ngroups = min(groups, nbatch // per) if per else 0
@@ -81,6 +94,7 @@ def plan(nbatch: int, m: int, need_row: int, out_row: int, parts: int, granule: 
     blocks: list[list[Block]] = []
     arena_at: list[int] = []
     total = 0
+    on_stack = 0 < granule * need_row <= stack
     for p in range(parts):
         mine = list(range(p, ngroups, parts))
         firsts = [shared + g * per for g in mine]
@@ -90,9 +104,11 @@ def plan(nbatch: int, m: int, need_row: int, out_row: int, parts: int, granule: 
         arena_at.append(total)
         if not firsts and shared:
             total += m * need_row
-        elif any(b.arena for b in blocks[-1]):
+        elif any(b.arena for b in blocks[-1]) and not on_stack:
             total += granule * need_row
-    return Schedule(shared, reserve, blocks, arena_at, total)
+    scratch = any(b.arena for bs in blocks for b in bs)
+    return Schedule(shared, reserve, blocks, arena_at, total,
+                    granule * need_row if on_stack and scratch else 0)
 
 
 def _blocks(first: int, last: int, m: int, need_row: int, out_row: int, granule: int
@@ -115,4 +131,5 @@ def _blocks(first: int, last: int, m: int, need_row: int, out_row: int, granule:
     return out
 
 
-__all__ = ["Block", "Schedule", "GROUPS", "MAX_BLOCKED_SHARE", "MAX_RATIO", "plan"]
+__all__ = ["Block", "Schedule", "GROUPS", "MAX_BLOCKED_SHARE", "MAX_RATIO", "STACK_BYTES",
+           "plan"]

@@ -44,6 +44,24 @@ def test_bf16_chain_bits_equal_the_three_thunks(threads: int,
     assert np.abs(g - interp).max() <= 2.0 ** -5 * np.abs(interp).max()
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_bf16_blocks_with_scores_on_the_stack(threads: int,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last batches in 32-row blocks (chain_schedule.py), their last rows' scores in a
+    buffer on the thread's stack: the bits of the three thunks, no arena for the blocks."""
+    from xlapy.backends.cpu import chain_schedule
+
+    monkeypatch.setattr(chain_schedule, "MAX_BLOCKED_SHARE", 1.0)
+    text = _text(PLAIN, t=128, s=96, d=32, f="bf16")
+    args = _args(128, 96, 32)
+    got, exe = _run(text, args, threads, True, monkeypatch)
+    want, _ = _run(text, args, threads, False, monkeypatch)
+    ch = exe.chains[0]  # type: ignore[attr-defined]
+    sched = ch.schedule(exe._chain_parts[ch.name])  # type: ignore[attr-defined]
+    assert sched.stack_bytes == 32 * 96 * 2 and any(b.arena for bs in sched.blocks for b in bs)
+    np.testing.assert_array_equal(got[0].view(np.uint16), want[0].view(np.uint16))
+
+
 def test_no_bf16_chain_off_the_32_grid(monkeypatch: pytest.MonkeyPatch) -> None:
     text = _text(PLAIN, t=40, s=48, d=24, f="bf16")
     args = _args(40, 48, 24)
