@@ -327,12 +327,23 @@ def _rem(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     return b.select(zero, x, b.urem(x, safe))
 
 
+def _all_lanes(c: ir.Value, v: float) -> bool:
+    """`c` is a constant holding `v` in every lane."""
+    if not isinstance(c, ir.Constant) or c.constant is None or c.constant is ir.Undefined:
+        return False
+    vs = c.constant if isinstance(c.type, ir.VectorType) else [c.constant]
+    return all((e.constant if isinstance(e, ir.Constant) else e) == v for e in vs)
+
+
 def _maxmin(is_max: bool) -> Emit:
     def emit(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
         x, y = a
         if t is ET.PRED:
             return b.or_(x, y) if is_max else b.and_(x, y)
         if _isfloat(x):
+            for c, v in ((x, y), (y, x)):  # max(-inf, v) = v (jax's softmax: max(-inf, row max))
+                if is_flushed(v) and _all_lanes(c, float("-inf") if is_max else float("inf")):
+                    return v
             name = "maximum" if is_max else "minimum"
             return intrinsic(b, f"llvm.{name}.{_fsfx(x)}", x.type, [flush(b, x), flush(b, y)])
         op = ">" if is_max else "<"

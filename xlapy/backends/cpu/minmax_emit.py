@@ -42,10 +42,13 @@ class MinMaxEmitter:
     _combine: Callable[..., ir.Value]
 
     def _fast_row(self, op: str, et: ET, cols: int, name: str, accp: ir.Value,
-                  value: Callable[[Lane], ir.Value], exact: Callable[[], None]) -> None:
+                  value: Callable[[Lane], ir.Value], exact: Callable[[], None],
+                  init: ir.Value | None = None) -> None:
         """*accp (op)= the row's max/min of value(Lane) over [0, cols): the fast loop, and
         `exact()` (the whole exact row into *accp, a scalar loop: rows it runs for are
-        rare, and a second vector loop cost compile time) for a row it cannot answer."""
+        rare, and a second vector loop cost compile time) for a row it cannot answer.
+        `init`: what *accp holds before, if known; the reducer's identity (-inf for max)
+        needs no combining with the fast result (never NaN)."""
         b, w = self.b, self.width
         group = w * FAST_CHAINS
         vt = ir.VectorType(accp.type.pointee, w)
@@ -85,7 +88,10 @@ class MinMaxEmitter:
             with slow:
                 exact()
             with fast:
-                b.store(self._combine(op, et, b.load(accp), m1, late=True), accp)
+                ident = isinstance(init, ir.Constant) and \
+                    init.constant == (float("-inf") if op == "maximum" else float("inf"))
+                b.store(m1 if ident else self._combine(op, et, b.load(accp), m1, late=True),
+                        accp)
 
 
 __all__ = ["MinMaxEmitter", "fast_ok", "FAST_CHAINS"]

@@ -120,7 +120,7 @@ class ReductionEmitter(MinMaxEmitter):
         with self._phase(r):  # (hoist_emit: what the row fixes is computed once)
             if cache is None and fast_ok(op, et, cols, self.width):
                 self._fast_row(op, et, cols, "rcu", accp,
-                               lambda c: self._row_value(x, row, c), scalar)
+                               lambda c: self._row_value(x, row, c), scalar, init_c)
             else:
                 exact()
         if cache is not None:
