@@ -48,6 +48,7 @@ from math import gcd, prod
 from llvmlite import ir
 
 from xlapy.backends.cpu.conv_block_text import block_text, fmuladd
+from xlapy.backends.cpu.conv_finish_text import finish_text
 from xlapy.backends.cpu.conv_rows_text import MEMCPY, MEMSET, nbytes, rows_text
 from xlapy.backends.cpu.llvm_util import (
     F32,
@@ -236,9 +237,12 @@ class _Blocks:
              ) -> str:
         """The rows function `name` (conv_rows_text.py) calling this table's functions."""
         fin = f"{name}.finish"
-        _finish_fn(self._cold, fin, t, nest, epilogue, pool)
-        return rows_text(name, t, nest, pool, source, (self.table_name, MAX_BLOCKS),
-                         lambda pp: self.block(t, nest, pp), fin)
+        text = finish_text(self._cold, fin, t, nest, epilogue, pool)
+        if text is None:  # an op or type conv_finish_text does not write
+            _finish_fn(self._cold, fin, t, nest, epilogue, pool)
+        return (text or "") + rows_text(name, t, nest, pool, source,
+                                        (self.table_name, MAX_BLOCKS),
+                                        lambda pp: self.block(t, nest, pp), fin)
 
 
 def _finish_type(t: ir.Type, lanes: int) -> ir.FunctionType:
