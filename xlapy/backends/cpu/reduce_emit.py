@@ -102,12 +102,12 @@ class ReductionEmitter(MinMaxEmitter):
                 cache = b.alloca(ir.ArrayType(ew.compute_type(x.shape.element_type), cols),
                                  name=f"rowbuf.{red.name}")
         b.store(init_c, accp)
-        lanes = self._lane_acc(op, et, self.width and cols >= self.width)
         flushed = [True]  # every value stored into the row cache is known flushed
-        chains = self._chains(op, et, lanes, cols, x)
         step = functools.partial(self._row_step, row, x, op, et, cache, accp, flushed)
 
-        def exact() -> None:
+        def exact() -> None:  # (its vector accumulators made here: the fast row needs none)
+            lanes = self._lane_acc(op, et, self.width and cols >= self.width)
+            chains = self._chains(op, et, lanes, cols, x)
             done = self._chain_loop(cols, "rcu", chains, step)
             self._lane_loop(i64(done), i64(cols), "rc", functools.partial(step, lanes))
             self._fold_chains(op, et, lanes, chains)
