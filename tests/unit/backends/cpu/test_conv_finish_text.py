@@ -85,6 +85,7 @@ def _args(t: str) -> list[np.ndarray]:
     r.reshape(-1)[::7] = tiny * 3
     r.reshape(-1)[1::11] = -0.0
     r.reshape(-1)[2::13] = np.nan
+    x[1, 4:, :, :] = tiny * rng.integers(1, 9, (2, 8, 8))  # denormal sums, flushed (FTZ)
     x[0, 1, 2, :] = np.nan  # NaN sums
     x[1, 2, 3, 0] = np.inf
     return [x, w, b, r]
