@@ -112,6 +112,35 @@ class HoistEmitter:
         phase.ids.add(id(v))
         return v
 
+    def fixed_offset(self, terms: list[tuple[Any, int]]
+                     ) -> tuple[ir.Value | None, list[tuple[Any, int]]]:
+        """Split the (index, stride) terms of a linear offset into the sum of those fixed in
+        the current phase's loop, computed once before it (None if there is nothing worth
+        hoisting: no multiply or add), and the rest. A row kernel's loads recomputed their
+        row's offset (attention's: 3 multiplies and 3 adds) per access, up to 4 accesses per
+        iteration of the fast max: IR to build, print, parse and select, that MachineLICM
+        then took out of the loop anyway."""
+        phase = self._phases[-1] if self._phases else None
+        if phase is None:
+            return None, terms
+        fixed = [(v, s) for v, s in terms if not isinstance(v, (Lane, ir.Constant))
+                 and index_key(v) in phase.fixed]
+        if len(fixed) == len(terms) or not fixed or (len(fixed) == 1 and fixed[0][1] == 1):
+            return None, terms
+        b = self.b
+
+        def make() -> ir.Value:
+            off: ir.Value | None = None
+            for v, st in fixed:
+                t = v if st == 1 else b.mul(v, ir.Constant(v.type, st), flags=["nsw"])
+                off = t if off is None else b.add(off, t, flags=["nsw"])
+            assert off is not None
+            return off
+
+        key = ("offset", tuple((index_key(v), st) for v, st in fixed))
+        rest = [(v, s) for v, s in terms if not any(v is f for f, _ in fixed)]
+        return self.at_phase(phase, key, make), rest
+
     def hoisted_phase(self, v: ir.Value) -> _Phase | None:
         """The current phase if `v` was computed before its loop (a hoisted scalar)."""
         phase = self._phases[-1] if self._phases else None

@@ -209,10 +209,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
 
     def linear(self, idx: Sequence[ir.Value], dims: Sequence[int]) -> ir.Value:
         b = self.b
-        off: ir.Value = i64(0)
-        for v, s, n in zip(idx, _strides(dims), dims):
-            if n == 1:
-                continue
+        terms = [(v, s) for v, s, n in zip(idx, _strides(dims), dims) if n != 1]
+        fixed, terms = self.fixed_offset(terms)  # (hoist_emit: the row's part, once)
+        off: ir.Value = i64(0) if fixed is None else fixed
+        for v, s in terms:
             if isinstance(v, Lane):
                 v = self._lane0(v)
             term = v if s == 1 else b.mul(v, i64(s), flags=["nsw"])

@@ -114,3 +114,35 @@ def test_constant_index_keys_by_value() -> None:
     assert index_key(i64(0)) == index_key(i64(0))
     assert index_key(i64(0)) != index_key(i64(1))
     assert index_key(i64(0)) != index_key(ir.Constant(ir.IntType(32), 0))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_row_offset_hoisted(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank-3 softmax's loads take their row's offset (two outer indices times their
+    strides) from before each column loop, once per pass, with the interpreter's results."""
+    from tests.unit.backends.cpu.test_row_prefetch import softmax_text
+
+    made: list[int] = []
+    real = HoistEmitter.fixed_offset
+
+    def spy(self, terms):  # type: ignore[no-untyped-def]
+        fixed, rest = real(self, terms)
+        if fixed is not None:
+            made.append(len(terms) - len(rest))
+        return fixed, rest
+
+    monkeypatch.setattr(HoistEmitter, "fixed_offset", spy)
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    x = np.random.default_rng(6).standard_normal((3, 5, 64)).astype(np.float32)
+    x[1, 2, 7] = np.nan
+    x[2, 4, :] = -np.inf
+    text = softmax_text(x.shape)
+    from xlapy.backends.cpu import cache
+
+    cache.clear_memory()
+    got = xlapy.compile(text, backend="cpu",
+                        options={"num_threads": threads, "split_cost": 1})(x)
+    ref = xlapy.compile(text, backend="interpreter")(x)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    assert made and set(made) == {2}, made
