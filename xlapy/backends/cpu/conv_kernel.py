@@ -34,8 +34,9 @@ branches and spills, the 5% it once cost), which -O0 emits about as -O3 does: th
 within 1% of the epilogues at -O3 (A/B, host and x86-64-v3). The blocks and the rows
 functions are written as IR text (conv_block_text.py, conv_rows_text.py): through
 llvmlite's IR objects their building and printing was ~4.7 ms of the CNN's cold compile;
-the epilogues, made of elementwise.py's emitters, and the small entry function still go
-through llvmlite.
+so are the epilogues (conv_finish_text.py: elementwise.py's instructions for the ops it
+writes) and the entry function (conv_entry_text.py), each through llvmlite as before
+where those decline (other ops or types; off x86).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from math import gcd, prod
 from llvmlite import ir
 
 from xlapy.backends.cpu.conv_block_text import block_text, fmuladd
+from xlapy.backends.cpu.conv_entry_text import DECLARES, entry_text
 from xlapy.backends.cpu.conv_finish_text import finish_text
 from xlapy.backends.cpu.conv_rows_text import MEMCPY, MEMSET, nbytes, rows_text
 from xlapy.backends.cpu.llvm_util import (
@@ -358,12 +360,24 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
         src = (f"{name}.src", source.at, source.nest)
         defs.append(blocks.rows(src[0], t, source.nest, source.epilogue, None, None))
     defs.append(blocks.rows(f"{name}.rows", t, nest, epilogue, pool, src))
+    # The epilogue's ops assume what a kernel's do: denormal results flush (xlapy.denormal).
+    flush = epilogue is not None or pool is not None or source is not None
+    entry = entry_text(name, t, nest, source.nest if source is not None else None, flush)
+    if entry is not None:
+        defs += [*(DECLARES if flush else ()), entry]
+    else:
+        _entry(mod, name, t, nest, source, flush)
+    return Split(blocks.hot, mod, blocks.names, blocks.table_name, blocks.defs, defs,
+                 [f"{name}.rows"])
+
+
+def _entry(mod: ir.Module, name: str, t: ir.Type, nest: Nest, source: Source | None,
+           flush: bool) -> None:
+    """The entry function through llvmlite (where conv_entry_text declines)."""
     rows = ir.Function(mod, _signature(t), name=f"{name}.rows")  # declared: text above
     fn = ir.Function(mod, _signature(t), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     scratch = fn.args[5]
-    # The epilogue's ops assume what a kernel's do: denormal results flush (xlapy.denormal).
-    flush = epilogue is not None or pool is not None or source is not None
     mxcsr = set_ftz_daz(b) if flush else None
     if nest.rows:
         _init_ring(b, scratch, t, nest)
@@ -373,8 +387,6 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
     if mxcsr is not None:
         restore_mxcsr(b, mxcsr)
     b.ret_void()
-    return Split(blocks.hot, mod, blocks.names, blocks.table_name, blocks.defs, defs,
-                 [f"{name}.rows"])
 
 
 def _init_ring(b: ir.IRBuilder, scratch: ir.Value, t: ir.Type, nest: Nest) -> None:
