@@ -208,12 +208,12 @@ class CpuExecutable(Calls, Introspection, MemoryPlanning):
         self.kernel_addrs: list[int] = []
         #: The kernels' module before optimization (xlapy.aot links it into one object).
         self.kernel_ir = ""
-        if kernel_specs:
-            self._compile_kernels(mod, kernel_specs)
-            self._bind_kernels(kernel_specs)
         self.kernel_specs = kernel_specs
         self.regions = self._plan_regions(kernel_specs, fusible)
         self.chains = self._plan_chains()
+        if kernel_specs:
+            self._compile_kernels(mod, kernel_specs, self._chain_dropped())
+            self._bind_kernels(kernel_specs)
         self._bind_regions()
         self._arena_plan = self._plan_arena()
         self._bind_chains()
@@ -471,19 +471,30 @@ class CpuExecutable(Calls, Introspection, MemoryPlanning):
             self.report.append((region.name, "region", f"row-parallel: {names}"))
         return out
 
-    def _compile_kernels(self, mod: Any, specs: list[kernels.Kernel]) -> None:
+    def _chain_dropped(self) -> set[int]:
+        """Outputs of kernels no thunk runs: view and convert kernels whose result a batch
+        chain reads (or widens) from their leaf instead (batch_chain.py: the chain drops
+        their thunks), outside regions. Not compiled: x86-64-v3's attention_bf16 compiled
+        three bf16 -> f32 converts for nothing (~5 ms of its ~35 ms cold compile)."""
+        inside = {m.slot for r in self.regions for m in r.members}
+        return {x for ch in self.chains for x, _ in ch.views} - inside
+
+    def _compile_kernels(self, mod: Any, specs: list[kernels.Kernel],
+                         skip: AbstractSet[int] = frozenset()) -> None:
         """Kernels written in explicit vectors (lanes.py) are compiled with the light
         pipeline, the others (native loops, gathers, transposes) with O3 and the loop
         vectorizer, each group as a module of its own: one such kernel put the whole module
         through O3 (the CNN's pooling kernel: 29 ms of LLVM optimization for its 4 kernels,
         most of it on the convolution epilogues that need none). With idle CPUs each group is
         cut into modules of similar size and every module is compiled on a thread of its own
-        (parallel_compile.py); the code of each kernel is the same either way."""
-        n = parallel_compile.threads(self.options.num_threads) if len(specs) > 1 else 1
+        (parallel_compile.py); the code of each kernel is the same either way. Kernels
+        whose output is in `skip` (`_chain_dropped`) are not compiled (address 0)."""
+        built = [k for k in specs if k.output not in skip]
+        n = parallel_compile.threads(self.options.num_threads) if len(built) > 1 else 1
         groups: list[list[kernels.Kernel]] = []
         lights: list[bool] = []
         for explicit in (True, False):
-            kind = [k for k in specs if k.explicit == explicit]
+            kind = [k for k in built if k.explicit == explicit]
             sizes = [sum(len(bb.instructions) for bb in mod.globals[k.name].blocks)
                      for k in kind]
             for r in parallel_compile.chunks(sizes, n):
@@ -511,8 +522,8 @@ class CpuExecutable(Calls, Introspection, MemoryPlanning):
                 cache.put(keys[i], engine.object)
             self.engines.append(engine)
             addrs.update((k.name, engine.address(k.name)) for k in group)
-        self.engine = self.engines[0]
-        self.kernel_addrs = [addrs[k.name] for k in specs]
+        self.engine = self.engines[0] if self.engines else None
+        self.kernel_addrs = [addrs.get(k.name, 0) for k in specs]
 
     def _bind_kernels(self, specs: list[kernels.Kernel]) -> None:
         """Kernel thunks go in program order, interleaved with the others."""
