@@ -518,7 +518,8 @@ def emit(b: ir.IRBuilder, opcode: str, args: Sequence[ir.Value], t: ET, out: ET)
         return _libm.emit(b, opcode, args, t, out)
     _, fn = row
     if opcode not in RAW and t.is_float:
-        args = [_ftz.operand(b, a, opcode, flush) for a in args]  # (kernels: one multiply)
+        args = [a if _ftz.scaled_by_small(opcode, list(args), k) else  # (kernels:
+                _ftz.operand(b, a, opcode, flush) for k, a in enumerate(args)]  # one multiply)
     return round_to(b, fn(b, args, t), out)
 
 
