@@ -40,7 +40,15 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas, chain_schedule, chain_widen, dot_views, gemm_bf16, target
+from xlapy.backends.cpu import (
+    blas,
+    cache,
+    chain_schedule,
+    chain_widen,
+    dot_views,
+    gemm_bf16,
+    target,
+)
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -355,7 +363,9 @@ def _runtime() -> tuple[Engine, int]:
         addr = b.select(b.icmp_signed("<", addr, i64(0)), here, addr)
         b.call(block, [d, b.load(rec), b.load(at(rec, 1)), b.load(at(rec, 2)), addr])
     b.ret_void()
-    engine = Engine(mod, light=True, exports=["chain_run"])
+    # cached on disk as the other build-once modules (~6-12 ms of LLVM in a program's
+    # first run otherwise)
+    engine = cache.engine(mod, "light", light=True, exports=["chain_run"])
     return engine, int(engine.address("chain_run"))
 
 
