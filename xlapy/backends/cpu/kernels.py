@@ -344,7 +344,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             n, d = self.gen(ops[0], idx), self.gen(ops[1], idx)
             phase = self.hoisted_phase(d)
             if row_divide.applies(n, d, phase is not None):
-                return row_divide.emit(b, n, d, lambda k, f: self.at_phase(phase, k, f))
+                return row_divide.emit(b, n, d, lambda k, f: self.at_phase(phase, k, f),
+                                       nonneg=ops[0].opcode == "exponential")
         return ew.emit(b, op, self._unify([self.gen(o, idx) for o in ops]), t, et)
 
     def _affine(self, v: ir.Value, start: int, stride: int) -> ir.Value:

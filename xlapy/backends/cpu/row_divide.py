@@ -50,9 +50,13 @@ def applies(a: ir.Value, d: ir.Value, hoisted: bool) -> bool:
 
 
 def emit(b: ir.IRBuilder, a: ir.Value, d: ir.Value,
-         before: Callable[[Any, Callable[[], ir.Value]], ir.Value]) -> ir.Value:
+         before: Callable[[Any, Callable[[], ir.Value]], ir.Value],
+         nonneg: bool = False) -> ir.Value:
     """a / d with the division's bits (both flushed as the division flushes them);
-    before(key, make) emits make() once before the column loop."""
+    before(key, make) emits make() once before the column loop. `nonneg`: a is expected
+    to be >= 0 (an exp, softmax's): the range test then reads a's bits as they are, one
+    vector instruction fewer (no sign mask); a vector with a negative lane (sign bit set:
+    out of range) divides, so the bits are right whatever a holds."""
     vt = a.type
     w = vt.count
     bits = 64 if elem(vt) == F64 else 32
@@ -66,8 +70,9 @@ def emit(b: ir.IRBuilder, a: ir.Value, d: ir.Value,
     row_ok = before(("rowdiv.ok", id(d)), lambda: b.and_(
         b.fcmp_ordered(">=", df, ir.Constant(df.type, 2.0 ** -_EXP[bits])),
         b.fcmp_ordered("<=", df, ir.Constant(df.type, 2.0 ** _EXP[bits]))))
-    mag = b.and_(b.bitcast(a, ir.VectorType(it, w)), splat(ir.VectorType(it, w),
-                                                          (1 << (bits - 1)) - 1))
+    mag = b.bitcast(a, ir.VectorType(it, w))
+    if not nonneg:
+        mag = b.and_(mag, splat(mag.type, (1 << (bits - 1)) - 1))
     in_range = b.icmp_unsigned("<", b.sub(mag, splat(mag.type, lo)),
                                splat(mag.type, hi - lo + 1))
     ok = b.or_(in_range, b.icmp_unsigned("==", mag, splat(mag.type, 0)))
