@@ -77,6 +77,12 @@ class _Vectors:
         self.tiny = 2.0 ** -1022 if t == F64 else 2.0 ** -126
         self.flushed: set[str] = set()
         self._memo: dict[str, str] = {}
+        # flush_ftz's one-multiply flush (llvm.canonicalize under the nest's FTZ) for the
+        # operands of ops that quiet a NaN anyway: its `applies` for these vectors.
+        n = lanes
+        self.ftz = self.flushing and target.current().is_x86 and n & (n - 1) == 0 and \
+            n * (32 if t == F32 else 64) >= 128
+        self._memo_ftz: dict[str, str] = {}
 
     def _declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> str:
         if name not in self.mod.globals:
@@ -118,9 +124,22 @@ class _Vectors:
         self._memo[out] = out
         return out
 
+    def operand(self, x: str, opcode: str) -> str:
+        """Float operand x of `opcode` flushed (flush_ftz.operand): x * 1.0 under FTZ
+        (llvm.canonicalize: a denormal to the zero of its sign, a NaN quieted, which the
+        op does anyway) for QUIETING ops, else `flush`."""
+        if x in self.flushed or not self.ftz or opcode not in flush_ftz.QUIETING:
+            return self.flush(x)
+        got = self._memo_ftz.get(x)
+        if got is None:
+            fn = self._declare(f"llvm.canonicalize.{self.sfx}", self.vtype, [self.vtype])
+            got = self._memo_ftz[x] = self.f.op(f"call {self.vt} {fn}({self.vt} {x})")
+            self.flushed.add(got)
+        return got
+
     def op(self, opcode: str, x: str, y: str) -> str:
         """elementwise.emit(opcode, [x, y]) for an opcode of OPS."""
-        x, y = self.flush(x), self.flush(y)
+        x, y = self.operand(x, opcode), self.operand(y, opcode)
         vt, inst = self.vt, OPS[opcode]
         if inst.startswith("llvm."):
             fn = self._declare(f"{inst}.{self.sfx}", self.vtype, [self.vtype, self.vtype])
