@@ -176,3 +176,24 @@ def test_an_op_it_does_not_write_builds_through_llvmlite(monkeypatch: pytest.Mon
     assert [f for f in splits[0].cold.functions if f.name.endswith(".finish")]
     ref = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_another_architecture_gets_the_portable_flush(monkeypatch: pytest.MonkeyPatch) -> None:
+    """aarch64 (objects compiled, never run here): the finish is text with the fabs +
+    compare flush (no vfpclass, no x86 FTZ multiply), the entry llvmlite's (its FPCR)."""
+    splits: list[Split] = []
+    real = conv_general.build
+
+    def spy(name: str, split: Split, threads: int = 1) -> Any:
+        splits.append(split)
+        return real(name, split, threads)
+
+    monkeypatch.setattr(conv_general, "build", spy)
+    cache.clear_memory()
+    prog = xlapy.compile(_program("f32", BODIES["arith"], "add"), backend="cpu",
+                         options={"target": "aarch64"})
+    assert not prog._exe.fallbacks() and len(splits) == 1
+    text = "".join(splits[0].cold_defs)
+    assert ".finish\"(" in text and "llvm.fabs" in text
+    assert "fpclass" not in text and "canonicalize" not in text
+    assert "llvm.aarch64.set.fpcr" in [f.name for f in splits[0].cold.functions]  # entry
