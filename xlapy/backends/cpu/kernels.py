@@ -24,7 +24,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
-from xlapy.backends.cpu import flush_ftz, row_divide
+from xlapy.backends.cpu import exp_range, flush_ftz, row_divide
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
 from xlapy.backends.cpu.lanes import (
@@ -45,6 +45,7 @@ from xlapy.backends.cpu.llvm_util import (
     set_ftz_daz,
     store_fence,
 )
+from xlapy.backends.cpu.math_poly import Math
 from xlapy.backends.cpu.reduce_emit import ReductionEmitter, reducer_op
 from xlapy.backends.cpu.row_prefetch import RowPrefetchEmitter
 from xlapy.ir import Instruction
@@ -339,6 +340,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             return ew.emit(b, "minimum", [mx, hi], et, et)
         if op in ewb.OPS:
             return ewb.emit(b, instr, idx, self.gen)
+        if op == "exponential" and et in (ET.F32, ET.F64) and \
+                ops[0].shape.element_type == et and exp_range.at_most_zero(ops[0]):
+            x = flush_ftz.operand(b, self.gen(ops[0], idx), op, ew.flush)  # (as ew.emit)
+            return Math(b, x.type).exp(ew.flush(b, x), nonpos=True)  # (softmax's x - max)
         t = ops[0].shape.element_type
         if op == "divide" and t in (ET.F32, ET.F64):  # by a value fixed per row: a product
             n, d = self.gen(ops[0], idx), self.gen(ops[1], idx)

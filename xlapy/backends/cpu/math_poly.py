@@ -161,17 +161,19 @@ class Math:
         return self.b.fdiv(self.c(1.0), d)
 
     # ---- functions ----
-    def exp(self, x: ir.Value, terms: int | None = None) -> ir.Value:
+    def exp(self, x: ir.Value, terms: int | None = None, nonpos: bool = False) -> ir.Value:
         """exp(x) = 2^n e^r. The clamp keeps NaN (compare-and-select: one maxps/minps, where
         maxnum/minnum would drop it) and its bounds lie past overflow and past the flush of
         denormal results, so inf, 0 and NaN need no selects; n = round(x log2 e) comes from
         the magic-number addition (its integer in the low bits), defined for NaN too.
-        `terms`: fewer Taylor terms, for f64 values that are rounded to f32 later."""
+        `terms`: fewer Taylor terms, for f64 values that are rounded to f32 later.
+        `nonpos`: every lane is <= 0 or NaN (exp_range.py): no upper clamp, no big lanes."""
         b = self.b
         one = self._one_scale(terms)
         lo, hi = (-746.0, 709.9) if self.is64 else (-88.0 if one else -104.0, 88.8)
         xc = b.select(b.fcmp_ordered("<", x, self.c(lo)), self.c(lo), x)
-        xc = b.select(b.fcmp_ordered(">", xc, self.c(hi)), self.c(hi), xc)
+        if not nonpos:
+            xc = b.select(b.fcmp_ordered(">", xc, self.c(hi)), self.c(hi), xc)
         magic = 1.5 * 2.0 ** self.mant + (self.bias if one else 0)
         t = self.fma(xc, self.c(1.0 / math.log(2.0)), self.c(magic))
         n = b.fsub(t, self.c(magic))
@@ -186,7 +188,7 @@ class Math:
         magic_bits = int(np.float64(magic).view(np.int64)) if self.is64 else \
             int(np.float32(magic).view(np.int32))
         if one:
-            return self._exp_scale(p, t, xc, magic_bits)
+            return self._exp_scale(p, t, xc, magic_bits, nonpos)
         return self.ldexp(p, b.sub(b.bitcast(t, self.ity), self.ic(magic_bits)))
 
     def _one_scale(self, terms: int | None) -> bool:
@@ -196,8 +198,8 @@ class Math:
             isinstance(t, ir.VectorType) and not (
                 t.count % 16 == 0 and target.current().has("avx512f"))
 
-    def _exp_scale(self, p: ir.Value, t: ir.Value, xc: ir.Value, magic_bits: int
-                   ) -> ir.Value:
+    def _exp_scale(self, p: ir.Value, t: ir.Value, xc: ir.Value, magic_bits: int,
+                   nonpos: bool = False) -> ir.Value:
         """p * 2^n where t's low bits hold n + 127 (the magic number carries the bias):
         2^n is t's bits shifted into the exponent field, one multiply instead of ldexp's
         two scalings (AVX2: 9 vector ops -> 2; x86-64-v3 softmax's exp pass ~30 -> ~24).
@@ -205,6 +207,9 @@ class Math:
         +0, and p 2^-127 < 2^-126 flushes to that anyway (FTZ); n = 128 (x above ~88.38,
         finite results up to 88.72) takes ldexp, for the whole vector: the same bits."""
         b = self.b
+        if nonpos:  # no lane above 0: the fast scale only
+            s = b.bitcast(b.shl(b.bitcast(t, self.ity), self.ic(self.mant)), self.t)
+            return b.fmul(p, s)
         big = b.fcmp_ordered(">", xc, self.c(EXP_ONE_SCALE_MAX))
         w = self.t.count
         anybig = intrinsic(b, f"llvm.vector.reduce.or.v{w}i1", ir.IntType(1), [big])
