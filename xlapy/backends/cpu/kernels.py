@@ -348,9 +348,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         if op == "divide" and t in (ET.F32, ET.F64):  # by a value fixed per row: a product
             n, d = self.gen(ops[0], idx), self.gen(ops[1], idx)
             phase = self.hoisted_phase(d)
-            if row_divide.applies(n, d, phase is not None):
+            nonneg = ops[0].opcode == "exponential"
+            if row_divide.applies(n, d, phase is not None, nonneg):
                 return row_divide.emit(b, n, d, lambda k, f: self.at_phase(phase, k, f),
-                                       nonneg=ops[0].opcode == "exponential")
+                                       nonneg=nonneg)
         return ew.emit(b, op, self._unify([self.gen(o, idx) for o in ops]), t, et)
 
     def _affine(self, v: ir.Value, start: int, stride: int) -> ir.Value:

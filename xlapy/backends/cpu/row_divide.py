@@ -10,9 +10,11 @@ an ulp of a / d, the residual e is exact and q = RN(a / d) (Markstein's theorem;
 al., Handbook of Floating-Point Arithmetic, ch. 4), provided nothing underflows or
 overflows. That holds when d is in [LO, HI] (positive: a zero a's quotient then keeps its
 sign) and every lane of a is zero or of magnitude in [LO, HI]; any other vector (NaN, inf,
-denormals, tiny or huge values, a negative divisor) takes the division itself. AVX-512
-only: with AVX2 (x86-64-v3) a ymm divps is 8 lanes per ~5 cycles and the range test costs
-as much (no unsigned compares, no mask registers): softmax 1.454 -> 1.499 ms there.
+denormals, tiny or huge values, a negative divisor) takes the division itself. With AVX2
+(x86-64-v3) a ymm divps is 8 lanes per ~5 cycles and the general range test costs as much
+(no unsigned compares, no mask registers: softmax 1.454 -> 1.499 ms there), so AVX2 takes
+the product form only for an exp numerator, whose test needs no sign mask (softmax 0.964
+-> 0.922 ms, same process); AVX-512 for every numerator.
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ def _bounds(bits: int) -> tuple[int, int]:
     return (int(np.array(2.0 ** -e, ft).view(it)), int(np.array(2.0 ** e, ft).view(it)))
 
 
-def applies(a: ir.Value, d: ir.Value, hoisted: bool) -> bool:
-    """a (W lanes of f32/f64) / d (a scalar computed before the loop) on AVX-512."""
+def applies(a: ir.Value, d: ir.Value, hoisted: bool, nonneg: bool = False) -> bool:
+    """a (W lanes of f32/f64) / d (a scalar computed before the loop) on AVX-512, or with
+    AVX2 + FMA for an exp numerator (`nonneg`, emit's shorter test)."""
     if not hoisted or not isinstance(a.type, ir.VectorType) or \
             isinstance(d.type, ir.VectorType) or elem(a.type) not in (F32, F64):
         return False
-    return target.current().has("avx512f")
+    t = target.current()
+    return t.has("avx512f") or (nonneg and t.has("avx2") and t.has("fma"))
 
 
 def emit(b: ir.IRBuilder, a: ir.Value, d: ir.Value,
