@@ -139,7 +139,14 @@ class HoistEmitter:
 
         key = ("offset", tuple((index_key(v), st) for v, st in fixed))
         rest = [(v, s) for v, s in terms if not any(v is f for f, _ in fixed)]
-        return self.at_phase(phase, key, make), rest
+        # A later loop with the same fixed indices (a row's next pass) takes the offset
+        # made before an earlier one: phases are opened in straight-line code (a row's
+        # passes one after the other), so that block runs before this loop, every row.
+        made = self.__dict__.setdefault("_offsets", {})
+        v = made.get((phase.fixed, key))
+        if v is None:
+            v = made[(phase.fixed, key)] = self.at_phase(phase, key, make)
+        return v, rest
 
     def hoisted_phase(self, v: ir.Value) -> _Phase | None:
         """The current phase if `v` was computed before its loop (a hoisted scalar)."""

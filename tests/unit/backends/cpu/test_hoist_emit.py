@@ -118,17 +118,20 @@ def test_constant_index_keys_by_value() -> None:
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_row_offset_hoisted(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A rank-3 softmax's loads take their row's offset (two outer indices times their
-    strides) from before each column loop, once per pass, with the interpreter's results."""
+    """A rank-3 softmax's loads and stores take their row's offset (two outer indices times
+    their strides) from before the first column loop, made once for all the row's passes,
+    with the interpreter's results."""
     from tests.unit.backends.cpu.test_row_prefetch import softmax_text
 
     made: list[int] = []
+    values: set[int] = set()
     real = HoistEmitter.fixed_offset
 
     def spy(self, terms):  # type: ignore[no-untyped-def]
         fixed, rest = real(self, terms)
         if fixed is not None:
             made.append(len(terms) - len(rest))
+            values.add(id(fixed))
         return fixed, rest
 
     monkeypatch.setattr(HoistEmitter, "fixed_offset", spy)
@@ -146,3 +149,4 @@ def test_row_offset_hoisted(threads: int, monkeypatch: pytest.MonkeyPatch) -> No
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=0)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     assert made and set(made) == {2}, made
+    assert len(made) > 3 and len(values) == 1  # one offset per row, for every pass
