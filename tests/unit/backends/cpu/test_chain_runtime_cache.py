@@ -1,6 +1,6 @@
-"""batch_chain's native runtime (chain_run) is a build-once module cached on disk like the
-others (cache.engine): a later process loads its object instead of ~6-12 ms of LLVM in a
-program's first run."""
+"""The batch chains' native runtime (chain_runtime.chain_run) is a build-once module cached
+on disk like the others (cache.engine): a later process loads its object instead of ~6-12 ms
+of LLVM in a program's first run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from xlapy.backends.cpu import batch_chain, cache, llvm_util
+from xlapy.backends.cpu import cache, chain_runtime, llvm_util
 
 
 def test_the_runtime_object_comes_from_the_disk_cache(tmp_path: Path,
@@ -23,7 +23,7 @@ def test_the_runtime_object_comes_from_the_disk_cache(tmp_path: Path,
         return real(self, *a, **k)  # type: ignore[arg-type]
 
     monkeypatch.setattr(llvm_util.Engine, "_compile", spy)
-    build = batch_chain._runtime.__wrapped__  # type: ignore[attr-defined]
+    build = chain_runtime.runtime.__wrapped__  # type: ignore[attr-defined]
     first, addr = build()
     assert compiled == [True] and addr
     cache.clear_memory()  # as a new process: only the disk holds it
