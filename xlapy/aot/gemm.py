@@ -25,6 +25,7 @@ from llvmlite import ir
 from xlapy.aot.errors import Unimplemented
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_complex as ewc
+from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.backends.cpu.llvm_util import I8P, VOID, for_range, i64
 from xlapy.backends.cpu.ragged_emit import flat_offset
 from xlapy.ir import Instruction
@@ -81,7 +82,7 @@ def accumulator(instr: Instruction) -> ET:
 
 def widen(b: ir.IRBuilder, v: ir.Value, src: ET, acc: ET) -> ir.Value:
     """An operand element (compute value of `src`) in the accumulation type."""
-    return ew.convert(b, v, src, acc)
+    return ewconv.convert(b, v, src, acc)
 
 
 def mac(b: ir.IRBuilder, acc_t: ET, s: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -97,7 +98,7 @@ def mac(b: ir.IRBuilder, acc_t: ET, s: ir.Value, x: ir.Value, y: ir.Value) -> ir
 def narrow(b: ir.IRBuilder, v: ir.Value, acc: ET, out: ET) -> ir.Value:
     """An accumulated value as a storage element of the result type (integers wrap, pred
     is nonzero, floats round once)."""
-    return ew.to_storage(b, ew.convert(b, v, acc, out), out)
+    return ew.to_storage(b, ewconv.convert(b, v, acc, out), out)
 
 
 def emit_dot(mod: ir.Module, name: str, instr: Instruction) -> tuple[ir.Function, int]:

@@ -19,6 +19,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_complex as ewc
+from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.backends.cpu.llvm_util import I8P, I32, I64, VOID, for_range, i64, intrinsic
 from xlapy.types import ElementType as ET
 
@@ -60,11 +61,11 @@ class Kit:
 
     def load_as(self, p: ir.Value, idx: ir.Value, et: ET) -> ir.Value:
         """A storage element of `et` as a compute value of this kit's type."""
-        return ew.convert(self.b, ew.from_storage(self.b, self.ld(p, idx), et), et, self.et)
+        return ewconv.convert(self.b, ew.from_storage(self.b, self.ld(p, idx), et), et, self.et)
 
     def store_as(self, p: ir.Value, idx: ir.Value, v: ir.Value, et: ET) -> None:
         """A compute value stored as an element of `et` (rounded once)."""
-        self.st(p, idx, ew.to_storage(self.b, ew.convert(self.b, v, self.et, et), et))
+        self.st(p, idx, ew.to_storage(self.b, ewconv.convert(self.b, v, self.et, et), et))
 
     # ---- arithmetic in the compute type ----
     def c(self, v: complex | float) -> ir.Value:

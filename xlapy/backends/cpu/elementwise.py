@@ -523,7 +523,7 @@ def emit(b: ir.IRBuilder, opcode: str, args: Sequence[ir.Value], t: ET, out: ET)
     return round_to(b, fn(b, args, t), out)
 
 
-# ---- compare, select, clamp, convert -------------------------------------------------------------
+# ---- compare, select (convert: elementwise_convert.py) ----------------------------------------
 _FCMP = {ComparisonDirection.EQ: ("oeq", "=="), ComparisonDirection.NE: ("une", "!="),
          ComparisonDirection.GE: ("oge", ">="), ComparisonDirection.GT: ("ogt", ">"),
          ComparisonDirection.LE: ("ole", "<="), ComparisonDirection.LT: ("olt", "<")}
@@ -559,55 +559,6 @@ def _total_key(b: ir.IRBuilder, x: ir.Value, t: ET) -> ir.Value:
     bits = b.bitcast(to_storage(b, x, t), st) if t is not ET.BF16 else to_storage(b, x, t)
     sign = b.ashr(bits, splat(st, t.bits - 1))
     return b.xor(bits, b.and_(sign, splat(st, (1 << (t.bits - 1)) - 1)))
-
-
-def convert_supported(s: ET, t: ET) -> bool:
-    if s not in SUPPORTED or t not in SUPPORTED:
-        return False
-    return not (s is ET.F64 and t is ET.BF16)
-
-
-def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
-    """XLA CPU convert: saturating float->int (NaN -> 0), ints to bf16 through f32."""
-    if s in _cx.COMPLEX or t in _cx.COMPLEX:
-        return _cx.convert(b, x, s, t)
-    ct = like(x.type, compute_type(t))
-    if s == t:
-        return x
-    if t is ET.PRED:
-        if _isfloat(x):
-            # bf16 -> pred compares the bits unflushed on XLA CPU; f16/f32/f64 flush first.
-            v = x if s is ET.BF16 else flush(b, x)
-            return b.fcmp_unordered("une", v, splat(x.type, 0.0))
-        return b.icmp_unsigned("!=", x, splat(x.type, 0))
-    if s is ET.PRED:
-        v = b.zext(x, like(x.type, I8))
-        return b.uitofp(v, ct) if t.is_float else b.zext(v, ct) if t.bits > 8 else \
-            b.trunc(v, ct) if t.bits < 8 else v
-    f32, f64, f16 = like(x.type, F32), like(x.type, F64), like(x.type, F16)
-    if t.is_float:
-        if s.is_integer:
-            v = (b.sitofp if s.is_signed else b.uitofp)(x, f64 if t is ET.F64 else f32)
-        elif (s, t) in ((ET.BF16, ET.F32), (ET.F32, ET.BF16)):
-            return round_to(b, x, t)  # bit-level paths: no flush (as the interpreter)
-        else:
-            v = flush(b, x)
-            v = b.fpext(v, ct) if ct == f64 and v.type == f32 else \
-                b.fptrunc(v, f16) if t is ET.F16 and v.type == f64 else \
-                b.fptrunc(v, ct) if ct == f32 and v.type == f64 else v
-            if v.type == f16:
-                return b.fpext(v, f32)
-        return round_to(b, flush(b, v), t)
-    if s.is_float:
-        name = "llvm.fptosi.sat" if t.is_signed else "llvm.fptoui.sat"
-        v = flush(b, x)
-        return intrinsic(b, f"{name}.{sfx(ct)}.{sfx(v.type)}", ct, [v])
-    # integer -> integer: wrap (trunc) or extend by the source's signedness.
-    if t.bits < s.bits:
-        return b.trunc(x, ct)
-    if t.bits > s.bits:
-        return b.sext(x, ct) if s.is_signed else b.zext(x, ct)
-    return x
 
 
 from xlapy.backends.cpu import elementwise_bits as _bits  # noqa: E402  (they build on this module)

@@ -34,6 +34,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import complex_chlo_emit, target
 from xlapy.backends.cpu import complex_xla_emit as cx
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.backends.cpu.llvm_util import F32, F64, I32, intrinsic
 from xlapy.ir import Instruction
 from xlapy.ops.attrs import ComparisonDirection
@@ -323,8 +324,8 @@ def fusible(instr: Instruction) -> bool:
         if s in COMPLEX and t in COMPLEX:
             return True
         if s in COMPLEX:
-            return t is part_type(s) or ew.convert_supported(part_type(s), t)
-        return ew.convert_supported(s, part_type(t))
+            return t is part_type(s) or ewconv.convert_supported(part_type(s), t)
+        return ewconv.convert_supported(s, part_type(t))
     if op == "complex":
         return True
     et = instr.operands[0].shape.element_type if instr.operands else None
@@ -397,7 +398,7 @@ def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
         re = b.extract_value(x, 0)
         if t is part_type(s):
             return re  # a plain extraction: no flush
-        return ew.convert(b, re, part_type(s), t)
+        return ewconv.convert(b, re, part_type(s), t)
     p = part_type(t)
-    re = ew.convert(b, x, s, p)
+    re = ewconv.convert(b, x, s, p)
     return pack(b, re, ir.Constant(re.type, 0.0))

@@ -24,6 +24,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
+from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.backends.cpu import exp_range, flush_ftz, row_divide
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
@@ -79,7 +80,7 @@ def fusible(instr: Instruction) -> bool:
               "compare", "select", "clamp") or op in INDEX_OPS:
         return True
     if op == "convert":
-        return ew.convert_supported(instr.operands[0].shape.element_type,
+        return ewconv.convert_supported(instr.operands[0].shape.element_type,
                                     instr.shape.element_type)
     if op == "reduce":
         return reducer_op(instr) is not None
@@ -313,7 +314,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                 n = self.width
                 v = b.add(broadcast(b, self._lane0(v), n),
                           ir.Constant(ir.VectorType(I64, n), list(range(n))))
-            return ew.convert(b, v, ET.S64, et)
+            return ewconv.convert(b, v, ET.S64, et)
         if op in INDEX_OPS:
             return self.gen_index_op(instr, idx)
         self.ops += 1
@@ -323,7 +324,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             return ewc.emit(b, instr, [self.gen(o, idx if o.shape.rank else []) for o in ops])
         if op == "convert":
             s = ops[0].shape.element_type
-            return ew.convert(b, self.gen(ops[0], idx), s, et)
+            return ewconv.convert(b, self.gen(ops[0], idx), s, et)
         if op == "compare":
             t = ops[0].shape.element_type
             x, y = self._unify([self.gen(ops[0], idx), self.gen(ops[1], idx)])

@@ -2,9 +2,10 @@
 
 libm calls scalarize the loops they sit in (0.6 GB/s for `tanhf`); these straight-line
 polynomial forms vectorize to AVX-512 (design.md). Each function works on f32 or f64 values
-(bf16/f16 compute in f32 and round once). Coefficients are Taylor series where those converge
-fast enough, or Chebyshev fits made once at import (float64 least squares on Chebyshev nodes,
-evaluated in IR with Clenshaw's recurrence, which is stable at any degree).
+(bf16/f16 compute in f32 and round once). Coefficients (math_coeffs.py) are Taylor series
+where those converge fast enough, or Chebyshev fits made once per process (float64 least
+squares on Chebyshev nodes), evaluated in IR with Clenshaw's recurrence, which is stable at
+any degree.
 
 Measured maximum errors (tests/unit/backends/cpu/test_math_poly.py prints and bounds them;
 references in float64 for f32 and long double for f64, denormal results flushed as XLA does;
@@ -14,7 +15,7 @@ test_ulp_table.py measures against correctly rounded references over every binad
 function       f32 ulp    f64 ulp    notes
 =============  =========  =========  ==============================================
 exp            <= 1       <= 1       Cody-Waite ln2 split, on |r| <= ln2/2 Taylor (f64)
-                                     or a degree-6 minimax fit (f32, EXP_F32)
+                                     or a degree-6 minimax fit (f32, math_coeffs.EXP_F32)
 log            <= 1       <= 1       log(m) = 2 atanh((m-1)/(m+1)), m in [0.7, 1.4],
                                      summed as fdlibm's e_log
 log1p          <= 1       <= 1       log(u) + (x - (u - 1)) / u, u = 1 + x (fdlibm)
@@ -36,12 +37,10 @@ sin, cos, tan  <= 1       <= 1       Cody-Waite by pi/2 below 2^20 (f32: in f64,
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
 import numpy as np
-import scipy.special
 from llvmlite import ir
 
 from xlapy import denormal
@@ -55,6 +54,19 @@ from xlapy.backends.cpu.llvm_util import (
     like,
     sfx,
     splat,
+)
+from xlapy.backends.cpu.math_coeffs import (
+    ERF_TOP,
+    EXP_F32,
+    EXP_ONE_SCALE_MAX,
+    TANH_P32,
+    TANH_Q32,
+    TANH_TOP32,
+    fit,
+    ln2_parts,
+    pio2_parts,
+    taylor_exp,
+    two_over_sqrt_pi,
 )
 
 
@@ -177,10 +189,10 @@ class Math:
         magic = 1.5 * 2.0 ** self.mant + (self.bias if one else 0)
         t = self.fma(xc, self.c(1.0 / math.log(2.0)), self.c(magic))
         n = b.fsub(t, self.c(magic))
-        ln2_hi, ln2_lo = _ln2_parts(self.is64)
+        ln2_hi, ln2_lo = ln2_parts(self.is64)
         r = self.fma(n, self.c(-ln2_hi), xc)
         r = self.fma(n, self.c(-ln2_lo), r)
-        coeffs = _taylor_exp(terms or 14) if self.is64 or terms else list(EXP_F32)
+        coeffs = taylor_exp(terms or 14) if self.is64 or terms else list(EXP_F32)
         p = self.horner(coeffs, r)
         scaled = self.scalef(p, n)
         if scaled is not None:
@@ -253,7 +265,7 @@ class Math:
         if sub is not None:
             k = b.select(sub, b.sub(k, self.ic(self.mant + 1)), k)
         kf = b.sitofp(k, self.t)
-        ln2_hi, ln2_lo = _ln2_parts(self.is64)
+        ln2_hi, ln2_lo = ln2_parts(self.is64)
         lo = b.fmul(kf, self.c(ln2_lo))
         inner = self.fma(s, b.fadd(hfsq, r), lo if corr is None else b.fadd(lo, corr))
         out = self.fma(kf, self.c(ln2_hi), b.fsub(f, b.fsub(hfsq, inner)))
@@ -288,7 +300,7 @@ class Math:
         top = 40.0 if self.is64 else 20.0
         xc = b.select(b.fcmp_ordered(">", xc, self.c(top)), self.c(top), xc)
         n = self.un("rint", b.fmul(xc, self.c(1.0 / math.log(2.0))))
-        ln2_hi, ln2_lo = _ln2_parts(self.is64)
+        ln2_hi, ln2_lo = ln2_parts(self.is64)
         r = self.fma(n, self.c(-ln2_lo), self.fma(n, self.c(-ln2_hi), xc))
         q = self.fma(b.fmul(r, r), self.horner(
             [1.0 / math.factorial(k) for k in range(2, 17 if self.is64 else 10)], r), r)
@@ -307,7 +319,7 @@ class Math:
         b = self.b
         ax = self.un("fabs", x)
         z = b.fmul(x, x)
-        small = b.fmul(x, self.clenshaw(_fit("tanh", True), z, 0.0, 0.25))
+        small = b.fmul(x, self.clenshaw(fit("tanh", True), z, 0.0, 0.25))
         lim = 19.1
         e = self.exp(b.fadd(self.bin("minnum", ax, self.c(lim)),
                             self.bin("minnum", ax, self.c(lim))))
@@ -325,9 +337,9 @@ class Math:
         passes through every select (ordered compares are false)."""
         b = self.b
         ax = self.un("fabs", x)
-        a = b.select(b.fcmp_ordered(">", ax, self.c(_TANH_TOP32)), self.c(_TANH_TOP32), ax)
+        a = b.select(b.fcmp_ordered(">", ax, self.c(TANH_TOP32)), self.c(TANH_TOP32), ax)
         z = b.fmul(a, a)
-        r = b.fdiv(b.fmul(a, self.horner(_TANH_P32, z)), self.horner(_TANH_Q32, z))
+        r = b.fdiv(b.fmul(a, self.horner(TANH_P32, z)), self.horner(TANH_Q32, z))
         r = b.select(b.fcmp_ordered(">", r, self.c(1.0)), self.c(1.0), r)
         return self.bin("copysign", r, x)
 
@@ -361,9 +373,9 @@ class Math:
             m = Math(b, like(self.t, F64))
             xd = b.fpext(x, m.t)
             small = b.fptrunc(m._erf_small(xd, b.fmul(xd, xd), 12), self.t)
-        top = _ERF_TOP[self.is64]
+        top = ERF_TOP[self.is64]
         axc = self.bin("minnum", ax, self.c(top))
-        h = self.clenshaw(_fit("erfcx", self.is64), axc, 1.0, top)
+        h = self.clenshaw(fit("erfcx", self.is64), axc, 1.0, top)
         large = b.fsub(self.c(1.0), b.fmul(self.exp(b.fneg(b.fmul(axc, axc))), h))
         large = b.select(b.fcmp_ordered(">=", ax, self.c(top)), self.c(1.0), large)
         large = self.bin("copysign", large, x)
@@ -379,9 +391,9 @@ class Math:
         xd = b.fpext(x, m.t) if not self.is64 else x
         k = m.un("rint", b.fmul(xd, m.c(2.0 / math.pi)))
         if self.is64:
-            r, rl = trig_dd.cody_waite(m, xd, k, _pio2_parts(4))
+            r, rl = trig_dd.cody_waite(m, xd, k, pio2_parts(4))
         else:
-            p1, p2, p3 = _pio2_parts(3)
+            p1, p2, p3 = pio2_parts(3)
             r = m.fma(k, m.c(-p3), m.fma(k, m.c(-p2), m.fma(k, m.c(-p1), xd)))
             rl = m.c(0.0)
         r, rl, k = self._huge_reduction(m, xd, r, rl, k)
@@ -411,7 +423,7 @@ class Math:
         b = self.b
         tail = b.fmul(b.fmul(x, z), self.horner(
             [(-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(1, n)], z))
-        k_hi, k_lo = _two_over_sqrt_pi(self.is64)
+        k_hi, k_lo = two_over_sqrt_pi(self.is64)
         rest = self.fma(x, self.c(k_lo), b.fmul(self.c(k_hi), tail))
         return self.fma(x, self.c(k_hi), rest)
 
@@ -478,126 +490,3 @@ class Math:
         num, den = b.select(odd, b.fneg(c), s), b.select(odd, s, c)
         # 1 / den to 2^-28 suffices (den is nonzero: r = 0 only at x = 0, an even q)
         return self.keep_zero(x, self._finish(x, b.fmul(num, m.recip28(den))))
-
-
-# ---- coefficients --------------------------------------------------------------------------------
-#: f32 tanh(x) = x P(x^2) / Q(x^2) on [0, 9.2]: a (4, 4) rational fit in float64 (linearized
-#: least squares with Lawson reweighting toward minimax of the relative error, 6000 nodes,
-#: long double reference; fit error 0.43 ulp), coefficients rounded to f32; at 9.2 the f32
-#: evaluation is above 1 (so clamped |x| >= 9.2 give 1 exactly). Exhaustively
-#: over [2^-20, 9.3] the f32 evaluation is within 5 ulp (the roundings of P, Q and the
-#: division near tanh = 1); XLA's own f32 tanh (Eigen's rational) measures 5 ulp as well.
-_TANH_TOP32 = 9.2
-_TANH_P32 = [1.0, 0.13368183374404907, 0.0034803450107574463, 2.035870056715794e-05,
-             1.300874874488045e-08]
-_TANH_Q32 = [1.0, 0.46701493859291077, 0.025818966329097748, 0.00032607250614091754,
-             7.634753842467035e-07]
-_ERF_TOP = {False: 4.0, True: 6.0}
-
-
-def _ln2_parts(is64: bool) -> tuple[float, float]:
-    """ln 2 = hi + lo; fdlibm's split for f64 (hi has 32 significant bits, lo is ln 2 - hi to
-    full precision), a 12-bit hi for f32."""
-    if is64:
-        return (float.fromhex("0x1.62e42feep-1"), float.fromhex("0x1.a39ef35793c76p-33"))
-    return _split(math.log(2.0), 12)
-
-
-@functools.cache
-def _two_over_sqrt_pi(is64: bool) -> tuple[float, float]:
-    """2/sqrt(pi) = hi + lo, hi rounded to the type, lo the rest (50 digits of decimal)."""
-    import decimal
-
-    with decimal.localcontext() as ctx:
-        ctx.prec = 50
-        k = 2 / decimal.Decimal("3.14159265358979323846264338327950288419716939937510").sqrt()
-        hi = float(k) if is64 else float(np.float32(float(k)))
-        return hi, float(k - decimal.Decimal(hi))
-
-
-def _split(v: float, bits: int) -> tuple[float, float]:
-    """v = hi + lo with hi holding `bits` significant bits (so n * hi is exact)."""
-    m, e = math.frexp(v)
-    hi = math.ldexp(math.floor(math.ldexp(m, bits)), e - bits)
-    return hi, v - hi
-
-
-@functools.cache
-def _pio2_parts(n: int = 3) -> tuple[float, ...]:
-    """pi/2 as n doubles, all but the last of 30 significant bits (exact products with
-    |k| < 2^23), the last the rest rounded. f64 takes 4 (143 bits): doubles below 2^20 come
-    as close as ~2^-60 to a multiple of pi/2, where 3 parts (113 bits) left cos
-    11081.968085537996 (7055 pi/2 rounded) 6 ulp off."""
-    from fractions import Fraction
-
-    # pi/2 to 300 bits from a hard-coded hex expansion of pi.
-    pi_hex = "3.243F6A8885A308D313198A2E03707344A4093822299F31D0082EFA98EC4E6C89452821E638D"
-    whole, frac = pi_hex.split(".")
-    pi = Fraction(int(whole, 16)) + Fraction(int(frac, 16), 16 ** len(frac))
-    rest = pi / 2
-    parts: list[float] = []
-    for _ in range(n):
-        hi = float(rest)
-        m, e = math.frexp(hi)
-        hi = math.ldexp(math.floor(math.ldexp(m, 30)), e - 30) if len(parts) < n - 1 else hi
-        parts.append(hi)
-        rest -= Fraction(hi)
-    return tuple(parts)
-
-
-#: Below this every lane's n = round(x log2 e) is at most 127 (f32 exp's one-scale form).
-EXP_ONE_SCALE_MAX = 88.3
-
-#: f32 exp's e^r on |r| <= ln2/2: 1 + r + ... + c6 r^6, the minimax relative fit (Lawson's
-#: iteration on 4001 Chebyshev nodes, c0 = c1 = 1 fixed): 3.7e-9 (0.06 ulp) with the
-#: coefficients in f32, where the degree-7 Taylor series it replaces reached 5.3e-9 with
-#: one more fma per vector (softmax's exp pass: 17 vector ops, was 18).
-EXP_F32 = (1.0, 1.0, 0.4999999344379915, 0.16666520572392574, 0.041668388742391586,
-           0.00836872407311626, 0.0013814583854395367)
-
-
-def _taylor_exp(n: int) -> list[float]:
-    return [1.0 / math.factorial(k) for k in range(n)]
-
-
-_FITS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float, float]] = {
-    # name: (function of the fit variable, lo, hi)
-    "tanh": (lambda z: _ratio(np.tanh, z), 0.0, 0.25),
-    "erfcx": (scipy.special.erfcx, 1.0, 6.0),
-}
-
-
-def _ratio(fn: Callable[[np.ndarray], np.ndarray], z: np.ndarray) -> np.ndarray:
-    """fn(x) / x at x = sqrt(z), with the limit fn'(0) = value at tiny x."""
-    x = np.sqrt(np.maximum(z, 1e-30))
-    if fn is np.tanh:
-        xl = x.astype(np.longdouble)
-        return (np.tanh(xl) / xl).astype(np.float64)  # type: ignore[no-any-return]
-    return fn(x) / x  # type: ignore[no-any-return]
-
-
-@functools.cache
-def _fit(name: str, is64: bool) -> np.ndarray:
-    """Chebyshev coefficients for `name` on its interval, degree grown until the float64
-    relative error is below a quarter ulp of the target type (higher terms dropped)."""
-    fn, lo, hi = _FITS[name]
-    if name == "erfcx":
-        hi = _ERF_TOP[is64]
-    target = (2.0 ** -53 if is64 else 2.0 ** -24) / 4
-    nodes = 400
-    theta = np.pi * (np.arange(nodes) + 0.5) / nodes
-    xs = np.cos(theta)
-    zs = lo + (xs + 1) * (hi - lo) / 2
-    ys = fn(zs)
-    if is64:  # f64 needs lstsq's handling of the reference noise (projection: 29 ulp tanh)
-        coeffs = np.polynomial.chebyshev.chebfit(xs, ys, 40)
-    else:
-        # f32: the discrete projection on the Chebyshev nodes (where the T_k are orthogonal)
-        # equals the least-squares fit; a matrix product, where lstsq took 150 ms on a cold
-        # first call.
-        coeffs = (2.0 / nodes) * (np.cos(np.outer(np.arange(41), theta)) @ ys)
-        coeffs[0] /= 2
-    # Keep the terms that matter at the target precision (the tail is reference noise).
-    keep = int(np.nonzero(np.abs(coeffs) > target * np.abs(coeffs[0]) / 8)[0][-1]) + 1
-    coeffs = coeffs[:max(keep, 2)]
-    return coeffs

@@ -21,6 +21,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_complex as ewc
+from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.backends.cpu.llvm_util import I8P, I64, VOID, for_range, i64
 from xlapy.errors import Unimplemented
 from xlapy.ir import Instruction
@@ -103,7 +104,7 @@ def emit(mod: ir.Module, name: str, instr: Instruction) -> ir.Function:
             b.store(zero, b.gep(po, [i]))
 
     def load(ptr: ir.Value, at: ir.Value, t: ET) -> ir.Value:
-        return ew.convert(b, ew.from_storage(b, b.load(b.gep(ptr, [at])), t), t, wt)
+        return ewconv.convert(b, ew.from_storage(b, b.load(b.gep(ptr, [at])), t), t, wt)
 
     def mac(s: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
         if wt.is_complex:
@@ -134,7 +135,7 @@ def emit(mod: ir.Module, name: str, instr: Instruction) -> ir.Function:
                 cell = b.gep(row_acc, [j])
                 b.store(mac(b.load(cell), x, y), cell)
         with for_range(b, i64(0), i64(n), name="store") as j:
-            v = ew.to_storage(b, ew.convert(b, b.load(b.gep(row_acc, [j])), wt, ot), ot)
+            v = ew.to_storage(b, ewconv.convert(b, b.load(b.gep(row_acc, [j])), wt, ot), ot)
             b.store(v, b.gep(po, [b.add(obase, j)]))
 
     def product(k: ir.Value, row: ir.Value) -> None:
@@ -163,7 +164,7 @@ def emit(mod: ir.Module, name: str, instr: Instruction) -> ir.Function:
                         y = load(pr, b.add(rcol, flat_offset(b, kc, [rd[d] for d in rc],
                                                          [rs[d] for d in rc])), rt)
                         b.store(mac(b.load(acc), x, y), acc)
-                    out = ew.to_storage(b, ew.convert(b, b.load(acc), wt, ot), ot)
+                    out = ew.to_storage(b, ewconv.convert(b, b.load(acc), wt, ot), ot)
                     b.store(out, b.gep(po, [b.add(obase, j)]))
 
     if total and ngroups:

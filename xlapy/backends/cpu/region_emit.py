@@ -19,6 +19,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as eb
+from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.ir import Computation, Instruction
 from xlapy.types import ElementType as ET
 
@@ -41,7 +42,7 @@ def _supported(instr: Instruction) -> bool:
     if op in ("parameter", "constant", "compare", "select", "clamp"):
         return True
     if op == "convert":
-        return ew.convert_supported(instr.operands[0].shape.element_type,
+        return ewconv.convert_supported(instr.operands[0].shape.element_type,
                                     instr.shape.element_type)
     if op in eb.OPS:  # XLA's comparators bitcast floats to integers (a total order)
         return eb.fusible(instr) and (op != "bitcast_convert" or instr.shape.element_type.bits
@@ -88,7 +89,7 @@ def _one(b: ir.IRBuilder, instr: Instruction, xs: list[ir.Value]) -> ir.Value:
         mx = ew.emit(b, "maximum", [xs[1], xs[0]], et, et)
         return ew.emit(b, "minimum", [mx, xs[2]], et, et)
     if op == "convert":
-        return ew.convert(b, xs[0], t, et)
+        return ewconv.convert(b, xs[0], t, et)
     if op in eb.OPS:
         return eb.emit(b, instr, [], lambda _operand, _idx: xs[0])
     return ew.emit(b, op, xs, t, et)

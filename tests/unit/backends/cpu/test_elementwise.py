@@ -15,6 +15,7 @@ import scipy.special
 from tests.tolerance import ulp_bound
 from tests.unit.backends.cpu.util import module, op, run_both, ulp_error, values
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.ops.attrs import ComparisonDirection, ComparisonType
 from xlapy.ops.base import OPS
 from xlapy.ops.elementwise import CompareAttrs
@@ -131,7 +132,7 @@ def test_binary_ops(t: ET) -> None:
 
 @pytest.mark.parametrize("s", TYPES, ids=str)
 def test_convert_from(s: ET) -> None:
-    targets = [t for t in TYPES if ew.convert_supported(s, t) and t != s]
+    targets = [t for t in TYPES if ewconv.convert_supported(s, t) and t != s]
     rng = np.random.default_rng(3)
     x = values(s, N, rng)
     mod = module([Shape.array(s, (N,))],

@@ -1,4 +1,4 @@
-"""The f32 exp's degree-6 minimax polynomial (math_poly.EXP_F32): under one ulp of the exact
+"""The f32 exp's degree-6 minimax polynomial (math_coeffs.EXP_F32): under one ulp of the exact
 value (not only of the rounded one) over 3M inputs - all binades of results, dense near 0
 and at the edges of every reduction interval - and exact where it must be (exp(0) = 1,
 overflow to inf, the flush of results below the normal range)."""
@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 import xlapy
-from xlapy.backends.cpu import math_poly
+from xlapy.backends.cpu import math_coeffs
 
 TEXT = """
 func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
@@ -33,7 +33,7 @@ def test_within_one_ulp_of_exact() -> None:
     normal = np.isfinite(ref) & (ref >= np.finfo(np.float32).tiny)
     ulp = np.spacing(ref[normal]).astype(np.float64)
     assert np.max(np.abs(got[normal] - exact[normal]) / ulp) < 1.0
-    assert len(math_poly.EXP_F32) == 7 and math_poly.EXP_F32[:2] == (1.0, 1.0)
+    assert len(math_coeffs.EXP_F32) == 7 and math_coeffs.EXP_F32[:2] == (1.0, 1.0)
 
 
 def test_exact_points() -> None:

@@ -1,0 +1,133 @@
+"""The constants and fitted coefficients of math_poly.py's functions: range-reduction
+splits (ln 2, pi/2, 2/sqrt(pi) as sums of floats), the f32 tanh rational and exp minimax
+polynomial, and Chebyshev fits made once per process (float64 on Chebyshev nodes)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import numpy as np
+import scipy.special
+
+#: f32 tanh(x) = x P(x^2) / Q(x^2) on [0, 9.2]: a (4, 4) rational fit in float64 (linearized
+#: least squares with Lawson reweighting toward minimax of the relative error, 6000 nodes,
+#: long double reference; fit error 0.43 ulp), coefficients rounded to f32; at 9.2 the f32
+#: evaluation is above 1 (so clamped |x| >= 9.2 give 1 exactly). Exhaustively
+#: over [2^-20, 9.3] the f32 evaluation is within 5 ulp (the roundings of P, Q and the
+#: division near tanh = 1); XLA's own f32 tanh (Eigen's rational) measures 5 ulp as well.
+TANH_TOP32 = 9.2
+TANH_P32 = [1.0, 0.13368183374404907, 0.0034803450107574463, 2.035870056715794e-05,
+             1.300874874488045e-08]
+TANH_Q32 = [1.0, 0.46701493859291077, 0.025818966329097748, 0.00032607250614091754,
+             7.634753842467035e-07]
+ERF_TOP = {False: 4.0, True: 6.0}
+
+
+def ln2_parts(is64: bool) -> tuple[float, float]:
+    """ln 2 = hi + lo; fdlibm's split for f64 (hi has 32 significant bits, lo is ln 2 - hi to
+    full precision), a 12-bit hi for f32."""
+    if is64:
+        return (float.fromhex("0x1.62e42feep-1"), float.fromhex("0x1.a39ef35793c76p-33"))
+    return split(math.log(2.0), 12)
+
+
+@functools.cache
+def two_over_sqrt_pi(is64: bool) -> tuple[float, float]:
+    """2/sqrt(pi) = hi + lo, hi rounded to the type, lo the rest (50 digits of decimal)."""
+    import decimal
+
+    with decimal.localcontext() as ctx:
+        ctx.prec = 50
+        k = 2 / decimal.Decimal("3.14159265358979323846264338327950288419716939937510").sqrt()
+        hi = float(k) if is64 else float(np.float32(float(k)))
+        return hi, float(k - decimal.Decimal(hi))
+
+
+def split(v: float, bits: int) -> tuple[float, float]:
+    """v = hi + lo with hi holding `bits` significant bits (so n * hi is exact)."""
+    m, e = math.frexp(v)
+    hi = math.ldexp(math.floor(math.ldexp(m, bits)), e - bits)
+    return hi, v - hi
+
+
+@functools.cache
+def pio2_parts(n: int = 3) -> tuple[float, ...]:
+    """pi/2 as n doubles, all but the last of 30 significant bits (exact products with
+    |k| < 2^23), the last the rest rounded. f64 takes 4 (143 bits): doubles below 2^20 come
+    as close as ~2^-60 to a multiple of pi/2, where 3 parts (113 bits) left cos
+    11081.968085537996 (7055 pi/2 rounded) 6 ulp off."""
+    from fractions import Fraction
+
+    # pi/2 to 300 bits from a hard-coded hex expansion of pi.
+    pi_hex = "3.243F6A8885A308D313198A2E03707344A4093822299F31D0082EFA98EC4E6C89452821E638D"
+    whole, frac = pi_hex.split(".")
+    pi = Fraction(int(whole, 16)) + Fraction(int(frac, 16), 16 ** len(frac))
+    rest = pi / 2
+    parts: list[float] = []
+    for _ in range(n):
+        hi = float(rest)
+        m, e = math.frexp(hi)
+        hi = math.ldexp(math.floor(math.ldexp(m, 30)), e - 30) if len(parts) < n - 1 else hi
+        parts.append(hi)
+        rest -= Fraction(hi)
+    return tuple(parts)
+
+
+#: Below this every lane's n = round(x log2 e) is at most 127 (f32 exp's one-scale form).
+EXP_ONE_SCALE_MAX = 88.3
+
+#: f32 exp's e^r on |r| <= ln2/2: 1 + r + ... + c6 r^6, the minimax relative fit (Lawson's
+#: iteration on 4001 Chebyshev nodes, c0 = c1 = 1 fixed): 3.7e-9 (0.06 ulp) with the
+#: coefficients in f32, where the degree-7 Taylor series it replaces reached 5.3e-9 with
+#: one more fma per vector (softmax's exp pass: 17 vector ops, was 18).
+EXP_F32 = (1.0, 1.0, 0.4999999344379915, 0.16666520572392574, 0.041668388742391586,
+           0.00836872407311626, 0.0013814583854395367)
+
+
+def taylor_exp(n: int) -> list[float]:
+    return [1.0 / math.factorial(k) for k in range(n)]
+
+
+_FITS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float, float]] = {
+    # name: (function of the fit variable, lo, hi)
+    "tanh": (lambda z: _ratio(np.tanh, z), 0.0, 0.25),
+    "erfcx": (scipy.special.erfcx, 1.0, 6.0),
+}
+
+
+def _ratio(fn: Callable[[np.ndarray], np.ndarray], z: np.ndarray) -> np.ndarray:
+    """fn(x) / x at x = sqrt(z), with the limit fn'(0) = value at tiny x."""
+    x = np.sqrt(np.maximum(z, 1e-30))
+    if fn is np.tanh:
+        xl = x.astype(np.longdouble)
+        return (np.tanh(xl) / xl).astype(np.float64)  # type: ignore[no-any-return]
+    return fn(x) / x  # type: ignore[no-any-return]
+
+
+@functools.cache
+def fit(name: str, is64: bool) -> np.ndarray:
+    """Chebyshev coefficients for `name` on its interval, degree grown until the float64
+    relative error is below a quarter ulp of the target type (higher terms dropped)."""
+    fn, lo, hi = _FITS[name]
+    if name == "erfcx":
+        hi = ERF_TOP[is64]
+    target = (2.0 ** -53 if is64 else 2.0 ** -24) / 4
+    nodes = 400
+    theta = np.pi * (np.arange(nodes) + 0.5) / nodes
+    xs = np.cos(theta)
+    zs = lo + (xs + 1) * (hi - lo) / 2
+    ys = fn(zs)
+    if is64:  # f64 needs lstsq's handling of the reference noise (projection: 29 ulp tanh)
+        coeffs = np.polynomial.chebyshev.chebfit(xs, ys, 40)
+    else:
+        # f32: the discrete projection on the Chebyshev nodes (where the T_k are orthogonal)
+        # equals the least-squares fit; a matrix product, where lstsq took 150 ms on a cold
+        # first call.
+        coeffs = (2.0 / nodes) * (np.cos(np.outer(np.arange(41), theta)) @ ys)
+        coeffs[0] /= 2
+    # Keep the terms that matter at the target precision (the tail is reference noise).
+    keep = int(np.nonzero(np.abs(coeffs) > target * np.abs(coeffs[0]) / 8)[0][-1]) + 1
+    coeffs = coeffs[:max(keep, 2)]
+    return coeffs
