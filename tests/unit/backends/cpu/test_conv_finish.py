@@ -42,8 +42,9 @@ def _text(width: int) -> str:
     return POOLED.replace("xWx", f"x{width}x").replace("PW", str(width // 2))
 
 
-def _compile(width: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[Split]]:
-    text = _text(width)
+def spy_builds(monkeypatch: pytest.MonkeyPatch) -> list[Split]:
+    """The Splits the direct convolution builds from now on (the memory cache cleared, so
+    every compile builds)."""
     splits: list[Split] = []
     real = conv_general.build
 
@@ -53,7 +54,12 @@ def _compile(width: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[Spl
 
     monkeypatch.setattr(conv_general, "build", spy)
     cache.clear_memory()
-    return xlapy.compile(text, backend="cpu"), splits
+    return splits
+
+
+def _compile(width: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[Split]]:
+    splits = spy_builds(monkeypatch)
+    return xlapy.compile(_text(width), backend="cpu"), splits
 
 
 def _finish_functions(split: Split) -> list[str]:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.unit.backends.cpu.test_conv_finish import spy_builds
 from xlapy.backends.cpu import cache, conv_general, conv_kernel, target
 from xlapy.backends.cpu.conv_kernel import Split
 
@@ -181,15 +182,7 @@ def test_an_op_it_does_not_write_builds_through_llvmlite(monkeypatch: pytest.Mon
 def test_another_architecture_gets_the_portable_flush(monkeypatch: pytest.MonkeyPatch) -> None:
     """aarch64 (objects compiled, never run here): the finish is text with the fabs +
     compare flush (no vfpclass, no x86 FTZ multiply), the entry llvmlite's (its FPCR)."""
-    splits: list[Split] = []
-    real = conv_general.build
-
-    def spy(name: str, split: Split, threads: int = 1) -> Any:
-        splits.append(split)
-        return real(name, split, threads)
-
-    monkeypatch.setattr(conv_general, "build", spy)
-    cache.clear_memory()
+    splits = spy_builds(monkeypatch)
     prog = xlapy.compile(_program("f32", BODIES["arith"], "add"), backend="cpu",
                          options={"target": "aarch64"})
     assert not prog._exe.fallbacks() and len(splits) == 1
