@@ -44,14 +44,14 @@ from xlapy.types import ElementType as ET
 #: Fewest window elements per scatter position for the split (every thread scans all the
 #: positions; below this the scan outweighs the share of updates it saves).
 MIN_SPLIT_WINDOW = 8
-#: Update regions applied in explicit vectors along a contiguous window row: element-wise,
-#: lane by lane the scalar ops (the operand flush one multiply under FTZ, flush_ftz.py,
-#: instead of LLVM's vectorized and/and/compare/blend of the scalar flush).
 #: Positions listed per block by a split one-row scatter before applying them (compacted).
 SELECT_BLOCK = 256
 #: The listed position whose updates are prefetched, and at most how many bytes of them.
 PREFETCH_AHEAD = 8
 PREFETCH_BYTES = 512
+#: Update regions applied in explicit vectors along a contiguous window row: element-wise,
+#: lane by lane the scalar ops (the operand flush one multiply under FTZ, flush_ftz.py,
+#: instead of LLVM's vectorized and/and/compare/blend of the scalar flush).
 VECTOR_KINDS = frozenset({"add", "multiply", "subtract", "maximum", "minimum"})
 
 
