@@ -20,6 +20,7 @@ from llvmlite import ir
 
 from xlapy import denormal
 from xlapy.backends.cpu import target
+from xlapy.backends.cpu.llvm_util import intrinsic
 from xlapy.backends.cpu.rtlib import _BFloat  # llvmlite has no bfloat type; rtlib's
 
 _F32 = ir.FloatType()
@@ -49,12 +50,8 @@ def bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     x = b.insert_element(ir.Constant(ir.VectorType(_F32, 8), None), v, ir.IntType(32)(0)) \
         if scalar else v
     n = x.type.count
-    out_t = ir.VectorType(_BFloat(), n)
-    name = _INTRINSICS[n]
-    fn = b.module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(b.module, ir.FunctionType(out_t, [x.type]), name=name)
-    h = b.bitcast(b.call(fn, [x]), ir.VectorType(_I16, n))
+    h = b.bitcast(intrinsic(b, _INTRINSICS[n], ir.VectorType(_BFloat(), n), [x]),
+                  ir.VectorType(_I16, n))
     return b.extract_element(h, ir.IntType(32)(0)) if scalar else h
 
 
