@@ -67,7 +67,6 @@ from xlapy.backends.cpu.llvm_util import (
 from xlapy.phases import phase
 
 I8P = ir.IntType(8).as_pointer()
-I1 = ir.IntType(1)
 #: Hot functions one nest (and its chained source) may call: a full and a remainder block
 #: for each (room to spare).
 MAX_BLOCKS = 8
@@ -204,28 +203,22 @@ class _Blocks:
         self.table_name = f"{name}.blocks"
 
     def block(self, t: ir.Type, nest: Nest, pp: int) -> int:
-        """The table slot of the block of `pp` pixels."""
-        key = ("block", str(t), nest.taps, nest.ks[-1], nest.ci, nest.apad, nest.lanes,
-               nest.v, pp, nest.strides[-1] * nest.cx, nest.rhs_dil[-1] * nest.cx, nest.xvec)
-        return self._slot(key, lambda fname: self._block(fname, t, nest, pp))
-
-    def _block(self, fname: str, t: ir.Type, nest: Nest, pp: int) -> None:
-        """The block function, as text; a float one's intrinsic declared in `hot`."""
-        if t in (F32, F64):
-            vt = ir.VectorType(t, nest.lanes)
-            name = fmuladd(t, nest.lanes)
-            if name not in self.hot.globals:
-                ir.Function(self.hot, ir.FunctionType(vt, [vt, vt, vt]), name=name)
-        self.defs.append(block_text(fname, t, nest, pp))
-
-    def _slot(self, key: tuple[object, ...], make: Callable[[str], None]) -> int:
+        """The table slot of the block of `pp` pixels, its function written as text on
+        first use (a float one's intrinsic declared in `hot`)."""
+        key = (str(t), nest.taps, nest.ks[-1], nest.ci, nest.apad, nest.lanes, nest.v, pp,
+               nest.strides[-1] * nest.cx, nest.rhs_dil[-1] * nest.cx, nest.xvec)
         k = self._keys.get(key)
         if k is None:
             k = self._keys[key] = len(self.names)
             assert k < MAX_BLOCKS, "more hot functions than the table holds"
             fname = f"{self.hot.name}.f{k}"
             self.names.append(fname)
-            make(fname)
+            if t in (F32, F64):
+                vt = ir.VectorType(t, nest.lanes)
+                name = fmuladd(t, nest.lanes)
+                if name not in self.hot.globals:
+                    ir.Function(self.hot, ir.FunctionType(vt, [vt, vt, vt]), name=name)
+            self.defs.append(block_text(fname, t, nest, pp))
         return k
 
     def define_table(self) -> None:
@@ -270,7 +263,7 @@ def _finish_fn(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
     lanes, v = nest.lanes, nest.v
     vt = ir.VectorType(t, lanes)
     vp = vt.as_pointer()
-    align = 8 if t == F64 else 4 if t == F32 else t.width // 8
+    align = nbytes(t)
     opix = nest.g * nest.apad
 
     def at_out(off: ir.Value) -> ir.Value:
@@ -338,13 +331,6 @@ class _Cell:
                 one, ir.Constant(mt, None), ir.Constant(ir.VectorType(ir.IntType(32), vt.count),
                                                         None))
         return got
-
-
-def _block_type(t: ir.Type, lanes: int) -> ir.FunctionType:
-    """`block(base, w, xb, xv, wb, rowoff, spill, n)` (see _block_fn)."""
-    tp = t.as_pointer()
-    return ir.FunctionType(VOID, [tp, tp, I64, I64, I64, I64.as_pointer(),
-                                  ir.VectorType(t, lanes).as_pointer(), I64])
 
 
 def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None,

@@ -34,16 +34,16 @@ def nbytes(t: ir.Type) -> int:
     return 8 if t == F64 else 4 if t == F32 else t.width // 8
 
 
-def signature(name: str, t: ir.Type, internal: bool = True) -> str:
+def signature(name: str, t: ir.Type) -> str:
     """The `define` line of a rows function (conv_kernel._signature's type)."""
     tp = f"{t}*"
-    link = "internal " if internal else ""
-    return (f'define {link}void @"{name}"({tp} noalias %x, {tp} noalias %w, '
+    return (f'define internal void @"{name}"({tp} noalias %x, {tp} noalias %w, '
             f"{tp} noalias %out, i64 %begin, i64 %end, i8* %scratch, i8** %extra)")
 
 
 def block_type(t: ir.Type, lanes: int) -> str:
-    """conv_kernel._block_type as text."""
+    """The hot block functions' type: `block(base, w, xb, xv, wb, rowoff, spill, n)`
+    (conv_block_text.py)."""
     return f"void ({t}*, {t}*, i64, i64, i64, i64*, <{lanes} x {t}>*, i64)"
 
 
