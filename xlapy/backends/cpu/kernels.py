@@ -344,7 +344,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         if op == "exponential" and et in (ET.F32, ET.F64) and \
                 ops[0].shape.element_type == et and exp_range.at_most_zero(ops[0]):
             x = flush_ftz.operand(b, self.gen(ops[0], idx), op, ew.flush)  # (as ew.emit)
-            return Math(b, x.type).exp(ew.flush(b, x), nonpos=True)  # (softmax's x - max)
+            return Math(b, x.type).exp(x, nonpos=True)  # (softmax's x - max)
         t = ops[0].shape.element_type
         if op == "divide" and t in (ET.F32, ET.F64):  # by a value fixed per row: a product
             n, d = self.gen(ops[0], idx), self.gen(ops[1], idx)
