@@ -14,17 +14,9 @@ import pytest
 
 import xlapy
 from tests.unit.backends.cpu.test_batch_chain import PLAIN, _text
-from xlapy.backends.cpu import cache, recycle
+from xlapy.backends.cpu import cache
 
 BF = ml_dtypes.bfloat16
-
-
-@pytest.fixture(autouse=True)
-def _recycled_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These outputs are small: recycle them as a big one is (recycle.MIN_BYTES), so a call
-    finds its output where the last left it and reuses the descriptors (a fresh output each
-    call changes their key, and every call built new ones: the restore went untested)."""
-    monkeypatch.setattr(recycle, "MIN_BYTES", 0)
 
 
 def _compile(text: str, threads: int, options: dict[str, object]) -> xlapy.CompiledProgram:
