@@ -224,14 +224,11 @@ def finish_text(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
     an op or type is not one this module writes (module docstring)."""
     if t not in (F32, F64) or getattr(flush_ftz._state, "on", False):
         return None
-    exprs: list[Expr] = []
-    for fn in (epilogue, pool.post if pool is not None else None):
-        if fn is None:
-            continue
-        e = expr_of(fn)
-        if e is None or not _ops_ok(e.expr, t):
-            return None
-        exprs.append(e)
+    fns = (epilogue, pool.post if pool is not None else None)
+    exprs = [expr_of(fn) if fn is not None else None for fn in fns]
+    if any(fn is not None and (e is None or not _ops_ok(e.expr, t))
+           for fn, e in zip(fns, exprs)):
+        return None
     parts = _pool_parts(pool) if pool is not None else None
     if pool is not None and parts is None:
         return None
@@ -241,8 +238,7 @@ def finish_text(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
     f = FunctionText(f'define internal void @"{name}"({tp} noalias %out, {vt}* noalias %spill, '
                      f"i8** %extra, i64 %ob, i64 %fo, i64 %pix0, i64 %pr, i64 %dy, i64 %npix)")
     vec = _Vectors(f, mod, t, lanes)
-    epi = _ExprText(expr_of(epilogue), vec) if epilogue is not None else None  # type: ignore[arg-type]
-    post = _ExprText(expr_of(pool.post), vec) if pool is not None and pool.post else None  # type: ignore[arg-type]
+    epi, post = (_ExprText(e, vec) if e is not None else None for e in exprs)
     align = 8 if t == F64 else 4
     opix = nest.g * nest.apad
 
