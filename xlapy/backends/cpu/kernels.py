@@ -346,14 +346,15 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             x = flush_ftz.operand(b, self.gen(ops[0], idx), op, ew.flush)  # (as ew.emit)
             return Math(b, x.type).exp(x, nonpos=True)  # (softmax's x - max)
         t = ops[0].shape.element_type
+        args = [self.gen(o, idx) for o in ops]
         if op == "divide" and t in (ET.F32, ET.F64):  # by a value fixed per row: a product
-            n, d = self.gen(ops[0], idx), self.gen(ops[1], idx)
+            n, d = args
             phase = self.hoisted_phase(d)
             nonneg = ops[0].opcode == "exponential"
             if row_divide.applies(n, d, phase is not None, nonneg):
                 return row_divide.emit(b, n, d, lambda k, f: self.at_phase(phase, k, f),
                                        nonneg=nonneg)
-        return ew.emit(b, op, self._unify([self.gen(o, idx) for o in ops]), t, et)
+        return ew.emit(b, op, self._unify(args), t, et)
 
     def _affine(self, v: ir.Value, start: int, stride: int) -> ir.Value:
         b = self.b
