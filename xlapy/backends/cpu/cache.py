@@ -23,8 +23,9 @@ from typing import Any
 
 import llvmlite
 
-from xlapy.backends.cpu import target
+from xlapy.backends.cpu import llvm_util, target
 from xlapy.backends.cpu.llvm_util import OPT_LEVEL, Engine
+from xlapy.phases import phase
 
 #: Bump when code generation or the entry format changes in a way the IR text would not show
 #: (6: entries carry a header; older xlapy builds, which read format-5 keys as bare objects,
@@ -376,3 +377,25 @@ def engine(mod: Any, mode: str, vectorize: bool = True, light: bool = False, *,
     if obj is None:
         put(k, eng.object)
     return eng
+
+
+def o0_engine(text: str, mode: str, *, exports: Sequence[str]) -> Engine:
+    """As `engine`, for a module optimized by the light pipeline without loop vectorization
+    and emitted by LLVM's -O0 code generator (llvm_util.o0_machine: the AMX tile kernels,
+    whose time is in the tile instructions, which no register allocator changes). An object
+    from the cache that fails to load is recompiled (light, -O3) by Engine."""
+    k = key(text, mode)
+    obj = get(k)
+    if obj is not None:
+        return Engine(text, obj=obj, vectorize=False, light=True, exports=exports)
+    t = target.current()
+    tm = llvm_util.o0_machine(t)
+    with llvm_util._LOCK:
+        ref = llvm_util.verify(text)
+        ref.triple = t.triple
+        ref.data_layout = str(tm.target_data)
+        llvm_util.optimize(ref, tm, vectorize=False, light=True)
+        with phase("llvm codegen"):
+            obj = tm.emit_object(ref)
+    put(k, obj)
+    return Engine(compiled=(obj, ref), exports=exports)

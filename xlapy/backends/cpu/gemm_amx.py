@@ -63,7 +63,6 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once
-from xlapy.phases import phase
 
 #: Rows and columns of the C block per tile step (2 x 2 tiles of 16 x 16 s32).
 BM, BN = 32, 32
@@ -327,24 +326,9 @@ def _emit_copy_partial(b: ir.IRBuilder, cs: ir.Value, pc: ir.Value, ldc: ir.Valu
 def _compiled(signed: bool, key: str) -> tuple[Engine, int]:
     """The kernel module, once per process and target: from the disk cache (cache.py, keyed
     by its IR text as every kernel) or compiled here at -O0."""
-    t = target.current()
     mod = new_module("xlapy_amx_igemm8")
     _emit_kernel(mod, signed)
-    text = llvm_util.module_text(mod)
-    ck = cache.key(text, "amx-O0")
-    obj = cache.get(ck)
-    if obj is not None:  # an object that fails to load is recompiled (light, -O3) by Engine
-        eng = Engine(text, obj=obj, vectorize=False, light=True, exports=["amx_igemm8"])
-        return eng, eng.address("amx_igemm8")
-    with llvm_util._LOCK:
-        ctm = llvm_util._codegen_machine(t)
-        ref = llvm_util.verify(text)
-        ref.data_layout = str(ctm.target_data)
-        llvm_util.optimize(ref, ctm, vectorize=False, light=True)
-        with phase("llvm codegen"):
-            obj = llvm_util.o0_machine(t).emit_object(ref)
-    eng = Engine(compiled=(obj, ref), exports=["amx_igemm8"])
-    cache.put(ck, obj)
+    eng = cache.o0_engine(llvm_util.module_text(mod), "amx-O0", exports=["amx_igemm8"])
     return eng, eng.address("amx_igemm8")
 
 

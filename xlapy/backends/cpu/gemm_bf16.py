@@ -38,7 +38,6 @@ import ctypes
 import threading
 from collections.abc import Callable
 
-import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
@@ -57,7 +56,6 @@ from xlapy.backends.cpu.llvm_util import (
 )
 from xlapy.backends.cpu.once import once
 from xlapy.ir import Instruction
-from xlapy.phases import phase
 from xlapy.types import ElementType as ET
 
 #: Rows and columns of the C block per step (2 x 2 tiles of 16 x 16 f32).
@@ -289,18 +287,6 @@ _NAMES = {(tr, h): f"amx_bf16_{'nt' if tr else 'nn'}_{'bf16' if h else 'f32'}"
           for tr in (False, True) for h in (False, True)}
 
 
-def _object(text: str) -> tuple[bytes, llvm.ModuleRef]:
-    """The module optimized as every kernel is (light pipeline), emitted at -O0."""
-    tm = llvm_util.o0_machine(target.current())
-    with llvm_util._LOCK:
-        ref = llvm_util.verify(text)
-        ref.triple = target.current().triple
-        ref.data_layout = str(tm.target_data)
-        llvm_util.optimize(ref, tm, False, True)
-        with phase("llvm codegen"):
-            return tm.emit_object(ref), ref
-
-
 @once
 def _compiled(key: str, transposed: bool, bf16_out: bool) -> tuple[Engine, int]:
     """One of the four kernels (B as [k, n] or transposed; f32 or bf16 C), per target and
@@ -311,15 +297,8 @@ def _compiled(key: str, transposed: bool, bf16_out: bool) -> tuple[Engine, int]:
     mod = new_module(f"xlapy_{name}")
     _emit_kernel(mod, name, transposed, bf16_out)
     _emit_blas_wrapper(mod, mod.globals[name], f"{name}_blas", bf16_out)
-    text = llvm_util.module_text(mod)
-    ck = cache.key(text, "amx-bf16-O0")
-    exports = [name, f"{name}_blas"]
-    obj = cache.get(ck)
-    if obj is not None:  # an object that fails to load is recompiled (light) by Engine
-        eng = Engine(text, obj=obj, vectorize=False, light=True, exports=exports)
-    else:
-        eng = Engine(compiled=_object(text), exports=exports)
-        cache.put(ck, eng.object)
+    eng = cache.o0_engine(llvm_util.module_text(mod), "amx-bf16-O0",
+                          exports=[name, f"{name}_blas"])
     return eng, eng.address(name)
 
 
