@@ -219,9 +219,13 @@ class Math:
         +0, and p 2^-127 < 2^-126 flushes to that anyway (FTZ); n = 128 (x above ~88.38,
         finite results up to 88.72) takes ldexp, for the whole vector: the same bits."""
         b = self.b
+
+        def one_multiply() -> ir.Value:  # p * (t's bits shifted into the exponent field)
+            return b.fmul(p, b.bitcast(b.shl(b.bitcast(t, self.ity), self.ic(self.mant)),
+                                       self.t))
+
         if nonpos:  # no lane above 0: the fast scale only
-            s = b.bitcast(b.shl(b.bitcast(t, self.ity), self.ic(self.mant)), self.t)
-            return b.fmul(p, s)
+            return one_multiply()
         big = b.fcmp_ordered(">", xc, self.c(EXP_ONE_SCALE_MAX))
         w = self.t.count
         anybig = intrinsic(b, f"llvm.vector.reduce.or.v{w}i1", ir.IntType(1), [big])
@@ -230,8 +234,7 @@ class Math:
                 q_slow = self.ldexp(p, b.sub(b.bitcast(t, self.ity), self.ic(magic_bits)))
                 slow_end = b.block
             with fast:
-                s = b.bitcast(b.shl(b.bitcast(t, self.ity), self.ic(self.mant)), self.t)
-                q_fast = b.fmul(p, s)
+                q_fast = one_multiply()
                 fast_end = b.block
         q = b.phi(self.t)
         q.add_incoming(q_slow, slow_end)
