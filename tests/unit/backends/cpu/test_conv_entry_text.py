@@ -4,13 +4,12 @@ bits in the `ftz` and `ieee` denormal modes, MXCSR as it was after the call."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import cache, conv_chain, conv_general, conv_kernel
+from tests.unit.backends.cpu.test_conv_finish import spy_builds
+from xlapy.backends.cpu import conv_chain, conv_general, conv_kernel
 from xlapy.backends.cpu.conv_entry_text import _i32
 from xlapy.backends.cpu.conv_kernel import Split
 
@@ -45,20 +44,10 @@ func.func @main(%x: tensor<2x8x8x8xf32>, %w1: tensor<3x3x8x16xf32>, %b1: tensor<
 
 def _run(monkeypatch: pytest.MonkeyPatch, as_text: bool, mode: str,
          args: list[np.ndarray]) -> tuple[np.ndarray, list[Split]]:
-    splits: list[Split] = []
-
-    def spy(real: Any) -> Any:
-        def build(name: str, split: Split, threads: int = 1) -> Any:
-            splits.append(split)
-            return real(name, split, threads)
-        return build
-
     with monkeypatch.context() as m:
-        m.setattr(conv_general, "build", spy(conv_general.build))
-        m.setattr(conv_chain, "build", spy(conv_chain.build))
+        splits = spy_builds(m, conv_general, conv_chain)
         if not as_text:
             m.setattr(conv_kernel, "entry_text", lambda *a: None)
-        cache.clear_memory()
         prog = xlapy.compile(CNN, backend="cpu", options={"denormal": mode})
         assert not prog._exe.fallbacks()
         return np.asarray(prog(*args)), splits

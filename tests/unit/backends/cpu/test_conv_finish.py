@@ -42,17 +42,19 @@ def _text(width: int) -> str:
     return POOLED.replace("xWx", f"x{width}x").replace("PW", str(width // 2))
 
 
-def spy_builds(monkeypatch: pytest.MonkeyPatch) -> list[Split]:
-    """The Splits the direct convolution builds from now on (the memory cache cleared, so
-    every compile builds)."""
+def spy_builds(monkeypatch: pytest.MonkeyPatch, *modules: Any) -> list[Split]:
+    """The Splits the direct convolution (conv_general, or each of `modules`: their `build`)
+    builds from now on (the memory cache cleared, so every compile builds)."""
     splits: list[Split] = []
-    real = conv_general.build
 
-    def spy(name: str, split: Split, threads: int = 1) -> Any:
-        splits.append(split)
-        return real(name, split, threads)
+    def spy(real: Any) -> Any:
+        def build(name: str, split: Split, threads: int = 1) -> Any:
+            splits.append(split)
+            return real(name, split, threads)
+        return build
 
-    monkeypatch.setattr(conv_general, "build", spy)
+    for mod in modules or (conv_general,):
+        monkeypatch.setattr(mod, "build", spy(mod.build))
     cache.clear_memory()
     return splits
 

@@ -5,14 +5,12 @@ it does not write (a compare / select) still builds through llvmlite."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
 import xlapy
 from tests.unit.backends.cpu.test_conv_finish import spy_builds
-from xlapy.backends.cpu import cache, conv_general, conv_kernel, target
+from xlapy.backends.cpu import conv_kernel, target
 from xlapy.backends.cpu.conv_kernel import Split
 
 CONV = """
@@ -98,18 +96,10 @@ def _args(t: str) -> list[np.ndarray]:
 
 def _run(text: str, args: list[np.ndarray], monkeypatch: pytest.MonkeyPatch,
          as_text: bool, mode: str = "ftz") -> tuple[np.ndarray, list[Split]]:
-    splits: list[Split] = []
-    real = conv_general.build
-
-    def spy(name: str, split: Split, threads: int = 1) -> Any:
-        splits.append(split)
-        return real(name, split, threads)
-
     with monkeypatch.context() as m:
-        m.setattr(conv_general, "build", spy)
+        splits = spy_builds(m)
         if not as_text:
             m.setattr(conv_kernel, "finish_text", lambda *a: None)
-        cache.clear_memory()
         prog = xlapy.compile(text, backend="cpu", options={"denormal": mode})
         assert not prog._exe.fallbacks()
         return np.asarray(prog(*args)), splits
