@@ -327,12 +327,19 @@ def _rem(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     return b.select(zero, x, b.urem(x, safe))
 
 
+def constant_lanes(c: ir.Value) -> list[Any] | None:
+    """The Python values of constant `c`'s lanes (one for a scalar); None where `c` is no
+    constant or has no values (zeroinitializer, undef)."""
+    if not isinstance(c, ir.Constant) or c.constant is None or c.constant is ir.Undefined:
+        return None
+    vs = c.constant if isinstance(c.type, ir.VectorType) else [c.constant]
+    return [e.constant if isinstance(e, ir.Constant) else e for e in vs]
+
+
 def _all_lanes(c: ir.Value, v: float) -> bool:
     """`c` is a constant holding `v` in every lane."""
-    if not isinstance(c, ir.Constant) or c.constant is None or c.constant is ir.Undefined:
-        return False
-    vs = c.constant if isinstance(c.type, ir.VectorType) else [c.constant]
-    return all((e.constant if isinstance(e, ir.Constant) else e) == v for e in vs)
+    vs = constant_lanes(c)
+    return vs is not None and all(e == v for e in vs)
 
 
 def _maxmin(is_max: bool) -> Emit:

@@ -79,18 +79,13 @@ def scaled_by_small(opcode: str, args: list[ir.Value], k: int) -> bool:
     (a NaN quieted by the multiply either way). |c| = 1 is left out: LLVM folds x * 1.0 to
     x, denormal and all. Attention's x * (1/sqrt(d)) before its row max and exp: one vmulps
     per vector fewer in each pass."""
+    from xlapy.backends.cpu.elementwise import constant_lanes
+
     if opcode != "multiply" or len(args) != 2 or not getattr(_state, "on", False) \
             or not denormal.flushing():
         return False
-    c = args[1 - k]
-    if not isinstance(c, ir.Constant) or c.constant is None or c.constant is ir.Undefined:
-        return False
-    vs = c.constant if isinstance(c.type, ir.VectorType) else [c.constant]
-    for v in vs:
-        v = v.constant if isinstance(v, ir.Constant) else v
-        if not isinstance(v, float) or not 0.0 < abs(v) < 1.0:
-            return False
-    return True
+    vs = constant_lanes(args[1 - k])
+    return vs is not None and all(isinstance(v, float) and 0.0 < abs(v) < 1.0 for v in vs)
 
 
 __all__ = ["QUIETING", "applies", "operand", "in_kernel", "scaled_by_small"]
