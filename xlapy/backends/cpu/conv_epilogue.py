@@ -141,11 +141,8 @@ class PoolPlan:
         def fold(b: ir.IRBuilder, acc: ir.Value, v: ir.Value) -> ir.Value:
             return ew.emit(b, self.op, [acc, v], et, et)
 
-        # What conv_finish_text.py writes the same fold and init from.
-        fold.xlapy_op = self.op  # type: ignore[attr-defined]
-        init.xlapy_value = (self.init, et)  # type: ignore[attr-defined]
         return Pool(self.kh, self.kw, dims[1], dims[2], init, fold,
-                    self.post.emit if self.post is not None else None)
+                    self.post.emit if self.post is not None else None, (self.op, self.init, et))
 
 
 @dataclass

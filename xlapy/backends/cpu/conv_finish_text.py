@@ -209,15 +209,6 @@ def _leaves(n: Node) -> set[int]:
     return set().union(*(_leaves(a) for a in n.args)) if n.args else set()
 
 
-def _pool_parts(pool: Pool) -> tuple[str, Any, Any] | None:
-    """(fold opcode, init value, its element type) of a Pool made by PoolPlan.spec."""
-    op = getattr(pool.fold, "xlapy_op", None)
-    init = getattr(pool.init, "xlapy_value", None)
-    if op not in OPS or init is None:
-        return None
-    return op, init[0], init[1]
-
-
 def finish_text(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
                 epilogue: Callable[..., Any] | None, pool: Pool | None) -> str | None:
     """The definition of conv_kernel._finish_fn's function `name` as text, or None when
@@ -229,8 +220,8 @@ def finish_text(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
     if any(fn is not None and (e is None or not _ops_ok(e.expr, t))
            for fn, e in zip(fns, exprs)):
         return None
-    parts = _pool_parts(pool) if pool is not None else None
-    if pool is not None and parts is None:
+    parts = pool.parts if pool is not None else None
+    if pool is not None and (parts is None or parts[0] not in OPS):
         return None
     lanes, v = nest.lanes, nest.v
     vt = f"<{lanes} x {t}>"

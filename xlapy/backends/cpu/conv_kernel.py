@@ -45,6 +45,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import gcd, prod
+from typing import Any
 
 from llvmlite import ir
 
@@ -92,6 +93,9 @@ class Pool:
     init: Callable[[ir.Type], ir.Value]                            # the init vector
     fold: Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]   # (acc, value) -> acc
     post: EpilogueEmit | None = None
+    #: (fold opcode, init value, its element type): what conv_finish_text.py writes the
+    #: same fold and init from (None: only through `init` and `fold`).
+    parts: tuple[str, Any, Any] | None = None
 
 
 @dataclass(frozen=True)
