@@ -11,6 +11,7 @@ import pytest
 
 import xlapy
 from xlapy.backends.cpu import cache, exp_range
+from xlapy.ir import Instruction
 from xlapy.stablehlo import parse_module
 
 
@@ -53,9 +54,8 @@ func.func public @main(%x: {x}, %y: {x}) -> {x} {{
 """
 
 
-def _arg_of_exp(text: str):  # type: ignore[no-untyped-def]
-    mod = parse_module(text)
-    comp = mod.entry if hasattr(mod, "entry") else mod.computations[-1]
+def _arg_of_exp(text: str) -> Instruction:
+    comp = parse_module(text).entry_computation()
     exps = [i for i in comp.instructions if i.opcode == "exponential"]
     assert len(exps) == 1
     return exps[0].operands[0]
