@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import cache, conv_general
+from xlapy.backends.cpu import cache, conv_general, conv_kernel
 from xlapy.backends.cpu.conv_kernel import Split
 
 POOLED = """
@@ -59,8 +59,11 @@ def spy_builds(monkeypatch: pytest.MonkeyPatch, *modules: Any) -> list[Split]:
     return splits
 
 
-def _compile(width: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[Split]]:
+def _compile(width: int, monkeypatch: pytest.MonkeyPatch, as_text: bool = True
+             ) -> tuple[Any, list[Split]]:
     splits = spy_builds(monkeypatch)
+    if not as_text:
+        monkeypatch.setattr(conv_kernel, "finish_text", lambda *a: None)
     return xlapy.compile(_text(width), backend="cpu"), splits
 
 
@@ -71,10 +74,13 @@ def _finish_functions(split: Split) -> list[str]:
                       re.M | re.S)
 
 
+@pytest.mark.parametrize("as_text", [True, False])
 @pytest.mark.parametrize("width", [9, 12])
-def test_pooled_epilogue(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    prog, splits = _compile(width, monkeypatch)
+def test_pooled_epilogue(width: int, as_text: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    prog, splits = _compile(width, monkeypatch, as_text)
     assert len(splits) == 1 and not prog._exe.fallbacks()
+    # which path wrote it: conv_finish_text, or llvmlite (conv_kernel._finish_fn)
+    assert any(f.name.endswith(".finish") for f in splits[0].cold.functions) != as_text
     (finish,) = _finish_functions(splits[0])
     # the bias pointer: one load from the table, in the entry block
     entry = re.split(r"\neq[0-9]*\.body:", finish)[0]
