@@ -43,6 +43,7 @@ class HoistEmitter:
     fn: ir.Function
     width: int
     _phases: list[_Phase | None]  # None: a barrier (code that runs conditionally)
+    _offsets: dict[Any, ir.Value]  # fixed_offset's sums, by (the phase's fixed keys, key)
 
     @contextlib.contextmanager
     def _phase(self, fixed: Sequence[Any]) -> Iterator[None]:
@@ -142,10 +143,9 @@ class HoistEmitter:
         # A later loop with the same fixed indices (a row's next pass) takes the offset
         # made before an earlier one: phases are opened in straight-line code (a row's
         # passes one after the other), so that block runs before this loop, every row.
-        made = self.__dict__.setdefault("_offsets", {})
-        v = made.get((phase.fixed, key))
+        v = self._offsets.get((phase.fixed, key))
         if v is None:
-            v = made[(phase.fixed, key)] = self.at_phase(phase, key, make)
+            v = self._offsets[(phase.fixed, key)] = self.at_phase(phase, key, make)
         return v, rest
 
     def hoisted_phase(self, v: ir.Value) -> _Phase | None:

@@ -181,6 +181,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self.ptrs: dict[int, ir.Value] = {}
         self.memo: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
         self._phases = []  # loop-invariant hoisting (hoist_emit.py)
+        self._offsets = {}
         self.ops = 0
         self.heavy = 0  # transcendental ops (each a long dependent chain)
         self.align = 1  # split points of [begin, end) must be multiples of this
