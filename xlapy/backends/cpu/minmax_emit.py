@@ -52,7 +52,8 @@ class MinMaxEmitter:
         b, w = self.b, self.width
         group = w * FAST_CHAINS
         vt = ir.VectorType(accp.type.pointee, w)
-        ident = splat(vt, float("-inf") if op == "maximum" else float("inf"))
+        start = float("-inf") if op == "maximum" else float("inf")  # the reducer's identity
+        ident = splat(vt, start)
         pred = ">" if op == "maximum" else "<"
 
         def pick(v: ir.Value, acc: ir.Value) -> ir.Value:  # one maxps / minps
@@ -88,9 +89,8 @@ class MinMaxEmitter:
             with slow:
                 exact()
             with fast:
-                ident = isinstance(init, ir.Constant) and \
-                    init.constant == (float("-inf") if op == "maximum" else float("inf"))
-                b.store(m1 if ident else self._combine(op, et, b.load(accp), m1, late=True),
+                first = isinstance(init, ir.Constant) and init.constant == start
+                b.store(m1 if first else self._combine(op, et, b.load(accp), m1, late=True),
                         accp)
 
 
