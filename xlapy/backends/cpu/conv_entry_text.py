@@ -42,9 +42,9 @@ def _init_ring(f: FunctionText, scratch: str, t: ir.Type, nest: Nest) -> None:
     tags = f.cast(scratch, "i8*", "i64*")
     base = f.cast(f.gep("i8", scratch, nest.tag_bytes()), "i8*", f"{ts}*")
     with f.loop(0, nest.taps, "tag") as k:
-        f.store("i64", -1, str(f.gep("i64", str(tags), k)))
+        f.store("i64", -1, f.gep("i64", tags, k))
     with f.loop(0, nest.row_len, "z") as k:
-        f.store(ts, "0.0", str(f.gep(ts, str(base), k)))
+        f.store(ts, "0.0", f.gep(ts, base, k))
 
 
 def entry_text(name: str, t: ir.Type, nest: Nest, source: Nest | None, flush: bool
@@ -76,7 +76,7 @@ def entry_text(name: str, t: ir.Type, nest: Nest, source: Nest | None, flush: bo
     if nest.rows:
         _init_ring(f, "%scratch", t, nest)
     if source is not None and source.rows:
-        _init_ring(f, str(f.gep("i8", "%scratch", nest.scratch_bytes(nbytes(t)))), t, source)
+        _init_ring(f, f.gep("i8", "%scratch", nest.scratch_bytes(nbytes(t))), t, source)
     f.do(f'call void @"{name}.rows"({args})')
     if flush:
         with f.if_then(need):

@@ -174,8 +174,8 @@ class _ExprText:
         et = str(v.vtype.element)
         for k in sorted(_leaves(e.expr)):
             slot = v.f.gep("i8*", "%extra", e.first + k)
-            ptr = v.f.load("i8*", str(slot))
-            self.base[k] = str(v.f.cast(ptr, "i8*", f"{et}*"))
+            ptr = v.f.load("i8*", slot)
+            self.base[k] = v.f.cast(ptr, "i8*", f"{et}*")
 
     def emit(self, val: str, feature: Value, at: Value) -> str:
         v, f = self.v, self.v.f
@@ -234,7 +234,7 @@ def finish_text(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
     opix = nest.g * nest.apad
 
     def at_out(off: Value) -> str:
-        return str(f.cast(f.gep(str(t), "%out", off), tp, f"{vt}*"))
+        return f.cast(f.gep(str(t), "%out", off), tp, f"{vt}*")
 
     count: Value = "%npix"
     if pool is not None:  # the pixels past the last whole window are not folded
@@ -253,7 +253,7 @@ def finish_text(mod: ir.Module, name: str, t: ir.Type, nest: Nest,
             masks: dict[str, str] = {}
         for j in range(v):
             fj = f.add("%fo", j * lanes)
-            val = f.load(vt, str(f.gep(vt, "%spill", f.add(f.mul(q, v), j))))
+            val = f.load(vt, f.gep(vt, "%spill", f.add(f.mul(q, v), j)))
             # The sums are the hot blocks' fmuladd results, computed under the FTZ the
             # nest's entry sets whenever it has an epilogue: never denormal, no flush (the
             # llvmlite path flushes them anyway; 3 of ~14 vector instructions a vector).

@@ -81,7 +81,7 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
         tname, n = table
         at = f.op(f'getelementptr [{n} x i64], [{n} x i64]* @"{tname}", i64 0, i64 {slot}')
         fp = f.cast(at, "i64*", f"{ty}**")
-        return f.load(f"{ty}*", str(fp))
+        return f.load(f"{ty}*", fp)
 
     # Blocks per hot call: the most that divide the row's whole blocks and whose sums fit
     # SPILL_BYTES (the spill stays in L1).
@@ -114,7 +114,7 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
         n = (hi - lo) * size
         if n <= 0:
             return
-        to = f.cast(f.gep(ts, str(dst), lo), tp, "i8*")
+        to = f.cast(f.gep(ts, dst, lo), tp, "i8*")
         if src is None:
             f.do(f'call void @"{MEMSET}"(i8* {to}, i8 0, i64 {n}, i1 0)')
         else:
@@ -134,9 +134,9 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
             fill(dst, x0 * cx, x1 * cx, src)
         else:  # the chained nest's output row src_row, written where this row's starts
             sfn, at, _ = source
-            ptr = [f.load("i8*", str(f.gep("i8*", "%extra", at + k))) for k in range(3)]
-            row0 = f.gep(ts, str(dst), lo * cx)  # (lo >= 0, the whole row: the plan checks)
-            dst_row = f.gep(ts, str(row0), f.mul(src_row, -width * cx))
+            ptr = [f.load("i8*", f.gep("i8*", "%extra", at + k)) for k in range(3)]
+            row0 = f.gep(ts, dst, lo * cx)  # (lo >= 0, the whole row: the plan checks)
+            dst_row = f.gep(ts, row0, f.mul(src_row, -width * cx))
             sx = f.cast(ptr[0], "i8*", tp)
             sw = f.cast(ptr[1], "i8*", tp)
             sextra = f.cast(ptr[2], "i8*", "i8**")
@@ -156,7 +156,7 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
                 koff: Value = 0
                 for d in range(s - 1):
                     koff = f.add(koff, f.mul(tap_pos(k, d), nest.rhs_dil[d] * xstr[d]))
-                f.store("i64", f.add(xrow, koff), str(f.gep("i64", rowoff, k)))
+                f.store("i64", f.add(xrow, koff), f.gep("i64", rowoff, k))
             return
         with f.loop(0, taps, "tr") as k:
             ok = "true"
@@ -178,14 +178,14 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
             yes, no, end = f.if_else(ok)
             f.label(yes)
             tag = f.gep("i64", tags, slot)
-            stale = f.icmp("ne", f.load("i64", str(tag)), lin)
+            stale = f.icmp("ne", f.load("i64", tag), lin)
             with f.if_then(stale):
                 copy_row(lin, slot)
-                f.store("i64", lin, str(tag))
-            f.store("i64", f.mul(f.add(slot, 1), nest.row_len), str(f.gep("i64", rowoff, k)))
+                f.store("i64", lin, tag)
+            f.store("i64", f.mul(f.add(slot, 1), nest.row_len), f.gep("i64", rowoff, k))
             f.do(f"br label %{end}")
             f.label(no)
-            f.store("i64", 0, str(f.gep("i64", rowoff, k)))
+            f.store("i64", 0, f.gep("i64", rowoff, k))
             f.do(f"br label %{end}")
             f.label(end)
 

@@ -76,7 +76,7 @@ class FunctionText:
     def icmp(self, pred: str, a: Value, b: Value) -> str:
         return self.op(f"icmp {pred} i64 {a}, {b}")
 
-    def gep(self, ty: str, ptr: str, index: Value) -> Value:
+    def gep(self, ty: str, ptr: str, index: Value) -> str:
         """&ptr[index] for a `ty*` pointer (ptr itself for index 0)."""
         if index == 0:
             return ptr
@@ -88,7 +88,7 @@ class FunctionText:
     def store(self, ty: str, value: Value, ptr: str) -> None:
         self.do(f"store {ty} {value}, {ty}* {ptr}")
 
-    def cast(self, ptr: Value, src: str, dst: str) -> Value:
+    def cast(self, ptr: str, src: str, dst: str) -> str:
         """bitcast of a pointer (nothing when the types agree)."""
         return ptr if src == dst else self.op(f"bitcast {src} {ptr} to {dst}")
 
