@@ -13,6 +13,7 @@ test, and its slow block, with AVX2/SSE).
 
 from __future__ import annotations
 
+from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Instruction
 
 #: Steps between the row maximum and the subtraction that keep "m[i] >= x[i]".
@@ -31,8 +32,6 @@ def _row_max_of(v: Instruction, x: Instruction, depth: int = 8) -> bool:
     """v (of x's leading dimensions, maybe with trailing 1s) is at every index at least the
     elements of x whose leading indices those are: a max-reduce of x over its trailing
     dimensions, moved by prefix broadcasts and trailing-1 reshapes, maxed with anything."""
-    from xlapy.backends.cpu.reduce_emit import reducer_op
-
     if depth <= 0:
         return False
     op = v.opcode
