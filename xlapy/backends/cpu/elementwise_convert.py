@@ -27,7 +27,7 @@ def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
         return x
     if t is ET.PRED:
         if ew._isfloat(x):
-            # bf16 -> pred compares the bits unflushed on XLA CPU; f16/f32/f64 ew.flush first.
+            # bf16 -> pred compares the bits unflushed on XLA CPU; f16/f32/f64 flush first.
             v = x if s is ET.BF16 else ew.flush(b, x)
             return b.fcmp_unordered("une", v, splat(x.type, 0.0))
         return b.icmp_unsigned("!=", x, splat(x.type, 0))
@@ -40,7 +40,7 @@ def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
         if s.is_integer:
             v = (b.sitofp if s.is_signed else b.uitofp)(x, f64 if t is ET.F64 else f32)
         elif (s, t) in ((ET.BF16, ET.F32), (ET.F32, ET.BF16)):
-            return ew.round_to(b, x, t)  # bit-level paths: no ew.flush (as the interpreter)
+            return ew.round_to(b, x, t)  # bit-level paths: no flush (as the interpreter)
         else:
             v = ew.flush(b, x)
             v = b.fpext(v, ct) if ct == f64 and v.type == f32 else \
