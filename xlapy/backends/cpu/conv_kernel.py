@@ -73,6 +73,8 @@ I8P = ir.IntType(8).as_pointer()
 MAX_BLOCKS = 8
 #: A declaration line of llvmlite's text (group 1: the function's name).
 _DECLARE = re.compile(r'^declare [^\n]*@"([^"]+)"\(.*\n', re.M)
+#: The name a definition line of the text defines.
+_DEFINE = re.compile(r'^define [^@\n]*@"([^"]+)"\(', re.M)
 #: (builder, value vector, feature offset in [G * apad], out element offset, extra pointers)
 #: -> the vector to store.
 EpilogueEmit = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value, ir.Value], ir.Value]
@@ -174,10 +176,10 @@ class Split:
     table: str
     #: Definitions `hot` holds as text (the register blocks, conv_block_text.py).
     hot_defs: list[str] = field(default_factory=list)
-    #: Definitions `cold` holds as text (the rows functions, conv_rows_text.py;
-    #: `cold` declares those its entry calls, and the text drops the declarations).
+    #: What `cold` holds as text (the rows, epilogue and entry functions, conv_*_text.py,
+    #: and the declarations they need; `cold` declares those its llvmlite entry calls,
+    #: which the text drops).
     cold_defs: list[str] = field(default_factory=list)
-    cold_rows: list[str] = field(default_factory=list)
 
     def hot_text(self) -> str:
         """The hot module's IR text (module_text: the functions' attributes)."""
@@ -187,10 +189,11 @@ class Split:
     def cold_text(self) -> str:
         """The cold module's IR text."""
         with phase("ir text"):
-            rows = set(self.cold_rows)
-            text = _DECLARE.sub(lambda m: "" if m.group(1) in rows else m.group(0),
+            defs = "\n".join(self.cold_defs)
+            defined = set(_DEFINE.findall(defs))
+            text = _DECLARE.sub(lambda m: "" if m.group(1) in defined else m.group(0),
                                 str(self.cold))
-            return module_text("\n".join([text, *self.cold_defs]))
+            return module_text("\n".join([text, defs]))
 
 
 class _Blocks:
@@ -357,8 +360,7 @@ def emit(name: str, t: ir.Type, nest: Nest, epilogue: EpilogueEmit | None = None
         defs += [*(DECLARES if flush else ()), entry]
     else:
         _entry(mod, name, t, nest, source, flush)
-    return Split(blocks.hot, mod, blocks.names, blocks.table_name, blocks.defs, defs,
-                 [f"{name}.rows"])
+    return Split(blocks.hot, mod, blocks.names, blocks.table_name, blocks.defs, defs)
 
 
 def _entry(mod: ir.Module, name: str, t: ir.Type, nest: Nest, source: Source | None,
