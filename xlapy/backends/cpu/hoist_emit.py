@@ -22,7 +22,7 @@ from typing import Any
 from llvmlite import ir
 
 from xlapy.backends.cpu.lanes import Lane, index_key
-from xlapy.backends.cpu.llvm_util import broadcast
+from xlapy.backends.cpu.llvm_util import broadcast, i64
 
 
 @dataclass
@@ -37,13 +37,14 @@ class _Phase:
 
 
 class HoistEmitter:
-    """Hoisting for KernelEmitter (which defines `b`, `fn`, `width` and `_gen`)."""
+    """Hoisting for KernelEmitter (which defines `b`, `fn`, `width`, `_gen` and `offset_sum`)."""
 
     b: ir.IRBuilder
     fn: ir.Function
     width: int
     _phases: list[_Phase | None]  # None: a barrier (code that runs conditionally)
     _offsets: dict[Any, ir.Value]  # fixed_offset's sums, by (the phase's fixed keys, key)
+    offset_sum: Callable[[Sequence[tuple[Any, int]], ir.Value], ir.Value]  # KernelEmitter's
 
     @contextlib.contextmanager
     def _phase(self, fixed: Sequence[Any]) -> Iterator[None]:
@@ -128,15 +129,8 @@ class HoistEmitter:
                  and index_key(v) in phase.fixed]
         if len(fixed) == len(terms) or not fixed or (len(fixed) == 1 and fixed[0][1] == 1):
             return None, terms
-        b = self.b
-
         def make() -> ir.Value:
-            off: ir.Value | None = None
-            for v, st in fixed:
-                t = v if st == 1 else b.mul(v, ir.Constant(v.type, st), flags=["nsw"])
-                off = t if off is None else b.add(off, t, flags=["nsw"])
-            assert off is not None
-            return off
+            return self.offset_sum(fixed, i64(0))
 
         key = ("offset", tuple((index_key(v), st) for v, st in fixed))
         rest = [(v, s) for v, s in terms if not any(v is f for f, _ in fixed)]

@@ -211,10 +211,13 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         return self.ptrs[slot]
 
     def linear(self, idx: Sequence[ir.Value], dims: Sequence[int]) -> ir.Value:
-        b = self.b
         terms = [(v, s) for v, s, n in zip(idx, _strides(dims), dims) if n != 1]
         fixed, terms = self.fixed_offset(terms)  # (hoist_emit: the row's part, once)
-        off: ir.Value = i64(0) if fixed is None else fixed
+        return self.offset_sum(terms, i64(0) if fixed is None else fixed)
+
+    def offset_sum(self, terms: Sequence[tuple[Any, int]], off: ir.Value) -> ir.Value:
+        """off + the sum of index * stride over `terms`."""
+        b = self.b
         for v, s in terms:
             if isinstance(v, Lane):
                 v = self._lane0(v)
