@@ -22,9 +22,9 @@ conv_chain.py). The CNN benchmark's whole program is then one loop nest.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from llvmlite import ir
@@ -37,6 +37,8 @@ from xlapy.types import ElementType as ET
 
 #: Op nodes one epilogue may hold (each is emitted once per register of a block).
 MAX_OPS = 16
+#: A value of the expression as Expr.walk's caller writes it.
+V = TypeVar("V")
 
 
 @dataclass
@@ -71,7 +73,6 @@ class Expr:
         """The root's vector for the source's vector `val` of the output features
         starting at `feature`, stored at element `at` of the source's shape."""
         vt = val.type
-        memo: dict[int, ir.Value] = {}
 
         def leaf(k: int) -> ir.Value:
             et = self.leaves[k][0].shape.element_type
@@ -82,7 +83,21 @@ class Expr:
             ld.align = 8 if et == ET.F64 else 4
             return ld
 
-        def gen(n: Node) -> ir.Value:
+        def const(n: Node) -> ir.Value:
+            c = ew.constant(n.value, n.instr.shape.element_type)  # type: ignore[union-attr]
+            return splat(ir.VectorType(c.type, vt.count), c)  # `splat (...)`: short text
+
+        return self.walk(val, leaf, const,
+                         lambda n, args: _op(b, n.instr, args))  # type: ignore[arg-type]
+
+    def walk(self, val: V, leaf: Callable[[int], V], const: Callable[[Node], V],
+             op: Callable[[Node, list[V]], V]) -> V:
+        """The expression's value, each node's computed once: `val` for the source, leaf(k)
+        for leaf k, const(node), op(node, its operands' values) (Expr.emit on llvmlite,
+        conv_finish_text.py as IR text)."""
+        memo: dict[int, V] = {}
+
+        def gen(n: Node) -> V:
             got = memo.get(id(n))
             if got is not None:
                 return got
@@ -91,10 +106,9 @@ class Expr:
             elif n.kind == "leaf":
                 v = leaf(n.value)
             elif n.kind == "const":
-                c = ew.constant(n.value, n.instr.shape.element_type)  # type: ignore[union-attr]
-                v = splat(ir.VectorType(c.type, vt.count), c)  # `splat (...)`: short text
+                v = const(n)
             else:
-                v = _op(b, n.instr, [gen(a) for a in n.args])  # type: ignore[arg-type]
+                v = op(n, [gen(a) for a in n.args])
             memo[id(n)] = v
             return v
 

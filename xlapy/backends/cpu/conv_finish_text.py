@@ -180,27 +180,16 @@ class _ExprText:
     def emit(self, val: str, feature: Value, at: Value) -> str:
         v, f = self.v, self.v.f
         et = str(v.vtype.element)
-        memo: dict[int, str] = {}
 
-        def gen(n: Node) -> str:
-            got = memo.get(id(n))
-            if got is not None:
-                return got
-            if n.kind == "conv":
-                r = val
-            elif n.kind == "leaf":
-                off = feature if self.e.leaves[n.value][1] == "channel" else at
-                p = f.cast(f.gep(et, self.base[n.value], off), f"{et}*", f"{v.vt}*")
-                r = f.op(f"load {v.vt}, {v.vt}* {p}, align {self.align}")
-            elif n.kind == "const":
-                r = v.const(n.value, n.instr.shape.element_type)  # type: ignore[union-attr]
-            else:
-                args = [gen(a) for a in n.args]
-                r = v.op(n.instr.opcode, *args)  # type: ignore[union-attr]
-            memo[id(n)] = r
-            return r
+        def leaf(k: int) -> str:
+            off = feature if self.e.leaves[k][1] == "channel" else at
+            p = f.cast(f.gep(et, self.base[k], off), f"{et}*", f"{v.vt}*")
+            return f.op(f"load {v.vt}, {v.vt}* {p}, align {self.align}")
 
-        return gen(self.e.expr)
+        return self.e.walk(
+            val, leaf,
+            lambda n: v.const(n.value, n.instr.shape.element_type),  # type: ignore[union-attr]
+            lambda n, args: v.op(n.instr.opcode, *args))  # type: ignore[union-attr]
 
 
 def _leaves(n: Node) -> set[int]:
