@@ -95,6 +95,11 @@ class Computation:
 
     def post_order(self) -> list[Instruction]:
         """Instructions with operands before users; unreachable side-effecting ones kept."""
+        in_order = self._in_order()
+        return in_order if in_order is not None else self._walk()
+
+    def _walk(self) -> list[Instruction]:
+        """post_order by a depth-first walk from every parameter, then every instruction."""
         seen: set[int] = set()
         order: list[Instruction] = []
 
@@ -118,6 +123,24 @@ class Computation:
         for instr in self.instructions:
             visit(instr)
         return order
+
+    def _in_order(self) -> list[Instruction] | None:
+        """post_order's result without its walk when the list already has every operand
+        before its users (as the importer builds it and passes leave it): then the walk
+        takes the parameters, then the rest in list order. None when some operand comes
+        later (or is not here): post_order walks. Passes ask for the order after every
+        change, and the walk was most of a cheap pass's time."""
+        params = self.parameters
+        seen = {id(p) for p in params}
+        rest: list[Instruction] = []
+        for instr in self.instructions:
+            for o in instr.operands:
+                if id(o) not in seen:
+                    return None
+            if id(instr) not in seen:  # (parameters are listed first, each instruction once)
+                rest.append(instr)
+                seen.add(id(instr))
+        return [*params, *rest] if params else rest
 
     def called_computations(self) -> list[Computation]:
         out: list[Computation] = []

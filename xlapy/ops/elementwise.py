@@ -22,7 +22,7 @@ import numpy as np
 
 from xlapy import denormal
 from xlapy.ops import libm
-from xlapy.ops.base import EvalContext, OpDef, Region, add_op, check
+from xlapy.ops.base import EvalContext, OpDef, Region, add_op, fail
 from xlapy.types import ElementType, Shape
 
 # ---- type classes ---------------------------------------------------------------------------
@@ -257,16 +257,21 @@ class ElementwiseOp(OpDef):
         self.__doc__ = doc or f"stablehlo.{name}: spec §{name}."
 
     def infer(self, operands: Sequence[Shape], attrs: Any, regions: Sequence[Region]) -> Shape:
+        # Messages are built only on failure: this runs for every element-wise op twice per
+        # compile (import, verify), and formatting them eagerly was most of its time.
         first = operands[0]
+        et, dims = first.element_type, first.dimensions
         for i, s in enumerate(operands):
-            check(s.is_array, f"{self.name}_c1", f"operand {i} is {s}, not a tensor")
-            check(s.element_type in self.types, f"{self.name}_c1",
-                  f"operand {i} has element type {s.element_type}; expected "
-                  f"{_describe(self.types)}")
-            check(s.dimensions == first.dimensions and s.element_type == first.element_type,
-                  f"{self.name}_c1", "operands must have the same shape and element type")
-        et = self.result_type(first.element_type) if self.result_type else first.element_type
-        return Shape.array(et, first.dimensions)
+            if not s.is_array:
+                fail(f"{self.name}_c1", f"operand {i} is {s}, not a tensor")
+            if s.element_type not in self.types:
+                fail(f"{self.name}_c1", f"operand {i} has element type {s.element_type}; "
+                                        f"expected {_describe(self.types)}")
+            if s.dimensions != dims or s.element_type is not et:
+                fail(f"{self.name}_c1", "operands must have the same shape and element type")
+        if self.result_type:
+            et = self.result_type(et)
+        return Shape.array(et, dims)
 
     def evaluate(self, operands: Sequence[Any], attrs: Any, result: Shape,
                  ctx: EvalContext) -> Any:

@@ -55,6 +55,8 @@ class CallInliner(ComputationPass):
         work = list(comp.instructions)
         while work:
             instr = work.pop()
+            if instr.opcode not in INLINED and instr.opcode != "map":
+                continue  # (before any walk: the ids below are taken per inlining, not per op)
             before = {id(i) for i in comp.instructions}
             if instr.opcode in INLINED:
                 new = inline_body(comp, instr.called[0], list(instr.operands))

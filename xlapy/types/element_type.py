@@ -70,10 +70,20 @@ class ElementType(enum.Enum):
     TOKEN = "token"
     TUPLE = "tuple"
 
+    # Identity hashing (members are singletons, equality is identity): Enum's own hashes the
+    # member's name in Python code, and element types are hashed and tested for kinds
+    # millions of times per compile (set membership in shape rules, dict keys).
+    __hash__ = object.__hash__
+
+    # Set on each member below the table (_INFO): plain attribute reads, no table lookup.
+    _info: _Info
+    _kind: Kind
+    _is_array: bool
+
     # ---- properties -------------------------------------------------------------------------
     @property
     def info(self) -> _Info:
-        return _INFO[self]
+        return self._info
 
     @property
     def hlo_name(self) -> str:
@@ -86,7 +96,7 @@ class ElementType(enum.Enum):
 
     @property
     def kind(self) -> Kind:
-        return self.info.kind
+        return self._kind
 
     @property
     def bits(self) -> int:
@@ -105,28 +115,28 @@ class ElementType(enum.Enum):
 
     @property
     def is_signed(self) -> bool:
-        return self.kind is Kind.SIGNED
+        return self._kind is Kind.SIGNED
 
     @property
     def is_unsigned(self) -> bool:
-        return self.kind is Kind.UNSIGNED
+        return self._kind is Kind.UNSIGNED
 
     @property
     def is_integer(self) -> bool:
         """Signed or unsigned integer (not pred)."""
-        return self.kind in (Kind.SIGNED, Kind.UNSIGNED)
+        return self._kind is Kind.SIGNED or self._kind is Kind.UNSIGNED
 
     @property
     def is_float(self) -> bool:
-        return self.kind is Kind.FLOAT
+        return self._kind is Kind.FLOAT
 
     @property
     def is_complex(self) -> bool:
-        return self.kind is Kind.COMPLEX
+        return self._kind is Kind.COMPLEX
 
     @property
     def is_array(self) -> bool:
-        return self.kind not in (Kind.TOKEN, Kind.TUPLE)
+        return self._is_array
 
     @property
     def component_type(self) -> ElementType:
@@ -185,6 +195,11 @@ _INFO: dict[ElementType, _Info] = {
     _E.TOKEN: _Info("token", "!stablehlo.token", Kind.TOKEN, 0, None),
     _E.TUPLE: _Info("tuple", "tuple", Kind.TUPLE, 0, None),
 }
+
+for _t, _i in _INFO.items():
+    _t._info, _t._kind = _i, _i.kind
+    _t._is_array = _i.kind not in (Kind.TOKEN, Kind.TUPLE)
+del _t, _i
 
 #: Every array element type, in a stable order.
 ARRAY_TYPES: tuple[ElementType, ...] = tuple(t for t in ElementType if t.is_array)
