@@ -19,10 +19,9 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 
-from xlapy.backends.cpu import cache, llvm_util, parallel_compile, target
+from xlapy.backends.cpu import cache, llvm_util, parallel_compile
 from xlapy.backends.cpu.conv_kernel import Split
 from xlapy.backends.cpu.llvm_util import Engine
-from xlapy.phases import phase
 
 
 def _hot(text: str, exports: list[str], cold: Callable[[], Engine], threads: int
@@ -47,21 +46,15 @@ def _hot(text: str, exports: list[str], cold: Callable[[], Engine], threads: int
 def _cold(text: str, exports: list[str]) -> Engine:
     """The cold module: no optimization pass (its text is already what the -O0 generator
     wants: SSA loops, no promotable allocas; the light pipeline was 0.3 ms of the CNN's
-    ~3), -O0 code generation."""
+    ~3), -O0 code generation on this thread without llvmlite's lock
+    (parallel_compile.compile_o0), so it overlaps the hot module's compile thread."""
     key = cache.key(text, "O0")
     obj = cache.get(key)
     if obj is not None:  # one that fails to load is recompiled (light, -O3) by Engine
         return Engine(text, obj=obj, light=True, exports=exports)
-    t = target.current()
-    with llvm_util._LOCK:
-        ctm = llvm_util._codegen_machine(t)
-        ref = llvm_util.verify(text)
-        ref.triple = t.triple
-        ref.data_layout = str(ctm.target_data)
-        with phase("llvm codegen"):
-            obj = llvm_util.o0_machine(t).emit_object(ref)
-    cache.put(key, obj)
-    return Engine(compiled=(obj, ref), exports=exports)
+    compiled = parallel_compile.compile_o0(llvm_util.module_text(text))
+    cache.put(key, compiled[0])
+    return Engine(compiled=compiled, exports=exports)
 
 
 def build(name: str, split: Split, threads: int = 1) -> tuple[int, tuple[Engine, Engine]]:

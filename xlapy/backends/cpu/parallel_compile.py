@@ -27,8 +27,9 @@ from llvmlite.binding import ffi
 from llvmlite.binding.module import ModuleRef
 
 from xlapy.backends.cpu import target
-from xlapy.backends.cpu.llvm_util import _init, pass_pipeline, target_machine
+from xlapy.backends.cpu.llvm_util import OPT_LEVEL, _init, pass_pipeline, target_machine
 from xlapy.backends.cpu.target import CpuTarget
+from xlapy.phases import phase
 
 #: Compile threads at most.
 MAX_THREADS = 4
@@ -117,12 +118,14 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL[1]
 
 
-def _machine(t: CpuTarget) -> llvm.TargetMachine:
-    """This thread's TargetMachine for `t` (one is never used by two threads at once)."""
-    machines: dict[CpuTarget, llvm.TargetMachine] = _LOCAL.__dict__.setdefault("tms", {})
-    if t not in machines:
-        machines[t] = target_machine(t)
-    return machines[t]
+def _machine(t: CpuTarget, opt: int = OPT_LEVEL) -> llvm.TargetMachine:
+    """This thread's TargetMachine for `t` at code generation level `opt` (one is never
+    used by two threads at once)."""
+    machines: dict[tuple[CpuTarget, int], llvm.TargetMachine] = \
+        _LOCAL.__dict__.setdefault("tms", {})
+    if (t, opt) not in machines:
+        machines[t, opt] = target_machine(t, opt=opt)
+    return machines[t, opt]
 
 
 def _unlocked(name: str) -> Any:
@@ -146,12 +149,21 @@ class _ModuleOwningContext(ModuleRef):
 
 
 def _parse_own_context(text: str) -> llvm.ModuleRef:
-    """`text` parsed into a fresh LLVMContext that the module owns (_ModuleOwningContext)."""
+    """`text` parsed into a fresh LLVMContext that the module owns (_ModuleOwningContext)
+    and verified, without llvmlite's lock (nothing else touches that context): a -O0
+    module's parse on the calling thread does not wait for, nor hold up, a compile thread."""
     ctx = llvm.create_context()
-    ref = llvm.parse_assembly(text, context=ctx)
+    with ffi.OutputString() as err:
+        ptr = _unlocked("LLVMPY_ParseAssembly")(ctx, ctypes.c_char_p(text.encode()), err)
+        if err:
+            raise RuntimeError(f"LLVM IR parsing error\n{err}")
+    ref = ModuleRef(ptr, ctx)
     ctx._owned = True  # its finalizer no longer disposes it: the module's does
     ref.__class__ = _ModuleOwningContext
     ref._own_context = ctx._ptr
+    with ffi.OutputString() as err:
+        if _unlocked("LLVMPY_VerifyModule")(ref, err):
+            raise RuntimeError(str(err))
     return ref
 
 
@@ -159,20 +171,43 @@ def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget
              ) -> tuple[bytes, llvm.ModuleRef]:
     tm = _machine(t)
     ref = _parse_own_context(text)
-    ref.verify()
     ref.triple = t.triple
     ref.data_layout = str(tm.target_data)
     mpm, pb = pass_pipeline(tm, vectorize, light)
     _unlocked("LLVMPY_RunNewModulePassManager")(mpm, ref, pb)
+    return _emit(tm, ref), ref
+
+
+def compile_o0(text: str) -> tuple[bytes, llvm.ModuleRef]:
+    """(object, parsed module) of `text` (module_text'ed) through no pass and LLVM's -O0
+    code generator for the current target, on the calling thread with this thread's -O0
+    TargetMachine and without llvmlite's lock: a convolution's cold module (conv_compile.py)
+    builds here while its hot one compiles on a compile thread. Under the lock the two took
+    turns (the hot thread waited 4-5 ms for the lock to read its object back). The object is
+    llvm_util.o0_machine's."""
+    t = target.current()
+    _init()
+    tm = _machine(t, 0)
+    with phase("llvm parse"):
+        ref = _parse_own_context(text)
+        ref.triple = t.triple
+        ref.data_layout = str(tm.target_data)
+    with phase("llvm codegen"):
+        return _emit(tm, ref), ref
+
+
+def _emit(tm: llvm.TargetMachine, ref: llvm.ModuleRef) -> bytes:
+    """`ref`'s object code from `tm`, without llvmlite's lock."""
     with ffi.OutputString() as err:
         buf = _unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, ref, 1, err)
         if not buf:
             raise RuntimeError(str(err))
     try:
-        return ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(buf),
-                                ffi.lib.LLVMPY_GetBufferSize(buf)), ref
+        return ctypes.string_at(_unlocked("LLVMPY_GetBufferStart")(buf),
+                                _unlocked("LLVMPY_GetBufferSize")(buf))
     finally:
-        ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
+        _unlocked("LLVMPY_DisposeMemoryBuffer")(buf)
 
 
-__all__ = ["MAX_THREADS", "MIN_INSTRUCTIONS", "chunks", "compile_all", "submit", "threads"]
+__all__ = ["MAX_THREADS", "MIN_INSTRUCTIONS", "chunks", "compile_all", "compile_o0", "submit",
+           "threads"]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import cache, conv_compile, llvm_util
+from xlapy.backends.cpu import cache, conv_compile, llvm_util, parallel_compile, target
 from xlapy.backends.cpu.conv_kernel import Nest, Source, Split, emit
 from xlapy.backends.cpu.llvm_util import F32
 
@@ -98,13 +98,13 @@ def test_objects_from_the_disk_cache(tmp_path: Path, monkeypatch: pytest.MonkeyP
     first = np.asarray(xlapy.compile(CONV, backend="cpu")(*args))
     cache.clear_memory()
     built: list[str] = []
-    real = llvm_util.o0_machine
+    real = parallel_compile.compile_o0
 
-    def spy(t):  # type: ignore[no-untyped-def]
+    def spy(text):  # type: ignore[no-untyped-def]
         built.append("cold")
-        return real(t)
+        return real(text)
 
-    monkeypatch.setattr(llvm_util, "o0_machine", spy)
+    monkeypatch.setattr(parallel_compile, "compile_o0", spy)
     again = xlapy.compile(CONV, backend="cpu")
     assert not built  # the cold object came from disk
     np.testing.assert_array_equal(np.asarray(again(*args)), first)
@@ -187,3 +187,23 @@ def test_cold_module_runs_no_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     want = np.asarray(xlapy.compile(CONV, backend="interpreter")(*args))
     np.testing.assert_allclose(np.asarray(cpu(*args)), want, rtol=1e-4, atol=1e-4)
     cache.clear_memory()
+
+
+def test_cold_object_is_the_o0_machines() -> None:
+    """The cold module built on the calling thread without llvmlite's lock
+    (parallel_compile.compile_o0, its own context and -O0 machine) is byte for byte the
+    object of the process's -O0 machine under the lock, and it compiles while a compile
+    thread builds the hot module."""
+    nest = _nest(10, 4)
+    split = emit("c_o0", F32, nest, source=Source(nest, None, 0))
+    text = llvm_util.module_text(split.cold_text())
+    t = target.current()
+    with llvm_util._LOCK:
+        ref = llvm_util.verify(text)
+        ref.triple = t.triple
+        ref.data_layout = str(llvm_util.o0_machine(t).target_data)
+        want = llvm_util.o0_machine(t).emit_object(ref)
+    job = parallel_compile.submit(split.hot_text(), True, True)
+    obj, cold = parallel_compile.compile_o0(text)
+    assert obj == want and not cold.get_function("c_o0").is_declaration
+    assert job.result()[0]
