@@ -160,6 +160,7 @@ class Computation:
             called = [map_called(c) if map_called else c for c in instr.called]
             copy = Instruction(instr.opcode, [mapping[id(o)] for o in instr.operands],
                                instr.shape, instr.attrs, called, instr.name, instr.meta)
+            copy.inferred = instr.inferred  # (the same shape objects: still what it says)
             mapping[id(instr)] = new.add(copy)
         if self.root is not None:
             new.root = mapping[id(self.root)]
@@ -184,6 +185,6 @@ def make_instruction(opcode: str, operands: Sequence[Instruction], attrs: Any = 
 
     attrs = NO_ATTRS if attrs is None else attrs
     shape = infer_shape(opcode, [o.shape for o in operands], attrs, called)
-    return Instruction(opcode, operands, shape, attrs, called, name)
+    return Instruction(opcode, operands, shape, attrs, called, name).mark_inferred()
 
 

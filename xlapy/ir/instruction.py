@@ -21,7 +21,7 @@ class Instruction:
     """
 
     __slots__ = ("opcode", "operands", "shape", "attrs", "called", "name", "parent", "users",
-                 "meta")
+                 "meta", "inferred")
 
     def __init__(self, opcode: str, operands: Sequence[Instruction], shape: Shape,
                  attrs: Any = NO_ATTRS, called: Sequence[Computation] = (), name: str = "",
@@ -35,6 +35,11 @@ class Instruction:
         self.parent: Computation | None = None
         self.users: list[Instruction] = []
         self.meta: dict[str, Any] = dict(meta or {})
+        #: What `shape` was inferred from, when shape inference made it (make_instruction,
+        #: the importer): (opcode, attrs, operand shapes, shape), the very objects. While
+        #: they are still the instruction's, inference would give `shape` again, and the
+        #: verifier skips it (`shape_is_inferred`). None: not known, verify infers.
+        self.inferred: tuple[str, Any, tuple[Shape, ...], Shape] | None = None
 
     def replace_operand(self, index: int, new: Instruction) -> None:
         old = self.operands[index]
@@ -55,6 +60,29 @@ class Instruction:
             user.replace_operand_with(self, new)
         if self.parent is not None and self.parent.root is self:
             self.parent.root = new
+
+    def mark_inferred(self) -> Instruction:
+        """Record that `shape` is what shape inference gives for the current opcode, attrs
+        and operand shapes (the caller just ran it); returns self."""
+        self.inferred = (self.opcode, self.attrs, tuple([o.shape for o in self.operands]),
+                         self.shape)
+        return self
+
+    def shape_is_inferred(self) -> bool:
+        """Is `shape` still what inference gave (mark_inferred), nothing it depends on since
+        replaced? Instructions that call computations never are (their regions' signatures
+        count too, and passes rewrite them)."""
+        st = self.inferred
+        if st is None or self.called:
+            return False
+        opcode, attrs, shapes, shape = st
+        if (shape is not self.shape or attrs is not self.attrs or opcode != self.opcode
+                or len(shapes) != len(self.operands)):
+            return False
+        for s, o in zip(shapes, self.operands):
+            if s is not o.shape:
+                return False
+        return True
 
     @property
     def parameter_number(self) -> int:

@@ -304,7 +304,7 @@ class Importer:
             attrs = build_attrs(opcode, op.attrs, node.attrs, [_as_static(t) for t in declared],
                                 [o.shape for o in operands])
         shape = infer_shape(opcode, [o.shape for o in operands], attrs, regions)
-        instr = self.add(opcode, operands, shape, attrs, regions, node)
+        instr = self.add(opcode, operands, shape, attrs, regions, node).mark_inferred()
         results = split_results(instr, node.num_results)
         if node.result_types is not None and declared:
             shapes = [r.shape for r in results] if node.num_results else []
