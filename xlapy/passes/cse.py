@@ -10,6 +10,7 @@ from typing import Any
 
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.pass_base import ComputationPass, op_has_side_effects
+from xlapy.types import Shape
 
 
 def cse_key(instr: Instruction) -> Any:
@@ -26,8 +27,15 @@ def cse_key(instr: Instruction) -> Any:
         hash(instr.attrs)
     except TypeError:
         return None
-    return (instr.opcode, str(instr.shape), tuple(id(o) for o in instr.operands), instr.attrs,
-            tuple(id(c) for c in instr.called))
+    return (instr.opcode, _shape_key(instr.shape), tuple([id(o) for o in instr.operands]),
+            instr.attrs, tuple([id(c) for c in instr.called]))
+
+
+def _shape_key(shape: Shape) -> Any:
+    """The shape with its layout: a plain array shape itself (Shape equality is all there is
+    to it then; its printed form, the key before, cost CSE a third of its time), any other
+    its printed form (which shows the layouts, nested ones too)."""
+    return shape if shape.layout is None and not shape.tuple_shapes else str(shape)
 
 
 class CommonSubexpressionElimination(ComputationPass):
