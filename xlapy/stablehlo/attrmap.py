@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.errors import XlapyError
+from xlapy.ops.base import NO_ATTRS, NoAttrs
 from xlapy.stablehlo.dense import dense_to_array
 from xlapy.stablehlo.nodes import (
     ConvDims,
@@ -99,17 +100,18 @@ def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[An
 
     `result_element_type` (dot_general, convolution) is set only when the declared result
     element type differs from the operands'."""
-    if not dataclasses.is_dataclass(cls):
+    if cls is NoAttrs:  # (most ops: element-wise)
+        return NO_ATTRS
+    plan = _field_plan(op, cls)
+    if plan is None:
         return cls()
-    hints = _hints(cls)
-    flat = dict(attrs)
+    flat = attrs
     nested = ALIASES.get((op, "*"))
     if nested and isinstance(flat.get(nested), StructAttr):
+        flat = dict(attrs)
         flat.update(flat.pop(nested).fields)
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        key = ALIASES.get((op, f.name), f.name)
-        hint = hints[f.name]
+    for f, key, hint in plan:
         if key in flat:
             _check_width(op, key, flat[key])
             try:
@@ -131,6 +133,17 @@ def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[An
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise AttrError(f"{op}: missing attribute '{key}'")
     return cls(**kwargs)
+
+
+@cache
+def _field_plan(op: str, cls: type) -> tuple[tuple[dataclasses.Field[Any], str, Any], ...] | None:
+    """(field, attribute name, type hint) per field of `cls` as op `op` spells it (None: not
+    a dataclass): what build_attrs walks, worked out once per op instead of per instruction."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    hints = _hints(cls)
+    return tuple((f, ALIASES.get((op, f.name), f.name), hints[f.name])
+                 for f in dataclasses.fields(cls))
 
 
 def _from_result(name: str, hint: Any, result_types: list[Any]) -> Any:

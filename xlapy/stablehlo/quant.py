@@ -101,8 +101,12 @@ def storage_type(t: Any) -> Any:
 
 
 def involves_quant(node: OpNode) -> bool:
-    types = list(node.operand_types or []) + list(node.result_types or [])
-    return any(isinstance(t, OpaqueType) and "!quant." in t.text for t in types)
+    for types in (node.operand_types, node.result_types):  # (per op: no lists built)
+        if types:
+            for t in types:
+                if isinstance(t, OpaqueType) and "!quant." in t.text:
+                    return True
+    return False
 
 
 def _types(node: OpNode, n_operands: int) -> tuple[list[Any], list[Any]]:

@@ -1,0 +1,49 @@
+"""build_attrs walks a per-(op, attrs class) field plan worked out once; ops without
+attributes get the shared NO_ATTRS; the parsed attribute dict is never modified (the nested
+`dot_dimension_numbers` struct is flattened into a copy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from xlapy.ops.base import NO_ATTRS, NoAttrs
+from xlapy.ops.collectives import AllGatherAttrs
+from xlapy.ops.linalg import DotGeneralAttrs
+from xlapy.ops.shape import BroadcastInDimAttrs
+from xlapy.stablehlo.attrmap import AttrError, _field_plan, build_attrs
+from xlapy.stablehlo.nodes import DenseArray, StructAttr
+from xlapy.types import ElementType, Shape
+
+F32 = Shape.array(ElementType.F32, [2, 3])
+
+
+def test_no_attrs_is_the_shared_instance() -> None:
+    assert build_attrs("add", NoAttrs, {"ignored": 1}, [F32]) is NO_ATTRS
+
+
+def test_plan_is_cached_and_spells_aliases() -> None:
+    plan = _field_plan("all_gather", AllGatherAttrs)
+    assert plan is not None and plan is _field_plan("all_gather", AllGatherAttrs)
+    keys = {f.name: key for f, key, _ in plan}
+    assert keys["channel_id"] == "channel_handle"
+    assert keys["all_gather_dim"] == "all_gather_dim"
+
+
+def test_nested_struct_flattened_into_a_copy() -> None:
+    dims = StructAttr("dot", {"lhs_contracting_dimensions": [1],
+                              "rhs_contracting_dimensions": [0]})
+    attrs = {"dot_dimension_numbers": dims}
+    got = build_attrs("dot_general", DotGeneralAttrs, attrs,
+                      [Shape.array(ElementType.F32, [2, 4])], [F32])
+    assert got.lhs_contracting_dimensions == (1,) and got.rhs_contracting_dimensions == (0,)
+    assert attrs == {"dot_dimension_numbers": dims}  # not modified
+
+
+def test_fields_from_text_and_result_and_missing() -> None:
+    got = build_attrs("broadcast_in_dim", BroadcastInDimAttrs,
+                      {"broadcast_dimensions": DenseArray("i64", (1,))},
+                      [Shape.array(ElementType.F32, [4, 3])])
+    assert got == BroadcastInDimAttrs(shape=(4, 3), broadcast_dimensions=(1,))
+    with pytest.raises(AttrError, match="missing attribute 'broadcast_dimensions'"):
+        build_attrs("broadcast_in_dim", BroadcastInDimAttrs, {},
+                    [Shape.array(ElementType.F32, [4, 3])])
