@@ -25,11 +25,13 @@ class CpuBackend:
     def compile(self, module: Module, options: Mapping[str, Any] | None = None) -> Any:
         """The cpu pipeline (pipeline.py), then an executable built from its fusion plans;
         `options` become one CpuOptions (options.py) that every stage reads."""
+        from xlapy.backends.cpu import parallel_compile
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.backends.cpu.options import CpuOptions
         from xlapy.backends.cpu.pipeline import cpu_pipeline
 
         opts = CpuOptions.make(options)
+        parallel_compile.prewarm(opts.target)  # once per process: LLVM's start-up, aside
         with recording() as rec, no_gc(), denormal.use(opts.denormal):  # folding flushes too
             with phase("verify"):
                 module = module.clone()
@@ -51,11 +53,13 @@ class CpuBackend:
         constants become broadcasts (computed in kernels, never materialized); then the cpu
         fusion plans the function (its plans are handed to the executable, not stored on
         the caller's module)."""
+        from xlapy.backends.cpu import parallel_compile
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.backends.cpu.options import CpuOptions
         from xlapy.backends.cpu.pipeline import plan_all
 
         opts = CpuOptions.make(options)
+        parallel_compile.prewarm(opts.target)
         with recording() as rec, no_gc():
             with phase("passes"):
                 module, comp = rewrite_for_function(module, comp)

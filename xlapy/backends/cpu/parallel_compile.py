@@ -6,7 +6,9 @@ here parses into an LLVMContext of its own, on its thread's own TargetMachine, a
 two long calls (the optimization pipeline and code generation) through llvmlite's raw
 ctypes functions, which release the GIL and take no lock, so independent modules compile
 side by side. Same IR, same pipeline (llvm_util.pass_pipeline), same target-machine
-settings: the objects are the serial path's, whichever thread compiled them.
+settings: the objects are the serial path's, whichever thread compiled them. A
+TargetMachine is used by one thread at a time (`_machine`); `prewarm` makes the first ones
+(and starts a compile thread) in the background when the backend first compiles.
 
 Threads pay only on idle CPUs: on the shared 2-core development machine at load 4-5, three
 modules on 2 threads took 33-38 ms against 25 ms for one module serially; `threads` asks the
@@ -15,10 +17,11 @@ load average first.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -27,7 +30,13 @@ from llvmlite.binding import ffi
 from llvmlite.binding.module import ModuleRef
 
 from xlapy.backends.cpu import target
-from xlapy.backends.cpu.llvm_util import OPT_LEVEL, _init, pass_pipeline, target_machine
+from xlapy.backends.cpu.llvm_util import (
+    OPT_LEVEL,
+    _init,
+    module_text,
+    pass_pipeline,
+    target_machine,
+)
 from xlapy.backends.cpu.target import CpuTarget
 from xlapy.phases import phase
 
@@ -40,7 +49,9 @@ MIN_INSTRUCTIONS = 100
 #: the transformer's modules: 30 ms for 17 KB of O3 IR, 36 ms for 66 KB light).
 O3_WEIGHT = 3
 
-_LOCAL = threading.local()
+#: TargetMachines no thread is using, by (target, code generation level).
+_FREE: dict[tuple[CpuTarget, int], list[llvm.TargetMachine]] = {}
+_FREE_LOCK = threading.Lock()
 _POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool)
 _POOL_LOCK = threading.Lock()
 
@@ -118,14 +129,54 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL[1]
 
 
-def _machine(t: CpuTarget, opt: int = OPT_LEVEL) -> llvm.TargetMachine:
-    """This thread's TargetMachine for `t` at code generation level `opt` (one is never
-    used by two threads at once)."""
-    machines: dict[tuple[CpuTarget, int], llvm.TargetMachine] = \
-        _LOCAL.__dict__.setdefault("tms", {})
-    if (t, opt) not in machines:
-        machines[t, opt] = target_machine(t, opt=opt)
-    return machines[t, opt]
+@contextlib.contextmanager
+def _machine(t: CpuTarget, opt: int = OPT_LEVEL) -> Iterator[llvm.TargetMachine]:
+    """A TargetMachine for `t` at code generation level `opt`, this thread's alone inside:
+    taken from the free ones (prewarm's, or one an earlier compile gave back), else made."""
+    with _FREE_LOCK:
+        free = _FREE.setdefault((t, opt), [])
+        tm = free.pop() if free else None
+    if tm is None:
+        tm = target_machine(t, opt=opt)
+    try:
+        yield tm
+    finally:
+        with _FREE_LOCK:
+            _FREE[t, opt].append(tm)
+
+
+#: The trivial function prewarm compiles (module_text adds the kernels' attributes).
+_WARM_TEXT = 'define void @"xlapy.warm"()\n{\nentry:\n  ret void\n}\n'
+
+
+def prewarm(t: CpuTarget) -> Future[None] | None:
+    """Start-up work of the compile threads for `t`, once per process (and target), in the
+    background when the backend first compiles: the compile thread started, and a -O3 and
+    a -O0 TargetMachine made and run once on an empty function with the kernels'
+    attributes, which builds their subtargets. A convolution's first compile in a process
+    paid all of it on its critical path: the thread's start (0.5 ms), a machine on each
+    side (0.3-0.5 ms each) and the first module through a fresh machine (1.1-1.3 ms more
+    CPU than the next one). Machines are used one thread at a time (`_machine`), so
+    nothing is compiled differently. Returns the background job (None if done before)."""
+    with _FREE_LOCK:
+        if (os.getpid(), t) in _WARMED:
+            return None
+        _WARMED.add((os.getpid(), t))
+    _init()
+    text = module_text(_WARM_TEXT)
+
+    def warm() -> None:
+        for opt in (OPT_LEVEL, 0):
+            with _machine(t, opt) as tm:
+                ref = _parse_own_context(text)
+                ref.triple = t.triple
+                ref.data_layout = str(tm.target_data)
+                _emit(tm, ref)
+
+    return _pool().submit(warm)
+
+
+_WARMED: set[tuple[int, CpuTarget]] = set()
 
 
 def _unlocked(name: str) -> Any:
@@ -169,31 +220,31 @@ def _parse_own_context(text: str) -> llvm.ModuleRef:
 
 def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget
              ) -> tuple[bytes, llvm.ModuleRef]:
-    tm = _machine(t)
-    ref = _parse_own_context(text)
-    ref.triple = t.triple
-    ref.data_layout = str(tm.target_data)
-    mpm, pb = pass_pipeline(tm, vectorize, light)
-    _unlocked("LLVMPY_RunNewModulePassManager")(mpm, ref, pb)
-    return _emit(tm, ref), ref
+    with _machine(t) as tm:
+        ref = _parse_own_context(text)
+        ref.triple = t.triple
+        ref.data_layout = str(tm.target_data)
+        mpm, pb = pass_pipeline(tm, vectorize, light)
+        _unlocked("LLVMPY_RunNewModulePassManager")(mpm, ref, pb)
+        return _emit(tm, ref), ref
 
 
 def compile_o0(text: str) -> tuple[bytes, llvm.ModuleRef]:
     """(object, parsed module) of `text` (module_text'ed) through no pass and LLVM's -O0
-    code generator for the current target, on the calling thread with this thread's -O0
-    TargetMachine and without llvmlite's lock: a convolution's cold module (conv_compile.py)
-    builds here while its hot one compiles on a compile thread. Under the lock the two took
-    turns (the hot thread waited 4-5 ms for the lock to read its object back). The object is
-    llvm_util.o0_machine's."""
+    code generator for the current target, on the calling thread with a -O0 TargetMachine
+    of its own while it runs and without llvmlite's lock: a convolution's cold module
+    (conv_compile.py) builds here while its hot one compiles on a compile thread. Under the
+    lock the two took turns (the hot thread waited 4-5 ms for the lock to read its object
+    back). The object is llvm_util.o0_machine's."""
     t = target.current()
     _init()
-    tm = _machine(t, 0)
-    with phase("llvm parse"):
-        ref = _parse_own_context(text)
-        ref.triple = t.triple
-        ref.data_layout = str(tm.target_data)
-    with phase("llvm codegen"):
-        return _emit(tm, ref), ref
+    with _machine(t, 0) as tm:
+        with phase("llvm parse"):
+            ref = _parse_own_context(text)
+            ref.triple = t.triple
+            ref.data_layout = str(tm.target_data)
+        with phase("llvm codegen"):
+            return _emit(tm, ref), ref
 
 
 def _emit(tm: llvm.TargetMachine, ref: llvm.ModuleRef) -> bytes:
@@ -209,5 +260,5 @@ def _emit(tm: llvm.TargetMachine, ref: llvm.ModuleRef) -> bytes:
         _unlocked("LLVMPY_DisposeMemoryBuffer")(buf)
 
 
-__all__ = ["MAX_THREADS", "MIN_INSTRUCTIONS", "chunks", "compile_all", "compile_o0", "submit",
-           "threads"]
+__all__ = ["MAX_THREADS", "MIN_INSTRUCTIONS", "chunks", "compile_all", "compile_o0", "prewarm",
+           "submit", "threads"]

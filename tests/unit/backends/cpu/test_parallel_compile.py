@@ -165,3 +165,31 @@ def test_a_compiled_module_outlives_its_contexts_finalizer() -> None:
     cycle.append(cycle)
     del ref, ctx, cycle
     gc.collect()
+
+
+def test_prewarm_once_and_same_objects() -> None:
+    """prewarm (the backend's first compile in a process) makes a -O3 and a -O0 machine on
+    a compile thread, once per target; modules compiled on them are the objects of fresh
+    machines (the start-up moves, the code does not)."""
+    from xlapy.backends.cpu import llvm_util, target
+
+    t = target.host_target()
+    job = parallel_compile.prewarm(t)
+    if job is not None:
+        job.result()
+        assert {(t, llvm_util.OPT_LEVEL), (t, 0)} <= set(parallel_compile._FREE)
+    assert parallel_compile.prewarm(t) is None
+    text = _module(3)
+    with target.use(t):
+        warm_o3 = parallel_compile.submit(text, True, False).result()[0]
+        warm_o0 = parallel_compile.compile_o0(text)[0]
+    fresh = []
+    for opt in (llvm_util.OPT_LEVEL, 0):
+        tm = llvm_util.target_machine(t, opt=opt)
+        ref = llvm_util.verify(text)
+        ref.triple = t.triple
+        ref.data_layout = str(tm.target_data)
+        if opt:
+            llvm_util.optimize(ref, tm, True, False)
+        fresh.append(tm.emit_object(ref))
+    assert [warm_o3, warm_o0] == fresh
