@@ -13,6 +13,7 @@ from xlapy.errors import ParseError
 from xlapy.stablehlo.attr_structs import bounded_dims, parse_conv_dims, parse_hash_body
 from xlapy.stablehlo.generic_form import func_from_generic, module_from_generic
 from xlapy.stablehlo.lexer import Lexer, Token, _number, _symbol_name, _unescape, nested
+from xlapy.stablehlo.line_forms import match_line
 from xlapy.stablehlo.nodes import (
     BlockArg,
     ConvDims,
@@ -46,6 +47,10 @@ _PLAIN_TENSOR = re.compile(r"tensor<((?:[0-9]{1,18}x)*)([A-Za-z0-9_]+)>")
 
 
 class Parser:
+    #: Read JAX's most common op lines in one match each (line_forms.py); off: every op
+    #: token by token (tests compare the two).
+    line_forms = True
+
     def __init__(self, text: str, filename: str = "<input>", line_offset: int = 0) -> None:
         self.lex = Lexer(text, filename, line_offset)
         self.aliases: dict[str, Any] = {}
@@ -244,6 +249,10 @@ class Parser:
         start = self.peek()
         results: list[tuple[str, int]] = []
         if start.kind == "value":
+            if self.line_forms:
+                op = match_line(self, start.pos)
+                if op is not None:
+                    return op
             while True:
                 vt = self.expect_kind("value", "a result name")
                 if "#" in vt.text:
@@ -375,10 +384,7 @@ class Parser:
             if m is not None:
                 got = self._tensor_types.get(m.group())
                 if got is None:
-                    et = _SCALAR_TYPES.get(m.group(2))
-                    if et is not None:
-                        dims = [int(d) for d in m.group(1).split("x")[:-1]]
-                        got = self._tensor_types[m.group()] = Shape.array(et, dims)
+                    got = self._plain_tensor(m)
                 if got is not None:
                     lex._peeked = None
                     lex.pos = m.end()
@@ -423,6 +429,24 @@ class Parser:
             return Shape.scalar(et)
         raise self.error(tok, f"expected a type, found '{text}'" if text else
                          "expected a type, found end of input")
+
+    def _plain_tensor(self, m: re.Match[str]) -> Shape | None:
+        """The Shape of a _PLAIN_TENSOR match, shared per parse (None: an element type this
+        path does not know; the token path reads it or says what is wrong)."""
+        et = _SCALAR_TYPES.get(m.group(2))
+        if et is None:
+            return None
+        dims = [int(d) for d in m.group(1).split("x")[:-1]]
+        got = self._tensor_types[m.group()] = Shape.array(et, dims)
+        return got
+
+    def plain_tensor(self, text: str) -> Shape | None:
+        """`text`, a whole plain static tensor type (line_forms.py), as parse_type reads it."""
+        got = self._tensor_types.get(text)
+        if got is None:
+            m = _PLAIN_TENSOR.fullmatch(text)
+            got = self._plain_tensor(m) if m is not None else None
+        return got
 
     def parse_element_type(self) -> ElementType | OpaqueType:
         tok = self.next()
