@@ -11,8 +11,8 @@ TargetMachine is used by one thread at a time (`_machine`); `prewarm` makes the 
 (and starts a compile thread) in the background when the backend first compiles.
 
 Threads pay only on idle CPUs: on the shared 2-core development machine at load 4-5, three
-modules on 2 threads took 33-38 ms against 25 ms for one module serially; `threads` asks the
-load average first.
+modules on 2 threads took 33-38 ms against 25 ms for one module serially; `threads` asks how
+many other threads are running first.
 """
 
 from __future__ import annotations
@@ -57,17 +57,34 @@ _POOL_LOCK = threading.Lock()
 
 
 def threads(limit: int) -> int:
-    """Threads worth compiling on now: CPUs this process may use less the 1-minute load
-    average (this compile itself counted as one), at most `limit` and MAX_THREADS."""
+    """Threads worth compiling on now: CPUs this process may use less the threads other
+    than this one running right now (`_others_running`; where the system does not say,
+    the 1-minute load average less this compile), at most `limit` and MAX_THREADS."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
+    busy = _others_running()
+    if busy is None:
+        try:
+            busy = round(os.getloadavg()[0] - 1)
+        except OSError:
+            return 1
+    return max(1, min(limit, MAX_THREADS, cpus, cpus - busy))
+
+
+def _others_running() -> int | None:
+    """Threads running or ready to run on this machine now, this one not counted (Linux:
+    /proc/loadavg's fourth field), or None. The load average lags a minute behind and
+    counts this process's own recent work: the benchmark's runs of the previous workload
+    (two threads each side) pushed it to 1.6-2 on the idle 2-CPU machine, and every later
+    compile ran serially."""
     try:
-        load = os.getloadavg()[0]
-    except OSError:
-        return 1
-    return max(1, min(limit, MAX_THREADS, cpus, round(cpus + 1 - load)))
+        with open("/proc/loadavg", "rb") as f:
+            running = f.read().split()[3].split(b"/")[0]
+        return max(0, int(running) - 1)
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def chunks(sizes: Sequence[int], n: int) -> list[range]:
