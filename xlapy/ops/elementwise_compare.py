@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.ops.attrs import ComparisonDirection, ComparisonType
-from xlapy.ops.base import EvalContext, OpDef, Region, check, register
+from xlapy.ops.base import EvalContext, OpDef, Region, check, fail, register
 from xlapy.ops.elementwise import (
     ANY,
     _complex_gt,
@@ -74,12 +74,14 @@ class Compare(OpDef):
                   ComparisonType.TOTALORDER: et.is_float or et.is_complex,
                   ComparisonType.SIGNED: et.is_signed or et.is_pred,
                   ComparisonType.UNSIGNED: et.is_unsigned or et.is_pred}[ct]
-            check(ok, "compare_c3", f"compare_type {ct.value} does not fit element type {et}")
+            if not ok:
+                fail("compare_c3", f"compare_type {ct.value} does not fit element type {et}")
         if et.is_complex:
-            check(attrs.comparison_direction in (ComparisonDirection.EQ, ComparisonDirection.NE)
-                  or ct is not None, "compare_c4",
-                  f"comparison_direction {attrs.comparison_direction.value} needs a "
-                  "compare_type for complex operands")
+            if not (attrs.comparison_direction in (ComparisonDirection.EQ, ComparisonDirection.NE)
+                    or ct is not None):
+                fail("compare_c4",
+                     f"comparison_direction {attrs.comparison_direction.value} needs a "
+                     "compare_type for complex operands")
         return Shape.array(ElementType.PRED, lhs.dimensions)
 
     def evaluate(self, operands: Sequence[Any], attrs: CompareAttrs, result: Shape,
@@ -113,8 +115,8 @@ class Select(OpDef):
 
     def infer(self, operands: Sequence[Shape], attrs: Any, regions: Sequence[Region]) -> Shape:
         pred, on_true, on_false = operands
-        check(pred.is_array and pred.element_type is ElementType.PRED, "select_c1",
-              f"pred must be a tensor of i1, got {pred}")
+        if not (pred.is_array and pred.element_type is ElementType.PRED):
+            fail("select_c1", f"pred must be a tensor of i1, got {pred}")
         check(pred.rank == 0 or (on_true.is_array and pred.dimensions == on_true.dimensions),
               "select_c1", "pred must be a scalar or have the shape of on_true")
         check(on_true == on_false, "select_c2", "on_true and on_false must have the same type")
@@ -139,14 +141,16 @@ class Clamp(OpDef):
     def infer(self, operands: Sequence[Shape], attrs: Any, regions: Sequence[Region]) -> Shape:
         lo, x, hi = operands
         for s in operands:
-            check(s.is_array, "clamp_c1", f"operand {s} is not a tensor")
+            if not s.is_array:
+                fail("clamp_c1", f"operand {s} is not a tensor")
         check(lo.rank == 0 or lo.dimensions == x.dimensions, "clamp_c1",
               "min must be a scalar or have the shape of operand")
         check(hi.rank == 0 or hi.dimensions == x.dimensions, "clamp_c2",
               "max must be a scalar or have the shape of operand")
         check(lo.element_type == x.element_type == hi.element_type, "clamp_c3",
               "min, operand and max must have the same element type")
-        check(x.element_type in ANY, "clamp_c3", f"element type {x.element_type} is not numeric")
+        if x.element_type not in ANY:
+            fail("clamp_c3", f"element type {x.element_type} is not numeric")
         return Shape.array(x.element_type, x.dimensions)
 
     def evaluate(self, operands: Sequence[Any], attrs: Any, result: Shape,

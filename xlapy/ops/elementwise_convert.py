@@ -14,7 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from xlapy.ops.base import EvalContext, OpDef, Region, check, register
+from xlapy.ops.base import EvalContext, OpDef, Region, fail, register
 from xlapy.ops.elementwise import (
     SATURATING,
     etype,
@@ -117,9 +117,10 @@ class Convert(OpDef):
               regions: Sequence[Region]) -> Shape:
         (x,) = operands
         t = attrs.new_element_type
-        check(x.is_array, "convert_c1", f"operand {x} is not a tensor")
-        check(isinstance(t, ElementType) and t.is_array, "convert_c1",
-              f"new_element_type {t} is not an array element type")
+        if not x.is_array:
+            fail("convert_c1", f"operand {x} is not a tensor")
+        if not (isinstance(t, ElementType) and t.is_array):
+            fail("convert_c1", f"new_element_type {t} is not an array element type")
         return Shape.array(t, x.dimensions)
 
     def evaluate(self, operands: Sequence[Any], attrs: ConvertAttrs, result: Shape,
@@ -156,22 +157,25 @@ class BitcastConvert(OpDef):
               regions: Sequence[Region]) -> Shape:
         (x,) = operands
         t = attrs.new_element_type
-        check(x.is_array, "bitcast_convert_c1", f"operand {x} is not a tensor")
-        check(isinstance(t, ElementType) and t.is_array, "bitcast_convert_c1",
-              f"new_element_type {t} is not an array element type")
+        if not x.is_array:
+            fail("bitcast_convert_c1", f"operand {x} is not a tensor")
+        if not (isinstance(t, ElementType) and t.is_array):
+            fail("bitcast_convert_c1", f"new_element_type {t} is not an array element type")
         s = x.element_type
-        check(s.is_complex == t.is_complex, "bitcast_convert_c2",
-              f"cannot bitcast between complex and non-complex types ({s} -> {t})")
+        if s.is_complex != t.is_complex:
+            fail("bitcast_convert_c2",
+                 f"cannot bitcast between complex and non-complex types ({s} -> {t})")
         if t.bits == s.bits:
             return Shape.array(t, x.dimensions)
         if t.bits < s.bits:
-            check(s.bits % t.bits == 0, "bitcast_convert_c1",
-                  f"{s.bits} bits do not split into {t.bits}-bit elements")
+            if s.bits % t.bits != 0:
+                fail("bitcast_convert_c1", f"{s.bits} bits do not split into {t.bits}-bit elements")
             return Shape.array(t, (*x.dimensions, s.bits // t.bits))
-        check(t.bits % s.bits == 0, "bitcast_convert_c1",
-              f"{s.bits}-bit elements do not combine into {t.bits} bits")
-        check(x.rank >= 1 and x.dimensions[-1] == t.bits // s.bits, "bitcast_convert_c1",
-              f"the operand's last dimension must be {t.bits // s.bits} to bitcast {s} to {t}")
+        if t.bits % s.bits != 0:
+            fail("bitcast_convert_c1", f"{s.bits}-bit elements do not combine into {t.bits} bits")
+        if not (x.rank >= 1 and x.dimensions[-1] == t.bits // s.bits):
+            fail("bitcast_convert_c1",
+                 f"the operand's last dimension must be {t.bits // s.bits} to bitcast {s} to {t}")
         return Shape.array(t, x.dimensions[:-1])
 
     def evaluate(self, operands: Sequence[Any], attrs: BitcastConvertAttrs, result: Shape,
@@ -253,12 +257,12 @@ class ReducePrecision(OpDef):
     def infer(self, operands: Sequence[Shape], attrs: ReducePrecisionAttrs,
               regions: Sequence[Region]) -> Shape:
         (x,) = operands
-        check(x.is_array and x.element_type.is_float, "reduce_precision_c1",
-              f"operand {x} is not a floating-point tensor")
-        check(attrs.exponent_bits >= 1, "reduce_precision_c2",
-              f"exponent_bits must be >= 1, got {attrs.exponent_bits}")
-        check(attrs.mantissa_bits >= 0, "reduce_precision_c3",
-              f"mantissa_bits must be >= 0, got {attrs.mantissa_bits}")
+        if not (x.is_array and x.element_type.is_float):
+            fail("reduce_precision_c1", f"operand {x} is not a floating-point tensor")
+        if not attrs.exponent_bits >= 1:
+            fail("reduce_precision_c2", f"exponent_bits must be >= 1, got {attrs.exponent_bits}")
+        if not attrs.mantissa_bits >= 0:
+            fail("reduce_precision_c3", f"mantissa_bits must be >= 0, got {attrs.mantissa_bits}")
         return x
 
     def evaluate(self, operands: Sequence[Any], attrs: ReducePrecisionAttrs, result: Shape,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.ops.attrs import Precision
-from xlapy.ops.base import EvalContext, OpDef, Region, check, register
+from xlapy.ops.base import EvalContext, OpDef, Region, check, fail, register
 from xlapy.ops.dot_algorithm import DotAlgorithm, check_algorithm
 from xlapy.types import ElementType, Shape
 
@@ -44,34 +44,39 @@ def dot_result_type(label: str, lhs: ElementType, rhs: ElementType,
 
     if kind(lhs) == kind(rhs):
         if lhs.is_integer:
-            check(lhs.is_signed == rhs.is_signed, f"{label}_c1",
-                  f"lhs element type {lhs} and rhs element type {rhs} differ in signedness")
+            if lhs.is_signed != rhs.is_signed:
+                fail(f"{label}_c1",
+                     f"lhs element type {lhs} and rhs element type {rhs} differ in signedness")
         base = lhs if lhs.bits >= rhs.bits else rhs
     else:
         base = lhs if kind(lhs) > kind(rhs) else rhs
-        check(preferred is None or kind(preferred) >= kind(base), f"{label}_c1",
-              f"lhs element type {lhs} and rhs element type {rhs} are of different kinds "
-              f"and the result type {preferred} holds neither")
+        if not (preferred is None or kind(preferred) >= kind(base)):
+            fail(f"{label}_c1",
+                 f"lhs element type {lhs} and rhs element type {rhs} are of different kinds "
+                 f"and the result type {preferred} holds neither")
     if preferred is None:
         return base
-    check(preferred.is_array and not preferred.is_pred or base.is_pred, f"{label}_c13",
-          f"preferred element type {preferred} is not numeric")
+    if not (preferred.is_array and not preferred.is_pred or base.is_pred):
+        fail(f"{label}_c13", f"preferred element type {preferred} is not numeric")
     if preferred.is_integer:
-        check(base.is_integer and base.is_signed == preferred.is_signed or base.is_pred,
-              f"{label}_c13", f"preferred element type {preferred} does not fit operand type "
-              f"{base}: integer results need integer operands of the same signedness")
+        if not (base.is_integer and base.is_signed == preferred.is_signed or base.is_pred):
+            fail(f"{label}_c13",
+                 f"preferred element type {preferred} does not fit operand type "
+                 f"{base}: integer results need integer operands of the same signedness")
     elif preferred.is_float:
-        check(not base.is_complex, f"{label}_c13",
-              f"preferred element type {preferred} cannot hold complex operand type {base}")
+        if base.is_complex:
+            fail(f"{label}_c13",
+                 f"preferred element type {preferred} cannot hold complex operand type {base}")
     return preferred
 
 
 def precision_ok(label: str, precision_config: tuple[Precision, ...]) -> None:
     """XLA allows an empty precision_config; the spec's size 2 otherwise (C12 / C25)."""
-    check(len(precision_config) in (0, 2), label,
-          f"precision_config has {len(precision_config)} entries; expected 0 or 2")
+    if len(precision_config) not in (0, 2):
+        fail(label, f"precision_config has {len(precision_config)} entries; expected 0 or 2")
     for p in precision_config:
-        check(isinstance(p, Precision), label, f"precision_config entry {p!r} is not a Precision")
+        if not isinstance(p, Precision):
+            fail(label, f"precision_config entry {p!r} is not a Precision")
 
 
 def finish(acc: np.ndarray, result: ElementType) -> np.ndarray:
@@ -118,31 +123,38 @@ class DotGeneral(OpDef):
                              attrs.result_element_type)
         lb, rb = attrs.lhs_batching_dimensions, attrs.rhs_batching_dimensions
         lc, rc = attrs.lhs_contracting_dimensions, attrs.rhs_contracting_dimensions
-        check(len(lb) == len(rb), "dot_general_c2",
-              f"lhs_batching_dimensions {list(lb)} and rhs_batching_dimensions {list(rb)} "
-              "differ in size")
-        check(len(lc) == len(rc), "dot_general_c3",
-              f"lhs_contracting_dimensions {list(lc)} and rhs_contracting_dimensions {list(rc)} "
-              "differ in size")
-        check(len(set(lb + lc)) == len(lb + lc), "dot_general_c4",
-              f"lhs batching {list(lb)} and contracting {list(lc)} dimensions are not unique")
-        check(len(set(rb + rc)) == len(rb + rc), "dot_general_c5",
-              f"rhs batching {list(rb)} and contracting {list(rc)} dimensions are not unique")
+        if len(lb) != len(rb):
+            fail("dot_general_c2",
+                 f"lhs_batching_dimensions {list(lb)} and rhs_batching_dimensions {list(rb)} "
+                 "differ in size")
+        if len(lc) != len(rc):
+            fail("dot_general_c3",
+                 f"lhs_contracting_dimensions {list(lc)} and rhs_contracting_dimensions {list(rc)} "
+                 "differ in size")
+        if len(set(lb + lc)) != len(lb + lc):
+            fail("dot_general_c4",
+                 f"lhs batching {list(lb)} and contracting {list(lc)} dimensions are not unique")
+        if len(set(rb + rc)) != len(rb + rc):
+            fail("dot_general_c5",
+                 f"rhs batching {list(rb)} and contracting {list(rc)} dimensions are not unique")
         for label, dims, side, shape in (("c6", lb, "lhs batching", lhs),
                                          ("c7", lc, "lhs contracting", lhs),
                                          ("c8", rb, "rhs batching", rhs),
                                          ("c9", rc, "rhs contracting", rhs)):
             for d in dims:
-                check(0 <= d < shape.rank, f"dot_general_{label}",
-                      f"{side} dimension {d} is out of range for rank {shape.rank}")
+                if not 0 <= d < shape.rank:
+                    fail(f"dot_general_{label}",
+                         f"{side} dimension {d} is out of range for rank {shape.rank}")
         for l, r in zip(lb, rb):
-            check(lhs.dimensions[l] == rhs.dimensions[r], "dot_general_c10",
-                  f"lhs batching dimension {l} has size {lhs.dimensions[l]} but rhs batching "
-                  f"dimension {r} has size {rhs.dimensions[r]}")
+            if lhs.dimensions[l] != rhs.dimensions[r]:
+                fail("dot_general_c10",
+                     f"lhs batching dimension {l} has size {lhs.dimensions[l]} but rhs batching "
+                     f"dimension {r} has size {rhs.dimensions[r]}")
         for l, r in zip(lc, rc):
-            check(lhs.dimensions[l] == rhs.dimensions[r], "dot_general_c11",
-                  f"lhs contracting dimension {l} has size {lhs.dimensions[l]} but rhs "
-                  f"contracting dimension {r} has size {rhs.dimensions[r]}")
+            if lhs.dimensions[l] != rhs.dimensions[r]:
+                fail("dot_general_c11",
+                     f"lhs contracting dimension {l} has size {lhs.dimensions[l]} but rhs "
+                     f"contracting dimension {r} has size {rhs.dimensions[r]}")
         precision_ok("dot_general_c12", attrs.precision_config)
         if attrs.algorithm is not None:
             check_algorithm(attrs.algorithm, attrs.precision_config)

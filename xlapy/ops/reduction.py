@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.ops.base import EvalContext, OpDef, Region, check, register
+from xlapy.ops.base import EvalContext, OpDef, Region, fail, register
 from xlapy.ops.reduction_region import ArrayFn, region_fn
 from xlapy.types import ElementType, Shape
 
@@ -28,41 +28,45 @@ def check_region(region: Region, param_types: Sequence[ElementType],
     """`region` takes scalars of `param_types` and returns scalars of `result_types`
     (a tuple of them when there are several, the bare scalar for one)."""
     params = region.parameter_shapes
-    want = ", ".join(f"{t}[]" for t in param_types)
-    check(len(params) == len(param_types), label,
-          f"{what} takes {len(params)} parameter(s); expected {len(param_types)} ({want})")
+    if len(params) != len(param_types):
+        want = ", ".join(f"{t}[]" for t in param_types)
+        fail(label,
+             f"{what} takes {len(params)} parameter(s); expected {len(param_types)} ({want})")
     for i, (p, t) in enumerate(zip(params, param_types)):
-        check(p.is_array and p.rank == 0 and p.element_type is t, label,
-              f"{what} parameter {i} is {p}; expected {t}[]")
+        if not (p.is_array and p.rank == 0 and p.element_type is t):
+            fail(label, f"{what} parameter {i} is {p}; expected {t}[]")
     res = region.result_shape
     results = list(res.tuple_shapes) if res.is_tuple else [res]
-    got = [str(s) for s in results]
-    check(len(results) == len(result_types) and all(
-        s.is_array and s.rank == 0 and s.element_type is t
-        for s, t in zip(results, result_types)), label,
-        f"{what} returns {res}; expected " + ", ".join(f"{t}[]" for t in result_types)
-        + (f" (got {', '.join(got)})" if len(got) > 1 else ""))
+    if not (len(results) == len(result_types) and all(
+            s.is_array and s.rank == 0 and s.element_type is t
+            for s, t in zip(results, result_types))):
+        got = [str(s) for s in results]
+        fail(label, f"{what} returns {res}; expected " + ", ".join(f"{t}[]" for t in result_types)
+                    + (f" (got {', '.join(got)})" if len(got) > 1 else ""))
 
 
 def split_inputs_and_inits(operands: Sequence[Shape], count_label: str, inputs_label: str,
                            inits_label: str) -> tuple[Sequence[Shape], Sequence[Shape]]:
     """Check the N inputs + N scalar init values that reduce and reduce_window share (each op
     passes its own constraint labels) and return them split."""
-    check(len(operands) >= 2 and len(operands) % 2 == 0, count_label,
-          f"expects N inputs and N init values with N >= 1, got {len(operands)} operands")
+    if not (len(operands) >= 2 and len(operands) % 2 == 0):
+        fail(count_label,
+             f"expects N inputs and N init values with N >= 1, got {len(operands)} operands")
     n = len(operands) // 2
     inputs, inits = operands[:n], operands[n:]
     for i, s in enumerate(inputs):
-        check(s.is_array, inputs_label, f"input {i} is {s}, not a tensor")
-        check(s.dimensions == inputs[0].dimensions, inputs_label,
-              f"input {i} has dimensions {list(s.dimensions)} but input 0 has "
-              f"{list(inputs[0].dimensions)}")
+        if not s.is_array:
+            fail(inputs_label, f"input {i} is {s}, not a tensor")
+        if s.dimensions != inputs[0].dimensions:
+            fail(inputs_label, f"input {i} has dimensions {list(s.dimensions)} but input 0 has "
+                               f"{list(inputs[0].dimensions)}")
     for i, (s, init) in enumerate(zip(inputs, inits)):
-        check(init.is_array and init.rank == 0, inits_label,
-              f"init value {i} is {init}, not a 0-dimensional tensor")
-        check(init.element_type is s.element_type, inits_label,
-              f"init value {i} has element type {init.element_type} but input {i} has "
-              f"{s.element_type}")
+        if not (init.is_array and init.rank == 0):
+            fail(inits_label, f"init value {i} is {init}, not a 0-dimensional tensor")
+        if init.element_type is not s.element_type:
+            fail(inits_label,
+                 f"init value {i} has element type {init.element_type} but input {i} has "
+                 f"{s.element_type}")
     return inputs, inits
 
 
@@ -124,10 +128,10 @@ class Reduce(OpDef):
         inputs, inits = split_inputs_and_inits(operands, "reduce_c3", "reduce_c1", "reduce_c2")
         rank = inputs[0].rank
         for d in attrs.dimensions:
-            check(0 <= d < rank, "reduce_c4",
-                  f"dimension {d} is out of range for inputs of rank {rank}")
-        check(len(set(attrs.dimensions)) == len(attrs.dimensions), "reduce_c5",
-              f"dimensions {list(attrs.dimensions)} has duplicates")
+            if not 0 <= d < rank:
+                fail("reduce_c4", f"dimension {d} is out of range for inputs of rank {rank}")
+        if len(set(attrs.dimensions)) != len(attrs.dimensions):
+            fail("reduce_c5", f"dimensions {list(attrs.dimensions)} has duplicates")
         types = [s.element_type for s in inputs]
         check_region(regions[0], types * 2, types, "reduce_c6", "body")
         dims = [d for i, d in enumerate(inputs[0].dimensions) if i not in attrs.dimensions]

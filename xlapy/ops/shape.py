@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.ops.base import VARIADIC, EvalContext, OpDef, Region, check, register
+from xlapy.ops.base import VARIADIC, EvalContext, OpDef, Region, check, fail, register
 from xlapy.types import Shape
 
 
@@ -33,22 +33,26 @@ class BroadcastInDim(OpDef):
     def infer(self, operands: Sequence[Shape], attrs: BroadcastInDimAttrs,
               regions: Sequence[Region]) -> Shape:
         (operand,) = operands
-        check(operand.is_array, "broadcast_in_dim_c1", f"operand {operand} is not an array")
+        if not operand.is_array:
+            fail("broadcast_in_dim_c1", f"operand {operand} is not an array")
         dims, shape = attrs.broadcast_dimensions, attrs.shape
-        check(len(dims) == operand.rank, "broadcast_in_dim_c2",
-              f"broadcast_dimensions {list(dims)} has {len(dims)} entries but the operand has "
-              f"rank {operand.rank}")
+        if len(dims) != operand.rank:
+            fail("broadcast_in_dim_c2",
+                 f"broadcast_dimensions {list(dims)} has {len(dims)} entries but the operand has "
+                 f"rank {operand.rank}")
         for i, d in enumerate(dims):
-            check(0 <= d < len(shape), "broadcast_in_dim_c3",
-                  f"broadcast_dimensions[{i}] = {d} is out of range for result rank {len(shape)}")
-        check(len(set(dims)) == len(dims), "broadcast_in_dim_c4",
-              f"broadcast_dimensions {list(dims)} has duplicates")
+            if not 0 <= d < len(shape):
+                fail("broadcast_in_dim_c3", f"broadcast_dimensions[{i}] = {d} is out of range "
+                                            f"for result rank {len(shape)}")
+        if len(set(dims)) != len(dims):
+            fail("broadcast_in_dim_c4", f"broadcast_dimensions {list(dims)} has duplicates")
         for i, d in enumerate(dims):
-            check(operand.dimensions[i] in (1, shape[d]), "broadcast_in_dim_c5",
-                  f"operand dimension {i} has size {operand.dimensions[i]} but result dimension "
-                  f"{d} has size {shape[d]}")
-        check(all(s >= 0 for s in shape), "broadcast_in_dim_c6",
-              f"result shape {list(shape)} has a negative size")
+            if operand.dimensions[i] not in (1, shape[d]):
+                fail("broadcast_in_dim_c5",
+                     f"operand dimension {i} has size {operand.dimensions[i]} but result dimension "
+                     f"{d} has size {shape[d]}")
+        if not all(s >= 0 for s in shape):
+            fail("broadcast_in_dim_c6", f"result shape {list(shape)} has a negative size")
         return Shape.array(operand.element_type, shape)
 
     def evaluate(self, operands: Sequence[Any], attrs: BroadcastInDimAttrs, result: Shape,
@@ -64,7 +68,8 @@ class BroadcastInDim(OpDef):
 
 
 def _array_operand(shape: Shape, label: str, what: str = "operand") -> None:
-    check(shape.is_array, label, f"{what} {shape} is not a tensor")
+    if not shape.is_array:
+        fail(label, f"{what} {shape} is not a tensor")
 
 
 def _ints(values: Sequence[int]) -> list[int]:
@@ -92,12 +97,13 @@ class Reshape(OpDef):
               regions: Sequence[Region]) -> Shape:
         (operand,) = operands
         _array_operand(operand, "reshape_c1")
-        check(all(d >= 0 for d in attrs.shape), "reshape_c2",
-              f"result shape {_ints(attrs.shape)} has a negative size")
+        if not all(d >= 0 for d in attrs.shape):
+            fail("reshape_c2", f"result shape {_ints(attrs.shape)} has a negative size")
         n = int(np.prod(attrs.shape, dtype=np.int64))
-        check(n == operand.num_elements, "reshape_c2",
-              f"result shape {_ints(attrs.shape)} has {n} elements but the operand has "
-              f"{operand.num_elements}")
+        if n != operand.num_elements:
+            fail("reshape_c2",
+                 f"result shape {_ints(attrs.shape)} has {n} elements but the operand has "
+                 f"{operand.num_elements}")
         return Shape.array(operand.element_type, attrs.shape)
 
     def evaluate(self, operands: Sequence[Any], attrs: ReshapeAttrs, result: Shape,
@@ -127,8 +133,8 @@ class Transpose(OpDef):
         (operand,) = operands
         _array_operand(operand, "transpose_c1")
         perm = _ints(attrs.permutation)
-        check(sorted(perm) == list(range(operand.rank)), "transpose_c2",
-              f"permutation {perm} is not a permutation of [0, {operand.rank})")
+        if sorted(perm) != list(range(operand.rank)):
+            fail("transpose_c2", f"permutation {perm} is not a permutation of [0, {operand.rank})")
         return Shape.array(operand.element_type, [operand.dimensions[p] for p in perm])
 
     def evaluate(self, operands: Sequence[Any], attrs: TransposeAttrs, result: Shape,
@@ -161,14 +167,17 @@ class Slice(OpDef):
         _array_operand(operand, "slice_c1")
         start, limit, strides = (_ints(attrs.start_indices), _ints(attrs.limit_indices),
                                  _ints(attrs.strides))
-        check(len(start) == len(limit) == len(strides) == operand.rank, "slice_c2",
-              f"start_indices {start}, limit_indices {limit} and strides {strides} must each "
-              f"have {operand.rank} entries (the operand's rank)")
+        if not len(start) == len(limit) == len(strides) == operand.rank:
+            fail("slice_c2",
+                 f"start_indices {start}, limit_indices {limit} and strides {strides} must each "
+                 f"have {operand.rank} entries (the operand's rank)")
         dims = []
         for d, (s, lim, st, size) in enumerate(zip(start, limit, strides, operand.dimensions)):
-            check(0 <= s <= lim <= size, "slice_c3",
-                  f"dimension {d}: need 0 <= start {s} <= limit {lim} <= size {size}")
-            check(st > 0, "slice_c4", f"dimension {d}: stride {st} is not positive")
+            if not 0 <= s <= lim <= size:
+                fail("slice_c3",
+                     f"dimension {d}: need 0 <= start {s} <= limit {lim} <= size {size}")
+            if not st > 0:
+                fail("slice_c4", f"dimension {d}: stride {st} is not positive")
             dims.append(-(-(lim - s) // st))
         return Shape.array(operand.element_type, dims)
 
@@ -201,18 +210,20 @@ class Concatenate(OpDef):
             _array_operand(s, "concatenate_c1", f"operand {i}")
         first = operands[0]
         dim = int(attrs.dimension)
-        check(0 <= dim < first.rank, "concatenate_c4",
-              f"dimension {dim} is out of range for rank {first.rank}")
+        if not 0 <= dim < first.rank:
+            fail("concatenate_c4", f"dimension {dim} is out of range for rank {first.rank}")
         total = 0
         for i, s in enumerate(operands):
-            check(s.element_type == first.element_type, "concatenate_c1",
-                  f"operand {i} has element type {s.element_type} but operand 0 has "
-                  f"{first.element_type}")
+            if s.element_type != first.element_type:
+                fail("concatenate_c1",
+                     f"operand {i} has element type {s.element_type} but operand 0 has "
+                     f"{first.element_type}")
             same = s.rank == first.rank and all(
                 a == b for k, (a, b) in enumerate(zip(s.dimensions, first.dimensions))
                 if k != dim)
-            check(same, "concatenate_c2", f"operand {i} differs from operand 0 in a dimension "
-                  f"other than {dim}")
+            if not same:
+                fail("concatenate_c2", f"operand {i} differs from operand 0 in a dimension "
+                                       f"other than {dim}")
             total += s.dimensions[dim]
         dims = list(first.dimensions)
         dims[dim] = total
@@ -243,10 +254,11 @@ class Reverse(OpDef):
         (operand,) = operands
         _array_operand(operand, "reverse_c1")
         dims = _ints(attrs.dimensions)
-        check(len(set(dims)) == len(dims), "reverse_c2", f"dimensions {dims} has duplicates")
+        if len(set(dims)) != len(dims):
+            fail("reverse_c2", f"dimensions {dims} has duplicates")
         for d in dims:
-            check(0 <= d < operand.rank, "reverse_c3",
-                  f"dimension {d} is out of range for rank {operand.rank}")
+            if not 0 <= d < operand.rank:
+                fail("reverse_c3", f"dimension {d} is out of range for rank {operand.rank}")
         return operand
 
     def evaluate(self, operands: Sequence[Any], attrs: ReverseAttrs, result: Shape,
@@ -280,20 +292,25 @@ class Pad(OpDef):
         operand, value = operands
         _array_operand(operand, "pad_c1")
         _array_operand(value, "pad_c1", "padding_value")
-        check(value.rank == 0, "pad_i2", f"padding_value {value} is not 0-dimensional")
-        check(value.element_type == operand.element_type, "pad_c1",
-              f"padding_value has element type {value.element_type} but the operand has "
-              f"{operand.element_type}")
+        if value.rank != 0:
+            fail("pad_i2", f"padding_value {value} is not 0-dimensional")
+        if value.element_type != operand.element_type:
+            fail("pad_c1",
+                 f"padding_value has element type {value.element_type} but the operand has "
+                 f"{operand.element_type}")
         lo, hi, interior = (_ints(attrs.edge_padding_low), _ints(attrs.edge_padding_high),
                             _ints(attrs.interior_padding))
-        check(len(lo) == len(hi) == len(interior) == operand.rank, "pad_c2",
-              f"edge_padding_low {lo}, edge_padding_high {hi} and interior_padding {interior} "
-              f"must each have {operand.rank} entries (the operand's rank)")
+        if not len(lo) == len(hi) == len(interior) == operand.rank:
+            fail("pad_c2",
+                 f"edge_padding_low {lo}, edge_padding_high {hi} and interior_padding {interior} "
+                 f"must each have {operand.rank} entries (the operand's rank)")
         dims = []
         for i, (d, a, b, n) in enumerate(zip(operand.dimensions, lo, hi, interior)):
-            check(n >= 0, "pad_c3", f"interior_padding[{i}] = {n} is negative")
+            if not n >= 0:
+                fail("pad_c3", f"interior_padding[{i}] = {n} is negative")
             size = d + max(d - 1, 0) * n + a + b
-            check(size >= 0, "pad_c4", f"dimension {i} of the result would have size {size}")
+            if not size >= 0:
+                fail("pad_c4", f"dimension {i} of the result would have size {size}")
             dims.append(size)
         return Shape.array(operand.element_type, dims)
 
@@ -333,13 +350,15 @@ class Iota(OpDef):
     def infer(self, operands: Sequence[Shape], attrs: IotaAttrs,
               regions: Sequence[Region]) -> Shape:
         shape = attrs.shape
-        check(isinstance(shape, Shape) and shape.is_array, "iota_o1",
-              f"result {shape} is not a tensor")
+        if not (isinstance(shape, Shape) and shape.is_array):
+            fail("iota_o1", f"result {shape} is not a tensor")
         et = shape.element_type
-        check(et.is_integer or et.is_float or et.is_complex, "iota_o1",
-              f"result element type {et} is not an integer, floating-point or complex type")
-        check(0 <= attrs.iota_dimension < shape.rank, "iota_c1",
-              f"iota_dimension {attrs.iota_dimension} is out of range for rank {shape.rank}")
+        if not (et.is_integer or et.is_float or et.is_complex):
+            fail("iota_o1",
+                 f"result element type {et} is not an integer, floating-point or complex type")
+        if not 0 <= attrs.iota_dimension < shape.rank:
+            fail("iota_c1",
+                 f"iota_dimension {attrs.iota_dimension} is out of range for rank {shape.rank}")
         return shape
 
     def evaluate(self, operands: Sequence[Any], attrs: IotaAttrs, result: Shape,
