@@ -12,7 +12,7 @@ import numpy as np
 
 from xlapy.errors import XlapyError
 from xlapy.types import ElementType, Shape
-from xlapy.types.float_range import fit_decimals, out_of_range_message
+from xlapy.types.float_range import _limit, fit_decimals, out_of_range_message
 from xlapy.types.limits import literal_size_problem
 
 _TOKEN = re.compile(r"\(|\)|true|false|[-+]?0x[0-9A-Fa-f]+|[-+]?(?:inf|nan)|"
@@ -95,6 +95,10 @@ def _dense_to_array(body: str, shape: Shape) -> np.ndarray:
     problem = literal_size_problem(n, et.dtype.itemsize, f"dense literal {shape.to_shlo()}")
     if problem:
         raise DenseError(problem)
+    if n == 1:
+        one = _plain_scalar(body, et)
+        if one is not None:
+            return one.reshape(shape.dimensions)
     if body.startswith('"0x') or body.startswith("'0x"):
         raw = bytes.fromhex(body[3:-1])
         itemsize = et.dtype.itemsize
@@ -125,6 +129,33 @@ def _dense_to_array(body: str, shape: Shape) -> np.ndarray:
         raise DenseError(f"dense literal has {arr.size} element(s) but {shape.to_shlo()} "
                          f"needs {n}")
     return arr.reshape(shape.dimensions)
+
+
+_DECIMAL = re.compile(r"[-+]?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
+_INTEGER = re.compile(r"[-+]?[0-9]{1,18}")
+
+
+def _plain_scalar(body: str, et: ElementType) -> np.ndarray | None:
+    """A one-element body that is a plain decimal well inside `et`'s range (most of a JAX
+    module's constants: `0.000000e+00`, `5.120000e+02`, `1`), as the general path reads it
+    (float64 then cast; the integer itself); None for anything else (hex, inf, nan, a
+    value at or past the edge of the range, booleans, complex): the general path."""
+    if et.is_float:
+        if _DECIMAL.fullmatch(body) is None:
+            return None
+        value = float(body)
+        if not abs(value) < _limit(et)[1]:  # past or at the rounding edge: fit_decimals
+            return None
+        return np.array([value]).astype(et.dtype)
+    if et.is_integer:
+        if _INTEGER.fullmatch(body) is None:
+            return None
+        v, bits = int(body), et.bits
+        lo, hi = (-(1 << (bits - 1)), 1 << (bits - 1)) if et.is_signed else (0, 1 << bits)
+        if not lo <= v < hi:  # (the general path wraps some; it decides those)
+            return None
+        return np.array([v], dtype=np.int64 if et.is_signed else np.uint64).astype(et.dtype)
+    return None
 
 
 def _is_splat(body: str, et: ElementType) -> bool:
