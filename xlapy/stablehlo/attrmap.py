@@ -111,11 +111,18 @@ def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[An
         flat = dict(attrs)
         flat.update(flat.pop(nested).fields)
     kwargs: dict[str, Any] = {}
-    for f, key, hint in plan:
+    for f, key, hint, ints in plan:
         if key in flat:
-            _check_width(op, key, flat[key])
+            value = flat[key]
+            if ints:  # tuple[int, ...] (dimension lists): plain int64s are taken as they are
+                seq = value.values if isinstance(value, DenseArray) else value
+                if isinstance(seq, (list, tuple)) and all(
+                        type(v) is int and _I64_MIN <= v <= _I64_MAX for v in seq):
+                    kwargs[f.name] = tuple(seq)
+                    continue
+            _check_width(op, key, value)
             try:
-                kwargs[f.name] = convert(flat[key], hint)
+                kwargs[f.name] = convert(value, hint)
             except (AttrError, ValueError, TypeError, KeyError) as e:
                 raise AttrError(f"{op}: bad value for attribute '{key}': {e}") from None
             continue
@@ -135,15 +142,20 @@ def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[An
     return cls(**kwargs)
 
 
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 @cache
-def _field_plan(op: str, cls: type) -> tuple[tuple[dataclasses.Field[Any], str, Any], ...] | None:
-    """(field, attribute name, type hint) per field of `cls` as op `op` spells it (None: not
-    a dataclass): what build_attrs walks, worked out once per op instead of per instruction."""
+def _field_plan(op: str, cls: type
+                ) -> tuple[tuple[dataclasses.Field[Any], str, Any, bool], ...] | None:
+    """(field, attribute name, type hint, hint is tuple[int, ...]) per field of `cls` as op
+    `op` spells it (None: not a dataclass): what build_attrs walks, worked out once per op
+    instead of per instruction."""
     if not dataclasses.is_dataclass(cls):
         return None
     hints = _hints(cls)
-    return tuple((f, ALIASES.get((op, f.name), f.name), hints[f.name])
-                 for f in dataclasses.fields(cls))
+    return tuple((f, ALIASES.get((op, f.name), f.name), hints[f.name],
+                  hints[f.name] == tuple[int, ...]) for f in dataclasses.fields(cls))
 
 
 def _from_result(name: str, hint: Any, result_types: list[Any]) -> Any:

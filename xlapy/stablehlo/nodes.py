@@ -140,7 +140,10 @@ class OpNode:
 
     @property
     def num_results(self) -> int:
-        return sum(c for _, c in self.results)
+        results = self.results
+        if len(results) == 1:  # (almost every op; the importer asks several times per op)
+            return results[0][1]
+        return sum(c for _, c in results)
 
 
 @dataclass

@@ -24,7 +24,7 @@ def test_no_attrs_is_the_shared_instance() -> None:
 def test_plan_is_cached_and_spells_aliases() -> None:
     plan = _field_plan("all_gather", AllGatherAttrs)
     assert plan is not None and plan is _field_plan("all_gather", AllGatherAttrs)
-    keys = {f.name: key for f, key, _ in plan}
+    keys = {f.name: key for f, key, _, _ in plan}
     assert keys["channel_id"] == "channel_handle"
     assert keys["all_gather_dim"] == "all_gather_dim"
 
@@ -47,3 +47,23 @@ def test_fields_from_text_and_result_and_missing() -> None:
     with pytest.raises(AttrError, match="missing attribute 'broadcast_dimensions'"):
         build_attrs("broadcast_in_dim", BroadcastInDimAttrs, {},
                     [Shape.array(ElementType.F32, [4, 3])])
+
+
+@pytest.mark.parametrize("value", [
+    DenseArray("i64", (1, 0)), DenseArray("i64", ()), [2, 3], (4,), [True, 1],
+    DenseArray("i1", (True, False)), [1 << 63], [-(1 << 63)], [(1 << 63) - 1]])
+def test_int_tuples_as_convert_reads_them(value: object) -> None:
+    """The tuple[int, ...] shortcut gives what convert() gives, or defers to it (bools,
+    values past int64: convert's own result or error)."""
+    from xlapy.ops.shape import TransposeAttrs
+    from xlapy.stablehlo.attrmap import convert
+
+    try:
+        want: object = TransposeAttrs(convert(value, tuple[int, ...]))
+    except AttrError as e:
+        want = str(e)
+    try:
+        got: object = build_attrs("transpose", TransposeAttrs, {"permutation": value}, [F32])
+    except AttrError as e:
+        got = str(e).removeprefix("transpose: bad value for attribute 'permutation': ")
+    assert got == want
