@@ -9,8 +9,9 @@ an error then names the instruction alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xlapy.errors import Span
 
@@ -18,11 +19,48 @@ if TYPE_CHECKING:
     from xlapy.ir.instruction import Instruction
 
 
+class LazySpan:
+    """A Span made when first read: the StableHLO importer stamps every op with its place in
+    the text, and only an error message ever reads one (making each Span up front was a
+    tenth of the import). Reads as the Span (`str`, `.line`, `.col`, ...)."""
+
+    __slots__ = ("_make", "_span")
+
+    def __init__(self, make: Callable[[], Span]) -> None:
+        self._make: Callable[[], Span] | None = make
+        self._span: Span | None = None
+
+    def resolve(self) -> Span:
+        if self._span is None:
+            assert self._make is not None
+            self._span, self._make = self._make(), None
+        return self._span
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # (its own slots, before they are set: copy, pickle)
+            raise AttributeError(name)
+        return getattr(self.resolve(), name)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copied or pickled as the Span itself (not the lexer and text it would be made from)."""
+        return _same, (self.resolve(),)
+
+    def __str__(self) -> str:
+        return str(self.resolve())
+
+    def __repr__(self) -> str:
+        return repr(self.resolve())
+
+
+def _same(span: Span) -> Span:
+    return span
+
+
 @dataclass(frozen=True)
 class SourceLoc:
     """`span`: the op in the text read; `name`/`file`/`line`/`col`: its debug location."""
 
-    span: Span | None = None
+    span: Span | LazySpan | None = None
     name: str | None = None
     file: str | None = None
     line: int | None = None

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from xlapy.errors import ParseError, Unimplemented, XlapyError
 from xlapy.ir import Computation, Instruction, Module
-from xlapy.ir.location import stamp
+from xlapy.ir.location import LazySpan, stamp
 from xlapy.ops.base import NO_ATTRS, OPS, get_op, infer_shape
 from xlapy.ops.core import ConstantAttrs, GetTupleElementAttrs, ParameterAttrs
 from xlapy.ops.dynamic import DYNAMIC_OPS
@@ -60,6 +61,7 @@ from xlapy.types import Literal, Shape
 from xlapy.types.limits import process_count_problem
 
 TERMINATORS = {"func.return", "return", "stablehlo.return", "sdy.return"}
+_UNKNOWN = object()  # (Importer._specials: not looked up yet)
 _TUPLE_OPS = {"tuple", "get_tuple_element", "parameter", "constant"}
 #: Deprecated StableHLO ops that are one spec op under another name (others: legalize.py).
 _DEPRECATED = {"create_token": "after_all"}  # create_token: after_all with no operands
@@ -93,6 +95,8 @@ class Importer:
         self.module = Module(node.name)
         self._region_count = 0
         self.cur = Computation("<none>")
+        #: opcode -> its own import (Importer._special) or None, found once per opcode.
+        self._specials: dict[str, Any] = {}
 
     def error(self, pos: int, message: str) -> ParseError:
         return ParseError(self.lex.span(pos), message)
@@ -244,23 +248,19 @@ class Importer:
         except QuantTypeError as e:
             raise self.error(node.pos, f"{node.name}: {e}") from None
         stamp(comp.instructions[first:],
-              resolve_loc(node.loc, self.node.locs, self.lex.span(node.pos)))
+              resolve_loc(node.loc, self.node.locs, LazySpan(partial(self.lex.span, node.pos))))
 
     def _op(self, node: OpNode, scope: Scope) -> None:
         opcode = opcode_of(node.name)
         self.cur = scope.comp
-        special = getattr(self, "op_" + opcode.replace(".", "_"), None)
         if involves_quant(node) or (opcode in ("uniform_quantize", "uniform_dequantize")
                                     and not ({"result", "operand"} & set(node.attrs))):
             results = import_quantized(self, node, scope, opcode)
             self.bind_results(node, scope, results)
             return
-        if opcode in DYNAMIC_OPS:
-            special = self.op_dynamic
-        elif opcode.startswith("chlo.broadcast_"):
-            special = self.op_chlo_broadcast
-        elif opcode in LEGALIZE or opcode in sdy.IMPORTERS:  # legalize.py, sdy.py
-            special = partial(LEGALIZE.get(opcode) or sdy.IMPORTERS[opcode], self)
+        special = self._specials.get(opcode, _UNKNOWN)
+        if special is _UNKNOWN:
+            special = self._specials[opcode] = self._special(opcode)
         if special is not None:
             results = special(node, scope)
         else:
@@ -269,6 +269,17 @@ class Importer:
             regions = [self.region(r, scope, opcode) for r in node.regions]
             results = self.emit(node, opcode, operands, regions)
         self.bind_results(node, scope, results)
+
+    def _special(self, opcode: str) -> Callable[[OpNode, Scope], list[Instruction]] | None:
+        """The import of `opcode` when it has its own (an op_* method, a dynamic op, a chlo
+        broadcast, a legalized or sdy op), None for emit's; _op asks once per opcode."""
+        if opcode in DYNAMIC_OPS:
+            return self.op_dynamic
+        if opcode.startswith("chlo.broadcast_"):
+            return self.op_chlo_broadcast
+        if opcode in LEGALIZE or opcode in sdy.IMPORTERS:  # legalize.py, sdy.py
+            return partial(LEGALIZE.get(opcode) or sdy.IMPORTERS[opcode], self)
+        return getattr(self, "op_" + opcode.replace(".", "_"), None)
 
     def check_operand_types(self, node: OpNode, operands: list[Instruction]) -> None:
         types = node.operand_types
@@ -300,17 +311,19 @@ class Importer:
              regions: list[Computation], attrs: Any = None) -> list[Instruction]:
         op = get_op(opcode)
         declared = self.declared_results(node)
+        shapes_in = [o.shape for o in operands]
         if attrs is None:
             attrs = build_attrs(opcode, op.attrs, node.attrs, [_as_static(t) for t in declared],
-                                [o.shape for o in operands])
-        shape = infer_shape(opcode, [o.shape for o in operands], attrs, regions)
+                                shapes_in)
+        shape = infer_shape(opcode, shapes_in, attrs, regions)
         instr = self.add(opcode, operands, shape, attrs, regions, node).mark_inferred()
-        results = split_results(instr, node.num_results)
+        n = node.num_results
+        results = split_results(instr, n)
         if node.result_types is not None and declared:
-            shapes = [r.shape for r in results] if node.num_results else []
+            shapes = [r.shape for r in results] if n else []
             if len(declared) == len(shapes):
                 for i, (s, t) in enumerate(zip(shapes, declared)):
-                    if not compatible(s, t):
+                    if s != t and not compatible(s, t):  # (equal: compatible, quant or not)
                         label = result_type_label(opcode, s, t)  # the spec constraint
                         raise self.error(node.pos, f"{node.name}: result {i} has type "
                                                    f"{s.to_shlo()} but is declared as "

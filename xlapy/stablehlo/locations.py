@@ -13,14 +13,15 @@ import re
 from dataclasses import replace
 
 from xlapy.errors import Span
-from xlapy.ir.location import SourceLoc
+from xlapy.ir.location import LazySpan, SourceLoc
 
 _FILE = re.compile(r'^"((?:[^"\\]|\\.)*)"\s*:\s*(\d+)\s*:\s*(\d+)')
 _NAME = re.compile(r'^"((?:[^"\\]|\\.)*)"\s*(?:\((.*)\))?$', re.S)
 _MAX_DEPTH = 64
 
 
-def resolve(text: str | None, aliases: dict[str, str], span: Span | None) -> SourceLoc:
+def resolve(text: str | None, aliases: dict[str, str], span: Span | LazySpan | None
+            ) -> SourceLoc:
     found = _resolve(text.strip(), aliases, 0) if text else None
     return replace(found, span=span) if found is not None else SourceLoc(span=span)
 
