@@ -17,9 +17,10 @@ parser), does not match and takes the token path, with its errors and locations.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from xlapy.stablehlo.nodes import DenseArray, DenseAttr, OpNode, ValueRef
+from xlapy.stablehlo.nodes import DenseArray, DenseAttr, EnumAttr, OpNode, StructAttr, ValueRef
+from xlapy.types import Shape
 
 if TYPE_CHECKING:
     from xlapy.stablehlo.parser import Parser
@@ -31,15 +32,32 @@ _TENSOR = r"tensor<(?:[0-9]{1,18}x)*[A-Za-z0-9_]+>"  # a plain static tensor (pa
 #: `loc(...)`, a comment or a continuation (`, type`, `-> type`): those take the token path.
 _END = r"[ \t]*\n(?=\s*(?:[%}\"]|(?!loc\b)[A-Za-z_]))"
 
+_INTS = r"\[((?:[0-9]{1,18}(?:, [0-9]{1,18})*)?)\]"  # `[1, 0]`, `[]`: a list of int64s
+#: `: (a, b) -> r` (group 1 the operand types, 2 the result type).
+_FUNCTION_TYPE = rf" : \(({_TENSOR}(?:, {_TENSOR})*)\) -> ({_TENSOR}){_END}"
+
 #: `%r = name ` (the lexer's ident token for the name).
 _HEAD = re.compile(rf"({_VALUE}) = ([A-Za-z_][A-Za-z0-9_$.]*) ")
-_DEFAULT = re.compile(rf"({_REF}(?:, {_REF})*) : ({_TENSOR}){_END}")
-_BROADCAST = re.compile(
-    rf"({_REF}), dims = \[((?:[0-9]{{1,18}}(?:, [0-9]{{1,18}})*)?)\] : \(({_TENSOR})\) -> "
-    rf"({_TENSOR}){_END}")
+#: Operands, then one type for all (group 2) or a function type (groups 3, 4).
+_DEFAULT = re.compile(rf"({_REF}(?:, {_REF})*) : (?:({_TENSOR})|\(({_TENSOR}(?:, {_TENSOR})*)\)"
+                      rf" -> ({_TENSOR})){_END}")
+#: `%x, dims = [..] : (a) -> r`: broadcast_in_dim, transpose, reverse (a dims keyword naming
+#: an array attribute).
+_DIMS = re.compile(rf"({_REF}), dims = {_INTS}{_FUNCTION_TYPE}")
+#: dot_general: `%a, %b, [batching_dims = [..] x [..], ]contracting_dims = [..] x [..][,
+#: precision = [P, P]] : (a, b) -> r`.
+_PRECISION = r"(?:DEFAULT|HIGH|HIGHEST)"
+_DOT = re.compile(
+    rf"({_REF}, {_REF})(?:, batching_dims = {_INTS} x {_INTS})?, contracting_dims = {_INTS} x "
+    rf"{_INTS}(?:, precision = \[({_PRECISION}(?:, {_PRECISION})*)\])?{_FUNCTION_TYPE}")
 #: A splat or hex body: no brackets, quotes or nesting, not ending in '-' (an arrow).
 _CONSTANT = re.compile(
     rf"dense<([^<>\"(){{}}\[\]\n]*[^<>\"(){{}}\[\]\n\-])> : ({_TENSOR}){_END}")
+
+
+#: Ops whose `dims = [..]` keyword is an array attribute (syntax.KEYWORDS, _ARRAY_ATTRS).
+_DIMS_ATTRS = {"stablehlo.broadcast_in_dim": "broadcast_dimensions",
+               "stablehlo.transpose": "permutation", "stablehlo.reverse": "dimensions"}
 
 
 def match_line(p: Parser, pos: int) -> OpNode | None:
@@ -53,8 +71,10 @@ def match_line(p: Parser, pos: int) -> OpNode | None:
         return None
     name = head.group(2)
     at = head.end()
-    if name == "stablehlo.broadcast_in_dim":
-        op = _broadcast(p, text, at, name, head.start(2))
+    if name in _DIMS_ATTRS:
+        op = _dims(p, text, at, name, head.start(2))
+    elif name == "stablehlo.dot_general":
+        op = _dot(p, text, at, name, head.start(2))
     elif name == "stablehlo.constant":
         op = _constant(p, text, at, name, head.start(2))
     elif name in PRETTY:
@@ -83,28 +103,69 @@ def _done(p: Parser, end: int) -> None:
     lex.pos = end
 
 
+def _types(p: Parser, texts: str) -> list[Shape] | None:
+    """`tensor<..>, tensor<..>` as Shapes (None when one is not a known plain tensor)."""
+    out = []
+    for t in texts.split(", "):
+        shape = p.plain_tensor(t)
+        if shape is None:
+            return None
+        out.append(shape)
+    return out
+
+
+def _ints(text: str) -> list[int]:
+    return [int(d) for d in text.split(", ")] if text else []
+
+
 def _default(p: Parser, text: str, at: int, name: str, pos: int) -> OpNode | None:
     m = _DEFAULT.match(text, at)
     if m is None:
         return None
-    shape = p.plain_tensor(m.group(2))
-    if shape is None:
+    operand_types: list[Shape] | None = None
+    if m.group(2) is not None:
+        result = p.plain_tensor(m.group(2))
+    else:
+        operand_types, result = _types(p, m.group(3)), p.plain_tensor(m.group(4))
+        if operand_types is None:
+            return None
+    if result is None:
         return None
     _done(p, m.end())
-    return OpNode(name, [], _refs(m.group(1), m.start(1)), {}, [], None, [shape], pos)
+    return OpNode(name, [], _refs(m.group(1), m.start(1)), {}, [], operand_types, [result], pos)
 
 
-def _broadcast(p: Parser, text: str, at: int, name: str, pos: int) -> OpNode | None:
-    m = _BROADCAST.match(text, at)
+def _dims(p: Parser, text: str, at: int, name: str, pos: int) -> OpNode | None:
+    m = _DIMS.match(text, at)
     if m is None:
         return None
-    operand, result = p.plain_tensor(m.group(3)), p.plain_tensor(m.group(4))
-    if operand is None or result is None:
+    operand_types, result = _types(p, m.group(3)), p.plain_tensor(m.group(4))
+    if operand_types is None or result is None:
         return None
     _done(p, m.end())
-    dims = tuple(int(d) for d in m.group(2).split(", ")) if m.group(2) else ()
-    return OpNode(name, [], _refs(m.group(1), m.start(1)),
-                  {"broadcast_dimensions": DenseArray("i64", dims)}, [], [operand], [result],
+    dims = DenseArray("i64", tuple(_ints(m.group(2))))
+    return OpNode(name, [], _refs(m.group(1), m.start(1)), {_DIMS_ATTRS[name]: dims}, [],
+                  operand_types, [result], pos)
+
+
+def _dot(p: Parser, text: str, at: int, name: str, pos: int) -> OpNode | None:
+    m = _DOT.match(text, at)
+    if m is None:
+        return None
+    operand_types, result = _types(p, m.group(7)), p.plain_tensor(m.group(8))
+    if operand_types is None or result is None:
+        return None
+    _done(p, m.end())
+    fields: dict[str, Any] = {}
+    if m.group(2) is not None:
+        fields["lhs_batching_dimensions"] = _ints(m.group(2))
+        fields["rhs_batching_dimensions"] = _ints(m.group(3))
+    fields["lhs_contracting_dimensions"] = _ints(m.group(4))
+    fields["rhs_contracting_dimensions"] = _ints(m.group(5))
+    attrs: dict[str, Any] = {"dot_dimension_numbers": StructAttr("stablehlo.dot", fields)}
+    if m.group(6) is not None:
+        attrs["precision_config"] = [EnumAttr("precision", v) for v in m.group(6).split(", ")]
+    return OpNode(name, [], _refs(m.group(1), m.start(1)), attrs, [], operand_types, [result],
                   pos)
 
 

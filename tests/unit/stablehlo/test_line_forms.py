@@ -63,6 +63,18 @@ FAST = [
     "%0 = stablehlo.constant dense<-1.5> : tensor<2x3xf32>",
     "%0 = stablehlo.constant dense<  2.0 > : tensor<2x3xf32>",
     "%0 = chlo.erf %x : tensor<2x3xf32>",
+    "%0 = stablehlo.reshape %x : (tensor<2x3xf32>) -> tensor<3x2xf32>",
+    "%0 = stablehlo.convert %x : (tensor<2x3xf32>) -> tensor<2x3xbf16>",
+    "%0 = stablehlo.add %x, %y : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>",
+    "%0 = stablehlo.transpose %x, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>",
+    "%0 = stablehlo.reverse %x, dims = [] : (tensor<2x3xf32>) -> tensor<2x3xf32>",
+    "%0 = stablehlo.broadcast_in_dim %v, dims = [] : (tensor<3xf32>) -> tensor<2x3xf32>",
+    "%0 = stablehlo.dot_general %x, %y, contracting_dims = [1] x [1], precision = [DEFAULT, "
+    "DEFAULT] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x2xf32>",
+    "%0 = stablehlo.dot_general %x, %y, batching_dims = [0] x [0], contracting_dims = [1] x "
+    "[1] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2xf32>",
+    "%0 = stablehlo.dot_general %x, %y, batching_dims = [] x [], contracting_dims = [] x [], "
+    "precision = [HIGHEST, HIGH] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3x2x3xf32>",
     "%0 = stablehlo.add %x, %y : tensor<2x3xf32>\t ",
 ]
 
@@ -81,7 +93,6 @@ SLOW = [
     "%0 = stablehlo.add %x,  %y : tensor<2x3xf32>",
     "%0 = stablehlo.add %x, %y : tensor<2x3xf32> {a = 1 : i64}",
     "%0 = stablehlo.add %x, %y {a = 1 : i64} : tensor<2x3xf32>",
-    "%0 = stablehlo.add %x, %y : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>",
     "%0 = stablehlo.add %x, %y : tensor<2x3xf32, #stablehlo.bounds<?, ?>>",
     "%0 = stablehlo.add %x, %y : tensor<2x?xf32>",
     "%0 = stablehlo.add %x, %y : tensor<2x3xf99>",
@@ -102,6 +113,22 @@ SLOW = [
     "%0 = stablehlo.constant dense<1.0-> : tensor<2x3xf32>",
     "%0 = stablehlo.constant {a = 1} dense<1.0> : tensor<2x3xf32>",
     "%0 = \"stablehlo.add\"(%x, %y) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>",
+    "%0 = stablehlo.reshape %x : (tensor<2x3xf32>) -> (tensor<3x2xf32>)",
+    "%0 = stablehlo.reshape %x : (tensor<2x3xf32>) -> tensor<3x2xf32>, tensor<3x2xf32>",
+    "%0 = stablehlo.iota dim = 0 : tensor<2x3xf32>",
+    "%0 = stablehlo.concatenate %x, %y, dim = 0 : (tensor<2x3xf32>, tensor<2x3xf32>) -> "
+    "tensor<4x3xf32>",
+    "%0 = stablehlo.dot_general %x, %y, contracting_dims = [1] x [1], precision = [true, "
+    "DEFAULT] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x2xf32>",
+    "%0 = stablehlo.dot_general %x, %y, contracting_dims = [1] x [1], precision = [f32, "
+    "DEFAULT] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x2xf32>",
+    "%0 = stablehlo.dot_general %x, %y, contracting_dims = [1] x [1], algorithm = <lhs_"
+    "precision_type = f32, rhs_precision_type = f32, accumulation_type = f32, lhs_component_"
+    "count = 1, rhs_component_count = 1, num_primitive_operations = 1, allow_imprecise_"
+    "accumulation = false> : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x2xf32>",
+    "%0 = stablehlo.dot_general %x, %y, contracting_dims = [1] x [1] : (tensor<2x3xf32>, "
+    "tensor<2x3xf32>) -> tensor<2x2xf32> loc(#loc3)",
+    "%0 = stablehlo.transpose %x, dims = [1, 0] : tensor<2x3xf32>",
 ]
 
 
@@ -175,7 +202,9 @@ def test_jax_lowered_programs_parse_the_same() -> None:
 
     def layer(x: Any, w: Any, b: Any) -> Any:
         h = jnp.tanh(x @ w + b)
-        return jax.nn.softmax(h * 0.5 - jnp.max(h), axis=-1)
+        q = h.reshape(2, 2, 8).astype(jnp.bfloat16)
+        s = jnp.einsum("bij,bkj->bik", q, q).astype(jnp.float32).reshape(4, 2)
+        return jax.nn.softmax(h * 0.5 - jnp.max(h), axis=-1).T, s
 
     x = np.ones((4, 8), np.float32)
     w = np.ones((8, 8), np.float32)
