@@ -33,6 +33,7 @@ from xlapy import denormal
 from xlapy.backends.cpu import (
     cache,
     conv_epilogue,
+    dot_epilogue,
     kernels,
     lanes,
     lapack,
@@ -145,7 +146,15 @@ class CpuExecutable(Calls, Introspection, MemoryPlanning):
         #: xlapy.aot (which compiles so) reads the plan and emits plain convolution loops.
         self.epilogues = conv_epilogue.for_plan(comp, plan, self.outputs) \
             if not self.options.nested else {}
-        self._claimed = {id(r) for e in self.epilogues.values() for r in e.parts}
+        #: Column-split GEMMs that compute their consumer kernel's root chunk by chunk
+        #: (dot_epilogue.py), compiled together below; not in nested compiles either.
+        self.dot_epilogues = dot_epilogue.plan(comp, plan, self.outputs) \
+            if not self.options.nested and self.runnable else {}
+        self._dot_epilogues_compiled: dot_epilogue.Compiled | None = \
+            dot_epilogue.Compiled(list(self.dot_epilogues.values())) \
+            if self.dot_epilogues else None
+        self._claimed = {id(r) for e in self.epilogues.values() for r in e.parts} | \
+            {id(r) for e in self.dot_epilogues.values() for r in e.parts}
         self._extra_ins: dict[int, list[int]] = {}
         mod = new_module(f"xlapy_{comp.name}")
         self.thunks: list[Callable[..., None]] = []
@@ -291,6 +300,10 @@ class CpuExecutable(Calls, Introspection, MemoryPlanning):
         if epi is not None:
             self._plan_conv_epilogue(instr, epi, s, ins, temps)
             return
+        depi = self.dot_epilogues.get(id(instr))
+        if depi is not None:
+            self._plan_dot_epilogue(instr, depi, s, ins, temps)
+            return
         dot = library.dot_plan(instr, self._threads(library.dot_cost(instr))) \
             if instr.opcode == "dot_general" \
             else library.conv_plan(instr, self.num_threads) if instr.opcode == "convolution" \
@@ -391,6 +404,37 @@ class CpuExecutable(Calls, Introspection, MemoryPlanning):
         self.report.append((instr.name, instr.opcode, "library conv-direct (epilogue "
                             f"%{root.name})"))
         self.report += [(r.name, r.opcode, f"convolution %{instr.name}'s epilogue")
+                        for r in epi.parts]
+
+    def _plan_dot_epilogue(self, instr: Instruction, epi: dot_epilogue.DotEpilogue, s: int,
+                           ins: list[int], temps: list[int]) -> None:
+        """The GEMM writes its consumer kernel's root into slot s (the root's too), each
+        column chunk finished by the thread that computed it (dot_epilogue.py)."""
+        root = epi.root
+        assert self._dot_epilogues_compiled is not None
+        run = dot_epilogue.runner(epi, self._dot_epilogues_compiled,
+                                  self._threads(library.dot_cost(instr)), self._pool)
+        self.slot[id(root)] = s
+        self.shapes[s] = root.shape
+        a, b = ins
+        extra = dot_epilogue.leaf_slots(epi, self.slot)
+        self._extra_ins[s] = [a, b, *extra]
+        temp = id(root) not in self.outputs
+        if temp:
+            temps.append(s)
+        shape, dtype = tuple(root.shape.dimensions), root.shape.dtype
+
+        def run_dot(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
+            out = v[s] if temp else recycle.output(self._keep, s, shape, dtype)
+            run(v[a], v[b], out, *(v[k] for k in extra))
+            if not temp:
+                self._set(t, v, s, out)
+
+        self.thunks.append(run_dot)
+        self._native.add(s)
+        self.report.append((instr.name, instr.opcode, "library blas (column chunks, epilogue "
+                            f"%{root.name})"))
+        self.report += [(r.name, r.opcode, f"dot %{instr.name}'s epilogue")
                         for r in epi.parts]
 
     def _alias_claimed(self, instr: Instruction) -> None:

@@ -122,12 +122,16 @@ def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
     splits better by columns (a wide product with enough rows for two chunks and an rhs over
     WIDE_RHS_BYTES: each row chunk would pack all of the wide rhs again, from DRAM)."""
     g = gemm_of(instr, slot)
-    if g is None:
-        return None
-    if g.m >= 2 * blas.MIN_CHUNK and blas.columns(g.m, g.n) \
-            and g.k * g.n * (8 if g.f64 else 4) > WIDE_RHS_BYTES:
+    if g is None or wide_alone(g.m, g.n, g.k, g.f64):
         return None
     return Member(instr, g.out, g.m, {g.rhs}, g.m * g.n * g.k, gemm=g)
+
+
+def wide_alone(m: int, n: int, k: int, f64: bool) -> bool:
+    """A wide product with enough rows for two chunks and an rhs over WIDE_RHS_BYTES: it runs
+    alone, split by columns (blas.gemm), never in a region."""
+    return m >= 2 * blas.MIN_CHUNK and blas.columns(m, n) and k * n * (8 if f64 else 4) \
+        > WIDE_RHS_BYTES
 
 
 def kernel_member(spec: Kernel, reads: dict[int, set[tuple[str, ...]]],
@@ -294,5 +298,6 @@ def steps(region: Region, table: int, kernel_address: dict[str, int]
 
 
 __all__ = ["Region", "Member", "Gemm", "gemm_of", "gemm_member", "kernel_member", "plan",
+           "wide_alone",
            "steps", "run_function", "cuts", "gemm_descriptor", "gemm_rows_address", "gemm_step",
            "MIN_ROWS_PER_THREAD", "MIN_ROWS_PER_CHUNK", "MIN_ROWS_PER_HALF", "WIDE_RHS_BYTES"]

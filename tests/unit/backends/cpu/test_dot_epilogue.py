@@ -1,0 +1,163 @@
+"""A column-split GEMM (rhs over regions.WIDE_RHS_BYTES) computes its consumer kernel's root
+chunk by chunk (dot_epilogue.py): the same bits as the unfused kernel after the GEMM, on any
+thread count and target, for per-column (bias), same-index (residual) and scalar leaves, a
+transposed rhs and chunks whose width is not a multiple of the vector."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+import xlapy
+from tests.tolerance import Bounded
+from xlapy.backends.cpu import blas, cache, dot_epilogue, regions
+
+M, K = 256, 1024
+#: Columns: an rhs of K x N f32 over WIDE_RHS_BYTES, two column chunks, the second's width
+#: not a multiple of 16 (a scalar tail per row).
+N = regions.WIDE_RHS_BYTES // (K * 4) + 18
+
+LAYER = """
+func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>, %b: tensor<{n}xf32>,
+                %r: tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %h = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
+       : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<{n}xf32>) -> tensor<{m}x{n}xf32>
+  %s = stablehlo.add %h, %bb : tensor<{m}x{n}xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<{m}x{n}xf32>
+  %y = stablehlo.maximum %s, %z : tensor<{m}x{n}xf32>
+  %t = stablehlo.constant dense<0.5> : tensor<{m}x{n}xf32>
+  %q = stablehlo.multiply %y, %t : tensor<{m}x{n}xf32>
+  %o = stablehlo.add %q, %r : tensor<{m}x{n}xf32>
+  return %o : tensor<{m}x{n}xf32>
+}}
+"""
+
+#: The rhs as [n, k] (contracting its dimension 1), a bias of shape [1, n].
+LAYER_T = """
+func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{n}x{k}xf32>, %b: tensor<1x{n}xf32>)
+    -> tensor<{m}x{n}xf32> {{
+  %h = stablehlo.dot_general %x, %w, contracting_dims = [1] x [1]
+       : (tensor<{m}x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<{m}x{n}xf32>
+  %bb = stablehlo.broadcast_in_dim %b, dims = [0, 1] : (tensor<1x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %s = stablehlo.add %h, %bb : tensor<{m}x{n}xf32>
+  return %s : tensor<{m}x{n}xf32>
+}}
+"""
+
+
+@contextmanager
+def _unfused() -> Iterator[None]:
+    plan = dot_epilogue.plan
+    dot_epilogue.plan = lambda *a, **k: {}  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        dot_epilogue.plan = plan  # type: ignore[assignment]
+
+
+def _compile(text: str, threads: int, n: int = N) -> xlapy.CompiledProgram:
+    cache.clear_memory()
+    return xlapy.compile(text.format(m=M, k=K, n=n), backend="cpu",
+                         options={"num_threads": threads})
+
+
+def _args(seed: int = 0, n: int = N, special: bool = True) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = (rng.standard_normal((K, n)) / 32).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    r = rng.standard_normal((M, n)).astype(np.float32)
+    if not special:
+        return [x, w, b, r]
+    # the epilogue's special values: NaN, infinities, signed zeros, subnormals
+    b[:6] = [np.nan, np.inf, -np.inf, -0.0, 1e-40, -1e-39]
+    r[0, :4] = [np.nan, 1e-41, -0.0, np.inf]
+    return [x, w, b, r]
+
+
+def _explain(prog: xlapy.CompiledProgram) -> str:
+    return prog._exe.explain()  # type: ignore[attr-defined]
+
+
+def test_column_chunks_not_a_multiple_of_the_vector() -> None:
+    cuts = blas.split(M, N)
+    assert len(cuts) == 3 and blas.columns(M, N)
+    assert any((hi - lo) % 16 for lo, hi in zip(cuts, cuts[1:]))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_layer_fused_same_bits_as_unfused(threads: int) -> None:
+    prog = _compile(LAYER, threads)
+    text = _explain(prog)
+    assert "epilogue %o" in text and "kernel k" not in text, text
+    args = _args()
+    got = prog(*args)
+    with _unfused():
+        plain = _compile(LAYER, threads)
+    assert "epilogue" not in _explain(plain)
+    np.testing.assert_array_equal(got, plain(*args))
+    if threads > 1:
+        np.testing.assert_array_equal(got, _compile(LAYER, 1)(*args))
+    args2 = _args(seed=1, special=False)  # new arguments: the chunks read the new pointers
+    got2 = prog(*args2)
+    np.testing.assert_array_equal(got2, plain(*args2))
+    x, w, b, r = args2
+    ((Bounded.exact(x) @ Bounded.exact(w) + Bounded.exact(b)).maximum(0.0) * 0.5
+     + Bounded.exact(r)).check(got2)
+
+
+def test_transposed_rhs_and_row_bias() -> None:
+    prog = _compile(LAYER_T, 2)
+    assert "epilogue %s" in _explain(prog), _explain(prog)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = (rng.standard_normal((N, K)) / 32).astype(np.float32)
+    b = rng.standard_normal((1, N)).astype(np.float32)
+    got = prog(x, w, b)
+    with _unfused():
+        plain = _compile(LAYER_T, 2)
+    np.testing.assert_array_equal(got, plain(x, w, b))
+    (Bounded.exact(x) @ Bounded.exact(w).T + Bounded.exact(b)).check(got)
+
+
+@pytest.mark.parametrize("target", ["x86-64-v3", "x86-64-v2"])
+def test_other_targets_same_bits(target: str) -> None:
+    """Narrower vectors (8 and 4 lanes), other tails: the bits do not change."""
+    from xlapy.backends.cpu import target as tgt
+
+    if not tgt.resolve(target).runs_here:
+        pytest.skip(f"{target} does not run here")
+    cache.clear_memory()
+    prog = xlapy.compile(LAYER.format(m=M, k=K, n=N), backend="cpu",
+                         options={"num_threads": 2, "target": target})
+    args = _args()
+    assert "epilogue %o" in _explain(prog)
+    np.testing.assert_array_equal(prog(*args), _compile(LAYER, 2)(*args))
+
+
+def test_small_rhs_joins_region_instead() -> None:
+    """An rhs under WIDE_RHS_BYTES leaves the GEMM to row-parallel regions (no epilogue)."""
+    n = 512
+    prog = _compile(LAYER, 2, n)
+    assert "epilogue" not in _explain(prog)
+    assert not dot_epilogue.column_split(next(
+        i for i in prog._exe.comp.instructions if i.opcode == "dot_general"))  # type: ignore
+
+
+def test_dot_returned_not_fused() -> None:
+    """A GEMM whose value is also a result keeps its kernel (its buffer holds the dot)."""
+    text = LAYER.replace("-> tensor<{m}x{n}xf32> {{",
+                         "-> (tensor<{m}x{n}xf32>, tensor<{m}x{n}xf32>) {{")
+    text = text.replace("return %o : tensor<{m}x{n}xf32>",
+                        "return %o, %h : tensor<{m}x{n}xf32>, tensor<{m}x{n}xf32>")
+    prog = _compile(text, 2)
+    assert "epilogue" not in _explain(prog), _explain(prog)
+    x, w, b, r = _args(special=False)
+    got, hid = prog(x, w, b, r)
+    dot = Bounded.exact(x) @ Bounded.exact(w)
+    dot.check(hid)
+    ((dot + Bounded.exact(b)).maximum(0.0) * 0.5 + Bounded.exact(r)).check(got)
