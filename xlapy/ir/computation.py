@@ -94,53 +94,45 @@ class Computation:
         return list(shape.tuple_shapes) if self.multi_result else [shape]
 
     def post_order(self) -> list[Instruction]:
-        """Instructions with operands before users; unreachable side-effecting ones kept."""
-        in_order = self._in_order()
-        return in_order if in_order is not None else self._walk()
+        """Instructions with operands before users; unreachable side-effecting ones kept.
 
-    def _walk(self) -> list[Instruction]:
-        """post_order by a depth-first walk from every parameter, then every instruction."""
+        The order of a depth-first walk from each parameter, then from each instruction in
+        list order. An instruction whose operands are all placed is placed as it comes
+        (what the walk does with it): passes ask for the order after every change, and the
+        list is mostly in order already (the walk itself was most of a cheap pass's time)."""
         seen: set[int] = set()
         order: list[Instruction] = []
-
-        def visit(start: Instruction) -> None:
-            stack: list[tuple[Instruction, int]] = [(start, 0)]
-            while stack:
-                node, i = stack.pop()
-                if i == 0 and id(node) in seen:
-                    continue
-                if i < len(node.operands):
-                    stack.append((node, i + 1))
-                    child = node.operands[i]
-                    if id(child) not in seen:
-                        stack.append((child, 0))
-                elif id(node) not in seen:
-                    seen.add(id(node))
-                    order.append(node)
-
         for p in self.parameters:
-            visit(p)
+            if id(p) not in seen:
+                self._place(p, seen, order)
         for instr in self.instructions:
-            visit(instr)
-        return order
-
-    def _in_order(self) -> list[Instruction] | None:
-        """post_order's result without its walk when the list already has every operand
-        before its users (as the importer builds it and passes leave it): then the walk
-        takes the parameters, then the rest in list order. None when some operand comes
-        later (or is not here): post_order walks. Passes ask for the order after every
-        change, and the walk was most of a cheap pass's time."""
-        params = self.parameters
-        seen = {id(p) for p in params}
-        rest: list[Instruction] = []
-        for instr in self.instructions:
+            if id(instr) in seen:
+                continue
             for o in instr.operands:
                 if id(o) not in seen:
-                    return None
-            if id(instr) not in seen:  # (parameters are listed first, each instruction once)
-                rest.append(instr)
+                    self._place(instr, seen, order)
+                    break
+            else:
                 seen.add(id(instr))
-        return [*params, *rest] if params else rest
+                order.append(instr)
+        return order
+
+    @staticmethod
+    def _place(start: Instruction, seen: set[int], order: list[Instruction]) -> None:
+        """Depth-first from `start`: its unplaced operands (in operand order), then it."""
+        stack: list[tuple[Instruction, int]] = [(start, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i == 0 and id(node) in seen:
+                continue
+            if i < len(node.operands):
+                stack.append((node, i + 1))
+                child = node.operands[i]
+                if id(child) not in seen:
+                    stack.append((child, 0))
+            elif id(node) not in seen:
+                seen.add(id(node))
+                order.append(node)
 
     def called_computations(self) -> list[Computation]:
         out: list[Computation] = []
