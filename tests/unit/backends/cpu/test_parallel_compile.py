@@ -195,25 +195,13 @@ def test_prewarm_once_and_same_objects() -> None:
     assert [warm_o3, warm_o0] == fresh
 
 
-def test_threads_count_what_runs_now(monkeypatch: pytest.MonkeyPatch) -> None:
-    """threads() leaves out the CPUs other threads are running on now (/proc/loadavg's
-    running count), not the lagging 1-minute average, which counts this process's own
-    recent runs; the average is the fallback where the running count is unknown."""
+def test_threads_are_the_cpus_whatever_the_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """threads() is the CPUs this process may use (at most the limit and MAX_THREADS), not
+    fewer on a busy machine: two threads compiled faster than one at every load measured."""
     import os
 
     cpus = len(os.sched_getaffinity(0))
-    monkeypatch.setattr(parallel_compile, "_others_running", lambda: 0)
     monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))
     assert parallel_compile.threads(64) == min(cpus, parallel_compile.MAX_THREADS)
     assert parallel_compile.threads(1) == 1
-    monkeypatch.setattr(parallel_compile, "_others_running", lambda: cpus)
-    assert parallel_compile.threads(64) == 1
-    monkeypatch.setattr(parallel_compile, "_others_running", lambda: None)
-    assert parallel_compile.threads(64) == 1  # the average says 9
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # this compile alone
-    assert parallel_compile.threads(64) == min(cpus, parallel_compile.MAX_THREADS)
-
-
-def test_others_running_reads_the_running_count() -> None:
-    got = parallel_compile._others_running()
-    assert got is None or got >= 0
+    assert parallel_compile.threads(0) == 1
