@@ -1,12 +1,17 @@
 """The op spellings that make most of a JAX-lowered module, each read by one regex match.
 
-JAX prints most ops in three forms, one op per line:
+JAX prints most ops in a few forms, one op per line:
 
     %3 = stablehlo.add %0, %2 : tensor<32x64xf32>                (the default form)
+    %4 = stablehlo.reshape %3 : (tensor<32x64xf32>) -> tensor<2048xf32>   (with a function type)
     %1 = stablehlo.broadcast_in_dim %0, dims = [1] : (tensor<64xf32>) -> tensor<32x64xf32>
     %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %5 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0], precision = [DEFAULT,
+         DEFAULT] : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>    (one line)
+    %6 = stablehlo.reduce(%3 init: %cst) applies stablehlo.add across dimensions = [1] :
+         (tensor<32x64xf32>, tensor<f32>) -> tensor<32xf32>                    (one line)
 
-Read token by token they cost the parser about ten lexer calls each (a third of a cold
+Read token by token they cost the parser ten to forty lexer calls each (most of a cold
 compile's parse). `match_line` reads one of them in a single match and builds the very
 `OpNode` the token path builds (tests/unit/stablehlo/test_line_forms.py compares them over
 every workload and tricky spellings). Anything else, or anything a little different (other
@@ -36,23 +41,27 @@ _INTS = r"\[((?:[0-9]{1,18}(?:, [0-9]{1,18})*)?)\]"  # `[1, 0]`, `[]`: a list of
 #: `: (a, b) -> r` (group 1 the operand types, 2 the result type).
 _FUNCTION_TYPE = rf" : \(({_TENSOR}(?:, {_TENSOR})*)\) -> ({_TENSOR}){_END}"
 
-#: `%r = name ` (the lexer's ident token for the name).
-_HEAD = re.compile(rf"({_VALUE}) = ([A-Za-z_][A-Za-z0-9_$.]*) ")
+#: `%r = name` (the lexer's ident token for the name), then a space or `(`.
+_HEAD = re.compile(rf"({_VALUE}) = ([A-Za-z_][A-Za-z0-9_$.]*)(?=[ (])")
 #: Operands, then one type for all (group 2) or a function type (groups 3, 4).
-_DEFAULT = re.compile(rf"({_REF}(?:, {_REF})*) : (?:({_TENSOR})|\(({_TENSOR}(?:, {_TENSOR})*)\)"
+_DEFAULT = re.compile(rf" ({_REF}(?:, {_REF})*) : (?:({_TENSOR})|\(({_TENSOR}(?:, {_TENSOR})*)\)"
                       rf" -> ({_TENSOR})){_END}")
 #: `%x, dims = [..] : (a) -> r`: broadcast_in_dim, transpose, reverse (a dims keyword naming
 #: an array attribute).
-_DIMS = re.compile(rf"({_REF}), dims = {_INTS}{_FUNCTION_TYPE}")
+_DIMS = re.compile(rf" ({_REF}), dims = {_INTS}{_FUNCTION_TYPE}")
+#: One-input reduce by a named op: `(%x init: %c) applies stablehlo.add across dimensions =
+#: [1] : (a, c) -> r`.
+_REDUCE = re.compile(rf"\(({_REF}) init: ({_REF})\) applies ([A-Za-z_][A-Za-z0-9_$.]*) across "
+                     rf"dimensions = {_INTS}{_FUNCTION_TYPE}")
 #: dot_general: `%a, %b, [batching_dims = [..] x [..], ]contracting_dims = [..] x [..][,
 #: precision = [P, P]] : (a, b) -> r`.
 _PRECISION = r"(?:DEFAULT|HIGH|HIGHEST)"
 _DOT = re.compile(
-    rf"({_REF}, {_REF})(?:, batching_dims = {_INTS} x {_INTS})?, contracting_dims = {_INTS} x "
+    rf" ({_REF}, {_REF})(?:, batching_dims = {_INTS} x {_INTS})?, contracting_dims = {_INTS} x "
     rf"{_INTS}(?:, precision = \[({_PRECISION}(?:, {_PRECISION})*)\])?{_FUNCTION_TYPE}")
 #: A splat or hex body: no brackets, quotes or nesting, not ending in '-' (an arrow).
 _CONSTANT = re.compile(
-    rf"dense<([^<>\"(){{}}\[\]\n]*[^<>\"(){{}}\[\]\n\-])> : ({_TENSOR}){_END}")
+    rf" dense<([^<>\"(){{}}\[\]\n]*[^<>\"(){{}}\[\]\n\-])> : ({_TENSOR}){_END}")
 
 
 #: Ops whose `dims = [..]` keyword is an array attribute (syntax.KEYWORDS, _ARRAY_ATTRS).
@@ -77,6 +86,8 @@ def match_line(p: Parser, pos: int) -> OpNode | None:
         op = _dot(p, text, at, name, head.start(2))
     elif name == "stablehlo.constant":
         op = _constant(p, text, at, name, head.start(2))
+    elif name == "stablehlo.reduce":
+        op = _reduce(p, text, at, name, head.start(2))
     elif name in PRETTY:
         return None
     else:
@@ -167,6 +178,22 @@ def _dot(p: Parser, text: str, at: int, name: str, pos: int) -> OpNode | None:
         attrs["precision_config"] = [EnumAttr("precision", v) for v in m.group(6).split(", ")]
     return OpNode(name, [], _refs(m.group(1), m.start(1)), attrs, [], operand_types, [result],
                   pos)
+
+
+def _reduce(p: Parser, text: str, at: int, name: str, pos: int) -> OpNode | None:
+    from xlapy.stablehlo.syntax import _applies_region
+
+    m = _REDUCE.match(text, at)
+    if m is None:
+        return None
+    operand_types, result = _types(p, m.group(5)), p.plain_tensor(m.group(6))
+    if operand_types is None or result is None:
+        return None
+    _done(p, m.end())
+    operands = _refs(m.group(1), m.start(1)) + _refs(m.group(2), m.start(2))
+    region = _applies_region(name, m.group(3), operand_types, 1)
+    return OpNode(name, [], operands, {"dimensions": DenseArray("i64", tuple(_ints(m.group(4))))},
+                  [region], operand_types, [result], pos)
 
 
 def _constant(p: Parser, text: str, at: int, name: str, pos: int) -> OpNode | None:

@@ -75,13 +75,16 @@ FAST = [
     "[1] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2xf32>",
     "%0 = stablehlo.dot_general %x, %y, batching_dims = [] x [], contracting_dims = [] x [], "
     "precision = [HIGHEST, HIGH] : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3x2x3xf32>",
+    "%c = stablehlo.constant dense<0.0> : tensor<f32>\n  %0 = stablehlo.reduce(%x init: %c) "
+    "applies stablehlo.add across dimensions = [1] : (tensor<2x3xf32>, tensor<f32>) -> "
+    "tensor<2xf32>",
     "%0 = stablehlo.add %x, %y : tensor<2x3xf32>\t ",
 ]
 
 
 @pytest.mark.parametrize("line", FAST)
 def test_fast_lines_give_the_token_paths_nodes(line: str) -> None:
-    assert _same(_body(line, "return %0 : tensor<2x3xf32>")) == 1
+    assert _same(_body(line, "return %0 : tensor<2x3xf32>")) == 1 + line.count("\n")
 
 
 SLOW = [
@@ -129,6 +132,15 @@ SLOW = [
     "%0 = stablehlo.dot_general %x, %y, contracting_dims = [1] x [1] : (tensor<2x3xf32>, "
     "tensor<2x3xf32>) -> tensor<2x2xf32> loc(#loc3)",
     "%0 = stablehlo.transpose %x, dims = [1, 0] : tensor<2x3xf32>",
+    "%0:2 = stablehlo.reduce(%x init: %x), (%y init: %y) applies stablehlo.add across "
+    "dimensions = [1] : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) "
+    "-> (tensor<2xf32>, tensor<2xf32>)",
+    "%0 = stablehlo.reduce(%x init: %y) across dimensions = [1] : (tensor<2x3xf32>, "
+    "tensor<2x3xf32>) -> tensor<2xf32>\n   reducer(%a: tensor<f32>, %b: tensor<f32>)  {\n"
+    "    %s = \"stablehlo.add\"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
+    "    stablehlo.return %s : tensor<f32>\n  }",
+    "%0 = stablehlo.reduce (%x init: %y) applies stablehlo.add across dimensions = [1] : "
+    "(tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>",
 ]
 
 
