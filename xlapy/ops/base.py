@@ -161,12 +161,11 @@ def infer_shape(name: str, operands: Sequence[Shape], attrs: Any = NO_ATTRS,
     """Run op `name`'s shape inference with arity checks; errors list every operand shape."""
     op = get_op(name)
     try:
-        if op.arity != VARIADIC:
-            check(len(operands) == op.arity, f"{name}_arity",
-                  f"expects {op.arity} operand(s), got {len(operands)}")
-        if op.num_regions != VARIADIC:
-            check(len(regions) == op.num_regions, f"{name}_regions",
-                  f"expects {op.num_regions} called computation(s), got {len(regions)}")
+        if op.arity != VARIADIC and len(operands) != op.arity:
+            fail(f"{name}_arity", f"expects {op.arity} operand(s), got {len(operands)}")
+        if op.num_regions != VARIADIC and len(regions) != op.num_regions:
+            fail(f"{name}_regions",
+                 f"expects {op.num_regions} called computation(s), got {len(regions)}")
         if not isinstance(attrs, op.attrs):
             raise ShapeInferenceError(
                 f"{name}_attrs",

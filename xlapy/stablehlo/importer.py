@@ -97,6 +97,7 @@ class Importer:
         self.cur = Computation("<none>")
         #: opcode -> its own import (Importer._special) or None, found once per opcode.
         self._specials: dict[str, Any] = {}
+        self._opcodes: dict[str, str] = {}  # op name -> opcode_of(name), once per name
 
     def error(self, pos: int, message: str) -> ParseError:
         return ParseError(self.lex.span(pos), message)
@@ -251,7 +252,9 @@ class Importer:
               resolve_loc(node.loc, self.node.locs, LazySpan(partial(self.lex.span, node.pos))))
 
     def _op(self, node: OpNode, scope: Scope) -> None:
-        opcode = opcode_of(node.name)
+        opcode = self._opcodes.get(node.name)
+        if opcode is None:
+            opcode = self._opcodes[node.name] = opcode_of(node.name)
         self.cur = scope.comp
         if involves_quant(node) or (opcode in ("uniform_quantize", "uniform_dequantize")
                                     and not ({"result", "operand"} & set(node.attrs))):

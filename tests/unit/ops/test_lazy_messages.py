@@ -81,3 +81,13 @@ def test_messages_word_for_word(name: str, operands: list[Shape], attrs: Any,
     with pytest.raises(ShapeInferenceError) as e:
         infer_shape(name, operands, NO_ATTRS if attrs is None else attrs)
     assert str(e.value) == message
+
+
+def test_arity_and_region_count_messages() -> None:
+    with pytest.raises(ShapeInferenceError) as e:
+        infer_shape("negate", [a(F, 2), a(F, 2)])
+    assert str(e.value) == "negate_arity: expects 1 operand(s), got 2; got f32[2], f32[2]"
+    with pytest.raises(ShapeInferenceError) as e:
+        infer_shape("negate", [a(F, 2)], NO_ATTRS, [object()])  # type: ignore[list-item]
+    assert str(e.value) == ("negate_regions: expects 0 called computation(s), got 1; "
+                            "got f32[2]")
