@@ -1,0 +1,107 @@
+"""ir_print.function_text writes a kernel function character for character as llvmlite's
+str() does (the module text is the compile cache's key and what LLVM parses), for every
+kernel module of the JAX reference workloads (small shapes) and a few programs of
+scalar, integer, compare and conversion kernels, on the host and the portable targets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from llvmlite import ir
+
+import xlapy
+from xlapy.backends.cpu import cache, ir_print, llvm_util
+
+PROGRAMS = [
+    """
+func.func @main(%x: tensor<5x7xf32>, %y: tensor<5x7xi32>) -> (tensor<5x7xf32>, tensor<5x7xi32>) {
+  %c = stablehlo.compare GT, %x, %x : (tensor<5x7xf32>, tensor<5x7xf32>) -> tensor<5x7xi1>
+  %t = stablehlo.tanh %x : tensor<5x7xf32>
+  %l = stablehlo.log %x : tensor<5x7xf32>
+  %s = stablehlo.select %c, %t, %l : tensor<5x7xi1>, tensor<5x7xf32>
+  %f = stablehlo.convert %y : (tensor<5x7xi32>) -> tensor<5x7xf32>
+  %r = stablehlo.add %s, %f : tensor<5x7xf32>
+  %m = stablehlo.multiply %y, %y : tensor<5x7xi32>
+  %sh = stablehlo.shift_right_logical %m, %y : tensor<5x7xi32>
+  return %r, %sh : tensor<5x7xf32>, tensor<5x7xi32>
+}
+""",
+    """
+func.func @main(%x: tensor<3x4x6xf64>) -> tensor<6x3xf64> {
+  %z = stablehlo.constant dense<0.0> : tensor<f64>
+  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [1]
+       : (tensor<3x4x6xf64>, tensor<f64>) -> tensor<3x6xf64>
+  %t = stablehlo.transpose %s, dims = [1, 0] : (tensor<3x6xf64>) -> tensor<6x3xf64>
+  %e = stablehlo.exponential %t : tensor<6x3xf64>
+  return %e : tensor<6x3xf64>
+}
+""",
+]
+
+
+def _modules(text: str, monkeypatch: pytest.MonkeyPatch) -> list[ir.Module]:
+    """The kernel modules (llvmlite) a compile of `text` prints."""
+    from xlapy.backends.cpu import executable
+
+    seen: list[ir.Module] = []
+    real = executable.module_texts
+
+    def spy(mod: ir.Module, groups: Any) -> Any:
+        seen.append(mod)
+        return real(mod, groups)
+
+    monkeypatch.setattr(executable, "module_texts", spy)
+    cache.clear_memory()
+    xlapy.compile(text, backend="cpu")
+    return seen
+
+
+def _check(mods: list[ir.Module]) -> int:
+    n = 0
+    for mod in mods:
+        for v in mod.globals.values():
+            if isinstance(v, ir.Function) and v.blocks:
+                for blk in v.blocks:
+                    for i in blk.instructions:
+                        i._clear_string_cache()
+                assert ir_print.function_text(v) == str(v), v.name
+                n += 1
+    return n
+
+
+@pytest.mark.parametrize("target", ["host", "x86-64-v3", "x86-64-v2"])
+def test_programs_print_as_llvmlite(target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    from xlapy.backends.cpu import target as tgt
+
+    with tgt.use(tgt.resolve(target)):
+        mods = [m for p in PROGRAMS for m in _modules(p, monkeypatch)]
+    assert _check(mods) >= 2
+
+
+def test_jax_workloads_print_as_llvmlite(monkeypatch: pytest.MonkeyPatch) -> None:
+    jax = pytest.importorskip("jax")
+    from benchmarks.jax_workloads import JAX_WORKLOADS
+
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    mods: list[ir.Module] = []
+    for name in ("softmax", "layernorm", "attention", "gelu_chain", "transformer", "cnn",
+                 "top_k", "scatter_add", "reduce_max_rows", "scan_rnn"):
+        case = JAX_WORKLOADS[name](True)
+        mods += _modules(jax.jit(case.fn).lower(*case.args).as_text(), monkeypatch)
+    assert _check(mods) >= 8
+
+
+def test_other_instructions_go_to_llvmlite() -> None:
+    """An instruction kind it does not write (unreachable), and a call with attributes,
+    are llvmlite's own text."""
+    mod = llvm_util.new_module("m")
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [llvm_util.F32]), name="f")
+    callee = ir.Function(mod, ir.FunctionType(llvm_util.F32, [llvm_util.F32]), name="g")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.call(callee, [fn.args[0]], tail=True)
+    b.call(callee, [fn.args[0]], fastmath=("fast",))
+    b.unreachable()
+    assert ir_print.function_text(fn) == str(fn)
+    assert "tail call" in str(fn) and "unreachable" in str(fn)
