@@ -7,7 +7,7 @@ answer)."""
 from __future__ import annotations
 
 from xlapy.errors import ShapeInferenceError, VerificationError, XlapyError
-from xlapy.ir import Computation, Module
+from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.base import OPS, infer_shape
 from xlapy.ops.result_types import result_type_label
 
@@ -36,7 +36,7 @@ def verify_computation(comp: Computation) -> None:
                                 f"computation {comp.name} has parameter numbers {numbers}")
     if comp.root is None:
         raise VerificationError("computation", "root", f"computation {comp.name} has no root")
-    user_ids = {id(i): {id(u) for u in i.users} for i in comp.instructions}
+    user_sets: dict[int, set[int]] = {}
     for instr in comp.instructions:
         if instr.parent is not comp:
             raise VerificationError(instr.opcode, "parent",
@@ -47,7 +47,7 @@ def verify_computation(comp: Computation) -> None:
                     instr.opcode, "operand_order",
                     f"%{instr.name} uses %{o.name} before it is defined in {comp.name}",
                 )
-            if id(instr) not in user_ids.get(id(o), ()):
+            if not _lists_user(o, instr, user_sets):
                 raise VerificationError(instr.opcode, "users",
                                         f"%{o.name} does not list its user %{instr.name}")
         if instr.opcode not in OPS:
@@ -72,3 +72,15 @@ def verify_computation(comp: Computation) -> None:
     if id(comp.root) not in defined:
         raise VerificationError("computation", "root",
                                 f"root of {comp.name} is not one of its instructions")
+
+
+def _lists_user(operand: Instruction, user: Instruction, sets: dict[int, set[int]]) -> bool:
+    """Is `user` in operand.users? A short list is searched (Instruction compares by
+    identity); a long one's ids become a set once, so a value with many users stays linear."""
+    users = operand.users
+    if len(users) <= 16:
+        return user in users
+    ids = sets.get(id(operand))
+    if ids is None:
+        ids = sets[id(operand)] = {id(u) for u in users}
+    return id(user) in ids
