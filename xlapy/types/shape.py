@@ -66,15 +66,17 @@ class Shape:
     @staticmethod
     def array(element_type: ElementType, dimensions: Sequence[int] = (),
               layout: Layout | Sequence[int] | None = None) -> Shape:
-        dims = tuple(int(d) for d in dimensions)
+        dims = tuple(map(int, dimensions))  # (numpy integers too)
         if not element_type.is_array:
             raise XlapyError(f"{element_type} is not an array element type")
-        for d in dims:
-            if d < 0:
-                raise XlapyError(f"negative dimension size {d} in shape {list(dims)}")
-        if layout is not None and not isinstance(layout, Layout):
+        if dims and min(dims) < 0:
+            d = next(d for d in dims if d < 0)
+            raise XlapyError(f"negative dimension size {d} in shape {list(dims)}")
+        if layout is None:  # (most shapes)
+            return Shape(element_type, dims)
+        if not isinstance(layout, Layout):
             layout = Layout(tuple(layout))
-        if layout is not None and len(layout.minor_to_major) != len(dims):
+        if len(layout.minor_to_major) != len(dims):
             raise XlapyError(
                 f"layout {layout} has rank {len(layout.minor_to_major)} but shape has rank "
                 f"{len(dims)}"

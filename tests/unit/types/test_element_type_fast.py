@@ -31,3 +31,21 @@ def test_members_hash_and_compare_by_identity() -> None:
     assert e.F32 in frozenset([e.F32, e.S32]) and e.F64 not in frozenset([e.F32])
     assert pickle.loads(pickle.dumps(e.BF16)) is e.BF16
     assert hash(e.F32) == hash(e["F32"]) == hash(e("f32"))
+
+
+def test_shape_array_checks_and_converts() -> None:
+    """Shape.array converts numpy integers, keeps its messages (the first negative size)."""
+    import numpy as np
+
+    from xlapy.errors import XlapyError
+    from xlapy.types import Shape
+
+    s = Shape.array(ElementType.F32, [np.int64(3), 2])
+    assert s.dimensions == (3, 2) and type(s.dimensions[0]) is int and s.layout is None
+    assert Shape.array(ElementType.F32, (2, 3), (0, 1)).layout is not None
+    with pytest.raises(XlapyError, match=r"negative dimension size -1 in shape \[2, -1, -3\]"):
+        Shape.array(ElementType.F32, (2, -1, -3))
+    with pytest.raises(XlapyError, match="tuple is not an array element type"):
+        Shape.array(ElementType.TUPLE, (1,))
+    with pytest.raises(XlapyError, match="has rank 1 but shape has rank 2"):
+        Shape.array(ElementType.F32, (2, 3), (0,))
