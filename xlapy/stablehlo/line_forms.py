@@ -41,8 +41,9 @@ _INTS = r"\[((?:[0-9]{1,18}(?:, [0-9]{1,18})*)?)\]"  # `[1, 0]`, `[]`: a list of
 #: `: (a, b) -> r` (group 1 the operand types, 2 the result type).
 _FUNCTION_TYPE = rf" : \(({_TENSOR}(?:, {_TENSOR})*)\) -> ({_TENSOR}){_END}"
 
-#: `%r = name` (the lexer's ident token for the name), then a space or `(`.
-_HEAD = re.compile(rf"({_VALUE}) = ([A-Za-z_][A-Za-z0-9_$.]*)(?=[ (])")
+#: `%r = name` (the lexer's ident token for the name), then a space or `(`; whitespace
+#: before it is skipped (the parser may ask before it has read the op's first token).
+_HEAD = re.compile(rf"\s*({_VALUE}) = ([A-Za-z_][A-Za-z0-9_$.]*)(?=[ (])")
 #: Operands, then one type for all (group 2) or a function type (groups 3, 4).
 _DEFAULT = re.compile(rf" ({_REF}(?:, {_REF})*) : (?:({_TENSOR})|\(({_TENSOR}(?:, {_TENSOR})*)\)"
                       rf" -> ({_TENSOR})){_END}")
@@ -70,8 +71,8 @@ _DIMS_ATTRS = {"stablehlo.broadcast_in_dim": "broadcast_dimensions",
 
 
 def match_line(p: Parser, pos: int) -> OpNode | None:
-    """The op starting at `pos` (its first result) when it is one of the line forms, the
-    lexer moved past it; None (nothing consumed) otherwise."""
+    """The op starting at `pos` (its first result, or whitespace before it) when it is one
+    of the line forms, the lexer moved past it; None (nothing consumed) otherwise."""
     from xlapy.stablehlo.syntax import PRETTY
 
     text = p.lex.text

@@ -208,11 +208,18 @@ class Parser:
     def parse_block_ops(self) -> list[OpNode]:
         """Ops up to and including the closing `}`."""
         ops: list[OpNode] = []
-        while not self.accept("}"):
+        lex = self.lex
+        while True:
+            if lex._peeked is None and self.line_forms:  # (no token read ahead: try the line)
+                op = match_line(self, lex.pos)
+                if op is not None:
+                    ops.append(op)
+                    continue
+            if self.accept("}"):
+                return ops
             if self.peek().kind == "eof":
                 raise self.error(self.peek(), "unterminated block: expected '}'")
             ops.append(self.parse_op())
-        return ops
 
     @nested
     def parse_region(self) -> RegionNode:
