@@ -12,9 +12,9 @@ per-column buffers such as a bias, buffers read at the output's own index, eleme
 own emitters), so the bits are the unfused kernel's; the chunks are blas.split's, so they
 depend on the shape alone, never on the thread count.
 
-Per executable, one module holds every such GEMM's epilogue function and the job that runs
-a chunk: `chunk(i64* d)` calls d's BLAS routine with its 13 Fortran arguments, then d's
-epilogue on the chunk's columns.
+Per executable, a module per such GEMM holds its epilogue function (compiled on threads like
+the kernels); the job that runs a chunk, `chunk(i64* d)`, calling d's BLAS routine with its 13
+Fortran arguments, then d's epilogue on the chunk's columns, is compiled once per process.
 """
 
 from __future__ import annotations
@@ -28,7 +28,15 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas, cache, conv_epilogue, lanes, regions
+from xlapy.backends.cpu import (
+    blas,
+    cache,
+    conv_epilogue,
+    flush_ftz,
+    lanes,
+    parallel_compile,
+    regions,
+)
 from xlapy.backends.cpu.gemm_small import plain_dot
 from xlapy.backends.cpu.llvm_util import (
     F32,
@@ -41,9 +49,11 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     module_text,
     new_module,
+    on_host,
     restore_mxcsr,
     set_ftz_daz,
 )
+from xlapy.backends.cpu.once import once
 from xlapy.ir import Computation, Instruction
 from xlapy.types import ElementType as ET
 
@@ -150,10 +160,14 @@ def _emit_epilogue(mod: ir.Module, epi: DotEpilogue) -> None:
             st = b.store(res, ptr)
             st.align = 8 if t == F64 else 4
 
-    with for_range(b, i64(0), rows, "r") as r:
+    d = plain_dot(epi.dot)
+    assert d is not None
+    cuts = blas.split(d[0], d[1])
+    tail = any((c1 - c0) % width for c0, c1 in zip(cuts, cuts[1:]))
+    with for_range(b, i64(0), rows, "r") as r, flush_ftz.in_kernel():  # (FTZ set above)
         r_at = b.mul(r, ld)
         columns(r_at, lo, vec_end, width)
-        if width > 1:
+        if tail:  # a chunk's width is not a multiple of the vector (known from the shape)
             columns(r_at, vec_end, hi, 1)
     restore_mxcsr(b, saved)
     b.ret_void()
@@ -179,23 +193,44 @@ def _emit_chunk(mod: ir.Module) -> None:
     b.ret_void()
 
 
-class Compiled:
-    """The module of an executable's dot epilogues (compiled under its target and denormal
-    mode) and their chunk job."""
+@once
+@on_host
+def _chunk_engine() -> tuple[Engine, int]:
+    """The chunk job, shape-independent: compiled once per process."""
+    mod = new_module("xlapy_dot_chunk")
+    _emit_chunk(mod)
+    engine = Engine(mod, light=True, exports=[CHUNK_NAME])
+    return engine, engine.address(CHUNK_NAME)
 
-    def __init__(self, epilogues: Sequence[DotEpilogue]) -> None:
-        mod = new_module("xlapy_dot_epilogues")
+
+class Compiled:
+    """An executable's dot epilogues, one module each (compiled under its target and
+    denormal mode, on threads as its kernels are: parallel_compile.py)."""
+
+    def __init__(self, epilogues: Sequence[DotEpilogue], threads: int) -> None:
+        texts = []
         for epi in epilogues:
+            mod = new_module(f"xlapy_{epi.name}")
             _emit_epilogue(mod, epi)
-        _emit_chunk(mod)
-        text = module_text(mod)
-        names = [e.name for e in epilogues] + [CHUNK_NAME]
-        key = cache.key(text, "light")
-        obj = cache.get(key)
-        self.engine = Engine(text, obj=obj, light=True, exports=names)
-        if obj is None:
-            cache.put(key, self.engine.object)
-        self.addresses = {name: self.engine.address(name) for name in names}
+            texts.append(module_text(mod))
+        keys = [cache.key(text, "light") for text in texts]
+        objs = [cache.get(key) for key in keys]
+        todo = [i for i, obj in enumerate(objs) if obj is None]
+        n = parallel_compile.threads(threads)
+        built: dict[int, Any] = {}
+        if n > 1 and len(todo) > 1:
+            built = dict(zip(todo, parallel_compile.compile_all(
+                [(texts[i], False, True) for i in todo], n)))
+        self.engines: list[Engine] = []
+        self.addresses: dict[str, int] = {}
+        for i, epi in enumerate(epilogues):
+            engine = Engine(texts[i], obj=objs[i], light=True, exports=[epi.name],
+                            compiled=built.get(i))
+            if objs[i] is None:
+                cache.put(keys[i], engine.object)
+            self.engines.append(engine)
+            self.addresses[epi.name] = engine.address(epi.name)
+        self.chunk = _chunk_engine()[1]
 
 
 def runner(epi: DotEpilogue, compiled: Compiled, threads: int,
@@ -207,7 +242,7 @@ def runner(epi: DotEpilogue, compiled: Compiled, threads: int,
     m, n, _, rhs_t, _ = d
     cuts = blas.split(m, n)
     fn_epi = compiled.addresses[epi.name]
-    fn_chunk = compiled.addresses[CHUNK_NAME]
+    fn_chunk = compiled.chunk
     call_chunk = _CHUNK_T(fn_chunk)
     leaves = epi.expr.leaves
 

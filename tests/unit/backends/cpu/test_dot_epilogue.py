@@ -161,3 +161,21 @@ def test_dot_returned_not_fused() -> None:
     dot = Bounded.exact(x) @ Bounded.exact(w)
     dot.check(hid)
     ((dot + Bounded.exact(b)).maximum(0.0) * 0.5 + Bounded.exact(r)).check(got)
+
+
+def test_ieee_denormals_same_bits_as_unfused() -> None:
+    """In the `ieee` denormal mode the epilogue keeps subnormal biases and results, as the
+    unfused kernel does (its loop clears FTZ/DAZ instead of setting them)."""
+    opts = {"num_threads": 2, "denormal": "ieee"}
+    text = LAYER.format(m=M, k=K, n=N)
+    cache.clear_memory()
+    prog = xlapy.compile(text, backend="cpu", options=opts)
+    assert "epilogue %o" in _explain(prog)
+    with _unfused():
+        cache.clear_memory()
+        plain = xlapy.compile(text, backend="cpu", options=opts)
+    args = _args()
+    args[3][1, :8] = 1e-40  # subnormal residuals: kept in this mode
+    got = prog(*args)
+    np.testing.assert_array_equal(got, plain(*args))
+    assert np.any((got != 0) & (np.abs(got) < np.finfo(np.float32).tiny))
