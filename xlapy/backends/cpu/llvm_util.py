@@ -488,8 +488,33 @@ def broadcast(b: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
     if isinstance(v, ir.Constant):
         return splat(ir.VectorType(v.type, n), v.constant)
     vt = ir.VectorType(v.type, n)
-    one = b.insert_element(ir.Constant(vt, None), v, I32(0))
-    return b.shuffle_vector(one, ir.Constant(vt, None), ir.Constant(ir.VectorType(I32, n), None))
+    one = b.insert_element(zeros(vt), v, I32(0))
+    return b.shuffle_vector(one, zeros(vt), zeros(ir.VectorType(I32, n)))
+
+
+class Zeros(ir.Constant):
+    """A vector of zeros printed as LLVM's `zeroinitializer` (llvmlite spells out every
+    lane: a tenth of a softmax kernel's text was broadcasts' zero vectors, each lane
+    formatted on its own). Otherwise llvmlite's `Constant(t, None)`, `constant` included
+    (the emitters read its lanes: elementwise.is_flushed, constant_lanes)."""
+
+    def __init__(self, t: ir.VectorType) -> None:
+        super().__init__(t, None)
+
+    def _get_reference(self) -> str:
+        return "zeroinitializer"
+
+
+def zeros(t: ir.VectorType) -> ir.Constant:
+    """The zero vector of type `t` (one object per type, as `splat`'s constants)."""
+    key = str(t)
+    c = _ZEROS.get(key)
+    if c is None:
+        c = _ZEROS[key] = Zeros(t)
+    return c
+
+
+_ZEROS: dict[str, Zeros] = {}
 
 
 @contextlib.contextmanager

@@ -105,3 +105,41 @@ def test_other_instructions_go_to_llvmlite() -> None:
     b.unreachable()
     assert ir_print.function_text(fn) == str(fn)
     assert "tail call" in str(fn) and "unreachable" in str(fn)
+
+
+SOFTMAX = """
+func.func @main(%x: tensor<8x256xf32>) -> tensor<8x256xf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1]
+       : (tensor<8x256xf32>, tensor<f32>) -> tensor<8xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<8xf32>) -> tensor<8x256xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<8x256xf32>
+  %e = stablehlo.exponential %d : tensor<8x256xf32>
+  %s = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1]
+       : (tensor<8x256xf32>, tensor<f32>) -> tensor<8xf32>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [0] : (tensor<8xf32>) -> tensor<8x256xf32>
+  %r = stablehlo.divide %e, %sb : tensor<8x256xf32>
+  return %r : tensor<8x256xf32>
+}
+"""
+
+
+def test_zero_vectors_are_zeroinitializer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """llvm_util.broadcast's zero vectors print as `zeroinitializer`, not lane by lane, and
+    the kernels compile to the objects of llvmlite's spelled-out zeros (the emitters see
+    the same constant: elementwise.is_flushed reads its lanes)."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+
+    def build() -> tuple[str, list[bytes]]:
+        cache.clear_memory()
+        exe = xlapy.compile(SOFTMAX, backend="cpu")._exe
+        return exe.kernel_ir, [e.object for e in exe.engines]
+
+    text, objs = build()
+    monkeypatch.setattr(llvm_util, "zeros", lambda t: ir.Constant(t, None))
+    spelled, want = build()
+    assert "zeroinitializer" in text and "float 0.0, float 0.0" in spelled
+    assert len(text) < len(spelled) and objs == want
+    assert llvm_util.zeros(ir.VectorType(llvm_util.F32, 4)).constant == \
+        ir.Constant(ir.VectorType(llvm_util.F32, 4), None).constant
