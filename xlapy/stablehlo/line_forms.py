@@ -24,8 +24,17 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from xlapy.stablehlo.nodes import DenseArray, DenseAttr, EnumAttr, OpNode, StructAttr, ValueRef
-from xlapy.types import Shape
+from xlapy.stablehlo.nodes import (
+    ConvDims,
+    DenseArray,
+    DenseAttr,
+    EnumAttr,
+    OpNode,
+    StructAttr,
+    TypedNumber,
+    ValueRef,
+)
+from xlapy.types import ElementType, Shape
 
 if TYPE_CHECKING:
     from xlapy.stablehlo.parser import Parser
@@ -60,6 +69,24 @@ _PRECISION = r"(?:DEFAULT|HIGH|HIGHEST)"
 _DOT = re.compile(
     rf" ({_REF}, {_REF})(?:, batching_dims = {_INTS} x {_INTS})?, contracting_dims = {_INTS} x "
     rf"{_INTS}(?:, precision = \[({_PRECISION}(?:, {_PRECISION})*)\])?{_FUNCTION_TYPE}")
+#: convolution: `(%x, %k) dim_numbers = [..]x[..]->[..], window = {..} {..} : (a, k) -> r`
+#: (groups: operands, the three dimension groups, the window and attribute dict bodies).
+_CONV = re.compile(
+    rf"\(({_REF}), ({_REF})\) dim_numbers = \[([^\[\]\n]*)\]x\[([^\[\]\n]*)\]->"
+    rf"\[([^\[\]\n]*)\](?:, window = \{{([^{{}}\n]*)\}})? \{{([^{{}}\n]*)\}}{_FUNCTION_TYPE}")
+#: One `key = value` of a convolution window: int lists, [[lo, hi], ...] pads, bool lists.
+_WINDOW_ITEM = re.compile(r"(stride|pad|lhs_dilate|rhs_dilate|reverse) = "
+                          r"(\[(?:\[[0-9]{1,18}, [0-9]{1,18}\](?:, \[[0-9]{1,18}, [0-9]{1,18}\])*|"
+                          r"[0-9]{1,18}(?:, [0-9]{1,18})*|(?:true|false)(?:, (?:true|false))*)?\])"
+                          r"(?:, |$)")
+_WINDOW_NAMES = {"stride": "window_strides", "pad": "padding", "lhs_dilate": "lhs_dilation",
+                 "rhs_dilate": "rhs_dilation", "reverse": "window_reversal"}
+_CONV_ATTR = re.compile(
+    r"(batch_group_count|feature_group_count) = ([0-9]{1,18}) : i64(?:, |$)|precision_config = "
+    r"\[(#stablehlo<precision (?:DEFAULT|HIGH|HIGHEST)>(?:, #stablehlo<precision "
+    r"(?:DEFAULT|HIGH|HIGHEST)>)*)\](?:, |$)")
+_CONV_DIM = re.compile(r"[bfio]|[0-9]{1,6}")
+_S64 = Shape.scalar(ElementType.S64)
 #: A splat or hex body: no brackets, quotes or nesting, not ending in '-' (an arrow).
 _CONSTANT = re.compile(
     rf" dense<([^<>\"(){{}}\[\]\n]*[^<>\"(){{}}\[\]\n\-])> : ({_TENSOR}){_END}")
@@ -89,6 +116,8 @@ def match_line(p: Parser, pos: int) -> OpNode | None:
         op = _constant(p, text, at, name, head.start(2))
     elif name == "stablehlo.reduce":
         op = _reduce(p, text, at, name, head.start(2))
+    elif name == "stablehlo.convolution":
+        op = _convolution(p, text, at, name, head.start(2))
     elif name in PRETTY:
         return None
     else:
@@ -195,6 +224,79 @@ def _reduce(p: Parser, text: str, at: int, name: str, pos: int) -> OpNode | None
     region = _applies_region(name, m.group(3), operand_types, 1)
     return OpNode(name, [], operands, {"dimensions": DenseArray("i64", tuple(_ints(m.group(4))))},
                   [region], operand_types, [result], pos)
+
+
+def _convolution(p: Parser, text: str, at: int, name: str, pos: int) -> OpNode | None:
+    m = _CONV.match(text, at)
+    if m is None:
+        return None
+    dims = _conv_dims(m.group(3), m.group(4), m.group(5))
+    window = _items(_WINDOW_ITEM, m.group(6) or "")
+    extra = _items(_CONV_ATTR, m.group(7))
+    operand_types, result = _types(p, m.group(8)), p.plain_tensor(m.group(9))
+    if dims is None or window is None or extra is None or operand_types is None or \
+            result is None:
+        return None
+    attrs: dict[str, Any] = {"dimension_numbers": dims}
+    for im in window:
+        attrs[_WINDOW_NAMES[im.group(1)]] = _list_value(im.group(2))
+    for im in extra:
+        if im.group(1) is not None:
+            attrs[im.group(1)] = TypedNumber(int(im.group(2)), _S64)
+        else:
+            attrs["precision_config"] = [EnumAttr("precision", v.split(" ")[1][:-1])
+                                         for v in im.group(3).split(", ")]
+    _done(p, m.end())
+    return OpNode(name, [], _refs(m.group(1), m.start(1)) + _refs(m.group(2), m.start(2)),
+                  attrs, [], operand_types, [result], pos)
+
+
+def _items(item: re.Pattern[str], body: str) -> list[re.Match[str]] | None:
+    """`body` as consecutive `item` matches, each key once (None: anything else)."""
+    out: list[re.Match[str]] = []
+    keys: set[str] = set()
+    at = 0
+    while at < len(body):
+        m = item.match(body, at)
+        if m is None:
+            return None
+        key = m.group(1) or "precision_config"
+        if key in keys:
+            return None
+        keys.add(key)
+        out.append(m)
+        at = m.end()
+    return out
+
+
+def _list_value(text: str) -> list[Any]:
+    """`[1, 2]`, `[[1, 1], [0, 0]]`, `[false, true]`: what parse_attr makes of them."""
+    inner = text[1:-1]
+    if not inner:
+        return []
+    if inner.startswith("["):
+        return [_list_value(part if part.endswith("]") else part + "]")
+                for part in inner.split("], ")]
+    return [v == "true" if v in ("true", "false") else int(v) for v in inner.split(", ")]
+
+
+def _conv_dims(lhs: str, rhs: str, out: str) -> ConvDims | None:
+    """The three groups as parse_conv_dims reads them, when each is valid (every letter once,
+    spatial 0..n-1, the same rank): None otherwise (the token path says what is wrong)."""
+    groups = []
+    for text, letters in ((lhs, "bf"), (rhs, "io"), (out, "bf")):
+        items = tuple(text.split(", "))
+        if not all(_CONV_DIM.fullmatch(d) and (d.isdigit() or d in letters) for d in items):
+            return None
+        if len(set(items)) != len(items) or not all(c in items for c in letters):
+            return None
+        spatial = sorted(int(d) for d in items if d.isdigit())
+        if spatial != list(range(len(spatial))):
+            return None
+        groups.append(items)
+    if not len(groups[0]) == len(groups[1]) == len(groups[2]):
+        return None
+    return ConvDims(groups[0], groups[1], groups[2])
 
 
 def _constant(p: Parser, text: str, at: int, name: str, pos: int) -> OpNode | None:

@@ -11,7 +11,8 @@ import pytest
 from xlapy.stablehlo import split_chunks
 from xlapy.stablehlo.parser import Parser
 
-HEAD = "func.func @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>, %v: tensor<3xf32>) -> "
+HEAD = ("func.func @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>, %v: tensor<3xf32>, "
+        "%k: tensor<3x3x2x2xf32>) -> ")
 
 
 def _parse(text: str, line_forms: bool) -> tuple[str, Any, int]:
@@ -224,3 +225,34 @@ def test_jax_lowered_programs_parse_the_same() -> None:
     text = jax.jit(layer).lower(x, w, b).as_text()
     assert _same(text) > 5
     assert _same(jax.jit(layer).lower(x, w, b).as_text(debug_info=True)) >= 0
+
+
+CONV = ("%0 = stablehlo.convolution(%x, %k) dim_numbers = {dims}, window = {{{window}}} "
+        "{{{attrs}}} : (tensor<1x4x4x2xf32>, tensor<3x3x2x2xf32>) -> tensor<1x4x4x2xf32>")
+DIMS = "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]"
+WINDOW = ("stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1], "
+          "reverse = [false, false]")
+ATTRS = ("batch_group_count = 1 : i64, feature_group_count = 1 : i64, precision_config = "
+         "[#stablehlo<precision DEFAULT>, #stablehlo<precision HIGHEST>]")
+
+
+@pytest.mark.parametrize(("dims", "window", "attrs", "fast"), [
+    (DIMS, WINDOW, ATTRS, True),  # what JAX prints
+    (DIMS, "stride = [2, 1], pad = [[0, 0], [2, 1]]",
+     "batch_group_count = 1 : i64, feature_group_count = 2 : i64", True),
+    ("[b, 1, 0, f]x[1, 0, o, i]->[f, 1, 0, b]", "reverse = [true, false]",
+     "feature_group_count = 1 : i64, batch_group_count = 1 : i64", True),
+    (DIMS, WINDOW, ATTRS.replace("1 : i64, f", "1 : i32, f"), False),
+    (DIMS, WINDOW + ", stride = [1, 1]", ATTRS, False),
+    (DIMS, "stride = [1, 1], foo = [1]", ATTRS, False),
+    (DIMS, WINDOW, ATTRS + ", lhs_shape = 1", False),
+    (DIMS, WINDOW.replace("[false, false]", "[0, 1]"), ATTRS, True),  # (the import says)
+    ("[b, 0, 0, f]x[0, 1, i, o]->[b, 0, 1, f]", WINDOW, ATTRS, False),
+    ("[b, 0, 1, f]x[0, 1, i, o, 2]->[b, 0, 1, f]", WINDOW, ATTRS, False),
+    ("[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 2, f]", WINDOW, ATTRS, False),
+    ("[b, 0, 1]x[0, 1, i, o]->[b, 0, 1, f]", WINDOW, ATTRS, False),
+    ("[b, 0, 1, f, ]x[0, 1, i, o]->[b, 0, 1, f]", WINDOW, ATTRS, False),
+])
+def test_convolutions(dims: str, window: str, attrs: str, fast: bool) -> None:
+    line = CONV.format(dims=dims, window=window, attrs=attrs)
+    assert _same(_body(line, "return %0 : tensor<2x3xf32>")) == int(fast)
