@@ -52,6 +52,16 @@ O3_WEIGHT = 3
 #: TargetMachines no thread is using, by (target, code generation level).
 _FREE: dict[tuple[CpuTarget, int], list[llvm.TargetMachine]] = {}
 _FREE_LOCK = threading.Lock()
+
+
+def _after_fork() -> None:
+    """A forked child's own lock: a parent thread may have held it at the fork."""
+    global _FREE_LOCK
+    _FREE_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork)
 _POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool)
 _POOL_LOCK = threading.Lock()
 
