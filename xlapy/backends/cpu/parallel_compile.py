@@ -52,6 +52,8 @@ O3_WEIGHT = 3
 #: TargetMachines no thread is using, by (target, code generation level).
 _FREE: dict[tuple[CpuTarget, int], list[llvm.TargetMachine]] = {}
 _FREE_LOCK = threading.Lock()
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool)
+_POOL_LOCK = threading.Lock()
 
 
 def _after_fork() -> None:
@@ -62,8 +64,6 @@ def _after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_after_fork)
-_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool)
-_POOL_LOCK = threading.Lock()
 
 
 def threads(limit: int) -> int:
