@@ -163,18 +163,31 @@ def _from_result(name: str, hint: Any, result_types: list[Any]) -> Any:
     if len(shapes) != len(result_types) or not shapes:
         return None
     first = shapes[0]
-    base = _strip_optional(hint)
-    if base is Shape:
+    kind = _result_kind(hint)
+    if kind == "shape":
         return first
-    if base is ElementType:
+    if kind == "element_type":
         return first.element_type if first.is_array else None
-    origin = typing.get_origin(base)
-    if origin is tuple:
-        args = typing.get_args(base)
-        if args and args[0] is Shape:
-            return tuple(shapes)
+    if kind == "shapes":
+        return tuple(shapes)
+    if kind == "dims":
         return tuple(first.dimensions)
     return None
+
+
+@cache
+def _result_kind(hint: Any) -> str:
+    """What a field of type `hint` takes from the declared result types (_from_result):
+    worked out once per hint (typing's introspection is slow)."""
+    base = _strip_optional(hint)
+    if base is Shape:
+        return "shape"
+    if base is ElementType:
+        return "element_type"
+    if typing.get_origin(base) is tuple:
+        args = typing.get_args(base)
+        return "shapes" if args and args[0] is Shape else "dims"
+    return ""
 
 
 def _strip_optional(hint: Any) -> Any:

@@ -67,3 +67,15 @@ def test_int_tuples_as_convert_reads_them(value: object) -> None:
     except AttrError as e:
         got = str(e).removeprefix("transpose: bad value for attribute 'permutation': ")
     assert got == want
+
+
+def test_result_kinds() -> None:
+    """What a field takes from the declared result types, by its type hint (once per hint)."""
+    from xlapy.stablehlo.attrmap import _result_kind
+    from xlapy.types import ElementType
+
+    assert _result_kind(Shape) == _result_kind(Shape | None) == "shape"
+    assert _result_kind(ElementType | None) == "element_type"
+    assert _result_kind(tuple[int, ...]) == "dims"
+    assert _result_kind(tuple[Shape, ...]) == "shapes"
+    assert _result_kind(int) == ""
