@@ -111,14 +111,13 @@ def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[An
         flat = dict(attrs)
         flat.update(flat.pop(nested).fields)
     kwargs: dict[str, Any] = {}
-    for f, key, hint, ints in plan:
+    for f, key, hint, fast in plan:
         if key in flat:
             value = flat[key]
-            if ints:  # tuple[int, ...] (dimension lists): plain int64s are taken as they are
-                seq = value.values if isinstance(value, DenseArray) else value
-                if isinstance(seq, (list, tuple)) and all(
-                        type(v) is int and _I64_MIN <= v <= _I64_MAX for v in seq):
-                    kwargs[f.name] = tuple(seq)
+            if fast:  # plain values of the common types are taken as they are
+                got = _plain_value(fast, value)
+                if got is not _NOT_PLAIN:
+                    kwargs[f.name] = got
                     continue
             _check_width(op, key, value)
             try:
@@ -143,19 +142,51 @@ def build_attrs(op: str, cls: type, attrs: dict[str, Any], result_types: list[An
 
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_NOT_PLAIN = object()
+#: Type hints whose plain values build_attrs takes without convert() (_plain_value).
+_PLAIN_KINDS = {int: "int", tuple[int, ...]: "ints", tuple[bool, ...]: "bools",
+                tuple[tuple[int, int], ...]: "pairs"}
 
 
 @cache
 def _field_plan(op: str, cls: type
-                ) -> tuple[tuple[dataclasses.Field[Any], str, Any, bool], ...] | None:
-    """(field, attribute name, type hint, hint is tuple[int, ...]) per field of `cls` as op
-    `op` spells it (None: not a dataclass): what build_attrs walks, worked out once per op
-    instead of per instruction."""
+                ) -> tuple[tuple[dataclasses.Field[Any], str, Any, str], ...] | None:
+    """(field, attribute name, type hint, plain kind) per field of `cls` as op `op` spells
+    it (None: not a dataclass): what build_attrs walks, worked out once per op instead of
+    per instruction. The plain kind (_PLAIN_KINDS; '' for none) names the shortcut."""
     if not dataclasses.is_dataclass(cls):
         return None
     hints = _hints(cls)
     return tuple((f, ALIASES.get((op, f.name), f.name), hints[f.name],
-                  hints[f.name] == tuple[int, ...]) for f in dataclasses.fields(cls))
+                  _PLAIN_KINDS.get(_strip_optional(hints[f.name]), ""))
+                 for f in dataclasses.fields(cls))
+
+
+def _int64(v: Any) -> bool:
+    return type(v) is int and _I64_MIN <= v <= _I64_MAX
+
+
+def _plain_value(kind: str, value: Any) -> Any:
+    """`value` as convert() makes it, when it is plain (int64s, bools, [lo, hi] pairs of
+    int64s, an `N : i64`): _NOT_PLAIN otherwise (convert() then decides, errors included)."""
+    if kind == "int":
+        if isinstance(value, TypedNumber):
+            if value.type != _S64:  # (an i32 where i64 is due is _check_width's error)
+                return _NOT_PLAIN
+            value = value.value
+        return value if _int64(value) else _NOT_PLAIN
+    seq = value.values if isinstance(value, DenseArray) else value
+    if not isinstance(seq, (list, tuple)):
+        return _NOT_PLAIN
+    if kind == "ints":
+        ok = all(_int64(v) for v in seq)
+    elif kind == "bools":
+        ok = all(type(v) is bool for v in seq)
+    else:  # pairs
+        ok = all(isinstance(v, (list, tuple)) and len(v) == 2 and _int64(v[0])
+                 and _int64(v[1]) for v in seq)
+        return tuple(tuple(v) for v in seq) if ok else _NOT_PLAIN
+    return tuple(seq) if ok else _NOT_PLAIN
 
 
 def _from_result(name: str, hint: Any, result_types: list[Any]) -> Any:

@@ -11,7 +11,7 @@ from xlapy.ops.collectives import AllGatherAttrs
 from xlapy.ops.linalg import DotGeneralAttrs
 from xlapy.ops.shape import BroadcastInDimAttrs
 from xlapy.stablehlo.attrmap import AttrError, _field_plan, build_attrs
-from xlapy.stablehlo.nodes import DenseArray, StructAttr
+from xlapy.stablehlo.nodes import DenseArray, StructAttr, TypedNumber
 from xlapy.types import ElementType, Shape
 
 F32 = Shape.array(ElementType.F32, [2, 3])
@@ -79,3 +79,38 @@ def test_result_kinds() -> None:
     assert _result_kind(tuple[int, ...]) == "dims"
     assert _result_kind(tuple[Shape, ...]) == "shapes"
     assert _result_kind(int) == ""
+
+
+S64 = Shape.scalar(ElementType.S64)
+S32 = Shape.scalar(ElementType.S32)
+
+
+@pytest.mark.parametrize(("hint", "value"), [
+    (int, 3), (int, True), (int, 1 << 63), (int, TypedNumber(2, S64)),
+    (int, TypedNumber(2, S32)), (int, TypedNumber(2.0, Shape.scalar(ElementType.F32))),
+    (int, [1]),
+    (tuple[bool, ...], [False, True]), (tuple[bool, ...], [0, 1]),
+    (tuple[bool, ...], DenseArray("i1", (True, False))), (tuple[bool, ...], ()),
+    (tuple[tuple[int, int], ...], [[1, 1], [0, 2]]), (tuple[tuple[int, int], ...], []),
+    (tuple[tuple[int, int], ...], [[1, 1, 1]]), (tuple[tuple[int, int], ...], [[True, 1]]),
+    (tuple[tuple[int, int], ...], [[1 << 63, 0]]), (tuple[tuple[int, int], ...], [1, 2]),
+    (tuple[int, ...] | None, [4, 5]), (tuple[int, ...] | None, None),
+])
+def test_plain_values_as_convert_reads_them(hint: object, value: object) -> None:
+    """_plain_value gives convert()'s result, or leaves the value to convert() (never a
+    different answer, never swallowing its error)."""
+    from xlapy.stablehlo.attrmap import (
+        _NOT_PLAIN,
+        _PLAIN_KINDS,
+        _plain_value,
+        _strip_optional,
+        convert,
+    )
+
+    kind = _PLAIN_KINDS.get(_strip_optional(hint))
+    assert kind
+    got = _plain_value(kind, value)
+    if got is _NOT_PLAIN:
+        return
+    want = convert(value.value if isinstance(value, TypedNumber) else value, hint)
+    assert got == want and type(got) is type(want)
