@@ -93,8 +93,13 @@ class FunctionText:
         return ptr if src == dst else self.op(f"bitcast {src} {ptr} to {dst}")
 
     @contextlib.contextmanager
-    def loop(self, start: Value, stop: Value, stem: str) -> Iterator[str]:
-        """`for (i = start; i < stop; i++)`; yields i."""
+    def loop(self, start: Value, stop: Value, stem: str) -> Iterator[Value]:
+        """`for (i = start; i < stop; i++)`; yields i. A loop of one known iteration is
+        its body with i = start: no blocks, phi or compare for LLVM's -O0 generator to
+        select (the CNN's rows: three such loops, a tenth of the cold module's text)."""
+        if isinstance(start, int) and isinstance(stop, int) and stop == start + 1:
+            yield start
+            return
         self._n += 1
         k = self._n
         body, done = f"{stem}{k}.body", f"{stem}{k}.end"

@@ -70,3 +70,25 @@ def test_cold_module_defines_rows_once() -> None:
     for body in text.split("define internal void")[1:]:
         loops = body.split("\n", 1)[1].split(".body:", 1)[-1]
         assert '@"c_rows.blocks"' not in loops
+
+
+def test_one_iteration_loop_is_its_body() -> None:
+    """loop(k, k + 1) yields the int k and writes no blocks (the CNN's rows: groups,
+    vector blocks and pixel blocks of one each); loop(0, 2) and a loop to a runtime
+    bound stay loops. The function still computes the same sum."""
+    f = FunctionText("define void @one(i64* %out)")
+    with f.loop(3, 4, "i") as i:
+        assert i == 3
+        f.store("i64", f.mul(i, 5), "%out")
+    f.do("ret void")
+    text = f.text()
+    assert "phi" not in text and "br " not in text and "store i64 15" in text
+    g = FunctionText("define void @two(i64* %out, i64 %n)")
+    with g.loop(0, 2, "i") as i:
+        assert isinstance(i, str)
+    with g.loop(0, "%n", "j") as j:
+        assert isinstance(j, str)
+    g.do("ret void")
+    assert g.text().count("phi") == 2
+    ref = llvm.parse_assembly(text)
+    ref.verify()
