@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
+import sys
 import types
 import typing
 from functools import cache
@@ -66,7 +67,37 @@ _FROM_RESULT = {"shape", "new_element_type", "result_shapes", "result_shape", "e
 
 @cache
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """typing.get_type_hints(cls), made cheaper on first use (every attrs class pays it on
+    its first compile): each annotation string is evaluated as get_type_hints does (the
+    defining module's names first, then the class's), and the same string in the same
+    module is evaluated once (unless the class itself defines a name it uses)."""
+    out: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        ann = base.__dict__.get("__annotations__")
+        if not ann:
+            continue
+        module = sys.modules[base.__module__]
+        for name, hint in ann.items():
+            if isinstance(hint, str):
+                hint = _eval_hint(hint, module, base)
+            out[name] = type(None) if hint is None else hint
+    return out
+
+
+_NAMES = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_EVALUATED: dict[tuple[str, str], Any] = {}
+
+
+def _eval_hint(text: str, module: Any, cls: type) -> Any:
+    own = vars(cls)
+    shared = not any(n in own for n in _NAMES.findall(text))
+    key = (module.__name__, text)
+    if shared and key in _EVALUATED:
+        return _EVALUATED[key]
+    value = eval(text, dict(own), module.__dict__)  # noqa: S307 - an annotation, as typing does
+    if shared:
+        _EVALUATED[key] = value
+    return value
 
 
 #: Inherent attributes StableHLO declares `I64Attr`: `dimension = 1 : i32` fails its verifier

@@ -114,3 +114,34 @@ def test_plain_values_as_convert_reads_them(hint: object, value: object) -> None
         return
     want = convert(value.value if isinstance(value, TypedNumber) else value, hint)
     assert got == want and type(got) is type(want)
+
+
+def test_hints_are_typings() -> None:
+    """_hints(cls) is typing.get_type_hints(cls) for every op's attributes class and every
+    dataclass those hold (evaluated its own, cheaper way)."""
+    import dataclasses
+    import typing
+
+    import xlapy.stablehlo  # noqa: F401 - registers the chlo / check / sdy ops
+    from xlapy.ops.base import OPS
+    from xlapy.stablehlo.attrmap import _hints
+
+    todo = [op.attrs for op in OPS.values() if dataclasses.is_dataclass(op.attrs)]
+    seen: set[type] = set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        try:
+            want = typing.get_type_hints(cls)
+        except TypeError:  # (Shape: its `tuple` method shadows the builtin in its annotations)
+            with pytest.raises(TypeError):
+                _hints(cls)
+            continue
+        assert _hints(cls) == want, cls
+        for hint in want.values():
+            for t in (hint, *typing.get_args(hint)):
+                if isinstance(t, type) and dataclasses.is_dataclass(t):
+                    todo.append(t)
+    assert len(seen) > 50
