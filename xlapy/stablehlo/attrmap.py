@@ -383,6 +383,7 @@ def _enum(value: Any, cls: type[enum.Enum]) -> enum.Enum:
                     f"({', '.join(m.name for m in cls)})")
 
 
+_DIGITS = re.compile(r"\d+")  # (compiled here: a first convolution paid re's compile)
 _CONV_FIELDS = {"input_batch_dimension", "input_feature_dimension", "input_spatial_dimensions"}
 
 
@@ -423,7 +424,7 @@ def conv_dims_fields(d: ConvDims) -> dict[str, Any]:
     def split(group: tuple[str, ...], a: str, b: str) -> tuple[int, int, tuple[int, ...]]:
         if a not in group or b not in group:
             raise AttrError(f"convolution layout {list(group)} needs '{a}' and '{b}'")
-        spatial = sorted((int(c), i) for i, c in enumerate(group) if re.fullmatch(r"\d+", c))
+        spatial = sorted((int(c), i) for i, c in enumerate(group) if _DIGITS.fullmatch(c))
         return group.index(a), group.index(b), tuple(i for _, i in spatial)
 
     ib, if_, isp = split(d.lhs, "b", "f")
