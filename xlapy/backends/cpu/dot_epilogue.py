@@ -12,9 +12,10 @@ per-column buffers such as a bias, buffers read at the output's own index, eleme
 own emitters), so the bits are the unfused kernel's; the chunks are blas.split's, so they
 depend on the shape alone, never on the thread count.
 
-Per executable, a module per such GEMM holds its epilogue function (compiled on threads like
-the kernels); the job that runs a chunk, `chunk(i64* d)`, calling d's BLAS routine with its 13
-Fortran arguments, then d's epilogue on the chunk's columns, is compiled once per process.
+Per executable, one module holds the epilogue functions and the job that runs a chunk,
+`xlapy_dot_chunk(i64* d)`: d's BLAS routine with its 13 Fortran arguments, then d's epilogue
+on the chunk's columns. (The job compiled once per process for the host instead cost an
+x86-64-v3 process its host runtime: the MLP's first compile 19 -> 95 ms.)
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from xlapy.backends.cpu import (
     conv_epilogue,
     flush_ftz,
     lanes,
-    parallel_compile,
     regions,
 )
 from xlapy.backends.cpu.gemm_small import plain_dot
@@ -49,11 +49,9 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     module_text,
     new_module,
-    on_host,
     restore_mxcsr,
     set_ftz_daz,
 )
-from xlapy.backends.cpu.once import once
 from xlapy.ir import Computation, Instruction
 from xlapy.types import ElementType as ET
 
@@ -135,12 +133,12 @@ def plan(comp: Computation, fusion: Any, outputs: AbstractSet[int]) -> dict[int,
     return out
 
 
-def _emit_epilogue(mod: ir.Module, epi: DotEpilogue) -> None:
+def _emit_epilogue(mod: ir.Module, epi: DotEpilogue, name: str) -> None:
     """void name(T* out, i8** leaves, i64 ld, i64 rows, i64 lo, i64 hi): out[r, c] = root at
     (r, c) for every row r and column c in [lo, hi), from out's dot values, in place."""
     t = F64 if epi.dot.shape.element_type == ET.F64 else F32
     fn = ir.Function(mod, ir.FunctionType(VOID, [t.as_pointer(), I8P.as_pointer(), I64, I64,
-                                                 I64, I64]), name=epi.name)
+                                                 I64, I64]), name=name)
     out, table, ld, rows, lo, hi = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     saved = set_ftz_daz(b)  # the ops assume what a kernel's do (xlapy.denormal)
@@ -173,10 +171,10 @@ def _emit_epilogue(mod: ir.Module, epi: DotEpilogue) -> None:
     b.ret_void()
 
 
-def _emit_chunk(mod: ir.Module) -> None:
-    """void xlapy_dot_chunk(i64* d): BLAS on the chunk, then its epilogue."""
+def _emit_chunk(mod: ir.Module, name: str) -> None:
+    """void name(i64* d): BLAS on the chunk, then the epilogue d names."""
     i64p = I64.as_pointer()
-    fn = ir.Function(mod, ir.FunctionType(VOID, [i64p]), name=CHUNK_NAME)
+    fn = ir.Function(mod, ir.FunctionType(VOID, [i64p]), name=name)
     d = fn.args[0]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
 
@@ -193,44 +191,35 @@ def _emit_chunk(mod: ir.Module) -> None:
     b.ret_void()
 
 
-@once
-@on_host
-def _chunk_engine() -> tuple[Engine, int]:
-    """The chunk job, shape-independent: compiled once per process."""
-    mod = new_module("xlapy_dot_chunk")
-    _emit_chunk(mod)
-    engine = Engine(mod, light=True, exports=[CHUNK_NAME])
-    return engine, engine.address(CHUNK_NAME)
-
-
 class Compiled:
-    """An executable's dot epilogues, one module each (compiled under its target and
-    denormal mode, on threads as its kernels are: parallel_compile.py)."""
+    """An executable's dot epilogues and the chunk job, one module (compiled under its target
+    and denormal mode; on one thread: parallel_compile's threads cost the MLP's first compile
+    ~10 ms to start, more than these small functions take). Epilogues whose code is the same
+    (the MLP's two bias + relu layers of one width) share one function: LLVM took ~2 ms per
+    function here, ~1 ms even for the chunk job."""
 
-    def __init__(self, epilogues: Sequence[DotEpilogue], threads: int) -> None:
-        texts = []
+    def __init__(self, epilogues: Sequence[DotEpilogue]) -> None:
+        mod = new_module("xlapy_dot_epilogues")
+        bodies: dict[str, str] = {}  # the function's text with a neutral name -> its name
+        self.names: dict[str, str] = {}  # epilogue name -> the function it runs
         for epi in epilogues:
-            mod = new_module(f"xlapy_{epi.name}")
-            _emit_epilogue(mod, epi)
-            texts.append(module_text(mod))
-        keys = [cache.key(text, "light") for text in texts]
-        objs = [cache.get(key) for key in keys]
-        todo = [i for i, obj in enumerate(objs) if obj is None]
-        n = parallel_compile.threads(threads)
-        built: dict[int, Any] = {}
-        if n > 1 and len(todo) > 1:
-            built = dict(zip(todo, parallel_compile.compile_all(
-                [(texts[i], False, True) for i in todo], n)))
-        self.engines: list[Engine] = []
-        self.addresses: dict[str, int] = {}
-        for i, epi in enumerate(epilogues):
-            engine = Engine(texts[i], obj=objs[i], light=True, exports=[epi.name],
-                            compiled=built.get(i))
-            if objs[i] is None:
-                cache.put(keys[i], engine.object)
-            self.engines.append(engine)
-            self.addresses[epi.name] = engine.address(epi.name)
-        self.chunk = _chunk_engine()[1]
+            probe = new_module("probe")
+            _emit_epilogue(probe, epi, "f")
+            body = str(probe.get_global("f"))
+            if body not in bodies:
+                bodies[body] = epi.name
+                _emit_epilogue(mod, epi, epi.name)
+            self.names[epi.name] = bodies[body]
+        _emit_chunk(mod, CHUNK_NAME)
+        text = module_text(mod)
+        exports = [*bodies.values(), CHUNK_NAME]
+        key = cache.key(text, "light")
+        obj = cache.get(key)
+        self.engine = Engine(text, obj=obj, light=True, exports=exports)
+        if obj is None:
+            cache.put(key, self.engine.object)
+        self.chunk = self.engine.address(CHUNK_NAME)
+        self.addresses = {e: self.engine.address(f) for e, f in self.names.items()}
 
 
 def runner(epi: DotEpilogue, compiled: Compiled, threads: int,

@@ -151,7 +151,7 @@ class CpuExecutable(Calls, Introspection, MemoryPlanning):
         self.dot_epilogues = dot_epilogue.plan(comp, plan, self.outputs) \
             if not self.options.nested and self.runnable else {}
         self._dot_epilogues_compiled: dot_epilogue.Compiled | None = \
-            dot_epilogue.Compiled(list(self.dot_epilogues.values()), self.num_threads) \
+            dot_epilogue.Compiled(list(self.dot_epilogues.values())) \
             if self.dot_epilogues else None
         self._claimed = {id(r) for e in self.epilogues.values() for r in e.parts} | \
             {id(r) for e in self.dot_epilogues.values() for r in e.parts}

@@ -179,3 +179,36 @@ def test_ieee_denormals_same_bits_as_unfused() -> None:
     got = prog(*args)
     np.testing.assert_array_equal(got, plain(*args))
     assert np.any((got != 0) & (np.abs(got) < np.finfo(np.float32).tiny))
+
+
+TWO_LAYERS = """
+func.func @main(%x: tensor<{m}x{k}xf32>, %w1: tensor<{k}x{n}xf32>, %b1: tensor<{n}xf32>,
+                %w2: tensor<{n}x{n}xf32>, %b2: tensor<{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %z = stablehlo.constant dense<0.0> : tensor<{m}x{n}xf32>
+  %h1 = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0]
+        : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %c1 = stablehlo.broadcast_in_dim %b1, dims = [1] : (tensor<{n}xf32>) -> tensor<{m}x{n}xf32>
+  %s1 = stablehlo.add %h1, %c1 : tensor<{m}x{n}xf32>
+  %y1 = stablehlo.maximum %s1, %z : tensor<{m}x{n}xf32>
+  %h2 = stablehlo.dot_general %y1, %w2, contracting_dims = [1] x [0]
+        : (tensor<{m}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %c2 = stablehlo.broadcast_in_dim %b2, dims = [1] : (tensor<{n}xf32>) -> tensor<{m}x{n}xf32>
+  %s2 = stablehlo.add %h2, %c2 : tensor<{m}x{n}xf32>
+  %y2 = stablehlo.maximum %s2, %z : tensor<{m}x{n}xf32>
+  return %y2 : tensor<{m}x{n}xf32>
+}}
+"""
+
+
+def test_same_epilogues_share_one_function() -> None:
+    """Two bias + relu layers of one width: one epilogue function (LLVM's time per function
+    is most of the module's compile), results the unfused program's bits."""
+    prog = _compile(TWO_LAYERS, 2)
+    compiled = prog._exe._dot_epilogues_compiled  # type: ignore[attr-defined]
+    assert len(compiled.names) == 2 and len(set(compiled.names.values())) == 1
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) / d for s, d in
+            [((M, K), 1), ((K, N), 32), ((N,), 1), ((N, N), 45), ((N,), 1)]]
+    with _unfused():
+        plain = _compile(TWO_LAYERS, 2)
+    np.testing.assert_array_equal(prog(*args), plain(*args))
