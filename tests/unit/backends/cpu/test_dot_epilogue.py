@@ -212,3 +212,14 @@ def test_same_epilogues_share_one_function() -> None:
     with _unfused():
         plain = _compile(TWO_LAYERS, 2)
     np.testing.assert_array_equal(prog(*args), plain(*args))
+
+
+def test_f64_layer_same_bits_as_unfused() -> None:
+    n = regions.WIDE_RHS_BYTES // (K * 8) + 10  # over the rhs bound in f64, a tail of 2
+    text = LAYER.replace("f32", "f64")
+    prog = _compile(text, 2, n)
+    assert "epilogue %o" in _explain(prog), _explain(prog)
+    args = [a.astype(np.float64) for a in _args(n=n)]
+    with _unfused():
+        plain = _compile(text, 2, n)
+    np.testing.assert_array_equal(prog(*args), plain(*args))
