@@ -301,6 +301,88 @@ def int8_matmul(small: bool) -> Case:
                 flops=2.0 * n ** 3, tol=0.0)
 
 
+# ---- convolution layouts and dot shapes (issue 14: every layout JAX emits) --------------------
+def _conv_case(small: bool, big: tuple[int, int, int], dims: tuple[str, str, str], *,
+               groups: int = 1, depthwise: bool = False, stride: int = 1,
+               dilation: int = 1) -> Case:
+    """One 3x3 SAME conv of an (n, hw, hw, c) image in layout `dims`, c -> c features, in
+    `groups` feature groups (`depthwise`: one per channel). FLOPs count the multiply-adds
+    done: 2 * outputs * (c / groups) * 9."""
+    from jax import lax
+
+    n, hw, c = (1, 6, 8) if small else big
+    groups = c if depthwise else groups
+    lhs_spec, rhs_spec, _ = dims
+    sizes = {"N": n, "H": hw, "W": hw, "C": c, "O": c, "I": c // groups}
+    x_shape = tuple(sizes[d] for d in lhs_spec)
+    w_shape = tuple(3 if d in "HW" else sizes[d] for d in rhs_spec)
+    rng = _rng()
+    args = (_normal(rng, x_shape), _normal(rng, w_shape, 1 / math.sqrt(9 * c // groups)))
+
+    def f(x: Any, w: Any) -> Any:
+        return lax.conv_general_dilated(x, w, (stride, stride), "SAME",
+                                        rhs_dilation=(dilation, dilation),
+                                        dimension_numbers=dims, feature_group_count=groups)
+
+    out_hw = -(-hw // stride)
+    return Case(f, args, flops=2.0 * n * out_hw * out_hw * c * (c // groups) * 9, tol=1e-4)
+
+
+_NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+def conv_nchw(small: bool) -> Case:
+    """NCHW/OIHW 3x3 SAME conv, 16x64x32x32, 64 -> 64 features (PyTorch's layout)."""
+    return _conv_case(small, (16, 32, 64), ("NCHW", "OIHW", "NCHW"))
+
+
+def conv_grouped(small: bool) -> Case:
+    """NHWC 3x3 SAME conv, 16x32x32x128, feature_group_count=4 (ResNeXt-style)."""
+    return _conv_case(small, (16, 32, 128), _NHWC, groups=4)
+
+
+def conv_depthwise(small: bool) -> Case:
+    """NHWC 3x3 SAME depthwise conv, 8x56x56x128 (feature_group_count = channels)."""
+    return _conv_case(small, (8, 56, 128), _NHWC, depthwise=True)
+
+
+def conv_strided(small: bool) -> Case:
+    """NHWC 3x3 SAME conv with stride 2, 32x64x64x64 -> 32x32x32x64."""
+    return _conv_case(small, (32, 64, 64), _NHWC, stride=2)
+
+
+def conv_dilated(small: bool) -> Case:
+    """NHWC 3x3 SAME conv with rhs_dilation 2 (atrous), 16x32x32x64."""
+    return _conv_case(small, (16, 32, 64), _NHWC, dilation=2)
+
+
+def dot_batched(small: bool) -> Case:
+    """einsum('bij,bjk->bik'), 32 x 256x256 @ 256x256 (f32)."""
+    import jax.numpy as jnp
+
+    b, n = (2, 8) if small else (32, 256)
+    rng = _rng()
+    args = (_normal(rng, (b, n, n)), _normal(rng, (b, n, n), 1 / math.sqrt(n)))
+    return Case(lambda x, y: jnp.einsum("bij,bjk->bik", x, y), args,
+                flops=2.0 * b * n ** 3, tol=1e-4)
+
+
+def dot_skinny(small: bool) -> Case:
+    """8x4096 @ 4096x4096 (f32): a few rows against a big weight (bound by its 64 MB)."""
+    m, k, n = (2, 16, 8) if small else (8, 4096, 4096)
+    rng = _rng()
+    args = (_normal(rng, (m, k)), _normal(rng, (k, n), 1 / math.sqrt(k)))
+    return Case(lambda x, w: x @ w, args, flops=2.0 * m * k * n, tol=1e-4)
+
+
+def matvec(small: bool) -> Case:
+    """4096x4096 @ 4096 (f32 matrix-vector, a dot_general without a free dim on one side)."""
+    m, k = (8, 16) if small else (4096, 4096)
+    rng = _rng()
+    args = (_normal(rng, (m, k)), _normal(rng, (k,), 1 / math.sqrt(k)))
+    return Case(lambda a, v: a @ v, args, flops=2.0 * m * k, tol=1e-4)
+
+
 JAX_WORKLOADS: dict[str, Callable[[bool], Case]] = {
     "mlp": mlp,
     "mlp_b1": mlp_b1,
@@ -321,6 +403,14 @@ JAX_WORKLOADS: dict[str, Callable[[bool], Case]] = {
     "int8_matmul": int8_matmul,
     "mlp_bf16": mlp_bf16,
     "attention_bf16": attention_bf16,
+    "conv_nchw": conv_nchw,
+    "conv_grouped": conv_grouped,
+    "conv_depthwise": conv_depthwise,
+    "conv_strided": conv_strided,
+    "conv_dilated": conv_dilated,
+    "dot_batched": dot_batched,
+    "dot_skinny": dot_skinny,
+    "matvec": matvec,
 }
 
 

@@ -11,7 +11,9 @@ import xlapy
 from benchmarks.jax_workloads import JAX_WORKLOADS, lower, rel_error
 
 
-@pytest.mark.parametrize("name", ["transformer", "fori_nested", "scatter_add"])
+@pytest.mark.parametrize("name", ["transformer", "fori_nested", "scatter_add", "conv_nchw",
+                                  "conv_grouped", "conv_depthwise", "conv_strided",
+                                  "conv_dilated", "dot_batched", "dot_skinny", "matvec"])
 def test_small_workload_matches_xla(name: str) -> None:
     import jax
 
