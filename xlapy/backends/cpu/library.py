@@ -153,10 +153,12 @@ def dot_plan(instr: Instruction, threads: int = 1
 
         return run_amx
 
+    from xlapy.backends.cpu import gemv
     from xlapy.backends.cpu.blas import batched_gemm, by_batch, gemm
 
     direct = acc == out_dtype
     same = lhs.dtype == rhs.dtype == acc
+    matvec = gemv.takes_matvec(m, n, k, acc)
     # The wide copies of bf16/f16 operands and the wide result are reused across calls
     # (recycle.py): fresh, an attention's 32 MB of them cost ~3 ms of page faults a call.
     keep: dict[int, Any] = {}
@@ -171,6 +173,9 @@ def dot_plan(instr: Instruction, threads: int = 1
             recycle.output(keep, 2, (nbatch, m, n), acc)
         if k == 0 or (nbatch > 16 and m * n * k < BATCH_GEMM_FLOPS):
             np.matmul(xv, yv, out=ov)  # tiny products: NumPy's loop beats a call per batch
+        elif matvec:  # a [m, k] @ [k] product reads the matrix once at its bandwidth
+            for j in range(nbatch):
+                gemv.matvec(xv[j], yv[j], ov[j], threads)
         elif by_batch(nbatch, m, n, k):
             batched_gemm(xv, yv, ov, threads)
         else:
