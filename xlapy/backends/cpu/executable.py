@@ -47,6 +47,7 @@ from xlapy.backends.cpu import (
     thunks,
 )
 from xlapy.backends.cpu.calls import Calls
+from xlapy.backends.cpu.fused_roots import FusedRoots
 from xlapy.backends.cpu.fusion_plan import (
     CpuFusionPlan,
     kernel_elements,
@@ -80,7 +81,7 @@ def _pool() -> NativePool:
     return parallel.pool(os.cpu_count() or 1)
 
 
-class CpuExecutable(Calls, Introspection, MemoryPlanning):
+class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
     """A compiled computation: thunks over slots; `run(args)` returns interpreter values."""
 
     backend_name = "cpu"
@@ -374,68 +375,6 @@ class CpuExecutable(Calls, Introspection, MemoryPlanning):
                                            internal=True))
 
         self.thunks.append(run_op)
-
-    def _plan_conv_epilogue(self, instr: Instruction, epi: conv_epilogue.Epilogue, s: int,
-                            ins: list[int], temps: list[int]) -> None:
-        """The convolution writes its epilogue root's value into slot s (the root's too)."""
-        from xlapy.backends.cpu.conv_general import general_plan
-
-        root = epi.root
-        run = general_plan(instr, self.num_threads, epi)
-        self.slot[id(root)] = s
-        self.shapes[s] = root.shape  # (a pooling's result is smaller)
-        x_in, w_in, leaves = epi.inputs()
-        xs, ws = self.slot[id(x_in)], self.slot[id(w_in)]
-        extra = [self.slot[id(leaf)] for leaf in leaves]
-        self._extra_ins[s] = [xs, ws, *extra]
-        temp = id(root) not in self.outputs
-        if temp:
-            temps.append(s)
-        shape, dtype = tuple(root.shape.dimensions), root.shape.dtype
-
-        def run_conv(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
-            out = v[s] if temp else recycle.output(self._keep, s, shape, dtype)
-            run(v[xs], v[ws], out, *(v[k] for k in extra))
-            if not temp:
-                self._set(t, v, s, out)
-
-        self.thunks.append(run_conv)
-        self._native.add(s)
-        self.report.append((instr.name, instr.opcode, "library conv-direct (epilogue "
-                            f"%{root.name})"))
-        self.report += [(r.name, r.opcode, f"convolution %{instr.name}'s epilogue")
-                        for r in epi.parts]
-
-    def _plan_dot_epilogue(self, instr: Instruction, epi: dot_epilogue.DotEpilogue, s: int,
-                           ins: list[int], temps: list[int]) -> None:
-        """The GEMM writes its consumer kernel's root into slot s (the root's too), each
-        column chunk finished by the thread that computed it (dot_epilogue.py)."""
-        root = epi.root
-        assert self._dot_epilogues_compiled is not None
-        run = dot_epilogue.runner(epi, self._dot_epilogues_compiled,
-                                  self._threads(library.dot_cost(instr)), self._pool)
-        self.slot[id(root)] = s
-        self.shapes[s] = root.shape
-        a, b = ins
-        extra = dot_epilogue.leaf_slots(epi, self.slot)
-        self._extra_ins[s] = [a, b, *extra]
-        temp = id(root) not in self.outputs
-        if temp:
-            temps.append(s)
-        shape, dtype = tuple(root.shape.dimensions), root.shape.dtype
-
-        def run_dot(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
-            out = v[s] if temp else recycle.output(self._keep, s, shape, dtype)
-            run(v[a], v[b], out, *(v[k] for k in extra))
-            if not temp:
-                self._set(t, v, s, out)
-
-        self.thunks.append(run_dot)
-        self._native.add(s)
-        self.report.append((instr.name, instr.opcode, "library blas (column chunks, epilogue "
-                            f"%{root.name})"))
-        self.report += [(r.name, r.opcode, f"dot %{instr.name}'s epilogue")
-                        for r in epi.parts]
 
     def _alias_claimed(self, instr: Instruction) -> None:
         """A chained convolution's value (conv_chain.py) lives in the next one's ring: its
