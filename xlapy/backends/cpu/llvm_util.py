@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import itertools
 import re
 import struct
 import threading
@@ -24,7 +23,6 @@ from llvmlite import ir
 from xlapy import denormal
 from xlapy.backends.cpu import objfile, rtlib, target
 from xlapy.backends.cpu.ir_print import function_text
-from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.target import CpuTarget
 from xlapy.errors import XlapyError
 from xlapy.phases import phase
@@ -296,14 +294,17 @@ class Engine:
                 raise XlapyError(f"cpu backend: a cached {arch} object for {t}")
         if not self.linked:
             return
-        rt = runtime_library(t)
+        from xlapy.backends.cpu import runtime_lib
+
+        rt = runtime_lib.runtime_library(t)
         with _LOCK, phase("link"):
             builder = llvm.JITLibraryBuilder().add_object_img(self.object)
             builder.add_jit_library(rt)
             for name in exports:
                 builder.export_symbol(name)
             try:
-                self._library = builder.link(_lljit(), f"xlapy{next(_LIBRARIES)}")
+                name = f"xlapy{next(runtime_lib.LIBRARIES)}"
+                self._library = builder.link(runtime_lib.lljit(), name)
             except RuntimeError as e:
                 raise XlapyError(f"cpu backend: linking compiled code for {t} failed "
                                  f"(a symbol the runtime library does not provide?): "
@@ -333,7 +334,6 @@ class Engine:
         return int(addr)
 
 
-_LIBRARIES = itertools.count()
 _OBJECTS: contextvars.ContextVar[list[tuple[str, bytes]] | None] = contextvars.ContextVar(
     "xlapy_objects", default=None)
 
@@ -364,71 +364,6 @@ def on_host(fn: Callable[..., T]) -> Callable[..., T]:
             _OBJECTS.reset(token)
 
     return wrapper
-
-
-@functools.cache
-def runtime_object(t: CpuTarget) -> bytes:
-    """rtlib's functions compiled for `t` (cached on disk like any kernel)."""
-    from xlapy.backends.cpu import cache
-
-    text = str(rtlib.module(t.triple))
-    with target.use(t):
-        k = cache.key(text, "rtlib")
-    obj = cache.get(k)
-    if obj is not None and not _runtime_object_ok(obj, t):
-        cache.reject(obj)
-        obj = None
-    if obj is None:
-        ctm = _codegen_machine(t)
-        with _LOCK:
-            ref = llvm.parse_assembly(text)
-            ref.verify()
-            ref.data_layout = str(ctm.target_data)
-            optimize(ref, ctm)
-            obj = ctm.emit_object(ref)
-        cache.put(k, obj)
-    return obj
-
-
-def _runtime_object_ok(obj: bytes, t: CpuTarget) -> bool:
-    """Whether a cached runtime object is one for `t` that defines rtlib's functions and
-    needs nothing rtlib does not bind."""
-    try:
-        syms = objfile.symbols(obj)
-        arch = objfile.machine(obj)
-    except (XlapyError, struct.error, IndexError, ValueError):
-        return False
-    defined = {s.name for s in syms if s.defined}
-    needed = {s.name for s in syms if not s.defined and s.binding != 0}
-    return arch == t.arch and set(rtlib.DEFINED) <= defined and needed <= rtlib.SYMBOLS
-
-
-@once
-def runtime_library(t: CpuTarget) -> str:
-    """The name of `t`'s runtime library in the LLJIT (linked once per process and target):
-    rtlib's IR functions and the libc/libm addresses it binds."""
-    obj = runtime_object(t)
-    name = f"xlapy_rt{next(_LIBRARIES)}"
-    with _LOCK:
-        builder = llvm.JITLibraryBuilder().add_object_img(obj)
-        for sym, addr in rtlib.bound_addresses().items():
-            builder.import_symbol(sym, addr)
-        for sym in rtlib.DEFINED:
-            builder.export_symbol(sym)
-        _RUNTIMES.append(builder.link(_lljit(), name))
-    return name
-
-
-_RUNTIMES: list[Any] = []  # the runtime libraries' trackers, alive for the process
-
-
-@once
-def _lljit() -> llvm.LLJIT:
-    """The process's LLJIT, never disposed (marked owned): a library of an engine collected
-    late at interpreter exit is then still unloaded from a live JIT."""
-    jit = llvm.create_lljit_compiler()
-    jit._owned = True
-    return jit
 
 
 # ---- IR helpers ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import cache, llvm_util, rtlib, target
+from xlapy.backends.cpu import cache, llvm_util, rtlib, runtime_lib, target
 
 PROGRAM = """
 func.func @main(%x: tensor<{n}xf32>, %y: tensor<{n}xf32>) -> tensor<{n}xf32> {{
@@ -381,12 +381,12 @@ def test_cache_runtime_object_bad_entry(cdir: Path) -> None:
     text = str(rtlib.module(t.triple))
     with target.use(t):
         k = cache.key(text, "rtlib")
-    other = llvm_util.runtime_object(t)  # this process's (maybe from the real cache)
+    other = runtime_lib.runtime_object(t)  # this process's (maybe from the real cache)
     bogus = b"\x7fELF" + bytes(200)
     cdir.mkdir(mode=0o700)
     _entry(cdir, k).write_bytes(_header(k, bogus) + bogus)
-    fresh = llvm_util.runtime_object.__wrapped__(t)
-    assert fresh != bogus and llvm_util._runtime_object_ok(fresh, t)
-    assert llvm_util._runtime_object_ok(other, t)
+    fresh = runtime_lib.runtime_object.__wrapped__(t)
+    assert fresh != bogus and runtime_lib._runtime_object_ok(fresh, t)
+    assert runtime_lib._runtime_object_ok(other, t)
     cache.clear_memory()
     assert cache.get(k) == fresh

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conformance.test_interpret import CHUNKS
 from xlapy.backends import get_backend
-from xlapy.backends.cpu import llvm_util, objfile, rtlib, target
+from xlapy.backends.cpu import llvm_util, objfile, rtlib, runtime_lib, target
 from xlapy.cli.main import entry_functions, verify_module_lenient
 from xlapy.errors import XlapyError
 from xlapy.stablehlo import parse_module
@@ -52,7 +52,7 @@ def test_conformance_kernels_need_only_the_runtime_library(name: str) -> None:
 @pytest.mark.parametrize("name", TARGETS)
 def test_runtime_library_needs_only_bound_symbols(name: str) -> None:
     t = target.resolve(name)
-    obj = llvm_util.runtime_object(t)
+    obj = runtime_lib.runtime_object(t)
     assert objfile.machine(obj) == t.arch
     defined = {s.name for s in objfile.symbols(obj) if s.defined}
     assert set(rtlib.DEFINED) <= defined
