@@ -6,11 +6,10 @@ that use the same primitives. Errors carry spans (`file:line:col`, source line, 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from xlapy.errors import ParseError
-from xlapy.stablehlo.attr_structs import bounded_dims, parse_conv_dims, parse_hash_body
+from xlapy.stablehlo.attr_structs import parse_conv_dims, parse_hash_body
 from xlapy.stablehlo.generic_form import func_from_generic, module_from_generic
 from xlapy.stablehlo.lexer import Lexer, Token, _number, _symbol_name, _unescape, nested
 from xlapy.stablehlo.line_forms import match_line
@@ -23,30 +22,18 @@ from xlapy.stablehlo.nodes import (
     FuncNode,
     FunctionTypeAttr,
     ModuleNode,
-    OpaqueType,
     OpNode,
     RegionNode,
     SymbolRef,
-    TensorType,
     TypedNumber,
     ValueRef,
 )
 from xlapy.stablehlo.sdy import parse_mesh_decl
-from xlapy.types import ElementType, Shape, from_shlo_name
-
-_SCALAR_TYPES = {t.shlo_name: t for t in ElementType if t.is_array}
-_SCALAR_TYPES.update({f"s{t.shlo_name[1:]}": t for t in ElementType
-                      if t.is_signed and t.shlo_name.startswith("i")})
-_SCALAR_TYPES["index"] = ElementType.S64  # `tensor<2xindex>` in custom_call layout attributes
-#: A static tensor type written without spaces (`tensor<32x64xf32>`, most of a JAX module's
-#: types): group 1 the dims, group 2 the element type. parse_type reads one in a single match
-#: (a quarter of a JAX module's parse was scanning its tokens one by one); anything else (a
-#: space, `?`, an encoding, 19+ digit dims, an unknown element type) takes the token path,
-#: which gives the same Shape or the error with its location.
-_PLAIN_TENSOR = re.compile(r"tensor<((?:[0-9]{1,18}x)*)([A-Za-z0-9_]+)>")
+from xlapy.stablehlo.type_parser import SCALAR_TYPES, TypeParsing
+from xlapy.types import Shape
 
 
-class Parser:
+class Parser(TypeParsing):
     #: Read JAX's most common op lines in one match each (line_forms.py); off: every op
     #: token by token (tests compare the two).
     line_forms = True
@@ -380,104 +367,6 @@ class Parser:
         self.expect(")")
         return text
 
-    # ---- types -------------------------------------------------------------------------------
-    @nested
-    def parse_type(self) -> Any:
-        lex = self.lex
-        tok = lex._peeked or lex.peek()
-        text = tok.text
-        if text == "tensor":
-            m = _PLAIN_TENSOR.match(lex.text, tok.pos)
-            if m is not None:
-                got = self._tensor_types.get(m.group())
-                if got is None:
-                    got = self._plain_tensor(m)
-                if got is not None:
-                    lex._peeked = None
-                    lex.pos = m.end()
-                    return got
-        lex._peeked = None
-        if text == "tensor":
-            self.expect("<", "after 'tensor'")
-            if self.at("*"):
-                raise self.error(self.peek(), "unranked tensors are not supported")
-            dims = self.lex.scan_dims()
-            et = self.parse_element_type()
-            dynamic: tuple[bool, ...] = ()
-            if self.accept(","):  # an encoding: `#stablehlo.bounds<4, ?>` is read, others ignored
-                enc_tok = self.peek()
-                dims, dynamic = bounded_dims(self, enc_tok, dims, self.parse_attr())
-            self.expect(">", "to close the tensor type")
-            if isinstance(et, OpaqueType):
-                d = "".join(("?" if x is None else str(x)) + "x" for x in dims)
-                return OpaqueType(f"tensor<{d}{et.text}>")
-            if any(d is None for d in dims):
-                return TensorType(et, tuple(dims))
-            if any(dynamic):  # a bounded dynamic dimension: the bound, marked dynamic
-                return Shape(et, tuple(dims), dynamic=dynamic)  # type: ignore[arg-type]
-            return Shape.array(et, dims)  # type: ignore[arg-type]
-        if text == "tuple":
-            self.expect("<")
-            return Shape.tuple(self.parse_type_list(">"))
-        if text == "!stablehlo.token":
-            return Shape.token()
-        if tok.kind == "bang":
-            if self.at("<"):
-                body, _ = self.lex.raw_until(">", self.peek().pos + 1)
-                self.expect(">")
-                return OpaqueType(f"{text}<{body}>")
-            return OpaqueType(text)
-        if tok.kind == "ident":
-            self.lex._peeked = None
-            self.lex.pos = tok.pos
-            et = self.parse_element_type()
-            if isinstance(et, OpaqueType):
-                return et
-            return Shape.scalar(et)
-        raise self.error(tok, f"expected a type, found '{text}'" if text else
-                         "expected a type, found end of input")
-
-    def _plain_tensor(self, m: re.Match[str]) -> Shape | None:
-        """The Shape of a _PLAIN_TENSOR match, shared per parse (None: an element type this
-        path does not know; the token path reads it or says what is wrong)."""
-        et = _SCALAR_TYPES.get(m.group(2))
-        if et is None:
-            return None
-        dims = [int(d) for d in m.group(1).split("x")[:-1]]
-        got = self._tensor_types[m.group()] = Shape.array(et, dims)
-        return got
-
-    def plain_tensor(self, text: str) -> Shape | None:
-        """`text`, a whole plain static tensor type (line_forms.py), as parse_type reads it."""
-        got = self._tensor_types.get(text)
-        if got is None:
-            m = _PLAIN_TENSOR.fullmatch(text)
-            got = self._plain_tensor(m) if m is not None else None
-        return got
-
-    def parse_element_type(self) -> ElementType | OpaqueType:
-        tok = self.next()
-        if tok.text == "complex":
-            self.expect("<")
-            inner = self.next()
-            self.expect(">")
-            try:
-                return from_shlo_name(f"complex<{inner.text}>")
-            except Exception:
-                raise self.error(inner, f"unsupported complex element type "
-                                        f"'{inner.text}'") from None
-        if tok.kind == "bang":
-            body = ""
-            if self.at("<"):
-                body, _ = self.lex.raw_until(">", self.peek().pos + 1)
-                self.expect(">")
-                body = f"<{body}>"
-            return OpaqueType(tok.text + body)
-        et = _SCALAR_TYPES.get(tok.text)
-        if et is None:
-            raise self.error(tok, f"unknown element type '{tok.text}'")
-        return et
-
     # ---- attributes ----------------------------------------------------------------------------
     def parse_attr_dict(self) -> dict[str, Any]:
         self.expect("{")
@@ -573,7 +462,7 @@ class Parser:
         if text == "loc":
             self.skip_loc()
             return None
-        if text in ("tensor", "tuple", "complex") or kind == "bang" or text in _SCALAR_TYPES:
+        if text in ("tensor", "tuple", "complex") or kind == "bang" or text in SCALAR_TYPES:
             return self.parse_type()
         if kind == "ident":
             self.next()
@@ -588,7 +477,7 @@ class Parser:
         lex.next()
         nxt = lex.peek()
         lex.pos, lex._peeked = save_pos, save_peek
-        return not (nxt.text in _SCALAR_TYPES or nxt.text == "index")
+        return not (nxt.text in SCALAR_TYPES or nxt.text == "index")
 
     def parse_hash_body(self, name: str, tok: Token) -> Any:
         """After `#name<`: an enum, a struct or another dialect's attribute (`attr_structs`)."""
