@@ -17,7 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import gemm_amx, gemm_i16, gemm_int, gemm_small, recycle
+from xlapy.backends.cpu import (
+    gemm_amx,
+    gemm_i16,
+    gemm_int,
+    gemm_skinny,
+    gemm_small,
+    recycle,
+)
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -98,6 +105,10 @@ def dot_plan(instr: Instruction, threads: int = 1
     small = gemm_small.of_instruction(instr)
     if small is not None:  # a JIT loop nest reading the rhs in place (no packing)
         return gemm_small.runner(small, threads)
+    skinny = _skinny(instr)
+    if skinny is not None:  # a few rows against a big W, read once in place
+        m, n, k, f64 = skinny
+        return gemm_skinny.runner(m, n, k, f64, threads)
     lb, rb = list(a.lhs_batching_dimensions), list(a.rhs_batching_dimensions)
     lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
     lf = [d for d in range(lhs.rank) if d not in lb and d not in lc]
@@ -286,6 +297,15 @@ def ragged_dot_plan(instr: Instruction) -> Callable[..., np.ndarray]:
     return run
 
 
+def _skinny(instr: Instruction) -> tuple[int, int, int, bool] | None:
+    """(m, n, k, f64) of a plain dot_general gemm_skinny.py computes, or None."""
+    plain = gemm_small.plain_dot(instr)
+    if plain is None:
+        return None
+    m, n, k, rhs_t, f64 = plain
+    return (m, n, k, f64) if gemm_skinny.takes(m, n, k, f64, rhs_t) else None
+
+
 def library_kind(instr: Instruction) -> str | None:
     if instr.opcode == "dot_general" and dot_plan(instr) is not None:
         from xlapy.backends.cpu import gemm_bf16
@@ -293,7 +313,9 @@ def library_kind(instr: Instruction) -> str | None:
         if gemm_bf16.takes(instr):
             return "amx bf16"
         if dot_accumulator(instr).kind in "fc":  # type: ignore[union-attr]
-            return "jit gemm" if gemm_small.of_instruction(instr) is not None else "blas"
+            if gemm_small.of_instruction(instr) is not None:
+                return "jit gemm"
+            return "jit gemm (skinny)" if _skinny(instr) is not None else "blas"
         if int8_amx(instr):
             return "int gemm (amx)"
         if int8_vnni(instr):

@@ -1,0 +1,105 @@
+"""Skinny GEMMs of gemm_skinny.py (2..8 rows against a W too big for gemm_small, column
+chunks over the threads): within the float64 dot bound for odd shapes (column tails of
+every width), f32 and f64; the same bits as gemm_small's register blocks (one multiply-add
+chain in k order) and on 1, 2 and 3 threads; IEEE denormals; routing by library.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import xlapy
+from tests.tolerance import assert_dot_close
+from xlapy.backends.cpu import gemm_skinny, gemm_small, target
+
+pytestmark = pytest.mark.skipif(not (target.current().is_x86 and target.current().runs_here),
+                                reason="gemm_skinny.py runs on x86-64 only")
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Chunks of a few KB, so the test shapes split into many (the bits must not change)."""
+    monkeypatch.setattr(gemm_skinny, "CHUNK_BYTES", 1 << 12)
+    gemm_skinny.cuts.cache_clear()
+    yield
+    gemm_skinny.cuts.cache_clear()
+
+
+def _dot(m: int, k: int, n: int, ty: str = "f32") -> str:
+    return f"""
+func.func @main(%x: tensor<{m}x{k}x{ty}>, %w: tensor<{k}x{n}x{ty}>) -> tensor<{m}x{n}x{ty}> {{
+  %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
+      : (tensor<{m}x{k}x{ty}>, tensor<{k}x{n}x{ty}>) -> tensor<{m}x{n}x{ty}>
+  return %y : tensor<{m}x{n}x{ty}>
+}}
+"""
+
+
+def _operands(m: int, k: int, n: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(m * 7 + k + n)
+    return (rng.standard_normal((m, k)).astype(dtype),
+            rng.standard_normal((k, n)).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("m", "k", "n"), [(2, 300, 517), (3, 129, 1031), (5, 257, 640),
+                                           (8, 200, 763), (7, 1, 140000)])
+def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) -> None:
+    x, w = _operands(m, k, n, dtype)
+    ty = "f32" if dtype == np.float32 else "f64"
+    prog = xlapy.compile(_dot(m, k, n, ty), backend="cpu", options={"num_threads": 2})
+    assert "jit gemm (skinny)" in prog._exe.explain()
+    assert list(prog._exe.fallbacks()) == []
+    got = np.asarray(prog(x, w))
+    assert got.dtype == dtype
+    assert_dot_close(got, x, w)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m", [2, 4, 8])
+def test_same_bits_as_gemm_small_on_any_thread_count(dtype: type, m: int,
+                                                     small_chunks: None) -> None:
+    k, n = 150, 1000 + 13
+    x, w = _operands(m, k, n, dtype)
+    f64 = dtype == np.float64
+    want = np.empty((m, n), dtype)
+    gemm_small.compiled(gemm_small.GemmShape(m, n, k, f64)).direct(
+        x.ctypes.data, w.ctypes.data, want.ctypes.data, n, k, 0, m)
+    assert len(gemm_skinny.cuts(n, k, x.itemsize, 1)) > 3
+    for threads in (1, 2, 3):
+        out = np.full((m, n), np.nan, dtype)
+        gemm_skinny.runner(m, n, k, f64, threads)(x, w, out)
+        np.testing.assert_array_equal(out, want)
+
+
+def test_strided_operands_and_output() -> None:
+    m, k, n = 4, 200, 700
+    x, w = _operands(m, 2 * k, 2 * n, np.float32)
+    xs, ws = x[:, ::2], w[::2, ::2]
+    out = np.full((m, 2 * n), 7.0, np.float32)
+    gemm_skinny.runner(m, n, k, False, 2)(xs, ws, out[:, ::2])
+    assert_dot_close(out[:, ::2], xs, ws)
+    assert (out[:, 1::2] == 7.0).all()
+
+
+def test_denormal_products_survive() -> None:
+    """IEEE like the interpreter: 1e-30 * 1e-10 is a denormal f32, not zero."""
+    m, k, n = 2, 300, 600
+    x = np.zeros((m, k), np.float32)
+    w = np.zeros((k, n), np.float32)
+    x[:, 3], w[3, :] = 1e-30, 1e-10
+    out = np.empty((m, n), np.float32)
+    gemm_skinny.runner(m, n, k, False, 2)(x, w, out)
+    assert (out == np.float32(1e-30) * np.float32(1e-10)).all() and (out != 0).all()
+
+
+def test_takes_only_skinny_row_major_products_too_big_for_gemm_small() -> None:
+    assert gemm_skinny.takes(8, 4096, 4096, False, False)
+    assert not gemm_skinny.takes(1, 4096, 4096, False, False)  # gemv.py's
+    assert not gemm_skinny.takes(9, 4096, 4096, False, False)  # BLAS
+    assert not gemm_skinny.takes(8, 4096, 4096, False, True)  # transposed W: BLAS
+    assert not gemm_skinny.takes(8, 64, 64, False, False)  # gemm_small's
+    prog = xlapy.compile(_dot(9, 300, 600), backend="cpu")
+    assert "library blas" in prog._exe.explain()

@@ -1,0 +1,229 @@
+"""Skinny f32/f64 GEMMs out[m, n] = x[m, k] @ W[k, n], 2 <= m <= 8 rows against a big
+row-major W, as a JIT-compiled loop that reads W once, in place.
+
+A few rows against a weight matrix (a small batch of inference, issue 14's "skinny shapes")
+is bound by reading W: the 8 x 4096 @ 4096 x 4096 f32 product moves 64 MB for 0.27 GFLOP.
+OpenBLAS packs W first (a copy of all of it per call): 11.1 ms on one core here, 5.1 on two.
+gemm_small's register blocks read W in place, but its rows are 16 KB apart and each block
+touches 3 lines of every row, so no hardware prefetcher follows them: 8.2 ms on one core.
+This loop is gemm_small's register block (all m rows x V vectors of columns in registers, k
+in order, each output one multiply-add chain in k order) plus a software prefetch of the
+block's lines PREFETCH_ROWS rows ahead: 5.0 ms on one core, 2.3-2.8 on two (without the
+prefetch 8.1, as gemm_small). It splits the columns over the threads (gemm_small splits
+rows: here there is one row block).
+
+The columns are cut into chunks fixed by the shape (`cuts`), each computed whole by one
+thread, so the bits never depend on the thread count. MXCSR FTZ/DAZ are cleared around the
+loop (IEEE, as BLAS and the interpreter). One module per row count, element type and target,
+built on first use and cached on disk like any kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy import denormal
+from xlapy.backends.cpu import cache, parallel, target
+from xlapy.backends.cpu.llvm_util import (
+    F32,
+    F64,
+    I8P,
+    I32,
+    I64,
+    VOID,
+    Engine,
+    for_range,
+    i64,
+    intrinsic,
+    module_text,
+    new_module,
+    restore_mxcsr,
+    set_ftz_daz,
+)
+from xlapy.backends.cpu.once import once
+
+#: Most lhs rows: all of them stay in registers with the block's columns (8 x 3 zmm).
+MAX_ROWS = 8
+#: Rows of W ahead that each k step prefetches (0 to 64 ran alike; no prefetch: 1.6x slower).
+PREFETCH_ROWS = 16
+#: Bytes of W per column chunk at least (a chunk costs ~1 us to hand over).
+CHUNK_BYTES = 1 << 20
+
+_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                       *[ctypes.c_int64] * 4)
+
+
+def _block(bits: int, rows: int) -> int:
+    """Vectors of columns per register block: rows x V accumulators, V loads and a
+    broadcast within the registers (32 on AVX-512, 16 otherwise)."""
+    accs = 24 if bits == 512 else 12 if bits == 256 else 8
+    return max(1, min(4, accs // rows))
+
+
+def _emit(name: str, f64: bool, rows: int) -> ir.Module:
+    """`name(x, w, out, n, k, c_lo, c_hi)`: columns [c_lo, c_hi) of out = x @ w (x [rows,
+    k], w [k, n], out [rows, n], all dense): blocks of V vectors, then single vectors, then
+    one block per set bit of the rest (half a vector, ... one column)."""
+    t = F64 if f64 else F32
+    size = 8 if f64 else 4
+    bits = target.current().vector_bits
+    lanes = bits // (8 * size)
+    v = _block(bits, rows)
+    mod = new_module(name)
+    tp = t.as_pointer()
+    fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64, I64, I64]), name=name)
+    a, w, out, n, kk, lo, hi = fn.args
+    for p in (a, w, out):
+        p.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    saved = set_ftz_daz(b)
+
+    def vtype(width: int) -> ir.Type:
+        return t if width == 1 else ir.VectorType(t, width)
+
+    def splat(x: ir.Value, width: int) -> ir.Value:
+        if width == 1:
+            return x
+        vt = vtype(width)
+        undef = ir.Constant(vt, ir.Undefined)
+        one = b.insert_element(undef, x, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, width), [0] * width))
+
+    def vec_ptr(base: ir.Value, at: ir.Value, width: int) -> ir.Value:
+        return b.bitcast(b.gep(base, [at]), vtype(width).as_pointer())
+
+    def block(c0: ir.Value, vecs: int, wd: int) -> None:
+        """out[:, c0:c0+vecs*wd] = x @ w[:, c0:c0+vecs*wd], k in order."""
+        pre = b.block
+        body = fn.append_basic_block("k")
+        done = fn.append_basic_block("k.end")
+        b.branch(body)  # k >= 1 (shape)
+        b.position_at_end(body)
+        k = b.phi(I64, name="k")
+        k.add_incoming(i64(0), pre)
+        phis = [[b.phi(vtype(wd)) for _ in range(vecs)] for _ in range(rows)]
+        for row in phis:
+            for p in row:
+                p.add_incoming(ir.Constant(vtype(wd), None), pre)  # zeros
+        wrow = b.add(b.mul(k, n), c0)
+        ahead = b.add(wrow, b.mul(n, i64(PREFETCH_ROWS)))
+        line = max(1, 64 // size)
+        for j in range(0, vecs * wd, line):  # each cache line of the block, rows ahead
+            intrinsic(b, "llvm.prefetch.p0i8", VOID,
+                      [b.bitcast(b.gep(w, [b.add(ahead, i64(j))]), I8P), ir.Constant(I32, 0),
+                       ir.Constant(I32, 3), ir.Constant(I32, 1)])
+        ws = []
+        for j in range(vecs):
+            ld = b.load(vec_ptr(w, b.add(wrow, i64(j * wd)), wd))
+            ld.align = size
+            ws.append(ld)
+        news = []
+        suffix = ("f64" if f64 else "f32") if wd == 1 else f"v{wd}{'f64' if f64 else 'f32'}"
+        for r in range(rows):
+            x = splat(b.load(b.gep(a, [b.add(b.mul(i64(r), kk), k)])), wd)
+            news.append([intrinsic(b, f"llvm.fmuladd.{suffix}", vtype(wd), [x, wv, acc])
+                         for wv, acc in zip(ws, phis[r])])
+        nk = b.add(k, i64(1))
+        k.add_incoming(nk, b.block)
+        for row, new in zip(phis, news):
+            for p, x in zip(row, new):
+                p.add_incoming(x, b.block)
+        b.cbranch(b.icmp_signed("<", nk, kk), body, done)
+        b.position_at_end(done)
+        for r in range(rows):
+            orow = b.add(b.mul(i64(r), n), c0)
+            for j, x in enumerate(news[r]):
+                st = b.store(x, vec_ptr(out, b.add(orow, i64(j * wd)), wd))
+                st.align = size
+
+    step = v * lanes
+    full = b.sdiv(b.sub(hi, lo), i64(step))
+    with for_range(b, i64(0), full, "cb") as cb:
+        block(b.add(lo, b.mul(cb, i64(step))), v, lanes)
+    c1 = b.add(lo, b.mul(full, i64(step)))
+    singles = b.sdiv(b.sub(hi, c1), i64(lanes))
+    with for_range(b, i64(0), singles, "cv") as cv:
+        block(b.add(c1, b.mul(cv, i64(lanes))), 1, lanes)
+    c2 = b.add(c1, b.mul(singles, i64(lanes)))
+    rest = b.sub(hi, c2)  # < lanes: one block per set bit, widest first
+    width, done = lanes // 2, 0
+    while width >= 1:
+        with b.if_then(b.icmp_unsigned("!=", b.and_(rest, i64(width)), i64(0))):
+            block(b.add(c2, b.and_(rest, i64(done))), 1, width)
+        done |= width
+        width //= 2
+    restore_mxcsr(b, saved)
+    b.ret_void()
+    return mod
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One row count's engine and its function (a ctypes function and its address)."""
+
+    engine: Engine
+    fn: Callable[..., None]
+    address: int
+
+
+@once
+def _compile(rows: int, f64: bool, tgt: target.CpuTarget) -> Compiled:
+    with target.use(tgt), denormal.use(denormal.IEEE):
+        name = f"xlapy_{'d' if f64 else 's'}gemm_skinny{rows}"
+        eng = cache.engine(module_text(_emit(name, f64, rows)), "light", light=True,
+                           exports=[name])
+    addr = eng.address(name)
+    return Compiled(eng, _FN(addr), addr)
+
+
+def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
+    """Whether a plain [m, k] @ [k, n] product runs here: 2..8 rows, a row-major W too big
+    for gemm_small (its rows do not stay in L2), an x86-64 target this process runs."""
+    from xlapy.backends.cpu import gemm_small
+
+    t = target.current()
+    return (2 <= m <= MAX_ROWS and not rhs_t and n >= 1 and k >= 1 and t.is_x86
+            and t.runs_here and k * n * (8 if f64 else 4) > gemm_small.MAX_RHS_BYTES)
+
+
+@functools.lru_cache(maxsize=256)
+def cuts(n: int, k: int, itemsize: int, align: int) -> tuple[int, ...]:
+    """Column chunk boundaries: at least CHUNK_BYTES of W each, inner ones at multiples of
+    `align` (a register block); a function of the shape alone."""
+    width = max(align, CHUNK_BYTES // max(1, k * itemsize))
+    return tuple(parallel.fixed_cuts(n, width, align))
+
+
+def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
+           ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
+    """A function (x, w, out) for a library thunk, the module built on its first call."""
+    tgt = target.current()
+    size = 8 if f64 else 4
+    lanes = tgt.vector_bits // (8 * size)
+    bounds = cuts(n, k, size, _block(tgt.vector_bits, m) * lanes)
+
+    def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
+        code = _compile(m, f64, tgt)
+        x = np.ascontiguousarray(x)
+        w = np.ascontiguousarray(w)
+        res = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        args = (x.ctypes.data, w.ctypes.data, res.ctypes.data, n, k)
+        parts = len(bounds) - 1
+        if threads < 2 or parts < 2:
+            code.fn(*args, 0, n)
+        else:
+            jobs = [(code.address, (*args, bounds[j], bounds[j + 1])) for j in range(parts)]
+            parallel.pool(threads).share(jobs, threads, (x, w, res))
+        if res is not out:
+            out[...] = res
+
+    return run
+
+
+__all__ = ["takes", "runner", "cuts", "MAX_ROWS", "PREFETCH_ROWS", "CHUNK_BYTES"]
