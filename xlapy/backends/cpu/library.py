@@ -170,6 +170,9 @@ def dot_plan(instr: Instruction, threads: int = 1
     direct = acc == out_dtype
     same = lhs.dtype == rhs.dtype == acc
     matvec = gemv.takes_matvec(m, n, k, acc)
+    each = gemm_small.batch_shape(m, n, k, np.dtype(acc) == np.float64) \
+        if np.dtype(acc).char in "fd" else None
+    small_batch = None if each is None else gemm_small.batched_runner(each, threads)
     # The wide copies of bf16/f16 operands and the wide result are reused across calls
     # (recycle.py): fresh, an attention's 32 MB of them cost ~3 ms of page faults a call.
     keep: dict[int, Any] = {}
@@ -188,7 +191,8 @@ def dot_plan(instr: Instruction, threads: int = 1
             for j in range(nbatch):
                 gemv.matvec(xv[j], yv[j], ov[j], threads)
         elif by_batch(nbatch, m, n, k):
-            batched_gemm(xv, yv, ov, threads)
+            if small_batch is None or not small_batch(xv, yv, ov):
+                batched_gemm(xv, yv, ov, threads)
         else:
             for j in range(nbatch):
                 gemm(xv[j], yv[j], ov[j], 0.0, threads)

@@ -1,0 +1,78 @@
+"""Batches of small products through gemm_small's register blocks (gemm_small.batched_runner,
+routed by library.py where BLAS's batched_gemm ran: JAX's einsum('bij,bjk->bik')): each
+product the bits of gemm_small's own chain, on 1, 2 and 3 threads, f32 and f64; operands that
+are not dense (a transposed rhs) still go through BLAS, within the dot bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from tests.tolerance import assert_dot_close
+from xlapy.backends.cpu import gemm_small, target
+
+pytestmark = pytest.mark.skipif(not target.current().is_x86,
+                                reason="gemm_small.py runs on x86-64 only")
+
+
+def _bmm(b: int, m: int, k: int, n: int, ty: str, rhs_t: bool = False) -> str:
+    rhs, rc = (f"{b}x{n}x{k}", 2) if rhs_t else (f"{b}x{k}x{n}", 1)
+    return f"""
+func.func @main(%x: tensor<{b}x{m}x{k}x{ty}>, %y: tensor<{rhs}x{ty}>) -> tensor<{b}x{m}x{n}x{ty}> {{
+  %z = stablehlo.dot_general %x, %y, batching_dims = [0] x [0], contracting_dims = [2] x [{rc}]
+      : (tensor<{b}x{m}x{k}x{ty}>, tensor<{rhs}x{ty}>) -> tensor<{b}x{m}x{n}x{ty}>
+  return %z : tensor<{b}x{m}x{n}x{ty}>
+}}
+"""
+
+
+def _chain(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each product through gemm_small's own function: the bits the batch must have."""
+    b, m, k = x.shape
+    n = y.shape[2]
+    f64 = x.dtype == np.float64
+    fn = gemm_small.compiled(gemm_small.GemmShape(m, n, k, f64)).direct
+    out = np.empty((b, m, n), x.dtype)
+    for j in range(b):
+        xj, yj, oj = (np.ascontiguousarray(v[j]) for v in (x, y, out))
+        fn(xj.ctypes.data, yj.ctypes.data, oj.ctypes.data, n, k, 0, m)
+        out[j] = oj
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("b", "m", "k", "n"), [(20, 33, 17, 45), (3, 64, 200, 70),
+                                                (17, 256, 256, 256)])
+def test_batch_has_gemm_small_bits_on_any_thread_count(dtype: type, b: int, m: int, k: int,
+                                                       n: int) -> None:
+    rng = np.random.default_rng(b + m + k + n)
+    x = rng.standard_normal((b, m, k)).astype(dtype)
+    y = rng.standard_normal((b, k, n)).astype(dtype)
+    ty = "f32" if dtype == np.float32 else "f64"
+    want = _chain(x, y)
+    assert_dot_close(want, x, y)
+    for threads in (1, 2, 3):
+        prog = xlapy.compile(_bmm(b, m, k, n, ty), backend="cpu",
+                             options={"num_threads": threads})
+        assert list(prog._exe.fallbacks()) == []
+        np.testing.assert_array_equal(np.asarray(prog(x, y)), want)
+
+
+def test_transposed_rhs_goes_through_blas() -> None:
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((20, 40, 30)).astype(np.float32)
+    y = rng.standard_normal((20, 50, 30)).astype(np.float32)
+    got = xlapy.compile(_bmm(20, 40, 30, 50, "f32", rhs_t=True), backend="cpu")(x, y)
+    assert_dot_close(got, x, y, k=30, product=lambda a, c: np.einsum("bmk,bnk->bmn", a, c))
+
+
+def test_batch_shape_bounds() -> None:
+    assert gemm_small.batch_shape(256, 256, 256, False) is not None
+    assert gemm_small.batch_shape(512, 512, 128, False) is not None
+    assert gemm_small.batch_shape(64, 512, 512, False) is None  # rhs 1 MB: not in L2
+    assert gemm_small.batch_shape(1024, 256, 256, True) is None  # rhs 512 KB f64 + macs
+    assert gemm_small.batch_shape(0, 8, 8, False) is None
+    run = gemm_small.batched_runner(gemm_small.GemmShape(4, 4, 4, False), 2)
+    x = np.ones((3, 4, 4), np.float32)
+    assert not run(x, np.ones((3, 4, 8), np.float32)[:, :, ::2], np.empty((3, 4, 4), np.float32))
