@@ -1,7 +1,8 @@
 """Batches of small products through gemm_small's register blocks (gemm_small.batched_runner,
 routed by library.py where BLAS's batched_gemm ran: JAX's einsum('bij,bjk->bik')): each
 product the bits of gemm_small's own chain, on 1, 2 and 3 threads, f32 and f64; operands that
-are not dense (a transposed rhs) still go through BLAS, within the dot bound."""
+are not dense (a transposed rhs) still go through BLAS, within the dot bound; so does every
+batch on targets of 16 vector registers (AVX2, SSE)."""
 
 from __future__ import annotations
 
@@ -52,11 +53,17 @@ def test_batch_has_gemm_small_bits_on_any_thread_count(dtype: type, b: int, m: i
     ty = "f32" if dtype == np.float32 else "f64"
     want = _chain(x, y)
     assert_dot_close(want, x, y)
+    routed = gemm_small.batch_shape(m, n, k, dtype == np.float64) is not None
+    assert routed == (target.current().vector_bits == 512)  # AVX2/SSE: BLAS, as before
     for threads in (1, 2, 3):
         prog = xlapy.compile(_bmm(b, m, k, n, ty), backend="cpu",
                              options={"num_threads": threads})
         assert list(prog._exe.fallbacks()) == []
-        np.testing.assert_array_equal(np.asarray(prog(x, y)), want)
+        got = np.asarray(prog(x, y))
+        if routed:
+            np.testing.assert_array_equal(got, want)
+        else:
+            assert_dot_close(got, x, y)
 
 
 def test_transposed_rhs_goes_through_blas() -> None:
@@ -68,8 +75,9 @@ def test_transposed_rhs_goes_through_blas() -> None:
 
 
 def test_batch_shape_bounds() -> None:
-    assert gemm_small.batch_shape(256, 256, 256, False) is not None
-    assert gemm_small.batch_shape(512, 512, 128, False) is not None
+    avx512 = target.current().vector_bits == 512
+    assert (gemm_small.batch_shape(256, 256, 256, False) is not None) == avx512
+    assert (gemm_small.batch_shape(512, 512, 128, False) is not None) == avx512
     assert gemm_small.batch_shape(64, 512, 512, False) is None  # rhs 1 MB: not in L2
     assert gemm_small.batch_shape(1024, 256, 256, True) is None  # rhs 512 KB f64 + macs
     assert gemm_small.batch_shape(0, 8, 8, False) is None
