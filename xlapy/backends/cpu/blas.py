@@ -155,6 +155,11 @@ def _gemm_args(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float
     ta, lda, b = _op(b)
     tb, ldb, a = _op(a)
     assert out.strides[1] == out.itemsize or n <= 1
+    if name == "sgemm":  # wide row-major f32 weights on AVX-512: our own kernel, same ABI
+        from xlapy.backends.cpu import gemm_f32
+
+        if gemm_f32.routes(m, n, k, ta, tb, beta):
+            fn = gemm_f32.fortran()
     ldc = max(out.strides[0] // out.itemsize if m > 1 else n, n, 1)
     i = ctypes.c_int
     refs = [ctypes.c_char(ta), ctypes.c_char(tb), i(n), i(m), i(k), sc(1.0)]

@@ -1,0 +1,131 @@
+"""gemm_f32.py, the AVX-512 f32 GEMM for wide row-major weights: within the float64 dot bound
+for odd shapes and tails (rows, columns and k past the register tile and the MC, NC, KC
+blocks), strided views, NaN/inf, IEEE denormals; the same bits run to run and on 1, 2 and 3
+threads through blas.gemm; routing only of plain wide products on AVX-512 targets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.tolerance import assert_dot_close
+from xlapy.backends.cpu import blas, gemm_f32, target
+
+pytestmark = pytest.mark.skipif(not gemm_f32.available(),
+                                reason="gemm_f32.py runs on AVX-512 x86-64 targets only")
+
+SHAPES = [(1, 1, 1), (7, 33, 5), (8, 48, 256), (9, 47, 257), (13, 50, 300), (17, 95, 3),
+          (64, 256, 256), (300, 1100, 600)]
+
+
+def _run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = np.full((a.shape[0], b.shape[1]), np.nan, np.float32)  # beta 0 ignores NaNs there
+    gemm_f32.gemm(a, b, out)
+    return out
+
+
+@pytest.mark.parametrize(("m", "n", "k"), SHAPES)
+def test_odd_shapes_within_the_dot_bound(m: int, n: int, k: int) -> None:
+    rng = np.random.default_rng(m * 10000 + n * 10 + k)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    got = _run(a, b)
+    assert_dot_close(got, a, b, k=k)
+    np.testing.assert_array_equal(got, _run(a, b))  # run to run
+
+
+def test_strided_views() -> None:
+    """Leading dimensions wider than the rows (a slice of a wider array) on every operand."""
+    rng = np.random.default_rng(3)
+    big_a = rng.standard_normal((70, 300)).astype(np.float32)
+    big_b = rng.standard_normal((290, 600)).astype(np.float32)
+    a, b = big_a[3:68, 5:280], big_b[2:277, 7:520]
+    out_big = np.full((80, 700), np.nan, np.float32)
+    out = out_big[4:69, 100:613]
+    gemm_f32.gemm(a, b, out)
+    assert_dot_close(out, a, b, k=a.shape[1])
+    assert np.isnan(out_big[:4]).all() and np.isnan(out_big[:, :100]).all()
+    assert np.isnan(out_big[69:]).all() and np.isnan(out_big[:, 613:]).all()
+
+
+def test_nan_and_inf_propagate() -> None:
+    rng = np.random.default_rng(4)
+    m, n, k = 20, 70, 300
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = np.abs(rng.standard_normal((k, n))).astype(np.float32)
+    a[3, 7] = np.nan
+    a[5, 9], a[6, 1:] = np.inf, 0.0
+    b[9, :] = 1.0
+    b[100, 50] = np.inf
+    got = _run(a, b)
+    with np.errstate(invalid="ignore"):  # inf * 0
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-4, atol=1e-3)
+
+
+def test_denormal_products_survive() -> None:
+    """IEEE arithmetic as BLAS (FTZ/DAZ cleared): a denormal product is kept."""
+    tiny = np.float32(2.0 ** -140)
+    a = np.full((9, 3), tiny, np.float32)
+    got = _run(a, np.ones((3, 50), np.float32))
+    np.testing.assert_array_equal(got, np.float32(3 * tiny))
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(256, 1024, 300), (256, 1040, 257)])
+def test_blas_gemm_bits_do_not_depend_on_threads(m: int, n: int, k: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Column chunks of blas.split, each one thread's call into the kernel: the same bits on
+    1, 2 and 3 threads, and every chunk routed here."""
+    seen: list[int] = []
+    real = gemm_f32.fortran
+
+    def spy() -> object:
+        seen.append(1)
+        return real()
+
+    monkeypatch.setattr(gemm_f32, "fortran", spy)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    got = []
+    for threads in (1, 2, 3):
+        out = np.full((m, n), np.nan, np.float32)
+        blas.gemm(a, b, out, 0.0, threads)
+        got.append(out)
+    assert len(seen) == 3 * (len(blas.split(m, n)) - 1)
+    assert_dot_close(got[0], a, b, k=k)
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[0], got[2])
+
+
+def test_routes_only_plain_wide_products() -> None:
+    assert gemm_f32.routes(256, 2048, 4096, b"N", b"N", 0.0)
+    assert not gemm_f32.routes(256, 2048, 4096, b"T", b"N", 0.0)
+    assert not gemm_f32.routes(256, 2048, 4096, b"N", b"T", 0.0)
+    assert not gemm_f32.routes(256, 2048, 4096, b"N", b"N", 1.0)
+    assert not gemm_f32.routes(32, 2048, 4096, b"N", b"N", 0.0)
+    assert not gemm_f32.routes(512, 2048, 4096, b"N", b"N", 0.0)
+    assert not gemm_f32.routes(256, 256, 4096, b"N", b"N", 0.0)
+    assert not gemm_f32.routes(256, 2048, 64, b"N", b"N", 0.0)
+    for name in ("x86-64-v3", "x86-64-v2"):
+        with target.use(name):
+            assert not gemm_f32.available()
+            assert not gemm_f32.routes(256, 2048, 4096, b"N", b"N", 0.0)
+
+
+@pytest.mark.parametrize("name", ["x86-64-v3", "x86-64-v2"])
+def test_other_targets_keep_openblas(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail() -> object:
+        raise AssertionError("routed off AVX-512")
+
+    monkeypatch.setattr(gemm_f32, "fortran", fail)
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((256, 300)).astype(np.float32)
+    b = rng.standard_normal((300, 1024)).astype(np.float32)
+    out = np.empty((256, 1024), np.float32)
+    with target.use(name):
+        blas.gemm(a, b, out, 0.0, 2)
+    assert_dot_close(out, a, b, k=300)
