@@ -100,11 +100,12 @@ def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 UNROLL = 4
 
 
-def _emit_kernel(mod: ir.Module) -> ir.Function:
-    """kern(ap, bp, kc, c, ldc, first): c[MR, NR] (row stride ldc) = (first ? 0 : c) +
-    ap-tile @ bp-panel, one FMA chain per element in k order."""
+def _emit_kernel(mod: ir.Module, nv: int) -> ir.Function:
+    """kern(ap, bp, kc, c, ldc, first): c[MR, 16 nv] (row stride ldc) = (first ? 0 : c) +
+    ap-tile @ the panel's first 16 nv columns, one FMA chain per element in k order (nv <
+    NV: a chunk's last columns, e.g. 2048 = 42 x 48 + 32, at the cost of their own work)."""
     fn = ir.Function(mod, ir.FunctionType(VOID, [_FP, _FP, I64, _FP, I64, ir.IntType(1)]),
-                     name=f"{NAME}_kernel")
+                     name=f"{NAME}_kernel{nv}")
     fn.linkage = "internal"
     ap, bp, kc, c, ldc, first = fn.args
     for p in (ap, bp, c):
@@ -115,17 +116,17 @@ def _emit_kernel(mod: ir.Module) -> ir.Function:
     accs: list[ir.Value] = []
     for r in range(MR):
         row = b.mul(i64(r), ldc)
-        for v in range(NV):
+        for v in range(nv):
             accs.append(b.select(first, zero, _vload(b, c, b.add(row, i64(16 * v)), 4)))
 
     def step(k: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
         bk, ak = b.gep(bp, [b.mul(k, i64(NR))]), b.gep(ap, [b.mul(k, i64(MR))])
-        bv = [_vload(b, bk, i64(16 * v), 64) for v in range(NV)]
+        bv = [_vload(b, bk, i64(16 * v), 64) for v in range(nv)]
         new = []
         for r in range(MR):
             s = _splat(b, b.load(b.gep(ak, [i64(r)])))
-            for v in range(NV):
-                new.append(intrinsic(b, "llvm.fma.v16f32", _V, [s, bv[v], accs[r * NV + v]]))
+            for v in range(nv):
+                new.append(intrinsic(b, "llvm.fma.v16f32", _V, [s, bv[v], accs[r * nv + v]]))
         return new
 
     def loop(lo: ir.Value, hi: ir.Value, unroll: int, accs: list[ir.Value]) -> list[ir.Value]:
@@ -157,13 +158,16 @@ def _emit_kernel(mod: ir.Module) -> ir.Function:
             out.append(p)
         return out
 
-    whole = b.mul(b.sdiv(kc, i64(UNROLL)), i64(UNROLL))
-    accs = loop(i64(0), whole, UNROLL, accs)
-    accs = loop(whole, kc, 1, accs)
+    if nv == NV:  # the hot kernel unrolled; the narrow ones (a panel per block) not
+        whole = b.mul(b.sdiv(kc, i64(UNROLL)), i64(UNROLL))
+        accs = loop(i64(0), whole, UNROLL, accs)
+        accs = loop(whole, kc, 1, accs)
+    else:
+        accs = loop(i64(0), kc, 1, accs)
     for r in range(MR):
         row = b.mul(i64(r), ldc)
-        for v in range(NV):
-            _vstore(b, accs[r * NV + v], c, b.add(row, i64(16 * v)), 4)
+        for v in range(nv):
+            _vstore(b, accs[r * nv + v], c, b.add(row, i64(16 * v)), 4)
     b.ret_void()
     return fn
 
@@ -226,7 +230,9 @@ def _emit_pack_b(mod: ir.Module) -> ir.Function:
 
 def _emit_gemm(mod: ir.Module) -> ir.Function:
     """gemm(a, lda, b, ldb, c, ldc, m, n, k): c = a @ b, row-major, k >= 1."""
-    kern, pack_a, pack_b = _emit_kernel(mod), _emit_pack_a(mod), _emit_pack_b(mod)
+    kerns = [_emit_kernel(mod, nv) for nv in range(1, NV + 1)]
+    kern = kerns[-1]
+    pack_a, pack_b = _emit_pack_a(mod), _emit_pack_b(mod)
     fn = ir.Function(mod, ir.FunctionType(VOID, [_FP, I64, _FP, I64, _FP, I64, I64, I64, I64]),
                      name=f"{NAME}_rm")
     fn.linkage = "internal"
@@ -271,10 +277,18 @@ def _emit_gemm(mod: ir.Module) -> ir.Function:
                         at = b.gep(c, [b.add(b.mul(b.add(ic, i0), ldc), col)])
                         apt = b.gep(ap, [b.mul(t, b.mul(kc, i64(MR)))])
                         whole = b.and_(b.icmp_signed("==", mr, i64(MR)),
-                                       b.icmp_signed("==", nr, i64(NR)))
+                                       b.icmp_signed("==", b.and_(nr, i64(15)), i64(0)))
                         with b.if_else(whole) as (then, other):
-                            with then:
-                                b.call(kern, [apt, bp, kc, at, ldc, first])
+                            with then:  # whole vectors: the kernel of nr / 16 of them
+                                after = b.function.append_basic_block("kern.end")
+                                sw = b.switch(b.sdiv(nr, i64(16)), after)
+                                for nv, kf in enumerate(kerns, 1):
+                                    blk = b.function.append_basic_block(f"kern{nv}")
+                                    sw.add_case(i64(nv), blk)
+                                    b.position_at_end(blk)
+                                    b.call(kf, [apt, bp, kc, at, ldc, first])
+                                    b.branch(after)
+                                b.position_at_end(after)
                             with other:  # an edge tile: through `tile`
                                 with for_range(b, i64(0), mr, "er") as r:
                                     with for_range(b, i64(0), nr, "ec") as j:
