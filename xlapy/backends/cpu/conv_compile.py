@@ -28,15 +28,18 @@ def _hot(text: str, exports: list[str], cold: Callable[[], Engine], threads: int
          ) -> tuple[Engine, Engine]:
     """(hot engine, cold()): the hot module compiled on a compile thread while this one
     writes and compiles the cold module when a CPU is idle (parallel_compile.threads), else
-    one after the other."""
+    one after the other. The hot module is code generation alone
+    (parallel_compile.codegen: the blocks' text is what the light pipeline would make of
+    it, the same object); its key stays the light pipeline's."""
     key = cache.key(text, "light")
     obj = cache.get(key)
-    if obj is not None or parallel_compile.threads(threads) < 2:
-        eng = Engine(text, obj=obj, light=True, exports=exports)
-        if obj is None:
-            cache.put(key, eng.object)
-        return eng, cold()
-    job = parallel_compile.submit(text, True, True)
+    if obj is not None:
+        return Engine(text, obj=obj, light=True, exports=exports), cold()
+    if parallel_compile.threads(threads) < 2:
+        compiled = parallel_compile.codegen(text)
+        cache.put(key, compiled[0])
+        return Engine(compiled=compiled, light=True, exports=exports), cold()
+    job = parallel_compile.submit(text, True, True, passes=False)
     other = cold()
     compiled = job.result()
     cache.put(key, compiled[0])

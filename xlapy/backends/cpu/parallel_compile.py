@@ -120,14 +120,14 @@ def compile_all(jobs: Sequence[tuple[str, bool, bool]], n: int
     return [out[i] for i in range(len(jobs))]
 
 
-def submit(text: str, vectorize: bool, light: bool
+def submit(text: str, vectorize: bool, light: bool, passes: bool = True
            ) -> Future[tuple[bytes, llvm.ModuleRef]]:
     """(object, optimized module) of one module for the current target, compiled on a
     compile thread while the caller does other work (conv_compile.py: a convolution's -O3
-    module beside its -O0 one)."""
+    module beside its -O0 one). `passes` False: code generation alone (codegen)."""
     t = target.current()
     _init()
-    return _pool().submit(_compile, text, vectorize, light, t)
+    return _pool().submit(_compile, text, vectorize, light, t, passes)
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -229,15 +229,27 @@ def _parse_own_context(text: str) -> llvm.ModuleRef:
     return ref
 
 
-def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget
+def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget, passes: bool = True
              ) -> tuple[bytes, llvm.ModuleRef]:
     with _machine(t) as tm:
         ref = _parse_own_context(text)
         ref.triple = t.triple
         ref.data_layout = str(tm.target_data)
-        mpm, pb = pass_pipeline(tm, vectorize, light)
-        _unlocked("LLVMPY_RunNewModulePassManager")(mpm, ref, pb)
+        if passes:
+            mpm, pb = pass_pipeline(tm, vectorize, light)
+            _unlocked("LLVMPY_RunNewModulePassManager")(mpm, ref, pb)
         return _emit(tm, ref), ref
+
+
+def codegen(text: str) -> tuple[bytes, llvm.ModuleRef]:
+    """(object, parsed module) of `text` (module_text'ed) through the -O3 code generator
+    alone, no optimization pass, on the calling thread (a lent machine, its own context, no
+    llvmlite lock). For text that is already what the light pipeline would make of it: a
+    convolution's register blocks (conv_block_text.py: SSA sums, no alloca, one loop
+    nest), whose object is the light pipeline's byte for byte while the pipeline (built
+    and run) cost ~0.15-0.2 ms of a ~3.8 ms compile on the cold compile's critical path."""
+    _init()
+    return _compile(text, True, True, target.current(), passes=False)
 
 
 def compile_o0(text: str) -> tuple[bytes, llvm.ModuleRef]:
@@ -271,5 +283,5 @@ def _emit(tm: llvm.TargetMachine, ref: llvm.ModuleRef) -> bytes:
         _unlocked("LLVMPY_DisposeMemoryBuffer")(buf)
 
 
-__all__ = ["MAX_THREADS", "MIN_INSTRUCTIONS", "chunks", "compile_all", "compile_o0", "prewarm",
-           "submit", "threads"]
+__all__ = ["MAX_THREADS", "MIN_INSTRUCTIONS", "chunks", "codegen", "compile_all", "compile_o0",
+           "prewarm", "submit", "threads"]
