@@ -120,11 +120,23 @@ def _emit_kernel(mod: ir.Module, nv: int) -> ir.Function:
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
     zero = ir.Constant(_V, None)
-    accs: list[ir.Value] = []
+    load = fn.append_basic_block("load")
+    start = fn.append_basic_block("start")
+    b.cbranch(first, start, load)
+    b.position_at_end(load)  # a later k block continues C's sums; the first never reads C
+    loaded = []
     for r in range(MR):
         row = b.mul(i64(r), ldc)
         for v in range(nv):
-            accs.append(b.select(first, zero, _vload(b, c, b.add(row, i64(16 * v)), 4)))
+            loaded.append(_vload(b, c, b.add(row, i64(16 * v)), 4))
+    b.branch(start)
+    b.position_at_end(start)
+    accs: list[ir.Value] = []
+    for x in loaded:
+        phi = b.phi(_V)
+        phi.add_incoming(zero, entry)
+        phi.add_incoming(x, load)
+        accs.append(phi)
 
     def step(k: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
         bk, ak = b.gep(bp, [b.mul(k, i64(NR))]), b.gep(ap, [b.mul(k, i64(MR))])
