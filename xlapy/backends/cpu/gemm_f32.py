@@ -341,8 +341,16 @@ def _emit_fortran(mod: ir.Module, gemm: ir.Function) -> None:
     n, m, k = num(args[2]), num(args[3]), num(args[4])
     ldb, lda, ldc = num(args[7]), num(args[9]), num(args[12])
     ok = b.and_(b.icmp_signed(">", m, i64(0)), b.icmp_signed(">", n, i64(0)))
-    with b.if_then(b.and_(ok, b.icmp_signed(">", k, i64(0)))):
-        b.call(gemm, [ptr(args[8]), lda, ptr(args[6]), ldb, ptr(args[11]), ldc, m, n, k])
+    with b.if_then(ok):
+        with b.if_else(b.icmp_signed(">", k, i64(0))) as (then, other):
+            with then:
+                b.call(gemm, [ptr(args[8]), lda, ptr(args[6]), ldb, ptr(args[11]), ldc, m, n,
+                              k])
+            with other:  # an empty sum: zeros (beta 0 never reads C)
+                c = ptr(args[11])
+                with for_range(b, i64(0), m, "zr") as r:
+                    with for_range(b, i64(0), n, "zc") as j:
+                        b.store(ir.Constant(F32, 0.0), b.gep(c, [b.add(b.mul(r, ldc), j)]))
     restore_mxcsr(b, saved)
     b.ret_void()
 
@@ -395,7 +403,8 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     if call is None:
         return
     _, args, _keep = call
-    assert args[0].value == args[1].value == b"N", "transposed views go to OpenBLAS"
+    assert a.shape[1] == 0 or args[0].value == args[1].value == b"N", \
+        "transposed views go to OpenBLAS"  # (an empty sum reads neither operand)
     fortran()(*[x if isinstance(x, ctypes.c_void_p) else ctypes.byref(x) for x in args])
 
 

@@ -34,6 +34,13 @@ def test_odd_shapes_within_the_dot_bound(m: int, n: int, k: int) -> None:
     np.testing.assert_array_equal(got, _run(a, b))  # run to run
 
 
+def test_empty_sum_is_zeros_and_empty_output_is_untouched() -> None:
+    """k = 0 writes zeros over whatever the output held (as ?gemm with beta 0)."""
+    got = _run(np.ones((5, 0), np.float32), np.ones((0, 7), np.float32))
+    np.testing.assert_array_equal(got, np.zeros((5, 7), np.float32))
+    assert _run(np.ones((0, 3), np.float32), np.ones((3, 7), np.float32)).shape == (0, 7)
+
+
 def test_strided_views() -> None:
     """Leading dimensions wider than the rows (a slice of a wider array) on every operand."""
     rng = np.random.default_rng(3)
