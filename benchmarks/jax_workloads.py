@@ -11,8 +11,9 @@ jax is imported inside the builders, so importing this module stays cheap.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -414,11 +415,27 @@ JAX_WORKLOADS: dict[str, Callable[[bool], Case]] = {
 }
 
 
+@contextlib.contextmanager
+def x32() -> Iterator[None]:
+    """JAX with 64-bit types off inside the block: the workloads are f32 programs, and a test
+    that turned x64 on for its process (the differential suites do) would otherwise lower
+    other programs, or fail to (lax.max of f32 and f64)."""
+    import jax
+
+    was = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", was)
+
+
 def lower(case: Case) -> str:
     """The StableHLO text jax emits for `case` (what a user hands to xlapy.compile)."""
     import jax
 
-    return jax.jit(case.fn).lower(*case.args).as_text()
+    with x32():
+        return jax.jit(case.fn).lower(*case.args).as_text()
 
 
 def leaves(value: Any) -> list[np.ndarray]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from benchmarks.jax_workloads import JAX_WORKLOADS, lower, rel_error
+from benchmarks.jax_workloads import JAX_WORKLOADS, lower, rel_error, x32
 
 
 @pytest.mark.parametrize("name", ["transformer", "fori_nested", "scatter_add", "conv_nchw",
@@ -20,7 +20,8 @@ def test_small_workload_matches_xla(name: str) -> None:
     case = JAX_WORKLOADS[name](True)
     prog = xlapy.compile(lower(case), backend="cpu")
     assert list(prog._exe.fallbacks()) == [], prog._exe.explain()
-    want = jax.jit(case.fn)(*case.args)
+    with x32():
+        want = jax.jit(case.fn)(*case.args)
     err = rel_error(prog(*case.args), want)
     assert err <= max(case.tol, 1e-6), f"{name}: max rel error {err:.3g}"
 
@@ -63,3 +64,19 @@ def test_gc_paused_restores_the_collector() -> None:
     with pytest.raises(RuntimeError), gc_paused():
         raise RuntimeError("compile failed")
     assert gc.isenabled()
+
+
+def test_workloads_lower_as_f32_programs_with_x64_on() -> None:
+    """A test that turned x64 on for the process (the differential suites do) does not change
+    what a workload lowers to, nor make it fail to lower (it did: lax.max of f32 and f64)."""
+    import jax
+
+    cases = [JAX_WORKLOADS[n](True) for n in ("cnn", "transformer")]
+    want = [lower(c) for c in cases]
+    was = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        assert [lower(c) for c in cases] == want
+        assert jax.config.jax_enable_x64
+    finally:
+        jax.config.update("jax_enable_x64", was)

@@ -81,15 +81,15 @@ def test_programs_print_as_llvmlite(target: str, monkeypatch: pytest.MonkeyPatch
 
 
 def test_jax_workloads_print_as_llvmlite(monkeypatch: pytest.MonkeyPatch) -> None:
-    jax = pytest.importorskip("jax")
-    from benchmarks.jax_workloads import JAX_WORKLOADS
+    pytest.importorskip("jax")
+    from benchmarks.jax_workloads import JAX_WORKLOADS, lower
 
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")
     mods: list[ir.Module] = []
     for name in ("softmax", "layernorm", "attention", "gelu_chain", "transformer", "cnn",
                  "top_k", "scatter_add", "reduce_max_rows", "scan_rnn"):
         case = JAX_WORKLOADS[name](True)
-        mods += _modules(jax.jit(case.fn).lower(*case.args).as_text(), monkeypatch)
+        mods += _modules(lower(case), monkeypatch)
     assert _check(mods) >= 8
 
 
