@@ -32,19 +32,23 @@ import numpy as np
 from xlapy import denormal
 from xlapy.backends.cpu import (
     cache,
+    chain_runtime,
     conv_epilogue,
     dot_epilogue,
     kernels,
     lanes,
     lapack,
     library,
+    once,
     op_emit,
     parallel,
     parallel_compile,
     recycle,
     regions,
     target,
+    threads,
     thunks,
+    while_driver,
 )
 from xlapy.backends.cpu.calls import Calls
 from xlapy.backends.cpu.fused_roots import FusedRoots
@@ -227,6 +231,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self._bind_regions()
         self._arena_plan = self._plan_arena()
         self._bind_chains()
+        self._build_ahead()
         self._temp_set = set(temps)
         self._fresh_set = set(fresh) | (self._native - self._temp_set)
         self.num_slots = len(self.shapes)
@@ -242,6 +247,16 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self._table: Any = None
         self._vals0: list[Any] = []
         self._last: list[tuple[Any, ...]] = [(None, 0, None, None)] * len(params)
+
+    def _build_ahead(self) -> None:
+        """The runners its first run calls (regions, chains, native while loops: built on
+        first use, once.py) are built while the compile returns."""
+        if self.num_threads > 1 and not self.options.nested:
+            threads.build_ahead()
+        if self.regions:
+            regions.build_ahead()
+        if self.chains:
+            once.ahead(chain_runtime.runtime)
 
     def _result_mode(self, leaf: Instruction) -> str:
         """Whether a result leaf is fresh memory per call (ownership.py): kernel and library
@@ -343,6 +358,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             how = "control flow (cpu sub-executables)"
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
             if nw is not None:
+                once.ahead(while_driver.driver)  # its runner, built while compile returns
                 self.report.append((instr.name, "while", f"native while loop{nw.label}"))
                 self._native.add(s)  # its state buffers are fresh copies (native_loop._run)
                 self.thunks.append(self._native_while_thunk(nw, s, ins))

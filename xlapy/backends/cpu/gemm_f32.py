@@ -52,7 +52,7 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
-from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.once import ahead, once
 
 #: Register tile: MR rows x NV vectors of 16 columns (MR * NV accumulators).
 MR, NV = 8, 3
@@ -385,6 +385,11 @@ _F = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))
 @functools.cache
 def _fortran(addr: int) -> Any:
     return _F(addr)
+
+
+def build_ahead() -> None:
+    """In a compile: the module is built while the compile returns (once.py)."""
+    ahead(_compile, target.current())
 
 
 def fortran() -> Any:

@@ -46,7 +46,7 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
-from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.once import ahead, once
 
 #: Most lhs rows: all of them stay in registers with the block's columns (8 x 3 zmm).
 MAX_ROWS = 8
@@ -230,6 +230,7 @@ def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
     size = 8 if f64 else 4
     lanes = tgt.vector_bits // (8 * size)
     bounds = cuts(n, k, size, _block(tgt.vector_bits, m) * lanes)
+    ahead(_compile, m, f64, tgt)  # in a compile: built meanwhile (once.py)
 
     def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
         code = _compile(m, f64, tgt)

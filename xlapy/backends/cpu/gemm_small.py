@@ -48,7 +48,7 @@ from xlapy.backends.cpu.llvm_util import (
     module_text,
     new_module,
 )
-from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.once import ahead, once
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -302,7 +302,9 @@ class Later:
 def later(s: GemmShape) -> Later:
     """Shape `s`'s functions for the current target and denormal mode, compiled on first
     use (`Later.get`)."""
-    return Later(s.f64, target.current(), denormal.flushing())
+    lazy = Later(s.f64, target.current(), denormal.flushing())
+    ahead(_compile, lazy.f64, lazy.tgt, lazy.flushing)  # in a compile: built meanwhile
+    return lazy
 
 
 def compiled(s: GemmShape) -> Compiled:

@@ -55,7 +55,7 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
-from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.once import ahead, once
 from xlapy.backends.cpu.threads import natives, slot_words
 
 #: Rows of W per pass over the partial row (axpy form); 4, 8 and 16 ran alike (within 3%).
@@ -513,6 +513,12 @@ def takes_matvec(m: int, n: int, k: int, dtype: Any) -> bool:
     XLA 2.3; the dot form 2.4)."""
     return (n == 1 and m > 1 and m * k >= MATVEC_ELEMENTS and np.dtype(dtype).char in "fd"
             and available())
+
+
+def build_ahead(f64: bool) -> None:
+    """In a compile: `matvec`'s module (the dot form a row-major matrix takes) is built
+    while the compile returns (once.py)."""
+    ahead(_compile, f64, target.current(), "cols")
 
 
 def matvec(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int = 1) -> None:

@@ -170,6 +170,7 @@ def dot_plan(instr: Instruction, threads: int = 1
     direct = acc == out_dtype
     same = lhs.dtype == rhs.dtype == acc
     matvec = gemv.takes_matvec(m, n, k, acc)
+    _build_ahead(m, n, k, acc, matvec)
     each = gemm_small.batch_shape(m, n, k, np.dtype(acc) == np.float64) \
         if np.dtype(acc).char in "fd" else None
     small_batch = None if each is None else gemm_small.batched_runner(each, threads)
@@ -200,6 +201,18 @@ def dot_plan(instr: Instruction, threads: int = 1
             out[...] = ov.reshape(out.shape)
 
     return run
+
+
+def _build_ahead(m: int, n: int, k: int, acc: Any, matvec: bool) -> None:
+    """Ask for the library kernel a product's first run will likely build (gemv's dot form,
+    gemm_f32's module) to be built while the compile returns (once.py): a guess from the
+    whole product's shape, harmless where the run then takes another path."""
+    from xlapy.backends.cpu import gemm_f32, gemv
+
+    if matvec:
+        gemv.build_ahead(np.dtype(acc) == np.float64)
+    elif np.dtype(acc) == np.float32 and gemm_f32.routes(m, n, k, b"N", b"N", 0.0):
+        gemm_f32.build_ahead()
 
 
 def int8_vnni(instr: Instruction) -> bool:

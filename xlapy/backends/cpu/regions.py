@@ -34,7 +34,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
     on_host,
 )
-from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.once import ahead, once
 from xlapy.backends.cpu.parallel import fixed_cuts
 from xlapy.ir import Instruction
 from xlapy.types import Shape
@@ -198,6 +198,11 @@ def plan(members: list[Member | None], threads: int, min_cost: int) -> list[list
 _G_FN, _G_TABLE, _G_LHS, _G_RHS, _G_OUT, _G_LROW, _G_OROW = range(7)
 _G_TA, _G_TB, _G_N, _G_K, _G_ALPHA, _G_LDA, _G_LDB, _G_BETA, _G_LDC = range(7, 16)
 _G_WORDS = 16
+
+
+def build_ahead() -> None:
+    """In a compile with regions: the runner is built while the compile returns (once.py)."""
+    ahead(_runtime)
 
 
 @once

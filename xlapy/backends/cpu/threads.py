@@ -51,7 +51,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
     on_host,
 )
-from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.once import ahead, once
 from xlapy.errors import XlapyError
 
 #: How long a waiting side spins before it sleeps on the futex.
@@ -218,11 +218,22 @@ def _emit() -> ir.Module:
     return mod
 
 
+def build_ahead() -> None:
+    """In a compile whose program runs on threads: the pool's native code is built while
+    the compile returns (once.py; the pool's threads are still started on first use)."""
+    ahead(_native)
+
+
 @once
 @on_host
 def _native() -> tuple[Engine, Any, Any, int, int]:
     """(engine, post, wait, worker address, spin rounds per SPIN_US)."""
-    eng = Engine(_emit(), exports=["pauses", "post", "wait", "worker", "claim_run"])
+    from xlapy.backends.cpu import cache
+
+    # From the disk cache when a process built it before (compiling it took ~25 ms of a
+    # program's first run).
+    eng = cache.engine(_emit(), "thread-pool",
+                       exports=["pauses", "post", "wait", "worker", "claim_run"])
     pauses = ctypes.CFUNCTYPE(None, ctypes.c_int64)(eng.address("pauses"))
     n = 20000
     best = float("inf")
