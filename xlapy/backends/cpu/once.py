@@ -23,6 +23,8 @@ _AHEAD: contextvars.ContextVar[list[tuple[Any, tuple[Any, ...]]] | None] = \
 _QUEUE: queue.Queue[list[tuple[Any, tuple[Any, ...]]]] = queue.Queue()
 _WORKER: threading.Thread | None = None
 _WORKER_LOCK = threading.Lock()
+#: The longest a fork waits for the queued builds (seconds).
+FORK_WAIT_S = 60.0
 
 
 def once(fn: Callable[..., T]) -> Callable[..., T]:
@@ -120,11 +122,19 @@ def _work() -> None:
             _QUEUE.task_done()
 
 
-def wait() -> None:
-    """Wait until the queued builds are done (before a fork: a child must not inherit a
-    lock that the build thread, absent there, holds)."""
-    if _WORKER is not None and threading.current_thread() is not _WORKER:
-        _QUEUE.join()
+def wait(timeout: float | None = None) -> bool:
+    """Wait until the queued builds are done, or `timeout` seconds; whether they are
+    (before a fork: a child must not inherit a lock the build thread, absent there, holds)."""
+    if _WORKER is None or threading.current_thread() is _WORKER:
+        return True
+    with _QUEUE.all_tasks_done:
+        return _QUEUE.all_tasks_done.wait_for(lambda: not _QUEUE.unfinished_tasks, timeout)
+
+
+def _before_fork() -> None:
+    # Bounded: a fork from code holding a lock the build thread waits for (a builder that
+    # forks) must not hang; the child then only lacks what was still being built.
+    wait(FORK_WAIT_S)
 
 
 def _after_fork_in_child() -> None:
@@ -136,4 +146,4 @@ def _after_fork_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=wait, after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)

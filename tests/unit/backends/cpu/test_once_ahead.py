@@ -166,6 +166,20 @@ def _child_run(x: np.ndarray) -> list[np.ndarray]:
     return [np.asarray(v) for v in prog(x, np.int32(4))]
 
 
+def test_wait_is_bounded() -> None:
+    release = threading.Event()
+
+    @once
+    def stuck() -> object:
+        release.wait(10)
+        return object()
+
+    start([(stuck, ())])
+    assert wait(0.05) is False  # still building: the bounded wait returns
+    release.set()
+    assert wait(10) is True
+
+
 def test_fork_right_after_a_compile_with_a_build_in_flight() -> None:
     """The fork waits for the build thread (a child would inherit a lock it holds, and no
     thread to release it); the child, with no build thread, starts its own."""
