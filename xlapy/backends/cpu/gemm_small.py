@@ -48,7 +48,7 @@ from xlapy.backends.cpu.llvm_util import (
     module_text,
     new_module,
 )
-from xlapy.backends.cpu.once import ahead, once
+from xlapy.backends.cpu.once import once
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -302,9 +302,10 @@ class Later:
 def later(s: GemmShape) -> Later:
     """Shape `s`'s functions for the current target and denormal mode, compiled on first
     use (`Later.get`)."""
-    lazy = Later(s.f64, target.current(), denormal.flushing())
-    ahead(_compile, lazy.f64, lazy.tgt, lazy.flushing)  # in a compile: built meanwhile
-    return lazy
+    # Not asked for ahead (once.ahead): planning makes a Later for dots that a batch chain
+    # then takes over (attention's q k^T), and a build nobody uses held the GIL against the
+    # first run (attention's first call 15 -> 32 ms).
+    return Later(s.f64, target.current(), denormal.flushing())
 
 
 def compiled(s: GemmShape) -> Compiled:
