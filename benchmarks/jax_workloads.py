@@ -416,18 +416,23 @@ JAX_WORKLOADS: dict[str, Callable[[bool], Case]] = {
 
 
 @contextlib.contextmanager
-def x32() -> Iterator[None]:
-    """JAX with 64-bit types off inside the block: the workloads are f32 programs, and a test
-    that turned x64 on for its process (the differential suites do) would otherwise lower
-    other programs, or fail to (lax.max of f32 and f64)."""
+def x64(on: bool) -> Iterator[None]:
+    """JAX with 64-bit types `on` or off inside the block only, whatever the process has."""
     import jax
 
     was = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", False)
+    jax.config.update("jax_enable_x64", on)
     try:
         yield
     finally:
         jax.config.update("jax_enable_x64", was)
+
+
+def x32() -> contextlib.AbstractContextManager[None]:
+    """x64 off: the workloads are f32 programs, and a test that turned x64 on for its process
+    (the differential suites do) would otherwise lower other programs, or fail to (lax.max of
+    f32 and f64)."""
+    return x64(False)
 
 
 def lower(case: Case) -> str:

@@ -8,9 +8,7 @@ The agreement check covers every reference workload (benchmarks/workloads), ever
 
 from __future__ import annotations
 
-import contextlib
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -52,18 +50,7 @@ def _assert_agree(spec: str) -> None:
     assert fused and fused[0].startswith("computation ")
 
 
-@contextlib.contextmanager
-def _x64(on: bool) -> Iterator[None]:
-    """JAX with 64-bit types on or off inside the block only (the program table needs them,
-    the workloads are f32 programs; neither leaks into other tests)."""
-    import jax
-
-    was = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", on)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", was)
+_x64 = jax_workloads.x64  # (the program table needs x64 on, the workloads off)
 
 
 def _jax_programs() -> list[object]:
