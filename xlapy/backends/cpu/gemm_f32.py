@@ -44,6 +44,7 @@ from xlapy.backends.cpu.llvm_util import (
     I64,
     VOID,
     Engine,
+    broadcast,
     for_range,
     i64,
     intrinsic,
@@ -93,12 +94,6 @@ def _vstore(b: ir.IRBuilder, v: ir.Value, base: ir.Value, at: ir.Value, align: i
     st.align = align
 
 
-def _splat(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    undef = ir.Constant(_V, ir.Undefined)
-    one = b.insert_element(undef, x, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, 16), [0] * 16))
-
-
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
@@ -143,7 +138,7 @@ def _emit_kernel(mod: ir.Module, nv: int) -> ir.Function:
         bv = [_vload(b, bk, i64(16 * v), 64) for v in range(nv)]
         new = []
         for r in range(MR):
-            s = _splat(b, b.load(b.gep(ak, [i64(r)])))
+            s = broadcast(b, b.load(b.gep(ak, [i64(r)])), 16)
             for v in range(nv):
                 new.append(intrinsic(b, "llvm.fma.v16f32", _V, [s, bv[v], accs[r * nv + v]]))
         return new

@@ -38,6 +38,7 @@ from xlapy.backends.cpu.llvm_util import (
     I64,
     VOID,
     Engine,
+    broadcast,
     for_range,
     i64,
     intrinsic,
@@ -86,15 +87,7 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
     saved = set_ftz_daz(b)
 
     def vtype(width: int) -> ir.Type:
-        return t if width == 1 else ir.VectorType(t, width)
-
-    def splat(x: ir.Value, width: int) -> ir.Value:
-        if width == 1:
-            return x
-        vt = vtype(width)
-        undef = ir.Constant(vt, ir.Undefined)
-        one = b.insert_element(undef, x, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, width), [0] * width))
+        return ir.VectorType(t, width)
 
     def vec_ptr(base: ir.Value, at: ir.Value, width: int) -> ir.Value:
         return b.bitcast(b.gep(base, [at]), vtype(width).as_pointer())
@@ -105,10 +98,7 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
 
     def lanes_below(valid: ir.Value) -> ir.Value:
         """The mask of the lanes < valid (all of them when valid >= lanes)."""
-        undef = ir.Constant(ir.VectorType(I64, lanes), ir.Undefined)
-        one = b.insert_element(undef, valid, ir.Constant(I32, 0))
-        wide = b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-        return b.icmp_unsigned("<", iota, wide)
+        return b.icmp_unsigned("<", iota, broadcast(b, valid, lanes))
 
     def load(at: ir.Value, mask: ir.Value | None) -> ir.Value:
         ptr = vec_ptr(w, at, lanes)
@@ -154,7 +144,7 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
         news = []
         suffix = ("f64" if f64 else "f32") if wd == 1 else f"v{wd}{'f64' if f64 else 'f32'}"
         for r in range(rows):
-            x = splat(b.load(b.gep(a, [b.add(b.mul(i64(r), kk), k)])), wd)
+            x = broadcast(b, b.load(b.gep(a, [b.add(b.mul(i64(r), kk), k)])), wd)
             news.append([intrinsic(b, f"llvm.fmuladd.{suffix}", vtype(wd), [x, wv, acc])
                          for wv, acc in zip(ws, phis[r])])
         nk = b.add(k, i64(1))
