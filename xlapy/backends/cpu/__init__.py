@@ -25,7 +25,7 @@ class CpuBackend:
     def compile(self, module: Module, options: Mapping[str, Any] | None = None) -> Any:
         """The cpu pipeline (pipeline.py), then an executable built from its fusion plans;
         `options` become one CpuOptions (options.py) that every stage reads."""
-        from xlapy.backends.cpu import once, parallel_compile
+        from xlapy.backends.cpu import conv_compile, once, parallel_compile
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.backends.cpu.options import CpuOptions
         from xlapy.backends.cpu.pipeline import cpu_pipeline
@@ -38,7 +38,7 @@ class CpuBackend:
                 verify_module(module)
             with phase("passes"):
                 cpu_pipeline(opts).run(module)
-            with phase("emit"), once.collecting() as ahead:
+            with phase("emit"), once.collecting() as ahead, conv_compile.finishing():
                 exe = CpuExecutable(module.entry_computation(), module, opts)
         #: Where the compile's time went (xlapy.phases): `xlapy compile --explain` prints it.
         exe.phases = rec

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu.conv_compile import build
+from xlapy.backends.cpu.conv_compile import Engines, build
 from xlapy.backends.cpu.conv_epilogue import Epilogue, table
 from xlapy.backends.cpu.conv_general import _llvm_type, channels_last, chunks, split_parts
 from xlapy.backends.cpu.conv_kernel import Source, emit
@@ -71,7 +71,8 @@ def chain_plan(epi: Epilogue, threads: int) -> Callable[..., None]:
     kept: list[np.ndarray] = []
 
     def run(x: np.ndarray, w2: np.ndarray, out: np.ndarray, w1: np.ndarray,
-            *leaves: np.ndarray, eng: Any = eng) -> None:
+            *leaves: np.ndarray, eng: Engines = eng) -> None:
+        eng.ready()
         mine = spare.acquire(blocking=False)
         try:
             if mine and kept:

@@ -11,39 +11,113 @@ gemm_bf16.py's and gemm_amx.py's tile kernels, which keep the light pipeline). B
 objects go through the disk cache, each keyed by its IR text; the cold module reaches the
 hot functions through a table of pointers written here once both are linked (each Engine
 is a JIT library of its own). With an idle CPU the -O3 module compiles on a compile
-thread (parallel_compile.py) while this one writes and builds the -O0 one.
+thread (parallel_compile.py) while this one writes and builds the -O0 one and goes on
+with the rest of the program: the compile waits for it only as it ends (`finishing`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
-from collections.abc import Callable
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from typing import Any
 
 from xlapy.backends.cpu import cache, llvm_util, parallel_compile
 from xlapy.backends.cpu.conv_kernel import Split
 from xlapy.backends.cpu.llvm_util import Engine
+from xlapy.phases import phase
 
 
-def _hot(text: str, exports: list[str], cold: Callable[[], Engine], threads: int
-         ) -> tuple[Engine, Engine]:
-    """(hot engine, cold()): the hot module compiled on a compile thread while this one
-    writes and compiles the cold module when a CPU is idle (parallel_compile.threads), else
-    one after the other. The hot module is code generation alone
-    (parallel_compile.codegen: the blocks' text is what the light pipeline would make of
-    it, the same object); its key stays the light pipeline's."""
+class Engines:
+    """A nest's engines, kept alive by its runner; while its hot module still compiles on a
+    compile thread, `ready()` waits for it and fills the cold module's table. A compile
+    calls it as it ends (`finishing`): the hot module then compiles beside the rest of the
+    program's emission and compiles, not only beside its own cold module, which the CNN's
+    13-pixel blocks outlast by ~1.4 ms. Runners call it first too, in case one runs
+    before its compile ends."""
+
+    def __init__(self, cold: Engine, hot: Engine | None = None,
+                 job: Future[tuple[bytes, Any]] | None = None, key: str = "",
+                 exports: Sequence[str] = (), table: str = "") -> None:
+        self.engines = [cold] if hot is None else [hot, cold]
+        self._job = job
+        self._key, self._exports, self._table = key, list(exports), table
+        self._lock = threading.Lock()
+        if hot is not None:
+            self._fill(hot)
+
+    def ready(self) -> None:
+        if self._job is None:
+            return
+        with self._lock:
+            job = self._job
+            if job is None:
+                return
+            with phase("llvm threads"):
+                compiled = job.result()
+            cache.put(self._key, compiled[0])
+            hot = Engine(compiled=compiled, light=True, exports=self._exports)
+            self._fill(hot)
+            self.engines.insert(0, hot)
+            self._job = None
+
+    def _fill(self, hot: Engine) -> None:
+        cold = self.engines[-1]
+        if cold.linked:
+            table = cold.address(self._table)
+            for k, block in enumerate(self._exports):
+                ctypes.c_uint64.from_address(table + 8 * k).value = hot.address(block)
+
+
+#: The nests of the compile in progress whose hot module is still compiling (None: no
+#: compile collects them, and each waits for its hot module at once).
+_PENDING: contextvars.ContextVar[list[Engines] | None] = \
+    contextvars.ContextVar("xlapy_conv_pending", default=None)
+
+
+@contextlib.contextmanager
+def finishing() -> Iterator[None]:
+    """Around one compile's emission: the hot modules started inside are waited for (and
+    their tables filled) as it ends, so none is left compiling once the compile returns."""
+    token = _PENDING.set([])
+    try:
+        yield
+        for engines in _PENDING.get() or ():
+            engines.ready()
+    finally:
+        _PENDING.reset(token)
+
+
+def _build(split: Split, name: str, threads: int) -> Engines:
+    """The hot module compiled on a compile thread while this one writes and compiles the
+    cold module when a CPU is idle (parallel_compile.threads), else one after the other.
+    The hot module is code generation alone (parallel_compile.codegen: the blocks' text is
+    what the light pipeline would make of it, the same object); its key stays the light
+    pipeline's."""
+    text = split.hot_text()
+    exports = split.blocks
+    cold = lambda: _cold(split.cold_text(), [name, split.table])  # noqa: E731
     key = cache.key(text, "light")
     obj = cache.get(key)
     if obj is not None:
-        return Engine(text, obj=obj, light=True, exports=exports), cold()
+        hot = Engine(text, obj=obj, light=True, exports=exports)
+        return Engines(cold(), hot, table=split.table, exports=exports)
     if parallel_compile.threads(threads) < 2:
         compiled = parallel_compile.codegen(text)
         cache.put(key, compiled[0])
-        return Engine(compiled=compiled, light=True, exports=exports), cold()
+        hot = Engine(compiled=compiled, light=True, exports=exports)
+        return Engines(cold(), hot, table=split.table, exports=exports)
     job = parallel_compile.submit(text, True, True, passes=False)
-    other = cold()
-    compiled = job.result()
-    cache.put(key, compiled[0])
-    return Engine(compiled=compiled, light=True, exports=exports), other
+    engines = Engines(cold(), job=job, key=key, exports=exports, table=split.table)
+    pending = _PENDING.get()
+    if pending is None:
+        engines.ready()
+    else:
+        pending.append(engines)
+    return engines
 
 
 def _cold(text: str, exports: list[str]) -> Engine:
@@ -60,16 +134,12 @@ def _cold(text: str, exports: list[str]) -> Engine:
     return Engine(compiled=compiled, exports=exports)
 
 
-def build(name: str, split: Split, threads: int = 1) -> tuple[int, tuple[Engine, Engine]]:
-    """(address of `name`, the engines to keep alive) for a nest's modules; `threads`: the
-    program's threads (the two modules compile side by side when two are idle)."""
-    hot, cold = _hot(split.hot_text(), split.blocks,
-                     lambda: _cold(split.cold_text(), [name, split.table]), threads)
-    if cold.linked:
-        table = cold.address(split.table)
-        for k, block in enumerate(split.blocks):
-            ctypes.c_uint64.from_address(table + 8 * k).value = hot.address(block)
-    return cold.address(name), (hot, cold)
+def build(name: str, split: Split, threads: int = 1) -> tuple[int, Engines]:
+    """(address of `name`, the nest's Engines: its runner keeps them and calls `ready()`
+    before it runs) for a nest's modules; `threads`: the program's threads (the two
+    modules compile side by side when two are idle)."""
+    engines = _build(split, name, threads)
+    return engines.engines[-1].address(name), engines
 
 
-__all__ = ["build"]
+__all__ = ["Engines", "build", "finishing"]

@@ -42,7 +42,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import parallel, target
 from xlapy.backends.cpu.conv import SPLIT_MACS
-from xlapy.backends.cpu.conv_compile import build
+from xlapy.backends.cpu.conv_compile import Engines, build
 from xlapy.backends.cpu.conv_kernel import Nest, emit
 from xlapy.backends.cpu.llvm_util import F32, F64
 from xlapy.backends.cpu.threads import fn_address
@@ -135,21 +135,18 @@ def _lanes(dtype: np.dtype, axis: int) -> int:
 
 def _blocking(nvec: int, wout: int, regs: int) -> tuple[int, int]:
     """(V vectors, P pixels) per register block: V * P accumulators, V weight vectors and
-    a broadcast in `regs` registers; P balanced over the row (64 pixels: 5 blocks of 13, not
-    4 of 14 and 8 single pixels). V as wide as possible (up to 4 with 32 registers, 2 with
-    16): each extra pass over the output features re-reads the input rows (the reference 3x3
-    32->32 layer: V=4, P=2 took 42-50 ms of CPU on Zen 3 where V=2, P=6 took 49-56; stride
-    2: 8 ms against 16), but with 16 registers V=4 leaves P=2, 8 accumulators, too few to
-    hide the FMA latency: V=2, P=6 ran 8% faster on the Sapphire-Rapids machine's AVX2
-    (110 GFLOP/s a core against 101, its peak ~118)."""
+    a broadcast in `regs` registers; P balanced over the row (64 pixels: 5 blocks of 13, the
+    last one over pixels 51-63, whose first pixel is computed twice: conv_rows_text.py).
+    V as wide as possible (up to 4 with 32 registers, 2 with 16): each extra pass over the
+    output features re-reads the input rows (the reference 3x3 32->32 layer: V=4, P=2 took
+    42-50 ms of CPU on Zen 3 where V=2, P=6 took 49-56; stride 2: 8 ms against 16), but with
+    16 registers V=4 leaves P=2, 8 accumulators, too few to hide the FMA latency: V=2, P=6
+    ran 8% faster on the Sapphire-Rapids machine's AVX2 (110 GFLOP/s a core against 101,
+    its peak ~118). More pixels a block load each weight vector for more multiply-adds:
+    the CNN's layers ran 14.1 ms with P=8 (which divides 64), 13.3 with P=13 (host)."""
     vmax = 4 if regs >= 32 else 2
     v = max(d for d in range(1, min(nvec, vmax) + 1) if nvec % d == 0)
     pmax = max(1, min((regs - 1 - v) // v, wout, 14))
-    # A P dividing the row: one block shape, half the code to compile (the CNN: 107 ms
-    # instead of 230) and as fast while V * P >= 12 accumulators hide the FMA latency.
-    div = max(d for d in range(1, pmax + 1) if wout % d == 0)
-    if 2 * div >= pmax and v * div >= 12:
-        return v, div
     blocks = -(-wout // pmax)
     return v, -(-wout // blocks)
 
@@ -363,7 +360,8 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
     buf: list[np.ndarray] = []
 
     def run(x: np.ndarray, wt: np.ndarray, out: np.ndarray, *extra: np.ndarray,
-            eng: Any = eng) -> None:
+            eng: Engines = eng) -> None:
+        eng.ready()
         mine = spare.acquire(blocking=False)  # a concurrent call gets a buffer of its own
         try:
             if as_is or in_rows:

@@ -68,8 +68,8 @@ from xlapy.backends.cpu.llvm_util import (
 from xlapy.phases import phase
 
 I8P = ir.IntType(8).as_pointer()
-#: Hot functions one nest (and its chained source) may call: a full and a remainder block
-#: for each (room to spare).
+#: Hot functions one nest (and its chained source) may call: one block shape each (a row's
+#: last block overlaps the one before it: conv_rows_text.py), with room to spare.
 MAX_BLOCKS = 8
 #: A declaration line of llvmlite's text (group 1: the function's name).
 _DECLARE = re.compile(r'^declare [^\n]*@"([^"]+)"\(.*\n', re.M)

@@ -88,7 +88,7 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
     full = wo // p
     seg = max([d for d in range(1, full + 1) if full % d == 0
                and d * p * v * lanes * size <= SPILL_BYTES] or [1])
-    nspill = max(seg * p, wo % p) * v
+    nspill = seg * p * v
     spill = f.op(f"alloca [{nspill} x {vt}]", "spill")
     spill0 = f.op(f"getelementptr [{nspill} x {vt}], [{nspill} x {vt}]* {spill}, i64 0, i64 0")
     rowoff = f.op(f"alloca i64, i64 {taps}", "rowoff")
@@ -106,7 +106,7 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
         xbatch = acc
     # The hot functions' pointers, loaded once here (the entry block; see tap_pos).
     bt = block_type(t, lanes)
-    hot_fns = {pp: hot(block_slot(pp), bt) for pp in (p if full else 0, wo % p) if pp}
+    hot_fns = {p: hot(block_slot(p), bt)}  # one shape: p <= wo (conv_general._blocking)
 
     def fill(dst: Value, lo: int, hi: int, src: Value | None) -> None:
         """dst[lo:hi] = src[0:hi - lo] (zeros when src is None): the C library's memcpy /
@@ -191,17 +191,20 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
 
     prow: list[Value] = [0, 0]    # (pooled row, dy) of the row being computed
 
-    def block(xg: Value, wg: Value, og: Value, fg: Value, vb: Value, pix0: Value, pp: int,
-              n: int) -> None:
-        """n hot blocks' sums into the spill, then the epilogue and stores."""
-        xb = f.add(xg, f.mul(pix0, st_last))
+    def block(xg: Value, wg: Value, og: Value, fg: Value, vb: Value, pix0: Value, n: int,
+              skip: int = 0) -> None:
+        """n hot blocks' sums into the spill, then the epilogue and stores; `skip`: the
+        first pixels of the blocks are ones already finished (the row's last block)."""
+        xb = f.add(xg, f.mul(f.add(pix0, -skip), st_last))
         vl = f.mul(vb, lanes)
         wb = f.add(wg, vl)
-        f.do(f"call void {hot_fns[pp]}({tp} {base}, {tp} %w, i64 {xb}, i64 {vl}, i64 {wb}, "
+        f.do(f"call void {hot_fns[p]}({tp} {base}, {tp} %w, i64 {xb}, i64 {vl}, i64 {wb}, "
              f"i64* {rowoff}, {vt}* {spill0}, i64 {n})")
         ob = f.add(f.add(og, f.mul(pix0, opix)), vl)
-        f.do(f'call void @"{finish}"({tp} %out, {vt}* {spill0}, i8** %extra, i64 {ob}, '
-             f"i64 {f.add(fg, vl)}, i64 {pix0}, i64 {prow[0]}, i64 {prow[1]}, i64 {n * pp})")
+        sums = f.gep(vt, spill0, skip * v)
+        f.do(f'call void @"{finish}"({tp} %out, {vt}* {sums}, i8** %extra, i64 {ob}, '
+             f"i64 {f.add(fg, vl)}, i64 {pix0}, i64 {prow[0]}, i64 {prow[1]}, "
+             f"i64 {n * p - skip})")
 
     def one_row(row: Value, bi: Value, outer: list[Value]) -> None:
         tap_rows(bi, outer)
@@ -213,11 +216,11 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
             og = f.add(orow, fg)
             with f.loop(0, apad // lanes // v, "vb") as vbi:
                 vb = f.mul(vbi, v)
-                if full:
-                    with f.loop(0, full // seg, "pb") as pb:
-                        block(xg, wg, og, fg, vb, f.mul(pb, seg * p), p, seg)
-                if wo % p:
-                    block(xg, wg, og, fg, vb, full * p, wo % p, 1)
+                with f.loop(0, full // seg, "pb") as pb:
+                    block(xg, wg, og, fg, vb, f.mul(pb, seg * p), seg)
+                if wo % p:  # the row's last p pixels, of which the first were computed
+                    # already (the same sums again, to the same bits): one block shape
+                    block(xg, wg, og, fg, vb, full * p, 1, p - wo % p)
 
     if pool is None:
         rows_inner = prod(nest.sp_out[:-1])

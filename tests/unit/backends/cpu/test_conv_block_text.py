@@ -18,9 +18,10 @@ TYPES = {"f32": (F32, np.float32), "f64": (F64, np.float64),
          "i32": (ir.IntType(32), np.int32), "i8": (ir.IntType(8), np.int8)}
 
 
-def _nest(lanes: int, xvec: bool) -> Nest:
-    """Tap rows 2 x kx 3, 5 channels a pixel, input stride 2, window dilation 2."""
-    return Nest(b=1, g=1, ci=5 if not xvec else 1, cx=5 if not xvec else 2 * lanes, gx=0,
+def _nest(lanes: int, xvec: bool, ci: int = 5) -> Nest:
+    """Tap rows 2 x kx 3, `ci` channels a pixel (5: one a loop iteration, 6: two), input
+    stride 2, window dilation 2."""
+    return Nest(b=1, g=1, ci=ci if not xvec else 1, cx=ci if not xvec else 2 * lanes, gx=0,
                 apad=2 * lanes, lanes=lanes, v=2, p=3, xvec=xvec, sp_out=(4, 6), ks=(2, 3),
                 strides=(1, 2), rhs_dil=(1, 2), padded=(6, 20), sp_in=(6, 20),
                 pad=((0, 0), (0, 0)), rows=False)
@@ -67,11 +68,11 @@ def _reference(x: np.ndarray, w: np.ndarray, nest: Nest, pp: int, n: int, xb: in
 
 
 @pytest.mark.parametrize("tname", list(TYPES))
-@pytest.mark.parametrize("xvec", [False, True])
-def test_block_sums(tname: str, xvec: bool) -> None:
+@pytest.mark.parametrize("xvec,ci", [(False, 5), (False, 6), (True, 1)])
+def test_block_sums(tname: str, xvec: bool, ci: int) -> None:
     t, dtype = TYPES[tname]
     lanes, pp, n = 8, 3, 2
-    nest = _nest(lanes, xvec)
+    nest = _nest(lanes, xvec, ci)
     eng, addr = _compile(t, nest, pp)
     rng = np.random.default_rng(5)
     x = rng.integers(-3, 4, 4096).astype(dtype)

@@ -57,16 +57,18 @@ def test_chained_nests_share_their_block() -> None:
     assert f'@"{split.table}"' in cold
 
 
-def test_remainder_block_is_a_second_function() -> None:
-    """10 pixels in blocks of 4: a block of 4 and one of 2."""
+def test_row_remainder_is_the_same_function() -> None:
+    """10 pixels in blocks of 4: two blocks and one over pixels 6-9 (6 and 7 computed
+    again): one block function."""
     split = emit("c", F32, _nest(10, 4))
-    assert len(split.blocks) == 2 and _blocks(split) == 2
+    assert len(split.blocks) == 1 and _blocks(split) == 1
 
 
 def test_table_points_at_the_blocks() -> None:
     nest = _nest(10, 4)
     split = emit("c_table", F32, nest, source=Source(nest, None, 0))
-    addr, (hot, cold) = conv_compile.build("c_table", split)
+    addr, eng = conv_compile.build("c_table", split)
+    hot, cold = eng.engines
     assert addr and cold.linked
     table = cold.address(split.table)
     got = [ctypes.c_uint64.from_address(table + 8 * k).value for k in range(len(split.blocks))]
@@ -238,3 +240,88 @@ def test_hot_object_is_the_light_pipelines(case: int) -> None:
     want = parallel_compile._compile(text, True, True, target.current())[0]
     assert parallel_compile.codegen(text)[0] == want
     assert parallel_compile.submit(text, True, True, passes=False).result()[0] == want
+
+
+POOLED = """
+func.func @main(%x: tensor<2x6xWx16xf32>, %w: tensor<3x3x16x16xf32>,
+                %b: tensor<16xf32>) -> tensor<2x3xHx16xf32> {
+  %c = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+      window = {pad = [[1, 1], [1, 1]]}
+      {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+      : (tensor<2x6xWx16xf32>, tensor<3x3x16x16xf32>) -> tensor<2x6xWx16xf32>
+  %bb = stablehlo.broadcast_in_dim %b, dims = [3] : (tensor<16xf32>) -> tensor<2x6xWx16xf32>
+  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %z = stablehlo.broadcast_in_dim %zero, dims = [] : (tensor<f32>) -> tensor<2x6xWx16xf32>
+  %a = stablehlo.add %c, %bb : tensor<2x6xWx16xf32>
+  %y = stablehlo.maximum %a, %z : tensor<2x6xWx16xf32>
+  %s = "stablehlo.reduce_window"(%y, %zero) ({
+  ^bb0(%p: tensor<f32>, %q: tensor<f32>):
+    %r = stablehlo.add %p, %q : tensor<f32>
+    stablehlo.return %r : tensor<f32>
+  }) {window_dimensions = array<i64: 1, 2, 2, 1>, window_strides = array<i64: 1, 2, 2, 1>}
+      : (tensor<2x6xWx16xf32>, tensor<f32>) -> tensor<2x3xHx16xf32>
+  return %s : tensor<2x3xHx16xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+@pytest.mark.parametrize("width", [34, 38])
+def test_overlapping_last_block_same_bits(monkeypatch: pytest.MonkeyPatch, pooled: bool,
+                                          width: int) -> None:
+    """A row the blocks do not divide (34 or 38 pixels in blocks of 12 or 13): its last
+    block starts over pixels already computed, finishes only the rest, and the result is
+    bit for bit the one of blocks that divide the row (2 pixels a block), pooled (each
+    output pixel added once) or not; no fallback."""
+    from xlapy.backends.cpu import conv_general
+
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    text = (POOLED.replace("W", str(width)).replace("H", str(width // 2)) if pooled else
+            WIDE.replace("1x3xW", f"2x6x{width}").replace("x32xf32", "x16xf32")
+            .replace("3x3x32x", "3x3x16x").replace("<32xf32>", "<16xf32>"))
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(s).astype(np.float32) for s in
+            ((2, 6, width, 16), (3, 3, 16, 16), (16,))]
+    real = conv_general._blocking
+    assert real(2, width, 32)[1] in (12, 13) and width % real(2, width, 32)[1]
+    cache.clear_memory()
+    cpu = xlapy.compile(text, backend="cpu")
+    assert not cpu._exe.fallbacks()
+    got = np.asarray(cpu(*args))
+    monkeypatch.setattr(conv_general, "_blocking", lambda nvec, wout, regs: (
+        real(nvec, wout, regs)[0], 2))
+    cache.clear_memory()
+    even = np.asarray(xlapy.compile(text, backend="cpu")(*args))
+    np.testing.assert_array_equal(got, even)
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    cache.clear_memory()
+
+
+def test_hot_module_finished_as_the_compile_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a compile the hot module's wait is put off to the compile's end (finishing):
+    the executable returned is ready (its table filled: the interpreter's values); outside
+    one, build waits at once."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: 2)
+    cache.clear_memory()
+    waited: list[bool] = []
+    real = conv_compile.Engines.ready
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        waited.append(self._job is not None)
+        return real(self)
+
+    monkeypatch.setattr(conv_compile.Engines, "ready", spy)
+    cpu = xlapy.compile(CONV, backend="cpu", options={"num_threads": 2})
+    assert waited and waited[0]  # one wait, by the compile's end
+    n = len(waited)
+    args = _args()
+    want = np.asarray(xlapy.compile(CONV, backend="interpreter")(*args))
+    np.testing.assert_allclose(np.asarray(cpu(*args)), want, rtol=1e-4, atol=1e-4)
+    assert not any(waited[n:])  # the runner found it ready
+    nest = _nest(10, 4)
+    cache.clear_memory()
+    _, eng = conv_compile.build("c_now", emit("c_now", F32, nest), threads=2)
+    assert len(eng.engines) == 2 and eng._job is None
+    cache.clear_memory()
