@@ -21,7 +21,8 @@ temporaries plus the outputs (xlapy: its arena; XLA: its compiled memory analysi
 counted.
 
 The header gives the CPU, its vector flags and measured references: f32 matmul GFLOP/s through
-XLA on one core (every thread of the process pinned to one cpu) and on all cores, and the
+XLA on one core (every thread of the process pinned to one cpu) and on all cores, the f32 FMA
+peak (a register-only loop of vector FMAs, fma_peak.py: what no GEMM can beat), and the
 STREAM-like copy bandwidth of NumPy (256 MB, read + write counted). Under the table, each
 memory-bound workload (one with bytes and no flops) has its copy floor: an xlapy `x * 2.0`
 moving the same bytes (read + write), timed in the same rounds: how far the workload is from
@@ -43,6 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import env  # noqa: E402
+from benchmarks.fma_peak import fma_peak  # noqa: E402
 from benchmarks.timing import gc_paused, round_robin  # noqa: E402
 
 env.prepare()  # first, before OpenBLAS loads (benchmarks/env.py)
@@ -327,8 +329,10 @@ def main(argv: list[str] | None = None) -> int:
 
     jax.config.update("jax_platforms", "cpu")
     single, allcore = matmul_peak(512 if a.small else 2048)
+    fma1, fma_all = fma_peak(0.02 if a.small else 0.2)
     print(f"peak (XLA f32 matmul): {single:.1f} GFLOP/s one core, {allcore:.1f} GFLOP/s "
-          f"all {len(os.sched_getaffinity(0))} cores; copy (NumPy, 256 MB): "
+          f"all {len(os.sched_getaffinity(0))} cores; f32 FMA loop (registers only): "
+          f"{fma1:.1f} one core, {fma_all:.1f} all; copy (NumPy, 256 MB): "
           f"{copy_bandwidth(16 if a.small else 256):.1f} GB/s", flush=True)
     rows = run_workloads(bench_one, names, a)
     print(fmt_table(rows))

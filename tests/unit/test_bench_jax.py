@@ -80,3 +80,14 @@ def test_workloads_lower_as_f32_programs_with_x64_on() -> None:
         assert jax.config.jax_enable_x64
     finally:
         jax.config.update("jax_enable_x64", was)
+
+
+def test_fma_peak_counts_the_loops_flops() -> None:
+    """The FMA loop runs on the host's widest vectors, and its rate is that of the machine
+    (between 1 and 10^5 GFLOP/s a core; all CPUs at least about one's)."""
+    from benchmarks.fma_peak import _shape, fma_peak
+
+    lanes, chains = _shape()
+    assert lanes in (4, 8, 16) and chains >= 12
+    one, every = fma_peak(0.01)
+    assert 1.0 < one < 1e5 and 0.5 * one < every
