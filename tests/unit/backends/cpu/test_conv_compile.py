@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.unit.backends.cpu.test_conv_epilogue import _pool_program
 from xlapy.backends.cpu import cache, conv_compile, llvm_util, parallel_compile, target
 from xlapy.backends.cpu.conv_kernel import Nest, Source, Split, emit
 from xlapy.backends.cpu.llvm_util import F32
@@ -242,29 +243,6 @@ def test_hot_object_is_the_light_pipelines(case: int) -> None:
     assert parallel_compile.submit(text, True, True, passes=False).result()[0] == want
 
 
-POOLED = """
-func.func @main(%x: tensor<2x6xWx16xf32>, %w: tensor<3x3x16x16xf32>,
-                %b: tensor<16xf32>) -> tensor<2x3xHx16xf32> {
-  %c = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
-      window = {pad = [[1, 1], [1, 1]]}
-      {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
-      : (tensor<2x6xWx16xf32>, tensor<3x3x16x16xf32>) -> tensor<2x6xWx16xf32>
-  %bb = stablehlo.broadcast_in_dim %b, dims = [3] : (tensor<16xf32>) -> tensor<2x6xWx16xf32>
-  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
-  %z = stablehlo.broadcast_in_dim %zero, dims = [] : (tensor<f32>) -> tensor<2x6xWx16xf32>
-  %a = stablehlo.add %c, %bb : tensor<2x6xWx16xf32>
-  %y = stablehlo.maximum %a, %z : tensor<2x6xWx16xf32>
-  %s = "stablehlo.reduce_window"(%y, %zero) ({
-  ^bb0(%p: tensor<f32>, %q: tensor<f32>):
-    %r = stablehlo.add %p, %q : tensor<f32>
-    stablehlo.return %r : tensor<f32>
-  }) {window_dimensions = array<i64: 1, 2, 2, 1>, window_strides = array<i64: 1, 2, 2, 1>}
-      : (tensor<2x6xWx16xf32>, tensor<f32>) -> tensor<2x3xHx16xf32>
-  return %s : tensor<2x3xHx16xf32>
-}
-"""
-
-
 @pytest.mark.parametrize("pooled", [False, True])
 @pytest.mark.parametrize("width", [34, 38])
 def test_overlapping_last_block_same_bits(monkeypatch: pytest.MonkeyPatch, pooled: bool,
@@ -276,12 +254,15 @@ def test_overlapping_last_block_same_bits(monkeypatch: pytest.MonkeyPatch, poole
     from xlapy.backends.cpu import conv_general
 
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")
-    text = (POOLED.replace("W", str(width)).replace("H", str(width // 2)) if pooled else
-            WIDE.replace("1x3xW", f"2x6x{width}").replace("x32xf32", "x16xf32")
-            .replace("3x3x32x", "3x3x16x").replace("<32xf32>", "<16xf32>"))
+    if pooled:  # conv 8 -> 16, bias, relu, 2 x 2 average pool
+        text = _pool_program(6, width, 2, "add", "%y", True, False)
+        shapes = ((2, 6, width, 8), (3, 3, 8, 16), (16,))
+    else:
+        text = WIDE.replace("1x3xW", f"2x6x{width}").replace("x32xf32", "x16xf32") \
+            .replace("3x3x32x", "3x3x16x").replace("<32xf32>", "<16xf32>")
+        shapes = ((2, 6, width, 16), (3, 3, 16, 16), (16,))
     rng = np.random.default_rng(5)
-    args = [rng.standard_normal(s).astype(np.float32) for s in
-            ((2, 6, width, 16), (3, 3, 16, 16), (16,))]
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     real = conv_general._blocking
     assert real(2, width, 32)[1] in (12, 13) and width % real(2, width, 32)[1]
     cache.clear_memory()
