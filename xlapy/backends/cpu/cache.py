@@ -25,7 +25,6 @@ import llvmlite
 
 from xlapy.backends.cpu import llvm_util, target
 from xlapy.backends.cpu.llvm_util import OPT_LEVEL, Engine
-from xlapy.phases import phase
 
 #: Bump when code generation or the entry format changes in a way the IR text would not show
 #: (6: entries carry a header; older xlapy builds, which read format-5 keys as bare objects,
@@ -371,11 +370,16 @@ def engine(mod: Any, mode: str, vectorize: bool = True, light: bool = False, *,
     the text and `mode` (the pipeline's name in the key) when it is there, else is compiled
     and put there: the build-once library modules (gemv, gemm_small, the int8 GEMMs, the
     while driver, the direct convolution) load in a later process instead of compiling."""
-    k = key(str(mod), mode)
+    text = llvm_util.module_text(mod)  # printed once: key and compile read the same text
+    k = key(text, mode)
     obj = get(k)
-    eng = Engine(mod, obj=obj, vectorize=vectorize, light=light, exports=exports)
-    if obj is None:
-        put(k, eng.object)
+    if obj is not None:
+        return Engine(text, obj=obj, vectorize=vectorize, light=light, exports=exports)
+    from xlapy.backends.cpu import parallel_compile
+
+    eng = Engine(compiled=parallel_compile.compile_here(text, vectorize, light),
+                 vectorize=vectorize, light=light, exports=exports)
+    put(k, eng.object)
     return eng
 
 
@@ -388,14 +392,8 @@ def o0_engine(text: str, mode: str, *, exports: Sequence[str]) -> Engine:
     obj = get(k)
     if obj is not None:
         return Engine(text, obj=obj, vectorize=False, light=True, exports=exports)
-    t = target.current()
-    tm = llvm_util.o0_machine(t)
-    with llvm_util._LOCK:
-        ref = llvm_util.verify(text)
-        ref.triple = t.triple
-        ref.data_layout = str(tm.target_data)
-        llvm_util.optimize(ref, tm, vectorize=False, light=True)
-        with phase("llvm codegen"):
-            obj = tm.emit_object(ref)
+    from xlapy.backends.cpu import parallel_compile
+
+    obj, ref = parallel_compile.compile_here(text, False, True, opt=0)
     put(k, obj)
     return Engine(compiled=(obj, ref), exports=exports)

@@ -229,9 +229,22 @@ def _parse_own_context(text: str) -> llvm.ModuleRef:
     return ref
 
 
-def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget, passes: bool = True
-             ) -> tuple[bytes, llvm.ModuleRef]:
-    with _machine(t) as tm:
+def compile_here(text: str, vectorize: bool, light: bool, opt: int = OPT_LEVEL
+                 ) -> tuple[bytes, llvm.ModuleRef]:
+    """(object, optimized module) of `text` (module_text'ed) for the current target, on
+    the calling thread: its own context, a lent machine at code generation level `opt`,
+    the pipeline and code generation outside llvmlite's lock. The library modules a first
+    run builds (cache.engine: on the build-ahead thread, once.py, or the run's own) then
+    hold up no other thread's LLVM calls for their 5-30 ms; the object is the one
+    llvm_util.Engine compiles (o0_machine's for `opt` 0)."""
+    _init()
+    with phase("llvm codegen"):
+        return _compile(text, vectorize, light, target.current(), opt=opt)
+
+
+def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget, passes: bool = True,
+             opt: int = OPT_LEVEL) -> tuple[bytes, llvm.ModuleRef]:
+    with _machine(t, opt) as tm:
         ref = _parse_own_context(text)
         ref.triple = t.triple
         ref.data_layout = str(tm.target_data)
@@ -283,5 +296,5 @@ def _emit(tm: llvm.TargetMachine, ref: llvm.ModuleRef) -> bytes:
         _unlocked("LLVMPY_DisposeMemoryBuffer")(buf)
 
 
-__all__ = ["MAX_THREADS", "MIN_INSTRUCTIONS", "chunks", "codegen", "compile_all", "compile_o0",
-           "prewarm", "submit", "threads"]
+__all__ = ["MAX_THREADS", "MIN_INSTRUCTIONS", "chunks", "codegen", "compile_all", "compile_here",
+           "compile_o0", "prewarm", "submit", "threads"]

@@ -1,0 +1,92 @@
+"""The library modules a program's first run builds (the while driver, GEMM modules, region
+and chain runners: cache.engine / cache.o0_engine) compile on the calling thread with their
+long LLVM calls outside llvmlite's process-wide lock (parallel_compile.compile_here), into
+the very objects the serial Engine path makes; the while driver goes through the light
+pipeline and -O0 code generation (issue 14: first-call latency)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import cache, gemm_small, llvm_util, target, while_driver
+
+LOOP = """
+func.func @main(%x: tensor<8xf32>, %n: tensor<i32>) -> (tensor<i32>, tensor<8xf32>) {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %c0, %v = %x) : tensor<i32>, tensor<8xf32>
+    cond {
+      %p = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %i2 = stablehlo.add %i, %one : tensor<i32>
+      %h = stablehlo.constant dense<0.5> : tensor<8xf32>
+      %v2 = stablehlo.multiply %v, %h : tensor<8xf32>
+      stablehlo.return %i2, %v2 : tensor<i32>, tensor<8xf32>
+    }
+  return %r#0, %r#1 : tensor<i32>, tensor<8xf32>
+}
+"""
+
+
+@pytest.fixture
+def no_disk_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    cache.clear_memory()
+
+
+def _small_gemm_text() -> str:
+    with target.use(target.host_target()):
+        return llvm_util.module_text(gemm_small._emit("xlapy_sgemm_small_t", False))
+
+
+def test_cache_engine_compiles_the_serial_engines_object(no_disk_cache: None) -> None:
+    text = _small_gemm_text()
+    with target.use(target.host_target()):
+        ours = cache.engine(text, "light", light=True, exports=["xlapy_sgemm_small_t_direct"])
+        serial = llvm_util.Engine(text, light=True, exports=["xlapy_sgemm_small_t_direct"])
+    assert ours.object == serial.object
+    assert ours.pipeline == serial.pipeline == "light"
+    assert ours.address("xlapy_sgemm_small_t_direct")
+
+
+def test_o0_engine_compiles_the_o0_machines_object(no_disk_cache: None) -> None:
+    with target.use(target.host_target()):
+        text = llvm_util.module_text(while_driver._emit_driver())
+        ours = cache.o0_engine(text, "test-O0", exports=["xlapy_while"])
+        t = target.current()
+        tm = llvm_util.o0_machine(t)
+        with llvm_util._LOCK:
+            ref = llvm_util.verify(text)
+            ref.triple = t.triple
+            ref.data_layout = str(tm.target_data)
+            llvm_util.optimize(ref, tm, vectorize=False, light=True)
+            want = tm.emit_object(ref)
+    assert ours.object == want and ours.address("xlapy_while")
+
+
+def test_the_while_driver_is_built_light_at_o0(monkeypatch: pytest.MonkeyPatch,
+                                               no_disk_cache: None) -> None:
+    modes: list[str] = []
+    real = cache.o0_engine
+
+    def spy(text: str, mode: str, **k: Any) -> Any:
+        modes.append(mode)
+        return real(text, mode, **k)
+
+    monkeypatch.setattr(cache, "o0_engine", spy)
+    eng, run = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
+    assert modes == ["while-driver-O0"] and eng.address("xlapy_while") and run
+
+
+def test_a_native_loop_runs_on_the_o0_driver() -> None:
+    prog = xlapy.compile(LOOP, backend="cpu")
+    assert any("native while loop" in how for _, _, how in prog._exe.report)
+    x = np.arange(8, dtype=np.float32) - 3.5
+    n, v = prog(x, np.int32(5))
+    assert int(n) == 5
+    np.testing.assert_array_equal(v, x * np.float32(0.5 ** 5))
