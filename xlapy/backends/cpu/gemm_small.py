@@ -128,11 +128,44 @@ def _blocking(bits: int) -> tuple[int, int, int]:
     return min(MAX_ROWS, accs // v), v, accs
 
 
-def _emit(name: str, f64: bool) -> ir.Module:
-    """`direct(lhs, rhs, out, n, k, lo, hi)` and `rows(d, lo, hi)` for any n and k: columns
-    in blocks of V vectors, then single vectors, then one block per set bit of the rest
-    (half a vector, a quarter, ... one column); rows in blocks of R, then one by one (half
-    the code of blocks of 4, 2 and 1: the module is built on a program's first run)."""
+@dataclass(frozen=True)
+class Columns:
+    """The column blocks an n-column product runs: blocks of V vectors (`full`), single
+    vectors (`singles`), then one block per set bit of the rest (`rest`: the widths, half
+    a vector down to one column). A module holds the code of one such pattern, that of
+    the n it is built for (any n alike runs it): scan_rnn's [64, 256] x [256, 256] needs
+    4 of the 12 column loops of every pattern, and the module is built on a program's
+    first run (37 -> 17 ms: IR 13.5 -> 5.6, LLVM 23 -> 11)."""
+
+    full: bool
+    singles: bool
+    rest: tuple[int, ...]
+
+    @property
+    def suffix(self) -> str:
+        """Its part of the module's name (functions of two patterns never share one)."""
+        return f"_{'f' if self.full else ''}{'s' if self.singles else ''}" + \
+            "".join(f"r{w}" for w in self.rest)
+
+
+def columns(n: int, f64: bool) -> Columns:
+    """The column blocks `_emit`'s loops run for n columns on the current target."""
+    bits = target.current().vector_bits
+    lanes = bits // (64 if f64 else 32)
+    step = _blocking(bits)[1] * lanes
+    full = n // step
+    singles = (n - full * step) // lanes
+    rest = n - full * step - singles * lanes
+    widths = [lanes >> j for j in range(1, lanes.bit_length())]  # lanes / 2 .. 1
+    return Columns(full > 0, singles > 0, tuple(w for w in widths if rest & w))
+
+
+def _emit(name: str, f64: bool, cols: Columns | None = None) -> ir.Module:
+    """`direct(lhs, rhs, out, n, k, lo, hi)` and `rows(d, lo, hi)` for any k and any n
+    whose column blocks are `cols` (None: every n): columns in blocks of V vectors, then
+    single vectors, then one block per set bit of the rest (half a vector, a quarter, ...
+    one column); rows in blocks of R, then one by one (half the code of blocks of 4, 2 and
+    1: the module is built on a program's first run)."""
     t = F64 if f64 else F32
     size = 8 if f64 else 4
     bits = target.current().vector_bits
@@ -224,18 +257,21 @@ def _emit(name: str, f64: bool) -> ir.Module:
 
     step = v * lanes
     full = b.sdiv(n, i64(step))
-    with for_range(b, i64(0), full, "cb") as cb:
-        row_blocks(b.mul(cb, i64(step)), v, lanes)
+    if cols is None or cols.full:
+        with for_range(b, i64(0), full, "cb") as cb:
+            row_blocks(b.mul(cb, i64(step)), v, lanes)
     c1 = b.mul(full, i64(step))
     singles = b.sdiv(b.sub(n, c1), i64(lanes))
-    with for_range(b, i64(0), singles, "cv") as cv:
-        row_blocks(b.add(c1, b.mul(cv, i64(lanes))), 1, lanes)
+    if cols is None or cols.singles:
+        with for_range(b, i64(0), singles, "cv") as cv:
+            row_blocks(b.add(c1, b.mul(cv, i64(lanes))), 1, lanes)
     c2 = b.add(c1, b.mul(singles, i64(lanes)))
     rest = b.sub(n, c2)  # < lanes: one block per set bit, widest first
     width, done = lanes // 2, 0
     while width >= 1:
-        with b.if_then(b.icmp_unsigned("!=", b.and_(rest, i64(width)), i64(0))):
-            row_blocks(b.add(c2, b.and_(rest, i64(done))), 1, width)
+        if cols is None or width in cols.rest:
+            with b.if_then(b.icmp_unsigned("!=", b.and_(rest, i64(width)), i64(0))):
+                row_blocks(b.add(c2, b.and_(rest, i64(done))), 1, width)
         done |= width
         width //= 2
     with b.if_then(need):
@@ -272,10 +308,10 @@ class Compiled:
 
 
 @once
-def _compile(f64: bool, tgt: target.CpuTarget, flushing: bool) -> Compiled:
+def _compile(f64: bool, tgt: target.CpuTarget, flushing: bool, cols: Columns) -> Compiled:
     with target.use(tgt), denormal.use(denormal.FTZ if flushing else denormal.IEEE):
-        name = f"xlapy_{'d' if f64 else 's'}gemm_small"
-        eng = cache.engine(module_text(_emit(name, f64)), "light", light=True,
+        name = f"xlapy_{'d' if f64 else 's'}gemm_small{cols.suffix}"
+        eng = cache.engine(module_text(_emit(name, f64, cols)), "light", light=True,
                            exports=[f"{name}_direct", f"{name}_rows"])
     addr = eng.address(f"{name}_direct")
     return Compiled(eng, _DIRECT(addr), addr, eng.address(f"{name}_rows"))
@@ -290,9 +326,11 @@ class Later:
     f64: bool
     tgt: target.CpuTarget
     flushing: bool
+    #: The column blocks of its shape's n (one module per pattern).
+    cols: Columns
 
     def get(self) -> Compiled:
-        return _compile(self.f64, self.tgt, self.flushing)
+        return _compile(self.f64, self.tgt, self.flushing, self.cols)
 
     @property
     def rows_address(self) -> int:
@@ -305,13 +343,13 @@ def later(s: GemmShape) -> Later:
     # Not asked for ahead (once.ahead): planning makes a Later for dots that a batch chain
     # then takes over (attention's q k^T), and a build nobody uses held the GIL against the
     # first run (attention's first call 15 -> 32 ms).
-    return Later(s.f64, target.current(), denormal.flushing())
+    return Later(s.f64, target.current(), denormal.flushing(), columns(s.n, s.f64))
 
 
 def compiled(s: GemmShape) -> Compiled:
     """The compiled functions for shape `s`'s type on the current target: one module per
-    type, target and denormal mode, compiled once per process (cached on disk like any
-    kernel)."""
+    type, target, denormal mode and column pattern (Columns), compiled once per process
+    (cached on disk like any kernel)."""
     return later(s).get()
 
 
@@ -385,6 +423,6 @@ def batched_runner(s: GemmShape, threads: int = 1
     return run
 
 
-__all__ = ["GemmShape", "Compiled", "Later", "shape", "plain_dot", "of_instruction", "compiled",
-           "later", "runner", "batch_shape", "batched_runner", "BATCH_MAX_MACS",
-           "MAX_MACS", "MAX_RHS_BYTES", "TABLE", "LHS", "RHS", "OUT", "N", "K"]
+__all__ = ["GemmShape", "Columns", "Compiled", "Later", "columns", "shape", "plain_dot",
+           "of_instruction", "compiled", "later", "runner", "batch_shape", "batched_runner",
+           "BATCH_MAX_MACS", "MAX_MACS", "MAX_RHS_BYTES", "TABLE", "LHS", "RHS", "OUT", "N", "K"]

@@ -167,5 +167,7 @@ def test_compile_builds_nothing_the_first_run_builds_it_for_the_compiles_target(
     assert built == []
     x, y = _operands(6, 40, 24, np.float32)
     got = prog(x, y)
-    assert built == [(False, target.resolve("x86-64-v3"), True)]
+    # n = 40 on AVX2 (8 lanes, blocks of 3 vectors): one block of 24 columns, 2 vectors
+    assert built == [(False, target.resolve("x86-64-v3"), True,
+                      gemm_small.Columns(True, True, ()))]
     np.testing.assert_allclose(got, x.astype(np.float64) @ y, rtol=1e-5, atol=1e-5)
