@@ -90,3 +90,13 @@ def test_a_native_loop_runs_on_the_o0_driver() -> None:
     n, v = prog(x, np.int32(5))
     assert int(n) == 5
     np.testing.assert_array_equal(v, x * np.float32(0.5 ** 5))
+
+
+def test_module_text_prints_llvmlites_text() -> None:
+    """module_text prints an llvmlite module with ir_print's printer: llvmlite's own text
+    character for character (it is the module's cache key and what LLVM compiles)."""
+    with target.use(target.host_target()):
+        mods = [while_driver._emit_driver(), gemm_small._emit("xlapy_sgemm_small_t", False),
+                gemm_small._emit("xlapy_dgemm_small_t", True, gemm_small.columns(13, True))]
+        for mod in mods:
+            assert llvm_util.module_text(mod) == llvm_util.module_text(str(mod))
