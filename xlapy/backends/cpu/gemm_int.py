@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import target
+from xlapy.backends.cpu import cache, target
 from xlapy.backends.cpu.llvm_util import (
     _OBJECTS,
     I8P,
@@ -111,7 +111,7 @@ def _emit(lhs: np.dtype, rhs: np.dtype, acc: np.dtype) -> ir.Module:
 
 @once
 def _compiled(lhs: np.dtype, rhs: np.dtype, acc: np.dtype, key: str) -> tuple[Engine, object]:
-    eng = Engine(_emit(lhs, rhs, acc), exports=["igemm"])
+    eng = cache.engine(_emit(lhs, rhs, acc), "O3", exports=["igemm"])  # disk-cached too
     return eng, _SIG(eng.address("igemm"))
 
 

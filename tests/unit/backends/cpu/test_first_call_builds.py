@@ -100,3 +100,29 @@ def test_module_text_prints_llvmlites_text() -> None:
                 gemm_small._emit("xlapy_dgemm_small_t", True, gemm_small.columns(13, True))]
         for mod in mods:
             assert llvm_util.module_text(mod) == llvm_util.module_text(str(mod))
+
+
+def test_the_region_runner_and_the_pool_build_light(monkeypatch: pytest.MonkeyPatch,
+                                                    no_disk_cache: None) -> None:
+    """The region runner (light, -O0) and the worker pool's code (light) go through the
+    cache's lock-light path like the other first-run builds."""
+    from xlapy.backends.cpu import regions, threads
+
+    modes: list[tuple[str, bool]] = []
+    real_o0, real = cache.o0_engine, cache.engine
+
+    def spy_o0(text: str, mode: str, **k: Any) -> Any:
+        modes.append((mode, True))
+        return real_o0(text, mode, **k)
+
+    def spy(mod: Any, mode: str, vectorize: bool = True, light: bool = False, **k: Any) -> Any:
+        modes.append((mode, light))
+        return real(mod, mode, vectorize, light, **k)
+
+    monkeypatch.setattr(cache, "o0_engine", spy_o0)
+    monkeypatch.setattr(cache, "engine", spy)
+    eng, run, gemm_rows = regions._runtime.__wrapped__()  # type: ignore[attr-defined]
+    assert eng.address("region_run") and gemm_rows and run
+    pool = threads._native.__wrapped__()  # type: ignore[attr-defined]
+    assert pool[0].address("worker")
+    assert modes == [("regions-O0", True), ("thread-pool-light", True)]
