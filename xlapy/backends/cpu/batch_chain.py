@@ -369,7 +369,7 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
 
     def launch(tables: list[Any], descs: list[np.ndarray], counter: Any) -> None:
         blas.ready(pool())
-        addr = chain_runtime.runtime()[1]  # built on the first run, not in the compile
+        addr = chain_runtime.runtime(bool(chain.widen))[1]  # built on the first run
         if parts == 1:
             chain_runtime.RUN_T(addr)(descs[0].ctypes.data, 0, sched.shared)
             return

@@ -24,6 +24,7 @@ from xlapy.backends.cpu.llvm_util import (
     Engine,
     for_range,
     i64,
+    module_text,
     new_module,
     on_host,
 )
@@ -54,13 +55,16 @@ RUN_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 @once
 @on_host
-def runtime() -> tuple[Engine, int]:
+def runtime(widen: bool) -> tuple[Engine, int]:
     """(engine, address of chain_run(desc, lo, hi)): batches [lo, hi) whole, each thread
     taking the next one left; then the thread's own blocks (chain_schedule.py), a block
-    whose scratch address is negative in a buffer on this thread's stack."""
+    whose scratch address is negative in a buffer on this thread's stack. `widen`: for
+    chains with widen steps (chain_widen.py), whose vector loop is compiled as kernels
+    are; without, the runtime only calls BLAS and kernels, so LLVM's -O0 code generator
+    builds it (2.4 ms instead of 7.6 of attention's first call)."""
     mod = new_module("xlapy_batch_chain")
     i64p = I64.as_pointer()
-    block = _emit_block(mod)
+    block = _emit_block(mod, widen)
     fn = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64]), name="chain_run")
     d, lo, hi = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -95,11 +99,14 @@ def runtime() -> tuple[Engine, int]:
     b.ret_void()
     # cached on disk as the other build-once modules (~6-12 ms of LLVM in a program's
     # first run otherwise)
-    engine = cache.engine(mod, "light", light=True, exports=["chain_run"])
+    if widen:
+        engine = cache.engine(mod, "light", light=True, exports=["chain_run"])
+    else:
+        engine = cache.o0_engine(module_text(mod), "chain-O0", exports=["chain_run"])
     return engine, int(engine.address("chain_run"))
 
 
-def _emit_block(mod: ir.Module) -> ir.Function:
+def _emit_block(mod: ir.Module, widen: bool) -> ir.Function:
     """chain_block(desc, j, r0, rows, scratch): rows [r0, r0 + rows) of batch j, the
     intermediates at `scratch`: each remapped slot points where row (j * m + r0) lands
     there, the GEMMs run over those rows (their M argument set to `rows`), the kernel over
@@ -126,11 +133,14 @@ def _emit_block(mod: ir.Module) -> ir.Function:
     with for_range(b, i64(0), b.load(steps), name="s") as s:
         rec = at(steps, b.add(i64(1), b.mul(s, i64(STEP))))
         kind = b.load(at(rec, _KIND))
-        with b.if_else(b.icmp_signed("==", kind, i64(chain_widen.KIND))) as (widen, other):
-            with widen:
-                chain_widen.emit_step(b, table, rec, j, r0, nrows)
-            with other:
-                _emit_call(b, table, rec, kind, j, r0, first, nrows)
+        if widen:
+            with b.if_else(b.icmp_signed("==", kind, i64(chain_widen.KIND))) as (wide, other):
+                with wide:
+                    chain_widen.emit_step(b, table, rec, j, r0, nrows)
+                with other:
+                    _emit_call(b, table, rec, kind, j, r0, first, nrows)
+        else:  # no widen steps among the records
+            _emit_call(b, table, rec, kind, j, r0, first, nrows)
     b.ret_void()
     return fn
 

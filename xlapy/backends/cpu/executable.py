@@ -255,8 +255,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             threads.build_ahead()
         if self.regions:
             regions.build_ahead()
-        if self.chains:
-            once.ahead(chain_runtime.runtime)
+        for widen in sorted({bool(ch.widen) for ch in self.chains}):
+            once.ahead(chain_runtime.runtime, widen)
 
     def _result_mode(self, leaf: Instruction) -> str:
         """Whether a result leaf is fresh memory per call (ownership.py): kernel and library

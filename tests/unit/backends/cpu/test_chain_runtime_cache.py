@@ -24,8 +24,10 @@ def test_the_runtime_object_comes_from_the_disk_cache(tmp_path: Path,
 
     monkeypatch.setattr(parallel_compile, "compile_here", spy)
     build = chain_runtime.runtime.__wrapped__  # type: ignore[attr-defined]
-    first, addr = build()
-    assert compiled == [True] and addr
-    cache.clear_memory()  # as a new process: only the disk holds it
-    second, addr2 = build()
-    assert compiled == [True] and addr2 and second.object == first.object
+    for widen in (True, False):  # with widen steps (light, -O3 codegen) or without (-O0)
+        compiled.clear()
+        first, addr = build(widen)
+        assert compiled == [True] and addr
+        cache.clear_memory()  # as a new process: only the disk holds it
+        second, addr2 = build(widen)
+        assert compiled == [True] and addr2 and second.object == first.object

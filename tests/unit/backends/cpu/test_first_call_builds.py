@@ -126,3 +126,28 @@ def test_the_region_runner_and_the_pool_build_light(monkeypatch: pytest.MonkeyPa
     pool = threads._native.__wrapped__()  # type: ignore[attr-defined]
     assert pool[0].address("worker")
     assert modes == [("regions-O0", True), ("thread-pool-light", True)]
+
+
+def test_the_chain_runtime_without_widen_steps_builds_at_o0(monkeypatch: pytest.MonkeyPatch,
+                                                            no_disk_cache: None) -> None:
+    """A chain runtime for chains without widen steps only calls BLAS and kernels: -O0;
+    with them (bf16 operands widened in the chain) its vector loop gets -O3 codegen."""
+    from xlapy.backends.cpu import chain_runtime
+
+    modes: list[str] = []
+    real_o0, real = cache.o0_engine, cache.engine
+
+    def spy_o0(text: str, mode: str, **k: Any) -> Any:
+        modes.append(mode)
+        return real_o0(text, mode, **k)
+
+    def spy(mod: Any, mode: str, *a: Any, **k: Any) -> Any:
+        modes.append(mode)
+        return real(mod, mode, *a, **k)
+
+    monkeypatch.setattr(cache, "o0_engine", spy_o0)
+    monkeypatch.setattr(cache, "engine", spy)
+    build = chain_runtime.runtime.__wrapped__  # type: ignore[attr-defined]
+    plain, wide = build(False), build(True)
+    assert plain[1] and wide[1] and plain[0].object != wide[0].object
+    assert modes == ["chain-O0", "light"]
