@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import functools
 import hashlib
 import os
 import stat
@@ -17,7 +18,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import llvmlite
 
 from xlapy.backends.cpu import llvm_util, target
 from xlapy.backends.cpu.llvm_util import OPT_LEVEL, Engine
+from xlapy.errors import XlapyError
 
 #: Bump when code generation or the entry format changes in a way the IR text would not show
 #: (6: entries carry a header; older xlapy builds, which read format-5 keys as bare objects,
@@ -379,6 +381,55 @@ def engine(mod: Any, mode: str, vectorize: bool = True, light: bool = False, *,
 
     eng = Engine(compiled=parallel_compile.compile_here(text, vectorize, light),
                  vectorize=vectorize, light=light, exports=exports)
+    put(k, eng.object)
+    return eng
+
+
+@functools.cache
+def sources() -> str:
+    """A fingerprint of the code that emits the build-once library modules: name, size and
+    modification time of the backend's Python files and xlapy/denormal.py (what Python's
+    .pyc files check of theirs). Any edit there changes it, and so every `library_engine`
+    key: a changed emitter never loads an object of the old one. ~0.5 ms, once."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted([*here.glob("*.py"), here.parents[1] / "denormal.py"]):
+        st = p.stat()
+        h.update(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def library_key(ident: tuple[Any, ...], mode: str) -> str:
+    """`library_engine`'s key: the builder's `ident`, the target (`key`), the denormal mode,
+    the lanes and the emitting code's fingerprint (`sources`)."""
+    from xlapy import denormal
+    from xlapy.backends.cpu import lanes
+
+    return key(f"library\0{ident!r}\0{denormal.flushing()}\0{lanes.vector_width()}\0"
+               f"{sources()}", mode)
+
+
+def library_engine(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *,
+                   light: bool = False, vectorize: bool = True, o0: bool = False,
+                   exports: Sequence[str]) -> Engine:
+    """A build-once library module's engine (the while driver, the runners, the GEMM
+    modules), first looked up under `ident` (its builder and arguments), the target, the
+    denormal mode, the lanes and the emitting code (`sources`), so a later process loads
+    the object without emitting and printing the module: a warm first run's largest part
+    (scan_rnn's gemm_small: ~11 ms of its ~16). Else `emit()` (a module or its text) goes
+    through `engine` (`o0`: `o0_engine`), and the object is cached under both keys."""
+    k = library_key(ident, mode)
+    obj = get(k)
+    if obj is not None:
+        try:
+            return Engine(None, obj=obj, vectorize=vectorize and not o0, light=light or o0,
+                          exports=exports)
+        except XlapyError:  # an object that does not load: emit and compile it again
+            discard(k)
+    if o0:
+        eng = o0_engine(llvm_util.module_text(emit()), mode, exports=exports)
+    else:
+        eng = engine(emit(), mode, vectorize, light, exports=exports)
     put(k, eng.object)
     return eng
 

@@ -24,7 +24,6 @@ from xlapy.backends.cpu.llvm_util import (
     Engine,
     for_range,
     i64,
-    module_text,
     new_module,
     on_host,
 )
@@ -61,7 +60,19 @@ def runtime(widen: bool) -> tuple[Engine, int]:
     whose scratch address is negative in a buffer on this thread's stack. `widen`: for
     chains with widen steps (chain_widen.py), whose vector loop is compiled as kernels
     are; without, the runtime only calls BLAS and kernels, so LLVM's -O0 code generator
-    builds it (2.4 ms instead of 7.6 of attention's first call)."""
+    builds it (2.4 ms instead of 7.6 of attention's first call). From the disk cache in a
+    later process without emitting it (cache.library_engine)."""
+    if widen:
+        engine = cache.library_engine(("chain", True), lambda: _emit_runtime(True), "light",
+                                      light=True, exports=["chain_run"])
+    else:
+        engine = cache.library_engine(("chain", False), lambda: _emit_runtime(False),
+                                      "chain-O0", o0=True, exports=["chain_run"])
+    return engine, int(engine.address("chain_run"))
+
+
+def _emit_runtime(widen: bool) -> ir.Module:
+    """chain_run(desc, lo, hi) and its block function (`runtime`)."""
     mod = new_module("xlapy_batch_chain")
     i64p = I64.as_pointer()
     block = _emit_block(mod, widen)
@@ -97,13 +108,7 @@ def runtime(widen: bool) -> tuple[Engine, int]:
         addr = b.select(b.icmp_signed("<", addr, i64(0)), here, addr)
         b.call(block, [d, b.load(rec), b.load(at(rec, 1)), b.load(at(rec, 2)), addr])
     b.ret_void()
-    # cached on disk as the other build-once modules (~6-12 ms of LLVM in a program's
-    # first run otherwise)
-    if widen:
-        engine = cache.engine(mod, "light", light=True, exports=["chain_run"])
-    else:
-        engine = cache.o0_engine(module_text(mod), "chain-O0", exports=["chain_run"])
-    return engine, int(engine.address("chain_run"))
+    return mod
 
 
 def _emit_block(mod: ir.Module, widen: bool) -> ir.Function:

@@ -49,7 +49,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import amx, cache, llvm_util, parallel, recycle, target
+from xlapy.backends.cpu import amx, cache, parallel, recycle, target
 from xlapy.backends.cpu.gemm_int import empty_product
 from xlapy.backends.cpu.llvm_util import (
     I1,
@@ -326,9 +326,13 @@ def _emit_copy_partial(b: ir.IRBuilder, cs: ir.Value, pc: ir.Value, ldc: ir.Valu
 def _compiled(signed: bool, key: str) -> tuple[Engine, int]:
     """The kernel module, once per process and target: from the disk cache (cache.py, keyed
     by its IR text as every kernel) or compiled here at -O0."""
-    mod = new_module("xlapy_amx_igemm8")
-    _emit_kernel(mod, signed)
-    eng = cache.o0_engine(llvm_util.module_text(mod), "amx-O0", exports=["amx_igemm8"])
+    def emit() -> ir.Module:
+        mod = new_module("xlapy_amx_igemm8")
+        _emit_kernel(mod, signed)
+        return mod
+
+    eng = cache.library_engine(("amx_igemm8", signed), emit, "amx-O0", o0=True,
+                               exports=["amx_igemm8"])
     return eng, eng.address("amx_igemm8")
 
 

@@ -48,7 +48,6 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     i64,
     intrinsic,
-    module_text,
     new_module,
     restore_mxcsr,
     set_ftz_daz,
@@ -360,7 +359,7 @@ def _module() -> ir.Module:
 def _compile(tgt: target.CpuTarget) -> tuple[Engine, int]:
     """The module on an AVX-512 target, compiled once per process (disk-cached)."""
     with target.use(tgt), denormal.use(denormal.IEEE):
-        eng = cache.engine(module_text(_module()), "light", light=True, exports=[NAME])
+        eng = cache.library_engine(("gemm_f32",), _module, "light", light=True, exports=[NAME])
     return eng, eng.address(NAME)
 
 

@@ -42,7 +42,6 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     i64,
     intrinsic,
-    module_text,
     new_module,
     restore_mxcsr,
     set_ftz_daz,
@@ -186,8 +185,8 @@ class Compiled:
 def _compile(rows: int, f64: bool, tgt: target.CpuTarget) -> Compiled:
     with target.use(tgt), denormal.use(denormal.IEEE):
         name = f"xlapy_{'d' if f64 else 's'}gemm_skinny{rows}"
-        eng = cache.engine(module_text(_emit(name, f64, rows)), "light", light=True,
-                           exports=[name])
+        eng = cache.library_engine(("gemm_skinny", rows, f64), lambda: _emit(name, f64, rows),
+                                   "light", light=True, exports=[name])
     addr = eng.address(name)
     return Compiled(eng, _FN(addr), addr)
 

@@ -45,7 +45,6 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     i64,
     intrinsic,
-    module_text,
     new_module,
 )
 from xlapy.backends.cpu.once import once
@@ -311,8 +310,9 @@ class Compiled:
 def _compile(f64: bool, tgt: target.CpuTarget, flushing: bool, cols: Columns) -> Compiled:
     with target.use(tgt), denormal.use(denormal.FTZ if flushing else denormal.IEEE):
         name = f"xlapy_{'d' if f64 else 's'}gemm_small{cols.suffix}"
-        eng = cache.engine(module_text(_emit(name, f64, cols)), "light", light=True,
-                           exports=[f"{name}_direct", f"{name}_rows"])
+        eng = cache.library_engine(("gemm_small", f64, cols), lambda: _emit(name, f64, cols),
+                                   "light", light=True,
+                                   exports=[f"{name}_direct", f"{name}_rows"])
     addr = eng.address(f"{name}_direct")
     return Compiled(eng, _DIRECT(addr), addr, eng.address(f"{name}_rows"))
 

@@ -50,7 +50,6 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     i64,
     intrinsic,
-    module_text,
     new_module,
     restore_mxcsr,
     set_ftz_daz,
@@ -384,8 +383,8 @@ def _compile(f64: bool, tgt: target.CpuTarget, form: str) -> Compiled:
     element type and target, compiled once per process, cached on disk like any kernel."""
     with target.use(tgt), denormal.use(denormal.IEEE):
         name = f"xlapy_{'d' if f64 else 's'}gemv_{form}"
-        eng = cache.engine(module_text(_emit(name, f64, form)), "light", light=True,
-                           exports=[f"{name}_drive"])
+        eng = cache.library_engine(("gemv", f64, form), lambda: _emit(name, f64, form),
+                                   "light", light=True, exports=[f"{name}_drive"])
     return Compiled(eng, _DRIVE_T(eng.address(f"{name}_drive")))
 
 

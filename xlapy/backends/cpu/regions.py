@@ -31,7 +31,6 @@ from xlapy.backends.cpu.llvm_util import (
     Engine,
     for_range,
     i64,
-    module_text,
     new_module,
     on_host,
 )
@@ -209,7 +208,19 @@ def build_ahead() -> None:
 @once
 @on_host
 def _runtime() -> tuple[Engine, Any, int]:
-    """(engine, region_run as a ctypes function, gemm_rows address)."""
+    """(engine, region_run as a ctypes function, gemm_rows address). Built on a program's
+    first run: the light pipeline and -O0 code generation (a loop of calls and a BLAS call:
+    ~1 ms instead of ~3), compiled outside llvmlite's lock (the first run's other builds
+    do not wait for it), from the disk cache in a later process without emitting it
+    (cache.library_engine)."""
+    engine = cache.library_engine(("regions",), _emit_runtime, "regions-O0", o0=True,
+                                  exports=["region_run", "gemm_rows"])
+    fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    return engine, fn_t(engine.address("region_run")), engine.address("gemm_rows")
+
+
+def _emit_runtime() -> ir.Module:
+    """region_run(steps, lo, hi) and gemm_rows(descriptor, lo, hi)."""
     mod = new_module("xlapy_regions")
     i64p = I64.as_pointer()
     step_t = ir.FunctionType(VOID, [I64, I64, I64])
@@ -247,16 +258,7 @@ def _runtime() -> tuple[Engine, Any, int]:
                 cell(_G_ALPHA), rows(_G_RHS, None), cell(_G_LDA), rows(_G_LHS, _G_LROW),
                 cell(_G_LDB), cell(_G_BETA), rows(_G_OUT, _G_OROW), cell(_G_LDC)])
     b.ret_void()
-
-    # Built on a program's first run: the light pipeline and -O0 code generation (a loop
-    # of calls and a BLAS call: ~1 ms instead of ~3), from the disk cache in a later
-    # process, compiled outside llvmlite's lock (cache.o0_engine), so the first run's
-    # other builds (scan_rnn's gemm_small module, on the calling thread meanwhile) do not
-    # wait for it.
-    engine = cache.o0_engine(module_text(mod), "regions-O0",
-                             exports=["region_run", "gemm_rows"])
-    fn_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-    return engine, fn_t(engine.address("region_run")), engine.address("gemm_rows")
+    return mod
 
 
 def run_function() -> Any:

@@ -233,8 +233,8 @@ def _native() -> tuple[Engine, Any, Any, int, int]:
     # From the disk cache when a process built it before (compiling it took ~25 ms of a
     # program's first run); the light pipeline (its loops are atomics, pauses and calls:
     # O3's code differed in 3 of ~190 instructions) halves the compile: 16 -> 8 ms.
-    eng = cache.engine(_emit(), "thread-pool-light", light=True,
-                       exports=["pauses", "post", "wait", "worker", "claim_run"])
+    eng = cache.library_engine(("thread-pool",), _emit, "thread-pool-light", light=True,
+                               exports=["pauses", "post", "wait", "worker", "claim_run"])
     pauses = ctypes.CFUNCTYPE(None, ctypes.c_int64)(eng.address("pauses"))
     n = 20000
     best = float("inf")

@@ -19,7 +19,6 @@ from xlapy.backends.cpu.llvm_util import (
     Engine,
     for_range,
     i64,
-    module_text,
     new_module,
     on_host,
     restore_mxcsr,
@@ -152,6 +151,6 @@ def driver() -> tuple[Engine, Any]:
     took ~21 (its passes 12, its code generation 9), and fori_nested (1000 iterations of
     a 64-float body: the loop is all driver) ran as fast within noise (0.082-0.104 ms with
     the -O3 code generator, 0.090-0.094 with -O0, four fresh processes each)."""
-    eng = cache.o0_engine(module_text(_emit_driver()), "while-driver-O0",
-                          exports=["xlapy_while", "xlapy_gemm_call", loop_split.SPLIT_NAME])
+    eng = cache.library_engine(("while-driver",), _emit_driver, "while-driver-O0", o0=True,
+                               exports=["xlapy_while", "xlapy_gemm_call", loop_split.SPLIT_NAME])
     return eng, _DRIVER(eng.address("xlapy_while"))

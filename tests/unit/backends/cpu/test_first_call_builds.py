@@ -151,3 +151,47 @@ def test_the_chain_runtime_without_widen_steps_builds_at_o0(monkeypatch: pytest.
     plain, wide = build(False), build(True)
     assert plain[1] and wide[1] and plain[0].object != wide[0].object
     assert modes == ["chain-O0", "light"]
+
+
+def _driver_text_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = while_driver._emit_driver
+
+    def counting() -> Any:
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(while_driver, "_emit_driver", counting)
+    return calls
+
+
+def test_a_library_module_on_disk_loads_without_being_emitted(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cache.library_engine: a later process (memory cleared) finds the object under the
+    builder's arguments and the sources' fingerprint, without emitting the module."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    cache.clear_memory()
+    emitted = _driver_text_calls(monkeypatch)
+    first, _ = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
+    assert emitted == [1]
+    cache.clear_memory()  # as a new process
+    second, run = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
+    assert emitted == [1] and second.object == first.object and run
+    # an edit of the backend's sources changes the key: emitted and compiled again
+    monkeypatch.setattr(cache, "sources", lambda: "edited")
+    cache.clear_memory()
+    while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
+    assert emitted == [1, 1]
+
+
+def test_a_library_object_that_does_not_load_is_emitted_again(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    cache.clear_memory()
+    emitted = _driver_text_calls(monkeypatch)
+    with target.use(target.host_target()):
+        k = cache.library_key(("while-driver",), "while-driver-O0")
+        cache.put(k, b"not an object")
+    eng, run = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
+    assert emitted == [1] and eng.address("xlapy_while") and run
+    assert cache.get(k) == eng.object
