@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import errno
-import functools
 import hashlib
 import os
 import stat
@@ -385,18 +384,28 @@ def engine(mod: Any, mode: str, vectorize: bool = True, light: bool = False, *,
     return eng
 
 
-@functools.cache
-def sources() -> str:
-    """A fingerprint of the code that emits the build-once library modules: name, size and
-    modification time of the backend's Python files and xlapy/denormal.py (what Python's
-    .pyc files check of theirs). Any edit there changes it, and so every `library_engine`
-    key: a changed emitter never loads an object of the old one. ~0.5 ms, once."""
+def _fingerprint() -> str:
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for p in sorted([*here.glob("*.py"), here.parents[1] / "denormal.py"]):
         st = p.stat()
         h.update(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
+
+
+#: Taken as the backend is imported (~0.5 ms), so it describes the code this process runs:
+#: taken later, a file edited meanwhile would file this process's objects under the
+#: edited code's key.
+_SOURCES = _fingerprint()
+
+
+def sources() -> str:
+    """A fingerprint of the code that emits the build-once library modules: name, size and
+    modification time of the backend's Python files and xlapy/denormal.py (what Python's
+    .pyc files check of theirs), as this process imported them. Any edit there changes it,
+    and so every `library_engine` key: a changed emitter never loads an object of the old
+    one."""
+    return _SOURCES
 
 
 def library_key(ident: tuple[Any, ...], mode: str) -> str:
