@@ -12,25 +12,10 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.unit.backends.cpu.test_once_ahead import WHILE_LOOP
 from xlapy.backends.cpu import cache, gemm_small, llvm_util, target, while_driver
 
-LOOP = """
-func.func @main(%x: tensor<8xf32>, %n: tensor<i32>) -> (tensor<i32>, tensor<8xf32>) {
-  %c0 = stablehlo.constant dense<0> : tensor<i32>
-  %r:2 = stablehlo.while(%i = %c0, %v = %x) : tensor<i32>, tensor<8xf32>
-    cond {
-      %p = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
-      stablehlo.return %p : tensor<i1>
-    } do {
-      %one = stablehlo.constant dense<1> : tensor<i32>
-      %i2 = stablehlo.add %i, %one : tensor<i32>
-      %h = stablehlo.constant dense<0.5> : tensor<8xf32>
-      %v2 = stablehlo.multiply %v, %h : tensor<8xf32>
-      stablehlo.return %i2, %v2 : tensor<i32>, tensor<8xf32>
-    }
-  return %r#0, %r#1 : tensor<i32>, tensor<8xf32>
-}
-"""
+LOOP = WHILE_LOOP  # a while loop of kernels: the native driver runs it
 
 
 @pytest.fixture
