@@ -58,9 +58,10 @@ def values(t: ElementType, n: int, rng: np.random.Generator, small: bool = False
         else:
             v = rng.integers(int(info.min), int(info.max), n, endpoint=True, dtype=np.int64
                              if info.min < 0 else np.uint64)
-            v[: 6] = [0, 1, info.max, info.min, info.max - 1, 2]
+            edges = [0, 1, info.max, info.min, info.max - 1, 2]
             if info.min < 0:
-                v[6:10] = [-1, -2, info.min + 1, -7]
+                edges += [-1, -2, info.min + 1, -7]
+            v[: min(n, len(edges))] = edges[:n]  # (fewer than the edges: the first ones)
         return np.asarray(v).astype(dt)
     x = rng.standard_normal(n) * np.exp(rng.uniform(-4, 4, n))
     k = min(len(_SPECIAL), n)
