@@ -71,6 +71,11 @@ _WAITF = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)
 _CALL = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * MAX_ARGS))
 
 
+def call(fn: int, *args: int) -> None:
+    """Run the native job fn(*args) on this thread (what a worker would)."""
+    _CALL(fn)(*args, *([0] * (MAX_ARGS - len(args))))
+
+
 def _emit() -> ir.Module:
     mod = new_module("xlapy_threads")
     i32p = I32.as_pointer()
@@ -295,7 +300,7 @@ class NativePool:
             if k >= 0:
                 self.busy[k] = True
         if k < 0:
-            _CALL(fn)(*args, *([0] * (MAX_ARGS - len(args))))
+            call(fn, *args)
             return Handle(None, 0, 0, None)
         row = self.slots[k]
         row[_FN] = fn
@@ -402,5 +407,5 @@ def fn_address(f: Any) -> int:
     return int(ctypes.cast(f, ctypes.c_void_p).value or 0)
 
 
-__all__ = ["Handle", "NativePool", "native_pool", "fn_address", "natives", "slot_words",
+__all__ = ["call", "Handle", "NativePool", "native_pool", "fn_address", "natives", "slot_words",
            "SPIN_US", "MAX_ARGS", "JOB_WORDS"]

@@ -84,3 +84,33 @@ def test_batch_shape_bounds() -> None:
     run = gemm_small.batched_runner(gemm_small.GemmShape(4, 4, 4, False), 2)
     x = np.ones((3, 4, 4), np.float32)
     assert not run(x, np.ones((3, 4, 8), np.float32)[:, :, ::2], np.empty((3, 4, 4), np.float32))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_products_keep_gemm_small_bits(threads: int) -> None:
+    """Products of at least PACKED_MIN in m, n and k go through gemm_f32's packed kernel
+    (AVX-512 f32): each one gemm_small's chain bit for bit, denormal operands and products
+    kept (IEEE, as BLAS computes), infinities and NaN through."""
+    from xlapy.backends.cpu import gemm_f32
+
+    b, m, k, n = 3, 256, 256, 256
+    shape = gemm_small.GemmShape(m, n, k, False)
+    if gemm_small.batch_shape(m, n, k, False) is None or not gemm_f32.available():
+        pytest.skip("batches of products run here on AVX-512 hosts only")
+    assert gemm_small._packed_jobs(shape) is not None
+    assert gemm_small._packed_jobs(gemm_small.GemmShape(128, 256, 256, False)) is None
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((b, m, k)).astype(np.float32)
+    y = rng.standard_normal((b, k, n)).astype(np.float32)
+    x[0, :2], y[0, :, :2] = 0.0, 0.0
+    x[0, 0, :2], y[0, :2, 0] = [1e-20, 3e-20], 1e-20  # out[0, 0, 0]: a denormal sum, 4e-40
+    x[0, 1, 0], y[0, 0, 1] = 1e-40, 2.0                # out[0, 1, 1]: a denormal operand
+    x[1, 5, 7], y[1, 7, 3] = np.inf, 0.0               # inf * 0: NaN at out[1, 5, 3]
+    y[2, 9, 11] = np.nan
+    out = np.empty((b, m, n), np.float32)
+    assert gemm_small.batched_runner(shape, threads)(x, y, out)
+    np.testing.assert_array_equal(out, _chain(x, y))
+    tiny = np.finfo(np.float32).tiny  # both denormal, neither flushed to zero
+    assert 3.9e-40 < out[0, 0, 0] < tiny and 1.9e-40 < out[0, 1, 1] < tiny
+    assert np.isnan(out[1, 5, 3]) and np.isinf(out[1, 5]).sum() == n - 1
+    assert np.isnan(out[2, :, 11]).all()
