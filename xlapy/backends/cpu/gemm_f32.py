@@ -49,6 +49,7 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     intrinsic,
     new_module,
+    prefetch,
     restore_mxcsr,
     set_ftz_daz,
 )
@@ -73,13 +74,6 @@ _V = ir.VectorType(F32, 16)
 #: XLAPY_GEMM_F32=0 keeps every call on OpenBLAS (for A/B measurements).
 _ON = os.environ.get("XLAPY_GEMM_F32", "1") != "0"
 _FP = F32.as_pointer()
-
-
-def _prefetch(b: ir.IRBuilder, p: ir.Value) -> None:
-    q = b.bitcast(p, ir.IntType(8).as_pointer())
-    # rw 0 (read), locality PF_LOCALITY, cache 1 (data)
-    intrinsic(b, "llvm.prefetch.p0", VOID, [q, ir.Constant(I32, 0),
-                                            ir.Constant(I32, PF_LOCALITY), ir.Constant(I32, 1)])
 
 
 def _vload(b: ir.IRBuilder, base: ir.Value, at: ir.Value, align: int) -> ir.Value:
@@ -284,7 +278,7 @@ def _emit_gemm(mod: ir.Module) -> ir.Function:
                         with for_range(b, lo, hi, "pf") as r:
                             row = b.gep(pf, [b.mul(r, ldb)])
                             for v in range(NV):
-                                _prefetch(b, b.gep(row, [i64(16 * v)]))
+                                prefetch(b, b.gep(row, [i64(16 * v)]), PF_LOCALITY)
                         i0 = b.mul(t, i64(MR))
                         mr = _min(b, i64(MR), b.sub(mc, i0))
                         at = b.gep(c, [b.add(b.mul(b.add(ic, i0), ldc), col)])

@@ -33,7 +33,6 @@ from xlapy.backends.cpu import cache, parallel, target
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
-    I8P,
     I32,
     I64,
     VOID,
@@ -43,6 +42,7 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     intrinsic,
     new_module,
+    prefetch,
     restore_mxcsr,
     set_ftz_daz,
 )
@@ -85,13 +85,11 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     saved = set_ftz_daz(b)
 
-    def vtype(width: int) -> ir.Type:
-        return ir.VectorType(t, width)
+    vt = ir.VectorType(t, lanes)
 
-    def vec_ptr(base: ir.Value, at: ir.Value, width: int) -> ir.Value:
-        return b.bitcast(b.gep(base, [at]), vtype(width).as_pointer())
+    def vec_ptr(base: ir.Value, at: ir.Value) -> ir.Value:
+        return b.bitcast(b.gep(base, [at]), vt.as_pointer())
 
-    vt = vtype(lanes)
     ety = "f64" if f64 else "f32"
     iota = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
 
@@ -100,7 +98,7 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
         return b.icmp_unsigned("<", iota, broadcast(b, valid, lanes))
 
     def load(at: ir.Value, mask: ir.Value | None) -> ir.Value:
-        ptr = vec_ptr(w, at, lanes)
+        ptr = vec_ptr(w, at)
         if mask is None:
             ld = b.load(ptr)
             ld.align = size
@@ -109,7 +107,7 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
                          [ptr, ir.Constant(I32, size), mask, ir.Constant(vt, None)])
 
     def store(x: ir.Value, at: ir.Value, mask: ir.Value | None) -> None:
-        ptr = vec_ptr(out, at, lanes)
+        ptr = vec_ptr(out, at)
         if mask is None:
             b.store(x, ptr).align = size
         else:
@@ -119,7 +117,6 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
     def block(c0: ir.Value, vecs: int, valid: ir.Value | None = None) -> None:
         """out[:, c0:c0+vecs*lanes] = x @ w[:, c0:c0+vecs*lanes], k in order (`valid`: one
         vector, its first `valid` columns only, masked)."""
-        wd = lanes
         mask = None if valid is None else lanes_below(valid)
         pre = b.block
         body = fn.append_basic_block("k")
@@ -128,23 +125,20 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
         b.position_at_end(body)
         k = b.phi(I64, name="k")
         k.add_incoming(i64(0), pre)
-        phis = [[b.phi(vtype(wd)) for _ in range(vecs)] for _ in range(rows)]
+        phis = [[b.phi(vt) for _ in range(vecs)] for _ in range(rows)]
         for row in phis:
             for p in row:
-                p.add_incoming(ir.Constant(vtype(wd), None), pre)  # zeros
+                p.add_incoming(ir.Constant(vt, None), pre)  # zeros
         wrow = b.add(b.mul(k, n), c0)
         ahead = b.add(wrow, b.mul(n, i64(PREFETCH_ROWS)))
         line = max(1, 64 // size)
-        for j in range(0, vecs * wd, line):  # each cache line of the block, rows ahead
-            intrinsic(b, "llvm.prefetch.p0i8", VOID,
-                      [b.bitcast(b.gep(w, [b.add(ahead, i64(j))]), I8P), ir.Constant(I32, 0),
-                       ir.Constant(I32, 3), ir.Constant(I32, 1)])
-        ws = [load(b.add(wrow, i64(j * wd)), mask) for j in range(vecs)]
+        for j in range(0, vecs * lanes, line):  # each cache line of the block, rows ahead
+            prefetch(b, b.gep(w, [b.add(ahead, i64(j))]))
+        ws = [load(b.add(wrow, i64(j * lanes)), mask) for j in range(vecs)]
         news = []
-        suffix = ("f64" if f64 else "f32") if wd == 1 else f"v{wd}{'f64' if f64 else 'f32'}"
         for r in range(rows):
-            x = broadcast(b, b.load(b.gep(a, [b.add(b.mul(i64(r), kk), k)])), wd)
-            news.append([intrinsic(b, f"llvm.fmuladd.{suffix}", vtype(wd), [x, wv, acc])
+            x = broadcast(b, b.load(b.gep(a, [b.add(b.mul(i64(r), kk), k)])), lanes)
+            news.append([intrinsic(b, f"llvm.fmuladd.v{lanes}{ety}", vt, [x, wv, acc])
                          for wv, acc in zip(ws, phis[r])])
         nk = b.add(k, i64(1))
         k.add_incoming(nk, b.block)
@@ -156,7 +150,7 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
         for r in range(rows):
             orow = b.add(b.mul(i64(r), n), c0)
             for j, x in enumerate(news[r]):
-                store(x, b.add(orow, i64(j * wd)), mask)
+                store(x, b.add(orow, i64(j * lanes)), mask)
 
     step = v * lanes
     full = b.sdiv(b.sub(hi, lo), i64(step))

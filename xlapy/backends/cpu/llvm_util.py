@@ -546,6 +546,14 @@ def restore_mxcsr(b: ir.IRBuilder, saved: tuple[ir.Value, ir.Value]) -> None:
         b.call(_fn(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P]), [b.bitcast(state, I8P)])
 
 
+def prefetch(b: ir.IRBuilder, p: ir.Value, locality: int = 3) -> None:
+    """Ask for the cache line at pointer p ahead of a read (llvm.prefetch: `locality` 3
+    into L1, 2 into L2)."""
+    q = p if p.type == I8P else b.bitcast(p, I8P)
+    # rw 0 (read), locality, cache 1 (data)
+    intrinsic(b, "llvm.prefetch.p0", VOID, [q, I32(0), I32(locality), I32(1)])
+
+
 def store_fence(b: ir.IRBuilder) -> None:
     """Order non-temporal stores before what follows (sfence on x86, a fence elsewhere)."""
     if target.current().is_x86:

@@ -20,7 +20,7 @@ from typing import Any
 from llvmlite import ir
 
 from xlapy.backends.cpu.lanes import Lane
-from xlapy.backends.cpu.llvm_util import I32, VOID, i64, intrinsic
+from xlapy.backends.cpu.llvm_util import i64, prefetch
 from xlapy.ir import Instruction
 
 #: How far ahead to prefetch, in bytes of each input: whole rows, at least one. A 4 KB
@@ -79,11 +79,8 @@ class RowPrefetchEmitter:
             return
         b = self.b
         ahead = max(1, AHEAD_BYTES // row_bytes)
-        q = b.gep(p, [i64(ahead * dims[-1])])  # (not inbounds: may lie past the buffer)
-        q = b.bitcast(q, ir.IntType(8).as_pointer())
-        # rw 0 (read), locality 3 (into L1), cache 1 (data)
-        intrinsic(b, "llvm.prefetch.p0", VOID, [q, ir.Constant(I32, 0), ir.Constant(I32, 3),
-                                                ir.Constant(I32, 1)])
+        # (not inbounds: may lie past the buffer); into L1
+        prefetch(b, b.gep(p, [i64(ahead * dims[-1])]))
 
     def _row_operand(self, idx: Sequence[Any], dims: Sequence[int]) -> bool:
         """idx reads W lanes of the current row of a row-major array whose leading

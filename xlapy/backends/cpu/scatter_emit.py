@@ -36,7 +36,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import flush_ftz, lanes, region_emit
-from xlapy.backends.cpu.llvm_util import I1, I32, I64, for_range, i64, intrinsic
+from xlapy.backends.cpu.llvm_util import I1, I64, for_range, i64, prefetch
 from xlapy.backends.cpu.op_emit import OpEmitter
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
@@ -237,7 +237,7 @@ class ScatterEmitter(OpEmitter):
             contiguous = uwd == list(range(len(udims) - len(uwd), len(udims)))
             wbytes = math.prod(sizes) * max(t.bits for t in ets) // 8
 
-            def prefetch(pos: list[ir.Value]) -> None:
+            def prefetch_updates(pos: list[ir.Value]) -> None:
                 """The window's updates (contiguous) asked for ahead of their use."""
                 uidx: list[ir.Value] = [i64(0)] * len(udims)
                 for k, d in enumerate(usd):
@@ -246,11 +246,9 @@ class ScatterEmitter(OpEmitter):
                 for up in us:
                     base = b.bitcast(b.gep(up, [uat]), ir.IntType(8).as_pointer())
                     for off in range(0, min(wbytes, PREFETCH_BYTES), 64):
-                        intrinsic(b, "llvm.prefetch.p0", ir.VoidType(),
-                                  [b.gep(base, [i64(off)]), ir.Constant(I32, 0),
-                                   ir.Constant(I32, 3), ir.Constant(I32, 1)])
+                        prefetch(b, b.gep(base, [i64(off)]))
 
-            self.compacted(pdims, locate, windows, prefetch if contiguous else None)
+            self.compacted(pdims, locate, windows, prefetch_updates if contiguous else None)
         else:
             self.loops(pdims, per_position, name="s")
         return outer, split, cost
