@@ -209,9 +209,10 @@ class _Blocks:
         self._cold = cold
         self.table_name = f"{name}.blocks"
 
-    def block(self, t: ir.Type, nest: Nest, pp: int) -> int:
-        """The table slot of the block of `pp` pixels, its function written as text on
-        first use (a float one's intrinsic declared in `hot`)."""
+    def block(self, t: ir.Type, nest: Nest) -> int:
+        """The table slot of the nest's block (nest.p pixels), its function written as text
+        on first use (a float one's intrinsic declared in `hot`)."""
+        pp = nest.p
         key = (str(t), nest.taps, nest.ks[-1], nest.ci, nest.apad, nest.lanes, nest.v, pp,
                nest.strides[-1] * nest.cx, nest.rhs_dil[-1] * nest.cx, nest.xvec)
         k = self._keys.get(key)
@@ -244,7 +245,7 @@ class _Blocks:
             _finish_fn(self._cold, fin, t, nest, epilogue, pool)
         return (text or "") + rows_text(name, t, nest, pool, source,
                                         (self.table_name, MAX_BLOCKS),
-                                        lambda pp: self.block(t, nest, pp), fin)
+                                        self.block(t, nest), fin)
 
 
 def _finish_type(t: ir.Type, lanes: int) -> ir.FunctionType:

@@ -12,7 +12,6 @@ cost ~2.9 ms of the CNN's cold compile.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from math import prod
 from typing import TYPE_CHECKING
 
@@ -49,11 +48,11 @@ def block_type(t: ir.Type, lanes: int) -> str:
 
 def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
               source: tuple[str, int, Nest] | None, table: tuple[str, int],
-              block_slot: Callable[[int], int], finish: str) -> str:
+              block_slot: int, finish: str) -> str:
     """The definition of the rows function `name`. `source`: (its rows
     function, its pointers' first index in extra, its nest) when a chained nest computes
     this one's input rows; `table`: the hot functions' table (name, entries);
-    block_slot(pp): the table index of the block of pp pixels; finish: this function's
+    block_slot: the table index of the nest's block (nest.p pixels); finish: this function's
     epilogue function (conv_kernel._finish_fn, in the same module)."""
     f = FunctionText(signature(name, t))
     ts = f"{t}"
@@ -106,7 +105,7 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
         xbatch = acc
     # The hot functions' pointers, loaded once here (the entry block; see tap_pos).
     bt = block_type(t, lanes)
-    hot_fns = {p: hot(block_slot(p), bt)}  # one shape: p <= wo (conv_general._blocking)
+    hot_fn = hot(block_slot, bt)  # one shape: p <= wo (conv_general._blocking)
 
     def fill(dst: Value, lo: int, hi: int, src: Value | None) -> None:
         """dst[lo:hi] = src[0:hi - lo] (zeros when src is None): the C library's memcpy /
@@ -198,7 +197,7 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
         xb = f.add(xg, f.mul(f.add(pix0, -skip), st_last))
         vl = f.mul(vb, lanes)
         wb = f.add(wg, vl)
-        f.do(f"call void {hot_fns[p]}({tp} {base}, {tp} %w, i64 {xb}, i64 {vl}, i64 {wb}, "
+        f.do(f"call void {hot_fn}({tp} {base}, {tp} %w, i64 {xb}, i64 {vl}, i64 {wb}, "
              f"i64* {rowoff}, {vt}* {spill0}, i64 {n})")
         ob = f.add(f.add(og, f.mul(pix0, opix)), vl)
         sums = f.gep(vt, spill0, skip * v)
