@@ -33,7 +33,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import cache, target
+from xlapy.backends.cpu import cache, parallel, target
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -48,6 +48,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.threads import call, fn_address
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -401,27 +402,25 @@ def batch_shape(m: int, n: int, k: int, f64: bool) -> GemmShape | None:
 PACKED_MIN = 256
 
 
-def _packed_jobs(s: GemmShape) -> Callable[[int, int, int, int], list[Any]] | None:
-    """jobs(lhs, rhs, out, count) calling gemm_f32's kernel per product (its Fortran
-    signature, by reference), or None where it does not apply; the module is built ahead."""
+def _packed_job(s: GemmShape) -> Callable[[int, int, int], tuple[int, tuple[int, ...]]] | None:
+    """job(lhs, rhs, out): one product through gemm_f32's kernel (its Fortran signature,
+    arguments by reference), or None where it does not apply; its module is built ahead."""
     from xlapy.backends.cpu import gemm_f32
 
     if s.f64 or min(s.m, s.n, s.k) < PACKED_MIN or not gemm_f32.available():
         return None
     gemm_f32.build_ahead()
     c = ctypes.c_int
-    refs = [ctypes.c_char(b"N"), c(s.n), c(s.m), c(s.k), ctypes.c_float(1.0), c(s.n), c(s.k),
-            ctypes.c_float(0.0), c(s.n)]
-    tr, n, m, k, alpha, ldb, lda, beta, ldc = [ctypes.addressof(r) for r in refs]
-    xs, ys, os_ = s.m * s.k * 4, s.k * s.n * 4, s.m * s.n * 4
+    refs = (ctypes.c_char(b"N"), c(s.n), c(s.m), c(s.k), ctypes.c_float(1.0), c(s.n), c(s.k),
+            ctypes.c_float(0.0), c(s.n))
+    tr, n, m, k, alpha, ldb, lda, beta, ldc = (ctypes.addressof(r) for r in refs)
 
-    def jobs(xa: int, ya: int, oa: int, count: int) -> list[Any]:
-        fa = ctypes.cast(gemm_f32.fortran(), ctypes.c_void_p).value
-        _ = refs  # the arguments' storage lives as long as this function
-        return [(fa, (tr, tr, n, m, k, alpha, ya + j * ys, ldb, xa + j * xs, lda, beta,
-                      oa + j * os_, ldc)) for j in range(count)]
+    def job(x: int, y: int, o: int, refs: tuple[Any, ...] = refs
+            ) -> tuple[int, tuple[int, ...]]:
+        return (fn_address(gemm_f32.fortran()),
+                (tr, tr, n, m, k, alpha, y, ldb, x, lda, beta, o, ldc))
 
-    return jobs
+    return job
 
 
 def batched_runner(s: GemmShape, threads: int = 1
@@ -430,32 +429,26 @@ def batched_runner(s: GemmShape, threads: int = 1
     one job each, the threads taking the next one left (each product's bits are its own
     chain's, whatever the thread count); it returns False, computing nothing, unless all
     three are dense (the caller then goes through BLAS)."""
-    packed = _packed_jobs(s)
-    lazy = later(s) if packed is None else None
+    job = _packed_job(s)
+    if job is None:
+        lazy = later(s)
+
+        def job(x: int, y: int, o: int) -> tuple[int, tuple[int, ...]]:
+            return lazy.get().direct_address, (x, y, o, s.n, s.k, 0, s.m)
+
+    it = 8 if s.f64 else 4
+    xs, ys, os_ = s.m * s.k * it, s.k * s.n * it, s.m * s.n * it
 
     def run(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> bool:
         if not (x.flags.c_contiguous and y.flags.c_contiguous and out.flags.c_contiguous):
             return False
         nb = x.shape[0]
         xa, ya, oa = x.ctypes.data, y.ctypes.data, out.ctypes.data
-        if packed is not None:
-            jobs = packed(xa, ya, oa, nb)
-        else:
-            assert lazy is not None
-            code = lazy.get()
-            xs, ys, os_ = (s.m * s.k, s.k * s.n, s.m * s.n)
-            it = 8 if s.f64 else 4
-            jobs = [(code.direct_address, (xa + j * xs * it, ya + j * ys * it,
-                                           oa + j * os_ * it, s.n, s.k, 0, s.m))
-                    for j in range(nb)]
+        jobs = [job(xa + j * xs, ya + j * ys, oa + j * os_) for j in range(nb)]
         if threads < 2 or nb < 2:
-            from xlapy.backends.cpu.threads import call
-
             for fa, args in jobs:
                 call(fa, *args)
         else:
-            from xlapy.backends.cpu import parallel
-
             parallel.pool(threads).share(jobs, threads, (x, y, out))
         return True
 

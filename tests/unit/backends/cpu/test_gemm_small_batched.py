@@ -97,8 +97,8 @@ def test_packed_products_keep_gemm_small_bits(threads: int) -> None:
     shape = gemm_small.GemmShape(m, n, k, False)
     if gemm_small.batch_shape(m, n, k, False) is None or not gemm_f32.available():
         pytest.skip("batches of products run here on AVX-512 hosts only")
-    assert gemm_small._packed_jobs(shape) is not None
-    assert gemm_small._packed_jobs(gemm_small.GemmShape(128, 256, 256, False)) is None
+    assert gemm_small._packed_job(shape) is not None
+    assert gemm_small._packed_job(gemm_small.GemmShape(128, 256, 256, False)) is None
     rng = np.random.default_rng(21)
     x = rng.standard_normal((b, m, k)).astype(np.float32)
     y = rng.standard_normal((b, k, n)).astype(np.float32)
