@@ -443,6 +443,31 @@ def library_engine(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *
     return eng
 
 
+def library_job(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *,
+                exports: Sequence[str]) -> Callable[[], Engine]:
+    """As `library_engine` (the light pipeline, -O3), the compile on a compile thread
+    (parallel_compile.submit) while the caller builds something else: the returned call
+    waits for it and gives the engine. gemm_f32's kernels compile so beside its driver."""
+    k = library_key(ident, mode)
+    obj = get(k)
+    if obj is not None:
+        try:
+            eng = Engine(None, obj=obj, light=True, exports=exports)
+            return lambda: eng
+        except XlapyError:  # an object that does not load: emit and compile it again
+            discard(k)
+    from xlapy.backends.cpu import parallel_compile
+
+    job = parallel_compile.submit(llvm_util.module_text(emit()), True, True)
+
+    def result() -> Engine:
+        eng = Engine(compiled=job.result(), light=True, exports=exports)
+        put(k, eng.object)
+        return eng
+
+    return result
+
+
 def o0_engine(text: str, mode: str, *, exports: Sequence[str]) -> Engine:
     """As `engine`, for a module optimized by the light pipeline without loop vectorization
     and emitted by LLVM's -O0 code generator (llvm_util.o0_machine: the AMX tile kernels,

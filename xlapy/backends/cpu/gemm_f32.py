@@ -21,8 +21,10 @@ The exported function has the Fortran sgemm signature (13 pointers, column-major
 _gemm_args), for the no-transpose, alpha 1, beta 0 case only: blas routes just those calls
 here (`routes`: AVX-512 targets, the shapes where it won), so dot_epilogue's chunk job and
 blas's thread pool call it unchanged; XLAPY_GEMM_F32=0 turns the routing off.
-MXCSR FTZ/DAZ are cleared around it (IEEE, like BLAS). One module per process (AVX-512
-hosts only), cached on disk like any kernel.
+MXCSR FTZ/DAZ are cleared around it (IEEE, like BLAS). Built once per process (AVX-512
+hosts only; cached on disk like any kernel) as three modules, on a program's first call:
+the kernels and packing (gemm_f32_text.py, -O3, two modules on compile threads) and the
+blocking loops here (-O0: they only call those, through `TABLE`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import cache, target
+from xlapy.backends.cpu import cache, gemm_f32_text, target
 from xlapy.backends.cpu.llvm_util import (
     F32,
     I8,
@@ -44,10 +46,8 @@ from xlapy.backends.cpu.llvm_util import (
     I64,
     VOID,
     Engine,
-    broadcast,
     for_range,
     i64,
-    intrinsic,
     new_module,
     prefetch,
     restore_mxcsr,
@@ -70,21 +70,14 @@ MIN_N, MIN_M, MAX_M, MIN_K = 512, 64, MC, 256
 #: prefetch is worth ~5% (256x4096x4096, one thread, cold B: 171-174 GFLOP/s, 161-163
 #: without; L1 or L3 hints ran alike within the noise).
 PF_LOCALITY = 2
-_V = ir.VectorType(F32, 16)
+_FP = F32.as_pointer()
+#: The hot module's functions (kernels of 1..NV vectors, packing), in the driver's table.
+HOT = [f"{NAME}_kernel{nv}" for nv in range(1, NV + 1)] + [f"{NAME}_pack_a", f"{NAME}_pack_b"]
+TABLE = f"{NAME}_table"
+_KERNEL_T = ir.FunctionType(VOID, [_FP, _FP, I64, _FP, I64, ir.IntType(1)])
+_PACK_T = ir.FunctionType(VOID, [_FP, I64, I64, I64, _FP])
 #: XLAPY_GEMM_F32=0 keeps every call on OpenBLAS (for A/B measurements).
 _ON = os.environ.get("XLAPY_GEMM_F32", "1") != "0"
-_FP = F32.as_pointer()
-
-
-def _vload(b: ir.IRBuilder, base: ir.Value, at: ir.Value, align: int) -> ir.Value:
-    ld = b.load(b.bitcast(b.gep(base, [at]), _V.as_pointer()))
-    ld.align = align
-    return ld
-
-
-def _vstore(b: ir.IRBuilder, v: ir.Value, base: ir.Value, at: ir.Value, align: int) -> None:
-    st = b.store(v, b.bitcast(b.gep(base, [at]), _V.as_pointer()))
-    st.align = align
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -95,156 +88,20 @@ def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 UNROLL = 4
 
 
-def _emit_kernel(mod: ir.Module, nv: int) -> ir.Function:
-    """kern(ap, bp, kc, c, ldc, first): c[MR, 16 nv] (row stride ldc) = (first ? 0 : c) +
-    ap-tile @ the panel's first 16 nv columns, one FMA chain per element in k order (nv <
-    NV: a chunk's last columns, e.g. 2048 = 42 x 48 + 32, at the cost of their own work)."""
-    fn = ir.Function(mod, ir.FunctionType(VOID, [_FP, _FP, I64, _FP, I64, ir.IntType(1)]),
-                     name=f"{NAME}_kernel{nv}")
-    fn.linkage = "internal"
-    ap, bp, kc, c, ldc, first = fn.args
-    for p in (ap, bp, c):
-        p.add_attribute("noalias")
-    entry = fn.append_basic_block("entry")
-    b = ir.IRBuilder(entry)
-    zero = ir.Constant(_V, None)
-    load = fn.append_basic_block("load")
-    start = fn.append_basic_block("start")
-    b.cbranch(first, start, load)
-    b.position_at_end(load)  # a later k block continues C's sums; the first never reads C
-    loaded = []
-    for r in range(MR):
-        row = b.mul(i64(r), ldc)
-        for v in range(nv):
-            loaded.append(_vload(b, c, b.add(row, i64(16 * v)), 4))
-    b.branch(start)
-    b.position_at_end(start)
-    accs: list[ir.Value] = []
-    for x in loaded:
-        phi = b.phi(_V)
-        phi.add_incoming(zero, entry)
-        phi.add_incoming(x, load)
-        accs.append(phi)
-
-    def step(k: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
-        bk, ak = b.gep(bp, [b.mul(k, i64(NR))]), b.gep(ap, [b.mul(k, i64(MR))])
-        bv = [_vload(b, bk, i64(16 * v), 64) for v in range(nv)]
-        new = []
-        for r in range(MR):
-            s = broadcast(b, b.load(b.gep(ak, [i64(r)])), 16)
-            for v in range(nv):
-                new.append(intrinsic(b, "llvm.fma.v16f32", _V, [s, bv[v], accs[r * nv + v]]))
-        return new
-
-    def loop(lo: ir.Value, hi: ir.Value, unroll: int, accs: list[ir.Value]) -> list[ir.Value]:
-        """accs after steps lo .. hi (hi - lo a multiple of unroll), as phis."""
-        pre = b.block
-        body = fn.append_basic_block("k")
-        done = fn.append_basic_block("k.end")
-        b.cbranch(b.icmp_signed("<", lo, hi), body, done)
-        b.position_at_end(body)
-        k = b.phi(I64)
-        k.add_incoming(lo, pre)
-        phis = [b.phi(_V) for _ in accs]
-        for p, x in zip(phis, accs):
-            p.add_incoming(x, pre)
-        cur: list[ir.Value] = list(phis)
-        for u in range(unroll):
-            cur = step(b.add(k, i64(u)), cur)
-        nxt = b.add(k, i64(unroll), flags=["nsw"])
-        for p, x in zip(phis, cur):
-            p.add_incoming(x, b.block)
-        k.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_signed("<", nxt, hi), body, done)
-        b.position_at_end(done)
-        out = []
-        for x0, x1 in zip(accs, cur):
-            p = b.phi(_V)
-            p.add_incoming(x0, pre)
-            p.add_incoming(x1, body)
-            out.append(p)
-        return out
-
-    if nv == NV:  # the hot kernel unrolled; the narrow ones (a panel per block) not
-        whole = b.mul(b.sdiv(kc, i64(UNROLL)), i64(UNROLL))
-        accs = loop(i64(0), whole, UNROLL, accs)
-        accs = loop(whole, kc, 1, accs)
-    else:
-        accs = loop(i64(0), kc, 1, accs)
-    for r in range(MR):
-        row = b.mul(i64(r), ldc)
-        for v in range(nv):
-            _vstore(b, accs[r * nv + v], c, b.add(row, i64(16 * v)), 4)
-    b.ret_void()
-    return fn
-
-
-def _emit_pack_a(mod: ir.Module) -> ir.Function:
-    """pack_a(a, lda, mc, kc, ap): ap[t][k][r] = a[(t*MR + r) * lda + k], 0 past mc rows."""
-    fn = ir.Function(mod, ir.FunctionType(VOID, [_FP, I64, I64, I64, _FP]),
-                     name=f"{NAME}_pack_a")
-    fn.linkage = "internal"
-    a, lda, mc, kc, ap = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    tiles = b.sdiv(b.add(mc, i64(MR - 1)), i64(MR))
-    full = b.sdiv(mc, i64(MR))
-    with for_range(b, i64(0), full, "t") as t:
-        dst = b.gep(ap, [b.mul(t, b.mul(kc, i64(MR)))])
-        rows = [b.gep(a, [b.mul(b.add(b.mul(t, i64(MR)), i64(r)), lda)]) for r in range(MR)]
-        with for_range(b, i64(0), kc, "k") as k:
-            for r in range(MR):
-                b.store(b.load(b.gep(rows[r], [k])),
-                        b.gep(dst, [b.add(b.mul(k, i64(MR)), i64(r))]))
-    with for_range(b, full, tiles, "tt") as t:
-        dst = b.gep(ap, [b.mul(t, b.mul(kc, i64(MR)))])
-        with for_range(b, i64(0), kc, "kt") as k:
-            for r in range(MR):
-                row = b.add(b.mul(t, i64(MR)), i64(r))
-                inside = b.icmp_signed("<", row, mc)
-                src = b.gep(a, [b.add(b.mul(b.select(inside, row, i64(0)), lda), k)])
-                b.store(b.select(inside, b.load(src), ir.Constant(F32, 0.0)),
-                        b.gep(dst, [b.add(b.mul(k, i64(MR)), i64(r))]))
-    b.ret_void()
-    return fn
-
-
-def _emit_pack_b(mod: ir.Module) -> ir.Function:
-    """pack_b(b, ldb, kc, nr, bp): bp[k][j] = b[k * ldb + j] for j < nr, 0 up to NR."""
-    fn = ir.Function(mod, ir.FunctionType(VOID, [_FP, I64, I64, I64, _FP]),
-                     name=f"{NAME}_pack_b")
-    fn.linkage = "internal"
-    src, ldb, kc, nr, bp = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    whole = b.icmp_signed("==", nr, i64(NR))
-    with b.if_else(whole) as (then, other):
-        with then:
-            with for_range(b, i64(0), kc, "k") as k:
-                row = b.mul(k, ldb)
-                for v in range(NV):
-                    _vstore(b, _vload(b, src, b.add(row, i64(16 * v)), 4), bp,
-                            b.add(b.mul(k, i64(NR)), i64(16 * v)), 64)
-        with other:
-            with for_range(b, i64(0), kc, "kp") as k:
-                row = b.mul(k, ldb)
-                with for_range(b, i64(0), i64(NR), "j") as j:
-                    inside = b.icmp_signed("<", j, nr)
-                    at = b.add(row, b.select(inside, j, i64(0)))
-                    b.store(b.select(inside, b.load(b.gep(src, [at])), ir.Constant(F32, 0.0)),
-                            b.gep(bp, [b.add(b.mul(k, i64(NR)), j)]))
-    b.ret_void()
-    return fn
-
-
 def _emit_gemm(mod: ir.Module) -> ir.Function:
-    """gemm(a, lda, b, ldb, c, ldc, m, n, k): c = a @ b, row-major, k >= 1."""
-    kerns = [_emit_kernel(mod, nv) for nv in range(1, NV + 1)]
-    kern = kerns[-1]
-    pack_a, pack_b = _emit_pack_a(mod), _emit_pack_b(mod)
+    """gemm(a, lda, b, ldb, c, ldc, m, n, k): c = a @ b, row-major, k >= 1; the hot
+    functions called through the table (`TABLE`, filled once both modules are linked)."""
     fn = ir.Function(mod, ir.FunctionType(VOID, [_FP, I64, _FP, I64, _FP, I64, I64, I64, I64]),
                      name=f"{NAME}_rm")
     fn.linkage = "internal"
     a, lda, bm, ldb, c, ldc, m, n, kk = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    table = ir.GlobalVariable(mod, ir.ArrayType(I64, len(HOT)), name=TABLE)
+    table.initializer = ir.Constant(table.value_type, None)
+    ptrs = [b.inttoptr(b.load(b.gep(table, [i64(0), i64(j)])), t.as_pointer())
+            for j, t in enumerate([_KERNEL_T] * NV + [_PACK_T] * 2)]
+    kerns, (pack_a, pack_b) = ptrs[:NV], ptrs[NV:]
+    kern = kerns[-1]
     ap = b.alloca(F32, -(-MC // MR) * MR * KC)  # whole tiles: the last one zero-padded
     ap.align = 64
     bp = b.alloca(F32, KC * NR)
@@ -343,18 +200,30 @@ def _emit_fortran(mod: ir.Module, gemm: ir.Function) -> None:
     b.ret_void()
 
 
-def _module() -> ir.Module:
+def _driver_module() -> ir.Module:
     mod = new_module(NAME)
     _emit_fortran(mod, _emit_gemm(mod))
     return mod
 
 
 @once
-def _compile(tgt: target.CpuTarget) -> tuple[Engine, int]:
-    """The module on an AVX-512 target, compiled once per process (disk-cached)."""
+def _compile(tgt: target.CpuTarget) -> tuple[list[Engine], int]:
+    """The modules on an AVX-512 target, compiled once per process (disk-cached): the two
+    hot ones (-O3) on compile threads while this one builds the driver (-O0 code
+    generation: its loops only call the hot functions, ~6 ms to build instead of ~12)."""
     with target.use(tgt), denormal.use(denormal.IEEE):
-        eng = cache.library_engine(("gemm_f32",), _module, "light", light=True, exports=[NAME])
-    return eng, eng.address(NAME)
+        hot = gemm_f32_text.modules(NAME, MR, NV, UNROLL)
+        jobs = [cache.library_job(("gemm_f32", "hot", j), lambda text=text: text, "light",
+                                  exports=names) for j, (text, names) in enumerate(hot)]
+        driver = cache.library_engine(("gemm_f32", "driver"), _driver_module, "light", o0=True,
+                                      exports=[NAME, TABLE])
+        engines = [job() for job in jobs]
+    if driver.linked:
+        where = {name: eng for eng, (_, names) in zip(engines, hot) for name in names}
+        table = driver.address(TABLE)
+        for j, name in enumerate(HOT):
+            ctypes.c_uint64.from_address(table + 8 * j).value = where[name].address(name)
+    return [*engines, driver], driver.address(NAME)
 
 
 def available() -> bool:

@@ -41,6 +41,15 @@ class FunctionText:
         """An instruction without a value (store, call void, br)."""
         self._lines.append(f"  {text}")
 
+    def later(self) -> int:
+        """A line left empty, to be written by `write_at` once its operands exist (a phi
+        whose latch value comes after it)."""
+        self._lines.append(None)
+        return len(self._lines) - 1
+
+    def write_at(self, at: int, text: str) -> None:
+        self._lines[at] = f"  {text}"
+
     def label(self, name: str) -> None:
         self._lines.append(f"{name}:")
         self.block = name

@@ -136,3 +136,36 @@ def test_other_targets_keep_openblas(name: str, monkeypatch: pytest.MonkeyPatch)
     with target.use(name):
         blas.gemm(a, b, out, 0.0, 2)
     assert_dot_close(out, a, b, k=300)
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(9, 47, 257), (16, 96, 600), (13, 530, 40)])
+def test_each_element_is_one_fma_chain_in_k_order(m: int, n: int, k: int) -> None:
+    """Integers whose products are exact but whose running sums pass 2^24, so f32 rounds
+    them: the bits are those of c = fma(a[i, k], b[k, j], c) in k order from 0 (emulated in
+    float64, where every sum is exact and then rounded once), across KC blocks (the sum
+    continued from C), row and column tails and every kernel width."""
+    rng = np.random.default_rng(m + n + k)
+    a = rng.integers(-4095, 4096, (m, k)).astype(np.float32)
+    b = rng.integers(-4095, 4096, (k, n)).astype(np.float32)
+    want = np.zeros((m, n), np.float32)
+    for j in range(k):
+        want = (want.astype(np.float64)
+                + np.outer(a[:, j], b[j]).astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(_run(a, b), want)
+
+
+def test_the_driver_calls_every_hot_function() -> None:
+    """The hot modules (gemm_f32_text.py) define each function of the driver's table once,
+    and the compiled table holds their addresses."""
+    import ctypes
+
+    from xlapy.backends.cpu import gemm_f32_text
+
+    mods = gemm_f32_text.modules(gemm_f32.NAME, gemm_f32.MR, gemm_f32.NV, gemm_f32.UNROLL)
+    names = [name for _, names in mods for name in names]
+    assert sorted(names) == sorted(gemm_f32.HOT) and len(mods) == 2
+    engines, _ = gemm_f32._compile(target.current())
+    driver = engines[-1]
+    table = driver.address(gemm_f32.TABLE)
+    got = [ctypes.c_uint64.from_address(table + 8 * j).value for j in range(len(names))]
+    assert all(got) and len(set(got)) == len(got)

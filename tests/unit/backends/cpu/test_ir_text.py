@@ -92,3 +92,25 @@ def test_one_iteration_loop_is_its_body() -> None:
     assert g.text().count("phi") == 2
     ref = llvm.parse_assembly(text)
     ref.verify()
+
+
+def test_a_line_written_later_holds_a_phi_of_values_made_after_it() -> None:
+    """`later` keeps a line's place and `write_at` fills it: a loop-carried sum whose phi
+    names the latch's value (gemm_f32_text.py's accumulators)."""
+    f = FunctionText("define i64 @tri(i64 %n)")
+    f.do("br label %body")
+    f.label("body")
+    i, acc = f.fresh("i"), f.fresh("acc")
+    at_i, at_acc = f.later(), f.later()
+    nxt_acc = f.op(f"add i64 {acc}, {i}")
+    nxt_i = f.add(i, 1)
+    f.write_at(at_i, f"{i} = phi i64 [0, %entry], [{nxt_i}, %body]")
+    f.write_at(at_acc, f"{acc} = phi i64 [0, %entry], [{nxt_acc}, %body]")
+    f.do(f"br i1 {f.icmp('slt', nxt_i, '%n')}, label %body, label %done")
+    f.label("done")
+    f.do(f"ret i64 {nxt_acc}")
+    text = module_text(f.text())
+    llvm.parse_assembly(text).verify()
+    eng = Engine(text, light=True, exports=["tri"])
+    fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(eng.address("tri"))
+    assert [fn(n) for n in (1, 2, 10)] == [0, 1, 45]

@@ -1,0 +1,161 @@
+"""gemm_f32's hot code as text (ir_text.py): the MR x 16 nv register kernels and the packing
+of A's tiles and B's panels, two modules compiled at -O3 on compile threads while the driver
+(gemm_f32.py, -O0) is built; the driver calls them through its table.
+
+Written with llvmlite's IR objects these took ~20 ms of Python to build and print, holding
+the GIL on the build-ahead thread while a program's first call waited for them (the MLP's
+first call: the kernels are built once per process). Here an instruction is an f-string.
+"""
+
+from __future__ import annotations
+
+from xlapy.backends.cpu.ir_text import FunctionText, Value
+
+V = "<16 x float>"
+_FMA = f"declare {V} @llvm.fma.v16f32({V}, {V}, {V})"
+
+
+def _vec(f: FunctionText, base: str, at: Value) -> str:
+    """A <16 x float>* at base + at (floats)."""
+    return f.cast(f.gep("float", base, at), "float*", f"{V}*")
+
+
+def kernel(name: str, nv: int, mr: int, nr: int, unroll: int) -> str:
+    """name(ap, bp, kc, c, ldc, first): c[mr, 16 nv] (row stride ldc) = (first ? 0 : c) +
+    the A tile ([k][mr]) @ the panel's first 16 nv columns ([k][nr]), one FMA chain per
+    element in k order; `unroll` k steps per iteration, the rest one at a time (unroll 1:
+    one loop)."""
+    f = FunctionText(f"define void @{name}(float* noalias %ap, float* noalias %bp, i64 %kc, "
+                     f"float* noalias %c, i64 %ldc, i1 %first)")
+    f.do("br i1 %first, label %start, label %load")
+    f.label("load")  # a later k block continues C's sums; the first never reads C
+    loaded = []
+    for r in range(mr):
+        row = f.op(f"mul i64 {r}, %ldc") if r else 0
+        for v in range(nv):
+            p = _vec(f, "%c", f.add(row, 16 * v))
+            loaded.append(f.op(f"load {V}, {V}* {p}, align 4"))
+    f.do("br label %start")
+    f.label("start")
+    accs = [f.op(f"phi {V} [zeroinitializer, %entry], [{x}, %load]") for x in loaded]
+
+    def step(k: Value, accs: list[str]) -> list[str]:
+        bk = f.gep("float", "%bp", f.op(f"mul i64 {k}, {nr}"))
+        ak = f.gep("float", "%ap", f.op(f"mul i64 {k}, {mr}"))
+        bv = [f.op(f"load {V}, {V}* {_vec(f, bk, 16 * v)}, align 64") for v in range(nv)]
+        new = []
+        for r in range(mr):
+            s = f.load("float", f.gep("float", ak, r))
+            one = f.op(f"insertelement {V} zeroinitializer, float {s}, i32 0")
+            s = f.op(f"shufflevector {V} {one}, {V} zeroinitializer, <16 x i32> "
+                     f"zeroinitializer")
+            for v in range(nv):
+                new.append(f.op(f"call {V} @llvm.fma.v16f32({V} {s}, {V} {bv[v]}, "
+                                f"{V} {accs[r * nv + v]})"))
+        return new
+
+    def loop(lo: Value, hi: Value, n: int, accs: list[str]) -> list[str]:
+        """accs after steps lo .. hi (hi - lo a multiple of n), as phis."""
+        pre = f.block
+        body, done = f.fresh("k")[1:], f.fresh("k.end")[1:]
+        f.do(f"br i1 {f.icmp('slt', lo, hi)}, label %{body}, label %{done}")
+        f.label(body)
+        k, at = f.fresh("k"), f.later()
+        phis = [(f.fresh("acc"), f.later()) for _ in accs]
+        cur = [p for p, _ in phis]
+        for u in range(n):
+            cur = step(f.add(k, u), cur)
+        nxt = f.op(f"add nsw i64 {k}, {n}")
+        f.write_at(at, f"{k} = phi i64 [{lo}, %{pre}], [{nxt}, %{body}]")
+        for (p, line), x0, x1 in zip(phis, accs, cur):
+            f.write_at(line, f"{p} = phi {V} [{x0}, %{pre}], [{x1}, %{body}]")
+        f.do(f"br i1 {f.icmp('slt', nxt, hi)}, label %{body}, label %{done}")
+        f.label(done)
+        return [f.op(f"phi {V} [{x0}, %{pre}], [{x1}, %{body}]") for x0, x1 in zip(accs, cur)]
+
+    if unroll > 1:
+        whole = f.op(f"mul i64 {f.binop('sdiv', '%kc', unroll)}, {unroll}")
+        accs = loop(0, whole, unroll, accs)
+        accs = loop(whole, "%kc", 1, accs)
+    else:
+        accs = loop(0, "%kc", 1, accs)
+    for r in range(mr):
+        row = f.op(f"mul i64 {r}, %ldc") if r else 0
+        for v in range(nv):
+            f.do(f"store {V} {accs[r * nv + v]}, {V}* {_vec(f, '%c', f.add(row, 16 * v))}, "
+                 f"align 4")
+    f.do("ret void")
+    return f.text()
+
+
+def pack_a(name: str, mr: int) -> str:
+    """name(a, lda, mc, kc, ap): ap[t][k][r] = a[(t*mr + r) * lda + k], 0 past mc rows."""
+    f = FunctionText(f"define void @{name}(float* %a, i64 %lda, i64 %mc, i64 %kc, float* %ap)")
+    tiles = f.binop("sdiv", f.add("%mc", mr - 1), mr)
+    full = f.binop("sdiv", "%mc", mr)
+    tile_floats = f.mul("%kc", mr)
+    with f.loop(0, full, "t") as t:
+        dst = f.gep("float", "%ap", f.mul(t, tile_floats))
+        rows = [f.gep("float", "%a", f.mul(f.add(f.mul(t, mr), r), "%lda")) for r in range(mr)]
+        with f.loop(0, "%kc", "k") as k:
+            at = f.mul(k, mr)
+            for r in range(mr):
+                f.store("float", f.load("float", f.gep("float", rows[r], k)),
+                        f.gep("float", dst, f.add(at, r)))
+    with f.loop(full, tiles, "tt") as t:
+        dst = f.gep("float", "%ap", f.mul(t, tile_floats))
+        with f.loop(0, "%kc", "kt") as k:
+            at = f.mul(k, mr)
+            for r in range(mr):
+                row = f.add(f.mul(t, mr), r)
+                inside = f.icmp("slt", row, "%mc")
+                row0 = f.op(f"select i1 {inside}, i64 {row}, i64 0")
+                x = f.load("float", f.gep("float", "%a", f.add(f.mul(row0, "%lda"), k)))
+                f.store("float", f.op(f"select i1 {inside}, float {x}, float 0.0"),
+                        f.gep("float", dst, f.add(at, r)))
+    f.do("ret void")
+    return f.text()
+
+
+def pack_b(name: str, nv: int) -> str:
+    """name(b, ldb, kc, nr, bp): bp[k][j] = b[k * ldb + j] for j < nr, 0 up to 16 nv."""
+    nr = 16 * nv
+    f = FunctionText(f"define void @{name}(float* %b, i64 %ldb, i64 %kc, i64 %nr, float* %bp)")
+    then, other, end = f.if_else(f.icmp("eq", "%nr", nr))
+    f.label(then)
+    with f.loop(0, "%kc", "k") as k:
+        row, at = f.mul(k, "%ldb"), f.mul(k, nr)
+        for v in range(nv):
+            x = f.op(f"load {V}, {V}* {_vec(f, '%b', f.add(row, 16 * v))}, align 4")
+            f.do(f"store {V} {x}, {V}* {_vec(f, '%bp', f.add(at, 16 * v))}, align 64")
+    f.do(f"br label %{end}")
+    f.label(other)
+    with f.loop(0, "%kc", "kp") as k:
+        row, at = f.mul(k, "%ldb"), f.mul(k, nr)
+        with f.loop(0, nr, "j") as j:
+            inside = f.icmp("slt", j, "%nr")
+            j0 = f.op(f"select i1 {inside}, i64 {j}, i64 0")
+            x = f.load("float", f.gep("float", "%b", f.add(row, j0)))
+            f.store("float", f.op(f"select i1 {inside}, float {x}, float 0.0"),
+                    f.gep("float", "%bp", f.add(at, j)))
+    f.do(f"br label %{end}")
+    f.label(end)
+    f.do("ret void")
+    return f.text()
+
+
+def modules(prefix: str, mr: int, nv: int, unroll: int) -> list[tuple[str, list[str]]]:
+    """The hot code as two modules of about equal code generation time (~11 ms each, so
+    they compile on two threads), each (text, its functions): {prefix}_kernel{nv} (the
+    widest, unrolled) with {prefix}_pack_b; {prefix}_kernel1 .. kernel{nv-1} with
+    {prefix}_pack_a."""
+    nr = 16 * nv
+    wide, narrow = f"{prefix}_kernel{nv}", [f"{prefix}_kernel{w}" for w in range(1, nv)]
+    first = [kernel(wide, nv, mr, nr, unroll), pack_b(f"{prefix}_pack_b", nv)]
+    second = [kernel(name, w, mr, nr, 1) for w, name in enumerate(narrow, 1)]
+    second.append(pack_a(f"{prefix}_pack_a", mr))
+    return [("\n".join([_FMA, *first]), [wide, f"{prefix}_pack_b"]),
+            ("\n".join([_FMA, *second]), [*narrow, f"{prefix}_pack_a"])]
+
+
+__all__ = ["kernel", "modules", "pack_a", "pack_b"]
