@@ -180,3 +180,33 @@ def test_a_library_object_that_does_not_load_is_emitted_again(
     eng, run = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
     assert emitted == [1] and eng.address("xlapy_while") and run
     assert cache.get(k) == eng.object
+
+
+def test_library_job_compiles_beside_the_caller_and_loads_from_disk(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cache.library_job: the object compile_here makes (on a compile thread), put under the
+    library key; a later process loads it without emitting; an entry that does not load is
+    emitted and compiled again."""
+    from xlapy.backends.cpu import parallel_compile
+
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    cache.clear_memory()
+    text = _small_gemm_text()
+    emitted: list[int] = []
+
+    def emit() -> str:
+        emitted.append(1)
+        return text
+
+    name = ["xlapy_sgemm_small_t_direct"]
+    with target.use(target.host_target()):
+        first = cache.library_job(("test-job",), emit, "light", exports=name)()
+        want, _ = parallel_compile.compile_here(llvm_util.module_text(text), True, True)
+        assert first.object == want and first.address(name[0]) and emitted == [1]
+        cache.clear_memory()  # as a new process
+        second = cache.library_job(("test-job",), emit, "light", exports=name)()
+        assert second.object == want and second.address(name[0]) and emitted == [1]
+        cache.put(cache.library_key(("test-job",), "light"), b"not an object")
+        cache.clear_memory()
+        third = cache.library_job(("test-job",), emit, "light", exports=name)()
+        assert third.object == want and emitted == [1, 1]
