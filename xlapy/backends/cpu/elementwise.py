@@ -25,6 +25,7 @@ from llvmlite import ir
 
 from xlapy import denormal
 from xlapy.backends.cpu import bf16_convert as _bf16
+from xlapy.backends.cpu import bf16_exact as _exact
 from xlapy.backends.cpu import flush_ftz as _ftz
 from xlapy.backends.cpu.flush_avx512 import is_denormal
 from xlapy.backends.cpu.llvm_util import (
@@ -116,6 +117,9 @@ def to_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
 
 def _bf16_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN (ml_dtypes' rule)."""
+    if _exact.is_bf16(v):  # a bf16 already: its upper half (bf16_exact.py)
+        it = like(v.type, I32)
+        return b.trunc(b.lshr(b.bitcast(v, it), splat(it, 16)), like(v.type, I16))
     if _bf16.usable(v, is_flushed(v)):  # one vcvtneps2bf16, same bits (bf16_convert.py)
         return _bf16.bits(b, v)
     it = like(v.type, I32)
@@ -140,16 +144,18 @@ def _bf16_round(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """from_storage(to_storage(v)) for bf16 in 32-bit lanes: the rounded bits masked in
     place, no narrowing and widening back (vector kernels get no instcombine to fold them:
     lanes.py; a bf16 softmax rounds 4 times per element)."""
+    if _exact.is_bf16(v):  # a bf16 already: rounding is the identity (bf16_exact.py)
+        return v
     it = like(v.type, I32)
     if _bf16.usable(v, is_flushed(v)):  # one vcvtneps2bf16, widened back (bf16_convert.py)
         wide = b.shl(b.zext(_bf16.bits(b, v), it), splat(it, 16))
-        return mark_flushed(b.bitcast(wide, v.type))
+        return _exact.mark(mark_flushed(b.bitcast(wide, v.type)))
     bits = b.bitcast(v, it)
     lsb = b.and_(b.lshr(bits, splat(it, 16)), splat(it, 1))
     rounded = b.add(b.add(bits, splat(it, 0x7FFF)), lsb)
     nan = b.or_(bits, splat(it, 0x400000))
     out = b.select(b.fcmp_unordered("uno", v, v), nan, rounded)
-    res = b.bitcast(b.and_(out, splat(it, -65536)), v.type)
+    res = _exact.mark(b.bitcast(b.and_(out, splat(it, -65536)), v.type))
     # Rounding never makes a denormal of a value that is none (2^-126 is a bf16; a normal
     # truncates to a normal and rounds up from there): the next op need not flush it again.
     return mark_flushed(res) if is_flushed(v) else res

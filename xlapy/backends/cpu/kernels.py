@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
+from xlapy.backends.cpu import bf16_exact, exp_range, flush_ftz, row_divide
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu import elementwise_convert as ewconv
-from xlapy.backends.cpu import exp_range, flush_ftz, row_divide
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
 from xlapy.backends.cpu.lanes import (
@@ -165,6 +165,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         #: stack buffer (softmax's exp(x - max) is computed once, not twice).
         self.row_cache: dict[int, ir.Value] = {}
         self.row_cache_flushed: set[int] = set()  # rows stored with no denormals
+        self.row_cache_bf16: set[int] = set()  # rows stored as bf16s (bf16_exact.py)
         self.row_index: list[ir.Value] = []  # the leading indices of the current row
         #: The rank of the row reductions' results: the kernel's outer loop runs over those
         #: leading dimensions flattened (one loop of their product), rows contiguous.
@@ -279,6 +280,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                 self.in_row(idx[:-1], sh.dimensions):
             col = self._lane0(idx[-1]) if isinstance(idx[-1], Lane) else idx[-1]
             v = self._access(b.gep(buf, [i64(0), col], inbounds=True), idx)
+            if id(instr) in self.row_cache_bf16:
+                bf16_exact.mark(v)
             return ew.mark_flushed(v) if id(instr) in self.row_cache_flushed else v
         op = instr.opcode
         if op == "reduce":

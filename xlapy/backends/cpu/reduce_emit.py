@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
+from xlapy.backends.cpu import bf16_exact
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.lanes import Lane, accumulator_start, has_lane, horizontal
 from xlapy.backends.cpu.llvm_util import for_range, i64, intrinsic
@@ -77,6 +78,7 @@ class ReductionEmitter(MinMaxEmitter):
         self.row_vals.clear()
         self.row_cache.clear()
         self.row_cache_flushed.clear()
+        self.row_cache_bf16.clear()
         for red in self.rows:
             self._row_reduction(red, r)
 
@@ -103,7 +105,8 @@ class ReductionEmitter(MinMaxEmitter):
                                  name=f"rowbuf.{red.name}")
         b.store(init_c, accp)
         flushed = [True]  # every value stored into the row cache is known flushed
-        step = functools.partial(self._row_step, row, x, op, et, cache, accp, flushed)
+        bf16s = [True]  # ... and every value a step reads is a bf16 (bf16_exact.py)
+        step = functools.partial(self._row_step, row, x, op, et, cache, accp, flushed, bf16s)
 
         def exact() -> None:  # (its vector accumulators made here: the fast row needs none)
             lanes = self._lane_acc(op, et, self.width and cols >= self.width)
@@ -121,14 +124,20 @@ class ReductionEmitter(MinMaxEmitter):
             if cache is None and fast_ok(op, et, cols, self.width):
                 self._fast_row(op, et, cols, "rcu", accp,
                                lambda c: self._row_value(x, row, c), scalar, init_c)
+                bf16s[0] = False  # (its vector values were not looked at: f32/f64 rows)
             else:
                 exact()
         if cache is not None:
             self.row_cache[id(x)] = cache
             if flushed[0]:
                 self.row_cache_flushed.add(id(x))
+            if bf16s[0]:
+                self.row_cache_bf16.add(id(x))
         self.memo.clear()
-        val = ew.round_to(b, self._late_flush(op, b.load(accp)), et)
+        acc = b.load(accp)
+        if bf16s[0] and op in ("maximum", "minimum") and bf16_exact.is_bf16(init_c):
+            bf16_exact.mark(acc)  # picks one of its bf16s: rounding it changes nothing
+        val = ew.round_to(b, self._late_flush(op, acc), et)
         # Every step's result is flushed (FTZ; max/min flushed once, here), so a
         # non-empty row's value is too: its users need not flush it per element.
         self.row_vals[id(red)] = ew.mark_flushed(val) if cols and ew._isfloat(val) \
@@ -141,14 +150,17 @@ class ReductionEmitter(MinMaxEmitter):
         return self.gen(x, [*r, c])
 
     def _row_step(self, r: list[ir.Value], x: Instruction, op: str, et: ET, cache: ir.Value | None,
-                  accp: ir.Value, flushed: list[bool], lanes: ir.Value | None, c: Any) -> None:
+                  accp: ir.Value, flushed: list[bool], bf16s: list[bool], lanes: ir.Value | None,
+                  c: Any) -> None:
         """One column (or W lanes of columns) of a row reduction: x[r, c] into the (lane)
-        accumulator, and into the row cache if there is one."""
+        accumulator, and into the row cache if there is one. `bf16s[0]` is cleared when
+        x[r, c] is not known to be a bf16."""
         b = self.b
         self.memo.clear()
         v = self.gen(x, [*r, c])
         if isinstance(c, Lane):
             v = self.splat(v)
+        bf16s[0] = bf16s[0] and bf16_exact.is_bf16(v)
         if cache is not None:
             col = self._lane0(c) if isinstance(c, Lane) else c
             self._access(b.gep(cache, [i64(0), col], inbounds=True), [c], v)
