@@ -65,6 +65,11 @@ NAME = "xlapy_sgemm_f32"
 #: beat OpenBLAS (one thread, hot B: 64x2048x1024 0.91, 256x2048x256 0.92, 256x1024x1024 1.00;
 #: 512 rows or more lost, 1.04-1.06: B packed again per MC rows; few columns lost).
 MIN_N, MIN_M, MAX_M, MIN_K = 512, 64, MC, 256
+#: Short sums (k under MIN_K) where it also beat OpenBLAS: 128 rows or more and 1024 columns
+#: or more (one thread: 128x64x1024 0.82-0.87, 256x64x1024 0.77-0.85, 128x16x1024 0.75,
+#: 128x128x1024 0.97, 128x192x1024 0.93; 64 rows or 512 columns lost, 64x64x512 1.20): the
+#: row chunks of a tall product with a short sum (1024x64x1024 on 2 threads: 128-row chunks).
+SHORT_K, SHORT_K_MIN_M, SHORT_K_MIN_N = 16, 128, 1024
 
 #: Where the next panel's rows are prefetched to (llvm.prefetch locality: 2 = L2). The
 #: prefetch is worth ~5% (256x4096x4096, one thread, cold B: 171-174 GFLOP/s, 161-163
@@ -273,8 +278,9 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 def routes(m: int, n: int, k: int, ta: bytes, tb: bytes, beta: float) -> bool:
     """Whether blas sends this sgemm call here: an AVX-512 host, no transposes, beta 0, and
     a wide product (n columns of a call, m rows, k) where the kernel beat OpenBLAS."""
+    short = k >= SHORT_K and m >= SHORT_K_MIN_M and n >= SHORT_K_MIN_N
     return (_ON and ta == b"N" and tb == b"N" and beta == 0.0 and n >= MIN_N
-            and MIN_M <= m <= MAX_M and k >= MIN_K and available())
+            and MIN_M <= m <= MAX_M and (k >= MIN_K or short) and available())
 
 
 __all__ = ["available", "fortran", "gemm", "routes", "MR", "NR", "KC", "NC", "MC"]

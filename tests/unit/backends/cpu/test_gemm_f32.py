@@ -81,11 +81,11 @@ def test_denormal_products_survive() -> None:
     np.testing.assert_array_equal(got, np.float32(3 * tiny))
 
 
-@pytest.mark.parametrize(("m", "n", "k"), [(256, 1024, 300), (256, 1040, 257)])
+@pytest.mark.parametrize(("m", "n", "k"), [(256, 1024, 300), (256, 1040, 257), (1024, 1024, 64)])
 def test_blas_gemm_bits_do_not_depend_on_threads(m: int, n: int, k: int,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Column chunks of blas.split, each one thread's call into the kernel: the same bits on
-    1, 2 and 3 threads, and every chunk routed here."""
+    """Chunks of blas.split (columns; rows for the short sum), each one thread's call into
+    the kernel: the same bits on 1, 2 and 3 threads, and every chunk routed here."""
     seen: list[int] = []
     real = gemm_f32.fortran
 
@@ -116,7 +116,11 @@ def test_routes_only_plain_wide_products() -> None:
     assert not gemm_f32.routes(32, 2048, 4096, b"N", b"N", 0.0)
     assert not gemm_f32.routes(512, 2048, 4096, b"N", b"N", 0.0)
     assert not gemm_f32.routes(256, 256, 4096, b"N", b"N", 0.0)
-    assert not gemm_f32.routes(256, 2048, 64, b"N", b"N", 0.0)
+    assert not gemm_f32.routes(256, 2048, 8, b"N", b"N", 0.0)
+    assert not gemm_f32.routes(64, 2048, 64, b"N", b"N", 0.0)  # short sums: 128 rows and
+    assert not gemm_f32.routes(128, 512, 64, b"N", b"N", 0.0)  # 1024 columns at least
+    assert gemm_f32.routes(128, 1024, 64, b"N", b"N", 0.0)
+    assert gemm_f32.routes(256, 2048, 16, b"N", b"N", 0.0)
     for name in ("x86-64-v3", "x86-64-v2"):
         with target.use(name):
             assert not gemm_f32.available()
