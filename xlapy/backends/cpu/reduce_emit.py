@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import bf16_exact
+from xlapy.backends.cpu import bf16_exact, target
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.lanes import Lane, accumulator_start, has_lane, horizontal
 from xlapy.backends.cpu.llvm_util import for_range, i64, intrinsic
@@ -31,6 +31,13 @@ PARTIAL_INTS = frozenset({ET.S8, ET.S16, ET.S32, ET.S64, ET.U8, ET.U16, ET.U32, 
 #: accumulator computed 16 floats per 7 cycles: half the memory bandwidth of the 8192x1024
 #: row max. max/min are exact in any order, so the result bits do not change.
 MINMAX_CHAINS = 4
+#: ...for a row of bf16 arithmetic where rounding to bf16 is integer code (no AVX512-BF16:
+#: about ten vector instructions per op), so one step is long enough that two chains hide
+#: the max's latency; and each chain less is a copy of the row expression less to compile
+#: (x86-64-v3 attention_bf16's softmax kernel: 1.6 ms of its 10.7 ms code generation; a
+#: row max of 4096x1024 bf16 x * 0.5 + 1: 1.80 -> 1.26 ms, fewer spills of the 16 ymm
+#: registers). With AVX512-BF16 the step is short and four chains stay (2 were 10% slower).
+NARROW_MINMAX_CHAINS = 2
 #: The same for a float add/multiply (f32/f64, reassociated anyway): one vaddps chain is
 #: 4 cycles per vector, a quarter of what two ports sustain - layernorm's two row sums ran
 #: at half its memory bandwidth. The sum's order (so its last bits) changes with the count.
@@ -179,8 +186,8 @@ class ReductionEmitter(MinMaxEmitter):
         b.store(start, slot)
         return slot
 
-    def _cheap(self, x: Instruction) -> bool:
-        """x's expression in this kernel has at most SUM_CHAIN_OPS arithmetic ops and no
+    def _cheap(self, x: Instruction, most: int = SUM_CHAIN_OPS) -> bool:
+        """x's expression in this kernel has at most `most` arithmetic ops and no
         transcendental (data movement, leaves and row values are free)."""
         free = ("constant", "broadcast_in_dim", "transpose", "reshape", "slice", "reverse",
                 "iota", "convert")
@@ -194,10 +201,16 @@ class ReductionEmitter(MinMaxEmitter):
                 return False
             if i.opcode not in free:
                 ops += 1
-                if ops > SUM_CHAIN_OPS:
+                if ops > most:
                     return False
             stack.extend(i.operands)
         return True
+
+    def _rounding_row(self, et: ET, x: Instruction | None) -> bool:
+        """A bf16 row expression with arithmetic (each op rounded by integer code: no
+        AVX512-BF16 on the target)."""
+        return et is ET.BF16 and x is not None and not self._cheap(x, 0) and \
+            not target.current().has("avx512bf16")
 
     def _chains(self, op: str, et: ET, lanes: ir.Value | None, cols: int,
                 x: Instruction | None = None) -> list[ir.Value]:
@@ -207,7 +220,7 @@ class ReductionEmitter(MinMaxEmitter):
         if lanes is None:
             return []
         if op in ("maximum", "minimum") and et.is_float:
-            n = MINMAX_CHAINS
+            n = NARROW_MINMAX_CHAINS if self._rounding_row(et, x) else MINMAX_CHAINS
         elif op in ("add", "multiply") and et in (ET.F32, ET.F64) and x is not None \
                 and self._cheap(x):
             n = SUM_CHAINS
