@@ -10,7 +10,10 @@ This loop is gemm_small's register block (all m rows x V vectors of columns in r
 in order, each output one multiply-add chain in k order) plus a software prefetch of the
 block's lines PREFETCH_ROWS rows ahead: 5.0 ms on one core, 2.3-2.8 on two (without the
 prefetch 8.1, as gemm_small). It splits the columns over the threads (gemm_small splits
-rows: here there is one row block).
+rows: here there is one row block). A W over 3 MB is swept K_BLOCK rows at a time across a
+chunk's columns, each block's sums continued through the output (the same chain, the same
+bits), so each row is read in pieces of the chunk's width, not 3 lines at a time: 1.3-1.9x
+faster on 2 threads.
 
 The columns are cut into chunks fixed by the shape (`cuts`), each computed whole by one
 thread, so the bits never depend on the thread count. MXCSR FTZ/DAZ are cleared around the
@@ -52,11 +55,25 @@ from xlapy.backends.cpu.once import ahead, once
 MAX_ROWS = 8
 #: Rows of W ahead that each k step prefetches (0 to 64 ran alike; no prefetch: 1.6x slower).
 PREFETCH_ROWS = 16
+#: A W of more bytes than this is read in k blocks: K_BLOCK rows at a time across its
+#: chunk's width, each column block's sums continued through `out` (the same chain), in at
+#: most CHUNKS column chunks (rows of W as wide as the shape allows). Streaming a block of
+#: whole row pieces instead of one register block's 3 lines of every row (2 threads, same-
+#: process A/B, min of 120 calls): 2x1024x4096 0.56 -> 0.33 ms, 2x4096x4096 2.20 -> 1.17,
+#: 8x4096x4096 2.49 -> 2.00, 4x4096x1024 0.69 -> 0.51, 3x8192x1024 1.26 -> 0.86,
+#: 8x1024x1024 0.17 -> 0.12, 3x1000x1000 0.087 -> 0.082; at 2.4 MB 5% slower. Rows of W
+#: under a page (BLOCKED_ROW_BYTES) lost too (7x777x999 1.11x, 6x2000x900 1.05x): the old
+#: walk's next row is then on the same or the next page. Not blocked, either of them.
+#: Blocks of 16 or 32 rows were slower than 64-256 (the sums' loads and stores per block).
+BLOCKED_BYTES = 3 << 20
+BLOCKED_ROW_BYTES = 4096
+K_BLOCK = 128
+CHUNKS = 8
 #: Bytes of W per column chunk at least (a chunk costs ~1 us to hand over).
 CHUNK_BYTES = 1 << 20
 
 _FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                       *[ctypes.c_int64] * 4)
+                       *[ctypes.c_int64] * 5)
 
 
 def _block(bits: int, rows: int) -> int:
@@ -67,10 +84,11 @@ def _block(bits: int, rows: int) -> int:
 
 
 def _emit(name: str, f64: bool, rows: int) -> ir.Module:
-    """`name(x, w, out, n, k, c_lo, c_hi)`: columns [c_lo, c_hi) of out = x @ w (x [rows,
-    k], w [k, n], out [rows, n], all dense): blocks of V vectors, then the rest one masked
-    vector at a time (two block shapes: the module compiles in ~25 ms, not the ~44 of
-    gemm_small's single vectors plus one block per narrower width)."""
+    """`name(x, w, out, n, k, c_lo, c_hi, kb)`: columns [c_lo, c_hi) of out = x @ w (x [rows,
+    k], w [k, n], out [rows, n], all dense), kb rows of w at a time (k: all at once):
+    blocks of V vectors, then the rest one masked vector at a time (two block shapes: the
+    module compiles in ~25 ms, not the ~44 of gemm_small's single vectors plus one block per
+    narrower width)."""
     t = F64 if f64 else F32
     size = 8 if f64 else 4
     bits = target.current().vector_bits
@@ -78,8 +96,9 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
     v = _block(bits, rows)
     mod = new_module(name)
     tp = t.as_pointer()
-    fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64, I64, I64]), name=name)
-    a, w, out, n, kk, lo, hi = fn.args
+    fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64, I64, I64, I64]),
+                     name=name)
+    a, w, out, n, kk, lo, hi, kb = fn.args
     for p in (a, w, out):
         p.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -97,8 +116,8 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
         """The mask of the lanes < valid (all of them when valid >= lanes)."""
         return b.icmp_unsigned("<", iota, broadcast(b, valid, lanes))
 
-    def load(at: ir.Value, mask: ir.Value | None) -> ir.Value:
-        ptr = vec_ptr(w, at)
+    def load(at: ir.Value, mask: ir.Value | None, base: ir.Value = w) -> ir.Value:
+        ptr = vec_ptr(base, at)
         if mask is None:
             ld = b.load(ptr)
             ld.align = size
@@ -114,21 +133,33 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
             intrinsic(b, f"llvm.masked.store.v{lanes}{ety}.p0", VOID,
                       [x, ptr, ir.Constant(I32, size), mask])
 
-    def block(c0: ir.Value, vecs: int, valid: ir.Value | None = None) -> None:
-        """out[:, c0:c0+vecs*lanes] = x @ w[:, c0:c0+vecs*lanes], k in order (`valid`: one
-        vector, its first `valid` columns only, masked)."""
+    def block(c0: ir.Value, vecs: int, k0: ir.Value, k1: ir.Value, first: ir.Value,
+              valid: ir.Value | None = None) -> None:
+        """out[:, c0:c0+vecs*lanes] (+)= x[:, k0:k1] @ w[k0:k1, c0:c0+vecs*lanes], k in
+        order, from zero when `first` (`valid`: one vector, its first `valid` columns only,
+        masked): each element's one multiply-add chain, continued through `out`."""
         mask = None if valid is None else lanes_below(valid)
-        pre = b.block
+        entry = b.block
+        load_bb = fn.append_basic_block("acc.load")
         body = fn.append_basic_block("k")
         done = fn.append_basic_block("k.end")
-        b.branch(body)  # k >= 1 (shape)
+        b.cbranch(first, body, load_bb)  # k1 > k0 (the k blocks)
+        b.position_at_end(load_bb)
+        loaded = []
+        for r in range(rows):
+            orow = b.add(b.mul(i64(r), n), c0)
+            loaded.append([load(b.add(orow, i64(j * lanes)), mask, out)
+                           for j in range(vecs)])
+        b.branch(body)
         b.position_at_end(body)
         k = b.phi(I64, name="k")
-        k.add_incoming(i64(0), pre)
+        k.add_incoming(k0, entry)
+        k.add_incoming(k0, load_bb)
         phis = [[b.phi(vt) for _ in range(vecs)] for _ in range(rows)]
-        for row in phis:
-            for p in row:
-                p.add_incoming(ir.Constant(vt, None), pre)  # zeros
+        for row, got in zip(phis, loaded):
+            for p, x in zip(row, got):
+                p.add_incoming(ir.Constant(vt, None), entry)  # zeros
+                p.add_incoming(x, load_bb)
         wrow = b.add(b.mul(k, n), c0)
         ahead = b.add(wrow, b.mul(n, i64(PREFETCH_ROWS)))
         line = max(1, 64 // size)
@@ -145,7 +176,7 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
         for row, new in zip(phis, news):
             for p, x in zip(row, new):
                 p.add_incoming(x, b.block)
-        b.cbranch(b.icmp_signed("<", nk, kk), body, done)
+        b.cbranch(b.icmp_signed("<", nk, k1), body, done)
         b.position_at_end(done)
         for r in range(rows):
             orow = b.add(b.mul(i64(r), n), c0)
@@ -154,13 +185,16 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
 
     step = v * lanes
     full = b.sdiv(b.sub(hi, lo), i64(step))
-    with for_range(b, i64(0), full, "cb") as cb:
-        block(b.add(lo, b.mul(cb, i64(step))), v)
     c1 = b.add(lo, b.mul(full, i64(step)))
     rest = b.sdiv(b.add(b.sub(hi, c1), i64(lanes - 1)), i64(lanes))
-    with for_range(b, i64(0), rest, "cv") as cv:  # the rest: one masked vector at a time
-        c = b.add(c1, b.mul(cv, i64(lanes)))
-        block(c, 1, b.sub(hi, c))
+    with for_range(b, i64(0), kk, "kb", step=kb) as k0:
+        k1 = b.select(b.icmp_signed("<", b.add(k0, kb), kk), b.add(k0, kb), kk)
+        first = b.icmp_signed("==", k0, i64(0))
+        with for_range(b, i64(0), full, "cb") as cb:
+            block(b.add(lo, b.mul(cb, i64(step))), v, k0, k1, first)
+        with for_range(b, i64(0), rest, "cv") as cv:  # the rest: one masked vector at a time
+            c = b.add(c1, b.mul(cv, i64(lanes)))
+            block(c, 1, k0, k1, first, b.sub(hi, c))
     restore_mxcsr(b, saved)
     b.ret_void()
     return mod
@@ -199,10 +233,12 @@ def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def cuts(n: int, k: int, itemsize: int, align: int) -> tuple[int, ...]:
-    """Column chunk boundaries: at least CHUNK_BYTES of W each, inner ones at multiples of
-    `align` (a register block); a function of the shape alone."""
-    width = max(align, CHUNK_BYTES // max(1, k * itemsize))
+def cuts(n: int, k: int, itemsize: int, align: int, blocked: bool = False
+         ) -> tuple[int, ...]:
+    """Column chunk boundaries: at least CHUNK_BYTES of W each (`blocked`: and at most
+    CHUNKS of them), inner ones at multiples of `align` (a register block); a function of
+    the shape alone."""
+    width = max(align, CHUNK_BYTES // max(1, k * itemsize), n // CHUNKS if blocked else 0)
     return tuple(parallel.fixed_cuts(n, width, align))
 
 
@@ -212,7 +248,9 @@ def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
     tgt = target.current()
     size = 8 if f64 else 4
     lanes = tgt.vector_bits // (8 * size)
-    bounds = cuts(n, k, size, _block(tgt.vector_bits, m) * lanes)
+    blocked = k * n * size > BLOCKED_BYTES and n * size >= BLOCKED_ROW_BYTES
+    bounds = cuts(n, k, size, _block(tgt.vector_bits, m) * lanes, blocked)
+    kb = K_BLOCK if blocked else k
     ahead(_compile, m, f64, tgt)  # in a compile: built meanwhile (once.py)
 
     def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
@@ -223,9 +261,10 @@ def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
         args = (x.ctypes.data, w.ctypes.data, res.ctypes.data, n, k)
         parts = len(bounds) - 1
         if threads < 2 or parts < 2:
-            code.fn(*args, 0, n)
+            code.fn(*args, 0, n, kb)
         else:
-            jobs = [(code.address, (*args, bounds[j], bounds[j + 1])) for j in range(parts)]
+            jobs = [(code.address, (*args, bounds[j], bounds[j + 1], kb))
+                    for j in range(parts)]
             parallel.pool(threads).share(jobs, threads, (x, w, res))
         if res is not out:
             out[...] = res

@@ -456,8 +456,10 @@ _ZEROS: dict[str, Zeros] = {}
 
 @contextlib.contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
-              step: int = 1, interleave: int | Callable[[], int] = 0) -> Iterator[ir.Value]:
-    """`for (i = start; i < stop; i += step)`, bottom-tested (one branch per iteration, the
+              step: int | ir.Value = 1, interleave: int | Callable[[], int] = 0
+              ) -> Iterator[ir.Value]:
+    """`for (i = start; i < stop; i += step)` (a positive step: an int, or an i64 value),
+    bottom-tested (one branch per iteration, the
     form LLVM's loop passes want; a guard in front unless start < stop is known);
     `interleave` > 1 asks the vectorizer for that many independent vector bodies per
     iteration (llvm.loop.interleave.count: long dependent chains hide their latency); a
@@ -475,7 +477,8 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
     i = b.phi(I64, name=name)
     i.add_incoming(start, pre)
     yield i
-    nxt = b.add(i, ir.Constant(I64, step), name=f"{name}.next", flags=["nsw"])
+    inc = ir.Constant(I64, step) if isinstance(step, int) else step
+    nxt = b.add(i, inc, name=f"{name}.next", flags=["nsw"])
     i.add_incoming(nxt, b.block)
     br = b.cbranch(b.icmp_signed("<", nxt, stop), body, done)
     if callable(interleave):

@@ -63,10 +63,18 @@ def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) 
     assert_dot_close(got, x, w)
 
 
+@pytest.mark.parametrize("blocked", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("m", [2, 4, 8])
-def test_same_bits_as_gemm_small_on_any_thread_count(dtype: type, m: int,
-                                                     small_chunks: None) -> None:
+def test_same_bits_as_gemm_small_on_any_thread_count(dtype: type, m: int, blocked: bool,
+                                                     small_chunks: None,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`blocked`: W read K_BLOCK rows at a time (here 7, not a divisor of k), each column
+    block's sums continued through the output: still one chain in k order."""
+    if blocked:
+        monkeypatch.setattr(gemm_skinny, "BLOCKED_BYTES", 0)
+        monkeypatch.setattr(gemm_skinny, "BLOCKED_ROW_BYTES", 0)
+        monkeypatch.setattr(gemm_skinny, "K_BLOCK", 7)
     k, n = 150, 1000 + 13
     x, w = _operands(m, k, n, dtype)
     f64 = dtype == np.float64
@@ -109,3 +117,24 @@ def test_takes_only_skinny_row_major_products_too_big_for_gemm_small() -> None:
     assert not gemm_skinny.takes(8, 64, 64, False, False)  # gemm_small's
     prog = xlapy.compile(_dot(9, 300, 600), backend="cpu")
     assert "library blas" in prog._exe.explain()
+
+
+def test_blocked_only_for_a_big_w_of_long_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The k blocks (and their wider chunks) for a W over BLOCKED_BYTES whose rows are a page
+    or more; the kernel is called with k as its block otherwise."""
+    calls: list[int] = []
+
+    class Code:
+        address = 0
+
+        @staticmethod
+        def fn(*args: int) -> None:
+            calls.append(args[-1])
+
+    monkeypatch.setattr(gemm_skinny, "_compile", lambda *a: Code)
+    for (k, n), kb in {(4096, 1024): gemm_skinny.K_BLOCK, (4096, 1000): 4096,
+                       (256, 2048): 256}.items():
+        x, w = np.zeros((2, k), np.float32), np.zeros((k, n), np.float32)
+        gemm_skinny.runner(2, n, k, False, 1)(x, w, np.zeros((2, n), np.float32))
+        assert calls[-1] == kb, (k, n)
+    assert len(gemm_skinny.cuts(4096, 4096, 4, 48, True)) - 1 == gemm_skinny.CHUNKS
