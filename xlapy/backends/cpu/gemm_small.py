@@ -19,7 +19,8 @@ Two entry points per shape: `direct(lhs, rhs, out, lo, hi)` for library thunks a
 `rows(descriptor, lo, hi)` for native callers (regions.py's steps, native_loop.py), the
 descriptor's words 1-4 being regions.gemm_descriptor's: the pointer table, then the lhs,
 rhs and out slots. Only shapes whose rhs fits in L2 and whose product is small take this
-path (`MAX_MACS`, `MAX_RHS_BYTES`): above that, BLAS's cache blocking wins.
+path (`MAX_MACS`, `MAX_RHS_BYTES`; `NARROW_N` on AVX-512): above that, BLAS's cache
+blocking wins.
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ from xlapy.types import ElementType as ET
 MAX_MACS = 1 << 23
 #: Largest rhs (bytes) read in place: it must stay in L2 across the row blocks.
 MAX_RHS_BYTES = 1 << 19
+#: Columns up to which a product of any size runs here on AVX-512 (its rhs within
+#: MAX_RHS_BYTES): BLAS packs the lhs for few columns of work. 2 threads, min of 60-450
+#: calls against blas.gemm: 4096x1024x64 0.87-0.89 of its time, 1024x2048x64 0.80,
+#: 1024x1024x96 0.73, 512x256x512 0.82, 2048x512x256 0.91-0.94, 8192x128x128 0.93,
+#: 4096x256x256 0.99-1.01; with 1024 columns it lost (4096x64x1024 1.13-1.16).
+NARROW_N = 512
 #: Descriptor words of `rows` (regions.gemm_descriptor's _G_TABLE, _G_LHS, _G_RHS, _G_OUT,
 #: _G_N, _G_K).
 TABLE, LHS, RHS, OUT, N, K = 1, 2, 3, 4, 9, 10
@@ -83,10 +90,14 @@ class GemmShape:
 
 def shape(m: int, n: int, k: int, f64: bool, rhs_t: bool = False) -> GemmShape | None:
     """The GemmShape this module computes for these extents, or None (BLAS): x86 targets,
-    rhs not transposed, small enough (MAX_MACS, MAX_RHS_BYTES)."""
-    if rhs_t or min(m, n, k) < 1 or not target.current().is_x86:
+    rhs not transposed, small enough (MAX_MACS, MAX_RHS_BYTES; on AVX-512 any MACs for
+    NARROW_N columns or fewer)."""
+    t = target.current()
+    if rhs_t or min(m, n, k) < 1 or not t.is_x86:
         return None
-    if m * n * k > MAX_MACS or k * n * (8 if f64 else 4) > MAX_RHS_BYTES:
+    if k * n * (8 if f64 else 4) > MAX_RHS_BYTES:
+        return None
+    if m * n * k > MAX_MACS and not (n <= NARROW_N and t.vector_bits == 512):
         return None
     return GemmShape(m, n, k, f64)
 
@@ -457,4 +468,5 @@ def batched_runner(s: GemmShape, threads: int = 1
 
 __all__ = ["GemmShape", "Columns", "Compiled", "Later", "columns", "shape", "plain_dot",
            "of_instruction", "compiled", "later", "runner", "batch_shape", "batched_runner",
-           "BATCH_MAX_MACS", "MAX_MACS", "MAX_RHS_BYTES", "TABLE", "LHS", "RHS", "OUT", "N", "K"]
+           "BATCH_MAX_MACS", "MAX_MACS", "MAX_RHS_BYTES", "NARROW_N", "TABLE", "LHS", "RHS",
+           "OUT", "N", "K"]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.tolerance import assert_dot_close
 from xlapy.backends.cpu import gemm_small, regions, target
 
 SHAPES = [(1, 1, 1), (7, 13, 5), (33, 100, 17), (6, 64, 9), (13, 257, 31), (64, 65, 64),
@@ -86,7 +87,13 @@ def test_rows_entry_reads_the_table_through_a_region_descriptor() -> None:
 def test_which_shapes_take_it() -> None:
     assert gemm_small.shape(64, 256, 256, False) is not None
     assert gemm_small.shape(64, 256, 256, False, rhs_t=True) is None  # rhs [n, k]: BLAS
-    assert gemm_small.shape(256, 256, 256, False) is None  # over MAX_MACS
+    assert gemm_small.shape(256, 1024, 128, False) is None  # over MAX_MACS
+    # over MAX_MACS with NARROW_N columns or fewer: here on AVX-512 only
+    wide_regs = target.current().vector_bits == 512
+    assert (gemm_small.shape(256, 256, 256, False) is not None) == wide_regs
+    assert (gemm_small.shape(4096, 64, 1024, False) is not None) == wide_regs
+    with target.use("x86-64-v3"):
+        assert gemm_small.shape(256, 256, 256, False) is None
     assert gemm_small.shape(4, 1024, 1024, False) is None  # a 4 MB rhs: not L2-resident
     assert gemm_small.shape(0, 4, 4, False) is None
 
@@ -171,3 +178,20 @@ def test_compile_builds_nothing_the_first_run_builds_it_for_the_compiles_target(
     assert built == [(False, target.resolve("x86-64-v3"), True,
                       gemm_small.Columns(True, True, ()))]
     np.testing.assert_allclose(got, x.astype(np.float64) @ y, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(2053, 100, 300), (1500, 512, 64)])
+def test_a_big_narrow_product_runs_here_on_any_thread_count(m: int, n: int, k: int) -> None:
+    """Over MAX_MACS with NARROW_N columns or fewer (AVX-512): the JIT loops, within the dot
+    bound, the same bits on 1, 2 and 3 threads."""
+    text = DOT.format(m=m, n=n, k=k, t="f32", c=0)
+    x, y = _operands(m, n, k, np.float32)
+    got = []
+    for threads in (1, 2, 3):
+        prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
+        kind = "jit gemm" if target.current().vector_bits == 512 else "blas"
+        assert f"library {kind}" in prog._exe.explain()
+        got.append(np.asarray(prog(x, y)))
+    assert_dot_close(got[0], x, y, k=k)
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[0], got[2])
