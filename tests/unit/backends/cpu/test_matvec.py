@@ -94,3 +94,26 @@ def test_small_and_non_float_stay_on_blas(calls: list[tuple[int, ...]]) -> None:
     v = np.ones(4, np.float32)
     np.testing.assert_array_equal(_run(_matvec(8, 4), a, v), a.sum(axis=1))
     assert calls == []
+
+
+def test_a_two_d_column_rhs_runs_as_a_matvec_not_gemm_small(
+        calls: list[tuple[int, ...]]) -> None:
+    """[m, k] @ [k, 1] (JAX's `x @ w` for a one-column w): gemv.matvec once m * k is big
+    enough for it, even where gemm_small would take the shape (one lane of 16 its block)."""
+    text = """
+func.func @main(%a: tensor<1000x300xf32>, %w: tensor<300x1xf32>) -> tensor<1000x1xf32> {
+  %y = stablehlo.dot_general %a, %w, contracting_dims = [1] x [0]
+      : (tensor<1000x300xf32>, tensor<300x1xf32>) -> tensor<1000x1xf32>
+  return %y : tensor<1000x1xf32>
+}
+"""
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((1000, 300)).astype(np.float32)
+    w = rng.standard_normal((300, 1)).astype(np.float32)
+    prog = xlapy.compile(text, backend="cpu", options={"num_threads": 2})
+    assert "library jit gemv (matvec)" in prog._exe.explain()
+    got = np.asarray(prog(a, w))
+    assert_dot_close(got, a, w, k=316)
+    assert calls == [(1000, 300)]
+    small = text.replace("1000x", "8x")
+    assert "library jit gemm" in xlapy.compile(small, backend="cpu")._exe.explain()
