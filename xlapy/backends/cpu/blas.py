@@ -226,17 +226,19 @@ def split(m: int, n: int) -> list[int]:
     """The chunk boundaries of a split product (rows, or columns per `columns`): a function
     of the shape alone, so the bits never depend on the thread count. A wide product's column
     chunks are as many as its row chunks would be, so it keeps the same parallelism; a
-    product of few rows has chunks of WIDE_CHUNK columns or more once it has 1024."""
+    product of few rows has chunks of WIDE_CHUNK columns or more once it has 1024. Always a
+    power of two of them (2 threads, 3 -> 2 chunks: 384x768x768 2.01 -> 1.51 ms, 384x768x384
+    1.03 -> 0.80; 5 -> 4: 640x512x512 1.29 -> 1.04; 7 -> 4: 100x1000x1000 0.92 -> 0.82)."""
     from xlapy.backends.cpu import parallel
 
     if m < 2 * MIN_CHUNK:
         if n >= 2 * WIDE_CHUNK:
-            return parallel.fixed_cuts(n, max(WIDE_CHUNK, n // 8), 16)
-        return parallel.fixed_cuts(n, MIN_CHUNK, 16)
+            return parallel.fixed_cuts(n, max(WIDE_CHUNK, n // 8), 16, pow2=True)
+        return parallel.fixed_cuts(n, MIN_CHUNK, 16, pow2=True)
     if n <= m:
-        return parallel.fixed_cuts(m, MIN_CHUNK, 1)
+        return parallel.fixed_cuts(m, MIN_CHUNK, 1, pow2=True)
     parts = min(parallel.MAX_CHUNKS, m // MIN_CHUNK)
-    return parallel.fixed_cuts(n, max(MIN_CHUNK, n // parts), 16)
+    return parallel.fixed_cuts(n, max(MIN_CHUNK, n // parts), 16, pow2=True)
 
 
 def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,

@@ -49,10 +49,14 @@ def pool(threads: int) -> NativePool:
     return native_pool(max(1, threads - 1))
 
 
-def fixed_cuts(extent: int, min_size: int, align: int = 1) -> list[int]:
+def fixed_cuts(extent: int, min_size: int, align: int = 1, pow2: bool = False) -> list[int]:
     """Chunk boundaries of [0, extent): chunks of at least `min_size`, at most MAX_CHUNKS,
-    inner boundaries at multiples of `align`; a function of the extent alone."""
+    inner boundaries at multiples of `align`; a function of the extent alone. `pow2`: a
+    power of two of them (rounded down), so 2 or 4 threads share them evenly (3 chunks on 2
+    threads are one thread's 2 while the other waits)."""
     chunks = max(1, min(MAX_CHUNKS, extent // max(min_size, 1)))
+    if pow2:
+        chunks = 1 << (chunks.bit_length() - 1)
     cuts = [extent * k // chunks // align * align for k in range(chunks)] + [extent]
     return sorted(set(cuts))
 

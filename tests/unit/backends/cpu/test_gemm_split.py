@@ -133,14 +133,18 @@ def test_wide_products_split_by_columns() -> None:
     """A row chunk packs all of b again, a column chunk all of a: a product with enough rows
     for two chunks splits by columns when b is the wider, into as many chunks as rows would
     give; a tall one by rows; one with too few rows by columns, 128 at least, and 512 at
-    least (at most 8 chunks) once it has 1024."""
+    least (at most 8 chunks) once it has 1024; always a power of two of chunks."""
     assert blas.columns(256, 4096) and blas.split(256, 4096) == [0, 2048, 4096]
     assert len(blas.split(1024, 4096)) - 1 == len(blas.split(1024, 1024)) - 1 == 8
     assert not blas.columns(4096, 256) and blas.split(4096, 256)[-1] == 4096
     assert not blas.columns(512, 512) and blas.split(512, 512) == [0, 128, 256, 384, 512]
     assert blas.columns(64, 4096) and blas.split(64, 4096) == list(range(0, 4097, 512))
     assert blas.split(64, 1024) == [0, 512, 1024] and blas.split(64, 16384)[1] == 2048
-    assert len(blas.split(64, 1000)) - 1 == 7  # under 1024 columns: 128 at least
+    assert len(blas.split(64, 1000)) - 1 == 4  # under 1024 columns: 128 at least (7 -> 4)
+    # a power of two of chunks, so 2 or 4 threads share them evenly
+    for m, n in [(384, 768), (384, 384), (640, 512), (100, 1000), (3000, 100), (130, 2000)]:
+        chunks = len(blas.split(m, n)) - 1
+        assert chunks & (chunks - 1) == 0, (m, n, chunks)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
