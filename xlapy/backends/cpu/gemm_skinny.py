@@ -10,7 +10,7 @@ This loop is gemm_small's register block (all m rows x V vectors of columns in r
 in order, each output one multiply-add chain in k order) plus a software prefetch of the
 block's lines PREFETCH_ROWS rows ahead: 5.0 ms on one core, 2.3-2.8 on two (without the
 prefetch 8.1, as gemm_small). It splits the columns over the threads (gemm_small splits
-rows: here there is one row block). A W over 3 MB is swept K_BLOCK rows at a time across a
+rows: here there is one row block). A W over 3 MB is swept 64 KB of rows at a time across a
 chunk's columns, each block's sums continued through the output (the same chain, the same
 bits), so each row is read in pieces of the chunk's width, not 3 lines at a time: 1.3-1.9x
 faster on 2 threads.
@@ -55,19 +55,20 @@ from xlapy.backends.cpu.once import ahead, once
 MAX_ROWS = 8
 #: Rows of W ahead that each k step prefetches (0 to 64 ran alike; no prefetch: 1.6x slower).
 PREFETCH_ROWS = 16
-#: A W of more bytes than this is read in k blocks: K_BLOCK rows at a time across its
-#: chunk's width, each column block's sums continued through `out` (the same chain), in at
-#: most CHUNKS column chunks (rows of W as wide as the shape allows). Streaming a block of
-#: whole row pieces instead of one register block's 3 lines of every row (2 threads, same-
-#: process A/B, min of 120 calls): 2x1024x4096 0.56 -> 0.33 ms, 2x4096x4096 2.20 -> 1.17,
-#: 8x4096x4096 2.49 -> 2.00, 4x4096x1024 0.69 -> 0.51, 3x8192x1024 1.26 -> 0.86,
-#: 8x1024x1024 0.17 -> 0.12, 3x1000x1000 0.087 -> 0.082; at 2.4 MB 5% slower. Rows of W
-#: under a page (BLOCKED_ROW_BYTES) lost too (7x777x999 1.11x, 6x2000x900 1.05x): the old
-#: walk's next row is then on the same or the next page. Not blocked, either of them.
-#: Blocks of 16 or 32 rows were slower than 64-256 (the sums' loads and stores per block).
+#: A W of more bytes than this is read in k blocks: `k_block` rows at a time across its
+#: chunk's width (BLOCK_BYTES of W a block), each column block's sums continued through
+#: `out` (the same chain), in at most CHUNKS column chunks (rows of W as wide as the shape
+#: allows), instead of one register block's 3 lines of every row per k step. Against XLA,
+#: round robin (dot_sweep.py, 2 runs), one block of k -> 64 KB blocks: 2x1024x4096 1.27-1.34
+#: -> 0.78-0.84, 2x4096x4096 0.93-1.00 -> 0.68-0.73, 8x4096x4096 0.65-0.68 -> 0.51-0.53,
+#: 4x4096x1024 1.12-1.32 -> 0.92-0.96, 3x8192x1024 1.38-1.46 -> 1.03-1.08. Fixed 128-row
+#: blocks (256 KB on 512 columns) ran 8x4096x4096 at 0.90-1.06, 32-row ones (16 KB on 128)
+#: 4x4096x1024 at 1.10-1.25. At 2.4 MB it lost 5%; rows under a page (BLOCKED_ROW_BYTES)
+#: lost too (7x777x999 1.11x, 6x2000x900 1.05x): the old walk's next row is then on the
+#: same or the next page. Neither is blocked.
 BLOCKED_BYTES = 3 << 20
 BLOCKED_ROW_BYTES = 4096
-K_BLOCK = 128
+BLOCK_BYTES = 64 << 10
 CHUNKS = 8
 #: Bytes of W per column chunk at least (a chunk costs ~1 us to hand over).
 CHUNK_BYTES = 1 << 20
@@ -242,6 +243,11 @@ def cuts(n: int, k: int, itemsize: int, align: int, blocked: bool = False
     return tuple(parallel.fixed_cuts(n, width, align))
 
 
+def k_block(width: int, itemsize: int) -> int:
+    """Rows of W per k block for a chunk `width` columns wide: BLOCK_BYTES of W, 16-256."""
+    return max(16, min(256, BLOCK_BYTES // max(1, width * itemsize)))
+
+
 def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
            ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
     """A function (x, w, out) for a library thunk, the module built on its first call."""
@@ -250,7 +256,7 @@ def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
     lanes = tgt.vector_bits // (8 * size)
     blocked = k * n * size > BLOCKED_BYTES and n * size >= BLOCKED_ROW_BYTES
     bounds = cuts(n, k, size, _block(tgt.vector_bits, m) * lanes, blocked)
-    kb = K_BLOCK if blocked else k
+    kb = k_block(bounds[1] - bounds[0], size) if blocked else k
     ahead(_compile, m, f64, tgt)  # in a compile: built meanwhile (once.py)
 
     def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:

@@ -69,12 +69,12 @@ def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) 
 def test_same_bits_as_gemm_small_on_any_thread_count(dtype: type, m: int, blocked: bool,
                                                      small_chunks: None,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """`blocked`: W read K_BLOCK rows at a time (here 7, not a divisor of k), each column
+    """`blocked`: W read k_block rows at a time (here 7, not a divisor of k), each column
     block's sums continued through the output: still one chain in k order."""
     if blocked:
         monkeypatch.setattr(gemm_skinny, "BLOCKED_BYTES", 0)
         monkeypatch.setattr(gemm_skinny, "BLOCKED_ROW_BYTES", 0)
-        monkeypatch.setattr(gemm_skinny, "K_BLOCK", 7)
+        monkeypatch.setattr(gemm_skinny, "k_block", lambda width, size: 7)
     k, n = 150, 1000 + 13
     x, w = _operands(m, k, n, dtype)
     f64 = dtype == np.float64
@@ -132,7 +132,7 @@ def test_blocked_only_for_a_big_w_of_long_rows(monkeypatch: pytest.MonkeyPatch) 
             calls.append(args[-1])
 
     monkeypatch.setattr(gemm_skinny, "_compile", lambda *a: Code)
-    for (k, n), kb in {(4096, 1024): gemm_skinny.K_BLOCK, (4096, 1000): 4096,
+    for (k, n), kb in {(4096, 1024): 128, (1024, 4096): 32, (4096, 1000): 4096,
                        (256, 2048): 256}.items():
         x, w = np.zeros((2, k), np.float32), np.zeros((k, n), np.float32)
         gemm_skinny.runner(2, n, k, False, 1)(x, w, np.zeros((2, n), np.float32))
