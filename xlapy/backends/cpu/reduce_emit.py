@@ -263,11 +263,16 @@ class ReductionEmitter(MinMaxEmitter):
 
     def _worth_caching(self, x: Instruction, red: Instruction, cols: int) -> bool:
         """x (a row reduction's operand) is computed here, read by something else too, holds
-        a transcendental, and a row of it fits in 64 KiB of stack."""
+        a transcendental or bf16 arithmetic rounded by integer code (`_rounding_row`: ~10
+        vector instructions an op, and as many to compile again where it is read: x86-64-v3
+        attention_bf16's scaled scores, read by the row max and the exp), and a row of it
+        fits in 64 KiB of stack."""
         if id(x) in self.leaves or id(x) in self.row_cache or len(x.users) < 2:
             return False
         if cols * 8 > 1 << 16:
             return False
+        if self._rounding_row(x.shape.element_type, x):
+            return True
         stack, seen = [x], set()
         while stack:
             i = stack.pop()
