@@ -51,6 +51,7 @@ from xlapy.backends.cpu import (
     while_driver,
 )
 from xlapy.backends.cpu.calls import Calls
+from xlapy.backends.cpu.early_compile import EarlyCompiles
 from xlapy.backends.cpu.fused_roots import FusedRoots
 from xlapy.backends.cpu.fusion_plan import (
     CpuFusionPlan,
@@ -162,11 +163,17 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             {id(r) for e in self.dot_epilogues.values() for r in e.parts}
         self._extra_ins: dict[int, list[int]] = {}
         mod = new_module(f"xlapy_{comp.name}")
+        #: Big kernels compiling on threads while the rest is emitted (early_compile.py).
+        self._early = EarlyCompiles(mod, self.options)
         self.thunks: list[Callable[..., None]] = []
         kernel_specs: list[kernels.Kernel] = []
         fresh: list[int] = []
         temps: list[int] = []
-        for instr in order:
+        # (the last fused kernel's position: early_compile starts none there)
+        last_kernel = max((k for k, i in enumerate(order) if id(i) in fusible
+                           and id(i) in self.materialized and id(i) not in self._claimed
+                           and i.opcode != "constant"), default=-1)
+        for at, instr in enumerate(order):
             iid = id(instr)
             if instr.opcode == "parameter":
                 self._new_slot(instr)
@@ -192,6 +199,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 spec = kernels.KernelEmitter(mod, name, instr, leaves, s,
                                              self.row_reduces.get(iid, []), stream).build()
                 kernel_specs.append(spec)
+                self._early.offer(spec, at >= last_kernel)
                 (fresh if iid in self.outputs else temps).append(s)
                 self.report.append((instr.name, instr.opcode, f"kernel {name}"))
                 continue
@@ -487,8 +495,11 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         most of it on the convolution epilogues that need none). With idle CPUs each group is
         cut into modules of similar size and every module is compiled on a thread of its own
         (parallel_compile.py); the code of each kernel is the same either way. Kernels
-        whose output is in `skip` (`_chain_dropped`) are not compiled (address 0)."""
-        built = [k for k in specs if k.output not in skip]
+        whose output is in `skip` (`_chain_dropped`) are not compiled (address 0). Big
+        kernels started compiling as they were emitted (early_compile.py): their engines
+        come from there."""
+        early = self._early.jobs
+        built = [k for k in specs if k.output not in skip and k.name not in early]
         n = parallel_compile.threads(self.options.num_threads) if len(built) > 1 else 1
         groups: list[list[kernels.Kernel]] = []
         lights: list[bool] = []
@@ -513,6 +524,10 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             with phase("llvm threads"):
                 compiled = dict(zip(todo, parallel_compile.compile_all(
                     [(texts[i], modes[i][1], modes[i][0]) for i in todo], n)))
+        elif early:  # here, beside the early ones: outside llvmlite's lock, which Engine
+            # holds through a whole compile while a compile thread's calls wait for it
+            compiled = {i: parallel_compile.compile_here(texts[i], modes[i][1], modes[i][0])
+                        for i in todo}
         addrs: dict[str, int] = {}
         for i, (group, text, (light, vec)) in enumerate(zip(groups, texts, modes)):
             engine = Engine(text, obj=objs[i], vectorize=vec, light=light,
@@ -521,6 +536,11 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 cache.put(keys[i], engine.object)
             self.engines.append(engine)
             addrs.update((k.name, engine.address(k.name)) for k in group)
+        for k in specs:  # (after the others: their compile overlaps the early ones')
+            if k.name in early and k.output not in skip:
+                engine = self._early.engine(k.name)
+                self.engines.append(engine)
+                addrs[k.name] = engine.address(k.name)
         self.engine = self.engines[0] if self.engines else None
         self.kernel_addrs = [addrs.get(k.name, 0) for k in specs]
 

@@ -147,7 +147,9 @@ def module_texts(mod: ir.Module, groups: Sequence[Collection[str]]) -> tuple[str
         head = [f'; ModuleID = "{mod.name}"', f'target triple = "{mod.triple}"',
                 f'target datalayout = "{mod.data_layout}"', ""]
         head += [t.get_declaration() for t in mod.get_identified_types().values()]
-        values = [(v.name, function_text(v), False) if isinstance(v, ir.Function) and v.blocks
+        # (a kernel compiled early is printed already: early_compile.group_text)
+        values = [(v.name, getattr(v, "_xlapy_text", None) or function_text(v), False)
+                  if isinstance(v, ir.Function) and v.blocks
                   else (v.name, str(v), isinstance(v, ir.Function)) for v in mod.globals.values()]
         meta = mod._get_metadata_lines()
         defined = {name: text for name, text, decl in values if not decl}

@@ -1,0 +1,116 @@
+"""A big kernel that is not the last one starts compiling on a compile thread as soon as it
+is emitted (early_compile.py): the program computes the same bits as compiled serially,
+prints the same kernel module, takes the kernel's object from the cache when it is there,
+and puts the interpreter's thread switch interval back afterwards; its module text holds
+the definitions it reaches and every declaration."""
+
+from __future__ import annotations
+
+import sys
+
+import llvmlite.binding as llvm
+import ml_dtypes
+import numpy as np
+import pytest
+from llvmlite import ir
+
+import xlapy
+from xlapy.backends.cpu import cache, early_compile, parallel_compile
+from xlapy.backends.cpu.llvm_util import F32, I64, VOID, new_module
+
+_X, _Y = "tensor<64x256xbf16>", "tensor<64x256xf32>"
+# attention_bf16's softmax (one row kernel of ~180 instructions on x86-64-v3), then a small
+# kernel.
+PROGRAM = f"""
+func.func public @main(%x0: {_X}, %y: {_Y}) -> ({_X}, {_Y}) {{
+  %c = stablehlo.constant dense<1.250000e-01> : {_X}
+  %x = stablehlo.multiply %x0, %c : {_X}
+  %ninf = stablehlo.constant dense<0xFF80> : tensor<bf16>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [1]
+    : ({_X}, tensor<bf16>) -> tensor<64xbf16>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<64xbf16>) -> {_X}
+  %d = stablehlo.subtract %x, %mb : {_X}
+  %e = stablehlo.exponential %d : {_X}
+  %z = stablehlo.constant dense<0.0> : tensor<bf16>
+  %s = stablehlo.reduce(%e init: %z) applies stablehlo.add across dimensions = [1]
+    : ({_X}, tensor<bf16>) -> tensor<64xbf16>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [0] : (tensor<64xbf16>) -> {_X}
+  %p = stablehlo.divide %e, %sb : {_X}
+  %two = stablehlo.constant dense<2.0> : {_Y}
+  %q = stablehlo.multiply %y, %two : {_Y}
+  %r = stablehlo.add %q, %y : {_Y}
+  return %p, %r : {_X}, {_Y}
+}}
+"""
+OPTS = {"target": "x86-64-v3"}
+
+
+def _args() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((64, 256)) * 3).astype(ml_dtypes.bfloat16)
+    x[3, 7], x[5, :] = np.nan, -np.inf
+    return x, rng.standard_normal((64, 256)).astype(np.float32)
+
+
+def _compile(monkeypatch: pytest.MonkeyPatch, threads: int) -> xlapy.CompiledProgram:
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: min(limit, threads))
+    monkeypatch.setattr(early_compile, "MIN_INSTRUCTIONS", 100)  # the softmax: ~180
+    cache.clear_memory()
+    return xlapy.compile(PROGRAM, backend="cpu", options=OPTS)
+
+
+def test_a_big_kernel_compiles_early_to_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    switch = sys.getswitchinterval()
+    serial = _compile(monkeypatch, 1)
+    early = _compile(monkeypatch, 2)
+    assert not serial._exe._early.jobs
+    jobs = early._exe._early.jobs
+    assert list(jobs) == [early._exe.kernel_specs[0].name]  # the softmax, not the last one
+    assert len(early._exe.kernel_specs) == 2
+    assert early._exe.kernel_ir == serial._exe.kernel_ir
+    args = _args()
+    for g, w in zip(early(*args), serial(*args)):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
+    assert sys.getswitchinterval() == switch
+
+
+def test_an_early_kernel_comes_from_the_cache(monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: object) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
+    first = _compile(monkeypatch, 2)
+    second = _compile(monkeypatch, 2)  # (the memory cache cleared: read from the disk)
+    job = next(iter(second._exe._early.jobs.values()))
+    assert job.future is None and job.cached is not None
+    assert job.cached == next(iter(first._exe._early.jobs.values())).future.result()[0]
+    args = _args()
+    for g, w in zip(second(*args), first(*args)):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
+
+
+def test_the_last_kernel_compiles_with_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing would overlap its compile but the printing."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: 2)
+    monkeypatch.setattr(early_compile, "MIN_INSTRUCTIONS", 100)
+    cache.clear_memory()
+    prog = xlapy.compile(PROGRAM.replace("return %p, %r", "return %p, %y"),  # softmax alone
+                         backend="cpu", options=OPTS)
+    assert len(prog._exe.kernel_specs) == 1 and not prog._exe._early.jobs
+
+
+def test_group_text_keeps_what_its_functions_reach() -> None:
+    mod = new_module("early_text")
+    helper = ir.Function(mod, ir.FunctionType(F32, [F32]), "helper")
+    b = ir.IRBuilder(helper.append_basic_block())
+    b.ret(b.fadd(helper.args[0], helper.args[0]))
+    ir.Function(mod, ir.FunctionType(VOID, [I64]), "declared")
+    for name in ("kernel", "other"):
+        fn = ir.Function(mod, ir.FunctionType(F32, [F32]), name)
+        b = ir.IRBuilder(fn.append_basic_block())
+        b.ret(b.call(helper, [fn.args[0]]) if name == "kernel" else fn.args[0])
+    text = early_compile.group_text(mod, ["kernel"])
+    assert 'define float @"kernel"' in text and 'define float @"helper"' in text
+    assert '@"other"' not in text and 'declare void @"declared"' in text
+    assert text.count('define float @"helper"') == 1
+    llvm.parse_assembly(text).verify()

@@ -1,0 +1,164 @@
+"""A big kernel compiled on a compile thread as soon as it is emitted (issue 14: cold
+compile time).
+
+Why: the executable compiled its kernels only once every kernel was emitted, the regions
+and chains planned and every kernel printed (executable._compile_kernels); x86-64-v3's
+attention_bf16 emitted its softmax kernel (~260 IR instructions, ~8 ms to compile, the
+longest part of its cold compile) 4-5 ms before that compile could start. A kernel of at least
+MIN_INSTRUCTIONS is printed alone (its module: the declarations and metadata so far, the
+definitions it reaches) and handed to a compile thread right away (parallel_compile.submit)
+while the main thread goes on; `_compile_kernels` leaves it out of its groups and takes its
+object from here. The object is the serial path's: the same function through the same
+pipeline and machine settings, in a module of its own as when the groups are compiled on
+threads. Only with more than one compile thread (parallel_compile.threads): otherwise the
+main thread compiles everything after emitting, as before. A kernel that is compiled early
+and then not needed (a chain reads its leaf instead: executable._chain_dropped) costs a
+compile thread's time only.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import cache, parallel_compile
+from xlapy.backends.cpu.fusion_plan import kernel_elements
+from xlapy.backends.cpu.ir_print import function_text
+from xlapy.backends.cpu.llvm_util import Engine, module_text
+from xlapy.backends.cpu.options import CpuOptions
+from xlapy.phases import phase
+
+#: IR instructions a kernel has at least to be compiled early: a kernel costs ~1 ms to
+#: compile however small, and small ones are grouped (parallel_compile.MIN_INSTRUCTIONS).
+MIN_INSTRUCTIONS = 200
+#: A reference to a global in IR text (llvm_util.module_texts' rule).
+_GLOBAL_REF = re.compile(r'@(?:"([^"]+)"|([-A-Za-z0-9_.$]+))')
+#: The interpreter's thread switch interval (s) while an early compile runs. The compile
+#: thread takes the GIL back after each LLVM call (parse, pipeline, code generation), and
+#: while the main thread runs Python (emitting the next kernels) it waits for the switch
+#: interval to pass: 5 ms by default, each time.
+SWITCH_S = 2e-4
+_SWITCH_LOCK = threading.Lock()
+_switch: list[float] = []  # the interval before, while early compiles run
+_running: set[_Job] = set()  # the jobs counted in
+
+
+def _fast_switch(job: _Job, on: bool) -> None:
+    """Count an early compile in (on) or out (once: its end and its collection both count
+    it out, whichever comes first); the first in sets SWITCH_S, the last out puts the
+    interval back."""
+    with _SWITCH_LOCK:
+        if on:
+            if not _running:
+                _switch[:] = [sys.getswitchinterval()]
+                sys.setswitchinterval(min(SWITCH_S, _switch[0]))
+            _running.add(job)
+        elif job in _running:
+            _running.discard(job)
+            if not _running and _switch:
+                sys.setswitchinterval(_switch.pop())
+
+
+@dataclass(eq=False)  # (hashed by identity: _running)
+class _Job:
+    """One early kernel: its module text, cache key and pipeline, and the cached object or
+    the compile in flight."""
+
+    text: str
+    key: str
+    vectorize: bool
+    light: bool
+    cached: bytes | None
+    future: Future[tuple[bytes, Any]] | None
+
+
+def group_text(mod: ir.Module, names: list[str]) -> str:
+    """The module text of the functions `names` of `mod` alone: every declaration and
+    metadata node so far, the definitions they reach (each printed once), with the
+    kernels' attributes (llvm_util.module_text)."""
+    head = [f'; ModuleID = "{mod.name}"', f'target triple = "{mod.triple}"',
+            f'target datalayout = "{mod.data_layout}"', ""]
+    head += [t.get_declaration() for t in mod.get_identified_types().values()]
+    defined = {v.name: v for v in mod.globals.values()
+               if not (isinstance(v, ir.Function) and not v.blocks)}
+    texts: dict[str, str] = {}
+    todo = [n for n in names if n in defined]
+    while todo:
+        name = todo.pop()
+        if name in texts:
+            continue
+        v = defined[name]
+        texts[name] = function_text(v) if isinstance(v, ir.Function) else str(v)
+        if isinstance(v, ir.Function):  # printed once (llvm_util.module_texts reads it)
+            v._xlapy_text = texts[name]  # type: ignore[attr-defined]
+        todo += [ref for m in _GLOBAL_REF.finditer(texts[name])
+                 if (ref := m.group(1) or m.group(2)) in defined and ref not in texts]
+    body = [texts[v.name] if v.name in texts else str(v) for v in mod.globals.values()
+            if v.name in texts or v.name not in defined]
+    return module_text("\n".join(head + body + mod._get_metadata_lines()))
+
+
+class EarlyCompiles:
+    """The early compiles of one executable's kernel module."""
+
+    def __init__(self, mod: ir.Module, options: CpuOptions) -> None:
+        self.mod = mod
+        self.options = options
+        self.on = parallel_compile.threads(options.num_threads) > 1
+        self.jobs: dict[str, _Job] = {}
+
+    def offer(self, spec: Any, last: bool) -> None:
+        """Start compiling kernel `spec` (kernels.Kernel, just emitted) if it is big, other
+        kernels are still to be emitted (`last`: none is; then nothing would overlap its
+        compile but the printing) and no other early compile is still running: one compile
+        thread beside the emitting one (a second would share the two CPUs with them, and a
+        module per big kernel adds a module's fixed cost each: those are grouped by
+        `_compile_kernels` as before)."""
+        if not self.on or last or any(j.future is not None and not j.future.done()
+                                      for j in self.jobs.values()):
+            return
+        fn = self.mod.globals.get(spec.name)
+        if not isinstance(fn, ir.Function) or \
+                sum(len(bb.instructions) for bb in fn.blocks) < MIN_INSTRUCTIONS:
+            return
+        light = spec.explicit
+        vec = kernel_elements(spec) >= self.options.small_kernel
+        with phase("ir text"):
+            text = group_text(self.mod, [spec.name])
+        key = cache.key(text, "light" if light else "" if vec else "novec")
+        obj = cache.get(key)
+        job = _Job(text, key, vec, light, obj, None)
+        if obj is None:
+            _fast_switch(job, True)
+            try:
+                job.future = parallel_compile.submit(text, vec, light)
+            except BaseException:
+                _fast_switch(job, False)
+                raise
+            job.future.add_done_callback(lambda _: _fast_switch(job, False))
+        self.jobs[spec.name] = job
+
+    def engine(self, name: str) -> Engine:
+        """The Engine of early kernel `name` (waits for its compile)."""
+        job = self.jobs[name]
+        if job.future is None:
+            return Engine(job.text, obj=job.cached, vectorize=job.vectorize, light=job.light,
+                          exports=[name])
+        with phase("llvm threads"):
+            try:
+                compiled = job.future.result()
+            finally:
+                _fast_switch(job, False)
+        engine = Engine(compiled=compiled, vectorize=job.vectorize, light=job.light,
+                        exports=[name])
+        cache.put(job.key, engine.object)
+        return engine
+
+
+__all__ = ["MIN_INSTRUCTIONS", "EarlyCompiles", "group_text"]
