@@ -133,7 +133,12 @@ def _lanes(dtype: np.dtype, axis: int) -> int:
     return lanes
 
 
-def _blocking(nvec: int, wout: int, regs: int) -> tuple[int, int]:
+#: Weight bytes (one group's: taps x input x output features) above which the register
+#: blocks keep 2 vectors of output features, not 4 (see _blocking).
+WIDE_BLOCK_WEIGHTS = 64 << 10
+
+
+def _blocking(nvec: int, wout: int, regs: int, weights: int = 0) -> tuple[int, int]:
     """(V vectors, P pixels) per register block: V * P accumulators, V weight vectors and
     a broadcast in `regs` registers; P balanced over the row (64 pixels: 5 blocks of 13, the
     last one over pixels 51-63, whose first pixel is computed twice: conv_rows_text.py).
@@ -143,8 +148,15 @@ def _blocking(nvec: int, wout: int, regs: int) -> tuple[int, int]:
     16 registers V=4 leaves P=2, 8 accumulators, too few to hide the FMA latency: V=2, P=6
     ran 8% faster on the Sapphire-Rapids machine's AVX2 (110 GFLOP/s a core against 101,
     its peak ~118). More pixels a block load each weight vector for more multiply-adds:
-    the CNN's layers ran 14.1 ms with P=8 (which divides 64), 13.3 with P=13 (host)."""
-    vmax = 4 if regs >= 32 else 2
+    the CNN's layers ran 14.1 ms with P=8 (which divides 64), 13.3 with P=13 (host).
+    But a block streams all its output features' weights once per P pixels, and once the
+    weights are past L1 (`weights` over WIDE_BLOCK_WEIGHTS bytes) that stream, not the
+    input rows, sets the pace: V=2 lets P be 14, a 7- or 14-pixel row one block instead of
+    2-3 (2 threads against XLA: 8x7x7 3x3 512->512 4.96 -> 2.37, 16x14x14 256->256 2.51
+    -> 1.54, 16x56x56 64->64 0.50 -> 0.46, 1x1 128->256 stride 2 0.61 -> 0.45; with
+    16-37 KB of weights V=4 stayed ahead: 1x1 64->64 0.20 vs 0.23, the 7x7 3->64 stem 0.53
+    vs 0.58)."""
+    vmax = 4 if regs >= 32 and weights <= WIDE_BLOCK_WEIGHTS else 2
     v = max(d for d in range(1, min(nvec, vmax) + 1) if nvec % d == 0)
     pmax = max(1, min((regs - 1 - v) // v, wout, 14))
     blocks = -(-wout // pmax)
@@ -234,7 +246,8 @@ def channels_last(instr: Instruction, rows: bool) -> Planned | None:
     if xvec and apad != geo.c:
         return None
     regs = 32 if target.current().vector_bits == 512 else 16
-    v, p = _blocking(apad // lanes, geo.sp_out[-1], regs)
+    v, p = _blocking(apad // lanes, geo.sp_out[-1], regs,
+                     prod(geo.ks) * geo.ci * apad * kd.itemsize)
     as_is = all(pd == (0, 0) for pd in geo.pad)
     nest = Nest(b=geo.b, g=1 if xvec else geo.g, ci=1 if xvec else geo.ci, cx=geo.c,
                 gx=geo.ci, apad=apad, lanes=lanes, v=v, p=p, xvec=xvec, sp_out=geo.sp_out,
@@ -299,7 +312,7 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
     apad = nvec * lanes
     cx = apad if xvec else geo.c
     regs = 32 if target.current().vector_bits == 512 else 16
-    v, p = _blocking(nvec, geo.sp_out[-1], regs)
+    v, p = _blocking(nvec, geo.sp_out[-1], regs, prod(geo.ks) * geo.ci * apad * kd.itemsize)
     xperm = [dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension]
     in_dtype = instr.operands[0].shape.dtype
     channels_last = (xperm == list(range(s + 2)) and cx == geo.c and comp == in_dtype

@@ -260,3 +260,17 @@ def test_narrow_types(form: str, t: str) -> None:
                                    rtol=2 * eps, atol=1e-6, equal_nan=True)
     else:
         np.testing.assert_array_equal(got.astype(np.int64), want.astype(np.int64))
+
+
+def test_weights_past_l1_take_two_vector_blocks() -> None:
+    """Over WIDE_BLOCK_WEIGHTS bytes of weights the register blocks keep 2 vectors of output
+    features (P up to 14: a 7-pixel row one block); the result stays within the bound on
+    a small-spatial, many-channel layer (3x3 64 -> 128: 288 KB of f32 weights), padded and
+    strided."""
+    from xlapy.backends.cpu.conv_general import WIDE_BLOCK_WEIGHTS, _blocking
+
+    assert _blocking(8, 7, 32, WIDE_BLOCK_WEIGHTS) == (4, 4)
+    assert _blocking(8, 7, 32, WIDE_BLOCK_WEIGHTS + 1) == (2, 7)
+    assert _blocking(8, 14, 16, 1 << 20) == (2, 5)  # 16 registers: 2 vectors anyway
+    _check(Case(2, 64, (7, 9), 128, (3, 3), pad=((1, 1), (1, 1))), "f32", "f32")
+    _check(Case(1, 64, (9, 9), 128, (3, 3), stride=(2, 2), pad=((1, 1), (0, 1))), "f32", "f32")
