@@ -444,10 +444,12 @@ def library_engine(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *
 
 
 def library_job(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *,
-                exports: Sequence[str]) -> Callable[[], Engine]:
-    """As `library_engine` (the light pipeline, -O3), the compile on a compile thread
-    (parallel_compile.submit) while the caller builds something else: the returned call
-    waits for it and gives the engine. gemm_f32's kernels compile so beside its driver."""
+                exports: Sequence[str], o0: bool = False) -> Callable[[], Engine]:
+    """As `library_engine` (the light pipeline, -O3; `o0`: unvectorized, -O0 code
+    generation, as o0_engine), the compile on a compile thread (parallel_compile.submit)
+    while the caller goes on: the returned call waits for it and gives the engine (each
+    call a new one). gemm_f32's modules compile so while the compile that needs them
+    plans."""
     k = library_key(ident, mode)
     obj = get(k)
     if obj is not None:
@@ -458,7 +460,8 @@ def library_job(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *,
             discard(k)
     from xlapy.backends.cpu import parallel_compile
 
-    job = parallel_compile.submit(llvm_util.module_text(emit()), True, True)
+    job = parallel_compile.submit(llvm_util.module_text(emit()), not o0, True, opt=0 if o0
+                                  else parallel_compile.OPT_LEVEL)
 
     def result() -> Engine:
         eng = Engine(compiled=job.result(), light=True, exports=exports)

@@ -32,6 +32,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -211,24 +213,49 @@ def _driver_module() -> ir.Module:
     return mod
 
 
+#: gemm_f32's three compiles per target: (the call giving each engine, its functions),
+#: started by the first compile that routes a product here (`build_ahead`) or the first call.
+_JOBS: dict[target.CpuTarget, list[tuple[Callable[[], Engine], list[str]]]] = {}
+_JOBS_LOCK = threading.Lock()
+
+
+def _jobs(tgt: target.CpuTarget) -> list[tuple[Callable[[], Engine], list[str]]]:
+    """The two hot modules (-O3) and the driver (-O0 code generation: its loops only call
+    the hot functions, ~6 ms to build instead of ~12) compiling on compile threads
+    (parallel_compile.submit), started once per process and target: LLVM's work, which
+    holds no GIL, so a compile that starts them while it plans goes on beside them (the
+    MLP's first call waited 15-30 ms for them when they started as its compile returned)."""
+    with _JOBS_LOCK:
+        if tgt not in _JOBS:
+            with target.use(tgt), denormal.use(denormal.IEEE):
+                jobs = [(cache.library_job(("gemm_f32", "hot", j), lambda t=text: t,
+                                           "light", exports=names), names)
+                        for j, (text, names) in enumerate(
+                            gemm_f32_text.modules(NAME, MR, NV, UNROLL))]
+                jobs.append((cache.library_job(("gemm_f32", "driver"), _driver_module,
+                                               "light", exports=[NAME, TABLE], o0=True),
+                             [NAME, TABLE]))
+            _JOBS[tgt] = jobs
+        return _JOBS[tgt]
+
+
+if hasattr(os, "register_at_fork"):  # a child has none of the compile threads
+    os.register_at_fork(after_in_child=_JOBS.clear)
+
+
 @once
 def _compile(tgt: target.CpuTarget) -> tuple[list[Engine], int]:
-    """The modules on an AVX-512 target, compiled once per process (disk-cached): the two
-    hot ones (-O3) on compile threads while this one builds the driver (-O0 code
-    generation: its loops only call the hot functions, ~6 ms to build instead of ~12)."""
-    with target.use(tgt), denormal.use(denormal.IEEE):
-        hot = gemm_f32_text.modules(NAME, MR, NV, UNROLL)
-        jobs = [cache.library_job(("gemm_f32", "hot", j), lambda text=text: text, "light",
-                                  exports=names) for j, (text, names) in enumerate(hot)]
-        driver = cache.library_engine(("gemm_f32", "driver"), _driver_module, "light", o0=True,
-                                      exports=[NAME, TABLE])
-        engines = [job() for job in jobs]
+    """The modules on an AVX-512 target (`_jobs`), compiled once per process (disk-cached),
+    linked, the driver's table filled."""
+    jobs = _jobs(tgt)
+    engines = [job() for job, _ in jobs]
+    driver = engines[-1]
     if driver.linked:
-        where = {name: eng for eng, (_, names) in zip(engines, hot) for name in names}
+        where = {name: eng for eng, (_, names) in zip(engines, jobs) for name in names}
         table = driver.address(TABLE)
         for j, name in enumerate(HOT):
             ctypes.c_uint64.from_address(table + 8 * j).value = where[name].address(name)
-    return [*engines, driver], driver.address(NAME)
+    return engines, driver.address(NAME)
 
 
 def available() -> bool:
@@ -250,8 +277,12 @@ def _fortran(addr: int) -> Any:
 
 
 def build_ahead() -> None:
-    """In a compile: the module is built while the compile returns (once.py)."""
-    ahead(_compile, target.current())
+    """In a compile: the modules start compiling now (`_jobs`), and are linked as the compile
+    returns (once.py)."""
+    tgt = target.current()
+    if _runs(tgt):
+        _jobs(tgt)
+    ahead(_compile, tgt)
 
 
 def fortran() -> Any:

@@ -120,14 +120,15 @@ def compile_all(jobs: Sequence[tuple[str, bool, bool]], n: int
     return [out[i] for i in range(len(jobs))]
 
 
-def submit(text: str, vectorize: bool, light: bool, passes: bool = True
-           ) -> Future[tuple[bytes, llvm.ModuleRef]]:
+def submit(text: str, vectorize: bool, light: bool, passes: bool = True,
+           opt: int = OPT_LEVEL) -> Future[tuple[bytes, llvm.ModuleRef]]:
     """(object, optimized module) of one module for the current target, compiled on a
     compile thread while the caller does other work (conv_compile.py: a convolution's -O3
-    module beside its -O0 one). `passes` False: code generation alone (codegen)."""
+    module beside its -O0 one). `passes` False: code generation alone (codegen); `opt`:
+    the code generation level (0: compile_here's -O0 object)."""
     t = target.current()
     _init()
-    return _pool().submit(_compile, text, vectorize, light, t, passes)
+    return _pool().submit(_compile, text, vectorize, light, t, passes, opt)
 
 
 def _pool() -> ThreadPoolExecutor:

@@ -173,3 +173,31 @@ def test_the_driver_calls_every_hot_function() -> None:
     table = driver.address(gemm_f32.TABLE)
     got = [ctypes.c_uint64.from_address(table + 8 * j).value for j in range(len(names))]
     assert all(got) and len(set(got)) == len(got)
+
+
+def test_a_compile_starts_the_modules_while_it_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compile routing a product here starts gemm_f32's compiles (`_jobs`) while it plans,
+    not as it returns: their LLVM work runs beside the rest of the compile."""
+    import xlapy
+
+    started: list[object] = []
+    real = gemm_f32._jobs
+
+    def spy(tgt: target.CpuTarget) -> object:
+        started.append(tgt)
+        return real(tgt)
+
+    monkeypatch.setattr(gemm_f32, "_jobs", spy)
+    text = """
+func.func @main(%x: tensor<256x512xf32>, %w: tensor<512x1024xf32>) -> tensor<256x1024xf32> {
+  %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
+      : (tensor<256x512xf32>, tensor<512x1024xf32>) -> tensor<256x1024xf32>
+  return %y : tensor<256x1024xf32>
+}
+"""
+    prog = xlapy.compile(text, backend="cpu")
+    assert started and set(started) == {target.current()}  # (planning may ask again)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((256, 512)).astype(np.float32)
+    w = rng.standard_normal((512, 1024)).astype(np.float32)
+    assert_dot_close(np.asarray(prog(x, w)), x, w, k=512)
