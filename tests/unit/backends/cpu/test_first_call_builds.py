@@ -210,3 +210,7 @@ def test_library_job_compiles_beside_the_caller_and_loads_from_disk(
         cache.clear_memory()
         third = cache.library_job(("test-job",), emit, "light", exports=name)()
         assert third.object == want and emitted == [1, 1]
+        o0 = cache.library_job(("test-job-o0",), emit, "light", exports=name, o0=True)()
+        want0, _ = parallel_compile.compile_here(llvm_util.module_text(text), False, True,
+                                                 opt=0)
+        assert o0.object == want0 and o0.address(name[0])
