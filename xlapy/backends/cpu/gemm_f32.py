@@ -22,9 +22,10 @@ _gemm_args), for the no-transpose, alpha 1, beta 0 case only: blas routes just t
 here (`routes`: AVX-512 targets, the shapes where it won), so dot_epilogue's chunk job and
 blas's thread pool call it unchanged; XLAPY_GEMM_F32=0 turns the routing off.
 MXCSR FTZ/DAZ are cleared around it (IEEE, like BLAS). Built once per process (AVX-512
-hosts only; cached on disk like any kernel) as three modules, on a program's first call:
-the kernels and packing (gemm_f32_text.py, -O3, two modules on compile threads) and the
-blocking loops here (-O0: they only call those, through `TABLE`).
+hosts only; cached on disk like any kernel) as three modules compiled on compile threads,
+started by the first compile that routes a product here (else the first call): the kernels
+and packing (gemm_f32_text.py, -O3, two modules) and the blocking loops here (-O0: they only
+call those, through `TABLE`, filled once all are linked).
 """
 
 from __future__ import annotations
