@@ -19,8 +19,6 @@ compile thread's time only.
 from __future__ import annotations
 
 import re
-import sys
-import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -39,33 +37,9 @@ from xlapy.phases import phase
 MIN_INSTRUCTIONS = 200
 #: A reference to a global in IR text (llvm_util.module_texts' rule).
 _GLOBAL_REF = re.compile(r'@(?:"([^"]+)"|([-A-Za-z0-9_.$]+))')
-#: The interpreter's thread switch interval (s) while an early compile runs. The compile
-#: thread takes the GIL back after each LLVM call (parse, pipeline, code generation), and
-#: while the main thread runs Python (emitting the next kernels) it waits for the switch
-#: interval to pass: 5 ms by default, each time.
-SWITCH_S = 2e-4
-_SWITCH_LOCK = threading.Lock()
-_switch: list[float] = []  # the interval before, while early compiles run
-_running: set[_Job] = set()  # the jobs counted in
 
 
-def _fast_switch(job: _Job, on: bool) -> None:
-    """Count an early compile in (on) or out (once: its end and its collection both count
-    it out, whichever comes first); the first in sets SWITCH_S, the last out puts the
-    interval back."""
-    with _SWITCH_LOCK:
-        if on:
-            if not _running:
-                _switch[:] = [sys.getswitchinterval()]
-                sys.setswitchinterval(min(SWITCH_S, _switch[0]))
-            _running.add(job)
-        elif job in _running:
-            _running.discard(job)
-            if not _running and _switch:
-                sys.setswitchinterval(_switch.pop())
-
-
-@dataclass(eq=False)  # (hashed by identity: _running)
+@dataclass
 class _Job:
     """One early kernel: its module text, cache key and pipeline, and the cached object or
     the compile in flight."""
@@ -133,16 +107,8 @@ class EarlyCompiles:
             text = group_text(self.mod, [spec.name])
         key = cache.key(text, "light" if light else "" if vec else "novec")
         obj = cache.get(key)
-        job = _Job(text, key, vec, light, obj, None)
-        if obj is None:
-            _fast_switch(job, True)
-            try:
-                job.future = parallel_compile.submit(text, vec, light)
-            except BaseException:
-                _fast_switch(job, False)
-                raise
-            job.future.add_done_callback(lambda _: _fast_switch(job, False))
-        self.jobs[spec.name] = job
+        future = None if obj is not None else parallel_compile.submit(text, vec, light)
+        self.jobs[spec.name] = _Job(text, key, vec, light, obj, future)
 
     def engine(self, name: str) -> Engine:
         """The Engine of early kernel `name` (waits for its compile)."""
@@ -151,10 +117,7 @@ class EarlyCompiles:
             return Engine(job.text, obj=job.cached, vectorize=job.vectorize, light=job.light,
                           exports=[name])
         with phase("llvm threads"):
-            try:
-                compiled = job.future.result()
-            finally:
-                _fast_switch(job, False)
+            compiled = job.future.result()
         engine = Engine(compiled=compiled, vectorize=job.vectorize, light=job.light,
                         exports=[name])
         cache.put(job.key, engine.object)
