@@ -221,14 +221,15 @@ def _compile(rows: int, f64: bool, tgt: target.CpuTarget) -> Compiled:
 
 
 def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
-    """Whether a plain [m, k] @ [k, n] product runs here: 2..8 rows, a row-major W too big
-    for gemm_small (its rows do not stay in L2), an AVX-512 target this process runs. With
-    16 registers (AVX2, SSE) the 8 rows leave one vector of columns per block, half a cache
-    line of each W row per pass: x86-64-v3 took 25-38 ms on one core (OpenBLAS 11.7)."""
+    """Whether a plain [m, k] @ [k, n] product runs here: 2..16 rows (over 8: two passes
+    over W, `runner`), a row-major W too big for gemm_small (its rows do not stay in L2),
+    an AVX-512 target this process runs. With 16 registers (AVX2, SSE) the 8 rows leave one
+    vector of columns per block, half a cache line of each W row per pass: x86-64-v3 took
+    25-38 ms on one core (OpenBLAS 11.7)."""
     from xlapy.backends.cpu import gemm_small
 
     t = target.current()
-    return (2 <= m <= MAX_ROWS and not rhs_t and n >= 1 and k >= 1 and t.is_x86
+    return (2 <= m <= 2 * MAX_ROWS and not rhs_t and n >= 1 and k >= 1 and t.is_x86
             and t.runs_here and t.vector_bits == 512
             and k * n * (8 if f64 else 4) > gemm_small.MAX_RHS_BYTES)
 
@@ -250,7 +251,31 @@ def k_block(width: int, itemsize: int) -> int:
 
 def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
            ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
-    """A function (x, w, out) for a library thunk, the module built on its first call."""
+    """A function (x, w, out) for a library thunk, the modules built on its first call. Over
+    MAX_ROWS rows: two passes over W, one per half of the rows (all of a pass's rows stay in
+    registers). 2 threads, W evicted before each burst, min of 90 calls against blas.gemm:
+    16x1024x4096 1.22 -> 0.86 ms, 12x4096x4096 8.7 -> 6.4, 16x4096x1024 2.24 -> 1.66; three
+    passes tied (24x1024x4096 1.29 vs 1.30), four lost (32x1024x4096 3.5 vs 3.1)."""
+    if m <= MAX_ROWS:
+        return _rows_runner(m, n, k, f64, threads)
+    half = (m + 1) // 2
+    top, bottom = (_rows_runner(r, n, k, f64, threads) for r in (half, m - half))
+
+    def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
+        x = np.ascontiguousarray(x)
+        w = np.ascontiguousarray(w)
+        res = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        top(x[:half], w, res[:half])
+        bottom(x[half:], w, res[half:])
+        if res is not out:
+            out[...] = res
+
+    return run
+
+
+def _rows_runner(m: int, n: int, k: int, f64: bool, threads: int
+                 ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
+    """`runner` for at most MAX_ROWS rows: one pass over W."""
     tgt = target.current()
     size = 8 if f64 else 4
     lanes = tgt.vector_bits // (8 * size)

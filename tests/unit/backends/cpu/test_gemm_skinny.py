@@ -1,4 +1,4 @@
-"""Skinny GEMMs of gemm_skinny.py (2..8 rows against a W too big for gemm_small, column
+"""Skinny GEMMs of gemm_skinny.py (2..16 rows against a W too big for gemm_small, column
 chunks over the threads): within the float64 dot bound for odd shapes (column tails of
 every width), f32 and f64; the same bits as gemm_small's register blocks (one multiply-add
 chain in k order) and on 1, 2 and 3 threads; IEEE denormals; routing by library.py."""
@@ -50,7 +50,8 @@ def _operands(m: int, k: int, n: int, dtype: type) -> tuple[np.ndarray, np.ndarr
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("m", "k", "n"), [(2, 300, 517), (3, 129, 1031), (5, 257, 640),
-                                           (8, 200, 763), (7, 1, 140000)])
+                                           (8, 200, 763), (7, 1, 140000), (9, 300, 517),
+                                           (16, 129, 1031)])
 def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) -> None:
     x, w = _operands(m, k, n, dtype)
     ty = "f32" if dtype == np.float32 else "f64"
@@ -65,7 +66,7 @@ def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) 
 
 @pytest.mark.parametrize("blocked", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m", [2, 4, 8])
+@pytest.mark.parametrize("m", [2, 4, 8, 11, 16])
 def test_same_bits_as_gemm_small_on_any_thread_count(dtype: type, m: int, blocked: bool,
                                                      small_chunks: None,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,10 +113,11 @@ def test_denormal_products_survive() -> None:
 def test_takes_only_skinny_row_major_products_too_big_for_gemm_small() -> None:
     assert gemm_skinny.takes(8, 4096, 4096, False, False) == _avx512()
     assert not gemm_skinny.takes(1, 4096, 4096, False, False)  # gemv.py's
-    assert not gemm_skinny.takes(9, 4096, 4096, False, False)  # BLAS
+    assert gemm_skinny.takes(16, 4096, 4096, False, False) == _avx512()  # two passes
+    assert not gemm_skinny.takes(17, 4096, 4096, False, False)  # BLAS
     assert not gemm_skinny.takes(8, 4096, 4096, False, True)  # transposed W: BLAS
     assert not gemm_skinny.takes(8, 64, 64, False, False)  # gemm_small's
-    prog = xlapy.compile(_dot(9, 300, 600), backend="cpu")
+    prog = xlapy.compile(_dot(17, 300, 600), backend="cpu")
     assert "library blas" in prog._exe.explain()
 
 
