@@ -269,8 +269,8 @@ def test_overlapping_last_block_same_bits(monkeypatch: pytest.MonkeyPatch, poole
     cpu = xlapy.compile(text, backend="cpu")
     assert not cpu._exe.fallbacks()
     got = np.asarray(cpu(*args))
-    monkeypatch.setattr(conv_general, "_blocking", lambda nvec, wout, regs: (
-        real(nvec, wout, regs)[0], 2))
+    monkeypatch.setattr(conv_general, "_blocking", lambda nvec, wout, regs, weights=0: (
+        real(nvec, wout, regs, weights)[0], 2))
     cache.clear_memory()
     even = np.asarray(xlapy.compile(text, backend="cpu")(*args))
     np.testing.assert_array_equal(got, even)
