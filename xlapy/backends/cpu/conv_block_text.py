@@ -12,8 +12,8 @@ SROA made of the allocas before), so the light pipeline has nothing to do with t
 of `pp` pixels times V vectors, pixel q's vector j into spill[q * V + j]: input element
 offsets from `base` xb (the first block's first pixel, the group's channels) plus
 rowoff[tap row] + kx * (window dilation * channels) + c (plus xv, the vector's lanes, for
-depthwise), weights from w + wb (the group's, the block's first vector) + ((tap row * kw
-+ kx) * ci + c) * apad. The sums run over the tap rows, the window's last dimension and
+depthwise), weights from w + wb (the group's, the block's features) + ((tap row * kw
++ kx) * ci + c) * nest.wstride. The sums run over the tap rows, the window's last dimension and
 the input channels in that order (conv_kernel.py: the same order whichever input form).
 """
 
@@ -50,7 +50,7 @@ def block_text(name: str, t: ir.Type, nest: Nest, pp: int) -> str:
     vt = f"<{lanes} x {ts}>"
     is_float = t in (F32, F64)
     align = 8 if t == F64 else 4 if t == F32 else t.width // 8
-    kw, ci, apad = nest.ks[-1], nest.ci, nest.apad
+    kw, ci, ws = nest.ks[-1], nest.ci, nest.wstride
     st_last = nest.strides[-1] * nest.cx
     dx_step = nest.rhs_dil[-1] * nest.cx
     accs = [(q, j) for q in range(pp) for j in range(v)]
@@ -81,7 +81,7 @@ def block_text(name: str, t: ir.Type, nest: Nest, pp: int) -> str:
             "  %xt = add i64 %xb, %ro",
             f"  %kx.x = mul i64 %kx, {dx_step}",
             "  %xk = add i64 %xt, %kx.x",
-            f"  %k.w = mul i64 %k, {ci * apad}",
+            f"  %k.w = mul i64 %k, {ci * ws}",
             "  %wk = add i64 %wb, %k.w",
             "  br label %chan",
             # input channel c: pp * V multiply-adds
@@ -90,7 +90,7 @@ def block_text(name: str, t: ir.Type, nest: Nest, pp: int) -> str:
     out += [f"  %a{q}_{j} = phi {vt} [%a{q}_{j}.k, %tap], [%a{q}_{j}.c, %chan]" for q, j in accs]
     acc = {qj: f"%a{qj[0]}_{qj[1]}" for qj in accs}  # each sum's latest value
     # the channel's weights and input as pointers, each load a constant offset from them
-    out += [f"  %c.w = mul i64 %c, {apad}",
+    out += [f"  %c.w = mul i64 %c, {ws}",
             "  %wc = add i64 %wk, %c.w",
             f"  %wcp = getelementptr {ts}, {ts}* %w, i64 %wc",
             "  %xc = add i64 %xk, %c",
@@ -100,7 +100,7 @@ def block_text(name: str, t: ir.Type, nest: Nest, pp: int) -> str:
     for uu in range(u):  # input channel c + uu: pp * V multiply-adds
         sx = f"_{uu}"
         for j in range(v):
-            out += [f"  %wp{j}{sx} = getelementptr {ts}, {ts}* %wcp, i64 {j * lanes + uu * apad}",
+            out += [f"  %wp{j}{sx} = getelementptr {ts}, {ts}* %wcp, i64 {j * lanes + uu * ws}",
                     f"  %wvp{j}{sx} = bitcast {ts}* %wp{j}{sx} to {vt}*",
                     f"  %wv{j}{sx} = load {vt}, {vt}* %wvp{j}{sx}, align {align}"]
         for q in range(pp):

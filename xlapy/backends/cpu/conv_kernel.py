@@ -143,6 +143,14 @@ class Nest:
         (a multiple of 64: a chained nest's scratch follows)."""
         return -(-(self.tag_bytes() + (self.taps + 1) * self.row_len * itemsize) // 64) * 64
 
+    @property
+    def wstride(self) -> int:
+        """Weight elements from one input channel's to the next's: a register block's V
+        vectors, whose features' weights are packed together ([group][feature block][tap]
+        [channel][V * lanes]: conv_general.pack_blocks), so a block streams them in address
+        order; the padded groups for depthwise (groups in the lanes: [tap][apad])."""
+        return self.apad if self.xvec else self.v * self.lanes
+
     def tag_bytes(self) -> int:
         return -(-8 * self.taps // 64) * 64
 

@@ -196,7 +196,8 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
         first pixels of the blocks are ones already finished (the row's last block)."""
         xb = f.add(xg, f.mul(f.add(pix0, -skip), st_last))
         vl = f.mul(vb, lanes)
-        wb = f.add(wg, vl)
+        # the block's weights: its V vectors' features, packed together (Nest.wstride)
+        wb = f.add(wg, vl if nest.xvec else f.mul(vb, taps * kw * nest.ci * lanes))
         f.do(f"call void {hot_fn}({tp} {base}, {tp} %w, i64 {xb}, i64 {vl}, i64 {wb}, "
              f"i64* {rowoff}, {vt}* {spill0}, i64 {n})")
         ob = f.add(f.add(og, f.mul(pix0, opix)), vl)
