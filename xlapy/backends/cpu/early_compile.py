@@ -19,6 +19,7 @@ compile thread's time only.
 from __future__ import annotations
 
 import re
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,8 @@ from xlapy.phases import phase
 #: IR instructions a kernel has at least to be compiled early: a kernel costs ~1 ms to
 #: compile however small, and small ones are grouped (parallel_compile.MIN_INSTRUCTIONS).
 MIN_INSTRUCTIONS = 200
+#: The longest an early compile's start is waited for (s; parallel_compile.submit).
+WAIT_S = 0.05
 #: A reference to a global in IR text (llvm_util.module_texts' rule).
 _GLOBAL_REF = re.compile(r'@(?:"([^"]+)"|([-A-Za-z0-9_.$]+))')
 
@@ -107,7 +110,16 @@ class EarlyCompiles:
             text = group_text(self.mod, [spec.name])
         key = cache.key(text, "light" if light else "" if vec else "novec")
         obj = cache.get(key)
-        future = None if obj is not None else parallel_compile.submit(text, vec, light)
+        future = None
+        if obj is None:
+            # Until its code generation starts the compile thread needs the GIL back after
+            # every short LLVM call, and this thread, emitting the next kernels in Python,
+            # would hold it for up to the switch interval (5 ms) each time: wait here
+            # (~1-2 ms: the parse and the light pipeline), then go on beside it.
+            emitting = threading.Event()
+            future = parallel_compile.submit(text, vec, light, emitting=emitting)
+            with phase("llvm threads"):
+                emitting.wait(WAIT_S)
         self.jobs[spec.name] = _Job(text, key, vec, light, obj, future)
 
     def engine(self, name: str) -> Engine:

@@ -79,6 +79,8 @@ from xlapy.types.literal import TOKEN_VALUE
 
 _KFN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 CONTROL_FLOW = frozenset({"while", "case", "if", "call"})
+#: Kernels with row reductions are built first (CpuExecutable._plan).
+ROW_KERNELS_FIRST = True
 
 
 def _pool() -> NativePool:
@@ -166,9 +168,15 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         #: Big kernels compiling on threads while the rest is emitted (early_compile.py).
         self._early = EarlyCompiles(mod, self.options)
         self.thunks: list[Callable[..., None]] = []
-        kernel_specs: list[kernels.Kernel] = []
+        kernel_specs: list[Any] = []  # (kernels.Kernel; None while one is to be built)
         fresh: list[int] = []
         temps: list[int] = []
+        # Kernels without row reductions are built after the loop: a row kernel (softmax,
+        # layer norm: the big ones) then starts compiling early (early_compile.py) without
+        # waiting for the small kernels before it (x86-64-v3 attention_bf16: two bf16 ->
+        # f32 converts, ~0.9 ms, that a batch chain then drops). Functions keep program
+        # order in the module (an emitter creates its function when made).
+        pending: list[tuple[int, kernels.KernelEmitter]] = []
         # (the last fused kernel's position: early_compile starts none there)
         last_kernel = max((k for k, i in enumerate(order) if id(i) in fusible
                            and id(i) in self.materialized and id(i) not in self._claimed
@@ -196,10 +204,14 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                           and instr.shape.is_array and instr.shape.num_elements
                           * instr.shape.dtype.itemsize >= max(self.options.stream_bytes,
                                                              recycle.MIN_BYTES))
-                spec = kernels.KernelEmitter(mod, name, instr, leaves, s,
-                                             self.row_reduces.get(iid, []), stream).build()
-                kernel_specs.append(spec)
-                self._early.offer(spec, at >= last_kernel)
+                rows = self.row_reduces.get(iid, [])
+                emitter = kernels.KernelEmitter(mod, name, instr, leaves, s, rows, stream)
+                kernel_specs.append(None)
+                if rows or not ROW_KERNELS_FIRST:
+                    kernel_specs[-1] = spec = emitter.build()
+                    self._early.offer(spec, at >= last_kernel and not pending)
+                else:
+                    pending.append((len(kernel_specs) - 1, emitter))
                 (fresh if iid in self.outputs else temps).append(s)
                 self.report.append((instr.name, instr.opcode, f"kernel {name}"))
                 continue
@@ -218,6 +230,9 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 self.report.append((instr.name, instr.opcode, f"kernel {name} ({native.label})"))
                 continue
             self._plan_other(instr, fresh, temps)
+        for j, (k, emitter) in enumerate(pending):
+            kernel_specs[k] = spec = emitter.build()
+            self._early.offer(spec, j == len(pending) - 1)
         self.fresh_slots = fresh
         self.temp_slots = temps
         #: The instructions that have a thunk, in program (= thunk) order.

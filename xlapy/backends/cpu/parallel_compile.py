@@ -121,14 +121,18 @@ def compile_all(jobs: Sequence[tuple[str, bool, bool]], n: int
 
 
 def submit(text: str, vectorize: bool, light: bool, passes: bool = True,
-           opt: int = OPT_LEVEL) -> Future[tuple[bytes, llvm.ModuleRef]]:
+           opt: int = OPT_LEVEL, emitting: threading.Event | None = None
+           ) -> Future[tuple[bytes, llvm.ModuleRef]]:
     """(object, optimized module) of one module for the current target, compiled on a
     compile thread while the caller does other work (conv_compile.py: a convolution's -O3
     module beside its -O0 one). `passes` False: code generation alone (codegen); `opt`:
-    the code generation level (0: compile_here's -O0 object)."""
+    the code generation level (0: compile_here's -O0 object). `emitting` is set when the
+    thread starts code generation (or fails before): one long LLVM call without the GIL,
+    where the parse and the pipeline before it take the GIL back after each of their ~15
+    short calls, each a wait for a caller running Python (early_compile.py waits)."""
     t = target.current()
     _init()
-    return _pool().submit(_compile, text, vectorize, light, t, passes, opt)
+    return _pool().submit(_compile, text, vectorize, light, t, passes, opt, emitting)
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -244,15 +248,22 @@ def compile_here(text: str, vectorize: bool, light: bool, opt: int = OPT_LEVEL
 
 
 def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget, passes: bool = True,
-             opt: int = OPT_LEVEL) -> tuple[bytes, llvm.ModuleRef]:
-    with _machine(t, opt) as tm:
-        ref = _parse_own_context(text)
-        ref.triple = t.triple
-        ref.data_layout = str(tm.target_data)
-        if passes:
-            mpm, pb = pass_pipeline(tm, vectorize, light)
-            _unlocked("LLVMPY_RunNewModulePassManager")(mpm, ref, pb)
-        return _emit(tm, ref), ref
+             opt: int = OPT_LEVEL, emitting: threading.Event | None = None
+             ) -> tuple[bytes, llvm.ModuleRef]:
+    try:
+        with _machine(t, opt) as tm:
+            ref = _parse_own_context(text)
+            ref.triple = t.triple
+            ref.data_layout = str(tm.target_data)
+            if passes:
+                mpm, pb = pass_pipeline(tm, vectorize, light)
+                _unlocked("LLVMPY_RunNewModulePassManager")(mpm, ref, pb)
+            if emitting is not None:
+                emitting.set()
+            return _emit(tm, ref), ref
+    finally:
+        if emitting is not None:
+            emitting.set()
 
 
 def codegen(text: str) -> tuple[bytes, llvm.ModuleRef]:

@@ -1,9 +1,13 @@
 """A big kernel that is not the last one starts compiling on a compile thread as soon as it
 is emitted (early_compile.py): the program computes the same bits as compiled serially,
 prints the same kernel module and takes the kernel's object from the cache when it is
-there; its module text holds the definitions it reaches and every declaration."""
+there; its module text holds the definitions it reaches and every declaration. Row kernels
+are built before the small kernels ahead of them in program order (the functions keep
+program order), and the compile thread says when its code generation starts."""
 
 from __future__ import annotations
+
+import threading
 
 import llvmlite.binding as llvm
 import ml_dtypes
@@ -12,7 +16,7 @@ import pytest
 from llvmlite import ir
 
 import xlapy
-from xlapy.backends.cpu import cache, early_compile, parallel_compile
+from xlapy.backends.cpu import cache, early_compile, kernels, parallel_compile
 from xlapy.backends.cpu.llvm_util import F32, I64, VOID, new_module
 
 _X, _Y = "tensor<64x256xbf16>", "tensor<64x256xf32>"
@@ -81,6 +85,51 @@ def test_an_early_kernel_comes_from_the_cache(monkeypatch: pytest.MonkeyPatch,
     args = _args()
     for g, w in zip(second(*args), first(*args)):
         np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
+
+
+def test_a_row_kernel_is_built_before_the_small_ones_ahead_of_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    lines = PROGRAM.strip().splitlines()
+    small = [ln for ln in lines if "%two" in ln or "%q" in ln and "%r" in ln]
+    y_first = "\n".join([lines[0]] + small + [ln for ln in lines[1:] if ln not in small])
+    built: list[str] = []
+    build = kernels.KernelEmitter.build
+    monkeypatch.setattr(kernels.KernelEmitter, "build",
+                        lambda self: built.append(self.name) or build(self))
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: 1)
+    cache.clear_memory()
+    serial = xlapy.compile(y_first, backend="cpu", options=OPTS)
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: 2)
+    monkeypatch.setattr(early_compile, "MIN_INSTRUCTIONS", 100)
+    cache.clear_memory()
+    early = xlapy.compile(y_first, backend="cpu", options=OPTS)
+    assert [k.root.name for k in early._exe.kernel_specs] == ["r", "p"]  # program order
+    assert built == ["k1", "k0"] * 2 and list(early._exe._early.jobs) == ["k1"]
+    ir_text = early._exe.kernel_ir
+    assert ir_text == serial._exe.kernel_ir and ir_text.index('"k0"') < ir_text.index('"k1"')
+    args = _args()
+    for g, w in zip(early(*args), serial(*args)):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
+
+
+def test_submit_says_when_code_generation_starts() -> None:
+    text = early_compile.group_text(_one_function_module(), ["kernel"])
+    started = threading.Event()
+    obj, _ = parallel_compile.submit(text, True, True, emitting=started).result()
+    assert started.is_set() and obj
+    failed = threading.Event()
+    with pytest.raises(RuntimeError):
+        parallel_compile.submit("not IR", True, True, emitting=failed).result()
+    assert failed.is_set()  # (a caller waiting for it is not left waiting)
+
+
+def _one_function_module() -> ir.Module:
+    mod = new_module("early_one")
+    fn = ir.Function(mod, ir.FunctionType(F32, [F32]), "kernel")
+    b = ir.IRBuilder(fn.append_basic_block())
+    b.ret(b.fadd(fn.args[0], fn.args[0]))
+    return mod
 
 
 def test_the_last_kernel_compiles_with_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
