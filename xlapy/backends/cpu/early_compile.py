@@ -4,16 +4,19 @@ compile time).
 Why: the executable compiled its kernels only once every kernel was emitted, the regions
 and chains planned and every kernel printed (executable._compile_kernels); x86-64-v3's
 attention_bf16 emitted its softmax kernel (~260 IR instructions, ~8 ms to compile, the
-longest part of its cold compile) 4-5 ms before that compile could start. A kernel of at least
-MIN_INSTRUCTIONS is printed alone (its module: the declarations and metadata so far, the
-definitions it reaches) and handed to a compile thread right away (parallel_compile.submit)
-while the main thread goes on; `_compile_kernels` leaves it out of its groups and takes its
-object from here. The object is the serial path's: the same function through the same
-pipeline and machine settings, in a module of its own as when the groups are compiled on
-threads. Only with more than one compile thread (parallel_compile.threads): otherwise the
-main thread compiles everything after emitting, as before. A kernel that is compiled early
-and then not needed (a chain reads its leaf instead: executable._chain_dropped) costs a
-compile thread's time only.
+longest part of its cold compile) 4-5 ms before that compile could start. A kernel of at
+least MIN_INSTRUCTIONS is printed alone (its module: the declarations and metadata so far,
+the definitions it reaches) and handed to a compile thread right away
+(parallel_compile.submit); the main thread waits until that compile reaches code
+generation (its one long call without the GIL: `offer`), then goes on emitting, and
+`_compile_kernels` leaves the kernel out of its groups and takes its object from here.
+Row kernels (the big ones) are built before the small kernels ahead of them in program
+order (CpuExecutable._plan), so they start first. The object is the serial path's: the
+same function through the same pipeline and machine settings, in a module of its own as
+when the groups are compiled on threads. Only with more than one compile thread
+(parallel_compile.threads): otherwise the main thread compiles everything after emitting,
+as before. A kernel that is compiled early and then not needed (a chain reads its leaf
+instead: executable._chain_dropped) costs a compile thread's time only.
 """
 
 from __future__ import annotations
