@@ -31,7 +31,6 @@ import numpy as np
 
 from xlapy import denormal
 from xlapy.backends.cpu import (
-    cache,
     chain_runtime,
     conv_epilogue,
     dot_epilogue,
@@ -42,7 +41,6 @@ from xlapy.backends.cpu import (
     once,
     op_emit,
     parallel,
-    parallel_compile,
     recycle,
     regions,
     target,
@@ -55,13 +53,13 @@ from xlapy.backends.cpu.early_compile import EarlyCompiles
 from xlapy.backends.cpu.fused_roots import FusedRoots
 from xlapy.backends.cpu.fusion_plan import (
     CpuFusionPlan,
-    kernel_elements,
     leaf_slots,
     root_values,
     row_walk,
 )
 from xlapy.backends.cpu.introspect import Introspection
-from xlapy.backends.cpu.llvm_util import Engine, collect_objects, module_texts, new_module
+from xlapy.backends.cpu.kernel_compile import compile_kernels
+from xlapy.backends.cpu.llvm_util import Engine, collect_objects, new_module
 from xlapy.backends.cpu.memory_plan import MemoryPlanning
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.backends.cpu.options import CpuOptions
@@ -73,7 +71,7 @@ from xlapy.interpreter.evaluator import check_value
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ir.location import locate_error
 from xlapy.ops.base import OPS
-from xlapy.phases import Phases, phase
+from xlapy.phases import Phases
 from xlapy.types import Shape
 from xlapy.types.literal import TOKEN_VALUE
 
@@ -503,61 +501,12 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
 
     def _compile_kernels(self, mod: Any, specs: list[kernels.Kernel],
                          skip: AbstractSet[int] = frozenset()) -> None:
-        """Kernels written in explicit vectors (lanes.py) are compiled with the light
-        pipeline, the others (native loops, gathers, transposes) with O3 and the loop
-        vectorizer, each group as a module of its own: one such kernel put the whole module
-        through O3 (the CNN's pooling kernel: 29 ms of LLVM optimization for its 4 kernels,
-        most of it on the convolution epilogues that need none). With idle CPUs each group is
-        cut into modules of similar size and every module is compiled on a thread of its own
-        (parallel_compile.py); the code of each kernel is the same either way. Kernels
-        whose output is in `skip` (`_chain_dropped`) are not compiled (address 0). Big
-        kernels started compiling as they were emitted (early_compile.py): their engines
-        come from there."""
-        early = self._early.jobs
-        built = [k for k in specs if k.output not in skip and k.name not in early]
-        n = parallel_compile.threads(self.options.num_threads) if len(built) > 1 else 1
-        groups: list[list[kernels.Kernel]] = []
-        lights: list[bool] = []
-        for explicit in (True, False):
-            kind = [k for k in built if k.explicit == explicit]
-            sizes = [sum(len(bb.instructions) for bb in mod.globals[k.name].blocks)
-                     for k in kind]
-            for r in parallel_compile.chunks(sizes, n):
-                if r:
-                    groups.append([kind[i] for i in r])
-                    lights.append(explicit)
-        whole, texts = module_texts(mod, [[k.name for k in g] for g in groups])
-        self.kernel_ir = whole
-        modes = [(lt, any(kernel_elements(k) >= self.options.small_kernel for k in group))
-                 for lt, group in zip(lights, groups)]
-        keys = [cache.key(text, "light" if light else "" if vec else "novec")
-                for text, (light, vec) in zip(texts, modes)]
-        objs = [cache.get(key) for key in keys]
-        todo = [i for i, obj in enumerate(objs) if obj is None]
-        compiled: dict[int, Any] = {}
-        if n > 1 and len(todo) > 1:
-            with phase("llvm threads"):
-                compiled = dict(zip(todo, parallel_compile.compile_all(
-                    [(texts[i], modes[i][1], modes[i][0]) for i in todo], n)))
-        elif early:  # here, beside the early ones: outside llvmlite's lock, which Engine
-            # holds through a whole compile while a compile thread's calls wait for it
-            compiled = {i: parallel_compile.compile_here(texts[i], modes[i][1], modes[i][0])
-                        for i in todo}
-        addrs: dict[str, int] = {}
-        for i, (group, text, (light, vec)) in enumerate(zip(groups, texts, modes)):
-            engine = Engine(text, obj=objs[i], vectorize=vec, light=light,
-                            exports=[k.name for k in group], compiled=compiled.get(i))
-            if objs[i] is None:
-                cache.put(keys[i], engine.object)
-            self.engines.append(engine)
-            addrs.update((k.name, engine.address(k.name)) for k in group)
-        for k in specs:  # (after the others: their compile overlaps the early ones')
-            if k.name in early and k.output not in skip:
-                engine = self._early.engine(k.name)
-                self.engines.append(engine)
-                addrs[k.name] = engine.address(k.name)
+        """The kernels' engines and addresses (kernel_compile.py); kernels whose output is
+        in `skip` (`_chain_dropped`) are not compiled (address 0)."""
+        engines, self.kernel_ir, self.kernel_addrs = compile_kernels(
+            mod, specs, skip, self.options, self._early)
+        self.engines.extend(engines)
         self.engine = self.engines[0] if self.engines else None
-        self.kernel_addrs = [addrs.get(k.name, 0) for k in specs]
 
     def _bind_kernels(self, specs: list[kernels.Kernel]) -> None:
         """Kernel thunks go in program order, interleaved with the others."""

@@ -42,16 +42,16 @@ func.func @main(%x: tensor<3x4x6xf64>) -> tensor<6x3xf64> {
 
 def _modules(text: str, monkeypatch: pytest.MonkeyPatch) -> list[ir.Module]:
     """The kernel modules (llvmlite) a compile of `text` prints."""
-    from xlapy.backends.cpu import executable
+    from xlapy.backends.cpu import kernel_compile
 
     seen: list[ir.Module] = []
-    real = executable.module_texts
+    real = kernel_compile.module_texts
 
     def spy(mod: ir.Module, groups: Any) -> Any:
         seen.append(mod)
         return real(mod, groups)
 
-    monkeypatch.setattr(executable, "module_texts", spy)
+    monkeypatch.setattr(kernel_compile, "module_texts", spy)
     cache.clear_memory()
     xlapy.compile(text, backend="cpu")
     return seen

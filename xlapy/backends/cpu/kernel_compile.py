@@ -1,0 +1,77 @@
+"""An executable's fused kernels compiled to engines (CpuExecutable._compile_kernels).
+
+Kernels written in explicit vectors (lanes.py) are compiled with the light pipeline, the
+others (native loops, gathers, transposes) with O3 and the loop vectorizer, each group as a
+module of its own: one such kernel put the whole module through O3 (the CNN's pooling
+kernel: 29 ms of LLVM optimization for its 4 kernels, most of it on the convolution
+epilogues that need none). With idle CPUs each group is cut into modules of similar size
+and every module is compiled on a thread of its own (parallel_compile.py); the code of each
+kernel is the same either way. Big kernels that started compiling as they were emitted
+(early_compile.py) take their engines from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+from xlapy.backends.cpu import cache, kernels, parallel_compile
+from xlapy.backends.cpu.early_compile import EarlyCompiles
+from xlapy.backends.cpu.fusion_plan import kernel_elements
+from xlapy.backends.cpu.llvm_util import Engine, module_texts
+from xlapy.backends.cpu.options import CpuOptions
+from xlapy.phases import phase
+
+
+def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int],
+                    options: CpuOptions, early: EarlyCompiles
+                    ) -> tuple[list[Engine], str, list[int]]:
+    """(engines, the whole module's text, each kernel's address) for `specs`, emitted into
+    `mod`; kernels whose output is in `skip` (a chain's dropped ones) are not compiled
+    (address 0)."""
+    jobs = early.jobs
+    built = [k for k in specs if k.output not in skip and k.name not in jobs]
+    n = parallel_compile.threads(options.num_threads) if len(built) > 1 else 1
+    groups: list[list[kernels.Kernel]] = []
+    lights: list[bool] = []
+    for explicit in (True, False):
+        kind = [k for k in built if k.explicit == explicit]
+        sizes = [sum(len(bb.instructions) for bb in mod.globals[k.name].blocks) for k in kind]
+        for r in parallel_compile.chunks(sizes, n):
+            if r:
+                groups.append([kind[i] for i in r])
+                lights.append(explicit)
+    whole, texts = module_texts(mod, [[k.name for k in g] for g in groups])
+    modes = [(lt, any(kernel_elements(k) >= options.small_kernel for k in group))
+             for lt, group in zip(lights, groups)]
+    keys = [cache.key(text, "light" if light else "" if vec else "novec")
+            for text, (light, vec) in zip(texts, modes)]
+    objs = [cache.get(key) for key in keys]
+    todo = [i for i, obj in enumerate(objs) if obj is None]
+    compiled: dict[int, Any] = {}
+    if n > 1 and len(todo) > 1:
+        with phase("llvm threads"):
+            compiled = dict(zip(todo, parallel_compile.compile_all(
+                [(texts[i], modes[i][1], modes[i][0]) for i in todo], n)))
+    elif jobs:  # here, beside the early ones: outside llvmlite's lock, which Engine holds
+        # through a whole compile while a compile thread's calls wait for it
+        compiled = {i: parallel_compile.compile_here(texts[i], modes[i][1], modes[i][0])
+                    for i in todo}
+    engines: list[Engine] = []
+    addrs: dict[str, int] = {}
+    for i, (group, text, (light, vec)) in enumerate(zip(groups, texts, modes)):
+        engine = Engine(text, obj=objs[i], vectorize=vec, light=light,
+                        exports=[k.name for k in group], compiled=compiled.get(i))
+        if objs[i] is None:
+            cache.put(keys[i], engine.object)
+        engines.append(engine)
+        addrs.update((k.name, engine.address(k.name)) for k in group)
+    for k in specs:  # (after the others: their compile overlaps the early ones')
+        if k.name in jobs and k.output not in skip:
+            engine = early.engine(k.name)
+            engines.append(engine)
+            addrs[k.name] = engine.address(k.name)
+    return engines, whole, [addrs.get(k.name, 0) for k in specs]
+
+
+__all__ = ["compile_kernels"]
