@@ -2,14 +2,14 @@
 compile time).
 
 Why: the executable compiled its kernels only once every kernel was emitted, the regions
-and chains planned and every kernel printed (executable._compile_kernels); x86-64-v3's
+and chains planned and every kernel printed (kernel_compile.compile_kernels); x86-64-v3's
 attention_bf16 emitted its softmax kernel (~260 IR instructions, ~8 ms to compile, the
 longest part of its cold compile) 4-5 ms before that compile could start. A kernel of at
 least MIN_INSTRUCTIONS is printed alone (its module: the declarations and metadata so far,
 the definitions it reaches) and handed to a compile thread right away
 (parallel_compile.submit); the main thread waits until that compile reaches code
 generation (its one long call without the GIL: `offer`), then goes on emitting, and
-`_compile_kernels` leaves the kernel out of its groups and takes its object from here.
+`compile_kernels` leaves the kernel out of its groups and takes its object from here.
 Row kernels (the big ones) are built before the small kernels ahead of them in program
 order (CpuExecutable._plan), so they start first. The object is the serial path's: the
 same function through the same pipeline and machine settings, in a module of its own as
@@ -99,7 +99,7 @@ class EarlyCompiles:
         compile but the printing) and no other early compile is still running: one compile
         thread beside the emitting one (a second would share the two CPUs with them, and a
         module per big kernel adds a module's fixed cost each: those are grouped by
-        `_compile_kernels` as before)."""
+        `compile_kernels` as before)."""
         if not self.on or last or any(j.future is not None and not j.future.done()
                                       for j in self.jobs.values()):
             return
