@@ -156,7 +156,9 @@ def bench_one(name: str, reps: int, small: bool, burst: int = 1) -> dict[str, An
         row["error"] = f"compile: {type(e).__name__}: {e}"
         return row
     row["fallbacks"] = list(prog._exe.fallbacks())
-    jargs = [jax.device_put(a) for a in case.args]
+    # device_put copies asynchronously: wait, so the copies (the MLP's ~90 MB of weights)
+    # do not run beside xlapy's first call (it measured ~20 ms slower for it)
+    jargs = jax.block_until_ready([jax.device_put(a) for a in case.args])
     args = case.args
 
     def run_xla() -> Any:
