@@ -57,9 +57,14 @@ PRODUCERS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "rev
                        "convert", "compare", "select", "clamp", "constant"}) | INDEX_OPS
 #: Interleave count of innermost loops whose body weighs (ops + 10 per transcendental) at
 #: least INTERLEAVE_WEIGHT (measured on the GELU chain: 27 ms -> 21 at 2, 16 at 4, with
-#: compile 37 -> 47 -> 59 ms).
+#: compile 37 -> 47 -> 59 ms), and HEAVY_INTERLEAVE from HEAVY_WEIGHT on: the JAX GELU
+#: chain (7 tanh, weight ~135) was latency-bound at 2 (2 chains in flight, ~450 cycles an
+#: iteration for 359 instructions): 2.06 -> 1.43 ms at 4 (1.15 at 8), its cold compile
+#: 21 -> 26 ms (43 at 8; XLA's 44-48).
 INTERLEAVE = 2
 INTERLEAVE_WEIGHT = 24
+HEAVY_INTERLEAVE = 4
+HEAVY_WEIGHT = 64
 
 
 def _types_ok(instr: Instruction) -> bool:
@@ -193,13 +198,15 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self.width = vector_width() if LaneCheck(leaves, self.rows, reducer_op).kernel(
             root, self.rows, self.segmented) else 0
         dims = root.shape.dimensions
-        if self.width and root.opcode != "reduce" and not self.rows and dims and \
-                dims[-1] % (2 * self.width) == 0 and \
-                self._interleave(self._weight()) > 1:
-            # Two vectors per lane group: a long dependent chain per element (the GELU
-            # chain) leaves the out-of-order window with one group in flight; LLVM splits
-            # each 2W-lane op into two independent halves, interleaved.
-            self.width *= INTERLEAVE
+        if self.width and root.opcode != "reduce" and not self.rows and dims:
+            # Two (four) vectors per lane group: a long dependent chain per element (the
+            # GELU chain) leaves the out-of-order window with one group in flight; LLVM
+            # splits each wide op into independent vector-width parts, interleaved.
+            k = self._interleave(self._weight())
+            while k > 1 and dims[-1] % (k * self.width):
+                k //= 2
+            if k > 1:
+                self.width *= k
 
     # ---- buffers ----
     def ptr(self, slot: int, t: ET) -> ir.Value:
@@ -537,6 +544,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             return 0  # small kernels: compile time matters more
         if weight is None:
             weight = self.ops + 10 * self.heavy
+        if weight >= HEAVY_WEIGHT:
+            return HEAVY_INTERLEAVE
         return INTERLEAVE if weight >= INTERLEAVE_WEIGHT else 0
 
     def _elementwise(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool]:
