@@ -89,8 +89,9 @@ def test_same_bits_as_gemm_small_on_any_thread_count(dtype: type, m: int, blocke
         np.testing.assert_array_equal(out, want)
 
 
-def test_strided_operands_and_output() -> None:
-    m, k, n = 4, 200, 700
+@pytest.mark.parametrize("m", [4, 13])
+def test_strided_operands_and_output(m: int) -> None:
+    k, n = 200, 700
     x, w = _operands(m, 2 * k, 2 * n, np.float32)
     xs, ws = x[:, ::2], w[::2, ::2]
     out = np.full((m, 2 * n), 7.0, np.float32)
