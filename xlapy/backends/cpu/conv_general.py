@@ -133,6 +133,12 @@ def _lanes(dtype: np.dtype, axis: int) -> int:
     return lanes
 
 
+#: Weight bytes (one group's) above which a thread's rows run inside the loop over vector
+#: blocks, not outside it (Nest.vb_outer): a block's weights, 1/(features / V) of them, are
+#: then read from L2 by every row instead of from L3 by each.
+VB_OUTER_WEIGHTS = 1 << 20
+#: Chunks per thread at most of such a nest (not CHUNKS_PER_THREAD: the reuse is per chunk).
+VB_OUTER_CHUNKS = 2
 #: Weight bytes (one group's: taps x input x output features) above which the register
 #: blocks keep 2 vectors of output features, not 4 (see _blocking).
 WIDE_BLOCK_WEIGHTS = 64 << 10
@@ -337,7 +343,9 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
                 gx=(geo.b * prod(geo.padded) * cx) if geo.by_batch else geo.ci, apad=apad,
                 lanes=lanes, v=v, p=p, xvec=xvec, sp_out=geo.sp_out, ks=geo.ks,
                 strides=geo.strides, rhs_dil=geo.rhs_dil, padded=geo.padded, sp_in=geo.sp_in,
-                pad=geo.pad, rows=in_rows)
+                pad=geo.pad, rows=in_rows,
+                vb_outer=not xvec and nvec > v and (epilogue is None or epilogue.pool is None)
+                and prod(geo.ks) * geo.ci * apad * kd.itemsize > VB_OUTER_WEIGHTS)
     in_place = (apad == axis and comp == result_dtype and not is_pred
                 and operm == list(range(s + 2)))
     if epilogue is not None and (not in_place or cplx):
@@ -379,6 +387,8 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
                     int(np.prod(geo.sp_out[:-1], dtype=np.int64)))
     macs = geo.b * int(np.prod(geo.sp_out)) * geo.g * apad * geo.ci * kk
     parts = chunks(rows, macs, threads)
+    if nest.vb_outer:  # rows a chunk, for its vector blocks' weights to be reused across
+        parts = min(parts, threads * VB_OUTER_CHUNKS)
     scratch_bytes = nest.scratch_bytes(kd.itemsize) if in_rows else 0
     spare = threading.Lock()
     buf: list[np.ndarray] = []

@@ -122,6 +122,9 @@ class Nest:
     sp_in: tuple[int, ...]        # unpadded input sizes (rows form)
     pad: tuple[tuple[int, int], ...]
     rows: bool                    # in-kernel padding (see the module docstring)
+    #: The rows loop inside the vector-block loop (conv_rows_text.py): big weights, each
+    #: block of V vectors' share kept in L2 across the rows (conv_general.VB_OUTER_WEIGHTS).
+    vb_outer: bool = False
 
     @property
     def taps(self) -> int:

@@ -206,32 +206,47 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
              f"i64 {f.add(fg, vl)}, i64 {pix0}, i64 {prow[0]}, i64 {prow[1]}, "
              f"i64 {n * p - skip})")
 
+    def row_blocks(row: Value, g: Value, vbi: Value) -> None:
+        """Output row `row`'s blocks of group g and vector block vbi."""
+        xg = f.mul(g, nest.gx)
+        wg = f.mul(g, taps * kw * nest.ci * apad)
+        fg = f.mul(g, apad)
+        og = f.add(f.mul(row, wo * opix), fg)
+        vb = f.mul(vbi, v)
+        with f.loop(0, full // seg, "pb") as pb:
+            block(xg, wg, og, fg, vb, f.mul(pb, seg * p), seg)
+        if wo % p:  # the row's last p pixels, of which the first were computed
+            # already (the same sums again, to the same bits): one block shape
+            block(xg, wg, og, fg, vb, full * p, 1, p - wo % p)
+
     def one_row(row: Value, bi: Value, outer: list[Value]) -> None:
         tap_rows(bi, outer)
-        orow = f.mul(row, wo * opix)
         with f.loop(0, nest.g, "g") as g:
-            xg = f.mul(g, nest.gx)
-            wg = f.mul(g, taps * kw * nest.ci * apad)
-            fg = f.mul(g, apad)
-            og = f.add(orow, fg)
             with f.loop(0, apad // lanes // v, "vb") as vbi:
-                vb = f.mul(vbi, v)
-                with f.loop(0, full // seg, "pb") as pb:
-                    block(xg, wg, og, fg, vb, f.mul(pb, seg * p), seg)
-                if wo % p:  # the row's last p pixels, of which the first were computed
-                    # already (the same sums again, to the same bits): one block shape
-                    block(xg, wg, og, fg, vb, full * p, 1, p - wo % p)
+                row_blocks(row, g, vbi)
 
-    if pool is None:
-        rows_inner = prod(nest.sp_out[:-1])
+    def coords(row: Value) -> tuple[Value, list[Value]]:
+        """(batch, outer spatial indices) of output row `row`."""
+        bi = f.binop("sdiv", row, rows_inner)
+        rem: Value = f.binop("srem", row, rows_inner)
+        outer: list[Value] = [0] * (s - 1)
+        for d in range(s - 2, -1, -1):
+            outer[d] = f.binop("srem", rem, nest.sp_out[d])
+            rem = f.binop("sdiv", rem, nest.sp_out[d])
+        return bi, outer
+
+    rows_inner = prod(nest.sp_out[:-1])
+    if pool is None and source is None and nest.vb_outer:
+        # each vector block's weights stay in L2 across the rows (the ring's rows are
+        # copied again per vector block: far fewer bytes than the weights)
+        with f.loop(0, nest.g, "g") as g:
+            with f.loop(0, apad // lanes // v, "vb") as vbi:
+                with f.loop("%begin", "%end", "row") as row:
+                    tap_rows(*coords(row))
+                    row_blocks(row, g, vbi)
+    elif pool is None:
         with f.loop("%begin", "%end", "row") as row:
-            bi = f.binop("sdiv", row, rows_inner)
-            rem: Value = f.binop("srem", row, rows_inner)
-            outer: list[Value] = [0] * (s - 1)
-            for d in range(s - 2, -1, -1):
-                outer[d] = f.binop("srem", rem, nest.sp_out[d])
-                rem = f.binop("sdiv", rem, nest.sp_out[d])
-            one_row(row, bi, outer)
+            one_row(row, *coords(row))
     else:  # [begin, end) are pooled rows of b * hp; 2-D only
         with f.loop("%begin", "%end", "prow") as pr:
             bi = f.binop("sdiv", pr, pool.hp)

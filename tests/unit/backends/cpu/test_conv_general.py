@@ -274,3 +274,24 @@ def test_weights_past_l1_take_two_vector_blocks() -> None:
     assert _blocking(8, 14, 16, 1 << 20) == (2, 5)  # 16 registers: 2 vectors anyway
     _check(Case(2, 64, (7, 9), 128, (3, 3), pad=((1, 1), (1, 1))), "f32", "f32")
     _check(Case(1, 64, (9, 9), 128, (3, 3), stride=(2, 2), pad=((1, 1), (0, 1))), "f32", "f32")
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_big_weights_rows_inside_the_vector_blocks_same_bits(
+        threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over VB_OUTER_WEIGHTS bytes of weights (3x3 128 -> 256: 1.2 MB of f32) a thread's rows
+    run inside the vector-block loop (Nest.vb_outer) in at most VB_OUTER_CHUNKS chunks a
+    thread: the same bits as rows outside it, padded, on any thread count."""
+    from xlapy.backends.cpu import cache, conv_general
+
+    text, xs, ws = Case(2, 128, (5, 7), 256, (3, 3), pad=((1, 1), (1, 1))).text("f32")
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    cache.clear_memory()
+    _check(Case(2, 128, (5, 7), 256, (3, 3), pad=((1, 1), (1, 1))), "f32", "f32")
+    got = np.asarray(xlapy.compile(text, backend="cpu", options={"num_threads": threads})(x, w))
+    monkeypatch.setattr(conv_general, "VB_OUTER_WEIGHTS", 1 << 60)
+    cache.clear_memory()
+    rows_outside = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
+    np.testing.assert_array_equal(got, np.asarray(rows_outside(x, w)))
