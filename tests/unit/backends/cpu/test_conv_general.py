@@ -290,6 +290,12 @@ def test_big_weights_rows_inside_the_vector_blocks_same_bits(
     w = rng.standard_normal(ws).astype(np.float32)
     cache.clear_memory()
     _check(Case(2, 128, (5, 7), 256, (3, 3), pad=((1, 1), (1, 1))), "f32", "f32")
+    if threads == 1:  # f64, complex (twice the channels) and stride 2 over the same rule
+        _check(Case(1, 96, (4, 5), 256, (3, 3), pad=((1, 1), (1, 1))), "f64", "f64")
+        _check(Case(1, 64, (4, 5), 128, (3, 3), pad=((1, 1), (1, 1))), "complex<f32>",
+               "complex<f32>")
+        _check(Case(2, 128, (9, 9), 256, (3, 3), stride=(2, 2), pad=((1, 1), (1, 1))),
+               "f32", "f32")
     got = np.asarray(xlapy.compile(text, backend="cpu", options={"num_threads": threads})(x, w))
     monkeypatch.setattr(conv_general, "VB_OUTER_WEIGHTS", 1 << 60)
     cache.clear_memory()
