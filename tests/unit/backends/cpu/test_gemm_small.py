@@ -180,12 +180,15 @@ def test_compile_builds_nothing_the_first_run_builds_it_for_the_compiles_target(
     np.testing.assert_allclose(got, x.astype(np.float64) @ y, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(("m", "n", "k"), [(2053, 100, 300), (1500, 512, 64)])
-def test_a_big_narrow_product_runs_here_on_any_thread_count(m: int, n: int, k: int) -> None:
+@pytest.mark.parametrize(("m", "n", "k", "t"), [(2053, 100, 300, "f32"),
+                                                (1500, 512, 64, "f32"),
+                                                (3000, 96, 200, "f64")])
+def test_a_big_narrow_product_runs_here_on_any_thread_count(m: int, n: int, k: int,
+                                                            t: str) -> None:
     """Over MAX_MACS with NARROW_N columns or fewer (AVX-512): the JIT loops, within the dot
     bound, the same bits on 1, 2 and 3 threads."""
-    text = DOT.format(m=m, n=n, k=k, t="f32", c=0)
-    x, y = _operands(m, n, k, np.float32)
+    text = DOT.format(m=m, n=n, k=k, t=t, c=0)
+    x, y = _operands(m, n, k, np.float64 if t == "f64" else np.float32)
     got = []
     for threads in (1, 2, 3):
         prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
