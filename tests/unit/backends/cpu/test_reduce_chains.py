@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.unit.backends.cpu.test_lanes import _const, _reducer
-from tests.unit.backends.cpu.util import module, op, run_both
+from tests.unit.backends.cpu.util import module, op, plant_minmax_specials, run_both
 from xlapy.backends.cpu import lanes
 from xlapy.backends.cpu.reduce_emit import MINMAX_CHAINS
 from xlapy.ir import Computation, Instruction
@@ -31,17 +31,7 @@ def test_chained_row_max_min_match_the_interpreter(opcode: str, t: ET, threads: 
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((rows, cols)) * 100).astype(t.dtype)
     tiny = np.float32(1e-40) if t != ET.F64 else np.finfo(np.float64).smallest_subnormal
-    for j in range(MINMAX_CHAINS):  # row j / MINMAX_CHAINS + j: specials in chain j
-        c = j * W + 1 + MINMAX_CHAINS * W * (j % 2)
-        x[j, c] = sign * np.inf
-        x[MINMAX_CHAINS + j, :] = -sign * 1.0
-        x[MINMAX_CHAINS + j, c] = sign * tiny  # the extreme is a denormal: a signed zero
-        x[2 * MINMAX_CHAINS + j, c] = np.nan
-        x[3 * MINMAX_CHAINS + j, :] = -sign * tiny
-        x[3 * MINMAX_CHAINS + j, c] = 0.0 if sign > 0 else -0.0
-    x[-4, -1] = sign * np.inf  # in the scalar rest
-    x[-3, 2 * MINMAX_CHAINS * W + 2] = np.nan  # in the vector after the chains
-    x[-2, :] = np.nan
+    plant_minmax_specials(x, sign, MINMAX_CHAINS, W, tiny)  # specials in every chain
     red = _reducer(t, opcode)
     init = -sign * np.inf
 

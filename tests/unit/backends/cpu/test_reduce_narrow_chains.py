@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.unit.backends.cpu.util import plant_minmax_specials
 from xlapy.backends.cpu import cache, reduce_emit, target
 
 W = 8  # x86-64-v3's f32 lanes
@@ -49,17 +50,7 @@ def _rows(op: str, cols: int) -> np.ndarray:
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((rows, cols)) * 100).astype(np.float32)
     tiny = np.float32(2.0 ** -126) * 3  # x * 0.125 of it: a denormal (flushed under FTZ)
-    for j in range(N):  # specials in chain j, in both rounds of chains
-        c = j * W + 1 + N * W * (j % 2)
-        x[j, c] = sign * np.inf
-        x[N + j, :] = -sign * 1.0
-        x[N + j, c] = sign * tiny
-        x[2 * N + j, c] = np.nan
-        x[3 * N + j, :] = -sign * tiny
-        x[3 * N + j, c] = 0.0 if sign > 0 else -0.0
-    x[-4, -1] = sign * np.inf  # in the scalar rest
-    x[-3, 2 * N * W + 2] = np.nan  # in the vector after the chains
-    x[-2, :] = np.nan
+    plant_minmax_specials(x, sign, N, W, tiny)  # specials in chain j, both rounds of chains
     return x.astype(ml_dtypes.bfloat16)
 
 

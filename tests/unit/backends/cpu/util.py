@@ -89,3 +89,22 @@ def ulp_error(got: np.ndarray, ref: np.ndarray) -> float:
     spacing = 2.0 ** np.floor(np.log2(spacing))
     with np.errstate(invalid="ignore"):
         return float(np.max(np.where(same, 0.0, np.abs(g - r) / spacing)))
+
+
+def plant_minmax_specials(x: np.ndarray, sign: int, chains: int, w: int, tiny: Any) -> None:
+    """Specials for a row max (sign 1) or min (-1) over rows of `chains` accumulator chains
+    of `w` lanes, in place: in chain j, in both rounds of chains, an infinity (row j), a
+    denormal extreme among -sign ones (chains + j), a NaN (2 chains + j) and a signed zero
+    among -sign denormals (3 chains + j); then an infinity in the scalar rest (row -4), a
+    NaN in the vector after the chains (-3) and a row of NaN (-2)."""
+    for j in range(chains):
+        c = j * w + 1 + chains * w * (j % 2)
+        x[j, c] = sign * np.inf
+        x[chains + j, :] = -sign * 1.0
+        x[chains + j, c] = sign * tiny  # the extreme is a denormal: a signed zero under FTZ
+        x[2 * chains + j, c] = np.nan
+        x[3 * chains + j, :] = -sign * tiny
+        x[3 * chains + j, c] = 0.0 if sign > 0 else -0.0
+    x[-4, -1] = sign * np.inf
+    x[-3, 2 * chains * w + 2] = np.nan
+    x[-2, :] = np.nan
