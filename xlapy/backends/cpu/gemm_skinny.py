@@ -57,8 +57,8 @@ MAX_ROWS = 8
 PREFETCH_ROWS = 16
 #: A W of more bytes than this is read in k blocks: `k_block` rows at a time across its
 #: chunk's width (BLOCK_BYTES of W a block), each column block's sums continued through
-#: `out` (the same chain), in at most CHUNKS column chunks (rows of W as wide as the shape
-#: allows), instead of one register block's 3 lines of every row per k step. Against XLA,
+#: `out` (the same chain), in column chunks of PIECE_BYTES of each row or more, instead of
+#: one register block's 3 lines of every row per k step. Against XLA,
 #: round robin (dot_sweep.py, 2 runs), one block of k -> 64 KB blocks: 2x1024x4096 1.27-1.34
 #: -> 0.78-0.84, 2x4096x4096 0.93-1.00 -> 0.68-0.73, 8x4096x4096 0.65-0.68 -> 0.51-0.53,
 #: 4x4096x1024 1.12-1.32 -> 0.92-0.96, 3x8192x1024 1.38-1.46 -> 1.03-1.08. Fixed 128-row
@@ -69,7 +69,11 @@ PREFETCH_ROWS = 16
 BLOCKED_BYTES = 3 << 20
 BLOCKED_ROW_BYTES = 4096
 BLOCK_BYTES = 64 << 10
-CHUNKS = 8
+#: Bytes of each row of W a blocked chunk reads at least (so at most n * size / PIECE_BYTES
+#: chunks). Against XLA (dot_sweep, 2 runs; n / 8 columns before): 4x4096x1024 1.06-1.09
+#: -> 0.79-0.84 (2 chunks), 3x8192x1024 1.15-1.18 -> 0.79-0.83, 10x2048x2048 1.06-1.13 ->
+#: ~1.0 (4); 8x4096x4096 keeps its 8.
+PIECE_BYTES = 2048
 #: Bytes of W per column chunk at least (a chunk costs ~1 us to hand over).
 CHUNK_BYTES = 1 << 20
 
@@ -237,10 +241,11 @@ def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
 @functools.lru_cache(maxsize=256)
 def cuts(n: int, k: int, itemsize: int, align: int, blocked: bool = False
          ) -> tuple[int, ...]:
-    """Column chunk boundaries: at least CHUNK_BYTES of W each (`blocked`: and at most
-    CHUNKS of them), inner ones at multiples of `align` (a register block); a function of
-    the shape alone."""
-    width = max(align, CHUNK_BYTES // max(1, k * itemsize), n // CHUNKS if blocked else 0)
+    """Column chunk boundaries: at least CHUNK_BYTES of W each (`blocked`: and rows of at
+    least PIECE_BYTES), inner ones at multiples of `align` (a register block); a function
+    of the shape alone."""
+    width = max(align, CHUNK_BYTES // max(1, k * itemsize),
+                PIECE_BYTES // itemsize if blocked else 0)
     return tuple(parallel.fixed_cuts(n, width, align))
 
 

@@ -135,9 +135,12 @@ def test_blocked_only_for_a_big_w_of_long_rows(monkeypatch: pytest.MonkeyPatch) 
             calls.append(args[-1])
 
     monkeypatch.setattr(gemm_skinny, "_compile", lambda *a: Code)
-    for (k, n), kb in {(4096, 1024): 128, (1024, 4096): 32, (4096, 1000): 4096,
+    for (k, n), kb in {(4096, 1024): 32, (1024, 4096): 32, (4096, 1000): 4096,
                        (256, 2048): 256}.items():
         x, w = np.zeros((2, k), np.float32), np.zeros((k, n), np.float32)
         gemm_skinny.runner(2, n, k, False, 1)(x, w, np.zeros((2, n), np.float32))
         assert calls[-1] == kb, (k, n)
-    assert len(gemm_skinny.cuts(4096, 4096, 4, 48, True)) - 1 == gemm_skinny.CHUNKS
+    # blocked chunks read PIECE_BYTES of each row at least: 4096 f32 columns in 8 chunks,
+    # 1024 in 2
+    assert len(gemm_skinny.cuts(4096, 4096, 4, 48, True)) - 1 == 4096 * 4 // 2048
+    assert len(gemm_skinny.cuts(1024, 4096, 4, 64, True)) - 1 == 2
