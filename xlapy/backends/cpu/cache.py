@@ -418,6 +418,20 @@ def library_key(ident: tuple[Any, ...], mode: str) -> str:
                f"{sources()}", mode)
 
 
+def _load_library(k: str, exports: Sequence[str], vectorize: bool, light: bool
+                  ) -> Engine | None:
+    """The engine of the library object cached under `k`, or None: none there, or one that
+    does not load (dropped, so the caller emits and compiles it again)."""
+    obj = get(k)
+    if obj is None:
+        return None
+    try:
+        return Engine(None, obj=obj, vectorize=vectorize, light=light, exports=exports)
+    except XlapyError:
+        discard(k)
+        return None
+
+
 def library_engine(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *,
                    light: bool = False, vectorize: bool = True, o0: bool = False,
                    exports: Sequence[str]) -> Engine:
@@ -428,13 +442,9 @@ def library_engine(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *
     (scan_rnn's gemm_small: ~11 ms of its ~16). Else `emit()` (a module or its text) goes
     through `engine` (`o0`: `o0_engine`), and the object is cached under both keys."""
     k = library_key(ident, mode)
-    obj = get(k)
-    if obj is not None:
-        try:
-            return Engine(None, obj=obj, vectorize=vectorize and not o0, light=light or o0,
-                          exports=exports)
-        except XlapyError:  # an object that does not load: emit and compile it again
-            discard(k)
+    found = _load_library(k, exports, vectorize and not o0, light or o0)
+    if found is not None:
+        return found
     if o0:
         eng = o0_engine(llvm_util.module_text(emit()), mode, exports=exports)
     else:
@@ -451,13 +461,9 @@ def library_job(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *,
     call a new one). gemm_f32's modules compile so while the compile that needs them
     plans."""
     k = library_key(ident, mode)
-    obj = get(k)
-    if obj is not None:
-        try:
-            eng = Engine(None, obj=obj, light=True, exports=exports)
-            return lambda: eng
-        except XlapyError:  # an object that does not load: emit and compile it again
-            discard(k)
+    found = _load_library(k, exports, True, True)
+    if found is not None:
+        return lambda: found
     from xlapy.backends.cpu import parallel_compile
 
     job = parallel_compile.submit(llvm_util.module_text(emit()), not o0, True, opt=0 if o0
