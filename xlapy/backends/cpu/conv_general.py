@@ -329,7 +329,8 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
     apad = nvec * lanes
     cx = apad if xvec else geo.c
     regs = 32 if target.current().vector_bits == 512 else 16
-    v, p = _blocking(nvec, geo.sp_out[-1], regs, prod(geo.ks) * geo.ci * apad * kd.itemsize)
+    weights = prod(geo.ks) * geo.ci * apad * kd.itemsize  # one group's, as the blocks read
+    v, p = _blocking(nvec, geo.sp_out[-1], regs, weights)
     xperm = [dn.input_batch_dimension, *dn.input_spatial_dimensions, dn.input_feature_dimension]
     in_dtype = instr.operands[0].shape.dtype
     channels_last = (xperm == list(range(s + 2)) and cx == geo.c and comp == in_dtype
@@ -345,7 +346,7 @@ def general_plan(instr: Instruction, threads: int = 1, epilogue: Any = None
                 strides=geo.strides, rhs_dil=geo.rhs_dil, padded=geo.padded, sp_in=geo.sp_in,
                 pad=geo.pad, rows=in_rows,
                 vb_outer=not xvec and nvec > v and (epilogue is None or epilogue.pool is None)
-                and prod(geo.ks) * geo.ci * apad * kd.itemsize > VB_OUTER_WEIGHTS)
+                and weights > VB_OUTER_WEIGHTS)
     in_place = (apad == axis and comp == result_dtype and not is_pred
                 and operm == list(range(s + 2)))
     if epilogue is not None and (not in_place or cplx):
