@@ -31,7 +31,7 @@ def kernel(name: str, nv: int, mr: int, nr: int, unroll: int) -> str:
     f.label("load")  # a later k block continues C's sums; the first never reads C
     loaded = []
     for r in range(mr):
-        row = f.op(f"mul i64 {r}, %ldc") if r else 0
+        row = f.mul(r, "%ldc")
         for v in range(nv):
             p = _vec(f, "%c", f.add(row, 16 * v))
             loaded.append(f.op(f"load {V}, {V}* {p}, align 4"))
@@ -40,8 +40,8 @@ def kernel(name: str, nv: int, mr: int, nr: int, unroll: int) -> str:
     accs = [f.op(f"phi {V} [zeroinitializer, %entry], [{x}, %load]") for x in loaded]
 
     def step(k: Value, accs: list[str]) -> list[str]:
-        bk = f.gep("float", "%bp", f.op(f"mul i64 {k}, {nr}"))
-        ak = f.gep("float", "%ap", f.op(f"mul i64 {k}, {mr}"))
+        bk = f.gep("float", "%bp", f.mul(k, nr))
+        ak = f.gep("float", "%ap", f.mul(k, mr))
         bv = [f.op(f"load {V}, {V}* {_vec(f, bk, 16 * v)}, align 64") for v in range(nv)]
         new = []
         for r in range(mr):
@@ -74,13 +74,13 @@ def kernel(name: str, nv: int, mr: int, nr: int, unroll: int) -> str:
         return [f.op(f"phi {V} [{x0}, %{pre}], [{x1}, %{body}]") for x0, x1 in zip(accs, cur)]
 
     if unroll > 1:
-        whole = f.op(f"mul i64 {f.binop('sdiv', '%kc', unroll)}, {unroll}")
+        whole = f.mul(f.binop("sdiv", "%kc", unroll), unroll)
         accs = loop(0, whole, unroll, accs)
         accs = loop(whole, "%kc", 1, accs)
     else:
         accs = loop(0, "%kc", 1, accs)
     for r in range(mr):
-        row = f.op(f"mul i64 {r}, %ldc") if r else 0
+        row = f.mul(r, "%ldc")
         for v in range(nv):
             f.do(f"store {V} {accs[r * nv + v]}, {V}* {_vec(f, '%c', f.add(row, 16 * v))}, "
                  f"align 4")
