@@ -21,7 +21,6 @@ instead: executable._chain_dropped) costs a compile thread's time only.
 
 from __future__ import annotations
 
-import re
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import cache, parallel_compile
 from xlapy.backends.cpu.fusion_plan import kernel_elements
 from xlapy.backends.cpu.ir_print import function_text
-from xlapy.backends.cpu.llvm_util import Engine, module_text
+from xlapy.backends.cpu.llvm_util import Engine, module_head, module_text, references
 from xlapy.backends.cpu.options import CpuOptions
 from xlapy.phases import phase
 
@@ -41,8 +40,6 @@ from xlapy.phases import phase
 MIN_INSTRUCTIONS = 200
 #: The longest an early compile's start is waited for (s; parallel_compile.submit).
 WAIT_S = 0.05
-#: A reference to a global in IR text (llvm_util.module_texts' rule).
-_GLOBAL_REF = re.compile(r'@(?:"([^"]+)"|([-A-Za-z0-9_.$]+))')
 
 
 @dataclass
@@ -62,9 +59,7 @@ def group_text(mod: ir.Module, names: list[str]) -> str:
     """The module text of the functions `names` of `mod` alone: every declaration and
     metadata node so far, the definitions they reach (each printed once), with the
     kernels' attributes (llvm_util.module_text)."""
-    head = [f'; ModuleID = "{mod.name}"', f'target triple = "{mod.triple}"',
-            f'target datalayout = "{mod.data_layout}"', ""]
-    head += [t.get_declaration() for t in mod.get_identified_types().values()]
+    head = module_head(mod)
     defined = {v.name: v for v in mod.globals.values()
                if not (isinstance(v, ir.Function) and not v.blocks)}
     texts: dict[str, str] = {}
@@ -77,8 +72,7 @@ def group_text(mod: ir.Module, names: list[str]) -> str:
         texts[name] = function_text(v) if isinstance(v, ir.Function) else str(v)
         if isinstance(v, ir.Function):  # printed once (llvm_util.module_texts reads it)
             v._xlapy_text = texts[name]  # type: ignore[attr-defined]
-        todo += [ref for m in _GLOBAL_REF.finditer(texts[name])
-                 if (ref := m.group(1) or m.group(2)) in defined and ref not in texts]
+        todo += [ref for ref in references(texts[name]) if ref in defined and ref not in texts]
     body = [texts[v.name] if v.name in texts else str(v) for v in mod.globals.values()
             if v.name in texts or v.name not in defined]
     return module_text("\n".join(head + body + mod._get_metadata_lines()))

@@ -136,6 +136,18 @@ def module_text(mod: ir.Module | str) -> str:
 _GLOBAL_REF = re.compile(r'@(?:"([^"]+)"|([-A-Za-z0-9_.$]+))')
 
 
+def module_head(mod: ir.Module) -> list[str]:
+    """The lines a module's text starts with: its ID, triple, data layout and types."""
+    head = [f'; ModuleID = "{mod.name}"', f'target triple = "{mod.triple}"',
+            f'target datalayout = "{mod.data_layout}"', ""]
+    return head + [t.get_declaration() for t in mod.get_identified_types().values()]
+
+
+def references(text: str) -> Iterator[str]:
+    """The names of the globals an IR text refers to (@name, @"name")."""
+    return (m.group(1) or m.group(2) for m in _GLOBAL_REF.finditer(text))
+
+
 def module_texts(mod: ir.Module, groups: Sequence[Collection[str]]) -> tuple[str, list[str]]:
     """The whole module's text (module_text) and one module text per group of its defined
     functions, each printed value once (llvmlite's printer is the slow part; defined
@@ -144,9 +156,7 @@ def module_texts(mod: ir.Module, groups: Sequence[Collection[str]]) -> tuple[str
     tables) its functions reach, so it compiles on its own; one reached from two groups is
     defined in both (each object is a JIT library of its own)."""
     with phase("ir text"):
-        head = [f'; ModuleID = "{mod.name}"', f'target triple = "{mod.triple}"',
-                f'target datalayout = "{mod.data_layout}"', ""]
-        head += [t.get_declaration() for t in mod.get_identified_types().values()]
+        head = module_head(mod)
         # (a kernel compiled early is printed already: early_compile.group_text)
         values = [(v.name, getattr(v, "_xlapy_text", None) or function_text(v), False)
                   if isinstance(v, ir.Function) and v.blocks
@@ -163,10 +173,8 @@ def module_texts(mod: ir.Module, groups: Sequence[Collection[str]]) -> tuple[str
                 if name in keep:
                     continue
                 keep.add(name)
-                for m in _GLOBAL_REF.finditer(defined[name]):
-                    ref = m.group(1) or m.group(2)
-                    if ref in defined and ref not in keep:
-                        todo.append(ref)
+                todo += [ref for ref in references(defined[name])
+                         if ref in defined and ref not in keep]
             if len(keep) == len(defined):  # the whole module (one group: the common case)
                 out.append(whole)
                 continue
