@@ -39,12 +39,16 @@ NAMED: dict[str, tuple[str, str, frozenset[str]]] = {
     "x86-64-v3": (X86_TRIPLE, "x86-64-v3", _V3),
     "x86-64-v4": (X86_TRIPLE, "x86-64-v4", _V4),
     "skylake-avx512": (X86_TRIPLE, "skylake-avx512", _V4),
+    # AVX-512 with VNNI and BF16 but not FP16 (Zen 4's combination, on an Intel CPU that runs
+    # on any AVX512-BF16 machine): the bf16 paths without AVX512-FP16's half arithmetic.
+    "cooperlake": (X86_TRIPLE, "cooperlake", _V4 | {"avx512vnni", "avx512bf16"}),
     "icelake-server": (X86_TRIPLE, "icelake-server", _ICELAKE),
     "sapphirerapids": (X86_TRIPLE, "sapphirerapids",
                        _ICELAKE | {"avx512bf16", "avx512fp16", "amx-tile", "amx-int8",
                                    "amx-bf16", "avxvnni"}),
-    "znver4": (X86_TRIPLE, "znver4", _ICELAKE | {"avx512bf16"}),
-    "znver5": (X86_TRIPLE, "znver5", _ICELAKE | {"avx512bf16", "avxvnni"}),
+    # Zen has AMD's SSE4A (LLVM emits its insertq and movntss), so its code faults on Intel.
+    "znver4": (X86_TRIPLE, "znver4", _ICELAKE | {"avx512bf16", "sse4a"}),
+    "znver5": (X86_TRIPLE, "znver5", _ICELAKE | {"avx512bf16", "avxvnni", "sse4a"}),
     "aarch64-linux-gnu": (AARCH64_TRIPLE, "generic", frozenset({"neon", "fp-armv8"})),
 }
 ALIASES = {"aarch64": "aarch64-linux-gnu", "x86-64-avx2": "x86-64-v3",

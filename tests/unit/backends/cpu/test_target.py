@@ -37,6 +37,8 @@ PROBES = {
             "float %v)\n  store float %w, ptr %p", "vfmadd"),
     "sse4.1": ("%v = load float, ptr %p\n  %w = call float @llvm.floor.f32(float %v)\n"
                "  store float %w, ptr %p", "roundss"),
+    "sse4a": ("%v = load float, ptr %p\n  %w = fadd float %v, %v\n"
+              "  store float %w, ptr %p, !nontemporal !0", "movntss"),
 }
 
 
@@ -44,7 +46,8 @@ def _asm(t: target.CpuTarget, body: str) -> str:
     text = (f'target triple = "{t.triple}"\n'
             f"declare float @llvm.fma.f32(float, float, float)\n"
             f"declare float @llvm.floor.f32(float)\n"
-            f"define void @probe(ptr %p) #0 {{\n  {body}\n  ret void\n}}\n{ATTRS}\n")
+            f"define void @probe(ptr %p) #0 {{\n  {body}\n  ret void\n}}\n{ATTRS}\n"
+            "!0 = !{i32 1}\n")
     return target_machine(t).emit_assembly(verify(text))
 
 
