@@ -21,7 +21,6 @@ row-parallel runs of GEMMs and kernels as one region per thread (regions.py).
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
@@ -83,7 +82,7 @@ ROW_KERNELS_FIRST = True
 
 def _pool() -> NativePool:
     """The native workers for one thread per core (executables use their own count)."""
-    return parallel.pool(os.cpu_count() or 1)
+    return parallel.pool(parallel.usable_cpus())
 
 
 class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):

@@ -68,7 +68,7 @@ class CpuOptions:
             lanes = int(env) if env else None
         fusion = FusionLimits(**{k: opts.pop(k) for k in list(opts) if k in limits})
         return cls(**{**opts, "target": tgt, "lanes": lanes, "fusion": fusion,
-                      "num_threads": parallel.num_threads(opts, os.cpu_count() or 1),
+                      "num_threads": parallel.num_threads(opts, parallel.usable_cpus()),
                       "denormal": denormal.from_options(opts)})
 
     def nested_copy(self) -> CpuOptions:

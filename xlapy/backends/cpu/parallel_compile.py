@@ -29,7 +29,7 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 from llvmlite.binding.module import ModuleRef
 
-from xlapy.backends.cpu import target
+from xlapy.backends.cpu import parallel, target
 from xlapy.backends.cpu.llvm_util import (
     OPT_LEVEL,
     _init,
@@ -74,11 +74,7 @@ def threads(limit: int) -> int:
     process 16.1 vs 16.1, two 38.0 vs 24.6, four and more 100 vs 87 (the transformer's
     three modules: 420 vs 343). Asking the load first (the 1-minute average, then the
     running count) only ever sent compiles to the serial path there."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(limit, MAX_THREADS, cpus))
+    return max(1, min(limit, MAX_THREADS, parallel.usable_cpus()))
 
 
 def chunks(sizes: Sequence[int], n: int) -> list[range]:

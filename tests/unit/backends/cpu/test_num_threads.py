@@ -3,11 +3,17 @@ thread count (parallel.py: float sums and BLAS calls split at fixed chunks)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import cache
+from xlapy.backends.cpu import cache, parallel
 from xlapy.errors import XlapyError
 
 THREADS = (1, 2, 3, 8)
@@ -168,3 +174,53 @@ def test_big_batched_dot_runs_on_xlapys_threads(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.undo()
     want = np.einsum("bmk,bkn->bmn", args[0].astype(np.float64), args[1].astype(np.float64))
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def _cgroups(root: Path, proc: str, files: dict[str, str]) -> str:
+    """A fake filesystem root with /proc/self/cgroup = proc and the given cgroup files."""
+    for rel, text in {"proc/self/cgroup": proc, **files}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return str(root)
+
+
+@pytest.mark.parametrize("proc, files, want", [
+    # cgroup v2, docker --cpus=1.5 (rounded up), with the namespace's own root
+    ("0::/\n", {"sys/fs/cgroup/cpu.max": "150000 100000\n"}, 2),
+    ("0::/kubepods/pod1\n", {"sys/fs/cgroup/kubepods/pod1/cpu.max": "100000 100000\n"}, 1),
+    ("0::/\n", {"sys/fs/cgroup/cpu.max": "max 100000\n"}, None),  # no quota
+    # cgroup v1: cpu,cpuacct joined or not; -1 is no quota
+    ("4:memory:/x\n3:cpu,cpuacct:/docker/ab\n",
+     {"sys/fs/cgroup/cpu,cpuacct/docker/ab/cpu.cfs_quota_us": "100000\n",
+      "sys/fs/cgroup/cpu,cpuacct/docker/ab/cpu.cfs_period_us": "100000\n"}, 1),
+    ("1:cpu:/\n", {"sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n",
+                   "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n"}, None),
+    ("1:cpu:/\n", {}, None),  # no files readable
+    ("0::/\n", {"sys/fs/cgroup/cpu.max": "garbage\n"}, None),
+])
+def test_usable_cpus_follows_the_cgroup_quota(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             proc: str, files: dict[str, str],
+                                             want: int | None) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    root = _cgroups(tmp_path, proc, files)
+    assert parallel.usable_cpus(root) == (8 if want is None else want)
+
+
+def test_usable_cpus_follows_the_affinity_mask(monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert parallel.usable_cpus(str(tmp_path)) == 1
+
+
+@pytest.mark.skipif(not shutil.which("taskset"), reason="needs taskset")
+def test_default_threads_under_taskset_is_one() -> None:
+    """The default thread count is the affinity mask's CPUs, not the machine's (two threads
+    on one allowed CPU waited on each other's time slices)."""
+    code = ("import xlapy; print(xlapy.compile(" + repr(SOFTMAX) +
+            ", 'cpu')._exe.num_threads)")
+    env = {k: v for k, v in os.environ.items() if k != "XLAPY_NUM_THREADS"}
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    out = subprocess.run(["taskset", "-c", str(cpu), sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-1] == "1"
