@@ -454,23 +454,25 @@ def library_engine(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *
 
 
 def library_job(ident: tuple[Any, ...], emit: Callable[[], Any], mode: str, *,
-                exports: Sequence[str], o0: bool = False) -> Callable[[], Engine]:
-    """As `library_engine` (the light pipeline, -O3; `o0`: unvectorized, -O0 code
-    generation, as o0_engine), the compile on a compile thread (parallel_compile.submit)
-    while the caller goes on: the returned call waits for it and gives the engine (each
-    call a new one). gemm_f32's modules compile so while the compile that needs them
-    plans."""
+                exports: Sequence[str], o0: bool = False,
+                vectorize: bool = True) -> Callable[[], Engine]:
+    """As `library_engine` (the light pipeline, -O3, `vectorize`d or not; `o0`:
+    unvectorized, -O0 code generation, as o0_engine), the compile on a compile thread
+    (parallel_compile.submit) while the caller goes on: the returned call waits for it and
+    gives the engine (each call a new one). The GEMM modules compile so while the compile
+    that needs them plans."""
     k = library_key(ident, mode)
-    found = _load_library(k, exports, True, True)
+    vectorize = vectorize and not o0
+    found = _load_library(k, exports, vectorize, True)
     if found is not None:
         return lambda: found
     from xlapy.backends.cpu import parallel_compile
 
-    job = parallel_compile.submit(llvm_util.module_text(emit()), not o0, True, opt=0 if o0
+    job = parallel_compile.submit(llvm_util.module_text(emit()), vectorize, True, opt=0 if o0
                                   else parallel_compile.OPT_LEVEL)
 
     def result() -> Engine:
-        eng = Engine(compiled=job.result(), light=True, exports=exports)
+        eng = Engine(compiled=job.result(), vectorize=vectorize, light=True, exports=exports)
         put(k, eng.object)
         return eng
 

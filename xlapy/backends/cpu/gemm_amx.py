@@ -62,7 +62,7 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     new_module,
 )
-from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.once import once, started
 
 #: Rows and columns of the C block per tile step (2 x 2 tiles of 16 x 16 s32).
 BM, BN = 32, 32
@@ -322,17 +322,26 @@ def _emit_copy_partial(b: ir.IRBuilder, cs: ir.Value, pc: ir.Value, ldc: ir.Valu
             _masked_store(b, v, b.gep(dst, [I64(64 * h)]), valid)
 
 
+def _module(signed: bool) -> ir.Module:
+    mod = new_module("xlapy_amx_igemm8")
+    _emit_kernel(mod, signed)
+    return mod
+
+
+@started
+def _job(signed: bool, key: str) -> Callable[[], Engine]:
+    """The kernel module compiling at -O0 on a compile thread (cache.library_job; from the
+    disk cache if there), started once per process and target by the compile that plans
+    the first such product (`igemm8`), so LLVM's ~10 ms go on beside the rest of that
+    compile instead of in the program's first call (int8_matmul's: ~12 ms, XLA's 2)."""
+    return cache.library_job(("amx_igemm8", signed), lambda: _module(signed), "amx-O0",
+                             o0=True, exports=["amx_igemm8"])
+
+
 @once
 def _compiled(signed: bool, key: str) -> tuple[Engine, int]:
-    """The kernel module, once per process and target: from the disk cache (cache.py, keyed
-    by its IR text as every kernel) or compiled here at -O0."""
-    def emit() -> ir.Module:
-        mod = new_module("xlapy_amx_igemm8")
-        _emit_kernel(mod, signed)
-        return mod
-
-    eng = cache.library_engine(("amx_igemm8", signed), emit, "amx-O0", o0=True,
-                               exports=["amx_igemm8"])
+    """The kernel module, once per process and target (`_job`), linked."""
+    eng = _job(signed, key)()
     return eng, eng.address("amx_igemm8")
 
 
@@ -348,13 +357,12 @@ def igemm8(threads: int = 1, signed: bool = True
     s32 c (`signed`), else u8 and u32; c = a @ b exactly (wrapping), for targets where
     `available()`."""
     t = target.current()
+    _job(signed, t.key)  # starts compiling now, beside the rest of the program's compile
     built: list[tuple[Engine, int, Callable[..., None]]] = []  # (engine, address, function)
     lock = threading.Lock()
 
     def kernel() -> tuple[Engine, int, Callable[..., None]]:
-        """The module, compiled on the first run (once per process and target, ~6 ms), not
-        in the program's compile: a library routine, as batch_chain's runner (and only for
-        targets that run here: `available`)."""
+        """The module (`_job`), linked on the first run, once per process and target."""
         if not built:
             with lock:
                 if not built:

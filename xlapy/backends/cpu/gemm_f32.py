@@ -33,7 +33,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -56,7 +55,7 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
-from xlapy.backends.cpu.once import ahead, once
+from xlapy.backends.cpu.once import ahead, once, started
 
 #: Register tile: MR rows x NV vectors of 16 columns (MR * NV accumulators).
 MR, NV = 8, 3
@@ -214,34 +213,22 @@ def _driver_module() -> ir.Module:
     return mod
 
 
-#: gemm_f32's three compiles per target: (the call giving each engine, its functions),
-#: started by the first compile that routes a product here (`build_ahead`) or the first call.
-_JOBS: dict[target.CpuTarget, list[tuple[Callable[[], Engine], list[str]]]] = {}
-_JOBS_LOCK = threading.Lock()
-
-
+@started
 def _jobs(tgt: target.CpuTarget) -> list[tuple[Callable[[], Engine], list[str]]]:
-    """The two hot modules (-O3) and the driver (-O0 code generation: its loops only call
-    the hot functions, ~6 ms to build instead of ~12) compiling on compile threads
-    (parallel_compile.submit), started once per process and target: LLVM's work, which
-    holds no GIL, so a compile that starts them while it plans goes on beside them (the
-    MLP's first call waited 15-30 ms for them when they started as its compile returned)."""
-    with _JOBS_LOCK:
-        if tgt not in _JOBS:
-            with target.use(tgt), denormal.use(denormal.IEEE):
-                jobs = [(cache.library_job(("gemm_f32", "hot", j), lambda t=text: t,
-                                           "light", exports=names), names)
-                        for j, (text, names) in enumerate(
-                            gemm_f32_text.modules(NAME, MR, NV, UNROLL))]
-                jobs.append((cache.library_job(("gemm_f32", "driver"), _driver_module,
-                                               "light", exports=[NAME, TABLE], o0=True),
-                             [NAME, TABLE]))
-            _JOBS[tgt] = jobs
-        return _JOBS[tgt]
-
-
-if hasattr(os, "register_at_fork"):  # a child has none of the compile threads
-    os.register_at_fork(after_in_child=_JOBS.clear)
+    """gemm_f32's three compiles per target, (the call giving each engine, its functions):
+    the two hot modules (-O3) and the driver (-O0 code generation: its loops only call the
+    hot functions, ~6 ms to build instead of ~12) compiling on compile threads, started once
+    per process and target by the first compile that routes a product here (`build_ahead`)
+    or the first call: LLVM's work, which holds no GIL, so a compile that starts them while
+    it plans goes on beside them (the MLP's first call waited 15-30 ms for them when they
+    started as its compile returned)."""
+    with target.use(tgt), denormal.use(denormal.IEEE):
+        jobs = [(cache.library_job(("gemm_f32", "hot", j), lambda t=text: t, "light",
+                                   exports=names), names)
+                for j, (text, names) in enumerate(gemm_f32_text.modules(NAME, MR, NV, UNROLL))]
+        jobs.append((cache.library_job(("gemm_f32", "driver"), _driver_module, "light",
+                                       exports=[NAME, TABLE], o0=True), [NAME, TABLE]))
+    return jobs
 
 
 @once

@@ -41,10 +41,9 @@ from xlapy.backends.cpu.llvm_util import (
     VOID,
     Engine,
     for_range,
-    module_text,
     new_module,
 )
-from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.once import once, started
 
 #: Rows per register tile.
 MR = 6
@@ -282,15 +281,26 @@ def _splat(b: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
                                                                              [0] * n))
 
 
-@once
-def _compiled(w: int, signed: bool, key: str) -> tuple[Engine, int, int]:
-    """The module, once per process and target (from the disk cache, cache.py, where it has
-    been compiled before)."""
+def _module(w: int, signed: bool) -> ir.Module:
     mod = new_module(f"xlapy_igemm16_{w}")
     _emit_pack(mod, w, signed)
     _emit_igemm(mod, w, signed)
-    eng = cache.engine(module_text(mod), "light-novec", vectorize=False, light=True,
-                       exports=["igemm", "pack"])
+    return mod
+
+
+@started
+def _job(w: int, signed: bool, key: str) -> Callable[[], Engine]:
+    """The module compiling on a compile thread (cache.library_job; from the disk cache if
+    there), started once per process, width and target by the compile that plans the
+    first such product (`igemm8`), beside the rest of that compile."""
+    return cache.library_job(("i16_igemm8", w, signed), lambda: _module(w, signed),
+                             "light-novec", vectorize=False, exports=["igemm", "pack"])
+
+
+@once
+def _compiled(w: int, signed: bool, key: str) -> tuple[Engine, int, int]:
+    """The module, once per process, width and target (`_job`), linked."""
+    eng = _job(w, signed, key)()
     return eng, eng.address("igemm"), eng.address("pack")
 
 
@@ -301,12 +311,13 @@ def igemm8(threads: int = 1, signed: bool = True
     w = lanes()
     nr = 2 * w
     t = target.current()
+    _job(w, signed, t.key)  # starts compiling now, beside the rest of the program's compile
     built: list[tuple[Engine, int, int, Callable[..., None], Callable[..., None]]] = []
     lock = threading.Lock()
 
     def module() -> tuple[Engine, int, int, Callable[..., None], Callable[..., None]]:
-        """The module, compiled on the first run (once per process, width and target), not
-        in the program's compile: a library routine, as batch_chain's runner."""
+        """The module (`_job`), linked on the first run, once per process, width and
+        target."""
         if not built:
             with lock:
                 if not built:

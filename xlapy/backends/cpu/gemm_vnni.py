@@ -37,10 +37,9 @@ from xlapy.backends.cpu.llvm_util import (
     VOID,
     Engine,
     for_range,
-    module_text,
     new_module,
 )
-from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.once import once, started
 
 #: Rows per register tile and 16-lane vectors per tile row (MR x NV accumulators).
 MR, NV = 5, 4
@@ -170,15 +169,27 @@ def _emit_kernel(mod: ir.Module) -> None:
     b.ret_void()
 
 
-@once
-def _compiled(key: str) -> tuple[Engine, object, object]:
-    """The module, once per process and target (from the disk cache, cache.py, where it has
-    been compiled before)."""
+def _module() -> ir.Module:
     mod = new_module("xlapy_igemm8")
     _emit_pack(mod)
     _emit_kernel(mod)
-    eng = cache.engine(module_text(mod), "light-novec", vectorize=False, light=True,
-                       exports=["igemm8", "pack"])
+    return mod
+
+
+@started
+def _job(key: str) -> Callable[[], Engine]:
+    """The module compiling on a compile thread (cache.library_job; from the disk cache if
+    there), started once per process and target by the compile that plans the first such
+    product (`igemm8`), so LLVM's 10-20 ms go on beside that compile, not in the first
+    call."""
+    return cache.library_job(("vnni_igemm8",), _module, "light-novec", vectorize=False,
+                             exports=["igemm8", "pack"])
+
+
+@once
+def _compiled(key: str) -> tuple[Engine, object, object]:
+    """The module, once per process and target (`_job`), linked."""
+    eng = _job(key)()
     return eng, _SIG(eng.address("igemm8")), _PACK_SIG(eng.address("pack"))
 
 
@@ -186,12 +197,12 @@ def igemm8(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], N
     """A function (a[batch, m, k] s8, b[batch, k, n] s8, c[batch, m, n] s32), c = a @ b
     exactly (wrapping), for targets where `available()`."""
     t = target.current()
+    _job(t.key)  # starts compiling now, beside the rest of the program's compile
     built: list[tuple[Engine, Any, Any, int]] = []  # (engine, kernel, pack, kernel address)
     lock = threading.Lock()
 
     def module() -> tuple[Engine, Any, Any, int]:
-        """The module, compiled on the first run (once per process and target, 10-20 ms at
-        -O3), not in the program's compile: a library routine, as batch_chain's runner."""
+        """The module (`_job`), linked on the first run, once per process and target."""
         if not built:
             with lock:
                 if not built:

@@ -54,7 +54,7 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
-from xlapy.backends.cpu.once import ahead, once
+from xlapy.backends.cpu.once import ahead, once, started
 from xlapy.backends.cpu.threads import natives, slot_words
 
 #: Rows of W per pass over the partial row (axpy form); 4, 8 and 16 ran alike (within 3%).
@@ -377,15 +377,28 @@ class Compiled:
     drive: Any
 
 
+def _name(f64: bool, form: str) -> str:
+    return f"xlapy_{'d' if f64 else 's'}gemv_{form}"
+
+
+@started
+def _job(f64: bool, tgt: target.CpuTarget, form: str) -> Callable[[], Engine]:
+    """A loop form's module compiling on a compile thread (cache.library_job), started once
+    per process by the first compile that plans such a product (`build_ahead`), so LLVM's
+    work goes on beside the rest of that compile: started as the compile returned, it
+    still made the batch-1 MLP's first call wait ~27 ms."""
+    with target.use(tgt), denormal.use(denormal.IEEE):
+        name = _name(f64, form)
+        return cache.library_job(("gemv", f64, form), lambda: _emit(name, f64, form),
+                                 "light", exports=[f"{name}_drive"])
+
+
 @once
 def _compile(f64: bool, tgt: target.CpuTarget, form: str) -> Compiled:
     """One module per loop form (a program needs one: less of the first call's compile),
     element type and target, compiled once per process, cached on disk like any kernel."""
-    with target.use(tgt), denormal.use(denormal.IEEE):
-        name = f"xlapy_{'d' if f64 else 's'}gemv_{form}"
-        eng = cache.library_engine(("gemv", f64, form), lambda: _emit(name, f64, form),
-                                   "light", light=True, exports=[f"{name}_drive"])
-    return Compiled(eng, _DRIVE_T(eng.address(f"{name}_drive")))
+    eng = _job(f64, tgt, form)()
+    return Compiled(eng, _DRIVE_T(eng.address(f"{_name(f64, form)}_drive")))
 
 
 def available() -> bool:
@@ -514,10 +527,14 @@ def takes_matvec(m: int, n: int, k: int, dtype: Any) -> bool:
             and available())
 
 
-def build_ahead(f64: bool) -> None:
-    """In a compile: `matvec`'s module (the dot form a row-major matrix takes) is built
-    while the compile returns (once.py)."""
-    ahead(_compile, f64, target.current(), "cols")
+def build_ahead(f64: bool, form: str = "cols") -> None:
+    """In a compile: a loop form's module is built while the compile returns (once.py):
+    "cols" for `matvec` (the dot form a row-major matrix takes) and for a [1, K] row times
+    a transposed W, "rows" for a row times a row-major W."""
+    tgt = target.current()
+    if _runs(tgt):
+        _job(f64, tgt, form)
+    ahead(_compile, f64, tgt, form)
 
 
 def matvec(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int = 1) -> None:

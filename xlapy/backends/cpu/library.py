@@ -170,7 +170,7 @@ def dot_plan(instr: Instruction, threads: int = 1
     direct = acc == out_dtype
     same = lhs.dtype == rhs.dtype == acc
     matvec = gemv.takes_matvec(m, n, k, acc)
-    _build_ahead(m, n, k, acc, matvec)
+    _build_ahead(m, n, k, acc, matvec, rperm == sorted(rperm))
     each = gemm_small.batch_shape(m, n, k, np.dtype(acc) == np.float64) \
         if np.dtype(acc).char in "fd" else None
     small_batch = None if each is None else gemm_small.batched_runner(each, threads)
@@ -203,14 +203,19 @@ def dot_plan(instr: Instruction, threads: int = 1
     return run
 
 
-def _build_ahead(m: int, n: int, k: int, acc: Any, matvec: bool) -> None:
+def _build_ahead(m: int, n: int, k: int, acc: Any, matvec: bool, rhs_rows: bool) -> None:
     """Ask for the library kernel a product's first run will likely build (gemv's dot form,
-    gemm_f32's module) to be built while the compile returns (once.py): a guess from the
-    whole product's shape, harmless where the run then takes another path."""
+    its row form for batch-1 rows, gemm_f32's module) to be built while the compile returns
+    (once.py): a guess from the whole product's shape (`rhs_rows`: the rhs is [k, n] in
+    memory), harmless where the run then takes another path. The batch-1 MLP's first call
+    waited 27 ms for the row form's module."""
     from xlapy.backends.cpu import gemm_f32, gemv
 
+    f64 = np.dtype(acc) == np.float64
     if matvec:
-        gemv.build_ahead(np.dtype(acc) == np.float64)
+        gemv.build_ahead(f64)
+    elif m == 1 and n > 1 and np.dtype(acc).char in "fd" and gemv.available():
+        gemv.build_ahead(f64, "rows" if rhs_rows else "cols")
     elif np.dtype(acc) == np.float32 and gemm_f32.routes(m, n, k, b"N", b"N", 0.0):
         gemm_f32.build_ahead()
 
@@ -335,6 +340,16 @@ def _matvec(instr: Instruction) -> bool:
         plain[0], plain[1], plain[2], np.float64 if plain[4] else np.float32)
 
 
+def _row_times_matrix(instr: Instruction) -> bool:
+    """Whether a plain 2-D dot_general is a [1, k] @ [k, n] product blas.gemm hands to
+    gemv's JIT loops."""
+    from xlapy.backends.cpu import gemv
+
+    plain = gemm_small.plain_dot(instr)
+    return plain is not None and plain[0] == 1 and min(plain[1], plain[2]) > 0 and \
+        gemv.available()
+
+
 def _skinny(instr: Instruction) -> tuple[int, int, int, bool] | None:
     """(m, n, k, f64) of a plain dot_general gemm_skinny.py computes, or None."""
     plain = gemm_small.plain_dot(instr)
@@ -355,7 +370,9 @@ def library_kind(instr: Instruction) -> str | None:
                 return "jit gemm"
             if _skinny(instr) is not None:
                 return "jit gemm (skinny)"
-            return "jit gemv (matvec)" if _matvec(instr) else "blas"
+            if _matvec(instr):
+                return "jit gemv (matvec)"
+            return "jit gemv" if _row_times_matrix(instr) else "blas"
         if int8_amx(instr):
             return "int gemm (amx)"
         if int8_vnni(instr):

@@ -72,6 +72,16 @@ def once(fn: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def started(fn: Callable[..., T]) -> Callable[..., T]:
+    """`once` for a function that starts a library module compiling on a compile thread
+    (cache.library_job) and returns the call that waits for it: forgotten in a forked
+    child, which has none of the compile threads (its waiter would never return)."""
+    wrapper = once(fn)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=wrapper.cache_clear)  # type: ignore[attr-defined]
+    return wrapper
+
+
 def ahead(builder: Callable[..., Any], *args: Any) -> None:
     """Ask for `builder(*args)` (a function decorated with `once`) to be built in the
     background when the compile in progress returns; nothing outside `collecting`."""
