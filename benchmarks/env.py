@@ -56,8 +56,12 @@ def cpu_model() -> str:
     name = fields.get("model name") or fields.get("Hardware") or ""
     if not name and "CPU implementer" in fields:
         name = f"implementer {fields['CPU implementer']} part {fields.get('CPU part', '?')}"
+    from xlapy.backends.cpu.parallel import usable_cpus
+
+    usable = usable_cpus()  # xlapy's default thread count: affinity and cgroup quota
+    mine = "" if usable == os.cpu_count() else f", {usable} usable by this process"
     return f"{name or platform.processor() or 'unknown'} ({platform.machine()}, " \
-           f"{os.cpu_count()} cpus)"
+           f"{os.cpu_count()} cpus{mine})"
 
 
 def _call_str(lib: ctypes.CDLL, names: tuple[str, ...]) -> str | None:
