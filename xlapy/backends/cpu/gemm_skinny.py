@@ -1,5 +1,6 @@
 """Skinny f32/f64 GEMMs out[m, n] = x[m, k] @ W[k, n], 2 <= m <= 8 rows against a big
-row-major W, as a JIT-compiled loop that reads W once, in place.
+row-major W (up to 16 in two passes; AVX-512 and AVX2 targets), as a JIT-compiled loop that
+reads W once, in place.
 
 A few rows against a weight matrix (a small batch of inference, issue 14's "skinny shapes")
 is bound by reading W: the 8 x 4096 @ 4096 x 4096 f32 product moves 64 MB for 0.27 GFLOP.
@@ -224,17 +225,27 @@ def _compile(rows: int, f64: bool, tgt: target.CpuTarget) -> Compiled:
     return Compiled(eng, _FN(addr), addr)
 
 
+#: Most rows on AVX2 (16 registers): two passes of up to 6 rows keep 2 vectors of columns
+#: per block. Against XLA (dot_sweep, x86-64-v3 code, OpenBLAS -> here): 2x1024x4096 1.96
+#: -> 0.84, 4x4096x1024 2.10 -> 0.82, 5x4096x4096 1.27 -> 0.65, 8x1024x4096 1.54 -> 1.05,
+#: 8x2048x2048 1.34 -> 0.82, 10x2048x2048 1.45 -> 1.00, 12x1024x4096 1.26 -> 1.10; 16 rows
+#: (two passes of 8, one vector per block) lost, 1.04 -> 1.29-1.32.
+MAX_ROWS_AVX2 = 12
+
+
 def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
-    """Whether a plain [m, k] @ [k, n] product runs here: 2..16 rows (over 8: two passes
-    over W, `runner`), a row-major W too big for gemm_small (its rows do not stay in L2),
-    an AVX-512 target this process runs. With 16 registers (AVX2, SSE) the 8 rows leave one
-    vector of columns per block, half a cache line of each W row per pass: x86-64-v3 took
-    25-38 ms on one core (OpenBLAS 11.7)."""
+    """Whether a plain [m, k] @ [k, n] product runs here: 2..16 rows on AVX-512, 2..12 on
+    AVX2 (over 8: two passes over W, `runner`), a row-major W too big for gemm_small (its
+    rows do not stay in L2), an x86 target this process runs. Not on SSE targets (8
+    registers: unmeasured). Before W was read in k blocks, the 8 rows' one vector per block
+    on AVX2 read half a cache line of each W row per pass: 25-38 ms on one core (OpenBLAS
+    11.7); in 64 KB k blocks the rows come from L2."""
     from xlapy.backends.cpu import gemm_small
 
     t = target.current()
-    return (2 <= m <= 2 * MAX_ROWS and not rhs_t and n >= 1 and k >= 1 and t.is_x86
-            and t.runs_here and t.vector_bits == 512
+    most = 2 * MAX_ROWS if t.vector_bits == 512 else MAX_ROWS_AVX2 if t.vector_bits == 256 \
+        else 0
+    return (2 <= m <= most and not rhs_t and n >= 1 and k >= 1 and t.is_x86 and t.runs_here
             and k * n * (8 if f64 else 4) > gemm_small.MAX_RHS_BYTES)
 
 
@@ -308,4 +319,5 @@ def _rows_runner(m: int, n: int, k: int, f64: bool, threads: int
     return run
 
 
-__all__ = ["takes", "runner", "cuts", "MAX_ROWS", "PREFETCH_ROWS", "CHUNK_BYTES"]
+__all__ = ["takes", "runner", "cuts", "MAX_ROWS", "MAX_ROWS_AVX2", "PREFETCH_ROWS",
+           "CHUNK_BYTES"]

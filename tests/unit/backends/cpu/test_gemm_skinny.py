@@ -27,9 +27,11 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     gemm_skinny.cuts.cache_clear()
 
 
-def _avx512() -> bool:
-    """Whether the target routes skinny products here (16 registers: BLAS, gemm_skinny.takes)."""
-    return target.current().vector_bits == 512
+def _most() -> int:
+    """The most rows the target routes here (gemm_skinny.takes): 16 with AVX-512's 32
+    registers, 12 with AVX2's 16 (two passes of 6), none on SSE targets."""
+    bits = target.current().vector_bits
+    return 16 if bits == 512 else gemm_skinny.MAX_ROWS_AVX2 if bits == 256 else 0
 
 
 def _dot(m: int, k: int, n: int, ty: str = "f32") -> str:
@@ -56,7 +58,7 @@ def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) 
     x, w = _operands(m, k, n, dtype)
     ty = "f32" if dtype == np.float32 else "f64"
     prog = xlapy.compile(_dot(m, k, n, ty), backend="cpu", options={"num_threads": 2})
-    label = "jit gemm (skinny)" if _avx512() else "library blas"
+    label = "jit gemm (skinny)" if m <= _most() else "library blas"
     assert label in prog._exe.explain()
     assert list(prog._exe.fallbacks()) == []
     got = np.asarray(prog(x, w))
@@ -112,9 +114,11 @@ def test_denormal_products_survive() -> None:
 
 
 def test_takes_only_skinny_row_major_products_too_big_for_gemm_small() -> None:
-    assert gemm_skinny.takes(8, 4096, 4096, False, False) == _avx512()
+    assert gemm_skinny.takes(8, 4096, 4096, False, False) == (8 <= _most())
     assert not gemm_skinny.takes(1, 4096, 4096, False, False)  # gemv.py's
-    assert gemm_skinny.takes(16, 4096, 4096, False, False) == _avx512()  # two passes
+    assert gemm_skinny.takes(12, 4096, 4096, False, False) == (12 <= _most())  # two passes
+    assert gemm_skinny.takes(13, 4096, 4096, False, False) == (13 <= _most())  # AVX2: BLAS
+    assert gemm_skinny.takes(16, 4096, 4096, False, False) == (16 <= _most())
     assert not gemm_skinny.takes(17, 4096, 4096, False, False)  # BLAS
     assert not gemm_skinny.takes(8, 4096, 4096, False, True)  # transposed W: BLAS
     assert not gemm_skinny.takes(8, 64, 64, False, False)  # gemm_small's
