@@ -239,6 +239,27 @@ def scan_rnn(small: bool) -> Case:
     return Case(f, args, flops=2.0 * steps * b * d * d, tol=1e-4)
 
 
+def scan_ys(small: bool) -> Case:
+    """The scan_rnn cell returning every step's h (ys stacked by dynamic_update_slice into
+    the loop's state: 128 x 64 x 256, 8 MB), as sequence models do."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    steps, b, d = (4, 2, 8) if small else (128, 64, 256)
+    rng = _rng()
+    args = (_normal(rng, (b, d)), _normal(rng, (d, d), 1 / math.sqrt(d)),
+            _normal(rng, (steps, b, d)))
+
+    def f(h: Any, w: Any, xs: Any) -> Any:
+        def cell(h: Any, x: Any) -> tuple[Any, Any]:
+            h = jnp.tanh(h @ w + x)
+            return h, h
+
+        return lax.scan(cell, h, xs)[1]
+
+    return Case(f, args, flops=2.0 * steps * b * d * d, tol=1e-4)
+
+
 def reduce_sum(small: bool) -> Case:
     """Sum of 64M floats (256 MB read)."""
     import jax.numpy as jnp
@@ -395,6 +416,7 @@ JAX_WORKLOADS: dict[str, Callable[[bool], Case]] = {
     "transformer": transformer,
     "fori_nested": fori_nested,
     "scan_rnn": scan_rnn,
+    "scan_ys": scan_ys,
     "reduce_sum": reduce_sum,
     "reduce_max_rows": reduce_max_rows,
     "gather": gather,

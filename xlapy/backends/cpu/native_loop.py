@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlapy.backends.cpu import loop_split, parallel, row_loop, target
+from xlapy.backends.cpu import dus_window, loop_split, parallel, row_loop, target
 from xlapy.backends.cpu.threads import NativePool, fn_address
 from xlapy.backends.cpu.thunks import bounds
 from xlapy.backends.cpu.while_driver import driver
@@ -130,6 +130,17 @@ def _unread_after(instr: Instruction | None, results: list[int | None]) -> set[i
     return {k for k, r in enumerate(results) if r is None and k not in read}
 
 
+def _state_instrs(exe: CpuExecutable, k: int, tupled: bool) -> list[Instruction]:
+    """The instructions of a cond/body that are state element k (its get_tuple_elements,
+    or its parameter); none when the state tuple itself is read other than by those."""
+    params = exe.comp.parameters
+    if not tupled:
+        return [params[k]]
+    if any(u.opcode != "get_tuple_element" for u in params[0].users):
+        return []
+    return [u for u in params[0].users if u.attrs.index == k]
+
+
 def _is_state(instr: Instruction, k: int, params: list[Instruction], tupled: bool) -> bool:
     if tupled:
         return (instr.opcode == "get_tuple_element" and instr.operands[0] is params[0]
@@ -152,6 +163,12 @@ class NativeWhile:
         self.results: list[int | None] = [
             None if _is_state(o, k, params, tupled) else body.slot[id(o)]
             for k, o in enumerate(results)]
+        #: State elements the body updates in place (dus_window.py): their window kernels
+        #: replace the body's whole-array kernels and they are passed through.
+        self.windows = dus_window.plan(body, results, [_state_instrs(body, k, tupled)
+                                                       for k in range(len(results))])
+        for k in self.windows.elements if self.windows is not None else ():
+            self.results[k] = None
         assert cond.comp.root is not None
         self.pred_slot = cond.slot[id(cond.comp.root)]
         self.state_slots = [_state_slots(cond, tupled), _state_slots(body, tupled)]
@@ -165,9 +182,10 @@ class NativeWhile:
         self.cond_steps, self.body_steps = len(_steps(cond)), len(_steps(body))
         #: State elements the loop never writes and nobody reads after it: bound in place,
         #: not copied (scan_rnn's xs, 8 MB a call).
-        self.unread = _unread_after(instruction, self.results)
+        self.unread = _unread_after(instruction, self.results) - \
+            (self.windows.elements if self.windows is not None else set())
         #: Row-split (row_loop.py): the plan and the threads a call uses (1: not split).
-        self.row_plan = row_loop.plan(self)
+        self.row_plan = row_loop.plan(self) if self.windows is None else None
         self.row_threads = row_loop.threads_for(self, self.row_plan) \
             if self.row_plan is not None else 1
         self._row_preps: list[_Prepared] | None = None
@@ -176,7 +194,11 @@ class NativeWhile:
 
     @property
     def label(self) -> str:
-        """What `explain` adds to "native while loop": the row split, if any."""
+        """What `explain` adds to "native while loop": the row split, if any, or the state
+        elements updated in place."""
+        if self.windows is not None:
+            n = len(self.windows.elements)
+            return f" ({n} state element{'s' if n > 1 else ''} updated in place)"
         rp = self.row_plan
         if rp is None or self.row_threads < 2:
             return ""
@@ -252,8 +274,9 @@ class NativeWhile:
         if p.rows is not None:  # one thread's share of a row-split loop
             threads = 1
         if isinstance(step, int):
-            spec = exe.kernel_specs[step]
-            addr = exe.kernel_addrs[step]
+            spec, addr = exe.kernel_specs[step], exe.kernel_addrs[step]
+            if exe is self.body and self.windows is not None and step in self.windows.kernels:
+                spec, addr = self.windows.kernels[step]
             if threads > 1 and spec.splittable and not spec.partial and spec.outer >= 2 and \
                     spec.cost >= NATIVE_SPLIT_COST:
                 return self._split(p, addr, table, bounds(spec.outer, min(threads, spec.outer),

@@ -1,0 +1,204 @@
+"""A native loop's dynamic_update_slice of its own state runs as a window kernel written in
+place (dus_window.py): the same values as the interpreter, the caller's arrays untouched,
+and only where nothing else reads the old value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+
+IN_PLACE = "updated in place"
+
+#: lax.scan's shape: ys[i] = c * x_i, c += x_i (JAX's lowering, calls inlined).
+SCAN = """
+func.func @main(%xs: tensor<{n}x{w}xf32>, %ys0: tensor<{n}x{w}xf32>) -> tensor<{n}x{w}xf32> {{
+  %c0 = stablehlo.constant dense<0.0> : tensor<{w}xf32>
+  %i0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:4 = stablehlo.while(%x = %xs, %i = %i0, %c = %c0, %ys = %ys0)
+      : tensor<{n}x{w}xf32>, tensor<i32>, tensor<{w}xf32>, tensor<{n}x{w}xf32>
+    cond {{
+      %lim = stablehlo.constant dense<{steps}> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %lim, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    }} do {{
+      %z = stablehlo.constant dense<0> : tensor<i32>
+      %row = stablehlo.dynamic_slice %x, %i, %z, sizes = [1, {w}]
+          : (tensor<{n}x{w}xf32>, tensor<i32>, tensor<i32>) -> tensor<1x{w}xf32>
+      %v = stablehlo.reshape %row : (tensor<1x{w}xf32>) -> tensor<{w}xf32>
+      %c1 = stablehlo.add %c, %v : tensor<{w}xf32>
+      %y = stablehlo.multiply %c, %v : tensor<{w}xf32>
+      %yb = stablehlo.broadcast_in_dim %y, dims = [1] : (tensor<{w}xf32>) -> tensor<1x{w}xf32>
+      %at = {start}
+      %ys1 = stablehlo.dynamic_update_slice %ys, %yb, %at, %z
+          : (tensor<{n}x{w}xf32>, tensor<1x{w}xf32>, tensor<i32>, tensor<i32>)
+          -> tensor<{n}x{w}xf32>
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %i1 = stablehlo.add %i, %one : tensor<i32>
+      stablehlo.return {ret} : tensor<{n}x{w}xf32>, tensor<i32>, tensor<{w}xf32>,
+          tensor<{n}x{w}xf32>
+    }}
+  return %r#3 : tensor<{n}x{w}xf32>
+}}
+"""
+FORWARD = "stablehlo.add %i, %z : tensor<i32>"
+
+
+def _scan(n: int, w: int, steps: int, start: str = FORWARD,
+          ret: str = "%x, %i1, %c1, %ys1") -> str:
+    return SCAN.format(n=n, w=w, steps=steps, start=start, ret=ret)
+
+
+def _reverse(n: int, w: int) -> str:
+    """reverse=True's start n - 1 - i, computed inside the window kernel."""
+    text = _scan(n, w, n, "stablehlo.subtract %last, %i : tensor<i32>")
+    return text.replace("      %at =", f"      %last = stablehlo.constant dense<{n - 1}> "
+                                      ": tensor<i32>\n      %at =")
+
+
+def _run(text: str, *args: np.ndarray) -> tuple[np.ndarray, str]:
+    prog = xlapy.compile(text, "cpu")
+    want = np.asarray(xlapy.compile(text, "interpreter")(*args))
+    got = np.asarray(prog(*args))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.asarray(prog(*args)), want)  # tables reused
+    return got, prog._exe.explain()  # type: ignore[attr-defined]
+
+
+def _operands(n: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(n * 31 + w)
+    return (rng.standard_normal((n, w)).astype(np.float32),
+            rng.standard_normal((n, w)).astype(np.float32))
+
+
+@pytest.mark.parametrize(("n", "w"), [(200, 128), (37, 5), (3, 1000), (64, 1)])
+def test_scan_outputs_are_written_in_place(n: int, w: int) -> None:
+    xs, ys0 = _operands(n, w)
+    keep = ys0.copy()
+    _, report = _run(_scan(n, w, n), xs, ys0)
+    assert IN_PLACE in report
+    np.testing.assert_array_equal(ys0, keep)  # the caller's initial state is not written
+
+
+def test_fewer_steps_than_rows_keep_the_initial_rows() -> None:
+    xs, ys0 = _operands(50, 16)
+    got, report = _run(_scan(50, 16, 20), xs, ys0)
+    assert IN_PLACE in report
+    np.testing.assert_array_equal(got[20:], ys0[20:])
+
+
+def test_a_computed_start_and_clamping() -> None:
+    """reverse=True's n - 1 - i; past the end (more steps than rows) the start clamps, as
+    the interpreter's does."""
+    xs, ys0 = _operands(40, 8)
+    _, report = _run(_reverse(40, 8), xs, ys0)
+    assert IN_PLACE in report
+    over = _scan(40, 8, 55)  # i runs to 54: starts 40..54 clamp to 39 (x's slice too)
+    _, report = _run(over, xs, ys0)
+    assert IN_PLACE in report
+
+
+def test_a_state_element_nobody_reads_after_the_loop_is_still_copied_first() -> None:
+    """ys unread after the loop (only c is returned): a passed-through element nobody reads
+    is bound in place (native_loop's `unread`), but one written in place must be a copy."""
+    xs, ys0 = _operands(30, 8)
+    keep = ys0.copy()
+    text = _scan(30, 8, 30).replace("return %r#3 : tensor<30x8xf32>",
+                                    "return %r#2 : tensor<8xf32>").replace(
+        "-> tensor<30x8xf32> {\n  %c0", "-> tensor<8xf32> {\n  %c0")
+    _, report = _run(text, xs, ys0)
+    assert IN_PLACE in report
+    np.testing.assert_array_equal(ys0, keep)
+
+
+def test_not_in_place_when_the_body_reads_the_old_state() -> None:
+    """ys is also read (ys + 0 passed on as x): the old value must survive the update."""
+    xs, ys0 = _operands(30, 8)
+    text = _scan(30, 8, 30).replace("%row = stablehlo.dynamic_slice %x,",
+                                    "%row = stablehlo.dynamic_slice %ys,")
+    _, report = _run(text, xs, ys0)
+    assert "native while loop" in report and IN_PLACE not in report
+
+
+def test_not_in_place_when_the_update_goes_to_another_element() -> None:
+    """The updated ys is returned as element 0 (x) and x as element 3: no in-place write."""
+    xs, _ = _operands(30, 8)
+    text = _scan(30, 8, 30, ret="%ys1, %i1, %c1, %x")
+    _, report = _run(text, xs, xs.copy())
+    assert IN_PLACE not in report
+
+
+def test_two_dimensional_windows() -> None:
+    """A [2, 3] window into a [6, 9] state at (i mod 5, 2 i mod 7), clamped."""
+    text = """
+func.func @main(%s0: tensor<6x9xf64>, %u: tensor<2x3xf64>) -> tensor<6x9xf64> {
+  %i0 = stablehlo.constant dense<0> : tensor<i64>
+  %r:2 = stablehlo.while(%i = %i0, %s = %s0) : tensor<i64>, tensor<6x9xf64>
+    cond {
+      %lim = stablehlo.constant dense<12> : tensor<i64>
+      %p = stablehlo.compare LT, %i, %lim, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %five = stablehlo.constant dense<5> : tensor<i64>
+      %seven = stablehlo.constant dense<7> : tensor<i64>
+      %two = stablehlo.constant dense<2> : tensor<i64>
+      %a = stablehlo.remainder %i, %five : tensor<i64>
+      %i2 = stablehlo.multiply %i, %two : tensor<i64>
+      %b = stablehlo.remainder %i2, %seven : tensor<i64>
+      %f = stablehlo.convert %i : (tensor<i64>) -> tensor<f64>
+      %fb = stablehlo.broadcast_in_dim %f, dims = [] : (tensor<f64>) -> tensor<2x3xf64>
+      %v = stablehlo.add %u, %fb : tensor<2x3xf64>
+      %s1 = stablehlo.dynamic_update_slice %s, %v, %a, %b
+          : (tensor<6x9xf64>, tensor<2x3xf64>, tensor<i64>, tensor<i64>) -> tensor<6x9xf64>
+      %one = stablehlo.constant dense<1> : tensor<i64>
+      %i1 = stablehlo.add %i, %one : tensor<i64>
+      stablehlo.return %i1, %s1 : tensor<i64>, tensor<6x9xf64>
+    }
+  return %r#1 : tensor<6x9xf64>
+}
+"""
+    rng = np.random.default_rng(5)
+    s0, u = rng.standard_normal((6, 9)), rng.standard_normal((2, 3))
+    keep = s0.copy()
+    _, report = _run(text, s0, u)
+    assert IN_PLACE in report
+    np.testing.assert_array_equal(s0, keep)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_big_windows_split_over_threads(threads: int) -> None:
+    """A window of many rows (the kernel's outer loop) may be split: the same values."""
+    n, w = 4096, 256
+    text = """
+func.func @main(%s0: tensor<4x4096x256xf32>, %u: tensor<1x4096x256xf32>)
+    -> tensor<4x4096x256xf32> {
+  %i0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %i0, %s = %s0) : tensor<i32>, tensor<4x4096x256xf32>
+    cond {
+      %lim = stablehlo.constant dense<4> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %lim, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %z = stablehlo.constant dense<0> : tensor<i32>
+      %e = stablehlo.exponential %u : tensor<1x4096x256xf32>
+      %s1 = stablehlo.dynamic_update_slice %s, %e, %i, %z, %z
+          : (tensor<4x4096x256xf32>, tensor<1x4096x256xf32>, tensor<i32>, tensor<i32>,
+             tensor<i32>) -> tensor<4x4096x256xf32>
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %i1 = stablehlo.add %i, %one : tensor<i32>
+      stablehlo.return %i1, %s1 : tensor<i32>, tensor<4x4096x256xf32>
+    }
+  return %r#1 : tensor<4x4096x256xf32>
+}
+"""
+    rng = np.random.default_rng(8)
+    s0 = np.zeros((4, n, w), np.float32)
+    u = rng.standard_normal((1, n, w)).astype(np.float32)
+    prog = xlapy.compile(text, "cpu", options={"num_threads": threads})
+    assert IN_PLACE in prog._exe.explain()  # type: ignore[attr-defined]
+    got = np.asarray(prog(s0, u))
+    want = np.asarray(xlapy.compile(text, "cpu", options={"num_threads": 1})(s0, u))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_max_ulp(got[2], np.exp(u[0].astype(np.float64)).astype(np.float32),
+                                    maxulp=1)
