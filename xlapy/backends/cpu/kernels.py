@@ -417,8 +417,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             store_fence(b)
         restore_mxcsr(b, saved)
         b.ret_void()
-        size = int(np.prod(self.root.operands[0].shape.dimensions)) \
-            if self.root.opcode == "reduce" else int(np.prod(self.root.shape.dimensions))
+        # (row reductions count whole: logsumexp over 4096 x 1024 had run on one thread)
+        size = max([int(np.prod(r.operands[0].shape.dimensions)) for r in self.rows] + [
+            int(np.prod((self.root.operands[0] if self.root.opcode == "reduce" else
+                         self.root).shape.dimensions))])
         leaves_in = sorted(set(self.leaves.values()))
         return Kernel(self.name, self.root, leaves_in, self.out_slot, outer,
                       size * max(self.ops, 1), split, getattr(self, "partial", None),
