@@ -49,6 +49,7 @@ from xlapy.backends.cpu.llvm_util import (
 from xlapy.backends.cpu.math_poly import Math
 from xlapy.backends.cpu.reduce_emit import ReductionEmitter, reducer_op
 from xlapy.backends.cpu.row_prefetch import RowPrefetchEmitter
+from xlapy.backends.cpu.tile_emit import TileEmitter
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -56,15 +57,11 @@ from xlapy.types import ElementType as ET
 PRODUCERS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "reverse", "iota",
                        "convert", "compare", "select", "clamp", "constant"}) | INDEX_OPS
 #: Interleave count of innermost loops whose body weighs (ops + 10 per transcendental) at
-#: least INTERLEAVE_WEIGHT (measured on the GELU chain: 27 ms -> 21 at 2, 16 at 4, with
-#: compile 37 -> 47 -> 59 ms), and HEAVY_INTERLEAVE from HEAVY_WEIGHT on: the JAX GELU
-#: chain (7 tanh, weight ~135) was latency-bound at 2 (2 chains in flight, ~450 cycles an
-#: iteration for 359 instructions): 2.06 -> 1.43 ms at 4 (1.15 at 8), its cold compile
-#: 21 -> 26 ms (43 at 8; XLA's 44-48).
-INTERLEAVE = 2
-INTERLEAVE_WEIGHT = 24
-HEAVY_INTERLEAVE = 4
-HEAVY_WEIGHT = 64
+#: least INTERLEAVE_WEIGHT (the GELU chain: 27 ms -> 21 at 2, 16 at 4, compile 37 -> 47 ->
+#: 59 ms), and HEAVY_INTERLEAVE from HEAVY_WEIGHT on: the JAX GELU chain (7 tanh, weight
+#: ~135) was latency-bound at 2 (2 chains in flight, ~450 cycles an iteration for 359
+#: instructions): 2.06 -> 1.43 ms at 4 (1.15 at 8), cold compile 21 -> 26 ms (43 at 8).
+INTERLEAVE, INTERLEAVE_WEIGHT, HEAVY_INTERLEAVE, HEAVY_WEIGHT = 2, 24, 4, 64
 
 
 def _types_ok(instr: Instruction) -> bool:
@@ -156,7 +153,8 @@ def _strides(dims: Sequence[int]) -> list[int]:
     return out
 
 
-class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter):
+class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter,
+                    TileEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
     def __init__(self, mod: ir.Module, name: str, root: Instruction,
@@ -439,6 +437,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         """Loops over `dims` (the first over [begin, end)), calling body(idx) innermost; the
         row reductions are computed inside the first loop, before the others. `lanes`: the
         last of `dims` is the kernel's innermost dimension (vector loops run along it)."""
+        if self._tile_nest(dims, begin, end, body, idx):  # a column read of a big operand
+            return
         idx = idx or []
         d = len(idx)
         if d == 0 and self.row_depth > 1:  # one loop over the leading dimensions' product
