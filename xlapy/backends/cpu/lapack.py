@@ -64,7 +64,7 @@ def plan(instr: Instruction, threads: int = 1) -> Plan | None:
     if op == "triangular_solve":
         return "blas", _triangular_solve(instr)
     if op == "fft":
-        return "fft", _fft(instr)
+        return "fft", _fft(instr, threads)
     if op == "chlo.ragged_dot":
         from xlapy.backends.cpu.library import ragged_dot_plan
 
@@ -349,8 +349,13 @@ def _triangular_solve(instr: Instruction) -> Callable[..., np.ndarray]:
     return run
 
 
-def _fft(instr: Instruction) -> Callable[..., np.ndarray]:
-    """numpy's pocketfft in double precision, rounded once (the interpreter's kernel)."""
+def _fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
+    """numpy's pocketfft in double precision, rounded once (the interpreter's kernel). A
+    transform along one axis runs scipy.fft's build of the same pocketfft over `threads`
+    (its rows split between them; bit-identical to numpy's there, not over several axes):
+    256 x 4096 rfft 2.35 -> 1.38 ms on 2 threads."""
+    import scipy.fft as sfft
+
     from xlapy.ops.linalg import FftType
 
     at = instr.attrs
@@ -366,6 +371,14 @@ def _fft(instr: Instruction) -> Callable[..., np.ndarray]:
         FftType.RFFT: lambda x: np.fft.rfftn(x, axes=axes),
         FftType.IRFFT: lambda x: np.fft.irfftn(x, s=lengths, axes=axes),
     }[ft]
+    if len(axes) == 1:
+        ax, w = axes[0], max(1, threads)
+        fn = {
+            FftType.FFT: lambda x: sfft.fft(x, axis=ax, workers=w),
+            FftType.IFFT: lambda x: sfft.ifft(x, axis=ax, workers=w),
+            FftType.RFFT: lambda x: sfft.rfft(x, axis=ax, workers=w),
+            FftType.IRFFT: lambda x: sfft.irfft(x, n=lengths[0], axis=ax, workers=w),
+        }[ft]
 
     def run(x: np.ndarray) -> np.ndarray:
         if empty:
