@@ -174,6 +174,11 @@ CASES: dict[str, Case] = {
     # one row of b added into row 1 of a; the updates reshaped to [1, 1, 3] (XLA's form)
     "scatter_unit_window": (M, lambda g, a, b: _scatter_row(g, a, b, True),
                             lambda g, a, b: _scatter_row(g, a, b, False)),
+    # max over a dimension of extent 1 of [2, 1, 3]; not over extent 2
+    "reduce_unit_dims": (M, lambda g, a, b: g.reduce(
+        g.reshape(a, shape=(2, 1, 3)), g.const(0.5, "f32"), [1], g.scalar_fn("maximum")),
+        lambda g, a, b: g.reshape(g.reduce(a, g.const(0.5, "f32"), [0],
+                                           g.scalar_fn("maximum")), shape=(1, 3))),
     "dus_full": (F, lambda g, a, b: g.dynamic_update_slice(a, b, g.const(0, "s32")),
                  lambda g, a, b: g.dynamic_update_slice(a, g.slice(
                      b, start_indices=(0,), limit_indices=(2,), strides=(1,)),
@@ -265,3 +270,19 @@ def test_exact_only_skips_float_inexact_rules() -> None:
     assert not run_passes(module, [simp])
     module, _ = _build(I, CASES["add_zero_rhs"][1])
     assert run_passes(module, [AlgebraicSimplifier(exact_only=True)])
+
+
+@pytest.mark.parametrize("op", ["add", "multiply", "maximum", "minimum"])
+def test_reduce_unit_dims_is_exact_on_special_values(op: str) -> None:
+    """The one application of the reducer keeps -0 + 0 = +0, NaN, inf, denormals."""
+    g = HloBuilder()
+    a = g.param("f32[8,1]")
+    init = {"add": -0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}[op]
+    module = g.build(g.reduce(a, g.const(init, "f32"), [1], g.scalar_fn(op)))
+    x = np.array([[-0.0], [0.0], [np.nan], [np.inf], [-np.inf], [1e-40], [-3.5], [2.0]],
+                 np.float32)
+    before = np.asarray(Interpreter().run_module(module, [x]))
+    simp = AlgebraicSimplifier(exact_only=True)
+    assert run_passes(module, [simp]) and simp.fired["reduce_unit_dims"] == 1
+    after = np.asarray(Interpreter().run_module(module, [x]))
+    np.testing.assert_array_equal(after.view(np.uint32), before.view(np.uint32))
