@@ -20,6 +20,7 @@ from xlapy.passes.algebraic_simplifier import AlgebraicSimplifier
 from xlapy.passes.buffer_assignment import BufferAssignmentPass
 from xlapy.passes.canonicalize import ReshapeCanonicalizer
 from xlapy.passes.chlo_lowering import ChloLowering
+from xlapy.passes.conditional_to_select import ConditionalToSelect
 from xlapy.passes.constant_folding import ConstantFolding
 from xlapy.passes.cse import CommonSubexpressionElimination
 from xlapy.passes.dce import DeadCodeElimination
@@ -95,10 +96,12 @@ def backend_pipeline(verify: bool = False,
     """The rewrites a native backend runs before its own fusion: chlo ops lowered to HLO
     (XLA's decompositions, so they compile to kernels instead of running on the
     interpreter), native forms, calls inlined (JAX's private functions would each be a thunk
-    boundary), rng_bit_generator expanded to integer HLO (it would run on the interpreter),
+    boundary), small pure conditionals as selects (a `lax.cond` kept its loop off the native
+    driver), rng_bit_generator expanded to integer HLO (it would run on the interpreter),
     then the bit-exact simplifications, CSE and DCE. The cpu backend's pipeline is these
     followed by its fusion pass (backends/cpu/pipeline.py); the gpu backend runs them as is."""
     return Pipeline("backend", [ChloLowering(), *native_form_passes(), CallInliner(),
+                                ConditionalToSelect(),
                                 RngBitGeneratorExpander.for_cpu(),
                                 simplification_group(exact_only=True),
                                 SplatToBroadcast(), CommonSubexpressionElimination(),
@@ -108,6 +111,7 @@ def backend_pipeline(verify: bool = False,
 #: Single passes by the names `xlapy opt --passes a,b` accepts.
 PASSES: dict[str, Callable[[], Pass]] = {
     "dce": DeadCodeElimination,
+    "cond-to-select": ConditionalToSelect,
     "chlo-lowering": ChloLowering,
     "cse": CommonSubexpressionElimination,
     "constant-folding": ConstantFolding,

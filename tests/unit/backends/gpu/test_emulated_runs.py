@@ -193,6 +193,10 @@ def test_control_flow_runs_gpu_sub_executables(monkeypatch: pytest.MonkeyPatch) 
       }) : (tensor<i1>) -> tensor<16xf32>
       return %o, %r#0 : tensor<16xf32>, tensor<i32>
     }"""
+    from xlapy.passes import conditional_to_select
+
+    # (an if this small would become a select: keep it a conditional here)
+    monkeypatch.setattr(conditional_to_select, "MAX_ELEMENTS", 0)
     x = np.linspace(-2, 2, 16, dtype=np.float32)
     for n in (0, 1, 5):
         dev = _check(text, [x, np.int32(n)], monkeypatch)

@@ -1,0 +1,153 @@
+"""ConditionalToSelect: small pure `case`/`if` become selects with the taken branch's bits
+(out-of-range case indices pick the last branch), anything else stays a conditional; a
+`lax.cond` in a loop body leaves the loop native on the cpu backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.interpreter import Interpreter
+from xlapy.passes.conditional_to_select import MAX_ELEMENTS, ConditionalToSelect
+from xlapy.passes.pass_base import run_passes
+from xlapy.stablehlo import parse_module
+
+CASE3 = """
+func.func @main(%i: tensor<i32>, %x: tensor<8xf32>, %y: tensor<8xi32>)
+    -> (tensor<8xf32>, tensor<8xi32>) {
+  %r:2 = "stablehlo.case"(%i) ({
+    %a = stablehlo.multiply %x, %x : tensor<8xf32>
+    stablehlo.return %a, %y : tensor<8xf32>, tensor<8xi32>
+  }, {
+    %b = stablehlo.negate %x : tensor<8xf32>
+    %c = stablehlo.add %y, %y : tensor<8xi32>
+    stablehlo.return %b, %c : tensor<8xf32>, tensor<8xi32>
+  }, {
+    %z = stablehlo.constant dense<0> : tensor<8xi32>
+    %d = stablehlo.divide %y, %z : tensor<8xi32>
+    %e = stablehlo.sqrt %x : tensor<8xf32>
+    stablehlo.return %e, %d : tensor<8xf32>, tensor<8xi32>
+  }) : (tensor<i32>) -> (tensor<8xf32>, tensor<8xi32>)
+  return %r#0, %r#1 : tensor<8xf32>, tensor<8xi32>
+}
+"""
+
+IF = """
+func.func @main(%p: tensor<i1>, %x: tensor<4x3xf64>) -> tensor<4x3xf64> {
+  %r = "stablehlo.if"(%p) ({
+    %a = stablehlo.exponential %x : tensor<4x3xf64>
+    stablehlo.return %a : tensor<4x3xf64>
+  }, {
+    %t = stablehlo.transpose %x, dims = [1, 0] : (tensor<4x3xf64>) -> tensor<3x4xf64>
+    %b = stablehlo.reshape %t : (tensor<3x4xf64>) -> tensor<4x3xf64>
+    stablehlo.return %b : tensor<4x3xf64>
+  }) : (tensor<i1>) -> tensor<4x3xf64>
+  return %r : tensor<4x3xf64>
+}
+"""
+
+
+def _converted(text: str) -> tuple[object, object, bool]:
+    before = parse_module(text)
+    after = parse_module(text)
+    changed = run_passes(after, [ConditionalToSelect()])
+    return before, after, changed
+
+
+def _opcodes(module: object) -> set[str]:
+    return {i.opcode for i in module.entry.instructions}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("i", [-5, 0, 1, 2, 3, 2**31 - 1])
+def test_case_selects_the_taken_branch_bit_for_bit(i: int) -> None:
+    before, after, changed = _converted(CASE3)
+    assert changed and "case" not in _opcodes(after) and "select" in _opcodes(after)
+    x = np.array([-2.0, -0.0, 0.0, 1.5, np.nan, np.inf, -np.inf, 1e-40], np.float32)
+    y = np.arange(-4, 4, dtype=np.int32)
+    args = [np.int32(i), x, y]
+    want = Interpreter().run_module(before, args)
+    got = Interpreter().run_module(after, args)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint32),
+                                      np.asarray(w).view(np.uint32))
+
+
+@pytest.mark.parametrize("p", [True, False])
+def test_if_selects_on_its_pred(p: bool) -> None:
+    before, after, changed = _converted(IF)
+    assert changed and "if" not in _opcodes(after)
+    x = np.random.default_rng(1).standard_normal((4, 3))
+    args = [np.bool_(p), x]
+    np.testing.assert_array_equal(np.asarray(Interpreter().run_module(after, args)),
+                                  np.asarray(Interpreter().run_module(before, args)))
+
+
+@pytest.mark.parametrize("body", [
+    # a dot: not cheap to compute for nothing
+    "%a = stablehlo.dot_general %x, %x, contracting_dims = [0] x [0] : "
+    "(tensor<8xf32>, tensor<8xf32>) -> tensor<f32>\n"
+    "    %b = stablehlo.broadcast_in_dim %a, dims = [] : (tensor<f32>) -> tensor<8xf32>",
+    # a reduce (a called computation)
+    "%z = stablehlo.constant dense<0.0> : tensor<f32>\n"
+    "    %a = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : "
+    "(tensor<8xf32>, tensor<f32>) -> tensor<f32>\n"
+    "    %b = stablehlo.broadcast_in_dim %a, dims = [] : (tensor<f32>) -> tensor<8xf32>",
+])
+def test_branches_with_other_ops_stay_conditionals(body: str) -> None:
+    text = f"""
+func.func @main(%i: tensor<i32>, %x: tensor<8xf32>) -> tensor<8xf32> {{
+  %r = "stablehlo.case"(%i) ({{
+    {body}
+    stablehlo.return %b : tensor<8xf32>
+  }}, {{
+    stablehlo.return %x : tensor<8xf32>
+  }}) : (tensor<i32>) -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}}
+"""
+    _, after, changed = _converted(text)
+    assert not changed and "case" in _opcodes(after)
+
+
+def test_big_branches_stay_conditionals() -> None:
+    n = MAX_ELEMENTS
+    text = IF.replace("4x3", f"{n}x2").replace("3x4", f"2x{n}")
+    _, after, changed = _converted(text)
+    assert not changed and "if" in _opcodes(after)
+
+
+def test_a_cond_in_a_fori_loop_runs_natively() -> None:
+    """JAX's fori_loop over a lax.cond: the body is kernels only, so the loop is native."""
+    text = """
+func.func @main(%x: tensor<256xf32>) -> tensor<256xf32> {
+  %i0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %i0, %v = %x) : tensor<i32>, tensor<256xf32>
+    cond {
+      %n = stablehlo.constant dense<1000> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %two = stablehlo.constant dense<2> : tensor<i32>
+      %m = stablehlo.remainder %i, %two : tensor<i32>
+      %w = "stablehlo.case"(%m) ({
+        %h = stablehlo.constant dense<0.5> : tensor<256xf32>
+        %a = stablehlo.multiply %v, %h : tensor<256xf32>
+        stablehlo.return %a : tensor<256xf32>
+      }, {
+        %q = stablehlo.constant dense<0.25> : tensor<256xf32>
+        %b = stablehlo.add %v, %q : tensor<256xf32>
+        stablehlo.return %b : tensor<256xf32>
+      }) : (tensor<i32>) -> tensor<256xf32>
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %i1 = stablehlo.add %i, %one : tensor<i32>
+      stablehlo.return %i1, %w : tensor<i32>, tensor<256xf32>
+    }
+  return %r#1 : tensor<256xf32>
+}
+"""
+    x = np.random.default_rng(2).standard_normal(256).astype(np.float32)
+    prog = xlapy.compile(text, "cpu")
+    assert "native while loop" in prog._exe.explain()  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(np.asarray(prog(x)),
+                                  np.asarray(xlapy.compile(text, "interpreter")(x)))

@@ -1,0 +1,89 @@
+"""Small pure conditionals as selects: `case`/`if` whose branches are a few element-wise and
+shape ops become every branch inlined plus a select of the taken one's results.
+
+A `lax.cond` inside a `lax.fori_loop` kept the loop off the native driver (a `case` is a
+call into sub-executables, so the body ran through Python): 1000 iterations of a cond
+between two 256-element updates took 38 ms, XLA 0.06 ms (606x). As selects, the body is
+kernels only and the loop runs natively. The results are bit for bit the taken branch's
+(each branch's ops unchanged; select only picks), and the other branches' values are
+computed and dropped: only branches of the ops in `_PURE` (no calls, no side effects, no
+traps: integer division by zero has a defined result) and of at most MAX_ELEMENTS elements
+computed in all are converted, so the waste stays below the dispatch it saves. A `case`
+index outside [0, N) selects the last branch, as the op runs it.
+"""
+
+from __future__ import annotations
+
+from xlapy.ir import Computation, Instruction
+from xlapy.passes.fusion_decision import SHAPE_OPS, is_elementwise
+from xlapy.passes.hlo_builder import Emitter
+from xlapy.passes.inliner import inline_body
+from xlapy.passes.pass_base import ComputationPass
+
+#: Elements computed by all the branches together at most (each op's result counted).
+MAX_ELEMENTS = 1 << 18
+#: Ops a converted branch may hold besides element-wise ones (SHAPE_OPS: the fusible ones).
+_PURE = SHAPE_OPS | {"parameter", "constant", "get_tuple_element", "tuple", "convert",
+                     "compare", "select", "clamp", "bitcast_convert", "dynamic_update_slice"}
+
+
+def _cheap(instr: Instruction) -> bool:
+    """Whether every branch is pure and small and every result an array."""
+    shapes = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
+    if not instr.called or not all(s.is_array for s in shapes):
+        return False
+    total = 0
+    for br in instr.called:
+        for i in br.instructions:
+            if i.called or not (i.opcode in _PURE or is_elementwise(i)):
+                return False
+            if i.shape.is_array:
+                total += i.shape.num_elements
+    return total <= MAX_ELEMENTS
+
+
+def _results(e: Emitter, root: Instruction, n: int, tupled: bool) -> list[Instruction]:
+    if not tupled:
+        return [root]
+    if root.opcode == "tuple":
+        return list(root.operands)
+    return [e.get_tuple_element(root, index=j) for j in range(n)]
+
+
+def as_select(comp: Computation, instr: Instruction) -> Instruction:
+    """The value of conditional `instr` (in `comp`) as its branches inlined and selected."""
+    e = Emitter(comp)
+    extra = list(instr.operands[1:])
+    tupled = instr.shape.is_tuple
+    n = len(instr.shape.tuple_shapes) if tupled else 1
+    outs = [_results(e, inline_body(comp, br, [extra[k]] if extra else []), n, tupled)
+            for k, br in enumerate(instr.called)]
+    sel = instr.operands[0]
+    if instr.opcode == "if":  # pred: branch 0 when true
+        picked = [e.select(sel, t, f) for t, f in zip(outs[0], outs[1])]
+    else:
+        picked = outs[-1]
+        for k in range(len(outs) - 2, -1, -1):
+            p = e.cmp(sel, e.const(k, sel.shape.element_type), "EQ")
+            picked = [e.select(p, t, f) for t, f in zip(outs[k], picked)]
+    return e.tuple(*picked) if tupled else picked[0]
+
+
+class ConditionalToSelect(ComputationPass):
+    """Rewrites the small pure conditionals of each computation (module docstring)."""
+
+    name = "conditional-to-select"
+
+    def run_on_computation(self, comp: Computation) -> bool:
+        changed = False
+        for instr in list(comp.instructions):
+            if instr.opcode not in ("case", "if") or not _cheap(instr):
+                continue
+            instr.replace_all_uses_with(as_select(comp, instr))  # (the root too)
+            if not instr.users:
+                comp.remove(instr)
+            changed = True
+        return changed
+
+
+__all__ = ["ConditionalToSelect", "as_select", "MAX_ELEMENTS"]
