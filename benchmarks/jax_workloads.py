@@ -220,6 +220,19 @@ def fori_nested(small: bool) -> Case:
     return Case(f, (_normal(_rng(), (64,)),), tol=1e-4)
 
 
+def fori_cond(small: bool) -> Case:
+    """fori_loop, 1000 steps, whose body is a lax.cond on the step's parity (256 floats)."""
+    from jax import lax
+
+    iters = 5 if small else 1000
+
+    def f(x: Any) -> Any:
+        return lax.fori_loop(0, iters, lambda i, v: lax.cond(
+            i % 2 == 0, lambda u: u * 0.5 + 1.0, lambda u: u - 0.25, v), x)
+
+    return Case(f, (_normal(_rng(), (256,)),), tol=1e-5)
+
+
 def scan_rnn(small: bool) -> Case:
     """lax.scan of h = tanh(h @ W + x_t), 128 steps, h 64x256."""
     import jax.numpy as jnp
@@ -415,6 +428,7 @@ JAX_WORKLOADS: dict[str, Callable[[bool], Case]] = {
     "gelu_chain": gelu_chain,
     "transformer": transformer,
     "fori_nested": fori_nested,
+    "fori_cond": fori_cond,
     "scan_rnn": scan_rnn,
     "scan_ys": scan_ys,
     "reduce_sum": reduce_sum,
