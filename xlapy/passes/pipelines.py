@@ -45,6 +45,7 @@ from xlapy.passes.static_shapes import StaticShapes
 from xlapy.passes.tuple_simplifier import TupleSimplifier
 from xlapy.passes.while_loop_licm import WhileLoopInvariantCodeMotion
 from xlapy.passes.while_loop_simplifier import WhileLoopSimplifier
+from xlapy.passes.while_loop_unroller import NestedLoopUnroller
 
 
 def simplification_group(exact_only: bool = False) -> FixedPointGroup:
@@ -96,12 +97,13 @@ def backend_pipeline(verify: bool = False,
     """The rewrites a native backend runs before its own fusion: chlo ops lowered to HLO
     (XLA's decompositions, so they compile to kernels instead of running on the
     interpreter), native forms, calls inlined (JAX's private functions would each be a thunk
-    boundary), small pure conditionals as selects (a `lax.cond` kept its loop off the native
-    driver), rng_bit_generator expanded to integer HLO (it would run on the interpreter),
+    boundary), small loops inside loops unrolled and small pure conditionals as selects (either
+    kept the loop around it off the native driver), rng_bit_generator expanded to integer HLO
+    (it would run on the interpreter),
     then the bit-exact simplifications, CSE and DCE. The cpu backend's pipeline is these
     followed by its fusion pass (backends/cpu/pipeline.py); the gpu backend runs them as is."""
     return Pipeline("backend", [ChloLowering(), *native_form_passes(), CallInliner(),
-                                ConditionalToSelect(),
+                                NestedLoopUnroller(), ConditionalToSelect(),
                                 RngBitGeneratorExpander.for_cpu(),
                                 simplification_group(exact_only=True),
                                 SplatToBroadcast(), CommonSubexpressionElimination(),
@@ -112,6 +114,7 @@ def backend_pipeline(verify: bool = False,
 PASSES: dict[str, Callable[[], Pass]] = {
     "dce": DeadCodeElimination,
     "cond-to-select": ConditionalToSelect,
+    "unroll-nested-loops": NestedLoopUnroller,
     "chlo-lowering": ChloLowering,
     "cse": CommonSubexpressionElimination,
     "constant-folding": ConstantFolding,
