@@ -349,11 +349,17 @@ def _triangular_solve(instr: Instruction) -> Callable[..., np.ndarray]:
     return run
 
 
+#: Elements of a one-axis fft from which it is split over the threads.
+PARALLEL_FFT = 1 << 20
+
+
 def _fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
     """numpy's pocketfft in double precision, rounded once (the interpreter's kernel). A
-    transform along one axis runs scipy.fft's build of the same pocketfft over `threads`
-    (its rows split between them; bit-identical to numpy's there, not over several axes):
-    256 x 4096 rfft 2.35 -> 1.38 ms on 2 threads."""
+    transform along one axis of PARALLEL_FFT elements or more runs scipy.fft's build of the
+    same pocketfft over `threads` (its rows split between them; bit-identical to numpy's
+    there, not over several axes): 256 x 4096 rfft 2.35 -> 1.38 ms on 2 threads alone, ~10%
+    inside a program. Smaller ones stay on one thread: 64 x 1024 took 0.16 -> 0.29-0.39 ms
+    in a program on 2 (scipy's threads meet the pool's spinning worker)."""
     import scipy.fft as sfft
 
     from xlapy.ops.linalg import FftType
@@ -372,7 +378,8 @@ def _fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
         FftType.IRFFT: lambda x: np.fft.irfftn(x, s=lengths, axes=axes),
     }[ft]
     if len(axes) == 1:
-        ax, w = axes[0], max(1, threads)
+        big = int(np.prod(instr.operands[0].shape.dimensions)) >= PARALLEL_FFT
+        ax, w = axes[0], max(1, threads) if big else 1
         fn = {
             FftType.FFT: lambda x: sfft.fft(x, axis=ax, workers=w),
             FftType.IFFT: lambda x: sfft.ifft(x, axis=ax, workers=w),

@@ -235,8 +235,11 @@ def test_triangular_solve(ty: str, dt: type, left: str, lower: str, unit: str, t
     ("RFFT", "f32", "complex<f32>", (5, 16), (5, 9), [16]),
     ("IRFFT", "complex<f64>", "f64", (3, 4, 5), (3, 4, 8), [4, 8]),
     ("FFT", "complex<f32>", "complex<f32>", (0, 8), (0, 8), [8]),
-    # one axis over many rows: scipy.fft's pocketfft on the threads, numpy's bits
+    # one axis over many rows: scipy.fft's pocketfft on the threads (from PARALLEL_FFT
+    # elements), numpy's bits
     ("RFFT", "f32", "complex<f32>", (256, 1000), (256, 501), [1000]),
+    ("RFFT", "f32", "complex<f32>", (256, 4096), (256, 2049), [4096]),
+    ("IRFFT", "complex<f64>", "f64", (1024, 1025), (1024, 2048), [2048]),
     ("IFFT", "complex<f64>", "complex<f64>", (3, 70, 97), (3, 70, 97), [97]),
     ("IRFFT", "complex<f32>", "f32", (128, 65), (128, 128), [128]),
 ])
