@@ -50,7 +50,7 @@ import numpy as np
 
 from xlapy.backends.cpu import dus_window, loop_split, parallel, row_loop, target
 from xlapy.backends.cpu.threads import NativePool, fn_address
-from xlapy.backends.cpu.thunks import bounds
+from xlapy.backends.cpu.thunks import bounds, ptr
 from xlapy.backends.cpu.while_driver import driver
 from xlapy.ops.loop_guard import WhileGuard, iteration_limit, too_many
 
@@ -343,13 +343,13 @@ class NativeWhile:
               ) -> None:
         """Point p's tables at the state buffers `bufs` and the swapped elements' second
         buffers `others`; the copies of the other results into their state buffers."""
-        ptrs = [b.ctypes.data for b in bufs]
+        ptrs = [ptr(b) for b in bufs]
         for table, sslots in zip(p.tables, self.state_slots):
             for s, k in sslots:
                 table[s] = ptrs[k]
         body_table = p.tables[1]
         for j, (k, r) in enumerate(self.swapped):
-            body_table[r] = others[k].ctypes.data
+            body_table[r] = ptr(others[k])
             p.cells[j] = ptrs[k]
         n = 0
         for k, r in p.copied:
@@ -363,7 +363,7 @@ class NativeWhile:
         """The final state: a swapped element ends in whichever buffer its cell names."""
         out = list(bufs)
         for j, (k, _) in enumerate(self.swapped):
-            if p.cells[j] != bufs[k].ctypes.data:
+            if p.cells[j] != ptr(bufs[k]):
                 out[k] = others[k]
         return tuple(out)
 
