@@ -4,6 +4,7 @@ elementwise_complex.py. Part of elementwise.py's table (its helpers: flush, roun
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
@@ -16,6 +17,24 @@ def convert_supported(s: ET, t: ET) -> bool:
     if s not in ew.SUPPORTED or t not in ew.SUPPORTED:
         return False
     return not (s is ET.F64 and t is ET.BF16)
+
+
+def _to_int_saturated(b: ir.IRBuilder, v: ir.Value, t: ET, ct: ir.Type) -> ir.Value:
+    """llvm.fptosi.sat / fptoui.sat of a float vector, as vector code: LLVM's x86 lowering
+    of the vector intrinsics is one cvttss2si and two cmovs per lane (f32 -> s32 over 1M
+    elements: 0.66 ms, XLA 0.19). Clamped into the range first (so the plain conversion is
+    defined), then the values at or past 2^(bits-1) (2^bits unsigned) set to the maximum
+    and NaN to 0: the intrinsic's results exactly."""
+    t_np = np.float64 if v.type.element == F64 else np.float32
+    lo = -2.0 ** (t.bits - 1) if t.is_signed else 0.0
+    top = 2.0 ** (t.bits - 1) if t.is_signed else 2.0 ** t.bits  # the first value past max
+    hi = float(np.nextafter(t_np(top), t_np(0)))  # the largest float below it
+    x = intrinsic(b, f"llvm.maxnum.{sfx(v.type)}", v.type, [v, splat(v.type, lo)])
+    x = intrinsic(b, f"llvm.minnum.{sfx(v.type)}", v.type, [x, splat(v.type, hi)])
+    r = (b.fptosi if t.is_signed else b.fptoui)(x, ct)
+    top_int = (1 << (t.bits - 1)) - 1 if t.is_signed else -1  # (all ones: the unsigned max)
+    r = b.select(b.fcmp_ordered(">=", v, splat(v.type, top)), splat(ct, top_int), r)
+    return b.select(b.fcmp_unordered("uno", v, v), splat(ct, 0), r)
 
 
 def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
@@ -50,8 +69,10 @@ def convert(b: ir.IRBuilder, x: ir.Value, s: ET, t: ET) -> ir.Value:
                 return b.fpext(v, f32)
         return ew.round_to(b, ew.flush(b, v), t)
     if s.is_float:
-        name = "llvm.fptosi.sat" if t.is_signed else "llvm.fptoui.sat"
         v = ew.flush(b, x)
+        if isinstance(v.type, ir.VectorType):
+            return _to_int_saturated(b, v, t, ct)
+        name = "llvm.fptosi.sat" if t.is_signed else "llvm.fptoui.sat"
         return intrinsic(b, f"{name}.{sfx(ct)}.{sfx(v.type)}", ct, [v])
     # integer -> integer: wrap (trunc) or extend by the source's signedness.
     if t.bits < s.bits:
