@@ -233,28 +233,9 @@ def fori_cond(small: bool) -> Case:
     return Case(f, (_normal(_rng(), (256,)),), tol=1e-5)
 
 
-def scan_rnn(small: bool) -> Case:
-    """lax.scan of h = tanh(h @ W + x_t), 128 steps, h 64x256."""
-    import jax.numpy as jnp
-    from jax import lax
-
-    steps, b, d = (4, 2, 8) if small else (128, 64, 256)
-    rng = _rng()
-    args = (_normal(rng, (b, d)), _normal(rng, (d, d), 1 / math.sqrt(d)),
-            _normal(rng, (steps, b, d)))
-
-    def f(h: Any, w: Any, xs: Any) -> Any:
-        def cell(h: Any, x: Any) -> tuple[Any, None]:
-            return jnp.tanh(h @ w + x), None
-
-        return lax.scan(cell, h, xs)[0]
-
-    return Case(f, args, flops=2.0 * steps * b * d * d, tol=1e-4)
-
-
-def scan_ys(small: bool) -> Case:
-    """The scan_rnn cell returning every step's h (ys stacked by dynamic_update_slice into
-    the loop's state: 128 x 64 x 256, 8 MB), as sequence models do."""
+def _rnn(small: bool, stacked: bool) -> Case:
+    """lax.scan of h = tanh(h @ W + x_t), 128 steps, h 64x256: the last h, or (`stacked`)
+    every step's h."""
     import jax.numpy as jnp
     from jax import lax
 
@@ -266,11 +247,23 @@ def scan_ys(small: bool) -> Case:
     def f(h: Any, w: Any, xs: Any) -> Any:
         def cell(h: Any, x: Any) -> tuple[Any, Any]:
             h = jnp.tanh(h @ w + x)
-            return h, h
+            return h, (h if stacked else None)
 
-        return lax.scan(cell, h, xs)[1]
+        last, ys = lax.scan(cell, h, xs)
+        return ys if stacked else last
 
     return Case(f, args, flops=2.0 * steps * b * d * d, tol=1e-4)
+
+
+def scan_rnn(small: bool) -> Case:
+    """lax.scan of h = tanh(h @ W + x_t), 128 steps, h 64x256."""
+    return _rnn(small, False)
+
+
+def scan_ys(small: bool) -> Case:
+    """The scan_rnn cell returning every step's h (ys stacked by dynamic_update_slice into
+    the loop's state: 128 x 64 x 256, 8 MB), as sequence models do."""
+    return _rnn(small, True)
 
 
 def reduce_sum(small: bool) -> Case:
