@@ -1,0 +1,163 @@
+"""xlapy-cpu vs XLA on many small JAX programs of the kinds users bring (control flow,
+training gradients, conversions, linalg, fft, random numbers), interleaved in one process,
+to find the programs that fall off a cliff:
+
+    python benchmarks/jax_probe.py [--only cond_in_loop,scan_ys] [--reps N] [--burst B]
+
+Each row: xlapy and XLA min ms over `reps` rounds of `burst` calls (benchmarks/timing.py),
+the ratio of minima, fallbacks, and the max error relative to XLA (|got - want| /
+(|want| + 0.01)). Ratios over 1.2 are marked. The workloads of jax_run.py are the big
+programs measured against the issue's targets; these are the many small ones that found
+this session's cliffs (a lax.cond in a loop at 600x, a scan's stacked outputs at O(n^2), a
+transpose at 8.6x): keep adding programs here when a user brings a new kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import env  # noqa: E402
+from benchmarks.timing import round_robin  # noqa: E402
+
+env.prepare()  # first, before OpenBLAS loads (benchmarks/env.py)
+
+import numpy as np  # noqa: E402
+
+Program = tuple[Callable[..., Any], list[np.ndarray]]
+
+
+def programs(small: bool = False) -> dict[str, Program]:
+    """name -> (function, arguments). `small`: tiny shapes (the smoke test)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    rng = np.random.default_rng(0)
+    s = 8 if small else 1
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal([max(1, d // s) for d in shape]).astype(np.float32)
+
+    def conv(x: Any, w: Any, stride: int = 1) -> Any:
+        return lax.conv_general_dilated(x, w, (stride, stride), "SAME",
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def attn(q: Any, k: Any, v: Any) -> Any:
+        p = jax.nn.softmax(jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0, -1)
+        return jnp.einsum("bhqk,bhkd->bhqd", p, v)
+
+    steps = 10 if small else 1000
+    return {
+        # control flow
+        "cond_in_loop": (lambda v: lax.fori_loop(0, steps, lambda i, w: lax.cond(
+            i % 2 == 0, lambda u: u * 0.5 + 1, lambda u: u - 0.25, w), v), [f32(256)]),
+        "switch_in_loop": (lambda v: lax.fori_loop(0, steps, lambda i, w: lax.switch(
+            i % 3, [lambda u: u * 0.5, lambda u: u + 1, jnp.sin], w), v), [f32(256)]),
+        "loop_in_loop": (lambda v: lax.fori_loop(0, 100, lambda i, w: lax.fori_loop(
+            0, 10, lambda j, u: u * 0.99 + 0.01, w), v), [f32(256)]),
+        "scan_in_loop": (lambda v: lax.fori_loop(0, 50, lambda i, w: lax.scan(
+            lambda c, x: (c + x * 0.1, c), w, jnp.ones((8, v.shape[0])))[0], v), [f32(256)]),
+        "scan_ys": (lambda xs: lax.scan(lambda c, x: (c + x, c * x),
+                                        jnp.zeros(xs.shape[1], jnp.float32), xs)[1],
+                    [f32(2000, 128)]),
+        "while_converge": (lambda v: lax.while_loop(
+            lambda st: (st[1] < 500) & (jnp.max(jnp.abs(st[0])) > 1e-3),
+            lambda st: (st[0] * 0.98, st[1] + 1), (v, 0))[0], [f32(256)]),
+        # training
+        "mlp_grad": (jax.grad(lambda w1, w2, x: jnp.sum(jax.nn.relu(x @ w1) @ w2)),
+                     [f32(1024, 4096) * 0.02, f32(4096, 1024) * 0.02, f32(256, 1024)]),
+        "attention_grad": (jax.grad(lambda q, k, v: jnp.sum(attn(q, k, v) ** 2)),
+                           [f32(4, 8, 256, 64), f32(4, 8, 256, 64), f32(4, 8, 256, 64)]),
+        "conv_grad_x": (jax.grad(lambda x, w: jnp.sum(conv(x, w) ** 2)),
+                        [f32(16, 32, 32, 64), f32(3, 3, 64, 64) * 0.05]),
+        "conv_grad_w": (jax.grad(lambda w, x: jnp.sum(conv(x, w) ** 2)),
+                        [f32(3, 3, 64, 64) * 0.05, f32(16, 32, 32, 64)]),
+        "conv_s2_grad_x": (jax.grad(lambda x, w: jnp.sum(conv(x, w, 2) ** 2)),
+                           [f32(16, 32, 32, 64), f32(3, 3, 64, 128) * 0.05]),
+        "conv_transpose": (lambda x, w: lax.conv_transpose(
+            x, w, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
+            [f32(16, 16, 16, 64), f32(3, 3, 64, 32)]),
+        "avgpool_grad": (jax.grad(lambda x: jnp.sum(lax.reduce_window(
+            x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") ** 2)), [f32(32, 32, 32, 64)]),
+        "embedding_grad": (jax.grad(lambda e, i: jnp.sum(e[i] ** 2)),
+                           [f32(30000, 256), rng.integers(0, 30000 // s, (64, 128)).astype(
+                               np.int32)]),
+        "xent_grad": (jax.grad(lambda lg, y: -jnp.mean(jnp.take_along_axis(
+            jax.nn.log_softmax(lg), y[:, None], 1))),
+            [f32(512, 32000), rng.integers(0, 32000 // s, 512 // s).astype(np.int32)]),
+        "adam_step": (lambda p, g, m, v: (p - 1e-3 * (0.9 * m + 0.1 * g) / (
+            jnp.sqrt(0.999 * v + 0.001 * g * g) + 1e-8)),
+            [f32(4096, 1024), f32(4096, 1024), f32(4096, 1024), np.abs(f32(4096, 1024))]),
+        # element-wise and layout
+        "logsumexp": (lambda x: jax.nn.logsumexp(x, axis=-1), [f32(4096, 1024)]),
+        "transpose": (lambda x: x.T + 0, [f32(4096, 1024)]),
+        "to_int8": (lambda x: jnp.round(jnp.clip(x * 10, -5, 5)).astype(jnp.int8),
+                    [f32(1024, 1024)]),
+        "erf_gelu": (lambda x: jax.nn.gelu(x, approximate=False), [f32(1024, 1024)]),
+        "random_normal": (lambda k: jax.random.normal(jax.random.wrap_key_data(k),
+                                                      (1000 // s, 100)),
+                          [np.array([0, 42], np.uint32)]),
+        # linalg and fft
+        "rfft": (lambda x: jnp.abs(jnp.fft.rfft(x, axis=-1)), [f32(256, 4096)]),
+        "solve_64": (lambda a, b: jnp.linalg.solve(a, b),
+                     [(lambda a: a @ a.T + 64 * np.eye(a.shape[0], dtype=np.float32))(
+                         f32(64, 64)), f32(64, 8)]),
+        "cumsum": (lambda x: jnp.cumsum(x, axis=1), [f32(256, 512)]),
+    }
+
+
+def probe_one(fn: Callable[..., Any], args: list[np.ndarray], reps: int,
+              burst: int) -> dict[str, Any]:
+    import jax
+
+    import xlapy
+
+    jf = jax.jit(fn)
+    lowered = jf.lower(*args)
+    jc = lowered.compile()
+    prog = xlapy.compile(lowered.as_text(), backend="cpu")
+    jargs = jax.block_until_ready([jax.device_put(a) for a in args])
+    got = prog(*args)
+    want = jax.block_until_ready(jc(*jargs))
+    gl = list(got) if isinstance(got, (list, tuple)) else [got]
+    err = max((float(np.max(np.abs(np.asarray(g, np.float64) - np.asarray(w, np.float64))
+                            / (np.abs(np.asarray(w, np.float64)) + 1e-2), initial=0.0))
+               for g, w in zip(gl, jax.tree_util.tree_leaves(want))), default=0.0)
+    t = round_robin({"xlapy": lambda: prog(*args),
+                     "xla": lambda: jax.block_until_ready(jc(*jargs))}, reps, burst)
+    return {"xlapy": min(t["xlapy"]), "xla": min(t["xla"]),
+            "fallbacks": len(prog._exe.fallbacks()), "err": err}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="", help="program names, comma-separated")
+    ap.add_argument("--reps", type=int, default=10, help="rounds")
+    ap.add_argument("--burst", type=int, default=3, help="calls per side per round")
+    ap.add_argument("--small", action="store_true", help="tiny shapes (a smoke run)")
+    args = ap.parse_args(argv)
+    table = programs(args.small)
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(table)
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise SystemExit(f"jax_probe: unknown program(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(table)}")
+    print(env.header())
+    print(f"{'program':<16} | {'xlapy ms':>9} | {'XLA ms':>9} | ratio | fallbacks | max err")
+    for name in names:
+        fn, fargs = table[name]
+        r = probe_one(fn, fargs, args.reps, args.burst)
+        ratio = r["xlapy"] / r["xla"]
+        mark = " <" if ratio > 1.2 else ""
+        print(f"{name:<16} | {1e3 * r['xlapy']:9.3f} | {1e3 * r['xla']:9.3f} | {ratio:5.2f} | "
+              f"{r['fallbacks']:9d} | {r['err']:.1e}{mark}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
