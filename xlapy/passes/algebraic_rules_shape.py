@@ -167,25 +167,88 @@ def _scatter_unit_window(i: Instruction, e: Emitter) -> Instruction | None:
 _UNIT_REDUCERS = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 
 
-def _reduce_unit(i: Instruction, e: Emitter) -> Instruction | None:
-    """A single-input reduce over dimensions of extent 1 only: each result element is the
-    reducer applied once, to the init and the one element (a row kernel over such a
-    dimension computed it with no vector lanes: attention's backward pass, 5.4 ms)."""
+def _single_op(i: Instruction) -> tuple[str, bool] | None:
+    """(opcode, whether its first operand is the accumulator) of a single-input reduce or
+    reduce_window whose reducer is one op of `_UNIT_REDUCERS` on its two parameters."""
     if len(i.operands) != 2 or len(i.called) != 1 or not i.shape.is_array:
-        return None
-    x, init = i.operands
-    if any(x.shape.dimensions[d] != 1 for d in i.attrs.dimensions):
         return None
     comp = i.called[0]
     root, params = comp.root, comp.parameters
     if root is None or root.opcode not in _UNIT_REDUCERS or len(comp.instructions) != 3 or \
             len(params) != 2 or {id(o) for o in root.operands} != {id(p) for p in params}:
         return None
+    return root.opcode, root.operands[0] is params[0]
+
+
+def _reduce_unit(i: Instruction, e: Emitter) -> Instruction | None:
+    """A single-input reduce over dimensions of extent 1 only: each result element is the
+    reducer applied once, to the init and the one element (a row kernel over such a
+    dimension computed it with no vector lanes: attention's backward pass, 5.4 ms)."""
+    red = _single_op(i)
+    x, init = i.operands
+    if red is None or any(x.shape.dimensions[d] != 1 for d in i.attrs.dimensions):
+        return None
     dims = tuple(i.shape.dimensions)
     acc = e.broadcast_in_dim(init, shape=dims, broadcast_dimensions=())
     one = e.reshape(x, shape=dims)
-    first = root.operands[0] is params[0]  # the reducer's (accumulator, element) order
-    return e.op(root.opcode, acc, one) if first else e.op(root.opcode, one, acc)
+    op, first = red  # (the reducer's (accumulator, element) order kept)
+    return e.op(op, acc, one) if first else e.op(op, one, acc)
+
+
+def _identity(op: str, t: ElementType) -> object:
+    """The identity of reducer `op` on type t (None: none here)."""
+    import numpy as np
+
+    if op in ("add", "or", "xor"):
+        return 0
+    if op == "multiply":
+        return 1
+    if op == "and":
+        return True if t.is_pred else -1
+    if op in ("maximum", "minimum"):
+        if t.is_float:
+            return -np.inf if op == "maximum" else np.inf
+        if t.is_integer:
+            info = np.iinfo(t.dtype)
+            return info.min if op == "maximum" else info.max
+    return None
+
+
+def _is_value(x: Instruction, v: object) -> bool:
+    """A scalar constant holding exactly v (bit for bit in its type)."""
+    import numpy as np
+
+    if x.opcode != "constant" or not x.shape.is_array or x.shape.rank or v is None:
+        return False
+    got = np.asarray(x.attrs.literal.to_numpy())
+    return got.tobytes() == np.asarray(v).astype(got.dtype).tobytes()
+
+
+def _reduce_window_pad(i: Instruction, e: Emitter) -> Instruction | None:
+    """reduce_window(pad(A, p), init) with p and init the reducer's identity, no padding or
+    base dilation of its own: the pad's edges and interior become its padding and base
+    dilations, whose holes the spec fills with init (the average pool's gradient padded its
+    8.9 MB operand in a kernel of its own first: 0.77 ms, XLA 0.58)."""
+    red = _single_op(i)
+    if red is None:
+        return None
+    x, init = i.operands
+    a = i.attrs
+    r = x.shape.rank
+    if x.opcode != "pad" or any(d != 1 for d in (a.base_dilations or ())) or \
+            any(p != (0, 0) for p in (a.padding or ())):
+        return None
+    pa = x.attrs
+    if min(pa.edge_padding_low + pa.edge_padding_high, default=0) < 0:
+        return None
+    ident = _identity(red[0], i.shape.element_type)
+    if not (_is_value(x.operands[1], ident) and _is_value(init, ident)):
+        return None
+    return e.op("reduce_window", x.operands[0], init, called=i.called,
+                window_dimensions=a.window_dimensions, window_strides=a.window_strides,
+                base_dilations=tuple(k + 1 for k in pa.interior_padding),
+                window_dilations=a.window_dilations,
+                padding=tuple(zip(pa.edge_padding_low[:r], pa.edge_padding_high[:r])))
 
 
 SHAPE_RULES: list[Rule] = [
@@ -262,6 +325,8 @@ SHAPE_RULES: list[Rule] = [
     Rule("dynamic_slice_constant", "dynamic_slice", _dynamic_slice_constant),
     # reduce(A, init) over dimensions of extent 1 => op(broadcast(init), reshape(A))
     Rule("reduce_unit_dims", "reduce", _reduce_unit),
+    # reduce_window(pad(A, identity), identity) => reduce_window(A) padded and base-dilated
+    Rule("reduce_window_pad", "reduce_window", _reduce_window_pad),
     # dynamic_update_slice(A, U, starts) with U as big as A => U
     Rule("dus_full", "dynamic_update_slice",
          lambda i, e: i.operands[1] if i.operands[1].shape.dimensions == i.shape.dimensions

@@ -179,11 +179,23 @@ CASES: dict[str, Case] = {
         g.reshape(a, shape=(2, 1, 3)), g.const(0.5, "f32"), [1], g.scalar_fn("maximum")),
         lambda g, a, b: g.reshape(g.reduce(a, g.const(0.5, "f32"), [0],
                                            g.scalar_fn("maximum")), shape=(1, 3))),
+    # a 2x2 window summing a [2, 3] padded by one and dilated by one with zeros; a pad of
+    # 1.0 (not add's identity) stays
+    "reduce_window_pad": (M, lambda g, a, b: _window_of_pad(g, a, 0.0),
+                          lambda g, a, b: _window_of_pad(g, a, 1.0)),
     "dus_full": (F, lambda g, a, b: g.dynamic_update_slice(a, b, g.const(0, "s32")),
                  lambda g, a, b: g.dynamic_update_slice(a, g.slice(
                      b, start_indices=(0,), limit_indices=(2,), strides=(1,)),
                      g.const(1, "s32"))),
 }
+
+
+def _window_of_pad(g: HloBuilder, a: object, value: float, op: str = "add",
+                   init: float = 0.0) -> object:
+    padded = g.pad(a, g.const(value, "f32"), edge_padding_low=(1, 0),
+                   edge_padding_high=(1, 2), interior_padding=(1, 1))
+    return g.op("reduce_window", padded, g.const(init, "f32"), called=[g.scalar_fn(op)],
+                window_dimensions=(2, 2), window_strides=(1, 2))
 
 
 def _scatter_row(g: HloBuilder, a: object, b: object, reshaped: bool) -> object:
@@ -284,5 +296,20 @@ def test_reduce_unit_dims_is_exact_on_special_values(op: str) -> None:
     before = np.asarray(Interpreter().run_module(module, [x]))
     simp = AlgebraicSimplifier(exact_only=True)
     assert run_passes(module, [simp]) and simp.fired["reduce_unit_dims"] == 1
+    after = np.asarray(Interpreter().run_module(module, [x]))
+    np.testing.assert_array_equal(after.view(np.uint32), before.view(np.uint32))
+
+
+@pytest.mark.parametrize(("op", "ident"), [("add", 0.0), ("maximum", -np.inf),
+                                           ("minimum", np.inf), ("multiply", 1.0)])
+def test_reduce_window_pad_is_exact_on_special_values(op: str, ident: float) -> None:
+    g = HloBuilder()
+    a = g.param("f32[3,4]")
+    module = g.build(_window_of_pad(g, a, ident, op, ident))
+    x = np.array([[-0.0, 0.0, np.nan, 1.0], [np.inf, -np.inf, 1e-40, -2.5],
+                  [3.0, -0.0, 7.0, -1e30]], np.float32)
+    before = np.asarray(Interpreter().run_module(module, [x]))
+    simp = AlgebraicSimplifier(exact_only=True)
+    assert run_passes(module, [simp]) and simp.fired["reduce_window_pad"] == 1
     after = np.asarray(Interpreter().run_module(module, [x]))
     np.testing.assert_array_equal(after.view(np.uint32), before.view(np.uint32))
