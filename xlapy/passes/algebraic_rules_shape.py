@@ -185,8 +185,10 @@ def _reduce_unit(i: Instruction, e: Emitter) -> Instruction | None:
     reducer applied once, to the init and the one element (a row kernel over such a
     dimension computed it with no vector lanes: attention's backward pass, 5.4 ms)."""
     red = _single_op(i)
+    if red is None:
+        return None
     x, init = i.operands
-    if red is None or any(x.shape.dimensions[d] != 1 for d in i.attrs.dimensions):
+    if any(x.shape.dimensions[d] != 1 for d in i.attrs.dimensions):
         return None
     dims = tuple(i.shape.dimensions)
     acc = e.broadcast_in_dim(init, shape=dims, broadcast_dimensions=())
