@@ -11,6 +11,7 @@ so they split by thread.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
@@ -35,12 +36,18 @@ def usable_cpus(root: str = "/") -> int:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    quota = _cgroup_quota(Path(root))
+    quota = _cgroup_quota(root)
     return max(1, min(cpus, math.ceil(quota) if quota else cpus))
 
 
-def _cgroup_quota(root: Path) -> float | None:
-    """The tightest CPU quota (CPUs' worth) of this process's cgroup, or None."""
+@functools.lru_cache(maxsize=16)
+def _cgroup_quota(root: str) -> float | None:
+    """The tightest CPU quota (CPUs' worth) of this process's cgroup, or None; read once per
+    process and root (the files cost ~60 us, and every compile asks several times)."""
+    return _read_quota(Path(root))
+
+
+def _read_quota(root: Path) -> float | None:
     found: list[float] = []
     try:
         lines = (root / "proc/self/cgroup").read_text().splitlines()
