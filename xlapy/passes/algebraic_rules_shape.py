@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from xlapy.ir import Instruction
 from xlapy.passes.algebraic_rules import Rule
 from xlapy.passes.hlo_builder import Emitter
@@ -198,9 +200,8 @@ def _reduce_unit(i: Instruction, e: Emitter) -> Instruction | None:
 
 
 def _identity(op: str, t: ElementType) -> object:
-    """The identity of reducer `op` on type t (None: none here)."""
-    import numpy as np
-
+    """The identity of reducer `op` on type t (None: none here); +0 for a float sum, what
+    JAX pads with (backends/cpu/lanes.identity is the backend's, passes do not import it)."""
     if op in ("add", "or", "xor"):
         return 0
     if op == "multiply":
@@ -218,8 +219,6 @@ def _identity(op: str, t: ElementType) -> object:
 
 def _is_value(x: Instruction, v: object) -> bool:
     """A scalar constant holding exactly v (bit for bit in its type)."""
-    import numpy as np
-
     if x.opcode != "constant" or not x.shape.is_array or x.shape.rank or v is None:
         return False
     got = np.asarray(x.attrs.literal.to_numpy())
@@ -236,7 +235,6 @@ def _reduce_window_pad(i: Instruction, e: Emitter) -> Instruction | None:
         return None
     x, init = i.operands
     a = i.attrs
-    r = x.shape.rank
     if x.opcode != "pad" or any(d != 1 for d in (a.base_dilations or ())) or \
             any(p != (0, 0) for p in (a.padding or ())):
         return None
@@ -250,7 +248,7 @@ def _reduce_window_pad(i: Instruction, e: Emitter) -> Instruction | None:
                 window_dimensions=a.window_dimensions, window_strides=a.window_strides,
                 base_dilations=tuple(k + 1 for k in pa.interior_padding),
                 window_dilations=a.window_dilations,
-                padding=tuple(zip(pa.edge_padding_low[:r], pa.edge_padding_high[:r])))
+                padding=tuple(zip(pa.edge_padding_low, pa.edge_padding_high)))
 
 
 SHAPE_RULES: list[Rule] = [

@@ -57,7 +57,7 @@ class WindowEmitter(kernels.KernelEmitter):
         out = self.ptr(self.out_slot, et)
         b = self.b
         at = [self._start(s, n - u) for s, n, u in zip(starts, dims, udims)]
-        strides = [int(np.prod(dims[d + 1:])) for d in range(len(dims))]
+        strides = kernels._strides(dims)
 
         def body(idx: list[Any]) -> None:
             self.memo.clear()

@@ -371,12 +371,7 @@ def _fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
     wide = np.complex128 if instr.operands[0].shape.element_type.is_complex else np.float64
     ft, lengths = at.fft_type, tuple(at.fft_length)
     empty = any(d == 0 for d in dims) or 0 in instr.operands[0].shape.dimensions
-    fn: Callable[[np.ndarray], np.ndarray] = {
-        FftType.FFT: lambda x: np.fft.fftn(x, axes=axes),
-        FftType.IFFT: lambda x: np.fft.ifftn(x, axes=axes),
-        FftType.RFFT: lambda x: np.fft.rfftn(x, axes=axes),
-        FftType.IRFFT: lambda x: np.fft.irfftn(x, s=lengths, axes=axes),
-    }[ft]
+    fn: Callable[[np.ndarray], np.ndarray]
     if len(axes) == 1:
         big = int(np.prod(instr.operands[0].shape.dimensions)) >= PARALLEL_FFT
         ax, w = axes[0], max(1, threads) if big else 1
@@ -385,6 +380,13 @@ def _fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
             FftType.IFFT: lambda x: sfft.ifft(x, axis=ax, workers=w),
             FftType.RFFT: lambda x: sfft.rfft(x, axis=ax, workers=w),
             FftType.IRFFT: lambda x: sfft.irfft(x, n=lengths[0], axis=ax, workers=w),
+        }[ft]
+    else:
+        fn = {
+            FftType.FFT: lambda x: np.fft.fftn(x, axes=axes),
+            FftType.IFFT: lambda x: np.fft.ifftn(x, axes=axes),
+            FftType.RFFT: lambda x: np.fft.rfftn(x, axes=axes),
+            FftType.IRFFT: lambda x: np.fft.irfftn(x, s=lengths, axes=axes),
         }[ft]
 
     def run(x: np.ndarray) -> np.ndarray:
