@@ -62,6 +62,12 @@ def programs(small: bool = False) -> dict[str, Program]:
             0, 10, lambda j, u: u * 0.99 + 0.01, w), v), [f32(256)]),
         "scan_in_loop": (lambda v: lax.fori_loop(0, 50, lambda i, w: lax.scan(
             lambda c, x: (c + x * 0.1, c), w, jnp.ones((8, v.shape[0])))[0], v), [f32(256)]),
+        "loop_in_loop_100": (lambda v: lax.fori_loop(0, 100, lambda i, w: lax.fori_loop(
+            0, 100, lambda j, u: u * 0.99 + 0.01, w), v), [f32(256)]),
+        "scan64_in_loop": (lambda v: lax.fori_loop(0, 100, lambda i, w: lax.scan(
+            lambda c, x: (c + x * 0.1, c), w, jnp.ones((64, v.shape[0])))[0], v), [f32(256)]),
+        "while_in_loop": (lambda v: lax.fori_loop(0, 50, lambda i, w: lax.while_loop(
+            lambda u: jnp.max(u) > 0.5, lambda u: u * 0.9, w + 1.0), v), [f32(256)]),
         "scan_ys": (lambda xs: lax.scan(lambda c, x: (c + x, c * x),
                                         jnp.zeros(xs.shape[1], jnp.float32), xs)[1],
                     [f32(2000, 128)]),

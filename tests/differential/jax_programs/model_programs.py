@@ -178,6 +178,20 @@ def _control_flow() -> list[Program]:
             return lax.fori_loop(0, i, lambda j, a: a + j * x, acc)
         return lax.fori_loop(0, 4, inner, jnp.zeros_like(x))
 
+    def scan_in_fori(w, xs):  # noqa: ANN001, ANN202  (inner loops of 20: not unrolled)
+        def outer(i, st):  # noqa: ANN001, ANN202
+            c, ys = lax.scan(lambda c, x: (c * 0.9 + x * i, c), st[0], xs)
+            return c, st[1] + ys
+        return lax.fori_loop(0, 18, outer, (w, jnp.zeros_like(xs)))
+
+    def while_in_fori(x):  # noqa: ANN001, ANN202
+        return lax.fori_loop(0, 20, lambda i, v: lax.while_loop(
+            lambda u: jnp.max(u) > 0.5, lambda u: u * 0.8, v + 1.0), x)
+
+    def rnn_in_fori(h, w, xs):  # noqa: ANN001, ANN202
+        return lax.fori_loop(0, 17, lambda i, h: lax.scan(
+            lambda h, x: (jnp.tanh(h @ w + x), None), h, xs)[0], h)
+
     return [
         P("lax.while_fib[s64]", fib, (np.int32(30),)),
         P("lax.fori_loop_newton[f64]", newton_sqrt, (arr((4,), F64, 1, 9),), inexact(F64)),
@@ -208,6 +222,12 @@ def _control_flow() -> list[Program]:
           (arr((3,), F32, 0.5, 2),), inexact(F32, 10)),
         P("jax.checkpoint_grad[f32]", jax.grad(jax.checkpoint(lambda x: jnp.sum(jnp.sin(x) ** 2))),
           (arr((4,), F32),), inexact(F32)),
+        # loops in loops (each inner one runs as a step of the outer native loop)
+        P("lax.scan_in_fori[f32]", scan_in_fori, (arr((3,), F32), arr((20, 3), F32)),
+          inexact(F32, 10)),
+        P("lax.while_in_fori[f32]", while_in_fori, (arr((4,), F32),), inexact(F32, 10)),
+        P("lax.rnn_in_fori[f32]", rnn_in_fori, (arr((2, 8), F32), arr((8, 8), F32, -.3, .3),
+                                                arr((20, 2, 8), F32)), inexact(F32, 100)),
     ]
 
 

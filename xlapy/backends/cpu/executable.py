@@ -37,6 +37,7 @@ from xlapy.backends.cpu import (
     lanes,
     lapack,
     library,
+    nested_loop,
     once,
     op_emit,
     parallel,
@@ -106,6 +107,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         #: Where its compile's time went (xlapy.phases; set by the backend's compile).
         self.phases: Phases | None = None
         self.subexecs: list[tuple[str, CpuExecutable]] = []
+        #: while name -> its native loop as a step of an outer one (nested_loop.py), or None
+        self.nested: dict[str, nested_loop.Nested | None] = {}
         self._lock = threading.Lock()
         self._keep: dict[int, Any] = {}  # output slot -> last array returned (recycle.py)
         self._arena: list[Any] | None = None
@@ -380,6 +383,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             if nw is not None:
                 once.ahead(while_driver.driver)  # its runner, built while compile returns
                 self.report.append((instr.name, "while", f"native while loop{nw.label}"))
+                self.nested[instr.name] = nested_loop.plan(self, instr, nw, ins)
                 self._native.add(s)  # its state buffers are fresh copies (native_loop._run)
                 self.thunks.append(self._native_while_thunk(nw, s, ins))
                 return
@@ -448,9 +452,9 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                             ) -> Callable[..., None]:
         def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
             if nw.tupled:
-                out: Any = nw.run(v[ins[0]])
+                out: Any = nw.run(v[ins[0]], rt, pr)
             else:
-                res = nw.run(tuple(v[i] for i in ins))
+                res = nw.run(tuple(v[i] for i in ins), rt, pr)
                 out = res[0] if len(res) == 1 else res
             self._set(t, v, s, out)
 

@@ -10,11 +10,13 @@ kernel) walks a descriptor the executable prepares once per call:
     d[5] n_copy   d[6] -> [(dst, src, nbytes)] * n_copy
     d[7] n_swap   d[8] -> [(result entry, -> [cell, state entries...], 1 + n_entries)] * n_swap
     d[9] max iterations of this call   d[10] set to 1 when the condition was false
+    d[11] set to 1 by a nested loop that ran out of its budget (nested_loop.py)
 
     set MXCSR FTZ once (kernels then skip their own ldmxcsr); iterations = 0
     loop: run the cond kernels; if *pred == 0: d[10] = 1, restore MXCSR, return iterations
           if iterations == d[9]: restore MXCSR, return iterations (the state is consistent)
-          run the body kernels; copy or swap each body result into its state; iterations++
+          run the body kernels; if d[11]: restore MXCSR, return iterations
+          copy or swap each body result into its state; iterations++
 
 Python calls the driver again until d[10] is set, each call sized to take about
 `SLICE_SECONDS`: between calls CPython raises KeyboardInterrupt on Ctrl-C, the iteration
@@ -48,11 +50,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlapy.backends.cpu import dus_window, loop_split, parallel, row_loop, target
+from xlapy.backends.cpu import dus_window, loop_split, nested_loop, parallel, row_loop, target
 from xlapy.backends.cpu.threads import NativePool, fn_address
 from xlapy.backends.cpu.thunks import bounds, ptr
 from xlapy.backends.cpu.while_driver import driver
-from xlapy.ops.loop_guard import WhileGuard, iteration_limit, too_many
+from xlapy.ops.loop_guard import WhileGuard, iteration_limit, too_many, while_name
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.executable import CpuExecutable
@@ -69,19 +71,21 @@ MAX_NATIVE_MACS = 1 << 20
 NATIVE_SPLIT_COST = 1 << 18
 #: How the report names the dots a step may run (executable.py, library.library_kind).
 GEMM_KINDS = ("library blas", "library jit gemm")
+#: How the report names a native loop (and so an inner loop a step may run).
+NATIVE_WHILE = "native while loop"
 #: Target seconds of one driver call: the longest a Ctrl-C or a grid stop waits.
 SLICE_SECONDS = 0.01
 _MAX_SLICE = 1 << 40
 
 
-def _steps(exe: CpuExecutable) -> list[int | Gemm | Region | None]:
-    """The native steps of a cond/body in thunk order (the report's): kernel indices, GEMMs
-    and row-parallel regions (in place of their members); None for a dot the driver may
-    not run."""
+def _steps(exe: CpuExecutable) -> list[int | Gemm | Region | nested_loop.Nested | None]:
+    """The native steps of a cond/body in thunk order (the report's): kernel indices, GEMMs,
+    row-parallel regions (in place of their members) and native inner loops; None for a dot
+    or an inner loop the driver may not run."""
     by_name = {i.name: i for i in exe.comp.instructions}
     first = {r.members[0].slot: r for r in exe.regions}
     inside = {m.slot for r in exe.regions for m in r.members[1:]}
-    out: list[int | Gemm | Region | None] = []
+    out: list[int | Gemm | Region | nested_loop.Nested | None] = []
     for name, op, how in exe.report:
         instr = by_name.get(name) if op != "region" else None
         s = exe.slot.get(id(instr)) if instr is not None else None
@@ -93,6 +97,9 @@ def _steps(exe: CpuExecutable) -> list[int | Gemm | Region | None]:
             out.append(int(how.split()[1][1:]))
         elif how in GEMM_KINDS:
             out.append(_native_gemm(exe, by_name[name]))
+        elif how.startswith(NATIVE_WHILE):
+            n = exe.nested.get(name)
+            out.append(n if nested_loop.valid(exe, n) else None)
     return out
 
 
@@ -199,6 +206,10 @@ class NativeWhile:
         if self.windows is not None:
             n = len(self.windows.elements)
             return f" ({n} state element{'s' if n > 1 else ''} updated in place)"
+        inner = sum(isinstance(s, nested_loop.Nested) for exe in (self.cond, self.body)
+                    for s in _steps(exe))
+        if inner:
+            return f" ({inner} native loop{'s' if inner > 1 else ''} inside)"
         rp = self.row_plan
         if rp is None or self.row_threads < 2:
             return ""
@@ -211,6 +222,7 @@ class NativeWhile:
         only, and no step splits."""
         p = _Prepared()
         p.rows = rows
+        p.desc = (ctypes.c_int64 * 12)()
         swapped_res = {r for _, r in self.swapped}
         for exe in (self.cond, self.body):
             table = (ctypes.c_void_p * max(exe.num_slots, 1))()
@@ -257,15 +269,14 @@ class NativeWhile:
                   if r is not None and (k, r) not in self.swapped]
         p.copies = (ctypes.c_int64 * max(3 * len(copied), 1))()
         p.copied = copied
-        p.desc = (ctypes.c_int64 * 11)(
-            self.cond_steps, ctypes.addressof(p.entries[0]),
-            p.tables[0][self.pred_slot], self.body_steps,
-            ctypes.addressof(p.entries[1]), 0, ctypes.addressof(p.copies), nswap,
-            ctypes.addressof(sw), 0, 0)
+        p.desc[:] = [self.cond_steps, ctypes.addressof(p.entries[0]),
+                     p.tables[0][self.pred_slot], self.body_steps,
+                     ctypes.addressof(p.entries[1]), 0, ctypes.addressof(p.copies), nswap,
+                     ctypes.addressof(sw), 0, 1, 0]
         return p
 
-    def _entry(self, p: _Prepared, exe: CpuExecutable, step: int | Gemm | Region | None,
-               table: int) -> list[int]:
+    def _entry(self, p: _Prepared, exe: CpuExecutable,
+               step: int | Gemm | Region | nested_loop.Nested | None, table: int) -> list[int]:
         """The driver's (function, argument, outer) words of one step; big ones split over
         the worker pool (loop_split.py) at the Python path's chunks."""
         from xlapy.backends.cpu import regions
@@ -282,6 +293,8 @@ class NativeWhile:
                 return self._split(p, addr, table, bounds(spec.outer, min(threads, spec.outer),
                                                           spec.align), threads)
             return [addr, table, spec.outer]
+        if isinstance(step, nested_loop.Nested):
+            return nested_loop.entry(p, exe, step, table, ctypes.addressof(p.desc) + 8 * 11)
         if isinstance(step, regions.Region):
             words = _region_steps(p, exe, step, table)
             cost = sum(m.cost for m in step.members)
@@ -304,7 +317,9 @@ class NativeWhile:
         p.splits.append(sp)
         return [driver()[0].address(loop_split.SPLIT_NAME), sp.address, 0]
 
-    def run(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
+    def run(self, state: tuple[Any, ...], rt: Any = None, pr: Any = None) -> tuple[Any, ...]:
+        """The final state from `state` (`rt`, `pr`: the caller's runtime state and process,
+        for the Python path an inner loop's long run hands over to)."""
         locked = self._lock.acquire(blocking=False)
         try:
             if self.row_plan is not None and self.row_threads > 1:
@@ -321,23 +336,39 @@ class NativeWhile:
                 p = self._prep
             else:  # another thread runs this loop: private tables
                 p = self._prepare()
-            return self._run(p, state)
+            return self._run(p, state, rt, pr)
         finally:
             if locked:
                 self._lock.release()
 
-    def _run(self, p: _Prepared, state: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _run(self, p: _Prepared, state: tuple[Any, ...], rt: Any, pr: Any
+             ) -> tuple[Any, ...]:
         bufs = [np.ascontiguousarray(v) if k in self.unread else np.array(v, order="C", copy=True)
                 for k, v in enumerate(state)]
         others = {k: np.empty_like(bufs[k]) for k, _ in self.swapped}
         self._bind(p, bufs, others)
         pool, ks = self._reserve(p)
         try:
-            self._drive(p)
+            guard = self._drive(p)
         finally:
             if pool is not None:
                 pool.release(ks)
-        return self._results(p, bufs, others)
+        out = self._results(p, bufs, others)
+        return out if guard is None else self._python(out, guard, rt, pr)
+
+    def _python(self, state: tuple[Any, ...], guard: WhileGuard, rt: Any, pr: Any
+                ) -> tuple[Any, ...]:
+        """The rest of the loop from `state` through Python (an inner loop ran past its
+        budget: nested_loop.py), its cond and body run as executables, `guard` counting on."""
+        from xlapy.backends.cpu.thunks import FallbackContext
+        from xlapy.ops.control_flow import call_results
+
+        ctx = FallbackContext(self.instruction, [self.cond, self.body], rt, pr)
+        st = [state] if self.tupled else list(state)
+        while bool(np.asarray(call_results(ctx, 0, st, 1)[0])):
+            guard.step()
+            st = call_results(ctx, 1, st, len(st))
+        return st[0] if self.tupled else tuple(st)
 
     def _bind(self, p: _Prepared, bufs: list[np.ndarray], others: dict[int, np.ndarray]
               ) -> None:
@@ -378,11 +409,13 @@ class NativeWhile:
             sp.bind(addrs)
         return pool, ks
 
-    def _drive(self, p: _Prepared, step: Callable[[int], int] | None = None) -> None:
+    def _drive(self, p: _Prepared, step: Callable[[int], int] | None = None
+               ) -> WhileGuard | None:
         """Call the driver slice by slice until the condition is false (module docstring).
         A loop that ends within its first slice costs one call: no guard, no timing.
         `step(n)` runs one slice of at most n iterations and returns how many ran (default:
-        the driver on p; row_loop.py runs every thread's share)."""
+        the driver on p; row_loop.py runs every thread's share). Returns the guard when an
+        inner loop ran past its budget: the rest runs through Python (_python)."""
         desc = p.desc
         if step is None:
             fn, address = driver()[1], ctypes.addressof(desc)
@@ -391,19 +424,26 @@ class NativeWhile:
                 desc[9] = n
                 return int(fn(address))
 
-        desc[10] = 0
+        desc[10] = desc[11] = 0
         limit = iteration_limit()
+        budget = nested_loop.BUDGET if limit is None else min(limit, nested_loop.BUDGET)
+        if p.nested:
+            nested_loop.set_budgets(p, budget)
         n = self.slice if limit is None else min(self.slice, limit)
         start = time.perf_counter()
         done = step(n)
         if desc[10] and limit is None:
-            return
+            return None
         guard = WhileGuard(self.instruction)
         while True:
             elapsed = time.perf_counter() - start
             guard.advance(done)
             if desc[10]:
-                return
+                return None
+            if desc[11]:  # an inner loop ran out of its budget
+                if limit is not None and limit <= budget:
+                    raise too_many(while_name(nested_loop.exhausted(p)), limit)
+                return guard
             if guard.limit is not None and guard.count >= guard.limit:
                 raise too_many(guard.what, guard.limit)
             if done == self.slice:
@@ -434,6 +474,8 @@ class _Prepared:
         self.splits: list[loop_split.Split] = []
         #: This thread's rows of a row-split loop (row_loop.py), else None.
         self.rows: tuple[int, int] | None = None
+        #: Its inner loops' steps (nested_loop.py).
+        self.nested: list[nested_loop.Step] = []
 
 
 def _gemm_call() -> int:
@@ -475,6 +517,12 @@ def _region_steps(p: _Prepared, exe: CpuExecutable, region: Region, table: int) 
     return int(arr.ctypes.data)
 
 
+def _of_inner_loop(exe: CpuExecutable, gte: Instruction) -> bool:
+    """Whether `gte` reads a result of an inner loop that runs as a step (nested_loop.py)."""
+    w = gte.operands[0]
+    return w.opcode == "while" and exe.nested.get(w.name) is not None
+
+
 def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutable
                       ) -> NativeWhile | None:
     """A NativeWhile when cond and body are only kernels over a flat array state, else None."""
@@ -486,19 +534,23 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
     for exe in (cond, body):
         comp = exe.comp
         params = comp.parameters
-        if exe.subexecs or len(params) != (1 if tupled else len(elems)):
+        if any(exe.nested.get(n) is None for n, _ in exe.subexecs) or \
+                len(params) != (1 if tupled else len(elems)):
             return None
         for _, op, how in exe.report:
             if not (how.startswith("kernel ") or how == "buffer" or how in GEMM_KINDS
+                    or how.startswith(NATIVE_WHILE)
                     or op in ("get_tuple_element", "tuple", "region")):
                 return None
         if any(step is None for step in _steps(exe)):
             return None
         for i in comp.instructions:
-            if i.opcode == "get_tuple_element" and (not tupled or i.operands[0] is not params[0]):
+            if i.opcode == "get_tuple_element" and (not tupled or i.operands[0] is not params[0]
+                                                    ) and not _of_inner_loop(exe, i):
                 return None
-            if i.opcode == "tuple" and i is not comp.root:
-                return None
+            if i.opcode == "tuple" and i is not comp.root and not all(
+                    u.opcode == "while" and exe.nested.get(u.name) is not None for u in i.users):
+                return None  # (an inner loop's XLA-style state: nested_loop.py)
         if any(s.cost >= MAX_NATIVE_COST and s.partial for s in exe.kernel_specs):
             return None  # reduced in chunks combined by numpy on the Python path
     croot = cond.comp.root
@@ -512,7 +564,8 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
         return None
     bparams = body.comp.parameters
     for k, o in enumerate(results):
-        if o.opcode in ("parameter", "get_tuple_element"):
+        if o.opcode == "parameter" or (o.opcode == "get_tuple_element"
+                                       and not _of_inner_loop(body, o)):
             if not _is_state(o, k, bparams, tupled):
                 return None
         elif id(o) not in body.slot:

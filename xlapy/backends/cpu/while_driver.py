@@ -1,7 +1,8 @@
 """The native while driver (native_loop.py): `xlapy_while` walks a loop's descriptor (its
 layout is in native_loop's docstring), running the condition and body steps until the
-predicate is false or the slice's iteration budget is spent; `xlapy_gemm_call` runs a BLAS
-row step with MXCSR's FTZ/DAZ cleared, as the Python path runs it."""
+predicate is false or the slice's iteration budget is spent; `xlapy_while_step` runs a loop
+inside a loop's body as one step (nested_loop.py); `xlapy_gemm_call` runs a BLAS row step
+with MXCSR's FTZ/DAZ cleared, as the Python path runs it."""
 
 from __future__ import annotations
 
@@ -90,6 +91,10 @@ def _emit_driver() -> ir.Module:
     b.cbranch(b.icmp_signed("<", it, field(9)), cont, exit_)
     b.position_at_end(cont)
     run_kernels(n_body, body, "body")
+    # a nested loop ran out of its iteration budget (the limit): stop, Python raises
+    copy_block = fn.append_basic_block("copies")
+    b.cbranch(b.icmp_unsigned("!=", field(11), i64(0)), exit_, copy_block)
+    b.position_at_end(copy_block)
     # copies
     with for_range(b, i64(0), n_copy, name="copy") as c:
         base = b.mul(c, i64(3))
@@ -116,8 +121,60 @@ def _emit_driver() -> ir.Module:
     b.ret(it)
     if target.current().is_x86:
         _emit_gemm_call(mod)
+    _emit_while_step(mod, fn)
     loop_split.emit(mod)
     return mod
+
+
+def _emit_while_step(mod: ir.Module, driver_fn: ir.Function) -> None:
+    """void xlapy_while_step(i64 *w, lo, hi): a nested loop's whole run (nested_loop.py):
+
+        w[0] n_reset  w[1] -> [(dst, src)]: *dst = *src (pointer words: its tables' bindings)
+        w[2] n_in     w[3] -> [(dst, src, nbytes)]: memcpy(*dst, *src, nbytes) (its state in)
+        w[4] its descriptor: d[10] = d[11] = 0, d[9] = w[7]; xlapy_while(d)
+        if d[10] == 0 (its budget ran out): *w[8] = 1 (the outer loop's d[11]) and return
+        w[5] n_out    w[6] -> [(dst, src, nbytes)]: the same copies, its results out"""
+    i64p = I64.as_pointer()
+    fn = ir.Function(mod, KERNEL_TYPE, name="xlapy_while_step")
+    memcpy = mod.get_global("llvm.memcpy.p0.p0.i64")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    w = b.bitcast(fn.args[0], i64p)
+
+    def word(base: ir.Value, k: ir.Value | int) -> ir.Value:
+        return b.load(b.gep(base, [i64(k) if isinstance(k, int) else k]))
+
+    def deref(addr: ir.Value) -> ir.Value:
+        return b.load(b.inttoptr(addr, i64p))
+
+    with for_range(b, i64(0), word(w, 0), name="reset") as r:
+        pairs = b.inttoptr(word(w, 1), i64p)
+        base = b.mul(r, i64(2))
+        b.store(deref(word(pairs, b.add(base, i64(1)))), b.inttoptr(word(pairs, base), i64p))
+
+    def copies(n: int, at: int, tag: str) -> None:
+        with for_range(b, i64(0), word(w, n), name=tag) as c:
+            triples = b.inttoptr(word(w, at), i64p)
+            base = b.mul(c, i64(3))
+            dst = b.inttoptr(deref(word(triples, base)), I8P)
+            src = b.inttoptr(deref(word(triples, b.add(base, i64(1)))), I8P)
+            b.call(memcpy, [dst, src, word(triples, b.add(base, i64(2))),
+                            ir.Constant(ir.IntType(1), 0)])
+
+    copies(2, 3, "in")
+    d = b.inttoptr(word(w, 4), i64p)
+    b.store(i64(0), b.gep(d, [i64(10)]))
+    b.store(i64(0), b.gep(d, [i64(11)]))
+    b.store(word(w, 7), b.gep(d, [i64(9)]))
+    b.call(driver_fn, [d])
+    out = fn.append_basic_block("out")
+    bail = fn.append_basic_block("bail")
+    b.cbranch(b.icmp_unsigned("!=", word(d, 10), i64(0)), out, bail)
+    b.position_at_end(bail)
+    b.store(i64(1), b.inttoptr(word(w, 8), i64p))
+    b.ret_void()
+    b.position_at_end(out)
+    copies(5, 6, "out")
+    b.ret_void()
 
 
 def _emit_gemm_call(mod: ir.Module) -> None:
@@ -152,5 +209,6 @@ def driver() -> tuple[Engine, Any]:
     a 64-float body: the loop is all driver) ran as fast within noise (0.082-0.104 ms with
     the -O3 code generator, 0.090-0.094 with -O0, four fresh processes each)."""
     eng = cache.library_engine(("while-driver",), _emit_driver, "while-driver-O0", o0=True,
-                               exports=["xlapy_while", "xlapy_gemm_call", loop_split.SPLIT_NAME])
+                               exports=["xlapy_while", "xlapy_while_step", "xlapy_gemm_call",
+                                        loop_split.SPLIT_NAME])
     return eng, _DRIVER(eng.address("xlapy_while"))
