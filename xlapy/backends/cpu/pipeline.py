@@ -3,9 +3,9 @@
 
 chlo lowering -> native forms -> call inlining -> rng_bit_generator expansion -> bit-exact
 simplification -> splat constants to broadcasts -> CSE -> DCE (`passes.backend_pipeline`) ->
-bf16/f16 dots widened to f32 between converts (`widen_dots.py`) -> narrow rows summed in f32
-shared (`widened_rows.py`) -> top_k sorts back to chlo.top_k (`topk_select.py`) -> cpu
-fusion. The last pass
+transpose(dot(A, B)) as dot(B, A) (`dot_transpose.py`) -> bf16/f16 dots widened to f32
+between converts (`widen_dots.py`) -> narrow rows summed in f32 shared (`widened_rows.py`) ->
+top_k sorts back to chlo.top_k (`topk_select.py`) -> cpu fusion. The last pass
 changes no instruction: it stores a `CpuFusionPlan` per computation the executable plans (the
 entry and the bodies control flow runs) in `module.meta["cpu_fusion"]`, and the executable
 builds its kernels from those plans instead of deciding again.
@@ -83,16 +83,19 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                  print_after_all: Callable[[str], None] | None = None) -> Pipeline:
     """The pipeline `CpuBackend.compile` runs: `passes.pipelines.backend_pipeline`'s rewrites
     (chlo lowering, native forms, call inlining, rng_bit_generator expansion, bit-exact
-    simplification, splats as broadcasts, CSE, DCE), bf16/f16 dots widened to f32 (their
+    simplification, splats as broadcasts, CSE, DCE), transposes of dots computed by the dot
+    (dot_transpose.py), bf16/f16 dots widened to f32 (their
     converts then fuse into the kernels around them), bf16 rows summed in f32 shared,
     sorts of an iota read as top_k made chlo.top_k again (topk_select.py), then the cpu
     fusion."""
+    from xlapy.backends.cpu.dot_transpose import FoldDotTranspose
     from xlapy.backends.cpu.topk_select import SelectTopK
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
     from xlapy.backends.cpu.widened_rows import ShareWidenedRows
     from xlapy.passes.pipelines import backend_pipeline
 
     target_ = (options or CpuOptions.make()).target
-    return Pipeline("cpu", [*backend_pipeline().passes, WidenNarrowDots(target_),
+    return Pipeline("cpu", [*backend_pipeline().passes, FoldDotTranspose(),
+                            WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CpuFusion(options)],
                     verify, print_after_all)

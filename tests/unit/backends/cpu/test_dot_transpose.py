@@ -1,0 +1,70 @@
+# ruff: noqa: E501  (StableHLO programs are kept on one line per op)
+"""dot_transpose.py: transpose(dot_general(A, B)) runs as dot_general(B, A) on the cpu
+backend (no transpose kernel), with the interpreter's values; other transposes and dots read
+by others stay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu.dot_transpose import FoldDotTranspose
+from xlapy.stablehlo import parse_module
+
+#: A weight gradient as JAX writes it: contract the batch of g and x, then transpose.
+GRAD = """func.func @main(%g: tensor<{b}x{n}xf32>, %x: tensor<{b}x{m}xf32>) -> tensor<{m}x{n}xf32> {{
+  %0 = stablehlo.dot_general %g, %x, contracting_dims = [0] x [0] : (tensor<{b}x{n}xf32>, tensor<{b}x{m}xf32>) -> tensor<{n}x{m}xf32>
+  %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<{n}x{m}xf32>) -> tensor<{m}x{n}xf32>
+  return %1 : tensor<{m}x{n}xf32>
+}}"""
+
+BATCHED = """func.func @main(%a: tensor<3x5x7x4xf64>, %b: tensor<3x4x6xf64>) -> tensor<3x6x5x7xf64> {
+  %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [3] x [1] : (tensor<3x5x7x4xf64>, tensor<3x4x6xf64>) -> tensor<3x5x7x6xf64>
+  %1 = stablehlo.transpose %0, dims = [0, 3, 1, 2] : (tensor<3x5x7x6xf64>) -> tensor<3x6x5x7xf64>
+  return %1 : tensor<3x6x5x7xf64>
+}"""
+
+#: Not folded: a permutation that does not swap the free groups; a dot read twice.
+OTHER_PERM = BATCHED.replace("dims = [0, 3, 1, 2]", "dims = [0, 3, 2, 1]").replace(
+    "tensor<3x6x5x7xf64>", "tensor<3x6x7x5xf64>")
+READ_TWICE = """func.func @main(%g: tensor<8x5xf32>, %x: tensor<8x3xf32>) -> (tensor<3x5xf32>, tensor<5x3xf32>) {
+  %0 = stablehlo.dot_general %g, %x, contracting_dims = [0] x [0] : (tensor<8x5xf32>, tensor<8x3xf32>) -> tensor<5x3xf32>
+  %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<5x3xf32>) -> tensor<3x5xf32>
+  return %1, %0 : tensor<3x5xf32>, tensor<5x3xf32>
+}"""
+
+
+def _ops(text: str) -> list[str]:
+    prog = xlapy.compile(text, backend="cpu")
+    return [line.split()[1] for line in prog._exe.explain().splitlines()
+            if line.startswith("  ")]
+
+
+@pytest.mark.parametrize("b,n,m", [(8, 5, 3), (256, 300, 129), (64, 1, 40)])
+def test_weight_gradient_has_no_transpose(b: int, n: int, m: int) -> None:
+    text = GRAD.format(b=b, n=n, m=m)
+    assert "transpose" not in _ops(text)
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal((b, n)).astype(np.float32)
+    x = rng.standard_normal((b, m)).astype(np.float32)
+    got = xlapy.compile(text, backend="cpu")(g, x)
+    np.testing.assert_allclose(got, (g.T @ x).T, rtol=2e-5, atol=2e-5 * np.sqrt(b))
+    np.testing.assert_allclose(got, xlapy.compile(text, backend="interpreter")(g, x),
+                               rtol=2e-5, atol=2e-5 * np.sqrt(b))
+
+
+def test_batched_dot_swaps_its_free_groups() -> None:
+    module = parse_module(BATCHED)
+    assert FoldDotTranspose().run(module)
+    ops = [i.opcode for i in module.entry_computation().instructions]
+    assert "transpose" not in ops and ops.count("dot_general") == 1
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((3, 5, 7, 4)), rng.standard_normal((3, 4, 6))
+    got = xlapy.compile(BATCHED, backend="cpu")(a, b)
+    np.testing.assert_allclose(got, np.einsum("zijk,zkl->zlij", a, b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("text", [OTHER_PERM, READ_TWICE])
+def test_other_transposes_stay(text: str) -> None:
+    assert not FoldDotTranspose().run(parse_module(text))
