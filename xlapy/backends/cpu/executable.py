@@ -219,8 +219,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             if native is not None:  # reduce_window, select_and_scatter, scatter (op_emit.py)
                 s = self._new_slot(instr)
                 name = f"k{len(kernel_specs)}"
-                spec = native(mod, name, instr, [self.slot[id(o)] for o in instr.operands],
-                              s).build()
+                spec = native(mod, name, instr,
+                              [self.slot[id(o)] for o in native.operands(instr)], s).build()
                 kernel_specs.append(spec)
                 if isinstance(spec, op_emit.TupleKernel):  # fresh arrays, not a native loop's
                     self._native.add(s)

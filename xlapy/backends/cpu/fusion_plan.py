@@ -13,6 +13,7 @@ import numpy as np
 
 from xlapy.backends.cpu import kernels
 from xlapy.backends.cpu.index_emit import INDEX_OPS
+from xlapy.backends.cpu.scatter_emit import splat_reader
 from xlapy.errors import XlapyError
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.fusion_decision import FusionDecision
@@ -296,11 +297,16 @@ class _Chooser:
             return "a result of the computation"
         if iid in cuts:
             return f"the kernel's expression would be deeper than {self.limits.max_depth} ops"
-        outside = [u for u in instr.users if id(u) not in self.fusible]
+        outside = [u for u in instr.users if id(u) not in self.fusible
+                   and not splat_reader(u, instr)]
         if outside:
             return f"read by {outside[0].opcode} %{outside[0].name}, which no kernel computes"
         if instr.opcode == "constant" and not kernels.is_scalar_constant(instr):
             return "an array constant is a buffer"
+        if instr.opcode == "constant" and any(
+                u.opcode == "broadcast_in_dim" and any(splat_reader(r, u) for r in u.users)
+                for u in instr.users):
+            return "the scalar a native scatter fills its result with"
         return None
 
     def choose(self) -> tuple[set[int], set[int]]:
@@ -335,8 +341,9 @@ class _Chooser:
                 kernel_of[iid] = frozenset((iid,))
                 self._say(instr, instr, False, why)
                 continue
-            ks = frozenset().union(*(kernel_of[id(u)] for u in users)) if users else \
-                frozenset()
+            # (a native scatter filling its result with this splat reads its scalar)
+            ks = frozenset().union(*(kernel_of[id(u)] for u in users
+                                     if not splat_reader(u, instr)))
             c = cost.get(iid, 0)
             if len(ks) <= 1 or instr.opcode in CHEAP or (
                     c <= lim.dup_ops and len(ks) <= lim.dup_kernels):

@@ -97,6 +97,11 @@ class OpEmitter:
         if self.tupled:
             self.table = self.b.bitcast(self.b.load(self.fn.args[0]), I8P.as_pointer())
 
+    @staticmethod
+    def operands(instr: Instruction) -> list[Instruction]:
+        """The instructions whose slots `ins` are, in operand order (the operands)."""
+        return list(instr.operands)
+
     def ptr(self, slot: int, t: ET) -> ir.Value:
         """The slot's buffer as a pointer to storage elements (loaded in the entry block)."""
         key = (slot, t)

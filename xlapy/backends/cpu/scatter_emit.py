@@ -77,6 +77,30 @@ def vector_lanes(instr: Instruction) -> int:
     return n if n >= 2 and upd.shape.dimensions[-1] >= n else 0
 
 
+def splat(instr: Instruction, k: int) -> Instruction | None:
+    """The scalar (a constant or parameter) that scatter operand k broadcasts, which the
+    native scatter fills its result with instead of copying a broadcast array (an embedding
+    gradient scatter-adds into zeros: the zeros were a 30 MB kernel of their own, read back
+    whole by the copy). None when operand k is anything else or the updates read it too."""
+    o = instr.operands[k]
+    m = (len(instr.operands) - 1) // 2
+    if o.opcode != "broadcast_in_dim" or o.operands[0].shape.rank != 0 or \
+            o.operands[0].opcode not in ("constant", "parameter") or \
+            any(p is o for p in instr.operands[m:]):
+        return None
+    return o.operands[0]
+
+
+def splat_reader(user: Instruction, value: Instruction) -> bool:
+    """Whether `user` is a native scatter that reads `value` only as a splat (fusion_plan:
+    then the broadcast needs no buffer)."""
+    if user.opcode != "scatter" or emitter(user) is None:
+        return False
+    m = (len(user.operands) - 1) // 2
+    at = [k for k, o in enumerate(user.operands) if o is value]
+    return bool(at) and all(k < m and splat(user, k) is not None for k in at)
+
+
 def emitter(instr: Instruction) -> type[OpEmitter] | None:
     if instr.opcode != "scatter" or len(instr.operands) < 3 or len(instr.operands) % 2 != 1:
         return None
@@ -97,6 +121,12 @@ def emitter(instr: Instruction) -> type[OpEmitter] | None:
 
 class ScatterEmitter(OpEmitter):
     label = "native scatter"
+
+    @staticmethod
+    def operands(instr: Instruction) -> list[Instruction]:
+        """What each operand slot holds: a splat operand's scalar (`splat`)."""
+        m = (len(instr.operands) - 1) // 2
+        return [(splat(instr, k) if k < m else None) or o for k, o in enumerate(instr.operands)]
 
     def body(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool, int]:
         b = self.b
@@ -136,9 +166,12 @@ class ScatterEmitter(OpEmitter):
         inner = n // outer if outer else 0
         lo_e = b.mul(begin, i64(inner), flags=["nsw"]) if split else i64(0)
         hi_e = b.mul(end, i64(inner), flags=["nsw"]) if split else i64(n)
+        fills = [b.load(src) if splat(instr, k) is not None else None
+                 for k, src in enumerate(xs)]  # (loaded before the loop: stored bits)
         with for_range(b, lo_e, hi_e, name="copy") as e:  # stored bits, unchanged
-            for src, dst in zip(xs, outs):
-                b.store(b.load(b.gep(src, [e], inbounds=True)), b.gep(dst, [e], inbounds=True))
+            for src, dst, fill in zip(xs, outs, fills):
+                v = fill if fill is not None else b.load(b.gep(src, [e], inbounds=True))
+                b.store(v, b.gep(dst, [e], inbounds=True))
         cost = max(math.prod(udims), 1)
         if n == 0 or 0 in sizes:
             return max(outer, 1), False, 1

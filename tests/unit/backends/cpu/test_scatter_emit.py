@@ -161,3 +161,59 @@ def test_complex_scatter_falls_back_loudly() -> None:
     exe = xlapy.compile(text, backend="cpu")
     same(exe(*args), xlapy.compile(text)(*args))
     assert "scatter" in {o for _, o in exe._exe.fallbacks()}
+
+
+def _splat_text(t: ET, name: str, kind: str, scalar: str, also_read: bool = False) -> str:
+    """CONFIGS[name]'s scatter into a splat: `scalar` a constant literal, or "param" (a
+    scalar parameter); `also_read`: the broadcast is also returned (plus one)."""
+    dims, idx, udims, uwd, iwd, sdod, ivd, ibd, sibd = CONFIGS[name]
+    idx = np.asarray(idx, np.int32)
+    text = scatter(t, ET.S32, dims, idx.shape, udims, uwd, iwd, sdod, ivd, kind, ibd, sibd)
+    e, tx = MLIR[t], tensor(t, dims)
+    src = "%s" if scalar == "param" else "%s0"
+    head = f"func.func @main(%s: tensor<{e}>, %i:" if scalar == "param" else \
+        "func.func @main(%i:"
+    text = text.replace("func.func @main(%x: " + tx + ", %i:", head)
+    const = "" if scalar == "param" else \
+        f"  %s0 = stablehlo.constant dense<{scalar}> : tensor<{e}>\n"
+    text = text.replace("  %0 = \"stablehlo.scatter\"", const +
+                        f"  %x = stablehlo.broadcast_in_dim {src}, dims = [] : "
+                        f"(tensor<{e}>) -> {tx}\n  %0 = \"stablehlo.scatter\"")
+    if also_read:
+        text = text.replace(f"-> {tx} {{", f"-> ({tx}, {tx}) {{").replace(
+            f"  return %0 : {tx}", f"  %k = stablehlo.add %x, %x : {tx}\n"
+                                   f"  return %0, %k : {tx}, {tx}")
+    return text
+
+
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("kind", ["add", "replace", "maximum"])
+@pytest.mark.parametrize("name", ["rows", "windows", "batched"])
+def test_scatter_into_a_splat_fills_the_result(t: ET, kind: str, name: str) -> None:
+    """jnp.zeros(...).at[i].add(u) (an embedding gradient): the native scatter fills its
+    result with the scalar; the broadcast gets no buffer of its own."""
+    dims, idx, udims = CONFIGS[name][:3]
+    idx = np.asarray(idx, np.int32)
+    nan = {ET.F32: "0x7FC00001", ET.F64: "0x7FF8000000000001", ET.F16: "0x7E01",
+           ET.BF16: "0x7FC1"}
+    for scalar in (["0.0", "-0.0", "-1.5", nan[t]] if t.is_float else ["0", "-7"]):
+        text = _splat_text(t, name, kind, scalar)
+        exe = xlapy.compile(text, backend="cpu")
+        assert "broadcast_in_dim" not in exe._exe.explain()
+        check(text, [idx, data(t, udims, 2)], "scatter")
+    s = np.asarray(data(t, (1,), 4)[0])
+    check(_splat_text(t, name, kind, "param"), [s, idx, data(t, udims, 2)], "scatter")
+    check(_splat_text(t, name, kind, "param", also_read=True), [s, idx, data(t, udims, 2)],
+          "scatter")
+
+
+def test_variadic_scatter_with_one_splat_operand() -> None:
+    """A scatter-argmax from -inf: the f32 result filled with the splat, the i32 copied."""
+    text = VARIADIC.replace("func.func @main(%x: tensor<4xf32>, %y:", "func.func @main(%y:")
+    text = text.replace("  %0:2 = ", "  %m = stablehlo.constant dense<0xFF800000> : "
+                        "tensor<f32>\n  %x = stablehlo.broadcast_in_dim %m, dims = [] : "
+                        "(tensor<f32>) -> tensor<4xf32>\n  %0:2 = ")
+    args = [np.full(4, -1, np.int32), np.array([[1], [3], [1], [9], [1]], np.int32),
+            np.array([2, 5, 2, 7, 3], np.float32), np.arange(5, dtype=np.int32)]
+    got = check(text, args, "scatter")
+    np.testing.assert_array_equal(got[0], [-np.inf, 3, -np.inf, 5])
