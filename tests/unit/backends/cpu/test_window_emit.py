@@ -281,3 +281,15 @@ def test_max_pool_gradient_from_jax() -> None:
 
     text = jax.jit(jax.grad(f)).lower(x).as_text()
     check(text, [x], "select_and_scatter")
+
+
+def test_select_and_scatter_threads_do_not_change_bits() -> None:
+    """Overlapping 3x3 windows (several updates to one target, applied in source order) over
+    a batch that splits over threads: the interpreter's bits for any thread count."""
+    dims, window, strides = (8, 33, 33, 16), (1, 3, 3, 1), (1, 2, 2, 1)
+    text, src = select_and_scatter(ET.F32, dims, window, strides, [(0, 0)] * 4)
+    x = (data(ET.F32, dims, seed=3) * 4).round()  # ties: the earlier position wins
+    s = data(ET.F32, src, seed=4)
+    one = check(text, [x, s, np.float32(0)], "select_and_scatter", num_threads=1)
+    two = check(text, [x, s, np.float32(0)], "select_and_scatter", num_threads=2)
+    same(one, two)
