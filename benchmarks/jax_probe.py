@@ -51,6 +51,48 @@ def programs(small: bool = False) -> dict[str, Program]:
         p = jax.nn.softmax(jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0, -1)
         return jnp.einsum("bhqk,bhkd->bhqd", p, v)
 
+    def decoder(vocab: int, width: int, steps: int) -> Program:
+        """Greedy decoding: a 2-layer, 4-head transformer (rms norm, KV cache, GELU MLP) in a
+        fori_loop over `steps` tokens, the next one its logits' argmax."""
+        layers, heads = 2, 4
+
+        def w(*shape: int) -> np.ndarray:
+            return (rng.standard_normal(shape) * 0.05).astype(np.float32)
+
+        names = ("emb", "wq", "wk", "wv", "wo", "w1", "w2")
+        shapes = [(vocab, width)] + [(layers, width, width)] * 4 + [
+            (layers, width, 4 * width), (layers, 4 * width, width)]
+
+        def rms(x: Any) -> Any:
+            return x * lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6)
+
+        def run(*ws: Any) -> Any:
+            p = dict(zip(names, ws))
+
+            def body(i: Any, st: Any) -> Any:
+                tok, kc, vc, out = st
+                x = p["emb"][tok]
+                for ly in range(layers):
+                    h = rms(x)
+                    q = h @ p["wq"][ly]
+                    kc = kc.at[ly, i].set(h @ p["wk"][ly])
+                    vc = vc.at[ly, i].set(h @ p["wv"][ly])
+                    s = jnp.einsum("hd,thd->ht", q.reshape(heads, -1),
+                                   kc[ly].reshape(steps, heads, -1)) / 8.0
+                    s = jnp.where(jnp.arange(steps)[None, :] <= i, s, -1e9)
+                    a = jnp.einsum("ht,thd->hd", jax.nn.softmax(s, -1),
+                                   vc[ly].reshape(steps, heads, -1))
+                    x = x + a.reshape(width) @ p["wo"][ly]
+                    x = x + jax.nn.gelu(rms(x) @ p["w1"][ly]) @ p["w2"][ly]
+                nxt = jnp.argmax(x @ p["emb"].T).astype(jnp.int32)
+                return nxt, kc, vc, out.at[i].set(nxt)
+
+            cache = jnp.zeros((layers, steps, width))
+            return lax.fori_loop(0, steps, body, (jnp.int32(3), cache, cache,
+                                                  jnp.zeros(steps, jnp.int32)))[3]
+
+        return run, [w(*sh) for sh in shapes]
+
     steps = 10 if small else 1000
     return {
         # control flow
@@ -74,6 +116,8 @@ def programs(small: bool = False) -> dict[str, Program]:
         "while_converge": (lambda v: lax.while_loop(
             lambda st: (st[1] < 500) & (jnp.max(jnp.abs(st[0])) > 1e-3),
             lambda st: (st[0] * 0.98, st[1] + 1), (v, 0))[0], [f32(256)]),
+        "decode_loop": decoder(512 if small else 4096, 64 if small else 256,
+                               8 if small else 64),
         # training
         "mlp_grad": (jax.grad(lambda w1, w2, x: jnp.sum(jax.nn.relu(x @ w1) @ w2)),
                      [f32(1024, 4096) * 0.02, f32(4096, 1024) * 0.02, f32(256, 1024)]),

@@ -27,7 +27,7 @@ MAX_TRIP = 16
 MAX_INSTRUCTIONS = 1024
 
 
-def _inside_loops(module: Module) -> set[int]:
+def inside_loops(module: Module) -> set[int]:
     """The computations run by a loop: its condition and body and whatever they call."""
     inside: set[int] = set()
     stack = [c for comp in module.post_order() for i in comp.instructions
@@ -76,7 +76,7 @@ class NestedLoopUnroller(Pass):
 
     def run(self, module: Module) -> bool:
         changed = False
-        inside = _inside_loops(module)
+        inside = inside_loops(module)
         for comp in module.post_order():
             if id(comp) not in inside:
                 continue
@@ -92,4 +92,4 @@ class NestedLoopUnroller(Pass):
         return changed
 
 
-__all__ = ["NestedLoopUnroller", "unroll", "MAX_TRIP", "MAX_INSTRUCTIONS"]
+__all__ = ["NestedLoopUnroller", "unroll", "inside_loops", "MAX_TRIP", "MAX_INSTRUCTIONS"]

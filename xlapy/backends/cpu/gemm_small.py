@@ -102,9 +102,12 @@ def shape(m: int, n: int, k: int, f64: bool, rhs_t: bool = False) -> GemmShape |
     return GemmShape(m, n, k, f64)
 
 
-def plain_dot(instr: Instruction) -> tuple[int, int, int, bool, bool] | None:
+def plain_dot(instr: Instruction, vectors: bool = False
+              ) -> tuple[int, int, int, bool, bool] | None:
     """(m, n, k, rhs transposed, f64) of a plain 2-D f32/f64 dot_general ([m, k] x [k, n] or
-    x [n, k]) whose result rows are the lhs rows, or None (regions.gemm_of reads the same)."""
+    x [n, k]) whose result rows are the lhs rows, or None (regions.gemm_of reads the same).
+    `vectors`: a 1-D lhs [k] is one row (m = 1), a 1-D rhs [k] one column (n = 1, as [1, k]
+    transposed), in the same memory (the native loop driver's steps take these)."""
     if instr.opcode != "dot_general":
         return None
     a = instr.attrs
@@ -112,14 +115,21 @@ def plain_dot(instr: Instruction) -> tuple[int, int, int, bool, bool] | None:
     et = instr.shape.element_type
     if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
         return None
-    if lhs.rank != 2 or rhs.rank != 2 or list(a.lhs_batching_dimensions) or \
-            list(a.lhs_contracting_dimensions) != [1]:
+    ranks = (1, 2) if vectors else (2,)
+    lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
+    if lhs.rank not in ranks or rhs.rank not in ranks or list(a.lhs_batching_dimensions) or \
+            lc != [lhs.rank - 1]:
         return None
-    rc = list(a.rhs_contracting_dimensions)
-    if rc not in ([0], [1]):
+    if rhs.rank == 1:
+        if rc != [0]:
+            return None
+        n, rhs_t = 1, True
+    elif rc in ([0], [1]):
+        n, rhs_t = rhs.dimensions[1 - rc[0]], rc == [1]
+    else:
         return None
-    (m, k), n = lhs.dimensions, rhs.dimensions[1 - rc[0]]
-    return m, n, k, rc == [1], et == ET.F64
+    m, k = (lhs.dimensions if lhs.rank == 2 else (1, lhs.dimensions[0]))
+    return m, n, k, rhs_t, et == ET.F64
 
 
 def of_instruction(instr: Instruction) -> GemmShape | None:

@@ -50,7 +50,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlapy.backends.cpu import dus_window, loop_split, nested_loop, parallel, row_loop, target
+from xlapy.backends.cpu import (
+    dus_window,
+    loop_gemv,
+    loop_split,
+    loop_tuples,
+    nested_loop,
+    parallel,
+    row_loop,
+    target,
+)
+from xlapy.backends.cpu.op_emit import TupleKernel
 from xlapy.backends.cpu.threads import NativePool, fn_address
 from xlapy.backends.cpu.thunks import bounds, ptr
 from xlapy.backends.cpu.while_driver import driver
@@ -95,6 +105,8 @@ def _steps(exe: CpuExecutable) -> list[int | Gemm | Region | nested_loop.Nested 
             continue
         elif how.startswith("kernel "):
             out.append(int(how.split()[1][1:]))
+        elif (j := loop_tuples.index(exe, name, how)) is not None:
+            out.append(j if loop_tuples.readers_ok(exe, j) else None)
         elif how in GEMM_KINDS:
             out.append(_native_gemm(exe, by_name[name]))
         elif how.startswith(NATIVE_WHILE):
@@ -111,7 +123,7 @@ def _native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
 
     if not target.current().is_x86 or id(instr) not in exe.slot:
         return None
-    g = regions.gemm_of(instr, exe.slot)
+    g = regions.gemm_of(instr, exe.slot, vectors=True)
     if g is None or g.out not in exe.temp_slots or \
             (g.small is None and g.m * g.n * g.k > MAX_NATIVE_MACS):
         return None
@@ -288,11 +300,13 @@ class NativeWhile:
             spec, addr = exe.kernel_specs[step], exe.kernel_addrs[step]
             if exe is self.body and self.windows is not None and step in self.windows.kernels:
                 spec, addr = self.windows.kernels[step]
+            arg = table if not isinstance(spec, TupleKernel) else \
+                loop_tuples.cells(exe, step, table, p.keep)
             if threads > 1 and spec.splittable and not spec.partial and spec.outer >= 2 and \
                     spec.cost >= NATIVE_SPLIT_COST:
-                return self._split(p, addr, table, bounds(spec.outer, min(threads, spec.outer),
-                                                          spec.align), threads)
-            return [addr, table, spec.outer]
+                return self._split(p, addr, arg, bounds(spec.outer, min(threads, spec.outer),
+                                                        spec.align), threads)
+            return [addr, arg, spec.outer]
         if isinstance(step, nested_loop.Nested):
             return nested_loop.entry(p, exe, step, table, ctypes.addressof(p.desc) + 8 * 11)
         if isinstance(step, regions.Region):
@@ -302,6 +316,8 @@ class NativeWhile:
             return self._split(p, fn_address(regions.run_function()), words, cuts,
                                threads if cost >= NATIVE_SPLIT_COST else 1)
         assert step is not None
+        if loop_gemv.takes(step, threads):
+            return loop_gemv.entry(p.keep, p.splits, step, table, threads)
         d = regions.gemm_descriptor(step, table)
         p.keep.append(d)
         if step.small is not None:  # clears MXCSR FTZ/DAZ itself; bits ignore the split
@@ -537,16 +553,18 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
         if any(exe.nested.get(n) is None for n, _ in exe.subexecs) or \
                 len(params) != (1 if tupled else len(elems)):
             return None
-        for _, op, how in exe.report:
+        for name, op, how in exe.report:
             if not (how.startswith("kernel ") or how == "buffer" or how in GEMM_KINDS
-                    or how.startswith(NATIVE_WHILE)
-                    or op in ("get_tuple_element", "tuple", "region")):
+                    or how.startswith(NATIVE_WHILE) or op in ("get_tuple_element", "tuple",
+                                                              "region")
+                    or loop_tuples.index(exe, name, how) is not None):
                 return None
         if any(step is None for step in _steps(exe)):
             return None
         for i in comp.instructions:
             if i.opcode == "get_tuple_element" and (not tupled or i.operands[0] is not params[0]
-                                                    ) and not _of_inner_loop(exe, i):
+                                                    ) and not _of_inner_loop(exe, i) \
+                    and not loop_tuples.reads_one(exe, i):
                 return None
             if i.opcode == "tuple" and i is not comp.root and not all(
                     u.opcode == "while" and exe.nested.get(u.name) is not None for u in i.users):
@@ -564,8 +582,8 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
         return None
     bparams = body.comp.parameters
     for k, o in enumerate(results):
-        if o.opcode == "parameter" or (o.opcode == "get_tuple_element"
-                                       and not _of_inner_loop(body, o)):
+        if o.opcode == "parameter" or (o.opcode == "get_tuple_element" and not _of_inner_loop(
+                body, o) and not loop_tuples.reads_one(body, o)):
             if not _is_state(o, k, bparams, tupled):
                 return None
         elif id(o) not in body.slot:

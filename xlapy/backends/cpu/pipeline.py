@@ -4,9 +4,10 @@
 chlo lowering -> native forms -> call inlining -> rng_bit_generator expansion -> bit-exact
 simplification -> splat constants to broadcasts -> CSE -> DCE (`passes.backend_pipeline`) ->
 transpose(dot(A, B)) as dot(B, A) (`dot_transpose.py`) -> lhs-dilated convolutions as their
-phases (`conv_polyphase.py`) -> bf16/f16 dots widened to f32 between converts
-(`widen_dots.py`) -> narrow rows summed in f32 shared (`widened_rows.py`) -> top_k sorts back
-to chlo.top_k (`topk_select.py`) -> cpu fusion. The last pass
+phases (`conv_polyphase.py`) -> small batched dots as reduces (`small_dots.py`) -> bf16/f16
+dots widened to f32 between converts (`widen_dots.py`) -> narrow rows summed in f32 shared
+(`widened_rows.py`) -> top_k sorts back to chlo.top_k (`topk_select.py`) -> cpu fusion.
+The last pass
 changes no instruction: it stores a `CpuFusionPlan` per computation the executable plans (the
 entry and the bodies control flow runs) in `module.meta["cpu_fusion"]`, and the executable
 builds its kernels from those plans instead of deciding again.
@@ -85,13 +86,14 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     """The pipeline `CpuBackend.compile` runs: `passes.pipelines.backend_pipeline`'s rewrites
     (chlo lowering, native forms, call inlining, rng_bit_generator expansion, bit-exact
     simplification, splats as broadcasts, CSE, DCE), transposes of dots computed by the dot
-    (dot_transpose.py), transposed convolutions as their phases (conv_polyphase.py),
-    bf16/f16 dots widened to f32 (their
+    (dot_transpose.py), transposed convolutions as their phases (conv_polyphase.py), small
+    batched dots as reduces (small_dots.py), bf16/f16 dots widened to f32 (their
     converts then fuse into the kernels around them), bf16 rows summed in f32 shared,
     sorts of an iota read as top_k made chlo.top_k again (topk_select.py), then the cpu
     fusion."""
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution
     from xlapy.backends.cpu.dot_transpose import FoldDotTranspose
+    from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
     from xlapy.backends.cpu.topk_select import SelectTopK
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
     from xlapy.backends.cpu.widened_rows import ShareWidenedRows
@@ -99,6 +101,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
 
     target_ = (options or CpuOptions.make()).target
     return Pipeline("cpu", [*backend_pipeline().passes, FoldDotTranspose(),
-                            PolyphaseConvolution(), WidenNarrowDots(target_),
+                            PolyphaseConvolution(), SmallDotsAsReduces(),
+                            WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CpuFusion(options)],
                     verify, print_after_all)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from xlapy.backends.cpu import parallel, regions
+from xlapy.backends.cpu.op_emit import TupleKernel
 from xlapy.backends.cpu.threads import fn_address
 from xlapy.backends.cpu.thunks import bounds
 
@@ -66,7 +67,8 @@ def plan(nw: NativeWhile) -> RowPlan | None:
     body, cond = nw.body, nw.cond
     steps = _steps(body)
     regs = [s for s in steps if isinstance(s, regions.Region)]
-    if len(regs) != 1 or any(not isinstance(s, (int, regions.Region)) for s in steps):
+    if len(regs) != 1 or any(not isinstance(s, (int, regions.Region)) for s in steps) or any(
+            isinstance(body.kernel_specs[s], TupleKernel) for s in steps if isinstance(s, int)):
         return None
     region = regs[0]
     if any(m.gemm is not None and m.gemm.small is None for m in region.members):

@@ -1,8 +1,9 @@
 """The native while driver (native_loop.py): `xlapy_while` walks a loop's descriptor (its
 layout is in native_loop's docstring), running the condition and body steps until the
 predicate is false or the slice's iteration budget is spent; `xlapy_while_step` runs a loop
-inside a loop's body as one step (nested_loop.py); `xlapy_gemm_call` runs a BLAS row step
-with MXCSR's FTZ/DAZ cleared, as the Python path runs it."""
+inside a loop's body as one step (nested_loop.py); `xlapy_patch_call` points a descriptor at
+the loop's current buffers and calls its function (loop_gemv.py); `xlapy_gemm_call` runs a
+BLAS row step with MXCSR's FTZ/DAZ cleared, as the Python path runs it."""
 
 from __future__ import annotations
 
@@ -122,8 +123,30 @@ def _emit_driver() -> ir.Module:
     if target.current().is_x86:
         _emit_gemm_call(mod)
     _emit_while_step(mod, fn)
+    _emit_patch_call(mod)
     loop_split.emit(mod)
     return mod
+
+
+def _emit_patch_call(mod: ir.Module) -> None:
+    """void xlapy_patch_call(i64 *w, lo, hi): w[3 + 3j] <- *w[4 + 3j] + w[5 + 3j] for
+    j < w[2] (a descriptor's pointers from the loop's tables), then w[0](w[1])
+    (loop_gemv.py: gemv's drive)."""
+    i64p = I64.as_pointer()
+    fn = ir.Function(mod, KERNEL_TYPE, name="xlapy_patch_call")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    w = b.bitcast(fn.args[0], i64p)
+
+    def word(k: ir.Value | int) -> ir.Value:
+        return b.load(b.gep(w, [i64(k) if isinstance(k, int) else k]))
+
+    with for_range(b, i64(0), word(2), name="patch") as j:
+        at = b.add(b.mul(j, i64(3)), i64(3))
+        src = b.load(b.inttoptr(word(b.add(at, i64(1))), i64p))
+        b.store(b.add(src, word(b.add(at, i64(2)))), b.inttoptr(word(at), i64p))
+    call_t = ir.FunctionType(ir.VoidType(), [i64p])
+    b.call(b.inttoptr(word(0), call_t.as_pointer()), [b.inttoptr(word(1), i64p)])
+    b.ret_void()
 
 
 def _emit_while_step(mod: ir.Module, driver_fn: ir.Function) -> None:
@@ -209,6 +232,7 @@ def driver() -> tuple[Engine, Any]:
     a 64-float body: the loop is all driver) ran as fast within noise (0.082-0.104 ms with
     the -O3 code generator, 0.090-0.094 with -O0, four fresh processes each)."""
     eng = cache.library_engine(("while-driver",), _emit_driver, "while-driver-O0", o0=True,
-                               exports=["xlapy_while", "xlapy_while_step", "xlapy_gemm_call",
+                               exports=["xlapy_while", "xlapy_while_step", "xlapy_patch_call",
+                                        "xlapy_gemm_call",
                                         loop_split.SPLIT_NAME])
     return eng, _DRIVER(eng.address("xlapy_while"))

@@ -1,0 +1,75 @@
+"""small_dots.py: small batched f32/f64 dot_generals in loop bodies run as fused reduces on
+the cpu backend (values of the interpreter's dot within rounding, the loop native), and the
+ones it leaves alone stay dots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
+from xlapy.stablehlo import parse_module
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+enable_x64 = jax.enable_x64
+
+CASES: dict[str, tuple[Any, list[tuple[int, ...]]]] = {
+    "scores": (lambda q, k: jnp.einsum("hd,thd->ht", q, k), [(4, 16), (12, 4, 16)]),
+    "mix": (lambda p, v: jnp.einsum("ht,thd->hd", p, v), [(4, 12), (12, 4, 16)]),
+    "bmm": (lambda a, b: jnp.einsum("bij,bjk->bik", a, b), [(3, 5, 7), (3, 7, 6)]),
+    "rank3": (lambda a, b: jnp.einsum("ijk,kl->ijl", a, b), [(2, 3, 5), (5, 4)]),
+    "outer": (lambda a, b: jnp.einsum("bi,bj->bij", a, b), [(3, 5), (3, 4)]),
+}
+
+
+def looped(fn: Any) -> Any:
+    """fn inside a 17-step fori_loop (over the unroller's 16), its operands varying."""
+    lax = jax.lax
+    def run(a: Any, b: Any) -> Any:
+        zero = jnp.zeros(jax.eval_shape(fn, a, b).shape, a.dtype)
+        return lax.fori_loop(0, 17, lambda i, acc: acc + fn(a * (1.0 + 0.125 * i), b), zero)
+    return run
+
+
+def _ops(text: str) -> list[str]:
+    exe = xlapy.compile(text, backend="cpu")._exe
+    return [line.split()[1] for line in exe.explain().splitlines() if line.startswith("  ")]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", list(CASES))
+def test_small_batched_dots_are_kernels(name: str, dtype: Any) -> None:
+    fn, shapes = CASES[name]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    with enable_x64(dtype == np.float64):  # (else jax lowers f64 arguments as f32)
+        text = jax.jit(looped(fn)).lower(*args).as_text()
+    assert "dot_general" not in _ops(text)
+    assert "sub-executables" not in xlapy.compile(text, backend="cpu")._exe.explain()
+    got = xlapy.compile(text, backend="cpu")(*args)
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("fn,shapes,dtype", [
+    (lambda a, b: a @ b, [(8, 16), (16, 4)], np.float32),           # plain 2-D: GEMM routes
+    (lambda a, b: a @ b, [(16,), (16, 4)], np.float32),             # vector-matrix: GEMM
+    (CASES["bmm"][0], [(3, 5, 7), (3, 7, 6)], ml_dtypes.bfloat16),  # narrow: stays a dot
+    (CASES["bmm"][0], [(16, 64, 64), (16, 64, 64)], np.float32),    # over MAX_MACS
+])
+def test_other_dots_stay(fn: Any, shapes: list[tuple[int, ...]], dtype: Any) -> None:
+    args = [np.ones(s, dtype) for s in shapes]
+    text = jax.jit(looped(fn)).lower(*args).as_text()
+    assert not SmallDotsAsReduces().run(parse_module(text))
+
+
+def test_top_level_dots_stay() -> None:
+    fn, shapes = CASES["bmm"]
+    args = [np.ones(s, np.float32) for s in shapes]
+    assert not SmallDotsAsReduces().run(parse_module(jax.jit(fn).lower(*args).as_text()))

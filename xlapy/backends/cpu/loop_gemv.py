@@ -1,0 +1,118 @@
+"""Vector-matrix products in native loops on gemv.py's loops, split over threads.
+
+A decoding loop's layers are [1, k] x [k, n] products; the driver ran them as one GEMM call
+each (gemm_small's loop nest or BLAS for one row), on one thread: the 4096 x 256 logits
+product alone read 4 MB a token at one core's bandwidth. gemv.py's loops split W's rows (or
+a transposed W's columns) into chunks fixed by the shape, claimed by the caller and the
+pool's workers, and are bound by memory as the Python path's `jit gemv` is.
+
+A step is `xlapy_patch_call` (while_driver.py): it writes the current addresses of x, W and
+y from the loop's tables into the gemv descriptor (state buffers swap between iterations),
+resets its chunk counter and calls the module's `drive`. The workers are reserved per call
+with the loop's other split steps (native_loop._reserve: `bind`). Taken when W is at least
+gemv.SPLIT_BYTES (below, gemv runs one chunk: no gain over the GEMM step) and the loop runs
+on several threads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from xlapy.backends.cpu import gemv, parallel, target
+from xlapy.backends.cpu.gemv import (
+    _D_BETA,
+    _D_CHUNKS,
+    _D_CUTS,
+    _D_EXT,
+    _D_FINISH,
+    _D_INC,
+    _D_INCY,
+    _D_LDW,
+    _D_NEXT,
+    _D_OUT,
+    _D_OUT_STEP,
+    _D_POST,
+    _D_SLOTS,
+    _D_W,
+    _D_WAIT,
+    _D_WORKERS,
+    _D_X,
+    _D_Y,
+)
+
+if TYPE_CHECKING:
+    from xlapy.backends.cpu.regions import Gemm
+
+
+def takes(g: Gemm, threads: int) -> bool:
+    """Whether GEMM step `g` runs on gemv's loops: one row, W of gemv.SPLIT_BYTES or more,
+    several threads, the loops built for this target."""
+    size = 8 if g.f64 else 4
+    return g.m == 1 and threads > 1 and g.n * g.k * size >= gemv.SPLIT_BYTES and \
+        gemv.available() and target.current().is_x86
+
+
+class Step:
+    """One product's descriptor and the words of its patch-call step."""
+
+    def __init__(self, g: Gemm, table: int, threads: int) -> None:
+        it = 8 if g.f64 else 4
+        form = "cols" if g.rhs_t else "rows"
+        code = gemv._compile(g.f64, target.current(), form)
+        d = np.zeros(_D_CUTS + parallel.MAX_CHUNKS + 1, np.int64)
+        self.beta = np.zeros(1, np.float64 if g.f64 else np.float32)
+        self.parts: np.ndarray | None = None
+        if form == "cols":  # W [n, k]: each output one dot of x with a row
+            cuts = gemv.plan(g.n, g.k * it, g.k * g.n * it, gemv.COLS)
+            d[_D_EXT], d[_D_LDW], d[_D_INC] = g.k, g.k, 1
+            out_word = _D_OUT
+        else:  # W [k, n]: partial rows per chunk of W's rows, summed in chunk order
+            cuts = gemv.plan(g.k, g.n * it, g.k * g.n * it, gemv.ROWS)
+            d[_D_EXT], d[_D_LDW], d[_D_INC], d[_D_OUT_STEP] = g.n, g.n, 1, g.n
+            if len(cuts) > 2:
+                self.parts = np.empty((len(cuts) - 1, g.n), self.beta.dtype)
+                d[_D_OUT], d[_D_FINISH], d[_D_INCY] = self.parts.ctypes.data, 1, 1
+                out_word = _D_Y
+            else:
+                out_word = _D_OUT
+        d[_D_BETA] = self.beta.ctypes.data
+        chunks = len(cuts) - 1
+        d[_D_CHUNKS] = chunks
+        d[_D_CUTS:_D_CUTS + chunks + 1] = cuts
+        self.d = d
+        self.most = max(1, min(threads, chunks))
+        self.zero = np.zeros(1, np.int64)
+        base = d.ctypes.data
+        patches = [(base + 8 * _D_X, table + 8 * g.lhs, 0),
+                   (base + 8 * _D_W, table + 8 * g.rhs, 0),
+                   (base + 8 * out_word, table + 8 * g.out, 0),
+                   (base + 8 * _D_NEXT, self.zero.ctypes.data, 0)]
+        self.words = np.array([code.engine.address(f"{gemv._name(g.f64, form)}_drive"), base,
+                               len(patches), *(w for p in patches for w in p)], np.int64)
+
+    @property
+    def address(self) -> int:
+        return int(self.words.ctypes.data)
+
+    def bind(self, slot_addresses: list[int]) -> None:
+        """Run on the caller and these reserved workers (at most `most` threads)."""
+        use = slot_addresses[:self.most - 1]
+        d = self.d
+        d[_D_POST:_D_WAIT + 1] = gemv._natives()
+        d[_D_WORKERS] = len(use)
+        d[_D_SLOTS:_D_SLOTS + len(use)] = use
+
+
+def entry(keep: list[Any], splits: list[Any], g: Gemm, table: int, threads: int) -> list[int]:
+    """The driver's (function, argument, outer) words of GEMM step `g` on gemv's loops."""
+    from xlapy.backends.cpu.while_driver import driver
+
+    st = Step(g, table, threads)
+    keep.append(st)
+    splits.append(st)
+    return [driver()[0].address("xlapy_patch_call"), st.address, 0]
+
+
+__all__ = ["takes", "entry", "Step"]

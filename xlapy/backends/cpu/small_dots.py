@@ -1,0 +1,110 @@
+"""Small batched dot_generals as kernels: reduce(lhs * rhs) over the contracting dimensions.
+
+Attention inside a JAX decoding loop contracts per head (`einsum("hd,thd->ht")`, 16K
+multiply-adds): a batched dot, which only the library thunk ran (BLAS per batch from
+Python), so the whole `fori_loop` around it ran through Python (a 2-layer decoder: 1.1 ms a
+token against XLA's 0.63). Written as a reduce of a broadcast product, it is one fused
+kernel like any other, and the loop stays native. XLA's algebraic simplifier rewrites small
+dots the same way (dot strength reduction).
+
+Only in the computations loops run (at the top level the library thunk's BLAS calls cost
+nothing extra, and the batch chains and in-place kernels around batched dots stay). Only
+f32/f64 dots with batch dimensions or more than two dimensions (plain 2-D products and
+vector-matrix ones keep the GEMM routes, which the native driver runs too: as a reduce over
+a transposed [k, n] rhs they read it with a stride) and at most MAX_MACS multiply-adds;
+bf16/f16 operands would round every product and partial sum in the narrow type, so they
+stay dots, as do dots with a `dot_algorithm`. The sum order is the reduce's (the backend's
+choice for a dot, as on its GEMM routes).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from xlapy.backends.cpu.gemm_small import plain_dot
+from xlapy.ir import Computation, Instruction, Module
+from xlapy.passes.hlo_builder import Emitter
+from xlapy.passes.pass_base import Pass, fusion_computations, sort_instructions
+from xlapy.passes.while_loop_unroller import inside_loops
+from xlapy.types import ElementType, Shape
+
+#: Most multiply-adds (batch x m x n x k) a dot rewritten this way does.
+MAX_MACS = 1 << 16
+
+
+def eligible(d: Instruction) -> bool:
+    if d.opcode != "dot_general" or d.attrs.algorithm is not None:
+        return False
+    lhs, rhs = d.operands
+    et = d.shape.element_type
+    if not (lhs.shape.element_type == rhs.shape.element_type == et
+            and et in (ElementType.F32, ElementType.F64)):
+        return False
+    if plain_dot(d, vectors=True) is not None or not d.shape.is_array:
+        return False
+    a = d.attrs
+    k = prod(lhs.shape.dimensions[c] for c in a.lhs_contracting_dimensions)
+    return 0 < d.shape.num_elements * k <= MAX_MACS and k > 0
+
+
+def _adder(module: Module, et: ElementType) -> Computation:
+    name = f"small_dot_add_{et.hlo_name}"
+    for comp in module.computations:
+        if comp.name == name:
+            return comp
+    sub = Emitter(Computation(name))
+    p, q = sub.param(Shape.scalar(et)), sub.param(Shape.scalar(et))
+    sub.comp.root = sub.add(p, q)
+    return module.add_computation(sub.comp)
+
+
+def rewrite(module: Module, comp: Computation, d: Instruction) -> Instruction:
+    """reduce(broadcast(lhs) * broadcast(rhs)) over the contracting dimensions of `d`."""
+    e = Emitter(comp)
+    a = d.attrs
+    lhs, rhs = d.operands
+    lb, lc = list(a.lhs_batching_dimensions), list(a.lhs_contracting_dimensions)
+    rb, rc = list(a.rhs_batching_dimensions), list(a.rhs_contracting_dimensions)
+    lf = [i for i in range(lhs.shape.rank) if i not in lb and i not in lc]
+    rf = [i for i in range(rhs.shape.rank) if i not in rb and i not in rc]
+    nb, nl, nr, nc = len(lb), len(lf), len(rf), len(lc)
+    dims = [*d.shape.dimensions, *(lhs.shape.dimensions[c] for c in lc)]
+
+    def spread(x: Instruction, order: list[int], at: list[int]) -> Instruction:
+        if order != list(range(len(order))):
+            x = e.transpose(x, permutation=tuple(order))
+        return e.bcast(x, dims, at)
+
+    at_b, at_l = list(range(nb)), list(range(nb, nb + nl))
+    at_r, at_c = list(range(nb + nl, nb + nl + nr)), list(range(nb + nl + nr, len(dims)))
+    x = spread(lhs, lb + lf + lc, at_b + at_l + at_c)
+    y = spread(rhs, rb + rf + rc, at_b + at_r + at_c)
+    et = d.shape.element_type
+    return e.reduce(e.multiply(x, y), e.const(0, et), at_c, _adder(module, et)) \
+        if nc else e.multiply(x, y)
+
+
+class SmallDotsAsReduces(Pass):
+    """Rewrites small batched dots as fused reduces (module docstring)."""
+
+    name = "small-dots-as-reduces"
+
+    def run(self, module: Module) -> bool:
+        changed = False
+        fused = fusion_computations(module)
+        inside = inside_loops(module)
+        for comp in module.post_order():
+            if id(comp) in fused or id(comp) not in inside:
+                continue
+            dots = [i for i in comp.instructions if eligible(i)]
+            for d in dots:
+                d.replace_all_uses_with(rewrite(module, comp, d))  # (the root too)
+                if d is not comp.root and not d.users:
+                    comp.remove(d)
+            if dots:
+                sort_instructions(comp)
+                changed = True
+        return changed
+
+
+__all__ = ["SmallDotsAsReduces", "eligible", "rewrite", "MAX_MACS"]
