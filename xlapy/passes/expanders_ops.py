@@ -30,7 +30,7 @@ import numpy as np
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.indexing_scatter import ScatterAttrs, ScatterDimensionNumbers
 from xlapy.ops.rng import RngAlgorithm, RngBitGeneratorAttrs, RngDistribution
-from xlapy.passes.hlo_builder import Emitter
+from xlapy.passes.hlo_builder import Emitter, scalar_reducer
 from xlapy.passes.pass_base import Pass, sort_instructions
 from xlapy.types import ElementType, Shape
 
@@ -195,14 +195,7 @@ def _feature_sum(e: Emitter, module: Module, x: Instruction, f: int) -> Instruct
 
 
 def _adder(module: Module, et: ElementType) -> Computation:
-    name = f"bn_add_{et.hlo_name}"
-    for c in module.computations:
-        if c.name == name:
-            return c
-    sub = Emitter(Computation(name))
-    p, q = sub.param(Shape.scalar(et)), sub.param(Shape.scalar(et))
-    sub.comp.root = sub.add(p, q)
-    return module.add_computation(sub.comp)
+    return scalar_reducer(module, "add", et, f"bn_add_{et.hlo_name}")
 
 
 def expand_batch_norm_training(module: Module, comp: Computation,

@@ -88,6 +88,18 @@ class Emitter:
         return self.op("reduce", x, init, called=[body], dimensions=tuple(dims))
 
 
+def scalar_reducer(module: Module, opcode: str, et: ElementType, name: str) -> Computation:
+    """The module's computation `name`, `(a, b) -> opcode(a, b)` on `et` scalars, added on
+    first use (the reducer a pass's new reduces call)."""
+    for comp in module.computations:
+        if comp.name == name:
+            return comp
+    sub = Emitter(Computation(name))
+    p, q = sub.param(Shape.scalar(et)), sub.param(Shape.scalar(et))
+    sub.comp.root = sub.op(opcode, p, q)
+    return module.add_computation(sub.comp)
+
+
 class HloBuilder(Emitter):
     """A fresh module whose entry this emitter fills; `build(root)` finishes it."""
 

@@ -36,7 +36,11 @@ class Pass:
 class ComputationPass(Pass):
     """A pass that rewrites each non-fusion computation on its own (callees first)."""
 
+    #: The module `run` works on (a pass that adds computations, such as reducers, to it).
+    module: Module | None = None
+
     def run(self, module: Module) -> bool:
+        self.module = module
         changed = False
         fused = fusion_computations(module)
         for comp in module.post_order():
@@ -155,6 +159,17 @@ def run_passes(module: Module, passes: Iterable[Pass], verify: bool = True) -> b
 
 
 # ---- graph helpers shared by the passes ------------------------------------------------------
+def replace_each(comp: Computation, found: list[Instruction],
+                 make: Callable[[Instruction], Instruction]) -> bool:
+    """Each of `found` replaced by `make(it)` in every use (the root too) and removed once
+    unused; whether there was any."""
+    for i in found:
+        i.replace_all_uses_with(make(i))
+        if i is not comp.root and not i.users:
+            comp.remove(i)
+    return bool(found)
+
+
 def sort_instructions(comp: Computation) -> None:
     """Restore the invariant that each instruction follows its operands (list order)."""
     comp.instructions = comp.post_order()

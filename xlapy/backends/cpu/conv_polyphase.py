@@ -29,8 +29,8 @@ from math import prod
 import numpy as np
 
 from xlapy.ir import Computation, Instruction, Module
-from xlapy.passes.hlo_builder import Emitter
-from xlapy.passes.pass_base import Pass, fusion_computations, sort_instructions
+from xlapy.passes.hlo_builder import Emitter, scalar_reducer
+from xlapy.passes.pass_base import ComputationPass, replace_each
 from xlapy.types import ElementType, Shape
 
 #: Most phases (prod of the lhs dilations) rewritten.
@@ -52,17 +52,6 @@ def eligible(c: Instruction) -> bool:
     if any(t.is_complex for t in types):
         return False
     return all(d > 0 for sh in (x.shape, w.shape, c.shape) for d in sh.dimensions)
-
-
-def _adder(module: Module, et: ElementType) -> Computation:
-    name = f"polyphase_add_{et.hlo_name}"
-    for comp in module.computations:
-        if comp.name == name:
-            return comp
-    sub = Emitter(Computation(name))
-    p, q = sub.param(Shape.scalar(et)), sub.param(Shape.scalar(et))
-    sub.comp.root = sub.add(p, q)
-    return module.add_computation(sub.comp)
 
 
 def rewrite(module: Module, comp: Computation, c: Instruction) -> Instruction:
@@ -124,7 +113,7 @@ def _skipped(module: Module, e: Emitter, wz: Instruction, dn: object, k0: list[i
     of = dn.kernel_output_feature_dimension  # type: ignore[attr-defined]
     wt = wz.shape.element_type
     total = e.reduce(picked, e.const(0, wt), [d for d in range(len(shape)) if d != of],
-                     _adder(module, wt))
+                     scalar_reducer(module, "add", wt, f"polyphase_add_{wt.hlo_name}"))
     if wt != et:
         total = e.convert(total, new_element_type=et)  # (+0 or NaN: exact in any float type)
     return e.bcast(total, out_dims, [dn.output_feature_dimension])  # type: ignore[attr-defined]
@@ -154,26 +143,16 @@ def _interleave(e: Emitter, phases: dict[tuple[int, ...], Instruction], dims: li
                    strides=(1,) * len(limit))
 
 
-class PolyphaseConvolution(Pass):
+class PolyphaseConvolution(ComputationPass):
     """Rewrites lhs-dilated convolutions as their phases (module docstring)."""
 
     name = "polyphase-convolution"
 
-    def run(self, module: Module) -> bool:
-        changed = False
-        fused = fusion_computations(module)
-        for comp in module.post_order():
-            if id(comp) in fused:
-                continue
-            convs = [i for i in comp.instructions if eligible(i)]
-            for c in convs:
-                c.replace_all_uses_with(rewrite(module, comp, c))  # (the root too)
-                if c is not comp.root and not c.users:
-                    comp.remove(c)
-            if convs:
-                sort_instructions(comp)
-                changed = True
-        return changed
+    def run_on_computation(self, comp: Computation) -> bool:
+        module = self.module
+        assert module is not None
+        return replace_each(comp, [i for i in comp.instructions if eligible(i)],
+                            lambda c: rewrite(module, comp, c))
 
 
 __all__ = ["PolyphaseConvolution", "eligible", "rewrite", "MAX_PHASES"]

@@ -23,10 +23,10 @@ from math import prod
 
 from xlapy.backends.cpu.gemm_small import plain_dot
 from xlapy.ir import Computation, Instruction, Module
-from xlapy.passes.hlo_builder import Emitter
-from xlapy.passes.pass_base import Pass, fusion_computations, sort_instructions
+from xlapy.passes.hlo_builder import Emitter, scalar_reducer
+from xlapy.passes.pass_base import ComputationPass, replace_each
 from xlapy.passes.while_loop_unroller import inside_loops
-from xlapy.types import ElementType, Shape
+from xlapy.types import ElementType
 
 #: Most multiply-adds (batch x m x n x k) a dot rewritten this way does.
 MAX_MACS = 1 << 16
@@ -45,17 +45,6 @@ def eligible(d: Instruction) -> bool:
     a = d.attrs
     k = prod(lhs.shape.dimensions[c] for c in a.lhs_contracting_dimensions)
     return 0 < d.shape.num_elements * k <= MAX_MACS and k > 0
-
-
-def _adder(module: Module, et: ElementType) -> Computation:
-    name = f"small_dot_add_{et.hlo_name}"
-    for comp in module.computations:
-        if comp.name == name:
-            return comp
-    sub = Emitter(Computation(name))
-    p, q = sub.param(Shape.scalar(et)), sub.param(Shape.scalar(et))
-    sub.comp.root = sub.add(p, q)
-    return module.add_computation(sub.comp)
 
 
 def rewrite(module: Module, comp: Computation, d: Instruction) -> Instruction:
@@ -80,31 +69,26 @@ def rewrite(module: Module, comp: Computation, d: Instruction) -> Instruction:
     x = spread(lhs, lb + lf + lc, at_b + at_l + at_c)
     y = spread(rhs, rb + rf + rc, at_b + at_r + at_c)
     et = d.shape.element_type
-    return e.reduce(e.multiply(x, y), e.const(0, et), at_c, _adder(module, et)) \
-        if nc else e.multiply(x, y)
+    if not nc:
+        return e.multiply(x, y)
+    add = scalar_reducer(module, "add", et, f"small_dot_add_{et.hlo_name}")
+    return e.reduce(e.multiply(x, y), e.const(0, et), at_c, add)
 
 
-class SmallDotsAsReduces(Pass):
-    """Rewrites small batched dots as fused reduces (module docstring)."""
+class SmallDotsAsReduces(ComputationPass):
+    """Rewrites small batched dots in loop bodies as fused reduces (module docstring)."""
 
     name = "small-dots-as-reduces"
 
     def run(self, module: Module) -> bool:
-        changed = False
-        fused = fusion_computations(module)
-        inside = inside_loops(module)
-        for comp in module.post_order():
-            if id(comp) in fused or id(comp) not in inside:
-                continue
-            dots = [i for i in comp.instructions if eligible(i)]
-            for d in dots:
-                d.replace_all_uses_with(rewrite(module, comp, d))  # (the root too)
-                if d is not comp.root and not d.users:
-                    comp.remove(d)
-            if dots:
-                sort_instructions(comp)
-                changed = True
-        return changed
+        self.inside = inside_loops(module)
+        return super().run(module)
+
+    def run_on_computation(self, comp: Computation) -> bool:
+        module = self.module
+        assert module is not None
+        dots = [i for i in comp.instructions if eligible(i)] if id(comp) in self.inside else []
+        return replace_each(comp, dots, lambda d: rewrite(module, comp, d))
 
 
 __all__ = ["SmallDotsAsReduces", "eligible", "rewrite", "MAX_MACS"]

@@ -4,11 +4,6 @@ the condition and body are all kernels."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +11,8 @@ import pytest
 
 import xlapy
 from benchmarks.workloads.networks import fori_loop
+
+from .util import interrupted
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -186,25 +183,5 @@ fn(np.int32(5), np.int32(0))  # forever
 
 
 def test_ctrl_c_interrupts_an_infinite_native_loop() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT), XLAPY_CACHE_DIR=""))
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == "running\n", proc.stderr.read() if proc.stderr else ""
-        time.sleep(1)
-        proc.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        try:
-            _, err = proc.communicate(timeout=2)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-            raise AssertionError(f"no exit 2 s after Ctrl-C; stderr: {err}") from None
-        assert time.monotonic() - sent < 2
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode != 0
+    err = interrupted(INTERRUPTED, ROOT)
     assert "KeyboardInterrupt" in err, err

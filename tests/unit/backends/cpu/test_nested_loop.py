@@ -6,11 +6,6 @@ loop; Ctrl-C stops an endless inner loop."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +13,8 @@ import pytest
 
 import xlapy
 from xlapy.backends.cpu import nested_loop
+
+from .util import interrupted
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -237,23 +234,5 @@ fn(np.zeros(16, np.float32), np.int32(0), np.zeros((64, 16), np.float32))  # j s
 
 
 def test_ctrl_c_stops_an_endless_inner_loop() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", ENDLESS], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT), XLAPY_CACHE_DIR=""))
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == "running\n", proc.stderr.read() if proc.stderr else ""
-        time.sleep(1)
-        proc.send_signal(signal.SIGINT)
-        try:
-            _, err = proc.communicate(timeout=3)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-            raise AssertionError(f"no exit 3 s after Ctrl-C; stderr: {err}") from None
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode != 0
+    err = interrupted(ENDLESS, ROOT, grace=3.0)
     assert "KeyboardInterrupt" in err, err

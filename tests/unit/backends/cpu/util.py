@@ -108,3 +108,38 @@ def plant_minmax_specials(x: np.ndarray, sign: int, chains: int, w: int, tiny: A
     x[-4, -1] = sign * np.inf
     x[-3, 2 * chains * w + 2] = np.nan
     x[-2, :] = np.nan
+
+
+def interrupted(code: str, root: Any, grace: float = 2.0) -> str:
+    """Run `code` in a child Python that prints "running" when it gets going, send it Ctrl-C
+    a second later and return its stderr; fails unless it exits (non-zero) within `grace`
+    seconds. The code installs Python's Ctrl-C handler itself: a child of a CI script's
+    background job inherits SIGINT ignored."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=root,
+                            env=dict(os.environ, PYTHONPATH=str(root), XLAPY_CACHE_DIR=""))
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "running\n", proc.stderr.read() if proc.stderr else ""
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        try:
+            _, err = proc.communicate(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            raise AssertionError(f"no exit {grace} s after Ctrl-C; stderr: {err}") from None
+        assert time.monotonic() - sent < grace
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    return err
