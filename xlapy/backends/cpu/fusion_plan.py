@@ -22,6 +22,14 @@ from xlapy.passes.fusion_decision import FusionDecision
 #: expression recursively, and a chain of thousands (the interpreter runs 20,000) would
 #: exceed Python's recursion limit; a value this deep into a chain gets a buffer instead.
 MAX_FUSED_DEPTH = 100
+#: Most (value, index) pairs one kernel generates. A value read through index-changing ops
+#: (slice, pad, concatenate, transpose, ...) is generated once per distinct path of them: the
+#: slices and interleaving pads of lax.associative_scan double those per level, and a
+#: 256 x 4096 scan's kernel grew until the compile ran out of memory. Past this the value
+#: generated in the most places gets a buffer (plan_fusion re-plans).
+MAX_GENERATED = 512
+#: Ops whose operands a kernel reads at the result's own index (the generators share them).
+_SAME_INDEX = frozenset({"convert", "select", "clamp", "compare"})
 
 
 def depth_cuts(order: list[Instruction], fusible: set[int],
@@ -39,6 +47,49 @@ def depth_cuts(order: list[Instruction], fusible: set[int],
             d = 0
         depth[id(instr)] = d
     return cuts
+
+
+def _generated(root: Instruction, fusible: AbstractSet[int], mat: AbstractSet[int]
+               ) -> tuple[dict[int, int], bool]:
+    """(the number of index paths each value of `root`'s kernel is generated at, whether the
+    kernel generates more than MAX_GENERATED (value, path) pairs: the count stops there). A
+    path is the chain of index-changing ops between root and value; element-wise ops pass
+    theirs on (the generators share a value read twice at one index)."""
+    seen: set[tuple[int, tuple[int, ...]]] = set()
+    per: dict[int, int] = {}
+    stack: list[tuple[Instruction, tuple[int, ...]]] = [(root, ())]
+    while stack:
+        i, path = stack.pop()
+        key = (id(i), path)
+        if key in seen:
+            continue
+        seen.add(key)
+        per[id(i)] = per.get(id(i), 0) + 1
+        if len(seen) > MAX_GENERATED:
+            return per, True
+        same = i.opcode in _SAME_INDEX or (
+            i.opcode not in CHEAP and i.opcode not in INDEX_OPS and i.opcode != "reduce")
+        inner = path if same else (*path, id(i))
+        stack.extend((o, inner) for o in i.operands
+                     if id(o) in fusible and id(o) not in mat and o.opcode != "constant")
+    return per, False
+
+
+def _oversized(order: list[Instruction], fusible: AbstractSet[int], mat: AbstractSet[int]
+               ) -> Instruction | None:
+    """In a kernel generating more than MAX_GENERATED (value, index) pairs, the value
+    nearest its root (latest in program order) that it generates at several paths: with
+    a buffer, everything below it is generated once. None when no kernel is that big."""
+    pos = {id(i): k for k, i in enumerate(order)}
+    for r in order:
+        if id(r) not in mat or id(r) not in fusible:
+            continue
+        per, over = _generated(r, fusible, mat)
+        if over:
+            many = [k for k, n in per.items() if n > 1 and k != id(r)]
+            if many:
+                return order[max(pos[k] for k in many)]
+    return None
 
 
 def leaf_slots(root: Instruction, fusible: AbstractSet[int], materialized: AbstractSet[int],
@@ -244,6 +295,11 @@ def plan_fusion(comp: Computation, limits: FusionLimits = FusionLimits()) -> Cpu
                 bad |= b
                 if found:
                     rows[id(instr)] = sorted(found, key=lambda i: pos[id(i)])
+        big = _oversized(order, fusible, mat) if not bad else None
+        if big is not None:
+            forced[id(big)] = (f"generated at too many indices of one kernel (over "
+                               f"{MAX_GENERATED} values): materialized")
+            continue
         if not bad:
             return CpuFusionPlan(comp, tuple(map(id, order)), frozenset(fusible),
                                  frozenset(mat), rows, chooser.decisions)
