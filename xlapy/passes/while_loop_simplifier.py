@@ -2,6 +2,9 @@
 
 * dead loop removal: a loop whose condition is the constant false (or whose trip count is 0)
   becomes its initial state;
+* single-trip loops: a loop with trip count 1 becomes its body inlined once (jnp.polyval's
+  scan, unrolled 16 steps a trip, has one trip for a degree-19 polynomial: as a loop its 1M
+  element state was copied in and out around one body run, 3.2x XLA's time);
 * trip count: `i < N` over an integer counter that starts at a constant and the body adds 1 to, is
   recorded on the loop as `meta["trip_count"]` (the cost model and `xlapy opt` print it);
 * constant sinking: a state element that starts as a constant and the body passes through
@@ -105,6 +108,15 @@ class WhileLoopSimplifier(Pass):
                 comp.remove(w)
             sort_instructions(comp)
             return True
+        if n == 1:
+            from xlapy.passes.while_loop_unroller import unroll, unrollable
+
+            if unrollable(w) == 1:
+                w.replace_all_uses_with(unroll(comp, w, 1))  # (the root too)
+                if not w.users:
+                    comp.remove(w)
+                sort_instructions(comp)
+                return True
         init = _state_elements(w)
         if init is None:
             return False

@@ -41,7 +41,7 @@ def inside_loops(module: Module) -> set[int]:
     return inside
 
 
-def _unrollable(w: Instruction) -> int | None:
+def unrollable(w: Instruction) -> int | None:
     """The trip count of `w` if it is small and its body's root gives the next state."""
     n = trip_count(w)
     body = w.called[1]
@@ -81,7 +81,7 @@ class NestedLoopUnroller(Pass):
             if id(comp) not in inside:
                 continue
             for w in [i for i in comp.instructions if i.opcode == "while"]:
-                n = _unrollable(w)
+                n = unrollable(w)
                 if n is None:
                     continue
                 w.replace_all_uses_with(unroll(comp, w, n))  # (the root too)
@@ -92,4 +92,5 @@ class NestedLoopUnroller(Pass):
         return changed
 
 
-__all__ = ["NestedLoopUnroller", "unroll", "inside_loops", "MAX_TRIP", "MAX_INSTRUCTIONS"]
+__all__ = ["NestedLoopUnroller", "unroll", "unrollable", "inside_loops", "MAX_TRIP",
+           "MAX_INSTRUCTIONS"]

@@ -107,3 +107,26 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
 }
 """
     assert not run_passes(parse_module(top), [NestedLoopUnroller()])
+
+
+@pytest.mark.parametrize("form", ["stablehlo", "outer"])
+def test_single_trip_loops_are_inlined(form: str) -> None:
+    """A loop with trip count 1 (jnp.polyval's scan: 16 steps unrolled per trip) becomes its
+    body, at the top level too (WhileLoopSimplifier), with the same values."""
+    from xlapy.passes.while_loop_simplifier import WhileLoopSimplifier, trip_count
+
+    text = _text(1) if form == "stablehlo" else _text(3).replace("dense<7>", "dense<1>")
+    before, after = parse_module(text), parse_module(text)
+    while run_passes(after, [WhileLoopSimplifier()]):
+        pass
+    loops = [i for i in after.entry_computation().instructions if i.opcode == "while"]
+    # the inner loop inlined into the outer body / the outer loop inlined into main
+    assert [trip_count(w) for w in loops] == ([7] if form == "stablehlo" else [3])
+    if form == "stablehlo":
+        assert not any(i.opcode == "while" for i in loops[0].called[1].instructions)
+    x = np.linspace(-3, 3, 16, dtype=np.float32)
+    args = [x, np.int32(0)]
+    np.testing.assert_array_equal(np.asarray(Interpreter().run_module(after, args)),
+                                  np.asarray(Interpreter().run_module(before, args)))
+    np.testing.assert_array_equal(np.asarray(xlapy.compile(text, "cpu")(*args)),
+                                  np.asarray(xlapy.compile(text, "interpreter")(*args)))
