@@ -116,6 +116,38 @@ def _batched(one: Callable[..., Sequence[Any]], leaves: Sequence[Shape], rank0: 
     return run
 
 
+def _many(t: str, routine: str, instr: Instruction) -> Callable[..., Any] | None:
+    """The whole-batch run of `routine` (lapack_batch.py: one native loop), or None."""
+    from xlapy.backends.cpu import lapack_batch
+
+    if routine == "getrf":
+        return lapack_batch.getrf(t, _info(instr.attrs.call_target_name))
+    if routine == "trsm":
+        return lapack_batch.trsm(t, _char(instr, "side", "LR", None) == "L",
+                                 _char(instr, "uplo", "LU", None) == "L",
+                                 "NTC".index(_char(instr, "trans_x", "NTC", None)),
+                                 _char(instr, "diag", "NU", None) == "U")
+    return None
+
+
+def _with_batch(run: Callable[..., tuple[np.ndarray, ...]], many: Callable[..., Any] | None,
+                leaves: Sequence[Shape], rank0: int) -> Callable[..., tuple[np.ndarray, ...]]:
+    """`many` for a batch of two or more non-empty matrices, else `run` (per matrix)."""
+    if many is None:
+        return run
+    shapes = [(tuple(s.dimensions), s.dtype) for s in leaves]
+
+    def go(*operands: np.ndarray) -> tuple[np.ndarray, ...]:
+        a = operands[0]
+        if a.ndim <= rank0 or int(np.prod(a.shape[:a.ndim - rank0])) < 2 or \
+                any(o.size == 0 for o in operands):
+            return run(*operands)
+        return tuple(np.ascontiguousarray(v, dtype=dt).reshape(d)
+                     for v, (d, dt) in zip(many(*operands), shapes))
+
+    return go
+
+
 def _failing(error: XlapyError) -> Callable[..., Any]:
     """A run that raises `error`: attribute errors the interpreter reports when it runs."""
     def run(*operands: np.ndarray) -> Any:
@@ -144,7 +176,7 @@ def _custom_call(instr: Instruction) -> Plan | None:
         one, rank0 = _ROUTINES[routine](t, instr, leaves)
     except XlapyError as e:
         return "lapack", _failing(e)
-    run = _batched(one, leaves, rank0)
+    run = _with_batch(_batched(one, leaves, rank0), _many(t, routine, instr), leaves, rank0)
     if instr.shape.is_tuple:
         return "lapack", run
     return "lapack", lambda *ops: run(*ops)[0]

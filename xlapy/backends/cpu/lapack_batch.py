@@ -1,0 +1,129 @@
+"""Batches of small LAPACK/BLAS calls in one native loop (jax.vmap of jnp.linalg.solve).
+
+lapack.py runs a batched custom call one matrix at a time through scipy's f2py wrappers,
+~3 us of Python a call: 512 4x4 solves (getrf, two trsm) took 4.8 ms against XLA's 0.19.
+Here the batch is laid out in Fortran order with one numpy transpose, a JIT loop calls the
+routine per matrix through the pointer scipy's cython_lapack / cython_blas export (the same
+LAPACK the f2py wrappers call, with the same arguments: the same bits), and one transpose
+brings the results back. The loop (`xlapy_batch_call_<n>`) calls fn(args) per batch index
+with args[j] = base[j] + b * stride[j]: every Fortran argument is a pointer.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import cache
+from xlapy.backends.cpu.llvm_util import I64, for_range, i64, new_module, on_host
+from xlapy.backends.cpu.once import once
+
+#: Argument counts of the routines called (getrf: 6, trsm: 11).
+ARITIES = (6, 11)
+_CALL = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                         ctypes.c_int64)
+
+
+def _emit() -> ir.Module:
+    mod = new_module("xlapy_lapack_batch")
+    i64p = I64.as_pointer()
+    for n in ARITIES:
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I64, i64p, i64p, I64]),
+                         name=f"xlapy_batch_call_{n}")
+        target, base, stride, batch = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        call_t = ir.FunctionType(ir.VoidType(), [i64p] * n)
+        callee = b.inttoptr(target, call_t.as_pointer())
+        with for_range(b, i64(0), batch, name="b") as k:
+            args = [b.inttoptr(b.add(b.load(b.gep(base, [i64(j)])),
+                                     b.mul(k, b.load(b.gep(stride, [i64(j)])))), i64p)
+                    for j in range(n)]
+            b.call(callee, args)
+        b.ret_void()
+    return mod
+
+
+@once
+@on_host
+def _loops() -> dict[int, Any]:
+    eng = cache.library_engine(("lapack-batch",), _emit, "lapack-batch-O0", o0=True,
+                               exports=[f"xlapy_batch_call_{n}" for n in ARITIES])
+    return {n: (eng, _CALL(eng.address(f"xlapy_batch_call_{n}"))) for n in ARITIES}
+
+
+def routine(module: Any, name: str) -> int:
+    """The address scipy's cython module exports for routine `name` (e.g. sgetrf)."""
+    capsule = module.__pyx_capi__[name]
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+    get_ptr.restype, get_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return int(get_ptr(capsule, get_name(capsule)))
+
+
+def _run(fn: int, args: list[tuple[Any, int]], batch: int) -> None:
+    """fn per batch index: args are (array or scalar array, byte stride per index)."""
+    base = np.array([a.ctypes.data for a, _ in args], np.int64)
+    stride = np.array([s for _, s in args], np.int64)
+    _loops()[len(args)][1](fn, base.ctypes.data, stride.ctypes.data, batch)
+
+
+def fortran(x: np.ndarray) -> np.ndarray:
+    """A batch of matrices [..., r, c] as C-contiguous [..., c, r]: each one column-major."""
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2))
+
+
+def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray, ...]]:
+    """run(a [B.., m, n]) -> (lu, pivots (1-based, int32), info (int32)), as lapack._getrf
+    per matrix."""
+    from scipy.linalg import cython_lapack
+
+    fn = routine(cython_lapack, f"{t}getrf")
+
+    def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
+        *lead, m, n = a.shape
+        batch = int(np.prod(lead, dtype=np.int64))
+        work = fortran(a)
+        k = min(m, n)
+        ipiv = np.empty((*lead, k), np.int32)
+        info = np.empty(lead, np.int32)
+        dims = np.array([m, n, max(m, 1)], np.int32)
+        _run(fn, [(dims[0:], 0), (dims[1:], 0), (work, m * n * work.itemsize),
+                  (dims[2:], 0), (ipiv, k * 4), (info, 4)], batch)
+        for i in info.reshape(-1):
+            check(int(i))
+        return np.swapaxes(work, -1, -2), ipiv, info
+
+    return run
+
+
+def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
+         ) -> Callable[..., tuple[np.ndarray]]:
+    """run(a [B.., s, s], b [B.., m, n]) -> (alpha op(a)^-1 b or b op(a)^-1, alpha 1), as
+    lapack._trsm per matrix."""
+    from scipy.linalg import cython_blas
+
+    fn = routine(cython_blas, f"{t}trsm")
+    chars = np.frombuffer(("LR"[not left] + "LU"[not lower] + "NTC"[trans] + "NU"[unit])
+                          .encode(), np.uint8).copy()
+
+    def run(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
+        *lead, m, n = b.shape
+        batch = int(np.prod(lead, dtype=np.int64))
+        fa, fb = fortran(a), fortran(b)
+        s = a.shape[-1]
+        dims = np.array([m, n, max(s, 1), max(m, 1)], np.int32)
+        alpha = np.ones(1, b.dtype)
+        _run(fn, [(chars[0:], 0), (chars[1:], 0), (chars[2:], 0), (chars[3:], 0),
+                  (dims[0:], 0), (dims[1:], 0), (alpha, 0), (fa, s * s * fa.itemsize),
+                  (dims[2:], 0), (fb, m * n * fb.itemsize), (dims[3:], 0)], batch)
+        return (np.swapaxes(fb, -1, -2),)
+
+    return run
+
+
+__all__ = ["getrf", "trsm", "routine", "fortran"]
