@@ -122,6 +122,9 @@ def _many(t: str, routine: str, instr: Instruction) -> Callable[..., Any] | None
 
     if routine == "getrf":
         return lapack_batch.getrf(t, _info(instr.attrs.call_target_name))
+    if routine == "potrf":
+        return lapack_batch.potrf(t, _char(instr, "uplo", "LU", "L") == "L",
+                                  _info(instr.attrs.call_target_name))
     if routine == "trsm":
         return lapack_batch.trsm(t, _char(instr, "side", "LR", None) == "L",
                                  _char(instr, "uplo", "LU", None) == "L",

@@ -59,3 +59,11 @@ def test_triangular_solve_options(lower: bool, trans: int, unit: bool, left: boo
                                                transpose_a=trans > 0, conjugate_a=trans == 2,
                                                unit_diagonal=unit)
     _same(fn, [a, b])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_vmap_cholesky_and_a_matrix_that_is_not_positive(dtype: Any) -> None:
+    a = _data((3, 7, 6, 6), dtype, 5)
+    a = a @ np.conj(np.swapaxes(a, -1, -2)) + 6 * np.eye(6, dtype=dtype)
+    a[0, 3] = -np.eye(6, dtype=dtype)  # not positive definite: info > 0, NaNs from jax
+    _same(jnp.linalg.cholesky, [a])
