@@ -158,6 +158,12 @@ def programs(small: bool = False) -> dict[str, Program]:
                      [(lambda a: a @ a.T + 64 * np.eye(a.shape[0], dtype=np.float32))(
                          f32(64, 64)), f32(64, 8)]),
         "cumsum": (lambda x: jnp.cumsum(x, axis=1), [f32(256, 512)]),
+        "assoc_scan": (lambda x: lax.associative_scan(jnp.add, x, axis=1), [f32(256, 4096)]),
+        "polyval": (lambda x: jnp.polyval(jnp.arange(20.0), x), [f32(1 << 20)]),
+        "vmap_solve": (jax.vmap(jnp.linalg.solve),
+                       [rng.standard_normal((512 // s, 4, 4)).astype(np.float32)
+                        + 4 * np.eye(4, dtype=np.float32),
+                        rng.standard_normal((512 // s, 4)).astype(np.float32)]),
     }
 
 
