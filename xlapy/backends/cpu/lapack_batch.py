@@ -73,6 +73,13 @@ def _run(fn: int, args: list[tuple[Any, int]], batch: int) -> None:
     _loops()[len(args)][1](fn, base.ctypes.data, stride.ctypes.data, batch)
 
 
+def _check(info: np.ndarray, check: Callable[[int], int]) -> None:
+    """The per-matrix info check (it raises on an invalid argument) of the first negative."""
+    bad = info[info < 0]
+    if bad.size:
+        check(int(bad[0]))
+
+
 def fortran(x: np.ndarray) -> np.ndarray:
     """A batch of matrices [..., r, c] as C-contiguous [..., c, r]: each one column-major."""
     return np.ascontiguousarray(np.swapaxes(x, -1, -2))
@@ -95,8 +102,7 @@ def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
         dims = np.array([m, n, max(m, 1)], np.int32)
         _run(fn, [(dims[0:], 0), (dims[1:], 0), (work, m * n * work.itemsize),
                   (dims[2:], 0), (ipiv, k * 4), (info, 4)], batch)
-        for i in info.reshape(-1):
-            check(int(i))
+        _check(info, check)
         return np.swapaxes(work, -1, -2), ipiv, info
 
     return run
@@ -119,8 +125,7 @@ def potrf(t: str, lower: bool, check: Callable[[int], int]
         dims = np.array([n, max(n, 1)], np.int32)
         _run(fn, [(uplo, 0), (dims[0:], 0), (work, n * n * work.itemsize), (dims[1:], 0),
                   (info, 4)], batch)
-        for i in info.reshape(-1):
-            check(int(i))
+        _check(info, check)
         return np.swapaxes(work, -1, -2), info
 
     return run
