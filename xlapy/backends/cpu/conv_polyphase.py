@@ -29,6 +29,7 @@ from math import prod
 import numpy as np
 
 from xlapy.ir import Computation, Instruction, Module
+from xlapy.ops.linalg_conv import ConvDimensionNumbers
 from xlapy.passes.hlo_builder import Emitter, scalar_reducer
 from xlapy.passes.pass_base import ComputationPass, replace_each
 from xlapy.types import ElementType, Shape
@@ -71,8 +72,7 @@ def rewrite(module: Module, comp: Computation, c: Instruction) -> Instruction:
     for d, t in zip(dn.output_spatial_dimensions, T):
         out_dims[d] = t
     et = c.shape.element_type
-    floats = et.is_float
-    wz = e.multiply(w, e.splat(0, w)) if floats else None  # NaN where w is not finite
+    wz = e.multiply(w, e.splat(0, w)) if et.is_float else None  # NaN where w is not finite
     phases: dict[tuple[int, ...], Instruction] = {}
     for p in itertools.product(*(range(s) for s in ld)):
         k0 = [(lo - q) % s for (lo, _), q, s in zip(pads, p, ld)]
@@ -97,10 +97,10 @@ def rewrite(module: Module, comp: Computation, c: Instruction) -> Instruction:
     return _interleave(e, phases, list(dn.output_spatial_dimensions), list(ld), O)
 
 
-def _skipped(module: Module, e: Emitter, wz: Instruction, dn: object, k0: list[int],
+def _skipped(module: Module, e: Emitter, wz: Instruction, dn: ConvDimensionNumbers, k0: list[int],
              ld: tuple[int, ...], et: ElementType, out_dims: list[int]) -> Instruction:
     """The sum of 0 * w over the taps a phase skips, per output feature, broadcast."""
-    ksp = dn.kernel_spatial_dimensions  # type: ignore[attr-defined]
+    ksp = dn.kernel_spatial_dimensions
     K = [wz.shape.dimensions[d] for d in ksp]
     used = np.ones(K, bool)
     for j, (k, s) in enumerate(zip(k0, ld)):
@@ -110,13 +110,13 @@ def _skipped(module: Module, e: Emitter, wz: Instruction, dn: object, k0: list[i
     shape = wz.shape.dimensions
     mask = e.bcast(e.const(~used, ElementType.PRED), shape, ksp)
     picked = e.select(mask, wz, e.splat(0, wz))
-    of = dn.kernel_output_feature_dimension  # type: ignore[attr-defined]
+    of = dn.kernel_output_feature_dimension
     wt = wz.shape.element_type
     total = e.reduce(picked, e.const(0, wt), [d for d in range(len(shape)) if d != of],
                      scalar_reducer(module, "add", wt, f"polyphase_add_{wt.hlo_name}"))
     if wt != et:
         total = e.convert(total, new_element_type=et)  # (+0 or NaN: exact in any float type)
-    return e.bcast(total, out_dims, [dn.output_feature_dimension])  # type: ignore[attr-defined]
+    return e.bcast(total, out_dims, [dn.output_feature_dimension])
 
 
 def _interleave(e: Emitter, phases: dict[tuple[int, ...], Instruction], dims: list[int],

@@ -37,13 +37,12 @@ def swapped(t: Instruction) -> Instruction | None:
     want = (*range(nb), *range(nb + nl, nb + nl + nr), *range(nb, nb + nl))
     if nl == 0 or nr == 0 or tuple(t.attrs.permutation) != want:
         return None
-    pc = a.precision_config
     attrs = dataclasses.replace(
         a, lhs_batching_dimensions=a.rhs_batching_dimensions,
         rhs_batching_dimensions=a.lhs_batching_dimensions,
         lhs_contracting_dimensions=a.rhs_contracting_dimensions,
         rhs_contracting_dimensions=a.lhs_contracting_dimensions,
-        precision_config=tuple(reversed(pc)) if pc is not None else pc)
+        precision_config=tuple(reversed(a.precision_config)))
     return Instruction("dot_general", [rhs, lhs], t.shape, attrs, (), d.name)
 
 

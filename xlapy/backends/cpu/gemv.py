@@ -423,6 +423,32 @@ def plan(extent: int, line_bytes: int, total_bytes: int, align: int) -> tuple[in
     return tuple(parallel.fixed_cuts(extent, per, align))
 
 
+def describe(form: str, k: int, n: int, ldw: int, inc: int, incy: int, beta: np.ndarray,
+             dtype: Any, zero_beta: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """A drive descriptor for one [1, k] x W product in loop form `form` ("rows": W [k, n]
+    with row stride `ldw`, `inc` x's stride; "cols": W [n, k] transposed, `inc` y's) - its
+    chunks, extents, strides and beta* - and the partial rows a "rows" product of several
+    chunks (or a strided / beta output) sums through, else None. The caller writes x, w, y
+    (_D_X, _D_W, _D_Y) and out (_D_OUT: y, or the partial rows) and the workers."""
+    it = np.dtype(dtype).itemsize
+    d = np.zeros(_D_CUTS + parallel.MAX_CHUNKS + 1, np.int64)
+    parts = None
+    if form == "cols":
+        cuts = plan(n, k * it, k * n * it, COLS)
+        d[_D_EXT], d[_D_LDW], d[_D_INC] = k, ldw, inc
+    else:
+        cuts = plan(k, n * it, k * n * it, ROWS)
+        if not (len(cuts) == 2 and incy == 1 and zero_beta):  # else no partial row needed
+            parts = np.empty((len(cuts) - 1, n), dtype)
+        d[_D_EXT], d[_D_LDW], d[_D_INC], d[_D_OUT_STEP] = n, ldw, inc, n
+        d[_D_FINISH], d[_D_INCY] = int(parts is not None), incy or 1
+    d[_D_BETA] = _addr(beta)
+    chunks = len(cuts) - 1
+    d[_D_CHUNKS] = chunks
+    d[_D_CUTS:_D_CUTS + chunks + 1] = cuts
+    return d, parts
+
+
 def _stride(v: np.ndarray, axis: int, it: int) -> int | None:
     """The element stride of `v` along `axis` (any for an extent of 1), or None when it is
     not a positive whole number of elements."""
@@ -475,30 +501,20 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
         b = np.ascontiguousarray(b)
         s0 = n
     beta_buf = np.array([beta], a.dtype)
-    d = np.zeros(_D_CUTS + parallel.MAX_CHUNKS + 1, np.int64)
     if dot_form:
-        form = "cols"
+        form, inc, ldw = "cols", incy, s1 or k
         if x.strides[0] != it and k > 1:
             x = np.ascontiguousarray(x)
-        cuts = plan(n, k * it, k * n * it, COLS)
-        words = (_addr(x), _addr(b), _addr(y), k, s1 or k, incy, _addr(beta_buf), 0, 0, 0, 0)
-        parts = None
     else:
-        form = "rows"
-        incx = _stride(a, 1, it)
-        if incx is None:
+        form, inc, ldw = "rows", _stride(a, 1, it), s0 or n
+        if inc is None:
             x = np.ascontiguousarray(x)
-            incx = 1
-        cuts = plan(k, n * it, k * n * it, ROWS)
-        direct = len(cuts) == 2 and incy == 1 and beta == 0.0  # no partial row needed
-        parts = None if direct else np.empty((len(cuts) - 1, n), a.dtype)
-        words = (_addr(x), _addr(b), _addr(y if parts is None else parts), n, s0 or n, incx,
-                 _addr(beta_buf), n, int(parts is not None), _addr(y), incy or 1)
+            inc = 1
+    d, parts = describe(form, k, n, ldw, inc, incy, beta_buf, a.dtype, beta == 0.0)
+    d[_D_X], d[_D_W], d[_D_Y] = _addr(x), _addr(b), _addr(y)
+    d[_D_OUT] = _addr(y) if parts is None else _addr(parts)
     code = _compile(f64, tgt, form)
-    chunks = len(cuts) - 1
-    d[_D_CHUNKS] = chunks
-    d[_D_X:_D_INCY + 1] = words
-    d[_D_CUTS:_D_CUTS + chunks + 1] = cuts
+    chunks = int(d[_D_CHUNKS])
     helpers = min(threads, chunks) - 1
     if helpers < 1:
         code.drive(d.ctypes.data)
@@ -550,5 +566,5 @@ def _natives() -> tuple[int, int]:
     return natives()
 
 
-__all__ = ["gemv", "matvec", "takes_matvec", "available", "plan", "Compiled", "ROWS", "COLS",
-           "CHUNK_BYTES", "SPLIT_BYTES", "MATVEC_ELEMENTS"]
+__all__ = ["gemv", "describe", "matvec", "takes_matvec", "available", "plan", "Compiled",
+           "ROWS", "COLS", "CHUNK_BYTES", "SPLIT_BYTES", "MATVEC_ELEMENTS"]

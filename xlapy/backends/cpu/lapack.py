@@ -37,6 +37,7 @@ import numpy as np
 from scipy.linalg import blas as sblas
 from scipy.linalg import lapack as slapack
 
+from xlapy.backends.cpu import lapack_batch
 from xlapy.errors import Unimplemented, XlapyError
 from xlapy.ir import Instruction
 from xlapy.ops.custom_call_targets import empty_matrix_results
@@ -116,23 +117,6 @@ def _batched(one: Callable[..., Sequence[Any]], leaves: Sequence[Shape], rank0: 
     return run
 
 
-def _many(t: str, routine: str, instr: Instruction) -> Callable[..., Any] | None:
-    """The whole-batch run of `routine` (lapack_batch.py: one native loop), or None."""
-    from xlapy.backends.cpu import lapack_batch
-
-    if routine == "getrf":
-        return lapack_batch.getrf(t, _info(instr.attrs.call_target_name))
-    if routine == "potrf":
-        return lapack_batch.potrf(t, _char(instr, "uplo", "LU", "L") == "L",
-                                  _info(instr.attrs.call_target_name))
-    if routine == "trsm":
-        return lapack_batch.trsm(t, _char(instr, "side", "LR", None) == "L",
-                                 _char(instr, "uplo", "LU", None) == "L",
-                                 "NTC".index(_char(instr, "trans_x", "NTC", None)),
-                                 _char(instr, "diag", "NU", None) == "U")
-    return None
-
-
 def _with_batch(run: Callable[..., tuple[np.ndarray, ...]], many: Callable[..., Any] | None,
                 leaves: Sequence[Shape], rank0: int) -> Callable[..., tuple[np.ndarray, ...]]:
     """`many` for a batch of two or more non-empty matrices, else `run` (per matrix)."""
@@ -176,10 +160,10 @@ def _custom_call(instr: Instruction) -> Plan | None:
     t, routine = m.groups()
     leaves = _leaves(instr.shape)
     try:
-        one, rank0 = _ROUTINES[routine](t, instr, leaves)
+        one, rank0, many = _ROUTINES[routine](t, instr, leaves)
     except XlapyError as e:
         return "lapack", _failing(e)
-    run = _with_batch(_batched(one, leaves, rank0), _many(t, routine, instr), leaves, rank0)
+    run = _with_batch(_batched(one, leaves, rank0), many, leaves, rank0)
     if instr.shape.is_tuple:
         return "lapack", run
     return "lapack", lambda *ops: run(*ops)[0]
@@ -203,7 +187,8 @@ def _info(target: str) -> Callable[[int], int]:
     return lambda info: _check_info(info, target)
 
 
-OneAndRank = tuple[Callable[..., Sequence[Any]], int]
+#: (run one matrix, its rank, run a whole batch in one native loop (lapack_batch.py) or None)
+OneAndRank = tuple[Callable[..., Sequence[Any]], int, Callable[..., Any] | None]
 
 
 def _potrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -214,7 +199,7 @@ def _potrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     def one(a: np.ndarray) -> Sequence[Any]:
         c, i = fn(a, lower=lower, clean=0, overwrite_a=0)
         return c, info(i)
-    return one, 2
+    return one, 2, lapack_batch.potrf(t, lower, info)
 
 
 def _getrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -224,7 +209,7 @@ def _getrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     def one(a: np.ndarray) -> Sequence[Any]:
         lu, piv, i = fn(a, overwrite_a=0)
         return lu, piv + 1, info(i)  # LAPACK's 1-based pivots (scipy's are 0-based)
-    return one, 2
+    return one, 2, lapack_batch.getrf(t, info)
 
 
 def _geqrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -235,7 +220,7 @@ def _geqrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
         qr, tau, _, i = fn(a, overwrite_a=0)
         info(i)
         return qr, tau
-    return one, 2
+    return one, 2, None
 
 
 def _orgqr(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -247,7 +232,7 @@ def _orgqr(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
         q, _, i = fn(a, tau, overwrite_a=0)
         info(i)
         return (q,)
-    return one, 2
+    return one, 2, None
 
 
 def _syevd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -260,7 +245,7 @@ def _syevd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     def one(a: np.ndarray) -> Sequence[Any]:
         w, v, i = fn(a, compute_v=int(vectors), lower=int(lower))
         return (v if vectors else a), w, info(i)
-    return one, 2
+    return one, 2, None
 
 
 def _gesdd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -278,7 +263,7 @@ def _gesdd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
         else:
             u, s, vt, i = fn(a, compute_uv=1, full_matrices=int(mode == "A"))
         return a, s, u, vt, info(i)
-    return one, 2
+    return one, 2, None
 
 
 def _geev(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -294,7 +279,7 @@ def _geev(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
             return wr, wi, _real_eigenvectors(wi, vl), _real_eigenvectors(wi, vr), i
         w, vl, vr, i = fn(a, compute_vl=1, compute_vr=1, overwrite_a=0)
         return w, vl, vr, info(i)
-    return one, 2
+    return one, 2, None
 
 
 def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -307,7 +292,7 @@ def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     def one(a: np.ndarray, b: np.ndarray) -> Sequence[Any]:
         return (fn(1.0, a, b, side=int(not left), lower=int(lower), trans_a=trans,
                    diag=int(unit)),)
-    return one, 2
+    return one, 2, lapack_batch.trsm(t, left, lower, trans, unit)
 
 
 _ROUTINES: dict[str, Callable[[str, Instruction, list[Shape]], OneAndRank]] = {

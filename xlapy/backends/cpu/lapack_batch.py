@@ -56,14 +56,16 @@ def _loops() -> dict[int, Any]:
     return {n: (eng, _CALL(eng.address(f"xlapy_batch_call_{n}"))) for n in ARITIES}
 
 
+_GET_NAME = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
+    ("PyCapsule_GetName", ctypes.pythonapi))
+_GET_POINTER = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+
 def routine(module: Any, name: str) -> int:
     """The address scipy's cython module exports for routine `name` (e.g. sgetrf)."""
     capsule = module.__pyx_capi__[name]
-    get_name = ctypes.pythonapi.PyCapsule_GetName
-    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    get_ptr = ctypes.pythonapi.PyCapsule_GetPointer
-    get_ptr.restype, get_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return int(get_ptr(capsule, get_name(capsule)))
+    return int(_GET_POINTER(capsule, _GET_NAME(capsule)))
 
 
 def _run(fn: int, args: list[tuple[Any, int]], batch: int) -> None:

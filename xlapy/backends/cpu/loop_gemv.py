@@ -20,19 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlapy.backends.cpu import gemv, parallel, target
+from xlapy.backends.cpu import gemv, target
 from xlapy.backends.cpu.gemv import (
-    _D_BETA,
     _D_CHUNKS,
-    _D_CUTS,
-    _D_EXT,
-    _D_FINISH,
-    _D_INC,
-    _D_INCY,
-    _D_LDW,
     _D_NEXT,
     _D_OUT,
-    _D_OUT_STEP,
     _D_POST,
     _D_SLOTS,
     _D_W,
@@ -58,37 +50,21 @@ class Step:
     """One product's descriptor and the words of its patch-call step."""
 
     def __init__(self, g: Gemm, table: int, threads: int) -> None:
-        it = 8 if g.f64 else 4
-        form = "cols" if g.rhs_t else "rows"
+        dtype = np.float64 if g.f64 else np.float32
+        form = "cols" if g.rhs_t else "rows"  # W [n, k] read by rows, or W [k, n]
         code = gemv._compile(g.f64, target.current(), form)
-        d = np.zeros(_D_CUTS + parallel.MAX_CHUNKS + 1, np.int64)
-        self.beta = np.zeros(1, np.float64 if g.f64 else np.float32)
-        self.parts: np.ndarray | None = None
-        if form == "cols":  # W [n, k]: each output one dot of x with a row
-            cuts = gemv.plan(g.n, g.k * it, g.k * g.n * it, gemv.COLS)
-            d[_D_EXT], d[_D_LDW], d[_D_INC] = g.k, g.k, 1
-            out_word = _D_OUT
-        else:  # W [k, n]: partial rows per chunk of W's rows, summed in chunk order
-            cuts = gemv.plan(g.k, g.n * it, g.k * g.n * it, gemv.ROWS)
-            d[_D_EXT], d[_D_LDW], d[_D_INC], d[_D_OUT_STEP] = g.n, g.n, 1, g.n
-            if len(cuts) > 2:
-                self.parts = np.empty((len(cuts) - 1, g.n), self.beta.dtype)
-                d[_D_OUT], d[_D_FINISH], d[_D_INCY] = self.parts.ctypes.data, 1, 1
-                out_word = _D_Y
-            else:
-                out_word = _D_OUT
-        d[_D_BETA] = self.beta.ctypes.data
-        chunks = len(cuts) - 1
-        d[_D_CHUNKS] = chunks
-        d[_D_CUTS:_D_CUTS + chunks + 1] = cuts
-        self.d = d
-        self.most = max(1, min(threads, chunks))
+        self.beta = np.zeros(1, dtype)
+        ldw = g.k if g.rhs_t else g.n
+        self.d, self.parts = gemv.describe(form, g.k, g.n, ldw, 1, 1, self.beta, dtype, True)
+        if self.parts is not None:
+            self.d[_D_OUT] = self.parts.ctypes.data
+        self.most = max(1, min(threads, int(self.d[_D_CHUNKS])))
         self.zero = np.zeros(1, np.int64)
-        base = d.ctypes.data
-        patches = [(base + 8 * _D_X, table + 8 * g.lhs, 0),
-                   (base + 8 * _D_W, table + 8 * g.rhs, 0),
-                   (base + 8 * out_word, table + 8 * g.out, 0),
-                   (base + 8 * _D_NEXT, self.zero.ctypes.data, 0)]
+        base = self.d.ctypes.data
+        y = _D_OUT if self.parts is None else _D_Y
+        patches = [(base + 8 * _D_X, table + 8 * g.lhs), (base + 8 * _D_W, table + 8 * g.rhs),
+                   (base + 8 * y, table + 8 * g.out),
+                   (base + 8 * _D_NEXT, self.zero.ctypes.data)]  # the claim counter
         self.words = np.array([code.engine.address(f"{gemv._name(g.f64, form)}_drive"), base,
                                len(patches), *(w for p in patches for w in p)], np.int64)
 

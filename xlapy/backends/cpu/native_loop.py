@@ -533,10 +533,12 @@ def _region_steps(p: _Prepared, exe: CpuExecutable, region: Region, table: int) 
     return int(arr.ctypes.data)
 
 
-def _of_inner_loop(exe: CpuExecutable, gte: Instruction) -> bool:
-    """Whether `gte` reads a result of an inner loop that runs as a step (nested_loop.py)."""
+def _of_step(exe: CpuExecutable, gte: Instruction) -> bool:
+    """Whether `gte` reads a result of a step with several: an inner loop that runs as one
+    (nested_loop.py) or an op with several results (loop_tuples.py)."""
     w = gte.operands[0]
-    return w.opcode == "while" and exe.nested.get(w.name) is not None
+    return (w.opcode == "while" and exe.nested.get(w.name) is not None) or \
+        loop_tuples.reads_one(exe, gte)
 
 
 def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutable
@@ -563,8 +565,7 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
             return None
         for i in comp.instructions:
             if i.opcode == "get_tuple_element" and (not tupled or i.operands[0] is not params[0]
-                                                    ) and not _of_inner_loop(exe, i) \
-                    and not loop_tuples.reads_one(exe, i):
+                                                    ) and not _of_step(exe, i):
                 return None
             if i.opcode == "tuple" and i is not comp.root and not all(
                     u.opcode == "while" and exe.nested.get(u.name) is not None for u in i.users):
@@ -582,8 +583,8 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
         return None
     bparams = body.comp.parameters
     for k, o in enumerate(results):
-        if o.opcode == "parameter" or (o.opcode == "get_tuple_element" and not _of_inner_loop(
-                body, o) and not loop_tuples.reads_one(body, o)):
+        if o.opcode == "parameter" or (o.opcode == "get_tuple_element"
+                                       and not _of_step(body, o)):
             if not _is_state(o, k, bparams, tupled):
                 return None
         elif id(o) not in body.slot:

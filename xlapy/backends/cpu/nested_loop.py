@@ -101,34 +101,26 @@ def entry(p: _Prepared, exe: CpuExecutable, n: Nested, table: int, bail: int) ->
     bufs = [np.empty(sh.dimensions, sh.dtype) for sh in shapes]
     others = {k: np.empty_like(bufs[k]) for k, _ in nw.swapped}
     nw._bind(inner, bufs, others)
-    consts: list[int] = []  # words holding fixed pointers; addresses taken once filled
-
-    def const(v: int) -> int:
-        consts.append(v)
-        return len(consts) - 1
-
-    buf_word = [const(ptr(b)) for b in bufs]
-    resets: list[tuple[int, int | tuple[int]]] = []  # (dst address, src address | (const,))
+    # words holding the fixed pointers the tables are reset to: bufs[k], then others[j]
+    fixed = (ctypes.c_int64 * (len(bufs) + len(nw.swapped)))(
+        *[ptr(b) for b in bufs], *[ptr(others[k]) for k, _ in nw.swapped])
+    base = ctypes.addressof(fixed)
+    buf_at = [base + 8 * k for k in range(len(bufs))]
+    resets: list[tuple[int, int]] = []  # (dst address, src address)
     for tab, sslots in zip(inner.tables, nw.state_slots):
         for s, k in sslots:
-            dst = ctypes.addressof(tab) + 8 * s
-            resets.append((dst, table + 8 * n.ins[k]) if k in nw.unread else
-                          (dst, (buf_word[k],)))
+            src = table + 8 * n.ins[k] if k in nw.unread else buf_at[k]
+            resets.append((ctypes.addressof(tab) + 8 * s, src))
     for j, (k, r) in enumerate(nw.swapped):
-        resets.append((ctypes.addressof(inner.tables[1]) + 8 * r, (const(ptr(others[k])),)))
-        resets.append((ctypes.addressof(inner.cells) + 8 * j, (buf_word[k],)))
+        resets.append((ctypes.addressof(inner.tables[1]) + 8 * r,
+                       base + 8 * (len(bufs) + j)))
+        resets.append((ctypes.addressof(inner.cells) + 8 * j, buf_at[k]))
     outs = _outs(exe, n)
     assert outs is not None
     final = {k: ctypes.addressof(inner.cells) + 8 * j for j, (k, _) in enumerate(nw.swapped)}
-    cwords = (ctypes.c_int64 * max(len(consts), 1))(*consts)
-    base = ctypes.addressof(cwords)
-
-    def addr(src: int | tuple[int]) -> int:
-        return base + 8 * src[0] if isinstance(src, tuple) else src
-
-    copy_in = [(base + 8 * buf_word[k], table + 8 * s, b.nbytes)
+    copy_in = [(buf_at[k], table + 8 * s, b.nbytes)
                for k, (s, b) in enumerate(zip(n.ins, bufs)) if k not in nw.unread and b.nbytes]
-    keep: list[Any] = [inner, bufs, others, cwords]
+    keep: list[Any] = [inner, bufs, others, fixed]
     copy_out = []
     for k, slots in enumerate(outs):
         for s in slots:
@@ -136,10 +128,8 @@ def entry(p: _Prepared, exe: CpuExecutable, n: Nested, table: int, bail: int) ->
             keep.append(out)
             ctypes.c_int64.from_address(table + 8 * s).value = ptr(out)
             if out.nbytes:
-                copy_out.append((table + 8 * s, final.get(k, base + 8 * buf_word[k]),
-                                 out.nbytes))
-    arrays = [np.array([w for pair in resets for w in (pair[0], addr(pair[1]))] or [0],
-                       np.int64),
+                copy_out.append((table + 8 * s, final.get(k, buf_at[k]), out.nbytes))
+    arrays = [np.array([w for pair in resets for w in pair] or [0], np.int64),
               np.array([w for t in copy_in for w in t] or [0], np.int64),
               np.array([w for t in copy_out for w in t] or [0], np.int64)]
     words = np.array([len(resets), arrays[0].ctypes.data, len(copy_in), arrays[1].ctypes.data,

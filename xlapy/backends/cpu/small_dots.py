@@ -44,7 +44,7 @@ def eligible(d: Instruction) -> bool:
         return False
     a = d.attrs
     k = prod(lhs.shape.dimensions[c] for c in a.lhs_contracting_dimensions)
-    return 0 < d.shape.num_elements * k <= MAX_MACS and k > 0
+    return 0 < d.shape.num_elements * k <= MAX_MACS
 
 
 def rewrite(module: Module, comp: Computation, d: Instruction) -> Instruction:

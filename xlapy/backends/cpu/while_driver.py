@@ -92,7 +92,8 @@ def _emit_driver() -> ir.Module:
     b.cbranch(b.icmp_signed("<", it, field(9)), cont, exit_)
     b.position_at_end(cont)
     run_kernels(n_body, body, "body")
-    # a nested loop ran out of its iteration budget (the limit): stop, Python raises
+    # a nested loop ran out of its iteration budget: stop before this iteration's updates
+    # (Python raises the limit's error or goes on through Python, native_loop._drive)
     copy_block = fn.append_basic_block("copies")
     b.cbranch(b.icmp_unsigned("!=", field(11), i64(0)), exit_, copy_block)
     b.position_at_end(copy_block)
@@ -128,22 +129,29 @@ def _emit_driver() -> ir.Module:
     return mod
 
 
+def _emit_word_copies(b: ir.IRBuilder, n: ir.Value, pairs: ir.Value) -> None:
+    """*pairs[2j] = *pairs[2j + 1] for j < n: pointer words from one place to another (an
+    inner loop's table bindings, a descriptor's buffers from a loop's tables)."""
+    i64p = I64.as_pointer()
+    with for_range(b, i64(0), n, name="word") as j:
+        at = b.mul(j, i64(2))
+        src = b.load(b.inttoptr(b.load(b.gep(pairs, [b.add(at, i64(1))])), i64p))
+        b.store(src, b.inttoptr(b.load(b.gep(pairs, [at])), i64p))
+
+
 def _emit_patch_call(mod: ir.Module) -> None:
-    """void xlapy_patch_call(i64 *w, lo, hi): w[3 + 3j] <- *w[4 + 3j] + w[5 + 3j] for
-    j < w[2] (a descriptor's pointers from the loop's tables), then w[0](w[1])
-    (loop_gemv.py: gemv's drive)."""
+    """void xlapy_patch_call(i64 *w, lo, hi): *w[3 + 2j] = *w[4 + 2j] for j < w[2] (a
+    descriptor's pointers from the loop's tables), then w[0](w[1]) (loop_gemv.py: gemv's
+    drive)."""
     i64p = I64.as_pointer()
     fn = ir.Function(mod, KERNEL_TYPE, name="xlapy_patch_call")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     w = b.bitcast(fn.args[0], i64p)
 
-    def word(k: ir.Value | int) -> ir.Value:
-        return b.load(b.gep(w, [i64(k) if isinstance(k, int) else k]))
+    def word(k: int) -> ir.Value:
+        return b.load(b.gep(w, [i64(k)]))
 
-    with for_range(b, i64(0), word(2), name="patch") as j:
-        at = b.add(b.mul(j, i64(3)), i64(3))
-        src = b.load(b.inttoptr(word(b.add(at, i64(1))), i64p))
-        b.store(b.add(src, word(b.add(at, i64(2)))), b.inttoptr(word(at), i64p))
+    _emit_word_copies(b, word(2), b.gep(w, [i64(3)]))
     call_t = ir.FunctionType(ir.VoidType(), [i64p])
     b.call(b.inttoptr(word(0), call_t.as_pointer()), [b.inttoptr(word(1), i64p)])
     b.ret_void()
@@ -169,10 +177,7 @@ def _emit_while_step(mod: ir.Module, driver_fn: ir.Function) -> None:
     def deref(addr: ir.Value) -> ir.Value:
         return b.load(b.inttoptr(addr, i64p))
 
-    with for_range(b, i64(0), word(w, 0), name="reset") as r:
-        pairs = b.inttoptr(word(w, 1), i64p)
-        base = b.mul(r, i64(2))
-        b.store(deref(word(pairs, b.add(base, i64(1)))), b.inttoptr(word(pairs, base), i64p))
+    _emit_word_copies(b, word(w, 0), b.inttoptr(word(w, 1), i64p))
 
     def copies(n: int, at: int, tag: str) -> None:
         with for_range(b, i64(0), word(w, n), name=tag) as c:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from xlapy.backends.cpu import lapack_batch
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -25,32 +26,46 @@ def _data(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
         x.astype(dtype)
 
 
-def _same(fn: Any, args: list[np.ndarray]) -> None:
+@pytest.fixture
+def loops(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The batch sizes lapack_batch's native loops ran (the batched path was taken)."""
+    ran: list[int] = []
+    real = lapack_batch._run
+    monkeypatch.setattr(lapack_batch, "_run", lambda fn, args, batch: (
+        ran.append(batch), real(fn, args, batch))[1])
+    return ran
+
+
+def _same(fn: Any, args: list[np.ndarray], loops: list[int]) -> None:
     with jax.enable_x64(any(a.dtype in (np.float64, np.complex128) for a in args)):
         text = jax.jit(fn).lower(*args).as_text()
     assert "lapack_" in text
     cpu = xlapy.compile(text, backend="cpu")
-    got, want = cpu(*args), xlapy.compile(text, backend="interpreter")(*args)
+    got = cpu(*args)
+    assert loops and min(loops) >= 2
+    want = xlapy.compile(text, backend="interpreter")(*args)
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
-def test_vmap_solve(dtype: Any) -> None:
-    _same(jax.vmap(jnp.linalg.solve), [_data((64, 4, 4), dtype, 0), _data((64, 4), dtype, 1)])
+def test_vmap_solve(dtype: Any, loops: list[int]) -> None:
+    _same(jax.vmap(jnp.linalg.solve), [_data((64, 4, 4), dtype, 0), _data((64, 4), dtype, 1)],
+          loops)
 
 
-def test_lu_factor_with_batch_dims_and_a_singular_matrix() -> None:
+def test_lu_factor_with_batch_dims_and_a_singular_matrix(loops: list[int]) -> None:
     a = _data((3, 5, 6, 6), np.float32, 2)
     a[1, 2] = 0.0  # singular: info > 0, not an error
-    _same(lambda m: jsl.lu_factor(m), [a])
+    _same(lambda m: jsl.lu_factor(m), [a], loops)
 
 
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("trans", [0, 1, 2])
 @pytest.mark.parametrize("unit", [False, True])
 @pytest.mark.parametrize("left", [True, False])
-def test_triangular_solve_options(lower: bool, trans: int, unit: bool, left: bool) -> None:
+def test_triangular_solve_options(lower: bool, trans: int, unit: bool, left: bool,
+                                  loops: list[int]) -> None:
     a = _data((9, 5, 5), np.complex64, 3)
     b = _data((9, 5, 3) if left else (9, 3, 5), np.complex64, 4)
 
@@ -58,12 +73,13 @@ def test_triangular_solve_options(lower: bool, trans: int, unit: bool, left: boo
         return jax.lax.linalg.triangular_solve(m, r, left_side=left, lower=lower,
                                                transpose_a=trans > 0, conjugate_a=trans == 2,
                                                unit_diagonal=unit)
-    _same(fn, [a, b])
+    _same(fn, [a, b], loops)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
-def test_vmap_cholesky_and_a_matrix_that_is_not_positive(dtype: Any) -> None:
+def test_vmap_cholesky_and_a_matrix_that_is_not_positive(dtype: Any, loops: list[int]
+                                                          ) -> None:
     a = _data((3, 7, 6, 6), dtype, 5)
     a = a @ np.conj(np.swapaxes(a, -1, -2)) + 6 * np.eye(6, dtype=dtype)
     a[0, 3] = -np.eye(6, dtype=dtype)  # not positive definite: info > 0, NaNs from jax
-    _same(jnp.linalg.cholesky, [a])
+    _same(jnp.linalg.cholesky, [a], loops)
