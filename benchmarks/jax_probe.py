@@ -93,6 +93,14 @@ def programs(small: bool = False) -> dict[str, Program]:
 
         return run, [w(*sh) for sh in shapes]
 
+    def rope(x: Any, pos: Any) -> Any:
+        """Rotary embedding over [batch, seq, heads, 64]: the cos/sin table per position."""
+        d = x.shape[-1] // 2
+        a = pos[:, None] * (1.0 / (10000 ** (jnp.arange(d) / d)))[None, :]
+        c, s_ = jnp.cos(a)[None, :, None, :], jnp.sin(a)[None, :, None, :]
+        x1, x2 = x[..., :d], x[..., d:]
+        return jnp.concatenate([x1 * c - x2 * s_, x1 * s_ + x2 * c], -1)
+
     steps = 10 if small else 1000
     return {
         # control flow
@@ -164,6 +172,9 @@ def programs(small: bool = False) -> dict[str, Program]:
                        [rng.standard_normal((512 // s, 4, 4)).astype(np.float32)
                         + 4 * np.eye(4, dtype=np.float32),
                         rng.standard_normal((512 // s, 4)).astype(np.float32)]),
+        "rope": (rope, [f32(8, 512, 16, 64), np.arange(512 // s, dtype=np.float32)]),
+        "resize": (lambda x: jax.image.resize(x, (8, 128 // s, 128 // s, 3), "bilinear"),
+                   [f32(8, 64, 64, 3)]),
     }
 
 

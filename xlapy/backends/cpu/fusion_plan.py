@@ -16,7 +16,7 @@ from xlapy.backends.cpu.index_emit import INDEX_OPS
 from xlapy.backends.cpu.scatter_emit import splat_reader
 from xlapy.errors import XlapyError
 from xlapy.ir import Computation, Instruction
-from xlapy.passes.fusion_decision import FusionDecision
+from xlapy.passes.fusion_decision import EXPENSIVE, FusionDecision
 
 #: The longest chain of element-wise ops one kernel computes: the emitters walk a kernel's
 #: expression recursively, and a chain of thousands (the interpreter runs 20,000) would
@@ -200,6 +200,15 @@ CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose
 #: DUP_OPS ops and at most DUP_KERNELS kernels need it; else it gets a buffer.
 DUP_OPS = 8
 DUP_KERNELS = 3
+#: A value over transcendental (or divide, sqrt) ops that a kernel reads through broadcasts
+#: at least this many times per element, along a dimension outside one it varies in (so the
+#: emitter's hoisting cannot compute it once per row), gets a buffer: rotary embeddings fused
+#: the cos/sin of a [512, 32] angle table into the [8, 512, 16, 32] product, a cosine per
+#: element of it (16 x 8 times the work).
+SPREAD = 16
+#: ... when the broadcast copies have at least this many elements (a small kernel's extra
+#: launch would cost more than the recomputation saves).
+SPREAD_ELEMENTS = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -307,6 +316,28 @@ def plan_fusion(comp: Computation, limits: FusionLimits = FusionLimits()) -> Cpu
                        "kernel's row: materialized") for b in bad)
 
 
+def _spread(instr: Instruction) -> str | None:
+    """Why a kernel reading `instr` through its broadcasts would recompute it SPREAD or more
+    times per element, along a dimension outer to one it varies in (None: it would not)."""
+    n = max(1, instr.shape.num_elements)
+    for u in instr.users:
+        dims = list(range(instr.shape.rank))  # instr's dimension k is dims[k] of u
+        while u.opcode == "broadcast_in_dim":
+            bd = tuple(u.attrs.broadcast_dimensions)
+            dims = [bd[d] for d in dims]
+            out = u.shape.dimensions
+            varying = [d for k, d in enumerate(dims) if instr.shape.dimensions[k] > 1]
+            added = [d for d in range(len(out)) if d not in dims and out[d] > 1]
+            if (u.shape.num_elements >= max(SPREAD * n, SPREAD_ELEMENTS) and varying
+                    and added and min(added) < max(varying)):
+                return (f"{instr.opcode} read {u.shape.num_elements // n} times per element "
+                        f"through broadcast %{u.name}: a buffer, not a recomputation")
+            if len(u.users) != 1:
+                break
+            u = u.users[0]
+    return None
+
+
 def root_values(comp: Computation) -> list[Instruction]:
     """The instructions whose values leave the computation (through tuples)."""
     out: list[Instruction] = []
@@ -368,11 +399,16 @@ class _Chooser:
     def choose(self) -> tuple[set[int], set[int]]:
         order, fusible, lim = self.order, self.fusible, self.limits
         cost: dict[int, int] = {}
+        heavy: set[int] = set()  # over an EXPENSIVE op and no reduce, fusible all the way
         for instr in order:
             if id(instr) in fusible and instr.opcode != "reduce":
                 own = 0 if instr.opcode in CHEAP else 1
                 cost[id(instr)] = min(own + sum(cost.get(id(o), 0) for o in instr.operands),
                                       1 << 20)
+                ops = [o for o in instr.operands if id(o) in fusible]
+                if all(o.opcode != "reduce" for o in ops) and (
+                        instr.opcode in EXPENSIVE or any(id(o) in heavy for o in ops)):
+                    heavy.add(id(instr))
         mat: set[int] = set()
         inline, cuts = set[int](), depth_cuts(order, fusible, lim.max_depth)
         kernel_of: dict[int, frozenset[int]] = {}
@@ -392,6 +428,8 @@ class _Chooser:
                               "a row reduction computed inside the kernel, per row")
                     continue
             why = self._must_buffer(instr, cuts)
+            if why is None and iid in heavy and instr.opcode not in CHEAP:
+                why = _spread(instr)
             if why is not None:
                 mat.add(iid)
                 kernel_of[iid] = frozenset((iid,))

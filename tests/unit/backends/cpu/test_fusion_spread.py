@@ -1,0 +1,94 @@
+"""fusion_plan.py: a transcendental value a kernel reads through a broadcast SPREAD or more
+times per element, along a dimension outside one it varies in, gets a buffer (rotary
+embeddings recomputed the cos/sin of their angle table once per head); values the emitter
+hoists (broadcast along inner dimensions only), values over inline row reductions and small
+broadcasts stay fused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends import get_backend
+from xlapy.backends.cpu.fusion_plan import SPREAD, SPREAD_ELEMENTS, plan_fusion
+from xlapy.passes.hlo_builder import HloBuilder
+
+
+def _rope(heads: int) -> HloBuilder:
+    """x[b, t, h, d] * cos(a)[t, d] - y * sin(a)[t, d], the table broadcast over b and h."""
+    g = HloBuilder()
+    x = g.param(f"f32[2,64,{heads},32]")
+    y = g.param(f"f32[2,64,{heads},32]")
+    a = g.param("f32[64,32]")
+    big = (2, 64, heads, 32)
+    c = g.bcast(g.cosine(a), big, (1, 3))
+    s = g.bcast(g.sine(a), big, (1, 3))
+    g.build(g.subtract(g.multiply(x, c), g.multiply(y, s)))
+    return g
+
+
+def _roots(g: HloBuilder) -> list[str]:
+    return sorted(r.opcode for r in plan_fusion(g.comp).kernel_roots())
+
+
+def test_rope_table_gets_buffers() -> None:
+    g = _rope(16)  # 32x the table's elements, 64K copies
+    assert _roots(g) == ["cosine", "sine", "subtract"]
+    plan = plan_fusion(g.comp)
+    assert any("times per element through broadcast" in d.reason for d in plan.decisions)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(np.float32)
+            for s in [(2, 64, 16, 32), (2, 64, 16, 32), (64, 32)]]
+    np.testing.assert_array_equal(xlapy.compile(g.module, backend="cpu")(*args),
+                                  xlapy.compile(g.module, backend="interpreter")(*args))
+
+
+def test_small_spread_stays_fused() -> None:
+    assert 2 * 64 * 32 < SPREAD * 64 * 32 // 2
+    assert _roots(_rope(1)) == ["subtract"]  # read twice per element: recomputed
+
+
+def test_broadcast_along_inner_dimensions_stays_fused() -> None:
+    """exp(v)[r] broadcast to [r, c]: the emitter computes it once per row already."""
+    g = HloBuilder()
+    x = g.param("f32[256,1024]")
+    v = g.param("f32[256]")
+    g.build(g.multiply(x, g.bcast(g.exponential(v), (256, 1024), (0,))))
+    assert 256 * 1024 >= SPREAD_ELEMENTS
+    assert _roots(g) == ["multiply"]
+
+
+def test_value_over_a_row_reduction_stays_inline() -> None:
+    """rms norm: x * rsqrt(mean(x*x)) keeps its reduction inside the kernel."""
+    g = HloBuilder()
+    x = g.param("f32[64,1024]")
+    sq = g.reduce(g.multiply(x, x), g.const(0.0), (1,), g.scalar_fn("add"))
+    r = g.rsqrt(sq)
+    g.build(g.multiply(x, g.bcast(r, (64, 1024), (0,))))
+    plan = plan_fusion(g.comp)
+    assert [r.opcode for r in plan.kernel_roots()] == ["multiply"]
+    assert plan.row_reduces
+
+
+@pytest.mark.parametrize("heads", [16])
+def test_rope_from_jax(heads: int) -> None:
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+
+    def rope(x: object, pos: object) -> object:
+        d = 16
+        f = 1.0 / (10000 ** (jnp.arange(d) / d))
+        a = pos[:, None] * f[None, :]
+        c, s = jnp.cos(a)[None, :, None, :], jnp.sin(a)[None, :, None, :]
+        x1, x2 = x[..., :d], x[..., d:]
+        return jnp.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal((2, 128, heads, 32)).astype(np.float32),
+            np.arange(128, dtype=np.float32)]
+    text = jax.jit(rope).lower(*args).as_text()
+    exe = xlapy.compile(text, backend="cpu")
+    roots = [r.opcode for r in get_backend("cpu").compile(exe.module, None).fusion.kernel_roots()]
+    assert roots.count("cosine") == roots.count("sine") == 1
+    np.testing.assert_array_equal(exe(*args), xlapy.compile(text, backend="interpreter")(*args))
