@@ -33,6 +33,7 @@ from xlapy.backends.cpu import (
     chain_runtime,
     conv_epilogue,
     dot_epilogue,
+    kernel_sequence,
     kernels,
     lanes,
     lapack,
@@ -60,6 +61,7 @@ from xlapy.backends.cpu.fusion_plan import (
 from xlapy.backends.cpu.introspect import Introspection
 from xlapy.backends.cpu.kernel_compile import compile_kernels
 from xlapy.backends.cpu.llvm_util import Engine, collect_objects, new_module
+from xlapy.backends.cpu.loop_steps import steps
 from xlapy.backends.cpu.memory_plan import MemoryPlanning
 from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
 from xlapy.backends.cpu.options import CpuOptions
@@ -248,6 +250,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.kernel_specs = kernel_specs
         self.regions = self._plan_regions(kernel_specs, fusible)
         self.chains = self._plan_chains()
+        #: The kernels run as one function in a native loop (kernel_sequence.py), or None.
+        self.sequence: kernel_sequence.KernelSequence | None = None
         if kernel_specs:
             self._compile_kernels(mod, kernel_specs, self._chain_dropped())
             self._bind_kernels(kernel_specs)
@@ -375,7 +379,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         op = OPS[instr.opcode]
         subs: list[Any] = []
         if instr.opcode in CONTROL_FLOW:
-            opts = self.options.nested_copy()
+            opts = self.options.nested_copy(loop_part=instr.opcode == "while")
             subs = [CpuExecutable(c, None, opts, self._plans) for c in instr.called]
             self.subexecs.extend((instr.name, sub) for sub in subs)
             how = "control flow (cpu sub-executables)"
@@ -506,8 +510,12 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                          skip: AbstractSet[int] = frozenset()) -> None:
         """The kernels' engines and addresses (kernel_compile.py); kernels whose output is
         in `skip` (`_chain_dropped`) are not compiled (address 0)."""
-        engines, self.kernel_ir, self.kernel_addrs = compile_kernels(
-            mod, specs, skip, self.options, self._early)
+        seq = kernel_sequence.emit(mod, specs, steps(self), self._early.jobs) \
+            if self.options.loop_part and not self.regions and not self.chains else None
+        engines, self.kernel_ir, self.kernel_addrs, addr = compile_kernels(
+            mod, specs, skip, self.options, self._early, seq or ())
+        if seq:
+            self.sequence = kernel_sequence.KernelSequence(addr, seq)
         self.engines.extend(engines)
         self.engine = self.engines[0] if self.engines else None
 

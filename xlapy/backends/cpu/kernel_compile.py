@@ -12,10 +12,11 @@ kernel is the same either way. Big kernels that started compiling as they were e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from xlapy.backends.cpu import cache, kernels, parallel_compile
+from xlapy.backends.cpu import cache, kernel_sequence, kernels, parallel_compile
 from xlapy.backends.cpu.early_compile import EarlyCompiles
 from xlapy.backends.cpu.fusion_plan import kernel_elements
 from xlapy.backends.cpu.llvm_util import Engine, module_texts
@@ -24,13 +25,16 @@ from xlapy.phases import phase
 
 
 def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int],
-                    options: CpuOptions, early: EarlyCompiles
-                    ) -> tuple[list[Engine], str, list[int]]:
-    """(engines, the whole module's text, each kernel's address) for `specs`, emitted into
-    `mod`; kernels whose output is in `skip` (a chain's dropped ones) are not compiled
-    (address 0)."""
+                    options: CpuOptions, early: EarlyCompiles, sequence: Sequence[int] = ()
+                    ) -> tuple[list[Engine], str, list[int], int]:
+    """(engines, the whole module's text, each kernel's address, the sequence function's)
+    for `specs`, emitted into `mod`; kernels whose output is in `skip` (a chain's dropped
+    ones) are not compiled (address 0). `sequence`: the kernels kernel_sequence.NAME runs
+    (compiled in a module of its own, their copies inlined into it; else address 0)."""
     jobs = early.jobs
-    built = [k for k in specs if k.output not in skip and k.name not in jobs]
+    together = {specs[j].name for j in sequence}
+    built = [k for k in specs if k.output not in skip and k.name not in jobs
+             and k.name not in together]
     n = parallel_compile.threads(options.num_threads) if len(built) > 1 else 1
     groups: list[list[kernels.Kernel]] = []
     lights: list[bool] = []
@@ -41,7 +45,12 @@ def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int
             if r:
                 groups.append([kind[i] for i in r])
                 lights.append(explicit)
-    whole, texts = module_texts(mod, [[k.name for k in g] for g in groups])
+    names = [[k.name for k in g] for g in groups]
+    if sequence:  # one module: the kernels, and the function their copies are inlined into
+        groups.append([specs[j] for j in sequence])
+        lights.append(all(specs[j].explicit for j in sequence))
+        names.append([specs[j].name for j in sequence] + [kernel_sequence.NAME])
+    whole, texts = module_texts(mod, names)
     modes = [(lt, any(kernel_elements(k) >= options.small_kernel for k in group))
              for lt, group in zip(lights, groups)]
     keys = [cache.key(text, "light" if light else "" if vec else "novec")
@@ -59,19 +68,20 @@ def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int
                     for i in todo}
     engines: list[Engine] = []
     addrs: dict[str, int] = {}
-    for i, (group, text, (light, vec)) in enumerate(zip(groups, texts, modes)):
+    for i, (text, (light, vec)) in enumerate(zip(texts, modes)):
         engine = Engine(text, obj=objs[i], vectorize=vec, light=light,
-                        exports=[k.name for k in group], compiled=compiled.get(i))
+                        exports=names[i], compiled=compiled.get(i))
         if objs[i] is None:
             cache.put(keys[i], engine.object)
         engines.append(engine)
-        addrs.update((k.name, engine.address(k.name)) for k in group)
+        addrs.update((k, engine.address(k)) for k in names[i])
     for k in specs:  # (after the others: their compile overlaps the early ones')
         if k.name in jobs and k.output not in skip:
             engine = early.engine(k.name)
             engines.append(engine)
             addrs[k.name] = engine.address(k.name)
-    return engines, whole, [addrs.get(k.name, 0) for k in specs]
+    return engines, whole, [addrs.get(k.name, 0) for k in specs], \
+        addrs.get(kernel_sequence.NAME, 0)
 
 
 __all__ = ["compile_kernels"]

@@ -113,7 +113,7 @@ FN_ATTRS = ('"prefer-vector-width"="512" "min-legal-vector-width"="0" '
 #: FN_ATTRS in the `ieee` denormal mode (xlapy.denormal): no flushing anywhere.
 FN_ATTRS_IEEE = FN_ATTRS.replace("preserve-sign,ieee", "ieee,ieee")
 _ATTR_GROUP = 7001
-_DEFINE = re.compile(r"^(define [^\n]*\))(\s*\n\{)", re.M)
+_DEFINE = re.compile(r"^(define [^\n]*\)(?: [a-z]+)*)(\s*\n\{)", re.M)
 _LOOP_MD = re.compile(r'^(![0-9]+) = !\{ *!"xlapy\.loop\.ic\.([0-9]+)" *\}', re.M)
 
 

@@ -58,8 +58,9 @@ from xlapy.backends.cpu import (
     nested_loop,
     parallel,
     row_loop,
-    target,
 )
+from xlapy.backends.cpu.kernel_sequence import KernelSequence
+from xlapy.backends.cpu.loop_steps import GEMM_KINDS, NATIVE_WHILE, steps
 from xlapy.backends.cpu.op_emit import TupleKernel
 from xlapy.backends.cpu.threads import NativePool, fn_address
 from xlapy.backends.cpu.thunks import bounds, ptr
@@ -74,60 +75,12 @@ if TYPE_CHECKING:
 #: Body reductions into partials (elements x ops) above this cost keep the Python loop: it
 #: reduces them in chunks combined by numpy (executable.partial_thunk).
 MAX_NATIVE_COST = 1 << 18
-#: BLAS dots above this many multiply-adds keep the Python loop (blas.gemm's chunks).
-MAX_NATIVE_MACS = 1 << 20
 #: Work (a kernel's or region's cost, a GEMM's multiply-adds) from which a step is split over
 #: the worker pool (loop_split.py): a native hand-off costs about a microsecond.
 NATIVE_SPLIT_COST = 1 << 18
-#: How the report names the dots a step may run (executable.py, library.library_kind).
-GEMM_KINDS = ("library blas", "library jit gemm")
-#: How the report names a native loop (and so an inner loop a step may run).
-NATIVE_WHILE = "native while loop"
 #: Target seconds of one driver call: the longest a Ctrl-C or a grid stop waits.
 SLICE_SECONDS = 0.01
 _MAX_SLICE = 1 << 40
-
-
-def _steps(exe: CpuExecutable) -> list[int | Gemm | Region | nested_loop.Nested | None]:
-    """The native steps of a cond/body in thunk order (the report's): kernel indices, GEMMs,
-    row-parallel regions (in place of their members) and native inner loops; None for a dot
-    or an inner loop the driver may not run."""
-    by_name = {i.name: i for i in exe.comp.instructions}
-    first = {r.members[0].slot: r for r in exe.regions}
-    inside = {m.slot for r in exe.regions for m in r.members[1:]}
-    out: list[int | Gemm | Region | nested_loop.Nested | None] = []
-    for name, op, how in exe.report:
-        instr = by_name.get(name) if op != "region" else None
-        s = exe.slot.get(id(instr)) if instr is not None else None
-        if s in first:
-            out.append(first[s])
-        elif s in inside:
-            continue
-        elif how.startswith("kernel "):
-            out.append(int(how.split()[1][1:]))
-        elif (j := loop_tuples.index(exe, name, how)) is not None:
-            out.append(j if loop_tuples.readers_ok(exe, j) else None)
-        elif how in GEMM_KINDS:
-            out.append(_native_gemm(exe, by_name[name]))
-        elif how.startswith(NATIVE_WHILE):
-            n = exe.nested.get(name)
-            out.append(n if nested_loop.valid(exe, n) else None)
-    return out
-
-
-def _native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
-    """The Gemm of a dot_general the driver may run: 2-D f32/f64 (regions.gemm_of), written
-    into a temporary slot (an arena buffer the tables hold); through BLAS only when small
-    (MAX_NATIVE_MACS), gemm_small's loop nest at any size it takes (split over threads)."""
-    from xlapy.backends.cpu import regions
-
-    if not target.current().is_x86 or id(instr) not in exe.slot:
-        return None
-    g = regions.gemm_of(instr, exe.slot, vectors=True)
-    if g is None or g.out not in exe.temp_slots or \
-            (g.small is None and g.m * g.n * g.k > MAX_NATIVE_MACS):
-        return None
-    return g
 
 
 def _state_slots(exe: CpuExecutable, tupled: bool) -> list[tuple[int, int]]:
@@ -188,6 +141,8 @@ class NativeWhile:
                                                        for k in range(len(results))])
         for k in self.windows.elements if self.windows is not None else ():
             self.results[k] = None
+        if self.windows is not None:  # (window kernels replace some of the body's)
+            body.sequence = None
         assert cond.comp.root is not None
         self.pred_slot = cond.slot[id(cond.comp.root)]
         self.state_slots = [_state_slots(cond, tupled), _state_slots(body, tupled)]
@@ -198,7 +153,7 @@ class NativeWhile:
         #: some body kernel writes every iteration, each the result of one element only.
         self.swapped = [(k, r) for k, r in enumerate(self.results)
                         if r is not None and r in body_out and res.count(r) == 1]
-        self.cond_steps, self.body_steps = len(_steps(cond)), len(_steps(body))
+        self.cond_steps, self.body_steps = len(steps(cond)), len(steps(body))
         #: State elements the loop never writes and nobody reads after it: bound in place,
         #: not copied (scan_rnn's xs, 8 MB a call).
         self.unread = _unread_after(instruction, self.results) - \
@@ -219,10 +174,12 @@ class NativeWhile:
             n = len(self.windows.elements)
             return f" ({n} state element{'s' if n > 1 else ''} updated in place)"
         inner = sum(isinstance(s, nested_loop.Nested) for exe in (self.cond, self.body)
-                    for s in _steps(exe))
+                    for s in steps(exe))
         if inner:
             return f" ({inner} native loop{'s' if inner > 1 else ''} inside)"
         rp = self.row_plan
+        if (rp is None or self.row_threads < 2) and self.body.sequence is not None:
+            return f" (body: {len(self.body.sequence.kernels)} kernels as one function)"
         if rp is None or self.row_threads < 2:
             return ""
         n = len(row_loop.shares(rp.rows, self.row_threads, rp.region.align)) - 1
@@ -257,9 +214,9 @@ class NativeWhile:
             p.tables.append(table)
 
         def entries(exe: CpuExecutable, table: Any) -> Any:
-            steps = _steps(exe)
-            arr = (ctypes.c_int64 * max(3 * len(steps), 1))()
-            for j, step in enumerate(steps):
+            todo = steps(exe)
+            arr = (ctypes.c_int64 * max(3 * len(todo), 1))()
+            for j, step in enumerate(todo):
                 arr[3 * j: 3 * j + 3] = self._entry(p, exe, step, ctypes.addressof(table))
             return arr
 
@@ -288,7 +245,8 @@ class NativeWhile:
         return p
 
     def _entry(self, p: _Prepared, exe: CpuExecutable,
-               step: int | Gemm | Region | nested_loop.Nested | None, table: int) -> list[int]:
+               step: int | Gemm | Region | nested_loop.Nested | KernelSequence | None,
+               table: int) -> list[int]:
         """The driver's (function, argument, outer) words of one step; big ones split over
         the worker pool (loop_split.py) at the Python path's chunks."""
         from xlapy.backends.cpu import regions
@@ -296,6 +254,8 @@ class NativeWhile:
         threads = exe.num_threads
         if p.rows is not None:  # one thread's share of a row-split loop
             threads = 1
+        if isinstance(step, KernelSequence):
+            return [step.address, table, 0]
         if isinstance(step, int):
             spec, addr = exe.kernel_specs[step], exe.kernel_addrs[step]
             if exe is self.body and self.windows is not None and step in self.windows.kernels:
@@ -561,7 +521,7 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
                                                               "region")
                     or loop_tuples.index(exe, name, how) is not None):
                 return None
-        if any(step is None for step in _steps(exe)):
+        if any(step is None for step in steps(exe)):
             return None
         for i in comp.instructions:
             if i.opcode == "get_tuple_element" and (not tupled or i.operands[0] is not params[0]

@@ -44,6 +44,9 @@ class CpuOptions:
     small_kernel: int = 64
     #: A computation control flow runs (its parameters are its caller's to check).
     nested: bool = False
+    #: A while loop's condition or body (its tiny kernels get a sequence function:
+    #: kernel_sequence.py).
+    loop_part: bool = False
     #: The denormal mode kernels and fallbacks run in (xlapy.denormal: `ftz` or `ieee`).
     denormal: str = denormal.FTZ
 
@@ -71,5 +74,5 @@ class CpuOptions:
                       "num_threads": parallel.num_threads(opts, parallel.usable_cpus()),
                       "denormal": denormal.from_options(opts)})
 
-    def nested_copy(self) -> CpuOptions:
-        return dataclasses.replace(self, nested=True)
+    def nested_copy(self, loop_part: bool = False) -> CpuOptions:
+        return dataclasses.replace(self, nested=True, loop_part=loop_part)

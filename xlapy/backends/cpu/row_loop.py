@@ -62,18 +62,18 @@ class RowPlan:
 def plan(nw: NativeWhile) -> RowPlan | None:
     """A RowPlan when the loop can run as independent loops over row ranges (module
     docstring), else None."""
-    from xlapy.backends.cpu.native_loop import _steps
+    from xlapy.backends.cpu.loop_steps import steps
 
     body, cond = nw.body, nw.cond
-    steps = _steps(body)
-    regs = [s for s in steps if isinstance(s, regions.Region)]
-    if len(regs) != 1 or any(not isinstance(s, (int, regions.Region)) for s in steps) or any(
-            isinstance(body.kernel_specs[s], TupleKernel) for s in steps if isinstance(s, int)):
+    todo = steps(body)
+    regs = [s for s in todo if isinstance(s, regions.Region)]
+    if len(regs) != 1 or any(not isinstance(s, (int, regions.Region)) for s in todo) or any(
+            isinstance(body.kernel_specs[s], TupleKernel) for s in todo if isinstance(s, int)):
         return None
     region = regs[0]
     if any(m.gemm is not None and m.gemm.small is None for m in region.members):
         return None
-    if any(not isinstance(s, int) for s in _steps(cond)):
+    if any(not isinstance(s, int) for s in steps(cond)):
         return None
     made = {m.slot for m in region.members}
     carried = {k for k, r in enumerate(nw.results) if r in made}

@@ -231,12 +231,14 @@ def _emit_gemm_call(mod: ir.Module) -> None:
 @once
 @on_host
 def driver() -> tuple[Engine, Any]:
-    """Built on a program's first run (once per process), so its build time is that run's:
-    the light pipeline and LLVM's -O0 code generator (cache.o0_engine) take ~2 ms where O3
-    took ~21 (its passes 12, its code generation 9), and fori_nested (1000 iterations of
-    a 64-float body: the loop is all driver) ran as fast within noise (0.082-0.104 ms with
-    the -O3 code generator, 0.090-0.094 with -O0, four fresh processes each)."""
-    eng = cache.library_engine(("while-driver",), _emit_driver, "while-driver-O0", o0=True,
+    """Built on a program's first run (once per process; then from the disk cache), in the
+    background while the compile returns (once.ahead). The light pipeline and the normal
+    code generator: ~23 ms to build where LLVM's -O0 code generator took ~9, but -O0 kept
+    every value of the iteration loop in stack slots, and a loop whose body is a few tiny
+    kernels is all driver: 8 state arrays of 2 floats 63 -> 35 ns an iteration, 1 array
+    18 -> 11.5, with kernel_sequence.py (O3, ~50 ms to build: 32 and 11, within noise)."""
+    eng = cache.library_engine(("while-driver",), _emit_driver, "while-driver-light",
+                               vectorize=False, light=True,
                                exports=["xlapy_while", "xlapy_while_step", "xlapy_patch_call",
                                         "xlapy_gemm_call",
                                         loop_split.SPLIT_NAME])

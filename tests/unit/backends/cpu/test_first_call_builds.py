@@ -54,21 +54,25 @@ def test_o0_engine_compiles_the_o0_machines_object(no_disk_cache: None) -> None:
     assert ours.object == want and ours.address("xlapy_while")
 
 
-def test_the_while_driver_is_built_light_at_o0(monkeypatch: pytest.MonkeyPatch,
-                                               no_disk_cache: None) -> None:
-    modes: list[str] = []
-    real = cache.o0_engine
+def test_the_while_driver_is_built_light(monkeypatch: pytest.MonkeyPatch,
+                                         no_disk_cache: None) -> None:
+    """The driver's iteration loop is the whole cost of a loop of tiny kernels: the normal
+    code generator, not the -O0 one's stack slots."""
+    modes: list[tuple[str, bool, bool]] = []
+    real = cache.engine
 
-    def spy(text: str, mode: str, **k: Any) -> Any:
-        modes.append(mode)
-        return real(text, mode, **k)
+    def spy(mod: Any, mode: str, vectorize: bool = True, light: bool = False,
+            **k: Any) -> Any:
+        modes.append((mode, vectorize, light))
+        return real(mod, mode, vectorize, light, **k)
 
-    monkeypatch.setattr(cache, "o0_engine", spy)
+    monkeypatch.setattr(cache, "engine", spy)
     eng, run = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
-    assert modes == ["while-driver-O0"] and eng.address("xlapy_while") and run
+    assert modes == [("while-driver-light", False, True)] and eng.address("xlapy_while") and run
+    assert eng.pipeline == "light"
 
 
-def test_a_native_loop_runs_on_the_o0_driver() -> None:
+def test_a_native_loop_runs_on_the_driver() -> None:
     prog = xlapy.compile(LOOP, backend="cpu")
     assert any("native while loop" in how for _, _, how in prog._exe.report)
     x = np.arange(8, dtype=np.float32) - 3.5
@@ -175,7 +179,7 @@ def test_a_library_object_that_does_not_load_is_emitted_again(
     cache.clear_memory()
     emitted = _driver_text_calls(monkeypatch)
     with target.use(target.host_target()):
-        k = cache.library_key(("while-driver",), "while-driver-O0")
+        k = cache.library_key(("while-driver",), "while-driver-light")
         cache.put(k, b"not an object")
     eng, run = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
     assert emitted == [1] and eng.address("xlapy_while") and run

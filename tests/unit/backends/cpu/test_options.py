@@ -95,8 +95,9 @@ def test_nested_executables_get_the_same_options() -> None:
     prog = xlapy.compile(LOOP, "cpu", options={"num_threads": 2, "split_cost": 7})
     exe = prog._exe  # type: ignore[attr-defined]
     subs = [sub for _, sub in exe.subexecs]
-    assert subs and all(s.options == dataclasses.replace(exe.options, nested=True)
-                        for s in subs)
+    assert subs and all(s.options == dataclasses.replace(exe.options, nested=True,
+                                                         loop_part=True)
+                        for s in subs)  # (LOOP's while: its cond and body)
     x = np.linspace(-1, 1, 64, dtype=np.float32)
     want = xlapy.compile(LOOP, "interpreter")(x)
     np.testing.assert_allclose(prog(x), want, rtol=2e-6, atol=1e-6)

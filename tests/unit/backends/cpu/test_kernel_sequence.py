@@ -1,0 +1,105 @@
+"""kernel_sequence.py: a native loop's tiny body runs as one function of its kernels (the
+driver calls it once an iteration), with the bits of the kernel-by-kernel run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+import xlapy
+from xlapy.backends.cpu import kernel_sequence, llvm_util
+from xlapy.backends.cpu.loop_steps import steps
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+lax = jax.lax
+
+
+def _rk4(y: object) -> object:
+    """An RK4 pendulum on 2 floats: six kernels a step."""
+    h = 0.01
+
+    def f(y: object) -> object:
+        return jnp.stack([y[1], -jnp.sin(y[0]) - 0.1 * y[1]])
+
+    def step(i: object, y: object) -> object:
+        k1 = f(y)
+        k2 = f(y + h / 2 * k1)
+        k3 = f(y + h / 2 * k2)
+        k4 = f(y + h * k3)
+        return y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+
+    return lax.fori_loop(0, 300, step, y)
+
+
+def _body(prog: object) -> object:
+    return [s for n, s in prog._exe.subexecs if s.comp.name.startswith("while_body")][0]
+
+
+def test_a_tiny_body_is_one_step_with_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    y = np.array([1.0, 0.0], np.float32)
+    text = jax.jit(_rk4).lower(y).as_text()
+    prog = xlapy.compile(text, backend="cpu")
+    body = _body(prog)
+    assert body.sequence is not None and len(body.sequence.kernels) == len(body.kernel_specs) > 2
+    assert steps(body) == [body.sequence]
+    got = prog(y)
+    np.testing.assert_array_equal(got, xlapy.compile(text, backend="interpreter")(y))
+    monkeypatch.setattr(kernel_sequence, "MAX_ELEMENTS", 0)  # kernel by kernel
+    again = xlapy.compile(text, backend="cpu")
+    assert _body(again).sequence is None and len(steps(_body(again))) > 2
+    np.testing.assert_array_equal(again(y), got)
+    np.testing.assert_allclose(got, np.asarray(jax.jit(_rk4)(y)), rtol=1e-5, atol=1e-6)
+
+
+def test_state_arrays_swapped_every_iteration() -> None:
+    """Several state arrays whose buffers swap each iteration, odd and even trip counts."""
+    for trips in (7, 8):
+        def f(a: object, b: object, c: object, trips: int = trips) -> object:
+            return lax.fori_loop(0, trips, lambda i, s: (s[1] * 0.5 + 1, s[2] - s[0], s[0]),
+                                 (a, b, c))
+        args = [np.arange(3, dtype=np.float32) + k for k in range(3)]
+        text = jax.jit(f).lower(*args).as_text()
+        prog = xlapy.compile(text, backend="cpu")
+        assert _body(prog).sequence is not None
+        for g, w in zip(prog(*args), xlapy.compile(text, backend="interpreter")(*args)):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_big_bodies_and_top_level_computations_keep_their_kernels() -> None:
+    n = kernel_sequence.MAX_ELEMENTS
+    x = np.ones(n, np.float32)
+    text = jax.jit(lambda v: lax.fori_loop(0, 3, lambda i, w: jnp.sin(w) * 2, v)).lower(
+        x).as_text()
+    prog = xlapy.compile(text, backend="cpu")
+    assert _body(prog).sequence is None
+    np.testing.assert_array_equal(prog(x), xlapy.compile(text, backend="interpreter")(x))
+    top = xlapy.compile(jax.jit(lambda v: (jnp.sin(v) + 1, v * 2)).lower(
+        x[:4]).as_text(), backend="cpu")
+    assert top._exe.sequence is None
+
+
+def test_an_in_place_update_body_runs_kernel_by_kernel() -> None:
+    """A body whose cache update runs in place (dus_window.py) drops its sequence."""
+    def f(cache: object, v: object) -> object:
+        return lax.fori_loop(0, 4, lambda i, s: (lax.dynamic_update_slice(
+            s[0], s[1][None], (i, 0)), s[1] + 1.0), (cache, v))[0]
+
+    args = [np.zeros((4, 3), np.float32), np.ones(3, np.float32)]
+    text = jax.jit(f).lower(*args).as_text()
+    prog = xlapy.compile(text, backend="cpu")
+    assert any("updated in place" in how for _, _, how in prog._exe.report)
+    assert _body(prog).sequence is None
+    np.testing.assert_array_equal(prog(*args), xlapy.compile(text, backend="interpreter")(*args))
+
+
+def test_inlined_functions_keep_the_function_attributes() -> None:
+    """module_text adds the attribute group (denormal mode, vector width) to a definition
+    that carries llvmlite attributes such as alwaysinline too."""
+    mod = llvm_util.new_module("t")
+    fn = ir.Function(mod, llvm_util.KERNEL_TYPE, name="k0")
+    fn.attributes.add("alwaysinline")
+    ir.IRBuilder(fn.append_basic_block("entry")).ret_void()
+    text = llvm_util.module_text(mod)
+    assert "alwaysinline #7001" in text and "denormal-fp-math" in text

@@ -1,0 +1,70 @@
+"""The native steps of a while loop's condition or body (native_loop.py): which of an
+executable's thunks the driver runs, in order, and as what."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from xlapy.backends.cpu import loop_tuples, nested_loop, target
+from xlapy.backends.cpu.kernel_sequence import KernelSequence
+
+if TYPE_CHECKING:
+    from xlapy.backends.cpu.executable import CpuExecutable
+    from xlapy.backends.cpu.regions import Gemm, Region
+    from xlapy.ir import Instruction
+
+#: BLAS dots above this many multiply-adds keep the Python loop (blas.gemm's chunks).
+MAX_NATIVE_MACS = 1 << 20
+#: How the report names the dots a step may run (executable.py, library.library_kind).
+GEMM_KINDS = ("library blas", "library jit gemm")
+#: How the report names a native loop (and so an inner loop a step may run).
+NATIVE_WHILE = "native while loop"
+
+
+def steps(exe: CpuExecutable) -> list[int | Gemm | Region | nested_loop.Nested | KernelSequence
+                                    | None]:
+    """The native steps of a cond/body in thunk order (the report's): kernel indices, GEMMs,
+    row-parallel regions (in place of their members) and native inner loops; None for a dot
+    or an inner loop the driver may not run. A body of tiny kernels is one step, their
+    sequence function (kernel_sequence.py)."""
+    if exe.sequence is not None:
+        return [exe.sequence]
+    by_name = {i.name: i for i in exe.comp.instructions}
+    first = {r.members[0].slot: r for r in exe.regions}
+    inside = {m.slot for r in exe.regions for m in r.members[1:]}
+    out: list[int | Gemm | Region | nested_loop.Nested | None] = []
+    for name, op, how in exe.report:
+        instr = by_name.get(name) if op != "region" else None
+        s = exe.slot.get(id(instr)) if instr is not None else None
+        if s in first:
+            out.append(first[s])
+        elif s in inside:
+            continue
+        elif how.startswith("kernel "):
+            out.append(int(how.split()[1][1:]))
+        elif (j := loop_tuples.index(exe, name, how)) is not None:
+            out.append(j if loop_tuples.readers_ok(exe, j) else None)
+        elif how in GEMM_KINDS:
+            out.append(native_gemm(exe, by_name[name]))
+        elif how.startswith(NATIVE_WHILE):
+            n = exe.nested.get(name)
+            out.append(n if nested_loop.valid(exe, n) else None)
+    return out
+
+
+def native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
+    """The Gemm of a dot_general the driver may run: 2-D f32/f64 (regions.gemm_of), written
+    into a temporary slot (an arena buffer the tables hold); through BLAS only when small
+    (MAX_NATIVE_MACS), gemm_small's loop nest at any size it takes (split over threads)."""
+    from xlapy.backends.cpu import regions
+
+    if not target.current().is_x86 or id(instr) not in exe.slot:
+        return None
+    g = regions.gemm_of(instr, exe.slot, vectors=True)
+    if g is None or g.out not in exe.temp_slots or \
+            (g.small is None and g.m * g.n * g.k > MAX_NATIVE_MACS):
+        return None
+    return g
+
+
+__all__ = ["GEMM_KINDS", "MAX_NATIVE_MACS", "NATIVE_WHILE", "native_gemm", "steps"]
