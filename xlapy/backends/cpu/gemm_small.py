@@ -26,8 +26,9 @@ blocking wins.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -102,12 +103,15 @@ def shape(m: int, n: int, k: int, f64: bool, rhs_t: bool = False) -> GemmShape |
     return GemmShape(m, n, k, f64)
 
 
-def plain_dot(instr: Instruction, vectors: bool = False
+def plain_dot(instr: Instruction, vectors: bool = False, flat: bool = False
               ) -> tuple[int, int, int, bool, bool] | None:
     """(m, n, k, rhs transposed, f64) of a plain 2-D f32/f64 dot_general ([m, k] x [k, n] or
     x [n, k]) whose result rows are the lhs rows, or None (regions.gemm_of reads the same).
     `vectors`: a 1-D lhs [k] is one row (m = 1), a 1-D rhs [k] one column (n = 1, as [1, k]
-    transposed), in the same memory (the native loop driver's steps take these)."""
+    transposed), in the same memory (the native loop driver's steps take these). `flat`:
+    higher ranks too when the memory is that of such a product (dot_flatten.py): no batch
+    dimensions, the lhs contracting its last dimensions in order (m its free ones), the rhs
+    its first (or last) ones in order."""
     if instr.opcode != "dot_general":
         return None
     a = instr.attrs
@@ -115,8 +119,11 @@ def plain_dot(instr: Instruction, vectors: bool = False
     et = instr.shape.element_type
     if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
         return None
-    ranks = (1, 2) if vectors else (2,)
     lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
+    if flat and (lhs.rank > 2 or rhs.rank > 2):
+        return _flat(lhs.dimensions, rhs.dimensions, lc, rc, list(a.lhs_batching_dimensions),
+                     et == ET.F64)
+    ranks = (1, 2) if vectors else (2,)
     if lhs.rank not in ranks or rhs.rank not in ranks or list(a.lhs_batching_dimensions) or \
             lc != [lhs.rank - 1]:
         return None
@@ -132,9 +139,29 @@ def plain_dot(instr: Instruction, vectors: bool = False
     return m, n, k, rhs_t, et == ET.F64
 
 
-def of_instruction(instr: Instruction) -> GemmShape | None:
-    """The GemmShape of a plain 2-D [m, k] x [k, n] f32/f64 dot_general, or None."""
-    d = plain_dot(instr)
+def _flat(ld: Sequence[int], rd: Sequence[int], lc: list[int], rc: list[int],
+          batch: list[int], f64: bool) -> tuple[int, int, int, bool, bool] | None:
+    """plain_dot's `flat` case: lhs [free..., contracting...], rhs [contracting..., free...]
+    or [free..., contracting...] (transposed), each part at least one dimension."""
+    nl, nr, nc = len(ld), len(rd), len(lc)
+    if batch or nl < 2 or not 0 < nc < nl or nc >= nr or lc != list(range(nl - nc, nl)):
+        return None
+    if rc == list(range(nc)):
+        rhs_t = False
+    elif rc == list(range(nr - nc, nr)):
+        rhs_t = True
+    else:
+        return None
+    k = prod(ld[d] for d in lc)
+    if any(rd[d] != ld[c] for d, c in zip(rc, lc)):
+        return None
+    return prod(ld[:nl - nc]), prod(rd) // k if k else 0, k, rhs_t, f64
+
+
+def of_instruction(instr: Instruction, flat: bool = False) -> GemmShape | None:
+    """The GemmShape of a plain 2-D [m, k] x [k, n] f32/f64 dot_general (`flat`: or one
+    laid out as such, plain_dot), or None."""
+    d = plain_dot(instr, flat=flat)
     return None if d is None else shape(d[0], d[1], d[2], d[4], d[3])
 
 

@@ -325,7 +325,7 @@ def _small(instr: Instruction) -> gemm_small.GemmShape | None:
     1000x1, 2 threads, 180 -> 73 us, 4096x256 111 -> 65, 300x300 19.5 -> 16.2)."""
     from xlapy.backends.cpu import gemv
 
-    s = gemm_small.of_instruction(instr)
+    s = gemm_small.of_instruction(instr, flat=True)
     if s is None or gemv.takes_matvec(s.m, s.n, s.k, np.float64 if s.f64 else np.float32):
         return None
     return s

@@ -60,7 +60,7 @@ def native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
 
     if not target.current().is_x86 or id(instr) not in exe.slot:
         return None
-    g = regions.gemm_of(instr, exe.slot, vectors=True)
+    g = regions.gemm_of(instr, exe.slot, vectors=True, flat=True)
     if g is None or g.out not in exe.temp_slots or \
             (g.small is None and g.m * g.n * g.k > MAX_NATIVE_MACS):
         return None

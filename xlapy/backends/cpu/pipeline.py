@@ -92,6 +92,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     sorts of an iota read as top_k made chlo.top_k again (topk_select.py), then the cpu
     fusion."""
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution
+    from xlapy.backends.cpu.dot_flatten import FlattenDots
     from xlapy.backends.cpu.dot_transpose import FoldDotTranspose
     from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
     from xlapy.backends.cpu.topk_select import SelectTopK
@@ -101,7 +102,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
 
     target_ = (options or CpuOptions.make()).target
     return Pipeline("cpu", [*backend_pipeline().passes, FoldDotTranspose(),
-                            PolyphaseConvolution(), SmallDotsAsReduces(),
+                            FlattenDots(), PolyphaseConvolution(), SmallDotsAsReduces(),
                             WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CpuFusion(options)],
                     verify, print_after_all)

@@ -103,10 +103,12 @@ class Region:
         return max(m.kernel.align if m.kernel else 1 for m in self.members)
 
 
-def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False) -> Gemm | None:
+def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
+            flat: bool = False) -> Gemm | None:
     """The Gemm of a plain 2-D f32/f64 dot_general whose result rows are the lhs rows
-    (`vectors`: or a vector-matrix / matrix-vector one, gemm_small.plain_dot)."""
-    d = gemm_small.plain_dot(instr, vectors)
+    (`vectors`: or a vector-matrix / matrix-vector one; `flat`: or a higher-rank one laid
+    out as such: gemm_small.plain_dot)."""
+    d = gemm_small.plain_dot(instr, vectors, flat)
     if d is None:
         return None
     m, n, k, rhs_t, f64 = d

@@ -22,7 +22,7 @@ CASES: dict[str, tuple[Any, list[tuple[int, ...]]]] = {
     "scores": (lambda q, k: jnp.einsum("hd,thd->ht", q, k), [(4, 16), (12, 4, 16)]),
     "mix": (lambda p, v: jnp.einsum("ht,thd->hd", p, v), [(4, 12), (12, 4, 16)]),
     "bmm": (lambda a, b: jnp.einsum("bij,bjk->bik", a, b), [(3, 5, 7), (3, 7, 6)]),
-    "rank3": (lambda a, b: jnp.einsum("ijk,kl->ijl", a, b), [(2, 3, 5), (5, 4)]),
+    "rank3_middle": (lambda a, b: jnp.einsum("ikj,kl->ijl", a, b), [(2, 5, 3), (5, 4)]),
     "outer": (lambda a, b: jnp.einsum("bi,bj->bij", a, b), [(3, 5), (3, 4)]),
 }
 
@@ -60,6 +60,7 @@ def test_small_batched_dots_are_kernels(name: str, dtype: Any) -> None:
 @pytest.mark.parametrize("fn,shapes,dtype", [
     (lambda a, b: a @ b, [(8, 16), (16, 4)], np.float32),           # plain 2-D: GEMM routes
     (lambda a, b: a @ b, [(16,), (16, 4)], np.float32),             # vector-matrix: GEMM
+    (lambda a, b: jnp.einsum("ijk,kl->ijl", a, b), [(4, 8, 32), (32, 32)], np.float32),  # 2-D
     (CASES["bmm"][0], [(3, 5, 7), (3, 7, 6)], ml_dtypes.bfloat16),  # narrow: stays a dot
     (CASES["bmm"][0], [(16, 64, 64), (16, 64, 64)], np.float32),    # over MAX_MACS
 ])
