@@ -91,6 +91,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     converts then fuse into the kernels around them), bf16 rows summed in f32 shared,
     sorts of an iota read as top_k made chlo.top_k again (topk_select.py), then the cpu
     fusion."""
+    from xlapy.backends.cpu.column_sums import SplitColumnSums
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution
     from xlapy.backends.cpu.dot_flatten import FlattenDots
     from xlapy.backends.cpu.dot_transpose import FoldDotTranspose
@@ -103,6 +104,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     target_ = (options or CpuOptions.make()).target
     return Pipeline("cpu", [*backend_pipeline().passes, FoldDotTranspose(),
                             FlattenDots(), PolyphaseConvolution(), SmallDotsAsReduces(),
+                            SplitColumnSums(),
                             WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CpuFusion(options)],
                     verify, print_after_all)
