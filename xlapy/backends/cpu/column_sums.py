@@ -10,9 +10,10 @@ into R / B blocks of B ~ sqrt(R): each block summed in order (B ulps), then the 
 (R / B): ~2 sqrt(R) ulps, 40x better at R = 262144 (8.8e-8 there), and the first level
 runs over threads by blocks.
 
-Only single-operand add reduces of f32, f16 and bf16 whose reduced dimensions are the
-leading ones, at least MIN_ROWS rows of them, with a divisor of R near sqrt(R) (else the
-reduce stays); f64 sums are accurate enough in order. The sum's association is the
+Only single-operand add reduces of f32, f16 and bf16 whose reduced dimensions are
+consecutive (the leading ones, or a middle run: [8, 4096, 16] over 1), not the innermost,
+at least MIN_ROWS rows of them, with a divisor of R near sqrt(R) (else the reduce stays);
+f64 sums are accurate enough in order. The sum's association is the
 backend's choice (the kernels' accumulator chains reassociate too).
 """
 
@@ -41,36 +42,36 @@ def block(rows: int) -> int | None:
     return None
 
 
-def _split(r: Instruction) -> tuple[int, int] | None:
-    """(leading reduced dimensions, block) of a column sum to split, or None."""
+def _split(r: Instruction) -> tuple[int, int, int] | None:
+    """(first and end reduced dimension, block) of a column sum to split, or None."""
     if r.opcode != "reduce" or len(r.operands) != 2 or reducer_op(r) != "add":
         return None
     x = r.operands[0]
     if x.shape.element_type not in _TYPES or r.shape.element_type not in _TYPES:
         return None
     dims = sorted(r.attrs.dimensions)
-    p = len(dims)
-    if not dims or dims != list(range(p)) or p == x.shape.rank:
-        return None  # (full and row reductions have accumulator chains in lanes)
-    rows = prod(x.shape.dimensions[:p])
+    if not dims or dims != list(range(dims[0], dims[-1] + 1)) or dims[-1] == x.shape.rank - 1:
+        return None  # (row and full reductions have accumulator chains in lanes)
+    a, e = dims[0], dims[-1] + 1
+    rows = prod(x.shape.dimensions[a:e])
     b = block(rows) if rows >= MIN_ROWS else None
-    return None if b is None else (p, b)
+    return None if b is None else (a, e, b)
 
 
 def two_level(comp: Computation, r: Instruction) -> Instruction:
     """`r` as the sum of per-block sums (module docstring)."""
     found = _split(r)
     assert found is not None
-    p, b = found
+    a, e, b = found
     x, init = r.operands
-    e = Emitter(comp)
-    rows = prod(x.shape.dimensions[:p])
-    rest = tuple(x.shape.dimensions[p:])
-    blocks = e.op("reshape", x, shape=(rows // b, b, *rest))
-    zero = e.const(0, x.shape.element_type)
+    d = x.shape.dimensions
+    em = Emitter(comp)
+    rows = prod(d[a:e])
+    blocks = em.op("reshape", x, shape=(*d[:a], rows // b, b, *d[e:]))
+    zero = em.const(0, x.shape.element_type)
     add = r.called[0]
-    inner = e.reduce(blocks, zero, (1,), add)
-    outer = e.reduce(inner, init, (0,), add)
+    inner = em.reduce(blocks, zero, (a + 1,), add)
+    outer = em.reduce(inner, init, (a,), add)
     return two_level(comp, outer) if _split(outer) is not None else outer
 
 
