@@ -202,9 +202,10 @@ DUP_OPS = 8
 DUP_KERNELS = 3
 #: A value over transcendental (or divide, sqrt) ops that a kernel reads through broadcasts
 #: at least this many times per element, along a dimension outside one it varies in (so the
-#: emitter's hoisting cannot compute it once per row), gets a buffer: rotary embeddings fused
-#: the cos/sin of a [512, 32] angle table into the [8, 512, 16, 32] product, a cosine per
-#: element of it (16 x 8 times the work).
+#: emitter's hoisting cannot compute it once per row), or through a gather (a table lookup),
+#: gets a buffer: rotary embeddings fused the cos/sin of a [512, 32] angle table into the
+#: [8, 512, 16, 32] product, a cosine per element of it (16 x 8 times the work), and
+#: jnp.interp computed the sine of its 100 knots at each of 1M lookups.
 SPREAD = 16
 #: ... when the broadcast copies have at least this many elements (a small kernel's extra
 #: launch would cost more than the recomputation saves).
@@ -321,6 +322,10 @@ def _spread(instr: Instruction) -> str | None:
     times per element, along a dimension outer to one it varies in (None: it would not)."""
     n = max(1, instr.shape.num_elements)
     for u in instr.users:
+        if u.opcode == "gather" and u.operands[0] is instr and \
+                u.shape.num_elements >= max(SPREAD * n, SPREAD_ELEMENTS):
+            return (f"{instr.opcode} read {u.shape.num_elements // n} times per element "
+                    f"through gather %{u.name}: a buffer, not a recomputation")
         dims = list(range(instr.shape.rank))  # instr's dimension k is dims[k] of u
         while u.opcode == "broadcast_in_dim":
             bd = tuple(u.attrs.broadcast_dimensions)

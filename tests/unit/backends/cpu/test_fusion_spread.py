@@ -92,3 +92,17 @@ def test_rope_from_jax(heads: int) -> None:
     roots = [r.opcode for r in get_backend("cpu").compile(exe.module, None).fusion.kernel_roots()]
     assert roots.count("cosine") == roots.count("sine") == 1
     np.testing.assert_array_equal(exe(*args), xlapy.compile(text, backend="interpreter")(*args))
+
+
+def test_a_table_read_through_a_gather_gets_a_buffer() -> None:
+    """jnp.interp: the sine of 100 knots looked up at each of 64K points."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    x = np.linspace(-3, 3, 1 << 16, dtype=np.float32)
+    fn = lambda v: jnp.interp(v, jnp.linspace(-3, 3, 100), jnp.sin(jnp.linspace(-3, 3, 100)))
+    text = jax.jit(fn).lower(x).as_text()
+    exe = xlapy.compile(text, backend="cpu")
+    plan = get_backend("cpu").compile(exe.module, None).fusion
+    assert "sine" in [r.opcode for r in plan.kernel_roots()]
+    assert any("through gather" in d.reason for d in plan.decisions)
+    np.testing.assert_array_equal(exe(x), xlapy.compile(text, backend="interpreter")(x))
