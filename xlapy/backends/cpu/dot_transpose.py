@@ -7,6 +7,13 @@ contracting dimensions first) has the result dimensions [batch, B's free, A's fr
 the transpose's when its permutation keeps the batch dimensions and swaps the two free
 groups. XLA's CPU compiler rewrites the same way (its optimized HLO has `dot(x, g)`).
 
+A transposed dot whose lhs contracts a leading dimension while its rhs contracts its last
+ones (JAX's `einsum("bhqk,bkhd->bqhd", p, v)`: dot_general(v, p) -> [b, h, d, q], then a
+transpose to [b, q, h, d]) swaps its operands too, the transpose absorbing the swap: the
+library then reads p as the [q, k] rows it is and v as [k, d] columns, where it copied both
+into GEMM layout and wrote [d, q] blocks (1.07 -> 0.54 ms for 4 x 8 heads of 128 x 128 x 32,
+the transpose after it unchanged).
+
 The values are the same products summed over the same contraction; the order in which a
 GEMM adds them may differ with the operand roles (OpenBLAS picks its kernels by shape), the
 same freedom the backend's own GEMM routes take (gemm_f32, gemm_small, gemm_skinny), so this
@@ -20,6 +27,7 @@ import dataclasses
 
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.pass_base import ComputationPass
+from xlapy.types import Shape
 
 
 def swapped(t: Instruction) -> Instruction | None:
@@ -46,18 +54,62 @@ def swapped(t: Instruction) -> Instruction | None:
     return Instruction("dot_general", [rhs, lhs], t.shape, attrs, (), d.name)
 
 
+def _trailing(rank: int, dims: tuple[int, ...]) -> bool:
+    return sorted(dims) == list(range(rank - len(dims), rank))
+
+
+def reordered(t: Instruction) -> Instruction | None:
+    """transpose(dot_general(B, A)) for transpose `t` of dot_general(A, B) when A contracts
+    other than its last dimensions and B its last ones (module docstring), else None."""
+    if t.opcode != "transpose":
+        return None
+    d = t.operands[0]
+    if d.opcode != "dot_general" or d.attrs.algorithm is not None or len(d.users) != 1:
+        return None
+    a = d.attrs
+    lhs, rhs = d.operands
+    if _trailing(lhs.shape.rank, a.lhs_contracting_dimensions) or \
+            not _trailing(rhs.shape.rank, a.rhs_contracting_dimensions):
+        return None
+    nb = len(a.lhs_batching_dimensions)
+    nl = lhs.shape.rank - nb - len(a.lhs_contracting_dimensions)
+    nr = rhs.shape.rank - nb - len(a.rhs_contracting_dimensions)
+    if nl == 0 or nr == 0:
+        return None
+    # the swapped dot's dimension j holds the original dot's dimension back[j]
+    back = (*range(nb), *range(nb + nl, nb + nl + nr), *range(nb, nb + nl))
+    where = {orig: j for j, orig in enumerate(back)}
+    perm = tuple(where[p] for p in t.attrs.permutation)
+    attrs = dataclasses.replace(
+        a, lhs_batching_dimensions=a.rhs_batching_dimensions,
+        rhs_batching_dimensions=a.lhs_batching_dimensions,
+        lhs_contracting_dimensions=a.rhs_contracting_dimensions,
+        rhs_contracting_dimensions=a.lhs_contracting_dimensions,
+        precision_config=tuple(reversed(a.precision_config)))
+    dims = d.shape.dimensions
+    shape = Shape.array(d.shape.element_type, [dims[j] for j in back])
+    new = Instruction("dot_general", [rhs, lhs], shape, attrs, (), d.name)
+    if perm == tuple(range(len(perm))):
+        return new
+    return Instruction("transpose", [new], t.shape, dataclasses.replace(
+        t.attrs, permutation=perm), (), t.name)
+
+
 class FoldDotTranspose(ComputationPass):
-    """Rewrites transpose(dot_general(A, B)) as dot_general(B, A) (module docstring)."""
+    """Rewrites transpose(dot_general(A, B)) as dot_general(B, A), or as a transpose of it
+    (module docstring)."""
 
     name = "fold-dot-transpose"
 
     def run_on_computation(self, comp: Computation) -> bool:
         changed = False
         for t in [i for i in comp.instructions if i.opcode == "transpose"]:
-            new = swapped(t)
+            new = swapped(t) or reordered(t)
             if new is None:
                 continue
             dot = t.operands[0]
+            if new.opcode == "transpose":
+                comp.add(new.operands[0])
             comp.add(new)
             t.replace_all_uses_with(new)  # (the root too)
             for old in (t, dot):
@@ -67,4 +119,4 @@ class FoldDotTranspose(ComputationPass):
         return changed  # (ComputationPass sorts a changed computation)
 
 
-__all__ = ["FoldDotTranspose", "swapped"]
+__all__ = ["FoldDotTranspose", "reordered", "swapped"]

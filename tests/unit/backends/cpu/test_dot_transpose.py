@@ -68,3 +68,27 @@ def test_batched_dot_swaps_its_free_groups() -> None:
 @pytest.mark.parametrize("text", [OTHER_PERM, READ_TWICE])
 def test_other_transposes_stay(text: str) -> None:
     assert not FoldDotTranspose().run(parse_module(text))
+
+
+#: JAX's einsum("bhqk,bkhd->bqhd", p, v): dot_general(v, p) contracting v's dimension 1 and
+#: p's last, then a transpose.
+PV = """func.func @main(%p: tensor<2x3x5x6xf32>, %v: tensor<2x6x3x4xf32>) -> tensor<2x5x3x4xf32> {
+  %0 = stablehlo.dot_general %v, %p, batching_dims = [0, 2] x [0, 1], contracting_dims = [1] x [3] : (tensor<2x6x3x4xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x4x5xf32>
+  %1 = stablehlo.transpose %0, dims = [0, 3, 1, 2] : (tensor<2x3x4x5xf32>) -> tensor<2x5x3x4xf32>
+  return %1 : tensor<2x5x3x4xf32>
+}"""
+
+
+def test_a_dot_whose_rhs_reads_as_rows_swaps_its_operands() -> None:
+    module = parse_module(PV)
+    assert FoldDotTranspose().run(module)
+    dots = [i for i in module.entry_computation().instructions if i.opcode == "dot_general"]
+    assert len(dots) == 1 and dots[0].operands[0].name == "p"  # p is the lhs now
+    assert tuple(dots[0].shape.dimensions) == (2, 3, 5, 4)
+    rng = np.random.default_rng(2)
+    p = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    v = rng.standard_normal((2, 6, 3, 4)).astype(np.float32)
+    got = xlapy.compile(PV, backend="cpu")(p, v)
+    np.testing.assert_allclose(got, np.einsum("bhqk,bkhd->bqhd", p, v), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, xlapy.compile(PV, backend="interpreter")(p, v),
+                               rtol=1e-5, atol=1e-5)
