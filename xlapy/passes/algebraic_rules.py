@@ -86,6 +86,28 @@ def _self_compare(i: Instruction, direction: ComparisonDirection) -> bool:
     return (a is b and _is_int(a) and i.attrs.comparison_direction is direction)
 
 
+def _scalar_of(x: Instruction) -> Instruction | None:
+    """The scalar a broadcast_in_dim splats, or None."""
+    if x.opcode == "broadcast_in_dim" and x.operands[0].shape.rank == 0:
+        return x.operands[0]
+    return None
+
+
+def _op_of_splats(i: Instruction, e: Emitter) -> Instruction | None:
+    """op(broadcast(a), broadcast(b)) => broadcast(op(a, b)) for a and b scalars (the same
+    arithmetic, once; folding then sees op(a, b) when both are constants)."""
+    a, b = (_scalar_of(o) for o in _ops(i))
+    if a is None or b is None:
+        return None
+    return e.broadcast_in_dim(e.op(i.opcode, a, b), shape=i.shape.dimensions,
+                              broadcast_dimensions=())
+
+
+#: Binary elementwise ops without attributes (their result type is their operands').
+_SPLAT_BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power",
+                 "remainder", "atan2", "and", "or", "xor")
+
+
 def _select(i: Instruction, e: Emitter) -> tuple[Instruction, Instruction, Instruction]:
     p, a, b = _ops(i)
     return p, a, b
@@ -228,4 +250,7 @@ ARITH_RULES: list[Rule] = [
     Rule("compare_self_ne", "compare",
          lambda i, e: e.splat(False, i.shape) if _self_compare(i, ComparisonDirection.NE)
          else None),
+] + [
+    # op(broadcast(a), broadcast(b)) => broadcast(op(a, b))   (a, b scalars)
+    Rule("op_of_scalar_broadcasts", op, _op_of_splats) for op in _SPLAT_BINARY
 ]

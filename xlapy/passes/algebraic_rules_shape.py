@@ -321,6 +321,11 @@ SHAPE_RULES: list[Rule] = [
     # get_tuple_element(tuple(A0, A1, ...), k) => Ak
     Rule("gte_tuple", "get_tuple_element",
          lambda i, e: _op0(i).operands[i.attrs.index] if _op0(i).opcode == "tuple" else None),
+    # dynamic_slice(broadcast(s), starts) => broadcast(s)   (s a scalar: every window is s)
+    Rule("dynamic_slice_broadcast_scalar", "dynamic_slice",
+         lambda i, e: e.broadcast_in_dim(_scalar_bcast(_op0(i)), shape=i.shape.dimensions,
+                                         broadcast_dimensions=())
+         if _scalar_bcast(_op0(i)) is not None else None),
     # dynamic_slice(A, constant starts) => slice(A)   (starts clamped as at run time)
     Rule("dynamic_slice_constant", "dynamic_slice", _dynamic_slice_constant),
     # reduce(A, init) over dimensions of extent 1 => op(broadcast(init), reshape(A))

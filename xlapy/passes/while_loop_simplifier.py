@@ -7,9 +7,15 @@
   element state was copied in and out around one body run, 3.2x XLA's time);
 * trip count: `i < N` over an integer counter that starts at a constant and the body adds 1 to, is
   recorded on the loop as `meta["trip_count"]` (the cost model and `xlapy opt` print it);
-* constant sinking: a state element that starts as a constant and the body passes through
-  unchanged is replaced by that constant inside the body and the condition, so folding and
-  the simplifier see it.
+* constant sinking: a state element that starts as a constant, an iota or a broadcast of a
+  scalar constant (XLA's WhileLoopConstantSinking, sink_broadcast_of_constants=true) and the
+  body passes through unchanged is replaced by a copy of that value inside the body and the
+  condition, so folding and the simplifier see it (a condition or body another loop calls
+  too is cloned first);
+* dead state: an element only passed through, read by no one inside or after the loop, is
+  dropped from the state (while_loop_dead_state.py; XLA's TryRemoveDeadWhileParams). JAX's
+  scan over `jnp.ones((64, 256))` in a fori_loop broadcast and carried the 64x256 array in
+  every outer trip; after sinking, the scan body folds its slice of it and the element goes.
 Both the XLA form (one tuple-typed state) and the StableHLO form (N operands) are handled.
 """
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.attrs import ComparisonDirection
 from xlapy.passes.pass_base import Pass, sort_instructions
+from xlapy.passes.while_loop_dead_state import remove_dead_state
 
 
 def _state_elements(w: Instruction) -> list[Instruction] | None:
@@ -85,14 +92,16 @@ class WhileLoopSimplifier(Pass):
 
     def run(self, module: Module) -> bool:
         changed = False
+        self._callers, reached = _callers(module)
         for comp in module.post_order():
+            if id(comp) not in reached:
+                continue  # (left for DCE: it may share loop regions with a reached one)
             for w in [i for i in comp.instructions if i.opcode == "while"]:
-                changed |= self._simplify(comp, w)
+                changed |= self._simplify(module, comp, w)
         return changed
 
-    def _simplify(self, comp: Computation, w: Instruction) -> bool:
-        cond, body = w.called
-        packed = len(w.operands) == 1 and w.operands[0].shape.is_tuple
+    def _simplify(self, module: Module, comp: Computation, w: Instruction) -> bool:
+        cond, _ = w.called
         n = trip_count(w)
         if n is not None and w.meta.get("trip_count") != n:
             w.meta["trip_count"] = n
@@ -117,21 +126,82 @@ class WhileLoopSimplifier(Pass):
                     comp.remove(w)
                 sort_instructions(comp)
                 return True
+        changed = self._sink(module, w)
+        regions = list(w.called)
+        if remove_dead_state(module, comp, w) is None:
+            return changed
+        for c in regions:  # (w now calls trimmed copies)
+            self._callers[id(c)] = self._callers.get(id(c), 1) - 1
+        return True
+
+    def _sink(self, module: Module, w: Instruction) -> bool:
+        """Constant sinking: the reads of sinkable, passed-through elements (not the body's
+        output of them) become copies of the initial value."""
         init = _state_elements(w)
         if init is None:
             return False
-        changed = False
-        for k, x in enumerate(init):
-            if x.opcode != "constant" or not _passes_through(body, k, packed):
-                continue
+        cond, body = w.called
+        packed = len(w.operands) == 1 and w.operands[0].shape.is_tuple
+        todo = [k for k, x in enumerate(init)
+                if _sinkable(x) and _passes_through(body, k, packed) and any(
+                    _read_by(region, k, packed, body) for region in (cond, body))]
+        if not todo:
+            return False
+        if any(self._callers.get(id(c), 0) > 1 for c in (cond, body)):
+            for c in (cond, body):  # another loop calls them: sink into copies
+                self._callers[id(c)] = self._callers.get(id(c), 1) - 1
+            cond = module.add_computation(cond.clone(cond.name + ".sunk"))
+            body = module.add_computation(body.clone(body.name + ".sunk"))
+            self._callers[id(cond)] = self._callers[id(body)] = 1
+            w.called = [cond, body]
+        for k in todo:
             for region in (cond, body):
                 for use in _element_uses(region, k, packed):
                     users = [u for u in use.users if not (region is body and u is body.root)]
                     if not users:
                         continue
-                    c = region.add(Instruction("constant", [], x.shape, x.attrs, (), "sunk"))
+                    c = _copy_into(region, init[k])
                     for u in users:
                         u.replace_operand_with(use, c)
-                    sort_instructions(region)
-                    changed = True
-        return changed
+                sort_instructions(region)
+        return True
+
+
+def _callers(module: Module) -> tuple[dict[int, int], set[int]]:
+    """id(computation) -> how many instructions call it, in the computations the entry
+    reaches (a function already inlined may still be listed until DCE); and the ids of
+    those computations."""
+    count: dict[int, int] = {}
+    stack = [module.entry] if module.entry is not None else list(module.computations)
+    seen: set[int] = set()
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        for i in c.instructions:
+            for callee in i.called:
+                count[id(callee)] = count.get(id(callee), 0) + 1
+                stack.append(callee)
+    return count, seen
+
+
+def _sinkable(x: Instruction) -> bool:
+    """Cheaper to recompute where it is read than to carry: a constant, an iota, a broadcast
+    of a scalar constant."""
+    if x.opcode in ("constant", "iota"):
+        return True
+    return (x.opcode == "broadcast_in_dim" and x.operands[0].opcode == "constant"
+            and x.operands[0].shape.rank == 0)
+
+
+def _read_by(region: Computation, k: int, packed: bool, body: Computation) -> list[Instruction]:
+    """The users of element k in `region` (the body's root, its pass-through, aside)."""
+    return [u for use in _element_uses(region, k, packed) for u in use.users
+            if not (region is body and u is body.root)]
+
+
+def _copy_into(region: Computation, x: Instruction) -> Instruction:
+    """A copy of `x` (a constant, or an op over copies of its operands) added to `region`."""
+    ops = [_copy_into(region, o) for o in x.operands]
+    return region.add(Instruction(x.opcode, ops, x.shape, x.attrs, (), "sunk"))

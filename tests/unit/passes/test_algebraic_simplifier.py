@@ -95,6 +95,12 @@ CASES: dict[str, Case] = {
                    lambda g, a, b: g.select(g.cmp(a, b, "GE"), a, b)),
     "compare_self_eq": (I, lambda g, a, b: g.cmp(a, a, "EQ"), lambda g, a, b: g.cmp(a, b, "EQ")),
     "compare_self_ne": (I, lambda g, a, b: g.cmp(a, a, "NE"), lambda g, a, b: g.cmp(a, a, "LT")),
+    # a scalar parameter broadcast, so folding cannot do it instead
+    "op_of_scalar_broadcasts": (F, lambda g, a, b: g.multiply(
+        g.bcast(g.reshape(g.slice(a, start_indices=(1,), limit_indices=(2,), strides=(1,)),
+                          shape=()), (4,), ()), g.splat(3.0, a)),
+        lambda g, a, b: g.multiply(g.bcast(g.slice(a, start_indices=(1,), limit_indices=(2,),
+                                                   strides=(1,)), (4,), (0,)), g.splat(3.0, a))),
     "convert_same": (F, lambda g, a, b: g.convert(a, new_element_type=a.shape.element_type),
                      lambda g, a, b: g.convert(g.convert(a, new_element_type=_s32()),
                                                new_element_type=a.shape.element_type)),
@@ -163,6 +169,10 @@ CASES: dict[str, Case] = {
                   lambda g, a, b: g.get_tuple_element(g.get_tuple_element(
                       g.tuple(g.tuple(a, b), a), index=0) if False else g.tuple(a, b), index=0)
                   if False else g.negate(a)),
+    "dynamic_slice_broadcast_scalar": (M, lambda g, a, b: g.dynamic_slice(
+        g.splat(2.5, a), g.const(1, "s32"), g.const(1, "s32"), slice_sizes=(1, 2)),
+        lambda g, a, b: g.dynamic_slice(a, g.const(1, "s32"), g.const(1, "s32"),
+                                        slice_sizes=(1, 2))),
     "dynamic_slice_constant": (F, lambda g, a, b: g.dynamic_slice(
         a, g.const(3, "s32"), slice_sizes=(2,)),
         lambda g, a, b: g.dynamic_slice(a, g.convert(g.slice(
