@@ -1,6 +1,8 @@
 """Test-wide settings: jax on CPU, deterministic hypothesis profile by default."""
 
 import os
+import sys
+from collections.abc import Iterator
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Op-level tests check the reference interpreter, the semantics oracle; the cpu backend has its
@@ -9,12 +11,36 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLAPY_BACKEND", "interpreter")
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 
+import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile("deterministic", derandomize=True, max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
+
+
+@pytest.fixture(autouse=True)
+def _jax_x64_restored() -> Iterator[None]:
+    """A test that switches jax's 64-bit mode (test_xla_math turns it on) leaves it as it
+    found it. (A whole-suite run has it on from collection: the differential modules turn
+    it on when imported, and the JAX-based unit tests were written with it on.)"""
+    jax = sys.modules.get("jax")
+    was = bool(jax.config.jax_enable_x64) if jax is not None else False
+    yield
+    jax = sys.modules.get("jax")
+    if jax is not None and bool(jax.config.jax_enable_x64) != was:
+        jax.config.update("jax_enable_x64", was)
+
+
+@pytest.fixture
+def jax_x32() -> Iterator[None]:
+    """jax's default 32-bit mode for the test, whatever the session has (tests that lower
+    f32 programs with Python-float and arange constants: `pytestmark =
+    pytest.mark.usefixtures("jax_x32")`)."""
+    jax = pytest.importorskip("jax")
+    with jax.enable_x64(False):
+        yield
 
 
 def pytest_terminal_summary(terminalreporter: object) -> None:

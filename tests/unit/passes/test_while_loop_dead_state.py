@@ -21,6 +21,8 @@ from xlapy.passes.while_loop_simplifier import WhileLoopSimplifier
 from xlapy.stablehlo import parse_module
 from xlapy.types import Shape
 
+pytestmark = pytest.mark.usefixtures("jax_x32")  # f32 programs from jax
+
 F = "f32[4]"
 Elems = list[Instruction]
 

@@ -3,8 +3,10 @@
 
 chlo lowering -> native forms -> call inlining -> rng_bit_generator expansion -> bit-exact
 simplification -> splat constants to broadcasts -> CSE -> DCE (`passes.backend_pipeline`) ->
-transpose(dot(A, B)) as dot(B, A) (`dot_transpose.py`) -> lhs-dilated convolutions as their
-phases (`conv_polyphase.py`) -> small batched dots as reduces (`small_dots.py`) -> bf16/f16
+transpose(dot(A, B)) as dot(B, A) (`dot_transpose.py`) -> dots into 2-D product layout
+(`dot_flatten.py`) -> lhs-dilated convolutions as their phases (`conv_polyphase.py`) ->
+small batched dots as reduces (`small_dots.py`) -> long column sums in two levels
+(`column_sums.py`) -> bf16/f16
 dots widened to f32 between converts (`widen_dots.py`) -> narrow rows summed in f32 shared
 (`widened_rows.py`) -> top_k sorts back to chlo.top_k (`topk_select.py`) -> cpu fusion.
 The last pass
@@ -86,8 +88,10 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     """The pipeline `CpuBackend.compile` runs: `passes.pipelines.backend_pipeline`'s rewrites
     (chlo lowering, native forms, call inlining, rng_bit_generator expansion, bit-exact
     simplification, splats as broadcasts, CSE, DCE), transposes of dots computed by the dot
-    (dot_transpose.py), transposed convolutions as their phases (conv_polyphase.py), small
-    batched dots as reduces (small_dots.py), bf16/f16 dots widened to f32 (their
+    (dot_transpose.py), small dot operands transposed into 2-D product layout
+    (dot_flatten.py), transposed convolutions as their phases (conv_polyphase.py), small
+    batched dots as reduces (small_dots.py), long column sums in two levels
+    (column_sums.py), bf16/f16 dots widened to f32 (their
     converts then fuse into the kernels around them), bf16 rows summed in f32 shared,
     sorts of an iota read as top_k made chlo.top_k again (topk_select.py), then the cpu
     fusion."""

@@ -11,6 +11,8 @@ import xlapy
 from xlapy.backends.cpu.column_sums import MIN_ROWS, SplitColumnSums, block
 from xlapy.passes.hlo_builder import HloBuilder
 
+pytestmark = pytest.mark.usefixtures("jax_x32")  # f32 programs from jax
+
 
 def _sum(shape: tuple[int, ...], dims: tuple[int, ...], et: str = "f32",
          init: float = 0.0) -> HloBuilder:

@@ -15,6 +15,8 @@ from xlapy.backends.cpu.dot_flatten import MAX_TRANSPOSED, FlattenDots
 from xlapy.backends.cpu.gemm_small import plain_dot
 from xlapy.passes.hlo_builder import HloBuilder
 
+pytestmark = pytest.mark.usefixtures("jax_x32")  # f32 programs from jax
+
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 lax = jax.lax

@@ -14,6 +14,8 @@ from xlapy.backends import get_backend
 from xlapy.backends.cpu.fusion_plan import SPREAD, SPREAD_ELEMENTS, plan_fusion
 from xlapy.passes.hlo_builder import HloBuilder
 
+pytestmark = pytest.mark.usefixtures("jax_x32")  # f32 programs from jax
+
 
 def _rope(heads: int) -> HloBuilder:
     """x[b, t, h, d] * cos(a)[t, d] - y * sin(a)[t, d], the table broadcast over b and h."""
@@ -99,7 +101,10 @@ def test_a_table_read_through_a_gather_gets_a_buffer() -> None:
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
     x = np.linspace(-3, 3, 1 << 16, dtype=np.float32)
-    fn = lambda v: jnp.interp(v, jnp.linspace(-3, 3, 100), jnp.sin(jnp.linspace(-3, 3, 100)))
+
+    def fn(v: object) -> object:
+        return jnp.interp(v, jnp.linspace(-3, 3, 100), jnp.sin(jnp.linspace(-3, 3, 100)))
+
     text = jax.jit(fn).lower(x).as_text()
     exe = xlapy.compile(text, backend="cpu")
     plan = get_backend("cpu").compile(exe.module, None).fusion

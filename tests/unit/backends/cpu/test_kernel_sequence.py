@@ -11,6 +11,8 @@ import xlapy
 from xlapy.backends.cpu import kernel_sequence, llvm_util
 from xlapy.backends.cpu.loop_steps import steps
 
+pytestmark = pytest.mark.usefixtures("jax_x32")  # f32 programs from jax
+
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 lax = jax.lax
