@@ -30,8 +30,9 @@ from xlapy.passes.pass_base import ComputationPass
 from xlapy.types import Shape
 
 
-def swapped(t: Instruction) -> Instruction | None:
-    """The dot_general(B, A) that computes transpose `t` of dot_general(A, B), or None."""
+def _operands_swapped(t: Instruction) -> tuple[Instruction, tuple[int, ...]] | None:
+    """(dot_general(B, A), the permutation of it that is `t`) for transpose `t` of a
+    dot_general(A, B) nothing else reads, with free dimensions on both sides; else None."""
     if t.opcode != "transpose":
         return None
     d = t.operands[0]
@@ -42,16 +43,29 @@ def swapped(t: Instruction) -> Instruction | None:
     nb = len(a.lhs_batching_dimensions)
     nl = lhs.shape.rank - nb - len(a.lhs_contracting_dimensions)
     nr = rhs.shape.rank - nb - len(a.rhs_contracting_dimensions)
-    want = (*range(nb), *range(nb + nl, nb + nl + nr), *range(nb, nb + nl))
-    if nl == 0 or nr == 0 or tuple(t.attrs.permutation) != want:
+    if nl == 0 or nr == 0:
         return None
+    # the swapped dot's dimension j holds the original dot's dimension back[j]
+    back = (*range(nb), *range(nb + nl, nb + nl + nr), *range(nb, nb + nl))
+    where = {orig: j for j, orig in enumerate(back)}
     attrs = dataclasses.replace(
         a, lhs_batching_dimensions=a.rhs_batching_dimensions,
         rhs_batching_dimensions=a.lhs_batching_dimensions,
         lhs_contracting_dimensions=a.rhs_contracting_dimensions,
         rhs_contracting_dimensions=a.lhs_contracting_dimensions,
         precision_config=tuple(reversed(a.precision_config)))
-    return Instruction("dot_general", [rhs, lhs], t.shape, attrs, (), d.name)
+    dims = d.shape.dimensions
+    shape = Shape.array(d.shape.element_type, [dims[j] for j in back])
+    return (Instruction("dot_general", [rhs, lhs], shape, attrs, (), d.name),
+            tuple(where[p] for p in t.attrs.permutation))
+
+
+def swapped(t: Instruction) -> Instruction | None:
+    """The dot_general(B, A) that computes transpose `t` of dot_general(A, B), or None."""
+    found = _operands_swapped(t)
+    if found is None or found[1] != tuple(range(len(found[1]))):
+        return None
+    return found[0]
 
 
 def _trailing(rank: int, dims: tuple[int, ...]) -> bool:
@@ -61,34 +75,17 @@ def _trailing(rank: int, dims: tuple[int, ...]) -> bool:
 def reordered(t: Instruction) -> Instruction | None:
     """transpose(dot_general(B, A)) for transpose `t` of dot_general(A, B) when A contracts
     other than its last dimensions and B its last ones (module docstring), else None."""
-    if t.opcode != "transpose":
+    if t.opcode != "transpose" or t.operands[0].opcode != "dot_general":
         return None
-    d = t.operands[0]
-    if d.opcode != "dot_general" or d.attrs.algorithm is not None or len(d.users) != 1:
-        return None
-    a = d.attrs
-    lhs, rhs = d.operands
+    a = t.operands[0].attrs
+    lhs, rhs = t.operands[0].operands
     if _trailing(lhs.shape.rank, a.lhs_contracting_dimensions) or \
             not _trailing(rhs.shape.rank, a.rhs_contracting_dimensions):
         return None
-    nb = len(a.lhs_batching_dimensions)
-    nl = lhs.shape.rank - nb - len(a.lhs_contracting_dimensions)
-    nr = rhs.shape.rank - nb - len(a.rhs_contracting_dimensions)
-    if nl == 0 or nr == 0:
+    found = _operands_swapped(t)
+    if found is None:
         return None
-    # the swapped dot's dimension j holds the original dot's dimension back[j]
-    back = (*range(nb), *range(nb + nl, nb + nl + nr), *range(nb, nb + nl))
-    where = {orig: j for j, orig in enumerate(back)}
-    perm = tuple(where[p] for p in t.attrs.permutation)
-    attrs = dataclasses.replace(
-        a, lhs_batching_dimensions=a.rhs_batching_dimensions,
-        rhs_batching_dimensions=a.lhs_batching_dimensions,
-        lhs_contracting_dimensions=a.rhs_contracting_dimensions,
-        rhs_contracting_dimensions=a.lhs_contracting_dimensions,
-        precision_config=tuple(reversed(a.precision_config)))
-    dims = d.shape.dimensions
-    shape = Shape.array(d.shape.element_type, [dims[j] for j in back])
-    new = Instruction("dot_general", [rhs, lhs], shape, attrs, (), d.name)
+    new, perm = found
     if perm == tuple(range(len(perm))):
         return new
     return Instruction("transpose", [new], t.shape, dataclasses.replace(
