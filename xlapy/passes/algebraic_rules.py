@@ -86,7 +86,7 @@ def _self_compare(i: Instruction, direction: ComparisonDirection) -> bool:
     return (a is b and _is_int(a) and i.attrs.comparison_direction is direction)
 
 
-def _scalar_of(x: Instruction) -> Instruction | None:
+def splatted_scalar(x: Instruction) -> Instruction | None:
     """The scalar a broadcast_in_dim splats, or None."""
     if x.opcode == "broadcast_in_dim" and x.operands[0].shape.rank == 0:
         return x.operands[0]
@@ -96,7 +96,7 @@ def _scalar_of(x: Instruction) -> Instruction | None:
 def _op_of_splats(i: Instruction, e: Emitter) -> Instruction | None:
     """op(broadcast(a), broadcast(b)) => broadcast(op(a, b)) for a and b scalars (the same
     arithmetic, once; folding then sees op(a, b) when both are constants)."""
-    a, b = (_scalar_of(o) for o in _ops(i))
+    a, b = (splatted_scalar(o) for o in _ops(i))
     if a is None or b is None:
         return None
     return e.broadcast_in_dim(e.op(i.opcode, a, b), shape=i.shape.dimensions,

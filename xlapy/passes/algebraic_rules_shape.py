@@ -12,20 +12,13 @@ import dataclasses
 import numpy as np
 
 from xlapy.ir import Instruction
-from xlapy.passes.algebraic_rules import Rule
+from xlapy.passes.algebraic_rules import Rule, splatted_scalar
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.types import ElementType
 
 
 def _op0(i: Instruction) -> Instruction:
     return i.operands[0]
-
-
-def _scalar_bcast(x: Instruction) -> Instruction | None:
-    """The scalar a broadcast_in_dim splats, or None."""
-    if x.opcode == "broadcast_in_dim" and x.operands[0].shape.rank == 0:
-        return x.operands[0]
-    return None
 
 
 def _lossless(inner: ElementType, wide: ElementType) -> bool:
@@ -270,9 +263,9 @@ SHAPE_RULES: list[Rule] = [
          if _op0(i).opcode == "reshape" else None),
     # reshape(broadcast(s)) => broadcast(s)   (s a scalar)
     Rule("reshape_broadcast_scalar", "reshape",
-         lambda i, e: e.broadcast_in_dim(_scalar_bcast(_op0(i)), shape=i.attrs.shape,
+         lambda i, e: e.broadcast_in_dim(splatted_scalar(_op0(i)), shape=i.attrs.shape,
                                          broadcast_dimensions=())
-         if _scalar_bcast(_op0(i)) is not None else None),
+         if splatted_scalar(_op0(i)) is not None else None),
     # transpose(A, identity) => A
     Rule("transpose_identity", "transpose",
          lambda i, e: _op0(i) if i.attrs.permutation == tuple(range(i.shape.rank)) else None),
@@ -280,9 +273,9 @@ SHAPE_RULES: list[Rule] = [
     Rule("transpose_transpose", "transpose", _transpose_transpose),
     # transpose(broadcast(s)) => broadcast(s)   (s a scalar)
     Rule("transpose_broadcast_scalar", "transpose",
-         lambda i, e: e.broadcast_in_dim(_scalar_bcast(_op0(i)), shape=i.shape.dimensions,
+         lambda i, e: e.broadcast_in_dim(splatted_scalar(_op0(i)), shape=i.shape.dimensions,
                                          broadcast_dimensions=())
-         if _scalar_bcast(_op0(i)) is not None else None),
+         if splatted_scalar(_op0(i)) is not None else None),
     # broadcast_in_dim(A) to A's shape with dims 0..r-1 => A
     Rule("broadcast_identity", "broadcast_in_dim",
          lambda i, e: _op0(i) if _is_identity_broadcast(i) else None),
@@ -294,9 +287,9 @@ SHAPE_RULES: list[Rule] = [
     Rule("slice_slice", "slice", _slice_slice),
     # slice(broadcast(s)) => broadcast(s)   (s a scalar)
     Rule("slice_broadcast_scalar", "slice",
-         lambda i, e: e.broadcast_in_dim(_scalar_bcast(_op0(i)), shape=i.shape.dimensions,
+         lambda i, e: e.broadcast_in_dim(splatted_scalar(_op0(i)), shape=i.shape.dimensions,
                                          broadcast_dimensions=())
-         if _scalar_bcast(_op0(i)) is not None else None),
+         if splatted_scalar(_op0(i)) is not None else None),
     # pad(A, v) with no padding => A
     Rule("pad_nothing", "pad",
          lambda i, e: _op0(i) if not any(i.attrs.edge_padding_low + i.attrs.edge_padding_high
@@ -323,9 +316,9 @@ SHAPE_RULES: list[Rule] = [
          lambda i, e: _op0(i).operands[i.attrs.index] if _op0(i).opcode == "tuple" else None),
     # dynamic_slice(broadcast(s), starts) => broadcast(s)   (s a scalar: every window is s)
     Rule("dynamic_slice_broadcast_scalar", "dynamic_slice",
-         lambda i, e: e.broadcast_in_dim(_scalar_bcast(_op0(i)), shape=i.shape.dimensions,
+         lambda i, e: e.broadcast_in_dim(splatted_scalar(_op0(i)), shape=i.shape.dimensions,
                                          broadcast_dimensions=())
-         if _scalar_bcast(_op0(i)) is not None else None),
+         if splatted_scalar(_op0(i)) is not None else None),
     # dynamic_slice(A, constant starts) => slice(A)   (starts clamped as at run time)
     Rule("dynamic_slice_constant", "dynamic_slice", _dynamic_slice_constant),
     # reduce(A, init) over dimensions of extent 1 => op(broadcast(init), reshape(A))
