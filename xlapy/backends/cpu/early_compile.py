@@ -28,7 +28,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, kernel_sequence, parallel_compile
+from xlapy.backends.cpu import cache, parallel_compile
 from xlapy.backends.cpu.fusion_plan import kernel_elements
 from xlapy.backends.cpu.ir_print import function_text
 from xlapy.backends.cpu.llvm_util import Engine, module_head, module_text, references
@@ -94,10 +94,9 @@ class EarlyCompiles:
         thread beside the emitting one (a second would share the two CPUs with them, and a
         module per big kernel adds a module's fixed cost each: those are grouped by
         `compile_kernels` as before)."""
-        tiny = self.options.loop_part and kernel_elements(spec) <= kernel_sequence.MAX_ELEMENTS
-        if not self.on or last or tiny or any(j.future is not None and not j.future.done()
-                                              for j in self.jobs.values()):
-            return  # (a loop's tiny kernels go into its sequence module: kernel_sequence)
+        if not self.on or last or any(j.future is not None and not j.future.done()
+                                      for j in self.jobs.values()):
+            return
         fn = self.mod.globals.get(spec.name)
         if not isinstance(fn, ir.Function) or \
                 sum(len(bb.instructions) for bb in fn.blocks) < MIN_INSTRUCTIONS:

@@ -26,6 +26,13 @@ from xlapy.backends.cpu.op_emit import TupleKernel
 #: Most elements all of the sequence's kernels walk together: above this a kernel call's
 #: few nanoseconds are lost in its work, and inlining only grows the compile.
 MAX_ELEMENTS = 1 << 12
+#: Most LLVM instructions of the kernels together, and of any one: their inlined copies are
+#: compiled a second time (the kernels stay for the Python path), and a body of
+#: transcendentals (fori_nested's tanh and sin on 64 floats, one kernel of 240) doubled its
+#: code generation, 16 -> 30 ms of a 46 ms cold compile, to save one call of ~5 ns next to
+#: its ~100 ns of work. A multiply-add on a few floats is ~50, an RK4 stage's 60-160.
+MAX_INSTRUCTIONS = 600
+MAX_KERNEL_INSTRUCTIONS = 180  # (< early_compile.MIN_INSTRUCTIONS: none compiles early)
 #: The function's name in the kernels' module.
 NAME = "seq"
 
@@ -42,14 +49,18 @@ class KernelSequence:
 def emit(mod: ir.Module, specs: Sequence[kernels.Kernel], steps: Sequence[object],
          early: Collection[str]) -> tuple[int, ...] | None:
     """Add NAME to `mod` when the executable's native steps (native_loop._steps) are all
-    plain kernels of `specs`, at least two, walking at most MAX_ELEMENTS together, none
-    compiled on its own (`early`: early_compile's); the kernels it calls, else None."""
+    plain kernels of `specs`, at least two, walking at most MAX_ELEMENTS together in at
+    most MAX_INSTRUCTIONS (MAX_KERNEL_INSTRUCTIONS each), none compiled on its own
+    (`early`: early_compile's); the kernels it calls, else None."""
     order = [s for s in steps if isinstance(s, int) and not isinstance(s, bool)]
     if len(order) < 2 or len(order) != len(steps) or len(set(order)) != len(order):
         return None
     run = [specs[j] for j in order]
     if any(isinstance(k, TupleKernel) or k.name in early for k in run) or \
             sum(kernel_elements(k) for k in run) > MAX_ELEMENTS:
+        return None
+    sizes = [sum(len(bb.instructions) for bb in mod.globals[k.name].blocks) for k in run]
+    if sum(sizes) > MAX_INSTRUCTIONS or max(sizes) > MAX_KERNEL_INSTRUCTIONS:
         return None
     fn = ir.Function(mod, KERNEL_TYPE, name=NAME)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -61,4 +72,5 @@ def emit(mod: ir.Module, specs: Sequence[kernels.Kernel], steps: Sequence[object
     return tuple(order)
 
 
-__all__ = ["MAX_ELEMENTS", "NAME", "KernelSequence", "emit"]
+__all__ = ["MAX_ELEMENTS", "MAX_INSTRUCTIONS", "MAX_KERNEL_INSTRUCTIONS", "NAME",
+           "KernelSequence", "emit"]

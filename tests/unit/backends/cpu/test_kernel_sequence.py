@@ -18,12 +18,13 @@ jnp = jax.numpy
 lax = jax.lax
 
 
-def _rk4(y: object) -> object:
-    """An RK4 pendulum on 2 floats: six kernels a step."""
+def _rk4(y: object, sine: bool = False) -> object:
+    """An RK4 pendulum on 2 floats (sin(x) as x - x^3 / 6, or the sine): six kernels a step."""
     h = 0.01
 
     def f(y: object) -> object:
-        return jnp.stack([y[1], -jnp.sin(y[0]) - 0.1 * y[1]])
+        s = jnp.sin(y[0]) if sine else y[0] - y[0] ** 3 / 6
+        return jnp.stack([y[1], -s - 0.1 * y[1]])
 
     def step(i: object, y: object) -> object:
         k1 = f(y)
@@ -70,6 +71,11 @@ def test_state_arrays_swapped_every_iteration() -> None:
 
 
 def test_big_bodies_and_top_level_computations_keep_their_kernels() -> None:
+    y = np.array([1.0, 0.0], np.float32)
+    text = jax.jit(lambda y: _rk4(y, sine=True)).lower(y).as_text()
+    prog = xlapy.compile(text, backend="cpu")  # the sines' kernels are long code
+    assert _body(prog).sequence is None
+    np.testing.assert_array_equal(prog(y), xlapy.compile(text, backend="interpreter")(y))
     n = kernel_sequence.MAX_ELEMENTS
     x = np.ones(n, np.float32)
     text = jax.jit(lambda v: lax.fori_loop(0, 3, lambda i, w: jnp.sin(w) * 2, v)).lower(
