@@ -63,7 +63,7 @@ from xlapy.backends.cpu.kernel_compile import compile_kernels
 from xlapy.backends.cpu.llvm_util import Engine, collect_objects, new_module
 from xlapy.backends.cpu.loop_steps import steps
 from xlapy.backends.cpu.memory_plan import MemoryPlanning
-from xlapy.backends.cpu.native_loop import NativeWhile, plan_native_while
+from xlapy.backends.cpu.native_loop import NativeWhile, owned_init, plan_native_while
 from xlapy.backends.cpu.options import CpuOptions
 from xlapy.backends.cpu.pipeline import META_KEY, plan_all
 from xlapy.backends.cpu.threads import NativePool
@@ -111,6 +111,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.subexecs: list[tuple[str, CpuExecutable]] = []
         #: while name -> its native loop as a step of an outer one (nested_loop.py), or None
         self.nested: dict[str, nested_loop.Nested | None] = {}
+        self.native_loops: dict[str, NativeWhile] = {}  # (while name ->)
         self._lock = threading.Lock()
         self._keep: dict[int, Any] = {}  # output slot -> last array returned (recycle.py)
         self._arena: list[Any] | None = None
@@ -141,6 +142,9 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.shapes: list[Shape] = []
         self.static: dict[int, Any] = {}
         self.outputs = {id(i) for i in self._root_values()}
+        #: Values only a native loop's initial state reads: fresh arrays per call that the
+        #: loop runs on (native_loop.owned_init), allocated as outputs are.
+        self._owned = {id(i) for i in comp.instructions if owned_init(i)}
         if self._plans is None:
             self._plans = plan_all([comp], self.options)
         plan = self._plans.get(comp.name)
@@ -214,7 +218,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                     self._early.offer(spec, at >= last_kernel and not pending)
                 else:
                     pending.append((len(kernel_specs) - 1, emitter))
-                (fresh if iid in self.outputs else temps).append(s)
+                (fresh if iid in self.outputs or iid in self._owned else temps).append(s)
                 self.report.append((instr.name, instr.opcode, f"kernel {name}"))
                 continue
             native = op_emit.plan(instr)
@@ -386,9 +390,12 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
             if nw is not None:
                 once.ahead(while_driver.driver)  # its runner, built while compile returns
+                nw.owned = frozenset(k for k, o in enumerate(instr.operands)
+                                     if id(o) in self._owned and self.slot[id(o)] in fresh)
                 self.report.append((instr.name, "while", f"native while loop{nw.label}"))
                 self.nested[instr.name] = nested_loop.plan(self, instr, nw, ins)
                 self._native.add(s)  # its state buffers are fresh copies (native_loop._run)
+                self.native_loops[instr.name] = nw
                 self.thunks.append(self._native_while_thunk(nw, s, ins))
                 return
         elif instr.opcode in library.LIBRARY_VIA_KERNEL:
@@ -541,7 +548,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
 
     def _region_thunk(self, region: regions.Region) -> Callable[..., None]:
         fresh = [(m.slot, tuple(m.instr.shape.dimensions), m.instr.shape.dtype)
-                 for m in region.members if id(m.instr) in self.outputs]
+                 for m in region.members if id(m.instr) in self.outputs | self._owned]
         addrs = {k.name: a for k, a in zip(self.kernel_specs, self.kernel_addrs)}
         parts = self._threads(sum(m.cost for m in region.members))
         return thunks.region_thunk(region, addrs, parts, self._keep, fresh,
@@ -554,7 +561,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                               spec.cost >= self.options.split_cost else 1, self._pool)
         shape = spec.root.shape
         dims, dtype = tuple(shape.dimensions), shape.dtype
-        is_fresh = id(spec.root) in self.outputs
+        is_fresh = id(spec.root) in self.outputs or id(spec.root) in self._owned
         big = spec.cost >= self.options.split_cost and spec.outer >= 2
         cuts = parallel.fixed_cuts(spec.outer, self.options.partial_min_rows, spec.align)
         if spec.partial and big and len(cuts) > 2:  # chunks whatever the thread count
