@@ -9,14 +9,14 @@ inside a loop body small_dots.py made it a reduce kernel (a [4, 8, 32] @ [32, 32
 step: 11 us an iteration against XLA's 1.3).
 
 This pass handles the rest of such dots (the per-example products of a Hessian: the lhs
-contracting a middle dimension, the rhs its last): a small operand (at most MAX_TRANSPOSED
-elements) whose contracting dimensions are not where the product wants them is transposed
-first - the lhs's to its end, the rhs's to its front (gemm_small reads [K, N]) - a copy
-kernel, fused with whatever computes the operand. The result's dimensions are unchanged
-(the free dimensions keep their order). XLA's DotDecomposer canonicalizes the same way.
-Only f32/f64 dots without batch dimensions or a `dot_algorithm`; the products and their
-contraction are the same (the GEMM route's summation order is the backend's choice), so
-this is a backend pass.
+contracting a middle dimension, the rhs its last): an operand (at most MAX_TRANSPOSED
+elements; an [N, K] rhs MAX_RHS_TRANSPOSED) whose contracting dimensions are not where the
+product wants them is transposed first - the lhs's to its end, the rhs's to its front
+(gemm_small reads [K, N]) - a copy kernel, fused with whatever computes the operand. The
+result's dimensions are unchanged (the free dimensions keep their order). XLA's
+DotDecomposer canonicalizes the same way. Only f32/f64 dots without batch dimensions or a
+`dot_algorithm`; the products and their contraction are the same (the GEMM route's
+summation order is the backend's choice), so this is a backend pass.
 """
 
 from __future__ import annotations
@@ -30,8 +30,13 @@ from xlapy.passes.pass_base import ComputationPass, replace_each
 from xlapy.passes.while_loop_unroller import inside_loops
 from xlapy.types import ElementType
 
-#: Most elements of an operand transposed to bring its contracting dimensions in place.
-MAX_TRANSPOSED = 1 << 16
+#: Most elements of an operand transposed to bring its contracting dimensions in place: an
+#: lhs is the program's data, read once anyway (jax.image.resize's [128, 8, 64, 3]
+#: contracting its third dimension: numpy's copy and BLAS 0.68 ms, the transpose kernel and
+#: the JIT GEMM 0.28); an rhs is often a weight the GEMM reads in place as [N, K], so only a
+#: small one is copied (one contracting a middle dimension the library copies anyway).
+MAX_TRANSPOSED = 1 << 20
+MAX_RHS_TRANSPOSED = 1 << 16
 
 
 def _moved(rank: int, contract: tuple[int, ...], last: bool) -> tuple[int, ...] | None:
@@ -61,10 +66,11 @@ def _plan(d: Instruction) -> tuple[tuple[int, ...] | None, tuple[int, ...] | Non
     rp = _moved(rhs.rank, rc, False)
     if lp is not None and lhs.num_elements > MAX_TRANSPOSED:
         return None
-    if rp is not None and rhs.num_elements > MAX_TRANSPOSED:
-        if _moved(rhs.rank, rc, True) is not None:
-            return None
-        rp = None  # [N, K] as it is (BLAS reads it transposed)
+    if rp is not None and _moved(rhs.rank, rc, True) is None:  # [N, K]
+        if rhs.num_elements > MAX_RHS_TRANSPOSED:
+            rp = None  # as it is (BLAS reads it transposed)
+    elif rp is not None and rhs.num_elements > MAX_TRANSPOSED:
+        return None  # (a middle contraction: the library copies it too)
     return None if lp is None and rp is None else (lp, rp)
 
 
@@ -103,4 +109,4 @@ class FlattenDots(ComputationPass):
             tiny and macs(i) <= GEMM_MIN_MACS)], lambda d: flatten(comp, d))
 
 
-__all__ = ["MAX_TRANSPOSED", "FlattenDots", "flatten"]
+__all__ = ["MAX_RHS_TRANSPOSED", "MAX_TRANSPOSED", "FlattenDots", "flatten"]

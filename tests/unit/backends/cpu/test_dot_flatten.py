@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu.dot_flatten import MAX_TRANSPOSED, FlattenDots
+from xlapy.backends.cpu.dot_flatten import MAX_RHS_TRANSPOSED, MAX_TRANSPOSED, FlattenDots
 from xlapy.backends.cpu.gemm_small import plain_dot
 from xlapy.passes.hlo_builder import HloBuilder
 
@@ -74,6 +74,23 @@ def test_big_operands_are_not_copied() -> None:
     n = MAX_TRANSPOSED  # lhs [2, n // 16, 16] contracting its middle: over the bound
     g = _dot(f"f32[2,{n // 16},16]", f"f32[{n // 16},4]", (1,), (0,))
     assert not FlattenDots().run(g.module)
+    m = MAX_RHS_TRANSPOSED // 16  # a weight [2m, 16] read as [N, K] in place by BLAS
+    w = _dot("f32[2,4,16]", f"f32[{2 * m},16]", (2,), (1,))
+    assert not FlattenDots().run(w.module)
+
+
+def test_jax_image_resize() -> None:
+    """jax.image.resize's dots contracting the middle of a [128, 8, 64, 3] lhs and of the
+    image: transposed by kernels into 2-D product layout (numpy's copies and BLAS were 2.4x
+    slower on the first)."""
+    x = np.random.default_rng(4).standard_normal((8, 64, 64, 3)).astype(np.float32)
+    text = jax.jit(lambda v: jax.image.resize(v, (8, 128, 128, 3), "bilinear")).lower(
+        x).as_text()
+    prog = xlapy.compile(text, backend="cpu")
+    dots = [i for i in prog._exe.comp.instructions if i.opcode == "dot_general"]
+    assert len(dots) == 2 and all(plain_dot(d, flat=True) is not None for d in dots)
+    np.testing.assert_allclose(prog(x), xlapy.compile(text, backend="interpreter")(x),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_an_rnn_step_on_3d_state_is_a_native_gemm_step() -> None:
