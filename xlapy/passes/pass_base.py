@@ -175,6 +175,12 @@ def sort_instructions(comp: Computation) -> None:
     comp.instructions = comp.post_order()
 
 
+def packed_state(w: Instruction) -> bool:
+    """Whether while loop `w` carries its state as one tuple (XLA's form), not as N operands
+    (StableHLO's)."""
+    return len(w.operands) == 1 and w.operands[0].shape.is_tuple
+
+
 def fusion_computations(module: Module) -> set[int]:
     """ids of the computations that fusion instructions call (passes leave them alone)."""
     return {id(c) for comp in module.computations for i in comp.instructions

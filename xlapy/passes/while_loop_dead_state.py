@@ -19,16 +19,12 @@ from __future__ import annotations
 
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.core import GetTupleElementAttrs, ParameterAttrs
-from xlapy.passes.pass_base import sort_instructions
+from xlapy.passes.pass_base import packed_state, sort_instructions
 from xlapy.types import Shape
 
 
-def _packed(w: Instruction) -> bool:
-    return len(w.operands) == 1 and w.operands[0].shape.is_tuple
-
-
 def _state_shapes(w: Instruction) -> list[Shape]:
-    if _packed(w):
+    if packed_state(w):
         return list(w.operands[0].shape.tuple_shapes)
     return [o.shape for o in w.operands]
 
@@ -61,7 +57,7 @@ def dead_elements(w: Instruction) -> list[int]:
     """The indices of the state elements of loop `w` that can be dropped (see the module doc)."""
     cond, body = w.called
     comp = w.parent
-    packed = _packed(w)
+    packed = packed_state(w)
     shapes = _state_shapes(w)
     n = len(shapes)
     if n < 2 or comp is None or w is comp.root or w.meta.get("sharding") is not None:
@@ -127,7 +123,7 @@ def remove_dead_state(module: Module, comp: Computation, w: Instruction) -> Inst
         return None
     dead = set(dead_list)
     cond, body = w.called
-    packed = _packed(w)
+    packed = packed_state(w)
     shapes = _state_shapes(w)
     keep = [k for k in range(len(shapes)) if k not in dead]
     new_index = {k: j for j, k in enumerate(keep)}

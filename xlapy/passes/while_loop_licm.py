@@ -20,14 +20,16 @@ from __future__ import annotations
 
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.core import GetTupleElementAttrs, ParameterAttrs
-from xlapy.passes.pass_base import Pass, array_bytes, op_has_side_effects, sort_instructions
+from xlapy.passes.pass_base import (
+    Pass,
+    array_bytes,
+    op_has_side_effects,
+    packed_state,
+    sort_instructions,
+)
 from xlapy.types import Shape
 
 _NEVER = {"parameter", "constant", "get_tuple_element", "tuple", "after_all"}
-
-
-def _packed(w: Instruction) -> bool:
-    return len(w.operands) == 1 and w.operands[0].shape.is_tuple
 
 
 def _body_outputs(body: Computation, n: int, packed: bool) -> list[Instruction] | None:
@@ -51,7 +53,7 @@ def invariant_instructions(w: Instruction) -> tuple[list[Instruction], dict[int,
     """The body's invariant instructions in post order, and the unchanged state elements
     (id of the instruction that reads it -> element index)."""
     _, body = w.called
-    packed = _packed(w)
+    packed = packed_state(w)
     n = len(w.operands[0].shape.tuple_shapes) if packed else len(w.operands)
     outs = _body_outputs(body, n, packed)
     if outs is None or len(outs) != n:
@@ -111,7 +113,7 @@ class WhileLoopInvariantCodeMotion(Pass):
         carried = _carried(order, body)
         if not carried:
             return False
-        packed = _packed(w)
+        packed = packed_state(w)
         # the state elements, outside the loop
         if packed:
             init = w.operands[0]

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.attrs import ComparisonDirection
-from xlapy.passes.pass_base import Pass, sort_instructions
+from xlapy.passes.pass_base import Pass, packed_state, sort_instructions
 from xlapy.passes.while_loop_dead_state import remove_dead_state
 
 
 def _state_elements(w: Instruction) -> list[Instruction] | None:
     """The initial state element instructions (None when a tuple state is not a tuple op)."""
-    if len(w.operands) == 1 and w.operands[0].shape.is_tuple:
+    if packed_state(w):
         init = w.operands[0]
         return list(init.operands) if init.opcode == "tuple" else None
     return list(w.operands)
@@ -59,7 +59,7 @@ def _passes_through(body: Computation, k: int, packed: bool) -> bool:
 
 def trip_count(w: Instruction) -> int | None:
     cond, body = w.called
-    packed = len(w.operands) == 1 and w.operands[0].shape.is_tuple
+    packed = packed_state(w)
     init = _state_elements(w)
     root = cond.root
     if init is None or root is None or root.opcode != "compare":
@@ -141,7 +141,7 @@ class WhileLoopSimplifier(Pass):
         if init is None:
             return False
         cond, body = w.called
-        packed = len(w.operands) == 1 and w.operands[0].shape.is_tuple
+        packed = packed_state(w)
         todo = [k for k, x in enumerate(init)
                 if _sinkable(x) and _passes_through(body, k, packed) and any(
                     _read_by(region, k, packed, body) for region in (cond, body))]

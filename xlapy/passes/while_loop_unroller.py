@@ -18,7 +18,7 @@ from __future__ import annotations
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.inliner import inline_body
-from xlapy.passes.pass_base import Pass, sort_instructions
+from xlapy.passes.pass_base import Pass, packed_state, sort_instructions
 from xlapy.passes.while_loop_simplifier import trip_count
 
 #: Most iterations unrolled.
@@ -48,7 +48,7 @@ def unrollable(w: Instruction) -> int | None:
     if n is None or not 0 < n <= MAX_TRIP or body.root is None or \
             len(body.instructions) * n > MAX_INSTRUCTIONS:
         return None
-    packed = len(w.operands) == 1 and w.operands[0].shape.is_tuple
+    packed = packed_state(w)
     if (packed or len(w.operands) > 1) and body.root.opcode != "tuple":
         return None
     return n
@@ -57,7 +57,7 @@ def unrollable(w: Instruction) -> int | None:
 def unroll(comp: Computation, w: Instruction, n: int) -> Instruction:
     """The value of loop `w` (in `comp`) as n copies of its body, each fed the last's."""
     body = w.called[1]
-    packed = len(w.operands) == 1 and w.operands[0].shape.is_tuple
+    packed = packed_state(w)
     state = list(w.operands)
     for _ in range(n):
         root = inline_body(comp, body, state)

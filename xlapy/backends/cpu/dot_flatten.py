@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from xlapy.backends.cpu.small_dots import GEMM_MIN_MACS, macs
+from xlapy.backends.cpu.library import dot_cost
+from xlapy.backends.cpu.small_dots import GEMM_MIN_MACS
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import ComputationPass, replace_each
@@ -106,7 +107,7 @@ class FlattenDots(ComputationPass):
     def run_on_computation(self, comp: Computation) -> bool:
         tiny = id(comp) in self.inside
         return replace_each(comp, [i for i in comp.instructions if _plan(i) is not None and not (
-            tiny and macs(i) <= GEMM_MIN_MACS)], lambda d: flatten(comp, d))
+            tiny and dot_cost(i) <= GEMM_MIN_MACS)], lambda d: flatten(comp, d))
 
 
 __all__ = ["MAX_RHS_TRANSPOSED", "MAX_TRANSPOSED", "FlattenDots", "flatten"]

@@ -145,6 +145,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         #: Values only a native loop's initial state reads: fresh arrays per call that the
         #: loop runs on (native_loop.owned_init), allocated as outputs are.
         self._owned = {id(i) for i in comp.instructions if owned_init(i)}
+        #: Values whose buffers are fresh arrays per call: the outputs and those.
+        self._fresh_values = self.outputs | self._owned
         if self._plans is None:
             self._plans = plan_all([comp], self.options)
         plan = self._plans.get(comp.name)
@@ -218,7 +220,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                     self._early.offer(spec, at >= last_kernel and not pending)
                 else:
                     pending.append((len(kernel_specs) - 1, emitter))
-                (fresh if iid in self.outputs or iid in self._owned else temps).append(s)
+                (fresh if iid in self._fresh_values else temps).append(s)
                 self.report.append((instr.name, instr.opcode, f"kernel {name}"))
                 continue
             native = op_emit.plan(instr)
@@ -548,7 +550,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
 
     def _region_thunk(self, region: regions.Region) -> Callable[..., None]:
         fresh = [(m.slot, tuple(m.instr.shape.dimensions), m.instr.shape.dtype)
-                 for m in region.members if id(m.instr) in self.outputs | self._owned]
+                 for m in region.members if id(m.instr) in self._fresh_values]
         addrs = {k.name: a for k, a in zip(self.kernel_specs, self.kernel_addrs)}
         parts = self._threads(sum(m.cost for m in region.members))
         return thunks.region_thunk(region, addrs, parts, self._keep, fresh,
@@ -561,7 +563,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                               spec.cost >= self.options.split_cost else 1, self._pool)
         shape = spec.root.shape
         dims, dtype = tuple(shape.dimensions), shape.dtype
-        is_fresh = id(spec.root) in self.outputs or id(spec.root) in self._owned
+        is_fresh = id(spec.root) in self._fresh_values
         big = spec.cost >= self.options.split_cost and spec.outer >= 2
         cuts = parallel.fixed_cuts(spec.outer, self.options.partial_min_rows, spec.align)
         if spec.partial and big and len(cuts) > 2:  # chunks whatever the thread count

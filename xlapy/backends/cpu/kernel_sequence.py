@@ -48,12 +48,12 @@ class KernelSequence:
 
 def emit(mod: ir.Module, specs: Sequence[kernels.Kernel], steps: Sequence[object],
          early: Collection[str]) -> tuple[int, ...] | None:
-    """Add NAME to `mod` when the executable's native steps (native_loop._steps) are all
+    """Add NAME to `mod` when the executable's native steps (loop_steps.steps) are all
     plain kernels of `specs`, at least two, walking at most MAX_ELEMENTS together in at
     most MAX_INSTRUCTIONS (MAX_KERNEL_INSTRUCTIONS each), none compiled on its own
     (`early`: early_compile's); the kernels it calls, else None."""
-    order = [s for s in steps if isinstance(s, int) and not isinstance(s, bool)]
-    if len(order) < 2 or len(order) != len(steps) or len(set(order)) != len(order):
+    order = [s for s in steps if isinstance(s, int)]
+    if len(order) < 2 or len(order) != len(steps):
         return None
     run = [specs[j] for j in order]
     if any(isinstance(k, TupleKernel) or k.name in early for k in run) or \

@@ -66,6 +66,7 @@ from xlapy.backends.cpu.threads import NativePool, fn_address
 from xlapy.backends.cpu.thunks import bounds, ptr
 from xlapy.backends.cpu.while_driver import driver
 from xlapy.ops.loop_guard import WhileGuard, iteration_limit, too_many, while_name
+from xlapy.passes.pass_base import packed_state
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.executable import CpuExecutable
@@ -181,10 +182,9 @@ class NativeWhile:
         if inner:
             return f" ({inner} native loop{'s' if inner > 1 else ''} inside)"
         rp = self.row_plan
-        if (rp is None or self.row_threads < 2) and self.body.sequence is not None:
-            return f" (body: {len(self.body.sequence.kernels)} kernels as one function)"
         if rp is None or self.row_threads < 2:
-            return ""
+            seq = self.body.sequence
+            return "" if seq is None else f" (body: {len(seq.kernels)} kernels as one function)"
         n = len(row_loop.shares(rp.rows, self.row_threads, rp.region.align)) - 1
         return f" (row-split: {n} row shares on {self.row_threads} threads)"
 
@@ -513,8 +513,7 @@ def owned_init(instr: Instruction) -> bool:
     if len(users) != 1 or users[0].opcode != "while":
         return False
     w = users[0]
-    return not (len(w.operands) == 1 and w.operands[0].shape.is_tuple) and \
-        sum(o is instr for o in w.operands) == 1
+    return not packed_state(w) and sum(o is instr for o in w.operands) == 1
 
 
 def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutable

@@ -19,9 +19,8 @@ choice for a dot, as on its GEMM routes).
 
 from __future__ import annotations
 
-from math import prod
-
 from xlapy.backends.cpu.gemm_small import plain_dot
+from xlapy.backends.cpu.library import dot_cost
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.hlo_builder import Emitter, scalar_reducer
 from xlapy.passes.pass_base import ComputationPass, replace_each
@@ -47,17 +46,11 @@ def eligible(d: Instruction) -> bool:
         return False
     if plain_dot(d, vectors=True) is not None or not d.shape.is_array:
         return False
-    n = macs(d)
+    n = dot_cost(d)
     if n > GEMM_MIN_MACS and plain_dot(d, flat=True) is not None:
         return False  # laid out as a 2-D product: the GEMM routes (dot_flatten.py)
     return 0 < n <= MAX_MACS
 
-
-def macs(d: Instruction) -> int:
-    """The multiply-adds of dot_general `d`."""
-    lhs = d.operands[0].shape
-    return d.shape.num_elements * prod(lhs.dimensions[c]
-                                       for c in d.attrs.lhs_contracting_dimensions)
 
 
 def rewrite(module: Module, comp: Computation, d: Instruction) -> Instruction:
@@ -104,4 +97,4 @@ class SmallDotsAsReduces(ComputationPass):
         return replace_each(comp, dots, lambda d: rewrite(module, comp, d))
 
 
-__all__ = ["GEMM_MIN_MACS", "MAX_MACS", "SmallDotsAsReduces", "eligible", "macs", "rewrite"]
+__all__ = ["GEMM_MIN_MACS", "MAX_MACS", "SmallDotsAsReduces", "eligible", "rewrite"]
