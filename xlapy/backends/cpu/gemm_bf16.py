@@ -27,8 +27,10 @@ nothing). Work splits over threads by batch, else by 32-column blocks, else by r
 every output element is one tile's sum over all of k in one order, so the bits never depend
 on the thread count. Tile state is per thread: each call loads the configuration and
 releases the tiles at its end; Linux grants the tile data state once per process
-(`arch_prctl(ARCH_REQ_XCOMP_PERM)`), and `available()` is False where it refuses or the
-target lacks AMX-BF16 (AVX2/SSE targets: the widened BLAS path). Left: no k-blocking, so a
+(`arch_prctl(ARCH_REQ_XCOMP_PERM)`), and `tiles()` is False where it refuses or the
+target lacks AMX-BF16: there the same kernels sum each block with AVX512-BF16's `vdpbf16ps`
+(gemm_bf16_dp.py: Zen 4 and 5, Cooper Lake), and `available()` is False only without that
+too (AVX2/SSE targets: the widened BLAS path). Left: no k-blocking, so a
 long k with many columns (mlp_bf16's 4096 x 4096) streams A from L3 once per column pair.
 """
 
@@ -80,16 +82,23 @@ _SIG = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * 8))
 PARAMS = 10
 
 
-def available() -> bool:
+def tiles() -> bool:
     """Whether the current target has AMX-BF16, it runs here and Linux grants the tiles."""
     t = target.current()
     return (t.is_x86 and t.has("amx-bf16") and t.has("amx-tile") and t.has("avx512f")
             and t.runs_here and amx.tile_permission())
 
 
+def available() -> bool:
+    """Whether the kernels run here: on the AMX tiles (`tiles`), else on AVX512-BF16's
+    `vdpbf16ps` (gemm_bf16_dp.py: Zen 4 and 5, Cooper Lake)."""
+    t = target.current()
+    return tiles() or (t.is_x86 and t.has("avx512bf16") and t.has("avx512bw") and t.runs_here)
+
+
 def takes(instr: Instruction) -> bool:
     """Whether a dot_general (bf16 x bf16, no algorithm, an f32 or bf16 result) computes here:
-    AMX available, the `ftz` denormal mode (the tiles flush), and enough work."""
+    a kernel available, the `ftz` denormal mode (tiles and vdpbf16ps flush), enough work."""
     if instr.opcode != "dot_general" or instr.attrs.algorithm is not None:
         return False
     if any(o.shape.element_type != ET.BF16 for o in instr.operands):
@@ -154,6 +163,12 @@ def _pack_nt(b: ir.IRBuilder, pb: ir.Value, ldb: ir.Value, bp: ir.Value, kq: ir.
             _store(b, row, bp, b.add(dst, b.mul(g, I64(64))))
 
 
+def pack_panels(b: ir.IRBuilder, transposed: bool, pb: ir.Value, ldb: ir.Value,
+                bp: ir.Value, kq: ir.Value, p0: ir.Value, p1: ir.Value) -> None:
+    """Panels [p0, p1) of B in the VNNI layout, from Bt[n, k] (`transposed`) or B[k, n]."""
+    (_pack_nt if transposed else _pack_nn)(b, pb, ldb, bp, kq, p0, p1)
+
+
 def _decl_fn(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
     fn = mod.globals.get(name)
     return fn if fn is not None else ir.Function(mod, ir.FunctionType(ret, args), name=name)
@@ -193,7 +208,6 @@ def _emit_kernel(mod: ir.Module, name: str, transposed: bool, bf16_out: bool) ->
     pbp = b.inttoptr(ibp, I8P)
     kq = b.mul(kb, I64(BK // 2))  # VNNI rows per panel
     panel = b.mul(kq, I64(64))  # bytes of one packed 16-column panel
-    pack = _pack_nt if transposed else _pack_nn
     with b.goto_entry_block():
         scratch = b.alloca(ir.ArrayType(ir.FloatType(), BM * BN), name="cblock")
         scratch.align = 64
@@ -206,7 +220,7 @@ def _emit_kernel(mod: ir.Module, name: str, transposed: bool, bf16_out: bool) ->
         pa = b.inttoptr(b.add(ia, b.mul(j, sa)), I8P)
         pb = b.inttoptr(b.add(ib_, b.mul(j, sb)), I8P)
         pc = b.inttoptr(b.add(ic, b.mul(j, sc)), I8P)
-        pack(b, pb, ldb, pbp, kq, b.mul(n0, I64(2)), b.mul(n1, I64(2)))
+        pack_panels(b, transposed, pb, ldb, pbp, kq, b.mul(n0, I64(2)), b.mul(n1, I64(2)))
         with for_range(b, m0, m1, "mc", step=M_CHUNK_BLOCKS) as mc:
             nxt = b.add(mc, I64(M_CHUNK_BLOCKS))
             mend = b.select(b.icmp_signed("<", nxt, m1), nxt, m1)
@@ -295,10 +309,17 @@ def _compiled(key: str, transposed: bool, bf16_out: bool) -> tuple[Engine, int]:
     kernel (cache.py)."""
     name = _NAMES[(transposed, bf16_out)]
     mod = new_module(f"xlapy_{name}")
-    _emit_kernel(mod, name, transposed, bf16_out)
-    _emit_blas_wrapper(mod, mod.globals[name], f"{name}_blas", bf16_out)
-    eng = cache.o0_engine(llvm_util.module_text(mod), "amx-bf16-O0",
-                          exports=[name, f"{name}_blas"])
+    exports = [name, f"{name}_blas"]
+    if tiles():
+        _emit_kernel(mod, name, transposed, bf16_out)
+        _emit_blas_wrapper(mod, mod.globals[name], f"{name}_blas", bf16_out)
+        eng = cache.o0_engine(llvm_util.module_text(mod), "amx-bf16-O0", exports=exports)
+    else:  # vdpbf16ps: its accumulators need -O3's register allocation
+        from xlapy.backends.cpu import gemm_bf16_dp
+
+        gemm_bf16_dp.emit_kernel(mod, name, transposed, bf16_out)
+        _emit_blas_wrapper(mod, mod.globals[name], f"{name}_blas", bf16_out)
+        eng = cache.engine(mod, "bf16-dp", vectorize=False, light=True, exports=exports)
     return eng, eng.address(name)
 
 
@@ -410,5 +431,6 @@ def gemm(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Non
     return run
 
 
-__all__ = ["BK", "BM", "BN", "CHAIN_PACK_BYTES", "MIN_MACS", "SPLIT_MACS", "available",
-           "blas_address", "chainable", "gemm", "takes"]
+__all__ = ["BK", "BM", "BN", "CHAIN_PACK_BYTES", "MIN_MACS", "M_CHUNK_BLOCKS", "PARAMS",
+           "SPLIT_MACS", "available", "blas_address", "chainable", "gemm", "pack_panels",
+           "takes", "tiles"]

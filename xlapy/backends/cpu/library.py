@@ -155,7 +155,7 @@ def dot_plan(instr: Instruction, threads: int = 1
 
     from xlapy.backends.cpu import gemm_bf16
 
-    if gemm_bf16.takes(instr):  # bf16 operands read as they are, f32 sums (AMX-BF16 tiles)
+    if gemm_bf16.takes(instr):  # bf16 operands read as they are, f32 sums (AMX or vdpbf16ps)
         amx = gemm_bf16.gemm(threads)
 
         def run_amx(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
@@ -364,7 +364,7 @@ def library_kind(instr: Instruction) -> str | None:
         from xlapy.backends.cpu import gemm_bf16
 
         if gemm_bf16.takes(instr):
-            return "amx bf16"
+            return f"bf16 gemm ({'amx' if gemm_bf16.tiles() else 'avx512-bf16'})"
         if dot_accumulator(instr).kind in "fc":  # type: ignore[union-attr]
             if _small(instr) is not None:
                 return "jit gemm"

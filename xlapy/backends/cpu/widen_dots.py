@@ -12,9 +12,9 @@ XLA's CPU compiler does the same (its optimized HLO upcasts such dots to f32).
 
 Dots with a `dot_algorithm` (which fixes the operand types) and dots whose accumulation type
 is not f32 (an f64 or complex result) are left alone, and so are the bf16 x bf16 dots the
-AMX-BF16 tiles compute where the target has them (gemm_bf16.takes): those read their bf16
-operands as they are and round their f32 sums once into the bf16 result themselves, so no
-converts are needed around them.
+AMX-BF16 tiles or AVX512-BF16's vdpbf16ps compute where the target has them
+(gemm_bf16.takes): those read their bf16 operands as they are and round their f32 sums once
+into the bf16 result themselves, so no converts are needed around them.
 """
 
 from __future__ import annotations
