@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
@@ -163,12 +164,6 @@ def _pack_nt(b: ir.IRBuilder, pb: ir.Value, ldb: ir.Value, bp: ir.Value, kq: ir.
             _store(b, row, bp, b.add(dst, b.mul(g, I64(64))))
 
 
-def pack_panels(b: ir.IRBuilder, transposed: bool, pb: ir.Value, ldb: ir.Value,
-                bp: ir.Value, kq: ir.Value, p0: ir.Value, p1: ir.Value) -> None:
-    """Panels [p0, p1) of B in the VNNI layout, from Bt[n, k] (`transposed`) or B[k, n]."""
-    (_pack_nt if transposed else _pack_nn)(b, pb, ldb, bp, kq, p0, p1)
-
-
 def _decl_fn(mod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
     fn = mod.globals.get(name)
     return fn if fn is not None else ir.Function(mod, ir.FunctionType(ret, args), name=name)
@@ -187,6 +182,53 @@ def _store_rounded(b: ir.IRBuilder, store: ir.Function, scratch: ir.Value, crow:
         _store(b, ew.to_storage(b, v, ET.BF16), b.gep(crow, [b.mul(r, ldc)]), I64(0))
 
 
+@dataclass(frozen=True)
+class Block:
+    """One 32 x 32 block of C for a kernel's `emit_block`: A's rows at `arow` (row stride
+    `lda` bytes), the two packed 16-column panels b0 and b1 (`kq` rows of 64 bytes: k
+    pairs), kb 32-blocks of k, and C's block at `crow` (row stride `ldc` bytes)."""
+
+    arow: ir.Value
+    lda: ir.Value
+    b0: ir.Value
+    b1: ir.Value
+    kq: ir.Value
+    kb: ir.Value
+    crow: ir.Value
+    ldc: ir.Value
+
+
+def emit_blocks(b: ir.IRBuilder, args: Sequence[ir.Value], transposed: bool, bf16_out: bool,
+                emit_block: Callable[[Block], None]) -> None:
+    """The loops every kernel here runs (arguments (params, j0, j1, m0, m1, n0, n1, bp)):
+    for batches [j0, j1), pack the panels of B's columns [n0, n1) (in 32s) into bp, then
+    C's blocks [m0, m1) x [n0, n1), M_CHUNK_BLOCKS row blocks (kept in L2) per pass over
+    the columns, `emit_block` computing each."""
+    iparams, j0, j1, m0, m1, n0, n1, ibp = args
+    pp = b.inttoptr(iparams, I64.as_pointer())
+    ia, lda, sa, ib_, ldb, sb, ic, ldc, sc, kb = (b.load(b.gep(pp, [I64(i)]))
+                                                  for i in range(PARAMS))
+    pbp = b.inttoptr(ibp, I8P)
+    kq = b.mul(kb, I64(BK // 2))  # VNNI rows per panel
+    panel = b.mul(kq, I64(64))  # bytes of one packed 16-column panel
+    with for_range(b, j0, j1, "bj") as j:
+        pa = b.inttoptr(b.add(ia, b.mul(j, sa)), I8P)
+        pb = b.inttoptr(b.add(ib_, b.mul(j, sb)), I8P)
+        pc = b.inttoptr(b.add(ic, b.mul(j, sc)), I8P)
+        (_pack_nt if transposed else _pack_nn)(b, pb, ldb, pbp, kq, b.mul(n0, I64(2)),
+                                               b.mul(n1, I64(2)))
+        with for_range(b, m0, m1, "mc", step=M_CHUNK_BLOCKS) as mc:
+            nxt = b.add(mc, I64(M_CHUNK_BLOCKS))
+            mend = b.select(b.icmp_signed("<", nxt, m1), nxt, m1)
+            with for_range(b, n0, n1, "jb") as jb:
+                b0 = b.gep(pbp, [b.mul(b.mul(b.sub(jb, n0), I64(2)), panel)])
+                with for_range(b, mc, mend, "ib") as ib:
+                    crow = b.gep(pc, [b.add(b.mul(b.mul(ib, I64(BM)), ldc),
+                                            b.mul(jb, I64(BN * (2 if bf16_out else 4))))])
+                    emit_block(Block(b.gep(pa, [b.mul(b.mul(ib, I64(BM)), lda)]), lda, b0,
+                                     b.gep(b0, [panel]), kq, kb, crow, ldc))
+
+
 def _emit_kernel(mod: ir.Module, name: str, transposed: bool, bf16_out: bool) -> None:
     """void NAME(params, j0, j1, m0, m1, n0, n1, bp): for batches [j0, j1), C blocks
     [m0, m1) x [n0, n1) (in 32s) of c = a @ b over kb 32-blocks of k, stored as f32 or
@@ -200,14 +242,7 @@ def _emit_kernel(mod: ir.Module, name: str, transposed: bool, bf16_out: bool) ->
     store = _decl(mod, "llvm.x86.tilestored64", [I8, I8P, I64])
     dp = _decl(mod, "llvm.x86.tdpbf16ps", [I8, I8, I8])
     fn = ir.Function(mod, ir.FunctionType(VOID, [I64] * 8), name=name)
-    iparams, j0, j1, m0, m1, n0, n1, ibp = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    pp = b.inttoptr(iparams, I64.as_pointer())
-    ia, lda, sa, ib_, ldb, sb, ic, ldc, sc, kb = (b.load(b.gep(pp, [I64(i)]))
-                                                  for i in range(PARAMS))
-    pbp = b.inttoptr(ibp, I8P)
-    kq = b.mul(kb, I64(BK // 2))  # VNNI rows per panel
-    panel = b.mul(kq, I64(64))  # bytes of one packed 16-column panel
     with b.goto_entry_block():
         scratch = b.alloca(ir.ArrayType(ir.FloatType(), BM * BN), name="cblock")
         scratch.align = 64
@@ -216,43 +251,32 @@ def _emit_kernel(mod: ir.Module, name: str, transposed: bool, bf16_out: bool) ->
     def t(k: int) -> ir.Constant:
         return ir.Constant(I8, k)
 
-    with for_range(b, j0, j1, "bj") as j:
-        pa = b.inttoptr(b.add(ia, b.mul(j, sa)), I8P)
-        pb = b.inttoptr(b.add(ib_, b.mul(j, sb)), I8P)
-        pc = b.inttoptr(b.add(ic, b.mul(j, sc)), I8P)
-        pack_panels(b, transposed, pb, ldb, pbp, kq, b.mul(n0, I64(2)), b.mul(n1, I64(2)))
-        with for_range(b, m0, m1, "mc", step=M_CHUNK_BLOCKS) as mc:
-            nxt = b.add(mc, I64(M_CHUNK_BLOCKS))
-            mend = b.select(b.icmp_signed("<", nxt, m1), nxt, m1)
-            with for_range(b, n0, n1, "jb") as jb:
-                b0 = b.gep(pbp, [b.mul(b.mul(b.sub(jb, n0), I64(2)), panel)])
-                b1 = b.gep(b0, [panel])
-                with for_range(b, mc, mend, "ib") as ib:
-                    arow0 = b.gep(pa, [b.mul(b.mul(ib, I64(BM)), lda)])
-                    arow1 = b.gep(arow0, [b.mul(lda, I64(16))])
-                    for k in range(4):
-                        b.call(zero, [t(k)])
-                    with for_range(b, I64(0), kb, "kk") as kk:
-                        ko = b.mul(kk, I64(BK * 2))
-                        bo = b.mul(kk, I64(16 * 64))
-                        b.call(load, [t(4), b.gep(arow0, [ko]), lda])
-                        b.call(load, [t(5), b.gep(arow1, [ko]), lda])
-                        b.call(load, [t(6), b.gep(b0, [bo]), I64(64)])
-                        b.call(load, [t(7), b.gep(b1, [bo]), I64(64)])
-                        b.call(dp, [t(0), t(4), t(6)])
-                        b.call(dp, [t(1), t(4), t(7)])
-                        b.call(dp, [t(2), t(5), t(6)])
-                        b.call(dp, [t(3), t(5), t(7)])
-                    crow = b.gep(pc, [b.add(b.mul(b.mul(ib, I64(BM)), ldc),
-                                            b.mul(jb, I64(BN * (2 if bf16_out else 4))))])
-                    if bf16_out:
-                        _store_rounded(b, store, scratch, crow, ldc)
-                    else:
-                        crow1 = b.gep(crow, [b.mul(ldc, I64(16))])
-                        b.call(store, [t(0), crow, ldc])
-                        b.call(store, [t(1), b.gep(crow, [I64(64)]), ldc])
-                        b.call(store, [t(2), crow1, ldc])
-                        b.call(store, [t(3), b.gep(crow1, [I64(64)]), ldc])
+    def block(blk: Block) -> None:
+        arow1 = b.gep(blk.arow, [b.mul(blk.lda, I64(16))])
+        for k in range(4):
+            b.call(zero, [t(k)])
+        with for_range(b, I64(0), blk.kb, "kk") as kk:
+            ko = b.mul(kk, I64(BK * 2))
+            bo = b.mul(kk, I64(16 * 64))
+            b.call(load, [t(4), b.gep(blk.arow, [ko]), blk.lda])
+            b.call(load, [t(5), b.gep(arow1, [ko]), blk.lda])
+            b.call(load, [t(6), b.gep(blk.b0, [bo]), I64(64)])
+            b.call(load, [t(7), b.gep(blk.b1, [bo]), I64(64)])
+            b.call(dp, [t(0), t(4), t(6)])
+            b.call(dp, [t(1), t(4), t(7)])
+            b.call(dp, [t(2), t(5), t(6)])
+            b.call(dp, [t(3), t(5), t(7)])
+        crow, ldc = blk.crow, blk.ldc
+        if bf16_out:
+            _store_rounded(b, store, scratch, crow, ldc)
+        else:
+            crow1 = b.gep(crow, [b.mul(ldc, I64(16))])
+            b.call(store, [t(0), crow, ldc])
+            b.call(store, [t(1), b.gep(crow, [I64(64)]), ldc])
+            b.call(store, [t(2), crow1, ldc])
+            b.call(store, [t(3), b.gep(crow1, [I64(64)]), ldc])
+
+    emit_blocks(b, fn.args, transposed, bf16_out, block)
     b.call(release, [])
     b.ret_void()
 
@@ -432,5 +456,5 @@ def gemm(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Non
 
 
 __all__ = ["BK", "BM", "BN", "CHAIN_PACK_BYTES", "MIN_MACS", "M_CHUNK_BLOCKS", "PARAMS",
-           "SPLIT_MACS", "available", "blas_address", "chainable", "gemm", "pack_panels",
-           "takes", "tiles"]
+           "SPLIT_MACS", "Block", "available", "blas_address", "chainable", "emit_blocks",
+           "gemm", "takes", "tiles"]

@@ -23,8 +23,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu.gemm_bf16 import BK, BM, BN, M_CHUNK_BLOCKS, PARAMS, pack_panels
-from xlapy.backends.cpu.llvm_util import I8P, I64, VOID, for_range
+from xlapy.backends.cpu.gemm_bf16 import BM, Block, emit_blocks
+from xlapy.backends.cpu.llvm_util import I64, VOID, for_range
 from xlapy.types import ElementType as ET
 
 #: Rows per register tile (x 2 vectors of 16 f32 columns: 16 zmm accumulators).
@@ -70,40 +70,25 @@ def _tile(b: ir.IRBuilder, dp: ir.Function, arow: ir.Value, lda: ir.Value, b0: i
 
 
 def emit_kernel(mod: ir.Module, name: str, transposed: bool, bf16_out: bool) -> None:
-    """gemm_bf16._emit_kernel's function (same arguments and blocks) on vdpbf16ps."""
+    """gemm_bf16._emit_kernel's function (same arguments, loops and blocks) on vdpbf16ps."""
     dp = ir.Function(mod, ir.FunctionType(_V16F, [_V16F, _V16D, _V16D]),
                      name="llvm.x86.avx512bf16.dpbf16ps.512")
     fn = ir.Function(mod, ir.FunctionType(VOID, [I64] * 8), name=name)
-    iparams, j0, j1, m0, m1, n0, n1, ibp = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    pp = b.inttoptr(iparams, I64.as_pointer())
-    ia, lda, sa, ib_, ldb, sb, ic, ldc, sc, kb = (b.load(b.gep(pp, [I64(i)]))
-                                                  for i in range(PARAMS))
-    pbp = b.inttoptr(ibp, I8P)
-    kq = b.mul(kb, I64(BK // 2))  # k pairs: rows of a packed panel
-    panel = b.mul(kq, I64(64))
     width = 2 if bf16_out else 4
-    with for_range(b, j0, j1, "bj") as j:
-        pa = b.inttoptr(b.add(ia, b.mul(j, sa)), I8P)
-        pb = b.inttoptr(b.add(ib_, b.mul(j, sb)), I8P)
-        pc = b.inttoptr(b.add(ic, b.mul(j, sc)), I8P)
-        pack_panels(b, transposed, pb, ldb, pbp, kq, b.mul(n0, I64(2)), b.mul(n1, I64(2)))
-        with for_range(b, m0, m1, "mc", step=M_CHUNK_BLOCKS) as mc:
-            nxt = b.add(mc, I64(M_CHUNK_BLOCKS))
-            mend = b.select(b.icmp_signed("<", nxt, m1), nxt, m1)
-            with for_range(b, n0, n1, "jb") as jb:
-                b0 = b.gep(pbp, [b.mul(b.mul(b.sub(jb, n0), I64(2)), panel)])
-                b1 = b.gep(b0, [panel])
-                col = b.mul(jb, I64(BN * width))
-                with for_range(b, b.mul(mc, I64(BM)), b.mul(mend, I64(BM)), "rt",
-                               step=MR) as r0:
-                    sums = _tile(b, dp, b.gep(pa, [b.mul(r0, lda)]), lda, b0, b1, kq)
-                    for r in range(MR):
-                        crow = b.gep(pc, [b.add(b.mul(b.add(r0, I64(r)), ldc), col)])
-                        for v, s in enumerate(sums[r]):
-                            out = ew.to_storage(b, s, ET.BF16) if bf16_out else s
-                            at = b.gep(crow, [I64(16 * width * v)])
-                            b.store(out, b.bitcast(at, out.type.as_pointer()), align=1)
+
+    def block(blk: Block) -> None:
+        with for_range(b, I64(0), I64(BM), "rt", step=MR) as r0:
+            sums = _tile(b, dp, b.gep(blk.arow, [b.mul(r0, blk.lda)]), blk.lda, blk.b0,
+                         blk.b1, blk.kq)
+            for r in range(MR):
+                crow = b.gep(blk.crow, [b.mul(b.add(r0, I64(r)), blk.ldc)])
+                for v, s in enumerate(sums[r]):
+                    out = ew.to_storage(b, s, ET.BF16) if bf16_out else s
+                    at = b.gep(crow, [I64(16 * width * v)])
+                    b.store(out, b.bitcast(at, out.type.as_pointer()), align=1)
+
+    emit_blocks(b, fn.args, transposed, bf16_out, block)
     b.ret_void()
 
 
