@@ -28,13 +28,7 @@ from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
-from xlapy.backends.cpu.lanes import (
-    Lane,
-    LaneCheck,
-    has_lane,
-    index_key,
-    vector_width,
-)
+from xlapy.backends.cpu.lanes import Lane, LaneCheck, has_lane, index_key, vector_width
 from xlapy.backends.cpu.llvm_util import (
     I32,
     I64,
@@ -280,6 +274,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         et = sh.element_type
         if id(instr) in self.leaves:
             return self.load(self.leaves[id(instr)], et, idx, sh.dimensions)
+        if (staged := self.staged(instr, idx)) is not None:  # (tile_emit.py)
+            return staged
         buf = self.row_cache.get(id(instr))
         if buf is not None and len(idx) == self.row_depth + 1 and \
                 self.in_row(idx[:-1], sh.dimensions):
@@ -422,7 +418,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         leaves_in = sorted(set(self.leaves.values()))
         return Kernel(self.name, self.root, leaves_in, self.out_slot, outer,
                       size * max(self.ops, 1), split, getattr(self, "partial", None),
-                      explicit=bool(self.width) or self._scalar_only(), align=self.align)
+                      explicit=bool(self.width) or self._scalar_only() or self.staged_lanes,
+                      align=self.align)
 
     def _scalar_only(self) -> bool:
         """No loop LLVM's vectorizer would vectorize (every innermost extent is below the
