@@ -194,7 +194,7 @@ class TileEmitter:
                 for jv in range(0, STAGE, w):
                     idx = prefix + [i, Lane(j0, jv)]
                     self.__dict__["_staged_at"] = (tuple(index_key(v) for v in idx), i, i0,
-                                                   Lane(j0, jv), j0)
+                                                   jv)
                     body(idx)
             self.width = 0
             self.__dict__["_staged_at"] = None
@@ -253,11 +253,11 @@ class TileEmitter:
         at = self.__dict__.get("_staged_at")
         if at is None or instr is not self.__dict__.get("_tile_transpose"):
             return None
-        keys, i, i0, lane, j0 = at
+        keys, i, i0, jv = at
         if tuple(index_key(v) for v in idx) != keys:
             return None
         b = self.b
-        off = b.add(b.mul(b.sub(i, i0), i64(STAGE)), i64(lane.off))
+        off = b.add(b.mul(b.sub(i, i0), i64(STAGE)), i64(jv))
         p = b.gep(self.__dict__["_stage_buf"], [i64(0), off])
         v = self._access(p, idx)  # type: ignore[attr-defined]
         return ew.from_storage(b, v, instr.shape.element_type)

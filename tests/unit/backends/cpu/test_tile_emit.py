@@ -112,3 +112,23 @@ func.func @main(%x: tensor<1040x512xf32>) -> {y} {{
     assert _staged(plain)
     want = np.asarray(xlapy.compile(text, "interpreter")(x))
     np.testing.assert_array_equal(np.asarray(plain(x)), want)
+
+
+def test_staged_plain_transpose_root() -> None:
+    """The transpose itself as the kernel's root (a layout copy) is staged too."""
+    y = "tensor<1024x4096xi32>"
+    text = f"""
+func.func @main(%x: tensor<4096x1024xi32>, %y: {y}) -> ({y}, {y}) {{
+  %t = stablehlo.transpose %x, dims = [1, 0] : (tensor<4096x1024xi32>) -> {y}
+  %a = stablehlo.add %t, %y : {y}
+  return %t, %a : {y}, {y}
+}}
+"""
+    rng = np.random.default_rng(5)
+    x = rng.integers(-1 << 31, 1 << 31, (4096, 1024), dtype=np.int64).astype(np.int32)
+    y = rng.integers(-1000, 1000, (1024, 4096)).astype(np.int32)
+    prog = xlapy.compile(text, "cpu")
+    assert _staged(prog)
+    t, a = (np.asarray(v) for v in prog(x, y))
+    np.testing.assert_array_equal(t, x.T)
+    np.testing.assert_array_equal(a, x.T + y)
