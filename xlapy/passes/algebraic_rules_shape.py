@@ -244,6 +244,40 @@ def _reduce_window_pad(i: Instruction, e: Emitter) -> Instruction | None:
                 padding=tuple(zip(pa.edge_padding_low, pa.edge_padding_high)))
 
 
+def _reduce_window_upsample(i: Instruction, e: Emitter) -> Instruction | None:
+    """reduce_window whose every window holds exactly one element of its operand (window w,
+    base dilation w, padding (w - 1, w - 1), stride and window dilation 1 along every
+    dimension) and otherwise holes and padding of init, the reducer's identity: each element
+    repeated w times along each dimension, combined once with init (identity op identity is
+    identity, so the order does not matter). The average pool's gradient after
+    `reduce_window_pad`: a native window loop over 4x the elements, 0.46 ms (XLA ~0.4)."""
+    red = _single_op(i)
+    if red is None:
+        return None
+    x, init = i.operands
+    a, r = i.attrs, x.shape.rank
+    w = tuple(a.window_dimensions)
+    ones = (1,) * r
+    if tuple(a.window_strides or ones) != ones or tuple(a.window_dilations or ones) != ones \
+            or tuple(a.base_dilations or ones) != w or \
+            tuple(tuple(p) for p in (a.padding or ((0, 0),) * r)) != tuple((k - 1, k - 1)
+                                                                           for k in w):
+        return None
+    if not _is_value(init, _identity(red[0], i.shape.element_type)):
+        return None
+    dims: list[int] = []
+    keep: list[int] = []
+    for n, k in zip(x.shape.dimensions, w):
+        keep.append(len(dims))
+        dims += [n, k] if k > 1 else [n]
+    out = tuple(i.shape.dimensions)
+    up = e.reshape(e.broadcast_in_dim(x, shape=tuple(dims), broadcast_dimensions=tuple(keep)),
+                   shape=out)
+    acc = e.broadcast_in_dim(init, shape=out, broadcast_dimensions=())
+    op, first = red  # (the reducer's (accumulator, element) order kept)
+    return e.op(op, acc, up) if first else e.op(op, up, acc)
+
+
 SHAPE_RULES: list[Rule] = [
     # convert(A: T -> T) => A
     Rule("convert_same", "convert",
@@ -325,6 +359,9 @@ SHAPE_RULES: list[Rule] = [
     Rule("reduce_unit_dims", "reduce", _reduce_unit),
     # reduce_window(pad(A, identity), identity) => reduce_window(A) padded and base-dilated
     Rule("reduce_window_pad", "reduce_window", _reduce_window_pad),
+    # reduce_window(A) whose windows each hold one element of A, the rest identity
+    #   => op(identity, upsample(A))
+    Rule("reduce_window_upsample", "reduce_window", _reduce_window_upsample),
     # dynamic_update_slice(A, U, starts) with U as big as A => U
     Rule("dus_full", "dynamic_update_slice",
          lambda i, e: i.operands[1] if i.operands[1].shape.dimensions == i.shape.dimensions

@@ -193,6 +193,10 @@ CASES: dict[str, Case] = {
     # 1.0 (not add's identity) stays
     "reduce_window_pad": (M, lambda g, a, b: _window_of_pad(g, a, 0.0),
                           lambda g, a, b: _window_of_pad(g, a, 1.0)),
+    # each 2x3 window of a [2, 3] dilated (2, 3) and padded (1, 2) holds one element: an
+    # upsampling; a padding of (0, 1) along the first dimension does not
+    "reduce_window_upsample": (M, lambda g, a, b: _upsample(g, a, (1, 1)),
+                               lambda g, a, b: _upsample(g, a, (0, 1))),
     "dus_full": (F, lambda g, a, b: g.dynamic_update_slice(a, b, g.const(0, "s32")),
                  lambda g, a, b: g.dynamic_update_slice(a, g.slice(
                      b, start_indices=(0,), limit_indices=(2,), strides=(1,)),
@@ -206,6 +210,13 @@ def _window_of_pad(g: HloBuilder, a: object, value: float, op: str = "add",
                    edge_padding_high=(1, 2), interior_padding=(1, 1))
     return g.op("reduce_window", padded, g.const(init, "f32"), called=[g.scalar_fn(op)],
                 window_dimensions=(2, 2), window_strides=(1, 2))
+
+
+def _upsample(g: HloBuilder, a: object, pad0: tuple[int, int], op: str = "add",
+              init: float = 0.0) -> object:
+    return g.op("reduce_window", a, g.const(init, "f32"), called=[g.scalar_fn(op)],
+                window_dimensions=(2, 3), window_strides=(1, 1), base_dilations=(2, 3),
+                window_dilations=(1, 1), padding=(pad0, (2, 2)))
 
 
 def _scatter_row(g: HloBuilder, a: object, b: object, reshaped: bool) -> object:
@@ -321,5 +332,31 @@ def test_reduce_window_pad_is_exact_on_special_values(op: str, ident: float) -> 
     before = np.asarray(Interpreter().run_module(module, [x]))
     simp = AlgebraicSimplifier(exact_only=True)
     assert run_passes(module, [simp]) and simp.fired["reduce_window_pad"] == 1
+    after = np.asarray(Interpreter().run_module(module, [x]))
+    np.testing.assert_array_equal(after.view(np.uint32), before.view(np.uint32))
+
+
+@pytest.mark.parametrize(("op", "ident"), [("add", 0.0), ("maximum", -np.inf),
+                                           ("minimum", np.inf), ("multiply", 1.0)])
+def test_reduce_window_upsample_is_exact_on_special_values(op: str, ident: float) -> None:
+    """JAX's average-pool gradient form: reduce_window over pad(A, identity, interior w - 1,
+    edges w - 1) becomes op(identity, A repeated): -0, NaN, inf and denormals as before."""
+    g = HloBuilder()
+    a = g.param("f32[3,4]")
+    padded = g.pad(a, g.const(ident, "f32"), edge_padding_low=(1, 2),
+                   edge_padding_high=(1, 2), interior_padding=(1, 2))
+    module = g.build(g.op("reduce_window", padded, g.const(ident, "f32"),
+                          called=[g.scalar_fn(op)], window_dimensions=(2, 3),
+                          window_strides=(1, 1)))
+    x = np.array([[-0.0, 0.0, np.nan, 1.0], [np.inf, -np.inf, 1e-40, -2.5],
+                  [3.0, -0.0, 7.0, -1e30]], np.float32)
+    before = np.asarray(Interpreter().run_module(module, [x]))
+    assert before.shape == (6, 12)
+    simp = AlgebraicSimplifier(exact_only=True)
+    assert run_passes(module, [simp])  # reduce_window_pad, then (next sweep) the upsample
+    while run_passes(module, [simp]):
+        pass
+    assert simp.fired["reduce_window_pad"] == simp.fired["reduce_window_upsample"] == 1
+    assert not any(i.opcode == "reduce_window" for i in module.entry.instructions)
     after = np.asarray(Interpreter().run_module(module, [x]))
     np.testing.assert_array_equal(after.view(np.uint32), before.view(np.uint32))
