@@ -52,7 +52,8 @@ def _operands(m: int, k: int, n: int, dtype: type) -> tuple[np.ndarray, np.ndarr
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("m", "k", "n"), [(2, 300, 517), (3, 129, 1031), (5, 257, 640),
-                                           (8, 200, 763), (7, 1, 140000), (9, 300, 517),
+                                           (8, 200, 763), (7, 1, 140000), (7, 300, 517),
+                                           (9, 300, 517),
                                            (16, 129, 1031)])
 def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) -> None:
     x, w = _operands(m, k, n, dtype)
@@ -68,7 +69,7 @@ def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) 
 
 @pytest.mark.parametrize("blocked", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m", [2, 4, 8, 11, 16])
+@pytest.mark.parametrize("m", [2, 4, 7, 8, 11, 16])
 def test_same_bits_as_gemm_small_on_any_thread_count(dtype: type, m: int, blocked: bool,
                                                      small_chunks: None,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
