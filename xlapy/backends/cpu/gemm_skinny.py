@@ -86,7 +86,7 @@ def _block(bits: int, rows: int) -> int:
     """Vectors of columns per register block: rows x V accumulators, V loads and a
     broadcast within the registers (32 on AVX-512, 16 otherwise). AVX2 allows 14
     accumulators: 7 rows take 2 vectors (one value spills) instead of 1, whose 8 loads per
-    7 FMAs bound the loop (7 x 4096 @ 4096 x 4096 on Zen 4: 5.6 -> 3.8-4.0 ms)."""
+    7 FMAs bound the loop (7 x 4096 @ 4096 x 4096 on Zen 4: 5.6 -> 3.8-4.6 ms)."""
     accs = 24 if bits == 512 else 14 if bits == 256 else 8
     return max(1, min(4, accs // rows))
 

@@ -52,7 +52,6 @@ def eligible(d: Instruction) -> bool:
     return 0 < n <= MAX_MACS
 
 
-
 def rewrite(module: Module, comp: Computation, d: Instruction) -> Instruction:
     """reduce(broadcast(lhs) * broadcast(rhs)) over the contracting dimensions of `d`."""
     e = Emitter(comp)

@@ -151,6 +151,7 @@ class TileEmitter:
         tile = self._tiled()
         if idx or len(dims) < 2 or not tile:
             return False
+        stageable = self._stageable()
         b, r = self.b, len(dims)
 
         def bound(d: int) -> tuple[ir.Value, ir.Value]:
@@ -170,7 +171,7 @@ class TileEmitter:
                 i1 = least(b.add(i0, i64(tile)), hi)
                 with for_range(b, i64(0), i64(dims[-1]), name="tj", step=tile) as j0:
                     j1 = least(b.add(j0, i64(tile)), i64(dims[-1]))
-                    if self._stageable():
+                    if stageable:
                         staged_or_edge(prefix, i0, i1, j0, j1)
                     else:
                         block(prefix, i0, i1, j0, j1)
@@ -189,7 +190,7 @@ class TileEmitter:
         def lanes(prefix: list[Any], i0: ir.Value, j0: ir.Value) -> None:
             """The staged block's rows in vectors of the target's width (width is set for
             them only: the edge blocks stay scalar)."""
-            w, self.width = vector_width(), vector_width()
+            w = self.width = vector_width()
             with for_range(b, i0, b.add(i0, i64(STAGE)), name="si") as i:
                 for jv in range(0, STAGE, w):
                     idx = prefix + [i, Lane(j0, jv)]
@@ -210,7 +211,9 @@ class TileEmitter:
 
     def _stageable(self) -> bool:
         """The tiled transpose reads a leaf of 4-byte elements and swaps only its last two
-        dimensions (the blocks are STAGE a side)."""
+        dimensions (the blocks are STAGE a side, the lane width divides STAGE), the kernel
+        reads it only at its own element (`_read_in_place`), and LaneCheck admits the rest
+        of the kernel in vectors, the transpose counted as a leaf."""
         t = self.__dict__.get("_tile_transpose")
         if t is None or self._tiled() != STAGE or id(t.operands[0]) not in self.leaves:
             return False

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.unit.backends.cpu.test_batch_chain import PLAIN, _chain_lines, _run, _text
 from tests.unit.backends.cpu.test_gemm_bf16 import (
     _ATTN,
     BF,
@@ -77,12 +78,16 @@ def test_program_keeps_bf16_operands_and_matches() -> None:
     _close_in_bf16(got, wide(*args))
 
 
-def test_batch_chain_steps_on_the_kernel() -> None:
-    """A chain of per-head products (8 heads of 64 x 64) runs its bf16 steps here."""
-    text = _ATTN.replace("2x4x", "2x8x")
-    prog = xlapy.compile(text, backend="cpu", options={"target": "cooperlake"})
-    explain = prog._exe.explain()  # type: ignore[attr-defined]
-    assert "bf16 gemm (avx512-bf16)" in explain, explain
+def test_batch_chain_steps_on_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch chain (batch_chain.py) of a bf16 attention takes these kernels as its GEMM
+    steps (their BLAS-convention entry): the same bits as the three thunks."""
+    monkeypatch.setenv("XLAPY_CPU_TARGET", "cooperlake")
+    text = _text(PLAIN, t=64, s=96, d=32, f="bf16")
     rng = np.random.default_rng(2)
-    args = [(rng.standard_normal((2, 8, 64, 32)) * 0.3).astype(BF) for _ in range(3)]
-    _close_in_bf16(prog(*args), xlapy.compile(text, backend="interpreter")(*args))
+    args = [(rng.standard_normal(shape) * 0.5).astype(BF)
+            for shape in ((2, 3, 64, 32), (2, 3, 96, 32), (2, 3, 96, 32))]
+    got, exe = _run(text, args, 2, True, monkeypatch)
+    want, ref = _run(text, args, 2, False, monkeypatch)
+    assert _chain_lines(exe) and not _chain_lines(ref)
+    assert "bf16 gemm (avx512-bf16)" in exe.explain()  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(got[0].view(np.uint16), want[0].view(np.uint16))
