@@ -18,9 +18,13 @@ from C across KC blocks: the bits depend on the shape alone (never on the thread
 column chunk is one thread's call).
 
 The exported function has the Fortran sgemm signature (13 pointers, column-major: blas.py's
-_gemm_args), for the no-transpose, alpha 1, beta 0 case only: blas routes just those calls
-here (`routes`: AVX-512 targets, the shapes where it won), so dot_epilogue's chunk job and
-blas's thread pool call it unchanged; XLAPY_GEMM_F32=0 turns the routing off.
+_gemm_args), for alpha 1 and beta 0 only: blas routes just those calls here (`routes`:
+AVX-512 targets, the shapes where it won), so dot_epilogue's chunk job and blas's thread
+pool call it unchanged; XLAPY_GEMM_F32=0 turns the routing off. Either operand may be stored
+transposed ("T": a training step's g @ W^T and x^T @ g, which went to OpenBLAS, ~4% slower
+on Zen 4 for the 256x1024x2048 halves of mlp_grad's g @ W^T on 2 threads): A's tiles then
+pack one vector a k (pack_a_t), B's panels through 8 x 8 register transposes (pack_b_t);
+the packed tiles are the same, so the bits are too.
 MXCSR FTZ/DAZ are cleared around it (IEEE, like BLAS). Built once per process (AVX-512
 hosts only; cached on disk like any kernel) as three modules compiled on compile threads,
 started by the first compile that routes a product here (else the first call): the kernels
@@ -79,7 +83,8 @@ SHORT_K, SHORT_K_MIN_M, SHORT_K_MIN_N = 16, 128, 1024
 PF_LOCALITY = 2
 _FP = F32.as_pointer()
 #: The hot module's functions (kernels of 1..NV vectors, packing), in the driver's table.
-HOT = [f"{NAME}_kernel{nv}" for nv in range(1, NV + 1)] + [f"{NAME}_pack_a", f"{NAME}_pack_b"]
+HOT = [f"{NAME}_kernel{nv}" for nv in range(1, NV + 1)] + [
+    f"{NAME}_{p}" for p in ("pack_a", "pack_b", "pack_a_t", "pack_b_t")]
 TABLE = f"{NAME}_table"
 _KERNEL_T = ir.FunctionType(VOID, [_FP, _FP, I64, _FP, I64, ir.IntType(1)])
 _PACK_T = ir.FunctionType(VOID, [_FP, I64, I64, I64, _FP])
@@ -96,18 +101,27 @@ UNROLL = 4
 
 
 def _emit_gemm(mod: ir.Module) -> ir.Function:
-    """gemm(a, lda, b, ldb, c, ldc, m, n, k): c = a @ b, row-major, k >= 1; the hot
+    """gemm(a, lda, b, ldb, c, ldc, m, n, k, a_t, b_t): c = a @ b, row-major, k >= 1, A
+    stored transposed ([k][m], a[k * lda + i]) where a_t, B ([n][k]) where b_t; the hot
     functions called through the table (`TABLE`, filled once both modules are linked)."""
-    fn = ir.Function(mod, ir.FunctionType(VOID, [_FP, I64, _FP, I64, _FP, I64, I64, I64, I64]),
+    fn = ir.Function(mod, ir.FunctionType(VOID, [_FP, I64, _FP, I64, _FP, I64, I64, I64, I64,
+                                                 ir.IntType(1), ir.IntType(1)]),
                      name=f"{NAME}_rm")
     fn.linkage = "internal"
-    a, lda, bm, ldb, c, ldc, m, n, kk = fn.args
+    a, lda, bm, ldb, c, ldc, m, n, kk, a_t, b_t = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     table = ir.GlobalVariable(mod, ir.ArrayType(I64, len(HOT)), name=TABLE)
     table.initializer = ir.Constant(table.value_type, None)
     ptrs = [b.inttoptr(b.load(b.gep(table, [i64(0), i64(j)])), t.as_pointer())
-            for j, t in enumerate([_KERNEL_T] * NV + [_PACK_T] * 2)]
-    kerns, (pack_a, pack_b) = ptrs[:NV], ptrs[NV:]
+            for j, t in enumerate([_KERNEL_T] * NV + [_PACK_T] * 4)]
+    kerns, (pack_a, pack_b, pack_a_t, pack_b_t) = ptrs[:NV], ptrs[NV:]
+    pack_a = b.select(a_t, pack_a_t, pack_a)
+    pack_b = b.select(b_t, pack_b_t, pack_b)
+
+    def at(base: ir.Value, ld: ir.Value, row: ir.Value, col: ir.Value, t: ir.Value
+           ) -> ir.Value:
+        """&x[row, col] of a row-major x stored transposed where t."""
+        return b.gep(base, [b.select(t, b.add(b.mul(col, ld), row), b.add(b.mul(row, ld), col))])
     kern = kerns[-1]
     ap = b.alloca(F32, -(-MC // MR) * MR * KC)  # whole tiles: the last one zero-padded
     ap.align = 64
@@ -123,29 +137,32 @@ def _emit_gemm(mod: ir.Module) -> ir.Function:
             with for_range(b, i64(0), kk, "pc", step=KC) as pc:
                 kc = _min(b, i64(KC), b.sub(kk, pc))
                 first = b.icmp_signed("==", pc, i64(0))
-                b.call(pack_a, [b.gep(a, [b.add(b.mul(ic, lda), pc)]), lda, mc, kc, ap])
+                b.call(pack_a, [at(a, lda, ic, pc, a_t), lda, mc, kc, ap])
                 with for_range(b, i64(0), nc, "jr", step=NR) as jr:
                     nr = _min(b, i64(NR), b.sub(nc, jr))
                     col = b.add(jc, jr)
-                    b.call(pack_b, [b.gep(bm, [b.add(b.mul(pc, ldb), col)]), ldb, kc, nr, bp])
+                    b.call(pack_b, [at(bm, ldb, pc, col, b_t), ldb, kc, nr, bp])
                     # the next panel: the next NR columns, else the next KC block's first
                     more = b.icmp_signed("<", b.add(jr, i64(NR)), nc)
                     pc2 = b.select(more, pc, b.add(pc, i64(KC)))
                     pc2 = b.select(b.icmp_signed("<", pc2, kk), pc2, pc)
                     col2 = b.select(more, b.add(col, i64(NR)), jc)
-                    pf = b.gep(bm, [b.add(b.mul(pc2, ldb), col2)])
-                    pf_rows = _min(b, i64(KC), b.sub(kk, pc2))
+                    # its rows as stored (k rows of NV lines, or NR columns of kc floats)
+                    pf = at(bm, ldb, pc2, col2, b_t)
+                    pf_k = _min(b, i64(KC), b.sub(kk, pc2))
+                    pf_rows = b.select(b_t, _min(b, i64(NR), b.sub(n, col2)), pf_k)
+                    lines = b.select(b_t, b.sdiv(b.add(pf_k, i64(15)), i64(16)), i64(NV))
                     per = b.sdiv(b.add(pf_rows, b.sub(tiles, i64(1))), tiles)
                     with for_range(b, i64(0), tiles, "t") as t:
                         lo = b.mul(t, per)
                         hi = _min(b, b.add(lo, per), pf_rows)
                         with for_range(b, lo, hi, "pf") as r:
                             row = b.gep(pf, [b.mul(r, ldb)])
-                            for v in range(NV):
-                                prefetch(b, b.gep(row, [i64(16 * v)]), PF_LOCALITY)
+                            with for_range(b, i64(0), lines, "pfl") as v:
+                                prefetch(b, b.gep(row, [b.mul(v, i64(16))]), PF_LOCALITY)
                         i0 = b.mul(t, i64(MR))
                         mr = _min(b, i64(MR), b.sub(mc, i0))
-                        at = b.gep(c, [b.add(b.mul(b.add(ic, i0), ldc), col)])
+                        dst = b.gep(c, [b.add(b.mul(b.add(ic, i0), ldc), col)])
                         apt = b.gep(ap, [b.mul(t, b.mul(kc, i64(MR)))])
                         whole = b.and_(b.icmp_signed("==", mr, i64(MR)),
                                        b.icmp_signed("==", b.and_(nr, i64(15)), i64(0)))
@@ -157,27 +174,28 @@ def _emit_gemm(mod: ir.Module) -> ir.Function:
                                     blk = b.function.append_basic_block(f"kern{nv}")
                                     sw.add_case(i64(nv), blk)
                                     b.position_at_end(blk)
-                                    b.call(kf, [apt, bp, kc, at, ldc, first])
+                                    b.call(kf, [apt, bp, kc, dst, ldc, first])
                                     b.branch(after)
                                 b.position_at_end(after)
                             with other:  # an edge tile: through `tile`
                                 with for_range(b, i64(0), mr, "er") as r:
                                     with for_range(b, i64(0), nr, "ec") as j:
-                                        b.store(b.load(b.gep(at, [b.add(b.mul(r, ldc), j)])),
+                                        b.store(b.load(b.gep(dst, [b.add(b.mul(r, ldc), j)])),
                                                 b.gep(tile, [b.add(b.mul(r, i64(NR)), j)]))
                                 b.call(kern, [apt, bp, kc, tile, i64(NR), first])
                                 with for_range(b, i64(0), mr, "fr") as r:
                                     with for_range(b, i64(0), nr, "fc") as j:
                                         b.store(b.load(b.gep(tile, [b.add(b.mul(r, i64(NR)),
                                                                           j)])),
-                                                b.gep(at, [b.add(b.mul(r, ldc), j)]))
+                                                b.gep(dst, [b.add(b.mul(r, ldc), j)]))
     b.ret_void()
     return fn
 
 
 def _emit_fortran(mod: ir.Module, gemm: ir.Function) -> None:
     """The Fortran sgemm signature (column-major C^T = B^T A^T as blas._gemm_args passes it):
-    (ta, tb, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc), "N", "N", alpha 1, beta 0 only."""
+    (ta, tb, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc), "N" or "T" each (ta for our B,
+    tb for our A), alpha 1, beta 0 only."""
     i8p = I8.as_pointer()
     fn = ir.Function(mod, ir.FunctionType(VOID, [i8p] * 13), name=NAME)
     args = fn.args
@@ -190,6 +208,10 @@ def _emit_fortran(mod: ir.Module, gemm: ir.Function) -> None:
     def ptr(p: ir.Value) -> ir.Value:
         return b.bitcast(p, _FP)
 
+    def trans(p: ir.Value) -> ir.Value:  # "T" or "t" (blas passes "N" or "T")
+        ch = b.or_(b.load(p), ir.Constant(I8, 0x20))
+        return b.icmp_unsigned("==", ch, ir.Constant(I8, ord("t")))
+
     n, m, k = num(args[2]), num(args[3]), num(args[4])
     ldb, lda, ldc = num(args[7]), num(args[9]), num(args[12])
     ok = b.and_(b.icmp_signed(">", m, i64(0)), b.icmp_signed(">", n, i64(0)))
@@ -197,7 +219,7 @@ def _emit_fortran(mod: ir.Module, gemm: ir.Function) -> None:
         with b.if_else(b.icmp_signed(">", k, i64(0))) as (then, other):
             with then:
                 b.call(gemm, [ptr(args[8]), lda, ptr(args[6]), ldb, ptr(args[11]), ldc, m, n,
-                              k])
+                              k, trans(args[1]), trans(args[0])])
             with other:  # an empty sum: zeros (beta 0 never reads C)
                 c = ptr(args[11])
                 with for_range(b, i64(0), m, "zr") as r:
@@ -280,8 +302,8 @@ def fortran() -> Any:
 
 
 def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """out = a @ b on this thread through the kernel (f32 views with a unit column stride;
-    for tests and measurements: blas.gemm routes by `routes`)."""
+    """out = a @ b on this thread through the kernel (f32 2-D views, each row-major or
+    transposed; for tests and measurements: blas.gemm routes by `routes`)."""
     from xlapy.backends.cpu import blas
 
     assert a.dtype == b.dtype == out.dtype == np.float32 and available()
@@ -289,16 +311,17 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     if call is None:
         return
     _, args, _keep = call
-    assert a.shape[1] == 0 or args[0].value == args[1].value == b"N", \
-        "transposed views go to OpenBLAS"  # (an empty sum reads neither operand)
     fortran()(*[x if isinstance(x, ctypes.c_void_p) else ctypes.byref(x) for x in args])
 
 
+_OPS = (b"N", b"T")
+
+
 def routes(m: int, n: int, k: int, ta: bytes, tb: bytes, beta: float) -> bool:
-    """Whether blas sends this sgemm call here: an AVX-512 host, no transposes, beta 0, and
-    a wide product (n columns of a call, m rows, k) where the kernel beat OpenBLAS."""
+    """Whether blas sends this sgemm call here: an AVX-512 host, operands as stored or
+    transposed ("N" or "T"), beta 0, and a wide product (n columns of a call, m rows, k) where the kernel beat OpenBLAS."""
     short = k >= SHORT_K and m >= SHORT_K_MIN_M and n >= SHORT_K_MIN_N
-    return (_ON and ta == b"N" and tb == b"N" and beta == 0.0 and n >= MIN_N
+    return (_ON and ta in _OPS and tb in _OPS and beta == 0.0 and n >= MIN_N
             and MIN_M <= m <= MAX_M and (k >= MIN_K or short) and available())
 
 

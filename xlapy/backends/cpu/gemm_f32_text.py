@@ -12,12 +12,18 @@ from __future__ import annotations
 from xlapy.backends.cpu.ir_text import FunctionText, Value
 
 V = "<16 x float>"
+V8 = "<8 x float>"
 _FMA = f"declare {V} @llvm.fma.v16f32({V}, {V}, {V})"
 
 
 def _vec(f: FunctionText, base: str, at: Value) -> str:
     """A <16 x float>* at base + at (floats)."""
     return f.cast(f.gep("float", base, at), "float*", f"{V}*")
+
+
+def _vec8(f: FunctionText, base: str, at: Value) -> str:
+    """A <8 x float>* at base + at (floats)."""
+    return f.cast(f.gep("float", base, at), "float*", f"{V8}*")
 
 
 def kernel(name: str, nv: int, mr: int, nr: int, unroll: int) -> str:
@@ -90,29 +96,50 @@ def kernel(name: str, nv: int, mr: int, nr: int, unroll: int) -> str:
 
 def pack_a(name: str, mr: int) -> str:
     """name(a, lda, mc, kc, ap): ap[t][k][r] = a[(t*mr + r) * lda + k], 0 past mc rows."""
+    return _pack_a(name, mr, False)
+
+
+def pack_a_t(name: str, mr: int) -> str:
+    """name(a, lda, mc, kc, ap) for an A stored transposed (A[i, k] = a[k * lda + i]):
+    ap[t][k][r] = a[k * lda + t*mr + r], 0 past mc rows; whole tiles one vector a k."""
+    return _pack_a(name, mr, True)
+
+
+def _pack_a(name: str, mr: int, transposed: bool) -> str:
     f = FunctionText(f"define void @{name}(float* %a, i64 %lda, i64 %mc, i64 %kc, float* %ap)")
     tiles = f.binop("sdiv", f.add("%mc", mr - 1), mr)
     full = f.binop("sdiv", "%mc", mr)
     tile_floats = f.mul("%kc", mr)
+    vt = f"<{mr} x float>"
     with f.loop(0, full, "t") as t:
         dst = f.gep("float", "%ap", f.mul(t, tile_floats))
-        rows = [f.gep("float", "%a", f.mul(f.add(f.mul(t, mr), r), "%lda")) for r in range(mr)]
-        with f.loop(0, "%kc", "k") as k:
-            at = f.mul(k, mr)
-            for r in range(mr):
-                f.store("float", f.load("float", f.gep("float", rows[r], k)),
-                        f.gep("float", dst, f.add(at, r)))
-    with f.loop(full, tiles, "tt") as t:
+        if transposed:
+            src = f.gep("float", "%a", f.mul(t, mr))
+            with f.loop(0, "%kc", "k") as k:
+                p = f.cast(f.gep("float", src, f.mul(k, "%lda")), "float*", f"{vt}*")
+                x = f.op(f"load {vt}, {vt}* {p}, align 4")
+                q = f.cast(f.gep("float", dst, f.mul(k, mr)), "float*", f"{vt}*")
+                f.do(f"store {vt} {x}, {vt}* {q}, align 4")
+        else:
+            rows = [f.gep("float", "%a", f.mul(f.add(f.mul(t, mr), r), "%lda"))
+                    for r in range(mr)]
+            with f.loop(0, "%kc", "k") as k:
+                at = f.mul(k, mr)
+                for r in range(mr):
+                    f.store("float", f.load("float", f.gep("float", rows[r], k)),
+                            f.gep("float", dst, f.add(at, r)))
+    with f.loop(full, tiles, "tt") as t:  # the last, partial tile: zeros past mc
         dst = f.gep("float", "%ap", f.mul(t, tile_floats))
         with f.loop(0, "%kc", "kt") as k:
-            at = f.mul(k, mr)
-            for r in range(mr):
+            with f.loop(0, mr, "rt") as r:
                 row = f.add(f.mul(t, mr), r)
                 inside = f.icmp("slt", row, "%mc")
                 row0 = f.op(f"select i1 {inside}, i64 {row}, i64 0")
-                x = f.load("float", f.gep("float", "%a", f.add(f.mul(row0, "%lda"), k)))
+                at = f.add(f.mul(k, "%lda"), row0) if transposed else \
+                    f.add(f.mul(row0, "%lda"), k)
+                x = f.load("float", f.gep("float", "%a", at))
                 f.store("float", f.op(f"select i1 {inside}, float {x}, float 0.0"),
-                        f.gep("float", dst, f.add(at, r)))
+                        f.gep("float", dst, f.add(f.mul(k, mr), r)))
     f.do("ret void")
     return f.text()
 
@@ -144,18 +171,76 @@ def pack_b(name: str, nv: int) -> str:
     return f.text()
 
 
+def _transpose8(f: FunctionText, rows: list[str]) -> list[str]:
+    """The 8 columns of the 8 x 8 block whose rows are `rows` (<8 x float> values): three
+    butterfly stages, each swapping the off-diagonal h x h blocks of every 2h x 2h block
+    (h = 4, 2, 1)."""
+    for h in (4, 2, 1):
+        lo = [c if c & h == 0 else 8 + c - h for c in range(8)]  # row i's, then i+h's
+        hi = [c + h if c & h == 0 else 8 + c for c in range(8)]
+        out = list(rows)
+        for i in (i for i in range(8) if not i & h):
+            for at, mask in ((i, lo), (i + h, hi)):
+                m = ", ".join(f"i32 {v}" for v in mask)
+                out[at] = f.op(f"shufflevector {V8} {rows[i]}, {V8} {rows[i + h]}, "
+                               f"<8 x i32> <{m}>")
+        rows = out
+    return rows
+
+
+def pack_b_t(name: str, nv: int) -> str:
+    """name(b, ldb, kc, nr, bp) for a B stored transposed (B[k, j] = b[j * ldb + k]):
+    bp[k][j] = b[j * ldb + k] for j < nr, 0 up to 16 nv. Whole panels go in 8 x 8 blocks
+    (8 row loads, `_transpose8`, 8 stores) in a loop over the panel's 2 nv column groups:
+    unrolled, or in 16 x 16 blocks, the module took 45 ms more to compile; the last kc % 8
+    rows go one float at a time."""
+    nr = 16 * nv
+    f = FunctionText(f"define void @{name}(float* %b, i64 %ldb, i64 %kc, i64 %nr, float* %bp)")
+    then, other, end = f.if_else(f.icmp("eq", "%nr", nr))
+    f.label(then)
+    blocks = f.binop("sdiv", "%kc", 8)
+    with f.loop(0, blocks, "kb") as kb:
+        k0 = f.mul(kb, 8)
+        with f.loop(0, 2 * nv, "g") as g:
+            src = f.gep("float", "%b", f.add(f.mul(f.mul(g, 8), "%ldb"), k0))
+            rows = [f.op(f"load {V8}, {V8}* {_vec8(f, src, f.mul(j, '%ldb'))}, align 4")
+                    for j in range(8)]
+            dst = f.gep("float", "%bp", f.add(f.mul(k0, nr), f.mul(g, 8)))
+            for kk, col in enumerate(_transpose8(f, rows)):
+                f.do(f"store {V8} {col}, {V8}* {_vec8(f, dst, kk * nr)}, align 4")
+    with f.loop(f.mul(blocks, 8), "%kc", "kr") as k:
+        with f.loop(0, nr, "jr") as j:
+            x = f.load("float", f.gep("float", "%b", f.add(f.mul(j, "%ldb"), k)))
+            f.store("float", x, f.gep("float", "%bp", f.add(f.mul(k, nr), j)))
+    f.do(f"br label %{end}")
+    f.label(other)
+    with f.loop(0, "%kc", "kp") as k:
+        at = f.mul(k, nr)
+        with f.loop(0, nr, "j") as j:
+            inside = f.icmp("slt", j, "%nr")
+            j0 = f.op(f"select i1 {inside}, i64 {j}, i64 0")
+            x = f.load("float", f.gep("float", "%b", f.add(f.mul(j0, "%ldb"), k)))
+            f.store("float", f.op(f"select i1 {inside}, float {x}, float 0.0"),
+                    f.gep("float", "%bp", f.add(at, j)))
+    f.do(f"br label %{end}")
+    f.label(end)
+    f.do("ret void")
+    return f.text()
+
+
 def modules(prefix: str, mr: int, nv: int, unroll: int) -> list[tuple[str, list[str]]]:
     """The hot code as two modules of about equal code generation time (~11 ms each, so
     they compile on two threads), each (text, its functions): {prefix}_kernel{nv} (the
-    widest, unrolled) with {prefix}_pack_b; {prefix}_kernel1 .. kernel{nv-1} with
-    {prefix}_pack_a."""
+    widest, unrolled) with {prefix}_pack_b and {prefix}_pack_a_t; {prefix}_kernel1 ..
+    kernel{nv-1} with {prefix}_pack_a and {prefix}_pack_b_t."""
     nr = 16 * nv
     wide, narrow = f"{prefix}_kernel{nv}", [f"{prefix}_kernel{w}" for w in range(1, nv)]
-    first = [kernel(wide, nv, mr, nr, unroll), pack_b(f"{prefix}_pack_b", nv)]
+    first = [kernel(wide, nv, mr, nr, unroll), pack_b(f"{prefix}_pack_b", nv),
+             pack_a_t(f"{prefix}_pack_a_t", mr)]
     second = [kernel(name, w, mr, nr, 1) for w, name in enumerate(narrow, 1)]
-    second.append(pack_a(f"{prefix}_pack_a", mr))
-    return [("\n".join([_FMA, *first]), [wide, f"{prefix}_pack_b"]),
-            ("\n".join([_FMA, *second]), [*narrow, f"{prefix}_pack_a"])]
+    second += [pack_a(f"{prefix}_pack_a", mr), pack_b_t(f"{prefix}_pack_b_t", nv)]
+    return [("\n".join([_FMA, *first]), [wide, f"{prefix}_pack_b", f"{prefix}_pack_a_t"]),
+            ("\n".join([_FMA, *second]), [*narrow, f"{prefix}_pack_a", f"{prefix}_pack_b_t"])]
 
 
-__all__ = ["kernel", "modules", "pack_a", "pack_b"]
+__all__ = ["kernel", "modules", "pack_a", "pack_a_t", "pack_b", "pack_b_t"]

@@ -1,6 +1,6 @@
 """gemm_f32.py, the AVX-512 f32 GEMM for wide row-major weights: within the float64 dot bound
 for odd shapes and tails (rows, columns and k past the register tile and the MC, NC, KC
-blocks), strided views, NaN/inf, IEEE denormals; the same bits run to run and on 1, 2 and 3
+blocks), strided views, operands stored transposed, NaN/inf, IEEE denormals; the same bits run to run and on 1, 2 and 3
 threads through blas.gemm; routing only of plain wide products on AVX-512 targets."""
 
 from __future__ import annotations
@@ -53,6 +53,41 @@ def test_strided_views() -> None:
     assert_dot_close(out, a, b, k=a.shape[1])
     assert np.isnan(out_big[:4]).all() and np.isnan(out_big[:, :100]).all()
     assert np.isnan(out_big[69:]).all() and np.isnan(out_big[:, 613:]).all()
+
+
+def _transposed(x: np.ndarray) -> np.ndarray:
+    """x's values as a transposed view (column-major storage: BLAS's "T")."""
+    return np.ascontiguousarray(x.T).T
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(9, 47, 257), (16, 96, 600), (13, 50, 31),
+                                           (64, 256, 256), (3, 5, 16), (300, 700, 290)])
+def test_transposed_operands_give_the_row_major_bits(m: int, n: int, k: int) -> None:
+    """A stored [k][m] (pack_a_t) and B stored [n][k] (pack_b_t: 16 x 16 transposed blocks,
+    a k tail past them and partial panels): the same packed tiles, so the same bits as the
+    row-major operands, for each of the four combinations."""
+    rng = np.random.default_rng(m * 7 + n * 3 + k)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    want = _run(a, b)
+    assert_dot_close(want, a, b, k=k)
+    for x, y in ((_transposed(a), b), (a, _transposed(b)), (_transposed(a), _transposed(b))):
+        assert not (x.flags.c_contiguous and y.flags.c_contiguous)
+        np.testing.assert_array_equal(_run(x, y), want)
+
+
+def test_transposed_strided_views() -> None:
+    """Transposed views of slices (leading dimensions wider than the stored rows) with NaN
+    around them that must not be read."""
+    rng = np.random.default_rng(8)
+    a_big = np.full((300, 90), np.nan, np.float32)  # A^T stored, A = a_big[5:280, 3:68].T
+    b_big = np.full((600, 290), np.nan, np.float32)  # B^T stored, B = b_big[7:520, 2:277].T
+    a_big[5:280, 3:68] = rng.standard_normal((275, 65))
+    b_big[7:520, 2:277] = rng.standard_normal((513, 275))
+    a, b = a_big[5:280, 3:68].T, b_big[7:520, 2:277].T
+    got = _run(a, b)
+    assert_dot_close(got, a, b, k=275)
+    np.testing.assert_array_equal(got, _run(np.ascontiguousarray(a), np.ascontiguousarray(b)))
 
 
 def test_nan_and_inf_propagate() -> None:
@@ -110,8 +145,9 @@ def test_blas_gemm_bits_do_not_depend_on_threads(m: int, n: int, k: int,
 
 def test_routes_only_plain_wide_products() -> None:
     assert gemm_f32.routes(256, 2048, 4096, b"N", b"N", 0.0)
-    assert not gemm_f32.routes(256, 2048, 4096, b"T", b"N", 0.0)
-    assert not gemm_f32.routes(256, 2048, 4096, b"N", b"T", 0.0)
+    assert gemm_f32.routes(256, 2048, 4096, b"T", b"N", 0.0)
+    assert gemm_f32.routes(256, 2048, 4096, b"N", b"T", 0.0)
+    assert not gemm_f32.routes(256, 2048, 4096, b"C", b"N", 0.0)
     assert not gemm_f32.routes(256, 2048, 4096, b"N", b"N", 1.0)
     assert not gemm_f32.routes(32, 2048, 4096, b"N", b"N", 0.0)
     assert not gemm_f32.routes(512, 2048, 4096, b"N", b"N", 0.0)
@@ -206,3 +242,37 @@ func.func @main(%x: tensor<256x512xf32>, %w: tensor<512x1024xf32>) -> tensor<256
     x = rng.standard_normal((256, 512)).astype(np.float32)
     w = rng.standard_normal((512, 1024)).astype(np.float32)
     assert_dot_close(np.asarray(prog(x, w)), x, w, k=512)
+
+
+@pytest.mark.parametrize(("lhs", "rhs", "dims"), [
+    ("256x1024", "2048x1024", "[1] x [1]"),   # x @ W^T (a gradient's g @ W^T)
+    ("1024x256", "1024x2048", "[0] x [0]"),   # x^T @ g (a weight gradient)
+])
+def test_programs_with_transposed_operands_route_here(lhs: str, rhs: str, dims: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """dot_general contracting an operand's other dimension reaches the kernel with that
+    operand as stored (no copy, "T"), within the dot bound of the float64 product."""
+    import xlapy
+
+    seen: list[int] = []
+    real = gemm_f32.fortran
+
+    def spy() -> object:
+        seen.append(1)
+        return real()
+
+    monkeypatch.setattr(gemm_f32, "fortran", spy)
+    (m0, m1), (n0, n1) = (map(int, s.split("x")) for s in (lhs, rhs))
+    out = f"{m1 if dims[1] == '0' else m0}x{n1 if dims[-2] == '0' else n0}"
+    text = (f"func.func @main(%a: tensor<{lhs}xf32>, %b: tensor<{rhs}xf32>) -> tensor<{out}xf32> {{\n"
+            f"  %0 = stablehlo.dot_general %a, %b, contracting_dims = {dims} : "
+            f"(tensor<{lhs}xf32>, tensor<{rhs}xf32>) -> tensor<{out}xf32>\n"
+            f"  return %0 : tensor<{out}xf32>\n}}\n")
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((m0, m1)).astype(np.float32)
+    b = rng.standard_normal((n0, n1)).astype(np.float32)
+    got = np.asarray(xlapy.compile(text, backend="cpu")(a, b))
+    x = a if dims[1] == "1" else a.T
+    y = b.T if dims[-2] == "1" else b
+    assert_dot_close(got, x, y, k=x.shape[1])
+    assert seen
