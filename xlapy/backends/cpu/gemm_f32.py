@@ -319,7 +319,8 @@ _OPS = (b"N", b"T")
 
 def routes(m: int, n: int, k: int, ta: bytes, tb: bytes, beta: float) -> bool:
     """Whether blas sends this sgemm call here: an AVX-512 host, operands as stored or
-    transposed ("N" or "T"), beta 0, and a wide product (n columns of a call, m rows, k) where the kernel beat OpenBLAS."""
+    transposed ("N" or "T"), beta 0, and a wide product (n columns of a call, m rows, k)
+    where the kernel beat OpenBLAS."""
     short = k >= SHORT_K and m >= SHORT_K_MIN_M and n >= SHORT_K_MIN_N
     return (_ON and ta in _OPS and tb in _OPS and beta == 0.0 and n >= MIN_N
             and MIN_M <= m <= MAX_M and (k >= MIN_K or short) and available())

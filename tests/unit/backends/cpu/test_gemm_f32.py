@@ -1,7 +1,8 @@
 """gemm_f32.py, the AVX-512 f32 GEMM for wide row-major weights: within the float64 dot bound
 for odd shapes and tails (rows, columns and k past the register tile and the MC, NC, KC
-blocks), strided views, operands stored transposed, NaN/inf, IEEE denormals; the same bits run to run and on 1, 2 and 3
-threads through blas.gemm; routing only of plain wide products on AVX-512 targets."""
+blocks), strided views, operands stored transposed, NaN/inf, IEEE denormals; the same bits
+run to run and on 1, 2 and 3 threads through blas.gemm; routing only of plain wide
+products on AVX-512 targets."""
 
 from __future__ import annotations
 
@@ -264,7 +265,8 @@ def test_programs_with_transposed_operands_route_here(lhs: str, rhs: str, dims: 
     monkeypatch.setattr(gemm_f32, "fortran", spy)
     (m0, m1), (n0, n1) = (map(int, s.split("x")) for s in (lhs, rhs))
     out = f"{m1 if dims[1] == '0' else m0}x{n1 if dims[-2] == '0' else n0}"
-    text = (f"func.func @main(%a: tensor<{lhs}xf32>, %b: tensor<{rhs}xf32>) -> tensor<{out}xf32> {{\n"
+    text = (f"func.func @main(%a: tensor<{lhs}xf32>, %b: tensor<{rhs}xf32>) -> "
+            f"tensor<{out}xf32> {{\n"
             f"  %0 = stablehlo.dot_general %a, %b, contracting_dims = {dims} : "
             f"(tensor<{lhs}xf32>, tensor<{rhs}xf32>) -> tensor<{out}xf32>\n"
             f"  return %0 : tensor<{out}xf32>\n}}\n")
