@@ -210,6 +210,13 @@ SPREAD = 16
 #: ... when the broadcast copies have at least this many elements (a small kernel's extra
 #: launch would cost more than the recomputation saves).
 SPREAD_ELEMENTS = 1 << 14
+#: Ops through which a kernel reads its operand at another index than its own (a value read
+#: through two of them is generated twice per element of the kernel). Broadcasts are left to
+#: the emitter's hoisting and `_spread`; a reduce computed inline keeps its row (softmax's
+#: exp(x - max), read by the sum and by the divide, is one row buffer).
+REINDEX = INDEX_OPS | {"slice", "reverse", "transpose", "reshape"}
+#: Index paths kept per value (two tell it is generated more than once).
+MAX_PATHS = 4
 
 
 @dataclass(frozen=True)
@@ -417,6 +424,8 @@ class _Chooser:
         mat: set[int] = set()
         inline, cuts = set[int](), depth_cuts(order, fusible, lim.max_depth)
         kernel_of: dict[int, frozenset[int]] = {}
+        #: The index paths (REINDEX ops from the root) at which a value's one kernel reads it.
+        paths: dict[int, frozenset[tuple[int, ...]]] = {}
         for instr in reversed(order):
             iid = id(instr)
             if iid not in fusible:
@@ -444,6 +453,17 @@ class _Chooser:
             ks = frozenset().union(*(kernel_of[id(u)] for u in users
                                      if not splat_reader(u, instr)))
             c = cost.get(iid, 0)
+            if len(ks) == 1:
+                paths[iid] = self._paths(instr, next(iter(ks)), paths)
+                if (len(paths[iid]) > 1 and c > lim.dup_ops and instr.opcode not in CHEAP
+                        and instr.shape.num_elements >= SPREAD_ELEMENTS):
+                    self._say(instr, instr, False,
+                              f"read at {len(paths[iid])}+ index paths of one kernel with a "
+                              f"chain of {c} ops (at most {lim.dup_ops} recompute): a buffer")
+                    mat.add(iid)
+                    kernel_of[iid] = frozenset((iid,))
+                    paths[iid] = frozenset({()})
+                    continue
             if len(ks) <= 1 or instr.opcode in CHEAP or (
                     c <= lim.dup_ops and len(ks) <= lim.dup_kernels):
                 kernel_of[iid] = ks
@@ -457,6 +477,21 @@ class _Chooser:
                           f"needed by {len(ks)} kernels (at most {lim.dup_kernels} recompute "
                           f"a value) with a chain of {c} ops (at most {lim.dup_ops}): a buffer")
         return mat, inline
+
+    def _paths(self, instr: Instruction, root: int,
+               paths: dict[int, frozenset[tuple[int, ...]]]) -> frozenset[tuple[int, ...]]:
+        """The index paths at which kernel `root` reads `instr` (its users' paths, each
+        through a REINDEX user extended by it), at most MAX_PATHS of them."""
+        out: set[tuple[int, ...]] = set()
+        for u in instr.users:
+            if splat_reader(u, instr):
+                continue
+            base = frozenset({()}) if id(u) == root else paths.get(id(u), frozenset({()}))
+            step = (id(u),) if u.opcode in REINDEX else ()
+            out.update(p + step for p in base)
+            if len(out) >= MAX_PATHS:
+                break
+        return frozenset(sorted(out)[:MAX_PATHS])
 
     def _fuse_reason(self, instr: Instruction, kernels_: int, cost: int) -> str:
         if kernels_ <= 1:

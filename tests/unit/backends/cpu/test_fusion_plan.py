@@ -1,7 +1,8 @@
 """fusion_plan.py: a value read through index-changing ops at many places of one kernel is
 generated once per path; past MAX_GENERATED (value, path) pairs the plan gives one a buffer,
 so a lax.associative_scan (slices and interleaving pads, doubling the paths per level)
-compiles in bounded memory with its values."""
+compiles in bounded memory with its values; a long chain over a big array that one kernel
+would read at two index paths gets a buffer (generated once, not per path)."""
 
 from __future__ import annotations
 
@@ -53,3 +54,52 @@ def test_associative_scan_from_jax() -> None:
         x).as_text()
     got = xlapy.compile(text, backend="cpu")(x)
     np.testing.assert_array_equal(got, xlapy.compile(text, backend="interpreter")(x))
+
+
+def _pairs(n: int, ops: int) -> HloBuilder:
+    """y = a chain of `ops` sine/multiply steps over x [n]; out = y[0::2] + y[1::2]: one
+    kernel would read y at two index paths (each strided slice), so generate it twice per
+    element."""
+    g = HloBuilder()
+    x = g.param(Shape.array(ElementType.F32, [n]))
+    y = x
+    for k in range(ops):
+        y = g.sine(y) if k % 2 == 0 else g.multiply(y, x)
+    ev = g.slice(y, start_indices=(0,), limit_indices=(n,), strides=(2,))
+    od = g.slice(y, start_indices=(1,), limit_indices=(n,), strides=(2,))
+    g.build(g.add(ev, od))
+    return g
+
+
+def _buffered(plan: object) -> list[str]:
+    return [d.producer for d in plan.decisions if "index paths" in d.reason]
+
+
+def test_a_long_chain_read_at_two_index_paths_gets_a_buffer() -> None:
+    g = _pairs(1 << 16, 12)
+    plan = plan_fusion(g.comp)
+    assert len(_buffered(plan)) == 1 and len(plan.kernel_roots()) == 2
+    x = np.linspace(-3, 3, 1 << 16, dtype=np.float32)
+    np.testing.assert_array_equal(xlapy.compile(g.module, backend="cpu")(x),
+                                  xlapy.compile(g.module, backend="interpreter")(x))
+
+
+@pytest.mark.parametrize(("n", "ops"), [(1 << 10, 12), (1 << 16, 4)])
+def test_small_arrays_and_short_chains_are_recomputed(n: int, ops: int) -> None:
+    """Under SPREAD_ELEMENTS elements a kernel costs more than the recomputation; a chain of
+    DUP_OPS ops or fewer is recomputed as one shared by several kernels is."""
+    plan = plan_fusion(_pairs(n, ops).comp)
+    assert not _buffered(plan) and len(plan.kernel_roots()) == 1
+
+
+def test_associative_scan_levels_get_buffers() -> None:
+    """lax.associative_scan's big levels, each read at two paths (the odd and even halves
+    interleaved by pads), are buffers: the last kernel reads one level, not the tree
+    below it (256 x 4096: 2.7 -> 1.9 ms on Zen 4)."""
+    jax = pytest.importorskip("jax")
+    x = np.random.default_rng(1).standard_normal((64, 4096)).astype(np.float32)
+    text = jax.jit(lambda v: jax.lax.associative_scan(jax.numpy.add, v, axis=1)).lower(
+        x).as_text()
+    prog = xlapy.compile(text, backend="cpu")
+    assert any("index paths" in d.reason for d in prog._exe.fusion.decisions)
+    np.testing.assert_array_equal(prog(x), xlapy.compile(text, backend="interpreter")(x))
