@@ -56,6 +56,14 @@ from xlapy.backends.cpu.once import ahead, once
 MAX_ROWS = 8
 #: Rows of W ahead that each k step prefetches (0 to 64 ran alike; no prefetch: 1.6x slower).
 PREFETCH_ROWS = 16
+#: In k blocks, bytes ahead along the row that each k step prefetches instead: the next
+#: block's lines of the same row (16 rows ahead, the block's last 16 rows prefetched the
+#: next k block's, long evicted when it came, and its first 16 were never prefetched: rows
+#: 16 KB apart, each on its own page, defeat the hardware prefetchers). On Zen 4, 2
+#: threads, against XLA: 8x4096x4096 3.9 -> 2.8-2.9 ms (XLA 3.9-4.1), 3x8192x1024 2.7 ->
+#: 1.0 (1.5), 16x4096x4096 8.0 -> 5.6-6.4 (5.0-5.5); x86-64-v3 code 8x4096x4096 5.6 -> 3.7
+#: (XLA with AVX-512 4.0-4.2). 128 bytes ran alike on AVX2, slower on AVX-512; 512 slower.
+PREFETCH_AHEAD = 256
 #: A W of more bytes than this is read in k blocks: `k_block` rows at a time across its
 #: chunk's width (BLOCK_BYTES of W a block), each column block's sums continued through
 #: `out` (the same chain), in column chunks of PIECE_BYTES of each row or more, instead of
@@ -169,7 +177,8 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
                 p.add_incoming(ir.Constant(vt, None), entry)  # zeros
                 p.add_incoming(x, load_bb)
         wrow = b.add(b.mul(k, n), c0)
-        ahead = b.add(wrow, b.mul(n, i64(PREFETCH_ROWS)))
+        ahead = b.select(in_blocks, b.add(wrow, i64(PREFETCH_AHEAD // size)),
+                         b.add(wrow, b.mul(n, i64(PREFETCH_ROWS))))
         line = max(1, 64 // size)
         for j in range(0, vecs * lanes, line):  # each cache line of the block, rows ahead
             prefetch(b, b.gep(w, [b.add(ahead, i64(j))]))
@@ -191,6 +200,7 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
             for j, x in enumerate(news[r]):
                 store(x, b.add(orow, i64(j * lanes)), mask)
 
+    in_blocks = b.icmp_signed("<", kb, kk)
     step = v * lanes
     full = b.sdiv(b.sub(hi, lo), i64(step))
     c1 = b.add(lo, b.mul(full, i64(step)))
@@ -267,14 +277,24 @@ def k_block(width: int, itemsize: int) -> int:
     return max(16, min(256, BLOCK_BYTES // max(1, width * itemsize)))
 
 
+def one_pass(m: int, bits: int) -> bool:
+    """Whether m rows read W once: up to MAX_ROWS, and more while a register block still
+    holds 2 vectors of columns (AVX-512: 12 rows). A block of one vector reads 64 bytes of
+    each row per pass and lost to two passes; two passes of blocks of 2-3 vectors lost to
+    one pass of 2 (Zen 4, 2 threads, x 4096 x 4096 against XLA: 9 rows 6.1 -> 2.8-2.9 ms
+    (XLA 4.0-4.3), 11 rows 6.1-6.9 -> 3.3-3.8 (4.3-4.5), 12 rows 6.1-7.1 -> 4.5-4.6 (4.4-4.6);
+    14 rows at one vector 5.6-6.5 vs two passes 6.4-6.8, kept)."""
+    return m <= MAX_ROWS or _block(bits, m) >= 2
+
+
 def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
            ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
-    """A function (x, w, out) for a library thunk, the modules built on its first call. Over
-    MAX_ROWS rows: two passes over W, one per half of the rows (all of a pass's rows stay in
+    """A function (x, w, out) for a library thunk, the modules built on its first call. Past
+    `one_pass`: two passes over W, one per half of the rows (all of a pass's rows stay in
     registers). 2 threads, W evicted before each burst, min of 90 calls against blas.gemm:
     16x1024x4096 1.22 -> 0.86 ms, 12x4096x4096 8.7 -> 6.4, 16x4096x1024 2.24 -> 1.66; three
     passes tied (24x1024x4096 1.29 vs 1.30), four lost (32x1024x4096 3.5 vs 3.1)."""
-    if m <= MAX_ROWS:
+    if one_pass(m, target.current().vector_bits):
         return _rows_runner(m, n, k, f64, threads)
     half = (m + 1) // 2
     top, bottom = (_rows_runner(r, n, k, f64, threads) for r in (half, m - half))
@@ -293,7 +313,7 @@ def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
 
 def _rows_runner(m: int, n: int, k: int, f64: bool, threads: int
                  ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
-    """`runner` for at most MAX_ROWS rows: one pass over W."""
+    """`runner` for rows that `one_pass` takes: one pass over W."""
     tgt = target.current()
     size = 8 if f64 else 4
     lanes = tgt.vector_bits // (8 * size)
@@ -321,5 +341,5 @@ def _rows_runner(m: int, n: int, k: int, f64: bool, threads: int
     return run
 
 
-__all__ = ["takes", "runner", "cuts", "MAX_ROWS", "MAX_ROWS_AVX2", "PREFETCH_ROWS",
-           "CHUNK_BYTES"]
+__all__ = ["takes", "runner", "one_pass", "cuts", "MAX_ROWS", "MAX_ROWS_AVX2",
+           "PREFETCH_ROWS", "PREFETCH_AHEAD", "CHUNK_BYTES"]

@@ -149,3 +149,33 @@ def test_blocked_only_for_a_big_w_of_long_rows(monkeypatch: pytest.MonkeyPatch) 
     # 1024 in 2
     assert len(gemm_skinny.cuts(4096, 4096, 4, 48, True)) - 1 == 4096 * 4 // 2048
     assert len(gemm_skinny.cuts(1024, 4096, 4, 64, True)) - 1 == 2
+
+
+@pytest.mark.parametrize(("bits", "m", "passes"), [
+    (512, 8, [8]), (512, 9, [9]), (512, 12, [12]), (512, 13, [7, 6]), (512, 16, [8, 8]),
+    (256, 7, [7]), (256, 8, [8]), (256, 9, [5, 4]), (256, 12, [6, 6])])
+def test_rows_read_w_once_while_a_block_keeps_two_vectors(
+        bits: int, m: int, passes: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One pass over W up to MAX_ROWS rows and on while a register block holds two vectors
+    of columns (AVX-512: 12 rows, 24 accumulators); two passes past that."""
+    rows: list[int] = []
+
+    class Code:
+        address = 0
+
+        @staticmethod
+        def fn(*args: int) -> None:
+            pass
+
+    def compile_(r: int, *_: object) -> type[Code]:
+        rows.append(r)
+        return Code
+
+    monkeypatch.setattr(gemm_skinny, "_compile", compile_)
+    monkeypatch.setattr(gemm_skinny, "ahead", lambda *a: None)
+    assert gemm_skinny.one_pass(m, bits) == (len(passes) == 1)
+    name = {512: "x86-64-v4", 256: "x86-64-v3"}[bits]
+    with target.use(name):
+        x, w = np.zeros((m, 4096), np.float32), np.zeros((4096, 1024), np.float32)
+        gemm_skinny.runner(m, 1024, 4096, False, 1)(x, w, np.zeros((m, 1024), np.float32))
+    assert rows == passes
