@@ -275,7 +275,7 @@ class NativeWhile:
         if isinstance(step, regions.Region):
             words = _region_steps(p, exe, step, table)
             cost = sum(m.cost for m in step.members)
-            cuts = list(p.rows) if p.rows is not None else regions.cuts(step.rows, step.align)
+            cuts = list(p.rows) if p.rows is not None else step.cuts()
             return self._split(p, fn_address(regions.run_function()), words, cuts,
                                threads if cost >= NATIVE_SPLIT_COST else 1)
         assert step is not None

@@ -177,7 +177,7 @@ def region_thunk(region: regions.Region, kernel_address: dict[str, int], parts: 
         if not built:  # the process's native runner, built on a first run, not in a compile
             built.append(split_thunk(regions.run_function(), region.rows, parts, region.align,
                                      keep, fresh, pool, before=lambda: blas.ready(pool()),
-                                     arg=steps, cuts=regions.cuts(region.rows, region.align),
+                                     arg=steps, cuts=region.cuts(),
                                      alias=alias))
         built[0](t, v, rt, pr)
 

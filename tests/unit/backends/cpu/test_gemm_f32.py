@@ -230,19 +230,20 @@ def test_a_compile_starts_the_modules_while_it_plans(monkeypatch: pytest.MonkeyP
         return real(tgt)
 
     monkeypatch.setattr(gemm_f32, "_jobs", spy)
+    # (an rhs over gemm_small.WIDE_RHS_BYTES: read in place under it)
     text = """
-func.func @main(%x: tensor<256x512xf32>, %w: tensor<512x1024xf32>) -> tensor<256x1024xf32> {
+func.func @main(%x: tensor<256x1024xf32>, %w: tensor<1024x2048xf32>) -> tensor<256x2048xf32> {
   %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
-      : (tensor<256x512xf32>, tensor<512x1024xf32>) -> tensor<256x1024xf32>
-  return %y : tensor<256x1024xf32>
+      : (tensor<256x1024xf32>, tensor<1024x2048xf32>) -> tensor<256x2048xf32>
+  return %y : tensor<256x2048xf32>
 }
 """
     prog = xlapy.compile(text, backend="cpu")
     assert started and set(started) == {target.current()}  # (planning may ask again)
     rng = np.random.default_rng(9)
-    x = rng.standard_normal((256, 512)).astype(np.float32)
-    w = rng.standard_normal((512, 1024)).astype(np.float32)
-    assert_dot_close(np.asarray(prog(x, w)), x, w, k=512)
+    x = rng.standard_normal((256, 1024)).astype(np.float32)
+    w = rng.standard_normal((1024, 2048)).astype(np.float32)
+    assert_dot_close(np.asarray(prog(x, w)), x, w, k=1024)
 
 
 @pytest.mark.parametrize(("lhs", "rhs", "dims"), [

@@ -87,15 +87,31 @@ def test_rows_entry_reads_the_table_through_a_region_descriptor() -> None:
 def test_which_shapes_take_it() -> None:
     assert gemm_small.shape(64, 256, 256, False) is not None
     assert gemm_small.shape(64, 256, 256, False, rhs_t=True) is None  # rhs [n, k]: BLAS
-    assert gemm_small.shape(256, 1024, 128, False) is None  # over MAX_MACS
-    # over MAX_MACS with NARROW_N columns or fewer: here on AVX-512 only
     wide_regs = target.current().vector_bits == 512
+    # over MAX_MACS: f32 on AVX-512 only (WIDE_RHS_BYTES, WIDE_K), never f64
+    assert (gemm_small.shape(256, 1024, 128, False) is not None) == wide_regs
+    assert gemm_small.shape(256, 1024, 128, True) is None
+    # over MAX_MACS with NARROW_N columns or fewer: here on AVX-512 only
     assert (gemm_small.shape(256, 256, 256, False) is not None) == wide_regs
     assert (gemm_small.shape(4096, 64, 1024, False) is not None) == wide_regs
     with target.use("x86-64-v3"):
         assert gemm_small.shape(256, 256, 256, False) is None
     assert gemm_small.shape(4, 1024, 1024, False) is None  # a 4 MB rhs: not L2-resident
     assert gemm_small.shape(0, 4, 4, False) is None
+
+
+def test_wide_rhs_on_avx512() -> None:
+    """An f32 rhs over MAX_RHS_BYTES and up to WIDE_RHS_BYTES, k up to WIDE_K, more rows
+    than gemm_skinny's one pass: read in place on AVX-512 targets only."""
+    for name, wide in (("x86-64-v4", True), ("x86-64-v3", False)):
+        with target.use(name):
+            assert (gemm_small.shape(32, 1024, 256, False) is not None) == wide  # 1 MB
+            assert (gemm_small.shape(1024, 1024, 1024, False) is not None) == wide  # 4 MB
+            assert gemm_small.shape(32, 1024, 256, True) is None  # f64
+            assert gemm_small.shape(32, 1024, 4096, False) is None  # k over WIDE_K
+            assert gemm_small.shape(32, 2048, 1024, False) is None  # 8 MB
+            assert gemm_small.shape(12, 1024, 256, False) is None  # gemm_skinny's one pass
+            assert (gemm_small.shape(13, 1024, 256, False) is not None) == wide
 
 
 @pytest.mark.parametrize(("t", "c", "kind"), [("f32", 0, "jit gemm"), ("f64", 0, "jit gemm"),
