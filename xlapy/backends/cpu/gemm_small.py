@@ -73,7 +73,8 @@ NARROW_N = 512
 #: (XLA 0.12-0.15), 24x1024x1024 0.48-0.53 -> 0.27 (0.27-0.28), 64x512x2048 0.81-0.83 ->
 #: 0.62 (0.69-0.70), 256x256x1024 0.69 -> 0.61 (0.64-0.68), 1024x1024x1024 11.3 -> 9.7
 #: (9.7); at k 4096 it lost (256x4096x1024 11.05 -> 12.0), as with AVX2's 12 accumulators
-#: (64x2048x1024 1.87 -> 2.54).
+#: (64x2048x1024 1.87 -> 2.54). Not with an L2 of PACKED_L2 or more (the Sapphire Rapids
+#: measurements above: BLAS won [128, 512] x [512, 512] there).
 WIDE_RHS_BYTES = 4 << 20
 WIDE_K = 2048
 #: Descriptor words of `rows` (regions.gemm_descriptor's _G_TABLE, _G_LHS, _G_RHS, _G_OUT,
@@ -120,8 +121,9 @@ def _wide(m: int, n: int, k: int, f64: bool, bits: int) -> bool:
     """Whether an rhs over MAX_RHS_BYTES is read in place here (WIDE_RHS_BYTES)."""
     from xlapy.backends.cpu import gemm_skinny
 
+    l2 = parallel.l2_bytes()
     return (bits == 512 and not f64 and k <= WIDE_K and k * n * 4 <= WIDE_RHS_BYTES
-            and not gemm_skinny.one_pass(m, bits))
+            and not gemm_skinny.one_pass(m, bits) and l2 is not None and l2 < PACKED_L2)
 
 
 def plain_dot(instr: Instruction, vectors: bool = False, flat: bool = False
@@ -467,6 +469,8 @@ def batch_shape(m: int, n: int, k: int, f64: bool) -> GemmShape | None:
     product, OpenBLAS 213)."""
     if min(m, n, k) < 1 or not target.current().is_x86 or target.current().vector_bits != 512:
         return None
+    if _wide(m, n, k, f64, 512):
+        return GemmShape(m, n, k, f64)
     if m * n * k > BATCH_MAX_MACS or k * n * (8 if f64 else 4) > MAX_RHS_BYTES:
         return None
     return GemmShape(m, n, k, f64)
@@ -478,6 +482,10 @@ def batch_shape(m: int, n: int, k: int, f64: bool) -> GemmShape | None:
 #: bits: both are one multiply-add chain per element in k order); smaller products lose to
 #: its packing ([64, 256] x [256, 256]: 2.06 -> 2.59 ms, [128, 128] x [128, 128]: 1.18 -> 1.38).
 PACKED_MIN = 256
+#: ... on a machine with an L2 of this many bytes or more per core: on Zen 4 (1 MB) this
+#: loop, in place, beat the packed kernel: 32 x [256, 256] x [256, 256] 6.55-6.62 -> 5.53-5.74
+#: ms (XLA 6.0-6.3); the Sapphire Rapids numbers above had 2 MB.
+PACKED_L2 = 2 << 20
 
 
 def _packed_job(s: GemmShape) -> Callable[[int, int, int], tuple[int, tuple[int, ...]]] | None:
@@ -485,7 +493,9 @@ def _packed_job(s: GemmShape) -> Callable[[int, int, int], tuple[int, tuple[int,
     arguments by reference), or None where it does not apply; its module is built ahead."""
     from xlapy.backends.cpu import gemm_f32
 
-    if s.f64 or min(s.m, s.n, s.k) < PACKED_MIN or not gemm_f32.available():
+    l2 = parallel.l2_bytes()
+    if s.f64 or min(s.m, s.n, s.k) < PACKED_MIN or not gemm_f32.available() or \
+            l2 is None or l2 < PACKED_L2:
         return None
     gemm_f32.build_ahead()
     c = ctypes.c_int

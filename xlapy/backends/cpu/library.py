@@ -174,6 +174,10 @@ def dot_plan(instr: Instruction, threads: int = 1
     each = gemm_small.batch_shape(m, n, k, np.dtype(acc) == np.float64) \
         if np.dtype(acc).char in "fd" else None
     small_batch = None if each is None else gemm_small.batched_runner(each, threads)
+    # a product split over the threads: gemm_small's rows where it takes the shape alone
+    one = gemm_small.shape(m, n, k, np.dtype(acc) == np.float64) \
+        if np.dtype(acc).char in "fd" and not by_batch(nbatch, m, n, k) else None
+    split_small = None if one is None else gemm_small.runner(one, threads)
     # The wide copies of bf16/f16 operands and the wide result are reused across calls
     # (recycle.py): fresh, an attention's 32 MB of them cost ~3 ms of page faults a call.
     keep: dict[int, Any] = {}
@@ -194,6 +198,9 @@ def dot_plan(instr: Instruction, threads: int = 1
         elif by_batch(nbatch, m, n, k):
             if small_batch is None or not small_batch(xv, yv, ov):
                 batched_gemm(xv, yv, ov, threads)
+        elif split_small is not None:
+            for j in range(nbatch):
+                split_small(xv[j], yv[j], ov[j])
         else:
             for j in range(nbatch):
                 gemm(xv[j], yv[j], ov[j], 0.0, threads)

@@ -40,6 +40,22 @@ def usable_cpus(root: str = "/") -> int:
     return max(1, min(cpus, math.ceil(quota) if quota else cpus))
 
 
+@functools.lru_cache(maxsize=4)
+def l2_bytes(root: str = "/") -> int | None:
+    """This machine's per-core L2 cache (bytes, from sysfs), or None where it is not told:
+    some tuning thresholds were measured to flip with it (gemm_small.PACKED_L2)."""
+    base = Path(root) / "sys/devices/system/cpu/cpu0/cache"
+    try:
+        for index in sorted(base.glob("index*")):
+            if (index / "level").read_text().strip() == "2":
+                text = (index / "size").read_text().strip().upper()
+                scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+                return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 @functools.lru_cache(maxsize=16)
 def _cgroup_quota(root: str) -> float | None:
     """The tightest CPU quota (CPUs' worth) of this process's cgroup, or None; read once per

@@ -9,7 +9,7 @@ import pytest
 
 import xlapy
 from tests.tolerance import assert_dot_close
-from xlapy.backends.cpu import gemm_small, regions, target
+from xlapy.backends.cpu import gemm_small, parallel, regions, target
 
 SHAPES = [(1, 1, 1), (7, 13, 5), (33, 100, 17), (6, 64, 9), (13, 257, 31), (64, 65, 64),
           (64, 256, 256), (2, 3, 300), (9, 31, 8), (17, 47, 40), (3, 255, 7)]
@@ -84,7 +84,13 @@ def test_rows_entry_reads_the_table_through_a_region_descriptor() -> None:
     np.testing.assert_array_equal(out, direct)
 
 
-def test_which_shapes_take_it() -> None:
+@pytest.fixture
+def l2_1mb(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine with Zen 4's 1 MB L2 (the measured thresholds flip at PACKED_L2)."""
+    monkeypatch.setattr(parallel, "l2_bytes", lambda root="/": 1 << 20)
+
+
+def test_which_shapes_take_it(l2_1mb: None) -> None:
     assert gemm_small.shape(64, 256, 256, False) is not None
     assert gemm_small.shape(64, 256, 256, False, rhs_t=True) is None  # rhs [n, k]: BLAS
     wide_regs = target.current().vector_bits == 512
@@ -100,9 +106,10 @@ def test_which_shapes_take_it() -> None:
     assert gemm_small.shape(0, 4, 4, False) is None
 
 
-def test_wide_rhs_on_avx512() -> None:
+def test_wide_rhs_on_avx512(l2_1mb: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """An f32 rhs over MAX_RHS_BYTES and up to WIDE_RHS_BYTES, k up to WIDE_K, more rows
-    than gemm_skinny's one pass: read in place on AVX-512 targets only."""
+    than gemm_skinny's one pass: read in place on AVX-512 targets with an L2 under
+    PACKED_L2 only."""
     for name, wide in (("x86-64-v4", True), ("x86-64-v3", False)):
         with target.use(name):
             assert (gemm_small.shape(32, 1024, 256, False) is not None) == wide  # 1 MB
@@ -112,6 +119,21 @@ def test_wide_rhs_on_avx512() -> None:
             assert gemm_small.shape(32, 2048, 1024, False) is None  # 8 MB
             assert gemm_small.shape(12, 1024, 256, False) is None  # gemm_skinny's one pass
             assert (gemm_small.shape(13, 1024, 256, False) is not None) == wide
+    for l2 in (2 << 20, None):  # a Sapphire Rapids' L2, or none told
+        monkeypatch.setattr(parallel, "l2_bytes", lambda root="/", v=l2: v)
+        with target.use("x86-64-v4"):
+            assert gemm_small.shape(32, 1024, 256, False) is None
+
+
+def test_batches_pack_only_with_a_big_l2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gemm_f32's packed kernel per product of a batch only with an L2 of PACKED_L2 or more
+    (and an AVX-512 host); in place otherwise."""
+    from xlapy.backends.cpu import gemm_f32
+
+    s = gemm_small.GemmShape(256, 256, 256, False)
+    for l2, packed in ((1 << 20, False), (2 << 20, gemm_f32.available()), (None, False)):
+        monkeypatch.setattr(parallel, "l2_bytes", lambda root="/", v=l2: v)
+        assert (gemm_small._packed_job(s) is not None) == packed
 
 
 @pytest.mark.parametrize(("t", "c", "kind"), [("f32", 0, "jit gemm"), ("f64", 0, "jit gemm"),

@@ -11,7 +11,7 @@ import pytest
 
 import xlapy
 from tests.tolerance import assert_dot_close
-from xlapy.backends.cpu import gemm_small, target
+from xlapy.backends.cpu import gemm_small, parallel, target
 
 pytestmark = pytest.mark.skipif(not target.current().is_x86,
                                 reason="gemm_small.py runs on x86-64 only")
@@ -74,11 +74,14 @@ def test_transposed_rhs_goes_through_blas() -> None:
     assert_dot_close(got, x, y, k=30, product=lambda a, c: np.einsum("bmk,bnk->bmn", a, c))
 
 
-def test_batch_shape_bounds() -> None:
+def test_batch_shape_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     avx512 = target.current().vector_bits == 512
     assert (gemm_small.batch_shape(256, 256, 256, False) is not None) == avx512
     assert (gemm_small.batch_shape(512, 512, 128, False) is not None) == avx512
+    monkeypatch.setattr(parallel, "l2_bytes", lambda root="/": 2 << 20)
     assert gemm_small.batch_shape(64, 512, 512, False) is None  # rhs 1 MB: not in L2
+    monkeypatch.setattr(parallel, "l2_bytes", lambda root="/": 1 << 20)  # Zen 4: in place
+    assert (gemm_small.batch_shape(64, 512, 512, False) is not None) == avx512
     assert gemm_small.batch_shape(1024, 256, 256, True) is None  # rhs 512 KB f64 + macs
     assert gemm_small.batch_shape(0, 8, 8, False) is None
     run = gemm_small.batched_runner(gemm_small.GemmShape(4, 4, 4, False), 2)
@@ -87,11 +90,15 @@ def test_batch_shape_bounds() -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_packed_products_keep_gemm_small_bits(threads: int) -> None:
+def test_packed_products_keep_gemm_small_bits(threads: int,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Products of at least PACKED_MIN in m, n and k go through gemm_f32's packed kernel
-    (AVX-512 f32): each one gemm_small's chain bit for bit, denormal operands and products
-    kept (IEEE, as BLAS computes), infinities and NaN through."""
+    (AVX-512 f32, an L2 of PACKED_L2: as told here): each one gemm_small's chain bit for
+    bit, denormal operands and products kept (IEEE, as BLAS computes), infinities and NaN
+    through."""
     from xlapy.backends.cpu import gemm_f32
+
+    monkeypatch.setattr(parallel, "l2_bytes", lambda root="/": gemm_small.PACKED_L2)
 
     b, m, k, n = 3, 256, 256, 256
     shape = gemm_small.GemmShape(m, n, k, False)

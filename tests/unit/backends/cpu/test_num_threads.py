@@ -224,3 +224,17 @@ def test_default_threads_under_taskset_is_one() -> None:
     out = subprocess.run(["taskset", "-c", str(cpu), sys.executable, "-c", code], env=env,
                          capture_output=True, text=True, check=True)
     assert out.stdout.split()[-1] == "1"
+
+
+def test_l2_bytes_reads_the_level_2_cache_of_sysfs(tmp_path: Path) -> None:
+    from xlapy.backends.cpu import parallel
+
+    base = tmp_path / "sys/devices/system/cpu/cpu0/cache"
+    for idx, (level, size) in enumerate([("1", "48K"), ("1", "32K"), ("2", "2048K"),
+                                         ("3", "105M")]):
+        d = base / f"index{idx}"
+        d.mkdir(parents=True)
+        (d / "level").write_text(level + "\n")
+        (d / "size").write_text(size + "\n")
+    assert parallel.l2_bytes(str(tmp_path)) == 2 << 20
+    assert parallel.l2_bytes(str(tmp_path / "none")) is None
