@@ -101,6 +101,23 @@ def programs(small: bool = False) -> dict[str, Program]:
         x1, x2 = x[..., :d], x[..., d:]
         return jnp.concatenate([x1 * c - x2 * s_, x1 * s_ + x2 * c], -1)
 
+    def lstm(xs: Any, h0: Any, c0: Any, wx: Any, wh: Any) -> Any:
+        """An LSTM over the leading axis of xs (lax.scan; one fused gate matmul pair)."""
+        def step(carry: Any, x: Any) -> Any:
+            h, c = carry
+            i, f, g, o = jnp.split(x @ wx + h @ wh, 4, axis=-1)
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (h, c), h
+        return lax.scan(step, (h0, c0), xs)[1]
+
+    def mlp_loss(w1: Any, w2: Any, x: Any, y: Any) -> Any:
+        return jnp.mean((jnp.tanh(x @ w1) @ w2 - y) ** 2)
+
+    def batch_norm(x: Any, g: Any, b: Any) -> Any:  # training mode: the batch's statistics
+        m, v = x.mean((0, 1, 2)), x.var((0, 1, 2))
+        return jax.nn.relu((x - m) / jnp.sqrt(v + 1e-5) * g + b)
+
     steps = 10 if small else 1000
     return {
         # control flow
@@ -126,7 +143,13 @@ def programs(small: bool = False) -> dict[str, Program]:
             lambda st: (st[0] * 0.98, st[1] + 1), (v, 0))[0], [f32(256)]),
         "decode_loop": decoder(512 if small else 4096, 64 if small else 256,
                                8 if small else 64),
+        "lstm": (lstm, [f32(100, 32, 128), f32(32, 256), f32(32, 256), f32(128, 1024) * .05,
+                        f32(256, 1024) * .05]),
         # training
+        "per_example_grad": (jax.vmap(jax.grad(mlp_loss, (0, 1)), in_axes=(None, None, 0, 0)),
+                             [f32(64, 128) * .1, f32(128, 10) * .1, f32(256, 64),
+                              f32(256, 10)]),
+        "batch_norm": (batch_norm, [f32(32, 32, 32, 64), f32(64), f32(64)]),
         "mlp_grad": (jax.grad(lambda w1, w2, x: jnp.sum(jax.nn.relu(x @ w1) @ w2)),
                      [f32(1024, 4096) * 0.02, f32(4096, 1024) * 0.02, f32(256, 1024)]),
         "attention_grad": (jax.grad(lambda q, k, v: jnp.sum(attn(q, k, v) ** 2)),
@@ -162,6 +185,8 @@ def programs(small: bool = False) -> dict[str, Program]:
                           [np.array([0, 42], np.uint32)]),
         # linalg and fft
         "rfft": (lambda x: jnp.abs(jnp.fft.rfft(x, axis=-1)), [f32(256, 4096)]),
+        "cho_solve": (lambda a, b: jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(
+            a @ a.T + 256 * jnp.eye(a.shape[0])), b), [f32(256, 256), f32(256, 16)]),
         "solve_64": (lambda a, b: jnp.linalg.solve(a, b),
                      [(lambda a: a @ a.T + 64 * np.eye(a.shape[0], dtype=np.float32))(
                          f32(64, 64)), f32(64, 8)]),

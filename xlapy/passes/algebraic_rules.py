@@ -113,7 +113,55 @@ def _select(i: Instruction, e: Emitter) -> tuple[Instruction, Instruction, Instr
     return p, a, b
 
 
+def _dot_outer(i: Instruction, e: Emitter) -> Instruction | None:
+    """dot_general with no contracting dimension (an outer product, batched or not: JAX's
+    per-example gradients): the spec's dot_product is then the reduce of one product with
+    init 0, so each element is 0 + l * r in the dot's accumulation type (the interpreter's:
+    ops.linalg), in the result type after. Element-wise, so it fuses with what reads it (a
+    transpose after it); as a dot it was a BLAS call per batch element of one rank-1 update
+    each. 0 + x is x but for -0 (the add keeps that); not bit-exact in one way: the
+    multiply flushes denormal operands and products as element-wise f32 arithmetic does
+    here (and on XLA:CPU, whose simplifier makes the same rewrite), where a dot computes
+    them as BLAS does (IEEE)."""
+    from xlapy.ops.linalg import accumulate_dtype
+    from xlapy.types import from_dtype
+
+    a = i.attrs
+    if a.lhs_contracting_dimensions or a.rhs_contracting_dimensions or \
+            a.algorithm is not None or not i.shape.is_array or i.shape.element_type.is_pred:
+        return None
+    lhs, rhs = i.operands
+    et = i.shape.element_type
+    ts = [lhs.shape.element_type, rhs.shape.element_type]
+    if et.is_float or et.is_complex:
+        ts.append(et)
+    acc = from_dtype(np.result_type(*(accumulate_dtype(t) for t in ts)))
+    if et.is_integer:
+        acc = et  # (wraparound: the low bits of the wide product)
+    nb = len(a.lhs_batching_dimensions)
+    out = tuple(i.shape.dimensions)
+
+    def side(x: Instruction, batch: tuple[int, ...], at: list[int]) -> Instruction:
+        perm = (*batch, *[d for d in range(x.shape.rank) if d not in batch])
+        if perm != tuple(range(x.shape.rank)):
+            x = e.transpose(x, permutation=perm)
+        if x.shape.element_type != acc:
+            x = e.convert(x, new_element_type=acc)
+        return e.broadcast_in_dim(x, shape=out, broadcast_dimensions=tuple(at))
+
+    nl = lhs.shape.rank - nb
+    nr = rhs.shape.rank - nb
+    p = e.multiply(side(lhs, tuple(a.lhs_batching_dimensions), list(range(nb + nl))),
+                   side(rhs, tuple(a.rhs_batching_dimensions),
+                        [*range(nb), *range(nb + nl, nb + nl + nr)]))
+    if acc.is_float or acc.is_complex:
+        p = e.add(e.splat(0, p.shape), p)
+    return p if acc == et else e.convert(p, new_element_type=et)
+
+
 ARITH_RULES: list[Rule] = [
+    # dot_general(A, B) with no contracting dimension => 0 + convert(A) * convert(B)
+    Rule("dot_outer", "dot_general", _dot_outer, float_exact=False),
     # A + 0 => A
     Rule("add_zero_rhs", "add", lambda i, e: _ops(i)[0] if is_splat(_ops(i)[1], 0) else None,
          float_exact=False),

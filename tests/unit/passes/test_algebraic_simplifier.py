@@ -195,6 +195,12 @@ CASES: dict[str, Case] = {
                           lambda g, a, b: _window_of_pad(g, a, 1.0)),
     # each 2x3 window of a [2, 3] dilated (2, 3) and padded (1, 2) holds one element: an
     # upsampling; a padding of (0, 1) along the first dimension does not
+    "dot_outer": (M, lambda g, a, b: g.dot_general(a, b, lhs_batching_dimensions=(0,),
+                                                    rhs_batching_dimensions=(0,)),
+                  lambda g, a, b: g.dot_general(a, b, lhs_batching_dimensions=(0,),
+                                                rhs_batching_dimensions=(0,),
+                                                lhs_contracting_dimensions=(1,),
+                                                rhs_contracting_dimensions=(1,))),
     "reduce_window_upsample": (M, lambda g, a, b: _upsample(g, a, (1, 1)),
                                lambda g, a, b: _upsample(g, a, (0, 1))),
     "dus_full": (F, lambda g, a, b: g.dynamic_update_slice(a, b, g.const(0, "s32")),
@@ -360,3 +366,42 @@ def test_reduce_window_upsample_is_exact_on_special_values(op: str, ident: float
     assert not any(i.opcode == "reduce_window" for i in module.entry.instructions)
     after = np.asarray(Interpreter().run_module(module, [x]))
     np.testing.assert_array_equal(after.view(np.uint32), before.view(np.uint32))
+
+
+@pytest.mark.parametrize(("lt", "rt", "out"), [("f32", "f32", None), ("bf16", "bf16", None),
+                                               ("bf16", "bf16", "f32"), ("f16", "f32", None),
+                                               ("s8", "s8", "s32"), ("s32", "s32", None),
+                                               ("f64", "f64", None)])
+def test_dot_outer_is_the_interpreters_dot(lt: str, rt: str, out: str | None) -> None:
+    """An outer product (batched, one free dimension each side, the rhs's before its batch
+    dimension) as 0 + l * r in the dot's accumulation type: the interpreter's dot bit for
+    bit, -0 products +0 (the reduce's init), NaN, inf and wraparound kept; only denormal
+    operands and products flush (element-wise arithmetic's mode: float_exact=False, so
+    exact_only keeps the dot)."""
+    from xlapy.types import from_hlo_name
+
+    g = HloBuilder()
+    a = g.param(f"{lt}[2,5]")
+    b = g.param(f"{rt}[4,2]")
+    kw = {} if out is None else {"result_element_type": from_hlo_name(out)}
+    module = g.build(g.dot_general(a, b, lhs_batching_dimensions=(0,),
+                                   rhs_batching_dimensions=(1,), **kw))
+    specials = [-0.0, 0.0, np.nan, np.inf, -np.inf, 1e-3, -3.5, 2.0, 1e30, -1e-30]
+    if from_hlo_name(lt).is_integer:
+        x = np.array([[-128, 127, 3, -1, 0], [5, -7, 100, 2, -2]]).astype(from_hlo_name(lt).dtype)
+        y = np.array([[-128, 3], [127, -1], [0, 9], [2, -50]]).astype(from_hlo_name(rt).dtype)
+    else:
+        x = np.array(specials, np.float64).reshape(2, 5).astype(from_hlo_name(lt).dtype)
+        y = np.array(specials[2:], np.float64).reshape(4, 2).astype(from_hlo_name(rt).dtype)
+    before = np.asarray(Interpreter().run_module(module, [x, y]))
+    exact = AlgebraicSimplifier(exact_only=True)  # (integers: exact, it fires)
+    run_passes(module, [exact])
+    floats = not from_hlo_name(lt).is_integer
+    assert exact.fired["dot_outer"] == (0 if floats else 1)
+    simp = AlgebraicSimplifier()
+    run_passes(module, [simp])
+    assert exact.fired["dot_outer"] + simp.fired["dot_outer"] == 1
+    assert not any(i.opcode == "dot_general" for i in module.entry.instructions)
+    after = np.asarray(Interpreter().run_module(module, [x, y]))
+    assert after.dtype == before.dtype and after.shape == before.shape == (2, 5, 4)
+    np.testing.assert_array_equal(after.view(np.uint8), before.view(np.uint8))
