@@ -157,18 +157,25 @@ def pack_b(name: str, nv: int) -> str:
             f.do(f"store {V} {x}, {V}* {_vec(f, '%bp', f.add(at, 16 * v))}, align 64")
     f.do(f"br label %{end}")
     f.label(other)
-    with f.loop(0, "%kc", "kp") as k:
-        row, at = f.mul(k, "%ldb"), f.mul(k, nr)
-        with f.loop(0, nr, "j") as j:
-            inside = f.icmp("slt", j, "%nr")
-            j0 = f.op(f"select i1 {inside}, i64 {j}, i64 0")
-            x = f.load("float", f.gep("float", "%b", f.add(row, j0)))
-            f.store("float", f.op(f"select i1 {inside}, float {x}, float 0.0"),
-                    f.gep("float", "%bp", f.add(at, j)))
+    _partial_panel(f, nr, False)
     f.do(f"br label %{end}")
     f.label(end)
     f.do("ret void")
     return f.text()
+
+
+def _partial_panel(f: FunctionText, nr: int, transposed: bool) -> None:
+    """pack_b's (pack_b_t's) panel of fewer than nr columns: one float at a time, zeros
+    past %nr."""
+    with f.loop(0, "%kc", "kp") as k:
+        at = f.mul(k, nr)
+        with f.loop(0, nr, "j") as j:
+            inside = f.icmp("slt", j, "%nr")
+            j0 = f.op(f"select i1 {inside}, i64 {j}, i64 0")
+            src = f.add(f.mul(j0, "%ldb"), k) if transposed else f.add(f.mul(k, "%ldb"), j0)
+            x = f.load("float", f.gep("float", "%b", src))
+            f.store("float", f.op(f"select i1 {inside}, float {x}, float 0.0"),
+                    f.gep("float", "%bp", f.add(at, j)))
 
 
 def _transpose8(f: FunctionText, rows: list[str]) -> list[str]:
@@ -214,14 +221,7 @@ def pack_b_t(name: str, nv: int) -> str:
             f.store("float", x, f.gep("float", "%bp", f.add(f.mul(k, nr), j)))
     f.do(f"br label %{end}")
     f.label(other)
-    with f.loop(0, "%kc", "kp") as k:
-        at = f.mul(k, nr)
-        with f.loop(0, nr, "j") as j:
-            inside = f.icmp("slt", j, "%nr")
-            j0 = f.op(f"select i1 {inside}, i64 {j}, i64 0")
-            x = f.load("float", f.gep("float", "%b", f.add(f.mul(j0, "%ldb"), k)))
-            f.store("float", f.op(f"select i1 {inside}, float {x}, float 0.0"),
-                    f.gep("float", "%bp", f.add(at, j)))
+    _partial_panel(f, nr, True)
     f.do(f"br label %{end}")
     f.label(end)
     f.do("ret void")

@@ -19,6 +19,20 @@ SHAPES = [(1, 1, 1), (7, 33, 5), (8, 48, 256), (9, 47, 257), (13, 50, 300), (17,
           (64, 256, 256), (300, 1100, 600)]
 
 
+@pytest.fixture
+def fortran_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per call routed to the kernel (gemm_f32.fortran asked for)."""
+    seen: list[int] = []
+    real = gemm_f32.fortran
+
+    def spy() -> object:
+        seen.append(1)
+        return real()
+
+    monkeypatch.setattr(gemm_f32, "fortran", spy)
+    return seen
+
+
 def _run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = np.full((a.shape[0], b.shape[1]), np.nan, np.float32)  # beta 0 ignores NaNs there
     gemm_f32.gemm(a, b, out)
@@ -119,17 +133,10 @@ def test_denormal_products_survive() -> None:
 
 @pytest.mark.parametrize(("m", "n", "k"), [(256, 1024, 300), (256, 1040, 257), (1024, 1024, 64)])
 def test_blas_gemm_bits_do_not_depend_on_threads(m: int, n: int, k: int,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                 fortran_calls: list[int]) -> None:
     """Chunks of blas.split (columns; rows for the short sum), each one thread's call into
     the kernel: the same bits on 1, 2 and 3 threads, and every chunk routed here."""
-    seen: list[int] = []
-    real = gemm_f32.fortran
-
-    def spy() -> object:
-        seen.append(1)
-        return real()
-
-    monkeypatch.setattr(gemm_f32, "fortran", spy)
+    seen = fortran_calls
     rng = np.random.default_rng(5)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
@@ -251,19 +258,12 @@ func.func @main(%x: tensor<256x1024xf32>, %w: tensor<1024x2048xf32>) -> tensor<2
     ("1024x256", "1024x2048", "[0] x [0]"),   # x^T @ g (a weight gradient)
 ])
 def test_programs_with_transposed_operands_route_here(lhs: str, rhs: str, dims: str,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+                                                      fortran_calls: list[int]) -> None:
     """dot_general contracting an operand's other dimension reaches the kernel with that
     operand as stored (no copy, "T"), within the dot bound of the float64 product."""
     import xlapy
 
-    seen: list[int] = []
-    real = gemm_f32.fortran
-
-    def spy() -> object:
-        seen.append(1)
-        return real()
-
-    monkeypatch.setattr(gemm_f32, "fortran", spy)
+    seen = fortran_calls
     (m0, m1), (n0, n1) = (map(int, s.split("x")) for s in (lhs, rhs))
     out = f"{m1 if dims[1] == '0' else m0}x{n1 if dims[-2] == '0' else n0}"
     text = (f"func.func @main(%a: tensor<{lhs}xf32>, %b: tensor<{rhs}xf32>) -> "
