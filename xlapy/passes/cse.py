@@ -13,8 +13,11 @@ from xlapy.passes.pass_base import ComputationPass, op_has_side_effects
 from xlapy.types import Shape
 
 
-def cse_key(instr: Instruction) -> Any:
-    """A hashable identity of what `instr` computes, or None when it must not be merged."""
+def cse_key(instr: Instruction, callees: dict[int, Any] | None = None) -> Any:
+    """A hashable identity of what `instr` computes, or None when it must not be merged.
+    Called computations count by their structure (`computation_key`, memoized in
+    `callees`): JAX writes a reducer region per reduce, so `x.mean()` and the mean inside
+    `x.var()` were two sums of x (batch-norm statistics: a third pass over the input)."""
     if instr.opcode == "parameter" or op_has_side_effects(instr):
         return None
     if instr.opcode == "constant":
@@ -27,8 +30,36 @@ def cse_key(instr: Instruction) -> Any:
         hash(instr.attrs)
     except TypeError:
         return None
+    memo = {} if callees is None else callees
+    called = tuple([computation_key(c, memo) for c in instr.called])
+    if None in called:
+        return None
     return (instr.opcode, _shape_key(instr.shape), tuple([id(o) for o in instr.operands]),
-            instr.attrs, tuple([id(c) for c in instr.called]))
+            instr.attrs, called)
+
+
+def computation_key(comp: Computation, memo: dict[int, Any]) -> Any:
+    """What `comp` computes, structurally (its instructions' keys over operand positions),
+    or None when something in it must not be merged (side effects, unhashable attrs)."""
+    if id(comp) in memo:
+        return memo[id(comp)]
+    memo[id(comp)] = None  # (a computation calling itself is never merged)
+    at: dict[int, int] = {}
+    items: list[Any] = []
+    for instr in comp.post_order():
+        at[id(instr)] = len(items)
+        if instr.opcode == "parameter":
+            items.append(("parameter", _shape_key(instr.shape), instr.attrs))
+            continue
+        key = cse_key(instr, memo)
+        if key is None:
+            return None
+        if instr.opcode != "constant":
+            key = (*key[:2], tuple([at[id(o)] for o in instr.operands]), *key[3:])
+        items.append(key)
+    out = (tuple(items), at.get(id(comp.root)))
+    memo[id(comp)] = out
+    return out
 
 
 def _shape_key(shape: Shape) -> Any:
@@ -45,9 +76,10 @@ class CommonSubexpressionElimination(ComputationPass):
 
     def run_on_computation(self, comp: Computation) -> bool:
         seen: dict[Any, Instruction] = {}
+        callees: dict[int, Any] = {}
         changed = False
         for instr in list(comp.post_order()):
-            key = cse_key(instr)
+            key = cse_key(instr, callees)
             if key is None:
                 continue
             try:
