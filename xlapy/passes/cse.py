@@ -18,6 +18,12 @@ def cse_key(instr: Instruction, callees: dict[int, Any] | None = None) -> Any:
     Called computations count by their structure (`computation_key`, memoized in
     `callees`): JAX writes a reducer region per reduce, so `x.mean()` and the mean inside
     `x.var()` were two sums of x (batch-norm statistics: a third pass over the input)."""
+    return _key(instr, tuple([id(o) for o in instr.operands]), {} if callees is None
+                else callees)
+
+
+def _key(instr: Instruction, operands: tuple[int, ...], memo: dict[int, Any]) -> Any:
+    """cse_key with the operands named by `operands` (ids, or positions in a computation)."""
     if instr.opcode == "parameter" or op_has_side_effects(instr):
         return None
     if instr.opcode == "constant":
@@ -30,12 +36,10 @@ def cse_key(instr: Instruction, callees: dict[int, Any] | None = None) -> Any:
         hash(instr.attrs)
     except TypeError:
         return None
-    memo = {} if callees is None else callees
     called = tuple([computation_key(c, memo) for c in instr.called])
     if None in called:
         return None
-    return (instr.opcode, _shape_key(instr.shape), tuple([id(o) for o in instr.operands]),
-            instr.attrs, called)
+    return (instr.opcode, _shape_key(instr.shape), operands, instr.attrs, called)
 
 
 def computation_key(comp: Computation, memo: dict[int, Any]) -> Any:
@@ -51,11 +55,9 @@ def computation_key(comp: Computation, memo: dict[int, Any]) -> Any:
         if instr.opcode == "parameter":
             items.append(("parameter", _shape_key(instr.shape), instr.attrs))
             continue
-        key = cse_key(instr, memo)
+        key = _key(instr, tuple([at[id(o)] for o in instr.operands]), memo)
         if key is None:
             return None
-        if instr.opcode != "constant":
-            key = (*key[:2], tuple([at[id(o)] for o in instr.operands]), *key[3:])
         items.append(key)
     out = (tuple(items), at.get(id(comp.root)))
     memo[id(comp)] = out

@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.gemm_bf16 import BM, Block, emit_blocks
-from xlapy.backends.cpu.llvm_util import I64, VOID, for_range
+from xlapy.backends.cpu.llvm_util import I64, VOID, broadcast, for_range
 from xlapy.types import ElementType as ET
 
 #: Rows per register tile (x 2 vectors of 16 f32 columns: 16 zmm accumulators).
@@ -56,8 +56,7 @@ def _tile(b: ir.IRBuilder, dp: ir.Function, arow: ir.Value, lda: ir.Value, b0: i
     for r in range(MR):
         at = b.gep(arow, [b.add(b.mul(lda, I64(r)), b.mul(g, I64(4)))])
         word = b.load(b.bitcast(at, _I32.as_pointer()), align=1)
-        av = b.shuffle_vector(b.insert_element(ir.Constant(_V16D, None), word, _I32(0)),
-                              ir.Constant(_V16D, None), ir.Constant(_V16D, [0] * 16))
+        av = broadcast(b, word, 16)
         new.append([b.call(dp, [accs[r][v], av, bvecs[v]]) for v in range(2)])
     nxt = b.add(g, I64(1), flags=["nsw"])
     g.add_incoming(nxt, b.block)
