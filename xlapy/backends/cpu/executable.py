@@ -47,6 +47,7 @@ from xlapy.backends.cpu import (
     target,
     threads,
     thunks,
+    transpose_lib,
     while_driver,
 )
 from xlapy.backends.cpu.calls import Calls
@@ -213,7 +214,10 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                           * instr.shape.dtype.itemsize >= max(self.options.stream_bytes,
                                                              recycle.MIN_BYTES))
                 rows = self.row_reduces.get(iid, [])
-                emitter = kernels.KernelEmitter(mod, name, instr, leaves, s, rows, stream)
+                routine = transpose_lib.takes(instr, leaves, self.options.nested)
+                emitter: Any = transpose_lib.TransposeEmitter(mod, name, instr, leaves, s) \
+                    if routine else kernels.KernelEmitter(mod, name, instr, leaves, s, rows,
+                                                          stream)
                 kernel_specs.append(None)
                 if rows or not ROW_KERNELS_FIRST:
                     kernel_specs[-1] = spec = emitter.build()
@@ -221,7 +225,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 else:
                     pending.append((len(kernel_specs) - 1, emitter))
                 (fresh if iid in self._fresh_values else temps).append(s)
-                self.report.append((instr.name, instr.opcode, f"kernel {name}"))
+                self.report.append((instr.name, instr.opcode, f"kernel {name}"
+                                    + (" (transpose routine)" if routine else "")))
                 continue
             native = op_emit.plan(instr)
             if native is not None:  # reduce_window, select_and_scatter, scatter (op_emit.py)

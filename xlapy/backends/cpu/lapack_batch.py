@@ -22,6 +22,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import cache
 from xlapy.backends.cpu.llvm_util import I64, for_range, i64, new_module, on_host
 from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.transpose_lib import swap_last
 
 #: Argument counts of the routines called (potrf: 5, getrf: 6, trsm: 11).
 ARITIES = (5, 6, 11)
@@ -83,8 +84,9 @@ def _check(info: np.ndarray, check: Callable[[int], int]) -> None:
 
 
 def fortran(x: np.ndarray) -> np.ndarray:
-    """A batch of matrices [..., r, c] as C-contiguous [..., c, r]: each one column-major."""
-    return np.ascontiguousarray(np.swapaxes(x, -1, -2))
+    """A batch of matrices [..., r, c] as C-contiguous [..., c, r]: each one column-major
+    (and a result back to row-major: the same swap)."""
+    return swap_last(x)
 
 
 def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray, ...]]:
@@ -105,7 +107,7 @@ def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
         _run(fn, [(dims[0:], 0), (dims[1:], 0), (work, m * n * work.itemsize),
                   (dims[2:], 0), (ipiv, k * 4), (info, 4)], batch)
         _check(info, check)
-        return np.swapaxes(work, -1, -2), ipiv, info
+        return fortran(work), ipiv, info
 
     return run
 
@@ -128,7 +130,7 @@ def potrf(t: str, lower: bool, check: Callable[[int], int]
         _run(fn, [(uplo, 0), (dims[0:], 0), (work, n * n * work.itemsize), (dims[1:], 0),
                   (info, 4)], batch)
         _check(info, check)
-        return np.swapaxes(work, -1, -2), info
+        return fortran(work), info
 
     return run
 
@@ -153,7 +155,7 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
         _run(fn, [(chars[0:], 0), (chars[1:], 0), (chars[2:], 0), (chars[3:], 0),
                   (dims[0:], 0), (dims[1:], 0), (alpha, 0), (fa, s * s * fa.itemsize),
                   (dims[2:], 0), (fb, m * n * fb.itemsize), (dims[3:], 0)], batch)
-        return (np.swapaxes(fb, -1, -2),)
+        return (fortran(fb),)
 
     return run
 

@@ -88,7 +88,7 @@ def _read_in_place(root: Instruction, t: Instruction, leaves: dict[int, int]) ->
     return True
 
 
-def _transpose8(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+def transpose8(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
     """The 8 columns of the 8 x 8 block whose rows are the 8-lane vectors `rows`."""
     def sh(x: ir.Value, y: ir.Value, mask: list[int]) -> ir.Value:
         return b.shuffle_vector(x, y, ir.Constant(ir.VectorType(ir.IntType(32), 8), mask))
@@ -246,7 +246,7 @@ class TileEmitter:
                     at = prefix + [b.add(j0, i64(rq + r)), b.add(i0, i64(cq))]
                     p = b.gep(base, [self.linear(at, src.shape.dimensions)])
                     rows.append(b.load(b.bitcast(p, v8), align=4))
-                for c, col in enumerate(_transpose8(b, rows)):
+                for c, col in enumerate(transpose8(b, rows)):
                     q = b.gep(buf, [i64(0), i64((cq + c) * STAGE + rq)])
                     b.store(col, b.bitcast(q, v8), align=4)
 
@@ -272,4 +272,4 @@ class TileEmitter:
         return self.__dict__.get("_stage_buf") is not None
 
 
-__all__ = ["TileEmitter", "TILE_BYTES", "MIN_BYTES", "STAGE"]
+__all__ = ["TileEmitter", "TILE_BYTES", "MIN_BYTES", "STAGE", "transpose8"]

@@ -1,0 +1,122 @@
+"""Kernels that are one transpose of a buffer call transpose_lib's routine: the bits of
+NumPy's transpose (NaN payloads, -0, every element size) on every shape it takes, edges
+that are not multiples of its 8 x 8 blocks, batches, and any thread count; LAPACK's
+Fortran-order copies go through it too."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import transpose_lib
+from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
+from xlapy.types import Shape
+
+TYPES = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16, "i8": np.int8,
+         "i1": np.bool_, "c64": np.complex64, "c128": np.complex128, "u16": np.uint16}
+MLIR = {"c64": "complex<f32>", "c128": "complex<f64>", "u16": "ui16"}
+
+
+def _program(shape: tuple[int, ...], t: str, perm: tuple[int, ...]) -> str:
+    out = tuple(shape[p] for p in perm)
+    t = MLIR.get(t, t)
+    x, y = (f"tensor<{'x'.join(map(str, s))}x{t}>" for s in (shape, out))
+    return f"""
+func.func @main(%x: {x}) -> {y} {{
+  %t = stablehlo.transpose %x, dims = {list(perm)} : ({x}) -> {y}
+  return %t : {y}
+}}
+"""
+
+
+def _values(shape: tuple[int, ...], t: str) -> np.ndarray:
+    rng = np.random.default_rng(sum(shape))
+    if t == "i1":
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    x = (rng.standard_normal(shape) * 1000).astype(TYPES[t])
+    if t == "c64":
+        x = x + 1j * x[..., ::-1]
+    if t == "f32":  # NaN payloads, -0 and denormals come through as bits
+        flat = x.reshape(-1).view(np.uint32)
+        flat[::7] = np.uint32(0x7FC0_1234)
+        flat[1::11] = np.uint32(0x8000_0000)
+        flat[2::13] = np.uint32(0x0000_0042)
+    return x
+
+
+def _pattern(dims: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...] | None:
+    x = Instruction("parameter", [], Shape.array(ET.F32, list(dims)), None, (), "x")
+    out = Shape.array(ET.F32, [dims[p] for p in perm])
+    from xlapy.ops.shape import TransposeAttrs
+
+    return transpose_lib.pattern(Instruction("transpose", [x], out, TransposeAttrs(perm), (),
+                                             "t"))
+
+
+def test_patterns() -> None:
+    # (leading kept dimensions, batch, rows, cols)
+    assert _pattern((5, 7), (1, 0)) == (0, 1, 5, 7)
+    assert _pattern((2, 5, 7), (0, 2, 1)) == (1, 2, 5, 7)
+    assert _pattern((2, 3, 5, 7), (0, 1, 3, 2)) == (2, 6, 5, 7)
+    assert _pattern((2, 3, 5), (2, 0, 1)) == (0, 1, 6, 5)  # [I I J] -> [J I I]
+    assert _pattern((2, 3, 5), (1, 2, 0)) == (0, 1, 2, 15)  # [I J J] -> [J J I]
+    # the innermost dimension stays (rows are copied whole), or not two swapped groups
+    assert _pattern((2, 3, 5), (1, 0, 2)) is None
+    assert _pattern((2, 3, 5, 7), (1, 0, 3, 2)) is None
+    assert _pattern((2, 3, 5), (2, 1, 0)) is None
+    assert _pattern((2, 3), (0, 1)) is None
+
+
+@pytest.mark.parametrize(("shape", "perm"), [
+    ((256, 256), (1, 0)), ((1031, 517), (1, 0)), ((9, 300), (1, 0)), ((300, 9), (1, 0)),
+    ((3, 70, 133), (0, 2, 1)), ((2, 3, 41, 67), (0, 1, 3, 2)), ((6, 10, 35), (2, 0, 1)),
+    ((16, 12, 40), (1, 2, 0))])
+@pytest.mark.parametrize("t", list(TYPES))
+def test_transposes_call_the_routine_bit_for_bit(shape: tuple[int, ...],
+                                                 perm: tuple[int, ...], t: str) -> None:
+    x = _values(shape, t)
+    want = np.ascontiguousarray(np.transpose(x, perm))
+    for threads in (1, 2, 3):
+        prog = xlapy.compile(_program(shape, t, perm), "cpu",
+                             options={"num_threads": threads})
+        routine = "transpose routine" in prog._exe.explain()
+        assert routine == (x.dtype.itemsize in transpose_lib.ELEMENT_BYTES), prog._exe.explain()
+        got = np.asarray(prog(x))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_small_fused_or_nested_transposes_keep_their_kernels() -> None:
+    small = xlapy.compile(_program((8, 16), "f32", (1, 0)), "cpu")
+    assert "transpose routine" not in small._exe.explain()
+    x = np.arange(128, dtype=np.float32).reshape(8, 16)
+    np.testing.assert_array_equal(np.asarray(small(x)), x.T)
+    fused = _program((64, 32), "f32", (1, 0)).replace(
+        "return %t", "%n = stablehlo.negate %t : tensor<32x64xf32>\n  return %n")
+    prog = xlapy.compile(fused, "cpu")
+    assert "transpose routine" not in prog._exe.explain()
+    y = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
+    np.testing.assert_array_equal(np.asarray(prog(y)), -y.T)
+    root = Instruction("parameter", [], Shape.array(ET.F32, [64, 64]), None, (), "x")
+    from xlapy.ops.shape import TransposeAttrs
+
+    t = Instruction("transpose", [root], Shape.array(ET.F32, [64, 64]),
+                    TransposeAttrs((1, 0)), (), "t")
+    assert transpose_lib.takes(t, {id(root): 0}, nested=False)
+    assert not transpose_lib.takes(t, {id(root): 0}, nested=True)  # (xlapy.aot's objects)
+
+
+@pytest.mark.parametrize("t", list(TYPES))
+@pytest.mark.parametrize("shape", [(256, 256), (3, 17, 40), (4, 4), (1, 300)])
+def test_swap_last_is_numpys(shape: tuple[int, ...], t: str) -> None:
+    x = _values(shape, t)
+    want = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+    got = transpose_lib.swap_last(x)
+    assert got.flags.c_contiguous and got.shape == want.shape
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    view = x[..., ::2]  # not contiguous: numpy's copy
+    np.testing.assert_array_equal(transpose_lib.swap_last(view),
+                                  np.swapaxes(view, -1, -2))

@@ -1,0 +1,206 @@
+"""Kernels that are one transpose of a buffer, nothing fused: a call to a routine built once
+per process instead of a loop nest of their own.
+
+A generated transpose kernel below tile_emit.MIN_BYTES read its operand down the columns one
+scalar at a time: a 256 x 256 f32 `x.T` ran 64 us (XLA 15-19), f64 141 us, and its cold
+compile was 12 ms (f32), 23 ms (bf16), 53 ms (int8: 40 ms of it LLVM's loop vectorizer
+reshaping strided byte loads). JAX writes such transposes around every LAPACK call and
+wherever a dot does not absorb one. Here the kernel is a stub that calls `xlapy_transpose<E>`
+for its E-byte elements, moved as integers (bits, NaN payloads and all, untouched): 8 x 8
+blocks through register transposes (tile_emit.transpose8), each block's 8 rows read as
+vectors and its 8 columns stored as vectors, in strips of a cache line of rows so every
+line of the output is written whole before the strip moves on; scalar loops for the edges.
+The stub keeps the kernel interface, so thread splits, regions and kernel sequences run it
+as any other kernel.
+
+The routine's address is a constant of the stub, so only code that runs in this process
+uses it: nested compiles (xlapy.aot links the kernels into an object of their own) and
+targets other than the host keep generated kernels.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import cache, target
+from xlapy.backends.cpu.kernels import Kernel
+from xlapy.backends.cpu.llvm_util import (
+    I8,
+    I64,
+    KERNEL_TYPE,
+    VOID,
+    for_range,
+    i64,
+    new_module,
+)
+from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.tile_emit import transpose8
+from xlapy.ir import Instruction
+
+NAME = "xlapy_transpose"
+ELEMENT_BYTES = (1, 2, 4, 8)
+#: src, dst, rows, cols, src row stride, dst row stride (elements), batch, batch strides.
+_ROUTINE_T = ir.FunctionType(VOID, [I8.as_pointer()] * 2 + [I64] * 7)
+#: Output elements from which a transpose is a routine call (below it a kernel of its own
+#: compiles to a few instructions and runs as fast).
+MIN_ELEMENTS = 256
+
+
+def _emit_routine(mod: ir.Module, e: int) -> None:
+    """dst[b][j][i] = src[b][i][j] for i < rows, j < cols, b < batch (row strides src_ld,
+    dst_ld; batch strides src_bs, dst_bs; all in elements)."""
+    t = ir.IntType(8 * e)
+    vt = ir.VectorType(t, 8)
+    fn = ir.Function(mod, _ROUTINE_T, name=f"{NAME}{e}")
+    src, dst, rows, cols, sld, dld, batch, sbs, dbs = fn.args
+    for a in (src, dst):
+        a.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ps, pd = b.bitcast(src, t.as_pointer()), b.bitcast(dst, t.as_pointer())
+    r8, c8 = b.and_(rows, i64(-8)), b.and_(cols, i64(-8))
+    strip = max(8, 64 // e)  # rows per strip: a whole line of the output per column
+
+    def at(p: ir.Value, i: ir.Value, ld: ir.Value, j: ir.Value) -> ir.Value:
+        return b.gep(p, [b.add(b.mul(i, ld, flags=["nsw"]), j, flags=["nsw"])], inbounds=True)
+
+    def scalar(s0: ir.Value, d0: ir.Value, i_lo: ir.Value, i_hi: ir.Value, j_lo: ir.Value,
+               j_hi: ir.Value, name: str) -> None:
+        with for_range(b, i_lo, i_hi, name=f"{name}i") as i:
+            with for_range(b, j_lo, j_hi, name=f"{name}j") as j:
+                b.store(b.load(at(s0, i, sld, j)), at(d0, j, dld, i))
+
+    with for_range(b, i64(0), batch, name="bt") as k:
+        s0 = b.gep(ps, [b.mul(k, sbs, flags=["nsw"])], inbounds=True)
+        d0 = b.gep(pd, [b.mul(k, dbs, flags=["nsw"])], inbounds=True)
+        with for_range(b, i64(0), r8, name="ib", step=strip) as ib:
+            nxt = b.add(ib, i64(strip))
+            ie = b.select(b.icmp_signed("<", nxt, r8), nxt, r8)
+            with for_range(b, i64(0), c8, name="j0", step=8) as j0:
+                with for_range(b, ib, ie, name="i0", step=8) as i0:
+                    vals = [b.load(b.bitcast(at(s0, b.add(i0, i64(q)), sld, j0),
+                                             vt.as_pointer()), align=e) for q in range(8)]
+                    for q, col in enumerate(transpose8(b, vals)):
+                        b.store(col, b.bitcast(at(d0, b.add(j0, i64(q)), dld, i0),
+                                               vt.as_pointer()), align=e)
+        scalar(s0, d0, i64(0), r8, c8, cols, "ec")  # the columns past the last block
+        scalar(s0, d0, r8, rows, i64(0), cols, "er")  # the rows past the last block
+    b.ret_void()
+
+
+@once
+def _routine(tgt: tuple[str, str], e: int) -> tuple[Any, int]:
+    """(engine, address) of the routine for e-byte elements on the current target, `tgt`
+    its CPU name and LLVM features (one build per target and size a process uses: 10 ms
+    for 4 or 8 bytes, 15-26 ms for 2 or 1, once; later processes load it from the cache)."""
+    def emit() -> ir.Module:
+        mod = new_module(f"{NAME}{e}")
+        _emit_routine(mod, e)
+        return mod
+
+    eng = cache.library_engine((NAME, e), emit, f"{NAME}-light", light=True,
+                               vectorize=False, exports=[f"{NAME}{e}"])
+    return eng, eng.address(f"{NAME}{e}")
+
+
+def _address(e: int) -> int:
+    t = target.current()
+    return _routine((t.cpu, t.llvm_features), e)[1]
+
+
+_CALL = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 7))
+_CALLS: dict[int, Any] = {}  # routine address -> its ctypes function
+
+
+def swap_last(x: np.ndarray) -> np.ndarray:
+    """np.ascontiguousarray(np.swapaxes(x, -1, -2)) (a batch of matrices in Fortran order
+    for LAPACK, or back), through the routine where it takes x: numpy's copy reads down the
+    columns one element at a time (256 x 256 f32: 57-68 us; here ~12)."""
+    t = target.current()
+    if x.ndim < 2 or x.dtype.itemsize not in ELEMENT_BYTES or x.size < MIN_ELEMENTS or \
+            not x.flags.c_contiguous or not t.runs_here:
+        return np.ascontiguousarray(np.swapaxes(x, -1, -2))
+    *lead, r, c = x.shape
+    out = np.empty((*lead, c, r), x.dtype)
+    addr = _address(x.dtype.itemsize)
+    call = _CALLS.get(addr) or _CALLS.setdefault(addr, _CALL(addr))
+    call(x.ctypes.data, out.ctypes.data, r, c, c, r, math.prod(lead), r * c, r * c)
+    return out
+
+
+def pattern(instr: Instruction) -> tuple[int, int, int, int] | None:
+    """(leading identity dimensions nb, batch, rows, cols) when transpose `instr` is
+    out[b.., J.., I..] = in[b.., I.., J..] (the first nb dimensions kept, then the two
+    groups I and J swapped, J not empty, the innermost dimension moved); else None."""
+    perm = list(instr.attrs.permutation)
+    r = len(perm)
+    dims = list(instr.operands[0].shape.dimensions)
+    nb = 0
+    while nb < r and perm[nb] == nb:
+        nb += 1
+    if nb >= r - 1:
+        return None
+    g = perm[nb] - nb  # the I group's size: J starts at input dimension nb + g
+    want = list(range(nb + g, r)) + list(range(nb, nb + g))
+    if g <= 0 or perm[nb:] != want:
+        return None
+    return (nb, math.prod(dims[:nb]), math.prod(dims[nb:nb + g]),
+            math.prod(dims[nb + g:]))
+
+
+def takes(root: Instruction, leaves: dict[int, int], nested: bool) -> bool:
+    """Whether kernel `root` is a transpose of one leaf this module runs (docstring)."""
+    if nested or root.opcode != "transpose" or not root.shape.is_array:
+        return False
+    op = root.operands[0]
+    if id(op) not in leaves or not target.current().runs_here:
+        return False
+    return root.shape.dtype.itemsize in ELEMENT_BYTES and root.shape.num_elements >= \
+        MIN_ELEMENTS and pattern(root) is not None
+
+
+class TransposeEmitter:
+    """A kernel `name` (KERNEL_TYPE) for `root`, one call of the routine per [begin, end)
+    of its outer dimension (`takes` must hold)."""
+
+    def __init__(self, mod: ir.Module, name: str, root: Instruction,
+                 leaves: dict[int, int], out_slot: int) -> None:
+        self.mod, self.name, self.root, self.out_slot = mod, name, root, out_slot
+        self.in_slot = leaves[id(root.operands[0])]
+
+    def build(self) -> Kernel:
+        root = self.root
+        nb, _, rows, cols = pattern(root)  # type: ignore[misc]
+        dims: Sequence[int] = root.shape.dimensions
+        e = root.shape.dtype.itemsize
+        addr = _address(e)
+        fn = ir.Function(self.mod, KERNEL_TYPE, name=self.name)
+        fn.args[0].add_attribute("noalias")
+        table, begin, end = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        src, dst = (b.load(b.gep(table, [i64(s)])) for s in (self.in_slot, self.out_slot))
+        count = b.sub(end, begin)
+        if nb:  # the outer dimension is the first batch dimension: whole matrices each
+            per = math.prod(dims[1:nb])  # matrices per index of it
+            first = b.mul(begin, i64(per * rows * cols * e))
+            args = [b.gep(src, [first]), b.gep(dst, [first]), i64(rows), i64(cols),
+                    i64(cols), i64(rows), b.mul(count, i64(per)), i64(rows * cols),
+                    i64(rows * cols)]
+        else:  # the outer dimension is J's first: a band of the input's columns
+            inner = math.prod(dims[1:]) // rows  # columns per index of it
+            col0 = b.mul(begin, i64(inner))
+            args = [b.gep(src, [b.mul(col0, i64(e))]),
+                    b.gep(dst, [b.mul(col0, i64(rows * e))]), i64(rows),
+                    b.mul(count, i64(inner)), i64(cols), i64(rows), i64(1), i64(0), i64(0)]
+        b.call(b.inttoptr(i64(addr), _ROUTINE_T.as_pointer()), args)
+        b.ret_void()
+        return Kernel(self.name, root, [self.in_slot], self.out_slot, dims[0],
+                      root.shape.num_elements, True, explicit=True)
+
+
+__all__ = ["TransposeEmitter", "pattern", "swap_last", "takes", "ELEMENT_BYTES", "MIN_ELEMENTS"]
