@@ -51,6 +51,7 @@ from xlapy.backends.cpu.llvm_util import (
     set_ftz_daz,
 )
 from xlapy.backends.cpu.once import ahead, once
+from xlapy.backends.cpu.transpose_lib import c_order
 
 #: Most lhs rows: all of them stay in registers with the block's columns (8 x 3 zmm).
 MAX_ROWS = 8
@@ -300,8 +301,7 @@ def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
     top, bottom = (_rows_runner(r, n, k, f64, threads) for r in (half, m - half))
 
     def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
-        x = np.ascontiguousarray(x)
-        w = np.ascontiguousarray(w)
+        x, w = c_order(x), c_order(w)
         res = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         top(x[:half], w, res[:half])
         bottom(x[half:], w, res[half:])
@@ -324,8 +324,7 @@ def _rows_runner(m: int, n: int, k: int, f64: bool, threads: int
 
     def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
         code = _compile(m, f64, tgt)
-        x = np.ascontiguousarray(x)
-        w = np.ascontiguousarray(w)
+        x, w = c_order(x), c_order(w)
         res = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         args = (x.ctypes.data, w.ctypes.data, res.ctypes.data, n, k)
         parts = len(bounds) - 1

@@ -51,6 +51,7 @@ from xlapy.backends.cpu.llvm_util import (
 )
 from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.threads import call, fn_address
+from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -443,8 +444,7 @@ def runner(s: GemmShape, threads: int = 1) -> Callable[[np.ndarray, np.ndarray, 
 
     def run(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
         fn = lazy.get().direct
-        x = np.ascontiguousarray(x)
-        y = np.ascontiguousarray(y)
+        x, y = c_order(x), c_order(y)
         if not out.flags.c_contiguous:  # pragma: no cover - dot outputs are dense
             res = np.empty(out.shape, out.dtype)
             run(x, y, res)

@@ -56,6 +56,7 @@ from xlapy.backends.cpu.llvm_util import (
 )
 from xlapy.backends.cpu.once import ahead, once, started
 from xlapy.backends.cpu.threads import natives, slot_words
+from xlapy.backends.cpu.transpose_lib import c_order
 
 #: Rows of W per pass over the partial row (axpy form); 4, 8 and 16 ran alike (within 3%).
 ROWS = 8
@@ -498,7 +499,7 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     s0, s1 = _stride(b, 0, it), _stride(b, 1, it)
     dot_form = s0 in (0, 1) and s1 is not None and (n == 1 or s1 not in (0, 1))
     if not dot_form and (s1 not in (0, 1) or s0 is None):
-        b = np.ascontiguousarray(b)
+        b = c_order(b)
         s0 = n
     beta_buf = np.array([beta], a.dtype)
     if dot_form:

@@ -37,7 +37,7 @@ import numpy as np
 from scipy.linalg import blas as sblas
 from scipy.linalg import lapack as slapack
 
-from xlapy.backends.cpu import lapack_batch
+from xlapy.backends.cpu import lapack_batch, transpose_lib
 from xlapy.errors import Unimplemented, XlapyError
 from xlapy.ir import Instruction
 from xlapy.ops.custom_call_targets import empty_matrix_results
@@ -119,15 +119,20 @@ def _batched(one: Callable[..., Sequence[Any]], leaves: Sequence[Shape], rank0: 
 
 def _with_batch(run: Callable[..., tuple[np.ndarray, ...]], many: Callable[..., Any] | None,
                 leaves: Sequence[Shape], rank0: int) -> Callable[..., tuple[np.ndarray, ...]]:
-    """`many` for one or more non-empty matrices, else `run` (per matrix). One matrix goes
-    to `many` too: the f2py wrappers `run` calls copy it into Fortran order and back with
-    numpy's column-at-a-time copies (a 256 x 256 f32 potrf: 0.22 ms of its 0.27 at first)."""
+    """`many` for two or more non-empty matrices, else `run` (per matrix); one matrix of
+    SWAP_MIN_ELEMENTS or more goes to `many` too: the f2py wrappers `run` calls copy it into
+    Fortran order and back with numpy's column-at-a-time copies (a 256 x 256 f32 potrf:
+    0.27 -> 0.21 ms), where a small one pays `many`'s ~10 us of argument marshalling
+    (a 64 x 64 getrf: 16.5 -> 48 us)."""
     if many is None:
         return run
     shapes = [(tuple(s.dimensions), s.dtype) for s in leaves]
 
     def go(*operands: np.ndarray) -> tuple[np.ndarray, ...]:
-        if any(o.size == 0 for o in operands):
+        a = operands[0]
+        lead = int(np.prod(a.shape[:a.ndim - rank0]))
+        if any(o.size == 0 for o in operands) or \
+                (lead < 2 and a.size < transpose_lib.SWAP_MIN_ELEMENTS):
             return run(*operands)
         return tuple(np.ascontiguousarray(v, dtype=dt).reshape(d)
                      for v, (d, dt) in zip(many(*operands), shapes))

@@ -25,6 +25,7 @@ from xlapy.backends.cpu import (
     gemm_small,
     recycle,
 )
+from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -144,8 +145,8 @@ def dot_plan(instr: Instruction, threads: int = 1
         direct = iacc == out_dtype
 
         def run_int(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-            xv = np.ascontiguousarray(x.transpose(lperm)).reshape((nbatch, m, k))
-            yv = np.ascontiguousarray(y.transpose(rperm)).reshape((nbatch, k, n))
+            xv = c_order(x.transpose(lperm)).reshape((nbatch, m, k))
+            yv = c_order(y.transpose(rperm)).reshape((nbatch, k, n))
             c = out.reshape((nbatch, m, n)) if direct else np.empty((nbatch, m, n), iacc)
             kernel(xv, yv, c)
             if not direct:  # wrap to the result width (pred: nonzero)

@@ -120,3 +120,48 @@ def test_swap_last_is_numpys(shape: tuple[int, ...], t: str) -> None:
     view = x[..., ::2]  # not contiguous: numpy's copy
     np.testing.assert_array_equal(transpose_lib.swap_last(view),
                                   np.swapaxes(view, -1, -2))
+
+
+def test_c_order() -> None:
+    x = _values((3, 40, 24), "f32")
+    assert transpose_lib.c_order(x) is x
+    for view in (np.swapaxes(x, -1, -2), x[:, ::2], x.transpose(2, 0, 1)):
+        got = transpose_lib.c_order(view)
+        assert got.flags.c_contiguous
+        np.testing.assert_array_equal(got.view(np.uint32), np.ascontiguousarray(view).view(
+            np.uint32))
+
+
+def test_dot_reading_an_operand_transposed_never_copies_it_with_numpy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """dot_general(g, w) contracting w's last dimension (JAX's g @ W^T in a backward pass)
+    gives the bits of dot(g, transpose(w)); w is read in place (BLAS's transpose flag) or
+    copied through the routine, never with numpy's column-at-a-time copy (0.3 ms of a 1.2
+    ms 512 x 512 x 512 product)."""
+    slow = []
+    real = np.ascontiguousarray
+    monkeypatch.setattr(np, "ascontiguousarray", lambda x, *a, **k: (
+        slow.append(x.shape) if isinstance(x, np.ndarray) and x.ndim == 2 and
+        not x.flags.c_contiguous else None) or real(x, *a, **k))
+    t = "tensor<256x512xf32>"
+    direct = f"""
+func.func @main(%g: {t}, %w: {t}) -> tensor<256x256xf32> {{
+  %d = stablehlo.dot_general %g, %w, contracting_dims = [1] x [1]
+      : ({t}, {t}) -> tensor<256x256xf32>
+  return %d : tensor<256x256xf32>
+}}
+"""
+    rng = np.random.default_rng(3)
+    g, w = (rng.standard_normal((256, 512)).astype(np.float32) for _ in range(2))
+    got = np.asarray(xlapy.compile(direct, "cpu")(g, w))
+    assert not slow, slow
+    explicit = f"""
+func.func @main(%g: {t}, %w: {t}) -> tensor<256x256xf32> {{
+  %wt = stablehlo.transpose %w, dims = [1, 0] : ({t}) -> tensor<512x256xf32>
+  %d = stablehlo.dot_general %g, %wt, contracting_dims = [1] x [0]
+      : ({t}, tensor<512x256xf32>) -> tensor<256x256xf32>
+  return %d : tensor<256x256xf32>
+}}
+"""
+    want = np.asarray(xlapy.compile(explicit, "cpu")(g, w))
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
