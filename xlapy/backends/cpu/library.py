@@ -23,6 +23,7 @@ from xlapy.backends.cpu import (
     gemm_int,
     gemm_skinny,
     gemm_small,
+    outer_product,
     recycle,
 )
 from xlapy.backends.cpu.transpose_lib import c_order
@@ -196,9 +197,10 @@ def dot_plan(instr: Instruction, threads: int = 1
             # per element, for all of the batch at once (a BLAS call per batch element of
             # one rank-1 update was 2.3 ms for 256 x [128] x [64]); 0 + it, as the sum's
             # init does to -0, IEEE like BLAS (element-wise kernels would flush denormals)
-            np.multiply(xv, yv, out=ov)
-            if ov.dtype.kind in "fc":
-                np.add(ov, 0, out=ov)
+            if not outer_product.outer(xv, yv, ov, threads):  # (f32/f64: one native pass)
+                np.multiply(xv, yv, out=ov)
+                if ov.dtype.kind in "fc":
+                    np.add(ov, 0, out=ov)
         elif k == 0 or (nbatch > 16 and m * n * k < BATCH_GEMM_FLOPS):
             np.matmul(xv, yv, out=ov)  # tiny products: NumPy's loop beats a call per batch
         elif matvec:  # a [m, k] @ [k] product reads the matrix once at its bandwidth
