@@ -94,7 +94,7 @@ class EarlyCompiles:
         thread beside the emitting one (a second would share the two CPUs with them, and a
         module per big kernel adds a module's fixed cost each: those are grouped by
         `compile_kernels` as before)."""
-        if not self.on or last or any(j.future is not None and not j.future.done()
+        if not self.on or last or spec.cells or any(j.future is not None and not j.future.done()
                                       for j in self.jobs.values()):
             return
         fn = self.mod.globals.get(spec.name)

@@ -12,6 +12,7 @@ kernel is the same either way. Big kernels that started compiling as they were e
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -51,6 +52,8 @@ def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int
         lights.append(all(specs[j].explicit for j in sequence))
         names.append([specs[j].name for j in sequence] + [kernel_sequence.NAME])
     whole, texts = module_texts(mod, names)
+    cells = [[c for k in g for c in k.cells] for g in groups]
+    exports = [n + [name for name, _ in c] for n, c in zip(names, cells)]
     modes = [(lt, any(kernel_elements(k) >= options.small_kernel for k in group))
              for lt, group in zip(lights, groups)]
     keys = [cache.key(text, "light" if light else "" if vec else "novec")
@@ -70,9 +73,12 @@ def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int
     addrs: dict[str, int] = {}
     for i, (text, (light, vec)) in enumerate(zip(texts, modes)):
         engine = Engine(text, obj=objs[i], vectorize=vec, light=light,
-                        exports=names[i], compiled=compiled.get(i))
+                        exports=exports[i], compiled=compiled.get(i))
         if objs[i] is None:
             cache.put(keys[i], engine.object)
+        for name, value in cells[i]:  # (transpose_lib's routine addresses)
+            if engine.linked:
+                ctypes.c_int64.from_address(engine.address(name)).value = value
         engines.append(engine)
         addrs.update((k, engine.address(k)) for k in names[i])
     for k in specs:  # (after the others: their compile overlaps the early ones')

@@ -131,6 +131,8 @@ class Kernel:
     explicit: bool = False
     #: The thread pool splits [0, outer) at multiples of this.
     align: int = 1
+    #: (global, value): i64 globals of the kernel's module set once it is linked.
+    cells: tuple[tuple[str, int], ...] = ()
 
 
 def _bytes(t: ir.Type) -> int:

@@ -13,9 +13,11 @@ line of the output is written whole before the strip moves on; scalar loops for 
 The stub keeps the kernel interface, so thread splits, regions and kernel sequences run it
 as any other kernel.
 
-The routine's address is a constant of the stub, so only code that runs in this process
-uses it: nested compiles (xlapy.aot links the kernels into an object of their own) and
-targets other than the host keep generated kernels.
+The stub reads the routine's address from a global of its module, set once the module is
+linked (Kernel.cells): the module's text, and so its compile-cache key, stays the same in
+every process. Only code that runs in this process calls the routine: nested compiles
+(xlapy.aot links the kernels into an object of their own) and targets other than the host
+keep generated kernels.
 """
 
 from __future__ import annotations
@@ -194,6 +196,11 @@ class TransposeEmitter:
         dims: Sequence[int] = root.shape.dimensions
         e = root.shape.dtype.itemsize
         addr = _address(e)
+        # The routine's address from a global set once the kernel is linked (Kernel.cells):
+        # a constant in the code would make the module's text, and so its disk-cache key,
+        # differ in every process.
+        cell = ir.GlobalVariable(self.mod, I64, name=f"{self.name}_routine")
+        cell.initializer = i64(0)
         fn = ir.Function(self.mod, KERNEL_TYPE, name=self.name)
         fn.args[0].add_attribute("noalias")
         table, begin, end = fn.args
@@ -212,10 +219,11 @@ class TransposeEmitter:
             args = [b.gep(src, [b.mul(col0, i64(e))]),
                     b.gep(dst, [b.mul(col0, i64(rows * e))]), i64(rows),
                     b.mul(count, i64(inner)), i64(cols), i64(rows), i64(1), i64(0), i64(0)]
-        b.call(b.inttoptr(i64(addr), _ROUTINE_T.as_pointer()), args)
+        b.call(b.inttoptr(b.load(cell), _ROUTINE_T.as_pointer()), args)
         b.ret_void()
         return Kernel(self.name, root, [self.in_slot], self.out_slot, dims[0],
-                      root.shape.num_elements, True, explicit=True)
+                      root.shape.num_elements, True, explicit=True,
+                      cells=((cell.name, addr),))
 
 
 __all__ = ["TransposeEmitter", "c_order", "pattern", "swap_last", "takes", "ELEMENT_BYTES",

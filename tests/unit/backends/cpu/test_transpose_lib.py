@@ -165,3 +165,25 @@ func.func @main(%g: {t}, %w: {t}) -> tensor<256x256xf32> {{
 """
     want = np.asarray(xlapy.compile(explicit, "cpu")(g, w))
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_kernel_text_is_the_same_in_every_process() -> None:
+    """The stub reads the routine's address from a global set after linking: its module's
+    text (the compile cache's key) does not change with where the routine was loaded, so a
+    later process finds the kernels in the disk cache; a cached object gets its global set
+    too (the values are right either way)."""
+    import subprocess
+    import sys
+
+    script = ("import sys, numpy as np, xlapy\n"
+              "p = xlapy.compile(sys.stdin.read(), 'cpu')\n"
+              "x = np.arange(300 * 200, dtype=np.float32).reshape(300, 200)\n"
+              "assert (np.asarray(p(x)) == x.T).all()\n"
+              "print(p._exe.kernel_ir)\n")
+    text = _program((300, 200), "f32", (1, 0))
+    runs = [subprocess.run([sys.executable, "-c", script], input=text, capture_output=True,
+                           text=True, check=True).stdout for _ in range(2)]
+    assert '@"k0_routine" = global i64 0' in runs[0]
+    assert runs[0] == runs[1]
+    here = xlapy.compile(text, "cpu")._exe.kernel_ir
+    assert here.strip() == runs[0].strip()
