@@ -73,7 +73,7 @@ def test_patterns() -> None:
 @pytest.mark.parametrize(("shape", "perm"), [
     ((256, 256), (1, 0)), ((1031, 517), (1, 0)), ((9, 300), (1, 0)), ((300, 9), (1, 0)),
     ((3, 70, 133), (0, 2, 1)), ((2, 3, 41, 67), (0, 1, 3, 2)), ((6, 10, 35), (2, 0, 1)),
-    ((16, 12, 40), (1, 2, 0))])
+    ((16, 12, 40), (1, 2, 0)), ((64, 40, 3), (0, 2, 1))])
 @pytest.mark.parametrize("t", list(TYPES))
 def test_transposes_call_the_routine_bit_for_bit(shape: tuple[int, ...],
                                                  perm: tuple[int, ...], t: str) -> None:
@@ -83,7 +83,8 @@ def test_transposes_call_the_routine_bit_for_bit(shape: tuple[int, ...],
         prog = xlapy.compile(_program(shape, t, perm), "cpu",
                              options={"num_threads": threads})
         routine = "transpose routine" in prog._exe.explain()
-        assert routine == (x.dtype.itemsize in transpose_lib.ELEMENT_BYTES), prog._exe.explain()
+        thin = min(shape[-1], shape[-2]) < 8  # (only the last case: its kernel runs faster)
+        assert routine == (x.dtype.itemsize in transpose_lib.ELEMENT_BYTES and not thin)
         got = np.asarray(prog(x))
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
