@@ -63,6 +63,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once, started
+from xlapy.backends.cpu.transpose_lib import c_order
 
 #: Rows and columns of the C block per tile step (2 x 2 tiles of 16 x 16 s32).
 BM, BN = 32, 32
@@ -395,7 +396,7 @@ def igemm8(threads: int = 1, signed: bool = True
         nb, m, k = a.shape
         n = b.shape[2]
         _, addr, call = kernel()
-        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        a, b = c_order(a), c_order(b)
         out = c if c.flags.c_contiguous else np.empty(c.shape, c.dtype)
         got = plans.get((m, k, n))
         if got is None:

@@ -58,6 +58,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -399,7 +400,7 @@ def gemm(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Non
         if kp != k or mp != m:
             a = _padded(a, mp, kp)
         elif a.strides[2] != 2 or a.strides[1] % 2:
-            a = np.ascontiguousarray(a)
+            a = c_order(a)
         # (the gather's 32-bit offsets: 16 rows of Bt within 2 GB)
         transposed = reads_transposed(k, n, b.strides[1] == 2) and \
             abs(b.strides[2]) < (1 << 31) // 16

@@ -44,6 +44,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once, started
+from xlapy.backends.cpu.transpose_lib import c_order
 
 #: Rows per register tile.
 MR = 6
@@ -334,7 +335,7 @@ def igemm8(threads: int = 1, signed: bool = True
         nb, m, k = a.shape
         n = b.shape[2]
         _, addr, pack_addr, call, pack = module()
-        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        a, b = c_order(a), c_order(b)
         out = c if c.flags.c_contiguous else np.empty(c.shape, c.dtype)
         kp, panels = k + k % 2, -(-n // nr)
         tiles = -(-m // MR)

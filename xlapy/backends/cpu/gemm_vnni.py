@@ -40,6 +40,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once, started
+from xlapy.backends.cpu.transpose_lib import c_order
 
 #: Rows per register tile and 16-lane vectors per tile row (MR x NV accumulators).
 MR, NV = 5, 4
@@ -223,7 +224,7 @@ def igemm8(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], N
             b = np.pad(b, ((0, 0), (0, kp - k), (0, 0)))
         if np_ != n:
             b = np.pad(b, ((0, 0), (0, 0), (0, np_ - n)))
-        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        a, b = c_order(a), c_order(b)
         out = c if np_ == n else np.empty((nb, m, np_), np.int32)
         bp = np.empty((kp // 4, np_), np.int32)
         csum = np.empty(np_, np.int32)

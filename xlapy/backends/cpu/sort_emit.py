@@ -36,6 +36,7 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
+from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
 
 #: Elements per insertion-sorted run.
@@ -241,7 +242,7 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
     parts = min(threads, rows) if big else 1
 
     def run(*xs: np.ndarray) -> Any:
-        moved = [np.ascontiguousarray(np.moveaxis(x, axis, -1)).reshape(rows, n) for x in xs]
+        moved = [c_order(np.moveaxis(x, axis, -1)).reshape(rows, n) for x in xs]
         perm = np.empty((rows, n), np.int64)
         if rows and n:
             tmp = np.empty((rows, n), np.int64)
@@ -252,7 +253,7 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
         shape = [*dims, n]
         for m in moved:
             got = np.take_along_axis(m, perm, axis=-1).reshape(shape)
-            out.append(np.ascontiguousarray(np.moveaxis(got, -1, axis)))
+            out.append(c_order(np.moveaxis(got, -1, axis)))
         return collate(out)
 
     run.engine = eng  # type: ignore[attr-defined]  (keeps the code loaded)

@@ -40,6 +40,7 @@ from xlapy.backends.cpu.llvm_util import (
     restore_mxcsr,
     set_ftz_daz,
 )
+from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Computation, Instruction
 from xlapy.ir.computation import make_instruction
 from xlapy.ops.attrs import ComparisonType
@@ -197,7 +198,7 @@ def plan_top_k(instr: Instruction, threads: int = 1) -> Callable[..., Any] | Non
     parts = min(threads, rows) if rows > 1 and rows * n >= sort_emit.SPLIT_COMPARES else 1
 
     def run(xv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        m = np.ascontiguousarray(xv).reshape(rows, n)
+        m = c_order(xv).reshape(rows, n)
         perm = np.empty((rows, k), np.int64)
         if rows:
             table = (ctypes.c_void_p * 1)(m.ctypes.data)
@@ -234,7 +235,7 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
     keep: dict[int, Any] = {}  # the full-size results, reused once nothing holds them
 
     def run(*xs: np.ndarray) -> Any:
-        moved = [np.ascontiguousarray(np.moveaxis(x, axis, -1)).reshape(rows, n) for x in xs]
+        moved = [c_order(np.moveaxis(x, axis, -1)).reshape(rows, n) for x in xs]
         perm = np.empty((rows, k), np.int64)
         if rows:
             table = (ctypes.c_void_p * len(moved))(*(m.ctypes.data for m in moved))
