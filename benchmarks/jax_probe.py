@@ -171,6 +171,9 @@ def programs(small: bool = False) -> dict[str, Program]:
         "xent_grad": (jax.grad(lambda lg, y: -jnp.mean(jnp.take_along_axis(
             jax.nn.log_softmax(lg), y[:, None], 1))),
             [f32(512, 32000), rng.integers(0, 32000 // s, 512 // s).astype(np.int32)]),
+        "xent_onehot": (lambda lg, y: -jnp.mean(jnp.sum(jax.nn.one_hot(y, lg.shape[-1])
+                                                      * jax.nn.log_softmax(lg), -1)),
+                        [f32(512, 1000), rng.integers(0, 1000 // s, 512 // s).astype(np.int32)]),
         "adam_step": (lambda p, g, m, v: (p - 1e-3 * (0.9 * m + 0.1 * g) / (
             jnp.sqrt(0.999 * v + 0.001 * g * g) + 1e-8)),
             [f32(4096, 1024), f32(4096, 1024), f32(4096, 1024), np.abs(f32(4096, 1024))]),
