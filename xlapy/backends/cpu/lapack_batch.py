@@ -13,6 +13,7 @@ with args[j] = base[j] + b * stride[j]: every Fortran argument is a pointer.
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -69,11 +70,38 @@ def routine(module: Any, name: str) -> int:
     return int(_GET_POINTER(capsule, _GET_NAME(capsule)))
 
 
-def _run(fn: int, args: list[tuple[Any, int]], batch: int) -> None:
-    """fn per batch index: args are (array or scalar array, byte stride per index)."""
-    base = np.array([a.ctypes.data for a, _ in args], np.int64)
-    stride = np.array([s for _, s in args], np.int64)
-    _loops()[len(args)][1](fn, base.ctypes.data, stride.ctypes.data, batch)
+class _Args:
+    """The batch loop's pointers for one operand shape: the constants' addresses (sizes,
+    flags, alpha: arrays kept alive here) set once, each call writing its own arrays' into
+    a copy (an executable may run on several threads at once). Marshalling every pointer
+    per call had cost ~10 us, more than a 64 x 64 getrf's own time in the f2py wrapper."""
+
+    def __init__(self, args: list[np.ndarray | None], strides: list[int]) -> None:
+        self.keep = [a for a in args if a is not None]
+        self.base = np.array([0 if a is None else a.ctypes.data for a in args], np.int64)
+        self.stride = np.array(strides, np.int64)
+        self.stride_at = self.stride.ctypes.data
+        self.slots = [j for j, a in enumerate(args) if a is None]
+        self.loop = _loops()[len(args)][1]
+        self.mine = threading.local()  # each thread's copy of base, and its address
+
+    def call(self, fn: int, batch: int, *arrays: np.ndarray) -> None:
+        """fn per batch index, `arrays` in the argument positions left None."""
+        got = getattr(self.mine, "base", None)
+        if got is None:
+            b = self.base.copy()
+            got = self.mine.base = (b, b.ctypes.data)
+        base, at = got
+        for j, x in zip(self.slots, arrays):
+            base[j] = x.ctypes.data
+        self.loop(fn, at, self.stride_at, batch)
+
+
+def _cached(table: dict[Any, _Args], key: Any, make: Callable[[], _Args]) -> _Args:
+    got = table.get(key)
+    if got is None:
+        got = table[key] = make()
+    return got
 
 
 def _check(info: np.ndarray, check: Callable[[int], int]) -> None:
@@ -95,17 +123,21 @@ def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
     from scipy.linalg import cython_lapack
 
     fn = routine(cython_lapack, f"{t}getrf")
+    shapes: dict[Any, _Args] = {}
+
+    def args(m: int, n: int, item: int) -> _Args:
+        dims = np.array([m, n, max(m, 1)], np.int32)
+        return _Args([dims[0:], dims[1:], None, dims[2:], None, None],
+                     [0, 0, m * n * item, 0, min(m, n) * 4, 4])
 
     def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
         *lead, m, n = a.shape
         batch = int(np.prod(lead, dtype=np.int64))
         work = fortran(a)
-        k = min(m, n)
-        ipiv = np.empty((*lead, k), np.int32)
+        ipiv = np.empty((*lead, min(m, n)), np.int32)
         info = np.empty(lead, np.int32)
-        dims = np.array([m, n, max(m, 1)], np.int32)
-        _run(fn, [(dims[0:], 0), (dims[1:], 0), (work, m * n * work.itemsize),
-                  (dims[2:], 0), (ipiv, k * 4), (info, 4)], batch)
+        _cached(shapes, (m, n, work.itemsize), lambda: args(m, n, work.itemsize)).call(
+            fn, batch, work, ipiv, info)
         _check(info, check)
         return fortran(work), ipiv, info
 
@@ -120,15 +152,19 @@ def potrf(t: str, lower: bool, check: Callable[[int], int]
 
     fn = routine(cython_lapack, f"{t}potrf")
     uplo = np.frombuffer(b"L" if lower else b"U", np.uint8).copy()
+    shapes: dict[Any, _Args] = {}
+
+    def args(n: int, item: int) -> _Args:
+        dims = np.array([n, max(n, 1)], np.int32)
+        return _Args([uplo, dims[0:], None, dims[1:], None], [0, 0, n * n * item, 0, 4])
 
     def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
         *lead, n, _ = a.shape
         batch = int(np.prod(lead, dtype=np.int64))
         work = fortran(a)
         info = np.empty(lead, np.int32)
-        dims = np.array([n, max(n, 1)], np.int32)
-        _run(fn, [(uplo, 0), (dims[0:], 0), (work, n * n * work.itemsize), (dims[1:], 0),
-                  (info, 4)], batch)
+        _cached(shapes, (n, work.itemsize), lambda: args(n, work.itemsize)).call(
+            fn, batch, work, info)
         _check(info, check)
         return fortran(work), info
 
@@ -145,16 +181,21 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
     chars = np.frombuffer(("LR"[not left] + "LU"[not lower] + "NTC"[trans] + "NU"[unit])
                           .encode(), np.uint8).copy()
 
+    shapes: dict[Any, _Args] = {}
+
+    def args(m: int, n: int, s: int, at: np.dtype, bt: np.dtype) -> _Args:
+        dims = np.array([m, n, max(s, 1), max(m, 1)], np.int32)
+        return _Args([chars[0:], chars[1:], chars[2:], chars[3:], dims[0:], dims[1:],
+                      np.ones(1, bt), None, dims[2:], None, dims[3:]],
+                     [0] * 7 + [s * s * at.itemsize, 0, m * n * bt.itemsize, 0])
+
     def run(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
         *lead, m, n = b.shape
         batch = int(np.prod(lead, dtype=np.int64))
         fa, fb = fortran(a), fortran(b)
         s = a.shape[-1]
-        dims = np.array([m, n, max(s, 1), max(m, 1)], np.int32)
-        alpha = np.ones(1, b.dtype)
-        _run(fn, [(chars[0:], 0), (chars[1:], 0), (chars[2:], 0), (chars[3:], 0),
-                  (dims[0:], 0), (dims[1:], 0), (alpha, 0), (fa, s * s * fa.itemsize),
-                  (dims[2:], 0), (fb, m * n * fb.itemsize), (dims[3:], 0)], batch)
+        _cached(shapes, (m, n, s, fa.dtype, fb.dtype),
+                lambda: args(m, n, s, fa.dtype, fb.dtype)).call(fn, batch, fa, fb)
         return (fortran(fb),)
 
     return run

@@ -30,9 +30,9 @@ def _data(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
 def loops(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The batch sizes lapack_batch's native loops ran (the batched path was taken)."""
     ran: list[int] = []
-    real = lapack_batch._run
-    monkeypatch.setattr(lapack_batch, "_run", lambda fn, args, batch: (
-        ran.append(batch), real(fn, args, batch))[1])
+    real = lapack_batch._Args.call
+    monkeypatch.setattr(lapack_batch._Args, "call", lambda self, fn, batch, *arrays: (
+        ran.append(batch), real(self, fn, batch, *arrays))[1])
     return ran
 
 
