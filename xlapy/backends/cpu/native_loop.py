@@ -114,6 +114,14 @@ def _state_instrs(exe: CpuExecutable, k: int, tupled: bool) -> list[Instruction]
     return [u for u in params[0].users if u.attrs.index == k]
 
 
+def _state_index(instr: Instruction, params: list[Instruction], tupled: bool) -> int | None:
+    """The state element `instr` is (a parameter, or the state tuple's element), or None."""
+    if tupled:
+        return instr.attrs.index if (instr.opcode == "get_tuple_element"
+                                     and instr.operands[0] is params[0]) else None
+    return next((j for j, q in enumerate(params) if instr is q), None)
+
+
 def _is_state(instr: Instruction, k: int, params: list[Instruction], tupled: bool) -> bool:
     if tupled:
         return (instr.opcode == "get_tuple_element" and instr.operands[0] is params[0]
@@ -132,14 +140,24 @@ class NativeWhile:
         #: Iterations per driver call, adapted so a call takes about SLICE_SECONDS.
         self.slice = 256
         params = body.comp.parameters
-        # Body result k: the slot to copy into state buffer k, or None (passed through).
+        #: (k, j): body result k is state element j as it was (a rotation of the state:
+        #: jax.random's threefry loop passes its keys and rotation constants round), copied
+        #: through a buffer of its own after the body (every j read before any is written).
+        self.moves: list[tuple[int, int]] = [
+            (k, j) for k, o in enumerate(results)
+            if not _is_state(o, k, params, tupled)
+            and (j := _state_index(o, params, tupled)) is not None]
+        moved = {k for k, _ in self.moves}
+        # Body result k: the slot to copy into state buffer k, or None (passed through, or
+        # a move).
         self.results: list[int | None] = [
-            None if _is_state(o, k, params, tupled) else body.slot[id(o)]
+            None if _is_state(o, k, params, tupled) or k in moved else body.slot[id(o)]
             for k, o in enumerate(results)]
         #: State elements the body updates in place (dus_window.py): their window kernels
         #: replace the body's whole-array kernels and they are passed through.
         self.windows = dus_window.plan(body, results, [_state_instrs(body, k, tupled)
-                                                       for k in range(len(results))])
+                                                       for k in range(len(results))]) \
+            if not self.moves else None  # (a window updates its state during the body)
         for k in self.windows.elements if self.windows is not None else ():
             self.results[k] = None
         if self.windows is not None:  # (window kernels replace some of the body's)
@@ -152,15 +170,18 @@ class NativeWhile:
         res = [r for r in self.results if r is not None]
         #: (state element, result slot) pairs that swap buffers instead of copying: results
         #: some body kernel writes every iteration, each the result of one element only.
+        sources = {j for _, j in self.moves}  # (their buffers stay put: moves copy them)
         self.swapped = [(k, r) for k, r in enumerate(self.results)
-                        if r is not None and r in body_out and res.count(r) == 1]
+                        if r is not None and r in body_out and res.count(r) == 1
+                        and k not in sources]
         self.cond_steps, self.body_steps = len(steps(cond)), len(steps(body))
         #: State elements the loop never writes and nobody reads after it: bound in place,
         #: not copied (scan_rnn's xs, 8 MB a call).
         self.unread = _unread_after(instruction, self.results) - \
-            (self.windows.elements if self.windows is not None else set())
+            (self.windows.elements if self.windows is not None else set()) - moved
         #: Row-split (row_loop.py): the plan and the threads a call uses (1: not split).
-        self.row_plan = row_loop.plan(self) if self.windows is None else None
+        self.row_plan = row_loop.plan(self) if self.windows is None and not self.moves \
+            else None
         self.row_threads = row_loop.threads_for(self, self.row_plan) \
             if self.row_plan is not None else 1
         self._row_preps: list[_Prepared] | None = None
@@ -239,7 +260,14 @@ class NativeWhile:
         p.swaps = sw
         copied = [(k, r) for k, r in enumerate(self.results)
                   if r is not None and (k, r) not in self.swapped]
-        p.copies = (ctypes.c_int64 * max(3 * len(copied), 1))()
+        p.moved = []
+        for k, j in self.moves:
+            sh = self.body.comp.parameters[0].shape.tuple_shapes[j] if self.tupled else \
+                self.body.comp.parameters[j].shape
+            tmp = np.empty(sh.dimensions, sh.dtype)
+            p.keep.append(tmp)
+            p.moved.append((k, j, ptr(tmp)))
+        p.copies = (ctypes.c_int64 * max(3 * (len(copied) + 2 * len(self.moves)), 1))()
         p.copied = copied
         p.desc[:] = [self.cond_steps, ctypes.addressof(p.entries[0]),
                      p.tables[0][self.pred_slot], self.body_steps,
@@ -361,10 +389,13 @@ class NativeWhile:
         for j, (k, r) in enumerate(self.swapped):
             body_table[r] = ptr(others[k])
             p.cells[j] = ptrs[k]
+        todo = [(tmp, ptrs[j], bufs[j].nbytes) for _, j, tmp in p.moved]  # old values
+        todo += [(ptrs[k], body_table[r], bufs[k].nbytes) for k, r in p.copied]
+        todo += [(ptrs[k], tmp, bufs[k].nbytes) for k, _, tmp in p.moved]
         n = 0
-        for k, r in p.copied:
-            if bufs[k].nbytes:
-                p.copies[3 * n: 3 * n + 3] = [ptrs[k], body_table[r], bufs[k].nbytes]
+        for copy in todo:
+            if copy[2]:
+                p.copies[3 * n: 3 * n + 3] = copy
                 n += 1
         p.desc[5] = n
 
@@ -449,6 +480,8 @@ class _Prepared:
         self.swaps: Any = None
         self.copies: Any = None
         self.copied: list[tuple[int, int]] = []
+        #: NativeWhile.moves as (k, j, address of the buffer k's value passes through).
+        self.moved: list[tuple[int, int, int]] = []
         self.desc: Any = None
         self.splits: list[loop_split.Split] = []
         #: This thread's rows of a row-split loop (row_loop.py), else None.
@@ -560,8 +593,9 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
     for k, o in enumerate(results):
         if o.opcode == "parameter" or (o.opcode == "get_tuple_element"
                                        and not _of_step(body, o)):
-            if not _is_state(o, k, bparams, tupled):
-                return None
+            j = _state_index(o, bparams, tupled)
+            if j is None or elems[j] != elems[k]:
+                return None  # (another element of the same shape: a move)
         elif id(o) not in body.slot:
             return None
     return NativeWhile(cond, body, tupled, results, instr)
