@@ -33,6 +33,9 @@ native code at the Python path's chunks (loop_split.py): the RNN cell keeps both
 
 The state buffers are the tables' entries for the get_tuple_element slots of both
 computations; the body's results live in their own buffers, so the copies never overlap.
+A result that is another state element as it was (the state rotated: jax.random's threefry
+loop) is a move: copied into a buffer of its own before the other results are copied, then
+into its state buffer (`NativeWhile.moves`).
 A result a body kernel writes every iteration is not copied: its buffer and the state buffer
 swap roles (the table entries of the state and of the result exchange pointers; `cell`
 tracks the current state buffer), which saves a pass over the state per iteration.
