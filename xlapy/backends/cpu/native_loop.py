@@ -33,9 +33,8 @@ native code at the Python path's chunks (loop_split.py): the RNN cell keeps both
 
 The state buffers are the tables' entries for the get_tuple_element slots of both
 computations; the body's results live in their own buffers, so the copies never overlap.
-A result that is another state element as it was (the state rotated: jax.random's threefry
-loop) is a move: copied into a buffer of its own before the other results are copied, then
-into its state buffer (`NativeWhile.moves`).
+A result that is another state element as it was (a rotation: jax.random's threefry loop)
+is a move: copied through a buffer of its own, before the other copies (`NativeWhile.moves`).
 A result a body kernel writes every iteration is not copied: its buffer and the state buffer
 swap roles (the table entries of the state and of the result exchange pointers; `cell`
 tracks the current state buffer), which saves a pass over the state per iteration.
@@ -126,10 +125,7 @@ def _state_index(instr: Instruction, params: list[Instruction], tupled: bool) ->
 
 
 def _is_state(instr: Instruction, k: int, params: list[Instruction], tupled: bool) -> bool:
-    if tupled:
-        return (instr.opcode == "get_tuple_element" and instr.operands[0] is params[0]
-                and instr.attrs.index == k)
-    return instr is params[k]
+    return _state_index(instr, params, tupled) == k
 
 
 class NativeWhile:
@@ -143,16 +139,14 @@ class NativeWhile:
         #: Iterations per driver call, adapted so a call takes about SLICE_SECONDS.
         self.slice = 256
         params = body.comp.parameters
-        #: (k, j): body result k is state element j as it was (a rotation of the state:
-        #: jax.random's threefry loop passes its keys and rotation constants round), copied
+        #: (k, j): body result k is state element j as it was (module docstring), copied
         #: through a buffer of its own after the body (every j read before any is written).
         self.moves: list[tuple[int, int]] = [
             (k, j) for k, o in enumerate(results)
             if not _is_state(o, k, params, tupled)
             and (j := _state_index(o, params, tupled)) is not None]
         moved = {k for k, _ in self.moves}
-        # Body result k: the slot to copy into state buffer k, or None (passed through, or
-        # a move).
+        # Body result k: the slot to copy into state buffer k, or None (passed through, moved).
         self.results: list[int | None] = [
             None if _is_state(o, k, params, tupled) or k in moved else body.slot[id(o)]
             for k, o in enumerate(results)]
@@ -265,10 +259,9 @@ class NativeWhile:
                   if r is not None and (k, r) not in self.swapped]
         p.moved = []
         for k, j in self.moves:
-            sh = self.body.comp.parameters[0].shape.tuple_shapes[j] if self.tupled else \
-                self.body.comp.parameters[j].shape
-            tmp = np.empty(sh.dimensions, sh.dtype)
-            p.keep.append(tmp)
+            ps = self.body.comp.parameters
+            sh = (ps[0].shape.tuple_shapes if self.tupled else [q.shape for q in ps])[j]
+            p.keep.append(tmp := np.empty(sh.dimensions, sh.dtype))
             p.moved.append((k, j, ptr(tmp)))
         p.copies = (ctypes.c_int64 * max(3 * (len(copied) + 2 * len(self.moves)), 1))()
         p.copied = copied

@@ -103,14 +103,18 @@ def test_swapped_copied_and_constant_results(n: int) -> None:
     """Results that swap buffers with their state (i, and nothing else), one result feeding
     two state elements (copied), a constant result (copied), odd and even trip counts."""
     x = np.arange(8, dtype=np.float32) - 3
-    cpu = xlapy.compile(SWAP_LOOP, backend="cpu")
-    assert "native while loop" in cpu._exe.explain()
-    want = xlapy.compile(SWAP_LOOP, backend="interpreter")(x, np.int32(n))
-    for _ in range(2):
-        got = cpu(x, np.int32(n))
-        for g, w in zip(got, want):
-            np.testing.assert_array_equal(g, w)
+    _native_as_interpreter(SWAP_LOOP, x, np.int32(n))
     np.testing.assert_array_equal(x, np.arange(8, dtype=np.float32) - 3)  # input untouched
+
+
+def _native_as_interpreter(text: str, *args: np.ndarray) -> None:
+    """`text`'s loop runs natively on cpu, twice, with the interpreter's values."""
+    cpu = xlapy.compile(text, backend="cpu")
+    assert "native while loop" in cpu._exe.explain()
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    for _ in range(2):
+        for g, w in zip(cpu(*args), want):
+            np.testing.assert_array_equal(g, w)
 
 
 # A loop that runs until i reaches n, stepping by `step` (0: forever).
@@ -226,11 +230,4 @@ def test_rotated_state_runs_natively(n: int) -> None:
     element, c, both a kernel's result and a rotation's source) run as a native loop (the
     loop was driven from Python: threefry's 5 iterations took 0.67 ms of jax.random.normal,
     XLA's whole program 0.64), with the interpreter's values, every trip count."""
-    x = np.arange(8, dtype=np.float32) / 4 - 1
-    cpu = xlapy.compile(ROTATE_LOOP, backend="cpu")
-    assert "native while loop" in cpu._exe.explain()
-    want = xlapy.compile(ROTATE_LOOP, backend="interpreter")(x, np.int32(n))
-    for _ in range(2):
-        got = cpu(x, np.int32(n))
-        for g, w in zip(got, want):
-            np.testing.assert_array_equal(g, w)
+    _native_as_interpreter(ROTATE_LOOP, np.arange(8, dtype=np.float32) / 4 - 1, np.int32(n))
