@@ -56,6 +56,7 @@ from xlapy.backends.cpu.llvm_util import (
     splat,
 )
 from xlapy.backends.cpu.math_coeffs import (
+    ERF_F32,
     ERF_TOP,
     EXP_F32,
     EXP_ONE_SCALE_MAX,
@@ -368,14 +369,17 @@ class Math:
 
     def erf(self, x: ir.Value) -> ir.Value:
         b = self.b
+        if not self.is64:  # one f64 polynomial on |x| <= 4, rounded once (ERF_F32): the
+            # Taylor series below 1 and exp(-x^2) erfcx above, both per lane, took 4.6x
+            # XLA's time (jax.scipy.special.erf of 1024^2: 0.78 ms, XLA 0.17)
+            m = Math(b, like(self.t, F64))
+            xd = m.bin("minnum", m.bin("maxnum", b.fpext(x, m.t), m.c(-4.0)), m.c(4.0))
+            t = m.fma(b.fmul(xd, xd), m.c(0.125), m.c(-1.0))
+            out = b.fptrunc(b.fmul(xd, m.horner(list(ERF_F32), t)), self.t)
+            return self.keep_zero(x, self.select_nan(x, out))
         ax = self.un("fabs", x)
         z = b.fmul(x, x)
-        if self.is64:
-            small = self._erf_small(x, z, 19)
-        else:  # in f64, rounded once: within 1 ulp (in f32: 2 near x = 1)
-            m = Math(b, like(self.t, F64))
-            xd = b.fpext(x, m.t)
-            small = b.fptrunc(m._erf_small(xd, b.fmul(xd, xd), 12), self.t)
+        small = self._erf_small(x, z, 19)
         top = ERF_TOP[self.is64]
         axc = self.bin("minnum", ax, self.c(top))
         h = self.clenshaw(fit("erfcx", self.is64), axc, 1.0, top)
