@@ -25,8 +25,9 @@ tanh           <= 5       <= 4       f32: x P(x^2) / Q(x^2), a (4, 4) rational (
                                      chain 1.85x slower); f64: odd Chebyshev fit below 0.5,
                                      1 - 2/(e^2x + 1) above
 logistic       <= 1       <= 3       1 / (1 + exp(-x)) (f32: in f64)
-erf            <= 1       <= 1       Taylor below 1 (2/sqrt(pi) as hi + lo; f32: in
-                                     f64), a Chebyshev fit of erfcx above
+erf            <= 1       <= 1       f32: one f64 polynomial in x^2 on |x| <= 4
+                                     (ERF_F32, 0.508 ulp); f64: Taylor below 1 (2/sqrt(pi)
+                                     as hi + lo), a Chebyshev fit of erfcx above
 sin, cos, tan  <= 1       <= 1       Cody-Waite by pi/2 below 2^20 (f32: in f64, the
                                      polynomials too; f64: 4-part pi/2 and
                                      double-doubles, trig_dd.py), Payne-Hanek above
