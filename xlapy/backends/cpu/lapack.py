@@ -122,8 +122,8 @@ def _with_batch(run: Callable[..., tuple[np.ndarray, ...]], many: Callable[..., 
     """`many` for two or more non-empty matrices, else `run` (per matrix); one matrix of
     SWAP_MIN_ELEMENTS or more goes to `many` too: the f2py wrappers `run` calls copy it into
     Fortran order and back with numpy's column-at-a-time copies (a 256 x 256 f32 potrf:
-    0.27 -> 0.21 ms), where a small one pays `many`'s ~10 us of argument marshalling
-    (a 64 x 64 getrf: 16.5 -> 48 us)."""
+    0.27 -> 0.21 ms), where a small one costs more there than in f2py (a 64 x 64 getrf:
+    35 us, f2py 16.5: `many`'s copies, marshalling and info check)."""
     if many is None:
         return run
     shapes = [(tuple(s.dimensions), s.dtype) for s in leaves]

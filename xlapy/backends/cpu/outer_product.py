@@ -57,9 +57,9 @@ def _emit(f64: bool, lanes: int) -> ir.Module:
 
 
 @once
-def _routine(f64: bool, tgt: tuple[str, str], lanes: int) -> tuple[Any, Any]:
-    """(engine, ctypes function) of the routine for the current target (`tgt`: its CPU and
-    LLVM features; `lanes` its vector width for the type)."""
+def _routine(f64: bool, tgt: target.CpuTarget) -> tuple[Any, Any]:
+    """(engine, ctypes function) of the routine for target `tgt`, in its vector width."""
+    lanes = tgt.vector_bits // (64 if f64 else 32)
     eng = cache.library_engine((NAME, f64, lanes), lambda: _emit(f64, lanes),
                                f"{NAME}-light", light=True, vectorize=False, exports=[NAME])
     return eng, _CALL(eng.address(NAME))
@@ -75,7 +75,7 @@ def outer(x: np.ndarray, y: np.ndarray, out: np.ndarray, threads: int) -> bool:
             or not t.runs_here or not out.flags.c_contiguous:
         return False
     f64 = out.dtype == np.float64
-    fn = _routine(f64, (t.cpu, t.llvm_features), t.vector_bits // (64 if f64 else 32))[1]
+    fn = _routine(f64, t)[1]
     nb, m, n = out.shape
     xc, yc = c_order(x.reshape(nb, m)), c_order(y.reshape(nb, n))
     split_rows(fn, (xc.ctypes.data, yc.ctypes.data, out.ctypes.data, m, n), nb * m, out.size,

@@ -98,11 +98,14 @@ def _emit_routine(mod: ir.Module, e: int) -> None:
     b.ret_void()
 
 
+_CALL = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 7))
+
+
 @once
-def _routine(tgt: tuple[str, str], e: int) -> tuple[Any, int]:
-    """(engine, address) of the routine for e-byte elements on the current target, `tgt`
-    its CPU name and LLVM features (one build per target and size a process uses: 10 ms
-    for 4 or 8 bytes, 15-26 ms for 2 or 1, once; later processes load it from the cache)."""
+def _routine(tgt: target.CpuTarget, e: int) -> tuple[Any, int, Any]:
+    """(engine, address, ctypes function) of the routine for e-byte elements on target
+    `tgt` (one build per target and size a process uses: 10 ms for 4 or 8 bytes, 15-26 ms
+    for 2 or 1, once; later processes load it from the cache)."""
     def emit() -> ir.Module:
         mod = new_module(f"{NAME}{e}")
         _emit_routine(mod, e)
@@ -110,16 +113,8 @@ def _routine(tgt: tuple[str, str], e: int) -> tuple[Any, int]:
 
     eng = cache.library_engine((NAME, e), emit, f"{NAME}-light", light=True,
                                vectorize=False, exports=[f"{NAME}{e}"])
-    return eng, eng.address(f"{NAME}{e}")
-
-
-def _address(e: int) -> int:
-    t = target.current()
-    return _routine((t.cpu, t.llvm_features), e)[1]
-
-
-_CALL = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 2 + [ctypes.c_int64] * 7))
-_CALLS: dict[int, Any] = {}  # routine address -> its ctypes function
+    addr = eng.address(f"{NAME}{e}")
+    return eng, addr, _CALL(addr)
 
 
 def swap_last(x: np.ndarray) -> np.ndarray:
@@ -132,9 +127,8 @@ def swap_last(x: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.swapaxes(x, -1, -2))
     *lead, r, c = x.shape
     out = np.empty((*lead, c, r), x.dtype)
-    addr = _address(x.dtype.itemsize)
-    call = _CALLS.get(addr) or _CALLS.setdefault(addr, _CALL(addr))
-    call(x.ctypes.data, out.ctypes.data, r, c, c, r, math.prod(lead), r * c, r * c)
+    _routine(t, x.dtype.itemsize)[2](x.ctypes.data, out.ctypes.data, r, c, c, r,
+                                     math.prod(lead), r * c, r * c)
     return out
 
 
@@ -199,7 +193,7 @@ class TransposeEmitter:
         nb, _, rows, cols = pattern(root)  # type: ignore[misc]
         dims: Sequence[int] = root.shape.dimensions
         e = root.shape.dtype.itemsize
-        addr = _address(e)
+        addr = _routine(target.current(), e)[1]
         # The routine's address from a global set once the kernel is linked (Kernel.cells):
         # a constant in the code would make the module's text, and so its disk-cache key,
         # differ in every process.
