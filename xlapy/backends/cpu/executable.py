@@ -186,11 +186,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         # f32 converts, ~0.9 ms, that a batch chain then drops). Functions keep program
         # order in the module (an emitter creates its function when made).
         pending: list[tuple[int, kernels.KernelEmitter]] = []
-        # (the last fused kernel's position: early_compile starts none there)
-        last_kernel = max((k for k, i in enumerate(order) if id(i) in fusible
-                           and id(i) in self.materialized and id(i) not in self._claimed
-                           and i.opcode != "constant"), default=-1)
-        for at, instr in enumerate(order):
+        for instr in order:
             iid = id(instr)
             if instr.opcode == "parameter":
                 self._new_slot(instr)
@@ -221,7 +217,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 kernel_specs.append(None)
                 if rows or not ROW_KERNELS_FIRST:
                     kernel_specs[-1] = spec = emitter.build()
-                    self._early.offer(spec, at >= last_kernel and not pending)
+                    self._early.offer(spec)
                 else:
                     pending.append((len(kernel_specs) - 1, emitter))
                 (fresh if iid in self._fresh_values else temps).append(s)
@@ -243,9 +239,9 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 self.report.append((instr.name, instr.opcode, f"kernel {name} ({native.label})"))
                 continue
             self._plan_other(instr, fresh, temps)
-        for j, (k, emitter) in enumerate(pending):
+        for k, emitter in pending:
             kernel_specs[k] = spec = emitter.build()
-            self._early.offer(spec, j == len(pending) - 1)
+            self._early.offer(spec)
         self.fresh_slots = fresh
         self.temp_slots = temps
         #: The instructions that have a thunk, in program (= thunk) order.

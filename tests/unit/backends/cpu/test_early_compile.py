@@ -1,7 +1,7 @@
-"""A big kernel that is not the last one starts compiling on a compile thread as soon as it
-is emitted (early_compile.py): the program computes the same bits as compiled serially,
-prints the same kernel module and takes the kernel's object from the cache when it is
-there; its module text holds the definitions it reaches and every declaration. Row kernels
+"""A big kernel starts compiling on a compile thread as soon as it is emitted
+(early_compile.py), the last one too: the program computes the same bits as compiled
+serially, prints the same kernel module and takes the kernel's object from the cache when
+it is there; its module text holds the definitions it reaches and every declaration. Row kernels
 are built before the small kernels ahead of them in program order (the functions keep
 program order), and the compile thread says when its code generation starts."""
 
@@ -66,7 +66,7 @@ def test_a_big_kernel_compiles_early_to_the_same_bits(monkeypatch: pytest.Monkey
     early = _compile(monkeypatch, 2)
     assert not serial._exe._early.jobs
     jobs = early._exe._early.jobs
-    assert list(jobs) == [early._exe.kernel_specs[0].name]  # the softmax, not the last one
+    assert list(jobs) == [early._exe.kernel_specs[0].name]  # the softmax (the small one is grouped)
     assert len(early._exe.kernel_specs) == 2
     assert early._exe.kernel_ir == serial._exe.kernel_ir
     args = _args()
@@ -132,15 +132,25 @@ def _one_function_module() -> ir.Module:
     return mod
 
 
-def test_the_last_kernel_compiles_with_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nothing would overlap its compile but the printing."""
+def test_the_last_kernel_compiles_early_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program's one big kernel (softmax alone): what follows its emission runs beside
+    its code generation; same kernel module, same bits as compiled serially."""
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")
-    monkeypatch.setattr(parallel_compile, "threads", lambda limit: 2)
-    monkeypatch.setattr(early_compile, "MIN_INSTRUCTIONS", 100)
-    cache.clear_memory()
-    prog = xlapy.compile(PROGRAM.replace("return %p, %r", "return %p, %y"),  # softmax alone
-                         backend="cpu", options=OPTS)
-    assert len(prog._exe.kernel_specs) == 1 and not prog._exe._early.jobs
+    text = PROGRAM.replace("return %p, %r", "return %p, %y")  # the softmax alone
+    progs = []
+    for threads in (1, 2):
+        monkeypatch.setattr(parallel_compile, "threads", lambda limit, n=threads: n)
+        monkeypatch.setattr(early_compile, "MIN_INSTRUCTIONS", 100)
+        cache.clear_memory()
+        progs.append(xlapy.compile(text, backend="cpu", options=OPTS))
+    serial, early = progs
+    assert len(early._exe.kernel_specs) == 1
+    assert list(early._exe._early.jobs) == [early._exe.kernel_specs[0].name]
+    assert not serial._exe._early.jobs
+    assert early._exe.kernel_ir == serial._exe.kernel_ir
+    args = _args()
+    for g, w in zip(early(*args), serial(*args)):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
 
 
 def test_group_text_keeps_what_its_functions_reach() -> None:
