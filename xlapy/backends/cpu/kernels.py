@@ -36,8 +36,8 @@ from xlapy.backends.cpu.llvm_util import (
     broadcast,
     for_range,
     i64,
+    kernel_mxcsr,
     restore_mxcsr,
-    set_ftz_daz,
     store_fence,
 )
 from xlapy.backends.cpu.math_poly import Math
@@ -402,7 +402,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
     # ---- bodies ----
     def build(self) -> Kernel:
         b = self.b
-        saved = set_ftz_daz(b)
+        saved = kernel_mxcsr(b)
         begin, end = self.fn.args[1], self.fn.args[2]
         with flush_ftz.in_kernel():  # (FTZ is set from here on)
             if self.root.opcode == "reduce" and id(self.root) not in self.leaves:

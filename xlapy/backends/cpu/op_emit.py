@@ -28,8 +28,8 @@ from xlapy.backends.cpu.llvm_util import (
     KERNEL_TYPE,
     for_range,
     i64,
+    kernel_mxcsr,
     restore_mxcsr,
-    set_ftz_daz,
 )
 from xlapy.backends.cpu.threads import NativePool
 from xlapy.backends.cpu.thunks import Thunk, ptr, split_thunk
@@ -161,7 +161,7 @@ class OpEmitter:
 
     def build(self) -> Kernel:
         b = self.b
-        saved = set_ftz_daz(b)
+        saved = kernel_mxcsr(b)
         outer, split, cost = self.body(self.fn.args[1], self.fn.args[2])
         restore_mxcsr(b, saved)
         b.ret_void()
