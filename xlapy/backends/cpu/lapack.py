@@ -51,6 +51,8 @@ _TARGET = re.compile(r"^lapack_([sdcz])(potrf|getrf|geqrf|orgqr|ungqr|syevd|heev
 HOST_CALLBACKS = frozenset({"xla_python_cpu_callback", "xla_python_gpu_callback",
                             "xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback",
                             "xla_ffi_partitioned_python_cpu_callback"})
+#: Elements from which one matrix (no batch) takes the batch loop rather than the f2py call.
+ONE_MATRIX_NATIVE = transpose_lib.SWAP_MIN_ELEMENTS
 _PREFIX = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
 
 
@@ -132,7 +134,7 @@ def _with_batch(run: Callable[..., tuple[np.ndarray, ...]], many: Callable[..., 
         a = operands[0]
         lead = int(np.prod(a.shape[:a.ndim - rank0]))
         if any(o.size == 0 for o in operands) or \
-                (lead < 2 and a.size < transpose_lib.SWAP_MIN_ELEMENTS):
+                (lead < 2 and a.size < ONE_MATRIX_NATIVE):
             return run(*operands)
         return tuple(np.ascontiguousarray(v, dtype=dt).reshape(d)
                      for v, (d, dt) in zip(many(*operands), shapes))

@@ -13,6 +13,7 @@ with args[j] = base[j] + b * stride[j]: every Fortran argument is a pointer.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import cache
 from xlapy.backends.cpu.llvm_util import I64, for_range, i64, new_module, on_host
 from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.thunks import ptr
 from xlapy.backends.cpu.transpose_lib import swap_last
 
 #: Argument counts of the routines called (potrf: 5, getrf: 6, trsm: 11).
@@ -93,7 +95,7 @@ class _Args:
             got = self.mine.base = (b, b.ctypes.data)
         base, at = got
         for j, x in zip(self.slots, arrays):
-            base[j] = x.ctypes.data
+            base[j] = ptr(x)
         self.loop(fn, at, self.stride_at, batch)
 
 
@@ -132,7 +134,7 @@ def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
 
     def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
         *lead, m, n = a.shape
-        batch = int(np.prod(lead, dtype=np.int64))
+        batch = math.prod(lead)
         work = fortran(a)
         ipiv = np.empty((*lead, min(m, n)), np.int32)
         info = np.empty(lead, np.int32)
@@ -160,7 +162,7 @@ def potrf(t: str, lower: bool, check: Callable[[int], int]
 
     def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
         *lead, n, _ = a.shape
-        batch = int(np.prod(lead, dtype=np.int64))
+        batch = math.prod(lead)
         work = fortran(a)
         info = np.empty(lead, np.int32)
         _cached(shapes, (n, work.itemsize), lambda: args(n, work.itemsize)).call(
@@ -191,7 +193,7 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
 
     def run(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
         *lead, m, n = b.shape
-        batch = int(np.prod(lead, dtype=np.int64))
+        batch = math.prod(lead)
         fa, fb = fortran(a), fortran(b)
         s = a.shape[-1]
         _cached(shapes, (m, n, s, fa.dtype, fb.dtype),

@@ -86,8 +86,7 @@ class CpuTarget:
     def runs_here(self) -> bool:
         """Code for this target can run in this process (same architecture, and every
         feature it uses is one the host has)."""
-        host = host_target()
-        return self.arch == host.arch and self.features <= host.features
+        return _runs_here(self)
 
     @property
     def key(self) -> str:
@@ -111,6 +110,13 @@ def host_target() -> CpuTarget:
     flat = llvm.get_host_cpu_features().flatten()
     feats = frozenset(f[1:] for f in flat.split(",") if f.startswith("+"))
     return CpuTarget("host", llvm.get_process_triple(), llvm.get_host_cpu_name(), feats, flat)
+
+
+@functools.cache
+def _runs_here(t: CpuTarget) -> bool:
+    """CpuTarget.runs_here, once per target (run-time paths ask per call: ~1 us each)."""
+    host = host_target()
+    return t.arch == host.arch and t.features <= host.features
 
 
 def names() -> list[str]:
