@@ -1,7 +1,7 @@
 """The entry function of conv_kernel.py's cold module, written as IR text (ir_text.py).
 
 `name(x, w, out, begin, end, scratch, extra)` sets the denormal flush mode of the nest
-(llvm_util.set_ftz_daz's MXCSR sequence: FTZ on in the `ftz` mode, FTZ and DAZ off in
+(fp_env.set_ftz_daz's MXCSR sequence: FTZ on in the `ftz` mode, FTZ and DAZ off in
 `ieee`, written only when not so already), marks the per-thread ring of rows empty (its
 and the chained nest's: conv_kernel._init_ring), calls the rows function and restores
 MXCSR. Through llvmlite's objects its building and printing was ~0.3 ms of the CNN's cold
@@ -18,8 +18,9 @@ from llvmlite import ir
 from xlapy import denormal
 from xlapy.backends.cpu import target
 from xlapy.backends.cpu.conv_rows_text import nbytes
+from xlapy.backends.cpu.fp_env import MXCSR_DAZ, MXCSR_FTZ_DAZ
 from xlapy.backends.cpu.ir_text import FunctionText
-from xlapy.backends.cpu.llvm_util import F32, F64, MXCSR_DAZ, MXCSR_FTZ_DAZ
+from xlapy.backends.cpu.llvm_util import F32, F64
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.conv_kernel import Nest

@@ -53,6 +53,7 @@ from xlapy.backends.cpu.conv_block_text import block_text, fmuladd
 from xlapy.backends.cpu.conv_entry_text import DECLARES, entry_text
 from xlapy.backends.cpu.conv_finish_text import finish_text
 from xlapy.backends.cpu.conv_rows_text import MEMCPY, MEMSET, nbytes, rows_text
+from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -62,8 +63,6 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     module_text,
     new_module,
-    restore_mxcsr,
-    set_ftz_daz,
 )
 from xlapy.phases import phase
 

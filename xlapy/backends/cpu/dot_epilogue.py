@@ -37,6 +37,7 @@ from xlapy.backends.cpu import (
     lanes,
     regions,
 )
+from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.gemm_small import plain_dot
 from xlapy.backends.cpu.llvm_util import (
     F32,
@@ -49,8 +50,6 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     module_text,
     new_module,
-    restore_mxcsr,
-    set_ftz_daz,
 )
 from xlapy.ir import Computation, Instruction
 from xlapy.types import ElementType as ET

@@ -3,7 +3,7 @@ xlapy/ops/elementwise.py and exact to it (the interpreter is XLA CPU's semantics
 
 Values travel in their compute type: f32 for bf16/f16 (rounded back to the storage type after
 every op, as the interpreter rounds each op's result), i1 for pred, iN for integers. Kernels
-run with MXCSR FTZ set (llvm_util.set_ftz_daz), so results flush as on XLA CPU; float inputs
+run with MXCSR FTZ set (fp_env.set_ftz_daz), so results flush as on XLA CPU; float inputs
 of every non-bit-level op are flushed explicitly (`flush`), which is XLA CPU's DAZ without
 letting DAZ touch selects and copies. In the `ieee` denormal mode (xlapy.denormal) kernels
 clear FTZ/DAZ and `flush` is the identity.

@@ -52,6 +52,7 @@ from xlapy.backends.cpu import (
 )
 from xlapy.backends.cpu.calls import Calls
 from xlapy.backends.cpu.early_compile import EarlyCompiles
+from xlapy.backends.cpu.fp_env import mxcsr_once
 from xlapy.backends.cpu.fused_roots import FusedRoots
 from xlapy.backends.cpu.fusion_plan import (
     CpuFusionPlan,
@@ -61,7 +62,7 @@ from xlapy.backends.cpu.fusion_plan import (
 )
 from xlapy.backends.cpu.introspect import Introspection
 from xlapy.backends.cpu.kernel_compile import compile_kernels
-from xlapy.backends.cpu.llvm_util import Engine, collect_objects, mxcsr_once, new_module
+from xlapy.backends.cpu.llvm_util import Engine, collect_objects, new_module
 from xlapy.backends.cpu.loop_steps import steps
 from xlapy.backends.cpu.memory_plan import MemoryPlanning
 from xlapy.backends.cpu.native_loop import NativeWhile, owned_init, plan_native_while
@@ -130,7 +131,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.runnable = self.target.runs_here
         #: The denormal mode its kernels and fallbacks run in (xlapy.denormal).
         self.denormal = self.options.denormal
-        # (a top-level executable's kernels run once per call: llvm_util.kernel_mxcsr)
+        # (a top-level executable's kernels run once per call: fp_env.kernel_mxcsr)
         with target.use(self.target), denormal.use(self.denormal), \
                 lanes.use(self.options.lanes), collect_objects() as objs, \
                 mxcsr_once(not self.options.nested):

@@ -3,7 +3,7 @@
 A kernel flushes every float it loads before arithmetic (FTZ without DAZ, elementwise.py):
 with AVX2 that is and + and + compare + blend, five uops per vector, 16 of the ~30
 instructions of layernorm's x86-64-v3 loops; with AVX-512 vfpclass + a masked and
-(flush_avx512.py). Inside a kernel MXCSR.FTZ is set (llvm_util.set_ftz_daz at its entry),
+(flush_avx512.py). Inside a kernel MXCSR.FTZ is set (fp_env.set_ftz_daz at its entry),
 and under FTZ x * 1.0 returns a denormal x as the zero of its sign and every other value
 unchanged, a signaling NaN quieted: one vmulps. `llvm.canonicalize` is that multiply (its
 x86 lowering; the module's "denormal-fp-math"="preserve-sign" makes it a flush for LLVM's

@@ -45,6 +45,7 @@ from llvmlite import ir
 
 from xlapy import denormal
 from xlapy.backends.cpu import cache, gemm_f32_text, target
+from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import (
     F32,
     I8,
@@ -56,8 +57,6 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     new_module,
     prefetch,
-    restore_mxcsr,
-    set_ftz_daz,
 )
 from xlapy.backends.cpu.once import ahead, once, started
 

@@ -34,6 +34,7 @@ from llvmlite import ir
 
 from xlapy import denormal
 from xlapy.backends.cpu import cache, parallel, target
+from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -47,8 +48,6 @@ from xlapy.backends.cpu.llvm_util import (
     intrinsic,
     new_module,
     prefetch,
-    restore_mxcsr,
-    set_ftz_daz,
 )
 from xlapy.backends.cpu.once import ahead, once
 from xlapy.backends.cpu.transpose_lib import c_order

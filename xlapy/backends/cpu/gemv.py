@@ -40,6 +40,7 @@ from llvmlite import ir
 
 from xlapy import denormal
 from xlapy.backends.cpu import cache, parallel, target
+from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -51,8 +52,6 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     intrinsic,
     new_module,
-    restore_mxcsr,
-    set_ftz_daz,
 )
 from xlapy.backends.cpu.once import ahead, once, started
 from xlapy.backends.cpu.threads import natives, slot_words

@@ -26,6 +26,7 @@ from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu import elementwise_convert as ewconv
+from xlapy.backends.cpu.fp_env import kernel_mxcsr, restore_mxcsr
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
 from xlapy.backends.cpu.lanes import Lane, LaneCheck, has_lane, index_key, vector_width
@@ -36,12 +37,11 @@ from xlapy.backends.cpu.llvm_util import (
     broadcast,
     for_range,
     i64,
-    kernel_mxcsr,
-    restore_mxcsr,
     store_fence,
 )
 from xlapy.backends.cpu.math_poly import Math
 from xlapy.backends.cpu.reduce_emit import ReductionEmitter, reducer_op
+from xlapy.backends.cpu.residue_emit import residue_loop, residues
 from xlapy.backends.cpu.row_prefetch import RowPrefetchEmitter
 from xlapy.backends.cpu.tile_emit import TileEmitter
 from xlapy.ir import Instruction
@@ -70,10 +70,7 @@ def fusible(instr: Instruction) -> bool:
     if not _types_ok(instr):
         return False
     op = instr.opcode
-    if op == "constant":
-        return True
-    if op in ("broadcast_in_dim", "reshape", "transpose", "slice", "reverse", "iota",
-              "compare", "select", "clamp") or op in INDEX_OPS:
+    if op in PRODUCERS and op != "convert":
         return True
     if op == "convert":
         return ewconv.convert_supported(instr.operands[0].shape.element_type,
@@ -107,8 +104,7 @@ def row_reduce(instr: Instruction) -> bool:
 
 
 def is_scalar_constant(instr: Instruction) -> bool:
-    return instr.opcode == "constant" and instr.shape.is_array and \
-        int(np.prod(instr.shape.dimensions)) == 1
+    return instr.opcode == "constant" and instr.shape.is_array and instr.shape.num_elements == 1
 
 
 @dataclass
@@ -184,13 +180,15 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self._offsets = {}
         self.ops = 0
         self.heavy = 0  # transcendental ops (each a long dependent chain)
-        self.align = 1  # split points of [begin, end) must be multiples of this
         self.forced: dict[int, Any] = {}
         #: An index-op root whose innermost loop runs in segments (index_emit.segments).
         self.segmented = id(root) not in leaves and segmentable(root)
         #: Lanes of the innermost loops (0: scalar IR for LLVM's loop vectorizer).
         self.width = vector_width() if LaneCheck(leaves, self.rows, reducer_op).kernel(
             root, self.rows, self.segmented) else 0
+        #: Residues of the scalar innermost loop (residue_emit.py; 1: a plain loop).
+        self.residues = 1 if self.width or self.segmented or rows else residues(root, leaves)
+        self.align = self.residues if root.shape.rank == 1 else 1  # split at multiples
         dims = root.shape.dimensions
         if self.width and root.opcode != "reduce" and not self.rows and dims:
             # Two (four) vectors per lane group: a long dependent chain per element (the
@@ -470,6 +468,9 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             self._lane_loop(lo, hi, f"d{d}", lambda i: self._nest(dims, begin, end, body,
                                                                   idx + [i]), dims[d])
             return
+        if d == len(dims) - 1 and self.residues > 1:  # (residue_emit.py)
+            return residue_loop(self.b, lo, hi, self.residues, f"d{d}r", lambda i: self._nest(
+                dims, begin, end, body, idx + [i], lanes))
         with for_range(self.b, lo, hi, name=f"d{d}",
                        interleave=self._interleave if d == len(dims) - 1 else 0) as i:
             self._nest(dims, begin, end, body, idx + [i], lanes)

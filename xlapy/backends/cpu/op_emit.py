@@ -22,15 +22,9 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.fp_env import kernel_mxcsr, restore_mxcsr
 from xlapy.backends.cpu.kernels import Kernel
-from xlapy.backends.cpu.llvm_util import (
-    I8P,
-    KERNEL_TYPE,
-    for_range,
-    i64,
-    kernel_mxcsr,
-    restore_mxcsr,
-)
+from xlapy.backends.cpu.llvm_util import I8P, KERNEL_TYPE, for_range, i64
 from xlapy.backends.cpu.threads import NativePool
 from xlapy.backends.cpu.thunks import Thunk, ptr, split_thunk
 from xlapy.ir import Instruction

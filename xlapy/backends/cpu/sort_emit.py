@@ -25,17 +25,8 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import region_emit
-from xlapy.backends.cpu.llvm_util import (
-    I1,
-    I8P,
-    I64,
-    VOID,
-    Engine,
-    for_range,
-    new_module,
-    restore_mxcsr,
-    set_ftz_daz,
-)
+from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
+from xlapy.backends.cpu.llvm_util import I1, I8P, I64, VOID, Engine, for_range, new_module
 from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
 

@@ -30,16 +30,8 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import recycle, sort_emit
-from xlapy.backends.cpu.llvm_util import (
-    I8P,
-    I64,
-    VOID,
-    Engine,
-    for_range,
-    new_module,
-    restore_mxcsr,
-    set_ftz_daz,
-)
+from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
+from xlapy.backends.cpu.llvm_util import I8P, I64, VOID, Engine, for_range, new_module
 from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Computation, Instruction
 from xlapy.ir.computation import make_instruction

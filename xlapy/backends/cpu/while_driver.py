@@ -13,6 +13,7 @@ from typing import Any
 from llvmlite import ir
 
 from xlapy.backends.cpu import cache, loop_split, target
+from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import (
     I8,
     I8P,
@@ -23,8 +24,6 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     new_module,
     on_host,
-    restore_mxcsr,
-    set_ftz_daz,
 )
 from xlapy.backends.cpu.once import once
 

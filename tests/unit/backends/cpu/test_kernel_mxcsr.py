@@ -14,7 +14,8 @@ import pytest
 import xlapy
 from xlapy import denormal
 from xlapy.backends.cpu import target
-from xlapy.backends.cpu.llvm_util import MXCSR_DAZ, MXCSR_FTZ_DAZ, Engine
+from xlapy.backends.cpu.fp_env import MXCSR_DAZ, MXCSR_FTZ_DAZ
+from xlapy.backends.cpu.llvm_util import Engine
 
 pytestmark = pytest.mark.skipif(not (target.current().is_x86 and target.current().runs_here),
                                 reason="MXCSR is x86's; the code must run here")
