@@ -15,6 +15,7 @@ and attention (q k^T, softmax, p v) are one region each.
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,7 +101,9 @@ class Region:
 
     @property
     def align(self) -> int:
-        return max(m.kernel.align if m.kernel else 1 for m in self.members)
+        """Split points every member accepts: lanes (powers of two) and residue groups
+        (residue_emit.py: 3 for a pad's interior 2) alike."""
+        return math.lcm(*(m.kernel.align if m.kernel else 1 for m in self.members))
 
     @property
     def packs(self) -> bool:

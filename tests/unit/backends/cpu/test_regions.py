@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import xlapy
 from tests.tolerance import Bounded
-from xlapy.backends.cpu import cache, executable, regions
+from xlapy.backends.cpu import cache, executable, kernels, regions
 
 MLP = """
 func.func @main(%x: tensor<{m}x24x{t}>, %w0: tensor<24x40x{t}>, %b0: tensor<40x{t}>,
@@ -249,3 +249,16 @@ def test_plan_invariants(members: list[regions.Member | None], threads: int,
             made.add(m.slot)
     used = [id(m) for run in runs for m in run]
     assert len(used) == len(set(used))
+
+
+def test_a_region_splits_where_every_member_may() -> None:
+    """A residue kernel (residue_emit.py: groups of 3 columns) beside a 16-lane one: the
+    region's chunks start at multiples of both (the largest alignment, 16, split the
+    3-column groups)."""
+    def member(align: int) -> regions.Member:
+        spec = kernels.Kernel("k", None, [], 0, 4800, 4800, True, align=align)  # type: ignore
+        return regions.Member(None, 0, 4800, set(), 4800, kernel=spec)  # type: ignore
+
+    region = regions.Region("r", [member(3), member(16), member(1)])
+    assert region.align == 48
+    assert all(c % 48 == 0 for c in region.cuts()[:-1]) and len(region.cuts()) > 2
