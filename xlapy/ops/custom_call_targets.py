@@ -1,7 +1,7 @@
 """jaxlib's CPU custom-call targets (`lapack_<t><routine>_ffi`), so linalg programs that JAX
 lowers for the CPU run: cholesky (potrf), LU (getrf), QR (geqrf + orgqr/ungqr), symmetric and
-Hermitian eigendecomposition (syevd/heevd), SVD (gesdd), general eigenvalues (geev) and
-triangular solves (trsm).
+Hermitian eigendecomposition (syevd/heevd), SVD (gesdd), general eigenvalues (geev),
+triangular solves (trsm) and tridiagonal solves (gtsv).
 
 jaxlib's kernels call the LAPACK that scipy ships (scipy.linalg.cython_lapack), so calling the
 same routines through scipy.linalg.lapack reproduces them. Operand/result conventions follow
@@ -21,6 +21,7 @@ clear error rather than a silent default. Triangular solves run BLAS's ?trsm
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -65,8 +66,21 @@ def _char(cfg: dict[str, Any], key: str, allowed: str, default: str | None,
     return ch
 
 
-def _lapack(routine: str, dtype: Any) -> Callable[..., Any]:
-    return lapack.get_lapack_funcs(routine, dtype=np.dtype(dtype))
+def _lapack(name: str, dtype: Any) -> Callable[..., Any]:
+    return lapack.get_lapack_funcs(name, dtype=np.dtype(dtype))
+
+
+_GET_NAME = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
+    ("PyCapsule_GetName", ctypes.pythonapi))
+_GET_POINTER = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+
+def routine(module: Any, name: str) -> int:
+    """The address scipy's cython module exports for routine `name` (e.g. sgetrf): the
+    LAPACK and BLAS jaxlib calls."""
+    capsule = module.__pyx_capi__[name]
+    return int(_GET_POINTER(capsule, _GET_NAME(capsule)))
 
 
 def _batched(fn: Callable[..., tuple[Any, ...]], operands: Sequence[np.ndarray],
@@ -243,7 +257,41 @@ def _trsm(t: str) -> Callable[..., Any]:
     return run
 
 
+def gtsv_one(t: str, target: str) -> Callable[..., tuple[Any, ...]]:
+    """One tridiagonal system (lax.linalg.tridiagonal_solve) as jaxlib solves it: dl, d, du
+    of n entries each in JAX's convention (dl[0] and du[n - 1] lie outside the matrix), b
+    [n, nrhs]; LAPACK's ?gtsv on copies, called through the pointer scipy's cython_lapack
+    exports (as jaxlib does: dl from its second entry; scipy's f2py wrapper refuses n = 1).
+    Returns the overwritten dl, d, du (LAPACK's factor), the solution and info (info > 0:
+    a zero pivot, the solution left unfinished as LAPACK leaves it)."""
+    from scipy.linalg import cython_lapack
+
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 8)(routine(cython_lapack, f"{t}gtsv"))
+    dt = np.dtype(_PREFIX[t])
+
+    def one(dl: np.ndarray, d: np.ndarray, du: np.ndarray,
+            b: np.ndarray) -> tuple[Any, ...]:
+        n, nrhs = b.shape
+        dl2, d2, du2 = (np.array(v, dtype=dt, copy=True) for v in (dl, d, du))
+        x = np.array(b, dtype=dt, order="F", copy=True)
+        ints = np.array([n, nrhs, max(n, 1), 0], np.int32)
+        at = ints.ctypes.data
+        fn(at, at + 4, dl2.ctypes.data + dt.itemsize, d2.ctypes.data, du2.ctypes.data,
+           x.ctypes.data, at + 8, at + 12)
+        return dl2, d2, du2, x, _check_info(int(ints[3]), target)
+    return one
+
+
+def _gtsv(t: str) -> Callable[..., Any]:
+    target = f"lapack_{t}gtsv_ffi"
+
+    def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
+        return _batched(gtsv_one(t, target), operands, _leaves(result), [1, 1, 1, 2])
+    return run
+
+
 for _t in "sdcz":
+    register_custom_call(f"lapack_{_t}gtsv_ffi", _gtsv(_t))
     register_custom_call(f"lapack_{_t}potrf_ffi", _potrf(_t))
     register_custom_call(f"lapack_{_t}getrf_ffi", _getrf(_t))
     register_custom_call(f"lapack_{_t}geqrf_ffi", _geqrf(_t))

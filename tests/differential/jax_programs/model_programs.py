@@ -156,6 +156,27 @@ def _linalg_attributes() -> list[Program]:
         P("linalg.triangular_solve_batched[f64]", lambda m, b: lax.linalg.triangular_solve(
             m, b, left_side=True, lower=True),
           (np.tril(spd(3, F64, (2,))), arr((2, 3, 2), F64)), tol64),
+        *_tridiagonal(),
+    ]
+
+
+def _tridiagonal() -> list[Program]:
+    """lax.linalg.tridiagonal_solve (jaxlib's lapack_?gtsv_ffi): dl[0] and du[-1] lie
+    outside the matrix; one system of 6, a batch of 3 systems of 5 (f64), complex, and
+    n = 1 (which scipy's own gtsv wrapper refuses)."""
+    solve = lax.linalg.tridiagonal_solve
+
+    def system(n: int, dt: type, batch: tuple[int, ...] = ()) -> tuple[np.ndarray, ...]:
+        dl, du = arr((*batch, n), dt), arr((*batch, n), dt)
+        dl[..., 0], du[..., -1] = 0, 0
+        return dl, arr((*batch, n), dt) + 4, du, arr((*batch, n, 2), dt)
+
+    return [
+        P("linalg.tridiagonal_solve[f32]", solve, system(6, F32), inexact(F32, 100)),
+        P("linalg.tridiagonal_solve_batched[f64]", solve, system(5, F64, (3,)),
+          inexact(F64, 1000)),
+        P("linalg.tridiagonal_solve[c64]", solve, system(4, C64), inexact(C64, 100)),
+        P("linalg.tridiagonal_solve_one[f32]", solve, system(1, F32), inexact(F32, 100)),
     ]
 
 

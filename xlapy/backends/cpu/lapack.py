@@ -46,7 +46,7 @@ from xlapy.types import Shape
 #: (kind for explain, function(*operands) -> value)
 Plan = tuple[str, Callable[..., Any]]
 _TARGET = re.compile(r"^lapack_([sdcz])(potrf|getrf|geqrf|orgqr|ungqr|syevd|heevd|gesdd|geev"
-                     r"|trsm)_ffi$")
+                     r"|trsm|gtsv)_ffi$")
 #: Targets of jax's host callbacks: a Python callable inside JAX's own process.
 HOST_CALLBACKS = frozenset({"xla_python_cpu_callback", "xla_python_gpu_callback",
                             "xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback",
@@ -302,9 +302,16 @@ def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     return one, 2, lapack_batch.trsm(t, left, lower, trans, unit)
 
 
+def _gtsv(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    from xlapy.ops.custom_call_targets import gtsv_one
+
+    return gtsv_one(t, instr.attrs.call_target_name), 1, None
+
+
 _ROUTINES: dict[str, Callable[[str, Instruction, list[Shape]], OneAndRank]] = {
     "potrf": _potrf, "getrf": _getrf, "geqrf": _geqrf, "orgqr": _orgqr, "ungqr": _orgqr,
     "syevd": _syevd, "heevd": _syevd, "gesdd": _gesdd, "geev": _geev, "trsm": _trsm,
+    "gtsv": _gtsv,
 }
 
 

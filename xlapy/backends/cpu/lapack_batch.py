@@ -26,6 +26,7 @@ from xlapy.backends.cpu.llvm_util import I64, for_range, i64, new_module, on_hos
 from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.thunks import ptr
 from xlapy.backends.cpu.transpose_lib import swap_last
+from xlapy.ops.custom_call_targets import routine
 
 #: Argument counts of the routines called (potrf: 5, getrf: 6, trsm: 11).
 ARITIES = (5, 6, 11)
@@ -58,18 +59,6 @@ def _loops() -> dict[int, Any]:
     eng = cache.library_engine(("lapack-batch",), _emit, "lapack-batch-O0", o0=True,
                                exports=[f"xlapy_batch_call_{n}" for n in ARITIES])
     return {n: (eng, _CALL(eng.address(f"xlapy_batch_call_{n}"))) for n in ARITIES}
-
-
-_GET_NAME = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
-    ("PyCapsule_GetName", ctypes.pythonapi))
-_GET_POINTER = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
-
-
-def routine(module: Any, name: str) -> int:
-    """The address scipy's cython module exports for routine `name` (e.g. sgetrf)."""
-    capsule = module.__pyx_capi__[name]
-    return int(_GET_POINTER(capsule, _GET_NAME(capsule)))
 
 
 class _Args:
