@@ -132,7 +132,7 @@ def _compile(program: Any, backend: str | None, entry: str | None,
 
     backend = backend or default_backend()
     from xlapy.hlo_text import is_hlo_text, parse_hlo_module
-    from xlapy.stablehlo import parse_module
+    from xlapy.stablehlo import parse_module, program_text, read_program
 
     if isinstance(program, Module):
         module = program
@@ -142,20 +142,21 @@ def _compile(program: Any, backend: str | None, entry: str | None,
         module = parse_hlo_module(program, "<string>")
     elif isinstance(program, Path) or _names_file(program):
         path = Path(program)
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise XlapyError(f"cannot read program file {str(path)!r}: {e.strerror}") from e
+        text = read_program(path)
         module = (parse_hlo_module(text, str(path)) if is_hlo_text(text)
                   else parse_module(text, str(path), entry))
+    elif isinstance(program, (bytes, bytearray)):  # a file's contents: text or a clear error
+        text = program_text(bytes(program), "<bytes>")
+        module = (parse_hlo_module(text, "<bytes>") if is_hlo_text(text)
+                  else parse_module(text, "<bytes>", entry))
     elif isinstance(program, str) and _polymorphic(program, entry):
         return PolymorphicProgram(program, "<string>", entry, backend,  # type: ignore[return-value]
                                   options)
     elif isinstance(program, str):
         module = parse_module(program, "<string>", entry)
     else:
-        raise XlapyError(f"cannot compile a {type(program).__name__}: expected StableHLO text, "
-                         "a path, a Module or an XlaComputation")
+        raise XlapyError(f"cannot compile a {type(program).__name__}: expected StableHLO text "
+                         "(str or bytes), a path, a Module or an XlaComputation")
     if module.entry is None:
         raise XlapyError(f"module {module.name} has no entry function (name one with entry=)")
     from xlapy.passes.spmd import has_shardings

@@ -73,13 +73,13 @@ class AotObject:
 def load(program: Any, entry: str | None = None) -> Module:
     """A Module from StableHLO / HLO text, a path to a .mlir / .hlo file, or a Module."""
     from xlapy.hlo_text import is_hlo_text, parse_hlo_module
-    from xlapy.stablehlo import parse_module
+    from xlapy.stablehlo import parse_module, read_program
 
     if isinstance(program, Module):
         return program
     if isinstance(program, Path) or (isinstance(program, str) and "\n" not in program
                                      and Path(program).is_file()):
-        text, where = Path(program).read_text(), str(program)
+        text, where = read_program(program), str(program)
     elif isinstance(program, str):
         text, where = program, "<string>"
     else:

@@ -12,7 +12,6 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -22,7 +21,7 @@ from xlapy.backends import default_backend
 from xlapy.errors import XlapyError
 from xlapy.interpreter import Interpreter, RuntimeState
 from xlapy.ir import Module
-from xlapy.stablehlo import has_dynamic_entry, parse_module, split_chunks
+from xlapy.stablehlo import has_dynamic_entry, parse_module, read_program, split_chunks
 from xlapy.stablehlo.values import format_value
 from xlapy.types import Shape, from_shlo_name
 from xlapy.verify import verify_module
@@ -182,9 +181,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     results: list[ChunkResult] = []
     for path in args.files:
         try:
-            text = Path(path).read_text()
-        except OSError as e:
-            results.append(ChunkResult(path, False, f"cannot read {path}: {e.strerror}"))
+            text = read_program(path)
+        except XlapyError as e:
+            results.append(ChunkResult(path, False, str(e)))
             continue
         chunks = split_chunks(text)
         for c in chunks:

@@ -14,7 +14,6 @@ generic passes).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any, TextIO
 
 from xlapy.errors import XlapyError
@@ -30,9 +29,9 @@ def load_module(spec: str, entry: str | None = None) -> Module:
         build, _ = workloads.WORKLOADS[spec.split(":", 1)[1]]
         return build().module
     from xlapy.hlo_text import is_hlo_text, parse_hlo_module
-    from xlapy.stablehlo import parse_module
+    from xlapy.stablehlo import parse_module, read_program
 
-    text = Path(spec).read_text()
+    text = read_program(spec)
     return parse_hlo_module(text, spec) if is_hlo_text(text) else parse_module(text, spec, entry)
 
 

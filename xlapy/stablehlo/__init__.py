@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from xlapy.ir import Module
 from xlapy.phases import phase
@@ -32,6 +33,37 @@ def parse_module(text: str, filename: str = "<input>", entry: str | None = None,
         check_called_computations(node, p.lex)
     with phase("import"):
         return import_module(node, p.lex, entry, arg_shapes)
+
+
+#: The first bytes of MLIR's bytecode format (jax.export's `mlir_module_serialized`).
+MLIR_BYTECODE_MAGIC = b"ML\xefR"
+
+
+def program_text(data: bytes, where: str) -> str:
+    """A program file's bytes as text: MLIR bytecode and bytes that are not UTF-8 are clear
+    errors (they had surfaced as a UnicodeDecodeError from deep inside)."""
+    from xlapy.errors import XlapyError
+
+    if data.startswith(MLIR_BYTECODE_MAGIC):
+        raise XlapyError(f"{where}: MLIR bytecode, which xlapy does not read: give it the text "
+                         "form (jax.export: exported.mlir_module(), not "
+                         "mlir_module_serialized; or `stablehlo-translate --deserialize`)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise XlapyError(f"{where}: not UTF-8 text (byte {e.start}: {data[e.start]:#04x}); "
+                         "expected StableHLO or HLO text") from None
+
+
+def read_program(path: str | Path) -> str:
+    """The text of a StableHLO / HLO file (program_text), or a clear error naming it."""
+    from xlapy.errors import XlapyError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise XlapyError(f"cannot read program file {str(path)!r}: {e.strerror}") from e
+    return program_text(data, str(path))
 
 
 def has_dynamic_entry(text: str, entry: str | None = None) -> bool:

@@ -82,3 +82,30 @@ def test_missing_program_file_is_a_clear_error(tmp_path: Path) -> None:
     path.write_text(S32)
     np.testing.assert_array_equal(xlapy.compile(str(path), backend="interpreter")([5, 6]),
                                   [5, 6])
+
+
+def test_mlir_bytecode_and_binary_files_are_clear_errors(tmp_path: Path) -> None:
+    """jax.export's serialized module (MLIR bytecode) and bytes that are not UTF-8, as a
+    path or as bytes, from the API, the AOT front door and the CLI: an XlapyError naming the
+    input and what to give instead (it had been a UnicodeDecodeError from deep inside)."""
+    import io
+
+    import xlapy.aot
+    from xlapy.cli.main import main
+
+    bytecode = b"ML\xefR\rStableHLO_v1.0\x00\x01\x02"
+    for data, why in ((bytecode, "MLIR bytecode.*mlir_module\\(\\)"),
+                      (b"\xff\xfe junk", "not UTF-8 text \\(byte 0: 0xff\\)")):
+        path = tmp_path / "prog.mlir"
+        path.write_bytes(data)
+        for program in (str(path), path, data):
+            with pytest.raises(XlapyError, match=why):
+                xlapy.compile(program, backend="interpreter")
+        with pytest.raises(XlapyError, match=why):
+            xlapy.aot.compile(path, name="prog")
+        out = io.StringIO()
+        assert main(["compile", str(path)], out=out) != 0
+        assert "Traceback" not in out.getvalue()
+    # bytes of text compile as the text does
+    np.testing.assert_array_equal(
+        xlapy.compile(S32.encode(), backend="interpreter")([7, 8]), [7, 8])
