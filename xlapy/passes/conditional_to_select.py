@@ -1,18 +1,22 @@
 """Small pure conditionals as selects: `case`/`if` whose branches are a few element-wise and
-shape ops become every branch inlined plus a select of the taken one's results.
+shape ops (and small dots) become every branch inlined plus a select of the taken one's
+results.
 
 A `lax.cond` inside a `lax.fori_loop` kept the loop off the native driver (a `case` is a
 call into sub-executables, so the body ran through Python): 1000 iterations of a cond
 between two 256-element updates took 38 ms, XLA 0.06 ms (606x). As selects, the body is
 kernels only and the loop runs natively. The results are bit for bit the taken branch's
 (each branch's ops unchanged; select only picks), and the other branches' values are
-computed and dropped: only branches of the ops in `_PURE` (no calls, no side effects, no
-traps: integer division by zero has a defined result) and of at most MAX_ELEMENTS elements
-computed in all are converted, so the waste stays below the dispatch it saves. A `case`
+computed and dropped: only branches of the ops in `_PURE` and dot_general (no calls, no side
+effects, no traps: integer division by zero has a defined result), of at most MAX_ELEMENTS
+elements and MAX_DOT_FLOPS dot flops computed in all are converted, so the waste stays
+below the dispatch it saves. A `case`
 index outside [0, N) selects the last branch, as the op runs it.
 """
 
 from __future__ import annotations
+
+import math
 
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.fusion_decision import SHAPE_OPS, is_elementwise
@@ -22,9 +26,20 @@ from xlapy.passes.pass_base import ComputationPass
 
 #: Elements computed by all the branches together at most (each op's result counted).
 MAX_ELEMENTS = 1 << 18
+#: Dot flops of all the branches together at most: a few microseconds, less than one call
+#: into a branch's sub-executable, and a loop around them then runs natively (the squaring
+#: loop of jax.scipy.linalg.expm: a cond between x @ x and x, 6 x 6, 750 us -> see below).
+MAX_DOT_FLOPS = 1 << 19
 #: Ops a converted branch may hold besides element-wise ones (SHAPE_OPS: the fusible ones).
 _PURE = SHAPE_OPS | {"parameter", "constant", "get_tuple_element", "tuple", "convert",
                      "compare", "select", "clamp", "bitcast_convert", "dynamic_update_slice"}
+
+
+def _dot_flops(i: Instruction) -> int:
+    """2 x result elements x contracted elements of a dot_general."""
+    lhs = i.operands[0].shape.dimensions
+    k = math.prod(lhs[d] for d in i.attrs.lhs_contracting_dimensions)
+    return 2 * i.shape.num_elements * k
 
 
 def _cheap(instr: Instruction) -> bool:
@@ -32,14 +47,16 @@ def _cheap(instr: Instruction) -> bool:
     shapes = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
     if not instr.called or not all(s.is_array for s in shapes):
         return False
-    total = 0
+    total = flops = 0
     for br in instr.called:
         for i in br.instructions:
-            if i.called or not (i.opcode in _PURE or is_elementwise(i)):
+            if i.opcode == "dot_general" and i.shape.is_array:
+                flops += _dot_flops(i)
+            elif i.called or not (i.opcode in _PURE or is_elementwise(i)):
                 return False
             if i.shape.is_array:
                 total += i.shape.num_elements
-    return total <= MAX_ELEMENTS
+    return total <= MAX_ELEMENTS and flops <= MAX_DOT_FLOPS
 
 
 def _results(e: Emitter, root: Instruction, n: int, tupled: bool) -> list[Instruction]:

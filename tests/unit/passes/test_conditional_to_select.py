@@ -9,7 +9,11 @@ import pytest
 
 import xlapy
 from xlapy.interpreter import Interpreter
-from xlapy.passes.conditional_to_select import MAX_ELEMENTS, ConditionalToSelect
+from xlapy.passes.conditional_to_select import (
+    MAX_DOT_FLOPS,
+    MAX_ELEMENTS,
+    ConditionalToSelect,
+)
 from xlapy.passes.pass_base import run_passes
 from xlapy.stablehlo import parse_module
 
@@ -84,10 +88,6 @@ def test_if_selects_on_its_pred(p: bool) -> None:
 
 
 @pytest.mark.parametrize("body", [
-    # a dot: not cheap to compute for nothing
-    "%a = stablehlo.dot_general %x, %x, contracting_dims = [0] x [0] : "
-    "(tensor<8xf32>, tensor<8xf32>) -> tensor<f32>\n"
-    "    %b = stablehlo.broadcast_in_dim %a, dims = [] : (tensor<f32>) -> tensor<8xf32>",
     # a reduce (a called computation)
     "%z = stablehlo.constant dense<0.0> : tensor<f32>\n"
     "    %a = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : "
@@ -151,3 +151,55 @@ func.func @main(%x: tensor<256xf32>) -> tensor<256xf32> {
     assert "native while loop" in prog._exe.explain()  # type: ignore[attr-defined]
     np.testing.assert_array_equal(np.asarray(prog(x)),
                                   np.asarray(xlapy.compile(text, "interpreter")(x)))
+
+
+#: A fori_loop whose body squares the matrix while the step is below a bound (the squaring
+#: loop of jax.scipy.linalg.expm): a cond between x @ x and x.
+SQUARING = """
+func.func @main(%x: tensor<{n}x{n}xf32>, %k: tensor<i32>) -> tensor<{n}x{n}xf32> {{
+  %i0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %i0, %v = %x) : tensor<i32>, tensor<{n}x{n}xf32>
+    cond {{
+      %n = stablehlo.constant dense<8> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    }} do {{
+      %q = stablehlo.compare LT, %i, %k, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %c = stablehlo.convert %q : (tensor<i1>) -> tensor<i32>
+      %w = "stablehlo.case"(%c) ({{
+        stablehlo.return %v : tensor<{n}x{n}xf32>
+      }}, {{
+        %s = stablehlo.dot_general %v, %v, contracting_dims = [1] x [0]
+          : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+        stablehlo.return %s : tensor<{n}x{n}xf32>
+      }}) : (tensor<i32>) -> tensor<{n}x{n}xf32>
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %i1 = stablehlo.add %i, %one : tensor<i32>
+      stablehlo.return %i1, %w : tensor<i32>, tensor<{n}x{n}xf32>
+    }}
+  return %r#1 : tensor<{n}x{n}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("k", [0, 3, 8])
+def test_a_small_dot_branch_becomes_a_select_and_its_loop_runs_natively(k: int) -> None:
+    """A branch of a few dot flops is computed for nothing cheaper than it is dispatched:
+    the loop around it was a Python loop of sub-executables (expm on 6 x 6: 750 us)."""
+    text = SQUARING.format(n=6)
+    _, after, changed = _converted(text)
+    assert changed
+    x = (np.random.default_rng(3).standard_normal((6, 6)) * 0.5).astype(np.float32)
+    prog = xlapy.compile(text, "cpu")
+    assert "native while loop" in prog._exe.explain()  # type: ignore[attr-defined]
+    ref = xlapy.compile(text, "interpreter")
+    np.testing.assert_array_equal(np.asarray(prog(x, np.int32(k))),
+                                  np.asarray(ref(x, np.int32(k))))
+
+
+def test_a_big_dot_branch_stays_a_conditional() -> None:
+    n = 8
+    while 2 * n ** 3 <= MAX_DOT_FLOPS:
+        n *= 2
+    _, after, changed = _converted(SQUARING.format(n=n))
+    assert not changed
