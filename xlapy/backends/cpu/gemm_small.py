@@ -50,7 +50,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once
-from xlapy.backends.cpu.threads import call, fn_address
+from xlapy.backends.cpu.threads import fn_address, run_all
 from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
@@ -520,9 +520,12 @@ def batched_runner(s: GemmShape, threads: int = 1
     job = _packed_job(s)
     if job is None:
         lazy = later(s)
+        built: list[int] = []  # (built on first use; looked up once, not per product)
 
         def job(x: int, y: int, o: int) -> tuple[int, tuple[int, ...]]:
-            return lazy.get().direct_address, (x, y, o, s.n, s.k, 0, s.m)
+            if not built:
+                built.append(lazy.get().direct_address)
+            return built[0], (x, y, o, s.n, s.k, 0, s.m)
 
     it = 8 if s.f64 else 4
     xs, ys, os_ = s.m * s.k * it, s.k * s.n * it, s.m * s.n * it
@@ -534,8 +537,7 @@ def batched_runner(s: GemmShape, threads: int = 1
         xa, ya, oa = x.ctypes.data, y.ctypes.data, out.ctypes.data
         jobs = [job(xa + j * xs, ya + j * ys, oa + j * os_) for j in range(nb)]
         if threads < 2 or nb < 2:
-            for fa, args in jobs:
-                call(fa, *args)
+            run_all(jobs)
         else:
             parallel.pool(threads).share(jobs, threads, (x, y, out))
         return True

@@ -101,3 +101,15 @@ def test_share_runs_every_job_once() -> None:
     for h in busy:
         h.result()
     assert (buf == 5).all() and (a == 1).all()
+
+
+def test_run_all_runs_every_job_in_order_on_this_thread() -> None:
+    """run_all: one native call over a job table (claim_run, no worker): every job once, in
+    order (overlapping memsets: the last one wins), one job and none alike."""
+    for n in (0, 1, 2, 37):
+        buf = np.zeros(n + 4, np.uint8)
+        threads.run_all([(MEMSET, (buf.ctypes.data + j, j % 250 + 1, 4)) for j in range(n)])
+        want = [0] * (n + 4)
+        for j in range(n):
+            want[j:j + 4] = [j % 250 + 1] * 4
+        assert buf.tolist() == want
