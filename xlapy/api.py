@@ -140,15 +140,13 @@ def _compile(program: Any, backend: str | None, entry: str | None,
         module = program.module
     elif isinstance(program, str) and is_hlo_text(program):
         module = parse_hlo_module(program, "<string>")
-    elif isinstance(program, Path) or _names_file(program):
-        path = Path(program)
-        text = read_program(path)
-        module = (parse_hlo_module(text, str(path)) if is_hlo_text(text)
-                  else parse_module(text, str(path), entry))
-    elif isinstance(program, (bytes, bytearray)):  # a file's contents: text or a clear error
-        text = program_text(bytes(program), "<bytes>")
-        module = (parse_hlo_module(text, "<bytes>") if is_hlo_text(text)
-                  else parse_module(text, "<bytes>", entry))
+    elif isinstance(program, (Path, bytes, bytearray)) or _names_file(program):
+        # a file, or a file's contents: text or a clear error
+        raw = isinstance(program, (bytes, bytearray))
+        where = "<bytes>" if raw else str(program)
+        text = program_text(bytes(program), where) if raw else read_program(program)
+        module = (parse_hlo_module(text, where) if is_hlo_text(text)
+                  else parse_module(text, where, entry))
     elif isinstance(program, str) and _polymorphic(program, entry):
         return PolymorphicProgram(program, "<string>", entry, backend,  # type: ignore[return-value]
                                   options)

@@ -78,31 +78,37 @@ def set_ftz_daz(b: ir.IRBuilder, branch: bool = True) -> tuple[ir.Value, ir.Valu
     b.call(stm, [b.bitcast(saved, I8P)])
     old = b.load(saved)
     bits = MXCSR_FTZ_DAZ if flushing else MXCSR_FTZ_DAZ | MXCSR_DAZ
-    if not branch:
+
+    def load_new() -> None:
         b.store(b.or_(old, ir.Constant(I32, bits)) if flushing else
                 b.and_(old, ir.Constant(I32, ~bits & 0xFFFFFFFF)), cur)
         b.call(ldm, [b.bitcast(cur, I8P)])
+
+    if not branch:
+        load_new()
         return saved, None
     need = b.icmp_unsigned("==" if flushing else "!=", b.and_(old, ir.Constant(I32, bits)),
                            ir.Constant(I32, 0))
     with b.if_then(need, likely=True):
-        new = b.or_(old, ir.Constant(I32, bits)) if flushing else \
-            b.and_(old, ir.Constant(I32, ~bits & 0xFFFFFFFF))
-        b.store(new, cur)
-        b.call(ldm, [b.bitcast(cur, I8P)])
+        load_new()
     return saved, need
 
 
 def restore_mxcsr(b: ir.IRBuilder, saved: tuple[ir.Value, ir.Value | None]) -> None:
     state, need = saved
-    if need is None:  # (set without a branch: x86)
-        b.call(declared(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P]), [b.bitcast(state, I8P)])
+
+    def load_saved() -> None:
+        if target.current().is_x86:
+            b.call(declared(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P]),
+                   [b.bitcast(state, I8P)])
+        else:
+            b.call(declared(b.module, "llvm.aarch64.set.fpcr", VOID, [I64]), [state])
+
+    if need is None:  # (set without a branch)
+        load_saved()
         return
     with b.if_then(need, likely=True):
-        if not target.current().is_x86:
-            b.call(declared(b.module, "llvm.aarch64.set.fpcr", VOID, [I64]), [state])
-            return
-        b.call(declared(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P]), [b.bitcast(state, I8P)])
+        load_saved()
 
 
 __all__ = ["FPCR_FZ", "MXCSR_DAZ", "MXCSR_FTZ_DAZ", "kernel_mxcsr", "mxcsr_once",
