@@ -33,6 +33,7 @@ from xlapy.backends.cpu import (
     chain_runtime,
     conv_epilogue,
     dot_epilogue,
+    kernel_batch,
     kernel_sequence,
     kernels,
     lanes,
@@ -268,6 +269,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self._bind_regions()
         self._arena_plan = self._plan_arena()
         self._bind_chains()
+        self.thunks = kernel_batch.batch(self.thunks, self._keep, lambda: self._table)
         self._build_ahead()
         self._temp_set = set(temps)
         self._fresh_set = set(fresh) | (self._native - self._temp_set)

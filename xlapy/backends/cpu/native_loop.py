@@ -54,6 +54,7 @@ import numpy as np
 
 from xlapy.backends.cpu import (
     dus_window,
+    loop_bind,
     loop_gemv,
     loop_split,
     loop_tuples,
@@ -377,30 +378,14 @@ class NativeWhile:
               ) -> None:
         """Point p's tables at the state buffers `bufs` and the swapped elements' second
         buffers `others`; the copies of the other results into their state buffers."""
-        ptrs = [ptr(b) for b in bufs]
-        for table, sslots in zip(p.tables, self.state_slots):
-            for s, k in sslots:
-                table[s] = ptrs[k]
-        body_table = p.tables[1]
-        for j, (k, r) in enumerate(self.swapped):
-            body_table[r] = ptr(others[k])
-            p.cells[j] = ptrs[k]
-        todo = [(tmp, ptrs[j], bufs[j].nbytes) for _, j, tmp in p.moved]  # old values
-        todo += [(ptrs[k], body_table[r], bufs[k].nbytes) for k, r in p.copied]
-        todo += [(ptrs[k], tmp, bufs[k].nbytes) for k, _, tmp in p.moved]
-        n = 0
-        for copy in todo:
-            if copy[2]:
-                p.copies[3 * n: 3 * n + 3] = copy
-                n += 1
-        p.desc[5] = n
+        loop_bind.bind(self, p, bufs, others)
 
     def _results(self, p: _Prepared, bufs: list[np.ndarray], others: dict[int, np.ndarray]
                  ) -> tuple[Any, ...]:
         """The final state: a swapped element ends in whichever buffer its cell names."""
         out = list(bufs)
         for j, (k, _) in enumerate(self.swapped):
-            if p.cells[j] != ptr(bufs[k]):
+            if p.cells[j] != p.bound[k]:  # (bufs' addresses, as _bind took them)
                 out[k] = others[k]
         return tuple(out)
 
@@ -484,6 +469,9 @@ class _Prepared:
         self.rows: tuple[int, int] | None = None
         #: Its inner loops' steps (nested_loop.py).
         self.nested: list[nested_loop.Step] = []
+        #: The per-call binding (loop_bind.py) and the state addresses it last bound.
+        self.binder: Any = None
+        self.bound: Any = None
 
 
 def _gemm_call() -> int:

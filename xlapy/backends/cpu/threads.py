@@ -285,6 +285,12 @@ def run_all(jobs: list[tuple[int, tuple[int, ...]]]) -> None:
         _claim_here()(table.ctypes.data)
 
 
+def claim_function() -> Any:
+    """claim_run as a ctypes function of a job table's address, for this thread: it runs
+    every job left (the table's first word, the next job, 0 runs them all)."""
+    return _claim_here()
+
+
 @once
 def _claim_here() -> Any:
     return _VOIDP(_native()[0].address("claim_run"))

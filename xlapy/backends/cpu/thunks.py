@@ -146,6 +146,8 @@ def split_thunk(fn: Any, extent: int, parts: int, align: int, keep: dict[int, An
             before()
         spread(fn, fa, [addr] * (len(cuts) - 1), cuts, parts, pool)
 
+    if whole and before is None and not alias and arg is ctypes.addressof:
+        run.native = (fa, extent, fresh)  # type: ignore[attr-defined]  # (kernel_batch.py)
     return run
 
 

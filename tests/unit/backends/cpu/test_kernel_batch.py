@@ -1,0 +1,99 @@
+"""kernel_batch.py: consecutive unsplit kernels of an executable run as one native call,
+with the results (bits, fresh outputs) of one call per kernel, also when several threads
+call the executable at once (private pointer tables)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import kernel_batch
+
+# Three results, each its own kernel (a result is materialized), then a dot between kernels.
+TEXT = """
+func.func @main(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>,
+    tensor<8xf32>, tensor<f32>, tensor<8xf32>) {
+  %a = stablehlo.add %x, %y : tensor<8xf32>
+  %b = stablehlo.multiply %a, %x : tensor<8xf32>
+  %c = stablehlo.sine %b : tensor<8xf32>
+  %d = stablehlo.dot_general %c, %b, contracting_dims = [0] x [0]
+    : (tensor<8xf32>, tensor<8xf32>) -> tensor<f32>
+  %e = stablehlo.exponential %c : tensor<8xf32>
+  return %a, %b, %c, %d, %e
+    : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<8xf32>
+}
+"""
+
+
+def _inputs(seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(8).astype(np.float32) for _ in range(2)]
+
+
+def _same(got: object, want: object) -> None:
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint32), np.asarray(w).view(np.uint32))
+
+
+def _unbatched(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The program with a thunk per kernel (the reference: same kernels, one call each)."""
+    with monkeypatch.context() as m:
+        m.setattr(kernel_batch, "MIN_KERNELS", 1 << 30)
+        prog = xlapy.compile(TEXT, backend="cpu")
+    assert not any(hasattr(th, "batched") for th in prog._exe.thunks)
+    return prog
+
+
+def test_consecutive_kernels_are_one_thunk_with_one_call_each_bits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    prog = xlapy.compile(TEXT, backend="cpu")
+    ref = _unbatched(monkeypatch)
+    sizes = [getattr(th, "batched", 0) for th in prog._exe.thunks]
+    assert 3 in sizes, sizes  # %a, %b, %c in one call; the dot and %e on their own
+    firsts = []
+    for seed in range(4):
+        args = _inputs(seed)
+        out = prog(*args)
+        _same(out, ref(*args))
+        firsts.append((out, ref(*args)))
+    for out, want in firsts:  # every call's results are its own arrays
+        _same(out, want)
+
+
+def test_batches_run_right_on_several_threads_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    prog = xlapy.compile(TEXT, backend="cpu")
+    ref = _unbatched(monkeypatch)
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            for k in range(40):
+                args = _inputs(seed * 100 + k)
+                _same(prog(*args), ref(*args))
+        except BaseException as e:  # noqa: BLE001  (reported by the main thread)
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(s,)) for s in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_a_single_kernel_is_left_alone() -> None:
+    calls: list[str] = []
+
+    def plain(*a: object) -> None:
+        calls.append("plain")
+
+    def native(*a: object) -> None:
+        calls.append("native")
+
+    native.native = (0, 1, [])  # type: ignore[attr-defined]
+    out = kernel_batch.batch([plain, native, plain], {}, lambda: None)
+    assert out == [plain, native, plain]

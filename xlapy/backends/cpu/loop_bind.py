@@ -1,0 +1,86 @@
+"""A native while loop's per-call binding of its state buffers into its prepared tables
+(native_loop.py), as numpy index writes fixed per prepared loop.
+
+NativeWhile._bind wrote every table entry, swap cell and copy record through ctypes item and
+slice assignments: ~10 us a call for jax.random's threefry loop (9 state elements, 4 of them
+swapped, 5 moved), three such loops in a randint of 50 values. Where each address goes
+depends on the loop and its static shapes alone, so it is worked out on the first call
+(`Binder`); a call then takes the buffers' addresses and writes them with a few fancy-index
+assignments into numpy views of the tables. The same words land in the same places.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from xlapy.backends.cpu.thunks import ptr
+
+if TYPE_CHECKING:
+    from xlapy.backends.cpu.native_loop import NativeWhile, _Prepared
+
+
+def _ix(xs: list[int]) -> np.ndarray:
+    return np.array(xs, np.intp)
+
+
+class Binder:
+    """The binding of one prepared loop `p` of `nw`, for state buffers of `nbytes` bytes."""
+
+    def __init__(self, nw: NativeWhile, p: _Prepared, nbytes: list[int]) -> None:
+        self.tabs = [np.frombuffer(t, np.int64) for t in p.tables]
+        self.state = [(_ix([s for s, _ in ss]), _ix([k for _, k in ss]))
+                      for ss in nw.state_slots]
+        self.swap_k = [k for k, _ in nw.swapped]
+        self.swap_r, self.swap_kx = _ix([r for _, r in nw.swapped]), _ix(self.swap_k)
+        self.cells = np.frombuffer(p.cells, np.int64)[:len(nw.swapped)]
+        # copy records (dst, src, bytes): old values of moved elements out, the copied
+        # results in, the moved values in; a word is a constant, a state buffer's address
+        # ("p", k) or a body table entry ("b", r), read after the state is bound
+        recs: list[tuple[tuple[str, int], tuple[str, int], int]] = []
+        recs += [(("c", tmp), ("p", j), nbytes[j]) for _, j, tmp in p.moved]
+        recs += [(("p", k), ("b", r), nbytes[k]) for k, r in p.copied]
+        recs += [(("p", k), ("c", tmp), nbytes[k]) for k, _, tmp in p.moved]
+        recs = [r for r in recs if r[2]]
+        self.copies = np.frombuffer(p.copies, np.int64)
+        at: dict[str, tuple[list[int], list[int]]] = {"p": ([], []), "b": ([], [])}
+        for n, (dst, src, size) in enumerate(recs):
+            for w, (kind, x) in enumerate((dst, src)):
+                if kind == "c":
+                    self.copies[3 * n + w] = x
+                else:
+                    at[kind][0].append(3 * n + w)
+                    at[kind][1].append(x)
+            self.copies[3 * n + 2] = size
+        self.from_state = (_ix(at["p"][0]), _ix(at["p"][1]))
+        self.from_body = (_ix(at["b"][0]), _ix(at["b"][1]))
+        p.desc[5] = len(recs)
+
+    def bind(self, bufs: list[np.ndarray], others: dict[int, np.ndarray]) -> np.ndarray:
+        """Point the tables at `bufs` (the swapped elements' second buffers: `others`);
+        returns the buffers' addresses."""
+        ptrs = np.array([ptr(b) for b in bufs], np.int64)
+        for tab, (slots, ks) in zip(self.tabs, self.state):
+            tab[slots] = ptrs[ks]
+        if self.swap_k:
+            self.tabs[1][self.swap_r] = [ptr(others[k]) for k in self.swap_k]
+            self.cells[:] = ptrs[self.swap_kx]
+        pos, ks = self.from_state
+        self.copies[pos] = ptrs[ks]
+        pos, rs = self.from_body
+        self.copies[pos] = self.tabs[1][rs]
+        return ptrs
+
+
+def bind(nw: NativeWhile, p: _Prepared, bufs: list[np.ndarray],
+         others: dict[int, np.ndarray]) -> None:
+    """NativeWhile._bind: the binder made on p's first call (its buffers' sizes are the
+    loop's static shapes: the same every call)."""
+    b: Any = p.binder
+    if b is None:
+        b = p.binder = Binder(nw, p, [x.nbytes for x in bufs])
+    p.bound = b.bind(bufs, others)
+
+
+__all__ = ["Binder", "bind"]
