@@ -29,6 +29,7 @@ RuntimeState.custom_calls, or fails as the interpreter does.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -105,6 +106,9 @@ def _batched(one: Callable[..., Sequence[Any]], leaves: Sequence[Shape], rank0: 
     shapes = [(tuple(s.dimensions), s.dtype) for s in leaves]
 
     def run(*operands: np.ndarray) -> tuple[np.ndarray, ...]:
+        if operands[0].ndim == rank0 and operands[0].size:  # one matrix: ~8 us less
+            return tuple(np.array(v, dtype=t, order="C").reshape(d)  # (copies: fresh)
+                         for v, (d, t) in zip(one(*operands), shapes))
         outs = [np.empty(d, t) for d, t in shapes]
         for idx in np.ndindex(*operands[0].shape[:operands[0].ndim - rank0]):
             if operands[0][idx].size == 0:
@@ -132,7 +136,7 @@ def _with_batch(run: Callable[..., tuple[np.ndarray, ...]], many: Callable[..., 
 
     def go(*operands: np.ndarray) -> tuple[np.ndarray, ...]:
         a = operands[0]
-        lead = int(np.prod(a.shape[:a.ndim - rank0]))
+        lead = math.prod(a.shape[:a.ndim - rank0])
         if any(o.size == 0 for o in operands) or \
                 (lead < 2 and a.size < ONE_MATRIX_NATIVE):
             return run(*operands)
