@@ -210,6 +210,25 @@ def test_binary_edge_pairs() -> None:
             _check(got, jax_or_stablehlo(fn, op, [x, y], (t, x.shape)), 0, t, f"{op} {t}")
 
 
+@pytest.mark.parametrize("t", [E.F32, E.F64, E.BF16, E.F16], ids=lambda t: t.value)
+def test_next_after_every_edge_pair_bitwise(t: ElementType) -> None:
+    """jnp.nextafter over every pair of edge values (denormals, zeros, infs, NaN), on both
+    backends, bit for bit: XLA steps the integer bits and tests zeros on them, but compares
+    x == y as floats (so a denormal equals a zero under the CPU's DAZ)."""
+    import xlapy
+
+    e = values(t, 24, np.random.default_rng(3))
+    e = np.concatenate([e, np.array([0.0, -0.0, 1e-40, -1e-40, 1e-310, 6e-8]).astype(t.dtype)])
+    x, y = np.repeat(e, e.size), np.tile(e, e.size)
+    want = np.asarray(jax.jit(jax.numpy.nextafter)(x, y))
+    text = jax.jit(jax.numpy.nextafter).lower(x, y).as_text()
+    for backend in ("cpu", "interpreter"):
+        got = np.asarray(xlapy.compile(text, backend=backend)(x, y))
+        u = f"uint{t.bits}"
+        bad = np.nonzero(got.view(u) != want.view(u))[0]
+        assert not bad.size, (backend, [(x[i], y[i], got[i], want[i]) for i in bad[:5]])
+
+
 # ---- compare, select, clamp ----------------------------------------------------------------------
 _DIRS = list(ComparisonDirection)
 _CMP_CASES = [(t, ct) for t in [E.PRED] + INT_TYPES + FLOAT_TYPES for ct in [None]] + \

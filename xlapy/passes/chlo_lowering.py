@@ -448,6 +448,8 @@ _UINT = {4: ElementType.U4, 8: ElementType.U8, 16: ElementType.U16, 32: ElementT
 
 
 def _next_after(g: _G, i: I) -> I | None:
+    """XLA's decomposition step for step: integer steps and zero tests on the bits; only
+    x == y compares floats (so it sees denormals flushed where the CPU flushes them)."""
     x, y = i.operands
     et = x.shape.element_type
     if not et.is_float or et.bits not in _UINT:
@@ -455,15 +457,18 @@ def _next_after(g: _G, i: I) -> I | None:
     ut = _UINT[et.bits]
     ux, uy = (g.bitcast_convert(v, new_element_type=ut) for v in (x, y))
     sign = g.splat(1 << (et.bits - 1), ux)
-    one = g.splat(1, ux)
-    zero = g.k(0, x)
-    away = g.cmp(g.cmp(x, zero, "GT"), g.cmp(x, y, "LT"), "EQ")
-    step = g.select(away, g.add(ux, one), g.subtract(ux, one))
-    tiny = g.op("or", g.op("and", uy, sign), one)
-    bits = g.select(g.cmp(x, zero, "EQ"), tiny, step)
-    out = g.select(g.cmp(x, y, "EQ"), y, g.bitcast_convert(bits, new_element_type=et))
+    one, nothing = g.splat(1, ux), g.splat(0, ux)
+    mag = g.splat((1 << (et.bits - 1)) - 1, ux)
+    ax, ay = g.op("and", ux, mag), g.op("and", uy, mag)
+    sx, sy = g.op("and", ux, sign), g.op("and", uy, sign)
+    grows = g.op("and", g.cmp(ax, ay, "LE"), g.cmp(sx, sy, "EQ"))
+    step = g.select(grows, g.add(ux, one), g.subtract(ux, one))
+    tiny = g.op("or", sy, one)
+    bits = g.select(g.cmp(ax, nothing, "EQ"),
+                    g.select(g.cmp(ay, nothing, "EQ"), uy, tiny), step)
+    bits = g.select(g.cmp(x, y, "EQ"), uy, bits)
     nan = g.op("or", g.cmp(x, x, "NE"), g.cmp(y, y, "NE"))
-    return g.select(nan, g.k(math.nan, x), out)
+    return g.select(nan, g.k(math.nan, x), g.bitcast_convert(bits, new_element_type=et))
 
 
 def _mulhi64(g: _G, a: I, b: I) -> I:

@@ -80,20 +80,21 @@ def _zeta(x: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def _next_after(x: np.ndarray, y: np.ndarray, et: ElementType) -> np.ndarray:
-    """The representable value after `x` towards `y`, on the stored bits (any float width)."""
-    ux = to_bits(x, et)
-    uy = to_bits(y, et)
+    """XLA's decomposition (chlo legalization) step for step: integer steps on the stored
+    bits, zero tests on the magnitude bits; only `x == y` is a float compare, so with the
+    CPU's DAZ (the ftz denormal mode) a denormal x equal to a zero y gives y (XLA: nextafter
+    of 1e-40 towards 0 is 0, towards -inf 9.9998e-41)."""
+    ux, uy = to_bits(x, et), to_bits(y, et)
     sign = np.uint64(1 << (et.bits - 1))
-    xf = x.astype(np.float64)
-    yf = y.astype(np.float64)
-    nan = np.isnan(xf) | np.isnan(yf)
-    zero = xf == 0
-    away = (xf > 0) == (xf < yf)
+    ax, ay = ux & ~sign, uy & ~sign
+    wide = np.float64 if et.bits == 64 else np.float32  # as the CPU compares them
+    xf, yf = (flush(v.astype(wide)) for v in (x, y))
+    away = (ax <= ay) & ((ux & sign) == (uy & sign))  # the magnitude grows
     step = np.where(away, ux + np.uint64(1), ux - np.uint64(1))
-    out_bits = np.where(zero, (uy & sign) | np.uint64(1), step)
-    out = from_bits(out_bits, et)
-    out = np.where(xf == yf, y, out)
-    return np.where(nan, np.array(np.nan).astype(et.dtype), out)  # type: ignore[no-any-return]
+    out = np.where(ax == 0, np.where(ay == 0, uy, (uy & sign) | np.uint64(1)), step)
+    out = np.where(xf == yf, uy, out)
+    res = from_bits(out, et)
+    return np.where(np.isnan(xf) | np.isnan(yf), np.array(np.nan).astype(et.dtype), res)  # type: ignore[no-any-return]
 
 
 def _mulhi(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
