@@ -54,14 +54,16 @@ def steps(exe: CpuExecutable) -> list[int | Gemm | Region | nested_loop.Nested |
 
 def native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
     """The Gemm of a dot_general the driver may run: 2-D f32/f64 (regions.gemm_of), written
-    into a temporary slot (an arena buffer the tables hold); through BLAS only when small
+    into a buffer the tables hold (below); through BLAS only when small
     (MAX_NATIVE_MACS), gemm_small's loop nest at any size it takes (split over threads)."""
     from xlapy.backends.cpu import regions
 
     if not target.current().is_x86 or id(instr) not in exe.slot:
         return None
     g = regions.gemm_of(instr, exe.slot, vectors=True, flat=True)
-    if g is None or g.out not in exe.temp_slots or \
+    # an arena temporary, or a result of the body (a fresh array per call on the Python
+    # path: NativeWhile._prepare gives it a buffer of the loop's own)
+    if g is None or (g.out not in exe.temp_slots and g.out not in exe._native) or \
             (g.small is None and g.m * g.n * g.k > MAX_NATIVE_MACS):
         return None
     return g

@@ -211,6 +211,8 @@ class NativeWhile:
         """Tables with constants, arena and kernel entries; per-call slots filled by run().
         `rows`: this thread's rows of a row-split loop (row_loop.py): its region runs them
         only, and no step splits."""
+        from xlapy.backends.cpu import regions
+
         p = _Prepared()
         p.rows = rows
         p.desc = (ctypes.c_int64 * 12)()
@@ -233,6 +235,11 @@ class NativeWhile:
                 arr = np.empty(sh.dimensions, sh.dtype)
                 p.keep.append(arr)
                 table[s] = arr.ctypes.data
+            for g in steps(exe):  # products whose results leave the body (loop_steps.py)
+                if isinstance(g, regions.Gemm) and not table[g.out]:
+                    sh = exe.shapes[g.out]
+                    p.keep.append(arr := np.empty(sh.dimensions, sh.dtype))
+                    table[g.out] = arr.ctypes.data
             p.tables.append(table)
 
         def entries(exe: CpuExecutable, table: Any) -> Any:
