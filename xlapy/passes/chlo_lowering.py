@@ -456,9 +456,8 @@ def _next_after(g: _G, i: I) -> I | None:
         return None
     ut = _UINT[et.bits]
     ux, uy = (g.bitcast_convert(v, new_element_type=ut) for v in (x, y))
-    sign = g.splat(1 << (et.bits - 1), ux)
+    sign, mag = g.splat(1 << (et.bits - 1), ux), g.splat((1 << (et.bits - 1)) - 1, ux)
     one, nothing = g.splat(1, ux), g.splat(0, ux)
-    mag = g.splat((1 << (et.bits - 1)) - 1, ux)
     ax, ay = g.op("and", ux, mag), g.op("and", uy, mag)
     sx, sy = g.op("and", ux, sign), g.op("and", uy, sign)
     grows = g.op("and", g.cmp(ax, ay, "LE"), g.cmp(sx, sy, "EQ"))
