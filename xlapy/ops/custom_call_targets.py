@@ -1,7 +1,9 @@
 """jaxlib's CPU custom-call targets (`lapack_<t><routine>_ffi`), so linalg programs that JAX
 lowers for the CPU run: cholesky (potrf), LU (getrf), QR (geqrf + orgqr/ungqr), symmetric and
 Hermitian eigendecomposition (syevd/heevd), SVD (gesdd), general eigenvalues (geev),
-triangular solves (trsm) and tridiagonal solves (gtsv).
+triangular solves (trsm) and tridiagonal solves (gtsv). Schur (gees), Hessenberg (gehrd), SVD
+by QR iteration (gesvd), pivoted QR (geqp3) and the tridiagonal reduction (sytrd / hetrd) are
+in custom_call_factorizations.py.
 
 jaxlib's kernels call the LAPACK that scipy ships (scipy.linalg.cython_lapack), so calling the
 same routines through scipy.linalg.lapack reproduces them. Operand/result conventions follow

@@ -531,4 +531,8 @@ class PartitionId(OpDef):
         return _process_index(ctx, "partition_id")
 
 
-from xlapy.ops import custom_call_targets, dynamic  # noqa: E402,F401
+from xlapy.ops import (  # noqa: E402,F401
+    custom_call_factorizations,
+    custom_call_targets,
+    dynamic,
+)

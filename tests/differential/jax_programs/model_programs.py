@@ -180,6 +180,52 @@ def _tridiagonal() -> list[Program]:
     ]
 
 
+def _factorizations() -> list[Program]:
+    """jaxlib's gees (schur, sqrtm), gehrd (hessenberg), gesvd (svd's QR algorithm), geqp3
+    (pivoted QR) and sytrd / hetrd (tridiagonal). jaxlib calls scipy's LAPACK with the
+    workspaces xlapy asks for (ops/custom_call_factorizations.py): the same routine gives
+    the same Schur vectors, signs and pivots, so results compare directly (measured: equal
+    bits; the tolerance covers the element-wise work around the calls, sqrtm's loop). Built
+    last so the other programs' seeded inputs stay as they were."""
+    svd_qr = lax.linalg.SvdAlgorithm.QR
+
+    def tri(lower: bool = True):  # noqa: ANN202
+        return lambda m: lax.linalg.tridiagonal(m + jnp.conj(jnp.swapaxes(m, -1, -2)),
+                                                lower=lower)
+
+    tol, tol64 = inexact(F32, 100), inexact(F64, 1000)
+    return [
+        P("linalg.schur[f32]", jax.scipy.linalg.schur, (arr((5, 5), F32),), tol),
+        P("linalg.schur[c128]", jax.scipy.linalg.schur, (arr((4, 4), C128),), tol64),
+        P("linalg.schur_batched_values[f64]",
+          lambda m: lax.linalg.schur(m, compute_schur_vectors=False), (arr((2, 4, 4), F64),),
+          tol64),
+        P("linalg.sqrtm[f32]", jax.scipy.linalg.sqrtm, (spd(4, F32),), inexact(C64, 100)),
+        P("linalg.sqrtm[c128]", jax.scipy.linalg.sqrtm, (spd(3, C128),), tol64),
+        P("linalg.hessenberg[f32]", lambda m: jax.scipy.linalg.hessenberg(m, calc_q=True),
+          (arr((5, 5), F32),), tol),
+        P("linalg.hessenberg[c64]", lambda m: jax.scipy.linalg.hessenberg(m, calc_q=True),
+          (arr((4, 4), C64),), inexact(C64, 100)),
+        P("linalg.svd_qr[f32]", lambda m: lax.linalg.svd(m, full_matrices=False,
+                                                         algorithm=svd_qr),
+          (arr((6, 4), F32),), tol),
+        P("linalg.svd_qr_full[c128]", lambda m: lax.linalg.svd(m, full_matrices=True,
+                                                               algorithm=svd_qr),
+          (arr((3, 5), C128),), tol64),
+        P("linalg.svd_qr_values[f64]", lambda m: lax.linalg.svd(m, compute_uv=False,
+                                                                algorithm=svd_qr),
+          (arr((5, 3), F64),), tol64),
+        P("linalg.qr_pivoting[f32]", lambda m: jax.scipy.linalg.qr(m, pivoting=True),
+          (arr((5, 4), F32),), tol),
+        P("linalg.qr_pivoting_economic[c64]",
+          lambda m: jax.scipy.linalg.qr(m, pivoting=True, mode="economic"),
+          (arr((3, 5), C64),), inexact(C64, 100)),
+        P("linalg.tridiagonal[f32]", tri(), (arr((5, 5), F32),), tol),
+        P("linalg.tridiagonal_upper_batched[c128]", tri(lower=False), (arr((2, 4, 4), C128),),
+          tol64),
+    ]
+
+
 def _control_flow() -> list[Program]:
     def fib(n):  # noqa: ANN001, ANN202
         return lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[2], c[1] + c[2]),
@@ -329,4 +375,5 @@ def _models() -> list[Program]:
 
 
 def programs() -> list[Program]:
-    return _random() + _linalg() + _control_flow() + _models() + _linalg_attributes()
+    return (_random() + _linalg() + _control_flow() + _models() + _linalg_attributes()
+            + _factorizations())

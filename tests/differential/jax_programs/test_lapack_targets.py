@@ -145,3 +145,59 @@ def test_unknown_uplo_or_mode_is_a_clear_error(target: str, config: str) -> None
     text = _module(target, config, ["tensor<2x2xf64>"], results)
     with pytest.raises(InterpreterError, match="= 81 is not one of"):
         run_ours(text, (np.eye(2),))
+
+
+@pytest.mark.parametrize("t", "dz")
+def test_geqp3_fixed_columns_match_jax(t: str) -> None:
+    """A nonzero jpvt entry on entry moves that column in front (LAPACK's and jaxlib's
+    geqp3; scipy's f2py wrapper would ignore it): pivots and factors as JAX gives them."""
+    import jax
+    from jax._src.lax import linalg as jlinalg
+
+    a = _RNG.uniform(-1, 1, (6, 5))
+    a = (a + 1j * _RNG.uniform(-1, 1, a.shape)) if t == "z" else a
+    jpvt = np.array([0, 0, 1, 0, 1], np.int32)
+    fn = jax.jit(jlinalg.geqp3)
+    lowered = fn.lower(a, jpvt)
+    want = [np.asarray(v) for v in lowered.compile()(a, jpvt)]
+    got = run_ours(lowered.as_text(), (a, jpvt))
+    assert list(got[1][:2]) == [3, 5]  # the fixed columns first (1-based)
+    for backend in (None, "cpu"):
+        got = run_ours(lowered.as_text(), (a, jpvt), backend)
+        np.testing.assert_array_equal(got[1], want[1])
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize(("low", "high"), [(1, 5), (2, 4), (3, 3)])
+def test_gehrd_low_high_are_lapacks_1_based_ilo_ihi(low: int, high: int) -> None:
+    a = _RNG.uniform(-1, 1, (5, 5))
+    text = _module("lapack_dgehrd_ffi", f"high = {high} : i32, low = {low} : i32",
+                   ["tensor<5x5xf64>"], ["tensor<5x5xf64>", "tensor<4xf64>", "tensor<i32>"])
+    h, tau, info = run_ours(text, (a,))
+    want_h, want_tau, want_info = scipy.linalg.lapack.dgehrd(a, lo=low - 1, hi=high - 1)
+    assert int(info) == want_info == 0
+    np.testing.assert_allclose(h, want_h, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(tau, want_tau, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize(("target", "config", "results", "match"), [
+    ("lapack_dgehrd_ffi", "high = 3 : i32, low = 4 : i32",
+     ["tensor<3x3xf64>", "tensor<2xf64>", "tensor<i32>"], "low = 4, high = 3"),
+    ("lapack_dgees_ffi", "mode = 86 : ui8, sort = 83 : ui8",
+     ["tensor<3x3xf64>", "tensor<3x3xf64>", "tensor<3xf64>", "tensor<3xf64>", "tensor<i32>",
+      "tensor<i32>"], "'sort' = 83 is not one of 'N'"),
+    ("lapack_dgesvd_ffi", "mode = 79 : ui8",
+     ["tensor<3x3xf64>", "tensor<3xf64>", "tensor<3x3xf64>", "tensor<3x3xf64>", "tensor<i32>"],
+     "'mode' = 79 is not one of"),
+])
+def test_factorization_attribute_errors(target: str, config: str, results: list[str],
+                                        match: str) -> None:
+    """gehrd's range outside 1 <= low <= high <= n, gees' eigenvalue sorting (jaxlib does
+    not implement it) and gesvd's overwrite mode 'O' (JAX never emits it) are clear errors."""
+    from xlapy.errors import InterpreterError
+
+    text = _module(target, config, ["tensor<3x3xf64>"], results)
+    for backend in (None, "cpu"):
+        with pytest.raises(InterpreterError, match=match):
+            run_ours(text, (np.eye(3),), backend)

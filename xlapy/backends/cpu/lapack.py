@@ -18,13 +18,13 @@ row-by-row substitution: the same solution within the solve's rounding error (an
 never an exception, for a singular matrix), and one BLAS call per matrix instead of n
 numpy passes.
 
-custom_call targets: the jaxlib LAPACK ones registered by custom_call_targets.py (unless a
-program's registry replaced them) run here. A target jax's CPU lowering uses for Python
-callbacks (`xla_python_cpu_callback`, ...) names a Python function in JAX's own process: no
-xlapy process can run it, so compiling it is an Unimplemented error, unless someone
-registered a target of that name. Any other target stays on the interpreter's custom_call
-(explain: interpreter fallback), which finds it in the registry or the per-call
-RuntimeState.custom_calls, or fails as the interpreter does.
+custom_call targets: the jaxlib LAPACK ones registered by custom_call_targets.py and
+custom_call_factorizations.py (unless a program's registry replaced them) run here. A target
+jax's CPU lowering uses for Python callbacks (`xla_python_cpu_callback`, ...) names a Python
+function in JAX's own process: no xlapy process can run it, so compiling it is an
+Unimplemented error, unless someone registered a target of that name. Any other target stays
+on the interpreter's custom_call (explain: interpreter fallback), which finds it in the
+registry or the per-call RuntimeState.custom_calls, or fails as the interpreter does.
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ from xlapy.types import Shape
 #: (kind for explain, function(*operands) -> value)
 Plan = tuple[str, Callable[..., Any]]
 _TARGET = re.compile(r"^lapack_([sdcz])(potrf|getrf|geqrf|orgqr|ungqr|syevd|heevd|gesdd|geev"
-                     r"|trsm|gtsv)_ffi$")
+                     r"|trsm|gtsv|gees|gehrd|gesvd|geqp3|sytrd|hetrd)_ffi$")
+#: The modules whose registered targets run here (a target replaced in the registry does not).
+_OURS = frozenset({"xlapy.ops.custom_call_targets", "xlapy.ops.custom_call_factorizations"})
 #: Targets of jax's host callbacks: a Python callable inside JAX's own process.
 HOST_CALLBACKS = frozenset({"xla_python_cpu_callback", "xla_python_gpu_callback",
                             "xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback",
@@ -166,7 +168,7 @@ def _custom_call(instr: Instruction) -> Plan | None:
             "function inside JAX's process); xlapy cannot call it - register a target of "
             "that name (xlapy.ops.misc.register_custom_call) to run this program")
     m = _TARGET.match(name)
-    if m is None or getattr(registered, "__module__", None) != "xlapy.ops.custom_call_targets":
+    if m is None or getattr(registered, "__module__", None) not in _OURS:
         return None  # unknown, or replaced in the registry: the interpreter's custom_call
     t, routine = m.groups()
     leaves = _leaves(instr.shape)
@@ -312,10 +314,23 @@ def _gtsv(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     return gtsv_one(t, instr.attrs.call_target_name), 1, None
 
 
+def _factorization(name: str) -> Callable[[str, Instruction, list[Shape]], OneAndRank]:
+    """gees, gehrd, gesvd, geqp3, sytrd / hetrd: the interpreter's own one-matrix functions
+    (ops/custom_call_factorizations.py), per matrix."""
+    def build(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+        from xlapy.ops.custom_call_factorizations import BUILDERS
+
+        one, ranks = BUILDERS[name](t, _cfg(instr), leaves, instr.attrs.call_target_name)
+        return one, ranks[0], None
+    return build
+
+
 _ROUTINES: dict[str, Callable[[str, Instruction, list[Shape]], OneAndRank]] = {
     "potrf": _potrf, "getrf": _getrf, "geqrf": _geqrf, "orgqr": _orgqr, "ungqr": _orgqr,
     "syevd": _syevd, "heevd": _syevd, "gesdd": _gesdd, "geev": _geev, "trsm": _trsm,
     "gtsv": _gtsv,
+    **{name: _factorization(name) for name in ("gees", "gehrd", "gesvd", "geqp3", "sytrd",
+                                               "hetrd")},
 }
 
 

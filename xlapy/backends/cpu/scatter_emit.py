@@ -6,7 +6,9 @@ one binary op, or any small element-wise region such as `.at[].apply(sin)`). A w
 any part out of bounds is skipped whole; a negative or huge (u64) start is out of bounds.
 General dimension numbers: update_window_dims, inserted_window_dims,
 scatter_dims_to_operand_dims, index_vector_dim and the batching dims. Variadic scatter
-(several operands, a TupleKernel) updates all results per update element.
+(several operands, a TupleKernel) updates all results per update element. A region that
+returns its updates as they are (`.at[].set`, `replaces`) only moves stored elements, so it
+runs for any element type, complex included; other regions need region_emit.py's types.
 
 Threads: updates to one element must apply in order, so the *result* is partitioned, by
 ranges [begin, end) of the operand's outermost dimension (the kernel's outer loop, split by
@@ -38,7 +40,7 @@ from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import flush_ftz, lanes, region_emit
 from xlapy.backends.cpu.llvm_util import I1, I64, for_range, i64, prefetch
 from xlapy.backends.cpu.op_emit import OpEmitter
-from xlapy.ir import Instruction
+from xlapy.ir import Computation, Instruction
 from xlapy.types import ElementType as ET
 
 #: Fewest window elements per scatter position for the split (every thread scans all the
@@ -109,14 +111,28 @@ def emitter(instr: Instruction) -> type[OpEmitter] | None:
     arrays = instr.operands[:n] + instr.operands[n + 1:]
     if not (idx.shape.is_array and all(a.shape.is_array for a in arrays)):
         return None
-    if not region_emit.types_ok(idx.shape.element_type,
-                                *(a.shape.element_type for a in arrays)) or \
+    comp = instr.called[0] if len(instr.called) == 1 else None
+    if comp is None or not region_emit.types_ok(idx.shape.element_type) or \
             not idx.shape.element_type.is_integer:
         return None
-    comp = instr.called[0] if len(instr.called) == 1 else None
-    if comp is None or not region_emit.supported(comp) or len(region_emit.results(comp)) != n:
+    if replaces(comp, n):  # stored bits moved: any element type (complex too)
+        return ScatterEmitter
+    if not region_emit.types_ok(*(a.shape.element_type for a in arrays)) or \
+            not region_emit.supported(comp) or len(region_emit.results(comp)) != n:
         return None
     return ScatterEmitter
+
+
+def replaces(comp: Computation, n: int) -> bool:
+    """Whether the update region of an n-operand scatter returns its updates as they are
+    (`.at[].set`): then applying it loads and stores stored elements, which the loop does
+    for any element type, complex {re, im} structs included (sqrtm's c64 scatter)."""
+    params, root = comp.parameters, comp.root
+    if len(params) != 2 * n or root is None or \
+            any(i.opcode not in ("parameter", "tuple") for i in comp.instructions):
+        return False
+    outs = list(root.operands) if root.opcode == "tuple" else [root]
+    return len(outs) == n and all(o is p for o, p in zip(outs, params[n:]))
 
 
 class ScatterEmitter(OpEmitter):
@@ -333,4 +349,4 @@ class ScatterEmitter(OpEmitter):
                 windows(pos, starts, first)
 
 
-__all__ = ["emitter", "ScatterEmitter"]
+__all__ = ["emitter", "replaces", "ScatterEmitter"]

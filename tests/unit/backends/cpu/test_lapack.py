@@ -81,7 +81,39 @@ def _cases() -> list[tuple[str, str, str, list[tuple[int, ...]], list[tuple[str,
         else:
             out.append(("geev", "", t, [b + (3, 3)],
                         [(ty, b + (3,)), (ty, b + (3, 3)), (ty, b + (3, 3)), (i32, b)]))
+        out += _factorization_cases(t, b)
     return out
+
+
+def _factorization_cases(t: str, b: tuple[int, ...]) -> list[tuple]:
+    """gees, gehrd, gesvd, geqp3, sytrd / hetrd (ops/custom_call_factorizations.py)."""
+    ty, real, i32 = _TY[t], _TY["s" if t in "sc" else "d"], "i32"
+    eig = [(ty, b + (4,)), (ty, b + (4,))] if t in "sd" else [(ty, b + (4,))]
+    trd = "sytrd" if t in "sd" else "hetrd"
+    return [
+        *(("gees", f"mode = {mode} : ui8, sort = 78 : ui8", t, [b + (4, 4)],
+           [(ty, b + (4, 4)), (ty, b + (4, 4)), *eig, (i32, b), (i32, b)])
+          for mode in (86, 78)),
+        ("gehrd", "high = 4 : i32, low = 1 : i32", t, [b + (4, 4)],
+         [(ty, b + (4, 4)), (ty, b + (3,)), (i32, b)]),
+        ("gehrd", "high = 4 : i32, low = 2 : i32", t, [b + (5, 5)],
+         [(ty, b + (5, 5)), (ty, b + (4,)), (i32, b)]),
+        *(("gesvd", f"mode = {mode} : ui8", t, [b + dims],
+           [(ty, b + dims), (real, b + (3,)), (ty, b + u), (ty, b + vt), (i32, b)])
+          for mode, dims, u, vt in ((83, (4, 3), (4, 3), (3, 3)), (65, (3, 4), (3, 3), (4, 4)),
+                                    (78, (4, 3), (4, 3), (3, 3)))),
+        ("geqp3", "", t, [b + (4, 3), b + (3,)],
+         [(ty, b + (4, 3)), (i32, b + (3,)), (ty, b + (3,))]),
+        ("geqp3", "", t, [b + (2, 3), b + (3,)],
+         [(ty, b + (2, 3)), (i32, b + (3,)), (ty, b + (2,))]),
+        *((trd, f"uplo = {uplo} : ui8", t, [b + (4, 4)],
+           [(ty, b + (4, 4)), (real, b + (4,)), (real, b + (3,)), (ty, b + (3,)), (i32, b)])
+          for uplo in (76, 85)),
+    ]
+
+
+#: routine -> its i32 operands (geqp3's jpvt: a nonzero entry fixes that column in front).
+_I32_OPERANDS = {"geqp3": (1,)}
 
 
 def _ids(c: tuple) -> str:
@@ -97,13 +129,16 @@ def _explain(cpu: object) -> tuple[str, list]:
 def test_custom_call_matches_interpreter(case: tuple) -> None:
     routine, config, t, operands, results = case
     ty = _TY[t]
-    text = _module(f"lapack_{t}{routine}_ffi", config, [_tensor(d, ty) for d in operands],
+    ints = _I32_OPERANDS.get(routine, ())
+    text = _module(f"lapack_{t}{routine}_ffi", config,
+                   [_tensor(d, "i32" if k in ints else ty) for k, d in enumerate(operands)],
                    [_tensor(d, rt) for rt, d in results])
     cpu = xlapy.compile(text, backend="cpu")
     how, fb = _explain(cpu)
     assert not fb and "library lapack" in how, how
     rng = np.random.default_rng(5)
-    args = [_matrix(t, d, rng, spd=routine == "potrf") for d in operands]
+    args = [(np.arange(np.prod(d)) % 3 == 1).astype(np.int32).reshape(d) if k in ints
+            else _matrix(t, d, rng, spd=routine == "potrf") for k, d in enumerate(operands)]
     if routine == "trsm":
         args[0] = args[0] + 4 * np.eye(3, dtype=args[0].dtype)
     got = cpu(*args)

@@ -163,6 +163,24 @@ def test_complex_scatter_falls_back_loudly() -> None:
     assert "scatter" in {o for _, o in exe._exe.fallbacks()}
 
 
+@pytest.mark.parametrize("e", ["complex<f32>", "complex<f64>"])
+@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_complex_replace_scatter_is_native(e: str, name: str, threads: int) -> None:
+    """`.at[].set` on complex values (jax.scipy.linalg.sqrtm's c64 scatter): the region only
+    moves stored {re, im} elements, so it runs natively (split over rows on threads)."""
+    dims, idx, udims, uwd, iwd, sdod, ivd, ibd, sibd = CONFIGS[name]
+    idx = np.asarray(idx, np.int32)
+    text = scatter(ET.F32, ET.S32, dims, idx.shape, udims, uwd, iwd, sdod, ivd, "replace",
+                   ibd, sibd).replace("f32", e)
+    part, dt = (ET.F32, np.complex64) if e == "complex<f32>" else (ET.F64, np.complex128)
+
+    def cdata(d: tuple[int, ...], seed: int) -> np.ndarray:  # (re, im) pairs, specials too
+        return np.ascontiguousarray(data(part, (*d, 2), seed)).view(dt)[..., 0]
+    args = [cdata(dims, 1), idx, cdata(udims, 2)]
+    check(text, args, "scatter", split_cost=1, num_threads=threads)
+
+
 def _splat_text(t: ET, name: str, kind: str, scalar: str, also_read: bool = False) -> str:
     """CONFIGS[name]'s scatter into a splat: `scalar` a constant literal, or "param" (a
     scalar parameter); `also_read`: the broadcast is also returned (plus one)."""
