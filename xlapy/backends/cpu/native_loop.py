@@ -354,18 +354,24 @@ class NativeWhile:
 
     def _run(self, p: _Prepared, state: tuple[Any, ...], rt: Any, pr: Any
              ) -> tuple[Any, ...]:
-        bufs = [np.ascontiguousarray(v) if k in self.unread or k in self.owned
-                else np.array(v, order="C", copy=True) for k, v in enumerate(state)]
-        others = {k: np.empty_like(bufs[k]) for k, _ in self.swapped}
-        self._bind(p, bufs, others)
+        kept = loop_bind.kept(self, p, state)  # a small state: buffers of its own
+        if kept is not None:
+            out, guard = kept.run(state, lambda: self._reserved_drive(p))
+        else:
+            bufs = [np.ascontiguousarray(v) if k in self.unread or k in self.owned
+                    else np.array(v, order="C", copy=True) for k, v in enumerate(state)]
+            others = {k: np.empty_like(bufs[k]) for k, _ in self.swapped}
+            self._bind(p, bufs, others)
+            guard = self._reserved_drive(p)
+            out = self._results(p, bufs, others)
+        return out if guard is None else self._python(out, guard, rt, pr)
+
+    def _reserved_drive(self, p: _Prepared) -> WhileGuard | None:
         pool, ks = self._reserve(p)
         try:
-            guard = self._drive(p)
+            return self._drive(p)
         finally:
-            if pool is not None:
-                pool.release(ks)
-        out = self._results(p, bufs, others)
-        return out if guard is None else self._python(out, guard, rt, pr)
+            pool.release(ks) if pool is not None else None
 
     def _python(self, state: tuple[Any, ...], guard: WhileGuard, rt: Any, pr: Any
                 ) -> tuple[Any, ...]:
@@ -381,11 +387,9 @@ class NativeWhile:
             st = call_results(ctx, 1, st, len(st))
         return st[0] if self.tupled else tuple(st)
 
-    def _bind(self, p: _Prepared, bufs: list[np.ndarray], others: dict[int, np.ndarray]
-              ) -> None:
-        """Point p's tables at the state buffers `bufs` and the swapped elements' second
-        buffers `others`; the copies of the other results into their state buffers."""
-        loop_bind.bind(self, p, bufs, others)
+    #: _bind(p, bufs, others): p's tables at the state buffers `bufs` and the swapped
+    #: elements' second buffers `others`, the copies of the other results into theirs.
+    _bind = loop_bind.bind
 
     def _results(self, p: _Prepared, bufs: list[np.ndarray], others: dict[int, np.ndarray]
                  ) -> tuple[Any, ...]:
@@ -476,9 +480,10 @@ class _Prepared:
         self.rows: tuple[int, int] | None = None
         #: Its inner loops' steps (nested_loop.py).
         self.nested: list[nested_loop.Step] = []
-        #: The per-call binding (loop_bind.py) and the state addresses it last bound.
+        #: loop_bind.py's per-call binding, the addresses it last bound, its Kept buffers.
         self.binder: Any = None
         self.bound: Any = None
+        self.kept: Any = None  # (False: a state too big for them; None: not decided)
 
 
 def _gemm_call() -> int:

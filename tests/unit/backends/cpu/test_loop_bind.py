@@ -1,0 +1,63 @@
+"""loop_bind.py: a native loop's state bound with index writes worked out once (`Binder`),
+and a small state kept in buffers of the loop's own (`Kept`): the same final state, bit for
+bit, as fresh buffers bound per call; fresh result arrays every call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import loop_bind
+
+jax = pytest.importorskip("jax")
+
+
+def _randint(k: Any) -> Any:
+    return jax.random.randint(jax.random.wrap_key_data(k), (50,), 0, 1000)
+
+
+def _randint_text() -> str:
+    return jax.jit(_randint).lower(jax.random.key_data(jax.random.PRNGKey(0))).as_text()
+
+
+def _loops(prog: Any) -> list[Any]:
+    return list(prog._exe.native_loops.values())
+
+
+def _keys(n: int) -> list[np.ndarray]:
+    return [np.asarray(jax.random.key_data(jax.random.PRNGKey(s))) for s in range(n)]
+
+
+def test_threefry_loops_keep_their_state_with_the_bound_paths_bits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """jax.random's threefry loops (swapped, moved and owned state elements)."""
+    text = _randint_text()
+    kept = xlapy.compile(text, backend="cpu")
+    with monkeypatch.context() as m:
+        m.setattr(loop_bind, "KEPT_BYTES", -1)
+        bound = xlapy.compile(text, backend="cpu")
+        firsts = [bound(k) for k in _keys(5)]
+    got = [kept(k) for k in _keys(5)]
+    assert _loops(kept) and all(nw._prep.kept for nw in _loops(kept))
+    assert all(nw._prep.kept is False for nw in _loops(bound))
+    for g, w, k in zip(got, firsts, _keys(5)):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(g, np.asarray(jax.jit(_randint)(k)))  # XLA's
+    again = kept(_keys(1)[0])  # a later call leaves earlier results alone
+    np.testing.assert_array_equal(got[0], firsts[0])
+    np.testing.assert_array_equal(again, firsts[0])
+
+
+def test_a_big_state_is_bound_per_call() -> None:
+    n = loop_bind.KEPT_BYTES // 4 + 1
+
+    def f(x: Any) -> Any:
+        return jax.lax.fori_loop(0, 3, lambda i, v: v * 1.5 + 1.0, x)
+
+    x = np.arange(n, dtype=np.float32)
+    prog = xlapy.compile(jax.jit(f).lower(x).as_text(), backend="cpu")
+    np.testing.assert_array_equal(prog(x), np.asarray(jax.jit(f)(x)))
+    assert all(nw._prep.kept is False for nw in _loops(prog))
