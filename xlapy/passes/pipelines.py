@@ -20,6 +20,7 @@ from xlapy.passes.algebraic_simplifier import AlgebraicSimplifier
 from xlapy.passes.buffer_assignment import BufferAssignmentPass
 from xlapy.passes.canonicalize import ReshapeCanonicalizer
 from xlapy.passes.chlo_lowering import ChloLowering
+from xlapy.passes.conditional_simplifier import ConditionalSimplifier
 from xlapy.passes.conditional_to_select import ConditionalToSelect
 from xlapy.passes.constant_folding import ConstantFolding
 from xlapy.passes.cse import CommonSubexpressionElimination
@@ -51,8 +52,8 @@ from xlapy.passes.while_loop_unroller import NestedLoopUnroller
 def simplification_group(exact_only: bool = False) -> FixedPointGroup:
     return FixedPointGroup("simplification", [
         AlgebraicSimplifier(exact_only=exact_only), TupleSimplifier(), WhileLoopSimplifier(),
-        WhileLoopInvariantCodeMotion(), ConstantFolding(), ReshapeCanonicalizer(),
-        DeadCodeElimination(),
+        WhileLoopInvariantCodeMotion(), ConstantFolding(), ConditionalSimplifier(),
+        ReshapeCanonicalizer(), DeadCodeElimination(),
     ])
 
 
@@ -114,6 +115,7 @@ def backend_pipeline(verify: bool = False,
 PASSES: dict[str, Callable[[], Pass]] = {
     "dce": DeadCodeElimination,
     "cond-to-select": ConditionalToSelect,
+    "cond-simplifier": ConditionalSimplifier,
     "unroll-nested-loops": NestedLoopUnroller,
     "chlo-lowering": ChloLowering,
     "cse": CommonSubexpressionElimination,
