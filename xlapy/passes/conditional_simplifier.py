@@ -48,8 +48,7 @@ class ConditionalSimplifier(ComputationPass):
             extra = list(instr.operands[1:])  # (branch k's operand, as the op passes it)
             new = inline_body(comp, instr.called[k], [extra[k]] if extra else [])
             instr.replace_all_uses_with(new)  # (the root too)
-            if not instr.users and instr is not comp.root:
-                comp.remove(instr)
+            comp.remove(instr)
             changed = True
         return changed
 

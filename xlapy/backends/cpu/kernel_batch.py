@@ -70,7 +70,7 @@ def _batched(members: list[tuple[int, int, list[Fresh]]], keep: dict[int, Any],
         if t is shared_table():
             shared[:] = [t, table, table.ctypes.data]
         if not claim:
-            claim.append(threads.claim_function())
+            claim.append(threads.claim_here())
         claim[0](table.ctypes.data)
 
     run.batched = len(members)  # type: ignore[attr-defined]

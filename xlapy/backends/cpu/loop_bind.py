@@ -103,11 +103,11 @@ class Kept:
             t[:] = snap
         self.cells[:] = self.snap[-1]
         got = drive()
-        out = [b.copy() for b in self.bufs]
+        final = list(self.bufs)  # a swapped element ends where its cell points
         for k, j, other in self.swaps:
             if self.cells[j] == other:
-                out[k] = self.others[k].copy()
-        return tuple(out), got
+                final[k] = self.others[k]
+        return tuple(b.copy() for b in final), got
 
 
 def kept(nw: NativeWhile, p: _Prepared, state: tuple[Any, ...]) -> Kept | None:

@@ -371,7 +371,8 @@ class NativeWhile:
         try:
             return self._drive(p)
         finally:
-            pool.release(ks) if pool is not None else None
+            if pool is not None:
+                pool.release(ks)
 
     def _python(self, state: tuple[Any, ...], guard: WhileGuard, rt: Any, pr: Any
                 ) -> tuple[Any, ...]:
@@ -387,9 +388,7 @@ class NativeWhile:
             st = call_results(ctx, 1, st, len(st))
         return st[0] if self.tupled else tuple(st)
 
-    #: _bind(p, bufs, others): p's tables at the state buffers `bufs` and the swapped
-    #: elements' second buffers `others`, the copies of the other results into theirs.
-    _bind = loop_bind.bind
+    _bind = loop_bind.bind  #: (p, bufs, others): p's tables at bufs (loop_bind.py)
 
     def _results(self, p: _Prepared, bufs: list[np.ndarray], others: dict[int, np.ndarray]
                  ) -> tuple[Any, ...]:

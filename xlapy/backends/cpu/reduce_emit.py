@@ -430,7 +430,11 @@ class ReductionEmitter(MinMaxEmitter):
             return
         with b.goto_entry_block():
             blk = b.alloca(lanes.type.pointee, name="block")
-        mid = b.add(lo, b.and_(b.sub(hi, lo), i64(-w)), flags=["nsw"])
+        if isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant):  # (as _lane_loop)
+            mid: ir.Value = i64(lo.constant + (hi.constant - lo.constant) // w * w)
+            rest = mid.constant < hi.constant
+        else:
+            mid, rest = b.add(lo, b.and_(b.sub(hi, lo), i64(-w)), flags=["nsw"]), True
         with for_range(b, lo, mid, name=f"r{d}b", step=w * SUM_BLOCK) as j:
             b.store(accumulator_start(op, et, w), blk)
             end = b.add(j, i64(w * SUM_BLOCK), flags=["nsw"])
@@ -438,8 +442,9 @@ class ReductionEmitter(MinMaxEmitter):
             with for_range(b, j, end, name=f"r{d}v", step=w) as i:
                 body(idx + [Lane(i)], blk)
             b.store(self._combine(op, et, b.load(lanes), b.load(blk), late=True), lanes)
-        with for_range(b, mid, hi, name=f"r{d}") as i:
-            body(idx + [i])
+        if rest:
+            with for_range(b, mid, hi, name=f"r{d}") as i:
+                body(idx + [i])
 
     def _nest_from(self, dims: Sequence[int], idx: list[ir.Value], body: Any,
                    rng: tuple[ir.Value, ir.Value] | None = None) -> None:

@@ -282,17 +282,13 @@ def run_all(jobs: list[tuple[int, tuple[int, ...]]]) -> None:
         return
     if jobs:
         table = job_table(jobs)
-        _claim_here()(table.ctypes.data)
-
-
-def claim_function() -> Any:
-    """claim_run as a ctypes function of a job table's address, for this thread: it runs
-    every job left (the table's first word, the next job, 0 runs them all)."""
-    return _claim_here()
+        claim_here()(table.ctypes.data)
 
 
 @once
-def _claim_here() -> Any:
+def claim_here() -> Any:
+    """claim_run as a ctypes function of a job table's address, for this thread: it runs
+    every job left (the table's first word, the next job, 0 runs them all)."""
     return _VOIDP(_native()[0].address("claim_run"))
 
 
