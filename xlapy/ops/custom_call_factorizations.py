@@ -42,6 +42,7 @@ from xlapy.ops.custom_call_targets import (
     _leaves,
     routine,
 )
+from xlapy.ops.lapack_threads import serial_target
 from xlapy.ops.misc import register_custom_call
 from xlapy.types import Shape
 
@@ -191,4 +192,4 @@ def _target(name: str, t: str) -> Callable[..., Any]:
 
 for _t in "sdcz":
     for _name in ("gees", "gehrd", "gesvd", "geqp3", "sytrd" if _t in "sd" else "hetrd"):
-        register_custom_call(f"lapack_{_t}{_name}_ffi", _target(_name, _t))
+        register_custom_call(f"lapack_{_t}{_name}_ffi", serial_target(_target(_name, _t)))

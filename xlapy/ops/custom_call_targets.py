@@ -31,6 +31,7 @@ import numpy as np
 from scipy.linalg import blas, lapack
 
 from xlapy.errors import InterpreterError
+from xlapy.ops.lapack_threads import serial_target
 from xlapy.ops.misc import register_custom_call
 from xlapy.types import Shape
 
@@ -292,13 +293,9 @@ def _gtsv(t: str) -> Callable[..., Any]:
     return run
 
 
-for _t in "sdcz":
-    register_custom_call(f"lapack_{_t}gtsv_ffi", _gtsv(_t))
-    register_custom_call(f"lapack_{_t}potrf_ffi", _potrf(_t))
-    register_custom_call(f"lapack_{_t}getrf_ffi", _getrf(_t))
-    register_custom_call(f"lapack_{_t}geqrf_ffi", _geqrf(_t))
-    register_custom_call(f"lapack_{_t}{'orgqr' if _t in 'sd' else 'ungqr'}_ffi", _orgqr(_t))
-    register_custom_call(f"lapack_{_t}{'syevd' if _t in 'sd' else 'heevd'}_ffi", _syevd(_t))
-    register_custom_call(f"lapack_{_t}gesdd_ffi", _gesdd(_t))
-    register_custom_call(f"lapack_{_t}geev_ffi", _geev(_t))
-    register_custom_call(f"lapack_{_t}trsm_ffi", _trsm(_t))
+for _t in "sdcz":  # (LAPACK on one thread below lapack_threads.SERIAL_BELOW elements)
+    for _name, _make in (("gtsv", _gtsv), ("potrf", _potrf), ("getrf", _getrf),
+                         ("geqrf", _geqrf), ("orgqr" if _t in "sd" else "ungqr", _orgqr),
+                         ("syevd" if _t in "sd" else "heevd", _syevd), ("gesdd", _gesdd),
+                         ("geev", _geev), ("trsm", _trsm)):
+        register_custom_call(f"lapack_{_t}{_name}_ffi", serial_target(_make(_t)))

@@ -17,6 +17,7 @@ import numpy as np
 from xlapy.ops.attrs import Precision
 from xlapy.ops.base import EvalContext, OpDef, Region, check, fail, register
 from xlapy.ops.dot_algorithm import DotAlgorithm, check_algorithm
+from xlapy.ops.lapack_threads import serial
 from xlapy.types import ElementType, Shape
 
 
@@ -244,11 +245,11 @@ class Cholesky(OpDef):
         flat = herm.reshape(-1, n, n)
         out = np.zeros_like(flat)
         try:
-            out = np.linalg.cholesky(flat) if flat.size else out
+            out = serial(np.linalg.cholesky, n * n)(flat) if flat.size else out
         except np.linalg.LinAlgError:
             for i in range(flat.shape[0]):  # only on failure: find which matrices fail
                 try:
-                    out[i] = np.linalg.cholesky(flat[i])
+                    out[i] = serial(np.linalg.cholesky, n * n)(flat[i])
                 except np.linalg.LinAlgError:
                     out[i] = np.tril(np.full((n, n), np.nan, flat.dtype))
         out = out.reshape(x.shape)

@@ -42,6 +42,7 @@ from xlapy.backends.cpu import lapack_batch, transpose_lib
 from xlapy.errors import Unimplemented, XlapyError
 from xlapy.ir import Instruction
 from xlapy.ops.custom_call_targets import empty_matrix_results
+from xlapy.ops.lapack_threads import matrix_elements, serial
 from xlapy.types import Shape
 
 #: (kind for explain, function(*operands) -> value)
@@ -68,7 +69,8 @@ def plan(instr: Instruction, threads: int = 1) -> Plan | None:
     if op == "cholesky":
         return "lapack", _cholesky(instr)
     if op == "triangular_solve":
-        return "blas", _triangular_solve(instr)
+        return "blas", serial(_triangular_solve(instr),
+                              matrix_elements(instr.operands[0].shape.dimensions))
     if op == "fft":
         return "fft", _fft(instr, threads)
     if op == "chlo.ragged_dot":
@@ -176,7 +178,8 @@ def _custom_call(instr: Instruction) -> Plan | None:
         one, rank0, many = _ROUTINES[routine](t, instr, leaves)
     except XlapyError as e:
         return "lapack", _failing(e)
-    run = _with_batch(_batched(one, leaves, rank0), many, leaves, rank0)
+    run = serial(_with_batch(_batched(one, leaves, rank0), many, leaves, rank0),
+                 matrix_elements(instr.operands[0].shape.dimensions))
     if instr.shape.is_tuple:
         return "lapack", run
     return "lapack", lambda *ops: run(*ops)[0]
@@ -358,11 +361,11 @@ def _cholesky(instr: Instruction) -> Callable[..., np.ndarray]:
         out = np.zeros_like(flat)
         if flat.size:
             try:
-                out = np.linalg.cholesky(flat)
+                out = serial(np.linalg.cholesky, n * n)(flat)
             except np.linalg.LinAlgError:
                 for i in range(flat.shape[0]):  # only on failure: which matrices fail
                     try:
-                        out[i] = np.linalg.cholesky(flat[i])
+                        out[i] = serial(np.linalg.cholesky, n * n)(flat[i])
                     except np.linalg.LinAlgError:
                         out[i] = np.tril(np.full((n, n), np.nan, flat.dtype))
         out = out.reshape(dims)
