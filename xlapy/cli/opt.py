@@ -23,16 +23,34 @@ from xlapy.ir import Module
 def load_module(spec: str, entry: str | None = None) -> Module:
     """`workload:NAME`, else a file of StableHLO text or of XLA's HLO text (`HloModule`)."""
     if spec.startswith("workload:"):
-        import importlib
-
-        workloads = importlib.import_module("benchmarks.workloads")
-        build, _ = workloads.WORKLOADS[spec.split(":", 1)[1]]
-        return build().module
+        return _workload(spec.split(":", 1)[1])
     from xlapy.hlo_text import is_hlo_text, parse_hlo_module
     from xlapy.stablehlo import parse_module, read_program
 
     text = read_program(spec)
     return parse_hlo_module(text, spec) if is_hlo_text(text) else parse_module(text, spec, entry)
+
+
+def _workload(name: str) -> Module:
+    """A reference workload of benchmarks/workloads, read from the repository in the current
+    directory (an installed `xlapy` script's path does not hold it)."""
+    import importlib
+    import os
+    import sys
+
+    try:
+        workloads = importlib.import_module("benchmarks.workloads")
+    except ModuleNotFoundError:
+        if not os.path.isfile(os.path.join("benchmarks", "workloads", "__init__.py")):
+            raise XlapyError(f"workload:{name}: the reference workloads are the xlapy "
+                             "repository's benchmarks/workloads: run from its root") from None
+        sys.path.insert(0, os.getcwd())
+        workloads = importlib.import_module("benchmarks.workloads")
+    if name not in workloads.WORKLOADS:
+        raise XlapyError(f"workload:{name}: no such workload (known: "
+                         f"{', '.join(sorted(workloads.WORKLOADS))})")
+    build, _ = workloads.WORKLOADS[name]
+    return build().module
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from xlapy.cli.main import main, parse_input
 
@@ -88,3 +89,20 @@ def test_args_like_stablehlo_translate(tmp_path: Path) -> None:
     assert code == 2 and "expected array attribute string for args" in out
     code, out = _run(["run", str(f), "--args=[4.0 : f32]"])
     assert code == 2 and "expected dense elements attribute for args elements" in out
+
+
+def test_installed_script_reads_workloads_from_the_repository(tmp_path: Path) -> None:
+    """`xlapy compile workload:NAME` through the installed script (its sys.path lacks the
+    current directory): the repository's workload from its root, a clear error elsewhere
+    (a ModuleNotFoundError traceback before)."""
+    script = Path(sys.executable).parent / "xlapy"
+    if not script.exists():
+        pytest.skip("no installed xlapy script beside this interpreter")
+    root = Path(__file__).resolve().parents[3]
+    ok = subprocess.run([str(script), "compile", "workload:softmax"], cwd=root,
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0 and "compiled softmax" in ok.stdout, ok.stderr
+    bad = subprocess.run([str(script), "compile", "workload:softmax"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert "run from its root" in bad.stdout + bad.stderr
