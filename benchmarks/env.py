@@ -102,13 +102,11 @@ def _owner(path: str) -> str:
 
 
 def _load_xlapy_openblas() -> None:
-    """Load xlapy's own OpenBLAS as its cpu backend does (the same file, so the same handle)."""
-    try:
-        import scipy_openblas32 as sob
+    """Load xlapy's own OpenBLAS through its cpu backend (blas.own_library: the kernels it
+    picks for this CPU, which a plain load here would fix first)."""
+    from xlapy.backends.cpu import blas
 
-        ctypes.CDLL(os.path.join(sob.get_lib_dir(), sob.get_library(fullname=True)))
-    except (ImportError, OSError, AttributeError, IndexError):
-        pass
+    blas.own_library()
 
 
 def openblas_cores() -> list[tuple[str, str, str]]:
