@@ -102,11 +102,13 @@ def _owner(path: str) -> str:
 
 
 def _load_xlapy_openblas() -> None:
-    """Load xlapy's own OpenBLAS through its cpu backend (blas.own_library: the kernels it
-    picks for this CPU, which a plain load here would fix first)."""
-    from xlapy.backends.cpu import blas
+    """Load xlapy's own OpenBLAS as its cpu backend does (the same file, so the same handle)."""
+    try:
+        import scipy_openblas32 as sob
 
-    blas.own_library()
+        ctypes.CDLL(os.path.join(sob.get_lib_dir(), sob.get_library(fullname=True)))
+    except (ImportError, OSError, AttributeError, IndexError):
+        pass
 
 
 def openblas_cores() -> list[tuple[str, str, str]]:

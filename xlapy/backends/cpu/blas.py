@@ -57,57 +57,13 @@ def _own_library() -> Any:
     except (ImportError, OSError, ValueError):
         return None
     try:
-        lib = _load_with_kernels(os.path.join(lib_dir, names[0]))
+        lib = ctypes.CDLL(os.path.join(lib_dir, names[0]))
         lib.scipy_openblas_set_num_threads.argtypes = [ctypes.c_int]
         lib.scipy_openblas_set_num_threads(1)
         lib.scipy_sgemm_, lib.scipy_dgemm_  # noqa: B018  (both present, or fall back)
     except (OSError, AttributeError, IndexError):
         return None
     return lib
-
-
-#: Host CPUs (LLVM's names) whose xlapy OpenBLAS loads another family's kernels, unless the
-#: user chose one (OPENBLAS_CORETYPE): Zen 4 runs 512-bit vectors as two 256-bit halves, and
-#: there OpenBLAS's Haswell (AVX2) sgemm beat the SkylakeX (AVX-512) one it picks, and
-#: gemm_f32: one thread, 256x4096x4096 105 GFLOP/s vs 96-97 and 98-100, 1024^3 98-102 vs
-#: 88-92, 256x64x256 78 vs 74 (dgemm 2-5% slower, gemv alike); the MLP's layers on 2 threads
-#: 0.97-0.99 of XLA's time (gemm_f32: 1.01-1.06).
-CORETYPE = {"znver4": "Haswell"}
-
-
-def _load_with_kernels(path: str) -> Any:
-    """The library at `path`, its kernels chosen by CORETYPE for this host: OpenBLAS reads
-    OPENBLAS_CORETYPE once, as it loads; the variable is set for that moment only (numpy's
-    and scipy's copies keep theirs; a copy loaded before keeps its kernels: own_kernels)."""
-    from xlapy.backends.cpu import target
-
-    core = CORETYPE.get(target.host_target().cpu)
-    if core is None or "OPENBLAS_CORETYPE" in os.environ:
-        return ctypes.CDLL(path)
-    os.environ["OPENBLAS_CORETYPE"] = core
-    try:
-        return ctypes.CDLL(path)
-    finally:
-        del os.environ["OPENBLAS_CORETYPE"]
-
-
-def own_library() -> Any:
-    """xlapy's OpenBLAS (scipy-openblas32) as the backend loads it, or None."""
-    return _own_library()
-
-
-@functools.cache
-def own_kernels() -> bool:
-    """Whether xlapy's OpenBLAS runs the kernels CORETYPE names for this host (gemm_f32
-    then leaves the products to it); not where it was loaded before xlapy loaded it."""
-    from xlapy.backends.cpu import target
-
-    lib, core = _own_library(), CORETYPE.get(target.host_target().cpu)
-    if lib is None or core is None:
-        return False
-    fn = lib.scipy_openblas_get_corename
-    fn.restype, fn.argtypes = ctypes.c_char_p, []
-    return (fn() or b"").decode(errors="replace").strip().lower() == core.lower()
 
 
 def _address(name: str) -> int:

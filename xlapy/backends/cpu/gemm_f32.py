@@ -19,8 +19,7 @@ column chunk is one thread's call).
 
 The exported function has the Fortran sgemm signature (13 pointers, column-major: blas.py's
 _gemm_args), for alpha 1 and beta 0 only: blas routes just those calls here (`routes`:
-AVX-512 targets, the shapes where it won; none on Zen 4, whose OpenBLAS runs the Haswell
-kernels that beat it there: blas.CORETYPE), so dot_epilogue's chunk job and blas's thread
+AVX-512 targets, the shapes where it won), so dot_epilogue's chunk job and blas's thread
 pool call it unchanged; XLAPY_GEMM_F32=0 turns the routing off. Either operand may be stored
 transposed ("T": a training step's g @ W^T and x^T @ g, which went to OpenBLAS, ~4% slower
 on Zen 4 for the 256x1024x2048 halves of mlp_grad's g @ W^T on 2 threads): A's tiles then
@@ -323,15 +322,7 @@ def routes(m: int, n: int, k: int, ta: bytes, tb: bytes, beta: float) -> bool:
     where the kernel beat OpenBLAS."""
     short = k >= SHORT_K and m >= SHORT_K_MIN_M and n >= SHORT_K_MIN_N
     return (_ON and ta in _OPS and tb in _OPS and beta == 0.0 and n >= MIN_N
-            and MIN_M <= m <= MAX_M and (k >= MIN_K or short) and available()
-            and not _blas_kernels())
-
-
-def _blas_kernels() -> bool:
-    """On this host xlapy's OpenBLAS runs the kernels that beat this one (blas.CORETYPE)."""
-    from xlapy.backends.cpu import blas
-
-    return blas.own_kernels()
+            and MIN_M <= m <= MAX_M and (k >= MIN_K or short) and available())
 
 
 __all__ = ["available", "fortran", "gemm", "routes", "MR", "NR", "KC", "NC", "MC"]

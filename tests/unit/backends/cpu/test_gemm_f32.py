@@ -15,28 +15,6 @@ from xlapy.backends.cpu import blas, gemm_f32, target
 pytestmark = pytest.mark.skipif(not gemm_f32.available(),
                                 reason="gemm_f32.py runs on AVX-512 x86-64 targets only")
 
-
-@pytest.fixture(autouse=True)
-def _routed_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The routing as on AVX-512 hosts whose OpenBLAS keeps its own kernels (on Zen 4 it
-    runs blas.CORETYPE's, and products stay there: test_zen4_leaves_products_to_openblas)."""
-    monkeypatch.setattr(blas, "own_kernels", lambda: False)
-
-
-def test_zen4_leaves_products_to_openblas(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where xlapy's OpenBLAS runs the kernels blas.CORETYPE names for the host, no product
-    routes here; the variable that chose them is gone from the environment again."""
-    import os
-
-    monkeypatch.undo()
-    lib = blas.own_library()
-    core = blas.CORETYPE.get(target.host_target().cpu)
-    if lib is None or core is None or os.environ.get("OPENBLAS_CORETYPE"):
-        pytest.skip("no xlapy OpenBLAS, or a host whose kernels are OpenBLAS's choice")
-    assert "OPENBLAS_CORETYPE" not in os.environ
-    assert blas.own_kernels() and core in blas.library()
-    assert not gemm_f32.routes(256, 2048, 4096, b"N", b"N", 0.0)
-
 SHAPES = [(1, 1, 1), (7, 33, 5), (8, 48, 256), (9, 47, 257), (13, 50, 300), (17, 95, 3),
           (64, 256, 256), (300, 1100, 600)]
 
