@@ -351,6 +351,7 @@ def _cholesky(instr: Instruction) -> Callable[..., np.ndarray]:
     lower = instr.attrs.lower
     dims = tuple(instr.shape.dimensions)
     n = dims[-1]
+    cholesky = serial(np.linalg.cholesky, n * n)  # (numpy's potrf on one thread)
 
     def run(a: np.ndarray) -> np.ndarray:
         x = a.astype(acc, copy=False)
@@ -361,11 +362,11 @@ def _cholesky(instr: Instruction) -> Callable[..., np.ndarray]:
         out = np.zeros_like(flat)
         if flat.size:
             try:
-                out = serial(np.linalg.cholesky, n * n)(flat)
+                out = cholesky(flat)
             except np.linalg.LinAlgError:
                 for i in range(flat.shape[0]):  # only on failure: which matrices fail
                     try:
-                        out[i] = serial(np.linalg.cholesky, n * n)(flat[i])
+                        out[i] = cholesky(flat[i])
                     except np.linalg.LinAlgError:
                         out[i] = np.tril(np.full((n, n), np.nan, flat.dtype))
         out = out.reshape(dims)
