@@ -451,7 +451,12 @@ def _fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
     def run(x: np.ndarray) -> np.ndarray:
         if empty:
             return np.zeros(dims, out_dtype)
-        return fn(x.astype(compute, copy=False)).astype(out_dtype, copy=False)
+        if w == 1:
+            return fn(x.astype(compute, copy=False)).astype(out_dtype, copy=False)
+        from xlapy.backends.cpu import threads
+
+        with threads.parked():  # scipy's worker thread gets the core a spinning one held
+            return fn(x.astype(compute, copy=False)).astype(out_dtype, copy=False)
 
     return run
 

@@ -32,10 +32,12 @@ itself re-checks the counter, so a wake-up is never lost.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -115,7 +117,6 @@ def _emit() -> ir.Module:
                      flag: int, old: ir.Value) -> None:
         """Spin (bounded) until slot[counter] != old, then sleep on its futex."""
         cptr, fptr = i32_at(b, slot, counter), i32_at(b, slot, flag)
-        rounds = b.load(word(b, slot, _ROUNDS))
         pre = b.block
         head, body, slow, sleep, done = (fn.append_basic_block(n) for n in
                                          ("spin", "pause", "slow", "sleep", "ready"))
@@ -129,6 +130,7 @@ def _emit() -> ir.Module:
         b.call(pause_fn, pause_args)
         nxt = b.add(i, ir.Constant(I64, 1))
         i.add_incoming(nxt, body)
+        rounds = b.load_atomic(word(b, slot, _ROUNDS), "monotonic", 8)  # (0 while parked)
         b.cbranch(b.icmp_signed("<", nxt, rounds), head, slow)
         b.position_at_end(slow)
         b.store_atomic(ir.Constant(I32, 1), fptr, "seq_cst", 4)
@@ -318,7 +320,8 @@ class NativePool:
         self._claim = eng.address("claim_run")
         self._claim_run = _VOIDP(self._claim)
         self.slots = np.zeros((workers, _SLOT_WORDS), np.int64)
-        self.slots[:, _ROUNDS] = rounds
+        self.slots[:, _ROUNDS] = self._rounds = rounds
+        self._parked = 0
         self.addrs = [self.slots[k].ctypes.data for k in range(workers)]
         self.seqs = [0] * workers
         self.busy = [False] * workers
@@ -379,6 +382,22 @@ class NativePool:
             self._post(self.addrs[k])
             self._wait(k, self.seqs[k], False)  # it must run on that worker
 
+    @contextlib.contextmanager
+    def parked(self) -> Iterator[None]:
+        """Workers spinning for a job sleep now, and later ones without spinning, until the
+        block ends: for a library call that brings threads of its own (scipy's FFT workers),
+        which a spinning worker left a core short for up to SPIN_US."""
+        with self._mu:
+            self._parked += 1
+            self.slots[:, _ROUNDS] = 0
+        try:
+            yield
+        finally:
+            with self._mu:
+                self._parked -= 1
+                if not self._parked:
+                    self.slots[:, _ROUNDS] = self._rounds
+
     def _wait(self, k: int, seq: int, steal: bool) -> None:
         self._wait_fn(self.addrs[k], seq, int(steal))
         self.busy[k] = False
@@ -435,6 +454,12 @@ def native_pool(workers: int) -> NativePool:
                 _RETIRED.append(_POOL)
             _POOL = NativePool(workers)
         return _POOL
+
+
+def parked() -> contextlib.AbstractContextManager[None]:
+    """The process's pool parked (NativePool.parked) while the block runs, if it exists."""
+    pool = _POOL
+    return contextlib.nullcontext() if pool is None else pool.parked()
 
 
 def fn_address(f: Any) -> int:

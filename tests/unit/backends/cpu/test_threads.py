@@ -113,3 +113,37 @@ def test_run_all_runs_every_job_in_order_on_this_thread() -> None:
         for j in range(n):
             want[j:j + 4] = [j % 250 + 1] * 4
         assert buf.tolist() == want
+
+
+def test_parked_workers_stop_spinning_and_still_take_jobs() -> None:
+    """A worker spinning for its next job goes to sleep once the pool is parked (it re-reads
+    its spin bound: 0 while parked), jobs posted meanwhile still run, and the bound comes
+    back after the block (nested blocks too)."""
+    pool = _pool()
+    slots = pool.slots
+    rounds, ws, rd = pool._rounds, 2, 4  # the slot's worker-sleeping and spin-bound words
+    buf = np.zeros(16, np.uint8)
+    try:
+        pool._rounds = 1 << 40  # spin "forever" after a job
+        slots[:, rd] = pool._rounds
+        pool.submit(MEMSET, buf.ctypes.data, 1, 16).result()
+        deadline = time.perf_counter() + 2.0  # (a sleeping worker wakes for the post even
+        while (slots[:, ws] != 0).all() and time.perf_counter() < deadline:  # if the
+            time.sleep(0.001)  # caller took the job back)
+        k = int(np.argmin(slots[:, ws]))
+        time.sleep(0.02)
+        assert slots[k, ws] == 0  # still spinning
+        with threads.parked():
+            with threads.parked():
+                deadline = time.perf_counter() + 2.0
+                while slots[k, ws] == 0 and time.perf_counter() < deadline:
+                    time.sleep(0.001)
+                assert slots[k, ws] == 1 and (slots[:, rd] == 0).all()
+                pool.submit(MEMSET, buf.ctypes.data, 7, 16).result()
+                assert (buf == 7).all()
+            assert (slots[:, rd] == 0).all()
+        assert (slots[:, rd] == 1 << 40).all()
+    finally:
+        pool._rounds = rounds
+        slots[:, rd] = rounds
+        pool.submit(MEMSET, buf.ctypes.data, 0, 16).result()  # back to the usual bound
