@@ -57,23 +57,26 @@ def matrix_elements(shape: Sequence[int]) -> int:
     return dims[0] * dims[-1] if len(dims) == 2 else (dims[0] if dims else 1)
 
 
+def _applies(elements: int) -> bool:
+    return SERIAL_FROM <= elements < SERIAL_BELOW and bool(_setters())
+
+
+def _one_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(*args, **kwargs) with the calling thread's OpenBLAS counts at 1, restored after."""
+    sets = _setters()
+    old = [s(1) for s in sets]
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        for s, n in zip(sets, old):
+            s(n)
+
+
 def serial(fn: Callable[..., Any], elements: int) -> Callable[..., Any]:
     """`fn` run on the calling thread's OpenBLAS alone where its matrices have `elements`
     each in [SERIAL_FROM, SERIAL_BELOW); else `fn` itself."""
-    if not SERIAL_FROM <= elements < SERIAL_BELOW or not _setters():
-        return fn
-    sets = _setters()
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        old = [s(1) for s in sets]
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            for s, n in zip(sets, old):
-                s(n)
-
-    return run
+    return functools.wraps(fn)(functools.partial(_one_thread, fn)) if _applies(elements) \
+        else fn
 
 
 def serial_target(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -82,7 +85,9 @@ def serial_target(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def run(operands: list[Any], result: Any, attrs: Any) -> Any:
         shape = getattr(operands[0], "shape", ()) if operands else ()
-        return serial(fn, matrix_elements(shape))(operands, result, attrs)
+        if _applies(matrix_elements(shape)):
+            return _one_thread(fn, operands, result, attrs)
+        return fn(operands, result, attrs)
 
     return run
 

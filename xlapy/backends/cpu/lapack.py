@@ -29,6 +29,7 @@ registry or the per-call RuntimeState.custom_calls, or fails as the interpreter 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ from scipy.linalg import blas as sblas
 from scipy.linalg import lapack as slapack
 
 from xlapy.backends.cpu import lapack_batch, transpose_lib
+from xlapy.backends.cpu.threads import parked
 from xlapy.errors import Unimplemented, XlapyError
 from xlapy.ir import Instruction
 from xlapy.ops.custom_call_targets import empty_matrix_results
@@ -448,14 +450,13 @@ def _fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
             FftType.IRFFT: lambda x: np.fft.irfftn(x, s=lengths, axes=axes),
         }[ft]
 
+    # several workers: scipy's worker threads get the cores xlapy's spinning ones held
+    quiet = parked if w > 1 else contextlib.nullcontext
+
     def run(x: np.ndarray) -> np.ndarray:
         if empty:
             return np.zeros(dims, out_dtype)
-        if w == 1:
-            return fn(x.astype(compute, copy=False)).astype(out_dtype, copy=False)
-        from xlapy.backends.cpu import threads
-
-        with threads.parked():  # scipy's worker thread gets the core a spinning one held
+        with quiet():
             return fn(x.astype(compute, copy=False)).astype(out_dtype, copy=False)
 
     return run
