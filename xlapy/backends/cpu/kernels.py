@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import bf16_exact, exp_range, flush_ftz, row_divide
+from xlapy.backends.cpu import bf16_exact, exp_range, flush_ftz, row_divide, select_emit
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
@@ -338,9 +338,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             x, y = self._unify([self.gen(ops[0], idx), self.gen(ops[1], idx)])
             return ew.compare(b, x, y, t, a)
         if op == "select":
-            pred, x, y = self._unify([self.gen(ops[0], idx if ops[0].shape.rank else []),
-                                      self.gen(ops[1], idx), self.gen(ops[2], idx)])
-            return ew.select(b, pred, x, y)
+            return select_emit.select(self, instr, idx)
         if op == "clamp":
             lo, x, hi = self._unify([self.gen(ops[0], idx if ops[0].shape.rank else []),
                                      self.gen(ops[1], idx),
