@@ -153,6 +153,56 @@ func.func @main(%x: tensor<256xf32>) -> tensor<256xf32> {
                                   np.asarray(xlapy.compile(text, "interpreter")(x)))
 
 
+#: lax.fori_loop(0, 5, lambda i, w: lax.switch(i % 3, [w * 0.5, w + 1, tanh(w)])) on 65536
+#: floats: 3 x 65536 elements of arithmetic, and as many again of parameters, broadcast
+#: constants and results that a fused kernel does not compute.
+SWITCH = """
+func.func @main(%x: tensor<65536xf32>) -> tensor<65536xf32> {
+  %i0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %i0, %v = %x) : tensor<i32>, tensor<65536xf32>
+    cond {
+      %n = stablehlo.constant dense<5> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %three = stablehlo.constant dense<3> : tensor<i32>
+      %m = stablehlo.remainder %i, %three : tensor<i32>
+      %w = "stablehlo.case"(%m) ({
+        %h = stablehlo.constant dense<0.5> : tensor<65536xf32>
+        %a = stablehlo.multiply %v, %h : tensor<65536xf32>
+        stablehlo.return %a : tensor<65536xf32>
+      }, {
+        %q = stablehlo.constant dense<1.0> : tensor<65536xf32>
+        %b = stablehlo.add %v, %q : tensor<65536xf32>
+        stablehlo.return %b : tensor<65536xf32>
+      }, {
+        %t = stablehlo.tanh %v : tensor<65536xf32>
+        stablehlo.return %t : tensor<65536xf32>
+      }) : (tensor<i32>) -> tensor<65536xf32>
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %i1 = stablehlo.add %i, %one : tensor<i32>
+      stablehlo.return %i1, %w : tensor<i32>, tensor<65536xf32>
+    }
+  return %r#1 : tensor<65536xf32>
+}
+"""
+
+
+def test_only_computed_elements_count() -> None:
+    """Parameters, broadcast constants and tuples are free in a fused kernel: the switch's
+    3 x 65536 elements of arithmetic fit the budget and its loop runs natively (it was a
+    call per branch each iteration: 2.4x XLA's time)."""
+    assert 3 * 65536 <= MAX_ELEMENTS < 6 * 65536
+    x = np.random.default_rng(5).standard_normal(65536).astype(np.float32)
+    prog = xlapy.compile(SWITCH, "cpu")
+    explained = prog._exe.explain()  # type: ignore[attr-defined]
+    assert "native while loop" in explained and "case" not in explained
+    np.testing.assert_array_equal(np.asarray(prog(x)), np.asarray(prog(x)))
+    np.testing.assert_allclose(np.asarray(prog(x)),
+                               np.asarray(xlapy.compile(SWITCH, "interpreter")(x)),
+                               rtol=2e-6, atol=0)
+
+
 #: A fori_loop whose body squares the matrix while the step is below a bound (the squaring
 #: loop of jax.scipy.linalg.expm): a cond between x @ x and x.
 SQUARING = """
