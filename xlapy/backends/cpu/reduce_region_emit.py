@@ -14,12 +14,14 @@ values go on the left of the total.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import region_emit
-from xlapy.backends.cpu.llvm_util import I64, for_range, i64
+from xlapy.backends.cpu.lanes import vector_width
+from xlapy.backends.cpu.llvm_util import I64, broadcast, for_range, i64
 from xlapy.backends.cpu.op_emit import OpEmitter, strides
 from xlapy.ir import Instruction
 from xlapy.ops.reduction import SEQUENTIAL_LIMIT
@@ -29,6 +31,8 @@ _DEPTH = 64
 #: Aligned blocks of this many elements fold as one straight-line subtree (no stack).
 LOG_BLOCK = 4
 BLOCK = 1 << LOG_BLOCK
+#: Alignment assumed of element loads and stores (vector ones at any element: 1 byte).
+_ALIGN = 1
 
 
 def emitter(instr: Instruction) -> type[OpEmitter] | None:
@@ -65,49 +69,66 @@ class ReduceRegionEmitter(OpEmitter):
         outs = [self.result(k, t) if self.tupled else self.ptr(self.out, t)
                 for k, t in enumerate(types)]
         inits = [self.load(self.ins[n + k], t, i64(0)) for k, t in enumerate(types)]
-        ctypes_ = [ew.compute_type(t) for t in types]
-        with b.goto_entry_block():
-            acc = [b.alloca(ct, name=f"acc{k}") for k, ct in enumerate(ctypes_)]
-            cur = [b.alloca(ct, name=f"cur{k}") for k, ct in enumerate(ctypes_)]
-            stack = [b.alloca(ir.ArrayType(ct, _DEPTH), name=f"stack{k}")
-                     for k, ct in enumerate(ctypes_)]
-            sp = b.alloca(I64, name="sp")
-            level = b.alloca(I64, name="level")
+        w = vector_width()
+        # lanes along the last dimension when it is kept (contiguous in operands and
+        # results): each lane folds its own output element as the scalar code does
+        lanes = w if odims and kept[-1] == len(dims) - 1 and odims[-1] >= w > 1 and \
+            length and not any(t.is_complex for t in types) else 0
+        slots: dict[int, tuple[list[Any], ...]] = {}
+        for width in {0, lanes}:
+            cts = [ew.compute_type(t) for t in types]
+            if width:
+                cts = [ir.VectorType(ct, width) for ct in cts]
+            with b.goto_entry_block():
+                slots[width] = (
+                    [b.alloca(ct, name=f"acc{k}") for k, ct in enumerate(cts)],
+                    [b.alloca(ct, name=f"cur{k}") for k, ct in enumerate(cts)],
+                    [b.alloca(ir.ArrayType(ct, _DEPTH), name=f"stack{k}")
+                     for k, ct in enumerate(cts)],
+                    [b.alloca(I64, name="sp")], [b.alloca(I64, name="level")])
 
-        def fn(a: list[ir.Value], x: list[ir.Value]) -> list[ir.Value]:
-            return region_emit.emit(b, comp, [*a, *x])
+        def at(ptr: ir.Value, off: ir.Value, width: int) -> ir.Value:
+            p = b.gep(ptr, [off], inbounds=True)
+            return b.bitcast(p, ir.VectorType(p.type.pointee, width).as_pointer()) \
+                if width else p
 
-        def element(oidx: list[ir.Value], ridx: list[ir.Value]) -> list[ir.Value]:
-            off: ir.Value = i64(0)
-            for v, d in zip(oidx, kept):
-                off = b.add(off, b.mul(v, i64(st[d])))
-            for v, d in zip(ridx, red):
-                off = b.add(off, b.mul(v, i64(st[d])))
-            return [self.load(self.ins[k], t, off) for k, t in enumerate(types)]
+        def per_output(oidx: list[ir.Value], width: int = 0) -> None:
+            acc, cur, stack, (sp,), (level,) = slots[width]
 
-        def element_at(oidx: list[ir.Value], r: ir.Value) -> list[ir.Value]:
-            """The element at position r of the reduced elements' row-major order."""
-            ridx = []
-            for s_, n_ in zip(strides(rdims), rdims):
-                q = b.udiv(r, i64(s_)) if s_ != 1 else r
-                ridx.append(b.urem(q, i64(n_)) if len(rdims) > 1 else q)
-            return element(oidx, ridx)
+            def fn(a: list[ir.Value], x: list[ir.Value]) -> list[ir.Value]:
+                return region_emit.emit(b, comp, [*a, *x], width)
 
-        def get(ps: list[ir.Value]) -> list[ir.Value]:
-            return [b.load(p) for p in ps]
+            def element(ridx: list[ir.Value]) -> list[ir.Value]:
+                off: ir.Value = i64(0)
+                for v, d in zip(oidx, kept):
+                    off = b.add(off, b.mul(v, i64(st[d])))
+                for v, d in zip(ridx, red):
+                    off = b.add(off, b.mul(v, i64(st[d])))
+                return [ew.from_storage(b, b.load(at(self.ptr(self.ins[k], t), off, width),
+                                                  align=_ALIGN), t)
+                        for k, t in enumerate(types)]
 
-        def put(ps: list[ir.Value], vs: list[ir.Value]) -> None:
-            for p, v in zip(ps, vs):
-                b.store(v, p)
+            def element_at(r: ir.Value) -> list[ir.Value]:
+                """The element at position r of the reduced elements' row-major order."""
+                ridx = []
+                for s_, n_ in zip(strides(rdims), rdims):
+                    q = b.udiv(r, i64(s_)) if s_ != 1 else r
+                    ridx.append(b.urem(q, i64(n_)) if len(rdims) > 1 else q)
+                return element(ridx)
 
-        def slot(k: int, at: ir.Value) -> ir.Value:
-            return b.gep(stack[k], [i64(0), at], inbounds=True)
+            def get(ps: list[ir.Value]) -> list[ir.Value]:
+                return [b.load(p) for p in ps]
 
-        def per_output(oidx: list[ir.Value]) -> None:
-            put(acc, inits)
+            def put(ps: list[ir.Value], vs: list[ir.Value]) -> None:
+                for p, v in zip(ps, vs):
+                    b.store(v, p)
+
+            def slot(k: int, top: ir.Value) -> ir.Value:
+                return b.gep(stack[k], [i64(0), top], inbounds=True)
+
+            put(acc, [broadcast(b, v, width) if width else v for v in inits])
             if 0 < length <= SEQUENTIAL_LIMIT:
-                self.loops(rdims, lambda r: put(acc, fn(get(acc), element(oidx, r))),
-                           name="r")
+                self.loops(rdims, lambda r: put(acc, fn(get(acc), element(r))), name="r")
             elif length:
                 b.store(i64(0), sp)
                 blocks = length // BLOCK
@@ -130,40 +151,54 @@ class ReduceRegionEmitter(OpEmitter):
                     b.store(b.add(b.load(level), i64(1)), level)
                     b.branch(test)
                     b.position_at_end(done)
-                    at = b.load(sp)
+                    here = b.load(sp)
                     for k in range(n):
-                        b.store(b.load(cur[k]), slot(k, at))
-                    b.store(b.add(at, i64(1)), sp)
+                        b.store(b.load(cur[k]), slot(k, here))
+                    b.store(b.add(here, i64(1)), sp)
 
                 # Whole aligned blocks of BLOCK elements: their subtree straight-line.
                 with for_range(b, i64(0), i64(blocks), name="blk") as j:
                     base = b.mul(j, i64(BLOCK))
-                    vals = [element_at(oidx, b.add(base, i64(e))) for e in range(BLOCK)]
+                    vals = [element_at(b.add(base, i64(e))) for e in range(BLOCK)]
                     while len(vals) > 1:
                         vals = [fn(vals[2 * q], vals[2 * q + 1]) for q in range(len(vals) // 2)]
                     put(cur, vals[0])
                     push(base, LOG_BLOCK)
                 with for_range(b, i64(blocks * BLOCK), i64(length), name="t") as i:
-                    put(cur, element_at(oidx, i))
+                    put(cur, element_at(i))
                     push(i, 0)
                 # leftover blocks, right to left: cur = stack[top]; cur = fn(stack[j], cur)
                 top = b.sub(b.load(sp), i64(1))
                 put(cur, [b.load(slot(k, top)) for k in range(n)])
                 with for_range(b, i64(1), b.load(sp), name="left") as j:
-                    at = b.sub(top, j)
-                    put(cur, fn([b.load(slot(k, at)) for k in range(n)], get(cur)))
+                    put(cur, fn([b.load(slot(k, b.sub(top, j))) for k in range(n)], get(cur)))
                 put(acc, fn(get(acc), get(cur)))
             o: ir.Value = i64(0)
             for v, s in zip(oidx, ostr):
                 o = b.add(o, b.mul(v, i64(s)))
             for k, t in enumerate(types):
-                b.store(ew.to_storage(b, b.load(acc[k]), t),
-                        b.gep(outs[k], [o], inbounds=True))
+                b.store(ew.to_storage(b, b.load(acc[k]), t), at(outs[k], o, width),
+                        align=_ALIGN)
 
         if not odims:
             per_output([])
             return 1, False, max(length, 1)
-        self.loops(odims, per_output, (begin, end), name="o")
+        if not lanes:
+            self.loops(odims, per_output, (begin, end), name="o")
+            return odims[0], True, max(math.prod(odims) * length, 1)
+
+        def columns(oidx: list[ir.Value]) -> None:
+            lo, hi = (begin, end) if not oidx else (i64(0), i64(odims[-1]))
+            full = b.add(lo, b.mul(b.udiv(b.sub(hi, lo), i64(lanes)), i64(lanes)))
+            with for_range(b, lo, full, name="ov", step=lanes) as c:
+                per_output([*oidx, c], lanes)
+            with for_range(b, full, hi, name="os") as c:
+                per_output([*oidx, c])
+
+        if len(odims) == 1:
+            columns([])
+        else:
+            self.loops(odims[:-1], columns, (begin, end), name="o")
         return odims[0], True, max(math.prod(odims) * length, 1)
 
 

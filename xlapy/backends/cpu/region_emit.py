@@ -20,6 +20,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as eb
 from xlapy.backends.cpu import elementwise_convert as ewconv
+from xlapy.backends.cpu.llvm_util import broadcast
 from xlapy.ir import Computation, Instruction
 from xlapy.types import ElementType as ET
 
@@ -62,16 +63,19 @@ def results(comp: Computation) -> list[Instruction]:
     return list(root.operands) if root.opcode == "tuple" else [root]
 
 
-def emit(b: ir.IRBuilder, comp: Computation, args: Sequence[ir.Value]) -> list[ir.Value]:
+def emit(b: ir.IRBuilder, comp: Computation, args: Sequence[ir.Value], width: int = 0
+         ) -> list[ir.Value]:
     """The region's results (compute-type values) for parameter values `args` (compute
-    types, in parameter order). `supported(comp)` must hold."""
+    types, in parameter order; vectors of `width` lanes where it is not 0: each lane the
+    scalar region's ops). `supported(comp)` must hold."""
     env: dict[int, ir.Value] = {}
     for p, v in zip(comp.parameters, args):
         env[id(p)] = v
     for instr in comp.instructions:
         if instr.opcode in ("parameter", "tuple"):
             continue
-        env[id(instr)] = _one(b, instr, [env[id(o)] for o in instr.operands])
+        v = _one(b, instr, [env[id(o)] for o in instr.operands])
+        env[id(instr)] = broadcast(b, v, width) if width else v
     return [env[id(r)] for r in results(comp)]
 
 

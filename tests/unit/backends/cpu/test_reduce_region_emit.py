@@ -1,6 +1,7 @@
 """Native reduce with a general region (reduce_region_emit.py): argmax/argmin's variadic
 comparator reduce and other element-wise regions, bit-exact against the interpreter's fold
-(sequential up to SEQUENTIAL_LIMIT elements, its pairwise tree beyond), never a fallback."""
+(sequential up to SEQUENTIAL_LIMIT elements, its pairwise tree beyond), never a fallback;
+with the last dimension kept, in vector lanes along it (a scalar remainder)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,10 @@ func.func @main(%x: {tensor(t, dims)}) -> ({tensor(t, out)}, {tensor(ET.S32, out
 
 SHAPES = [((4, 0), (1,)), ((3, 1), (1,)), ((3, SEQUENTIAL_LIMIT), (1,)),
           ((3, SEQUENTIAL_LIMIT + 1), (1,)), ((5, 37), (1,)), ((2, 1000), (1,)),
-          ((9, 4), (0,)), ((3, 5, 7), (0, 2)), ((6, 7), (0, 1))]
+          ((9, 4), (0,)), ((3, 5, 7), (0, 2)), ((6, 7), (0, 1)),
+          # the last dimension kept: lanes along it, a scalar remainder of columns
+          ((SEQUENTIAL_LIMIT, 53), (0,)), ((40, 37), (0,)), ((5, 33, 21), (1,)),
+          ((300, 16), (0,)), ((3, 7, 19), (0, 1))]
 
 
 @pytest.mark.parametrize("t", [ET.F32, ET.F64, ET.S32, ET.BF16, ET.F16])
@@ -129,3 +133,19 @@ def test_argmax_splits_over_threads() -> None:
     x = data(ET.F32, (4096, 80), seed=5)
     text = argmax(ET.F32, (4096, 80), (1,))
     same(check(text, [x], "reduce", num_threads=1), check(text, [x], "reduce", num_threads=2))
+
+
+def test_column_argmin_in_lanes_splits_over_threads() -> None:
+    """jnp.argmin over axis 0 (the last dimension kept: vector lanes, 2048 rows in the
+    pairwise tree, ~9x faster than one column at a time): NaNs and ties, the bits of the
+    interpreter on 1 and 2 threads (columns split at any point, a scalar remainder)."""
+    x = data(ET.F32, (2048, 203), seed=6)
+    x = (np.asarray(x).astype(np.float64) % 5).astype(np.float32)  # ties
+    x[7, 3] = x[1500, 4] = x[9, 4] = np.nan
+    text = argmax(ET.F32, (2048, 203), (0,), "LT")
+    same(check(text, [x], "reduce", num_threads=1, split_cost=1),
+         check(text, [x], "reduce", num_threads=2, split_cost=1))
+    from xlapy.backends.cpu.lanes import vector_width
+
+    ir_text = xlapy.compile(text, backend="cpu")._exe.kernel_ir  # type: ignore[attr-defined]
+    assert f"<{vector_width()} x float>" in ir_text  # the lanes' loads
