@@ -203,6 +203,14 @@ def programs(small: bool = False) -> dict[str, Program]:
         "rope": (rope, [f32(8, 512, 16, 64), np.arange(512 // s, dtype=np.float32)]),
         "resize": (lambda x: jax.image.resize(x, (8, 128 // s, 128 // s, 3), "bilinear"),
                    [f32(8, 64, 64, 3)]),
+        # a switch of big branches in a loop (a call per branch each iteration until the
+        # select budget counted only computed elements: 2.4x)
+        "switch_64k": (lambda v: lax.fori_loop(0, 50, lambda i, w: lax.switch(
+            i % 3, [lambda u: u * 0.5, lambda u: u + 1, jnp.tanh], w), v), [f32(65536)]),
+        "argmin_cols": (lambda x: jnp.argmin(x, axis=0), [f32(2048, 512)]),  # was 2.05x
+        "uniform": (lambda k: jax.random.uniform(jax.random.wrap_key_data(k), (
+            (1 << 20) // s,)), [np.array([0, 42], np.uint32)]),  # threefry: 1.6x, open
+        "kron": (jnp.kron, [f32(32, 32), f32(32, 32)]),  # a reshape split the lanes: 2.6x
     }
 
 
