@@ -85,7 +85,8 @@ def _equal(got: list[np.ndarray], want: list[np.ndarray]) -> None:
 @pytest.mark.parametrize(("ty", "dt"), [("f32", np.float32), ("f64", np.float64),
                                         ("bf16", ml_dtypes.bfloat16), ("i32", np.int32),
                                         ("ui8", np.uint8)])
-@pytest.mark.parametrize(("dims", "k"), [((37, 300), 16), ((3, 5, 64), 1), ((2, 40), 10)])
+@pytest.mark.parametrize(("dims", "k"), [((37, 300), 16), ((3, 5, 64), 1), ((2, 40), 10),
+                                         ((5, 2000), 100), ((3, 1300), 300)])
 def test_top_k_matches_interpreter(ty: str, dt: type, dims: tuple[int, ...], k: int) -> None:
     rng = np.random.default_rng(3)
     for x in (_ties(rng, dims, dt), rng.standard_normal(dims).astype(dt) if ty[0] in "fb"
@@ -95,15 +96,16 @@ def test_top_k_matches_interpreter(ty: str, dt: type, dims: tuple[int, ...], k: 
         _equal(got, want)
 
 
+@pytest.mark.parametrize("k", [8, 32, 100])  # the walk from the end; a binary search
 @pytest.mark.parametrize("order", ["ascending", "descending", "equal"])
-def test_adversarial_rows(order: str) -> None:
+def test_adversarial_rows(order: str, k: int) -> None:
     """Rows where every element enters the buffer (ascending for a largest-first top_k), or
     none after the first k, or all tie (indices 0..k-1)."""
     n = 500
     row = np.arange(n, dtype=np.float32)
     x = np.stack([row if order == "ascending" else row[::-1] if order == "descending"
                   else np.zeros(n, np.float32)] * 4)
-    got, want, how = _run(_top_k_text(x.shape, 32, "f32"), x)
+    got, want, how = _run(_top_k_text(x.shape, k, "f32"), x)
     assert "jit top-k selection" in how
     _equal(got, want)
 
