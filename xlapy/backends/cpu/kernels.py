@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import bf16_exact, exp_range, flush_ftz, row_divide, select_emit
+from xlapy.backends.cpu import bf16_exact, exp_range, flush_ftz, row_divide
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
@@ -29,6 +29,7 @@ from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.backends.cpu.fp_env import kernel_mxcsr, restore_mxcsr
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
+from xlapy.backends.cpu.kernel_flat import flatten
 from xlapy.backends.cpu.lanes import Lane, LaneCheck, has_lane, index_key, vector_width
 from xlapy.backends.cpu.llvm_util import (
     I32,
@@ -43,6 +44,7 @@ from xlapy.backends.cpu.math_poly import Math
 from xlapy.backends.cpu.reduce_emit import ReductionEmitter, reducer_op
 from xlapy.backends.cpu.residue_emit import residue_loop, residues
 from xlapy.backends.cpu.row_prefetch import RowPrefetchEmitter
+from xlapy.backends.cpu.select_emit import select as emit_select
 from xlapy.backends.cpu.tile_emit import TileEmitter
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
@@ -149,9 +151,14 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                     TileEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
+    FLAT = True  # a short last dimension emitted flat (kernel_flat.py)
+
     def __init__(self, mod: ir.Module, name: str, root: Instruction,
                  leaves: dict[int, int], out_slot: int,
                  rows: Sequence[Instruction] = (), streaming: bool = False) -> None:
+        self.spec_root = root  # (the kernel's; `root` may be its flat copy)
+        flat = flatten(root, leaves, rows) if self.FLAT else None
+        root, leaves = flat or (root, leaves)
         self.rows = list(rows)  # row reductions computed per outermost index, in order
         self.streaming = streaming  # a big result: stored non-temporally where it can be
         self.fenced = False  # non-temporal stores were emitted (an sfence ends the kernel)
@@ -166,11 +173,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         #: leading dimensions flattened (one loop of their product), rows contiguous.
         self.row_depth = self.rows[0].shape.rank if self.rows else 0
         self._begin_row()  # (row_prefetch.py's pass counting)
-        self.mod = mod
-        self.name = name
-        self.root = root
-        self.leaves = leaves
-        self.out_slot = out_slot
+        self.mod, self.name, self.root, self.leaves, self.out_slot = \
+            mod, name, root, leaves, out_slot
         self.fn = ir.Function(mod, KERNEL_TYPE, name=name)
         self.fn.args[0].add_attribute("noalias")
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
@@ -178,8 +182,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self.memo: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
         self._phases = []  # loop-invariant hoisting (hoist_emit.py)
         self._offsets = {}
-        self.ops = 0
-        self.heavy = 0  # transcendental ops (each a long dependent chain)
+        self.ops, self.heavy = 0, 0  # ops; transcendental ops (each a long dependent chain)
         self.forced: dict[int, Any] = {}
         #: An index-op root whose innermost loop runs in segments (index_emit.segments).
         self.segmented = id(root) not in leaves and segmentable(root)
@@ -188,7 +191,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             root, self.rows, self.segmented) else 0
         #: Residues of the scalar innermost loop (residue_emit.py; 1: a plain loop).
         self.residues = 1 if self.width or self.segmented or rows else residues(root, leaves)
-        self.align = self.residues if root.shape.rank == 1 else 1  # split at multiples
+        self.align = (self.width or self.residues) if flat else \
+            self.residues if root.shape.rank == 1 else 1  # split at multiples
         dims = root.shape.dimensions
         if self.width and root.opcode != "reduce" and not self.rows and dims:
             # Two (four) vectors per lane group: a long dependent chain per element (the
@@ -338,7 +342,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             x, y = self._unify([self.gen(ops[0], idx), self.gen(ops[1], idx)])
             return ew.compare(b, x, y, t, a)
         if op == "select":
-            return select_emit.select(self, instr, idx)
+            return emit_select(self, instr, idx)
         if op == "clamp":
             lo, x, hi = self._unify([self.gen(ops[0], idx if ops[0].shape.rank else []),
                                      self.gen(ops[1], idx),
@@ -414,14 +418,13 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             int(np.prod((self.root.operands[0] if self.root.opcode == "reduce" else
                          self.root).shape.dimensions))])
         leaves_in = sorted(set(self.leaves.values()))
-        return Kernel(self.name, self.root, leaves_in, self.out_slot, outer,
+        return Kernel(self.name, self.spec_root, leaves_in, self.out_slot, outer,
                       size * max(self.ops, 1), split, getattr(self, "partial", None),
                       explicit=bool(self.width) or self._scalar_only() or self.staged_lanes,
                       align=self.align)
 
     def _scalar_only(self) -> bool:
-        """No loop LLVM's vectorizer would vectorize (every innermost extent is below the
-        lane count): the light pipeline does as well as O3."""
+        """No loop LLVM's vectorizer would vectorize: the light pipeline does as well."""
         dims = self.root.operands[0].shape.dimensions if self.root.opcode == "reduce" \
             else self.root.shape.dimensions
         return int(np.prod(dims)) < 4 * vector_width() and all(

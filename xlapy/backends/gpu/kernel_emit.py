@@ -158,6 +158,8 @@ def block_row(root: Instruction) -> bool:
 class GpuKernelEmitter(KernelEmitter):
     """One GPU kernel into `mod`: `root` computed from `leaves` (id -> slot)."""
 
+    FLAT = False  # (a thread per element: no lanes to fill)
+
     def __init__(self, mod: ir.Module, name: str, root: Instruction,
                  leaves: dict[int, int], out_slot: int) -> None:
         super().__init__(mod, name, root, leaves, out_slot)

@@ -1,0 +1,79 @@
+"""An element-wise kernel whose last dimension is shorter than a vector, emitted over one
+flat dimension instead (KernelEmitter's `flat`).
+
+Why: a kernel's vector lanes run along its last dimension, and one of fewer elements than a
+vector holds ([N, 3] coordinates, NHWC images' 3 channels) ran every element in scalar
+code: jnp.clip(x * 255, 0, 255).astype(uint8) of an 8 x 224 x 224 x 3 image took 0.70 ms
+against XLA's 0.16. When every value of the kernel is element-wise over the root's own
+index (its leaves read there, or scalars and broadcasts of scalars), the element at flat
+position i depends on the operands' elements at i alone: the same expression is emitted as
+a copy over [prod(dims)], its leaves read as flat buffers (row-major, as they are). The
+same ops on the same elements: the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xlapy.backends.cpu.lanes import vector_width
+from xlapy.ir import Instruction
+from xlapy.passes.fusion_decision import is_elementwise
+from xlapy.types import Shape
+
+#: Ops besides the element-wise table a flat copy may hold (with array operands at the
+#: root's index: compare/select/clamp take scalar ones too).
+_SAME_INDEX = frozenset({"convert", "compare", "select", "clamp"})
+
+
+class _NotFlat(Exception):
+    pass
+
+
+def flatten(root: Instruction, leaves: dict[int, int], rows: object
+            ) -> tuple[Instruction, dict[int, int]] | None:
+    """(a flat copy of the kernel of `root`, its leaves: the originals' and the copies'
+    flat stand-ins, id -> slot) when its last dimension is shorter than a vector and every
+    value is element-wise at its index; else None."""
+    sh = root.shape
+    if rows or not sh.is_array or sh.rank < 2 or id(root) in leaves:
+        return None
+    dims = tuple(sh.dimensions)
+    w = vector_width()
+    n = math.prod(dims)
+    if w < 2 or dims[-1] >= w or n < w:
+        return None
+    flat_leaves = dict(leaves)
+    made: dict[int, Instruction] = {}
+
+    def copy(i: Instruction) -> Instruction:
+        got = made.get(id(i))
+        if got is not None:
+            return got
+        s = i.shape
+        if not s.is_array or s.element_type.is_complex:
+            raise _NotFlat
+        if s.rank == 0:  # a scalar: computed as it is (its own leaves stay in the map)
+            return i
+        if tuple(s.dimensions) != dims:
+            raise _NotFlat
+        one = Shape.array(s.element_type, (n,))
+        if id(i) in leaves:
+            out = Instruction("parameter", [], one, name=i.name)
+            flat_leaves[id(out)] = leaves[id(i)]
+        elif i.opcode == "broadcast_in_dim" and i.operands[0].shape.rank == 0:
+            out = Instruction(i.opcode, [i.operands[0]], one, i.attrs, name=i.name)
+        elif is_elementwise(i) or i.opcode in _SAME_INDEX:
+            out = Instruction(i.opcode, [copy(o) for o in i.operands], one, i.attrs,
+                              i.called, i.name)
+        else:
+            raise _NotFlat
+        made[id(i)] = out
+        return out
+
+    try:
+        return copy(root), flat_leaves
+    except _NotFlat:
+        return None
+
+
+__all__ = ["flatten"]
