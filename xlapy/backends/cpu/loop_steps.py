@@ -60,7 +60,7 @@ def native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
 
     if not target.current().is_x86 or id(instr) not in exe.slot:
         return None
-    g = regions.gemm_of(instr, exe.slot, vectors=True, flat=True)
+    g = regions.gemm_of(instr, exe.slot, vectors=True, flat=True, lhs_t=True)
     # an arena temporary, or a result of the body (a fresh array per call on the Python
     # path: NativeWhile._prepare gives it a buffer of the loop's own)
     if g is None or (g.out not in exe.temp_slots and g.out not in exe._native) or \

@@ -38,6 +38,7 @@ from xlapy.backends.cpu.llvm_util import (
 from xlapy.backends.cpu.once import ahead, once
 from xlapy.backends.cpu.parallel import fixed_cuts
 from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
 from xlapy.types import Shape
 
 #: Rows per thread below which a run is not made a region (a GEMM that short splits
@@ -74,6 +75,8 @@ class Gemm:
     #: gemm_small's functions for this shape, compiled on first use (None: BLAS through
     #: gemm_rows).
     small: gemm_small.Later | None = None
+    #: lhs stored [k, m] (a weight gradient x^T g: BLAS only, a native loop's step alone).
+    lhs_t: bool = False
 
 
 @dataclass
@@ -116,13 +119,19 @@ class Region:
 
 
 def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
-            flat: bool = False) -> Gemm | None:
+            flat: bool = False, lhs_t: bool = False) -> Gemm | None:
     """The Gemm of a plain 2-D f32/f64 dot_general whose result rows are the lhs rows
     (`vectors`: or a vector-matrix / matrix-vector one; `flat`: or a higher-rank one laid
-    out as such: gemm_small.plain_dot)."""
+    out as such: gemm_small.plain_dot; `lhs_t`: or a 2-D one contracting the lhs' first
+    dimension, through BLAS)."""
     d = gemm_small.plain_dot(instr, vectors, flat)
     if d is None:
-        return None
+        t = _lhs_transposed(instr) if lhs_t else None
+        if t is None:
+            return None
+        m, n, k, rhs_t, f64 = t
+        return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
+                    m, n, k, rhs_t, f64, lhs_t=True)
     m, n, k, rhs_t, f64 = d
     if min(m, n, k) == 0 or max(m, n, k) > _INT_MAX:
         return None
@@ -130,6 +139,25 @@ def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
     return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
                 m, n, k, rhs_t, f64,
                 gemm_small.later(small) if small is not None else None)
+
+
+def _lhs_transposed(instr: Instruction) -> tuple[int, int, int, bool, bool] | None:
+    """(m, n, k, rhs transposed, f64) of a 2-D f32/f64 dot_general of lhs [k, m] (its first
+    dimension contracted) with rhs [k, n] or [n, k], or None."""
+    a = instr.attrs
+    lhs, rhs = (o.shape for o in instr.operands)
+    et = instr.shape.element_type
+    if instr.opcode != "dot_general" or lhs.rank != 2 or rhs.rank != 2 or \
+            not lhs.element_type == rhs.element_type == et or et not in (ET.F32, ET.F64) or \
+            list(a.lhs_batching_dimensions) or list(a.lhs_contracting_dimensions) != [0]:
+        return None
+    rc = list(a.rhs_contracting_dimensions)
+    if rc not in ([0], [1]):
+        return None
+    (k, m), n = lhs.dimensions, rhs.dimensions[1 - rc[0]]
+    if min(m, n, k) == 0 or max(m, n, k) > _INT_MAX:
+        return None
+    return m, n, k, rc == [1], et == ET.F64
 
 
 def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
@@ -297,10 +325,11 @@ def gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
     d[_G_FN] = blas.function_address("dgemm" if g.f64 else "sgemm")
     d[_G_TABLE] = table
     d[_G_LHS], d[_G_RHS], d[_G_OUT] = g.lhs, g.rhs, g.out
-    d[_G_LROW], d[_G_OROW] = g.k * size, g.n * size
-    d[_G_TA], d[_G_TB] = ord("T" if g.rhs_t else "N"), ord("N")
+    # (an lhs stored [k, m]: its rows are columns of the stored matrix, `T` with ld m)
+    d[_G_LROW], d[_G_OROW] = size if g.lhs_t else g.k * size, g.n * size
+    d[_G_TA], d[_G_TB] = ord("T" if g.rhs_t else "N"), ord("T" if g.lhs_t else "N")
     d[_G_N], d[_G_K] = g.n, g.k
-    d[_G_LDA], d[_G_LDB], d[_G_LDC] = g.k if g.rhs_t else g.n, g.k, g.n
+    d[_G_LDA], d[_G_LDB], d[_G_LDC] = g.k if g.rhs_t else g.n, g.m if g.lhs_t else g.k, g.n
     one = np.array([1.0], np.float64 if g.f64 else np.float32)
     d.view(np.uint8)[_G_ALPHA * 8:_G_ALPHA * 8 + size] = one.view(np.uint8)
     return d  # beta: 0.0 (all zero bits)
