@@ -126,7 +126,7 @@ def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
     dimension, through BLAS)."""
     d = gemm_small.plain_dot(instr, vectors, flat)
     if d is None:
-        t = _lhs_transposed(instr) if lhs_t else None
+        t = lhs_transposed(instr) if lhs_t else None
         if t is None:
             return None
         m, n, k, rhs_t, f64 = t
@@ -141,7 +141,7 @@ def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
                 gemm_small.later(small) if small is not None else None)
 
 
-def _lhs_transposed(instr: Instruction) -> tuple[int, int, int, bool, bool] | None:
+def lhs_transposed(instr: Instruction) -> tuple[int, int, int, bool, bool] | None:
     """(m, n, k, rhs transposed, f64) of a 2-D f32/f64 dot_general of lhs [k, m] (its first
     dimension contracted) with rhs [k, n] or [n, k], or None."""
     a = instr.attrs
@@ -361,6 +361,6 @@ def steps(region: Region, table: int, kernel_address: dict[str, int]
 
 
 __all__ = ["Region", "Member", "Gemm", "gemm_of", "gemm_member", "kernel_member", "plan",
-           "wide_alone",
+           "lhs_transposed", "wide_alone",
            "steps", "run_function", "cuts", "gemm_descriptor", "gemm_rows_address", "gemm_step",
            "MIN_ROWS_PER_THREAD", "MIN_ROWS_PER_CHUNK", "MIN_ROWS_PER_HALF", "WIDE_RHS_BYTES"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from xlapy.backends.cpu.gemm_small import plain_dot
 from xlapy.backends.cpu.library import dot_cost
+from xlapy.backends.cpu.regions import lhs_transposed
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.hlo_builder import Emitter, scalar_reducer
 from xlapy.passes.pass_base import ComputationPass, replace_each
@@ -47,8 +48,12 @@ def eligible(d: Instruction) -> bool:
     if plain_dot(d, vectors=True) is not None or not d.shape.is_array:
         return False
     n = dot_cost(d)
-    if n > GEMM_MIN_MACS and plain_dot(d, flat=True) is not None:
-        return False  # laid out as a 2-D product: the GEMM routes (dot_flatten.py)
+    if n > GEMM_MIN_MACS and (plain_dot(d, flat=True) is not None or
+                              lhs_transposed(d) is not None):
+        # laid out as a 2-D product (dot_flatten.py), or one of a transposed lhs (a weight
+        # gradient x^T g: a BLAS step; as a reduce it read both operands by columns, an
+        # LSTM backward step's 32 x 256 x 8 product 26 us): the GEMM routes
+        return False
     return 0 < n <= MAX_MACS
 
 
