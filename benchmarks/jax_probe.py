@@ -31,6 +31,18 @@ import numpy as np  # noqa: E402
 Program = tuple[Callable[..., Any], list[np.ndarray]]
 
 
+def _lstm_cell(c: Any, x: Any, w: Any, u: Any) -> Any:
+    """One LSTM step (gates i, f, g, o of x @ w + h @ u): ((h, c), h)."""
+    import jax
+    import jax.numpy as jnp
+
+    h, cc = c
+    i, f, g, o = jnp.split(x @ w + h @ u, 4, -1)
+    cc = jax.nn.sigmoid(f) * cc + jax.nn.sigmoid(i) * jnp.tanh(g)
+    h = jax.nn.sigmoid(o) * jnp.tanh(cc)
+    return (h, cc), h
+
+
 def programs(small: bool = False) -> dict[str, Program]:
     """name -> (function, arguments). `small`: tiny shapes (the smoke test)."""
     import jax
@@ -211,6 +223,15 @@ def programs(small: bool = False) -> dict[str, Program]:
         "uniform": (lambda k: jax.random.uniform(jax.random.wrap_key_data(k), (
             (1 << 20) // s,)), [np.array([0, 42], np.uint32)]),  # threefry: 1.6x, open
         "kron": (jnp.kron, [f32(32, 32), f32(32, 32)]),  # a reshape split the lanes: 2.6x
+        "top_k_100": (lambda x: lax.top_k(x, 100)[1], [f32(64, 32768)]),  # was a sort: 29x
+        "cumsum_rev": (lambda x: lax.cumsum(x, axis=0, reverse=True), [f32(1024, 512)]),  # 9.6x
+        "clip_u8": (lambda x: jnp.clip(x * 255, 0, 255).astype(jnp.uint8),
+                    [f32(8, 224, 224, 3)]),  # a last dimension of 3 ran scalar: 4.4x
+        "image_norm": (lambda x: (x / 255 - jnp.array([0.485, 0.456, 0.406])) / jnp.array(
+            [0.229, 0.224, 0.225]), [f32(8, 224, 224, 3)]),  # per-channel: scalar, 6x, open
+        "lstm_grad": (jax.grad(lambda w, u, xs: jnp.sum(lax.scan(
+            lambda c, x: _lstm_cell(c, x, w, u), (jnp.zeros((xs.shape[1], u.shape[0])),) * 2,
+            xs)[1] ** 2)), [f32(32, 256) * 0.1, f32(64, 256) * 0.1, f32(50, 8, 32)]),  # 5.2x
     }
 
 
