@@ -7,8 +7,9 @@ code: jnp.clip(x * 255, 0, 255).astype(uint8) of an 8 x 224 x 224 x 3 image took
 against XLA's 0.16. When every value of the kernel is element-wise over the root's own
 index (its leaves read there, or scalars and broadcasts of scalars), the element at flat
 position i depends on the operands' elements at i alone: the same expression is emitted as
-a copy over [prod(dims)], its leaves read as flat buffers (row-major, as they are). The
-same ops on the same elements: the same bits.
+a copy over [prod(dims)], its leaves read as flat buffers (row-major, as they are). A
+[c] leaf broadcast along the last dimension (per-channel values) is read at i mod c
+(periodic_emit.py). The same ops on the same elements: the same bits.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import math
 
 from xlapy.backends.cpu.lanes import vector_width
+from xlapy.backends.cpu.periodic_emit import PERIODIC
 from xlapy.ir import Instruction
 from xlapy.passes.fusion_decision import is_elementwise
 from xlapy.types import Shape
@@ -62,6 +64,10 @@ def flatten(root: Instruction, leaves: dict[int, int], rows: object
             flat_leaves[id(out)] = leaves[id(i)]
         elif i.opcode == "broadcast_in_dim" and i.operands[0].shape.rank == 0:
             out = Instruction(i.opcode, [i.operands[0]], one, i.attrs, name=i.name)
+        elif i.opcode == "broadcast_in_dim" and \
+                (leaf := _channels(i.operands[0], dims[-1], leaves)) is not None and \
+                tuple(i.attrs.broadcast_dimensions)[-1] == len(dims) - 1:
+            out = Instruction(PERIODIC, [leaf], one, name=i.name)  # leaf[i mod c]
         elif is_elementwise(i) or i.opcode in _SAME_INDEX:
             out = Instruction(i.opcode, [copy(o) for o in i.operands], one, i.attrs,
                               i.called, i.name)
@@ -74,6 +80,20 @@ def flatten(root: Instruction, leaves: dict[int, int], rows: object
         return copy(root), flat_leaves
     except _NotFlat:
         return None
+
+
+def _channels(x: Instruction, c: int, leaves: dict[int, int]) -> Instruction | None:
+    """The leaf holding x's values in order when x is [1, ..., 1, c] made of it by
+    broadcasts and reshapes of such (a per-channel mean or std), else None."""
+    s = x.shape
+    if not s.is_array or s.num_elements != c or s.element_type.is_complex or \
+            (s.rank and s.dimensions[-1] != c):
+        return None
+    if id(x) in leaves:
+        return x
+    if x.opcode in ("broadcast_in_dim", "reshape") and x.operands[0].shape.num_elements == c:
+        return _channels(x.operands[0], c, leaves)
+    return None
 
 
 __all__ = ["flatten"]

@@ -41,6 +41,7 @@ from xlapy.backends.cpu.llvm_util import (
     store_fence,
 )
 from xlapy.backends.cpu.math_poly import Math
+from xlapy.backends.cpu.periodic_emit import PeriodicEmitter
 from xlapy.backends.cpu.reduce_emit import ReductionEmitter, reducer_op
 from xlapy.backends.cpu.residue_emit import residue_loop, residues
 from xlapy.backends.cpu.row_prefetch import RowPrefetchEmitter
@@ -148,7 +149,7 @@ def _strides(dims: Sequence[int]) -> list[int]:
 
 
 class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter,
-                    TileEmitter):
+                    PeriodicEmitter, TileEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
     FLAT = True  # a short last dimension emitted flat (kernel_flat.py)
@@ -557,9 +558,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         et = sh.element_type
         out = self.ptr(self.out_slot, et)
         # Non-temporal stores for a big result (`streaming`): no read-for-ownership of every
-        # output line, which nothing reads back inside the call (softmax 9.6 -> 8.3 ms,
-        # layernorm 2.8 -> 2.1). Each vector store is aligned to its size (at most 64):
-        # whole vectors per row, in a buffer recycle.output aligns to 64 bytes.
+        # output line (softmax 9.6 -> 8.3 ms, layernorm 2.8 -> 2.1). Each vector store is
+        # aligned to its size (<= 64): whole vectors per row, recycle.output's 64-byte buffer.
         vbytes = self.width * _bytes(ew.storage_type(et))
         stream = self.streaming and bool(dims) and vbytes >= 16 and \
             dims[-1] % self.width == 0 and not self.segmented  # (segments start unaligned)
