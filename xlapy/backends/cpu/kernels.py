@@ -154,14 +154,16 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
 
     FLAT = True  # a short last dimension emitted flat (kernel_flat.py)
 
-    def __init__(self, mod: ir.Module, name: str, root: Instruction,
-                 leaves: dict[int, int], out_slot: int,
-                 rows: Sequence[Instruction] = (), streaming: bool = False) -> None:
-        self.spec_root = root  # (the kernel's; `root` may be its flat copy)
+    def __init__(self, mod: ir.Module, name: str, root: Instruction, leaves: dict[int, int],
+                 out_slot: int, rows: Sequence[Instruction] = (), streaming: bool = False
+                 ) -> None:
+        self.spec_root = root  # (the kernel's; `root` may be its flat copy, rows walked flat)
         flat = flatten(root, leaves, rows) if self.FLAT else None
         root, leaves = flat or (root, leaves)
+        self.flat_rows = int(np.prod(self.spec_root.shape.dimensions[1:])) if flat else 0
         self.rows = list(rows)  # row reductions computed per outermost index, in order
-        self.streaming = streaming  # a big result: stored non-temporally where it can be
+        # a big result: stored non-temporally (a flat one's rows start at whole vectors)
+        self.streaming = streaming and not (flat and self.flat_rows % vector_width())
         self.fenced = False  # non-temporal stores were emitted (an sfence ends the kernel)
         self.row_vals: dict[int, ir.Value] = {}
         #: A row reduction's operand the rest of the kernel also reads, kept per row in a
@@ -192,8 +194,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             root, self.rows, self.segmented) else 0
         #: Residues of the scalar innermost loop (residue_emit.py; 1: a plain loop).
         self.residues = 1 if self.width or self.segmented or rows else residues(root, leaves)
-        self.align = (self.width or self.residues) if flat else \
-            self.residues if root.shape.rank == 1 else 1  # split at multiples
+        self.align = self.residues if root.shape.rank == 1 and not flat else 1  # splits
         dims = root.shape.dimensions
         if self.width and root.opcode != "reduce" and not self.rows and dims:
             # Two (four) vectors per lane group: a long dependent chain per element (the
@@ -404,7 +405,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
     def build(self) -> Kernel:
         b = self.b
         saved = kernel_mxcsr(b)
-        begin, end = self.fn.args[1], self.fn.args[2]
+        begin, end = (b.mul(v, i64(self.flat_rows)) if self.flat_rows else v
+                      for v in self.fn.args[1:])
         with flush_ftz.in_kernel():  # (FTZ is set from here on)
             if self.root.opcode == "reduce" and id(self.root) not in self.leaves:
                 outer, split = self._reduce(begin, end)
@@ -418,7 +420,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         size = max([int(np.prod(r.operands[0].shape.dimensions)) for r in self.rows] + [
             int(np.prod((self.root.operands[0] if self.root.opcode == "reduce" else
                          self.root).shape.dimensions))])
-        leaves_in = sorted(set(self.leaves.values()))
+        leaves_in, outer = sorted(set(self.leaves.values())), \
+            self.spec_root.shape.dimensions[0] if self.flat_rows else outer
         return Kernel(self.name, self.spec_root, leaves_in, self.out_slot, outer,
                       size * max(self.ops, 1), split, getattr(self, "partial", None),
                       explicit=bool(self.width) or self._scalar_only() or self.staged_lanes,
@@ -426,8 +429,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
 
     def _scalar_only(self) -> bool:
         """No loop LLVM's vectorizer would vectorize: the light pipeline does as well."""
-        dims = self.root.operands[0].shape.dimensions if self.root.opcode == "reduce" \
-            else self.root.shape.dimensions
+        dims = (self.root.operands[0] if self.root.opcode == "reduce" else self.root).shape.dims
         return int(np.prod(dims)) < 4 * vector_width() and all(
             r.operands[0].shape.dimensions[-1] < vector_width() for r in self.rows)
 
@@ -495,9 +497,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
 
     def _lane_loop(self, lo: ir.Value, hi: ir.Value, name: str, body: Any,
                    extent: int = 0) -> None:
-        """[lo, hi): W lanes per iteration (`body(Lane)`), then the rest one at a time (all
-        of it without lanes). A range [begin, end) of an extent W divides is split across
-        threads at multiples of W (Kernel.align), so it needs no scalar rest (nor its code)."""
+        """[lo, hi): W lanes per iteration (`body(Lane)`), then the rest one at a time. An
+        extent W divides splits at multiples of W (Kernel.align): no scalar rest (nor code)."""
         b, w = self.b, self.width
         if not w:
             with for_range(b, lo, hi, name=name) as i:
@@ -507,7 +508,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             n = hi.constant - lo.constant
             mid: ir.Value = i64(lo.constant + n // w * w)
             rest = n % w != 0
-        elif extent and extent % w == 0:
+        elif extent and extent % w == 0 and not self.flat_rows:  # (flat: rows are split)
             self.align = w
             mid, rest = hi, False
         else:
@@ -591,8 +592,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         return out
 
     def in_row(self, idx: Sequence[ir.Value], dims: Sequence[int]) -> bool:
-        """idx (of a value with leading `dims`) is the current row's index: equal along
-        every dimension of extent above 1 (an extent-1 one is always index 0)."""
+        """idx (of a value with leading `dims`) is the current row's (extent 1: index 0)."""
         return len(idx) == len(self.row_index) and all(
             n == 1 or index_key(v) == index_key(r)
             for v, r, n in zip(idx, self.row_index, dims))

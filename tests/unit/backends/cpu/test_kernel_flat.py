@@ -1,7 +1,8 @@
 """Element-wise kernels over a last dimension shorter than a vector run over one flat
 dimension (kernel_flat.py): vector lanes (they ran scalar), the interpreter's bits on 1 and 2
-threads at any element count; a kernel reading anything other than its own index (a
-per-channel broadcast, an iota) keeps its shape."""
+threads at any element count (rows split as before, each thread's rows walked flat: a
+rest after the last whole vector even where the element count is whole vectors); the
+kernel stays a row member of a region (the MLP's last bias add)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def _dims(dims: tuple[int, ...]) -> str:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("dims", [(8, 37, 3), (1000, 3), (5, 2), (2, 7, 5)])
+@pytest.mark.parametrize("dims", [(8, 37, 3), (1000, 3), (5, 2), (2, 7, 5), (32, 3),
+                                  (64, 6, 4)])
 @pytest.mark.parametrize("t", ["f32", "bf16"])
 def test_short_last_dimension_runs_flat(threads: int, dims: tuple[int, ...], t: str) -> None:
     text = CLIP_U8.format(d=_dims(dims), t=t)
@@ -80,7 +82,7 @@ func.func public @main(%x: tensor<{d}xf32>, %s: tensor<{c}xf32>) -> tensor<{d}xf
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("dims", [(2, 9, 11, 3), (1000, 5), (7, 2), (3, 4, 7)])
+@pytest.mark.parametrize("dims", [(2, 9, 11, 3), (1000, 5), (7, 2), (3, 4, 7), (32, 3)])
 def test_per_channel_values_run_flat(threads: int, dims: tuple[int, ...],
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Per-channel [c] values broadcast along the last dimension: x[i mod c] in the flat
