@@ -229,6 +229,8 @@ def programs(small: bool = False) -> dict[str, Program]:
                     [f32(8, 224, 224, 3)]),  # a last dimension of 3 ran scalar: 4.4x
         "image_norm": (lambda x: (x / 255 - jnp.array([0.485, 0.456, 0.406])) / jnp.array(
             [0.229, 0.224, 0.225]), [f32(8, 224, 224, 3)]),  # per-channel, was scalar: 6x
+        "maxpool_nchw": (lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 3, 3), (
+            1, 1, 2, 2), "SAME"), [f32(16, 32, 64, 64)]),  # 3.25x, now 1.56x: open
         "lstm_grad": (jax.grad(lambda w, u, xs: jnp.sum(lax.scan(
             lambda c, x: _lstm_cell(c, x, w, u), (jnp.zeros((xs.shape[1], u.shape[0])),) * 2,
             xs)[1] ** 2)), [f32(32, 256) * 0.1, f32(64, 256) * 0.1, f32(50, 8, 32)]),  # 5.2x

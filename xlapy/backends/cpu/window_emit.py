@@ -234,6 +234,33 @@ class ReduceWindowEmitter(OpEmitter):
         ok = b.and_(ok, b.icmp_signed("==", b.srem(q, i64(bd)), i64(0)))
         return ok, b.sdiv(q, i64(bd))
 
+    def _valid_columns(self, w: ir.Value, jr: tuple[ir.Value, ir.Value]
+                       ) -> tuple[ir.Value, ir.Value]:
+        """[j0, j1) within jr: the output columns whose element at window position w of the
+        last dimension lies in the operand (j * stride + w * wdil - low in [0, n)), as
+        _coord tests one at a time; every column outside reads the padding (init)."""
+        b = self.b
+        d = len(self.dims) - 1
+        st, wd, bd, (lo, _) = self.st[d], self.wd[d], self.bd[d], self.pad[d]
+        size = 0 if self.dims[d] == 0 else (self.dims[d] - 1) * bd + 1
+        off = b.sub(b.mul(w, i64(wd)), i64(lo))  # q = j * st + off
+
+        def clamp(v: ir.Value) -> ir.Value:
+            v = b.select(b.icmp_signed("<", v, jr[0]), jr[0], v)
+            return b.select(b.icmp_signed(">", v, jr[1]), jr[1], v)
+
+        # j0 = ceil(-off / st) = -floor(off / st), j1 = floor((size - 1 - off) / st) + 1
+        def floordiv(a: ir.Value) -> ir.Value:
+            q = b.sdiv(a, i64(st))
+            neg = b.and_(b.icmp_signed("<", a, i64(0)),
+                         b.icmp_signed("!=", b.srem(a, i64(st)), i64(0)))
+            return b.sub(q, b.zext(neg, I64))
+
+        j0 = b.sub(i64(0), floordiv(off))  # ceil(-off / st)
+        j1 = b.add(floordiv(b.sub(i64(size - 1), off)), i64(1))
+        j0 = clamp(j0)
+        return j0, b.select(b.icmp_signed("<", clamp(j1), j0), j0, clamp(j1))
+
     def _trivial_last(self) -> bool:
         r = len(self.dims)
         return (self.win[r - 1] == 1 and self.st[r - 1] == 1 and self.bd[r - 1] == 1
@@ -268,19 +295,35 @@ class ReduceWindowEmitter(OpEmitter):
                     ok = ir.Constant(I1, 0)
                 xbase = self.linear(xs + [i64(0)], self.dims)
 
-                def step(valid: bool) -> None:
-                    with for_range(b, jr[0], jr[1], name="j") as j:
+                def fold(lo: ir.Value, hi: ir.Value, valid: bool, name: str = "j",
+                         checked: bool = False) -> None:
+                    with for_range(b, lo, hi, name=name) as j:
                         at = b.add(base, j)
                         if not valid:
                             vs = init
                         elif trivial:
                             vs = self.ld(xp, b.add(xbase, j))
-                        else:
+                        elif checked:
                             okj, q = self._coord(r - 1, j, w[r - 1])
                             safe = b.select(okj, b.add(xbase, q), i64(0))
                             vs = [ew.select(b, okj, v, i0)
                                   for v, i0 in zip(self.ld(xp, safe), init)]
+                        else:  # (valid at every j of the range: _valid_columns)
+                            q = self._coord(r - 1, j, w[r - 1])[1]
+                            vs = self.ld(xp, b.add(xbase, q))
                         self.st_(op, at, self.red(self.ld(op, at), vs))
+
+                def step(valid: bool) -> None:
+                    if not valid or trivial or self.bd[r - 1] != 1:  # (dilated: a test each)
+                        fold(jr[0], jr[1], valid, checked=True)
+                        return
+                    # the columns this window position reads inside the operand, and the
+                    # padding on either side: no test per element (NCHW pooling's last
+                    # dimension is windowed: max 3x3 / 2 SAME ran 3.3x XLA's time)
+                    j0, j1 = self._valid_columns(w[r - 1], jr)
+                    fold(jr[0], j0, False, "jl")
+                    fold(j0, j1, True)
+                    fold(j1, jr[1], False, "jh")
 
                 with b.if_else(ok) as (yes, no):
                     with yes:
