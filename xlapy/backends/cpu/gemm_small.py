@@ -163,6 +163,25 @@ def plain_dot(instr: Instruction, vectors: bool = False, flat: bool = False
     return m, n, k, rhs_t, et == ET.F64
 
 
+def lhs_transposed(instr: Instruction) -> tuple[int, int, int, bool, bool] | None:
+    """(m, n, k, rhs transposed, f64) of a 2-D f32/f64 dot_general of lhs [k, m] (its first
+    dimension contracted) with rhs [k, n] or [n, k], or None."""
+    a = instr.attrs
+    lhs, rhs = (o.shape for o in instr.operands)
+    et = instr.shape.element_type
+    if instr.opcode != "dot_general" or lhs.rank != 2 or rhs.rank != 2 or \
+            not lhs.element_type == rhs.element_type == et or et not in (ET.F32, ET.F64) or \
+            list(a.lhs_batching_dimensions) or list(a.lhs_contracting_dimensions) != [0]:
+        return None
+    rc = list(a.rhs_contracting_dimensions)
+    if rc not in ([0], [1]):
+        return None
+    (k, m), n = lhs.dimensions, rhs.dimensions[1 - rc[0]]
+    if min(m, n, k) == 0 or max(m, n, k) > (1 << 31) - 1:
+        return None
+    return m, n, k, rc == [1], et == ET.F64
+
+
 def _flat(ld: Sequence[int], rd: Sequence[int], lc: list[int], rc: list[int],
           batch: list[int], f64: bool) -> tuple[int, int, int, bool, bool] | None:
     """plain_dot's `flat` case: lhs [free..., contracting...], rhs [contracting..., free...]
@@ -548,6 +567,7 @@ def batched_runner(s: GemmShape, threads: int = 1
 
 
 __all__ = ["GemmShape", "Columns", "Compiled", "Later", "columns", "shape", "plain_dot",
-           "of_instruction", "compiled", "later", "runner", "batch_shape", "batched_runner",
+           "lhs_transposed", "of_instruction", "compiled", "later", "runner", "batch_shape",
+           "batched_runner",
            "BATCH_MAX_MACS", "MAX_MACS", "MAX_RHS_BYTES", "NARROW_N", "TABLE", "LHS", "RHS",
            "OUT", "N", "K"]

@@ -38,7 +38,6 @@ from xlapy.backends.cpu.llvm_util import (
 from xlapy.backends.cpu.once import ahead, once
 from xlapy.backends.cpu.parallel import fixed_cuts
 from xlapy.ir import Instruction
-from xlapy.types import ElementType as ET
 from xlapy.types import Shape
 
 #: Rows per thread below which a run is not made a region (a GEMM that short splits
@@ -126,7 +125,7 @@ def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
     dimension, through BLAS)."""
     d = gemm_small.plain_dot(instr, vectors, flat)
     if d is None:
-        t = lhs_transposed(instr) if lhs_t else None
+        t = gemm_small.lhs_transposed(instr) if lhs_t else None
         if t is None:
             return None
         m, n, k, rhs_t, f64 = t
@@ -139,25 +138,6 @@ def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
     return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
                 m, n, k, rhs_t, f64,
                 gemm_small.later(small) if small is not None else None)
-
-
-def lhs_transposed(instr: Instruction) -> tuple[int, int, int, bool, bool] | None:
-    """(m, n, k, rhs transposed, f64) of a 2-D f32/f64 dot_general of lhs [k, m] (its first
-    dimension contracted) with rhs [k, n] or [n, k], or None."""
-    a = instr.attrs
-    lhs, rhs = (o.shape for o in instr.operands)
-    et = instr.shape.element_type
-    if instr.opcode != "dot_general" or lhs.rank != 2 or rhs.rank != 2 or \
-            not lhs.element_type == rhs.element_type == et or et not in (ET.F32, ET.F64) or \
-            list(a.lhs_batching_dimensions) or list(a.lhs_contracting_dimensions) != [0]:
-        return None
-    rc = list(a.rhs_contracting_dimensions)
-    if rc not in ([0], [1]):
-        return None
-    (k, m), n = lhs.dimensions, rhs.dimensions[1 - rc[0]]
-    if min(m, n, k) == 0 or max(m, n, k) > _INT_MAX:
-        return None
-    return m, n, k, rc == [1], et == ET.F64
 
 
 def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
@@ -361,6 +341,6 @@ def steps(region: Region, table: int, kernel_address: dict[str, int]
 
 
 __all__ = ["Region", "Member", "Gemm", "gemm_of", "gemm_member", "kernel_member", "plan",
-           "lhs_transposed", "wide_alone",
+           "wide_alone",
            "steps", "run_function", "cuts", "gemm_descriptor", "gemm_rows_address", "gemm_step",
            "MIN_ROWS_PER_THREAD", "MIN_ROWS_PER_CHUNK", "MIN_ROWS_PER_HALF", "WIDE_RHS_BYTES"]

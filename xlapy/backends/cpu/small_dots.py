@@ -19,9 +19,8 @@ choice for a dot, as on its GEMM routes).
 
 from __future__ import annotations
 
-from xlapy.backends.cpu.gemm_small import plain_dot
+from xlapy.backends.cpu.gemm_small import lhs_transposed, plain_dot
 from xlapy.backends.cpu.library import dot_cost
-from xlapy.backends.cpu.regions import lhs_transposed
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.hlo_builder import Emitter, scalar_reducer
 from xlapy.passes.pass_base import ComputationPass, replace_each

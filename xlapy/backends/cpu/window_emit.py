@@ -256,10 +256,9 @@ class ReduceWindowEmitter(OpEmitter):
                          b.icmp_signed("!=", b.srem(a, i64(st)), i64(0)))
             return b.sub(q, b.zext(neg, I64))
 
-        j0 = b.sub(i64(0), floordiv(off))  # ceil(-off / st)
-        j1 = b.add(floordiv(b.sub(i64(size - 1), off)), i64(1))
-        j0 = clamp(j0)
-        return j0, b.select(b.icmp_signed("<", clamp(j1), j0), j0, clamp(j1))
+        j0 = clamp(b.sub(i64(0), floordiv(off)))  # ceil(-off / st)
+        j1 = clamp(b.add(floordiv(b.sub(i64(size - 1), off)), i64(1)))
+        return j0, b.select(b.icmp_signed("<", j1, j0), j0, j1)
 
     def _trivial_last(self) -> bool:
         r = len(self.dims)

@@ -111,12 +111,10 @@ def test_per_channel_values_run_flat(threads: int, dims: tuple[int, ...],
 
 
 def test_a_broadcast_along_another_dimension_keeps_the_shape() -> None:
-    dims = (64, 3)
     text = PER_CHANNEL.format(d="3x64", last=0)
     x = np.random.default_rng(2).standard_normal((3, 64)).astype(np.float32)
     np.testing.assert_array_equal(xlapy.compile(text, backend="cpu")(x),
                                   xlapy.compile(text, backend="interpreter")(x))
-    del dims
 
 
 def test_flat_copy_reads_leaves_at_flat_indices() -> None:
