@@ -30,7 +30,15 @@ from xlapy.backends.cpu.fp_env import kernel_mxcsr, restore_mxcsr
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
 from xlapy.backends.cpu.kernel_flat import flatten
-from xlapy.backends.cpu.lanes import Lane, LaneCheck, has_lane, index_key, vector_width
+from xlapy.backends.cpu.lane_split import LaneSplitEmitter
+from xlapy.backends.cpu.lanes import (
+    Lane,
+    LaneCheck,
+    LanePattern,
+    has_lane,
+    index_key,
+    vector_width,
+)
 from xlapy.backends.cpu.llvm_util import (
     I32,
     I64,
@@ -149,7 +157,7 @@ def _strides(dims: Sequence[int]) -> list[int]:
 
 
 class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter,
-                    PeriodicEmitter, TileEmitter):
+                    PeriodicEmitter, TileEmitter, LaneSplitEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
     FLAT = True  # a short last dimension emitted flat (kernel_flat.py)
@@ -190,8 +198,9 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         #: An index-op root whose innermost loop runs in segments (index_emit.segments).
         self.segmented = id(root) not in leaves and segmentable(root)
         #: Lanes of the innermost loops (0: scalar IR for LLVM's loop vectorizer).
-        self.width = vector_width() if LaneCheck(leaves, self.rows, reducer_op).kernel(
-            root, self.rows, self.segmented) else 0
+        check = LaneCheck(leaves, self.rows, reducer_op, splits=not (
+            self.segmented or self.rows or root.opcode == "reduce"))
+        self.width = vector_width() if check.kernel(root, self.rows, self.segmented) else 0
         #: Residues of the scalar innermost loop (residue_emit.py; 1: a plain loop).
         self.residues = 1 if self.width or self.segmented or rows else residues(root, leaves)
         self.align = self.residues if root.shape.rank == 1 and not flat else 1  # splits
@@ -201,7 +210,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             # GELU chain) leaves the out-of-order window with one group in flight; LLVM
             # splits each wide op into independent vector-width parts, interleaved.
             k = self._interleave(self._weight())
-            while k > 1 and dims[-1] % (k * self.width):
+            while k > 1 and (dims[-1] % (k * self.width) or check.split):
                 k //= 2
             if k > 1:
                 self.width *= k
@@ -234,6 +243,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
 
     def load(self, slot: int, t: ET, idx: Sequence[ir.Value], dims: Sequence[int]) -> ir.Value:
         b = self.b
+        if any(isinstance(v, LanePattern) for v in idx):
+            return self.pattern_load(slot, t, idx, dims)
         p = b.gep(self.ptr(slot, t), [self.linear(idx, dims)], inbounds=True)
         v = self._access(p, idx)
         if self.rows and has_lane(idx):
@@ -324,7 +335,9 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                                      for d, v in enumerate(idx)])
         if op in ("iota", "dynamic_iota"):  # (dynamic_iota: static_dynamic_iota)
             v = idx[a.iota_dimension]
-            if isinstance(v, Lane):
+            if isinstance(v, LanePattern):
+                v = self.pattern_iota(v)
+            elif isinstance(v, Lane):
                 n = self.width
                 v = b.add(broadcast(b, self._lane0(v), n),
                           ir.Constant(ir.VectorType(I64, n), list(range(n))))
@@ -375,31 +388,6 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         if stride != 1:
             v = b.mul(v, i64(stride), flags=["nsw"])
         return b.add(v, i64(start), flags=["nsw"]) if start else v
-
-    def _reshape_index(self, idx: Sequence[ir.Value], out: Sequence[int],
-                       src: Sequence[int]) -> list[ir.Value]:
-        """Operand indices of a reshape; shared trailing/leading dims map directly."""
-        b = self.b
-        out_l, src_l = list(out), list(src)
-        # Peel identical leading dimensions.
-        lead = 0
-        while lead < min(len(out_l), len(src_l)) and out_l[lead] == src_l[lead]:
-            lead += 1
-        trail = 0
-        while (trail < min(len(out_l), len(src_l)) - lead
-               and out_l[-1 - trail] == src_l[-1 - trail]):
-            trail += 1
-        mid_out = out_l[lead:len(out_l) - trail]
-        mid_src = src_l[lead:len(src_l) - trail]
-        lin = self.linear(idx[lead:len(idx) - trail], mid_out)
-        mid: list[ir.Value] = []
-        for s, n in zip(_strides(mid_src), mid_src):
-            if n == 1:
-                mid.append(i64(0))
-                continue
-            q = b.udiv(lin, i64(s)) if s != 1 else lin
-            mid.append(b.urem(q, i64(n)))
-        return list(idx[:lead]) + mid + list(idx[len(idx) - trail:])
 
     # ---- bodies ----
     def build(self) -> Kernel:

@@ -45,6 +45,93 @@ class Lane:
         return Lane(self.base, self.off + by)
 
 
+@dataclass(frozen=True)
+class LanePattern:
+    """Lane k's index is start + pattern[k]: an aligned lane index split by a reshape
+    (`split_rule`; lane_split.py emits the reads)."""
+
+    start: ir.Value
+    pattern: tuple[int, ...]
+
+    @property
+    def key(self) -> tuple[str, int, tuple[int, ...]]:
+        return ("pattern", id(self.start), self.pattern)
+
+
+def split_rule(s: int, n: int, w: int) -> str | None:
+    """How (lin // s) % n varies over lanes lin = base + k (k < w, base a multiple of w):
+    'uniform' (one value), 'div' (start + k // s), 'periodic' ((k // s) % n) or None."""
+    if n == 1 or s % w == 0:
+        return "uniform"
+    if w % s == 0 and (s * n) % w == 0:
+        return "div"
+    return "periodic" if w % (s * n) == 0 else None
+
+
+def split_patterns(out: Sequence[int], src: Sequence[int], p: int, w: int
+                   ) -> dict[int, tuple[int, ...]] | None:
+    """The lane patterns of a reshape's operand dimensions (uniform ones left out) when its
+    output dimension p holds aligned lanes and the reshape splits it, else None: p must be
+    the last of the dimensions it regroups, a multiple of w long."""
+    lead, trail = _shared(out, src)
+    if trail or p != len(out) - 1 or out[p] % w:
+        return None
+    return split_source(src, lead, w)
+
+
+def merged(out: Sequence[int], src: Sequence[int], pats: dict[int, tuple[int, ...]],
+           w: int) -> dict[int, tuple[int, ...]] | None:
+    """The operand patterns of a reshape read at pattern indices `pats`: those of shared
+    leading/trailing dimensions as they are; patterns on the trailing dimensions of the
+    regrouped ones that add up to whole aligned lanes (other regrouped strides multiples of
+    w) are split again (`split_source`). None otherwise."""
+    units = unit_map(out, src)
+    if units is not None:
+        return {units[d]: v for d, v in pats.items()}
+    lead, trail = _shared(out, src)
+    shift = len(src) - len(out)
+    if all(d < lead or d >= len(out) - trail for d in pats):
+        return {d if d < lead else d + shift: v for d, v in pats.items()}
+    mid = list(out[lead:])
+    k = len(pats)
+    if trail or sorted(pats) != list(range(len(out) - k, len(out))) or \
+            any(st % w for st in _strides(mid)[:len(mid) - k]) or \
+            pattern_offsets({d - lead: v for d, v in pats.items()}, mid) != list(range(w)):
+        return None
+    return split_source(src, lead, w)
+
+
+def unit_map(out: Sequence[int], src: Sequence[int]) -> dict[int, int] | None:
+    """Output dimension -> operand dimension of a reshape that only adds or drops extent-1
+    dimensions (the extent-1 ones left out), else None."""
+    o = [d for d, n in enumerate(out) if n != 1]
+    i = [d for d, n in enumerate(src) if n != 1]
+    return dict(zip(o, i)) if [out[d] for d in o] == [src[d] for d in i] else None
+
+
+def split_source(src: Sequence[int], lead: int, w: int) -> dict[int, tuple[int, ...]] | None:
+    """Patterns of src's dimensions from `lead` on, indexed by the split of one aligned lane
+    index over them (row-major); None if one has no pattern (split_rule)."""
+    pats: dict[int, tuple[int, ...]] = {}
+    mid = list(src[lead:])
+    for d, (s, n) in enumerate(zip(_strides(mid), mid)):
+        how = split_rule(s, n, w)
+        if how is None:
+            return None
+        if how != "uniform":
+            pats[lead + d] = tuple((k // s) % n if how == "periodic" else k // s
+                                   for k in range(w))
+    return pats
+
+
+def _strides(dims: Sequence[int]) -> list[int]:
+    out, acc = [], 1
+    for n in reversed(dims):
+        out.append(acc)
+        acc *= n
+    return out[::-1]
+
+
 #: The compile's `lanes` option (CpuOptions; $XLAPY_CPU_LANES its default), set by `use`
 #: around planning.
 _FORCED: contextvars.ContextVar[int | None] = contextvars.ContextVar("xlapy_cpu_lanes",
@@ -75,7 +162,7 @@ def index_key(v: object) -> object:
     """A memo key for an index value: a Lane's, a constant's value (an index constant made
     for one lookup is freed after it, and a later object could take its id: the hoisted
     values of hoist_emit.py live for a whole loop), else the value's identity."""
-    if isinstance(v, Lane):
+    if isinstance(v, (Lane, LanePattern)):
         return v.key
     if isinstance(v, ir.Constant) and isinstance(v.constant, int):
         return ("const", str(v.type), v.constant)
@@ -83,7 +170,7 @@ def index_key(v: object) -> object:
 
 
 def has_lane(idx: Sequence[object]) -> bool:
-    return any(isinstance(v, Lane) for v in idx)
+    return any(isinstance(v, (Lane, LanePattern)) for v in idx)
 
 
 class LaneCheck:
@@ -91,11 +178,15 @@ class LaneCheck:
     tracking which dimension of each value the innermost lane index runs along."""
 
     def __init__(self, leaves: dict[int, int], rows: Sequence[Instruction],
-                 reducer: Callable[[Instruction], str | None]) -> None:
+                 reducer: Callable[[Instruction], str | None], splits: bool = False) -> None:
         self.leaves = leaves
         self.rows = {id(r) for r in rows}
         self.reducer = reducer
-        self.seen: set[tuple[int, int | None]] = set()
+        self.seen: set[tuple[object, ...]] = set()
+        #: Whether a reshape may split the lane's dimension (LanePattern); `split` is set
+        #: when one does (the kernel then keeps vector-wide lane groups: lane_split.py).
+        self.splits = splits
+        self.split = False
 
     def kernel(self, root: Instruction, rows: Sequence[Instruction],
                segmented: bool = False) -> bool:
@@ -121,11 +212,12 @@ class LaneCheck:
         return op is not None and not (op in ("add", "multiply") and et.is_float
                                        and et not in REASSOC)
 
-    def value(self, instr: Instruction, p: int | None) -> bool:
-        """`instr` generated with the lane along its dimension p (None: uniform)."""
+    def value(self, instr: Instruction, p: int | None, aligned: bool = True) -> bool:
+        """`instr` generated with the lane along its dimension p (None: uniform); `aligned`:
+        the lanes' first index is a multiple of the width (no shift on the way)."""
         if p is None:
             return True
-        key = (id(instr), p)
+        key = (id(instr), p, aligned)
         if key in self.seen:
             return True
         self.seen.add(key)
@@ -148,22 +240,79 @@ class LaneCheck:
                       if d == p and src[i] != 1), None)
             return self.value(ops[0], q)
         if op == "transpose":
-            return self.value(ops[0], list(a.permutation)[p])
+            return self.value(ops[0], list(a.permutation)[p], aligned)
         if op == "reshape":
-            q = _reshape_lane(p, instr.shape.dimensions, ops[0].shape.dimensions)
-            return q is not False and self.value(ops[0], q)  # type: ignore[arg-type]
+            out, src = instr.shape.dimensions, ops[0].shape.dimensions
+            q = _reshape_lane(p, out, src)
+            if q is not False:
+                return self.value(ops[0], q, aligned)  # type: ignore[arg-type]
+            pats = split_patterns(out, src, p, vector_width()) if self.splits and aligned \
+                else None
+            self.split = self.split or pats is not None
+            return pats is not None and self._split(ops[0], pats)
         if op == "slice":
-            return a.strides[p] == 1 and self.value(ops[0], p)
+            return a.strides[p] == 1 and self.value(
+                ops[0], p, aligned and a.start_indices[p] % vector_width() == 0)
         if op == "reverse":
             return p not in a.dimensions and self.value(ops[0], p)
         if op == "gather":  # along an offset dimension: the starts are uniform
             d = gather_operand_dim(instr, p)
-            return d is not None and self.value(ops[0], d)
+            return d is not None and self.value(ops[0], d, False)
         if op in INDEX_LANES:  # operands along the same dimension; scalar operands uniform
             return index_lane_ok(instr, p) and all(
-                self.value(o, p if o.shape.rank else None) for o in ops
+                self.value(o, p if o.shape.rank else None, False) for o in ops
                 if o.shape.num_elements)
-        return all(self.value(o, p if o.shape.rank else None) for o in ops)
+        return all(self.value(o, p if o.shape.rank else None, aligned) for o in ops)
+
+    def patterned(self, instr: Instruction, pats: dict[int, tuple[int, ...]]) -> bool:
+        """`instr` generated with LanePattern indices along the dimensions of `pats`: read
+        from a leaf as one short load when the pattern covers [0, m), m <= W (lane_split)."""
+        if not pats:
+            return True
+        key = (id(instr), tuple(sorted(pats.items())))
+        if key in self.seen:
+            return True
+        self.seen.add(key)
+        if instr.shape.is_array and instr.shape.element_type.is_complex:
+            return False
+        dims = instr.shape.dimensions
+        if id(instr) in self.leaves:
+            flat = pattern_offsets(pats, dims)
+            return sorted(set(flat)) == list(range(max(flat) + 1)) and max(flat) < len(flat)
+        op, a, ops = instr.opcode, instr.attrs, instr.operands
+        if op in ("constant", "iota", "dynamic_iota"):
+            return True
+        if op == "broadcast_in_dim":
+            src = ops[0].shape.dimensions
+            return self.patterned(ops[0], {i: pats[d] for i, d in
+                                           enumerate(a.broadcast_dimensions)
+                                           if d in pats and src[i] != 1})
+        if op == "transpose":
+            return self.patterned(ops[0], {a.permutation[d]: v for d, v in pats.items()})
+        if op == "slice":
+            return all(a.strides[d] == 1 for d in pats) and self.patterned(ops[0], pats)
+        if op == "reshape":
+            sub = merged(dims, ops[0].shape.dimensions, pats, len(next(iter(pats.values()))))
+            return sub is not None and self._split(ops[0], sub)
+        if op in ("reduce", "reverse", "bitcast_convert") or op in INDEX_LANES:
+            return False
+        return all(self.patterned(o, pats if o.shape.rank else {}) for o in ops)
+
+    def _split(self, instr: Instruction, pats: dict[int, tuple[int, ...]]) -> bool:
+        """patterned(), or value() where the one pattern is whole aligned lanes (the
+        emitter makes that a Lane again)."""
+        if len(pats) == 1:
+            (d, v), = pats.items()
+            if v == tuple(range(len(v))):
+                return self.value(instr, d, True)
+        return self.patterned(instr, pats)
+
+
+def pattern_offsets(pats: dict[int, tuple[int, ...]], dims: Sequence[int]) -> list[int]:
+    """Each lane's offset from the pattern starts' element in a row-major array."""
+    strides = _strides(dims)
+    w = len(next(iter(pats.values())))
+    return [sum(v[k] * strides[d] for d, v in pats.items()) for k in range(w)]
 
 
 #: The index ops of index_emit.py (its INDEX_OPS): the emitter branches on every index it
@@ -202,16 +351,22 @@ def gather_operand_dim(instr: Instruction, p: int) -> int | None:
     return kept[list(dn.offset_dims).index(p)]
 
 
-def _reshape_lane(p: int, out: Sequence[int], src: Sequence[int]) -> int | None | bool:
-    """The operand dimension of a reshape's output dimension p when the emitter maps it
-    directly (shared leading or trailing dimensions, as KernelEmitter._reshape_index);
-    False when it goes through a division."""
+def _shared(out: Sequence[int], src: Sequence[int]) -> tuple[int, int]:
+    """(leading, trailing) dimensions a reshape's output and operand share."""
     lead = 0
     while lead < min(len(out), len(src)) and out[lead] == src[lead]:
         lead += 1
     trail = 0
     while trail < min(len(out), len(src)) - lead and out[-1 - trail] == src[-1 - trail]:
         trail += 1
+    return lead, trail
+
+
+def _reshape_lane(p: int, out: Sequence[int], src: Sequence[int]) -> int | None | bool:
+    """The operand dimension of a reshape's output dimension p when the emitter maps it
+    directly (shared leading or trailing dimensions, as lane_split.reshape_index); False
+    when it goes through a division."""
+    lead, trail = _shared(out, src)
     if p < lead:
         return p
     if p >= len(out) - trail:
