@@ -456,7 +456,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             self._segments(lo, hi, d, lambda i: self._nest(dims, begin, end, body,
                                                            idx + [i]))
             return
-        if d == len(dims) - 1 and self.width and lanes:
+        if d == len(dims) - 1 and self.width and lanes and d >= self.row_depth:
             self._lane_loop(lo, hi, f"d{d}", lambda i: self._nest(dims, begin, end, body,
                                                                   idx + [i]), dims[d])
             return

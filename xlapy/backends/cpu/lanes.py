@@ -195,6 +195,8 @@ class LaneCheck:
         for red in rows:
             if not self.reduction(red) or not self.value(red.operands[0], red.shape.rank):
                 return False
+        if rows and root.shape.dimensions == rows[0].shape.dimensions:
+            return True  # a per-row root (bf16 logsumexp's log(sum) + max): lanes in the rows
         if root.opcode == "reduce" and id(root) not in self.leaves:
             x = root.operands[0]
             return self.reduction(root) and (x.shape.rank == 0 or
