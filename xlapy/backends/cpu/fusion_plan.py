@@ -200,6 +200,16 @@ CHEAP = frozenset({"constant", "broadcast_in_dim", "iota", "reshape", "transpose
 #: DUP_OPS ops and at most DUP_KERNELS kernels need it; else it gets a buffer.
 DUP_OPS = 8
 DUP_KERNELS = 3
+#: Integer bit-mixing ops (hashes, counter-based random bits): recomputed in up to
+#: INT_DUP_KERNELS kernels while their fused chain has at most INT_DUP_OPS distinct ops. A
+#: buffer costs a write and reads (~0.4 cycles an element each) where an op costs 1/16:
+#: jax.random's threefry rounds (x0 += x1; x1 = rotl(x1) ^ x0, both words results) had
+#: made six loop kernels and four buffers per iteration, dropout 1.7x XLA's time.
+INT_MIX = frozenset({"add", "subtract", "multiply", "xor", "or", "and", "not", "negate",
+                     "shift_left", "shift_right_logical", "shift_right_arithmetic", "compare",
+                     "select", "maximum", "minimum", "abs", "popcnt", "count_leading_zeros"})
+INT_DUP_OPS = 64
+INT_DUP_KERNELS = 4
 #: A value over transcendental (or divide, sqrt) ops that a kernel reads through broadcasts
 #: at least this many times per element, along a dimension outside one it varies in (so the
 #: emitter's hoisting cannot compute it once per row), or through a gather (a table lookup),
@@ -421,6 +431,7 @@ class _Chooser:
                 if all(o.opcode != "reduce" for o in ops) and (
                         instr.opcode in EXPENSIVE or any(id(o) in heavy for o in ops)):
                     heavy.add(id(instr))
+        mixing = integer_mixing(order, fusible)
         mat: set[int] = set()
         inline, cuts = set[int](), depth_cuts(order, fusible, lim.max_depth)
         kernel_of: dict[int, frozenset[int]] = {}
@@ -465,7 +476,8 @@ class _Chooser:
                     paths[iid] = frozenset({()})
                     continue
             if len(ks) <= 1 or instr.opcode in CHEAP or (
-                    c <= lim.dup_ops and len(ks) <= lim.dup_kernels):
+                    c <= lim.dup_ops and len(ks) <= lim.dup_kernels) or (
+                    iid in mixing and len(ks) <= INT_DUP_KERNELS):
                 kernel_of[iid] = ks
                 for k in sorted(ks, key=lambda k: self.by_id[k].name):
                     self._say(instr, self.by_id[k], True, self._fuse_reason(instr, len(ks), c),
@@ -499,3 +511,30 @@ class _Chooser:
         if instr.opcode in CHEAP:
             return f"cheap {instr.opcode}, recomputed in each of {kernels_} kernels"
         return f"a chain of {cost} op(s), recomputed in each of {kernels_} kernels"
+
+
+
+def integer_mixing(order: Sequence[Instruction], fusible: set[int]) -> set[int]:
+    """The fusible integer values computed by INT_MIX ops (and free ones) alone, with at most
+    INT_DUP_OPS distinct ops in their fused chain (a DAG: a shared value counts once)."""
+    ops: dict[int, frozenset[int] | None] = {}
+    for instr in order:
+        iid = id(instr)
+        if iid not in fusible or instr.opcode == "reduce":
+            continue
+        ets = [v.shape.element_type for v in (instr, *instr.operands[:1])
+               if v.shape.is_array]
+        whole = bool(ets) and all(t.is_integer or t.is_pred for t in ets)
+        free = instr.opcode in CHEAP and instr.opcode != "convert"
+        if not free and (instr.opcode not in INT_MIX | {"convert"} or not whole):
+            ops[iid] = None
+            continue
+        acc: set[int] = set() if free else {iid}
+        for o in instr.operands:
+            sub = ops.get(id(o), frozenset()) if id(o) in fusible else frozenset()
+            if sub is None:
+                acc = set(range(INT_DUP_OPS + 1))  # (not integer mixing: over the cap)
+                break
+            acc |= sub
+        ops[iid] = frozenset(acc) if len(acc) <= INT_DUP_OPS else None
+    return {i for i, v in ops.items() if v is not None and v}

@@ -103,3 +103,47 @@ def test_associative_scan_levels_get_buffers() -> None:
     prog = xlapy.compile(text, backend="cpu")
     assert any("index paths" in d.reason for d in prog._exe.fusion.decisions)
     np.testing.assert_array_equal(prog(x), xlapy.compile(text, backend="interpreter")(x))
+
+
+def _mix_rounds(n: int, rounds: int, rot: str = "constant") -> str:
+    """threefry's rounds on two u32 words, both results: x0 += x1; x1 = rotl(x1, r) ^ x0.
+    `rot`: the rotation as a constant, or as a scalar parameter (jax passes its table)."""
+    t = f"tensor<{n}xui32>"
+    lines = [f"%x0_0 = stablehlo.add %a, %b : {t}", f"%x1_0 = stablehlo.add %b, %b : {t}"]
+    for r in range(rounds):
+        k = (13, 15, 26, 6)[r % 4]
+        amt = f"%r{r}" if rot == "param" else f"%k{r}"
+        if rot == "param":
+            lines.append(f"%r{r} = stablehlo.broadcast_in_dim %rot, dims = [] : "
+                         f"(tensor<ui32>) -> {t}")
+        else:
+            lines.append(f"%k{r} = stablehlo.constant dense<{k}> : {t}")
+        lines += [f"%s{r} = stablehlo.add %x0_{r}, %x1_{r} : {t}",
+                  f"%l{r} = stablehlo.shift_left %x1_{r}, {amt} : {t}",
+                  f"%c{r} = stablehlo.constant dense<32> : {t}",
+                  f"%m{r} = stablehlo.subtract %c{r}, {amt} : {t}",
+                  f"%h{r} = stablehlo.shift_right_logical %x1_{r}, %m{r} : {t}",
+                  f"%o{r} = stablehlo.or %l{r}, %h{r} : {t}",
+                  f"%x1_{r + 1} = stablehlo.xor %o{r}, %s{r} : {t}",
+                  f"%x0_{r + 1} = stablehlo.add %s{r}, %x1_{r + 1} : {t}"]
+    body = "\n  ".join(lines)
+    return (f"func.func @main(%a: {t}, %b: {t}, %rot: tensor<ui32>) -> ({t}, {t}) {{\n"
+            f"  {body}\n  return %x0_{rounds}, %x1_{rounds} : {t}, {t}\n}}\n")
+
+
+@pytest.mark.parametrize("rot", ["constant", "param"])
+def test_integer_mixing_chains_are_recomputed(rot: str) -> None:
+    """Both words of threefry's rounds need the whole chain: integer bit-mixing ops are
+    recomputed in each result's kernel (INT_DUP_OPS), no intermediate buffer (six kernels
+    and four buffers per loop iteration had made dropout 1.7x XLA's time)."""
+    text = _mix_rounds(4096, 4, rot)
+    prog = xlapy.compile(text, backend="cpu")
+    assert len(prog._exe.fusion.kernel_roots()) == 2
+    rng = np.random.default_rng(4)
+    a, b = (rng.integers(0, 1 << 32, 4096, dtype=np.uint64).astype(np.uint32) for _ in "ab")
+    for r in (13, 0, 32, 33, 1 << 31):
+        rot_v = np.array(r, np.uint32)
+        got, want = prog(a, b, rot_v), xlapy.compile(text, backend="interpreter")(a, b, rot_v)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    assert len(xlapy.compile(_mix_rounds(4096, 40), backend="cpu")._exe.fusion.kernel_roots()) > 2
