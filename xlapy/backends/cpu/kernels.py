@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import bf16_exact, exp_range, flush_ftz, row_divide
+from xlapy.backends.cpu import bf16_exact, exp_range, flush_ftz, rotate_emit, row_divide
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
@@ -364,6 +364,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                                      self.gen(ops[2], idx if ops[2].shape.rank else [])])
             mx = ew.emit(b, "maximum", [x, lo], et, et)
             return ew.emit(b, "minimum", [mx, hi], et, et)
+        if op == "or" and (rot := rotate_emit.match(instr)) is not None:
+            return rotate_emit.emit(self, *rot, list(idx))
         if op in ewb.OPS:
             return ewb.emit(b, instr, idx, self.gen)
         if op == "exponential" and et in (ET.F32, ET.F64) and \
