@@ -59,6 +59,13 @@ def programs(small: bool = False) -> dict[str, Program]:
         return lax.conv_general_dilated(x, w, (stride, stride), "SAME",
                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
+    def group_norm(x: Any, g: int = 8) -> Any:
+        """flax.linen.GroupNorm's statistics: [n, h, w, c] as [n, h, w, g, c / g]."""
+        y = x.reshape(*x.shape[:-1], g, x.shape[-1] // g)
+        y = (y - y.mean((1, 2, 4), keepdims=True)) / jnp.sqrt(y.var((1, 2, 4), keepdims=True)
+                                                              + 1e-5)
+        return y.reshape(x.shape)
+
     def attn(q: Any, k: Any, v: Any) -> Any:
         p = jax.nn.softmax(jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0, -1)
         return jnp.einsum("bhqk,bhkd->bhqd", p, v)
@@ -221,7 +228,7 @@ def programs(small: bool = False) -> dict[str, Program]:
             i % 3, [lambda u: u * 0.5, lambda u: u + 1, jnp.tanh], w), v), [f32(65536)]),
         "argmin_cols": (lambda x: jnp.argmin(x, axis=0), [f32(2048, 512)]),  # was 2.05x
         "uniform": (lambda k: jax.random.uniform(jax.random.wrap_key_data(k), (
-            (1 << 20) // s,)), [np.array([0, 42], np.uint32)]),  # threefry: 1.6x, open
+            (1 << 20) // s,)), [np.array([0, 42], np.uint32)]),  # threefry: 1.6x
         "kron": (jnp.kron, [f32(32, 32), f32(32, 32)]),  # a reshape split the lanes: 2.6x
         "top_k_100": (lambda x: lax.top_k(x, 100)[1], [f32(64, 32768)]),  # was a sort: 29x
         "cumsum_rev": (lambda x: lax.cumsum(x, axis=0, reverse=True), [f32(1024, 512)]),  # 9.6x
@@ -234,6 +241,19 @@ def programs(small: bool = False) -> dict[str, Program]:
         "lstm_grad": (jax.grad(lambda w, u, xs: jnp.sum(lax.scan(
             lambda c, x: _lstm_cell(c, x, w, u), (jnp.zeros((xs.shape[1], u.shape[0])),) * 2,
             xs)[1] ** 2)), [f32(32, 256) * 0.1, f32(64, 256) * 0.1, f32(50, 8, 32)]),  # 5.2x
+        "group_norm": (group_norm, [f32(8, 32, 32, 64)]),  # a reshape split the lanes: 1.7x
+        "logsumexp_bf16": (lambda x: jax.nn.logsumexp(x.astype(jnp.bfloat16), -1),
+                           [f32(1024, 1024)]),  # a per-row root: scalar rows, 6.6x
+        "sort_i32": (lambda x: jnp.sort(x, -1), [
+            rng.integers(0, 1 << 30, (256 // s, 1024)).astype(np.int32)]),  # stable: 1.6x
+        "randint": (lambda k: jax.random.randint(jax.random.wrap_key_data(k), (
+            (1 << 20) // s,), 0, 1000), [np.array([0, 42], np.uint32)]),  # 1.9x
+        "dropout": (lambda k, x: jnp.where(jax.random.bernoulli(
+            jax.random.wrap_key_data(k), 0.9, x.shape), x / 0.9, 0), [
+            np.array([0, 42], np.uint32), f32(1024, 1024)]),  # threefry's buffers: 1.6x
+        "erfinv": (lambda x: jax.scipy.special.erfinv(jnp.tanh(x)), [f32(1 << 20)]),  # 1.9x
+        "u8_to_f32": (lambda x: x.astype(jnp.float32) / 255, [rng.integers(
+            0, 256, (16 // s, 224, 224, 3)).astype(np.uint8)]),  # streaming stores: 2x
     }
 
 
