@@ -90,7 +90,8 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     simplification, splats as broadcasts, CSE, DCE), transposes of dots computed by the dot
     (dot_transpose.py), small dot operands transposed into 2-D product layout
     (dot_flatten.py), transposed convolutions as their phases (conv_polyphase.py), small
-    batched dots as reduces (small_dots.py), long column sums in two levels
+    batched dots as reduces (small_dots.py), reductions over a short last dimension as
+    element-wise folds (short_reduce.py), long column sums in two levels
     (column_sums.py), bf16/f16 dots widened to f32 (their
     converts then fuse into the kernels around them), bf16 rows summed in f32 shared,
     sorts of an iota read as top_k made chlo.top_k again (topk_select.py), then the cpu
@@ -99,6 +100,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution
     from xlapy.backends.cpu.dot_flatten import FlattenDots
     from xlapy.backends.cpu.dot_transpose import FoldDotTranspose
+    from xlapy.backends.cpu.short_reduce import ShortReductions
     from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
     from xlapy.backends.cpu.topk_select import SelectTopK
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
@@ -108,7 +110,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     target_ = (options or CpuOptions.make()).target
     return Pipeline("cpu", [*backend_pipeline().passes, FoldDotTranspose(),
                             FlattenDots(), PolyphaseConvolution(), SmallDotsAsReduces(),
-                            SplitColumnSums(),
+                            ShortReductions(), SplitColumnSums(),
                             WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CpuFusion(options)],
                     verify, print_after_all)

@@ -1,0 +1,94 @@
+"""Reductions over a short last dimension as element-wise folds (short_reduce.py): the
+interpreter's bits (its left-to-right fold from the init) for sums, products, max/min and
+bitwise folds over 1..8 elements in f32/bf16/s32/pred, a non-identity init; dots
+contracting at most 8 elements as fused kernels (a BLAS call with k = 3 took 1.95x XLA's
+time); normalizations (the result broadcast back over the operand) stay row reductions."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu.short_reduce import SHORT
+
+RED = """
+func.func @main(%x: tensor<{m}x{n}x{t}>, %i: tensor<{t}>) -> tensor<{m}x{t}> {{
+  %r = stablehlo.reduce(%x init: %i) applies stablehlo.{op} across dimensions = [1]
+    : (tensor<{m}x{n}x{t}>, tensor<{t}>) -> tensor<{m}x{t}>
+  return %r : tensor<{m}x{t}>
+}}
+"""
+
+_DT = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "i1": np.bool_}
+
+
+def _kinds(prog: xlapy.CompiledProgram) -> list[str]:
+    return [how for _, _, how in prog._exe.report]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 9])
+@pytest.mark.parametrize(("t", "op"), [("f32", "add"), ("f32", "maximum"), ("bf16", "add"),
+                                       ("f32", "multiply"), ("i32", "minimum"),
+                                       ("i32", "xor"), ("i1", "or")])
+def test_short_last_dimension_folds_in_order(n: int, t: str, op: str) -> None:
+    m = 1000
+    rng = np.random.default_rng(n)
+    dt = _DT[t]
+    if t == "i1":
+        x, init = rng.random((m, n)) > 0.7, np.array(False)
+    elif t == "i32":
+        x, init = rng.integers(-1000, 1000, (m, n)).astype(dt), np.array(7, dt)
+    else:
+        x = (rng.standard_normal((m, n)) * 1e3).astype(dt)
+        x.flat[:4] = np.array([np.nan, np.inf, -0.0, 1e-40], np.float32).astype(dt)
+        init = np.array(0.5 if op != "maximum" else -np.inf, dt)
+    text = RED.format(m=m, n=n, t=t, op=op)
+    prog = xlapy.compile(text, backend="cpu")
+    got, want = prog(x, init), xlapy.compile(text, backend="interpreter")(x, init)
+    if n > SHORT and t[0] in "fb" and op in ("add", "multiply"):  # (a row kernel's lanes)
+        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64),
+                                   rtol=1e-5, atol=1e-2)  # (sums of ~1e3)
+    else:
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint8),
+                                      np.asarray(want).view(np.uint8))
+    assert any("reduce" in str(i.opcode) for i in prog._exe.comp.instructions) == (n > SHORT)
+
+
+DOT = """
+func.func @main(%x: tensor<64x224x{k}xf32>, %w: tensor<{k}xf32>) -> tensor<64x224xf32> {{
+  %d = stablehlo.dot_general %x, %w, contracting_dims = [2] x [0]
+    : (tensor<64x224x{k}xf32>, tensor<{k}xf32>) -> tensor<64x224xf32>
+  return %d : tensor<64x224xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("k", [3, 8, 16])
+def test_narrow_dots_are_kernels(k: int) -> None:
+    rng = np.random.default_rng(k)
+    x, w = rng.standard_normal((64, 224, k)).astype(np.float32), \
+        rng.standard_normal(k).astype(np.float32)
+    prog = xlapy.compile(DOT.format(k=k), backend="cpu")
+    np.testing.assert_allclose(prog(x, w), x @ w, rtol=1e-5, atol=1e-5)
+    assert ("library blas" in _kinds(prog)) == (k > SHORT)
+
+
+SOFTMAX = """
+func.func @main(%x: tensor<512x4xf32>) -> tensor<512x4xf32> {
+  %lo = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %lo) applies stablehlo.maximum across dimensions = [1]
+    : (tensor<512x4xf32>, tensor<f32>) -> tensor<512xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<512xf32>) -> tensor<512x4xf32>
+  %d = stablehlo.subtract %x, %mb : tensor<512x4xf32>
+  return %d : tensor<512x4xf32>
+}
+"""
+
+
+def test_normalizations_keep_their_row_reduction() -> None:
+    prog = xlapy.compile(SOFTMAX, backend="cpu")
+    assert any(i.opcode == "reduce" for i in prog._exe.comp.instructions)
+    x = np.random.default_rng(0).standard_normal((512, 4)).astype(np.float32)
+    np.testing.assert_array_equal(prog(x), xlapy.compile(SOFTMAX, backend="interpreter")(x))
