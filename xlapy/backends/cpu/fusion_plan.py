@@ -13,6 +13,7 @@ import numpy as np
 
 from xlapy.backends.cpu import kernels
 from xlapy.backends.cpu.index_emit import INDEX_OPS
+from xlapy.backends.cpu.lanes import shared_dims
 from xlapy.backends.cpu.scatter_emit import splat_reader
 from xlapy.errors import XlapyError
 from xlapy.ir import Computation, Instruction
@@ -175,15 +176,10 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
 
 def _reshape_symbols(idx: tuple[str, ...], out: Sequence[int], src: Sequence[int]
                      ) -> tuple[str, ...]:
-    """A reshape's operand indices as KernelEmitter._reshape_index makes them: the leading
+    """A reshape's operand indices as lane_split's `_reshape_index` makes them: the leading
     and trailing dimensions both shapes share pass through, the middle ones are computed
     ("?") but for extent-1 ones (index 0): [B, H, L] -> [B, H, L, 1] keeps the row."""
-    lead = 0
-    while lead < min(len(out), len(src)) and out[lead] == src[lead]:
-        lead += 1
-    trail = 0
-    while trail < min(len(out), len(src)) - lead and out[-1 - trail] == src[-1 - trail]:
-        trail += 1
+    lead, trail = shared_dims(out, src)
     mid = tuple("0" if n == 1 else "?" for n in src[lead:len(src) - trail])
     return idx[:lead] + mid + idx[len(idx) - trail:]
 

@@ -37,6 +37,7 @@ from xlapy.backends.cpu.lanes import (
     LanePattern,
     has_lane,
     index_key,
+    row_strides,
     vector_width,
 )
 from xlapy.backends.cpu.llvm_util import (
@@ -47,6 +48,7 @@ from xlapy.backends.cpu.llvm_util import (
     for_range,
     i64,
     store_fence,
+    type_bytes,
 )
 from xlapy.backends.cpu.math_poly import Math
 from xlapy.backends.cpu.periodic_emit import PeriodicEmitter
@@ -142,18 +144,10 @@ class Kernel:
     cells: tuple[tuple[str, int], ...] = ()
 
 
-def _bytes(t: ir.Type) -> int:
-    if isinstance(t, ir.LiteralStructType):  # a complex value
-        return sum(_bytes(e) for e in t.elements)
-    return t.width // 8 if isinstance(t, ir.IntType) else \
-        {"half": 2, "float": 4, "double": 8}[str(t)]
+_bytes = type_bytes
 
 
-def _strides(dims: Sequence[int]) -> list[int]:
-    out = [1] * len(dims)
-    for d in range(len(dims) - 2, -1, -1):
-        out[d] = out[d + 1] * dims[d + 1]
-    return out
+_strides = row_strides
 
 
 class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter,

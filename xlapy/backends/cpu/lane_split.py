@@ -18,8 +18,16 @@ from typing import Any
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu.lanes import Lane, LanePattern, pattern_offsets, split_rule, unit_map
-from xlapy.backends.cpu.llvm_util import I32, I64, broadcast, i64
+from xlapy.backends.cpu.lanes import (
+    Lane,
+    LanePattern,
+    pattern_offsets,
+    row_strides,
+    shared_dims,
+    split_rule,
+    unit_map,
+)
+from xlapy.backends.cpu.llvm_util import I32, I64, broadcast, i64, type_bytes
 
 
 class LaneSplitEmitter:
@@ -36,12 +44,7 @@ class LaneSplitEmitter:
         if units is not None:  # (as lanes.merged)
             back = {s: o for o, s in units.items()}
             return [idx[back[d]] if d in back else i64(0) for d in range(len(src))]
-        lead = 0
-        while lead < min(len(out), len(src)) and out[lead] == src[lead]:
-            lead += 1
-        trail = 0
-        while trail < min(len(out), len(src)) - lead and out[-1 - trail] == src[-1 - trail]:
-            trail += 1
+        lead, trail = shared_dims(out, src)
         mid_out, mid_src = list(out[lead:len(out) - trail]), list(src[lead:len(src) - trail])
         part = list(idx[lead:len(idx) - trail])
         lane = part[-1] if part and isinstance(part[-1], Lane) else None
@@ -54,7 +57,7 @@ class LaneSplitEmitter:
             part = [v.start if isinstance(v, LanePattern) else v for v in part]
         lin = self.linear(part, mid_out)  # type: ignore[attr-defined]
         mid: list[Any] = []
-        for s, n in zip(_strides(mid_src), mid_src):
+        for s, n in zip(row_strides(mid_src), mid_src):
             if n == 1:
                 mid.append(i64(0))
                 continue
@@ -84,7 +87,7 @@ class LaneSplitEmitter:
                   inbounds=True)
         st = p.type.pointee
         m = max(offs) + 1
-        v = b.load(b.bitcast(p, ir.VectorType(st, m).as_pointer()), align=_bytes(st))
+        v = b.load(b.bitcast(p, ir.VectorType(st, m).as_pointer()), align=type_bytes(st))
         if offs != list(range(m)):
             v = b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
                                  ir.Constant(ir.VectorType(I32, len(offs)), offs))
@@ -95,18 +98,6 @@ class LaneSplitEmitter:
         n = len(v.pattern)
         return self.b.add(broadcast(self.b, v.start, n),
                           ir.Constant(ir.VectorType(I64, n), list(v.pattern)))
-
-
-def _bytes(t: ir.Type) -> int:
-    return t.width // 8 if isinstance(t, ir.IntType) else \
-        {"half": 2, "float": 4, "double": 8}[str(t)]
-
-
-def _strides(dims: Sequence[int]) -> list[int]:
-    out = [1] * len(dims)
-    for d in range(len(dims) - 2, -1, -1):
-        out[d] = out[d + 1] * dims[d + 1]
-    return out
 
 
 __all__ = ["LaneSplitEmitter"]

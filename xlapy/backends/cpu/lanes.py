@@ -73,7 +73,7 @@ def split_patterns(out: Sequence[int], src: Sequence[int], p: int, w: int
     """The lane patterns of a reshape's operand dimensions (uniform ones left out) when its
     output dimension p holds aligned lanes and the reshape splits it, else None: p must be
     the last of the dimensions it regroups, a multiple of w long."""
-    lead, trail = _shared(out, src)
+    lead, trail = shared_dims(out, src)
     if trail or p != len(out) - 1 or out[p] % w:
         return None
     return split_source(src, lead, w)
@@ -88,14 +88,14 @@ def merged(out: Sequence[int], src: Sequence[int], pats: dict[int, tuple[int, ..
     units = unit_map(out, src)
     if units is not None:
         return {units[d]: v for d, v in pats.items()}
-    lead, trail = _shared(out, src)
+    lead, trail = shared_dims(out, src)
     shift = len(src) - len(out)
     if all(d < lead or d >= len(out) - trail for d in pats):
         return {d if d < lead else d + shift: v for d, v in pats.items()}
     mid = list(out[lead:])
     k = len(pats)
     if trail or sorted(pats) != list(range(len(out) - k, len(out))) or \
-            any(st % w for st in _strides(mid)[:len(mid) - k]) or \
+            any(st % w for st in row_strides(mid)[:len(mid) - k]) or \
             pattern_offsets({d - lead: v for d, v in pats.items()}, mid) != list(range(w)):
         return None
     return split_source(src, lead, w)
@@ -114,7 +114,7 @@ def split_source(src: Sequence[int], lead: int, w: int) -> dict[int, tuple[int, 
     index over them (row-major); None if one has no pattern (split_rule)."""
     pats: dict[int, tuple[int, ...]] = {}
     mid = list(src[lead:])
-    for d, (s, n) in enumerate(zip(_strides(mid), mid)):
+    for d, (s, n) in enumerate(zip(row_strides(mid), mid)):
         how = split_rule(s, n, w)
         if how is None:
             return None
@@ -124,7 +124,8 @@ def split_source(src: Sequence[int], lead: int, w: int) -> dict[int, tuple[int, 
     return pats
 
 
-def _strides(dims: Sequence[int]) -> list[int]:
+def row_strides(dims: Sequence[int]) -> list[int]:
+    """Row-major element strides of `dims`."""
     out, acc = [], 1
     for n in reversed(dims):
         out.append(acc)
@@ -312,7 +313,7 @@ class LaneCheck:
 
 def pattern_offsets(pats: dict[int, tuple[int, ...]], dims: Sequence[int]) -> list[int]:
     """Each lane's offset from the pattern starts' element in a row-major array."""
-    strides = _strides(dims)
+    strides = row_strides(dims)
     w = len(next(iter(pats.values())))
     return [sum(v[k] * strides[d] for d, v in pats.items()) for k in range(w)]
 
@@ -353,7 +354,7 @@ def gather_operand_dim(instr: Instruction, p: int) -> int | None:
     return kept[list(dn.offset_dims).index(p)]
 
 
-def _shared(out: Sequence[int], src: Sequence[int]) -> tuple[int, int]:
+def shared_dims(out: Sequence[int], src: Sequence[int]) -> tuple[int, int]:
     """(leading, trailing) dimensions a reshape's output and operand share."""
     lead = 0
     while lead < min(len(out), len(src)) and out[lead] == src[lead]:
@@ -368,7 +369,7 @@ def _reshape_lane(p: int, out: Sequence[int], src: Sequence[int]) -> int | None 
     """The operand dimension of a reshape's output dimension p when the emitter maps it
     directly (shared leading or trailing dimensions, as lane_split.reshape_index); False
     when it goes through a division."""
-    lead, trail = _shared(out, src)
+    lead, trail = shared_dims(out, src)
     if p < lead:
         return p
     if p >= len(out) - trail:

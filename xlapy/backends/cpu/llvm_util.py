@@ -498,6 +498,14 @@ def i64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
+def type_bytes(t: ir.Type) -> int:
+    """The size of a scalar (or complex {re, im} struct) IR type in bytes."""
+    if isinstance(t, ir.LiteralStructType):
+        return sum(type_bytes(e) for e in t.elements)
+    return t.width // 8 if isinstance(t, ir.IntType) else \
+        {"half": 2, "bfloat": 2, "float": 4, "double": 8}[str(t)]
+
+
 def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
     """Call `llvm.<name>` overloaded on the argument types (declared once per module)."""
     mod = b.module
