@@ -199,6 +199,9 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self.residues = 1 if self.width or self.segmented or rows else residues(root, leaves)
         self.align = self.residues if root.shape.rank == 1 and not flat else 1  # splits
         dims = root.shape.dimensions
+        cols = self.rows[0].operands[0].shape.dimensions[-1] if self.rows else 0
+        if self.width and 4 <= cols < self.width:  # rows shorter than a vector: the widest
+            self.width = 1 << (cols.bit_length() - 1)  # vectors in one (softmax: 10 classes)
         if self.width and root.opcode != "reduce" and not self.rows and dims:
             # Two (four) vectors per lane group: a long dependent chain per element (the
             # GELU chain) leaves the out-of-order window with one group in flight; LLVM
