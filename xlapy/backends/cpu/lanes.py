@@ -292,8 +292,9 @@ class LaneCheck:
                                            if d in pats and src[i] != 1})
         if op == "transpose":
             return self.patterned(ops[0], {a.permutation[d]: v for d, v in pats.items()})
-        if op == "slice":
-            return all(a.strides[d] == 1 for d in pats) and self.patterned(ops[0], pats)
+        if op == "slice":  # (a start would shift the patterns off their alignment)
+            return all(a.strides[d] == 1 and a.start_indices[d] == 0 for d in pats) and \
+                self.patterned(ops[0], pats)
         if op == "reshape":
             sub = merged(dims, ops[0].shape.dimensions, pats, len(next(iter(pats.values()))))
             return sub is not None and self._split(ops[0], sub)

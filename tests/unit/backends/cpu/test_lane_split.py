@@ -186,3 +186,23 @@ def test_split_rules() -> None:
     pats = split_patterns((2, 64), (2, 8, 8), 1, 16)
     assert pats == {1: tuple(k // 8 for k in range(16)), 2: tuple(k % 8 for k in range(16))}
     assert split_patterns((2, 24), (2, 3, 8), 1, 16) is None  # 24 is not whole vectors
+
+
+SLICED = """
+func.func @main(%x: tensor<2x10x8xf32>) -> tensor<2x{n}xf32> {{
+  %s = stablehlo.slice %x [0:2, {lo}:{hi}, 0:8] : (tensor<2x10x8xf32>) -> tensor<2x{k}x8xf32>
+  %m = stablehlo.multiply %s, %s : tensor<2x{k}x8xf32>
+  %r = stablehlo.reshape %m : (tensor<2x{k}x8xf32>) -> tensor<2x{n}xf32>
+  return %r : tensor<2x{n}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(2, 10), (0, 8), (1, 9), (0, 10)])
+def test_a_slice_under_split_lanes(lo: int, hi: int) -> None:
+    """A slice read at pattern indices: from 0 it keeps the patterns; a start would shift
+    them off their alignment (that kernel is scalar; it had failed to compile)."""
+    k = hi - lo
+    text = SLICED.format(lo=lo, hi=hi, k=k, n=8 * k)
+    x = np.random.default_rng(lo).standard_normal((2, 10, 8)).astype(np.float32)
+    _check(text, [x], 2)
