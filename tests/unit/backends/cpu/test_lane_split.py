@@ -206,3 +206,73 @@ def test_a_slice_under_split_lanes(lo: int, hi: int) -> None:
     text = SLICED.format(lo=lo, hi=hi, k=k, n=8 * k)
     x = np.random.default_rng(lo).standard_normal((2, 10, 8)).astype(np.float32)
     _check(text, [x], 2)
+
+
+
+#: Split lanes through transposes, broadcasts of a vector, iotas, three-way splits and
+#: mixed types (the ones LaneCheck refuses stay scalar).
+MIXED = {
+"transpose": """
+func.func @main(%x: tensor<2x8x8xf32>) -> tensor<2x64xf32> {
+  %t = stablehlo.transpose %x, dims = [0, 2, 1] : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %m = stablehlo.multiply %t, %t : tensor<2x8x8xf32>
+  %r = stablehlo.reshape %m : (tensor<2x8x8xf32>) -> tensor<2x64xf32>
+  return %r : tensor<2x64xf32>
+}""",
+"bcast_vec": """
+func.func @main(%x: tensor<2x64xf32>, %v: tensor<8xf32>) -> tensor<2x64xf32> {
+  %r = stablehlo.reshape %x : (tensor<2x64xf32>) -> tensor<2x8x8xf32>
+  %b = stablehlo.broadcast_in_dim %v, dims = [1] : (tensor<8xf32>) -> tensor<2x8x8xf32>
+  %c = stablehlo.broadcast_in_dim %v, dims = [2] : (tensor<8xf32>) -> tensor<2x8x8xf32>
+  %m = stablehlo.multiply %r, %b : tensor<2x8x8xf32>
+  %n = stablehlo.add %m, %c : tensor<2x8x8xf32>
+  %o = stablehlo.reshape %n : (tensor<2x8x8xf32>) -> tensor<2x64xf32>
+  return %o : tensor<2x64xf32>
+}""",
+"iota_cmp": """
+func.func @main(%x: tensor<4x32xf32>) -> tensor<4x32xf32> {
+  %r = stablehlo.reshape %x : (tensor<4x32xf32>) -> tensor<4x4x8xf32>
+  %i = stablehlo.iota dim = 1 : tensor<4x4x8xi32>
+  %j = stablehlo.iota dim = 2 : tensor<4x4x8xi32>
+  %c = stablehlo.compare GT, %i, %j : (tensor<4x4x8xi32>, tensor<4x4x8xi32>) -> tensor<4x4x8xi1>
+  %z = stablehlo.constant dense<0.0> : tensor<4x4x8xf32>
+  %s = stablehlo.select %c, %r, %z : tensor<4x4x8xi1>, tensor<4x4x8xf32>
+  %o = stablehlo.reshape %s : (tensor<4x4x8xf32>) -> tensor<4x32xf32>
+  return %o : tensor<4x32xf32>
+}""",
+"three_way": """
+func.func @main(%x: tensor<3x128xf32>) -> tensor<3x128xf32> {
+  %r = stablehlo.reshape %x : (tensor<3x128xf32>) -> tensor<3x2x8x8xf32>
+  %e = stablehlo.exponential %r : tensor<3x2x8x8xf32>
+  %o = stablehlo.reshape %e : (tensor<3x2x8x8xf32>) -> tensor<3x128xf32>
+  return %o : tensor<3x128xf32>
+}""",
+"int_bf16": """
+func.func @main(%x: tensor<4x64xi32>, %y: tensor<4x8xbf16>) -> tensor<4x64xbf16> {
+  %r = stablehlo.reshape %x : (tensor<4x64xi32>) -> tensor<4x8x8xi32>
+  %f = stablehlo.convert %r : (tensor<4x8x8xi32>) -> tensor<4x8x8xbf16>
+  %b = stablehlo.broadcast_in_dim %y, dims = [0, 1] : (tensor<4x8xbf16>) -> tensor<4x8x8xbf16>
+  %m = stablehlo.multiply %f, %b : tensor<4x8x8xbf16>
+  %o = stablehlo.reshape %m : (tensor<4x8x8xbf16>) -> tensor<4x64xbf16>
+  return %o : tensor<4x64xbf16>
+}""",
+}
+
+
+@pytest.mark.parametrize("name", list(MIXED))
+def test_split_lanes_through_other_ops(name: str) -> None:
+    text = MIXED[name]
+    rng = np.random.default_rng(len(name))
+    ref = xlapy.compile(text, backend="interpreter")
+    cpu = xlapy.compile(text, backend="cpu")
+    args = []
+    for p in cpu._exe.comp.parameters:
+        a = rng.standard_normal(tuple(p.shape.dimensions))
+        et = str(p.shape.element_type)
+        args.append((a * 3).astype(np.int32) if et == "s32" else
+                    a.astype(ml_dtypes.bfloat16) if et == "bf16" else a.astype(np.float32))
+    got, want = np.asarray(cpu(*args)), np.asarray(ref(*args))
+    if name == "three_way":  # (exp: the cpu's polynomial, within an ulp)
+        np.testing.assert_allclose(got, want, rtol=3e-7)
+    else:
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
