@@ -31,6 +31,7 @@ import numpy as np
 
 from xlapy.backends.cpu import cache, kernels
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.lanes import row_strides
 from xlapy.backends.cpu.llvm_util import Engine, i64, module_text, new_module
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class WindowEmitter(kernels.KernelEmitter):
         out = self.ptr(self.out_slot, et)
         b = self.b
         at = [self._start(s, n - u) for s, n, u in zip(starts, dims, udims)]
-        strides = kernels._strides(dims)
+        strides = row_strides(dims)
 
         def body(idx: list[Any]) -> None:
             self.memo.clear()

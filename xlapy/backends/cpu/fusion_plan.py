@@ -509,7 +509,6 @@ class _Chooser:
         return f"a chain of {cost} op(s), recomputed in each of {kernels_} kernels"
 
 
-
 def integer_mixing(order: Sequence[Instruction], fusible: set[int]) -> set[int]:
     """The fusible integer values computed by INT_MIX ops (and free ones) alone, with at most
     INT_DUP_OPS distinct ops in their fused chain (a DAG: a shared value counts once)."""
@@ -525,12 +524,7 @@ def integer_mixing(order: Sequence[Instruction], fusible: set[int]) -> set[int]:
         if not free and (instr.opcode not in INT_MIX | {"convert"} or not whole):
             ops[iid] = None
             continue
-        acc: set[int] = set() if free else {iid}
-        for o in instr.operands:
-            sub = ops.get(id(o), frozenset()) if id(o) in fusible else frozenset()
-            if sub is None:
-                acc = set(range(INT_DUP_OPS + 1))  # (not integer mixing: over the cap)
-                break
-            acc |= sub
-        ops[iid] = frozenset(acc) if len(acc) <= INT_DUP_OPS else None
+        subs = [ops.get(id(o), frozenset()) for o in instr.operands if id(o) in fusible]
+        acc = frozenset(() if free else (iid,)).union(*(s for s in subs if s is not None))
+        ops[iid] = None if None in subs or len(acc) > INT_DUP_OPS else acc
     return {i for i, v in ops.items() if v is not None and v}

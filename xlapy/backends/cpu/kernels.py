@@ -144,12 +144,6 @@ class Kernel:
     cells: tuple[tuple[str, int], ...] = ()
 
 
-_bytes = type_bytes
-
-
-_strides = row_strides
-
-
 class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter,
                     PeriodicEmitter, TileEmitter, LaneSplitEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
@@ -223,7 +217,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         return self.ptrs[slot]
 
     def linear(self, idx: Sequence[ir.Value], dims: Sequence[int]) -> ir.Value:
-        terms = [(v, s) for v, s, n in zip(idx, _strides(dims), dims) if n != 1]
+        terms = [(v, s) for v, s, n in zip(idx, row_strides(dims), dims) if n != 1]
         fixed, terms = self.fixed_offset(terms)  # (hoist_emit: the row's part, once)
         return self.offset_sum(terms, i64(0) if fixed is None else fixed)
 
@@ -245,7 +239,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         p = b.gep(self.ptr(slot, t), [self.linear(idx, dims)], inbounds=True)
         v = self._access(p, idx)
         if self.rows and has_lane(idx):
-            self._prefetch_ahead(slot, p, idx, dims, _bytes(ew.storage_type(t)))
+            self._prefetch_ahead(slot, p, idx, dims, type_bytes(ew.storage_type(t)))
         return ew.from_storage(b, v, t)
 
     def _lane0(self, v: Lane) -> ir.Value:
@@ -257,7 +251,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         b = self.b
         if has_lane(idx):
             vt = ir.VectorType(p.type.pointee, self.width)
-            align = _bytes(p.type.pointee)
+            align = type_bytes(p.type.pointee)
             vp = b.bitcast(p, vt.as_pointer())
             if value is None:
                 return b.load(vp, align=align)
@@ -548,7 +542,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         # Non-temporal stores for a big result (`streaming`): no read-for-ownership of every
         # output line (softmax 9.6 -> 8.3 ms, layernorm 2.8 -> 2.1). Each vector store is
         # aligned to its size (<= 64): whole vectors per row, recycle.output's 64-byte buffer.
-        vbytes = self.width * _bytes(ew.storage_type(et))
+        vbytes = self.width * type_bytes(ew.storage_type(et))
         stream = self.streaming and bool(dims) and vbytes >= 16 and \
             dims[-1] % self.width == 0 and not self.segmented  # (segments start unaligned)
         self.fenced = stream
@@ -570,7 +564,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
     def _unflatten(self, p: ir.Value, dims: Sequence[int]) -> list[ir.Value]:
         """The indices of row p of the leading `dims` (0 along an extent-1 dimension)."""
         b, out = self.b, []
-        for d, (n, s) in enumerate(zip(dims, _strides(dims))):
+        for d, (n, s) in enumerate(zip(dims, row_strides(dims))):
             if n == 1:
                 out.append(i64(0))
                 continue

@@ -47,13 +47,13 @@ class LaneSplitEmitter:
         lead, trail = shared_dims(out, src)
         mid_out, mid_src = list(out[lead:len(out) - trail]), list(src[lead:len(src) - trail])
         part = list(idx[lead:len(idx) - trail])
-        lane = part[-1] if part and isinstance(part[-1], Lane) else None
-        if lane is not None:  # split lanes (LaneCheck: aligned, the last dimension)
-            if lane.off % self.width or trail:
+        split = bool(part) and isinstance(part[-1], Lane)
+        if split:  # split lanes (LaneCheck: aligned, the last dimension)
+            if part[-1].off % self.width or trail:
                 raise RuntimeError("internal error: a reshape splits unaligned lanes")
-            part[-1] = self._lane0(lane)  # type: ignore[attr-defined]
+            part[-1] = self._lane0(part[-1])  # type: ignore[attr-defined]
         elif any(isinstance(v, LanePattern) for v in part):  # (lanes.merged: whole lanes)
-            lane = part[-1]
+            split = True
             part = [v.start if isinstance(v, LanePattern) else v for v in part]
         lin = self.linear(part, mid_out)  # type: ignore[attr-defined]
         mid: list[Any] = []
@@ -62,7 +62,7 @@ class LaneSplitEmitter:
                 mid.append(i64(0))
                 continue
             q = b.udiv(lin, i64(s)) if s != 1 else lin
-            how = split_rule(s, n, self.width) if lane is not None else "uniform"
+            how = split_rule(s, n, self.width) if split else "uniform"
             if how == "periodic":
                 mid.append(LanePattern(i64(0), tuple((k // s) % n for k in range(self.width))))
             elif how == "div":

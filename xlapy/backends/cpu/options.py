@@ -24,6 +24,27 @@ from xlapy.backends.cpu.fusion_plan import FusionLimits
 from xlapy.errors import XlapyError
 
 
+@functools.cache
+def stream_default(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
+    """The largest cache's size (Linux sysfs), else 8 MiB. A result that fits in it stays
+    there for its consumer, and ordinary stores keep it there. Measured on Zen 4 (32 MB
+    L3), non-temporal against ordinary stores, interleaved runs: x * 2 + 1 of 16 / 24 / 32
+    / 64 MB 1.44 / 1.14 / 0.90 / 0.77 the time; a 9.6 MB uint8 -> f32 image conversion
+    had taken 2.6x XLA's time; softmax of 16 / 64 MB 1.22 / 1.04."""
+    best = 0
+    for index in glob.glob(os.path.join(sysfs, "index*")):
+        try:
+            with open(os.path.join(index, "size")) as f:
+                text = f.read().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            best = max(best, int(digits) * scale)
+    return max(best, 8 << 20)
+
+
 @dataclass(frozen=True)
 class CpuOptions:
     """One compile's settings. `lanes`: explicit SIMD lanes per kernel vector (None: the
@@ -40,7 +61,7 @@ class CpuOptions:
     nested_split_cost: int = 1 << 23
     #: Entry results of at least this many bytes are stored non-temporally (kernels.py):
     #: the last-level cache's size (`stream_default`).
-    stream_bytes: int = field(default_factory=lambda: stream_default())
+    stream_bytes: int = field(default_factory=stream_default)
     #: Rows per chunk at least of a reduce over dimension 0 split into partials.
     partial_min_rows: int = 16
     #: Elements below which no kernel of a module is worth LLVM's loop vectorizer.
@@ -79,24 +100,3 @@ class CpuOptions:
 
     def nested_copy(self, loop_part: bool = False) -> CpuOptions:
         return dataclasses.replace(self, nested=True, loop_part=loop_part)
-
-
-@functools.cache
-def stream_default(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
-    """The largest cache's size (Linux sysfs), else 8 MiB. A result that fits in it stays
-    there for its consumer, and ordinary stores keep it there. Measured on Zen 4 (32 MB
-    L3), non-temporal against ordinary stores, interleaved runs: x * 2 + 1 of 16 / 24 / 32
-    / 64 MB 1.44 / 1.14 / 0.90 / 0.77 the time; a 9.6 MB uint8 -> f32 image conversion
-    had taken 2.6x XLA's time; softmax of 16 / 64 MB 1.22 / 1.04."""
-    best = 0
-    for index in glob.glob(os.path.join(sysfs, "index*")):
-        try:
-            with open(os.path.join(index, "size")) as f:
-                text = f.read().strip().upper()
-        except OSError:
-            continue
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-        digits = text.rstrip("KMG")
-        if digits.isdigit():
-            best = max(best, int(digits) * scale)
-    return best if best >= 8 << 20 else 8 << 20
