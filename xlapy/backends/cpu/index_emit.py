@@ -67,7 +67,7 @@ def _shift(b: ir.IRBuilder, v: Any, by: ir.Value | int) -> Any:
             return v.shifted(by)
         return b.add(v, i64(by), flags=["nsw"])
     if isinstance(v, Lane):
-        return Lane(b.add(v.base, by, flags=["nsw"]), v.off)
+        return v.moved(b.add(v.base, by, flags=["nsw"]))
     return b.add(v, by, flags=["nsw"])
 
 
@@ -76,7 +76,7 @@ def _minus(b: ir.IRBuilder, v: Any, by: ir.Value | int) -> Any:
     if isinstance(by, int):
         return _shift(b, v, -by)
     if isinstance(v, Lane):
-        return Lane(b.sub(v.base, by, flags=["nsw"]), v.off)
+        return v.moved(b.sub(v.base, by, flags=["nsw"]))
     return b.sub(v, by, flags=["nsw"])
 
 

@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import bf16_exact, exp_range, flush_ftz, rotate_emit, row_divide
+from xlapy.backends.cpu import (
+    bf16_exact,
+    exp_range,
+    flush_ftz,
+    masked_emit,
+    rotate_emit,
+    row_divide,
+)
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
@@ -37,6 +44,7 @@ from xlapy.backends.cpu.lanes import (
     LanePattern,
     has_lane,
     index_key,
+    live_lanes,
     row_strides,
     vector_width,
 )
@@ -50,6 +58,7 @@ from xlapy.backends.cpu.llvm_util import (
     store_fence,
     type_bytes,
 )
+from xlapy.backends.cpu.masked_emit import masked_ok, row_width
 from xlapy.backends.cpu.math_poly import Math
 from xlapy.backends.cpu.periodic_emit import PeriodicEmitter
 from xlapy.backends.cpu.reduce_emit import ReductionEmitter, reducer_op
@@ -193,9 +202,11 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self.residues = 1 if self.width or self.segmented or rows else residues(root, leaves)
         self.align = self.residues if root.shape.rank == 1 and not flat else 1  # splits
         dims = root.shape.dimensions
-        cols = self.rows[0].operands[0].shape.dimensions[-1] if self.rows else 0
-        if self.width and 4 <= cols < self.width:  # rows shorter than a vector: the widest
-            self.width = 1 << (cols.bit_length() - 1)  # vectors in one (softmax: 10 classes)
+        #: A constant-length rest of a lane loop is one masked vector (masked_emit.py).
+        self.masked = bool(self.width) and masked_ok(root, leaves)
+        if self.rows:  # rows shorter than a vector (softmax: 10 classes)
+            cols = self.rows[0].operands[0].shape.dimensions[-1]
+            self.width = row_width(cols, self.width, self.masked)
         if self.width and root.opcode != "reduce" and not self.rows and dims:
             # Two (four) vectors per lane group: a long dependent chain per element (the
             # GELU chain) leaves the out-of-order window with one group in flight; LLVM
@@ -253,6 +264,9 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             vt = ir.VectorType(p.type.pointee, self.width)
             align = type_bytes(p.type.pointee)
             vp = b.bitcast(p, vt.as_pointer())
+            if live := live_lanes(idx):
+                return masked_emit.access(b, vp, align, live, value if value is None else
+                                     broadcast(b, value, self.width))
             if value is None:
                 return b.load(vp, align=align)
             return b.store(broadcast(b, value, self.width), vp, align=align)
@@ -287,8 +301,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         buf = self.row_cache.get(id(instr))
         if buf is not None and len(idx) == self.row_depth + 1 and \
                 self.in_row(idx[:-1], sh.dimensions):
-            col = self._lane0(idx[-1]) if isinstance(idx[-1], Lane) else idx[-1]
-            v = self._access(b.gep(buf, [i64(0), col], inbounds=True), idx)
+            last = idx[-1]
+            col = self._lane0(last) if isinstance(last, Lane) else last
+            whole = last.whole if isinstance(last, Lane) else last  # (reduce_emit's row cache)
+            v = self._access(b.gep(buf, [i64(0), col], inbounds=True), [*idx[:-1], whole])
             if id(instr) in self.row_cache_bf16:
                 bf16_exact.mark(v)
             return ew.mark_flushed(v) if id(instr) in self.row_cache_flushed else v
@@ -498,7 +514,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         if not isinstance(mid, ir.Constant) or mid.constant > lo.constant:
             with for_range(b, lo, mid, name=f"{name}v", step=w) as i:
                 body(Lane(i))
-        if rest:
+        if rest and self.masked and isinstance(mid, ir.Constant) and \
+                isinstance(hi, ir.Constant):
+            body(Lane(mid, live=hi.constant - mid.constant))
+        elif rest:
             with for_range(b, mid, hi, name=name) as i:
                 body(i)
 

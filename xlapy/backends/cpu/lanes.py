@@ -32,17 +32,27 @@ REASSOC = frozenset({ET.F32, ET.F64})
 
 @dataclass(frozen=True)
 class Lane:
-    """The index vector base + off + [0, W) of the innermost loop."""
+    """The index vector base + off + [0, W) of the innermost loop; `live` > 0: only the
+    first `live` lanes are real (a row's masked tail: masked_emit.py)."""
 
     base: ir.Value
     off: int = 0
+    live: int = 0
 
     @property
-    def key(self) -> tuple[str, int, int]:
-        return ("lane", id(self.base), self.off)
+    def key(self) -> tuple[str, int, int, int]:
+        return ("lane", id(self.base), self.off, self.live)
 
     def shifted(self, by: int) -> Lane:
-        return Lane(self.base, self.off + by)
+        return Lane(self.base, self.off + by, self.live)
+
+    def moved(self, base: ir.Value) -> Lane:
+        return Lane(base, self.off, self.live)
+
+    @property
+    def whole(self) -> Lane:
+        """Every lane (a row cache holds whole vectors: masked_emit.py)."""
+        return Lane(self.base, self.off)
 
 
 @dataclass(frozen=True)
@@ -172,6 +182,11 @@ def index_key(v: object) -> object:
 
 def has_lane(idx: Sequence[object]) -> bool:
     return any(isinstance(v, (Lane, LanePattern)) for v in idx)
+
+
+def live_lanes(idx: Sequence[object]) -> int:
+    """The live lanes of idx's Lane if it is a masked tail, else 0."""
+    return next((v.live for v in idx if isinstance(v, Lane)), 0)
 
 
 class LaneCheck:

@@ -20,17 +20,22 @@ from llvmlite import ir
 
 from xlapy.backends.cpu.lanes import Lane, horizontal
 from xlapy.backends.cpu.llvm_util import for_range, i64, splat
+from xlapy.backends.cpu.masked_emit import mask
 from xlapy.types import ElementType as ET
 
 #: Vector accumulator pairs (select, sum) of the fast loop: the select is a 4-cycle chain.
 FAST_CHAINS = 4
 
 
-def fast_ok(op: str, et: ET, cols: int, width: int) -> bool:
+def fast_ok(op: str, et: ET, cols: int, width: int, masked: bool = False) -> bool:
     """Whether a row of `cols` columns gets the fast loop: f32/f64 max/min, lanes on, whole
-    groups of FAST_CHAINS vectors of columns (no scalar rest)."""
-    return op in ("maximum", "minimum") and et in (ET.F32, ET.F64) and width > 0 and \
-        cols >= FAST_CHAINS * width and cols % (FAST_CHAINS * width) == 0
+    groups of FAST_CHAINS vectors of columns (no scalar rest), or one vector (`masked`: a
+    masked one, masked_emit.py)."""
+    if op not in ("maximum", "minimum") or et not in (ET.F32, ET.F64) or not width:
+        return False
+    if cols <= width:
+        return cols == width or (masked and cols > 1)
+    return cols % (FAST_CHAINS * width) == 0
 
 
 class MinMaxEmitter:
@@ -59,6 +64,14 @@ class MinMaxEmitter:
         def pick(v: ir.Value, acc: ir.Value) -> ir.Value:  # one maxps / minps
             return b.select(b.fcmp_ordered(pred, v, acc), v, acc)
 
+        if cols <= w:  # one vector (a masked one: dead lanes at the identity)
+            v = self.splat(value(Lane(i64(0), live=cols % w)))
+            live = mask(w, cols)
+            m = b.select(live, v, ident) if cols < w else v
+            m1 = horizontal(b, m, lambda p, q: pick(q, p))
+            nan = b.and_(b.fcmp_unordered("uno", v, v), live)
+            self._fast_finish(op, et, accp, m1, b.bitcast(nan, ir.IntType(w)), exact, init)
+            return
         # The accumulators are phis (not stack slots): a third of the IR instructions
         # fewer to build, print and parse (the loop runs at least once: cols >= group).
         pre = b.block
@@ -83,12 +96,20 @@ class MinMaxEmitter:
         # A lane of the sums is NaN iff some value was (or +inf met -inf in it): no need
         # to add the lanes up.
         nan = b.bitcast(b.fcmp_unordered("uno", s, s), ir.IntType(w))
-        redo = b.or_(b.icmp_unsigned("!=", nan, ir.Constant(ir.IntType(w), 0)),
+        self._fast_finish(op, et, accp, m1, nan, exact, init)
+
+    def _fast_finish(self, op: str, et: ET, accp: ir.Value, m1: ir.Value, nan: ir.Value,
+                     exact: Callable[[], None], init: ir.Value | None) -> None:
+        """*accp (op)= m1, the fast result, unless a lane saw a NaN (`nan`'s bits) or m1 is
+        a zero (either sign): then the exact row."""
+        b = self.b
+        redo = b.or_(b.icmp_unsigned("!=", nan, ir.Constant(nan.type, 0)),
                      b.fcmp_ordered("==", m1, ir.Constant(m1.type, 0.0)))
         with b.if_else(redo, likely=False) as (slow, fast):
             with slow:
                 exact()
             with fast:
+                start = float("-inf") if op == "maximum" else float("inf")
                 first = isinstance(init, ir.Constant) and init.constant == start
                 b.store(m1 if first else self._combine(op, et, b.load(accp), m1, late=True),
                         accp)

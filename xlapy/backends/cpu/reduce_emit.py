@@ -15,8 +15,9 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import bf16_exact, target
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu.lanes import Lane, accumulator_start, has_lane, horizontal
+from xlapy.backends.cpu.lanes import Lane, accumulator_start, has_lane, horizontal, live_lanes
 from xlapy.backends.cpu.llvm_util import for_range, i64, intrinsic
+from xlapy.backends.cpu.masked_emit import live_only
 from xlapy.backends.cpu.minmax_emit import MinMaxEmitter, fast_ok
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
@@ -77,6 +78,7 @@ class ReductionEmitter(MinMaxEmitter):
     root: Instruction
     rows: list[Instruction]
     width: int
+    masked: bool
     memo: dict[Any, ir.Value]
     ops: int
     _phase: Any  # HoistEmitter's
@@ -113,7 +115,9 @@ class ReductionEmitter(MinMaxEmitter):
             accp = b.alloca(ew.compute_type(et), name=f"row.{red.name}")
             cache = None
             if self._worth_caching(x, red, cols):
-                cache = b.alloca(ir.ArrayType(ew.compute_type(x.shape.element_type), cols),
+                cache = b.alloca(ir.ArrayType(ew.compute_type(x.shape.element_type),
+                                              -(-cols // max(self.width, 1)) * self.width
+                                              if self.masked else cols),
                                  name=f"rowbuf.{red.name}")
         b.store(init_c, accp)
         flushed = [True]  # every value stored into the row cache is known flushed
@@ -121,7 +125,7 @@ class ReductionEmitter(MinMaxEmitter):
         step = functools.partial(self._row_step, row, x, op, et, cache, accp, flushed, bf16s)
 
         def exact() -> None:  # (its vector accumulators made here: the fast row needs none)
-            lanes = self._lane_acc(op, et, self.width and cols >= self.width)
+            lanes = self._lane_acc(op, et, self.width and (cols >= self.width or self.masked))
             chains = self._chains(op, et, lanes, cols, x)
             done = self._chain_loop(cols, "rcu", chains, step)
             self._lane_loop(i64(done), i64(cols), "rc", functools.partial(step, lanes))
@@ -133,7 +137,7 @@ class ReductionEmitter(MinMaxEmitter):
                 step(None, c)
 
         with self._phase(r):  # (hoist_emit: what the row fixes is computed once)
-            if cache is None and fast_ok(op, et, cols, self.width):
+            if cache is None and fast_ok(op, et, cols, self.width, self.masked):
                 self._fast_row(op, et, cols, "rcu", accp,
                                lambda c: self._row_value(x, row, c), scalar, init_c)
                 bf16s[0] = False  # (its vector values were not looked at: f32/f64 rows)
@@ -171,11 +175,14 @@ class ReductionEmitter(MinMaxEmitter):
         self.memo.clear()
         v = self.gen(x, [*r, c])
         if isinstance(c, Lane):
-            v = self.splat(v)
+            v = self._live(op, et, self.splat(v), c.live)
         bf16s[0] = bf16s[0] and bf16_exact.is_bf16(v)
         if cache is not None:
             col = self._lane0(c) if isinstance(c, Lane) else c
-            self._access(b.gep(cache, [i64(0), col], inbounds=True), [c], v)
+            # (whole vectors: a masked store, and a load of it, are slow; AVX2's on AMD
+            # are microcode, and a load cannot take its value from a masked store)
+            self._access(b.gep(cache, [i64(0), col], inbounds=True),
+                         [c.whole if isinstance(c, Lane) else c], v)
             flushed[0] = flushed[0] and ew._isfloat(v) and ew.is_flushed(v)
         acc = lanes if isinstance(c, Lane) else accp
         b.store(self._combine(op, et, b.load(acc), v, late=True), acc)
@@ -190,6 +197,12 @@ class ReductionEmitter(MinMaxEmitter):
             slot = b.alloca(start.type, name="lanes")
         b.store(start, slot)
         return slot
+
+    def _live(self, op: str, et: ET, v: ir.Value, live: int) -> ir.Value:
+        """Lane vector v of a masked tail (`live` lanes real) with the reducer's identity in
+        its dead lanes (masked_emit.py); v itself for whole lanes."""
+        return live_only(self.b, v, live, accumulator_start(op, et, self.width)) if live \
+            else v
 
     def _cheap(self, x: Instruction, most: int = SUM_CHAIN_OPS) -> bool:
         """x's expression in this kernel has at most `most` arithmetic ops and no
@@ -367,14 +380,14 @@ class ReductionEmitter(MinMaxEmitter):
                 accp = b.alloca(ew.compute_type(et), name="acc")
             b.store(ew.from_storage(b, b.load(p), et), accp)
             lanes = self._lane_acc(op, et, bool(self.width) and (
-                dims[-1] >= self.width or (n == 1 and rng is not None)))
+                dims[-1] >= self.width or (n == 1 and rng is not None) or self.masked))
 
             def inner(full: list[ir.Value], slot: ir.Value | None = None) -> None:
                 self.memo.clear()
                 v = self.gen(x, full)
                 acc = accp
                 if has_lane(full):
-                    acc, v = slot or lanes, self.splat(v)
+                    acc, v = slot or lanes, self._live(op, et, self.splat(v), live_lanes(full))
                 b.store(self._combine(op, et, b.load(acc), v, late=True), acc)
 
             # Reducing only the innermost dimension (a row max): independent accumulators.
@@ -403,7 +416,9 @@ class ReductionEmitter(MinMaxEmitter):
             # (hoist_emit: what the outer indices fix - xent's log of the row's sum, its
             # label - is computed once per output, not per vector: 0.25 -> 0.044 ms there)
             with self._phase(idx):
-                if len(chains) > 1 and fast_ok(op, et, dims[-1], self.width):
+                if (len(chains) > 1 or (dims[-1] <= self.width and len(idx) == n - 1 and
+                                         rng is None)) and \
+                        fast_ok(op, et, dims[-1], self.width, self.masked):
                     self._fast_row(op, et, dims[-1], "ru", accp, value, scalar)
                 else:
                     exact()
