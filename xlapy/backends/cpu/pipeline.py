@@ -91,7 +91,8 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     (dot_transpose.py), small dot operands transposed into 2-D product layout
     (dot_flatten.py), transposed convolutions as their phases (conv_polyphase.py), small
     batched dots as reduces (small_dots.py), reductions over a short last dimension as
-    element-wise folds (short_reduce.py), long column sums in two levels
+    element-wise folds (short_reduce.py), column reductions of a narrow last dimension
+    through whole vectors (narrow_columns.py), long column sums in two levels
     (column_sums.py), bf16/f16 dots widened to f32 (their
     converts then fuse into the kernels around them), bf16 rows summed in f32 shared,
     sorts of an iota read as top_k made chlo.top_k again (topk_select.py), then the cpu
@@ -100,6 +101,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution
     from xlapy.backends.cpu.dot_flatten import FlattenDots
     from xlapy.backends.cpu.dot_transpose import FoldDotTranspose
+    from xlapy.backends.cpu.narrow_columns import FoldNarrowColumns
     from xlapy.backends.cpu.short_reduce import ShortReductions
     from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
     from xlapy.backends.cpu.topk_select import SelectTopK
@@ -110,7 +112,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     target_ = (options or CpuOptions.make()).target
     return Pipeline("cpu", [*backend_pipeline().passes, FoldDotTranspose(),
                             FlattenDots(), PolyphaseConvolution(), SmallDotsAsReduces(),
-                            ShortReductions(), SplitColumnSums(),
+                            ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
                             WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CpuFusion(options)],
                     verify, print_after_all)
