@@ -1,8 +1,8 @@
 """HLO for the f64 refinements of chlo_lowering (issue 15): lgamma's series for x > 0
 (ops/lgamma_series.py) and erf_inv's Newton step on erfc (ops/erfcx_cheb.py), evaluated in
-the same order as the interpreter's numpy twins; f32 sinh's f64 form. Expressions stay shallow (chunked
-polynomials, balanced products and sums): the cpu fusion cuts a kernel past 100 ops deep,
-and a 55-term Horner chain split lgamma into 49 passes over memory."""
+the same order as the interpreter's numpy twins; f32 sinh's f64 form. Expressions stay
+shallow (chunked polynomials, balanced products and sums): the cpu fusion cuts a kernel past
+100 ops deep, and a 55-term Horner chain split lgamma into 49 passes over memory."""
 
 from __future__ import annotations
 
