@@ -15,8 +15,9 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   sinh = |x| < 1 ? (e + e / (e + 1)) / 2 with e = expm1(x) : sign(x) (E / 2 - 1 / (2 E))
   with E = exp(|x|) (f32 in f64: chlo_refine.sinh_wide); cosh = E / 2 + 1 / (2 E) (XLA:
   exp(x - ln 2) +- exp(-x - ln 2), whose rounding of x - ln 2 costs up to 458 ulp);
-  asinh = sign(x) * (|x| large ? ln|x| + ln 2 : log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))); acosh = x large ? ln x + ln 2 :
-  log1p(y + sqrt(y * (x + 1))) with y = x - 1; atanh = (log1p(x) - log1p(-x)) / 2;
+  asinh = sign(x) * (|x| large ? ln|x| + ln 2 : log1p(|x| + x^2 / (1 + sqrt(1 + x^2))));
+  acosh = x large ? ln x + ln 2 : log1p(y + sqrt(y * (x + 1))) with y = x - 1;
+  atanh = (log1p(x) - log1p(-x)) / 2;
   asin = 2 atan2(x, 1 + sqrt((1 - x)(1 + x))); acos = x == -1 ? pi :
   2 atan2(sqrt((1 - x)(1 + x)), 1 + x); atan = atan2(x, 1);
   erfc (f16/bf16/f32 only) = |x| < 1 ? 1 - erf(x) (a degree-7 fit in x^2 in f64, rounded once) :
