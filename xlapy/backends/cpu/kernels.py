@@ -36,6 +36,7 @@ from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.backends.cpu.fp_env import kernel_mxcsr, restore_mxcsr
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
+from xlapy.backends.cpu.interleave_emit import InterleaveEmitter
 from xlapy.backends.cpu.kernel_flat import flatten
 from xlapy.backends.cpu.lane_split import LaneSplitEmitter
 from xlapy.backends.cpu.lanes import (
@@ -72,12 +73,6 @@ from xlapy.types import ElementType as ET
 #: Producers a kernel can generate per index (besides the element-wise table).
 PRODUCERS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "reverse", "iota",
                        "convert", "compare", "select", "clamp", "constant"}) | INDEX_OPS
-#: Interleave count of innermost loops whose body weighs (ops + 10 per transcendental) at
-#: least INTERLEAVE_WEIGHT (the GELU chain: 27 ms -> 21 at 2, 16 at 4, compile 37 -> 47 ->
-#: 59 ms), and HEAVY_INTERLEAVE from HEAVY_WEIGHT on: the JAX GELU chain (7 tanh, weight
-#: ~135) was latency-bound at 2 (2 chains in flight, ~450 cycles an iteration for 359
-#: instructions): 2.06 -> 1.43 ms at 4 (1.15 at 8), cold compile 21 -> 26 ms (43 at 8).
-INTERLEAVE, INTERLEAVE_WEIGHT, HEAVY_INTERLEAVE, HEAVY_WEIGHT = 2, 24, 4, 64
 
 
 def _types_ok(instr: Instruction) -> bool:
@@ -154,7 +149,7 @@ class Kernel:
 
 
 class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter,
-                    PeriodicEmitter, TileEmitter, LaneSplitEmitter):
+                    PeriodicEmitter, TileEmitter, LaneSplitEmitter, InterleaveEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
     FLAT = True  # a short last dimension emitted flat (kernel_flat.py)
@@ -520,38 +515,6 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         elif rest:
             with for_range(b, mid, hi, name=name) as i:
                 body(i)
-
-    def _weight(self) -> int:
-        """The interleave weight of the kernel's fused expression, before emitting it."""
-        free = ("constant", "broadcast_in_dim", "transpose", "reshape", "slice", "reverse",
-                "iota", "dynamic_iota", "reduce")
-        seen: set[int] = set()
-        stack = [self.root]
-        weight = 0
-        while stack:
-            i = stack.pop()
-            if id(i) in seen or id(i) in self.leaves:
-                continue
-            seen.add(id(i))
-            if i.opcode not in free:
-                weight += 11 if i.opcode in ew.INEXACT else 1
-            if i.opcode != "reduce":
-                stack.extend(i.operands)
-        return weight
-
-    def _interleave(self, weight: int | None = None) -> int:
-        """Vector bodies per iteration of the innermost loop (asked once its body is built):
-        a long dependent chain per element (the GELU chain: 7 tanh in a row) leaves the
-        out-of-order window with one iteration in flight, so two independent ones run ~1.3x
-        faster; short bodies gain nothing and would only compile slower."""
-        dims = self.root.shape.dimensions
-        if not dims or dims[-1] < 64 or int(np.prod(dims)) < 1 << 14:
-            return 0  # small kernels: compile time matters more
-        if weight is None:
-            weight = self.ops + 10 * self.heavy
-        if weight >= HEAVY_WEIGHT:
-            return HEAVY_INTERLEAVE
-        return INTERLEAVE if weight >= INTERLEAVE_WEIGHT else 0
 
     def _elementwise(self, begin: ir.Value, end: ir.Value) -> tuple[int, bool]:
         sh = self.root.shape

@@ -1,7 +1,7 @@
 """Element-wise kernels with long dependent chains run several vectors per loop iteration
-(kernels.INTERLEAVE, HEAVY_INTERLEAVE from HEAVY_WEIGHT on: the GELU chain); a value's result
-does not depend on its position (vector lanes, interleaved parts, the tail) and matches the
-interpreter's, for lengths that the wider groups divide or not."""
+(interleave_emit.INTERLEAVE, HEAVY_INTERLEAVE from HEAVY_WEIGHT on: the GELU chain); a
+value's result does not depend on its position (vector lanes, interleaved parts, the tail)
+and matches the interpreter's, for lengths that the wider groups divide or not."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import kernels
+from xlapy.backends.cpu import interleave_emit
 
 
 def _tanh_chain(n: int, depth: int) -> str:
@@ -47,4 +47,4 @@ def test_vectors_per_iteration_grow_with_the_chain() -> None:
         pytest.skip("scalar kernels on this target")
     aligns = [xlapy.compile(_tanh_chain(1 << 15, d), "cpu")._exe.kernel_specs[0].align
               for d in (1, 2, 7)]
-    assert aligns == [w, kernels.INTERLEAVE * w, kernels.HEAVY_INTERLEAVE * w]
+    assert aligns == [w, interleave_emit.INTERLEAVE * w, interleave_emit.HEAVY_INTERLEAVE * w]
