@@ -39,6 +39,7 @@ from xlapy.backends.cpu import (
     lanes,
     lapack,
     library,
+    multi_output,
     nested_loop,
     once,
     op_emit,
@@ -190,8 +191,14 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         # f32 converts, ~0.9 ms, that a batch chain then drops). Functions keep program
         # order in the module (an emitter creates its function when made).
         pending: list[tuple[int, kernels.KernelEmitter]] = []
+        #: Sibling kernels one loop computes (multi_output.py): first member -> siblings.
+        self._siblings, absorbed = multi_output.plan(order, fusible, self.materialized,
+                                                     self.row_reduces, self._claimed,
+                                                     self.options.nested)
         for instr in order:
             iid = id(instr)
+            if iid in absorbed:  # (its slot and no-op thunk were made with its first member)
+                continue
             if instr.opcode == "parameter":
                 self._new_slot(instr)
                 continue
@@ -207,17 +214,18 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 continue
             if iid in fusible:
                 s = self._new_slot(instr)
-                leaves = self._leaves(instr, fusible)
+                extra = [(x, self._new_slot(x)) for x in self._siblings.get(iid, [])]
+                leaves = multi_output.group_leaves(instr, extra, lambda m: self._leaves(m, fusible))
                 name = f"k{len(kernel_specs)}"
                 stream = (iid in self.outputs and not self.options.nested
                           and instr.shape.is_array and instr.shape.num_elements
                           * instr.shape.dtype.itemsize >= max(self.options.stream_bytes,
                                                              recycle.MIN_BYTES))
                 rows = self.row_reduces.get(iid, [])
-                routine = transpose_lib.takes(instr, leaves, self.options.nested)
+                routine = not extra and transpose_lib.takes(instr, leaves, self.options.nested)
                 emitter: Any = transpose_lib.TransposeEmitter(mod, name, instr, leaves, s) \
                     if routine else kernels.KernelEmitter(mod, name, instr, leaves, s, rows,
-                                                          stream)
+                                                          stream, extra)
                 kernel_specs.append(None)
                 if rows or not ROW_KERNELS_FIRST:
                     kernel_specs[-1] = spec = emitter.build()
@@ -227,6 +235,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 (fresh if iid in self._fresh_values else temps).append(s)
                 self.report.append((instr.name, instr.opcode, f"kernel {name}"
                                     + (" (transpose routine)" if routine else "")))
+                multi_output.add_siblings(self, name, instr, extra, fresh, temps)
                 continue
             native = op_emit.plan(instr)
             if native is not None:  # reduce_window, select_and_scatter, scatter (op_emit.py)
@@ -249,9 +258,10 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.fresh_slots = fresh
         self.temp_slots = temps
         #: The instructions that have a thunk, in program (= thunk) order.
-        self._thunk_instrs = [i for i in order if id(i) in self.slot
+        self._thunk_instrs = [j for i in order if id(i) in self.slot
                               and i.opcode not in ("parameter", "constant")
-                              and id(i) not in self._claimed]
+                              and id(i) not in self._claimed and id(i) not in absorbed
+                              for j in [i, *self._siblings.get(id(i), ())]]
         #: The compiled kernels: explicit-vector ones and the others (engines below).
         self.engine: Engine | None = None
         self.engines: list[Engine] = []
@@ -578,6 +588,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             return thunks.partial_thunk(fn, cuts, self._threads(spec.cost), combine, self._keep,
                                         spec.output, dims, dtype, is_fresh, self._pool)
         fresh = [(spec.output, dims, dtype)] if is_fresh else []
+        fresh += multi_output.fresh(self._siblings.get(id(spec.root), ()), self.slot,
+                                    self._fresh_values)
         return thunks.split_thunk(fn, spec.outer, self._threads(spec.cost) if spec.splittable
                                   and big else 1, spec.align, self._keep, fresh, self._pool)
 

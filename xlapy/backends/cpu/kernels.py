@@ -146,6 +146,8 @@ class Kernel:
     align: int = 1
     #: (global, value): i64 globals of the kernel's module set once it is linked.
     cells: tuple[tuple[str, int], ...] = ()
+    #: The slots of sibling roots it computes too, at the same indices (multi_output.py).
+    extra: tuple[int, ...] = ()
 
 
 class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter,
@@ -155,10 +157,11 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
     FLAT = True  # a short last dimension emitted flat (kernel_flat.py)
 
     def __init__(self, mod: ir.Module, name: str, root: Instruction, leaves: dict[int, int],
-                 out_slot: int, rows: Sequence[Instruction] = (), streaming: bool = False
-                 ) -> None:
+                 out_slot: int, rows: Sequence[Instruction] = (), streaming: bool = False,
+                 extra: Sequence[tuple[Instruction, int]] = ()) -> None:
         self.spec_root = root  # (the kernel's; `root` may be its flat copy, rows walked flat)
-        flat = flatten(root, leaves, rows) if self.FLAT else None
+        self.extra = list(extra)  # sibling roots and their slots (multi_output.py)
+        flat = flatten(root, leaves, rows) if self.FLAT and not extra else None
         root, leaves = flat or (root, leaves)
         self.flat_rows = int(np.prod(self.spec_root.shape.dimensions[1:])) if flat else 0
         self.rows = list(rows)  # row reductions computed per outermost index, in order
@@ -192,7 +195,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         #: Lanes of the innermost loops (0: scalar IR for LLVM's loop vectorizer).
         check = LaneCheck(leaves, self.rows, reducer_op, splits=not (
             self.segmented or self.rows or root.opcode == "reduce"))
-        self.width = vector_width() if check.kernel(root, self.rows, self.segmented) else 0
+        self.width = vector_width() if all(check.kernel(r, self.rows, self.segmented) for r in
+                                           [root, *(x for x, _ in self.extra)]) else 0
         #: Residues of the scalar innermost loop (residue_emit.py; 1: a plain loop).
         self.residues = 1 if self.width or self.segmented or rows else residues(root, leaves)
         self.align = self.residues if root.shape.rank == 1 and not flat else 1  # splits
@@ -417,7 +421,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         return Kernel(self.name, self.spec_root, leaves_in, self.out_slot, outer,
                       size * max(self.ops, 1), split, getattr(self, "partial", None),
                       explicit=bool(self.width) or self._scalar_only() or self.staged_lanes,
-                      align=self.align)
+                      align=self.align, extra=tuple(s for _, s in self.extra))
 
     def _scalar_only(self) -> bool:
         """No loop LLVM's vectorizer would vectorize: the light pipeline does as well."""
@@ -536,6 +540,11 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             if stream and has_lane(idx):
                 st.align = min(vbytes, 64)
                 st.set_metadata("nontemporal", self.mod.add_metadata([ir.Constant(I32, 1)]))
+            for x, slot in self.extra:  # (the memo shares what the roots have in common)
+                t = x.shape.element_type
+                v = ew.to_storage(self.b, self.gen(x, idx), t)
+                self._access(self.b.gep(self.ptr(slot, t), [self.linear(idx, dims)],
+                                        inbounds=True), idx, v)
 
         if not dims:
             body([])

@@ -46,7 +46,7 @@ class MemoryPlanning:
 
     def _plan_arena(self) -> tuple[dict[int, int], int]:
         """Offsets of the temporaries in the arena (arena.py: packed by live range)."""
-        kernel_ins = {k.output: k.inputs for k in self.kernel_specs}
+        kernel_ins = self._kernel_inputs()
         instrs = self._thunk_instrs
         if self.chains:  # a chain runs in its last member's place (batch_chain.py)
             moved = {id(i): ch.instrs for ch in self.chains for i in ch.instrs}
@@ -56,6 +56,9 @@ class MemoryPlanning:
         ins = [kernel_ins[s] if s in kernel_ins else [self.slot[id(o)] for o in i.operands]
                + self._extra_ins.get(s, []) for s, i in zip(outs, instrs)]
         group = {m.slot: r.name for r in self.regions for m in r.members}
+        for k in self.kernel_specs:  # a multi-output kernel's slots: one step (multi_output.py)
+            if getattr(k, "extra", ()):
+                group.update((x, k.name) for x in (k.output, *k.extra))
         sizes = {s: math.prod(self.shapes[s].dimensions) * self.shapes[s].dtype.itemsize
                  for s in self.temp_slots}
         for ch in self.chains:  # one step; its threads' arena scratch in the scores slot
@@ -82,6 +85,11 @@ class MemoryPlanning:
         return arena.offsets(arena.schedule(outs, ins, group, fresh), sizes, results,
                              self.in_place)
 
+    def _kernel_inputs(self) -> dict[int, list[int]]:
+        """The slots each kernel slot's loop reads (a multi-output kernel's: every output's)."""
+        return {x: k.inputs for k in self.kernel_specs
+                for x in (k.output, *getattr(k, "extra", ()))}
+
     def _in_place_operands(self) -> dict[int, list[int]]:
         """Per element-wise kernel, the operand slots it reads only at the elements (rows)
         it writes (inplace.py)."""
@@ -91,8 +99,8 @@ class MemoryPlanning:
         for spec in self.kernel_specs:
             root = spec.root
             if isinstance(spec, op_emit.TupleKernel) or id(root) not in fusible \
-                    or spec.partial or not inplace.exact_walk(root, fusible, self.materialized,
-                                                              inline):
+                    or spec.partial or getattr(spec, "extra", ()) or not inplace.exact_walk(
+                        root, fusible, self.materialized, inline):
                 continue
             reads: dict[int, set[tuple[str, ...]]] = {}
             row_walk(root, fusible, self.materialized, inline, reads)
@@ -103,7 +111,7 @@ class MemoryPlanning:
 
     def _thunk_reads(self) -> list[list[int]]:
         """The slots each thunk instruction reads (a kernel: its leaves), in thunk order."""
-        kernel_ins = {k.output: k.inputs for k in self.kernel_specs}
+        kernel_ins = self._kernel_inputs()
         return [kernel_ins[s] if s in kernel_ins else
                 [self.slot[id(o)] for o in i.operands] + self._extra_ins.get(s, [])
                 for i, s in ((i, self.slot[id(i)]) for i in self._thunk_instrs)]
@@ -121,7 +129,8 @@ class MemoryPlanning:
                 readers.setdefault(s, []).append(p)
         taken = {id(m.instr) for r in self.regions for m in r.members}
         by_root = {id(k.root): k for k in self.kernel_specs
-                   if not isinstance(k, op_emit.TupleKernel) and id(k.root) in self.fusion.fusible}
+                   if not isinstance(k, op_emit.TupleKernel) and id(k.root) in self.fusion.fusible
+                   and not getattr(k, "extra", ())}
         eligible = self._in_place_operands()
         results = {self.slot[id(i)] for i in self._root_values()}
         in_regions = {m.slot for r in self.regions for m in r.members}
