@@ -135,7 +135,7 @@ def add_siblings(exe: Any, name: str, first: Instruction,
     for x, s in extra:
         (fresh if id(x) in exe._fresh_values else temps).append(s)
         exe.thunks.append(noop)
-        exe.report.append((x.name, x.opcode, f"kernel {name} (with %{first.name})"))
+        exe.report.append((x.name, x.opcode, f"in kernel {name} (with %{first.name})"))
 
 
 def fresh(siblings: Sequence[Instruction], slot: dict[int, int],

@@ -75,6 +75,7 @@ def test_adam_step_is_one_loop_with_the_interpreters_bits(threads: int) -> None:
     kernels = [line for line in explain.splitlines() if " kernel k" in line]
     assert len({line.split(" kernel ")[1].split()[0] for line in kernels}) == 1, explain
     assert explain.count("(with %") == 2, explain
+    assert len(xlapy.compile(ADAM, backend="cpu")._exe.kernels()) == 1  # (one per kernel)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
