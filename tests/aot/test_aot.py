@@ -85,6 +85,16 @@ def test_mlp_and_while_loop_link_and_match(tmp_path: Path) -> None:
     _check(objs, [MLP, LOOP], inputs, tmp_path)
 
 
+@gcc
+def test_multi_output_kernel_links_and_matches(tmp_path: Path) -> None:
+    """A kernel that computes sibling results (multi_output.py): no step of their own."""
+    from tests.unit.backends.cpu.test_multi_output import ADAM
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal((512, 1024)).astype(np.float32) for _ in range(4)]
+    args[3] = np.abs(args[3])
+    _check([aot_compile(ADAM, name="adam")], [ADAM], {"adam": args}, tmp_path)
+
+
 AXPY_HLO = """HloModule axpy
 
 ENTRY main {

@@ -131,6 +131,8 @@ class FunctionEmitter:
         self.sub_bytes = 0  # the most any called function / loop needs after `own`
         self.locs: dict[int, Loc] = {}
         self.kernels = {k.output: k for k in exe.kernel_specs}
+        #: Slots a kernel writes besides its own (multi-output siblings: no step of theirs).
+        self.siblings = {s for k in exe.kernel_specs for s in getattr(k, "extra", ())}
         self.kernel_fns: dict[str, ir.Function] = {}
         if exe.kernel_specs:
             prefix = prog.fresh("k") + "_"
@@ -213,7 +215,7 @@ class FunctionEmitter:
         """Native code writes the whole value into memory it is given."""
         s = self.exe.slot[id(instr)]
         k = self.kernels.get(s)
-        if k is not None:
+        if k is not None or s in self.siblings:
             return not isinstance(k, op_emit.TupleKernel)
         return instr.opcode in LOOPS or instr.opcode == "chlo.ragged_dot" or \
             lapack.handles(instr)
@@ -247,6 +249,8 @@ class FunctionEmitter:
         s = exe.slot[id(instr)]
         op = instr.opcode
         spec = self.kernels.get(s)
+        if s in self.siblings:  # (its first member's kernel computed it)
+            return
         if spec is not None:
             fn = self.kernel_fns[spec.name]
             if isinstance(spec, op_emit.TupleKernel):

@@ -193,8 +193,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         pending: list[tuple[int, kernels.KernelEmitter]] = []
         #: Sibling kernels one loop computes (multi_output.py): first member -> siblings.
         self._siblings, absorbed = multi_output.plan(order, fusible, self.materialized,
-                                                     self.row_reduces, self._claimed,
-                                                     self.options.nested)
+                                                     self.row_reduces, self._claimed)
         for instr in order:
             iid = id(instr)
             if iid in absorbed:  # (its slot and no-op thunk were made with its first member)

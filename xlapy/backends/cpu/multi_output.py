@@ -11,7 +11,9 @@ A sibling joins when every buffer it reads is ready before the first member runs
 a member read at the same index), so moving it there changes no value. In the schedule it
 moves right after the first member, a no-op thunk in its place; the arena gives the group
 one step (its outputs never share memory with what the loop reads) and none of them is
-written in place. Not in nested executables (loop bodies' native sequences, xlapy.aot).
+written in place. In a loop body a sibling is no native step (loop_steps.steps reads the
+report's "in kernel" line as nothing to run) and its result swaps buffers as its first
+member's does (native_loop's `body_out`); xlapy.aot skips it the same way.
 """
 
 from __future__ import annotations
@@ -53,12 +55,10 @@ def _candidate(i: Instruction, row_reduces: dict, claimed: AbstractSet[int]) -> 
 
 
 def plan(order: Sequence[Instruction], fusible: AbstractSet[int], materialized: AbstractSet[int],
-         row_reduces: dict, claimed: AbstractSet[int], nested: bool = False
+         row_reduces: dict, claimed: AbstractSet[int]
          ) -> tuple[dict[int, list[Instruction]], set[int]]:
     """(id(first member) -> its siblings in program order, the siblings' ids) (module
-    docstring); none in a nested executable."""
-    if nested:
-        return {}, set()
+    docstring)."""
     pos = {id(i): k for k, i in enumerate(order)}
     roots = [i for i in order if id(i) in fusible and id(i) in materialized
              and i.opcode != "constant" and _candidate(i, row_reduces, claimed)]

@@ -164,7 +164,7 @@ class NativeWhile:
         self.pred_slot = cond.slot[id(cond.comp.root)]
         self.state_slots = [_state_slots(cond, tupled), _state_slots(body, tupled)]
 
-        body_out = {k.output for k in body.kernel_specs}
+        body_out = {s for k in body.kernel_specs for s in (k.output, *getattr(k, "extra", ()))}
         res = [r for r in self.results if r is not None]
         #: (state element, result slot) pairs that swap buffers instead of copying: results
         #: some body kernel writes every iteration, each the result of one element only.
@@ -559,9 +559,9 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
                 len(params) != (1 if tupled else len(elems)):
             return None
         for name, op, how in exe.report:
-            if not (how.startswith("kernel ") or how == "buffer" or how in GEMM_KINDS
-                    or how.startswith(NATIVE_WHILE) or op in ("get_tuple_element", "tuple",
-                                                              "region")
+            if not (how.startswith(("kernel ", "in kernel ")) or how == "buffer"
+                    or how in GEMM_KINDS or how.startswith(NATIVE_WHILE)
+                    or op in ("get_tuple_element", "tuple", "region")
                     or loop_tuples.index(exe, name, how) is not None):
                 return None
         if any(step is None for step in steps(exe)):
