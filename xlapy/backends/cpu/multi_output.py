@@ -24,7 +24,7 @@ from typing import Any
 
 from xlapy.backends.cpu import inplace
 from xlapy.backends.cpu.fusion_plan import leaf_slots, row_walk
-from xlapy.backends.cpu.index_emit import segmentable
+from xlapy.backends.cpu.index_emit import INDEX_OPS, segmentable
 from xlapy.backends.cpu.lanes import LaneCheck, vector_width
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Instruction
@@ -51,6 +51,7 @@ def _candidate(i: Instruction, row_reduces: dict, claimed: AbstractSet[int]) -> 
     return (sh.is_array and sh.rank >= 1 and sh.num_elements >= MIN_ELEMENTS
             and sh.dimensions[-1] >= vector_width()  # (shorter: kernel_flat.py's, one root)
             and not sh.element_type.is_complex and i.opcode not in ("reduce", "transpose")
+            and i.opcode not in INDEX_OPS  # (dus_window.py replaces a loop's DUS kernels)
             and not row_reduces.get(id(i)) and id(i) not in claimed and not segmentable(i))
 
 

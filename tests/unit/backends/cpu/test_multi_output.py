@@ -123,3 +123,36 @@ func.func @main(%x: tensor<128x128xf32>) -> tensor<128x128xf32> {
         np.testing.assert_array_equal(got[0], want[0])
         assert got[0].shape == (128, 128) and "in kernel k1 (with %a2)" in explain, explain
         assert "native while loop" in explain, explain
+
+
+def test_dynamic_update_slices_in_a_loop_stay_apart() -> None:
+    """A loop's DUS kernels update their state in place (dus_window.py replaces them by
+    window kernels): grouped, a sibling's update was lost (lstm_grad's scan stacking)."""
+    text = """
+func.func @main(%x: tensor<1024xf32>) -> (tensor<8x1024xf32>, tensor<8x1024xf32>) {
+  %i0 = stablehlo.constant dense<0> : tensor<i32>
+  %z = stablehlo.constant dense<0.0> : tensor<8x1024xf32>
+  %r:4 = stablehlo.while(%i = %i0, %u = %z, %w = %z, %v = %x) : tensor<i32>, tensor<8x1024xf32>, tensor<8x1024xf32>, tensor<1024xf32>
+    cond {
+      %n = stablehlo.constant dense<8> : tensor<i32>
+      %c = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %j = stablehlo.add %i, %one : tensor<i32>
+      %h = stablehlo.constant dense<2.0> : tensor<1024xf32>
+      %v2 = stablehlo.multiply %v, %h : tensor<1024xf32>
+      %row = stablehlo.reshape %v2 : (tensor<1024xf32>) -> tensor<1x1024xf32>
+      %k = stablehlo.constant dense<0> : tensor<i32>
+      %u2 = stablehlo.dynamic_update_slice %u, %row, %i, %k : (tensor<8x1024xf32>, tensor<1x1024xf32>, tensor<i32>, tensor<i32>) -> tensor<8x1024xf32>
+      %neg = stablehlo.negate %row : tensor<1x1024xf32>
+      %w2 = stablehlo.dynamic_update_slice %w, %neg, %i, %k : (tensor<8x1024xf32>, tensor<1x1024xf32>, tensor<i32>, tensor<i32>) -> tensor<8x1024xf32>
+      stablehlo.return %j, %u2, %w2, %v2 : tensor<i32>, tensor<8x1024xf32>, tensor<8x1024xf32>, tensor<1024xf32>
+    }
+  return %r#1, %r#2 : tensor<8x1024xf32>, tensor<8x1024xf32>
+}
+"""
+    x = np.random.default_rng(3).standard_normal(1024).astype(np.float32)
+    got, want, _ = _run(text, [x], 2)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
