@@ -132,7 +132,7 @@ class FunctionEmitter:
         self.locs: dict[int, Loc] = {}
         self.kernels = {k.output: k for k in exe.kernel_specs}
         #: Slots a kernel writes besides its own (multi-output siblings: no step of theirs).
-        self.siblings = {s for k in exe.kernel_specs for s in getattr(k, "extra", ())}
+        self.siblings = {s for k in exe.kernel_specs for s in k.extra}
         self.kernel_fns: dict[str, ir.Function] = {}
         if exe.kernel_specs:
             prefix = prog.fresh("k") + "_"

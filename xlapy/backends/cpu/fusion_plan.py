@@ -141,7 +141,7 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
                 reads.setdefault(id(i), set()).add(idx)
             return
         if id(i) in inline:
-            row = _row_symbols(i.shape.dimensions)
+            row = row_symbols(i.shape.dimensions)
             if idx != row:
                 bad.add(id(i))
                 return
@@ -168,7 +168,7 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
             walk(o, idx if o.shape.rank else ())
 
     rank = root.shape.rank if root.shape.is_array else 0
-    start = _row_symbols(root.shape.dimensions) if rank and root.opcode != "reduce" else \
+    start = row_symbols(root.shape.dimensions) if rank and root.opcode != "reduce" else \
         ("?",) * rank
     walk(root, start)
     return list(found.values()), bad
@@ -184,7 +184,7 @@ def _reshape_symbols(idx: tuple[str, ...], out: Sequence[int], src: Sequence[int
     return idx[:lead] + mid + idx[len(idx) - trail:]
 
 
-def _row_symbols(dims: Sequence[int]) -> tuple[str, ...]:
+def row_symbols(dims: Sequence[int]) -> tuple[str, ...]:
     """The symbols of the root's leading indices over `dims` (see row_walk)."""
     return tuple("0" if n == 1 else "r" if d == 0 else f"r{d}" for d, n in enumerate(dims))
 

@@ -149,6 +149,11 @@ class Kernel:
     #: The slots of sibling roots it computes too, at the same indices (multi_output.py).
     extra: tuple[int, ...] = ()
 
+    @property
+    def outputs(self) -> tuple[int, ...]:
+        """Every slot the kernel writes: its own, then its siblings'."""
+        return (self.output, *self.extra)
+
 
 class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter,
                     PeriodicEmitter, TileEmitter, LaneSplitEmitter, InterleaveEmitter):
@@ -264,8 +269,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             align = type_bytes(p.type.pointee)
             vp = b.bitcast(p, vt.as_pointer())
             if live := live_lanes(idx):
-                return masked_emit.access(b, vp, align, live, value if value is None else
-                                     broadcast(b, value, self.width))
+                return masked_emit.access(b, vp, align, live, None if value is None else
+                                          broadcast(b, value, self.width))
             if value is None:
                 return b.load(vp, align=align)
             return b.store(broadcast(b, value, self.width), vp, align=align)

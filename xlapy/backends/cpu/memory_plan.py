@@ -57,8 +57,8 @@ class MemoryPlanning:
                + self._extra_ins.get(s, []) for s, i in zip(outs, instrs)]
         group = {m.slot: r.name for r in self.regions for m in r.members}
         for k in self.kernel_specs:  # a multi-output kernel's slots: one step (multi_output.py)
-            if getattr(k, "extra", ()):
-                group.update((x, k.name) for x in (k.output, *k.extra))
+            if k.extra:
+                group.update((x, k.name) for x in k.outputs)
         sizes = {s: math.prod(self.shapes[s].dimensions) * self.shapes[s].dtype.itemsize
                  for s in self.temp_slots}
         for ch in self.chains:  # one step; its threads' arena scratch in the scores slot
@@ -87,8 +87,7 @@ class MemoryPlanning:
 
     def _kernel_inputs(self) -> dict[int, list[int]]:
         """The slots each kernel slot's loop reads (a multi-output kernel's: every output's)."""
-        return {x: k.inputs for k in self.kernel_specs
-                for x in (k.output, *getattr(k, "extra", ()))}
+        return {x: k.inputs for k in self.kernel_specs for x in k.outputs}
 
     def _in_place_operands(self) -> dict[int, list[int]]:
         """Per element-wise kernel, the operand slots it reads only at the elements (rows)
@@ -99,7 +98,7 @@ class MemoryPlanning:
         for spec in self.kernel_specs:
             root = spec.root
             if isinstance(spec, op_emit.TupleKernel) or id(root) not in fusible \
-                    or spec.partial or getattr(spec, "extra", ()) or not inplace.exact_walk(
+                    or spec.partial or spec.extra or not inplace.exact_walk(
                         root, fusible, self.materialized, inline):
                 continue
             reads: dict[int, set[tuple[str, ...]]] = {}
@@ -130,7 +129,7 @@ class MemoryPlanning:
         taken = {id(m.instr) for r in self.regions for m in r.members}
         by_root = {id(k.root): k for k in self.kernel_specs
                    if not isinstance(k, op_emit.TupleKernel) and id(k.root) in self.fusion.fusible
-                   and not getattr(k, "extra", ())}
+                   and not k.extra}
         eligible = self._in_place_operands()
         results = {self.slot[id(i)] for i in self._root_values()}
         in_regions = {m.slot for r in self.regions for m in r.members}

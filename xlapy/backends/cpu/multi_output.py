@@ -23,7 +23,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from xlapy.backends.cpu import inplace
-from xlapy.backends.cpu.fusion_plan import leaf_slots, row_walk
+from xlapy.backends.cpu.fusion_plan import leaf_slots, row_symbols, row_walk
 from xlapy.backends.cpu.index_emit import INDEX_OPS, segmentable
 from xlapy.backends.cpu.lanes import LaneCheck, vector_width
 from xlapy.backends.cpu.reduce_emit import reducer_op
@@ -108,8 +108,7 @@ def _same_index(b: Instruction, leaves: set[int], fusible: AbstractSet[int],
         return False
     reads: dict[int, set[tuple[str, ...]]] = {}
     row_walk(b, set(fusible), set(materialized), inline, reads)
-    dims = b.shape.dimensions
-    own = tuple("0" if n == 1 else "r" if d == 0 else f"r{d}" for d, n in enumerate(dims))
+    own = row_symbols(b.shape.dimensions)
     return all(reads.get(leaf) == {own} for leaf in leaves)
 
 

@@ -164,7 +164,7 @@ class NativeWhile:
         self.pred_slot = cond.slot[id(cond.comp.root)]
         self.state_slots = [_state_slots(cond, tupled), _state_slots(body, tupled)]
 
-        body_out = {s for k in body.kernel_specs for s in (k.output, *getattr(k, "extra", ()))}
+        body_out = {s for k in body.kernel_specs for s in k.outputs}
         res = [r for r in self.results if r is not None]
         #: (state element, result slot) pairs that swap buffers instead of copying: results
         #: some body kernel writes every iteration, each the result of one element only.

@@ -116,7 +116,7 @@ class ReductionEmitter(MinMaxEmitter):
             cache = None
             if self._worth_caching(x, red, cols):
                 cache = b.alloca(ir.ArrayType(ew.compute_type(x.shape.element_type),
-                                              -(-cols // max(self.width, 1)) * self.width
+                                              -(-cols // self.width) * self.width
                                               if self.masked else cols),
                                  name=f"rowbuf.{red.name}")
         b.store(init_c, accp)

@@ -163,7 +163,7 @@ def kernel_member(spec: Kernel, reads: dict[int, set[tuple[str, ...]]],
     at the symbolic indices `reads` (fusion_plan.row_walk: "r" is the kernel's outer index)."""
     root = spec.root
     dims = root.shape.dimensions
-    if root.opcode == "reduce" or spec.partial or getattr(spec, "extra", ()) or \
+    if root.opcode == "reduce" or spec.partial or spec.extra or \
             not spec.splittable or len(dims) < 2 or spec.outer != dims[0]:
         return None
     other = set()

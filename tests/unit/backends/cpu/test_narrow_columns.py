@@ -34,7 +34,7 @@ def _program(shape: tuple[int, ...], dims: tuple[int, ...], t: str, op: str) -> 
 def _data(shape: tuple[int, ...], t: str, op: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     dt = _DT[t]
-    if t[0] in "iu":  # (ints; ui8)
+    if t[0] in "iu":
         hi = 200 if t == "ui8" else 1 << 20
         return rng.integers(0, hi, shape).astype(dt), np.array(3 if op != "minimum" else 250,
                                                                  dt)
