@@ -141,18 +141,22 @@ def test_normal_objects_still_need_libc() -> None:
     assert needs & LIBC_LIBM, needs
 
 
-def test_power_is_refused_naming_powf(tmp_path: Path) -> None:
-    assert "powf" in aot_compile(POWER, name="pw").undefined  # normal mode: libm's powf
+def test_f64_power_is_refused_naming_pow(tmp_path: Path) -> None:
+    """f64 power calls libm's pow; f32 power is vector code (backends/cpu/libm_f32.py) and
+    needs nothing."""
+    assert aot_compile(POWER, name="pw", freestanding=True).undefined == []
+    power64 = POWER.replace("f32", "f64")
+    assert "pow" in aot_compile(power64, name="pw").undefined  # normal mode: libm's pow
     with pytest.raises(Unimplemented, match=r"power is not implemented ahead of time: it "
-                       r"needs libm's powf \(%0 f32\[64\]\)") as e:
-        aot_compile(POWER, name="pw", freestanding=True)
+                       r"needs libm's pow \(%0 f64\[64\]\)") as e:
+        aot_compile(power64, name="pw", freestanding=True)
     assert e.value.opcode == "power"
     src = tmp_path / "pw.mlir"
-    src.write_text(POWER)
+    src.write_text(power64)
     out = io.StringIO()
     assert main(["aot", str(src), "--name", "pw", "-o", str(tmp_path), "--freestanding"],
                 out) == 1
-    assert "powf" in out.getvalue() and not (tmp_path / "pw.o").exists()
+    assert "pow" in out.getvalue() and not (tmp_path / "pw.o").exists()
 
 
 def test_cli_freestanding(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ internal linkage, so no global memcpy shadows libc's in the user's program; the 
 vectorizer still vectorizes them). `llvm.mem*.inline` intrinsics are left: codegen always
 expands them inline.
 
-libm: an object whose kernels call a libm function (e.g. powf for `power`, atan2f, cbrtf,
+libm: an object whose kernels call a libm function (e.g. pow for f64 `power`, atan2, cbrt,
 the C99 complex functions) is refused with `Unimplemented` naming the function and the op
 needing it (`refuse`); xlapy does not substitute its own versions of them here.
 `NAME_run_threaded` runs on the calling thread (no pthread_create).

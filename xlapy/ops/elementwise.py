@@ -418,7 +418,7 @@ def _power(a: np.ndarray, b: np.ndarray, et: ElementType) -> np.ndarray:
     if a.dtype.kind == "c":
         return complex_xla.power(a, b)
     if not _is_int(a):
-        return libm.call("power", a, b)  # the C library's, as the cpu kernels (not NumPy's)
+        return libm.wide("power", a, b)  # the C library's, as the cpu kernels (not NumPy's)
     one = np.ones_like(a)
     u = to_bits(b, et)
     out, base = one, a.copy()
@@ -439,7 +439,7 @@ def _atan2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "c":
         # atan2(y, x) = -i log((x + i y) / sqrt(x^2 + y^2)), the complex extension.
         return -1j * np.log((b + 1j * a) / np.sqrt(b * b + a * a))  # type: ignore  # type: ignore[no-any-return]
-    return libm.call("atan2", a, b)  # the C library's, as the cpu kernels
+    return libm.wide("atan2", a, b)  # the C library's, as the cpu kernels
 
 
 def _shift(kind: str) -> Callable[..., np.ndarray]:

@@ -83,7 +83,7 @@ def _cbrt(x: np.ndarray) -> np.ndarray:
     """Real cube root; complex: the principal root |z|^(1/3) e^(i arg(z)/3) (spec §cbrt;
     XLA itself rejects complex cbrt)."""
     if x.dtype.kind != "c":
-        y = libm.call("cbrt", x)  # the C library's, as the cpu kernels (not NumPy's)
+        y = libm.wide("cbrt", x)  # the C library's, as the cpu kernels (not NumPy's)
         return cbrt_newton(x, y) if x.dtype == np.float64 else y
     r, th = np.cbrt(np.abs(x)), np.angle(x) / 3
     return make_complex(r * np.cos(th), r * np.sin(th), x.dtype)

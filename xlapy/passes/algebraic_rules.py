@@ -46,6 +46,12 @@ def _is_pred(i: Instruction) -> bool:
     return i.shape.element_type.is_pred
 
 
+def _square_exact(i: Instruction) -> bool:
+    """pow(A, 2) is A * A bit for bit: integers, and real floats of at most 32 bits."""
+    t = i.shape.element_type
+    return not t.is_complex and (not t.is_float or t.bits <= 32)
+
+
 def _lowest(i: Instruction, x: Instruction) -> bool:
     t = i.shape.element_type
     if t.is_float:
@@ -266,10 +272,15 @@ ARITH_RULES: list[Rule] = [
     Rule("pow_zero", "power",
          lambda i, e: e.splat(1, i.shape) if is_splat(_ops(i)[1], 0)
          and not i.shape.element_type.is_complex else None),
-    # pow(A, 2) => A * A
+    # pow(A, 2) => A * A: exact for real types of 32 bits or fewer (f32 pow is the f64
+    # function rounded once, ops/libm.py `wide`, and A^2 is exact in f64 then); f64 and
+    # complex in the row after
     Rule("pow_two", "power",
-         lambda i, e: e.multiply(_ops(i)[0], _ops(i)[0]) if is_splat(_ops(i)[1], 2) else None,
-         float_exact=False),
+         lambda i, e: e.multiply(_ops(i)[0], _ops(i)[0]) if is_splat(_ops(i)[1], 2)
+         and _square_exact(i) else None),
+    Rule("pow_two_wide", "power",
+         lambda i, e: e.multiply(_ops(i)[0], _ops(i)[0]) if is_splat(_ops(i)[1], 2)
+         and not _square_exact(i) else None, float_exact=False),
     # sign(sign(A)) => sign(A)
     Rule("sign_sign", "sign", lambda i, e: _ops(i)[0] if _ops(i)[0].opcode == "sign" else None),
     # floor(floor(A)) => floor(A)

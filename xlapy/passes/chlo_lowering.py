@@ -18,8 +18,8 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   asinh = sign(x) * (|x| large ? ln|x| + ln 2 : log1p(|x| + x^2 / (1 + sqrt(1 + x^2))));
   acosh = x large ? ln x + ln 2 : log1p(y + sqrt(y * (x + 1))) with y = x - 1;
   atanh = (log1p(x) - log1p(-x)) / 2;
-  asin = 2 atan2(x, 1 + sqrt((1 - x)(1 + x))); acos = x == -1 ? pi :
-  2 atan2(sqrt((1 - x)(1 + x)), 1 + x); atan = atan2(x, 1);
+  asin = 2 atan2(x, 1 + sqrt((1 - x)(1 + x))); acos = x == -1 ? pi : 2 atan2(sqrt((1 - x)
+  (1 + x)), 1 + x) (f32: chlo_refine.asin_wide, acos_wide); atan = atan2(x, 1);
   erfc (f16/bf16/f32 only) = |x| < 1 ? 1 - erf(x) (a degree-7 fit in x^2 in f64, rounded once) :
   Cephes' erfcf rational forms in 1/x^2;
   erf_inv = Giles' single-precision polynomials (f16/bf16; f32 and f64: his double-precision
@@ -423,6 +423,7 @@ _WIDE: dict[str, Callable[[_G, I], I]] = {
     "chlo.lgamma": lambda g, x: _lgamma(g, x, refine=False),
     "chlo.erf_inv": lambda g, x: _erf_inv_f64(g, x, refine=False),
     "chlo.sinh": chlo_refine.sinh_wide,
+    "chlo.asin": chlo_refine.asin_wide, "chlo.acos": chlo_refine.acos_wide,
 }
 
 

@@ -82,6 +82,8 @@ CASES: dict[str, Case] = {
                  lambda g, a, b: g.power(a, _c(g, 0.5, a))),
     "pow_two": (F, lambda g, a, b: g.power(a, _c(g, 2, a)),
                 lambda g, a, b: g.power(a, b)),
+    "pow_two_wide": ("f64[4]", lambda g, a, b: g.power(a, _c(g, 2, a)),
+                     lambda g, a, b: g.power(a, b)),
     "sign_sign": (F, lambda g, a, b: g.sign(g.sign(a)), lambda g, a, b: g.sign(g.abs(a))),
     "floor_floor": (F, lambda g, a, b: g.floor(g.floor(a)), lambda g, a, b: g.floor(g.ceil(a))),
     "ceil_ceil": (F, lambda g, a, b: g.ceil(g.ceil(a)), lambda g, a, b: g.ceil(g.floor(a))),
@@ -309,6 +311,24 @@ def test_exact_only_skips_float_inexact_rules() -> None:
     assert not run_passes(module, [simp])
     module, _ = _build(I, CASES["add_zero_rhs"][1])
     assert run_passes(module, [AlgebraicSimplifier(exact_only=True)])
+
+
+@pytest.mark.parametrize("t", ["f32", "bf16", "f16"])
+def test_pow_two_is_exact_on_narrow_floats(t: str) -> None:
+    """pow(A, 2) => A * A fires under exact_only for floats of 32 bits or fewer (their pow is
+    the f64 function rounded once, where A^2 is exact) and keeps the interpreter's bits: on
+    squares that are f32 ties (odd 13-bit significands), denormal squares, inf and NaN."""
+    module, pshape = _build(f"{t}[16]", CASES["pow_two"][1])
+    odd = np.array([4097, 4099, 5793, -4097], np.float64) * 2.0 ** -12
+    x = np.concatenate([odd, [1e-20, -3e-23, np.inf, -np.inf, np.nan, 0.0, -0.0, 1e19, 3.0,
+                              0.1, -7.5, 65504.0]]).astype(pshape.dtype)
+    y = np.ones(16, pshape.dtype)
+    before = Interpreter().run_module(module, [x, y])
+    simp = AlgebraicSimplifier(exact_only=True)
+    assert run_passes(module, [simp]) and simp.fired["pow_two"] == 1
+    after = Interpreter().run_module(module, [x, y])
+    np.testing.assert_array_equal(np.asarray(after).view(np.uint8),
+                                  np.asarray(before).view(np.uint8))
 
 
 @pytest.mark.parametrize("op", ["add", "multiply", "maximum", "minimum"])

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import libm_f32
 from xlapy.backends.cpu.llvm_util import F32, F64, I32, elem, splat
 from xlapy.backends.cpu.math_poly import Math
 from xlapy.types import ElementType as ET
@@ -49,9 +50,16 @@ def _call(b: ir.IRBuilder, opcode: str, args: Sequence[ir.Value]) -> ir.Value:
     return out
 
 
+#: f32 (and bf16/f16, computed in f32) as f64 vector code instead of a call per lane.
+_VECTOR = {"power": libm_f32.power, "atan2": libm_f32.atan2, "cbrt": libm_f32.cbrt}
+
+
 def _float(opcode: str) -> Emit:
     def emit(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
-        return ew.flush(b, _call(b, opcode, [ew.flush(b, x) for x in a]))
+        args = [ew.flush(b, x) for x in a]
+        if elem(args[0].type) == F32 and opcode in _VECTOR:
+            return ew.flush(b, _VECTOR[opcode](b, *args))
+        return ew.flush(b, _call(b, opcode, args))
 
     return emit
 
@@ -62,6 +70,8 @@ def _cbrt(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     leaves the last rounding only): y^2 = a + al and a y = p + pl exactly by FMAs, y^3 - x
     = (p - x) + pl + al y, |x| < 2^-600 or > 2^900 scaled by 2^+-600 (y by 2^+-200)."""
     x = ew.flush(b, a[0])
+    if elem(x.type) == F32:
+        return _float("cbrt")(b, a, t)
     y = _call(b, "cbrt", [x])
     if elem(x.type) == F64:
         m = Math(b, x.type)
