@@ -1,7 +1,8 @@
-"""Element-wise ops the kernels compute by calling the runtime library (rtlib.py): float
-power, atan2 and cbrt through libm (what the interpreter's NumPy calls too: powf/pow,
-atan2f/atan2, cbrtf/cbrt), float remainder through rtlib's bit-level fmod; and integer
-power, squared out in IR as XLA CPU emits it.
+"""Element-wise ops the kernels compute by calling the runtime library (rtlib.py): f64
+power, atan2 and cbrt through libm (what the interpreter calls too: pow, atan2, cbrt), float
+remainder through rtlib's bit-level fmod (f32: only the lanes libm_f32.remainder cannot do
+exactly in f64); and integer power, squared out in IR as XLA CPU emits it. f32 (bf16, f16)
+power, atan2 and cbrt are f64 vector code (libm_f32.py).
 
 A call takes scalars: vector operands (lanes.py's explicit SIMD kernels) are split into
 lanes, one call each. Inputs are flushed (DAZ) and results flushed (FTZ) where the
@@ -97,7 +98,10 @@ def _cbrt(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
 
 def _fmod(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     x, y = a
-    return _call(b, "remainder", [x, ew.flush(b, y)])
+    y = ew.flush(b, y)
+    if elem(x.type) == F32:  # vector code, rtlib's call for the lanes it cannot do exactly
+        return libm_f32.remainder(b, x, y, lambda: _call(b, "remainder", [x, y]))
+    return _call(b, "remainder", [x, y])
 
 
 def _ipow(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:

@@ -111,3 +111,25 @@ def test_f32_asin_acos_lower_to_a_polynomial(name: str, t: str) -> None:
     ok |= np.abs(got - ref) <= ulp
     assert ok.all(), (arg[~ok], got[~ok], ref[~ok])
     assert np.array_equal(np.signbit(got[:2]), np.signbit(ref[:2])) or name == "chlo.acos"
+
+
+@pytest.mark.parametrize("mode", [denormal.IEEE, denormal.FTZ])
+def test_f32_fmod_exact_in_f64(mode: str) -> None:
+    """fmod's vector path (quotients below 2^29) and its exact fallback lanes in one vector:
+    exact multiples and their neighbours (the f64 quotient rounding up to an integer),
+    quotients around 2^29, subnormal remainders (kept in the ftz mode too: fmod does not
+    flush), signed zeros, inf / NaN / zero divisors; the interpreter's bits."""
+    rng = np.random.default_rng(5)
+    y = rng.uniform(0.01, 100, 4096).astype(np.float32) * rng.choice([-1, 1], 4096)
+    k = rng.integers(1, 1 << 20, 4096).astype(np.float32)
+    x = (k.astype(np.float64) * y).astype(np.float32)
+    x[1::3] = np.nextafter(x[1::3], np.float32(np.inf))
+    x[2::3] = np.nextafter(x[2::3], np.float32(-np.inf))
+    x[:64] = y[:64] * np.float32(2.0 ** 29) * rng.uniform(0.99, 1.01, 64).astype(np.float32)
+    x[64:128] = (rng.integers(1, 1 << 23, 64).astype(np.uint32)).view(np.float32)  # subnormal
+    y[64:96] = np.float32(3e-39) * rng.uniform(0.5, 1.0, 32).astype(np.float32)
+    x[128:140] = [0.0, -0.0, np.inf, -np.inf, np.nan, 5.0, -5.0, 1e30, -7.0, 7.0, 3.0, -3.0]
+    y[128:140] = [3.0, 3.0, 2.0, 2.0, 2.0, 0.0, np.inf, 1e-30, -np.inf, np.nan, 1.5, -1.5]
+    got, want, _ = _run("remainder", [x, y], mode)
+    _same_bits(got, want, [x, y], f"remainder {mode}")
+    assert (got[64:128] != 0).sum() > 32  # subnormal remainders survive the ftz mode
