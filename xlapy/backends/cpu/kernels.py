@@ -37,7 +37,7 @@ from xlapy.backends.cpu.fp_env import kernel_mxcsr, restore_mxcsr
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
 from xlapy.backends.cpu.interleave_emit import InterleaveEmitter
-from xlapy.backends.cpu.kernel_flat import flatten
+from xlapy.backends.cpu.kernel_flat import flatten, peel_reshape
 from xlapy.backends.cpu.lane_split import LaneSplitEmitter
 from xlapy.backends.cpu.lanes import (
     Lane,
@@ -166,9 +166,13 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                  extra: Sequence[tuple[Instruction, int]] = ()) -> None:
         self.spec_root = root  # (the kernel's; `root` may be its flat copy, rows walked flat)
         self.extra = list(extra)  # sibling roots and their slots (multi_output.py)
+        peeled = peel_reshape(root, leaves, rows, extra)
+        if peeled is not root and LaneCheck(leaves, rows, reducer_op, True).kernel(root, rows):
+            peeled = root  # its lanes split the reshape's index (lane_split.py): as it is
+        root = self.nest_root = peeled
         flat = flatten(root, leaves, rows) if self.FLAT and not extra else None
         root, leaves = flat or (root, leaves)
-        self.flat_rows = int(np.prod(self.spec_root.shape.dimensions[1:])) if flat else 0
+        self.flat_rows = int(np.prod(self.nest_root.shape.dimensions[1:])) if flat else 0
         self.rows = list(rows)  # row reductions computed per outermost index, in order
         # a big result: stored non-temporally (a flat one's rows start at whole vectors)
         self.streaming = streaming and not (flat and self.flat_rows % vector_width())
@@ -335,6 +339,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                 sub[p] = idx[i]
             return self.gen(ops[0], sub)
         if op == "reshape":
+            if id(ops[0]) in self.leaves and not any(isinstance(v, LanePattern) for v in idx):
+                # a buffer reshaped is the same row-major elements: the offset of idx in the
+                # reshape's dims (no division into the buffer's own indices and back)
+                return self.load(self.leaves[id(ops[0])], et, idx, sh.dimensions)
             return self.gen(ops[0], self._reshape_index(idx, sh.dimensions,
                                                         ops[0].shape.dimensions))
         if op == "slice":
@@ -422,7 +430,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             int(np.prod((self.root.operands[0] if self.root.opcode == "reduce" else
                          self.root).shape.dimensions))])
         leaves_in, outer = sorted(set(self.leaves.values())), \
-            self.spec_root.shape.dimensions[0] if self.flat_rows else outer
+            self.nest_root.shape.dimensions[0] if self.flat_rows else outer
         return Kernel(self.name, self.spec_root, leaves_in, self.out_slot, outer,
                       size * max(self.ops, 1), split, getattr(self, "partial", None),
                       explicit=bool(self.width) or self._scalar_only() or self.staged_lanes,
