@@ -126,6 +126,12 @@ CASES: dict[str, Case] = {
     "transpose_transpose": (M, lambda g, a, b: g.transpose(g.transpose(a, permutation=(1, 0)),
                                                            permutation=(1, 0)),
                             lambda g, a, b: g.transpose(g.negate(a), permutation=(1, 0))),
+    "transpose_concat": (F, lambda g, a, b: g.transpose(g.concatenate(
+        g.bcast(a, (1, 4), (1,)), g.bcast(g.negate(b), (1, 4), (1,)), g.bcast(a, (2, 4), (1,)),
+        dimension=0), permutation=(1, 0)),
+        lambda g, a, b: g.transpose(g.concatenate(
+            g.op("reshape", a, shape=(1, 4)), g.bcast(b, (1, 4), (1,)), dimension=0),
+            permutation=(1, 0))),
     "transpose_broadcast_scalar": (M, lambda g, a, b: g.transpose(g.splat(3.0, a),
                                                                   permutation=(1, 0)),
                                    lambda g, a, b: g.transpose(a, permutation=(1, 0))),
