@@ -249,6 +249,8 @@ class ScatterEmitter(OpEmitter):
                 return self.linear(target, dims), self.linear(uidx, udims)
 
             def apply(at: ir.Value, uat: ir.Value) -> None:
+                if run is not None:
+                    return run.apply(at, ld(us, uat))
                 new = region_emit.emit(b, comp, [*ld(outs, at), *ld(us, uat)])
                 for p, t, v in zip(outs, ets, new):
                     b.store(ew.to_storage(b, v, t), b.gep(p, [at], inbounds=True))
@@ -282,6 +284,9 @@ class ScatterEmitter(OpEmitter):
                 windows(pos, starts, first)
 
         pdims = [idims[d] for d in bdims]
+        run = _Run(b, self.fn, comp, outs[0], ets[0]) if (
+            instr.attrs.indices_are_sorted and not split and m == 1 and
+            math.prod(sizes) == 1) else None
         if split and not row_window:
             contiguous = uwd == list(range(len(udims) - len(uwd), len(udims)))
             wbytes = math.prod(sizes) * max(t.bits for t in ets) // 8
@@ -300,6 +305,8 @@ class ScatterEmitter(OpEmitter):
             self.compacted(pdims, locate, windows, prefetch_updates if contiguous else None)
         else:
             self.loops(pdims, per_position, name="s")
+        if run is not None:
+            run.flush()
         return outer, split, cost
 
     def compacted(self, pdims: list[int], locate: Any, windows: Any,
@@ -347,6 +354,41 @@ class ScatterEmitter(OpEmitter):
                 pos = unflat(b.load(b.gep(buf, [q], inbounds=True)))
                 starts, _, first = locate(pos)
                 windows(pos, starts, first)
+
+
+class _Run:
+    """One-element windows at sorted positions: the element updated last stays in a
+    register while positions repeat it, stored when they move on (and at the end), so each
+    update of a run waits on the region's op alone, not on a store and a reload of the same
+    element (jax.ops.segment_max of 1M values into 1024 sorted segments: 9.6 ms, XLA 3.9).
+    The same updates in the same order: the same bits (the register holds the stored form,
+    rounded as a store would)."""
+
+    def __init__(self, b: ir.IRBuilder, fn: ir.Function, comp: Computation, out: ir.Value,
+                 t: ET) -> None:
+        self.b, self.comp, self.out, self.t = b, comp, out, t
+        with b.goto_block(fn.entry_basic_block):
+            b.position_at_start(fn.entry_basic_block)
+            self.prev = b.alloca(I64, name="run_at")
+            self.acc = b.alloca(out.type.pointee, name="run_value")
+        b.store(i64(-1), self.prev)
+
+    def apply(self, at: ir.Value, upd: list[ir.Value]) -> None:
+        b, t = self.b, self.t
+        prev = b.load(self.prev)
+        same = b.icmp_signed("==", at, prev)
+        stored = b.select(same, b.load(self.acc), b.load(b.gep(self.out, [at], inbounds=True)))
+        new = region_emit.emit(b, self.comp, [ew.from_storage(b, stored, t), *upd])[0]
+        with b.if_then(b.and_(b.not_(same), b.icmp_signed(">=", prev, i64(0)))):
+            b.store(b.load(self.acc), b.gep(self.out, [prev], inbounds=True))
+        b.store(ew.to_storage(b, new, t), self.acc)
+        b.store(at, self.prev)
+
+    def flush(self) -> None:
+        b = self.b
+        prev = b.load(self.prev)
+        with b.if_then(b.icmp_signed(">=", prev, i64(0))):
+            b.store(b.load(self.acc), b.gep(self.out, [prev], inbounds=True))
 
 
 __all__ = ["emitter", "replaces", "ScatterEmitter"]

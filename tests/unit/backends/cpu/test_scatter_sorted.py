@@ -1,0 +1,51 @@
+"""Scatters with one-element windows at sorted positions keep the element of a run in a
+register (scatter_emit._Run): the interpreter's bits for segment max / min / sum / product in
+f32 and bf16, with NaN and -0 updates, positions out of bounds (skipped), runs of every
+length and positions that are not sorted after all (the attribute is a promise the result
+does not depend on)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xlapy
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+OPS = {"max": jax.ops.segment_max, "min": jax.ops.segment_min, "sum": jax.ops.segment_sum,
+       "prod": jax.ops.segment_prod}
+
+
+def _ids(n: int, segments: int, rng: np.random.Generator, shuffled: bool) -> np.ndarray:
+    ids = np.sort(rng.integers(-3, segments + 3, n)).astype(np.int32)
+    ids[: n // 8] = np.repeat(np.arange(n // 64), 8)[: n // 8]  # short runs first
+    ids = np.sort(ids)
+    return rng.permutation(ids) if shuffled else ids
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("op", list(OPS))
+def test_sorted_segment_reductions_keep_the_interpreters_bits(op: str, dtype: type,
+                                                               shuffled: bool) -> None:
+    rng = np.random.default_rng(7)
+    n, segments = 4096, 100
+    data = rng.standard_normal(n).astype(np.float32)
+    data[::97] = np.nan
+    data[::89] = -0.0
+    if op == "prod":
+        data = 1 + 0.01 * data
+    data = data.astype(dtype)
+    ids = _ids(n, segments, rng, shuffled)
+    text = jax.jit(lambda d, s: OPS[op](d, s, segments, indices_are_sorted=True)).lower(
+        data, ids).as_text()
+    assert "indices_are_sorted = true" in text
+    cpu = xlapy.compile(text, backend="cpu")
+    got = np.asarray(cpu(data, ids))
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(data, ids))
+    assert not cpu._exe.fallbacks()
+    assert "run_at" in cpu._exe.kernel_ir  # the run's register path, not a store per update
+    assert got.tobytes() == want.tobytes()
