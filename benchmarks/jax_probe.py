@@ -55,6 +55,9 @@ def programs(small: bool = False) -> dict[str, Program]:
     def f32(*shape: int) -> np.ndarray:
         return rng.standard_normal([max(1, d // s) for d in shape]).astype(np.float32)
 
+    def pts(n: int, *shape: int) -> np.ndarray:  # n points of a fixed shape (3-vectors)
+        return rng.standard_normal([n // s, *shape]).astype(np.float32)
+
     def conv(x: Any, w: Any, stride: int = 1) -> Any:
         return lax.conv_general_dilated(x, w, (stride, stride), "SAME",
                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
@@ -254,6 +257,20 @@ def programs(small: bool = False) -> dict[str, Program]:
         "erfinv": (lambda x: jax.scipy.special.erfinv(jnp.tanh(x)), [f32(1 << 20)]),  # 1.9x
         "u8_to_f32": (lambda x: x.astype(jnp.float32) / 255, [rng.integers(
             0, 256, (16 // s, 224, 224, 3)).astype(np.uint8)]),  # streaming stores: 2x
+        "arctan2": (jnp.arctan2, [f32(1 << 20), f32(1 << 20)]),  # libm a lane: 1.0 (13 ms)
+        "arcsin": (jnp.arcsin, [np.tanh(f32(1 << 20))]),  # f64 atan2 a lane: 1.06
+        "pow_xy": (lambda x, y: jnp.abs(x) ** y, [f32(1 << 20), f32(1 << 20)]),  # powf: 0.93
+        "square_f": (lambda x: x ** 2.0, [f32(1 << 20)]),  # powf, not x * x: 11.7x
+        "mod_2pi": (lambda x: jnp.mod(x, 2 * np.pi), [f32(1 << 20) * 10]),  # fmod a lane: 0.67
+        "patchify": (lambda x: x.reshape(16 // s, 14, 16, 14, 16, 3).transpose(
+            0, 1, 3, 2, 4, 5).reshape(16 // s, 196, 768), [
+            rng.standard_normal((16 // s, 224, 224, 3)).astype(np.float32)]),  # 2.0x
+        "rotate_pts": (lambda r, v: jnp.einsum("nij,nj->ni", r, v), [
+            pts(1 << 17, 3, 3), pts(1 << 17, 3)]),  # a BLAS call per point: 7x
+        "cross": (jnp.cross, [pts(1 << 18, 3), pts(1 << 18, 3)]),  # transposed stack: 4.5x
+        "segment_max": (lambda d, i: jax.ops.segment_max(d, i, 1024, indices_are_sorted=True),
+                        [f32(1 << 20), np.sort(rng.integers(0, 1024, (1 << 20) // s)).astype(
+                            np.int32)]),  # a store and reload per update: 2.2x, now 1.8x
     }
 
 
