@@ -367,6 +367,11 @@ class _Run:
     def __init__(self, b: ir.IRBuilder, fn: ir.Function, comp: Computation, out: ir.Value,
                  t: ET) -> None:
         self.b, self.comp, self.out, self.t = b, comp, out, t
+        #: A float add/multiply/max/min region's results are flushed (FTZ, or a choice
+        #: between flushed operands): the register skips the flush a reload would need,
+        #: which sat on the run's dependent chain.
+        self.flushed = t.is_float and region_emit.binary_kind(comp) in (
+            "add", "multiply", "maximum", "minimum")
         with b.goto_block(fn.entry_basic_block):
             b.position_at_start(fn.entry_basic_block)
             self.prev = b.alloca(I64, name="run_at")
@@ -377,8 +382,13 @@ class _Run:
         b, t = self.b, self.t
         prev = b.load(self.prev)
         same = b.icmp_signed("==", at, prev)
-        stored = b.select(same, b.load(self.acc), b.load(b.gep(self.out, [at], inbounds=True)))
-        new = region_emit.emit(b, self.comp, [ew.from_storage(b, stored, t), *upd])[0]
+        loaded = ew.from_storage(b, b.load(b.gep(self.out, [at], inbounds=True)), t)
+        if self.flushed:  # the run's value is a result of the op: flushed already
+            cur = ew.mark_flushed(b.select(same, ew.from_storage(b, b.load(self.acc), t),
+                                           ew.flush(b, loaded)))
+        else:
+            cur = b.select(same, ew.from_storage(b, b.load(self.acc), t), loaded)
+        new = region_emit.emit(b, self.comp, [cur, *upd])[0]
         with b.if_then(b.and_(b.not_(same), b.icmp_signed(">=", prev, i64(0)))):
             b.store(b.load(self.acc), b.gep(self.out, [prev], inbounds=True))
         b.store(ew.to_storage(b, new, t), self.acc)

@@ -49,3 +49,30 @@ def test_sorted_segment_reductions_keep_the_interpreters_bits(op: str, dtype: ty
     assert not cpu._exe.fallbacks()
     assert "run_at" in cpu._exe.kernel_ir  # the run's register path, not a store per update
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("mode", ["ftz", "ieee"])
+@pytest.mark.parametrize("op", ["add", "max", "min", "multiply"])
+def test_sorted_scatter_into_denormal_elements(op: str, mode: str) -> None:
+    """x.at[sorted ids].op(u): operand elements and updates that are denormal, so whether
+    the run's register value and the reloaded element are flushed decides the bits (the
+    register holds a result of the op, flushed; a reloaded element is flushed by the op)."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal(64) * 1e-39).astype(np.float32)  # denormal and normal
+    x[::5] = -0.0
+    u = (rng.standard_normal(2048) * 1e-38).astype(np.float32)
+    u[::7] = np.float32(3e-39) * np.sign(u[::7])
+    u[::11] = 0.0
+    if op == "multiply":
+        u = (1 + 0.5 * rng.standard_normal(2048)).astype(np.float32)
+    ids = np.sort(rng.integers(0, 64, 2048)).astype(np.int32)
+    upd = {"add": lambda a: a.add, "max": lambda a: a.max, "min": lambda a: a.min,
+           "multiply": lambda a: a.multiply}[op]
+    text = jax.jit(lambda x, i, u: upd(x.at[i])(u, indices_are_sorted=True)).lower(
+        x, ids, u).as_text()
+    opts = {"denormal": mode}
+    cpu = xlapy.compile(text, backend="cpu", options=opts)
+    got = np.asarray(cpu(x, ids, u))
+    want = np.asarray(xlapy.compile(text, backend="interpreter", options=opts)(x, ids, u))
+    assert "run_at" in cpu._exe.kernel_ir
+    assert got.tobytes() == want.tobytes()
