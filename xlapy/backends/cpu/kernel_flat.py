@@ -101,7 +101,6 @@ def _channels(x: Instruction, c: int, leaves: dict[int, int]) -> Instruction | N
     return None
 
 
-
 def peel_reshape(root: Instruction, leaves: dict[int, int], rows: Sequence[Instruction],
                  extra: Sequence[Any]) -> Instruction:
     """The instruction whose loop nest computes `root`: a reshape root's operand, whose
@@ -113,7 +112,6 @@ def peel_reshape(root: Instruction, leaves: dict[int, int], rows: Sequence[Instr
         x = root.operands[0]
         out, src = root.shape.dimensions, x.shape.dimensions
         if id(x) in leaves or not out or not src or out[-1] == src[-1] or \
-                x.shape.element_type != root.shape.element_type or \
                 src[0] < min(out[0], 8):
             break
         root = x
