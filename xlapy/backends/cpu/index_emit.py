@@ -30,6 +30,7 @@ from typing import Any
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import gather_lanes
 from xlapy.backends.cpu.lanes import Lane
 from xlapy.backends.cpu.llvm_util import I64, broadcast, i64
 from xlapy.ir import Instruction
@@ -374,6 +375,8 @@ class IndexEmitter:
             return ew.constant(0, instr.shape.element_type)
         b = self.b
         rank = instr.shape.rank
+        if any(isinstance(idx[r], Lane) for r in range(rank) if r not in dn.offset_dims):
+            return gather_lanes.emit(self, instr, idx)  # (LaneCheck: gather_lanes.eligible)
         batch = [_scalar(idx[r], "gather") for r in range(rank) if r not in dn.offset_dims]
         offsets = iter(idx[r] for r in dn.offset_dims)
         srank = indices.shape.rank

@@ -275,7 +275,11 @@ class LaneCheck:
             return p not in a.dimensions and self.value(ops[0], p)
         if op == "gather":  # along an offset dimension: the starts are uniform
             d = gather_operand_dim(instr, p)
-            return d is not None and self.value(ops[0], d, False)
+            if d is not None:
+                return self.value(ops[0], d, False)
+            from xlapy.backends.cpu import gather_lanes  # (it imports this module)
+            return gather_lanes.eligible(instr, self.leaves) and \
+                self.value(ops[1], gather_lanes.index_dim(instr, p), False)
         if op in INDEX_LANES:  # operands along the same dimension; scalar operands uniform
             return index_lane_ok(instr, p) and all(
                 self.value(o, p if o.shape.rank else None, False) for o in ops

@@ -1,0 +1,72 @@
+"""One-element gathers in vector lanes (gather_lanes.py): t[i] of a leaf table with every
+index type, indices out of range (clamped per lane as the scalar path clamps), f32/f64/i32/
+i64 tables, rows whose length is not a multiple of the lanes (masked tails), searchsorted's
+loop; the interpreter's bits on 1 and 2 threads, and a masked gather in the kernel IR."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+
+def _both(fn, args, threads: int = 2):  # noqa: ANN001, ANN202
+    text = jax.jit(fn).lower(*args).as_text()
+    cpu = xlapy.compile(text, backend="cpu", options={"num_threads": threads, "split_cost": 1})
+    got = cpu(*args)
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    assert not cpu._exe.fallbacks()
+    return np.asarray(got), np.asarray(want), cpu._exe.kernel_ir
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("table_t,index_t", [
+    (np.float32, np.int32), (np.float32, np.uint8), (np.float32, np.int64),
+    (np.float32, np.uint32), (np.float64, np.int32), (np.int32, np.int16),
+    (np.int64, np.int32)])
+def test_table_lookups_in_lanes(table_t: type, index_t: type, threads: int) -> None:
+    rng = np.random.default_rng(3)
+    n = 200
+    table = (rng.standard_normal(n) * 100).astype(table_t)
+    if np.dtype(table_t).kind == "f":
+        table[:3] = [np.nan, -0.0, np.inf]
+    info = np.iinfo(index_t)
+    idx = rng.integers(max(info.min, -50), min(info.max, n + 50), 4099).astype(index_t)
+    idx[:4] = [0, n - 1, min(info.max, n), max(info.min, -1)]  # both clamps
+    # jnp indexing normalizes negative indices; lax.gather clamps them as XLA does
+    fn = lambda t, i: jax.lax.gather(  # noqa: E731
+        t, i[:, None], jax.lax.GatherDimensionNumbers((), (0,), (0,)), (1,),
+        mode=jax.lax.GatherScatterMode.CLIP) * 1
+    got, want, ir = _both(fn, [table, idx], threads)
+    assert got.tobytes() == want.tobytes()
+    assert "llvm.masked.gather" in ir
+
+
+@pytest.mark.parametrize("n", [1000, 4096])
+def test_searchsorted_loop_in_lanes(n: int) -> None:
+    rng = np.random.default_rng(4)
+    knots = np.sort(rng.standard_normal(64)).astype(np.float32)
+    x = rng.standard_normal(n).astype(np.float32)
+    x[:3] = [np.nan, knots[5], -np.inf]
+    for side in ("left", "right"):
+        got, want, _ = _both(lambda k, v: jnp.searchsorted(k, v, side=side), [knots, x])
+        assert got.tobytes() == want.tobytes()
+    got, want, _ = _both(lambda k, v: jnp.interp(v, k, jnp.cumsum(jnp.abs(k))), [knots, x])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_two_component_starts_stay_scalar_and_exact() -> None:
+    """x[i, j] from an [N, 2] index tensor: not this path (the components are strided), the
+    scalar path's bits."""
+    rng = np.random.default_rng(5)
+    t = rng.standard_normal((30, 40)).astype(np.float32)
+    ij = np.stack([rng.integers(-5, 35, 999), rng.integers(-5, 45, 999)], 1).astype(np.int32)
+    fn = lambda t, ij: jax.lax.gather(  # noqa: E731
+        t, ij, jax.lax.GatherDimensionNumbers((), (0, 1), (0, 1)), (1, 1),
+        mode=jax.lax.GatherScatterMode.CLIP)
+    got, want, _ = _both(fn, [t, ij])
+    assert got.tobytes() == want.tobytes()

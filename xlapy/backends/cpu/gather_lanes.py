@@ -1,0 +1,119 @@
+"""One-element gathers with the kernel's lanes along a batch dimension: each lane reads its
+own operand element, one `llvm.masked.gather` per vector (vpgatherdd/qps on AVX2 and
+AVX-512), the starts clamped per lane as the scalar path clamps them (index_emit.py).
+
+Why: a gather whose lane dimension was a batch dimension kept the whole kernel scalar
+(lanes.LaneCheck), and LLVM's vectorizer did not vectorize its loop either: a lookup
+table t[x] of 1M uint8 pixels into 256 floats ran 0.32 ms (XLA 0.17), and searchsorted's
+loop (jnp.histogram, jnp.digitize, jnp.interp) compared its values with the knots it
+gathers one element at a time. Only gathers of single elements of a leaf (every slice
+size 1: offset dimensions, if any, have one element) take this path; their element types
+are 32 or 64 bits wide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.lanes import Lane
+from xlapy.backends.cpu.llvm_util import I1, I32, I64, intrinsic, like, splat
+from xlapy.ir import Instruction
+from xlapy.ops.indexing import batch_dims_of_indices
+from xlapy.types import ElementType as ET
+
+
+def eligible(instr: Instruction, leaves: dict[int, int]) -> bool:
+    """A gather of single elements of a leaf (every slice size 1, no operand batching)."""
+    operand = instr.operands[0]
+    dn = instr.attrs.dimension_numbers
+    et = instr.shape.element_type
+    return (id(operand) in leaves and not dn.operand_batching_dims
+            and all(s == 1 for s in instr.attrs.slice_sizes) and operand.shape.num_elements > 0
+            and et.bits in (32, 64) and not et.is_complex and not et.is_pred)
+
+
+def _batch(instr: Instruction) -> list[int]:
+    """The gather's output dimensions that are batch (not offset) dimensions."""
+    offset = set(instr.attrs.dimension_numbers.offset_dims)
+    return [r for r in range(instr.shape.rank) if r not in offset]
+
+
+def index_dim(instr: Instruction, p: int) -> int:
+    """The start-index tensor's dimension that the gather's batch output dimension p walks."""
+    dn = instr.attrs.dimension_numbers
+    return batch_dims_of_indices(instr.operands[1].shape.rank,
+                                 dn.index_vector_dim)[_batch(instr).index(p)]
+
+
+def _wide(b: ir.IRBuilder, v: ir.Value, et: ET) -> ir.Value:
+    """An index (scalar or vector) as i64 with its signedness."""
+    t = like(v.type, I64)
+    if v.type == t:
+        return v
+    return b.sext(v, t) if et.is_signed else b.zext(v, t)
+
+
+def _clamp(b: ir.IRBuilder, x: ir.Value, et: ET, hi: int) -> ir.Value:
+    """clamp(x, 0, hi) as index_emit.clamp_start, on scalars or vectors."""
+    zero, top = splat(x.type, 0), splat(x.type, hi)
+    if et.is_signed:
+        x = b.select(b.icmp_signed("<", x, zero), zero, x)
+        return b.select(b.icmp_signed(">", x, top), top, x)
+    return b.select(b.icmp_unsigned(">", x, top), top, x)
+
+
+def emit(em: Any, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
+    """The gathered elements at output index idx (a Lane among them) on emitter `em`."""
+    b: ir.IRBuilder = em.b
+    operand, indices = instr.operands
+    dn = instr.attrs.dimension_numbers
+    srank, ivd = indices.shape.rank, dn.index_vector_dim
+    ibatch = dict(zip(batch_dims_of_indices(srank, ivd), [idx[r] for r in _batch(instr)]))
+    dims = operand.shape.dimensions
+    it = indices.shape.element_type
+    terms: list[ir.Value] = []  # each start times its dimension's stride, scalar or vector
+    stride = 1
+    for d in reversed(range(operand.shape.rank)):
+        if d in dn.start_index_map and dims[d] > 1:
+            k = list(dn.start_index_map).index(d)
+            at = [ibatch[j] if j != ivd else ir.Constant(I64, k) for j in range(srank)]
+            start = _clamp(b, _wide(b, em._at(indices, at), it), it, dims[d] - 1)
+            terms.append(start if stride == 1 else b.mul(start, splat(start.type, stride)))
+        stride *= dims[d]
+    et = instr.shape.element_type
+    base = em.ptr(em.leaves[id(operand)], et)
+    vt = next((t.type for t in terms if isinstance(t.type, ir.VectorType)), None)
+    if vt is None:  # the starts are uniform along the lanes: one element
+        off = terms[0] if terms else ir.Constant(I64, 0)
+        for t in terms[1:]:
+            off = b.add(off, t)
+        return ew.from_storage(b, b.load(b.gep(base, [off], inbounds=True)), et)
+    off = _splat(b, b.ptrtoint(base, I64), vt)
+    nbytes = et.bits // 8
+    for t in terms:
+        t = t if isinstance(t.type, ir.VectorType) else _splat(b, t, vt)
+        off = b.add(off, b.mul(t, splat(vt, nbytes)))
+    st = ew.storage_type(et)
+    w = vt.count
+    ptrs = b.inttoptr(off, ir.VectorType(st.as_pointer(), w))
+    live = next(v for v in idx if isinstance(v, Lane)).live or w
+    mask = ir.Constant(ir.VectorType(I1, w), [1 if k < live else 0 for k in range(w)])
+    name = {"float": "f32", "double": "f64"}.get(str(st), f"i{et.bits}")
+    out = ir.VectorType(st, w)
+    v = intrinsic(b, f"llvm.masked.gather.v{w}{name}.v{w}p0{name}", out,
+                  [ptrs, ir.Constant(I32, nbytes), mask, ir.Constant(out, None)])
+    return ew.from_storage(b, v, et)
+
+
+def _splat(b: ir.IRBuilder, v: ir.Value, t: ir.VectorType) -> ir.Value:
+    """A scalar value in every lane of vector type t."""
+    one = b.insert_element(ir.Constant(t, None), v, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(t, None),
+                            ir.Constant(ir.VectorType(I32, t.count), [0] * t.count))
+
+
+__all__ = ["eligible", "emit", "index_dim"]
