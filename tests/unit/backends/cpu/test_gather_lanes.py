@@ -53,7 +53,7 @@ def test_searchsorted_loop_in_lanes(n: int) -> None:
     x = rng.standard_normal(n).astype(np.float32)
     x[:3] = [np.nan, knots[5], -np.inf]
     for side in ("left", "right"):
-        got, want, _ = _both(lambda k, v: jnp.searchsorted(k, v, side=side), [knots, x])
+        got, want, _ = _both(lambda k, v, s=side: jnp.searchsorted(k, v, side=s), [knots, x])
         assert got.tobytes() == want.tobytes()
     got, want, _ = _both(lambda k, v: jnp.interp(v, k, jnp.cumsum(jnp.abs(k))), [knots, x])
     np.testing.assert_array_equal(got, want)
