@@ -278,7 +278,7 @@ class LaneCheck:
             if d is not None:
                 return self.value(ops[0], d, False)
             from xlapy.backends.cpu import gather_lanes  # (it imports this module)
-            return gather_lanes.eligible(instr, self.leaves) and \
+            return gather_lanes.eligible(instr, self.leaves, p) and \
                 self.value(ops[1], gather_lanes.index_dim(instr, p), False)
         if op in INDEX_LANES:  # operands along the same dimension; scalar operands uniform
             return index_lane_ok(instr, p) and all(

@@ -70,3 +70,14 @@ def test_two_component_starts_stay_scalar_and_exact() -> None:
         mode=jax.lax.GatherScatterMode.CLIP)
     got, want, _ = _both(fn, [t, ij])
     assert got.tobytes() == want.tobytes()
+
+
+def test_pure_lookups_over_short_rows_stay_scalar() -> None:
+    """A lookup table over an image's 3 channels (lanes would run along a dimension of 3:
+    masked 16-lane gathers, 0.71 -> 2.66 ms on Zen 4) keeps the scalar path; its bits."""
+    rng = np.random.default_rng(6)
+    table = rng.standard_normal(256).astype(np.float32)
+    img = rng.integers(0, 256, (2, 32, 32, 3)).astype(np.uint8)
+    got, want, ir = _both(lambda t, x: t[x], [table, img])
+    assert got.tobytes() == want.tobytes()
+    assert "llvm.masked.gather" not in ir
