@@ -263,7 +263,7 @@ def _syevd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     def one(a: np.ndarray) -> Sequence[Any]:
         w, v, i = fn(a, compute_v=int(vectors), lower=int(lower))
         return (v if vectors else a), w, info(i)
-    return one, 2, None
+    return one, 2, lapack_batch.syevd(t, lower, vectors, info) if t in "sd" else None
 
 
 def _gesdd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:

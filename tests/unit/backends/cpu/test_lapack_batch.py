@@ -83,3 +83,18 @@ def test_vmap_cholesky_and_a_matrix_that_is_not_positive(dtype: Any, loops: list
     a = a @ np.conj(np.swapaxes(a, -1, -2)) + 6 * np.eye(6, dtype=dtype)
     a[0, 3] = -np.eye(6, dtype=dtype)  # not positive definite: info > 0, NaNs from jax
     _same(jnp.linalg.cholesky, [a], loops)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("values_only", [False, True])
+@pytest.mark.parametrize("lower", [True, False])
+def test_vmap_eigh(dtype: Any, values_only: bool, lower: bool, loops: list[int]) -> None:
+    """Batched syevd (jax.vmap(jnp.linalg.eigh) of small matrices: a 3 x 3 batch ran 10x
+    XLA's time through the f2py wrapper), with a NaN matrix and batch dims of rank 2."""
+    a = _data((4, 17, 3, 3), dtype, 6)
+    a = a + np.swapaxes(a, -1, -2)
+    a[1, 2, 0, 0] = np.nan
+    fn = (lambda m: jnp.linalg.eigvalsh(m, UPLO="L" if lower else "U")) if values_only else \
+        (lambda m: jnp.linalg.eigh(m, UPLO="L" if lower else "U", symmetrize_input=False))
+    _same(fn, [a], loops)
+    _same(fn, [_data((9, 16, 16), dtype, 7)], loops)
