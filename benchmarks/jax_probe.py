@@ -273,6 +273,8 @@ def programs(small: bool = False) -> dict[str, Program]:
                             np.int32)]),  # a store and reload per update: 2.2x, now 1.8x
         "searchsorted": (lambda k, x: jnp.searchsorted(k, x), [np.sort(f32(64)), f32(
             1 << 18)]),  # the loop's knot gather kept its kernel scalar: 1.3x
+        "vmap_eigh3": (lambda a: jnp.linalg.eigh(a + jnp.swapaxes(a, -1, -2))[0], [
+            pts(4096, 3, 3)]),  # an f2py syevd call per matrix: 10x
     }
 
 
