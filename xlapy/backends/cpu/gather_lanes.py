@@ -3,12 +3,12 @@ own operand element, one `llvm.masked.gather` per vector (vpgatherdd/qps on AVX2
 AVX-512), the starts clamped per lane as the scalar path clamps them (index_emit.py).
 
 Why: a gather whose lane dimension was a batch dimension kept the whole kernel scalar
-(lanes.LaneCheck), and LLVM's vectorizer did not vectorize its loop either: a lookup
-table t[x] of 1M uint8 pixels into 256 floats ran 0.32 ms (XLA 0.17), and searchsorted's
-loop (jnp.histogram, jnp.digitize, jnp.interp) compared its values with the knots it
-gathers one element at a time. Only gathers of single elements of a leaf (every slice
-size 1: offset dimensions, if any, have one element) take this path; their element types
-are 32 or 64 bits wide.
+(lanes.LaneCheck), and LLVM's vectorizer did not vectorize its loop either: t[i] of 1M
+indices into a 64-entry table ran 0.52 ms (now 0.36; XLA 0.6), and searchsorted's loop
+(jnp.histogram, jnp.digitize, jnp.interp) compared its values with the knots it gathers
+one element at a time (1.3x XLA's time, now 0.45). Only gathers of single elements of a
+leaf (every slice size 1: offset dimensions, if any, have one element) take this path;
+their element types are 32 or 64 bits wide.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.lanes import Lane, vector_width
-from xlapy.backends.cpu.llvm_util import I1, I32, I64, intrinsic, like, splat
+from xlapy.backends.cpu.llvm_util import I1, I32, I64, broadcast, intrinsic, like, splat
 from xlapy.ir import Instruction
 from xlapy.ops.indexing import batch_dims_of_indices
 from xlapy.types import ElementType as ET
@@ -28,10 +28,10 @@ from xlapy.types import ElementType as ET
 
 def eligible(instr: Instruction, leaves: dict[int, int], p: int) -> bool:
     """A gather of single elements of a leaf (every slice size 1, no operand batching) by one
-    start index, along an output dimension p of at least a vector: on Zen 4 a gather
-    instruction loads slower than scalar loads do, so a kernel that only moves elements
-    (jnp.take_along_axis, whose starts are (row, column) pairs: 0.30 -> 0.57 ms; a lookup
-    table over an image's 3 channels: 0.71 -> 2.66) stays scalar."""
+    start index, along an output dimension p of at least a vector: lanes along a short
+    dimension are mostly masked off (a lookup table over an image's 3 channels went 0.71
+    -> 2.66 ms on Zen 4, whose gathers load slower than scalar loads), and several start
+    components are read with a stride."""
     operand = instr.operands[0]
     dn = instr.attrs.dimension_numbers
     et = instr.shape.element_type
@@ -99,13 +99,12 @@ def emit(em: Any, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
         for t in terms[1:]:
             off = b.add(off, t)
         return ew.from_storage(b, b.load(b.gep(base, [off], inbounds=True)), et)
-    off = _splat(b, b.ptrtoint(base, I64), vt)
+    w = vt.count
+    off = broadcast(b, b.ptrtoint(base, I64), w)
     nbytes = et.bits // 8
     for t in terms:
-        t = t if isinstance(t.type, ir.VectorType) else _splat(b, t, vt)
-        off = b.add(off, b.mul(t, splat(vt, nbytes)))
+        off = b.add(off, b.mul(broadcast(b, t, w), splat(vt, nbytes)))
     st = ew.storage_type(et)
-    w = vt.count
     ptrs = b.inttoptr(off, ir.VectorType(st.as_pointer(), w))
     live = next(v for v in idx if isinstance(v, Lane)).live or w
     mask = ir.Constant(ir.VectorType(I1, w), [1 if k < live else 0 for k in range(w)])
@@ -114,13 +113,6 @@ def emit(em: Any, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
     v = intrinsic(b, f"llvm.masked.gather.v{w}{name}.v{w}p0{name}", out,
                   [ptrs, ir.Constant(I32, nbytes), mask, ir.Constant(out, None)])
     return ew.from_storage(b, v, et)
-
-
-def _splat(b: ir.IRBuilder, v: ir.Value, t: ir.VectorType) -> ir.Value:
-    """A scalar value in every lane of vector type t."""
-    one = b.insert_element(ir.Constant(t, None), v, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(t, None),
-                            ir.Constant(ir.VectorType(I32, t.count), [0] * t.count))
 
 
 __all__ = ["eligible", "emit", "index_dim"]
