@@ -275,6 +275,13 @@ def programs(small: bool = False) -> dict[str, Program]:
             1 << 18)]),  # the loop's knot gather kept its kernel scalar: 1.3x
         "vmap_eigh3": (lambda a: jnp.linalg.eigh(a + jnp.swapaxes(a, -1, -2))[0], [
             pts(4096, 3, 3)]),  # an f2py syevd call per matrix: 10x
+        "take_along": (lambda x, i: jnp.take_along_axis(x, i, -1), [f32(1024, 512), rng.integers(
+            0, 512 // s, (1024 // s, 512 // s)).astype(np.int32)]),  # open: 1.0-1.8x
+        "embed1_sum": (lambda e, i: e[i].sum(0), [pts(1000, 1), rng.integers(
+            0, 1000 // s, (1 << 18) // s).astype(np.int32)]),  # open: a gather, a width-1 sum 2.8x
+        "gat_softmax": (lambda e, d: (lambda ex: ex / jax.ops.segment_sum(ex, d, 4096)[d])(
+            jnp.exp(e - jax.ops.segment_max(e, d, 4096)[d])), [f32(1 << 16), rng.integers(
+                0, 4096, (1 << 16) // s).astype(np.int32)]),  # open: unsorted scatter max 1.2-1.4x
     }
 
 
