@@ -70,9 +70,9 @@ def _cbrt(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     (ops/elementwise_unary.py `cbrt_newton`: glibc's cbrt is up to 3 ulp off, the step
     leaves the last rounding only): y^2 = a + al and a y = p + pl exactly by FMAs, y^3 - x
     = (p - x) + pl + al y, |x| < 2^-600 or > 2^900 scaled by 2^+-600 (y by 2^+-200)."""
-    x = ew.flush(b, a[0])
-    if elem(x.type) == F32:
+    if elem(a[0].type) == F32:
         return _float("cbrt")(b, a, t)
+    x = ew.flush(b, a[0])
     y = _call(b, "cbrt", [x])
     if elem(x.type) == F64:
         m = Math(b, x.type)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from xlapy.backends.cpu.llvm_util import F64, I32, like, splat
+from xlapy.backends.cpu.llvm_util import F64, I32, any_lane, like, splat
 from xlapy.backends.cpu.math_coeffs import ATAN_F32
 from xlapy.backends.cpu.math_poly import Math
 
@@ -135,12 +135,8 @@ def remainder(b: ir.IRBuilder, x: ir.Value, y: ir.Value,
     r32 = b.select(b.fcmp_ordered("<", r, m.c(2.0 ** -126)), tiny, b.fptrunc(r, x.type))
     out = Math(b, x.type).bin("copysign", r32, x)
     slow = b.not_(fast)
-    t = slow.type
-    anyslow = slow if not isinstance(t, ir.VectorType) else \
-        b.icmp_unsigned("!=", b.bitcast(slow, ir.IntType(t.count)), ir.Constant(
-            ir.IntType(t.count), 0))
     before = b.block
-    with b.if_then(anyslow, likely=False):
+    with b.if_then(any_lane(b, slow), likely=False):
         picked = b.select(slow, exact(), out)
         after_slow = b.block
     phi = b.phi(out.type)

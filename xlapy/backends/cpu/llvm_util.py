@@ -506,6 +506,16 @@ def type_bytes(t: ir.Type) -> int:
         {"half": 2, "bfloat": 2, "float": 4, "double": 8}[str(t)]
 
 
+def any_lane(b: ir.IRBuilder, mask: ir.Value) -> ir.Value:
+    """Whether any lane of an i1 vector is set (the i1 itself for a scalar): the mask's bits
+    as one integer compared with 0, for a branch around a rarely needed slow path."""
+    t = mask.type
+    if not isinstance(t, ir.VectorType):
+        return mask
+    bits = ir.IntType(t.count)
+    return b.icmp_unsigned("!=", b.bitcast(mask, bits), ir.Constant(bits, 0))
+
+
 def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
     """Call `llvm.<name>` overloaded on the argument types (declared once per module)."""
     mod = b.module

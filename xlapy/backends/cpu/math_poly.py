@@ -50,6 +50,7 @@ from xlapy.backends.cpu.llvm_util import (
     F64,
     I32,
     I64,
+    any_lane,
     elem,
     intrinsic,
     like,
@@ -458,12 +459,8 @@ class Math:
         the common path stays one compare)."""
         b = self.b
         huge = b.fcmp_ordered(">=", m.un("fabs", xd), m.c(2.0 ** 20))
-        t = huge.type
-        anyh = huge if not isinstance(t, ir.VectorType) else \
-            b.icmp_unsigned("!=", b.bitcast(huge, ir.IntType(t.count)),
-                            ir.Constant(ir.IntType(t.count), 0))
         before = b.block
-        with b.if_then(anyh, likely=False):
+        with b.if_then(any_lane(b, huge), likely=False):
             big = trig_reduce.reduce(m, xd, self.is64)
             sel = [b.select(huge, v_big, v) for v_big, v in zip(big, (r, rl, k))]
             slow = b.block
