@@ -33,6 +33,7 @@ from xlapy.backends.cpu import (
     chain_runtime,
     conv_epilogue,
     dot_epilogue,
+    dus_window,
     kernel_batch,
     kernel_sequence,
     kernels,
@@ -504,7 +505,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         members: list[regions.Member | None] = []
         for instr in self._thunk_instrs:
             spec = by_root.get(id(instr)) if id(instr) in fusible else None
-            if spec is not None:
+            if spec is not None and not (self.options.loop_part and dus_window.candidate(
+                    instr, self.comp)):  # (not a window of a loop's state: dus_window.py)
                 reads: dict[int, set[tuple[str, ...]]] = {}
                 row_walk(instr, fusible, self.materialized, inline, reads)
                 members.append(regions.kernel_member(spec, reads, self._leaves(instr, fusible),
