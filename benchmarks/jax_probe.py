@@ -165,6 +165,8 @@ def programs(small: bool = False) -> dict[str, Program]:
             lambda st: (st[0] * 0.98, st[1] + 1), (v, 0))[0], [f32(256)]),
         "decode_loop": decoder(512 if small else 4096, 64 if small else 256,
                                8 if small else 64),
+        "matvec_loop": (lambda h, a, b: lax.fori_loop(0, 100, lambda i, h: jnp.tanh(jnp.tanh(
+            h @ a) @ b), h), [f32(1, 256), f32(256, 1024) * .05, f32(1024, 256) * .05]),  # 4.6x
         "lstm": (lstm, [f32(100, 32, 128), f32(32, 256), f32(32, 256), f32(128, 1024) * .05,
                         f32(256, 1024) * .05]),
         # training

@@ -4,14 +4,14 @@ A decoding loop's layers are [1, k] x [k, n] products; the driver ran them as on
 each (gemm_small's loop nest or BLAS for one row), on one thread: the 4096 x 256 logits
 product alone read 4 MB a token at one core's bandwidth. gemv.py's loops split W's rows (or
 a transposed W's columns) into chunks fixed by the shape, claimed by the caller and the
-pool's workers, and are bound by memory as the Python path's `jit gemv` is.
+pool's workers, and are bound by memory as the Python path's `jit gemv` is. Smaller W
+(MIN_BYTES up) run as one chunk on the calling thread: gemv's rows form beat the GEMM
+step's loop nest there too.
 
 A step is `xlapy_patch_call` (while_driver.py): it writes the current addresses of x, W and
 y from the loop's tables into the gemv descriptor (state buffers swap between iterations),
 resets its chunk counter and calls the module's `drive`. The workers are reserved per call
-with the loop's other split steps (native_loop._reserve: `bind`). Taken when W is at least
-gemv.SPLIT_BYTES (below, gemv runs one chunk: no gain over the GEMM step) and the loop runs
-on several threads.
+with the loop's other split steps (native_loop._reserve: `bind`).
 """
 
 from __future__ import annotations
@@ -38,11 +38,18 @@ if TYPE_CHECKING:
     from xlapy.backends.cpu.regions import Gemm
 
 
-def takes(g: Gemm, threads: int) -> bool:
-    """Whether GEMM step `g` runs on gemv's loops: one row, W of gemv.SPLIT_BYTES or more,
-    several threads, the loops built for this target."""
+#: Bytes of W from which gemv's loops take a one-row product (one chunk, on the caller,
+#: below gemv.SPLIT_BYTES): a fori_loop of h @ W per step on Zen 3 (AVX2), gemm_small's loop
+#: nest against gemv's rows form: 64x512 8.4 -> 4.9 us a step, 128x128 3.6 -> 2.5, 256x1024
+#: 75 -> 19 us a product (XLA 16); 16x16 and 32x32 ran alike either way.
+MIN_BYTES = 1 << 14
+
+
+def takes(g: Gemm) -> bool:
+    """Whether GEMM step `g` runs on gemv's loops: one row, W of MIN_BYTES or more (split
+    over threads from gemv.SPLIT_BYTES), the loops built for this target."""
     size = 8 if g.f64 else 4
-    return g.m == 1 and threads > 1 and g.n * g.k * size >= gemv.SPLIT_BYTES and \
+    return g.m == 1 and g.n * g.k * size >= MIN_BYTES and \
         gemv.available() and target.current().is_x86
 
 

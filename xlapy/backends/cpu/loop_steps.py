@@ -15,8 +15,11 @@ if TYPE_CHECKING:
 
 #: BLAS dots above this many multiply-adds keep the Python loop (blas.gemm's chunks).
 MAX_NATIVE_MACS = 1 << 20
-#: How the report names the dots a step may run (executable.py, library.library_kind).
-GEMM_KINDS = ("library blas", "library jit gemm")
+#: How the report names the dots a step may run (executable.py, library.library_kind;
+#: native_gemm decides): a [1, k] @ [k, n] product is "jit gemv" on the Python path, and a
+#: fori_loop of them (batch-1 decoding) ran there, 5x XLA's time, once it was no "blas".
+GEMM_KINDS = ("library blas", "library jit gemm", "library jit gemv",
+              "library jit gemv (matvec)", "library jit gemm (skinny)")
 #: How the report names a native loop (and so an inner loop a step may run).
 NATIVE_WHILE = "native while loop"
 

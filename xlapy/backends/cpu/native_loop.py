@@ -311,7 +311,7 @@ class NativeWhile:
             return self._split(p, fn_address(regions.run_function()), words, cuts,
                                threads if cost >= NATIVE_SPLIT_COST else 1)
         assert step is not None
-        if loop_gemv.takes(step, threads):
+        if loop_gemv.takes(step):
             return loop_gemv.entry(p.keep, p.splits, step, table, threads)
         d = regions.gemm_descriptor(step, table)
         p.keep.append(d)

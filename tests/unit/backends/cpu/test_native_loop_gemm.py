@@ -1,7 +1,8 @@
 """Native while loops with small 2-D dot_generals in the body (native_loop.py: GEMM steps
 through regions.gemm_rows): an RNN cell runs natively, in thunk order, with the bits of the
-Python loop; BLAS runs with MXCSR FTZ/DAZ clear as on the Python path (a denormal product
-survives to a bitcast); big dots keep the Python loop."""
+Python loop (batch 1 too: its [1, d] @ [d, d] is a "jit gemv", which once kept the loop in
+Python, and runs on gemv's loops, loop_gemv.py); BLAS runs with MXCSR FTZ/DAZ clear as on
+the Python path (a denormal product survives to a bitcast); big dots keep the Python loop."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _while_line(prog: object) -> str:
                 if " while " in ln)
 
 
-@pytest.mark.parametrize(("b", "d"), [(2, 8), (3, 33), (5, 64)])
+@pytest.mark.parametrize(("b", "d"), [(2, 8), (3, 33), (5, 64), (1, 64), (1, 512)])
 def test_rnn_with_a_dot_runs_natively_with_the_python_loops_bits(
         b: int, d: int, monkeypatch: pytest.MonkeyPatch) -> None:
     steps = 17
