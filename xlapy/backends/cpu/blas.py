@@ -249,27 +249,39 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     A big product is cut into fixed chunks of rows or columns (`split`, `columns`) that
     depend only on its shape (parallel.fixed_cuts): OpenBLAS rounds a row differently
     depending on how many rows a call has, so the bits must not depend on the thread count;
-    each thread takes the next chunk left."""
+    each thread takes the next chunk left. The calls (one a chunk) are planned once per shape
+    and layout and run from native code (gemm_jobs.py; operands BLAS would copy keep the
+    Python calls)."""
 
     m, k = a.shape
     n = b.shape[1]
     if m == 1 and k > 0 and n > 0 and a.dtype.char in "fd" and _vector_view(a[0]):
         _gemv_row(a, b, out, beta, threads)
         return
-    if m * n * k < SPLIT_FLOPS:
-        _gemm1(a, b, out, beta)
-        return
     by_rows = not columns(m, n)
-    cuts = split(m, n)
+    cuts = split(m, n) if m * n * k >= SPLIT_FLOPS else [0, m]
     chunks = len(cuts) - 1
-    if chunks < 2:
-        _gemm1(a, b, out, beta)
-        return
 
     def part(j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lo, hi = cuts[j], cuts[j + 1]
+        if chunks < 2:
+            return a, b, out
         return (a[lo:hi], b, out[lo:hi]) if by_rows else (a, b[:, lo:hi], out[:, lo:hi])
 
+    from xlapy.backends.cpu import gemm_f32, gemm_jobs, parallel, target
+
+    planned = gemm_jobs.table(a, b, out, beta, (target.current().name, gemm_f32._ON),
+                              lambda: [part(j) for j in range(chunks)], _gemm_args)
+    if planned is not None:  # planned once per shape: native calls (gemm_jobs.py)
+        pool = parallel.pool(threads)
+        if threads > 1:
+            _pool_single(pool)
+        _single_thread()
+        pool.share_table(planned[0], threads, planned[1])
+        return
+    if chunks < 2:
+        _gemm1(a, b, out, beta)
+        return
     if threads < 2:
         for j in range(chunks):
             _gemm1(*part(j), beta)

@@ -356,12 +356,14 @@ class NativePool:
               keep: Any = None) -> None:
         """Run every (function, arguments) job, this thread and up to threads - 1 workers
         each taking the next one left; returns when all have run."""
-        if not jobs:
-            return
-        table = job_table(jobs)
+        if jobs:
+            self.share_table(job_table(jobs), threads, keep)
+
+    def share_table(self, table: np.ndarray, threads: int, keep: Any = None) -> None:
+        """`share` of a job table made already (job_table; its counter at 0)."""
         addr = table.ctypes.data
         futs = [self.submit(self._claim, addr, keep=(table, keep))
-                for _ in range(min(threads, len(jobs)) - 1)]
+                for _ in range(min(threads, int(table[1])) - 1)]
         self._claim_run(addr)
         for f in futs:
             f.result()
