@@ -217,10 +217,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 extra = [(x, self._new_slot(x)) for x in self._siblings.get(iid, [])]
                 leaves = multi_output.group_leaves(instr, extra, lambda m: self._leaves(m, fusible))
                 name = f"k{len(kernel_specs)}"
-                stream = (iid in self.outputs and not self.options.nested
-                          and instr.shape.is_array and instr.shape.num_elements
-                          * instr.shape.dtype.itemsize >= max(self.options.stream_bytes,
-                                                             recycle.MIN_BYTES))
+                stream = iid in self.outputs and not self.options.nested and \
+                    self.options.streams(instr.shape, [self.shapes[v] for v in leaves.values()])
                 rows = self.row_reduces.get(iid, [])
                 routine = not extra and transpose_lib.takes(instr, leaves, self.options.nested)
                 emitter: Any = transpose_lib.TransposeEmitter(mod, name, instr, leaves, s) \

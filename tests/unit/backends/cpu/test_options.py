@@ -116,3 +116,25 @@ def test_stream_threshold_is_the_last_level_cache(tmp_path: Path) -> None:
     assert options.stream_default.__wrapped__(str(tmp_path)) == 96 << 20
     assert options.stream_default.__wrapped__(str(tmp_path / "missing")) == 8 << 20
     assert CpuOptions.make().stream_bytes == options.stream_default()
+
+
+def test_results_beside_a_big_read_stream_from_a_quarter_of_the_cache() -> None:
+    """An entry result streams from `stream_bytes`, or from a quarter of it while the kernel
+    reads a buffer of `stream_bytes` or more (an embedding table); never below 1 MiB."""
+    from xlapy.types import ElementType as ET
+    from xlapy.types import Shape
+
+    opts = CpuOptions.make({"stream_bytes": 32 << 20})
+
+    def f32(*dims: int) -> Shape:
+        return Shape.array(ET.F32, dims)
+
+    table, rows = f32(50000, 512), f32(8192, 512)  # 100 MB, 16 MB
+    assert opts.streams(rows, [table, f32(8192)])
+    assert not opts.streams(rows, [rows])  # x * 2 + 1 of 16 MB: ordinary stores
+    assert opts.streams(f32(8192, 1024), [f32(8192, 1024)])  # 32 MB
+    assert opts.streams(f32(2048, 1024), [table])  # 8 MB: a quarter
+    assert not opts.streams(f32(1024, 1024), [table])  # 4 MB
+    tiny = CpuOptions.make({"stream_bytes": 2 << 20})
+    assert not tiny.streams(f32(128, 1024), [f32(1024, 1024)])  # 512 KB < 1 MiB
+    assert not opts.streams(Shape.tuple([rows]), [table])
