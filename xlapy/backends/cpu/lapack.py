@@ -307,10 +307,9 @@ def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     unit = _char(instr, "diag", "NU", None) == "U"
     fn = sblas.get_blas_funcs("trsm", dtype=np.dtype(_PREFIX[t]))
 
-    from xlapy.ops.custom_call_targets import trsm_rows
-
     def one(a: np.ndarray, b: np.ndarray) -> Sequence[Any]:
-        return (trsm_rows(fn, a, b, left, lower, trans, unit),)
+        return (fn(1.0, a, b, side=int(not left), lower=int(lower), trans_a=trans,
+                   diag=int(unit)),)
     return one, 2, lapack_batch.trsm(t, left, lower, trans, unit)
 
 
@@ -383,7 +382,6 @@ def _cholesky(instr: Instruction) -> Callable[..., np.ndarray]:
 def _triangular_solve(instr: Instruction) -> Callable[..., np.ndarray]:
     """?trsm per matrix: op(a) x = b (left side) or x op(a) = b, in the accumulation type
     (bf16/f16 in f32), rounded once."""
-    from xlapy.ops.custom_call_targets import trsm_rows
     from xlapy.ops.linalg import Transpose
 
     at = instr.attrs
@@ -393,6 +391,8 @@ def _triangular_solve(instr: Instruction) -> Callable[..., np.ndarray]:
         at.transpose_a]
     if acc.kind != "c" and trans == 2:
         trans = 1  # the adjoint of a real matrix is its transpose
+    kw = dict(side=int(not at.left_side), lower=int(at.lower), trans_a=trans,
+              diag=int(at.unit_diagonal))
     dims = tuple(instr.shape.dimensions)
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -402,8 +402,7 @@ def _triangular_solve(instr: Instruction) -> Callable[..., np.ndarray]:
         a, b = a.astype(acc, copy=False), b.astype(acc, copy=False)
         with np.errstate(all="ignore"):
             for idx in np.ndindex(*dims[:-2]):
-                out[idx] = trsm_rows(fn, a[idx], b[idx], at.left_side, at.lower, trans,
-                                     at.unit_diagonal)
+                out[idx] = fn(1.0, a[idx], b[idx], **kw)
         return out
 
     return run

@@ -205,18 +205,11 @@ def syevd(t: str, lower: bool, vectors: bool, check: Callable[[int], int]
 def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
          ) -> Callable[..., tuple[np.ndarray]]:
     """run(a [B.., s, s], b [B.., m, n]) -> (alpha op(a)^-1 b or b op(a)^-1, alpha 1), as
-    lapack._trsm per matrix. Row-major a and b are column-major a^T and b^T, so the solve
-    runs as x^T op(a)^T = b^T (the other side, the other triangle) on them as they lie, into
-    a plain copy of b, as the interpreter's custom call does (the same bits:
-    ops.custom_call_targets.trsm_rows): transposing both to column order and x back took
-    ~100 of cho_solve's 256 x 256 by 16 solve's ~120 us on Zen 3. A complex conjugate
-    transpose keeps the transposes (its transpose, a conjugate, is no BLAS op)."""
+    lapack._trsm per matrix."""
     from scipy.linalg import cython_blas
 
     fn = routine(cython_blas, f"{t}trsm")
-    flip = not (trans == 2 and t in "cz")
-    side, uplo = (left, lower) if flip else (not left, not lower)
-    chars = np.frombuffer(("LR"[side] + "LU"[uplo] + "NTC"[trans] + "NU"[unit])
+    chars = np.frombuffer(("LR"[not left] + "LU"[not lower] + "NTC"[trans] + "NU"[unit])
                           .encode(), np.uint8).copy()
 
     shapes: dict[Any, _Args] = {}
@@ -230,15 +223,11 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
     def run(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
         *lead, m, n = b.shape
         batch = math.prod(lead)
+        fa, fb = fortran(a), fortran(b)
         s = a.shape[-1]
-        if flip:  # b^T (n x m, column-major) solved in place in a copy of b
-            fa, fb = np.ascontiguousarray(a), np.array(b, order="C")
-            m, n = n, m
-        else:
-            fa, fb = fortran(a), fortran(b)
         _cached(shapes, (m, n, s, fa.dtype, fb.dtype),
                 lambda: args(m, n, s, fa.dtype, fb.dtype)).call(fn, batch, fa, fb)
-        return (fb if flip else fortran(fb),)
+        return (fortran(fb),)
 
     return run
 
