@@ -20,10 +20,9 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.lanes import Lane, vector_width
-from xlapy.backends.cpu.llvm_util import I1, I32, I64, broadcast, intrinsic, like, splat
+from xlapy.backends.cpu.llvm_util import I1, I32, I64, broadcast, intrinsic, splat
 from xlapy.ir import Instruction
 from xlapy.ops.indexing import batch_dims_of_indices
-from xlapy.types import ElementType as ET
 
 
 def eligible(instr: Instruction, leaves: dict[int, int], p: int) -> bool:
@@ -56,25 +55,10 @@ def index_dim(instr: Instruction, p: int) -> int:
                                  dn.index_vector_dim)[_batch(instr).index(p)]
 
 
-def _wide(b: ir.IRBuilder, v: ir.Value, et: ET) -> ir.Value:
-    """An index (scalar or vector) as i64 with its signedness."""
-    t = like(v.type, I64)
-    if v.type == t:
-        return v
-    return b.sext(v, t) if et.is_signed else b.zext(v, t)
-
-
-def _clamp(b: ir.IRBuilder, x: ir.Value, et: ET, hi: int) -> ir.Value:
-    """clamp(x, 0, hi) as index_emit.clamp_start, on scalars or vectors."""
-    zero, top = splat(x.type, 0), splat(x.type, hi)
-    if et.is_signed:
-        x = b.select(b.icmp_signed("<", x, zero), zero, x)
-        return b.select(b.icmp_signed(">", x, top), top, x)
-    return b.select(b.icmp_unsigned(">", x, top), top, x)
-
-
 def emit(em: Any, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
     """The gathered elements at output index idx (a Lane among them) on emitter `em`."""
+    from xlapy.backends.cpu.index_emit import clamp_start  # (it imports this module)
+
     b: ir.IRBuilder = em.b
     operand, indices = instr.operands
     dn = instr.attrs.dimension_numbers
@@ -88,7 +72,7 @@ def emit(em: Any, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
         if d in dn.start_index_map and dims[d] > 1:
             k = list(dn.start_index_map).index(d)
             at = [ibatch[j] if j != ivd else ir.Constant(I64, k) for j in range(srank)]
-            start = _clamp(b, _wide(b, em._at(indices, at), it), it, dims[d] - 1)
+            start = clamp_start(b, em._at(indices, at), it, dims[d] - 1)
             terms.append(start if stride == 1 else b.mul(start, splat(start.type, stride)))
         stride *= dims[d]
     et = instr.shape.element_type

@@ -32,7 +32,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import gather_lanes
 from xlapy.backends.cpu.lanes import Lane
-from xlapy.backends.cpu.llvm_util import I64, broadcast, i64
+from xlapy.backends.cpu.llvm_util import I64, broadcast, i64, like, splat
 from xlapy.ir import Instruction
 from xlapy.ops.indexing import batch_dims_of_indices
 from xlapy.types import ElementType as ET
@@ -43,20 +43,24 @@ INDEX_OPS = frozenset({"concatenate", "pad", "dynamic_slice", "dynamic_update_sl
 
 
 def index_to_i64(b: ir.IRBuilder, v: ir.Value, et: ET) -> ir.Value:
-    """An integer index value (compute type of `et`) widened to i64 with its signedness."""
-    if v.type.width == 64:
+    """An integer index value (compute type of `et`; scalar or vector) widened to i64 with
+    its signedness."""
+    t = like(v.type, I64)
+    if v.type == t:
         return v
-    return b.sext(v, I64) if et.is_signed else b.zext(v, I64)
+    return b.sext(v, t) if et.is_signed else b.zext(v, t)
 
 
 def clamp_start(b: ir.IRBuilder, v: ir.Value, et: ET, hi: int) -> ir.Value:
-    """clamp(v, 0, hi) on the index's mathematical value (hi >= 0): signed indices clamp
-    both ways, unsigned ones only from above (compared unsigned, so no u64 wraps negative)."""
+    """clamp(v, 0, hi) on the index's mathematical value (hi >= 0; scalar or vector, as i64):
+    signed indices clamp both ways, unsigned ones only from above (compared unsigned, so no
+    u64 wraps negative)."""
     x = index_to_i64(b, v, et)
+    zero, top = splat(x.type, 0), splat(x.type, hi)
     if et.is_signed:
-        x = b.select(b.icmp_signed("<", x, i64(0)), i64(0), x)
-        return b.select(b.icmp_signed(">", x, i64(hi)), i64(hi), x)
-    return b.select(b.icmp_unsigned(">", x, i64(hi)), i64(hi), x)
+        x = b.select(b.icmp_signed("<", x, zero), zero, x)
+        return b.select(b.icmp_signed(">", x, top), top, x)
+    return b.select(b.icmp_unsigned(">", x, top), top, x)
 
 
 def _shift(b: ir.IRBuilder, v: Any, by: ir.Value | int) -> Any:
