@@ -89,22 +89,28 @@ class Windows:
 
 def candidate(d: Instruction, comp: Computation) -> bool:
     """Whether `d`, in a loop body `comp`, has the shape of a window (`plan`'s test without
-    the kernel plan): a dynamic_update_slice of state element k, read only by the root tuple
-    as its element k, the state's only reader."""
+    the kernel plan): a dynamic_update_slice of state element k that is the body's result k
+    (the root, or the root tuple's element k, read by nothing else), its operand read by
+    nothing but `d`."""
     root, params = comp.root, comp.parameters
-    if d.opcode != "dynamic_update_slice" or d.shape.rank == 0 or root is None or \
-            root.opcode != "tuple" or any(u is not root for u in d.users) or \
-            root.operands.count(d) != 1:
+    if d.opcode != "dynamic_update_slice" or d.shape.rank == 0 or root is None:
         return False
-    k, op = root.operands.index(d), d.operands[0]
-    tupled = len(params) == 1 and params[0].shape.is_tuple
-    state = _state(params, k, tupled)
+    if root is d:
+        k = 0
+    elif root.opcode == "tuple" and root.operands.count(d) == 1 and \
+            all(u is root for u in d.users):
+        k = root.operands.index(d)
+    else:
+        return False
+    op = d.operands[0]
+    state = state_instrs(params, k, len(params) == 1 and params[0].shape.is_tuple)
     return op in state and d.operands.count(op) == 1 and \
         all(u is d for s in state for u in s.users)
 
 
-def _state(params: list[Instruction], k: int, tupled: bool) -> list[Instruction]:
-    """State element k's instructions (native_loop._state_instrs, from the parameters)."""
+def state_instrs(params: list[Instruction], k: int, tupled: bool) -> list[Instruction]:
+    """The instructions of a cond/body that are state element k (its get_tuple_elements,
+    or its parameter); none when the state tuple itself is read other than by those."""
     if not tupled:
         return [params[k]] if k < len(params) else []
     if any(u.opcode != "get_tuple_element" for u in params[0].users):
@@ -112,25 +118,16 @@ def _state(params: list[Instruction], k: int, tupled: bool) -> list[Instruction]
     return [u for u in params[0].users if u.attrs.index == k]
 
 
-def plan(body: CpuExecutable, results: list[Instruction], state: list[list[Instruction]]
-         ) -> Windows | None:
+def plan(body: CpuExecutable, results: list[Instruction]) -> Windows | None:
     """The window kernels of body results that qualify (module docstring), compiled; None
-    when none does. `state[k]`: the body's instructions that are state element k (its
-    get_tuple_elements, or its parameter)."""
+    when none does."""
     if not body.runnable or not results:
         return None
-    root = body.comp.root
     in_regions = {m.slot for r in body.regions for m in r.members}
     by_output = {spec.output: j for j, spec in enumerate(body.kernel_specs)}
     picked: list[tuple[int, int, Instruction, int]] = []  # (element, kernel, op, state slot)
     for k, d in enumerate(results):
-        if d.opcode != "dynamic_update_slice" or d.shape.rank == 0 or not state[k]:
-            continue
-        if d.operands[0] not in state[k] or d.operands.count(d.operands[0]) != 1:
-            continue
-        if any(u is not d for s in state[k] for u in s.users):
-            continue
-        if any(u is not root for u in d.users) or results.count(d) != 1:
+        if not candidate(d, body.comp):
             continue
         s = body.slot.get(id(d))
         j = by_output.get(s) if s is not None else None

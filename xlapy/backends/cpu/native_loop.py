@@ -106,17 +106,6 @@ def _unread_after(instr: Instruction | None, results: list[int | None]) -> set[i
     return {k for k, r in enumerate(results) if r is None and k not in read}
 
 
-def _state_instrs(exe: CpuExecutable, k: int, tupled: bool) -> list[Instruction]:
-    """The instructions of a cond/body that are state element k (its get_tuple_elements,
-    or its parameter); none when the state tuple itself is read other than by those."""
-    params = exe.comp.parameters
-    if not tupled:
-        return [params[k]]
-    if any(u.opcode != "get_tuple_element" for u in params[0].users):
-        return []
-    return [u for u in params[0].users if u.attrs.index == k]
-
-
 def _state_index(instr: Instruction, params: list[Instruction], tupled: bool) -> int | None:
     """The state element `instr` is (a parameter, or the state tuple's element), or None."""
     if tupled:
@@ -153,9 +142,8 @@ class NativeWhile:
             for k, o in enumerate(results)]
         #: State elements the body updates in place (dus_window.py): their window kernels
         #: replace the body's whole-array kernels and they are passed through.
-        self.windows = dus_window.plan(body, results, [_state_instrs(body, k, tupled)
-                                                       for k in range(len(results))]) \
-            if not self.moves else None  # (a window updates its state during the body)
+        self.windows = dus_window.plan(body, results) if not self.moves else None
+        # (a window updates its state during the body)
         for k in self.windows.elements if self.windows is not None else ():
             self.results[k] = None
         if self.windows is not None:  # (window kernels replace some of the body's)
