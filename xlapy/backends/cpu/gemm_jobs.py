@@ -41,18 +41,12 @@ class _Plan:
     scalars: list[Any]
 
 
-_PLANS: dict[tuple[Any, ...], _Plan] = {}
+#: None: the layout needs copies (blas._op), so the Python calls make them.
+_PLANS: dict[tuple[Any, ...], _Plan | None] = {}
 
 
 def _addr(x: np.ndarray) -> int:
     return int(x.__array_interface__["data"][0])
-
-
-def _blas_view(x: np.ndarray) -> bool:
-    """A 2-D view BLAS reads as it lies (blas._op needs no copy): a unit stride."""
-    r, c = x.shape
-    it = x.itemsize
-    return x.strides[1] == it or c <= 1 or x.strides[0] == it or r <= 1
 
 
 def table(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, key: Any,
@@ -63,29 +57,35 @@ def table(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, key: Any,
     operands need copies (blas._op) and the caller keeps its Python calls; `args` is
     blas._gemm_args. The table is the caller's (a copy of the plan's); the plan, which holds
     what it points at, is to be kept until the jobs have run (a full cache drops plans)."""
-    if not (_blas_view(a) and _blas_view(b) and _blas_view(out)):
-        return None
     full = (a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, a.dtype.char,
             beta, key)
     bases = np.array([_addr(a), _addr(b), _addr(out)], np.int64)
-    plan = _PLANS.get(full)
-    if plan is None:
+    if full in _PLANS:
+        plan = _PLANS[full]
+    else:
         plan = _plan(parts(), beta, bases, args)
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
         _PLANS[full] = plan
+    if plan is None:
+        return None
     t = plan.table.copy()
     t[plan.at] = plan.offsets + bases
     return t, plan
 
 
-def _plan(parts: Parts, beta: float, bases: np.ndarray, args: Callable[..., Any]) -> _Plan:
+def _plan(parts: Parts, beta: float, bases: np.ndarray, args: Callable[..., Any]
+          ) -> _Plan | None:
+    """The plan of `parts`' calls, or None where _gemm_args copied an operand (its call
+    reads the copy, at no fixed offset from the operand)."""
     jobs, at, offsets, scalars = [], [], [], []
     for pa, pb, po in parts:
         call = args(pa, pb, po, beta)
         if call is None:  # an empty chunk
             continue
         fn, words, keep = call
+        if keep[0] is not pa or keep[1] is not pb:  # (keep: the arrays the call reads)
+            return None
         scalars.extend(x for x in keep if not isinstance(x, np.ndarray))
         addr = [int(x.value or 0) if isinstance(x, ctypes.c_void_p) else ctypes.addressof(x)
                 for x in words]
