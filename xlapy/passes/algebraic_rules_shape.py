@@ -221,6 +221,28 @@ def _reduce_unit(i: Instruction, e: Emitter) -> Instruction | None:
     return e.op(op, acc, one) if first else e.op(op, one, acc)
 
 
+def _reduce_squeeze(i: Instruction, e: Emitter) -> Instruction | None:
+    """A single-input reduce whose operand's dimensions after its last longer reduced one all
+    have extent 1: the same reduce of the operand without them (the same elements in the same
+    order). A kept extent-1 innermost dimension made a full sum a column sum, its accumulator
+    a memory cell stored per element: embedding rows of width 1 gathered and summed
+    (e[i].sum(0)), 2.4x XLA's time. Other extent-1 dimensions stay (batch-1 attention's
+    row reductions are what the batch chains match)."""
+    if len(i.operands) != 2 or len(i.called) != 1 or not i.shape.is_array:
+        return None
+    x, init = i.operands
+    dims = x.shape.dimensions
+    red = set(i.attrs.dimensions)
+    longer = [d for d in red if dims[d] > 1]
+    if not longer or max(longer) == len(dims) - 1 or \
+            any(n != 1 for n in dims[max(longer) + 1:]):
+        return None
+    end = max(longer) + 1
+    flat = e.reshape(x, shape=tuple(dims[:end]))
+    out = e.reduce(flat, init, sorted(d for d in red if d < end), i.called[0])
+    return e.reshape(out, shape=tuple(i.shape.dimensions))
+
+
 def _identity(op: str, t: ElementType) -> object:
     """The identity of reducer `op` on type t (None: none here); +0 for a float sum, what
     JAX pads with (backends/cpu/lanes.identity is the backend's, passes do not import it)."""
@@ -388,6 +410,9 @@ SHAPE_RULES: list[Rule] = [
     Rule("dynamic_slice_constant", "dynamic_slice", _dynamic_slice_constant),
     # reduce(A, init) over dimensions of extent 1 => op(broadcast(init), reshape(A))
     Rule("reduce_unit_dims", "reduce", _reduce_unit),
+    # reduce(A, dims) with A's dimensions after the last longer reduced one all extent 1
+    #   => reshape(reduce(reshape(A) without them, the same dims))
+    Rule("reduce_squeeze_units", "reduce", _reduce_squeeze),
     # reduce_window(pad(A, identity), identity) => reduce_window(A) padded and base-dilated
     Rule("reduce_window_pad", "reduce_window", _reduce_window_pad),
     # reduce_window(A) whose windows each hold one element of A, the rest identity

@@ -197,6 +197,12 @@ CASES: dict[str, Case] = {
         g.reshape(a, shape=(2, 1, 3)), g.const(0.5, "f32"), [1], g.scalar_fn("maximum")),
         lambda g, a, b: g.reshape(g.reduce(a, g.const(0.5, "f32"), [0],
                                            g.scalar_fn("maximum")), shape=(1, 3))),
+    # a sum over the last dimension of [1, 6, 1] (the trailing extent-1 one dropped); one
+    # over the middle dimension of [1, 6, 1] (a leading one only) stays
+    "reduce_squeeze_units": (M, lambda g, a, b: g.reduce(
+        g.reshape(a, shape=(6, 1)), g.const(0.5, "f32"), [0], g.scalar_fn("add")),
+        lambda g, a, b: g.reduce(g.reshape(a, shape=(1, 6)), g.const(0.5, "f32"), [1],
+                                 g.scalar_fn("add"))),
     # a 2x2 window summing a [2, 3] padded by one and dilated by one with zeros; a pad of
     # 1.0 (not add's identity) stays
     "reduce_window_pad": (M, lambda g, a, b: _window_of_pad(g, a, 0.0),
@@ -431,3 +437,21 @@ def test_dot_outer_is_the_interpreters_dot(lt: str, rt: str, out: str | None) ->
     after = np.asarray(Interpreter().run_module(module, [x, y]))
     assert after.dtype == before.dtype and after.shape == before.shape == (2, 5, 4)
     np.testing.assert_array_equal(after.view(np.uint8), before.view(np.uint8))
+
+
+@pytest.mark.parametrize(("shape", "dims"), [("f32[4096,1]", [0]), ("f32[1,64,1,64,1]", [1, 3]),
+                                             ("f32[8,512,1,1]", [1, 2]), ("f32[300,1]", [0, 1])])
+def test_reduce_squeeze_units_keeps_the_sums_bits(shape: str, dims: list[int]) -> None:
+    """The interpreter's sum before and after is bit for bit the same (the same elements in
+    the same order)."""
+    g = HloBuilder()
+    a = g.param(shape)
+    module = g.build(g.reduce(a, g.const(-0.0, "f32"), dims, g.scalar_fn("add")))
+    x = np.random.default_rng(0).standard_normal(
+        module.entry.parameters[0].shape.dimensions).astype(np.float32)
+    before = np.asarray(Interpreter().run_module(module, [x]))
+    simp = AlgebraicSimplifier(exact_only=True)
+    assert run_passes(module, [simp]) and simp.fired["reduce_squeeze_units"] == 1
+    assert module.entry.root.shape.dimensions == before.shape
+    after = np.asarray(Interpreter().run_module(module, [x]))
+    np.testing.assert_array_equal(after.view(np.uint32), before.view(np.uint32))
