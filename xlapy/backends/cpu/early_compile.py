@@ -29,7 +29,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, parallel_compile
+from xlapy.backends.cpu import cache, parallel_compile, sched_mode
 from xlapy.backends.cpu.fusion_plan import kernel_elements
 from xlapy.backends.cpu.ir_print import function_text
 from xlapy.backends.cpu.llvm_util import Engine, module_head, module_text, references
@@ -107,7 +107,7 @@ class EarlyCompiles:
         light = spec.explicit
         vec = kernel_elements(spec) >= self.options.small_kernel
         with phase("ir text"):
-            text = group_text(self.mod, [spec.name])
+            text = sched_mode.marked(group_text(self.mod, [spec.name]))
         key = cache.key(text, "light" if light else "" if vec else "novec")
         obj = cache.get(key)
         future = None

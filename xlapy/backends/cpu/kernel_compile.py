@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from xlapy.backends.cpu import cache, kernel_sequence, kernels, parallel_compile
+from xlapy.backends.cpu import cache, kernel_sequence, kernels, parallel_compile, sched_mode
 from xlapy.backends.cpu.early_compile import EarlyCompiles
 from xlapy.backends.cpu.fusion_plan import kernel_elements
 from xlapy.backends.cpu.llvm_util import Engine, module_texts
@@ -52,6 +52,7 @@ def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int
         lights.append(all(specs[j].explicit for j in sequence))
         names.append([specs[j].name for j in sequence] + [kernel_sequence.NAME])
     whole, texts = module_texts(mod, names)
+    texts = [sched_mode.marked(t) for t in texts]  # (fused kernels: sched_mode.py)
     cells = [[c for k in g for c in k.cells] for g in groups]
     exports = [n + [name for name, _ in c] for n, c in zip(names, cells)]
     modes = [(lt, any(kernel_elements(k) >= options.small_kernel for k in group))

@@ -21,7 +21,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import objfile, rtlib, target
+from xlapy.backends.cpu import objfile, rtlib, sched_mode, target
 from xlapy.backends.cpu.ir_print import function_text
 from xlapy.backends.cpu.target import CpuTarget
 from xlapy.errors import XlapyError
@@ -276,7 +276,8 @@ class Engine:
             ref.data_layout = str(ctm.target_data)
             optimize(ref, ctm, vectorize, light)
             self._ref = ref
-            with phase("llvm codegen"):
+            with phase("llvm codegen"), sched_mode.use(sched_mode.tracks_pressure(
+                    mod if isinstance(mod, str) else None)):
                 return ctm.emit_object(ref)
 
     def _load(self, cached: bool, exports: Sequence[str]) -> None:

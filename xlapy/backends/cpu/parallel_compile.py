@@ -29,7 +29,7 @@ import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 from llvmlite.binding.module import ModuleRef
 
-from xlapy.backends.cpu import parallel, target
+from xlapy.backends.cpu import parallel, sched_mode, target
 from xlapy.backends.cpu.llvm_util import (
     OPT_LEVEL,
     _init,
@@ -256,7 +256,8 @@ def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget, passes: bool
                 _unlocked("LLVMPY_RunNewModulePassManager")(mpm, ref, pb)
             if emitting is not None:
                 emitting.set()
-            return _emit(tm, ref), ref
+            with sched_mode.use(sched_mode.tracks_pressure(text)):
+                return _emit(tm, ref), ref
     finally:
         if emitting is not None:
             emitting.set()
