@@ -55,6 +55,8 @@ from xlapy.types import ElementType as ET
 
 #: Chains are formed (tests turn it off to compare with the three thunks).
 ENABLED = True
+#: Chains take a tail kernel (Chain.tail; tests turn it off to compare).
+TAILS = True
 #: Rows of the smallest f32/f64 block: one (the blocks are the same on any thread count
 #: whatever their rows, chain_schedule.py), so the arena holds one row of intermediates per
 #: thread. An AMX step's blocks are whole 32-row blocks (gemm_bf16.BM).
@@ -107,17 +109,39 @@ class Chain:
     views: list[tuple[int, int]] = field(default_factory=list)
     #: bf16 operands widened block by block (chain_widen.py), their convert kernels dropped.
     widen: list[chain_widen.Widen] = field(default_factory=list)
+    #: The element-wise kernel that alone reads the second GEMM's result (a widened bf16
+    #: product's rounding), run over each block's rows after it: that result is then an
+    #: intermediate (`tail_kernel`, `tail_row`: its output's bytes per row), else None.
+    tail: Kernel | None = None
+    tail_row: int = 0
 
     @property
     def batch_bytes(self) -> int:
         return self.first.m * self.first.n * self.first.itemsize
 
+    @property
+    def out(self) -> int:
+        """The chain's output slot: its tail's, else the second GEMM's."""
+        return self.tail.output if self.tail is not None else self.second.out
+
+    def remaps(self) -> list[tuple[int, int, int]]:
+        """(slot, bytes before its row in a block's scratch per block row, bytes per row)
+        of each intermediate: the kernel's result over the scores in place, else after
+        them; a tail's input after those."""
+        row = self.first.n * self.first.itemsize
+        out = [(self.scores, 0, row), (self.probs, 0 if self.in_place else row, row)]
+        if self.tail is not None:
+            out.append((self.second.out, row * (1 if self.in_place else 2),
+                        self.second.n * self.second.itemsize))
+        return out
+
     def schedule(self, parts: int) -> chain_schedule.Schedule:
         """Where the intermediates live on `parts` threads (chain_schedule.py): mostly in
         the output not yet written."""
         f, s = self.first, self.second
-        need = f.n * f.itemsize * (1 if self.in_place else 2)
-        return chain_schedule.plan(f.nbatch, f.m, need, s.n * s.itemsize, parts,
+        need = max(at + r for _, at, r in self.remaps())
+        out_row = self.tail_row if self.tail is not None else s.n * s.itemsize
+        return chain_schedule.plan(f.nbatch, f.m, need, out_row, parts,
                                    gemm_bf16.BM if f.bf16 else ROW_GRANULE,
                                    stack=chain_schedule.STACK_BYTES)
 
@@ -243,8 +267,32 @@ def plan(instrs: Sequence[Instruction], slot: Mapping[int, int],
                                         (pa, rc[0]), slot, kernels, readers, results,
                                         {x for x, _ in ch.views} | {ch.scores, ch.probs})
             ch.views.extend((w.slot, w.leaf) for w in ch.widen)
+            _take_tail(ch, instrs, rc[0], kernels, readers, results, taken)
             chains.append(ch)
     return chains
+
+
+def _take_tail(ch: Chain, instrs: Sequence[Instruction], pc: int,
+               kernels: Mapping[int, Kernel], readers: Mapping[int, list[int]],
+               results: AbstractSet[int], taken: AbstractSet[int]) -> None:
+    """The chain's tail (Chain.tail): the kernel that alone reads the second GEMM's
+    result and nothing else, of its shape (a widened bf16 product's rounding:
+    attention_bf16's 2 MB f32 P @ V was written whole, then rounded). The executable
+    emits it again flat, over rows (memory_plan `_tail_rows`: element-wise at its index,
+    or no tail)."""
+    s = ch.second
+    rt = readers.get(s.out, [])
+    if not TAILS or s.out in results or len(rt) != 1 or rt[0] <= pc:
+        return
+    t = instrs[rt[0]]
+    spec = kernels.get(id(t))
+    c = ch.instrs[2]
+    if spec is None or id(t) in taken or spec.partial or spec.extra or not spec.splittable \
+            or spec.inputs != [s.out] or s.bf16 \
+            or tuple(t.shape.dimensions) != tuple(c.shape.dimensions):
+        return
+    ch.tail, ch.tail_row = spec, s.n * t.shape.dtype.itemsize
+    ch.instrs.append(t)
 
 
 def _take_views(ch: Chain, pos: tuple[int, int], views: Mapping[int, dot_views.View],
@@ -294,10 +342,11 @@ def _match(a: Instruction, kin: Instruction, c: Instruction, pk: int, pc: int,
 
 def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[], NativePool],
                 scratch_offset: Callable[[], int], fresh: list[tuple[int, tuple[int, ...], Any]],
-                keep: dict[int, Any]) -> Callable[..., None]:
+                keep: dict[int, Any], tail_address: int = 0) -> Callable[..., None]:
     """run(table, values, runtime, process): the chain's batches shared by `parts` threads
     as `chain.schedule(parts)` lays them out, each thread with its own copy of the table and
-    its own arena scratch (`scratch_offset()`: its byte offset in the arena, values[-1][0])."""
+    its own arena scratch (`scratch_offset()`: its byte offset in the arena, values[-1][0]).
+    `tail_address`: the tail's rows variant (Chain.tail)."""
     from xlapy.backends.cpu import recycle, thunks
 
     nb = chain.first.nbatch
@@ -311,18 +360,14 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
         process, gemm_bf16._compiled), not in the compile."""
         if not built:
             with target.use(tgt):
-                recs = chain_runtime.records(chain, kernel_address)
+                recs = chain_runtime.records(chain, kernel_address, tail_address)
             built.append(recs)  # (a concurrent first run makes equal records: either wins)
         return built[0]
 
     # each widen step's buffer: its offset in the thread's widening buffers
     buf_at = list(np.cumsum([0] + [w.buffer_bytes(chain.first.m) for w in chain.widen]))
 
-    # (slot, which of the block's intermediates, bytes per row): the kernel's result over
-    # the scores in place, else right after them
-    row_bytes = chain.first.n * chain.first.itemsize
-    remaps = [(chain.scores, 0, row_bytes), (chain.probs, 0 if chain.in_place else 1,
-                                             row_bytes)]
+    remaps = chain.remaps()
     # per thread: its blocks (batch, row, rows, byte offset) and whether each is in the arena
     plans = [(np.array([(x.batch, x.row, x.rows, x.at) for x in bs], np.int64).reshape(-1, 4),
               np.array([x.arena for x in bs], bool)) for bs in sched.blocks]
@@ -384,7 +429,7 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
         raw = v[-1][0]
         raw_base = raw.ctypes.data
         raw_base += (-raw_base) % recycle.ALIGN + scratch_offset()
-        out = int(t[chain.second.out])
+        out = int(t[chain.out])
         if not reuse.acquire(blocking=False):
             launch(*_descs(t, raw_base, out))
             return

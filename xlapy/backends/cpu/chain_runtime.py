@@ -132,7 +132,7 @@ def _emit_block(mod: ir.Module, widen: bool) -> ir.Function:
     with for_range(b, i64(0), nremap, name="r") as r:
         rec = at(d, b.add(i64(_NREMAP + 1), b.mul(r, i64(3))))
         row_bytes = b.load(at(rec, 2))
-        here = b.add(scratch, b.mul(b.mul(b.load(at(rec, 1)), nrows), row_bytes))
+        here = b.add(scratch, b.mul(b.load(at(rec, 1)), nrows))
         b.store(b.sub(here, b.mul(first, row_bytes)), at(table, b.load(rec)))
     steps = at(d, b.add(i64(_NREMAP + 1), b.mul(nremap, i64(3))))
     with for_range(b, i64(0), b.load(steps), name="s") as s:
@@ -212,11 +212,17 @@ def _gemm_record(g: BatchGemm) -> np.ndarray:
     return rec  # beta: 0.0 (all zero bits)
 
 
-def records(chain: Chain, kernel_address: int) -> tuple[np.ndarray, list[int]]:
+def _kernel_record(address: int) -> np.ndarray:
+    rec = np.zeros(STEP, np.int64)
+    rec[_KIND], rec[_FN] = 1, address
+    return rec
+
+
+def records(chain: Chain, kernel_address: int, tail_address: int = 0
+            ) -> tuple[np.ndarray, list[int]]:
     """(the step count and records, the index of each widen step): widen the first GEMM's
-    operands, the GEMM, the kernel, widen the second's, the GEMM."""
-    kern = np.zeros(STEP, np.int64)
-    kern[_KIND], kern[_FN] = 1, kernel_address
+    operands, the GEMM, the kernel, widen the second's, the GEMM, the tail's kernel."""
+    kern = _kernel_record(kernel_address)
     m = chain.first.m
     recs: list[np.ndarray] = []
     widen: list[int] = []
@@ -228,6 +234,8 @@ def records(chain: Chain, kernel_address: int) -> tuple[np.ndarray, list[int]]:
         recs.append(_gemm_record(gemm))
         if g == 0:
             recs.append(kern)
+    if chain.tail is not None:
+        recs.append(_kernel_record(tail_address))
     return np.concatenate([[len(recs)], *recs]), widen
 
 

@@ -36,18 +36,18 @@ class _NotFlat(Exception):
     pass
 
 
-def flatten(root: Instruction, leaves: dict[int, int], rows: object
+def flatten(root: Instruction, leaves: dict[int, int], rows: object, force: bool = False
             ) -> tuple[Instruction, dict[int, int]] | None:
     """(a flat copy of the kernel of `root`, its leaves: the originals' and the copies'
-    flat stand-ins, id -> slot) when its last dimension is shorter than a vector and every
-    value is element-wise at its index; else None."""
+    flat stand-ins, id -> slot) when its last dimension is shorter than a vector (or
+    `force`: any) and every value is element-wise at its index; else None."""
     sh = root.shape
     if rows or not sh.is_array or sh.rank < 2 or id(root) in leaves:
         return None
     dims = tuple(sh.dimensions)
     w = vector_width()
     n = math.prod(dims)
-    if w < 2 or dims[-1] >= w or n < w:
+    if w < 2 or (dims[-1] >= w and not force) or n < w:
         return None
     flat_leaves = dict(leaves)
     made: dict[int, Instruction] = {}

@@ -163,16 +163,20 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
 
     def __init__(self, mod: ir.Module, name: str, root: Instruction, leaves: dict[int, int],
                  out_slot: int, rows: Sequence[Instruction] = (), streaming: bool = False,
-                 extra: Sequence[tuple[Instruction, int]] = ()) -> None:
+                 extra: Sequence[tuple[Instruction, int]] = (), row_unit: int = 0) -> None:
+        """`row_unit`: an element-wise kernel emitted flat whose outer range counts rows of
+        that many elements (a batch chain's tail, batch_chain.py; else the usual nest)."""
         self.spec_root = root  # (the kernel's; `root` may be its flat copy, rows walked flat)
         self.extra = list(extra)  # sibling roots and their slots (multi_output.py)
         peeled = peel_reshape(root, leaves, rows, extra)
         if peeled is not root and LaneCheck(leaves, rows, reducer_op, True).kernel(root, rows):
             peeled = root  # its lanes split the reshape's index (lane_split.py): as it is
         root = self.nest_root = peeled
-        flat = flatten(root, leaves, rows) if self.FLAT and not extra else None
+        flat = flatten(root, leaves, rows, bool(row_unit)) if self.FLAT and not extra \
+            else None
         root, leaves = flat or (root, leaves)
-        self.flat_rows = int(np.prod(self.nest_root.shape.dimensions[1:])) if flat else 0
+        self.flat_rows = (row_unit or int(np.prod(self.nest_root.shape.dimensions[1:]))) \
+            if flat else 0
         self.rows = list(rows)  # row reductions computed per outermost index, in order
         # a big result: stored non-temporally (a flat one's rows start at whole vectors)
         self.streaming = streaming and not (flat and self.flat_rows % vector_width())
@@ -430,7 +434,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             int(np.prod((self.root.operands[0] if self.root.opcode == "reduce" else
                          self.root).shape.dimensions))])
         leaves_in, outer = sorted(set(self.leaves.values())), \
-            self.nest_root.shape.dimensions[0] if self.flat_rows else outer
+            int(np.prod(self.nest_root.shape.dimensions)) // self.flat_rows if self.flat_rows \
+            else outer
         return Kernel(self.name, self.spec_root, leaves_in, self.out_slot, outer,
                       size * max(self.ops, 1), split, getattr(self, "partial", None),
                       explicit=bool(self.width) or self._scalar_only() or self.staged_lanes,

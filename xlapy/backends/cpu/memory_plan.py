@@ -9,7 +9,15 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from xlapy.backends.cpu import arena, batch_chain, dot_views, inplace, op_emit
+from xlapy.backends.cpu import (
+    arena,
+    batch_chain,
+    dot_views,
+    inplace,
+    kernel_flat,
+    kernels,
+    op_emit,
+)
 from xlapy.backends.cpu.fusion_plan import row_walk
 
 
@@ -37,6 +45,7 @@ class MemoryPlanning:
     _region_alias: dict[str, list[tuple[int, int]]]
     _arena_plan: tuple[dict[int, int], int]
     _keep: dict[int, Any]
+    _early: Any
     _chain_parts: dict[str, int]
 
     _root_values: Callable[[], list[Any]]
@@ -142,12 +151,35 @@ class MemoryPlanning:
         for ch in chains:
             g = ch.first
             self._chain_parts[ch.name] = self._threads(2 * g.nbatch * g.m * g.n * g.k)
-            for s in (ch.scores, ch.probs, *(x for x, _ in ch.views)):
+            if ch.tail is not None and not self._tail_rows(ch):
+                ch.tail = None
+                ch.instrs.pop()
+            inner = (ch.second.out,) if ch.tail is not None else ()
+            for s in (ch.scores, ch.probs, *inner, *(x for x, _ in ch.views)):
                 if s in self.temp_slots:
                     self.temp_slots.remove(s)
             names = ", ".join(f"%{i.name}" for i in ch.instrs)
             self.report.append((ch.name, "chain", f"batch chain: {names}"))
         return chains
+
+    def _tail_rows(self, ch: batch_chain.Chain) -> bool:
+        """The chain's tail kernel emitted again with its outer range over the chain's rows
+        (KernelEmitter's `row_unit`), in its place among the kernels (the first one is not
+        compiled); False where it cannot be (not element-wise at its index)."""
+        spec, t = ch.tail, ch.instrs[-1]
+        assert spec is not None
+        leaves = self._leaves(t, self.fusion.fusible)
+        if kernel_flat.flatten(t, leaves, (), force=True) is None:
+            return False
+        e = kernels.KernelEmitter(self._early.mod, f"{spec.name}r", t, leaves, spec.output,
+                                  row_unit=ch.second.n)
+        k = e.build()
+        if e.flat_rows != ch.second.n or k.outer != ch.first.nbatch * ch.first.m \
+                or k.inputs != spec.inputs:
+            raise AssertionError(f"batch chain tail {spec.name}: not emitted flat by rows")
+        self.kernel_specs[next(i for i, x in enumerate(self.kernel_specs) if x is spec)] = k
+        ch.tail = k
+        return True
 
     def _bind_chains(self) -> None:
         """Each chain's thunk replaces its members', in its last member's place (the thunks
@@ -161,13 +193,15 @@ class MemoryPlanning:
         addrs = {k.output: a for k, a in zip(self.kernel_specs, self.kernel_addrs)}
         where = self._arena_plan[0]
         for ch in self.chains:
-            out = ch.second.out
-            fresh = [(out, tuple(ch.instrs[2].shape.dimensions), ch.instrs[2].shape.dtype)] \
-                if id(ch.instrs[2]) in self.outputs else []
-            first[out] = batch_chain.chain_thunk(
+            last = ch.instrs[-1]
+            fresh = [(ch.out, tuple(last.shape.dimensions), last.shape.dtype)] \
+                if id(last) in self.outputs else []
+            first[ch.out] = batch_chain.chain_thunk(
                 ch, addrs[ch.kernel.output], self._chain_parts[ch.name], self._pool,
-                lambda s=ch.scores: where[s], fresh, self._keep)
-            drop.update((ch.scores, ch.probs, *(x for x, _ in ch.views)))
+                lambda s=ch.scores: where[s], fresh, self._keep,
+                addrs[ch.tail.output] if ch.tail is not None else 0)
+            inner = (ch.second.out,) if ch.tail is not None else ()
+            drop.update((ch.scores, ch.probs, *inner, *(x for x, _ in ch.views)))
         self.thunks = [first.get(s, th) for s, th in zip(slots, self.thunks) if s not in drop]
 
     def _region_whole_reads(self) -> dict[int, set[int]]:

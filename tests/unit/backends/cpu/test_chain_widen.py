@@ -79,3 +79,28 @@ def test_all_three_operands_widened(options: dict[str, object]) -> None:
     g, w = got.astype(np.float64), interp.astype(np.float64)
     ok = np.isfinite(w)
     assert np.abs(g[ok] - w[ok]).max() <= 2.0 ** -5 * np.abs(w[ok]).max()
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["v3", "ieee"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_products_rounding_runs_in_the_chain(options: dict[str, object], threads: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The widened p @ v's f32 result is rounded to bf16 by its kernel block by block inside
+    the chain (Chain.tail, the kernel emitted flat over rows), not written whole and
+    rounded after: less arena, the bits of the three thunks."""
+    from xlapy.backends.cpu import batch_chain
+
+    text = _text(PLAIN, t=64, s=64, d=16, f="bf16")
+    args = _args(64, 64, 16)
+    got, exe = _run(text, args, options, threads)
+    ch = exe.chains[0]  # type: ignore[attr-defined]
+    assert ch.tail is not None and len(ch.instrs) == 4 and ch.tail.outer == 2 * 3 * 64
+    assert ch.out == ch.tail.output and ch.second.out not in exe.temp_slots  # type: ignore
+    monkeypatch.setattr(batch_chain, "TAILS", False)
+    untailed, ref = _run(text, args, options, threads)
+    assert ref.chains and ref.chains[0].tail is None  # type: ignore[attr-defined]
+    assert exe._arena_plan[1] < ref._arena_plan[1]  # type: ignore[attr-defined]
+    monkeypatch.setattr(batch_chain, "ENABLED", False)
+    want, _ = _run(text, args, options, threads)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    np.testing.assert_array_equal(untailed.view(np.uint16), want.view(np.uint16))
