@@ -110,8 +110,8 @@ class Chain:
     #: bf16 operands widened block by block (chain_widen.py), their convert kernels dropped.
     widen: list[chain_widen.Widen] = field(default_factory=list)
     #: The element-wise kernel that alone reads the second GEMM's result (a widened bf16
-    #: product's rounding), run over each block's rows after it: that result is then an
-    #: intermediate (`tail_kernel`, `tail_row`: its output's bytes per row), else None.
+    #: product's rounding), run over each block's rows after it, that result then an
+    #: intermediate (`_take_tail`), else None; `tail_row`: its output's bytes per row.
     tail: Kernel | None = None
     tail_row: int = 0
 
