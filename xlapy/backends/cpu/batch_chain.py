@@ -111,9 +111,8 @@ class Chain:
     widen: list[chain_widen.Widen] = field(default_factory=list)
     #: The element-wise kernel that alone reads the second GEMM's result (a widened bf16
     #: product's rounding), run over each block's rows after it, that result then an
-    #: intermediate (`_take_tail`), else None; `tail_row`: its output's bytes per row.
+    #: intermediate (`_take_tail`), else None.
     tail: Kernel | None = None
-    tail_row: int = 0
 
     @property
     def batch_bytes(self) -> int:
@@ -123,6 +122,11 @@ class Chain:
     def out(self) -> int:
         """The chain's output slot: its tail's, else the second GEMM's."""
         return self.tail.output if self.tail is not None else self.second.out
+
+    def inside(self) -> tuple[int, ...]:
+        """Slots the chain holds in its scratch or reads in place of (its intermediates, the
+        view kernels it reads from their leaves): no buffer, no thunk of their own."""
+        return (*(s for s, _, _ in self.remaps()), *(x for x, _ in self.views))
 
     def remaps(self) -> list[tuple[int, int, int]]:
         """(slot, bytes before its row in a block's scratch per block row, bytes per row)
@@ -140,7 +144,8 @@ class Chain:
         the output not yet written."""
         f, s = self.first, self.second
         need = max(at + r for _, at, r in self.remaps())
-        out_row = self.tail_row if self.tail is not None else s.n * s.itemsize
+        out_row = s.n * (self.tail.root.shape.dtype.itemsize if self.tail is not None
+                         else s.itemsize)
         return chain_schedule.plan(f.nbatch, f.m, need, out_row, parts,
                                    gemm_bf16.BM if f.bf16 else ROW_GRANULE,
                                    stack=chain_schedule.STACK_BYTES)
@@ -291,7 +296,7 @@ def _take_tail(ch: Chain, instrs: Sequence[Instruction], pc: int,
             or spec.inputs != [s.out] or s.bf16 \
             or tuple(t.shape.dimensions) != tuple(c.shape.dimensions):
         return
-    ch.tail, ch.tail_row = spec, s.n * t.shape.dtype.itemsize
+    ch.tail = spec
     ch.instrs.append(t)
 
 

@@ -154,8 +154,7 @@ class MemoryPlanning:
             if ch.tail is not None and not self._tail_rows(ch):
                 ch.tail = None
                 ch.instrs.pop()
-            inner = (ch.second.out,) if ch.tail is not None else ()
-            for s in (ch.scores, ch.probs, *inner, *(x for x, _ in ch.views)):
+            for s in ch.inside():
                 if s in self.temp_slots:
                     self.temp_slots.remove(s)
             names = ", ".join(f"%{i.name}" for i in ch.instrs)
@@ -200,8 +199,7 @@ class MemoryPlanning:
                 ch, addrs[ch.kernel.output], self._chain_parts[ch.name], self._pool,
                 lambda s=ch.scores: where[s], fresh, self._keep,
                 addrs[ch.tail.output] if ch.tail is not None else 0)
-            inner = (ch.second.out,) if ch.tail is not None else ()
-            drop.update((ch.scores, ch.probs, *inner, *(x for x, _ in ch.views)))
+            drop.update(ch.inside())
         self.thunks = [first.get(s, th) for s, th in zip(slots, self.thunks) if s not in drop]
 
     def _region_whole_reads(self) -> dict[int, set[int]]:
