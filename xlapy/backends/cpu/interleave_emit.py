@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import target
 from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
 
 #: Interleave count of innermost loops whose body weighs (ops + 10 per transcendental) at
 #: least INTERLEAVE_WEIGHT (the GELU chain: 27 ms -> 21 at 2, 16 at 4, compile 37 -> 47 ->
@@ -15,6 +17,21 @@ from xlapy.ir import Instruction
 #: ~135) was latency-bound at 2 (2 chains in flight, ~450 cycles an iteration for 359
 #: instructions): 2.06 -> 1.43 ms at 4 (1.15 at 8), cold compile 21 -> 26 ms (43 at 8).
 INTERLEAVE, INTERLEAVE_WEIGHT, HEAVY_INTERLEAVE, HEAVY_WEIGHT = 2, 24, 4, 64
+#: The medium count on x86 targets with 16 vector registers (AVX2), whose fused kernels are
+#: scheduled without register-pressure tracking (sched_mode.py): Zen 3, same process, 2 -> 4:
+#: jnp.polyval of degree 19 0.66 -> 0.52 ms, softmax 1.45 -> 1.28, scan_ys 11.5 -> 8.3, the
+#: rest within noise (every jax_run workload; cold compile the same but scan_ys 49 -> 66 ms).
+INTERLEAVE_AVX2 = 4
+#: At most this many for kernels that compute in f64 for a narrower root (`_widens`), whose
+#: lane groups are already two f64 vectors each: at 4 they spilled (Zen 3: erf_inv 3.2 -> 3.5
+#: ms, exact GELU 1.18 -> 1.59, arcsin 1.05 -> 1.55 against 2).
+WIDE_INTERLEAVE = 2
+
+
+def medium_interleave() -> int:
+    """The count for bodies from INTERLEAVE_WEIGHT to HEAVY_WEIGHT on the current target."""
+    t = target.current()
+    return INTERLEAVE_AVX2 if t.is_x86 and not t.has("avx512f") else INTERLEAVE
 
 
 class InterleaveEmitter:
@@ -25,23 +42,34 @@ class InterleaveEmitter:
     ops: int
     heavy: int
 
-    def _weight(self) -> int:
-        """The interleave weight of the kernel's fused expression, before emitting it."""
-        free = ("constant", "broadcast_in_dim", "transpose", "reshape", "slice", "reverse",
-                "iota", "dynamic_iota", "reduce")
+    def _expression(self) -> list[Instruction]:
+        """The kernel's fused expression (its root down to the leaves, into no reduce)."""
         seen: set[int] = set()
-        stack = [self.root]
-        weight = 0
+        stack, out = [self.root], []
         while stack:
             i = stack.pop()
             if id(i) in seen or id(i) in self.leaves:
                 continue
             seen.add(id(i))
-            if i.opcode not in free:
-                weight += 11 if i.opcode in ew.INEXACT else 1
+            out.append(i)
             if i.opcode != "reduce":
                 stack.extend(i.operands)
-        return weight
+        return out
+
+    def _weight(self) -> int:
+        """The interleave weight of the kernel's fused expression, before emitting it."""
+        free = ("constant", "broadcast_in_dim", "transpose", "reshape", "slice", "reverse",
+                "iota", "dynamic_iota", "reduce")
+        return sum(11 if i.opcode in ew.INEXACT else 1
+                   for i in self._expression() if i.opcode not in free)
+
+    def _widens(self) -> bool:
+        """Whether the expression computes in f64 for a narrower root (f32 erf, erf_inv,
+        asin... evaluate in f64 and round once): each lane group is then two f64 vectors,
+        already two chains in flight, and twice the registers."""
+        if self.root.shape.element_type.bits >= 64:
+            return False
+        return any(i.shape.element_type is ET.F64 for i in self._expression())
 
     def _interleave(self, weight: int | None = None) -> int:
         """Vector bodies per iteration of the innermost loop (asked once its body is built):
@@ -53,10 +81,10 @@ class InterleaveEmitter:
             return 0  # small kernels: compile time matters more
         if weight is None:
             weight = self.ops + 10 * self.heavy
-        if weight >= HEAVY_WEIGHT:
-            return HEAVY_INTERLEAVE
-        return INTERLEAVE if weight >= INTERLEAVE_WEIGHT else 0
+        k = HEAVY_INTERLEAVE if weight >= HEAVY_WEIGHT else \
+            medium_interleave() if weight >= INTERLEAVE_WEIGHT else 0
+        return min(k, WIDE_INTERLEAVE) if k and self._widens() else k
 
 
 __all__ = ["HEAVY_INTERLEAVE", "HEAVY_WEIGHT", "INTERLEAVE", "INTERLEAVE_WEIGHT",
-           "InterleaveEmitter"]
+           "INTERLEAVE_AVX2", "InterleaveEmitter", "WIDE_INTERLEAVE", "medium_interleave"]

@@ -12,13 +12,21 @@ import xlapy
 from xlapy.backends.cpu import interleave_emit
 
 
-def _tanh_chain(n: int, depth: int) -> str:
+def _tanh_chain(n: int, depth: int, wide: bool = False) -> str:
+    """`depth` times x = tanh(x) + x over f32 x; `wide`: in f64, rounded to f32 at the end."""
+    t = "f64" if wide else "f32"
     lines = [f"func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{"]
     prev = "%x"
+    if wide:
+        lines.append(f"  %w = stablehlo.convert %x : (tensor<{n}xf32>) -> tensor<{n}xf64>")
+        prev = "%w"
     for i in range(depth):
-        lines.append(f"  %t{i} = stablehlo.tanh {prev} : tensor<{n}xf32>")
-        lines.append(f"  %v{i} = stablehlo.add %t{i}, {prev} : tensor<{n}xf32>")
+        lines.append(f"  %t{i} = stablehlo.tanh {prev} : tensor<{n}x{t}>")
+        lines.append(f"  %v{i} = stablehlo.add %t{i}, {prev} : tensor<{n}x{t}>")
         prev = f"%v{i}"
+    if wide:
+        lines.append(f"  %r = stablehlo.convert {prev} : (tensor<{n}xf64>) -> tensor<{n}xf32>")
+        prev = "%r"
     return "\n".join([*lines, f"  return {prev} : tensor<{n}xf32>", "}"])
 
 
@@ -37,14 +45,31 @@ def test_heavy_chains_are_position_independent(n: int, depth: int) -> None:
     np.testing.assert_allclose(got, want, rtol=2e-6 * depth, atol=2e-6 * depth)
 
 
-def test_vectors_per_iteration_grow_with_the_chain() -> None:
-    """One tanh: one vector a lane group; two: INTERLEAVE; seven: HEAVY_INTERLEAVE (the
-    kernel's split alignment is its lane group)."""
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "in_f64"])
+def test_vectors_per_iteration_grow_with_the_chain(wide: bool) -> None:
+    """One tanh: one vector a lane group; two: the target's medium count (INTERLEAVE,
+    INTERLEAVE_AVX2 on 16 registers); seven: HEAVY_INTERLEAVE; at most WIDE_INTERLEAVE where
+    the chain runs in f64 for an f32 result (the kernel's split alignment is its lane
+    group)."""
     from xlapy.backends.cpu.lanes import vector_width
 
     w = vector_width()
     if not w:
         pytest.skip("scalar kernels on this target")
-    aligns = [xlapy.compile(_tanh_chain(1 << 15, d), "cpu")._exe.kernel_specs[0].align
+    aligns = [xlapy.compile(_tanh_chain(1 << 15, d, wide), "cpu")._exe.kernel_specs[0].align
               for d in (1, 2, 7)]
-    assert aligns == [w, interleave_emit.INTERLEAVE * w, interleave_emit.HEAVY_INTERLEAVE * w]
+    counts = [interleave_emit.medium_interleave(), interleave_emit.HEAVY_INTERLEAVE]
+    if wide:
+        counts = [min(c, interleave_emit.WIDE_INTERLEAVE) for c in counts]
+    assert aligns == [w, counts[0] * w, counts[1] * w]
+
+
+@pytest.mark.parametrize("depth", [2, 7])
+def test_wide_chains_match_the_interpreter(depth: int) -> None:
+    n = (1 << 15) + 5
+    text = _tanh_chain(n, depth, wide=True)
+    prog = xlapy.compile(text, "cpu")
+    assert not prog._exe.fallbacks()
+    x = np.random.default_rng(depth).uniform(-3, 3, n).astype(np.float32)
+    want = np.asarray(xlapy.compile(text, "interpreter")(x))
+    np.testing.assert_allclose(np.asarray(prog(x)), want, rtol=1e-6, atol=1e-6)
