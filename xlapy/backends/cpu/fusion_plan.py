@@ -159,6 +159,11 @@ def row_walk(root: Instruction, fusible: set[int], mat: set[int], inline: set[in
             walk(i.operands[0], _reshape_symbols(idx, i.shape.dimensions,
                                                  i.operands[0].shape.dimensions))
             return
+        if op == "slice" and idx and i.attrs.start_indices[0] == 0 and \
+                i.attrs.strides[0] == 1:  # rows kept (an LSTM's gates: columns of x W)
+            o = i.operands[0]
+            walk(o, (idx[0],) + ("?",) * (o.shape.rank - 1))
+            return
         if op == "reduce" or op in ("transpose", "slice", "reverse") \
                 or op in INDEX_OPS or op == "dynamic_iota":  # (operands read elsewhere)
             for o in i.operands:

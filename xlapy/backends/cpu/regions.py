@@ -47,8 +47,12 @@ MIN_ROWS_PER_THREAD = 8
 #: rhs' size against the chunk's rows times it (the transformer block's MLP region, 256
 #: rows: 25 ms single-threaded in 32-row chunks, 18 ms in 128-row ones).
 MIN_ROWS_PER_CHUNK = 128
-#: Rows per chunk at least when that leaves fewer than two chunks (two threads still share).
-MIN_ROWS_PER_HALF = 32
+#: Rows per chunk at least when that leaves fewer than two chunks (two threads still share,
+#: each packing the whole rhs: on two threads that beats one thread doing it all). Was 32:
+#: on AVX2 (Zen 3), where the LSTM step's h @ u (1 MB rhs) goes to BLAS, its 32-row region
+#: ran on one thread while the other waited (jax_probe lstm 40.5 -> 24.5 ms at 16, XLA 26;
+#: one thread's 16 rows of x @ w and h @ u take 72 + 139 us against 115 + 224 for 32).
+MIN_ROWS_PER_HALF = 16
 #: Rhs bytes up to which a wide GEMM (one blas.gemm alone splits by columns) still joins a
 #: region in row chunks: each chunk packs the whole rhs again, but an rhs this small is
 #: read from the last-level cache, and the region saves the barrier and the cross-core
@@ -183,7 +187,7 @@ def cuts(rows: int, align: int = 1, packs: bool = True) -> list[int]:
     MIN_ROWS_PER_THREAD when no GEMM packs its rhs per chunk (`packs` False: gemm_small's
     read it in place). An LSTM step's two 32-row GEMMs ran as one 32-row chunk, on one
     thread: 218 us, against 50 + 86 us as two split thunks (Zen 4); in 16-row halves
-    ~120 us."""
+    ~120 us (BLAS packing its rhs for each half, on AVX2)."""
     least = MIN_ROWS_PER_HALF if packs else MIN_ROWS_PER_THREAD
     return fixed_cuts(rows, min(MIN_ROWS_PER_CHUNK, max(rows // 2, least)), align)
 
