@@ -43,6 +43,9 @@ from xlapy.types import ElementType as ET
 #: (exactly so but for float add/multiply, whose roundings then differ from the
 #: interpreter's left-to-right fold of each window; XLA's order is unspecified too).
 REVERSIBLE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
+#: Largest window stride along the last dimension whose columns fold as vectors (each a
+#: contiguous load of (lanes - 1) * stride + 1 elements, then every stride-th).
+MAX_VECTOR_STRIDE = 4
 
 
 def _vec(v: Sequence[int] | None, rank: int, fill: int = 1) -> list[int]:
@@ -260,6 +263,45 @@ class ReduceWindowEmitter(OpEmitter):
         j1 = clamp(b.add(floordiv(b.sub(i64(size - 1), off)), i64(1)))
         return j0, b.select(b.icmp_signed("<", j1, j0), j0, j1)
 
+    def _fold_vectors(self, lo: ir.Value, hi: ir.Value, base: ir.Value, xbase: ir.Value,
+                      w: ir.Value) -> ir.Value:
+        """Output columns [lo, hi) (every one reading the operand at window position w of the
+        last dimension) folded a vector of them at a time, where one f32/f64 operand with
+        stride up to MAX_VECTOR_STRIDE allows: the operand elements of a vector of columns
+        are one contiguous load, every stride-th taken (NCHW max pooling 3 x 3 / 2 was a
+        scalar loop: 2.9 ms against XLA's 2.2). Each column folds the same values in the
+        same order as the scalar loop. Returns the first column left to that loop."""
+        from xlapy.backends.cpu.lanes import vector_width
+
+        b = self.b
+        d = len(self.dims) - 1
+        st = self.st[d]
+        lanes = vector_width()
+        if self.n != 1 or self.ets[0] not in (ET.F32, ET.F64) or lanes < 2 or \
+                not 1 <= st <= MAX_VECTOR_STRIDE or self.bd[d] != 1:
+            return lo
+        if self.ets[0] is ET.F64:
+            lanes //= 2
+        t = ew.compute_type(self.ets[0])
+        size = self.ets[0].bits // 8
+        span = (lanes - 1) * st + 1
+        off = b.sub(b.mul(w, i64(self.wd[d])), i64(self.pad[d][0]))  # q = j * st + off
+        blocks = b.sdiv(b.sub(hi, lo), i64(lanes))
+        with for_range(b, i64(0), blocks, name="jv") as k:
+            j = b.add(lo, b.mul(k, i64(lanes)))
+            at = b.gep(self.op[0], [b.add(base, j)], inbounds=True)
+            acc_p = b.bitcast(at, ir.VectorType(t, lanes).as_pointer())
+            acc = b.load(acc_p, align=size)
+            src = b.gep(self.xp[0], [b.add(xbase, b.add(b.mul(j, i64(st)), off))],
+                        inbounds=True)
+            wide = b.load(b.bitcast(src, ir.VectorType(t, span).as_pointer()),
+                          align=size)
+            v = wide if st == 1 else b.shuffle_vector(
+                wide, ir.Constant(ir.VectorType(t, span), ir.Undefined),
+                ir.Constant(ir.VectorType(ir.IntType(32), lanes), [i * st for i in range(lanes)]))
+            b.store(self.red([acc], [v])[0], acc_p, align=size)
+        return b.add(lo, b.mul(blocks, i64(lanes)))
+
     def _trivial_last(self) -> bool:
         r = len(self.dims)
         return (self.win[r - 1] == 1 and self.st[r - 1] == 1 and self.bd[r - 1] == 1
@@ -321,7 +363,7 @@ class ReduceWindowEmitter(OpEmitter):
                     # dimension is windowed: max 3x3 / 2 SAME ran 3.3x XLA's time)
                     j0, j1 = self._valid_columns(w[r - 1], jr)
                     fold(jr[0], j0, False, "jl")
-                    fold(j0, j1, True)
+                    fold(self._fold_vectors(j0, j1, base, xbase, w[r - 1]), j1, True)
                     fold(j1, jr[1], False, "jh")
 
                 with b.if_else(ok) as (yes, no):

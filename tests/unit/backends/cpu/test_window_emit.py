@@ -334,3 +334,34 @@ def test_reverse_cumulative_with_a_non_identity_init_folds_exactly() -> None:
     x = data(ET.F32, (3, 9), seed=4)
     text = reduce_window(ET.F32, (3, 9), "add", (1, 9), padding=[(0, 0), (0, 8)])
     check(text, [x, scalar(ET.F32, 5)], "reduce_window")
+
+
+#: Wide last dimensions, windowed: columns fold a vector at a time (window_emit
+#: _fold_vectors: a contiguous load, every stride-th element), the rest one at a time.
+#: (dims, window, strides, window dilations, padding)
+WIDE = [
+    ((2, 3, 9, 67), (1, 1, 3, 3), (1, 1, 2, 2), None, [(0, 0), (0, 0), (0, 1), (0, 1)]),
+    ((3, 70), (2, 3), (1, 3), None, [(1, 0), (2, 2)]),
+    ((2, 83), (1, 4), (1, 4), None, [(0, 0), (3, 0)]),
+    ((2, 75), (2, 2), (1, 1), (1, 3), [(0, 1), (1, 1)]),
+    ((2, 61), (1, 3), (1, 2), (1, 2), None),
+]
+
+
+@pytest.mark.parametrize("t", [ET.F32, ET.F64, ET.BF16])
+@pytest.mark.parametrize("op", ["maximum", "minimum", "add", "multiply"])
+@pytest.mark.parametrize("k", range(len(WIDE)))
+def test_wide_rows_fold_as_vectors(t: ET, op: str, k: int) -> None:
+    """NCHW max pooling 3 x 3 / 2 ran its columns one at a time (2.9 ms against XLA's 2.2
+    for 16 x 32 x 64 x 64): bit for bit the interpreter's fold, NaN, +-0 and infinities
+    included (util.values), with strides 1-4 and dilated windows on the last dimension."""
+    from xlapy.backends.cpu.lanes import vector_width
+
+    dims, window, strides, wdil, padding = WIDE[k]
+    x = data(t, dims, seed=k + 40)
+    text = reduce_window(t, dims, op, window, strides, None, wdil, padding)
+    check(text, [x, scalar(t, IDENTITY[op])], "reduce_window")
+    check(text, [x, scalar(t, -0.0)], "reduce_window")
+    ir_text = xlapy.compile(text, backend="cpu")._exe.kernel_ir  # type: ignore[attr-defined]
+    vectors = t in (ET.F32, ET.F64) and vector_width() >= 4
+    assert ('"jv.body"' in ir_text) == vectors
