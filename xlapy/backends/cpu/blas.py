@@ -428,7 +428,8 @@ def _native_batch(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int) -
     loop (the same call with the same arguments as `_gemm1` makes: the same bits), the
     threads taking the next index left. Preparing a call in Python per batch index cost
     ~15 us (a 32-head attention score product: ~0.5 ms of its 3.3). False where the loop
-    is not built (a target that cannot run here) or the product is empty."""
+    is not built (a target that cannot run here), the product is empty or an operand's
+    matrices have no unit stride (`_op` copies each one)."""
     from xlapy.backends.cpu import lapack_batch, parallel
     from xlapy.backends.cpu.threads import JOB_WORDS
     from xlapy.backends.cpu.threads import call as call_native
@@ -441,6 +442,8 @@ def _native_batch(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int) -
     except Exception:  # noqa: BLE001 - no JIT here: the per-call path
         return False
     fn, args, held = call
+    if held[0].ctypes.data != a[0].ctypes.data or held[1].ctypes.data != b[0].ctypes.data:
+        return False  # an operand BLAS cannot read in place (_op copied batch 0's)
     base = np.array([int(x.value or 0) if isinstance(x, _P) else ctypes.addressof(x)
                      for x in args], np.int64)
     stride = np.zeros(13, np.int64)

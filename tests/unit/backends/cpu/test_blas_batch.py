@@ -33,7 +33,7 @@ def _one_by_one(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
-@pytest.mark.parametrize("layout", ["plain", "rhs_t", "lhs_t", "broadcast"])
+@pytest.mark.parametrize("layout", ["plain", "rhs_t", "lhs_t", "broadcast", "strided"])
 def test_same_bits_as_one_call_per_batch(threads: int, dtype: Any, layout: str) -> None:
     a, b = _operands(dtype, 7, 13, 9, 11, seed=len(layout) + threads)
     if layout == "rhs_t":  # b given as [n, k] per batch, read transposed (q k^T)
@@ -42,6 +42,9 @@ def test_same_bits_as_one_call_per_batch(threads: int, dtype: Any, layout: str) 
         a = np.ascontiguousarray(np.swapaxes(a, 1, 2)).swapaxes(1, 2)
     elif layout == "broadcast":  # one rhs for every batch index (stride 0)
         b = np.broadcast_to(b[:1], b.shape)
+    elif layout == "strided":  # no unit stride in a matrix: each one copied for BLAS
+        wide = np.repeat(b, 2, axis=2)  # (test_gemm_int's batch dims not first, widened)
+        b = wide[:, :, ::2]
     want = _one_by_one(a, b)
     out = np.full_like(want, np.nan)
     blas.batched_gemm(a, b, out, threads)
