@@ -408,62 +408,24 @@ def batched_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int = 1
     NumPy's matmul would run NumPy's own OpenBLAS threads, outside `num_threads`, which
     spin against ours and collapse on a loaded machine (a 32-batch attention dot: 700 ms ->
     5.5 ms)."""
+    from xlapy.backends.cpu import gemm_f32, gemm_jobs, parallel, target
+
     nb = a.shape[0]
-    if nb and _native_batch(a, b, out, threads):
+    planned = gemm_jobs.table(a, b, out, 0.0, ("batch", target.current().name, gemm_f32._ON),
+                              lambda: [(a[j], b[j], out[j]) for j in range(nb)], _gemm_args)
+    if planned is not None:  # planned once per shape: native calls (gemm_jobs.py; preparing
+        # each call in Python had cost ~15 us, ~0.5 ms of a 32-head attention product's 3.3)
+        pool = parallel.pool(threads)
+        if threads > 1:
+            _pool_single(pool)
+        _single_thread()
+        pool.share_table(planned[0], threads, planned[1])
         return
     if threads < 2 or nb < 2:
         for j in range(nb):
             _gemm1(a[j], b[j], out[j], 0.0)
         return
     _shared([(a[j], b[j], out[j]) for j in range(nb)], 0.0, threads)
-
-
-#: The ?gemm arguments that move with the batch index: b's, a's and out's pointers
-#: (`_gemm_args` passes the row-major product as its column-major transpose).
-_B_ARG, _A_ARG, _OUT_ARG = 6, 8, 11
-
-
-def _native_batch(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int) -> bool:
-    """batched_gemm as native jobs: one ?gemm call per batch index through lapack_batch's
-    loop (the same call with the same arguments as `_gemm1` makes: the same bits), the
-    threads taking the next index left. Preparing a call in Python per batch index cost
-    ~15 us (a 32-head attention score product: ~0.5 ms of its 3.3). False where the loop
-    is not built (a target that cannot run here), the product is empty or an operand's
-    matrices have no unit stride (`_op` copies each one)."""
-    from xlapy.backends.cpu import lapack_batch, parallel
-    from xlapy.backends.cpu.threads import JOB_WORDS
-    from xlapy.backends.cpu.threads import call as call_native
-
-    call = _gemm_args(a[0], b[0], out[0], 0.0)
-    if call is None:
-        return False
-    try:
-        loop = lapack_batch.loop_address(13)
-    except Exception:  # noqa: BLE001 - no JIT here: the per-call path
-        return False
-    fn, args, held = call
-    if held[0].ctypes.data != a[0].ctypes.data or held[1].ctypes.data != b[0].ctypes.data:
-        return False  # an operand BLAS cannot read in place (_op copied batch 0's)
-    base = np.array([int(x.value or 0) if isinstance(x, _P) else ctypes.addressof(x)
-                     for x in args], np.int64)
-    stride = np.zeros(13, np.int64)
-    stride[[_B_ARG, _A_ARG, _OUT_ARG]] = b.strides[0], a.strides[0], out.strides[0]
-    bases = base + np.arange(a.shape[0], dtype=np.int64)[:, None] * stride
-    fa = int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
-    _single_thread()
-    if threads < 2 or a.shape[0] < 2:
-        call_native(loop, fa, bases.ctypes.data, stride.ctypes.data, a.shape[0])
-        return True
-    nb = a.shape[0]
-    table = np.zeros(2 + JOB_WORDS * nb, np.int64)  # (threads.job_table's layout)
-    table[1] = nb
-    jobs = table[2:].reshape(nb, JOB_WORDS)
-    jobs[:, 0], jobs[:, 1], jobs[:, 3], jobs[:, 4] = loop, fa, stride.ctypes.data, 1
-    jobs[:, 2] = bases.ctypes.data + np.arange(nb, dtype=np.int64) * bases.strides[0]
-    pool = parallel.pool(threads)
-    _pool_single(pool)
-    pool.share_table(table, threads, (bases, stride, held, a, b, out))
-    return True
 
 
 def _shared(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], beta: float,

@@ -1,4 +1,5 @@
-"""blas.gemm's BLAS calls as native jobs, planned once per shape and layout.
+"""blas.gemm's and blas.batched_gemm's BLAS calls as native jobs, planned once per shape and
+layout.
 
 A product is one ?gemm call or, split (blas.split: chunks fixed by the shape), one call a
 chunk. Each call built its 13 by-reference ctypes arguments in Python (blas._gemm_args, ~9

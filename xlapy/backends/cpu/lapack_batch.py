@@ -28,9 +28,8 @@ from xlapy.backends.cpu.thunks import ptr
 from xlapy.backends.cpu.transpose_lib import swap_last
 from xlapy.ops.custom_call_targets import routine
 
-#: Argument counts of the routines called (potrf: 5, getrf: 6, trsm and syevd: 11, the
-#: ?gemm of blas.batched_gemm: 13).
-ARITIES = (5, 6, 11, 13)
+#: Argument counts of the routines called (potrf: 5, getrf: 6, trsm and syevd: 11).
+ARITIES = (5, 6, 11)
 _CALL = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                          ctypes.c_int64)
 
@@ -52,12 +51,6 @@ def _emit() -> ir.Module:
             b.call(callee, args)
         b.ret_void()
     return mod
-
-
-def loop_address(n: int) -> int:
-    """The address of the loop calling an `n`-argument routine per batch index (native
-    callers: blas.batched_gemm's jobs)."""
-    return int(ctypes.cast(_loops()[n][1], ctypes.c_void_p).value or 0)
 
 
 @once
@@ -239,4 +232,4 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
     return run
 
 
-__all__ = ["getrf", "loop_address", "potrf", "trsm", "routine", "fortran"]
+__all__ = ["getrf", "potrf", "trsm", "routine", "fortran"]

@@ -1,6 +1,6 @@
-"""blas.batched_gemm: one native job per batch index (lapack_batch's 13-argument loop), each
-the single-threaded ?gemm call `_gemm1` makes: the same bits for every type, operand layout
-and thread count, and no Python per batch index (it cost ~15 us each)."""
+"""blas.batched_gemm: one native job per batch index, planned once per shape (gemm_jobs.py),
+each the single-threaded ?gemm call `_gemm1` makes: the same bits for every type, operand
+layout and thread count, and no Python per batch index (it cost ~15 us each)."""
 
 from __future__ import annotations
 
