@@ -34,6 +34,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import region_emit
+from xlapy.backends.cpu.lanes import vector_width
 from xlapy.backends.cpu.llvm_util import I1, I64, for_range, i64
 from xlapy.backends.cpu.op_emit import OpEmitter
 from xlapy.ir import Instruction
@@ -271,8 +272,6 @@ class ReduceWindowEmitter(OpEmitter):
         are one contiguous load, every stride-th taken (NCHW max pooling 3 x 3 / 2 was a
         scalar loop: 2.9 ms against XLA's 2.2). Each column folds the same values in the
         same order as the scalar loop. Returns the first column left to that loop."""
-        from xlapy.backends.cpu.lanes import vector_width
-
         b = self.b
         d = len(self.dims) - 1
         st = self.st[d]
