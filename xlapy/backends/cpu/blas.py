@@ -268,16 +268,12 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
             return a, b, out
         return (a[lo:hi], b, out[lo:hi]) if by_rows else (a, b[:, lo:hi], out[:, lo:hi])
 
-    from xlapy.backends.cpu import gemm_f32, gemm_jobs, parallel, target
+    from xlapy.backends.cpu import gemm_f32, gemm_jobs, target
 
     planned = gemm_jobs.table(a, b, out, beta, (target.current().name, gemm_f32._ON),
                               lambda: [part(j) for j in range(chunks)], _gemm_args)
     if planned is not None:  # planned once per shape: native calls (gemm_jobs.py)
-        pool = parallel.pool(threads)
-        if threads > 1:
-            _pool_single(pool)
-        _single_thread()
-        pool.share_table(planned[0], threads, planned[1])
+        _run_planned(planned, threads)
         return
     if chunks < 2:
         _gemm1(a, b, out, beta)
@@ -287,6 +283,18 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
             _gemm1(*part(j), beta)
         return
     _shared([part(j) for j in range(chunks)], beta, threads)
+
+
+def _run_planned(planned: tuple[np.ndarray, Any], threads: int) -> None:
+    """The job table of gemm_jobs.table run single-threaded BLAS calls on `threads` threads
+    (the plan, which holds what the table points at, kept until they have run)."""
+    from xlapy.backends.cpu import parallel
+
+    pool = parallel.pool(threads)
+    if threads > 1:
+        _pool_single(pool)
+    _single_thread()
+    pool.share_table(planned[0], threads, planned[1])
 
 
 #: Matrix rows (or, transposed, output columns) per chunk at least of a split vector-matrix
@@ -408,18 +416,14 @@ def batched_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int = 1
     NumPy's matmul would run NumPy's own OpenBLAS threads, outside `num_threads`, which
     spin against ours and collapse on a loaded machine (a 32-batch attention dot: 700 ms ->
     5.5 ms)."""
-    from xlapy.backends.cpu import gemm_f32, gemm_jobs, parallel, target
+    from xlapy.backends.cpu import gemm_f32, gemm_jobs, target
 
     nb = a.shape[0]
     planned = gemm_jobs.table(a, b, out, 0.0, ("batch", target.current().name, gemm_f32._ON),
                               lambda: [(a[j], b[j], out[j]) for j in range(nb)], _gemm_args)
     if planned is not None:  # planned once per shape: native calls (gemm_jobs.py; preparing
         # each call in Python had cost ~15 us, ~0.5 ms of a 32-head attention product's 3.3)
-        pool = parallel.pool(threads)
-        if threads > 1:
-            _pool_single(pool)
-        _single_thread()
-        pool.share_table(planned[0], threads, planned[1])
+        _run_planned(planned, threads)
         return
     if threads < 2 or nb < 2:
         for j in range(nb):
