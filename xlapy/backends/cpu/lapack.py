@@ -10,13 +10,13 @@ native in the ownership sense), with no OpDef.evaluate on the way.
 
 Results are those of the interpreter's kernels (xlapy/ops/custom_call_targets.py,
 xlapy/ops/linalg.py, xlapy/ops/reduction_sort.py): the custom calls run the same scipy
-routines with the same arguments; cholesky runs the same numpy potrf; fft the same pocketfft
-in double precision, rounded once; sort the same stable argsort keys (or, in sort_emit.py,
-the unique stable order of the comparator). triangular_solve runs
-BLAS ?trsm (what XLA's CPU backend and jaxlib call) instead of the interpreter's
-row-by-row substitution: the same solution within the solve's rounding error (and inf/NaN,
-never an exception, for a singular matrix), and one BLAS call per matrix instead of n
-numpy passes.
+routines with the same arguments; cholesky runs the same numpy potrf; fft (fft_lib.py) the
+same pocketfft in double precision, DUCC in single (within the transform's rounding); sort
+the same stable argsort keys (or, in sort_emit.py, the unique stable order of the
+comparator). triangular_solve runs BLAS ?trsm (what XLA's CPU backend and jaxlib call)
+instead of the interpreter's row-by-row substitution: the same solution within the solve's
+rounding error (and inf/NaN, never an exception, for a singular matrix), and one BLAS call
+per matrix instead of n numpy passes.
 
 custom_call targets: the jaxlib LAPACK ones registered by custom_call_targets.py and
 custom_call_factorizations.py (unless a program's registry replaced them) run here. A target
@@ -29,7 +29,6 @@ registry or the per-call RuntimeState.custom_calls, or fails as the interpreter 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -39,8 +38,7 @@ import numpy as np
 from scipy.linalg import blas as sblas
 from scipy.linalg import lapack as slapack
 
-from xlapy.backends.cpu import lapack_batch, transpose_lib
-from xlapy.backends.cpu.threads import parked
+from xlapy.backends.cpu import fft_lib, lapack_batch, transpose_lib
 from xlapy.errors import Unimplemented, XlapyError
 from xlapy.ir import Instruction
 from xlapy.ops.custom_call_targets import empty_matrix_results
@@ -74,7 +72,7 @@ def plan(instr: Instruction, threads: int = 1) -> Plan | None:
         return "blas", serial(_triangular_solve(instr),
                               matrix_elements(instr.operands[0].shape.dimensions))
     if op == "fft":
-        return "fft", _fft(instr, threads)
+        return "fft", fft_lib.fft(instr, threads)
     if op == "chlo.ragged_dot":
         from xlapy.backends.cpu.library import ragged_dot_plan
 
@@ -404,60 +402,6 @@ def _triangular_solve(instr: Instruction) -> Callable[..., np.ndarray]:
             for idx in np.ndindex(*dims[:-2]):
                 out[idx] = fn(1.0, a[idx], b[idx], **kw)
         return out
-
-    return run
-
-
-#: Elements of an fft from which it is split over the threads.
-PARALLEL_FFT = 1 << 20
-
-
-def _fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
-    """scipy.fft's pocketfft in the operand's own precision, as XLA's CPU runtime (DUCC, the
-    same algorithms): f32 / c64 in single precision, f64 / c128 in double. The interpreter
-    computes in double and rounds once (the reference); single precision here is within
-    XLA's error (the same maximum error on a 256 x 4096 rfft, 1.6e-7 of the largest output)
-    and 2.2-2.4x faster (256 x 4096 rfft on 2 threads: 1.90 -> 0.78 ms on Zen 4, whose
-    program then ran 3.4x XLA's time). A transform of PARALLEL_FFT elements or more runs
-    over `threads` (rows split between them; the bits do not depend on the split: each row
-    is one transform); smaller ones stay on one thread: 64 x 1024 took 0.16 -> 0.29-0.39 ms
-    in a program on 2 (scipy's threads meet the pool's spinning worker)."""
-    import scipy.fft as sfft
-
-    from xlapy.ops.linalg import FftType
-
-    at = instr.attrs
-    dims, out_dtype = tuple(instr.shape.dimensions), instr.shape.dtype
-    src = instr.operands[0].shape
-    axes = tuple(range(src.rank - len(at.fft_length), src.rank))
-    compute = src.dtype  # f32, f64, c64 or c128 (the op's verifier)
-    ft, lengths = at.fft_type, tuple(at.fft_length)
-    empty = any(d == 0 for d in dims) or 0 in src.dimensions
-    w = max(1, threads) if int(np.prod(src.dimensions)) >= PARALLEL_FFT else 1
-    fn: Callable[[np.ndarray], np.ndarray]
-    if len(axes) == 1 or compute in (np.float32, np.complex64):
-        fn = {
-            FftType.FFT: lambda x: sfft.fftn(x, axes=axes, workers=w),
-            FftType.IFFT: lambda x: sfft.ifftn(x, axes=axes, workers=w),
-            FftType.RFFT: lambda x: sfft.rfftn(x, axes=axes, workers=w),
-            FftType.IRFFT: lambda x: sfft.irfftn(x, s=lengths, axes=axes, workers=w),
-        }[ft]
-    else:  # double precision over several axes: numpy's, the interpreter's bits
-        fn = {
-            FftType.FFT: lambda x: np.fft.fftn(x, axes=axes),
-            FftType.IFFT: lambda x: np.fft.ifftn(x, axes=axes),
-            FftType.RFFT: lambda x: np.fft.rfftn(x, axes=axes),
-            FftType.IRFFT: lambda x: np.fft.irfftn(x, s=lengths, axes=axes),
-        }[ft]
-
-    # several workers: scipy's worker threads get the cores xlapy's spinning ones held
-    quiet = parked if w > 1 else contextlib.nullcontext
-
-    def run(x: np.ndarray) -> np.ndarray:
-        if empty:
-            return np.zeros(dims, out_dtype)
-        with quiet():
-            return fn(x.astype(compute, copy=False)).astype(out_dtype, copy=False)
 
     return run
 

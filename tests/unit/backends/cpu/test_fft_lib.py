@@ -1,0 +1,57 @@
+"""fft_lib: which library runs each precision, and the threaded split of a big transform."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import fft_lib
+
+
+def _rfft_text(rows: int, n: int, ty: str) -> str:
+    cty = "complex<f32>" if ty == "f32" else "complex<f64>"
+    ti, to = f"tensor<{rows}x{n}x{ty}>", f"tensor<{rows}x{n // 2 + 1}x{cty}>"
+    return (f"func.func @main(%x: {ti}) -> {to} {{\n"
+            f'  %r = "stablehlo.fft"(%x) {{fft_type = #stablehlo<fft_type RFFT>, '
+            f"fft_length = array<i64: {n}>}} : ({ti}) -> {to}\n  return %r : {to}\n}}\n")
+
+
+@pytest.mark.parametrize(("ty", "dt", "library"), [("f32", np.float32, "ducc0"),
+                                                   ("f64", np.float64, "scipy")])
+@pytest.mark.parametrize("rows", [3, 256])  # 256 x 4096: PARALLEL_FFT, split over the threads
+def test_library_per_precision(ty: str, dt: type, library: str, rows: int,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Single precision runs DUCC's r2c (XLA's FFT library), double scipy's pocketfft with the
+    interpreter's bits; both transform every row, on the pool's threads from PARALLEL_FFT."""
+    import ducc0
+    import scipy.fft
+
+    n = 4096
+    calls: list[tuple[str, int]] = []
+
+    def spy(mod: Any, name: str, key: str, label: str) -> None:
+        real = getattr(mod, name)
+
+        def wrapped(*a: Any, **k: Any) -> Any:
+            calls.append((label, int(k.get(key, 1))))
+            return real(*a, **k)
+        monkeypatch.setattr(mod, name, wrapped)
+
+    spy(ducc0.fft, "r2c", "nthreads", "ducc0")
+    spy(scipy.fft, "rfftn", "workers", "scipy")
+    x = np.random.default_rng(3).standard_normal((rows, n)).astype(dt)
+    text = _rfft_text(rows, n, ty)
+    prog = xlapy.compile(text, backend="cpu", options={"num_threads": 2})
+    got = prog(x)
+    assert [c[0] for c in calls] == [library]
+    assert calls[0][1] == (2 if rows * n >= fft_lib.PARALLEL_FFT else 1)
+    want = xlapy.compile(text, backend="interpreter")(x)
+    if dt == np.float64:
+        np.testing.assert_array_equal(got, want)
+    else:  # within log2(n) eps / 2 of each row's norm (test_lapack.test_fft's bound)
+        err = np.linalg.norm(got.astype(np.complex128) - want, axis=1)
+        bound = np.log2(n) / 2 * np.finfo(np.float32).eps * np.linalg.norm(want, axis=1)
+        assert np.all(err <= bound)
