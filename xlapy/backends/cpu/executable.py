@@ -40,6 +40,7 @@ from xlapy.backends.cpu import (
     lanes,
     lapack,
     library,
+    loop_library,
     multi_output,
     nested_loop,
     once,
@@ -116,6 +117,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.subexecs: list[tuple[str, CpuExecutable]] = []
         #: while name -> its native loop as a step of an outer one (nested_loop.py), or None
         self.nested: dict[str, nested_loop.Nested | None] = {}
+        self.lib_steps: dict[str, loop_library.LibStep] = {}  # sorts as loop steps
         self.native_loops: dict[str, NativeWhile] = {}  # (while name ->)
         self._lock = threading.Lock()
         self._keep: dict[int, Any] = {}  # output slot -> last array returned (recycle.py)
@@ -143,8 +145,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
 
     # ---- planning ----
     def _plan(self) -> None:
-        comp = self.comp
-        order = comp.instructions
+        comp, order = self.comp, self.comp.instructions
         self.slot: dict[int, int] = {}
         self.shapes: list[Shape] = []
         self.static: dict[int, Any] = {}
@@ -253,8 +254,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         for k, emitter in pending:
             kernel_specs[k] = spec = emitter.build()
             self._early.offer(spec)
-        self.fresh_slots = fresh
-        self.temp_slots = temps
+        self.fresh_slots, self.temp_slots = fresh, temps
         #: The instructions that have a thunk, in program (= thunk) order.
         self._thunk_instrs = [j for i in order if id(i) in self.slot
                               and i.opcode not in ("parameter", "constant")
@@ -393,6 +393,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         lib = lapack.plan(instr, self.num_threads)  # LAPACK calls, linalg ops, fft, sort
         if lib is not None:
             self.thunks.append(self._library_thunk(instr, s, ins, lib[1]))
+            if (nat := loop_library.native(instr, lib, self.options.loop_part)) is not None:
+                self.lib_steps[instr.name] = loop_library.LibStep(instr, nat, ins)
             self._native.add(s)  # fresh arrays (lapack.py)
             self.report.append((instr.name, instr.opcode, f"library {lib[0]}"))
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from xlapy.backends.cpu import loop_tuples, nested_loop, target
+from xlapy.backends.cpu import loop_library, loop_tuples, nested_loop, target
 from xlapy.backends.cpu.kernel_sequence import KernelSequence
 
 if TYPE_CHECKING:
@@ -25,17 +25,17 @@ NATIVE_WHILE = "native while loop"
 
 
 def steps(exe: CpuExecutable) -> list[int | Gemm | Region | nested_loop.Nested | KernelSequence
-                                    | None]:
+                                    | loop_library.LibStep | None]:
     """The native steps of a cond/body in thunk order (the report's): kernel indices, GEMMs,
-    row-parallel regions (in place of their members) and native inner loops; None for a dot
-    or an inner loop the driver may not run. A body of tiny kernels is one step, their
+    row-parallel regions (in place of their members), native inner loops and sorts; None for
+    a dot, an inner loop or a sort the driver may not run. A body of tiny kernels is one step, their
     sequence function (kernel_sequence.py)."""
     if exe.sequence is not None:
         return [exe.sequence]
     by_name = {i.name: i for i in exe.comp.instructions}
     first = {r.members[0].slot: r for r in exe.regions}
     inside = {m.slot for r in exe.regions for m in r.members[1:]}
-    out: list[int | Gemm | Region | nested_loop.Nested | None] = []
+    out: list[int | Gemm | Region | nested_loop.Nested | loop_library.LibStep | None] = []
     for name, op, how in exe.report:
         instr = by_name.get(name) if op != "region" else None
         s = exe.slot.get(id(instr)) if instr is not None else None
@@ -49,6 +49,8 @@ def steps(exe: CpuExecutable) -> list[int | Gemm | Region | nested_loop.Nested |
             out.append(j if loop_tuples.readers_ok(exe, j) else None)
         elif how in GEMM_KINDS:
             out.append(native_gemm(exe, by_name[name]))
+        elif how in loop_library.KINDS:
+            out.append(loop_library.step(exe, name, how))
         elif how.startswith(NATIVE_WHILE):
             n = exe.nested.get(name)
             out.append(n if nested_loop.valid(exe, n) else None)

@@ -56,6 +56,7 @@ from xlapy.backends.cpu import (
     dus_window,
     loop_bind,
     loop_gemv,
+    loop_library,
     loop_split,
     loop_tuples,
     nested_loop,
@@ -268,7 +269,8 @@ class NativeWhile:
         return p
 
     def _entry(self, p: _Prepared, exe: CpuExecutable,
-               step: int | Gemm | Region | nested_loop.Nested | KernelSequence | None,
+               step: int | Gemm | Region | nested_loop.Nested | KernelSequence
+               | loop_library.LibStep | None,
                table: int) -> list[int]:
         """The driver's (function, argument, outer) words of one step; big ones split over
         the worker pool (loop_split.py) at the Python path's chunks."""
@@ -290,6 +292,8 @@ class NativeWhile:
                 return self._split(p, addr, arg, bounds(spec.outer, min(threads, spec.outer),
                                                         spec.align), threads)
             return [addr, arg, spec.outer]
+        if isinstance(step, loop_library.LibStep):
+            return loop_library.entry(p.keep, exe, step, table)
         if isinstance(step, nested_loop.Nested):
             return nested_loop.entry(p, exe, step, table, ctypes.addressof(p.desc) + 8 * 11)
         if isinstance(step, regions.Region):
@@ -514,10 +518,10 @@ def _region_steps(p: _Prepared, exe: CpuExecutable, region: Region, table: int) 
 
 def _of_step(exe: CpuExecutable, gte: Instruction) -> bool:
     """Whether `gte` reads a result of a step with several: an inner loop that runs as one
-    (nested_loop.py) or an op with several results (loop_tuples.py)."""
+    (nested_loop.py), an op with several results (loop_tuples.py) or a sort (loop_library.py)."""
     w = gte.operands[0]
     return (w.opcode == "while" and exe.nested.get(w.name) is not None) or \
-        loop_tuples.reads_one(exe, gte)
+        loop_tuples.reads_one(exe, gte) or loop_library.reads_one(exe, gte)
 
 
 def owned_init(instr: Instruction) -> bool:
@@ -548,7 +552,8 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
             return None
         for name, op, how in exe.report:
             if not (how.startswith(("kernel ", "in kernel ")) or how == "buffer"
-                    or how in GEMM_KINDS or how.startswith(NATIVE_WHILE)
+                    or how in GEMM_KINDS or how in loop_library.KINDS
+                    or how.startswith(NATIVE_WHILE)
                     or op in ("get_tuple_element", "tuple", "region")
                     or loop_tuples.index(exe, name, how) is not None):
                 return None

@@ -27,6 +27,7 @@ from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import region_emit
 from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import I1, I8P, I64, VOID, Engine, for_range, new_module
+from xlapy.backends.cpu.loop_library import Native
 from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
 
@@ -248,6 +249,9 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
         return collate(out)
 
     run.engine = eng  # type: ignore[attr-defined]  (keeps the code loaded)
+    if axis == rank - 1 and parts == 1 and rows and n and eng.address("sort_rows"):
+        run.native = Native(0, eng.address("sort_rows"), eng, rows, n, n,  # type: ignore
+                            n)  # (a step of a native loop: loop_library.py)
     return run
 
 

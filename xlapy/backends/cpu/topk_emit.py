@@ -32,6 +32,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import recycle, sort_emit
 from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import I8P, I64, VOID, Engine, for_range, new_module
+from xlapy.backends.cpu.loop_library import Native
 from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Computation, Instruction
 from xlapy.ir.computation import make_instruction
@@ -240,6 +241,9 @@ def plan_top_k(instr: Instruction, threads: int = 1) -> Callable[..., Any] | Non
         return values, perm.astype(np.int32).reshape(*dims, k)
 
     run.engine = eng  # type: ignore[attr-defined]  (keeps the code loaded)
+    if parts == 1 and rows and n and eng.address("topk_rows"):  # (loop_library.py)
+        run.native = Native(1, eng.address("topk_rows"), eng, rows, n, k, k,  # type: ignore
+                            indices=True)
     return run
 
 
@@ -287,6 +291,8 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
         return collate(out)
 
     run.engine = eng  # type: ignore[attr-defined]  (keeps the code loaded)
+    if last and parts == 1 and rows and n and eng.address("topk_rows"):  # (loop_library.py)
+        run.native = Native(1, eng.address("topk_rows"), eng, rows, n, k, n)  # type: ignore
     return run
 
 

@@ -1,0 +1,131 @@
+"""Sorts and top-k selections as native loop steps (loop_library.py): a JAX loop whose body
+sorts or takes a top-k (a decoding loop sampling from the top k, lax.map of a sort) stays
+native, with the interpreter's bits; sorts the Python path splits over threads, or along
+another dimension, keep it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import loop_library
+
+jax = pytest.importorskip("jax")
+jnp, lax = jax.numpy, jax.lax
+_RNG = np.random.default_rng(11)
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return _RNG.standard_normal(shape).astype(np.float32)
+
+
+def _top_k_both(x: Any) -> Any:
+    """values and indices of each row's top 8 (chlo.top_k: topk_emit.plan_top_k)."""
+    def body(i: Any, c: Any) -> Any:
+        v, j = lax.top_k(x[i] + c[0][0] * 1e-3, 8)
+        return c[0] * 0.5 + v, c[1] + j * (i + 1)
+    return lax.fori_loop(0, x.shape[0], body, (jnp.zeros(8), jnp.zeros(8, jnp.int32)))
+
+
+def _top_k_indices(x: Any) -> Any:
+    """indices only (a sort of (x, iota) read through its first k: topk_emit.plan)."""
+    return lax.fori_loop(0, x.shape[0], lambda i, c: c + lax.top_k(x[i], 5)[1] * i,
+                         jnp.zeros(5, jnp.int32))
+
+
+def _sort_rows(x: Any) -> Any:
+    """lax.map of a descending sort's head (sort_emit.plan, one operand)."""
+    return lax.map(lambda r: jnp.sort(r)[::-1][:4], x)
+
+
+def _sort_pairs(k: Any, v: Any) -> Any:
+    """Two operands sorted by the first (stable: equal keys keep the values' order)."""
+    def body(i: Any, c: Any) -> Any:
+        ks, vs = lax.sort((k[i], v[i] + c[:1]), num_keys=1)
+        return c + vs[:16] * (ks[:16] > 0).astype(vs.dtype)
+    return lax.fori_loop(0, k.shape[0], body, jnp.zeros(16, v.dtype))
+
+
+def _argsort_rows(x: Any) -> Any:
+    return lax.fori_loop(0, x.shape[0], lambda i, c: c + jnp.argsort(x[i])[:6],
+                         jnp.zeros(6, jnp.int32))
+
+
+def _with_nans(n: int) -> np.ndarray:
+    x = _f32(12, n)
+    x[::3, ::7] = np.nan
+    x[1, :] = 0.5  # all equal: the stable order
+    x[2, ::2] = -0.0
+    x[2, 1::2] = 0.0
+    return x
+
+
+PROGRAMS: dict[str, tuple[Any, list[np.ndarray]]] = {
+    "top_k_both": (_top_k_both, [_f32(20, 1000)]),
+    "top_k_indices": (_top_k_indices, [_with_nans(300)]),
+    "sort_rows": (_sort_rows, [_with_nans(128)]),
+    "sort_pairs_f32_s32": (_sort_pairs, [np.round(_f32(9, 200) * 3), _RNG.integers(
+        -50, 50, (9, 200)).astype(np.int32)]),
+    "sort_pairs_bf16_f64": (_sort_pairs, [_f32(9, 200).astype(ml_dtypes.bfloat16),
+                                          _RNG.standard_normal((9, 200))]),
+    "sort_pairs_i8_i16": (_sort_pairs, [_RNG.integers(-5, 5, (9, 64)).astype(np.int8),
+                                        _RNG.integers(-9, 9, (9, 64)).astype(np.int16)]),
+    "argsort_rows": (_argsort_rows, [_with_nans(257)]),
+    # one compare of integers: numpy's sort on the Python path, sort_emit's in the loop
+    "sort_rows_i32": (_sort_rows, [_RNG.integers(-9, 9, (10, 96)).astype(np.int32)]),
+    "argsort_rows_u8": (_argsort_rows, [_RNG.integers(0, 4, (10, 70)).astype(np.uint8)]),
+}
+
+
+def _equal(got: Any, want: Any) -> None:
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g.reshape(-1).view(np.uint8), w.reshape(-1).view(np.uint8))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_loop_with_a_sort_stays_native(name: str, threads: int,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[loop_library.LibStep] = []
+    real = loop_library.entry
+    monkeypatch.setattr(loop_library, "entry", lambda keep, exe, st, table: made.append(st)
+                        or real(keep, exe, st, table))
+    fn, args = PROGRAMS[name]
+    text = jax.jit(fn).lower(*args).as_text()
+    cpu = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
+    report = cpu._exe.explain()
+    assert "native while loop" in report.split("-- called by")[0], report
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    for _ in range(2):  # (the second call reuses the prepared tables)
+        _equal(cpu(*args), want)
+    assert made and all(st.native.indices == (name == "top_k_both") for st in made)
+    _equal(jax.jit(fn)(*args), want) if name.startswith("top_k") else None
+
+
+def test_a_sort_split_over_threads_keeps_the_python_path() -> None:
+    """Rows enough that the Python path splits them over the pool: no step (a native step
+    runs on one thread)."""
+    x = _f32(4, 64, 4096)
+    def fn(x: Any) -> Any:
+        return lax.fori_loop(0, 4, lambda i, c: c + jnp.sort(x[i], axis=-1)[:, -1],
+                             jnp.zeros(64))
+    text = jax.jit(fn).lower(x).as_text()
+    cpu = xlapy.compile(text, backend="cpu", options={"num_threads": 2})
+    assert "native while loop" not in cpu._exe.explain()
+    _equal(cpu(x), xlapy.compile(text, backend="interpreter")(x))
+
+
+def test_a_sort_along_another_dimension_keeps_the_python_path() -> None:
+    x = _f32(3, 40, 6)
+    def fn(x: Any) -> Any:
+        return lax.fori_loop(0, 3, lambda i, c: c + jnp.sort(x[i], axis=0)[0], jnp.zeros(6))
+    text = jax.jit(fn).lower(x).as_text()
+    cpu = xlapy.compile(text, backend="cpu")
+    assert "native while loop" not in cpu._exe.explain()
+    _equal(cpu(x), xlapy.compile(text, backend="interpreter")(x))
