@@ -284,6 +284,17 @@ def programs(small: bool = False) -> dict[str, Program]:
         "gat_softmax": (lambda e, d: (lambda ex: ex / jax.ops.segment_sum(ex, d, 4096)[d])(
             jnp.exp(e - jax.ops.segment_max(e, d, 4096)[d])), [f32(1 << 16), rng.integers(
                 0, 4096, (1 << 16) // s).astype(np.int32)]),  # open: unsorted scatter max 1.2-1.4x
+        # sorts in loops (a step of the native loop since loop_library.py; Python: 9-26x)
+        "topk_loop": (lambda l: lax.fori_loop(0, 64 // s, lambda i, c: (
+            c[0] * 0.5 + lax.top_k(l[i], 8)[0], c[1] + lax.top_k(l[i], 8)[1]),
+            (jnp.zeros(8), jnp.zeros(8, jnp.int32))), [f32(64, 1000)]),
+        "map_sort": (lambda x: lax.map(lambda r: jnp.sort(r)[::-1][:4], x), [f32(256, 128)]),
+        "sort_i32_loop": (lambda x: lax.fori_loop(0, 64 // s, lambda i, c: c + jnp.sort(x[i])[
+            -3:], jnp.zeros(3, jnp.int32)), [rng.integers(0, 1000, (64, 512)).astype(np.int32)]),
+        # LAPACK in a loop: the loop runs through Python (open: 29x)
+        "solve_loop": (lambda a, b: lax.fori_loop(0, 16, lambda i, c: c + jnp.linalg.solve(
+            a, b + c), jnp.zeros(16)), [(lambda a: a @ a.T + 16 * np.eye(16, dtype=np.float32))(
+                f32(16, 16)), f32(16)]),
     }
 
 
