@@ -38,7 +38,7 @@ import numpy as np
 from scipy.linalg import blas as sblas
 from scipy.linalg import lapack as slapack
 
-from xlapy.backends.cpu import fft_lib, lapack_batch, transpose_lib
+from xlapy.backends.cpu import fft_lib, lapack_batch, loop_lapack, transpose_lib
 from xlapy.errors import Unimplemented, XlapyError
 from xlapy.ir import Instruction
 from xlapy.ops.custom_call_targets import empty_matrix_results
@@ -180,9 +180,21 @@ def _custom_call(instr: Instruction) -> Plan | None:
         return "lapack", _failing(e)
     run = serial(_with_batch(_batched(one, leaves, rank0), many, leaves, rank0),
                  matrix_elements(instr.operands[0].shape.dimensions))
-    if instr.shape.is_tuple:
-        return "lapack", run
-    return "lapack", lambda *ops: run(*ops)[0]
+    out = run if instr.shape.is_tuple else (lambda *ops: run(*ops)[0])
+    if many is not None:  # what a native loop's step runs instead (loop_lapack.py)
+        out.loop_native = loop_lapack.native(instr, routine, t, _flags(routine, instr))
+    return "lapack", out
+
+
+def _flags(routine: str, instr: Instruction) -> tuple[Any, ...]:
+    """potrf's (lower,), trsm's (left, lower, trans: 0 / 1 / 2 for N / T / C, unit)."""
+    if routine == "potrf":
+        return (_char(instr, "uplo", "LU", "L") == "L",)
+    if routine != "trsm":
+        return ()
+    return (_char(instr, "side", "LR", None) == "L", _char(instr, "uplo", "LU", None) == "L",
+            "NTC".index(_char(instr, "trans_x", "NTC", None)),
+            _char(instr, "diag", "NU", None) == "U")
 
 
 def _cfg(instr: Instruction) -> dict[str, Any]:
@@ -208,7 +220,7 @@ OneAndRank = tuple[Callable[..., Sequence[Any]], int, Callable[..., Any] | None]
 
 
 def _potrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
-    lower = _char(instr, "uplo", "LU", "L") == "L"
+    (lower,) = _flags("potrf", instr)
     fn, info = slapack.get_lapack_funcs("potrf", dtype=np.dtype(_PREFIX[t])), _info(
         instr.attrs.call_target_name)
 
@@ -299,10 +311,7 @@ def _geev(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
 
 
 def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
-    left = _char(instr, "side", "LR", None) == "L"
-    lower = _char(instr, "uplo", "LU", None) == "L"
-    trans = "NTC".index(_char(instr, "trans_x", "NTC", None))
-    unit = _char(instr, "diag", "NU", None) == "U"
+    left, lower, trans, unit = _flags("trsm", instr)
     fn = sblas.get_blas_funcs("trsm", dtype=np.dtype(_PREFIX[t]))
 
     def one(a: np.ndarray, b: np.ndarray) -> Sequence[Any]:

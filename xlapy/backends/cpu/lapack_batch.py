@@ -88,6 +88,33 @@ class _Args:
         self.loop(fn, at, self.stride_at, batch)
 
 
+def getrf_args(m: int, n: int, item: int) -> _Args:
+    """?getrf(m, n, a, lda, ipiv, info) over [.., m, n] matrices of `item` bytes a number."""
+    dims = np.array([m, n, max(m, 1)], np.int32)
+    return _Args([dims[0:], dims[1:], None, dims[2:], None, None],
+                 [0, 0, m * n * item, 0, min(m, n) * 4, 4])
+
+
+def potrf_args(lower: bool, n: int, item: int) -> _Args:
+    """?potrf(uplo, n, a, lda, info)."""
+    uplo = np.frombuffer(b"L" if lower else b"U", np.uint8).copy()
+    dims = np.array([n, max(n, 1)], np.int32)
+    return _Args([uplo, dims[0:], None, dims[1:], None], [0, 0, n * n * item, 0, 4])
+
+
+def trsm_args(flags: tuple[bool, bool, int, bool], m: int, n: int, s: int, at: np.dtype,
+              bt: np.dtype) -> _Args:
+    """?trsm(side, uplo, transa, diag, m, n, alpha = 1, a, lda, b, ldb); flags (left, lower,
+    trans: 0 / 1 / 2 for N / T / C, unit)."""
+    left, lower, trans, unit = flags
+    chars = np.frombuffer(("LR"[not left] + "LU"[not lower] + "NTC"[trans] + "NU"[unit])
+                          .encode(), np.uint8).copy()
+    dims = np.array([m, n, max(s, 1), max(m, 1)], np.int32)
+    return _Args([chars[0:], chars[1:], chars[2:], chars[3:], dims[0:], dims[1:],
+                  np.ones(1, bt), None, dims[2:], None, dims[3:]],
+                 [0] * 7 + [s * s * at.itemsize, 0, m * n * bt.itemsize, 0])
+
+
 def _cached(table: dict[Any, _Args], key: Any, make: Callable[[], _Args]) -> _Args:
     got = table.get(key)
     if got is None:
@@ -116,18 +143,13 @@ def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
     fn = routine(cython_lapack, f"{t}getrf")
     shapes: dict[Any, _Args] = {}
 
-    def args(m: int, n: int, item: int) -> _Args:
-        dims = np.array([m, n, max(m, 1)], np.int32)
-        return _Args([dims[0:], dims[1:], None, dims[2:], None, None],
-                     [0, 0, m * n * item, 0, min(m, n) * 4, 4])
-
     def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
         *lead, m, n = a.shape
         batch = math.prod(lead)
         work = fortran(a)
         ipiv = np.empty((*lead, min(m, n)), np.int32)
         info = np.empty(lead, np.int32)
-        _cached(shapes, (m, n, work.itemsize), lambda: args(m, n, work.itemsize)).call(
+        _cached(shapes, (m, n, work.itemsize), lambda: getrf_args(m, n, work.itemsize)).call(
             fn, batch, work, ipiv, info)
         _check(info, check)
         return fortran(work), ipiv, info
@@ -142,19 +164,14 @@ def potrf(t: str, lower: bool, check: Callable[[int], int]
     from scipy.linalg import cython_lapack
 
     fn = routine(cython_lapack, f"{t}potrf")
-    uplo = np.frombuffer(b"L" if lower else b"U", np.uint8).copy()
     shapes: dict[Any, _Args] = {}
-
-    def args(n: int, item: int) -> _Args:
-        dims = np.array([n, max(n, 1)], np.int32)
-        return _Args([uplo, dims[0:], None, dims[1:], None], [0, 0, n * n * item, 0, 4])
 
     def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
         *lead, n, _ = a.shape
         batch = math.prod(lead)
         work = fortran(a)
         info = np.empty(lead, np.int32)
-        _cached(shapes, (n, work.itemsize), lambda: args(n, work.itemsize)).call(
+        _cached(shapes, (n, work.itemsize), lambda: potrf_args(lower, n, work.itemsize)).call(
             fn, batch, work, info)
         _check(info, check)
         return fortran(work), info
@@ -209,16 +226,8 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
     from scipy.linalg import cython_blas
 
     fn = routine(cython_blas, f"{t}trsm")
-    chars = np.frombuffer(("LR"[not left] + "LU"[not lower] + "NTC"[trans] + "NU"[unit])
-                          .encode(), np.uint8).copy()
-
+    flags = (left, lower, trans, unit)
     shapes: dict[Any, _Args] = {}
-
-    def args(m: int, n: int, s: int, at: np.dtype, bt: np.dtype) -> _Args:
-        dims = np.array([m, n, max(s, 1), max(m, 1)], np.int32)
-        return _Args([chars[0:], chars[1:], chars[2:], chars[3:], dims[0:], dims[1:],
-                      np.ones(1, bt), None, dims[2:], None, dims[3:]],
-                     [0] * 7 + [s * s * at.itemsize, 0, m * n * bt.itemsize, 0])
 
     def run(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
         *lead, m, n = b.shape
@@ -226,10 +235,11 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
         fa, fb = fortran(a), fortran(b)
         s = a.shape[-1]
         _cached(shapes, (m, n, s, fa.dtype, fb.dtype),
-                lambda: args(m, n, s, fa.dtype, fb.dtype)).call(fn, batch, fa, fb)
+                lambda: trsm_args(flags, m, n, s, fa.dtype, fb.dtype)).call(fn, batch, fa, fb)
         return (fortran(fb),)
 
     return run
 
 
-__all__ = ["getrf", "potrf", "trsm", "routine", "fortran"]
+__all__ = ["getrf", "potrf", "trsm", "routine", "fortran", "getrf_args", "potrf_args",
+           "trsm_args", "ARITIES"]

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from xlapy.ir import Instruction
 
 #: How the report names the thunks a step can run.
-KINDS = ("library jit top-k selection", "library jit merge sort", "library numpy sort")
+KINDS = ("library jit top-k selection", "library jit merge sort", "library numpy sort",
+         "library lapack")
 NAME = "xlapy_sort_step"
 # Descriptor words (i64): the table, the mode (0: fn(ops, r0, r1, n, perm, tmp), a full sort;
 # 1: fn(ops, r0, r1, n, k, perm), a selection), fn, rows, n, k (elements gathered per row),
@@ -62,19 +63,21 @@ class Native:
 
 @dataclass
 class LibStep:
-    """A sort or top-k of a cond/body as a native step: the instruction, its Native and its
-    operands' slots."""
+    """A sort, top-k or LAPACK call of a cond/body as a native step: the instruction, its
+    Native (a LapackNative: loop_lapack.py) and its operands' slots."""
 
     instr: Instruction
-    native: Native
+    native: Any
     ins: list[int]
 
 
-def native(instr: Instruction, lib: tuple[str, Any], loop_part: bool) -> Native | None:
+def native(instr: Instruction, lib: tuple[str, Any], loop_part: bool) -> Any:
     """The Native of a library thunk `lib` (kind, run) a step may run: its planner's. A
     sort numpy runs (lapack._sort: one compare of operand 0) gets sort_emit's function too
     when `instr` is in a loop's cond or body (`loop_part`): the unique stable order, the
     same bits, so a loop of integer sorts stays native (only there: one more module)."""
+    if lib[0] == "lapack":  # (loop_lapack.py)
+        return getattr(lib[1], "loop_native", None) if loop_part else None
     got = getattr(lib[1], "native", None)
     if got is None and loop_part and lib[0] == "numpy sort":
         from xlapy.backends.cpu import sort_emit
@@ -108,32 +111,38 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, table: int) -> list[
     """The driver's (function, argument, outer) words of step `st` over the table at
     `table`: the results' buffers, scratch and descriptor made here, kept in `keep`; the
     table's entries of the get_tuple_elements reading the results pointed at the buffers."""
-    nat, instr = st.native, st.instr
+    instr = st.instr
     shapes = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
     tab = (ctypes.c_int64 * exe.num_slots).from_address(table)
+    outs = [np.empty(tuple(s.dimensions), s.dtype) for s in shapes]
     if instr.shape.is_tuple:
-        outs = [np.empty(tuple(s.dimensions), s.dtype) for s in shapes]
         for u in instr.users:
             tab[exe.slot[id(u)]] = ptr(outs[u.attrs.index])
-    else:  # one result: the buffer the loop's tables give the slot (native_loop._prepare)
-        s = exe.slot[id(instr)]
-        if not tab[s]:
-            outs = [np.empty(tuple(shapes[0].dimensions), shapes[0].dtype)]
-            tab[s] = ptr(outs[0])
-        else:
-            outs = []
+    elif tab[s := exe.slot[id(instr)]]:  # the buffer the loop's tables give the slot
+        outs = []
+    else:
+        tab[s] = ptr(outs[0])
+    keep.append(outs)
+    res = [ptr(o) for o in outs] if outs else [int(tab[exe.slot[id(instr)]])]
+    if isinstance(st.native, Native):
+        return _sort_entry(keep, st, st.native, res, shapes, table)
+    from xlapy.backends.cpu import loop_lapack
+
+    return loop_lapack.entry(keep, exe, st, res, table)
+
+
+def _sort_entry(keep: list[Any], st: LibStep, nat: Native, res: list[int],
+                shapes: list[Any], table: int) -> list[int]:
     width = nat.n if nat.mode == 0 else nat.k
     perm = np.empty(max(nat.rows * width, 1), np.int64)
     tmp = np.empty(max(nat.rows * nat.n, 1) if nat.mode == 0 else 1, np.int64)
     ops = np.zeros(len(st.ins), np.int64)
-    gathered = shapes[:len(st.ins)]  # (chlo.top_k's second result: the indices)
-    res = [ptr(o) for o in outs] if outs else [int(tab[exe.slot[id(instr)]])]
     d = np.zeros(_HEAD + 3 * len(st.ins), np.int64)
     d[:_HEAD] = [table, nat.mode, nat.address, nat.rows, nat.n, nat.k, ptr(perm), ptr(tmp),
                  len(st.ins), nat.out_stride, res[1] if nat.indices else 0, ptr(ops)]
-    for j, (s, sh) in enumerate(zip(st.ins, gathered)):
+    for j, (s, sh) in enumerate(zip(st.ins, shapes)):  # (chlo.top_k's indices: not gathered)
         d[_HEAD + 3 * j: _HEAD + 3 * j + 3] = [s, res[j], np.dtype(sh.dtype).itemsize]
-    keep.extend([outs, perm, tmp, ops, d, nat.engine])
+    keep.extend([perm, tmp, ops, d, nat.engine])
     return [function(), int(d.ctypes.data), 0]
 
 
@@ -177,7 +186,6 @@ def _emit() -> ir.Module:
     pstride = b.select(full, n, k)
     pp = b.inttoptr(perm, i64p)
     ostride = word(_OSTRIDE)
-    i8 = ir.IntType(8)
     with for_range(b, i64(0), nops, "g") as j:
         base = b.add(i64(_HEAD), b.mul(j, i64(3)))
         src = b.inttoptr(b.load(b.gep(ops, [j])), I8P)
@@ -188,7 +196,7 @@ def _emit() -> ir.Module:
                 q = b.load(b.gep(pp, [b.add(b.mul(r, pstride), c)]))
                 s_at = b.mul(b.add(b.mul(r, n), q), size)
                 d_at = b.mul(b.add(b.mul(r, ostride), c), size)
-                _copy(b, b.gep(src, [s_at]), b.gep(dst, [d_at]), size, i8)
+                copy_bytes(b, b.gep(src, [s_at]), b.gep(dst, [d_at]), size)
     idx = word(_INDICES)
     with b.if_then(b.icmp_signed("!=", idx, i64(0))):
         ip = b.inttoptr(idx, ir.IntType(32).as_pointer())
@@ -201,7 +209,7 @@ def _emit() -> ir.Module:
     return mod
 
 
-def _copy(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, size: ir.Value, i8: ir.Type) -> None:
+def copy_bytes(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, size: ir.Value) -> None:
     """`size` bytes from src to dst: one load and store for 1, 2, 4 or 8, else byte by byte."""
     done = b.append_basic_block("copy.done")
     other = b.append_basic_block("copy.bytes")
@@ -220,4 +228,5 @@ def _copy(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, size: ir.Value, i8: ir.
     b.position_at_end(done)
 
 
-__all__ = ["KINDS", "LibStep", "Native", "entry", "function", "native", "reads_one", "step"]
+__all__ = ["KINDS", "LibStep", "Native", "copy_bytes", "entry", "function", "native",
+           "reads_one", "step"]

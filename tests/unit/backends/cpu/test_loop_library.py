@@ -51,7 +51,7 @@ def _sort_pairs(k: Any, v: Any) -> Any:
 
 
 def _argsort_rows(x: Any) -> Any:
-    return lax.fori_loop(0, x.shape[0], lambda i, c: c + jnp.argsort(x[i])[:6],
+    return lax.fori_loop(0, x.shape[0], lambda i, c: c + jnp.argsort(x[i])[:6].astype(c.dtype),
                          jnp.zeros(6, jnp.int32))
 
 
@@ -129,3 +129,82 @@ def test_a_sort_along_another_dimension_keeps_the_python_path() -> None:
     cpu = xlapy.compile(text, backend="cpu")
     assert "native while loop" not in cpu._exe.explain()
     _equal(cpu(x), xlapy.compile(text, backend="interpreter")(x))
+
+
+# ---- LAPACK calls in loops (loop_lapack.py) ---------------------------------------------------
+def _spd(n: int, dtype: Any, batch: tuple[int, ...] = ()) -> np.ndarray:
+    a = _RNG.standard_normal((*batch, n, n))
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * _RNG.standard_normal((*batch, n, n))
+    return (a @ np.conj(np.swapaxes(a, -1, -2)) + n * np.eye(n)).astype(dtype)
+
+
+def _solve_loop(a: Any, b: Any) -> Any:
+    """jnp.linalg.solve every step (getrf, the pivots' permutation loop, two trsm)."""
+    return lax.fori_loop(0, 6, lambda i, c: c * 0.5 + jnp.linalg.solve(a, b + c), b * 0)
+
+
+def _cho_loop(a: Any, b: Any) -> Any:
+    """cho_factor / cho_solve every step (potrf, two trsm)."""
+    def body(i: Any, c: Any) -> Any:
+        f = jax.scipy.linalg.cho_factor(a + i * jnp.eye(a.shape[-1], dtype=a.dtype))
+        return c * 0.5 + jax.scipy.linalg.cho_solve(f, b + c)
+    return lax.fori_loop(0, 5, body, b * 0)
+
+
+def _inv_loop(a: Any) -> Any:
+    return lax.fori_loop(0, 4, lambda i, c: c + jnp.linalg.inv(a + c * 0.01), a * 0)
+
+
+def _lu_loop(a: Any) -> Any:
+    """lax.linalg.lu's three results (a singular matrix: info > 0, a result, not an error)."""
+    def body(i: Any, c: Any) -> Any:
+        lu, piv, perm = lax.linalg.lu(a + c[0] * 0)
+        return c[0] + lu, c[1] + piv, c[2] + perm
+    z = jnp.zeros(a.shape[-1], jnp.int32)
+    return lax.fori_loop(0, 3, body, (a * 0, z, z))
+
+
+_SINGULAR = np.ones((6, 6), np.float32)
+_SINGULAR[::2] = 0
+LAPACK_PROGRAMS: dict[str, tuple[Any, list[np.ndarray]]] = {
+    "solve_f32": (_solve_loop, [_spd(12, np.float32), _f32(12)]),
+    "solve_f64_batched": (jax.vmap(_solve_loop), [_spd(9, np.float64, (3,)),
+                                                 _RNG.standard_normal((3, 9, 2))]),
+    "solve_c64": (_solve_loop, [_spd(7, np.complex64), (_f32(7) + 1j * _f32(7)).astype(
+        np.complex64)]),
+    "cho_f32": (_cho_loop, [_spd(10, np.float32), _f32(10, 3)]),
+    "cho_c128": (_cho_loop, [_spd(5, np.complex128), (_f32(5) + 1j).astype(np.complex128)]),
+    "inv_f64": (_inv_loop, [_spd(8, np.float64)]),
+    "lu_singular": (_lu_loop, [_SINGULAR]),
+}
+
+
+@pytest.mark.parametrize("name", list(LAPACK_PROGRAMS))
+def test_loop_with_lapack_calls_stays_native(name: str, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    from xlapy.backends.cpu import loop_lapack
+
+    made: list[str] = []
+    real = loop_lapack.entry
+    monkeypatch.setattr(loop_lapack, "entry", lambda keep, exe, st, outs, table: made.append(
+        st.native.routine) or real(keep, exe, st, outs, table))
+    fn, args = LAPACK_PROGRAMS[name]
+    text = jax.jit(fn).lower(*args).as_text()
+    cpu = xlapy.compile(text, backend="cpu")
+    report = cpu._exe.explain()
+    assert "native while loop" in report.split("-- called by")[0], report
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    for _ in range(2):
+        _equal(cpu(*args), want)
+    assert sorted(set(made)) == {"solve": ["getrf", "trsm"], "cho": ["potrf", "trsm"],
+                                 "inv": ["getrf", "trsm"], "lu": ["getrf"]}[name.split("_")[0]]
+
+
+def test_a_big_matrix_keeps_the_python_path() -> None:
+    """64 x 64 and up: the Python path's OpenBLAS thread setting (lapack_threads)."""
+    args = [_spd(64, np.float32), _f32(64)]
+    text = jax.jit(_solve_loop).lower(*args).as_text()
+    cpu = xlapy.compile(text, backend="cpu")
+    assert "native while loop" not in cpu._exe.explain().split("-- called by")[0]
+    _equal(cpu(*args), xlapy.compile(text, backend="interpreter")(*args))

@@ -1,0 +1,179 @@
+"""LAPACK custom calls (getrf, potrf, trsm: jnp.linalg.solve, inv, cholesky, cho_solve) as
+steps of a native loop (native_loop.py, loop_library.py).
+
+On the Python path each call is a thunk: f2py's wrapper, or lapack_batch's native loop over
+a batch, with numpy transposes to and from Fortran order around it. A loop whose body
+solved a small system therefore ran through Python: a 16-step fori_loop of a 16 x 16
+jnp.linalg.solve 1.4 ms against XLA's 0.045. As a step, `xlapy_lapack_step` runs a small
+program over the loop's buffers: each operand transposed into Fortran-order scratch of the
+loop's own, lapack_batch's loop calling the routine per matrix with the arguments the
+Python path passes (lapack_batch.*_args: the same routine, the same bits), and the results
+transposed (or, for pivots and info, written directly) into the step's result buffers.
+
+Only matrices below lapack_threads.SERIAL_FROM elements: the Python path calls those with
+OpenBLAS's own thread count (one, at that size), and a bigger call's own time dwarfs an
+iteration's Python. The Python path raises for a negative info (an invalid argument, which
+the arguments planned here never are); a positive one (a singular matrix) is a result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from llvmlite import ir
+
+from xlapy.backends.cpu import cache, lapack_batch
+from xlapy.backends.cpu.llvm_util import I8P, I64, KERNEL_TYPE, for_range, i64, new_module, on_host
+from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.thunks import ptr
+from xlapy.ops.lapack_threads import SERIAL_FROM, matrix_elements
+
+if TYPE_CHECKING:
+    from xlapy.backends.cpu.executable import CpuExecutable
+    from xlapy.backends.cpu.loop_library import LibStep
+    from xlapy.ir import Instruction
+
+NAME = "xlapy_lapack_step"
+#: Words per program op: (0, src, dst, rows, cols, batch, bytes): dst[b] = src[b]^T with
+#: src[b] rows x cols; (1, loop, routine, base, stride, batch, 0): loop(routine, base, stride,
+#: batch). An address below 0 is the table's entry -address - 1 (an operand, read per call).
+_OP = 7
+_TRANSPOSE, _CALL = 0, 1
+
+
+@dataclass(frozen=True)
+class LapackNative:
+    """A custom call a step can run: the routine (getrf, potrf or trsm), its type letter and
+    flags (potrf: lower; trsm: left, lower, trans, unit)."""
+
+    routine: str
+    t: str
+    flags: tuple[Any, ...] = ()
+
+
+def native(instr: Instruction, routine: str, t: str, flags: tuple[Any, ...]
+           ) -> LapackNative | None:
+    """The LapackNative of custom call `instr`, when a step runs it (module docstring)."""
+    if routine not in ("getrf", "potrf", "trsm") or t not in "sdcz":
+        return None
+    ops = [o.shape for o in instr.operands]
+    if any(not s.is_array or s.rank < 2 or 0 in s.dimensions for s in ops) or \
+            any(matrix_elements(s.dimensions) >= SERIAL_FROM for s in ops):
+        return None
+    if routine == "trsm" and tuple(ops[0].dimensions[:-2]) != tuple(ops[1].dimensions[:-2]):
+        return None
+    return LapackNative(routine, t, flags)
+
+
+def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], table: int
+          ) -> list[int]:
+    """The driver's words of step `st` over the table at `table`, its results written to
+    `outs` (their buffers' addresses, in the custom call's result order)."""
+    nat, instr = st.native, st.instr
+    assert isinstance(nat, LapackNative)
+    shapes = [o.shape for o in instr.operands]
+    item = np.dtype(shapes[0].dtype).itemsize
+    *lead, m, n = shapes[-1].dimensions
+    batch = math.prod(lead)
+    loops = lapack_batch._loops()
+
+    def operand(j: int) -> int:
+        return -(st.ins[j] + 1)
+
+    def scratch(nbytes: int) -> int:
+        keep.append(buf := np.empty(max(nbytes, 1), np.uint8))
+        return ptr(buf)
+
+    fn = _routine(nat)
+    prog: list[list[int]] = []
+    if nat.routine == "trsm":
+        s = shapes[0].dimensions[-1]
+        args = lapack_batch.trsm_args(nat.flags, m, n, s, np.dtype(shapes[0].dtype),
+                                      np.dtype(shapes[1].dtype))
+        fa, fb = scratch(batch * s * s * item), scratch(batch * m * n * item)
+        prog += [[_TRANSPOSE, operand(0), fa, s, s, batch, item],
+                 [_TRANSPOSE, operand(1), fb, m, n, batch, item]]
+        arrays, back = [fa, fb], [(fb, outs[0], n, m)]
+    else:
+        work = scratch(batch * m * n * item)
+        prog.append([_TRANSPOSE, operand(0), work, m, n, batch, item])
+        if nat.routine == "getrf":
+            args = lapack_batch.getrf_args(m, n, item)
+            arrays = [work, outs[1], outs[2]]  # (pivots and info: written in place)
+        else:
+            args = lapack_batch.potrf_args(nat.flags[0], n, item)
+            arrays = [work, outs[1]]
+        back = [(work, outs[0], n, m)]
+    base = args.base.copy()
+    base[args.slots] = arrays
+    keep.extend([args, base])
+    width = len(base)
+    prog.append([_CALL, loops[width][0].address(f"xlapy_batch_call_{width}"), fn,
+                 ptr(base), args.stride_at, batch, 0])
+    prog += [[_TRANSPOSE, src, dst, r, c, batch, item] for src, dst, r, c in back]
+    d = np.array([table, len(prog)] + [w for op in prog for w in op], np.int64)
+    keep.append(d)
+    return [function(), ptr(d), 0]
+
+
+def _routine(nat: LapackNative) -> int:
+    """The address of the routine scipy's cython modules export (jaxlib's LAPACK and BLAS)."""
+    from scipy.linalg import cython_blas, cython_lapack
+
+    module = cython_blas if nat.routine == "trsm" else cython_lapack
+    return lapack_batch.routine(module, f"{nat.t}{nat.routine}")
+
+
+@once
+@on_host
+def _engine() -> Any:
+    return cache.library_engine(("lapack-step",), _emit, "lapack-step", exports=[NAME])
+
+
+def function() -> int:
+    """The address of `xlapy_lapack_step` (built once per process, cached on disk)."""
+    return _engine().address(NAME)
+
+
+def _emit() -> ir.Module:
+    from xlapy.backends.cpu.loop_library import copy_bytes
+
+    mod = new_module("xlapy_lapack_step")
+    i64p = I64.as_pointer()
+    fn = ir.Function(mod, KERNEL_TYPE, name=NAME)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d = b.bitcast(fn.args[0], i64p)
+    table = b.inttoptr(b.load(d), i64p)
+    count = b.load(b.gep(d, [i64(1)]))
+
+    def resolve(v: ir.Value) -> ir.Value:  # (an operand: its table entry)
+        neg = b.icmp_signed("<", v, i64(0))
+        return b.select(neg, b.load(b.gep(table, [b.select(neg, b.sub(i64(-1), v), i64(0))])), v)
+
+    loop_t = ir.FunctionType(ir.VoidType(), [I64, i64p, i64p, I64])
+    with for_range(b, i64(0), count, "op") as k:
+        w = b.gep(d, [b.add(i64(2), b.mul(k, i64(_OP)))])
+        word = [b.load(b.gep(w, [i64(j)])) for j in range(_OP)]
+        with b.if_else(b.icmp_signed("==", word[0], i64(_TRANSPOSE))) as (tr, call):
+            with tr:
+                src, dst = b.inttoptr(resolve(word[1]), I8P), b.inttoptr(resolve(word[2]), I8P)
+                rows, cols, size = word[3], word[4], word[6]
+                with for_range(b, i64(0), word[5], "tb") as bi:
+                    at = b.mul(bi, b.mul(rows, cols))
+                    with for_range(b, i64(0), rows, "ti") as i:
+                        with for_range(b, i64(0), cols, "tj") as j:
+                            s_at = b.mul(b.add(at, b.add(b.mul(i, cols), j)), size)
+                            d_at = b.mul(b.add(at, b.add(b.mul(j, rows), i)), size)
+                            copy_bytes(b, b.gep(src, [s_at]), b.gep(dst, [d_at]), size)
+            with call:
+                callee = b.inttoptr(word[1], loop_t.as_pointer())
+                b.call(callee, [word[2], b.inttoptr(word[3], i64p), b.inttoptr(word[4], i64p),
+                                word[5]])
+    b.ret_void()
+    return mod
+
+
+__all__ = ["LapackNative", "entry", "function", "native"]
