@@ -128,6 +128,26 @@ def test_does_not_carry_size_inflating_broadcast() -> None:
     assert "reduce" in _ops(m.entry) and "broadcast_in_dim" in _ops(_body(m))
 
 
+def test_does_not_carry_values_made_of_broadcast_constants() -> None:
+    """select(c < d, bcast(2), bcast(-2)) (jnp.remainder's divisor) is invariant and no
+    bigger than its operands, but made of constants alone: carried as an array it hid them
+    from the body's kernels (betainc's remainder became a scalar idiv per element). It stays
+    in the body; a value computed from the state element x (x * bcast(3)) is carried."""
+    def fn(e: Emitter, i: object, x: object, y: object) -> object:
+        pred = e.splat(True, "pred[8]")
+        divisor = e.select(pred, e.splat(2.0, S), e.splat(-2.0, S))
+        return e.add(e.remainder(y, divisor), e.multiply(x, e.splat(3.0, S)))
+
+    m = _loop(fn, packed=True)
+    x = np.linspace(-7, 7, 8, dtype=np.float32)
+    before = Interpreter().run_module(m, [x])
+    run_passes(m, [WhileLoopInvariantCodeMotion(), TupleSimplifier(), DeadCodeElimination()])
+    np.testing.assert_array_equal(Interpreter().run_module(m, [x]), before)
+    body = _ops(_body(m))
+    assert "select" in body and "multiply" not in body, body
+    assert "multiply" in _ops(m.entry)
+
+
 def test_zero_trip_loop_still_correct() -> None:
     def fn(e: Emitter, i: object, x: object, y: object) -> object:
         return e.add(y, e.log(x))
