@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, lapack_batch
-from xlapy.backends.cpu.llvm_util import I8P, I64, KERNEL_TYPE, for_range, i64, new_module, on_host
-from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu import lapack_batch, loop_library
+from xlapy.backends.cpu.llvm_util import I8P, I64, KERNEL_TYPE, for_range, i64
 from xlapy.backends.cpu.thunks import ptr
 from xlapy.ops.lapack_threads import SERIAL_FROM, matrix_elements
 
@@ -116,7 +115,7 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
     prog += [[_TRANSPOSE, src, dst, r, c, batch, item] for src, dst, r, c in back]
     d = np.array([table, len(prog)] + [w for op in prog for w in op], np.int64)
     keep.append(d)
-    return [function(), ptr(d), 0]
+    return [loop_library.function(NAME), ptr(d), 0]
 
 
 def _routine(nat: LapackNative) -> int:
@@ -127,21 +126,9 @@ def _routine(nat: LapackNative) -> int:
     return lapack_batch.routine(module, f"{nat.t}{nat.routine}")
 
 
-@once
-@on_host
-def _engine() -> Any:
-    return cache.library_engine(("lapack-step",), _emit, "lapack-step", exports=[NAME])
-
-
-def function() -> int:
-    """The address of `xlapy_lapack_step` (built once per process, cached on disk)."""
-    return _engine().address(NAME)
-
-
-def _emit() -> ir.Module:
-    from xlapy.backends.cpu.loop_library import copy_bytes
-
-    mod = new_module("xlapy_lapack_step")
+def emit(mod: ir.Module) -> None:
+    """Add `xlapy_lapack_step` to `mod` (loop_library's module)."""
+    copy_bytes = loop_library.copy_bytes
     i64p = I64.as_pointer()
     fn = ir.Function(mod, KERNEL_TYPE, name=NAME)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -173,7 +160,6 @@ def _emit() -> ir.Module:
                 b.call(callee, [word[2], b.inttoptr(word[3], i64p), b.inttoptr(word[4], i64p),
                                 word[5]])
     b.ret_void()
-    return mod
 
 
-__all__ = ["LapackNative", "entry", "function", "native"]
+__all__ = ["LapackNative", "NAME", "emit", "entry", "native"]

@@ -149,16 +149,28 @@ def _sort_entry(keep: list[Any], st: LibStep, nat: Native, res: list[int],
 @once
 @on_host
 def _engine() -> Any:
-    return cache.library_engine(("sort-step",), _emit, "sort-step", exports=[NAME])
+    from xlapy.backends.cpu import loop_lapack
+
+    return cache.library_engine(("loop-library",), _emit, "loop-library",
+                                exports=[NAME, loop_lapack.NAME])
 
 
-def function() -> int:
-    """The address of `xlapy_sort_step` (built once per process, cached on disk)."""
-    return _engine().address(NAME)
+def function(name: str = NAME) -> int:
+    """The address of `xlapy_sort_step` (or loop_lapack's `xlapy_lapack_step`): one module
+    built once per process, cached on disk."""
+    return _engine().address(name)
 
 
 def _emit() -> ir.Module:
-    mod = new_module("xlapy_sort_step")
+    from xlapy.backends.cpu import loop_lapack
+
+    mod = new_module("xlapy_loop_library")
+    _emit_sort(mod)
+    loop_lapack.emit(mod)
+    return mod
+
+
+def _emit_sort(mod: ir.Module) -> None:
     i64p = I64.as_pointer()
     fn = ir.Function(mod, KERNEL_TYPE, name=NAME)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -206,7 +218,6 @@ def _emit() -> ir.Module:
                 q = b.load(b.gep(pp, [at]))
                 b.store(b.trunc(q, ir.IntType(32)), b.gep(ip, [at]))
     b.ret_void()
-    return mod
 
 
 def copy_bytes(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, size: ir.Value) -> None:
