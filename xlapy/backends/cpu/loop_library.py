@@ -1,4 +1,5 @@
-"""Sorts and top-k selections as steps of a native loop (native_loop.py).
+"""Sorts and top-k selections (and, through loop_lapack.py, LAPACK calls) as steps of a
+native loop (native_loop.py).
 
 On the Python path a sort runs its JIT function (sort_emit.py, topk_emit.py) from a thunk
 that lays the operands out in rows, then gathers every operand through the permutation with
