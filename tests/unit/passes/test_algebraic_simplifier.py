@@ -84,6 +84,10 @@ CASES: dict[str, Case] = {
                 lambda g, a, b: g.power(a, b)),
     "pow_two_wide": ("f64[4]", lambda g, a, b: g.power(a, _c(g, 2, a)),
                      lambda g, a, b: g.power(a, b)),
+    "pow_half": (F, lambda g, a, b: g.power(g.abs(a), _c(g, 0.5, a)),
+                 lambda g, a, b: g.power(g.sqrt(g.abs(a)), _c(g, 0.5, a))),
+    "pow_half_wide": ("f64[4]", lambda g, a, b: g.power(g.multiply(a, a), _c(g, 0.5, a)),
+                      lambda g, a, b: g.power(g.multiply(a, b), _c(g, 0.5, a))),
     "sign_sign": (F, lambda g, a, b: g.sign(g.sign(a)), lambda g, a, b: g.sign(g.abs(a))),
     "floor_floor": (F, lambda g, a, b: g.floor(g.floor(a)), lambda g, a, b: g.floor(g.ceil(a))),
     "ceil_ceil": (F, lambda g, a, b: g.ceil(g.ceil(a)), lambda g, a, b: g.ceil(g.floor(a))),
@@ -341,6 +345,27 @@ def test_pow_two_is_exact_on_narrow_floats(t: str) -> None:
     after = Interpreter().run_module(module, [x, y])
     np.testing.assert_array_equal(np.asarray(after).view(np.uint8),
                                   np.asarray(before).view(np.uint8))
+
+
+def test_pow_half_is_exact_on_f32() -> None:
+    """pow(A, 0.5) => sqrt(A) fires under exact_only for f32 A >= 0 that is never -0 (here
+    exp(x) + |x|) and keeps the interpreter's bits: every f32 of [1, 4) (each significand at
+    both exponent parities), denormal, huge, inf, NaN and zero results."""
+    g = HloBuilder()
+    a = g.param("f32[1048576]")
+    g.param("f32[1048576]")
+    arg = g.add(g.exponential(a), g.abs(a))
+    module = g.build(g.power(arg, _c(g, 0.5, arg)))
+    grid = np.arange(0x3F800000, 0x40800000, 16, dtype=np.uint32).view(np.float32)
+    x = np.log(grid - 1 + 1e-30).astype(np.float32)
+    x[:12] = [-np.inf, np.inf, np.nan, 0.0, -0.0, -87.0, -104.0, 88.7, 1e30, -1e30, 1e-40, 3.0]
+    y = np.ones_like(x)
+    before = Interpreter().run_module(module, [x, y])
+    simp = AlgebraicSimplifier(exact_only=True)
+    assert run_passes(module, [simp]) and simp.fired["pow_half"] == 1
+    after = Interpreter().run_module(module, [x, y])
+    np.testing.assert_array_equal(np.asarray(after).view(np.uint32),
+                                  np.asarray(before).view(np.uint32))
 
 
 @pytest.mark.parametrize("op", ["add", "multiply", "maximum", "minimum"])
