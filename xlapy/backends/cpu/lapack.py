@@ -187,9 +187,12 @@ def _custom_call(instr: Instruction) -> Plan | None:
 
 
 def _flags(routine: str, instr: Instruction) -> tuple[Any, ...]:
-    """potrf's (lower,), trsm's (left, lower, trans: 0 / 1 / 2 for N / T / C, unit)."""
+    """potrf's (lower,), syevd's and heevd's (lower, vectors), trsm's (left, lower, trans:
+    0 / 1 / 2 for N / T / C, unit)."""
     if routine == "potrf":
         return (_char(instr, "uplo", "LU", "L") == "L",)
+    if routine in ("syevd", "heevd"):
+        return (_char(instr, "uplo", "LU", "L") == "L", _char(instr, "mode", "VN", "V") == "V")
     if routine != "trsm":
         return ()
     return (_char(instr, "side", "LR", None) == "L", _char(instr, "uplo", "LU", None) == "L",
@@ -264,8 +267,7 @@ def _orgqr(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
 
 
 def _syevd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
-    lower = _char(instr, "uplo", "LU", "L") == "L"
-    vectors = _char(instr, "mode", "VN", "V") == "V"
+    lower, vectors = _flags("syevd", instr)
     name = "syevd" if t in "sd" else "heevd"
     fn, info = slapack.get_lapack_funcs(name, dtype=np.dtype(_PREFIX[t])), _info(
         instr.attrs.call_target_name)

@@ -115,6 +115,23 @@ def trsm_args(flags: tuple[bool, bool, int, bool], m: int, n: int, s: int, at: n
                  [0] * 7 + [s * s * at.itemsize, 0, m * n * bt.itemsize, 0])
 
 
+def syevd_sizes(vectors: bool, n: int) -> tuple[int, int]:
+    """f2py's default lwork and liwork of ?syevd (the same path through it: the same bits)."""
+    return (max(1 + 6 * n + 2 * n * n, 1), 3 + 5 * n) if vectors else (max(2 * n + 1, 1), 1)
+
+
+def syevd_args(lower: bool, vectors: bool, n: int, item: int) -> _Args:
+    """?syevd(jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork, info); work and iwork
+    shared by the batch (stride 0)."""
+    flags = np.frombuffer(("V" if vectors else "N").encode() + (b"L" if lower else b"U"),
+                          np.uint8).copy()
+    lwork, liwork = syevd_sizes(vectors, n)
+    ints = np.array([n, max(n, 1), lwork, liwork], np.int32)
+    return _Args([flags[0:], flags[1:], ints[0:], None, ints[1:], None, None, ints[2:],
+                  None, ints[3:], None],
+                 [0, 0, 0, n * n * item, 0, n * item, 0, 0, 0, 0, 4])
+
+
 def _cached(table: dict[Any, _Args], key: Any, make: Callable[[], _Args]) -> _Args:
     got = table.get(key)
     if got is None:
@@ -188,30 +205,18 @@ def syevd(t: str, lower: bool, vectors: bool, check: Callable[[int], int]
     from scipy.linalg import cython_lapack
 
     fn = routine(cython_lapack, f"{t}syevd")
-    flags = np.frombuffer(("V" if vectors else "N").encode() + (b"L" if lower else b"U"),
-                          np.uint8).copy()
     shapes: dict[Any, _Args] = {}
-
-    def sizes(n: int) -> tuple[int, int]:
-        return (max(1 + 6 * n + 2 * n * n, 1), 3 + 5 * n) if vectors else (max(2 * n + 1, 1), 1)
-
-    def args(n: int, item: int) -> _Args:
-        lwork, liwork = sizes(n)
-        ints = np.array([n, max(n, 1), lwork, liwork], np.int32)
-        # jobz uplo n a lda w work lwork iwork liwork info; work and iwork shared (stride 0)
-        return _Args([flags[0:], flags[1:], ints[0:], None, ints[1:], None, None, ints[2:],
-                      None, ints[3:], None],
-                     [0, 0, 0, n * n * item, 0, n * item, 0, 0, 0, 0, 4])
 
     def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
         *lead, n, _ = a.shape
         batch = math.prod(lead)
         work = fortran(a)
         w = np.empty((*lead, n), a.dtype)
-        lwork, liwork = sizes(n)
+        lwork, liwork = syevd_sizes(vectors, n)
         scratch, iscratch = np.empty(lwork, a.dtype), np.empty(liwork, np.int32)
         info = np.empty(lead, np.int32)
-        _cached(shapes, (n, work.itemsize), lambda: args(n, work.itemsize)).call(
+        _cached(shapes, (n, work.itemsize),
+                lambda: syevd_args(lower, vectors, n, work.itemsize)).call(
             fn, batch, work, w, scratch, iscratch, info)
         _check(info, check)
         return (fortran(work) if vectors else a.copy()), w, info  # (fresh, as f2py's)
@@ -242,4 +247,4 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
 
 
 __all__ = ["getrf", "potrf", "trsm", "routine", "fortran", "getrf_args", "potrf_args",
-           "trsm_args", "ARITIES"]
+           "trsm_args", "syevd_args", "syevd_sizes", "ARITIES"]

@@ -1,5 +1,5 @@
-"""LAPACK custom calls (getrf, potrf, trsm: jnp.linalg.solve, inv, cholesky, cho_solve) as
-steps of a native loop (native_loop.py, loop_library.py).
+"""LAPACK custom calls (getrf, potrf, trsm, syevd: jnp.linalg.solve, inv, cholesky,
+cho_solve, eigh) as steps of a native loop (native_loop.py, loop_library.py).
 
 On the Python path each call is a thunk: f2py's wrapper, or lapack_batch's native loop over
 a batch, with numpy transposes to and from Fortran order around it. A loop whose body
@@ -45,8 +45,8 @@ _TRANSPOSE, _CALL = 0, 1
 
 @dataclass(frozen=True)
 class LapackNative:
-    """A custom call a step can run: the routine (getrf, potrf or trsm), its type letter and
-    flags (potrf: lower; trsm: left, lower, trans, unit)."""
+    """A custom call a step can run: the routine (getrf, potrf, trsm or syevd), its type
+    letter and flags (potrf: lower; syevd: lower, vectors; trsm: left, lower, trans, unit)."""
 
     routine: str
     t: str
@@ -56,7 +56,7 @@ class LapackNative:
 def native(instr: Instruction, routine: str, t: str, flags: tuple[Any, ...]
            ) -> LapackNative | None:
     """The LapackNative of custom call `instr`, when a step runs it (module docstring)."""
-    if routine not in ("getrf", "potrf", "trsm") or t not in "sdcz":
+    if routine not in ("getrf", "potrf", "trsm", "syevd") or t not in "sdcz":
         return None
     ops = [o.shape for o in instr.operands]
     if any(not s.is_array or s.rank < 2 or 0 in s.dimensions for s in ops) or \
@@ -99,13 +99,20 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
     else:
         work = scratch(batch * m * n * item)
         prog.append([_TRANSPOSE, operand(0), work, m, n, batch, item])
+        back = [(work, outs[0], n, m)]
         if nat.routine == "getrf":
             args = lapack_batch.getrf_args(m, n, item)
             arrays = [work, outs[1], outs[2]]  # (pivots and info: written in place)
-        else:
+        elif nat.routine == "potrf":
             args = lapack_batch.potrf_args(nat.flags[0], n, item)
             arrays = [work, outs[1]]
-        back = [(work, outs[0], n, m)]
+        else:  # syevd: (vectors or a as given, eigenvalues, info); work shared by the batch
+            lower, vectors = nat.flags
+            args = lapack_batch.syevd_args(lower, vectors, n, item)
+            lwork, liwork = lapack_batch.syevd_sizes(vectors, n)
+            arrays = [work, outs[1], scratch(lwork * item), scratch(4 * liwork), outs[2]]
+            if not vectors:  # a itself: copied as one row
+                back = [(operand(0), outs[0], 1, n * n)]
     base = args.base.copy()
     base[args.slots] = arrays
     keep.extend([args, base])

@@ -165,6 +165,14 @@ def _lu_loop(a: Any) -> Any:
     return lax.fori_loop(0, 3, body, (a * 0, z, z))
 
 
+def _eigh_loop(a: Any) -> Any:
+    """jnp.linalg.eigh every step (syevd: vectors and values; eigvalsh: values only)."""
+    def body(i: Any, c: Any) -> Any:
+        w, v = jnp.linalg.eigh(a + c[0] * 0.01)
+        return c[0] + v * w[0], c[1] + jnp.linalg.eigvalsh(a * (i + 1))
+    return lax.fori_loop(0, 4, body, (a * 0, a[0] * 0))
+
+
 _SINGULAR = np.ones((6, 6), np.float32)
 _SINGULAR[::2] = 0
 LAPACK_PROGRAMS: dict[str, tuple[Any, list[np.ndarray]]] = {
@@ -177,6 +185,8 @@ LAPACK_PROGRAMS: dict[str, tuple[Any, list[np.ndarray]]] = {
     "cho_c128": (_cho_loop, [_spd(5, np.complex128), (_f32(5) + 1j).astype(np.complex128)]),
     "inv_f64": (_inv_loop, [_spd(8, np.float64)]),
     "lu_singular": (_lu_loop, [_SINGULAR]),
+    "eigh_f64": (_eigh_loop, [_spd(7, np.float64)]),
+    "eigh_f32_batched": (jax.vmap(_eigh_loop), [_spd(5, np.float32, (3,))]),
 }
 
 
@@ -198,7 +208,8 @@ def test_loop_with_lapack_calls_stays_native(name: str, monkeypatch: pytest.Monk
     for _ in range(2):
         _equal(cpu(*args), want)
     assert sorted(set(made)) == {"solve": ["getrf", "trsm"], "cho": ["potrf", "trsm"],
-                                 "inv": ["getrf", "trsm"], "lu": ["getrf"]}[name.split("_")[0]]
+                                 "inv": ["getrf", "trsm"], "lu": ["getrf"],
+                                 "eigh": ["syevd"]}[name.split("_")[0]]
 
 
 def test_a_big_matrix_keeps_the_python_path() -> None:
