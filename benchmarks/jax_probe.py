@@ -293,7 +293,8 @@ def programs(small: bool = False) -> dict[str, Program]:
             -3:], jnp.zeros(3, jnp.int32)), [rng.integers(0, 1000, (64, 512)).astype(np.int32)]),
         # LAPACK in a loop (steps of the native loop since loop_lapack.py; Python: 29x)
         "solve_loop": (lambda a, b: lax.fori_loop(0, 16, lambda i, c: c + jnp.linalg.solve(
-            a, b + c), jnp.zeros(16)), [(lambda a: a @ a.T + 16 * np.eye(16, dtype=np.float32))(
+            a, b + c), jnp.zeros_like(b)), [(lambda a: a @ a.T + 16 * np.eye(
+                a.shape[0], dtype=np.float32))(
                 f32(16, 16)), f32(16)]),
         # a 200-step continued fraction over 64K lanes (a carried constant divisor: 2.1x)
         "betainc": (lambda x: jax.scipy.special.betainc(2.0, 3.0, jax.nn.sigmoid(x)),
