@@ -301,6 +301,19 @@ def programs(small: bool = False) -> dict[str, Program]:
                     [f32(1 << 16)]),
         # many small GEMMs, a case and LAPACK calls at the top level (open: 4-7x)
         "expm": (lambda a: jax.scipy.linalg.expm(a), [f32(16, 16) * 0.1]),
+        # library calls in loops without a native step yet (open): qr 13.6x, an FFT 4.2x,
+        # a batched product 2.6x; eigh has one (loop_lapack.py: 6.7x -> 1.07)
+        "qr_loop": (lambda a: lax.fori_loop(0, 8, lambda i, c: c + jnp.linalg.qr(
+            a + c * 0.01)[1], jnp.zeros_like(a)), [f32(8, 8)]),
+        "fft_loop": (lambda x: lax.fori_loop(0, 32, lambda i, c: jnp.real(jnp.fft.ifft(
+            jnp.fft.fft(c) * 0.99)).astype(jnp.float32), x), [f32(1024)]),
+        "bmm_loop": (lambda a, b: lax.fori_loop(0, 16, lambda i, c: jnp.tanh(jnp.einsum(
+            "bij,bjk->bik", c, b)), a), [f32(8, 16, 16), f32(8, 16, 16) * 0.2]),
+        "eigh_loop": (lambda a: lax.fori_loop(0, 8, lambda i, c: c + jnp.linalg.eigh(
+            a + c * 0)[0][0], jnp.zeros_like(a)), [(lambda a: a @ a.T + 8 * np.eye(
+                a.shape[0], dtype=np.float32))(f32(8, 8))]),
+        # pow(A, 0.5) of A >= 0 is a sqrt (algebraic_rules pow_half: 5.9x -> 0.28)
+        "pow_half": (lambda x: x ** 3 + jnp.abs(x) ** 0.5, [f32(1 << 20)]),
     }
 
 
