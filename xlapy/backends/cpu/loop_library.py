@@ -115,16 +115,17 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, table: int) -> list[
     instr = st.instr
     shapes = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
     tab = (ctypes.c_int64 * exe.num_slots).from_address(table)
-    outs = [np.empty(tuple(s.dimensions), s.dtype) for s in shapes]
-    if instr.shape.is_tuple:
+    one = None if instr.shape.is_tuple else exe.slot[id(instr)]
+    # (one result: the buffer the loop's tables give its slot, when they give one)
+    outs = [] if one is not None and tab[one] else \
+        [np.empty(tuple(s.dimensions), s.dtype) for s in shapes]
+    if one is None:
         for u in instr.users:
             tab[exe.slot[id(u)]] = ptr(outs[u.attrs.index])
-    elif tab[s := exe.slot[id(instr)]]:  # the buffer the loop's tables give the slot
-        outs = []
-    else:
-        tab[s] = ptr(outs[0])
+    elif outs:
+        tab[one] = ptr(outs[0])
     keep.append(outs)
-    res = [ptr(o) for o in outs] if outs else [int(tab[exe.slot[id(instr)]])]
+    res = [ptr(o) for o in outs] if outs else [int(tab[one])]
     if isinstance(st.native, Native):
         return _sort_entry(keep, st, st.native, res, shapes, table)
     from xlapy.backends.cpu import loop_lapack

@@ -249,9 +249,8 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
         return collate(out)
 
     run.engine = eng  # type: ignore[attr-defined]  (keeps the code loaded)
-    if axis == rank - 1 and parts == 1 and rows and n and eng.address("sort_rows"):
-        run.native = Native(0, eng.address("sort_rows"), eng, rows, n, n,  # type: ignore
-                            n)  # (a step of a native loop: loop_library.py)
+    if axis == rank - 1 and parts == 1 and rows and n and (at := eng.address("sort_rows")):
+        run.native = Native(0, at, eng, rows, n, n, n)  # type: ignore  (loop_library.py)
     return run
 
 

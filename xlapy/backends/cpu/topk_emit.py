@@ -241,9 +241,8 @@ def plan_top_k(instr: Instruction, threads: int = 1) -> Callable[..., Any] | Non
         return values, perm.astype(np.int32).reshape(*dims, k)
 
     run.engine = eng  # type: ignore[attr-defined]  (keeps the code loaded)
-    if parts == 1 and rows and n and eng.address("topk_rows"):  # (loop_library.py)
-        run.native = Native(1, eng.address("topk_rows"), eng, rows, n, k, k,  # type: ignore
-                            indices=True)
+    if parts == 1 and rows and n and (at := eng.address("topk_rows")):  # (loop_library.py)
+        run.native = Native(1, at, eng, rows, n, k, k, indices=True)  # type: ignore
     return run
 
 
@@ -291,8 +290,8 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
         return collate(out)
 
     run.engine = eng  # type: ignore[attr-defined]  (keeps the code loaded)
-    if last and parts == 1 and rows and n and eng.address("topk_rows"):  # (loop_library.py)
-        run.native = Native(1, eng.address("topk_rows"), eng, rows, n, k, n)  # type: ignore
+    if last and parts == 1 and rows and n and (at := eng.address("topk_rows")):
+        run.native = Native(1, at, eng, rows, n, k, n)  # type: ignore  (loop_library.py)
     return run
 
 
