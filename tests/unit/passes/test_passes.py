@@ -275,3 +275,22 @@ def test_opt_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert "fusion" in out and "memory report" in out and "fused into" in out
     assert main(["opt", "workload:tiny_ops", "--passes", "cse,dce", "--print-after-all"]) == 0
     assert "IR after opt.cse" in capsys.readouterr().out
+
+
+def test_dce_removes_an_unused_custom_call_without_side_effect() -> None:
+    """As XLA's HloDCE: jnp.linalg.qr(a)[1] leaves Q's orgqr call unused (it kept a fori_loop
+    of it off the native loop driver); a call marked has_side_effect stays."""
+    from xlapy.stablehlo import parse_module
+
+    text = """func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @pure_target(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = stablehlo.custom_call @effect_target(%a) {has_side_effect = true}
+    : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = stablehlo.add %a, %a : tensor<4xf32>
+  return %2 : tensor<4xf32>
+}"""
+    m = parse_module(text, "<test>")
+    assert DeadCodeElimination().run(m)
+    left = [i.attrs.call_target_name for i in m.entry.instructions
+            if i.opcode == "custom_call"]
+    assert left == ["effect_target"]

@@ -37,8 +37,8 @@ from xlapy.backends.cpu import (
     lanes,
     regions,
 )
+from xlapy.backends.cpu.dot_shapes import plain_dot
 from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
-from xlapy.backends.cpu.gemm_small import plain_dot
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,

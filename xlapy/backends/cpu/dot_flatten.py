@@ -2,7 +2,7 @@
 
 `x[b, t, d] @ w[d, h]` (a dense layer over a sequence) contracts the lhs's last dimension
 with the rhs's first: in memory that is an [M, K] x [K, N] product already, and the GEMM
-routes take it as one (gemm_small.plain_dot's `flat` case: the top-level library thunk's
+routes take it as one (dot_shapes.plain_dot's `flat` case: the top-level library thunk's
 JIT GEMM, the native loop's GEMM steps). Before they did, it took the library's generic
 path (numpy transposes and BLAS from Python, ~20-30 us for a 1024 x 8 x 16 product), and
 inside a loop body small_dots.py made it a reduce kernel (a [4, 8, 32] @ [32, 32] tanh RNN

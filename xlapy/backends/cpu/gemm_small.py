@@ -15,20 +15,21 @@ depend on how the rows are split over threads (row ranges are the functions' lo,
 FTZ/DAZ are cleared around the loop, as BLAS runs on the Python path and as the interpreter
 computes: a denormal product survives (tests/unit/backends/cpu/test_native_loop_gemm.py).
 
-Two entry points per shape: `direct(lhs, rhs, out, lo, hi)` for library thunks and
+Three entry points per shape: `direct(lhs, rhs, out, lo, hi)` for library thunks,
 `rows(descriptor, lo, hi)` for native callers (regions.py's steps, native_loop.py), the
 descriptor's words 1-4 being regions.gemm_descriptor's: the pointer table, then the lhs,
-rhs and out slots. Only shapes whose rhs fits in L2 and whose product is small take this
-path (`MAX_MACS`, `MAX_RHS_BYTES`; `NARROW_N` on AVX-512): above that, BLAS's cache
-blocking wins.
+rhs and out slots, and `batch(descriptor, lo, hi)` for products lo..hi of a batched dot
+in a native loop's body (word 16: each product's rows). Only shapes whose rhs fits in L2
+and whose product is small take this path (`MAX_MACS`, `MAX_RHS_BYTES`; `NARROW_N` on
+AVX-512): above that, BLAS's cache blocking wins. Which dots are such products:
+dot_shapes.py.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from math import prod
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from llvmlite import ir
 
 from xlapy import denormal
 from xlapy.backends.cpu import cache, parallel, target
+from xlapy.backends.cpu.dot_shapes import plain_dot
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -53,7 +55,6 @@ from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.threads import fn_address, run_all
 from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
-from xlapy.types import ElementType as ET
 
 #: Multiply-adds above which BLAS is used (measured here, single-threaded: [128, 256] x
 #: [256, 256] 114 vs 121 us, [128, 512] x [512, 512] 482 vs 438 us).
@@ -80,7 +81,7 @@ WIDE_RHS_BYTES = 4 << 20
 WIDE_K = 2048
 #: Descriptor words of `rows` (regions.gemm_descriptor's _G_TABLE, _G_LHS, _G_RHS, _G_OUT,
 #: _G_N, _G_K).
-TABLE, LHS, RHS, OUT, N, K = 1, 2, 3, 4, 9, 10
+TABLE, LHS, RHS, OUT, N, K, M = 1, 2, 3, 4, 9, 10, 16
 #: Most rows sharing a pass over a rhs panel.
 MAX_ROWS = 8
 _MXCSR_FTZ_DAZ = 0x8040
@@ -125,80 +126,6 @@ def _wide(m: int, n: int, k: int, f64: bool, bits: int) -> bool:
     l2 = parallel.l2_bytes()
     return (bits == 512 and not f64 and k <= WIDE_K and k * n * 4 <= WIDE_RHS_BYTES
             and not gemm_skinny.one_pass(m, bits) and l2 is not None and l2 < PACKED_L2)
-
-
-def plain_dot(instr: Instruction, vectors: bool = False, flat: bool = False
-              ) -> tuple[int, int, int, bool, bool] | None:
-    """(m, n, k, rhs transposed, f64) of a plain 2-D f32/f64 dot_general ([m, k] x [k, n] or
-    x [n, k]) whose result rows are the lhs rows, or None (regions.gemm_of reads the same).
-    `vectors`: a 1-D lhs [k] is one row (m = 1), a 1-D rhs [k] one column (n = 1, as [1, k]
-    transposed), in the same memory (the native loop driver's steps take these). `flat`:
-    higher ranks too when the memory is that of such a product (dot_flatten.py): no batch
-    dimensions, the lhs contracting its last dimensions in order (m its free ones), the rhs
-    its first (or last) ones in order."""
-    if instr.opcode != "dot_general":
-        return None
-    a = instr.attrs
-    lhs, rhs = (o.shape for o in instr.operands)
-    et = instr.shape.element_type
-    if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
-        return None
-    lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
-    if flat and (lhs.rank > 2 or rhs.rank > 2):
-        return _flat(lhs.dimensions, rhs.dimensions, lc, rc, list(a.lhs_batching_dimensions),
-                     et == ET.F64)
-    ranks = (1, 2) if vectors else (2,)
-    if lhs.rank not in ranks or rhs.rank not in ranks or list(a.lhs_batching_dimensions) or \
-            lc != [lhs.rank - 1]:
-        return None
-    if rhs.rank == 1:
-        if rc != [0]:
-            return None
-        n, rhs_t = 1, True
-    elif rc in ([0], [1]):
-        n, rhs_t = rhs.dimensions[1 - rc[0]], rc == [1]
-    else:
-        return None
-    m, k = (lhs.dimensions if lhs.rank == 2 else (1, lhs.dimensions[0]))
-    return m, n, k, rhs_t, et == ET.F64
-
-
-def lhs_transposed(instr: Instruction) -> tuple[int, int, int, bool, bool] | None:
-    """(m, n, k, rhs transposed, f64) of a 2-D f32/f64 dot_general of lhs [k, m] (its first
-    dimension contracted) with rhs [k, n] or [n, k], or None."""
-    a = instr.attrs
-    lhs, rhs = (o.shape for o in instr.operands)
-    et = instr.shape.element_type
-    if instr.opcode != "dot_general" or lhs.rank != 2 or rhs.rank != 2 or \
-            not lhs.element_type == rhs.element_type == et or et not in (ET.F32, ET.F64) or \
-            list(a.lhs_batching_dimensions) or list(a.lhs_contracting_dimensions) != [0]:
-        return None
-    rc = list(a.rhs_contracting_dimensions)
-    if rc not in ([0], [1]):
-        return None
-    (k, m), n = lhs.dimensions, rhs.dimensions[1 - rc[0]]
-    if min(m, n, k) == 0 or max(m, n, k) > (1 << 31) - 1:
-        return None
-    return m, n, k, rc == [1], et == ET.F64
-
-
-def _flat(ld: Sequence[int], rd: Sequence[int], lc: list[int], rc: list[int],
-          batch: list[int], f64: bool) -> tuple[int, int, int, bool, bool] | None:
-    """plain_dot's `flat` case: lhs [free..., contracting...], rhs [contracting..., free...]
-    or [free..., contracting...] (transposed), each part at least one dimension."""
-    nl, nr, nc = len(ld), len(rd), len(lc)
-    if batch or nl < 2 or not 0 < nc < nl or nc >= nr or lc != list(range(nl - nc, nl)):
-        return None
-    if rc == list(range(nc)):
-        rhs_t = False
-    elif rc == list(range(nr - nc, nr)):
-        rhs_t = True
-    else:
-        return None
-    k = prod(ld[d] for d in lc)
-    if any(rd[d] != ld[c] for d, c in zip(rc, lc)):
-        return None
-    return prod(ld[:nl - nc]), prod(rd) // k if k else 0, k, rhs_t, f64
 
 
 def of_instruction(instr: Instruction, flat: bool = False) -> GemmShape | None:
@@ -394,17 +321,31 @@ def _emit(name: str, f64: bool, cols: Columns | None = None) -> ir.Module:
 
     b.call(fn, [operand(LHS), operand(RHS), operand(OUT), word(N), word(K), rlo, rhi])
     b.ret_void()
+
+    # batch(i64* d, lo, hi): products lo..hi of [B, m, k] x [B, k, n] -> [B, m, n] (word 16:
+    # m), each the one product `direct` computes (a batched dot in a loop body: loop_steps)
+    bat = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64, I64]), name=f"{name}_batch")
+    d, blo, bhi = bat.args
+    b = ir.IRBuilder(bat.append_basic_block("entry"))
+    table = b.inttoptr(b.load(b.gep(d, [i64(TABLE)])), i64p)
+    m, n, kk = word(M), word(N), word(K)
+    x, y, o = operand(LHS), operand(RHS), operand(OUT)
+    with for_range(b, blo, bhi, "j") as j:
+        b.call(fn, [b.gep(x, [b.mul(j, b.mul(m, kk))]), b.gep(y, [b.mul(j, b.mul(kk, n))]),
+                    b.gep(o, [b.mul(j, b.mul(m, n))]), n, kk, i64(0), m])
+    b.ret_void()
     return mod
 
 
 @dataclass(frozen=True)
 class Compiled:
-    """One shape's engine: `direct` (a ctypes function), its address and `rows`' address."""
+    """One shape's engine: `direct` (a ctypes function), its address, `rows`' and `batch`'s."""
 
     engine: Engine
     direct: Any
     direct_address: int
     rows_address: int
+    batch_address: int
 
 
 @once
@@ -413,9 +354,10 @@ def _compile(f64: bool, tgt: target.CpuTarget, flushing: bool, cols: Columns) ->
         name = f"xlapy_{'d' if f64 else 's'}gemm_small{cols.suffix}"
         eng = cache.library_engine(("gemm_small", f64, cols), lambda: _emit(name, f64, cols),
                                    "light", light=True,
-                                   exports=[f"{name}_direct", f"{name}_rows"])
+                                   exports=[f"{name}_direct", f"{name}_rows", f"{name}_batch"])
     addr = eng.address(f"{name}_direct")
-    return Compiled(eng, _DIRECT(addr), addr, eng.address(f"{name}_rows"))
+    return Compiled(eng, _DIRECT(addr), addr, eng.address(f"{name}_rows"),
+                    eng.address(f"{name}_batch"))
 
 
 @dataclass(frozen=True)
@@ -436,6 +378,10 @@ class Later:
     @property
     def rows_address(self) -> int:
         return self.get().rows_address
+
+    @property
+    def batch_address(self) -> int:
+        return self.get().batch_address
 
 
 def later(s: GemmShape) -> Later:
@@ -566,8 +512,6 @@ def batched_runner(s: GemmShape, threads: int = 1
     return run
 
 
-__all__ = ["GemmShape", "Columns", "Compiled", "Later", "columns", "shape", "plain_dot",
-           "lhs_transposed", "of_instruction", "compiled", "later", "runner", "batch_shape",
-           "batched_runner",
-           "BATCH_MAX_MACS", "MAX_MACS", "MAX_RHS_BYTES", "NARROW_N", "TABLE", "LHS", "RHS",
-           "OUT", "N", "K"]
+__all__ = ["GemmShape", "Columns", "Compiled", "Later", "columns", "shape", "of_instruction",
+           "compiled", "later", "runner", "batch_shape", "batched_runner", "BATCH_MAX_MACS",
+           "MAX_MACS", "MAX_RHS_BYTES", "NARROW_N", "TABLE", "LHS", "RHS", "OUT", "N", "K", "M"]

@@ -251,7 +251,7 @@ def _geqrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
         qr, tau, _, i = fn(a, overwrite_a=0)
         info(i)
         return qr, tau
-    return one, 2, None
+    return one, 2, lapack_batch.geqrf(t, info)
 
 
 def _orgqr(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -263,7 +263,7 @@ def _orgqr(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
         q, _, i = fn(a, tau, overwrite_a=0)
         info(i)
         return (q,)
-    return one, 2, None
+    return one, 2, lapack_batch.orgqr(t, info)
 
 
 def _syevd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:

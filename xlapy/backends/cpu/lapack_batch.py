@@ -28,8 +28,9 @@ from xlapy.backends.cpu.thunks import ptr
 from xlapy.backends.cpu.transpose_lib import swap_last
 from xlapy.ops.custom_call_targets import routine
 
-#: Argument counts of the routines called (potrf: 5, getrf: 6, trsm and syevd: 11).
-ARITIES = (5, 6, 11)
+#: Argument counts of the routines called (potrf: 5, getrf: 6, geqrf: 8, orgqr / ungqr: 9,
+#: trsm and syevd: 11).
+ARITIES = (5, 6, 8, 9, 11)
 _CALL = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                          ctypes.c_int64)
 
@@ -132,6 +133,25 @@ def syevd_args(lower: bool, vectors: bool, n: int, item: int) -> _Args:
                  [0, 0, 0, n * n * item, 0, n * item, 0, 0, 0, 0, 4])
 
 
+def qr_lwork(n: int) -> int:
+    """f2py's default lwork of ?geqrf and ?orgqr / ?ungqr (the same blocking: the same bits)."""
+    return max(3 * n, 1)
+
+
+def geqrf_args(m: int, n: int, item: int) -> _Args:
+    """?geqrf(m, n, a, lda, tau, work, lwork, info); work shared by the batch (stride 0)."""
+    ints = np.array([m, n, max(m, 1), qr_lwork(n)], np.int32)
+    return _Args([ints[0:], ints[1:], None, ints[2:], None, None, ints[3:], None],
+                 [0, 0, m * n * item, 0, min(m, n) * item, 0, 0, 4])
+
+
+def orgqr_args(m: int, n: int, k: int, item: int) -> _Args:
+    """?orgqr / ?ungqr(m, n, k, a, lda, tau, work, lwork, info); work shared (stride 0)."""
+    ints = np.array([m, n, k, max(m, 1), qr_lwork(n)], np.int32)
+    return _Args([ints[0:], ints[1:], ints[2:], None, ints[3:], None, None, ints[4:], None],
+                 [0, 0, 0, m * n * item, 0, k * item, 0, 0, 4])
+
+
 def _cached(table: dict[Any, _Args], key: Any, make: Callable[[], _Args]) -> _Args:
     got = table.get(key)
     if got is None:
@@ -224,6 +244,51 @@ def syevd(t: str, lower: bool, vectors: bool, check: Callable[[int], int]
     return run
 
 
+def geqrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray, ...]]:
+    """run(a [B.., m, n]) -> (the factored matrix, tau), as lapack._geqrf per matrix (its
+    lwork: the same bits). jax.vmap(jnp.linalg.qr) went through f2py a matrix at a time."""
+    from scipy.linalg import cython_lapack
+
+    fn = routine(cython_lapack, f"{t}geqrf")
+    shapes: dict[Any, _Args] = {}
+
+    def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
+        *lead, m, n = a.shape
+        work = fortran(a)
+        tau = np.empty((*lead, min(m, n)), a.dtype)
+        scratch = np.empty(qr_lwork(n), a.dtype)
+        info = np.empty(lead, np.int32)
+        _cached(shapes, (m, n, work.itemsize), lambda: geqrf_args(m, n, work.itemsize)).call(
+            fn, math.prod(lead), work, tau, scratch, info)
+        _check(info, check)
+        return fortran(work), tau
+
+    return run
+
+
+def orgqr(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray]]:
+    """run(a [B.., m, n], tau [B.., k]) -> (q,), as lapack._orgqr per matrix (?orgqr, or
+    ?ungqr for complex types)."""
+    from scipy.linalg import cython_lapack
+
+    fn = routine(cython_lapack, f"{t}{'orgqr' if t in 'sd' else 'ungqr'}")
+    shapes: dict[Any, _Args] = {}
+
+    def run(a: np.ndarray, tau: np.ndarray) -> tuple[np.ndarray]:
+        *lead, m, n = a.shape
+        k = tau.shape[-1]
+        work = fortran(a)
+        scratch = np.empty(qr_lwork(n), a.dtype)
+        info = np.empty(lead, np.int32)
+        _cached(shapes, (m, n, k, work.itemsize),
+                lambda: orgqr_args(m, n, k, work.itemsize)).call(
+            fn, math.prod(lead), work, np.ascontiguousarray(tau), scratch, info)
+        _check(info, check)
+        return (fortran(work),)
+
+    return run
+
+
 def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
          ) -> Callable[..., tuple[np.ndarray]]:
     """run(a [B.., s, s], b [B.., m, n]) -> (alpha op(a)^-1 b or b op(a)^-1, alpha 1), as
@@ -246,5 +311,6 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
     return run
 
 
-__all__ = ["getrf", "potrf", "trsm", "routine", "fortran", "getrf_args", "potrf_args",
-           "trsm_args", "syevd_args", "syevd_sizes", "ARITIES"]
+__all__ = ["getrf", "potrf", "geqrf", "orgqr", "trsm", "routine", "fortran", "getrf_args",
+           "potrf_args", "geqrf_args", "orgqr_args", "qr_lwork", "trsm_args", "syevd_args",
+           "syevd_sizes", "ARITIES"]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from xlapy.backends.cpu import (
+    dot_shapes,
     gemm_amx,
     gemm_i16,
     gemm_int,
@@ -357,7 +358,7 @@ def _matvec(instr: Instruction) -> bool:
     """Whether a plain 2-D dot_general runs as gemv.matvec ([m, k] @ [k, 1])."""
     from xlapy.backends.cpu import gemv
 
-    plain = gemm_small.plain_dot(instr)
+    plain = dot_shapes.plain_dot(instr)
     return plain is not None and not plain[3] and gemv.takes_matvec(
         plain[0], plain[1], plain[2], np.float64 if plain[4] else np.float32)
 
@@ -367,14 +368,14 @@ def _row_times_matrix(instr: Instruction) -> bool:
     gemv's JIT loops."""
     from xlapy.backends.cpu import gemv
 
-    plain = gemm_small.plain_dot(instr)
+    plain = dot_shapes.plain_dot(instr)
     return plain is not None and plain[0] == 1 and min(plain[1], plain[2]) > 0 and \
         gemv.available()
 
 
 def _skinny(instr: Instruction) -> tuple[int, int, int, bool] | None:
     """(m, n, k, f64) of a plain dot_general gemm_skinny.py computes, or None."""
-    plain = gemm_small.plain_dot(instr)
+    plain = dot_shapes.plain_dot(instr)
     if plain is None:
         return None
     m, n, k, rhs_t, f64 = plain

@@ -1,5 +1,5 @@
-"""LAPACK custom calls (getrf, potrf, trsm, syevd: jnp.linalg.solve, inv, cholesky,
-cho_solve, eigh) as steps of a native loop (native_loop.py, loop_library.py).
+"""LAPACK custom calls (getrf, potrf, trsm, syevd, geqrf, orgqr / ungqr: jnp.linalg.solve,
+inv, cholesky, cho_solve, eigh, qr) as steps of a native loop (native_loop.py, loop_library.py).
 
 On the Python path each call is a thunk: f2py's wrapper, or lapack_batch's native loop over
 a batch, with numpy transposes to and from Fortran order around it. A loop whose body
@@ -45,7 +45,8 @@ _TRANSPOSE, _CALL = 0, 1
 
 @dataclass(frozen=True)
 class LapackNative:
-    """A custom call a step can run: the routine (getrf, potrf, trsm or syevd), its type
+    """A custom call a step can run: the routine (getrf, potrf, trsm, syevd, geqrf, orgqr or
+    ungqr), its type
     letter and flags (potrf: lower; syevd: lower, vectors; trsm: left, lower, trans, unit)."""
 
     routine: str
@@ -56,9 +57,16 @@ class LapackNative:
 def native(instr: Instruction, routine: str, t: str, flags: tuple[Any, ...]
            ) -> LapackNative | None:
     """The LapackNative of custom call `instr`, when a step runs it (module docstring)."""
-    if routine not in ("getrf", "potrf", "trsm", "syevd") or t not in "sdcz":
+    if routine not in ("getrf", "potrf", "trsm", "syevd", "geqrf", "orgqr", "ungqr") or \
+            t not in "sdcz":
         return None
+    if routine in ("orgqr", "ungqr"):
+        routine = "orgqr" if t in "sd" else "ungqr"
     ops = [o.shape for o in instr.operands]
+    if routine in ("orgqr", "ungqr"):  # (a, tau): tau one vector per matrix
+        ops, tau = ops[:1], ops[1]
+        if not tau.is_array or tuple(tau.dimensions[:-1]) != tuple(ops[0].dimensions[:-2]):
+            return None
     if any(not s.is_array or s.rank < 2 or 0 in s.dimensions for s in ops) or \
             any(matrix_elements(s.dimensions) >= SERIAL_FROM for s in ops):
         return None
@@ -75,7 +83,7 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
     assert isinstance(nat, LapackNative)
     shapes = [o.shape for o in instr.operands]
     item = np.dtype(shapes[0].dtype).itemsize
-    *lead, m, n = shapes[-1].dimensions
+    *lead, m, n = shapes[-1 if nat.routine == "trsm" else 0].dimensions
     batch = math.prod(lead)
     loops = lapack_batch._loops()
 
@@ -106,6 +114,16 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
         elif nat.routine == "potrf":
             args = lapack_batch.potrf_args(nat.flags[0], n, item)
             arrays = [work, outs[1]]
+        elif nat.routine == "geqrf":  # (the factored matrix, tau); work shared by the batch
+            args = lapack_batch.geqrf_args(m, n, item)
+            arrays = [work, outs[1], scratch(lapack_batch.qr_lwork(n) * item),
+                      scratch(4 * batch)]
+        elif nat.routine in ("orgqr", "ungqr"):  # (a, tau) -> q; tau copied as 1 x k rows
+            k = shapes[1].dimensions[-1]
+            args = lapack_batch.orgqr_args(m, n, k, item)
+            taus = scratch(batch * k * item)
+            prog.append([_TRANSPOSE, operand(1), taus, 1, k, batch, item])
+            arrays = [work, taus, scratch(lapack_batch.qr_lwork(n) * item), scratch(4 * batch)]
         else:  # syevd: (vectors or a as given, eigenvalues, info); work shared by the batch
             lower, vectors = nat.flags
             args = lapack_batch.syevd_args(lower, vectors, n, item)

@@ -307,6 +307,12 @@ class NativeWhile:
             return loop_gemv.entry(p.keep, p.splits, step, table, threads)
         d = regions.gemm_descriptor(step, table)
         p.keep.append(d)
+        if step.batch > 1:  # one product at a time (gemm_small's batch); split by products
+            assert step.small is not None
+            if threads > 1 and step.batch * step.m * step.n * step.k >= NATIVE_SPLIT_COST:
+                return self._split(p, step.small.batch_address, d.ctypes.data,
+                                   bounds(step.batch, min(threads, step.batch)), threads)
+            return [step.small.batch_address, d.ctypes.data, step.batch]
         if step.small is not None:  # clears MXCSR FTZ/DAZ itself; bits ignore the split
             if threads > 1 and step.m * step.n * step.k >= NATIVE_SPLIT_COST and step.m >= 2:
                 return self._split(p, step.small.rows_address, d.ctypes.data,

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas, cache, gemm_small
+from xlapy.backends.cpu import blas, cache, dot_shapes, gemm_small
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -80,6 +80,9 @@ class Gemm:
     small: gemm_small.Later | None = None
     #: lhs stored [k, m] (a weight gradient x^T g: BLAS only, a native loop's step alone).
     lhs_t: bool = False
+    #: products of a batched dot [batch, m, k] x [batch, k, n] (batched_gemm_of: gemm_small
+    #: only, a native loop's step alone)
+    batch: int = 1
 
 
 @dataclass
@@ -125,11 +128,11 @@ def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
             flat: bool = False, lhs_t: bool = False) -> Gemm | None:
     """The Gemm of a plain 2-D f32/f64 dot_general whose result rows are the lhs rows
     (`vectors`: or a vector-matrix / matrix-vector one; `flat`: or a higher-rank one laid
-    out as such: gemm_small.plain_dot; `lhs_t`: or a 2-D one contracting the lhs' first
+    out as such: dot_shapes.plain_dot; `lhs_t`: or a 2-D one contracting the lhs' first
     dimension, through BLAS)."""
-    d = gemm_small.plain_dot(instr, vectors, flat)
+    d = dot_shapes.plain_dot(instr, vectors, flat)
     if d is None:
-        t = gemm_small.lhs_transposed(instr) if lhs_t else None
+        t = dot_shapes.lhs_transposed(instr) if lhs_t else None
         if t is None:
             return None
         m, n, k, rhs_t, f64 = t
@@ -142,6 +145,18 @@ def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
     return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
                 m, n, k, rhs_t, f64,
                 gemm_small.later(small) if small is not None else None)
+
+
+def batched_gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
+    """The Gemm of a batched dot_general (dot_shapes.batched_dot) whose products gemm_small
+    computes, one at a time, or None."""
+    d = dot_shapes.batched_dot(instr)
+    small = None if d is None else gemm_small.shape(d[1], d[2], d[3], d[4])
+    if d is None or small is None:
+        return None
+    return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
+                small.m, small.n, small.k, False, small.f64, gemm_small.later(small),
+                batch=d[0])
 
 
 def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
@@ -229,7 +244,9 @@ def plan(members: list[Member | None], threads: int, min_cost: int) -> list[list
 #: row bytes, then the Fortran argument cells (little-endian, read in place by BLAS).
 _G_FN, _G_TABLE, _G_LHS, _G_RHS, _G_OUT, _G_LROW, _G_OROW = range(7)
 _G_TA, _G_TB, _G_N, _G_K, _G_ALPHA, _G_LDA, _G_LDB, _G_BETA, _G_LDC = range(7, 16)
-_G_WORDS = 16
+#: ... and, for a batched product (Gemm.batch > 1: gemm_small's `batch`), the rows of each.
+_G_M = 16
+_G_WORDS = 17
 
 
 def build_ahead() -> None:
@@ -312,7 +329,7 @@ def gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
     # (an lhs stored [k, m]: its rows are columns of the stored matrix, `T` with ld m)
     d[_G_LROW], d[_G_OROW] = size if g.lhs_t else g.k * size, g.n * size
     d[_G_TA], d[_G_TB] = ord("T" if g.rhs_t else "N"), ord("T" if g.lhs_t else "N")
-    d[_G_N], d[_G_K] = g.n, g.k
+    d[_G_N], d[_G_K], d[_G_M] = g.n, g.k, g.m
     d[_G_LDA], d[_G_LDB], d[_G_LDC] = g.k if g.rhs_t else g.n, g.m if g.lhs_t else g.k, g.n
     one = np.array([1.0], np.float64 if g.f64 else np.float32)
     d.view(np.uint8)[_G_ALPHA * 8:_G_ALPHA * 8 + size] = one.view(np.uint8)
@@ -345,6 +362,6 @@ def steps(region: Region, table: int, kernel_address: dict[str, int]
 
 
 __all__ = ["Region", "Member", "Gemm", "gemm_of", "gemm_member", "kernel_member", "plan",
-           "wide_alone",
+           "wide_alone", "batched_gemm_of",
            "steps", "run_function", "cuts", "gemm_descriptor", "gemm_rows_address", "gemm_step",
            "MIN_ROWS_PER_THREAD", "MIN_ROWS_PER_CHUNK", "MIN_ROWS_PER_HALF", "WIDE_RHS_BYTES"]

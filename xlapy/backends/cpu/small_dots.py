@@ -15,14 +15,18 @@ vector-matrix ones keep the GEMM routes, which the native driver runs too: as a 
 a transposed [k, n] rhs they read it with a stride) and at most MAX_MACS multiply-adds;
 bf16/f16 operands would round every product and partial sum in the narrow type, so they
 stay dots, as do dots with a `dot_algorithm`. The sum order is the reduce's (the backend's
-choice for a dot, as on its GEMM routes).
+choice for a dot, as on its GEMM routes). Nor batched dots in the canonical [b, m, k] x
+[b, k, n] form whose products are not tiny (batched_gemm): the native loop runs them as
+gemm_small's products, one at a time (a reduce reads such an rhs by columns: 6.6x slower
+at 8 x [16, 16] x [16, 16]).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from xlapy.backends.cpu.gemm_small import lhs_transposed, plain_dot
+from xlapy.backends.cpu import gemm_small
+from xlapy.backends.cpu.dot_shapes import batched_dot, lhs_transposed, plain_dot
 from xlapy.backends.cpu.library import dot_cost
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.hlo_builder import Emitter, scalar_reducer
@@ -37,6 +41,15 @@ MAX_MACS = 1 << 16
 #: a GEMM step); fewer stay reduces, which fuse with their neighbours and join a tiny
 #: body's kernel sequence (kernel_sequence.py).
 GEMM_MIN_MACS = 1 << 12
+
+
+#: Multiply-adds per product from which a batched dot in a loop body is a batch of GEMMs
+#: (batched_gemm). 16 steps of tanh(einsum("bij,bjk->bik")) on Zen 3 (AVX2), as reduces ->
+#: as products: 8 x [16, 16] x [16, 16] 0.437 -> 0.066 ms (XLA 0.093), 8 x [2, 64] x [64, 64]
+#: 0.575 -> 0.091, 128 x [4, 8] x [8, 4] 0.159 -> 0.096, 32 x [8, 4] x [4, 8] 0.064 -> 0.056;
+#: below, the call per product loses: 128 x [1, 8] x [8, 8] 0.060 -> 0.075, 1024 x [2, 2] x
+#: [2, 2] 0.345 -> 0.428.
+BATCH_MIN_MACS = 128
 
 
 #: At the top level: batched dots of at most this many multiply-adds per batch element,
@@ -63,6 +76,15 @@ def eligible(d: Instruction, most: int = MAX_MACS) -> bool:
         # LSTM backward step's 32 x 256 x 8 product 26 us): the GEMM routes
         return False
     return 0 < n <= most
+
+
+def batched_gemm(d: Instruction) -> bool:
+    """A batched dot in a loop body that the native loop runs as gemm_small's products, one
+    at a time (loop_steps.native_gemm): over GEMM_MIN_MACS and each product over
+    BATCH_MIN_MACS."""
+    b = batched_dot(d)
+    return b is not None and dot_cost(d) > GEMM_MIN_MACS and \
+        b[1] * b[2] * b[3] >= BATCH_MIN_MACS and gemm_small.shape(*b[1:]) is not None
 
 
 def tiny_batched(d: Instruction) -> bool:
@@ -116,9 +138,10 @@ class SmallDotsAsReduces(ComputationPass):
         module = self.module
         assert module is not None
         inside = id(comp) in self.inside
-        dots = [i for i in comp.instructions if (eligible(i) if inside else tiny_batched(i))]
+        dots = [i for i in comp.instructions if (eligible(i) and not batched_gemm(i)
+                                                 if inside else tiny_batched(i))]
         return replace_each(comp, dots, lambda d: rewrite(module, comp, d))
 
 
-__all__ = ["GEMM_MIN_MACS", "MAX_MACS", "TOP_MACS_PER_BATCH", "SmallDotsAsReduces",
-           "eligible", "rewrite", "tiny_batched"]
+__all__ = ["BATCH_MIN_MACS", "GEMM_MIN_MACS", "MAX_MACS", "TOP_MACS_PER_BATCH",
+           "SmallDotsAsReduces", "batched_gemm", "eligible", "rewrite", "tiny_batched"]

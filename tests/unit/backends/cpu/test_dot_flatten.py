@@ -1,4 +1,4 @@
-"""dot_flatten.py and gemm_small.plain_dot's `flat` case: unbatched higher-rank f32/f64 dots
+"""dot_flatten.py and dot_shapes.plain_dot's `flat` case: unbatched higher-rank f32/f64 dots
 laid out as 2-D products run on the GEMM routes (top level and native loops), small operands
 transposed into that layout first; values as the interpreter's (to rounding: the GEMM's sum
 order)."""
@@ -12,7 +12,7 @@ import pytest
 
 import xlapy
 from xlapy.backends.cpu.dot_flatten import MAX_RHS_TRANSPOSED, MAX_TRANSPOSED, FlattenDots
-from xlapy.backends.cpu.gemm_small import plain_dot
+from xlapy.backends.cpu.dot_shapes import plain_dot
 from xlapy.passes.hlo_builder import HloBuilder
 
 pytestmark = pytest.mark.usefixtures("jax_x32")  # f32 programs from jax

@@ -98,3 +98,12 @@ def test_vmap_eigh(dtype: Any, values_only: bool, lower: bool, loops: list[int])
         (lambda m: jnp.linalg.eigh(m, UPLO="L" if lower else "U", symmetrize_input=False))
     _same(fn, [a], loops)
     _same(fn, [_data((9, 16, 16), dtype, 7)], loops)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize(("m", "n", "mode"), [(6, 6, "reduced"), (7, 4, "reduced"),
+                                              (7, 4, "complete"), (3, 5, "reduced")])
+def test_vmap_qr(dtype: Any, m: int, n: int, mode: str, loops: list[int]) -> None:
+    """Batched geqrf and orgqr / ungqr (jax.vmap(jnp.linalg.qr) went through f2py a matrix
+    at a time), with f2py's work sizes: the interpreter's bits."""
+    _same(lambda a: jnp.linalg.qr(a, mode=mode), [_data((2, 9, m, n), dtype, m * n)], loops)

@@ -173,6 +173,19 @@ def _eigh_loop(a: Any) -> Any:
     return lax.fori_loop(0, 4, body, (a * 0, a[0] * 0))
 
 
+def _qr_loop(a: Any) -> Any:
+    """jnp.linalg.qr every step (geqrf, then orgqr / ungqr for Q)."""
+    def body(i: Any, c: Any) -> Any:
+        q, r = jnp.linalg.qr(a + c[1][..., :1, :1] * 0.01)
+        return c[0] + q[..., :, :1] * r[..., :1, :], c[1] + r[..., :1, :1]
+    return lax.fori_loop(0, 4, body, (a * 0, a[..., :1, :1] * 0))
+
+
+def _r_loop(a: Any) -> Any:
+    """qr(...)[1] alone: the unused Q's orgqr call is dead (dce.py), as in XLA."""
+    return lax.fori_loop(0, 8, lambda i, c: c + jnp.linalg.qr(a + c * 0.01)[1], a * 0)
+
+
 _SINGULAR = np.ones((6, 6), np.float32)
 _SINGULAR[::2] = 0
 LAPACK_PROGRAMS: dict[str, tuple[Any, list[np.ndarray]]] = {
@@ -187,6 +200,10 @@ LAPACK_PROGRAMS: dict[str, tuple[Any, list[np.ndarray]]] = {
     "lu_singular": (_lu_loop, [_SINGULAR]),
     "eigh_f64": (_eigh_loop, [_spd(7, np.float64)]),
     "eigh_f32_batched": (jax.vmap(_eigh_loop), [_spd(5, np.float32, (3,))]),
+    "qr_f32": (_qr_loop, [_f32(8, 8)]),
+    "qr_c64_tall": (_qr_loop, [(_f32(9, 5) + 1j * _f32(9, 5)).astype(np.complex64)]),
+    "qr_f64_batched": (jax.vmap(_qr_loop), [_RNG.standard_normal((3, 4, 6))]),
+    "r_f32": (_r_loop, [_f32(8, 8)]),
 }
 
 
@@ -209,7 +226,9 @@ def test_loop_with_lapack_calls_stays_native(name: str, monkeypatch: pytest.Monk
         _equal(cpu(*args), want)
     assert sorted(set(made)) == {"solve": ["getrf", "trsm"], "cho": ["potrf", "trsm"],
                                  "inv": ["getrf", "trsm"], "lu": ["getrf"],
-                                 "eigh": ["syevd"]}[name.split("_")[0]]
+                                 "eigh": ["syevd"], "r": ["geqrf"],
+                                 "qr": ["geqrf", "ungqr" if "_c" in name else "orgqr"]
+                                 }[name.split("_")[0]]
 
 
 def test_a_big_matrix_keeps_the_python_path() -> None:

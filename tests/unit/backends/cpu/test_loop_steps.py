@@ -1,5 +1,5 @@
 """Steps of native while loops beyond kernels: an argmax's variadic reduce (loop_tuples.py)
-and vector-matrix products (gemm_small.plain_dot's vectors) keep a JAX loop native (a
+and vector-matrix products (dot_shapes.plain_dot's vectors) keep a JAX loop native (a
 decoding loop that picks the next token), with the interpreter's values."""
 
 from __future__ import annotations
