@@ -11,7 +11,11 @@ last heads run in blocks of rows (chain_schedule.py): a row of f32 scores per th
 of bf16 ones, are left, in a buffer on the thread's stack (peak on two threads 2.5 -> 2.0 MB,
 f32; bf16 1.25 -> 1.0: the output alone, as XLA's).
 Where bf16 dots are widened f32 products (no AMX-BF16), the chain widens their bf16 operands
-block by block instead of reading whole f32 copies (chain_widen.py).
+block by block instead of reading whole f32 copies (chain_widen.py). Where all of a thread's
+scratch (whole batches' scores, widening buffers, blocks) fits
+chain_schedule.THREAD_STACK_BYTES, it is on the thread's stack and the chain takes no arena
+(`Chain.on_stack`; attention_bf16 on AVX2: 320 KB of scores and 192 KB of widened operands a
+thread, peak 2.0 -> 1.0 MB, the output alone as XLA's, the same speed).
 
 Bits: whole batches are the same single-threaded BLAS call as `blas.batched_gemm` makes and
 the same kernel code over the same rows; the last batches are cut in blocks of rows the same
@@ -152,8 +156,24 @@ class Chain:
 
     def scratch_bytes(self, parts: int) -> int:
         """Arena bytes for `parts` threads (`schedule`), then each thread's widening
-        buffers (`widen_at`)."""
-        return self.widen_at(parts, parts)
+        buffers (`widen_at`); none when each thread's scratch is on its stack (`on_stack`)."""
+        return 0 if self.on_stack(parts) else self.widen_at(parts, parts)
+
+    def stack_layout(self, parts: int, p: int) -> tuple[int, int, int]:
+        """Thread p's scratch on its stack (`on_stack`): the byte offsets of its widening
+        buffers and of its block scratch, and the bytes in all (its arena share first)."""
+        sched = self.schedule(parts)
+        nxt = sched.arena_at[p + 1] if p + 1 < len(sched.arena_at) else sched.arena_bytes
+        wide = _aligned(nxt - sched.arena_at[p])
+        blocks = _aligned(wide + self.widen_bytes())
+        return wide, blocks, blocks + sched.stack_bytes
+
+    def on_stack(self, parts: int) -> bool:
+        """Whether every thread's scratch fits chain_schedule.THREAD_STACK_BYTES: then it
+        is on the thread's stack (chain_run's buffer) and the chain takes no arena."""
+        n = len(self.schedule(parts).arena_at)
+        return max(self.stack_layout(parts, p)[2] for p in range(n)) <= \
+            chain_schedule.THREAD_STACK_BYTES
 
     def widen_bytes(self) -> int:
         """Bytes of one thread's widening buffers (chain_widen.py)."""
@@ -163,6 +183,10 @@ class Chain:
         """Byte offset of thread p's widening buffers in the chain's arena bytes."""
         at = -(-self.schedule(parts).arena_bytes // chain_widen.ALIGN) * chain_widen.ALIGN
         return at + min(p, max(1, min(parts, self.first.nbatch))) * self.widen_bytes()
+
+
+def _aligned(n: int) -> int:
+    return -(-n // chain_widen.ALIGN) * chain_widen.ALIGN
 
 
 def _strided(view: dot_views.View, dims: tuple[int, ...], nb: int, rows: int, cols: int
@@ -378,6 +402,8 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
               np.array([x.arena for x in bs], bool)) for bs in sched.blocks]
 
     widen_at = [chain.widen_at(parts, p) for p in range(parts)]
+    stacked = chain.on_stack(parts)
+    layouts = [chain.stack_layout(parts, p) for p in range(parts)]
 
     def _descs(t: Any, raw_base: int, out: int) -> tuple[list[Any], list[np.ndarray], Any]:
         """(per-thread table copies, descriptors, the shared counter) for table `t`, the
@@ -387,25 +413,27 @@ def chain_thunk(chain: Chain, kernel_address: int, parts: int, pool: Callable[[]
         steps, widen = _steps()
         for p in range(parts):
             tp = type(t).from_buffer_copy(t)
-            mine = raw_base + sched.arena_at[p]
+            # (on the stack, chain_run's buffer: byte x of it is the address -1 - x)
+            wide, blocks, stack = layouts[p] if stacked else (0, 0, sched.stack_bytes)
+            mine = -1 if stacked else raw_base + sched.arena_at[p]
             at = sched.reserve[p]
             whole = mine if at is None else out + at
             words = [ctypes.addressof(tp), counter.ctypes.data, chain.first.m, whole,
-                     sched.stack_bytes, len(remaps)]
+                     stack, len(remaps)]
             for r in remaps:
                 words += r
             blk, arena = plans[p]
             blk = blk.copy()
-            blk[:, 3] += np.where(arena, mine, out)
-            if sched.stack_bytes:  # the scratch on the thread's stack (chain_run)
-                blk[arena, 3] = -1
+            blk[:, 3] = np.where(arena, mine - blk[:, 3] if stacked else mine + blk[:, 3],
+                                 out + blk[:, 3])
+            if sched.stack_bytes:  # the block scratch on the thread's stack
+                blk[arena, 3] = -1 - blocks
             desc = np.concatenate([np.array(words, np.int64), steps, [len(blk)],
                                    blk.reshape(-1)])
-            bufs = raw_base + widen_at[p]
+            bufs = -1 - wide if stacked else raw_base + widen_at[p]
             for k, r in enumerate(widen):  # this thread's buffers (record words BUF)
                 word = len(words) + 1 + r * chain_runtime.STEP + chain_widen.BUF
-                desc[word] = bufs + int(buf_at[k])
-                desc[word] = bufs + int(buf_at[k])
+                desc[word] = bufs - int(buf_at[k]) if stacked else bufs + int(buf_at[k])
             tables.append(tp)
             descs.append(desc)
         return tables, descs, counter

@@ -45,9 +45,10 @@ _LRS, _ORS = 20, 21  # bytes from one row of the lhs / the result to the next (b
 
 # ---- the runtime ---------------------------------------------------------------------------
 #: Header words of a thread's descriptor: the table, the shared counter, rows per batch, the
-#: scratch of whole batches, the bytes of block scratch on the stack (blocks whose byte
-#: address is negative use it: chain_schedule.STACK_BYTES), then the remap count (remaps,
-#: steps and the thread's own blocks follow).
+#: scratch of whole batches, the bytes of scratch on the thread's stack, then the remap count
+#: (remaps, steps and the thread's own blocks follow). A negative address -1 - x (the whole
+#: batches' scratch, a block's, a widen step's buffer) is byte x of that stack buffer
+#: (chain_schedule.STACK_BYTES for blocks; Chain.on_stack: all of a thread's scratch).
 _TABLE, _COUNTER, _MROWS, _WHOLE, _STACK, _NREMAP = range(6)
 RUN_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
@@ -83,11 +84,25 @@ def _emit_runtime(widen: bool) -> ir.Module:
     def at(base: ir.Value, k: ir.Value | int) -> ir.Value:
         return b.gep(base, [k if isinstance(k, ir.Value) else i64(k)])
 
+    stack = b.alloca(ir.IntType(8), b.load(at(d, _STACK)), name="stack")  # once a call
+    stack.align = 64
+    here = b.ptrtoint(stack, I64)
+
+    def resolve(addr: ir.Value) -> ir.Value:  # (-1 - x: byte x of the stack buffer)
+        return b.select(b.icmp_signed("<", addr, i64(0)), b.sub(here, b.add(addr, i64(1))),
+                        addr)
+
     counter = b.inttoptr(b.load(at(d, _COUNTER)), i64p)
-    m, whole = b.load(at(d, _MROWS)), b.load(at(d, _WHOLE))
+    m, whole = b.load(at(d, _MROWS)), resolve(b.load(at(d, _WHOLE)))
     nremap = b.load(at(d, _NREMAP))
     steps = at(d, b.add(i64(_NREMAP + 1), b.mul(nremap, i64(3))))
     blocks = at(steps, b.add(i64(1), b.mul(b.load(steps), i64(STEP))))
+    if widen:  # this thread's widen buffers (its own copy of the records)
+        with for_range(b, i64(0), b.load(steps), name="w") as s:
+            rec = at(steps, b.add(i64(1), b.mul(s, i64(STEP))))
+            with b.if_then(b.icmp_signed("==", b.load(at(rec, _KIND)), i64(chain_widen.KIND))):
+                buf = at(rec, chain_widen.BUF)
+                b.store(resolve(b.load(buf)), buf)
     # a descheduled thread on a loaded machine holds up no one: the shared batches are
     # claimed from the counter by whichever thread is free
     claim, body, done = (fn.append_basic_block(n) for n in ("claim", "batch", "done"))
@@ -99,13 +114,9 @@ def _emit_runtime(widen: bool) -> ir.Module:
     b.call(block, [d, j, i64(0), m, whole])
     b.branch(claim)
     b.position_at_end(done)
-    stack = b.alloca(ir.IntType(8), b.load(at(d, _STACK)), name="stack")  # once a call
-    stack.align = 64
-    here = b.ptrtoint(stack, I64)
     with for_range(b, i64(0), b.load(blocks), name="blk") as k:
         rec = at(blocks, b.add(i64(1), b.mul(k, i64(4))))
-        addr = b.load(at(rec, 3))
-        addr = b.select(b.icmp_signed("<", addr, i64(0)), here, addr)
+        addr = resolve(b.load(at(rec, 3)))
         b.call(block, [d, b.load(rec), b.load(at(rec, 1)), b.load(at(rec, 2)), addr])
     b.ret_void()
     return mod

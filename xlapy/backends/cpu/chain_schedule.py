@@ -42,6 +42,12 @@ MAX_BLOCKED_SHARE = 0.25
 #: instead of the arena (thread stacks are megabytes; the AMX step's packed B already takes
 #: up to 512 KB there).
 STACK_BYTES = 64 << 10
+#: Most bytes of all of a thread's scratch (whole batches, widening buffers, blocks) that go
+#: on its stack instead of the arena (batch_chain.Chain.on_stack): attention_bf16's 320 KB
+#: of scores and 192 KB of widened operands a thread, where XLA's fused attention keeps its
+#: scratch out of its temporaries too (peak 2.0 -> 1.0 MB, the output alone). Python's
+#: threads and the main thread have ulimit -s (8 MB) stacks; AMX's packed B adds 512 KB.
+THREAD_STACK_BYTES = 768 << 10
 
 
 @dataclass(frozen=True)

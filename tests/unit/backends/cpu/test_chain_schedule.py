@@ -131,9 +131,12 @@ def test_a_wide_intermediate_stays_in_the_arena() -> None:
     assert s.shared == 8 and s.reserve == [None, None] and s.arena_bytes == 2 * 16 * 256
 
 
+@pytest.mark.parametrize("stacked", [False, True])
 @pytest.mark.parametrize("dtype,f", [(np.float32, "f32"), (np.float64, "f64")])
-def test_chain_results_do_not_depend_on_the_threads(dtype: type, f: str,
+def test_chain_results_do_not_depend_on_the_threads(dtype: type, f: str, stacked: bool,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`stacked`: each thread's scratch on its stack (Chain.on_stack: no arena), else in
+    the arena; the same bits either way and on any thread count."""
     t, s_, d = 64, 64, 16
     text = _text(PLAIN, t=t, s=s_, d=d, f=f)
     rng = np.random.default_rng(2)
@@ -141,6 +144,8 @@ def test_chain_results_do_not_depend_on_the_threads(dtype: type, f: str,
             for shape in ((2, 3, t, d), (2, 3, s_, d), (2, 3, s_, d))]
     got = {}
     monkeypatch.setattr(chain_schedule, "MAX_BLOCKED_SHARE", 1.0)  # 4 of 6 batches in blocks
+    if not stacked:
+        monkeypatch.setattr(chain_schedule, "THREAD_STACK_BYTES", 0)
     for threads in (1, 2, 3, 4):
         got[threads], exe = _run(text, args, threads, True, monkeypatch)
         assert _chain_lines(exe)
@@ -150,7 +155,8 @@ def test_chain_results_do_not_depend_on_the_threads(dtype: type, f: str,
         # one group here (6 batches, 4 per group): its thread holds a few rows on its
         # stack, any other a batch in the arena (as every thread did before)
         batch = t * s_ * np.dtype(dtype).itemsize
-        assert scratch == (threads - 1) * batch and ch.schedule(parts).stack_bytes > 0
+        assert scratch == (0 if stacked else (threads - 1) * batch)
+        assert ch.on_stack(parts) == stacked and ch.schedule(parts).stack_bytes > 0
     for threads in (2, 3, 4):
         np.testing.assert_array_equal(got[threads][0], got[1][0])
     want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))

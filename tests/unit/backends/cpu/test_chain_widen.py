@@ -39,11 +39,18 @@ def _run(text: str, args: list[np.ndarray], options: dict[str, object], threads:
     return out, prog._exe  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("stacked", [True, False])
 @pytest.mark.parametrize("options", OPTIONS, ids=["v3", "ieee"])
 @pytest.mark.parametrize(("t", "s", "d"), [(40, 24, 8), (64, 64, 16), (33, 20, 12)])
 def test_widened_chain_bits_equal_the_unwidened_chain(
-        options: dict[str, object], t: int, s: int, d: int,
+        options: dict[str, object], t: int, s: int, d: int, stacked: bool,
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`stacked`: the widening buffers and scores on each thread's stack (Chain.on_stack:
+    no arena, attention_bf16's peak 2.0 -> 1.0 MB), else in the arena."""
+    from xlapy.backends.cpu import chain_schedule
+
+    if not stacked:
+        monkeypatch.setattr(chain_schedule, "THREAD_STACK_BYTES", 0)
     text = _text(PLAIN, t=t, s=s, d=d, f="bf16")
     args = _args(t, s, d)
     got = {}
@@ -58,6 +65,8 @@ def test_widened_chain_bits_equal_the_unwidened_chain(
     assert not ref.chains[0].widen  # type: ignore[attr-defined]
     np.testing.assert_array_equal(got[1].view(np.uint16), want.view(np.uint16))
     assert arena < ref._arena_plan[1]  # type: ignore[attr-defined]
+    parts = exe._chain_parts[ch[0].name]  # type: ignore[attr-defined]
+    assert ch[0].on_stack(parts) == stacked and (ch[0].scratch_bytes(parts) == 0) == stacked
     interp = np.asarray(xlapy.compile(text, backend="interpreter", options=options)(*args))
     g, w = got[1].astype(np.float64), interp.astype(np.float64)
     ok = np.isfinite(w)
