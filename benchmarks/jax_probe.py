@@ -301,9 +301,9 @@ def programs(small: bool = False) -> dict[str, Program]:
                     [f32(1 << 16)]),
         # many small GEMMs, a case and LAPACK calls at the top level (open: 4-7x)
         "expm": (lambda a: jax.scipy.linalg.expm(a), [f32(16, 16) * 0.1]),
-        # library calls in loops: an FFT has no native step yet (open: 4.2x); qr (geqrf as a
-        # step, its unused orgqr dead: 14x -> 1.4), a batched product (gemm_small's products
-        # as a step: 2.7x -> 0.37-0.55) and eigh (loop_lapack.py: 6.7x -> 1.07) do
+        # library calls in loops: an FFT (a callback step, loop_callback.py: 4.2x -> 1.9),
+        # qr (geqrf as a step, its unused orgqr dead: 14x -> 1.4), a batched product
+        # (gemm_small's products as a step: 2.7x -> 0.37-0.55), eigh (6.7x -> 1.07)
         "qr_loop": (lambda a: lax.fori_loop(0, 8, lambda i, c: c + jnp.linalg.qr(
             a + c * 0.01)[1], jnp.zeros_like(a)), [f32(8, 8)]),
         "fft_loop": (lambda x: lax.fori_loop(0, 32, lambda i, c: jnp.real(jnp.fft.ifft(

@@ -1,5 +1,5 @@
-"""Sorts and top-k selections (and, through loop_lapack.py, LAPACK calls) as steps of a
-native loop (native_loop.py).
+"""Sorts and top-k selections (and, through loop_lapack.py, LAPACK calls; through
+loop_callback.py, FFTs) as steps of a native loop (native_loop.py).
 
 On the Python path a sort runs its JIT function (sort_emit.py, topk_emit.py) from a thunk
 that lays the operands out in rows, then gathers every operand through the permutation with
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache
+from xlapy.backends.cpu import cache, loop_callback
 from xlapy.backends.cpu.llvm_util import I8P, I64, KERNEL_TYPE, for_range, i64, new_module, on_host
 from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.thunks import ptr
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 #: How the report names the thunks a step can run.
 KINDS = ("library jit top-k selection", "library jit merge sort", "library numpy sort",
-         "library lapack")
+         "library lapack", "library fft")
 NAME = "xlapy_sort_step"
 # Descriptor words (i64): the table, the mode (0: fn(ops, r0, r1, n, perm, tmp), a full sort;
 # 1: fn(ops, r0, r1, n, k, perm), a selection), fn, rows, n, k (elements gathered per row),
@@ -79,6 +79,8 @@ def native(instr: Instruction, lib: tuple[str, Any], loop_part: bool) -> Any:
     same bits, so a loop of integer sorts stays native (only there: one more module)."""
     if lib[0] == "lapack":  # (loop_lapack.py)
         return getattr(lib[1], "loop_native", None) if loop_part else None
+    if loop_part and (call := loop_callback.native(instr.opcode, lib[1])) is not None:
+        return call  # (loop_callback.py)
     got = getattr(lib[1], "native", None)
     if got is None and loop_part and lib[0] == "numpy sort":
         from xlapy.backends.cpu import sort_emit
@@ -108,10 +110,12 @@ def reads_one(exe: CpuExecutable, gte: Instruction) -> bool:
     return got is not None and got.instr is src
 
 
-def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, table: int) -> list[int]:
+def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, table: int,
+          failed: list[BaseException], stop: int) -> list[int]:
     """The driver's (function, argument, outer) words of step `st` over the table at
     `table`: the results' buffers, scratch and descriptor made here, kept in `keep`; the
-    table's entries of the get_tuple_elements reading the results pointed at the buffers."""
+    table's entries of the get_tuple_elements reading the results pointed at the buffers.
+    A callback step's error goes to `failed`, the driver's word at `stop` set."""
     instr = st.instr
     shapes = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
     tab = (ctypes.c_int64 * exe.num_slots).from_address(table)
@@ -128,6 +132,8 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, table: int) -> list[
     res = [ptr(o) for o in outs] if outs else [int(tab[one])]
     if isinstance(st.native, Native):
         return _sort_entry(keep, st, st.native, res, shapes, table)
+    if isinstance(st.native, loop_callback.Callback):
+        return loop_callback.entry(keep, st, res[0], table, exe.num_slots, failed, stop)
     from xlapy.backends.cpu import loop_lapack
 
     return loop_lapack.entry(keep, exe, st, res, table)

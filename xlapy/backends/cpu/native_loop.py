@@ -293,7 +293,8 @@ class NativeWhile:
                                                         spec.align), threads)
             return [addr, arg, spec.outer]
         if isinstance(step, loop_library.LibStep):
-            return loop_library.entry(p.keep, exe, step, table)
+            return loop_library.entry(p.keep, exe, step, table, p.failed,
+                                      ctypes.addressof(p.desc) + 8 * 11)
         if isinstance(step, nested_loop.Nested):
             return nested_loop.entry(p, exe, step, table, ctypes.addressof(p.desc) + 8 * 11)
         if isinstance(step, regions.Region):
@@ -421,7 +422,10 @@ class NativeWhile:
 
             def step(n: int) -> int:
                 desc[9] = n
-                return int(fn(address))
+                got = int(fn(address))
+                if p.failed:  # a callback step's error (loop_callback.py)
+                    raise p.failed.pop()
+                return got
 
         desc[10] = desc[11] = 0
         limit = iteration_limit()
@@ -477,6 +481,8 @@ class _Prepared:
         self.rows: tuple[int, int] | None = None
         #: Its inner loops' steps (nested_loop.py).
         self.nested: list[nested_loop.Step] = []
+        #: Errors of its callback steps (loop_callback.py), raised when the driver returns.
+        self.failed: list[BaseException] = []
         #: loop_bind.py's per-call binding, the addresses it last bound, its Kept buffers.
         self.binder: Any = None
         self.bound: Any = None

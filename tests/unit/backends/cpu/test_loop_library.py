@@ -94,8 +94,8 @@ def test_loop_with_a_sort_stays_native(name: str, threads: int,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[loop_library.LibStep] = []
     real = loop_library.entry
-    monkeypatch.setattr(loop_library, "entry", lambda keep, exe, st, table: made.append(st)
-                        or real(keep, exe, st, table))
+    monkeypatch.setattr(loop_library, "entry", lambda keep, exe, st, *rest: made.append(st)
+                        or real(keep, exe, st, *rest))
     fn, args = PROGRAMS[name]
     text = jax.jit(fn).lower(*args).as_text()
     cpu = xlapy.compile(text, backend="cpu", options={"num_threads": threads})

@@ -1,0 +1,95 @@
+"""FFTs as steps of a native loop (native_loop.py), through a callback into Python.
+
+An FFT runs in DUCC or pocketfft (fft_lib.py), libraries with Python entry points only, so a
+loop whose body took an FFT ran through Python altogether: every kernel of every iteration a
+thunk, ~54 us an iteration of jnp.fft.ifft(jnp.fft.fft(c) * 0.99) on 1024 points against
+XLA's 13. As a step, the native driver calls back into Python for the FFT alone (a ctypes
+callback takes the GIL the driver's ctypes call released): the thunk's own function over
+views of the loop's buffers, its result copied into the step's buffer. The same function
+on the same values: the same bits as the Python path.
+
+A failure inside the callback (an error the function raises) cannot unwind through native
+code: it is kept, the driver's stop word set (it stops after the body, as when an inner
+loop runs out of its budget), and native_loop raises it when the driver returns. In an
+inner loop (nested_loop.py) the stop reads as a spent budget: the outer iteration goes on
+through Python from its start, where the transform raises again, from its thunk.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from xlapy.errors import XlapyError
+from xlapy.ir.location import locate_error
+
+if TYPE_CHECKING:
+    from xlapy.backends.cpu.loop_library import LibStep
+
+#: Opcodes whose library thunk a loop runs as a callback step.
+OPCODES = ("fft",)
+_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+#: Views kept per operand (its buffer changes when the loop swaps state buffers).
+_MAX_VIEWS = 8
+
+
+@dataclass(frozen=True)
+class Callback:
+    """A library thunk's function (operands -> its one array result) for a callback step."""
+
+    run: Callable[..., Any]
+
+
+def native(opcode: str, run: Callable[..., Any]) -> Callback | None:
+    """The Callback of a library thunk `run` of `opcode`, when a step may call it."""
+    return Callback(run) if opcode in OPCODES else None
+
+
+def _view(address: int, shape: Any) -> np.ndarray:
+    """The array of `shape` (an xlapy Shape) at `address`."""
+    dtype = np.dtype(shape.dtype)
+    n = shape.num_elements * dtype.itemsize
+    raw = (ctypes.c_char * max(n, 1)).from_address(address)
+    return np.frombuffer(raw, np.uint8)[:n].view(dtype).reshape(tuple(shape.dimensions))
+
+
+def entry(keep: list[Any], st: LibStep, out: int, table: int, slots: int,
+          failed: list[BaseException], stop: int) -> list[int]:
+    """The driver's words of callback step `st`: its function called on the operands the
+    table at `table` (`slots` entries) points at, the result copied to `out`; an error kept
+    in `failed`, the word at `stop` set."""
+    instr = st.instr
+    tab = (ctypes.c_int64 * slots).from_address(table)
+    shapes = [o.shape for o in instr.operands]
+    result = _view(out, instr.shape)
+    views: list[dict[int, np.ndarray]] = [{} for _ in st.ins]
+    run = st.native.run
+
+    def operand(j: int) -> np.ndarray:
+        address = int(tab[st.ins[j]])
+        got = views[j].get(address)
+        if got is None:
+            if len(views[j]) >= _MAX_VIEWS:
+                views[j].clear()
+            got = views[j][address] = _view(address, shapes[j])
+        return got
+
+    def call(arg: Any, lo: int, hi: int) -> None:
+        try:
+            with np.errstate(all="ignore"):
+                val = run(*[operand(j) for j in range(len(st.ins))])
+            np.copyto(result, val)
+        except BaseException as e:  # (it cannot unwind through the driver)
+            failed[:] = [locate_error(e, instr) if isinstance(e, XlapyError) else e]
+            ctypes.c_int64.from_address(stop).value = 1
+
+    fn = _CALLBACK(call)
+    keep.extend([fn, result, views])
+    return [int(ctypes.cast(fn, ctypes.c_void_p).value or 0), table, 0]
+
+
+__all__ = ["Callback", "OPCODES", "entry", "native"]
