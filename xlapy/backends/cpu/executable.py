@@ -372,8 +372,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             else library.conv_plan(instr, self.num_threads) if instr.opcode == "convolution" \
             else None
         if dot is not None:
-            shape = vals_shape.dimensions
-            dtype = vals_shape.dtype
+            shape, dtype = vals_shape.dimensions, vals_shape.dtype
             temp = id(instr) not in self.outputs  # written into its arena slot, no page faults
             if temp:
                 temps.append(s)
@@ -386,6 +385,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                     self._set(t, v, s, out)
 
             self.thunks.append(run_dot)
+            loop_library.call_step(self, instr, dot, ins)  # (a convolution in a loop)
             self._native.add(s)
             self.report.append((instr.name, instr.opcode,
                                 f"library {library.library_kind(instr)}"))

@@ -89,9 +89,22 @@ def native(instr: Instruction, lib: tuple[str, Any], loop_part: bool) -> Any:
     return got
 
 
+def takes(how: str) -> bool:
+    """Whether a report line's thunk may be a step (`step` says whether it is)."""
+    return how in KINDS or how.startswith("library conv-")
+
+
+def call_step(exe: CpuExecutable, instr: Instruction, run: Any, ins: list[int]) -> None:
+    """Record dot/conv thunk `run` (lhs, rhs, out) of a loop's cond or body as a callback
+    step (loop_callback.py), where it is one."""
+    cb = loop_callback.native(instr.opcode, run, True) if exe.options.loop_part else None
+    if cb is not None:
+        exe.lib_steps[instr.name] = LibStep(instr, cb, ins)
+
+
 def step(exe: CpuExecutable, name: str, how: str) -> LibStep | None:
     """The step of report line (name, how) when every reader of the results has a slot."""
-    got = exe.lib_steps.get(name) if how in KINDS else None
+    got = exe.lib_steps.get(name) if takes(how) else None
     if got is None or any(s is None for s in got.ins):
         return None
     instr = got.instr
@@ -247,5 +260,5 @@ def copy_bytes(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, size: ir.Value) ->
     b.position_at_end(done)
 
 
-__all__ = ["KINDS", "LibStep", "Native", "copy_bytes", "entry", "function", "native",
-           "reads_one", "step"]
+__all__ = ["KINDS", "LibStep", "Native", "call_step", "copy_bytes", "entry", "function",
+           "native", "reads_one", "step", "takes"]

@@ -49,7 +49,7 @@ def steps(exe: CpuExecutable) -> list[int | Gemm | Region | nested_loop.Nested |
             out.append(j if loop_tuples.readers_ok(exe, j) else None)
         elif how in GEMM_KINDS:
             out.append(native_gemm(exe, by_name[name]))
-        elif how in loop_library.KINDS:
+        elif loop_library.takes(how):
             out.append(loop_library.step(exe, name, how))
         elif how.startswith(NATIVE_WHILE):
             n = exe.nested.get(name)

@@ -564,7 +564,7 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
             return None
         for name, op, how in exe.report:
             if not (how.startswith(("kernel ", "in kernel ")) or how == "buffer"
-                    or how in GEMM_KINDS or how in loop_library.KINDS
+                    or how in GEMM_KINDS or loop_library.takes(how)
                     or how.startswith(NATIVE_WHILE)
                     or op in ("get_tuple_element", "tuple", "region")
                     or loop_tuples.index(exe, name, how) is not None):

@@ -1,6 +1,7 @@
-"""loop_callback.py: an FFT in a loop body is a callback step of the native loop (the whole
-loop ran through Python: 1.7 ms for 32 steps of ifft(fft(c) * 0.99) on 1024 points, XLA 0.4),
-with the Python loop's bits; an error inside the callback is raised from the call, located."""
+"""loop_callback.py: an FFT or a convolution in a loop body is a callback step of the native
+loop (the whole loop ran through Python: 1.7 ms for 32 steps of ifft(fft(c) * 0.99) on 1024
+points, XLA 0.4), with the Python loop's bits; an error inside the callback is raised from
+the call, located."""
 
 from __future__ import annotations
 
@@ -32,6 +33,18 @@ def _two_axes(x: Any) -> Any:
                          .astype(c.dtype), x)
 
 
+def _conv_nhwc(x: Any) -> Any:
+    w = jnp.full((3, 3, x.shape[-1], x.shape[-1]), 0.05, x.dtype)
+    return lax.fori_loop(0, 4, lambda i, c: jnp.tanh(lax.conv_general_dilated(
+        c, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))), x)
+
+
+def _conv_nchw_strided(x: Any) -> Any:
+    w = jnp.full((x.shape[1], x.shape[1], 2, 2), 0.1, x.dtype)
+    return lax.fori_loop(0, 3, lambda i, c: jnp.sin(jax.image.resize(lax.conv_general_dilated(
+        c, w, (2, 2), "VALID"), c.shape, "nearest")), x)
+
+
 _RNG = np.random.default_rng(4)
 PROGRAMS = {
     "c2c_c64": (_c2c, (_RNG.standard_normal((3, 64)) + 1j).astype(np.complex64)),
@@ -39,6 +52,8 @@ PROGRAMS = {
     "real_f32": (_real, _RNG.standard_normal((2, 30)).astype(np.float32)),
     "real_f64": (_real, _RNG.standard_normal(17)),
     "two_axes_f32": (_two_axes, _RNG.standard_normal((4, 8, 16)).astype(np.float32)),
+    "conv_nhwc_f32": (_conv_nhwc, _RNG.standard_normal((2, 9, 7, 8)).astype(np.float32)),
+    "conv_nchw_f64": (_conv_nchw_strided, _RNG.standard_normal((1, 4, 8, 8))),
 }
 
 
@@ -51,16 +66,17 @@ def _native(prog: Any) -> bool:
     return "native while loop" in prog._exe.explain().split("-- called by")[0]
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_loop_with_an_fft_stays_native_with_the_python_loops_bits(
-        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        name: str, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     fn, x = PROGRAMS[name]
     text = _lower(fn, x)
-    cpu = xlapy.compile(text, backend="cpu")
+    cpu = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
     assert _native(cpu)
     got = [np.asarray(cpu(x)) for _ in range(2)]
     monkeypatch.setattr(executable, "plan_native_while", lambda *a: None)
-    python = xlapy.compile(text, backend="cpu")
+    python = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
     assert not _native(python)
     want = np.asarray(python(x))
     for g in got:
