@@ -308,18 +308,15 @@ class NativeWhile:
             return loop_gemv.entry(p.keep, p.splits, step, table, threads)
         d = regions.gemm_descriptor(step, table)
         p.keep.append(d)
-        if step.batch > 1:  # one product at a time (gemm_small's batch); split by products
-            assert step.small is not None
-            if threads > 1 and step.batch * step.m * step.n * step.k >= NATIVE_SPLIT_COST:
-                return self._split(p, step.small.batch_address, d.ctypes.data,
-                                   bounds(step.batch, min(threads, step.batch)), threads)
-            return [step.small.batch_address, d.ctypes.data, step.batch]
         if step.small is not None:  # clears MXCSR FTZ/DAZ itself; bits ignore the split
-            if threads > 1 and step.m * step.n * step.k >= NATIVE_SPLIT_COST and step.m >= 2:
-                return self._split(p, step.small.rows_address, d.ctypes.data,
-                                   bounds(step.m, min(threads, step.m)), threads)
-            return [step.small.rows_address, d.ctypes.data, step.m]
-        return [_gemm_call(), _blas_word(p, d), step.m]
+            # (rows, or a batch's products one at a time: gemm_small's batch)
+            fn, n = (step.small.batch_address, step.batch) if step.batch > 1 else \
+                (step.small.rows_address, step.m)
+            if threads > 1 and step.batch * step.m * step.n * step.k >= NATIVE_SPLIT_COST \
+                    and n >= 2:
+                return self._split(p, fn, d.ctypes.data, bounds(n, min(threads, n)), threads)
+            return [fn, d.ctypes.data, n]
+        return [*_blas_words(p, d), step.m]
 
     @staticmethod
     def _split(p: _Prepared, fn: int, arg: int, cuts: list[int], most: int) -> list[int]:
@@ -489,18 +486,14 @@ class _Prepared:
         self.kept: Any = None  # (False: a state too big for them; None: not decided)
 
 
-def _gemm_call() -> int:
-    return driver()[0].address("xlapy_gemm_call")
-
-
-def _blas_word(p: _Prepared, d: np.ndarray) -> int:
-    """The argument of xlapy_gemm_call for BLAS on descriptor d: [gemm_rows, d] (BLAS with
+def _blas_words(p: _Prepared, d: np.ndarray) -> list[int]:
+    """xlapy_gemm_call and its argument for BLAS on descriptor d: [gemm_rows, d] (BLAS with
     MXCSR FTZ/DAZ clear, as the Python path runs it)."""
     from xlapy.backends.cpu import regions
 
     w = np.array([regions.gemm_rows_address(), d.ctypes.data], np.int64)
     p.keep.append(w)
-    return int(w.ctypes.data)
+    return [driver()[0].address("xlapy_gemm_call"), int(w.ctypes.data)]
 
 
 def _region_steps(p: _Prepared, exe: CpuExecutable, region: Region, table: int) -> int:
@@ -522,7 +515,7 @@ def _region_steps(p: _Prepared, exe: CpuExecutable, region: Region, table: int) 
             words += [m.gemm.small.rows_address, int(d.ctypes.data)]
         else:
             blas.ready(parallel.pool(exe.num_threads))
-            words += [_gemm_call(), _blas_word(p, d)]
+            words += _blas_words(p, d)
     arr = np.array(words, np.int64)
     p.keep.append(arr)
     return int(arr.ctypes.data)
