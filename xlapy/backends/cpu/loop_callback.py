@@ -1,5 +1,5 @@
-"""FFTs and convolutions as steps of a native loop (native_loop.py), through a callback into
-Python.
+"""FFTs, convolutions and LAPACK calls without a native step (gesdd, geev, ...) as steps
+of a native loop (native_loop.py), through a callback into Python.
 
 An FFT runs in DUCC or pocketfft (fft_lib.py), libraries with Python entry points only, so a
 loop whose body took an FFT ran through Python altogether: every kernel of every iteration a
@@ -9,7 +9,9 @@ callback takes the GIL the driver's ctypes call released): the thunk's own funct
 views of the loop's buffers, its result copied into the step's buffer. The same function
 on the same values: the same bits as the Python path. A convolution's thunk (library.py's
 conv_plan: JIT loop nests behind a Python wrapper) writes into the step's buffer directly: a
-fori_loop of a 3x3 convolution and a tanh over 16 x 16 x 8 ran 3.8x XLA's time.
+fori_loop of a 3x3 convolution and a tanh over 16 x 16 x 8 ran 3.8x XLA's time. A LAPACK
+call loop_lapack.py has no step for (an SVD, a general eigensolver) copies each of its
+results into the step's buffers (an 8 x 8 jnp.linalg.svd per step: 7x XLA's time).
 
 A failure inside the callback (an error the function raises) cannot unwind through native
 code: it is kept, the driver's stop word set (it stops after the body, as when an inner
@@ -62,15 +64,18 @@ def _view(address: int, shape: Any) -> np.ndarray:
     return np.frombuffer(raw, np.uint8)[:n].view(dtype).reshape(tuple(shape.dimensions))
 
 
-def entry(keep: list[Any], st: LibStep, out: int, table: int, slots: int,
+def entry(keep: list[Any], st: LibStep, outs: list[int], table: int, slots: int,
           failed: list[BaseException], stop: int) -> list[int]:
     """The driver's words of callback step `st`: its function called on the operands the
-    table at `table` (`slots` entries) points at, the result copied to `out`; an error kept
-    in `failed`, the word at `stop` set."""
+    table at `table` (`slots` entries) points at, the results copied to `outs` (in order);
+    an error kept in `failed`, the word at `stop` set."""
     instr = st.instr
     tab = (ctypes.c_int64 * slots).from_address(table)
     shapes = [o.shape for o in instr.operands]
-    result = _view(out, instr.shape)
+    many = instr.shape.is_tuple
+    results = [_view(a, sh) for a, sh in zip(
+        outs, instr.shape.tuple_shapes if many else [instr.shape])]
+    result = results[0]
     views: list[dict[int, np.ndarray]] = [{} for _ in st.ins]
     run, into = st.native.run, st.native.into
 
@@ -90,13 +95,15 @@ def entry(keep: list[Any], st: LibStep, out: int, table: int, slots: int,
                 if into:
                     run(*ops, result)
                 else:
-                    np.copyto(result, run(*ops))
+                    val = run(*ops)
+                    for r, v in zip(results, val if many else [val]):
+                        np.copyto(r, v)
         except BaseException as e:  # (it cannot unwind through the driver)
             failed[:] = [locate_error(e, instr) if isinstance(e, XlapyError) else e]
             ctypes.c_int64.from_address(stop).value = 1
 
     fn = _CALLBACK(call)
-    keep.extend([fn, result, views])
+    keep.extend([fn, results, views])
     return [int(ctypes.cast(fn, ctypes.c_void_p).value or 0), table, 0]
 
 

@@ -77,8 +77,9 @@ def native(instr: Instruction, lib: tuple[str, Any], loop_part: bool) -> Any:
     sort numpy runs (lapack._sort: one compare of operand 0) gets sort_emit's function too
     when `instr` is in a loop's cond or body (`loop_part`): the unique stable order, the
     same bits, so a loop of integer sorts stays native (only there: one more module)."""
-    if lib[0] == "lapack":  # (loop_lapack.py)
-        return getattr(lib[1], "loop_native", None) if loop_part else None
+    if lib[0] == "lapack":  # (loop_lapack.py; else a callback, loop_callback.py)
+        return (getattr(lib[1], "loop_native", None) or loop_callback.Callback(lib[1])) \
+            if loop_part else None
     if loop_part and (call := loop_callback.native(instr.opcode, lib[1])) is not None:
         return call  # (loop_callback.py)
     got = getattr(lib[1], "native", None)
@@ -146,7 +147,7 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, table: int,
     if isinstance(st.native, Native):
         return _sort_entry(keep, st, st.native, res, shapes, table)
     if isinstance(st.native, loop_callback.Callback):
-        return loop_callback.entry(keep, st, res[0], table, exe.num_slots, failed, stop)
+        return loop_callback.entry(keep, st, res, table, exe.num_slots, failed, stop)
     from xlapy.backends.cpu import loop_lapack
 
     return loop_lapack.entry(keep, exe, st, res, table)

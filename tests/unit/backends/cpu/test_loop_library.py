@@ -231,10 +231,30 @@ def test_loop_with_lapack_calls_stays_native(name: str, monkeypatch: pytest.Monk
                                  }[name.split("_")[0]]
 
 
-def test_a_big_matrix_keeps_the_python_path() -> None:
-    """64 x 64 and up: the Python path's OpenBLAS thread setting (lapack_threads)."""
-    args = [_spd(64, np.float32), _f32(64)]
-    text = jax.jit(_solve_loop).lower(*args).as_text()
+def _svd_loop(a: Any) -> Any:
+    """jnp.linalg.svd every step (gesdd: no step of its own)."""
+    def body(i: Any, c: Any) -> Any:
+        u, s, vt = jnp.linalg.svd(a + c[0] * 0.01)
+        return c[0] + s[0], c[1] + jnp.abs(u[0, :5]) + jnp.abs(vt[:, 0])
+    return lax.fori_loop(0, 3, body, (a * 0, a[0] * 0))
+
+
+@pytest.mark.parametrize("name", ["solve_64", "svd"])
+def test_lapack_calls_without_a_step_are_callbacks(name: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 64 x 64 solve (the Python path sets OpenBLAS's threads there: lapack_threads) and
+    an SVD (gesdd) run their Python path's function from the native loop (loop_callback.py):
+    the interpreter's bits."""
+    from xlapy.backends.cpu import loop_callback
+
+    made: list[str] = []
+    real = loop_callback.entry
+    monkeypatch.setattr(loop_callback, "entry", lambda keep, st, *rest: made.append(
+        st.instr.attrs.call_target_name) or real(keep, st, *rest))
+    fn, args = (_solve_loop, [_spd(64, np.float32), _f32(64)]) if name == "solve_64" else \
+        (_svd_loop, [_f32(7, 5)])
+    text = jax.jit(fn).lower(*args).as_text()
     cpu = xlapy.compile(text, backend="cpu")
-    assert "native while loop" not in cpu._exe.explain().split("-- called by")[0]
+    assert "native while loop" in cpu._exe.explain().split("-- called by")[0]
     _equal(cpu(*args), xlapy.compile(text, backend="interpreter")(*args))
+    assert made and all(m.startswith("lapack_s") for m in made)
