@@ -9,7 +9,9 @@ callback takes the GIL the driver's ctypes call released): the thunk's own funct
 views of the loop's buffers, its result copied into the step's buffer. The same function
 on the same values: the same bits as the Python path. A convolution's thunk (library.py's
 conv_plan: JIT loop nests behind a Python wrapper) writes into the step's buffer directly: a
-fori_loop of a 3x3 convolution and a tanh over 16 x 16 x 8 ran 3.8x XLA's time. A LAPACK
+fori_loop of a 3x3 convolution and a tanh over 16 x 16 x 8 ran 3.8x XLA's time. So does a
+dot no native step takes (a weight gradient over 1M multiply-adds: the Python path splits
+it over the threads; a bf16 or integer product). A LAPACK
 call loop_lapack.py has no step for (an SVD, a general eigensolver) copies each of its
 results into the step's buffers (an 8 x 8 jnp.linalg.svd per step: 7x XLA's time).
 
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from xlapy.backends.cpu.loop_library import LibStep
 
 #: Opcodes whose library thunk a loop runs as a callback step.
-OPCODES = ("fft", "convolution")
+OPCODES = ("fft", "convolution", "dot_general")
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 #: Views kept per operand (its buffer changes when the loop swaps state buffers).
 _MAX_VIEWS = 8

@@ -91,13 +91,14 @@ def native(instr: Instruction, lib: tuple[str, Any], loop_part: bool) -> Any:
 
 
 def takes(how: str) -> bool:
-    """Whether a report line's thunk may be a step (`step` says whether it is)."""
-    return how in KINDS or how.startswith("library conv-")
+    """Whether a report line's thunk may be a step (`step` says whether it is: a callback,
+    loop_callback.py, where nothing native runs it)."""
+    return how.startswith("library ")
 
 
 def call_step(exe: CpuExecutable, instr: Instruction, run: Any, ins: list[int]) -> None:
     """Record dot/conv thunk `run` (lhs, rhs, out) of a loop's cond or body as a callback
-    step (loop_callback.py), where it is one."""
+    step (loop_callback.py), where it is one (a dot: where no native step takes it)."""
     cb = loop_callback.native(instr.opcode, run, True) if exe.options.loop_part else None
     if cb is not None:
         exe.lib_steps[instr.name] = LibStep(instr, cb, ins)

@@ -47,8 +47,8 @@ def steps(exe: CpuExecutable) -> list[int | Gemm | Region | nested_loop.Nested |
             out.append(int(how.split()[1][1:]))
         elif (j := loop_tuples.index(exe, name, how)) is not None:
             out.append(j if loop_tuples.readers_ok(exe, j) else None)
-        elif how in GEMM_KINDS:
-            out.append(native_gemm(exe, by_name[name]))
+        elif how in GEMM_KINDS:  # (else a callback: loop_callback.py)
+            out.append(native_gemm(exe, by_name[name]) or loop_library.step(exe, name, how))
         elif loop_library.takes(how):
             out.append(loop_library.step(exe, name, how))
         elif how.startswith(NATIVE_WHILE):

@@ -2,7 +2,8 @@
 through regions.gemm_rows): an RNN cell runs natively, in thunk order, with the bits of the
 Python loop (batch 1 too: its [1, d] @ [d, d] is a "jit gemv", which once kept the loop in
 Python, and runs on gemv's loops, loop_gemv.py); BLAS runs with MXCSR FTZ/DAZ clear as on
-the Python path (a denormal product survives to a bitcast); big dots keep the Python loop."""
+the Python path (a denormal product survives to a bitcast); big BLAS dots are callbacks
+(test_loop_callback.py)."""
 
 from __future__ import annotations
 
