@@ -398,7 +398,9 @@ class NativeWhile:
     def _reserve(self, p: _Prepared) -> tuple[NativePool | None, list[int]]:
         """Workers for this call's split steps (NativePool.reserve; none free: the caller
         runs every chunk), bound into their descriptors."""
-        most = max((sp.most for sp in p.splits), default=1)
+        if not p.splits:  # (most loops: ~2 us of a small loop's call)
+            return None, []
+        most = max(sp.most for sp in p.splits)
         pool = parallel.pool(self.body.num_threads) if most > 1 else None
         ks = pool.reserve(most - 1) if pool is not None else []
         addrs = [pool.addrs[k] for k in ks] if pool is not None else []
