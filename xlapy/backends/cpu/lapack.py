@@ -447,6 +447,21 @@ def _sort(instr: Instruction) -> Callable[..., Any] | None:
         return collate([np.ascontiguousarray(np.moveaxis(
             np.take_along_axis(x, perm, axis=-1), -1, axis)) for x in moved])
 
+    def into(x: np.ndarray, out: np.ndarray) -> None:
+        """run(x) into `out` (a loop's callback step, loop_callback.py): integer keys along
+        the last axis sorted in place there, as _sort_bits sorts them (2 numpy calls, not 8:
+        a fori_loop of 512-element int32 sorts 33 -> ~14 us an iteration)."""
+        bits = _unstable_ok(x, compare_type) if rank and axis == rank - 1 else None
+        if bits is None or x.dtype.kind not in "biu":
+            np.copyto(out, run(x))
+            return
+        keys = out.view(bits)
+        np.copyto(keys, x.view(bits))
+        keys.sort(axis=-1, kind="quicksort")
+        if descending:
+            keys[...] = np.flip(keys, -1).copy()
+
+    run.into = into  # type: ignore[attr-defined]
     return run
 
 

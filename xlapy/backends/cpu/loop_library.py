@@ -83,6 +83,8 @@ def native(instr: Instruction, lib: tuple[str, Any], loop_part: bool) -> Any:
     if loop_part and (call := loop_callback.native(instr.opcode, lib[1])) is not None:
         return call  # (loop_callback.py)
     got = getattr(lib[1], "native", None)
+    if got is None and loop_part and hasattr(lib[1], "into") and len(instr.operands) == 1:
+        return loop_callback.Callback(lib[1].into, True)  # (numpy's SIMD sort of one key)
     if got is None and loop_part and lib[0] == "numpy sort":
         from xlapy.backends.cpu import sort_emit
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import loop_library
+from xlapy.backends.cpu import loop_callback, loop_library
 
 jax = pytest.importorskip("jax")
 jnp, lax = jax.numpy, jax.lax
@@ -50,6 +50,12 @@ def _sort_pairs(k: Any, v: Any) -> Any:
     return lax.fori_loop(0, k.shape[0], body, jnp.zeros(16, v.dtype))
 
 
+def _sort_desc(x: Any) -> Any:
+    """jnp.sort(descending=True) of each row, in a fori_loop."""
+    return lax.fori_loop(0, 3, lambda i, c: c + jnp.sort(x[i] + c[0], descending=True),
+                         x[0] * 0)
+
+
 def _argsort_rows(x: Any) -> Any:
     return lax.fori_loop(0, x.shape[0], lambda i, c: c + jnp.argsort(x[i])[:6].astype(c.dtype),
                          jnp.zeros(6, jnp.int32))
@@ -75,8 +81,10 @@ PROGRAMS: dict[str, tuple[Any, list[np.ndarray]]] = {
     "sort_pairs_i8_i16": (_sort_pairs, [_RNG.integers(-5, 5, (9, 64)).astype(np.int8),
                                         _RNG.integers(-9, 9, (9, 64)).astype(np.int16)]),
     "argsort_rows": (_argsort_rows, [_with_nans(257)]),
-    # one compare of integers: numpy's sort on the Python path, sort_emit's in the loop
+    # one compare of integers: numpy's sort on the Python path; in the loop numpy's SIMD sort
+    # of a lone key through a callback (loop_callback.py), else sort_emit's function
     "sort_rows_i32": (_sort_rows, [_RNG.integers(-9, 9, (10, 96)).astype(np.int32)]),
+    "sort_desc_u16": (_sort_desc, [_RNG.integers(0, 900, (3, 77)).astype(np.uint16)]),
     "argsort_rows_u8": (_argsort_rows, [_RNG.integers(0, 4, (10, 70)).astype(np.uint8)]),
 }
 
@@ -104,7 +112,10 @@ def test_loop_with_a_sort_stays_native(name: str, threads: int,
     want = xlapy.compile(text, backend="interpreter")(*args)
     for _ in range(2):  # (the second call reuses the prepared tables)
         _equal(cpu(*args), want)
-    assert made and all(st.native.indices == (name == "top_k_both") for st in made)
+    assert made and all(getattr(st.native, "indices", False) == (name == "top_k_both")
+                        for st in made)
+    assert all(isinstance(st.native, loop_callback.Callback) == (
+        name in ("sort_rows_i32", "sort_desc_u16")) for st in made)
     _equal(jax.jit(fn)(*args), want) if name.startswith("top_k") else None
 
 
