@@ -1,5 +1,6 @@
-"""FFTs, convolutions and LAPACK calls without a native step (gesdd, geev, ...) as steps
-of a native loop (native_loop.py), through a callback into Python.
+"""Library thunks no native step runs (FFTs, convolutions, some dots, LAPACK calls such as
+gesdd and geev, a lone integer sort key) as steps of a native loop (native_loop.py), through
+a callback into Python.
 
 An FFT runs in DUCC or pocketfft (fft_lib.py), libraries with Python entry points only, so a
 loop whose body took an FFT ran through Python altogether: every kernel of every iteration a
@@ -11,9 +12,12 @@ on the same values: the same bits as the Python path. A convolution's thunk (lib
 conv_plan: JIT loop nests behind a Python wrapper) writes into the step's buffer directly: a
 fori_loop of a 3x3 convolution and a tanh over 16 x 16 x 8 ran 3.8x XLA's time. So does a
 dot no native step takes (a weight gradient over 1M multiply-adds: the Python path splits
-it over the threads; a bf16 or integer product). A LAPACK
-call loop_lapack.py has no step for (an SVD, a general eigensolver) copies each of its
-results into the step's buffers (an 8 x 8 jnp.linalg.svd per step: 7x XLA's time).
+it over the threads; a bf16 or integer product), and a sort of one integer key (numpy's SIMD
+sort in place there: lapack._sort's `into`). A LAPACK call loop_lapack.py has no step for
+(an SVD, a general eigensolver) copies each of its results into the step's buffers (an 8 x 8
+jnp.linalg.svd per step: 7x XLA's time). As loop_lapack's steps do, such a call runs the
+library whatever custom-call targets the call's RuntimeState registers (the Python path
+looks those up per call).
 
 A failure inside the callback (an error the function raises) cannot unwind through native
 code: it is kept, the driver's stop word set (it stops after the body, as when an inner

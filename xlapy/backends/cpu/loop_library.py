@@ -1,5 +1,7 @@
 """Sorts and top-k selections (and, through loop_lapack.py, LAPACK calls; through
-loop_callback.py, FFTs) as steps of a native loop (native_loop.py).
+loop_callback.py, any other library thunk of a loop: FFTs, convolutions, dots no native step
+takes, LAPACK calls without a step of their own, a lone integer sort key) as steps of a
+native loop (native_loop.py).
 
 On the Python path a sort runs its JIT function (sort_emit.py, topk_emit.py) from a thunk
 that lays the operands out in rows, then gathers every operand through the permutation with
@@ -34,9 +36,6 @@ if TYPE_CHECKING:
     from xlapy.backends.cpu.executable import CpuExecutable
     from xlapy.ir import Instruction
 
-#: How the report names the thunks a step can run.
-KINDS = ("library jit top-k selection", "library jit merge sort", "library numpy sort",
-         "library lapack", "library fft")
 NAME = "xlapy_sort_step"
 # Descriptor words (i64): the table, the mode (0: fn(ops, r0, r1, n, perm, tmp), a full sort;
 # 1: fn(ops, r0, r1, n, k, perm), a selection), fn, rows, n, k (elements gathered per row),
@@ -264,5 +263,5 @@ def copy_bytes(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, size: ir.Value) ->
     b.position_at_end(done)
 
 
-__all__ = ["KINDS", "LibStep", "Native", "call_step", "copy_bytes", "entry", "function",
+__all__ = ["LibStep", "Native", "call_step", "copy_bytes", "entry", "function",
            "native", "reads_one", "step", "takes"]
