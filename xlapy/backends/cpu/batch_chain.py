@@ -117,6 +117,10 @@ class Chain:
     #: product's rounding), run over each block's rows after it, that result then an
     #: intermediate (`_take_tail`), else None.
     tail: Kernel | None = None
+    #: Its schedules (`schedule`): a compile asks ~10 times (the arena bytes, each thread's
+    #: stack layout, the thunk), each ~0.15 ms of Python for attention's 32 batches.
+    _schedules: dict[tuple[Any, ...], chain_schedule.Schedule] = field(
+        default_factory=dict, repr=False, compare=False)
 
     @property
     def batch_bytes(self) -> int:
@@ -150,9 +154,14 @@ class Chain:
         need = max(at + r for _, at, r in self.remaps())
         out_row = s.n * (self.tail.root.shape.dtype.itemsize if self.tail is not None
                          else s.itemsize)
-        return chain_schedule.plan(f.nbatch, f.m, need, out_row, parts,
-                                   gemm_bf16.BM if f.bf16 else ROW_GRANULE,
-                                   stack=chain_schedule.STACK_BYTES)
+        key = (parts, need, out_row, chain_schedule.STACK_BYTES,
+               chain_schedule.MAX_BLOCKED_SHARE, chain_schedule.MAX_RATIO)
+        got = self._schedules.get(key)
+        if got is None:
+            got = self._schedules[key] = chain_schedule.plan(
+                f.nbatch, f.m, need, out_row, parts, gemm_bf16.BM if f.bf16 else ROW_GRANULE,
+                stack=chain_schedule.STACK_BYTES)
+        return got
 
     def scratch_bytes(self, parts: int) -> int:
         """Arena bytes for `parts` threads (`schedule`), then each thread's widening
