@@ -117,7 +117,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.subexecs: list[tuple[str, CpuExecutable]] = []
         #: while name -> its native loop as a step of an outer one (nested_loop.py), or None
         self.nested: dict[str, nested_loop.Nested | None] = {}
-        self.lib_steps: dict[str, loop_library.LibStep] = {}  # sorts, LAPACK: loop steps
+        self.lib_steps: dict[str, loop_library.LibStep] = {}  # library thunks as loop steps
         self.native_loops: dict[str, NativeWhile] = {}  # (while name ->)
         self._lock = threading.Lock()
         self._keep: dict[int, Any] = {}  # output slot -> last array returned (recycle.py)
@@ -385,7 +385,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                     self._set(t, v, s, out)
 
             self.thunks.append(run_dot)
-            loop_library.call_step(self, instr, dot, ins)  # (a convolution in a loop)
+            loop_library.call_step(self, instr, dot, ins)  # (in a loop: loop_callback.py)
             self._native.add(s)
             self.report.append((instr.name, instr.opcode,
                                 f"library {library.library_kind(instr)}"))

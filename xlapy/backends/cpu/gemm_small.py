@@ -37,7 +37,7 @@ from llvmlite import ir
 
 from xlapy import denormal
 from xlapy.backends.cpu import cache, parallel, target
-from xlapy.backends.cpu.dot_shapes import plain_dot
+from xlapy.backends.cpu.dot_shapes import batched_dot, plain_dot
 from xlapy.backends.cpu.llvm_util import (
     F32,
     F64,
@@ -126,6 +126,15 @@ def _wide(m: int, n: int, k: int, f64: bool, bits: int) -> bool:
     l2 = parallel.l2_bytes()
     return (bits == 512 and not f64 and k <= WIDE_K and k * n * 4 <= WIDE_RHS_BYTES
             and not gemm_skinny.one_pass(m, bits) and l2 is not None and l2 < PACKED_L2)
+
+
+def batch_of(instr: Instruction) -> tuple[int, GemmShape] | None:
+    """(batch, each product's GemmShape) of a batched dot_general (dot_shapes.batched_dot)
+    whose products this module computes (`shape`), or None: what a native loop runs one
+    product at a time (regions.batched_gemm_of, small_dots.batched_gemm)."""
+    d = batched_dot(instr)
+    s = None if d is None else shape(d[1], d[2], d[3], d[4])
+    return None if d is None or s is None else (d[0], s)
 
 
 def of_instruction(instr: Instruction, flat: bool = False) -> GemmShape | None:
@@ -512,6 +521,7 @@ def batched_runner(s: GemmShape, threads: int = 1
     return run
 
 
-__all__ = ["GemmShape", "Columns", "Compiled", "Later", "columns", "shape", "of_instruction",
+__all__ = ["GemmShape", "Columns", "Compiled", "Later", "columns", "shape", "batch_of",
+           "of_instruction",
            "compiled", "later", "runner", "batch_shape", "batched_runner", "BATCH_MAX_MACS",
            "MAX_MACS", "MAX_RHS_BYTES", "NARROW_N", "TABLE", "LHS", "RHS", "OUT", "N", "K", "M"]

@@ -48,8 +48,8 @@ _SIZES = (4, 8, 16)
 @dataclass(frozen=True)
 class LapackNative:
     """A custom call a step can run: the routine (getrf, potrf, trsm, syevd, geqrf, orgqr or
-    ungqr), its type
-    letter and flags (potrf: lower; syevd: lower, vectors; trsm: left, lower, trans, unit)."""
+    ungqr), its type letter and flags (potrf: lower; syevd: lower, vectors; trsm: left,
+    lower, trans, unit)."""
 
     routine: str
     t: str
@@ -62,10 +62,9 @@ def native(instr: Instruction, routine: str, t: str, flags: tuple[Any, ...]
     if routine not in ("getrf", "potrf", "trsm", "syevd", "geqrf", "orgqr", "ungqr") or \
             t not in "sdcz":
         return None
-    if routine in ("orgqr", "ungqr"):
-        routine = "orgqr" if t in "sd" else "ungqr"
     ops = [o.shape for o in instr.operands]
     if routine in ("orgqr", "ungqr"):  # (a, tau): tau one vector per matrix
+        routine = "orgqr" if t in "sd" else "ungqr"
         ops, tau = ops[:1], ops[1]
         if not tau.is_array or tuple(tau.dimensions[:-1]) != tuple(ops[0].dimensions[:-2]):
             return None

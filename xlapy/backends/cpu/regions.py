@@ -148,15 +148,15 @@ def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
 
 
 def batched_gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
-    """The Gemm of a batched dot_general (dot_shapes.batched_dot) whose products gemm_small
-    computes, one at a time, or None."""
-    d = dot_shapes.batched_dot(instr)
-    small = None if d is None else gemm_small.shape(d[1], d[2], d[3], d[4])
-    if d is None or small is None:
+    """The Gemm of a batched dot_general whose products gemm_small computes, one at a time
+    (gemm_small.batch_of), or None."""
+    got = gemm_small.batch_of(instr)
+    if got is None:
         return None
+    batch, small = got
     return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
                 small.m, small.n, small.k, False, small.f64, gemm_small.later(small),
-                batch=d[0])
+                batch=batch)
 
 
 def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from xlapy.backends.cpu import gemm_small
-from xlapy.backends.cpu.dot_shapes import batched_dot, lhs_transposed, plain_dot
+from xlapy.backends.cpu.dot_shapes import lhs_transposed, plain_dot
 from xlapy.backends.cpu.library import dot_cost
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.hlo_builder import Emitter, scalar_reducer
@@ -82,9 +82,8 @@ def batched_gemm(d: Instruction) -> bool:
     """A batched dot in a loop body that the native loop runs as gemm_small's products, one
     at a time (loop_steps.native_gemm): over GEMM_MIN_MACS and each product over
     BATCH_MIN_MACS."""
-    b = batched_dot(d)
-    return b is not None and dot_cost(d) > GEMM_MIN_MACS and \
-        b[1] * b[2] * b[3] >= BATCH_MIN_MACS and gemm_small.shape(*b[1:]) is not None
+    got = gemm_small.batch_of(d)
+    return got is not None and dot_cost(d) > GEMM_MIN_MACS and got[1].macs >= BATCH_MIN_MACS
 
 
 def tiny_batched(d: Instruction) -> bool:
