@@ -30,6 +30,7 @@ import numpy as np
 
 from xlapy import denormal
 from xlapy.backends.cpu import (
+    branch_loop,
     chain_runtime,
     conv_epilogue,
     dot_epilogue,
@@ -103,9 +104,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                  options: Mapping[str, Any] | CpuOptions | None = None,
                  plans: dict[str, CpuFusionPlan] | None = None) -> None:
         self.module = module
-        #: The cpu-fusion pass's plans (pipeline.py) for this computation and those its
-        #: control flow runs; None: compiled without the pipeline, planned here by the
-        #: pass's own function.
+        #: The cpu-fusion pass's plans (pipeline.py) for this computation and those its control
+        #: flow runs (and branch_loop's); None: no pipeline, planned by the pass's function.
         self._plans = plans if plans is not None else \
             module.meta.get(META_KEY) if module is not None else None  # type: ignore[assignment]
         self.comp = comp
@@ -385,6 +385,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                     self._set(t, v, s, out)
 
             self.thunks.append(run_dot)
+            kernel_batch.gemm_member(run_dot, instr, self.slot, None if temp else s)
             loop_library.call_step(self, instr, dot, ins)  # (in a loop: loop_callback.py)
             self._native.add(s)
             self.report.append((instr.name, instr.opcode,
@@ -402,9 +403,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         subs: list[Any] = []
         if instr.opcode in CONTROL_FLOW:
             opts = self.options.nested_copy(loop_part=instr.opcode == "while")
-            subs = [CpuExecutable(c, None, opts, self._plans) for c in instr.called]
+            subs, how = branch_loop.compile_branches(instr, opts, self._plans)
             self.subexecs.extend((instr.name, sub) for sub in subs)
-            how = "control flow (cpu sub-executables)"
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
             if nw is not None:
                 once.ahead(while_driver.driver)  # its runner, built while compile returns

@@ -97,3 +97,54 @@ def test_a_single_kernel_is_left_alone() -> None:
     native.native = (0, 1, [])  # type: ignore[attr-defined]
     out = kernel_batch.batch([plain, native, plain], {}, lambda: None)
     assert out == [plain, native, plain]
+
+
+# Small 2-D products between kernels (expm's top level): gemm_small's rows in the batch.
+DOTS = """
+func.func @main(%x: tensor<16x16xf32>, %w: tensor<16x16xf32>) -> (tensor<16x16xf32>,
+    tensor<16x16xf32>) {
+  %a = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
+    : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  %b = stablehlo.tanh %a : tensor<16x16xf32>
+  %c = stablehlo.dot_general %b, %w, contracting_dims = [1] x [0]
+    : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  %d = stablehlo.dot_general %c, %b, contracting_dims = [1] x [0]
+    : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  %e = stablehlo.exponential %d : tensor<16x16xf32>
+  %f = stablehlo.dot_general %e, %x, contracting_dims = [1] x [0]
+    : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  return %c, %f : tensor<16x16xf32>, tensor<16x16xf32>
+}
+"""
+
+
+def test_small_products_join_the_batch_with_their_thunks_bits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    prog = xlapy.compile(DOTS, backend="cpu")
+    # 4 dots and 2 kernels in one call, then the results tuple
+    assert [getattr(th, "batched", 0) for th in prog._exe.thunks] == [6, 0]
+    with monkeypatch.context() as m:
+        m.setattr(kernel_batch, "MIN_KERNELS", 1 << 30)
+        ref = xlapy.compile(DOTS, backend="cpu")
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            for k in range(30):
+                rng = np.random.default_rng(seed * 100 + k)
+                x, w = (rng.standard_normal((16, 16)).astype(np.float32) * 0.3
+                        for _ in range(2))
+                got = prog(x, w)
+                _same(got, ref(x, w))
+                want_c = np.tanh(x @ w) @ w
+                np.testing.assert_allclose(got[0], want_c, rtol=1e-5, atol=1e-5)
+        except BaseException as e:  # noqa: BLE001  (reported by the main thread)
+            errors.append(e)
+
+    work(0)
+    ts = [threading.Thread(target=work, args=(s,)) for s in range(1, 4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[0]

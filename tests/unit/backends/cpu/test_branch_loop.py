@@ -1,0 +1,165 @@
+"""branch_loop.py: a case/if branch of several small steps runs as one trip of a native
+while loop, with the bits of the branch's own executable, and only where its loop is
+native and it pays."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import branch_loop
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+
+def _text(fn: Any, *args: Any) -> str:
+    return jax.jit(fn).lower(*args).as_text()
+
+
+def _solve_branch(a: Any, b: Any, n: Any) -> Any:
+    """A branch of LAPACK calls, a fori_loop and kernels (expm's shape), the other a few
+    kernels; `n` picks."""
+    def heavy(ab: Any) -> Any:
+        a, b = ab
+        x = jnp.linalg.solve(a, b)
+        x = jax.lax.fori_loop(0, 3, lambda i, y: y @ a * 0.5 + b, x)
+        return x, jnp.tanh(x).sum()
+
+    def light(ab: Any) -> Any:
+        a, b = ab
+        return a + b, (a * b).sum()
+
+    return jax.lax.cond(n > 0, heavy, light, (a, b))
+
+
+def _args(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal((8, 8)) + 8 * np.eye(8)).astype(np.float32)
+    return a, rng.standard_normal((8, 8)).astype(np.float32)
+
+
+def _no_trips(monkeypatch: pytest.MonkeyPatch, text: str) -> Any:
+    """The program with every branch its own executable (the reference)."""
+    with monkeypatch.context() as m:
+        m.setattr(branch_loop, "MIN_THUNKS", 1 << 30)
+        prog = xlapy.compile(text, backend="cpu")
+    assert branch_loop.LABEL not in _hows(prog)
+    return prog
+
+
+def _hows(prog: Any) -> str:
+    return "\n".join(how for _, _, how in prog._exe.report)
+
+
+def _same(got: Any, want: Any) -> None:
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        assert g.tobytes() == w.tobytes()
+
+
+def test_a_heavy_branch_runs_as_a_trip_with_the_branch_bits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = _args(0)
+    text = _text(_solve_branch, a, b, np.int32(1))
+    prog = xlapy.compile(text, backend="cpu")
+    assert f"1 {branch_loop.LABEL}" in _hows(prog)  # the light branch keeps its executable
+    once = [s for _, s in prog._exe.subexecs if s.comp.name.endswith(".once")]
+    assert len(once) == 1 and once[0].native_loops
+    ref = _no_trips(monkeypatch, text)
+    for seed in range(3):
+        a, b = _args(seed)
+        for n in (np.int32(1), np.int32(0)):
+            got = prog(a, b, n)
+            _same(got, ref(a, b, n))
+            want = jax.jit(_solve_branch)(a, b, n)
+            np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), rtol=2e-4,
+                                       atol=2e-4)
+    first = prog(a, b, np.int32(1))
+    prog(*_args(7), np.int32(1))
+    _same(first, ref(a, b, np.int32(1)))  # each call's results are arrays of its own
+
+
+def test_switch_branches_with_passed_through_operands_and_several_results(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def f(x: Any, y: Any, k: Any) -> Any:
+        def b0(xy: Any) -> Any:  # an operand returned as it came, one computed
+            x, y = xy
+            z = jnp.sin(x @ y) @ y
+            z = jnp.exp(-z * z) @ x
+            return x, jnp.cos(z) @ y + x.sum()
+
+        def b1(xy: Any) -> Any:  # the operands swapped
+            x, y = xy
+            return y, x
+
+        def b2(xy: Any) -> Any:
+            x, y = xy
+            q, r = jnp.linalg.qr(x @ y + 3 * jnp.eye(6, dtype=x.dtype))
+            return q @ r, jnp.abs(r) @ jnp.tanh(y @ q)
+
+        return jax.lax.switch(k, [b0, b1, b2], (x, y))
+
+    rng = np.random.default_rng(3)
+    x, y = (rng.standard_normal((6, 6)).astype(np.float32) for _ in range(2))
+    text = _text(f, x, y, np.int32(0))
+    prog = xlapy.compile(text, backend="cpu")
+    assert f"2 {branch_loop.LABEL}s" in _hows(prog)
+    ref = _no_trips(monkeypatch, text)
+    for k in (0, 1, 2, 5, -1):  # (out of range: the last branch, as XLA's case)
+        _same(prog(x, y, np.int32(k)), ref(x, y, np.int32(k)))
+
+
+def test_f64_branch_and_threads_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    with jax.enable_x64(True):
+        a, b = (v.astype(np.float64) for v in _args(1))
+        text = _text(_solve_branch, a, b, np.int32(1))
+    prog = xlapy.compile(text, backend="cpu")
+    assert branch_loop.LABEL in _hows(prog)
+    ref = _no_trips(monkeypatch, text)
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            for k in range(30):
+                a, b = (v.astype(np.float64) for v in _args(seed * 100 + k))
+                n = np.int32(k % 2)
+                _same(prog(a, b, n), ref(a, b, n))
+        except BaseException as e:  # noqa: BLE001  (reported by the main thread)
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(s,)) for s in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_small_or_unrunnable_branches_keep_their_executables() -> None:
+    def nested(x: Any, n: Any) -> Any:  # a branch holding a cond: no step for it
+        def inner(x: Any) -> Any:
+            y = jnp.sin(x) @ x
+            y = jax.lax.cond(y.sum() > 0, lambda y: jax.lax.fori_loop(
+                0, 3, lambda i, z: jnp.cos(z) @ z, y), jnp.tanh, y) @ x
+            return jnp.exp(y) @ x + 1
+
+        return jax.lax.cond(n > 0, inner, lambda x: x * 2, x)
+
+    x = np.eye(4, dtype=np.float32) * 0.5
+    prog = xlapy.compile(_text(nested, x, np.int32(1)), backend="cpu")
+    assert branch_loop.LABEL not in _hows(prog)
+    np.testing.assert_allclose(prog(x, np.int32(1)), jax.jit(nested)(x, np.int32(1)),
+                               rtol=1e-5, atol=1e-6)
+    big = np.zeros((128, 128), np.float32)  # over MAX_BYTES
+    prog = xlapy.compile(_text(lambda a, n: _solve_branch(a, a, n), big, np.int32(1)),
+                         backend="cpu")
+    assert branch_loop.LABEL not in _hows(prog)

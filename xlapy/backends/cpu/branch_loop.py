@@ -1,0 +1,167 @@
+"""A case/if branch of several small steps run as one trip of a native while loop.
+
+A branch runs as a cpu executable whose thunks Python calls one by one: ~3-10 us each, so a
+branch of a dozen small ones (jax.scipy.linalg.expm's: a getrf, two trsms, two native loops,
+a few kernels on 16 x 16 matrices) costs ~200 us where XLA spends ~50. The native while
+driver already runs kernels, GEMMs, LAPACK steps and inner loops with no Python between
+them (native_loop.py), so the branch is compiled a second time as the body of a loop that
+runs once:
+
+    once(params...) = results of while (i = 0, elements of params..., zeros of results...)
+        cond: i < 1
+        body: (i + 1, elements of params..., branch(params...))
+
+and that computation replaces the branch when its loop is native. The state is small (at
+most MAX_BYTES: the driver's Kept buffers, copied in and out), so the trip costs one native
+loop call (~10-15 us of Python). A branch whose loop would not be native (an op with no
+native step) keeps its own executable; so does one of fewer than MIN_THUNKS working thunks,
+whose Python costs less than the call.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from xlapy.backends.cpu.loop_bind import KEPT_BYTES
+from xlapy.backends.cpu.pipeline import plan_all
+from xlapy.ir import Computation, Instruction
+from xlapy.passes.hlo_builder import Emitter
+from xlapy.types import ElementType, Shape
+
+if TYPE_CHECKING:
+    from xlapy.backends.cpu.executable import CpuExecutable
+    from xlapy.backends.cpu.options import CpuOptions
+
+#: Bytes of parameters and results up to which a branch may run as a loop trip.
+MAX_BYTES = KEPT_BYTES
+#: Thunks (not counting aliasing and buffers) from which the trip pays: a native loop call
+#: costs about as much Python as three or four kernel thunks.
+MIN_THUNKS = 4
+#: How the report names what the branch ran as (after the case's own entry).
+LABEL = "branch as one native loop trip"
+_S32 = ElementType.S32
+
+
+def _arrays(shape: Shape) -> list[Shape] | None:
+    """A value's arrays (itself, or a flat tuple's elements), or None."""
+    if shape.is_array:
+        return [shape]
+    if shape.is_tuple and all(s.is_array for s in shape.tuple_shapes):
+        return list(shape.tuple_shapes)
+    return None
+
+
+def worth(branch: CpuExecutable) -> bool:
+    """Whether a compiled branch is worth trying as a trip: enough working thunks, none of
+    them interpreter fallbacks or control flow the driver cannot run, and small values."""
+    comp = branch.comp
+    root = comp.root
+    if root is None or (root.shape.is_tuple and root.opcode != "tuple"):
+        return False
+    shapes = [_arrays(p.shape) for p in comp.parameters] + [_arrays(root.shape)]
+    if any(s is None for s in shapes):
+        return False
+    nbytes = sum(s.num_elements * s.dtype.itemsize for ss in shapes for s in ss or ())
+    hows = [how for _, _, how in branch.report if how not in ("aliasing", "buffer")]
+    return nbytes <= MAX_BYTES and len(hows) >= MIN_THUNKS and not any(
+        how == "interpreter fallback" or how.startswith("control flow") for how in hows)
+
+
+def _body(branch: Computation, state: list[Shape], n: int) -> Computation | None:
+    """(i, elements..., results...) -> (i + 1, elements..., branch(elements...)), or None
+    when a tuple parameter is used other than through get_tuple_element."""
+    e = Emitter(Computation(f"{branch.name}.once_body"))
+    ps = [e.param(s) for s in state]
+    flat, k = {}, 1
+    mapping: dict[int, Instruction] = {}
+    for p in branch.parameters:
+        if p.shape.is_tuple:
+            if any(u.opcode != "get_tuple_element" for u in p.users):
+                return None
+            flat[id(p)] = ps[k: k + len(p.shape.tuple_shapes)]
+            k += len(p.shape.tuple_shapes)
+        else:
+            mapping[id(p)] = ps[k]
+            k += 1
+    for i in branch.post_order():
+        if i.opcode == "parameter":
+            continue
+        if i.opcode == "get_tuple_element" and id(i.operands[0]) in flat:
+            mapping[id(i)] = flat[id(i.operands[0])][i.attrs.index]
+            continue
+        mapping[id(i)] = e.comp.add(Instruction(i.opcode, [mapping[id(o)] for o in i.operands],
+                                                i.shape, i.attrs, i.called, i.name, i.meta))
+    root = branch.root
+    assert root is not None
+    outs = [mapping[id(o)] for o in root.operands] if root.opcode == "tuple" and \
+        root.shape.is_tuple else [mapping[id(root)]]
+    e.comp.root = e.tuple(e.add(ps[0], e.const(1, _S32)), *ps[1:1 + n], *outs)
+    e.comp.multi_result = True
+    return e.comp
+
+
+def _cond(name: str, state: list[Shape]) -> Computation:
+    e = Emitter(Computation(f"{name}.once_cond"))
+    ps = [e.param(s) for s in state]
+    e.comp.root = e.cmp(ps[0], e.const(1, _S32), "LT")
+    return e.comp
+
+
+def _once(branch: Computation) -> Computation | None:
+    """The computation running `branch` as one loop trip (module docstring), or None."""
+    root = branch.root
+    assert root is not None
+    results = _arrays(root.shape) or []
+    e = Emitter(Computation(f"{branch.name}.once"))
+    elems: list[Instruction] = []
+    for p in branch.parameters:
+        q = e.param(p.shape, p.name)
+        elems += [e.get_tuple_element(q, index=j) for j in range(len(p.shape.tuple_shapes))] \
+            if p.shape.is_tuple else [q]
+    init = [e.const(0, _S32), *elems, *(e.const(0, s.element_type, s.dimensions) for s in results)]
+    state = [x.shape for x in init]
+    body = _body(branch, state, len(elems))
+    if body is None:
+        return None
+    loop = e.op("while", *init, called=[_cond(branch.name, state), body],
+                name=f"{branch.name}.trip")
+    first = 1 + len(elems)
+    outs = [e.get_tuple_element(loop, index=first + j) for j in range(len(results))]
+    e.comp.root = e.tuple(*outs) if root.shape.is_tuple else outs[0]
+    e.comp.multi_result = branch.multi_result
+    return e.comp
+
+
+def as_trip(branch: CpuExecutable, plans: dict[str, Any], options: CpuOptions
+            ) -> CpuExecutable | None:
+    """The executable of `branch` as one native loop trip, or None (keep `branch`)."""
+    from xlapy.backends.cpu.executable import CpuExecutable
+
+    if not branch.runnable or not worth(branch):
+        return None
+    once = _once(branch.comp)
+    if once is None:
+        return None
+    plans.update(plan_all([once], options))
+    exe = CpuExecutable(once, None, options, plans)
+    return exe if exe.native_loops else None
+
+
+def compile_branches(instr: Instruction, options: CpuOptions, plans: dict[str, Any]
+                     ) -> tuple[list[CpuExecutable], str]:
+    """The executables of a control-flow instruction's computations (a case/if branch as a
+    trip where that pays) and what the report says of them."""
+    from xlapy.backends.cpu.executable import CpuExecutable
+
+    subs = [CpuExecutable(c, None, options, plans) for c in instr.called]
+    if instr.opcode not in ("case", "if"):
+        return subs, "control flow (cpu sub-executables)"
+    trips = [as_trip(s, plans, options) for s in subs]
+    n = sum(t is not None for t in trips)
+    how = "control flow (cpu sub-executables)"
+    if n:
+        how = f"control flow (cpu sub-executables; {n} {LABEL}{'s' if n > 1 else ''})"
+    return [t or s for t, s in zip(trips, subs)], how
+
+
+__all__ = ["LABEL", "MAX_BYTES", "MIN_THUNKS", "as_trip", "compile_branches", "worth"]
