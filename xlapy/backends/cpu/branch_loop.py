@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from xlapy.backends.cpu.loop_bind import KEPT_BYTES
 from xlapy.backends.cpu.pipeline import plan_all
 from xlapy.ir import Computation, Instruction
@@ -132,9 +134,59 @@ def _once(branch: Computation) -> Computation | None:
     return e.comp
 
 
+class Trip:
+    """A branch's `once` executable run by its loop alone: a call hands the loop its state
+    (the counter, the operands' arrays, zeros for the results) and returns the results,
+    skipping the executable's per-call work (argument checks, its get_tuple_element and
+    tuple thunks, result ownership: the loop's final state is arrays of its own), ~15 us
+    of expm's branch. Everything else (report, subexecs, objects) is the executable's.
+
+    Its operands reach no host code (`host_safe`: the case thunk need not copy them off
+    its arena): they are copied into the loop's buffers, and its LAPACK steps run the
+    library. A call whose RuntimeState registers one of the branch's custom-call targets
+    runs the branch's own executable instead (which looks them up), on copies."""
+
+    host_safe = True
+
+    def __init__(self, exe: CpuExecutable, branch: CpuExecutable) -> None:
+        self.exe, self.branch = exe, branch
+        self.targets = _targets(branch.comp)
+        self.nw = next(iter(exe.native_loops.values()))
+        params = branch.comp.parameters
+        self.tupled = [p.shape.is_tuple for p in params]
+        root = branch.comp.root
+        assert root is not None
+        results = _arrays(root.shape) or []
+        self.state0 = [np.zeros((), np.int32)]
+        self.zeros = [np.zeros(r.dimensions, r.dtype) for r in results]
+        self.first = 1 + sum(len(p.shape.tuple_shapes) if t else 1
+                             for p, t in zip(params, self.tupled))
+        self.single = not root.shape.is_tuple
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.exe, name)
+
+    def run_computation(self, args: list[Any], runtime: Any = None, process: Any = None
+                        ) -> Any:
+        custom = getattr(runtime, "custom_calls", None)
+        if custom and not self.targets.isdisjoint(custom):
+            return self.branch.run_computation(_copies(args), runtime, process)
+        state = list(self.state0)
+        for a, t in zip(args, self.tupled):
+            if t:
+                state.extend(a)
+            else:
+                state.append(a)
+        state.extend(self.zeros)
+        out = self.nw.run(tuple(state), runtime, process)[self.first:]
+        return out[0] if self.single else tuple(out)
+
+    run = run_computation
+
+
 def as_trip(branch: CpuExecutable, plans: dict[str, Any], options: CpuOptions
-            ) -> CpuExecutable | None:
-    """The executable of `branch` as one native loop trip, or None (keep `branch`)."""
+            ) -> Trip | None:
+    """`branch` as one native loop trip, or None (keep `branch`)."""
     from xlapy.backends.cpu.executable import CpuExecutable
 
     if not branch.runnable or not worth(branch):
@@ -144,11 +196,28 @@ def as_trip(branch: CpuExecutable, plans: dict[str, Any], options: CpuOptions
         return None
     plans.update(plan_all([once], options))
     exe = CpuExecutable(once, None, options, plans)
-    return exe if exe.native_loops else None
+    return Trip(exe, branch) if exe.native_loops else None
+
+
+def _targets(comp: Computation) -> frozenset[str]:
+    """The custom-call targets `comp` and the computations it calls name."""
+    out: set[str] = set()
+    for i in comp.instructions:
+        if i.opcode == "custom_call":
+            out.add(i.attrs.call_target_name)
+        for c in i.called:
+            out |= _targets(c)
+    return frozenset(out)
+
+
+def _copies(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return type(value)(_copies(v) for v in value)
+    return np.array(value) if isinstance(value, np.ndarray) else value
 
 
 def compile_branches(instr: Instruction, options: CpuOptions, plans: dict[str, Any]
-                     ) -> tuple[list[CpuExecutable], str]:
+                     ) -> tuple[list[Any], str]:
     """The executables of a control-flow instruction's computations (a case/if branch as a
     trip where that pays) and what the report says of them."""
     from xlapy.backends.cpu.executable import CpuExecutable
@@ -164,4 +233,4 @@ def compile_branches(instr: Instruction, options: CpuOptions, plans: dict[str, A
     return [t or s for t, s in zip(trips, subs)], how
 
 
-__all__ = ["LABEL", "MAX_BYTES", "MIN_THUNKS", "as_trip", "compile_branches", "worth"]
+__all__ = ["LABEL", "MAX_BYTES", "MIN_THUNKS", "Trip", "as_trip", "compile_branches", "worth"]

@@ -423,7 +423,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         else:
             how = "interpreter fallback"
         self.report.append((instr.name, instr.opcode, how))
-        host = thunks.host_facing(instr)  # outfeed, send, custom_call, prints may keep operands
+        host = thunks.host_facing(instr, subs)  # outfeed, send, custom_call, prints may keep them
 
         def run_op(t: Any, v: list[Any], rt: Any, pr: Any, instr: Instruction = instr,
                    s: int = s, ins: list[int] = ins) -> None:

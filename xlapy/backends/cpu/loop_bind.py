@@ -80,7 +80,7 @@ KEPT_BYTES = 1 << 16
 class Kept:
     """A small loop's own state buffers (and swapped elements' second buffers), bound into
     p's tables once: a call copies the state in, restores the words the driver changes
-    (swapped table entries and cells) from a snapshot and copies the final state out.
+    (swapped table entries and cells; none without swaps) and copies the final state out.
     Binding fresh buffers cost ~8 us of the ~18 us a call of a threefry loop (jax.random)
     spent in Python; the copies of a few hundred bytes cost less than taking their
     addresses. Bigger states keep `bind` (a copy out would double their traffic)."""
@@ -89,9 +89,18 @@ class Kept:
         self.bufs = [np.empty(np.shape(v), np.asarray(v).dtype) for v in state]
         self.others = {k: np.empty_like(self.bufs[k]) for k, _ in nw.swapped}
         bind(nw, p, self.bufs, self.others)
-        self.tabs = p.binder.tabs
-        self.cells = p.binder.cells
-        self.snap = [t.copy() for t in self.tabs] + [self.cells.copy()]
+        b: Binder = p.binder
+        self.cells = b.cells
+        self.cells0 = self.cells.copy()
+        #: (table, indices, their words as bound): the entries a swap exchanges (the state
+        #: slots of swapped elements in both tables, their result slots in the body's)
+        self.restore: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        swapped = set(b.swap_k)
+        for j, (tab, (slots, ks)) in enumerate(zip(b.tabs, b.state)):
+            ix = [int(s) for s, k in zip(slots, ks) if int(k) in swapped]
+            ix += [int(r) for r in b.swap_r] if j == 1 else []
+            if ix:
+                self.restore.append((tab, _ix(ix), tab[_ix(ix)].copy()))
         #: (state index, swap cell index, the second buffer's address) of swapped elements
         self.swaps = [(k, j, ptr(self.others[k])) for j, (k, _) in enumerate(nw.swapped)]
 
@@ -99,9 +108,10 @@ class Kept:
         """drive() over `state` copied in; (the final state as fresh arrays, its result)."""
         for buf, v in zip(self.bufs, state):
             np.copyto(buf, v, casting="no")
-        for t, snap in zip(self.tabs, self.snap):
-            t[:] = snap
-        self.cells[:] = self.snap[-1]
+        if self.restore:
+            for tab, ix, words in self.restore:
+                tab[ix] = words
+            self.cells[:] = self.cells0
         got = drive()
         final = list(self.bufs)  # a swapped element ends where its cell points
         for k, j, other in self.swaps:
@@ -114,7 +124,7 @@ def kept(nw: NativeWhile, p: _Prepared, state: tuple[Any, ...]) -> Kept | None:
     """p's Kept buffers for a small state (made on its first call), else None."""
     if p.kept is None:
         small = sum(np.asarray(v).nbytes for v in state) <= KEPT_BYTES
-        p.kept = Kept(nw, p, state) if small and not p.nested else False
+        p.kept = Kept(nw, p, state) if small else False
     return p.kept or None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,12 +62,16 @@ class FallbackContext:
         return self.instr
 
 
-def host_facing(instr: Instruction) -> bool:
+def host_facing(instr: Instruction, subs: Sequence[Any] = ()) -> bool:
     """Whether an op, or one in the computations it calls, is side-effecting (hands values to
-    host code or other processes, which may keep them)."""
+    host code or other processes, which may keep them). A called computation whose
+    executable in `subs` hands its operands to none (`host_safe`: branch_loop.Trip) is not
+    looked into."""
     if OPS[instr.opcode].side_effecting:
         return True
-    return any(host_facing(i) for c in instr.called for i in c.instructions)
+    safe = [getattr(s, "host_safe", False) for s in subs] or [False] * len(instr.called)
+    return any(host_facing(i) for c, ok in zip(instr.called, safe) if not ok
+               for i in c.instructions)
 
 
 def off_arena(value: Any, raw: np.ndarray) -> Any:

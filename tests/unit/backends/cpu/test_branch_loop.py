@@ -163,3 +163,25 @@ def test_small_or_unrunnable_branches_keep_their_executables() -> None:
     prog = xlapy.compile(_text(lambda a, n: _solve_branch(a, a, n), big, np.int32(1)),
                          backend="cpu")
     assert branch_loop.LABEL not in _hows(prog)
+
+
+def test_a_runtime_custom_call_target_runs_through_the_branch_executable() -> None:
+    from xlapy.interpreter.evaluator import RuntimeState
+
+    a, b = _args(2)
+    text = _text(_solve_branch, a, b, np.int32(1))
+    prog = xlapy.compile(text, backend="cpu")
+    assert branch_loop.LABEL in _hows(prog)
+    target = next(t for _, s in prog._exe.subexecs if isinstance(s, branch_loop.Trip)
+                  for t in s.targets if "getrf" in t)
+    seen: list[int] = []
+
+    def getrf(operands: Any, shape: Any, attrs: Any) -> Any:
+        seen.append(1)
+        raise ValueError("the registered getrf ran")
+
+    rt = RuntimeState(custom_calls={target: getrf})
+    with pytest.raises(Exception, match="the registered getrf ran"):
+        prog._exe.run([a, b, np.array(1, np.int32)], rt)
+    assert seen
+    _same(prog(a, b, np.int32(1)), prog._exe.run([a, b, np.array(1, np.int32)]))

@@ -13,6 +13,7 @@ import xlapy
 from xlapy.backends.cpu import loop_bind
 
 jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
 
 
 def _randint(k: Any) -> Any:
@@ -61,3 +62,26 @@ def test_a_big_state_is_bound_per_call() -> None:
     prog = xlapy.compile(jax.jit(f).lower(x).as_text(), backend="cpu")
     np.testing.assert_array_equal(prog(x), np.asarray(jax.jit(f)(x)))
     assert all(nw._prep.kept is False for nw in _loops(prog))
+
+
+def test_a_loop_with_inner_loops_keeps_its_small_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner native loops rebind their own tables each run: the outer one keeps its state."""
+    def f(x: Any) -> Any:
+        def outer(i: Any, v: Any) -> Any:
+            w = jax.lax.fori_loop(0, i + 1, lambda j, u: jnp.sin(u) * 0.5 + u, v)
+            return w * 0.9 + i.astype(w.dtype)
+        return jax.lax.fori_loop(0, 5, outer, x)
+
+    x = np.linspace(-1, 1, 16, dtype=np.float32)
+    text = jax.jit(f).lower(x).as_text()
+    kept = xlapy.compile(text, backend="cpu")
+    with monkeypatch.context() as m:
+        m.setattr(loop_bind, "KEPT_BYTES", -1)
+        bound = xlapy.compile(text, backend="cpu")
+        want = [bound(x + s) for s in range(3)]
+    got = [kept(x + s) for s in range(3)]
+    (nw,) = _loops(kept)
+    assert nw._prep.nested and nw._prep.kept
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_allclose(got[0], np.asarray(jax.jit(f)(x)), rtol=1e-5, atol=1e-6)
