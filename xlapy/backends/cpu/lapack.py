@@ -29,6 +29,7 @@ registry or the per-call RuntimeState.custom_calls, or fails as the interpreter 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -65,7 +66,7 @@ def plan(instr: Instruction, threads: int = 1) -> Plan | None:
     sort may split over `threads` threads."""
     op = instr.opcode
     if op == "custom_call":
-        return _custom_call(instr)
+        return _custom_call(instr, threads)
     if op == "cholesky":
         return "lapack", _cholesky(instr)
     if op == "triangular_solve":
@@ -159,7 +160,7 @@ def _failing(error: XlapyError) -> Callable[..., Any]:
 
 
 # ---- custom calls -------------------------------------------------------------------------------
-def _custom_call(instr: Instruction) -> Plan | None:
+def _custom_call(instr: Instruction, threads: int = 1) -> Plan | None:
     from xlapy.ops.misc import CUSTOM_CALL_TARGETS
 
     name = instr.attrs.call_target_name
@@ -178,6 +179,8 @@ def _custom_call(instr: Instruction) -> Plan | None:
         one, rank0, many = _ROUTINES[routine](t, instr, leaves)
     except XlapyError as e:
         return "lapack", _failing(e)
+    if many is not None and threads > 1 and routine == "syevd":  # (lapack_batch.SPLIT_BATCH)
+        many = functools.partial(many, threads=threads)
     run = serial(_with_batch(_batched(one, leaves, rank0), many, leaves, rank0),
                  matrix_elements(instr.operands[0].shape.dimensions))
     out = run if instr.shape.is_tuple else (lambda *ops: run(*ops)[0])

@@ -21,16 +21,22 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache
+from xlapy.backends.cpu import cache, parallel
 from xlapy.backends.cpu.llvm_util import I64, for_range, i64, new_module, on_host
 from xlapy.backends.cpu.once import once
-from xlapy.backends.cpu.thunks import ptr
+from xlapy.backends.cpu.thunks import bounds, ptr
 from xlapy.backends.cpu.transpose_lib import swap_last
 from xlapy.ops.custom_call_targets import routine
+from xlapy.ops.lapack_threads import SERIAL_FROM
 
 #: Argument counts of the routines called (potrf: 5, getrf: 6, geqrf: 8, orgqr / ungqr: 9,
 #: trsm and syevd: 11).
 ARITIES = (5, 6, 8, 9, 11)
+#: Matrices from which a batch of syevd calls splits over the threads (two calls or more
+#: each: a hand-off costs ~2 us, a 3 x 3 syevd ~1). Only syevd: 512 4 x 4 getrf and trsm
+#: calls ran slower split (0.58 -> 0.74 ms a jax.vmap(jnp.linalg.solve); each call takes
+#: OpenBLAS's locked buffer allocator), 4096 3 x 3 syevd 6.9 -> 4.1 ms.
+SPLIT_BATCH = 32
 _CALL = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                          ctypes.c_int64)
 
@@ -59,7 +65,7 @@ def _emit() -> ir.Module:
 def _loops() -> dict[int, Any]:
     eng = cache.library_engine(("lapack-batch",), _emit, "lapack-batch-O0", o0=True,
                                exports=[f"xlapy_batch_call_{n}" for n in ARITIES])
-    return {n: (eng, _CALL(eng.address(f"xlapy_batch_call_{n}"))) for n in ARITIES}
+    return {n: (eng, _CALL(a := eng.address(f"xlapy_batch_call_{n}")), a) for n in ARITIES}
 
 
 class _Args:
@@ -74,11 +80,12 @@ class _Args:
         self.stride = np.array(strides, np.int64)
         self.stride_at = self.stride.ctypes.data
         self.slots = [j for j, a in enumerate(args) if a is None]
-        self.loop = _loops()[len(args)][1]
+        _, self.loop, self.address = _loops()[len(args)]
         self.mine = threading.local()  # each thread's copy of base, and its address
 
-    def call(self, fn: int, batch: int, *arrays: np.ndarray) -> None:
-        """fn per batch index, `arrays` in the argument positions left None."""
+    def call(self, threads: int, fn: int, batch: int, *arrays: np.ndarray) -> None:
+        """fn per batch index, `arrays` in the argument positions left None; split into
+        ranges of the batch over `threads` (`parts`), each with scratch of its own."""
         got = getattr(self.mine, "base", None)
         if got is None:
             b = self.base.copy()
@@ -86,7 +93,37 @@ class _Args:
         base, at = got
         for j, x in zip(self.slots, arrays):
             base[j] = ptr(x)
-        self.loop(fn, at, self.stride_at, batch)
+        parts = _parts(threads, batch, arrays)
+        if parts < 2:
+            self.loop(fn, at, self.stride_at, batch)
+            return
+        cuts = bounds(batch, parts)
+        # every range its own workspaces (the arrays of stride 0, which each call overwrites)
+        scratch = [(j, x) for j, x in zip(self.slots, arrays) if self.stride[j] == 0]
+        keep: list[np.ndarray] = []
+        pool = parallel.pool(threads)
+        done = []
+        for k in range(1, parts):
+            b = base + cuts[k] * self.stride
+            for j, x in scratch:
+                keep.append(own := np.empty_like(x))
+                b[j] = ptr(own)
+            keep.append(b)
+            done.append(pool.submit(self.address, fn, b.ctypes.data, self.stride_at,
+                                    cuts[k + 1] - cuts[k]))
+        self.loop(fn, at, self.stride_at, cuts[1])
+        for d in done:
+            d.result()
+
+
+def _parts(threads: int, batch: int, arrays: tuple[np.ndarray, ...]) -> int:
+    """Ranges a batch call is split into: one per thread for SPLIT_BATCH matrices or more
+    of fewer than SERIAL_FROM elements each (OpenBLAS runs those on the calling thread)."""
+    if threads < 2 or batch < SPLIT_BATCH:
+        return 1
+    a = arrays[0]
+    return min(threads, batch // (SPLIT_BATCH // 2)) \
+        if a.size // max(batch, 1) < SERIAL_FROM else 1
 
 
 def getrf_args(m: int, n: int, item: int) -> _Args:
@@ -187,7 +224,7 @@ def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
         ipiv = np.empty((*lead, min(m, n)), np.int32)
         info = np.empty(lead, np.int32)
         _cached(shapes, (m, n, work.itemsize), lambda: getrf_args(m, n, work.itemsize)).call(
-            fn, batch, work, ipiv, info)
+            1, fn, batch, work, ipiv, info)
         _check(info, check)
         return fortran(work), ipiv, info
 
@@ -209,7 +246,7 @@ def potrf(t: str, lower: bool, check: Callable[[int], int]
         work = fortran(a)
         info = np.empty(lead, np.int32)
         _cached(shapes, (n, work.itemsize), lambda: potrf_args(lower, n, work.itemsize)).call(
-            fn, batch, work, info)
+            1, fn, batch, work, info)
         _check(info, check)
         return fortran(work), info
 
@@ -227,7 +264,7 @@ def syevd(t: str, lower: bool, vectors: bool, check: Callable[[int], int]
     fn = routine(cython_lapack, f"{t}syevd")
     shapes: dict[Any, _Args] = {}
 
-    def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
+    def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
         *lead, n, _ = a.shape
         batch = math.prod(lead)
         work = fortran(a)
@@ -237,7 +274,7 @@ def syevd(t: str, lower: bool, vectors: bool, check: Callable[[int], int]
         info = np.empty(lead, np.int32)
         _cached(shapes, (n, work.itemsize),
                 lambda: syevd_args(lower, vectors, n, work.itemsize)).call(
-            fn, batch, work, w, scratch, iscratch, info)
+            threads, fn, batch, work, w, scratch, iscratch, info)
         _check(info, check)
         return (fortran(work) if vectors else a.copy()), w, info  # (fresh, as f2py's)
 
@@ -259,7 +296,7 @@ def geqrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
         scratch = np.empty(qr_lwork(n), a.dtype)
         info = np.empty(lead, np.int32)
         _cached(shapes, (m, n, work.itemsize), lambda: geqrf_args(m, n, work.itemsize)).call(
-            fn, math.prod(lead), work, tau, scratch, info)
+            1, fn, math.prod(lead), work, tau, scratch, info)
         _check(info, check)
         return fortran(work), tau
 
@@ -282,7 +319,7 @@ def orgqr(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
         info = np.empty(lead, np.int32)
         _cached(shapes, (m, n, k, work.itemsize),
                 lambda: orgqr_args(m, n, k, work.itemsize)).call(
-            fn, math.prod(lead), work, np.ascontiguousarray(tau), scratch, info)
+            1, fn, math.prod(lead), work, np.ascontiguousarray(tau), scratch, info)
         _check(info, check)
         return (fortran(work),)
 
@@ -305,7 +342,8 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
         fa, fb = fortran(a), fortran(b)
         s = a.shape[-1]
         _cached(shapes, (m, n, s, fa.dtype, fb.dtype),
-                lambda: trsm_args(flags, m, n, s, fa.dtype, fb.dtype)).call(fn, batch, fa, fb)
+                lambda: trsm_args(flags, m, n, s, fa.dtype, fb.dtype)).call(
+            1, fn, batch, fa, fb)
         return (fortran(fb),)
 
     return run
