@@ -107,7 +107,7 @@ def compile(program: Any, name: str, target_name: str | None = None,  # noqa: A0
         raise XlapyError(f"xlapy aot: probe_capacity {probe_capacity} is negative")
     t = targets.resolve(target or target_name)
     module = load(program, entry)
-    options = {"target": t, "num_threads": 1, "nested": True}
+    options = {"target": t, "num_threads": 1, "nested": True, "routines": False}
     with targets.use(t):
         if function is not None:
             exe = get_backend("cpu").compile_function(module, function, options)

@@ -221,7 +221,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 stream = iid in self.outputs and not self.options.nested and \
                     self.options.streams(instr.shape, [self.shapes[v] for v in leaves.values()])
                 rows = self.row_reduces.get(iid, [])
-                routine = not extra and transpose_lib.takes(instr, leaves, self.options.nested)
+                routine = not extra and transpose_lib.takes(instr, leaves, self.options.routines)
                 emitter: Any = transpose_lib.TransposeEmitter(mod, name, instr, leaves, s) \
                     if routine else kernels.KernelEmitter(mod, name, instr, leaves, s, rows,
                                                           stream, extra)

@@ -295,18 +295,40 @@ class CpuFusionPlan:
         return lines
 
 
-def plan_fusion(comp: Computation, limits: FusionLimits = FusionLimits()) -> CpuFusionPlan:
+def routine_operands(order: list[Instruction], fusible: set[int], outputs: set[int]
+                     ) -> dict[int, str]:
+    """The operands to materialize, with the reason, of transposes transpose_lib's routine
+    runs once they read a buffer: a kernel's root (an output, or read by no fusible op),
+    over an expression with arithmetic in it (not a broadcast or a reshape: those cost
+    nothing read at the transposed index)."""
+    from xlapy.backends.cpu.transpose_lib import routine_shape
+
+    out: dict[int, str] = {}
+    for i in order:
+        if i.opcode != "transpose" or id(i) not in fusible:
+            continue
+        op = i.operands[0]
+        if id(op) in fusible and op.opcode not in CHEAP and routine_shape(i) and (
+                id(i) in outputs or not any(id(u) in fusible for u in i.users)):
+            out[id(op)] = (f"computed in its own order for transpose %{i.name}, which "
+                           "the transpose routine then runs: materialized")
+    return out
+
+
+def plan_fusion(comp: Computation, limits: FusionLimits = FusionLimits(),
+                routines: bool = True) -> CpuFusionPlan:
     """The cpu fusion of `comp` (see CpuFusionPlan). A row reduction (reduce of [..., C] over
     its last dimension with a simple reducer) whose users all land in one kernel is computed
     inside that kernel, per row (value of its leading indices), before the inner loops
     (softmax and layernorm become one pass per row, the row still in cache; [B, H, L, L]
     attention scores too) - when every path from the kernel root reaches it with the root's
     leading indices (broadcasts along them, element-wise ops); otherwise it is materialized
-    and planning is redone."""
+    and planning is redone. `routines`: transposes may run transpose_lib's routine
+    (routine_operands)."""
     order = comp.instructions
     fusible = {id(i) for i in order if i.opcode != "parameter" and kernels.fusible(i)}
     outputs = {id(i) for i in root_values(comp)}
-    forced: dict[int, str] = {}
+    forced: dict[int, str] = routine_operands(order, fusible, outputs) if routines else {}
     pos = {id(i): k for k, i in enumerate(order)}
     while True:
         chooser = _Chooser(order, fusible, outputs, forced, limits)

@@ -72,6 +72,9 @@ class CpuOptions:
     #: A while loop's condition or body (its tiny kernels get a sequence function:
     #: kernel_sequence.py).
     loop_part: bool = False
+    #: Kernels may call routines this process links once (transpose_lib.py); xlapy.aot's
+    #: objects, linked into programs of their own, may not.
+    routines: bool = True
     #: The denormal mode kernels and fallbacks run in (xlapy.denormal: `ftz` or `ieee`).
     denormal: str = denormal.FTZ
 

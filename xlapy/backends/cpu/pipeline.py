@@ -53,7 +53,8 @@ def plan_all(roots: Iterable[Computation], options: CpuOptions) -> dict[str, Cpu
     """A fusion plan for each computation `executed_computations(roots)` lists (under the
     options' target: whether an op is fusible may depend on it)."""
     with target.use(options.target):
-        return {c.name: plan_fusion(c, options.fusion) for c in executed_computations(roots)}
+        return {c.name: plan_fusion(c, options.fusion, options.routines)
+                for c in executed_computations(roots)}
 
 
 class CpuFusion(Pass):

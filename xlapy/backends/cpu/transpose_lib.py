@@ -15,9 +15,16 @@ as any other kernel.
 
 The stub reads the routine's address from a global of its module, set once the module is
 linked (Kernel.cells): the module's text, and so its compile-cache key, stays the same in
-every process. Only code that runs in this process calls the routine: nested compiles
-(xlapy.aot links the kernels into an object of their own) and targets other than the host
-keep generated kernels.
+every process. Only code that runs in this process calls the routine: xlapy.aot's compiles
+(options.routines off: it links the kernels into an object of their own) and targets other
+than the host keep generated kernels. Loop bodies and branches call it too (their kernels
+are steps of the native driver, stub and all).
+
+A transpose of an expression (JAX's mask of a factor, `select(iota >= iota, x, 0).T`,
+around each LAPACK call) read its operand down the columns, a scalar at a time: 256 x 256
+f32 in 100 us. When such a transpose is its kernel's root, the fusion plan computes the
+expression in its own order into a buffer (a vectorized kernel) and the routine moves it:
+fusion_plan.routine_operands.
 """
 
 from __future__ import annotations
@@ -166,18 +173,23 @@ def pattern(instr: Instruction) -> tuple[int, int, int, int] | None:
             math.prod(dims[nb + g:]))
 
 
-def takes(root: Instruction, leaves: dict[int, int], nested: bool) -> bool:
-    """Whether kernel `root` is a transpose of one leaf this module runs (docstring)."""
-    if nested or root.opcode != "transpose" or not root.shape.is_array:
+def takes(root: Instruction, leaves: dict[int, int], routines: bool) -> bool:
+    """Whether kernel `root` is a transpose of one leaf this module runs (docstring);
+    `routines`: the compile's kernels may call it (options.routines)."""
+    return routines and id(root.operands[0]) in leaves and routine_shape(root) if \
+        root.opcode == "transpose" else False
+
+
+def routine_shape(instr: Instruction) -> bool:
+    """Whether a transpose is one the routine runs, given a buffer to read, on this host."""
+    if instr.opcode != "transpose" or not instr.shape.is_array or \
+            not target.current().runs_here:
         return False
-    op = root.operands[0]
-    if id(op) not in leaves or not target.current().runs_here:
-        return False
-    found = pattern(root)
+    found = pattern(instr)
     # matrices under a block a side run the routine's scalar edge loops alone, slower than a
     # kernel whose constant extents LLVM unrolls (1024 of 64 x 3 f32: 0.137 ms, the kernel
     # 0.030)
-    return root.shape.dtype.itemsize in ELEMENT_BYTES and root.shape.num_elements >= \
+    return instr.shape.dtype.itemsize in ELEMENT_BYTES and instr.shape.num_elements >= \
         MIN_ELEMENTS and found is not None and min(found[2:]) >= 8
 
 
@@ -226,5 +238,5 @@ class TransposeEmitter:
                       cells=((cell.name, addr),))
 
 
-__all__ = ["TransposeEmitter", "c_order", "pattern", "swap_last", "takes", "ELEMENT_BYTES",
-           "MIN_ELEMENTS", "SWAP_MIN_ELEMENTS"]
+__all__ = ["TransposeEmitter", "c_order", "pattern", "routine_shape", "swap_last", "takes",
+           "ELEMENT_BYTES", "MIN_ELEMENTS", "SWAP_MIN_ELEMENTS"]
