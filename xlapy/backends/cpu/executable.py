@@ -8,14 +8,13 @@ Planning (once per compile) partitions the entry computation:
 * library thunks: dot_general through BLAS or the JIT integer GEMM (gemm_int.py), 2-D
   convolution as JIT direct loops (conv.py, else shift-GEMM), jaxlib's LAPACK custom calls,
   cholesky, triangular_solve, FFT and one-compare sorts through scipy/numpy (lapack.py);
-* control-flow thunks: while/case/if/call whose called computations run as cpu executables;
-* interpreter fallback: any other instruction runs its OpDef.evaluate (listed by `explain`).
+* control-flow thunks: while/case/if/call whose called computations run as cpu executables
+  (native loops, branch_loop.py); any other op runs its OpDef.evaluate (a fallback).
 
-Per call: a ctypes table of buffer pointers (arguments, constants, one reused arena of
-temporaries and library results packed by live range (arena.py), outputs recycled once
-dropped: recycle.py), each kernel called with the table address (the GIL is released
-inside), big kernels split over the native worker pool (threads.py) along their outer loop,
-row-parallel runs of GEMMs and kernels as one region per thread (regions.py).
+Per call: a ctypes table of buffer pointers (arguments, constants, an arena of temporaries
+packed by live range: arena.py, recycled outputs: recycle.py), each kernel called with the
+table's address (the GIL released), big kernels split over the native worker pool
+(threads.py), row-parallel runs of GEMMs and kernels as one region per thread (regions.py).
 """
 
 from __future__ import annotations
@@ -296,8 +295,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self._last: list[tuple[Any, ...]] = [(None, 0, None, None)] * len(params)
 
     def _build_ahead(self) -> None:
-        """The runners its first run calls (regions, chains, native while loops: built on
-        first use, once.py) are built while the compile returns."""
+        """Build the runners its first run calls (regions, chains, native loops: once.py)."""
         if self.num_threads > 1 and not self.options.nested:
             threads.build_ahead()
         if self.regions:
@@ -307,9 +305,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
 
     def _result_mode(self, leaf: Instruction) -> str:
         """Whether a result leaf is fresh memory per call (ownership.py): kernel and library
-        outputs are; parameters, constants and arena temporaries never; the rest is checked
-        per call (fallback results may be views, control flow may pass a value through).
-        Nested executables leave parameters to their caller's check."""
+        outputs are; parameters (nested: the caller checks), constants and arena temporaries
+        never; the rest is checked per call (fallback views, control flow's passed values)."""
         s = self.slot[id(leaf)]
         if leaf.opcode == "constant" or s in self._temp_set:
             return COPY
@@ -424,6 +421,9 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             how = "interpreter fallback"
         self.report.append((instr.name, instr.opcode, how))
         host = thunks.host_facing(instr, subs)  # outfeed, send, custom_call, prints may keep them
+        if instr.opcode in ("case", "if") and not host:  # (no interpreter context per call)
+            self.thunks.append(branch_loop.branch_thunk(instr, subs, s, ins, self._set))
+            return
 
         def run_op(t: Any, v: list[Any], rt: Any, pr: Any, instr: Instruction = instr,
                    s: int = s, ins: list[int] = ins) -> None:

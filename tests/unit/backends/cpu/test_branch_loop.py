@@ -185,3 +185,47 @@ def test_a_runtime_custom_call_target_runs_through_the_branch_executable() -> No
         prog._exe.run([a, b, np.array(1, np.int32)], rt)
     assert seen
     _same(prog(a, b, np.int32(1)), prog._exe.run([a, b, np.array(1, np.int32)]))
+
+
+BRANCHES = """
+HloModule branches
+
+%neg (p: f32[64]) -> f32[64] {
+  %p = f32[64] parameter(0)
+  ROOT %n = f32[64] negate(%p)
+}
+
+%same (q: f32[64]) -> f32[64] {
+  ROOT %q = f32[64] parameter(0)
+}
+
+ENTRY %main (x: f32[64], b: pred[], k: s32[]) -> (f32[64], f32[64]) {
+  %x = f32[64] parameter(0)
+  %b = pred[] parameter(1)
+  %k = s32[] parameter(2)
+  %e = f32[64] exponential(%x)
+  %s = f32[64] sine(%e)
+  %t = f32[64] multiply(%s, %e)
+  %c1 = f32[64] conditional(%b, %t, %t), true_computation=%neg, false_computation=%same
+  %c2 = f32[64] conditional(%k, %t, %s, %e), branch_computations={%neg, %same, %neg}
+  ROOT %r = (f32[64], f32[64]) tuple(%c1, %c2)
+}
+"""
+
+
+def test_branch_thunks_pick_clamp_and_copy_passed_values_off_the_arena() -> None:
+    """if and case without the interpreter's op context (branch_thunk): the pred and the
+    index pick (an index outside [0, n) runs the last branch); a branch returning its
+    operand (an arena temporary here) returns a copy that later calls leave alone."""
+    prog = xlapy.compile(BRANCHES, backend="cpu")
+    assert sum("branch_thunk" in th.__qualname__ for th in prog._exe.thunks) == 2
+    interp = xlapy.compile(BRANCHES, backend="interpreter")
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    firsts = []
+    for b, k in [(True, 0), (False, 1), (True, 2), (False, 7), (True, -3)]:
+        got = prog(x + 0.01 * k, np.bool_(b), np.int32(k))
+        for g, w in zip(got, interp(x + 0.01 * k, np.bool_(b), np.int32(k))):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        firsts.append((got, tuple(np.array(g) for g in got)))
+    for got, copy in firsts:  # no result is a view of memory a later call reused
+        _same(got, copy)
