@@ -190,25 +190,30 @@ def test_a_runtime_custom_call_target_runs_through_the_branch_executable() -> No
 BRANCHES = """
 HloModule branches
 
-%neg (p: f32[64]) -> f32[64] {
-  %p = f32[64] parameter(0)
-  ROOT %n = f32[64] negate(%p)
+%neg (p: f32[200000]) -> f32[200000] {
+  %p = f32[200000] parameter(0)
+  ROOT %n = f32[200000] negate(%p)
 }
 
-%same (q: f32[64]) -> f32[64] {
-  ROOT %q = f32[64] parameter(0)
+%absf (a: f32[200000]) -> f32[200000] {
+  %a = f32[200000] parameter(0)
+  ROOT %m = f32[200000] abs(%a)
 }
 
-ENTRY %main (x: f32[64], b: pred[], k: s32[]) -> (f32[64], f32[64]) {
-  %x = f32[64] parameter(0)
+%same (q: f32[200000]) -> f32[200000] {
+  ROOT %q = f32[200000] parameter(0)
+}
+
+ENTRY %main (x: f32[200000], b: pred[], k: s32[]) -> (f32[200000], f32[200000]) {
+  %x = f32[200000] parameter(0)
   %b = pred[] parameter(1)
   %k = s32[] parameter(2)
-  %e = f32[64] exponential(%x)
-  %s = f32[64] sine(%e)
-  %t = f32[64] multiply(%s, %e)
-  %c1 = f32[64] conditional(%b, %t, %t), true_computation=%neg, false_computation=%same
-  %c2 = f32[64] conditional(%k, %t, %s, %e), branch_computations={%neg, %same, %neg}
-  ROOT %r = (f32[64], f32[64]) tuple(%c1, %c2)
+  %e = f32[200000] exponential(%x)
+  %s = f32[200000] sine(%e)
+  %t = f32[200000] multiply(%s, %e)
+  %c1 = f32[200000] conditional(%b, %t, %t), true_computation=%neg, false_computation=%absf
+  %c2 = f32[200000] conditional(%k, %t, %s, %e), branch_computations={%neg, %same, %neg}
+  ROOT %r = (f32[200000], f32[200000]) tuple(%c1, %c2)
 }
 """
 
@@ -220,7 +225,7 @@ def test_branch_thunks_pick_clamp_and_copy_passed_values_off_the_arena() -> None
     prog = xlapy.compile(BRANCHES, backend="cpu")
     assert sum("branch_thunk" in th.__qualname__ for th in prog._exe.thunks) == 2
     interp = xlapy.compile(BRANCHES, backend="interpreter")
-    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    x = np.linspace(-1, 1, 200000, dtype=np.float32)  # (big: conditional_to_select leaves it)
     firsts = []
     for b, k in [(True, 0), (False, 1), (True, 2), (False, 7), (True, -3)]:
         got = prog(x + 0.01 * k, np.bool_(b), np.int32(k))
