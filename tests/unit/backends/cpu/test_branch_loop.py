@@ -4,13 +4,13 @@ native and it pays."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 import pytest
 
 import xlapy
+from tests.threads import on_threads
 from xlapy.backends.cpu import branch_loop
 
 jax = pytest.importorskip("jax")
@@ -125,23 +125,14 @@ def test_f64_branch_and_threads_at_once(monkeypatch: pytest.MonkeyPatch) -> None
     prog = xlapy.compile(text, backend="cpu")
     assert branch_loop.LABEL in _hows(prog)
     ref = _no_trips(monkeypatch, text)
-    errors: list[BaseException] = []
 
     def work(seed: int) -> None:
-        try:
-            for k in range(30):
-                a, b = (v.astype(np.float64) for v in _args(seed * 100 + k))
-                n = np.int32(k % 2)
-                _same(prog(a, b, n), ref(a, b, n))
-        except BaseException as e:  # noqa: BLE001  (reported by the main thread)
-            errors.append(e)
+        for k in range(30):
+            a, b = (v.astype(np.float64) for v in _args(seed * 100 + k))
+            n = np.int32(k % 2)
+            _same(prog(a, b, n), ref(a, b, n))
 
-    ts = [threading.Thread(target=work, args=(s,)) for s in range(3)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[0]
+    on_threads(work, range(3))
 
 
 def test_small_or_unrunnable_branches_keep_their_executables() -> None:

@@ -4,13 +4,13 @@ call the executable at once (private pointer tables)."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 import pytest
 
 import xlapy
+from tests.threads import on_threads
 from xlapy.backends.cpu import kernel_batch
 
 # Three results, each its own kernel (a result is materialized), then a dot between kernels.
@@ -67,22 +67,13 @@ def test_consecutive_kernels_are_one_thunk_with_one_call_each_bits(
 def test_batches_run_right_on_several_threads_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     prog = xlapy.compile(TEXT, backend="cpu")
     ref = _unbatched(monkeypatch)
-    errors: list[BaseException] = []
 
     def work(seed: int) -> None:
-        try:
-            for k in range(40):
-                args = _inputs(seed * 100 + k)
-                _same(prog(*args), ref(*args))
-        except BaseException as e:  # noqa: BLE001  (reported by the main thread)
-            errors.append(e)
+        for k in range(40):
+            args = _inputs(seed * 100 + k)
+            _same(prog(*args), ref(*args))
 
-    ts = [threading.Thread(target=work, args=(s,)) for s in range(3)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[0]
+    on_threads(work, range(3))
 
 
 def test_a_single_kernel_is_left_alone() -> None:
@@ -126,25 +117,14 @@ def test_small_products_join_the_batch_with_their_thunks_bits(
     with monkeypatch.context() as m:
         m.setattr(kernel_batch, "MIN_KERNELS", 1 << 30)
         ref = xlapy.compile(DOTS, backend="cpu")
-    errors: list[BaseException] = []
 
     def work(seed: int) -> None:
-        try:
-            for k in range(30):
-                rng = np.random.default_rng(seed * 100 + k)
-                x, w = (rng.standard_normal((16, 16)).astype(np.float32) * 0.3
-                        for _ in range(2))
-                got = prog(x, w)
-                _same(got, ref(x, w))
-                want_c = np.tanh(x @ w) @ w
-                np.testing.assert_allclose(got[0], want_c, rtol=1e-5, atol=1e-5)
-        except BaseException as e:  # noqa: BLE001  (reported by the main thread)
-            errors.append(e)
+        for k in range(30):
+            rng = np.random.default_rng(seed * 100 + k)
+            x, w = (rng.standard_normal((16, 16)).astype(np.float32) * 0.3 for _ in range(2))
+            got = prog(x, w)
+            _same(got, ref(x, w))
+            np.testing.assert_allclose(got[0], np.tanh(x @ w) @ w, rtol=1e-5, atol=1e-5)
 
     work(0)
-    ts = [threading.Thread(target=work, args=(s,)) for s in range(1, 4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors[0]
+    on_threads(work, range(1, 4))
