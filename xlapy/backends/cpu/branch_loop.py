@@ -154,6 +154,7 @@ class Trip:
         self.exe, self.branch = exe, branch
         self.targets = _targets(branch.comp)
         self.nw = next(iter(exe.native_loops.values()))
+        self.nw.counted = False  # (one iteration of no loop of the program's)
         params = branch.comp.parameters
         self.tupled = [p.shape.is_tuple for p in params]
         root = branch.comp.root

@@ -129,6 +129,7 @@ class NativeWhile:
         self.instruction = instruction
         #: Iterations per driver call, adapted so a call takes about SLICE_SECONDS.
         self.slice = 256
+        self.counted = True  #: under XLAPY_MAX_WHILE_ITERATIONS (not branch_loop's trips)
         params = body.comp.parameters
         #: (k, j): body result k is state element j as it was (module docstring), copied
         #: through a buffer of its own after the body (every j read before any is written).
@@ -427,7 +428,7 @@ class NativeWhile:
                 return got
 
         desc[10] = desc[11] = 0
-        limit = iteration_limit()
+        limit = iteration_limit() if self.counted else None
         budget = nested_loop.BUDGET if limit is None else min(limit, nested_loop.BUDGET)
         if p.nested:
             nested_loop.set_budgets(p, budget)

@@ -225,3 +225,23 @@ def test_branch_thunks_pick_clamp_and_copy_passed_values_off_the_arena() -> None
         firsts.append((got, tuple(np.array(g) for g in got)))
     for got, copy in firsts:  # no result is a view of memory a later call reused
         _same(got, copy)
+
+
+def test_a_trip_is_no_loop_for_the_iteration_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """XLAPY_MAX_WHILE_ITERATIONS counts the program's loops: a branch of LAPACK calls and
+    kernels, run as one trip, runs under a limit of 0."""
+    def f(a: Any, b: Any, n: Any) -> Any:
+        def chol(ab: Any) -> Any:
+            a, b = ab
+            c = jax.scipy.linalg.cho_factor(a @ a.T + 8 * jnp.eye(8, dtype=a.dtype))
+            return jnp.tanh(jax.scipy.linalg.cho_solve(c, b)) @ a
+
+        return jax.lax.cond(n > 0, chol, lambda ab: ab[0] * ab[1], (a, b))
+
+    a, b = _args(4)
+    text = _text(f, a, b, np.int32(1))
+    prog = xlapy.compile(text, backend="cpu")
+    assert branch_loop.LABEL in _hows(prog) and "while" not in text
+    want = prog(a, b, np.int32(1))
+    monkeypatch.setenv("XLAPY_MAX_WHILE_ITERATIONS", "0")
+    _same(prog(a, b, np.int32(1)), want)
