@@ -103,6 +103,13 @@ class Kept:
                 self.restore.append((tab, _ix(ix), tab[_ix(ix)].copy()))
         #: (state index, swap cell index, the second buffer's address) of swapped elements
         self.swaps = [(k, j, ptr(self.others[k])) for j, (k, _) in enumerate(nw.swapped)]
+        #: Per element: whether anyone reads it after the loop (its users all take other
+        #: elements: a fori_loop's counter, a branch trip's operands); those no one reads
+        #: come back as the loop's own buffers, not copies.
+        w = nw.instruction
+        read = None if w is None or not w.users or any(
+            u.opcode != "get_tuple_element" for u in w.users) else {u.attrs.index for u in w.users}
+        self.read = [read is None or k in read for k in range(len(state))]
 
     def run(self, state: tuple[Any, ...], drive: Any) -> tuple[Any, Any]:
         """drive() over `state` copied in; (the final state as fresh arrays, its result)."""
@@ -117,7 +124,9 @@ class Kept:
         for k, j, other in self.swaps:
             if self.cells[j] == other:
                 final[k] = self.others[k]
-        return tuple(b.copy() for b in final), got
+        if got is not None:  # (the rest of the loop runs through Python, from all of them)
+            return tuple(b.copy() for b in final), got
+        return tuple(b.copy() if r else b for b, r in zip(final, self.read)), got
 
 
 def kept(nw: NativeWhile, p: _Prepared, state: tuple[Any, ...]) -> Kept | None:
