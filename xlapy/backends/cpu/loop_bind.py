@@ -19,6 +19,7 @@ from xlapy.backends.cpu.thunks import ptr
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.native_loop import NativeWhile, _Prepared
+    from xlapy.ir import Instruction
 
 
 def _ix(xs: list[int]) -> np.ndarray:
@@ -106,9 +107,7 @@ class Kept:
         #: Per element: whether anyone reads it after the loop (its users all take other
         #: elements: a fori_loop's counter, a branch trip's operands); those no one reads
         #: come back as the loop's own buffers, not copies.
-        w = nw.instruction
-        read = None if w is None or not w.users or any(
-            u.opcode != "get_tuple_element" for u in w.users) else {u.attrs.index for u in w.users}
+        read = read_after(nw.instruction)
         self.read = [read is None or k in read for k in range(len(state))]
 
     def run(self, state: tuple[Any, ...], drive: Any) -> tuple[Any, Any]:
@@ -129,6 +128,15 @@ class Kept:
         return tuple(b.copy() if r else b for b, r in zip(final, self.read)), got
 
 
+def read_after(w: Instruction | None) -> set[int] | None:
+    """The state elements the users of loop `w` read, when every user is a
+    get_tuple_element; else None (any may be read: the whole state is a value)."""
+    if w is None or not w.shape.is_tuple or not w.users or any(
+            u.opcode != "get_tuple_element" for u in w.users):
+        return None
+    return {u.attrs.index for u in w.users}
+
+
 def kept(nw: NativeWhile, p: _Prepared, state: tuple[Any, ...]) -> Kept | None:
     """p's Kept buffers for a small state (made on its first call), else None."""
     if p.kept is None:
@@ -147,4 +155,4 @@ def bind(nw: NativeWhile, p: _Prepared, bufs: list[np.ndarray],
     p.bound = b.bind(bufs, others)
 
 
-__all__ = ["Binder", "Kept", "KEPT_BYTES", "bind", "kept"]
+__all__ = ["Binder", "Kept", "KEPT_BYTES", "bind", "kept", "read_after"]

@@ -99,12 +99,10 @@ def _state_slots(exe: CpuExecutable, tupled: bool) -> list[tuple[int, int]]:
 
 def _unread_after(instr: Instruction | None, results: list[int | None]) -> set[int]:
     """The state elements a loop passes through (results[k] None) that no user of the
-    while reads: every user a get_tuple_element of another element."""
-    if instr is None or not instr.shape.is_tuple or not instr.users or any(
-            u.opcode != "get_tuple_element" for u in instr.users):
-        return set()
-    read = {u.attrs.index for u in instr.users}
-    return {k for k, r in enumerate(results) if r is None and k not in read}
+    while reads (loop_bind.read_after)."""
+    read = loop_bind.read_after(instr)
+    return set() if read is None else {k for k, r in enumerate(results)
+                                       if r is None and k not in read}
 
 
 def _state_index(instr: Instruction, params: list[Instruction], tupled: bool) -> int | None:
