@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-from xlapy.ir import Computation, Instruction, Module
-from xlapy.passes.pass_base import ComputationPass, op_has_side_effects
-
-
-def _pure_custom_call(instr: Instruction) -> bool:
-    """A custom call without `has_side_effect` (and calling nothing): XLA's HloDCE removes it
-    unused, as jax.numpy.linalg.qr's unused Q (an orgqr call that kept a fori_loop of
-    qr(...)[1] off the native loop driver)."""
-    return instr.opcode == "custom_call" and not instr.called and \
-        not getattr(instr.attrs, "has_side_effect", True)
+from xlapy.ir import Computation, Module
+from xlapy.passes.pass_base import ComputationPass, op_has_side_effects, pure_custom_call
 
 
 class DeadCodeElimination(ComputationPass):
@@ -32,7 +24,7 @@ class DeadCodeElimination(ComputationPass):
         changed = False
         for instr in reversed(list(comp.instructions)):
             if (instr.users or instr is comp.root or instr.opcode == "parameter"
-                    or (op_has_side_effects(instr) and not _pure_custom_call(instr))):
+                    or (op_has_side_effects(instr) and not pure_custom_call(instr))):
                 continue
             comp.remove(instr)
             changed = True

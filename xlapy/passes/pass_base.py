@@ -204,6 +204,15 @@ def op_has_side_effects(instr: Instruction, _seen: set[int] | None = None) -> bo
     return False
 
 
+def pure_custom_call(instr: Instruction) -> bool:
+    """A custom call without `has_side_effect` (and calling nothing): XLA's passes treat it as
+    pure. HloDCE removes it unused (jax.numpy.linalg.qr's unused Q, an orgqr call that kept a
+    fori_loop of qr(...)[1] off the native loop driver); WhileLoopInvariantCodeMotion hoists
+    it (the LU of jnp.linalg.solve(a, b + c) in a fori_loop over c)."""
+    return instr.opcode == "custom_call" and not instr.called and \
+        not getattr(instr.attrs, "has_side_effect", True)
+
+
 def add_instr(comp: Computation, opcode: str, operands: Sequence[Instruction],
               attrs: Any = None, called: Sequence[Computation] = (), name: str = "") -> Instruction:
     """A new instruction (shape from inference) appended to `comp`; call sort_instructions."""
@@ -284,6 +293,7 @@ def array_bytes(shape: Shape) -> int:
 __all__ = [
     "ComputationPass", "FixedPointGroup", "NO_ATTRS", "Pass", "PassContext", "PassRecord",
     "Pipeline", "add_constant", "add_instr", "array_bytes", "constant_like", "constant_value",
-    "fusion_computations", "is_splat", "op_has_side_effects", "run_one", "run_passes",
+    "fusion_computations", "is_splat", "op_has_side_effects", "pure_custom_call", "run_one",
+    "run_passes",
     "sort_instructions", "splat_value",
 ]

@@ -26,11 +26,14 @@ from xlapy.passes.pass_base import (
     array_bytes,
     op_has_side_effects,
     packed_state,
+    pure_custom_call,
     sort_instructions,
 )
 from xlapy.types import Shape
 
-_NEVER = {"parameter", "constant", "get_tuple_element", "tuple", "after_all"}
+_NEVER = {"parameter", "constant", "after_all"}
+#: Hoisted only with what they read: alone they save nothing.
+_GLUE = {"get_tuple_element", "tuple"}
 
 
 def _body_outputs(body: Computation, n: int, packed: bool) -> list[Instruction] | None:
@@ -69,7 +72,8 @@ def invariant_instructions(w: Instruction) -> tuple[list[Instruction], dict[int,
         if instr.opcode == "constant":
             inv.add(id(instr))
             continue
-        if instr.opcode in _NEVER or op_has_side_effects(instr):
+        if instr.opcode in _NEVER or (op_has_side_effects(instr)
+                                       and not pure_custom_call(instr)):
             continue
         if all(id(o) in inv for o in instr.operands):
             inv.add(id(instr))
@@ -92,7 +96,8 @@ def _carried(order: list[Instruction], body: Computation) -> list[Instruction]:
             id(u) not in chosen for u in i.users))]
         bad = [i for i in carried if not i.shape.is_array or array_bytes(i.shape) > min(
             sum(array_bytes(o.shape) for o in i.operands if o.opcode != "constant"),
-            _input_bytes(i, chosen))]
+            _input_bytes(i, chosen)) or (i.opcode in _GLUE and not any(
+                id(o) in chosen for o in i.operands))]
         if not bad:
             return carried
         for i in bad:

@@ -163,3 +163,48 @@ _ADD: object = None
 
 def _add(e: Emitter) -> object:
     return _ADD
+
+
+def test_hoists_a_pure_custom_call_and_its_tuple_elements() -> None:
+    """As XLA's LICM: a custom call without has_side_effect on a state element the body
+    passes through is invariant, and so are the get_tuple_elements of its results (the LU of
+    jnp.linalg.solve(a, b + c) in a fori_loop over c was recomputed every trip); the same call
+    marked has_side_effect stays in the body."""
+    from xlapy.ops.misc import register_custom_call, unregister_custom_call
+    from xlapy.stablehlo import parse_module
+
+    def text(effect: str) -> str:
+        return f"""func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {{
+  %z = stablehlo.constant dense<0.0> : tensor<4xf32>
+  %i0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:3 = stablehlo.while(%i = %i0, %x = %a, %acc = %z)
+    : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+    cond {{
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %c = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    }} do {{
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %j = stablehlo.add %i, %one : tensor<i32>
+      %t:2 = stablehlo.custom_call @licm_pair(%x){effect}
+        : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+      %s = stablehlo.add %acc, %t#0 : tensor<4xf32>
+      %u = stablehlo.add %s, %t#1 : tensor<4xf32>
+      stablehlo.return %j, %x, %u : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+    }}
+  return %r#2 : tensor<4xf32>
+}}"""
+
+    register_custom_call("licm_pair", lambda ops, shape, attrs: (ops[0] * 2, ops[0] + 1))
+    try:
+        a = np.arange(4, dtype=np.float32)
+        want = 3 * (a * 2 + a + 1)
+        for effect, hoisted in (("", True), (" {has_side_effect = true}", False)):
+            m = parse_module(text(effect), "<test>")
+            run_passes(m, [WhileLoopInvariantCodeMotion(), TupleSimplifier(),
+                           DeadCodeElimination()])
+            np.testing.assert_array_equal(Interpreter().run_module(m, [a]), want)
+            assert ("custom_call" in _ops(m.entry)) == hoisted
+            assert ("custom_call" in _ops(_body(m))) != hoisted
+    finally:
+        unregister_custom_call("licm_pair")

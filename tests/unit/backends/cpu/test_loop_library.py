@@ -151,8 +151,11 @@ def _spd(n: int, dtype: Any, batch: tuple[int, ...] = ()) -> np.ndarray:
 
 
 def _solve_loop(a: Any, b: Any) -> Any:
-    """jnp.linalg.solve every step (getrf, the pivots' permutation loop, two trsm)."""
-    return lax.fori_loop(0, 6, lambda i, c: c * 0.5 + jnp.linalg.solve(a, b + c), b * 0)
+    """jnp.linalg.solve every step (getrf, the pivots' permutation loop, two trsm) of a
+    matrix that changes with the step (of `a` alone, LICM hoists the getrf, as XLA's)."""
+    eye = jnp.eye(a.shape[-1], dtype=a.dtype)
+    return lax.fori_loop(0, 6, lambda i, c: c * 0.5 + jnp.linalg.solve(
+        a + i.astype(a.dtype) * 0.125 * eye, b + c), b * 0)
 
 
 def _cho_loop(a: Any, b: Any) -> Any:
