@@ -25,7 +25,7 @@ class CpuBackend:
     def compile(self, module: Module, options: Mapping[str, Any] | None = None) -> Any:
         """The cpu pipeline (pipeline.py), then an executable built from its fusion plans;
         `options` become one CpuOptions (options.py) that every stage reads."""
-        from xlapy.backends.cpu import conv_compile, once, parallel_compile
+        from xlapy.backends.cpu import branch_loop, conv_compile, once, parallel_compile
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.backends.cpu.options import CpuOptions
         from xlapy.backends.cpu.pipeline import cpu_pipeline
@@ -40,6 +40,8 @@ class CpuBackend:
                 cpu_pipeline(opts).run(module)
             with phase("emit"), once.collecting() as ahead, conv_compile.finishing():
                 exe = CpuExecutable(module.entry_computation(), module, opts)
+                if exe.runnable:
+                    exe.trip = branch_loop.entry_trip(exe)
         #: Where the compile's time went (xlapy.phases): `xlapy compile --explain` prints it.
         exe.phases = rec
         # The shape-independent native code its first run needs (once.py), built meanwhile.

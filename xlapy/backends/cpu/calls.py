@@ -42,6 +42,9 @@ class Calls:
     shapes: list[Shape]
     temp_slots: list[int]
     thunks: list[Callable[..., None]]
+    #: The computation as one native loop trip (branch_loop.entry_trip; its results are
+    #: fresh arrays), run instead of the thunks; None: the thunks.
+    trip: Any = None
 
     def _arena_views(self) -> list[Any]:
         """[(slot, array)] temporaries in one reused allocation (64-byte aligned; those never
@@ -126,6 +129,13 @@ class Calls:
             vals[s] = a
 
     def _execute(self, table: Any, vals: list[Any], rt: RuntimeState, process: Any) -> Any:
+        trip = self.trip
+        if trip is not None and trip.takes(rt):  # the whole computation, one native call
+            args = [vals[p[0]] for p in self._params]
+            if denormal.current() == self.denormal:
+                return trip.call(args, rt, process)
+            with denormal.use(self.denormal):
+                return trip.call(args, rt, process)
         if denormal.current() == self.denormal:
             for th in self.thunks:
                 th(table, vals, rt, process)

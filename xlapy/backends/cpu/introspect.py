@@ -28,6 +28,8 @@ class Introspection:
         fb = self.fallbacks()
         lines.append(f"-- {len(fb)} instruction(s) on interpreter fallback"
                      + (": " + ", ".join(sorted({op for _, op in fb})) if fb else ""))
+        if getattr(self, "trip", None) is not None:
+            lines.append(f"-- {self.comp.name} runs as one native loop trip (branch_loop.py)")
         return "\n".join(lines)
 
     def fallbacks(self) -> list[tuple[str, str]]:

@@ -426,8 +426,9 @@ class NativeWhile:
                 return got
 
         desc[10] = desc[11] = 0
-        limit = iteration_limit() if self.counted else None
-        budget = nested_loop.BUDGET if limit is None else min(limit, nested_loop.BUDGET)
+        env = iteration_limit()  # (an uncounted trip's inner loops still count)
+        limit = env if self.counted else None
+        budget = nested_loop.BUDGET if env is None else min(env, nested_loop.BUDGET)
         if p.nested:
             nested_loop.set_budgets(p, budget)
         n = self.slice if limit is None else min(self.slice, limit)
@@ -436,14 +437,15 @@ class NativeWhile:
         if desc[10] and limit is None:
             return None
         guard = WhileGuard(self.instruction)
+        guard.limit = limit
         while True:
             elapsed = time.perf_counter() - start
             guard.advance(done)
             if desc[10]:
                 return None
             if desc[11]:  # an inner loop ran out of its budget
-                if limit is not None and limit <= budget:
-                    raise too_many(while_name(nested_loop.exhausted(p)), limit)
+                if env is not None and env <= budget:
+                    raise too_many(while_name(nested_loop.exhausted(p)), env)
                 return guard
             if guard.limit is not None and guard.count >= guard.limit:
                 raise too_many(guard.what, guard.limit)

@@ -77,6 +77,9 @@ class CpuOptions:
     routines: bool = True
     #: The denormal mode kernels and fallbacks run in (xlapy.denormal: `ftz` or `ieee`).
     denormal: str = denormal.FTZ
+    #: A small entry computation may run as one native loop trip (branch_loop.entry_trip);
+    #: off: its thunks one by one (what tests of the thunks' own paths compile).
+    entry_trip: bool = True
 
     @classmethod
     def make(cls, options: Mapping[str, Any] | CpuOptions | None = None) -> CpuOptions:

@@ -245,3 +245,67 @@ def test_a_trip_is_no_loop_for_the_iteration_limit(monkeypatch: pytest.MonkeyPat
     want = prog(a, b, np.int32(1))
     monkeypatch.setenv("XLAPY_MAX_WHILE_ITERATIONS", "0")
     _same(prog(a, b, np.int32(1)), want)
+
+
+def _solve_loop(a: Any, b: Any) -> Any:
+    """A small program of LAPACK calls, the pivots' loop and a fori_loop of trsm steps."""
+    return jax.lax.fori_loop(0, 6, lambda i, c: c * 0.5 + jnp.linalg.solve(a, b + c), b * 0)
+
+
+ENTRY = "runs as one native loop trip"
+
+
+def test_a_small_entry_runs_as_one_trip_with_its_thunks_bits() -> None:
+    """The whole entry computation as one trip (branch_loop.entry_trip): the bits of its
+    thunks, fresh results every call, arguments checked as before; over MAX_BYTES, or with
+    the option off, the thunks run it."""
+    a, b = _args(5)
+    b = b[:, 0]
+    text = _text(_solve_loop, a, b)
+    prog = xlapy.compile(text, backend="cpu")
+    assert isinstance(prog._exe.trip, branch_loop.Trip) and ENTRY in prog._exe.explain()
+    ref = xlapy.compile(text, backend="cpu", options={"entry_trip": False})
+    assert ref._exe.trip is None and ENTRY not in ref._exe.explain()
+    firsts = []
+    for seed in range(3):
+        a, b = _args(seed)
+        got = prog(a, b[:, 0])
+        _same(got, ref(a, b[:, 0]))
+        np.testing.assert_allclose(got, jax.jit(_solve_loop)(a, b[:, 0]), rtol=2e-5,
+                                   atol=1e-6)
+        firsts.append((got, np.array(got)))
+    for got, copy in firsts:  # no result is memory a later call wrote
+        _same(got, copy)
+    with pytest.raises(xlapy.XlapyError, match=r"8,8|8, 8"):
+        prog(a[:4], b[:, 0])
+    _same(prog(a.astype(np.float64), b[:, 0]), ref(a, b[:, 0]))  # (same kind: converted)
+    big = np.eye(128, dtype=np.float32)  # 64 KB: over MAX_BYTES with the rest
+    prog = xlapy.compile(_text(_solve_loop, big, big[0]), backend="cpu")
+    assert prog._exe.trip is None
+
+
+def test_an_entry_trip_honours_runtime_targets_and_the_iteration_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A RuntimeState registering one of its custom-call targets runs the thunks (which look
+    it up); XLAPY_MAX_WHILE_ITERATIONS still counts the program's own loops inside the trip
+    (the trip's loop is uncounted: its inner loops ran to the end under any limit)."""
+    from xlapy.interpreter.evaluator import RuntimeState
+
+    a, b = _args(6)
+    b = b[:, 0]
+    prog = xlapy.compile(_text(_solve_loop, a, b), backend="cpu")
+    trip = prog._exe.trip
+    assert trip is not None
+    target = next(t for t in trip.targets if "getrf" in t)
+
+    def getrf(operands: Any, shape: Any, attrs: Any) -> Any:
+        raise ValueError("the registered getrf ran")
+
+    with pytest.raises(Exception, match="the registered getrf ran"):
+        prog._exe.run([a, b], RuntimeState(custom_calls={target: getrf}))
+    want = prog(a, b)
+    monkeypatch.setenv("XLAPY_MAX_WHILE_ITERATIONS", "5")
+    with pytest.raises(xlapy.XlapyError, match="XLAPY_MAX_WHILE_ITERATIONS=5"):
+        prog(a, b)
+    monkeypatch.setenv("XLAPY_MAX_WHILE_ITERATIONS", "8")
+    _same(prog(a, b), want)

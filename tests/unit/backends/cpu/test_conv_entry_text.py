@@ -48,7 +48,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, as_text: bool, mode: str,
         splits = spy_builds(m, conv_general, conv_chain)
         if not as_text:
             m.setattr(conv_kernel, "entry_text", lambda *a: None)
-        prog = xlapy.compile(CNN, backend="cpu", options={"denormal": mode})
+        prog = xlapy.compile(CNN, backend="cpu", options={"denormal": mode, "entry_trip": False})
         assert not prog._exe.fallbacks()
         return np.asarray(prog(*args)), splits
 

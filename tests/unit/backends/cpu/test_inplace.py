@@ -22,7 +22,8 @@ def _shape(*dims: int, et: ET = ET.F32) -> Shape:
 
 def _compile(text: str, threads: int) -> tuple[xlapy.CompiledProgram, object]:
     cache.clear_memory()
-    prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads, "split_cost": 1})
+    prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads, "split_cost": 1,
+                                                       "entry_trip": False})
     return prog, prog._exe  # type: ignore[attr-defined]
 
 
@@ -237,7 +238,8 @@ def test_region_result_kernel_over_its_gemm(threads: int) -> None:
     assert exe._arena_plan[1] == 256 * 128 * 4  # type: ignore[attr-defined]
     # a result the caller holds is never written again: the next call gets a new buffer
     prog = xlapy.compile(REGION_OUT, backend="cpu", options={"num_threads": threads,
-                                                             "split_cost": 1})
+                                                             "split_cost": 1,
+                                                             "entry_trip": False})
     first = prog(*args)
     keep = np.array(first)
     second = prog(*_args(*shapes, seed=1))

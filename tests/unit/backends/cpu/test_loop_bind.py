@@ -24,6 +24,10 @@ def _randint_text() -> str:
     return jax.jit(_randint).lower(jax.random.key_data(jax.random.PRNGKey(0))).as_text()
 
 
+#: The program's own loops at its top level, not inside one trip (branch_loop.entry_trip).
+THUNKS = {"entry_trip": False}
+
+
 def _loops(prog: Any) -> list[Any]:
     return list(prog._exe.native_loops.values())
 
@@ -36,10 +40,10 @@ def test_threefry_loops_keep_their_state_with_the_bound_paths_bits(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """jax.random's threefry loops (swapped, moved and owned state elements)."""
     text = _randint_text()
-    kept = xlapy.compile(text, backend="cpu")
+    kept = xlapy.compile(text, backend="cpu", options=THUNKS)
     with monkeypatch.context() as m:
         m.setattr(loop_bind, "KEPT_BYTES", -1)
-        bound = xlapy.compile(text, backend="cpu")
+        bound = xlapy.compile(text, backend="cpu", options=THUNKS)
         firsts = [bound(k) for k in _keys(5)]
     got = [kept(k) for k in _keys(5)]
     assert _loops(kept) and all(nw._prep.kept for nw in _loops(kept))
@@ -74,10 +78,10 @@ def test_a_loop_with_inner_loops_keeps_its_small_state(monkeypatch: pytest.Monke
 
     x = np.linspace(-1, 1, 16, dtype=np.float32)
     text = jax.jit(f).lower(x).as_text()
-    kept = xlapy.compile(text, backend="cpu")
+    kept = xlapy.compile(text, backend="cpu", options=THUNKS)
     with monkeypatch.context() as m:
         m.setattr(loop_bind, "KEPT_BYTES", -1)
-        bound = xlapy.compile(text, backend="cpu")
+        bound = xlapy.compile(text, backend="cpu", options=THUNKS)
         want = [bound(x + s) for s in range(3)]
     got = [kept(x + s) for s in range(3)]
     (nw,) = _loops(kept)

@@ -66,7 +66,8 @@ def _compile(text: str, threads: int) -> tuple[xlapy.CompiledProgram,
                                                executable.CpuExecutable]:
     """Compiled for `threads` threads, splitting work of any size."""
     cache.clear_memory()
-    prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads, "split_cost": 1})
+    prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads, "split_cost": 1,
+                                                       "entry_trip": False})
     return prog, prog._exe  # type: ignore[attr-defined]
 
 
