@@ -183,7 +183,7 @@ class FunctionEmitter:
             s = exe.slot.get(id(instr))
             if s is None or instr.opcode == "parameter":
                 continue
-            if instr.opcode == "constant":
+            if s in exe.static:  # a constant, or a loop's repeated initial value
                 self.locs[s] = self.prog.constant(exe.static[s])
             elif s in in_place:
                 self.locs[s] = self.result(in_place[s])

@@ -40,6 +40,7 @@ from xlapy.backends.cpu import (
     lanes,
     lapack,
     library,
+    loop_bind,
     loop_library,
     multi_output,
     nested_loop,
@@ -207,10 +208,10 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 continue
             if iid in fusible and iid not in self.materialized:
                 continue  # generated inside its consumers
-            if instr.opcode == "constant":
+            if (value := loop_bind.static_value(instr, self._owned)) is not None:
                 s = self._new_slot(instr)
-                self.static[s] = np.array(instr.attrs.literal.to_numpy(), order="C")
-                self.report.append((instr.name, "constant", "buffer"))
+                self.static[s] = value  # (a constant, or a loop's repeated initial value)
+                self.report.append((instr.name, instr.opcode, "buffer"))
                 continue
             if iid in fusible:
                 s = self._new_slot(instr)
@@ -256,7 +257,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.fresh_slots, self.temp_slots = fresh, temps
         #: The instructions that have a thunk, in program (= thunk) order.
         self._thunk_instrs = [j for i in order if id(i) in self.slot
-                              and i.opcode not in ("parameter", "constant")
+                              and i.opcode != "parameter" and self.slot[id(i)] not in self.static
                               and id(i) not in self._claimed and id(i) not in absorbed
                               for j in [i, *self._siblings.get(id(i), ())]]
         #: The compiled kernels: explicit-vector ones and the others (engines below).
@@ -324,10 +325,9 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         return root_values(self.comp)
 
     def _new_slot(self, instr: Instruction) -> int:
-        s = len(self.shapes)
-        self.slot[id(instr)] = s
+        self.slot[id(instr)] = len(self.shapes)
         self.shapes.append(instr.shape)
-        return s
+        return len(self.shapes) - 1
 
     def _leaves(self, root: Instruction, fusible: AbstractSet[int]) -> dict[int, int]:
         return leaf_slots(root, fusible, self.materialized, self.slot)

@@ -122,8 +122,8 @@ def test_a_scans_stacked_outputs_start_in_the_loops_own_buffer(steps: int) -> No
         return lax.scan(lambda c, x: (c * 0.5 + x, c * 2.0), h, xs)[1]
 
     rng = np.random.default_rng(3)
-    args = [rng.standard_normal((4, 8)).astype(np.float32),
-            rng.standard_normal((steps, 4, 8)).astype(np.float32)]
+    args = [rng.standard_normal((4, 64)).astype(np.float32),  # (ys over 4 KB: not a
+            rng.standard_normal((steps, 4, 64)).astype(np.float32)]  # static_value)
     text = jax.jit(f).lower(*args).as_text()
     prog = xlapy.compile(text, backend="cpu")
     (nw,) = prog._exe.native_loops.values()

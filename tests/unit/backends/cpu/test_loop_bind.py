@@ -106,3 +106,33 @@ def test_state_no_one_reads_after_the_loop_is_not_copied_out() -> None:
     want = np.asarray(jax.jit(f)(x))
     np.testing.assert_array_equal(first, want)  # (not overwritten by the second call)
     np.testing.assert_array_equal(second, np.asarray(jax.jit(f)(x + 1)))
+
+
+def test_a_small_repeated_initial_value_is_a_buffer_the_loop_never_writes() -> None:
+    """A fori_loop's zeros carry (a broadcast of a constant only the loop's initial state
+    reads) is computed once, at compile time (`static_value`), not by a kernel every call;
+    the loop copies it in (kept state) or passes it through untouched, so every call starts
+    from zeros. Over STATIC_INIT_BYTES it stays a kernel (and a fresh buffer per call)."""
+    def f(x: Any) -> Any:
+        return jax.lax.fori_loop(0, 5, lambda i, c: (c[0] * 0.5 + x, c[1], c[2] + i),
+                                 (jnp.zeros_like(x), jnp.ones_like(x), jnp.zeros((), jnp.int32)))
+
+    x = np.linspace(-1, 1, 16, dtype=np.float32)
+    text = jax.jit(f).lower(x).as_text()
+    prog = xlapy.compile(text, backend="cpu", options=THUNKS)
+    hows = sorted(how for _, op, how in prog._exe.report if op == "broadcast_in_dim")
+    assert hows == ["buffer", "kernel k0"], prog._exe.explain()  # (the ones: a result)
+    statics = [np.array(v) for v in prog._exe.static.values()]
+    want = jax.jit(f)(x)
+    for k in range(3):
+        got = prog(x + k)
+        for g, w in zip(got, jax.jit(f)(x + k)):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+    for v, before in zip(prog._exe.static.values(), statics):
+        np.testing.assert_array_equal(v, before)
+    for g, w in zip(prog(x), want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    big = np.zeros(2048, np.float32)  # 8 KB: a kernel, as before
+    prog = xlapy.compile(jax.jit(f).lower(big).as_text(), backend="cpu", options=THUNKS)
+    assert any(how.startswith("kernel") for _, op, how in prog._exe.report
+               if op == "broadcast_in_dim")
