@@ -83,7 +83,7 @@ def _batched(members: list[tuple[Any, ...]], keep: dict[int, Any],
     claim: list[Any] = []  # claim_run's ctypes function, fetched on the first run
 
     def jobs(t: Any) -> Any:
-        """The job table for pointer table t (holding the members' descriptors: `.keep`)."""
+        """The job table for pointer table t (holding the members' descriptors: `.descs`)."""
         addr = ctypes.addressof(t)
         descs = [m[3](addr) if len(m) > 3 else None for m in members]
         table = threads.job_table([
