@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from xlapy.backends.cpu.thunks import ptr
+from xlapy.ops.base import OPS
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.native_loop import NativeWhile, _Prepared
@@ -134,18 +135,20 @@ STATIC_INIT_BYTES = 4096
 
 def static_value(instr: Instruction, owned: set[int]) -> np.ndarray | None:
     """The value of `instr` as a compile-time buffer, or None (it is computed per call): a
-    constant's, and a small broadcast of a scalar constant that only a loop's initial state
-    reads (`owned`: native_loop.owned_init; a fori_loop's zeros carry), which the loop copies
-    in (Kept) or never writes (a passed-through element): a kernel call per program call
-    less (~3.5 us of a 40 us jnp.linalg.qr fori_loop) and a kernel fewer to compile."""
+    constant's, and a small broadcast of a constant that only a loop's initial state reads
+    (`owned`: native_loop.owned_init; a fori_loop's zeros carry), which the loop copies in
+    (Kept) or never writes (a passed-through element): a kernel call per program call less
+    (~3.5 us of a 40 us jnp.linalg.qr fori_loop) and a kernel fewer to compile. The
+    broadcast is the op's own evaluation (ops/shape.py)."""
     if instr.opcode == "constant":
         return np.array(instr.attrs.literal.to_numpy(), order="C")
     c = instr.operands[0] if instr.opcode == "broadcast_in_dim" else None
     if c is None or c.opcode != "constant" or id(instr) not in owned or \
             instr.shape.num_elements * instr.shape.dtype.itemsize > STATIC_INIT_BYTES:
         return None
-    return np.full(instr.shape.dimensions, c.attrs.literal.to_numpy().reshape(-1)[0],
-                   instr.shape.dtype)
+    value = OPS["broadcast_in_dim"].evaluate([c.attrs.literal.to_numpy()], instr.attrs,
+                                             instr.shape, None)
+    return np.array(value, dtype=instr.shape.dtype, order="C")
 
 
 def read_after(w: Instruction | None) -> set[int] | None:

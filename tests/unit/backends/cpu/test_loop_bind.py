@@ -136,3 +136,17 @@ def test_a_small_repeated_initial_value_is_a_buffer_the_loop_never_writes() -> N
     prog = xlapy.compile(jax.jit(f).lower(big).as_text(), backend="cpu", options=THUNKS)
     assert any(how.startswith("kernel") for _, op, how in prog._exe.report
                if op == "broadcast_in_dim")
+
+
+def test_a_repeated_initial_value_broadcast_from_a_vector_keeps_its_values() -> None:
+    """A loop's initial value broadcast from a [3] constant along dimension 1 is a buffer
+    with the broadcast's values (static_value had filled it with the constant's first
+    element: every row [1, 1, 1] where [1, 2, 3] was due)."""
+    def f(x: Any) -> Any:
+        init = jnp.broadcast_to(np.array([1.0, 2.0, 3.0], np.float32), (4, 3))
+        return jax.lax.fori_loop(0, 3, lambda i, c: c * 0.5 + x, init)
+
+    x = np.ones((4, 3), np.float32)
+    prog = xlapy.compile(jax.jit(f).lower(x).as_text(), backend="cpu", options=THUNKS)
+    assert any(op == "broadcast_in_dim" and how == "buffer" for _, op, how in prog._exe.report)
+    np.testing.assert_array_equal(prog(x), jax.jit(f)(x))
