@@ -64,9 +64,10 @@ class WhileGuard:
 
     __slots__ = ("what", "limit", "count", "_next_poll")
 
-    def __init__(self, instruction: Any) -> None:
+    def __init__(self, instruction: Any, limit: int | None | str = "env") -> None:
+        """`limit`: the iteration limit, None for none; "env": XLAPY_MAX_WHILE_ITERATIONS's."""
         self.what = while_name(instruction)
-        self.limit = iteration_limit()
+        self.limit = iteration_limit() if limit == "env" else limit
         self.count = 0
         self._next_poll = time.monotonic() + POLL_INTERVAL
 

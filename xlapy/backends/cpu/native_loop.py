@@ -436,8 +436,7 @@ class NativeWhile:
         done = step(n)
         if desc[10] and limit is None:
             return None
-        guard = WhileGuard(self.instruction)
-        guard.limit = limit
+        guard = WhileGuard(self.instruction, limit)
         while True:
             elapsed = time.perf_counter() - start
             guard.advance(done)
