@@ -21,7 +21,8 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   asin = 2 atan2(x, 1 + sqrt((1 - x)(1 + x))); acos = x == -1 ? pi : 2 atan2(sqrt((1 - x)
   (1 + x)), 1 + x) (f32: chlo_refine.asin_wide, acos_wide); atan = atan2(x, 1);
   erfc (f16/bf16/f32 only) = |x| < 1 ? 1 - erf(x) (a degree-7 fit in x^2 in f64, rounded once) :
-  Cephes' erfcf rational forms in 1/x^2;
+  Cephes' erfcf rational forms in 1/x^2 (ops/erfc_f32.py; the cpu backend keeps the op, its
+  kernels compute it with fused multiply-adds: `native`);
   erf_inv = Giles' single-precision polynomials (f16/bf16; f32 and f64: his double-precision
   ones with w = -(log1p(-|x|) + log1p(|x|)) (f32: -log((1 - |x|)(1 + |x|)) in f64), not
   XLA's -log1p(-x^2), and a Newton step on erf up to |x| = 0.7, on erfc above:
@@ -47,6 +48,7 @@ import numpy as np
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.attrs import ComparisonType
 from xlapy.ops.base import OPS
+from xlapy.ops.erfc_f32 import ERF_SMALL, ERFC_P, ERFC_R
 from xlapy.passes import chlo_narrow, chlo_refine
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import Pass, sort_instructions
@@ -55,12 +57,6 @@ from xlapy.types import ElementType, Shape
 I = Instruction  # noqa: E741
 LN2 = math.log(2.0)
 
-_ERFC_P = (2.326819970068386e-2, -1.387039388740657e-1, 3.687424674597105e-1,
-           -5.824733027278666e-1, 6.210004621745983e-1, -4.944515323274145e-1,
-           3.404879937665872e-1, -2.741127028184656e-1, 5.638259427386472e-1)
-_ERFC_R = (-1.047766399936249e1, 1.297719955372516e1, -7.495518717768503e0,
-           2.921019019210786e0, -1.015265279202700e0, 4.218463358204948e-1,
-           -2.820767439740514e-1, 5.641895067754075e-1)
 _ERFINV_SMALL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
 _ERFINV_LARGE = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
@@ -153,21 +149,13 @@ def _atan(g: _G, x: I) -> I:
     return g.atan2(x, g.k(1, x))
 
 
-#: erf(x) / x as a polynomial in z = x^2 on [0, 1], highest power first: a least-squares
-#: Chebyshev fit (degree 7, 40000 Chebyshev nodes, against scipy's f64 erf) within 3.8e-11
-#: of it; the Taylor series needs 11 terms for 2e-10 at |x| = 1.
-_ERF_SMALL = (-9.673590735499876e-06, 0.00011268253859969577, -0.0008484396544856385,
-              0.005221053412078031, -0.026865438310333833, 0.11283782622058972,
-              -0.3761263847599112, 1.1283791670623613)
-
-
 def _erfc_small(g: _G, x: I) -> I:
     """erfc(x) = 1 - erf(x) for |x| < 1, evaluated in f64 and rounded once (within 0.51
     ulp). It was 1 - erf(x) on the erf op, whose |x| >= 1 half (an exp and an erfcx
     series) the select then threw away: JAX's exact GELU, x/2 erfc(-x/sqrt 2), ran 1.7x
     XLA's time."""
     xd = g.convert(x, new_element_type=ElementType.F64)
-    erf = g.multiply(xd, g.poly(g.multiply(xd, xd), _ERF_SMALL))
+    erf = g.multiply(xd, g.poly(g.multiply(xd, xd), ERF_SMALL))
     return g.convert(g.subtract(g.k(1, xd), erf), new_element_type=x.shape.element_type)
 
 
@@ -176,7 +164,7 @@ def _erfc(g: _G, x: I) -> I:
     z = g.exponential(g.negate(g.multiply(x, x)))
     q = g.divide(g.k(1, x), a)
     w = g.multiply(q, q)
-    p = g.select(g.cmp(a, g.k(2, x), "LT"), g.poly(w, _ERFC_P), g.poly(w, _ERFC_R))
+    p = g.select(g.cmp(a, g.k(2, x), "LT"), g.poly(w, ERFC_P), g.poly(w, ERFC_R))
     y = g.multiply(g.multiply(z, q), p)
     y = g.select(g.cmp(x, g.k(0, x), "LT"), g.subtract(g.k(2, x), y), y)
     return g.select(g.cmp(a, g.k(1, x), "LT"), _erfc_small(g, x), y)
@@ -563,14 +551,20 @@ class ChloLowering(Pass):
     name = "chlo-lowering"
     reassociating = True
 
-    def __init__(self, exact_only: bool = False) -> None:
+    def __init__(self, exact_only: bool = False,
+                 native: Callable[[I], bool] | None = None) -> None:
         self.exact_only = exact_only
+        #: The chlo ops the backend computes itself, left as they are (the cpu backend's
+        #: f32 erfc: backends/cpu/elementwise.native_chlo).
+        self.native = native
         self.lowered: list[str] = []
 
     def lower(self, module: Module, comp: Computation, i: I) -> I | None:
         g = _G(comp)
         if chlo_narrow.in_f32(i):  # f8: in f32, rounded back
             return chlo_narrow.widen(g, i, lambda w: self.lower(module, comp, w))
+        if self.native is not None and self.native(i):
+            return None
         if i.opcode in _SIMPLE:
             return _SIMPLE[i.opcode](g, i)
         if i.opcode == "chlo.top_k":

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xlapy.errors import XlapyError
+from xlapy.ir import Instruction
 from xlapy.passes.algebraic_simplifier import AlgebraicSimplifier
 from xlapy.passes.buffer_assignment import BufferAssignmentPass
 from xlapy.passes.canonicalize import ReshapeCanonicalizer
@@ -94,7 +95,8 @@ cpu_pipeline = xla_cpu_pipeline
 
 
 def backend_pipeline(verify: bool = False,
-                     print_after_all: Callable[[str], None] | None = None) -> Pipeline:
+                     print_after_all: Callable[[str], None] | None = None,
+                     native_chlo: Callable[[Instruction], bool] | None = None) -> Pipeline:
     """The rewrites a native backend runs before its own fusion: chlo ops lowered to HLO
     (XLA's decompositions, so they compile to kernels instead of running on the
     interpreter), native forms, calls inlined (JAX's private functions would each be a thunk
@@ -102,8 +104,10 @@ def backend_pipeline(verify: bool = False,
     kept the loop around it off the native driver), rng_bit_generator expanded to integer HLO
     (it would run on the interpreter),
     then the bit-exact simplifications, CSE and DCE. The cpu backend's pipeline is these
-    followed by its fusion pass (backends/cpu/pipeline.py); the gpu backend runs them as is."""
-    return Pipeline("backend", [ChloLowering(), *native_form_passes(), CallInliner(),
+    followed by its fusion pass (backends/cpu/pipeline.py); the gpu backend runs them as is.
+    `native_chlo`: the chlo ops the backend's kernels compute themselves (kept)."""
+    return Pipeline("backend", [ChloLowering(native=native_chlo), *native_form_passes(),
+                                CallInliner(),
                                 NestedLoopUnroller(), ConditionalToSelect(),
                                 RngBitGeneratorExpander.for_cpu(),
                                 simplification_group(exact_only=True),

@@ -57,7 +57,7 @@ class CpuBackend:
         constants become broadcasts (computed in kernels, never materialized); then the cpu
         fusion plans the function (its plans are handed to the executable, not stored on
         the caller's module)."""
-        from xlapy.backends.cpu import parallel_compile
+        from xlapy.backends.cpu import elementwise, parallel_compile
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.backends.cpu.options import CpuOptions
         from xlapy.backends.cpu.pipeline import plan_all
@@ -66,7 +66,7 @@ class CpuBackend:
         parallel_compile.prewarm(opts.target)
         with recording() as rec, no_gc():
             with phase("passes"):
-                module, comp = rewrite_for_function(module, comp)
+                module, comp = rewrite_for_function(module, comp, elementwise.native_chlo)
             with phase("fusion plan"):
                 plans = plan_all([comp], opts)
             with phase("emit"):
@@ -75,10 +75,11 @@ class CpuBackend:
         return exe
 
 
-def rewrite_for_function(module: Module, comp: Any) -> tuple[Module, Any]:
+def rewrite_for_function(module: Module, comp: Any, native_chlo: Any = None
+                         ) -> tuple[Module, Any]:
     """compile_function's rewrites of `comp` (shared with the gpu backend): on a copy of
     the module (the caller's is not ours to rewrite), when it needs any; they only add ops,
-    they fold nothing."""
+    they fold nothing. `native_chlo`: the chlo ops the backend's kernels compute."""
     from xlapy.passes.chlo_lowering import ChloLowering
     from xlapy.passes.inliner import CallInliner
     from xlapy.passes.native_forms import native_form_passes
@@ -87,7 +88,7 @@ def rewrite_for_function(module: Module, comp: Any) -> tuple[Module, Any]:
 
     if _needs_rewrite(module):
         module = module.clone()
-        ChloLowering().run(module)
+        ChloLowering(native=native_chlo).run(module)
         for p in native_form_passes():
             p.run(module)
         CallInliner().run(module)

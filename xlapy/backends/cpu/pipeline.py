@@ -102,6 +102,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution
     from xlapy.backends.cpu.dot_flatten import FlattenDots
     from xlapy.backends.cpu.dot_transpose import FoldDotTranspose
+    from xlapy.backends.cpu.elementwise import native_chlo
     from xlapy.backends.cpu.narrow_columns import FoldNarrowColumns
     from xlapy.backends.cpu.short_reduce import ShortReductions
     from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
@@ -111,7 +112,8 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.passes.pipelines import backend_pipeline
 
     target_ = (options or CpuOptions.make()).target
-    return Pipeline("cpu", [*backend_pipeline().passes, FoldDotTranspose(),
+    return Pipeline("cpu", [*backend_pipeline(native_chlo=native_chlo).passes,
+                            FoldDotTranspose(),
                             FlattenDots(), PolyphaseConvolution(), SmallDotsAsReduces(),
                             ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
                             WidenNarrowDots(target_),

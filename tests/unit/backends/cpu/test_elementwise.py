@@ -32,7 +32,8 @@ INEXACT_REF = {"exponential": (np.exp, "exp"), "log": (np.log, "log"),
                "log_plus_one": (np.log1p, "log1p"),
                "exponential_minus_one": (np.expm1, "expm1"), "tanh": (np.tanh, "tanh"),
                "logistic": (lambda x: 1 / (1 + np.exp(-x)), "logistic"),
-               "erf": (scipy.special.erf, "erf"), "sine": (np.sin, "sin"),
+               "erf": (scipy.special.erf, "erf"), "chlo.erfc": (scipy.special.erfc, "erfc"),
+               "sine": (np.sin, "sin"),
                "cosine": (np.cos, "cos"), "tan": (np.tan, "tan")}
 
 

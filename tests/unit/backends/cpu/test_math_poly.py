@@ -143,3 +143,51 @@ func.func @main(%x: tensor<{x.size}xf32>) -> tensor<{x.size}xf32> {{
     nan = np.asarray(xlapy.compile(text.replace(f"{x.size}x", "1x"), "cpu")(
         np.array([np.nan], np.float32)))
     assert np.isnan(nan).all()
+
+
+def test_erfc_f32_is_a_native_kernel_op() -> None:
+    """chlo.erfc on f32 (f16, bf16: computed in f32) stays a chlo op on the cpu backend
+    (elementwise.native_chlo; the chlo lowering, which the gpu backend runs, still lowers
+    it) and its kernel evaluates Math.erfc: within 0.51 ulp of scipy's f64 erfc below 1,
+    5 above (x^2 carried exactly into exp: the lowering's f32 x^2 made it 64 ulp at 9.04,
+    as XLA's formula), the edges exact."""
+    import ml_dtypes
+
+    import xlapy
+    from xlapy.backends.cpu.elementwise import native_chlo
+    from xlapy.passes.chlo_lowering import ChloLowering
+    from xlapy.stablehlo import parse_module
+
+    def text(n: int, t: str) -> str:
+        return f"""
+func.func @main(%x: tensor<{n}x{t}>) -> tensor<{n}x{t}> {{
+  %y = chlo.erfc %x : tensor<{n}x{t}> -> tensor<{n}x{t}>
+  return %y : tensor<{n}x{t}>
+}}
+"""
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, 2.0, -2.0, 10.0, -10.0, 0.5],
+                     np.float32)
+    x = np.concatenate([np.linspace(1, 9.1, 200_000), np.linspace(-9.1, -1, 200_000),
+                        np.linspace(-1, 1, 100_000), edges]).astype(np.float32)
+    exe = xlapy.compile(text(x.size, "f32"), "cpu")
+    assert any("chlo.erfc" in ln and "kernel" in ln for ln in exe._exe.explain().splitlines())
+    got = np.asarray(exe(x)).astype(np.float64)
+    ref = scipy.special.erfc(x.astype(np.float64))
+    normal = ref >= 2.0 ** -126  # (a denormal result flushes, as XLA's kernels do)
+    ulp = np.abs(got - ref)[normal] / np.spacing(ref[normal].astype(np.float32))
+    small = np.abs(x[normal]) < 1
+    assert ulp[small].max() <= 0.51, (ulp[small].max(), x[normal][small][ulp[small].argmax()])
+    assert ulp[~small].max() <= 5.0, ulp[~small].max()
+    assert list(got[-11:-7]) == [1.0, 1.0, 0.0, 2.0] and got[-3] == 0.0 and got[-2] == 2.0
+    nan = xlapy.compile(text(1, "f32"), "cpu")(np.array([np.nan], np.float32))
+    assert np.isnan(np.asarray(nan)).all()
+    for t, dt in (("bf16", ml_dtypes.bfloat16), ("f16", np.float16)):  # f32, rounded once
+        xs = x[::97].astype(dt)
+        want = np.asarray(exe(np.pad(xs.astype(np.float32), (0, x.size - xs.size))))
+        got_t = np.asarray(xlapy.compile(text(xs.size, t), "cpu")(xs))
+        assert np.array_equal(got_t.view(np.uint16), want[:xs.size].astype(dt).view(np.uint16))
+    for native, kept in ((native_chlo, True), (None, False)):
+        m = parse_module(text(8, "f32"))
+        ChloLowering(native=native).run(m)
+        ops = {i.opcode for c in m.computations for i in c.instructions}
+        assert ("chlo.erfc" in ops) == kept, ops
