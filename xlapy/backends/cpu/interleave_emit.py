@@ -26,12 +26,20 @@ INTERLEAVE_AVX2 = 4
 #: lane groups are already two f64 vectors each: at 4 they spilled (Zen 3: erf_inv 3.2 -> 3.5
 #: ms, exact GELU 1.18 -> 1.59, arcsin 1.05 -> 1.55 against 2).
 WIDE_INTERLEAVE = 2
+#: Ops whose kernels run best at no more than this many (their own registers spill past it;
+#: Zen 3, 1024^2 f32 jnp.sin, 0 / 2 / 4: 1.32 / 1.15 / 1.52 ms, cos 1.37 / 1.09 / 1.11).
+OP_INTERLEAVE = {"sine": 2, "cosine": 2}
+
+
+def sixteen_registers() -> bool:
+    """x86 without AVX-512: 16 vector registers (where the counts above were measured)."""
+    t = target.current()
+    return t.is_x86 and not t.has("avx512f")
 
 
 def medium_interleave() -> int:
     """The count for bodies from INTERLEAVE_WEIGHT to HEAVY_WEIGHT on the current target."""
-    t = target.current()
-    return INTERLEAVE_AVX2 if t.is_x86 and not t.has("avx512f") else INTERLEAVE
+    return INTERLEAVE_AVX2 if sixteen_registers() else INTERLEAVE
 
 
 class InterleaveEmitter:
@@ -81,10 +89,19 @@ class InterleaveEmitter:
             return 0  # small kernels: compile time matters more
         if weight is None:
             weight = self.ops + 10 * self.heavy
+        expr = self._expression()
         k = HEAVY_INTERLEAVE if weight >= HEAVY_WEIGHT else \
-            medium_interleave() if weight >= INTERLEAVE_WEIGHT else 0
+            medium_interleave() if weight >= INTERLEAVE_WEIGHT else \
+            INTERLEAVE_AVX2 if sixteen_registers() and any(i.opcode in ew.INEXACT
+                                                           for i in expr) else 0
+        # (one transcendental alone is a long chain too: Zen 3, 1024^2 f32, 0 -> 4: exp 0.42
+        # -> 0.27 ms, log 0.62 -> 0.39, logistic 0.41 -> 0.27, erf 1.08 -> 0.70, exact GELU's
+        # erfc 1.18 -> 0.96; AVX-512 targets, not measured, as before)
+        for i in expr:
+            k = min(k, OP_INTERLEAVE.get(i.opcode, k))
         return min(k, WIDE_INTERLEAVE) if k and self._widens() else k
 
 
 __all__ = ["HEAVY_INTERLEAVE", "HEAVY_WEIGHT", "INTERLEAVE", "INTERLEAVE_WEIGHT",
-           "INTERLEAVE_AVX2", "InterleaveEmitter", "WIDE_INTERLEAVE", "medium_interleave"]
+           "INTERLEAVE_AVX2", "InterleaveEmitter", "OP_INTERLEAVE", "WIDE_INTERLEAVE",
+           "medium_interleave", "sixteen_registers"]

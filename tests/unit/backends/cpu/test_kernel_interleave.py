@@ -47,7 +47,8 @@ def test_heavy_chains_are_position_independent(n: int, depth: int) -> None:
 
 @pytest.mark.parametrize("wide", [False, True], ids=["f32", "in_f64"])
 def test_vectors_per_iteration_grow_with_the_chain(wide: bool) -> None:
-    """One tanh: one vector a lane group; two: the target's medium count (INTERLEAVE,
+    """One tanh: INTERLEAVE_AVX2 vectors a lane group on 16 registers (a transcendental
+    alone is a long chain), else one; two: the target's medium count (INTERLEAVE,
     INTERLEAVE_AVX2 on 16 registers); seven: HEAVY_INTERLEAVE; at most WIDE_INTERLEAVE where
     the chain runs in f64 for an f32 result (the kernel's split alignment is its lane
     group)."""
@@ -58,10 +59,35 @@ def test_vectors_per_iteration_grow_with_the_chain(wide: bool) -> None:
         pytest.skip("scalar kernels on this target")
     aligns = [xlapy.compile(_tanh_chain(1 << 15, d, wide), "cpu")._exe.kernel_specs[0].align
               for d in (1, 2, 7)]
-    counts = [interleave_emit.medium_interleave(), interleave_emit.HEAVY_INTERLEAVE]
+    one = interleave_emit.INTERLEAVE_AVX2 if interleave_emit.sixteen_registers() else 1
+    counts = [one, interleave_emit.medium_interleave(), interleave_emit.HEAVY_INTERLEAVE]
     if wide:
         counts = [min(c, interleave_emit.WIDE_INTERLEAVE) for c in counts]
-    assert aligns == [w, counts[0] * w, counts[1] * w]
+    assert aligns == [c * w for c in counts]
+
+
+def test_short_kernels_interleave_only_for_a_transcendental() -> None:
+    """A short chain of cheap ops keeps one vector a lane group; sine alone takes at most
+    its OP_INTERLEAVE count (more spilled), exp the 16-register count."""
+    from xlapy.backends.cpu.lanes import vector_width
+
+    w = vector_width()
+    if not w:
+        pytest.skip("scalar kernels on this target")
+    n = 1 << 15
+
+    def align(body: str) -> int:
+        text = (f"func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n{body}\n"
+                f"  return %y : tensor<{n}xf32>\n}}")
+        return xlapy.compile(text, "cpu")._exe.kernel_specs[0].align
+
+    one = interleave_emit.INTERLEAVE_AVX2 if interleave_emit.sixteen_registers() else 1
+    t = f"tensor<{n}xf32>"
+    assert align(f"  %a = stablehlo.add %x, %x : {t}\n  %y = stablehlo.multiply %a, %x : {t}") \
+        == w
+    assert align(f"  %y = stablehlo.exponential %x : {t}") == one * w
+    assert align(f"  %y = stablehlo.sine %x : {t}") == \
+        min(one, interleave_emit.OP_INTERLEAVE["sine"]) * w
 
 
 @pytest.mark.parametrize("depth", [2, 7])
