@@ -21,7 +21,7 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   asin = 2 atan2(x, 1 + sqrt((1 - x)(1 + x))); acos = x == -1 ? pi : 2 atan2(sqrt((1 - x)
   (1 + x)), 1 + x) (f32: chlo_refine.asin_wide, acos_wide); atan = atan2(x, 1);
   erfc (f16/bf16/f32 only) = |x| < 1 ? 1 - erf(x) (a degree-7 fit in x^2 in f64, rounded once) :
-  Cephes' erfcf rational forms in 1/x^2 (ops/erfc_f32.py; the cpu backend keeps the op, its
+  Cephes' erfcf rational forms in 1/x^2 (ops/erf_f32.py; the cpu backend keeps the op, its
   kernels compute it with fused multiply-adds: `native`);
   erf_inv = Giles' single-precision polynomials (f16/bf16; f32 and f64: his double-precision
   ones with w = -(log1p(-|x|) + log1p(|x|)) (f32: -log((1 - |x|)(1 + |x|)) in f64), not
@@ -48,7 +48,7 @@ import numpy as np
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.attrs import ComparisonType
 from xlapy.ops.base import OPS
-from xlapy.ops.erfc_f32 import ERF_SMALL, ERFC_P, ERFC_R
+from xlapy.ops.erf_f32 import ERF_SMALL, ERFC_P, ERFC_R, ERFINV32_A, ERFINV32_B
 from xlapy.passes import chlo_narrow, chlo_refine
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import Pass, sort_instructions
@@ -274,23 +274,6 @@ _ERFINV64_C = (-2.7109920616438573243e-11, -2.5556418169965252055e-10, 1.5076572
                1.0103004648645343977, 4.8499064014085844221)
 
 
-#: erf_inv(x) / x for an f32 result, evaluated in f64 (`_erf_inv_f64(refine=False)`): least-
-#: squares Chebyshev fits (against scipy's erfinv / erfcinv) within 1.6e-10 of it, highest
-#: power first. A in t = w - 3.125 for w = -log(1 - x^2) < 6.25 (degree 13), B in
-#: t = sqrt(w) - 3.25 above (degree 10): an f32 x has w < 15.95, so Giles' third series
-#: (w >= 16) never runs. His double-precision series take 23 terms, the coefficient picked
-#: per lane by two selects each.
-_ERFINV32_A = (1.287189699865165e-12, -1.2383879044398823e-11, -3.535310801309396e-11,
-               1.030942950461133e-09, -4.248985352130893e-09, -2.889956406331629e-08,
-               4.2401349536418936e-07, -1.3661197544780447e-06, -1.3883605686211862e-05,
-               0.00018673533426001582, -0.0007407015649715809, -0.006033671586601557,
-               0.24015818217396243, 1.6536545627563553)
-_ERFINV32_B = (-4.010652761926661e-05, 8.149882405596883e-05, 1.9031608490555694e-05,
-               -0.0003613445079308357, 0.0009548072227801754, -0.001686860651888104,
-               0.0024912374766989957, -0.003751342420625768, 0.005370924559515079,
-               1.0052589713074183, 3.083885610413288)
-
-
 def _erf_inv_f64(g: _G, x: I, refine: bool = True) -> I:
     """Giles' polynomials in w = -log(1 - x^2), w taken as -(log1p(-|x|) + log1p(|x|)):
     XLA's -log1p(-x x) rounds x^2 first, a relative error of w growing as 1 / (1 - x^2)
@@ -302,10 +285,10 @@ def _erf_inv_f64(g: _G, x: I, refine: bool = True) -> I:
         w = g.negate(g.log(g.multiply(g.subtract(g.k(1, x), a), g.add(g.k(1, x), a))))
     lt625 = g.cmp(w, g.k(6.25, x), "LT")
     edge = g.cmp(a, g.k(1, x), "EQ")
-    if not refine:  # an f32 result: the shorter fits, one select (_ERFINV32_A)
-        pa = g.poly(g.subtract(w, g.k(3.125, x)), _ERFINV32_A)
+    if not refine:  # an f32 result: the shorter fits, one select (ERFINV32_A)
+        pa = g.poly(g.subtract(w, g.k(3.125, x)), ERFINV32_A)
         wb = g.select(lt625, g.k(6.25, x), w)
-        pb = g.poly(g.subtract(g.sqrt(wb), g.k(3.25, x)), _ERFINV32_B)
+        pb = g.poly(g.subtract(g.sqrt(wb), g.k(3.25, x)), ERFINV32_B)
         return g.select(edge, g.multiply(x, g.k(math.inf, x)),
                         g.multiply(g.select(lt625, pa, pb), x))
     lt16 = g.cmp(w, g.k(16, x), "LT")

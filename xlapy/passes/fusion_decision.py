@@ -22,7 +22,7 @@ SHAPE_OPS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "pad
 EXPENSIVE = frozenset({"exponential", "exponential_minus_one", "log", "log_plus_one", "tanh",
                        "logistic", "divide", "remainder", "power", "sqrt", "rsqrt", "cbrt",
                        "sine", "cosine", "tan", "atan2", "erf",
-                       "chlo.erfc"})
+                       "chlo.erfc", "chlo.erf_inv"})
 REDUCE_OPS = frozenset({"reduce"})
 OUTPUT_OPS = frozenset({"dot_general", "convolution"})
 #: Shape ops that are cheap enough to duplicate (concatenate/pad copy whole arrays).

@@ -459,6 +459,7 @@ def _clz(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
 
 
 _F = FLOATS
+_F32 = frozenset({ET.F32, ET.F16, ET.BF16})  # (computed in f32)
 _I = INTS
 _SI = frozenset(t for t in INTS if t.is_signed)
 _P = frozenset({ET.PRED})
@@ -500,7 +501,8 @@ TABLE: dict[str, tuple[frozenset[ET], Emit]] = {
     "tanh": (_F, _math("tanh")),
     "logistic": (_F, _math("logistic")),
     "erf": (_F, _math("erf")),
-    "chlo.erfc": (frozenset({ET.F32, ET.F16, ET.BF16}), _math("erfc")),  # (f64: chlo_special)
+    "chlo.erfc": (_F32, _math("erfc")),  # (f64: chlo_special.py's HLO)
+    "chlo.erf_inv": (_F32, _math("erf_inv")),  # (f64: chlo_lowering.py's HLO)
     "sine": (_F, _math("sin")),
     "cosine": (_F, _math("cos")),
     "tan": (_F, _math("tan")),
@@ -513,7 +515,8 @@ RAW = frozenset({"abs", "negate", "is_finite", "real", "imag"})
 
 #: Ops whose result is approximate (polynomials): compared with an ulp bound, not bit-exact.
 INEXACT = frozenset({"exponential", "log", "log_plus_one", "exponential_minus_one", "tanh",
-                     "logistic", "erf", "chlo.erfc", "sine", "cosine", "tan"})
+                     "logistic", "erf", "chlo.erfc", "chlo.erf_inv", "sine", "cosine",
+                     "tan"})
 
 
 def native_chlo(i: Any) -> bool:

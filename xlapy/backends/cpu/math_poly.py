@@ -73,7 +73,7 @@ from xlapy.backends.cpu.math_coeffs import (
     taylor_exp,
     two_over_sqrt_pi,
 )
-from xlapy.ops.erfc_f32 import ERF_SMALL, ERFC_P, ERFC_R
+from xlapy.ops.erf_f32 import ERF_SMALL, ERFC_P, ERFC_R, ERFINV32_A, ERFINV32_B
 
 
 class Math:
@@ -247,8 +247,10 @@ class Math:
         q.add_incoming(q_fast, fast_end)
         return q
 
-    def log(self, x: ir.Value, corr: ir.Value | None = None) -> ir.Value:
-        """log(x) (+ corr, a correction far below x's ulp, added with the smallest terms)."""
+    def log(self, x: ir.Value, corr: ir.Value | None = None, terms: int | None = None
+            ) -> ir.Value:
+        """log(x) (+ corr, a correction far below x's ulp, added with the smallest terms).
+        `terms`: fewer atanh terms, for f64 values that are rounded to f32 later."""
         b = self.b
         xin, sub = x, None
         if not denormal.flushing():  # a subnormal x: scale it normal, take the scale off k
@@ -265,7 +267,7 @@ class Math:
         f = b.fsub(m, self.c(1.0))
         s = b.fdiv(f, b.fadd(m, self.c(1.0)))
         z = b.fmul(s, s)
-        terms = 13 if self.is64 else 6
+        terms = terms or (13 if self.is64 else 6)
         # R = 2 atanh(s) / s - 2 = z (2/3 + 2/5 z + ...); log(m) = f - (hfsq - s (hfsq + R))
         # with hfsq = f^2 / 2, summed as fdlibm's e_log.c does (small terms first: < 1 ulp,
         # where 2s + s R measured 2)
@@ -396,7 +398,7 @@ class Math:
 
     def erfc(self, x: ir.Value) -> ir.Value:
         """erfc of f32 values (f64: passes/chlo_special.py), chlo_lowering's formulas
-        (ops/erfc_f32.py): below |x| = 1, 1 - x P(x^2) in f64, rounded once (within 0.51
+        (ops/erf_f32.py): below |x| = 1, 1 - x P(x^2) in f64, rounded once (within 0.51
         ulp); above, Cephes' erfcf, exp(-x^2) / |x| R(1 / x^2), 2 minus it for x < 0. Here,
         not as that HLO, for fused multiply-adds: its f64 polynomial, a multiply and an add
         a step, was 40% of exact GELU's time (1.4x XLA's; 1024^2 on Zen 3)."""
@@ -417,6 +419,31 @@ class Math:
         y = b.fmul(b.fmul(z, q), p)
         y = b.select(b.fcmp_ordered("<", x, self.c(0.0)), b.fsub(self.c(2.0), y), y)
         return b.select(b.fcmp_ordered("<", a, self.c(1.0)), small, y)
+
+    def erf_inv(self, x: ir.Value) -> ir.Value:
+        """erf_inv of f32 values (f64: chlo_lowering's refined HLO), its formulas in f64 with
+        fused multiply-adds, rounded once (ops/erf_f32.py): x p(w), w = -log((1 - |x|)(1 +
+        |x|)) (7 atanh terms: 1e-12, far below f32's ulp), p the fit in w - 3.125 below w =
+        6.25, in sqrt(w) - 3.25 above, the latter (a square root, 11 terms) computed only
+        for a vector with such a lane (|x| > 0.998). x * inf at |x| = 1, NaN past it."""
+        b = self.b
+        m = Math(b, like(self.t, F64))
+        xd = b.fpext(x, m.t)
+        a = m.un("fabs", xd)
+        w = b.fneg(m.log(b.fmul(b.fsub(m.c(1.0), a), b.fadd(m.c(1.0), a)), terms=7))
+        near = b.fcmp_unordered("uge", w, m.c(6.25))  # (NaN too)
+        p = m.horner(list(ERFINV32_A[::-1]), b.fsub(w, m.c(3.125)))
+        before = b.block
+        with b.if_then(any_lane(b, near), likely=False):
+            t = b.fsub(m.un("sqrt", b.select(near, w, m.c(6.25))), m.c(3.25))
+            far = b.select(near, m.horner(list(ERFINV32_B[::-1]), t), p)
+            after = b.block
+        picked = b.phi(p.type)
+        picked.add_incoming(p, before)
+        picked.add_incoming(far, after)
+        out = b.fptrunc(b.fmul(picked, xd), self.t)
+        edge = b.fcmp_ordered("==", self.un("fabs", x), self.c(1.0))
+        return b.select(edge, b.fmul(x, self.c(math.inf)), out)
 
     def _reduce(self, x: ir.Value) -> tuple[Math, ir.Value, ir.Value, ir.Value]:
         """(m, r, rl, q): x = q pi/2 + r + rl, r in f64 (f32 too: the f64 evaluation of the

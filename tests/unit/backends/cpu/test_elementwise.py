@@ -33,6 +33,7 @@ INEXACT_REF = {"exponential": (np.exp, "exp"), "log": (np.log, "log"),
                "exponential_minus_one": (np.expm1, "expm1"), "tanh": (np.tanh, "tanh"),
                "logistic": (lambda x: 1 / (1 + np.exp(-x)), "logistic"),
                "erf": (scipy.special.erf, "erf"), "chlo.erfc": (scipy.special.erfc, "erfc"),
+               "chlo.erf_inv": (scipy.special.erfinv, "erf_inv"),
                "sine": (np.sin, "sin"),
                "cosine": (np.cos, "cos"), "tan": (np.tan, "tan")}
 
