@@ -28,8 +28,11 @@ logistic       <= 1       <= 3       1 / (1 + exp(-x)) (f32: in f64)
 erf            <= 1       <= 1       f32: one f64 polynomial in x^2 on |x| <= 4
                                      (ERF_F32, 0.508 ulp); f64: Taylor below 1 (2/sqrt(pi)
                                      as hi + lo), a Chebyshev fit of erfcx above
-erfc (chlo)    <= 2       -          f32: below 1 an f64 polynomial, rounded once; above
-                                     Cephes' erfcf (f64: chlo_special.py's HLO)
+erfc (chlo)    <= 5       -          f32: below 1 an f64 polynomial, rounded once (0.502);
+                                     above Cephes' erfcf with x^2 exact into exp (4.7;
+                                     f64: chlo_special.py's HLO)
+erf_inv (chlo) <= 1       -          f32: x p(w), w = -log(1 - x^2), in f64, rounded once
+                                     (0.51; f64: chlo_lowering.py's HLO)
 sin, cos, tan  <= 1       <= 1       Cody-Waite by pi/2 below 2^20 (f32: in f64, the
                                      polynomials too; f64: 4-part pi/2 and
                                      double-doubles, trig_dd.py), Payne-Hanek above
