@@ -27,8 +27,12 @@ INTERLEAVE_AVX2 = 4
 #: ms, exact GELU 1.18 -> 1.59, arcsin 1.05 -> 1.55 against 2).
 WIDE_INTERLEAVE = 2
 #: Ops whose kernels run best at no more than this many (their own registers spill past it;
-#: Zen 3, 1024^2 f32 jnp.sin, 0 / 2 / 4: 1.32 / 1.15 / 1.52 ms, cos 1.37 / 1.09 / 1.11).
-OP_INTERLEAVE = {"sine": 2, "cosine": 2}
+#: Zen 3, 1024^2 f32, 0 / 2 / 4: jnp.sin 1.32 / 1.15 / 1.52 ms, cos 1.37 / 1.09 / 1.11, x ** y
+#: 4.70 / 3.46 / 3.67, arctan2 2.03 / 1.59 / 2.29, cbrt 1.75 / 1.41 / 1.84).
+OP_INTERLEAVE = {"sine": 2, "cosine": 2, "power": 2, "atan2": 2, "cbrt": 2}
+#: Beside elementwise.INEXACT, the f32 ops computed as long f64 vector code (libm_f32.py;
+#: their f64 forms call libm a lane): fmod 0.78 -> 0.59 ms at 4.
+LONG_F32 = frozenset({"power", "atan2", "cbrt", "remainder"})
 
 
 def sixteen_registers() -> bool:
@@ -40,6 +44,12 @@ def sixteen_registers() -> bool:
 def medium_interleave() -> int:
     """The count for bodies from INTERLEAVE_WEIGHT to HEAVY_WEIGHT on the current target."""
     return INTERLEAVE_AVX2 if sixteen_registers() else INTERLEAVE
+
+
+def _long(i: Instruction) -> bool:
+    """A transcendental: one op that is a long dependent chain per element."""
+    return i.opcode in ew.INEXACT or (i.opcode in LONG_F32 and i.shape.element_type.is_float
+                                      and i.shape.element_type.bits < 64)
 
 
 class InterleaveEmitter:
@@ -92,8 +102,7 @@ class InterleaveEmitter:
         expr = self._expression()
         k = HEAVY_INTERLEAVE if weight >= HEAVY_WEIGHT else \
             medium_interleave() if weight >= INTERLEAVE_WEIGHT else \
-            INTERLEAVE_AVX2 if sixteen_registers() and any(i.opcode in ew.INEXACT
-                                                           for i in expr) else 0
+            INTERLEAVE_AVX2 if sixteen_registers() and any(_long(i) for i in expr) else 0
         # (one transcendental alone is a long chain too: Zen 3, 1024^2 f32, 0 -> 4: exp 0.42
         # -> 0.27 ms, log 0.62 -> 0.39, logistic 0.41 -> 0.27, erf 1.08 -> 0.70, exact GELU's
         # erfc 1.18 -> 0.96; AVX-512 targets, not measured, as before)
@@ -103,5 +112,5 @@ class InterleaveEmitter:
 
 
 __all__ = ["HEAVY_INTERLEAVE", "HEAVY_WEIGHT", "INTERLEAVE", "INTERLEAVE_WEIGHT",
-           "INTERLEAVE_AVX2", "InterleaveEmitter", "OP_INTERLEAVE", "WIDE_INTERLEAVE",
+           "INTERLEAVE_AVX2", "InterleaveEmitter", "LONG_F32", "OP_INTERLEAVE", "WIDE_INTERLEAVE",
            "medium_interleave", "sixteen_registers"]

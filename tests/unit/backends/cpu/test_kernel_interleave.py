@@ -67,8 +67,9 @@ def test_vectors_per_iteration_grow_with_the_chain(wide: bool) -> None:
 
 
 def test_short_kernels_interleave_only_for_a_transcendental() -> None:
-    """A short chain of cheap ops keeps one vector a lane group; sine alone takes at most
-    its OP_INTERLEAVE count (more spilled), exp the 16-register count."""
+    """A short chain of cheap ops keeps one vector a lane group; sine and f32 power alone
+    take at most their OP_INTERLEAVE count (more spilled), exp and f32 remainder the
+    16-register count, f64 power (libm a lane) one."""
     from xlapy.backends.cpu.lanes import vector_width
 
     w = vector_width()
@@ -76,9 +77,9 @@ def test_short_kernels_interleave_only_for_a_transcendental() -> None:
         pytest.skip("scalar kernels on this target")
     n = 1 << 15
 
-    def align(body: str) -> int:
-        text = (f"func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n{body}\n"
-                f"  return %y : tensor<{n}xf32>\n}}")
+    def align(body: str, et: str = "f32") -> int:
+        text = (f"func.func @main(%x: tensor<{n}x{et}>) -> tensor<{n}x{et}> {{\n{body}\n"
+                f"  return %y : tensor<{n}x{et}>\n}}")
         return xlapy.compile(text, "cpu")._exe.kernel_specs[0].align
 
     one = interleave_emit.INTERLEAVE_AVX2 if interleave_emit.sixteen_registers() else 1
@@ -88,6 +89,10 @@ def test_short_kernels_interleave_only_for_a_transcendental() -> None:
     assert align(f"  %y = stablehlo.exponential %x : {t}") == one * w
     assert align(f"  %y = stablehlo.sine %x : {t}") == \
         min(one, interleave_emit.OP_INTERLEAVE["sine"]) * w
+    assert align(f"  %y = stablehlo.power %x, %x : {t}") == \
+        min(one, interleave_emit.OP_INTERLEAVE["power"]) * w
+    assert align(f"  %y = stablehlo.remainder %x, %x : {t}") == one * w
+    assert align(f"  %y = stablehlo.power %x, %x : tensor<{n}xf64>", "f64") == w
 
 
 @pytest.mark.parametrize("depth", [2, 7])
