@@ -24,7 +24,9 @@ INTERLEAVE, INTERLEAVE_WEIGHT, HEAVY_INTERLEAVE, HEAVY_WEIGHT = 2, 24, 4, 64
 INTERLEAVE_AVX2 = 4
 #: At most this many for kernels that compute in f64 for a narrower root (`_widens`), whose
 #: lane groups are already two f64 vectors each: at 4 they spilled (Zen 3: erf_inv 3.2 -> 3.5
-#: ms, exact GELU 1.18 -> 1.59, arcsin 1.05 -> 1.55 against 2).
+#: ms, exact GELU 1.18 -> 1.59, arcsin 1.05 -> 1.55 against 2); and for f64 roots on 16
+#: registers (1024^2 f64, 2 / 4: tanh(tanh(x) / 2 + x) + x 8.3 / 10.5 ms, exp 0.81 / 0.96,
+#: log 1.23 / 1.45, erf 4.8 / 5.3).
 WIDE_INTERLEAVE = 2
 #: Ops whose kernels run best at no more than this many (their own registers spill past it;
 #: Zen 3, 1024^2 f32, 0 / 2 / 4: jnp.sin 1.32 / 1.15 / 1.52 ms, cos 1.37 / 1.09 / 1.11, x ** y
@@ -108,7 +110,8 @@ class InterleaveEmitter:
         # erfc 1.18 -> 0.96; AVX-512 targets, not measured, as before)
         for i in expr:
             k = min(k, OP_INTERLEAVE.get(i.opcode, k))
-        return min(k, WIDE_INTERLEAVE) if k and self._widens() else k
+        f64 = self.root.shape.element_type.bits >= 64 and sixteen_registers()
+        return min(k, WIDE_INTERLEAVE) if k and (f64 or self._widens()) else k
 
 
 __all__ = ["HEAVY_INTERLEAVE", "HEAVY_WEIGHT", "INTERLEAVE", "INTERLEAVE_WEIGHT",

@@ -69,7 +69,7 @@ def test_vectors_per_iteration_grow_with_the_chain(wide: bool) -> None:
 def test_short_kernels_interleave_only_for_a_transcendental() -> None:
     """A short chain of cheap ops keeps one vector a lane group; sine and f32 power alone
     take at most their OP_INTERLEAVE count (more spilled), exp and f32 remainder the
-    16-register count, f64 power (libm a lane) one."""
+    16-register count, f64 power (libm a lane) one, f64 exp at most WIDE_INTERLEAVE."""
     from xlapy.backends.cpu.lanes import vector_width
 
     w = vector_width()
@@ -93,6 +93,8 @@ def test_short_kernels_interleave_only_for_a_transcendental() -> None:
         min(one, interleave_emit.OP_INTERLEAVE["power"]) * w
     assert align(f"  %y = stablehlo.remainder %x, %x : {t}") == one * w
     assert align(f"  %y = stablehlo.power %x, %x : tensor<{n}xf64>", "f64") == w
+    assert align(f"  %y = stablehlo.exponential %x : tensor<{n}xf64>", "f64") == \
+        min(one, interleave_emit.WIDE_INTERLEAVE) * w  # (f64 roots: at most 2)
 
 
 @pytest.mark.parametrize("depth", [2, 7])
