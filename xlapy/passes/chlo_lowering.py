@@ -26,7 +26,7 @@ this pass rewrites the ones with an exact-enough decomposition, per element type
   erf_inv = Giles' single-precision polynomials (f16/bf16; f32 and f64: his double-precision
   ones with w = -(log1p(-|x|) + log1p(|x|)) (f32: -log((1 - |x|)(1 + |x|)) in f64), not
   XLA's -log1p(-x^2), and a Newton step on erf up to |x| = 0.7, on erfc above:
-  ops/erfcx_cheb.py); lgamma = for x > 0
+  ops/erfcx_cheb.py; f32 on the cpu backend: kept, its kernels compute it); lgamma = for x > 0
   ops/lgamma_series.py (Taylor series around 1, the minimum and 2, the recurrence,
   Stirling), else Lanczos (g = 7, 9 terms) with log(pi / |sin(pi x)|) - lgamma(1 - x);
   digamma = the Lanczos form's derivative with psi(1 - x) - pi cot(pi x) below 1/2, NaN at

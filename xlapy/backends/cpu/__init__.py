@@ -9,12 +9,12 @@ match)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from xlapy import denormal
 from xlapy.backends import register_backend
-from xlapy.ir import Module
+from xlapy.ir import Instruction, Module
 from xlapy.phases import no_gc, phase, recording
 from xlapy.verify import verify_module
 
@@ -75,7 +75,8 @@ class CpuBackend:
         return exe
 
 
-def rewrite_for_function(module: Module, comp: Any, native_chlo: Any = None
+def rewrite_for_function(module: Module, comp: Any,
+                         native_chlo: Callable[[Instruction], bool] | None = None
                          ) -> tuple[Module, Any]:
     """compile_function's rewrites of `comp` (shared with the gpu backend): on a copy of
     the module (the caller's is not ours to rewrite), when it needs any; they only add ops,

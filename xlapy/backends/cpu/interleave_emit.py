@@ -83,13 +83,13 @@ class InterleaveEmitter:
         return sum(11 if i.opcode in ew.INEXACT else 1
                    for i in self._expression() if i.opcode not in free)
 
-    def _widens(self) -> bool:
+    def _widens(self, expr: list[Instruction]) -> bool:
         """Whether the expression computes in f64 for a narrower root (f32 erf, erf_inv,
         asin... evaluate in f64 and round once): each lane group is then two f64 vectors,
         already two chains in flight, and twice the registers."""
         if self.root.shape.element_type.bits >= 64:
             return False
-        return any(i.shape.element_type is ET.F64 for i in self._expression())
+        return any(i.shape.element_type is ET.F64 for i in expr)
 
     def _interleave(self, weight: int | None = None) -> int:
         """Vector bodies per iteration of the innermost loop (asked once its body is built):
@@ -111,7 +111,7 @@ class InterleaveEmitter:
         for i in expr:
             k = min(k, OP_INTERLEAVE.get(i.opcode, k))
         f64 = self.root.shape.element_type.bits >= 64 and sixteen_registers()
-        return min(k, WIDE_INTERLEAVE) if k and (f64 or self._widens()) else k
+        return min(k, WIDE_INTERLEAVE) if k and (f64 or self._widens(expr)) else k
 
 
 __all__ = ["HEAVY_INTERLEAVE", "HEAVY_WEIGHT", "INTERLEAVE", "INTERLEAVE_WEIGHT",
