@@ -22,6 +22,15 @@ TANH_P32 = [1.0, 0.13368183374404907, 0.0034803450107574463, 2.035870056715794e-
              1.300874874488045e-08]
 TANH_Q32 = [1.0, 0.46701493859291077, 0.025818966329097748, 0.00032607250614091754,
              7.634753842467035e-07]
+#: f64 tanh(x) = x + x z Q(z), z = x^2 <= 1/4 (|x| < 0.5), Q lowest power first: the
+#: Chebyshev projection of (tanh(x) / x - 1) / z on 60 nodes with mpmath at 120 bits, degree
+#: 10 (next term 1e-18), as a polynomial in z; the f64 evaluation within 0.59 ulp on 2000
+#: points of (0, 0.5]. fit("tanh") had kept 41 terms: its f64 reference's rounding noise
+#: (2e-17) sat above its cut, and the series was 60% of tanh's time.
+TANH_Q64 = [-0.3333333333333333, 0.13333333333333233, -0.053968253968092364,
+            0.02186948852600072, -0.00886323520211109, 0.0035921218483814335,
+            -0.0014557612805024605, 0.0005894693628578815, -0.00023636254063104858,
+            8.821252907231862e-05, -2.2966669345439758e-05]
 ERF_TOP = {False: 4.0, True: 6.0}
 
 
@@ -111,18 +120,8 @@ def taylor_exp(n: int) -> list[float]:
 
 _FITS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float, float]] = {
     # name: (function of the fit variable, lo, hi)
-    "tanh": (lambda z: _ratio(np.tanh, z), 0.0, 0.25),
     "erfcx": (scipy.special.erfcx, 1.0, 6.0),
 }
-
-
-def _ratio(fn: Callable[[np.ndarray], np.ndarray], z: np.ndarray) -> np.ndarray:
-    """fn(x) / x at x = sqrt(z), with the limit fn'(0) = value at tiny x."""
-    x = np.sqrt(np.maximum(z, 1e-30))
-    if fn is np.tanh:
-        xl = x.astype(np.longdouble)
-        return (np.tanh(xl) / xl).astype(np.float64)  # type: ignore[no-any-return]
-    return fn(x) / x  # type: ignore[no-any-return]
 
 
 @functools.cache

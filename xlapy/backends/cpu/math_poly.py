@@ -22,8 +22,8 @@ log1p          <= 1       <= 1       log(u) + (x - (u - 1)) / u, u = 1 + x (fdli
 expm1          <= 1       <= 1       Taylor below 1, (2^n - 1) + 2^n expm1(r) above
 tanh           <= 5       <= 4       f32: x P(x^2) / Q(x^2), a (4, 4) rational (as XLA's,
                                      also 5 ulp; in f64 within 1 ulp but the GELU
-                                     chain 1.85x slower); f64: odd Chebyshev fit below 0.5,
-                                     1 - 2/(e^2x + 1) above
+                                     chain 1.85x slower); f64: x + x z Q(z), z = x^2, below
+                                     0.5 (TANH_Q64), 1 - 2/(e^2x + 1) above
 logistic       <= 1       <= 3       1 / (1 + exp(-x)) (f32: in f64)
 erf            <= 1       <= 1       f32: one f64 polynomial in x^2 on |x| <= 4
                                      (ERF_F32, 0.508 ulp); f64: Taylor below 1 (2/sqrt(pi)
@@ -69,6 +69,7 @@ from xlapy.backends.cpu.math_coeffs import (
     EXP_ONE_SCALE_MAX,
     TANH_P32,
     TANH_Q32,
+    TANH_Q64,
     TANH_TOP32,
     fit,
     ln2_parts,
@@ -333,7 +334,7 @@ class Math:
         b = self.b
         ax = self.un("fabs", x)
         z = b.fmul(x, x)
-        small = b.fmul(x, self.clenshaw(fit("tanh", True), z, 0.0, 0.25))
+        small = self.fma(b.fmul(x, z), self.horner(TANH_Q64, z), x)
         lim = 19.1
         e = self.exp(b.fadd(self.bin("minnum", ax, self.c(lim)),
                             self.bin("minnum", ax, self.c(lim))))
