@@ -33,8 +33,9 @@ SERIAL_FROM = 64 * 64
 
 
 @functools.cache
-def _setters() -> tuple[Any, ...]:
-    """openblas_set_num_threads_local of scipy's and numpy's bundled OpenBLAS (those found)."""
+def _found() -> tuple[tuple[str, Any], ...]:
+    """(package, openblas_set_num_threads_local) of scipy's and numpy's bundled OpenBLAS
+    (those found)."""
     import numpy
     import scipy
 
@@ -47,8 +48,20 @@ def _setters() -> tuple[Any, ...]:
             except (OSError, AttributeError):
                 continue
             f.argtypes, f.restype = [ctypes.c_int], ctypes.c_int
-            found.append(f)
+            found.append((pkg.__name__, f))
     return tuple(found)
+
+
+def _setters() -> tuple[Any, ...]:
+    return tuple(f for _, f in _found())
+
+
+def scipy_setter_address() -> int:
+    """The address of scipy's openblas_set_num_threads_local (0 if not found): the OpenBLAS
+    whose routines scipy's cython_lapack and cython_blas export (loop_lapack.py calls those
+    natively and sets the count around them as `_one_thread` does)."""
+    return next((ctypes.cast(f, ctypes.c_void_p).value or 0 for pkg, f in _found()
+                 if pkg == "scipy"), 0)
 
 
 def matrix_elements(shape: Sequence[int]) -> int:
@@ -92,4 +105,5 @@ def serial_target(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-__all__ = ["SERIAL_BELOW", "SERIAL_FROM", "matrix_elements", "serial", "serial_target"]
+__all__ = ["SERIAL_BELOW", "SERIAL_FROM", "matrix_elements", "scipy_setter_address", "serial",
+           "serial_target"]

@@ -2,19 +2,21 @@
 
 A branch runs as a cpu executable whose thunks Python calls one by one: ~3-10 us each, so a
 branch of a dozen small ones (jax.scipy.linalg.expm's: a getrf, two trsms, two native loops,
-a few kernels on 16 x 16 matrices) costs ~200 us where XLA spends ~50. The native while
-driver already runs kernels, GEMMs, LAPACK steps and inner loops with no Python between
-them (native_loop.py), so the branch is compiled a second time as the body of a loop that
-runs once:
+a few kernels on 16 x 16 matrices) costs ~200 us where XLA spends ~50; a 128 x 128
+jnp.linalg.solve or cho_solve as a program of its own, ~200 us of Python on ~150 of work.
+The native while driver already runs kernels, GEMMs, LAPACK steps and inner loops with no
+Python between them (native_loop.py), so the branch is compiled a second time as the body of
+a loop that runs once:
 
     once(params...) = results of while (i = 0, elements of params..., zeros of results...)
         cond: i < 1
         body: (i + 1, elements of params..., branch(params...))
 
-and that computation replaces the branch when its loop is native. The state is small (at
-most MAX_BYTES: the driver's Kept buffers, copied in and out), so the trip costs one native
-loop call (~10-15 us of Python). A branch whose loop would not be native (an op with no
-native step) keeps its own executable; so does one of fewer than MIN_THUNKS working thunks,
+and that computation replaces the branch when its loop is native. The trip costs one native
+loop call (~10-15 us of Python): the driver copies a state of up to loop_bind.KEPT_BYTES
+into buffers of its own and binds a bigger one. MAX_BYTES bounds it (past a MB the work
+dwarfs the thunks' Python). A branch whose loop would not be native (an op with no native
+step) keeps its own executable; so does one of fewer than MIN_THUNKS working thunks,
 whose Python costs less than the call. A program's entry computation of the same kind, every
 array it computes small, runs the same way (`entry_trip`).
 """
@@ -26,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlapy.backends.cpu.loop_bind import KEPT_BYTES
 from xlapy.backends.cpu.pipeline import plan_all
 from xlapy.errors import XlapyError
 from xlapy.ir import Computation, Instruction
@@ -37,8 +38,12 @@ if TYPE_CHECKING:
     from xlapy.backends.cpu.executable import CpuExecutable
     from xlapy.backends.cpu.options import CpuOptions
 
-#: Bytes of parameters and results up to which a branch may run as a loop trip.
-MAX_BYTES = KEPT_BYTES
+#: Bytes of parameters and results up to which a branch may run as a loop trip (and of any
+#: array an entry trip computes). At 64 KB (the Kept copies' bound) a 128 x 128 f32 solve
+#: was left to its thunks: 370 us, as a trip 165 (XLA 252; Zen 3); no jax_run workload and
+#: five jax_probe programs changed (random_normal, cho_solve, lstm_grad, gat_softmax,
+#: betainc; each the same or faster).
+MAX_BYTES = 1 << 20
 #: Thunks (not counting aliasing and buffers) from which the trip pays: a native loop call
 #: costs about as much Python as three or four kernel thunks.
 MIN_THUNKS = 4

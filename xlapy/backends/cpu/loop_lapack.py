@@ -10,9 +10,12 @@ loop's own, lapack_batch's loop calling the routine per matrix with the argument
 Python path passes (lapack_batch.*_args: the same routine, the same bits), and the results
 transposed (or, for pivots and info, written directly) into the step's result buffers.
 
-Only matrices below lapack_threads.SERIAL_FROM elements: the Python path calls those with
-OpenBLAS's own thread count (one, at that size), and a bigger call's own time dwarfs an
-iteration's Python. The Python path raises for a negative info (an invalid argument, which
+Only matrices below NATIVE_BELOW elements (a bigger call's own time dwarfs an iteration's
+Python). From lapack_threads.SERIAL_FROM the Python path sets the calling thread's OpenBLAS
+count to one around the call; the step does the same, through the address of scipy's
+openblas_set_num_threads_local (the OpenBLAS whose routines it calls): the same bits. Left
+to the callback, a 64 x 64 jnp.linalg.solve (its getrf and two trsms) ran ~50 us of Python
+around ~70 of LAPACK. The Python path raises for a negative info (an invalid argument, which
 the arguments planned here never are); a positive one (a singular matrix) is a result.
 """
 
@@ -25,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import lapack_batch, loop_library
-from xlapy.backends.cpu.llvm_util import I8P, I64, KERNEL_TYPE, for_range, i64
+from xlapy.backends.cpu import lapack_batch, loop_library, transpose_lib
+from xlapy.backends.cpu.llvm_util import I8P, I32, I64, KERNEL_TYPE, for_range, i64
 from xlapy.backends.cpu.thunks import ptr
-from xlapy.ops.lapack_threads import SERIAL_FROM, matrix_elements
+from xlapy.ops.lapack_threads import SERIAL_FROM, matrix_elements, scipy_setter_address
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.executable import CpuExecutable
@@ -36,10 +39,15 @@ if TYPE_CHECKING:
     from xlapy.ir import Instruction
 
 NAME = "xlapy_lapack_step"
-#: Words per program op: (0, src, dst, rows, cols, batch, bytes): dst[b] = src[b]^T with
-#: src[b] rows x cols; (1, loop, routine, base, stride, batch, 0): loop(routine, base, stride,
-#: batch). An address below 0 is the table's entry -address - 1 (an operand, read per call).
-_OP = 7
+#: Matrices of this many elements or more keep the callback (module docstring).
+NATIVE_BELOW = 256 * 256
+#: Words per program op: (0, src, dst, rows, cols, batch, bytes, routine): dst[b] = src[b]^T
+#: with src[b] rows x cols, by transpose_lib's routine at `routine` when not 0 (else a loop
+#: nest); (1, loop, routine, base, stride, batch, setter, 0): loop(routine, base, stride,
+#: batch), with the calling thread's OpenBLAS count 1 around it when `setter` (the address of
+#: openblas_set_num_threads_local) is not 0. An address below 0 is the table's entry
+#: -address - 1 (an operand, read per call).
+_OP = 8
 _TRANSPOSE, _CALL = 0, 1
 #: Element bytes with a transpose loop of their own (s, d / c, z).
 _SIZES = (4, 8, 16)
@@ -69,11 +77,19 @@ def native(instr: Instruction, routine: str, t: str, flags: tuple[Any, ...]
         if not tau.is_array or tuple(tau.dimensions[:-1]) != tuple(ops[0].dimensions[:-2]):
             return None
     if any(not s.is_array or s.rank < 2 or 0 in s.dimensions for s in ops) or \
-            any(matrix_elements(s.dimensions) >= SERIAL_FROM for s in ops):
+            any(matrix_elements(s.dimensions) >= NATIVE_BELOW for s in ops):
+        return None
+    if _serial(instr) and not scipy_setter_address():
         return None
     if routine == "trsm" and tuple(ops[0].dimensions[:-2]) != tuple(ops[1].dimensions[:-2]):
         return None
     return LapackNative(routine, t, flags)
+
+
+def _serial(instr: Instruction) -> bool:
+    """Whether the call's matrices are big enough for the Python path to set one thread
+    (lapack_threads.serial_target: operand 0's size)."""
+    return matrix_elements(instr.operands[0].shape.dimensions) >= SERIAL_FROM
 
 
 def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], table: int
@@ -137,8 +153,12 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
     keep.extend([args, base])
     width = len(base)
     prog.append([_CALL, loops[width][0].address(f"xlapy_batch_call_{width}"), fn,
-                 ptr(base), args.stride_at, batch, 0])
+                 ptr(base), args.stride_at, batch,
+                 scipy_setter_address() if _serial(instr) else 0])
     prog += [[_TRANSPOSE, src, dst, r, c, batch, item] for src, dst, r, c in back]
+    for op in prog:  # (a 128 x 128 f32 loop nest: 512-byte strides, L1 conflict misses)
+        op.append(transpose_lib.address(item) if op[0] == _TRANSPOSE and item in
+                  transpose_lib.ELEMENT_BYTES and op[3] * op[4] >= SERIAL_FROM else 0)
     d = np.array([table, len(prog)] + [w for op in prog for w in op], np.int64)
     keep.append(d)
     return [loop_library.function(NAME), ptr(d), 0]
@@ -199,17 +219,31 @@ def emit(mod: ir.Module) -> None:
         return b.select(neg, b.load(b.gep(table, [b.select(neg, b.sub(i64(-1), v), i64(0))])), v)
 
     loop_t = ir.FunctionType(ir.VoidType(), [I64, i64p, i64p, I64])
+    set_t = ir.FunctionType(I32, [I32])
+    old = b.alloca(I32)
     with for_range(b, i64(0), count, "op") as k:
         w = b.gep(d, [b.add(i64(2), b.mul(k, i64(_OP)))])
         word = [b.load(b.gep(w, [i64(j)])) for j in range(_OP)]
         with b.if_else(b.icmp_signed("==", word[0], i64(_TRANSPOSE))) as (tr, call):
             with tr:
                 src, dst = b.inttoptr(resolve(word[1]), I8P), b.inttoptr(resolve(word[2]), I8P)
-                _transpose(b, src, dst, word[3], word[4], word[5], word[6])
+                with b.if_else(b.icmp_signed("!=", word[7], i64(0))) as (lib, nest):
+                    with lib:
+                        rows, cols, size = word[3], word[4], b.mul(word[3], word[4])
+                        b.call(b.inttoptr(word[7], transpose_lib.ROUTINE_T.as_pointer()),
+                               [src, dst, rows, cols, cols, rows, word[5], size, size])
+                    with nest:
+                        _transpose(b, src, dst, word[3], word[4], word[5], word[6])
             with call:
+                serial = b.icmp_signed("!=", word[6], i64(0))
+                setter = b.inttoptr(word[6], set_t.as_pointer())
+                with b.if_then(serial):
+                    b.store(b.call(setter, [I32(1)]), old)
                 callee = b.inttoptr(word[1], loop_t.as_pointer())
                 b.call(callee, [word[2], b.inttoptr(word[3], i64p), b.inttoptr(word[4], i64p),
                                 word[5]])
+                with b.if_then(serial):
+                    b.call(setter, [b.load(old)])
     b.ret_void()
 
 

@@ -55,7 +55,7 @@ from xlapy.ir import Instruction
 NAME = "xlapy_transpose"
 ELEMENT_BYTES = (1, 2, 4, 8)
 #: src, dst, rows, cols, src row stride, dst row stride (elements), batch, batch strides.
-_ROUTINE_T = ir.FunctionType(VOID, [I8.as_pointer()] * 2 + [I64] * 7)
+ROUTINE_T = ir.FunctionType(VOID, [I8.as_pointer()] * 2 + [I64] * 7)
 #: Output elements from which a transpose is a routine call (below it a kernel of its own
 #: compiles to a few instructions and runs as fast).
 MIN_ELEMENTS = 256
@@ -69,7 +69,7 @@ def _emit_routine(mod: ir.Module, e: int) -> None:
     dst_ld; batch strides src_bs, dst_bs; all in elements)."""
     t = ir.IntType(8 * e)
     vt = ir.VectorType(t, 8)
-    fn = ir.Function(mod, _ROUTINE_T, name=f"{NAME}{e}")
+    fn = ir.Function(mod, ROUTINE_T, name=f"{NAME}{e}")
     src, dst, rows, cols, sld, dld, batch, sbs, dbs = fn.args
     for a in (src, dst):
         a.add_attribute("noalias")
@@ -122,6 +122,11 @@ def _routine(tgt: target.CpuTarget, e: int) -> tuple[Any, int, Any]:
                                vectorize=False, exports=[f"{NAME}{e}"])
     addr = eng.address(f"{NAME}{e}")
     return eng, addr, _CALL(addr)
+
+
+def address(e: int) -> int:
+    """The address of the routine for e-byte elements on the current target (built once)."""
+    return int(_routine(target.current(), e)[1])
 
 
 def swap_last(x: np.ndarray) -> np.ndarray:
@@ -231,7 +236,7 @@ class TransposeEmitter:
             args = [b.gep(src, [b.mul(col0, i64(e))]),
                     b.gep(dst, [b.mul(col0, i64(rows * e))]), i64(rows),
                     b.mul(count, i64(inner)), i64(cols), i64(rows), i64(1), i64(0), i64(0)]
-        b.call(b.inttoptr(b.load(cell), _ROUTINE_T.as_pointer()), args)
+        b.call(b.inttoptr(b.load(cell), ROUTINE_T.as_pointer()), args)
         b.ret_void()
         return Kernel(self.name, root, [self.in_slot], self.out_slot, dims[0],
                       root.shape.num_elements, True, explicit=True,

@@ -150,7 +150,7 @@ def test_small_or_unrunnable_branches_keep_their_executables() -> None:
     assert branch_loop.LABEL not in _hows(prog)
     np.testing.assert_allclose(prog(x, np.int32(1)), jax.jit(nested)(x, np.int32(1)),
                                rtol=1e-5, atol=1e-6)
-    big = np.zeros((128, 128), np.float32)  # over MAX_BYTES
+    big = np.zeros((512, 512), np.float32)  # 1 MB: over MAX_BYTES with the rest
     prog = xlapy.compile(_text(lambda a, n: _solve_branch(a, a, n), big, np.int32(1)),
                          backend="cpu")
     assert branch_loop.LABEL not in _hows(prog)
@@ -279,9 +279,17 @@ def test_a_small_entry_runs_as_one_trip_with_its_thunks_bits() -> None:
     with pytest.raises(xlapy.XlapyError, match=r"8,8|8, 8"):
         prog(a[:4], b[:, 0])
     _same(prog(a.astype(np.float64), b[:, 0]), ref(a, b[:, 0]))  # (same kind: converted)
-    big = np.eye(128, dtype=np.float32)  # 64 KB: over MAX_BYTES with the rest
+    big = np.eye(512, dtype=np.float32)  # 1 MB: over MAX_BYTES with the rest
     prog = xlapy.compile(_text(_solve_loop, big, big[0]), backend="cpu")
     assert prog._exe.trip is None
+    # 64 KB and its vectors: a trip (at a 64 KB bound it was not: a 128 x 128 solve's
+    # Python, ~200 us, outweighed its LAPACK)
+    mid = np.eye(128, dtype=np.float32) * 2
+    text = _text(_solve_loop, mid, mid[0])
+    prog = xlapy.compile(text, backend="cpu")
+    assert isinstance(prog._exe.trip, branch_loop.Trip)
+    ref = xlapy.compile(text, backend="cpu", options={"entry_trip": False})
+    _same(prog(mid, mid[1]), ref(mid, mid[1]))
 
 
 def test_an_entry_trip_honours_runtime_targets_and_the_iteration_limit(

@@ -253,22 +253,55 @@ def _svd_loop(a: Any) -> Any:
     return lax.fori_loop(0, 3, body, (a * 0, a[0] * 0))
 
 
-@pytest.mark.parametrize("name", ["solve_64", "svd"])
+@pytest.mark.parametrize("name", ["solve_256", "svd"])
 def test_lapack_calls_without_a_step_are_callbacks(name: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 64 x 64 solve (the Python path sets OpenBLAS's threads there: lapack_threads) and
-    an SVD (gesdd) run their Python path's function from the native loop (loop_callback.py):
-    the interpreter's bits."""
+    """A 256 x 256 solve (loop_lapack.NATIVE_BELOW: the call's own time dwarfs the Python)
+    and an SVD (gesdd) run their Python path's function from the native loop
+    (loop_callback.py): the interpreter's bits."""
     from xlapy.backends.cpu import loop_callback
 
     made: list[str] = []
     real = loop_callback.entry
     monkeypatch.setattr(loop_callback, "entry", lambda keep, st, *rest: made.append(
         st.instr.attrs.call_target_name) or real(keep, st, *rest))
-    fn, args = (_solve_loop, [_spd(64, np.float32), _f32(64)]) if name == "solve_64" else \
-        (_svd_loop, [_f32(7, 5)])
+    fn, args = (_solve_loop, [_spd(256, np.float32), _f32(256)]) if name == "solve_256" \
+        else (_svd_loop, [_f32(7, 5)])
     text = jax.jit(fn).lower(*args).as_text()
     cpu = xlapy.compile(text, backend="cpu")
     assert "native while loop" in cpu._exe.explain().split("-- called by")[0]
     _equal(cpu(*args), xlapy.compile(text, backend="interpreter")(*args))
     assert made and all(m.startswith("lapack_s") for m in made)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.complex128])
+def test_a_64_solve_step_runs_lapack_on_one_openblas_thread(
+        dtype: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 64 x 64 solve in a loop (lapack_threads.SERIAL_FROM: the Python path sets the
+    calling thread's OpenBLAS count to 1 there) is a native step that sets it too, through
+    openblas_set_num_threads_local's address (here a recording stand-in), and restores it:
+    the interpreter's bits (f32 and c64 moved to and from Fortran order by transpose_lib's
+    routine, c128 by the step's own loop nest). It was a callback: jax_probe's solve_64
+    1.34x XLA's time."""
+    import ctypes
+
+    from xlapy.backends.cpu import loop_callback, loop_lapack
+    from xlapy.ops import lapack_threads
+
+    real = lapack_threads.scipy_setter_address()
+    assert real, "scipy's OpenBLAS exports openblas_set_num_threads_local"
+    setter = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(real)
+    counts: list[int] = []
+    record = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(
+        lambda n: counts.append(n) or setter(n))
+    monkeypatch.setattr(loop_lapack, "scipy_setter_address",
+                        lambda: ctypes.cast(record, ctypes.c_void_p).value)
+    monkeypatch.setattr(loop_callback, "entry", lambda *a: pytest.fail("a callback step"))
+    args = [_spd(64, dtype), (_f32(64) + (1j * _f32(64) if dtype != np.float32 else 0)
+                              ).astype(dtype)]
+    text = jax.jit(_solve_loop).lower(*args).as_text()
+    cpu = xlapy.compile(text, backend="cpu")
+    _equal(cpu(*args), xlapy.compile(text, backend="interpreter")(*args))
+    # 6 steps of a getrf and two trsms: each sets 1, then restores the count it returned
+    assert len(counts) == 6 * 3 * 2 and counts[::2] == [1] * 18, counts
+    assert all(n >= 1 for n in counts[1::2])
