@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from xlapy.backends.cpu.nested_loop import PICKED
 from xlapy.backends.cpu.pipeline import plan_all
 from xlapy.errors import XlapyError
 from xlapy.ir import Computation, Instruction
@@ -73,16 +74,20 @@ def worth(branch: CpuExecutable) -> bool:
         return False
     nbytes = sum(s.num_elements * s.dtype.itemsize for ss in shapes for s in ss or ())
     hows = [how for _, _, how in branch.report if how not in ("aliasing", "buffer")]
+    # (a case / if: a chain of loops in the trip, `_chain`)
     return nbytes <= MAX_BYTES and len(hows) >= MIN_THUNKS and not any(
-        how == "interpreter fallback" or how.startswith("control flow") for how in hows)
+        how == "interpreter fallback" or how.startswith("control flow") and op not in (
+            "case", "if") for _, op, how in branch.report)
 
 
-def _body(branch: Computation, state: list[Shape], n: int) -> Computation | None:
-    """(i, elements..., results...) -> (i + 1, elements..., branch(elements...)), or None
-    when a tuple parameter is used other than through get_tuple_element."""
+def _body(branch: Computation, state: list[Shape], n: int, lead: int = 1
+          ) -> Computation | None:
+    """(i, [limit,] elements..., results...) -> (i + 1, [limit,] elements...,
+    branch(elements...)), `lead` the words before the elements; None when a tuple parameter
+    is used other than through get_tuple_element (also in a case/if inside: `_chain`)."""
     e = Emitter(Computation(f"{branch.name}.once_body"))
     ps = [e.param(s) for s in state]
-    flat, k = {}, 1
+    flat, k = {}, lead
     mapping: dict[int, Instruction] = {}
     for p in branch.parameters:
         if p.shape.is_tuple:
@@ -99,15 +104,78 @@ def _body(branch: Computation, state: list[Shape], n: int) -> Computation | None
         if i.opcode == "get_tuple_element" and id(i.operands[0]) in flat:
             mapping[id(i)] = flat[id(i.operands[0])][i.attrs.index]
             continue
-        mapping[id(i)] = e.comp.add(Instruction(i.opcode, [mapping[id(o)] for o in i.operands],
-                                                i.shape, i.attrs, i.called, i.name, i.meta))
+        ops = [mapping[id(o)] for o in i.operands]
+        if i.opcode in ("case", "if"):
+            got = _chain(e, i, ops)
+            if got is None or (i.shape.is_tuple and any(
+                    u.opcode != "get_tuple_element" for u in i.users)):
+                return None
+            if i.shape.is_tuple:  # (its elements, as a tuple parameter's)
+                flat[id(i)] = got
+            else:
+                mapping[id(i)] = got[0]
+            continue
+        mapping[id(i)] = e.comp.add(Instruction(i.opcode, ops, i.shape, i.attrs, i.called,
+                                                i.name, i.meta))
     root = branch.root
     assert root is not None
     outs = [mapping[id(o)] for o in root.operands] if root.opcode == "tuple" and \
-        root.shape.is_tuple else [mapping[id(root)]]
-    e.comp.root = e.tuple(e.add(ps[0], e.const(1, _S32)), *ps[1:1 + n], *outs)
+        root.shape.is_tuple else flat[id(root)] if id(root) in flat else [mapping[id(root)]]
+    e.comp.root = e.tuple(e.add(ps[0], e.const(1, _S32)), *ps[1:lead + n], *outs)
     e.comp.multi_result = True
     return e.comp
+
+
+def _picks(e: Emitter, instr: Instruction, index: Instruction, k: int) -> Instruction:
+    """1 (s32) when case/if `instr` runs branch k, else 0: the index k, or for the last
+    branch any index outside [0, n - 1) (the op's semantics); if: the predicate, then not."""
+    n = len(instr.called)
+    if instr.opcode == "if":
+        pick = index if k == 0 else e.op("not", index)
+    elif n == 1:
+        return e.const(1, _S32)
+    elif k < n - 1:
+        pick = e.cmp(index, e.const(k, index.shape.element_type), "EQ")
+    else:
+        t = index.shape.element_type
+        pick = e.op("or", e.cmp(index, e.const(0, t), "LT"),
+                    e.cmp(index, e.const(n - 1, t), "GE"))
+    return e.select(pick, e.const(1, _S32), e.const(0, _S32))
+
+
+def _chain(e: Emitter, instr: Instruction, ops: list[Instruction]
+           ) -> list[Instruction] | None:
+    """case/if `instr` (operands `ops`, in `e`) inside a trip: a chain of loops that each run
+    at most once, loop k branch k's body when the index picks it, its state (i, limit, the
+    branch's operand elements, the results so far: zeros before loop 0), so the chain's last
+    state holds the picked branch's results (returned as a list: a tuple the driver's state
+    cannot be). A branch of the driver's own then, where the case was a thunk that kept its
+    computation off the trip (jax.scipy.linalg.expm's entry: its norm test picks the
+    branch). None: a value the chain cannot carry."""
+    results = _arrays(instr.shape)
+    if results is None:
+        return None
+    acc = [e.const(0, r.element_type, r.dimensions) for r in results]
+    for k, branch in enumerate(instr.called):
+        arg = ops[1 + k] if len(ops) > 1 else None
+        if arg is None:
+            elems = []
+        elif arg.opcode == "tuple":  # (its operands: the tuple is left unused)
+            elems = list(arg.operands)
+        else:
+            elems = [e.get_tuple_element(arg, index=j) for j in range(
+                len(arg.shape.tuple_shapes))] if arg.shape.is_tuple else [arg]
+        init = [e.const(0, _S32), _picks(e, instr, ops[0], k), *elems, *acc]
+        state = [x.shape for x in init]
+        body = _body(branch, state, len(elems), lead=2)
+        if body is None:
+            return None
+        c = Emitter(Computation(f"{branch.name}{PICKED}"))
+        ps = [c.param(s) for s in state]
+        c.comp.root = c.cmp(ps[0], ps[1], "LT")
+        loop = e.op("while", *init, called=[c.comp, body], name=f"{instr.name}.branch{k}")
+        acc = [e.get_tuple_element(loop, index=2 + len(elems) + j) for j in range(len(acc))]
+    return acc
 
 
 def _cond(name: str, state: list[Shape]) -> Computation:

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 
 #: Most iterations of one inner run in native code (module docstring).
 BUDGET = 1 << 16
+#: The suffix of the condition's name of a loop that runs at most once (branch_loop's case
+#: chains: a branch, not one of the program's loops): its budget is at least 1 under any
+#: `XLAPY_MAX_WHILE_ITERATIONS` (a limit of 0 would fail the branch's one trip).
+PICKED = ".picked"
 
 
 @dataclass
@@ -144,7 +148,8 @@ def entry(p: _Prepared, exe: CpuExecutable, n: Nested, table: int, bail: int) ->
 def set_budgets(p: _Prepared, budget: int) -> None:
     """Every nested step's iteration budget (w[7]), at every depth."""
     for st in p.nested:
-        st.words[7] = budget
+        st.words[7] = max(budget, 1) if st.nested.instr.called[0].name.endswith(PICKED) \
+            else budget
         set_budgets(st.inner, budget)
 
 
@@ -157,4 +162,4 @@ def exhausted(p: _Prepared) -> Instruction | None:
     return None
 
 
-__all__ = ["Nested", "plan", "valid", "entry", "set_budgets", "exhausted", "BUDGET"]
+__all__ = ["Nested", "plan", "valid", "entry", "set_budgets", "exhausted", "BUDGET", "PICKED"]

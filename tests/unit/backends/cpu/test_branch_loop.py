@@ -135,8 +135,12 @@ def test_f64_branch_and_threads_at_once(monkeypatch: pytest.MonkeyPatch) -> None
     on_threads(work, range(3))
 
 
-def test_small_or_unrunnable_branches_keep_their_executables() -> None:
-    def nested(x: Any, n: Any) -> Any:  # a branch holding a cond: no step for it
+def test_a_branch_holding_a_cond_is_a_trip_big_ones_keep_their_executables(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A branch holding a cond runs it as a chain of once-loops (branch_loop._chain; it
+    kept its executable before), the bits of its thunks for both inner outcomes; the
+    one-kernel branch and a branch over MAX_BYTES keep their executables."""
+    def nested(x: Any, n: Any) -> Any:
         def inner(x: Any) -> Any:
             y = jnp.sin(x) @ x
             y = jax.lax.cond(y.sum() > 0, lambda y: jax.lax.fori_loop(
@@ -146,8 +150,13 @@ def test_small_or_unrunnable_branches_keep_their_executables() -> None:
         return jax.lax.cond(n > 0, inner, lambda x: x * 2, x)
 
     x = np.eye(4, dtype=np.float32) * 0.5
-    prog = xlapy.compile(_text(nested, x, np.int32(1)), backend="cpu")
-    assert branch_loop.LABEL not in _hows(prog)
+    text = _text(nested, x, np.int32(1))
+    prog = xlapy.compile(text, backend="cpu")
+    assert f"1 {branch_loop.LABEL})" in _hows(prog)
+    ref = _no_trips(monkeypatch, text)
+    for v in (x, -x - 1, x * 0):
+        for n in (0, 1):
+            _same(prog(v, np.int32(n)), ref(v, np.int32(n)))
     np.testing.assert_allclose(prog(x, np.int32(1)), jax.jit(nested)(x, np.int32(1)),
                                rtol=1e-5, atol=1e-6)
     big = np.zeros((512, 512), np.float32)  # 1 MB: over MAX_BYTES with the rest
