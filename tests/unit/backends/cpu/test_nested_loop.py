@@ -236,3 +236,53 @@ fn(np.zeros(16, np.float32), np.int32(0), np.zeros((64, 16), np.float32))  # j s
 def test_ctrl_c_stops_an_endless_inner_loop() -> None:
     err = interrupted(ENDLESS, ROOT, grace=3.0)
     assert "KeyboardInterrupt" in err, err
+
+
+MOVE_FROM_UNREAD = """
+func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %k0 = stablehlo.constant dense<0> : tensor<i32>
+  %o:3 = stablehlo.while(%k = %k0, %p = %a, %q = %b) : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+    cond {
+      %n = stablehlo.constant dense<4> : tensor<i32>
+      %c = stablehlo.compare LT, %k, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %k1 = stablehlo.add %k, %one : tensor<i32>
+      %t = stablehlo.constant dense<2.0> : tensor<4xf32>
+      %p2 = stablehlo.multiply %p, %t : tensor<4xf32>
+      %i0 = stablehlo.constant dense<0> : tensor<i32>
+      %two = stablehlo.constant dense<2> : tensor<i32>
+      %lim = stablehlo.remainder %k, %two : tensor<i32>
+      %z = stablehlo.constant dense<0.0> : tensor<4xf32>
+      %r:4 = stablehlo.while(%i = %i0, %l = %lim, %x = %p2, %y = %z) : tensor<i32>, tensor<i32>, tensor<4xf32>, tensor<4xf32>
+        cond {
+          %c = stablehlo.compare LT, %i, %l : (tensor<i32>, tensor<i32>) -> tensor<i1>
+          stablehlo.return %c : tensor<i1>
+        } do {
+          %one2 = stablehlo.constant dense<1> : tensor<i32>
+          %j = stablehlo.add %i, %one2 : tensor<i32>
+          stablehlo.return %j, %l, %x, %x : tensor<i32>, tensor<i32>, tensor<4xf32>, tensor<4xf32>
+        }
+      %s = stablehlo.add %r#3, %q : tensor<4xf32>
+      stablehlo.return %k1, %p2, %s : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+    }
+  return %o#1, %o#2 : tensor<4xf32>, tensor<4xf32>
+}
+"""
+
+
+def test_an_inner_move_from_an_unread_element_reads_the_operand() -> None:
+    """An inner loop (i, l, x, y) -> (i + 1, l, x, x): x is never written and nobody reads
+    it after the loop, so the step binds it to the outer operand in place; the move into y
+    copied from the buffer bound at prepare time instead (y came out stale: q 10 a where the
+    interpreter gives 30 a). A move's source is now copied in."""
+    a = np.arange(4, dtype=np.float32) + 1
+    prog = xlapy.compile(MOVE_FROM_UNREAD, backend="cpu")
+    assert "1 native loop inside" in prog._exe.explain()
+    want = xlapy.compile(MOVE_FROM_UNREAD, backend="interpreter")(a, a * 10)
+    for _ in range(2):
+        got = prog(a, a * 10)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(want[1], a * 30)
