@@ -140,6 +140,14 @@ def programs(small: bool = False) -> dict[str, Program]:
         m, v = x.mean((0, 1, 2)), x.var((0, 1, 2))
         return jax.nn.relu((x - m) / jnp.sqrt(v + 1e-5) * g + b)
 
+    def renorm_loop(x: Any, w: Any) -> Any:
+        """A recurrence renormalized through an inverse every 8th step: a cond of LAPACK
+        calls no select can stand for (branch_chain.py: it ran through Python, 8.8x)."""
+        inv = jnp.linalg.inv(w + 4 * jnp.eye(w.shape[0], dtype=w.dtype))
+        return lax.fori_loop(0, 64, lambda i, c: lax.cond(
+            i % 8 == 0, lambda c: c / jnp.linalg.norm(c, axis=0) @ jnp.linalg.inv(w + inv),
+            lambda c: c * 1.01, jnp.tanh(c @ w)), x)
+
     steps = 10 if small else 1000
     return {
         # control flow
@@ -147,6 +155,7 @@ def programs(small: bool = False) -> dict[str, Program]:
             i % 2 == 0, lambda u: u * 0.5 + 1, lambda u: u - 0.25, w), v), [f32(256)]),
         "switch_in_loop": (lambda v: lax.fori_loop(0, steps, lambda i, w: lax.switch(
             i % 3, [lambda u: u * 0.5, lambda u: u + 1, jnp.sin], w), v), [f32(256)]),
+        "cond_lapack_loop": (renorm_loop, [f32(32, 32), f32(32, 32) * 0.2]),
         "loop_in_loop": (lambda v: lax.fori_loop(0, 100, lambda i, w: lax.fori_loop(
             0, 10, lambda j, u: u * 0.99 + 0.01, w), v), [f32(256)]),
         "scan_in_loop": (lambda v: lax.fori_loop(0, 50, lambda i, w: lax.scan(

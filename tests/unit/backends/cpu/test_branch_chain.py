@@ -101,3 +101,38 @@ def test_an_unclamped_case_index_picks_the_last_branch() -> None:
     for k in (-1, 5):
         _same(prog(a, b, np.int32(k)), last)
         _same(ref(a, b, np.int32(k)), last)
+
+
+def _renorm_loop(x: Any, w: Any) -> Any:
+    """Every 8th step normalizes the columns and multiplies by an inverse (getrf, trsm: no
+    select can stand for the cond), the others scale; a 3-way switch on i % 3 after it."""
+    inv = lambda c: c / jnp.linalg.norm(c, axis=0, keepdims=True) @ jnp.linalg.inv(  # noqa: E731
+        w + 4 * jnp.eye(w.shape[0], dtype=w.dtype))
+
+    def body(i: Any, c: Any) -> Any:
+        c = jnp.tanh(c @ w)
+        c = jax.lax.cond(i % 8 == 0, inv, lambda c: c * 1.01, c)
+        return jax.lax.switch(i % 3, [lambda c: c, lambda c: jnp.linalg.cholesky(
+            c @ c.T + 4 * jnp.eye(c.shape[0], dtype=c.dtype)) @ c, inv], c)
+    return jax.lax.fori_loop(0, 20, body, x)
+
+
+def test_a_loop_whose_body_holds_a_cond_stays_native(monkeypatch: pytest.MonkeyPatch
+                                                     ) -> None:
+    """A while body (and condition) holding case/if compiles with each as a chain when the
+    loop is native then (branch_loop._chained): it ran through Python per iteration (5.3 ms
+    against XLA's 0.6 for a 64-step loop on Zen 3; 0.39 now), with the same bits."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 16)).astype(np.float32)
+    w = (rng.standard_normal((16, 16)) * 0.3).astype(np.float32)
+    text = jax.jit(_renorm_loop).lower(x, w).as_text()
+    prog = xlapy.compile(text, backend="cpu")
+    top = prog._exe.explain().split("-- called by")[0]
+    assert "native while loop" in top and "control flow" not in top, top
+    with monkeypatch.context() as m:
+        m.setattr(branch_loop, "_chained", lambda *a: None)
+        ref = xlapy.compile(text, backend="cpu", options={"entry_trip": False})
+    assert "control flow" in ref._exe.explain()
+    for k in range(3):
+        _same(prog(x * (k + 1), w), ref(x * (k + 1), w))
+    np.testing.assert_allclose(prog(x, w), jax.jit(_renorm_loop)(x, w), rtol=1e-4, atol=1e-5)
