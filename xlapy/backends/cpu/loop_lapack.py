@@ -15,7 +15,11 @@ Python). From lapack_threads.SERIAL_FROM the Python path sets the calling thread
 count to one around the call; the step does the same, through the address of scipy's
 openblas_set_num_threads_local (the OpenBLAS whose routines it calls): the same bits. Left
 to the callback, a 64 x 64 jnp.linalg.solve (its getrf and two trsms) ran ~50 us of Python
-around ~70 of LAPACK. The Python path raises for a negative info (an invalid argument, which
+around ~70 of LAPACK. Smaller calls run on one thread either way (no split, the same bits),
+but the step sets the count for them too: OpenBLAS's workers otherwise woke and spun beside
+the loop (perf: 36% of a loop's time in blas_thread_server), a 16-step fori_loop of a 16 x
+16 solve 160 -> 119 us (XLA 222), a 64-step loop inverting a 32 x 32 matrix every 8th step
+420 -> 316 (452). The Python path raises for a negative info (an invalid argument, which
 the arguments planned here never are); a positive one (a singular matrix) is a result.
 """
 
@@ -80,7 +84,7 @@ def native(instr: Instruction, routine: str, t: str, flags: tuple[Any, ...]
             any(matrix_elements(s.dimensions) >= NATIVE_BELOW for s in ops):
         return None
     if _serial(instr) and not scipy_setter_address():
-        return None
+        return None  # (smaller ones run without the count set: the same bits)
     if routine == "trsm" and tuple(ops[0].dimensions[:-2]) != tuple(ops[1].dimensions[:-2]):
         return None
     return LapackNative(routine, t, flags)
@@ -154,7 +158,7 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
     width = len(base)
     prog.append([_CALL, loops[width][0].address(f"xlapy_batch_call_{width}"), fn,
                  ptr(base), args.stride_at, batch,
-                 scipy_setter_address() if _serial(instr) else 0])
+                 scipy_setter_address()])
     prog += [[_TRANSPOSE, src, dst, r, c, batch, item] for src, dst, r, c in back]
     for op in prog:  # (a 128 x 128 f32 loop nest: 512-byte strides, L1 conflict misses)
         op.append(transpose_lib.address(item) if op[0] == _TRANSPOSE and item in

@@ -274,15 +274,17 @@ def test_lapack_calls_without_a_step_are_callbacks(name: str,
     assert made and all(m.startswith("lapack_s") for m in made)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.complex128])
-def test_a_64_solve_step_runs_lapack_on_one_openblas_thread(
-        dtype: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("dtype,n", [(np.float32, 64), (np.complex64, 64), (np.complex128, 64),
+                                     (np.float32, 16)])
+def test_a_solve_step_runs_lapack_on_one_openblas_thread(
+        dtype: Any, n: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 64 x 64 solve in a loop (lapack_threads.SERIAL_FROM: the Python path sets the
     calling thread's OpenBLAS count to 1 there) is a native step that sets it too, through
     openblas_set_num_threads_local's address (here a recording stand-in), and restores it:
     the interpreter's bits (f32 and c64 moved to and from Fortran order by transpose_lib's
     routine, c128 by the step's own loop nest). It was a callback: jax_probe's solve_64
-    1.34x XLA's time."""
+    1.34x XLA's time. A 16 x 16 one runs on one thread either way, but sets the count too:
+    OpenBLAS's workers spun beside the loop (160 -> 119 us a 16-step loop)."""
     import ctypes
 
     from xlapy.backends.cpu import loop_callback, loop_lapack
@@ -297,8 +299,8 @@ def test_a_64_solve_step_runs_lapack_on_one_openblas_thread(
     monkeypatch.setattr(loop_lapack, "scipy_setter_address",
                         lambda: ctypes.cast(record, ctypes.c_void_p).value)
     monkeypatch.setattr(loop_callback, "entry", lambda *a: pytest.fail("a callback step"))
-    args = [_spd(64, dtype), (_f32(64) + (1j * _f32(64) if dtype != np.float32 else 0)
-                              ).astype(dtype)]
+    args = [_spd(n, dtype), (_f32(n) + (1j * _f32(n) if dtype != np.float32 else 0)
+                             ).astype(dtype)]
     text = jax.jit(_solve_loop).lower(*args).as_text()
     cpu = xlapy.compile(text, backend="cpu")
     _equal(cpu(*args), xlapy.compile(text, backend="interpreter")(*args))
