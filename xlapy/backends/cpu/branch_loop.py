@@ -32,7 +32,7 @@ from xlapy.backends.cpu import branch_chain
 from xlapy.backends.cpu.branch_chain import S32 as _S32
 from xlapy.backends.cpu.branch_chain import arrays as _arrays
 from xlapy.backends.cpu.branch_chain import body as _body
-from xlapy.backends.cpu.pipeline import plan_all
+from xlapy.backends.cpu.pipeline import executed_computations, plan_all
 from xlapy.errors import XlapyError
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.hlo_builder import Emitter
@@ -67,7 +67,7 @@ def worth(branch: CpuExecutable) -> bool:
         return False
     nbytes = sum(s.num_elements * s.dtype.itemsize for ss in shapes for s in ss or ())
     hows = [how for _, _, how in branch.report if how not in ("aliasing", "buffer")]
-    # (a case / if: a chain of loops in the trip, `_chain`)
+    # (a case / if: a chain of loops in the trip, branch_chain.chain)
     return nbytes <= MAX_BYTES and len(hows) >= MIN_THUNKS and not any(
         how == "interpreter fallback" or how.startswith("control flow") and op not in (
             "case", "if") for _, op, how in branch.report)
@@ -165,6 +165,20 @@ class Trip:
         return out[0] if self.single else tuple(out)
 
 
+def _plan_new(roots: list[Computation], plans: dict[str, Any], options: CpuOptions) -> None:
+    """Add fusion plans for `roots` and what they run to `plans` (keyed by name), first
+    renaming each new computation whose name a different one's plan holds: a rewritten body
+    keeps its loop's name, and a branch's once-body is built for a trip and for a chain; a
+    plan found under the wrong computation is a loud "stale plan" error."""
+    for c in executed_computations(roots):
+        k, name = 1, c.name
+        while (got := plans.get(name)) is not None and got.comp is not c:
+            k += 1
+            name = f"{c.name}.{k}"
+        c.name = name
+    plans.update(plan_all(roots, options))
+
+
 def as_trip(branch: CpuExecutable, plans: dict[str, Any], options: CpuOptions
             ) -> Trip | None:
     """`branch` as one native loop trip, or None (keep `branch`)."""
@@ -175,7 +189,7 @@ def as_trip(branch: CpuExecutable, plans: dict[str, Any], options: CpuOptions
     once = _once(branch.comp)
     if once is None:
         return None
-    plans.update(plan_all([once], options))
+    _plan_new([once], plans, options)
     exe = CpuExecutable(once, None, options, plans)
     return Trip(exe, branch) if exe.native_loops else None
 
@@ -256,7 +270,7 @@ def _chained(instr: Instruction, options: CpuOptions, plans: dict[str, Any]
     alt = [branch_chain.unbranched(c) for c in instr.called]
     if all(a is None for a in alt):
         return None
-    plans.update(plan_all([a for a in alt if a is not None], options))
+    _plan_new([a for a in alt if a is not None], plans, options)
     subs = [CpuExecutable(a or c, None, options, plans) for a, c in zip(alt, instr.called)]
     return subs if plan_native_while(instr, subs[0], subs[1]) is not None else None
 

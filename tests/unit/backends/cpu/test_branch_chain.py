@@ -136,3 +136,21 @@ def test_a_loop_whose_body_holds_a_cond_stays_native(monkeypatch: pytest.MonkeyP
     for k in range(3):
         _same(prog(x * (k + 1), w), ref(x * (k + 1), w))
     np.testing.assert_allclose(prog(x, w), jax.jit(_renorm_loop)(x, w), rtol=1e-4, atol=1e-5)
+
+
+def test_a_loop_whose_chains_would_not_be_native_keeps_its_case() -> None:
+    """A branch with no native step (a sort split over the threads) leaves the loop to
+    Python with the case thunk, compiled from the original body: the rewritten one, planned
+    under the body's name, had made that compile a stale-plan error."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 64, 4096)).astype(np.float32)
+
+    def fn(x: Any) -> Any:
+        return jax.lax.fori_loop(0, 4, lambda i, c: jax.lax.cond(
+            i % 2 == 0, lambda c: c + jnp.sort(x[i], axis=-1)[:, -1],
+            lambda c: c * 2, c), jnp.zeros(64, np.float32))
+    text = jax.jit(fn).lower(x).as_text()
+    cpu = xlapy.compile(text, backend="cpu", options={"num_threads": 2})
+    top = cpu._exe.explain().split("-- called by")[0]
+    assert "native while loop" not in top and "control flow" in top, top
+    _same(cpu(x), xlapy.compile(text, backend="interpreter")(x))
