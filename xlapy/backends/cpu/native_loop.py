@@ -162,10 +162,8 @@ class NativeWhile:
                         and k not in sources]
         self.cond_steps, self.body_steps = len(steps(cond)), len(steps(body))
         #: State elements the loop never writes and nobody reads after it: bound in place,
-        #: not copied (scan_rnn's xs, 8 MB a call). Not a move's source: a nested loop
-        #: (nested_loop.entry) points its tables at such an operand per run, but its move
-        #: copies read the buffer bound at prepare time (an inner (i, x, y) -> (i + 1, x, x)
-        #: had copied a stale y).
+        #: not copied (scan_rnn's xs, 8 MB a call); not a move's source (a nested step's move
+        #: copies read the buffer bound at prepare time, not the operand: nested_loop.entry).
         self.unread = _unread_after(instruction, self.results) - \
             (self.windows.elements if self.windows is not None else set()) - moved - sources
         #: Row-split (row_loop.py): the plan and the threads a call uses (1: not split).
