@@ -65,6 +65,7 @@ from xlapy.backends.cpu.llvm_util import (
 from xlapy.backends.cpu.math_coeffs import (
     ERF_F32,
     ERF_TOP,
+    ERFCX_F64,
     EXP_F32,
     EXP_ONE_SCALE_MAX,
     TANH_P32,
@@ -393,7 +394,8 @@ class Math:
         small = self._erf_small(x, z, 19)
         top = ERF_TOP[self.is64]
         axc = self.bin("minnum", ax, self.c(top))
-        h = self.clenshaw(fit("erfcx", self.is64), axc, 1.0, top)
+        h = self.clenshaw(np.array(ERFCX_F64) if self.is64 else fit("erfcx", False), axc,
+                          1.0, top)
         large = b.fsub(self.c(1.0), b.fmul(self.exp(b.fneg(b.fmul(axc, axc))), h))
         large = b.select(b.fcmp_ordered(">=", ax, self.c(top)), self.c(1.0), large)
         large = self.bin("copysign", large, x)
