@@ -138,27 +138,22 @@ _FITS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float, float]] = {
 
 
 @functools.cache
-def fit(name: str, is64: bool) -> np.ndarray:
-    """Chebyshev coefficients for `name` on its interval, degree grown until the float64
-    relative error is below a quarter ulp of the target type (higher terms dropped)."""
+def fit(name: str) -> np.ndarray:
+    """Chebyshev coefficients for `name` on its interval, for an f32 result: the discrete
+    projection on 400 Chebyshev nodes (where the T_k are orthogonal, it equals the
+    least-squares fit; a matrix product, where lstsq took 150 ms on a cold first call),
+    terms kept while above a quarter ulp of f32 / 8 of the first (the f64 reference's noise
+    is far below that). f64 series are constants fitted with mpmath (ERFCX_F64, TANH_Q64):
+    a fit against f64 references kept ten or more terms of their rounding noise."""
     fn, lo, hi = _FITS[name]
     if name == "erfcx":
-        hi = ERF_TOP[is64]
-    target = (2.0 ** -53 if is64 else 2.0 ** -24) / 4
+        hi = ERF_TOP[False]
+    target = 2.0 ** -24 / 4
     nodes = 400
     theta = np.pi * (np.arange(nodes) + 0.5) / nodes
-    xs = np.cos(theta)
-    zs = lo + (xs + 1) * (hi - lo) / 2
-    ys = fn(zs)
-    if is64:  # f64 needs lstsq's handling of the reference noise (projection: 29 ulp tanh)
-        coeffs = np.polynomial.chebyshev.chebfit(xs, ys, 40)
-    else:
-        # f32: the discrete projection on the Chebyshev nodes (where the T_k are orthogonal)
-        # equals the least-squares fit; a matrix product, where lstsq took 150 ms on a cold
-        # first call.
-        coeffs = (2.0 / nodes) * (np.cos(np.outer(np.arange(41), theta)) @ ys)
-        coeffs[0] /= 2
-    # Keep the terms that matter at the target precision (the tail is reference noise).
+    zs = lo + (np.cos(theta) + 1) * (hi - lo) / 2
+    coeffs = (2.0 / nodes) * (np.cos(np.outer(np.arange(41), theta)) @ fn(zs))
+    coeffs[0] /= 2
     keep = int(np.nonzero(np.abs(coeffs) > target * np.abs(coeffs[0]) / 8)[0][-1]) + 1
     coeffs = coeffs[:max(keep, 2)]
     return coeffs

@@ -394,7 +394,7 @@ class Math:
         small = self._erf_small(x, z, 19)
         top = ERF_TOP[self.is64]
         axc = self.bin("minnum", ax, self.c(top))
-        h = self.clenshaw(np.array(ERFCX_F64) if self.is64 else fit("erfcx", False), axc,
+        h = self.clenshaw(np.array(ERFCX_F64) if self.is64 else fit("erfcx"), axc,
                           1.0, top)
         large = b.fsub(self.c(1.0), b.fmul(self.exp(b.fneg(b.fmul(axc, axc))), h))
         large = b.select(b.fcmp_ordered(">=", ax, self.c(top)), self.c(1.0), large)
