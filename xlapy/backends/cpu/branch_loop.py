@@ -66,11 +66,12 @@ def worth(branch: CpuExecutable) -> bool:
     if any(s is None for s in shapes):
         return False
     nbytes = sum(s.num_elements * s.dtype.itemsize for ss in shapes for s in ss or ())
-    hows = [how for _, _, how in branch.report if how not in ("aliasing", "buffer")]
-    # (a case / if: a chain of loops in the trip, branch_chain.chain)
-    return nbytes <= MAX_BYTES and len(hows) >= MIN_THUNKS and not any(
-        how == "interpreter fallback" or how.startswith("control flow") and op not in (
-            "case", "if") for _, op, how in branch.report)
+    working = [(op, how) for _, op, how in branch.report if how not in ("aliasing", "buffer")]
+    # (a case / if inside runs as branch_chain.chain's loops in the trip)
+    return nbytes <= MAX_BYTES and len(working) >= MIN_THUNKS and not any(
+        how == "interpreter fallback"
+        or (how.startswith("control flow") and op not in ("case", "if"))
+        for op, how in working)
 
 
 def _cond(name: str, state: list[Shape]) -> Computation:

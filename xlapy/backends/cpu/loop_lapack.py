@@ -53,6 +53,10 @@ NATIVE_BELOW = 256 * 256
 #: -address - 1 (an operand, read per call).
 _OP = 8
 _TRANSPOSE, _CALL = 0, 1
+#: Matrix elements from which a Fortran-order copy calls transpose_lib's blocked routine (the
+#: loop nest met L1 conflict misses at 512-byte strides: a 6-step 128 x 128 solve loop 1314
+#: -> 646 us); smaller ones keep the nest (no routine to build for them).
+ROUTINE_FROM = 64 * 64
 #: Element bytes with a transpose loop of their own (s, d / c, z).
 _SIZES = (4, 8, 16)
 
@@ -160,9 +164,9 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
                  ptr(base), args.stride_at, batch,
                  scipy_setter_address()])
     prog += [[_TRANSPOSE, src, dst, r, c, batch, item] for src, dst, r, c in back]
-    for op in prog:  # (a 128 x 128 f32 loop nest: 512-byte strides, L1 conflict misses)
+    for op in prog:
         op.append(transpose_lib.address(item) if op[0] == _TRANSPOSE and item in
-                  transpose_lib.ELEMENT_BYTES and op[3] * op[4] >= SERIAL_FROM else 0)
+                  transpose_lib.ELEMENT_BYTES and op[3] * op[4] >= ROUTINE_FROM else 0)
     d = np.array([table, len(prog)] + [w for op in prog for w in op], np.int64)
     keep.append(d)
     return [loop_library.function(NAME), ptr(d), 0]

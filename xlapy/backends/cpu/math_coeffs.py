@@ -133,7 +133,7 @@ def taylor_exp(n: int) -> list[float]:
 
 _FITS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float, float]] = {
     # name: (function of the fit variable, lo, hi)
-    "erfcx": (scipy.special.erfcx, 1.0, 6.0),
+    "erfcx": (scipy.special.erfcx, 1.0, ERF_TOP[False]),
 }
 
 
@@ -146,8 +146,6 @@ def fit(name: str) -> np.ndarray:
     is far below that). f64 series are constants fitted with mpmath (ERFCX_F64, TANH_Q64):
     a fit against f64 references kept ten or more terms of their rounding noise."""
     fn, lo, hi = _FITS[name]
-    if name == "erfcx":
-        hi = ERF_TOP[False]
     target = 2.0 ** -24 / 4
     nodes = 400
     theta = np.pi * (np.arange(nodes) + 0.5) / nodes

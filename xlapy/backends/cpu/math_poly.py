@@ -44,7 +44,7 @@ sin, cos, tan  <= 1       <= 1       Cody-Waite by pi/2 below 2^20 (f32: in f64,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -120,7 +120,8 @@ class Math:
             acc = self.fma(acc, x, self.c(k))
         return acc
 
-    def clenshaw(self, coeffs: np.ndarray, x: ir.Value, lo: float, hi: float) -> ir.Value:
+    def clenshaw(self, coeffs: Sequence[float], x: ir.Value, lo: float, hi: float
+                 ) -> ir.Value:
         """A Chebyshev series on [lo, hi] at x (Clenshaw's recurrence)."""
         b = self.b
         t = self.fma(x, self.c(2.0 / (hi - lo)), self.c(-(hi + lo) / (hi - lo)))
@@ -394,8 +395,7 @@ class Math:
         small = self._erf_small(x, z, 19)
         top = ERF_TOP[self.is64]
         axc = self.bin("minnum", ax, self.c(top))
-        h = self.clenshaw(np.array(ERFCX_F64) if self.is64 else fit("erfcx"), axc,
-                          1.0, top)
+        h = self.clenshaw(ERFCX_F64 if self.is64 else fit("erfcx"), axc, 1.0, top)
         large = b.fsub(self.c(1.0), b.fmul(self.exp(b.fneg(b.fmul(axc, axc))), h))
         large = b.select(b.fcmp_ordered(">=", ax, self.c(top)), self.c(1.0), large)
         large = self.bin("copysign", large, x)
