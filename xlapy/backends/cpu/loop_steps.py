@@ -61,13 +61,17 @@ def native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
     """The Gemm of a dot_general the driver may run: 2-D f32/f64 (regions.gemm_of) or a
     batch of small ones (regions.batched_gemm_of: gemm_small, one product at a time), written
     into a buffer the tables hold (below); through BLAS only when small
-    (MAX_NATIVE_MACS), gemm_small's loop nest at any size it takes (split over threads)."""
+    (MAX_NATIVE_MACS), gemm_small's loop nest at any size it takes (split over threads).
+    A batched dot is gemm_small's only where the target has FMA: its element is then one
+    fused chain in contracting order, as OpenBLAS sums it on the Python path; without FMA
+    (x86-64-v2) it rounds each product, and a program's bits would change with its loop."""
     from xlapy.backends.cpu import regions
 
-    if not target.current().is_x86 or id(instr) not in exe.slot:
+    t = target.current()
+    if not t.is_x86 or id(instr) not in exe.slot:
         return None
     g = regions.gemm_of(instr, exe.slot, vectors=True, flat=True, lhs_t=True) or \
-        regions.batched_gemm_of(instr, exe.slot)
+        (regions.batched_gemm_of(instr, exe.slot) if t.has("fma") else None)
     # an arena temporary, or a result of the body (a fresh array per call on the Python
     # path: NativeWhile._prepare gives it a buffer of the loop's own)
     if g is None or (g.out not in exe.temp_slots and g.out not in exe._native) or \

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.tolerance import assert_dot_close
-from xlapy.backends.cpu import blas, gemm_f32, target
+from xlapy.backends.cpu import blas, gemm_f32, gemm_jobs, target
 
 pytestmark = pytest.mark.skipif(not gemm_f32.available(),
                                 reason="gemm_f32.py runs on AVX-512 x86-64 targets only")
@@ -142,6 +142,7 @@ def test_blas_gemm_bits_do_not_depend_on_threads(m: int, n: int, k: int,
     b = rng.standard_normal((k, n)).astype(np.float32)
     got = []
     for threads in (1, 2, 3):
+        gemm_jobs._PLANS.clear()  # (planned once per shape: each run plans, routing anew)
         out = np.full((m, n), np.nan, np.float32)
         blas.gemm(a, b, out, 0.0, threads)
         got.append(out)
