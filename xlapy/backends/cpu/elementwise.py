@@ -40,6 +40,7 @@ from xlapy.backends.cpu.llvm_util import (
     elem,
     intrinsic,
     like,
+    scalar_maximum,
     sfx,
     splat,
 )
@@ -357,6 +358,8 @@ def _maxmin(is_max: bool) -> Emit:
             for c, v in ((x, y), (y, x)):  # max(-inf, v) = v (jax's softmax: max(-inf, row max))
                 if is_flushed(v) and _all_lanes(c, float("-inf") if is_max else float("inf")):
                     return v
+            if x.type in (F32, F64):  # (a scalar)
+                return scalar_maximum(b, flush(b, x), flush(b, y), is_max)
             name = "maximum" if is_max else "minimum"
             return intrinsic(b, f"llvm.{name}.{_fsfx(x)}", x.type, [flush(b, x), flush(b, y)])
         op = ">" if is_max else "<"

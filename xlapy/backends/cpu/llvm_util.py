@@ -526,6 +526,20 @@ def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) ->
     return b.call(fn, args)
 
 
+def scalar_maximum(b: ir.IRBuilder, x: ir.Value, y: ir.Value, is_max: bool) -> ir.Value:
+    """llvm.maximum / minimum of two f32 or f64 scalars (x if it is NaN, else y if y is;
+    -0 < +0) as compares and selects that stay in vector registers: x86's lowering of the
+    scalar intrinsic moves x's sign bit to a general register and back into a mask or blend,
+    ~20 cycles on a loop-carried chain (jax.ops.segment_max's sorted scatter on Zen 4, 5.8
+    ms against 2.8 for AVX2 code). A tie is x & y for max (+0 over -0), x | y for min."""
+    it = ir.IntType(64 if x.type == ir.DoubleType() else 32)
+    pick = b.select(b.fcmp_ordered(">" if is_max else "<", x, y), x, y)
+    bx, by = b.bitcast(x, it), b.bitcast(y, it)
+    tie = b.bitcast(b.and_(bx, by) if is_max else b.or_(bx, by), x.type)
+    return b.select(b.fcmp_unordered("uno", x, x), x,
+                    b.select(b.fcmp_ordered("==", x, y), tie, pick))
+
+
 def prefetch(b: ir.IRBuilder, p: ir.Value, locality: int = 3) -> None:
     """Ask for the cache line at pointer p ahead of a read (llvm.prefetch: `locality` 3
     into L1, 2 into L2)."""
