@@ -81,3 +81,27 @@ def test_pure_lookups_over_short_rows_stay_scalar() -> None:
     got, want, ir = _both(lambda t, x: t[x], [table, img])
     assert got.tobytes() == want.tobytes()
     assert "llvm.masked.gather" not in ir
+
+
+@pytest.mark.parametrize("cols", [512, 77])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_take_along_axis_gathers_in_lanes(dtype: type, cols: int) -> None:
+    """jnp.take_along_axis's gather pairs the operand's rows with the index rows (operand
+    batching dims): the row is the output's own index, uniform along the lanes, so the
+    columns gather in lanes (jax_probe take_along on Zen 4: 378 -> 294 us, XLA 265); raw
+    gathers clamp indices out of range, jnp's fill them; rows of a masked tail; both the
+    row-batched and the column-batched layout."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((37, cols)) * 100).astype(dtype)
+    i = rng.integers(-cols - 3, cols + 3, (37, cols)).astype(np.int32)
+    got, want, ir = _both(lambda x, i: jnp.take_along_axis(x, i, -1), [x, i])
+    assert got.tobytes() == want.tobytes()
+    assert "llvm.masked.gather" in ir
+    dn = jax.lax.GatherDimensionNumbers((), (1,), (1,), operand_batching_dims=(0,),
+                                        start_indices_batching_dims=(0,))
+    fn = lambda x, i: jax.lax.gather(  # noqa: E731
+        x, i[..., None], dn, (1, 1), mode=jax.lax.GatherScatterMode.CLIP) + x[:, :1] * 0
+    got, want, _ = _both(fn, [x, i])
+    assert got.tobytes() == want.tobytes()
+    got, want, _ = _both(lambda x, i: jnp.take_along_axis(x, i, 0), [x.T.copy(), i.T.copy()])
+    assert got.tobytes() == want.tobytes()
