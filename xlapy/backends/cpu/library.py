@@ -12,6 +12,7 @@ narrower).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -355,12 +356,19 @@ def _small(instr: Instruction) -> gemm_small.GemmShape | None:
 
 
 def _matvec(instr: Instruction) -> bool:
-    """Whether a plain 2-D dot_general runs as gemv.matvec ([m, k] @ [k, 1])."""
+    """Whether an unbatched dot_general runs as gemv.matvec ([m, k] @ [k, 1], or a vector
+    rhs: jnp's matrix @ vector, which the report had called "blas")."""
     from xlapy.backends.cpu import gemv
 
-    plain = dot_shapes.plain_dot(instr)
-    return plain is not None and not plain[3] and gemv.takes_matvec(
-        plain[0], plain[1], plain[2], np.float64 if plain[4] else np.float32)
+    a = instr.attrs
+    lhs, rhs = (o.shape for o in instr.operands)
+    if a.lhs_batching_dimensions:
+        return False
+    lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
+    m = math.prod(d for i, d in enumerate(lhs.dimensions) if i not in lc)
+    n = math.prod(d for i, d in enumerate(rhs.dimensions) if i not in rc)
+    k = math.prod(lhs.dimensions[i] for i in lc)
+    return k > 1 and gemv.takes_matvec(m, n, k, dot_accumulator(instr))
 
 
 def _row_times_matrix(instr: Instruction) -> bool:
