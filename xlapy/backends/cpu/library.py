@@ -91,6 +91,20 @@ def _exact_float(lhs: np.dtype, rhs: np.dtype, k: int, out: np.dtype) -> np.dtyp
     return np.dtype(np.float64) if bound <= 1 << 53 else None
 
 
+def _extents(instr: Instruction) -> tuple[list[int], list[int], int, int, int, int]:
+    """(lhs permutation, rhs permutation, batch, m, n, k) of a dot_general: the operands
+    transposed by the permutations are [batch, m, k] and [batch, k, n] products."""
+    a = instr.attrs
+    lhs, rhs = (o.shape for o in instr.operands)
+    lb, rb = list(a.lhs_batching_dimensions), list(a.rhs_batching_dimensions)
+    lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
+    lf = [d for d in range(lhs.rank) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.rank) if d not in rb and d not in rc]
+    size = lambda shape, ds: math.prod(shape.dimensions[d] for d in ds)  # noqa: E731
+    return (lb + lf + lc, rb + rc + rf, size(lhs, lb), size(lhs, lf), size(rhs, rf),
+            size(lhs, lc))
+
+
 def dot_plan(instr: Instruction, threads: int = 1
              ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
     """A function (lhs, rhs, out) for a dot_general on `threads` threads, or None to fall
@@ -100,7 +114,6 @@ def dot_plan(instr: Instruction, threads: int = 1
     can leave the mantissa (`exact_float`), an s8 x s8 -> s32 matmul for one."""
     from xlapy.backends.cpu import gemm_int
 
-    a = instr.attrs
     lhs, rhs = (o.shape for o in instr.operands)
     et = instr.shape.element_type
     acc = dot_accumulator(instr)
@@ -113,16 +126,7 @@ def dot_plan(instr: Instruction, threads: int = 1
     if skinny is not None:  # a few rows against a big W, read once in place
         m, n, k, f64 = skinny
         return gemm_skinny.runner(m, n, k, f64, threads)
-    lb, rb = list(a.lhs_batching_dimensions), list(a.rhs_batching_dimensions)
-    lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
-    lf = [d for d in range(lhs.rank) if d not in lb and d not in lc]
-    rf = [d for d in range(rhs.rank) if d not in rb and d not in rc]
-    bshape = [lhs.dimensions[d] for d in lb]
-    m = int(np.prod([lhs.dimensions[d] for d in lf]))
-    k = int(np.prod([lhs.dimensions[d] for d in lc]))
-    n = int(np.prod([rhs.dimensions[d] for d in rf]))
-    lperm, rperm = lb + lf + lc, rb + rc + rf
-    nbatch = int(np.prod(bshape))
+    lperm, rperm, nbatch, m, n, k = _extents(instr)
     out_dtype = instr.shape.dtype
     amx = int8_amx(instr)
     vnni = amx or int8_vnni(instr)
@@ -360,14 +364,9 @@ def _matvec(instr: Instruction) -> bool:
     rhs: jnp's matrix @ vector, which the report had called "blas")."""
     from xlapy.backends.cpu import gemv
 
-    a = instr.attrs
-    lhs, rhs = (o.shape for o in instr.operands)
-    if a.lhs_batching_dimensions:
+    if instr.attrs.lhs_batching_dimensions:
         return False
-    lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
-    m = math.prod(d for i, d in enumerate(lhs.dimensions) if i not in lc)
-    n = math.prod(d for i, d in enumerate(rhs.dimensions) if i not in rc)
-    k = math.prod(lhs.dimensions[i] for i in lc)
+    _, _, _, m, n, k = _extents(instr)
     return k > 1 and gemv.takes_matvec(m, n, k, dot_accumulator(instr))
 
 
