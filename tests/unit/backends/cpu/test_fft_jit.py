@@ -1,0 +1,134 @@
+"""fft_jit / fft_emit: the JIT power-of-two FFTs against double-precision references, on the
+target's vector width (CI runs this file again for AVX2 and SSE targets)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import fft_emit, fft_jit, target
+
+KINDS = {"FFT": fft_emit.FFT, "IFFT": fft_emit.IFFT, "RFFT": fft_emit.RFFT,
+         "IRFFT": fft_emit.IRFFT}
+
+
+def _text(kind: str, batch: tuple[int, ...], n: int) -> str:
+    lead = "x".join(map(str, batch)) + "x" if batch else ""
+    m = n // 2 + 1
+    ti = {"RFFT": f"{n}xf32", "IRFFT": f"{m}xcomplex<f32>"}.get(kind, f"{n}xcomplex<f32>")
+    to = {"RFFT": f"{m}xcomplex<f32>", "IRFFT": f"{n}xf32"}.get(kind, f"{n}xcomplex<f32>")
+    ti, to = f"tensor<{lead}{ti}>", f"tensor<{lead}{to}>"
+    return (f"func.func @main(%x: {ti}) -> {to} {{\n"
+            f'  %r = "stablehlo.fft"(%x) {{fft_type = #stablehlo<fft_type {kind}>, '
+            f"fft_length = array<i64: {n}>}} : ({ti}) -> {to}\n  return %r : {to}\n}}\n")
+
+
+def _input(kind: str, batch: tuple[int, ...], n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kind == "RFFT":
+        return rng.standard_normal((*batch, n)).astype(np.float32)
+    m = n // 2 + 1 if kind == "IRFFT" else n
+    shape = (*batch, m)
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+
+def _reference(kind: str, x: np.ndarray, n: int) -> np.ndarray:
+    x = x.astype(np.complex128 if x.dtype == np.complex64 else np.float64)
+    return {"FFT": lambda: np.fft.fft(x), "IFFT": lambda: np.fft.ifft(x),
+            "RFFT": lambda: np.fft.rfft(x), "IRFFT": lambda: np.fft.irfft(x, n)}[kind]()
+
+
+def _check(got: np.ndarray, want: np.ndarray, n: int) -> None:
+    """Within log2(n) eps of each row's norm (radix-2: one rounding of each element a stage)."""
+    err = np.linalg.norm((got - want).reshape(-1, want.shape[-1]), axis=1)
+    bound = np.log2(n) * np.finfo(np.float32).eps * np.linalg.norm(
+        want.reshape(-1, want.shape[-1]), axis=1)
+    assert np.all(err <= bound), (err / np.maximum(bound, 1e-30)).max()
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("n", [64, 128, 256, 1024, 2048, 4096, 16384])
+def test_transform(kind: str, n: int) -> None:
+    """Every kind on every length it takes (and the jit is what runs: `plan` not None)."""
+    batch = (3,)
+    dims = (3, n // 2 + 1) if kind == "RFFT" else (3, n)
+    out = np.dtype(np.float32 if kind == "IRFFT" else np.complex64)
+    run = fft_jit.plan(KINDS[kind], n, out, dims, 1)
+    if run is None:  # a length this kind leaves to DUCC
+        real = kind in ("RFFT", "IRFFT")
+        nc = n // 2 if real else n
+        assert nc > (fft_jit.MAX_REAL if real else fft_jit.MAX_COMPLEX) or nc < max(
+            fft_jit.MIN_CORE, 2 * fft_jit.width(target.current()))
+        return
+    x = _input(kind, batch, n)
+    got = run(x)
+    assert got.shape == dims and got.dtype == out
+    _check(got, _reference(kind, x, n), n)
+
+
+def test_program_rows_and_threads() -> None:
+    """A program's rfft / irfft over [4, 5, n]: the same bits on 1 and 2 threads (each row on
+    one thread, rows split from SPLIT_ELEMENTS), within the bound of the reference."""
+    n = 2048
+    for kind in ("RFFT", "IRFFT", "FFT", "IFFT"):
+        text = _text(kind, (4, 5), n)
+        x = _input(kind, (4, 5), n, seed=1)
+        outs = [xlapy.compile(text, backend="cpu", options={"num_threads": t})(x)
+                for t in (1, 2)]
+        np.testing.assert_array_equal(outs[0], outs[1])
+        _check(outs[0], _reference(kind, x, n), n)
+
+
+def test_irfft_reads_real_parts_of_ends() -> None:
+    """c2r ignores the imaginary parts of X[0] and X[N] (numpy's and XLA's c2r)."""
+    n = 256
+    x = _input("IRFFT", (2,), n, seed=2)
+    run = fft_jit.plan(fft_emit.IRFFT, n, np.dtype(np.float32), (2, n), 1)
+    assert run is not None
+    clean = x.copy()
+    clean[:, 0] = clean[:, 0].real
+    clean[:, -1] = clean[:, -1].real
+    np.testing.assert_array_equal(run(x), run(clean))
+    _check(run(x), np.fft.irfft(clean.astype(np.complex128), n), n)
+
+
+def test_strided_operand() -> None:
+    """A transposed (non-contiguous) operand is read as its values."""
+    n = 512
+    x = _input("FFT", (n,), 6).T  # [6, n] viewed from [n, 6]
+    run = fft_jit.plan(fft_emit.FFT, n, np.dtype(np.complex64), (6, n), 1)
+    assert run is not None and not x.flags.c_contiguous
+    _check(run(x), np.fft.fft(x.astype(np.complex128)), n)
+
+
+@pytest.mark.parametrize(("n", "taken"), [(1000, False), (32, False), (1 << 17, False),
+                                          (1024, True)])
+def test_lengths_taken(n: int, taken: bool) -> None:
+    """Not a power of two, a core under MIN_CORE or over MAX_REAL: left to DUCC."""
+    run = fft_jit.plan(fft_emit.RFFT, n, np.dtype(np.complex64), (2, n // 2 + 1), 1)
+    assert (run is not None) == taken
+
+
+def test_table_values() -> None:
+    """Twiddles: stage Ns's entry k is exp(-2 pi i k / 2Ns), forward; conjugated inverse."""
+    w, nc = 8, 64
+    fwd, inv = fft_jit.table(nc, False, w), fft_jit.table(nc, True, w)
+    size = nc + 3 * w
+    re, im = fwd[:size], fwd[size:2 * size]
+    for ns in (8, 16, 32):
+        k = np.arange(ns)
+        want = np.exp(-2j * np.pi * k / (2 * ns))
+        np.testing.assert_allclose(re[ns:2 * ns] + 1j * im[ns:2 * ns], want, atol=1e-7)
+    np.testing.assert_array_equal(inv[size:2 * size], -im)
+    post = fwd[2 * size:2 * size + nc] + 1j * fwd[2 * size + nc:]
+    np.testing.assert_allclose(post, np.exp(-2j * np.pi * np.arange(nc) / (2 * nc)), atol=1e-7)
+
+
+def test_unbatched_program() -> None:
+    """A rank-1 operand: one row."""
+    n = 1024
+    text = _text("FFT", (), n)
+    x = _input("FFT", (), n, seed=5)
+    got = xlapy.compile(text, backend="cpu")(x)
+    _check(got, np.fft.fft(x.astype(np.complex128)), n)

@@ -1,0 +1,259 @@
+"""Power-of-two f32 FFTs as one JIT function (text IR, ir_text.py): a radix-2 Stockham
+transform in split form (real and imaginary parts in arrays of their own), vectorized along
+each stage's butterflies with the target's vector width W.
+
+Why: the PyPI FFT libraries here (ducc0, numpy's and scipy's pocketfft) are built for SSE
+only, and each call is a Python call: a 256 x 4096 rfft ran 1.7x XLA's time on Zen 4 and
+a fori_loop of 1024-point fft/ifft 1.9x.
+
+Stockham (decimation in time, self-sorting): stage Ns = 1, 2, 4, ... n/2 reads butterfly j
+(j < n/2) from x[j] and x[j + n/2], multiplies the second by w = exp(-+2 pi i k / 2Ns)
+(k = j mod Ns) and writes y[(j / Ns) 2Ns + k] = a + w b and y[... + Ns] = a - w b. The
+first log2(W) stages (Ns < W) interleave their two outputs in blocks of Ns lanes (one
+shuffle per output vector, the twiddles a periodic vector); the rest write whole vectors,
+the twiddles a contiguous load from the stage's table. Each element's value depends only on
+n and the direction, never on the row split.
+
+A real transform of n = 2N points is an N-point complex one of its even and odd elements
+as real and imaginary parts, then a pass that separates the two (`_post`); the inverse runs
+that pass first (`_pre`), on the N + 1 half spectrum with the imaginary parts of its first
+and last elements dropped (numpy's and XLA's c2r read only their real parts).
+
+The function: fft(in, out, r0, r1, nc, tw, scratch, kind, ldin, ldout) transforms rows
+[r0, r1) (row strides ldin, ldout in floats; complex data interleaved as c64) with nc the
+complex core's length (n for kinds 0 fft and 1 ifft, n / 2 for 2 rfft and 3 irfft), `tw`
+the direction's table (fft_jit.table) and `scratch` 4 (nc + W) floats of the calling
+thread's. Inverse transforms scale by 1 / nc at the end, as numpy's.
+"""
+
+from __future__ import annotations
+
+from xlapy.backends.cpu.ir_text import FunctionText, Value
+
+NAME = "xlapy_fft_f32"
+#: kind codes.
+FFT, IFFT, RFFT, IRFFT = 0, 1, 2, 3
+
+
+def log2(n: int) -> int:
+    return n.bit_length() - 1
+
+
+class _Emit:
+    def __init__(self, w: int) -> None:
+        self.w = w
+        self.v = f"<{w} x float>"
+        self.f = FunctionText(
+            f"define void @{NAME}(float* noalias %in, float* noalias %out, i64 %r0, i64 %r1, "
+            f"i64 %nc, float* noalias %tw, float* noalias %scratch, i64 %kind, i64 %ldin, "
+            f"i64 %ldout)")
+
+    # vectors
+    def vload(self, base: str, at: Value) -> str:
+        f, v = self.f, self.v
+        p = f.cast(f.gep("float", base, at), "float*", f"{v}*")
+        return f.op(f"load {v}, {v}* {p}, align 4")
+
+    def vstore(self, x: str, base: str, at: Value) -> None:
+        f, v = self.f, self.v
+        p = f.cast(f.gep("float", base, at), "float*", f"{v}*")
+        f.do(f"store {v} {x}, {v}* {p}, align 4")
+
+    def shuffle(self, a: str, b: str, mask: list[int]) -> str:
+        m = ", ".join(f"i32 {i}" for i in mask)
+        return self.f.op(f"shufflevector {self.v} {a}, {self.v} {b}, <{len(mask)} x i32> <{m}>")
+
+    def arith(self, op: str, a: str, b: str) -> str:
+        return self.f.op(f"{op} {self.v} {a}, {b}")
+
+    def fma(self, a: str, b: str, c: str) -> str:
+        """a * b + c (fused where the target has FMA)."""
+        v = self.v
+        return self.f.op(f"call {v} @llvm.fmuladd.v{self.w}f32({v} {a}, {v} {b}, {v} {c})")
+
+    def splat(self, x: str) -> str:
+        f, v = self.f, self.v
+        one = f.op(f"insertelement {v} poison, float {x}, i32 0")
+        return f.op(f"shufflevector {v} {one}, {v} poison, <{self.w} x i32> zeroinitializer")
+
+    def cmul(self, ar: str, ai: str, br: str, bi: str) -> tuple[str, str]:
+        """(ar + i ai)(br + i bi)."""
+        re = self.fma(ar, br, self.f.op(f"fneg {self.v} {self.arith('fmul', ai, bi)}"))
+        im = self.fma(ar, bi, self.arith("fmul", ai, br))
+        return re, im
+
+    def reverse(self, x: str) -> str:
+        return self.shuffle(x, x, list(range(self.w - 1, -1, -1)))
+
+    def deinterleave(self, src: str, at: Value) -> tuple[str, str]:
+        """(re, im) of the W complex numbers at src + at (floats)."""
+        x0, x1 = self.vload(src, at), self.vload(src, self.f.add(at, self.w))
+        return (self.shuffle(x0, x1, list(range(0, 2 * self.w, 2))),
+                self.shuffle(x0, x1, list(range(1, 2 * self.w, 2))))
+
+    def interleave(self, re: str, im: str, dst: str, at: Value) -> None:
+        w = self.w
+        lo = [i // 2 + (w if i % 2 else 0) for i in range(w)]
+        hi = [w // 2 + i // 2 + (w if i % 2 else 0) for i in range(w)]
+        self.vstore(self.shuffle(re, im, lo), dst, at)
+        self.vstore(self.shuffle(re, im, hi), dst, self.f.add(at, w))
+
+
+def _stage_small(e: _Emit, s: int, src: tuple[str, str], dst: tuple[str, str]) -> None:
+    """Stage Ns = 2^s < W: outputs interleaved in blocks of Ns lanes."""
+    f, w, ns = e.f, e.w, 1 << s
+    half = f.binop("sdiv", "%nc", 2)
+    if ns > 1:
+        wr = e.vload("%tw", f.add("%nc", s * w))
+        wi = e.vload("%twi", f.add("%nc", s * w))
+    mask = []
+    for p in range(2 * w):
+        q, r = divmod(p, 2 * ns)
+        mask.append(q * ns + r if r < ns else w + q * ns + r - ns)
+    with f.loop(0, f.binop("sdiv", half, w), "ss") as v:
+        j0 = f.mul(v, w)
+        j1 = f.add(j0, half)
+        ar, ai = e.vload(src[0], j0), e.vload(src[1], j0)
+        br, bi = e.vload(src[0], j1), e.vload(src[1], j1)
+        if ns > 1:
+            br, bi = e.cmul(br, bi, wr, wi)
+        outs = [(e.arith("fadd", a, b), e.arith("fsub", a, b)) for a, b in ((ar, br), (ai, bi))]
+        at = f.mul(j0, 2)
+        for part, (s_, d_) in zip((0, 1), outs):
+            e.vstore(e.shuffle(s_, d_, mask[:w]), dst[part], at)
+            e.vstore(e.shuffle(s_, d_, mask[w:]), dst[part], f.add(at, w))
+
+
+def _stage_big(e: _Emit, ns: str, src: tuple[str, str], dst: tuple[str, str]) -> None:
+    """Stage Ns >= W (a runtime value): whole vectors, twiddles tw[Ns + k]."""
+    f, w = e.f, e.w
+    half = f.binop("sdiv", "%nc", 2)
+    groups = f.binop("sdiv", half, ns)
+    per = f.binop("sdiv", ns, w)
+    with f.loop(0, groups, "sg") as g:
+        base_in = f.mul(g, ns)
+        base_out = f.mul(base_in, 2)
+        with f.loop(0, per, "sk") as v:
+            k = f.mul(v, w)
+            i0 = f.add(base_in, k)
+            i1 = f.add(i0, half)
+            wr, wi = e.vload("%tw", f.add(ns, k)), e.vload("%twi", f.add(ns, k))
+            ar, ai = e.vload(src[0], i0), e.vload(src[1], i0)
+            br, bi = e.cmul(e.vload(src[0], i1), e.vload(src[1], i1), wr, wi)
+            o0 = f.add(base_out, k)
+            o1 = f.add(o0, ns)
+            for part, (a, b) in enumerate(((ar, br), (ai, bi))):
+                e.vstore(e.arith("fadd", a, b), dst[part], o0)
+                e.vstore(e.arith("fsub", a, b), dst[part], o1)
+
+
+def _post(e: _Emit, fin: tuple[str, str], row: str) -> None:
+    """rfft: the N-point transform F of the even/odd pairs -> X[0..N] (interleaved)."""
+    f, w = e.f, e.w
+    half = e.splat("0.5")
+    n = "%nc"
+    for part in (0, 1):  # F[N] = F[0]: the reversed loads read it
+        f.store("float", f.load("float", fin[part]), f.gep("float", fin[part], n))
+    with f.loop(0, f.binop("sdiv", n, w), "rp") as v:
+        k0 = f.mul(v, w)
+        back = f.add(f.binop("sub", n, k0), 1 - w)
+        zr, zi = e.vload(fin[0], k0), e.vload(fin[1], k0)
+        rr, ri = e.reverse(e.vload(fin[0], back)), e.reverse(e.vload(fin[1], back))
+        a_r, a_i = e.arith("fadd", zr, rr), e.arith("fsub", zi, ri)
+        b_r, b_i = e.arith("fsub", zr, rr), e.arith("fadd", zi, ri)
+        c, s = e.vload("%twp", k0), e.vload("%twpi", k0)
+        xr = e.arith("fmul", half, e.fma(c, b_i, e.fma(s, b_r, a_r)))
+        xi = e.arith("fmul", half, e.fma(s, b_i, e.arith("fsub", a_i, e.arith("fmul", c, b_r))))
+        e.interleave(xr, xi, row, f.mul(k0, 2))
+    last = f.op(f"fsub float {f.load('float', fin[0])}, {f.load('float', fin[1])}")
+    at = f.mul(n, 2)
+    f.store("float", last, f.gep("float", row, at))
+    f.store("float", "0.0", f.gep("float", row, f.add(at, 1)))
+
+
+def _pre(e: _Emit, a: tuple[str, str], b: tuple[str, str]) -> None:
+    """irfft: X[0..N] (split, in a) -> the N-point spectrum Z of the even/odd pairs (in b)."""
+    f, w = e.f, e.w
+    half = e.splat("0.5")
+    n = "%nc"
+    with f.loop(0, f.binop("sdiv", n, w), "rq") as v:
+        k0 = f.mul(v, w)
+        back = f.add(f.binop("sub", n, k0), 1 - w)
+        xr, xi = e.vload(a[0], k0), e.vload(a[1], k0)
+        rr, ri = e.reverse(e.vload(a[0], back)), e.reverse(e.vload(a[1], back))
+        a_r, a_i = e.arith("fadd", xr, rr), e.arith("fsub", xi, ri)
+        b_r, b_i = e.arith("fsub", xr, rr), e.arith("fadd", xi, ri)
+        c, s = e.vload("%twp", k0), e.vload("%twpi", k0)
+        zr = e.arith("fsub", a_r, e.fma(c, b_i, e.arith("fmul", s, b_r)))
+        zi = e.arith("fsub", e.fma(c, b_r, a_i), e.arith("fmul", s, b_i))
+        e.vstore(e.arith("fmul", half, zr), b[0], k0)
+        e.vstore(e.arith("fmul", half, zi), b[1], k0)
+
+
+def function(w: int) -> str:
+    """The module text of NAME for vectors of w floats (w a power of two >= 4)."""
+    e = _Emit(w)
+    f = e.f
+    lw = log2(w)
+    table = f.add("%nc", lw * w)  # floats of each part of the stage table
+    f.do(f"%twi = getelementptr float, float* %tw, i64 {table}")
+    f.do(f"%twp = getelementptr float, float* %twi, i64 {table}")
+    f.do("%twpi = getelementptr float, float* %twp, i64 %nc")
+    pad = f.add("%nc", w)
+    bufs = [f.gep("float", "%scratch", f.mul(pad, i)) for i in range(4)]
+    a, b = (bufs[0], bufs[1]), (bufs[2], bufs[3])
+    kind = "%kind"
+    irfft = f.icmp("eq", kind, IRFFT)
+    inverse = f.op(f"or i1 {f.icmp('eq', kind, IFFT)}, {irfft}")
+    ncf = f.op("sitofp i64 %nc to float")
+    scale = f.op(f"select i1 {inverse}, float {f.op(f'fdiv float 1.0, {ncf}')}, float 1.0")
+    scale_v = e.splat(scale)
+    stages = f.op("call i64 @llvm.cttz.i64(i64 %nc, i1 true)")
+    first = f.op(f"zext i1 {irfft} to i64")  # irfft's stages start in b
+    with f.loop("%r0", "%r1", "row") as r:
+        src = f.gep("float", "%in", f.mul(r, "%ldin"))
+        dst = f.gep("float", "%out", f.mul(r, "%ldout"))
+        with f.loop(0, f.binop("sdiv", "%nc", w), "di") as v:
+            t0 = f.mul(v, w)
+            re, im = e.deinterleave(src, f.mul(t0, 2))
+            e.vstore(re, a[0], t0)
+            e.vstore(im, a[1], t0)
+        with f.if_then(irfft):  # X[N] (its real part; X[0]'s and X[N]'s imaginary parts: 0)
+            at = f.mul("%nc", 2)
+            f.store("float", f.load("float", f.gep("float", src, at)), f.gep("float", a[0], "%nc"))
+            f.store("float", "0.0", f.gep("float", a[1], "%nc"))
+            f.store("float", "0.0", a[1])
+            _pre(e, a, b)
+
+        def pick(parity: str) -> tuple[tuple[str, str], tuple[str, str]]:
+            odd = f.op(f"trunc i64 {parity} to i1")
+            s = tuple(f.op(f"select i1 {odd}, float* {y}, float* {x}") for x, y in zip(a, b))
+            d = tuple(f.op(f"select i1 {odd}, float* {x}, float* {y}") for x, y in zip(a, b))
+            return s, d  # type: ignore[return-value]
+
+        for s in range(lw):
+            _stage_small(e, s, *pick(f.op(f"and i64 {f.add(first, s)}, 1")))
+        with f.loop(lw, stages, "st") as s:
+            ns = f.op(f"shl i64 1, {s}")
+            _stage_big(e, ns, *pick(f.op(f"and i64 {f.add(first, s)}, 1")))
+        fin, _ = pick(f.op(f"and i64 {f.add(first, stages)}, 1"))
+        then, other, end = f.if_else(f.icmp("eq", kind, RFFT))
+        f.label(then)
+        _post(e, fin, dst)
+        f.do(f"br label %{end}")
+        f.label(other)
+        with f.loop(0, f.binop("sdiv", "%nc", w), "io") as v:
+            t0 = f.mul(v, w)
+            re = e.arith("fmul", e.vload(fin[0], t0), scale_v)
+            im = e.arith("fmul", e.vload(fin[1], t0), scale_v)
+            e.interleave(re, im, dst, f.mul(t0, 2))
+        f.do(f"br label %{end}")
+        f.label(end)
+    f.do("ret void")
+    v = e.v
+    decls = [f"declare {v} @llvm.fmuladd.v{w}f32({v}, {v}, {v})",
+             "declare i64 @llvm.cttz.i64(i64, i1)"]
+    return "\n".join(decls) + "\n" + f.text()
+
+
+__all__ = ["function", "NAME", "FFT", "IFFT", "RFFT", "IRFFT"]

@@ -1,0 +1,143 @@
+"""f32 / c64 FFTs of a power-of-two length along the last axis through fft_emit's JIT
+function: the thunk fft_lib.fft runs for them (others keep DUCC).
+
+The function is built once per process and target (cached on disk like any library
+module); the twiddle tables once per length and direction, in double precision rounded to
+f32. Rows split over the native pool (each row whole on one thread, with scratch of its
+own): the bits never depend on the thread count.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from xlapy.backends.cpu import cache, fft_emit, parallel, target
+from xlapy.backends.cpu.once import once
+from xlapy.backends.cpu.threads import fn_address
+from xlapy.backends.cpu.thunks import ptr
+
+#: Elements (of the complex core, per call) from which rows split over the threads.
+SPLIT_ELEMENTS = 1 << 15
+#: Complex core lengths taken (one Zen 4 core, 512K points a call, time / DUCC's): complex
+#: transforms of 64-2048 points 0.26-0.65 (4096-16384: 1.14-1.33, the radix-2 passes over
+#: scratch beyond L1; 65536 0.90), real ones of 128-16384 points (a core of 64-8192)
+#: 0.17-0.66 (64 points: 0.90-1.36; 131072: 1.02-1.14).
+MIN_CORE, MAX_COMPLEX, MAX_REAL = 64, 2048, 8192
+_FN = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * 10))
+
+
+def width(t: target.CpuTarget) -> int:
+    """Floats per vector of the target's function."""
+    return t.vector_bits // 32
+
+
+@once
+def _compile(tgt: target.CpuTarget) -> tuple[object, int]:
+    with target.use(tgt):
+        w = width(tgt)
+        eng = cache.library_engine(("fft_f32", w), lambda: fft_emit.function(w), "light",
+                                   light=True, exports=[fft_emit.NAME])
+    return eng, eng.address(fft_emit.NAME)
+
+
+@functools.cache
+def table(nc: int, inverse: bool, w: int) -> np.ndarray:
+    """The stage twiddles (re then im, nc + log2(w) w each: entry Ns + k of stage Ns >= w is
+    exp(s 2 pi i k / 2Ns), stage Ns = 2^s < w's w lanes at nc + s w periodic in Ns), then
+    the real transforms' exp(s 2 pi i k / 2nc), k < nc (re then im); s = +1 if inverse."""
+    sign = 1.0 if inverse else -1.0
+    lw = fft_emit.log2(w)
+    ang = np.zeros(nc + lw * w)
+    ns = 1
+    while ns < nc:
+        ang[ns:2 * ns] = np.arange(ns) / (2 * ns)
+        ns *= 2
+    for s in range(lw):
+        ns = 1 << s
+        ang[nc + s * w: nc + (s + 1) * w] = (np.arange(w) % ns) / (2 * ns)
+    post = np.arange(nc) / (2 * nc)
+    parts = [np.cos(2 * math.pi * ang), np.sin(2 * math.pi * sign * ang),
+             np.cos(2 * math.pi * post), np.sin(2 * math.pi * sign * post)]
+    out = np.concatenate(parts).astype(np.float32)
+    out.setflags(write=False)
+    return out
+
+
+def plan(kind: int, n: int, out_dtype: np.dtype, dims: tuple[int, ...], threads: int
+         ) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The thunk of a 1-D transform of length n (the fft_length) with result `dims`, or
+    None where the function does not take it: n not a power of two, its complex core
+    outside MIN_CORE .. MAX_COMPLEX (MAX_REAL), a target that cannot run here."""
+    tgt = target.current()
+    if not tgt.runs_here:
+        return None
+    w = width(tgt)
+    nc = n // 2 if kind in (fft_emit.RFFT, fft_emit.IRFFT) else n
+    real = kind in (fft_emit.RFFT, fft_emit.IRFFT)
+    if (n < 2 or n & (n - 1) or nc < max(2 * w, MIN_CORE) or nc > (MAX_REAL if real else
+                                                                  MAX_COMPLEX)
+            or any(d == 0 for d in dims)):
+        return None
+    rows = int(np.prod(dims[:-1], dtype=np.int64))
+    ldin = {fft_emit.RFFT: n, fft_emit.IRFFT: 2 * (nc + 1)}.get(kind, 2 * n)
+    ldout = {fft_emit.RFFT: 2 * (nc + 1), fft_emit.IRFFT: n}.get(kind, 2 * n)
+    src = np.float32 if kind == fft_emit.RFFT else np.complex64
+    inverse = kind in (fft_emit.IFFT, fft_emit.IRFFT)
+    tw = table(nc, inverse, w)
+    pad = 4 * (nc + w)
+    parts = max(1, min(threads, rows, rows * nc // SPLIT_ELEMENTS))
+
+    scratch = np.empty(parts * pad + 16, np.float32)
+    base = scratch.ctypes.data + (-scratch.ctypes.data) % 64
+    busy = threading.Lock()  # the scratch: a call while another runs takes fresh scratch
+    cuts = [rows * k // parts for k in range(parts + 1)]
+    tail = (nc, tw.ctypes.data)
+    last = (kind, ldin, ldout)
+    fn: list[Any] = []
+
+    def run(x: np.ndarray) -> np.ndarray:
+        if not fn:
+            fn.append(_fn(_compile(tgt)[1]))
+        x = np.ascontiguousarray(x, dtype=src)
+        out = np.empty(dims, out_dtype)
+        head = (ptr(x), ptr(out))
+        own = busy.acquire(blocking=False)
+        try:
+            at, keep = (base, scratch) if own else _fresh(parts * pad)
+            if parts == 1:
+                fn[0](*head, 0, rows, *tail, at, *last)
+                return out
+            pool = parallel.pool(threads)
+            futs = [pool.submit(fn_address(fn[0]), *head, cuts[k], cuts[k + 1], *tail,
+                                at + 4 * k * pad, *last, keep=(x, out, keep))
+                    for k in range(1, parts)]
+            fn[0](*head, cuts[0], cuts[1], *tail, at, *last)
+            for f in futs:
+                f.result()
+            return out
+        finally:
+            if own:
+                busy.release()
+
+    return run
+
+
+@functools.cache
+def _fn(addr: int) -> Any:
+    return _FN(addr)
+
+
+def _fresh(floats: int) -> tuple[int, np.ndarray]:
+    """(64-byte aligned address, its array) of `floats` floats of scratch."""
+    a = np.empty(floats + 16, np.float32)
+    return a.ctypes.data + (-a.ctypes.data) % 64, a
+
+
+__all__ = ["plan", "table", "width", "SPLIT_ELEMENTS", "MIN_CORE", "MAX_COMPLEX", "MAX_REAL"]
