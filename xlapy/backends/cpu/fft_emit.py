@@ -31,6 +31,10 @@ from __future__ import annotations
 from xlapy.backends.cpu.ir_text import FunctionText, Value
 
 NAME = "xlapy_fft_f32"
+#: A native loop's step (loop_library.py): STEP(d, _, _) with d the words [table, operand
+#: slot, result, rows, nc, tw, scratch, kind, ldin, ldout] runs NAME over all rows of the
+#: operand the loop's table points at.
+STEP = "xlapy_fft_step"
 #: kind codes.
 FFT, IFFT, RFFT, IRFFT = 0, 1, 2, 3
 
@@ -253,7 +257,27 @@ def function(w: int) -> str:
     v = e.v
     decls = [f"declare {v} @llvm.fmuladd.v{w}f32({v}, {v}, {v})",
              "declare i64 @llvm.cttz.i64(i64, i1)"]
-    return "\n".join(decls) + "\n" + f.text()
+    return "\n".join(decls) + "\n" + f.text() + _step()
 
 
-__all__ = ["function", "NAME", "FFT", "IFFT", "RFFT", "IRFFT"]
+def _step() -> str:
+    f = FunctionText(f"define void @{STEP}(i8** %d0, i64 %lo, i64 %hi)")
+    d = f.cast("%d0", "i8**", "i64*")
+    words = [f.load("i64", f.gep("i64", d, i)) for i in range(10)]
+    table = f.op(f"inttoptr i64 {words[0]} to i64*")
+    src = f.load("i64", f.gep("i64", table, words[1]))
+    ptrs = {0: src, 1: words[2], 5: words[5], 6: words[6]}
+    args = []
+    for j, word in enumerate([None, None, None, *words[3:]]):
+        if j in ptrs:
+            args.append(f"float* {f.op(f'inttoptr i64 {ptrs[j]} to float*')}")
+        elif j == 2:
+            args.append("i64 0")
+        else:
+            args.append(f"i64 {word}")
+    f.do(f"call void @{NAME}({', '.join(args)})")
+    f.do("ret void")
+    return f.text()
+
+
+__all__ = ["function", "NAME", "STEP", "FFT", "IFFT", "RFFT", "IRFFT"]

@@ -14,6 +14,7 @@ import functools
 import math
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ def _compile(tgt: target.CpuTarget) -> tuple[object, int]:
     with target.use(tgt):
         w = width(tgt)
         eng = cache.library_engine(("fft_f32", w), lambda: fft_emit.function(w), "light",
-                                   light=True, exports=[fft_emit.NAME])
+                                   light=True, exports=[fft_emit.NAME, fft_emit.STEP])
     return eng, eng.address(fft_emit.NAME)
 
 
@@ -126,7 +127,36 @@ def plan(kind: int, n: int, out_dtype: np.dtype, dims: tuple[int, ...], threads:
             if own:
                 busy.release()
 
+    run.jit = True  # type: ignore[attr-defined]  (the report's "library fft (jit)")
+    if parts == 1:
+        run.fft_step = Step(tgt, kind, rows, nc, tw, ldin, ldout, pad)  # type: ignore[attr-defined]
     return run
+
+
+@dataclass(frozen=True)
+class Step:
+    """A one-thread transform a native loop runs as a step (loop_library.py): all `rows`
+    of the operand the loop's table points at into the step's result, no Python between."""
+
+    tgt: target.CpuTarget
+    kind: int
+    rows: int
+    nc: int
+    tw: np.ndarray
+    ldin: int
+    ldout: int
+    pad: int
+
+
+def entry(keep: list[Any], st: Step, slot: int, out: int, table: int) -> list[int]:
+    """The driver's (function, argument, outer) words of step `st` reading the operand at
+    table[slot] into `out`: the descriptor and scratch made here, kept in `keep`."""
+    eng, _ = _compile(st.tgt)
+    at, scratch = _fresh(st.pad)
+    d = np.array([table, slot, out, st.rows, st.nc, st.tw.ctypes.data, at, st.kind, st.ldin,
+                  st.ldout], np.int64)
+    keep.extend([eng, scratch, d, st.tw])
+    return [eng.address(fft_emit.STEP), ptr(d), 0]
 
 
 @functools.cache
@@ -140,4 +170,5 @@ def _fresh(floats: int) -> tuple[int, np.ndarray]:
     return a.ctypes.data + (-a.ctypes.data) % 64, a
 
 
-__all__ = ["plan", "table", "width", "SPLIT_ELEMENTS", "MIN_CORE", "MAX_COMPLEX", "MAX_REAL"]
+__all__ = ["Step", "entry", "plan", "table", "width", "SPLIT_ELEMENTS", "MIN_CORE", "MAX_COMPLEX",
+           "MAX_REAL"]

@@ -73,7 +73,8 @@ def plan(instr: Instruction, threads: int = 1) -> Plan | None:
         return "blas", serial(_triangular_solve(instr),
                               matrix_elements(instr.operands[0].shape.dimensions))
     if op == "fft":
-        return "fft", fft_lib.fft(instr, threads)
+        run = fft_lib.fft(instr, threads)
+        return ("fft (jit)" if getattr(run, "jit", False) else "fft"), run
     if op == "chlo.ragged_dot":
         from xlapy.backends.cpu.library import ragged_dot_plan
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, loop_callback
+from xlapy.backends.cpu import cache, fft_jit, loop_callback
 from xlapy.backends.cpu.llvm_util import I8P, I64, KERNEL_TYPE, for_range, i64, new_module, on_host
 from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.thunks import ptr
@@ -79,6 +79,8 @@ def native(instr: Instruction, lib: tuple[str, Any], loop_part: bool) -> Any:
     if lib[0] == "lapack":  # (loop_lapack.py; else a callback, loop_callback.py)
         return (getattr(lib[1], "loop_native", None) or loop_callback.Callback(lib[1])) \
             if loop_part else None
+    if loop_part and (step := getattr(lib[1], "fft_step", None)) is not None:
+        return step  # (fft_jit.Step: a transform of our own FFT function)
     if loop_part and (call := loop_callback.native(instr.opcode, lib[1])) is not None:
         return call  # (loop_callback.py)
     got = getattr(lib[1], "native", None)
@@ -150,6 +152,8 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, table: int,
         return _sort_entry(keep, st, st.native, res, shapes, table)
     if isinstance(st.native, loop_callback.Callback):
         return loop_callback.entry(keep, st, res, table, exe.num_slots, failed, stop)
+    if isinstance(st.native, fft_jit.Step):
+        return fft_jit.entry(keep, st.native, st.ins[0], res[0], table)
     from xlapy.backends.cpu import loop_lapack
 
     return loop_lapack.entry(keep, exe, st, res, table)
