@@ -6,13 +6,14 @@ Why: the PyPI FFT libraries here (ducc0, numpy's and scipy's pocketfft) are buil
 only, and each call is a Python call: a 256 x 4096 rfft ran 1.7x XLA's time on Zen 4 and
 a fori_loop of 1024-point fft/ifft 1.9x.
 
-Stockham (decimation in time, self-sorting): stage Ns = 1, 2, 4, ... n/2 reads butterfly j
-(j < n/2) from x[j] and x[j + n/2], multiplies the second by w = exp(-+2 pi i k / 2Ns)
-(k = j mod Ns) and writes y[(j / Ns) 2Ns + k] = a + w b and y[... + Ns] = a - w b. The
-first log2(W) stages (Ns < W) interleave their two outputs in blocks of Ns lanes (one
-shuffle per output vector, the twiddles a periodic vector); the rest write whole vectors,
-the twiddles a contiguous load from the stage's table. Each element's value depends only on
-n and the direction, never on the row split.
+Stockham (decimation in time, self-sorting), radix 4: stage Ns = 1, 4, 16, ... (after one
+radix-2 stage Ns = 1 when log2(n) is odd) reads butterfly j (j < n/4) from x[j + r n/4],
+r = 0..3, multiplies x_r by w^r, w = exp(-+2 pi i k / 4Ns) (k = j mod Ns), and writes the
+4-point DFT to y[(j / Ns) 4Ns + k + s Ns], s = 0..3: half the passes over the scratch of
+radix 2 (whose 4096-point transforms spilled L1 and ran 1.3x DUCC's time). The stages with
+Ns < W interleave their outputs in blocks of Ns then 2Ns lanes (shuffles; twiddles periodic
+vectors); the rest write whole vectors, twiddles contiguous loads from the stage's tables.
+Each element's value depends only on n and the direction, never on the row split.
 
 A real transform of n = 2N points is an N-point complex one of its even and odd elements
 as real and imaginary parts, then a pass that separates the two (`_post`); the inverse runs
@@ -103,52 +104,104 @@ class _Emit:
         self.vstore(self.shuffle(re, im, hi), dst, self.f.add(at, w))
 
 
-def _stage_small(e: _Emit, s: int, src: tuple[str, str], dst: tuple[str, str]) -> None:
-    """Stage Ns = 2^s < W: outputs interleaved in blocks of Ns lanes."""
-    f, w, ns = e.f, e.w, 1 << s
-    half = f.binop("sdiv", "%nc", 2)
-    if ns > 1:
-        wr = e.vload("%tw", f.add("%nc", s * w))
-        wi = e.vload("%twi", f.add("%nc", s * w))
+def _blocks(w: int, m: int) -> list[int]:
+    """The mask interleaving two w-vectors in blocks of m lanes (2w lanes out)."""
     mask = []
     for p in range(2 * w):
-        q, r = divmod(p, 2 * ns)
-        mask.append(q * ns + r if r < ns else w + q * ns + r - ns)
-    with f.loop(0, f.binop("sdiv", half, w), "ss") as v:
+        q, r = divmod(p, 2 * m)
+        mask.append(q * m + r if r < m else w + q * m + r - m)
+    return mask
+
+
+def _stage_pairs(e: _Emit, src: tuple[str, str], dst: tuple[str, str]) -> None:
+    """The radix-2 stage Ns = 1 (an odd log2(nc)'s first): y[2j] = x[j] + x[j + nc/2],
+    y[2j + 1] = their difference."""
+    f, w = e.f, e.w
+    half = f.binop("sdiv", "%nc", 2)
+    mask = _blocks(w, 1)
+    with f.loop(0, f.binop("sdiv", half, w), "sp") as v:
         j0 = f.mul(v, w)
         j1 = f.add(j0, half)
-        ar, ai = e.vload(src[0], j0), e.vload(src[1], j0)
-        br, bi = e.vload(src[0], j1), e.vload(src[1], j1)
-        if ns > 1:
-            br, bi = e.cmul(br, bi, wr, wi)
-        outs = [(e.arith("fadd", a, b), e.arith("fsub", a, b)) for a, b in ((ar, br), (ai, bi))]
         at = f.mul(j0, 2)
-        for part, (s_, d_) in zip((0, 1), outs):
+        for part in (0, 1):
+            a, b = e.vload(src[part], j0), e.vload(src[part], j1)
+            s_, d_ = e.arith("fadd", a, b), e.arith("fsub", a, b)
             e.vstore(e.shuffle(s_, d_, mask[:w]), dst[part], at)
             e.vstore(e.shuffle(s_, d_, mask[w:]), dst[part], f.add(at, w))
 
 
-def _stage_big(e: _Emit, ns: str, src: tuple[str, str], dst: tuple[str, str]) -> None:
-    """Stage Ns >= W (a runtime value): whole vectors, twiddles tw[Ns + k]."""
+def _butterfly4(e: _Emit, v: list[tuple[str, str]], tw: list[tuple[str, str]] | None,
+                sign: str) -> list[tuple[str, str]]:
+    """The 4-point DFT of v[r] * tw[r-1]: y0 = a0 + a2, y1 = a1 + s i (v1 - v3) ... with
+    a0 = v0 + v2, a1 = v0 - v2, a2 = v1 + v3; s = -1 forward (`sign` splats 1 forward, -1
+    inverse: multiplying by it is exact, so y1, y3 are single roundings as adds would be)."""
+    if tw is not None:
+        v = [v[0]] + [e.cmul(*v[r], *tw[r - 1]) for r in (1, 2, 3)]
+    (v0r, v0i), (v1r, v1i), (v2r, v2i), (v3r, v3i) = v
+    a0 = (e.arith("fadd", v0r, v2r), e.arith("fadd", v0i, v2i))
+    a1 = (e.arith("fsub", v0r, v2r), e.arith("fsub", v0i, v2i))
+    a2 = (e.arith("fadd", v1r, v3r), e.arith("fadd", v1i, v3i))
+    dr, di = e.arith("fsub", v1r, v3r), e.arith("fsub", v1i, v3i)
+    neg = e.f.op(f"fneg {e.v} {sign}")
+    y0 = (e.arith("fadd", a0[0], a2[0]), e.arith("fadd", a0[1], a2[1]))
+    y2 = (e.arith("fsub", a0[0], a2[0]), e.arith("fsub", a0[1], a2[1]))
+    y1 = (e.fma(sign, di, a1[0]), e.fma(neg, dr, a1[1]))
+    y3 = (e.fma(neg, di, a1[0]), e.fma(sign, dr, a1[1]))
+    return [y0, y1, y2, y3]
+
+
+def _stage4_small(e: _Emit, ns: int, src: tuple[str, str], dst: tuple[str, str],
+                  sign: str) -> None:
+    """Radix-4 stage Ns < W: the four outputs interleaved in blocks of Ns (then 2Ns) lanes;
+    the twiddles periodic vectors at nc + (3 log2(Ns) + r) W."""
     f, w = e.f, e.w
-    half = f.binop("sdiv", "%nc", 2)
-    groups = f.binop("sdiv", half, ns)
+    q = f.binop("sdiv", "%nc", 4)
+    tw = None
+    if ns > 1:
+        at = [f.add("%nc", (3 * log2(ns) + r) * w) for r in range(3)]
+        tw = [(e.vload("%tw", x), e.vload("%twi", x)) for x in at]
+    inner, outer = _blocks(w, ns), _blocks(w, 2 * ns)
+    with f.loop(0, f.binop("sdiv", q, w), "s4") as v:
+        j0 = f.mul(v, w)
+        idx = [f.add(j0, f.mul(q, r)) for r in range(4)]
+        ys = _butterfly4(e, [(e.vload(src[0], x), e.vload(src[1], x)) for x in idx], tw, sign)
+        out = f.mul(j0, 4)
+        for part in (0, 1):
+            y = [t[part] for t in ys]
+            p = (e.shuffle(y[0], y[1], inner[:w]), e.shuffle(y[0], y[1], inner[w:]))
+            r = (e.shuffle(y[2], y[3], inner[:w]), e.shuffle(y[2], y[3], inner[w:]))
+            vecs = [e.shuffle(p[0], r[0], outer[:w]), e.shuffle(p[0], r[0], outer[w:]),
+                    e.shuffle(p[1], r[1], outer[:w]), e.shuffle(p[1], r[1], outer[w:])]
+            for c, x in enumerate(vecs):
+                e.vstore(x, dst[part], f.add(out, c * w))
+
+
+def _stage4_big(e: _Emit, ns: str, src: tuple[str, str], dst: tuple[str, str],
+                sign: str) -> None:
+    """Radix-4 stage Ns >= W (a runtime value): whole vectors; twiddles w1 = tw[2Ns + k],
+    w2 = tw[Ns + k] (the radix-2 table's) and w3 = tw3[Ns + k]."""
+    f, w = e.f, e.w
+    q = f.binop("sdiv", "%nc", 4)
+    groups = f.binop("sdiv", q, ns)
     per = f.binop("sdiv", ns, w)
+    ns2 = f.mul(ns, 2)
     with f.loop(0, groups, "sg") as g:
         base_in = f.mul(g, ns)
-        base_out = f.mul(base_in, 2)
+        base_out = f.mul(base_in, 4)
         with f.loop(0, per, "sk") as v:
             k = f.mul(v, w)
             i0 = f.add(base_in, k)
-            i1 = f.add(i0, half)
-            wr, wi = e.vload("%tw", f.add(ns, k)), e.vload("%twi", f.add(ns, k))
-            ar, ai = e.vload(src[0], i0), e.vload(src[1], i0)
-            br, bi = e.cmul(e.vload(src[0], i1), e.vload(src[1], i1), wr, wi)
+            idx = [f.add(i0, f.mul(q, r)) for r in range(4)]
+            at = [f.add(ns2, k), f.add(ns, k)]
+            tw = [(e.vload("%tw", x), e.vload("%twi", x)) for x in at]
+            tw.append((e.vload("%tw3", at[1]), e.vload("%tw3i", at[1])))
+            ys = _butterfly4(e, [(e.vload(src[0], x), e.vload(src[1], x)) for x in idx], tw,
+                             sign)
             o0 = f.add(base_out, k)
-            o1 = f.add(o0, ns)
-            for part, (a, b) in enumerate(((ar, br), (ai, bi))):
-                e.vstore(e.arith("fadd", a, b), dst[part], o0)
-                e.vstore(e.arith("fsub", a, b), dst[part], o1)
+            for r, y in enumerate(ys):
+                o = f.add(o0, f.mul(ns, r))
+                e.vstore(y[0], dst[0], o)
+                e.vstore(y[1], dst[1], o)
 
 
 def _post(e: _Emit, fin: tuple[str, str], row: str) -> None:
@@ -194,15 +247,26 @@ def _pre(e: _Emit, a: tuple[str, str], b: tuple[str, str]) -> None:
         e.vstore(e.arith("fmul", half, zi), b[1], k0)
 
 
+def _small(w: int, start: int) -> list[int]:
+    """The radix-4 stages Ns = start, 4 start, ... under w."""
+    out = []
+    while start < w:
+        out.append(start)
+        start *= 4
+    return out
+
+
 def function(w: int) -> str:
     """The module text of NAME for vectors of w floats (w a power of two >= 4)."""
     e = _Emit(w)
     f = e.f
     lw = log2(w)
-    table = f.add("%nc", lw * w)  # floats of each part of the stage table
+    table = f.add("%nc", 3 * lw * w)  # floats of each part of the stage table
     f.do(f"%twi = getelementptr float, float* %tw, i64 {table}")
     f.do(f"%twp = getelementptr float, float* %twi, i64 {table}")
     f.do("%twpi = getelementptr float, float* %twp, i64 %nc")
+    f.do("%tw3 = getelementptr float, float* %twpi, i64 %nc")
+    f.do("%tw3i = getelementptr float, float* %tw3, i64 %nc")
     pad = f.add("%nc", w)
     bufs = [f.gep("float", "%scratch", f.mul(pad, i)) for i in range(4)]
     a, b = (bufs[0], bufs[1]), (bufs[2], bufs[3])
@@ -212,6 +276,7 @@ def function(w: int) -> str:
     ncf = f.op("sitofp i64 %nc to float")
     scale = f.op(f"select i1 {inverse}, float {f.op(f'fdiv float 1.0, {ncf}')}, float 1.0")
     scale_v = e.splat(scale)
+    sign = e.splat(f.op(f"select i1 {inverse}, float -1.0, float 1.0"))
     stages = f.op("call i64 @llvm.cttz.i64(i64 %nc, i1 true)")
     first = f.op(f"zext i1 {irfft} to i64")  # irfft's stages start in b
     with f.loop("%r0", "%r1", "row") as r:
@@ -235,12 +300,33 @@ def function(w: int) -> str:
             d = tuple(f.op(f"select i1 {odd}, float* {x}, float* {y}") for x, y in zip(a, b))
             return s, d  # type: ignore[return-value]
 
-        for s in range(lw):
-            _stage_small(e, s, *pick(f.op(f"and i64 {f.add(first, s)}, 1")))
-        with f.loop(lw, stages, "st") as s:
-            ns = f.op(f"shl i64 1, {s}")
-            _stage_big(e, ns, *pick(f.op(f"and i64 {f.add(first, s)}, 1")))
-        fin, _ = pick(f.op(f"and i64 {f.add(first, stages)}, 1"))
+        # log2(nc) odd: the radix-2 stage Ns = 1, then radix-4 from Ns = 2; else from 1
+        odd_path, even_path, merge = f.if_else(f.op(f"trunc i64 {stages} to i1"))
+        ends = []
+        for label, small, pairs in ((odd_path, _small(w, 2), True),
+                                    (even_path, _small(w, 1), False)):
+            f.label(label)
+            done = 0
+            if pairs:
+                _stage_pairs(e, *pick(f.op(f"and i64 {f.add(first, 0)}, 1")))
+                done = 1
+            for ns in small:
+                _stage4_small(e, ns, *pick(f.op(f"and i64 {f.add(first, done)}, 1")), sign)
+                done += 1
+            big = (small[-1] * 4) if small else (2 if pairs else 1)
+            ends.append((f.block, big, done))
+            f.do(f"br label %{merge}")
+        f.label(merge)
+        ns0 = f.op("phi i64 " + ", ".join(f"[{b}, %{blk}]" for blk, b, _ in ends))
+        done0 = f.op("phi i64 " + ", ".join(f"[{d}, %{blk}]" for blk, _, d in ends))
+        rest = f.binop("sdiv", f.binop("sub", stages, f.op(
+            f"call i64 @llvm.cttz.i64(i64 {ns0}, i1 true)")), 2)
+        with f.loop(0, rest, "st") as t:
+            ns = f.op(f"shl i64 {ns0}, {f.mul(t, 2)}")
+            _stage4_big(e, ns, *pick(f.op(f"and i64 {f.add(first, f.add(done0, t))}, 1")),
+                        sign)
+        total = f.add(done0, rest)
+        fin, _ = pick(f.op(f"and i64 {f.add(first, total)}, 1"))
         then, other, end = f.if_else(f.icmp("eq", kind, RFFT))
         f.label(then)
         _post(e, fin, dst)

@@ -26,11 +26,12 @@ from xlapy.backends.cpu.thunks import ptr
 
 #: Elements (of the complex core, per call) from which rows split over the threads.
 SPLIT_ELEMENTS = 1 << 15
-#: Complex core lengths taken (one Zen 4 core, 512K points a call, time / DUCC's): complex
-#: transforms of 64-2048 points 0.26-0.65 (4096-16384: 1.14-1.33, the radix-2 passes over
-#: scratch beyond L1; 65536 0.90), real ones of 128-16384 points (a core of 64-8192)
-#: 0.17-0.66 (64 points: 0.90-1.36; 131072: 1.02-1.14).
-MIN_CORE, MAX_COMPLEX, MAX_REAL = 64, 2048, 8192
+#: Complex core lengths taken. One Zen 4 core, 512K points a call (two rows from 2^18), time /
+#: ducc0's, interleaved: complex transforms of 128-2048 points 0.26-0.43, 4096-262144
+#: 0.45-0.87 (8192: 1.02); real ones (rfft, irfft) of 128-262144 points 0.14-0.84. Under 64
+#: (a 64-point rfft's core of 32 points) the call's Python costs more than DUCC's; over 2^20
+#: the scratch (16 bytes a point) passes 16 MB.
+MIN_CORE, MAX_COMPLEX, MAX_REAL = 64, 1 << 20, 1 << 20
 _FN = ctypes.CFUNCTYPE(None, *([ctypes.c_int64] * 10))
 
 
@@ -50,22 +51,30 @@ def _compile(tgt: target.CpuTarget) -> tuple[object, int]:
 
 @functools.cache
 def table(nc: int, inverse: bool, w: int) -> np.ndarray:
-    """The stage twiddles (re then im, nc + log2(w) w each: entry Ns + k of stage Ns >= w is
-    exp(s 2 pi i k / 2Ns), stage Ns = 2^s < w's w lanes at nc + s w periodic in Ns), then
-    the real transforms' exp(s 2 pi i k / 2nc), k < nc (re then im); s = +1 if inverse."""
-    sign = 1.0 if inverse else -1.0
+    """The twiddles exp(s 2 pi i a) (re part, then im part) of these angles a, s = +1 if
+    inverse, else -1: the stage table (nc + 3 log2(w) w each part: entry Ns + k = k / 2Ns,
+    radix-4 stage Ns's w2 and stage Ns / 2's w1; then per stage Ns = 2^t < w its w1, w2 and
+    w3 periodic over w lanes at nc + (3t + r) w), the real transforms' k / 2nc (k < nc), and
+    the radix-4 stages' w3 = 3k / 4Ns at Ns + k."""
     lw = fft_emit.log2(w)
-    ang = np.zeros(nc + lw * w)
+    ang = np.zeros(nc + 3 * lw * w)
+    w3 = np.zeros(nc)
     ns = 1
     while ns < nc:
-        ang[ns:2 * ns] = np.arange(ns) / (2 * ns)
+        k = np.arange(ns)
+        ang[ns:2 * ns] = k / (2 * ns)
+        w3[ns:2 * ns] = 3 * k / (4 * ns)
         ns *= 2
-    for s in range(lw):
-        ns = 1 << s
-        ang[nc + s * w: nc + (s + 1) * w] = (np.arange(w) % ns) / (2 * ns)
+    for t in range(lw):
+        ns = 1 << t
+        k = np.arange(w) % ns
+        for r, a in enumerate((k / (4 * ns), k / (2 * ns), 3 * k / (4 * ns))):
+            ang[nc + (3 * t + r) * w: nc + (3 * t + r + 1) * w] = a
     post = np.arange(nc) / (2 * nc)
-    parts = [np.cos(2 * math.pi * ang), np.sin(2 * math.pi * sign * ang),
-             np.cos(2 * math.pi * post), np.sin(2 * math.pi * sign * post)]
+    sign = 1.0 if inverse else -1.0
+    parts = []
+    for a in (ang, post, w3):
+        parts += [np.cos(2 * math.pi * a), np.sin(2 * math.pi * sign * a)]
     out = np.concatenate(parts).astype(np.float32)
     out.setflags(write=False)
     return out

@@ -49,7 +49,7 @@ def _check(got: np.ndarray, want: np.ndarray, n: int) -> None:
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-@pytest.mark.parametrize("n", [64, 128, 256, 1024, 2048, 4096, 16384])
+@pytest.mark.parametrize("n", [64, 128, 256, 1024, 2048, 4096, 8192, 16384, 1 << 17])
 def test_transform(kind: str, n: int) -> None:
     """Every kind on every length it takes (and the jit is what runs: `plan` not None)."""
     batch = (3,)
@@ -69,12 +69,16 @@ def test_transform(kind: str, n: int) -> None:
 
 
 def test_program_rows_and_threads() -> None:
-    """A program's rfft / irfft over [4, 5, n]: the same bits on 1 and 2 threads (each row on
-    one thread, rows split from SPLIT_ELEMENTS), within the bound of the reference."""
-    n = 2048
+    """A program's transforms over [8, 5, n]: the same bits on 1 and 2 threads (each row on
+    one thread; 2 threads split the rows: SPLIT_ELEMENTS), within the reference's bound."""
+    n = 4096
     for kind in ("RFFT", "IRFFT", "FFT", "IFFT"):
-        text = _text(kind, (4, 5), n)
-        x = _input(kind, (4, 5), n, seed=1)
+        text = _text(kind, (8, 5), n)
+        x = _input(kind, (8, 5), n, seed=1)
+        dims = (8, 5, n // 2 + 1) if kind == "RFFT" else (8, 5, n)
+        out = np.dtype(np.float32 if kind == "IRFFT" else np.complex64)
+        split = fft_jit.plan(KINDS[kind], n, out, dims, 2)
+        assert split is not None and not hasattr(split, "fft_step")  # (rows split: 2 parts)
         outs = [xlapy.compile(text, backend="cpu", options={"num_threads": t})(x)
                 for t in (1, 2)]
         np.testing.assert_array_equal(outs[0], outs[1])
@@ -103,7 +107,7 @@ def test_strided_operand() -> None:
     _check(run(x), np.fft.fft(x.astype(np.complex128)), n)
 
 
-@pytest.mark.parametrize(("n", "taken"), [(1000, False), (32, False), (1 << 17, False),
+@pytest.mark.parametrize(("n", "taken"), [(1000, False), (32, False), (1 << 22, False),
                                           (1024, True)])
 def test_lengths_taken(n: int, taken: bool) -> None:
     """Not a power of two, a core under MIN_CORE or over MAX_REAL: left to DUCC."""
@@ -112,18 +116,30 @@ def test_lengths_taken(n: int, taken: bool) -> None:
 
 
 def test_table_values() -> None:
-    """Twiddles: stage Ns's entry k is exp(-2 pi i k / 2Ns), forward; conjugated inverse."""
+    """Twiddles: stage entry Ns + k is exp(-2 pi i k / 2Ns) forward, conjugated inverse; the
+    small stages' periodic w1 w2 w3; the real transforms' and radix-4 w3 regions."""
     w, nc = 8, 64
     fwd, inv = fft_jit.table(nc, False, w), fft_jit.table(nc, True, w)
-    size = nc + 3 * w
-    re, im = fwd[:size], fwd[size:2 * size]
+    size = nc + 3 * 3 * w
+    cplx = fwd[:size] + 1j * fwd[size:2 * size]
     for ns in (8, 16, 32):
         k = np.arange(ns)
-        want = np.exp(-2j * np.pi * k / (2 * ns))
-        np.testing.assert_allclose(re[ns:2 * ns] + 1j * im[ns:2 * ns], want, atol=1e-7)
-    np.testing.assert_array_equal(inv[size:2 * size], -im)
-    post = fwd[2 * size:2 * size + nc] + 1j * fwd[2 * size + nc:]
+        np.testing.assert_allclose(cplx[ns:2 * ns], np.exp(-2j * np.pi * k / (2 * ns)),
+                                   atol=1e-7)
+    for t, ns in enumerate((1, 2, 4)):
+        k = np.arange(w) % ns
+        for r, a in enumerate((k / (4 * ns), k / (2 * ns), 3 * k / (4 * ns))):
+            at = nc + (3 * t + r) * w
+            np.testing.assert_allclose(cplx[at:at + w], np.exp(-2j * np.pi * a), atol=1e-7)
+    np.testing.assert_array_equal(inv[size:2 * size], -fwd[size:2 * size])
+    rest = fwd[2 * size:]
+    post = rest[:nc] + 1j * rest[nc:2 * nc]
     np.testing.assert_allclose(post, np.exp(-2j * np.pi * np.arange(nc) / (2 * nc)), atol=1e-7)
+    w3 = rest[2 * nc:3 * nc] + 1j * rest[3 * nc:]
+    for ns in (4, 16):
+        k = np.arange(ns)
+        np.testing.assert_allclose(w3[ns:2 * ns], np.exp(-2j * np.pi * 3 * k / (4 * ns)),
+                                   atol=1e-7)
 
 
 def test_unbatched_program() -> None:
