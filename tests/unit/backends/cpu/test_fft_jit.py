@@ -177,3 +177,22 @@ def test_loop_runs_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(executable, "plan_native_while", lambda *a: None)
     want = xlapy.compile(text, backend="cpu")(x)
     np.testing.assert_array_equal(np.asarray(got).view(np.uint8), np.asarray(want).view(np.uint8))
+
+
+def test_results_recycled_only_once_dropped() -> None:
+    """A big result's buffer is written again by the next call only once nothing holds it
+    (recycle.output): a held result never changes under its holder."""
+    n = 4096
+    run = fft_jit.plan(fft_emit.RFFT, n, np.dtype(np.complex64), (64, n // 2 + 1), 1)
+    assert run is not None
+    a, b = _input("RFFT", (64,), n, seed=8), _input("RFFT", (64,), n, seed=9)
+    first = run(a)
+    keep = first.copy()
+    second = run(b)
+    np.testing.assert_array_equal(first, keep)
+    assert not np.shares_memory(first, second)
+    address = second.__array_interface__["data"][0]
+    del second
+    third = run(b)
+    assert third.__array_interface__["data"][0] == address
+    _check(third, _reference("RFFT", b, n), n)
