@@ -218,6 +218,23 @@ def test_gather(name: str, t: ET, it: ET) -> None:
     _check(shapes, [_data(t, dims), idx], lambda c, ps: op(c, "gather", ps, attrs), "gather")
 
 
+@pytest.mark.parametrize("it", [ET.S8, ET.U8, ET.S16, ET.U16, ET.S32, ET.U32])
+@pytest.mark.parametrize("rows", [300, 100])
+def test_gather_clamps_narrow_indices_in_their_own_width(it: ET, rows: int) -> None:
+    """Starts narrower than 64 bits clamp in their own width (index_emit.clamp_start): a
+    dimension longer than the type's largest value (u8 / s8 into 300 rows) clamps only
+    below; 64 lanes of them through the vector gather; every value of the type's range."""
+    info = np.iinfo(it.dtype)
+    raw = np.random.default_rng(3).integers(int(info.min), int(info.max) + 1, size=(64, 1),
+                                            dtype=np.int64)
+    raw[:6, 0] = [info.min, info.max, 0, rows - 1, rows, -1 if info.min < 0 else 1]
+    dims = (rows, 2)
+    shapes = [Shape.array(ET.F32, dims), Shape.array(it, (64, 1))]
+    attrs = _gather((1,), (0,), (0,), 1, (1, 2))
+    _check(shapes, [_data(ET.F32, dims), raw.astype(it.dtype)],
+           lambda c, ps: op(c, "gather", ps, attrs), "gather")
+
+
 def test_gather_of_a_fused_operand() -> None:
     t = ET.F32
     dims, idims, attrs = GATHERS["x[idx]"]
