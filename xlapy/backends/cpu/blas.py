@@ -165,7 +165,7 @@ def _gemm_args(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float
     ta, lda, b = _op(b)
     tb, ldb, a = _op(a)
     assert out.strides[1] == out.itemsize or n <= 1
-    if name == "sgemm":  # wide row-major f32 weights on AVX-512: our own kernel, same ABI
+    if name == "sgemm":  # wide row-major f32 weights (AVX-512, AVX2): our own kernel, same ABI
         from xlapy.backends.cpu import gemm_f32
 
         if gemm_f32.routes(m, n, k, ta, tb, beta):

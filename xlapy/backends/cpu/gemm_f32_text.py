@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from xlapy.backends.cpu.ir_text import FunctionText, Value
 
-V = "<16 x float>"
 V8 = "<8 x float>"
-_FMA = f"declare {V} @llvm.fma.v16f32({V}, {V}, {V})"
 
 
-def _vec(f: FunctionText, base: str, at: Value) -> str:
-    """A <16 x float>* at base + at (floats)."""
-    return f.cast(f.gep("float", base, at), "float*", f"{V}*")
+def _fma(w: int) -> str:
+    v = f"<{w} x float>"
+    return f"declare {v} @llvm.fma.v{w}f32({v}, {v}, {v})"
+
+
+def _vec(f: FunctionText, base: str, at: Value, w: int = 16) -> str:
+    """A <w x float>* at base + at (floats)."""
+    return f.cast(f.gep("float", base, at), "float*", f"<{w} x float>*")
 
 
 def _vec8(f: FunctionText, base: str, at: Value) -> str:
@@ -26,11 +29,12 @@ def _vec8(f: FunctionText, base: str, at: Value) -> str:
     return f.cast(f.gep("float", base, at), "float*", f"{V8}*")
 
 
-def kernel(name: str, nv: int, mr: int, nr: int, unroll: int) -> str:
-    """name(ap, bp, kc, c, ldc, first): c[mr, 16 nv] (row stride ldc) = (first ? 0 : c) +
-    the A tile ([k][mr]) @ the panel's first 16 nv columns ([k][nr]), one FMA chain per
+def kernel(name: str, nv: int, mr: int, nr: int, unroll: int, w: int = 16) -> str:
+    """name(ap, bp, kc, c, ldc, first): c[mr, w nv] (row stride ldc) = (first ? 0 : c) +
+    the A tile ([k][mr]) @ the panel's first w nv columns ([k][nr]), one FMA chain per
     element in k order; `unroll` k steps per iteration, the rest one at a time (unroll 1:
-    one loop)."""
+    one loop); vectors of w floats."""
+    V = f"<{w} x float>"
     f = FunctionText(f"define void @{name}(float* noalias %ap, float* noalias %bp, i64 %kc, "
                      f"float* noalias %c, i64 %ldc, i1 %first)")
     f.do("br i1 %first, label %start, label %load")
@@ -39,7 +43,7 @@ def kernel(name: str, nv: int, mr: int, nr: int, unroll: int) -> str:
     for r in range(mr):
         row = f.mul(r, "%ldc")
         for v in range(nv):
-            p = _vec(f, "%c", f.add(row, 16 * v))
+            p = _vec(f, "%c", f.add(row, w * v), w)
             loaded.append(f.op(f"load {V}, {V}* {p}, align 4"))
     f.do("br label %start")
     f.label("start")
@@ -48,15 +52,15 @@ def kernel(name: str, nv: int, mr: int, nr: int, unroll: int) -> str:
     def step(k: Value, accs: list[str]) -> list[str]:
         bk = f.gep("float", "%bp", f.mul(k, nr))
         ak = f.gep("float", "%ap", f.mul(k, mr))
-        bv = [f.op(f"load {V}, {V}* {_vec(f, bk, 16 * v)}, align 64") for v in range(nv)]
+        bv = [f.op(f"load {V}, {V}* {_vec(f, bk, w * v, w)}, align 64") for v in range(nv)]
         new = []
         for r in range(mr):
             s = f.load("float", f.gep("float", ak, r))
             one = f.op(f"insertelement {V} zeroinitializer, float {s}, i32 0")
-            s = f.op(f"shufflevector {V} {one}, {V} zeroinitializer, <16 x i32> "
+            s = f.op(f"shufflevector {V} {one}, {V} zeroinitializer, <{w} x i32> "
                      f"zeroinitializer")
             for v in range(nv):
-                new.append(f.op(f"call {V} @llvm.fma.v16f32({V} {s}, {V} {bv[v]}, "
+                new.append(f.op(f"call {V} @llvm.fma.v{w}f32({V} {s}, {V} {bv[v]}, "
                                 f"{V} {accs[r * nv + v]})"))
         return new
 
@@ -88,7 +92,7 @@ def kernel(name: str, nv: int, mr: int, nr: int, unroll: int) -> str:
     for r in range(mr):
         row = f.mul(r, "%ldc")
         for v in range(nv):
-            f.do(f"store {V} {accs[r * nv + v]}, {V}* {_vec(f, '%c', f.add(row, 16 * v))}, "
+            f.do(f"store {V} {accs[r * nv + v]}, {V}* {_vec(f, '%c', f.add(row, w * v), w)}, "
                  f"align 4")
     f.do("ret void")
     return f.text()
@@ -144,17 +148,18 @@ def _pack_a(name: str, mr: int, transposed: bool) -> str:
     return f.text()
 
 
-def pack_b(name: str, nv: int) -> str:
-    """name(b, ldb, kc, nr, bp): bp[k][j] = b[k * ldb + j] for j < nr, 0 up to 16 nv."""
-    nr = 16 * nv
+def pack_b(name: str, nv: int, w: int = 16) -> str:
+    """name(b, ldb, kc, nr, bp): bp[k][j] = b[k * ldb + j] for j < nr, 0 up to w nv."""
+    nr = w * nv
+    V = f"<{w} x float>"
     f = FunctionText(f"define void @{name}(float* %b, i64 %ldb, i64 %kc, i64 %nr, float* %bp)")
     then, other, end = f.if_else(f.icmp("eq", "%nr", nr))
     f.label(then)
     with f.loop(0, "%kc", "k") as k:
         row, at = f.mul(k, "%ldb"), f.mul(k, nr)
         for v in range(nv):
-            x = f.op(f"load {V}, {V}* {_vec(f, '%b', f.add(row, 16 * v))}, align 4")
-            f.do(f"store {V} {x}, {V}* {_vec(f, '%bp', f.add(at, 16 * v))}, align 64")
+            x = f.op(f"load {V}, {V}* {_vec(f, '%b', f.add(row, w * v), w)}, align 4")
+            f.do(f"store {V} {x}, {V}* {_vec(f, '%bp', f.add(at, w * v), w)}, align 64")
     f.do(f"br label %{end}")
     f.label(other)
     _partial_panel(f, nr, False)
@@ -195,20 +200,20 @@ def _transpose8(f: FunctionText, rows: list[str]) -> list[str]:
     return rows
 
 
-def pack_b_t(name: str, nv: int) -> str:
+def pack_b_t(name: str, nv: int, w: int = 16) -> str:
     """name(b, ldb, kc, nr, bp) for a B stored transposed (B[k, j] = b[j * ldb + k]):
-    bp[k][j] = b[j * ldb + k] for j < nr, 0 up to 16 nv. Whole panels go in 8 x 8 blocks
-    (8 row loads, `_transpose8`, 8 stores) in a loop over the panel's 2 nv column groups:
-    unrolled, or in 16 x 16 blocks, the module took 45 ms more to compile; the last kc % 8
-    rows go one float at a time."""
-    nr = 16 * nv
+    bp[k][j] = b[j * ldb + k] for j < nr, 0 up to w nv. Whole panels go in 8 x 8 blocks
+    (8 row loads, `_transpose8`, 8 stores) in a loop over the panel's w nv / 8 column
+    groups: unrolled, or in 16 x 16 blocks, the module took 45 ms more to compile; the last
+    kc % 8 rows go one float at a time."""
+    nr = w * nv
     f = FunctionText(f"define void @{name}(float* %b, i64 %ldb, i64 %kc, i64 %nr, float* %bp)")
     then, other, end = f.if_else(f.icmp("eq", "%nr", nr))
     f.label(then)
     blocks = f.binop("sdiv", "%kc", 8)
     with f.loop(0, blocks, "kb") as kb:
         k0 = f.mul(kb, 8)
-        with f.loop(0, 2 * nv, "g") as g:
+        with f.loop(0, nr // 8, "g") as g:
             src = f.gep("float", "%b", f.add(f.mul(f.mul(g, 8), "%ldb"), k0))
             rows = [f.op(f"load {V8}, {V8}* {_vec8(f, src, f.mul(j, '%ldb'))}, align 4")
                     for j in range(8)]
@@ -228,19 +233,20 @@ def pack_b_t(name: str, nv: int) -> str:
     return f.text()
 
 
-def modules(prefix: str, mr: int, nv: int, unroll: int) -> list[tuple[str, list[str]]]:
+def modules(prefix: str, mr: int, nv: int, unroll: int, w: int = 16
+            ) -> list[tuple[str, list[str]]]:
     """The hot code as two modules of about equal code generation time (~11 ms each, so
     they compile on two threads), each (text, its functions): {prefix}_kernel{nv} (the
     widest, unrolled) with {prefix}_pack_b and {prefix}_pack_a_t; {prefix}_kernel1 ..
-    kernel{nv-1} with {prefix}_pack_a and {prefix}_pack_b_t."""
-    nr = 16 * nv
-    wide, narrow = f"{prefix}_kernel{nv}", [f"{prefix}_kernel{w}" for w in range(1, nv)]
-    first = [kernel(wide, nv, mr, nr, unroll), pack_b(f"{prefix}_pack_b", nv),
+    kernel{nv-1} with {prefix}_pack_a and {prefix}_pack_b_t. Vectors of w floats."""
+    nr = w * nv
+    wide, narrow = f"{prefix}_kernel{nv}", [f"{prefix}_kernel{k}" for k in range(1, nv)]
+    first = [kernel(wide, nv, mr, nr, unroll, w), pack_b(f"{prefix}_pack_b", nv, w),
              pack_a_t(f"{prefix}_pack_a_t", mr)]
-    second = [kernel(name, w, mr, nr, 1) for w, name in enumerate(narrow, 1)]
-    second += [pack_a(f"{prefix}_pack_a", mr), pack_b_t(f"{prefix}_pack_b_t", nv)]
-    return [("\n".join([_FMA, *first]), [wide, f"{prefix}_pack_b", f"{prefix}_pack_a_t"]),
-            ("\n".join([_FMA, *second]), [*narrow, f"{prefix}_pack_a", f"{prefix}_pack_b_t"])]
+    second = [kernel(name, k, mr, nr, 1, w) for k, name in enumerate(narrow, 1)]
+    second += [pack_a(f"{prefix}_pack_a", mr), pack_b_t(f"{prefix}_pack_b_t", nv, w)]
+    return [("\n".join([_fma(w), *first]), [wide, f"{prefix}_pack_b", f"{prefix}_pack_a_t"]),
+            ("\n".join([_fma(w), *second]), [*narrow, f"{prefix}_pack_a", f"{prefix}_pack_b_t"])]
 
 
 __all__ = ["kernel", "modules", "pack_a", "pack_a_t", "pack_b", "pack_b_t"]

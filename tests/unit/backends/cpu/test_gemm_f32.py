@@ -1,8 +1,8 @@
-"""gemm_f32.py, the AVX-512 f32 GEMM for wide row-major weights: within the float64 dot bound
-for odd shapes and tails (rows, columns and k past the register tile and the MC, NC, KC
-blocks), strided views, operands stored transposed, NaN/inf, IEEE denormals; the same bits
-run to run and on 1, 2 and 3 threads through blas.gemm; routing only of plain wide
-products on AVX-512 targets."""
+"""gemm_f32.py, the f32 GEMM for wide row-major weights (AVX-512, or AVX2 + FMA: CI runs this
+file for each): within the float64 dot bound for odd shapes and tails (rows, columns and k
+past the register tile and the MC, NC, KC blocks), strided views, operands stored
+transposed, NaN/inf, IEEE denormals; the same bits run to run and on 1, 2 and 3 threads
+through blas.gemm; routing only of plain wide products on those targets."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.tolerance import assert_dot_close
 from xlapy.backends.cpu import blas, gemm_f32, gemm_jobs, target
 
 pytestmark = pytest.mark.skipif(not gemm_f32.available(),
-                                reason="gemm_f32.py runs on AVX-512 x86-64 targets only")
+                                reason="gemm_f32.py runs on AVX-512 or AVX2 + FMA targets only")
 
 SHAPES = [(1, 1, 1), (7, 33, 5), (8, 48, 256), (9, 47, 257), (13, 50, 300), (17, 95, 3),
           (64, 256, 256), (300, 1100, 600)]
@@ -166,16 +166,19 @@ def test_routes_only_plain_wide_products() -> None:
     assert not gemm_f32.routes(128, 512, 64, b"N", b"N", 0.0)  # 1024 columns at least
     assert gemm_f32.routes(128, 1024, 64, b"N", b"N", 0.0)
     assert gemm_f32.routes(256, 2048, 16, b"N", b"N", 0.0)
-    for name in ("x86-64-v3", "x86-64-v2"):
-        with target.use(name):
-            assert not gemm_f32.available()
-            assert not gemm_f32.routes(256, 2048, 4096, b"N", b"N", 0.0)
+    with target.use("x86-64-v3"):  # AVX2 + FMA: 8-lane vectors, 4 x 3 of them
+        assert gemm_f32.available() and gemm_f32.tile(target.current()) == gemm_f32.Tile(
+            8, gemm_f32.MR8, gemm_f32.NV8)
+        assert gemm_f32.routes(256, 2048, 4096, b"N", b"N", 0.0)
+    with target.use("x86-64-v2"):
+        assert not gemm_f32.available()
+        assert not gemm_f32.routes(256, 2048, 4096, b"N", b"N", 0.0)
 
 
-@pytest.mark.parametrize("name", ["x86-64-v3", "x86-64-v2"])
+@pytest.mark.parametrize("name", ["x86-64-v2"])
 def test_other_targets_keep_openblas(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def fail() -> object:
-        raise AssertionError("routed off AVX-512")
+        raise AssertionError("routed off AVX-512 / AVX2")
 
     monkeypatch.setattr(gemm_f32, "fortran", fail)
     rng = np.random.default_rng(6)
@@ -210,9 +213,10 @@ def test_the_driver_calls_every_hot_function() -> None:
 
     from xlapy.backends.cpu import gemm_f32_text
 
-    mods = gemm_f32_text.modules(gemm_f32.NAME, gemm_f32.MR, gemm_f32.NV, gemm_f32.UNROLL)
+    tl = gemm_f32.tile(target.current())
+    mods = gemm_f32_text.modules(gemm_f32.NAME, tl.mr, tl.nv, gemm_f32.UNROLL, tl.w)
     names = [name for _, names in mods for name in names]
-    assert sorted(names) == sorted(gemm_f32.HOT) and len(mods) == 2
+    assert sorted(names) == sorted(tl.hot) and len(mods) == 2
     engines, _ = gemm_f32._compile(target.current())
     driver = engines[-1]
     table = driver.address(gemm_f32.TABLE)
