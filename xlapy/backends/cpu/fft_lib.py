@@ -83,12 +83,14 @@ def fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
     empty = any(d == 0 for d in dims) or 0 in src.dimensions
     w = max(1, threads) if int(np.prod(src.dimensions)) >= PARALLEL_FFT else 1
     single = compute in (np.float32, np.complex64)
-    if single and len(lengths) == 1 and not empty:
+    if single and len(lengths) in (1, 2) and not empty:
         from xlapy.backends.cpu import fft_jit
         from xlapy.ops.linalg import FftType
 
         kind = [FftType.FFT, FftType.IFFT, FftType.RFFT, FftType.IRFFT].index(at.fft_type)
-        jit = fft_jit.plan(kind, lengths[0], np.dtype(out_dtype), dims, threads)
+        jit = fft_jit.plan(kind, lengths[0], np.dtype(out_dtype), dims, threads) \
+            if len(lengths) == 1 else \
+            fft_jit.plan2(kind, (lengths[0], lengths[1]), np.dtype(out_dtype), dims, threads)
         if jit is not None:
             return jit
     fn = (_single if single else _double)(at.fft_type, axes, lengths, w)

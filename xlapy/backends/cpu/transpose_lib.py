@@ -129,18 +129,23 @@ def address(e: int) -> int:
     return int(_routine(target.current(), e)[1])
 
 
-def swap_last(x: np.ndarray) -> np.ndarray:
+def swap_last(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """np.ascontiguousarray(np.swapaxes(x, -1, -2)) (a batch of matrices in Fortran order
     for LAPACK, or back), through the routine where it takes x: numpy's copy reads down the
-    columns one element at a time (256 x 256 f32: 54-68 us; here 12-16)."""
+    columns one element at a time (256 x 256 f32: 54-68 us; here 12-16). `out`: a
+    C-contiguous array of the result's shape and type to write it into."""
     if x.ndim < 2 or x.size < SWAP_MIN_ELEMENTS or x.dtype.itemsize not in ELEMENT_BYTES or \
-            not x.flags.c_contiguous:  # (before the target: ~3 us a call, a small LAPACK
-        return np.ascontiguousarray(np.swapaxes(x, -1, -2))  # call's operands take this)
+            not x.flags.c_contiguous or not target.current().runs_here:
+        # (the target asked last: ~3 us a call, a small LAPACK call's operands take this)
+        if out is None:
+            return np.ascontiguousarray(np.swapaxes(x, -1, -2))
+        np.copyto(out, np.swapaxes(x, -1, -2))
+        return out
     t = target.current()
-    if not t.runs_here:
-        return np.ascontiguousarray(np.swapaxes(x, -1, -2))
     *lead, r, c = x.shape
-    out = np.empty((*lead, c, r), x.dtype)
+    if out is None:
+        out = np.empty((*lead, c, r), x.dtype)
+    assert out.shape == (*lead, c, r) and out.dtype == x.dtype and out.flags.c_contiguous
     _routine(t, x.dtype.itemsize)[2](x.ctypes.data, out.ctypes.data, r, c, c, r,
                                      math.prod(lead), r * c, r * c)
     return out
