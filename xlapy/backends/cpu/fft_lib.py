@@ -1,7 +1,7 @@
-"""FFT thunks: single precision (f32 / c64) along one axis of a power-of-two length through
-our own JIT function (fft_jit.py, where it takes the length), else through DUCC (the
-`ducc0` package: the FFT library XLA's CPU runtime calls, by pocketfft's author), double
-precision through scipy.fft's pocketfft (numpy's algorithm: the interpreter's bits).
+"""FFT thunks: single precision (f32 / c64) over the last one or two axes of power-of-two
+lengths through our own JIT function (fft_jit.py, where it takes the lengths), else through
+DUCC (the `ducc0` package: the FFT library XLA's CPU runtime calls, by pocketfft's author),
+double precision through scipy.fft's pocketfft (numpy's algorithm: the interpreter's bits).
 
 The interpreter computes every transform in double and rounds once (the reference). Single
 precision here computes in single, as XLA's runtime does: each transform's error stays
