@@ -204,6 +204,19 @@ def _stage4_big(e: _Emit, ns: str, src: tuple[str, str], dst: tuple[str, str],
                 e.vstore(y[1], dst[1], o)
 
 
+def _mirror(e: _Emit, x: tuple[str, str], k0: str | int
+            ) -> tuple[tuple[str, str], tuple[str, str], tuple[str, str]]:
+    """For k = k0 .. k0 + W - 1 (split x): x[k] + conj(x[N - k]), x[k] - conj(x[N - k])
+    (N - k read as a reversed vector) and the real transforms' twiddle at k (re, im)."""
+    f, w = e.f, e.w
+    back = f.add(f.binop("sub", "%nc", k0), 1 - w)
+    xr, xi = e.vload(x[0], k0), e.vload(x[1], k0)
+    rr, ri = e.reverse(e.vload(x[0], back)), e.reverse(e.vload(x[1], back))
+    return ((e.arith("fadd", xr, rr), e.arith("fsub", xi, ri)),
+            (e.arith("fsub", xr, rr), e.arith("fadd", xi, ri)),
+            (e.vload("%twp", k0), e.vload("%twpi", k0)))
+
+
 def _post(e: _Emit, fin: tuple[str, str], row: str) -> None:
     """rfft: the N-point transform F of the even/odd pairs -> X[0..N] (interleaved)."""
     f, w = e.f, e.w
@@ -213,12 +226,7 @@ def _post(e: _Emit, fin: tuple[str, str], row: str) -> None:
         f.store("float", f.load("float", fin[part]), f.gep("float", fin[part], n))
     with f.loop(0, f.binop("sdiv", n, w), "rp") as v:
         k0 = f.mul(v, w)
-        back = f.add(f.binop("sub", n, k0), 1 - w)
-        zr, zi = e.vload(fin[0], k0), e.vload(fin[1], k0)
-        rr, ri = e.reverse(e.vload(fin[0], back)), e.reverse(e.vload(fin[1], back))
-        a_r, a_i = e.arith("fadd", zr, rr), e.arith("fsub", zi, ri)
-        b_r, b_i = e.arith("fsub", zr, rr), e.arith("fadd", zi, ri)
-        c, s = e.vload("%twp", k0), e.vload("%twpi", k0)
+        (a_r, a_i), (b_r, b_i), (c, s) = _mirror(e, fin, k0)
         xr = e.arith("fmul", half, e.fma(c, b_i, e.fma(s, b_r, a_r)))
         xi = e.arith("fmul", half, e.fma(s, b_i, e.arith("fsub", a_i, e.arith("fmul", c, b_r))))
         e.interleave(xr, xi, row, f.mul(k0, 2))
@@ -235,12 +243,7 @@ def _pre(e: _Emit, a: tuple[str, str], b: tuple[str, str]) -> None:
     n = "%nc"
     with f.loop(0, f.binop("sdiv", n, w), "rq") as v:
         k0 = f.mul(v, w)
-        back = f.add(f.binop("sub", n, k0), 1 - w)
-        xr, xi = e.vload(a[0], k0), e.vload(a[1], k0)
-        rr, ri = e.reverse(e.vload(a[0], back)), e.reverse(e.vload(a[1], back))
-        a_r, a_i = e.arith("fadd", xr, rr), e.arith("fsub", xi, ri)
-        b_r, b_i = e.arith("fsub", xr, rr), e.arith("fadd", xi, ri)
-        c, s = e.vload("%twp", k0), e.vload("%twpi", k0)
+        (a_r, a_i), (b_r, b_i), (c, s) = _mirror(e, a, k0)
         zr = e.arith("fsub", a_r, e.fma(c, b_i, e.arith("fmul", s, b_r)))
         zi = e.arith("fsub", e.fma(c, b_r, a_i), e.arith("fmul", s, b_i))
         e.vstore(e.arith("fmul", half, zr), b[0], k0)
