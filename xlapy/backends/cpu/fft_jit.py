@@ -1,5 +1,6 @@
-"""f32 / c64 FFTs of a power-of-two length along the last axis through fft_emit's JIT
-function: the thunk fft_lib.fft runs for them (others keep DUCC).
+"""f32 / c64 FFTs of power-of-two lengths along the last axis (`plan`), or the last two
+(`plan2`), through fft_emit's JIT function: the thunks fft_lib.fft runs for them (others
+keep DUCC).
 
 The function is built once per process and target (cached on disk like any library
 module); the twiddle tables once per length and direction, in double precision rounded to
@@ -104,8 +105,7 @@ def plan(kind: int, n: int, out_dtype: np.dtype, dims: tuple[int, ...], threads:
     pad = 4 * (nc + w)
     parts = max(1, min(threads, rows, rows * nc // SPLIT_ELEMENTS))
 
-    scratch = np.empty(parts * pad + 16, np.float32)
-    base = scratch.ctypes.data + (-scratch.ctypes.data) % 64
+    own_scratch: list[tuple[int, np.ndarray]] = []  # made by the first call
     busy = threading.Lock()  # the scratch: a call while another runs takes fresh scratch
     cuts = [rows * k // parts for k in range(parts + 1)]
     tail = (nc, tw.ctypes.data)
@@ -116,12 +116,13 @@ def plan(kind: int, n: int, out_dtype: np.dtype, dims: tuple[int, ...], threads:
     def run(x: np.ndarray) -> np.ndarray:
         if not fn:
             fn.append(_fn(_compile(tgt)[1]))
+            own_scratch.append(_fresh(parts * pad))
         x = np.ascontiguousarray(x, dtype=src)
         out = recycle.output(outs, 0, dims, out_dtype)  # (a fresh big one: page faults)
         head = (ptr(x), ptr(out))
         own = busy.acquire(blocking=False)
         try:
-            at, keep = (base, scratch) if own else _fresh(parts * pad)
+            at, keep = own_scratch[0] if own else _fresh(parts * pad)
             if parts == 1:
                 fn[0](*head, 0, rows, *tail, at, *last)
                 return out
