@@ -57,6 +57,8 @@ from xlapy.backends.cpu.llvm_util import (
     I64,
     any_lane,
     elem,
+    for_range,
+    i64,
     intrinsic,
     like,
     sfx,
@@ -521,7 +523,7 @@ class Math:
         huge = b.fcmp_ordered(">=", m.un("fabs", xd), m.c(2.0 ** 20))
         before = b.block
         with b.if_then(any_lane(b, huge), likely=False):
-            big = trig_reduce.reduce(m, xd, self.is64)
+            big = _payne_hanek(m, xd, self.is64)
             sel = [b.select(huge, v_big, v) for v_big, v in zip(big, (r, rl, k))]
             slow = b.block
         out = []
@@ -555,3 +557,28 @@ class Math:
         num, den = b.select(odd, b.fneg(c), s), b.select(odd, s, c)
         # 1 / den to 2^-28 suffices (den is nonzero: r = 0 only at x = 0, an even q)
         return self.keep_zero(x, self._finish(x, b.fmul(num, m.recip28(den))))
+
+
+def _payne_hanek(m: Math, xd: ir.Value, is64: bool) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """trig_reduce.reduce of the doubles xd; a vector wider than the target's registers goes
+    through memory a register's worth at a time in a loop: the same operations on each lane
+    (the same bits), emitted once. Emitted at xd's width, a sin of 16 f32 lanes was
+    <16 x double> code LLVM splits in two (four on AVX2): 12 of the 17 ms of code generation
+    of a fori_loop body's tanh and sin (jax_run's fori_nested)."""
+    b = m.b
+    t = xd.type
+    n = max(2, target.current().vector_bits // 64)
+    if not isinstance(t, ir.VectorType) or t.count <= n or t.count % n:
+        return trig_reduce.reduce(m, xd, is64)
+    fn = b.block.parent
+    with b.goto_block(fn.entry_basic_block):
+        b.position_at_start(fn.entry_basic_block)
+        bufs = [b.alloca(t) for _ in range(4)]  # x, r, rl, k
+    b.store(xd, bufs[0])
+    part = ir.VectorType(F64, n)
+    ptrs = [b.bitcast(p, part.as_pointer()) for p in bufs]
+    with for_range(b, i64(0), i64(t.count // n), "ph") as c:
+        x = b.load(b.gep(ptrs[0], [c]), align=8)
+        for p, v in zip(ptrs[1:], trig_reduce.reduce(Math(b, part), x, is64)):
+            b.store(v, b.gep(p, [c]), align=8)
+    return b.load(bufs[1]), b.load(bufs[2]), b.load(bufs[3])

@@ -238,6 +238,22 @@ def test_sine_of_huge_arguments() -> None:
 
 
 @pytest.mark.parametrize("name", ["sine", "cosine", "tan"])
+@pytest.mark.parametrize("t", [ET.F32, ET.F64])
+def test_huge_arguments_across_wide_vectors(name: str, t: ET) -> None:
+    """Payne-Hanek on vectors wider than the target's registers runs a register's worth at
+    a time (math_poly._payne_hanek): each lane's bits those of the lane computed alone
+    (a one-element kernel), within 1 ulp, huge and small arguments mixed across 64 lanes."""
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-4, 4, 64) * 10.0 ** rng.integers(0, 30 if t is ET.F32 else 300, 64)
+    x[::7] = rng.uniform(-3, 3, x[::7].size)
+    x = x.astype(t.dtype)
+    got = _run(name, t, [x])["cpu"]
+    alone = np.array([_run(name, t, [x[i:i + 1]])["cpu"][0] for i in range(0, 64, 5)])
+    np.testing.assert_array_equal(got[::5].copy().view(np.uint8), alone.view(np.uint8))
+    assert int(ulp_difference(got, _reference(name, t, [x])).max()) <= 1
+
+
+@pytest.mark.parametrize("name", ["sine", "cosine", "tan"])
 def test_f64_trig_near_multiples_of_pi_over_2(name: str) -> None:
     """Doubles next to k pi/2 reduce to a tiny r whose relative accuracy needs more than a
     3-part pi/2 (113 bits): cos(11081.968085537996) (7055 pi/2 rounded) was 6 ulp off and
