@@ -1,4 +1,4 @@
-"""Power-of-two f32 FFTs as one JIT function (text IR, ir_text.py): a radix-2 Stockham
+"""Power-of-two f32 FFTs as one JIT function (text IR, ir_text.py): a radix-4 Stockham
 transform in split form (real and imaginary parts in arrays of their own), vectorized along
 each stage's butterflies with the target's vector width W.
 
