@@ -96,12 +96,16 @@ class _Emit:
         return (self.shuffle(x0, x1, list(range(0, 2 * self.w, 2))),
                 self.shuffle(x0, x1, list(range(1, 2 * self.w, 2))))
 
+    def zip(self, a: str, b: str, m: int) -> tuple[str, str]:
+        """The two w-vectors of a and b interleaved in blocks of m lanes (`_blocks`)."""
+        mask = _blocks(self.w, m)
+        return self.shuffle(a, b, mask[:self.w]), self.shuffle(a, b, mask[self.w:])
+
     def interleave(self, re: str, im: str, dst: str, at: Value) -> None:
-        w = self.w
-        lo = [i // 2 + (w if i % 2 else 0) for i in range(w)]
-        hi = [w // 2 + i // 2 + (w if i % 2 else 0) for i in range(w)]
-        self.vstore(self.shuffle(re, im, lo), dst, at)
-        self.vstore(self.shuffle(re, im, hi), dst, self.f.add(at, w))
+        """Stores re and im lane by lane (c64 values) at dst + at (floats)."""
+        lo, hi = self.zip(re, im, 1)
+        self.vstore(lo, dst, at)
+        self.vstore(hi, dst, self.f.add(at, self.w))
 
 
 def _blocks(w: int, m: int) -> list[int]:
@@ -118,16 +122,12 @@ def _stage_pairs(e: _Emit, src: tuple[str, str], dst: tuple[str, str]) -> None:
     y[2j + 1] = their difference."""
     f, w = e.f, e.w
     half = f.binop("sdiv", "%nc", 2)
-    mask = _blocks(w, 1)
     with f.loop(0, f.binop("sdiv", half, w), "sp") as v:
         j0 = f.mul(v, w)
         j1 = f.add(j0, half)
-        at = f.mul(j0, 2)
         for part in (0, 1):
             a, b = e.vload(src[part], j0), e.vload(src[part], j1)
-            s_, d_ = e.arith("fadd", a, b), e.arith("fsub", a, b)
-            e.vstore(e.shuffle(s_, d_, mask[:w]), dst[part], at)
-            e.vstore(e.shuffle(s_, d_, mask[w:]), dst[part], f.add(at, w))
+            e.interleave(e.arith("fadd", a, b), e.arith("fsub", a, b), dst[part], f.mul(j0, 2))
 
 
 def _butterfly4(e: _Emit, v: list[tuple[str, str]], tw: list[tuple[str, str]] | None,
@@ -160,7 +160,6 @@ def _stage4_small(e: _Emit, ns: int, src: tuple[str, str], dst: tuple[str, str],
     if ns > 1:
         at = [f.add("%nc", (3 * log2(ns) + r) * w) for r in range(3)]
         tw = [(e.vload("%tw", x), e.vload("%twi", x)) for x in at]
-    inner, outer = _blocks(w, ns), _blocks(w, 2 * ns)
     with f.loop(0, f.binop("sdiv", q, w), "s4") as v:
         j0 = f.mul(v, w)
         idx = [f.add(j0, f.mul(q, r)) for r in range(4)]
@@ -168,11 +167,8 @@ def _stage4_small(e: _Emit, ns: int, src: tuple[str, str], dst: tuple[str, str],
         out = f.mul(j0, 4)
         for part in (0, 1):
             y = [t[part] for t in ys]
-            p = (e.shuffle(y[0], y[1], inner[:w]), e.shuffle(y[0], y[1], inner[w:]))
-            r = (e.shuffle(y[2], y[3], inner[:w]), e.shuffle(y[2], y[3], inner[w:]))
-            vecs = [e.shuffle(p[0], r[0], outer[:w]), e.shuffle(p[0], r[0], outer[w:]),
-                    e.shuffle(p[1], r[1], outer[:w]), e.shuffle(p[1], r[1], outer[w:])]
-            for c, x in enumerate(vecs):
+            p, r = e.zip(y[0], y[1], ns), e.zip(y[2], y[3], ns)
+            for c, x in enumerate([*e.zip(p[0], r[0], 2 * ns), *e.zip(p[1], r[1], 2 * ns)]):
                 e.vstore(x, dst[part], f.add(out, c * w))
 
 

@@ -90,8 +90,8 @@ def plan(kind: int, n: int, out_dtype: np.dtype, dims: tuple[int, ...], threads:
     if not tgt.runs_here:
         return None
     w = width(tgt)
-    nc = n // 2 if kind in (fft_emit.RFFT, fft_emit.IRFFT) else n
     real = kind in (fft_emit.RFFT, fft_emit.IRFFT)
+    nc = n // 2 if real else n
     if (n < 2 or n & (n - 1) or nc < max(2 * w, MIN_CORE) or nc > (MAX_REAL if real else
                                                                   MAX_COMPLEX)
             or any(d == 0 for d in dims)):
@@ -170,7 +170,7 @@ def plan2(kind: int, lengths: tuple[int, int], out_dtype: np.dtype, dims: tuple[
     outs: dict[int, Any] = {}
 
     def swap(x: np.ndarray, slot: int, shape: tuple[int, ...]) -> np.ndarray:
-        return _swap(x, recycle.output(outs, slot, shape, x.dtype), threads)
+        return transpose_lib.swap_last(x, recycle.output(outs, slot, shape, x.dtype), threads)
 
     def run(x: np.ndarray) -> np.ndarray:
         if kind == fft_emit.IRFFT:
@@ -178,29 +178,10 @@ def plan2(kind: int, lengths: tuple[int, int], out_dtype: np.dtype, dims: tuple[
             y = cols(swap(x, 0, mid))
             return rows(swap(y, 1, (*lead, r, half)))
         y = rows(x)
-        return swap(cols(swap(y, 0, mid)), 1, dims).astype(out_dtype, copy=False)
+        return swap(cols(swap(y, 0, mid)), 1, dims)
 
     run.jit = True  # type: ignore[attr-defined]
     return run
-
-
-def _swap(x: np.ndarray, out: np.ndarray, threads: int) -> np.ndarray:
-    """out = x with its last two axes swapped (C-contiguous both), through transpose_lib's
-    routine with x's rows split over the pool from SPLIT_ELEMENTS (its 8 x 8 blocks whole:
-    cuts at multiples of 8): one thread's transposes cost 2D transforms on two threads
-    1.1-1.6x DUCC's time."""
-    *lead, r, c = x.shape
-    parts = min(threads, r // 8) if x.size >= SPLIT_ELEMENTS else 1
-    if parts < 2:
-        return transpose_lib.swap_last(x, out)
-    e = x.dtype.itemsize
-    addr = transpose_lib.address(e)
-    src, dst, nb = ptr(x), ptr(out), math.prod(lead)
-    cuts = [r * k // parts // 8 * 8 for k in range(parts)] + [r]
-    jobs = [(addr, (src + lo * c * e, dst + lo * e, hi - lo, c, c, r, nb, r * c, r * c))
-            for lo, hi in zip(cuts, cuts[1:])]
-    parallel.pool(threads).share(jobs, threads, keep=(x, out))
-    return out
 
 
 @dataclass(frozen=True)
@@ -235,9 +216,9 @@ def _fn(addr: int) -> Any:
 
 
 def _fresh(floats: int) -> tuple[int, np.ndarray]:
-    """(64-byte aligned address, its array) of `floats` floats of scratch."""
-    a = np.empty(floats + 16, np.float32)
-    return a.ctypes.data + (-a.ctypes.data) % 64, a
+    """(aligned address, its buffer) of `floats` floats of scratch (recycle.ALIGN)."""
+    raw, off = recycle.aligned_bytes(4 * floats)
+    return raw.ctypes.data + off, raw
 
 
 __all__ = ["Step", "entry", "plan", "plan2", "table", "width", "SPLIT_ELEMENTS", "MIN_CORE",

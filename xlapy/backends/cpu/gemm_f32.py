@@ -64,7 +64,6 @@ from xlapy.backends.cpu.once import ahead, once, started
 
 #: Register tile: MR rows x NV vectors of 16 columns (MR * NV accumulators), AVX-512.
 MR, NV = 8, 3
-NR = 16 * NV
 #: The same for AVX2 + FMA targets, vectors of 8 columns (16 vector registers: 12
 #: accumulators, 3 B vectors, a broadcast A value). Zen 4 running x86-64-v3 code, one thread,
 #: GFLOP/s at 256x1024x4096, 256x4096x4096, 256x4096x1024, 256x512x512: 4 x 3 97-105, 6 x 2
@@ -95,6 +94,8 @@ class Tile:
 
 def tile(t: target.CpuTarget) -> Tile:
     return Tile(16, MR, NV) if t.has("avx512f") else Tile(8, MR8, NV8)
+
+
 #: k block (B panel KC x NR in L1 while all row tiles use it), column block, row block.
 KC, NC, MC = 256, 1024, 256
 NAME = "xlapy_sgemm_f32"
@@ -113,8 +114,6 @@ SHORT_K, SHORT_K_MIN_M, SHORT_K_MIN_N = 16, 128, 1024
 #: without; L1 or L3 hints ran alike within the noise).
 PF_LOCALITY = 2
 _FP = F32.as_pointer()
-#: The AVX-512 hot module's functions (kernels of 1..NV vectors, packing), in the table.
-HOT = Tile(16, MR, NV).hot
 TABLE = f"{NAME}_table"
 _KERNEL_T = ir.FunctionType(VOID, [_FP, _FP, I64, _FP, I64, ir.IntType(1)])
 _PACK_T = ir.FunctionType(VOID, [_FP, I64, I64, I64, _FP])
@@ -361,4 +360,4 @@ def routes(m: int, n: int, k: int, ta: bytes, tb: bytes, beta: float) -> bool:
             and MIN_M <= m <= MAX_M and (k >= MIN_K or short) and available())
 
 
-__all__ = ["available", "fortran", "gemm", "routes", "MR", "NR", "KC", "NC", "MC"]
+__all__ = ["available", "fortran", "gemm", "routes", "tile", "Tile", "MR", "KC", "NC", "MC"]

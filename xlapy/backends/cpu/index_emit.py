@@ -58,21 +58,13 @@ def clamp_start(b: ir.IRBuilder, v: ir.Value, et: ET, hi: int) -> ir.Value:
     past its largest value) and is widened after: the same value, without the 64-bit
     compares on twice the vectors (an s32 gather on AVX-512: 10 instructions a vector)."""
     bits = (v.type.element if isinstance(v.type, ir.VectorType) else v.type).width
-    if bits < 64:  # clamped in its own width, then widened (a non-negative value)
-        most = (1 << (bits - 1 if et.is_signed else bits)) - 1
-        zero, top = splat(v.type, 0), splat(v.type, min(hi, most))
-        if et.is_signed:
-            v = b.select(b.icmp_signed("<", v, zero), zero, v)
-        if hi < most:
-            v = b.select((b.icmp_signed if et.is_signed else b.icmp_unsigned)(">", v, top),
-                         top, v)
-        return b.zext(v, like(v.type, I64))
-    x = v
-    zero, top = splat(x.type, 0), splat(x.type, hi)
+    most = (1 << (bits - 1 if et.is_signed else bits)) - 1  # the type's largest value
+    zero, top = splat(v.type, 0), splat(v.type, min(hi, most))
     if et.is_signed:
-        x = b.select(b.icmp_signed("<", x, zero), zero, x)
-        return b.select(b.icmp_signed(">", x, top), top, x)
-    return b.select(b.icmp_unsigned(">", x, top), top, x)
+        v = b.select(b.icmp_signed("<", v, zero), zero, v)
+    if hi < most:
+        v = b.select((b.icmp_signed if et.is_signed else b.icmp_unsigned)(">", v, top), top, v)
+    return v if bits == 64 else b.zext(v, like(v.type, I64))  # (a non-negative value)
 
 
 def _shift(b: ir.IRBuilder, v: Any, by: ir.Value | int) -> Any:

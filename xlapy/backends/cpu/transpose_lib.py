@@ -62,6 +62,8 @@ MIN_ELEMENTS = 256
 #: Elements from which `swap_last` calls the routine: its ctypes call costs ~7 us, numpy's
 #: copy of 64 x 64 f32 1.7, of 128 x 128 10.4 (the routine 9.5), of 256 x 256 54 (16).
 SWAP_MIN_ELEMENTS = 1 << 14
+#: Elements from which `swap_last` splits x's rows over `threads`.
+SWAP_SPLIT_ELEMENTS = 1 << 15
 
 
 def _emit_routine(mod: ir.Module, e: int) -> None:
@@ -129,11 +131,14 @@ def address(e: int) -> int:
     return int(_routine(target.current(), e)[1])
 
 
-def swap_last(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def swap_last(x: np.ndarray, out: np.ndarray | None = None, threads: int = 1) -> np.ndarray:
     """np.ascontiguousarray(np.swapaxes(x, -1, -2)) (a batch of matrices in Fortran order
     for LAPACK, or back), through the routine where it takes x: numpy's copy reads down the
     columns one element at a time (256 x 256 f32: 54-68 us; here 12-16). `out`: a
-    C-contiguous array of the result's shape and type to write it into."""
+    C-contiguous array of the result's shape and type to write it into. `threads`: x's rows
+    split over the pool from SWAP_SPLIT_ELEMENTS (cuts at multiples of 8: the routine's
+    blocks whole; fft_jit's two-axis transforms on two threads ran 1.1-1.6x DUCC's time with
+    one thread's transposes)."""
     if x.ndim < 2 or x.size < SWAP_MIN_ELEMENTS or x.dtype.itemsize not in ELEMENT_BYTES or \
             not x.flags.c_contiguous or not target.current().runs_here:
         # (the target asked last: ~3 us a call, a small LAPACK call's operands take this)
@@ -146,8 +151,18 @@ def swap_last(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     if out is None:
         out = np.empty((*lead, c, r), x.dtype)
     assert out.shape == (*lead, c, r) and out.dtype == x.dtype and out.flags.c_contiguous
-    _routine(t, x.dtype.itemsize)[2](x.ctypes.data, out.ctypes.data, r, c, c, r,
-                                     math.prod(lead), r * c, r * c)
+    e, nb = x.dtype.itemsize, math.prod(lead)
+    parts = min(threads, r // 8) if x.size >= SWAP_SPLIT_ELEMENTS else 1
+    if parts < 2:
+        _routine(t, e)[2](x.ctypes.data, out.ctypes.data, r, c, c, r, nb, r * c, r * c)
+        return out
+    from xlapy.backends.cpu import parallel
+
+    src, dst = x.ctypes.data, out.ctypes.data
+    cuts = [r * k // parts // 8 * 8 for k in range(parts)] + [r]
+    jobs = [(_routine(t, e)[1], (src + lo * c * e, dst + lo * e, hi - lo, c, c, r, nb, r * c,
+                                 r * c)) for lo, hi in zip(cuts, cuts[1:])]
+    parallel.pool(threads).share(jobs, threads, keep=(x, out))
     return out
 
 
