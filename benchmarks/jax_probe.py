@@ -325,6 +325,7 @@ def programs(small: bool = False) -> dict[str, Program]:
                 a.shape[0], dtype=np.float32))(f32(8, 8))]),
         # pow(A, 0.5) of A >= 0 is a sqrt (algebraic_rules pow_half: 5.9x -> 0.28)
         "pow_half": (lambda x: x ** 3 + jnp.abs(x) ** 0.5, [f32(1 << 20)]),
+        "svd_batch": (lambda a: jnp.linalg.svd(a, compute_uv=False), [f32(64, 16, 16)]),  # 2.8x
     }
 
 

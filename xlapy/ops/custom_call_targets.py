@@ -188,6 +188,37 @@ def _syevd(t: str) -> Callable[..., Any]:
     return run
 
 
+#: ?gesdd's info for a matrix with a NaN (LAPACK >= 3.10 returns it without computing, and
+#: without xerbla's message): not an invalid argument; jaxlib passes it on, and the program
+#: JAX lowers selects NaN results for any info != 0.
+GESDD_NAN = -4
+
+
+def gesdd_info(info: int, target: str) -> int:
+    """`info` as the call's result; an invalid argument (other than GESDD_NAN) raises."""
+    return info if info == GESDD_NAN else _check_info(info, target)
+
+
+def gesdd_one(t: str, mode: str, u_shape: Sequence[int], vt_shape: Sequence[int],
+              target: str) -> Callable[..., tuple[Any, ...]]:
+    """one(a) -> (a, s, u, vt, info) through scipy's f2py ?gesdd (jobz `mode`; N: u and vt
+    zeros of their shapes); a NaN matrix gives NaN s (and u, vt), which LAPACK leaves unset."""
+    fn = _lapack("gesdd", _PREFIX[t])
+
+    def one(a: np.ndarray) -> tuple[Any, ...]:
+        if mode == "N":
+            _, s, _, info = fn(a, compute_uv=0)
+            u, vt = np.zeros(u_shape, a.dtype), np.zeros(vt_shape, a.dtype)
+        else:
+            u, s, vt, info = fn(a, compute_uv=1, full_matrices=int(mode == "A"))
+        if gesdd_info(info, target) == GESDD_NAN:
+            s = np.full_like(s, np.nan)
+            if mode != "N":
+                u, vt = np.full_like(u, np.nan), np.full_like(vt, np.nan)
+        return a, s, u, vt, info
+    return one
+
+
 def _gesdd(t: str) -> Callable[..., Any]:
     target = f"lapack_{t}gesdd_ffi"
 
@@ -196,16 +227,7 @@ def _gesdd(t: str) -> Callable[..., Any]:
         m, n = operands[0].shape[-2:]
         full = leaves[2].dimensions[-2:] == (m, m) and leaves[3].dimensions[-2:] == (n, n)
         mode = _char(_config(attrs), "mode", "ASN", "A" if full else "S", target)
-        fn = _lapack("gesdd", _PREFIX[t])
-
-        def one(a: np.ndarray) -> tuple[Any, ...]:
-            if mode == "N":
-                _, s, _, info = fn(a, compute_uv=0)
-                u = np.zeros(leaves[2].dimensions[-2:], a.dtype)
-                vt = np.zeros(leaves[3].dimensions[-2:], a.dtype)
-            else:
-                u, s, vt, info = fn(a, compute_uv=1, full_matrices=int(mode == "A"))
-            return a, s, u, vt, _check_info(info, target)
+        one = gesdd_one(t, mode, leaves[2].dimensions[-2:], leaves[3].dimensions[-2:], target)
         return _batched(one, operands, leaves, [2])
     return run
 

@@ -180,7 +180,7 @@ def _custom_call(instr: Instruction, threads: int = 1) -> Plan | None:
         one, rank0, many = _ROUTINES[routine](t, instr, leaves)
     except XlapyError as e:
         return "lapack", _failing(e)
-    if many is not None and threads > 1 and routine == "syevd":  # (lapack_batch.SPLIT_BATCH)
+    if many is not None and threads > 1 and routine in ("syevd", "gesdd"):  # SPLIT_BATCH
         many = functools.partial(many, threads=threads)
     run = serial(_with_batch(_batched(one, leaves, rank0), many, leaves, rank0),
                  matrix_elements(instr.operands[0].shape.dimensions))
@@ -283,21 +283,15 @@ def _syevd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
 
 
 def _gesdd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    from xlapy.ops.custom_call_targets import gesdd_info, gesdd_one
+
     m, n = instr.operands[0].shape.dimensions[-2:]
     full = leaves[2].dimensions[-2:] == (m, m) and leaves[3].dimensions[-2:] == (n, n)
     mode = _char(instr, "mode", "ASN", "A" if full else "S")
-    fn, info = slapack.get_lapack_funcs("gesdd", dtype=np.dtype(_PREFIX[t])), _info(
-        instr.attrs.call_target_name)
-    u_shape, vt_shape = leaves[2].dimensions[-2:], leaves[3].dimensions[-2:]
-
-    def one(a: np.ndarray) -> Sequence[Any]:
-        if mode == "N":
-            _, s, _, i = fn(a, compute_uv=0)
-            u, vt = np.zeros(u_shape, a.dtype), np.zeros(vt_shape, a.dtype)
-        else:
-            u, s, vt, i = fn(a, compute_uv=1, full_matrices=int(mode == "A"))
-        return a, s, u, vt, info(i)
-    return one, 2, None
+    target = instr.attrs.call_target_name
+    shapes = (leaves[2].dimensions[-2:], leaves[3].dimensions[-2:])
+    return gesdd_one(t, mode, *shapes, target), 2, lapack_batch.gesdd(
+        t, mode, shapes, lambda i: gesdd_info(i, target))
 
 
 def _geev(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:

@@ -26,14 +26,14 @@ from xlapy.backends.cpu.llvm_util import I64, for_range, i64, new_module, on_hos
 from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.thunks import bounds, ptr
 from xlapy.backends.cpu.transpose_lib import swap_last
-from xlapy.ops.custom_call_targets import routine
+from xlapy.ops.custom_call_targets import GESDD_NAN, routine
 from xlapy.ops.lapack_threads import SERIAL_FROM
 
 #: Argument counts of the routines called (potrf: 5, getrf: 6, geqrf: 8, orgqr / ungqr: 9,
-#: trsm and syevd: 11).
-ARITIES = (5, 6, 8, 9, 11)
-#: Matrices from which a batch of syevd calls splits over the threads (two calls or more
-#: each: a hand-off costs ~2 us, a 3 x 3 syevd ~1). Only syevd: 512 4 x 4 getrf and trsm
+#: trsm and syevd: 11, real gesdd 14, complex 15).
+ARITIES = (5, 6, 8, 9, 11, 14, 15)
+#: Matrices from which a batch of syevd or gesdd calls splits over the threads (two calls or
+#: more each: a hand-off costs ~2 us, a 3 x 3 syevd ~1). Only those: 512 4 x 4 getrf and trsm
 #: calls ran slower split (0.58 -> 0.74 ms a jax.vmap(jnp.linalg.solve); each call takes
 #: OpenBLAS's locked buffer allocator), 4096 3 x 3 syevd 6.9 -> 4.1 ms.
 SPLIT_BATCH = 32
@@ -170,6 +170,38 @@ def syevd_args(lower: bool, vectors: bool, n: int, item: int) -> _Args:
                  [0, 0, 0, n * n * item, 0, n * item, 0, 0, 0, 0, 4])
 
 
+def gesdd_sizes(t: str, mode: str, m: int, n: int) -> tuple[int, int]:
+    """f2py's default lwork of ?gesdd (the same path through it: the same bits) and an
+    rwork (complex types) of at least what LAPACK asks for every jobz."""
+    k, big, uv = min(m, n), max(m, n), mode != "N"
+    if t in "sd":
+        lwork = 4 * k * k + big + 9 * k if uv else max(14 * k + 4, 10 * k + 2 + 25 * 33) + big
+    else:
+        lwork = 2 * k * k + big + 2 * k if uv else 2 * k + big
+    return max(lwork, 1), max(5 * k * k + 7 * k, 2 * big * k + 2 * k * k + k, 1)
+
+
+def gesdd_args(t: str, mode: str, m: int, n: int, item: int) -> _Args:
+    """?gesdd(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, [rwork,] iwork, info):
+    u [ldu, uc] and vt [ldvt, n] (1 x 1 for jobz N, as f2py's), work arrays shared."""
+    k = min(m, n)
+    uc, ldvt = {"A": (m, n), "S": (k, k), "N": (1, 1)}[mode]
+    ldu = m if mode != "N" else 1
+    lwork, _ = gesdd_sizes(t, mode, m, n)
+    ints = np.array([m, n, max(m, 1), ldu, ldvt, lwork], np.int32)
+    jobz = np.frombuffer(mode.encode(), np.uint8).copy()
+    real = item // (1 if t in "sd" else 2)
+    uv = mode != "N"
+    args: list[np.ndarray | None] = [jobz, ints[0:], ints[1:], None, ints[2:], None, None,
+                                     ints[3:], None, ints[4:], None, ints[5:]]
+    strides = [0, 0, 0, m * n * item, 0, k * real, ldu * uc * item * uv, 0,
+               ldvt * n * item * uv, 0, 0, 0]
+    if t not in "sd":
+        args.append(None)
+        strides.append(0)
+    return _Args(args + [None, None], strides + [0, 4])
+
+
 def qr_lwork(n: int) -> int:
     """f2py's default lwork of ?geqrf and ?orgqr / ?ungqr (the same blocking: the same bits)."""
     return max(3 * n, 1)
@@ -197,10 +229,9 @@ def _cached(table: dict[Any, _Args], key: Any, make: Callable[[], _Args]) -> _Ar
 
 
 def _check(info: np.ndarray, check: Callable[[int], int]) -> None:
-    """The per-matrix info check (it raises on an invalid argument) of the first negative."""
-    bad = info[info < 0]
-    if bad.size:
-        check(int(bad[0]))
+    """The per-matrix info check (it raises on an invalid argument) of each negative."""
+    for bad in np.unique(info[info < 0]):
+        check(int(bad))
 
 
 def fortran(x: np.ndarray) -> np.ndarray:
@@ -281,6 +312,46 @@ def syevd(t: str, lower: bool, vectors: bool, check: Callable[[int], int]
     return run
 
 
+def gesdd(t: str, mode: str, shapes_uv: tuple[tuple[int, ...], tuple[int, ...]],
+          check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray, ...]]:
+    """run(a [B.., m, n]) -> (a as given, s, u, vt, info), as lapack._gesdd per matrix
+    (f2py's lwork: the same bits; jobz N: u and vt zeros of `shapes_uv`). jax.vmap of 16 x 16
+    singular values ran ~18 us a matrix through the f2py wrapper, XLA ~7."""
+    from scipy.linalg import cython_lapack
+
+    fn = routine(cython_lapack, f"{t}gesdd")
+    shapes: dict[Any, _Args] = {}
+
+    def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
+        *lead, m, n = a.shape
+        k = min(m, n)
+        real = np.empty(0, a.dtype).real.dtype
+        work = fortran(a)
+        s = np.empty((*lead, k), real)
+        if mode == "N":  # (not referenced by LAPACK)
+            u, vt = np.empty(1, a.dtype), np.empty(1, a.dtype)
+        else:  # Fortran order: [.., columns, rows]
+            u = np.empty((*lead, m if mode == "A" else k, m), a.dtype)
+            vt = np.empty((*lead, n, n if mode == "A" else k), a.dtype)
+        lwork, lrwork = gesdd_sizes(t, mode, m, n)
+        scratch = [np.empty(lwork, a.dtype)] + ([] if t in "sd" else [np.empty(lrwork, real)])
+        info = np.empty(lead, np.int32)
+        _cached(shapes, (m, n, work.itemsize),
+                lambda: gesdd_args(t, mode, m, n, work.itemsize)).call(
+            threads, fn, math.prod(lead), work, s, u, vt, *scratch,
+            np.empty(8 * k, np.int32), info)
+        _check(info, check)
+        nan = info == GESDD_NAN  # (LAPACK leaves those results unset)
+        s[nan] = np.nan
+        if mode == "N":
+            return (a.copy(), s, *(np.zeros((*lead, *d), a.dtype) for d in shapes_uv), info)
+        u, vt = fortran(u), fortran(vt)
+        u[nan], vt[nan] = np.nan, np.nan
+        return a.copy(), s, u, vt, info
+
+    return run
+
+
 def geqrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray, ...]]:
     """run(a [B.., m, n]) -> (the factored matrix, tau), as lapack._geqrf per matrix (its
     lwork: the same bits). jax.vmap(jnp.linalg.qr) went through f2py a matrix at a time."""
@@ -351,4 +422,4 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
 
 __all__ = ["getrf", "potrf", "geqrf", "orgqr", "trsm", "routine", "fortran", "getrf_args",
            "potrf_args", "geqrf_args", "orgqr_args", "qr_lwork", "trsm_args", "syevd_args",
-           "syevd_sizes", "ARITIES"]
+           "syevd_sizes", "gesdd", "gesdd_args", "gesdd_sizes", "ARITIES"]

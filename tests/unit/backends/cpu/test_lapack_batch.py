@@ -123,3 +123,43 @@ def test_a_big_eigh_batch_splits_over_threads_with_the_same_bits(
     _same(lambda m: jnp.linalg.eigh(m, symmetrize_input=False), [a], loops,
           options={"num_threads": 3})
     assert max(parts) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize(("m", "n"), [(6, 6), (7, 4), (3, 5)])
+@pytest.mark.parametrize("uv", ["none", "reduced", "full"])
+def test_vmap_svd(dtype: Any, m: int, n: int, uv: str, loops: list[int]) -> None:
+    """Batched gesdd (jnp.linalg.svd of 64 16 x 16 matrices ran 2.8x XLA's time through the
+    f2py wrapper, ~18 us a matrix), jobz N, S and A, with a NaN matrix (info > 0)."""
+    a = _data((2, 9, m, n), dtype, m * n + 1)
+    a[1, 3, 0, 0] = np.nan
+    fn = (lambda x: jnp.linalg.svd(x, compute_uv=False)) if uv == "none" else \
+        (lambda x: jnp.linalg.svd(x, full_matrices=uv == "full"))
+    _same(fn, [a], loops)
+
+
+def test_a_big_svd_batch_splits_over_threads_with_the_same_bits(
+        loops: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    parts: list[int] = []
+    real = lapack_batch._parts
+    monkeypatch.setattr(lapack_batch, "_parts", lambda *a: (parts.append(real(*a)), parts[-1])[1])
+    _same(jnp.linalg.svd, [_data((200, 5, 4), np.float32, 9)], loops,
+          options={"num_threads": 2})
+    assert max(parts) == 2
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("lead", [(), (3,)])
+@pytest.mark.parametrize("uv", [False, True])
+def test_svd_of_a_nan_matrix_is_nan_as_jax_gives(backend: str, lead: tuple[int, ...],
+                                                 uv: bool) -> None:
+    """LAPACK's gesdd returns info -4 for a matrix with a NaN (it computes nothing): that
+    raised 'argument 4 is invalid'; jax gives NaN results for that matrix."""
+    a = _data((*lead, 5, 4), np.float32, 10)
+    a[(*(1 for _ in lead), 2, 1)] = np.nan
+    fn = (lambda x: jnp.linalg.svd(x, full_matrices=False)) if uv else \
+        (lambda x: jnp.linalg.svd(x, compute_uv=False))
+    got = xlapy.compile(jax.jit(fn).lower(a).as_text(), backend=backend)(a)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(fn(a))):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-5)
+        assert np.isnan(np.asarray(g)).any()
