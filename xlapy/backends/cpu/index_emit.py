@@ -141,6 +141,8 @@ class IndexEmitter:
     linear: Callable[[Sequence[Any], Sequence[int]], ir.Value]
     _access: Callable[..., ir.Value]
     _no_hoist: Callable[[], Any]  # HoistEmitter's
+    _invariant: Callable[[Sequence[Any]], Any]
+    at_phase: Callable[[Any, Any, Callable[[], ir.Value]], ir.Value]
 
     def _at(self, instr: Instruction, sub: Sequence[Any]) -> ir.Value:
         """gen(instr, sub), keeping `sub` alive: the memo keys index values by id, so a
@@ -234,7 +236,12 @@ class IndexEmitter:
         """A run-time start index (a scalar operand) clamped to [0, hi]."""
         if hi <= 0:
             return i64(0)
-        return clamp_start(self.b, self.gen(operand, []), operand.shape.element_type, hi)
+
+        def make() -> ir.Value:
+            return clamp_start(self.b, self.gen(operand, []), operand.shape.element_type, hi)
+        phase = self._invariant([])  # once before the column loop, not per vector of it
+        return make() if phase is None else self.at_phase(phase, ("start", id(operand), hi),
+                                                           make)
 
     # ---- ops ----
     def _concatenate(self, instr: Instruction, idx: Sequence[Any]) -> ir.Value:

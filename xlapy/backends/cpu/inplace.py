@@ -10,11 +10,13 @@ Safe when the kernel reads the operand only (a) at the element it is about to wr
 along the row it writes, inside a row reduction that the kernel finishes before it stores any
 element of that row (kernels.py: row reductions are computed per row first). The symbols of
 `fusion_plan.row_walk` say where each leaf is read; they are exact only through element-wise
-ops of the result's shape, broadcast_in_dim, reshape and inline row reductions, so a kernel
-with any other op inside (transpose, slice, pad, gather, a rank-changing bitcast, ...) is
-never written in place. Nothing may read the operand after the kernel, nothing but native
-code (kernels, BLAS: no views) may read it at all, and inside a row-parallel region no member
-may read it whole (another thread could still be reading rows this one has overwritten).
+ops of the result's shape, broadcast_in_dim, reshape and inline row reductions (a leaf under
+a transpose, slice, pad, gather, ... is read "anywhere"; one under a rank-changing bitcast
+may be misplaced: `inexact_leaves`), so only leaves reached through those are written over.
+Nothing may read the operand after the kernel, nothing but native code (kernels, BLAS: no
+views) may read it at all, and inside a row-parallel region no member may read it whole
+(another thread could still be reading rows this one has overwritten). A native loop's
+state elements follow the same rules (loop_inplace.py).
 """
 
 from __future__ import annotations
@@ -51,6 +53,40 @@ def exact_walk(root: Instruction, fusible: AbstractSet[int], mat: AbstractSet[in
                 return False
         stack.extend(o for o in i.operands if id(o) in fusible and id(o) not in mat)
     return True
+
+
+#: Ops whose operands row_walk reads at "?" (anywhere): leaves under them fail
+#: same_index_reads whatever lies between.
+_ANYWHERE = frozenset({"reduce", "transpose", "slice", "reverse", "dynamic_iota",
+                       "concatenate", "pad", "dynamic_slice", "dynamic_update_slice", "gather"})
+
+
+def inexact_leaves(root: Instruction, fusible: AbstractSet[int], mat: AbstractSet[int],
+                   inline: AbstractSet[int]) -> set[int]:
+    """The leaves (ids) of the kernel of `root` whose row_walk symbols may be wrong: those
+    reached through an op exact_walk refuses that row_walk does not read anywhere ("?")
+    (a rank-changing bitcast_convert passes the root's symbols to an operand of another
+    shape). The rest keep exact symbols, so a kernel that also slices or gathers another
+    operand (`c + dynamic_slice(x, i)`) may still be written over the operand it reads in
+    place."""
+    out: set[int] = set()
+    seen: set[tuple[int, bool]] = set()
+    stack = [(root, False)]
+    while stack:
+        i, bad = stack.pop()
+        if (id(i), bad) in seen:
+            continue
+        seen.add((id(i), bad))
+        if i is not root and (id(i) not in fusible or id(i) in mat):
+            if bad:
+                out.add(id(i))
+            continue
+        if not bad and id(i) not in inline and i.opcode not in _EXACT | _ANYWHERE:
+            dims = tuple(i.shape.dimensions)
+            bad = not is_elementwise(i) or any(
+                o.shape.rank and tuple(o.shape.dimensions) != dims for o in i.operands)
+        stack.extend((o, bad) for o in i.operands)
+    return out
 
 
 def same_index_reads(root: Shape, leaf: Shape, symbols: Iterable[tuple[str, ...]]) -> bool:
@@ -116,4 +152,4 @@ def into_outputs(outs: Sequence[int], ins: Sequence[Sequence[int]],
     return {leaf: out for out, leaf in share.items()}
 
 
-__all__ = ["exact_walk", "same_index_reads", "choose", "into_outputs"]
+__all__ = ["exact_walk", "inexact_leaves", "same_index_reads", "choose", "into_outputs"]

@@ -160,6 +160,14 @@ def read_after(w: Instruction | None) -> set[int] | None:
     return {u.attrs.index for u in w.users}
 
 
+def unread_after(instr: Instruction | None, results: list[int | None]) -> set[int]:
+    """The state elements a loop passes through (results[k] None) that no user of the
+    while reads (read_after)."""
+    read = read_after(instr)
+    return set() if read is None else {k for k, r in enumerate(results)
+                                       if r is None and k not in read}
+
+
 def kept(nw: NativeWhile, p: _Prepared, state: tuple[Any, ...]) -> Kept | None:
     """p's Kept buffers for a small state (made on its first call), else None."""
     if p.kept is None:
@@ -179,4 +187,4 @@ def bind(nw: NativeWhile, p: _Prepared, bufs: list[np.ndarray],
 
 
 __all__ = ["Binder", "Kept", "KEPT_BYTES", "STATIC_INIT_BYTES", "bind", "kept", "read_after",
-           "static_value"]
+           "static_value", "unread_after"]

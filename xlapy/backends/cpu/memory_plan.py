@@ -107,14 +107,15 @@ class MemoryPlanning:
         for spec in self.kernel_specs:
             root = spec.root
             if isinstance(spec, op_emit.TupleKernel) or id(root) not in fusible \
-                    or spec.partial or spec.extra or not inplace.exact_walk(
-                        root, fusible, self.materialized, inline):
+                    or spec.partial or spec.extra:
                 continue
             reads: dict[int, set[tuple[str, ...]]] = {}
             row_walk(root, fusible, self.materialized, inline, reads)
             leaves = self._leaves(root, fusible)
-            out[spec.output] = [s for lid, s in leaves.items() if inplace.same_index_reads(
-                root.shape, self.shapes[s], reads.get(lid, ()))]
+            bad = inplace.inexact_leaves(root, fusible, self.materialized, inline)
+            out[spec.output] = [s for lid, s in leaves.items() if lid not in bad and
+                                inplace.same_index_reads(root.shape, self.shapes[s],
+                                                         reads.get(lid, ()))]
         return out
 
     def _thunk_reads(self) -> list[list[int]]:

@@ -37,7 +37,8 @@ A result that is another state element as it was (a rotation: jax.random's three
 is a move: copied through a buffer of its own, before the other copies (`NativeWhile.moves`).
 A result a body kernel writes every iteration is not copied: its buffer and the state buffer
 swap roles (the table entries of the state and of the result exchange pointers; `cell`
-tracks the current state buffer), which saves a pass over the state per iteration.
+tracks the current state buffer), which saves a pass over the state per iteration; or
+writes over the state buffer itself, where the body allows it (loop_inplace.py).
 The tables (constants, arena, kernel entries) are prepared once per loop; a call only writes
 its fresh state and result buffers into them.
 """
@@ -56,6 +57,7 @@ from xlapy.backends.cpu import (
     dus_window,
     loop_bind,
     loop_gemv,
+    loop_inplace,
     loop_library,
     loop_split,
     loop_tuples,
@@ -95,14 +97,6 @@ def _state_slots(exe: CpuExecutable, tupled: bool) -> list[tuple[int, int]]:
         return [(exe.slot[id(p)], k) for k, p in enumerate(params)]
     return [(exe.slot[id(i)], i.attrs.index) for i in exe.comp.instructions
             if i.opcode == "get_tuple_element" and i.operands[0] is params[0]]
-
-
-def _unread_after(instr: Instruction | None, results: list[int | None]) -> set[int]:
-    """The state elements a loop passes through (results[k] None) that no user of the
-    while reads (loop_bind.read_after)."""
-    read = loop_bind.read_after(instr)
-    return set() if read is None else {k for k, r in enumerate(results)
-                                       if r is None and k not in read}
 
 
 def _state_index(instr: Instruction, params: list[Instruction], tupled: bool) -> int | None:
@@ -164,13 +158,14 @@ class NativeWhile:
         #: State elements the loop never writes and nobody reads after it: bound in place,
         #: not copied (scan_rnn's xs, 8 MB a call); not a move's source (a nested step's move
         #: copies read the buffer bound at prepare time, not the operand: nested_loop.entry).
-        self.unread = _unread_after(instruction, self.results) - \
+        self.unread = loop_bind.unread_after(instruction, self.results) - \
             (self.windows.elements if self.windows is not None else set()) - moved - sources
         #: Row-split (row_loop.py): the plan and the threads a call uses (1: not split).
         self.row_plan = row_loop.plan(self) if self.windows is None and not self.moves \
             else None
         self.row_threads = row_loop.threads_for(self, self.row_plan) \
             if self.row_plan is not None else 1
+        self.in_place = loop_inplace.apply(self)  #: result slots bound to their state buffer
         self._row_preps: list[_Prepared] | None = None
         #: Initial state elements the executable made for this loop alone, each call a fresh
         #: array (owned_init): they become its state buffers, no copy.
@@ -181,7 +176,12 @@ class NativeWhile:
     @property
     def label(self) -> str:
         """What `explain` adds to "native while loop": the row split, if any, or the state
-        elements updated in place."""
+        elements updated in place (by window kernels, or carried: loop_inplace.py)."""
+        n = len(self.in_place)
+        return self._label() + (f" ({n} state element{'s' if n > 1 else ''} carried in place)"
+                                if n else "")
+
+    def _label(self) -> str:
         if self.windows is not None:
             n = len(self.windows.elements)
             return f" ({n} state element{'s' if n > 1 else ''} updated in place)"
@@ -205,7 +205,7 @@ class NativeWhile:
         p = _Prepared()
         p.rows = rows
         p.desc = (ctypes.c_int64 * 12)()
-        swapped_res = {r for _, r in self.swapped}
+        swapped_res = {r for _, r in self.swapped} | self.in_place
         for exe in (self.cond, self.body):
             table = (ctypes.c_void_p * max(exe.num_slots, 1))()
             for s, arr in exe.static.items():
