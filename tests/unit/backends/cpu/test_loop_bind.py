@@ -150,3 +150,33 @@ def test_a_repeated_initial_value_broadcast_from_a_vector_keeps_its_values() -> 
     prog = xlapy.compile(jax.jit(f).lower(x).as_text(), backend="cpu", options=THUNKS)
     assert any(op == "broadcast_in_dim" and how == "buffer" for _, op, how in prog._exe.report)
     np.testing.assert_array_equal(prog(x), jax.jit(f)(x))
+
+
+def test_kept_buffers_follow_the_swaps_across_calls_and_a_failed_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept copies a call's state into the buffers the last call's swaps left the tables at
+    (no restore): trip counts of both parities in turn, then a call stopped by the
+    iteration limit, then the right results again."""
+    def f(x: Any, n: Any) -> Any:
+        return jax.lax.while_loop(lambda s: s[0] < n, lambda s: (
+            s[0] + 1, jnp.sin(s[1]) * 1.5 + s[2], s[2] * 0.5 - s[1]), (0, x, x * 2))[1:]
+
+    x = np.linspace(-2, 2, 12).astype(np.float32)
+    text = jax.jit(f).lower(x, np.int32(3)).as_text()
+    prog = xlapy.compile(text, backend="cpu", options=THUNKS)
+    ref = xlapy.compile(text, backend="interpreter")
+    (nw,) = _loops(prog)
+    assert nw.swapped
+
+    def same(n: int) -> None:
+        for g, w in zip(prog(x, np.int32(n)), ref(x, np.int32(n))):
+            np.testing.assert_array_equal(g, w)
+
+    for n in (3, 4, 1, 0, 7, 2):
+        same(n)
+    monkeypatch.setenv("XLAPY_MAX_WHILE_ITERATIONS", "2")
+    with pytest.raises(xlapy.XlapyError, match="iteration"):
+        prog(x, np.int32(5))
+    monkeypatch.delenv("XLAPY_MAX_WHILE_ITERATIONS")
+    for n in (5, 2):
+        same(n)
