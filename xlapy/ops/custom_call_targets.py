@@ -232,34 +232,54 @@ def _gesdd(t: str) -> Callable[..., Any]:
     return run
 
 
-def _real_eigenvectors(wi: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """LAPACK's packed real eigenvectors -> complex ones (pairs (v_j +- i v_j+1))."""
+def real_eigenvectors(wi: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """LAPACK's packed real eigenvectors [..., n, n] -> complex ones (pairs (v_j +- i v_j+1)
+    where wi[j] != 0, scanning j upwards), every matrix of a batch at once."""
     out = v.astype(np.result_type(v.dtype, np.complex64))
-    j = 0
-    while j < len(wi):
-        if wi[j] != 0 and j + 1 < len(wi):
-            out[:, j] = v[:, j] + 1j * v[:, j + 1]
-            out[:, j + 1] = v[:, j] - 1j * v[:, j + 1]
-            j += 2
-        else:
-            j += 1
+    n = wi.shape[-1]
+    skip = np.zeros(wi.shape[:-1], bool)
+    for j in range(n - 1):
+        pair = ~skip & (wi[..., j] != 0)
+        if pair.any():
+            re, im = v[pair][..., :, j], v[pair][..., :, j + 1]
+            out[pair, :, j], out[pair, :, j + 1] = re + 1j * im, re - 1j * im
+        skip = pair
     return out
+
+
+def geev_one(t: str, left: bool, right: bool, shapes: tuple[Sequence[int], Sequence[int]],
+             target: str) -> Callable[..., tuple[Any, ...]]:
+    """one(a) -> ((wr, wi) or w, vl, vr, info) through scipy's f2py ?geev: left and right
+    eigenvectors only when asked (jnp.linalg.eigvals asks for neither: its eigenvalues then
+    come from LAPACK's eigenvalues-only path, as jaxlib's); not computed, zeros of `shapes`."""
+    fn = _lapack("geev", _PREFIX[t])
+
+    def vectors(wi: Any, v: np.ndarray, asked: bool, shape: Sequence[int]) -> np.ndarray:
+        if not asked:
+            return np.zeros(shape, np.result_type(v.dtype, np.complex64))
+        return v if wi is None else real_eigenvectors(wi, v)
+
+    def one(a: np.ndarray) -> tuple[Any, ...]:
+        got = fn(a, compute_vl=int(left), compute_vr=int(right), overwrite_a=0)
+        *w, vl, vr, info = got
+        _check_info(info, target)
+        wi = w[1] if t in "sd" else None
+        return (*w, vectors(wi, vl, left, shapes[0]), vectors(wi, vr, right, shapes[1]), info)
+    return one
 
 
 def _geev(t: str) -> Callable[..., Any]:
     target = f"lapack_{t}geev_ffi"
 
     def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
-        fn = _lapack("geev", _PREFIX[t])
-
-        def one(a: np.ndarray) -> tuple[Any, ...]:
-            if t in "sd":
-                wr, wi, vl, vr, info = fn(a, compute_vl=1, compute_vr=1, overwrite_a=0)
-                _check_info(info, target)
-                return wr, wi, _real_eigenvectors(wi, vl), _real_eigenvectors(wi, vr), info
-            w, vl, vr, info = fn(a, compute_vl=1, compute_vr=1, overwrite_a=0)
-            return w, vl, vr, _check_info(info, target)
-        return _batched(one, operands, _leaves(result), [2])
+        leaves = _leaves(result)
+        cfg = _config(attrs)
+        left, right = (_char(cfg, k, "NV", "V", target) == "V"
+                       for k in ("compute_left", "compute_right"))
+        k = 2 if t in "sd" else 1
+        one = geev_one(t, left, right, (leaves[k].dimensions[-2:],
+                                        leaves[k + 1].dimensions[-2:]), target)
+        return _batched(one, operands, leaves, [2])
     return run
 
 

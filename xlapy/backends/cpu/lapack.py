@@ -180,7 +180,7 @@ def _custom_call(instr: Instruction, threads: int = 1) -> Plan | None:
         one, rank0, many = _ROUTINES[routine](t, instr, leaves)
     except XlapyError as e:
         return "lapack", _failing(e)
-    if many is not None and threads > 1 and routine in ("syevd", "gesdd"):  # SPLIT_BATCH
+    if many is not None and threads > 1 and routine in ("syevd", "gesdd", "geev"):
         many = functools.partial(many, threads=threads)
     run = serial(_with_batch(_batched(one, leaves, rank0), many, leaves, rank0),
                  matrix_elements(instr.operands[0].shape.dimensions))
@@ -295,19 +295,14 @@ def _gesdd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
 
 
 def _geev(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
-    from xlapy.ops.custom_call_targets import _real_eigenvectors
+    from xlapy.ops.custom_call_targets import geev_one
 
-    fn, info = slapack.get_lapack_funcs("geev", dtype=np.dtype(_PREFIX[t])), _info(
-        instr.attrs.call_target_name)
-
-    def one(a: np.ndarray) -> Sequence[Any]:
-        if t in "sd":
-            wr, wi, vl, vr, i = fn(a, compute_vl=1, compute_vr=1, overwrite_a=0)
-            info(i)
-            return wr, wi, _real_eigenvectors(wi, vl), _real_eigenvectors(wi, vr), i
-        w, vl, vr, i = fn(a, compute_vl=1, compute_vr=1, overwrite_a=0)
-        return w, vl, vr, info(i)
-    return one, 2, None
+    left, right = (_char(instr, k, "NV", "V") == "V" for k in ("compute_left", "compute_right"))
+    k = 2 if t in "sd" else 1
+    shapes = (leaves[k].dimensions[-2:], leaves[k + 1].dimensions[-2:])
+    target = instr.attrs.call_target_name
+    return geev_one(t, left, right, shapes, target), 2, lapack_batch.geev(
+        t, left, right, shapes, _info(target))
 
 
 def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:

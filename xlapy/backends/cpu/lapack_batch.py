@@ -30,9 +30,9 @@ from xlapy.ops.custom_call_targets import GESDD_NAN, routine
 from xlapy.ops.lapack_threads import SERIAL_FROM
 
 #: Argument counts of the routines called (potrf: 5, getrf: 6, geqrf: 8, orgqr / ungqr: 9,
-#: trsm and syevd: 11, real gesdd 14, complex 15).
+#: trsm and syevd: 11, real gesdd and geev 14, complex gesdd 15).
 ARITIES = (5, 6, 8, 9, 11, 14, 15)
-#: Matrices from which a batch of syevd or gesdd calls splits over the threads (two calls or
+#: Matrices from which a batch of syevd, gesdd or geev calls splits over the threads (two calls or
 #: more each: a hand-off costs ~2 us, a 3 x 3 syevd ~1). Only those: 512 4 x 4 getrf and trsm
 #: calls ran slower split (0.58 -> 0.74 ms a jax.vmap(jnp.linalg.solve); each call takes
 #: OpenBLAS's locked buffer allocator), 4096 3 x 3 syevd 6.9 -> 4.1 ms.
@@ -202,6 +202,27 @@ def gesdd_args(t: str, mode: str, m: int, n: int, item: int) -> _Args:
     return _Args(args + [None, None], strides + [0, 4])
 
 
+def geev_args(t: str, left: bool, right: bool, n: int, item: int) -> _Args:
+    """?geev(jobvl, jobvr, n, a, lda, wr, wi | w, vl, ldvl, vr, ldvr, work, lwork, [rwork,]
+    info) with f2py's lwork and leading dimensions (1 for vectors not computed); work arrays
+    shared."""
+    real = t in "sd"
+    lwork = max((4 if real else 2) * n, 1)
+    ints = np.array([n, max(n, 1), n if left else 1, n if right else 1, lwork], np.int32)
+    jobs = np.frombuffer(("V" if left else "N").encode() + ("V" if right else "N").encode(),
+                         np.uint8).copy()
+    w = [None, None] if real else [None]
+    ws = [n * item] * len(w)
+    args: list[np.ndarray | None] = [jobs[0:], jobs[1:], ints[0:], None, ints[1:], *w, None,
+                                     ints[2:], None, ints[3:], None, ints[4:]]
+    strides = [0, 0, 0, n * n * item, 0, *ws, n * n * item * left, 0, n * n * item * right, 0,
+               0, 0]
+    if not real:
+        args.append(None)
+        strides.append(0)
+    return _Args(args + [None], strides + [4])
+
+
 def qr_lwork(n: int) -> int:
     """f2py's default lwork of ?geqrf and ?orgqr / ?ungqr (the same blocking: the same bits)."""
     return max(3 * n, 1)
@@ -352,6 +373,39 @@ def gesdd(t: str, mode: str, shapes_uv: tuple[tuple[int, ...], tuple[int, ...]],
     return run
 
 
+def geev(t: str, left: bool, right: bool, shapes_v: tuple[tuple[int, ...], tuple[int, ...]],
+         check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray, ...]]:
+    """run(a [B.., n, n]) -> ((wr, wi) or w, vl, vr, info), as custom_call_targets.geev_one
+    per matrix (f2py's lwork: the same bits). jnp.linalg.eigvals of 64 8 x 8 matrices: 2.9
+    ms through the f2py wrapper (computing vectors it was not asked for), XLA 0.5."""
+    from scipy.linalg import cython_lapack
+
+    from xlapy.ops.custom_call_targets import real_eigenvectors
+
+    fn = routine(cython_lapack, f"{t}geev")
+    shapes: dict[Any, _Args] = {}
+    real = t in "sd"
+
+    def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
+        *lead, n, _ = a.shape
+        work = fortran(a)
+        w = [np.empty((*lead, n), a.dtype) for _ in range(2 if real else 1)]
+        vs = [np.empty((*lead, n, n) if asked else 1, a.dtype) for asked in (left, right)]
+        scratch = [np.empty(max((4 if real else 2) * n, 1), a.dtype)] + \
+            ([] if real else [np.empty(2 * n, np.empty(0, a.dtype).real.dtype)])
+        info = np.empty(lead, np.int32)
+        _cached(shapes, (n, work.itemsize), lambda: geev_args(t, left, right, n, work.itemsize)
+                ).call(threads, fn, math.prod(lead), work, *w, vs[0], vs[1], *scratch, info)
+        _check(info, check)
+        cplx = np.result_type(a.dtype, np.complex64)
+        out = [np.zeros((*lead, *d), cplx) if not asked else
+               real_eigenvectors(w[1], fortran(v)) if real else fortran(v)
+               for v, asked, d in zip(vs, (left, right), shapes_v)]
+        return (*w, *out, info)
+
+    return run
+
+
 def geqrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray, ...]]:
     """run(a [B.., m, n]) -> (the factored matrix, tau), as lapack._geqrf per matrix (its
     lwork: the same bits). jax.vmap(jnp.linalg.qr) went through f2py a matrix at a time."""
@@ -422,4 +476,4 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
 
 __all__ = ["getrf", "potrf", "geqrf", "orgqr", "trsm", "routine", "fortran", "getrf_args",
            "potrf_args", "geqrf_args", "orgqr_args", "qr_lwork", "trsm_args", "syevd_args",
-           "syevd_sizes", "gesdd", "gesdd_args", "gesdd_sizes", "ARITIES"]
+           "syevd_sizes", "geev", "geev_args", "gesdd", "gesdd_args", "gesdd_sizes", "ARITIES"]
