@@ -327,6 +327,9 @@ def programs(small: bool = False) -> dict[str, Program]:
         "pow_half": (lambda x: x ** 3 + jnp.abs(x) ** 0.5, [f32(1 << 20)]),
         "svd_batch": (lambda a: jnp.linalg.svd(a, compute_uv=False), [f32(64, 16, 16)]),  # 2.8x
         "eigvals_batch": (jnp.linalg.eigvals, [f32(64, 8, 8)]),  # 5.6x
+        "tridiag_batch": (lax.linalg.tridiagonal_solve, [f32(64, 128) * 0.1, f32(64, 128) * 0.1
+                                                         + 4, f32(64, 128) * 0.1,
+                                                         f32(64, 128, 4)]),  # 3.4x
         "slice_acc_loop": (lambda x: lax.fori_loop(0, 100, lambda i, c: c + lax.dynamic_slice(
             x, (i * 7, 0), (64, 256)), jnp.zeros((64, 256))), [f32(1024, 256)]),  # 1.22x
     }

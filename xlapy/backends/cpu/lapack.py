@@ -180,7 +180,7 @@ def _custom_call(instr: Instruction, threads: int = 1) -> Plan | None:
         one, rank0, many = _ROUTINES[routine](t, instr, leaves)
     except XlapyError as e:
         return "lapack", _failing(e)
-    if many is not None and threads > 1 and routine in ("syevd", "gesdd", "geev"):
+    if many is not None and threads > 1 and routine in _SPLIT:
         many = functools.partial(many, threads=threads)
     run = serial(_with_batch(_batched(one, leaves, rank0), many, leaves, rank0),
                  matrix_elements(instr.operands[0].shape.dimensions))
@@ -222,6 +222,8 @@ def _info(target: str) -> Callable[[int], int]:
     return lambda info: _check_info(info, target)
 
 
+#: Routines whose batches split over the threads (lapack_batch.SPLIT_BATCH).
+_SPLIT = frozenset({"syevd", "gesdd", "geev", "gtsv"})
 #: (run one matrix, its rank, run a whole batch in one native loop (lapack_batch.py) or None)
 OneAndRank = tuple[Callable[..., Sequence[Any]], int, Callable[..., Any] | None]
 
@@ -318,7 +320,8 @@ def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
 def _gtsv(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     from xlapy.ops.custom_call_targets import gtsv_one
 
-    return gtsv_one(t, instr.attrs.call_target_name), 1, None
+    target = instr.attrs.call_target_name
+    return gtsv_one(t, target), 1, lapack_batch.gtsv(t, _info(target))
 
 
 def _factorization(name: str) -> Callable[[str, Instruction, list[Shape]], OneAndRank]:

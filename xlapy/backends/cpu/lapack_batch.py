@@ -32,10 +32,10 @@ from xlapy.ops.lapack_threads import SERIAL_FROM
 #: Argument counts of the routines called (potrf: 5, getrf: 6, geqrf: 8, orgqr / ungqr: 9,
 #: trsm and syevd: 11, real gesdd and geev 14, complex gesdd 15).
 ARITIES = (5, 6, 8, 9, 11, 14, 15)
-#: Matrices from which a batch of syevd, gesdd or geev calls splits over the threads (two calls or
-#: more each: a hand-off costs ~2 us, a 3 x 3 syevd ~1). Only those: 512 4 x 4 getrf and trsm
-#: calls ran slower split (0.58 -> 0.74 ms a jax.vmap(jnp.linalg.solve); each call takes
-#: OpenBLAS's locked buffer allocator), 4096 3 x 3 syevd 6.9 -> 4.1 ms.
+#: Matrices from which a batch of syevd, gesdd, geev or gtsv calls splits over the threads
+#: (two calls or more each: a hand-off costs ~2 us, a 3 x 3 syevd ~1). Only those: 512 4 x 4
+#: getrf and trsm calls ran slower split (0.58 -> 0.74 ms a jax.vmap(jnp.linalg.solve);
+#: each call takes OpenBLAS's locked buffer allocator), 4096 3 x 3 syevd 6.9 -> 4.1 ms.
 SPLIT_BATCH = 32
 _CALL = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                          ctypes.c_int64)
@@ -257,8 +257,11 @@ def _check(info: np.ndarray, check: Callable[[int], int]) -> None:
 
 def fortran(x: np.ndarray) -> np.ndarray:
     """A batch of matrices [..., r, c] as C-contiguous [..., c, r]: each one column-major
-    (and a result back to row-major: the same swap)."""
-    return swap_last(x)
+    (and a result back to row-major: the same swap), a fresh array LAPACK may overwrite
+    (with one row or column the swap is x's own memory: a one-column trsm or gtsv wrote its
+    solution over the caller's operand)."""
+    out = swap_last(x)
+    return out.copy() if np.may_share_memory(out, x) else out
 
 
 def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray, ...]]:
@@ -406,6 +409,34 @@ def geev(t: str, left: bool, right: bool, shapes_v: tuple[tuple[int, ...], tuple
     return run
 
 
+def gtsv(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray, ...]]:
+    """run(dl, d, du [B.., n], b [B.., n, nrhs]) -> (dl, d, du as LAPACK leaves them, x,
+    info), as custom_call_targets.gtsv_one per system (dl from its second entry, as jaxlib
+    passes it). lax.linalg.tridiagonal_solve of 64 systems of 128: 1.24 ms a system at a
+    time, XLA 0.36."""
+    from scipy.linalg import cython_lapack
+
+    fn = routine(cython_lapack, f"{t}gtsv")
+    shapes: dict[Any, _Args] = {}
+
+    def run(dl: np.ndarray, d: np.ndarray, du: np.ndarray, b: np.ndarray, threads: int = 1
+            ) -> tuple[np.ndarray, ...]:
+        *lead, n, nrhs = b.shape
+        dt = b.dtype
+        dl, d, du = (np.array(v, dtype=dt, order="C", copy=True) for v in (dl, d, du))
+        x = fortran(b)
+        info = np.empty(lead, np.int32)
+        ints = (n, nrhs, x.itemsize)
+        _cached(shapes, ints, lambda: _Args(
+            [(k := np.array([n, nrhs, max(n, 1)], np.int32))[0:], k[1:], None, None, None,
+             None, k[2:], None], [0, 0] + [n * x.itemsize] * 3 + [n * nrhs * x.itemsize, 0, 4])
+        ).call(threads, fn, math.prod(lead), dl[..., 1:], d, du, x, info)
+        _check(info, check)
+        return dl, d, du, fortran(x), info
+
+    return run
+
+
 def geqrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray, ...]]:
     """run(a [B.., m, n]) -> (the factored matrix, tau), as lapack._geqrf per matrix (its
     lwork: the same bits). jax.vmap(jnp.linalg.qr) went through f2py a matrix at a time."""
@@ -476,4 +507,5 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
 
 __all__ = ["getrf", "potrf", "geqrf", "orgqr", "trsm", "routine", "fortran", "getrf_args",
            "potrf_args", "geqrf_args", "orgqr_args", "qr_lwork", "trsm_args", "syevd_args",
-           "syevd_sizes", "geev", "geev_args", "gesdd", "gesdd_args", "gesdd_sizes", "ARITIES"]
+           "syevd_sizes", "geev", "geev_args", "gesdd", "gesdd_args", "gesdd_sizes", "gtsv",
+           "ARITIES"]
