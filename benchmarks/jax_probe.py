@@ -311,6 +311,7 @@ def programs(small: bool = False) -> dict[str, Program]:
                     [f32(1 << 16)]),
         # many small GEMMs, a case and LAPACK calls at the top level (open: 4-7x)
         "expm": (lambda a: jax.scipy.linalg.expm(a), [f32(16, 16) * 0.1]),
+        "expm_64": (jax.scipy.linalg.expm, [f32(64, 64) * 0.1]),  # a segfault (a null GEMM out)
         # library calls in loops: an FFT (a callback step, loop_callback.py: 4.2x -> 1.9),
         # qr (geqrf as a step, its unused orgqr dead: 14x -> 1.4), a batched product
         # (gemm_small's products as a step: 2.7x -> 0.37-0.55), eigh (6.7x -> 1.07)

@@ -80,4 +80,18 @@ def native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
     return g
 
 
-__all__ = ["GEMM_KINDS", "MAX_NATIVE_MACS", "NATIVE_WHILE", "native_gemm", "steps"]
+def gemm_outputs(step: object) -> list[int]:
+    """The output slots of a step's GEMMs: a GEMM step's, a row-parallel region's members'
+    (a loop prepares a buffer for each one no arena or binding gives: a branch trip's
+    `a @ (...)` result member of a region wrote through a null pointer)."""
+    from xlapy.backends.cpu import regions
+
+    if isinstance(step, regions.Gemm):
+        return [step.out]
+    if isinstance(step, regions.Region):
+        return [m.gemm.out for m in step.members if m.gemm is not None]
+    return []
+
+
+__all__ = ["GEMM_KINDS", "MAX_NATIVE_MACS", "NATIVE_WHILE", "gemm_outputs", "native_gemm",
+           "steps"]

@@ -66,7 +66,7 @@ from xlapy.backends.cpu import (
     row_loop,
 )
 from xlapy.backends.cpu.kernel_sequence import KernelSequence
-from xlapy.backends.cpu.loop_steps import GEMM_KINDS, NATIVE_WHILE, steps
+from xlapy.backends.cpu.loop_steps import GEMM_KINDS, NATIVE_WHILE, gemm_outputs, steps
 from xlapy.backends.cpu.op_emit import TupleKernel
 from xlapy.backends.cpu.threads import NativePool, fn_address
 from xlapy.backends.cpu.thunks import bounds, ptr
@@ -200,8 +200,6 @@ class NativeWhile:
         """Tables with constants, arena and kernel entries; per-call slots filled by run().
         `rows`: this thread's rows of a row-split loop (row_loop.py): its region runs them
         only, and no step splits."""
-        from xlapy.backends.cpu import regions
-
         p = _Prepared()
         p.rows = rows
         p.desc = (ctypes.c_int64 * 12)()
@@ -224,11 +222,11 @@ class NativeWhile:
                 arr = np.empty(sh.dimensions, sh.dtype)
                 p.keep.append(arr)
                 table[s] = arr.ctypes.data
-            for g in steps(exe):  # products whose results leave the body (loop_steps.py)
-                if isinstance(g, regions.Gemm) and not table[g.out]:
-                    sh = exe.shapes[g.out]
+            for o in (o for g in steps(exe) for o in gemm_outputs(g)):  # products whose
+                if not table[o]:  # results leave the body (alone or in a region)
+                    sh = exe.shapes[o]
                     p.keep.append(arr := np.empty(sh.dimensions, sh.dtype))
-                    table[g.out] = arr.ctypes.data
+                    table[o] = arr.ctypes.data
             p.tables.append(table)
 
         def entries(exe: CpuExecutable, table: Any) -> Any:

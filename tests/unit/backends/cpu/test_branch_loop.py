@@ -326,3 +326,36 @@ def test_an_entry_trip_honours_runtime_targets_and_the_iteration_limit(
         prog(a, b)
     monkeypatch.setenv("XLAPY_MAX_WHILE_ITERATIONS", "8")
     _same(prog(a, b), want)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_region_gemm_whose_product_is_a_branch_result(threads: int) -> None:
+    """expm's Pade branch at 64 x 64: u = a @ (a2 * 3 + 2 I) is a result of the trip's body
+    and a member of a row-parallel region; the loop gave such a product no buffer (only a
+    GEMM step's output got one) and the GEMM stored through a null pointer (a segfault)."""
+    n = 64
+    eye = jnp.eye(n, dtype=jnp.float32)
+
+    def pade3(a: Any) -> Any:
+        a2 = a @ a
+        return a @ (a2 * 3.0 + eye * 2.0), a2 * 5.0 + eye * 4.0
+
+    def fn(a: Any, k: Any) -> Any:
+        return jax.lax.cond(k > 0, pade3, lambda a: (a, a), a)
+
+    a = (np.random.default_rng(3).standard_normal((n, n)) * 0.1).astype(np.float32)
+    text = _text(fn, a, np.int32(1))
+    prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads,
+                                                       "entry_trip": False})
+    assert "row-parallel" in prog._exe.explain() and branch_loop.LABEL in prog._exe.explain()
+    want = fn(a, np.int32(1))
+    for k in (1, 0, 1):
+        got = prog(a, np.int32(k))
+        for g, w in zip(got, fn(a, np.int32(k)) if k != 1 else want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+def test_expm_of_a_64_by_64_matrix() -> None:
+    a = (np.random.default_rng(4).standard_normal((64, 64)) * 0.1).astype(np.float32)
+    prog = xlapy.compile(_text(jax.scipy.linalg.expm, a), backend="cpu")
+    np.testing.assert_allclose(prog(a), jax.scipy.linalg.expm(a), rtol=2e-5, atol=2e-5)
