@@ -28,6 +28,7 @@ from xlapy.backends.cpu import region_emit
 from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import I1, I8P, I64, VOID, Engine, for_range, new_module
 from xlapy.backends.cpu.loop_library import Native
+from xlapy.backends.cpu.thunks import ptr
 from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
 
@@ -233,19 +234,26 @@ def plan(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
     big = rows > 1 and rows * n * max(1, n.bit_length()) >= SPLIT_COMPARES
     parts = min(threads, rows) if big else 1
 
+    last = axis == rank - 1
+    shape = (*dims, n)
+    starts = np.arange(rows, dtype=np.int64)[:, None] * n  # (each row's first flat index)
+    table_t = ctypes.c_void_p * len(instr.operands)
+
     def run(*xs: np.ndarray) -> Any:
-        moved = [c_order(np.moveaxis(x, axis, -1)).reshape(rows, n) for x in xs]
+        # (numpy's moveaxis and take_along_axis were ~15 of a 16-element sort's ~30 us)
+        moved = [c_order(x if last else np.moveaxis(x, axis, -1)).reshape(rows, n)
+                 for x in xs]
         perm = np.empty((rows, n), np.int64)
         if rows and n:
             tmp = np.empty((rows, n), np.int64)
-            table = (ctypes.c_void_p * len(moved))(*(m.ctypes.data for m in moved))
+            table = table_t(*(ptr(m) for m in moved))
             run_rows(fn, eng, rows, parts, threads, ctypes.addressof(table),
-                     (n, perm.ctypes.data, tmp.ctypes.data), (moved, table, perm, tmp))
+                     (n, ptr(perm), ptr(tmp)), (moved, table, perm, tmp))
+            perm += starts
         out = []
-        shape = [*dims, n]
         for m in moved:
-            got = np.take_along_axis(m, perm, axis=-1).reshape(shape)
-            out.append(c_order(np.moveaxis(got, -1, axis)))
+            got = m.reshape(-1).take(perm.reshape(-1)).reshape(shape)
+            out.append(got if last else c_order(np.moveaxis(got, -1, axis)))
         return collate(out)
 
     run.engine = eng  # type: ignore[attr-defined]  (keeps the code loaded)

@@ -5,6 +5,7 @@ stays the interpreter's (jax's comparator: NaN, -0.0 canonicalized) and np.sort'
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import xlapy
 from xlapy.backends.cpu import sort_emit
@@ -46,3 +47,20 @@ def test_jit_merge_sort_is_light_and_exact() -> None:
     want = xlapy.compile(JNP_SORT, backend="interpreter")(x)
     assert got.tobytes() == want.tobytes()
     np.testing.assert_array_equal(got, np.sort(x))
+
+
+@pytest.mark.parametrize("shape,axis", [((16,), 0), ((3, 5, 7), 1), ((4, 6), 0), ((2, 0, 3), 2),
+                                        ((1,), 0)])
+def test_jit_sort_of_keys_and_values_on_any_axis(shape: tuple[int, ...], axis: int) -> None:
+    """The flat take after the permutation (not take_along_axis) and no moveaxis along the
+    last axis: values follow their keys on every axis, ties stable."""
+    import jax
+
+    rng = np.random.default_rng(5)
+    keys = np.round(rng.standard_normal(shape) * 2).astype(np.float32)
+    vals = rng.standard_normal(shape).astype(np.float32)
+    fn = lambda k, v: jax.lax.sort((k, v), dimension=axis, num_keys=1)  # noqa: E731
+    text = jax.jit(fn).lower(keys, vals).as_text()
+    got = xlapy.compile(text, backend="cpu")(keys, vals)
+    for g, w in zip(got, fn(keys, vals)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
