@@ -326,6 +326,8 @@ def programs(small: bool = False) -> dict[str, Program]:
                 a.shape[0], dtype=np.float32))(f32(8, 8))]),
         # pow(A, 0.5) of A >= 0 is a sqrt (algebraic_rules pow_half: 5.9x -> 0.28)
         "pow_half": (lambda x: x ** 3 + jnp.abs(x) ** 0.5, [f32(1 << 20)]),
+        "cexp": (lambda z: jnp.abs(jnp.exp(z) * jnp.conj(z) + jnp.sqrt(z)), [
+            (f32(1001, 17) + 1j * f32(1001, 17)).astype(np.complex64)]),  # 2.4x (scalar)
         "svd_batch": (lambda a: jnp.linalg.svd(a, compute_uv=False), [f32(64, 16, 16)]),  # 2.8x
         "eigvals_batch": (jnp.linalg.eigvals, [f32(64, 8, 8)]),  # 5.6x
         "tridiag_batch": (lax.linalg.tridiagonal_solve, [f32(64, 128) * 0.1, f32(64, 128) * 0.1

@@ -112,9 +112,17 @@ def declare(b: ir.IRBuilder, name: str, ret: ir.Type, args: Sequence[ir.Type]) -
     return fn
 
 
+#: libm functions called through their LLVM intrinsic (lowered to the same libm call, one
+#: per lane): the loop vectorizer widens a loop around an intrinsic (the call itself stays
+#: scalar per lane, the rest of the element's arithmetic goes vector), not around a call.
+_INTRINSICS = frozenset({"sin", "cos", "log", "pow", "atan2"})
+
+
 def real_call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     """libm's real function `name` (float: `name`f) on scalar parts."""
     t = args[0].type
+    if name in _INTRINSICS:
+        return intrinsic(b, f"llvm.{name}.{sfx(args[0])}", t, list(args))
     full = name + ("f" if t == F32 else "")
     return b.call(declare(b, full, t, [t] * len(args)), list(args))
 

@@ -59,10 +59,13 @@ DIVISIONS = ("__udivti3", "__umodti3", "__divti3", "__modti3")
 #: multiplies a subnormal result by one, which FTZ flushes): name -> format.
 FMODS = {"xlapy_fmodf": "sf", "xlapy_fmod": "df"}
 #: libc / libm functions bound by address (LLVM's libcalls and what the drivers call).
+#: sincos / sincosf: LLVM's x86 backend joins sin(x) and cos(x) into one call; glibc's give
+#: the bits of sin and cos (all 2^32 floats compared, and 4e7 doubles).
 LIBC = ("memcpy", "memmove", "memset", "syscall")
 LIBM = tuple(f + s for f in ("fmod", "fma", "floor", "ceil", "trunc", "round", "rint",
                              "nearbyint", "roundeven", "sqrt", "exp", "exp2", "exp10", "log",
-                             "log2", "log10", "pow", "sin", "cos", "tan", "ldexp", "frexp",
+                             "log2", "log10", "pow", "sin", "cos", "sincos", "tan", "ldexp",
+                             "frexp",
                              "fmin", "fmax", "cbrt", "atan2", "hypot", "expm1", "log1p",
                              "sinh", "cosh", "tanh", "asin", "acos", "atan", "erf")
              for s in ("", "f")) + \
