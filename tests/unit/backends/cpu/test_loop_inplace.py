@@ -96,7 +96,7 @@ def test_an_inner_loop_carried_in_place() -> None:
 def test_inexact_leaves() -> None:
     """A leaf under a rank-changing bitcast_convert is inexact; one read beside a
     dynamic_slice is not."""
-    text = jax.jit(lambda c, x, i: c + lax.dynamic_slice(x, (i, 0), (8, 16))).lower(
+    text = jax.jit(lambda c, x, i: c + lax.dynamic_slice(x, (i, i - i), (8, 16))).lower(
         _x(8, 16), _x(32, 16), np.int32(3)).as_text()
     prog = xlapy.compile(text, backend="cpu")
     exe = prog._exe  # type: ignore[attr-defined]
