@@ -10,8 +10,14 @@ loop's own, lapack_batch's loop calling the routine per matrix with the argument
 Python path passes (lapack_batch.*_args: the same routine, the same bits), and the results
 transposed (or, for pivots and info, written directly) into the step's result buffers.
 
-Only matrices below NATIVE_BELOW elements (a bigger call's own time dwarfs an iteration's
-Python). From lapack_threads.SERIAL_FROM the Python path sets the calling thread's OpenBLAS
+Only matrices below NATIVE_BELOW elements (1024 x 1024: a bigger call's own time dwarfs
+the Python; under lapack_threads.SERIAL_BELOW, so the step's one OpenBLAS thread is the
+Python path's too). It was 256 x 256, but the callback also moves the operands to and from
+Fortran order with numpy's column-at-a-time copies: with the step, a program's entry trip
+of jax.scipy.linalg.cho_factor of 256 x 256 ran 1.00-1.12 -> 0.66-0.70 of XLA's time,
+cho_solve 1.22-1.25 -> 0.69-0.86, a solve with 64 right-hand sides 1.03-1.09 -> 0.79-0.84,
+inv 1.23-1.63 -> 1.07-1.31, a 400 x 400 solve 1.03-1.12 -> 1.00-1.01.
+From lapack_threads.SERIAL_FROM the Python path sets the calling thread's OpenBLAS
 count to one around the call; the step does the same, through the address of scipy's
 openblas_set_num_threads_local (the OpenBLAS whose routines it calls): the same bits. Left
 to the callback, a 64 x 64 jnp.linalg.solve (its getrf and two trsms) ran ~50 us of Python
@@ -44,7 +50,7 @@ if TYPE_CHECKING:
 
 NAME = "xlapy_lapack_step"
 #: Matrices of this many elements or more keep the callback (module docstring).
-NATIVE_BELOW = 256 * 256
+NATIVE_BELOW = 1024 * 1024
 #: Words per program op: (0, src, dst, rows, cols, batch, bytes, routine): dst[b] = src[b]^T
 #: with src[b] rows x cols, by transpose_lib's routine at `routine` when not 0 (else a loop
 #: nest); (1, loop, routine, base, stride, batch, setter, 0): loop(routine, base, stride,

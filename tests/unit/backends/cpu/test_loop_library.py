@@ -218,6 +218,9 @@ LAPACK_PROGRAMS: dict[str, tuple[Any, list[np.ndarray]]] = {
     "qr_c64_tall": (_qr_loop, [(_f32(9, 5) + 1j * _f32(9, 5)).astype(np.complex64)]),
     "qr_f64_batched": (jax.vmap(_qr_loop), [_RNG.standard_normal((3, 4, 6))]),
     "r_f32": (_r_loop, [_f32(8, 8)]),
+    # 256 x 256: a callback below loop_lapack.NATIVE_BELOW's old 256 x 256 (cho_factor as an
+    # entry trip 1.0-1.1x XLA's time through it, 0.66-0.70 as a step)
+    "cho_f32_256": (_cho_loop, [_spd(256, np.float32), _f32(256, 2)]),
 }
 
 
@@ -256,11 +259,12 @@ def _svd_loop(a: Any) -> Any:
 @pytest.mark.parametrize("name", ["solve_256", "svd"])
 def test_lapack_calls_without_a_step_are_callbacks(name: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 256 x 256 solve (loop_lapack.NATIVE_BELOW: the call's own time dwarfs the Python)
-    and an SVD (gesdd) run their Python path's function from the native loop
-    (loop_callback.py): the interpreter's bits."""
-    from xlapy.backends.cpu import loop_callback
+    """A solve of NATIVE_BELOW elements or more (here lowered to 256 x 256: the call's own
+    time dwarfs the Python) and an SVD (gesdd) run their Python path's function from the
+    native loop (loop_callback.py): the interpreter's bits."""
+    from xlapy.backends.cpu import loop_callback, loop_lapack
 
+    monkeypatch.setattr(loop_lapack, "NATIVE_BELOW", 256 * 256)
     made: list[str] = []
     real = loop_callback.entry
     monkeypatch.setattr(loop_callback, "entry", lambda keep, st, *rest: made.append(
