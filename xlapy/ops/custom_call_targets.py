@@ -241,7 +241,8 @@ def real_eigenvectors(wi: np.ndarray, v: np.ndarray) -> np.ndarray:
     for j in range(n - 1):
         pair = ~skip & (wi[..., j] != 0)
         if pair.any():
-            re, im = v[pair][..., :, j], v[pair][..., :, j + 1]
+            vp = v[pair]
+            re, im = vp[..., :, j], vp[..., :, j + 1]
             out[pair, :, j], out[pair, :, j + 1] = re + 1j * im, re - 1j * im
         skip = pair
     return out
@@ -260,8 +261,7 @@ def geev_one(t: str, left: bool, right: bool, shapes: tuple[Sequence[int], Seque
         return v if wi is None else real_eigenvectors(wi, v)
 
     def one(a: np.ndarray) -> tuple[Any, ...]:
-        got = fn(a, compute_vl=int(left), compute_vr=int(right), overwrite_a=0)
-        *w, vl, vr, info = got
+        *w, vl, vr, info = fn(a, compute_vl=int(left), compute_vr=int(right), overwrite_a=0)
         _check_info(info, target)
         wi = w[1] if t in "sd" else None
         return (*w, vectors(wi, vl, left, shapes[0]), vectors(wi, vr, right, shapes[1]), info)

@@ -28,11 +28,12 @@ _local = threading.local()
 def _raw_environ() -> tuple[Any, Any]:
     """os.environ's own dict of encoded names and the limit's name in it, where CPython
     keeps one (`in os.environ` encodes the name and looks it up through the Mapping
-    machinery: ~0.7 us of a small native loop's ~9 us call; the dict lookup ~20 ns)."""
+    machinery: ~0.7 us of a small native loop's ~9 us call; the dict lookup ~20 ns), else
+    os.environ and the name."""
     try:
         return os.environ._data, os.environ.encodekey(ENV_MAX_ITERATIONS)  # type: ignore
     except AttributeError:
-        return None, None
+        return os.environ, ENV_MAX_ITERATIONS
 
 
 _ENVIRON, _KEY = _raw_environ()
@@ -41,7 +42,7 @@ _ENVIRON, _KEY = _raw_environ()
 def iteration_limit() -> int | None:
     """`XLAPY_MAX_WHILE_ITERATIONS` as an int, or None (unlimited). Read at every while run
     (a native loop pays it per call: the unset case returns at once)."""
-    if (_KEY not in _ENVIRON) if _ENVIRON is not None else ENV_MAX_ITERATIONS not in os.environ:
+    if _KEY not in _ENVIRON:
         return None
     return env_number(ENV_MAX_ITERATIONS, None, error=InterpreterError,  # type: ignore[arg-type]
                       allow_zero=True)

@@ -202,13 +202,26 @@ def gesdd_args(t: str, mode: str, m: int, n: int, item: int) -> _Args:
     return _Args(args + [None, None], strides + [0, 4])
 
 
+def geev_lwork(t: str, n: int) -> int:
+    """f2py's default lwork of ?geev (the same path through it: the same bits)."""
+    return max((4 if t in "sd" else 2) * n, 1)
+
+
+def gtsv_args(n: int, nrhs: int, item: int) -> _Args:
+    """?gtsv(n, nrhs, dl, d, du, b, ldb, info) over [.., n] diagonals and [.., nrhs, n]
+    right-hand sides (Fortran order) of `item` bytes a number."""
+    ints = np.array([n, nrhs, max(n, 1)], np.int32)
+    return _Args([ints[0:], ints[1:], None, None, None, None, ints[2:], None],
+                 [0, 0, n * item, n * item, n * item, n * nrhs * item, 0, 4])
+
+
 def geev_args(t: str, left: bool, right: bool, n: int, item: int) -> _Args:
     """?geev(jobvl, jobvr, n, a, lda, wr, wi | w, vl, ldvl, vr, ldvr, work, lwork, [rwork,]
     info) with f2py's lwork and leading dimensions (1 for vectors not computed); work arrays
     shared."""
     real = t in "sd"
-    lwork = max((4 if real else 2) * n, 1)
-    ints = np.array([n, max(n, 1), n if left else 1, n if right else 1, lwork], np.int32)
+    ints = np.array([n, max(n, 1), n if left else 1, n if right else 1, geev_lwork(t, n)],
+                    np.int32)
     jobs = np.frombuffer(("V" if left else "N").encode() + ("V" if right else "N").encode(),
                          np.uint8).copy()
     w = [None, None] if real else [None]
@@ -349,7 +362,7 @@ def gesdd(t: str, mode: str, shapes_uv: tuple[tuple[int, ...], tuple[int, ...]],
     def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
         *lead, m, n = a.shape
         k = min(m, n)
-        real = np.empty(0, a.dtype).real.dtype
+        real = np.finfo(a.dtype).dtype  # (a complex type's part type)
         work = fortran(a)
         s = np.empty((*lead, k), real)
         if mode == "N":  # (not referenced by LAPACK)
@@ -394,8 +407,8 @@ def geev(t: str, left: bool, right: bool, shapes_v: tuple[tuple[int, ...], tuple
         work = fortran(a)
         w = [np.empty((*lead, n), a.dtype) for _ in range(2 if real else 1)]
         vs = [np.empty((*lead, n, n) if asked else 1, a.dtype) for asked in (left, right)]
-        scratch = [np.empty(max((4 if real else 2) * n, 1), a.dtype)] + \
-            ([] if real else [np.empty(2 * n, np.empty(0, a.dtype).real.dtype)])
+        scratch = [np.empty(geev_lwork(t, n), a.dtype)] + \
+            ([] if real else [np.empty(2 * n, np.finfo(a.dtype).dtype)])
         info = np.empty(lead, np.int32)
         _cached(shapes, (n, work.itemsize), lambda: geev_args(t, left, right, n, work.itemsize)
                 ).call(threads, fn, math.prod(lead), work, *w, vs[0], vs[1], *scratch, info)
@@ -422,15 +435,11 @@ def gtsv(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray,
     def run(dl: np.ndarray, d: np.ndarray, du: np.ndarray, b: np.ndarray, threads: int = 1
             ) -> tuple[np.ndarray, ...]:
         *lead, n, nrhs = b.shape
-        dt = b.dtype
-        dl, d, du = (np.array(v, dtype=dt, order="C", copy=True) for v in (dl, d, du))
+        dl, d, du = (np.array(v, dtype=b.dtype, order="C", copy=True) for v in (dl, d, du))
         x = fortran(b)
         info = np.empty(lead, np.int32)
-        ints = (n, nrhs, x.itemsize)
-        _cached(shapes, ints, lambda: _Args(
-            [(k := np.array([n, nrhs, max(n, 1)], np.int32))[0:], k[1:], None, None, None,
-             None, k[2:], None], [0, 0] + [n * x.itemsize] * 3 + [n * nrhs * x.itemsize, 0, 4])
-        ).call(threads, fn, math.prod(lead), dl[..., 1:], d, du, x, info)
+        _cached(shapes, (n, nrhs, x.itemsize), lambda: gtsv_args(n, nrhs, x.itemsize)).call(
+            threads, fn, math.prod(lead), dl[..., 1:], d, du, x, info)
         _check(info, check)
         return dl, d, du, fortran(x), info
 
@@ -507,5 +516,5 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
 
 __all__ = ["getrf", "potrf", "geqrf", "orgqr", "trsm", "routine", "fortran", "getrf_args",
            "potrf_args", "geqrf_args", "orgqr_args", "qr_lwork", "trsm_args", "syevd_args",
-           "syevd_sizes", "geev", "geev_args", "gesdd", "gesdd_args", "gesdd_sizes", "gtsv",
-           "ARITIES"]
+           "syevd_sizes", "geev", "geev_args", "geev_lwork", "gesdd", "gesdd_args",
+           "gesdd_sizes", "gtsv", "gtsv_args", "ARITIES"]

@@ -181,9 +181,25 @@ def test_vmap_eig(dtype: Any, left: bool, right: bool, loops: list[int]) -> None
     _same(fn, [a], loops)
 
 
-def test_eigvals_asks_lapack_for_no_vectors() -> None:
+def test_eigvals_asks_lapack_for_no_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
     """jnp.linalg.eigvals lowers geev with compute_left = compute_right = N: the values
-    come from LAPACK's eigenvalues-only path, as jax's (they computed vectors before)."""
+    come from LAPACK's eigenvalues-only path, as jax's (they computed vectors before): the
+    interpreter's f2py calls and the cpu backend's batch loop ask for none."""
+    from xlapy.backends.cpu import cache
+    from xlapy.ops import custom_call_targets as cct
+
+    asked: list[tuple[int, int]] = []
+    real_lapack, real_args = cct._lapack, lapack_batch.geev_args
+
+    def lapack(name: str, dtype: Any) -> Any:
+        fn = real_lapack(name, dtype)
+        return lambda a, **kw: (asked.append((kw["compute_vl"], kw["compute_vr"])),
+                                fn(a, **kw))[1]
+
+    monkeypatch.setattr(cct, "_lapack", lapack)
+    monkeypatch.setattr(lapack_batch, "geev_args", lambda t, left, right, *rest: (
+        asked.append((int(left), int(right))), real_args(t, left, right, *rest))[1])
+    cache.clear_memory()
     a = _data((4, 6, 6), np.float32, 12)
     text = jax.jit(jnp.linalg.eigvals).lower(a).as_text()
     assert "compute_left = 78" in text and "compute_right = 78" in text
@@ -191,6 +207,7 @@ def test_eigvals_asks_lapack_for_no_vectors() -> None:
     for backend in ("interpreter", "cpu"):
         got = np.asarray(xlapy.compile(text, backend=backend)(a))
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert len(asked) == 5 and set(asked) == {(0, 0)}  # 4 matrices, then one batch
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
