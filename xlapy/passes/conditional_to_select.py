@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from xlapy.ir import Computation, Instruction
+from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.fusion_decision import SHAPE_OPS, is_elementwise
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.inliner import inline_body
@@ -37,6 +37,11 @@ FREE = frozenset({"parameter", "constant", "get_tuple_element", "tuple", "broadc
 #: into a branch's sub-executable, and a loop around them then runs natively (the squaring
 #: loop of jax.scipy.linalg.expm: a cond between x @ x and x; 6 x 6: 750 -> 198 us).
 MAX_DOT_FLOPS = 1 << 19
+#: Dot flops of a loop body's branches that are a branch's result and nothing else's,
+#: at most: the cpu backend's native loops run such a dot only when its select picks it
+#: (guarded_dots.py), so they cost what the case costs (expm of 128 x 128: a 4 MFLOP
+#: squaring stayed a case, the loop's chain copying its state: 631 -> 457 us, XLA 431).
+MAX_GUARDED_FLOPS = 1 << 25
 #: Ops a converted branch may hold besides element-wise ones (SHAPE_OPS: the fusible ones).
 _PURE = SHAPE_OPS | {"parameter", "constant", "get_tuple_element", "tuple", "convert",
                      "compare", "select", "clamp", "bitcast_convert", "dynamic_update_slice"}
@@ -49,21 +54,34 @@ def _dot_flops(i: Instruction) -> int:
     return 2 * i.shape.num_elements * k
 
 
-def _cheap(instr: Instruction) -> bool:
-    """Whether every branch is pure and small and every result an array."""
+def _cheap(instr: Instruction, in_loop: bool) -> bool:
+    """Whether every branch is pure and small and every result an array (`in_loop`: a
+    while loop's body or condition, where a dot that is only a branch's result counts
+    against MAX_GUARDED_FLOPS instead)."""
     shapes = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
     if not instr.called or not all(s.is_array for s in shapes):
         return False
-    total = flops = 0
+    total = flops = guarded = 0
     for br in instr.called:
         for i in br.instructions:
             if i.opcode == "dot_general" and i.shape.is_array:
-                flops += _dot_flops(i)
+                if in_loop and _result_only(i, br):
+                    guarded += _dot_flops(i)
+                else:
+                    flops += _dot_flops(i)
             elif i.called or not (i.opcode in _PURE or is_elementwise(i)):
                 return False
             if i.shape.is_array and i.opcode not in FREE:
                 total += i.shape.num_elements
-    return total <= MAX_ELEMENTS and flops <= MAX_DOT_FLOPS
+    return total <= MAX_ELEMENTS and flops <= MAX_DOT_FLOPS and guarded <= MAX_GUARDED_FLOPS
+
+
+def _result_only(dot: Instruction, br: Computation) -> bool:
+    """Whether `dot` is branch `br`'s result (or one element of its result tuple) and read
+    by nothing else: as a select's operand it may be skipped (guarded_dots.py)."""
+    root = br.root
+    return dot is root or (root.opcode == "tuple" and dot.users == [root] and
+                           sum(o is dot for o in root.operands) == 1)
 
 
 def _results(e: Emitter, root: Instruction, n: int, tupled: bool) -> list[Instruction]:
@@ -98,10 +116,16 @@ class ConditionalToSelect(ComputationPass):
 
     name = "conditional-to-select"
 
+    def run(self, module: Module) -> bool:
+        self._loops = {id(c) for comp in module.computations for i in comp.instructions
+                       if i.opcode == "while" for c in i.called}
+        return super().run(module)
+
     def run_on_computation(self, comp: Computation) -> bool:
         changed = False
+        in_loop = id(comp) in getattr(self, "_loops", ())
         for instr in list(comp.instructions):
-            if instr.opcode not in ("case", "if") or not _cheap(instr):
+            if instr.opcode not in ("case", "if") or not _cheap(instr, in_loop):
                 continue
             instr.replace_all_uses_with(as_select(comp, instr))  # (the root too)
             if not instr.users:
@@ -110,4 +134,4 @@ class ConditionalToSelect(ComputationPass):
         return changed
 
 
-__all__ = ["ConditionalToSelect", "as_select", "MAX_ELEMENTS"]
+__all__ = ["ConditionalToSelect", "as_select", "MAX_ELEMENTS", "MAX_GUARDED_FLOPS"]

@@ -12,6 +12,7 @@ from xlapy.interpreter import Interpreter
 from xlapy.passes.conditional_to_select import (
     MAX_DOT_FLOPS,
     MAX_ELEMENTS,
+    MAX_GUARDED_FLOPS,
     ConditionalToSelect,
 )
 from xlapy.passes.pass_base import run_passes
@@ -248,8 +249,14 @@ def test_a_small_dot_branch_becomes_a_select_and_its_loop_runs_natively(k: int) 
 
 
 def test_a_big_dot_branch_stays_a_conditional() -> None:
+    """In a loop body a dot that is only a branch's result counts against
+    MAX_GUARDED_FLOPS (the cpu backend skips it when not picked: guarded_dots.py), any
+    other dot against MAX_DOT_FLOPS."""
     n = 8
     while 2 * n ** 3 <= MAX_DOT_FLOPS:
+        n *= 2
+    assert _converted(SQUARING.format(n=n))[2]
+    while 2 * n ** 3 <= MAX_GUARDED_FLOPS:
         n *= 2
     _, after, changed = _converted(SQUARING.format(n=n))
     assert not changed

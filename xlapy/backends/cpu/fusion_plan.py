@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from xlapy.backends.cpu import kernels
+from xlapy.backends.cpu import guarded_dots, kernels
 from xlapy.backends.cpu.index_emit import INDEX_OPS
 from xlapy.backends.cpu.lanes import shared_dims
 from xlapy.backends.cpu.scatter_emit import splat_reader
@@ -329,6 +329,7 @@ def plan_fusion(comp: Computation, limits: FusionLimits = FusionLimits(),
     fusible = {id(i) for i in order if i.opcode != "parameter" and kernels.fusible(i)}
     outputs = {id(i) for i in root_values(comp)}
     forced: dict[int, str] = routine_operands(order, fusible, outputs) if routines else {}
+    forced.update(guarded_dots.forced(order, fusible))
     pos = {id(i): k for k, i in enumerate(order)}
     while True:
         chooser = _Chooser(order, fusible, outputs, forced, limits)

@@ -55,6 +55,7 @@ import numpy as np
 
 from xlapy.backends.cpu import (
     dus_window,
+    guarded_dots,
     loop_bind,
     loop_gemv,
     loop_inplace,
@@ -63,6 +64,7 @@ from xlapy.backends.cpu import (
     loop_tuples,
     nested_loop,
     parallel,
+    regions,
     row_loop,
 )
 from xlapy.backends.cpu.kernel_sequence import KernelSequence
@@ -233,7 +235,9 @@ class NativeWhile:
             todo = steps(exe)
             arr = (ctypes.c_int64 * max(3 * len(todo), 1))()
             for j, step in enumerate(todo):
-                arr[3 * j: 3 * j + 3] = self._entry(p, exe, step, ctypes.addressof(table))
+                words = self._entry(p, exe, step, at := ctypes.addressof(table))
+                arr[3 * j: 3 * j + 3] = guarded_dots.wrap(exe, step.out, words, at, p.keep) \
+                    if isinstance(step, regions.Gemm) else words
             return arr
 
         p.entries = [entries(self.cond, p.tables[0]), entries(self.body, p.tables[1])]
@@ -272,8 +276,6 @@ class NativeWhile:
                table: int) -> list[int]:
         """The driver's (function, argument, outer) words of one step; big ones split over
         the worker pool (loop_split.py) at the Python path's chunks."""
-        from xlapy.backends.cpu import regions
-
         threads = exe.num_threads
         if p.rows is not None:  # one thread's share of a row-split loop
             threads = 1
@@ -490,8 +492,6 @@ class _Prepared:
 def _blas_words(p: _Prepared, d: np.ndarray) -> list[int]:
     """xlapy_gemm_call and its argument for BLAS on descriptor d: [gemm_rows, d] (BLAS with
     MXCSR FTZ/DAZ clear, as the Python path runs it)."""
-    from xlapy.backends.cpu import regions
-
     w = np.array([regions.gemm_rows_address(), d.ctypes.data], np.int64)
     p.keep.append(w)
     return [driver()[0].address("xlapy_gemm_call"), int(w.ctypes.data)]

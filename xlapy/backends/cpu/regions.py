@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import blas, cache, dot_shapes, gemm_small
+from xlapy.backends.cpu import blas, cache, dot_shapes, gemm_small, guarded_dots
 from xlapy.backends.cpu.kernels import Kernel
 from xlapy.backends.cpu.llvm_util import (
     I8P,
@@ -164,8 +164,8 @@ def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
     splits better by columns (a wide product with enough rows for two chunks and an rhs over
     WIDE_RHS_BYTES: each row chunk would pack all of the wide rhs again, from DRAM)."""
     g = gemm_of(instr, slot)
-    if g is None or wide_alone(g.m, g.n, g.k, g.f64):
-        return None
+    if g is None or wide_alone(g.m, g.n, g.k, g.f64) or guarded_dots.guard(instr) is not None:
+        return None  # (a dot a select may drop: a step of its own, guarded_dots.py)
     return Member(instr, g.out, g.m, {g.rhs}, g.m * g.n * g.k, gemm=g)
 
 

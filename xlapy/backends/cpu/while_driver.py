@@ -12,7 +12,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, loop_split, target
+from xlapy.backends.cpu import cache, guarded_dots, loop_split, target
 from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import (
     I8,
@@ -125,6 +125,7 @@ def _emit_driver() -> ir.Module:
     _emit_while_step(mod, fn)
     _emit_patch_call(mod)
     loop_split.emit(mod)
+    guarded_dots.emit(mod)
     return mod
 
 
@@ -239,6 +240,6 @@ def driver() -> tuple[Engine, Any]:
     eng = cache.library_engine(("while-driver",), _emit_driver, "while-driver-light",
                                vectorize=False, light=True,
                                exports=["xlapy_while", "xlapy_while_step", "xlapy_patch_call",
-                                        "xlapy_gemm_call",
+                                        "xlapy_gemm_call", guarded_dots.GUARD_NAME,
                                         loop_split.SPLIT_NAME])
     return eng, _DRIVER(eng.address("xlapy_while"))
