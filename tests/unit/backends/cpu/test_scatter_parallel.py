@@ -20,6 +20,16 @@ from .test_window_emit import data, same
 
 #: split_cost 1: every scatter whose windows allow it is split, however small.
 SPLIT = {"split_cost": 1}
+#: The threshold the backend runs with.
+DEFAULT_MIN_SPLIT = scatter_emit.MIN_SPLIT_WINDOW
+
+
+@pytest.fixture(autouse=True)
+def _small_windows_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cases' windows of 8-12 elements split (the default threshold is a cost choice:
+    test_windows_of_one_vector_stay_sequential)."""
+    monkeypatch.setattr(scatter_emit, "MIN_SPLIT_WINDOW", 8)
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
 
 
 def run(text: str, args: Sequence[Any], threads: int) -> tuple[Any, Any]:
@@ -96,6 +106,16 @@ def test_small_windows_stay_sequential() -> None:
     text = scatter(ET.F32, ET.S32, dims, idx.shape, (n,), [], [0, 1], [0, 1], 1, "add")
     assert scatter_emit.MIN_SPLIT_WINDOW > 1
     check_threads(text, [data(ET.F32, dims, 1), idx, data(ET.F32, (n,), 2)], split=False)
+
+
+def test_windows_of_one_vector_stay_sequential(monkeypatch: pytest.MonkeyPatch) -> None:
+    """segment_sum's rows of 16 floats: listing every position on each thread costs more
+    than the half of the updates it saves, so the kernel is not split; still exact."""
+    monkeypatch.setattr(scatter_emit, "MIN_SPLIT_WINDOW", DEFAULT_MIN_SPLIT)
+    dims, n = (128, 16), 3000
+    idx = indices(n, dims[0], 8)
+    text = scatter(ET.F32, ET.S32, dims, idx.shape, (n, 16), [1], [0], [0], 1, "add")
+    check_threads(text, [data(ET.F32, dims, 1), idx, data(ET.F32, (n, 16), 2)], split=False)
 
 
 VARIADIC = """
