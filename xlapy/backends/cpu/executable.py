@@ -582,12 +582,12 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         dims, dtype = tuple(shape.dimensions), shape.dtype
         is_fresh = id(spec.root) in self._fresh_values
         big = spec.cost >= self.options.split_cost and spec.outer >= 2
-        cuts = parallel.fixed_cuts(spec.outer, self.options.partial_min_rows, spec.align)
+        cuts = parallel.partial_cuts(spec.outer, spec.cost, self.options.partial_min_rows,
+                                     spec.align)
         if spec.partial and big and len(cuts) > 2:  # chunks whatever the thread count
-            combine = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum,
-                       "and": np.bitwise_and, "or": np.bitwise_or}[str(spec.partial)]
-            return thunks.partial_thunk(fn, cuts, self._threads(spec.cost), combine, self._keep,
-                                        spec.output, dims, dtype, is_fresh, self._pool)
+            return thunks.partial_thunk(fn, cuts, self._threads(spec.cost), str(spec.partial),
+                                        self._keep, spec.output, dims, dtype, is_fresh,
+                                        self._pool)
         fresh = [(spec.output, dims, dtype)] if is_fresh else []
         fresh += multi_output.fresh(self._siblings.get(id(spec.root), ()), self.slot,
                                     self._fresh_values)

@@ -81,9 +81,9 @@ if TYPE_CHECKING:
     from xlapy.backends.cpu.regions import Gemm, Region
     from xlapy.ir import Instruction
 
-#: Body reductions into partials (elements x ops) above this cost keep the Python loop: it
-#: reduces them in chunks combined by numpy (executable.partial_thunk).
-MAX_NATIVE_COST = 1 << 18
+#: Body reductions into partials (elements x ops) from this cost, two chunks of them, keep
+#: the Python loop: it reduces them in chunks combined by numpy (thunks.partial_thunk).
+MAX_NATIVE_COST = 2 * parallel.PARTIAL_CHUNK_COST
 #: Work (a kernel's or region's cost, a GEMM's multiply-adds) from which a step is split over
 #: the worker pool (loop_split.py): a native hand-off costs about a microsecond.
 NATIVE_SPLIT_COST = 1 << 18

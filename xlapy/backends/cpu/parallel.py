@@ -24,6 +24,8 @@ from xlapy.errors import XlapyError
 MAX_THREADS = 1024
 #: Most chunks of one split: the most threads such work keeps busy.
 MAX_CHUNKS = 16
+#: Kernel cost (elements x ops) per chunk of a partial reduce at least.
+PARTIAL_CHUNK_COST = 1 << 21
 
 
 def usable_cpus(root: str = "/") -> int:
@@ -143,11 +145,20 @@ def fixed_cuts(extent: int, min_size: int, align: int = 1, pow2: bool = False) -
     return sorted(set(cuts))
 
 
+def partial_cuts(extent: int, cost: int, min_rows: int, align: int = 1) -> list[int]:
+    """fixed_cuts of a reduce split into partial outputs (thunks.partial_thunk): chunks of
+    at least `min_rows` rows and PARTIAL_CHUNK_COST of the kernel's `cost` each, since every
+    chunk is a call and a partial combined after it (a function of the shape alone, so the
+    bits do not change with the thread count)."""
+    per_row = max(cost // max(extent, 1), 1)
+    return fixed_cuts(extent, max(min_rows, -(-PARTIAL_CHUNK_COST // per_row)), align)
+
+
 def groups(chunks: int, threads: int) -> list[int]:
     """Boundaries of contiguous groups of chunks, one group per thread used."""
     used = max(1, min(chunks, threads))
     return [chunks * j // used for j in range(used + 1)]
 
 
-__all__ = ["usable_cpus", "num_threads", "pool", "fixed_cuts", "groups", "MAX_THREADS",
-           "MAX_CHUNKS"]
+__all__ = ["usable_cpus", "num_threads", "pool", "fixed_cuts", "partial_cuts", "groups",
+           "MAX_THREADS", "MAX_CHUNKS", "PARTIAL_CHUNK_COST"]

@@ -4,11 +4,14 @@ integers, the interpreter's value; inits that are not the reducer's identity sta
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 import xlapy
 from tests.tolerance import Bounded
+from xlapy.backends.cpu import parallel, thunks
 
 PROGRAM = """
 func.func @main(%x: tensor<1024x512xi32>, %f: tensor<1024x512xf32>) -> (tensor<i32>, tensor<512xi32>, tensor<i32>, tensor<512xi32>, tensor<f32>, tensor<512xf32>) {
@@ -28,8 +31,25 @@ func.func @main(%x: tensor<1024x512xi32>, %f: tensor<1024x512xf32>) -> (tensor<i
 """
 
 
+def _partial_thunks(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """The cuts of every partial reduce thunk built from here on."""
+    made: list[list[int]] = []
+    real = thunks.partial_thunk
+
+    def spy(fn: Any, cuts: list[int], *a: Any) -> Any:
+        made.append(cuts)
+        return real(fn, cuts, *a)
+
+    monkeypatch.setattr(thunks, "partial_thunk", spy)
+    return made
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_split_reductions_match_interpreter(threads: int) -> None:
+def test_split_reductions_match_interpreter(threads: int,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """(chunks of any cost: these sums are under parallel.PARTIAL_CHUNK_COST)"""
+    monkeypatch.setattr(parallel, "PARTIAL_CHUNK_COST", 1)
+    made = _partial_thunks(monkeypatch)
     rng = np.random.default_rng(0)
     x = rng.integers(-2**31, 2**31 - 1, (1024, 512), dtype=np.int32)  # sums wrap
     # Multiples of 1/16 of magnitude <= 1: every partial sum of any order (threads, lanes)
@@ -40,12 +60,31 @@ def test_split_reductions_match_interpreter(threads: int) -> None:
     # (%h, an f32 column sum of 1024 rows, is per block of 32 rows, then over the blocks:
     # column_sums.py)
     assert kinds == ["add", "add", None, "maximum", "add", None, None]
+    assert len(made) == 4 and all(len(c) == 17 for c in made)
     want = xlapy.compile(PROGRAM, backend="interpreter")(x, f)
     got = cpu(x, f)
     for k in range(6):
         np.testing.assert_array_equal(got[k], want[k])
     np.testing.assert_array_equal(got[4], f.astype(np.float64).sum())
     np.testing.assert_array_equal(got[5], f.astype(np.float64).sum(0) + 3)
+
+
+def test_a_mid_sized_sum_is_one_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sum of 1M floats (4 MB) in 16 partial chunks paid ~16 calls and combines: 99-116
+    us where one kernel takes 55 (XLA 135); it splits from PARTIAL_CHUNK_COST per chunk."""
+    made = _partial_thunks(monkeypatch)
+    text = """
+func.func @main(%x: tensor<{n}xf32>) -> tensor<f32> {{
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0] : (tensor<{n}xf32>, tensor<f32>) -> tensor<f32>
+  return %s : tensor<f32>
+}}
+"""
+    x = (np.random.default_rng(2).integers(-16, 17, 1 << 20) / 16).astype(np.float32)
+    got = xlapy.compile(text.format(n=1 << 20), backend="cpu", options={"num_threads": 2})(x)
+    np.testing.assert_array_equal(got, x.astype(np.float64).sum())
+    assert made == []
+    assert len(parallel.partial_cuts(1 << 24, 1 << 24, 16)) == 9  # 8 chunks of 2M
 
 
 ROWS = """
