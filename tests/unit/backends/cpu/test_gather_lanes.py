@@ -72,6 +72,25 @@ def test_two_component_starts_stay_scalar_and_exact() -> None:
     assert got.tobytes() == want.tobytes()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_index_pairs_from_separate_arrays_gather_in_lanes(dtype: type) -> None:
+    """x[i, j] (and x[i, j, k]) with each index its own array: JAX concatenates them, the
+    kernel reads each component in lanes and adds the clamped starts times their strides
+    (80-137 -> 43-61 us for 65536 pairs into 512 x 512); negative and huge indices."""
+    rng = np.random.default_rng(6)
+    t = rng.standard_normal((30, 40)).astype(dtype)
+    i, j = (rng.integers(-40, 45, 1003).astype(np.int32) for _ in range(2))
+    got, want, ir = _both(lambda t, i, j: t[i, j], [t, i, j])
+    assert got.tobytes() == want.tobytes() and "llvm.masked.gather" in ir
+    t3 = rng.standard_normal((6, 7, 33)).astype(dtype)
+    k = rng.integers(-40, 40, 1003).astype(np.int32)
+    dn = jax.lax.GatherDimensionNumbers((), (0, 1, 2), (0, 1, 2))
+    fn = lambda t, i, j, k: jax.lax.gather(  # noqa: E731
+        t, jnp.stack([i, j, k], 1), dn, (1, 1, 1), mode=jax.lax.GatherScatterMode.CLIP)
+    got, want, ir = _both(fn, [t3, i, j, k])
+    assert got.tobytes() == want.tobytes() and "llvm.masked.gather" in ir
+
+
 def test_pure_lookups_over_short_rows_stay_scalar() -> None:
     """A lookup table over an image's 3 channels (lanes would run along a dimension of 3:
     masked 16-lane gathers, 0.71 -> 2.66 ms on Zen 4) keeps the scalar path; its bits."""
