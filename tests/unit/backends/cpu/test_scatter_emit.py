@@ -128,6 +128,27 @@ def test_scatter_from_jax() -> None:
     assert "scatter" not in {o for _, o in exe._exe.fallbacks()}
 
 
+@pytest.mark.parametrize("fill", [0.0, -2.5, 1e-40, -1e-45])
+@pytest.mark.parametrize("op", ["add", "max", "mul"])
+def test_weights_into_a_filled_result(fill: float, op: str) -> None:
+    """jnp.bincount(i, w) and kin: a result filled with a constant that is no denormal is
+    read without a flush (scatter_emit._flushed_result); a denormal fill is flushed as
+    before. Denormal and tiny weights, the interpreter's bits."""
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(5)
+    # each bin's first update shows an unflushed denormal fill (2e-38 + 1e-40 = 2.01e-38,
+    # 1e30 x 1e-40 = 1e-10, max(1e-40, -0.5)); then tiny and denormal ones, out of range too
+    i = np.concatenate([np.arange(64), rng.integers(-3, 70, 400)]).astype(np.int32)
+    w = np.concatenate([np.resize(np.array([2e-38, 1e30, -2e-38, -0.5], np.float32), 64),
+                        rng.choice(np.array([1e-39, -3e-40, 3e-38, -1e-30, 0.5], np.float32),
+                                   400)]).astype(np.float32)
+    upd = {"add": lambda r, i, w: r.at[i].add(w), "max": lambda r, i, w: r.at[i].max(w),
+           "mul": lambda r, i, w: r.at[i].multiply(w)}[op]
+    f = jax.jit(lambda i, w: upd(jax.numpy.full(64, fill, jax.numpy.float32), i, w))
+    with np.errstate(all="ignore"):
+        check(f.lower(i, w).as_text(), [i, w], "scatter")
+
+
 VARIADIC = """
 func.func @main(%x: tensor<4xf32>, %y: tensor<4xi32>, %i: tensor<5x1xi32>, %u: tensor<5xf32>,
                 %v: tensor<5xi32>) -> (tensor<4xf32>, tensor<4xi32>) {
