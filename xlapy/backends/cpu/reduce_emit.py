@@ -50,7 +50,8 @@ SUM_CHAIN_OPS = 4
 #: Vectors a long single-chain float sum (a whole array's, a column's) adds into a block
 #: accumulator before adding the block into its running sum: jnp.sum of 1M floats had each
 #: lane round 65536 times in a row, 5-7x XLA's (and numpy's pairwise) error; in blocks of
-#: 256 a lane's chain is ~2 x 256 long. One vector add a block: no time.
+#: 256 a lane's chain is ~2 x 256 long, and blocks add into superblocks of 256 blocks
+#: first (_nest_blocked). One vector add a block: no time.
 SUM_BLOCK = 256
 
 
