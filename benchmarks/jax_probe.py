@@ -312,6 +312,18 @@ def programs(small: bool = False) -> dict[str, Program]:
         # many small GEMMs, a case and LAPACK calls at the top level (open: 4-7x)
         "expm": (lambda a: jax.scipy.linalg.expm(a), [f32(16, 16) * 0.1]),
         "expm_64": (jax.scipy.linalg.expm, [f32(64, 64) * 0.1]),  # a segfault (a null GEMM out)
+        # session 33's idioms: expm of 128 x 128 (a case per squaring step: 1.45x; guarded
+        # dots), segment_sum (rows of 16 split over threads: 2.1x), a global norm's 1M sum
+        # (16 partial chunks: 1.42x), x[i, j] (scalar gathers: 1.54x), bincount weights
+        "expm_128": (jax.scipy.linalg.expm, [f32(128, 128) * 0.05]),
+        "segment_sum": (lambda d, i: jax.ops.segment_sum(d, i, num_segments=128), [
+            f32(65536, 16), rng.integers(0, 128, 65536 // s).astype(np.int32)]),
+        "clip_norm": (lambda g: g * jnp.minimum(1.0, 1.0 / (jnp.linalg.norm(g) + 1e-6)),
+                      [f32(1 << 20)]),
+        "gather_pairs": (lambda x, i, j: x[i, j], [f32(512, 512)] + [
+            rng.integers(0, 512 // s, 65536 // s).astype(np.int32) for _ in range(2)]),
+        "bincount_w": (lambda i, w: jnp.bincount(i, w, length=1024), [
+            rng.integers(0, 1024, (1 << 18) // s).astype(np.int32), f32(1 << 18)]),
         # library calls in loops: an FFT (a callback step, loop_callback.py: 4.2x -> 1.9),
         # qr (geqrf as a step, its unused orgqr dead: 14x -> 1.4), a batched product
         # (gemm_small's products as a step: 2.7x -> 0.37-0.55), eigh (6.7x -> 1.07)
