@@ -115,15 +115,18 @@ class ConditionalToSelect(ComputationPass):
     """Rewrites the small pure conditionals of each computation (module docstring)."""
 
     name = "conditional-to-select"
+    #: The ids of the module's while conditions and bodies (set by `run`).
+    _loops: frozenset[int] = frozenset()
 
     def run(self, module: Module) -> bool:
-        self._loops = {id(c) for comp in module.computations for i in comp.instructions
-                       if i.opcode == "while" for c in i.called}
+        self._loops = frozenset(id(c) for comp in module.computations
+                                for i in comp.instructions if i.opcode == "while"
+                                for c in i.called)
         return super().run(module)
 
     def run_on_computation(self, comp: Computation) -> bool:
         changed = False
-        in_loop = id(comp) in getattr(self, "_loops", ())
+        in_loop = id(comp) in self._loops
         for instr in list(comp.instructions):
             if instr.opcode not in ("case", "if") or not _cheap(instr, in_loop):
                 continue

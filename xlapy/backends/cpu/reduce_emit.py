@@ -464,7 +464,7 @@ class ReductionEmitter(MinMaxEmitter):
             b.store(accumulator_start(op, et, w), sup)
             send = b.add(sj, i64(span), flags=["nsw"])
             send = b.select(b.icmp_signed("<", send, mid), send, mid)
-            self._blocks(idx + [None], sj, send, body, blks, sup, op, et, chains)
+            self._blocks(idx, sj, send, body, blks, sup, op, et, chains)
             b.store(self._combine(op, et, b.load(lanes), b.load(sup), late=True), lanes)
         if rest:
             with for_range(b, mid, hi, name=f"r{d}") as i:
@@ -472,10 +472,9 @@ class ReductionEmitter(MinMaxEmitter):
 
     def _blocks(self, idx: list[Any], lo: ir.Value, mid: ir.Value, body: Any,
                 blks: list[ir.Value], lanes: ir.Value, op: str, et: ET, chains: int) -> None:
-        """_nest_blocked's blocks of SUM_BLOCK vectors over [lo, mid) of the last index
-        (idx's last entry), each block's tree added into `lanes`."""
-        b, w = self.b, self.width
-        idx, d = idx[:-1], len(idx) - 1
+        """_nest_blocked's blocks of SUM_BLOCK vectors over [lo, mid) of the last index (the
+        one after idx), each block's tree added into `lanes`."""
+        b, w, d = self.b, self.width, len(idx)
         with for_range(b, lo, mid, name=f"r{d}b", step=w * SUM_BLOCK) as j:
             for blk in blks:
                 b.store(accumulator_start(op, et, w), blk)

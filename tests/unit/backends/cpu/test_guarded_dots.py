@@ -93,7 +93,7 @@ def test_guard_and_the_forced_predicate() -> None:
     assert guarded_dots.guard(d2) is None  # both sides
 
 
-def _opcodes(prog: xlapy.CompiledProgram) -> str:
+def _explain(prog: xlapy.CompiledProgram) -> str:
     return prog._exe.explain()  # type: ignore[attr-defined]
 
 
@@ -103,10 +103,10 @@ def test_cond_to_select_in_loops_only(monkeypatch: pytest.MonkeyPatch) -> None:
     a lower MAX_GUARDED_FLOPS the loop's cond is a case again (a chain of picked loops)."""
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")
     x = np.eye(128, dtype=np.float32)
-    text = _opcodes(_compile(_squarings, [x, np.float32(1)])[0])
+    text = _explain(_compile(_squarings, [x, np.float32(1)])[0])
     assert ".picked" not in text and " select " in text
-    top = _opcodes(_compile(lambda m, n: lax.cond(n > 0, lambda a: a @ a, lambda a: a, m),
+    top = _explain(_compile(lambda m, n: lax.cond(n > 0, lambda a: a @ a, lambda a: a, m),
                             [x, np.float32(1)])[0])
     assert " case " in top
     monkeypatch.setattr(conditional_to_select, "MAX_GUARDED_FLOPS", 1 << 20)
-    assert ".picked" in _opcodes(_compile(_squarings, [x, np.float32(1)])[0])
+    assert ".picked" in _explain(_compile(_squarings, [x, np.float32(1)])[0])
