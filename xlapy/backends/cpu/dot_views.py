@@ -33,7 +33,7 @@ class View:
     strides: tuple[int, ...]
 
 
-def _reshaped(a: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+def reshaped(a: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
     """`a` reshaped without a copy (a copy would read the fake buffer): ValueError or
     AttributeError when that needs one. NumPy < 2.1 has no copy=False: the shape is set
     on a view, which never copies."""
@@ -81,7 +81,7 @@ def view_of(root: Instruction, fusible: AbstractSet[int], mat: AbstractSet[int],
             elif op.opcode == "transpose":
                 fake = fake.transpose(tuple(a.permutation))
             else:
-                fake = _reshaped(fake, tuple(op.shape.dimensions))
+                fake = reshaped(fake, tuple(op.shape.dimensions))
     except (ValueError, AttributeError):  # a reshape that is no view
         return None
     if tuple(fake.shape) != tuple(root.shape.dimensions):
@@ -90,4 +90,4 @@ def view_of(root: Instruction, fusible: AbstractSet[int], mat: AbstractSet[int],
                 tuple(int(s) for s in fake.strides))
 
 
-__all__ = ["View", "view_of", "VIEW_OPS"]
+__all__ = ["View", "view_of", "reshaped", "VIEW_OPS"]

@@ -13,7 +13,7 @@ narrower).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,8 @@ from xlapy.backends.cpu import (
     outer_product,
     recycle,
 )
-from xlapy.backends.cpu.transpose_lib import c_order
+from xlapy.backends.cpu.dot_views import reshaped
+from xlapy.backends.cpu.transpose_lib import c_order, gathered
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -189,13 +190,17 @@ def dot_plan(instr: Instruction, threads: int = 1
     # The wide copies of bf16/f16 operands and the wide result are reused across calls
     # (recycle.py): fresh, an attention's 32 MB of them cost ~3 ms of page faults a call.
     keep: dict[int, Any] = {}
+    # operands a reshape would copy (a batch of dimensions that do not merge) go through
+    # transpose_lib's routine; strided views BLAS reads as they are stay views
+    gx, gy = (_copied(o.dimensions, p, s) for o, p, s in
+              ((lhs, lperm, (nbatch, m, k)), (rhs, rperm, (nbatch, k, n))))
 
     def run(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
         if not same:  # bf16/f16 (or mixed) operands: computed in f32, rounded once;
             # integers within exact_float's bound: exact in f32/f64, converted back
             x, y = _widened(keep, 0, x, acc), _widened(keep, 1, y, acc)
-        xv = x.transpose(lperm).reshape((nbatch, m, k))
-        yv = y.transpose(rperm).reshape((nbatch, k, n))
+        xv = (gathered(x, lperm, threads) if gx else x.transpose(lperm)).reshape((nbatch, m, k))
+        yv = (gathered(y, rperm, threads) if gy else y.transpose(rperm)).reshape((nbatch, k, n))
         ov = out.reshape((nbatch, m, n)) if direct else \
             recycle.output(keep, 2, (nbatch, m, n), acc)
         if k == 1 and (nbatch > 1 or m * n >= OUTER_MIN):
@@ -225,6 +230,19 @@ def dot_plan(instr: Instruction, threads: int = 1
             out[...] = ov.reshape(out.shape)
 
     return run
+
+
+def _copied(dims: Sequence[int], perm: Sequence[int], shape: tuple[int, ...]) -> bool:
+    """Whether a C-contiguous array of `dims`, transposed by `perm`, is copied by a reshape
+    to `shape` (tried on a strided view of no memory)."""
+    e = [math.prod(dims[d + 1:]) for d in range(len(dims))]
+    v = np.lib.stride_tricks.as_strided(np.empty(0, np.uint8), tuple(dims[p] for p in perm),
+                                        tuple(e[p] for p in perm))
+    try:
+        reshaped(v, shape)
+    except (ValueError, AttributeError):
+        return True
+    return False
 
 
 #: Elements from which a single (unbatched) outer product is numpy's multiply, not BLAS.

@@ -364,11 +364,13 @@ class NativeWhile:
 
     def _reserved_drive(self, p: _Prepared) -> WhileGuard | None:
         pool, ks = self._reserve(p)
-        try:
+        if pool is None:
             return self._drive(p)
+        try:
+            with pool.lending(ks):
+                return self._drive(p)
         finally:
-            if pool is not None:
-                pool.release(ks)
+            pool.release(ks)
 
     def _python(self, state: tuple[Any, ...], guard: WhileGuard, rt: Any, pr: Any
                 ) -> tuple[Any, ...]:

@@ -30,6 +30,7 @@ fusion_plan.routine_operands.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -176,6 +177,68 @@ def c_order(x: np.ndarray) -> np.ndarray:
     if x.ndim >= 2 and np.swapaxes(x, -1, -2).flags.c_contiguous:
         return swap_last(np.swapaxes(x, -1, -2))
     return np.ascontiguousarray(x)
+
+
+@functools.lru_cache(maxsize=512)
+def _gather_plan(shape: tuple[int, ...], perm: tuple[int, ...], e: int, t: target.CpuTarget
+                 ) -> tuple[int, tuple[tuple[int, int], ...], tuple[int, ...]] | None:
+    """(the routine's address on target `t`, per-call (source, destination) byte offsets,
+    its other arguments) that
+    copy a C-contiguous array of `shape` into x.transpose(perm)'s C order, or None where
+    the routine does not help (the innermost axis stays innermost: numpy's copy moves
+    whole rows)."""
+    tshape = tuple(shape[p] for p in perm)
+    cs = [e * math.prod(shape[d + 1:]) for d in range(len(shape))]
+    strides = [cs[p] for p in perm]
+    if len(shape) < 2 or strides[-1] == e or math.prod(shape) < MIN_ELEMENTS:
+        return None
+    unit = [a for a in range(len(perm) - 1) if strides[a] == e and tshape[a] > 1]
+    if not unit:
+        return None
+    src = np.lib.stride_tricks.as_strided(np.empty(0, np.uint8), tshape, strides)
+    dst = np.lib.stride_tricks.as_strided(np.empty(0, np.uint8), tshape,
+                                          tuple(e * math.prod(tshape[d + 1:])
+                                                for d in range(len(tshape))))
+    src, dst = np.moveaxis(src, unit[-1], -2), np.moveaxis(dst, unit[-1], -2)
+    # src[..., p, q] (p of unit stride) is the routine's [q, p] matrix, transposed into
+    # dst[..., p, q]: the last lead axis its batch, the others one call each
+    *lead, cols, rows = src.shape
+    bs = (src.strides[-3] // e, dst.strides[-3] // e) if lead else (0, 0)
+    args = (rows, cols, src.strides[-1] // e, dst.strides[-2] // e, lead[-1] if lead else 1,
+            *bs)
+    offsets = tuple((sum(i * s for i, s in zip(idx, src.strides)),
+                     sum(i * s for i, s in zip(idx, dst.strides)))
+                    for idx in np.ndindex(*lead[:-1]))
+    return _routine(t, e)[1], offsets, args
+
+
+def gathered(x: np.ndarray, perm: Sequence[int], threads: int = 1) -> np.ndarray:
+    """np.ascontiguousarray(x.transpose(perm)) (a dot operand with its dimensions in GEMM
+    order), through the routine where the innermost axis moves: numpy's copy then reads
+    one element at a time down strides (an attention's k of [2, 128, 4, 64] as [8, 64, 128]
+    products: 56 us; here ~20). Otherwise the view itself (a reshape copies it, or BLAS reads
+    it with its strides)."""
+    v = x.transpose(perm)
+    if v.flags.c_contiguous or not x.flags.c_contiguous or x.itemsize not in ELEMENT_BYTES:
+        return v
+    t = target.current()
+    plan = _gather_plan(x.shape, tuple(perm), x.itemsize, t) if t.runs_here else None
+    if plan is None:
+        return v
+    fn, offsets, args = plan
+    out = np.empty(v.shape, v.dtype)
+    xa, oa = x.ctypes.data, out.ctypes.data
+    jobs = [(fn, (xa + so, oa + do, *args)) for so, do in offsets]
+    if threads > 1 and len(jobs) > 1 and x.size >= SWAP_SPLIT_ELEMENTS:
+        from xlapy.backends.cpu import parallel
+
+        parallel.pool(threads).share(jobs, threads, keep=(x, out))
+    else:
+        from xlapy.backends.cpu.threads import call
+
+        for f, a in jobs:
+            call(f, *a)
+    return out
 
 
 def pattern(instr: Instruction) -> tuple[int, int, int, int] | None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import executable, fft_lib
+from xlapy.backends.cpu import executable, fft_lib, parallel
 from xlapy.errors import XlapyError
 
 jax = pytest.importorskip("jax")
@@ -154,3 +154,64 @@ def test_an_fft_in_an_inner_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fft_lib, "fft", failing)
     with pytest.raises(XlapyError, match="the transform failed"):
         xlapy.compile(text, backend="cpu")(x)
+
+
+_Q, _S = "tensor<2x128x4x64xf32>", "tensor<2x4x128x128xf32>"
+#: An attention score product (einsum bqhd,bkhd->bhqk: a callback step, its operands
+#: gathered into GEMM order) beside element-wise kernels big enough to be split steps.
+_SCORES = f"""
+func.func @main(%q: {_Q}, %k: {_Q}, %acc: {_S}) -> {_S} {{
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:4 = stablehlo.while(%a = %q, %b = %k, %i = %c0, %s = %acc) : {_Q}, {_Q}, tensor<i32>, {_S}
+    cond {{
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    }} do {{
+      %d = stablehlo.dot_general %a, %b, batching_dims = [0, 2] x [0, 2],
+          contracting_dims = [3] x [3] : ({_Q}, {_Q}) -> {_S}
+      %e = stablehlo.add %s, %d : {_S}
+      %t = stablehlo.tanh %e : {_S}
+      %h = stablehlo.constant dense<0.5> : {_Q}
+      %a2 = stablehlo.multiply %a, %h : {_Q}
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %i1 = stablehlo.add %i, %one : tensor<i32>
+      stablehlo.return %a2, %b, %i1, %t : {_Q}, {_Q}, tensor<i32>, {_S}
+    }}
+  return %r#3 : {_S}
+}}
+"""
+
+
+def test_a_callback_shares_its_work_with_the_loops_reserved_workers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop reserves its workers for its split steps; a callback step's products and
+    operand copies run on them too (NativePool.lending), where they had run on the caller
+    alone (an attention gradient's dots: the same time on two threads as on one), with the
+    one-thread bits."""
+    from xlapy.backends.cpu import threads
+
+    rng = np.random.default_rng(5)
+    args = [(rng.standard_normal(s) / 8).astype(np.float32)
+            for s in ((2, 128, 4, 64), (2, 128, 4, 64), (2, 4, 128, 128))]
+    two = xlapy.compile(_SCORES, backend="cpu", options={"num_threads": 2})
+    assert "native while loop" in two._exe.explain()  # type: ignore[attr-defined]
+    lent: list[bool] = []
+    real = threads.NativePool.submit
+
+    def spy(self: Any, *a: Any, **k: Any) -> Any:
+        h = real(self, *a, **k)
+        lent.append(h.lent is not None)
+        return h
+
+    monkeypatch.setattr(threads.NativePool, "submit", spy)
+    pool = parallel.pool(2)  # all workers but the one the loop reserves held here
+    hold = pool.reserve(sum(not b for b in pool.busy) - 1)
+    try:
+        got = np.asarray(two(*args))
+    finally:
+        pool.release(hold)
+    monkeypatch.undo()
+    assert lent and all(lent), lent
+    one = xlapy.compile(_SCORES, backend="cpu", options={"num_threads": 1})
+    np.testing.assert_array_equal(got.view(np.uint32), np.asarray(one(*args)).view(np.uint32))

@@ -147,3 +147,44 @@ def test_parked_workers_stop_spinning_and_still_take_jobs() -> None:
         pool._rounds = rounds
         slots[:, rd] = rounds
         pool.submit(MEMSET, buf.ctypes.data, 0, 16).result()  # back to the usual bound
+
+
+def test_a_lender_posts_to_its_reserved_workers() -> None:
+    """Inside `lending(ks)` a submit that finds no free worker posts to a reserved one (its
+    sequence taken from the slot: the native caller posted there meanwhile), inline once
+    every lent worker is in use; outside the block inline again, the workers reserved
+    until `release`, then the pool's own again."""
+    pool = _pool()
+    ks = pool.reserve(pool.workers)
+    if not ks:
+        return  # (another test's thread holds every worker)
+    _, post, wait, _, _ = threads._native()
+    bufs = [np.zeros(16, np.uint8) for _ in range(len(ks) + 3)]
+    try:
+        for k in ks:  # the native caller's own jobs, posted to the slots directly
+            pool.slots[k, threads._FN] = MEMSET
+            pool.slots[k, threads._ARGS:threads._ARGS + 3] = [bufs[0].ctypes.data, 3, 16]
+            post(pool.addrs[k])
+            wait(pool.addrs[k], int(pool.slots[k, threads._POSTED]) & 0xFFFFFFFF, 0)
+        assert (bufs[0] == 3).all()
+        assert pool.submit(MEMSET, bufs[1].ctypes.data, 4, 16).pool is None
+        with pool.lending(ks):
+            hs = [pool.submit(MEMSET, bufs[2 + j].ctypes.data, 5 + j, 16)
+                  for j in range(len(ks))]
+            assert all(h.pool is pool for h in hs)
+            assert pool.submit(MEMSET, bufs[1].ctypes.data, 6, 16).pool is None
+            for h in hs:
+                h.result()
+            again = pool.submit(MEMSET, bufs[1].ctypes.data, 7, 16)
+            assert again.pool is pool
+            again.result()
+        assert all(pool.busy[k] for k in ks)
+        assert pool.submit(MEMSET, bufs[1].ctypes.data, 8, 16).pool is None
+    finally:
+        pool.release(ks)
+    assert [int(b[0]) for b in bufs[1:-1]] == [8] + [5 + j for j in range(len(ks))]
+    for _ in range(3):
+        h = pool.submit(MEMSET, bufs[-1].ctypes.data, 9, 16)
+        assert h.pool is pool
+        h.result()
+    assert (bufs[-1] == 9).all()

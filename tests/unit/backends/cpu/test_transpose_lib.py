@@ -5,6 +5,8 @@ Fortran-order copies go through it too."""
 
 from __future__ import annotations
 
+import itertools
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -166,6 +168,25 @@ def test_swap_last_is_numpys(shape: tuple[int, ...], t: str) -> None:
     view = x[..., ::2]  # not contiguous: numpy's copy
     np.testing.assert_array_equal(transpose_lib.swap_last(view),
                                   np.swapaxes(view, -1, -2))
+
+
+@pytest.mark.parametrize("t", list(TYPES))
+@pytest.mark.parametrize("shape", [(2, 128, 4, 64), (3, 5, 7, 9), (1, 300, 20), (2, 3, 4, 5, 6)])
+def test_gathered_is_numpys_copy_of_the_transpose(shape: tuple[int, ...], t: str) -> None:
+    """gathered(x, perm): x.transpose(perm)'s values on any thread count; copied by the
+    routine (C order) wherever the innermost axis moves and the routine takes the element
+    size, else the view itself."""
+    x = _values(shape, t)
+    for perm in itertools.permutations(range(len(shape))):
+        want = np.ascontiguousarray(x.transpose(perm))
+        routine = perm[-1] != len(shape) - 1 and x.size >= transpose_lib.MIN_ELEMENTS and \
+            x.itemsize in transpose_lib.ELEMENT_BYTES
+        for threads in (1, 2):
+            got = transpose_lib.gathered(x, perm, threads)
+            assert got.shape == want.shape
+            assert got.flags.c_contiguous if routine else np.shares_memory(got, x)
+            np.testing.assert_array_equal(np.ascontiguousarray(got).view(np.uint8),
+                                          want.view(np.uint8))
 
 
 def test_c_order() -> None:
