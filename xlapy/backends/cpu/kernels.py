@@ -35,7 +35,7 @@ from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu import elementwise_convert as ewconv
 from xlapy.backends.cpu.fp_env import kernel_mxcsr, restore_mxcsr
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
-from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, segmentable
+from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, inner_cuts, segmentable
 from xlapy.backends.cpu.interleave_emit import InterleaveEmitter
 from xlapy.backends.cpu.kernel_flat import flatten, peel_reshape
 from xlapy.backends.cpu.lane_split import LaneSplitEmitter
@@ -210,6 +210,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             self.segmented or self.rows or root.opcode == "reduce"))
         self.width = vector_width() if all(check.kernel(r, self.rows, self.segmented) for r in
                                            [root, *(x for x, _ in self.extra)]) else 0
+        self.cuts = {} if self.width or self.segmented or rows or extra or flat or \
+            root.opcode == "reduce" else inner_cuts(root, leaves)
+        if self.cuts:  # branches inside along the lane: segments where each takes one case
+            self.width, self.segmented = vector_width(), True
         #: Residues of the scalar innermost loop (residue_emit.py; 1: a plain loop).
         self.residues = 1 if self.width or self.segmented or rows else residues(root, leaves)
         self.align = self.residues if root.shape.rank == 1 and not flat else 1  # splits
@@ -497,7 +501,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         """The innermost loop over [lo, hi) as one loop per segment of the root (each
         clipped to [lo, hi): the outermost loop's range is a thread's), its case forced."""
         b = self.b
-        for a, z, case in self.segments(self.root):
+        for a, z, cases in self.segments(self.root):
             start = i64(a) if isinstance(a, int) else a
             stop = i64(z) if isinstance(z, int) else z
             if d == 0:
@@ -505,9 +509,9 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                 stop = b.select(b.icmp_signed("<", stop, hi), stop, hi)
                 # An empty intersection stays empty (the lane loop assumes stop >= start).
                 stop = b.select(b.icmp_signed("<", stop, start), start, stop)
-            self.forced[id(self.root)] = case
+            self.forced.update(cases)
             self._lane_loop(start, stop, f"d{d}s", body)
-        self.forced.pop(id(self.root), None)
+        self.forced.clear()
 
     def _lane_loop(self, lo: ir.Value, hi: ir.Value, name: str, body: Any,
                    extent: int = 0) -> None:

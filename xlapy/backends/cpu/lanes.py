@@ -194,7 +194,8 @@ class LaneCheck:
     tracking which dimension of each value the innermost lane index runs along."""
 
     def __init__(self, leaves: dict[int, int], rows: Sequence[Instruction],
-                 reducer: Callable[[Instruction], str | None], splits: bool = False) -> None:
+                 reducer: Callable[[Instruction], str | None], splits: bool = False,
+                 cuts: bool = False) -> None:
         self.leaves = leaves
         self.rows = {id(r) for r in rows}
         self.reducer = reducer
@@ -203,6 +204,12 @@ class LaneCheck:
         #: when one does (the kernel then keeps vector-wide lane groups: lane_split.py).
         self.splits = splits
         self.split = False
+        #: With `cuts`: the concatenates and pads that branch along the lane, each reached
+        #: with the lane index at a known shift `off` from the kernel's innermost index
+        #: ((id, off) -> (instr, lane dimension, off)): its innermost loop then runs in
+        #: segments where each takes one case (index_emit.segments); else None.
+        self.cuts: dict[tuple[int, int], tuple[Instruction, int, int]] | None = \
+            {} if cuts else None
 
     def kernel(self, root: Instruction, rows: Sequence[Instruction],
                segmented: bool = False) -> bool:
@@ -230,12 +237,14 @@ class LaneCheck:
         return op is not None and not (op in ("add", "multiply") and et.is_float
                                        and et not in REASSOC)
 
-    def value(self, instr: Instruction, p: int | None, aligned: bool = True) -> bool:
+    def value(self, instr: Instruction, p: int | None, aligned: bool = True,
+              off: int | None = 0) -> bool:
         """`instr` generated with the lane along its dimension p (None: uniform); `aligned`:
-        the lanes' first index is a multiple of the width (no shift on the way)."""
+        the lanes' first index is a multiple of the width (no shift on the way); `off`: the
+        lane index's shift from the kernel's innermost index (None: a run-time one)."""
         if p is None:
             return True
-        key = (id(instr), p, aligned)
+        key = (id(instr), p, aligned, off if self.cuts is not None else 0)
         if key in self.seen:
             return True
         self.seen.add(key)
@@ -256,35 +265,41 @@ class LaneCheck:
             src = ops[0].shape.dimensions
             q = next((i for i, d in enumerate(a.broadcast_dimensions)
                       if d == p and src[i] != 1), None)
-            return self.value(ops[0], q)
+            return self.value(ops[0], q, True, off)
         if op == "transpose":
-            return self.value(ops[0], list(a.permutation)[p], aligned)
+            return self.value(ops[0], list(a.permutation)[p], aligned, off)
         if op == "reshape":
             out, src = instr.shape.dimensions, ops[0].shape.dimensions
             q = _reshape_lane(p, out, src)
             if q is not False:
-                return self.value(ops[0], q, aligned)  # type: ignore[arg-type]
+                return self.value(ops[0], q, aligned, off)  # type: ignore[arg-type]
             pats = split_patterns(out, src, p, vector_width()) if self.splits and aligned \
                 else None
             self.split = self.split or pats is not None
             return pats is not None and self._split(ops[0], pats)
         if op == "slice":
             return a.strides[p] == 1 and self.value(
-                ops[0], p, aligned and a.start_indices[p] % vector_width() == 0)
+                ops[0], p, aligned and a.start_indices[p] % vector_width() == 0,
+                None if off is None else off + a.start_indices[p])
         if op == "reverse":
-            return p not in a.dimensions and self.value(ops[0], p)
+            return p not in a.dimensions and self.value(ops[0], p, True, off)
         if op == "gather":  # along an offset dimension: the starts are uniform
             d = gather_operand_dim(instr, p)
             if d is not None:
-                return self.value(ops[0], d, False)
+                return self.value(ops[0], d, False, None)
             from xlapy.backends.cpu import gather_lanes  # (it imports this module)
             return gather_lanes.eligible(instr, self.leaves, p) and \
-                self.value(ops[1], gather_lanes.index_dim(instr, p), False)
+                self.value(ops[1], gather_lanes.index_dim(instr, p), False, None)
         if op in INDEX_LANES:  # operands along the same dimension; scalar operands uniform
-            return index_lane_ok(instr, p) and all(
-                self.value(o, p if o.shape.rank else None, False) for o in ops
-                if o.shape.num_elements)
-        return all(self.value(o, p if o.shape.rank else None, aligned) for o in ops)
+            shifts = index_lane_shifts(instr, p, off, self.cuts is not None)
+            if shifts is None:
+                return False
+            if not index_lane_ok(instr, p):
+                assert self.cuts is not None and off is not None
+                self.cuts[(id(instr), off)] = (instr, p, off)
+            return all(self.value(o, p if o.shape.rank else None, False, k)
+                       for o, k in zip(ops, shifts) if o.shape.num_elements)
+        return all(self.value(o, p if o.shape.rank else None, aligned, off) for o in ops)
 
     def patterned(self, instr: Instruction, pats: dict[int, tuple[int, ...]]) -> bool:
         """`instr` generated with LanePattern indices along the dimensions of `pats`: read
@@ -327,7 +342,7 @@ class LaneCheck:
         if len(pats) == 1:
             (d, v), = pats.items()
             if v == tuple(range(len(v))):
-                return self.value(instr, d, True)
+                return self.value(instr, d, True, None)
         return self.patterned(instr, pats)
 
 
@@ -360,6 +375,33 @@ def index_lane_ok(instr: Instruction, p: int) -> bool:
         operand, update = instr.operands[:2]
         return update.shape.dimensions[p] == operand.shape.dimensions[p]
     return False  # gather: see gather_operand_dim
+
+
+def index_lane_shifts(instr: Instruction, p: int, off: int | None, cuts: bool
+                      ) -> list[int | None] | None:
+    """Each operand's lane shift (None: a run-time one) when index op `instr` (not a gather)
+    is generated with the lane along p at shift `off`, or None where it cannot be: a branch
+    along p (index_lane_ok) needs `cuts` and a known shift, and a concatenate or a pad with
+    no interior padding there (the segments force its case)."""
+    op, a, ops = instr.opcode, instr.attrs, instr.operands
+    same = off  # (scalar operands are uniform: their shift is never read)
+    if op == "concatenate" and p == a.dimension:
+        if not cuts or off is None:
+            return None
+        starts = [0]
+        for o in ops:
+            starts.append(starts[-1] + o.shape.dimensions[p])
+        return [off - s for s in starts[:-1]]
+    if op == "pad":
+        if a.interior_padding[p] or (not index_lane_ok(instr, p) and (not cuts or off is None)):
+            return None
+        return [None if off is None else off - a.edge_padding_low[p], same]
+    if op == "dynamic_slice":  # a run-time start along p, unless it spans p (start 0)
+        return [same if ops[0].shape.dimensions[p] == a.slice_sizes[p] else None] + \
+            [same] * (len(ops) - 1)
+    if op == "dynamic_update_slice" and not index_lane_ok(instr, p):
+        return None
+    return [same] * len(ops)
 
 
 def gather_operand_dim(instr: Instruction, p: int) -> int | None:
