@@ -38,6 +38,7 @@ from xlapy.passes.fusion import InstructionFusion, MultiOutputFusion
 from xlapy.passes.inliner import CallInliner
 from xlapy.passes.layout_assignment import LayoutAssignment
 from xlapy.passes.native_forms import native_form_passes
+from xlapy.passes.optimization_barrier_expander import OptimizationBarrierExpander
 from xlapy.passes.pass_base import FixedPointGroup, Pass, Pipeline
 from xlapy.passes.rng_bit_generator_expander import RngBitGeneratorExpander
 from xlapy.passes.scan_lowering import ScanLowering
@@ -100,14 +101,15 @@ def backend_pipeline(verify: bool = False,
     """The rewrites a native backend runs before its own fusion: chlo ops lowered to HLO
     (XLA's decompositions, so they compile to kernels instead of running on the
     interpreter), native forms, calls inlined (JAX's private functions would each be a thunk
-    boundary), small loops inside loops unrolled and small pure conditionals as selects (either
-    kept the loop around it off the native driver), rng_bit_generator expanded to integer HLO
-    (it would run on the interpreter),
+    boundary), optimization barriers removed (XLA:CPU's expander: CSE then merges a
+    checkpointed forward pass with its recomputation), small loops inside loops unrolled and
+    small pure conditionals as selects (either kept the loop around it off the native
+    driver), rng_bit_generator expanded to integer HLO (it would run on the interpreter),
     then the bit-exact simplifications, CSE and DCE. The cpu backend's pipeline is these
     followed by its fusion pass (backends/cpu/pipeline.py); the gpu backend runs them as is.
     `native_chlo`: the chlo ops the backend's kernels compute themselves (kept)."""
     return Pipeline("backend", [ChloLowering(native=native_chlo), *native_form_passes(),
-                                CallInliner(),
+                                CallInliner(), OptimizationBarrierExpander(),
                                 NestedLoopUnroller(), ConditionalToSelect(),
                                 RngBitGeneratorExpander.for_cpu(),
                                 simplification_group(exact_only=True),
@@ -118,6 +120,7 @@ def backend_pipeline(verify: bool = False,
 #: Single passes by the names `xlapy opt --passes a,b` accepts.
 PASSES: dict[str, Callable[[], Pass]] = {
     "dce": DeadCodeElimination,
+    "optimization-barrier-expander": OptimizationBarrierExpander,
     "cond-to-select": ConditionalToSelect,
     "cond-simplifier": ConditionalSimplifier,
     "unroll-nested-loops": NestedLoopUnroller,
