@@ -75,7 +75,8 @@ def test_patterns() -> None:
 @pytest.mark.parametrize(("shape", "perm"), [
     ((256, 256), (1, 0)), ((1031, 517), (1, 0)), ((9, 300), (1, 0)), ((300, 9), (1, 0)),
     ((3, 70, 133), (0, 2, 1)), ((2, 3, 41, 67), (0, 1, 3, 2)), ((6, 10, 35), (2, 0, 1)),
-    ((16, 12, 40), (1, 2, 0)), ((64, 40, 3), (0, 2, 1))])
+    ((16, 12, 40), (1, 2, 0)), ((64, 40, 3), (0, 2, 1)), ((512, 64, 8), (2, 0, 1)),
+    ((4000, 12), (1, 0)), ((130, 70), (1, 0))])
 @pytest.mark.parametrize("t", list(TYPES))
 def test_transposes_call_the_routine_bit_for_bit(shape: tuple[int, ...],
                                                  perm: tuple[int, ...], t: str) -> None:
@@ -155,6 +156,20 @@ def test_loop_bodies_call_the_routine() -> None:
     want = xlapy.compile(text, "interpreter")(m[:, :48])
     np.testing.assert_array_equal(np.asarray(prog(m[:, :48])).view(np.uint32),
                                   np.asarray(want).view(np.uint32))
+
+
+@pytest.mark.parametrize(("shape", "perm", "bands"), [
+    ((512, 64, 8), (2, 0, 1), True), ((4000, 12), (1, 0), True), ((130, 70), (1, 0), False)])
+def test_few_columns_split_by_bands_of_rows(shape: tuple[int, ...], perm: tuple[int, ...],
+                                            bands: bool) -> None:
+    """A transpose with no batch dimensions and fewer than NARROW_COLUMNS input columns
+    splits over bands of ROW_BAND input rows (its kernel's outer range), not over columns
+    (a few each: the routine's scalar edges, 5x slower)."""
+    prog = xlapy.compile(_program(shape, "f32", perm), "cpu", options={"num_threads": 2})
+    rows = int(np.prod([shape[d] for d in range(len(shape)) if d not in perm[:1]]))
+    spec = prog._exe.kernel_specs[0]
+    want = -(-rows // transpose_lib.ROW_BAND) if bands else shape[perm[0]]
+    assert spec.outer == want and spec.splittable
 
 
 @pytest.mark.parametrize("t", list(TYPES))
