@@ -221,6 +221,11 @@ SPREAD = 16
 #: ... when the broadcast copies have at least this many elements (a small kernel's extra
 #: launch would cost more than the recomputation saves).
 SPREAD_ELEMENTS = 1 << 14
+#: ... or along rows shorter than this (a kernel over [n, n, 3] pairwise differences runs
+#: scalar loops of 3), when it has at least SHORT_ROW_VALUES elements: an n-body step's
+#: r2 ** 1.5 was a scalar pow per pair, 2.4 ms for 256 bodies (XLA 0.6).
+SHORT_ROW = 8
+SHORT_ROW_VALUES = 1 << 10
 #: Ops through which a kernel reads its operand at another index than its own (a value read
 #: through two of them is generated twice per element of the kernel). Broadcasts are left to
 #: the emitter's hoisting and `_spread`; a reduce computed inline keeps its row (softmax's
@@ -378,6 +383,11 @@ def _spread(instr: Instruction) -> str | None:
                     and added and min(added) < max(varying)):
                 return (f"{instr.opcode} read {u.shape.num_elements // n} times per element "
                         f"through broadcast %{u.name}: a buffer, not a recomputation")
+            if varying and max(varying) < len(out) - 1 and 1 < out[-1] < SHORT_ROW and \
+                    n >= SHORT_ROW_VALUES:
+                return (f"{instr.opcode} constant along the {out[-1]}-element rows of "
+                        f"broadcast %{u.name}: a buffer computed in lanes, not once per row "
+                        f"of a scalar kernel")
             if len(u.users) != 1:
                 break
             u = u.users[0]

@@ -223,6 +223,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         if self.rows:  # rows shorter than a vector (softmax: 10 classes)
             cols = self.rows[0].operands[0].shape.dimensions[-1]
             self.width = row_width(cols, self.width, self.masked)
+        elif dims and root.opcode != "reduce":  # ([n, n, 3] pairs: xmm, not masked zmm)
+            self.width = row_width(dims[-1], self.width, self.masked)
         if self.width and root.opcode != "reduce" and not self.rows and dims:
             # Two (four) vectors per lane group: a long dependent chain per element (the
             # GELU chain) leaves the out-of-order window with one group in flight; LLVM
@@ -404,8 +406,9 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         if op == "divide" and t in (ET.F32, ET.F64):  # by a value fixed per row: a product
             n, d = args
             phase = self.hoisted_phase(d)
-            nonneg = ops[0].opcode == "exponential"
-            if row_divide.applies(n, d, phase is not None, nonneg):
+            nonneg = ops[0].opcode == "exponential"  # (a row of one vector: one divps)
+            if row_divide.applies(n, d, phase is not None, nonneg) and \
+                    instr.shape.dimensions[-1] > n.type.count:
                 return row_divide.emit(b, n, d, lambda k, f: self.at_phase(phase, k, f),
                                        nonneg=nonneg)
         return ew.emit(b, op, self._unify(args), t, et)

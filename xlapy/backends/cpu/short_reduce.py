@@ -17,6 +17,7 @@ import math
 from xlapy.backends.cpu import small_dots
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction, Module
+from xlapy.passes.fusion_decision import EXPENSIVE
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import ComputationPass, replace_each
 from xlapy.types import ElementType
@@ -39,7 +40,10 @@ def short_reduce(instr: Instruction) -> bool:
 def broadcast_back(instr: Instruction, depth: int = 8) -> bool:
     """Whether the reduce's result (through ops on its elements) is broadcast back over its
     operand's shape: a normalization (softmax's max and sum), which the row kernel computes
-    once per row and the fold would recompute per element."""
+    once per row and the fold would recompute per element. Not through a transcendental op
+    (an n-body step's r2 ** 1.5 broadcast back over [n, n, 3]: the row kernel computed the
+    pow once per row of 3 in scalar code, 1.1 ms for 256 bodies; folded, the pow gets a
+    buffer in lanes, fusion_plan.SHORT_ROW, 0.2 ms)."""
     full = tuple(instr.operands[0].shape.dimensions)
     n = instr.shape.num_elements
     seen: set[int] = set()
@@ -52,7 +56,7 @@ def broadcast_back(instr: Instruction, depth: int = 8) -> bool:
             seen.add(id(u))
             if u.opcode == "broadcast_in_dim" and tuple(u.shape.dimensions) == full:
                 return True
-            if u.shape.num_elements == n and d < depth:
+            if u.shape.num_elements == n and d < depth and u.opcode not in EXPENSIVE:
                 todo.append((u, d + 1))
     return False
 

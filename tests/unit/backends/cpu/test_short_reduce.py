@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (StableHLO programs are kept on one line per op)
 """Reductions over a short last dimension as element-wise folds (short_reduce.py): the
 interpreter's bits (its left-to-right fold from the init) for sums, products, max/min and
 bitwise folds over 1..8 elements in f32/bf16/s32/pred, a non-identity init; dots
@@ -93,3 +94,28 @@ def test_normalizations_keep_their_row_reduction() -> None:
     assert any(i.opcode == "reduce" for i in prog._exe.comp.instructions)
     x = np.random.default_rng(0).standard_normal((512, 4)).astype(np.float32)
     np.testing.assert_array_equal(prog(x), xlapy.compile(SOFTMAX, backend="interpreter")(x))
+
+
+#: r2 = sum of squares over 3 components, pow(r2, 1.5) broadcast back over them.
+OVER_POW = """
+func.func @main(%x: tensor<512x3xf32>) -> tensor<512x3xf32> {
+  %sq = stablehlo.multiply %x, %x : tensor<512x3xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%sq init: %z) applies stablehlo.add across dimensions = [1] : (tensor<512x3xf32>, tensor<f32>) -> tensor<512xf32>
+  %e = stablehlo.constant dense<1.5> : tensor<512xf32>
+  %p = stablehlo.power %s, %e : tensor<512xf32>
+  %pb = stablehlo.broadcast_in_dim %p, dims = [0] : (tensor<512xf32>) -> tensor<512x3xf32>
+  %d = stablehlo.divide %x, %pb : tensor<512x3xf32>
+  return %d : tensor<512x3xf32>
+}
+"""
+
+
+def test_a_reduce_broadcast_back_through_a_transcendental_is_folded() -> None:
+    """The pow between the sum and its broadcast back would run once per row of 3 in the
+    row kernel's scalar code: folded, it is computed in lanes (fusion_plan.SHORT_ROW gives
+    it a buffer when it is big enough). The interpreter's bits."""
+    prog = xlapy.compile(OVER_POW, backend="cpu")
+    assert not any(i.opcode == "reduce" for i in prog._exe.comp.instructions)
+    x = np.random.default_rng(1).standard_normal((512, 3)).astype(np.float32)
+    np.testing.assert_array_equal(prog(x), xlapy.compile(OVER_POW, backend="interpreter")(x))
