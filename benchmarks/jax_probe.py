@@ -324,6 +324,28 @@ def programs(small: bool = False) -> dict[str, Program]:
             rng.integers(0, 512 // s, 65536 // s).astype(np.int32) for _ in range(2)]),
         "bincount_w": (lambda i, w: jnp.bincount(i, w, length=1024), [
             rng.integers(0, 1024, (1 << 18) // s).astype(np.int32), f32(1 << 18)]),
+        # session 34's idioms: multi-head attention's gradient in [b, t, h, d] (callback
+        # dots on one thread in the native trip, numpy's transposing copies: 1.26x), an
+        # edge-padded stencil (a scalar kernel over two concatenates: 2.15x), a concatenate
+        # along the last axis (1.4x), jax.checkpoint's recomputation (1.15x), n-body forces
+        # (a scalar pow per pair: 4x), an einsum's outer product to the front (6.7x)
+        "attn_grad_bthd": (jax.grad(lambda q, k, v: jnp.sum(jnp.einsum(
+            "bhqk,bkhd->bqhd", jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / 8.0, -1),
+            v) ** 2)), [f32(2, 128, 4, 64) for _ in range(3)]),
+        "heat_pad": (lambda u: lax.fori_loop(0, 50, lambda i, u: (lambda p: u + 0.1 * (
+            p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:] - 4 * u))(
+                jnp.pad(u, 1, mode="edge")), u), [f32(256, 256)]),
+        "concat_last": (lambda a, b: jnp.concatenate([a, b], -1) * 2,
+                        [f32(512, 512), f32(512, 512)]),
+        "remat_mlp_grad": (jax.grad(lambda w, x: jnp.sum(jax.checkpoint(
+            lambda w, x: jnp.tanh(jnp.tanh(x @ w) @ w))(w, x) ** 2)),
+                           [f32(256, 256) * 0.05, f32(512, 256)]),
+        "nbody": (lambda p, v: lax.fori_loop(0, 10, lambda i, s: (lambda p, v: (lambda a: (
+            p + 0.01 * (v + 0.01 * a), v + 0.01 * a))(-((p[:, None] - p[None]) / (((
+                p[:, None] - p[None]) ** 2).sum(-1) + 1e-2)[..., None] ** 1.5).sum(1)))(*s),
+            (p, v))[0], [pts(256, 3), pts(256, 3)]),
+        "moe_dispatch": (lambda x, g: jnp.einsum("te,td->etd", g, x), [
+            f32(1024, 256), np.eye(8, dtype=np.float32)[rng.integers(0, 8, 1024 // s)]]),
         # library calls in loops: an FFT (a callback step, loop_callback.py: 4.2x -> 1.9),
         # qr (geqrf as a step, its unused orgqr dead: 14x -> 1.4), a batched product
         # (gemm_small's products as a step: 2.7x -> 0.37-0.55), eigh (6.7x -> 1.07)

@@ -14,7 +14,8 @@ def test_some_programs_run_on_both_sides() -> None:
     assert len(table) >= 20
     for name in ("cond_in_loop", "scan_ys", "to_int8", "loop_in_loop", "decode_loop",
                  "arctan2", "square_f", "patchify", "rotate_pts", "cross", "segment_max",
-                 "segment_sum", "gather_pairs", "bincount_w", "clip_norm"):
+                 "segment_sum", "gather_pairs", "bincount_w", "clip_norm", "heat_pad",
+                 "nbody", "moe_dispatch", "attn_grad_bthd"):
         fn, args = table[name]
         r = jax_probe.probe_one(fn, args, reps=1, burst=1)
         assert r["fallbacks"] == 0 and r["err"] < 1e-4, (name, r)
