@@ -378,7 +378,8 @@ def _spread(instr: Instruction) -> str | None:
             dims = [bd[d] for d in dims]
             out = u.shape.dimensions
             varying = [d for k, d in enumerate(dims) if instr.shape.dimensions[k] > 1]
-            added = [d for d in range(len(out)) if d not in dims and out[d] > 1]
+            # (a size-1 dimension broadcast out is added too: jnp's keepdims scales)
+            added = [d for d in range(len(out)) if d not in varying and out[d] > 1]
             if (u.shape.num_elements >= max(SPREAD * n, SPREAD_ELEMENTS) and varying
                     and added and min(added) < max(varying)):
                 return (f"{instr.opcode} read {u.shape.num_elements // n} times per element "

@@ -151,3 +151,19 @@ def test_pairwise_forces_compute_the_pow_once_per_pair_in_lanes() -> None:
     np.testing.assert_allclose(np.asarray(cpu(p)),
                                np.asarray(xlapy.compile(text, backend="interpreter")(p)),
                                rtol=2e-5, atol=1e-5)
+
+
+def test_a_keepdims_scale_broadcast_over_rows_gets_a_buffer() -> None:
+    """max / 127 of shape [1, n] (jnp's keepdims) broadcast over [m, n]: its size-1
+    dimension broadcast out counts as added, so the divide is computed n times, not m n
+    (per-channel int8 quantization divided twice per element)."""
+    g = HloBuilder()
+    x = g.param("f32[512,256]")
+    m = g.param("f32[1,256]")
+    scale = g.divide(m, g.splat(127.0, m))
+    g.build(g.divide(x, g.bcast(scale, (512, 256), (0, 1))))
+    assert _roots(g) == ["divide", "divide"]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(np.float32) for s in [(512, 256), (1, 256)]]
+    np.testing.assert_array_equal(xlapy.compile(g.module, backend="cpu")(*args),
+                                  xlapy.compile(g.module, backend="interpreter")(*args))
