@@ -83,9 +83,11 @@ def reordered(t: Instruction) -> Instruction | None:
             not _trailing(rhs.shape.rank, a.rhs_contracting_dimensions):
         return None
     found = _operands_swapped(t)
-    if found is None:
-        return None
-    new, perm = found
+    return None if found is None else _transposed(t, *found)
+
+
+def _transposed(t: Instruction, new: Instruction, perm: tuple[int, ...]) -> Instruction:
+    """`new` (the swapped dot) as transpose `t` reads it: itself, or permuted by `perm`."""
     if perm == tuple(range(len(perm))):
         return new
     return Instruction("transpose", [new], t.shape, dataclasses.replace(
@@ -108,9 +110,7 @@ def outer_reordered(t: Instruction) -> Instruction | None:
     found = _operands_swapped(t)
     if found is None or found[1][-1] != rank - 1:
         return None
-    new, perm = found
-    return Instruction("transpose", [new], t.shape, dataclasses.replace(
-        t.attrs, permutation=perm), (), t.name)
+    return _transposed(t, *found)
 
 
 class FoldDotTranspose(ComputationPass):

@@ -29,7 +29,7 @@ from xlapy.backends.cpu import (
     recycle,
 )
 from xlapy.backends.cpu.dot_views import reshaped
-from xlapy.backends.cpu.transpose_lib import c_order, gathered
+from xlapy.backends.cpu.transpose_lib import c_order, gathered, transposed_view
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -235,11 +235,8 @@ def dot_plan(instr: Instruction, threads: int = 1
 def _copied(dims: Sequence[int], perm: Sequence[int], shape: tuple[int, ...]) -> bool:
     """Whether a C-contiguous array of `dims`, transposed by `perm`, is copied by a reshape
     to `shape` (tried on a strided view of no memory)."""
-    e = [math.prod(dims[d + 1:]) for d in range(len(dims))]
-    v = np.lib.stride_tricks.as_strided(np.empty(0, np.uint8), tuple(dims[p] for p in perm),
-                                        tuple(e[p] for p in perm))
     try:
-        reshaped(v, shape)
+        reshaped(transposed_view(dims, perm), shape)
     except (ValueError, AttributeError):
         return True
     return False

@@ -185,6 +185,15 @@ def c_order(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
+def transposed_view(shape: Sequence[int], perm: Sequence[int], e: int = 1) -> np.ndarray:
+    """A view of no memory with the layout of a C-contiguous array of `shape` (e-byte
+    elements) transposed by `perm`: its strides, contiguity and reshapes, never its data."""
+    cs = [e * math.prod(shape[d + 1:]) for d in range(len(shape))]
+    return np.lib.stride_tricks.as_strided(np.empty(0, np.uint8),
+                                           tuple(shape[p] for p in perm),
+                                           tuple(cs[p] for p in perm))
+
+
 @functools.lru_cache(maxsize=512)
 def _gather_plan(shape: tuple[int, ...], perm: tuple[int, ...], e: int, t: target.CpuTarget
                  ) -> tuple[int, tuple[tuple[int, int], ...], tuple[int, ...]] | None:
@@ -193,18 +202,13 @@ def _gather_plan(shape: tuple[int, ...], perm: tuple[int, ...], e: int, t: targe
     copy a C-contiguous array of `shape` into x.transpose(perm)'s C order, or None where
     the routine does not help (the innermost axis stays innermost: numpy's copy moves
     whole rows)."""
-    tshape = tuple(shape[p] for p in perm)
-    cs = [e * math.prod(shape[d + 1:]) for d in range(len(shape))]
-    strides = [cs[p] for p in perm]
-    if len(shape) < 2 or strides[-1] == e or math.prod(shape) < MIN_ELEMENTS:
+    src = transposed_view(shape, perm, e)
+    if len(shape) < 2 or src.strides[-1] == e or math.prod(shape) < MIN_ELEMENTS:
         return None
-    unit = [a for a in range(len(perm) - 1) if strides[a] == e and tshape[a] > 1]
+    unit = [a for a in range(len(perm) - 1) if src.strides[a] == e and src.shape[a] > 1]
     if not unit:
         return None
-    src = np.lib.stride_tricks.as_strided(np.empty(0, np.uint8), tshape, strides)
-    dst = np.lib.stride_tricks.as_strided(np.empty(0, np.uint8), tshape,
-                                          tuple(e * math.prod(tshape[d + 1:])
-                                                for d in range(len(tshape))))
+    dst = transposed_view(src.shape, range(len(perm)), e)
     src, dst = np.moveaxis(src, unit[-1], -2), np.moveaxis(dst, unit[-1], -2)
     # src[..., p, q] (p of unit stride) is the routine's [q, p] matrix, transposed into
     # dst[..., p, q]: the last lead axis its batch, the others one call each
@@ -341,5 +345,6 @@ class TransposeEmitter:
                       cells=((cell.name, addr),))
 
 
-__all__ = ["TransposeEmitter", "c_order", "pattern", "routine_shape", "swap_last", "takes",
+__all__ = ["TransposeEmitter", "c_order", "gathered", "pattern", "routine_shape", "swap_last",
+           "takes", "transposed_view",
            "ELEMENT_BYTES", "MIN_ELEMENTS", "SWAP_MIN_ELEMENTS"]
