@@ -404,7 +404,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             self.subexecs.extend((instr.name, sub) for sub in subs)
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
             if nw is not None:
-                once.ahead(while_driver.driver)  # its runner, built while compile returns
+                once.ahead(while_driver.driver_for, denormal.current())  # its runner, built
+                # while compile returns
                 nw.owned = frozenset(k for k, o in enumerate(instr.operands)
                                      if id(o) in self._owned and self.slot[id(o)] in fresh)
                 self.report.append((instr.name, "while", f"native while loop{nw.label}"))

@@ -22,6 +22,14 @@ MXCSR_FTZ_DAZ = 0x8000
 MXCSR_DAZ = 0x40
 #: aarch64 FPCR flush-to-zero (bit 24).
 FPCR_FZ = 1 << 24
+#: Bit 63 of a loop body kernel's `hi` (its outer range's end; `Kernel.env_arg`): its caller
+#: set the floating-point environment for the denormal mode the kernel was compiled in, so
+#: the kernel neither reads nor writes it. The native while driver sets it once for all its
+#: iterations and passes this bit to the kernel steps it runs on its own thread (native_loop.py,
+#: kernel_sequence.py): reading MXCSR alone costs ~4.6 ns (stmxcsr, ~17 cycles on Zen 4), which
+#: was half of a tiny scan step's ~40 ns over five kernels. Chunks the worker pool runs and the
+#: Python path's calls leave it clear.
+ENV_SET = -(1 << 63)
 
 
 #: Whether the kernels emitted now run once per call of their executable (a top-level
@@ -40,58 +48,85 @@ def mxcsr_once(on: bool) -> Iterator[None]:
         _ONCE_PER_CALL.reset(token)
 
 
-def kernel_mxcsr(b: ir.IRBuilder) -> tuple[ir.Value, ir.Value | None]:
-    """set_ftz_daz for a fused kernel's function. One a top-level executable calls (once
-    per call and thread chunk, `mxcsr_once`) loads MXCSR unconditionally, the flush bits
-    or'ed in, and restores it at the end: two basic blocks fewer on each side, which LLVM's
-    instruction selection charges ~0.35 ms of a softmax kernel's ~6 ms code generation,
-    for ~2-4 ns a call (ldmxcsr measured 1.1 ns rewriting the same value on Zen 4, 1.8
-    changing it). A loop body's kernels keep the test (the native loop driver sets FTZ once
-    for all its iterations: they skip the load)."""
+def kernel_mxcsr(b: ir.IRBuilder, hi: ir.Value) -> tuple[tuple[ir.Value, ir.Value | None],
+                                                       ir.Value, bool]:
+    """set_ftz_daz for a fused kernel's function whose outer range ends at `hi`; returns the
+    saved state, the end to use and whether the kernel reads `ENV_SET` in `hi`. One a
+    top-level executable calls (once per call and thread chunk, `mxcsr_once`) loads MXCSR
+    unconditionally, the flush bits or'ed in, and restores it at the end: two basic blocks
+    fewer on each side, which LLVM's instruction selection charges ~0.35 ms of a softmax
+    kernel's ~6 ms code generation, for ~2-4 ns a call (ldmxcsr measured 1.1 ns rewriting the
+    same value on Zen 4, 1.8 changing it). A loop body's kernels keep the test, and skip it
+    when the caller says it set the environment (`ENV_SET`)."""
     if _ONCE_PER_CALL.get() and target.current().is_x86:
-        return set_ftz_daz(b, branch=False)
-    return set_ftz_daz(b)
+        return set_ftz_daz(b, branch=False), hi, False
+    given = b.icmp_signed("<", hi, ir.Constant(I64, 0))
+    return set_ftz_daz(b, skip=given), b.and_(hi, ir.Constant(I64, ~ENV_SET)), True
 
 
-def set_ftz_daz(b: ir.IRBuilder, branch: bool = True) -> tuple[ir.Value, ir.Value | None]:
+def set_ftz_daz(b: ir.IRBuilder, branch: bool = True, skip: ir.Value | None = None
+                ) -> tuple[ir.Value, ir.Value | None]:
     """Flush denormal results to zero (as on XLA CPU) unless that is already set (the native
     while driver sets it once for a whole loop: ldmxcsr is slow): MXCSR FTZ on x86, FPCR FZ
     on aarch64; returns (saved state, whether it was changed) for `restore_mxcsr`. In the
     `ieee` denormal mode (xlapy.denormal) it clears the flush bits instead (MXCSR FTZ and DAZ:
     the calling thread may have set them). `branch=False` (x86): loaded whatever it held,
-    and restored the same way (kernel_mxcsr)."""
+    and restored the same way (kernel_mxcsr). `skip` (an i1): when true the environment is
+    not even read (the caller set it: `ENV_SET`)."""
     flushing = denormal.flushing()
-    if not target.current().is_x86:
-        get = declared(b.module, "llvm.aarch64.get.fpcr", I64, [])
-        old = b.call(get, [])
-        bit = ir.Constant(I64, FPCR_FZ)
-        set_now = b.and_(old, bit)
-        need = b.icmp_unsigned("==" if flushing else "!=", set_now, ir.Constant(I64, 0))
-        with b.if_then(need, likely=True):
-            new = b.or_(old, bit) if flushing else b.and_(old, ir.Constant(I64, ~FPCR_FZ))
-            b.call(declared(b.module, "llvm.aarch64.set.fpcr", VOID, [I64]), [new])
-        return old, need
-    saved = b.alloca(I32, name="mxcsr.saved")
-    cur = b.alloca(I32, name="mxcsr.new")
-    stm = declared(b.module, "llvm.x86.sse.stmxcsr", VOID, [I8P])
-    ldm = declared(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P])
-    b.call(stm, [b.bitcast(saved, I8P)])
-    old = b.load(saved)
-    bits = MXCSR_FTZ_DAZ if flushing else MXCSR_FTZ_DAZ | MXCSR_DAZ
+    x86 = target.current().is_x86
+    if x86:
+        saved = b.alloca(I32, name="mxcsr.saved")
+        cur = b.alloca(I32, name="mxcsr.new")
+    if not x86:
+        def check() -> tuple[ir.Value, ir.Value]:
+            get = declared(b.module, "llvm.aarch64.get.fpcr", I64, [])
+            old = b.call(get, [])
+            bit = ir.Constant(I64, FPCR_FZ)
+            set_now = b.and_(old, bit)
+            need = b.icmp_unsigned("==" if flushing else "!=", set_now, ir.Constant(I64, 0))
+            with b.if_then(need, likely=True):
+                new = b.or_(old, bit) if flushing else b.and_(old, ir.Constant(I64, ~FPCR_FZ))
+                b.call(declared(b.module, "llvm.aarch64.set.fpcr", VOID, [I64]), [new])
+            return old, need
+    else:
+        stm = declared(b.module, "llvm.x86.sse.stmxcsr", VOID, [I8P])
+        ldm = declared(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P])
+        bits = MXCSR_FTZ_DAZ if flushing else MXCSR_FTZ_DAZ | MXCSR_DAZ
 
-    def load_new() -> None:
-        b.store(b.or_(old, ir.Constant(I32, bits)) if flushing else
-                b.and_(old, ir.Constant(I32, ~bits & 0xFFFFFFFF)), cur)
-        b.call(ldm, [b.bitcast(cur, I8P)])
+        def load_new(old: ir.Value) -> None:
+            b.store(b.or_(old, ir.Constant(I32, bits)) if flushing else
+                    b.and_(old, ir.Constant(I32, ~bits & 0xFFFFFFFF)), cur)
+            b.call(ldm, [b.bitcast(cur, I8P)])
 
-    if not branch:
-        load_new()
-        return saved, None
-    need = b.icmp_unsigned("==" if flushing else "!=", b.and_(old, ir.Constant(I32, bits)),
-                           ir.Constant(I32, 0))
-    with b.if_then(need, likely=True):
-        load_new()
-    return saved, need
+        def check() -> tuple[ir.Value, ir.Value]:
+            b.call(stm, [b.bitcast(saved, I8P)])
+            old = b.load(saved)
+            need = b.icmp_unsigned("==" if flushing else "!=",
+                                   b.and_(old, ir.Constant(I32, bits)), ir.Constant(I32, 0))
+            with b.if_then(need, likely=True):
+                load_new(old)
+            return saved, need
+
+        if not branch:
+            b.call(stm, [b.bitcast(saved, I8P)])
+            load_new(b.load(saved))
+            return saved, None
+    if skip is None:
+        return check()
+    before = b.block
+    with b.if_then(b.not_(skip)):
+        state, need = check()
+        checked = b.block
+    changed = b.phi(need.type, name="env.changed")
+    changed.add_incoming(ir.Constant(need.type, 0), before)
+    changed.add_incoming(need, checked)
+    if not x86:  # (the saved FPCR is a value: a phi too)
+        old = b.phi(I64, name="env.saved")
+        old.add_incoming(ir.Constant(I64, 0), before)
+        old.add_incoming(state, checked)
+        state = old
+    return state, changed
 
 
 def restore_mxcsr(b: ir.IRBuilder, saved: tuple[ir.Value, ir.Value | None]) -> None:
@@ -111,5 +146,5 @@ def restore_mxcsr(b: ir.IRBuilder, saved: tuple[ir.Value, ir.Value | None]) -> N
         load_saved()
 
 
-__all__ = ["FPCR_FZ", "MXCSR_DAZ", "MXCSR_FTZ_DAZ", "kernel_mxcsr", "mxcsr_once",
+__all__ = ["ENV_SET", "FPCR_FZ", "MXCSR_DAZ", "MXCSR_FTZ_DAZ", "kernel_mxcsr", "mxcsr_once",
            "restore_mxcsr", "set_ftz_daz"]

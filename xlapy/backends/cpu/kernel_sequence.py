@@ -67,7 +67,7 @@ def emit(mod: ir.Module, specs: Sequence[kernels.Kernel], steps: Sequence[object
     for k in run:
         callee = mod.globals[k.name]
         callee.attributes.add("alwaysinline")
-        b.call(callee, [fn.args[0], i64(0), i64(k.outer)])
+        b.call(callee, [fn.args[0], i64(0), i64(k.bound(True))])  # (the driver set FTZ)
     b.ret_void()
     return tuple(order)
 

@@ -33,7 +33,7 @@ from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu import elementwise_convert as ewconv
-from xlapy.backends.cpu.fp_env import kernel_mxcsr, restore_mxcsr
+from xlapy.backends.cpu.fp_env import ENV_SET, kernel_mxcsr, restore_mxcsr
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, inner_cuts, segmentable
 from xlapy.backends.cpu.interleave_emit import InterleaveEmitter
@@ -148,6 +148,14 @@ class Kernel:
     cells: tuple[tuple[str, int], ...] = ()
     #: The slots of sibling roots it computes too, at the same indices (multi_output.py).
     extra: tuple[int, ...] = ()
+    #: It reads fp_env.ENV_SET in its `hi` argument (a loop body's kernel: the native while
+    #: driver runs it in the environment it set, and says so).
+    env_arg: bool = False
+
+    def bound(self, caller_set_env: bool) -> int:
+        """Its `hi` for a call over its whole outer range, ENV_SET or'ed in when it reads it
+        and the caller set the floating-point environment."""
+        return self.outer | ENV_SET if caller_set_env and self.env_arg else self.outer
 
     @property
     def outputs(self) -> tuple[int, ...]:
@@ -424,9 +432,9 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
     # ---- bodies ----
     def build(self) -> Kernel:
         b = self.b
-        saved = kernel_mxcsr(b)
+        saved, hi, env_arg = kernel_mxcsr(b, self.fn.args[2])
         begin, end = (b.mul(v, i64(self.flat_rows)) if self.flat_rows else v
-                      for v in self.fn.args[1:])
+                      for v in (self.fn.args[1], hi))
         with flush_ftz.in_kernel():  # (FTZ is set from here on)
             if self.root.opcode == "reduce" and id(self.root) not in self.leaves:
                 outer, split = self._reduce(begin, end)
@@ -446,7 +454,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         return Kernel(self.name, self.spec_root, leaves_in, self.out_slot, outer,
                       size * max(self.ops, 1), split, getattr(self, "partial", None),
                       explicit=bool(self.width) or self._scalar_only() or self.staged_lanes,
-                      align=self.align, extra=tuple(s for _, s in self.extra))
+                      align=self.align, extra=tuple(s for _, s in self.extra),
+                      env_arg=env_arg)
 
     def _scalar_only(self) -> bool:
         """No loop LLVM's vectorizer would vectorize: the light pipeline does as well."""

@@ -291,7 +291,7 @@ class NativeWhile:
                     spec.cost >= NATIVE_SPLIT_COST:
                 return self._split(p, addr, arg, bounds(spec.outer, min(threads, spec.outer),
                                                         spec.align), threads)
-            return [addr, arg, spec.outer]
+            return [addr, arg, spec.bound(True)]  # (this thread runs it: FTZ is set)
         if isinstance(step, loop_library.LibStep):
             return loop_library.entry(p.keep, exe, step, table, p.failed,
                                       ctypes.addressof(p.desc) + 8 * 11)

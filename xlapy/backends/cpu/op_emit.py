@@ -155,15 +155,16 @@ class OpEmitter:
 
     def build(self) -> Kernel:
         b = self.b
-        saved = kernel_mxcsr(b)
-        outer, split, cost = self.body(self.fn.args[1], self.fn.args[2])
+        saved, hi, env_arg = kernel_mxcsr(b, self.fn.args[2])
+        outer, split, cost = self.body(self.fn.args[1], hi)
         restore_mxcsr(b, saved)
         b.ret_void()
         if self.tupled:
             return TupleKernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer,
-                               cost, split, shapes=list(self.instr.shape.tuple_shapes))
+                               cost, split, env_arg=env_arg,
+                               shapes=list(self.instr.shape.tuple_shapes))
         return Kernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer, cost,
-                      split)
+                      split, env_arg=env_arg)
 
 
 def plan(instr: Instruction) -> type[OpEmitter] | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from llvmlite import ir
 
+from xlapy import denormal
 from xlapy.backends.cpu import cache, guarded_dots, loop_split, target
 from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import (
@@ -228,18 +229,26 @@ def _emit_gemm_call(mod: ir.Module) -> None:
     b.ret_void()
 
 
+def driver() -> tuple[Engine, Any]:
+    """The driver of the denormal mode in force: each sets its mode's floating-point
+    environment once per call, and its kernel steps trust it (fp_env.ENV_SET), so a driver
+    built for one mode must never run another's loops."""
+    return driver_for(denormal.current())
+
+
 @once
 @on_host
-def driver() -> tuple[Engine, Any]:
-    """Built on a program's first run (once per process; then from the disk cache), in the
-    background while the compile returns (once.ahead). The light pipeline and the normal
-    code generator: ~23 ms to build where LLVM's -O0 code generator took ~9, but -O0 kept
-    every value of the iteration loop in stack slots, and a loop whose body is a few tiny
-    kernels is all driver: 8 state arrays of 2 floats 63 -> 35 ns an iteration, 1 array
+def driver_for(mode: str) -> tuple[Engine, Any]:
+    """Built on a program's first run (once per process and denormal mode; then from the disk
+    cache), in the background while the compile returns (once.ahead). The light pipeline and
+    the normal code generator: ~23 ms to build where LLVM's -O0 code generator took ~9, but
+    -O0 kept every value of the iteration loop in stack slots, and a loop whose body is a few
+    tiny kernels is all driver: 8 state arrays of 2 floats 63 -> 35 ns an iteration, 1 array
     18 -> 11.5, with kernel_sequence.py (O3, ~50 ms to build: 32 and 11, within noise)."""
-    eng = cache.library_engine(("while-driver",), _emit_driver, "while-driver-light",
-                               vectorize=False, light=True,
-                               exports=["xlapy_while", "xlapy_while_step", "xlapy_patch_call",
-                                        "xlapy_gemm_call", guarded_dots.GUARD_NAME,
-                                        loop_split.SPLIT_NAME])
+    with denormal.use(mode):
+        eng = cache.library_engine(("while-driver",), _emit_driver, "while-driver-light",
+                                   vectorize=False, light=True,
+                                   exports=["xlapy_while", "xlapy_while_step",
+                                            "xlapy_patch_call", "xlapy_gemm_call",
+                                            guarded_dots.GUARD_NAME, loop_split.SPLIT_NAME])
     return eng, _DRIVER(eng.address("xlapy_while"))

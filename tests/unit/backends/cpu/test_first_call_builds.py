@@ -67,7 +67,7 @@ def test_the_while_driver_is_built_light(monkeypatch: pytest.MonkeyPatch,
         return real(mod, mode, vectorize, light, **k)
 
     monkeypatch.setattr(cache, "engine", spy)
-    eng, run = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
+    eng, run = while_driver.driver_for.__wrapped__("ftz")  # type: ignore[attr-defined]
     assert modes == [("while-driver-light", False, True)] and eng.address("xlapy_while") and run
     assert eng.pipeline == "light"
 
@@ -161,15 +161,15 @@ def test_a_library_module_on_disk_loads_without_being_emitted(
     monkeypatch.setenv("XLAPY_CACHE_DIR", str(tmp_path))
     cache.clear_memory()
     emitted = _driver_text_calls(monkeypatch)
-    first, _ = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
+    first, _ = while_driver.driver_for.__wrapped__("ftz")  # type: ignore[attr-defined]
     assert emitted == [1]
     cache.clear_memory()  # as a new process
-    second, run = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
+    second, run = while_driver.driver_for.__wrapped__("ftz")  # type: ignore[attr-defined]
     assert emitted == [1] and second.object == first.object and run
     # an edit of the backend's sources changes the key: emitted and compiled again
     monkeypatch.setattr(cache, "sources", lambda: "edited")
     cache.clear_memory()
-    while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
+    while_driver.driver_for.__wrapped__("ftz")  # type: ignore[attr-defined]
     assert emitted == [1, 1]
 
 
@@ -181,7 +181,7 @@ def test_a_library_object_that_does_not_load_is_emitted_again(
     with target.use(target.host_target()):
         k = cache.library_key(("while-driver",), "while-driver-light")
         cache.put(k, b"not an object")
-    eng, run = while_driver.driver.__wrapped__()  # type: ignore[attr-defined]
+    eng, run = while_driver.driver_for.__wrapped__("ftz")  # type: ignore[attr-defined]
     assert emitted == [1] and eng.address("xlapy_while") and run
     assert cache.get(k) == eng.object
 

@@ -143,7 +143,7 @@ def test_compile_queues_what_its_first_run_builds(monkeypatch: pytest.MonkeyPatc
     queued: list[list[tuple[Any, tuple[Any, ...]]]] = []
     monkeypatch.setattr(once_mod, "start", lambda builds: queued.append(list(builds)))
     xlapy.compile(WHILE_LOOP, backend="cpu")
-    assert (while_driver.driver, ()) in queued[-1]
+    assert (while_driver.driver_for, ("ftz",)) in queued[-1]
     xlapy.compile(MATMUL, backend="cpu", options={"num_threads": 2})
     assert (threads._native, ()) in queued[-1]
 
