@@ -239,6 +239,29 @@ def test_reduce_window_variadic_and_same_padding_match_xla() -> None:
     assert_same(ours[1], np.asarray(theirs[1]), what="max")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16, np.complex64],
+                         ids=lambda v: np.dtype(v).name)
+def test_cumulative_windows_are_xlas_bits(dtype: Any) -> None:
+    """The cpu backend folds cumulative windows (cumsum / cumprod, forward and reversed) in
+    XLA CPU's order (backends/cpu/cumulative_emit.py): jax's bits, not within a bound."""
+    rng = np.random.default_rng(_seed("cumulative", dtype))
+    fns = {"cumsum": lambda a, ax: jnp.cumsum(a, ax),
+           "cumsum_rev": lambda a, ax: lax.cumsum(a, ax, reverse=True),
+           "cumprod": lambda a, ax: jnp.cumprod(a, ax),
+           "cumprod_rev": lambda a, ax: lax.cumprod(a, ax, reverse=True)}
+    for shape, axis in [((3, 1000), 1), ((300, 7), 0), ((2, 40, 3), 1), ((4097,), 0)]:
+        for name, fn in fns.items():
+            if np.dtype(dtype).kind == "c" and name.startswith("cumprod"):
+                continue  # (a complex product stays on the interpreter)
+            x = rng.standard_normal(shape)
+            if np.dtype(dtype).kind == "c":
+                x = x + 1j * rng.standard_normal(shape)
+            x = (1 + 1e-3 * x if name.startswith("cumprod") else x).astype(dtype)
+            jf = jax.jit(lambda a: fn(a, axis))
+            ours = xlapy.compile(jf.lower(x).as_text(), backend="cpu")(x)
+            assert_same(ours, np.asarray(jf(x)), what=f"{name} {shape} axis {axis}")
+
+
 # ---- select_and_scatter ------------------------------------------------------------------------
 def _ge_computation(dtype: Any) -> XlaComputation:
     b = XlaBuilder("ge")

@@ -102,11 +102,12 @@ def rewrite_for_function(module: Module, comp: Any,
 def _needs_rewrite(module: Module) -> bool:
     """A chlo op, a map, a composite, a fusion, an rng_bit_generator or a splat constant
     anywhere (compile_function's rewrites)."""
+    from xlapy.passes.complex_windows import splits
     from xlapy.passes.native_forms import REWRITTEN as native_forms
 
     return any(i.opcode.startswith("chlo.") or i.opcode in ("rng_bit_generator", "map",
                                                              "composite", "fusion")
-               or i.opcode in native_forms
+               or i.opcode in native_forms or splits(i)
                or (i.opcode == "constant" and i.shape.is_array and i.attrs.literal.is_splat)
                for c in module.computations for i in c.instructions)
 

@@ -1,21 +1,22 @@
 """Native reduce_window and select_and_scatter (op_emit.py functions), exact to the
-interpreter (xlapy/ops/reduction_window.py).
+interpreter (xlapy/ops/reduction_window.py) but for cumulative float windows, which fold in
+XLA CPU's order (below).
 
 reduce_window: every output element folds its window in the interpreter's order: the init
 value, then the window positions in row-major order, a position outside the (base-dilated,
 padded) operand contributing the init value, as the interpreter's padded copy does. Output
 rows along the last dimension accumulate in the output buffer, window position by window
 position, so the innermost loop runs over contiguous channels (NHWC pooling vectorizes).
-The cumulative form (jnp.cumsum/cumprod/cummax/cummin: a window as long as its axis, low
-padding one less) is a running scan when the init value is idempotent under the reducer
-(init op init == init, checked at run time: then the leading padding folds to init),
-else the same fold per element. The reversed form (high padding one less:
-jnp.cumsum(reverse=True), cumsum's gradient) of a REVERSIBLE reducer is a running scan from
-the end: exact for integers and max/min, float add/multiply rounded in the scan's order
-rather than each window's left-to-right fold (XLA's order is unspecified as well); a fold of
-every suffix took n^2 / 2 steps a column (1024 x 512 f32: 17.9 ms against XLA's 1.9, now
-0.7). Split over threads along the output's dimension 0 (each element's fold is fixed, so
-the bits never depend on the thread count).
+The cumulative form (jnp.cumsum/cumprod/cummax/cumlogsumexp: a window as long as its axis,
+low padding one less; reversed, high padding one less: cumsum(reverse=True), cumsum's
+gradient) of one operand folds in XLA CPU's order where the order can change bits (floats,
+any length past 16 forward, any reversed; cumulative_emit.py), so cumsum gives jax's bits;
+integer reducers keep a running scan (a suffix scan reversed), the same bits in any order.
+Either needs the init value idempotent under the reducer (init op init == init, checked at
+run time: then the padding folds to init), else each element folds its window whole. A fold
+of every suffix had taken n^2 / 2 steps a column (1024 x 512 f32: 17.9 ms against XLA's
+1.9; in XLA's order now 0.57). Split over threads along the output's dimension 0 (each
+element's fold is fixed, so the bits never depend on the thread count).
 
 select_and_scatter: per source element in row-major order, the window's valid positions in
 row-major order choose one (the running choice kept while select(best, candidate) holds),
@@ -32,18 +33,14 @@ from collections.abc import Sequence
 
 from llvmlite import ir
 
+from xlapy.backends.cpu import cumulative_emit, region_emit
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu import region_emit
 from xlapy.backends.cpu.lanes import vector_width
 from xlapy.backends.cpu.llvm_util import I1, I64, for_range, i64
 from xlapy.backends.cpu.op_emit import OpEmitter
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
-#: Reducers a reversed cumulative window runs as a suffix scan: associative and commutative
-#: (exactly so but for float add/multiply, whose roundings then differ from the
-#: interpreter's left-to-right fold of each window; XLA's order is unspecified too).
-REVERSIBLE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 #: Largest window stride along the last dimension whose columns fold as vectors (each a
 #: contiguous load of (lanes - 1) * stride + 1 elements, then every stride-th).
 MAX_VECTOR_STRIDE = 4
@@ -143,7 +140,7 @@ class ReduceWindowEmitter(OpEmitter):
     def _scan_axis(self) -> tuple[int, bool] | None:
         """(the axis of a cumulative window, whether reversed), else None: forward, low
         padding n - 1; reversed (jnp.cumsum(reverse=True), cumsum's gradient), high padding
-        n - 1 and a reducer whose order changes at most float roundings (REVERSIBLE)."""
+        n - 1, one operand."""
         r = len(self.dims)
         found = None
         for d in range(r):
@@ -152,8 +149,7 @@ class ReduceWindowEmitter(OpEmitter):
                 return None
             if self.win[d] == 1 and self.pad[d] == (0, 0):
                 continue
-            rev = self.pad[d] == (0, n - 1) and self.n == 1 and \
-                region_emit.binary_kind(self.comp) in REVERSIBLE
+            rev = self.pad[d] == (0, n - 1) and self.n == 1
             if found is not None or n < 2 or self.win[d] != n or \
                     (self.pad[d] != (n - 1, 0) and not rev):
                 return None
@@ -174,28 +170,16 @@ class ReduceWindowEmitter(OpEmitter):
             idem = b.and_(idem, b.icmp_unsigned("==", _storage_bits(b, v, t),
                                                 _storage_bits(b, i0, t)))
         accp = self._acc_slots()
+        tree = self.n == 1 and cumulative_emit.needed(region_emit.binary_kind(self.comp),
+                                                      self.ets[0], n, rev)
         with for_range(b, begin, end, name="p") as p:
             row0 = b.mul(p, i64(n * inner), flags=["nsw"])
             with b.if_else(idem) as (scan, fold):
                 with scan:
-                    first = i64((n - 1) * inner if rev else 0)
-                    with for_range(b, i64(0), i64(inner), name="k0") as k:
-                        at = b.add(b.add(row0, first), k, flags=["nsw"])
-                        v = self.red(init, self.ld(xp, at))
-                        self.st_(op, at, self.red(v, init) if rev else v)  # (its padding)
-                    with for_range(b, i64(1), i64(n), name="i") as i:
-                        row = b.sub(i64(n - 1), i) if rev else i
-                        rowi = b.add(row0, b.mul(row, i64(inner), flags=["nsw"]),
-                                     flags=["nsw"])
-                        with for_range(b, i64(0), i64(inner), name="k") as k:
-                            at = b.add(rowi, k, flags=["nsw"])
-                            if rev:  # init op x[i] op out[i + 1]: a suffix, right to left
-                                nxt = self.ld(op, b.add(at, i64(inner)))
-                                self.st_(op, at, self.red(
-                                    self.red(init, self.ld(xp, at)), nxt))
-                            else:
-                                prev = self.ld(op, b.sub(at, i64(inner)))
-                                self.st_(op, at, self.red(prev, self.ld(xp, at)))
+                    if tree:  # XLA CPU's order (cumulative_emit.py)
+                        cumulative_emit.emit(self, row0, n, inner, rev)
+                    else:
+                        self._running(row0, n, inner, rev)
                 with fold:  # init op init != init: the padding counts, fold per element
                     with for_range(b, i64(0), i64(n), name="fi") as i:
                         with for_range(b, i64(0), i64(inner), name="fk") as k:
@@ -215,6 +199,30 @@ class ReduceWindowEmitter(OpEmitter):
                             at = b.add(row0, b.add(b.mul(i, i64(inner)), k))
                             self.st_(op, at, [b.load(a_) for a_ in accp])
         return outer if axis else 1, axis > 0, cost
+
+    def _running(self, row0: ir.Value, n: int, inner: int, rev: bool) -> None:
+        """A running scan (forward) or suffix scan (reversed) of one row: the bits of every
+        order where cumulative_emit.needed says so."""
+        b = self.b
+        xp, op, init = self.xp, self.op, self.init
+        first = i64((n - 1) * inner if rev else 0)
+        with for_range(b, i64(0), i64(inner), name="k0") as k:
+            at = b.add(b.add(row0, first), k, flags=["nsw"])
+            v = self.red(init, self.ld(xp, at))
+            self.st_(op, at, self.red(v, init) if rev else v)  # (its padding)
+        with for_range(b, i64(1), i64(n), name="i") as i:
+            row = b.sub(i64(n - 1), i) if rev else i
+            rowi = b.add(row0, b.mul(row, i64(inner), flags=["nsw"]),
+                         flags=["nsw"])
+            with for_range(b, i64(0), i64(inner), name="k") as k:
+                at = b.add(rowi, k, flags=["nsw"])
+                if rev:  # init op x[i] op out[i + 1]: a suffix, right to left
+                    nxt = self.ld(op, b.add(at, i64(inner)))
+                    self.st_(op, at, self.red(
+                        self.red(init, self.ld(xp, at)), nxt))
+                else:
+                    prev = self.ld(op, b.sub(at, i64(inner)))
+                    self.st_(op, at, self.red(prev, self.ld(xp, at)))
 
     def _acc_slots(self) -> list[ir.Value]:
         b = self.b

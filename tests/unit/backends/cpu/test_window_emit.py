@@ -1,5 +1,7 @@
 """Native reduce_window and select_and_scatter (window_emit.py): bit-exact against the
-interpreter for every type and window configuration, and never an interpreter fallback."""
+interpreter for every type and window configuration (cumulative float windows longer than 16
+fold in XLA CPU's order instead: test_cumulative_emit.py), and never an interpreter
+fallback."""
 
 from __future__ import annotations
 
@@ -197,20 +199,33 @@ def test_variadic_reduce_window(n: int, w: int, lo: int) -> None:
     check(VARIADIC.format(n=n, m=m, w=w, lo=lo), [x, y], "reduce_window")
 
 
-def test_complex_reduce_window_falls_back_loudly() -> None:
-    """Element types the emitters do not handle (complex) stay an interpreter fallback,
-    listed by fallbacks()."""
-    text = """
+COMPLEX_WINDOW = """
 func.func @main(%x: tensor<4xcomplex<f32>>) -> tensor<2xcomplex<f32>> {
-  %c = stablehlo.constant dense<(0.0, 0.0)> : tensor<complex<f32>>
+  %c = stablehlo.constant dense<(OP_INIT, 0.0)> : tensor<complex<f32>>
   %0 = "stablehlo.reduce_window"(%x, %c) <{window_dimensions = array<i64: 2>,
       window_strides = array<i64: 2>}> ({
   ^bb0(%a: tensor<complex<f32>>, %b: tensor<complex<f32>>):
-    %1 = stablehlo.add %a, %b : tensor<complex<f32>>
+    %1 = stablehlo.OP %a, %b : tensor<complex<f32>>
     stablehlo.return %1 : tensor<complex<f32>>
   }) : (tensor<4xcomplex<f32>>, tensor<complex<f32>>) -> tensor<2xcomplex<f32>>
   return %0 : tensor<2xcomplex<f32>>
 }"""
+
+
+def test_complex_add_window_runs_as_windows_of_its_parts() -> None:
+    """An adding complex window is two real ones (passes/complex_windows.py): native, the
+    interpreter's bits (it ran on the interpreter before)."""
+    text = COMPLEX_WINDOW.replace("OP_INIT", "0.0").replace("OP", "add")
+    x = (np.arange(4) + 1j * np.arange(4)[::-1]).astype(np.complex64)
+    exe = xlapy.compile(text, backend="cpu")
+    same(exe(x), xlapy.compile(text)(x))
+    assert not exe._exe.fallbacks()
+
+
+def test_complex_multiply_window_falls_back_loudly() -> None:
+    """Windows the emitters do not handle (a complex product) stay an interpreter fallback,
+    listed by fallbacks()."""
+    text = COMPLEX_WINDOW.replace("OP_INIT", "1.0").replace("OP", "multiply")
     x = (np.arange(4) + 1j).astype(np.complex64)
     exe = xlapy.compile(text, backend="cpu")
     same(exe(x), xlapy.compile(text)(x))
@@ -299,10 +314,11 @@ def test_select_and_scatter_threads_do_not_change_bits() -> None:
                                        (ET.F32, "maximum"), (ET.BF16, "minimum")])
 def test_reverse_cumulative_is_a_suffix_scan(t: ET, op: str,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """jnp.cumsum(reverse=True) (high padding n - 1): one pass from the end, not a fold of
-    every suffix (300 x 70 f32: n^2 / 2 adds a column; jax's 1024 x 512 ran 17.9 ms against
-    XLA's 1.9, now 0.7). Exact for integers and max/min; float add/multiply round in the
-    scan's order (right to left), within the interpreter's left-fold error."""
+    """jnp.cumsum(reverse=True) (high padding n - 1): the scan path, not a fold of every
+    suffix (300 x 70 f32: n^2 / 2 adds a column; jax's 1024 x 512 ran 17.9 ms against XLA's
+    1.9, now 0.57). Exact for integers; floats fold in XLA CPU's order (cumulative_emit.py:
+    test_cumulative_emit holds the bits), max/min exact, add/multiply within the
+    interpreter's left-fold error."""
     from xlapy.backends.cpu import window_emit
 
     calls: list[bool] = []
