@@ -17,7 +17,7 @@ same function through the same pipeline and machine settings, in a module of its
 when the groups are compiled on threads. Only with more than one compile thread
 (parallel_compile.threads): otherwise the main thread compiles everything after emitting,
 as before. A kernel that is compiled early and then not needed (a chain reads its leaf
-instead: executable._chain_dropped) costs a compile thread's time only.
+instead: batch_chain.dropped) costs a compile thread's time only.
 """
 
 from __future__ import annotations

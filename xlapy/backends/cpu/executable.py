@@ -29,6 +29,7 @@ import numpy as np
 
 from xlapy import denormal
 from xlapy.backends.cpu import (
+    batch_chain,
     branch_loop,
     chain_runtime,
     conv_epilogue,
@@ -271,8 +272,11 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.chains = self._plan_chains()
         #: The kernels run as one function in a native loop (kernel_sequence.py), or None.
         self.sequence: kernel_sequence.KernelSequence | None = None
+        #: A loop body's window kernels (dus_window.early): kernel index -> (kernel, address).
+        self.windows: dict[int, tuple[kernels.Kernel, int]] = {}
         if kernel_specs:
-            self._compile_kernels(mod, kernel_specs, self._chain_dropped())
+            self._compile_kernels(mod, kernel_specs,
+                                  batch_chain.dropped(self.chains, self.regions))
             self._bind_kernels(kernel_specs)
         self._bind_regions()
         self._arena_plan = self._plan_arena()
@@ -404,8 +408,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             self.subexecs.extend((instr.name, sub) for sub in subs)
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
             if nw is not None:
-                once.ahead(while_driver.driver_for, denormal.current())  # its runner, built
-                # while compile returns
+                once.ahead(while_driver.driver_for, denormal.current())  # (its runner)
                 nw.owned = frozenset(k for k, o in enumerate(instr.operands)
                                      if id(o) in self._owned and self.slot[id(o)] in fresh)
                 self.report.append((instr.name, "while", f"native while loop{nw.label}"))
@@ -525,22 +528,17 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             self.report.append((region.name, "region", f"row-parallel: {names}"))
         return out
 
-    def _chain_dropped(self) -> set[int]:
-        """Outputs of kernels no thunk runs: view and convert kernels whose result a batch
-        chain reads (or widens) from their leaf instead (batch_chain.py: the chain drops
-        their thunks), outside regions. Not compiled: x86-64-v3's attention_bf16 compiled
-        three bf16 -> f32 converts for nothing (~5 ms of its ~35 ms cold compile)."""
-        inside = {m.slot for r in self.regions for m in r.members}
-        return {x for ch in self.chains for x, _ in ch.views} - inside
-
     def _compile_kernels(self, mod: Any, specs: list[kernels.Kernel],
                          skip: AbstractSet[int] = frozenset()) -> None:
         """The kernels' engines and addresses (kernel_compile.py); kernels whose output is
-        in `skip` (`_chain_dropped`) are not compiled (address 0)."""
-        seq = kernel_sequence.emit(mod, specs, steps(self), self._early.jobs) \
+        in `skip` (batch_chain.dropped) are not compiled (address 0)."""
+        windows = dus_window.early(self, specs, mod)  # (a loop body's in-place updates)
+        seq = kernel_sequence.emit(mod, specs, steps(self), self._early.jobs, windows) \
             if self.options.loop_part and not self.regions and not self.chains else None
-        engines, self.kernel_ir, self.kernel_addrs, addr = compile_kernels(
-            mod, specs, skip, self.options, self._early, seq or ())
+        engines, self.kernel_ir, self.kernel_addrs, addr, extra_addrs = compile_kernels(
+            mod, specs, skip, self.options, self._early,
+            [windows.get(j, specs[j]) for j in seq or ()], list(windows.values()))
+        self.windows = {j: (k, a) for (j, k), a in zip(windows.items(), extra_addrs)}
         if seq:
             self.sequence = kernel_sequence.KernelSequence(addr, seq)
         self.engines.extend(engines)

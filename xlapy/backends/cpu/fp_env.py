@@ -48,6 +48,12 @@ def mxcsr_once(on: bool) -> Iterator[None]:
         _ONCE_PER_CALL.reset(token)
 
 
+def driven(outer: int, env_arg: bool) -> int:
+    """The `hi` the native while driver passes a kernel over its whole outer range: ENV_SET
+    or'ed in where the kernel reads it (`Kernel.env_arg`)."""
+    return outer | ENV_SET if env_arg else outer
+
+
 def kernel_mxcsr(b: ir.IRBuilder, hi: ir.Value) -> tuple[tuple[ir.Value, ir.Value | None],
                                                        ir.Value, bool]:
     """set_ftz_daz for a fused kernel's function whose outer range ends at `hi`; returns the
@@ -146,5 +152,6 @@ def restore_mxcsr(b: ir.IRBuilder, saved: tuple[ir.Value, ir.Value | None]) -> N
         load_saved()
 
 
-__all__ = ["ENV_SET", "FPCR_FZ", "MXCSR_DAZ", "MXCSR_FTZ_DAZ", "kernel_mxcsr", "mxcsr_once",
+__all__ = ["ENV_SET", "FPCR_FZ", "MXCSR_DAZ", "MXCSR_FTZ_DAZ", "driven", "kernel_mxcsr",
+           "mxcsr_once",
            "restore_mxcsr", "set_ftz_daz"]

@@ -26,16 +26,19 @@ from xlapy.phases import phase
 
 
 def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int],
-                    options: CpuOptions, early: EarlyCompiles, sequence: Sequence[int] = ()
-                    ) -> tuple[list[Engine], str, list[int], int]:
-    """(engines, the whole module's text, each kernel's address, the sequence function's)
-    for `specs`, emitted into `mod`; kernels whose output is in `skip` (a chain's dropped
+                    options: CpuOptions, early: EarlyCompiles,
+                    sequence: Sequence[kernels.Kernel] = (),
+                    extra: Sequence[kernels.Kernel] = ()
+                    ) -> tuple[list[Engine], str, list[int], int, list[int]]:
+    """(engines, the whole module's text, each kernel's address, the sequence function's,
+    each of `extra`'s) for `specs` and `extra` (kernels no thunk runs: a loop body's window
+    kernels), emitted into `mod`; kernels whose output is in `skip` (a chain's dropped
     ones) are not compiled (address 0). `sequence`: the kernels kernel_sequence.NAME runs
     (compiled in a module of its own, their copies inlined into it; else address 0)."""
     jobs = early.jobs
-    together = {specs[j].name for j in sequence}
+    together = {k.name for k in sequence}
     built = [k for k in specs if k.output not in skip and k.name not in jobs
-             and k.name not in together]
+             and k.name not in together] + [k for k in extra if k.name not in together]
     n = parallel_compile.threads(options.num_threads) if len(built) > 1 else 1
     groups: list[list[kernels.Kernel]] = []
     lights: list[bool] = []
@@ -48,9 +51,9 @@ def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int
                 lights.append(explicit)
     names = [[k.name for k in g] for g in groups]
     if sequence:  # one module: the kernels, and the function their copies are inlined into
-        groups.append([specs[j] for j in sequence])
-        lights.append(all(specs[j].explicit for j in sequence))
-        names.append([specs[j].name for j in sequence] + [kernel_sequence.NAME])
+        groups.append(list(sequence))
+        lights.append(all(k.explicit for k in sequence))
+        names.append([k.name for k in sequence] + [kernel_sequence.NAME])
     whole, texts = module_texts(mod, names)
     texts = [sched_mode.marked(t) for t in texts]  # (fused kernels: sched_mode.py)
     cells = [[c for k in g for c in k.cells] for g in groups]
@@ -88,7 +91,7 @@ def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int
             engines.append(engine)
             addrs[k.name] = engine.address(k.name)
     return engines, whole, [addrs.get(k.name, 0) for k in specs], \
-        addrs.get(kernel_sequence.NAME, 0)
+        addrs.get(kernel_sequence.NAME, 0), [addrs[k.name] for k in extra]
 
 
 __all__ = ["compile_kernels"]

@@ -13,12 +13,13 @@ stay as they were for the Python path and every other caller.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from llvmlite import ir
 
 from xlapy.backends.cpu import kernels
+from xlapy.backends.cpu.fp_env import driven
 from xlapy.backends.cpu.fusion_plan import kernel_elements
 from xlapy.backends.cpu.llvm_util import KERNEL_TYPE, i64
 from xlapy.backends.cpu.op_emit import TupleKernel
@@ -47,15 +48,17 @@ class KernelSequence:
 
 
 def emit(mod: ir.Module, specs: Sequence[kernels.Kernel], steps: Sequence[object],
-         early: Collection[str]) -> tuple[int, ...] | None:
+         early: Collection[str], windows: Mapping[int, kernels.Kernel]
+         ) -> tuple[int, ...] | None:
     """Add NAME to `mod` when the executable's native steps (loop_steps.steps) are all
     plain kernels of `specs`, at least two, walking at most MAX_ELEMENTS together in at
     most MAX_INSTRUCTIONS (MAX_KERNEL_INSTRUCTIONS each), none compiled on its own
-    (`early`: early_compile's); the kernels it calls, else None."""
+    (`early`: early_compile's); the kernels it calls (by index: `windows` replaces the
+    whole-array kernels of a loop's in-place updates, dus_window.py), else None."""
     order = [s for s in steps if isinstance(s, int)]
     if len(order) < 2 or len(order) != len(steps):
         return None
-    run = [specs[j] for j in order]
+    run = [windows.get(j, specs[j]) for j in order]
     if any(isinstance(k, TupleKernel) or k.name in early for k in run) or \
             sum(kernel_elements(k) for k in run) > MAX_ELEMENTS:
         return None
@@ -67,7 +70,7 @@ def emit(mod: ir.Module, specs: Sequence[kernels.Kernel], steps: Sequence[object
     for k in run:
         callee = mod.globals[k.name]
         callee.attributes.add("alwaysinline")
-        b.call(callee, [fn.args[0], i64(0), i64(k.bound(True))])  # (the driver set FTZ)
+        b.call(callee, [fn.args[0], i64(0), i64(driven(k.outer, k.env_arg))])  # (FTZ set)
     b.ret_void()
     return tuple(order)
 

@@ -33,7 +33,7 @@ from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_bits as ewb
 from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu import elementwise_convert as ewconv
-from xlapy.backends.cpu.fp_env import ENV_SET, kernel_mxcsr, restore_mxcsr
+from xlapy.backends.cpu.fp_env import kernel_mxcsr, restore_mxcsr
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, inner_cuts, segmentable
 from xlapy.backends.cpu.interleave_emit import InterleaveEmitter
@@ -148,14 +148,8 @@ class Kernel:
     cells: tuple[tuple[str, int], ...] = ()
     #: The slots of sibling roots it computes too, at the same indices (multi_output.py).
     extra: tuple[int, ...] = ()
-    #: It reads fp_env.ENV_SET in its `hi` argument (a loop body's kernel: the native while
-    #: driver runs it in the environment it set, and says so).
+    #: It reads fp_env.ENV_SET in its `hi` argument (a loop body's kernel: fp_env.driven).
     env_arg: bool = False
-
-    def bound(self, caller_set_env: bool) -> int:
-        """Its `hi` for a call over its whole outer range, ENV_SET or'ed in when it reads it
-        and the caller set the floating-point environment."""
-        return self.outer | ENV_SET if caller_set_env and self.env_arg else self.outer
 
     @property
     def outputs(self) -> tuple[int, ...]:

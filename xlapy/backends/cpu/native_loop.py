@@ -67,6 +67,7 @@ from xlapy.backends.cpu import (
     regions,
     row_loop,
 )
+from xlapy.backends.cpu.fp_env import driven
 from xlapy.backends.cpu.kernel_sequence import KernelSequence
 from xlapy.backends.cpu.loop_steps import GEMM_KINDS, NATIVE_WHILE, gemm_outputs, steps
 from xlapy.backends.cpu.op_emit import TupleKernel
@@ -138,12 +139,10 @@ class NativeWhile:
             for k, o in enumerate(results)]
         #: State elements the body updates in place (dus_window.py): their window kernels
         #: replace the body's whole-array kernels and they are passed through.
-        self.windows = dus_window.plan(body, results) if not self.moves else None
+        self.windows = dus_window.plan(body, results)  # (none where a result moves)
         # (a window updates its state during the body)
         for k in self.windows.elements if self.windows is not None else ():
             self.results[k] = None
-        if self.windows is not None:  # (window kernels replace some of the body's)
-            body.sequence = None
         assert cond.comp.root is not None
         self.pred_slot = cond.slot[id(cond.comp.root)]
         self.state_slots = [_state_slots(cond, tupled), _state_slots(body, tupled)]
@@ -291,7 +290,7 @@ class NativeWhile:
                     spec.cost >= NATIVE_SPLIT_COST:
                 return self._split(p, addr, arg, bounds(spec.outer, min(threads, spec.outer),
                                                         spec.align), threads)
-            return [addr, arg, spec.bound(True)]  # (this thread runs it: FTZ is set)
+            return [addr, arg, driven(spec.outer, spec.env_arg)]  # (this thread: FTZ set)
         if isinstance(step, loop_library.LibStep):
             return loop_library.entry(p.keep, exe, step, table, p.failed,
                                       ctypes.addressof(p.desc) + 8 * 11)

@@ -88,8 +88,11 @@ def test_big_bodies_and_top_level_computations_keep_their_kernels() -> None:
     assert top._exe.sequence is None
 
 
-def test_an_in_place_update_body_runs_kernel_by_kernel() -> None:
-    """A body whose cache update runs in place (dus_window.py) drops its sequence."""
+def test_an_in_place_update_runs_in_the_sequence() -> None:
+    """A body whose cache update runs in place (dus_window.py) calls the window kernel from
+    its sequence, not the whole-array kernel (which the Python path keeps): one function a
+    step where a tiny scan with stacked outputs had run its steps one call each (carry
+    scan of 100000 steps of 16 floats: 35 -> 17 ns a step)."""
     def f(cache: object, v: object) -> object:
         return lax.fori_loop(0, 4, lambda i, s: (lax.dynamic_update_slice(
             s[0], s[1][None], (i, 0)), s[1] + 1.0), (cache, v))[0]
@@ -98,8 +101,12 @@ def test_an_in_place_update_body_runs_kernel_by_kernel() -> None:
     text = jax.jit(f).lower(*args).as_text()
     prog = xlapy.compile(text, backend="cpu")
     assert any("updated in place" in how for _, _, how in prog._exe.report)
-    assert _body(prog).sequence is None
-    np.testing.assert_array_equal(prog(*args), xlapy.compile(text, backend="interpreter")(*args))
+    body = _body(prog)
+    assert body.sequence is not None and body.windows
+    assert set(body.windows) <= set(body.sequence.kernels)
+    want = xlapy.compile(text, backend="interpreter")(*args)
+    for _ in range(3):  # (the state buffers are the loop's own each call)
+        np.testing.assert_array_equal(prog(*args), want)
 
 
 def test_inlined_functions_keep_the_function_attributes() -> None:

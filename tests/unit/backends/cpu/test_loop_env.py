@@ -12,7 +12,7 @@ import pytest
 
 import xlapy
 from xlapy import denormal
-from xlapy.backends.cpu import fp_env, kernels, target, while_driver
+from xlapy.backends.cpu import fp_env, target, while_driver
 
 # x * 1e-10 per iteration: 2 iterations take 1e-19 to 1e-39, a subnormal f32
 LOOP = """
@@ -102,12 +102,10 @@ def test_a_driver_per_mode() -> None:
     assert while_driver.driver()[0] is ftz
 
 
-def test_bound_sets_the_flag_only_for_kernels_that_read_it() -> None:
-    k = kernels.Kernel("k", None, [], 0, 12, 0, True)  # type: ignore[arg-type]
-    assert k.bound(True) == 12 and k.bound(False) == 12
-    k.env_arg = True
-    assert k.bound(True) == 12 | fp_env.ENV_SET and k.bound(False) == 12
-    assert ctypes.c_int64(k.bound(True)).value & ((1 << 63) - 1) == 12
+def test_the_driver_sets_the_flag_only_for_kernels_that_read_it() -> None:
+    assert fp_env.driven(12, False) == 12 and fp_env.driven(12, True) == 12 | fp_env.ENV_SET
+    assert ctypes.c_int64(fp_env.driven(12, True)).value & ((1 << 63) - 1) == 12
+    assert fp_env.driven(12, True) < 0  # (bit 63: a negative i64)
 
 
 @pytest.mark.skipif(not target.host_target().is_x86, reason="MXCSR is x86's")
@@ -129,10 +127,10 @@ def test_a_flagged_call_leaves_mxcsr_alone() -> None:
         if not table[s]:
             table[s] = x.ctypes.data
     fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(addr)
-    fn(ctypes.addressof(table), 0, spec.bound(True))
+    fn(ctypes.addressof(table), 0, fp_env.driven(spec.outer, True))
     assert (out != 0).all()  # FTZ clear (this thread's default): not flushed
     out[:] = 1
-    fn(ctypes.addressof(table), 0, spec.bound(False))
+    fn(ctypes.addressof(table), 0, spec.outer)
     assert (out == 0).all()  # the kernel set FTZ itself
-    fn(ctypes.addressof(table), 0, spec.bound(True))
+    fn(ctypes.addressof(table), 0, fp_env.driven(spec.outer, True))
     assert (out != 0).all()  # ... and restored it
