@@ -84,40 +84,15 @@ def set_ftz_daz(b: ir.IRBuilder, branch: bool = True, skip: ir.Value | None = No
     if x86:
         saved = b.alloca(I32, name="mxcsr.saved")
         cur = b.alloca(I32, name="mxcsr.new")
-    if not x86:
-        def check() -> tuple[ir.Value, ir.Value]:
-            get = declared(b.module, "llvm.aarch64.get.fpcr", I64, [])
-            old = b.call(get, [])
-            bit = ir.Constant(I64, FPCR_FZ)
-            set_now = b.and_(old, bit)
-            need = b.icmp_unsigned("==" if flushing else "!=", set_now, ir.Constant(I64, 0))
-            with b.if_then(need, likely=True):
-                new = b.or_(old, bit) if flushing else b.and_(old, ir.Constant(I64, ~FPCR_FZ))
-                b.call(declared(b.module, "llvm.aarch64.set.fpcr", VOID, [I64]), [new])
-            return old, need
-    else:
-        stm = declared(b.module, "llvm.x86.sse.stmxcsr", VOID, [I8P])
-        ldm = declared(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P])
-        bits = MXCSR_FTZ_DAZ if flushing else MXCSR_FTZ_DAZ | MXCSR_DAZ
-
-        def load_new(old: ir.Value) -> None:
-            b.store(b.or_(old, ir.Constant(I32, bits)) if flushing else
-                    b.and_(old, ir.Constant(I32, ~bits & 0xFFFFFFFF)), cur)
-            b.call(ldm, [b.bitcast(cur, I8P)])
-
-        def check() -> tuple[ir.Value, ir.Value]:
-            b.call(stm, [b.bitcast(saved, I8P)])
-            old = b.load(saved)
-            need = b.icmp_unsigned("==" if flushing else "!=",
-                                   b.and_(old, ir.Constant(I32, bits)), ir.Constant(I32, 0))
-            with b.if_then(need, likely=True):
-                load_new(old)
-            return saved, need
-
         if not branch:
-            b.call(stm, [b.bitcast(saved, I8P)])
-            load_new(b.load(saved))
+            b.call(declared(b.module, "llvm.x86.sse.stmxcsr", VOID, [I8P]),
+                   [b.bitcast(saved, I8P)])
+            _load_mxcsr(b, b.load(saved), cur, flushing)
             return saved, None
+
+    def check() -> tuple[ir.Value, ir.Value]:
+        return _mxcsr_check(b, saved, cur, flushing) if x86 else _fpcr_check(b, flushing)
+
     if skip is None:
         return check()
     before = b.block
@@ -133,6 +108,44 @@ def set_ftz_daz(b: ir.IRBuilder, branch: bool = True, skip: ir.Value | None = No
         old.add_incoming(state, checked)
         state = old
     return state, changed
+
+
+def _bits(flushing: bool) -> int:
+    return MXCSR_FTZ_DAZ if flushing else MXCSR_FTZ_DAZ | MXCSR_DAZ
+
+
+def _load_mxcsr(b: ir.IRBuilder, old: ir.Value, cur: ir.Value, flushing: bool) -> None:
+    """MXCSR = `old` with the mode's flush bits set (ftz) or cleared (ieee), through the
+    stack slot `cur`."""
+    bits = _bits(flushing)
+    b.store(b.or_(old, ir.Constant(I32, bits)) if flushing else
+            b.and_(old, ir.Constant(I32, ~bits & 0xFFFFFFFF)), cur)
+    b.call(declared(b.module, "llvm.x86.sse.ldmxcsr", VOID, [I8P]), [b.bitcast(cur, I8P)])
+
+
+def _mxcsr_check(b: ir.IRBuilder, saved: ir.Value, cur: ir.Value, flushing: bool
+                 ) -> tuple[ir.Value, ir.Value]:
+    """MXCSR saved in `saved`, loaded with the mode's bits where they differ: (saved,
+    whether it was)."""
+    b.call(declared(b.module, "llvm.x86.sse.stmxcsr", VOID, [I8P]), [b.bitcast(saved, I8P)])
+    old = b.load(saved)
+    need = b.icmp_unsigned("==" if flushing else "!=",
+                           b.and_(old, ir.Constant(I32, _bits(flushing))), ir.Constant(I32, 0))
+    with b.if_then(need, likely=True):
+        _load_mxcsr(b, old, cur, flushing)
+    return saved, need
+
+
+def _fpcr_check(b: ir.IRBuilder, flushing: bool) -> tuple[ir.Value, ir.Value]:
+    """aarch64's FPCR FZ set (ftz) or cleared (ieee) where it differs: (the old FPCR,
+    whether it did)."""
+    old = b.call(declared(b.module, "llvm.aarch64.get.fpcr", I64, []), [])
+    bit = ir.Constant(I64, FPCR_FZ)
+    need = b.icmp_unsigned("==" if flushing else "!=", b.and_(old, bit), ir.Constant(I64, 0))
+    with b.if_then(need, likely=True):
+        new = b.or_(old, bit) if flushing else b.and_(old, ir.Constant(I64, ~FPCR_FZ))
+        b.call(declared(b.module, "llvm.aarch64.set.fpcr", VOID, [I64]), [new])
+    return old, need
 
 
 def restore_mxcsr(b: ir.IRBuilder, saved: tuple[ir.Value, ir.Value | None]) -> None:
