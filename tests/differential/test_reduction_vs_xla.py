@@ -262,6 +262,25 @@ def test_cumulative_windows_are_xlas_bits(dtype: Any) -> None:
             assert_same(ours, np.asarray(jf(x)), what=f"{name} {shape} axis {axis}")
 
 
+def test_cumulative_windows_with_denormals_are_xlas_bits() -> None:
+    """Denormal inputs and -0 (XLA CPU flushes them): the walk keeps flushed values and
+    skips their re-flush (cumulative_emit._flushed), the bits still jax's."""
+    rng = np.random.default_rng(_seed("cumulative denormals"))
+    x = rng.standard_normal((4, 300)).astype(np.float32) * np.float32(1e-38)
+    x[:, ::7] = np.float32(3e-39)
+    x[0, 5] = -0.0
+    p = (1 + 0.01 * rng.standard_normal((4, 300))).astype(np.float32)
+    p[:, ::9] = np.float32(3e-39)
+    for name, fn, v in [("cumsum", lambda a: jnp.cumsum(a, 1), x),
+                        ("cumsum_rev", lambda a: lax.cumsum(a, 1, reverse=True), x),
+                        ("cumprod", lambda a: jnp.cumprod(a, 1), p),
+                        ("cumprod_rev", lambda a: lax.cumprod(a, 1, reverse=True), p)]:
+        jf = jax.jit(fn)
+        ours = np.asarray(xlapy.compile(jf.lower(v).as_text(), backend="cpu")(v))
+        theirs = np.asarray(jf(v))
+        assert (ours.view(np.uint32) == theirs.view(np.uint32)).all(), name
+
+
 # ---- select_and_scatter ------------------------------------------------------------------------
 def _ge_computation(dtype: Any) -> XlaComputation:
     b = XlaBuilder("ge")

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import region_emit
 from xlapy.backends.cpu.llvm_util import for_range, i64
 from xlapy.types import ElementType as ET
 
@@ -69,12 +70,21 @@ def needed(kind: str | None, t: ET, n: int, rev: bool) -> bool:
     return not exact and (rev or n > BASE)
 
 
+def _flushed(e: ReduceWindowEmitter) -> bool:
+    """Whether every value the walk keeps is flushed already: results of float add or
+    multiply under FTZ, or the init flushed once (their reloads then skip the flush each
+    fold would give its operands: a cumsum along the last axis ran a flush's compare in its
+    add chain)."""
+    return region_emit.binary_kind(e.comp) in ("add", "multiply") and e.ets[0].is_float
+
+
 class _Arrays:
-    """Per-level stack arrays of `tile` values of storage type `t`."""
+    """Per-level stack arrays of `tile` values of storage type `t`; `flushed`: their values
+    hold no denormal (`_flushed`)."""
 
     def __init__(self, e: ReduceWindowEmitter, t: ET, tile: int, count: int, tag: str) -> None:
         b = e.b
-        self.b, self.t = b, t
+        self.b, self.t, self.flushed = b, t, _flushed(e)
         st = ew.storage_type(t)
         with b.goto_entry_block():
             self.ptrs = [b.alloca(ir.ArrayType(st, tile), name=f"{tag}{j}")
@@ -84,7 +94,8 @@ class _Arrays:
         return self.b.gep(self.ptrs[j], [i64(0), k], inbounds=True)
 
     def get(self, j: int, k: ir.Value) -> ir.Value:
-        return ew.from_storage(self.b, self.b.load(self.at(j, k)), self.t)
+        v = ew.from_storage(self.b, self.b.load(self.at(j, k)), self.t)
+        return ew.mark_flushed(v) if self.flushed else v
 
     def put(self, j: int, k: ir.Value, v: ir.Value) -> None:
         self.b.store(ew.to_storage(self.b, v, self.t), self.at(j, k))
@@ -113,10 +124,16 @@ def emit(e: ReduceWindowEmitter, row0: ir.Value, n: int, inner: int, rev: bool) 
         (_reversed if rev else _forward)(e, t, tile, base, n, inner, nl, over_tile)
 
 
+def _init(e: ReduceWindowEmitter) -> ir.Value:
+    """The init value, flushed once where the walk keeps flushed values (`_flushed`): an add
+    or multiply flushes its operands anyway, so the bits are the same."""
+    return ew.flush(e.b, e.init[0]) if _flushed(e) else e.init[0]
+
+
 def _forward(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, inner: int, nl: int,
              over_tile: Callable[[Callable[[ir.Value], None]], None]) -> None:
     b = e.b
-    init = e.init[0]
+    init = _init(e)
     acc = _Arrays(e, t, tile, nl + 1, "cum.a")  # A_l: the fold of level l's current block
     comb = _Arrays(e, t, tile, max(nl, 1), "cum.e")  # E_l: what level l's block combines with
     for lv in range(nl):
@@ -160,7 +177,7 @@ def _forward(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, i
 def _reversed(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, inner: int, nl: int,
               over_tile: Callable[[Callable[[ir.Value], None]], None]) -> None:
     b = e.b
-    init = e.init[0]
+    init = _init(e)
     sizes = [n]
     for _ in range(nl):
         sizes.append(-(-sizes[-1] // BASE))
@@ -242,7 +259,7 @@ class _Groups:
 
     def __init__(self, e: ReduceWindowEmitter, t: ET, tile: int, tag: str) -> None:
         b = e.b
-        self.b, self.t = b, t
+        self.b, self.t, self.flushed = b, t, _flushed(e)
         with b.goto_entry_block():
             self.ptr = b.alloca(ir.ArrayType(ir.ArrayType(ew.storage_type(t), tile), BASE),
                                 name=tag)
@@ -251,7 +268,8 @@ class _Groups:
         return self.b.gep(self.ptr, [i64(0), slot, k], inbounds=True)
 
     def get(self, slot: ir.Value, k: ir.Value) -> ir.Value:
-        return ew.from_storage(self.b, self.b.load(self._at(slot, k)), self.t)
+        v = ew.from_storage(self.b, self.b.load(self._at(slot, k)), self.t)
+        return ew.mark_flushed(v) if self.flushed else v
 
     def put(self, slot: ir.Value, k: ir.Value, v: ir.Value) -> None:
         self.b.store(ew.to_storage(self.b, v, self.t), self._at(slot, k))
