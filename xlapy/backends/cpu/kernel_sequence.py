@@ -13,6 +13,7 @@ stay as they were for the Python path and every other caller.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -59,8 +60,10 @@ def emit(mod: ir.Module, specs: Sequence[kernels.Kernel], steps: Sequence[object
     if len(order) < 2 or len(order) != len(steps):
         return None
     run = [windows.get(j, specs[j]) for j in order]
+    walked = sum(math.prod(specs[j].root.operands[1].shape.dimensions) if j in windows
+                 else kernel_elements(specs[j]) for j in order)  # (a window: its update's)
     if any(isinstance(k, TupleKernel) or k.name in early for k in run) or \
-            sum(kernel_elements(k) for k in run) > MAX_ELEMENTS:
+            walked > MAX_ELEMENTS:
         return None
     sizes = [sum(len(bb.instructions) for bb in mod.globals[k.name].blocks) for k in run]
     if sum(sizes) > MAX_INSTRUCTIONS or max(sizes) > MAX_KERNEL_INSTRUCTIONS:
