@@ -191,7 +191,7 @@ def _scatter_unit_window(i: Instruction, e: Emitter) -> Instruction | None:
 _UNIT_REDUCERS = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 
 
-def _single_op(i: Instruction) -> tuple[str, bool] | None:
+def single_op(i: Instruction) -> tuple[str, bool] | None:
     """(opcode, whether its first operand is the accumulator) of a single-input reduce or
     reduce_window whose reducer is one op of `_UNIT_REDUCERS` on its two parameters."""
     if len(i.operands) != 2 or len(i.called) != 1 or not i.shape.is_array:
@@ -208,7 +208,7 @@ def _reduce_unit(i: Instruction, e: Emitter) -> Instruction | None:
     """A single-input reduce over dimensions of extent 1 only: each result element is the
     reducer applied once, to the init and the one element (a row kernel over such a
     dimension computed it with no vector lanes: attention's backward pass, 5.4 ms)."""
-    red = _single_op(i)
+    red = single_op(i)
     if red is None:
         return None
     x, init = i.operands
@@ -274,7 +274,7 @@ def _reduce_window_pad(i: Instruction, e: Emitter) -> Instruction | None:
     base dilation of its own: the pad's edges and interior become its padding and base
     dilations, whose holes the spec fills with init (the average pool's gradient padded its
     8.9 MB operand in a kernel of its own first: 0.77 ms, XLA 0.58)."""
-    red = _single_op(i)
+    red = single_op(i)
     if red is None:
         return None
     x, init = i.operands
@@ -302,7 +302,7 @@ def _reduce_window_upsample(i: Instruction, e: Emitter) -> Instruction | None:
     repeated w times along each dimension, combined once with init (identity op identity is
     identity, so the order does not matter). The average pool's gradient after
     `reduce_window_pad`: a native window loop over 4x the elements, 0.46 ms (XLA ~0.4)."""
-    red = _single_op(i)
+    red = single_op(i)
     if red is None:
         return None
     x, init = i.operands

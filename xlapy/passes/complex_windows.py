@@ -11,6 +11,7 @@ real windows; a complex one ran on the interpreter.
 from __future__ import annotations
 
 from xlapy.ir import Computation, Instruction
+from xlapy.passes.algebraic_rules_shape import single_op
 from xlapy.passes.hlo_builder import Emitter, scalar_reducer
 from xlapy.passes.pass_base import ComputationPass
 from xlapy.types import ElementType
@@ -18,19 +19,10 @@ from xlapy.types import ElementType
 _PART = {ElementType.C64: ElementType.F32, ElementType.C128: ElementType.F64}
 
 
-def _adds(region: Computation) -> bool:
-    """Whether `region` is (a, b) -> a + b."""
-    root, params = region.root, region.parameters
-    return root is not None and root.opcode == "add" and len(params) == 2 and \
-        len(region.instructions) == 3 and {id(o) for o in root.operands} == \
-        {id(p) for p in params}
-
-
 def splits(instr: Instruction) -> bool:
     """Whether `instr` is a reduce_window of one complex operand under an adding reducer."""
-    return instr.opcode == "reduce_window" and len(instr.operands) == 2 and \
-        instr.shape.is_array and instr.shape.element_type in _PART and \
-        len(instr.called) == 1 and _adds(instr.called[0])
+    red = single_op(instr) if instr.opcode == "reduce_window" else None
+    return red is not None and red[0] == "add" and instr.shape.element_type in _PART
 
 
 class ComplexWindows(ComputationPass):

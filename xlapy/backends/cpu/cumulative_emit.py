@@ -79,25 +79,26 @@ def _flushed(e: ReduceWindowEmitter) -> bool:
 
 
 class _Arrays:
-    """Per-level stack arrays of `tile` values of storage type `t`; `flushed`: their values
-    hold no denormal (`_flushed`)."""
+    """`count` stack arrays of `tile` values of storage type `t` (a level each, or a group's
+    BASE totals), indexed by a constant or a run-time value; `flushed`: their values hold no
+    denormal (`_flushed`)."""
 
     def __init__(self, e: ReduceWindowEmitter, t: ET, tile: int, count: int, tag: str) -> None:
         b = e.b
         self.b, self.t, self.flushed = b, t, _flushed(e)
-        st = ew.storage_type(t)
         with b.goto_entry_block():
-            self.ptrs = [b.alloca(ir.ArrayType(st, tile), name=f"{tag}{j}")
-                         for j in range(count)]
+            self.ptr = b.alloca(ir.ArrayType(ir.ArrayType(ew.storage_type(t), tile), count),
+                                name=tag)
 
-    def at(self, j: int, k: ir.Value) -> ir.Value:
-        return self.b.gep(self.ptrs[j], [i64(0), k], inbounds=True)
+    def at(self, j: int | ir.Value, k: ir.Value) -> ir.Value:
+        return self.b.gep(self.ptr, [i64(0), i64(j) if isinstance(j, int) else j, k],
+                          inbounds=True)
 
-    def get(self, j: int, k: ir.Value) -> ir.Value:
+    def get(self, j: int | ir.Value, k: ir.Value) -> ir.Value:
         v = ew.from_storage(self.b, self.b.load(self.at(j, k)), self.t)
         return ew.mark_flushed(v) if self.flushed else v
 
-    def put(self, j: int, k: ir.Value, v: ir.Value) -> None:
+    def put(self, j: int | ir.Value, k: ir.Value, v: ir.Value) -> None:
         self.b.store(ew.to_storage(self.b, v, self.t), self.at(j, k))
 
 
@@ -182,7 +183,7 @@ def _reversed(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, 
     for _ in range(nl):
         sizes.append(-(-sizes[-1] // BASE))
     comb = _Arrays(e, t, tile, max(nl, 1), "cum.e")  # E_l, as forward (the blocks after)
-    tots = [_Groups(e, t, tile, f"cum.t{lv}") for lv in range(1, nl + 1)]  # level lv's group
+    tots = [_Arrays(e, t, tile, BASE, f"cum.t{lv}") for lv in range(1, nl + 1)]  # level lv's group
     fold = _Arrays(e, t, tile, 1, "cum.f")
     for lv in range(nl):
         over_tile(lambda k, lv=lv: comb.put(lv, k, init))
@@ -254,22 +255,4 @@ def _reversed(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, 
             finish(1, q)
 
 
-class _Groups:
-    """A level's group of BASE totals, `tile` values each, of storage type `t`."""
-
-    def __init__(self, e: ReduceWindowEmitter, t: ET, tile: int, tag: str) -> None:
-        b = e.b
-        self.b, self.t, self.flushed = b, t, _flushed(e)
-        with b.goto_entry_block():
-            self.ptr = b.alloca(ir.ArrayType(ir.ArrayType(ew.storage_type(t), tile), BASE),
-                                name=tag)
-
-    def _at(self, slot: ir.Value, k: ir.Value) -> ir.Value:
-        return self.b.gep(self.ptr, [i64(0), slot, k], inbounds=True)
-
-    def get(self, slot: ir.Value, k: ir.Value) -> ir.Value:
-        v = ew.from_storage(self.b, self.b.load(self._at(slot, k)), self.t)
-        return ew.mark_flushed(v) if self.flushed else v
-
-    def put(self, slot: ir.Value, k: ir.Value, v: ir.Value) -> None:
-        self.b.store(ew.to_storage(self.b, v, self.t), self._at(slot, k))
+__all__ = ["BASE", "TILE_BYTES", "emit", "levels", "needed"]

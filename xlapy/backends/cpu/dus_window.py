@@ -120,6 +120,14 @@ def state_instrs(params: list[Instruction], k: int, tupled: bool) -> list[Instru
     return [u for u in params[0].users if u.attrs.index == k]
 
 
+def state_index(instr: Instruction, params: list[Instruction], tupled: bool) -> int | None:
+    """The state element `instr` is (a parameter, or the state tuple's element), or None."""
+    if tupled:
+        return instr.attrs.index if (instr.opcode == "get_tuple_element"
+                                     and instr.operands[0] is params[0]) else None
+    return next((j for j, q in enumerate(params) if instr is q), None)
+
+
 def moves(comp: Computation) -> bool:
     """Whether a loop body `comp` has a result that is another state element as it was (a
     rotation: native_loop's moves, whose bookkeeping assumes no window wrote a state)."""
@@ -128,15 +136,8 @@ def moves(comp: Computation) -> bool:
         return False
     results = list(root.operands) if root.opcode == "tuple" else [root]
     tupled = len(params) == 1 and params[0].shape.is_tuple
-    for k, o in enumerate(results):
-        if tupled:
-            j = o.attrs.index if (o.opcode == "get_tuple_element" and
-                                  o.operands[0] is params[0]) else None
-        else:
-            j = next((i for i, q in enumerate(params) if o is q), None)
-        if j is not None and j != k:
-            return True
-    return False
+    return any((j := state_index(o, params, tupled)) is not None and j != k
+               for k, o in enumerate(results))
 
 
 def early(body: CpuExecutable, specs: list[kernels.Kernel], mod: Any) -> dict[int, kernels.Kernel]:
@@ -177,4 +178,4 @@ def plan(body: CpuExecutable, results: list[Instruction]) -> Windows | None:
                    frozenset(k for k, d in enumerate(results) if id(d) in written))
 
 
-__all__ = ["WindowEmitter", "Windows", "candidate", "early", "moves", "plan"]
+__all__ = ["WindowEmitter", "Windows", "candidate", "early", "moves", "plan", "state_index"]

@@ -102,16 +102,8 @@ def _state_slots(exe: CpuExecutable, tupled: bool) -> list[tuple[int, int]]:
             if i.opcode == "get_tuple_element" and i.operands[0] is params[0]]
 
 
-def _state_index(instr: Instruction, params: list[Instruction], tupled: bool) -> int | None:
-    """The state element `instr` is (a parameter, or the state tuple's element), or None."""
-    if tupled:
-        return instr.attrs.index if (instr.opcode == "get_tuple_element"
-                                     and instr.operands[0] is params[0]) else None
-    return next((j for j, q in enumerate(params) if instr is q), None)
-
-
 def _is_state(instr: Instruction, k: int, params: list[Instruction], tupled: bool) -> bool:
-    return _state_index(instr, params, tupled) == k
+    return dus_window.state_index(instr, params, tupled) == k
 
 
 class NativeWhile:
@@ -131,7 +123,7 @@ class NativeWhile:
         self.moves: list[tuple[int, int]] = [
             (k, j) for k, o in enumerate(results)
             if not _is_state(o, k, params, tupled)
-            and (j := _state_index(o, params, tupled)) is not None]
+            and (j := dus_window.state_index(o, params, tupled)) is not None]
         moved = {k for k, _ in self.moves}
         # Body result k: the slot to copy into state buffer k, or None (passed through, moved).
         self.results: list[int | None] = [
@@ -588,7 +580,7 @@ def plan_native_while(instr: Instruction, cond: CpuExecutable, body: CpuExecutab
     for k, o in enumerate(results):
         if o.opcode == "parameter" or (o.opcode == "get_tuple_element"
                                        and not _of_step(body, o)):
-            j = _state_index(o, bparams, tupled)
+            j = dus_window.state_index(o, bparams, tupled)
             if j is None or elems[j] != elems[k]:
                 return None  # (another element of the same shape: a move)
         elif id(o) not in body.slot:
