@@ -33,7 +33,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import region_emit
-from xlapy.backends.cpu.llvm_util import for_range, i64
+from xlapy.backends.cpu.llvm_util import broadcast, for_range, i64
 from xlapy.types import ElementType as ET
 
 if TYPE_CHECKING:
@@ -46,6 +46,9 @@ BASE = 16
 #: one over whole rows: 2048 x 1024 along axis 0); reversed 256 f32s, its groups taking 16
 #: KB a level.
 TILE_BYTES = {False: 4096, True: 1024}
+#: Element types whose full blocks of a reversed walk along the last axis fold as vectors
+#: (`_lanes`).
+_VECTOR = frozenset({ET.F32, ET.F64, ET.BF16})
 #: Reducers that give the same bits in any order on integer and boolean elements (a running
 #: or suffix scan is then this order too). On floats none is taken for exact: max / min
 #: ties of +0 and -0 keep the operand their order picks.
@@ -191,36 +194,51 @@ def _reversed(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, 
     with for_range(b, i64(0), i64(blocks), name="qr") as qr:
         q = b.sub(i64(blocks - 1), qr)
         s = b.mul(q, i64(BASE), flags=["nsw"])
-        with for_range(b, i64(0), i64(min(n, BASE)), name="j") as j:
-            i = b.add(s, j, flags=["nsw"])
-            with b.if_then(b.icmp_signed("<", i, i64(n))):
-                at_i = b.add(base, b.mul(i, i64(inner), flags=["nsw"]), flags=["nsw"])
 
-                # the fold of the block's elements from i on, left to right (its padding
-                # past n included), the tile's inner positions innermost
-                over_tile(lambda k: fold.put(0, k, init))
-                with for_range(b, j, i64(min(n, BASE)), name="w") as w:
-                    src = b.add(s, w, flags=["nsw"])
-                    ok = b.icmp_signed("<", src, i64(n))
-                    at_w = b.add(base, b.mul(b.select(ok, src, i64(0)), i64(inner),
-                                             flags=["nsw"]), flags=["nsw"])
+        def block() -> None:
+            """The block's elements one at a time, the tile's inner positions innermost."""
+            with for_range(b, i64(0), i64(min(n, BASE)), name="j") as j:
+                i = b.add(s, j, flags=["nsw"])
+                with b.if_then(b.icmp_signed("<", i, i64(n))):
+                    at_i = b.add(base, b.mul(i, i64(inner), flags=["nsw"]), flags=["nsw"])
 
-                    def step(k: ir.Value) -> None:
-                        v = ew.select(b, ok, e.ld(e.xp, b.add(at_w, k, flags=["nsw"]))[0],
-                                      init)
-                        fold.put(0, k, e.red([fold.get(0, k)], [v])[0])
+                    # the fold of the block's elements from i on, left to right (its padding
+                    # past n included)
+                    over_tile(lambda k: fold.put(0, k, init))
+                    with for_range(b, j, i64(min(n, BASE)), name="w") as w:
+                        src = b.add(s, w, flags=["nsw"])
+                        ok = b.icmp_signed("<", src, i64(n))
+                        at_w = b.add(base, b.mul(b.select(ok, src, i64(0)), i64(inner),
+                                                 flags=["nsw"]), flags=["nsw"])
 
-                    over_tile(step)
+                        def step(k: ir.Value) -> None:
+                            v = ew.select(b, ok, e.ld(e.xp, b.add(at_w, k, flags=["nsw"]))[0],
+                                          init)
+                            fold.put(0, k, e.red([fold.get(0, k)], [v])[0])
 
-                def element(k: ir.Value) -> None:
-                    a = fold.get(0, k)
-                    e.st_(e.op, b.add(at_i, k, flags=["nsw"]),
-                          e.red([a], [comb.get(0, k)]) if nl else [a])
-                    if nl:  # the block's total (its first element's fold) for level 1
-                        with b.if_then(b.icmp_signed("==", j, i64(0))):
-                            tots[0].put(b.and_(q, i64(BASE - 1)), k, a)
+                        over_tile(step)
 
-                over_tile(element)
+                    def element(k: ir.Value) -> None:
+                        a = fold.get(0, k)
+                        e.st_(e.op, b.add(at_i, k, flags=["nsw"]),
+                              e.red([a], [comb.get(0, k)]) if nl else [a])
+                        if nl:  # the block's total (its first element's fold) for level 1
+                            with b.if_then(b.icmp_signed("==", j, i64(0))):
+                                tots[0].put(b.and_(q, i64(BASE - 1)), k, a)
+
+                    over_tile(element)
+
+        if tile != 1 or n < BASE or t not in _VECTOR:
+            block()
+        elif n % BASE == 0:
+            _lanes(e, t, b.add(base, s), q, comb if nl else None, tots[0] if nl else None)
+        else:  # only the last block is partial
+            with b.if_else(b.icmp_signed("<=", b.add(s, i64(BASE)), i64(n))) as (full, part):
+                with full:
+                    _lanes(e, t, b.add(base, s), q, comb if nl else None,
+                           tots[0] if nl else None)
+                with part:
+                    block()
 
         def finish(lv: int, pos: ir.Value) -> None:
             """Level lv's position `pos` (a total of level lv - 1) is filed: fold its group
@@ -253,6 +271,42 @@ def _reversed(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, 
 
         if nl:
             finish(1, q)
+
+
+def _lanes(e: ReduceWindowEmitter, t: ET, at: ir.Value, q: ir.Value, comb: _Arrays | None,
+           tot: _Arrays | None) -> None:
+    """A full block of a reversed walk along the last axis (block q, first element at `at`)
+    in one vector of BASE lanes: lane j folds elements j.. BASE - 1 left to right as the
+    scalar block does, each step adding the block rotated by one more lane and keeping only
+    the lanes it still reaches (cumsum's gradient along rows was that scalar loop: 1.2 ms
+    for 256 x 1024 against XLA's 0.64)."""
+    b = e.b
+    vt = ir.VectorType(ew.storage_type(t), BASE)
+    ptr = b.bitcast(b.gep(e.xp[0], [at], inbounds=True), vt.as_pointer())
+    x = ew.from_storage(b, b.load(ptr, align=t.dtype.itemsize), t)
+    keep = _flushed(e)
+    if keep:  # every fold flushes its operands: flush the block once instead
+        x = ew.flush(b, x)
+
+    def fold(acc: ir.Value, v: ir.Value) -> ir.Value:
+        out = ew.round_to(b, e.red([acc], [v])[0], t)
+        return ew.mark_flushed(out) if keep else out
+
+    acc = fold(broadcast(b, _init(e), BASE), x)
+    for r in range(1, BASE):
+        moved = b.shuffle_vector(x, x, ir.Constant(ir.VectorType(ir.IntType(32), BASE),
+                                                   [(j + r) % BASE for j in range(BASE)]))
+        reach = ir.Constant(ir.VectorType(ir.IntType(1), BASE),
+                            [int(j + r < BASE) for j in range(BASE)])
+        acc = b.select(reach, fold(acc, moved), acc)
+        if keep:
+            ew.mark_flushed(acc)
+    out = acc
+    if comb is not None and tot is not None:
+        tot.put(b.and_(q, i64(BASE - 1)), i64(0), b.extract_element(acc, i64(0)))
+        out = e.red([acc], [broadcast(b, comb.get(0, i64(0)), BASE)])[0]
+    ptr = b.bitcast(b.gep(e.op[0], [at], inbounds=True), vt.as_pointer())
+    b.store(ew.to_storage(b, out, t), ptr, align=t.dtype.itemsize)
 
 
 __all__ = ["BASE", "TILE_BYTES", "emit", "levels", "needed"]

@@ -98,6 +98,24 @@ def test_last_axis_in_xlas_order(t: ET, op: str, rev: bool, n: int) -> None:
     same(got, _model(x, t, 1, op, rev))
 
 
+
+@pytest.mark.parametrize("t", [ET.F32, ET.F64, ET.BF16])
+@pytest.mark.parametrize("n", [16, 48, 50])
+def test_reversed_last_axis_folds_blocks_as_vectors(t: ET, n: int) -> None:
+    """A reversed walk along the last axis folds each full block of 16 in one vector (lane j
+    adding the block rotated by one more lane per step): the same bits as the scalar fold,
+    signed zeros, infinities and NaN included, the partial last block still scalar."""
+    x = _values(t, (4, n), "add", n)
+    x[0, ::3] = -0.0
+    x[1, 5] = np.inf
+    x[2, 7] = np.nan
+    x[3, 20 % n] = -np.inf
+    text = _cumulative(t, (4, n), 1, "add", True)
+    cpu = xlapy.compile(text, backend="cpu")
+    same(cpu(x, scalar(t, 0.0)), _model(x, t, 1, "add", True))
+    lane = {ET.F32: "float", ET.F64: "double", ET.BF16: "float"}[t]
+    assert f"shufflevector <16 x {lane}>" in cpu._exe.kernel_ir
+
 @pytest.mark.parametrize(("dims", "axis"), [((300, 5), 0), ((40, 300), 0), ((20, 1100), 0),
                                             ((4, 300, 7), 1), ((2, 70, 3), 1)])
 @pytest.mark.parametrize("rev", [False, True])
