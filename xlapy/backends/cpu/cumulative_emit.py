@@ -20,7 +20,9 @@ folds into A_0, is stored as red(A_0, E_0), and a completed block's total folds 
 next level, whose combined value becomes the next block's E. Reversed: the blocks run last
 to first; each element folds its block's remaining elements left to right (at most 16), a
 block's total being its first element's fold, and each level keeps its group's totals to
-fold the same way. The interpreter folds each window whole, in row-major order (the spec
+fold the same way; a full block folds as vectors, its 16 lanes along the last axis
+(`_lanes`) or a vector of inner positions with the block's 16 folds in registers
+(`_columns`). The interpreter folds each window whole, in row-major order (the spec
 leaves the order to the implementation): the two agree wherever the reducer is exact.
 """
 
@@ -33,6 +35,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import region_emit
+from xlapy.backends.cpu.lanes import vector_width
 from xlapy.backends.cpu.llvm_util import broadcast, for_range, i64
 from xlapy.types import ElementType as ET
 
@@ -125,7 +128,10 @@ def emit(e: ReduceWindowEmitter, row0: ir.Value, n: int, inner: int, rev: bool) 
             with for_range(b, i64(0), kw, name="k") as k:
                 body(k)
 
-        (_reversed if rev else _forward)(e, t, tile, base, n, inner, nl, over_tile)
+        if rev:
+            _reversed(e, t, tile, base, n, inner, nl, over_tile, kw)
+        else:
+            _forward(e, t, tile, base, n, inner, nl, over_tile)
 
 
 def _init(e: ReduceWindowEmitter) -> ir.Value:
@@ -179,7 +185,7 @@ def _forward(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, i
 
 
 def _reversed(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, inner: int, nl: int,
-              over_tile: Callable[[Callable[[ir.Value], None]], None]) -> None:
+              over_tile: Callable[[Callable[[ir.Value], None]], None], kw: ir.Value) -> None:
     b = e.b
     init = _init(e)
     sizes = [n]
@@ -228,15 +234,21 @@ def _reversed(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, 
 
                     over_tile(element)
 
-        if tile != 1 or n < BASE or t not in _VECTOR:
+        def full() -> None:
+            c, tot = (comb, tots[0]) if nl else (None, None)
+            if tile == 1:
+                _lanes(e, t, b.add(base, s), q, c, tot)
+            else:
+                _columns(e, t, base, s, q, inner, tile, kw, c, tot)
+
+        if n < BASE or t not in _VECTOR:
             block()
         elif n % BASE == 0:
-            _lanes(e, t, b.add(base, s), q, comb if nl else None, tots[0] if nl else None)
+            full()
         else:  # only the last block is partial
-            with b.if_else(b.icmp_signed("<=", b.add(s, i64(BASE)), i64(n))) as (full, part):
-                with full:
-                    _lanes(e, t, b.add(base, s), q, comb if nl else None,
-                           tots[0] if nl else None)
+            with b.if_else(b.icmp_signed("<=", b.add(s, i64(BASE)), i64(n))) as (whole, part):
+                with whole:
+                    full()
                 with part:
                     block()
 
@@ -307,6 +319,73 @@ def _lanes(e: ReduceWindowEmitter, t: ET, at: ir.Value, q: ir.Value, comb: _Arra
         out = e.red([acc], [broadcast(b, comb.get(0, i64(0)), BASE)])[0]
     ptr = b.bitcast(b.gep(e.op[0], [at], inbounds=True), vt.as_pointer())
     b.store(ew.to_storage(b, out, t), ptr, align=t.dtype.itemsize)
+
+
+def _vload(e: ReduceWindowEmitter, t: ET, elem: ir.Value, w: int) -> ir.Value:
+    """`w` consecutive values of type `t` from element pointer `elem` (a scalar when w is 1)."""
+    b = e.b
+    if w == 1:
+        return ew.from_storage(b, b.load(elem), t)
+    vt = ir.VectorType(ew.storage_type(t), w)
+    return ew.from_storage(b, b.load(b.bitcast(elem, vt.as_pointer()), align=t.dtype.itemsize), t)
+
+
+def _vstore(e: ReduceWindowEmitter, t: ET, elem: ir.Value, v: ir.Value) -> None:
+    b = e.b
+    s = ew.to_storage(b, v, t)
+    b.store(s, elem if not isinstance(v.type, ir.VectorType) else
+            b.bitcast(elem, s.type.as_pointer()), align=t.dtype.itemsize)
+
+
+def _columns(e: ReduceWindowEmitter, t: ET, base: ir.Value, s: ir.Value, q: ir.Value,
+             inner: int, tile: int, kw: ir.Value, comb: _Arrays | None,
+             tot: _Arrays | None) -> None:
+    """A full block of a reversed walk across a tile of `kw` inner positions, a vector of
+    them at a time with the block's 16 folds in registers: element w's values are loaded
+    once and folded into every fold still open (elements 0..w, element w's starting from
+    the init), the same order as the scalar block's. The scalar block reloads and stores
+    each fold per step (a reversed cumsum along axis 0 of 2048 x 1024 ran 10x its forward
+    walk)."""
+    b = e.b
+    width = max(1, min(vector_width() // (2 if t is ET.F64 else 1), tile))
+    count = b.udiv(kw, i64(width))
+    with for_range(b, i64(0), count, name="kc") as c:
+        _column_block(e, t, base, s, q, inner, b.mul(c, i64(width), flags=["nsw"]), width,
+                      comb, tot)
+    if tile % width or inner % tile:  # the tile's last few positions, one at a time
+        with for_range(b, b.mul(count, i64(width), flags=["nsw"]), kw, name="kr") as k:
+            _column_block(e, t, base, s, q, inner, k, 1, comb, tot)
+
+
+def _column_block(e: ReduceWindowEmitter, t: ET, base: ir.Value, s: ir.Value, q: ir.Value,
+                  inner: int, k: ir.Value, width: int, comb: _Arrays | None,
+                  tot: _Arrays | None) -> None:
+    b = e.b
+    keep = _flushed(e)
+
+    def at(w: int) -> ir.Value:
+        row = b.mul(b.add(s, i64(w), flags=["nsw"]), i64(inner), flags=["nsw"])
+        return b.add(b.add(base, row, flags=["nsw"]), k, flags=["nsw"])
+
+    def fold(acc: ir.Value, v: ir.Value) -> ir.Value:
+        out = ew.round_to(b, e.red([acc], [v])[0], t)
+        return ew.mark_flushed(out) if keep else out
+
+    init = _init(e) if width == 1 else broadcast(b, _init(e), width)
+    folds: list[ir.Value] = []
+    for w in range(BASE):
+        x = _vload(e, t, b.gep(e.xp[0], [at(w)], inbounds=True), width)
+        if keep:
+            x = ew.flush(b, x)
+        folds = [fold(a, x) for a in folds] + [fold(init, x)]
+    if comb is not None and tot is not None:
+        _vstore(e, t, tot.at(b.and_(q, i64(BASE - 1)), k), folds[0])
+        after = _vload(e, t, comb.at(0, k), width)
+        if comb.flushed:
+            ew.mark_flushed(after)
+        folds = [e.red([a], [after])[0] for a in folds]
+    for w, v in enumerate(folds):
+        _vstore(e, t, b.gep(e.op[0], [at(w)], inbounds=True), v)
 
 
 __all__ = ["BASE", "TILE_BYTES", "emit", "levels", "needed"]

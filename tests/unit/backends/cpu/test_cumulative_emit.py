@@ -117,18 +117,21 @@ def test_reversed_last_axis_folds_blocks_as_vectors(t: ET, n: int) -> None:
     assert f"shufflevector <16 x {lane}>" in cpu._exe.kernel_ir
 
 @pytest.mark.parametrize(("dims", "axis"), [((300, 5), 0), ((40, 300), 0), ((20, 1100), 0),
-                                            ((4, 300, 7), 1), ((2, 70, 3), 1)])
+                                            ((4, 300, 7), 1), ((2, 70, 3), 1), ((48, 40), 0)])
 @pytest.mark.parametrize("rev", [False, True])
+@pytest.mark.parametrize("t", [ET.F32, ET.F64, ET.BF16])
 def test_other_axes_and_tiles_in_xlas_order(dims: tuple[int, ...], axis: int,
-                                            rev: bool) -> None:
+                                            rev: bool, t: ET) -> None:
     """Rows along dimension 0 wider than a tile (256 f32s reversed, 1024 forward) walk the
-    axis once per tile; the split over threads (2) never changes a bit."""
-    x = _values(ET.F32, dims, "add", sum(dims))
-    text = _cumulative(ET.F32, dims, axis, "add", rev)
-    want = _model(x, ET.F32, axis, "add", rev)
+    axis once per tile, a reversed one's full blocks a vector of inner positions at a time
+    and the rest of the tile one by one; the split over threads (2) never changes a bit."""
+    x = _values(t, dims, "add", sum(dims))
+    x.flat[::9] = -0.0
+    text = _cumulative(t, dims, axis, "add", rev)
+    want = _model(x, t, axis, "add", rev)
     for threads in (1, 2):
         got = xlapy.compile(text, backend="cpu", options={"num_threads": threads})(
-            x, np.float32(0))
+            x, scalar(t, 0.0))
         same(got, want)
 
 
