@@ -21,7 +21,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import region_emit
 from xlapy.backends.cpu.lanes import vector_width
-from xlapy.backends.cpu.llvm_util import I64, broadcast, for_range, i64
+from xlapy.backends.cpu.llvm_util import I32, I64, broadcast, for_range, i64, splat
 from xlapy.backends.cpu.op_emit import OpEmitter, strides
 from xlapy.ir import Instruction
 from xlapy.ops.reduction import SEQUENTIAL_LIMIT
@@ -183,6 +183,17 @@ class ReduceRegionEmitter(OpEmitter):
         if not odims:
             per_output([])
             return 1, False, max(length, 1)
+        rows = math.prod(odims[1:])
+        if _row_lanes(w, red, len(dims), length, math.prod(odims), types):
+            # a vector of consecutive rows at a time, then the last few alone
+            lo, hi = b.mul(begin, i64(rows)), b.mul(end, i64(rows))
+            full = b.add(lo, b.mul(b.udiv(b.sub(hi, lo), i64(w)), i64(w)))
+            with for_range(b, lo, full, name="ov", step=w) as o:
+                self._rows(o, w, length, red, types, inits, outs)
+            with for_range(b, full, hi, name="os") as o:
+                per_output([b.urem(b.udiv(o, i64(s_)), i64(n_)) if s_ > 1 or len(odims) > 1 else o
+                            for s_, n_ in zip(ostr, odims)])
+            return odims[0], True, max(math.prod(odims) * length, 1)
         if not lanes:
             self.loops(odims, per_output, (begin, end), name="o")
             return odims[0], True, max(math.prod(odims) * length, 1)
@@ -200,6 +211,65 @@ class ReduceRegionEmitter(OpEmitter):
         else:
             self.loops(odims[:-1], columns, (begin, end), name="o")
         return odims[0], True, max(math.prod(odims) * length, 1)
+
+    def _rows(self, o: ir.Value, w: int, length: int, red: list[int], types: list[Any],
+              inits: list[ir.Value], outs: list[ir.Value]) -> None:
+        """Output elements o .. o + w - 1 (rows of `length` contiguous elements), a lane
+        each, every lane folding its row left to right from the inits as the scalar code
+        does (jnp.argmin over 16 columns folded one row at a time, its compare / select
+        chain a row's latency: 0.63 ms for 8192 rows against XLA's 0.08). The w rows are one
+        load, each column a shuffle of it; an iota along a reduced dimension (argmax's
+        indices) is the column's position, not loaded."""
+        b = self.b
+        dims = self.instr.operands[0].shape.dimensions
+        first = len(dims) - len(red)
+        rdims = dims[first:]
+        start = b.mul(o, i64(length))
+        tiles: list[ir.Value | None] = []
+        for k, t in enumerate(types):
+            if _row_iota(self.instr.operands[k], first) is not None:
+                tiles.append(None)
+                continue
+            p = b.gep(self.ptr(self.ins[k], t), [start], inbounds=True)
+            vt = ir.VectorType(ew.storage_type(t), w * length)
+            tiles.append(b.load(b.bitcast(p, vt.as_pointer()), align=_ALIGN))
+        acc = [broadcast(b, v, w) for v in inits]
+        for j in range(length):
+            column = ir.Constant(ir.VectorType(I32, w), [q * length + j for q in range(w)])
+            xs = []
+            for k, (tile, t) in enumerate(zip(tiles, types)):
+                if tile is None:  # an iota along reduced dimension d: j's index there
+                    d = _row_iota(self.instr.operands[k], first)
+                    assert d is not None
+                    pos = j // math.prod(rdims[d + 1:]) % rdims[d]
+                    xs.append(splat(ir.VectorType(ew.compute_type(t), w), pos))
+                else:
+                    xs.append(ew.from_storage(
+                        b, b.shuffle_vector(tile, ir.Constant(tile.type, None), column), t))
+            acc = region_emit.emit(b, self.instr.called[0], [*acc, *xs], w)
+        for k, t in enumerate(types):
+            p = b.gep(outs[k], [o], inbounds=True)
+            v = ew.to_storage(b, acc[k], t)
+            b.store(v, b.bitcast(p, v.type.as_pointer()), align=_ALIGN)
+
+
+def _row_iota(x: Instruction, first: int) -> int | None:
+    """The reduced dimension (counted from `first`, the first reduced one) along which
+    operand `x` is an integer iota (jnp.argmax's indices), else None."""
+    if x.opcode != "iota" or not x.shape.element_type.is_integer:
+        return None
+    d = x.attrs.iota_dimension - first
+    return d if d >= 0 else None
+
+
+def _row_lanes(w: int, red: list[int], rank: int, length: int, outputs: int,
+               types: list[Any]) -> bool:
+    """Whether a reduce folds whole rows a lane each (`_rows`): it reduces the trailing
+    dimensions, at most SEQUENTIAL_LIMIT elements (a left-to-right fold; longer rows take
+    the tree, straight-line blocks of 16), into at least a vector of outputs."""
+    return w > 1 and red == list(range(rank - len(red), rank)) and \
+        0 < length <= SEQUENTIAL_LIMIT and outputs >= w and \
+        not any(t.is_complex for t in types)
 
 
 __all__ = ["emitter", "ReduceRegionEmitter"]
