@@ -91,8 +91,10 @@ def inexact_leaves(root: Instruction, fusible: AbstractSet[int], mat: AbstractSe
 
 def same_index_reads(root: Shape, leaf: Shape, symbols: Iterable[tuple[str, ...]]) -> bool:
     """Whether a leaf of the root's dims and element size, read at `symbols` (row_walk's),
-    is read only at the written element or along its row (a row reduction's "c")."""
-    if not (root.is_array and leaf.is_array and root.rank >= 1
+    is read only at the written element or along its row (a row reduction's "c"). A
+    scalar's one element is read at () (a scalar loop carry: `v = v * 0.5 + 0.5` writes
+    over its state instead of swapping two buffers)."""
+    if not (root.is_array and leaf.is_array
             and tuple(root.dimensions) == tuple(leaf.dimensions)
             and root.dtype.itemsize == leaf.dtype.itemsize):
         return False

@@ -10,7 +10,9 @@ test, the one the arena uses to write a kernel over a dying temporary) and no st
 body reads it later, the kernel's result slot is bound to the state buffer itself: the
 element is then passed through (the buffer holds the new value after the body), no swap.
 Not for row-split loops (row_loop.py: each share swaps its rows), window updates
-(dus_window.py) or loops with moves, whose bookkeeping assumes swapped results.
+(dus_window.py) or loops with moves, whose bookkeeping assumes swapped results, nor in a body
+with a nested loop or branch: one that runs out of its budget hands the outer loop to the
+Python path (nested_loop.py), which runs the body with result buffers of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ def plan(nw: NativeWhile) -> list[tuple[int, int]]:
     """The (state element, result slot) pairs of nw.swapped the body can update in place."""
     body = nw.body
     if nw.windows is not None or nw.moves or body.chains or not nw.swapped or \
-            (nw.row_plan is not None and nw.row_threads > 1):
+            (nw.row_plan is not None and nw.row_threads > 1) or \
+            any(i.opcode in ("while", "case", "if") for i in body._thunk_instrs):
         return []
     eligible = body._in_place_operands()
     outs = [body.slot[id(i)] for i in body._thunk_instrs]
