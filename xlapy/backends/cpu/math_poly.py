@@ -43,8 +43,10 @@ sin, cos, tan  <= 1       <= 1       Cody-Waite by pi/2 below 2^20 (f32: in f64,
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -81,6 +83,31 @@ from xlapy.backends.cpu.math_coeffs import (
     two_over_sqrt_pi,
 )
 from xlapy.ops.erf_f32 import ERF_SMALL, ERFC_P, ERFC_R, ERFINV32_A, ERFINV32_B
+
+#: Most elements a loop body's kernel walks for its sin / cos / tan to evaluate their
+#: polynomials by Estrin's scheme (`latency_bound`).
+LATENCY_ELEMENTS = 64
+_LATENCY: contextvars.ContextVar[bool] = contextvars.ContextVar("xlapy_math_latency",
+                                                                default=False)
+
+
+def in_loop(env_arg: bool, elements: int) -> contextlib.AbstractContextManager[None]:
+    """`latency_bound` for a kernel walking `elements` that a native loop's body runs
+    (`env_arg`: fp_env.kernel_mxcsr's), when they are few."""
+    return latency_bound(env_arg and elements <= LATENCY_ELEMENTS)
+
+
+@contextlib.contextmanager
+def latency_bound(on: bool) -> Iterator[None]:
+    """Inside, sin / cos / tan (f32) evaluate their polynomials by Estrin's scheme: half the
+    dependent operations of Horner's rule (a scan stepping a few floats through sin waits on
+    it: 22 -> 19.6 ns a step) for two more multiplies (an array's sin, throughput-bound, ran
+    ~20 % slower). The bits are Horner's but for a few results in 2^32."""
+    token = _LATENCY.set(on)
+    try:
+        yield
+    finally:
+        _LATENCY.reset(token)
 
 
 class Math:
@@ -121,6 +148,20 @@ class Math:
         for k in reversed(coeffs[:-1]):
             acc = self.fma(acc, x, self.c(k))
         return acc
+
+    def estrin(self, coeffs: list[float], x: ir.Value) -> ir.Value:
+        """sum(coeffs[k] * x**k) by Estrin's scheme: pairs c_2k + c_2k+1 x, then pairs of
+        those with x^2, x^4, ...: log2(n) dependent fused multiply-adds where Horner's rule
+        chains n - 1 (a loop carry through sin waits on its polynomial)."""
+        b = self.b
+        terms = [self.fma(self.c(coeffs[k + 1]), x, self.c(coeffs[k])) if k + 1 < len(coeffs)
+                 else self.c(coeffs[k]) for k in range(0, len(coeffs), 2)]
+        power = x
+        while len(terms) > 1:
+            power = b.fmul(power, power)
+            terms = [self.fma(terms[k + 1], power, terms[k]) if k + 1 < len(terms) else terms[k]
+                     for k in range(0, len(terms), 2)]
+        return terms[0]
 
     def clenshaw(self, coeffs: Sequence[float], x: ir.Value, lo: float, hi: float
                  ) -> ir.Value:
@@ -464,19 +505,22 @@ class Math:
         if self.is64:
             r, rl = trig_dd.cody_waite(m, xd, k, pio2_parts(4))
         else:
-            p1, p2, p3 = pio2_parts(3)
-            r = m.fma(k, m.c(-p3), m.fma(k, m.c(-p2), m.fma(k, m.c(-p1), xd)))
+            # |k| < 2^20 here (Payne-Hanek above): k p1 exact, r to ~2^-63 absolute, where
+            # f32 values come no closer than ~2^-30 to a multiple of pi/2
+            p1, p2 = pio2_parts(2)
+            r = m.fma(k, m.c(-p2), m.fma(k, m.c(-p1), xd))
             rl = m.c(0.0)
         r, rl, k = self._huge_reduction(m, xd, r, rl, k)
         return m, r, rl, b.fptosi(k, m.ity)
 
     def _sin_cos_poly(self, m: Math, r: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """Taylor sin(r), cos(r) on |r| <= pi/4 in f64 for an f32 result (7 terms)."""
+        """Taylor sin(r), cos(r) on |r| <= pi/4 in f64 for an f32 result (7 terms), by
+        Estrin's scheme where latency counts (`latency_bound`)."""
         z = self.b.fmul(r, r)
         n = 7
-        s = self.b.fmul(r, m.horner([(-1) ** i / math.factorial(2 * i + 1)
-                                     for i in range(n)], z))
-        c = m.horner([(-1) ** i / math.factorial(2 * i) for i in range(n)], z)
+        poly = m.estrin if _LATENCY.get() else m.horner
+        s = self.b.fmul(r, poly([(-1) ** i / math.factorial(2 * i + 1) for i in range(n)], z))
+        c = poly([(-1) ** i / math.factorial(2 * i) for i in range(n)], z)
         return s, c
 
     def _finish(self, x: ir.Value, v: ir.Value) -> ir.Value:

@@ -295,3 +295,54 @@ func.func @main(%x: tensor<{x.size}xf64>) -> tensor<{x.size}xf64> {{
         ref = np.array([float(mpmath.erf(mpmath.mpf(v))) for v in x])
     ulp = np.abs(got - ref) / np.spacing(np.abs(ref))
     assert ulp.max() <= 1.0 and (ulp <= 0.5).mean() > 0.96, (ulp.max(), (ulp <= 0.5).mean())
+
+
+@pytest.mark.parametrize("name", ["sine", "cosine", "tan"])
+def test_latency_bound_trig_keeps_the_bits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Estrin's scheme (math_poly.latency_bound: a loop body's few elements) gives sin and tan
+    the bits of Horner's rule for every f32 input (measured over all 2^32: also the bits
+    before the two-part reduction), cos all but a handful; here a dense sample, and cos
+    within 1 ulp of the default."""
+    from xlapy.backends.cpu import math_poly
+
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.uniform(-4, 4, 200000), rng.uniform(-1e6, 1e6, 100000),
+                        10.0 ** rng.uniform(-30, 0, 50000), [0.0, -0.0, np.inf, np.nan]]
+                       ).astype(np.float32)
+    mod = module([Shape.array(ET.F32, x.shape)], lambda c, p: op(c, name, p))
+    plain = np.asarray(CpuBackend().compile(mod).run([x]))
+    monkeypatch.setattr(math_poly, "in_loop", lambda env, n: math_poly.latency_bound(True))
+    fast = np.asarray(CpuBackend().compile(mod).run([x]))
+    if name == "cosine":
+        assert np.all(np.abs(fast.view(np.int32) - plain.view(np.int32)) <= 1)
+    else:
+        np.testing.assert_array_equal(fast.view(np.int32), plain.view(np.int32))
+
+
+def test_loop_body_sin_is_latency_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A native loop's body kernel over a few floats evaluates sin by Estrin's scheme (its
+    carry waits on the polynomial); a top-level kernel, or a loop body over many elements,
+    by Horner's (throughput)."""
+    jax = pytest.importorskip("jax")
+    import xlapy
+    from xlapy.backends.cpu import math_poly
+
+    calls: list[int] = []
+    real = math_poly.Math.estrin
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    monkeypatch.setattr(math_poly.Math, "estrin",
+                        lambda self, c, x: calls.append(1) or real(self, c, x))
+
+    def loop(x):  # type: ignore[no-untyped-def]
+        return jax.lax.fori_loop(0, 50, lambda i, v: v * 0.9 + jax.numpy.sin(v) * 0.1, x)
+
+    for n, estrin in [(8, True), (4096, False)]:
+        calls.clear()
+        x = np.linspace(-3, 3, n, dtype=np.float32)
+        text = jax.jit(loop).lower(x).as_text()
+        exe = xlapy.compile(text, backend="cpu")
+        assert bool(calls) is estrin
+        np.testing.assert_allclose(exe(x), xlapy.compile(text)(x), rtol=1e-5, atol=1e-6)
+    calls.clear()
+    xlapy.compile(jax.jit(jax.numpy.sin).lower(np.zeros(8, np.float32)).as_text(), backend="cpu")
+    assert not calls
