@@ -25,8 +25,8 @@ from xlapy.backends.cpu import (
     bf16_exact,
     exp_range,
     flush_ftz,
+    latency,
     masked_emit,
-    math_poly,
     rotate_emit,
     row_divide,
 )
@@ -434,7 +434,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         size = max([int(np.prod(r.operands[0].shape.dimensions)) for r in self.rows] + [
             int(np.prod((self.root.operands[0] if self.root.opcode == "reduce" else
                          self.root).shape.dimensions))])
-        with flush_ftz.in_kernel(), math_poly.in_loop(env_arg, size):  # (FTZ set from here)
+        with flush_ftz.in_kernel(), latency.in_loop(env_arg, size):  # (FTZ set from here)
             if self.root.opcode == "reduce" and id(self.root) not in self.leaves:
                 outer, split = self._reduce(begin, end)
             else:

@@ -43,24 +43,20 @@ sin, cos, tan  <= 1       <= 1       Cody-Waite by pi/2 below 2^20 (f32: in f64,
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import target, trig_dd, trig_reduce
+from xlapy.backends.cpu import latency, target, trig_dd, trig_reduce
 from xlapy.backends.cpu.llvm_util import (
     F64,
     I32,
     I64,
     any_lane,
     elem,
-    for_range,
-    i64,
     intrinsic,
     like,
     sfx,
@@ -83,31 +79,6 @@ from xlapy.backends.cpu.math_coeffs import (
     two_over_sqrt_pi,
 )
 from xlapy.ops.erf_f32 import ERF_SMALL, ERFC_P, ERFC_R, ERFINV32_A, ERFINV32_B
-
-#: Most elements a loop body's kernel walks for its sin / cos / tan to evaluate their
-#: polynomials by Estrin's scheme (`latency_bound`).
-LATENCY_ELEMENTS = 64
-_LATENCY: contextvars.ContextVar[bool] = contextvars.ContextVar("xlapy_math_latency",
-                                                                default=False)
-
-
-def in_loop(env_arg: bool, elements: int) -> contextlib.AbstractContextManager[None]:
-    """`latency_bound` for a kernel walking `elements` that a native loop's body runs
-    (`env_arg`: fp_env.kernel_mxcsr's), when they are few."""
-    return latency_bound(env_arg and elements <= LATENCY_ELEMENTS)
-
-
-@contextlib.contextmanager
-def latency_bound(on: bool) -> Iterator[None]:
-    """Inside, sin / cos / tan (f32) evaluate their polynomials by Estrin's scheme: half the
-    dependent operations of Horner's rule (a scan stepping a few floats through sin waits on
-    it: 22 -> 19.6 ns a step) for two more multiplies (an array's sin, throughput-bound, ran
-    ~20 % slower). The bits are Horner's but for a few results in 2^32."""
-    token = _LATENCY.set(on)
-    try:
-        yield
-    finally:
-        _LATENCY.reset(token)
 
 
 class Math:
@@ -515,10 +486,10 @@ class Math:
 
     def _sin_cos_poly(self, m: Math, r: ir.Value) -> tuple[ir.Value, ir.Value]:
         """Taylor sin(r), cos(r) on |r| <= pi/4 in f64 for an f32 result (7 terms), by
-        Estrin's scheme where latency counts (`latency_bound`)."""
+        Estrin's scheme where latency counts (latency.py)."""
         z = self.b.fmul(r, r)
         n = 7
-        poly = m.estrin if _LATENCY.get() else m.horner
+        poly = m.estrin if latency.bound() else m.horner
         s = self.b.fmul(r, poly([(-1) ** i / math.factorial(2 * i + 1) for i in range(n)], z))
         c = poly([(-1) ** i / math.factorial(2 * i) for i in range(n)], z)
         return s, c
@@ -567,7 +538,7 @@ class Math:
         huge = b.fcmp_ordered(">=", m.un("fabs", xd), m.c(2.0 ** 20))
         before = b.block
         with b.if_then(any_lane(b, huge), likely=False):
-            big = _payne_hanek(m, xd, self.is64)
+            big = trig_reduce.reduce_wide(m, xd, self.is64)
             sel = [b.select(huge, v_big, v) for v_big, v in zip(big, (r, rl, k))]
             slow = b.block
         out = []
@@ -603,26 +574,3 @@ class Math:
         return self.keep_zero(x, self._finish(x, b.fmul(num, m.recip28(den))))
 
 
-def _payne_hanek(m: Math, xd: ir.Value, is64: bool) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """trig_reduce.reduce of the doubles xd; a vector wider than the target's registers goes
-    through memory a register's worth at a time in a loop: the same operations on each lane
-    (the same bits), emitted once. Emitted at xd's width, a sin of 16 f32 lanes was
-    <16 x double> code LLVM splits in two (four on AVX2): 12 of the 17 ms of code generation
-    of a fori_loop body's tanh and sin (jax_run's fori_nested)."""
-    b = m.b
-    t = xd.type
-    n = max(2, target.current().vector_bits // 64)
-    if not isinstance(t, ir.VectorType) or t.count <= n or t.count % n:
-        return trig_reduce.reduce(m, xd, is64)
-    fn = b.block.parent
-    with b.goto_block(fn.entry_basic_block):
-        b.position_at_start(fn.entry_basic_block)
-        bufs = [b.alloca(t) for _ in range(4)]  # x, r, rl, k
-    b.store(xd, bufs[0])
-    part = ir.VectorType(F64, n)
-    ptrs = [b.bitcast(p, part.as_pointer()) for p in bufs]
-    with for_range(b, i64(0), i64(t.count // n), "ph") as c:
-        x = b.load(b.gep(ptrs[0], [c]), align=8)
-        for p, v in zip(ptrs[1:], trig_reduce.reduce(Math(b, part), x, is64)):
-            b.store(v, b.gep(p, [c]), align=8)
-    return b.load(bufs[1]), b.load(bufs[2]), b.load(bufs[3])

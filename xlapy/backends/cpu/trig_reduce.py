@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from xlapy.backends.cpu import trig_dd
+from xlapy.backends.cpu import target, trig_dd
+from xlapy.backends.cpu.llvm_util import F64, for_range, i64
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu.math_poly import Math
@@ -107,3 +108,28 @@ def reduce(m: Math, x: ir.Value, is64: bool) -> tuple[ir.Value, ir.Value, ir.Val
     r_lo = m.fma(f, m.c(p2), m.fma(fe, m.c(p1), r_lo))
     r, rl = trig_dd.fast_two_sum(m, r_hi, r_lo)
     return r, rl, k
+def reduce_wide(m: Math, xd: ir.Value, is64: bool) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """`reduce` of the doubles xd; a vector wider than the target's registers goes
+    through memory a register's worth at a time in a loop: the same operations on each lane
+    (the same bits), emitted once. Emitted at xd's width, a sin of 16 f32 lanes was
+    <16 x double> code LLVM splits in two (four on AVX2): 12 of the 17 ms of code generation
+    of a fori_loop body's tanh and sin (jax_run's fori_nested)."""
+    b = m.b
+    t = xd.type
+    n = max(2, target.current().vector_bits // 64)
+    if not isinstance(t, ir.VectorType) or t.count <= n or t.count % n:
+        return reduce(m, xd, is64)
+    fn = b.block.parent
+    with b.goto_block(fn.entry_basic_block):
+        b.position_at_start(fn.entry_basic_block)
+        bufs = [b.alloca(t) for _ in range(4)]  # x, r, rl, k
+    b.store(xd, bufs[0])
+    part = ir.VectorType(F64, n)
+    ptrs = [b.bitcast(p, part.as_pointer()) for p in bufs]
+    with for_range(b, i64(0), i64(t.count // n), "ph") as c:
+        x = b.load(b.gep(ptrs[0], [c]), align=8)
+        for p, v in zip(ptrs[1:], reduce(type(m)(b, part), x, is64)):
+            b.store(v, b.gep(p, [c]), align=8)
+    return b.load(bufs[1]), b.load(bufs[2]), b.load(bufs[3])
+
+

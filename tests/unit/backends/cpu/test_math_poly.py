@@ -299,11 +299,11 @@ func.func @main(%x: tensor<{x.size}xf64>) -> tensor<{x.size}xf64> {{
 
 @pytest.mark.parametrize("name", ["sine", "cosine", "tan"])
 def test_latency_bound_trig_keeps_the_bits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Estrin's scheme (math_poly.latency_bound: a loop body's few elements) gives sin and tan
+    """Estrin's scheme (latency.py: a loop body's few elements) gives sin and tan
     the bits of Horner's rule for every f32 input (measured over all 2^32: also the bits
     before the two-part reduction), cos all but a handful; here a dense sample, and cos
     within 1 ulp of the default."""
-    from xlapy.backends.cpu import math_poly
+    from xlapy.backends.cpu import latency
 
     rng = np.random.default_rng(11)
     x = np.concatenate([rng.uniform(-4, 4, 200000), rng.uniform(-1e6, 1e6, 100000),
@@ -311,7 +311,7 @@ def test_latency_bound_trig_keeps_the_bits(name: str, monkeypatch: pytest.Monkey
                        ).astype(np.float32)
     mod = module([Shape.array(ET.F32, x.shape)], lambda c, p: op(c, name, p))
     plain = np.asarray(CpuBackend().compile(mod).run([x]))
-    monkeypatch.setattr(math_poly, "in_loop", lambda env, n: math_poly.latency_bound(True))
+    monkeypatch.setattr(latency, "in_loop", lambda env, n: latency.latency_bound(True))
     fast = np.asarray(CpuBackend().compile(mod).run([x]))
     if name == "cosine":
         assert np.all(np.abs(fast.view(np.int32) - plain.view(np.int32)) <= 1)

@@ -241,7 +241,7 @@ def test_sine_of_huge_arguments() -> None:
 @pytest.mark.parametrize("t", [ET.F32, ET.F64])
 def test_huge_arguments_across_wide_vectors(name: str, t: ET) -> None:
     """Payne-Hanek on vectors wider than the target's registers runs a register's worth at
-    a time (math_poly._payne_hanek): each lane's bits those of the lane computed alone
+    a time (trig_reduce.reduce_wide): each lane's bits those of the lane computed alone
     (a one-element kernel), within 1 ulp, huge and small arguments mixed across 64 lanes."""
     rng = np.random.default_rng(11)
     x = rng.uniform(-4, 4, 64) * 10.0 ** rng.integers(0, 30 if t is ET.F32 else 300, 64)
