@@ -49,8 +49,8 @@ BASE = 16
 #: one over whole rows: 2048 x 1024 along axis 0); reversed 256 f32s, its groups taking 16
 #: KB a level.
 TILE_BYTES = {False: 4096, True: 1024}
-#: Element types whose full blocks of a reversed walk along the last axis fold as vectors
-#: (`_lanes`).
+#: Element types whose full blocks of a reversed walk fold as vectors (`_lanes`,
+#: `_columns`).
 _VECTOR = frozenset({ET.F32, ET.F64, ET.BF16})
 #: Reducers that give the same bits in any order on integer and boolean elements (a running
 #: or suffix scan is then this order too). On floats none is taken for exact: max / min
@@ -293,9 +293,7 @@ def _lanes(e: ReduceWindowEmitter, t: ET, at: ir.Value, q: ir.Value, comb: _Arra
     the lanes it still reaches (cumsum's gradient along rows was that scalar loop: 1.2 ms
     for 256 x 1024 against XLA's 0.64)."""
     b = e.b
-    vt = ir.VectorType(ew.storage_type(t), BASE)
-    ptr = b.bitcast(b.gep(e.xp[0], [at], inbounds=True), vt.as_pointer())
-    x = ew.from_storage(b, b.load(ptr, align=t.dtype.itemsize), t)
+    x = _vload(e, t, b.gep(e.xp[0], [at], inbounds=True), BASE)
     keep = _flushed(e)
     if keep:  # every fold flushes its operands: flush the block once instead
         x = ew.flush(b, x)
@@ -317,8 +315,7 @@ def _lanes(e: ReduceWindowEmitter, t: ET, at: ir.Value, q: ir.Value, comb: _Arra
     if comb is not None and tot is not None:
         tot.put(b.and_(q, i64(BASE - 1)), i64(0), b.extract_element(acc, i64(0)))
         out = e.red([acc], [broadcast(b, comb.get(0, i64(0)), BASE)])[0]
-    ptr = b.bitcast(b.gep(e.op[0], [at], inbounds=True), vt.as_pointer())
-    b.store(ew.to_storage(b, out, t), ptr, align=t.dtype.itemsize)
+    _vstore(e, t, b.gep(e.op[0], [at], inbounds=True), out)
 
 
 def _vload(e: ReduceWindowEmitter, t: ET, elem: ir.Value, w: int) -> ir.Value:
