@@ -297,18 +297,13 @@ def _lanes(e: ReduceWindowEmitter, t: ET, at: ir.Value, q: ir.Value, comb: _Arra
     keep = _flushed(e)
     if keep:  # every fold flushes its operands: flush the block once instead
         x = ew.flush(b, x)
-
-    def fold(acc: ir.Value, v: ir.Value) -> ir.Value:
-        out = ew.round_to(b, e.red([acc], [v])[0], t)
-        return ew.mark_flushed(out) if keep else out
-
-    acc = fold(broadcast(b, _init(e), BASE), x)
+    acc = _fold(e, t, broadcast(b, _init(e), BASE), x)
     for r in range(1, BASE):
         moved = b.shuffle_vector(x, x, ir.Constant(ir.VectorType(ir.IntType(32), BASE),
                                                    [(j + r) % BASE for j in range(BASE)]))
         reach = ir.Constant(ir.VectorType(ir.IntType(1), BASE),
                             [int(j + r < BASE) for j in range(BASE)])
-        acc = b.select(reach, fold(acc, moved), acc)
+        acc = b.select(reach, _fold(e, t, acc, moved), acc)
         if keep:
             ew.mark_flushed(acc)
     out = acc
@@ -316,6 +311,13 @@ def _lanes(e: ReduceWindowEmitter, t: ET, at: ir.Value, q: ir.Value, comb: _Arra
         tot.put(b.and_(q, i64(BASE - 1)), i64(0), b.extract_element(acc, i64(0)))
         out = e.red([acc], [broadcast(b, comb.get(0, i64(0)), BASE)])[0]
     _vstore(e, t, b.gep(e.op[0], [at], inbounds=True), out)
+
+
+def _fold(e: ReduceWindowEmitter, t: ET, acc: ir.Value, v: ir.Value) -> ir.Value:
+    """One fold of a vector walk, rounded as a stored value of `t` would be, marked
+    flushed where the walk keeps flushed values (`_flushed`)."""
+    out = ew.round_to(e.b, e.red([acc], [v])[0], t)
+    return ew.mark_flushed(out) if _flushed(e) else out
 
 
 def _vload(e: ReduceWindowEmitter, t: ET, elem: ir.Value, w: int) -> ir.Value:
@@ -364,17 +366,13 @@ def _column_block(e: ReduceWindowEmitter, t: ET, base: ir.Value, s: ir.Value, q:
         row = b.mul(b.add(s, i64(w), flags=["nsw"]), i64(inner), flags=["nsw"])
         return b.add(b.add(base, row, flags=["nsw"]), k, flags=["nsw"])
 
-    def fold(acc: ir.Value, v: ir.Value) -> ir.Value:
-        out = ew.round_to(b, e.red([acc], [v])[0], t)
-        return ew.mark_flushed(out) if keep else out
-
     init = _init(e) if width == 1 else broadcast(b, _init(e), width)
     folds: list[ir.Value] = []
     for w in range(BASE):
         x = _vload(e, t, b.gep(e.xp[0], [at(w)], inbounds=True), width)
         if keep:
             x = ew.flush(b, x)
-        folds = [fold(a, x) for a in folds] + [fold(init, x)]
+        folds = [_fold(e, t, a, x) for a in folds] + [_fold(e, t, init, x)]
     if comb is not None and tot is not None:
         _vstore(e, t, tot.at(b.and_(q, i64(BASE - 1)), k), folds[0])
         after = _vload(e, t, comb.at(0, k), width)

@@ -228,9 +228,10 @@ class ReduceRegionEmitter(OpEmitter):
         first = len(dims) - len(red)
         rdims = dims[first:]
         start = b.mul(o, i64(length))
+        iotas = [_row_iota(x, first) for x in self.instr.operands[:len(types)]]
         tiles: list[ir.Value | None] = []
         for k, t in enumerate(types):
-            if _row_iota(self.instr.operands[k], first) is not None:
+            if iotas[k] is not None:
                 tiles.append(None)
                 continue
             p = b.gep(self.ptr(self.ins[k], t), [start], inbounds=True)
@@ -243,10 +244,8 @@ class ReduceRegionEmitter(OpEmitter):
         for j in range(length):
             column = ir.Constant(ir.VectorType(I32, w), [q * length + j for q in range(w)])
             xs = []
-            for k, (tile, t) in enumerate(zip(tiles, types)):
-                if tile is None:  # an iota along reduced dimension d: j's index there
-                    d = _row_iota(self.instr.operands[k], first)
-                    assert d is not None
+            for tile, t, d in zip(tiles, types, iotas):
+                if d is not None:  # an iota along reduced dimension d: j's index there
                     pos = j // math.prod(rdims[d + 1:]) % rdims[d]
                     xs.append(splat(ir.VectorType(ew.compute_type(t), w), pos))
                 else:
