@@ -5,6 +5,7 @@ builds its kernels from; and how many elements a kernel walks (its threading cos
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -12,9 +13,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from xlapy.backends.cpu import guarded_dots, kernels
+from xlapy.backends.cpu.fold_paths import disjoint_slices, forget_columns
 from xlapy.backends.cpu.index_emit import INDEX_OPS
 from xlapy.backends.cpu.lanes import shared_dims
 from xlapy.backends.cpu.scatter_emit import splat_reader
+from xlapy.backends.cpu.short_reduce import SHORT_HEAVY, holds_fold
 from xlapy.errors import XlapyError
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.fusion_decision import EXPENSIVE, FusionDecision
@@ -58,6 +61,7 @@ def _generated(root: Instruction, fusible: AbstractSet[int], mat: AbstractSet[in
     theirs on (the generators share a value read twice at one index)."""
     seen: set[tuple[int, tuple[int, ...]]] = set()
     per: dict[int, int] = {}
+    cols: set[int] = set()
     stack: list[tuple[Instruction, tuple[int, ...]]] = [(root, ())]
     while stack:
         i, path = stack.pop()
@@ -71,6 +75,7 @@ def _generated(root: Instruction, fusible: AbstractSet[int], mat: AbstractSet[in
         same = i.opcode in _SAME_INDEX or (
             i.opcode not in CHEAP and i.opcode not in INDEX_OPS and i.opcode != "reduce")
         inner = path if same else (*path, id(i))
+        inner = forget_columns(i, inner, cols)
         stack.extend((o, inner) for o in i.operands
                      if id(o) in fusible and id(o) not in mat and o.opcode != "constant")
     return per, False
@@ -221,9 +226,10 @@ SPREAD = 16
 #: ... when the broadcast copies have at least this many elements (a small kernel's extra
 #: launch would cost more than the recomputation saves).
 SPREAD_ELEMENTS = 1 << 14
-#: ... or along rows shorter than this (a kernel over [n, n, 3] pairwise differences runs
+#: ... or along rows of at most this many (a kernel over [n, n, 3] pairwise differences runs
 #: scalar loops of 3), when it has at least SHORT_ROW_VALUES elements: an n-body step's
-#: r2 ** 1.5 was a scalar pow per pair, 2.4 ms for 256 bodies (XLA 0.6).
+#: r2 ** 1.5 was a scalar pow per pair, 2.4 ms for 256 bodies (XLA 0.6); of SHORT_HEAVY
+#: when it holds a fold (log_softmax's log of its sum: the row kernel ran it a row at a time).
 SHORT_ROW = 8
 SHORT_ROW_VALUES = 1 << 10
 #: Ops through which a kernel reads its operand at another index than its own (a value read
@@ -384,8 +390,8 @@ def _spread(instr: Instruction) -> str | None:
                     and added and min(added) < max(varying)):
                 return (f"{instr.opcode} read {u.shape.num_elements // n} times per element "
                         f"through broadcast %{u.name}: a buffer, not a recomputation")
-            if varying and max(varying) < len(out) - 1 and 1 < out[-1] < SHORT_ROW and \
-                    n >= SHORT_ROW_VALUES:
+            if varying and max(varying) < len(out) - 1 and n >= SHORT_ROW_VALUES and (
+                    1 < out[-1] <= SHORT_ROW or (out[-1] <= SHORT_HEAVY and holds_fold(instr))):
                 return (f"{instr.opcode} constant along the {out[-1]}-element rows of "
                         f"broadcast %{u.name}: a buffer computed in lanes, not once per row "
                         f"of a scalar kernel")
@@ -538,6 +544,8 @@ class _Chooser:
             out.update(p + step for p in base)
             if len(out) >= MAX_PATHS:
                 break
+        if len(out) > 1 and disjoint_slices(instr, [paths.get(id(u)) for u in instr.users]):
+            return frozenset({os.path.commonprefix(sorted(out))})  # (generated once)
         return frozenset(sorted(out)[:MAX_PATHS])
 
     def _fuse_reason(self, instr: Instruction, kernels_: int, cost: int) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 from xlapy.backends.cpu.lanes import vector_width
 from xlapy.backends.cpu.periodic_emit import PERIODIC
 from xlapy.ir import Instruction
+from xlapy.ops.shape import ReshapeAttrs
 from xlapy.passes.fusion_decision import is_elementwise
 from xlapy.types import Shape
 
@@ -115,7 +116,26 @@ def peel_reshape(root: Instruction, leaves: dict[int, int], rows: Sequence[Instr
                 src[0] < min(out[0], 8):
             break
         root = x
-    return root
+    return _unit_tail(root) if not rows and not extra and id(root) not in leaves else root
+
+
+def _unit_tail(root: Instruction) -> Instruction:
+    """A root whose last dimensions are one element each ([R, 1]: jnp's keepdims, an RMS
+    norm's rsqrt(mean(x * x, -1, keepdims=True) + eps)) walked as a reshape without them
+    (the same row-major elements): lanes along a dimension of one element were one at a
+    time, and a column read of short rows (column_lanes.py) needs them along the rows."""
+    sh = root.shape
+    if not (is_elementwise(root) or root.opcode in _SAME_INDEX) or sh.rank < 2 or \
+            sh.dimensions[-1] != 1:
+        return root
+    dims = tuple(sh.dimensions)
+    k = len(dims)
+    while k and dims[k - 1] == 1:
+        k -= 1
+    if not k:
+        return root
+    return Instruction("reshape", [root], Shape.array(sh.element_type, dims[:k]),
+                       ReshapeAttrs(dims[:k]), name=root.name)
 
 
 __all__ = ["flatten", "peel_reshape"]

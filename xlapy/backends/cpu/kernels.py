@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import (
     bf16_exact,
+    column_lanes,
     exp_range,
     flush_ftz,
     latency,
@@ -46,7 +47,6 @@ from xlapy.backends.cpu.lanes import (
     LanePattern,
     has_lane,
     index_key,
-    live_lanes,
     row_strides,
     vector_width,
 )
@@ -268,6 +268,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         b = self.b
         if any(isinstance(v, LanePattern) for v in idx):
             return self.pattern_load(slot, t, idx, dims)
+        if (col := column_lanes.load(self, slot, t, idx, dims)) is not None:
+            return col  # (a column of short rows, the lanes along the rows)
         p = b.gep(self.ptr(slot, t), [self.linear(idx, dims)], inbounds=True)
         v = self._access(p, idx)
         if self.rows and has_lane(idx):
@@ -280,18 +282,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
     def _access(self, p: ir.Value, idx: Sequence[Any], value: ir.Value | None = None
                 ) -> ir.Value:
         """Load from (or store `value` to) element pointer p: W lanes if idx holds a Lane."""
-        b = self.b
-        if has_lane(idx):
-            vt = ir.VectorType(p.type.pointee, self.width)
-            align = type_bytes(p.type.pointee)
-            vp = b.bitcast(p, vt.as_pointer())
-            if live := live_lanes(idx):
-                return masked_emit.access(b, vp, align, live, None if value is None else
-                                          broadcast(b, value, self.width))
-            if value is None:
-                return b.load(vp, align=align)
-            return b.store(broadcast(b, value, self.width), vp, align=align)
-        return b.load(p) if value is None else b.store(value, p)
+        return masked_emit.lane_access(self.b, p, idx, self.width, value)
 
     def _unify(self, vals: Sequence[ir.Value]) -> list[ir.Value]:
         """Uniform (scalar) operands broadcast when another operand is a lane vector."""
@@ -420,6 +411,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         b = self.b
         if isinstance(v, Lane):  # LaneCheck admits unit strides only
             return v.shifted(start)
+        if isinstance(v, ir.Constant):  # (column_lanes: a constant column)
+            return i64(v.constant * stride + start)
         if stride != 1:
             v = b.mul(v, i64(stride), flags=["nsw"])
         return b.add(v, i64(start), flags=["nsw"]) if start else v

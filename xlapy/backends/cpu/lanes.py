@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -238,20 +239,22 @@ class LaneCheck:
                                        and et not in REASSOC)
 
     def value(self, instr: Instruction, p: int | None, aligned: bool = True,
-              off: int | None = 0) -> bool:
+              off: int | None = 0, pinned: bool = False) -> bool:
         """`instr` generated with the lane along its dimension p (None: uniform); `aligned`:
         the lanes' first index is a multiple of the width (no shift on the way); `off`: the
-        lane index's shift from the kernel's innermost index (None: a run-time one)."""
+        lane index's shift from the kernel's innermost index (None: a run-time one);
+        `pinned`: its indices past p are constants (a leaf's short rows read a column)."""
         if p is None:
             return True
-        key = (id(instr), p, aligned, off if self.cuts is not None else 0)
+        key = (id(instr), p, aligned, off if self.cuts is not None else 0, pinned)
         if key in self.seen:
             return True
         self.seen.add(key)
         if instr.shape.is_array and instr.shape.element_type.is_complex:
             return False  # complex values are {re, im} structs: scalar kernels only
-        if id(instr) in self.leaves:
-            return all(d == 1 for d in instr.shape.dimensions[p + 1:])  # contiguous
+        if id(instr) in self.leaves:  # contiguous, or a column of short rows
+            return all(d == 1 for d in instr.shape.dimensions[p + 1:]) or (
+                pinned and column_ok(instr.shape.dimensions, p))
         op = instr.opcode
         a = instr.attrs
         ops = instr.operands
@@ -263,9 +266,9 @@ class LaneCheck:
             return True
         if op == "broadcast_in_dim":
             src = ops[0].shape.dimensions
-            q = next((i for i, d in enumerate(a.broadcast_dimensions)
-                      if d == p and src[i] != 1), None)
-            return self.value(ops[0], q, True, off)
+            bd = list(a.broadcast_dimensions)
+            q = next((i for i, d in enumerate(bd) if d == p and src[i] != 1), None)
+            return self.value(ops[0], q, True, off, pinned and bd == sorted(bd))
         if op == "transpose":
             return self.value(ops[0], list(a.permutation)[p], aligned, off)
         if op == "reshape":
@@ -277,10 +280,11 @@ class LaneCheck:
                 else None
             self.split = self.split or pats is not None
             return pats is not None and self._split(ops[0], pats)
-        if op == "slice":
+        if op == "slice":  # (pinning: a column of short rows, column_lanes.py)
             return a.strides[p] == 1 and self.value(
                 ops[0], p, aligned and a.start_indices[p] % vector_width() == 0,
-                None if off is None else off + a.start_indices[p])
+                None if off is None else off + a.start_indices[p],
+                pinned or column_pins(instr, p))
         if op == "reverse":
             return p not in a.dimensions and self.value(ops[0], p, True, off)
         if op == "gather":  # along an offset dimension: the starts are uniform
@@ -299,7 +303,8 @@ class LaneCheck:
                 self.cuts[(id(instr), off)] = (instr, p, off)
             return all(self.value(o, p if o.shape.rank else None, False, k)
                        for o, k in zip(ops, shifts) if o.shape.num_elements)
-        return all(self.value(o, p if o.shape.rank else None, aligned, off) for o in ops)
+        return all(self.value(o, p if o.shape.rank else None, aligned, off, pinned)
+                   for o in ops)
 
     def patterned(self, instr: Instruction, pats: dict[int, tuple[int, ...]]) -> bool:
         """`instr` generated with LanePattern indices along the dimensions of `pats`: read
@@ -344,6 +349,26 @@ class LaneCheck:
             if v == tuple(range(len(v))):
                 return self.value(instr, d, True, None)
         return self.patterned(instr, pats)
+
+
+#: Longest rows (elements of the leaf after the lane's dimension) read as tiles: a tile is
+#: that many vectors.
+MAX_COLUMNS = 16
+
+
+def column_pins(instr: Instruction, p: int) -> bool:
+    """Whether slice `instr`, generated with the lane along its dimension p, fixes every
+    index past p to a constant (its dimensions there are one element each): what it reads
+    (a leaf, or element-wise ops of leaves) is then read at one column of each row
+    (column_lanes.py)."""
+    dims = instr.shape.dimensions
+    return p < len(dims) - 1 and all(d == 1 for d in dims[p + 1:])
+
+
+def column_ok(dims: Sequence[int], p: int) -> bool:
+    """Whether a leaf read with the lane along dimension p, its later indices constant, is a
+    column read: 2 to MAX_COLUMNS elements past p."""
+    return 1 < math.prod(dims[p + 1:]) <= MAX_COLUMNS
 
 
 def pattern_offsets(pats: dict[int, tuple[int, ...]], dims: Sequence[int]) -> list[int]:

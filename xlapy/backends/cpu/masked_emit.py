@@ -12,13 +12,15 @@ divisor of 1 for 0, float ops do not trap), so garbage in dead lanes is harmless
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from llvmlite import ir
 
 from xlapy.backends.cpu import bf16_exact, target
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu.llvm_util import I32, intrinsic, sfx, type_bytes, zeros
+from xlapy.backends.cpu.lanes import has_lane, live_lanes
+from xlapy.backends.cpu.llvm_util import I32, broadcast, intrinsic, sfx, type_bytes, zeros
 from xlapy.ir import Instruction
 
 I1 = ir.IntType(1)
@@ -93,6 +95,23 @@ def access(b: ir.IRBuilder, vp: ir.Value, align: int, live: int,
                 b.store(part, b.bitcast(q, part.type.as_pointer()), align=align)
             done += n
     return None
+
+
+def lane_access(b: ir.IRBuilder, p: ir.Value, idx: Sequence[Any], width: int,
+                value: ir.Value | None = None) -> ir.Value:
+    """Load from (or store `value` to) element pointer p: `width` lanes if idx holds a Lane
+    (a masked tail's live ones only)."""
+    if has_lane(idx):
+        vt = ir.VectorType(p.type.pointee, width)
+        align = type_bytes(p.type.pointee)
+        vp = b.bitcast(p, vt.as_pointer())
+        if live := live_lanes(idx):
+            return access(b, vp, align, live, None if value is None else
+                          broadcast(b, value, width))
+        if value is None:
+            return b.load(vp, align=align)
+        return b.store(broadcast(b, value, width), vp, align=align)
+    return b.load(p) if value is None else b.store(value, p)
 
 
 def live_only(b: ir.IRBuilder, v: ir.Value, live: int, ident: ir.Constant) -> ir.Value:

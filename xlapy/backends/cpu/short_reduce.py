@@ -17,37 +17,88 @@ import math
 from xlapy.backends.cpu import small_dots
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction, Module
-from xlapy.passes.fusion_decision import EXPENSIVE
+from xlapy.passes.fusion_decision import EXPENSIVE, is_elementwise
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import ComputationPass, replace_each
 from xlapy.types import ElementType
 
 #: The longest last dimension (contraction) folded element by element.
 SHORT = 8
+#: ... and the longest when what it reduces computes a transcendental per element (jax's
+#: logsumexp, log_softmax and cross entropy over 10 classes: the row kernel ran each row's
+#: exps in one masked vector, a row at a time, 2.4-3x the fold's time). A cheap row of a
+#: vector's length is the row kernel's best case (an RMS norm over 16: the same time folded,
+#: 2.5x the compile).
+SHORT_HEAVY = 16
 
 
 def short_reduce(instr: Instruction) -> bool:
-    """A single-input reduce of its operand's last dimension only, at most SHORT long."""
-    if instr.opcode != "reduce" or reducer_op(instr) is None:
+    """A single-input reduce of its operand's last dimension only, to an array, folded: at
+    most SHORT long, or SHORT_HEAVY when its operand computes a transcendental (or is
+    broadcast back into one that is folded: logsumexp's max); never when broadcast back into
+    values of the operand's shape that something other than a fold reads."""
+    if instr.opcode != "reduce" or reducer_op(instr) is None or not instr.shape.is_array:
         return False
     x = instr.operands[0]
     r = x.shape.rank
-    return r >= 2 and tuple(instr.attrs.dimensions) == (r - 1,) and \
-        0 < x.shape.dimensions[-1] <= SHORT and instr.shape.is_array and \
-        not broadcast_back(instr)
+    n = x.shape.dimensions[-1] if r else 0
+    if r < 2 or tuple(instr.attrs.dimensions) != (r - 1,) or not 0 < n <= SHORT_HEAVY:
+        return False
+    back, refolds = _backs(instr)
+    return not back and (n <= SHORT or refolds or _heavy(x))
 
 
-def broadcast_back(instr: Instruction, depth: int = 8) -> bool:
+def _heavy(x: Instruction, most: int = 32) -> bool:
+    """Whether x's element-wise expression (its first `most` values) has a transcendental."""
+    seen: set[int] = set()
+    todo = [x]
+    while todo and len(seen) < most:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if v.opcode in EXPENSIVE:
+            return True
+        if is_elementwise(v) or v.opcode in ("broadcast_in_dim", "reshape", "convert"):
+            todo.extend(v.operands)
+    return False
+
+
+def holds_fold(x: Instruction, most: int = 64) -> bool:
+    """Whether x's expression (its first `most` values) holds a fold this pass made: a
+    slice of one element of a short last dimension (the fold's columns)."""
+    seen: set[int] = set()
+    todo = [x]
+    while todo and len(seen) < most:
+        v = todo.pop()
+        if id(v) in seen or v.opcode in ("parameter", "reduce"):
+            continue
+        seen.add(id(v))
+        if v.opcode == "slice" and v.shape.dimensions[-1] == 1 < v.shape.rank and \
+                v.operands[0].shape.dimensions[-1] <= SHORT_HEAVY:
+            return True
+        todo.extend(v.operands)
+    return False
+
+
+def broadcast_back(instr: Instruction) -> bool:
     """Whether the reduce's result (through ops on its elements) is broadcast back over its
     operand's shape: a normalization (softmax's max and sum), which the row kernel computes
     once per row and the fold would recompute per element. Not through a transcendental op
     (an n-body step's r2 ** 1.5 broadcast back over [n, n, 3]: the row kernel computed the
     pow once per row of 3 in scalar code, 1.1 ms for 256 bodies; folded, the pow gets a
-    buffer in lanes, fusion_plan.SHORT_ROW, 0.2 ms)."""
+    buffer in lanes, fusion_plan.SHORT_ROW, 0.2 ms). A broadcast back whose values are only
+    folded again (`refolded`) does not count."""
+    return _backs(instr)[0]
+
+
+def _backs(instr: Instruction, depth: int = 8) -> tuple[bool, bool]:
+    """(broadcast_back, whether some broadcast back is refolded)."""
     full = tuple(instr.operands[0].shape.dimensions)
     n = instr.shape.num_elements
     seen: set[int] = set()
     todo = [(instr, 0)]
+    refolds = False
     while todo:
         v, d = todo.pop()
         for u in v.users:
@@ -55,10 +106,39 @@ def broadcast_back(instr: Instruction, depth: int = 8) -> bool:
                 continue
             seen.add(id(u))
             if u.opcode == "broadcast_in_dim" and tuple(u.shape.dimensions) == full:
-                return True
+                if not refolded(u):
+                    return True, refolds
+                refolds = True
+                continue
             if u.shape.num_elements == n and d < depth and u.opcode not in EXPENSIVE:
                 todo.append((u, d + 1))
-    return False
+    return False, refolds
+
+
+def refolded(b: Instruction) -> bool:
+    """Whether what a broadcast back computes over the full shape, through element-wise ops
+    of that shape, is only reduced again by reduces this pass folds too (logsumexp's
+    exp(x - max) summed): each element is then computed once, in its row's fold, and the
+    kernel runs over the rows with no row kernel's per-row loops (jax.nn.logsumexp over
+    rows of 8: 1.47 ms against XLA's 0.44 as a row kernel whose root is one element per
+    row)."""
+    full = b.shape.dimensions
+    seen: set[int] = set()
+    todo = [b]
+    while todo:
+        v = todo.pop()
+        for u in v.users:
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            if u.opcode == "reduce":
+                if not (len(u.operands) == 2 and u.operands[0] is v and short_reduce(u)):
+                    return False
+            elif is_elementwise(u) and u.shape.dimensions == full and u.users:
+                todo.append(u)  # (a value with no users is the computation's result)
+            else:
+                return False
+    return True
 
 
 def narrow_dot(d: Instruction) -> bool:
@@ -109,4 +189,5 @@ class ShortReductions(ComputationPass):
                             lambda i: unroll(comp, i)) or changed
 
 
-__all__ = ["SHORT", "ShortReductions", "narrow_dot", "short_reduce", "unroll"]
+__all__ = ["SHORT", "SHORT_HEAVY", "ShortReductions", "holds_fold", "narrow_dot", "short_reduce",
+           "unroll"]

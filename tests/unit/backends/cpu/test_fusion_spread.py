@@ -116,10 +116,10 @@ def test_a_table_read_through_a_gather_gets_a_buffer() -> None:
 def test_a_transcendental_broadcast_along_short_rows_gets_a_buffer() -> None:
     """log(v)[i, j] broadcast over [i, j, 3] (pairwise vectors): the kernel over the short
     rows would compute it once per row in scalar code; a buffer computes it in lanes. Over
-    rows of a vector or more it stays fused (hoisted per row)."""
+    rows past SHORT_ROW it stays fused (hoisted per row)."""
     from xlapy.backends.cpu.fusion_plan import SHORT_ROW
 
-    for c, buffered in ((3, True), (SHORT_ROW, False)):
+    for c, buffered in ((3, True), (SHORT_ROW, True), (SHORT_ROW + 1, False)):
         g = HloBuilder()
         x = g.param(f"f32[64,64,{c}]")
         v = g.param("f32[64,64]")
