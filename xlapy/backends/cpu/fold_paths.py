@@ -57,4 +57,13 @@ def forget_columns(i: Instruction, path: tuple[int, ...], cols: set[int]) -> tup
     return path
 
 
-__all__ = ["MAX_SLICES", "column_slice", "disjoint_slices", "forget_columns"]
+def expands(i: Instruction) -> bool:
+    """A broadcast out of a smaller array (a row value back over its rows): the fusion
+    charges a consumer nothing of the value's chain (10-class cross entropy: x - max(x)
+    over [65536, 10] was buffered for two kernels, the fold of the max recomputed per row
+    in scalar code, 1.8 ms; the max's own buffer is a tenth of it, in lanes)."""
+    return i.opcode == "broadcast_in_dim" and i.operands[0].shape.rank > 0 and \
+        i.shape.num_elements >= 2 * i.operands[0].shape.num_elements
+
+
+__all__ = ["MAX_SLICES", "column_slice", "disjoint_slices", "expands", "forget_columns"]

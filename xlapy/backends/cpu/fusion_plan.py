@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from xlapy.backends.cpu import guarded_dots, kernels
-from xlapy.backends.cpu.fold_paths import disjoint_slices, forget_columns
+from xlapy.backends.cpu.fold_paths import disjoint_slices, expands, forget_columns
 from xlapy.backends.cpu.index_emit import INDEX_OPS
 from xlapy.backends.cpu.lanes import shared_dims
 from xlapy.backends.cpu.scatter_emit import splat_reader
@@ -466,8 +466,10 @@ class _Chooser:
         for instr in order:
             if id(instr) in fusible and instr.opcode != "reduce":
                 own = 0 if instr.opcode in CHEAP else 1
-                cost[id(instr)] = min(own + sum(cost.get(id(o), 0) for o in instr.operands),
-                                      1 << 20)
+                # (a broadcast out of a smaller value is charged nothing of it: the value
+                # decides for itself, a buffer of its own size rather than the broadcast's)
+                srcs = [] if expands(instr) else instr.operands
+                cost[id(instr)] = min(own + sum(cost.get(id(o), 0) for o in srcs), 1 << 20)
                 ops = [o for o in instr.operands if id(o) in fusible]
                 if all(o.opcode != "reduce" for o in ops) and (
                         instr.opcode in EXPENSIVE or any(id(o) in heavy for o in ops)):

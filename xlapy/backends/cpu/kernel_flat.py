@@ -21,10 +21,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from xlapy.backends.cpu.lanes import vector_width
+from xlapy.backends.cpu.lanes import MAX_COLUMNS, vector_width
 from xlapy.backends.cpu.periodic_emit import PERIODIC
+from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Instruction
-from xlapy.ops.shape import ReshapeAttrs
+from xlapy.ir.computation import make_instruction
+from xlapy.ops.shape import BroadcastInDimAttrs, ReshapeAttrs, SliceAttrs
 from xlapy.passes.fusion_decision import is_elementwise
 from xlapy.types import Shape
 
@@ -116,7 +118,32 @@ def peel_reshape(root: Instruction, leaves: dict[int, int], rows: Sequence[Instr
                 src[0] < min(out[0], 8):
             break
         root = x
-    return _unit_tail(root) if not rows and not extra and id(root) not in leaves else root
+    if rows or extra or id(root) in leaves:
+        return root
+    return _unit_tail(fold_root(root))
+
+
+def fold_root(root: Instruction) -> Instruction:
+    """A reduce root over a short last dimension (2 to MAX_COLUMNS elements) into at
+    least a vector of outputs, walked as the fold short_reduce writes (init op x[..., 0] op
+    x[..., 1] ..., the interpreter's order): its lanes run along the outputs, each column
+    one shuffle of a tile (column_lanes.py). Its own kernel's reduce (a max over rows of 10
+    materialized for two kernels: cross entropy's gradient) folded a row at a time."""
+    if root.opcode != "reduce" or len(root.operands) != 2 or reducer_op(root) is None:
+        return root
+    x, init = root.operands
+    dims, r = tuple(x.shape.dimensions), x.shape.rank
+    if r < 2 or tuple(root.attrs.dimensions) != (r - 1,) or x.shape.element_type.is_complex \
+            or not 2 <= dims[-1] <= MAX_COLUMNS or root.shape.num_elements < vector_width():
+        return root
+    out = dims[:-1]
+    acc = make_instruction("broadcast_in_dim", [init], BroadcastInDimAttrs(out, ()))
+    for c in range(dims[-1]):
+        col = make_instruction("slice", [x], SliceAttrs((0,) * (r - 1) + (c,), out + (c + 1,),
+                                                        (1,) * r))
+        acc = make_instruction(reducer_op(root), [acc, make_instruction(
+            "reshape", [col], ReshapeAttrs(out))])
+    return acc
 
 
 def _unit_tail(root: Instruction) -> Instruction:

@@ -172,7 +172,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self.spec_root = root  # (the kernel's; `root` may be its flat copy, rows walked flat)
         self.extra = list(extra)  # sibling roots and their slots (multi_output.py)
         peeled = peel_reshape(root, leaves, rows, extra)
-        if peeled is not root and LaneCheck(leaves, rows, reducer_op, True).kernel(root, rows):
+        if peeled is not root and root.opcode != "reduce" and \
+                LaneCheck(leaves, rows, reducer_op, True).kernel(root, rows):
             peeled = root  # its lanes split the reshape's index (lane_split.py): as it is
         root = self.nest_root = peeled
         flat = flatten(root, leaves, rows, bool(row_unit)) if self.FLAT and not extra \
