@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from xlapy.backends.cpu import small_dots
+from xlapy.backends.cpu.fold_paths import column_slice
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.fusion_decision import EXPENSIVE, is_elementwise
@@ -37,15 +38,22 @@ def short_reduce(instr: Instruction) -> bool:
     most SHORT long, or SHORT_HEAVY when its operand computes a transcendental (or is
     broadcast back into one that is folded: logsumexp's max); never when broadcast back into
     values of the operand's shape that something other than a fold reads."""
-    if instr.opcode != "reduce" or reducer_op(instr) is None or not instr.shape.is_array:
-        return False
-    x = instr.operands[0]
-    r = x.shape.rank
-    n = x.shape.dimensions[-1] if r else 0
-    if r < 2 or tuple(instr.attrs.dimensions) != (r - 1,) or not 0 < n <= SHORT_HEAVY:
+    n = _row_length(instr)
+    if not n:
         return False
     back, refolds = _backs(instr)
-    return not back and (n <= SHORT or refolds or _heavy(x))
+    return not back and (n <= SHORT or refolds or _heavy(instr.operands[0]))
+
+
+def _row_length(instr: Instruction) -> int:
+    """The length of the rows a single-input reduce of only its operand's last dimension
+    (rank 2 or more) into an array folds, when at most SHORT_HEAVY; else 0."""
+    if instr.opcode != "reduce" or reducer_op(instr) is None or not instr.shape.is_array:
+        return 0
+    dims = instr.operands[0].shape.dimensions
+    r = len(dims)
+    ok = r >= 2 and tuple(instr.attrs.dimensions) == (r - 1,) and 0 < dims[-1] <= SHORT_HEAVY
+    return dims[-1] if ok else 0
 
 
 def _heavy(x: Instruction, most: int = 32) -> bool:
@@ -74,8 +82,7 @@ def holds_fold(x: Instruction, most: int = 64) -> bool:
         if id(v) in seen or v.opcode in ("parameter", "reduce"):
             continue
         seen.add(id(v))
-        if v.opcode == "slice" and v.shape.dimensions[-1] == 1 < v.shape.rank and \
-                v.operands[0].shape.dimensions[-1] <= SHORT_HEAVY:
+        if column_slice(v) and v.operands[0].shape.dimensions[-1] <= SHORT_HEAVY:
             return True
         todo.extend(v.operands)
     return False
@@ -202,12 +209,7 @@ def companions(comp: Computation, folds: list[Instruction]) -> list[Instruction]
     chosen = {id(f) for f in folds}
     out = []
     for i in comp.instructions:
-        if id(i) in chosen or i.opcode != "reduce" or reducer_op(i) is None or \
-                not i.shape.is_array or i.operands[0].shape.rank < 2:
-            continue
-        x = i.operands[0]
-        if tuple(i.attrs.dimensions) == (x.shape.rank - 1,) and \
-                0 < x.shape.dimensions[-1] <= SHORT_HEAVY and not broadcast_back(i) and \
+        if id(i) not in chosen and _row_length(i) and not broadcast_back(i) and \
                 _ahead(i) & reached:
             out.append(i)
     return out
