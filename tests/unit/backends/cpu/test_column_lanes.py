@@ -151,13 +151,14 @@ func.func @main(%x: tensor<{m}x{n}x{t}>, %i: tensor<{t}>) -> (tensor<{m}x{t}>, t
 """
 
 
-@pytest.mark.parametrize("n", [3, 10, 16])
+@pytest.mark.parametrize("n", [3, 8, 10])
 @pytest.mark.parametrize(("t", "op"), [("f32", "maximum"), ("f32", "add"), ("bf16", "add"),
                                        ("i32", "minimum")])
 def test_a_reduce_root_over_short_rows_is_a_fold(n: int, t: str, op: str) -> None:
     """A reduce that is a result and broadcast back (its own kernel, not a row kernel's)
-    over rows of 3-16: walked as the fold (kernel_flat.fold_root), the interpreter's bits;
-    it folded a row at a time (a max over [65536, 8]: 0.19 ms, now 0.09)."""
+    over rows of 3-8: walked as the fold (kernel_flat.fold_root), the interpreter's bits;
+    it folded a row at a time (a max over [65536, 8]: 0.19 ms, now 0.09). Rows of 10 keep
+    the reduce (the fold compiled 2.7x slower for 20% less time)."""
     import ml_dtypes
 
     m = 1003
@@ -171,7 +172,8 @@ def test_a_reduce_root_over_short_rows_is_a_fold(n: int, t: str, op: str) -> Non
     text = BACK.format(m=m, n=n, t=t, op=op)
     prog = xlapy.compile(text, backend="cpu", options={"num_threads": 2, "split_cost": 1})
     red = [k.root for k in prog._exe.kernel_specs if k.root.opcode == "reduce"]
-    assert len(red) == 1 and kernel_flat.fold_root(red[0]).opcode == op
+    assert len(red) == 1
+    assert kernel_flat.fold_root(red[0]).opcode == (op if n <= kernel_flat.FOLD_ROOT else "reduce")
     for g, w in zip(prog(x, init), xlapy.compile(text, backend="interpreter")(x, init)):
         np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
 
