@@ -174,8 +174,14 @@ def test_a_reduce_root_over_short_rows_is_a_fold(n: int, t: str, op: str) -> Non
     red = [k.root for k in prog._exe.kernel_specs if k.root.opcode == "reduce"]
     assert len(red) == 1
     assert kernel_flat.fold_root(red[0]).opcode == (op if n <= kernel_flat.FOLD_ROOT else "reduce")
+    exact = n <= kernel_flat.FOLD_ROOT or op != "add" or t == "i32"  # (else lanes reassociate)
     for g, w in zip(prog(x, init), xlapy.compile(text, backend="interpreter")(x, init)):
-        np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
+        if exact:
+            np.testing.assert_array_equal(np.asarray(g).view(np.uint8),
+                                          np.asarray(w).view(np.uint8))
+        else:
+            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64),
+                                       rtol=2e-2 if t == "bf16" else 1e-5, atol=1e-5)
 
 
 def test_cross_entropy_gradient_folds_its_label_sum_too() -> None:
