@@ -8,6 +8,7 @@ import numpy as np
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import target
+from xlapy.backends.cpu.fold_paths import column_slice
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -106,8 +107,7 @@ class InterleaveEmitter:
         if weight is None:
             weight = self.ops + 10 * self.heavy
         expr = self._expression()
-        if sum(i.opcode == "slice" and i.shape.dimensions[-1] == 1 < i.shape.rank
-               for i in expr) >= FOLD_COLUMNS:
+        if sum(column_slice(i) for i in expr) >= FOLD_COLUMNS:
             return 0  # a fold over columns (short_reduce.py): a chain per column in flight
         k = HEAVY_INTERLEAVE if weight >= HEAVY_WEIGHT else \
             medium_interleave() if weight >= INTERLEAVE_WEIGHT else \
