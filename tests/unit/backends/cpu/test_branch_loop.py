@@ -301,6 +301,35 @@ def test_a_small_entry_runs_as_one_trip_with_its_thunks_bits() -> None:
     _same(prog(mid, mid[1]), ref(mid, mid[1]))
 
 
+def _xent(lg: Any, y: Any) -> Any:
+    """Cross entropy with integer labels: kernels only."""
+    lp = jax.nn.log_softmax(lg)
+    return -jnp.mean(jnp.take_along_axis(lp, y[:, None], 1))
+
+
+def test_an_entry_of_kernels_one_of_them_split_keeps_its_thunks() -> None:
+    """A small entry of kernels only, one as big as options.split_cost (cross entropy over
+    [8192, 10]), runs as its thunks (`kernel_bound`): the trip ran it slower, at twice the
+    compile. The same program over 256 rows, and an entry with LAPACK steps beside a big
+    kernel, stay trips."""
+    rng = np.random.default_rng(0)
+    lg = rng.standard_normal((8192, 10)).astype(np.float32)
+    y = rng.integers(0, 10, 8192).astype(np.int32)
+    prog = xlapy.compile(_text(_xent, lg, y), backend="cpu")
+    exe = prog._exe
+    assert branch_loop.kernel_bound(exe) and exe.trip is None and ENTRY not in exe.explain()
+    assert any(s is not None and s.cost >= exe.options.split_cost for s in exe.kernel_specs)
+    np.testing.assert_allclose(prog(lg, y), jax.jit(_xent)(lg, y), rtol=1e-5)
+    small = xlapy.compile(_text(_xent, lg[:256], y[:256]), backend="cpu")
+    assert not branch_loop.kernel_bound(small._exe)
+    a = np.eye(256, dtype=np.float32) * 2 + 0.01
+    b = rng.standard_normal((256, 16)).astype(np.float32)
+    lapack = xlapy.compile(_text(lambda a, b: jax.scipy.linalg.cho_solve(
+        (jnp.linalg.cholesky(a @ a.T + a), True), b), a, b), backend="cpu")
+    assert not branch_loop.kernel_bound(lapack._exe)
+    assert isinstance(lapack._exe.trip, branch_loop.Trip)
+
+
 def test_an_entry_trip_honours_runtime_targets_and_the_iteration_limit(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A RuntimeState registering one of its custom-call targets runs the thunks (which look
