@@ -75,6 +75,8 @@ class OpEmitter:
     cells of TupleKernel (`result(k)`)."""
 
     label = "native"
+    #: Its body is written in explicit vectors: the light pipeline compiles it (kernel.py).
+    explicit = False
 
     def __init__(self, mod: ir.Module, name: str, instr: Instruction, ins: list[int],
                  out: int) -> None:
@@ -162,9 +164,10 @@ class OpEmitter:
         if self.tupled:
             return TupleKernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer,
                                cost, split, env_arg=env_arg,
-                               shapes=list(self.instr.shape.tuple_shapes))
+                               shapes=list(self.instr.shape.tuple_shapes),
+                               explicit=self.explicit)
         return Kernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer, cost,
-                      split, env_arg=env_arg)
+                      split, env_arg=env_arg, explicit=self.explicit)
 
 
 def plan(instr: Instruction) -> type[OpEmitter] | None:
