@@ -16,6 +16,7 @@ from xlapy.backends.cpu import guarded_dots, kernels
 from xlapy.backends.cpu.fold_paths import disjoint_slices, expands, forget_columns
 from xlapy.backends.cpu.index_emit import INDEX_OPS
 from xlapy.backends.cpu.lanes import shared_dims
+from xlapy.backends.cpu.reduce_region_emit import computed_iota
 from xlapy.backends.cpu.scatter_emit import splat_reader
 from xlapy.backends.cpu.short_reduce import SHORT_HEAVY, holds_fold
 from xlapy.errors import XlapyError
@@ -96,6 +97,12 @@ def _oversized(order: list[Instruction], fusible: AbstractSet[int], mat: Abstrac
             if many:
                 return order[max(pos[k] for k in many)]
     return None
+
+
+def unread(user: Instruction, value: Instruction) -> bool:
+    """Whether native op `user` computes operand `value` itself, reading no buffer of it: a
+    scatter's splat (its scalar) or argmax's iota along the reduced dimension."""
+    return splat_reader(user, value) or computed_iota(user, value)
 
 
 def leaf_slots(root: Instruction, fusible: AbstractSet[int], materialized: AbstractSet[int],
@@ -448,7 +455,7 @@ class _Chooser:
         if iid in cuts:
             return f"the kernel's expression would be deeper than {self.limits.max_depth} ops"
         outside = [u for u in instr.users if id(u) not in self.fusible
-                   and not splat_reader(u, instr)]
+                   and not unread(u, instr)]
         if outside:
             return f"read by {outside[0].opcode} %{outside[0].name}, which no kernel computes"
         if instr.opcode == "constant" and not kernels.is_scalar_constant(instr):
@@ -505,7 +512,7 @@ class _Chooser:
                 continue
             # (a native scatter filling its result with this splat reads its scalar)
             ks = frozenset().union(*(kernel_of[id(u)] for u in users
-                                     if not splat_reader(u, instr)))
+                                     if not unread(u, instr)))
             c = cost.get(iid, 0)
             if len(ks) == 1:
                 paths[iid] = self._paths(instr, next(iter(ks)), paths)
@@ -539,7 +546,7 @@ class _Chooser:
         through a REINDEX user extended by it), at most MAX_PATHS of them."""
         out: set[tuple[int, ...]] = set()
         for u in instr.users:
-            if splat_reader(u, instr):
+            if unread(u, instr):
                 continue
             base = frozenset({()}) if id(u) == root else paths.get(id(u), frozenset({()}))
             step = (id(u),) if u.opcode in REINDEX else ()

@@ -231,3 +231,36 @@ def test_vector_lane_reduces_take_the_light_pipeline() -> None:
     assert kernel(argmax(ET.F32, (64, 40), (0,), "LT")).explicit  # columns in lanes
     assert kernel(argmax(ET.F32, (64, 21), (1,))).explicit  # rows of 21, a lane each
     assert not kernel(argmax(ET.F32, (64, 1000), (1,))).explicit  # scalar trees
+
+
+@pytest.mark.parametrize("dims,red", [((300, 10), (1,)), ((2, 21, 9, 40), (1,)),
+                                      ((64, 40), (0,)), ((5, 1000), (1,)), ((3, 5, 7), (0, 2))])
+def test_argmax_computes_its_iota(dims: tuple[int, ...], red: tuple[int, ...]) -> None:
+    """jnp.argmax's iota along the reduced dimension is computed by the reduce from the
+    element's index (reduce_region_emit.computed_iota): no kernel, no buffer (a [65536, 10]
+    argmax wrote and read 2.6 MB of indices per call); the interpreter's bits, NaNs and
+    ties included."""
+    x = (np.asarray(data(ET.F32, dims, seed=3)).astype(np.float64) % 3).astype(np.float32)
+    x.flat[::13] = np.nan
+    text = argmax(ET.F32, dims, red)
+    check(text, [x], "reduce")
+    exe = xlapy.compile(text, backend="cpu")._exe  # type: ignore[attr-defined]
+    assert [op for _, op, how in exe.report if how not in ("aliasing", "buffer")] == \
+        ["reduce"], exe.explain()
+
+
+def test_an_iota_along_a_kept_dimension_or_also_a_result_keeps_its_buffer() -> None:
+    """An iota along a dimension the reduce keeps is read from its buffer; one the program
+    also returns is computed in the reduce and materialized for the result."""
+    x = np.asarray(data(ET.F32, (12, 40), seed=4))
+    kept = argmax(ET.F32, (12, 40), (1,)).replace("iota dim = 1", "iota dim = 0")
+    check(kept, [x], "reduce")
+    exe = xlapy.compile(kept, backend="cpu")._exe  # type: ignore[attr-defined]
+    assert "iota" in [op for _, op, _ in exe.report]
+    both = argmax(ET.F32, (12, 40), (1,)).replace(
+        "return %r#0, %r#1 : ", "return %r#0, %r#1, %i : ").replace(
+        "-> (tensor<12xf32>, tensor<12xi32>) {", "-> (tensor<12xf32>, tensor<12xi32>, "
+        "tensor<12x40xi32>) {").replace(": tensor<12xf32>, tensor<12xi32>\n}",
+                                        ": tensor<12xf32>, tensor<12xi32>, tensor<12x40xi32>\n}")
+    got = check(both, [x], "reduce")
+    np.testing.assert_array_equal(got[2], np.broadcast_to(np.arange(40), (12, 40)))
