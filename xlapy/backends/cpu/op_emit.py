@@ -59,7 +59,7 @@ class TupleKernel(Kernel):
                 ctypes.addressof(t), *[ptr(o) if o.size else 0 for o in outs])
             return ctypes.addressof(local.cells)
 
-        split = split_thunk(fn, self.outer, parts, 1, {}, [], pool, arg=cells)
+        split = split_thunk(fn, self.outer, parts, self.align, {}, [], pool, arg=cells)
 
         def run(t: Any, v: list[Any], rt: Any, pr: Any) -> None:
             split(t, v, rt, pr)
@@ -77,6 +77,8 @@ class OpEmitter:
     label = "native"
     #: Its body is written in explicit vectors: the light pipeline compiles it (kernel.py).
     explicit = False
+    #: Threads split its outer range at multiples of this (Kernel.align).
+    align = 1
 
     def __init__(self, mod: ir.Module, name: str, instr: Instruction, ins: list[int],
                  out: int) -> None:
@@ -165,9 +167,9 @@ class OpEmitter:
             return TupleKernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer,
                                cost, split, env_arg=env_arg,
                                shapes=list(self.instr.shape.tuple_shapes),
-                               explicit=self.explicit)
+                               explicit=self.explicit, align=self.align)
         return Kernel(self.name, self.instr, sorted(set(self.ins)), self.out, outer, cost,
-                      split, env_arg=env_arg, explicit=self.explicit)
+                      split, env_arg=env_arg, explicit=self.explicit, align=self.align)
 
 
 def plan(instr: Instruction) -> type[OpEmitter] | None:

@@ -239,13 +239,21 @@ class ReduceRegionEmitter(OpEmitter):
             self.loops(odims, per_output, (begin, end), name="o")
             return odims[0], True, max(math.prod(odims) * length, 1)
 
+        # whole vectors of columns (splits at multiples of a vector): no scalar rest, nor
+        # its code (half of argmin over [2048, 512]'s IR: 26 -> 13 ms of LLVM)
+        whole = odims[-1] % lanes == 0
+        if whole and len(odims) == 1:
+            self.align = lanes
+
         def columns(oidx: list[ir.Value]) -> None:
             lo, hi = (begin, end) if not oidx else (i64(0), i64(odims[-1]))
-            full = b.add(lo, b.mul(b.udiv(b.sub(hi, lo), i64(lanes)), i64(lanes)))
+            full = hi if whole else \
+                b.add(lo, b.mul(b.udiv(b.sub(hi, lo), i64(lanes)), i64(lanes)))
             with for_range(b, lo, full, name="ov", step=lanes) as c:
                 per_output([*oidx, c], lanes)
-            with for_range(b, full, hi, name="os") as c:
-                per_output([*oidx, c])
+            if not whole:
+                with for_range(b, full, hi, name="os") as c:
+                    per_output([*oidx, c])
 
         if len(odims) == 1:
             columns([])
