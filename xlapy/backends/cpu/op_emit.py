@@ -75,7 +75,8 @@ class OpEmitter:
     cells of TupleKernel (`result(k)`)."""
 
     label = "native"
-    #: Its body is written in explicit vectors: the light pipeline compiles it (kernel.py).
+    #: Its body is written in explicit vectors: the light pipeline compiles it
+    #: (kernel_compile.py).
     explicit = False
     #: Threads split its outer range at multiples of this (Kernel.align).
     align = 1

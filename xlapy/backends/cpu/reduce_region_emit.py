@@ -223,9 +223,9 @@ class ReduceRegionEmitter(OpEmitter):
         # compiles it (jnp.argmin over the columns of [2048, 512]: 119 -> 47 ms, run time
         # the same). Scalar folds keep O3, which sped the trees of argmax over rows of 1000
         # by a fifth.
-        self.explicit = bool(lanes) or _row_lanes(w, red, len(dims), length,
-                                                  math.prod(odims), types)
-        if _row_lanes(w, red, len(dims), length, math.prod(odims), types):
+        by_rows = _row_lanes(w, red, len(dims), length, math.prod(odims), types)
+        self.explicit = bool(lanes) or by_rows
+        if by_rows:
             # a vector of consecutive rows at a time, then the last few alone
             lo, hi = b.mul(begin, i64(rows)), b.mul(end, i64(rows))
             full = b.add(lo, b.mul(b.udiv(b.sub(hi, lo), i64(w)), i64(w)))
@@ -274,7 +274,7 @@ class ReduceRegionEmitter(OpEmitter):
         first = len(dims) - len(red)
         rdims = dims[first:]
         start = b.mul(o, i64(length))
-        iotas = [_row_iota(x, first) for x in self.instr.operands[:len(types)]]
+        iotas = [_reduced_iota(x, self.instr) for x in self.instr.operands[:len(types)]]
         tiles: list[ir.Value | None] = []
         for k, t in enumerate(types):
             if iotas[k] is not None:
@@ -318,15 +318,6 @@ def _index(b: ir.IRBuilder, v: ir.Value, t: Any, width: int) -> ir.Value:
     ct = ew.compute_type(t)
     x = b.trunc(v, ct) if ct.width < 64 else v
     return broadcast(b, x, width) if width else x
-
-
-def _row_iota(x: Instruction, first: int) -> int | None:
-    """The reduced dimension (counted from `first`, the first reduced one) along which
-    operand `x` is an integer iota (jnp.argmax's indices), else None."""
-    if x.opcode != "iota" or not x.shape.element_type.is_integer:
-        return None
-    d = x.attrs.iota_dimension - first
-    return d if d >= 0 else None
 
 
 def _row_lanes(w: int, red: list[int], rank: int, length: int, outputs: int,
