@@ -286,3 +286,17 @@ def test_whole_vectors_of_columns_have_no_scalar_rest(dims: tuple[int, ...],
         assert '"os.body"' not in exe.kernel_ir
         (spec,) = [s for s in exe.kernel_specs if s is not None]
         assert spec.align == (w if len(dims) == 2 else 1)
+
+
+@pytest.mark.parametrize("it", ["ui8", "i16", "i64"])
+def test_a_computed_iota_wraps_and_widens_as_its_type(it: str) -> None:
+    """An iota of another integer type computed by the reduce (computed_iota): 300
+    positions in u8 wrap as the interpreter's iota does, i16 and i64 are exact; kept
+    columns in lanes and a scalar tree alike."""
+    for dims, red in (((300, 40), (0,)), ((40, 300), (1,))):
+        x = (np.asarray(data(ET.F32, dims, seed=9)).astype(np.float64) % 3).astype(np.float32)
+        x.flat[::31] = np.nan
+        text = argmax(ET.F32, dims, red).replace("i32", it)
+        if it.startswith("u"):
+            text = text.replace(", SIGNED", ", UNSIGNED")
+        check(text, [x], "reduce")
