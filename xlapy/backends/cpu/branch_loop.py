@@ -222,7 +222,7 @@ def kernel_bound(exe: CpuExecutable) -> bool:
     it (betainc 12.1 -> 11.6 ms)."""
     plain = all(how.startswith(KERNEL_BOUND) for _, _, how in exe.report
                 if how not in ("aliasing", "buffer"))
-    return plain and any(s is not None and getattr(s, "cost", 0) >= exe.options.split_cost
+    return plain and any(s is not None and s.cost >= exe.options.split_cost
                          for s in exe.kernel_specs)
 
 

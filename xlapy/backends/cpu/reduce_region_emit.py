@@ -56,7 +56,7 @@ def computed_iota(user: Instruction, value: Instruction) -> bool:
     along a dimension it reduces (jnp.argmax's indices), from the element's index: the
     iota gets no buffer (fusion_plan.unread). A [65536, 10] argmax wrote and read 2.6 MB of
     indices per call."""
-    if user.opcode != "reduce" or emitter(user) is None:
+    if user.opcode != "reduce" or value.opcode != "iota" or emitter(user) is None:
         return False
     at = [k for k, o in enumerate(user.operands) if o is value]
     return bool(at) and all(k < len(user.operands) // 2 for k in at) and \
