@@ -176,6 +176,10 @@ class DotGeneral(OpDef):
         n = int(np.prod([rhs.shape[d] for d in rfree], dtype=np.int64))
         k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
         acc_t = _common_acc(lhs, rhs, result.element_type)
+        if not lc and acc_t.kind in "fc" and attrs.algorithm is None:
+            return _outer(np.transpose(lhs, (*lb, *lfree)).reshape(bsize, m, 1),
+                          np.transpose(rhs, (*rb, *rfree)).reshape(bsize, 1, n), acc_t,
+                          result, ctx)
         a = np.transpose(lhs, (*lb, *lfree, *lc)).astype(acc_t, copy=False).reshape(bsize, m, k)
         b = np.transpose(rhs, (*rb, *rc, *rfree)).astype(acc_t, copy=False).reshape(bsize, k, n)
         with np.errstate(all="ignore"):
@@ -186,6 +190,27 @@ class DotGeneral(OpDef):
             else:
                 out = np.matmul(a, b)
         return finish(out.reshape(result.dimensions), result.element_type)
+
+
+def _outer(a: np.ndarray, b: np.ndarray, acc_t: np.dtype, result: Shape,
+           ctx: EvalContext) -> np.ndarray:
+    """A float dot with no contracting dimension: each element is the reduce of one product,
+    0 + l * r in the accumulation type, computed as those element-wise ops (convert, multiply,
+    add) with their denormal mode and complex arithmetic, as XLA:CPU's simplifier rewrites it
+    (and the cpu backend's, algebraic_rules.dot_outer: so its fused kernel is exact)."""
+    from xlapy.ops.base import get_op
+    from xlapy.ops.elementwise_convert import convert_array
+    from xlapy.types import from_dtype
+
+    acc = from_dtype(acc_t)
+    shape = Shape.array(acc, result.dimensions)
+    full = (a.shape[0], a.shape[1], b.shape[2])
+    with np.errstate(all="ignore"):
+        x, y = (np.broadcast_to(convert_array(v, acc), full) for v in (a, b))
+        p = get_op("multiply").evaluate([x, y], None, shape, ctx)
+        p = get_op("add").evaluate([np.zeros(full, acc_t), p], None, shape, ctx)
+        p = np.asarray(p).reshape(result.dimensions)
+        return p if acc == result.element_type else convert_array(p, result.element_type)
 
 
 def _common_acc(lhs: np.ndarray, rhs: np.ndarray, result: ElementType) -> np.dtype:

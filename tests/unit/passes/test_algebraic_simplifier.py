@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xlapy.interpreter import Interpreter
 from xlapy.ir import Module
 from xlapy.passes.algebraic_simplifier import RULES, AlgebraicSimplifier
+from xlapy.passes.dce import DeadCodeElimination
 from xlapy.passes.hlo_builder import HloBuilder
 from xlapy.passes.pass_base import run_passes
 
@@ -220,6 +224,15 @@ CASES: dict[str, Case] = {
                                                 rhs_batching_dimensions=(0,),
                                                 lhs_contracting_dimensions=(1,),
                                                 rhs_contracting_dimensions=(1,))),
+    # [2, 3] x [2, 3] batched over dim 0, transposed to (rhs free, batch, lhs free); one with
+    # a contracting dimension stays a dot
+    "transpose_dot_outer": (M, lambda g, a, b: g.transpose(g.dot_general(
+        a, b, lhs_batching_dimensions=(0,), rhs_batching_dimensions=(0,)),
+        permutation=(2, 0, 1)),
+        lambda g, a, b: g.transpose(g.dot_general(
+            a, b, lhs_batching_dimensions=(0,), rhs_batching_dimensions=(0,),
+            lhs_contracting_dimensions=(1,), rhs_contracting_dimensions=(1,)),
+            permutation=(0,))),
     "reduce_window_upsample": (M, lambda g, a, b: _upsample(g, a, (1, 1)),
                                lambda g, a, b: _upsample(g, a, (0, 1))),
     "dus_full": (F, lambda g, a, b: g.dynamic_update_slice(a, b, g.const(0, "s32")),
@@ -428,40 +441,50 @@ def test_reduce_window_upsample_is_exact_on_special_values(op: str, ident: float
 @pytest.mark.parametrize(("lt", "rt", "out"), [("f32", "f32", None), ("bf16", "bf16", None),
                                                ("bf16", "bf16", "f32"), ("f16", "f32", None),
                                                ("s8", "s8", "s32"), ("s32", "s32", None),
-                                               ("f64", "f64", None)])
-def test_dot_outer_is_the_interpreters_dot(lt: str, rt: str, out: str | None) -> None:
+                                               ("f64", "f64", None), ("f64", "f32", "f32"),
+                                               ("c64", "c64", None), ("f32", "c64", "c64")])
+@pytest.mark.parametrize("mode", ["ftz", "ieee"])
+def test_dot_outer_is_the_interpreters_dot(lt: str, rt: str, out: str | None,
+                                           mode: str) -> None:
     """An outer product (batched, one free dimension each side, the rhs's before its batch
     dimension) as 0 + l * r in the dot's accumulation type: the interpreter's dot bit for
-    bit, -0 products +0 (the reduce's init), NaN, inf and wraparound kept; only denormal
-    operands and products flush (element-wise arithmetic's mode: float_exact=False, so
-    exact_only keeps the dot)."""
+    bit in either denormal mode, -0 products +0 (the reduce's init), NaN, inf, denormal
+    operands and products (flushed in ftz, as element-wise arithmetic) and wraparound kept:
+    exact, so the exact simplifier (the cpu backend's) fires."""
+    from xlapy import denormal
+    from xlapy.ops.elementwise import make_complex
     from xlapy.types import from_hlo_name
 
     g = HloBuilder()
-    a = g.param(f"{lt}[2,5]")
+    a = g.param(f"{lt}[2,6]")
     b = g.param(f"{rt}[4,2]")
     kw = {} if out is None else {"result_element_type": from_hlo_name(out)}
     module = g.build(g.dot_general(a, b, lhs_batching_dimensions=(0,),
                                    rhs_batching_dimensions=(1,), **kw))
-    specials = [-0.0, 0.0, np.nan, np.inf, -np.inf, 1e-3, -3.5, 2.0, 1e30, -1e-30]
-    if from_hlo_name(lt).is_integer:
-        x = np.array([[-128, 127, 3, -1, 0], [5, -7, 100, 2, -2]]).astype(from_hlo_name(lt).dtype)
-        y = np.array([[-128, 3], [127, -1], [0, 9], [2, -50]]).astype(from_hlo_name(rt).dtype)
+    specials = [-0.0, 0.0, np.nan, np.inf, -np.inf, 1e-3, -3.5, 2.0, 1e30, -1e-30, 3e-39,
+                -2e-20]
+    lt_, rt_ = from_hlo_name(lt), from_hlo_name(rt)
+    if lt_.is_integer:
+        x = np.array([[-128, 127, 3, -1, 0, 1], [5, -7, 100, 2, -2, 9]]).astype(lt_.dtype)
+        y = np.array([[-128, 3], [127, -1], [0, 9], [2, -50]]).astype(rt_.dtype)
     else:
-        x = np.array(specials, np.float64).reshape(2, 5).astype(from_hlo_name(lt).dtype)
-        y = np.array(specials[2:], np.float64).reshape(4, 2).astype(from_hlo_name(rt).dtype)
-    before = np.asarray(Interpreter().run_module(module, [x, y]))
-    exact = AlgebraicSimplifier(exact_only=True)  # (integers: exact, it fires)
-    run_passes(module, [exact])
-    floats = not from_hlo_name(lt).is_integer
-    assert exact.fired["dot_outer"] == (0 if floats else 1)
-    simp = AlgebraicSimplifier()
-    run_passes(module, [simp])
-    assert exact.fired["dot_outer"] + simp.fired["dot_outer"] == 1
-    assert not any(i.opcode == "dot_general" for i in module.entry.instructions)
-    after = np.asarray(Interpreter().run_module(module, [x, y]))
-    assert after.dtype == before.dtype and after.shape == before.shape == (2, 5, 4)
+        x = np.array(specials, np.float64).reshape(2, 6).astype(lt_.dtype)
+        y = np.array(specials[4:], np.float64).reshape(4, 2).astype(rt_.dtype)
+        if lt_.is_complex:
+            x = make_complex(x.real, x[:, ::-1].real, lt_.dtype)
+        if rt_.is_complex:
+            y = make_complex(y.real, y[::-1].real, rt_.dtype)
+    with denormal.use(mode):
+        before = np.asarray(Interpreter().run_module(module, [x, y]))
+        exact = AlgebraicSimplifier(exact_only=True)
+        run_passes(module, [exact])
+        assert exact.fired["dot_outer"] == 1
+        assert not any(i.opcode == "dot_general" for i in module.entry.instructions)
+        after = np.asarray(Interpreter().run_module(module, [x, y]))
+    assert after.dtype == before.dtype and after.shape == before.shape == (2, 6, 4)
     np.testing.assert_array_equal(after.view(np.uint8), before.view(np.uint8))
+    if mode == "ieee" and lt == rt == "f32":  # the denormal product 3e-39 * 1e-3 is kept
+        assert np.any((after != 0) & (np.abs(after) < np.finfo(np.float32).tiny))
 
 
 @pytest.mark.parametrize(("shape", "dims"), [("f32[4096,1]", [0]), ("f32[1,64,1,64,1]", [1, 3]),
@@ -480,3 +503,60 @@ def test_reduce_squeeze_units_keeps_the_sums_bits(shape: str, dims: list[int]) -
     assert module.entry.root.shape.dimensions == before.shape
     after = np.asarray(Interpreter().run_module(module, [x]))
     np.testing.assert_array_equal(after.view(np.uint32), before.view(np.uint32))
+
+
+@st.composite
+def _outer_dots(draw: st.DrawFn) -> tuple[Any, ...]:
+    """A dot with no contracting dimension: 0-2 batch dimensions anywhere in each operand,
+    0-2 free ones each side, optionally read by a transpose (any permutation)."""
+    nb, nl, nr = draw(st.integers(0, 2)), draw(st.integers(0, 2)), draw(st.integers(0, 2))
+    batch = [draw(st.integers(1, 3)) for _ in range(nb)]
+    lfree = [draw(st.integers(1, 3)) for _ in range(nl)]
+    rfree = [draw(st.integers(1, 3)) for _ in range(nr)]
+    lb = draw(st.permutations(range(nb + nl)))[:nb]
+    rb = draw(st.permutations(range(nb + nr)))[:nb]
+    perm = draw(st.none() | st.permutations(range(nb + nl + nr)))
+    types = draw(st.sampled_from([("f32", "f32"), ("bf16", "bf16"), ("f32", "f64"),
+                                  ("s32", "s32"), ("c64", "f32")]))
+    return batch, lfree, rfree, tuple(lb), tuple(rb), perm, types, draw(st.integers(0, 99))
+
+
+def _place(batch: list[int], free: list[int], at: tuple[int, ...]) -> list[int]:
+    dims, it, b = [], iter(free), dict(zip(at, batch))
+    for d in range(len(batch) + len(free)):
+        dims.append(b[d] if d in b else next(it))
+    return dims
+
+
+@settings(max_examples=60, deadline=None)
+@given(_outer_dots())
+def test_dot_outer_any_layout_is_exact(case: tuple[Any, ...]) -> None:
+    """The exact simplifier removes every such dot (and the transpose after it) and keeps
+    the interpreter's bits, denormals and NaNs included, in both denormal modes."""
+    from tests.property.support import random_array
+    from xlapy import denormal
+    from xlapy.types import from_hlo_name
+
+    batch, lfree, rfree, lb, rb, perm, (lt, rt), seed = case
+    ls, rs = _place(batch, lfree, lb), _place(batch, rfree, rb)
+    g = HloBuilder()
+    a = g.param(f"{lt}[{','.join(map(str, ls))}]")
+    b = g.param(f"{rt}[{','.join(map(str, rs))}]")
+    d = g.dot_general(a, b, lhs_batching_dimensions=lb, rhs_batching_dimensions=rb)
+    module = g.build(d if perm is None else g.transpose(d, permutation=tuple(perm)))
+    x = random_array(from_hlo_name(lt), ls, seed)
+    y = random_array(from_hlo_name(rt), rs, seed + 7)
+    if from_hlo_name(lt).is_float:
+        x.flat[:1] = 3e-39  # a denormal operand (bf16 and f32 hold it)
+    for mode in ("ftz", "ieee"):
+        m = module.clone()
+        with denormal.use(mode):
+            before = np.asarray(Interpreter().run_module(m, [x, y]))
+            simp = AlgebraicSimplifier(exact_only=True)
+            while run_passes(m, [simp, DeadCodeElimination()]):
+                pass
+            assert not any(i.opcode == "dot_general" for i in m.entry.instructions)
+            after = np.asarray(Interpreter().run_module(m, [x, y]))
+        assert after.dtype == before.dtype and after.shape == before.shape
+        np.testing.assert_array_equal(after.reshape(-1).view(np.uint8),
+                                      before.reshape(-1).view(np.uint8))
