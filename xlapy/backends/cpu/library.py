@@ -204,7 +204,8 @@ def dot_plan(instr: Instruction, threads: int = 1
         ov = out.reshape((nbatch, m, n)) if direct else \
             recycle.output(keep, 2, (nbatch, m, n), acc)
         if k == 1 and (nbatch > 1 or m * n >= OUTER_MIN):
-            # outer products (no contraction: JAX's per-example gradients): one multiply
+            # outer products (a contraction of extent 1; none at all is element-wise,
+            # algebraic_rules.dot_outer): one multiply
             # per element, for all of the batch at once (a BLAS call per batch element of
             # one rank-1 update was 2.3 ms for 256 x [128] x [64]); 0 + it, as the sum's
             # init does to -0, IEEE like BLAS (element-wise kernels would flush denormals)

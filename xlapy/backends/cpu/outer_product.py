@@ -1,5 +1,7 @@
-"""Products with one term per element (dot_general with no contraction, or K = 1: JAX's
-per-example gradients, batched outer products) as one native pass over the output.
+"""Products with one term per element (a dot_general contracting one dimension of extent 1:
+batched outer products) as one native pass over the output. (A dot with no contracting
+dimension at all, JAX's per-example gradients, is element-wise by the time the backend sees
+it: algebraic_rules.dot_outer.)
 
 library.py ran them as numpy's `x * y` then `+ 0` (the sum's init: -0 products become +0),
 two single-threaded passes over the output: jax_probe per_example_grad's 256 x [128] x [64]

@@ -92,35 +92,3 @@ def test_a_dot_whose_rhs_reads_as_rows_swaps_its_operands() -> None:
     np.testing.assert_allclose(got, np.einsum("bhqk,bkhd->bqhd", p, v), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, xlapy.compile(PV, backend="interpreter")(p, v),
                                rtol=1e-5, atol=1e-5)
-
-
-#: JAX's one-hot MoE dispatch einsum("te,td->etd", g, x): an outer product batched over t
-#: ([t, d, e]: rows of e) moved to [e, t, d].
-MOE = """func.func @main(%x: tensor<64x40xf32>, %g: tensor<64x8xf32>) -> tensor<8x64x40xf32> {
-  %0 = stablehlo.dot_general %x, %g, batching_dims = [0] x [0], contracting_dims = [] x [] : (tensor<64x40xf32>, tensor<64x8xf32>) -> tensor<64x40x8xf32>
-  %1 = stablehlo.transpose %0, dims = [2, 0, 1] : (tensor<64x40x8xf32>) -> tensor<8x64x40xf32>
-  return %1 : tensor<8x64x40xf32>
-}"""
-
-
-def test_an_outer_product_moved_to_the_front_swaps_its_operands() -> None:
-    """The swapped product writes [t, e, d] (rows of d) and the transpose left keeps its
-    last dimension (whole rows copied): 1.13 -> 0.33 ms for [1024, 8, 256]. One product
-    per element either way: the interpreter's bits (denormals and -0 included)."""
-    module = parse_module(MOE)
-    assert FoldDotTranspose().run(module)
-    ins = module.entry_computation().instructions
-    dot = next(i for i in ins if i.opcode == "dot_general")
-    t = next(i for i in ins if i.opcode == "transpose")
-    assert dot.operands[0].name == "g" and tuple(dot.shape.dimensions) == (64, 8, 40)
-    assert tuple(t.attrs.permutation) == (1, 0, 2)
-    rng = np.random.default_rng(4)
-    x = rng.standard_normal((64, 40)).astype(np.float32)
-    g = rng.standard_normal((64, 8)).astype(np.float32)
-    x[::7, ::3] = np.float32(-0.0)
-    g[::5, 1] = np.float32(1e-20)  # denormal products stay (a dot is IEEE)
-    x[::5] *= np.float32(1e-20)
-    got = np.asarray(xlapy.compile(MOE, backend="cpu")(x, g))
-    want = np.asarray(xlapy.compile(MOE, backend="interpreter")(x, g))
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    assert (got != 0).any() and (np.abs(got[got != 0]) < 1.2e-38).any()
