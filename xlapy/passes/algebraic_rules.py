@@ -17,7 +17,7 @@ import numpy as np
 from xlapy.ir import Instruction
 from xlapy.ops.attrs import ComparisonDirection
 from xlapy.passes.hlo_builder import Emitter
-from xlapy.passes.pass_base import is_splat, splat_value
+from xlapy.passes.pass_base import constant_value, is_splat, splat_value
 from xlapy.types.element_type import iinfo
 
 RuleFn = Callable[[Instruction, Emitter], Instruction | None]
@@ -117,6 +117,52 @@ def _pow2_reciprocal(x: Instruction) -> float | None:
 def _self_compare(i: Instruction, direction: ComparisonDirection) -> bool:
     a, b = _ops(i)
     return (a is b and _is_int(a) and i.attrs.comparison_direction is direction)
+
+
+#: Ops whose integer values are some of their (first) operand's.
+_RANGE_KEEPING = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "reverse",
+                            "copy"})
+
+
+def int_range(x: Instruction, depth: int = 8) -> tuple[int, int] | None:
+    """(lowest, highest) bounds of an integer array's values where the ops that make it say
+    so (an iota and what moves its elements, constants), else None."""
+    if not x.shape.is_array or not x.shape.element_type.is_integer or depth < 0:
+        return None
+    if x.opcode == "iota":
+        n = x.shape.dimensions[x.attrs.iota_dimension]
+        hi = iinfo(x.shape.element_type).max
+        return (0, n - 1) if 0 < n <= hi + 1 else None
+    if x.opcode in _RANGE_KEEPING:
+        return int_range(x.operands[0], depth - 1)
+    if x.opcode == "constant":
+        arr = constant_value(x)
+        return (int(arr.min()), int(arr.max())) if arr is not None and arr.size else None
+    return None
+
+
+_DECIDE = {
+    ComparisonDirection.LT: lambda a, b: (a[1] < b[0], a[0] >= b[1]),
+    ComparisonDirection.LE: lambda a, b: (a[1] <= b[0], a[0] > b[1]),
+    ComparisonDirection.GT: lambda a, b: (a[0] > b[1], a[1] <= b[0]),
+    ComparisonDirection.GE: lambda a, b: (a[0] >= b[1], a[1] < b[0]),
+    ComparisonDirection.EQ: lambda a, b: (a[0] == a[1] == b[0] == b[1],
+                                          a[1] < b[0] or b[1] < a[0]),
+    ComparisonDirection.NE: lambda a, b: (a[1] < b[0] or b[1] < a[0],
+                                          a[0] == a[1] == b[0] == b[1]),
+}
+
+
+def _compare_range(i: Instruction, e: Emitter) -> Instruction | None:
+    """An integer compare the operands' ranges decide (JAX's negative-index wrap of an iota,
+    `where(iota < 0, iota + n, iota)`: jnp.diagonal, take, indexing): a splat."""
+    a, b = _ops(i)
+    ra = int_range(a)
+    rb = int_range(b) if ra is not None else None
+    if rb is None:
+        return None
+    true, false = _DECIDE[i.attrs.comparison_direction](ra, rb)
+    return e.splat(True, i.shape) if true else e.splat(False, i.shape) if false else None
 
 
 def splatted_scalar(x: Instruction) -> Instruction | None:
@@ -371,6 +417,8 @@ ARITH_RULES: list[Rule] = [
     Rule("compare_self_eq", "compare",
          lambda i, e: e.splat(True, i.shape) if _self_compare(i, ComparisonDirection.EQ)
          else None),
+    # (A < B) => true / false   (integers whose ranges decide it: iota < 0 is false)
+    Rule("compare_range", "compare", _compare_range),
     # (A != A) => false   (integers)
     Rule("compare_self_ne", "compare",
          lambda i, e: e.splat(False, i.shape) if _self_compare(i, ComparisonDirection.NE)

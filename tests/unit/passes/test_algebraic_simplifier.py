@@ -14,7 +14,7 @@ from xlapy.interpreter import Interpreter
 from xlapy.ir import Module
 from xlapy.passes.algebraic_simplifier import RULES, AlgebraicSimplifier
 from xlapy.passes.dce import DeadCodeElimination
-from xlapy.passes.hlo_builder import HloBuilder
+from xlapy.passes.hlo_builder import HloBuilder, parse_shape
 from xlapy.passes.pass_base import run_passes
 
 I = "s32[4]"  # noqa: E741
@@ -106,6 +106,17 @@ CASES: dict[str, Case] = {
                    lambda g, a, b: g.select(g.cmp(a, b, "GE"), a, b)),
     "compare_self_eq": (I, lambda g, a, b: g.cmp(a, a, "EQ"), lambda g, a, b: g.cmp(a, b, "EQ")),
     "compare_self_ne": (I, lambda g, a, b: g.cmp(a, a, "NE"), lambda g, a, b: g.cmp(a, a, "LT")),
+    # JAX's index wrap: an iota of [4] (0..3) is never < 0, and one of [2, 2] along its first
+    # dimension (0..1), reshaped (the range stays), is always <= [3, 1, 1, 2]; a parameter,
+    # or 2 within the iota's range, decides nothing
+    "compare_range": (I, lambda g, a, b: g.select(
+        g.cmp(g.iota(shape=parse_shape(I), iota_dimension=0), g.splat(0, I), "LT"), a,
+        g.select(g.cmp(g.reshape(g.iota(shape=parse_shape("s32[2,2]"), iota_dimension=0),
+                                 shape=(4,)), g.const(np.array([3, 1, 1, 2], np.int32), "s32"),
+                       "LE"), b, g.add(a, b))),
+        lambda g, a, b: g.select(g.cmp(g.iota(shape=parse_shape(I), iota_dimension=0),
+                                       g.splat(2, I), "LT"), a, g.select(
+            g.cmp(a, g.splat(0, I), "LT"), b, a))),
     # a scalar parameter broadcast, so folding cannot do it instead
     "op_of_scalar_broadcasts": (F, lambda g, a, b: g.multiply(
         g.bcast(g.reshape(g.slice(a, start_indices=(1,), limit_indices=(2,), strides=(1,)),
@@ -560,3 +571,32 @@ def test_dot_outer_any_layout_is_exact(case: tuple[Any, ...]) -> None:
         assert after.dtype == before.dtype and after.shape == before.shape
         np.testing.assert_array_equal(after.reshape(-1).view(np.uint8),
                                       before.reshape(-1).view(np.uint8))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(["s8", "u8", "s32", "u32", "s64"]), st.integers(1, 300),
+       st.integers(-300, 300), st.sampled_from(["LT", "LE", "GT", "GE", "EQ", "NE"]),
+       st.booleans())
+def test_compare_range_keeps_the_values(et: str, n: int, c: int, direction: str,
+                                        iota_left: bool) -> None:
+    """An iota of n compared with a splat c (either side; n past the type's range wraps, so
+    the rule stays out): the interpreter's values before and after, folded or not."""
+    from xlapy.types import from_hlo_name
+    from xlapy.types.element_type import iinfo
+
+    info = iinfo(from_hlo_name(et))
+    c = min(max(c, info.min), info.max)
+    g = HloBuilder()
+    p = g.param(f"{et}[{n}]")
+    iota = g.iota(shape=parse_shape(f"{et}[{n}]"), iota_dimension=0)
+    const = g.splat(c, f"{et}[{n}]")
+    lhs, rhs = (iota, const) if iota_left else (const, iota)
+    module = g.build(g.select(g.cmp(lhs, rhs, direction), p, g.splat(7, f"{et}[{n}]")))
+    x = np.arange(n).astype(from_hlo_name(et).dtype)
+    before = np.asarray(Interpreter().run_module(module, [x]))
+    simp = AlgebraicSimplifier(exact_only=True)
+    while run_passes(module, [simp, DeadCodeElimination()]):
+        pass
+    np.testing.assert_array_equal(np.asarray(Interpreter().run_module(module, [x])), before)
+    if n - 1 > info.max:
+        assert simp.fired["compare_range"] == 0
