@@ -36,6 +36,10 @@ _ALIGN = 1
 #: Longest rows folded a row per lane (`_rows`): a segmentation map's argmax over 21
 #: classes ran each row's tree scalar, 1.07 ms for 2 x 128 x 128 (XLA's whole program 0.25).
 ROW_LANES = 32
+#: Elements up to which a scalar fold compiles light too: O3 sped argmax's trees over rows
+#: of 1000 by a fifth (6.5 against 8.4 ms for 4M elements) but costs ~50-90 ms of LLVM a
+#: kernel, which a small one never earns back (jax.random.categorical over [1024, 100]).
+LIGHT_TREE = 1 << 18
 
 
 def emitter(instr: Instruction) -> type[OpEmitter] | None:
@@ -221,10 +225,9 @@ class ReduceRegionEmitter(OpEmitter):
         rows = math.prod(odims[1:])
         # Vector lanes along the outputs (rows or columns) hold its work: the light pipeline
         # compiles it (jnp.argmin over the columns of [2048, 512]: 119 -> 47 ms, run time
-        # the same). Scalar folds keep O3, which sped the trees of argmax over rows of 1000
-        # by a fifth.
+        # the same). Scalar folds keep O3 unless small (LIGHT_TREE).
         by_rows = _row_lanes(w, red, len(dims), length, math.prod(odims), types)
-        self.explicit = bool(lanes) or by_rows
+        self.explicit = bool(lanes) or by_rows or math.prod(odims) * length <= LIGHT_TREE
         if by_rows:
             # a vector of consecutive rows at a time, then the last few alone
             lo, hi = b.mul(begin, i64(rows)), b.mul(end, i64(rows))
