@@ -39,9 +39,13 @@ class CpuBackend:
             with phase("passes"):
                 cpu_pipeline(opts).run(module)
             with phase("emit"), once.collecting() as ahead, conv_compile.finishing():
-                exe = CpuExecutable(module.entry_computation(), module, opts)
+                entry = module.entry_computation()
+                with branch_loop.defer_thunks(entry, opts):
+                    exe = CpuExecutable(entry, module, opts)
                 if exe.runnable:
                     exe.trip = branch_loop.entry_trip(exe)
+                if exe.trip is None:
+                    exe.finish()  # (compiled now unless deferred for the trip)
         #: Where the compile's time went (xlapy.phases): `xlapy compile --explain` prints it.
         exe.phases = rec
         # The shape-independent native code its first run needs (once.py), built meanwhile.

@@ -4,25 +4,60 @@ concurrent caller, the thunks, result ownership). Planning is executable.py's.""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from xlapy import denormal
-from xlapy.backends.cpu import recycle, target, thunks
+from xlapy.backends.cpu import lanes, recycle, target, thunks
+from xlapy.backends.cpu.fp_env import mxcsr_once
+from xlapy.backends.cpu.llvm_util import collect_objects
 from xlapy.backends.ownership import own
 from xlapy.errors import InterpreterError, XlapyError
 from xlapy.interpreter import RuntimeState
 from xlapy.interpreter.evaluator import check_value
 from xlapy.types import Shape
 
+#: Held while a deferred compile finishes (`Calls.finish`; re-entered by its reads).
+_FINISHING = threading.RLock()
+
+
+def _finished(name: str) -> property:
+    """An attribute a deferred compile completes: reading it finishes the compile first."""
+    key = "_" + name
+
+    def get(self: Any) -> Any:
+        if self._pending is not None:
+            self.finish()
+        return self.__dict__[key]
+
+    def put(self: Any, value: Any) -> None:
+        self.__dict__[key] = value
+
+    return property(get, put)
+
 
 class Calls:
     """Mixed into CpuExecutable: runs what its planning built."""
+
+    #: The thunks and the kernels they run (read: compiled and bound first, if deferred).
+    thunks = _finished("thunks")
+    kernel_ir = _finished("kernel_ir")
+    kernel_addrs = _finished("kernel_addrs")
+    engines = _finished("engines")
+    engine = _finished("engine")
+    sequence = _finished("sequence")
+    windows = _finished("windows")
+    temp_slots = _finished("temp_slots")
+    _arena_plan = _finished("arena_plan")
+    #: What a deferred compile left to do (`finish`): the kernels' LLVM compile and the
+    #: thunks' binding; None once done.
+    _pending: Callable[[], None] | None = None
 
     comp: Any
     runnable: bool
@@ -34,17 +69,42 @@ class Calls:
     _vals0: list[Any]
     _last: list[tuple[Any, ...]]
     _arena: list[Any] | None
-    _arena_plan: tuple[dict[int, int], int]
     _own: Any
     _root_slot: int
     num_slots: int
     static: dict[int, Any]
     shapes: list[Shape]
-    temp_slots: list[int]
-    thunks: list[Callable[..., None]]
+    options: Any
+    objects: list[tuple[str, bytes]]
     #: The computation as one native loop trip (branch_loop.entry_trip; its results are
     #: fresh arrays), run instead of the thunks; None: the thunks.
     trip: Any = None
+
+    @contextlib.contextmanager
+    def compiling(self) -> Iterator[None]:
+        """The target, denormal mode and lanes its kernels are emitted and compiled for, a
+        top-level executable's setting MXCSR once per call (fp_env.mxcsr_once); the
+        objects compiled inside join `objects`."""
+        with target.use(self.target), denormal.use(self.denormal), \
+                lanes.use(self.options.lanes), collect_objects() as objs, \
+                mxcsr_once(not self.options.nested):
+            yield
+        self.objects.extend(objs)
+
+    def finish(self) -> None:
+        """Compile and bind what a deferred compile left (branch_loop.defer_thunks: an
+        entry that runs as one native loop trip needs its thunks only for a runtime with
+        custom-call targets, or a look at them)."""
+        with _FINISHING:
+            pending, self._pending = self._pending, None
+            if pending is None:
+                return
+            try:
+                with self.compiling():
+                    pending()
+            except BaseException:
+                self._pending = pending
+                raise
 
     def _arena_views(self) -> list[Any]:
         """[(slot, array)] temporaries in one reused allocation (64-byte aligned; those never
@@ -70,6 +130,12 @@ class Calls:
             raise InterpreterError(f"computation {comp.name} takes {len(comp.parameters)} "
                                    f"argument(s), got {len(args)}")
         rt = runtime or RuntimeState()
+        if self._pending is not None:
+            if self.trip is not None and self.trip.takes(rt):  # no thunks needed: no table
+                vals: list[Any] = [None] * self.num_slots
+                self._bind_args(args, list(vals), vals, None)
+                return self._execute(None, vals, rt, process)
+            self.finish()
         if not self._lock.acquire(blocking=False):  # another thread runs it: private state
             table, vals = self._fresh_state(shared=False)
             self._bind_args(args, table, vals, None)

@@ -38,7 +38,6 @@ from xlapy.backends.cpu import (
     kernel_batch,
     kernel_sequence,
     kernels,
-    lanes,
     lapack,
     library,
     loop_bind,
@@ -50,7 +49,6 @@ from xlapy.backends.cpu import (
     parallel,
     recycle,
     regions,
-    target,
     threads,
     thunks,
     transpose_lib,
@@ -58,7 +56,6 @@ from xlapy.backends.cpu import (
 )
 from xlapy.backends.cpu.calls import Calls
 from xlapy.backends.cpu.early_compile import EarlyCompiles
-from xlapy.backends.cpu.fp_env import mxcsr_once
 from xlapy.backends.cpu.fused_roots import FusedRoots
 from xlapy.backends.cpu.fusion_plan import (
     CpuFusionPlan,
@@ -67,9 +64,8 @@ from xlapy.backends.cpu.fusion_plan import (
     row_walk,
 )
 from xlapy.backends.cpu.introspect import Introspection
-from xlapy.backends.cpu.kernel_compile import compile_kernels
-from xlapy.backends.cpu.llvm_util import Engine, collect_objects, new_module
-from xlapy.backends.cpu.loop_steps import steps
+from xlapy.backends.cpu.kernel_compile import compile_for
+from xlapy.backends.cpu.llvm_util import Engine, new_module
 from xlapy.backends.cpu.memory_plan import MemoryPlanning
 from xlapy.backends.cpu.native_loop import NativeWhile, owned_init, plan_native_while
 from xlapy.backends.cpu.options import CpuOptions
@@ -137,12 +133,9 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.runnable = self.target.runs_here
         #: The denormal mode its kernels and fallbacks run in (xlapy.denormal).
         self.denormal = self.options.denormal
-        # (a top-level executable's kernels run once per call: fp_env.kernel_mxcsr)
-        with target.use(self.target), denormal.use(self.denormal), \
-                lanes.use(self.options.lanes), collect_objects() as objs, \
-                mxcsr_once(not self.options.nested):
+        self.objects: list[tuple[str, bytes]] = []
+        with self.compiling():
             self._plan()
-        self.objects: list[tuple[str, bytes]] = objs
 
     # ---- planning ----
     def _plan(self) -> None:
@@ -274,17 +267,6 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.sequence: kernel_sequence.KernelSequence | None = None
         #: A loop body's window kernels (dus_window.early): kernel index -> (kernel, address).
         self.windows: dict[int, tuple[kernels.Kernel, int]] = {}
-        if kernel_specs:
-            self._compile_kernels(mod, kernel_specs,
-                                  batch_chain.dropped(self.chains, self.regions))
-            self._bind_kernels(kernel_specs)
-        self._bind_regions()
-        self._arena_plan = self._plan_arena()
-        self._bind_chains()
-        self.thunks = kernel_batch.batch(self.thunks, self._keep, lambda: self._table)
-        self._build_ahead()
-        self._temp_set = set(temps)
-        self._fresh_set = set(fresh) | (self._native - self._temp_set)
         self.num_slots = len(self.shapes)
         params = comp.parameters
         #: (slot, dims, dtype, shape, name) per parameter: the per-call fast path's checks.
@@ -292,12 +274,14 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                          p.shape.dtype if p.shape.is_array else None, p.shape,
                          f"argument {p.parameter_number} of {comp.name}") for p in params]
         self._root_slot = self.slot[id(comp.root)] if comp.root is not None else 0
-        self._own = result_plan(comp.root, self._result_mode)
         #: Per-call state reused under self._lock: the pointer table with constants and the
         #: arena filled in, the values list they start from, the last arguments' pointers.
         self._table: Any = None
         self._vals0: list[Any] = []
         self._last: list[tuple[Any, ...]] = [(None, 0, None, None)] * len(params)
+        self._pending = lambda: self._bind_all(mod, kernel_specs)
+        if not (kernel_specs and branch_loop.deferring(self)):
+            self.finish()
 
     def _build_ahead(self) -> None:
         """Build the runners its first run calls (regions, chains, native loops: once.py)."""
@@ -528,21 +512,19 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             self.report.append((region.name, "region", f"row-parallel: {names}"))
         return out
 
-    def _compile_kernels(self, mod: Any, specs: list[kernels.Kernel],
-                         skip: AbstractSet[int] = frozenset()) -> None:
-        """The kernels' engines and addresses (kernel_compile.py); kernels whose output is
-        in `skip` (batch_chain.dropped) are not compiled (address 0)."""
-        windows = dus_window.early(self, specs, mod)  # (a loop body's in-place updates)
-        seq = kernel_sequence.emit(mod, specs, steps(self), self._early.jobs, windows) \
-            if self.options.loop_part and not self.regions and not self.chains else None
-        engines, self.kernel_ir, self.kernel_addrs, addr, extra_addrs = compile_kernels(
-            mod, specs, skip, self.options, self._early,
-            [windows.get(j, specs[j]) for j in seq or ()], list(windows.values()))
-        self.windows = {j: (k, a) for (j, k), a in zip(windows.items(), extra_addrs)}
-        if seq:
-            self.sequence = kernel_sequence.KernelSequence(addr, seq)
-        self.engines.extend(engines)
-        self.engine = self.engines[0] if self.engines else None
+    def _bind_all(self, mod: Any, specs: list[kernels.Kernel]) -> None:
+        """Kernels compiled (kernel_compile.py), then every thunk bound to its code."""
+        if specs:
+            compile_for(self, mod, specs, batch_chain.dropped(self.chains, self.regions))
+            self._bind_kernels(specs)
+        self._bind_regions()
+        self._arena_plan = self._plan_arena()
+        self._bind_chains()
+        self.thunks = kernel_batch.batch(self.thunks, self._keep, lambda: self._table)
+        self._build_ahead()
+        self._temp_set = set(self.temp_slots)
+        self._fresh_set = set(self.fresh_slots) | (self._native - self._temp_set)
+        self._own = result_plan(self.comp.root, self._result_mode)
 
     def _bind_kernels(self, specs: list[kernels.Kernel]) -> None:
         """Kernel thunks go in program order, interleaved with the others."""

@@ -94,4 +94,26 @@ def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int
         addrs.get(kernel_sequence.NAME, 0), [addrs[k.name] for k in extra]
 
 
-__all__ = ["compile_kernels"]
+
+
+def compile_for(exe: Any, mod: Any, specs: list[kernels.Kernel],
+                skip: AbstractSet[int] = frozenset()) -> None:
+    """An executable's kernels' engines and addresses; kernels whose output is in `skip`
+    (batch_chain.dropped) are not compiled (address 0)."""
+    from xlapy.backends.cpu import dus_window
+    from xlapy.backends.cpu.loop_steps import steps
+
+    windows = dus_window.early(exe, specs, mod)  # (a loop body's in-place updates)
+    seq = kernel_sequence.emit(mod, specs, steps(exe), exe._early.jobs, windows) \
+        if exe.options.loop_part and not exe.regions and not exe.chains else None
+    engines, exe.kernel_ir, exe.kernel_addrs, addr, extra_addrs = compile_kernels(
+        mod, specs, skip, exe.options, exe._early,
+        [windows.get(j, specs[j]) for j in seq or ()], list(windows.values()))
+    exe.windows = {j: (k, a) for (j, k), a in zip(windows.items(), extra_addrs)}
+    if seq:
+        exe.sequence = kernel_sequence.KernelSequence(addr, seq)
+    exe.engines.extend(engines)
+    exe.engine = exe.engines[0] if exe.engines else None
+
+
+__all__ = ["compile_for", "compile_kernels"]
