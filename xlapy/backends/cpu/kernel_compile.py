@@ -94,8 +94,6 @@ def compile_kernels(mod: Any, specs: list[kernels.Kernel], skip: AbstractSet[int
         addrs.get(kernel_sequence.NAME, 0), [addrs[k.name] for k in extra]
 
 
-
-
 def compile_for(exe: Any, mod: Any, specs: list[kernels.Kernel],
                 skip: AbstractSet[int] = frozenset()) -> None:
     """An executable's kernels' engines and addresses; kernels whose output is in `skip`

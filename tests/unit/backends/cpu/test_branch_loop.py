@@ -359,8 +359,8 @@ def test_an_entry_trip_honours_runtime_targets_and_the_iteration_limit(
 
 def test_an_entry_trip_compiles_its_thunks_only_for_a_run_that_needs_them() -> None:
     """With the trip built, the entry's own kernels are emitted but not compiled
-    (branch_loop.defer_thunks: they were a second compile of the trip's; expm 689 -> 400 ms
-    of its LLVM and Python halved): trip runs leave them so; a runtime registering one of
+    (branch_loop.defer_thunks: they were a second compile of the trip's; betainc's compile
+    835 -> 576 ms): trip runs leave them so; a runtime registering one of
     its custom-call targets, or a look at the thunks, compiles and binds them, and they
     compute the trip's bits. An entry without a trip compiles them at once."""
     from xlapy.interpreter.evaluator import RuntimeState
