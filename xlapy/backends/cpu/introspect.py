@@ -12,6 +12,7 @@ class Introspection:
     report: list[tuple[str, str, str]]
     subexecs: list[tuple[str, Any]]
     objects: list[tuple[str, bytes]]
+    finish: Any
     comp: Any
     fusion: Any
 
@@ -51,7 +52,9 @@ class Introspection:
         return [line for name in sorted(plans) for line in plans[name].describe()]
 
     def all_objects(self) -> list[tuple[str, bytes]]:
-        """The object files of this computation and of those its control flow calls."""
+        """The object files of this computation and of those its control flow calls (a
+        deferred compile finished first: branch_loop.defer_thunks)."""
+        self.finish()
         out = list(self.objects)
         for _, sub in self.subexecs:
             out += sub.all_objects()
@@ -64,7 +67,6 @@ class Introspection:
         for _, sub in self.subexecs:
             out += sub.kernels()
         return out
-
 
 
 __all__ = ["Introspection"]

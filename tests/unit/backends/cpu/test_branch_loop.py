@@ -388,6 +388,9 @@ def test_an_entry_trip_compiles_its_thunks_only_for_a_run_that_needs_them() -> N
         exe.trip = trip
     lazy = xlapy.compile(_text(_solve_loop, a, b), backend="cpu")._exe
     assert lazy._pending is not None and lazy.thunks and lazy._pending is None
+    lazy = xlapy.compile(_text(_solve_loop, a, b), backend="cpu")._exe
+    n = len(lazy.objects)
+    assert lazy.all_objects() and len(lazy.objects) > n and lazy._pending is None
     plain = xlapy.compile(_text(_solve_loop, a, b), backend="cpu",
                           options={"entry_trip": False})._exe
     assert plain.trip is None and plain._pending is None and plain.__dict__["_engines"]
