@@ -208,7 +208,8 @@ def _outer(a: np.ndarray, b: np.ndarray, acc_t: np.dtype, result: Shape,
     with np.errstate(all="ignore"):
         x, y = (np.broadcast_to(convert_array(v, acc), full) for v in (a, b))
         p = get_op("multiply").evaluate([x, y], None, shape, ctx)
-        p = get_op("add").evaluate([np.zeros(full, acc_t), p], None, shape, ctx)
+        zero = np.broadcast_to(np.zeros((), acc_t), full)
+        p = get_op("add").evaluate([zero, p], None, shape, ctx)
         p = np.asarray(p).reshape(result.dimensions)
         return p if acc == result.element_type else convert_array(p, result.element_type)
 

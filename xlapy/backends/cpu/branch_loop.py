@@ -215,9 +215,7 @@ def defer_thunks(comp: Computation, options: CpuOptions) -> Iterator[None]:
     ms, cho_solve 72 -> 44, vmap of 512 4 x 4 solves 183 -> 170; XLA 409, 104, 319).
     The nested loops' executables still compile (native loops need their code): expm,
     whose work is in them, barely gains."""
-    plausible = not options.nested and options.entry_trip and \
-        all(_small(i.shape) for i in comp.instructions)
-    token = _DEFERRED.set(comp if plausible else None)
+    token = _DEFERRED.set(comp if _may_trip(comp, options) else None)
     try:
         yield
     finally:
@@ -236,10 +234,16 @@ def entry_trip(exe: CpuExecutable) -> Trip | None:
     second compile of the entry's instructions (jnp.linalg.solve in a fori_loop: +42-47 ms
     on 115-120 ms, XLA's own compile ~200 ms) for no Python between its steps (the same
     program's call 108 -> 30 us, XLA 41)."""
-    if exe.options.nested or not exe.options.entry_trip or not all(
-            _small(i.shape) for i in exe.comp.instructions) or kernel_bound(exe):
+    if not _may_trip(exe.comp, exe.options) or kernel_bound(exe):
         return None
     return as_trip(exe, dict(exe._plans or {}), exe.options)
+
+
+def _may_trip(comp: Computation, options: CpuOptions) -> bool:
+    """The checks of `entry_trip` that need no executable: a top-level compile with the
+    option on, every array `comp` computes small."""
+    return not options.nested and options.entry_trip and \
+        all(_small(i.shape) for i in comp.instructions)
 
 
 def kernel_bound(exe: CpuExecutable) -> bool:

@@ -223,11 +223,13 @@ class ReduceRegionEmitter(OpEmitter):
             per_output([])
             return 1, False, max(length, 1)
         rows = math.prod(odims[1:])
+        cost = max(math.prod(odims) * length, 1)
         # Vector lanes along the outputs (rows or columns) hold its work: the light pipeline
         # compiles it (jnp.argmin over the columns of [2048, 512]: 119 -> 47 ms, run time
-        # the same). Scalar folds keep O3 unless small (LIGHT_TREE).
+        # the same). Scalar folds keep O3 unless small (LIGHT_TREE; `explicit` is what
+        # picks the light pipeline).
         by_rows = _row_lanes(w, red, len(dims), length, math.prod(odims), types)
-        self.explicit = bool(lanes) or by_rows or math.prod(odims) * length <= LIGHT_TREE
+        self.explicit = bool(lanes) or by_rows or cost <= LIGHT_TREE
         if by_rows:
             # a vector of consecutive rows at a time, then the last few alone
             lo, hi = b.mul(begin, i64(rows)), b.mul(end, i64(rows))
@@ -237,10 +239,10 @@ class ReduceRegionEmitter(OpEmitter):
             with for_range(b, full, hi, name="os") as o:
                 per_output([b.urem(b.udiv(o, i64(s_)), i64(n_)) if s_ > 1 or len(odims) > 1 else o
                             for s_, n_ in zip(ostr, odims)])
-            return odims[0], True, max(math.prod(odims) * length, 1)
+            return odims[0], True, cost
         if not lanes:
             self.loops(odims, per_output, (begin, end), name="o")
-            return odims[0], True, max(math.prod(odims) * length, 1)
+            return odims[0], True, cost
 
         # whole vectors of columns (splits at multiples of a vector): no scalar rest, nor
         # its code (half of argmin over [2048, 512]'s IR: 26 -> 13 ms of LLVM)
@@ -262,7 +264,7 @@ class ReduceRegionEmitter(OpEmitter):
             columns([])
         else:
             self.loops(odims[:-1], columns, (begin, end), name="o")
-        return odims[0], True, max(math.prod(odims) * length, 1)
+        return odims[0], True, cost
 
     def _rows(self, o: ir.Value, w: int, length: int, red: list[int], types: list[Any],
               inits: list[ir.Value], outs: list[ir.Value]) -> None:
