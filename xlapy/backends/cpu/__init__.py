@@ -38,7 +38,8 @@ class CpuBackend:
                 verify_module(module)
             with phase("passes"):
                 cpu_pipeline(opts).run(module)
-            with phase("emit"), once.collecting() as ahead, conv_compile.finishing():
+            with phase("emit"), once.collecting() as ahead, conv_compile.finishing(), \
+                    branch_loop.sharing():
                 entry = module.entry_computation()
                 with branch_loop.defer_thunks(entry, opts):
                     exe = CpuExecutable(entry, module, opts)

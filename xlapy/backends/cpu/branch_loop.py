@@ -213,8 +213,8 @@ def defer_thunks(comp: Computation, options: CpuOptions) -> Iterator[None]:
     `finish`, called by the backend unless the trip is built): with the trip, the thunks'
     compile was a second one of the same kernels (cold compile, Zen 4: betainc 835 -> 576
     ms, cho_solve 72 -> 44, vmap of 512 4 x 4 solves 183 -> 170; XLA 409, 104, 319).
-    The nested loops' executables still compile (native loops need their code): expm,
-    whose work is in them, barely gains."""
+    Its case/if executables wait too (`later`); its loops' executables are the trip's
+    (`sharing`): expm of 64 x 64, 730 -> 336 ms (XLA 568-624)."""
     token = _DEFERRED.set(comp if _may_trip(comp, options) else None)
     try:
         yield
@@ -329,10 +329,80 @@ def _chained(instr: Instruction, options: CpuOptions, plans: dict[str, Any]
     return subs if plan_native_while(instr, subs[0], subs[1]) is not None else None
 
 
-def compile_branches(instr: Instruction, options: CpuOptions, plans: dict[str, Any]
-                     ) -> tuple[list[Any], str]:
+#: Inside `sharing`: what compile_branches made, by opcode, called computations and options.
+_MADE: contextvars.ContextVar[dict[Any, Any] | None] = contextvars.ContextVar(
+    "xlapy_made_branches", default=None)
+
+
+@contextlib.contextmanager
+def sharing() -> Iterator[None]:
+    """Inside, control flow over the same computations with the same options compiles once
+    (`compile_branches`): an entry trip's loop body holds the entry's own while and case
+    instructions, whose computations (expm's loops, betainc's) it compiled a second time."""
+    token = _MADE.set({})
+    try:
+        yield
+    finally:
+        _MADE.reset(token)
+
+
+def compile_branches(instr: Instruction, options: CpuOptions, plans: dict[str, Any],
+                     owner: CpuExecutable | None = None) -> tuple[list[Any], str]:
     """The executables of a control-flow instruction's computations (a case/if branch as a
-    trip where that pays) and what the report says of them."""
+    trip where that pays) and what the report says of them; inside `sharing`, those an
+    earlier instruction over the same computations got; a case/if of a deferred `owner`'s,
+    to be built as it finishes (`later`)."""
+    if owner is not None and instr.opcode in ("case", "if") and deferring(owner):
+        return later(owner, instr, options, plans)
+    made = _MADE.get()
+    if made is None:
+        return _compile_branches(instr, options, plans)
+    key = (instr.opcode, tuple(id(c) for c in instr.called), options)
+    if key not in made:  # (the computations held: their ids are the key)
+        made[key] = (_compile_branches(instr, options, plans), list(instr.called))
+    subs, how = made[key][0]
+    return list(subs), how
+
+
+#: What the report says of a case/if whose executables `later` builds (until it does).
+LATER = "control flow (cpu sub-executables, built when its thunks are)"
+
+
+def later(owner: CpuExecutable, instr: Instruction, options: CpuOptions,
+          plans: dict[str, Any]) -> tuple[list[Any], str]:
+    """Executables for case/if `instr` of a deferred entry (`defer_thunks`), built only with
+    its thunks (`build_later`): its trip runs the branches as chains (branch_chain.chain),
+    so their compile as the thunks' trips was a second one of every branch (expm 64 x 64:
+    two cases, ~150 ms each). Until then `subs` (what the thunk reads) holds None."""
+    subs: list[Any] = [None] * len(instr.called)
+    made = _MADE.get()
+
+    def build() -> None:
+        token = _MADE.set(made)  # (the trip's nested loops are shared still)
+        try:
+            got, how = compile_branches(instr, options, plans)
+        finally:
+            _MADE.reset(token)
+        subs[:] = got
+        new = iter(got)
+        owner.subexecs[:] = [(n, next(new) if n == instr.name and e is None else e)
+                             for n, e in owner.subexecs]
+        owner.report[:] = [(n, o, how if n == instr.name and h == LATER else h)
+                           for n, o, h in owner.report]
+
+    owner._later.append(build)
+    return subs, LATER
+
+
+def build_later(owner: CpuExecutable) -> None:
+    """Build what `later` left of `owner` (as its deferred compile finishes)."""
+    while owner._later:
+        owner._later[0]()
+        owner._later.pop(0)
+
+
+def _compile_branches(instr: Instruction, options: CpuOptions, plans: dict[str, Any]
+                      ) -> tuple[list[Any], str]:
     from xlapy.backends.cpu.executable import CpuExecutable
 
     if instr.opcode == "while" and (subs := _chained(instr, options, plans)) is not None:
@@ -349,4 +419,5 @@ def compile_branches(instr: Instruction, options: CpuOptions, plans: dict[str, A
 
 
 __all__ = ["KERNEL_BOUND", "LABEL", "MAX_BYTES", "MIN_THUNKS", "Trip", "as_trip", "branch_thunk",
-           "compile_branches", "entry_trip", "kernel_bound", "worth"]
+           "build_later", "compile_branches", "entry_trip", "kernel_bound", "later", "sharing",
+           "worth"]

@@ -55,6 +55,8 @@ class Calls:
     windows = _finished("windows")
     temp_slots = _finished("temp_slots")
     _arena_plan = _finished("arena_plan")
+    #: (instruction, executable) of its control flow (a deferred case/if's: built first).
+    subexecs = _finished("subexecs")
     #: What a deferred compile left to do (`finish`): the kernels' LLVM compile and the
     #: thunks' binding; None once done.
     _pending: Callable[[], None] | None = None

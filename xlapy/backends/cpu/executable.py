@@ -112,6 +112,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         #: Where its compile's time went (xlapy.phases; set by the backend's compile).
         self.phases: Phases | None = None
         self.subexecs: list[tuple[str, CpuExecutable]] = []
+        self._later: list[Callable[[], None]] = []  # (branch_loop.later: built by finish)
         #: while name -> its native loop as a step of an outer one (nested_loop.py), or None
         self.nested: dict[str, nested_loop.Nested | None] = {}
         self.lib_steps: dict[str, loop_library.LibStep] = {}  # library thunks as loop steps
@@ -280,7 +281,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self._vals0: list[Any] = []
         self._last: list[tuple[Any, ...]] = [(None, 0, None, None)] * len(params)
         self._pending = lambda: self._bind_all(mod, kernel_specs)
-        if not (kernel_specs and branch_loop.deferring(self)):
+        if not ((kernel_specs or self._later) and branch_loop.deferring(self)):
             self.finish()
 
     def _build_ahead(self) -> None:
@@ -388,7 +389,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         subs: list[Any] = []
         if instr.opcode in CONTROL_FLOW:
             opts = self.options.nested_copy(loop_part=instr.opcode == "while")
-            subs, how = branch_loop.compile_branches(instr, opts, self._plans)
+            subs, how = branch_loop.compile_branches(instr, opts, self._plans, self)
             self.subexecs.extend((instr.name, sub) for sub in subs)
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
             if nw is not None:
@@ -513,7 +514,9 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         return out
 
     def _bind_all(self, mod: Any, specs: list[kernels.Kernel]) -> None:
-        """Kernels compiled (kernel_compile.py), then every thunk bound to its code."""
+        """Kernels compiled (kernel_compile.py), then every thunk bound to its code (and a
+        deferred compile's case/if executables built: branch_loop.later)."""
+        branch_loop.build_later(self)
         if specs:
             compile_for(self, mod, specs, batch_chain.dropped(self.chains, self.regions))
             self._bind_kernels(specs)

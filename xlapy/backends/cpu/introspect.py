@@ -19,6 +19,7 @@ class Introspection:
     def explain(self, summary: bool = True) -> str:
         """One line per instruction: how it runs (kernel, library, control flow, fallback),
         then the same for the computations control flow calls."""
+        self.finish()  # (a deferred case/if's line names what it ran as once built)
         lines = [f"computation {self.comp.name}:"]
         lines += [f"  {name:24s} {op:24s} {how}" for name, op, how in self.report]
         for owner, sub in self.subexecs:
