@@ -227,6 +227,20 @@ def deferring(exe: CpuExecutable) -> bool:
     return _DEFERRED.get() is exe.comp and exe.runnable
 
 
+#: Ops no `kernel_bound` entry has: a deferred entry with one runs as a trip unless it is
+#: too small to pay (`worth`).
+STEPS = frozenset({"while", "case", "if", "custom_call", "triangular_solve", "cholesky"})
+
+
+def steps_deferred(exe: CpuExecutable) -> bool:
+    """Whether `exe` defers its thunks and will most likely run as a trip: its big kernels
+    then compile in the trip alone, not early as well (early_compile.py: betainc's 3,400-line
+    lgamma kernel, ~220 ms of LLVM, compiled twice; cold compile 422-430 -> 349-359 ms, XLA
+    409). A deferred entry of kernels alone keeps its early compiles: it is more often
+    kernel-bound (no trip), and they save its compile a few ms."""
+    return deferring(exe) and any(i.opcode in STEPS for i in exe.comp.instructions)
+
+
 def entry_trip(exe: CpuExecutable) -> Trip | None:
     """A program's entry computation as one trip (as a branch: `as_trip`) when every array it
     computes is small (MAX_BYTES), or None. Its thunks stay for a call whose RuntimeState
@@ -418,6 +432,6 @@ def _compile_branches(instr: Instruction, options: CpuOptions, plans: dict[str, 
     return [t or s for t, s in zip(trips, subs)], how
 
 
-__all__ = ["KERNEL_BOUND", "LABEL", "MAX_BYTES", "MIN_THUNKS", "Trip", "as_trip", "branch_thunk",
-           "build_later", "compile_branches", "entry_trip", "kernel_bound", "later", "sharing",
-           "worth"]
+__all__ = ["KERNEL_BOUND", "LABEL", "MAX_BYTES", "MIN_THUNKS", "STEPS", "Trip", "as_trip",
+           "branch_thunk", "build_later", "compile_branches", "entry_trip", "kernel_bound", "later",
+           "sharing", "steps_deferred", "worth"]

@@ -178,6 +178,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         mod = new_module(f"xlapy_{comp.name}")
         #: Big kernels compiling on threads while the rest is emitted (early_compile.py).
         self._early = EarlyCompiles(mod, self.options)
+        self._early.on &= not branch_loop.steps_deferred(self)  # (its trip compiles them)
         self.thunks: list[Callable[..., None]] = []
         kernel_specs: list[Any] = []  # (kernels.Kernel; None while one is to be built)
         fresh: list[int] = []

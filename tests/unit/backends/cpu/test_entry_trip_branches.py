@@ -99,3 +99,22 @@ def test_the_trip_shares_the_entrys_inner_loops() -> None:
     assert len(entry) == 2
     inside = _executables(exe.trip.exe)
     assert all(any(s is e for e in inside) for s in entry)
+
+
+def test_a_deferred_entry_with_steps_compiles_no_kernel_early(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its trip compiles those kernels (betainc's lgamma kernel, ~220 ms of LLVM, was
+    compiled early for the entry's thunks too); its loop body still compiles early."""
+    from xlapy.backends.cpu import cache, early_compile, parallel_compile
+
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    monkeypatch.setattr(parallel_compile, "threads", lambda limit: 2)
+    monkeypatch.setattr(early_compile, "MIN_INSTRUCTIONS", 1)
+    cache.clear_memory()
+    exe = _compile()._exe
+    assert exe.trip is not None
+    assert exe.kernel_specs and not exe._early.jobs
+    assert any(e._early.jobs for e in _executables(exe.trip.exe))
+    a, b = _args()
+    np.testing.assert_array_equal(exe.run([a, b, np.int32(1)]),
+                                  _compile(entry_trip=False)(a, b, np.int32(1)))
