@@ -81,3 +81,55 @@ def test_converts_fuse_into_the_neighbouring_kernels() -> None:
     y = (rng.standard_normal((32, 48)) * 0.5).astype(ml_dtypes.bfloat16)
     want = xlapy.compile(_CHAIN, backend="interpreter")(x, y)
     np.testing.assert_array_equal(prog(x, y).view(np.uint16), want.view(np.uint16))
+
+
+_CONV = """func.func @main(%x: tensor<2x9x11x{c}x{t}>, %w: tensor<3x3x{c}x16x{t}>)
+    -> tensor<2x{h}x11x16x{t}> {{
+  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+      window = {{stride = [{s}, 1], pad = [[1, 1], [1, 1]], rhs_dilate = [1, 1]}}
+      {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}}
+      : (tensor<2x9x11x{c}x{t}>, tensor<3x3x{c}x16x{t}>) -> tensor<2x{h}x11x16x{t}>
+  return %0 : tensor<2x{h}x11x16x{t}>
+}}"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("t,c,s", [("f16", 8, 1), ("bf16", 8, 1), ("f16", 5, 2)])
+def test_a_narrow_convolution_runs_in_f32_with_the_same_bits(
+        monkeypatch: pytest.MonkeyPatch, t: str, c: int, s: int, threads: int) -> None:
+    """Its nest read a padded f32 copy NumPy converted per call on one thread (f16 8x32x32x32
+    3x3: 2.5 ms, widened 1.0): widened, the same sums round once as before."""
+    from xlapy.backends.cpu import widen_dots
+
+    text = _CONV.format(t=t, c=c, s=s, h=9 // s + (s > 1))
+    rng = np.random.default_rng(5)
+    x = _values((2, 9, 11, c), _TYPES[t], rng)
+    w = (_values((3, 3, c, 16), np.float32, rng) * 0.3).astype(_TYPES[t])
+    opts = {"num_threads": threads}
+    prog = xlapy.compile(text, backend="cpu", options=opts)
+    hows = {op: how for _, op, how in prog._exe.report}
+    assert hows["convolution"] == "library conv-direct" and "convert" in hows
+    with monkeypatch.context() as m:
+        m.setattr(widen_dots, "widens", lambda i: i.opcode == "dot_general")
+        narrow = xlapy.compile(text, backend="cpu", options=opts)
+    assert "convert" not in {op for _, op, _ in narrow._exe.report}
+    got, want = prog(x, w), narrow(x, w)
+    assert got.dtype == _TYPES[t]
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    ref = xlapy.compile(text, backend="interpreter")(x, w).astype(np.float32)
+    np.testing.assert_allclose(got.astype(np.float32), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_a_channels_first_narrow_convolution_is_left() -> None:
+    """Widened it would take conv.py's kernel, which sums in another order."""
+    text = """func.func @main(%x: tensor<2x8x12x12xf16>, %w: tensor<16x8x3x3xf16>)
+        -> tensor<2x16x12x12xf16> {
+      %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1],
+          window = {stride = [1, 1], pad = [[1, 1], [1, 1]]}
+          {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+          : (tensor<2x8x12x12xf16>, tensor<16x8x3x3xf16>) -> tensor<2x16x12x12xf16>
+      return %0 : tensor<2x16x12x12xf16>
+    }"""
+    mod = parse_module(text)
+    conv = next(i for i in mod.entry_computation().instructions if i.opcode == "convolution")
+    assert not widens(conv) and not WidenNarrowDots().run(mod)
