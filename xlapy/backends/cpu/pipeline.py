@@ -7,7 +7,7 @@ transpose(dot(A, B)) as dot(B, A) (`dot_transpose.py`) -> dots into 2-D product 
 (`dot_flatten.py`) -> lhs-dilated convolutions as their phases (`conv_polyphase.py`) ->
 small batched dots as reduces (`small_dots.py`) -> long column sums in two levels
 (`column_sums.py`) -> bf16/f16
-dots widened to f32 between converts (`widen_dots.py`) -> narrow rows summed in f32 shared
+dots and convolutions widened to f32 between converts (`widen_dots.py`) -> narrow rows summed in f32 shared
 (`widened_rows.py`) -> top_k sorts back to chlo.top_k (`topk_select.py`) -> cpu fusion.
 The last pass
 changes no instruction: it stores a `CpuFusionPlan` per computation the executable plans (the
@@ -94,7 +94,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     batched dots as reduces (small_dots.py), reductions over a short last dimension as
     element-wise folds (short_reduce.py), column reductions of a narrow last dimension
     through whole vectors (narrow_columns.py), long column sums in two levels
-    (column_sums.py), bf16/f16 dots widened to f32 (their
+    (column_sums.py), bf16/f16 dots and convolutions widened to f32 (their
     converts then fuse into the kernels around them), bf16 rows summed in f32 shared,
     sorts of an iota read as top_k made chlo.top_k again (topk_select.py), then the cpu
     fusion."""
