@@ -6,10 +6,9 @@ simplification -> splat constants to broadcasts -> CSE -> DCE (`passes.backend_p
 transpose(dot(A, B)) as dot(B, A) (`dot_transpose.py`) -> dots into 2-D product layout
 (`dot_flatten.py`) -> lhs-dilated convolutions as their phases (`conv_polyphase.py`) ->
 small batched dots as reduces (`small_dots.py`) -> long column sums in two levels
-(`column_sums.py`) -> bf16/f16
-dots and convolutions widened to f32 between converts (`widen_dots.py`) -> narrow rows summed in f32 shared
-(`widened_rows.py`) -> top_k sorts back to chlo.top_k (`topk_select.py`) -> cpu fusion.
-The last pass
+(`column_sums.py`) -> bf16/f16 dots and convolutions widened to f32 between converts
+(`widen_dots.py`) -> narrow rows summed in f32 shared (`widened_rows.py`) -> top_k sorts
+back to chlo.top_k (`topk_select.py`) -> cpu fusion. The last pass
 changes no instruction: it stores a `CpuFusionPlan` per computation the executable plans (the
 entry and the bodies control flow runs) in `module.meta["cpu_fusion"]`, and the executable
 builds its kernels from those plans instead of deciding again.
