@@ -15,6 +15,13 @@ rowoff[tap row] + kx * (window dilation * channels) + c (plus xv, the vector's l
 depthwise), weights from w + wb (the group's, the block's features) + ((tap row * kw
 + kx) * ci + c) * nest.wstride. The sums run over the tap rows, the window's last dimension and
 the input channels in that order (conv_kernel.py: the same order whichever input form).
+
+The window's size is read at run time, not written into the text: rowoff[-2] is kw and
+rowoff[-1] the window positions (tap rows * kw; conv_rows_text.py stores both). So nests
+that differ only in their window share one block text, which a compile builds once
+(conv_compile.py): the four phases of a stride-2 3x3 transposed convolution
+(conv_polyphase.py: windows 2x2, 2x1, 1x2, 1x1) compiled four hot modules that differed
+in two constants, ~12 ms of -O3 code generation each.
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ def block_text(name: str, t: ir.Type, nest: Nest, pp: int) -> str:
     vt = f"<{lanes} x {ts}>"
     is_float = t in (F32, F64)
     align = 8 if t == F64 else 4 if t == F32 else t.width // 8
-    kw, ci, ws = nest.ks[-1], nest.ci, nest.wstride
+    ci, ws = nest.ci, nest.wstride
     st_last = nest.strides[-1] * nest.cx
     dx_step = nest.rhs_dil[-1] * nest.cx
     accs = [(q, j) for q in range(pp) for j in range(v)]
@@ -59,6 +66,10 @@ def block_text(name: str, t: ir.Type, nest: Nest, pp: int) -> str:
     out = [f"define void @\"{name}\"({ts}* noalias %base, {ts}* noalias %w, i64 %xb0, "
            f"i64 %xv, i64 %wb, i64* %rowoff, {vt}* noalias %spill0, i64 %n)", "{",
            "entry:",
+           "  %kw.p = getelementptr i64, i64* %rowoff, i64 -2",
+           "  %kw = load i64, i64* %kw.p",
+           "  %nk.p = getelementptr i64, i64* %rowoff, i64 -1",
+           "  %nk = load i64, i64* %nk.p",
            "  %any = icmp sgt i64 %n, 0",
            "  br i1 %any, label %block, label %done",
            # one block of pp pixels: its sums start at zero
@@ -69,14 +80,14 @@ def block_text(name: str, t: ir.Type, nest: Nest, pp: int) -> str:
            f"  %b.s = mul i64 %b, {pp * v}",
            f"  %spill = getelementptr {vt}, {vt}* %spill0, i64 %b.s",
            "  br label %tap",
-           # window position k = tap row * kw + kx
+           # window position k = tap row tr * kw + kx
            "tap:",
-           "  %k = phi i64 [0, %block], [%k.next, %chan.end]"]
+           "  %k = phi i64 [0, %block], [%k.next, %chan.end]",
+           "  %tr = phi i64 [0, %block], [%tr.next, %chan.end]",
+           "  %kx = phi i64 [0, %block], [%kx.next, %chan.end]"]
     out += [f"  %a{q}_{j}.k = phi {vt} [{zero}, %block], [%a{q}_{j}.c, %chan.end]"
             for q, j in accs]
-    out += [f"  %tr = udiv i64 %k, {kw}",
-            f"  %kx = urem i64 %k, {kw}",
-            "  %ro.p = getelementptr i64, i64* %rowoff, i64 %tr",
+    out += ["  %ro.p = getelementptr i64, i64* %rowoff, i64 %tr",
             "  %ro = load i64, i64* %ro.p",
             "  %xt = add i64 %xb, %ro",
             f"  %kx.x = mul i64 %kx, {dx_step}",
@@ -132,7 +143,12 @@ def block_text(name: str, t: ir.Type, nest: Nest, pp: int) -> str:
             "  br i1 %c.more, label %chan, label %chan.end",
             "chan.end:",
             "  %k.next = add nsw i64 %k, 1",
-            f"  %k.more = icmp slt i64 %k.next, {nest.taps * kw}",
+            "  %kx.inc = add nsw i64 %kx, 1",
+            "  %kx.wrap = icmp eq i64 %kx.inc, %kw",
+            "  %kx.next = select i1 %kx.wrap, i64 0, i64 %kx.inc",
+            "  %tr.inc = add nsw i64 %tr, 1",
+            "  %tr.next = select i1 %kx.wrap, i64 %tr.inc, i64 %tr",
+            "  %k.more = icmp slt i64 %k.next, %nk",
             "  br i1 %k.more, label %tap, label %tap.end",
             # the block's sums into the spill
             "tap.end:"]

@@ -37,32 +37,42 @@ class Engines:
     calls it as it ends (`finishing`): the hot module then compiles beside the rest of the
     program's emission and compiles, not only beside its own cold module, which the CNN's
     13-pixel blocks outlast by ~1.4 ms. Runners call it first too, in case one runs
-    before its compile ends."""
+    before its compile ends. A nest whose hot text another nest of the compile is compiling
+    already (`like`: the phases of a transposed convolution) waits for that one's engine
+    and fills its own table from it."""
 
     def __init__(self, cold: Engine, hot: Engine | None = None,
                  job: Future[tuple[bytes, Any]] | None = None, key: str = "",
-                 exports: Sequence[str] = (), table: str = "") -> None:
+                 exports: Sequence[str] = (), table: str = "",
+                 like: Engines | None = None) -> None:
         self.engines = [cold] if hot is None else [hot, cold]
         self._job = job
+        #: The pending nest of this compile whose hot module (the same text) this one uses.
+        self._like = like
         self._key, self._exports, self._table = key, list(exports), table
         self._lock = threading.Lock()
         if hot is not None:
             self._fill(hot)
 
     def ready(self) -> None:
-        if self._job is None:
+        if self._job is None and self._like is None:
             return
         with self._lock:
-            job = self._job
-            if job is None:
-                return
-            with phase("llvm threads"):
-                compiled = job.result()
-            cache.put(self._key, compiled[0])
-            hot = Engine(compiled=compiled, light=True, exports=self._exports)
+            if self._like is not None:
+                self._like.ready()
+                hot = self._like.engines[0]
+                self._like = None
+            else:
+                job = self._job
+                if job is None:
+                    return
+                with phase("llvm threads"):
+                    compiled = job.result()
+                cache.put(self._key, compiled[0])
+                hot = Engine(compiled=compiled, light=True, exports=self._exports)
+                self._job = None
             self._fill(hot)
             self.engines.insert(0, hot)
-            self._job = None
 
     def _fill(self, hot: Engine) -> None:
         cold = self.engines[-1]
@@ -110,9 +120,15 @@ def _build(split: Split, name: str, threads: int) -> Engines:
         cache.put(key, compiled[0])
         hot = Engine(compiled=compiled, light=True, exports=exports)
         return Engines(cold(), hot, table=split.table, exports=exports)
+    pending = _PENDING.get()
+    like = next((e for e in pending or () if e._key == key), None)
+    if like is not None:  # compiling already: its hot engine serves this nest's table too
+        engines = Engines(cold(), like=like, key=key, exports=exports, table=split.table)
+        assert pending is not None
+        pending.append(engines)
+        return engines
     job = parallel_compile.submit(text, True, True, passes=False)
     engines = Engines(cold(), job=job, key=key, exports=exports, table=split.table)
-    pending = _PENDING.get()
     if pending is None:
         engines.ready()
     else:

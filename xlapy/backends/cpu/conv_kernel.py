@@ -223,7 +223,7 @@ class _Blocks:
         """The table slot of the nest's block (nest.p pixels), its function written as text
         on first use (a float one's intrinsic declared in `hot`)."""
         pp = nest.p
-        key = (str(t), nest.taps, nest.ks[-1], nest.ci, nest.apad, nest.lanes, nest.v, pp,
+        key = (str(t), nest.ci, nest.apad, nest.lanes, nest.v, pp,  # (the window: run time)
                nest.strides[-1] * nest.cx, nest.rhs_dil[-1] * nest.cx, nest.xvec)
         k = self._keys.get(key)
         if k is None:

@@ -16,14 +16,19 @@ so the used taps are summed in the same order as before where one loop nest comp
 conv.py, which sums channels first, rounding differently). A non-finite weight times a zero is
 NaN: each phase adds the sum of `0 * w` over the taps it skips (+0, or NaN exactly where the
 direct convolution had one), so infinities and NaNs in the kernel give what the interpreter
-gives. Kept as they are: window strides, rhs dilation, window reversal or batch groups (not
-what transposed convolutions lower to), complex types, more than MAX_PHASES phases.
+gives; one reduce computes those sums for every phase. The phases' nests share one register
+block (conv_block_text.py reads the window at run time), so their cold compile is one hot
+module and a small one per phase: JAX's stride-2 3x3 conv_transpose compiled 85-93 ms, now
+56-69 (Zen 4). Kept as they are: window strides, rhs dilation, window reversal or batch
+groups (not what transposed convolutions lower to), complex types, more than MAX_PHASES
+phases.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 from math import prod
 
 import numpy as np
@@ -72,10 +77,11 @@ def rewrite(module: Module, comp: Computation, c: Instruction) -> Instruction:
     for d, t in zip(dn.output_spatial_dimensions, T):
         out_dims[d] = t
     et = c.shape.element_type
-    wz = e.multiply(w, e.splat(0, w)) if et.is_float else None  # NaN where w is not finite
+    every = list(itertools.product(*(range(s) for s in ld)))
+    starts = [[(lo - q) % s for (lo, _), q, s in zip(pads, p, ld)] for p in every]
+    skipped = _skipped(module, e, w, dn, starts, ld, et, out_dims) if et.is_float else None
     phases: dict[tuple[int, ...], Instruction] = {}
-    for p in itertools.product(*(range(s) for s in ld)):
-        k0 = [(lo - q) % s for (lo, _), q, s in zip(pads, p, ld)]
+    for j, (p, k0) in enumerate(zip(every, starts)):
         m = [len(range(k, kk, s)) for k, kk, s in zip(k0, K, ld)]
         if all(m):
             start, limit, stride = [0] * w.shape.rank, list(w.shape.dimensions), \
@@ -91,32 +97,49 @@ def rewrite(module: Module, comp: Computation, c: Instruction) -> Instruction:
                 dataclasses.replace(a, padding=padding, lhs_dilation=()), (), c.name))
         else:  # no tap meets an input value
             out = e.splat(0, Shape.array(et, out_dims))
-        if wz is not None:
-            out = e.add(out, _skipped(module, e, wz, dn, k0, ld, et, out_dims))
+        if skipped is not None:
+            out = e.add(out, skipped(j))
         phases[p] = out
     return _interleave(e, phases, list(dn.output_spatial_dimensions), list(ld), O)
 
 
-def _skipped(module: Module, e: Emitter, wz: Instruction, dn: ConvDimensionNumbers, k0: list[int],
-             ld: tuple[int, ...], et: ElementType, out_dims: list[int]) -> Instruction:
-    """The sum of 0 * w over the taps a phase skips, per output feature, broadcast."""
+def _skipped(module: Module, e: Emitter, w: Instruction, dn: ConvDimensionNumbers,
+             starts: list[list[int]], ld: tuple[int, ...], et: ElementType,
+             out_dims: list[int]) -> Callable[[int], Instruction]:
+    """Phase j's sum of 0 * w over the taps it skips (starts[j]: its first taps), per output
+    feature, broadcast to the phase's output. One reduce computes every phase's sum
+    ([phases, output features]): a reduce per phase was two kernels to compile each,
+    ~3 ms of LLVM apiece."""
     ksp = dn.kernel_spatial_dimensions
-    K = [wz.shape.dimensions[d] for d in ksp]
-    used = np.ones(K, bool)
-    for j, (k, s) in enumerate(zip(k0, ld)):
-        keep = np.zeros(K[j], bool)
-        keep[k::s] = True
-        used &= keep.reshape([-1 if i == j else 1 for i in range(len(K))])
-    shape = wz.shape.dimensions
-    mask = e.bcast(e.const(~used, ElementType.PRED), shape, ksp)
-    picked = e.select(mask, wz, e.splat(0, wz))
+    shape = w.shape.dimensions
+    K = [shape[d] for d in ksp]
+    skips = np.ones([len(starts), *K], bool)
+    for j, k0 in enumerate(starts):
+        used = np.ones(K, bool)
+        for i, (k, s) in enumerate(zip(k0, ld)):
+            keep = np.zeros(K[i], bool)
+            keep[k::s] = True
+            used &= keep.reshape([-1 if d == i else 1 for d in range(len(K))])
+        skips[j] = ~used
+    wz = e.multiply(w, e.splat(0, w))  # NaN where w is not finite
+    wt = w.shape.element_type
+    every = (len(starts), *shape)
+    mask = e.bcast(e.const(skips, ElementType.PRED), every, [0, *(1 + d for d in ksp)])
+    picked = e.select(mask, e.bcast(wz, every, range(1, len(every))),
+                      e.splat(0, Shape.array(wt, every)))
     of = dn.kernel_output_feature_dimension
-    wt = wz.shape.element_type
-    total = e.reduce(picked, e.const(0, wt), [d for d in range(len(shape)) if d != of],
+    total = e.reduce(picked, e.const(0, wt), [1 + d for d in range(len(shape)) if d != of],
                      scalar_reducer(module, "add", wt, f"polyphase_add_{wt.hlo_name}"))
     if wt != et:
         total = e.convert(total, new_element_type=et)  # (+0 or NaN: exact in any float type)
-    return e.bcast(total, out_dims, [dn.output_feature_dimension])
+    feats = shape[of]
+
+    def phase(j: int) -> Instruction:
+        row = e.slice(total, start_indices=(j, 0), limit_indices=(j + 1, feats),
+                      strides=(1, 1))
+        return e.bcast(e.reshape(row, shape=(feats,)), out_dims, [dn.output_feature_dimension])
+
+    return phase
 
 
 def _interleave(e: Emitter, phases: dict[tuple[int, ...], Instruction], dims: list[int],

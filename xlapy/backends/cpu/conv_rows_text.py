@@ -90,7 +90,12 @@ def rows_text(name: str, t: ir.Type, nest: Nest, pool: Pool | None,
     nspill = seg * p * v
     spill = f.op(f"alloca [{nspill} x {vt}]", "spill")
     spill0 = f.op(f"getelementptr [{nspill} x {vt}], [{nspill} x {vt}]* {spill}, i64 0, i64 0")
-    rowoff = f.op(f"alloca i64, i64 {taps}", "rowoff")
+    # rowoff[t]: tap row t's input row; before it, the window the block reads (its kw and
+    # taps * kw: conv_block_text.py)
+    rowhead = f.op(f"alloca i64, i64 {taps + 2}", "rowhead")
+    f.store("i64", kw, rowhead)
+    f.store("i64", taps * kw, f.gep("i64", rowhead, 1))
+    rowoff = f.gep("i64", rowhead, 2)
     if nest.rows:
         tags = f.cast("%scratch", "i8*", "i64*")
         base = f.cast(f.gep("i8", "%scratch", nest.tag_bytes()), "i8*", tp)

@@ -105,7 +105,8 @@ def test_phases_give_the_interpreters_values(name: str) -> None:
     np.testing.assert_allclose(got, want, **_tol(et))
 
 
-@pytest.mark.parametrize("name", ["jax_same_s2", "s3_k4", "k1_s2", "three_d", "bf16"])
+@pytest.mark.parametrize("name", ["jax_same_s2", "full_s2", "s3_k4", "mixed_s2_s3", "k1_s2",
+                                  "negative_pad", "three_d", "nchw", "groups", "f64", "bf16"])
 def test_non_finite_weights_give_nans_where_the_interpreter_does(name: str) -> None:
     case = CASES[name]
     text, xs, ws = _conv(**case)  # type: ignore[arg-type]
@@ -127,3 +128,43 @@ def test_other_convolutions_stay(extra: dict[str, object]) -> None:
     case = {**CASES["jax_same_s2"], **extra}
     text, _, _ = _conv(**case)  # type: ignore[arg-type]
     assert not PolyphaseConvolution().run(parse_module(text))
+
+
+def test_every_phase_sums_its_skipped_taps_in_one_reduce() -> None:
+    """One reduce holds the skipped taps' 0 * w of all four phases (one per phase compiled
+    two kernels each, ~3 ms of LLVM apiece); values as the interpreter's."""
+    case = CASES["jax_same_s2"]
+    text, xs, ws = _conv(**case)  # type: ignore[arg-type]
+    module = parse_module(text)
+    assert PolyphaseConvolution().run(module)
+    ops = [i.opcode for i in module.entry_computation().instructions]
+    assert ops.count("convolution") == 4 and ops.count("reduce") == 1
+
+
+def test_the_phases_compile_one_register_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The phases' nests differ only in their windows (2x2, 2x1, 1x2, 1x1), which the
+    register block reads at run time: one hot module is compiled for the four (it was four
+    texts, ~12 ms of -O3 code generation each), and the values are the interpreter's."""
+    from xlapy.backends.cpu import cache, parallel_compile
+
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    cache.clear_memory()
+    hot: list[str] = []
+    for name in ("submit", "codegen"):
+        real = getattr(parallel_compile, name)
+
+        def spy(text: str, *a: object, real: object = real, **k: object) -> object:
+            if "conv_general.hot" in text:
+                hot.append(text)
+            return real(text, *a, **k)  # type: ignore[operator]
+
+        monkeypatch.setattr(parallel_compile, name, spy)
+    text, xs, ws = _conv(n=2, sp=[9, 8], c=16, k=[3, 3], o=16, ld=[2, 2],
+                         pad=[(2, 1), (2, 1)])
+    cpu = xlapy.compile(text, backend="cpu")
+    assert str(cpu._exe.explain()).count("conv-direct") == 4
+    assert len(hot) == 1
+    rng = np.random.default_rng(9)
+    x, w = _data(xs, "f32", rng), _data(ws, "f32", rng)
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(x, w))
+    np.testing.assert_allclose(np.asarray(cpu(x, w)), want, rtol=1e-5, atol=1e-5)
