@@ -1,7 +1,8 @@
 """HloCSE: one instruction for each (opcode, operands, attrs, callees, shape) computed twice.
 
 Constants match on their exact bytes (so +0 and -0, or two NaN payloads, stay apart);
-side-effecting ops (rng, custom calls, feeds) are never merged.
+side-effecting ops (rng, feeds, custom calls marked `has_side_effect`) are never merged; a
+pure custom call is, as XLA's HloCSE does (`pass_base.pure_custom_call`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from xlapy.ir import Computation, Instruction
-from xlapy.passes.pass_base import ComputationPass, op_has_side_effects
+from xlapy.passes.pass_base import ComputationPass, op_has_side_effects, pure_custom_call
 from xlapy.types import Shape
 
 
@@ -24,7 +25,7 @@ def cse_key(instr: Instruction, callees: dict[int, Any] | None = None) -> Any:
 
 def _key(instr: Instruction, operands: tuple[int, ...], memo: dict[int, Any]) -> Any:
     """cse_key with the operands named by `operands` (ids, or positions in a computation)."""
-    if instr.opcode == "parameter" or op_has_side_effects(instr):
+    if instr.opcode == "parameter" or op_has_side_effects(instr) and not pure_custom_call(instr):
         return None
     if instr.opcode == "constant":
         lit = instr.attrs.literal
