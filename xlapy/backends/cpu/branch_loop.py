@@ -53,6 +53,10 @@ MAX_BYTES = 1 << 20
 #: Thunks (not counting aliasing and buffers) from which the trip pays: a native loop call
 #: costs about as much Python as three or four kernel thunks.
 MIN_THUNKS = 4
+#: What a case/if thunk counts as towards MIN_THUNKS: it runs a branch executable, whose
+#: own thunks follow it. A lax.cond over 256 floats (a convert, then a case of two kernels
+#: a branch: two thunks) was left to its thunks: 23.5 us a call, as a trip 10.5 (XLA 22).
+BRANCH_THUNKS = 3
 #: How the report names what the branch ran as (after the case's own entry).
 LABEL = "branch as one native loop trip"
 #: What the report says of the thunks of an entry whose work is kernels and GEMMs
@@ -73,7 +77,8 @@ def worth(branch: CpuExecutable) -> bool:
     nbytes = sum(s.num_elements * s.dtype.itemsize for ss in shapes for s in ss or ())
     working = [(op, how) for _, op, how in branch.report if how not in ("aliasing", "buffer")]
     # (a case / if inside runs as branch_chain.chain's loops in the trip)
-    return nbytes <= MAX_BYTES and len(working) >= MIN_THUNKS and not any(
+    weight = sum(BRANCH_THUNKS if op in ("case", "if") else 1 for op, _ in working)
+    return nbytes <= MAX_BYTES and weight >= MIN_THUNKS and not any(
         how == "interpreter fallback"
         or (how.startswith("control flow") and op not in ("case", "if"))
         for op, how in working)

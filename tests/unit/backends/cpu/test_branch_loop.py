@@ -17,6 +17,11 @@ jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
 
+#: Compile options of the tests of branch trips: the entry's own trip off (an entry of a
+#: kernel and a case weighs 1 + BRANCH_THUNKS, so it would run as one trip itself).
+BRANCHES_ONLY = {"entry_trip": False}
+
+
 def _text(fn: Any, *args: Any) -> str:
     return jax.jit(fn).lower(*args).as_text()
 
@@ -70,7 +75,7 @@ def test_a_heavy_branch_runs_as_a_trip_with_the_branch_bits(
         monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = _args(0)
     text = _text(_solve_branch, a, b, np.int32(1))
-    prog = xlapy.compile(text, backend="cpu")
+    prog = xlapy.compile(text, backend="cpu", options=BRANCHES_ONLY)
     assert f"1 {branch_loop.LABEL}" in _hows(prog)  # the light branch keeps its executable
     once = [s for _, s in prog._exe.subexecs if s.comp.name.endswith(".once")]
     assert len(once) == 1 and once[0].native_loops
@@ -111,7 +116,7 @@ def test_switch_branches_with_passed_through_operands_and_several_results(
     rng = np.random.default_rng(3)
     x, y = (rng.standard_normal((6, 6)).astype(np.float32) for _ in range(2))
     text = _text(f, x, y, np.int32(0))
-    prog = xlapy.compile(text, backend="cpu")
+    prog = xlapy.compile(text, backend="cpu", options=BRANCHES_ONLY)
     assert f"2 {branch_loop.LABEL}s" in _hows(prog)
     ref = _no_trips(monkeypatch, text)
     for k in (0, 1, 2, 5, -1):  # (out of range: the last branch, as XLA's case)
@@ -122,7 +127,7 @@ def test_f64_branch_and_threads_at_once(monkeypatch: pytest.MonkeyPatch) -> None
     with jax.enable_x64(True):
         a, b = (v.astype(np.float64) for v in _args(1))
         text = _text(_solve_branch, a, b, np.int32(1))
-    prog = xlapy.compile(text, backend="cpu")
+    prog = xlapy.compile(text, backend="cpu", options=BRANCHES_ONLY)
     assert branch_loop.LABEL in _hows(prog)
     ref = _no_trips(monkeypatch, text)
 
@@ -151,7 +156,7 @@ def test_a_branch_holding_a_cond_is_a_trip_big_ones_keep_their_executables(
 
     x = np.eye(4, dtype=np.float32) * 0.5
     text = _text(nested, x, np.int32(1))
-    prog = xlapy.compile(text, backend="cpu")
+    prog = xlapy.compile(text, backend="cpu", options=BRANCHES_ONLY)
     assert f"1 {branch_loop.LABEL})" in _hows(prog)
     ref = _no_trips(monkeypatch, text)
     for v in (x, -x - 1, x * 0):
@@ -170,7 +175,7 @@ def test_a_runtime_custom_call_target_runs_through_the_branch_executable() -> No
 
     a, b = _args(2)
     text = _text(_solve_branch, a, b, np.int32(1))
-    prog = xlapy.compile(text, backend="cpu")
+    prog = xlapy.compile(text, backend="cpu", options=BRANCHES_ONLY)
     assert branch_loop.LABEL in _hows(prog)
     target = next(t for _, s in prog._exe.subexecs if isinstance(s, branch_loop.Trip)
                   for t in s.targets if "getrf" in t)
@@ -249,7 +254,7 @@ def test_a_trip_is_no_loop_for_the_iteration_limit(monkeypatch: pytest.MonkeyPat
 
     a, b = _args(4)
     text = _text(f, a, b, np.int32(1))
-    prog = xlapy.compile(text, backend="cpu")
+    prog = xlapy.compile(text, backend="cpu", options=BRANCHES_ONLY)
     assert branch_loop.LABEL in _hows(prog) and "while" not in text
     want = prog(a, b, np.int32(1))
     monkeypatch.setenv("XLAPY_MAX_WHILE_ITERATIONS", "0")
@@ -427,3 +432,26 @@ def test_expm_of_a_64_by_64_matrix() -> None:
     a = (np.random.default_rng(4).standard_normal((64, 64)) * 0.1).astype(np.float32)
     prog = xlapy.compile(_text(jax.scipy.linalg.expm, a), backend="cpu")
     np.testing.assert_allclose(prog(a), jax.scipy.linalg.expm(a), rtol=2e-5, atol=2e-5)
+
+
+def _cond_tuple(p: Any, x: Any) -> Any:
+    """A convert, then a case whose branches are two kernels each (lax.cond's shape)."""
+    return jax.lax.cond(p[0] > 0, lambda x: (x * 2, jnp.sum(x)),
+                        lambda x: (x - 1, jnp.max(x)), x)
+
+
+def test_an_entry_of_a_convert_and_a_cond_runs_as_a_trip() -> None:
+    """A case/if thunk weighs BRANCH_THUNKS (its branch executable's thunks follow it): the
+    entry of two thunks, a convert and a case of two kernels a branch, is a trip (23.5 ->
+    10.5 us a call; XLA 22), with its thunks' bits on either branch."""
+    x = np.random.default_rng(3).standard_normal(256).astype(np.float32)
+    text = _text(_cond_tuple, np.ones(1, np.float32), x)
+    prog = xlapy.compile(text, backend="cpu")
+    assert isinstance(prog._exe.trip, branch_loop.Trip) and ENTRY in prog._exe.explain()
+    ref = xlapy.compile(text, backend="cpu", options={"entry_trip": False})
+    for p in (1.0, -1.0):
+        got = prog(np.array([p], np.float32), x)
+        for g, r, j in zip(got, ref(np.array([p], np.float32), x),
+                           jax.jit(_cond_tuple)(np.array([p], np.float32), x)):
+            _same(g, r)
+            np.testing.assert_allclose(np.asarray(g), np.asarray(j), rtol=1e-6)
