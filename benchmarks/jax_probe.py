@@ -369,6 +369,9 @@ def programs(small: bool = False) -> dict[str, Program]:
                                                          f32(64, 128, 4)]),  # 3.4x
         "slice_acc_loop": (lambda x: lax.fori_loop(0, 100, lambda i, c: c + lax.dynamic_slice(
             x, (i * 7, 0), (64, 256)), jnp.zeros((64, 256))), [f32(1024, 256)]),  # 1.22x
+        "ring_loop": (lambda c: lax.fori_loop(0, 2000 // s, lambda i, c: lax.dynamic_update_slice(
+            c, lax.dynamic_slice(c, (i, 0), (1, 256 // s)) * 0.5 + 1.0, ((i + 1) % (2000 // s), 0)),
+            c), [f32(2000, 256)]),  # the update read its own state: every step a copy, 68x
     }
 
 

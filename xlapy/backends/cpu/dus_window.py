@@ -8,8 +8,12 @@ with the window changed, so every step cost a pass over ys and a scan of n steps
 updates such a buffer in place; so does the native loop (native_loop.py) here, for a body
 result k that is `dynamic_update_slice(state k, update, starts...)` when
 
-* state k's only reader in the body is that op, as its operand (each get_tuple_element of
-  element k, or the parameter), so nothing reads the old value (the update cannot);
+* state k's readers in the body are that op, as its operand (each get_tuple_element of
+  element k, or the parameter), and what computes its update and starts (`reading`), so
+  nothing reads the old value after the window is written. A window whose update reads the
+  state (`c.at[(i + 1) % n].set(f(c[i]))`, a ring buffer, a time-stepping loop) computes
+  the whole update into a stack buffer first (at most BUFFER_BYTES), then writes it, on one
+  thread: each step had copied all of c, a 2000 x 256 f32 loop 52 ms (XLA 0.76);
 * the op is the root of a kernel of its own and only the body's root tuple reads it. Such an
   op is no member of a row-parallel region (`candidate`, asked when the body plans them):
   the LSTM's gradient saves 12 residuals a step, which formed one region, so every step
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import kernels
@@ -44,16 +49,22 @@ if TYPE_CHECKING:
     from xlapy.ir import Computation, Instruction
 
 
+#: The largest update a window that reads its own state buffers on the stack.
+BUFFER_BYTES = 64 << 10
+
+
 class WindowEmitter(kernels.KernelEmitter):
     """The kernel of `root` (a dynamic_update_slice) that writes only the update's window
     into `out_slot`, a buffer already holding the operand's value: loops over the update's
     dimensions, the first over [begin, end); scalar code (LLVM's vectorizer)."""
 
     def __init__(self, mod: Any, name: str, root: Instruction, leaves: dict[int, int],
-                 out_slot: int) -> None:
+                 out_slot: int, buffered: bool = False) -> None:
         super().__init__(mod, name, root, leaves, out_slot)
         self.width = 0
         self.segmented = False
+        #: The update reads the state: all of it is computed before any element is written.
+        self.buffered = buffered
 
     def _elementwise(self, begin: Any, end: Any) -> tuple[int, bool]:
         root = self.root
@@ -65,18 +76,39 @@ class WindowEmitter(kernels.KernelEmitter):
         at = [self._start(s, n - u) for s, n, u in zip(starts, dims, udims)]
         strides = row_strides(dims)
 
+        def window(idx: list[Any]) -> ir.Value:
+            terms = [(b.add(s, i, flags=["nsw"]), st) for s, i, st in zip(at, idx, strides)]
+            return b.gep(out, [self.offset_sum(terms, i64(0))], inbounds=True)
+
         def body(idx: list[Any]) -> None:
             self.memo.clear()
-            v = ew.to_storage(b, self.gen(update, idx), et)
-            terms = [(b.add(s, i, flags=["nsw"]), st) for s, i, st in zip(at, idx, strides)]
-            b.store(v, b.gep(out, [self.offset_sum(terms, i64(0))], inbounds=True))
+            b.store(ew.to_storage(b, self.gen(update, idx), et), window(idx))
 
-        self._nest(udims, begin, end, body)
-        return udims[0], True
+        if not self.buffered:
+            self._nest(udims, begin, end, body)
+            return udims[0], True
+        ustrides = row_strides(udims)
+        with b.goto_entry_block():
+            buf = b.alloca(ew.storage_type(et), i64(int(np.prod(udims))), name="update")
+
+        def held(idx: list[Any]) -> ir.Value:
+            return b.gep(buf, [self.offset_sum(list(zip(idx, ustrides)), i64(0))],
+                         inbounds=True)
+
+        def compute(idx: list[Any]) -> None:
+            self.memo.clear()
+            b.store(ew.to_storage(b, self.gen(update, idx), et), held(idx))
+
+        self._nest(udims, i64(0), i64(udims[0]), compute)
+        self._nest(udims, i64(0), i64(udims[0]), lambda idx: b.store(b.load(held(idx)),
+                                                                      window(idx)))
+        return 1, True
 
     def build(self) -> kernels.Kernel:
         spec = super().build()
         spec.cost = int(np.prod(self.root.operands[1].shape.dimensions)) * max(self.ops, 1)
+        if self.buffered:  # (a share's writes would race another share's reads)
+            spec.splittable, spec.outer = False, 1
         return spec
 
 
@@ -106,8 +138,46 @@ def candidate(d: Instruction, comp: Computation) -> bool:
         return False
     op = d.operands[0]
     state = state_instrs(params, k, len(params) == 1 and params[0].shape.is_tuple)
-    return op in state and d.operands.count(op) == 1 and \
-        all(u is d for s in state for u in s.users)
+    return op in state and d.operands.count(op) == 1 and reading(d, state) is not None
+
+
+def reading(d: Instruction, state: list[Instruction]) -> bool | None:
+    """Whether dynamic_update_slice `d`'s update or starts read the state element `state`
+    (its instructions; `d`'s operand among them), or None when anything else may read it
+    after the window is written: every other reader of the state, and everything computed
+    from it, must feed `d`'s update or starts and nothing else (a reader fused into another
+    kernel too, or an alias of the buffer passed on, would see the new value)."""
+    feeding: set[int] = set()
+    stack = list(d.operands[1:])
+    while stack:
+        i = stack.pop()
+        if id(i) not in feeding:
+            feeding.add(id(i))
+            stack.extend(i.operands)
+    reads = False
+    for s in state:
+        for u in s.users:
+            if u is d and s is d.operands[0] and d.operands.count(s) == 1:
+                continue
+            if u is not d and not _only_into(u, d, feeding):
+                return None
+            reads = True
+    return reads
+
+
+def _only_into(u: Instruction, d: Instruction, feeding: set[int]) -> bool:
+    """Whether `u` and everything computed from it feed `d`'s update or starts alone."""
+    seen: set[int] = set()
+    stack = [u]
+    while stack:
+        i = stack.pop()
+        if id(i) in seen:
+            continue
+        seen.add(id(i))
+        if id(i) not in feeding:
+            return False
+        stack.extend(x for x in i.users if x is not d)
+    return True
 
 
 def state_instrs(params: list[Instruction], k: int, tupled: bool) -> list[Instruction]:
@@ -162,8 +232,14 @@ def early(body: CpuExecutable, specs: list[kernels.Kernel], mod: Any) -> dict[in
                 id(d) in body.row_reduces or any(n == 0 for n in d.operands[1].shape.dimensions):
             continue
         leaves = body._leaves(d, body.fusion.fusible)
-        leaves.pop(id(d.operands[0]), None)  # the window never reads the old value
-        out[j] = WindowEmitter(mod, f"w{j}", d, leaves, body.slot[id(d.operands[0])]).build()
+        reads = reading(d, state_instrs(comp.parameters, results.index(d), len(
+            comp.parameters) == 1 and comp.parameters[0].shape.is_tuple))
+        if reads and d.operands[1].shape.num_elements * d.shape.dtype.itemsize > BUFFER_BYTES:
+            continue
+        if not reads:
+            leaves.pop(id(d.operands[0]), None)  # the window never reads the old value
+        out[j] = WindowEmitter(mod, f"w{j}", d, leaves, body.slot[id(d.operands[0])],
+                               buffered=bool(reads)).build()
     return out
 
 
@@ -178,4 +254,5 @@ def plan(body: CpuExecutable, results: list[Instruction]) -> Windows | None:
                    frozenset(k for k, d in enumerate(results) if id(d) in written))
 
 
-__all__ = ["WindowEmitter", "Windows", "candidate", "early", "moves", "plan", "state_index"]
+__all__ = ["WindowEmitter", "Windows", "candidate", "early", "moves", "plan", "reading",
+           "state_index"]
