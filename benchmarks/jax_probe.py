@@ -372,6 +372,10 @@ def programs(small: bool = False) -> dict[str, Program]:
         "ring_loop": (lambda c: lax.fori_loop(0, 2000 // s, lambda i, c: lax.dynamic_update_slice(
             c, lax.dynamic_slice(c, (i, 0), (1, 256 // s)) * 0.5 + 1.0, ((i + 1) % (2000 // s), 0)),
             c), [f32(2000, 256)]),  # the update read its own state: every step a copy, 68x
+        "at_set_loop": (lambda c: lax.fori_loop(1, 2000 // s, lambda i, c: c.at[i].set(
+            c[i - 1] * 0.5 + 1.0), c), [f32(2000, 256)]),  # a scatter copying all of c: 83x
+        "kv_cache_loop": (lambda k, v: lax.fori_loop(0, 256 // s, lambda i, k: k.at[:, i].set(
+            v[:, i] * 2.0), k), [f32(64, 256), f32(64, 256)]),  # 7x
     }
 
 

@@ -42,6 +42,7 @@ from xlapy.passes.optimization_barrier_expander import OptimizationBarrierExpand
 from xlapy.passes.pass_base import FixedPointGroup, Pass, Pipeline
 from xlapy.passes.rng_bit_generator_expander import RngBitGeneratorExpander
 from xlapy.passes.scan_lowering import ScanLowering
+from xlapy.passes.scatter_window import LoopScatterWindows
 from xlapy.passes.scheduling import MemorySchedule
 from xlapy.passes.splat_constants import SplatToBroadcast
 from xlapy.passes.static_shapes import StaticShapes
@@ -111,7 +112,7 @@ def backend_pipeline(verify: bool = False,
     return Pipeline("backend", [ChloLowering(native=native_chlo), *native_form_passes(),
                                 CallInliner(), OptimizationBarrierExpander(),
                                 NestedLoopUnroller(), ConditionalToSelect(),
-                                RngBitGeneratorExpander.for_cpu(),
+                                LoopScatterWindows(), RngBitGeneratorExpander.for_cpu(),
                                 simplification_group(exact_only=True),
                                 SplatToBroadcast(), CommonSubexpressionElimination(),
                                 DeadCodeElimination()], verify, print_after_all)
@@ -124,6 +125,7 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "cond-to-select": ConditionalToSelect,
     "cond-simplifier": ConditionalSimplifier,
     "unroll-nested-loops": NestedLoopUnroller,
+    "loop-scatter-windows": LoopScatterWindows,
     "chlo-lowering": ChloLowering,
     "cse": CommonSubexpressionElimination,
     "constant-folding": ConstantFolding,
