@@ -17,6 +17,7 @@ from xlapy.backends.cpu import (
     kernel_flat,
     kernels,
     op_emit,
+    scatter_emit,
 )
 from xlapy.backends.cpu.fusion_plan import row_walk
 
@@ -106,6 +107,9 @@ class MemoryPlanning:
         out: dict[int, list[int]] = {}
         for spec in self.kernel_specs:
             root = spec.root
+            if scatter_emit.in_place(spec, root):  # (updates applied to operand 0's copy)
+                out[spec.output] = [self.slot[id(root.operands[0])]]
+                continue
             if isinstance(spec, op_emit.TupleKernel) or id(root) not in fusible \
                     or spec.partial or spec.extra:
                 continue

@@ -125,6 +125,18 @@ def splat_reader(user: Instruction, value: Instruction) -> bool:
     return bool(at) and all(k < m and splat(user, k) is not None for k in at)
 
 
+def in_place(spec: Any, root: Instruction) -> bool:
+    """Whether kernel `spec` is a native scatter (one result) that may write its result over
+    its operand: it reads the operand only to copy it, element for element, before any
+    update applies (the copy is skipped then); not when the operand is also its indices or
+    updates, or a splat it fills from. A loop's `c.at[idx].add(v)` copied all of c every
+    step (loop_inplace.py binds the result to the state buffer): 4096 x 64, 100 steps of
+    128 rows, 3.4 ms (XLA, in place, 1.1)."""
+    return root.opcode == "scatter" and spec.root is root and len(root.operands) == 3 and \
+        emitter(root) is not None and splat(root, 0) is None and \
+        root.operands[0] not in root.operands[1:]
+
+
 def emitter(instr: Instruction) -> type[OpEmitter] | None:
     if instr.opcode != "scatter" or len(instr.operands) < 3 or len(instr.operands) % 2 != 1:
         return None
@@ -206,7 +218,15 @@ class ScatterEmitter(OpEmitter):
         hi_e = b.mul(end, i64(inner), flags=["nsw"]) if split else i64(n)
         fills = [b.load(src) if splat(instr, k) is not None else None
                  for k, src in enumerate(xs)]  # (loaded before the loop: stored bits)
-        with for_range(b, lo_e, hi_e, name="copy") as e:  # stored bits, unchanged
+        # a result written over its operand (memory_plan._in_place_operands: a loop's state
+        # element, a dying temporary) is that operand already: no copy
+        apart = [fill is not None or b.icmp_unsigned("!=", b.ptrtoint(src, I64),
+                                                      b.ptrtoint(dst, I64))
+                 for src, dst, fill in zip(xs, outs, fills)]
+        copy = ir.Constant(I1, 1) if any(a is True for a in apart) else apart[0]
+        for a in apart[1:]:
+            copy = copy if a is True else b.or_(copy, a)
+        with b.if_then(copy), for_range(b, lo_e, hi_e, name="copy") as e:  # stored bits
             for src, dst, fill in zip(xs, outs, fills):
                 v = fill if fill is not None else b.load(b.gep(src, [e], inbounds=True))
                 b.store(v, b.gep(dst, [e], inbounds=True))
