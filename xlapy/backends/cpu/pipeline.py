@@ -95,9 +95,11 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     through whole vectors (narrow_columns.py), long column sums in two levels
     (column_sums.py), bf16/f16 dots and convolutions widened to f32 (their
     converts then fuse into the kernels around them), bf16 rows summed in f32 shared,
-    sorts of an iota read as top_k made chlo.top_k again (topk_select.py), then the cpu
+    sorts of an iota read as top_k made chlo.top_k again (topk_select.py), while conditions
+    that return a state element as it is made a compare (cond_root.py), then the cpu
     fusion."""
     from xlapy.backends.cpu.column_sums import SplitColumnSums
+    from xlapy.backends.cpu.cond_root import CondRootKernel
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution
     from xlapy.backends.cpu.dot_flatten import FlattenDots
     from xlapy.backends.cpu.dot_transpose import FoldDotTranspose
@@ -116,5 +118,6 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                             FlattenDots(), PolyphaseConvolution(), SmallDotsAsReduces(),
                             ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
                             WidenNarrowDots(target_),
-                            ShareWidenedRows(), SelectTopK(), CpuFusion(options)],
+                            ShareWidenedRows(), SelectTopK(), CondRootKernel(),
+                            CpuFusion(options)],
                     verify, print_after_all)
