@@ -102,13 +102,11 @@ class WindowEmitter(kernels.KernelEmitter):
         self._nest(udims, i64(0), i64(udims[0]), compute)
         self._nest(udims, i64(0), i64(udims[0]), lambda idx: b.store(b.load(held(idx)),
                                                                       window(idx)))
-        return 1, True
+        return 1, False  # (one call, one thread: a share's writes would race another's reads)
 
     def build(self) -> kernels.Kernel:
         spec = super().build()
         spec.cost = int(np.prod(self.root.operands[1].shape.dimensions)) * max(self.ops, 1)
-        if self.buffered:  # (a share's writes would race another share's reads)
-            spec.splittable, spec.outer = False, 1
         return spec
 
 

@@ -31,6 +31,7 @@ arena bytes of a value whose live range ends here, disjoint from the live update
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -220,12 +221,11 @@ class ScatterEmitter(OpEmitter):
                  for k, src in enumerate(xs)]  # (loaded before the loop: stored bits)
         # a result written over its operand (memory_plan._in_place_operands: a loop's state
         # element, a dying temporary) is that operand already: no copy
-        apart = [fill is not None or b.icmp_unsigned("!=", b.ptrtoint(src, I64),
-                                                      b.ptrtoint(dst, I64))
-                 for src, dst, fill in zip(xs, outs, fills)]
-        copy = ir.Constant(I1, 1) if any(a is True for a in apart) else apart[0]
-        for a in apart[1:]:
-            copy = copy if a is True else b.or_(copy, a)
+        copy: ir.Value = ir.Constant(I1, 1)
+        if all(fill is None for fill in fills):  # (a splat fills its result: always)
+            apart = [b.icmp_unsigned("!=", b.ptrtoint(src, I64), b.ptrtoint(dst, I64))
+                     for src, dst in zip(xs, outs)]
+            copy = functools.reduce(b.or_, apart)
         with b.if_then(copy), for_range(b, lo_e, hi_e, name="copy") as e:  # stored bits
             for src, dst, fill in zip(xs, outs, fills):
                 v = fill if fill is not None else b.load(b.gep(src, [e], inbounds=True))
