@@ -25,7 +25,13 @@ class CpuBackend:
     def compile(self, module: Module, options: Mapping[str, Any] | None = None) -> Any:
         """The cpu pipeline (pipeline.py), then an executable built from its fusion plans;
         `options` become one CpuOptions (options.py) that every stage reads."""
-        from xlapy.backends.cpu import branch_loop, conv_compile, once, parallel_compile
+        from xlapy.backends.cpu import (
+            branch_loop,
+            conv_compile,
+            loop_fused,
+            once,
+            parallel_compile,
+        )
         from xlapy.backends.cpu.executable import CpuExecutable
         from xlapy.backends.cpu.options import CpuOptions
         from xlapy.backends.cpu.pipeline import cpu_pipeline
@@ -39,7 +45,7 @@ class CpuBackend:
             with phase("passes"):
                 cpu_pipeline(opts).run(module)
             with phase("emit"), once.collecting() as ahead, conv_compile.finishing(), \
-                    branch_loop.sharing():
+                    loop_fused.finishing(), branch_loop.sharing():
                 entry = module.entry_computation()
                 with branch_loop.defer_thunks(entry, opts):
                     exe = CpuExecutable(entry, module, opts)

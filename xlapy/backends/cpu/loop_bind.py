@@ -46,6 +46,7 @@ class Binder:
         recs += [(("p", k), ("c", tmp), nbytes[k]) for k, _, tmp in p.moved]
         recs = [r for r in recs if r[2]]
         self.copies = np.frombuffer(p.copies, np.int64)
+        self.statep = np.frombuffer(p.statep, np.int64)[:len(nbytes)]
         at: dict[str, tuple[list[int], list[int]]] = {"p": ([], []), "b": ([], [])}
         for n, (dst, src, size) in enumerate(recs):
             for w, (kind, x) in enumerate((dst, src)):
@@ -63,6 +64,7 @@ class Binder:
         """Point the tables at `bufs` (the swapped elements' second buffers: `others`);
         returns the buffers' addresses."""
         ptrs = np.array([ptr(b) for b in bufs], np.int64)
+        self.statep[:] = ptrs
         for tab, (slots, ks) in zip(self.tabs, self.state):
             tab[slots] = ptrs[ks]
         if self.swap_k:

@@ -11,6 +11,8 @@ kernel) walks a descriptor the executable prepares once per call:
     d[7] n_swap   d[8] -> [(result entry, -> [cell, state entries...], 1 + n_entries)] * n_swap
     d[9] max iterations of this call   d[10] set to 1 when the condition was false
     d[11] set to 1 by a nested loop that ran out of its budget (nested_loop.py)
+    d[12] the loop's own function (loop_fused.py), run instead of the driver; else 0
+    d[13], d[14] the cond's and body's tables   d[15] -> [state buffer] per element
 
     set MXCSR FTZ once (kernels then skip their own ldmxcsr); iterations = 0
     loop: run the cond kernels; if *pred == 0: d[10] = 1, restore MXCSR, return iterations
@@ -57,6 +59,7 @@ from xlapy.backends.cpu import (
     dus_window,
     guarded_dots,
     loop_bind,
+    loop_fused,
     loop_gemv,
     loop_inplace,
     loop_library,
@@ -165,6 +168,8 @@ class NativeWhile:
         self.owned: frozenset[int] = frozenset()
         self._lock = threading.Lock()
         self._prep: _Prepared | None = None
+        #: The loop as one function (loop_fused.fuse), or None: the driver runs it.
+        self.fused: loop_fused.Fused | None = None
 
     @property
     def label(self) -> str:
@@ -175,9 +180,13 @@ class NativeWhile:
                                 if n else "")
 
     def _label(self) -> str:
+        fused = "fused into one function" if self.fused is not None else ""
         if self.windows is not None:
             n = len(self.windows.elements)
-            return f" ({n} state element{'s' if n > 1 else ''} updated in place)"
+            return f" ({fused + ', ' if fused else ''}{n} state element" \
+                f"{'s' if n > 1 else ''} updated in place)"
+        if fused:
+            return f" ({fused})"
         inner = sum(isinstance(s, nested_loop.Nested) for exe in (self.cond, self.body)
                     for s in steps(exe))
         if inner:
@@ -195,7 +204,8 @@ class NativeWhile:
         only, and no step splits."""
         p = _Prepared()
         p.rows = rows
-        p.desc = (ctypes.c_int64 * 12)()
+        p.statep = (ctypes.c_int64 * max(len(self.results), 1))()
+        p.desc = (ctypes.c_int64 * 16)()
         swapped_res = {r for _, r in self.swapped} | self.in_place
         for exe in (self.cond, self.body):
             table = (ctypes.c_void_p * max(exe.num_slots, 1))()
@@ -258,7 +268,10 @@ class NativeWhile:
         p.desc[:] = [self.cond_steps, ctypes.addressof(p.entries[0]),
                      p.tables[0][self.pred_slot], self.body_steps,
                      ctypes.addressof(p.entries[1]), 0, ctypes.addressof(p.copies), nswap,
-                     ctypes.addressof(sw), 0, 1, 0]
+                     ctypes.addressof(sw), 0, 1, 0,
+                     self.fused.address if self.fused is not None else 0,
+                     ctypes.addressof(p.tables[0]), ctypes.addressof(p.tables[1]),
+                     ctypes.addressof(p.statep)]
         return p
 
     def _entry(self, p: _Prepared, exe: CpuExecutable,
@@ -410,7 +423,8 @@ class NativeWhile:
         inner loop ran past its budget: the rest runs through Python (_python)."""
         desc = p.desc
         if step is None:
-            fn, address = driver()[1], ctypes.addressof(desc)
+            fn = driver()[1] if self.fused is None else self.fused.call
+            address = ctypes.addressof(desc)
 
             def step(n: int) -> int:
                 desc[9] = n
@@ -469,6 +483,8 @@ class _Prepared:
         #: NativeWhile.moves as (k, j, address of the buffer k's value passes through).
         self.moved: list[tuple[int, int, int]] = []
         self.desc: Any = None
+        #: Each state element's buffer as last bound (loop_bind.Binder; d[15]).
+        self.statep: Any = None
         self.splits: list[loop_split.Split] = []
         #: This thread's rows of a row-split loop (row_loop.py), else None.
         self.rows: tuple[int, int] | None = None

@@ -80,6 +80,9 @@ class CpuOptions:
     #: A small entry computation may run as one native loop trip (branch_loop.entry_trip);
     #: off: its thunks one by one (what tests of the thunks' own paths compile).
     entry_trip: bool = True
+    #: A tiny while loop runs as one function of its own (loop_fused.py); off: the generic
+    #: driver walks its kernels (A/B comparisons, tests of the driver itself).
+    fused_loops: bool = True
 
     @classmethod
     def make(cls, options: Mapping[str, Any] | CpuOptions | None = None) -> CpuOptions:

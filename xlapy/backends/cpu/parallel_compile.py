@@ -21,9 +21,9 @@ import contextlib
 import ctypes
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import llvmlite.binding as llvm
 from llvmlite.binding import ffi
@@ -39,6 +39,8 @@ from xlapy.backends.cpu.llvm_util import (
 )
 from xlapy.backends.cpu.target import CpuTarget
 from xlapy.phases import phase
+
+T = TypeVar("T")
 
 #: Compile threads at most.
 MAX_THREADS = 4
@@ -129,6 +131,12 @@ def submit(text: str, vectorize: bool, light: bool, passes: bool = True,
     t = target.current()
     _init()
     return _pool().submit(_compile, text, vectorize, light, t, passes, opt, emitting)
+
+
+def run_on_pool(fn: Callable[[], T]) -> Future[T]:
+    """fn() on a compile thread (loop_fused.py: a module's text built and compiled there)."""
+    _init()
+    return _pool().submit(fn)
 
 
 def _pool() -> ThreadPoolExecutor:

@@ -163,7 +163,8 @@ def _emit_while_step(mod: ir.Module, driver_fn: ir.Function) -> None:
 
         w[0] n_reset  w[1] -> [(dst, src)]: *dst = *src (pointer words: its tables' bindings)
         w[2] n_in     w[3] -> [(dst, src, nbytes)]: memcpy(*dst, *src, nbytes) (its state in)
-        w[4] its descriptor: d[10] = d[11] = 0, d[9] = w[7]; xlapy_while(d)
+        w[4] its descriptor: d[10] = d[11] = 0, d[9] = w[7]; d[12](d) if set (loop_fused.py),
+              else xlapy_while(d)
         if d[10] == 0 (its budget ran out): *w[8] = 1 (the outer loop's d[11]) and return
         w[5] n_out    w[6] -> [(dst, src, nbytes)]: the same copies, its results out"""
     i64p = I64.as_pointer()
@@ -194,7 +195,10 @@ def _emit_while_step(mod: ir.Module, driver_fn: ir.Function) -> None:
     b.store(i64(0), b.gep(d, [i64(10)]))
     b.store(i64(0), b.gep(d, [i64(11)]))
     b.store(word(w, 7), b.gep(d, [i64(9)]))
-    b.call(driver_fn, [d])
+    own = word(d, 12)  # (a fused loop's function: loop_fused.py)
+    ftype = driver_fn.function_type.as_pointer()
+    b.call(b.select(b.icmp_unsigned("!=", own, i64(0)), b.inttoptr(own, ftype), driver_fn),
+           [d])
     out = fn.append_basic_block("out")
     bail = fn.append_basic_block("bail")
     b.cbranch(b.icmp_unsigned("!=", word(d, 10), i64(0)), out, bail)

@@ -36,27 +36,35 @@ def _rk4(y: object, sine: bool = False) -> object:
     return lax.fori_loop(0, 300, step, y)
 
 
+#: The fused loop (loop_fused.py, which inlines the same kernels) and the generic driver
+#: calling the sequence function.
+FUSED = [{}, {"fused_loops": False}]
+
+
 def _body(prog: object) -> object:
     return [s for n, s in prog._exe.subexecs if s.comp.name.startswith("while_body")][0]
 
 
-def test_a_tiny_body_is_one_step_with_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("options", FUSED)
+def test_a_tiny_body_is_one_step_with_the_same_bits(monkeypatch: pytest.MonkeyPatch,
+                                                    options: dict) -> None:
     y = np.array([1.0, 0.0], np.float32)
     text = jax.jit(_rk4).lower(y).as_text()
-    prog = xlapy.compile(text, backend="cpu")
+    prog = xlapy.compile(text, backend="cpu", options=options)
     body = _body(prog)
     assert body.sequence is not None and len(body.sequence.kernels) == len(body.kernel_specs) > 2
     assert steps(body) == [body.sequence]
     got = prog(y)
     np.testing.assert_array_equal(got, xlapy.compile(text, backend="interpreter")(y))
     monkeypatch.setattr(kernel_sequence, "MAX_ELEMENTS", 0)  # kernel by kernel
-    again = xlapy.compile(text, backend="cpu")
+    again = xlapy.compile(text, backend="cpu", options=options)
     assert _body(again).sequence is None and len(steps(_body(again))) > 2
     np.testing.assert_array_equal(again(y), got)
     np.testing.assert_allclose(got, np.asarray(jax.jit(_rk4)(y)), rtol=1e-5, atol=1e-6)
 
 
-def test_state_arrays_swapped_every_iteration() -> None:
+@pytest.mark.parametrize("options", FUSED)
+def test_state_arrays_swapped_every_iteration(options: dict) -> None:
     """Several state arrays whose buffers swap each iteration, odd and even trip counts."""
     for trips in (7, 8):
         def f(a: object, b: object, c: object, trips: int = trips) -> object:
@@ -64,7 +72,7 @@ def test_state_arrays_swapped_every_iteration() -> None:
                                  (a, b, c))
         args = [np.arange(3, dtype=np.float32) + k for k in range(3)]
         text = jax.jit(f).lower(*args).as_text()
-        prog = xlapy.compile(text, backend="cpu")
+        prog = xlapy.compile(text, backend="cpu", options=options)
         assert _body(prog).sequence is not None
         for g, w in zip(prog(*args), xlapy.compile(text, backend="interpreter")(*args)):
             np.testing.assert_array_equal(g, w)
@@ -88,7 +96,8 @@ def test_big_bodies_and_top_level_computations_keep_their_kernels() -> None:
     assert top._exe.sequence is None
 
 
-def test_an_in_place_update_runs_in_the_sequence() -> None:
+@pytest.mark.parametrize("options", FUSED)
+def test_an_in_place_update_runs_in_the_sequence(options: dict) -> None:
     """A body whose cache update runs in place (dus_window.py) calls the window kernel from
     its sequence, not the whole-array kernel (which the Python path keeps): one function a
     step where a tiny scan with stacked outputs had run its steps one call each (carry
@@ -99,8 +108,8 @@ def test_an_in_place_update_runs_in_the_sequence() -> None:
 
     args = [np.zeros((4, 3), np.float32), np.ones(3, np.float32)]
     text = jax.jit(f).lower(*args).as_text()
-    prog = xlapy.compile(text, backend="cpu")
-    assert any("updated in place" in how for _, _, how in prog._exe.report)
+    prog = xlapy.compile(text, backend="cpu", options=options)
+    assert any("updated in place" in how or "fused" in how for _, _, how in prog._exe.report)
     body = _body(prog)
     assert body.sequence is not None and body.windows
     assert set(body.windows) <= set(body.sequence.kernels)
@@ -109,14 +118,15 @@ def test_an_in_place_update_runs_in_the_sequence() -> None:
         np.testing.assert_array_equal(prog(*args), want)
 
 
-def test_a_window_counts_its_update_not_its_state() -> None:
+@pytest.mark.parametrize("options", FUSED)
+def test_a_window_counts_its_update_not_its_state(options: dict) -> None:
     """A scan stacking 5000 steps of 4 floats: the window writes 4 elements a step, so the
     body (its whole-array kernel 20000 elements) is still a sequence (scan of 5000 steps:
     33 -> 15 ns a step, XLA ~13-16)."""
     xs = np.arange(5000 * 4, dtype=np.float32).reshape(5000, 4) * np.float32(1e-4)
     text = jax.jit(lambda v: lax.scan(lambda c, x: (c * 0.5 + x, c), jnp.zeros(4), v)[1]
                    ).lower(xs).as_text()
-    prog = xlapy.compile(text, backend="cpu")
+    prog = xlapy.compile(text, backend="cpu", options=options)
     body = _body(prog)
     assert body.windows and body.sequence is not None
     assert kernel_sequence.MAX_ELEMENTS < 5000 * 4

@@ -26,6 +26,8 @@ def _randint_text() -> str:
 
 #: The program's own loops at its top level, not inside one trip (branch_loop.entry_trip).
 THUNKS = {"entry_trip": False}
+#: The generic driver (its swaps and copies), not a fused loop (loop_fused.py).
+DRIVER = {**THUNKS, "fused_loops": False}
 
 
 def _loops(prog: Any) -> list[Any]:
@@ -163,7 +165,7 @@ def test_kept_buffers_follow_the_swaps_across_calls_and_a_failed_call(
 
     x = np.linspace(-2, 2, 12).astype(np.float32)
     text = jax.jit(f).lower(x, np.int32(3)).as_text()
-    prog = xlapy.compile(text, backend="cpu", options=THUNKS)
+    prog = xlapy.compile(text, backend="cpu", options=DRIVER)
     ref = xlapy.compile(text, backend="interpreter")
     (nw,) = _loops(prog)
     assert nw.swapped
