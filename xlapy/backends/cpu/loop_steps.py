@@ -3,7 +3,9 @@ executable's thunks the driver runs, in order, and as what."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from xlapy.backends.cpu import loop_library, loop_tuples, nested_loop, target
 from xlapy.backends.cpu.kernel_sequence import KernelSequence
@@ -93,5 +95,41 @@ def gemm_outputs(step: object) -> list[int]:
     return []
 
 
-__all__ = ["GEMM_KINDS", "MAX_NATIVE_MACS", "NATIVE_WHILE", "gemm_outputs", "native_gemm",
-           "steps"]
+def blas_words(keep: list[Any], d: np.ndarray) -> list[int]:
+    """xlapy_gemm_call and its argument for BLAS on descriptor d: [gemm_rows, d] (BLAS with
+    MXCSR FTZ/DAZ clear, as the Python path runs it); what the words point at joins `keep`."""
+    from xlapy.backends.cpu import regions
+    from xlapy.backends.cpu.while_driver import driver
+
+    w = np.array([regions.gemm_rows_address(), d.ctypes.data], np.int64)
+    keep.append(w)
+    return [driver()[0].address("xlapy_gemm_call"), int(w.ctypes.data)]
+
+
+def region_steps(keep: list[Any], exe: CpuExecutable, region: Region, table: int) -> int:
+    """A region's steps array (regions.steps) over `table`, its BLAS members behind
+    xlapy_gemm_call (the driver's thread runs with FTZ set; BLAS must not) and BLAS
+    single-threaded on the workers (blas.ready)."""
+    from xlapy.backends.cpu import blas, parallel, regions
+
+    index = {id(k): j for j, k in enumerate(exe.kernel_specs)}
+    words = [len(region.members)]
+    for m in region.members:
+        if m.kernel is not None:
+            words += [exe.kernel_addrs[index[id(m.kernel)]], table]
+            continue
+        assert m.gemm is not None
+        d = regions.gemm_descriptor(m.gemm, table)
+        keep.append(d)
+        if m.gemm.small is not None:
+            words += [m.gemm.small.rows_address, int(d.ctypes.data)]
+        else:
+            blas.ready(parallel.pool(exe.num_threads))
+            words += blas_words(keep, d)
+    arr = np.array(words, np.int64)
+    keep.append(arr)
+    return int(arr.ctypes.data)
+
+
+__all__ = ["GEMM_KINDS", "MAX_NATIVE_MACS", "NATIVE_WHILE", "blas_words", "gemm_outputs",
+           "native_gemm", "region_steps", "steps"]

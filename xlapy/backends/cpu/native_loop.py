@@ -72,7 +72,14 @@ from xlapy.backends.cpu import (
 )
 from xlapy.backends.cpu.fp_env import driven
 from xlapy.backends.cpu.kernel_sequence import KernelSequence
-from xlapy.backends.cpu.loop_steps import GEMM_KINDS, NATIVE_WHILE, gemm_outputs, steps
+from xlapy.backends.cpu.loop_steps import (
+    GEMM_KINDS,
+    NATIVE_WHILE,
+    blas_words,
+    gemm_outputs,
+    region_steps,
+    steps,
+)
 from xlapy.backends.cpu.op_emit import TupleKernel
 from xlapy.backends.cpu.threads import NativePool, fn_address
 from xlapy.backends.cpu.thunks import bounds, ptr
@@ -302,7 +309,7 @@ class NativeWhile:
         if isinstance(step, nested_loop.Nested):
             return nested_loop.entry(p, exe, step, table, ctypes.addressof(p.desc) + 8 * 11)
         if isinstance(step, regions.Region):
-            words = _region_steps(p, exe, step, table)
+            words = region_steps(p.keep, exe, step, table)
             cost = sum(m.cost for m in step.members)
             cuts = list(p.rows) if p.rows is not None else step.cuts()
             return self._split(p, fn_address(regions.run_function()), words, cuts,
@@ -320,7 +327,7 @@ class NativeWhile:
                     and n >= 2:
                 return self._split(p, fn, d.ctypes.data, bounds(n, min(threads, n)), threads)
             return [fn, d.ctypes.data, n]
-        return [*_blas_words(p, d), step.m]
+        return [*blas_words(p.keep, d), step.m]
 
     @staticmethod
     def _split(p: _Prepared, fn: int, arg: int, cuts: list[int], most: int) -> list[int]:
@@ -496,39 +503,6 @@ class _Prepared:
         self.binder: Any = None
         self.bound: Any = None
         self.kept: Any = None  # (False: a state too big for them; None: not decided)
-
-
-def _blas_words(p: _Prepared, d: np.ndarray) -> list[int]:
-    """xlapy_gemm_call and its argument for BLAS on descriptor d: [gemm_rows, d] (BLAS with
-    MXCSR FTZ/DAZ clear, as the Python path runs it)."""
-    w = np.array([regions.gemm_rows_address(), d.ctypes.data], np.int64)
-    p.keep.append(w)
-    return [driver()[0].address("xlapy_gemm_call"), int(w.ctypes.data)]
-
-
-def _region_steps(p: _Prepared, exe: CpuExecutable, region: Region, table: int) -> int:
-    """A region's steps array (regions.steps) over `table`, its BLAS members behind
-    xlapy_gemm_call (the driver's thread runs with FTZ set; BLAS must not) and BLAS
-    single-threaded on the workers (blas.ready)."""
-    from xlapy.backends.cpu import blas, regions
-
-    index = {id(k): j for j, k in enumerate(exe.kernel_specs)}
-    words = [len(region.members)]
-    for m in region.members:
-        if m.kernel is not None:
-            words += [exe.kernel_addrs[index[id(m.kernel)]], table]
-            continue
-        assert m.gemm is not None
-        d = regions.gemm_descriptor(m.gemm, table)
-        p.keep.append(d)
-        if m.gemm.small is not None:
-            words += [m.gemm.small.rows_address, int(d.ctypes.data)]
-        else:
-            blas.ready(parallel.pool(exe.num_threads))
-            words += _blas_words(p, d)
-    arr = np.array(words, np.int64)
-    p.keep.append(arr)
-    return int(arr.ctypes.data)
 
 
 def _of_step(exe: CpuExecutable, gte: Instruction) -> bool:
