@@ -169,6 +169,9 @@ class NativeWhile:
         self.row_threads = row_loop.threads_for(self, self.row_plan) \
             if self.row_plan is not None else 1
         self.in_place = loop_inplace.apply(self)  #: result slots bound to their state buffer
+        #: State elements inner loops update in place (nested_loop.in_place): by inner loop,
+        #: {inner element: its result slot, bound to the outer state buffer}.
+        self.nested_in_place = nested_loop.in_place(self)
         self._row_preps: list[_Prepared] | None = None
         #: Initial state elements the executable made for this loop alone, each call a fresh
         #: array (owned_init): they become its state buffers, no copy.
@@ -197,7 +200,10 @@ class NativeWhile:
         inner = sum(isinstance(s, nested_loop.Nested) for exe in (self.cond, self.body)
                     for s in steps(exe))
         if inner:
-            return f" ({inner} native loop{'s' if inner > 1 else ''} inside)"
+            n = sum(len(v) for v in self.nested_in_place.values())
+            return f" ({inner} native loop{'s' if inner > 1 else ''} inside)" + \
+                (f" ({n} state element{'s' if n > 1 else ''} updated in place by them)"
+                 if n else "")
         rp = self.row_plan
         if rp is None or self.row_threads < 2:
             seq = self.body.sequence
@@ -307,7 +313,9 @@ class NativeWhile:
             return loop_library.entry(p.keep, exe, step, table, p.failed,
                                       ctypes.addressof(p.desc) + 8 * 11)
         if isinstance(step, nested_loop.Nested):
-            return nested_loop.entry(p, exe, step, table, ctypes.addressof(p.desc) + 8 * 11)
+            return nested_loop.entry(p, exe, step, table, ctypes.addressof(p.desc) + 8 * 11,
+                                     self.nested_in_place.get(step.instr.name)
+                                     if exe is self.body else None)
         if isinstance(step, regions.Region):
             words = region_steps(p.keep, exe, step, table)
             cost = sum(m.cost for m in step.members)

@@ -94,11 +94,74 @@ def valid(exe: CpuExecutable, n: Nested | None) -> bool:
     return n is not None and _outs(exe, n) is not None
 
 
-def entry(p: _Prepared, exe: CpuExecutable, n: Nested, table: int, bail: int) -> list[int]:
+def in_place(outer: NativeWhile) -> dict[str, dict[int, int]]:
+    """The outer loop's state elements an inner loop of its body updates in place: by inner
+    loop name, {inner element m: the body slot of the inner result m the outer loop takes
+    as state element k}. The inner loop then runs on the outer state buffer itself (no copy
+    in, none out: an edit distance's row loop copied its whole table in and out for each
+    row, O(n^3)), and the outer loop passes k through, its result slot bound to the state
+    buffer (as loop_inplace.py). When:
+
+    - outer result k is inner result m, whose operand is outer state k (read by no later
+      step of the body, nor by another operand of the inner loop);
+    - the inner loop writes m every iteration where the state buffer is (a window, an
+      in-place carry or a copy; not swapped, moved or unread);
+    - the inner loop and every inner loop after it have a known trip count within BUDGET:
+      an inner run never stops the outer loop half way (which then goes on through Python
+      from the iteration's start: a state already changed), unless the iteration limit
+      is lower, whose error ends the run anyway."""
+    from xlapy.passes.while_loop_simplifier import trip_count
+
+    body = outer.body
+    if outer.moves or outer.windows is not None or (
+            outer.row_plan is not None and outer.row_threads > 1):
+        return {}
+    nested = [s for s in _steps(body) if isinstance(s, Nested)]
+    if not nested:
+        return {}
+    instrs = body._thunk_instrs
+    at = {id(i): q for q, i in enumerate(instrs)}
+    reads = body._thunk_reads()
+    slots: dict[int, list[int]] = {}
+    for s, k in outer.state_slots[1]:
+        slots.setdefault(k, []).append(s)
+    trips = [(t := trip_count(n.instr)) is not None and t <= BUDGET for n in nested]
+    found: dict[str, dict[int, int]] = {}
+    for j, n in enumerate(nested):
+        if not all(trips[j:]) or id(n.instr) not in at:
+            continue
+        inner, pos = n.nw, at[id(n.instr)]
+        outs = _outs(body, n)
+        assert outs is not None
+        fixed = {k for k, _ in inner.swapped} | {x for kj in inner.moves for x in kj} | \
+            set(inner.unread)
+        for k, r in enumerate(outer.results):
+            m = next((m for m, ss in enumerate(outs) if r is not None and r in ss), None)
+            if m is None or m in fixed or n.ins[m] not in slots.get(k, ()) or \
+                    sum(s in slots[k] for s in n.ins) != 1:
+                continue
+            if any(s in rd for q, rd in enumerate(reads) if q > pos for s in slots[k]):
+                continue
+            found.setdefault(n.instr.name, {})[m] = r
+            outer.results[k] = None
+            outer.state_slots[1].append((r, k))
+    return found
+
+
+def _steps(exe: CpuExecutable) -> list[Any]:
+    from xlapy.backends.cpu.loop_steps import steps
+
+    return steps(exe)
+
+
+def entry(p: _Prepared, exe: CpuExecutable, n: Nested, table: int, bail: int,
+          here: dict[int, int] | None = None) -> list[int]:
     """The driver's (function, argument, outer) words of nested step `n` in `exe`'s table at
-    address `table`; `bail`: the address of the outer descriptor's d[11]."""
+    address `table`; `bail`: the address of the outer descriptor's d[11]; `here`: the inner
+    elements updated in the outer state buffer (`in_place`: element -> its result slot)."""
     from xlapy.backends.cpu.while_driver import driver
 
+    here = here or {}
     nw = n.nw
     inner = nw._prepare()
     shapes = [exe.shapes[s] for s in n.ins]
@@ -113,8 +176,14 @@ def entry(p: _Prepared, exe: CpuExecutable, n: Nested, table: int, bail: int) ->
     resets: list[tuple[int, int]] = []  # (dst address, src address)
     for tab, sslots in zip(inner.tables, nw.state_slots):
         for s, k in sslots:
-            src = table + 8 * n.ins[k] if k in nw.unread else buf_at[k]
+            src = table + 8 * n.ins[k] if k in nw.unread or k in here else buf_at[k]
             resets.append((ctypes.addressof(tab) + 8 * s, src))
+    b: Any = inner.binder
+    for m in here:  # the outer state buffer: the fused loop's and the copies' destination
+        resets.append((ctypes.addressof(inner.statep) + 8 * m, table + 8 * n.ins[m]))
+        pos, ks = b.from_state
+        resets += [(ctypes.addressof(inner.copies) + 8 * int(q), table + 8 * n.ins[m])
+                   for q, k in zip(pos, ks) if int(k) == m]
     for j, (k, r) in enumerate(nw.swapped):
         resets.append((ctypes.addressof(inner.tables[1]) + 8 * r,
                        base + 8 * (len(bufs) + j)))
@@ -122,12 +191,15 @@ def entry(p: _Prepared, exe: CpuExecutable, n: Nested, table: int, bail: int) ->
     outs = _outs(exe, n)
     assert outs is not None
     final = {k: ctypes.addressof(inner.cells) + 8 * j for j, (k, _) in enumerate(nw.swapped)}
-    copy_in = [(buf_at[k], table + 8 * s, b.nbytes)
-               for k, (s, b) in enumerate(zip(n.ins, bufs)) if k not in nw.unread and b.nbytes]
+    final.update((m, table + 8 * n.ins[m]) for m in here)
+    copy_in = [(buf_at[k], table + 8 * s, x.nbytes) for k, (s, x) in enumerate(zip(n.ins, bufs))
+               if k not in nw.unread and k not in here and x.nbytes]
     keep: list[Any] = [inner, bufs, others, fixed]
     copy_out = []
     for k, slots in enumerate(outs):
         for s in slots:
+            if here.get(k) == s:  # (bound to the outer state buffer: the result is there)
+                continue
             out = np.empty_like(bufs[k])
             keep.append(out)
             ctypes.c_int64.from_address(table + 8 * s).value = ptr(out)
