@@ -51,6 +51,7 @@ from xlapy.backends.cpu.kernel_sequence import KernelSequence
 from xlapy.backends.cpu.llvm_util import I8, I8P, I64, KERNEL_TYPE, Engine, i64, new_module
 from xlapy.backends.cpu.loop_steps import steps
 from xlapy.backends.cpu.op_emit import TupleKernel
+from xlapy.backends.cpu.while_driver import descriptor_function
 
 if TYPE_CHECKING:
     from xlapy.backends.cpu import kernels
@@ -235,14 +236,8 @@ def _emit(p: _Plan) -> str:
     """The loop function's module (it declares the kernels the fused module links in)."""
     mod = new_module("xlapy_fused_loop")
     i64p, i8pp = I64.as_pointer(), I8P.as_pointer()
-    fn = ir.Function(mod, ir.FunctionType(I64, [i64p]), name=NAME)
-    memcpy = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P, I8P, I64, ir.IntType(1)]),
-                         name="llvm.memcpy.p0.p0.i64")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fn, memcpy, b, field = descriptor_function(mod, NAME)
     d = fn.args[0]
-
-    def field(k: int) -> ir.Value:
-        return b.load(b.gep(d, [i64(k)]))
 
     def buf(n: int) -> ir.Value:
         a = b.alloca(ir.ArrayType(I8, n))

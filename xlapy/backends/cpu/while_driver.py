@@ -8,6 +8,7 @@ BLAS row step with MXCSR's FTZ/DAZ cleared, as the Python path runs it."""
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 from llvmlite import ir
@@ -31,17 +32,24 @@ from xlapy.backends.cpu.once import once
 _DRIVER = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 
 
-def _emit_driver() -> ir.Module:
-    mod = new_module("xlapy_while_driver")
-    i64p = I64.as_pointer()
-    fn = ir.Function(mod, ir.FunctionType(I64, [i64p]), name="xlapy_while")
+def descriptor_function(mod: ir.Module, name: str
+                        ) -> tuple[ir.Function, ir.Function, ir.IRBuilder,
+                                   Callable[[int], ir.Value]]:
+    """`i64 name(i64 *d)` in `mod` (a loop over a descriptor: this driver, a fused loop's
+    function), the llvm.memcpy it copies with, a builder at its entry and d[k]'s load."""
+    fn = ir.Function(mod, ir.FunctionType(I64, [I64.as_pointer()]), name=name)
     memcpy = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I8P, I8P, I64, ir.IntType(1)]),
                          name="llvm.memcpy.p0.p0.i64")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     d = fn.args[0]
+    return fn, memcpy, b, lambda k: b.load(b.gep(d, [i64(k)]))
 
-    def field(k: int) -> ir.Value:
-        return b.load(b.gep(d, [i64(k)]))
+
+def _emit_driver() -> ir.Module:
+    mod = new_module("xlapy_while_driver")
+    i64p = I64.as_pointer()
+    fn, memcpy, b, field = descriptor_function(mod, "xlapy_while")
+    d = fn.args[0]
 
     n_cond, cond = field(0), b.inttoptr(field(1), i64p)
     pred = b.inttoptr(field(2), I8P)

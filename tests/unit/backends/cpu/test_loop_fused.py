@@ -15,6 +15,8 @@ from xlapy import denormal
 from xlapy.backends.cpu import loop_fused
 from xlapy.errors import XlapyError
 
+from .test_nested_in_place import _edit
+
 pytestmark = pytest.mark.usefixtures("jax_x32")
 
 jax = pytest.importorskip("jax")
@@ -109,23 +111,10 @@ def test_an_inner_loop_is_fused_inside_a_native_loop(options: dict[str, Any]) ->
     """An edit distance: the outer fori_loop stays on the driver, its inner one (a scalar
     dynamic_update_slice of the 33 x 33 table, too big for the stack) is fused and run by
     the outer loop's nested step."""
-    def edit(a: Any, b: Any) -> Any:
-        n, m = a.shape[0], b.shape[0]
-        dp = jnp.zeros((n + 1, m + 1), jnp.int32).at[:, 0].set(jnp.arange(n + 1)).at[
-            0, :].set(jnp.arange(m + 1))
-
-        def row(i: Any, dp: Any) -> Any:
-            def col(j: Any, dp: Any) -> Any:
-                c = jnp.minimum(jnp.minimum(dp[i - 1, j] + 1, dp[i, j - 1] + 1),
-                                dp[i - 1, j - 1] + (a[i - 1] != b[j - 1]))
-                return dp.at[i, j].set(c)
-            return lax.fori_loop(1, m + 1, col, dp)
-        return lax.fori_loop(1, n + 1, row, dp)
-
     rng = np.random.default_rng(1)
     args = [rng.integers(0, 4, 32).astype(np.int32), rng.integers(0, 4, 32).astype(np.int32)]
-    prog = _check(edit, args, options)
-    np.testing.assert_array_equal(prog(*args), jax.jit(edit)(*args))
+    prog = _check(_edit, args, options)
+    np.testing.assert_array_equal(prog(*args), jax.jit(_edit)(*args))
 
 
 @pytest.mark.parametrize("mode", ["ftz", "ieee"])
