@@ -396,8 +396,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
             if nw is not None:
                 once.ahead(while_driver.driver_for, denormal.current())  # (its runner)
-                if not instr.called[0].name.endswith(nested_loop.PICKED):  # (a branch)
-                    nw.fused = loop_fused.fuse(nw)
+                nw.fused = loop_fused.fuse(nw)
                 nw.owned = frozenset(k for k, o in enumerate(instr.operands)
                                      if id(o) in self._owned and self.slot[id(o)] in fresh)
                 self.report.append((instr.name, "while", f"native while loop{nw.label}"))

@@ -44,7 +44,14 @@ import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, kernel_sequence, llvm_util, parallel_compile, target
+from xlapy.backends.cpu import (
+    cache,
+    kernel_sequence,
+    llvm_util,
+    nested_loop,
+    parallel_compile,
+    target,
+)
 from xlapy.backends.cpu.fp_env import driven, restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.fusion_plan import kernel_elements
 from xlapy.backends.cpu.kernel_sequence import KernelSequence
@@ -191,9 +198,11 @@ class _Plan:
 
 def plan(nw: NativeWhile) -> _Plan | None:
     """The fused loop of `nw`, or None when it is not a tiny loop of plain kernels (module
-    docstring) or the options turn fusion off."""
+    docstring), is a branch (a case chain's loop that runs at most once: nested_loop.PICKED)
+    or the options turn fusion off."""
     cond, body = nw.cond, nw.body
-    if not body.options.fused_loops or nw.row_plan is not None and nw.row_threads > 1:
+    if not body.options.fused_loops or nw.row_plan is not None and nw.row_threads > 1 or \
+            cond.comp.name.endswith(nested_loop.PICKED):
         return None
     found = [_kernels(nw, cond), _kernels(nw, body)]
     if found[0] is None or found[1] is None or not found[1][0] or \

@@ -110,13 +110,14 @@ def in_place(outer: NativeWhile) -> dict[str, dict[int, int]]:
       an inner run never stops the outer loop half way (which then goes on through Python
       from the iteration's start: a state already changed), unless the iteration limit
       is lower, whose error ends the run anyway."""
+    from xlapy.backends.cpu.loop_steps import steps
     from xlapy.passes.while_loop_simplifier import trip_count
 
     body = outer.body
     if outer.moves or outer.windows is not None or (
             outer.row_plan is not None and outer.row_threads > 1):
         return {}
-    nested = [s for s in _steps(body) if isinstance(s, Nested)]
+    nested = [s for s in steps(body) if isinstance(s, Nested)]
     if not nested:
         return {}
     instrs = body._thunk_instrs
@@ -136,7 +137,8 @@ def in_place(outer: NativeWhile) -> dict[str, dict[int, int]]:
         fixed = {k for k, _ in inner.swapped} | {x for kj in inner.moves for x in kj} | \
             set(inner.unread)
         for k, r in enumerate(outer.results):
-            m = next((m for m, ss in enumerate(outs) if r is not None and r in ss), None)
+            m = next((m for m, ss in enumerate(outs) if r in ss), None) \
+                if r is not None else None
             if m is None or m in fixed or n.ins[m] not in slots.get(k, ()) or \
                     sum(s in slots[k] for s in n.ins) != 1:
                 continue
@@ -146,12 +148,6 @@ def in_place(outer: NativeWhile) -> dict[str, dict[int, int]]:
             outer.results[k] = None
             outer.state_slots[1].append((r, k))
     return found
-
-
-def _steps(exe: CpuExecutable) -> list[Any]:
-    from xlapy.backends.cpu.loop_steps import steps
-
-    return steps(exe)
 
 
 def entry(p: _Prepared, exe: CpuExecutable, n: Nested, table: int, bail: int,
