@@ -42,24 +42,45 @@ def _finished(name: str) -> property:
     return property(get, put)
 
 
+def _bound(name: str) -> property:
+    """An attribute the kernels' compile completes: reading it binds them first (`bind`)."""
+    key = "_" + name
+
+    def get(self: Any) -> Any:
+        if self._pending is not None or self._binding is not None:
+            self.bind()
+        return self.__dict__[key]
+
+    def put(self: Any, value: Any) -> None:
+        self.__dict__[key] = value
+
+    return property(get, put)
+
+
 class Calls:
     """Mixed into CpuExecutable: runs what its planning built."""
 
     #: The thunks and the kernels they run (read: compiled and bound first, if deferred).
-    thunks = _finished("thunks")
+    thunks = _bound("thunks")
+    kernel_addrs = _bound("kernel_addrs")
+    engines = _bound("engines")
+    engine = _bound("engine")
+    sequence_addr = _bound("sequence_addr")
+    window_addrs = _bound("window_addrs")
+    #: What planning completes (read: finished first, if deferred); no kernel compiled.
     kernel_ir = _finished("kernel_ir")
-    kernel_addrs = _finished("kernel_addrs")
-    engines = _finished("engines")
-    engine = _finished("engine")
     sequence = _finished("sequence")
     windows = _finished("windows")
     temp_slots = _finished("temp_slots")
     _arena_plan = _finished("arena_plan")
     #: (instruction, executable) of its control flow (a deferred case/if's: built first).
     subexecs = _finished("subexecs")
-    #: What a deferred compile left to do (`finish`): the kernels' LLVM compile and the
-    #: thunks' binding; None once done.
+    #: What a deferred compile left to do (`finish`): the kernels' modules, the arena;
+    #: None once done.
     _pending: Callable[[], None] | None = None
+    #: What `bind` left to do: the kernels' LLVM compile and the thunks' binding (a loop's
+    #: condition and body: their loop binds them, or no one when it is fused).
+    _binding: Callable[[], None] | None = None
 
     comp: Any
     runnable: bool
@@ -94,18 +115,27 @@ class Calls:
         self.objects.extend(objs)
 
     def finish(self) -> None:
-        """Compile and bind what a deferred compile left (branch_loop.defer_thunks: an
-        entry that runs as one native loop trip needs its thunks only for a runtime with
-        custom-call targets, or a look at them)."""
+        """Plan what a deferred compile left (branch_loop.defer_thunks: an entry that runs
+        as one native loop trip needs its thunks only for a runtime with custom-call
+        targets, or a look at them), and compile and bind it unless it is a loop part."""
+        self._complete("_pending")
+
+    def bind(self) -> None:
+        """`finish`, and the kernels compiled and the thunks bound."""
+        self.finish()
+        self._complete("_binding")
+
+    def _complete(self, stage: str) -> None:
         with _FINISHING:
-            pending, self._pending = self._pending, None
-            if pending is None:
+            todo = getattr(self, stage)
+            if todo is None:
                 return
+            setattr(self, stage, None)
             try:
                 with self.compiling():
-                    pending()
+                    todo()
             except BaseException:
-                self._pending = pending
+                setattr(self, stage, todo)
                 raise
 
     def _arena_views(self) -> list[Any]:
@@ -132,12 +162,12 @@ class Calls:
             raise InterpreterError(f"computation {comp.name} takes {len(comp.parameters)} "
                                    f"argument(s), got {len(args)}")
         rt = runtime or RuntimeState()
-        if self._pending is not None:
+        if self._pending is not None or self._binding is not None:
             if self.trip is not None and self.trip.takes(rt):  # no thunks needed: no table
                 vals: list[Any] = [None] * self.num_slots
                 self._bind_args(args, list(vals), vals, None)
                 return self._execute(None, vals, rt, process)
-            self.finish()
+            self.bind()
         if not self._lock.acquire(blocking=False):  # another thread runs it: private state
             table, vals = self._fresh_state(shared=False)
             self._bind_args(args, table, vals, None)

@@ -112,10 +112,10 @@ class WindowEmitter(kernels.KernelEmitter):
 
 @dataclass
 class Windows:
-    """A loop body's in-place updates: body kernel index -> (window kernel, its address),
-    and the state elements they write."""
+    """A loop body's in-place updates: body kernel index -> its window kernel (whose
+    address is the body's `window_addrs`), and the state elements they write."""
 
-    kernels: dict[int, tuple[kernels.Kernel, int]]
+    kernels: dict[int, kernels.Kernel]
     elements: frozenset[int]
 
 

@@ -2,14 +2,14 @@
 compile time).
 
 Why: the executable compiled its kernels only once every kernel was emitted, the regions
-and chains planned and every kernel printed (kernel_compile.compile_kernels); x86-64-v3's
+and chains planned and every kernel printed (kernel_compile.KernelCode); x86-64-v3's
 attention_bf16 emitted its softmax kernel (~260 IR instructions, ~8 ms to compile, the
 longest part of its cold compile) 4-5 ms before that compile could start. A kernel of at
 least MIN_INSTRUCTIONS is printed alone (its module: the declarations and metadata so far,
 the definitions it reaches) and handed to a compile thread right away
 (parallel_compile.submit); the main thread waits until that compile reaches code
 generation (its one long call without the GIL: `offer`), then goes on emitting, and
-`compile_kernels` leaves the kernel out of its groups and takes its object from here.
+`KernelCode` leaves the kernel out of its groups and takes its object from here.
 Row kernels (the big ones) are built before the small kernels ahead of them in program
 order (CpuExecutable._plan), so they start first; the last kernel too compiles early (what
 follows its emission then runs beside its code generation). The object is the serial path's: the
@@ -92,7 +92,7 @@ class EarlyCompiles:
         """Start compiling kernel `spec` (kernels.Kernel, just emitted) if it is big and no
         other early compile is still running: one compile thread beside the emitting one (a
         second would share the two CPUs with them, and a module per big kernel adds a
-        module's fixed cost each: those are grouped by `compile_kernels` as before). The
+        module's fixed cost each: those are grouped by `KernelCode` as before). The
         last kernel too: the rest of the executable's planning (library calls, regions,
         chains, the other kernels' printing) then runs beside its code generation, and its
         own-context parse takes no turn at llvmlite's lock (softmax: its one kernel, cold

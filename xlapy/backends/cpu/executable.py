@@ -65,7 +65,7 @@ from xlapy.backends.cpu.fusion_plan import (
     row_walk,
 )
 from xlapy.backends.cpu.introspect import Introspection
-from xlapy.backends.cpu.kernel_compile import compile_for
+from xlapy.backends.cpu.kernel_compile import KernelCode, compile_for, plan_for
 from xlapy.backends.cpu.llvm_util import Engine, new_module
 from xlapy.backends.cpu.memory_plan import MemoryPlanning
 from xlapy.backends.cpu.native_loop import NativeWhile, owned_init, plan_native_while
@@ -261,6 +261,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.engine: Engine | None = None
         self.engines: list[Engine] = []
         self.kernel_addrs: list[int] = []
+        self.sequence_addr = 0  # (kernel_sequence.NAME's)
+        self.window_addrs: dict[int, int] = {}  # (of `windows`, by kernel index)
         #: The kernels' module before optimization (xlapy.aot links it into one object).
         self.kernel_ir = ""
         self.kernel_specs = kernel_specs
@@ -269,7 +271,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         #: The kernels run as one function in a native loop (kernel_sequence.py), or None.
         self.sequence: kernel_sequence.KernelSequence | None = None
         #: A loop body's window kernels (dus_window.early): kernel index -> (kernel, address).
-        self.windows: dict[int, tuple[kernels.Kernel, int]] = {}
+        self.windows: dict[int, kernels.Kernel] = {}
         self.num_slots = len(self.shapes)
         params = comp.parameters
         #: (slot, dims, dtype, shape, name) per parameter: the per-call fast path's checks.
@@ -397,6 +399,10 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             if nw is not None:
                 once.ahead(while_driver.driver_for, denormal.current())  # (its runner)
                 nw.fused = loop_fused.fuse(nw)
+            if instr.opcode == "while" and (nw is None or nw.fused is None):
+                for sub in subs:  # (a fused loop's: only if something runs them)
+                    sub.bind()
+            if nw is not None:
                 nw.owned = frozenset(k for k, o in enumerate(instr.operands)
                                      if id(o) in self._owned and self.slot[id(o)] in fresh)
                 self.report.append((instr.name, "while", f"native while loop{nw.label}"))
@@ -517,20 +523,30 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         return out
 
     def _bind_all(self, mod: Any, specs: list[kernels.Kernel]) -> None:
-        """Kernels compiled (kernel_compile.py), then every thunk bound to its code (and a
-        deferred compile's case/if executables built: branch_loop.later)."""
+        """The kernels' modules printed (kernel_compile.plan_for) and the arena planned, then
+        compiled and every thunk bound to its code (`_bind_code`), but in a loop's condition
+        or body: its loop binds them unless it runs as one fused function (loop_fused.py),
+        which needs their text only (and a deferred compile's case/if executables built:
+        branch_loop.later)."""
         branch_loop.build_later(self)
-        if specs:
-            compile_for(self, mod, specs, batch_chain.dropped(self.chains, self.regions))
-            self._bind_kernels(specs)
-        self._bind_regions()
+        code = plan_for(self, mod, specs, batch_chain.dropped(self.chains, self.regions)) \
+            if specs else None
         self._arena_plan = self._plan_arena()
-        self._bind_chains()
-        self.thunks = kernel_batch.batch(self.thunks, self._keep, lambda: self._table)
-        self._build_ahead()
         self._temp_set = set(self.temp_slots)
         self._fresh_set = set(self.fresh_slots) | (self._native - self._temp_set)
         self._own = result_plan(self.comp.root, self._result_mode)
+        self._binding = lambda: self._bind_code(code, specs)
+        if not self.options.loop_part:
+            self.bind()
+
+    def _bind_code(self, code: KernelCode | None, specs: list[kernels.Kernel]) -> None:
+        if code is not None:
+            compile_for(self, code)
+            self._bind_kernels(specs)
+        self._bind_regions()
+        self._bind_chains()
+        self.thunks = kernel_batch.batch(self.thunks, self._keep, lambda: self._table)
+        self._build_ahead()
 
     def _bind_kernels(self, specs: list[kernels.Kernel]) -> None:
         """Kernel thunks go in program order, interleaved with the others."""

@@ -13,6 +13,7 @@ class Introspection:
     subexecs: list[tuple[str, Any]]
     objects: list[tuple[str, bytes]]
     finish: Any
+    bind: Any
     comp: Any
     fusion: Any
 
@@ -54,8 +55,9 @@ class Introspection:
 
     def all_objects(self) -> list[tuple[str, bytes]]:
         """The object files of this computation and of those its control flow calls (a
-        deferred compile finished first: branch_loop.defer_thunks)."""
-        self.finish()
+        deferred compile finished first: branch_loop.defer_thunks; a fused loop's condition
+        and body compiled: loop_fused.py)."""
+        self.bind()
         out = list(self.objects)
         for _, sub in self.subexecs:
             out += sub.all_objects()

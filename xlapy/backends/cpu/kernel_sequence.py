@@ -41,10 +41,9 @@ NAME = "seq"
 
 @dataclass(frozen=True)
 class KernelSequence:
-    """The sequence function of one executable: its address and the kernels (indices into
-    the executable's kernel_specs) it runs, in order."""
+    """The sequence function of one executable: the kernels (indices into the executable's
+    kernel_specs) it runs, in order (its address: the executable's `sequence_addr`)."""
 
-    address: int
     kernels: tuple[int, ...]
 
 

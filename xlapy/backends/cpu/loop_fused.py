@@ -167,7 +167,7 @@ def _kernels(nw: NativeWhile, exe: CpuExecutable
     else:
         return None
     win = nw.windows.kernels if exe is nw.body and nw.windows is not None else {}
-    run = [win[j][0] if j in win else exe.kernel_specs[j] for j in order]
+    run = [win[j] if j in win else exe.kernel_specs[j] for j in order]
     if any(isinstance(k, TupleKernel) or k.cells or k.partial for k in run):
         return None
     walked = sum(math.prod(exe.kernel_specs[j].root.operands[1].shape.dimensions)

@@ -88,7 +88,7 @@ class MemoryPlanning:
         for s, o in self.out_alias.items():
             sizes.pop(s)
             self.temp_slots.remove(s)
-            self._region_alias[group[o]].append((s, o))
+            self._region_alias.setdefault(group[o], []).append((s, o))
         #: kernel slot -> the dying operand slot it is written over (inplace.py)
         self.in_place = inplace.choose(outs, ins, eligible, set(sizes), fresh,
                                        set(results), self._region_whole_reads())

@@ -254,7 +254,9 @@ class NativeWhile:
                     if isinstance(step, regions.Gemm) else words
             return arr
 
-        p.entries = [entries(self.cond, p.tables[0]), entries(self.body, p.tables[1])]
+        # (a fused loop runs no step: its condition's and body's kernels never compile)
+        p.entries = [(ctypes.c_int64 * 1)()] * 2 if self.fused is not None else \
+            [entries(self.cond, p.tables[0]), entries(self.body, p.tables[1])]
         nswap = len(self.swapped)
         p.cells = (ctypes.c_int64 * max(nswap, 1))()
         p.lists = []
@@ -297,11 +299,11 @@ class NativeWhile:
         if p.rows is not None:  # one thread's share of a row-split loop
             threads = 1
         if isinstance(step, KernelSequence):
-            return [step.address, table, 0]
+            return [exe.sequence_addr, table, 0]
         if isinstance(step, int):
             spec, addr = exe.kernel_specs[step], exe.kernel_addrs[step]
             if exe is self.body and self.windows is not None and step in self.windows.kernels:
-                spec, addr = self.windows.kernels[step]
+                spec, addr = self.windows.kernels[step], exe.window_addrs[step]
             arg = table if not isinstance(spec, TupleKernel) else \
                 loop_tuples.cells(exe, step, table, p.keep)
             if threads > 1 and spec.splittable and not spec.partial and spec.outer >= 2 and \

@@ -184,3 +184,32 @@ def test_what_stays_on_the_driver() -> None:
     prog = _check(lambda v: lax.scan(lambda c, x: (c * 0.5 + x, c), jnp.zeros(4), v)[1],
                   [xs], {})
     np.testing.assert_array_equal(prog(xs), scan(xs))
+
+
+@pytest.mark.parametrize("options", PATHS)
+def test_a_fused_loops_condition_and_body_compile_only_when_run(options: dict[str, Any]
+                                                                ) -> None:
+    """The fused module is the loop's code: its condition's and body's own kernels (for
+    the Python path) are printed, not compiled, through compile and calls; running the
+    body as an executable, or asking for every object, compiles them then, with the bits
+    of the driver's body."""
+    x = np.random.default_rng(3).standard_normal(50).astype(np.float32)
+    text = jax.jit(_histogram).lower(x).as_text()
+    prog = _check(_histogram, [x], options)
+    driver = xlapy.compile(text, backend="cpu", options={**options, "fused_loops": False})
+    (nw,), (dw,) = _loops(prog._exe), _loops(driver._exe)
+    assert nw.cond._binding is not None and nw.body._binding is not None
+    assert dw.cond._binding is None and dw.body._binding is None
+    assert nw.body.kernel_ir and nw.body.sequence is not None  # (planned, not compiled)
+    assert nw.body._binding is not None
+    # a state the loop may meet: step 7 of 50, some counts, x
+    shapes = [q.shape for q in nw.body.comp.parameters]
+    state = [x if sh.dtype == np.float32 else np.int32(7) if not sh.dimensions else
+             np.arange(100, dtype=np.int32) for sh in shapes]
+    got, want = nw.body.run_computation(state), dw.body.run_computation(state)
+    assert nw.body._binding is None
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    names = [n for n, _ in prog._exe.all_objects()]
+    assert nw.cond._binding is None and len(names) >= len(
+        [n for n, _ in driver._exe.all_objects()]) - 1
