@@ -98,7 +98,7 @@ class EarlyCompiles:
         own-context parse takes no turn at llvmlite's lock (softmax: its one kernel, cold
         compile 16.8 -> 15.9 ms; the JAX fori/scan loops' 2-3 ms less)."""
         if not self.on or spec.cells or any(j.future is not None and not j.future.done()
-                                            for j in self.jobs.values()):
+                                            for j in self.jobs.values()) or self._fusible(spec):
             return
         fn = self.mod.globals.get(spec.name)
         if not isinstance(fn, ir.Function) or \
@@ -121,6 +121,14 @@ class EarlyCompiles:
             with phase("llvm threads"):
                 emitting.wait(WAIT_S)
         self.jobs[spec.name] = _Job(text, key, vec, light, obj, future)
+
+    def _fusible(self, spec: Any) -> bool:
+        """A small kernel of a loop's condition or body: its loop may run fused
+        (loop_fused.py), which compiles a copy of it and never its own code."""
+        from xlapy.backends.cpu import loop_fused
+
+        o = self.options
+        return o.loop_part and o.fused_loops and kernel_elements(spec) <= loop_fused.MAX_ELEMENTS
 
     def engine(self, name: str) -> Engine:
         """The Engine of early kernel `name` (waits for its compile)."""

@@ -185,7 +185,7 @@ def verify(mod: ir.Module | str) -> llvm.ModuleRef:
 
 
 def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool = True,
-             light: bool = False) -> None:
+             light: bool | str = False) -> None:
     """O3 with loop and SLP vectorization for the host CPU. `vectorize=False` (modules of
     tiny kernels only) skips loop vectorization and unrolling: 200 ops on f32[4] compile in
     35 ms instead of 86, and their run time is call overhead anyway. `light`: only SROA and
@@ -199,20 +199,33 @@ def optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool = True
 
 
 def _optimize(ref: llvm.ModuleRef, tm: llvm.TargetMachine, vectorize: bool,
-              light: bool) -> None:
+              light: bool | str) -> None:
     mpm, pb = pass_pipeline(tm, vectorize, light)
     mpm.run(ref, pb)
 
 
-def pass_pipeline(tm: llvm.TargetMachine, vectorize: bool, light: bool) -> tuple[Any, Any]:
+#: The passes of pipeline INLINE (`pass_pipeline`'s light="inline"): a fused loop's module
+#: (loop_fused.py), kernels already compiled once as they are, inlined into one loop whose
+#: tables and small buffers are allocas. Inlining, SROA (the tables' loads become the
+#: addresses stored at entry, scalar state lives in registers), instcombine and GVN are
+#: what it needs; O3's other passes cost 8.4 of its 14 ms on a histogram loop and changed
+#: no loop's time (Zen 4, 20,000 steps: histogram 12 us, logistic map 80 -> 73-74 us,
+#: fori_nested's tanh and sin on 64 floats 92-93 us either way).
+INLINE_PASSES = ("always_inliner", "global_dead_code_eliminate", "sroa", "instruction_combine",
+                 "simplify_cfg", "new_gvn", "dead_code_elimination")
+INLINE = "inline"
+
+
+def pass_pipeline(tm: llvm.TargetMachine, vectorize: bool, light: bool | str
+                  ) -> tuple[Any, Any]:
     """(module pass manager, pass builder) of `optimize`'s pipeline; keep both alive while
-    the manager runs."""
+    the manager runs. `light` INLINE: INLINE_PASSES."""
     if light:
         pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0))
         mpm = llvm.create_new_module_pass_manager()
-        mpm.add_always_inliner_pass()
-        mpm.add_sroa_pass()
-        mpm.add_simplify_cfg_pass()
+        for name in INLINE_PASSES if light == INLINE else ("always_inliner", "sroa",
+                                                             "simplify_cfg"):
+            getattr(mpm, f"add_{name}_pass")()
         return mpm, pb
     pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
     pto.loop_vectorization = vectorize
@@ -237,12 +250,14 @@ class Engine:
     here the object is emitted and not linked (`linked` is False, `address` is 0)."""
 
     def __init__(self, mod: ir.Module | str | None = None, obj: bytes | None = None,
-                 vectorize: bool = True, light: bool = False, *,
+                 vectorize: bool = True, light: bool | str = False, *,
                  exports: Sequence[str],
                  compiled: tuple[bytes, llvm.ModuleRef] | None = None) -> None:
         self._ref: llvm.ModuleRef | None = None
-        #: The LLVM pipeline its module goes through (optimize): light, O3 or O3 unvectorized.
-        self.pipeline = "light" if light else f"O{OPT_LEVEL}" + ("" if vectorize else "-novec")
+        #: The LLVM pipeline its module goes through (optimize): light, inline, O3 or O3
+        #: unvectorized.
+        self.pipeline = light if isinstance(light, str) else "light" if light else \
+            f"O{OPT_LEVEL}" + ("" if vectorize else "-novec")
         self.target = t = target.current()
         if compiled is not None:  # compiled already, with the others (parallel_compile.py)
             self.object, self._ref = compiled
@@ -267,7 +282,8 @@ class Engine:
             sink.append((str(exports[0]) if exports else "module", self.object))
         self._exports = frozenset(exports)
 
-    def _compile(self, mod: ir.Module | str | None, vectorize: bool, light: bool) -> bytes:
+    def _compile(self, mod: ir.Module | str | None, vectorize: bool, light: bool | str
+                 ) -> bytes:
         assert mod is not None
         with _LOCK:
             ctm = _codegen_machine(self.target)

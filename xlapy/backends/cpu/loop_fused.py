@@ -22,10 +22,13 @@ descriptor's contract (d[9] iterations at most, d[10] set when the condition is 
   the loop's buffers never move (`NativeWhile.swapped` is empty for it).
 
 The kernels do the same operations in the same order on the same values: the same bits.
-The module costs a compile of its own (its kernels are copies), so only loops whose
-condition and body are a few tiny plain kernels are fused (`plan`): those are the loops
-where calls dominate; a body with any other step (a GEMM, a sort, an inner loop, a
-row-parallel region) keeps the driver.
+The module is the loop's code: the condition's and body's own kernels are printed for it
+and compiled only if something runs them (Calls.bind; early_compile leaves them alone), and
+it goes through a short pipeline (llvm_util.INLINE_PASSES: inlining, SROA, instcombine,
+GVN; the kernels were written for the code they get already). Only loops whose condition
+and body are small plain kernels are fused (`plan`): those are the loops where calls and
+tables weigh; a body with any other step (a GEMM, a sort, an inner loop, a row-parallel
+region) keeps the driver.
 """
 
 from __future__ import annotations
@@ -74,16 +77,18 @@ COND_PREFIX = "cond."
 MAX_SLOT_BYTES = 1 << 12
 MAX_BYTES = 1 << 14
 #: Most elements the condition's and body's kernels walk together, and most lines of their
-#: IR. The module costs a compile of its own, ~15-40 ms of LLVM on Zen 4 (its kernels are
-#: copies), where it saves ~10-40 ns an iteration: the loops worth it are those whose
-#: iteration is all calls, scalar ones. fori_nested's body (tanh and sin on 64 floats,
-#: ~100 ns of work an iteration) ran 0.113 -> 0.095 ms, its cold compile 33 -> 64 ms
-#: (XLA 42); a histogram loop's scalar body 14.4 -> 3 ns an iteration.
-MAX_ELEMENTS = 32
+#: IR. The fused module is the loop's only code (the condition's and body's own kernels
+#: are printed, not compiled, unless something runs them: Calls.bind), so a fused loop
+#: compiles about what the driver's would; past a few thousand elements an iteration's
+#: work hides the calls it saves, and results are copied where the driver swaps them.
+#: Zen 4, cold compile / run: fori_nested (tanh and sin on 64 floats, 1000 steps) 21 ->
+#: 28 ms (XLA 29) / 0.113 -> 0.093 ms; fori_cond (256 floats) 23 -> 21 ms / 0.034 ->
+#: 0.018 ms; `c * 0.5 + x` on 1024 floats, 2000 steps 0.129 -> 0.102 ms.
+MAX_ELEMENTS = 1024
 MAX_LINES = 2 * kernel_sequence.MAX_INSTRUCTIONS
 
-#: The pipeline's name in the module's cache key (O3, vectorized: kernel_compile's "").
-MODE = ""
+#: The module's pipeline (llvm_util.INLINE_PASSES), also its cache key's mode.
+MODE = llvm_util.INLINE
 
 _LOOP_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 
@@ -107,8 +112,8 @@ class Fused:
     @staticmethod
     def _engine_of(key: str, text: str, got: tuple[bytes, Any] | bytes) -> Engine:
         if isinstance(got, bytes):  # (from the disk cache; recompiled if it will not load)
-            return Engine(text, obj=got, exports=[NAME])
-        eng = Engine(compiled=got, exports=[NAME])
+            return Engine(text, obj=got, light=MODE, exports=[NAME])
+        eng = Engine(compiled=got, light=MODE, exports=[NAME])
         cache.put(key, eng.object)
         return eng
 
@@ -334,7 +339,7 @@ def _build(loop_text: str, p: _Plan, cond_ir: str, body_ir: str, t: target.CpuTa
         key = cache.key(text, MODE)
         obj = cache.get(key)
         return key, text, obj if obj is not None else \
-            parallel_compile.compile_here(text, True, False)
+            parallel_compile.compile_here(text, True, MODE)
 
 
 def _module(loop_text: str, p: _Plan, cond_ir: str, body_ir: str) -> str:

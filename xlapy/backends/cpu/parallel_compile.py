@@ -238,7 +238,7 @@ def _parse_own_context(text: str) -> llvm.ModuleRef:
     return ref
 
 
-def compile_here(text: str, vectorize: bool, light: bool, opt: int = OPT_LEVEL
+def compile_here(text: str, vectorize: bool, light: bool | str, opt: int = OPT_LEVEL
                  ) -> tuple[bytes, llvm.ModuleRef]:
     """(object, optimized module) of `text` (module_text'ed) for the current target, on
     the calling thread: its own context, a lent machine at code generation level `opt`,
@@ -251,7 +251,7 @@ def compile_here(text: str, vectorize: bool, light: bool, opt: int = OPT_LEVEL
         return _compile(text, vectorize, light, target.current(), opt=opt)
 
 
-def _compile(text: str, vectorize: bool, light: bool, t: CpuTarget, passes: bool = True,
+def _compile(text: str, vectorize: bool, light: bool | str, t: CpuTarget, passes: bool = True,
              opt: int = OPT_LEVEL, emitting: threading.Event | None = None
              ) -> tuple[bytes, llvm.ModuleRef]:
     try:

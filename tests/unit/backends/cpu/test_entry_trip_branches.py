@@ -104,12 +104,14 @@ def test_the_trip_shares_the_entrys_inner_loops() -> None:
 def test_a_deferred_entry_with_steps_compiles_no_kernel_early(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Its trip compiles those kernels (betainc's lgamma kernel, ~220 ms of LLVM, was
-    compiled early for the entry's thunks too); its loop body still compiles early."""
-    from xlapy.backends.cpu import cache, early_compile, parallel_compile
+    compiled early for the entry's thunks too); its loop body still compiles early (a body
+    no loop may fuse: a fusible one's kernels never compile early, test_loop_fused)."""
+    from xlapy.backends.cpu import cache, early_compile, loop_fused, parallel_compile
 
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")
     monkeypatch.setattr(parallel_compile, "threads", lambda limit: 2)
     monkeypatch.setattr(early_compile, "MIN_INSTRUCTIONS", 1)
+    monkeypatch.setattr(loop_fused, "MAX_ELEMENTS", 0)
     cache.clear_memory()
     exe = _compile()._exe
     assert exe.trip is not None
