@@ -68,7 +68,7 @@ from xlapy.backends.cpu.introspect import Introspection
 from xlapy.backends.cpu.kernel_compile import KernelCode, compile_for, plan_for
 from xlapy.backends.cpu.llvm_util import Engine, new_module
 from xlapy.backends.cpu.memory_plan import MemoryPlanning
-from xlapy.backends.cpu.native_loop import NativeWhile, owned_init, plan_native_while
+from xlapy.backends.cpu.native_loop import NativeWhile, owned_init
 from xlapy.backends.cpu.options import CpuOptions
 from xlapy.backends.cpu.pipeline import META_KEY, plan_all
 from xlapy.backends.cpu.threads import NativePool
@@ -395,14 +395,9 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
             opts = self.options.nested_copy(loop_part=instr.opcode == "while")
             subs, how = branch_loop.compile_branches(instr, opts, self._plans, self)
             self.subexecs.extend((instr.name, sub) for sub in subs)
-            nw = plan_native_while(instr, subs[0], subs[1]) if instr.opcode == "while" else None
+            nw = loop_fused.settle(instr, subs) if instr.opcode == "while" else None
             if nw is not None:
                 once.ahead(while_driver.driver_for, denormal.current())  # (its runner)
-                nw.fused = loop_fused.fuse(nw)
-            if instr.opcode == "while" and (nw is None or nw.fused is None):
-                for sub in subs:  # (a fused loop's: only if something runs them)
-                    sub.bind()
-            if nw is not None:
                 nw.owned = frozenset(k for k, o in enumerate(instr.operands)
                                      if id(o) in self._owned and self.slot[id(o)] in fresh)
                 self.report.append((instr.name, "while", f"native while loop{nw.label}"))

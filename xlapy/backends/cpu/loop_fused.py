@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from xlapy.backends.cpu import kernels
     from xlapy.backends.cpu.executable import CpuExecutable
     from xlapy.backends.cpu.native_loop import NativeWhile
+    from xlapy.ir import Instruction
 
 #: The loop function's name.
 NAME = "xlapy_fused_loop"
@@ -388,4 +389,20 @@ def fuse(nw: NativeWhile) -> Fused | None:
     return fused
 
 
-__all__ = ["Fused", "MAX_BYTES", "MAX_SLOT_BYTES", "NAME", "fuse", "plan"]
+def settle(instr: Instruction, subs: list[CpuExecutable]) -> NativeWhile | None:
+    """While `instr`'s native loop over its condition and body `subs`
+    (native_loop.plan_native_while), fused where it can be (`fuse`); the condition and body
+    compiled and bound (Calls.bind) unless the loop is fused: then only what runs them
+    compiles them."""
+    from xlapy.backends.cpu.native_loop import plan_native_while  # (it imports this module)
+
+    nw = plan_native_while(instr, subs[0], subs[1])
+    if nw is not None:
+        nw.fused = fuse(nw)
+    if nw is None or nw.fused is None:
+        for sub in subs:
+            sub.bind()
+    return nw
+
+
+__all__ = ["Fused", "MAX_BYTES", "MAX_SLOT_BYTES", "NAME", "fuse", "plan", "settle"]
