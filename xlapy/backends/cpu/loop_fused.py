@@ -88,7 +88,11 @@ MAX_BYTES = 1 << 14
 MAX_ELEMENTS = 1024
 MAX_LINES = 2 * kernel_sequence.MAX_INSTRUCTIONS
 
-#: The module's pipeline (llvm_util.INLINE_PASSES), also its cache key's mode.
+#: The module's pipeline (llvm_util.INLINE_PASSES), also its cache key's mode, unless a
+#: kernel it inlines is a loop LLVM is to vectorize (not written in explicit vectors, over
+#: `small_kernel` elements or more: a window update of 256 floats): then O3's, as that
+#: kernel's own module gets (kernel_compile.py; ring_loop's scalar window loop ran 0.14 ->
+#: 0.53 ms through the short pipeline).
 MODE = llvm_util.INLINE
 
 _LOOP_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
@@ -101,6 +105,7 @@ class Fused:
 
     def __init__(self, p: _Plan, cond_ir: str, body_ir: str) -> None:
         self._engine: Engine | None = None
+        self._light = p.light
         self._job: Future[tuple[str, str, tuple[bytes, Any] | bytes]] | None = None
         t, loop_text = target.current(), _emit(p)  # (the target and denormal mode here)
         build = lambda: _build(loop_text, p, cond_ir, body_ir, t)  # noqa: E731
@@ -110,11 +115,10 @@ class Fused:
             self._engine = self._engine_of(*build())
         self._call: Any = None
 
-    @staticmethod
-    def _engine_of(key: str, text: str, got: tuple[bytes, Any] | bytes) -> Engine:
+    def _engine_of(self, key: str, text: str, got: tuple[bytes, Any] | bytes) -> Engine:
         if isinstance(got, bytes):  # (from the disk cache; recompiled if it will not load)
-            return Engine(text, obj=got, light=MODE, exports=[NAME])
-        eng = Engine(compiled=got, light=MODE, exports=[NAME])
+            return Engine(text, obj=got, light=self._light, exports=[NAME])
+        eng = Engine(compiled=got, light=self._light, exports=[NAME])
         cache.put(key, eng.object)
         return eng
 
@@ -200,6 +204,7 @@ class _Plan:
     moves: list[tuple[int, int]]  # (state element, state element it takes as it was)
     pred: int
     sizes: list[int]  # table sizes
+    light: bool | str  # the pipeline (MODE, or False: O3 vectorized)
 
 
 def plan(nw: NativeWhile) -> _Plan | None:
@@ -242,9 +247,12 @@ def plan(nw: NativeWhile) -> _Plan | None:
         slots.append(m)
     hi = [[(COND_PREFIX * (e == 0) + k.name, driven(k.outer, k.env_arg)) for k in run]
           for e, run in enumerate(runs)]
+    small = body.options.small_kernel
+    vectorized = any(not k.explicit and kernel_elements(k) >= small for run in runs for k in run)
     return _Plan(hi, sizes, on_stack, slots,
                  [(k, r) for k, r in enumerate(nw.results) if r is not None],
-                 list(nw.moves), nw.pred_slot, [cond.num_slots, body.num_slots])
+                 list(nw.moves), nw.pred_slot, [cond.num_slots, body.num_slots],
+                 False if vectorized else MODE)
 
 
 def _emit(p: _Plan) -> str:
@@ -337,10 +345,10 @@ def _build(loop_text: str, p: _Plan, cond_ir: str, body_ir: str, t: target.CpuTa
     (object, module) as compiled for `t`), on whichever thread calls it."""
     with target.use(t):
         text = _module(loop_text, p, cond_ir, body_ir)
-        key = cache.key(text, MODE)
+        key = cache.key(text, p.light or "")
         obj = cache.get(key)
         return key, text, obj if obj is not None else \
-            parallel_compile.compile_here(text, True, MODE)
+            parallel_compile.compile_here(text, True, p.light)
 
 
 def _module(loop_text: str, p: _Plan, cond_ir: str, body_ir: str) -> str:
