@@ -270,7 +270,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
         self.chains = self._plan_chains()
         #: The kernels run as one function in a native loop (kernel_sequence.py), or None.
         self.sequence: kernel_sequence.KernelSequence | None = None
-        #: A loop body's window kernels (dus_window.early): kernel index -> (kernel, address).
+        #: A loop body's window kernels (dus_window.early): kernel index -> window kernel.
         self.windows: dict[int, kernels.Kernel] = {}
         self.num_slots = len(self.shapes)
         params = comp.parameters

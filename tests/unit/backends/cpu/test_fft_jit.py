@@ -156,7 +156,7 @@ def test_loop_runs_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
     loop (fft_jit.entry), not Python callbacks (loop_callback.entry), with the Python loop's
     bits (the same function)."""
     jax = pytest.importorskip("jax")
-    from xlapy.backends.cpu import executable, loop_callback
+    from xlapy.backends.cpu import loop_callback, native_loop
 
     def fn(x: object) -> object:
         return jax.lax.fori_loop(0, 6, lambda i, c: jax.numpy.fft.ifft(
@@ -174,7 +174,7 @@ def test_loop_runs_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(mod, name, spy)
     got = xlapy.compile(text, backend="cpu")(x)
     assert seen == ["fft_jit", "fft_jit"]
-    monkeypatch.setattr(executable, "plan_native_while", lambda *a: None)
+    monkeypatch.setattr(native_loop, "plan_native_while", lambda *a: None)
     want = xlapy.compile(text, backend="cpu")(x)
     np.testing.assert_array_equal(np.asarray(got).view(np.uint8), np.asarray(want).view(np.uint8))
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import executable, fft_lib, parallel
+from xlapy.backends.cpu import fft_lib, native_loop, parallel
 from xlapy.errors import XlapyError
 
 jax = pytest.importorskip("jax")
@@ -85,7 +85,7 @@ def test_loop_with_a_library_call_stays_native_with_the_python_loops_bits(
     cpu = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
     assert _native(cpu)
     got = [np.asarray(cpu(x)) for _ in range(2)]
-    monkeypatch.setattr(executable, "plan_native_while", lambda *a: None)
+    monkeypatch.setattr(native_loop, "plan_native_while", lambda *a: None)
     python = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
     assert not _native(python)
     want = np.asarray(python(x))
@@ -136,7 +136,7 @@ def test_an_fft_in_an_inner_loop(monkeypatch: pytest.MonkeyPatch) -> None:
         "-- called by")[2]
     got = np.asarray(cpu(x))
     with monkeypatch.context() as m:
-        m.setattr(executable, "plan_native_while", lambda *a: None)
+        m.setattr(native_loop, "plan_native_while", lambda *a: None)
         want = np.asarray(xlapy.compile(text, backend="cpu")(x))
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
     real, calls = fft_lib.fft, []

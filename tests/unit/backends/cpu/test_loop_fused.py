@@ -115,6 +115,8 @@ def test_an_inner_loop_is_fused_inside_a_native_loop(options: dict[str, Any]) ->
     args = [rng.integers(0, 4, 32).astype(np.int32), rng.integers(0, 4, 32).astype(np.int32)]
     prog = _check(_edit, args, options)
     np.testing.assert_array_equal(prog(*args), jax.jit(_edit)(*args))
+    for nw in _loops(prog._exe):  # (the inner loop's own kernels were never needed)
+        assert (nw.body._binding is not None) == (nw.fused is not None)
 
 
 @pytest.mark.parametrize("mode", ["ftz", "ieee"])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import executable, regions, target
+from xlapy.backends.cpu import native_loop, regions, target
 from xlapy.backends.cpu.loop_steps import steps
 
 
@@ -50,7 +50,7 @@ def test_rnn_with_a_dot_runs_natively_with_the_python_loops_bits(
     native = xlapy.compile(text, backend="cpu")
     assert "native while loop" in _while_line(native)
     got = native(*args)
-    monkeypatch.setattr(executable, "plan_native_while", lambda *a: None)
+    monkeypatch.setattr(native_loop, "plan_native_while", lambda *a: None)
     python = xlapy.compile(text, backend="cpu")
     assert "native while loop" not in _while_line(python)
     np.testing.assert_array_equal(got.view(np.uint32), python(*args).view(np.uint32))
@@ -141,7 +141,7 @@ def test_a_dot_result_leaving_the_body_keeps_the_loop_native(
     # Python path sends a row vector to sgemv: the last bits may differ there
     jit = all(g.small is not None for b in _bodies(native) for g in steps(b)
               if isinstance(g, regions.Gemm))
-    monkeypatch.setattr(executable, "plan_native_while", lambda *a: None)
+    monkeypatch.setattr(native_loop, "plan_native_while", lambda *a: None)
     python = xlapy.compile(text, backend="cpu")
     for g, p in zip(got, python(*args)):
         if jit:
@@ -194,7 +194,7 @@ def test_weight_gradient_dot_keeps_the_loop_native(b: int, m: int, n: int,
     native = xlapy.compile(text, backend="cpu")
     assert "native while loop" in _while_line(native)
     got = native(*args)
-    monkeypatch.setattr(executable, "plan_native_while", lambda *a: None)
+    monkeypatch.setattr(native_loop, "plan_native_while", lambda *a: None)
     python = xlapy.compile(text, backend="cpu")
     np.testing.assert_allclose(got, python(*args), rtol=2e-6, atol=2e-6)
     want = xlapy.compile(text, backend="interpreter")(*args)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import executable, native_loop, parallel
+from xlapy.backends.cpu import native_loop, parallel
 
 #: lax.scan of h = tanh(h @ W + x_t) as jax lowers it (benchmarks' scan_rnn), the rhs
 #: contracting dimension {c} (0: [k, n], gemm_small; 1: [n, k], BLAS).
@@ -55,7 +55,7 @@ def _explain(prog: object) -> str:
 
 def _python_loop(text: str, monkeypatch: pytest.MonkeyPatch, threads: int) -> object:
     with monkeypatch.context() as mp:
-        mp.setattr(executable, "plan_native_while", lambda *a: None)
+        mp.setattr(native_loop, "plan_native_while", lambda *a: None)
         prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
     assert "native while loop" not in _explain(prog)
     return prog

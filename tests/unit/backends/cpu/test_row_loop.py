@@ -9,7 +9,7 @@ import pytest
 
 import xlapy
 from tests.unit.backends.cpu.test_native_loop_split import RNN, _args, _native_whiles
-from xlapy.backends.cpu import executable, row_loop
+from xlapy.backends.cpu import native_loop, row_loop
 
 
 def _compile(text: str, threads: int) -> object:
@@ -40,7 +40,7 @@ def test_rnn_runs_row_split_with_the_python_loops_bits(b: int, d: int,
         state = (args[2], args[1], np.int32(0), args[0])
         outs.append(row_loop.run(nw, nw.row_plan, preps, 2, state)[3])
     with monkeypatch.context() as mp:
-        mp.setattr(executable, "plan_native_while", lambda *a: None)
+        mp.setattr(native_loop, "plan_native_while", lambda *a: None)
         outs.append(_compile(text, 2)(*args))  # the Python loop
     outs.append(_compile(text, 1)(*args))  # native, not split
     for o in outs[1:]:
