@@ -27,28 +27,14 @@ from xlapy.types import Shape
 _FINISHING = threading.RLock()
 
 
-def _finished(name: str) -> property:
-    """An attribute a deferred compile completes: reading it finishes the compile first."""
+def _finished(name: str, bound: bool = False) -> property:
+    """An attribute a deferred compile completes: reading it finishes the compile first
+    (`bound`: the kernels' compile and the thunks' binding too, `Calls.bind`)."""
     key = "_" + name
 
     def get(self: Any) -> Any:
-        if self._pending is not None:
-            self.finish()
-        return self.__dict__[key]
-
-    def put(self: Any, value: Any) -> None:
-        self.__dict__[key] = value
-
-    return property(get, put)
-
-
-def _bound(name: str) -> property:
-    """An attribute the kernels' compile completes: reading it binds them first (`bind`)."""
-    key = "_" + name
-
-    def get(self: Any) -> Any:
-        if self._pending is not None or self._binding is not None:
-            self.bind()
+        if self._pending is not None or bound and self._binding is not None:
+            self.bind() if bound else self.finish()
         return self.__dict__[key]
 
     def put(self: Any, value: Any) -> None:
@@ -61,12 +47,12 @@ class Calls:
     """Mixed into CpuExecutable: runs what its planning built."""
 
     #: The thunks and the kernels they run (read: compiled and bound first, if deferred).
-    thunks = _bound("thunks")
-    kernel_addrs = _bound("kernel_addrs")
-    engines = _bound("engines")
-    engine = _bound("engine")
-    sequence_addr = _bound("sequence_addr")
-    window_addrs = _bound("window_addrs")
+    thunks = _finished("thunks", bound=True)
+    kernel_addrs = _finished("kernel_addrs", bound=True)
+    engines = _finished("engines", bound=True)
+    engine = _finished("engine", bound=True)
+    sequence_addr = _finished("sequence_addr", bound=True)
+    window_addrs = _finished("window_addrs", bound=True)
     #: What planning completes (read: finished first, if deferred); no kernel compiled.
     kernel_ir = _finished("kernel_ir")
     sequence = _finished("sequence")
