@@ -47,6 +47,14 @@ class KernelSequence:
     kernels: tuple[int, ...]
 
 
+def walked(specs: Sequence[kernels.Kernel], order: Sequence[int],
+           windows: Collection[int]) -> int:
+    """The elements kernels `order` of `specs` walk together; one in `windows` (a loop
+    body's in-place update, dus_window.py) walks its update's only."""
+    return sum(math.prod(specs[j].root.operands[1].shape.dimensions) if j in windows
+               else kernel_elements(specs[j]) for j in order)
+
+
 def emit(mod: ir.Module, specs: Sequence[kernels.Kernel], steps: Sequence[object],
          early: Collection[str], windows: Mapping[int, kernels.Kernel]
          ) -> tuple[int, ...] | None:
@@ -59,10 +67,8 @@ def emit(mod: ir.Module, specs: Sequence[kernels.Kernel], steps: Sequence[object
     if len(order) < 2 or len(order) != len(steps):
         return None
     run = [windows.get(j, specs[j]) for j in order]
-    walked = sum(math.prod(specs[j].root.operands[1].shape.dimensions) if j in windows
-                 else kernel_elements(specs[j]) for j in order)  # (a window: its update's)
     if any(isinstance(k, TupleKernel) or k.name in early for k in run) or \
-            walked > MAX_ELEMENTS:
+            walked(specs, order, windows) > MAX_ELEMENTS:
         return None
     sizes = [sum(len(bb.instructions) for bb in mod.globals[k.name].blocks) for k in run]
     if sum(sizes) > MAX_INSTRUCTIONS or max(sizes) > MAX_KERNEL_INSTRUCTIONS:
@@ -78,4 +84,4 @@ def emit(mod: ir.Module, specs: Sequence[kernels.Kernel], steps: Sequence[object
 
 
 __all__ = ["MAX_ELEMENTS", "MAX_INSTRUCTIONS", "MAX_KERNEL_INSTRUCTIONS", "NAME",
-           "KernelSequence", "emit"]
+           "KernelSequence", "emit", "walked"]

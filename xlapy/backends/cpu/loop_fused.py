@@ -180,9 +180,7 @@ def _kernels(nw: NativeWhile, exe: CpuExecutable
     run = [win[j] if j in win else exe.kernel_specs[j] for j in order]
     if any(isinstance(k, TupleKernel) or k.cells or k.partial for k in run):
         return None
-    walked = sum(math.prod(exe.kernel_specs[j].root.operands[1].shape.dimensions)
-                 if j in win else kernel_elements(exe.kernel_specs[j]) for j in order)
-    return run, walked
+    return run, kernel_sequence.walked(exe.kernel_specs, order, win)
 
 
 def _lines(text: str, name: str) -> int:
