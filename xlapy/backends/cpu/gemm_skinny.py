@@ -1,6 +1,5 @@
-"""Skinny f32/f64 GEMMs out[m, n] = x[m, k] @ W[k, n], 2 <= m <= 8 rows against a big
-row-major W (up to 16 in two passes; AVX-512 and AVX2 targets), as a JIT-compiled loop that
-reads W once, in place.
+"""Skinny f32/f64 GEMMs out[m, n] = x[m, k] @ W[k, n], a few rows against a big row-major W
+(2..80 rows on AVX-512, 2..24 on AVX2), as a JIT-compiled loop that reads W once, in place.
 
 A few rows against a weight matrix (a small batch of inference, issue 14's "skinny shapes")
 is bound by reading W: the 8 x 4096 @ 4096 x 4096 f32 product moves 64 MB for 0.27 GFLOP.
@@ -16,10 +15,17 @@ chunk's columns, each block's sums continued through the output (the same chain,
 bits), so each row is read in pieces of the chunk's width, not 3 lines at a time: 1.3-1.9x
 faster on 2 threads.
 
+More rows than one register block holds (`one_pass`) go in row groups (`groups`: at most
+MAX_ROWS rows each on AVX-512, GROUP_ROWS_AVX2 on AVX2): every group in turn runs its
+register blocks over a k block while that block of W is in L2, so W still comes from memory
+once. Two passes over all of W (one per half of the rows) had been the way up to 16 rows;
+batches of 17-80 rows went to BLAS, whose packing of W for a few row tiles lost to XLA
+1.1-1.3x (MAX_GROUPED). Each element stays one multiply-add chain in k order.
+
 The columns are cut into chunks fixed by the shape (`cuts`), each computed whole by one
 thread, so the bits never depend on the thread count. MXCSR FTZ/DAZ are cleared around the
-loop (IEEE, as BLAS and the interpreter). One module per row count, element type and target,
-built on first use and cached on disk like any kernel.
+loop (IEEE, as BLAS and the interpreter). One module per row grouping, element type and
+target, built on first use and cached on disk like any kernel.
 """
 
 from __future__ import annotations
@@ -99,23 +105,38 @@ def _block(bits: int, rows: int) -> int:
     return max(1, min(4, accs // rows))
 
 
-def _emit(name: str, f64: bool, rows: int) -> ir.Module:
-    """`name(x, w, out, n, k, c_lo, c_hi, kb)`: columns [c_lo, c_hi) of out = x @ w (x [rows,
-    k], w [k, n], out [rows, n], all dense), kb rows of w at a time (k: all at once):
-    blocks of V vectors, then the rest one masked vector at a time (two block shapes: the
-    module compiles in ~25 ms, not the ~44 of gemm_small's single vectors plus one block per
-    narrower width)."""
+def groups(m: int, bits: int) -> tuple[tuple[int, int], ...]:
+    """The row groups of an m-row product, ((rows, count), ...): one group while `one_pass`
+    holds, else groups of at most MAX_ROWS rows (sizes as even as can be, at most two of
+    them), each a pass over every k block of W while the block is in L2."""
+    if one_pass(m, bits):
+        return ((m, 1),)
+    cap = MAX_ROWS if bits == 512 else GROUP_ROWS_AVX2
+    g = -(-m // cap)
+    q = -(-m // g)
+    out = [(q, m // q)]
+    if m % q:
+        out.append((m % q, 1))
+    return tuple(out)
+
+
+def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...]) -> ir.Module:
+    """`name(x, w, out, n, k, c_lo, c_hi, kb)`: columns [c_lo, c_hi) of out = x @ w (x [m,
+    k], w [k, n], out [m, n], all dense; m the rows of `parts`, `groups`), kb rows of w at a
+    time (k: all at once); in each k block every row group in turn (all of its rows in
+    registers), each in blocks of V vectors, then the rest one masked vector at a time (two
+    block shapes a group size: a module of one group compiles in ~25 ms, not the ~44 of
+    gemm_small's single vectors plus one block per narrower width)."""
     t = F64 if f64 else F32
     size = 8 if f64 else 4
     bits = target.current().vector_bits
     lanes = bits // (8 * size)
-    v = _block(bits, rows)
     mod = new_module(name)
     tp = t.as_pointer()
     fn = ir.Function(mod, ir.FunctionType(VOID, [tp, tp, tp, I64, I64, I64, I64, I64]),
                      name=name)
-    a, w, out, n, kk, lo, hi, kb = fn.args
-    for p in (a, w, out):
+    x_all, w, out_all, n, kk, lo, hi, kb = fn.args
+    for p in (x_all, w, out_all):
         p.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     saved = set_ftz_daz(b)
@@ -141,7 +162,7 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
         return intrinsic(b, f"llvm.masked.load.v{lanes}{ety}.p0", vt,
                          [ptr, ir.Constant(I32, size), mask, ir.Constant(vt, None)])
 
-    def store(x: ir.Value, at: ir.Value, mask: ir.Value | None) -> None:
+    def store(x: ir.Value, out: ir.Value, at: ir.Value, mask: ir.Value | None) -> None:
         ptr = vec_ptr(out, at)
         if mask is None:
             b.store(x, ptr).align = size
@@ -149,11 +170,11 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
             intrinsic(b, f"llvm.masked.store.v{lanes}{ety}.p0", VOID,
                       [x, ptr, ir.Constant(I32, size), mask])
 
-    def block(c0: ir.Value, vecs: int, k0: ir.Value, k1: ir.Value, first: ir.Value,
-              valid: ir.Value | None = None) -> None:
-        """out[:, c0:c0+vecs*lanes] (+)= x[:, k0:k1] @ w[k0:k1, c0:c0+vecs*lanes], k in
-        order, from zero when `first` (`valid`: one vector, its first `valid` columns only,
-        masked): each element's one multiply-add chain, continued through `out`."""
+    def block(a: ir.Value, out: ir.Value, rows: int, c0: ir.Value, vecs: int, k0: ir.Value,
+              k1: ir.Value, first: ir.Value, valid: ir.Value | None = None) -> None:
+        """out[:rows, c0:c0+vecs*lanes] (+)= a[:rows, k0:k1] @ w[k0:k1, c0:c0+vecs*lanes],
+        k in order, from zero when `first` (`valid`: one vector, its first `valid` columns
+        only, masked): each element's one multiply-add chain, continued through `out`."""
         mask = None if valid is None else lanes_below(valid)
         entry = b.block
         load_bb = fn.append_basic_block("acc.load")
@@ -198,21 +219,37 @@ def _emit(name: str, f64: bool, rows: int) -> ir.Module:
         for r in range(rows):
             orow = b.add(b.mul(i64(r), n), c0)
             for j, x in enumerate(news[r]):
-                store(x, b.add(orow, i64(j * lanes)), mask)
+                store(x, out, b.add(orow, i64(j * lanes)), mask)
+
+    def group(a: ir.Value, out: ir.Value, rows: int, k0: ir.Value, k1: ir.Value,
+              first: ir.Value) -> None:
+        """One row group's columns [lo, hi) over k block [k0, k1)."""
+        v = _block(bits, rows)
+        step = v * lanes
+        full = b.sdiv(b.sub(hi, lo), i64(step))
+        c1 = b.add(lo, b.mul(full, i64(step)))
+        rest = b.sdiv(b.add(b.sub(hi, c1), i64(lanes - 1)), i64(lanes))
+        with for_range(b, i64(0), full, "cb") as cb:
+            block(a, out, rows, b.add(lo, b.mul(cb, i64(step))), v, k0, k1, first)
+        with for_range(b, i64(0), rest, "cv") as cv:  # the rest: one masked vector at a time
+            c = b.add(c1, b.mul(cv, i64(lanes)))
+            block(a, out, rows, c, 1, k0, k1, first, b.sub(hi, c))
 
     in_blocks = b.icmp_signed("<", kb, kk)
-    step = v * lanes
-    full = b.sdiv(b.sub(hi, lo), i64(step))
-    c1 = b.add(lo, b.mul(full, i64(step)))
-    rest = b.sdiv(b.add(b.sub(hi, c1), i64(lanes - 1)), i64(lanes))
     with for_range(b, i64(0), kk, "kb", step=kb) as k0:
         k1 = b.select(b.icmp_signed("<", b.add(k0, kb), kk), b.add(k0, kb), kk)
         first = b.icmp_signed("==", k0, i64(0))
-        with for_range(b, i64(0), full, "cb") as cb:
-            block(b.add(lo, b.mul(cb, i64(step))), v, k0, k1, first)
-        with for_range(b, i64(0), rest, "cv") as cv:  # the rest: one masked vector at a time
-            c = b.add(c1, b.mul(cv, i64(lanes)))
-            block(c, 1, k0, k1, first, b.sub(hi, c))
+        row0 = 0
+        for rows, count in parts:
+            if count == 1:
+                group(b.gep(x_all, [b.mul(i64(row0), kk)]),
+                      b.gep(out_all, [b.mul(i64(row0), n)]), rows, k0, k1, first)
+            else:
+                with for_range(b, i64(0), i64(count), "g") as g:
+                    r0 = b.add(i64(row0), b.mul(g, i64(rows)))
+                    group(b.gep(x_all, [b.mul(r0, kk)]), b.gep(out_all, [b.mul(r0, n)]),
+                          rows, k0, k1, first)
+            row0 += rows * count
     restore_mxcsr(b, saved)
     b.ret_void()
     return mod
@@ -228,34 +265,51 @@ class Compiled:
 
 
 @once
-def _compile(rows: int, f64: bool, tgt: target.CpuTarget) -> Compiled:
+def _compile(parts: tuple[tuple[int, int], ...], f64: bool, tgt: target.CpuTarget
+             ) -> Compiled:
     with target.use(tgt), denormal.use(denormal.IEEE):
-        name = f"xlapy_{'d' if f64 else 's'}gemm_skinny{rows}"
-        eng = cache.library_engine(("gemm_skinny", rows, f64), lambda: _emit(name, f64, rows),
-                                   "light", light=True, exports=[name])
+        tag = "_".join(f"{r}x{c}" for r, c in parts)
+        name = f"xlapy_{'d' if f64 else 's'}gemm_skinny{tag}"
+        eng = cache.library_engine(("gemm_skinny", parts, f64),
+                                   lambda: _emit(name, f64, parts), "light", light=True,
+                                   exports=[name])
     addr = eng.address(name)
     return Compiled(eng, _FN(addr), addr)
 
 
-#: Most rows on AVX2 (16 registers): two passes of up to 6 rows keep 2 vectors of columns
-#: per block. Against XLA (dot_sweep, x86-64-v3 code, OpenBLAS -> here): 2x1024x4096 1.96
-#: -> 0.84, 4x4096x1024 2.10 -> 0.82, 5x4096x4096 1.27 -> 0.65, 8x1024x4096 1.54 -> 1.05,
-#: 8x2048x2048 1.34 -> 0.82, 10x2048x2048 1.45 -> 1.00, 12x1024x4096 1.26 -> 1.10; 16 rows
-#: (two passes of 8, one vector per block) lost, 1.04 -> 1.29-1.32.
-MAX_ROWS_AVX2 = 12
+#: Rows of a group on AVX2 past one pass (16 registers: a register block of 6 rows keeps 2
+#: vectors of columns, 12 accumulators; 8 rows at one vector per block lost). Against XLA
+#: (dot_sweep, x86-64-v3 code, OpenBLAS -> here, one pass): 2x1024x4096 1.96 -> 0.84,
+#: 4x4096x1024 2.10 -> 0.82, 5x4096x4096 1.27 -> 0.65, 8x1024x4096 1.54 -> 1.05,
+#: 8x2048x2048 1.34 -> 0.82; groups: 10x2048x2048 1.45 -> 1.00, 12x1024x4096 1.26 -> 1.10.
+GROUP_ROWS_AVX2 = 6
+#: Most rows run here on AVX-512 (in groups of MAX_ROWS, `groups`). Zen 4, 2 threads,
+#: round robin against XLA (XLA's AVX-512 kernels), BLAS (OpenBLAS or gemm_f32) -> here:
+#: 17x4096x1024 1.20 -> 0.62, 24x4096x4096 1.32 -> 0.95, 31x4096x1024 1.15 -> 0.78,
+#: 32x1024x4096 1.26 -> 0.77, 32x4096x4096 1.23 -> 0.85, 40x4096x1024 1.22 -> 0.92,
+#: 48x4096x4096 1.23 -> 0.97, 63x2048x2048 1.19 -> 0.94, 64x1024x4096 1.15 -> 0.92,
+#: 72x2048x2048 1.11 -> 0.92, 80x1024x4096 1.18 -> 0.98, 80x4096x1024 1.13 -> 1.07; past
+#: it BLAS wins (96x4096x1024 1.02 against 1.07, 128x4096x4096 1.03 against 1.18: with
+#: more groups W's k block is read from L2 more times than gemm_f32's packed panels).
+MAX_GROUPED = 80
+#: The same on AVX2 (groups of GROUP_ROWS_AVX2), x86-64-v3 code against XLA's AVX-512:
+#: 16x1024x4096 1.27-1.38 -> 1.03-1.13, 17x4096x1024 1.26-1.29 -> 1.03-1.11, 24x4096x4096
+#: 1.30-1.31 -> 1.23-1.31; 32 rows and more lost (32x1024x4096 1.15 -> 1.11-1.36,
+#: 48x4096x1024 1.21 -> 1.55: 12 accumulators a block, W's block read 6-8 times).
+MAX_GROUPED_AVX2 = 24
 
 
 def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
-    """Whether a plain [m, k] @ [k, n] product runs here: 2..16 rows on AVX-512, 2..12 on
-    AVX2 (over 8: two passes over W, `runner`), a row-major W too big for gemm_small (its
-    rows do not stay in L2), an x86 target this process runs. Not on SSE targets (8
+    """Whether a plain [m, k] @ [k, n] product runs here: 2..MAX_GROUPED rows on AVX-512,
+    2..MAX_GROUPED_AVX2 on AVX2 (past `one_pass`, in row groups), a row-major W too big for
+    gemm_small (its rows do not stay in L2), an x86 target this process runs. Not on SSE targets (8
     registers: unmeasured). Before W was read in k blocks, the 8 rows' one vector per block
     on AVX2 read half a cache line of each W row per pass: 25-38 ms on one core (OpenBLAS
     11.7); in 64 KB k blocks the rows come from L2."""
     from xlapy.backends.cpu import gemm_small
 
     t = target.current()
-    most = 2 * MAX_ROWS if t.vector_bits == 512 else MAX_ROWS_AVX2 if t.vector_bits == 256 \
+    most = MAX_GROUPED if t.vector_bits == 512 else MAX_GROUPED_AVX2 if t.vector_bits == 256 \
         else 0
     return (2 <= m <= most and not rhs_t and n >= 1 and k >= 1 and t.is_x86 and t.runs_here
             and k * n * (8 if f64 else 4) > gemm_small.MAX_RHS_BYTES)
@@ -289,49 +343,34 @@ def one_pass(m: int, bits: int) -> bool:
 
 def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
            ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
-    """A function (x, w, out) for a library thunk, the modules built on its first call. Past
-    `one_pass`: two passes over W, one per half of the rows (all of a pass's rows stay in
-    registers). 2 threads, W evicted before each burst, min of 90 calls against blas.gemm:
-    16x1024x4096 1.22 -> 0.86 ms, 12x4096x4096 8.7 -> 6.4, 16x4096x1024 2.24 -> 1.66; three
-    passes tied (24x1024x4096 1.29 vs 1.30), four lost (32x1024x4096 3.5 vs 3.1)."""
-    if one_pass(m, target.current().vector_bits):
-        return _rows_runner(m, n, k, f64, threads)
-    half = (m + 1) // 2
-    top, bottom = (_rows_runner(r, n, k, f64, threads) for r in (half, m - half))
-
-    def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
-        x, w = c_order(x), c_order(w)
-        res = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
-        top(x[:half], w, res[:half])
-        bottom(x[half:], w, res[half:])
-        if res is not out:
-            out[...] = res
-
-    return run
+    """A function (x, w, out) for a library thunk, the module built on its first call (in a
+    compile: meanwhile): one sweep over W, every row group (`groups`) in each k block."""
+    return _rows_runner(m, n, k, f64, threads, groups(m, target.current().vector_bits))
 
 
-def _rows_runner(m: int, n: int, k: int, f64: bool, threads: int
+def _rows_runner(m: int, n: int, k: int, f64: bool, threads: int,
+                 parts: tuple[tuple[int, int], ...]
                  ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
-    """`runner` for rows that `one_pass` takes: one pass over W."""
+    """`runner` for row groups `parts` (`groups`): one pass over W."""
     tgt = target.current()
     size = 8 if f64 else 4
     lanes = tgt.vector_bits // (8 * size)
     blocked = k * n * size > BLOCKED_BYTES and n * size >= BLOCKED_ROW_BYTES
-    bounds = cuts(n, k, size, _block(tgt.vector_bits, m) * lanes, blocked)
+    bounds = cuts(n, k, size, _block(tgt.vector_bits, parts[0][0]) * lanes, blocked)
     kb = k_block(bounds[1] - bounds[0], size) if blocked else k
-    ahead(_compile, m, f64, tgt)  # in a compile: built meanwhile (once.py)
+    ahead(_compile, parts, f64, tgt)  # in a compile: built meanwhile (once.py)
 
     def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
-        code = _compile(m, f64, tgt)
+        code = _compile(parts, f64, tgt)
         x, w = c_order(x), c_order(w)
         res = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         args = (x.ctypes.data, w.ctypes.data, res.ctypes.data, n, k)
-        parts = len(bounds) - 1
-        if threads < 2 or parts < 2:
+        chunks = len(bounds) - 1
+        if threads < 2 or chunks < 2:
             code.fn(*args, 0, n, kb)
         else:
             jobs = [(code.address, (*args, bounds[j], bounds[j + 1], kb))
-                    for j in range(parts)]
+                    for j in range(chunks)]
             parallel.pool(threads).share(jobs, threads, (x, w, res))
         if res is not out:
             out[...] = res
@@ -339,5 +378,6 @@ def _rows_runner(m: int, n: int, k: int, f64: bool, threads: int
     return run
 
 
-__all__ = ["takes", "runner", "one_pass", "cuts", "MAX_ROWS", "MAX_ROWS_AVX2",
+__all__ = ["takes", "runner", "one_pass", "groups", "cuts", "MAX_ROWS", "MAX_GROUPED",
+           "MAX_GROUPED_AVX2", "GROUP_ROWS_AVX2",
            "PREFETCH_ROWS", "PREFETCH_AHEAD", "CHUNK_BYTES"]

@@ -1,7 +1,8 @@
-"""Skinny GEMMs of gemm_skinny.py (2..16 rows against a W too big for gemm_small, column
-chunks over the threads): within the float64 dot bound for odd shapes (column tails of
-every width), f32 and f64; the same bits as gemm_small's register blocks (one multiply-add
-chain in k order) and on 1, 2 and 3 threads; IEEE denormals; routing by library.py."""
+"""Skinny GEMMs of gemm_skinny.py (2..80 rows against a W too big for gemm_small, in row
+groups past one register block, column chunks over the threads): within the float64 dot
+bound for odd shapes (column tails of every width), f32 and f64; the same bits as
+gemm_small's register blocks (one multiply-add chain in k order) and on 1, 2 and 3 threads;
+IEEE denormals; routing by library.py."""
 
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def _most() -> int:
-    """The most rows the target routes here (gemm_skinny.takes): 16 with AVX-512's 32
-    registers, 12 with AVX2's 16 (two passes of 6), none on SSE targets."""
+    """The most rows the target routes here (gemm_skinny.takes): 80 with AVX-512's 32
+    registers, 24 with AVX2's 16 (groups of 6), none on SSE targets."""
     bits = target.current().vector_bits
-    return 16 if bits == 512 else gemm_skinny.MAX_ROWS_AVX2 if bits == 256 else 0
+    return gemm_skinny.MAX_GROUPED if bits == 512 else gemm_skinny.MAX_GROUPED_AVX2 \
+        if bits == 256 else 0
 
 
 def _dot(m: int, k: int, n: int, ty: str = "f32") -> str:
@@ -54,7 +56,8 @@ def _operands(m: int, k: int, n: int, dtype: type) -> tuple[np.ndarray, np.ndarr
 @pytest.mark.parametrize(("m", "k", "n"), [(2, 300, 517), (3, 129, 1031), (5, 257, 640),
                                            (8, 200, 763), (7, 1, 140000), (7, 300, 517),
                                            (9, 300, 517),
-                                           (16, 129, 1031)])
+                                           (16, 129, 1031), (23, 129, 1031),
+                                           (31, 300, 517), (80, 129, 1031)])
 def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) -> None:
     x, w = _operands(m, k, n, dtype)
     ty = "f32" if dtype == np.float32 else "f64"
@@ -70,7 +73,7 @@ def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) 
 
 @pytest.mark.parametrize("blocked", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m", [2, 4, 7, 8, 11, 16])
+@pytest.mark.parametrize("m", [2, 4, 7, 8, 11, 16, 17, 31, 64])
 def test_same_bits_as_gemm_small_on_any_thread_count(dtype: type, m: int, blocked: bool,
                                                      small_chunks: None,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,10 +124,12 @@ def test_takes_only_skinny_row_major_products_too_big_for_gemm_small() -> None:
     assert gemm_skinny.takes(12, 4096, 4096, False, False) == (12 <= _most())  # two passes
     assert gemm_skinny.takes(13, 4096, 4096, False, False) == (13 <= _most())  # AVX2: BLAS
     assert gemm_skinny.takes(16, 4096, 4096, False, False) == (16 <= _most())
-    assert not gemm_skinny.takes(17, 4096, 4096, False, False)  # BLAS
+    assert gemm_skinny.takes(17, 4096, 4096, False, False) == (17 <= _most())  # groups
+    assert gemm_skinny.takes(80, 4096, 4096, False, False) == (80 <= _most())
+    assert not gemm_skinny.takes(81, 4096, 4096, False, False)  # BLAS
     assert not gemm_skinny.takes(8, 4096, 4096, False, True)  # transposed W: BLAS
     assert not gemm_skinny.takes(8, 64, 64, False, False)  # gemm_small's
-    prog = xlapy.compile(_dot(17, 1100, 1000), backend="cpu")  # (over WIDE_RHS_BYTES)
+    prog = xlapy.compile(_dot(96, 1100, 1000), backend="cpu")  # (over WIDE_RHS_BYTES)
     assert "library blas" in prog._exe.explain()
 
 
@@ -152,31 +157,39 @@ def test_blocked_only_for_a_big_w_of_long_rows(monkeypatch: pytest.MonkeyPatch) 
     assert len(gemm_skinny.cuts(1024, 4096, 4, 64, True)) - 1 == 2
 
 
-@pytest.mark.parametrize(("bits", "m", "passes"), [
-    (512, 8, [8]), (512, 9, [9]), (512, 12, [12]), (512, 13, [7, 6]), (512, 16, [8, 8]),
-    (256, 7, [7]), (256, 8, [8]), (256, 9, [5, 4]), (256, 12, [6, 6])])
-def test_rows_read_w_once_while_a_block_keeps_two_vectors(
-        bits: int, m: int, passes: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
-    """One pass over W up to MAX_ROWS rows and on while a register block holds two vectors
-    of columns (AVX-512: 12 rows, 24 accumulators); two passes past that."""
-    rows: list[int] = []
+@pytest.mark.parametrize(("bits", "m", "parts"), [
+    (512, 8, ((8, 1),)), (512, 9, ((9, 1),)), (512, 12, ((12, 1),)),
+    (512, 13, ((7, 1), (6, 1))), (512, 16, ((8, 2),)), (512, 17, ((6, 2), (5, 1))),
+    (512, 31, ((8, 3), (7, 1))), (512, 64, ((8, 8),)), (512, 80, ((8, 10),)),
+    (256, 7, ((7, 1),)), (256, 8, ((8, 1),)), (256, 9, ((5, 1), (4, 1))),
+    (256, 12, ((6, 2),)), (256, 24, ((6, 4),))])
+def test_rows_sweep_w_once_in_groups(bits: int, m: int, parts: tuple[tuple[int, int], ...],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """One register block up to MAX_ROWS rows and on while it holds two vectors of columns
+    (AVX-512: 12 rows, 24 accumulators); past that row groups of at most MAX_ROWS (AVX-512)
+    or GROUP_ROWS_AVX2 (AVX2) rows, sizes as even as can be, all in one module (one sweep
+    over W: every group runs over a k block in turn)."""
+    built: list[tuple[tuple[int, int], ...]] = []
+    calls: list[tuple[int, ...]] = []
 
     class Code:
         address = 0
 
         @staticmethod
         def fn(*args: int) -> None:
-            pass
+            calls.append(args)
 
-    def compile_(r: int, *_: object) -> type[Code]:
-        rows.append(r)
+    def compile_(p: tuple[tuple[int, int], ...], *_: object) -> type[Code]:
+        built.append(p)
         return Code
 
     monkeypatch.setattr(gemm_skinny, "_compile", compile_)
     monkeypatch.setattr(gemm_skinny, "ahead", lambda *a: None)
-    assert gemm_skinny.one_pass(m, bits) == (len(passes) == 1)
+    assert gemm_skinny.groups(m, bits) == parts
+    assert sum(r * c for r, c in parts) == m
+    assert gemm_skinny.one_pass(m, bits) == (parts == ((m, 1),))
     name = {512: "x86-64-v4", 256: "x86-64-v3"}[bits]
     with target.use(name):
         x, w = np.zeros((m, 4096), np.float32), np.zeros((4096, 1024), np.float32)
         gemm_skinny.runner(m, 1024, 4096, False, 1)(x, w, np.zeros((m, 1024), np.float32))
-    assert rows == passes
+    assert built == [parts] and len(calls) == 1
