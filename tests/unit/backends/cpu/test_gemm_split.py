@@ -9,7 +9,7 @@ import pytest
 
 import xlapy
 from tests.tolerance import assert_dot_close
-from xlapy.backends.cpu import blas, cache
+from xlapy.backends.cpu import blas, cache, parallel
 
 HEADS = """
 func.func @main(%q: tensor<{b}x{m}x{k}xf32>, %kt: tensor<{b}x{n}x{k}xf32>)
@@ -129,11 +129,13 @@ def test_batch1_layer_matches_the_interpreter(threads: int) -> None:
     np.testing.assert_array_equal(np.asarray(prog(x, w, b)), got)
 
 
-def test_wide_products_split_by_columns() -> None:
+def test_wide_products_split_by_columns(monkeypatch: pytest.MonkeyPatch) -> None:
     """A row chunk packs all of b again, a column chunk all of a: a product with enough rows
     for two chunks splits by columns when b is the wider, into as many chunks as rows would
     give; a tall one by rows; one with too few rows by columns, 128 at least, and 512 at
-    least (at most 8 chunks) once it has 1024; always a power of two of chunks."""
+    least (at most 8 chunks) once it has 1024; always a power of two of chunks. (On a
+    machine of 8 CPUs or more: `row_chunks` caps the rest.)"""
+    monkeypatch.setattr(blas, "row_chunks", lambda: 16)
     assert blas.columns(256, 4096) and blas.split(256, 4096) == [0, 2048, 4096]
     assert len(blas.split(1024, 4096)) - 1 == len(blas.split(1024, 1024)) - 1 == 8
     assert not blas.columns(4096, 256) and blas.split(4096, 256)[-1] == 4096
@@ -180,3 +182,17 @@ func.func @main(%x: tensor<256x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<256x
         dot = next(i for i in prog._exe.comp.instructions if i.opcode == "dot_general")
         slots = {id(i): k for k, i in enumerate(prog._exe.comp.instructions)}
         assert (regions.gemm_member(dot, slots) is not None) == member
+
+
+def test_chunks_with_rows_for_two_at_most_twice_the_cpus(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """Every chunk packs the other operand again: a product with rows for two chunks or more
+    is cut into at most `row_chunks` (twice the usable CPUs) of them, rows or columns, 128
+    rows at least still; products of fewer rows keep their column chunks."""
+    assert blas.row_chunks() == 2 * parallel.usable_cpus()
+    monkeypatch.setattr(blas, "row_chunks", lambda: 4)
+    assert blas.split(2048, 2048) == [0, 512, 1024, 1536, 2048]
+    assert len(blas.split(1024, 4096)) - 1 == len(blas.split(768, 768)) - 1 == 4
+    assert blas.split(512, 512) == [0, 128, 256, 384, 512]
+    assert blas.split(256, 256) == [0, 128, 256]
+    assert blas.split(64, 4096) == list(range(0, 4097, 512))  # few rows: as before
