@@ -28,12 +28,14 @@ env.prepare()  # first, before OpenBLAS loads (benchmarks/env.py)
 
 import numpy as np  # noqa: E402
 
-#: Skinny and batch-1 (m <= 8), tall and narrow, square, short sums, matrix-vector.
+#: Skinny and batch-1 (m <= 8), small batches (17-80 rows), tall and narrow, square, short
+#: sums, big products (more rows than one chunk), matrix-vector.
 SHAPES = ("1x1024x1024,1x4096x4096,2x1024x4096,3x1000x1000,4x4096x1024,7x777x999,8x1024x1024,"
-          "16x1024x4096,17x513x257,31x4096x1024,64x64x64,64x1024x1024,100x1000x1000,128x128x128,"
+          "16x1024x4096,17x513x257,24x4096x4096,31x4096x1024,32x1024x4096,48x4096x1024,"
+          "64x4096x4096,80x1024x4096,64x64x64,64x1024x1024,100x1000x1000,128x128x128,"
           "200x300x400,256x256x256,257x1000x999,384x768x768,512x512x512,512x2048x512,"
-          "1000x100x1000,1024x1024x1024,1024x64x1024,2048x2048x2048,4096x1024x64,1000x1000x1,"
-          "4096x4096x1")
+          "768x3072x768,1000x100x1000,1024x1024x1024,1024x4096x1024,1024x64x1024,"
+          "2048x2048x2048,4096x1024x64,1000x1000x1,4096x4096x1")
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
