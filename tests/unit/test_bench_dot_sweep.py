@@ -12,7 +12,7 @@ from benchmarks import dot_sweep
 
 def test_shapes_parse_and_bad_ones_are_named() -> None:
     assert dot_sweep.parse_shapes("2x1024x4096, 1x8x1") == [(2, 1024, 4096), (1, 8, 1)]
-    assert len(dot_sweep.parse_shapes(dot_sweep.SHAPES)) == 27
+    assert len(dot_sweep.parse_shapes(dot_sweep.SHAPES)) == 34
     for bad in ("3x0x4", "2x3", "ax2x3", "2x3x4x5"):
         with pytest.raises(SystemExit, match=f"bad shape '{bad}'"):
             dot_sweep.parse_shapes(bad)
