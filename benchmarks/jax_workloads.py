@@ -117,6 +117,11 @@ def mlp_b1(small: bool) -> Case:
     return _mlp_case(small, np.float32, 1e-4, batch=1)
 
 
+def mlp_b32(small: bool) -> Case:
+    """The MLP at batch 32 (a small serving batch: 32 rows against each weight)."""
+    return _mlp_case(small, np.float32, 1e-4, batch=32)
+
+
 def mlp_bf16(small: bool) -> Case:
     """The MLP in bfloat16 (inputs, weights and result)."""
     return _mlp_case(small, _bf16(), 3e-2)
@@ -414,6 +419,7 @@ def matvec(small: bool) -> Case:
 JAX_WORKLOADS: dict[str, Callable[[bool], Case]] = {
     "mlp": mlp,
     "mlp_b1": mlp_b1,
+    "mlp_b32": mlp_b32,
     "cnn": cnn,
     "attention": attention,
     "layernorm": layernorm,

@@ -72,3 +72,40 @@ def test_big_rhs_stays_column_split() -> None:
     assert len(lines) == 1 and "%h" not in lines[0], prog._exe.explain()  # type: ignore
     args = _args(n)
     _ref(*args).check(prog(*args))
+
+
+SMALL_BATCH = """
+func.func @main(%x: tensor<32x1024xf32>, %w1: tensor<1024x{n}xf32>,
+                %w2: tensor<{n}x128xf32>) -> tensor<32x128xf32> {{
+  %h = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0]
+       : (tensor<32x1024xf32>, tensor<1024x{n}xf32>) -> tensor<32x{n}xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<32x{n}xf32>
+  %r = stablehlo.maximum %h, %z : tensor<32x{n}xf32>
+  %o = stablehlo.dot_general %r, %w2, contracting_dims = [1] x [0]
+       : (tensor<32x{n}xf32>, tensor<{n}x128xf32>) -> tensor<32x128xf32>
+  return %o : tensor<32x128xf32>
+}}
+"""
+
+
+def test_a_few_rows_against_a_big_rhs_run_alone() -> None:
+    """32 rows against an rhs over WIDE_RHS_BYTES that gemm_skinny takes: the GEMM runs
+    alone (gemm_skinny's column chunks read the rhs once), never as a region member whose
+    threads would each read all of it; the result is the NumPy one within bounds."""
+    from xlapy.backends.cpu import gemm_skinny
+
+    n = regions.WIDE_RHS_BYTES // (1024 * 4) + 64
+    cache.clear_memory()
+    prog = xlapy.compile(SMALL_BATCH.format(n=n), backend="cpu",
+                         options={"num_threads": 2, "split_cost": 1})
+    g = regions.Gemm(0, 1, 2, 32, n, 1024, False, False)
+    assert regions.skinny_alone(g) == gemm_skinny.takes(32, n, 1024, False, False)
+    assert not regions.skinny_alone(regions.Gemm(0, 1, 2, 32, 512, 1024, False, False))
+    if regions.skinny_alone(g):
+        assert all("%h" not in line for line in _region_lines(prog)), \
+            prog._exe.explain()  # type: ignore[attr-defined]
+    rng = np.random.default_rng(5)
+    x, w1, w2 = (rng.standard_normal(s).astype(np.float32)
+                 for s in [(32, 1024), (1024, n), (n, 128)])
+    want = (Bounded.exact(x) @ Bounded.exact(w1)).maximum(0.0) @ Bounded.exact(w2)
+    want.check(prog(x, w1, w2))
