@@ -164,7 +164,7 @@ def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
     splits better by columns (a wide product with enough rows for two chunks and an rhs over
     WIDE_RHS_BYTES: each row chunk would pack all of the wide rhs again, from DRAM)."""
     g = gemm_of(instr, slot)
-    if g is None or wide_alone(g.m, g.n, g.k, g.f64) or skinny_alone(g) or \
+    if g is None or wide_alone(g.m, g.n, g.k, g.f64) or rhs_alone(g) or \
             guarded_dots.guard(instr) is not None:
         return None  # (a dot a select may drop: a step of its own, guarded_dots.py)
     return Member(instr, g.out, g.m, {g.rhs}, g.m * g.n * g.k, gemm=g)
@@ -177,15 +177,15 @@ def wide_alone(m: int, n: int, k: int, f64: bool) -> bool:
         > WIDE_RHS_BYTES
 
 
-def skinny_alone(g: Gemm) -> bool:
-    """A few rows (gemm_skinny.takes) against an rhs over WIDE_RHS_BYTES: it runs alone,
-    gemm_skinny's column chunks reading the rhs from memory once; in a region each thread's
-    rows read all of it (the MLP at batch 32, 96 MB of weights on 2 threads: 18.1 ms, 1.54x
-    XLA's time, as one region; alone: see gemm_skinny.MAX_GROUPED)."""
-    from xlapy.backends.cpu import gemm_skinny
-
+def rhs_alone(g: Gemm) -> bool:
+    """A product that blas.gemm or gemm_skinny would cut by columns (blas.columns: fewer rows
+    than two chunks, or a wide one) with an rhs over WIDE_RHS_BYTES: it runs alone, its
+    column chunks reading the rhs from memory once; as a region member each thread's rows
+    would read all of it, and BLAS pack it again per row chunk. The MLP (1024-4096-4096-1024,
+    16-64 MB weights) on 2 threads against XLA, region -> alone: batch 32 1.54 -> 0.85
+    (gemm_skinny), 96 1.19 -> 1.06, 128 1.14 -> 1.04, 192 1.11 -> 1.01 (blas.gemm)."""
     return g.k * g.n * (8 if g.f64 else 4) > WIDE_RHS_BYTES and not g.lhs_t and \
-        gemm_skinny.takes(g.m, g.n, g.k, g.f64, g.rhs_t)
+        blas.columns(g.m, g.n)
 
 
 def kernel_member(spec: Kernel, reads: dict[int, set[tuple[str, ...]]],
@@ -374,6 +374,6 @@ def steps(region: Region, table: int, kernel_address: dict[str, int]
 
 
 __all__ = ["Region", "Member", "Gemm", "gemm_of", "gemm_member", "kernel_member", "plan",
-           "wide_alone", "skinny_alone", "batched_gemm_of",
+           "wide_alone", "rhs_alone", "batched_gemm_of",
            "steps", "run_function", "cuts", "gemm_descriptor", "gemm_rows_address", "gemm_step",
            "MIN_ROWS_PER_THREAD", "MIN_ROWS_PER_CHUNK", "MIN_ROWS_PER_HALF", "WIDE_RHS_BYTES"]

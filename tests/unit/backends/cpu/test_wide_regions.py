@@ -88,24 +88,23 @@ func.func @main(%x: tensor<32x1024xf32>, %w1: tensor<1024x{n}xf32>,
 """
 
 
-def test_a_few_rows_against_a_big_rhs_run_alone() -> None:
-    """32 rows against an rhs over WIDE_RHS_BYTES that gemm_skinny takes: the GEMM runs
-    alone (gemm_skinny's column chunks read the rhs once), never as a region member whose
-    threads would each read all of it; the result is the NumPy one within bounds."""
-    from xlapy.backends.cpu import gemm_skinny
-
+@pytest.mark.parametrize("rows", [32, 96])
+def test_a_few_rows_against_a_big_rhs_run_alone(rows: int) -> None:
+    """Fewer rows than two chunks against an rhs over WIDE_RHS_BYTES: the GEMM runs alone
+    (gemm_skinny's or blas.gemm's column chunks read the rhs once), never as a region member
+    whose threads would each read all of it; the rest still forms a region; the result is
+    the NumPy one within bounds."""
     n = regions.WIDE_RHS_BYTES // (1024 * 4) + 64
+    text = SMALL_BATCH.replace("32x", f"{rows}x").format(n=n)
     cache.clear_memory()
-    prog = xlapy.compile(SMALL_BATCH.format(n=n), backend="cpu",
-                         options={"num_threads": 2, "split_cost": 1})
-    g = regions.Gemm(0, 1, 2, 32, n, 1024, False, False)
-    assert regions.skinny_alone(g) == gemm_skinny.takes(32, n, 1024, False, False)
-    assert not regions.skinny_alone(regions.Gemm(0, 1, 2, 32, 512, 1024, False, False))
-    if regions.skinny_alone(g):
-        assert all("%h" not in line for line in _region_lines(prog)), \
-            prog._exe.explain()  # type: ignore[attr-defined]
+    prog = xlapy.compile(text, backend="cpu", options={"num_threads": 2, "split_cost": 1})
+    assert regions.rhs_alone(regions.Gemm(0, 1, 2, rows, n, 1024, False, False))
+    assert not regions.rhs_alone(regions.Gemm(0, 1, 2, rows, 512, 1024, False, False))
+    assert not regions.rhs_alone(regions.Gemm(0, 1, 2, 4096, n, 1024, False, False))  # rows
+    assert all("%h" not in line for line in _region_lines(prog)), \
+        prog._exe.explain()  # type: ignore[attr-defined]
     rng = np.random.default_rng(5)
     x, w1, w2 = (rng.standard_normal(s).astype(np.float32)
-                 for s in [(32, 1024), (1024, n), (n, 128)])
+                 for s in [(rows, 1024), (1024, n), (n, 128)])
     want = (Bounded.exact(x) @ Bounded.exact(w1)).maximum(0.0) @ Bounded.exact(w2)
     want.check(prog(x, w1, w2))
