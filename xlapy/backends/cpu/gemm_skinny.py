@@ -297,6 +297,10 @@ MAX_GROUPED = 80
 #: 1.30-1.31 -> 1.23-1.31; 32 rows and more lost (32x1024x4096 1.15 -> 1.11-1.36,
 #: 48x4096x1024 1.21 -> 1.55: 12 accumulators a block, W's block read 6-8 times).
 MAX_GROUPED_AVX2 = 24
+#: f64 products at most this many rows (AVX-512; AVX2 keeps MAX_GROUPED_AVX2): against XLA,
+#: dgemm -> here, 32x1024x4096 1.07-1.10 -> 0.97-1.06; 48-80 rows ran alike or slower
+#: (48x2048x1024 0.97-1.05 -> 0.97-1.34, 80x1024x2048 0.99-1.05 -> 1.09-1.21).
+MAX_GROUPED_F64 = 32
 
 
 def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
@@ -309,8 +313,8 @@ def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
     from xlapy.backends.cpu import gemm_small
 
     t = target.current()
-    most = MAX_GROUPED if t.vector_bits == 512 else MAX_GROUPED_AVX2 if t.vector_bits == 256 \
-        else 0
+    most = (MAX_GROUPED_F64 if f64 else MAX_GROUPED) if t.vector_bits == 512 else \
+        MAX_GROUPED_AVX2 if t.vector_bits == 256 else 0
     return (2 <= m <= most and not rhs_t and n >= 1 and k >= 1 and t.is_x86 and t.runs_here
             and k * n * (8 if f64 else 4) > gemm_small.MAX_RHS_BYTES)
 
@@ -379,5 +383,5 @@ def _rows_runner(m: int, n: int, k: int, f64: bool, threads: int,
 
 
 __all__ = ["takes", "runner", "one_pass", "groups", "cuts", "MAX_ROWS", "MAX_GROUPED",
-           "MAX_GROUPED_AVX2", "GROUP_ROWS_AVX2",
+           "MAX_GROUPED_AVX2", "MAX_GROUPED_F64", "GROUP_ROWS_AVX2",
            "PREFETCH_ROWS", "PREFETCH_AHEAD", "CHUNK_BYTES"]

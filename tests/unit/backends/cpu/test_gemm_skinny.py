@@ -28,12 +28,13 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     gemm_skinny.cuts.cache_clear()
 
 
-def _most() -> int:
+def _most(f64: bool = False) -> int:
     """The most rows the target routes here (gemm_skinny.takes): 80 with AVX-512's 32
-    registers, 24 with AVX2's 16 (groups of 6), none on SSE targets."""
+    registers (f64: 32), 24 with AVX2's 16 (groups of 6), none on SSE targets."""
     bits = target.current().vector_bits
-    return gemm_skinny.MAX_GROUPED if bits == 512 else gemm_skinny.MAX_GROUPED_AVX2 \
-        if bits == 256 else 0
+    if bits == 512:
+        return gemm_skinny.MAX_GROUPED_F64 if f64 else gemm_skinny.MAX_GROUPED
+    return gemm_skinny.MAX_GROUPED_AVX2 if bits == 256 else 0
 
 
 def _dot(m: int, k: int, n: int, ty: str = "f32") -> str:
@@ -63,7 +64,7 @@ def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) 
     ty = "f32" if dtype == np.float32 else "f64"
     prog = xlapy.compile(_dot(m, k, n, ty), backend="cpu", options={"num_threads": 2})
     label = "jit gemm\n" if gemm_small.shape(m, n, k, dtype == np.float64) else \
-        "jit gemm (skinny)" if m <= _most() else "library blas"
+        "jit gemm (skinny)" if m <= _most(dtype == np.float64) else "library blas"
     assert label in prog._exe.explain()
     assert list(prog._exe.fallbacks()) == []
     got = np.asarray(prog(x, w))
@@ -127,6 +128,8 @@ def test_takes_only_skinny_row_major_products_too_big_for_gemm_small() -> None:
     assert gemm_skinny.takes(17, 4096, 4096, False, False) == (17 <= _most())  # groups
     assert gemm_skinny.takes(80, 4096, 4096, False, False) == (80 <= _most())
     assert not gemm_skinny.takes(81, 4096, 4096, False, False)  # BLAS
+    assert gemm_skinny.takes(32, 4096, 4096, True, False) == (32 <= _most(True))
+    assert not gemm_skinny.takes(33, 4096, 4096, True, False)  # f64 past 32 rows: BLAS
     assert not gemm_skinny.takes(8, 4096, 4096, False, True)  # transposed W: BLAS
     assert not gemm_skinny.takes(8, 64, 64, False, False)  # gemm_small's
     prog = xlapy.compile(_dot(96, 1100, 1000), backend="cpu")  # (over WIDE_RHS_BYTES)
