@@ -12,25 +12,29 @@ import xlapy
 from tests.tolerance import Bounded
 from xlapy.backends.cpu import cache, regions
 
-#: 256 rows (two 128-row chunks), a 128 -> 1024 -> 128 MLP with a residual: w1 is wide.
-BLOCK = """
-func.func @main(%x: tensor<256x128xf32>, %w1: tensor<128x{n}xf32>,
-                %w2: tensor<{n}x128xf32>) -> tensor<256x128xf32> {{
+
+def _mlp(rows: int, d: int, n: int, residual: bool) -> str:
+    """x @ w1, relu, @ w2 over `rows` rows (d -> n -> 128), plus x when `residual`."""
+    tail = "  %y = stablehlo.add %x, %o : tensor<{r}x128xf32>\n  return %y" if residual \
+        else "  return %o"
+    return ("""
+func.func @main(%x: tensor<{r}x{d}xf32>, %w1: tensor<{d}x{n}xf32>,
+                %w2: tensor<{n}x128xf32>) -> tensor<{r}x128xf32> {{
   %h = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0]
-       : (tensor<256x128xf32>, tensor<128x{n}xf32>) -> tensor<256x{n}xf32>
-  %z = stablehlo.constant dense<0.0> : tensor<256x{n}xf32>
-  %r = stablehlo.maximum %h, %z : tensor<256x{n}xf32>
+       : (tensor<{r}x{d}xf32>, tensor<{d}x{n}xf32>) -> tensor<{r}x{n}xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<{r}x{n}xf32>
+  %r = stablehlo.maximum %h, %z : tensor<{r}x{n}xf32>
   %o = stablehlo.dot_general %r, %w2, contracting_dims = [1] x [0]
-       : (tensor<256x{n}xf32>, tensor<{n}x128xf32>) -> tensor<256x128xf32>
-  %y = stablehlo.add %x, %o : tensor<256x128xf32>
-  return %y : tensor<256x128xf32>
+       : (tensor<{r}x{n}xf32>, tensor<{n}x128xf32>) -> tensor<{r}x128xf32>
+""" + tail + """ : tensor<{r}x128xf32>
 }}
-"""
+""").format(r=rows, d=d, n=n)
 
 
 def _compile(n: int, threads: int) -> xlapy.CompiledProgram:
     cache.clear_memory()
-    return xlapy.compile(BLOCK.format(n=n), backend="cpu",
+    # 256 rows (two 128-row chunks), a 128 -> n -> 128 MLP with a residual: w1 is wide
+    return xlapy.compile(_mlp(256, 128, n, True), backend="cpu",
                          options={"num_threads": threads, "split_cost": 1})
 
 
@@ -74,20 +78,6 @@ def test_big_rhs_stays_column_split() -> None:
     _ref(*args).check(prog(*args))
 
 
-SMALL_BATCH = """
-func.func @main(%x: tensor<32x1024xf32>, %w1: tensor<1024x{n}xf32>,
-                %w2: tensor<{n}x128xf32>) -> tensor<32x128xf32> {{
-  %h = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0]
-       : (tensor<32x1024xf32>, tensor<1024x{n}xf32>) -> tensor<32x{n}xf32>
-  %z = stablehlo.constant dense<0.0> : tensor<32x{n}xf32>
-  %r = stablehlo.maximum %h, %z : tensor<32x{n}xf32>
-  %o = stablehlo.dot_general %r, %w2, contracting_dims = [1] x [0]
-       : (tensor<32x{n}xf32>, tensor<{n}x128xf32>) -> tensor<32x128xf32>
-  return %o : tensor<32x128xf32>
-}}
-"""
-
-
 @pytest.mark.parametrize("rows", [32, 96])
 def test_a_few_rows_against_a_big_rhs_run_alone(rows: int) -> None:
     """Fewer rows than two chunks against an rhs over WIDE_RHS_BYTES: the GEMM runs alone
@@ -95,7 +85,7 @@ def test_a_few_rows_against_a_big_rhs_run_alone(rows: int) -> None:
     whose threads would each read all of it; the rest still forms a region; the result is
     the NumPy one within bounds."""
     n = regions.WIDE_RHS_BYTES // (1024 * 4) + 64
-    text = SMALL_BATCH.replace("32x", f"{rows}x").format(n=n)
+    text = _mlp(rows, 1024, n, False)
     cache.clear_memory()
     prog = xlapy.compile(text, backend="cpu", options={"num_threads": 2, "split_cost": 1})
     assert regions.rhs_alone(regions.Gemm(0, 1, 2, rows, n, 1024, False, False))
