@@ -125,7 +125,33 @@ def _wide(m: int, n: int, k: int, f64: bool, bits: int) -> bool:
 
     l2 = parallel.l2_bytes()
     return (bits == 512 and not f64 and k <= WIDE_K and k * n * 4 <= WIDE_RHS_BYTES
-            and not gemm_skinny.one_pass(m, bits) and l2 is not None and l2 < PACKED_L2)
+            and not gemm_skinny.one_pass(m, bits) and l2 is not None and l2 < PACKED_L2
+            and (m >= 32 or rows_per_pass(m, parallel.usable_cpus()) >= MIN_ROWS_PER_PASS))
+
+
+#: Rows a pass over the rhs computes at least (the busiest thread's, `rows_per_pass`) for a
+#: wide rhs of fewer than 32 rows (measured there) to be read here; fewer go to gemm_skinny's
+#: row groups, the same bits (one chain
+#: per element in k order) with one sweep over the rhs. Zen 4, 2 threads, same-process A/B
+#: against XLA, here -> gemm_skinny: 13x1024x1024 (7 rows a thread: blocks of 4, 2, 1) 1.66
+#: -> 0.79, 15x1024x1024 1.82 -> 0.86, 20x1024x1024 0.76-1.05 -> 0.59-0.94, 21x1024x1024
+#: 1.03 -> 0.84, 27x1024x1024 1.13-1.40 -> 0.94-1.09 (one run 0.68 vs 0.77), 30x1024x1024
+#: 0.96 -> 0.75, 31x1024x1024 0.97-1.35 -> 0.63-1.01; this loop won at 16, 24 and 33 rows
+#: and more (5.67 rows a pass and up: 24x1024x1024 0.52-0.64 vs 0.57-0.69, 33x1024x1024 0.91
+#: vs 1.04, 64x1024x1024 0.76-0.79 vs 1.05-1.10).
+MIN_ROWS_PER_PASS = 5.5
+
+
+def rows_per_pass(m: int, threads: int) -> float:
+    """The fewest rows per pass over the rhs of any thread's share (conv.split_rows' parts:
+    blocks of MAX_ROWS rows, then one block per set bit of the rest, each a pass)."""
+    parts = max(1, min(threads, m))
+    least = float(m)
+    for j in range(parts):
+        rows = m * (j + 1) // parts - m * j // parts
+        passes = rows // MAX_ROWS + bin(rows % MAX_ROWS).count("1")
+        least = min(least, rows / max(1, passes))
+    return least
 
 
 def batch_of(instr: Instruction) -> tuple[int, GemmShape] | None:

@@ -196,3 +196,17 @@ def test_rows_sweep_w_once_in_groups(bits: int, m: int, parts: tuple[tuple[int, 
         x, w = np.zeros((m, 4096), np.float32), np.zeros((4096, 1024), np.float32)
         gemm_skinny.runner(m, 1024, 4096, False, 1)(x, w, np.zeros((m, 1024), np.float32))
     assert built == [parts] and len(calls) == 1
+
+
+def test_few_rows_a_pass_go_to_row_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gemm_small reads a wide rhs in place only while each pass over it computes
+    MIN_ROWS_PER_PASS rows or more (the busiest thread's share in blocks of 8, then one
+    block per set bit of the rest); fewer rows a pass (13 rows on 2 threads: 7 = 4 + 2 + 1)
+    go to gemm_skinny's groups, the same bits."""
+    assert gemm_small.rows_per_pass(13, 2) == pytest.approx(7 / 3)
+    assert gemm_small.rows_per_pass(16, 2) == 8 and gemm_small.rows_per_pass(24, 2) == 6
+    assert gemm_small.rows_per_pass(31, 1) == 31 / 6  # 8 + 8 + 8 + 4 + 2 + 1
+    monkeypatch.setattr(gemm_small.parallel, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(gemm_small.parallel, "l2_bytes", lambda: 1 << 20)
+    wide = [m for m in range(13, 40) if gemm_small._wide(m, 1024, 1024, False, 512)]
+    assert wide == [16, 24, *range(32, 40)]
