@@ -125,13 +125,22 @@ def _wide(m: int, n: int, k: int, f64: bool, bits: int) -> bool:
 
     l2 = parallel.l2_bytes()
     return (bits == 512 and not f64 and k <= WIDE_K and k * n * 4 <= WIDE_RHS_BYTES
-            and not gemm_skinny.one_pass(m, bits) and l2 is not None and l2 < PACKED_L2
-            and (m >= 32 or rows_per_pass(m, parallel.usable_cpus()) >= MIN_ROWS_PER_PASS))
+            and not gemm_skinny.one_pass(m, bits) and l2 is not None and l2 < PACKED_L2)
+
+
+def skinny_first(s: GemmShape) -> bool:
+    """Whether a standalone product this module takes reading a wide rhs in place (over
+    MAX_RHS_BYTES) goes to gemm_skinny's row groups instead: under 32 rows (measured there),
+    when a pass over the rhs computes fewer than MIN_ROWS_PER_PASS rows (`rows_per_pass`
+    over the machine's CPUs, as conv.split_rows cuts them). The bits are the same either
+    way. Region members keep this module (their row chunks are the region's)."""
+    return (s.k * s.n * (8 if s.f64 else 4) > MAX_RHS_BYTES and s.m < 32
+            and rows_per_pass(s.m, parallel.usable_cpus()) < MIN_ROWS_PER_PASS)
 
 
 #: Rows a pass over the rhs computes at least (the busiest thread's, `rows_per_pass`) for a
-#: wide rhs of fewer than 32 rows (measured there) to be read here; fewer go to gemm_skinny's
-#: row groups, the same bits (one chain
+#: standalone product of fewer than 32 rows (measured there) to read a wide rhs here
+#: (`skinny_first`); fewer go to gemm_skinny's row groups, the same bits (one chain
 #: per element in k order) with one sweep over the rhs. Zen 4, 2 threads, same-process A/B
 #: against XLA, here -> gemm_skinny: 13x1024x1024 (7 rows a thread: blocks of 4, 2, 1) 1.66
 #: -> 0.79, 15x1024x1024 1.82 -> 0.86, 20x1024x1024 0.76-1.05 -> 0.59-0.94, 21x1024x1024

@@ -370,7 +370,8 @@ def _small(instr: Instruction) -> gemm_small.GemmShape | None:
     from xlapy.backends.cpu import gemv
 
     s = gemm_small.of_instruction(instr, flat=True)
-    if s is None or gemv.takes_matvec(s.m, s.n, s.k, np.float64 if s.f64 else np.float32):
+    if s is None or gemv.takes_matvec(s.m, s.n, s.k, np.float64 if s.f64 else np.float32) \
+            or gemm_small.skinny_first(s):
         return None
     return s
 

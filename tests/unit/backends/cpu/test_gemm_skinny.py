@@ -63,7 +63,8 @@ def test_compiled_dot_within_the_dot_bound(dtype: type, m: int, k: int, n: int) 
     x, w = _operands(m, k, n, dtype)
     ty = "f32" if dtype == np.float32 else "f64"
     prog = xlapy.compile(_dot(m, k, n, ty), backend="cpu", options={"num_threads": 2})
-    label = "jit gemm\n" if gemm_small.shape(m, n, k, dtype == np.float64) else \
+    small = gemm_small.shape(m, n, k, dtype == np.float64)
+    label = "jit gemm\n" if small and not gemm_small.skinny_first(small) else \
         "jit gemm (skinny)" if m <= _most(dtype == np.float64) else "library blas"
     assert label in prog._exe.explain()
     assert list(prog._exe.fallbacks()) == []
@@ -199,14 +200,22 @@ def test_rows_sweep_w_once_in_groups(bits: int, m: int, parts: tuple[tuple[int, 
 
 
 def test_few_rows_a_pass_go_to_row_groups(monkeypatch: pytest.MonkeyPatch) -> None:
-    """gemm_small reads a wide rhs in place only while each pass over it computes
-    MIN_ROWS_PER_PASS rows or more (the busiest thread's share in blocks of 8, then one
-    block per set bit of the rest); fewer rows a pass (13 rows on 2 threads: 7 = 4 + 2 + 1)
-    go to gemm_skinny's groups, the same bits."""
+    """A standalone product gemm_small would run reading a wide rhs in place goes to
+    gemm_skinny's groups (the same bits) when a pass over the rhs computes fewer than
+    MIN_ROWS_PER_PASS rows (the busiest thread's share in blocks of 8, then one block per set
+    bit of the rest: 13 rows on 2 threads, 7 = 4 + 2 + 1); region members keep gemm_small."""
     assert gemm_small.rows_per_pass(13, 2) == pytest.approx(7 / 3)
     assert gemm_small.rows_per_pass(16, 2) == 8 and gemm_small.rows_per_pass(24, 2) == 6
     assert gemm_small.rows_per_pass(31, 1) == 31 / 6  # 8 + 8 + 8 + 4 + 2 + 1
     monkeypatch.setattr(gemm_small.parallel, "usable_cpus", lambda: 2)
     monkeypatch.setattr(gemm_small.parallel, "l2_bytes", lambda: 1 << 20)
-    wide = [m for m in range(13, 40) if gemm_small._wide(m, 1024, 1024, False, 512)]
-    assert wide == [16, 24, *range(32, 40)]
+    with target.use("x86-64-v4"):
+        shapes = {m: gemm_small.shape(m, 1024, 1024, False) for m in range(13, 40)}
+        assert all(s is not None for s in shapes.values())  # (regions: gemm_small's)
+        kept = [m for m, s in shapes.items() if s is not None and not gemm_small.skinny_first(s)]
+        assert kept == [16, 24, *range(32, 40)]
+        assert not gemm_small.skinny_first(gemm_small.GemmShape(13, 64, 64, False))  # in L2
+    if target.current().vector_bits == 512 and (gemm_small.shape(13, 1024, 1024, False)
+                                               is not None):
+        prog = xlapy.compile(_dot(13, 1024, 1024), backend="cpu")
+        assert "jit gemm (skinny)" in prog._exe.explain()

@@ -109,9 +109,7 @@ def test_which_shapes_take_it(l2_1mb: None) -> None:
 def test_wide_rhs_on_avx512(l2_1mb: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """An f32 rhs over MAX_RHS_BYTES and up to WIDE_RHS_BYTES, k up to WIDE_K, more rows
     than gemm_skinny's one pass: read in place on AVX-512 targets with an L2 under
-    PACKED_L2 only (and, under 32 rows, while a pass computes MIN_ROWS_PER_PASS rows: on 2
-    CPUs 16 rows do, 13 do not)."""
-    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    PACKED_L2 only."""
     for name, wide in (("x86-64-v4", True), ("x86-64-v3", False)):
         with target.use(name):
             assert (gemm_small.shape(32, 1024, 256, False) is not None) == wide  # 1 MB
@@ -120,8 +118,7 @@ def test_wide_rhs_on_avx512(l2_1mb: None, monkeypatch: pytest.MonkeyPatch) -> No
             assert gemm_small.shape(32, 1024, 4096, False) is None  # k over WIDE_K
             assert gemm_small.shape(32, 2048, 1024, False) is None  # 8 MB
             assert gemm_small.shape(12, 1024, 256, False) is None  # gemm_skinny's one pass
-            assert (gemm_small.shape(16, 1024, 256, False) is not None) == wide
-            assert gemm_small.shape(13, 1024, 256, False) is None  # 2.3 rows a pass
+            assert (gemm_small.shape(13, 1024, 256, False) is not None) == wide
     for l2 in (2 << 20, None):  # a Sapphire Rapids' L2, or none told
         monkeypatch.setattr(parallel, "l2_bytes", lambda root="/", v=l2: v)
         with target.use("x86-64-v4"):
