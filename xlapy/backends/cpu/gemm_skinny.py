@@ -349,14 +349,8 @@ def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
            ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
     """A function (x, w, out) for a library thunk, the module built on its first call (in a
     compile: meanwhile): one sweep over W, every row group (`groups`) in each k block."""
-    return _rows_runner(m, n, k, f64, threads, groups(m, target.current().vector_bits))
-
-
-def _rows_runner(m: int, n: int, k: int, f64: bool, threads: int,
-                 parts: tuple[tuple[int, int], ...]
-                 ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
-    """`runner` for row groups `parts` (`groups`): one pass over W."""
     tgt = target.current()
+    parts = groups(m, tgt.vector_bits)
     size = 8 if f64 else 4
     lanes = tgt.vector_bits // (8 * size)
     blocked = k * n * size > BLOCKED_BYTES and n * size >= BLOCKED_ROW_BYTES

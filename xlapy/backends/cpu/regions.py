@@ -161,11 +161,10 @@ def batched_gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
 
 def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
     """A GEMM as a region member, split by rows with its neighbours; not one that blas.gemm
-    splits better by columns (a wide product with enough rows for two chunks and an rhs over
-    WIDE_RHS_BYTES: each row chunk would pack all of the wide rhs again, from DRAM)."""
+    or gemm_skinny splits better by columns (`rhs_alone`, which covers `wide_alone`: each row
+    chunk would read or pack all of a big rhs again, from DRAM)."""
     g = gemm_of(instr, slot)
-    if g is None or wide_alone(g.m, g.n, g.k, g.f64) or rhs_alone(g) or \
-            guarded_dots.guard(instr) is not None:
+    if g is None or rhs_alone(g) or guarded_dots.guard(instr) is not None:
         return None  # (a dot a select may drop: a step of its own, guarded_dots.py)
     return Member(instr, g.out, g.m, {g.rhs}, g.m * g.n * g.k, gemm=g)
 
@@ -173,8 +172,12 @@ def gemm_member(instr: Instruction, slot: dict[int, int]) -> Member | None:
 def wide_alone(m: int, n: int, k: int, f64: bool) -> bool:
     """A wide product with enough rows for two chunks and an rhs over WIDE_RHS_BYTES: it runs
     alone, split by columns (blas.gemm), never in a region."""
-    return m >= 2 * blas.MIN_CHUNK and blas.columns(m, n) and k * n * (8 if f64 else 4) \
-        > WIDE_RHS_BYTES
+    return m >= 2 * blas.MIN_CHUNK and _big_columns(m, n, k, f64)
+
+
+def _big_columns(m: int, n: int, k: int, f64: bool) -> bool:
+    """A product blas.gemm (or gemm_skinny) cuts by columns with an rhs over WIDE_RHS_BYTES."""
+    return blas.columns(m, n) and k * n * (8 if f64 else 4) > WIDE_RHS_BYTES
 
 
 def rhs_alone(g: Gemm) -> bool:
@@ -184,8 +187,7 @@ def rhs_alone(g: Gemm) -> bool:
     would read all of it, and BLAS pack it again per row chunk. The MLP (1024-4096-4096-1024,
     16-64 MB weights) on 2 threads against XLA, region -> alone: batch 32 1.54 -> 0.85
     (gemm_skinny), 96 1.19 -> 1.06, 128 1.14 -> 1.04, 192 1.11 -> 1.01 (blas.gemm)."""
-    return g.k * g.n * (8 if g.f64 else 4) > WIDE_RHS_BYTES and not g.lhs_t and \
-        blas.columns(g.m, g.n)
+    return _big_columns(g.m, g.n, g.k, g.f64)
 
 
 def kernel_member(spec: Kernel, reads: dict[int, set[tuple[str, ...]]],
