@@ -9,10 +9,25 @@ the rounded difference is <= 0, and an inf or NaN x or m gives -inf or NaN. The 
 then changes no lane and no lane is big: emitting neither gives the same bits, with one
 vector instruction fewer per vector (AVX-512; the compare, mask test and branch of the big
 test, and its slow block, with AVX2/SSE).
+
+`difference` emits that x - m without flushing x first (the multiply by 1.0 of flush_ftz)
+where exp is its one user: for a denormal x, exp(x - m) = exp(flush(x) - m) bit for bit.
+If |m| >= 2^-100, x is under half an ulp of m, so both differences round to -m; else both
+are under 2^-99 in magnitude (FTZ flushing a denormal difference to zero), and exp of
+either is 1.0. An inf or NaN m gives the same inf or NaN either way. Under FTZ the
+difference is still <= 0: a positive denormal x - 0 is flushed to +0. Softmax's exp pass
+on AVX-512 is one vmulps of 15 vector ops a vector lighter.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from llvmlite import ir
+
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import flush_ftz
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Instruction
 
@@ -75,4 +90,16 @@ def at_most_zero(arg: Instruction) -> bool:
     return _row_max_of(src, x)
 
 
-__all__ = ["at_most_zero"]
+def difference(k: Any, sub: Instruction, idx: Sequence[Any]) -> ir.Value:
+    """exp's argument `sub` (at_most_zero) at idx in kernel emitter k: x - m with x as
+    loaded, where exp is the subtraction's one user and x's flush is the one multiply (see
+    the module's docstring); else k.gen(sub, idx)."""
+    if len(sub.users) != 1 or id(sub) in k.leaves or id(sub) in k.row_cache:
+        return k.gen(sub, idx)
+    x, m = k._unify([k.gen(o, idx) for o in sub.operands])
+    if not flush_ftz.applies("subtract", x) or ew.is_flushed(x):
+        return k.gen(sub, idx)
+    return k.b.fsub(x, flush_ftz.operand(k.b, m, "subtract", ew.flush))
+
+
+__all__ = ["at_most_zero", "difference"]

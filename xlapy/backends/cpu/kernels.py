@@ -394,7 +394,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             return ewb.emit(b, instr, idx, self.gen)
         if op == "exponential" and et in (ET.F32, ET.F64) and \
                 ops[0].shape.element_type == et and exp_range.at_most_zero(ops[0]):
-            x = flush_ftz.operand(b, self.gen(ops[0], idx), op, ew.flush)  # (as ew.emit)
+            x = flush_ftz.operand(b, exp_range.difference(self, ops[0], idx), op, ew.flush)
             return Math(b, x.type).exp(x, nonpos=True)  # (softmax's x - max)
         t = ops[0].shape.element_type
         args = [self.gen(o, idx) for o in ops]

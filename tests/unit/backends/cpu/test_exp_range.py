@@ -101,6 +101,13 @@ def _rows(dims: tuple[int, ...], dt: type) -> np.ndarray:
     x[6, 1::2] = 0.0
     x[7, 0] = np.finfo(dt).max
     x[7, 1] = -np.finfo(dt).max
+    x[8, ::3] = rng.uniform(-1, 1, len(x[8, ::3])) * tiny  # denormals among normal values
+    x[9, :] = tiny * 8  # a row max just over the denormals: x - m denormal, flushed
+    x[9, 1::2] = rng.uniform(-1, 1, len(x[9, 1::2])) * tiny
+    x[10, :] = 2.0 ** -100
+    x[10, ::2] = tiny / 3
+    x[11, :] = -tiny / 5
+    x[11, 4] = np.finfo(dt).smallest_subnormal
     return x.reshape(dims)
 
 
@@ -130,3 +137,53 @@ def test_bits_equal_the_general_exp(form: str, dt: type, dims: tuple[int, ...],
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
     ref = np.asarray(xlapy.compile(text, backend="interpreter")(x, x))
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+
+
+def _spy_difference(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What exp_range.difference returned each time: "fsub of X" (X the first operand's
+    opname, or a call's callee: llvm.canonicalize is x flushed first), else the opname."""
+    seen: list[str] = []
+    real = exp_range.difference
+
+    def spy(k, sub, idx):  # type: ignore[no-untyped-def]
+        v = real(k, sub, idx)
+        if getattr(v, "opname", "") != "fsub":
+            seen.append(getattr(v, "opname", type(v).__name__))
+            return v
+        x = v.operands[0]
+        seen.append("fsub of " + (x.callee.name if getattr(x, "opname", "") == "call" else
+                                  getattr(x, "opname", type(x).__name__)))
+        return v
+
+    monkeypatch.setattr(exp_range, "difference", spy)
+    return seen
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_difference_skips_the_flush_of_x(t: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """exp, the subtraction's one user: x goes in as loaded (no multiply by 1.0); the bits
+    are test_bits_equal_the_general_exp's."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    seen = _spy_difference(monkeypatch)
+    cache.clear_memory()
+    xlapy.compile(_softmax((16, 64), t), backend="cpu")
+    assert seen and all(s.startswith("fsub of ") and "canonicalize" not in s
+                        for s in seen), seen
+
+
+def test_difference_keeps_the_flush_for_another_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """x - m also returned: the subtraction is not exp's alone, x is flushed as before."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    text = _softmax((16, 64), "f32").replace(
+        "-> tensor<16x64xf32> {", "-> (tensor<16x64xf32>, tensor<16x64xf32>) {").replace(
+        "return %o : tensor<16x64xf32>", "return %o, %d : tensor<16x64xf32>, tensor<16x64xf32>")
+    seen = _spy_difference(monkeypatch)
+    cache.clear_memory()
+    x = _rows((16, 64), np.float32)
+    got = xlapy.compile(text, backend="cpu")(x, x)
+    ref = xlapy.compile(text, backend="interpreter")(x, x)
+    assert seen and all(not s.startswith("fsub of ") or "canonicalize" in s
+                        for s in seen), seen
+    for g, r in zip(got, ref):
+        g, r = np.asarray(g), np.asarray(r)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(r))
