@@ -283,6 +283,29 @@ def _geev(t: str) -> Callable[..., Any]:
     return run
 
 
+def trsm_flags(left: bool, lower: bool) -> tuple[str, str]:
+    """BLAS ?trsm's side and uplo for a row-major solve: BLAS reads a row-major matrix as
+    its transpose, so op(a) x = b is solved as x^T op(a)^T = b^T (side and triangle flipped,
+    op unchanged: op(a)^T is op of a^T, conjugation included) with no transposing copies.
+    Every backend calls BLAS so (the same bits); jaxlib's column-major operands take the
+    unflipped call, equal up to rounding."""
+    return "LR"[left], "LU"[lower]
+
+
+def trsm_one(t: str, left: bool, lower: bool, trans: int, unit: bool
+             ) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray]]:
+    """One solve op(a) x = b (left) or x op(a) = b, trans 0 / 1 / 2 for N / T / C, through
+    scipy's f2py ?trsm as `trsm_flags` says (a.T and b.T are column-major views: only b is
+    copied, as f2py does for the result)."""
+    fn = blas.get_blas_funcs("trsm", dtype=np.dtype(_PREFIX[t]))
+    side, uplo = trsm_flags(left, lower)
+
+    def one(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
+        return (fn(1.0, a.T, b.T, side=int(side == "R"), lower=int(uplo == "L"),
+                   trans_a=trans, diag=int(unit)).T,)
+    return one
+
+
 def _trsm(t: str) -> Callable[..., Any]:
     """op(a) x = b (side 'L') or x op(a) = b (side 'R'); op is trans_x ('N', 'T', 'C')."""
     target = f"lapack_{t}trsm_ffi"
@@ -293,12 +316,8 @@ def _trsm(t: str) -> Callable[..., Any]:
         lower = _char(cfg, "uplo", "LU", None, target) == "L"
         trans = "NTC".index(_char(cfg, "trans_x", "NTC", None, target))
         unit = _char(cfg, "diag", "NU", None, target) == "U"
-        fn = blas.get_blas_funcs("trsm", dtype=np.dtype(_PREFIX[t]))
-
-        def one(a: np.ndarray, b: np.ndarray) -> tuple[Any, ...]:
-            return (fn(1.0, a, b, side=int(not left), lower=int(lower), trans_a=trans,
-                       diag=int(unit)),)
-        return _batched(one, operands, [result], [2, 2])[0]
+        return _batched(trsm_one(t, left, lower, trans, unit), operands, [result],
+                        [2, 2])[0]
     return run
 
 

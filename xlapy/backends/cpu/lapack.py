@@ -308,13 +308,11 @@ def _geev(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
 
 
 def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
-    left, lower, trans, unit = _flags("trsm", instr)
-    fn = sblas.get_blas_funcs("trsm", dtype=np.dtype(_PREFIX[t]))
+    from xlapy.ops.custom_call_targets import trsm_one
 
-    def one(a: np.ndarray, b: np.ndarray) -> Sequence[Any]:
-        return (fn(1.0, a, b, side=int(not left), lower=int(lower), trans_a=trans,
-                   diag=int(unit)),)
-    return one, 2, lapack_batch.trsm(t, left, lower, trans, unit)
+    left, lower, trans, unit = _flags("trsm", instr)
+    return trsm_one(t, left, lower, trans, unit), 2, lapack_batch.trsm(t, left, lower, trans,
+                                                                       unit)
 
 
 def _gtsv(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:

@@ -26,7 +26,7 @@ from xlapy.backends.cpu.llvm_util import I64, for_range, i64, new_module, on_hos
 from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.thunks import bounds, ptr
 from xlapy.backends.cpu.transpose_lib import swap_last
-from xlapy.ops.custom_call_targets import GESDD_NAN, routine
+from xlapy.ops.custom_call_targets import GESDD_NAN, routine, trsm_flags
 from xlapy.ops.lapack_threads import SERIAL_FROM
 
 #: Argument counts of the routines called (potrf: 5, getrf: 6, geqrf: 8, orgqr / ungqr: 9,
@@ -142,12 +142,13 @@ def potrf_args(lower: bool, n: int, item: int) -> _Args:
 
 def trsm_args(flags: tuple[bool, bool, int, bool], m: int, n: int, s: int, at: np.dtype,
               bt: np.dtype) -> _Args:
-    """?trsm(side, uplo, transa, diag, m, n, alpha = 1, a, lda, b, ldb); flags (left, lower,
-    trans: 0 / 1 / 2 for N / T / C, unit)."""
+    """?trsm(side, uplo, transa, diag, m, n, alpha = 1, a, lda, b, ldb) on row-major a [s, s]
+    and b [m, n] as BLAS sees them, transposed (custom_call_targets.trsm_flags); flags
+    (left, lower, trans: 0 / 1 / 2 for N / T / C, unit)."""
     left, lower, trans, unit = flags
-    chars = np.frombuffer(("LR"[not left] + "LU"[not lower] + "NTC"[trans] + "NU"[unit])
-                          .encode(), np.uint8).copy()
-    dims = np.array([m, n, max(s, 1), max(m, 1)], np.int32)
+    side, uplo = trsm_flags(left, lower)
+    chars = np.frombuffer((side + uplo + "NTC"[trans] + "NU"[unit]).encode(), np.uint8).copy()
+    dims = np.array([n, m, max(s, 1), max(n, 1)], np.int32)
     return _Args([chars[0:], chars[1:], chars[2:], chars[3:], dims[0:], dims[1:],
                   np.ones(1, bt), None, dims[2:], None, dims[3:]],
                  [0] * 7 + [s * s * at.itemsize, 0, m * n * bt.itemsize, 0])
@@ -504,12 +505,12 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
     def run(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
         *lead, m, n = b.shape
         batch = math.prod(lead)
-        fa, fb = fortran(a), fortran(b)
+        a = np.ascontiguousarray(a)
+        x = np.array(b, order="C")  # (a copy: ?trsm writes the solution over it)
         s = a.shape[-1]
-        _cached(shapes, (m, n, s, fa.dtype, fb.dtype),
-                lambda: trsm_args(flags, m, n, s, fa.dtype, fb.dtype)).call(
-            1, fn, batch, fa, fb)
-        return (fortran(fb),)
+        _cached(shapes, (m, n, s, a.dtype, x.dtype),
+                lambda: trsm_args(flags, m, n, s, a.dtype, x.dtype)).call(1, fn, batch, a, x)
+        return (x,)
 
     return run
 

@@ -6,9 +6,10 @@ a batch, with numpy transposes to and from Fortran order around it. A loop whose
 solved a small system therefore ran through Python: a 16-step fori_loop of a 16 x 16
 jnp.linalg.solve 1.4 ms against XLA's 0.045. As a step, `xlapy_lapack_step` runs a small
 program over the loop's buffers: each operand transposed into Fortran-order scratch of the
-loop's own, lapack_batch's loop calling the routine per matrix with the arguments the
-Python path passes (lapack_batch.*_args: the same routine, the same bits), and the results
-transposed (or, for pivots and info, written directly) into the step's result buffers.
+loop's own (trsm's copied as they are: BLAS reads them transposed, trsm_flags), lapack_batch's
+loop calling the routine per matrix with the arguments the Python path passes
+(lapack_batch.*_args: the same routine, the same bits), and the results transposed (or, for
+pivots and info, written directly) into the step's result buffers.
 
 Only matrices below NATIVE_BELOW elements (1024 x 1024: a bigger call's own time dwarfs
 the Python; under lapack_threads.SERIAL_BELOW, so the step's one OpenBLAS thread is the
@@ -131,10 +132,10 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
         s = shapes[0].dimensions[-1]
         args = lapack_batch.trsm_args(nat.flags, m, n, s, np.dtype(shapes[0].dtype),
                                       np.dtype(shapes[1].dtype))
-        fa, fb = scratch(batch * s * s * item), scratch(batch * m * n * item)
-        prog += [[_TRANSPOSE, operand(0), fa, s, s, batch, item],
-                 [_TRANSPOSE, operand(1), fb, m, n, batch, item]]
-        arrays, back = [fa, fb], [(fb, outs[0], n, m)]
+        fa = scratch(batch * s * s * item)  # (row-major as they are: copies as one row;
+        prog += [[_TRANSPOSE, operand(0), fa, 1, s * s, batch, item],  # trsm_args flips)
+                 [_TRANSPOSE, operand(1), outs[0], 1, m * n, batch, item]]
+        arrays, back = [fa, outs[0]], []
     else:
         work = scratch(batch * m * n * item)
         prog.append([_TRANSPOSE, operand(0), work, m, n, batch, item])

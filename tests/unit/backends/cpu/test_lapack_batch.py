@@ -236,3 +236,36 @@ def test_a_one_column_solve_leaves_its_operand_alone(loops: list[int]) -> None:
     assert loops
     np.testing.assert_array_equal(b, b0)
     np.testing.assert_allclose(np.asarray(got), np.asarray(fn(a, b0)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans", [0, 1])
+def test_a_big_triangular_solve_takes_no_transposing_copy(left: bool, lower: bool, trans: int,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """?trsm reads the row-major operands as their transposes (trsm_flags: side and triangle
+    flipped): a 160 x 160 solve (the batch loop's path) copies b once and transposes
+    nothing (two transposes in, one out had cost 30 of 128 us at 128 x 128)."""
+    from xlapy.backends.cpu import transpose_lib
+
+    def refuse(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("a transposing copy")
+
+    rng = np.random.default_rng(5)  # (well conditioned: a random triangle's inverse grows)
+    a = (rng.standard_normal((160, 160)) * 0.05 + 2 * np.eye(160)).astype(np.float32)
+    b = _data((160, 96) if left else (96, 160), np.float32, 6)
+
+    def fn(m: Any, r: Any) -> Any:
+        return jax.lax.linalg.triangular_solve(m, r, left_side=left, lower=lower,
+                                               transpose_a=trans > 0)
+    text = jax.jit(fn).lower(a, b).as_text()
+    cpu = xlapy.compile(text, backend="cpu")
+    monkeypatch.setattr(transpose_lib, "swap_last", refuse)
+    monkeypatch.setattr(lapack_batch, "swap_last", refuse)
+    got = np.asarray(cpu(a, b))
+    t = np.tril(a) if lower else np.triu(a)
+    op = t.T if trans else t
+    want = np.linalg.solve(op.astype(np.float64), b) if left else \
+        np.linalg.solve(op.T.astype(np.float64), b.T).T
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
