@@ -240,8 +240,10 @@ def test_a_one_column_solve_leaves_its_operand_alone(loops: list[int]) -> None:
 
 @pytest.mark.parametrize("left", [True, False])
 @pytest.mark.parametrize("lower", [True, False])
-@pytest.mark.parametrize("trans", [0, 1])
+@pytest.mark.parametrize(("trans", "dtype"), [(0, np.float32), (1, np.float32),
+                                              (2, np.complex64), (1, np.complex128)])
 def test_a_big_triangular_solve_takes_no_transposing_copy(left: bool, lower: bool, trans: int,
+                                                          dtype: Any,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     """?trsm reads the row-major operands as their transposes (trsm_flags: side and triangle
@@ -252,20 +254,21 @@ def test_a_big_triangular_solve_takes_no_transposing_copy(left: bool, lower: boo
     def refuse(*args: Any, **kw: Any) -> Any:
         raise AssertionError("a transposing copy")
 
-    rng = np.random.default_rng(5)  # (well conditioned: a random triangle's inverse grows)
-    a = (rng.standard_normal((160, 160)) * 0.05 + 2 * np.eye(160)).astype(np.float32)
-    b = _data((160, 96) if left else (96, 160), np.float32, 6)
+    # well conditioned: a random triangle's inverse grows with its size
+    a = (_data((160, 160), dtype, 5) - 3 * np.eye(160)) * 0.05 + 2 * np.eye(160)
+    a = a.astype(dtype)
+    b = _data((160, 96) if left else (96, 160), dtype, 6)
 
     def fn(m: Any, r: Any) -> Any:
         return jax.lax.linalg.triangular_solve(m, r, left_side=left, lower=lower,
-                                               transpose_a=trans > 0)
-    text = jax.jit(fn).lower(a, b).as_text()
+                                               transpose_a=trans > 0, conjugate_a=trans == 2)
+    with jax.enable_x64(dtype == np.complex128):
+        text = jax.jit(fn).lower(a, b).as_text()
     cpu = xlapy.compile(text, backend="cpu")
     monkeypatch.setattr(transpose_lib, "swap_last", refuse)
     monkeypatch.setattr(lapack_batch, "swap_last", refuse)
     got = np.asarray(cpu(a, b))
-    t = np.tril(a) if lower else np.triu(a)
-    op = t.T if trans else t
-    want = np.linalg.solve(op.astype(np.float64), b) if left else \
-        np.linalg.solve(op.T.astype(np.float64), b.T).T
+    t = (np.tril(a) if lower else np.triu(a)).astype(np.complex128)
+    op = t.conj().T if trans == 2 else t.T if trans else t
+    want = np.linalg.solve(op, b) if left else np.linalg.solve(op.T, b.T).T
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
