@@ -115,15 +115,35 @@ def _check_info(info: int, target: str) -> int:
     return info
 
 
+def potrf_uplo(lower: bool) -> str:
+    """?potrf's uplo for a row-major matrix: LAPACK reads it as its transpose (conj(a) for a
+    Hermitian a), whose factor in the other triangle, read back row-major, is a's (a = L L^H
+    from conj(a) = U^H U with L = U^T; likewise upper). No transposing copies; every backend
+    calls it so (the same bits), jaxlib's column-major call equal up to rounding."""
+    return "U" if lower else "L"
+
+
+def potrf_one(t: str, lower: bool) -> Callable[[np.ndarray], tuple[np.ndarray, int]]:
+    """One Cholesky factor (the other triangle as given) and LAPACK's info, through scipy's
+    f2py ?potrf as `potrf_uplo` says (a.T is a column-major view: f2py copies it as is)."""
+    fn = _lapack("potrf", _PREFIX[t])
+    flipped = potrf_uplo(lower) == "L"
+
+    def one(a: np.ndarray) -> tuple[np.ndarray, int]:
+        c, info = fn(a.T, lower=flipped, clean=0, overwrite_a=0)
+        return c.T, info
+    return one
+
+
 def _potrf(t: str) -> Callable[..., Any]:
     target = f"lapack_{t}potrf_ffi"
 
     def run(operands: list[Any], result: Shape, attrs: Any) -> Any:
         lower = _char(_config(attrs), "uplo", "LU", "L", target) == "L"
-        fn = _lapack("potrf", _PREFIX[t])
+        factor = potrf_one(t, lower)
 
         def one(a: np.ndarray) -> tuple[Any, ...]:
-            c, info = fn(a, lower=lower, clean=0, overwrite_a=0)
+            c, info = factor(a)
             return c, _check_info(info, target)
         return _batched(one, operands, _leaves(result), [2])
     return run

@@ -59,7 +59,9 @@ def test_potrf_runs_on_one_thread_and_restores_the_count(backend: str) -> None:
     a = _spd(512)
     got = xlapy.compile(_potrf_program(512), backend=backend)(a)
     assert _threads() == before
-    want = _one_thread(lambda x: lapack.dpotrf(x, lower=1, clean=0)[0], np.asfortranarray(a))
+    # (LAPACK reads the row-major a as its transpose: the upper factor, custom_call_targets'
+    # potrf_uplo; a is symmetric, so that is U with a = U^T U, and L = U^T)
+    want = _one_thread(lambda x: lapack.dpotrf(x, lower=0, clean=0)[0].T, np.asfortranarray(a))
     np.testing.assert_array_equal(np.tril(got), np.tril(want))
 
 

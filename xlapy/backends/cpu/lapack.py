@@ -229,12 +229,13 @@ OneAndRank = tuple[Callable[..., Sequence[Any]], int, Callable[..., Any] | None]
 
 
 def _potrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
+    from xlapy.ops.custom_call_targets import potrf_one
+
     (lower,) = _flags("potrf", instr)
-    fn, info = slapack.get_lapack_funcs("potrf", dtype=np.dtype(_PREFIX[t])), _info(
-        instr.attrs.call_target_name)
+    factor, info = potrf_one(t, lower), _info(instr.attrs.call_target_name)
 
     def one(a: np.ndarray) -> Sequence[Any]:
-        c, i = fn(a, lower=lower, clean=0, overwrite_a=0)
+        c, i = factor(a)
         return c, info(i)
     return one, 2, lapack_batch.potrf(t, lower, info)
 

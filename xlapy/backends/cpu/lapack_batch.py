@@ -26,7 +26,7 @@ from xlapy.backends.cpu.llvm_util import I64, for_range, i64, new_module, on_hos
 from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.thunks import bounds, ptr
 from xlapy.backends.cpu.transpose_lib import swap_last
-from xlapy.ops.custom_call_targets import GESDD_NAN, routine, trsm_flags
+from xlapy.ops.custom_call_targets import GESDD_NAN, potrf_uplo, routine, trsm_flags
 from xlapy.ops.lapack_threads import SERIAL_FROM
 
 #: Argument counts of the routines called (potrf: 5, getrf: 6, geqrf: 8, orgqr / ungqr: 9,
@@ -134,8 +134,9 @@ def getrf_args(m: int, n: int, item: int) -> _Args:
 
 
 def potrf_args(lower: bool, n: int, item: int) -> _Args:
-    """?potrf(uplo, n, a, lda, info)."""
-    uplo = np.frombuffer(b"L" if lower else b"U", np.uint8).copy()
+    """?potrf(uplo, n, a, lda, info) on a row-major a, as LAPACK sees it: transposed
+    (custom_call_targets.potrf_uplo)."""
+    uplo = np.frombuffer(potrf_uplo(lower).encode(), np.uint8).copy()
     dims = np.array([n, max(n, 1)], np.int32)
     return _Args([uplo, dims[0:], None, dims[1:], None], [0, 0, n * n * item, 0, 4])
 
@@ -312,12 +313,12 @@ def potrf(t: str, lower: bool, check: Callable[[int], int]
     def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
         *lead, n, _ = a.shape
         batch = math.prod(lead)
-        work = fortran(a)
+        work = np.array(a, order="C")  # (a copy: ?potrf writes the factor over it)
         info = np.empty(lead, np.int32)
         _cached(shapes, (n, work.itemsize), lambda: potrf_args(lower, n, work.itemsize)).call(
             1, fn, batch, work, info)
         _check(info, check)
-        return fortran(work), info
+        return work, info
 
     return run
 

@@ -6,7 +6,7 @@ a batch, with numpy transposes to and from Fortran order around it. A loop whose
 solved a small system therefore ran through Python: a 16-step fori_loop of a 16 x 16
 jnp.linalg.solve 1.4 ms against XLA's 0.045. As a step, `xlapy_lapack_step` runs a small
 program over the loop's buffers: each operand transposed into Fortran-order scratch of the
-loop's own (trsm's copied as they are: BLAS reads them transposed, trsm_flags), lapack_batch's
+loop's own (trsm's and potrf's copied as they are: read transposed, trsm_flags), lapack_batch's
 loop calling the routine per matrix with the arguments the Python path passes
 (lapack_batch.*_args: the same routine, the same bits), and the results transposed (or, for
 pivots and info, written directly) into the step's result buffers.
@@ -136,6 +136,10 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
         prog += [[_TRANSPOSE, operand(0), fa, 1, s * s, batch, item],  # trsm_args flips)
                  [_TRANSPOSE, operand(1), outs[0], 1, m * n, batch, item]]
         arrays, back = [fa, outs[0]], []
+    elif nat.routine == "potrf":  # (row-major as it is: copied as one row; potrf_args flips)
+        args = lapack_batch.potrf_args(nat.flags[0], n, item)
+        prog.append([_TRANSPOSE, operand(0), outs[0], 1, n * n, batch, item])
+        arrays, back = [outs[0], outs[1]], []
     else:
         work = scratch(batch * m * n * item)
         prog.append([_TRANSPOSE, operand(0), work, m, n, batch, item])
@@ -143,9 +147,6 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
         if nat.routine == "getrf":
             args = lapack_batch.getrf_args(m, n, item)
             arrays = [work, outs[1], outs[2]]  # (pivots and info: written in place)
-        elif nat.routine == "potrf":
-            args = lapack_batch.potrf_args(nat.flags[0], n, item)
-            arrays = [work, outs[1]]
         elif nat.routine == "geqrf":  # (the factored matrix, tau); work shared by the batch
             args = lapack_batch.geqrf_args(m, n, item)
             arrays = [work, outs[1], scratch(lapack_batch.qr_lwork(n) * item),

@@ -272,3 +272,45 @@ def test_a_big_triangular_solve_takes_no_transposing_copy(left: bool, lower: boo
     op = t.conj().T if trans == 2 else t.T if trans else t
     want = np.linalg.solve(op, b) if left else np.linalg.solve(op.T, b.T).T
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_a_big_cholesky_takes_no_transposing_copy(lower: bool, dtype: Any,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """?potrf reads the row-major matrix as its transpose (potrf_uplo: the other triangle),
+    whose factor read back row-major is the one asked for: a 160 x 160 factor copies a
+    once and transposes nothing; the other triangle is left as given."""
+    from xlapy.backends.cpu import transpose_lib
+
+    def refuse(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("a transposing copy")
+
+    x = _data((160, 160), dtype, 7)
+    a = (x @ np.conj(x.T) + 160 * np.eye(160)).astype(dtype)
+    text = _module(f"lapack_{'sdcz'['fdFD'.index(np.dtype(dtype).char)]}potrf_ffi", dtype,
+                   lower)
+    cpu = xlapy.compile(text, backend="cpu")
+    monkeypatch.setattr(transpose_lib, "swap_last", refuse)
+    monkeypatch.setattr(lapack_batch, "swap_last", refuse)
+    got = np.asarray(cpu(a))
+    ref = np.linalg.cholesky(a.astype(np.complex128))  # a = L L^H
+    want, part = (ref, np.tril) if lower else (np.conj(ref.T), np.triu)
+    np.testing.assert_allclose(part(got), want, rtol=1e-4, atol=1e-4)
+    other = np.triu(np.ones((160, 160), bool), 1) if lower else \
+        np.tril(np.ones((160, 160), bool), -1)
+    np.testing.assert_array_equal(got[other], a[other])
+
+
+def _module(target: str, dtype: Any, lower: bool) -> str:
+    ty = {np.float32: "f32", np.float64: "f64", np.complex64: "complex<f32>",
+          np.complex128: "complex<f64>"}[dtype]
+    t, uplo = f"tensor<160x160x{ty}>", ord("L" if lower else "U")
+    return f"""
+func.func public @main(%a: {t}) -> {t} {{
+  %r:2 = stablehlo.custom_call @{target}(%a) {{mhlo.backend_config = {{uplo = {uplo} : ui8}},
+    operand_layouts = [dense<[0, 1]> : tensor<2xindex>],
+    result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>]}}
+    : ({t}) -> ({t}, tensor<i32>)
+  return %r#0 : {t}
+}}"""
