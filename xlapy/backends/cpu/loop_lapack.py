@@ -6,8 +6,8 @@ a batch, with numpy transposes to and from Fortran order around it. A loop whose
 solved a small system therefore ran through Python: a 16-step fori_loop of a 16 x 16
 jnp.linalg.solve 1.4 ms against XLA's 0.045. As a step, `xlapy_lapack_step` runs a small
 program over the loop's buffers: each operand transposed into Fortran-order scratch of the
-loop's own (trsm's and potrf's copied as they are: read transposed, trsm_flags), lapack_batch's
-loop calling the routine per matrix with the arguments the Python path passes
+loop's own (trsm's and potrf's copied as they are, read transposed: trsm_flags, potrf_uplo),
+lapack_batch's loop calling the routine per matrix with the arguments the Python path passes
 (lapack_batch.*_args: the same routine, the same bits), and the results transposed (or, for
 pivots and info, written directly) into the step's result buffers.
 
@@ -132,11 +132,13 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
         s = shapes[0].dimensions[-1]
         args = lapack_batch.trsm_args(nat.flags, m, n, s, np.dtype(shapes[0].dtype),
                                       np.dtype(shapes[1].dtype))
-        fa = scratch(batch * s * s * item)  # (row-major as they are: copies as one row;
-        prog += [[_TRANSPOSE, operand(0), fa, 1, s * s, batch, item],  # trsm_args flips)
+        # a and b row-major as they are (trsm_args flips side and triangle): copies as one
+        # row each, b's into the result, which the routine overwrites with the solution
+        fa = scratch(batch * s * s * item)
+        prog += [[_TRANSPOSE, operand(0), fa, 1, s * s, batch, item],
                  [_TRANSPOSE, operand(1), outs[0], 1, m * n, batch, item]]
         arrays, back = [fa, outs[0]], []
-    elif nat.routine == "potrf":  # (row-major as it is: copied as one row; potrf_args flips)
+    elif nat.routine == "potrf":  # a row-major as it is, copied into the result (potrf_args)
         args = lapack_batch.potrf_args(nat.flags[0], n, item)
         prog.append([_TRANSPOSE, operand(0), outs[0], 1, n * n, batch, item])
         arrays, back = [outs[0], outs[1]], []

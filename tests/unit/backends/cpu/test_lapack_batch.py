@@ -238,6 +238,17 @@ def test_a_one_column_solve_leaves_its_operand_alone(loops: list[int]) -> None:
     np.testing.assert_allclose(np.asarray(got), np.asarray(fn(a, b0)), rtol=1e-5, atol=1e-5)
 
 
+def refuse_transposes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From here on, any transposing copy (transpose_lib.swap_last) fails the test."""
+    from xlapy.backends.cpu import transpose_lib
+
+    def refuse(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("a transposing copy")
+
+    monkeypatch.setattr(transpose_lib, "swap_last", refuse)
+    monkeypatch.setattr(lapack_batch, "swap_last", refuse)
+
+
 @pytest.mark.parametrize("left", [True, False])
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize(("trans", "dtype"), [(0, np.float32), (1, np.float32),
@@ -249,11 +260,6 @@ def test_a_big_triangular_solve_takes_no_transposing_copy(left: bool, lower: boo
     """?trsm reads the row-major operands as their transposes (trsm_flags: side and triangle
     flipped): a 160 x 160 solve (the batch loop's path) copies b once and transposes
     nothing (two transposes in, one out had cost 30 of 128 us at 128 x 128)."""
-    from xlapy.backends.cpu import transpose_lib
-
-    def refuse(*args: Any, **kw: Any) -> Any:
-        raise AssertionError("a transposing copy")
-
     # well conditioned: a random triangle's inverse grows with its size
     a = (_data((160, 160), dtype, 5) - 3 * np.eye(160)) * 0.05 + 2 * np.eye(160)
     a = a.astype(dtype)
@@ -265,8 +271,7 @@ def test_a_big_triangular_solve_takes_no_transposing_copy(left: bool, lower: boo
     with jax.enable_x64(dtype == np.complex128):
         text = jax.jit(fn).lower(a, b).as_text()
     cpu = xlapy.compile(text, backend="cpu")
-    monkeypatch.setattr(transpose_lib, "swap_last", refuse)
-    monkeypatch.setattr(lapack_batch, "swap_last", refuse)
+    refuse_transposes(monkeypatch)
     got = np.asarray(cpu(a, b))
     t = (np.tril(a) if lower else np.triu(a)).astype(np.complex128)
     op = t.conj().T if trans == 2 else t.T if trans else t
@@ -281,18 +286,10 @@ def test_a_big_cholesky_takes_no_transposing_copy(lower: bool, dtype: Any,
     """?potrf reads the row-major matrix as its transpose (potrf_uplo: the other triangle),
     whose factor read back row-major is the one asked for: a 160 x 160 factor copies a
     once and transposes nothing; the other triangle is left as given."""
-    from xlapy.backends.cpu import transpose_lib
-
-    def refuse(*args: Any, **kw: Any) -> Any:
-        raise AssertionError("a transposing copy")
-
     x = _data((160, 160), dtype, 7)
     a = (x @ np.conj(x.T) + 160 * np.eye(160)).astype(dtype)
-    text = _module(f"lapack_{'sdcz'['fdFD'.index(np.dtype(dtype).char)]}potrf_ffi", dtype,
-                   lower)
-    cpu = xlapy.compile(text, backend="cpu")
-    monkeypatch.setattr(transpose_lib, "swap_last", refuse)
-    monkeypatch.setattr(lapack_batch, "swap_last", refuse)
+    cpu = xlapy.compile(_potrf_module(dtype, lower), backend="cpu")
+    refuse_transposes(monkeypatch)
     got = np.asarray(cpu(a))
     ref = np.linalg.cholesky(a.astype(np.complex128))  # a = L L^H
     want, part = (ref, np.tril) if lower else (np.conj(ref.T), np.triu)
@@ -302,13 +299,15 @@ def test_a_big_cholesky_takes_no_transposing_copy(lower: bool, dtype: Any,
     np.testing.assert_array_equal(got[other], a[other])
 
 
-def _module(target: str, dtype: Any, lower: bool) -> str:
-    ty = {np.float32: "f32", np.float64: "f64", np.complex64: "complex<f32>",
-          np.complex128: "complex<f64>"}[dtype]
+def _potrf_module(dtype: Any, lower: bool) -> str:
+    """jaxlib's potrf custom call on one 160 x 160 matrix of `dtype`, returning the factor."""
+    letter, ty = {np.float32: ("s", "f32"), np.float64: ("d", "f64"),
+                  np.complex64: ("c", "complex<f32>"), np.complex128: ("z", "complex<f64>")}[dtype]
     t, uplo = f"tensor<160x160x{ty}>", ord("L" if lower else "U")
     return f"""
 func.func public @main(%a: {t}) -> {t} {{
-  %r:2 = stablehlo.custom_call @{target}(%a) {{mhlo.backend_config = {{uplo = {uplo} : ui8}},
+  %r:2 = stablehlo.custom_call @lapack_{letter}potrf_ffi(%a)
+    {{mhlo.backend_config = {{uplo = {uplo} : ui8}},
     operand_layouts = [dense<[0, 1]> : tensor<2xindex>],
     result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>]}}
     : ({t}) -> ({t}, tensor<i32>)
