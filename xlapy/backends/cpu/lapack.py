@@ -282,7 +282,20 @@ def _syevd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     def one(a: np.ndarray) -> Sequence[Any]:
         w, v, i = fn(a, compute_v=int(vectors), lower=int(lower))
         return (v if vectors else a), w, info(i)
-    return one, 2, lapack_batch.syevd(t, lower, vectors, info) if t in "sd" else None
+    if t not in "sd":
+        return one, 2, None
+    if vectors and instr.operands[0].shape.dimensions[-1] <= lapack_batch.STEQR_MAX and \
+            not element_read(instr, 0):  # jnp.linalg.eigvalsh: the same eigenvalues
+        return one, 2, lapack_batch.syevals(t, lower, info)
+    return one, 2, lapack_batch.syevd(t, lower, vectors, info)
+
+
+def element_read(instr: Instruction, k: int) -> bool:
+    """Whether anything may read element `k` of the tuple `instr` returns (a user other
+    than a get-tuple-element of another index, or the root)."""
+    if instr.parent is None or instr.parent.root is instr:
+        return True
+    return any(u.opcode != "get_tuple_element" or u.attrs.index == k for u in instr.users)
 
 
 def _gesdd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
