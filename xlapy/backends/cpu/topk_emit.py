@@ -29,14 +29,17 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import recycle, sort_emit
+from xlapy import denormal
+from xlapy.backends.cpu import cache, recycle, sort_emit, target
 from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
 from xlapy.backends.cpu.llvm_util import I8P, I64, VOID, Engine, for_range, new_module
 from xlapy.backends.cpu.loop_library import Native
+from xlapy.backends.cpu.once import once
 from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Computation, Instruction
 from xlapy.ir.computation import make_instruction
 from xlapy.ops.attrs import ComparisonType
+from xlapy.ops.core import ParameterAttrs
 from xlapy.types import ElementType as ET
 from xlapy.types import Shape
 
@@ -199,7 +202,6 @@ def _top_k_order(et: ET, largest: bool) -> Computation:
     """chlo.top_k's comparator: a GT (largest) / LT compare of two elements, floats in
     total order (NaN largest, -0 below +0), integers in their own order."""
     from xlapy.ops.attrs import ComparisonDirection
-    from xlapy.ops.core import ParameterAttrs
     from xlapy.ops.elementwise_compare import CompareAttrs
 
     comp = Computation(f"top_k_order_{et.hlo_name}")
@@ -213,6 +215,21 @@ def _top_k_order(et: ET, largest: bool) -> Computation:
     return comp
 
 
+@once
+def _library(tgt: target.CpuTarget, flushing: bool, et: ET, largest: bool) -> Engine:
+    """chlo.top_k's selection for one element type and direction, built once per process
+    (and cached on disk) like XLA:CPU's TopK runtime function: the rows, n and k are its
+    arguments. It was compiled for each program (top_k's 12-17 ms compile, ~8 ms of them
+    LLVM's code generation of this module)."""
+    with target.use(tgt), denormal.use(denormal.FTZ if flushing else denormal.IEEE):
+        s = Shape.scalar(et)
+        sel = _Selection((Instruction("parameter", [], s, ParameterAttrs(0, s)),),
+                         (_top_k_order(et, largest),))
+        return cache.library_engine(("top_k", et.hlo_name, largest),
+                                    lambda: _emit(sel),  # type: ignore[arg-type]
+                                    "top_k-light", light=True, exports=["topk_rows"])
+
+
 def plan_top_k(instr: Instruction, threads: int = 1) -> Callable[..., Any] | None:
     """run(x) -> (values, s32 indices) of chlo.top_k (topk_select.py makes it from a sorted
     iota): the selection over x alone, an element's index its column; fresh [.., k]
@@ -224,9 +241,8 @@ def plan_top_k(instr: Instruction, threads: int = 1) -> Callable[..., Any] | Non
     dims = list(x.shape.dimensions)
     n = dims.pop()
     rows = math.prod(dims)
-    order = _top_k_order(x.shape.element_type, instr.attrs.largest)
-    eng = Engine(_emit(_Selection((x,), (order,))), light=True,  # type: ignore[arg-type]
-                 exports=["topk_rows"])
+    eng = _library(target.current(), denormal.flushing(), x.shape.element_type,
+                   instr.attrs.largest)
     fn = _SIG(eng.address("topk_rows"))
     parts = min(threads, rows) if rows > 1 and rows * n >= sort_emit.SPLIT_COMPARES else 1
 

@@ -69,3 +69,28 @@ def test_other_sorts_keep_their_path() -> None:
         cpu, how = _compile(text)
         assert "chlo.top_k" not in how
         _equal(list(cpu(x)), list(xlapy.compile(text, backend="interpreter")(x)))
+
+
+def test_top_k_selection_is_a_library_built_once_per_type_and_direction(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """chlo.top_k's selection takes the rows, n and k as arguments: one module per element
+    type, direction, target and denormal mode, built once (like XLA:CPU's TopK runtime
+    function), not a module of each program (~8 ms of LLVM code generation a compile)."""
+    from xlapy.backends.cpu import topk_emit
+    from xlapy.backends.cpu.once import once
+
+    built: list[tuple[object, ...]] = []
+    raw = topk_emit._library.__wrapped__  # type: ignore[attr-defined]
+    monkeypatch.setattr(topk_emit, "_library", once(
+        lambda *a: (built.append(a[1:]), raw(*a))[1]))
+    rng = np.random.default_rng(3)
+    for dims, k, ty, dt, mode in [((30, 64), 4, "f32", np.float32, "ftz"),
+                                  ((7, 5, 300), 60, "f32", np.float32, "ftz"),
+                                  ((30, 64), 4, "f64", np.float64, "ftz"),
+                                  ((30, 64), 4, "f32", np.float32, "ieee")]:
+        text = _top_k_text(dims, k, ty)
+        cpu = xlapy.compile(text, backend="cpu", options={"denormal": mode})
+        x = _ties(rng, dims, dt)
+        _equal(list(cpu(x)), list(xlapy.compile(text, backend="interpreter",
+                                                options={"denormal": mode})(x)))
+    assert len(built) == 3 and len(set(built)) == 3
