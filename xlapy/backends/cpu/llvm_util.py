@@ -106,6 +106,7 @@ FN_ATTRS_IEEE = FN_ATTRS.replace("preserve-sign,ieee", "ieee,ieee")
 _ATTR_GROUP = 7001
 _DEFINE = re.compile(r"^(define [^\n]*\)(?: [a-z]+)*)(\s*\n\{)", re.M)
 _LOOP_MD = re.compile(r'^(![0-9]+) = !\{ *!"xlapy\.loop\.ic\.([0-9]+)" *\}', re.M)
+_NOVEC_MD = re.compile(r'^(![0-9]+) = !\{ *!"xlapy\.loop\.novec" *\}', re.M)
 
 
 def module_text(mod: ir.Module | str) -> str:
@@ -120,6 +121,8 @@ def module_text(mod: ir.Module | str) -> str:
         return text
     text = _DEFINE.sub(rf"\1 #{_ATTR_GROUP}\2", text)
     text = _LOOP_MD.sub(r'\1 = distinct !{\1, !{!"llvm.loop.interleave.count", i32 \2}}', text)
+    text = _NOVEC_MD.sub(r'\1 = distinct !{\1, !{!"llvm.loop.vectorize.enable", i1 false}}',
+                         text)
     attrs = FN_ATTRS if denormal.flushing() else FN_ATTRS_IEEE
     return f"{text}\nattributes #{_ATTR_GROUP} = {{ {attrs} }}\n"
 
@@ -505,6 +508,19 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
         br.set_metadata("llvm.loop", b.module.add_metadata(
             [ir.MetaDataString(b.module, f"xlapy.loop.ic.{interleave}")]))
     b.position_at_end(done)
+
+
+def no_vectorize(fn: ir.Function) -> None:
+    """Mark every loop of `fn` (each back edge for_range emits) not to be vectorized
+    (llvm.loop.vectorize.enable false): loops whose vectors would be gathers and scatters
+    (dus_window.py)."""
+    md = None
+    for k, blk in enumerate(fn.blocks):
+        br = blk.terminator
+        if isinstance(br, ir.ConditionalBranch) and not br.metadata.get("llvm.loop") and \
+                fn.blocks.index(br.operands[1]) <= k:
+            md = md or fn.module.add_metadata([ir.MetaDataString(fn.module, "xlapy.loop.novec")])
+            br.set_metadata("llvm.loop", md)
 
 
 def const(t: ir.Type, v: Any) -> ir.Constant:
