@@ -41,20 +41,19 @@ from llvmlite import ir
 from xlapy import denormal
 from xlapy.backends.cpu import cache, parallel, target
 from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
+from xlapy.backends.cpu.gemv_ir import Vec, in_groups
 from xlapy.backends.cpu.llvm_util import (
-    F32,
-    F64,
     I32,
     I64,
     VOID,
     Engine,
     for_range,
     i64,
-    intrinsic,
     new_module,
 )
 from xlapy.backends.cpu.once import ahead, once, started
 from xlapy.backends.cpu.threads import natives, slot_words
+from xlapy.backends.cpu.thunks import ptr
 from xlapy.backends.cpu.transpose_lib import c_order
 
 #: Rows of W per pass over the partial row (axpy form); 4, 8 and 16 ran alike (within 3%).
@@ -68,8 +67,14 @@ COLS = 8
 #: taking it (~1 us), small enough that a late or busy thread holds up little of the call
 #: (0.5, 1, 2 and 4 MB ran alike). Software prefetch of the next rows did not help.
 CHUNK_BYTES = 1 << 20
-#: Bytes of W below which the call runs on the calling thread alone.
+#: Bytes of W from which a call is cut into CHUNK_BYTES chunks.
 SPLIT_BYTES = 1 << 21
+#: Bytes of W from which (to SPLIT_BYTES) a call is cut in two halves, below which it runs
+#: on the calling thread alone: a loop's products then keep each half of W in one core's
+#: L2 (claim's first chunks) instead of reading all of it from L3 on one core. RNN-like
+#: fori_loop of tanh(tanh(h @ A) @ B), A, B 1 MB (Zen 4, 2 threads, against XLA): 2.8-3.2
+#: -> 1.7-1.8 ms, 1.06 -> 0.61-0.65. A call outside a loop runs both halves itself.
+PAIR_BYTES = 1 << 18
 
 _DRIVE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 # Descriptor words of drive(d): the claim counter, the chunk count, the pool's post and wait,
@@ -82,67 +87,7 @@ _D_SLOTS = 16
 _D_CUTS = _D_SLOTS + parallel.MAX_CHUNKS
 
 
-class _Vec:
-    """The vector type of one element type on the current target, and the IR it takes."""
-
-    def __init__(self, f64: bool) -> None:
-        self.t = F64 if f64 else F32
-        self.size = 8 if f64 else 4
-        self.lanes = target.current().vector_bits // (8 * self.size)
-        self.vt = ir.VectorType(self.t, self.lanes)
-        self.tp = self.t.as_pointer()
-        self.zero_v = ir.Constant(self.vt, None)
-        self.zero = ir.Constant(self.t, 0.0)
-        self.name = "f64" if f64 else "f32"
-
-    def fma(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
-        suffix = f"v{self.lanes}{self.name}" if isinstance(x.type, ir.VectorType) \
-            else self.name
-        return intrinsic(b, f"llvm.fmuladd.{suffix}", x.type, [x, y, acc])
-
-    def splat(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        undef = ir.Constant(self.vt, ir.Undefined)
-        one = b.insert_element(undef, x, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, undef,
-                                ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
-
-    def load(self, b: ir.IRBuilder, base: ir.Value, at: ir.Value) -> ir.Value:
-        ld = b.load(b.bitcast(b.gep(base, [at]), self.vt.as_pointer()))
-        ld.align = self.size
-        return ld
-
-    def store(self, b: ir.IRBuilder, v: ir.Value, base: ir.Value, at: ir.Value) -> None:
-        st = b.store(v, b.bitcast(b.gep(base, [at]), self.vt.as_pointer()))
-        st.align = self.size
-
-    def whole(self, b: ir.IRBuilder, n: ir.Value) -> ir.Value:
-        """n rounded down to whole vectors."""
-        return b.mul(b.sdiv(n, i64(self.lanes)), i64(self.lanes))
-
-    def hsum(self, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-        """The lanes of v summed as a fixed tree (halves added until one lane is left)."""
-        width = self.lanes
-        while width > 1:
-            half = width // 2
-            lo, hi = (b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
-                                                         list(range(at, at + half))))
-                      for at in (0, half))
-            v, width = b.fadd(lo, hi), half
-        return b.extract_element(v, ir.Constant(I32, 0))
-
-
-def _in_groups(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, size: int,
-               body: Callable[[ir.Value, int], None], name: str) -> None:
-    """body(start, size) over [lo, hi) in whole groups of `size`, then body(start, 1) for
-    each one left."""
-    groups = b.sdiv(b.sub(hi, lo), i64(size))
-    with for_range(b, i64(0), groups, name) as g:
-        body(b.add(lo, b.mul(g, i64(size))), size)
-    with for_range(b, b.add(lo, b.mul(groups, i64(size))), hi, name + "1") as k:
-        body(k, 1)
-
-
-def _emit_rows(mod: ir.Module, name: str, v: _Vec) -> None:
+def _emit_rows(mod: ir.Module, name: str, v: Vec) -> None:
     """rows(x, w, y, n, ldw, klo, khi, incx): y[:n] = the sum over k in [klo, khi) of
     x[k * incx] * w[k * ldw : + n], each element one multiply-add chain in k order."""
     tp = v.tp
@@ -175,12 +120,12 @@ def _emit_rows(mod: ir.Module, name: str, v: _Vec) -> None:
                 acc = v.fma(b, xs[j], b.load(b.gep(ws[j], [c])), acc)
             b.store(acc, b.gep(y, [c]))
 
-    _in_groups(b, klo, khi, ROWS, pass_rows, "g")
+    in_groups(b, klo, khi, ROWS, pass_rows, "g")
     restore_mxcsr(b, saved)
     b.ret_void()
 
 
-def _emit_finish(mod: ir.Module, name: str, v: _Vec) -> None:
+def _emit_finish(mod: ir.Module, name: str, v: Vec) -> None:
     """finish(parts, chunks, n, y, incy, beta*): y[j * incy] = the sum of parts[:, j] in
     chunk order, after beta * y[j * incy] when *beta != 0 (y *= beta; y += sum). The sums
     go straight to y when it is contiguous and beta is 0, else through parts[0]."""
@@ -219,7 +164,7 @@ def _emit_finish(mod: ir.Module, name: str, v: _Vec) -> None:
     b.ret_void()
 
 
-def _emit_cols(mod: ir.Module, name: str, v: _Vec) -> None:
+def _emit_cols(mod: ir.Module, name: str, v: Vec) -> None:
     """cols(x, w, y, k, ldw, nlo, nhi, incy, beta*): y[j * incy] = dot(x[:k], w[j * ldw :
     + k]) (+ beta * y[j * incy] when *beta != 0) for j in [nlo, nhi); x contiguous. COLS
     columns per pass over x, one vector accumulator each, lanes summed as a fixed tree, the
@@ -274,12 +219,12 @@ def _emit_cols(mod: ir.Module, name: str, v: _Vec) -> None:
             res = b.load(acc)
             b.store(b.select(scale, b.fadd(b.fmul(beta, b.load(dst)), res), res), dst)
 
-    _in_groups(b, nlo, nhi, COLS, pass_cols, "q")
+    in_groups(b, nlo, nhi, COLS, pass_cols, "q")
     restore_mxcsr(b, saved)
     b.ret_void()
 
 
-def _emit_driver(mod: ir.Module, name: str, v: _Vec, form: str) -> None:
+def _emit_driver(mod: ir.Module, name: str, v: Vec, form: str) -> None:
     """drive(d): every chunk of a call on the caller and the workers whose slots the
     descriptor names (each taking the next chunk left: an atomic counter), then, for the
     rows form, `finish`. One native call per product: no Python per chunk or per worker.
@@ -311,12 +256,18 @@ def _emit_driver(mod: ir.Module, name: str, v: _Vec, form: str) -> None:
                                              hi, word(b, d, _D_INC), ptr(b, d, _D_BETA)])
     b.ret_void()
 
-    # claim(d): chunk d[NEXT]++ until none is left (the workers' job, and the caller's)
-    claim = ir.Function(mod, ir.FunctionType(VOID, [i64p]), name=f"{name}_claim")
-    d = claim.args[0]
+    # claim(d, first): chunk `first` (each thread its own: thread t of T chunk t, so a loop's
+    # gemv keeps its chunks of W in the same core's L2 step after step), then chunk
+    # d[NEXT]++ until none is left (the workers' job, and the caller's)
+    claim = ir.Function(mod, ir.FunctionType(VOID, [i64p, I64]), name=f"{name}_claim")
+    d, first = claim.args
     entry = claim.append_basic_block("entry")
+    own = claim.append_basic_block("own")
     loop, body, done = (claim.append_basic_block(n) for n in ("claim", "chunk", "done"))
     b = ir.IRBuilder(entry)
+    b.cbranch(b.icmp_signed("<", first, word(b, d, _D_CHUNKS)), own, loop)
+    b.position_at_end(own)
+    b.call(chunk, [d, first])
     b.branch(loop)
     b.position_at_end(loop)
     k = b.atomic_rmw("add", b.gep(d, [i64(_D_NEXT)]), i64(1), "monotonic")
@@ -340,12 +291,14 @@ def _emit_driver(mod: ir.Module, name: str, v: _Vec, form: str) -> None:
     def slot(k: ir.Value) -> ir.Value:
         return b.inttoptr(word(b, d, b.add(k, i64(_D_SLOTS))), i64p)
 
+    b.store(b.add(nw, i64(1)), b.gep(d, [i64(_D_NEXT)]))  # (chunks 0..nw: claim's first)
     with for_range(b, i64(0), nw, "post") as k:
         sl = slot(k)
         b.store(b.ptrtoint(claim, I64), b.gep(sl, [i64(fn_word)]))
         b.store(b.ptrtoint(d, I64), b.gep(sl, [i64(args_word)]))
+        b.store(b.add(k, i64(1)), b.gep(sl, [i64(args_word + 1)]))
         b.call(post, [sl])
-    b.call(claim, [d])
+    b.call(claim, [d, i64(0)])
     with for_range(b, i64(0), nw, "wait") as k:
         sl = slot(k)
         seq = b.load(b.bitcast(b.gep(sl, [i64(posted)]), I32.as_pointer()))
@@ -362,7 +315,7 @@ def _emit(name: str, f64: bool, form: str) -> ir.Module:
     """The module of one loop form: "rows" (rows, finish and the driver) or "cols" (cols
     and the driver)."""
     mod = new_module(name)
-    v = _Vec(f64)
+    v = Vec(f64)
     if form == "rows":
         _emit_rows(mod, name, v)
         _emit_finish(mod, name, v)
@@ -418,11 +371,14 @@ def _runs(t: target.CpuTarget) -> bool:
 def plan(extent: int, line_bytes: int, total_bytes: int, align: int) -> tuple[int, ...]:
     """Chunk boundaries of the split extent (K rows of a row-major W, N columns of a
     transposed one; `line_bytes` each): ~CHUNK_BYTES of W per chunk, at most
-    parallel.MAX_CHUNKS, inner boundaries at multiples of `align`; one chunk below
-    SPLIT_BYTES. A function of the shape alone: so are the bits."""
-    if total_bytes < SPLIT_BYTES or extent < 2 * align:
+    parallel.MAX_CHUNKS, inner boundaries at multiples of `align`; two halves below
+    SPLIT_BYTES, one chunk below PAIR_BYTES. A function of the shape alone: so are the
+    bits."""
+    if total_bytes < min(PAIR_BYTES, SPLIT_BYTES) or extent < 2 * align:
         return (0, extent)
     per = max(align, CHUNK_BYTES // max(line_bytes, 1) // align * align)
+    if total_bytes < SPLIT_BYTES:  # two halves: each thread's stays in its core's L2
+        per = max(align, extent // 2 // align * align)
     return tuple(parallel.fixed_cuts(extent, per, align))
 
 
@@ -462,7 +418,25 @@ def _stride(v: np.ndarray, axis: int, it: int) -> int | None:
 
 
 def _addr(v: np.ndarray) -> int:
+    """v's data address (thunks.ptr's buffer route where v allows it: ~0.35 us, not 1.3)."""
+    if v.flags.c_contiguous and v.flags.writeable:
+        return ptr(v)
     return int(v.__array_interface__["data"][0])
+
+
+#: Zero betas (f32, f64) a cached descriptor points at.
+_ZERO = {"f": np.zeros(1, np.float32), "d": np.zeros(1, np.float64)}
+
+
+@functools.lru_cache(maxsize=256)
+def _described(form: str, k: int, n: int, ldw: int, inc: int, incy: int, char: str
+               ) -> tuple[np.ndarray, int | None]:
+    """describe's descriptor of a zero-beta product (read-only: each call writes a copy)
+    and the rows of the partial sums it needs, if any: ~11 us of Python a call less (a
+    64 x 256 x @ W: 21 -> 7.7 us, one thread; 512 x 512 39 -> 22)."""
+    d, parts = describe(form, k, n, ldw, inc, incy, _ZERO[char], np.dtype(char), True)
+    d.flags.writeable = False
+    return d, None if parts is None else parts.shape[0]
 
 
 def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
@@ -503,7 +477,6 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     if not dot_form and (s1 not in (0, 1) or s0 is None):
         b = c_order(b)
         s0 = n
-    beta_buf = np.array([beta], a.dtype)
     if dot_form:
         form, inc, ldw = "cols", incy, s1 or k
         if x.strides[0] != it and k > 1:
@@ -513,12 +486,21 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
         if inc is None:
             x = np.ascontiguousarray(x)
             inc = 1
-    d, parts = describe(form, k, n, ldw, inc, incy, beta_buf, a.dtype, beta == 0.0)
-    d[_D_X], d[_D_W], d[_D_Y] = _addr(x), _addr(b), _addr(y)
-    d[_D_OUT] = _addr(y) if parts is None else _addr(parts)
+    if beta == 0.0:  # (a product's usual call: its descriptor made once)
+        template, rows = _described(form, k, n, ldw, inc, incy, a.dtype.char)
+        d = template.copy()
+        parts = None if rows is None else np.empty((rows, n), a.dtype)
+    else:
+        beta_buf = np.array([beta], a.dtype)
+        d, parts = describe(form, k, n, ldw, inc, incy, beta_buf, a.dtype, False)
+    y_at = _addr(y)
+    d[_D_X], d[_D_W], d[_D_Y] = _addr(x), _addr(b), y_at
+    d[_D_OUT] = y_at if parts is None else _addr(parts)
     code = _compile(f64, tgt, form)
     chunks = int(d[_D_CHUNKS])
-    helpers = min(threads, chunks) - 1
+    # under SPLIT_BYTES the halves both run here (a worker woken per call cost more than
+    # it saved: 512 x 512 23 -> 33 us); a loop's reserved, spinning workers take them
+    helpers = min(threads, chunks) - 1 if k * n * it >= SPLIT_BYTES else 0
     if helpers < 1:
         code.drive(d.ctypes.data)
         return

@@ -4,9 +4,11 @@ A decoding loop's layers are [1, k] x [k, n] products; the driver ran them as on
 each (gemm_small's loop nest or BLAS for one row), on one thread: the 4096 x 256 logits
 product alone read 4 MB a token at one core's bandwidth. gemv.py's loops split W's rows (or
 a transposed W's columns) into chunks fixed by the shape, claimed by the caller and the
-pool's workers, and are bound by memory as the Python path's `jit gemv` is. Smaller W
-(MIN_BYTES up) run as one chunk on the calling thread: gemv's rows form beat the GEMM
-step's loop nest there too.
+pool's workers, and are bound by memory as the Python path's `jit gemv` is; a W of
+gemv.PAIR_BYTES up to gemv.SPLIT_BYTES in two halves, thread t of a call running chunk t
+first, so each keeps its half in its core's L2 step after step. Smaller W (MIN_BYTES up)
+run as one chunk on the calling thread: gemv's rows form beat the GEMM step's loop nest
+there too.
 
 A step is `xlapy_patch_call` (while_driver.py): it writes the current addresses of x, W and
 y from the loop's tables into the gemv descriptor (state buffers swap between iterations),

@@ -139,7 +139,14 @@ def resolve(name: str | None) -> CpuTarget:
 
 def default() -> CpuTarget:
     """`$XLAPY_CPU_TARGET` if set, else the host."""
-    return resolve(os.environ.get("XLAPY_CPU_TARGET", "").strip() or None)
+    return _resolved(os.environ.get("XLAPY_CPU_TARGET", "").strip() or None)
+
+
+@functools.lru_cache(maxsize=16)
+def _resolved(name: str | None) -> CpuTarget:
+    """`resolve`, once per name: every library call asks for the current target (a named
+    one was a new CpuTarget each time, ~0.5 us)."""
+    return resolve(name)
 
 
 _CURRENT: contextvars.ContextVar[CpuTarget | None] = contextvars.ContextVar(
