@@ -502,7 +502,7 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     # it saved: 512 x 512 23 -> 33 us); a loop's reserved, spinning workers take them
     helpers = min(threads, chunks) - 1 if k * n * it >= SPLIT_BYTES else 0
     if helpers < 1:
-        code.drive(d.ctypes.data)
+        code.drive(ptr(d))
         return
     pool = parallel.pool(threads)
     ks = pool.reserve(helpers)  # fewer when another thread holds some: more chunks here
@@ -510,7 +510,7 @@ def gemv(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float = 0.0,
     d[_D_WORKERS] = len(ks)
     d[_D_SLOTS:_D_SLOTS + len(ks)] = [pool.addrs[j] for j in ks]
     try:
-        code.drive(d.ctypes.data)
+        code.drive(ptr(d))
     finally:
         pool.release(ks)
 
