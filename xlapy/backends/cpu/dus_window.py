@@ -114,7 +114,7 @@ class WindowEmitter(kernels.KernelEmitter):
             # vectors across rows were gathers and scatters (Zen 4: 137 -> 98 ns a step
             # of a 64-row column without them)
             no_vectorize(self.fn)
-        spec.cost = int(np.prod(self.root.operands[1].shape.dimensions)) * max(self.ops, 1)
+        spec.cost = int(np.prod(udims)) * max(self.ops, 1)
         return spec
 
 

@@ -40,6 +40,7 @@ from scipy.linalg import blas as sblas
 from scipy.linalg import lapack as slapack
 
 from xlapy.backends.cpu import fft_lib, lapack_batch, loop_lapack, transpose_lib
+from xlapy.backends.cpu.loop_bind import read_after
 from xlapy.errors import Unimplemented, XlapyError
 from xlapy.ir import Instruction
 from xlapy.ops.custom_call_targets import empty_matrix_results
@@ -291,11 +292,10 @@ def _syevd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
 
 
 def element_read(instr: Instruction, k: int) -> bool:
-    """Whether anything may read element `k` of the tuple `instr` returns (a user other
-    than a get-tuple-element of another index, or the root)."""
-    if instr.parent is None or instr.parent.root is instr:
-        return True
-    return any(u.opcode != "get_tuple_element" or u.attrs.index == k for u in instr.users)
+    """Whether anything may read element `k` of the tuple `instr` returns (loop_bind's
+    read_after, or `instr` the root)."""
+    read = read_after(instr)
+    return read is None or k in read or instr.parent is None or instr.parent.root is instr
 
 
 def _gesdd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:

@@ -515,10 +515,11 @@ def no_vectorize(fn: ir.Function) -> None:
     (llvm.loop.vectorize.enable false): loops whose vectors would be gathers and scatters
     (dus_window.py)."""
     md = None
+    at = {id(blk): k for k, blk in enumerate(fn.blocks)}
     for k, blk in enumerate(fn.blocks):
         br = blk.terminator
         if isinstance(br, ir.ConditionalBranch) and not br.metadata.get("llvm.loop") and \
-                fn.blocks.index(br.operands[1]) <= k:
+                at[id(br.operands[1])] <= k:
             md = md or fn.module.add_metadata([ir.MetaDataString(fn.module, "xlapy.loop.novec")])
             br.set_metadata("llvm.loop", md)
 

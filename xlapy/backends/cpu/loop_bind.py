@@ -166,8 +166,9 @@ def static_value(instr: Instruction, owned: set[int]) -> np.ndarray | None:
 
 
 def read_after(w: Instruction | None) -> set[int] | None:
-    """The state elements the users of loop `w` read, when every user is a
-    get_tuple_element; else None (any may be read: the whole state is a value)."""
+    """The tuple elements the users of `w` read (a loop's state, a custom call's results),
+    when every user is a get_tuple_element; else None (any may be read: the whole tuple is
+    a value)."""
     if w is None or not w.shape.is_tuple or not w.users or any(
             u.opcode != "get_tuple_element" for u in w.users):
         return None
