@@ -82,6 +82,14 @@ PREFETCH_AHEAD = 256
 #: lost too (7x777x999 1.11x, 6x2000x900 1.05x): the old walk's next row is then on the
 #: same or the next page. Neither is blocked.
 BLOCKED_BYTES = 3 << 20
+#: The same on AVX2, where every W this module takes (over gemm_small.MAX_RHS_BYTES) with
+#: rows of a page or more is read in k blocks: the unblocked walk's column of one line per
+#: k step, rows 4 KB apart and prefetched PREFETCH_ROWS ahead, thrashed one L1 set (Zen 4,
+#: x86-64-v3 code, 2 threads, same process, against XLA's AVX-512: 8x256x1024 1.32 -> 0.93,
+#: 12x256x1024 0.74 -> 0.59, 20x512x1024 1.55 -> 1.13, 8x128x2048 1.11 -> 0.86, 4x256x1024
+#: 0.95 -> 0.85). On AVX-512 (3 lines a step) the blocked walk lost there (8x256x1024 48 ->
+#: 68 us).
+BLOCKED_BYTES_AVX2 = 0
 BLOCKED_ROW_BYTES = 4096
 BLOCK_BYTES = 64 << 10
 #: Bytes of each row of W a blocked chunk reads at least (so at most n * size / PIECE_BYTES
@@ -89,8 +97,12 @@ BLOCK_BYTES = 64 << 10
 #: -> 0.79-0.84 (2 chunks), 3x8192x1024 1.15-1.18 -> 0.79-0.83, 10x2048x2048 1.06-1.13 ->
 #: ~1.0 (4); 8x4096x4096 keeps its 8.
 PIECE_BYTES = 2048
-#: Bytes of W per column chunk at least (a chunk costs ~1 us to hand over).
-CHUNK_BYTES = 1 << 20
+#: Bytes of W per column chunk at least (a chunk costs ~1 us to hand over). At 1 MB a W of
+#: 0.5-1 MB was one chunk, on one thread: Zen 4, 2 threads, against XLA, 1 MB -> 512 KB:
+#: 12x256x1024 1.19-1.33 -> 0.71-1.11, 8x256x1024 0.55-0.71 -> 0.45-0.54, 8x128x2048 0.66-0.75
+#: -> 0.54-0.55; x86-64-v3 code 12x256x1024 1.15-1.82 -> 0.74-1.05, 8x256x1024 2.02 -> 1.26,
+#: 16x256x1024 2.99 -> 1.66 (256 KB ran alike, 128 KB lost: 20x512x1024 0.88 -> 1.22).
+CHUNK_BYTES = 1 << 19
 
 _FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                        *[ctypes.c_int64] * 5)
@@ -353,7 +365,8 @@ def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
     parts = groups(m, tgt.vector_bits)
     size = 8 if f64 else 4
     lanes = tgt.vector_bits // (8 * size)
-    blocked = k * n * size > BLOCKED_BYTES and n * size >= BLOCKED_ROW_BYTES
+    least = BLOCKED_BYTES_AVX2 if tgt.vector_bits == 256 else BLOCKED_BYTES
+    blocked = k * n * size > least and n * size >= BLOCKED_ROW_BYTES
     bounds = cuts(n, k, size, _block(tgt.vector_bits, parts[0][0]) * lanes, blocked)
     kb = k_block(bounds[1] - bounds[0], size) if blocked else k
     ahead(_compile, parts, f64, tgt)  # in a compile: built meanwhile (once.py)
