@@ -253,7 +253,7 @@ def entry_trip(exe: CpuExecutable) -> Trip | None:
     second compile of the entry's instructions (jnp.linalg.solve in a fori_loop: +42-47 ms
     on 115-120 ms, XLA's own compile ~200 ms) for no Python between its steps (the same
     program's call 108 -> 30 us, XLA 41)."""
-    if not _may_trip(exe.comp, exe.options) or kernel_bound(exe):
+    if not _may_trip(exe.comp, exe.options) or kernel_bound(exe) or lapack_bound(exe):
         return None
     return as_trip(exe, dict(exe._plans or {}), exe.options)
 
@@ -278,6 +278,14 @@ def kernel_bound(exe: CpuExecutable) -> bool:
                 if how not in ("aliasing", "buffer"))
     return plain and any(s is not None and s.cost >= exe.options.split_cost
                          for s in exe.kernel_specs)
+
+
+def lapack_bound(exe: CpuExecutable) -> bool:
+    """Whether the entry holds a LAPACK batch its thunk splits over the threads (lapack.splits:
+    in a trip it would run on one)."""
+    from xlapy.backends.cpu import lapack
+
+    return any(lapack.splits(i, exe.options.num_threads) for i in exe.comp.instructions)
 
 
 def _small(shape: Shape) -> bool:

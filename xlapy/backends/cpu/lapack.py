@@ -191,6 +191,28 @@ def _custom_call(instr: Instruction, threads: int = 1) -> Plan | None:
     return "lapack", out
 
 
+#: Work (batch x m x n x min(m, n), ~flops) of a batch call from which a program's entry keeps
+#: its thunks rather than run as one native trip (branch_loop.entry_trip), whose LAPACK steps
+#: run on one thread: Zen 4, 2 threads, same process against XLA, trip -> thunks split over
+#: the threads: jnp.linalg.solve 32 x 64 x 64 1.20 -> 0.93, 64 x 48 x 48 1.17 -> 0.80,
+#: cho_solve 32 x 64 x 64 1.48 -> 0.97; smaller ones kept the trip (solve 8 x 32 x 32 0.57,
+#: thunks 1.19; 8 x 64 x 64 1.02 against 1.28).
+SPLIT_WORK = 4 << 20
+
+
+def splits(instr: Instruction, threads: int) -> bool:
+    """Whether custom call `instr` is a LAPACK batch our thunk splits over `threads`
+    (batch_call.parts) with SPLIT_WORK or more."""
+    m = _TARGET.match(instr.attrs.call_target_name or "") if instr.opcode == "custom_call" \
+        else None
+    if m is None or threads < 2 or m.group(2) not in _SPLIT or not instr.operands:
+        return False
+    dims = instr.operands[-1 if m.group(2) == "trsm" else 0].shape.dimensions
+    if len(dims) < 3:
+        return False
+    return math.prod(dims) * min(dims[-2:]) >= SPLIT_WORK
+
+
 def _flags(routine: str, instr: Instruction) -> tuple[Any, ...]:
     """potrf's (lower,), syevd's and heevd's (lower, vectors), trsm's (left, lower, trans:
     0 / 1 / 2 for N / T / C, unit)."""
@@ -223,8 +245,9 @@ def _info(target: str) -> Callable[[int], int]:
     return lambda info: _check_info(info, target)
 
 
-#: Routines whose batches split over the threads (lapack_batch.SPLIT_BATCH).
-_SPLIT = frozenset({"syevd", "gesdd", "geev", "gtsv"})
+#: Routines whose batches split over the threads (batch_call.parts).
+_SPLIT = frozenset({"syevd", "gesdd", "geev", "gtsv", "getrf", "potrf", "geqrf", "orgqr",
+                    "ungqr", "trsm"})
 #: (run one matrix, its rank, run a whole batch in one native loop (lapack_batch.py) or None)
 OneAndRank = tuple[Callable[..., Sequence[Any]], int, Callable[..., Any] | None]
 

@@ -6,143 +6,44 @@ lapack.py runs a batched custom call one matrix at a time through scipy's f2py w
 Here the batch is laid out in Fortran order with one numpy transpose, a JIT loop calls the
 routine per matrix through the pointer scipy's cython_lapack / cython_blas export (the same
 LAPACK the f2py wrappers call, with the same arguments: the same bits), and one transpose
-brings the results back. The loop (`xlapy_batch_call_<n>`) calls fn(args) per batch index
-with args[j] = base[j] + b * stride[j]: every Fortran argument is a pointer.
+brings the results back (the loop and its split over the threads: batch_call.py).
 """
 
 from __future__ import annotations
 
-import ctypes
 import math
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from llvmlite import ir
 
-from xlapy.backends.cpu import cache, parallel
-from xlapy.backends.cpu.llvm_util import I64, for_range, i64, new_module, on_host
-from xlapy.backends.cpu.once import once
-from xlapy.backends.cpu.thunks import bounds, ptr
+from xlapy.backends.cpu.batch_call import ARITIES, Args, cached, check_info
 from xlapy.backends.cpu.transpose_lib import swap_last
 from xlapy.ops.custom_call_targets import GESDD_NAN, potrf_uplo, routine, trsm_flags
-from xlapy.ops.lapack_threads import SERIAL_FROM
 
-#: Argument counts of the routines called (potrf: 5, getrf: 6, geqrf, gtsv, steqr: 8, orgqr
-#: / ungqr: 9, sytrd: 10, trsm and syevd: 11, real gesdd and geev 14, complex gesdd 15).
-ARITIES = (5, 6, 8, 9, 10, 11, 14, 15)
-#: Matrices from which a batch of syevd, gesdd, geev or gtsv calls splits over the threads
-#: (two calls or more each: a hand-off costs ~2 us, a 3 x 3 syevd ~1). Only those: 512 4 x 4
-#: getrf and trsm calls ran slower split (0.58 -> 0.74 ms a jax.vmap(jnp.linalg.solve);
-#: each call takes OpenBLAS's locked buffer allocator), 4096 3 x 3 syevd 6.9 -> 4.1 ms.
-SPLIT_BATCH = 32
-_CALL = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
-                         ctypes.c_int64)
+#: Elements per matrix from which getrf, potrf, geqrf, orgqr and trsm batches split over the
+#: threads (each call takes OpenBLAS's locked buffer allocator: 512 4 x 4 getrf and trsm
+#: calls ran slower split, 0.58 -> 0.74 ms a jax.vmap(jnp.linalg.solve)).
+SPLIT_ELEMENTS = 256
 
 
-def _emit() -> ir.Module:
-    mod = new_module("xlapy_lapack_batch")
-    i64p = I64.as_pointer()
-    for n in ARITIES:
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I64, i64p, i64p, I64]),
-                         name=f"xlapy_batch_call_{n}")
-        target, base, stride, batch = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        call_t = ir.FunctionType(ir.VoidType(), [i64p] * n)
-        callee = b.inttoptr(target, call_t.as_pointer())
-        with for_range(b, i64(0), batch, name="b") as k:
-            args = [b.inttoptr(b.add(b.load(b.gep(base, [i64(j)])),
-                                     b.mul(k, b.load(b.gep(stride, [i64(j)])))), i64p)
-                    for j in range(n)]
-            b.call(callee, args)
-        b.ret_void()
-    return mod
-
-
-@once
-@on_host
-def _loops() -> dict[int, Any]:
-    eng = cache.library_engine(("lapack-batch",), _emit, "lapack-batch-O0", o0=True,
-                               exports=[f"xlapy_batch_call_{n}" for n in ARITIES])
-    return {n: (eng, _CALL(a := eng.address(f"xlapy_batch_call_{n}")), a) for n in ARITIES}
-
-
-class _Args:
-    """The batch loop's pointers for one operand shape: the constants' addresses (sizes,
-    flags, alpha: arrays kept alive here) set once, each call writing its own arrays' into
-    a copy (an executable may run on several threads at once). Marshalling every pointer
-    per call had cost ~10 us, more than a 64 x 64 getrf's own time in the f2py wrapper."""
-
-    def __init__(self, args: list[np.ndarray | None], strides: list[int]) -> None:
-        self.keep = [a for a in args if a is not None]
-        self.base = np.array([0 if a is None else a.ctypes.data for a in args], np.int64)
-        self.stride = np.array(strides, np.int64)
-        self.stride_at = self.stride.ctypes.data
-        self.slots = [j for j, a in enumerate(args) if a is None]
-        _, self.loop, self.address = _loops()[len(args)]
-        self.mine = threading.local()  # each thread's copy of base, and its address
-
-    def call(self, threads: int, fn: int, batch: int, *arrays: np.ndarray) -> None:
-        """fn per batch index, `arrays` in the argument positions left None; split into
-        ranges of the batch over `threads` (`parts`), each with scratch of its own."""
-        got = getattr(self.mine, "base", None)
-        if got is None:
-            b = self.base.copy()
-            got = self.mine.base = (b, b.ctypes.data)
-        base, at = got
-        for j, x in zip(self.slots, arrays):
-            base[j] = ptr(x)
-        parts = _parts(threads, batch, arrays)
-        if parts < 2:
-            self.loop(fn, at, self.stride_at, batch)
-            return
-        cuts = bounds(batch, parts)
-        # every range its own workspaces (the arrays of stride 0, which each call overwrites)
-        scratch = [(j, x) for j, x in zip(self.slots, arrays) if self.stride[j] == 0]
-        keep: list[np.ndarray] = []
-        pool = parallel.pool(threads)
-        done = []
-        for k in range(1, parts):
-            b = base + cuts[k] * self.stride
-            for j, x in scratch:
-                keep.append(own := np.empty_like(x))
-                b[j] = ptr(own)
-            keep.append(b)
-            done.append(pool.submit(self.address, fn, b.ctypes.data, self.stride_at,
-                                    cuts[k + 1] - cuts[k]))
-        self.loop(fn, at, self.stride_at, cuts[1])
-        for d in done:
-            d.result()
-
-
-def _parts(threads: int, batch: int, arrays: tuple[np.ndarray, ...]) -> int:
-    """Ranges a batch call is split into: one per thread for SPLIT_BATCH matrices or more
-    of fewer than SERIAL_FROM elements each (OpenBLAS runs those on the calling thread)."""
-    if threads < 2 or batch < SPLIT_BATCH:
-        return 1
-    a = arrays[0]
-    return min(threads, batch // (SPLIT_BATCH // 2)) \
-        if a.size // max(batch, 1) < SERIAL_FROM else 1
-
-
-def getrf_args(m: int, n: int, item: int) -> _Args:
+def getrf_args(m: int, n: int, item: int) -> Args:
     """?getrf(m, n, a, lda, ipiv, info) over [.., m, n] matrices of `item` bytes a number."""
     dims = np.array([m, n, max(m, 1)], np.int32)
-    return _Args([dims[0:], dims[1:], None, dims[2:], None, None],
-                 [0, 0, m * n * item, 0, min(m, n) * 4, 4])
+    return Args([dims[0:], dims[1:], None, dims[2:], None, None],
+                [0, 0, m * n * item, 0, min(m, n) * 4, 4])
 
 
-def potrf_args(lower: bool, n: int, item: int) -> _Args:
+def potrf_args(lower: bool, n: int, item: int) -> Args:
     """?potrf(uplo, n, a, lda, info) on a row-major a, as LAPACK sees it: transposed
     (custom_call_targets.potrf_uplo)."""
     uplo = np.frombuffer(potrf_uplo(lower).encode(), np.uint8).copy()
     dims = np.array([n, max(n, 1)], np.int32)
-    return _Args([uplo, dims[0:], None, dims[1:], None], [0, 0, n * n * item, 0, 4])
+    return Args([uplo, dims[0:], None, dims[1:], None], [0, 0, n * n * item, 0, 4])
 
 
 def trsm_args(flags: tuple[bool, bool, int, bool], m: int, n: int, s: int, at: np.dtype,
-              bt: np.dtype) -> _Args:
+              bt: np.dtype) -> Args:
     """?trsm(side, uplo, transa, diag, m, n, alpha = 1, a, lda, b, ldb) on row-major a [s, s]
     and b [m, n] as BLAS sees them, transposed (custom_call_targets.trsm_flags); flags
     (left, lower, trans: 0 / 1 / 2 for N / T / C, unit)."""
@@ -150,9 +51,9 @@ def trsm_args(flags: tuple[bool, bool, int, bool], m: int, n: int, s: int, at: n
     side, uplo = trsm_flags(left, lower)
     chars = np.frombuffer((side + uplo + "NTC"[trans] + "NU"[unit]).encode(), np.uint8).copy()
     dims = np.array([n, m, max(s, 1), max(n, 1)], np.int32)
-    return _Args([chars[0:], chars[1:], chars[2:], chars[3:], dims[0:], dims[1:],
+    return Args([chars[0:], chars[1:], chars[2:], chars[3:], dims[0:], dims[1:],
                   np.ones(1, bt), None, dims[2:], None, dims[3:]],
-                 [0] * 7 + [s * s * at.itemsize, 0, m * n * bt.itemsize, 0])
+                [0] * 7 + [s * s * at.itemsize, 0, m * n * bt.itemsize, 0])
 
 
 def syevd_sizes(vectors: bool, n: int) -> tuple[int, int]:
@@ -160,16 +61,16 @@ def syevd_sizes(vectors: bool, n: int) -> tuple[int, int]:
     return (max(1 + 6 * n + 2 * n * n, 1), 3 + 5 * n) if vectors else (max(2 * n + 1, 1), 1)
 
 
-def syevd_args(lower: bool, vectors: bool, n: int, item: int) -> _Args:
+def syevd_args(lower: bool, vectors: bool, n: int, item: int) -> Args:
     """?syevd(jobz, uplo, n, a, lda, w, work, lwork, iwork, liwork, info); work and iwork
     shared by the batch (stride 0)."""
     flags = np.frombuffer(("V" if vectors else "N").encode() + (b"L" if lower else b"U"),
                           np.uint8).copy()
     lwork, liwork = syevd_sizes(vectors, n)
     ints = np.array([n, max(n, 1), lwork, liwork], np.int32)
-    return _Args([flags[0:], flags[1:], ints[0:], None, ints[1:], None, None, ints[2:],
+    return Args([flags[0:], flags[1:], ints[0:], None, ints[1:], None, None, ints[2:],
                   None, ints[3:], None],
-                 [0, 0, 0, n * n * item, 0, n * item, 0, 0, 0, 0, 4])
+                [0, 0, 0, n * n * item, 0, n * item, 0, 0, 0, 0, 4])
 
 
 def gesdd_sizes(t: str, mode: str, m: int, n: int) -> tuple[int, int]:
@@ -183,7 +84,7 @@ def gesdd_sizes(t: str, mode: str, m: int, n: int) -> tuple[int, int]:
     return max(lwork, 1), max(5 * k * k + 7 * k, 2 * big * k + 2 * k * k + k, 1)
 
 
-def gesdd_args(t: str, mode: str, m: int, n: int, item: int) -> _Args:
+def gesdd_args(t: str, mode: str, m: int, n: int, item: int) -> Args:
     """?gesdd(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, [rwork,] iwork, info):
     u [ldu, uc] and vt [ldvt, n] (1 x 1 for jobz N, as f2py's), work arrays shared."""
     k = min(m, n)
@@ -201,7 +102,7 @@ def gesdd_args(t: str, mode: str, m: int, n: int, item: int) -> _Args:
     if t not in "sd":
         args.append(None)
         strides.append(0)
-    return _Args(args + [None, None], strides + [0, 4])
+    return Args(args + [None, None], strides + [0, 4])
 
 
 def geev_lwork(t: str, n: int) -> int:
@@ -209,15 +110,15 @@ def geev_lwork(t: str, n: int) -> int:
     return max((4 if t in "sd" else 2) * n, 1)
 
 
-def gtsv_args(n: int, nrhs: int, item: int) -> _Args:
+def gtsv_args(n: int, nrhs: int, item: int) -> Args:
     """?gtsv(n, nrhs, dl, d, du, b, ldb, info) over [.., n] diagonals and [.., nrhs, n]
     right-hand sides (Fortran order) of `item` bytes a number."""
     ints = np.array([n, nrhs, max(n, 1)], np.int32)
-    return _Args([ints[0:], ints[1:], None, None, None, None, ints[2:], None],
-                 [0, 0, n * item, n * item, n * item, n * nrhs * item, 0, 4])
+    return Args([ints[0:], ints[1:], None, None, None, None, ints[2:], None],
+                [0, 0, n * item, n * item, n * item, n * nrhs * item, 0, 4])
 
 
-def geev_args(t: str, left: bool, right: bool, n: int, item: int) -> _Args:
+def geev_args(t: str, left: bool, right: bool, n: int, item: int) -> Args:
     """?geev(jobvl, jobvr, n, a, lda, wr, wi | w, vl, ldvl, vr, ldvr, work, lwork, [rwork,]
     info) with f2py's lwork and leading dimensions (1 for vectors not computed); work arrays
     shared."""
@@ -235,7 +136,7 @@ def geev_args(t: str, left: bool, right: bool, n: int, item: int) -> _Args:
     if not real:
         args.append(None)
         strides.append(0)
-    return _Args(args + [None], strides + [4])
+    return Args(args + [None], strides + [4])
 
 
 def qr_lwork(n: int) -> int:
@@ -243,31 +144,18 @@ def qr_lwork(n: int) -> int:
     return max(3 * n, 1)
 
 
-def geqrf_args(m: int, n: int, item: int) -> _Args:
+def geqrf_args(m: int, n: int, item: int) -> Args:
     """?geqrf(m, n, a, lda, tau, work, lwork, info); work shared by the batch (stride 0)."""
     ints = np.array([m, n, max(m, 1), qr_lwork(n)], np.int32)
-    return _Args([ints[0:], ints[1:], None, ints[2:], None, None, ints[3:], None],
-                 [0, 0, m * n * item, 0, min(m, n) * item, 0, 0, 4])
+    return Args([ints[0:], ints[1:], None, ints[2:], None, None, ints[3:], None],
+                [0, 0, m * n * item, 0, min(m, n) * item, 0, 0, 4])
 
 
-def orgqr_args(m: int, n: int, k: int, item: int) -> _Args:
+def orgqr_args(m: int, n: int, k: int, item: int) -> Args:
     """?orgqr / ?ungqr(m, n, k, a, lda, tau, work, lwork, info); work shared (stride 0)."""
     ints = np.array([m, n, k, max(m, 1), qr_lwork(n)], np.int32)
-    return _Args([ints[0:], ints[1:], ints[2:], None, ints[3:], None, None, ints[4:], None],
-                 [0, 0, 0, m * n * item, 0, k * item, 0, 0, 4])
-
-
-def _cached(table: dict[Any, _Args], key: Any, make: Callable[[], _Args]) -> _Args:
-    got = table.get(key)
-    if got is None:
-        got = table[key] = make()
-    return got
-
-
-def _check(info: np.ndarray, check: Callable[[int], int]) -> None:
-    """The per-matrix info check (it raises on an invalid argument) of each negative."""
-    for bad in np.unique(info[info < 0]):
-        check(int(bad))
+    return Args([ints[0:], ints[1:], ints[2:], None, ints[3:], None, None, ints[4:], None],
+                [0, 0, 0, m * n * item, 0, k * item, 0, 0, 4])
 
 
 def fortran(x: np.ndarray) -> np.ndarray:
@@ -285,17 +173,17 @@ def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
     from scipy.linalg import cython_lapack
 
     fn = routine(cython_lapack, f"{t}getrf")
-    shapes: dict[Any, _Args] = {}
+    shapes: dict[Any, Args] = {}
 
-    def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
+    def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
         *lead, m, n = a.shape
         batch = math.prod(lead)
         work = fortran(a)
         ipiv = np.empty((*lead, min(m, n)), np.int32)
         info = np.empty(lead, np.int32)
-        _cached(shapes, (m, n, work.itemsize), lambda: getrf_args(m, n, work.itemsize)).call(
-            1, fn, batch, work, ipiv, info)
-        _check(info, check)
+        cached(shapes, (m, n, work.itemsize), lambda: getrf_args(m, n, work.itemsize)).call(
+            threads, fn, batch, work, ipiv, info, least=SPLIT_ELEMENTS)
+        check_info(info, check)
         return fortran(work), ipiv, info
 
     return run
@@ -308,16 +196,16 @@ def potrf(t: str, lower: bool, check: Callable[[int], int]
     from scipy.linalg import cython_lapack
 
     fn = routine(cython_lapack, f"{t}potrf")
-    shapes: dict[Any, _Args] = {}
+    shapes: dict[Any, Args] = {}
 
-    def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
+    def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
         *lead, n, _ = a.shape
         batch = math.prod(lead)
         work = np.array(a, order="C")  # (a copy: ?potrf writes the factor over it)
         info = np.empty(lead, np.int32)
-        _cached(shapes, (n, work.itemsize), lambda: potrf_args(lower, n, work.itemsize)).call(
-            1, fn, batch, work, info)
-        _check(info, check)
+        cached(shapes, (n, work.itemsize), lambda: potrf_args(lower, n, work.itemsize)).call(
+            threads, fn, batch, work, info, least=SPLIT_ELEMENTS)
+        check_info(info, check)
         return work, info
 
     return run
@@ -332,7 +220,7 @@ def syevd(t: str, lower: bool, vectors: bool, check: Callable[[int], int]
     from scipy.linalg import cython_lapack
 
     fn = routine(cython_lapack, f"{t}syevd")
-    shapes: dict[Any, _Args] = {}
+    shapes: dict[Any, Args] = {}
 
     def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
         *lead, n, _ = a.shape
@@ -342,10 +230,10 @@ def syevd(t: str, lower: bool, vectors: bool, check: Callable[[int], int]
         lwork, liwork = syevd_sizes(vectors, n)
         scratch, iscratch = np.empty(lwork, a.dtype), np.empty(liwork, np.int32)
         info = np.empty(lead, np.int32)
-        _cached(shapes, (n, work.itemsize),
+        cached(shapes, (n, work.itemsize),
                 lambda: syevd_args(lower, vectors, n, work.itemsize)).call(
             threads, fn, batch, work, w, scratch, iscratch, info)
-        _check(info, check)
+        check_info(info, check)
         return (fortran(work) if vectors else a.copy()), w, info  # (fresh, as f2py's)
 
     return run
@@ -382,31 +270,31 @@ def syevals(t: str, lower: bool, check: Callable[[int], int]
         e, tau = (np.empty((*lead, max(n - 1, 1)), a.dtype) for _ in range(2))
         scratch = np.empty(max(2 * n - 2, 1), a.dtype)
         info, info0 = np.empty(lead, np.int32), np.empty(lead, np.int32)
-        a_trd, a_eqr, seen = _cached(shapes, (n, item), lambda: sytrd_steqr_args(
+        a_trd, a_eqr, seen = cached(shapes, (n, item), lambda: sytrd_steqr_args(
             lower, n, item))
         a_trd.call(threads, trd, batch, work, w, e, tau, scratch, info0)
         a_eqr.call(threads, eqr, batch, w, e, scratch, scratch, info)
-        _check(info0, check)
+        check_info(info0, check)
         big = np.abs(a.reshape(lead + [n * n])[..., seen]).max(axis=-1)
         scaled = (big > 0) & ((big < 1 / hi) | (big > hi))  # (a NaN one is not scaled)
         if scaled.any():
             _, w[scaled], info[scaled] = full(a[scaled], threads)
-        _check(info, check)
+        check_info(info, check)
         return a.copy(), w, info
 
     return run
 
 
-def sytrd_steqr_args(lower: bool, n: int, item: int) -> tuple[_Args, _Args, np.ndarray]:
+def sytrd_steqr_args(lower: bool, n: int, item: int) -> tuple[Args, Args, np.ndarray]:
     """?sytrd(uplo, n, a, lda, d, e, tau, work, lwork, info) and ?steqr('N', n, d, e, z,
     ldz, work, info); work shared, lwork n (?sytrd's unblocked code, as for any n < 32);
     the flat indices of the triangle ?sytrd reads in a row-major matrix."""
     flags = np.frombuffer((b"L" if lower else b"U") + b"N", np.uint8).copy()
     ints = np.array([n, max(n, 1), 1], np.int32)
     v = max(n - 1, 1) * item
-    trd = _Args([flags[0:], ints[0:], None, ints[1:], None, None, None, None, ints[1:], None],
+    trd = Args([flags[0:], ints[0:], None, ints[1:], None, None, None, None, ints[1:], None],
                 [0, 0, n * n * item, 0, n * item, v, v, 0, 0, 4])
-    eqr = _Args([flags[1:], ints[0:], None, None, None, ints[2:], None, None],
+    eqr = Args([flags[1:], ints[0:], None, None, None, ints[2:], None, None],
                 [0, 0, n * item, v, 0, 0, 0, 4])
     below = np.tri(n, dtype=bool)
     return trd, eqr, np.flatnonzero(below if lower else below.T)
@@ -420,7 +308,7 @@ def gesdd(t: str, mode: str, shapes_uv: tuple[tuple[int, ...], tuple[int, ...]],
     from scipy.linalg import cython_lapack
 
     fn = routine(cython_lapack, f"{t}gesdd")
-    shapes: dict[Any, _Args] = {}
+    shapes: dict[Any, Args] = {}
 
     def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
         *lead, m, n = a.shape
@@ -436,11 +324,11 @@ def gesdd(t: str, mode: str, shapes_uv: tuple[tuple[int, ...], tuple[int, ...]],
         lwork, lrwork = gesdd_sizes(t, mode, m, n)
         scratch = [np.empty(lwork, a.dtype)] + ([] if t in "sd" else [np.empty(lrwork, real)])
         info = np.empty(lead, np.int32)
-        _cached(shapes, (m, n, work.itemsize),
+        cached(shapes, (m, n, work.itemsize),
                 lambda: gesdd_args(t, mode, m, n, work.itemsize)).call(
             threads, fn, math.prod(lead), work, s, u, vt, *scratch,
             np.empty(8 * k, np.int32), info)
-        _check(info, check)
+        check_info(info, check)
         nan = info == GESDD_NAN  # (LAPACK leaves those results unset)
         s[nan] = np.nan
         if mode == "N":
@@ -462,7 +350,7 @@ def geev(t: str, left: bool, right: bool, shapes_v: tuple[tuple[int, ...], tuple
     from xlapy.ops.custom_call_targets import real_eigenvectors
 
     fn = routine(cython_lapack, f"{t}geev")
-    shapes: dict[Any, _Args] = {}
+    shapes: dict[Any, Args] = {}
     real = t in "sd"
 
     def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
@@ -473,9 +361,9 @@ def geev(t: str, left: bool, right: bool, shapes_v: tuple[tuple[int, ...], tuple
         scratch = [np.empty(geev_lwork(t, n), a.dtype)] + \
             ([] if real else [np.empty(2 * n, np.finfo(a.dtype).dtype)])
         info = np.empty(lead, np.int32)
-        _cached(shapes, (n, work.itemsize), lambda: geev_args(t, left, right, n, work.itemsize)
+        cached(shapes, (n, work.itemsize), lambda: geev_args(t, left, right, n, work.itemsize)
                 ).call(threads, fn, math.prod(lead), work, *w, vs[0], vs[1], *scratch, info)
-        _check(info, check)
+        check_info(info, check)
         cplx = np.result_type(a.dtype, np.complex64)
         out = [np.zeros((*lead, *d), cplx) if not asked else
                real_eigenvectors(w[1], fortran(v)) if real else fortran(v)
@@ -493,7 +381,7 @@ def gtsv(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray,
     from scipy.linalg import cython_lapack
 
     fn = routine(cython_lapack, f"{t}gtsv")
-    shapes: dict[Any, _Args] = {}
+    shapes: dict[Any, Args] = {}
 
     def run(dl: np.ndarray, d: np.ndarray, du: np.ndarray, b: np.ndarray, threads: int = 1
             ) -> tuple[np.ndarray, ...]:
@@ -501,9 +389,9 @@ def gtsv(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray,
         dl, d, du = (np.array(v, dtype=b.dtype, order="C", copy=True) for v in (dl, d, du))
         x = fortran(b)
         info = np.empty(lead, np.int32)
-        _cached(shapes, (n, nrhs, x.itemsize), lambda: gtsv_args(n, nrhs, x.itemsize)).call(
+        cached(shapes, (n, nrhs, x.itemsize), lambda: gtsv_args(n, nrhs, x.itemsize)).call(
             threads, fn, math.prod(lead), dl[..., 1:], d, du, x, info)
-        _check(info, check)
+        check_info(info, check)
         return dl, d, du, fortran(x), info
 
     return run
@@ -515,17 +403,17 @@ def geqrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
     from scipy.linalg import cython_lapack
 
     fn = routine(cython_lapack, f"{t}geqrf")
-    shapes: dict[Any, _Args] = {}
+    shapes: dict[Any, Args] = {}
 
-    def run(a: np.ndarray) -> tuple[np.ndarray, ...]:
+    def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
         *lead, m, n = a.shape
         work = fortran(a)
         tau = np.empty((*lead, min(m, n)), a.dtype)
         scratch = np.empty(qr_lwork(n), a.dtype)
         info = np.empty(lead, np.int32)
-        _cached(shapes, (m, n, work.itemsize), lambda: geqrf_args(m, n, work.itemsize)).call(
-            1, fn, math.prod(lead), work, tau, scratch, info)
-        _check(info, check)
+        cached(shapes, (m, n, work.itemsize), lambda: geqrf_args(m, n, work.itemsize)).call(
+            threads, fn, math.prod(lead), work, tau, scratch, info, least=SPLIT_ELEMENTS)
+        check_info(info, check)
         return fortran(work), tau
 
     return run
@@ -537,18 +425,19 @@ def orgqr(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
     from scipy.linalg import cython_lapack
 
     fn = routine(cython_lapack, f"{t}{'orgqr' if t in 'sd' else 'ungqr'}")
-    shapes: dict[Any, _Args] = {}
+    shapes: dict[Any, Args] = {}
 
-    def run(a: np.ndarray, tau: np.ndarray) -> tuple[np.ndarray]:
+    def run(a: np.ndarray, tau: np.ndarray, threads: int = 1) -> tuple[np.ndarray]:
         *lead, m, n = a.shape
         k = tau.shape[-1]
         work = fortran(a)
         scratch = np.empty(qr_lwork(n), a.dtype)
         info = np.empty(lead, np.int32)
-        _cached(shapes, (m, n, k, work.itemsize),
+        cached(shapes, (m, n, k, work.itemsize),
                 lambda: orgqr_args(m, n, k, work.itemsize)).call(
-            1, fn, math.prod(lead), work, np.ascontiguousarray(tau), scratch, info)
-        _check(info, check)
+            threads, fn, math.prod(lead), work, np.ascontiguousarray(tau), scratch, info,
+            least=SPLIT_ELEMENTS)
+        check_info(info, check)
         return (fortran(work),)
 
     return run
@@ -562,16 +451,17 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
 
     fn = routine(cython_blas, f"{t}trsm")
     flags = (left, lower, trans, unit)
-    shapes: dict[Any, _Args] = {}
+    shapes: dict[Any, Args] = {}
 
-    def run(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
+    def run(a: np.ndarray, b: np.ndarray, threads: int = 1) -> tuple[np.ndarray]:
         *lead, m, n = b.shape
         batch = math.prod(lead)
         a = np.ascontiguousarray(a)
         x = np.array(b, order="C")  # (a copy: ?trsm writes the solution over it)
         s = a.shape[-1]
-        _cached(shapes, (m, n, s, a.dtype, x.dtype),
-                lambda: trsm_args(flags, m, n, s, a.dtype, x.dtype)).call(1, fn, batch, a, x)
+        cached(shapes, (m, n, s, a.dtype, x.dtype),
+                lambda: trsm_args(flags, m, n, s, a.dtype, x.dtype)).call(
+            threads, fn, batch, a, x, least=SPLIT_ELEMENTS)
         return (x,)
 
     return run

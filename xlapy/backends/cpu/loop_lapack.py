@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import lapack_batch, loop_library, transpose_lib
+from xlapy.backends.cpu import batch_call, lapack_batch, loop_library, transpose_lib
 from xlapy.backends.cpu.llvm_util import I8P, I32, I64, KERNEL_TYPE, for_range, i64
 from xlapy.backends.cpu.thunks import ptr
 from xlapy.ops.lapack_threads import SERIAL_FROM, matrix_elements, scipy_setter_address
@@ -117,7 +117,7 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
     item = np.dtype(shapes[0].dtype).itemsize
     *lead, m, n = shapes[-1 if nat.routine == "trsm" else 0].dimensions
     batch = math.prod(lead)
-    loops = lapack_batch._loops()
+    loops = batch_call.loops()
 
     def operand(j: int) -> int:
         return -(st.ins[j] + 1)
@@ -236,7 +236,7 @@ def emit(mod: ir.Module) -> None:
         neg = b.icmp_signed("<", v, i64(0))
         return b.select(neg, b.load(b.gep(table, [b.select(neg, b.sub(i64(-1), v), i64(0))])), v)
 
-    loop_t = ir.FunctionType(ir.VoidType(), [I64, i64p, i64p, I64])
+    loop_t = ir.FunctionType(ir.VoidType(), [I64, i64p, i64p, I64, I64])
     set_t = ir.FunctionType(I32, [I32])
     old = b.alloca(I32)
     with for_range(b, i64(0), count, "op") as k:
@@ -259,7 +259,7 @@ def emit(mod: ir.Module) -> None:
                     b.store(b.call(setter, [I32(1)]), old)
                 callee = b.inttoptr(word[1], loop_t.as_pointer())
                 b.call(callee, [word[2], b.inttoptr(word[3], i64p), b.inttoptr(word[4], i64p),
-                                word[5]])
+                                word[5], i64(0)])
                 with b.if_then(serial):
                     b.call(setter, [b.load(old)])
     b.ret_void()
