@@ -55,6 +55,10 @@ def programs(small: bool = False) -> dict[str, Program]:
     def f32(*shape: int) -> np.ndarray:
         return rng.standard_normal([max(1, d // s) for d in shape]).astype(np.float32)
 
+    def spd(b: int, n: int) -> np.ndarray:  # b symmetric positive definite n x n matrices
+        a = f32(b, n, n)
+        return a @ np.swapaxes(a, -1, -2) / a.shape[-1] + np.eye(a.shape[-1], dtype=np.float32)
+
     def pts(n: int, *shape: int) -> np.ndarray:  # n points of a fixed shape (3-vectors)
         return rng.standard_normal([n // s, *shape]).astype(np.float32)
 
@@ -376,6 +380,29 @@ def programs(small: bool = False) -> dict[str, Program]:
             c[i - 1] * 0.5 + 1.0), c), [f32(2000, 256)]),  # a scatter copying all of c: 83x
         "kv_cache_loop": (lambda k, v: lax.fori_loop(0, 256 // s, lambda i, k: k.at[:, i].set(
             v[:, i] * 2.0), k), [f32(64, 256), f32(64, 256)]),  # 7x
+        # batches of 64 x 64 LAPACK calls on one thread (1.2-1.8x; split: batch_call.py),
+        # integer division a scalar idiv a lane (0.67x, but 4x slower than it needs:
+        # int_division.py), a CNN's max-pool gradient (select_and_scatter), a 3-D conv, an
+        # LSTM scan and a layer norm's gradient
+        "lu_batch64": (lambda a: jax.scipy.linalg.lu_factor(a)[0], [spd(32, 64)]),
+        "solve_batch64": (jnp.linalg.solve, [spd(32, 64), f32(32, 64, 4)]),
+        "eigh_batch64": (lambda a: jnp.linalg.eigh(a)[1], [spd(32, 64)]),
+        "int_floordiv": (lambda x, y: x // y + x % y, [
+            rng.integers(-1000, 1000, 1 << 20 // s).astype(np.int32),
+            rng.integers(1, 100, 1 << 20 // s).astype(np.int32)]),
+        "maxpool_grad": (jax.grad(lambda x: jnp.sum(lax.reduce_window(
+            x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") ** 2)),
+                         [f32(16, 64, 64, 32)]),
+        "conv3d": (lambda x, w: lax.conv_general_dilated(x, w, (1, 1, 1), "SAME",
+                                                         dimension_numbers=("NDHWC", "DHWIO",
+                                                                            "NDHWC")),
+                   [f32(2, 16, 32, 32, 16), f32(3, 3, 3, 16, 16) * 0.1]),
+        "lstm_scan": (lambda xs, w, u: lax.scan(lambda c, x: _lstm_cell(c, x, w, u), (
+            jnp.zeros((xs.shape[1], u.shape[0])),) * 2, xs)[0][0],
+                      [f32(64, 32, 128), f32(128, 1024) * 0.05, f32(256, 1024) * 0.05]),
+        "layernorm_grad": (jax.grad(lambda x, g: jnp.sum(((x - x.mean(-1, keepdims=True)) * (
+            lax.rsqrt(x.var(-1, keepdims=True) + 1e-5)) * g) ** 2), argnums=(0, 1)),
+                           [f32(2048, 1024), f32(1024)]),
     }
 
 

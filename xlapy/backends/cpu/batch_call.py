@@ -144,9 +144,11 @@ def cached(table: dict[Any, Args], key: Any, make: Callable[[], Args]) -> Args:
 
 
 def check_info(info: np.ndarray, check: Callable[[int], int]) -> None:
-    """The per-matrix info check (it raises on an invalid argument) of each negative."""
-    for bad in np.unique(info[info < 0]):
-        check(int(bad))
+    """The per-matrix info check (it raises on an invalid argument) of each negative (none,
+    the usual case, in one reduction: np.unique cost ~3 us of a 4 x 8 x 8 getrf's ~23)."""
+    if info.size and info.min() < 0:
+        for bad in np.unique(info[info < 0]):
+            check(int(bad))
 
 
 __all__ = ["Args", "ARITIES", "SPLIT_BATCH", "cached", "check_info", "parts", "loops"]

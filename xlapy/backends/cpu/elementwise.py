@@ -27,6 +27,7 @@ from xlapy import denormal
 from xlapy.backends.cpu import bf16_convert as _bf16
 from xlapy.backends.cpu import bf16_exact as _exact
 from xlapy.backends.cpu import flush_ftz as _ftz
+from xlapy.backends.cpu import int_division as _idiv
 from xlapy.backends.cpu.flush_avx512 import is_denormal
 from xlapy.backends.cpu.llvm_util import (
     F16,
@@ -317,10 +318,10 @@ def _div(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
         ovf = b.and_(b.icmp_signed("==", x, splat(x.type, _smin(t))),
                      b.icmp_signed("==", y, _ones(y)))
         safe = b.select(b.or_(zero, ovf), splat(y.type, 1), y)
-        q = b.sdiv(x, safe)
+        q = _idiv.quotient(b, x, safe, True, y)
         return b.select(zero, _ones(x), b.select(ovf, x, q))
     safe = b.select(zero, splat(y.type, 1), y)
-    return b.select(zero, _ones(x), b.udiv(x, safe))
+    return b.select(zero, _ones(x), _idiv.quotient(b, x, safe, False, y))
 
 
 def _rem(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
@@ -329,9 +330,9 @@ def _rem(b: ir.IRBuilder, a: Sequence[ir.Value], t: ET) -> ir.Value:
     if t.is_signed:
         m1 = b.icmp_signed("==", y, _ones(y))
         safe = b.select(b.or_(zero, m1), splat(y.type, 1), y)
-        return b.select(zero, x, b.srem(x, safe))
+        return b.select(zero, x, _idiv.remainder(b, x, safe, True, y))
     safe = b.select(zero, splat(y.type, 1), y)
-    return b.select(zero, x, b.urem(x, safe))
+    return b.select(zero, x, _idiv.remainder(b, x, safe, False, y))
 
 
 def constant_lanes(c: ir.Value) -> list[Any] | None:
