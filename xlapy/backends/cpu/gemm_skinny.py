@@ -1,5 +1,5 @@
 """Skinny f32/f64 GEMMs out[m, n] = x[m, k] @ W[k, n], a few rows against a big row-major W
-(2..80 rows on AVX-512, 2..24 on AVX2), as a JIT-compiled loop that reads W once, in place.
+(2..80 rows on AVX-512, 2..40 on AVX2), as a JIT-compiled loop that reads W once, in place.
 
 A few rows against a weight matrix (a small batch of inference, issue 14's "skinny shapes")
 is bound by reading W: the 8 x 4096 @ 4096 x 4096 f32 product moves 64 MB for 0.27 GFLOP.
@@ -30,6 +30,7 @@ target, built on first use and cached on disk like any kernel.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 from collections.abc import Callable
@@ -92,6 +93,16 @@ BLOCKED_BYTES = 3 << 20
 BLOCKED_BYTES_AVX2 = 0
 BLOCKED_ROW_BYTES = 4096
 BLOCK_BYTES = 64 << 10
+#: On AVX2 a k block of W read by two row groups or more is copied by the first into panels
+#: of one cache line of columns ([panel][k][line], PACK_BYTES at most, on the stack), which
+#: the others read: a block's k walk then reads consecutive lines, where W's rows (4 KB
+#: apart) shared one L1 set and each group refetched them from L2. x86-64-v3 code, same
+#: process against XLA: 32x4096x4096 1.35-1.41 -> 1.04-1.20, 24x4096x4096 1.28-1.30 -> 1.05-
+#: 1.23, 32x1024x4096 1.35 -> 0.99, 20x512x1024 1.35 -> 1.19; f64 24x2048x2048 1.36 -> 1.17.
+#: A separate packing pass first lost where one group reads W (8x4096x4096 0.87 -> 1.36); on
+#: AVX-512 (3 lines a k step) the panels ran alike or slower (80x1024x4096 1.12 -> 1.21).
+PACK_BYTES = BLOCK_BYTES + 256 * 64  # (a k block's rows of a part-filled last line)
+PACK = True
 #: Bytes of each row of W a blocked chunk reads at least (so at most n * size / PIECE_BYTES
 #: chunks). Against XLA (dot_sweep, 2 runs; n / 8 columns before): 4x4096x1024 1.06-1.09
 #: -> 0.79-0.84 (2 chunks), 3x8192x1024 1.15-1.18 -> 0.79-0.83, 10x2048x2048 1.06-1.13 ->
@@ -132,7 +143,8 @@ def groups(m: int, bits: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...]) -> ir.Module:
+def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...], packed: bool = False
+          ) -> ir.Module:
     """`name(x, w, out, n, k, c_lo, c_hi, kb)`: columns [c_lo, c_hi) of out = x @ w (x [m,
     k], w [k, n], out [m, n], all dense; m the rows of `parts`, `groups`), kb rows of w at a
     time (k: all at once); in each k block every row group in turn (all of its rows in
@@ -183,11 +195,21 @@ def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...]) -> ir.Module
                       [x, ptr, ir.Constant(I32, size), mask])
 
     def block(a: ir.Value, out: ir.Value, rows: int, c0: ir.Value, vecs: int, k0: ir.Value,
-              k1: ir.Value, first: ir.Value, valid: ir.Value | None = None) -> None:
+              k1: ir.Value, first: ir.Value, valid: ir.Value | None = None,
+              panels: ir.Value | None = None, fill: bool = False) -> None:
         """out[:rows, c0:c0+vecs*lanes] (+)= a[:rows, k0:k1] @ w[k0:k1, c0:c0+vecs*lanes],
         k in order, from zero when `first` (`valid`: one vector, its first `valid` columns
-        only, masked): each element's one multiply-add chain, continued through `out`."""
+        only, masked): each element's one multiply-add chain, continued through `out`. With
+        `panels`, W's values of this k block are read there, or (`fill`) read from W and
+        written there, whole vectors only: panels of one cache line of columns, [panel][k -
+        k0][line], so a later group's k walk reads consecutive lines (W's rows 4 KB apart
+        shared one L1 set)."""
         mask = None if valid is None else lanes_below(valid)
+        if panels is not None:  # vector j: column c0 + j lanes - lo of the panels
+            rel = [b.add(b.sub(c0, lo), i64(j * lanes)) for j in range(vecs)]
+            kbl = b.sub(k1, k0)
+            vbase = [b.add(b.mul(b.udiv(r, i64(line)), b.mul(kbl, i64(line))),
+                           b.urem(r, i64(line))) for r in rel]
         entry = b.block
         load_bb = fn.append_basic_block("acc.load")
         body = fn.append_basic_block("k")
@@ -209,13 +231,22 @@ def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...]) -> ir.Module
             for p, x in zip(row, got):
                 p.add_incoming(ir.Constant(vt, None), entry)  # zeros
                 p.add_incoming(x, load_bb)
-        wrow = b.add(b.mul(k, n), c0)
-        ahead = b.select(in_blocks, b.add(wrow, i64(PREFETCH_AHEAD // size)),
-                         b.add(wrow, b.mul(n, i64(PREFETCH_ROWS))))
-        line = max(1, 64 // size)
-        for j in range(0, vecs * lanes, line):  # each cache line of the block, rows ahead
-            prefetch(b, b.gep(w, [b.add(ahead, i64(j))]))
-        ws = [load(b.add(wrow, i64(j * lanes)), mask) for j in range(vecs)]
+        if panels is not None and not fill:  # consecutive lines of each panel
+            at = b.mul(b.sub(k, k0), i64(line))
+            ws = [load(b.add(vb, at), None, panels) for vb in vbase]
+        else:
+            wrow = b.add(b.mul(k, n), c0)
+            ahead = b.select(in_blocks, b.add(wrow, i64(PREFETCH_AHEAD // size)),
+                             b.add(wrow, b.mul(n, i64(PREFETCH_ROWS))))
+            for j in range(0, vecs * lanes, line):  # each cache line of the block, ahead
+                prefetch(b, b.gep(w, [b.add(ahead, i64(j))]))
+            ws = [load(b.add(wrow, i64(j * lanes)), mask) for j in range(vecs)]
+        if fill:
+            at = b.mul(b.sub(k, k0), i64(line))
+            whole = b.icmp_signed(">=", valid, i64(lanes)) if valid is not None else None
+            with b.if_then(whole) if whole is not None else contextlib.nullcontext():
+                for vb, x in zip(vbase, ws):
+                    store(x, panels, b.add(vb, at), None)
         news = []
         for r in range(rows):
             x = broadcast(b, b.load(b.gep(a, [b.add(b.mul(i64(r), kk), k)])), lanes)
@@ -234,29 +265,41 @@ def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...]) -> ir.Module
                 store(x, out, b.add(orow, i64(j * lanes)), mask)
 
     def group(a: ir.Value, out: ir.Value, rows: int, k0: ir.Value, k1: ir.Value,
-              first: ir.Value) -> None:
-        """One row group's columns [lo, hi) over k block [k0, k1)."""
+              first: ir.Value, fill: bool = False) -> None:
+        """One row group's columns [lo, hi) over k block [k0, k1) (`fill`: the k block's
+        first group, W read in place and written to `pack`; the others read `pack`)."""
         v = _block(bits, rows)
         step = v * lanes
         full = b.sdiv(b.sub(hi, lo), i64(step))
         c1 = b.add(lo, b.mul(full, i64(step)))
         rest = b.sdiv(b.add(b.sub(hi, c1), i64(lanes - 1)), i64(lanes))
         with for_range(b, i64(0), full, "cb") as cb:
-            block(a, out, rows, b.add(lo, b.mul(cb, i64(step))), v, k0, k1, first)
+            block(a, out, rows, b.add(lo, b.mul(cb, i64(step))), v, k0, k1, first,
+                  panels=pack, fill=fill)
         with for_range(b, i64(0), rest, "cv") as cv:  # the rest: one masked vector at a time
             c = b.add(c1, b.mul(cv, i64(lanes)))
-            block(a, out, rows, c, 1, k0, k1, first, b.sub(hi, c))
+            block(a, out, rows, c, 1, k0, k1, first, b.sub(hi, c),
+                  panels=pack if fill else None, fill=fill)
 
+    line = max(1, 64 // size)
+    pack = None
+    if packed:
+        with b.goto_entry_block():
+            pack = b.alloca(t, PACK_BYTES // size)
+        pack.align = 64
     in_blocks = b.icmp_signed("<", kb, kk)
     with for_range(b, i64(0), kk, "kb", step=kb) as k0:
         k1 = b.select(b.icmp_signed("<", b.add(k0, kb), kk), b.add(k0, kb), kk)
         first = b.icmp_signed("==", k0, i64(0))
         row0 = 0
-        for rows, count in parts:
+        for at, (rows, count) in enumerate(parts):
+            if packed and at == 0:  # the first group fills the panels
+                group(x_all, out_all, rows, k0, k1, first, fill=True)
+                row0, count = rows, count - 1
             if count == 1:
                 group(b.gep(x_all, [b.mul(i64(row0), kk)]),
                       b.gep(out_all, [b.mul(i64(row0), n)]), rows, k0, k1, first)
-            else:
+            elif count > 1:
                 with for_range(b, i64(0), i64(count), "g") as g:
                     r0 = b.add(i64(row0), b.mul(g, i64(rows)))
                     group(b.gep(x_all, [b.mul(r0, kk)]), b.gep(out_all, [b.mul(r0, n)]),
@@ -277,14 +320,14 @@ class Compiled:
 
 
 @once
-def _compile(parts: tuple[tuple[int, int], ...], f64: bool, tgt: target.CpuTarget
-             ) -> Compiled:
+def _compile(parts: tuple[tuple[int, int], ...], f64: bool, tgt: target.CpuTarget,
+             packed: bool = False) -> Compiled:
     with target.use(tgt), denormal.use(denormal.IEEE):
-        tag = "_".join(f"{r}x{c}" for r, c in parts)
+        tag = "_".join(f"{r}x{c}" for r, c in parts) + ("_packed" if packed else "")
         name = f"xlapy_{'d' if f64 else 's'}gemm_skinny{tag}"
-        eng = cache.library_engine(("gemm_skinny", parts, f64),
-                                   lambda: _emit(name, f64, parts), "light", light=True,
-                                   exports=[name])
+        eng = cache.library_engine(("gemm_skinny", parts, f64, packed),
+                                   lambda: _emit(name, f64, parts, packed), "light",
+                                   light=True, exports=[name])
     addr = eng.address(name)
     return Compiled(eng, _FN(addr), addr)
 
@@ -306,9 +349,12 @@ GROUP_ROWS_AVX2 = 6
 MAX_GROUPED = 80
 #: The same on AVX2 (groups of GROUP_ROWS_AVX2), x86-64-v3 code against XLA's AVX-512:
 #: 16x1024x4096 1.27-1.38 -> 1.03-1.13, 17x4096x1024 1.26-1.29 -> 1.03-1.11, 24x4096x4096
-#: 1.30-1.31 -> 1.23-1.31; 32 rows and more lost (32x1024x4096 1.15 -> 1.11-1.36,
-#: 48x4096x1024 1.21 -> 1.55: 12 accumulators a block, W's block read 6-8 times).
-MAX_GROUPED_AVX2 = 24
+#: 1.30-1.31 -> 1.23-1.31. With the k block's panels (`_emit`'s `fill`) 25-40 rows beat BLAS
+#: too (Zen 4, 2 threads, same process, here vs BLAS: 32x4096x4096 1.08-1.20 vs 1.23-1.33,
+#: 32x1024x4096 1.03-1.13 vs 1.12-1.27, 25x4096x4096 1.32 vs 1.54, 40x1024x4096 1.08 vs
+#: 1.10-1.16); 48 rows ran alike (1.02-1.14 vs 0.98-1.15). f64 keeps 24.
+MAX_GROUPED_AVX2 = 40
+MAX_GROUPED_AVX2_F64 = 24
 #: f64 products at most this many rows (AVX-512; AVX2 keeps MAX_GROUPED_AVX2): against XLA,
 #: dgemm -> here, 32x1024x4096 1.07-1.10 -> 0.97-1.06; 48-80 rows ran alike or slower
 #: (48x2048x1024 0.97-1.05 -> 0.97-1.34, 80x1024x2048 0.99-1.05 -> 1.09-1.21).
@@ -326,7 +372,7 @@ def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
 
     t = target.current()
     most = (MAX_GROUPED_F64 if f64 else MAX_GROUPED) if t.vector_bits == 512 else \
-        MAX_GROUPED_AVX2 if t.vector_bits == 256 else 0
+        (MAX_GROUPED_AVX2_F64 if f64 else MAX_GROUPED_AVX2) if t.vector_bits == 256 else 0
     return (2 <= m <= most and not rhs_t and n >= 1 and k >= 1 and t.is_x86 and t.runs_here
             and k * n * (8 if f64 else 4) > gemm_small.MAX_RHS_BYTES)
 
@@ -369,10 +415,15 @@ def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
     blocked = k * n * size > least and n * size >= BLOCKED_ROW_BYTES
     bounds = cuts(n, k, size, _block(tgt.vector_bits, parts[0][0]) * lanes, blocked)
     kb = k_block(bounds[1] - bounds[0], size) if blocked else k
-    ahead(_compile, parts, f64, tgt)  # in a compile: built meanwhile (once.py)
+    single = threads < 2 or len(bounds) < 3
+    width = n if single else max(hi - lo for lo, hi in zip(bounds, bounds[1:]))
+    line = 64 // size  # (panels of whole lines: a part-filled last one takes a line)
+    packed = PACK and tgt.vector_bits == 256 and blocked and sum(c for _, c in parts) > 1 \
+        and kb * -(-width // line) * line * size <= PACK_BYTES
+    ahead(_compile, parts, f64, tgt, packed)  # in a compile: built meanwhile (once.py)
 
     def run(x: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
-        code = _compile(parts, f64, tgt)
+        code = _compile(parts, f64, tgt, packed)
         x, w = c_order(x), c_order(w)
         res = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
         args = (x.ctypes.data, w.ctypes.data, res.ctypes.data, n, k)
@@ -390,5 +441,5 @@ def runner(m: int, n: int, k: int, f64: bool, threads: int = 1
 
 
 __all__ = ["takes", "runner", "one_pass", "groups", "cuts", "MAX_ROWS", "MAX_GROUPED",
-           "MAX_GROUPED_AVX2", "MAX_GROUPED_F64", "GROUP_ROWS_AVX2",
+           "MAX_GROUPED_AVX2", "MAX_GROUPED_AVX2_F64", "MAX_GROUPED_F64", "GROUP_ROWS_AVX2",
            "PREFETCH_ROWS", "PREFETCH_AHEAD", "CHUNK_BYTES"]

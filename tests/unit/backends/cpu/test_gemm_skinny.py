@@ -30,11 +30,13 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _most(f64: bool = False) -> int:
     """The most rows the target routes here (gemm_skinny.takes): 80 with AVX-512's 32
-    registers (f64: 32), 24 with AVX2's 16 (groups of 6), none on SSE targets."""
+    registers (f64: 32), 40 with AVX2's 16 (groups of 6; f64: 24), none on SSE targets."""
     bits = target.current().vector_bits
     if bits == 512:
         return gemm_skinny.MAX_GROUPED_F64 if f64 else gemm_skinny.MAX_GROUPED
-    return gemm_skinny.MAX_GROUPED_AVX2 if bits == 256 else 0
+    if bits == 256:
+        return gemm_skinny.MAX_GROUPED_AVX2_F64 if f64 else gemm_skinny.MAX_GROUPED_AVX2
+    return 0
 
 
 def _dot(m: int, k: int, n: int, ty: str = "f32") -> str:
@@ -234,3 +236,37 @@ def test_a_13_row_dot_compiles_to_row_groups(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(gemm_small.parallel, "usable_cpus", lambda: 2)
     prog = xlapy.compile(_dot(13, 1024, 1024), backend="cpu")
     assert "jit gemm (skinny)" in prog._exe.explain()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("m", "k", "cols"), [(32, 300, 1031), (13, 64, 1040), (40, 129, 1045)])
+def test_avx2_groups_read_the_k_blocks_panels_with_the_same_bits(
+        dtype: type, m: int, k: int, cols: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On AVX2 the first row group of a k block copies it into panels the others read
+    (`PACK`): the module's packed variant, the bits of the unpacked walk (and of gemm_small)
+    on 1, 2 and 3 threads, every column tail; one group alone reads W in place."""
+    v3 = target.resolve("x86-64-v3")
+    if not v3.runs_here:
+        pytest.skip("x86-64-v3 code does not run here")
+    built: list[bool] = []
+    real = gemm_skinny._compile
+    monkeypatch.setattr(gemm_skinny, "_compile",
+                        lambda *a: (built.append(a[-1]), real(*a))[1])
+    f64 = dtype == np.float64
+    n = cols // 2 if f64 else cols  # rows of 4 KB or more (blocked), k blocks that fit
+    x, w = _operands(m, k, n, dtype)
+    want = np.empty((m, n), dtype)
+    with target.use(v3):
+        gemm_small.compiled(gemm_small.GemmShape(m, n, k, f64)).direct(
+            x.ctypes.data, w.ctypes.data, want.ctypes.data, n, k, 0, m)
+        for pack in (True, False):
+            monkeypatch.setattr(gemm_skinny, "PACK", pack)
+            for threads in (1, 2, 3):
+                out = np.full((m, n), np.nan, dtype)
+                gemm_skinny.runner(m, n, k, f64, threads)(x, w, out)
+                np.testing.assert_array_equal(out, want)
+        assert True in built and built[-1] is False
+        built.clear()
+        monkeypatch.setattr(gemm_skinny, "PACK", True)
+        gemm_skinny.runner(6, n, k, f64, 2)(x[:6], w, np.empty((6, n), dtype))
+        assert built == [False]  # one group: no panels
