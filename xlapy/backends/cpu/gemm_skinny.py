@@ -355,7 +355,7 @@ MAX_GROUPED = 80
 #: 1.10-1.16); 48 rows ran alike (1.02-1.14 vs 0.98-1.15). f64 keeps 24.
 MAX_GROUPED_AVX2 = 40
 MAX_GROUPED_AVX2_F64 = 24
-#: f64 products at most this many rows (AVX-512; AVX2 keeps MAX_GROUPED_AVX2): against XLA,
+#: f64 products at most this many rows (AVX-512; AVX2: MAX_GROUPED_AVX2_F64): against XLA,
 #: dgemm -> here, 32x1024x4096 1.07-1.10 -> 0.97-1.06; 48-80 rows ran alike or slower
 #: (48x2048x1024 0.97-1.05 -> 0.97-1.34, 80x1024x2048 0.99-1.05 -> 1.09-1.21).
 MAX_GROUPED_F64 = 32
