@@ -124,12 +124,17 @@ class Args:
 
 
 def parts(threads: int, batch: int, arrays: tuple[np.ndarray, ...], least: int = 1) -> int:
-    """Ranges a batch call is split into, one per thread at most: each of SPLIT_BATCH / 2
-    matrices of 64 elements or fewer at least, fewer of bigger ones (one from 32 x 32 on), of
-    `least` elements or more each, fewer than SERIAL_BELOW (where OpenBLAS keeps its threads);
-    from SERIAL_FROM each range's thread sets its OpenBLAS count to 1 (`scipy_setter_address`,
-    none found: no split)."""
-    each = arrays[0].size // max(batch, 1)
+    """Ranges a batch call over `arrays` (the first one's elements a matrix count) is split
+    into (`ranges`)."""
+    return ranges(threads, batch, arrays[0].size // max(batch, 1), least)
+
+
+def ranges(threads: int, batch: int, each: int, least: int = 1) -> int:
+    """Ranges a batch of matrices of `each` elements is split into, one per thread at most:
+    each of SPLIT_BATCH / 2 matrices of 64 elements or fewer at least, fewer of bigger ones
+    (one from 32 x 32 on), of `least` elements or more each, fewer than SERIAL_BELOW (where
+    OpenBLAS keeps its threads); from SERIAL_FROM each range's thread sets its OpenBLAS count
+    to 1 (`scipy_setter_address`, none found: no split)."""
     if threads < 2 or batch < 2 or not least <= each < SERIAL_BELOW or \
             each >= SERIAL_FROM and not scipy_setter_address():
         return 1
@@ -151,4 +156,4 @@ def check_info(info: np.ndarray, check: Callable[[int], int]) -> None:
             check(int(bad))
 
 
-__all__ = ["Args", "ARITIES", "SPLIT_BATCH", "cached", "check_info", "parts", "loops"]
+__all__ = ["Args", "ARITIES", "SPLIT_BATCH", "cached", "check_info", "parts", "ranges", "loops"]

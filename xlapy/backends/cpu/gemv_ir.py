@@ -62,7 +62,7 @@ class Vec:
 
 
 def in_groups(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, size: int,
-               body: Callable[[ir.Value, int], None], name: str) -> None:
+              body: Callable[[ir.Value, int], None], name: str) -> None:
     """body(start, size) over [lo, hi) in whole groups of `size`, then body(start, 1) for
     each one left."""
     groups = b.sdiv(b.sub(hi, lo), i64(size))

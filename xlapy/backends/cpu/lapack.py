@@ -39,7 +39,7 @@ import numpy as np
 from scipy.linalg import blas as sblas
 from scipy.linalg import lapack as slapack
 
-from xlapy.backends.cpu import fft_lib, lapack_batch, loop_lapack, transpose_lib
+from xlapy.backends.cpu import batch_call, fft_lib, lapack_batch, loop_lapack, transpose_lib
 from xlapy.backends.cpu.loop_bind import read_after
 from xlapy.errors import Unimplemented, XlapyError
 from xlapy.ir import Instruction
@@ -202,15 +202,19 @@ SPLIT_WORK = 4 << 20
 
 def splits(instr: Instruction, threads: int) -> bool:
     """Whether custom call `instr` is a LAPACK batch our thunk splits over `threads`
-    (batch_call.parts) with SPLIT_WORK or more."""
+    (batch_call.ranges, of operand 0's matrices as the thunk counts them) with SPLIT_WORK or
+    more."""
     m = _TARGET.match(instr.attrs.call_target_name or "") if instr.opcode == "custom_call" \
         else None
-    if m is None or threads < 2 or m.group(2) not in _SPLIT or not instr.operands:
+    if m is None or m.group(2) not in _SPLIT or not instr.operands:
         return False
-    dims = instr.operands[-1 if m.group(2) == "trsm" else 0].shape.dimensions
-    if len(dims) < 3:
+    routine, a = m.group(2), instr.operands[0].shape.dimensions
+    dims = instr.operands[-1 if routine == "trsm" else 0].shape.dimensions
+    if len(a) < 3 or len(dims) < 3:
         return False
-    return math.prod(dims) * min(dims[-2:]) >= SPLIT_WORK
+    batch = math.prod(a[:-2])
+    return batch_call.ranges(threads, batch, a[-1] * a[-2], lapack_batch.split_from(routine)) > 1 \
+        and math.prod(dims) * min(dims[-2:]) >= SPLIT_WORK
 
 
 def _flags(routine: str, instr: Instruction) -> tuple[Any, ...]:

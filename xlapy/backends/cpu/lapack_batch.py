@@ -25,6 +25,14 @@ from xlapy.ops.custom_call_targets import GESDD_NAN, potrf_uplo, routine, trsm_f
 #: threads (each call takes OpenBLAS's locked buffer allocator: 512 4 x 4 getrf and trsm
 #: calls ran slower split, 0.58 -> 0.74 ms a jax.vmap(jnp.linalg.solve)).
 SPLIT_ELEMENTS = 256
+#: The routines of SPLIT_ELEMENTS (the others split from one element: `split_from`).
+SMALL_CALLS = frozenset({"getrf", "potrf", "geqrf", "orgqr", "ungqr", "trsm"})
+
+
+def split_from(routine: str) -> int:
+    """Elements a matrix has at least for a batch of `routine` calls to split (batch_call's
+    `least`)."""
+    return SPLIT_ELEMENTS if routine in SMALL_CALLS else 1
 
 
 def getrf_args(m: int, n: int, item: int) -> Args:
@@ -182,7 +190,7 @@ def getrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
         ipiv = np.empty((*lead, min(m, n)), np.int32)
         info = np.empty(lead, np.int32)
         cached(shapes, (m, n, work.itemsize), lambda: getrf_args(m, n, work.itemsize)).call(
-            threads, fn, batch, work, ipiv, info, least=SPLIT_ELEMENTS)
+            threads, fn, batch, work, ipiv, info, least=split_from("getrf"))
         check_info(info, check)
         return fortran(work), ipiv, info
 
@@ -204,7 +212,7 @@ def potrf(t: str, lower: bool, check: Callable[[int], int]
         work = np.array(a, order="C")  # (a copy: ?potrf writes the factor over it)
         info = np.empty(lead, np.int32)
         cached(shapes, (n, work.itemsize), lambda: potrf_args(lower, n, work.itemsize)).call(
-            threads, fn, batch, work, info, least=SPLIT_ELEMENTS)
+            threads, fn, batch, work, info, least=split_from("potrf"))
         check_info(info, check)
         return work, info
 
@@ -412,7 +420,7 @@ def geqrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
         scratch = np.empty(qr_lwork(n), a.dtype)
         info = np.empty(lead, np.int32)
         cached(shapes, (m, n, work.itemsize), lambda: geqrf_args(m, n, work.itemsize)).call(
-            threads, fn, math.prod(lead), work, tau, scratch, info, least=SPLIT_ELEMENTS)
+            threads, fn, math.prod(lead), work, tau, scratch, info, least=split_from("geqrf"))
         check_info(info, check)
         return fortran(work), tau
 
@@ -436,7 +444,7 @@ def orgqr(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
         cached(shapes, (m, n, k, work.itemsize),
                 lambda: orgqr_args(m, n, k, work.itemsize)).call(
             threads, fn, math.prod(lead), work, np.ascontiguousarray(tau), scratch, info,
-            least=SPLIT_ELEMENTS)
+            least=split_from("orgqr"))
         check_info(info, check)
         return (fortran(work),)
 
@@ -461,7 +469,7 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
         s = a.shape[-1]
         cached(shapes, (m, n, s, a.dtype, x.dtype),
                 lambda: trsm_args(flags, m, n, s, a.dtype, x.dtype)).call(
-            threads, fn, batch, a, x, least=SPLIT_ELEMENTS)
+            threads, fn, batch, a, x, least=split_from("trsm"))
         return (x,)
 
     return run
@@ -470,4 +478,5 @@ def trsm(t: str, left: bool, lower: bool, trans: int, unit: bool
 __all__ = ["getrf", "potrf", "geqrf", "orgqr", "trsm", "routine", "fortran", "getrf_args",
            "potrf_args", "geqrf_args", "orgqr_args", "qr_lwork", "trsm_args", "syevd_args",
            "syevd_sizes", "geev", "geev_args", "geev_lwork", "gesdd", "gesdd_args",
-           "gesdd_sizes", "gtsv", "gtsv_args", "ARITIES"]
+           "gesdd_sizes", "gtsv", "gtsv_args", "ARITIES", "SMALL_CALLS", "SPLIT_ELEMENTS",
+           "split_from"]

@@ -40,7 +40,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import batch_call, lapack_batch, loop_library, transpose_lib
-from xlapy.backends.cpu.llvm_util import I8P, I32, I64, KERNEL_TYPE, for_range, i64
+from xlapy.backends.cpu.llvm_util import I8P, I64, KERNEL_TYPE, for_range, i64
 from xlapy.backends.cpu.thunks import ptr
 from xlapy.ops.lapack_threads import SERIAL_FROM, matrix_elements, scipy_setter_address
 
@@ -55,8 +55,9 @@ NATIVE_BELOW = 1024 * 1024
 #: Words per program op: (0, src, dst, rows, cols, batch, bytes, routine): dst[b] = src[b]^T
 #: with src[b] rows x cols, by transpose_lib's routine at `routine` when not 0 (else a loop
 #: nest); (1, loop, routine, base, stride, batch, setter, 0): loop(routine, base, stride,
-#: batch), with the calling thread's OpenBLAS count 1 around it when `setter` (the address of
-#: openblas_set_num_threads_local) is not 0. An address below 0 is the table's entry
+#: batch, setter), the loop setting its thread's OpenBLAS count to 1 around its calls when
+#: `setter` (the address of openblas_set_num_threads_local) is not 0 (batch_call.py). An
+#: address below 0 is the table's entry
 #: -address - 1 (an operand, read per call).
 _OP = 8
 _TRANSPOSE, _CALL = 0, 1
@@ -170,7 +171,7 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
     base[args.slots] = arrays
     keep.extend([args, base])
     width = len(base)
-    prog.append([_CALL, loops[width][0].address(f"xlapy_batch_call_{width}"), fn,
+    prog.append([_CALL, loops[width][2], fn,
                  ptr(base), args.stride_at, batch,
                  scipy_setter_address()])
     prog += [[_TRANSPOSE, src, dst, r, c, batch, item] for src, dst, r, c in back]
@@ -237,8 +238,6 @@ def emit(mod: ir.Module) -> None:
         return b.select(neg, b.load(b.gep(table, [b.select(neg, b.sub(i64(-1), v), i64(0))])), v)
 
     loop_t = ir.FunctionType(ir.VoidType(), [I64, i64p, i64p, I64, I64])
-    set_t = ir.FunctionType(I32, [I32])
-    old = b.alloca(I32)
     with for_range(b, i64(0), count, "op") as k:
         w = b.gep(d, [b.add(i64(2), b.mul(k, i64(_OP)))])
         word = [b.load(b.gep(w, [i64(j)])) for j in range(_OP)]
@@ -252,16 +251,10 @@ def emit(mod: ir.Module) -> None:
                                [src, dst, rows, cols, cols, rows, word[5], size, size])
                     with nest:
                         _transpose(b, src, dst, word[3], word[4], word[5], word[6])
-            with call:
-                serial = b.icmp_signed("!=", word[6], i64(0))
-                setter = b.inttoptr(word[6], set_t.as_pointer())
-                with b.if_then(serial):
-                    b.store(b.call(setter, [I32(1)]), old)
+            with call:  # (the loop sets and restores the OpenBLAS count itself)
                 callee = b.inttoptr(word[1], loop_t.as_pointer())
                 b.call(callee, [word[2], b.inttoptr(word[3], i64p), b.inttoptr(word[4], i64p),
-                                word[5], i64(0)])
-                with b.if_then(serial):
-                    b.call(setter, [b.load(old)])
+                                word[5], word[6]])
     b.ret_void()
 
 
