@@ -80,6 +80,32 @@ def _power_of_two(c: ir.Value) -> bool:
     return m == 0.5 and _bf16_constant(ir.Constant(F32, f))
 
 
+def widened(x: ir.Value) -> bool:
+    """`x` is a bf16 widened to f32 (elementwise.from_storage: a load's bits shifted into
+    the upper half): a bf16 but for a NaN, which may be a signaling one."""
+    if not (isinstance(x, ir.Instruction) and x.opname == "bitcast" and _f32(x.type)):
+        return False
+    shl = x.operands[0]
+    if not (isinstance(shl, ir.Instruction) and shl.opname == "shl"):
+        return False
+    ext, k = shl.operands
+    return isinstance(ext, ir.Instruction) and ext.opname == "zext" and \
+        _elem_bits(ext.operands[0].type) == 16 and _lanes_equal(k, 16)
+
+
+def _elem_bits(t: ir.Type) -> int:
+    e = t.element if isinstance(t, ir.VectorType) else t
+    return e.width if isinstance(e, ir.IntType) else 0
+
+
+def _lanes_equal(c: ir.Value, n: int) -> bool:
+    """`c` is the integer constant n, or a vector of it in every lane."""
+    if not isinstance(c, ir.Constant) or c.constant is None or c.constant is ir.Undefined:
+        return False
+    vals = c.constant if isinstance(c.type, ir.VectorType) else [c]
+    return all((v.constant if isinstance(v, ir.Constant) else v) == n for v in vals)
+
+
 def _flushing() -> bool:
     """Results of float arithmetic emitted now are flushed (a kernel body, `ftz` mode)."""
     return denormal.flushing() and getattr(flush_ftz._state, "on", False)
@@ -115,7 +141,8 @@ def is_bf16(x: ir.Value, depth: int = 6) -> bool:
         a, c = ops
         if op == "fmul" and _power_of_two(a):
             a, c = c, a
-        return _power_of_two(c) and is_bf16(a, depth - 1)
+        # (a loaded bf16 may be a signaling NaN, which the product quiets)
+        return _power_of_two(c) and (widened(a) or is_bf16(a, depth - 1))
     if op == "call":
         name = getattr(x.callee, "name", "")
         if name.startswith(_PICK_CALLS):
@@ -125,4 +152,4 @@ def is_bf16(x: ir.Value, depth: int = 6) -> bool:
     return False
 
 
-__all__ = ["is_bf16", "mark"]
+__all__ = ["is_bf16", "mark", "widened"]

@@ -25,13 +25,17 @@ from xlapy.types import ElementType as ET
 
 #: Vector accumulator pairs (select, sum) of the fast loop: the select is a 4-cycle chain.
 FAST_CHAINS = 4
+#: Reduce types of the fast loop: f32/f64, and bf16/f16 rows, whose values are computed in
+#: f32 (each a bf16/f16 widened, so compared exactly): the exact llvm.maximum loop ran a
+#: bf16 softmax's max pass (4 x 8 x 256 x 256, rows of 256) at ~10 vector ops a vector.
+FAST_TYPES = (ET.F32, ET.F64, ET.BF16, ET.F16)
 
 
 def fast_ok(op: str, et: ET, cols: int, width: int, masked: bool = False) -> bool:
-    """Whether a row of `cols` columns gets the fast loop: f32/f64 max/min, lanes on, whole
-    groups of FAST_CHAINS vectors of columns (no scalar rest), or one vector (`masked`: a
-    masked one, masked_emit.py)."""
-    if op not in ("maximum", "minimum") or et not in (ET.F32, ET.F64) or not width:
+    """Whether a row of `cols` columns gets the fast loop: float max/min (FAST_TYPES), lanes
+    on, whole groups of FAST_CHAINS vectors of columns (no scalar rest), or one vector
+    (`masked`: a masked one, masked_emit.py)."""
+    if op not in ("maximum", "minimum") or et not in FAST_TYPES or not width:
         return False
     if cols <= width:
         return cols == width or (masked and cols > 1)

@@ -139,9 +139,12 @@ class ReductionEmitter(MinMaxEmitter):
 
         with self._phase(r):  # (hoist_emit: what the row fixes is computed once)
             if cache is None and fast_ok(op, et, cols, self.width, self.masked):
-                self._fast_row(op, et, cols, "rcu", accp,
-                               lambda c: self._row_value(x, row, c), scalar, init_c)
-                bf16s[0] = False  # (its vector values were not looked at: f32/f64 rows)
+                def fast_value(c: Lane) -> ir.Value:  # (the fast result is one of them)
+                    v = self._row_value(x, row, c)
+                    bf16s[0] = bf16s[0] and bf16_exact.is_bf16(v)
+                    return v
+
+                self._fast_row(op, et, cols, "rcu", accp, fast_value, scalar, init_c)
             else:
                 exact()
         if cache is not None:

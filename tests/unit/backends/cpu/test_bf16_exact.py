@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 from llvmlite import ir
@@ -60,6 +61,12 @@ func.func public @main(%x: {_X}) -> ({_XB}, {_V}, {_XB}, {_V}, {_XB}) {{
 """
 
 
+# ...and with the scores a bf16 input (a loaded bf16 may be a signaling NaN: x * 0.125 of it
+# is quiet, so the product needs no rounding either).
+_PROGRAM_BF16 = _PROGRAM.replace(f"%x: {_X}", f"%xb: {_XB}").replace(
+    f"  %xb = stablehlo.convert %x : ({_X}) -> {_XB}\n", "")
+
+
 def _scores() -> np.ndarray:
     """Rows of special f32 values: NaN payloads (quiet, signaling, both signs), denormals
     and the denormal boundary (times 0.125 under FTZ: zero), huge values (times -8: -inf),
@@ -86,29 +93,40 @@ def _bits(outs: tuple[np.ndarray, ...]) -> list[np.ndarray]:
     return [np.asarray(o).view(np.uint16) for o in outs]
 
 
-def _compile(opts: dict[str, object]) -> Any:
+def _bf16_scores() -> np.ndarray:
+    """_scores rounded to bf16, with signaling NaNs (payloads, both signs) planted."""
+    with np.errstate(invalid="ignore"):  # (the NaN payloads' cast)
+        x = _scores().astype(ml_dtypes.bfloat16)
+    u = x.view(np.uint16)
+    u[1, 5], u[2, 100], u[8, 0], u[9, 255] = 0x7F81, 0xFF85, 0x7F8F, 0xFFBF
+    return x
+
+
+def _compile(program: str, opts: dict[str, object]) -> Any:
     cache.clear_memory()
-    return xlapy.compile(_PROGRAM, backend="cpu", options=opts)
+    return xlapy.compile(program, backend="cpu", options=opts)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("mode", ["ftz", "ieee"])
-def test_skipped_roundings_change_no_bit(mode: str, threads: int,
+@pytest.mark.parametrize("program", ["f32", "bf16"])
+def test_skipped_roundings_change_no_bit(program: str, mode: str, threads: int,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    x = _scores()
+    text, x = (_PROGRAM, _scores()) if program == "f32" else (_PROGRAM_BF16, _bf16_scores())
     opts = {"denormal": mode, "num_threads": threads}
-    fast = _compile(opts)
+    fast = _compile(text, opts)
     got = _bits(fast(x))
     with monkeypatch.context() as m:  # every rounding kept (the code before bf16_exact)
         m.setattr(bf16_exact, "is_bf16", lambda *a, **k: False)
-        slow = _compile(opts)
+        m.setattr(bf16_exact, "widened", lambda *a, **k: False)
+        slow = _compile(text, opts)
         want = _bits(slow(x))
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
     assert len(fast._exe.kernel_ir) < len(slow._exe.kernel_ir)  # roundings were skipped
     # The exact ops (no exp) are the interpreter's, bit for bit (a max of two NaNs may
     # keep the other's sign, as before: NaN lanes are compared as NaN).
-    ref = _bits(xlapy.compile(_PROGRAM, backend="interpreter", options={"denormal": mode})(x))
+    ref = _bits(xlapy.compile(text, backend="interpreter", options={"denormal": mode})(x))
     for k in (1, 2, 3, 4):
         nan = (ref[k] & 0x7FFF) > 0x7F80
         np.testing.assert_array_equal(got[k][~nan], ref[k][~nan])
@@ -151,6 +169,24 @@ def test_a_product_by_a_power_of_two_only_under_ftz(mode: str) -> None:
     assert under == [mode == "ftz"] * 3 and div == (mode == "ftz")
     assert other == [False] * 3 and not rdiv
     assert not bf16_exact.is_bf16(b.fmul(r, _splat(0.125)))  # outside a kernel: FTZ unknown
+
+
+@pytest.mark.parametrize("mode", ["ftz", "ieee"])
+def test_a_loaded_bf16_times_a_power_of_two_is_one(mode: str) -> None:
+    """A widened bf16 (from_storage) may be a signaling NaN, so it is no `is_bf16` itself;
+    its product by 2^k under FTZ is (the product quiets the NaN)."""
+    vt = ir.VectorType(ir.IntType(16), 8)
+    fn = ir.Function(ir.Module(), ir.FunctionType(vt, [vt]), "f")
+    b = ir.IRBuilder(fn.append_basic_block())
+    x = ew.from_storage(b, fn.args[0], ET.BF16)
+    assert bf16_exact.widened(x) and not bf16_exact.is_bf16(x)
+    assert not bf16_exact.widened(b.fadd(x, x))
+    with denormal.use(mode), flush_ftz.in_kernel():
+        assert bf16_exact.is_bf16(b.fmul(x, _splat(0.125))) == (mode == "ftz")
+        assert bf16_exact.is_bf16(b.fdiv(x, _splat(2.0))) == (mode == "ftz")
+        assert not bf16_exact.is_bf16(b.fmul(x, _splat(3.0)))
+        f16 = ew.from_storage(b, fn.args[0], ET.F16)  # (an fpext: not a bf16's bits)
+        assert not bf16_exact.is_bf16(b.fmul(f16, _splat(0.125)))
 
 
 def test_the_stored_bits_of_a_bf16_are_its_upper_half() -> None:
