@@ -301,3 +301,38 @@ def test_big_weights_rows_inside_the_vector_blocks_same_bits(
     cache.clear_memory()
     rows_outside = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
     np.testing.assert_array_equal(got, np.asarray(rows_outside(x, w)))
+
+
+@pytest.mark.parametrize("rows, batch, parts", [(256, 16, 32), (256, 16, 8), (100, 1, 7),
+                                                (48, 3, 2)])
+def test_split_parts_job_table(monkeypatch: pytest.MonkeyPatch, rows: int, batch: int,
+                               parts: int) -> None:
+    """split_parts' chunks (built as one job table): contiguous, covering [0, rows), at
+    image boundaries when there are as many images, each with its own 64-byte aligned
+    scratch row and the shared arguments."""
+    from xlapy.backends.cpu import conv_general, parallel
+    from xlapy.backends.cpu.threads import JOB_WORDS
+
+    seen: list[np.ndarray] = []
+
+    class Pool:
+        def share_table(self, table: np.ndarray, threads: int) -> None:
+            seen.append(table.copy())
+
+    monkeypatch.setattr(parallel, "pool", lambda threads: Pool())
+    monkeypatch.setattr(conv_general, "fn_address", lambda fn: 1234)
+    scratch = np.empty((parts, 200), np.uint8)
+    conv_general.split_parts(None, (11, 22, 33), rows, parts, scratch, 99, batch, 2)
+    table = seen[0]
+    assert table[0] == 0 and table[1] == parts
+    jobs = table[2:].reshape(parts, JOB_WORDS)
+    assert (jobs[:, 0] == 1234).all() and (jobs[:, 1:4] == [11, 22, 33]).all()
+    assert (jobs[:, 7] == 99).all() and (jobs[:, 8:] == 0).all()
+    begin, end = jobs[:, 4], jobs[:, 5]
+    assert begin[0] == 0 and end[-1] == rows and (begin[1:] == end[:-1]).all()
+    assert (end >= begin).all()
+    if batch >= parts:
+        assert (begin % (rows // batch) == 0).all()
+    base = scratch.ctypes.data
+    for k, a in enumerate(jobs[:, 6]):
+        assert a % 64 == 0 and base + 200 * k <= a < base + 200 * k + 64
