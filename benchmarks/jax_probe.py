@@ -380,6 +380,12 @@ def programs(small: bool = False) -> dict[str, Program]:
             c[i - 1] * 0.5 + 1.0), c), [f32(2000, 256)]),  # a scatter copying all of c: 83x
         "kv_cache_loop": (lambda k, v: lax.fori_loop(0, 256 // s, lambda i, k: k.at[:, i].set(
             v[:, i] * 2.0), k), [f32(64, 256), f32(64, 256)]),  # 7x
+        # scatter-adds of short rows: rows of 8 floats ran scalar under AVX-512 (4.4x)
+        "segment_sum_1024": (lambda d, i: jax.ops.segment_sum(d, i, 1024 // s), [
+            f32(262144, 16), rng.integers(0, 1024 // s, 262144 // s).astype(np.int32)]),
+        "scatter_rows8": (lambda x, i, u: x.at[i].add(u), [
+            f32(100000, 8), rng.integers(0, 100000 // s, 262144 // s).astype(np.int32),
+            f32(262144, 8)]),
         # batches of 64 x 64 LAPACK calls on one thread (1.2-1.8x; split: batch_call.py),
         # integer division a scalar idiv a lane (0.67x, but 4x slower than it needs:
         # int_division.py), a CNN's max-pool gradient (select_and_scatter), a 3-D conv, an

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from xlapy.backends.cpu import lanes, scatter_emit
 from xlapy.types import ElementType as ET
 
 from .test_window_emit import MLIR, check, data, same, tensor
@@ -147,6 +148,30 @@ def test_weights_into_a_filled_result(fill: float, op: str) -> None:
     f = jax.jit(lambda i, w: upd(jax.numpy.full(64, fill, jax.numpy.float32), i, w))
     with np.errstate(all="ignore"):
         check(f.lower(i, w).as_text(), [i, w], "scatter")
+
+
+@pytest.mark.parametrize("cols", [4, 8, 12, 16])
+@pytest.mark.parametrize("fill", [0.0, -2.5, 1e-40])
+@pytest.mark.parametrize("op", ["add", "max"])
+def test_rows_into_a_filled_result(cols: int, fill: float, op: str) -> None:
+    """jax.ops.segment_sum and x.at[i].add(u) of rows of 4-16 floats: the rows in vectors
+    of the widest power of two of lanes that fits (rows of 8 under AVX-512 ran scalar), the
+    result read without a flush when its fill is no denormal. Denormal and tiny updates,
+    duplicates, out-of-range rows: the interpreter's bits."""
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(6)
+    i = np.concatenate([np.arange(64), rng.integers(-3, 70, 300)]).astype(np.int32)
+    w = rng.choice(np.array([1e-39, -3e-40, 3e-38, -1e-30, 0.5, -2e-38, 7.25], np.float32),
+                   (len(i), cols)).astype(np.float32)
+    upd = {"add": lambda r, i, w: r.at[i].add(w), "max": lambda r, i, w: r.at[i].max(w)}[op]
+    f = jax.jit(lambda i, w: upd(jax.numpy.full((64, cols), fill, jax.numpy.float32), i, w))
+    text = f.lower(i, w).as_text()
+    spec = [k for k in xlapy.compile(text, backend="cpu")._exe.kernel_specs
+            if k.root.opcode == "scatter"][0]
+    assert scatter_emit.vector_lanes(spec.root) == min(1 << (cols.bit_length() - 1),
+                                                       lanes.vector_width())
+    with np.errstate(all="ignore"):
+        check(text, [i, w], "scatter")
 
 
 VARIADIC = """
