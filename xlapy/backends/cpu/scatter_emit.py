@@ -21,9 +21,10 @@ are the sequential ones for any split. Scatters with small windows (under MIN_SP
 elements: each thread would rescan the indices for little work) or one row stay on one
 thread.
 
-Vectors: an f32/f64 scatter with a binary or replacing region whose window's last dimension
-is contiguous in the result and the updates applies each window row in explicit vectors
-(`vector_lanes`), the operand flush one multiply under FTZ (flush_ftz.py), the tail scalar:
+Vectors: an f32/f64 (or 32/64-bit integer) scatter with a binary or replacing region whose
+window's last dimension is contiguous in the result and the updates applies each window row
+in explicit vectors (`vector_lanes`: the widest power of two of lanes a row holds), the
+operand flush one multiply under FTZ (flush_ftz.py), the tail scalar:
 LLVM's vectorized scalar loop flushed with and/and/compare/blend per vector and checked the
 two pointers for overlap per row (the result never overlaps the updates: a fresh buffer or
 arena bytes of a value whose live range ends here, disjoint from the live updates).
@@ -65,11 +66,14 @@ STREAM_AHEAD = 2048
 #: lane by lane the scalar ops (the operand flush one multiply under FTZ, flush_ftz.py,
 #: instead of LLVM's vectorized and/and/compare/blend of the scalar flush).
 VECTOR_KINDS = frozenset({"add", "multiply", "subtract", "maximum", "minimum"})
+#: ...of these element types (integer rows ran a scalar a lane: x.at[i].add(u) of int32 rows
+#: of 8 took 2.8x XLA's time).
+VECTOR_TYPES = frozenset({ET.F32, ET.F64, ET.S32, ET.U32, ET.S64, ET.U64})
 
 
 def vector_lanes(instr: Instruction) -> int:
     """Lanes of the vector update along the window's innermost dimension, 0 for scalar:
-    one f32/f64 result, a binary or replacing region, the window's last dimension the
+    one result of VECTOR_TYPES, a binary or replacing region, the window's last dimension the
     operand's and the updates' last (contiguous in both) and at least 128 bits long, the
     operand of rank >= 2 (its outermost dimension is the thread split's)."""
     m = (len(instr.operands) - 1) // 2
@@ -81,17 +85,17 @@ def vector_lanes(instr: Instruction) -> int:
     wdims = [d for d in range(rank) if d not in set(dn.inserted_window_dims)
              and d not in set(dn.input_batching_dims)]
     replace = comp.root is not None and comp.root is comp.parameters[-1]
-    if m != 1 or x.shape.element_type not in (ET.F32, ET.F64) or rank < 2 or not uwd or \
+    if m != 1 or x.shape.element_type not in VECTOR_TYPES or rank < 2 or not uwd or \
             wdims[-1] != rank - 1 or uwd[-1] != urank - 1 or \
             not (replace or region_emit.binary_kind(comp) in VECTOR_KINDS):
         return 0
     # The widest power of two of lanes that a window row holds, down to 128 bits: rows of
     # 8 floats under AVX-512 (x.at[i].add(u) of [N, 8]) ran scalar, 4.4x XLA's time.
-    f32 = x.shape.element_type is ET.F32
-    n = lanes.vector_width() // (1 if f32 else 2)
+    narrow = x.shape.element_type.bits == 32
+    n = lanes.vector_width() // (1 if narrow else 2)
     while n > upd.shape.dimensions[-1]:
         n //= 2
-    return n if n >= (4 if f32 else 2) else 0
+    return n if n >= (4 if narrow else 2) else 0
 
 
 def splat(instr: Instruction, k: int) -> Instruction | None:

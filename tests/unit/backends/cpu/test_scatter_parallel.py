@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import scatter_emit
+from xlapy.backends.cpu import lanes, scatter_emit
 from xlapy.types import ElementType as ET
 
 from .test_scatter_emit import scatter
@@ -170,7 +170,7 @@ def test_scatter_from_jax_on_threads() -> None:
     np.testing.assert_allclose(np.asarray(got), np.asarray(f(x, i, u)), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("t", [ET.F32, ET.F64])
+@pytest.mark.parametrize("t", [ET.F32, ET.F64, ET.S32, ET.U32, ET.S64])
 @pytest.mark.parametrize("kind", ["add", "multiply", "subtract", "maximum", "minimum",
                                   "replace", "sub_swapped"])
 def test_vector_rows(t: ET, kind: str) -> None:
@@ -184,17 +184,21 @@ def test_vector_rows(t: ET, kind: str) -> None:
 
 
 def test_vector_lanes_chosen() -> None:
-    """The vector update is used where the window row is contiguous and long enough, and
-    not for integer types or short rows."""
+    """The vector update is used where the window row is contiguous and 128 bits or more
+    (the widest power of two of lanes it holds), f32/f64 and 32/64-bit integers; not for
+    narrower types or rows."""
     def lanes_of(t: ET, cols: int) -> int:
         text = scatter(t, ET.S32, (8, cols), (4, 1), (4, cols), [1], [0], [0], 1, "add")
         exe = xlapy.compile(text, backend="cpu")
         return scatter_emit.vector_lanes(scatter_specs(exe)[0].root)
 
-    assert lanes_of(ET.F32, 64) >= 4
-    assert lanes_of(ET.F64, 64) >= 2
-    assert lanes_of(ET.S32, 64) == 0
-    assert lanes_of(ET.F32, 1) == 0
+    w = lanes.vector_width()
+    assert lanes_of(ET.F32, 64) == w
+    assert lanes_of(ET.F64, 64) == w // 2
+    assert lanes_of(ET.S32, 64) == w and lanes_of(ET.S64, 8) == min(8, w // 2)
+    assert lanes_of(ET.F32, 8) == min(8, w) and lanes_of(ET.F32, 12) == min(8, w)
+    assert lanes_of(ET.F32, 3) == 0 and lanes_of(ET.F64, 1) == 0
+    assert lanes_of(ET.S8, 64) == 0 and lanes_of(ET.PRED, 64) == 0
 
 
 def test_vector_windows_spanning_rows() -> None:
