@@ -23,8 +23,9 @@ thread.
 
 Vectors: an f32/f64 (or 32/64-bit integer) scatter with a binary or replacing region whose
 window's last dimension is contiguous in the result and the updates applies each window row
-in explicit vectors (`vector_lanes`: the widest power of two of lanes a row holds), the
-operand flush one multiply under FTZ (flush_ftz.py), the tail scalar:
+in explicit vectors (`vector_lanes`: the widest power of two of lanes a row holds; the rest
+one masked vector with AVX-512, else in halving vectors and an odd last element scalar),
+the operand flush one multiply under FTZ (flush_ftz.py) from 128 bits on:
 LLVM's vectorized scalar loop flushed with and/and/compare/blend per vector and checked the
 two pointers for overlap per row (the result never overlaps the updates: a fresh buffer or
 arena bytes of a value whose live range ends here, disjoint from the live updates).
@@ -40,7 +41,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu import flush_ftz, lanes, region_emit
+from xlapy.backends.cpu import flush_ftz, lanes, masked_emit, region_emit, target
 from xlapy.backends.cpu.llvm_util import I1, I64, for_range, i64, prefetch
 from xlapy.backends.cpu.op_emit import OpEmitter
 from xlapy.ir import Computation, Instruction
@@ -74,7 +75,7 @@ VECTOR_TYPES = frozenset({ET.F32, ET.F64, ET.S32, ET.U32, ET.S64, ET.U64})
 def vector_lanes(instr: Instruction) -> int:
     """Lanes of the vector update along the window's innermost dimension, 0 for scalar:
     one result of VECTOR_TYPES, a binary or replacing region, the window's last dimension the
-    operand's and the updates' last (contiguous in both) and at least 128 bits long, the
+    operand's and the updates' last (contiguous in both) and at least 2 elements long, the
     operand of rank >= 2 (its outermost dimension is the thread split's)."""
     m = (len(instr.operands) - 1) // 2
     x, upd = instr.operands[0], instr.operands[m + 1]
@@ -89,13 +90,12 @@ def vector_lanes(instr: Instruction) -> int:
             wdims[-1] != rank - 1 or uwd[-1] != urank - 1 or \
             not (replace or region_emit.binary_kind(comp) in VECTOR_KINDS):
         return 0
-    # The widest power of two of lanes that a window row holds, down to 128 bits: rows of
-    # 8 floats under AVX-512 (x.at[i].add(u) of [N, 8]) ran scalar, 4.4x XLA's time.
-    narrow = x.shape.element_type.bits == 32
-    n = lanes.vector_width() // (1 if narrow else 2)
+    # The widest power of two of lanes that a window row holds, down to 2: rows of 8 floats
+    # under AVX-512 (x.at[i].add(u) of [N, 8]) ran scalar, 4.4x XLA's time; rows of 3 1.8x.
+    n = lanes.vector_width() // (1 if x.shape.element_type.bits == 32 else 2)
     while n > upd.shape.dimensions[-1]:
         n //= 2
-    return n if n >= (4 if narrow else 2) else 0
+    return n if n >= 2 else 0
 
 
 def splat(instr: Instruction, k: int) -> Instruction | None:
@@ -251,6 +251,8 @@ class ScatterEmitter(OpEmitter):
         length = udims[uwd[-1]] if uwd else 1
         ebytes = ets[0].bits // 8
         vt = ir.VectorType(ew.storage_type(ets[0]), max(vec, 1))
+        kmasks = target.current().has("avx512f")
+        widest = lanes.vector_width() // (1 if ets[0].bits == 32 else 2)
 
         def index(pos: list[ir.Value], k: int) -> ir.Value:
             full = list(pos)
@@ -316,21 +318,46 @@ class ScatterEmitter(OpEmitter):
             def per_window(w: list[ir.Value]) -> None:
                 apply(*offsets(w))
 
+            def vector(at: ir.Value, uat: ir.Value, j: ir.Value, n: int,
+                       live: int = 0) -> None:
+                """Elements [j, j + n) of the window row in one vector of n lanes (only
+                the first `live` ones: a masked vector)."""
+                t = ir.VectorType(vt.element, n)
+                vptr = [b.bitcast(b.gep(p, [b.add(o, j)], inbounds=True), t.as_pointer())
+                        for p, o in ((outs[0], at), (us[0], uat))]
+                cur, upd_v = (masked_emit.access(b, q, ebytes, live) if live else
+                              b.load(q, align=ebytes) for q in vptr)
+                if held:  # (its flush was a multiply in each update's chain)
+                    cur = ew.mark_flushed(cur)
+                with flush_ftz.in_kernel():  # the kernel runs under MXCSR.FTZ
+                    res = region_emit.emit(b, comp, [cur, upd_v])[0]
+                if live:
+                    masked_emit.access(b, vptr[0], ebytes, live, res)
+                else:
+                    b.store(res, vptr[0], align=ebytes)
+
             def per_row(w: list[ir.Value]) -> None:  # the innermost window dim in vectors
                 at, uat = offsets([*w, i64(0)])
                 full = length // vec * vec
+                if kmasks and full == vec < length and 2 * vec <= widest:
+                    vector(at, uat, i64(0), 2 * vec, length)  # a row of 3: 4 lanes, 3 live
+                    return
                 with for_range(b, i64(0), i64(full), name="v", step=vec) as j:
-                    vptr = [b.bitcast(b.gep(p, [b.add(o, j)], inbounds=True), vt.as_pointer())
-                            for p, o in ((outs[0], at), (us[0], uat))]
-                    cur, upd_v = (b.load(q, align=ebytes) for q in vptr)
-                    if held:  # (its flush was a multiply in each update's chain)
-                        cur = ew.mark_flushed(cur)
-                    with flush_ftz.in_kernel():  # the kernel runs under MXCSR.FTZ
-                        res = region_emit.emit(b, comp, [cur, upd_v])[0]
-                    b.store(res, vptr[0], align=ebytes)
-                if full < length:
-                    with for_range(b, i64(full), i64(length), name="r") as j:
-                        apply(b.add(at, j), b.add(uat, j))
+                    vector(at, uat, j, vec)
+                k, n = full, vec // 2
+                if length - k >= 2 and kmasks:  # the rest one masked vector (AVX-512)
+                    vector(at, uat, i64(k), 1 << (length - k - 1).bit_length(), length - k)
+                    k = length
+                # else in halving vectors (rows of 3 floats: 2 lanes, then a scalar)
+                while k < length:
+                    if n >= 2 and k + n <= length:
+                        vector(at, uat, i64(k), n)
+                        k += n
+                    elif n >= 2:
+                        n //= 2
+                    else:
+                        apply(b.add(at, i64(k)), b.add(uat, i64(k)))
+                        k += 1
 
             wsizes = [udims[u] for u in uwd]
             if vec:

@@ -150,14 +150,15 @@ def test_weights_into_a_filled_result(fill: float, op: str) -> None:
         check(f.lower(i, w).as_text(), [i, w], "scatter")
 
 
-@pytest.mark.parametrize("cols", [4, 8, 12, 16])
+@pytest.mark.parametrize("cols", [2, 3, 4, 5, 8, 12, 16, 21])
 @pytest.mark.parametrize("fill", [0.0, -2.5, 1e-40])
 @pytest.mark.parametrize("op", ["add", "max"])
 def test_rows_into_a_filled_result(cols: int, fill: float, op: str) -> None:
-    """jax.ops.segment_sum and x.at[i].add(u) of rows of 4-16 floats: the rows in vectors
+    """jax.ops.segment_sum and x.at[i].add(u) of rows of 2-21 floats: the rows in vectors
     of the widest power of two of lanes that fits (rows of 8 under AVX-512 ran scalar), the
-    result read without a flush when its fill is no denormal. Denormal and tiny updates,
-    duplicates, out-of-range rows: the interpreter's bits."""
+    rest masked (AVX-512) or in halving vectors, the result read without a flush when its
+    fill is no denormal. Denormal and tiny updates, duplicates, out-of-range rows: the
+    interpreter's bits."""
     jax = pytest.importorskip("jax")
     rng = np.random.default_rng(6)
     i = np.concatenate([np.arange(64), rng.integers(-3, 70, 300)]).astype(np.int32)

@@ -197,7 +197,7 @@ def test_vector_lanes_chosen() -> None:
     assert lanes_of(ET.F64, 64) == w // 2
     assert lanes_of(ET.S32, 64) == w and lanes_of(ET.S64, 8) == min(8, w // 2)
     assert lanes_of(ET.F32, 8) == min(8, w) and lanes_of(ET.F32, 12) == min(8, w)
-    assert lanes_of(ET.F32, 3) == 0 and lanes_of(ET.F64, 1) == 0
+    assert lanes_of(ET.F32, 3) == 2 and lanes_of(ET.F64, 1) == 0 and lanes_of(ET.F32, 1) == 0
     assert lanes_of(ET.S8, 64) == 0 and lanes_of(ET.PRED, 64) == 0
 
 
