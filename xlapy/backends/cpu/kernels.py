@@ -472,7 +472,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             body(idx)
             return
         lo, hi = (begin, end) if d == 0 else (i64(0), i64(dims[d]))
-        if d == len(dims) - 1 and d > 0:  # the innermost loop: what the outer fix, once
+        if d == len(dims) - 1:  # the innermost loop: what the outer fix, once (scalars too)
             with self._phase(idx):
                 self._next_pass()
                 self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
