@@ -20,6 +20,7 @@ import numpy as np
 from xlapy.backends.cpu.batch_call import ARITIES, Args, cached, check_info
 from xlapy.backends.cpu.transpose_lib import swap_last
 from xlapy.ops.custom_call_targets import GESDD_NAN, potrf_uplo, routine, trsm_flags
+from xlapy.ops.custom_call_targets import qr_lwork as qr_lwork_query
 
 #: Elements per matrix from which getrf, potrf, geqrf, orgqr and trsm batches split over the
 #: threads (each call takes OpenBLAS's locked buffer allocator: 512 4 x 4 getrf and trsm
@@ -147,21 +148,25 @@ def geev_args(t: str, left: bool, right: bool, n: int, item: int) -> Args:
     return Args(args + [None], strides + [4])
 
 
-def qr_lwork(n: int) -> int:
-    """f2py's default lwork of ?geqrf and ?orgqr / ?ungqr (the same blocking: the same bits)."""
-    return max(3 * n, 1)
+def qr_lwork(t: str, m: int, n: int, k: int | None = None) -> int:
+    """The interpreter's lwork of ?geqrf (k None: min(m, n) reflectors) or ?orgqr / ?ungqr
+    (custom_call_targets.qr_lwork, LAPACK's workspace query: the same blocking, the same
+    bits)."""
+    if k is None:
+        return qr_lwork_query("geqrf", t, m, n, min(m, n))
+    return qr_lwork_query("orgqr" if t in "sd" else "ungqr", t, m, n, k)
 
 
-def geqrf_args(m: int, n: int, item: int) -> Args:
+def geqrf_args(t: str, m: int, n: int, item: int) -> Args:
     """?geqrf(m, n, a, lda, tau, work, lwork, info); work shared by the batch (stride 0)."""
-    ints = np.array([m, n, max(m, 1), qr_lwork(n)], np.int32)
+    ints = np.array([m, n, max(m, 1), qr_lwork(t, m, n)], np.int32)
     return Args([ints[0:], ints[1:], None, ints[2:], None, None, ints[3:], None],
                 [0, 0, m * n * item, 0, min(m, n) * item, 0, 0, 4])
 
 
-def orgqr_args(m: int, n: int, k: int, item: int) -> Args:
+def orgqr_args(t: str, m: int, n: int, k: int, item: int) -> Args:
     """?orgqr / ?ungqr(m, n, k, a, lda, tau, work, lwork, info); work shared (stride 0)."""
-    ints = np.array([m, n, k, max(m, 1), qr_lwork(n)], np.int32)
+    ints = np.array([m, n, k, max(m, 1), qr_lwork(t, m, n, k)], np.int32)
     return Args([ints[0:], ints[1:], ints[2:], None, ints[3:], None, None, ints[4:], None],
                 [0, 0, 0, m * n * item, 0, k * item, 0, 0, 4])
 
@@ -417,9 +422,9 @@ def geqrf(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
         *lead, m, n = a.shape
         work = fortran(a)
         tau = np.empty((*lead, min(m, n)), a.dtype)
-        scratch = np.empty(qr_lwork(n), a.dtype)
+        scratch = np.empty(qr_lwork(t, m, n), a.dtype)
         info = np.empty(lead, np.int32)
-        cached(shapes, (m, n, work.itemsize), lambda: geqrf_args(m, n, work.itemsize)).call(
+        cached(shapes, (m, n, work.itemsize), lambda: geqrf_args(t, m, n, work.itemsize)).call(
             threads, fn, math.prod(lead), work, tau, scratch, info, least=split_from("geqrf"))
         check_info(info, check)
         return fortran(work), tau
@@ -439,10 +444,10 @@ def orgqr(t: str, check: Callable[[int], int]) -> Callable[..., tuple[np.ndarray
         *lead, m, n = a.shape
         k = tau.shape[-1]
         work = fortran(a)
-        scratch = np.empty(qr_lwork(n), a.dtype)
+        scratch = np.empty(qr_lwork(t, m, n, k), a.dtype)
         info = np.empty(lead, np.int32)
         cached(shapes, (m, n, k, work.itemsize),
-                lambda: orgqr_args(m, n, k, work.itemsize)).call(
+                lambda: orgqr_args(t, m, n, k, work.itemsize)).call(
             threads, fn, math.prod(lead), work, np.ascontiguousarray(tau), scratch, info,
             least=split_from("orgqr"))
         check_info(info, check)

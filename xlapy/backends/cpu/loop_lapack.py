@@ -151,15 +151,16 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
             args = lapack_batch.getrf_args(m, n, item)
             arrays = [work, outs[1], outs[2]]  # (pivots and info: written in place)
         elif nat.routine == "geqrf":  # (the factored matrix, tau); work shared by the batch
-            args = lapack_batch.geqrf_args(m, n, item)
-            arrays = [work, outs[1], scratch(lapack_batch.qr_lwork(n) * item),
+            args = lapack_batch.geqrf_args(nat.t, m, n, item)
+            arrays = [work, outs[1], scratch(lapack_batch.qr_lwork(nat.t, m, n) * item),
                       scratch(4 * batch)]
         elif nat.routine in ("orgqr", "ungqr"):  # (a, tau) -> q; tau copied as 1 x k rows
             k = shapes[1].dimensions[-1]
-            args = lapack_batch.orgqr_args(m, n, k, item)
+            args = lapack_batch.orgqr_args(nat.t, m, n, k, item)
             taus = scratch(batch * k * item)
             prog.append([_TRANSPOSE, operand(1), taus, 1, k, batch, item])
-            arrays = [work, taus, scratch(lapack_batch.qr_lwork(n) * item), scratch(4 * batch)]
+            arrays = [work, taus, scratch(lapack_batch.qr_lwork(nat.t, m, n, k) * item),
+                      scratch(4 * batch)]
         else:  # syevd: (vectors or a as given, eigenvalues, info); work shared by the batch
             lower, vectors = nat.flags
             args = lapack_batch.syevd_args(lower, vectors, n, item)
