@@ -86,10 +86,11 @@ class Args:
         self.mine = threading.local()  # each thread's copy of base, and its address
 
     def call(self, threads: int, fn: int, batch: int, *arrays: np.ndarray,
-             least: int = 1) -> None:
+             least: int = 1, shared: tuple[int, ...] = ()) -> None:
         """fn per batch index, `arrays` in the argument positions left None; split into
         ranges of the batch over `threads` (`parts`, matrices of `least` elements or more),
-        each with scratch of its own."""
+        each with scratch of its own (the arrays of stride 0, but for `shared`: indices of
+        `arrays` that every call reads)."""
         got = getattr(self.mine, "base", None)
         if got is None:
             b = self.base.copy()
@@ -106,7 +107,8 @@ class Args:
         setter = scipy_setter_address() if each >= SERIAL_FROM else 0
         cuts = bounds(batch, split)
         # every range its own workspaces (the arrays of stride 0, which each call overwrites)
-        scratch = [(j, x) for j, x in zip(self.slots, arrays) if self.stride[j] == 0]
+        scratch = [(j, x) for i, (j, x) in enumerate(zip(self.slots, arrays))
+                   if self.stride[j] == 0 and i not in shared]
         keep: list[np.ndarray] = []
         pool = parallel.pool(threads)
         done = []

@@ -393,3 +393,33 @@ def test_batches_of_bigger_matrices_split_with_the_same_bits(
     _same(fn, [a], loops, options={"num_threads": 3})
     assert max(parts) == 3
     _same(fn, [a], loops, options={"num_threads": 1})
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize(("trans", "unit", "dtype"), [(0, False, np.float32),
+                                                      (1, True, np.float32),
+                                                      (0, False, np.float64),
+                                                      (2, False, np.complex64)])
+@pytest.mark.parametrize("count", [1000, 256])
+def test_a_big_triangular_solve_splits_its_solves_with_the_same_bits(
+        left: bool, lower: bool, trans: int, unit: bool, dtype: Any, count: int) -> None:
+    """One big trsm (jnp.linalg.inv's) runs its independent solves (b's columns for a left
+    solve, its rows for a right one) in parts over the threads, the last part shorter: the
+    bits of the one call on one thread."""
+    s = 256
+    a = ((_data((s, s), dtype, 7) - 3 * np.eye(s)) * 0.05 + 2 * np.eye(s)).astype(dtype)
+    b = _data((s, count) if left else (count, s), dtype, 8)
+    part = lapack_batch.trsm_part(count, s, 2)
+    assert part and (count % part != 0) == (count == 1000)
+    t = {np.float32: "s", np.float64: "d", np.complex64: "c"}[dtype]
+    one = lapack_batch.trsm(t, left, lower, trans, unit)(a, b, 1)[0]
+    for threads in (2, 3):
+        got = lapack_batch.trsm(t, left, lower, trans, unit)(a, b, threads)[0]
+        np.testing.assert_array_equal(got, one)
+    tri = (np.tril(a) if lower else np.triu(a)).astype(np.complex128)
+    if unit:
+        np.fill_diagonal(tri, 1)
+    op = tri.conj().T if trans == 2 else tri.T if trans else tri
+    want = np.linalg.solve(op, b) if left else np.linalg.solve(op.T, b.T).T
+    np.testing.assert_allclose(one, want, rtol=2e-4, atol=2e-5)
