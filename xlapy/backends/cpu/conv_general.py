@@ -45,7 +45,7 @@ from xlapy.backends.cpu.conv import SPLIT_MACS
 from xlapy.backends.cpu.conv_compile import Engines, build
 from xlapy.backends.cpu.conv_kernel import Nest, emit
 from xlapy.backends.cpu.llvm_util import F32, F64
-from xlapy.backends.cpu.threads import JOB_WORDS, fn_address
+from xlapy.backends.cpu.threads import JOB_WORDS, fn_address, strided_table
 from xlapy.ir import Instruction
 from xlapy.ops.linalg import accumulate_dtype
 from xlapy.types import ElementType as ET
@@ -506,12 +506,9 @@ def split_parts(fn: Any, args: tuple[int, int, int], rows: int, parts: int,
         cuts = rows * np.arange(parts + 1, dtype=np.int64) // parts
     # The job table built whole (a Python tuple a chunk, and the ctypes address of each
     # scratch row, cost ~3 us a chunk: a 32-chunk layer of ~200 us ran 100 us longer)
-    table = np.zeros(2 + JOB_WORDS * parts, np.int64)
-    table[1] = parts
+    table = strided_table(fn_address(fn), [*args, 0, 0, 0, eptr], [0] * 7, parts)
     jobs = table[2:].reshape(parts, JOB_WORDS)
-    jobs[:, 0] = fn_address(fn)
-    jobs[:, 1:4] = args
-    jobs[:, 4], jobs[:, 5], jobs[:, 6], jobs[:, 7] = cuts[:-1], cuts[1:], scr, eptr
+    jobs[:, 4], jobs[:, 5], jobs[:, 6] = cuts[:-1], cuts[1:], scr
     parallel.pool(threads).share_table(table, threads)
 
 

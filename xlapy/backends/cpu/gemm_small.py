@@ -52,7 +52,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once
-from xlapy.backends.cpu.threads import fn_address, run_all
+from xlapy.backends.cpu.threads import fn_address, run_table, strided_table
 from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
 
@@ -546,11 +546,13 @@ def batched_runner(s: GemmShape, threads: int = 1
             return False
         nb = x.shape[0]
         xa, ya, oa = x.ctypes.data, y.ctypes.data, out.ctypes.data
-        jobs = [job(xa + j * xs, ya + j * ys, oa + j * os_) for j in range(nb)]
+        fa, first = job(xa, ya, oa)  # (its arguments move by a product's bytes a job)
+        step = [q - p for p, q in zip(first, job(xa + xs, ya + ys, oa + os_)[1])]
+        table = strided_table(fa, first, step, nb)
         if threads < 2 or nb < 2:
-            run_all(jobs)
+            run_table(table)
         else:
-            parallel.pool(threads).share(jobs, threads, (x, y, out))
+            parallel.pool(threads).share_table(table, threads, (x, y, out))
         return True
 
     return run

@@ -37,7 +37,7 @@ import ctypes
 import ctypes.util
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -273,6 +273,25 @@ def job_table(jobs: list[tuple[int, tuple[int, ...]]]) -> np.ndarray:
         table[at] = fn
         table[at + 1:at + 1 + len(args)] = args
     return table
+
+
+def strided_table(fn: int, first: Sequence[int], step: Sequence[int], count: int
+                  ) -> np.ndarray:
+    """The job table (job_table) of `count` calls of fn whose argument i is first[i] + j *
+    step[i] in call j, built whole: a Python tuple per job cost ~1 us (a batch of 512 small
+    products spent 0.5 ms of its 0.75 building its jobs)."""
+    table = np.zeros(2 + JOB_WORDS * count, np.int64)
+    table[1] = count
+    jobs = table[2:].reshape(count, JOB_WORDS)
+    jobs[:, 0] = fn
+    j = np.arange(count, dtype=np.int64)[:, None]
+    jobs[:, 1:1 + len(first)] = np.asarray(first, np.int64) + j * np.asarray(step, np.int64)
+    return table
+
+
+def run_table(table: np.ndarray) -> None:
+    """Every job of a job table on this thread, in order (run_all's native call)."""
+    claim_here()(table.ctypes.data)
 
 
 def run_all(jobs: list[tuple[int, tuple[int, ...]]]) -> None:

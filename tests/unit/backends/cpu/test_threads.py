@@ -115,6 +115,26 @@ def test_run_all_runs_every_job_in_order_on_this_thread() -> None:
         assert buf.tolist() == want
 
 
+def test_strided_table_is_the_job_table_of_its_calls() -> None:
+    """strided_table: call j's argument i is first[i] + j * step[i], the table job_table
+    makes of those calls; run on this thread and shared over the pool, every call once."""
+    first, step = [100, 7, 0, -3], [24, 0, 1, -5]
+    for n in (1, 2, 37):
+        want = threads.job_table([(MEMSET, tuple(f + j * d for f, d in zip(first, step)))
+                                  for j in range(n)])
+        np.testing.assert_array_equal(threads.strided_table(MEMSET, first, step, n), want)
+    pool = _pool()
+    for n in (1, 40):
+        buf = np.zeros(n * 3, np.uint8)
+        threads.run_table(threads.strided_table(MEMSET, [buf.ctypes.data, 9, 2], [3, 0, 0],
+                                                n))
+        assert buf.tolist() == [9, 9, 0] * n
+        buf[:] = 0
+        pool.share_table(threads.strided_table(MEMSET, [buf.ctypes.data + 1, 4, 2],
+                                               [3, 0, 0], n), pool.workers + 1)
+        assert buf.tolist() == [0, 4, 4] * n
+
+
 def test_parked_workers_stop_spinning_and_still_take_jobs() -> None:
     """A worker spinning for its next job goes to sleep once the pool is parked (it re-reads
     its spin bound: 0 while parked), jobs posted meanwhile still run, and the bound comes
