@@ -40,6 +40,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once, started
+from xlapy.backends.cpu.threads import run_table, strided_table
 from xlapy.backends.cpu.transpose_lib import c_order
 
 #: Rows per register tile and 16-lane vectors per tile row (MR x NV accumulators).
@@ -229,6 +230,11 @@ def igemm8(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], N
         bp = np.empty((kp // 4, np_), np.int32)
         csum = np.empty(np_, np.int32)
         parts = min(threads, m) if m * n * k >= SPLIT_MACS else 1
+        if nb > 1 and parts == 1 and nb * bp.nbytes <= BATCH_SCRATCH:
+            _batched(a, b, out, nb, m, kp, np_, threads)
+            if out is not c:
+                c[...] = out[:, :, :n]
+            return
         pool = parallel.pool(threads) if parts > 1 else None
         cuts = [m * p // parts for p in range(parts + 1)]
         for j in range(nb):
@@ -246,7 +252,32 @@ def igemm8(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], N
         if out is not c:
             c[...] = out[:, :, :n]
 
+    def _batched(a: np.ndarray, b: np.ndarray, out: np.ndarray, nb: int, m: int, kp: int,
+                 np_: int, threads: int) -> None:
+        """A batch of small products as two job tables (every b packed, then every
+        product), each product with its own packed b, the threads taking the next job
+        left: a Python loop of ctypes calls a product had taken 9 us each (512 [16, 64] @
+        [64, 16] int8 products: 4.8 ms against XLA's 0.35)."""
+        _, _, pack, addr = module()
+        kq = kp // 4
+        bps = np.empty((nb, kq * np_), np.int32)
+        csums = np.empty((nb, np_), np.int32)
+        pa, pb, pbp, pcs, pc = (int(x.ctypes.data) for x in (a, b, bps, csums, out))
+        packs = strided_table(int(ctypes.cast(pack, ctypes.c_void_p).value or 0),
+                              [pb, pbp, pcs, kq, np_], [kp * np_, bps.strides[0], np_ * 4,
+                                                         0, 0], nb)
+        calls = strided_table(addr, [pa, pbp, pcs, pc, 0, m, np_, kq],
+                              [m * kp, bps.strides[0], np_ * 4, m * np_ * 4, 0, 0, 0, 0], nb)
+        for table in (packs, calls):
+            if threads < 2:
+                run_table(table)
+            else:
+                parallel.pool(threads).share_table(table, threads, (a, b, bps, csums, out))
+
     return run
 
+
+#: Bytes of packed rhs (one per product) up to which a batch runs as job tables.
+BATCH_SCRATCH = 8 << 20
 
 __all__ = ["MR", "NV", "SPLIT_MACS", "available", "igemm8"]

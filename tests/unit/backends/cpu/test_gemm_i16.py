@@ -172,3 +172,23 @@ def test_kernel_object_goes_through_the_disk_cache(tmp_path, monkeypatch) -> Non
         again, addr, pack = gemm_i16._compiled(8, True, "disk-cache-test-load")
     assert again.object == first.object and again.linked and addr and pack
     cache.clear_memory()
+
+
+@pytest.mark.parametrize("name", sorted(_WIDTHS))
+@pytest.mark.parametrize(("nb", "m", "k", "n", "it"), [(512, 16, 64, 16, "i8"),
+                                                       (33, 5, 37, 70, "ui8"),
+                                                       (7, 1, 1, 1, "i8")])
+def test_a_batch_of_small_products_as_job_tables(name: str, nb: int, m: int, k: int, n: int,
+                                                 it: str) -> None:
+    """A batch of small products runs as two job tables (every rhs packed, then every
+    product, each with scratch of its own), at every width, on 1-3 threads: exact."""
+    if not _runs(name):
+        pytest.skip(f"{name} code does not run on this host")
+    a, bm = _operands((nb, m, k), (nb, k, n), it, nb + k)
+    dt = np.int32 if it == "i8" else np.uint32
+    want = np.matmul(a.astype(np.int64), bm.astype(np.int64)).astype(dt)
+    with target.use(name):
+        for threads in (1, 2, 3):
+            c = np.empty((nb, m, n), dt)
+            gemm_i16.igemm8(threads, signed=it == "i8")(a, bm, c)
+            np.testing.assert_array_equal(c, want, err_msg=f"x{threads}")

@@ -90,3 +90,20 @@ def test_kernel_is_built_on_the_first_run_not_in_the_compile(monkeypatch) -> Non
     cpu(x, y)
     name = _TARGET.get("target")
     assert seen == [(target.resolve(name) if name else target.current()).key]
+
+
+@pytest.mark.parametrize(("nb", "m", "k", "n"), [(512, 16, 64, 16), (33, 5, 37, 70),
+                                                 (7, 1, 1, 1)])
+def test_a_batch_of_small_products_as_job_tables(nb: int, m: int, k: int, n: int) -> None:
+    """A batch of small products runs as two job tables (every rhs packed into its own
+    buffer, then every product), on 1-3 threads: the exact products, padding of k and n
+    included."""
+    rng = np.random.default_rng(nb + k)
+    a = rng.integers(-128, 128, (nb, m, k)).astype(np.int8)
+    bm = rng.integers(-128, 128, (nb, k, n)).astype(np.int8)
+    a[:, 0, :] = -128
+    want = np.matmul(a.astype(np.int64), bm.astype(np.int64)).astype(np.int32)
+    for threads in (1, 2, 3):
+        c = np.empty((nb, m, n), np.int32)
+        gemm_vnni.igemm8(threads)(a, bm, c)
+        np.testing.assert_array_equal(c, want, err_msg=f"x{threads}")
