@@ -24,11 +24,11 @@ thread.
 Vectors: an f32/f64 (or 32/64-bit integer) scatter with a binary or replacing region whose
 window's last dimension is contiguous in the result and the updates applies each window row
 in explicit vectors (`vector_lanes`: the widest power of two of lanes a row holds; the rest
-one masked vector with AVX-512, else in halving vectors and an odd last element scalar),
-the operand flush one multiply under FTZ (flush_ftz.py) from 128 bits on:
-LLVM's vectorized scalar loop flushed with and/and/compare/blend per vector and checked the
-two pointers for overlap per row (the result never overlaps the updates: a fresh buffer or
-arena bytes of a value whose live range ends here, disjoint from the live updates).
+one masked vector with AVX-512, else halving vectors and an odd last element scalar), the
+operand flush one multiply under FTZ (flush_ftz.py) from 128 bits on. LLVM's vectorized
+scalar loop had flushed with and/and/compare/blend per vector and checked the two pointers
+for overlap per row (the result never overlaps the updates: a fresh buffer or arena bytes
+of a value whose live range ends here, disjoint from the live updates).
 """
 
 from __future__ import annotations
