@@ -403,23 +403,24 @@ def test_batches_of_bigger_matrices_split_with_the_same_bits(
                                                       (2, False, np.complex64)])
 @pytest.mark.parametrize("count", [1000, 256])
 def test_a_big_triangular_solve_splits_its_solves_with_the_same_bits(
-        left: bool, lower: bool, trans: int, unit: bool, dtype: Any, count: int) -> None:
+        left: bool, lower: bool, trans: int, unit: bool, dtype: Any, count: int,
+        loops: list[int]) -> None:
     """One big trsm (jnp.linalg.inv's) runs its independent solves (b's columns for a left
-    solve, its rows for a right one) in parts over the threads, the last part shorter: the
-    bits of the one call on one thread."""
+    solve, its rows for a right one) in parts over the threads, the last part shorter, each
+    on its thread's OpenBLAS alone as the one call runs on the caller's
+    (lapack_threads.serial): the interpreter's bits on 3 threads and on 1."""
     s = 256
     a = ((_data((s, s), dtype, 7) - 3 * np.eye(s)) * 0.05 + 2 * np.eye(s)).astype(dtype)
     b = _data((s, count) if left else (count, s), dtype, 8)
-    part = lapack_batch.trsm_part(count, s, 2)
-    assert part and (count % part != 0) == (count == 1000)
-    t = {np.float32: "s", np.float64: "d", np.complex64: "c"}[dtype]
-    one = lapack_batch.trsm(t, left, lower, trans, unit)(a, b, 1)[0]
-    for threads in (2, 3):
-        got = lapack_batch.trsm(t, left, lower, trans, unit)(a, b, threads)[0]
-        np.testing.assert_array_equal(got, one)
-    tri = (np.tril(a) if lower else np.triu(a)).astype(np.complex128)
-    if unit:
-        np.fill_diagonal(tri, 1)
-    op = tri.conj().T if trans == 2 else tri.T if trans else tri
-    want = np.linalg.solve(op, b) if left else np.linalg.solve(op.T, b.T).T
-    np.testing.assert_allclose(one, want, rtol=2e-4, atol=2e-5)
+    part = lapack_batch.trsm_part(count, s, 3)
+    assert part and count % part  # (a shorter last part: 1000 / 3 -> 336, 256 / 3 -> 96)
+
+    def fn(m: Any, r: Any) -> Any:
+        return jax.lax.linalg.triangular_solve(m, r, left_side=left, lower=lower,
+                                               transpose_a=trans > 0, conjugate_a=trans == 2,
+                                               unit_diagonal=unit)
+    for threads in (3, 1):
+        loops.clear()
+        _same(fn, [a, b], [2], options={"num_threads": threads})
+        want = [count // part] + ([1] if count % part else []) if threads > 1 else [1]
+        assert loops == want, loops
