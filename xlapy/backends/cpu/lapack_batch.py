@@ -21,6 +21,7 @@ from xlapy.backends.cpu.batch_call import ARITIES, Args, cached, check_info
 from xlapy.backends.cpu.transpose_lib import swap_last
 from xlapy.ops.custom_call_targets import GESDD_NAN, potrf_uplo, routine, trsm_flags
 from xlapy.ops.custom_call_targets import qr_lwork as qr_lwork_query
+from xlapy.ops.lapack_threads import SERIAL_BELOW
 
 #: Elements per matrix from which getrf, potrf, geqrf, orgqr and trsm batches split over the
 #: threads (each call takes OpenBLAS's locked buffer allocator: 512 4 x 4 getrf and trsm
@@ -88,7 +89,8 @@ def trsm_part(count: int, s: int, threads: int) -> int:
     lapack_threads keeps such a call on one thread (OpenBLAS's own split did not pay for
     potrf / getrf up to 1024 x 1024); the solves are independent. jnp.linalg.inv of
     1024 x 1024: its two trsm 13 ms each on one thread."""
-    if threads < 2 or s * s * count < 2 * TRSM_SPLIT_WORK or count < 2 * TRSM_COLUMNS:
+    if threads < 2 or s * s * count < 2 * TRSM_SPLIT_WORK or count < 2 * TRSM_COLUMNS or \
+            s * s >= SERIAL_BELOW:  # (OpenBLAS splits such a call itself, as the interpreter)
         return 0
     c = -(-count // threads)
     return -(-c // TRSM_COLUMNS) * TRSM_COLUMNS

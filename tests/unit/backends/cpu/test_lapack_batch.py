@@ -414,6 +414,7 @@ def test_a_big_triangular_solve_splits_its_solves_with_the_same_bits(
     b = _data((s, count) if left else (count, s), dtype, 8)
     part = lapack_batch.trsm_part(count, s, 3)
     assert part and count % part  # (a shorter last part: 1000 / 3 -> 336, 256 / 3 -> 96)
+    assert not lapack_batch.trsm_part(count, 2048, 3)  # (OpenBLAS's own split there)
 
     def fn(m: Any, r: Any) -> Any:
         return jax.lax.linalg.triangular_solve(m, r, left_side=left, lower=lower,
