@@ -44,7 +44,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once, started
-from xlapy.backends.cpu.threads import run_table, strided_table
+from xlapy.backends.cpu.threads import strided_table
 from xlapy.backends.cpu.transpose_lib import c_order
 
 #: Rows per register tile.
@@ -360,10 +360,7 @@ def igemm8(threads: int = 1, signed: bool = True
             calls = strided_table(addr, [pa, base, pc, 0, m, n, k, base + bp_bytes],
                                   [m * k, each, m * n * 4, 0, 0, 0, 0, each], nb)
             for table in (packs, calls):
-                if threads < 2:
-                    run_table(table)
-                else:
-                    parallel.pool(threads).share_table(table, threads, (a, b, out, raw))
+                parallel.run_jobs(table, threads, (a, b, out, raw))
             if out is not c:
                 c[...] = out
             return

@@ -52,7 +52,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once
-from xlapy.backends.cpu.threads import fn_address, run_table, strided_table
+from xlapy.backends.cpu.threads import fn_address, strided_table
 from xlapy.backends.cpu.transpose_lib import c_order
 from xlapy.ir import Instruction
 
@@ -548,11 +548,7 @@ def batched_runner(s: GemmShape, threads: int = 1
         xa, ya, oa = x.ctypes.data, y.ctypes.data, out.ctypes.data
         fa, first = job(xa, ya, oa)  # (its arguments move by a product's bytes a job)
         step = [q - p for p, q in zip(first, job(xa + xs, ya + ys, oa + os_)[1])]
-        table = strided_table(fa, first, step, nb)
-        if threads < 2 or nb < 2:
-            run_table(table)
-        else:
-            parallel.pool(threads).share_table(table, threads, (x, y, out))
+        parallel.run_jobs(strided_table(fa, first, step, nb), threads, (x, y, out))
         return True
 
     return run

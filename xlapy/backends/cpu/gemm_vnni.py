@@ -40,7 +40,7 @@ from xlapy.backends.cpu.llvm_util import (
     new_module,
 )
 from xlapy.backends.cpu.once import once, started
-from xlapy.backends.cpu.threads import run_table, strided_table
+from xlapy.backends.cpu.threads import strided_table
 from xlapy.backends.cpu.transpose_lib import c_order
 
 #: Rows per register tile and 16-lane vectors per tile row (MR x NV accumulators).
@@ -269,10 +269,7 @@ def igemm8(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], N
         calls = strided_table(addr, [pa, pbp, pcs, pc, 0, m, np_, kq],
                               [m * kp, bps.strides[0], np_ * 4, m * np_ * 4, 0, 0, 0, 0], nb)
         for table in (packs, calls):
-            if threads < 2:
-                run_table(table)
-            else:
-                parallel.pool(threads).share_table(table, threads, (a, b, bps, csums, out))
+            parallel.run_jobs(table, threads, (a, b, bps, csums, out))
 
     return run
 

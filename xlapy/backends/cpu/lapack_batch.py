@@ -57,13 +57,13 @@ def trsm_args(flags: tuple[bool, bool, int, bool], m: int, n: int, s: int, at: n
     """?trsm(side, uplo, transa, diag, m, n, alpha = 1, a, lda, b, ldb) on row-major a [s, s]
     and b [m, n] as BLAS sees them, transposed (custom_call_targets.trsm_flags); flags
     (left, lower, trans: 0 / 1 / 2 for N / T / C, unit)."""
-    left, lower, trans, unit = flags
-    side, uplo = trsm_flags(left, lower)
-    chars = np.frombuffer((side + uplo + "NTC"[trans] + "NU"[unit]).encode(), np.uint8).copy()
-    dims = np.array([n, m, max(s, 1), max(n, 1)], np.int32)
-    return Args([chars[0:], chars[1:], chars[2:], chars[3:], dims[0:], dims[1:],
-                  np.ones(1, bt), None, dims[2:], None, dims[3:]],
-                [0] * 7 + [s * s * at.itemsize, 0, m * n * bt.itemsize, 0])
+    return _trsm_call(flags, n, m, s, n, s * s * at.itemsize, m * n * bt.itemsize, bt)
+
+
+#: Multiply-adds (s^2 n / 2) of one trsm from which its columns split over the threads, and
+#: the columns of a chunk a multiple of this.
+TRSM_SPLIT_WORK = 1 << 22
+TRSM_COLUMNS = 16
 
 
 def trsm_part_args(flags: tuple[bool, bool, int, bool], m: int, n: int, s: int, c: int,
@@ -72,14 +72,22 @@ def trsm_part_args(flags: tuple[bool, bool, int, bool], m: int, n: int, s: int, 
     solve: rows of BLAS's transposed view, M = c) or rows (a right one: its columns, N = c),
     a call per part, a the same for each (stride 0, `shared`). Each is solved alone, in
     the same order whatever its part: the same bits."""
+    left = flags[0]
+    return _trsm_call(flags, c if left else n, m if left else c, s, n, 0,
+                      c * (1 if left else n) * bt.itemsize, bt)
+
+
+def _trsm_call(flags: tuple[bool, bool, int, bool], bm: int, bn: int, s: int, ldb: int,
+               a_stride: int, b_stride: int, bt: np.dtype) -> Args:
+    """?trsm's arguments for BLAS's M = bm, N = bn, lda = s, ldb, a and b advancing by
+    `a_stride` / `b_stride` bytes a call."""
     left, lower, trans, unit = flags
     side, uplo = trsm_flags(left, lower)
     chars = np.frombuffer((side + uplo + "NTC"[trans] + "NU"[unit]).encode(), np.uint8).copy()
-    dims = np.array([c, m, max(s, 1), max(n, 1)] if left else [n, c, max(s, 1), max(n, 1)],
-                    np.int32)
+    dims = np.array([bm, bn, max(s, 1), max(ldb, 1)], np.int32)
     return Args([chars[0:], chars[1:], chars[2:], chars[3:], dims[0:], dims[1:],
                   np.ones(1, bt), None, dims[2:], None, dims[3:]],
-                [0] * 7 + [0, 0, c * (1 if left else n) * bt.itemsize, 0])
+                [0] * 7 + [a_stride, 0, b_stride, 0])
 
 
 def trsm_part(count: int, s: int, threads: int) -> int:
@@ -94,12 +102,6 @@ def trsm_part(count: int, s: int, threads: int) -> int:
         return 0
     c = -(-count // threads)
     return -(-c // TRSM_COLUMNS) * TRSM_COLUMNS
-
-
-#: Multiply-adds (s^2 n / 2) of one trsm from which its columns split over the threads, and
-#: the columns of a chunk a multiple of this.
-TRSM_SPLIT_WORK = 1 << 22
-TRSM_COLUMNS = 16
 
 
 def syevd_sizes(vectors: bool, n: int) -> tuple[int, int]:

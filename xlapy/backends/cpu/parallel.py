@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from xlapy.backends.cpu.threads import NativePool, native_pool
+from xlapy.backends.cpu.threads import NativePool, native_pool, run_table
 from xlapy.errors import XlapyError
 
 #: Most threads an executable may ask for.
@@ -133,6 +133,16 @@ def pool(threads: int) -> NativePool:
     return native_pool(max(1, threads - 1))
 
 
+def run_jobs(table: Any, threads: int, keep: Any = None) -> None:
+    """Every job of a job table (threads.job_table, strided_table): in one native call on
+    this thread when there is one thread or one job, else shared with the pool's workers,
+    each taking the next job left (`keep`: what the jobs point into, held until done)."""
+    if threads < 2 or int(table[1]) < 2:
+        run_table(table)
+    else:
+        pool(threads).share_table(table, threads, keep)
+
+
 def fixed_cuts(extent: int, min_size: int, align: int = 1, pow2: bool = False) -> list[int]:
     """Chunk boundaries of [0, extent): chunks of at least `min_size`, at most MAX_CHUNKS,
     inner boundaries at multiples of `align`; a function of the extent alone. `pow2`: a
@@ -160,5 +170,5 @@ def groups(chunks: int, threads: int) -> list[int]:
     return [chunks * j // used for j in range(used + 1)]
 
 
-__all__ = ["usable_cpus", "num_threads", "pool", "fixed_cuts", "partial_cuts", "groups",
+__all__ = ["usable_cpus", "num_threads", "pool", "run_jobs", "fixed_cuts", "partial_cuts", "groups",
            "MAX_THREADS", "MAX_CHUNKS", "PARTIAL_CHUNK_COST"]
