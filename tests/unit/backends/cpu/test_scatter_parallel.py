@@ -184,9 +184,9 @@ def test_vector_rows(t: ET, kind: str) -> None:
 
 
 def test_vector_lanes_chosen() -> None:
-    """The vector update is used where the window row is contiguous and 128 bits or more
-    (the widest power of two of lanes it holds), f32/f64 and 32/64-bit integers; not for
-    narrower types or rows."""
+    """The vector update is used where the window row is contiguous and two elements or
+    more (the widest power of two of lanes it holds), f32/f64 and 32/64-bit integers; not
+    for narrower types or one-element rows."""
     def lanes_of(t: ET, cols: int) -> int:
         text = scatter(t, ET.S32, (8, cols), (4, 1), (4, cols), [1], [0], [0], 1, "add")
         exe = xlapy.compile(text, backend="cpu")
