@@ -87,6 +87,19 @@ func.func @main(%x: tensor<{n}xf32>) -> tensor<f32> {{
     assert len(parallel.partial_cuts(1 << 24, 1 << 24, 16)) == 9  # 8 chunks of 2M
 
 
+def test_partial_chunks_are_a_power_of_two() -> None:
+    """Two or four threads share a partial reduce's chunks evenly: a sum of logs over 1M
+    floats (cost ~6M) made 3 chunks, one thread's 2 while the other waited (375 us where
+    its two chunks take 302)."""
+    from xlapy.backends.cpu import parallel
+
+    assert len(parallel.partial_cuts(1 << 20, 6 << 20, 16)) - 1 == 2
+    for extent in (1000, 4096, 65537, 1 << 20, 3 << 20):
+        for cost in (extent, 3 * extent, 7 * extent, 40 * extent):
+            chunks = len(parallel.partial_cuts(extent, cost, 16)) - 1
+            assert chunks & (chunks - 1) == 0, (extent, cost, chunks)
+
+
 ROWS = """
 func.func @main(%x: tensor<64x40xi32>, %y: tensor<40x40xi32>) -> (tensor<64x40xi32>, tensor<40x40xi32>, tensor<64x40xi32>, tensor<64xi32>) {
   %z = stablehlo.constant dense<0> : tensor<i32>
