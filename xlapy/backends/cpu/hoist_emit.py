@@ -32,6 +32,7 @@ class _Phase:
 
     tail: ir.Block
     fixed: frozenset[object]
+    outer: bool = False  # an outer loop's (`_nest`): inner phases may hoist on out to it
     memo: dict[Any, ir.Value] = field(default_factory=dict)
     ids: set[int] = field(default_factory=set)  # id() of every hoisted value
 
@@ -43,20 +44,22 @@ class HoistEmitter:
     fn: ir.Function
     width: int
     _phases: list[_Phase | None]  # None: a barrier (code that runs conditionally)
+    _into: list[_Phase]  # the phases whose hoisted code is being emitted (at_phase)
     _offsets: dict[Any, ir.Value]  # fixed_offset's sums, by (the phase's fixed keys, key)
     offset_sum: Callable[[Sequence[tuple[Any, int]], ir.Value], ir.Value]  # KernelEmitter's
 
     @contextlib.contextmanager
-    def _phase(self, fixed: Sequence[Any]) -> Iterator[None]:
+    def _phase(self, fixed: Sequence[Any], outer: bool = False) -> Iterator[None]:
         """Code emitted inside runs in a loop over indices other than `fixed`: a value
-        generated at fixed indices only is computed once, before it."""
+        generated at fixed indices only is computed once, before it. `outer`: the loop of
+        an outer dimension of the root's nest, whose body holds only the loops inside it."""
         b = self.b
         head = self.fn.append_basic_block("hoist")
         cont = self.fn.append_basic_block("hoist.end")
         b.branch(head)
         b.position_at_end(cont)
         keys = frozenset(index_key(v) for v in fixed if not isinstance(v, ir.Constant))
-        phase = _Phase(head, keys)
+        phase = _Phase(head, keys, outer)
         self._phases.append(phase)
         try:
             yield
@@ -77,16 +80,29 @@ class HoistEmitter:
         finally:
             self._phases.pop()
 
+    def _open(self) -> list[_Phase]:
+        """The phases code emitted now may hoist to, outermost first: the innermost one and
+        the outer loops' phases around it (loops nest, so each fixes the indices of the
+        ones outside it). Not past a barrier, nor past any other phase: a row reduction's
+        loop runs inside the row loop of a phase opened before that row's reductions, so a
+        value of the row at constant indices (a row of one) exists only inside it."""
+        out: list[_Phase] = []
+        for phase in reversed(self._phases):
+            if phase is None or out and not phase.outer:
+                break
+            out.append(phase)
+        return out[::-1]
+
     def _invariant(self, idx: Sequence[Any]) -> _Phase | None:
-        """The current phase if `idx` is fixed in its loop (constants and fixed indices)."""
-        phase = self._phases[-1] if self._phases else None
-        if phase is None:
+        """The outermost open phase whose loop `idx` is fixed in (constants and fixed
+        indices): a value of the outer indices only is computed before the outer loop."""
+        if any(isinstance(v, Lane) for v in idx):
             return None
-        for v in idx:
-            if isinstance(v, Lane) or not (isinstance(v, ir.Constant)
-                                           or index_key(v) in phase.fixed):
-                return None
-        return phase
+        keys = [index_key(v) for v in idx if not isinstance(v, ir.Constant)]
+        for phase in self._open():
+            if all(k in phase.fixed for k in keys):
+                return phase
+        return None
 
     def _hoisted(self, phase: _Phase, key: Any, instr: Any, idx: Sequence[Any]) -> ir.Value:
         """gen(instr, idx) emitted at the end of the phase's block chain (memoized there)."""
@@ -99,17 +115,21 @@ class HoistEmitter:
         if v is not None:
             return v
         b = self.b
-        if b.block is phase.tail:  # an operand of a value being hoisted: already there
-            v = make()
-            phase.tail = b.block  # (hoisted code may branch: index ops)
-        else:
-            after = b.block
-            b.position_at_end(phase.tail)
-            try:
+        self._into.append(phase)
+        try:
+            if b.block is phase.tail:  # an operand of a value being hoisted: already there
                 v = make()
-            finally:
-                phase.tail = b.block
-                b.position_at_end(after)
+                phase.tail = b.block  # (hoisted code may branch: index ops)
+            else:
+                after = b.block
+                b.position_at_end(phase.tail)
+                try:
+                    v = make()
+                finally:
+                    phase.tail = b.block
+                    b.position_at_end(after)
+        finally:
+            self._into.pop()
         phase.memo[key] = v
         phase.ids.add(id(v))
         return v
@@ -123,8 +143,8 @@ class HoistEmitter:
         iteration of the fast max: IR to build, print, parse and select, that MachineLICM
         then took out of the loop anyway."""
         phase = self._phases[-1] if self._phases else None
-        if phase is None:
-            return None, terms
+        if phase is None or self._into and self._into[-1] is not phase:
+            return None, terms  # (code hoisted to an outer loop's phase: once there anyway)
         fixed = [(v, s) for v, s in terms if not isinstance(v, (Lane, ir.Constant))
                  and index_key(v) in phase.fixed]
         if len(fixed) == len(terms) or not fixed or (len(fixed) == 1 and fixed[0][1] == 1):
@@ -143,9 +163,8 @@ class HoistEmitter:
         return v, rest
 
     def hoisted_phase(self, v: ir.Value) -> _Phase | None:
-        """The current phase if `v` was computed before its loop (a hoisted scalar)."""
-        phase = self._phases[-1] if self._phases else None
-        return phase if phase is not None and id(v) in phase.ids else None
+        """The open phase `v` was computed in, before its loop (a hoisted scalar)."""
+        return next((p for p in self._open() if id(v) in p.ids), None)
 
     def splat(self, v: ir.Value) -> ir.Value:
         """Scalar `v` in every lane: a value hoisted in this phase is broadcast once, in its

@@ -204,6 +204,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self.ptrs: dict[int, ir.Value] = {}
         self.memo: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
         self._phases = []  # loop-invariant hoisting (hoist_emit.py)
+        self._into = []
         self._offsets = {}
         self.ops, self.heavy = 0, 0  # ops; transcendental ops (each a long dependent chain)
         self.forced: dict[int, Any] = {}
@@ -477,7 +478,11 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                 self._next_pass()
                 self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
             return
-        self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
+        if d < self.row_depth:
+            self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
+            return
+        with self._phase(idx, outer=True):  # what depends on the indices outside, once
+            self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
 
     def _innermost(self, dims: Sequence[int], begin: ir.Value, end: ir.Value, body: Any,
                    idx: list[ir.Value], lanes: bool, lo: ir.Value, hi: ir.Value) -> None:

@@ -232,3 +232,102 @@ def test_scalar_values_of_a_flat_kernel_hoisted(threads: int, s: float,
     ref = np.asarray(xlapy.compile(text)(g, s32))
     np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
     assert {"sqrt", "divide", "minimum"} <= set(seen)
+
+
+#: jax.image.resize(x, (b, 2h, 2w, c), "nearest"): two gathers whose start indices come from
+#: iotas of the output's rows and columns (floor((i + 0.5) * h / 2h)), fused into one kernel
+#: whose innermost loop runs over the c channels.
+RESIZE = """
+func.func public @main(%x: tensor<{b}x{h}x{w}x{c}xf32>) -> tensor<{b}x{h2}x{w2}x{c}xf32> {{
+  %i = stablehlo.iota dim = 0 : tensor<{h2}xf32>
+  %hf = stablehlo.constant dense<0.5> : tensor<{h2}xf32>
+  %i1 = stablehlo.add %i, %hf : tensor<{h2}xf32>
+  %s = stablehlo.constant dense<{r}> : tensor<{h2}xf32>
+  %i2 = stablehlo.multiply %i1, %s : tensor<{h2}xf32>
+  %i3 = stablehlo.floor %i2 : tensor<{h2}xf32>
+  %i4 = stablehlo.convert %i3 : (tensor<{h2}xf32>) -> tensor<{h2}xi32>
+  %i5 = stablehlo.reshape %i4 : (tensor<{h2}xi32>) -> tensor<{h2}x1xi32>
+  %g = "stablehlo.gather"(%x, %i5) <{{dimension_numbers = #stablehlo.gather<offset_dims = [0, 2, 3],
+    collapsed_slice_dims = [1], start_index_map = [1], index_vector_dim = 1>,
+    indices_are_sorted = false, slice_sizes = array<i64: {b}, 1, {w}, {c}>}}>
+    : (tensor<{b}x{h}x{w}x{c}xf32>, tensor<{h2}x1xi32>) -> tensor<{b}x{h2}x{w}x{c}xf32>
+  %j = stablehlo.iota dim = 0 : tensor<{w2}xf32>
+  %jh = stablehlo.constant dense<0.5> : tensor<{w2}xf32>
+  %j1 = stablehlo.add %j, %jh : tensor<{w2}xf32>
+  %t = stablehlo.constant dense<{r}> : tensor<{w2}xf32>
+  %j2 = stablehlo.multiply %j1, %t : tensor<{w2}xf32>
+  %j3 = stablehlo.floor %j2 : tensor<{w2}xf32>
+  %j4 = stablehlo.convert %j3 : (tensor<{w2}xf32>) -> tensor<{w2}xi32>
+  %j5 = stablehlo.reshape %j4 : (tensor<{w2}xi32>) -> tensor<{w2}x1xi32>
+  %o = "stablehlo.gather"(%g, %j5) <{{dimension_numbers = #stablehlo.gather<offset_dims = [0, 1, 3],
+    collapsed_slice_dims = [2], start_index_map = [2], index_vector_dim = 1>,
+    indices_are_sorted = false, slice_sizes = array<i64: {b}, {h2}, 1, {c}>}}>
+    : (tensor<{b}x{h2}x{w}x{c}xf32>, tensor<{w2}x1xi32>) -> tensor<{b}x{h2}x{w2}x{c}xf32>
+  return %o : tensor<{b}x{h2}x{w2}x{c}xf32>
+}}
+"""
+
+
+def _phases_hoisted_into(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """(opcode, whether the phase is an outer loop's) of every value hoisted."""
+    seen: list[tuple[str, bool]] = []
+    real = HoistEmitter._hoisted
+
+    def spy(self, phase, key, instr, idx):  # type: ignore[no-untyped-def]
+        seen.append((instr.opcode, phase.outer))
+        return real(self, phase, key, instr, idx)
+
+    monkeypatch.setattr(HoistEmitter, "_hoisted", spy)
+    return seen
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("b", "h", "w", "c"), [(2, 8, 12, 3), (1, 5, 1, 2), (3, 4, 6, 1)])
+def test_outer_index_values_hoisted_out_of_inner_loops(
+        threads: int, b: int, h: int, w: int, c: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows' gather index of a nearest resize (a value of the output row only) is
+    computed once per row, before the column loop, not per pixel (1.46 -> 0.74 ms for
+    8 x 128 x 128 x 3 -> 256 x 256 on Zen 4); the columns' once per column; dimensions of
+    one element among them; the interpreter's bits."""
+    seen = _phases_hoisted_into(monkeypatch)
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    text = RESIZE.format(b=b, h=h, w=w, c=c, h2=2 * h, w2=2 * w, r="5.000000e-01")
+    x = np.random.default_rng(b + h + w + c).standard_normal((b, h, w, c)).astype(np.float32)
+    got = xlapy.compile(text, backend="cpu",
+                        options={"num_threads": threads, "split_cost": 1})(x)
+    ref = xlapy.compile(text, backend="interpreter")(x)
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(got, x.repeat(2, 1).repeat(2, 2))
+    if c > 1:  # (else the channels' loop is no loop: the columns' is the innermost)
+        assert ("floor", True) in seen, seen  # into an outer loop's phase
+
+
+#: x * sqrt(r[i]) + s[j] * 2 over [a, b, c]: sqrt(r[i]) is a value of the outer index only,
+#: s[j] * 2 of the middle one; `row1`: the row value read at constant index 0 (r of one).
+OUTER3 = """
+func.func public @main(%x: tensor<{a}x{b}x{c}xf32>, %r: tensor<{a}xf32>, %s: tensor<{b}xf32>)
+    -> tensor<{a}x{b}x{c}xf32> {{
+  %q = stablehlo.sqrt %r : tensor<{a}xf32>
+  %qb = stablehlo.broadcast_in_dim %q, dims = [0] : (tensor<{a}xf32>) -> tensor<{a}x{b}x{c}xf32>
+  %two = stablehlo.constant dense<2.0> : tensor<{b}xf32>
+  %t = stablehlo.multiply %s, %two : tensor<{b}xf32>
+  %tb = stablehlo.broadcast_in_dim %t, dims = [1] : (tensor<{b}xf32>) -> tensor<{a}x{b}x{c}xf32>
+  %m = stablehlo.multiply %x, %qb : tensor<{a}x{b}x{c}xf32>
+  %o = stablehlo.add %m, %tb : tensor<{a}x{b}x{c}xf32>
+  return %o : tensor<{a}x{b}x{c}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("a", "b", "c"), [(6, 5, 3), (1, 7, 3), (4, 1, 40), (3, 9, 1)])
+def test_outer_values_of_a_rank3_kernel(threads: int, a: int, b: int, c: int) -> None:
+    text = OUTER3.format(a=a, b=b, c=c)
+    rng = np.random.default_rng(a * b * c)
+    args = [rng.standard_normal((a, b, c)).astype(np.float32),
+            (rng.random(a) * 4).astype(np.float32), rng.standard_normal(b).astype(np.float32)]
+    args[1][0] = 1e-40  # a denormal row value (flushed: sqrt 0)
+    got = xlapy.compile(text, backend="cpu",
+                        options={"num_threads": threads, "split_cost": 1})(*args)
+    ref = xlapy.compile(text, backend="interpreter")(*args)
+    np.testing.assert_array_equal(got, ref)
