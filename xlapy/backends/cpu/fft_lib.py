@@ -12,9 +12,9 @@ with the CPU's own vector width and plans its passes anew: a 256 x 4096 rfft too
 with scipy's pocketfft and 1.56 with ducc0 on one Zen 3 core (1.34 -> 0.80 on two), complex
 and inverse transforms 1.3-1.9x faster (a program's rfft then ran at XLA's time, not 1.4-1.9x
 it). A transform of PARALLEL_FFT elements or more runs over `threads` (each row is one
-transform: the bits do not depend on the split); smaller ones stay on one thread (64 x 1024
-took 0.16 -> 0.29-0.39 ms on 2 in a program: the library's threads meet the pool's spinning
-worker).
+transform: the bits do not depend on the split), and so does one of PARALLEL_FFT_WORK
+element passes (a 3-D one); smaller ones stay on one thread (64 x 1024 took 0.16 -> 0.29-0.39
+ms on 2 in a program: the library's threads meet the pool's spinning worker).
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ from xlapy.ir import Instruction
 
 #: Elements of an fft from which it is split over the threads.
 PARALLEL_FFT = 1 << 20
+#: Or elements x log2(elements per transform) (its passes over the data) from which it is:
+#: a 64 x 64 x 64 transform (262144 x 18) took 1.25 ms on one Zen 4 core, 0.78 on two.
+PARALLEL_FFT_WORK = 1 << 22
 
 
 def _single(ft: object, axes: tuple[int, ...], lengths: tuple[int, ...], w: int
@@ -81,7 +84,9 @@ def fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
     compute = src.dtype
     lengths = tuple(at.fft_length)
     empty = any(d == 0 for d in dims) or 0 in src.dimensions
-    w = max(1, threads) if int(np.prod(src.dimensions)) >= PARALLEL_FFT else 1
+    size = int(np.prod(src.dimensions))
+    work = size * max(1, int(np.prod(lengths))).bit_length()
+    w = max(1, threads) if size >= PARALLEL_FFT or work >= PARALLEL_FFT_WORK else 1
     single = compute in (np.float32, np.complex64)
     if single and len(lengths) in (1, 2) and not empty:
         from xlapy.backends.cpu import fft_jit

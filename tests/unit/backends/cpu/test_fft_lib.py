@@ -56,3 +56,32 @@ def test_library_per_precision(ty: str, dt: type, library: str, rows: int,
         err = np.linalg.norm(got.astype(np.complex128) - want, axis=1)
         bound = np.log2(n) / 2 * np.finfo(np.float32).eps * np.linalg.norm(want, axis=1)
         assert np.all(err <= bound)
+
+
+@pytest.mark.parametrize("n", [16, 64])  # 64^3 x 18 passes: PARALLEL_FFT_WORK
+def test_3d_transform_threads_by_work(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 3-D transform (DUCC's c2c: fft_jit takes one or two axes) of 64 x 64 x 64 goes to
+    the threads by its work (elements x passes), though under PARALLEL_FFT elements; a small
+    one stays on one."""
+    import ducc0
+
+    calls: list[int] = []
+    real = ducc0.fft.c2c
+
+    def wrapped(*a: Any, **k: Any) -> Any:
+        calls.append(int(k.get("nthreads", 1)))
+        return real(*a, **k)
+    monkeypatch.setattr(ducc0.fft, "c2c", wrapped)
+    ty = f"tensor<{n}x{n}x{n}xcomplex<f32>>"
+    text = (f"func.func @main(%x: {ty}) -> {ty} {{\n"
+            f'  %r = "stablehlo.fft"(%x) {{fft_type = #stablehlo<fft_type FFT>, '
+            f"fft_length = array<i64: {n}, {n}, {n}>}} : ({ty}) -> {ty}\n"
+            f"  return %r : {ty}\n}}\n")
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((n, n, n)) + 1j * rng.standard_normal((n, n, n))).astype(np.complex64)
+    got = xlapy.compile(text, backend="cpu", options={"num_threads": 2})(x)
+    assert calls == [2 if n == 64 else 1]
+    assert n ** 3 < fft_lib.PARALLEL_FFT <= n ** 3 * 18 or n < 64
+    want = np.fft.fftn(x.astype(np.complex128))
+    err = np.linalg.norm(got - want) / np.linalg.norm(want)
+    assert err < 3 * np.log2(n ** 3) * np.finfo(np.float32).eps
