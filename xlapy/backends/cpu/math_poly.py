@@ -50,7 +50,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import latency, target, trig_dd, trig_reduce
+from xlapy.backends.cpu import latency, log_table, target, trig_dd, trig_reduce
 from xlapy.backends.cpu.llvm_util import (
     F64,
     I32,
@@ -276,6 +276,20 @@ class Math:
         if not denormal.flushing():  # a subnormal x: scale it normal, take the scale off k
             sub = b.fcmp_ordered("<", self.un("fabs", x), self.c(self.tiny))
             x = b.select(sub, b.fmul(x, self.c(2.0 ** (self.mant + 1))), x)
+        table = None if self.is64 or terms else log_table.permute(self.t)
+        out = log_table.log(self, x, sub, corr, table) if table else \
+            self._log_atanh(x, sub, corr, terms)
+        x = xin
+        out = b.select(b.fcmp_ordered("==", x, self.c(math.inf)), x, out)
+        out = b.select(b.fcmp_ordered("==", x, self.c(0.0)), self.c(-math.inf), out)
+        out = b.select(b.fcmp_ordered("<", x, self.c(0.0)), self.c(math.nan), out)
+        return self.select_nan(x, out)
+
+    def _log_atanh(self, x: ir.Value, sub: ir.Value | None, corr: ir.Value | None,
+                   terms: int | None) -> ir.Value:
+        """log(x) of a positive normal x as 2 atanh((m - 1) / (m + 1)) + k ln2 (f64; f32
+        where log_table has no register table)."""
+        b = self.b
         bits = b.bitcast(x, self.ity)
         # m in [sqrt(1/2), sqrt(2)): subtract the exponent of x / sqrt(1/2).
         off = splat(self.ity, int(np.float64(math.sqrt(0.5)).view(np.int64)) if self.is64
@@ -299,12 +313,7 @@ class Math:
         ln2_hi, ln2_lo = ln2_parts(self.is64)
         lo = b.fmul(kf, self.c(ln2_lo))
         inner = self.fma(s, b.fadd(hfsq, r), lo if corr is None else b.fadd(lo, corr))
-        out = self.fma(kf, self.c(ln2_hi), b.fsub(f, b.fsub(hfsq, inner)))
-        x = xin
-        out = b.select(b.fcmp_ordered("==", x, self.c(math.inf)), x, out)
-        out = b.select(b.fcmp_ordered("==", x, self.c(0.0)), self.c(-math.inf), out)
-        out = b.select(b.fcmp_ordered("<", x, self.c(0.0)), self.c(math.nan), out)
-        return self.select_nan(x, out)
+        return self.fma(kf, self.c(ln2_hi), b.fsub(f, b.fsub(hfsq, inner)))
 
     def log1p(self, x: ir.Value) -> ir.Value:
         """log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second term is log's
