@@ -331,3 +331,38 @@ def test_outer_values_of_a_rank3_kernel(threads: int, a: int, b: int, c: int) ->
                         options={"num_threads": threads, "split_cost": 1})(*args)
     ref = xlapy.compile(text, backend="interpreter")(*args)
     np.testing.assert_array_equal(got, ref)
+
+
+#: sum(x - log(s)[row]) over every dimension: the row is a reduced index, not an output one.
+FULL_SUM_ROWS = """
+func.func public @main(%x: tensor<{r}x{c}xf32>, %s: tensor<{r}xf32>) -> tensor<f32> {{
+  %ls = stablehlo.log %s : tensor<{r}xf32>
+  %b = stablehlo.broadcast_in_dim %ls, dims = [0] : (tensor<{r}xf32>) -> tensor<{r}x{c}xf32>
+  %d = stablehlo.subtract %x, %b : tensor<{r}x{c}xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %t = stablehlo.reduce(%d init: %z) applies stablehlo.{op} across dimensions = [0, 1]
+    : (tensor<{r}x{c}xf32>, tensor<f32>) -> tensor<f32>
+  return %t : tensor<f32>
+}}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("op", ["add", "maximum"])
+@pytest.mark.parametrize("cols", [1024, 37])
+def test_full_reduce_row_values_hoisted(threads: int, op: str, cols: int,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reduce over every dimension computes what its outer reduced index fixes (the sum of
+    jax.nn.log_softmax's output: the row's log of its sum) once per row, not per vector
+    (1024 x 1024: 236 -> 49 us on Zen 4, x86-64-v3 500 -> 82)."""
+    seen = _record(monkeypatch)
+    rows = 96
+    text = FULL_SUM_ROWS.format(r=rows, c=cols, op=op)
+    rng = np.random.default_rng(cols)
+    args = [rng.standard_normal((rows, cols)).astype(np.float32),
+            (rng.random(rows) * 50 + 1).astype(np.float32)]
+    got = xlapy.compile(text, backend="cpu",
+                        options={"num_threads": threads, "split_cost": 1})(*args)
+    ref = xlapy.compile(text, backend="interpreter")(*args)
+    np.testing.assert_allclose(got, ref, rtol=1e-5)
+    assert "log" in seen, seen
