@@ -414,6 +414,18 @@ def programs(small: bool = False) -> dict[str, Program]:
         "layernorm_grad": (jax.grad(lambda x, g: jnp.sum(((x - x.mean(-1, keepdims=True)) * (
             lax.rsqrt(x.var(-1, keepdims=True) + 1e-5)) * g) ** 2), argnums=(0, 1)),
                            [f32(2048, 1024), f32(1024)]),
+        # session 50's cliffs: a nearest resize of 3 channels (its row index per pixel), a
+        # 3-D FFT on one thread, an f8 product widened by ml_dtypes casts, the sum of a
+        # log_softmax (a log per vector), a sum of logs in 3 chunks on 2 threads
+        "resize_nearest": (lambda x: jax.image.resize(x, (x.shape[0], 2 * x.shape[1],
+                                                          2 * x.shape[2], x.shape[3]), "nearest"),
+                           [f32(8, 128, 128, 3)]),
+        "fftn3": (lambda x: jnp.abs(jnp.fft.fftn(x)), [f32(64, 64, 64)]),
+        "fp8_dot": (lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32),
+                    [f32(256, 512).astype(jnp.float8_e4m3fn),
+                     f32(512, 512).astype(jnp.float8_e4m3fn)]),
+        "log_softmax_sum": (lambda x: jax.nn.log_softmax(x, -1).sum(), [f32(1024, 1024)]),
+        "sum_log": (lambda x: jnp.log(x * x + 1).sum(), [f32(1 << 20)]),
     }
 
 

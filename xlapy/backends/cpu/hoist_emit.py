@@ -10,6 +10,12 @@ the index values fixed outside that loop; `gen` of a value whose indices are all
 (or constants) is emitted at the end of a block that runs once before the loop (its own
 chain of blocks, so code that branches - index ops - can be hoisted too), and remembered
 for the rest of the phase. The bits are the same: the same instructions run, fewer times.
+
+Phases nest: the root's nest opens one around each outer loop too (below its rows'
+reductions), and a reduce over several dimensions around each outer reduced loop; a value of
+fewer indices goes out to the outermost phase that fixes them (`_open`: a nearest resize's row
+index was computed per pixel of a 3-channel image, the sum of a log_softmax's output a log per
+vector). Only through `nested` phases, whose loops run right inside the phase outside them.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ class _Phase:
 
     tail: ir.Block
     fixed: frozenset[object]
-    outer: bool = False  # an outer loop's (`_nest`): inner phases may hoist on out to it
+    nested: bool = False  # its loop runs right inside the phase outside: hoist on out to it
     memo: dict[Any, ir.Value] = field(default_factory=dict)
     ids: set[int] = field(default_factory=set)  # id() of every hoisted value
 
@@ -49,17 +55,18 @@ class HoistEmitter:
     offset_sum: Callable[[Sequence[tuple[Any, int]], ir.Value], ir.Value]  # KernelEmitter's
 
     @contextlib.contextmanager
-    def _phase(self, fixed: Sequence[Any], outer: bool = False) -> Iterator[None]:
+    def _phase(self, fixed: Sequence[Any], nested: bool = False) -> Iterator[None]:
         """Code emitted inside runs in a loop over indices other than `fixed`: a value
-        generated at fixed indices only is computed once, before it. `outer`: the loop of
-        an outer dimension of the root's nest, whose body holds only the loops inside it."""
+        generated at fixed indices only is computed once, before it. `nested`: the loop
+        runs inside the enclosing phase's with nothing computed between (loops of a nest),
+        so a value of fewer indices may go on out to that phase."""
         b = self.b
         head = self.fn.append_basic_block("hoist")
         cont = self.fn.append_basic_block("hoist.end")
         b.branch(head)
         b.position_at_end(cont)
         keys = frozenset(index_key(v) for v in fixed if not isinstance(v, ir.Constant))
-        phase = _Phase(head, keys, outer)
+        phase = _Phase(head, keys, nested)
         self._phases.append(phase)
         try:
             yield
@@ -81,16 +88,19 @@ class HoistEmitter:
             self._phases.pop()
 
     def _open(self) -> list[_Phase]:
-        """The phases code emitted now may hoist to, outermost first: the innermost one and
-        the outer loops' phases around it (loops nest, so each fixes the indices of the
-        ones outside it). Not past a barrier, nor past any other phase: a row reduction's
-        loop runs inside the row loop of a phase opened before that row's reductions, so a
-        value of the row at constant indices (a row of one) exists only inside it."""
+        """The phases code emitted now may hoist to, outermost first: the innermost one and,
+        while a phase is `nested`, the one outside it (loops nest, so each fixes the
+        indices of the ones outside it). Not past a barrier, nor out of a phase not nested:
+        a row reduction's loop runs inside the row loop of a phase opened before that row's
+        reductions, so a value of the row at constant indices (a row of one) exists only
+        inside it."""
         out: list[_Phase] = []
         for phase in reversed(self._phases):
-            if phase is None or out and not phase.outer:
+            if phase is None:
                 break
             out.append(phase)
+            if not phase.nested:
+                break
         return out[::-1]
 
     def _invariant(self, idx: Sequence[Any]) -> _Phase | None:

@@ -474,14 +474,15 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             return
         lo, hi = (begin, end) if d == 0 else (i64(0), i64(dims[d]))
         if d == len(dims) - 1:  # the innermost loop: what the outer fix, once (scalars too)
-            with self._phase(idx):
+            with self._phase(idx, nested=d > self.row_depth):
                 self._next_pass()
                 self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
             return
         if d < self.row_depth:
             self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
             return
-        with self._phase(idx, outer=True):  # what depends on the indices outside, once
+        # an outer loop: what the indices outside it fix, once (below the row's reductions)
+        with self._phase(idx, nested=d > self.row_depth):
             self._innermost(dims, begin, end, body, idx, lanes, lo, hi)
 
     def _innermost(self, dims: Sequence[int], begin: ir.Value, end: ir.Value, body: Any,

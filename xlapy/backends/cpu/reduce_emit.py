@@ -448,7 +448,7 @@ class ReductionEmitter(MinMaxEmitter):
         d = len(idx)
         lo, hi = rng if rng is not None else (i64(0), i64(dims[d]))
         if d < len(dims) - 1:  # (what the outer reduced indices fix: once, hoist_emit)
-            with for_range(b, lo, hi, name=f"r{d}") as i, self._phase(idx + [i]):
+            with for_range(b, lo, hi, name=f"r{d}") as i, self._phase(idx + [i], True):
                 self._nest_blocked(dims, idx + [i], body, None, lanes, op, et, chains)
             return
         with b.goto_entry_block():
@@ -509,7 +509,7 @@ class ReductionEmitter(MinMaxEmitter):
         if d == len(dims) - 1:
             self._lane_loop(lo, hi, f"r{d}", lambda i: body(idx + [i]))
             return
-        with for_range(self.b, lo, hi, name=f"r{d}") as i, self._phase(idx + [i]):
+        with for_range(self.b, lo, hi, name=f"r{d}") as i, self._phase(idx + [i], True):
             self._nest_from(dims, idx + [i], body)
 
 

@@ -274,7 +274,7 @@ def _phases_hoisted_into(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, boo
     real = HoistEmitter._hoisted
 
     def spy(self, phase, key, instr, idx):  # type: ignore[no-untyped-def]
-        seen.append((instr.opcode, phase.outer))
+        seen.append((instr.opcode, phase is not self._phases[-1]))
         return real(self, phase, key, instr, idx)
 
     monkeypatch.setattr(HoistEmitter, "_hoisted", spy)
