@@ -14,7 +14,12 @@ denormals, tiny or huge values, a negative divisor) takes the division itself. W
 (x86-64-v3) a ymm divps is 8 lanes per ~5 cycles and the general range test costs as much
 (no unsigned compares, no mask registers: softmax 1.454 -> 1.499 ms there), so AVX2 takes
 the product form only for an exp numerator, whose test needs no sign mask (softmax 0.964
--> 0.922 ms, same process); AVX-512 for every numerator.
+-> 0.922 ms, same process); AVX-512 for every numerator (`general`), but f32 on AMD Zen,
+whose divider keeps up: there a signed numerator's test and branch (~10 ops a vector) cost
+more than the vdivps they save (Zen 4, 2 threads, interleaved runs: sum(log1p(x * x / 3))
+of 1M 0.45-0.50 -> 0.37 ms, x / s over 4096 x 1024 0.37-0.42 -> 0.27-0.32, (x * x / 3).sum()
+0.10-0.11 -> 0.085, rows over their norms alike); softmax's exp numerator keeps it there
+(0.74-0.78 ms against 0.97-0.98 dividing).
 """
 
 from __future__ import annotations
@@ -50,7 +55,15 @@ def applies(a: ir.Value, d: ir.Value, hoisted: bool, nonneg: bool = False) -> bo
             isinstance(d.type, ir.VectorType) or elem(a.type) not in (F32, F64):
         return False
     t = target.current()
-    return t.has("avx512f") or (nonneg and t.has("avx2") and t.has("fma"))
+    if nonneg:
+        return t.has("avx512f") or t.has("avx2") and t.has("fma")
+    return t.has("avx512f") and general(t, elem(a.type) == F64)
+
+
+def general(t: target.CpuTarget, f64: bool) -> bool:
+    """Whether AVX-512 target t takes the product form for numerators of any sign: not
+    f32 on AMD Zen (module docstring; f64 keeps it: not measured there)."""
+    return f64 or not t.cpu.startswith("znver")
 
 
 def emit(b: ir.IRBuilder, a: ir.Value, d: ir.Value,

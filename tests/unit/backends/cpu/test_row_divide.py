@@ -67,6 +67,7 @@ def _compile(dt: type, rows: int, cols: int, mode: str) -> xlapy.CompiledProgram
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_bits_of_the_division(dt: type, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    monkeypatch.setattr(row_divide, "general", lambda t, f64: True)  # (Zen: f32 divides)
     rows, cols = 600, 2048 if dt is np.float32 else 1024
     x, d = _case(dt, rows, cols, seed=5)
     got = np.asarray(_compile(dt, rows, cols, mode)(x, d))
@@ -87,6 +88,7 @@ def test_division_between_binade_edges(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dividends and divisors with mantissas near 1 and 2 (quotients near the rounding
     boundaries of every binade), f32, against NumPy."""
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    monkeypatch.setattr(row_divide, "general", lambda t, f64: True)
     rng = np.random.default_rng(9)
     rows, cols = 512, 4096
     m = np.concatenate([1 + rng.integers(0, 64, cols // 2) * 2.0 ** -23,
@@ -125,3 +127,22 @@ def test_softmax_divides_by_its_sum_as_a_product(monkeypatch: pytest.MonkeyPatch
     text = DIVIDE.format(r=4, c=64, t="f32")
     xlapy.compile(text.replace("divide %x, %b", "divide %x, %x"), backend="cpu")
     assert not any(calls)  # x / x: nothing fixed per row
+
+
+def test_signed_f32_numerators_divide_on_zen() -> None:
+    """A signed f32 numerator over a row's value divides on AMD Zen (its divider keeps up;
+    the product form's test and branch cost more) and takes the product form on other
+    AVX-512 CPUs; f64 and softmax's exp numerator take it on both."""
+    from llvmlite import ir
+
+    from xlapy.backends.cpu.llvm_util import F32, F64
+
+    d32, d64 = ir.Constant(F32, 3.0), ir.Constant(F64, 3.0)
+    a32 = ir.Constant(ir.VectorType(F32, 16), [ir.Constant(F32, 1.0)] * 16)
+    a64 = ir.Constant(ir.VectorType(F64, 8), [ir.Constant(F64, 1.0)] * 8)
+    for name, signed32 in (("znver4", False), ("znver5", False), ("cooperlake", True),
+                           ("sapphirerapids", True), ("x86-64-v4", True)):
+        with target.use(name):
+            assert row_divide.applies(a32, d32, True) == signed32, name
+            assert row_divide.applies(a64, d64, True), name
+            assert row_divide.applies(a32, d32, True, nonneg=True), name
