@@ -276,7 +276,7 @@ class Math:
         if not denormal.flushing():  # a subnormal x: scale it normal, take the scale off k
             sub = b.fcmp_ordered("<", self.un("fabs", x), self.c(self.tiny))
             x = b.select(sub, b.fmul(x, self.c(2.0 ** (self.mant + 1))), x)
-        table = None if self.is64 or terms else log_table.permute(self.t)
+        table = None if terms else log_table.permute(self.t)  # (f32 only)
         out = log_table.log(self, x, sub, corr, table) if table else \
             self._log_atanh(x, sub, corr, terms)
         x = xin
