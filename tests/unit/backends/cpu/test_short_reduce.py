@@ -7,6 +7,8 @@ time); normalizations (the result broadcast back over the operand) stay row redu
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -119,3 +121,57 @@ def test_a_reduce_broadcast_back_through_a_transcendental_is_folded() -> None:
     assert not any(i.opcode == "reduce" for i in prog._exe.comp.instructions)
     x = np.random.default_rng(1).standard_normal((512, 3)).astype(np.float32)
     np.testing.assert_array_equal(prog(x), xlapy.compile(OVER_POW, backend="interpreter")(x))
+
+
+#: jnp.packbits: x > 0 of a flat x as bytes, reshaped to rows of 8, shifted by 7 - column,
+#: summed as u32 into bytes.
+PACKBITS = """
+func.func @main(%x: tensor<{n}xf32>) -> tensor<{m}xui8> {{
+  %z = stablehlo.constant dense<0.0> : tensor<{n}xf32>
+  %1 = stablehlo.compare GT, %x, %z, FLOAT : (tensor<{n}xf32>, tensor<{n}xf32>) -> tensor<{n}xi1>
+  %2 = stablehlo.convert %1 : (tensor<{n}xi1>) -> tensor<{n}xui8>
+  %3 = stablehlo.iota dim = 0 : tensor<8xui8>
+  %4 = stablehlo.reverse %3, dims = [0] : tensor<8xui8>
+  %5 = stablehlo.reshape %2 : (tensor<{n}xui8>) -> tensor<{m}x8xui8>
+  %7 = stablehlo.broadcast_in_dim %4, dims = [1] : (tensor<8xui8>) -> tensor<{m}x8xui8>
+  %8 = stablehlo.shift_left %5, %7 : tensor<{m}x8xui8>
+  %9 = stablehlo.convert %8 : (tensor<{m}x8xui8>) -> tensor<{m}x8xui32>
+  %c = stablehlo.constant dense<0> : tensor<ui32>
+  %10 = stablehlo.reduce(%9 init: %c) applies stablehlo.add across dimensions = [1] : (tensor<{m}x8xui32>, tensor<ui32>) -> tensor<{m}xui32>
+  %11 = stablehlo.convert %10 : (tensor<{m}xui32>) -> tensor<{m}xui8>
+  {ret}
+}}
+"""
+
+
+@pytest.mark.parametrize("m", [1027, 16384])
+def test_a_fold_of_a_reshaped_flat_value_reads_tiles_of_its_buffer(m: int) -> None:
+    """The fold's columns of reshape(convert(x > 0)) move the reshape onto x
+    (sink_reshapes), whose columns then load in lanes as tiles of rows (column_lanes.py);
+    the flat x's columns were a scalar stride-8 loop (1M floats: 0.57 ms, XLA 0.12)."""
+    text = PACKBITS.format(n=8 * m, m=m, ret=f"return %11 : tensor<{m}xui8>")
+    prog = xlapy.compile(text, backend="cpu")
+    assert re.search(r"store <\d+ x i8>", prog._exe.kernel_ir)
+    x = np.random.default_rng(m).standard_normal(8 * m).astype(np.float32)
+    x[:5] = [np.nan, 1e-40, -0.0, np.inf, -np.inf]
+    flushed = np.where(np.abs(x) < np.finfo(np.float32).tiny, 0, x)  # (XLA's DAZ)
+    np.testing.assert_array_equal(np.asarray(prog(x)), np.packbits(flushed > 0))
+    np.testing.assert_array_equal(np.asarray(prog(x)),
+                                  xlapy.compile(text, backend="interpreter")(x))
+
+
+def test_a_value_used_elsewhere_keeps_its_reshape() -> None:
+    """x > 0 is a second result too: the reshape stays on it (moving it would compute the
+    compare twice in two shapes)."""
+    m = 1024
+    text = PACKBITS.format(n=8 * m, m=m, ret=f"return %11, %1 : tensor<{m}xui8>, tensor<{8 * m}xi1>"
+                           ).replace(
+        f"-> tensor<{m}xui8> {{", f"-> (tensor<{m}xui8>, tensor<{8 * m}xi1>) {{")
+    prog = xlapy.compile(text, backend="cpu")
+    live = [i for i in prog._exe.comp.instructions if i.users or i is prog._exe.comp.root]
+    assert [i.opcode for i in live].count("compare") == 1
+    assert any(i.opcode == "reshape" and i.operands[0].opcode == "compare" for i in live)
+    x = np.random.default_rng(0).standard_normal(8 * m).astype(np.float32)
+    got = prog(x)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.packbits(x > 0))
+    np.testing.assert_array_equal(np.asarray(got[1]), x > 0)
