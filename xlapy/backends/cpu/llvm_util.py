@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import os
 import re
 import struct
 import threading
@@ -21,7 +22,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import objfile, rtlib, sched_mode, target
+from xlapy.backends.cpu import objfile, perf_map, rtlib, sched_mode, target
 from xlapy.backends.cpu.ir_print import function_text
 from xlapy.backends.cpu.target import CpuTarget
 from xlapy.errors import XlapyError
@@ -280,10 +281,12 @@ class Engine:
             self.object = self._compile(mod, vectorize, light)
             cache.reject(obj, self.object)
             self._load(False, exports)
+        self._exports = frozenset(exports)
+        if self._library is not None and os.environ.get("XLAPY_PERF_MAP"):
+            perf_map.record(self.object, {n: self.address(n) for n in exports})
         sink = _OBJECTS.get()
         if sink is not None:
             sink.append((str(exports[0]) if exports else "module", self.object))
-        self._exports = frozenset(exports)
 
     def _compile(self, mod: ir.Module | str | None, vectorize: bool, light: bool | str
                  ) -> bytes:

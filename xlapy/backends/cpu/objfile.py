@@ -18,6 +18,7 @@ class Symbol:
     name: str
     defined: bool
     binding: int  # 0 local, 1 global, 2 weak
+    size: int = 0  # bytes (a function's code)
 
 
 def symbols(obj: bytes) -> list[Symbol]:
@@ -38,13 +39,13 @@ def symbols(obj: bytes) -> list[Symbol]:
         strtab = sections[link]
         str_off = strtab[4]
         for k in range(1, size // entsize):  # entry 0 is the null symbol
-            st_name, st_info, _, st_shndx, _, _ = struct.unpack_from(
+            st_name, st_info, _, st_shndx, _, st_size = struct.unpack_from(
                 "<IBBHQQ", obj, offset + k * entsize)
             if not st_name:
                 continue
             end = obj.index(b"\0", str_off + st_name)
             name = obj[str_off + st_name:end].decode()
-            out.append(Symbol(name, st_shndx != 0, st_info >> 4))
+            out.append(Symbol(name, st_shndx != 0, st_info >> 4, st_size))
     return out
 
 
