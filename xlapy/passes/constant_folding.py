@@ -5,6 +5,10 @@ would compute. Results over `max_elements` are left alone (folding would bloat t
 and so are ops whose operands hold over `max_operand_elements` (as XLA's limit on operand
 sizes: a reduce of a lazy 100M-element splat would take seconds and gigabytes to compile),
 as are broadcasts and iotas (cheap to compute, large to store), side-effecting ops and loops.
+An op of at most SMALL elements folds with small iotas and broadcast scalar constants among
+its operands too: jnp.vander's exponents 5 - iota(6) are then a [6] constant, which a
+kernel over [n, 6] reads per column (kernel_flat.py) where a computed [6] kept its rows one
+masked vector each.
 """
 
 from __future__ import annotations
@@ -23,6 +27,24 @@ from xlapy.types import Literal
 NOT_FOLDED = frozenset({"parameter", "constant", "broadcast_in_dim", "iota", "while", "case",
                         "if", "tuple", "get_tuple_element", "after_all", "optimization_barrier",
                         "rng", "rng_bit_generator", "partition_id", "replica_id", "fusion"})
+
+
+#: The most elements of an op folded with iotas or broadcast constants among its operands.
+SMALL = 256
+
+
+def _generated(o: Instruction) -> bool:
+    """A small iota, or a scalar constant broadcast small (folding through them)."""
+    return o.shape.is_array and o.shape.num_elements <= SMALL and (
+        o.opcode == "iota" or (o.opcode == "broadcast_in_dim" and
+                               o.operands[0].opcode == "constant"))
+
+
+def _value(o: Instruction) -> Any:
+    if o.opcode == "constant":
+        return o.attrs.literal.to_value()
+    vals = [_value(x) for x in o.operands]
+    return OPS[o.opcode].evaluate(vals, o.attrs, o.shape, _Ctx(o))
 
 
 class _Ctx:
@@ -74,7 +96,9 @@ class ConstantFolding(ComputationPass):
             return False
         if instr.shape.num_elements > self.max_elements:
             return False
-        if not all(o.opcode == "constant" for o in instr.operands):
+        small = instr.shape.num_elements <= SMALL
+        if not all(o.opcode == "constant" or (small and _generated(o))
+                   for o in instr.operands):
             return False
         if sum(o.shape.num_elements for o in instr.operands if o.shape.is_array) > \
                 self.max_operand_elements:
@@ -86,8 +110,8 @@ class ConstantFolding(ComputationPass):
         for instr in list(comp.instructions):
             if not self.foldable(instr):
                 continue
-            vals = [o.attrs.literal.to_value() for o in instr.operands]
             try:
+                vals = [_value(o) for o in instr.operands]
                 value = OPS[instr.opcode].evaluate(vals, instr.attrs, instr.shape, _Ctx(instr))
                 lit = Literal.from_value(value, instr.shape)
             except Exception:  # noqa: BLE001 - an op that cannot fold stays as it is

@@ -109,6 +109,30 @@ def test_constant_folding_and_size_cap() -> None:
     np.testing.assert_array_equal(root.operands[0].attrs.literal.to_numpy(), np.arange(4.0) + 1)
 
 
+def test_constant_folding_through_small_iotas() -> None:
+    """5 - iota(6) (jnp.vander's exponents) folds to a [6] constant, which a kernel over
+    [n, 6] reads per column; an iota past SMALL elements and a broadcast of a non-constant
+    stay."""
+    from xlapy.passes.constant_folding import SMALL
+    from xlapy.passes.hlo_builder import parse_shape
+
+    g = HloBuilder()
+    x = g.param("f32[]")
+    five = g.bcast(g.const(5.0), [6], [])
+    small = g.subtract(five, g.iota(shape=parse_shape("f32[6]"), iota_dimension=0))
+    n = SMALL + 1
+    big = g.subtract(g.bcast(g.const(5.0), [n], []),
+                     g.iota(shape=parse_shape(f"f32[{n}]"), iota_dimension=0))
+    other = g.subtract(g.bcast(x, [6], []),
+                       g.iota(shape=parse_shape("f32[6]"), iota_dimension=0))
+    m = g.build(g.tuple(small, big, other))
+    assert run_passes(m, [ConstantFolding(), DeadCodeElimination()])
+    root = m.entry.root
+    assert [o.opcode for o in root.operands] == ["constant", "subtract", "subtract"]
+    np.testing.assert_array_equal(root.operands[0].attrs.literal.to_numpy(),
+                                  5.0 - np.arange(6.0))
+
+
 def test_call_inliner_and_tuple_simplifier() -> None:
     g = HloBuilder()
     callee = g.sub("callee", ["f32[4]"], lambda e, p: e.exponential(p))

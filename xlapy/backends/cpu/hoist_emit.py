@@ -172,6 +172,13 @@ class HoistEmitter:
             v = self._offsets[(phase.fixed, key)] = self.at_phase(phase, key, make)
         return v, rest
 
+    def once(self, v: ir.Value, tag: str, make: Callable[[ir.Value], Any]) -> Any:
+        """make(v), emitted in the phase scalar `v` was hoisted to (once per its loop's
+        iteration: a power's log of a base uniform along a row), else here."""
+        phase = self.hoisted_phase(v)
+        return make(v) if phase is None else self.at_phase(phase, (tag, id(v)),
+                                                           lambda: make(v))
+
     def hoisted_phase(self, v: ir.Value) -> _Phase | None:
         """The open phase `v` was computed in, before its loop (a hoisted scalar)."""
         return next((p for p in self._open() if id(v) in p.ids), None)

@@ -111,10 +111,12 @@ class InterleaveEmitter:
             return 0  # a fold over columns (short_reduce.py): a chain per column in flight
         k = HEAVY_INTERLEAVE if weight >= HEAVY_WEIGHT else \
             medium_interleave() if weight >= INTERLEAVE_WEIGHT else \
-            INTERLEAVE_AVX2 if sixteen_registers() and any(_long(i) for i in expr) else 0
+            (INTERLEAVE_AVX2 if sixteen_registers() else INTERLEAVE) \
+            if any(_long(i) for i in expr) else 0
         # (one transcendental alone is a long chain too: Zen 3, 1024^2 f32, 0 -> 4: exp 0.42
         # -> 0.27 ms, log 0.62 -> 0.39, logistic 0.41 -> 0.27, erf 1.08 -> 0.70, exact GELU's
-        # erfc 1.18 -> 0.96; AVX-512 targets, not measured, as before)
+        # erfc 1.18 -> 0.96; Zen 4 with AVX-512, 0 -> 2: exp 0.125 -> 0.114, erf 0.57 ->
+        # 0.53, f32 x ** y 1.55 -> 1.46, log and tanh within the noise)
         for i in expr:
             k = min(k, OP_INTERLEAVE.get(i.opcode, k))
         f64 = self.root.shape.element_type.bits >= 64 and sixteen_registers()

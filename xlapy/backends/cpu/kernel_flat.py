@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from xlapy.backends.cpu.lanes import vector_width
-from xlapy.backends.cpu.periodic_emit import PERIODIC
+from xlapy.backends.cpu.periodic_emit import PERIODIC, ROWWISE
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Instruction
 from xlapy.ir.computation import make_instruction
@@ -59,6 +59,16 @@ def flatten(root: Instruction, leaves: dict[int, int], rows: object, force: bool
     flat_leaves = dict(leaves)
     made: dict[int, Instruction] = {}
 
+    def vector(leaf: Instruction) -> Instruction:
+        """A leaf's flat stand-in ([1, c] is read as [c])."""
+        s = leaf.shape
+        if s.rank == 1:
+            return leaf
+        out = Instruction("parameter", [], Shape.array(s.element_type, (s.num_elements,)),
+                          name=leaf.name)
+        flat_leaves[id(out)] = leaves[id(leaf)]
+        return out
+
     def copy(i: Instruction) -> Instruction:
         got = made.get(id(i))
         if got is not None:
@@ -79,7 +89,10 @@ def flatten(root: Instruction, leaves: dict[int, int], rows: object, force: bool
         elif i.opcode == "broadcast_in_dim" and \
                 (leaf := _channels(i.operands[0], dims[-1], leaves)) is not None and \
                 tuple(i.attrs.broadcast_dimensions)[-1] == len(dims) - 1:
-            out = Instruction(PERIODIC, [leaf], one, name=i.name)  # leaf[i mod c]
+            out = Instruction(PERIODIC, [vector(leaf)], one, name=i.name)  # leaf[i mod c]
+        elif i.opcode == "broadcast_in_dim" and \
+                (leaf := _rows(i, dims, leaves)) is not None:  # leaf[i // c]
+            out = Instruction(ROWWISE, [vector(leaf)], one, name=i.name)
         elif is_elementwise(i) or i.opcode in _SAME_INDEX:
             out = Instruction(i.opcode, [copy(o) for o in i.operands], one, i.attrs,
                               i.called, i.name)
@@ -106,6 +119,27 @@ def _channels(x: Instruction, c: int, leaves: dict[int, int]) -> Instruction | N
     if x.opcode in ("broadcast_in_dim", "reshape") and x.operands[0].shape.num_elements == c:
         return _channels(x.operands[0], c, leaves)
     return None
+
+
+def _rows(x: Instruction, dims: tuple[int, ...], leaves: dict[int, int]
+          ) -> Instruction | None:
+    """The leaf holding broadcast x's values row by row when x repeats one value across
+    each row of its last dimension (jnp's v[:, None] over [n, c]; broadcasts and reshapes of
+    a leaf of n elements, in order), else None."""
+    o = x.operands[0]
+    n = math.prod(dims[:-1])
+    bd = [d for d, k in zip(x.attrs.broadcast_dimensions, o.shape.dimensions) if k != 1]
+    if o.shape.num_elements != n or len(dims) - 1 in bd or bd != sorted(bd) or \
+            o.shape.element_type.is_complex or n < 2:
+        return None
+    while id(o) not in leaves:
+        if o.opcode not in ("broadcast_in_dim", "reshape") or \
+                o.operands[0].shape.num_elements != n or (
+                    o.opcode == "broadcast_in_dim" and
+                    list(o.attrs.broadcast_dimensions) != sorted(o.attrs.broadcast_dimensions)):
+            return None
+        o = o.operands[0]
+    return o
 
 
 def peel_reshape(root: Instruction, leaves: dict[int, int], rows: Sequence[Instruction],

@@ -27,6 +27,7 @@ from xlapy.backends.cpu import (
     exp_range,
     flush_ftz,
     latency,
+    libm_f32,
     masked_emit,
     rotate_emit,
     row_divide,
@@ -176,8 +177,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                 LaneCheck(leaves, rows, reducer_op, True).kernel(root, rows):
             peeled = root  # its lanes split the reshape's index (lane_split.py): as it is
         root = self.nest_root = peeled
-        flat = flatten(root, leaves, rows, bool(row_unit)) if self.FLAT and not extra \
-            else None
+        flat = flatten(root, leaves, rows, bool(row_unit)) \
+            if self.FLAT and not extra else None
         root, leaves = flat or (root, leaves)
         self.flat_rows = (row_unit or int(np.prod(self.nest_root.shape.dimensions[1:]))) \
             if flat else 0
@@ -384,11 +385,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         if op == "select":
             return emit_select(self, instr, idx)
         if op == "clamp":
-            lo, x, hi = self._unify([self.gen(ops[0], idx if ops[0].shape.rank else []),
-                                     self.gen(ops[1], idx),
-                                     self.gen(ops[2], idx if ops[2].shape.rank else [])])
-            mx = ew.emit(b, "maximum", [x, lo], et, et)
-            return ew.emit(b, "minimum", [mx, hi], et, et)
+            lo, x, hi = self._unify([self.gen(o, idx if o.shape.rank else []) for o in ops])
+            return ew.emit(b, "minimum", [ew.emit(b, "maximum", [x, lo], et, et), hi], et, et)
         if op == "or" and (rot := rotate_emit.match(instr)) is not None:
             return rotate_emit.emit(self, *rot, list(idx))
         if op in ewb.OPS:
@@ -407,6 +405,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                     instr.shape.dimensions[-1] > n.type.count:
                 return row_divide.emit(b, n, d, lambda k, f: self.at_phase(phase, k, f),
                                        nonneg=nonneg)
+        if op == "power" and (v := libm_f32.row_power(self, args, t)) is not None:
+            return v  # (a base uniform along the row: its log once)
         return ew.emit(b, op, self._unify(args), t, et)
 
     def _affine(self, v: ir.Value, start: int, stride: int) -> ir.Value:

@@ -16,13 +16,16 @@ arithmetic).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from llvmlite import ir
 
-from xlapy.backends.cpu.llvm_util import F64, I32, any_lane, like, splat
+from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu.llvm_util import F64, I32, any_lane, broadcast, like, splat
 from xlapy.backends.cpu.math_coeffs import ATAN_F32
 from xlapy.backends.cpu.math_poly import Math
+from xlapy.types import ElementType as ET
 
 
 def _wide(b: ir.IRBuilder, x: ir.Value) -> tuple[Math, ir.Value]:
@@ -65,10 +68,38 @@ def power(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     negative x (or -0) and an odd integer y, with C99's special cases: 1 for y = 0 or x = 1
     (even NaN), for x = -1 and y = +-inf; NaN for a finite negative x and a non-integer y.
     y = 2 is x * x, exact in f64 (one rounding: JAX lowers `x ** 2.0` to this power)."""
+    return power_of(b, power_base(b, x), y)
+
+
+def power_base(b: ir.IRBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(x in f64, log|x| in f64): the part of x^y that depends on x alone, computed once
+    for a base uniform along a row of exponents (jnp.vander's x[:, None] ** e[None, :];
+    the kernel hoists it out of the row's loop, as LLVM's loop vectorizer did of the
+    scalar IR: [65536, 16] 1.60 -> 1.2 ms on Zen 4)."""
     m, xd = _wide(b, x)
+    return xd, m.log(m.un("fabs", xd))
+
+
+def row_power(em: Any, args: Sequence[ir.Value], t: ET) -> ir.Value | None:
+    """An f32 power of a scalar base and a vector of exponents in KernelEmitter `em`, the
+    base's part emitted once where it was hoisted (em.once); else None."""
+    x, y = args
+    if t is not ET.F32 or not isinstance(y.type, ir.VectorType) or \
+            isinstance(x.type, ir.VectorType):
+        return None
+    b = em.b
+    base = em.once(x, "pow", lambda v: power_base(b, ew.flush(b, v)))
+    return ew.flush(b, power_of(b, base, ew.flush(b, y)))
+
+
+def power_of(b: ir.IRBuilder, base: tuple[ir.Value, ir.Value], y: ir.Value) -> ir.Value:
+    """x^y from power_base(x) (scalars broadcast to y's lanes)."""
+    xd, lx = base
+    if isinstance(y.type, ir.VectorType) and not isinstance(xd.type, ir.VectorType):
+        xd, lx = broadcast(b, xd, y.type.count), broadcast(b, lx, y.type.count)
+    m = Math(b, xd.type)
     yd = b.fpext(y, m.t)
-    ax = m.un("fabs", xd)
-    v = m.exp(b.fmul(yd, m.log(ax)), terms=12)
+    v = m.exp(b.fmul(yd, lx), terms=12)
     is_int = b.fcmp_ordered("==", m.un("rint", yd), yd)
     small = b.fcmp_ordered("<", m.un("fabs", yd), m.c(2.0 ** 24))  # f32 beyond: even
     yi = b.fptosi(b.select(small, yd, m.c(0.0)), like(m.t, I32))
@@ -81,7 +112,7 @@ def power(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     one = b.or_(b.fcmp_ordered("==", xd, m.c(1.0)), b.fcmp_ordered("==", yd, m.c(0.0)))
     one = b.or_(one, b.and_(b.fcmp_ordered("==", xd, m.c(-1.0)),
                             b.fcmp_ordered("==", m.un("fabs", yd), m.c(math.inf))))
-    return b.fptrunc(b.select(one, m.c(1.0), v), x.type)
+    return b.fptrunc(b.select(one, m.c(1.0), v), y.type)
 
 
 #: fdlibm's s_cbrt.c: the high word's third plus B1 (within 6% of cbrt), then a polynomial

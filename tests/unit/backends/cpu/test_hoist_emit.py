@@ -299,7 +299,9 @@ def test_outer_index_values_hoisted_out_of_inner_loops(
     np.testing.assert_array_equal(got, ref)
     np.testing.assert_array_equal(got, x.repeat(2, 1).repeat(2, 2))
     if c > 1:  # (else the channels' loop is no loop: the columns' is the innermost)
-        assert ("floor", True) in seen, seen  # into an outer loop's phase
+        # into an outer loop's phase (the index computation, or a constant table of it:
+        # the columns' iota expression of at most constant_folding.SMALL elements folds)
+        assert ("floor", True) in seen or ("constant", True) in seen, seen
 
 
 #: x * sqrt(r[i]) + s[j] * 2 over [a, b, c]: sqrt(r[i]) is a value of the outer index only,

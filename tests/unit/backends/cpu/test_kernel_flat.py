@@ -130,3 +130,43 @@ def test_flat_copy_reads_leaves_at_flat_indices() -> None:
     long = parse_module(CLIP_U8.format(d=f"3x{vector_width()}", t="f32")).entry.root
     lx, lp = long.parent.parameters
     assert kernel_flat.flatten(long, {id(lx): 0, id(lp): 1}, ()) is None
+
+
+PER_ROW = """
+func.func public @main(%p: tensor<{d}x{t}>, %s: tensor<{r}x{t}>) -> tensor<{d}x{t}> {{
+  %b = stablehlo.broadcast_in_dim %s, dims = [{keep}] : (tensor<{r}x{t}>) -> tensor<{d}x{t}>
+  %y = stablehlo.multiply %p, %b : tensor<{d}x{t}>
+  %z = stablehlo.subtract %y, %b : tensor<{d}x{t}>
+  return %z : tensor<{d}x{t}>
+}}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dims", [(1000, 3), (4099, 6), (37, 5), (8, 21, 10), (3, 7),
+                                  (500, 2), (64, 15)])
+@pytest.mark.parametrize("t", ["f32", "f64", "i32", "bf16", "ui8"])
+def test_per_row_values_run_flat(threads: int, dims: tuple[int, ...], t: str,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values broadcast across the last dimension (points scaled per point, [n, 3] *
+    s[:, None]): x[i // c] in the flat kernel, the rows' values selected by lane from a
+    table of offsets, where the kernel ran a masked vector a row; every thread split and
+    tail, the bits of the kernel in its own shape and the interpreter's."""
+    r = dims[:-1]
+    text = PER_ROW.format(d=_dims(dims), r=_dims(r), t=t,
+                          keep=", ".join(map(str, range(len(r)))))
+    rng = np.random.default_rng(len(dims) + dims[-1])
+    dt = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "bf16": ml_dtypes.bfloat16,
+          "ui8": np.uint8}[t]
+    p = (rng.standard_normal(dims) * 100).astype(dt)
+    s = (rng.standard_normal(r) * 100).astype(dt)
+    opts = {"num_threads": threads, "split_cost": 1}
+    prog = xlapy.compile(text, backend="cpu", options=opts)
+    got = prog(p, s)
+    np.testing.assert_array_equal(got, xlapy.compile(text, backend="interpreter")(p, s))
+    if np.prod(dims) >= 4 * vector_width() and dims[-1] < vector_width():
+        assert "rowwise" in prog._exe.kernel_ir
+    from xlapy.backends.cpu.kernels import KernelEmitter
+
+    monkeypatch.setattr(KernelEmitter, "FLAT", False)
+    np.testing.assert_array_equal(got, xlapy.compile(text, backend="cpu", options=opts)(p, s))

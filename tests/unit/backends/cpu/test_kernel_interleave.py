@@ -48,7 +48,7 @@ def test_heavy_chains_are_position_independent(n: int, depth: int) -> None:
 @pytest.mark.parametrize("wide", [False, True], ids=["f32", "in_f64"])
 def test_vectors_per_iteration_grow_with_the_chain(wide: bool) -> None:
     """One tanh: INTERLEAVE_AVX2 vectors a lane group on 16 registers (a transcendental
-    alone is a long chain), else one; two: the target's medium count (INTERLEAVE,
+    alone is a long chain), else INTERLEAVE; two: the target's medium count (INTERLEAVE,
     INTERLEAVE_AVX2 on 16 registers); seven: HEAVY_INTERLEAVE; at most WIDE_INTERLEAVE where
     the chain runs in f64 for an f32 result (the kernel's split alignment is its lane
     group)."""
@@ -59,7 +59,8 @@ def test_vectors_per_iteration_grow_with_the_chain(wide: bool) -> None:
         pytest.skip("scalar kernels on this target")
     aligns = [xlapy.compile(_tanh_chain(1 << 15, d, wide), "cpu")._exe.kernel_specs[0].align
               for d in (1, 2, 7)]
-    one = interleave_emit.INTERLEAVE_AVX2 if interleave_emit.sixteen_registers() else 1
+    one = interleave_emit.INTERLEAVE_AVX2 if interleave_emit.sixteen_registers() else \
+        interleave_emit.INTERLEAVE
     counts = [one, interleave_emit.medium_interleave(), interleave_emit.HEAVY_INTERLEAVE]
     if wide:
         counts = [min(c, interleave_emit.WIDE_INTERLEAVE) for c in counts]
@@ -82,7 +83,8 @@ def test_short_kernels_interleave_only_for_a_transcendental() -> None:
                 f"  return %y : tensor<{n}x{et}>\n}}")
         return xlapy.compile(text, "cpu")._exe.kernel_specs[0].align
 
-    one = interleave_emit.INTERLEAVE_AVX2 if interleave_emit.sixteen_registers() else 1
+    one = interleave_emit.INTERLEAVE_AVX2 if interleave_emit.sixteen_registers() else \
+        interleave_emit.INTERLEAVE
     t = f"tensor<{n}xf32>"
     assert align(f"  %a = stablehlo.add %x, %x : {t}\n  %y = stablehlo.multiply %a, %x : {t}") \
         == w

@@ -86,6 +86,33 @@ def test_f32_power_special_cases() -> None:
     _same_bits(ref, want, [x, y], "interpreter power vs C99")
 
 
+ROW_POWER = """
+func.func @main(%x: tensor<{n}xf32>, %e: tensor<{c}xf32>) -> tensor<{n}x{c}xf32> {{
+  %xb = stablehlo.broadcast_in_dim %x, dims = [0] : (tensor<{n}xf32>) -> tensor<{n}x{c}xf32>
+  %eb = stablehlo.broadcast_in_dim %e, dims = [1] : (tensor<{c}xf32>) -> tensor<{n}x{c}xf32>
+  %p = stablehlo.power %xb, %eb : tensor<{n}x{c}xf32>
+  return %p : tensor<{n}x{c}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("mode", [denormal.IEEE, denormal.FTZ])
+@pytest.mark.parametrize("c", [16, 40, 6])
+def test_a_base_uniform_along_the_row_takes_its_log_once(mode: str, c: int) -> None:
+    """x[:, None] ** e[None, :]: the base's log computed once per row (power_base, hoisted
+    out of the row's loop), each lane's exponent applied to it (power_of); rows of 6 run
+    flat, each lane's base its own. The interpreter's bits on every special pair."""
+    e = np.resize(SPECIAL, c)
+    text = ROW_POWER.format(n=SPECIAL.size, c=c)
+    with np.errstate(all="ignore"):
+        got = np.asarray(xlapy.compile(text, backend="cpu", options={"denormal": mode})(
+            SPECIAL, e))
+        want = np.asarray(xlapy.compile(text, backend="interpreter",
+                                        options={"denormal": mode})(SPECIAL, e))
+    xs = np.broadcast_arrays(SPECIAL[:, None], e[None, :])
+    _same_bits(got.ravel(), want.ravel(), [v.ravel() for v in xs], f"row power {mode}")
+
+
 @pytest.mark.parametrize("t", ["f32", "bf16"])
 @pytest.mark.parametrize("name", ["chlo.asin", "chlo.acos"])
 def test_f32_asin_acos_lower_to_a_polynomial(name: str, t: str) -> None:
