@@ -10,6 +10,11 @@ double; these sums are f32: k ln2_hi + log(c)_hi is exact, multiples of 2^-16 un
 rest are the small terms, added first). Within 1 ulp (test_ulp_table.py); the same bits in
 every lane, tail and scalar of one target (x86 with AVX2 and FMA: `permute`), since the
 scalar code reads the same table. Other targets keep the atanh form.
+
+f64 on AVX-512 (`table64`, `permute64`): 16 entries in two zmm halves read with vpermi2pd,
+log(c) = hi + lo with hi a multiple of 2^-32 (k ln2_hi + hi exact with fdlibm's 32-bit
+ln2_hi), log1p's P Taylor's to r^11: within 0.53 ulp where the atanh form measured 0.82, at
+its speed in f64 kernels and 5-10% faster inside f32 x ** y (its log in f64).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import target
-from xlapy.backends.cpu.llvm_util import F32, I32, intrinsic
+from xlapy.backends.cpu.llvm_util import F32, F64, I32, intrinsic
 
 #: z's range starts here (bits of ~0.6992: [OFF, 2 OFF) holds 1 well inside).
 OFF = 0x3F330000
@@ -42,6 +47,37 @@ class Table:
     logc_hi: tuple[float, ...]
     logc_lo: tuple[float, ...]
     poly: tuple[float, ...]
+
+
+#: The f64 log's z range starts at the same value (0.69921875), its table has 16 entries
+#: (two zmm registers, read with vpermi2pd) and log1p's P is Taylor's to r^11 (|r| < 0.031:
+#: the next term is under 2^-56 of the result).
+OFF64 = 0x3FE6600000000000
+#: f64 ln2 as fdlibm splits it (32 significant bits: k ln2_hi exact) and the rest.
+LN2_HI64, LN2_LO64 = float.fromhex("0x1.62e42feep-1"), float.fromhex("0x1.a39ef35793c76p-33")
+
+
+@functools.cache
+def table64() -> Table:
+    """The f64 table: c the centre of each of 16 intervals of z (1 exactly for the one
+    holding 1), log(c) = hi + lo with hi a multiple of 2^-32 (k ln2_hi + hi exact), from 40
+    digits of decimal arithmetic."""
+    import decimal
+
+    ctx = decimal.Context(prec=40)
+    width = 1 << (52 - 4)
+    invc, hi, lo = [], [], []
+    for j in range(16):
+        a, b = (np.array([OFF64 + j * width, OFF64 + (j + 1) * width - 1], np.uint64)
+                .view(np.float64))
+        ic = 1.0 if a <= 1.0 <= b else float(2.0 / (a + b))
+        logc = -ctx.ln(decimal.Decimal(ic))
+        h = float(round(logc * 2 ** 32) / 2 ** 32)
+        invc.append(ic)
+        hi.append(h)
+        lo.append(float(ctx.subtract(logc, decimal.Decimal(h))))
+    return Table(4, tuple(invc), tuple(hi), tuple(lo),
+                 tuple((-1.0) ** (k + 1) / (k + 2) for k in range(12)))
 
 
 @functools.cache
@@ -85,8 +121,10 @@ def size() -> int:
 
 def permute(t: ir.Type) -> Permute | None:
     """Table lookups for f32 values of type t on this target (None: no table here):
-    permute(b, values, i) = values[i mod n] per lane."""
+    permute(b, values, i) = values[i mod n] per lane; f64 ones: `permute64`."""
     n = size()
+    if (t.element if isinstance(t, ir.VectorType) else t) == F64:
+        return permute64(t) if n == 16 else None
     if n == 0 or (t.element if isinstance(t, ir.VectorType) else t) != F32:
         return None
     lanes = t.count if isinstance(t, ir.VectorType) else 1
@@ -136,6 +174,43 @@ def permute(t: ir.Type) -> Permute | None:
     return look
 
 
+def permute64(t: ir.Type) -> Permute:
+    """f64 lookups in a 16-entry table: vpermi2pd of its two zmm halves per 8 lanes (an
+    AVX-512 target), lane by lane for other widths (scalar code: the same entries)."""
+    lanes = t.count if isinstance(t, ir.VectorType) else 1
+
+    def vec(values: Sequence[float]) -> ir.Constant:
+        return ir.Constant(ir.VectorType(F64, len(values)), [ir.Constant(F64, v) for v in values])
+
+    def look(b: ir.IRBuilder, values: Sequence[float], i: ir.Value) -> ir.Value:
+        if lanes % 8 == 0:
+            vt = ir.VectorType(F64, 8)
+            parts = []
+            for h in range(0, lanes, 8):
+                idx = i if lanes == 8 else b.shuffle_vector(
+                    i, ir.Constant(i.type, ir.Undefined),
+                    ir.Constant(ir.VectorType(I32, 8), list(range(h, h + 8))))
+                parts.append(intrinsic(b, "llvm.x86.avx512.vpermi2var.pd.512", vt,
+                                       [vec(values[:8]), idx, vec(values[8:])]))
+            while len(parts) > 1:
+                w = parts[0].type.count
+                both = ir.Constant(ir.VectorType(I32, 2 * w), list(range(2 * w)))
+                parts = [b.shuffle_vector(parts[k], parts[k + 1], both)
+                         for k in range(0, len(parts), 2)]
+            return parts[0]
+        table_v = vec(values)
+        mask = ir.Constant(i.type.element if isinstance(i.type, ir.VectorType) else i.type, 15)
+        if not isinstance(i.type, ir.VectorType):
+            return b.extract_element(table_v, b.and_(i, mask))
+        out = ir.Constant(ir.VectorType(F64, lanes), ir.Undefined)
+        for k in range(lanes):
+            lane = b.and_(b.extract_element(i, ir.Constant(I32, k)), mask)
+            out = b.insert_element(out, b.extract_element(table_v, lane), ir.Constant(I32, k))
+        return out
+
+    return look
+
+
 def log(m: Any, x: ir.Value, sub: ir.Value | None, corr: ir.Value | None,
         permute: Permute) -> ir.Value:
     """f32 log(x) of a positive normal x for math_poly.Math `m` (its builder and helpers; a
@@ -143,14 +218,15 @@ def log(m: Any, x: ir.Value, sub: ir.Value | None, corr: ir.Value | None,
     1 / invc of z's interval, r + p_lo = z invc - 1 exactly, log(x) = k ln2 + log(c) + r +
     r^2 P(r), summed small terms first (+ `corr`, far below the result's ulp)."""
     b = m.b
-    tab = table(size())
+    tab = table64() if m.is64 else table(size())
+    off, ln2_hi, ln2_lo = (OFF64, LN2_HI64, LN2_LO64) if m.is64 else (OFF, LN2_HI, LN2_LO)
     ix = b.bitcast(x, m.ity)
-    tmp = b.sub(ix, m.ic(OFF))
-    k = b.ashr(tmp, m.ic(23))
+    tmp = b.sub(ix, m.ic(off))
+    k = b.ashr(tmp, m.ic(m.mant))
     if sub is not None:
         k = b.select(sub, b.sub(k, m.ic(m.mant + 1)), k)
-    z = b.bitcast(b.sub(ix, b.and_(tmp, m.ic(-1 << 23))), m.t)
-    i = b.lshr(tmp, m.ic(23 - tab.bits))  # (the permute reads the low bits)
+    z = b.bitcast(b.sub(ix, b.and_(tmp, m.ic(-1 << m.mant))), m.t)
+    i = b.lshr(tmp, m.ic(m.mant - tab.bits))  # (the permute reads the low bits)
     invc = permute(b, tab.invc, i)
     p_hi = b.fmul(z, invc)
     p_lo = m.fma(z, invc, b.fneg(p_hi))  # (z invc = p_hi + p_lo exactly)
@@ -159,11 +235,11 @@ def log(m: Any, x: ir.Value, sub: ir.Value | None, corr: ir.Value | None,
     # ulp of a result near 1 (x = 1.0236, r = -0.057)
     p_lo = m.fma(b.fneg(r), p_lo, p_lo)
     kf = b.sitofp(k, m.t)
-    small = m.fma(kf, m.c(LN2_LO), permute(b, tab.logc_lo, i))
+    small = m.fma(kf, m.c(ln2_lo), permute(b, tab.logc_lo, i))
     if corr is not None:
         small = b.fadd(small, corr)
     small = m.fma(b.fmul(r, r), m.horner(list(tab.poly), r), small)
-    big = m.fma(kf, m.c(LN2_HI), permute(b, tab.logc_hi, i))
+    big = m.fma(kf, m.c(ln2_hi), permute(b, tab.logc_hi, i))
     # big + r exactly as s + err (|big| >= |r| or big = 0): near 1 they cancel, where r's
     # own rounding was an ulp of the result
     s = b.fadd(big, r)
@@ -171,4 +247,5 @@ def log(m: Any, x: ir.Value, sub: ir.Value | None, corr: ir.Value | None,
     return b.fadd(s, b.fadd(b.fadd(err, p_lo), small))
 
 
-__all__ = ["OFF", "LN2_HI", "LN2_LO", "Table", "table", "size", "permute", "log"]
+__all__ = ["OFF", "OFF64", "LN2_HI", "LN2_LO", "Table", "table", "table64", "size", "permute",
+           "permute64", "log"]

@@ -276,7 +276,7 @@ class Math:
         if not denormal.flushing():  # a subnormal x: scale it normal, take the scale off k
             sub = b.fcmp_ordered("<", self.un("fabs", x), self.c(self.tiny))
             x = b.select(sub, b.fmul(x, self.c(2.0 ** (self.mant + 1))), x)
-        table = None if terms else log_table.permute(self.t)  # (f32 only)
+        table = None if terms else log_table.permute(self.t)
         out = log_table.log(self, x, sub, corr, table) if table else \
             self._log_atanh(x, sub, corr, terms)
         x = xin
@@ -287,8 +287,9 @@ class Math:
 
     def _log_atanh(self, x: ir.Value, sub: ir.Value | None, corr: ir.Value | None,
                    terms: int | None) -> ir.Value:
-        """log(x) of a positive normal x as 2 atanh((m - 1) / (m + 1)) + k ln2 (f64; f32
-        where log_table has no register table)."""
+        """log(x) of a positive normal x as 2 atanh((m - 1) / (m + 1)) + k ln2 (where
+        log_table has no register table: f64 without AVX-512, f32 without AVX2 and FMA;
+        and with `terms`)."""
         b = self.b
         bits = b.bitcast(x, self.ity)
         # m in [sqrt(1/2), sqrt(2)): subtract the exponent of x / sqrt(1/2).
