@@ -136,7 +136,9 @@ def _with_batch(run: Callable[..., tuple[np.ndarray, ...]], many: Callable[..., 
     SWAP_MIN_ELEMENTS or more goes to `many` too: the f2py wrappers `run` calls copy it into
     Fortran order and back with numpy's column-at-a-time copies (a 256 x 256 f32 potrf:
     0.27 -> 0.21 ms), where a small one costs more there than in f2py (a 64 x 64 getrf:
-    35 us, f2py 16.5: `many`'s copies, marshalling and info check)."""
+    35 us, f2py 16.5: `many`'s copies, marshalling and info check). The largest operand
+    decides: a trsm's small triangle with 4096 x 64 right-hand sides went to f2py, on one
+    thread, never reaching `many`'s split over the threads (lapack_batch.trsm_part)."""
     if many is None:
         return run
     shapes = [(tuple(s.dimensions), s.dtype) for s in leaves]
@@ -145,7 +147,7 @@ def _with_batch(run: Callable[..., tuple[np.ndarray, ...]], many: Callable[..., 
         a = operands[0]
         lead = math.prod(a.shape[:a.ndim - rank0])
         if any(o.size == 0 for o in operands) or \
-                (lead < 2 and a.size < ONE_MATRIX_NATIVE):
+                (lead < 2 and max(o.size for o in operands) < ONE_MATRIX_NATIVE):
             return run(*operands)
         return tuple(np.ascontiguousarray(v, dtype=dt).reshape(d)
                      for v, (d, dt) in zip(many(*operands), shapes))
