@@ -19,6 +19,7 @@ from xlapy.backends.cpu.lanes import shared_dims
 from xlapy.backends.cpu.reduce_region_emit import computed_iota
 from xlapy.backends.cpu.scatter_emit import splat_reader
 from xlapy.backends.cpu.short_reduce import SHORT_HEAVY, holds_fold
+from xlapy.backends.cpu.transpose_lib import read_by_rows
 from xlapy.errors import XlapyError
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.fusion_decision import EXPENSIVE, FusionDecision
@@ -460,6 +461,8 @@ class _Chooser:
             return f"read by {outside[0].opcode} %{outside[0].name}, which no kernel computes"
         if instr.opcode == "constant" and not kernels.is_scalar_constant(instr):
             return "an array constant is a buffer"
+        if instr.opcode == "transpose" and (why := read_by_rows(instr)) is not None:
+            return why
         if instr.opcode == "constant" and any(
                 u.opcode == "broadcast_in_dim" and any(splat_reader(r, u) for r in u.users)
                 for u in instr.users):
