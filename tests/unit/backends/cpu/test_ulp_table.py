@@ -312,21 +312,27 @@ def test_erf_inv_of_minus_zero_is_minus_zero() -> None:
 
 
 def test_f32_lgamma_through_the_reflection() -> None:
-    """f32 lgamma below 0.5 (log(pi / |sin(pi x)|) - lgamma(1 - x), in f64): sin(pi r) a
-    polynomial on [0, 1/2] (chlo_lowering._sin_pi, not the generic sine), the Lanczos sum
-    one fraction: within half an ulp of scipy's f64 gammaln away from its zeros."""
+    """f32 lgamma in f64 (chlo_lowering._lgamma_wide): below 0.5 log(pi / |sin(pi x)|) -
+    lgamma(1 - x) with sin(pi r) a polynomial on [0, 1/2] and one log for the Lanczos sum
+    and the sine together, the Lanczos sum one fraction, log t itself: within half an ulp
+    of scipy's f64 gammaln (but at its zeros, where neighbours of 1 and 2 take 0.502), on
+    negative x, around 1 and 2 and up to 1e36."""
     import xlapy
 
     rng = np.random.default_rng(1)
+    one, two = np.float32(2 ** -23), np.float32(2 ** -22)
     x = np.concatenate([rng.uniform(-30, 0.5, 1 << 16), rng.uniform(-3, 0.5, 1 << 16),
-                        -np.arange(1, 20) + 1e-3, -np.arange(1, 20) - 1e-3]).astype(np.float32)
-    x = x[np.abs(x - np.round(x)) > 1e-6]
+                        -np.arange(1, 20) + 1e-3, -np.arange(1, 20) - 1e-3,
+                        np.linspace(0.5, 3, 1 << 16), np.exp(rng.uniform(4, 83, 1 << 12)),
+                        1 + np.arange(-200, 200) * one, 2 + np.arange(-200, 200) * two]
+                       ).astype(np.float32)
+    x = x[(np.abs(x - np.round(x)) > 1e-6) | (x > 0)]
     n = x.size
     text = (f"func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{\n"
             f"  %y = chlo.lgamma %x : tensor<{n}xf32> -> tensor<{n}xf32>\n"
             f"  return %y : tensor<{n}xf32>\n}}")
     got = np.asarray(xlapy.compile(text, backend="cpu")(x)).astype(np.float64)
     ref = scipy.special.gammaln(x.astype(np.float64))
-    away = np.abs(ref) > 1e-3
-    ulp = np.abs(got - ref)[away] / np.spacing(np.abs(ref[away]).astype(np.float32))
-    assert ulp.max() <= 0.5 + 1e-5, (ulp.max(), x[away][ulp.argmax()])
+    fin = ref != 0
+    ulp = np.abs(got - ref)[fin] / np.spacing(np.abs(ref[fin]).astype(np.float32))
+    assert ulp.max() <= 0.51, (ulp.max(), x[fin][ulp.argmax()])
