@@ -74,18 +74,27 @@ class CallInliner(ComputationPass):
         return changed
 
     def _inline_map(self, comp: Computation, instr: Instruction) -> Instruction:
-        body = instr.called[0]
-        dims = instr.shape.dimensions
-        mapping = {id(p): instr.operands[p.parameter_number] for p in body.parameters}
-        for i in body.post_order():
-            if i.opcode == "parameter":
-                continue
-            if i.opcode == "constant":
-                c = comp.add(Instruction("constant", [], i.shape, i.attrs, (), i.name))
-                mapping[id(i)] = comp.add(make_instruction(
-                    "broadcast_in_dim", [c], BroadcastInDimAttrs(dims, ())))
-                continue
+        return lift_elementwise(comp, instr.called[0], list(instr.operands),
+                                tuple(instr.shape.dimensions))[0]
+
+
+def lift_elementwise(comp: Computation, body: Computation, args: list[Instruction],
+                     dims: tuple[int, ...]) -> list[Instruction]:
+    """Scalar computation `body` (element-wise ops, constants) applied to arrays `args` of
+    shape dims, pasted into `comp` (constants broadcast): its results, one per element of a
+    tuple root (a variadic reducer's: short_reduce.unroll_variadic), else the root's."""
+    mapping = {id(p): args[p.parameter_number] for p in body.parameters}
+    for i in body.post_order():
+        if i.opcode in ("parameter", "tuple"):
+            continue
+        if i.opcode == "constant":
+            c = comp.add(Instruction("constant", [], i.shape, i.attrs, (), i.name))
             mapping[id(i)] = comp.add(make_instruction(
-                i.opcode, [mapping[id(o)] for o in i.operands], i.attrs, (), i.name))
-        assert body.root is not None
-        return mapping[id(body.root)]
+                "broadcast_in_dim", [c], BroadcastInDimAttrs(dims, ())))
+            continue
+        mapping[id(i)] = comp.add(make_instruction(
+            i.opcode, [mapping[id(o)] for o in i.operands], i.attrs, (), i.name))
+    root = body.root
+    assert root is not None
+    return [mapping[id(o)] for o in root.operands] if root.opcode == "tuple" else \
+        [mapping[id(root)]]

@@ -133,17 +133,8 @@ def permute(t: ir.Type) -> Permute | None:
         return ir.Constant(ir.VectorType(F32, w), [ir.Constant(F32, v) for v in values])
 
     def look(b: ir.IRBuilder, values: Sequence[float], i: ir.Value) -> ir.Value:
-        if lanes > n and lanes % n == 0:  # (vectors of several registers: each half)
-            parts = [look_n(b, values, b.shuffle_vector(i, ir.Constant(i.type, ir.Undefined),
-                                                        ir.Constant(ir.VectorType(I32, n), list(
-                                                            range(h, h + n)))))
-                     for h in range(0, lanes, n)]
-            while len(parts) > 1:
-                w = parts[0].type.count
-                both = ir.Constant(ir.VectorType(I32, 2 * w), list(range(2 * w)))
-                parts = [b.shuffle_vector(parts[k], parts[k + 1], both)
-                         for k in range(0, len(parts), 2)]
-            return parts[0]
+        if lanes > n and lanes % n == 0:  # (vectors of several registers: each part)
+            return _in_parts(b, i, n, lambda j: look_n(b, values, j))
         return look_n(b, values, i)
 
     def look_n(b: ir.IRBuilder, values: Sequence[float], i: ir.Value) -> ir.Value:
@@ -156,20 +147,7 @@ def permute(t: ir.Type) -> Permute | None:
         if w == 8 and n == 16:  # vpermt2ps ymm (AVX512VL): the table's two halves
             return intrinsic(b, "llvm.x86.avx512.vpermi2var.ps.256", vt,
                              [vec(values[:8], 8), i, vec(values[8:], 8)])
-        return _lanes(b, values, i)
-
-    def _lanes(b: ir.IRBuilder, values: Sequence[float], i: ir.Value) -> ir.Value:
-        """Lane by lane (a scalar, or a width with no permute): the same entries."""
-        table_v = vec(values, n)
-        mask = ir.Constant(I32, n - 1)
-        if not isinstance(i.type, ir.VectorType):
-            return b.extract_element(table_v, b.and_(i, mask))
-        w = i.type.count
-        out = ir.Constant(ir.VectorType(F32, w), ir.Undefined)
-        for k in range(w):
-            lane = b.and_(b.extract_element(i, ir.Constant(I32, k)), mask)
-            out = b.insert_element(out, b.extract_element(table_v, lane), ir.Constant(I32, k))
-        return out
+        return _by_lane(b, vec(values, n), i)
 
     return look
 
@@ -183,32 +161,45 @@ def permute64(t: ir.Type) -> Permute:
         return ir.Constant(ir.VectorType(F64, len(values)), [ir.Constant(F64, v) for v in values])
 
     def look(b: ir.IRBuilder, values: Sequence[float], i: ir.Value) -> ir.Value:
-        if lanes % 8 == 0:
-            vt = ir.VectorType(F64, 8)
-            parts = []
-            for h in range(0, lanes, 8):
-                idx = i if lanes == 8 else b.shuffle_vector(
-                    i, ir.Constant(i.type, ir.Undefined),
-                    ir.Constant(ir.VectorType(I32, 8), list(range(h, h + 8))))
-                parts.append(intrinsic(b, "llvm.x86.avx512.vpermi2var.pd.512", vt,
-                                       [vec(values[:8]), idx, vec(values[8:])]))
-            while len(parts) > 1:
-                w = parts[0].type.count
-                both = ir.Constant(ir.VectorType(I32, 2 * w), list(range(2 * w)))
-                parts = [b.shuffle_vector(parts[k], parts[k + 1], both)
-                         for k in range(0, len(parts), 2)]
-            return parts[0]
-        table_v = vec(values)
-        mask = ir.Constant(i.type.element if isinstance(i.type, ir.VectorType) else i.type, 15)
-        if not isinstance(i.type, ir.VectorType):
-            return b.extract_element(table_v, b.and_(i, mask))
-        out = ir.Constant(ir.VectorType(F64, lanes), ir.Undefined)
-        for k in range(lanes):
-            lane = b.and_(b.extract_element(i, ir.Constant(I32, k)), mask)
-            out = b.insert_element(out, b.extract_element(table_v, lane), ir.Constant(I32, k))
-        return out
+        if lanes % 8:
+            return _by_lane(b, vec(values), i)
+        return _in_parts(b, i, 8, lambda j: intrinsic(
+            b, "llvm.x86.avx512.vpermi2var.pd.512", ir.VectorType(F64, 8),
+            [vec(values[:8]), j, vec(values[8:])]))
 
     return look
+
+
+def _in_parts(b: ir.IRBuilder, i: ir.Value, part: int,
+              look: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """look() of each `part` lanes of index vector i, the results joined in lane order."""
+    lanes = i.type.count
+    if lanes == part:
+        return look(i)
+    parts = [look(b.shuffle_vector(i, ir.Constant(i.type, ir.Undefined), ir.Constant(
+        ir.VectorType(I32, part), list(range(h, h + part))))) for h in range(0, lanes, part)]
+    while len(parts) > 1:
+        w = parts[0].type.count
+        both = ir.Constant(ir.VectorType(I32, 2 * w), list(range(2 * w)))
+        parts = [b.shuffle_vector(parts[k], parts[k + 1], both)
+                 for k in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def _by_lane(b: ir.IRBuilder, table_v: ir.Constant, i: ir.Value) -> ir.Value:
+    """table_v[i mod its length] lane by lane (a scalar, or a width with no permute): the
+    same entries as the permutes."""
+    n = table_v.type.count
+    it = i.type.element if isinstance(i.type, ir.VectorType) else i.type
+    mask = ir.Constant(it, n - 1)
+    if not isinstance(i.type, ir.VectorType):
+        return b.extract_element(table_v, b.and_(i, mask))
+    w = i.type.count
+    out = ir.Constant(ir.VectorType(table_v.type.element, w), ir.Undefined)
+    for k in range(w):
+        lane = b.and_(b.extract_element(i, ir.Constant(I32, k)), mask)
+        out = b.insert_element(out, b.extract_element(table_v, lane), ir.Constant(I32, k))
+    return out
 
 
 def log(m: Any, x: ir.Value, sub: ir.Value | None, corr: ir.Value | None,

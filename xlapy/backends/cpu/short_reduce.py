@@ -19,10 +19,9 @@ from xlapy.backends.cpu import small_dots
 from xlapy.backends.cpu.fold_paths import column_slice
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction, Module
-from xlapy.ir.computation import make_instruction
-from xlapy.ops.shape import BroadcastInDimAttrs
 from xlapy.passes.fusion_decision import EXPENSIVE, is_elementwise
 from xlapy.passes.hlo_builder import Emitter
+from xlapy.passes.inliner import lift_elementwise
 from xlapy.passes.pass_base import ComputationPass, replace_each
 from xlapy.types import ElementType, Shape
 
@@ -257,39 +256,18 @@ def unroll_variadic(comp: Computation, instr: Instruction) -> list[Instruction]:
     e = Emitter(comp)
     k = len(instr.operands) // 2
     xs, inits = instr.operands[:k], instr.operands[k:]
-    dims = x_dims = xs[0].shape.dimensions
+    dims = xs[0].shape.dimensions
     red = sorted(instr.attrs.dimensions)
     out = tuple(n for d, n in enumerate(dims) if d not in red)
     accs = [e.bcast(i, out, []) for i in inits]
-    for at in itertools.product(*(range(x_dims[d]) for d in red)):
+    for at in itertools.product(*(range(dims[d]) for d in red)):
         start, limit = [0] * len(dims), list(dims)
         for d, v in zip(red, at):
             start[d], limit[d] = v, v + 1
         parts = [e.reshape(e.slice(x, start_indices=tuple(start), limit_indices=tuple(limit),
                                    strides=(1,) * len(dims)), shape=out) for x in xs]
-        accs = _lift(comp, instr.called[0], accs + parts, out)
+        accs = lift_elementwise(comp, instr.called[0], accs + parts, out)
     return accs
-
-
-def _lift(comp: Computation, body: Computation, args: list[Instruction],
-          dims: tuple[int, ...]) -> list[Instruction]:
-    """Scalar computation `body` applied element-wise to arrays `args` of shape dims (its
-    constants broadcast): its results, one per tuple element of its root."""
-    mapping = {id(p): args[p.parameter_number] for p in body.parameters}
-    for i in body.post_order():
-        if i.opcode == "parameter" or i.opcode == "tuple":
-            continue
-        if i.opcode == "constant":
-            c = comp.add(Instruction("constant", [], i.shape, i.attrs, (), i.name))
-            mapping[id(i)] = comp.add(make_instruction(
-                "broadcast_in_dim", [c], BroadcastInDimAttrs(dims, ())))
-            continue
-        mapping[id(i)] = comp.add(make_instruction(
-            i.opcode, [mapping[id(o)] for o in i.operands], i.attrs, (), i.name))
-    root = body.root
-    assert root is not None
-    return [mapping[id(o)] for o in root.operands] if root.opcode == "tuple" else \
-        [mapping[id(root)]]
 
 
 def _fold_variadic(comp: Computation, r: Instruction) -> None:
