@@ -34,7 +34,7 @@ SMALL = 256
 
 
 def _generated(o: Instruction) -> bool:
-    """A small iota, or a scalar constant broadcast small (folding through them)."""
+    """A small iota, or a constant broadcast small (folding through them)."""
     return o.shape.is_array and o.shape.num_elements <= SMALL and (
         o.opcode == "iota" or (o.opcode == "broadcast_in_dim" and
                                o.operands[0].opcode == "constant"))
