@@ -426,6 +426,20 @@ def programs(small: bool = False) -> dict[str, Program]:
                      f32(512, 512).astype(jnp.float8_e4m3fn)]),
         "log_softmax_sum": (lambda x: jax.nn.log_softmax(x, -1).sum(), [f32(1024, 1024)]),
         "sum_log": (lambda x: jnp.log(x * x + 1).sum(), [f32(1 << 20)]),
+        # session 51's cliffs: packbits' fold of a reshaped flat compare (4.7x), the column
+        # norms of a Vandermonde matrix (4.5x), jnp.select's argmax (2.2x), a softmax of a
+        # transpose (1.4x), a trsm's 64 x 64 triangle on one thread (1.6x), ducc0's rows
+        # 12 KB apart (2.3x), f32 lgamma's three f64 logs (2.2x)
+        "packbits": (lambda x: jnp.packbits(x > 0), [f32(1 << 20)]),
+        "vander_sum": (lambda x: (jnp.vander(x, 6) ** 2).sum(0), [f32(4096)]),
+        "select3": (lambda x: jnp.select([x < -1, x < 0, x < 1], [x * 2, x * x, x + 3], x - 1),
+                    [f32(1 << 20)]),
+        "softmax_T": (lambda x: jax.nn.softmax(x.T, -1), [f32(1024, 1024)]),
+        "mvn_logpdf": (lambda x, m, a: jax.scipy.stats.multivariate_normal.logpdf(
+            x, m, a @ a.T + 0.1 * jnp.eye(a.shape[0])), [f32(4096, 64), f32(64), f32(64, 64) / 8]),
+        "fft_1536": (jnp.fft.fft, [f32(256, 1536).astype(np.complex64)]),
+        "poisson_lp": (lambda k, lam: jax.scipy.stats.poisson.logpmf(k, lam), [
+            np.floor(np.abs(f32(1 << 20)) * 5), np.abs(f32(1 << 20)) * 5 + 0.1]),
     }
 
 

@@ -41,7 +41,7 @@ in passes/scan_lowering.py, which the cpu backend runs (passes/native_forms.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,8 +49,11 @@ from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.attrs import ComparisonType
 from xlapy.ops.base import OPS
 from xlapy.ops.erf_f32 import ERF_SMALL, ERFC_P, ERFC_R, ERFINV32_A, ERFINV32_B
-from xlapy.passes import chlo_narrow, chlo_refine
+from xlapy.passes import chlo_narrow, chlo_refine, lgamma_wide
 from xlapy.passes.hlo_builder import Emitter
+from xlapy.passes.lgamma_wide import LANCZOS as _LANCZOS
+from xlapy.passes.lgamma_wide import LANCZOS_BASE as _LANCZOS_BASE
+from xlapy.passes.lgamma_wide import LANCZOS_G as _LANCZOS_G
 from xlapy.passes.pass_base import Pass, sort_instructions
 from xlapy.types import ElementType, Shape
 
@@ -180,26 +183,6 @@ def _erf_inv(g: _G, x: I) -> I:
     return g.select(edge, g.multiply(x, g.k(math.inf, x)), g.multiply(p, x))
 
 
-#: Lanczos approximation (g = 7, 9 terms) as XLA's chlo legalization uses it.
-_LANCZOS_G = 7.0
-_LANCZOS_BASE = 0.99999999999980993227684700473478
-_LANCZOS = (676.520368121885098567009190444019, -1259.13921672240287047156078755283,
-            771.3234287776530788486528258894, -176.61502916214059906584551354,
-            12.507343278686904814458936853, -0.13857109526572011689554707,
-            9.984369578019570859563e-6, 1.50563273514931155834e-7)
-
-
-#: The Lanczos sum's fractions over one denominator, sum c_i / (z + i) = N(z) / D(z): D =
-#: prod (z + i) (integers), N = sum c_i prod_{j != i} (z + j) (all positive: no
-#: cancellation), rounded from exact arithmetic; within 8e-16 of the sum's exact value on
-#: z in [-0.5, 1e38] where the eight f64 divisions' sum was within 7e-15.
-_LANCZOS_N = (10579290.099076, 11137345.484659942, 5092745.01776085, 1312212.2658786816,
-              205786.21549971832, 19629.510665030335, 1053.042534722145, 24.458333333348744)
-_LANCZOS_D = (40320.0, 109584.0, 118124.0, 67284.0, 22449.0, 4536.0, 546.0, 36.0, 1.0)
-#: Past this z the sum is below f64's resolution of the base (and D(z) ~ z^8 would overflow).
-_LANCZOS_ZMAX = 1e20
-
-
 def _lanczos_z(g: _G, x: I) -> tuple[I, I]:
     """(x < 0.5, z): z = -x where the reflection formula applies, else x - 1."""
     reflect = g.cmp(x, g.k(0.5, x), "LT")
@@ -213,40 +196,15 @@ def _log_t(g: _G, z: I) -> tuple[I, I]:
     return t, g.add(g.k(math.log(gh), z), g.log_plus_one(g.divide(z, g.k(gh, z))))
 
 
-def _horner(g: _G, cs: Sequence[float], z: I) -> I:
-    """sum cs[k] z^k by Horner's rule."""
-    acc = g.k(cs[-1], z)
-    for c in reversed(cs[:-1]):
-        acc = g.add(g.multiply(acc, z), g.k(c, z))
-    return acc
-
-
-#: sin(pi r) = r sum_k _SIN_PI[k] r^2k on r in [0, 1/2]: Taylor's terms to (pi r)^23 / 23!
-#: (the next under 1e-18 of the result).
-_SIN_PI = tuple((-1) ** k * math.pi ** (2 * k + 1) / math.factorial(2 * k + 1)
-                for k in range(12))
-
-
-def _sin_pi(g: _G, r: I) -> I:
-    """sin(pi r) for r in [0, 1/2] (the reflection's, in f64 for an f32 lgamma): a
-    polynomial, no range reduction (the generic sine was a sixth of jax.scipy.special
-    .gammaln's time)."""
-    return g.multiply(r, _horner(g, _SIN_PI, g.multiply(r, r)))
-
-
 def _lgamma(g: _G, x: I, refine: bool = True) -> I:
     """XLA's lgamma: Lanczos for x >= 0.5, reflection log(pi / |sin(pi x)|) - lgamma(1 - x)
     below; +inf at +-inf and at the poles."""
     reflect, z = _lanczos_z(g, x)
+    if not refine:  # (an f32 result in f64)
+        return lgamma_wide.lgamma(g, x, reflect, z)
     acc = g.k(_LANCZOS_BASE, x)
-    if refine:
-        for i, c in enumerate(_LANCZOS):
-            acc = g.add(acc, g.divide(g.k(c, x), g.add(z, g.k(i + 1, x))))
-    else:  # (an f32 result in f64: one division for the eight, _LANCZOS_N / _LANCZOS_D)
-        zc = g.minimum(z, g.k(_LANCZOS_ZMAX, x))
-        acc = g.add(acc, g.divide(_horner(g, _LANCZOS_N, zc), _horner(g, _LANCZOS_D, zc)))
-    if not refine:
-        return _lgamma_wide(g, x, reflect, z, acc)
+    for i, c in enumerate(_LANCZOS):
+        acc = g.add(acc, g.divide(g.k(c, x), g.add(z, g.k(i + 1, x))))
     t, log_t = _log_t(g, z)
     log_y = g.add(g.add(g.k(math.log(math.sqrt(2 * math.pi)), x),
                         g.multiply(g.subtract(g.add(z, g.k(0.5, x)), g.divide(t, log_t)),
@@ -262,28 +220,6 @@ def _lgamma(g: _G, x: I, refine: bool = True) -> I:
     out = g.select(reflect, refl, log_y)
     if x.shape.element_type is ElementType.F64:
         out = chlo_refine.lgamma_series(g, x, out)
-    return g.select(g.cmp(ax, g.k(math.inf, x), "EQ"), g.k(math.inf, x), out)
-
-
-def _lgamma_wide(g: _G, x: I, reflect: I, z: I, acc: I) -> I:
-    """_lgamma's f64 evaluation for an f32 result (Lanczos' 1e-16 is enough but at its zeros
-    1 and 2, set there): one log for the Lanczos sum and the reflection's sine together,
-    log(acc |sin(pi x)|) where reflected (+inf at the poles: a zero sine), and the base term
-    (z + 1/2) log t - t as one multiply-add, where XLA's form divides t by log t: two f64
-    logs and a division fewer than the formula as written, and log t itself (t = z + 7.5 >=
-    7 rounds within 2^-53) for log(g + 1/2) + log1p(z / (g + 1/2))."""
-    t = g.add(z, g.k(_LANCZOS_G + 0.5, x))
-    log_t = g.log(t)
-    base = g.subtract(g.add(g.k(math.log(math.sqrt(2 * math.pi)), x),
-                            g.multiply(g.add(z, g.k(0.5, x)), log_t)), t)
-    ax = g.abs(x)
-    frac = g.subtract(ax, g.floor(ax))
-    red = g.select(g.cmp(frac, g.k(0.5, x), "GT"), g.subtract(g.k(1, x), frac), frac)
-    both = g.log(g.select(reflect, g.multiply(acc, _sin_pi(g, red)), acc))
-    out = g.select(reflect, g.subtract(g.subtract(g.k(math.log(math.pi), x), base), both),
-                   g.add(base, both))
-    one_or_two = g.op("or", g.cmp(x, g.k(1.0, x), "EQ"), g.cmp(x, g.k(2.0, x), "EQ"))
-    out = g.select(one_or_two, g.k(0.0, x), out)
     return g.select(g.cmp(ax, g.k(math.inf, x), "EQ"), g.k(math.inf, x), out)
 
 

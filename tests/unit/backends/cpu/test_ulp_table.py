@@ -312,7 +312,7 @@ def test_erf_inv_of_minus_zero_is_minus_zero() -> None:
 
 
 def test_f32_lgamma_through_the_reflection() -> None:
-    """f32 lgamma in f64 (chlo_lowering._lgamma_wide): below 0.5 log(pi / |sin(pi x)|) -
+    """f32 lgamma in f64 (passes/lgamma_wide.py): below 0.5 log(pi / |sin(pi x)|) -
     lgamma(1 - x) with sin(pi r) a polynomial on [0, 1/2] and one log for the Lanczos sum
     and the sine together, the Lanczos sum one fraction, log t itself: within half an ulp
     of scipy's f64 gammaln (but at its zeros, where neighbours of 1 and 2 take 0.502), on
