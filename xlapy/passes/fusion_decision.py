@@ -49,6 +49,13 @@ class FusionDecision:
         return f"%{self.producer} {verb} kernel of %{self.consumer}{dup}: {self.reason}"
 
 
+#: Ops besides the element-wise table whose array operands are read at the result's own
+#: index (compare, select and clamp take scalar operands too): with them, values a kernel
+#: may compute element by element at one index (kernel_flat's flat copies, short_reduce's
+#: reshape sinking and variadic folds, narrow_columns' transposed columns, fusion_plan).
+SAME_INDEX = frozenset({"convert", "compare", "select", "clamp"})
+
+
 def is_elementwise(instr: Instruction) -> bool:
     op = OPS.get(instr.opcode)
     return (op is not None and op.family == "elementwise" and not op.side_effecting

@@ -23,6 +23,7 @@ from xlapy.backends.cpu.transpose_lib import read_by_rows
 from xlapy.errors import XlapyError
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.fusion_decision import EXPENSIVE, FusionDecision
+from xlapy.passes.fusion_decision import SAME_INDEX as _SAME_INDEX
 
 #: The longest chain of element-wise ops one kernel computes: the emitters walk a kernel's
 #: expression recursively, and a chain of thousands (the interpreter runs 20,000) would
@@ -34,8 +35,6 @@ MAX_FUSED_DEPTH = 100
 #: 256 x 4096 scan's kernel grew until the compile ran out of memory. Past this the value
 #: generated in the most places gets a buffer (plan_fusion re-plans).
 MAX_GENERATED = 512
-#: Ops whose operands a kernel reads at the result's own index (the generators share them).
-_SAME_INDEX = frozenset({"convert", "select", "clamp", "compare"})
 
 
 def depth_cuts(order: list[Instruction], fusible: set[int],

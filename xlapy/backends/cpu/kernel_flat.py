@@ -27,13 +27,9 @@ from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Instruction
 from xlapy.ir.computation import make_instruction
 from xlapy.ops.shape import BroadcastInDimAttrs, ReshapeAttrs, SliceAttrs
+from xlapy.passes.fusion_decision import SAME_INDEX as _SAME_INDEX
 from xlapy.passes.fusion_decision import is_elementwise
 from xlapy.types import Shape
-
-#: Ops besides the element-wise table a flat copy may hold (with array operands at the
-#: root's index: compare/select/clamp take scalar ones too).
-_SAME_INDEX = frozenset({"convert", "compare", "select", "clamp"})
-
 
 #: The longest rows a reduce root walks as a fold (`fold_root`): short_reduce.SHORT.
 FOLD_ROOT = 8

@@ -177,8 +177,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                 LaneCheck(leaves, rows, reducer_op, True).kernel(root, rows):
             peeled = root  # its lanes split the reshape's index (lane_split.py): as it is
         root = self.nest_root = peeled
-        flat = flatten(root, leaves, rows, bool(row_unit)) \
-            if self.FLAT and not extra else None
+        flat = flatten(root, leaves, rows, bool(row_unit)) if self.FLAT and not extra \
+            else None
         root, leaves = flat or (root, leaves)
         self.flat_rows = (row_unit or int(np.prod(self.nest_root.shape.dimensions[1:]))) \
             if flat else 0

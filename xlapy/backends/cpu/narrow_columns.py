@@ -17,7 +17,7 @@ from math import lcm, prod
 from xlapy.backends.cpu.lanes import identity
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction
-from xlapy.passes.fusion_decision import is_elementwise
+from xlapy.passes.fusion_decision import SAME_INDEX, is_elementwise
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import ComputationPass, replace_each
 from xlapy.types import ElementType as ET
@@ -115,7 +115,7 @@ def across(x: Instruction, a: int) -> bool:
             found = found or o.shape.rank > 0
         elif v.opcode == "iota":
             continue
-        elif is_elementwise(v) or v.opcode in ("convert", "compare", "select", "clamp"):
+        elif is_elementwise(v) or v.opcode in SAME_INDEX:
             todo.extend(v.operands)
         else:
             return False

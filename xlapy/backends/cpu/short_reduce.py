@@ -20,6 +20,7 @@ from xlapy.backends.cpu.fold_paths import column_slice
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.fusion_decision import EXPENSIVE, is_elementwise
+from xlapy.passes.fusion_decision import SAME_INDEX as _SAME_INDEX
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.inliner import lift_elementwise
 from xlapy.passes.pass_base import ComputationPass, replace_each
@@ -282,10 +283,6 @@ def _fold_variadic(comp: Computation, r: Instruction) -> None:
         r.replace_all_uses_with(Emitter(comp).tuple(*accs))
     if r is not comp.root and not r.users:
         comp.remove(r)
-
-
-#: Ops besides the element-wise table whose operands are read at their own index.
-_SAME_INDEX = frozenset({"convert", "compare", "select", "clamp"})
 
 
 class ShortReductions(ComputationPass):
