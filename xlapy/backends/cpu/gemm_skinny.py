@@ -18,7 +18,13 @@ faster on 2 threads.
 More rows than one register block holds (`one_pass`) go in row groups (`groups`: at most
 MAX_ROWS rows each on AVX-512, GROUP_ROWS_AVX2 on AVX2): every group in turn runs its
 register blocks over a k block while that block of W is in L2, so W still comes from memory
-once. Two passes over all of W (one per half of the rows) had been the way up to 16 rows;
+once. The first group of a k block waits on memory while the others compute from L2, so the
+second group prefetches the next k block's lines into L2 as it goes (`lead`): Zen 4, 2
+threads, same process, a 64 MB W: 16x4096x4096 3.89 -> 3.14 ms, 32x 6.34 -> 6.00, 48x 9.14
+-> 8.57 (AVX-512); x86-64-v3 code 32x4096x4096 8.95 -> 8.62 (groups of 6), f64 24x2048x2048
+4.40 -> 4.11; a W in L3 ran alike (32x1024x4096 1.63 -> 1.67, 1.80 -> 1.81). Prefetching in
+every group instead (the others' own lines) lost 35%: their extra loads of W's lines.
+Two passes over all of W (one per half of the rows) had been the way up to 16 rows;
 batches of 17-80 rows went to BLAS, whose packing of W for a few row tiles lost to XLA
 1.1-1.3x (MAX_GROUPED). Each element stays one multiply-add chain in k order.
 
@@ -123,9 +129,12 @@ def _block(bits: int, rows: int) -> int:
     """Vectors of columns per register block: rows x V accumulators, V loads and a
     broadcast within the registers (32 on AVX-512, 16 otherwise). AVX2 allows 14
     accumulators: 7 rows take 2 vectors (one value spills) instead of 1, whose 8 loads per
-    7 FMAs bound the loop (7 x 4096 @ 4096 x 4096 on Zen 4: 5.6 -> 3.8-4.6 ms)."""
+    7 FMAs bound the loop (7 x 4096 @ 4096 x 4096 on Zen 4: 5.6 -> 3.8-4.6 ms). There 3-4
+    rows take 3 vectors: 3 rows at 4 lost (groups of 3, 9 x 2048 x 2048, Zen 4, 2 threads,
+    same process: 0.83-0.84 -> 0.74-0.79 ms)."""
     accs = 24 if bits == 512 else 14 if bits == 256 else 8
-    return max(1, min(4, accs // rows))
+    most = 3 if bits == 256 and rows >= 3 else 4
+    return max(1, min(most, accs // rows))
 
 
 def groups(m: int, bits: int) -> tuple[tuple[int, int], ...]:
@@ -196,14 +205,16 @@ def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...], packed: bool
 
     def block(a: ir.Value, out: ir.Value, rows: int, c0: ir.Value, vecs: int, k0: ir.Value,
               k1: ir.Value, first: ir.Value, valid: ir.Value | None = None,
-              panels: ir.Value | None = None, fill: bool = False) -> None:
+              panels: ir.Value | None = None, fill: bool = False,
+              lead: ir.Value | None = None) -> None:
         """out[:rows, c0:c0+vecs*lanes] (+)= a[:rows, k0:k1] @ w[k0:k1, c0:c0+vecs*lanes],
         k in order, from zero when `first` (`valid`: one vector, its first `valid` columns
         only, masked): each element's one multiply-add chain, continued through `out`. With
         `panels`, W's values of this k block are read there, or (`fill`) read from W and
         written there, whole vectors only: panels of one cache line of columns, [panel][k -
         k0][line], so a later group's k walk reads consecutive lines (W's rows 4 KB apart
-        shared one L1 set)."""
+        shared one L1 set). `lead` (true at run time): each k step also prefetches the
+        block's lines of the next k block into L2, for its first group."""
         mask = None if valid is None else lanes_below(valid)
         if panels is not None:  # vector j: column c0 + j lanes - lo of the panels
             rel = [b.add(b.sub(c0, lo), i64(j * lanes)) for j in range(vecs)]
@@ -231,6 +242,11 @@ def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...], packed: bool
             for p, x in zip(row, got):
                 p.add_incoming(ir.Constant(vt, None), entry)  # zeros
                 p.add_incoming(x, load_bb)
+        if lead is not None:  # the next k block's lines, for its first group
+            nxt = b.add(b.mul(b.add(k, b.sub(k1, k0)), n), c0)
+            for j in range(0, vecs * lanes, line):
+                with b.if_then(lead):  # (a branch LLVM moves out of the loop)
+                    prefetch(b, b.gep(w, [b.add(nxt, i64(j))]), 2)
         if panels is not None and not fill:  # consecutive lines of each panel
             at = b.mul(b.sub(k, k0), i64(line))
             ws = [load(b.add(vb, at), None, panels) for vb in vbase]
@@ -265,7 +281,7 @@ def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...], packed: bool
                 store(x, out, b.add(orow, i64(j * lanes)), mask)
 
     def group(a: ir.Value, out: ir.Value, rows: int, k0: ir.Value, k1: ir.Value,
-              first: ir.Value, fill: bool = False) -> None:
+              first: ir.Value, fill: bool = False, lead: ir.Value | None = None) -> None:
         """One row group's columns [lo, hi) over k block [k0, k1) (`fill`: the k block's
         first group, W read in place and written to `pack`; the others read `pack`)."""
         v = _block(bits, rows)
@@ -275,11 +291,11 @@ def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...], packed: bool
         rest = b.sdiv(b.add(b.sub(hi, c1), i64(lanes - 1)), i64(lanes))
         with for_range(b, i64(0), full, "cb") as cb:
             block(a, out, rows, b.add(lo, b.mul(cb, i64(step))), v, k0, k1, first,
-                  panels=pack, fill=fill)
+                  panels=pack, fill=fill, lead=lead)
         with for_range(b, i64(0), rest, "cv") as cv:  # the rest: one masked vector at a time
             c = b.add(c1, b.mul(cv, i64(lanes)))
             block(a, out, rows, c, 1, k0, k1, first, b.sub(hi, c),
-                  panels=pack if fill else None, fill=fill)
+                  panels=pack if fill else None, fill=fill, lead=lead)
 
     line = max(1, 64 // size)
     pack = None
@@ -291,20 +307,25 @@ def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...], packed: bool
     with for_range(b, i64(0), kk, "kb", step=kb) as k0:
         k1 = b.select(b.icmp_signed("<", b.add(k0, kb), kk), b.add(k0, kb), kk)
         first = b.icmp_signed("==", k0, i64(0))
-        row0 = 0
+        more = b.icmp_signed("<", k1, kk)  # a next k block, for the lead group to prefetch
+        row0 = seen = 0
         for at, (rows, count) in enumerate(parts):
             if packed and at == 0:  # the first group fills the panels
                 group(x_all, out_all, rows, k0, k1, first, fill=True)
-                row0, count = rows, count - 1
+                row0, count, seen = rows, count - 1, 1
             if count == 1:
                 group(b.gep(x_all, [b.mul(i64(row0), kk)]),
-                      b.gep(out_all, [b.mul(i64(row0), n)]), rows, k0, k1, first)
+                      b.gep(out_all, [b.mul(i64(row0), n)]), rows, k0, k1, first,
+                      lead=more if seen == 1 else None)
             elif count > 1:
                 with for_range(b, i64(0), i64(count), "g") as g:
                     r0 = b.add(i64(row0), b.mul(g, i64(rows)))
+                    lead = None if seen > 1 else \
+                        b.and_(more, b.icmp_signed("==", g, i64(1 - seen)))
                     group(b.gep(x_all, [b.mul(r0, kk)]), b.gep(out_all, [b.mul(r0, n)]),
-                          rows, k0, k1, first)
+                          rows, k0, k1, first, lead=lead)
             row0 += rows * count
+            seen += count
     restore_mxcsr(b, saved)
     b.ret_void()
     return mod
@@ -332,12 +353,16 @@ def _compile(parts: tuple[tuple[int, int], ...], f64: bool, tgt: target.CpuTarge
     return Compiled(eng, _FN(addr), addr)
 
 
-#: Rows of a group on AVX2 past one pass (16 registers: a register block of 6 rows keeps 2
-#: vectors of columns, 12 accumulators; 8 rows at one vector per block lost). Against XLA
-#: (dot_sweep, x86-64-v3 code, OpenBLAS -> here, one pass): 2x1024x4096 1.96 -> 0.84,
-#: 4x4096x1024 2.10 -> 0.82, 5x4096x4096 1.27 -> 0.65, 8x1024x4096 1.54 -> 1.05,
-#: 8x2048x2048 1.34 -> 0.82; groups: 10x2048x2048 1.45 -> 1.00, 12x1024x4096 1.26 -> 1.10.
-GROUP_ROWS_AVX2 = 6
+#: Rows of a group on AVX2 past one pass (16 registers: a register block of 4 rows keeps 3
+#: vectors of columns, 12 accumulators, 7 loads a k step; 8 rows at one vector per block
+#: lost). Against XLA (dot_sweep, x86-64-v3 code, OpenBLAS -> here, one pass): 2x1024x4096
+#: 1.96 -> 0.84, 4x4096x1024 2.10 -> 0.82, 5x4096x4096 1.27 -> 0.65, 8x1024x4096 1.54 ->
+#: 1.05, 8x2048x2048 1.34 -> 0.82; groups: 10x2048x2048 1.45 -> 1.00, 12x1024x4096 1.26 ->
+#: 1.10. Groups of 6 rows (2 vectors, 8 loads a k step and a spilled row pointer) -> 4, Zen
+#: 4, 2 threads, same process: 16x1024x4096 1.14 -> 1.05-1.06 ms, 24x2048x2048 1.46 -> 1.40,
+#: 32x4096x1024 1.98 -> 1.97, 40x1024x4096 2.17 -> 2.15; f64 24x2048x2048 4.11 -> 3.89; 3
+#: rows (4 vectors) lost 30%.
+GROUP_ROWS_AVX2 = 4
 #: Most rows run here on AVX-512 (in groups of MAX_ROWS, `groups`). Zen 4, 2 threads,
 #: round robin against XLA (XLA's AVX-512 kernels), BLAS (OpenBLAS or gemm_f32) -> here:
 #: 17x4096x1024 1.20 -> 0.62, 24x4096x4096 1.32 -> 0.95, 31x4096x1024 1.15 -> 0.78,

@@ -176,8 +176,8 @@ def test_a_w_of_half_a_megabyte_or_more_splits() -> None:
     (512, 8, ((8, 1),)), (512, 9, ((9, 1),)), (512, 12, ((12, 1),)),
     (512, 13, ((7, 1), (6, 1))), (512, 16, ((8, 2),)), (512, 17, ((6, 2), (5, 1))),
     (512, 31, ((8, 3), (7, 1))), (512, 64, ((8, 8),)), (512, 80, ((8, 10),)),
-    (256, 7, ((7, 1),)), (256, 8, ((8, 1),)), (256, 9, ((5, 1), (4, 1))),
-    (256, 12, ((6, 2),)), (256, 24, ((6, 4),))])
+    (256, 7, ((7, 1),)), (256, 8, ((8, 1),)), (256, 9, ((3, 3),)),
+    (256, 10, ((4, 2), (2, 1))), (256, 12, ((4, 3),)), (256, 24, ((4, 6),))])
 def test_rows_sweep_w_once_in_groups(bits: int, m: int, parts: tuple[tuple[int, int], ...],
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """One register block up to MAX_ROWS rows and on while it holds two vectors of columns
@@ -270,3 +270,22 @@ def test_avx2_groups_read_the_k_blocks_panels_with_the_same_bits(
         monkeypatch.setattr(gemm_skinny, "PACK", True)
         gemm_skinny.runner(6, n, k, f64, 2)(x[:6], w, np.empty((6, n), dtype))
         assert built == [False]  # one group: no panels
+
+
+@pytest.mark.parametrize(("name", "m", "packed"), [("x86-64-v4", 32, False),
+                                                   ("x86-64-v3", 32, True),
+                                                   ("x86-64-v3", 10, True)])
+def test_the_second_group_prefetches_the_next_k_block_into_l2(name: str, m: int,
+                                                               packed: bool) -> None:
+    """The group after a k block's first (which reads W from memory) prefetches the next k
+    block's lines into L2 (llvm.prefetch locality 2) for the next first group; one module
+    of one group has none (its own read-ahead is along the row, into L1)."""
+    def l2_prefetches(parts: tuple[tuple[int, int], ...], packed: bool) -> int:
+        text = str(gemm_skinny._emit("f", False, parts, packed))
+        return text.count("i32 0, i32 2, i32 1)")
+
+    with target.use(name):
+        parts = gemm_skinny.groups(m, target.current().vector_bits)
+        assert len(parts) > 1 or parts[0][1] > 1
+        assert l2_prefetches(parts, packed) > 0
+        assert l2_prefetches(((8, 1),), False) == 0
