@@ -138,10 +138,13 @@ class ReductionEmitter(MinMaxEmitter):
                 step(None, c)
 
         with self._phase(r):  # (hoist_emit: what the row fixes is computed once)
-            if cache is None and fast_ok(op, et, cols, self.width, self.masked):
+            if fast_ok(op, et, cols, self.width, self.masked):
                 def fast_value(c: Lane) -> ir.Value:  # (the fast result is one of them)
                     v = self._row_value(x, row, c)
                     bf16s[0] = bf16s[0] and bf16_exact.is_bf16(v)
+                    if cache is not None:  # (an exact row stores its values again)
+                        self._cache_store(cache, c, self._live(op, et, self.splat(v), c.live),
+                                          flushed)
                     return v
 
                 self._fast_row(op, et, cols, "rcu", accp, fast_value, scalar, init_c)
@@ -182,14 +185,19 @@ class ReductionEmitter(MinMaxEmitter):
             v = self._live(op, et, self.splat(v), c.live)
         bf16s[0] = bf16s[0] and bf16_exact.is_bf16(v)
         if cache is not None:
-            col = self._lane0(c) if isinstance(c, Lane) else c
-            # (whole vectors: a masked store, and a load of it, are slow; AVX2's on AMD
-            # are microcode, and a load cannot take its value from a masked store)
-            self._access(b.gep(cache, [i64(0), col], inbounds=True),
-                         [c.whole if isinstance(c, Lane) else c], v)
-            flushed[0] = flushed[0] and ew._isfloat(v) and ew.is_flushed(v)
+            self._cache_store(cache, c, v, flushed)
         acc = lanes if isinstance(c, Lane) else accp
         b.store(self._combine(op, et, b.load(acc), v, late=True), acc)
+
+    def _cache_store(self, cache: ir.Value, c: Any, v: ir.Value, flushed: list[bool]) -> None:
+        """x[r, c] (a value, or W lanes) into the row cache; `flushed[0]` cleared unless it
+        is known flushed."""
+        col = self._lane0(c) if isinstance(c, Lane) else c
+        # (whole vectors: a masked store, and a load of it, are slow; AVX2's on AMD are
+        # microcode, and a load cannot take its value from a masked store)
+        self._access(self.b.gep(cache, [i64(0), col], inbounds=True),
+                     [c.whole if isinstance(c, Lane) else c], v)
+        flushed[0] = flushed[0] and ew._isfloat(v) and ew.is_flushed(v)
 
     def _lane_acc(self, op: str, et: ET, used: bool) -> ir.Value | None:
         """A vector accumulator (stack slot) at the reducer's identity, if lanes run."""
