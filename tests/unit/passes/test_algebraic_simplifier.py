@@ -166,6 +166,13 @@ CASES: dict[str, Case] = {
                                                strides=(1, 2)),
                     lambda g, a, b: g.slice(g.negate(a), start_indices=(1, 0),
                                             limit_indices=(2, 2), strides=(1, 1))),
+    # columns 3 and 5 of [a | -b]: -b's 0 and 2; a slice across both keeps the concatenate
+    "slice_concat": (M, lambda g, a, b: g.slice(g.concatenate(a, g.negate(b), dimension=1),
+                                                start_indices=(0, 3), limit_indices=(2, 6),
+                                                strides=(1, 2)),
+                     lambda g, a, b: g.slice(g.concatenate(a, g.negate(b), dimension=1),
+                                             start_indices=(0, 2), limit_indices=(2, 4),
+                                             strides=(1, 1))),
     "slice_broadcast_scalar": (M, lambda g, a, b: g.slice(g.splat(1.5, a), start_indices=(0, 1),
                                                           limit_indices=(2, 3), strides=(1, 1)),
                                lambda g, a, b: g.slice(a, start_indices=(0, 1),
