@@ -29,6 +29,7 @@ from xlapy.backends.cpu import (
     latency,
     libm_f32,
     masked_emit,
+    minor_stack,
     rotate_emit,
     row_divide,
 )
@@ -160,7 +161,8 @@ class Kernel:
 
 
 class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmitter,
-                    PeriodicEmitter, TileEmitter, LaneSplitEmitter, InterleaveEmitter):
+                    PeriodicEmitter, TileEmitter, LaneSplitEmitter, InterleaveEmitter,
+                    minor_stack.MinorStackEmitter):
     """Emits one kernel function into `mod`: `root` computed from `leaves` (id -> slot)."""
 
     FLAT = True  # a short last dimension emitted flat (kernel_flat.py)
@@ -216,6 +218,11 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             self.segmented or self.rows or root.opcode == "reduce"))
         self.width = vector_width() if all(check.kernel(r, self.rows, self.segmented) for r in
                                            [root, *(x for x, _ in self.extra)]) else 0
+        #: A stack along a short last dimension, lanes along the one before (minor_stack.py).
+        self.stack = 0 if self.width else \
+            minor_stack.width(root, leaves, self.rows, self.extra, reducer_op)
+        if self.stack:
+            self.width, self.segmented = vector_width(), False
         self.cuts = {} if self.width or self.segmented or rows or extra or flat or \
             root.opcode == "reduce" else inner_cuts(root, leaves)
         if self.cuts:  # branches inside along the lane: segments where each takes one case
@@ -225,12 +232,13 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self.align = self.residues if root.shape.rank == 1 and not flat else 1  # splits
         dims = root.shape.dimensions
         #: A constant-length rest of a lane loop is one masked vector (masked_emit.py).
-        self.masked = bool(self.width) and masked_ok(root, leaves)
+        self.masked = bool(self.width) and not self.stack and masked_ok(root, leaves)
         if self.rows:  # rows shorter than a vector (softmax: 10 classes)
             cols = self.rows[0].operands[0].shape.dimensions[-1]
             self.width = row_width(cols, self.width, self.masked)
         elif dims and root.opcode != "reduce":  # ([n, n, 3] pairs: xmm, not masked zmm)
-            self.width = row_width(dims[-1], self.width, self.masked)
+            self.width = row_width(dims[-2] if self.stack else dims[-1], self.width,
+                                   self.masked)
         if self.width and root.opcode != "reduce" and not self.rows and dims:
             # Two (four) vectors per lane group: a long dependent chain per element (the
             # GELU chain) leaves the out-of-order window with one group in flight; LLVM
@@ -433,7 +441,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             if self.root.opcode == "reduce" and id(self.root) not in self.leaves:
                 outer, split = self._reduce(begin, end)
             else:
-                outer, split = self._elementwise(begin, end)
+                outer, split = (self._stack_elementwise if self.stack else
+                                self._elementwise)(begin, end)
         if self.fenced:  # order the non-temporal stores before the caller's completion flag
             store_fence(b)
         restore_mxcsr(b, saved)
@@ -579,21 +588,5 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self._nest(dims, begin, end, body)
         return int(np.prod(dims[:max(self.row_depth, 1)])), True
 
-    def _unflatten(self, p: ir.Value, dims: Sequence[int]) -> list[ir.Value]:
-        """The indices of row p of the leading `dims` (0 along an extent-1 dimension)."""
-        b, out = self.b, []
-        for d, (n, s) in enumerate(zip(dims, row_strides(dims))):
-            if n == 1:
-                out.append(i64(0))
-                continue
-            v = p if s == 1 else b.udiv(p, i64(s))
-            out.append(v if d == 0 else b.urem(v, i64(n)))
-        return out
-
-    def in_row(self, idx: Sequence[ir.Value], dims: Sequence[int]) -> bool:
-        """idx (of a value with leading `dims`) is the current row's (extent 1: index 0)."""
-        return len(idx) == len(self.row_index) and all(
-            n == 1 or index_key(v) == index_key(r)
-            for v, r, n in zip(idx, self.row_index, dims))
 
 __all__ = ["Kernel", "KernelEmitter", "fusible", "reducer_op", "PRODUCERS", "I64"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from xlapy.backends.cpu.lanes import Lane
+from xlapy.backends.cpu.lanes import Lane, index_key, row_strides
 from xlapy.backends.cpu.llvm_util import i64, prefetch
 from xlapy.ir import Instruction
 
@@ -38,11 +38,13 @@ MAX_ROW_BYTES = 256 << 10
 
 
 class RowPrefetchEmitter:
-    """Prefetching for KernelEmitter (its `b`, `rows`, `row_depth`, `width`, `in_row`)."""
+    """Prefetching for KernelEmitter (its `b`, `rows`, `row_depth`, `width`), and where a
+    row's indices are (`in_row`, `_unflatten`)."""
 
     b: ir.IRBuilder
     rows: list[Instruction]
     row_depth: int
+    row_index: list[ir.Value]
     width: int
     #: The index of the current pass over the row (row reductions in order, then the
     #: root's innermost loop); -1 outside a row.
@@ -51,9 +53,6 @@ class RowPrefetchEmitter:
     row_reads: dict[int, int]
     #: slot -> the pass that prefetches that leaf's next rows.
     row_prefetching: dict[int, int]
-
-    def in_row(self, idx: Sequence[ir.Value], dims: Sequence[int]) -> bool:
-        raise NotImplementedError  # (KernelEmitter's)
 
     def _begin_row(self) -> None:
         """A new row: its passes counted from 0, no leaf read yet."""
@@ -95,6 +94,23 @@ class RowPrefetchEmitter:
             return False
         return tuple(dims[:-1]) == tuple(self.rows[0].shape.dimensions) and \
             self.in_row(idx[:-1], dims[:-1])
+
+    def _unflatten(self, p: ir.Value, dims: Sequence[int]) -> list[ir.Value]:
+        """The indices of row p of the leading `dims` (0 along an extent-1 dimension)."""
+        b, out = self.b, []
+        for d, (n, s) in enumerate(zip(dims, row_strides(dims))):
+            if n == 1:
+                out.append(i64(0))
+                continue
+            v = p if s == 1 else b.udiv(p, i64(s))
+            out.append(v if d == 0 else b.urem(v, i64(n)))
+        return out
+
+    def in_row(self, idx: Sequence[ir.Value], dims: Sequence[int]) -> bool:
+        """idx (of a value with leading `dims`) is the current row's (extent 1: index 0)."""
+        return len(idx) == len(self.row_index) and all(
+            n == 1 or index_key(v) == index_key(r)
+            for v, r, n in zip(idx, self.row_index, dims))
 
 
 __all__ = ["RowPrefetchEmitter", "AHEAD_BYTES", "MAX_ROW_BYTES"]
