@@ -243,9 +243,9 @@ def _emit(name: str, f64: bool, parts: tuple[tuple[int, int], ...], packed: bool
                 p.add_incoming(ir.Constant(vt, None), entry)  # zeros
                 p.add_incoming(x, load_bb)
         if lead is not None:  # the next k block's lines, for its first group
-            nxt = b.add(b.mul(b.add(k, b.sub(k1, k0)), n), c0)
-            for j in range(0, vecs * lanes, line):
-                with b.if_then(lead):  # (a branch LLVM moves out of the loop)
+            with b.if_then(lead):  # (a branch LLVM moves out of the loop)
+                nxt = b.add(b.mul(b.add(k, b.sub(k1, k0)), n), c0)
+                for j in range(0, vecs * lanes, line):
                     prefetch(b, b.gep(w, [b.add(nxt, i64(j))]), 2)
         if panels is not None and not fill:  # consecutive lines of each panel
             at = b.mul(b.sub(k, k0), i64(line))
