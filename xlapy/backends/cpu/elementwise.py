@@ -28,6 +28,7 @@ from xlapy.backends.cpu import bf16_convert as _bf16
 from xlapy.backends.cpu import bf16_exact as _exact
 from xlapy.backends.cpu import flush_ftz as _ftz
 from xlapy.backends.cpu import int_division as _idiv
+from xlapy.backends.cpu import native_half as _half
 from xlapy.backends.cpu.flush_avx512 import is_denormal
 from xlapy.backends.cpu.llvm_util import (
     F16,
@@ -548,7 +549,8 @@ def emit(b: ir.IRBuilder, opcode: str, args: Sequence[ir.Value], t: ET, out: ET)
     if opcode not in RAW and t.is_float:
         args = [a if _ftz.scaled_by_small(opcode, list(args), k) else  # (kernels:
                 _ftz.operand(b, a, opcode, flush) for k, a in enumerate(args)]  # one multiply)
-    return round_to(b, fn(b, args, t), out)
+    half = _half.emit(b, opcode, args, t, out)
+    return half if half is not None else round_to(b, fn(b, args, t), out)
 
 
 # ---- compare, select (convert: elementwise_convert.py) ----------------------------------------

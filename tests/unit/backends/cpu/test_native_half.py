@@ -1,0 +1,103 @@
+"""f16 add, subtract and multiply run as AVX512-FP16 instructions where the target
+has them (native_half.py) with the bits of the f32-then-round form: every f16
+value (all 65536 bit patterns: denormals, infinities, NaN, +-0) against operands that
+round, overflow, underflow and cancel, in FTZ and IEEE modes, against the interpreter and
+the f32 form compiled in the same process (divide too: it keeps the f32 form); chained
+ops stay in half registers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlapy
+from xlapy.backends.cpu import cache, native_half, target
+
+OPS = ["add", "subtract", "multiply", "divide"]
+
+BINARY = """
+func.func public @main(%x: tensor<{n}xf16>, %y: tensor<{n}xf16>) -> tensor<{n}xf16> {{
+  %r = stablehlo.{op} %x, %y : tensor<{n}xf16>
+  return %r : tensor<{n}xf16>
+}}
+"""
+
+CHAIN = """
+func.func public @main(%x: tensor<4096xf16>) -> tensor<4096xf16> {
+  %a = stablehlo.multiply %x, %x : tensor<4096xf16>
+  %b = stablehlo.multiply %a, %x : tensor<4096xf16>
+  %c = stablehlo.add %x, %b : tensor<4096xf16>
+  %d = stablehlo.divide %c, %x : tensor<4096xf16>
+  %e = stablehlo.tanh %d : tensor<4096xf16>
+  %f = stablehlo.subtract %e, %x : tensor<4096xf16>
+  return %f : tensor<4096xf16>
+}
+"""
+
+#: Second operands: exact, rounding, huge (overflow), tiny (denormal results), specials.
+_Y = [1.0, -1.0, 0.5, 3.0, -0.1, 0.333, 7.0e-5, -6.1e-5, 2.0 ** -24, 1.5e-7, 1.0e4, -65504.0,
+      300.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 1.0009765625, 2047.0]
+
+
+def _operands() -> tuple[np.ndarray, np.ndarray]:
+    x = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    y = np.asarray(_Y, np.float16)
+    return np.repeat(x, len(y)), np.tile(y, len(x))
+
+
+def _bits(v: object) -> np.ndarray:
+    """Bits, every NaN as one pattern (the interpreter's NaN payloads are NumPy's)."""
+    a = np.asarray(v, np.float16)
+    return np.where(np.isnan(a), np.float16(np.nan), a).view(np.uint16)
+
+
+@pytest.mark.parametrize("mode", ["ftz", "ieee"])
+@pytest.mark.parametrize("op", OPS)
+def test_every_f16_value_has_the_f32_forms_bits(op: str, mode: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    x, y = _operands()
+    text = BINARY.format(n=x.size, op=op)
+    opts = {"num_threads": 2, "denormal": mode}
+    cache.clear_memory()
+    got = xlapy.compile(text, backend="cpu", options=opts)(x, y)
+    with monkeypatch.context() as m:
+        m.setattr(native_half, "emit", lambda *a: None)
+        cache.clear_memory()
+        f32_form = xlapy.compile(text, backend="cpu", options=opts)(x, y)
+    ref = xlapy.compile(text, backend="interpreter", options=opts)(x, y)
+    np.testing.assert_array_equal(_bits(got), _bits(f32_form))
+    np.testing.assert_array_equal(_bits(got), _bits(ref))
+
+
+def test_a_chain_matches_the_f32_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    x = np.random.default_rng(3).standard_normal(4096).astype(np.float16)
+    x[:6] = [0.0, -0.0, np.inf, np.nan, 6e-8, -65504.0]
+    cache.clear_memory()
+    got = xlapy.compile(CHAIN, backend="cpu")(x)
+    with monkeypatch.context() as m:
+        m.setattr(native_half, "emit", lambda *a: None)
+        cache.clear_memory()
+        f32_form = xlapy.compile(CHAIN, backend="cpu")(x)
+    np.testing.assert_array_equal(_bits(got), _bits(f32_form))
+
+
+@pytest.mark.parametrize("name, native", [("sapphirerapids", True), ("cooperlake", False),
+                                          ("x86-64-v3", False)])
+def test_half_instructions_only_with_avx512fp16(name: str, native: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's IR holds half arithmetic for an AVX512-FP16 target (compiled, not run:
+    any machine), f32 arithmetic and conversions for the others."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    cache.clear_memory()
+    with target.use(name):
+        exe = xlapy.compile(CHAIN, backend="cpu")._exe
+        text = exe.kernel_ir
+    ops = [f"{o} <" for o in ("fmul", "fadd", "fsub", "fdiv")]
+    half = [line for line in text.splitlines() if any(o in line for o in ops)
+            and "x half>" in line]
+    assert bool(half) == native, name
+    if native:
+        assert len(half) >= 4  # x*x, *x, +, - (the divide and the tanh in f32)
+        assert not any("fdiv <" in line for line in half)
