@@ -549,7 +549,7 @@ def emit(b: ir.IRBuilder, opcode: str, args: Sequence[ir.Value], t: ET, out: ET)
     if opcode not in RAW and t.is_float:
         args = [a if _ftz.scaled_by_small(opcode, list(args), k) else  # (kernels:
                 _ftz.operand(b, a, opcode, flush) for k, a in enumerate(args)]  # one multiply)
-    half = _half.emit(b, opcode, args, t, out)
+    half = _half.emit(b, opcode, args, t, out, fn)
     return half if half is not None else round_to(b, fn(b, args, t), out)
 
 

@@ -1,4 +1,5 @@
-"""f16 add, subtract and multiply run as AVX512-FP16 instructions where the target
+"""f16 max, min, abs and negate skip the per-op rounding (exact on f16 values); f16 add,
+subtract and multiply run as AVX512-FP16 instructions where the target
 has them (native_half.py) with the bits of the f32-then-round form: every f16
 value (all 65536 bit patterns: denormals, infinities, NaN, +-0) against operands that
 round, overflow, underflow and cancel, in FTZ and IEEE modes, against the interpreter and
@@ -13,7 +14,7 @@ import pytest
 import xlapy
 from xlapy.backends.cpu import cache, native_half, target
 
-OPS = ["add", "subtract", "multiply", "divide"]
+OPS = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
 
 BINARY = """
 func.func public @main(%x: tensor<{n}xf16>, %y: tensor<{n}xf16>) -> tensor<{n}xf16> {{
@@ -70,6 +71,29 @@ def test_every_f16_value_has_the_f32_forms_bits(op: str, mode: str,
     np.testing.assert_array_equal(_bits(got), _bits(ref))
 
 
+UNARY = """
+func.func public @main(%x: tensor<65536xf16>) -> (tensor<65536xf16>, tensor<65536xf16>) {
+  %a = stablehlo.abs %x : tensor<65536xf16>
+  %n = stablehlo.negate %x : tensor<65536xf16>
+  %m = stablehlo.maximum %a, %n : tensor<65536xf16>
+  %r = stablehlo.multiply %m, %n : tensor<65536xf16>
+  return %m, %r : tensor<65536xf16>, tensor<65536xf16>
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["ftz", "ieee"])
+def test_exact_ops_of_every_f16_value(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    x = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    opts = {"denormal": mode}
+    cache.clear_memory()
+    got = xlapy.compile(UNARY, backend="cpu", options=opts)(x)
+    ref = xlapy.compile(UNARY, backend="interpreter", options=opts)(x)
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(_bits(g), _bits(r))
+
+
 def test_a_chain_matches_the_f32_form(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")
     x = np.random.default_rng(3).standard_normal(4096).astype(np.float16)
@@ -101,3 +125,14 @@ def test_half_instructions_only_with_avx512fp16(name: str, native: bool,
     if native:
         assert len(half) >= 4  # x*x, *x, +, - (the divide and the tanh in f32)
         assert not any("fdiv <" in line for line in half)
+
+
+@pytest.mark.parametrize("name", ["cooperlake", "x86-64-v3"])
+def test_exact_ops_are_not_rounded(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """abs, negate and maximum of f16 values narrow nothing: the only fptruncs left are the
+    multiply's rounding and the two stores (there were six)."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    cache.clear_memory()
+    with target.use(name):
+        text = xlapy.compile(UNARY, backend="cpu")._exe.kernel_ir
+    assert text.count("fptrunc") == 3
