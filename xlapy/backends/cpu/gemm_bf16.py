@@ -9,11 +9,15 @@ of the additions is the hardware's). Denormal inputs count as zero and denormal 
 (DAZ/FTZ, whatever MXCSR says): the `ftz` mode's semantics (XLA CPU's), so `takes` routes here
 only in that mode; the `ieee` mode keeps the widened BLAS path.
 
-Layout: A tiles (16 rows x 32 k) load straight from A with its row stride (k contiguous). B
-must be in the VNNI layout: panel p (16 columns) row g holds, for each column j, the pair
-(b[2g, 16p + j], b[2g + 1, 16p + j]). The kernel packs its own panels per batch, from B
-either [k, n] (n contiguous: two rows interleaved) or stored transposed as [n, k] (k
-contiguous, attention's q k^T: a 16-dword gather per row). C is 2 x 2 tiles (32 x 32 f32)
+Layout: A tiles (16 rows x 32 k) load straight from A with its row stride (k contiguous),
+when its rows lie on 64-byte lines; else A is first staged into aligned rows (`tile_ready`:
+a tile load from unaligned rows runs at a third of the speed). B must be in the VNNI layout:
+panel p (16 columns) row g holds, for each column j, the pair (b[2g, 16p + j], b[2g + 1,
+16p + j]). The kernel packs its own panels, from B either [k, n] (n contiguous: two rows
+interleaved, each row's 64-byte piece read whole) or stored transposed as [n, k] (k
+contiguous, attention's q k^T: a 16-dword gather per row): with one chunk of rows (at most
+M_CHUNK_BLOCKS), each column pair right before its use, so its packed copy is still in L2
+(64 x 4096 x 4096: 6.7 -> 2.8 ms); with more, every panel of the batch once, up front. C is 2 x 2 tiles (32 x 32 f32)
 per step, stored straight into an f32 output, or through a 4 KB block rounded once to bf16.
 Each kernel also has a BLAS-convention entry (one product, out^T = b^T a^T) for the native
 batch-chain runner (batch_chain.py). The kernels go through LLVM's -O0 code generator: the
@@ -30,8 +34,8 @@ releases the tiles at its end; Linux grants the tile data state once per process
 (`arch_prctl(ARCH_REQ_XCOMP_PERM)`), and `tiles()` is False where it refuses or the
 target lacks AMX-BF16: there the same kernels sum each block with AVX512-BF16's `vdpbf16ps`
 (gemm_bf16_dp.py: Zen 4 and 5, Cooper Lake), and `available()` is False only without that
-too (AVX2/SSE targets: the widened BLAS path). Left: no k-blocking, so a
-long k with many columns (mlp_bf16's 4096 x 4096) streams A from L3 once per column pair.
+too (AVX2/SSE targets: the widened BLAS path). Left: no k-blocking (each 2 x 2 tile step
+loads its 4 KB from L2), and a pack that waits on memory before the tiles start.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import amx, cache, llvm_util, parallel, target
+from xlapy.backends.cpu import amx, cache, llvm_util, parallel, recycle, target
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.gemm_int import empty_product
 from xlapy.backends.cpu.llvm_util import (
@@ -68,6 +72,9 @@ BM, BN = 32, 32
 BK = 32
 #: A row blocks walked per pass over the column blocks (kept in L2).
 M_CHUNK_BLOCKS = 8
+#: Rows of B[k, n] ahead of its packing that are prefetched (64 x 4096 x 4096, interleaved
+#: runs: 3.7 -> 2.8 ms).
+PACK_AHEAD = 16
 #: Multiply-adds below which a dot stays on the widened BLAS path (tiny products: the bits
 #: of small dots stay OpenBLAS's, as the interpreter's; the tiles win from here on).
 MIN_MACS = 1 << 15
@@ -129,17 +136,28 @@ def _store(b: ir.IRBuilder, v: ir.Value, base: ir.Value, off: ir.Value) -> None:
 
 def _pack_nn(b: ir.IRBuilder, pb: ir.Value, ldb: ir.Value, bp: ir.Value, kq: ir.Value,
              p0: ir.Value, p1: ir.Value) -> None:
-    """Panels [p0, p1) of B[k, n] (n contiguous, row stride ldb bytes) in the VNNI layout:
-    row g of a panel interleaves rows 2g and 2g + 1 of its 16 columns."""
-    inter = ir.Constant(ir.VectorType(_I32, 32), [i // 2 + 16 * (i % 2) for i in range(32)])
-    with for_range(b, p0, p1, "pp") as p:
-        col = b.mul(p, I64(32))  # 16 bf16 columns
-        dst = b.mul(b.mul(b.sub(p, p0), kq), I64(64))
-        with for_range(b, I64(0), kq, "pg") as g:
-            r0 = b.add(b.mul(b.mul(g, I64(2)), ldb), col)
-            lo = _load(b, pb, r0, _V16H)
-            hi = _load(b, pb, b.add(r0, ldb), _V16H)
-            _store(b, b.shuffle_vector(lo, hi, inter), bp, b.add(dst, b.mul(g, I64(64))))
+    """Panels [p0, p1) (p0 and p1 even) of B[k, n] (n contiguous, row stride ldb bytes) in
+    the VNNI layout: row g of a panel interleaves rows 2g and 2g + 1 of its 16 columns.
+    Row by row, each 64-byte piece of a row (two panels) read whole: B's rows lie ldb
+    apart, so each is a miss to memory, and reading half a line per pass over k (panel by
+    panel) had the pack of a 4096 x 4096 B take 3.2 ms, 10 GB/s."""
+    half = [[h * 16 + i // 2 + 32 * (i % 2) for i in range(32)] for h in (0, 1)]
+    with for_range(b, I64(0), kq, "pg") as g:
+        r0 = b.mul(b.mul(g, I64(2)), ldb)
+        r1 = b.add(r0, ldb)
+        ahead = b.mul(ldb, I64(PACK_AHEAD))
+        out = b.mul(g, I64(64))
+        with for_range(b, b.udiv(p0, I64(2)), b.udiv(p1, I64(2)), "pq") as q:
+            col = b.mul(q, I64(64))  # 32 bf16 columns: two panels
+            llvm_util.prefetch(b, b.gep(pb, [b.add(b.add(r0, ahead), col)]))
+            llvm_util.prefetch(b, b.gep(pb, [b.add(b.add(r1, ahead), col)]))
+            lo = _load(b, pb, b.add(r0, col), _V32H)
+            hi = _load(b, pb, b.add(r1, col), _V32H)
+            dst = b.add(b.mul(b.mul(b.sub(b.mul(q, I64(2)), p0), kq), I64(64)), out)
+            for h in (0, 1):
+                _store(b, b.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(_I32, 32),
+                                                               half[h])),
+                       bp, b.add(dst, b.mul(I64(h), b.mul(kq, I64(64)))))
 
 
 def _pack_nt(b: ir.IRBuilder, pb: ir.Value, ldb: ir.Value, bp: ir.Value, kq: ir.Value,
@@ -212,22 +230,34 @@ def emit_blocks(b: ir.IRBuilder, args: Sequence[ir.Value], transposed: bool, bf1
     pbp = b.inttoptr(ibp, I8P)
     kq = b.mul(kb, I64(BK // 2))  # VNNI rows per panel
     panel = b.mul(kq, I64(64))  # bytes of one packed 16-column panel
+    pack = _pack_nt if transposed else _pack_nn
     with for_range(b, j0, j1, "bj") as j:
         pa = b.inttoptr(b.add(ia, b.mul(j, sa)), I8P)
         pb = b.inttoptr(b.add(ib_, b.mul(j, sb)), I8P)
         pc = b.inttoptr(b.add(ic, b.mul(j, sc)), I8P)
-        (_pack_nt if transposed else _pack_nn)(b, pb, ldb, pbp, kq, b.mul(n0, I64(2)),
-                                               b.mul(n1, I64(2)))
-        with for_range(b, m0, m1, "mc", step=M_CHUNK_BLOCKS) as mc:
-            nxt = b.add(mc, I64(M_CHUNK_BLOCKS))
-            mend = b.select(b.icmp_signed("<", nxt, m1), nxt, m1)
-            with for_range(b, n0, n1, "jb") as jb:
-                b0 = b.gep(pbp, [b.mul(b.mul(b.sub(jb, n0), I64(2)), panel)])
-                with for_range(b, mc, mend, "ib") as ib:
-                    crow = b.gep(pc, [b.add(b.mul(b.mul(ib, I64(BM)), ldc),
-                                            b.mul(jb, I64(BN * (2 if bf16_out else 4))))])
-                    emit_block(Block(b.gep(pa, [b.mul(b.mul(ib, I64(BM)), lda)]), lda, b0,
-                                     b.gep(b0, [panel]), kq, kb, crow, ldc))
+
+        def blocks(jb: ir.Value, b0: ir.Value, mc: ir.Value, mend: ir.Value) -> None:
+            with for_range(b, mc, mend, "ib") as ib:
+                crow = b.gep(pc, [b.add(b.mul(b.mul(ib, I64(BM)), ldc),
+                                        b.mul(jb, I64(BN * (2 if bf16_out else 4))))])
+                emit_block(Block(b.gep(pa, [b.mul(b.mul(ib, I64(BM)), lda)]), lda, b0,
+                                 b.gep(b0, [panel]), kq, kb, crow, ldc))
+
+        one = b.icmp_signed("<=", b.sub(m1, m0), I64(M_CHUNK_BLOCKS))
+        with b.if_else(one) as (once, chunks):
+            with once:  # one chunk of rows: each column pair packed right before its use
+                with for_range(b, n0, n1, "jb") as jb:
+                    pack(b, pb, ldb, pbp, kq, b.mul(jb, I64(2)), b.add(b.mul(jb, I64(2)),
+                                                                    I64(2)))
+                    blocks(jb, pbp, m0, m1)
+            with chunks:  # every column's panels packed once, walked once per chunk
+                pack(b, pb, ldb, pbp, kq, b.mul(n0, I64(2)), b.mul(n1, I64(2)))
+                with for_range(b, m0, m1, "mc", step=M_CHUNK_BLOCKS) as mc:
+                    nxt = b.add(mc, I64(M_CHUNK_BLOCKS))
+                    mend = b.select(b.icmp_signed("<", nxt, m1), nxt, m1)
+                    with for_range(b, n0, n1, "jb") as jb:
+                        blocks(jb, b.gep(pbp, [b.mul(b.mul(b.sub(jb, n0), I64(2)), panel)]),
+                               mc, mend)
 
 
 def _emit_kernel(mod: ir.Module, name: str, transposed: bool, bf16_out: bool) -> None:
@@ -373,6 +403,35 @@ def _padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return out
 
 
+def tile_ready(a: np.ndarray, rows: int, cols: int) -> bool:
+    """Whether the kernels can load A's tiles where it lies: whole blocks (rows x cols),
+    unit stride along k, every row on a 64-byte boundary. A tile load from rows that are
+    not runs at a third of the speed or less (512 x 1024 x 1024 with A 16 bytes off a line:
+    0.675 -> 1.003 ms, XLA 0.76), so such an A is staged (`_stage`)."""
+    return (a.shape[1:] == (rows, cols) and a.strides[2] == 2
+            and (a.ctypes.data | a.strides[1] | (a.strides[0] if a.shape[0] > 1 else 0))
+            % recycle.ALIGN == 0)
+
+
+def _stage(a: np.ndarray, rows: int, cols: int,
+           raw: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """a copied into 64-byte aligned rows of a batch x rows x cols array, zero beyond its
+    extent, in raw (a byte buffer kept from the last call: a fresh one pays page faults)
+    when it is big enough; and the buffer."""
+    nb, m, k = a.shape
+    size = nb * rows * cols * 2
+    if raw is None or raw.nbytes < size + recycle.ALIGN:
+        raw = recycle.aligned_bytes(size)[0]
+    off = (-raw.ctypes.data) % recycle.ALIGN
+    out = raw[off:off + size].view(a.dtype).reshape(nb, rows, cols)
+    out[:, :m, :k] = a
+    if cols != k:
+        out[:, :m, k:] = 0
+    if rows != m:
+        out[:, m:] = 0
+    return out, raw
+
+
 def _cuts(total: int, parts: int) -> list[int]:
     return [total * p // parts for p in range(parts + 1)]
 
@@ -389,6 +448,8 @@ def gemm(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Non
     #: layer paid 2 x 16 MB of page faults a call); a call while another thread's holds it
     #: (an executable runs concurrent calls on private state) packs into its own.
     scratch: dict[tuple[int, int], np.ndarray] = {}
+    #: The last call's staged A (`_stage`), under the same lock.
+    staged: dict[str, np.ndarray] = {}
     busy = threading.Lock()
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
@@ -397,10 +458,25 @@ def gemm(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Non
         nb, m, k = a.shape
         n = b.shape[2]
         mp, kp, np_ = -(-m // BM) * BM, -(-k // BK) * BK, -(-n // BN) * BN
-        if kp != k or mp != m:
-            a = _padded(a, mp, kp)
-        elif a.strides[2] != 2 or a.strides[1] % 2:
-            a = c_order(a)
+        owned = busy.acquire(blocking=False)  # else another thread's call has the scratch
+        try:
+            if a.strides[2] != 2 and (mp, kp) == (m, k):
+                a = c_order(a)  # a transposed copy through the routine (numpy's is slow)
+            if not tile_ready(a, mp, kp):
+                a, raw = _stage(a, mp, kp, staged.get("a") if owned else None)
+                if owned:
+                    staged["a"] = raw
+            _run(a, b, c, m, k, (mp, kp, np_), owned)
+        finally:
+            if owned:
+                busy.release()
+
+    def _run(a: np.ndarray, b: np.ndarray, c: np.ndarray, m: int, k: int,
+             padded: tuple[int, int, int], owned: bool) -> None:
+        """The product of a (staged: whole blocks, aligned rows) and b into c (m x n) on
+        the kernels; `owned`: this call holds the scratch."""
+        mp, kp, np_ = padded
+        nb, n = a.shape[0], b.shape[2]
         # (the gather's 32-bit offsets: 16 rows of Bt within 2 GB)
         transposed = reads_transposed(k, n, b.strides[1] == 2) and \
             abs(b.strides[2]) < (1 << 31) // 16
@@ -432,24 +508,19 @@ def gemm(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Non
             jobs = [(0, nb, lo, hi, 0, nblocks) for lo, hi in zip(cuts, cuts[1:])]
         width = max(j[5] - j[4] for j in jobs)
         key = (len(jobs), width * BN * kp)
-        owned = busy.acquire(blocking=False)  # else another thread's call has the scratch
-        try:
-            bp = scratch.get(key) if owned else None
-            if bp is None:
-                bp = np.empty(key, np.uint16)
-                if owned:
-                    scratch.clear()
-                    scratch[key] = bp
-            args = [(int(params.ctypes.data), *job, int(bp[p].ctypes.data))
-                    for p, job in enumerate(jobs)]
-            if len(jobs) == 1:
-                _SIG(addr)(*args[0])
-            else:
-                parallel.pool(threads).share([(addr, x) for x in args], len(jobs),
-                                             keep=(a, b, bp, out, params))
-        finally:
+        bp = scratch.get(key) if owned else None
+        if bp is None:
+            bp = np.empty(key, np.uint16)
             if owned:
-                busy.release()
+                scratch.clear()
+                scratch[key] = bp
+        args = [(int(params.ctypes.data), *job, int(bp[p].ctypes.data))
+                for p, job in enumerate(jobs)]
+        if len(jobs) == 1:
+            _SIG(addr)(*args[0])
+        else:
+            parallel.pool(threads).share([(addr, x) for x in args], len(jobs),
+                                         keep=(a, b, bp, out, params))
         if not direct:
             c[...] = out[:, :m, :n]
 

@@ -72,6 +72,48 @@ def test_specials_propagate_like_the_f32_sum() -> None:
     assert np.all(np.abs(c[fin] - want[fin]) <= _bound(a, b)[fin] + 1e-6 * np.abs(want[fin]))
 
 
+def _offset(x: np.ndarray, off: int) -> np.ndarray:
+    """A copy of x whose data starts `off` bytes past a 64-byte boundary."""
+    raw = np.empty(x.nbytes + 128, np.uint8)
+    s = (-raw.ctypes.data) % 64 + off
+    out = raw[s:s + x.nbytes].view(x.dtype).reshape(x.shape)
+    out[...] = x
+    return out
+
+
+@amx
+@pytest.mark.parametrize("shape", [(1, 300, 96, 200), (1, 64, 96, 224), (2, 40, 70, 96),
+                                   (1, 520, 32, 64)])
+def test_unaligned_a_and_row_chunks_keep_the_bits(shape: tuple[int, ...]) -> None:
+    """An A whose rows are off a 64-byte line is staged (tile loads from it ran at a third
+    of the speed): the bits equal an aligned A's; rows past one chunk (M_CHUNK_BLOCKS) and
+    one chunk (each column pair packed before use) both sum within the f32 bound, on 1 and
+    2 threads; a staged buffer reused by a smaller padded product zero-fills its pads."""
+    nb, m, k, n = shape
+    a, b = _operands(nb, m, k, n, False, seed=3)
+    aligned, unaligned = _offset(a, 0), _offset(a, 16)
+    mp, kp = -(-m // 32) * 32, -(-k // 32) * 32
+    assert gemm_bf16.tile_ready(aligned, mp, kp) == ((mp, kp) == (m, k))
+    assert not gemm_bf16.tile_ready(unaligned, mp, kp)
+    exact = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    outs = []
+    for threads in (1, 2):
+        run = gemm_bf16.gemm(threads)
+        for x in (aligned, unaligned):
+            c = np.full(exact.shape, np.nan, np.float32)
+            run(x, b, c)
+            outs.append(c)
+        small = _operands(1, 7, 33, 40, False, seed=4)  # into the staged buffer, padded
+        c = np.full((1, 7, 40), np.nan, np.float32)
+        run(_offset(small[0], 16), small[1], c)
+        assert np.all(np.abs(c - np.matmul(small[0].astype(np.float64),
+                                           small[1].astype(np.float64)))
+                      <= _bound(*small))
+    assert np.all(np.abs(outs[0] - exact) <= _bound(a, b))
+    for c in outs[1:]:
+        np.testing.assert_array_equal(c.view(np.uint32), outs[0].view(np.uint32))
+
+
 _ATTN = """func.func @main(%q: tensor<2x4x64x32xbf16>, %k: tensor<2x4x64x32xbf16>,
                      %v: tensor<2x4x64x32xbf16>) -> tensor<2x4x64x32xbf16> {
   %0 = stablehlo.dot_general %q, %k, batching_dims = [0, 1] x [0, 1],
