@@ -17,8 +17,9 @@ panel p (16 columns) row g holds, for each column j, the pair (b[2g, 16p + j], b
 interleaved, each row's 64-byte piece read whole) or stored transposed as [n, k] (k
 contiguous, attention's q k^T: a 16-dword gather per row): with one chunk of rows (at most
 M_CHUNK_BLOCKS), each column pair right before its use, so its packed copy is still in L2
-(64 x 4096 x 4096: 6.7 -> 2.8 ms); with more, every panel of the batch once, up front. C is 2 x 2 tiles (32 x 32 f32)
-per step, stored straight into an f32 output, or through a 4 KB block rounded once to bf16.
+(64 x 4096 x 4096: 6.7 -> 2.8 ms); with more, every panel of the batch once, up front. C
+is 2 x 2 tiles (32 x 32 f32) per step, stored straight into an f32 output, or through a 4 KB
+block rounded once to bf16.
 Each kernel also has a BLAS-convention entry (one product, out^T = b^T a^T) for the native
 batch-chain runner (batch_chain.py). The kernels go through LLVM's -O0 code generator: the
 time is in the tile instructions. Their code depends on no shape (m, n, k, strides are
