@@ -87,6 +87,21 @@ def test_splits_over_threads_give_the_same_bits() -> None:
 
 
 @needs_amx
+def test_batches_in_one_call_split_over_threads() -> None:
+    """The batch loop runs in the kernel: batches split over threads when there are enough
+    (5 over 2 and 3 jobs), else each batch's rows or columns; batches whose C rows are off
+    a 64-byte line (5 x 3 s32: 60 bytes a batch) take the block scratch. Equal bits."""
+    for nb, m, k, n in [(5, 64, 1024, 64), (64, 32, 512, 32), (7, 5, 70, 3), (2, 300, 200, 40),
+                        (512, 16, 64, 16), (3, 33, 1030, 20)]:
+        a, bm = _operands(nb, m, k, n, "i8", nb + m)
+        want = _reference(a, bm, np.int32)
+        for threads in (1, 2, 3):
+            c = np.empty((nb, m, n), np.int32)
+            gemm_amx.igemm8(threads)(a, bm, c)
+            np.testing.assert_array_equal(c, want, err_msg=f"{(nb, m, k, n)} x{threads}")
+
+
+@needs_amx
 @pytest.mark.parametrize("offset", [4, 16, 32])
 def test_output_off_a_64_byte_boundary(offset: int) -> None:
     """C rows that tile stores cannot hit aligned go through the block scratch."""
