@@ -346,7 +346,9 @@ def igemm8(threads: int = 1, signed: bool = True
         bp_bytes = panels * nr * kp * 2
         ap_bytes = A_CHUNK_ROWS * kp * 2 + MR * nr * 4 + 64
         each = -(-(bp_bytes + ap_bytes) // recycle.ALIGN) * recycle.ALIGN
-        if nb > 1 and parts == 1 and nb * each <= BATCH_SCRATCH:
+        # (also products big enough to split when there are as many as threads: each
+        # then on one thread, no split and wait per product)
+        if nb > 1 and (parts == 1 or nb >= threads) and nb * each <= BATCH_SCRATCH:
             # A batch of small products as two job tables (every rhs packed, then every
             # product), each product with scratch of its own, the threads taking the next
             # job left: the loop's ctypes calls had cost ~4 us a product (512 [16, 64] @

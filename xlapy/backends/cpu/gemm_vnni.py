@@ -230,7 +230,9 @@ def igemm8(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], N
         bp = np.empty((kp // 4, np_), np.int32)
         csum = np.empty(np_, np.int32)
         parts = min(threads, m) if m * n * k >= SPLIT_MACS else 1
-        if nb > 1 and parts == 1 and nb * bp.nbytes <= BATCH_SCRATCH:
+        # several products, each on one thread, when there are as many as threads
+        # (64 of 128 x 256 x 128, each split over 2 threads: 2.6 ms, XLA 0.7 with AMX)
+        if nb > 1 and (parts == 1 or nb >= threads) and nb * bp.nbytes <= BATCH_SCRATCH:
             _batched(a, b, out, nb, m, kp, np_, threads)
             if out is not c:
                 c[...] = out[:, :, :n]

@@ -177,7 +177,8 @@ def test_kernel_object_goes_through_the_disk_cache(tmp_path, monkeypatch) -> Non
 @pytest.mark.parametrize("name", sorted(_WIDTHS))
 @pytest.mark.parametrize(("nb", "m", "k", "n", "it"), [(512, 16, 64, 16, "i8"),
                                                        (33, 5, 37, 70, "ui8"),
-                                                       (7, 1, 1, 1, "i8")])
+                                                       (7, 1, 1, 1, "i8"),
+                                                       (4, 64, 256, 160, "i8")])
 def test_a_batch_of_small_products_as_job_tables(name: str, nb: int, m: int, k: int, n: int,
                                                  it: str) -> None:
     """A batch of small products runs as two job tables (every rhs packed, then every

@@ -93,11 +93,12 @@ def test_kernel_is_built_on_the_first_run_not_in_the_compile(monkeypatch) -> Non
 
 
 @pytest.mark.parametrize(("nb", "m", "k", "n"), [(512, 16, 64, 16), (33, 5, 37, 70),
-                                                 (7, 1, 1, 1)])
+                                                 (7, 1, 1, 1), (4, 64, 256, 160)])
 def test_a_batch_of_small_products_as_job_tables(nb: int, m: int, k: int, n: int) -> None:
     """A batch of small products runs as two job tables (every rhs packed into its own
     buffer, then every product), on 1-3 threads: the exact products, padding of k and n
-    included."""
+    included; so do products past SPLIT_MACS when there are as many as threads (4 x 64 x
+    256 x 160: each on one thread, not split)."""
     rng = np.random.default_rng(nb + k)
     a = rng.integers(-128, 128, (nb, m, k)).astype(np.int8)
     bm = rng.integers(-128, 128, (nb, k, n)).astype(np.int8)
