@@ -419,11 +419,18 @@ def _gemv_row(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float,
 BATCH_SPLIT_FLOPS = 1 << 24
 
 
+#: Products from which a batch runs as `batched_gemm` whatever their size: 8 of 512 x 512 x
+#: 512 split each over 2 threads took 10.2 ms (XLA 7.5), 7.7 shared out; 8 of 256 x 1024 x
+#: 256 4.8 -> 4.0 (4.2). (Fewer, big ones keep the split: 4 of 1024^3 gained 5%, and a
+#: machine of many cores would leave most idle.)
+BATCH_MANY = 8
+
+
 def by_batch(nbatch: int, m: int, n: int, k: int) -> bool:
     """Whether a batch of `nbatch` m x k x n products runs as `batched_gemm` (each thread
     takes whole products) rather than one split `gemm` per product: many products, or
     several small ones. A function of the shape alone (so are the bits)."""
-    return nbatch > 16 or (nbatch >= 2 and m * n * k < BATCH_SPLIT_FLOPS)
+    return nbatch >= BATCH_MANY or (nbatch >= 2 and m * n * k < BATCH_SPLIT_FLOPS)
 
 
 def batched_gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int = 1) -> None:

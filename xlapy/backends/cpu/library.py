@@ -179,6 +179,8 @@ def dot_plan(instr: Instruction, threads: int = 1
     direct = acc == out_dtype
     same = lhs.dtype == rhs.dtype == acc
     matvec = gemv.takes_matvec(m, n, k, acc)
+    rows1 = m == 1 and n > 1 and nbatch > 1 and n * k >= ROWS1_MIN and \
+        np.dtype(acc).char in "fd" and gemv.available()
     _build_ahead(m, n, k, acc, matvec, rperm == sorted(rperm))
     each = gemm_small.batch_shape(m, n, k, np.dtype(acc) == np.float64) \
         if np.dtype(acc).char in "fd" else None
@@ -218,6 +220,11 @@ def dot_plan(instr: Instruction, threads: int = 1
         elif matvec:  # a [m, k] @ [k] product reads the matrix once at its bandwidth
             for j in range(nbatch):
                 gemv.matvec(xv[j], yv[j], ov[j], threads)
+        elif rows1:  # [1, k] @ [k, n] products: each streams its matrix on every thread
+            # (gemv.py's loops; one single-threaded BLAS call a product, 32 x [1, 4096] @
+            # [4096, 1024]: 49.7 ms, XLA 30)
+            for j in range(nbatch):
+                gemm(xv[j], yv[j], ov[j], 0.0, threads)
         elif by_batch(nbatch, m, n, k):
             if small_batch is None or not small_batch(xv, yv, ov):
                 batched_gemm(xv, yv, ov, threads)
@@ -243,6 +250,9 @@ def _copied(dims: Sequence[int], perm: Sequence[int], shape: tuple[int, ...]) ->
     return False
 
 
+#: Matrix elements from which each [1, k] @ [k, n] product of a batch is its own threaded
+#: gemv call (below, a call's ~15 us outweighs streaming the matrix on both cores).
+ROWS1_MIN = 1 << 18
 #: Elements from which a single (unbatched) outer product is numpy's multiply, not BLAS.
 OUTER_MIN = 1 << 12
 
