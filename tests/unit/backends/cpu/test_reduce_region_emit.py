@@ -65,7 +65,10 @@ SHAPES = [((4, 0), (1,)), ((3, 1), (1,)), ((3, SEQUENTIAL_LIMIT), (1,)),
           ((3, 6, 2, 5), (2, 3)), ((100, 1), (1,)),
           # ... past SEQUENTIAL_LIMIT in the pairwise tree, unrolled (up to ROW_LANES)
           ((40, SEQUENTIAL_LIMIT + 1), (1,)), ((37, 21), (1,)), ((3, 6, 4, 7), (2, 3)),
-          ((35, ROW_LANES), (1,)), ((35, ROW_LANES + 1), (1,))]
+          ((35, ROW_LANES), (1,)), ((35, ROW_LANES + 1), (1,)),
+          # longer rows, a lane each gathering its column, the scalar tree per lane; a
+          # scalar rest of rows
+          ((40, 1000), (1,)), ((2, 17, 300), (2,)), ((16, 4, 50), (1, 2)), ((33, 257), (1,))]
 
 
 @pytest.mark.parametrize("t", [ET.F32, ET.F64, ET.S32, ET.BF16, ET.F16])
@@ -217,9 +220,9 @@ def test_column_argmin_in_lanes_splits_over_threads() -> None:
 
 
 def test_vector_lane_reduces_take_the_light_pipeline() -> None:
-    """A native reduce whose work is in vector lanes (columns kept, or short rows a lane
-    each) is compiled with the light pipeline (119 -> 47 ms for argmin over the columns of
-    [2048, 512]); a scalar tree (rows of 1000) keeps O3's, ~20% faster there, unless small
+    """A native reduce whose work is in vector lanes (columns kept, or rows a lane each) is
+    compiled with the light pipeline (119 -> 47 ms for argmin over the columns of [2048,
+    512]); a scalar tree (fewer rows than lanes) keeps O3's, ~20% faster there, unless small
     (LIGHT_TREE elements: a categorical sample's argmax over [1024, 100], 57 ms of LLVM on
     ~30 us a call). The bits are the interpreter's either way (the tests above)."""
     from xlapy.backends.cpu import op_emit
@@ -231,8 +234,9 @@ def test_vector_lane_reduces_take_the_light_pipeline() -> None:
 
     assert kernel(argmax(ET.F32, (64, 40), (0,), "LT")).explicit  # columns in lanes
     assert kernel(argmax(ET.F32, (64, 21), (1,))).explicit  # rows of 21, a lane each
-    assert not kernel(argmax(ET.F32, (300, 1000), (1,))).explicit  # scalar trees
-    assert kernel(argmax(ET.F32, (64, 1000), (1,))).explicit  # a small one
+    assert kernel(argmax(ET.F32, (300, 1000), (1,))).explicit  # long rows, gathered
+    assert not kernel(argmax(ET.F32, (3, 100000), (1,))).explicit  # scalar trees
+    assert kernel(argmax(ET.F32, (4, 1000), (1,))).explicit  # a small one
 
 
 @pytest.mark.parametrize("dims,red", [((300, 10), (1,)), ((2, 21, 9, 40), (1,)),
