@@ -440,6 +440,26 @@ def programs(small: bool = False) -> dict[str, Program]:
         "fft_1536": (jnp.fft.fft, [f32(256, 1536).astype(np.complex64)]),
         "poisson_lp": (lambda k, lam: jax.scipy.stats.poisson.logpmf(k, lam), [
             np.floor(np.abs(f32(1 << 20)) * 5), np.abs(f32(1 << 20)) * 5 + 0.1]),
+        # session 54's cliffs: argmax's tree over rows of 1024 in scalar code (0.8x, 11x
+        # slower than jnp.max), 8 products of 512^3 each split over the threads (1.3x), 32
+        # [1, 4096] @ [4096, 1024] as single-threaded BLAS calls (1.65x), 4096 bf16 products
+        # of 4 x 4 x 4 padded to 32-blocks on AMX (1.7x), a batch of mid-size int8
+        # products split one by one from Python (AMX 1.2x, VNNI 3.8x), an f16 rounding
+        # chain converted around every op (1.8x)
+        "argmax_rows": (lambda x: jnp.argmax(x, -1), [f32(4096, 1024)]),
+        "bmm_8x512": (lambda a, b: jnp.einsum("bmk,bkn->bmn", a, b),
+                      [f32(8, 512, 512), f32(8, 512, 512)]),
+        "bmv_32": (lambda a, b: jnp.einsum("bmk,bkn->bmn", a, b),
+                   [f32(32, 1, 4096), f32(32, 4096, 1024)]),
+        "bmm_bf16_tiny": (lambda a, b: jnp.einsum("bmk,bkn->bmn", a, b),
+                          [f32(4096, 4, 4).astype(jnp.bfloat16),
+                           f32(4096, 4, 4).astype(jnp.bfloat16)]),
+        "bmm_int8_mid": (lambda a, b: jnp.einsum("bmk,bkn->bmn", a, b,
+                                                 preferred_element_type=jnp.int32),
+                         [(f32(64, 128, 256) * 40).astype(np.int8),
+                          (f32(64, 256, 128) * 40).astype(np.int8)]),
+        "f16_rounds": (lambda x: jnp.clip(jnp.round(x * 0.5) + jnp.floor(x) - jnp.ceil(
+            x * 0.25) * jnp.sign(x), -50, 50), [(f32(1 << 22) * 100).astype(np.float16)]),
     }
 
 
