@@ -206,9 +206,9 @@ def _emit_pack_a(b: ir.IRBuilder, pa: ir.Value, k: ir.Value, ap: ir.Value, kb: i
 def _emit_kernel(mod: ir.Module, signed: bool) -> None:
     """void amx_igemm8(a, b, c, m0, m1, n, k, nb0, nb1, chunk, scratch, batch): for batches
     j in [j0, j1) (batch -> i64 words j0, j1, sa, sb, sc; the operands at a + j sa, b + j sb,
-    c + j sc), c[m0:m1, 32 nb0 :
-    32 nb1] (clipped to n) of c = a @ b for contiguous a[., k] s8, b[k, n] s8, c[., n] s32;
-    `chunk` rows of A are packed at a time (a multiple of 32); scratch (64-byte aligned)
+    c + j sc), c[m0:m1, 32 nb0 : 32 nb1] (clipped to n) of c = a @ b for contiguous a[., k]
+    s8, b[k, n] s8, c[., n] s32; `chunk` rows of A are packed at a time (a multiple of 32);
+    scratch (64-byte aligned)
     holds the packed B panels, the packed A chunk and one C block. The batch loop is here,
     not in the caller: 512 products of 16 x 64 x 16 cost 3 us a call from Python (1.7 ms,
     XLA 0.23)."""

@@ -73,8 +73,8 @@ BM, BN = 32, 32
 BK = 32
 #: A row blocks walked per pass over the column blocks (kept in L2).
 M_CHUNK_BLOCKS = 8
-#: Rows of B[k, n] ahead of its packing that are prefetched (64 x 4096 x 4096, interleaved
-#: runs: 3.7 -> 2.8 ms).
+#: Rows of B[k, n] ahead of its packing that are prefetched (64 x 4096 x 4096: 3.7 -> 2.8
+#: ms, runs one after the other: noisy).
 PACK_AHEAD = 16
 #: Multiply-adds a product (one of a batch) below which a dot stays on the widened path
 #: (tiny products: the bits of small dots stay OpenBLAS's, as the interpreter's; the tiles
@@ -224,9 +224,10 @@ class Block:
 def emit_blocks(b: ir.IRBuilder, args: Sequence[ir.Value], transposed: bool, bf16_out: bool,
                 emit_block: Callable[[Block], None]) -> None:
     """The loops every kernel here runs (arguments (params, j0, j1, m0, m1, n0, n1, bp)):
-    for batches [j0, j1), pack the panels of B's columns [n0, n1) (in 32s) into bp, then
-    C's blocks [m0, m1) x [n0, n1), M_CHUNK_BLOCKS row blocks (kept in L2) per pass over
-    the columns, `emit_block` computing each."""
+    for batches [j0, j1), C's blocks [m0, m1) x [n0, n1) (in 32s), `emit_block` computing
+    each. At most M_CHUNK_BLOCKS row blocks: each column pair's panels packed into bp right
+    before its blocks; more: the panels of all of B's columns [n0, n1) packed into bp first,
+    then M_CHUNK_BLOCKS row blocks (kept in L2) per pass over the columns."""
     iparams, j0, j1, m0, m1, n0, n1, ibp = args
     pp = b.inttoptr(iparams, I64.as_pointer())
     ia, lda, sa, ib_, ldb, sb, ic, ldc, sc, kb = (b.load(b.gep(pp, [I64(i)]))
