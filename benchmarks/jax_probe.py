@@ -445,7 +445,7 @@ def programs(small: bool = False) -> dict[str, Program]:
         # [1, 4096] @ [4096, 1024] as single-threaded BLAS calls (1.65x), 4096 bf16 products
         # of 4 x 4 x 4 padded to 32-blocks on AMX (1.7x), a batch of mid-size int8
         # products split one by one from Python (AMX 1.2x, VNNI 3.8x), an f16 rounding
-        # chain converted around every op (1.8x)
+        # chain converted around every op (1.8x), x @ w.T through a copy of w
         "argmax_rows": (lambda x: jnp.argmax(x, -1), [f32(4096, 1024)]),
         "bmm_8x512": (lambda a, b: jnp.einsum("bmk,bkn->bmn", a, b),
                       [f32(8, 512, 512), f32(8, 512, 512)]),
@@ -458,6 +458,9 @@ def programs(small: bool = False) -> dict[str, Program]:
                                                  preferred_element_type=jnp.int32),
                          [(f32(64, 128, 256) * 40).astype(np.int8),
                           (f32(64, 256, 128) * 40).astype(np.int8)]),
+        # x @ w.T: a transpose kernel copied the weight every call (12x at batch 1)
+        "xwT_decode": (lambda h, w: h @ w.T, [f32(1, 4096), f32(4096, 4096)]),
+        "xwT_logits": (lambda h, e: h @ e.T, [f32(256, 768), f32(32000, 768)]),
         "f16_rounds": (lambda x: jnp.clip(jnp.round(x * 0.5) + jnp.floor(x) - jnp.ceil(
             x * 0.25) * jnp.sign(x), -50, 50), [(f32(1 << 22) * 100).astype(np.float16)]),
     }
