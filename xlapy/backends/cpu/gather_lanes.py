@@ -69,7 +69,7 @@ class _VectorGEP(ir.Instruction):
                    f"{base.get_reference()}, {off.type} {off.get_reference()}\n")
 
 
-def _element_pointers(b: ir.IRBuilder, base: ir.Value, terms: list[ir.Value], w: int
+def element_pointers(b: ir.IRBuilder, base: ir.Value, terms: list[ir.Value], w: int
                       ) -> ir.Value:
     """Pointers base + sum(terms) (element offsets, each below I32_ELEMENTS, their sum too):
     the uniform terms move the scalar base, the per-lane ones are summed in 32 bits, so
@@ -134,7 +134,7 @@ def emit(em: Any, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
     w = vt.count
     st = ew.storage_type(et)
     if operand.shape.num_elements <= I32_ELEMENTS:
-        ptrs = _element_pointers(b, base if base.type == st.as_pointer()
+        ptrs = element_pointers(b, base if base.type == st.as_pointer()
                                  else b.bitcast(base, st.as_pointer()), terms, w)
     else:
         off = broadcast(b, b.ptrtoint(base, I64), w)
@@ -143,12 +143,20 @@ def emit(em: Any, instr: Instruction, idx: Sequence[Any]) -> ir.Value:
             off = b.add(off, b.mul(broadcast(b, t, w), splat(vt, nbytes)))
         ptrs = b.inttoptr(off, ir.VectorType(st.as_pointer(), w))
     live = next(v for v in idx if isinstance(v, Lane)).live or w
+    return ew.from_storage(b, masked_gather(b, ptrs, st, live), et)
+
+
+def masked_gather(b: ir.IRBuilder, ptrs: ir.Value, st: ir.Type, live: int) -> ir.Value:
+    """The values of storage type st at the w pointers `ptrs` (a vector), the first `live`
+    lanes loaded (llvm.masked.gather), the others undefined."""
+    w = ptrs.type.count
     mask = ir.Constant(ir.VectorType(I1, w), [1 if k < live else 0 for k in range(w)])
-    name = {"float": "f32", "double": "f64"}.get(str(st), f"i{et.bits}")
+    bits = {"float": 32, "double": 64, "half": 16}.get(str(st))
+    name = f"f{bits}" if bits else f"i{st.width}"
     out = ir.VectorType(st, w)
-    v = intrinsic(b, f"llvm.masked.gather.v{w}{name}.v{w}p0{name}", out,
-                  [ptrs, ir.Constant(I32, et.bits // 8), mask, ir.Constant(out, None)])
-    return ew.from_storage(b, v, et)
+    nbytes = max((bits or st.width) // 8, 1)
+    return intrinsic(b, f"llvm.masked.gather.v{w}{name}.v{w}p0{name}", out,
+                     [ptrs, ir.Constant(I32, nbytes), mask, ir.Constant(out, None)])
 
 
-__all__ = ["eligible", "emit", "index_dim"]
+__all__ = ["element_pointers", "eligible", "emit", "index_dim", "masked_gather"]

@@ -401,13 +401,6 @@ def reads_transposed(k: int, n: int, k_last: bool) -> bool:
     return k_last and n > 1 and k % BK == 0 and n % BN == 0
 
 
-def _padded(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """x[batch, r, c] as a C-contiguous batch x rows x cols array, zero beyond its extent."""
-    out = np.zeros((x.shape[0], rows, cols), x.dtype)
-    out[:, :x.shape[1], :x.shape[2]] = x
-    return out
-
-
 def tile_ready(a: np.ndarray, rows: int, cols: int) -> bool:
     """Whether the kernels can load A's tiles where it lies: whole blocks (rows x cols),
     unit stride along k, every row on a 64-byte boundary. A tile load from rows that are
@@ -420,9 +413,9 @@ def tile_ready(a: np.ndarray, rows: int, cols: int) -> bool:
 
 def _stage(a: np.ndarray, rows: int, cols: int,
            raw: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """a copied into 64-byte aligned rows of a batch x rows x cols array, zero beyond its
-    extent, in raw (a byte buffer kept from the last call: a fresh one pays page faults)
-    when it is big enough; and the buffer."""
+    """a[batch, r, c] (bf16) copied into 64-byte aligned rows of a batch x rows x cols
+    array, zero beyond its extent (also B's padding), in raw (a byte buffer kept from the
+    last call: a fresh one pays page faults) when it is big enough; and the buffer."""
     nb, m, k = a.shape
     size = nb * rows * cols * 2
     if raw is None or raw.nbytes < size + recycle.ALIGN:
@@ -486,7 +479,7 @@ def gemm(threads: int = 1) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Non
         transposed = reads_transposed(k, n, b.strides[1] == 2) and \
             abs(b.strides[2]) < (1 << 31) // 16
         if not transposed and ((kp, np_) != (k, n) or b.strides[2] != 2):
-            b = _padded(b, kp, np_)
+            b = _stage(b, kp, np_, None)[0]
         half = c.dtype.itemsize == 2
         direct = (mp, np_) == (m, n) and c.strides[2] == c.itemsize
         out = c if direct else np.empty((nb, mp, np_), c.dtype)

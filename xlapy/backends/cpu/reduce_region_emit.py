@@ -26,7 +26,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import region_emit
 from xlapy.backends.cpu.lanes import vector_width
-from xlapy.backends.cpu.llvm_util import I32, I64, broadcast, for_range, i64, intrinsic, splat
+from xlapy.backends.cpu.llvm_util import I32, I64, broadcast, for_range, i64, splat
 from xlapy.backends.cpu.op_emit import OpEmitter, strides
 from xlapy.ir import Instruction
 from xlapy.ops.reduction import SEQUENTIAL_LIMIT
@@ -243,25 +243,23 @@ class ReduceRegionEmitter(OpEmitter):
         # picks the light pipeline).
         by_rows = _row_lanes(w, red, len(dims), length, math.prod(odims), types)
         self.explicit = bool(lanes) or by_rows or gathered or cost <= LIGHT_TREE
-        if gathered:  # long rows: a lane each, gathered column by column, the scalar tree
-            lo, hi = b.mul(begin, i64(rows)), b.mul(end, i64(rows))
-            full = b.add(lo, b.mul(b.udiv(b.sub(hi, lo), i64(w)), i64(w)))
-            flat = [lambda o, s_=s_, n_=n_: b.urem(b.udiv(o, i64(s_)), i64(n_))
-                    if s_ > 1 or len(odims) > 1 else o for s_, n_ in zip(ostr, odims)]
-            with for_range(b, lo, full, name="ov", step=w) as o:
-                per_output([f(o) for f in flat], w, rows=True)
-            with for_range(b, full, hi, name="os") as o:
-                per_output([f(o) for f in flat])
-            return odims[0], True, cost
-        if by_rows:
-            # a vector of consecutive rows at a time, then the last few alone
+        if by_rows or gathered:
+            # a vector of consecutive rows at a time (short ones shuffled out of one load,
+            # long ones gathered column by column, each lane the scalar tree), then the last
+            # few alone
+            def flat(o: ir.Value) -> list[ir.Value]:
+                return [b.urem(b.udiv(o, i64(s_)), i64(n_)) if s_ > 1 or len(odims) > 1 else o
+                        for s_, n_ in zip(ostr, odims)]
+
             lo, hi = b.mul(begin, i64(rows)), b.mul(end, i64(rows))
             full = b.add(lo, b.mul(b.udiv(b.sub(hi, lo), i64(w)), i64(w)))
             with for_range(b, lo, full, name="ov", step=w) as o:
-                self._rows(o, w, length, red, types, inits, outs)
+                if by_rows:
+                    self._rows(o, w, length, red, types, inits, outs)
+                else:
+                    per_output(flat(o), w, rows=True)
             with for_range(b, full, hi, name="os") as o:
-                per_output([b.urem(b.udiv(o, i64(s_)), i64(n_)) if s_ > 1 or len(odims) > 1 else o
-                            for s_, n_ in zip(ostr, odims)])
+                per_output(flat(o))
             return odims[0], True, cost
         if not lanes:
             self.loops(odims, per_output, (begin, end), name="o")
@@ -351,17 +349,11 @@ def _index(b: ir.IRBuilder, v: ir.Value, t: Any, width: int) -> ir.Value:
 def _row_gather(b: ir.IRBuilder, base: ir.Value, off: ir.Value, length: int, w: int,
                 t: Any) -> ir.Value:
     """The elements at off, off + length, ... (w rows' same column) as one gather."""
-    from xlapy.backends.cpu.gather_lanes import _element_pointers
+    from xlapy.backends.cpu.gather_lanes import element_pointers, masked_gather
 
-    st = ew.storage_type(t)
     lanes = ir.Constant(ir.VectorType(I32, w), [q * length for q in range(w)])
-    ptrs = _element_pointers(b, base, [off, lanes], w)
-    name = {"float": "f32", "double": "f64", "half": "f16"}.get(str(st), f"i{t.bits}")
-    vt = ir.VectorType(st, w)
-    mask = ir.Constant(ir.VectorType(ir.IntType(1), w), [1] * w)
-    v = intrinsic(b, f"llvm.masked.gather.v{w}{name}.v{w}p0{name}", vt,
-                  [ptrs, ir.Constant(I32, max(t.bits // 8, 1)), mask, ir.Constant(vt, None)])
-    return ew.from_storage(b, v, t)
+    ptrs = element_pointers(b, base, [off, lanes], w)
+    return ew.from_storage(b, masked_gather(b, ptrs, ew.storage_type(t), w), t)
 
 
 def _row_gathers(w: int, red: list[int], rank: int, length: int, outputs: int,
