@@ -6,7 +6,8 @@ simplification -> splat constants to broadcasts -> CSE -> DCE (`passes.backend_p
 transpose(dot(A, B)) as dot(B, A) (`dot_transpose.py`) -> dots into 2-D product layout
 (`dot_flatten.py`) -> lhs-dilated convolutions as their phases (`conv_polyphase.py`) ->
 small batched dots as reduces (`small_dots.py`) -> long column sums in two levels
-(`column_sums.py`) -> bf16/f16 dots and convolutions widened to f32 between converts
+(`column_sums.py`) -> whole-array float max/min by rows first (`total_minmax.py`) ->
+bf16/f16 dots and convolutions widened to f32 between converts
 (`widen_dots.py`) -> narrow rows summed in f32 shared (`widened_rows.py`) -> top_k sorts
 back to chlo.top_k (`topk_select.py`) -> cpu fusion. The last pass
 changes no instruction: it stores a `CpuFusionPlan` per computation the executable plans (the
@@ -93,7 +94,8 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     (conv_polyphase.py), small batched dots as reduces (small_dots.py), reductions over a
     short last dimension as element-wise folds (short_reduce.py), column reductions of a
     narrow last dimension through whole vectors (narrow_columns.py), long column sums in two
-    levels (column_sums.py), bf16/f16 dots and convolutions widened to f32 (their converts
+    levels (column_sums.py), float max/min over a whole array by rows first
+    (total_minmax.py), bf16/f16 dots and convolutions widened to f32 (their converts
     then fuse into the kernels around them), bf16 rows summed in f32 shared, sorts of an
     iota read as top_k made chlo.top_k again (topk_select.py), while conditions that return
     a state element as it is made a compare (cond_root.py), then the cpu fusion."""
@@ -107,6 +109,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.short_reduce import ShortReductions
     from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
     from xlapy.backends.cpu.topk_select import SelectTopK
+    from xlapy.backends.cpu.total_minmax import TotalMinMax
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
     from xlapy.backends.cpu.widened_rows import ShareWidenedRows
     from xlapy.passes.pipelines import backend_pipeline
@@ -116,7 +119,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                             FoldDotTranspose(), FoldRhsTranspose(),
                             FlattenDots(), PolyphaseConvolution(), SmallDotsAsReduces(),
                             ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
-                            WidenNarrowDots(target_),
+                            TotalMinMax(), WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CondRootKernel(),
                             CpuFusion(options)],
                     verify, print_after_all)
