@@ -463,6 +463,14 @@ def programs(small: bool = False) -> dict[str, Program]:
         "xwT_logits": (lambda h, e: h @ e.T, [f32(256, 768), f32(32000, 768)]),
         "f16_rounds": (lambda x: jnp.clip(jnp.round(x * 0.5) + jnp.floor(x) - jnp.ceil(
             x * 0.25) * jnp.sign(x), -50, 50), [(f32(1 << 22) * 100).astype(np.float16)]),
+        # session 55's cliffs: dots of vectors (no free dimension) a BLAS call or NumPy's
+        # matmul per batch element (a column dot 38x, bf16 rows 4.3x); a max over the whole
+        # array in one llvm.maximum chain a thread (2.7x; bf16 11x)
+        "coldot": (lambda a, b: jnp.einsum("ji,ji->i", a, b), [f32(512, 8192), f32(512, 8192)]),
+        "rowdot_bf16": (lambda a, b: jnp.einsum("ij,ij->i", a, b),
+                        [f32(8192, 512).astype(jnp.bfloat16), f32(8192, 512).astype(jnp.bfloat16)]),
+        "max_all": (jnp.max, [f32(1 << 24)]),
+        "max_all_bf16": (jnp.max, [f32(1 << 24).astype(jnp.bfloat16)]),
     }
 
 
