@@ -4,9 +4,10 @@ never written again; a dropped one is reused (no page faults for the next call).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tests.unit.backends.cpu.util import module, op
-from xlapy.backends.cpu import CpuBackend
+from xlapy.backends.cpu import CpuBackend, recycle
 from xlapy.types import ElementType as ET
 from xlapy.types import Shape
 
@@ -40,3 +41,35 @@ def test_dropped_result_is_reused() -> None:
     addr = exe.run([x]).ctypes.data  # the result is dropped right away
     r = exe.run([x * 3])
     assert r.ctypes.data == addr and (r == 6).all()
+
+
+def test_results_fed_back_alternate_between_two_buffers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop that passes each call's result to the next call holds the last result while
+    the call runs: the one before it is reused (recycle.RING), not a fresh buffer whose
+    pages fault in every call (an Adam step over 40 256 x 256 parameters: 3.75 -> 2.1 ms,
+    XLA 2.4)."""
+    made = []
+    real = recycle.aligned_bytes
+    monkeypatch.setattr(recycle, "aligned_bytes", lambda n: made.append(n) or real(n))
+    exe = _exe()
+    x = np.ones(N, np.float32)
+    for k in range(6):
+        x = exe.run([x])
+        assert x[7] == 2.0 ** (k + 1)
+    assert len([n for n in made if n >= 4 * N]) == 2  # (the first two calls)
+
+
+def test_mid_size_results_recycled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Results from recycle.MIN_BYTES (64 KiB) on are kept: glibc maps them fresh, their
+    pages faulting in on every call."""
+    n = 1 << 15  # 128 KiB of f32
+    made = []
+    real = recycle.aligned_bytes
+    monkeypatch.setattr(recycle, "aligned_bytes", lambda b: made.append(b) or real(b))
+    mod = module([Shape.array(ET.F32, (n,))], lambda c, p: op(c, "add", [p[0], p[0]]))
+    exe = CpuBackend().compile(mod)
+    x = np.ones(n, np.float32)
+    addr = exe.run([x]).ctypes.data
+    assert exe.run([x]).ctypes.data == addr
+    assert len([b for b in made if b >= 4 * n]) == 1

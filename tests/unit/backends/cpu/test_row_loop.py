@@ -110,3 +110,34 @@ def test_concurrent_calls_of_a_row_split_loop(monkeypatch: pytest.MonkeyPatch) -
     assert len(got) == 40
     for g in got:
         np.testing.assert_array_equal(g.view(np.uint32), want.view(np.uint32))
+
+
+def test_many_small_buffers_run_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Adam update of 40 small parameters runs as one row-splittable loop trip whose 281
+    state buffers each share binds from Python (row_loop.BIND_COST): split, a call took
+    0.67 ms against 0.30 on one thread (XLA 0.34)."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    n = 40
+
+    def adam(*a: object) -> list[object]:
+        out: list[object] = []
+        for p, g, m, v in zip(a[:n], a[n:2 * n], a[2 * n:3 * n], a[3 * n:]):
+            m = 0.9 * m + 0.1 * g
+            v = 0.999 * v + 0.001 * g * g
+            out += [p - 1e-3 * m / (jnp.sqrt(v) + 1e-8), m, v]
+        return out
+
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((37, 19)).astype(np.float32) for _ in range(4 * n)]
+    args[3 * n:] = [np.abs(x) for x in args[3 * n:]]
+    chosen: list[int] = []
+    real = row_loop.threads_for
+    monkeypatch.setattr(row_loop, "threads_for", lambda nw, rp: chosen.append(
+        real(nw, rp)) or chosen[-1])
+    prog = _compile(jax.jit(adam).lower(*args).as_text(), 2)
+    got = prog(*args)
+    assert chosen and set(chosen) == {1}
+    want = jax.jit(adam)(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-6, atol=1e-6)
