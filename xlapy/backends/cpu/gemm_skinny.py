@@ -386,6 +386,16 @@ MAX_GROUPED_AVX2_F64 = 24
 MAX_GROUPED_F64 = 32
 
 
+#: A deep W (k >= DEEP n) narrower than NARROW_COLUMNS takes at most NARROW_ROWS rows: past
+#: them the product is compute-bound and this loop's register blocks over a narrow chunk ran
+#: at half BLAS's rate, split over rows, columns or the contraction (this Xeon, 2 threads,
+#: same process: 48x8192x256 2.05 ms against 1.02 (XLA 1.10), 32x16384x512 5.9 against 3.3 (3.3),
+#: 64x8192x64 0.78 against 0.44 (0.64); 8x16384x256 stays here: 0.61 against 0.91).
+NARROW_ROWS = 8
+NARROW_COLUMNS = 1024
+DEEP = 8
+
+
 def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
     """Whether a plain [m, k] @ [k, n] product runs here: 2..MAX_GROUPED rows on AVX-512,
     2..MAX_GROUPED_AVX2 on AVX2 (past `one_pass`, in row groups), a row-major W too big for
@@ -399,7 +409,8 @@ def takes(m: int, n: int, k: int, f64: bool, rhs_t: bool) -> bool:
     most = (MAX_GROUPED_F64 if f64 else MAX_GROUPED) if t.vector_bits == 512 else \
         (MAX_GROUPED_AVX2_F64 if f64 else MAX_GROUPED_AVX2) if t.vector_bits == 256 else 0
     return (2 <= m <= most and not rhs_t and n >= 1 and k >= 1 and t.is_x86 and t.runs_here
-            and k * n * (8 if f64 else 4) > gemm_small.MAX_RHS_BYTES)
+            and k * n * (8 if f64 else 4) > gemm_small.MAX_RHS_BYTES
+            and (m <= NARROW_ROWS or n >= NARROW_COLUMNS or k < DEEP * n))
 
 
 @functools.lru_cache(maxsize=256)

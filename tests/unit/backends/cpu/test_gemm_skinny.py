@@ -135,6 +135,11 @@ def test_takes_only_skinny_row_major_products_too_big_for_gemm_small() -> None:
     assert not gemm_skinny.takes(33, 4096, 4096, True, False)  # f64 past 32 rows: BLAS
     assert not gemm_skinny.takes(8, 4096, 4096, False, True)  # transposed W: BLAS
     assert not gemm_skinny.takes(8, 64, 64, False, False)  # gemm_small's
+    # a narrow W past NARROW_ROWS rows: compute-bound, BLAS's (48x8192x256 2.05 -> 1.02 ms)
+    assert not gemm_skinny.takes(48, 256, 8192, False, False)
+    assert not gemm_skinny.takes(9, 512, 16384, False, False)
+    assert gemm_skinny.takes(8, 256, 16384, False, False) == (8 <= _most())
+    assert gemm_skinny.takes(32, 1024, 8192, False, False) == (32 <= _most())
     prog = xlapy.compile(_dot(96, 1100, 1000), backend="cpu")  # (over WIDE_RHS_BYTES)
     assert "library blas" in prog._exe.explain()
 
