@@ -24,6 +24,9 @@ from xlapy.backends.cpu.fusion_plan import FusionLimits
 from xlapy.errors import XlapyError
 from xlapy.types import Shape
 
+#: The smallest entry result stored non-temporally (CpuOptions.streams).
+STREAM_MIN = 1 << 20
+
 
 @functools.cache
 def stream_default(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
@@ -113,14 +116,15 @@ class CpuOptions:
         `stream_bytes`, or a quarter of that while the kernel reads a buffer of that size or
         more, whose lines come from memory anyway and evict the result's (an embedding
         lookup of 8192 rows of a 100 MB table into 16 MB: 1.75 -> 1.43-1.60 ms on Zen 3, 32
-        MB L3, XLA 1.7-1.8). Never below recycle.MIN_BYTES."""
+        MB L3, XLA 1.7-1.8). Never below STREAM_MIN (a result that small stays in cache;
+        and from recycle.MIN_BYTES on it is a recycled, 64-byte aligned buffer)."""
         if not result.is_array:
             return False
         size = result.num_elements * result.dtype.itemsize
         big = any(r.is_array and r.num_elements * r.dtype.itemsize >= self.stream_bytes
                   for r in reads)
         least = self.stream_bytes // 4 if big else self.stream_bytes
-        return size >= max(least, recycle.MIN_BYTES)
+        return size >= max(least, STREAM_MIN, recycle.MIN_BYTES)
 
     def nested_copy(self, loop_part: bool = False) -> CpuOptions:
         return dataclasses.replace(self, nested=True, loop_part=loop_part)
