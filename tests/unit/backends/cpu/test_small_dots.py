@@ -103,6 +103,7 @@ def test_top_level_tiny_batched_dots_are_kernels(eq: str, shapes: list[tuple[int
     ("ji,ji->i", [(70, 300), (70, 300)]),     # a column dot: 38x XLA's time as a dot
     ("jib,bji->ib", [(6, 5, 4), (4, 6, 5)]),  # batch and contraction out of order
     ("bhd,bhd->hb", [(3, 4, 9), (3, 4, 9)]),  # the result's batch order not the lhs's
+    ("i,i->", [(5000,), (5000,)]),            # jnp.dot of 1-D arrays: one sdot, 1 thread
 ])
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
 def test_vector_dots_are_reduces_at_any_size(spec: str, shapes: list[tuple[int, ...]],
