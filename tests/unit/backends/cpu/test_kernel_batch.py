@@ -13,18 +13,20 @@ import xlapy
 from tests.threads import on_threads
 from xlapy.backends.cpu import kernel_batch
 
-# Three results, each its own kernel (a result is materialized), then a dot between kernels.
+# Three results, each its own kernel (a result is materialized), then a dot between kernels
+# (a matrix-vector product: a library call; a dot of two vectors would be a reduce kernel).
 TEXT = """
 func.func @main(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>,
-    tensor<8xf32>, tensor<f32>, tensor<8xf32>) {
+    tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
   %a = stablehlo.add %x, %y : tensor<8xf32>
   %b = stablehlo.multiply %a, %x : tensor<8xf32>
   %c = stablehlo.sine %b : tensor<8xf32>
-  %d = stablehlo.dot_general %c, %b, contracting_dims = [0] x [0]
-    : (tensor<8xf32>, tensor<8xf32>) -> tensor<f32>
+  %m = stablehlo.broadcast_in_dim %c, dims = [1] : (tensor<8xf32>) -> tensor<8x8xf32>
+  %d = stablehlo.dot_general %m, %b, contracting_dims = [1] x [0]
+    : (tensor<8x8xf32>, tensor<8xf32>) -> tensor<8xf32>
   %e = stablehlo.exponential %c : tensor<8xf32>
   return %a, %b, %c, %d, %e
-    : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<8xf32>
+    : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
 """
 
@@ -55,7 +57,7 @@ def test_consecutive_kernels_are_one_thunk_with_one_call_each_bits(
     prog = xlapy.compile(TEXT, backend="cpu")
     ref = _unbatched(monkeypatch)
     sizes = [getattr(th, "batched", 0) for th in prog._exe.thunks]
-    assert 3 in sizes, sizes  # %a, %b, %c in one call; the dot and %e on their own
+    assert 4 in sizes, sizes  # %a, %b, %c, %m in one call; the dot and %e on their own
     firsts = []
     for seed in range(4):
         args = _inputs(seed)
