@@ -43,7 +43,7 @@ def _lstm_cell(c: Any, x: Any, w: Any, u: Any) -> Any:
     return (h, cc), h
 
 
-def _adam_step(*a: Any) -> list[Any]:
+def adam_step(*a: Any) -> list[Any]:
     """Adam over parameters, gradients, first and second moments (a quarter of `a` each)."""
     import jax.numpy as jnp
 
@@ -490,7 +490,7 @@ def programs(small: bool = False) -> dict[str, Program]:
         "vdot_1d": (jnp.dot, [f32(1 << 22), f32(1 << 22)]),
         "ein_wgrad": (lambda x, g: jnp.einsum("btd,bte->de", x, g),
                       [f32(16, 512, 128), f32(16, 512, 128)]),
-        "adam_tree40": (_adam_step, [f32(37, 19) for _ in range(120)] +
+        "adam_tree40": (adam_step, [f32(37, 19) for _ in range(120)] +
                         [np.abs(f32(37, 19)) for _ in range(40)]),
     }
 

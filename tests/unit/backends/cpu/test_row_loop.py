@@ -117,17 +117,9 @@ def test_many_small_buffers_run_on_one_thread(monkeypatch: pytest.MonkeyPatch) -
     state buffers each share binds from Python (row_loop.BIND_COST): split, a call took
     0.67 ms against 0.30 on one thread (XLA 0.34)."""
     jax = pytest.importorskip("jax")
-    jnp = jax.numpy
+    from benchmarks.jax_probe import adam_step as adam
+
     n = 40
-
-    def adam(*a: object) -> list[object]:
-        out: list[object] = []
-        for p, g, m, v in zip(a[:n], a[n:2 * n], a[2 * n:3 * n], a[3 * n:]):
-            m = 0.9 * m + 0.1 * g
-            v = 0.999 * v + 0.001 * g * g
-            out += [p - 1e-3 * m / (jnp.sqrt(v) + 1e-8), m, v]
-        return out
-
     rng = np.random.default_rng(0)
     args = [rng.standard_normal((37, 19)).astype(np.float32) for _ in range(4 * n)]
     args[3 * n:] = [np.abs(x) for x in args[3 * n:]]
