@@ -338,6 +338,9 @@ class ScatterEmitter(OpEmitter):
 
             def per_row(w: list[ir.Value]) -> None:  # the innermost window dim in vectors
                 at, uat = offsets([*w, i64(0)])
+                if vrun is not None:
+                    vrun.apply(at, uat)
+                    return
                 full = length // vec * vec
                 if kmasks and full == vec < length and 2 * vec <= widest:
                     vector(at, uat, i64(0), 2 * vec, length)  # a row of 3: 4 lanes, 3 live
@@ -386,6 +389,9 @@ class ScatterEmitter(OpEmitter):
         run = _Run(b, self.fn, comp, outs[0], ets[0]) if (
             instr.attrs.indices_are_sorted and not split and m == 1 and
             math.prod(sizes) == 1) else None
+        vrun = _VectorRun(b, self.fn, comp, outs[0], us[0], vt, length // vec, held) if (
+            vec and not split and m == 1 and math.prod(sizes) == length and
+            length % vec == 0 and length // vec <= VECTOR_RUN_MOST) else None
         if split and not row_window:
             contiguous = uwd == list(range(len(udims) - len(uwd), len(udims)))
 
@@ -403,8 +409,9 @@ class ScatterEmitter(OpEmitter):
             self.compacted(pdims, locate, windows, prefetch_updates if contiguous else None)
         else:
             self.loops(pdims, per_position, name="s")
-        if run is not None:
-            run.flush()
+        for r in (run, vrun):
+            if r is not None:
+                r.flush()
         return outer, split, cost
 
     def compacted(self, pdims: list[int], locate: Any, windows: Any,
@@ -452,6 +459,62 @@ class ScatterEmitter(OpEmitter):
                 pos = unflat(b.load(b.gep(buf, [q], inbounds=True)))
                 starts, _, first = locate(pos)
                 windows(pos, starts, first)
+
+
+#: Most vectors a window row held in registers by _VectorRun has.
+VECTOR_RUN_MOST = 4
+
+
+class _VectorRun:
+    """A window that is one row of whole vectors (jax.ops.segment_max of rows of 16 floats):
+    the row updated last stays in registers while positions repeat it, stored when they
+    move on (and at the end). Its update chain waited on a store and a reload of the same
+    row, ~14 cycles a row for a float max's sign blends: segment_max of 2^18 rows of 16
+    into 1024 sorted segments 1.37 ms, XLA 0.91. The same updates in the same order: the
+    same bits."""
+
+    def __init__(self, b: ir.IRBuilder, fn: ir.Function, comp: Computation, out: ir.Value,
+                 upd: ir.Value, vt: ir.VectorType, nvec: int, held: bool) -> None:
+        self.b, self.comp, self.out, self.upd, self.vt = b, comp, out, upd, vt
+        self.nvec, self.held = nvec, held
+        with b.goto_block(fn.entry_basic_block):
+            b.position_at_start(fn.entry_basic_block)
+            self.prev = b.alloca(I64, name="vrun_at")
+            self.acc = [b.alloca(vt, name="vrun_value") for _ in range(nvec)]
+        b.store(i64(-1), self.prev)
+
+    def _ptr(self, base: ir.Value, at: ir.Value, j: int) -> ir.Value:
+        b = self.b
+        q = b.gep(base, [b.add(at, i64(j * self.vt.count))], inbounds=True)
+        return b.bitcast(q, self.vt.as_pointer())
+
+    def _store_run(self, at: ir.Value) -> None:
+        for j, acc in enumerate(self.acc):
+            self.b.store(self.b.load(acc), self._ptr(self.out, at, j), align=1)
+
+    def apply(self, at: ir.Value, uat: ir.Value) -> None:
+        b = self.b
+        prev = b.load(self.prev)
+        same = b.icmp_signed("==", at, prev)
+        with b.if_then(b.and_(b.not_(same), b.icmp_signed(">=", prev, i64(0)))):
+            self._store_run(prev)
+        for j, acc in enumerate(self.acc):
+            loaded = b.load(self._ptr(self.out, at, j), align=1)
+            if self.held:  # (as the row's vector: a flushed operand either way)
+                loaded = ew.mark_flushed(loaded)
+            cur = b.select(same, b.load(acc), loaded)
+            if self.held:
+                cur = ew.mark_flushed(cur)
+            new = b.load(self._ptr(self.upd, uat, j), align=1)
+            with flush_ftz.in_kernel():  # the kernel runs under MXCSR.FTZ
+                b.store(region_emit.emit(b, self.comp, [cur, new])[0], acc)
+        b.store(at, self.prev)
+
+    def flush(self) -> None:
+        b = self.b
+        prev = b.load(self.prev)
+        with b.if_then(b.icmp_signed(">=", prev, i64(0))):
+            self._store_run(prev)
 
 
 class _Run:
