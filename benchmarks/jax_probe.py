@@ -492,6 +492,11 @@ def programs(small: bool = False) -> dict[str, Program]:
                       [f32(16, 512, 128), f32(16, 512, 128)]),
         "adam_tree40": (adam_step, [f32(37, 19) for _ in range(120)] +
                         [np.abs(f32(37, 19)) for _ in range(40)]),
+        # segment_max over rows of 16 into sorted segments: each row's update waited on a
+        # store and reload of the same row (1.5x)
+        "segment_max_rows": (lambda x, i: jax.ops.segment_max(x, i, 1024 // s), [
+            f32(1 << 18, 16), np.sort(rng.integers(0, 1024 // s, (1 << 18) // s)).astype(
+                np.int32)]),
     }
 
 

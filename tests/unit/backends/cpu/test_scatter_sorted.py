@@ -110,10 +110,10 @@ def test_sorted_segment_max_min_chain_is_compares_and_selects(op: str, dtype: ty
 @pytest.mark.parametrize(("cols", "dtype"), [(8, np.float32), (16, np.float32),
                                              (16, np.float64)])
 @pytest.mark.parametrize("shuffled", [False, True])
-@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("op", ["max", "min", "sum"])
 def test_row_windows_keep_the_run_in_registers(op: str, shuffled: bool, cols: int,
                                                dtype: type, mode: str) -> None:
-    """Windows of one row of whole vectors, unsplit (segment ops over rows of up to 31
+    """Windows of one row of whole vectors, unsplit (segment max/min over rows of up to 31
     elements, scatter_emit._VectorRun; rows of 16 f64 are two AVX-512 vectors): the row
     updated last stays in registers while positions repeat it, with the interpreter's bits
     for NaNs, zeros of both signs, denormals and runs of every length, sorted or not
@@ -125,8 +125,6 @@ def test_row_windows_keep_the_run_in_registers(op: str, shuffled: bool, cols: in
     flat[::97] = np.nan  # (one payload: which of two NaNs a vector max keeps is open)
     flat[::89] = -0.0
     flat[::83] = 3e-39 if dtype == np.float32 else 3e-309
-    if op == "prod":
-        data = (1 + 0.01 * data).astype(dtype)
     ids = _ids(n, segments, rng, shuffled)
     text = jax.jit(lambda d, s: OPS[op](d, s, segments)).lower(
         data.astype(np.float32), ids).as_text()
@@ -140,5 +138,5 @@ def test_row_windows_keep_the_run_in_registers(op: str, shuffled: bool, cols: in
     want = np.asarray(xlapy.compile(text, backend="interpreter", options=opts)(
         data, ids)).view(it)
     assert not cpu._exe.fallbacks()
-    assert "vrun_at" in cpu._exe.kernel_ir
+    assert ("vrun_at" in cpu._exe.kernel_ir) == (op != "sum")  # (sums store each row)
     np.testing.assert_array_equal(got, want)
