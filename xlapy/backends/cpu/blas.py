@@ -332,14 +332,13 @@ def _gemm_k(a: np.ndarray, b: np.ndarray, out: np.ndarray, beta: float, threads:
     from xlapy.backends.cpu import gemm_f32, gemm_jobs, target
 
     c, (m, n) = len(cuts) - 1, out.shape
-    key = (c, m, n, out.dtype.char)
     scratch = getattr(_local, "k_scratch", None)
     if scratch is None or scratch.shape != (c, m, n) or scratch.dtype != out.dtype:
         scratch = _local.k_scratch = np.empty((c, m, n), out.dtype)  # (reused: no faults)
     parts = [(a[:, lo:hi], b[lo:hi], scratch[j]) for j, (lo, hi) in
              enumerate(zip(cuts, cuts[1:]))]
-    planned = gemm_jobs.table(a, b, scratch, 0.0, (target.current().name, gemm_f32._ON, key),
-                              lambda: parts, _gemm_args)
+    planned = gemm_jobs.table(a, b, scratch, 0.0, (target.current().name, gemm_f32._ON),
+                              lambda: parts, _gemm_args)  # (keyed on scratch's shape too)
     if planned is not None:
         _run_planned(planned, threads)
     elif threads < 2:

@@ -471,24 +471,52 @@ VECTOR_RUN_MOST = 4
 VECTOR_RUN_KINDS = ("maximum", "minimum")
 
 
-class _VectorRun:
+class _HeldRun:
+    """What _Run and _VectorRun share: the position held last (-1: none yet), its value
+    stored when positions move on (`_store_run`) and at the end (`flush`)."""
+
+    b: ir.IRBuilder
+
+    def _hold(self, fn: ir.Function, name: str, *values: ir.Type) -> list[ir.Value]:
+        """The position's slot (`name`) and one entry-block slot per held value (registers
+        after mem2reg); the position starts at -1."""
+        b = self.b
+        with b.goto_block(fn.entry_basic_block):
+            b.position_at_start(fn.entry_basic_block)
+            self.prev = b.alloca(I64, name=name)
+            slots = [b.alloca(t, name="run_value") for t in values]
+        b.store(i64(-1), self.prev)
+        return slots
+
+    def _store_run(self, at: ir.Value) -> None:
+        raise NotImplementedError
+
+    def _moved(self, same: ir.Value, prev: ir.Value) -> None:
+        """Store the held value where positions moved on from (not before the first)."""
+        b = self.b
+        with b.if_then(b.and_(b.not_(same), b.icmp_signed(">=", prev, i64(0)))):
+            self._store_run(prev)
+
+    def flush(self) -> None:
+        b = self.b
+        prev = b.load(self.prev)
+        with b.if_then(b.icmp_signed(">=", prev, i64(0))):
+            self._store_run(prev)
+
+
+class _VectorRun(_HeldRun):
     """A window that is one row of whole vectors (jax.ops.segment_max of rows of 16 floats;
-    VECTOR_RUN_KINDS):
-    the row updated last stays in registers while positions repeat it, stored when they
-    move on (and at the end). Its update chain waited on a store and a reload of the same
-    row, ~14 cycles a row for a float max's sign blends: segment_max of 2^18 rows of 16
-    into 1024 sorted segments 1.37 ms, XLA 0.91. The same updates in the same order: the
-    same bits."""
+    VECTOR_RUN_KINDS): the row updated last stays in registers while positions repeat it,
+    stored when they move on (and at the end). Its update chain waited on a store and a
+    reload of the same row, ~14 cycles a row for a float max's sign blends: segment_max of
+    2^18 rows of 16 into 1024 sorted segments 1.37 ms, XLA 0.91. The same updates in the
+    same order: the same bits."""
 
     def __init__(self, b: ir.IRBuilder, fn: ir.Function, comp: Computation, out: ir.Value,
                  upd: ir.Value, vt: ir.VectorType, nvec: int, held: bool) -> None:
         self.b, self.comp, self.out, self.upd, self.vt = b, comp, out, upd, vt
-        self.nvec, self.held = nvec, held
-        with b.goto_block(fn.entry_basic_block):
-            b.position_at_start(fn.entry_basic_block)
-            self.prev = b.alloca(I64, name="vrun_at")
-            self.acc = [b.alloca(vt, name="vrun_value") for _ in range(nvec)]
-        b.store(i64(-1), self.prev)
+        self.held = held
+        self.acc = self._hold(fn, "vrun_at", *[vt] * nvec)
 
     def _ptr(self, base: ir.Value, at: ir.Value, j: int) -> ir.Value:
         b = self.b
@@ -503,28 +531,18 @@ class _VectorRun:
         b = self.b
         prev = b.load(self.prev)
         same = b.icmp_signed("==", at, prev)
-        with b.if_then(b.and_(b.not_(same), b.icmp_signed(">=", prev, i64(0)))):
-            self._store_run(prev)
+        self._moved(same, prev)
         for j, acc in enumerate(self.acc):
-            loaded = b.load(self._ptr(self.out, at, j), align=1)
+            cur = b.select(same, b.load(acc), b.load(self._ptr(self.out, at, j), align=1))
             if self.held:  # (as the row's vector: a flushed operand either way)
-                loaded = ew.mark_flushed(loaded)
-            cur = b.select(same, b.load(acc), loaded)
-            if self.held:
                 cur = ew.mark_flushed(cur)
             new = b.load(self._ptr(self.upd, uat, j), align=1)
             with flush_ftz.in_kernel():  # the kernel runs under MXCSR.FTZ
                 b.store(region_emit.emit(b, self.comp, [cur, new])[0], acc)
         b.store(at, self.prev)
 
-    def flush(self) -> None:
-        b = self.b
-        prev = b.load(self.prev)
-        with b.if_then(b.icmp_signed(">=", prev, i64(0))):
-            self._store_run(prev)
 
-
-class _Run:
+class _Run(_HeldRun):
     """One-element windows at sorted positions: the element updated last stays in a
     register while positions repeat it, stored when they move on (and at the end), so each
     update of a run waits on the region's op alone, not on a store and a reload of the same
@@ -540,11 +558,10 @@ class _Run:
         #: which sat on the run's dependent chain.
         self.flushed = t.is_float and region_emit.binary_kind(comp) in (
             "add", "multiply", "maximum", "minimum")
-        with b.goto_block(fn.entry_basic_block):
-            b.position_at_start(fn.entry_basic_block)
-            self.prev = b.alloca(I64, name="run_at")
-            self.acc = b.alloca(out.type.pointee, name="run_value")
-        b.store(i64(-1), self.prev)
+        (self.acc,) = self._hold(fn, "run_at", out.type.pointee)
+
+    def _store_run(self, at: ir.Value) -> None:
+        self.b.store(self.b.load(self.acc), self.b.gep(self.out, [at], inbounds=True))
 
     def apply(self, at: ir.Value, upd: list[ir.Value]) -> None:
         b, t = self.b, self.t
@@ -557,16 +574,9 @@ class _Run:
         else:
             cur = b.select(same, ew.from_storage(b, b.load(self.acc), t), loaded)
         new = region_emit.emit(b, self.comp, [cur, *upd])[0]
-        with b.if_then(b.and_(b.not_(same), b.icmp_signed(">=", prev, i64(0)))):
-            b.store(b.load(self.acc), b.gep(self.out, [prev], inbounds=True))
+        self._moved(same, prev)
         b.store(ew.to_storage(b, new, t), self.acc)
         b.store(at, self.prev)
-
-    def flush(self) -> None:
-        b = self.b
-        prev = b.load(self.prev)
-        with b.if_then(b.icmp_signed(">=", prev, i64(0))):
-            b.store(b.load(self.acc), b.gep(self.out, [prev], inbounds=True))
 
 
 __all__ = ["emitter", "replaces", "ScatterEmitter"]
