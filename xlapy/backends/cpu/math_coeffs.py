@@ -22,15 +22,6 @@ TANH_P32 = [1.0, 0.13368183374404907, 0.0034803450107574463, 2.035870056715794e-
              1.300874874488045e-08]
 TANH_Q32 = [1.0, 0.46701493859291077, 0.025818966329097748, 0.00032607250614091754,
              7.634753842467035e-07]
-#: f64 tanh(x) = x + x z Q(z), z = x^2 <= 1/4 (|x| < 0.5), Q lowest power first: the
-#: Chebyshev projection of (tanh(x) / x - 1) / z on 60 nodes with mpmath at 120 bits, degree
-#: 10 (next term 1e-18), as a polynomial in z; the f64 evaluation within 0.59 ulp on 2000
-#: points of (0, 0.5]. fit("tanh") had kept 41 terms: its f64 reference's rounding noise
-#: (2e-17) sat above its cut, and the series was 60% of tanh's time.
-TANH_Q64 = [-0.3333333333333333, 0.13333333333333233, -0.053968253968092364,
-            0.02186948852600072, -0.00886323520211109, 0.0035921218483814335,
-            -0.0014557612805024605, 0.0005894693628578815, -0.00023636254063104858,
-            8.821252907231862e-05, -2.2966669345439758e-05]
 #: f64 erfcx(x) = exp(x^2) erfc(x) on [1, 6] (erf above |x| = 1): the Chebyshev projection
 #: on 80 nodes with mpmath at 120 bits, kept while above 2^-58 of the first (31 terms).
 #: fit("erfcx") in f64 had kept 41, the last ten its f64 reference's rounding noise (~1e-16).
@@ -143,7 +134,7 @@ def fit(name: str) -> np.ndarray:
     projection on 400 Chebyshev nodes (where the T_k are orthogonal, it equals the
     least-squares fit; a matrix product, where lstsq took 150 ms on a cold first call),
     terms kept while above a quarter ulp of f32 / 8 of the first (the f64 reference's noise
-    is far below that). f64 series are constants fitted with mpmath (ERFCX_F64, TANH_Q64):
+    is far below that). f64 series are constants fitted with mpmath (ERFCX_F64):
     a fit against f64 references kept ten or more terms of their rounding noise."""
     fn, lo, hi = _FITS[name]
     target = 2.0 ** -24 / 4
