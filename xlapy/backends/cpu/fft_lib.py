@@ -1,7 +1,8 @@
 """FFT thunks: single precision (f32 / c64) over the last one or two axes of power-of-two
 lengths through our own JIT function (fft_jit.py, where it takes the lengths), else through
 DUCC (the `ducc0` package: the FFT library XLA's CPU runtime calls, by pocketfft's author),
-double precision through scipy.fft's pocketfft (numpy's algorithm: the interpreter's bits).
+double precision through scipy.fft's pocketfft (numpy's algorithm and pass order: the
+interpreter's bits).
 
 The interpreter computes every transform in double and rounds once (the reference). Single
 precision here computes in single, as XLA's runtime does: each transform's error stays
@@ -103,24 +104,24 @@ def _rowwise(ft: object, lengths: tuple[int, ...], w: int
 
 def _double(ft: object, axes: tuple[int, ...], lengths: tuple[int, ...], w: int
             ) -> Callable[[np.ndarray], np.ndarray]:
-    """scipy's pocketfft along one axis (on `w` threads), numpy's over several: both the
-    interpreter's bits."""
+    """scipy's pocketfft (on `w` threads), the complex passes over several axes in numpy's
+    order (the last axis first): the interpreter's (numpy's) bits. numpy's own fftn runs on
+    one thread, a pass at a time (16 x 256 x 256 c128 fft2: 19 ms, XLA 8, scipy's 5.3)."""
     import scipy.fft as sfft
 
     from xlapy.ops.linalg import FftType
 
-    if len(axes) == 1:
-        return {
-            FftType.FFT: lambda x: sfft.fftn(x, axes=axes, workers=w),
-            FftType.IFFT: lambda x: sfft.ifftn(x, axes=axes, workers=w),
-            FftType.RFFT: lambda x: sfft.rfftn(x, axes=axes, workers=w),
-            FftType.IRFFT: lambda x: sfft.irfftn(x, s=lengths, axes=axes, workers=w),
-        }[ft]
+    back = axes[::-1]  # (scipy's c2c takes the axes in the order given)
+
+    def rfftn(x: np.ndarray) -> np.ndarray:
+        z = sfft.rfft(x, axis=axes[-1], workers=w)
+        return sfft.fftn(z, axes=back[1:], workers=w, overwrite_x=True) if back[1:] else z
+
     return {
-        FftType.FFT: lambda x: np.fft.fftn(x, axes=axes),
-        FftType.IFFT: lambda x: np.fft.ifftn(x, axes=axes),
-        FftType.RFFT: lambda x: np.fft.rfftn(x, axes=axes),
-        FftType.IRFFT: lambda x: np.fft.irfftn(x, s=lengths, axes=axes),
+        FftType.FFT: lambda x: sfft.fftn(x, axes=back, workers=w),
+        FftType.IFFT: lambda x: sfft.ifftn(x, axes=back, workers=w),
+        FftType.RFFT: rfftn,
+        FftType.IRFFT: lambda x: sfft.irfftn(x, s=lengths, axes=axes, workers=w),
     }[ft]
 
 

@@ -42,7 +42,7 @@ def test_library_per_precision(ty: str, dt: type, library: str, rows: int,
         monkeypatch.setattr(mod, name, wrapped)
 
     spy(ducc0.fft, "r2c", "nthreads", "ducc0")
-    spy(scipy.fft, "rfftn", "workers", "scipy")
+    spy(scipy.fft, "rfft", "workers", "scipy")
     x = np.random.default_rng(3).standard_normal((rows, n)).astype(dt)
     text = _rfft_text(rows, n, ty)
     prog = xlapy.compile(text, backend="cpu", options={"num_threads": 2})

@@ -283,6 +283,15 @@ def test_triangular_solve(ty: str, dt: type, left: str, lower: str, unit: str, t
     ("FFT", "complex<f32>", "complex<f32>", (2, 4, 6), (2, 4, 6), [4, 6]),
     ("IRFFT", "complex<f32>", "f32", (3, 16, 9), (3, 16, 16), [16, 16]),
     ("RFFT", "f32", "complex<f32>", (4, 8, 1000), (4, 8, 501), [8, 1000]),
+    # double precision over several axes: scipy's passes in numpy's order (numpy's fftn
+    # ran on one thread), from PARALLEL_FFT_WORK on two threads
+    ("FFT", "complex<f64>", "complex<f64>", (4, 6, 10), (4, 6, 10), [4, 6, 10]),
+    ("FFT", "complex<f64>", "complex<f64>", (16, 128, 96), (16, 128, 96), [128, 96]),
+    ("IFFT", "complex<f64>", "complex<f64>", (8, 32, 32, 32), (8, 32, 32, 32), [32, 32, 32]),
+    ("RFFT", "f64", "complex<f64>", (3, 5, 6, 16), (3, 5, 6, 9), [5, 6, 16]),
+    ("RFFT", "f64", "complex<f64>", (8, 32, 64, 64), (8, 32, 64, 33), [32, 64, 64]),
+    ("RFFT", "f64", "complex<f64>", (16, 128, 96), (16, 128, 49), [128, 96]),
+    ("IRFFT", "complex<f64>", "f64", (8, 32, 64, 33), (8, 32, 64, 64), [32, 64, 64]),
 ])
 def test_fft(kind: str, ity: str, oty: str, idims: tuple, odims: tuple, length: list) -> None:
     """Double precision: the interpreter's bits. Single precision computes in single as
