@@ -88,7 +88,8 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                  print_after_all: Callable[[str], None] | None = None) -> Pipeline:
     """The pipeline `CpuBackend.compile` runs: `passes.pipelines.backend_pipeline`'s rewrites
     (chlo lowering, native forms, call inlining, rng_bit_generator expansion, bit-exact
-    simplification, splats as broadcasts, CSE, DCE), transposes of dots computed by the dot
+    simplification, splats as broadcasts, CSE, DCE), sums of broadcast products as dots
+    (product_sums.py), transposes of dots computed by the dot
     and a 2-D rhs transpose read by it (dot_transpose.py), small dot operands transposed
     into 2-D product layout (dot_flatten.py), transposed convolutions as their phases
     (conv_polyphase.py), small batched dots as reduces (small_dots.py), reductions over a
@@ -106,6 +107,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.dot_transpose import FoldDotTranspose, FoldRhsTranspose
     from xlapy.backends.cpu.elementwise import native_chlo
     from xlapy.backends.cpu.narrow_columns import FoldNarrowColumns
+    from xlapy.backends.cpu.product_sums import ProductSumsAsDots
     from xlapy.backends.cpu.short_reduce import ShortReductions
     from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
     from xlapy.backends.cpu.topk_select import SelectTopK
@@ -116,7 +118,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
 
     target_ = (options or CpuOptions.make()).target
     return Pipeline("cpu", [*backend_pipeline(native_chlo=native_chlo).passes,
-                            FoldDotTranspose(), FoldRhsTranspose(),
+                            ProductSumsAsDots(), FoldDotTranspose(), FoldRhsTranspose(),
                             FlattenDots(), PolyphaseConvolution(), SmallDotsAsReduces(),
                             ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
                             TotalMinMax(), WidenNarrowDots(target_),
