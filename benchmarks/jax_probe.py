@@ -497,11 +497,32 @@ def programs(small: bool = False) -> dict[str, Program]:
         "segment_max_rows": (lambda x, i: jax.ops.segment_max(x, i, 1024 // s), [
             f32(1 << 18, 16), np.sort(rng.integers(0, 1024 // s, (1 << 18) // s)).astype(
                 np.int32)]),
+        # session 56's cliffs: f64 tanh as two series (1.5x); an f64 fft2 through numpy's
+        # one-thread fftn (2.7x); pairwise scores and distances spelled with broadcasting,
+        # a fused reduce where XLA runs a GEMM (5-7x), and sums over rows of 9-16 a row loop
+        # each (2-3x)
+        "tanh_f64": (jnp.tanh, [f32(2048, 1024).astype(np.float64)]),
+        "fft2_c128": (jnp.fft.fft2, [(f32(16, 256, 256) + 1j * f32(16, 256, 256)).astype(
+            np.complex128)]),
+        "pair_scores": (lambda a, b: (a[:, None, :] * b[None, :, :]).sum(-1),
+                        [f32(1024, 64), f32(1024, 64)]),
+        "pair_dist12": (lambda a, b: ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1),
+                        [f32(1024, 96)[:, :12].copy(), f32(1024, 96)[:, :12].copy()]),
+        "sum_rows12": (lambda x: x.sum(-1), [f32(512, 1024, 96)[..., :12].copy()]),
     }
 
 
 def probe_one(fn: Callable[..., Any], args: list[np.ndarray], reps: int,
               burst: int) -> dict[str, Any]:
+    import jax
+
+    wide = any(np.asarray(a).dtype in (np.float64, np.complex128) for a in args)
+    with jax.enable_x64(wide):  # (double-precision programs: the x64 mode for both sides)
+        return _probe(fn, args, reps, burst)
+
+
+def _probe(fn: Callable[..., Any], args: list[np.ndarray], reps: int,
+           burst: int) -> dict[str, Any]:
     import jax
 
     import xlapy
@@ -514,8 +535,8 @@ def probe_one(fn: Callable[..., Any], args: list[np.ndarray], reps: int,
     got = prog(*args)
     want = jax.block_until_ready(jc(*jargs))
     gl = list(got) if isinstance(got, (list, tuple)) else [got]
-    err = max((float(np.max(np.abs(np.asarray(g, np.float64) - np.asarray(w, np.float64))
-                            / (np.abs(np.asarray(w, np.float64)) + 1e-2), initial=0.0))
+    err = max((float(np.max(np.abs(np.asarray(g, np.complex128) - np.asarray(w, np.complex128))
+                            / (np.abs(np.asarray(w, np.complex128)) + 1e-2), initial=0.0))
                for g, w in zip(gl, jax.tree_util.tree_leaves(want))), default=0.0)
     t = round_robin({"xlapy": lambda: prog(*args),
                      "xla": lambda: jax.block_until_ready(jc(*jargs))}, reps, burst)
