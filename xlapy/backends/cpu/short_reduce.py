@@ -178,21 +178,35 @@ def refolded(b: Instruction) -> bool:
     return True
 
 
+#: The longest contraction of an unbatched product of two arrays folded (`narrow_dot`) ...
+THIN = 6
+#: ... into at least this many outputs. Xeon, 2 threads, BLAS -> the fold (ms; XLA):
+#: 2048 x k x 2048, k = 2 0.77 -> 0.34, 4 0.82 -> 0.45 (0.50), 6 0.84 -> 0.71 (0.51), 8
+#: 0.90 -> 1.07; 1024 x 4 x 2048 0.34 -> 0.25 (0.27), 1024 x 6 x 2048 0.65 -> 0.38, 8192 x
+#: 4 x 256 0.35 -> 0.24; x86-64-v3 alike. The fold streams the output past the caches,
+#: BLAS's stores read each line first; over 1M outputs it lost (256 x 4 x 4096: 0.12 ->
+#: 0.16).
+THIN_OUTPUTS = 1 << 21
+
+
 def narrow_dot(d: Instruction) -> bool:
     """An f32/f64 dot of an array with a vector of at most SHORT elements (the weighted sum
-    of each row) into at least 1024 outputs; other narrow dots keep their routes (outer
+    of each row) into at least 1024 outputs, or an unbatched product contracting at most
+    THIN elements into THIN_OUTPUTS or more; other narrow dots keep their routes (outer
     products, skinny GEMMs, batch chains)."""
     if d.opcode != "dot_general" or d.attrs.algorithm is not None or not d.shape.is_array:
         return False
     lhs, rhs = d.operands
     et = d.shape.element_type
-    k = math.prod(lhs.shape.dimensions[c] for c in d.attrs.lhs_contracting_dimensions)
-    vector = (rhs.shape.rank == 1 and not d.attrs.rhs_batching_dimensions) or (
-        lhs.shape.rank == 1 and not d.attrs.lhs_batching_dimensions)
+    a = d.attrs
+    k = math.prod(lhs.shape.dimensions[c] for c in a.lhs_contracting_dimensions)
+    vector = (rhs.shape.rank == 1 and not a.rhs_batching_dimensions) or (
+        lhs.shape.rank == 1 and not a.lhs_batching_dimensions)
+    thin = not a.lhs_batching_dimensions and 1 < k <= THIN and \
+        d.shape.num_elements >= THIN_OUTPUTS
     return (lhs.shape.element_type == rhs.shape.element_type == et
-            and et in (ElementType.F32, ElementType.F64) and 0 < k <= SHORT and vector
-            and len(d.attrs.lhs_contracting_dimensions) == 1
-            and d.shape.num_elements >= 1024)
+            and et in (ElementType.F32, ElementType.F64) and len(a.lhs_contracting_dimensions) == 1
+            and ((0 < k <= SHORT and vector and d.shape.num_elements >= 1024) or thin))
 
 
 def unroll(comp: Computation, instr: Instruction) -> Instruction:
@@ -365,5 +379,5 @@ def _ahead(r: Instruction, depth: int = 8) -> set[int]:
     return out
 
 
-__all__ = ["SHORT", "SHORT_HEAVY", "ShortReductions", "companions", "holds_fold", "narrow_dot",
-           "short_reduce", "unroll"]
+__all__ = ["SHORT", "SHORT_HEAVY", "THIN", "THIN_OUTPUTS", "ShortReductions", "companions",
+           "holds_fold", "narrow_dot", "short_reduce", "unroll"]
