@@ -18,6 +18,7 @@ from xlapy.ir import Instruction
 from xlapy.ops.attrs import ComparisonDirection
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import constant_value, is_splat, splat_value
+from xlapy.types import Shape
 from xlapy.types.element_type import iinfo
 
 RuleFn = Callable[[Instruction, Emitter], Instruction | None]
@@ -180,6 +181,34 @@ def _op_of_splats(i: Instruction, e: Emitter) -> Instruction | None:
         return None
     return e.broadcast_in_dim(e.op(i.opcode, a, b), shape=i.shape.dimensions,
                               broadcast_dimensions=())
+
+
+def _sink_broadcast(i: Instruction, e: Emitter) -> Instruction | None:
+    """op(broadcast(a), ...) => broadcast(op(a, ...)) for a costly element-wise op whose
+    operands are broadcasts of the same shape into the same dimensions (or scalar splats),
+    from at least half as many elements: the same arithmetic on each distinct value, once
+    (XLA's TryToSinkBroadcastAfterOpWithUniqueNonScalarOperand). The sin(y) of a meshgrid's
+    Y ran per element of [2048, 2048]: 0.71 ms, XLA 0.46."""
+    wide = [o for o in i.operands if splatted_scalar(o) is None]
+    if not wide or any(o.opcode != "broadcast_in_dim" for o in wide):
+        return None
+    dims = wide[0].attrs.broadcast_dimensions
+    src = wide[0].operands[0].shape
+    if any(o.attrs.broadcast_dimensions != dims or o.operands[0].shape != src for o in wide) \
+            or 2 * src.num_elements > i.shape.num_elements:
+        return None
+    ops = [o.operands[0] if splatted_scalar(o) is None else
+           e.bcast(splatted_scalar(o), src.dimensions, ()) for o in i.operands]
+    inner = e.comp.add(Instruction(i.opcode, ops, Shape.array(i.shape.element_type,
+                                                              src.dimensions),
+                                   i.attrs, i.called, i.name))
+    return e.bcast(inner, i.shape.dimensions, dims)
+
+
+#: The costly element-wise ops whose broadcast operands `_sink_broadcast` moves after them.
+_SINK_OPS = ("exponential", "exponential_minus_one", "log", "log_plus_one", "tanh", "logistic",
+             "sqrt", "rsqrt", "cbrt", "sine", "cosine", "tan", "erf", "divide", "remainder",
+             "power", "atan2")
 
 
 #: Binary elementwise ops without attributes (their result type is their operands').
@@ -426,4 +455,7 @@ ARITH_RULES: list[Rule] = [
 ] + [
     # op(broadcast(a), broadcast(b)) => broadcast(op(a, b))   (a, b scalars)
     Rule("op_of_scalar_broadcasts", op, _op_of_splats) for op in _SPLAT_BINARY
+] + [
+    # op(broadcast(a), ...) => broadcast(op(a, ...))   (costly ops, the same broadcasts)
+    Rule("sink_broadcast", op, _sink_broadcast) for op in _SINK_OPS
 ]

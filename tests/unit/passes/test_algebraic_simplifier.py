@@ -119,6 +119,11 @@ CASES: dict[str, Case] = {
                           shape=()), (4,), ()), g.splat(3.0, a)),
         lambda g, a, b: g.multiply(g.bcast(g.slice(a, start_indices=(1,), limit_indices=(2,),
                                                    strides=(1,)), (4,), (0,)), g.splat(3.0, a))),
+    # a costly op of a broadcast: once per source value, then broadcast (with a splat)
+    "sink_broadcast": (F, lambda g, a, b: g.divide(g.sine(g.bcast(g.slice(
+        a, start_indices=(1,), limit_indices=(2,), strides=(1,)), (4,), (0,))), g.splat(3.0, a)),
+        lambda g, a, b: g.divide(g.bcast(g.slice(a, start_indices=(1,), limit_indices=(2,),
+                                                 strides=(1,)), (4,), (0,)), b)),
     "convert_same": (F, lambda g, a, b: g.convert(a, new_element_type=a.shape.element_type),
                      lambda g, a, b: g.convert(g.convert(a, new_element_type=_s32()),
                                                new_element_type=a.shape.element_type)),
