@@ -13,15 +13,18 @@ side's free dimension. A dimension summed but carried by one side only, or kept 
 by neither, leaves the reduce as it is (it would sum or repeat an operand first), as does a
 product with no free dimension on one side (a dot of vectors: small_dots.py makes it a
 reduce again), a short sum over the last dimensions (MIN_DEPTH: short_reduce's element-wise
-fold is faster; a short dot into many outputs becomes that fold too, short_reduce.THIN) or a
-small one (MIN_MACS). f32 and f64 only: bf16/f16 products round in the narrow type. The sum order
-becomes the dot's, and each product is fused into its sum (the backend's choice for a dot,
-as for any reduce of floats: not the interpreter's order either).
+fold is faster; a short dot into many outputs becomes that fold too, short_reduce.THIN) or
+a small one (MIN_MACS), and one whose init is not +0. f32 and f64 only: bf16/f16 products
+round in the narrow type. The sum order becomes the dot's, and each product is fused into
+its sum (the backend's choice for a dot, as for any reduce of floats: not the
+interpreter's order either).
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction
@@ -59,8 +62,10 @@ def plan(r: Instruction) -> tuple[list[int], list[int], list[int], list[int]] | 
     if r.opcode != "reduce" or reducer_op(r) != "add" or r.shape.element_type not in FLOATS:
         return None
     x, init = r.operands
-    if x.opcode != "multiply" or init.opcode != "constant" or \
-            init.attrs.literal.to_numpy().item() != 0:
+    if x.opcode != "multiply" or init.opcode != "constant":
+        return None
+    zero = init.attrs.literal.to_numpy()
+    if zero.item() != 0 or np.signbit(zero):  # (+0: a dot's sum starts there; -0 stays)
         return None
     maps = [_carried(o) for o in x.operands]
     if maps[0] is None or maps[1] is None:

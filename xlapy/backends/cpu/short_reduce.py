@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 from xlapy.backends.cpu import small_dots
 from xlapy.backends.cpu.fold_paths import column_slice
@@ -41,8 +42,8 @@ def short_reduce(instr: Instruction) -> bool:
     """A single-input reduce of its operand's last dimension only, to an array, folded: at
     most SHORT long, or SHORT_HEAVY when its operand computes a transcendental (or is
     broadcast back into one that is folded: logsumexp's max) or its result is not spread
-    out again (`_spread`); never when broadcast back into
-    values of the operand's shape that something other than a fold reads."""
+    out again (`_spread`); never when broadcast back into values of the operand's shape
+    that something other than a fold reads."""
     n = _row_length(instr)
     if not n:
         return False
@@ -103,19 +104,8 @@ def _spread(instr: Instruction, depth: int = 8) -> bool:
     8.9 -> 1.3 (XLA 3.0). Spread, as the row kernel's one value a row, it was the faster
     (an RMS norm over 16: 1.36 ms, folded 2.43)."""
     n = instr.shape.num_elements
-    seen: set[int] = set()
-    todo = [(instr, 0)]
-    while todo:
-        v, d = todo.pop()
-        for u in v.users:
-            if id(u) in seen or not u.shape.is_array:
-                continue
-            seen.add(id(u))
-            if u.shape.num_elements > n:
-                return True
-            if u.shape.num_elements == n and d < depth:
-                todo.append((u, d + 1))
-    return False
+    return any(u.shape.is_array and u.shape.num_elements > n
+               for v in [instr, *_reach(instr, depth, lambda u: True)] for u in v.users)
 
 
 def broadcast_back(instr: Instruction) -> bool:
@@ -183,9 +173,9 @@ THIN = 6
 #: ... into at least this many outputs. Xeon, 2 threads, BLAS -> the fold (ms; XLA):
 #: 2048 x k x 2048, k = 2 0.77 -> 0.34, 4 0.82 -> 0.45 (0.50), 6 0.84 -> 0.71 (0.51), 8
 #: 0.90 -> 1.07; 1024 x 4 x 2048 0.34 -> 0.25 (0.27), 1024 x 6 x 2048 0.65 -> 0.38, 8192 x
-#: 4 x 256 0.35 -> 0.24; x86-64-v3 alike. The fold streams the output past the caches,
-#: BLAS's stores read each line first; over 1M outputs it lost (256 x 4 x 4096: 0.12 ->
-#: 0.16).
+#: 4 x 256 0.35 -> 0.24; x86-64-v3 alike. The fold is one pass over the output, each
+#: row's k values of the lhs broadcast once (hoist_emit.py); under 2M outputs BLAS won
+#: some (256 x 4 x 4096: 0.12 -> 0.16).
 THIN_OUTPUTS = 1 << 21
 
 
@@ -366,15 +356,25 @@ def companions(comp: Computation, folds: list[Instruction]) -> list[Instruction]
 def _ahead(r: Instruction, depth: int = 8) -> set[int]:
     """The values of r's element count that r reaches through element-wise ops and
     reshapes in `depth` steps."""
+    return {id(u) for u in _reach(r, depth, lambda u: is_elementwise(u) or
+                                  u.opcode == "reshape")}
+
+
+def _reach(r: Instruction, depth: int, through: Callable[[Instruction], bool]
+           ) -> list[Instruction]:
+    """The arrays of r's element count that r reaches through users `through` accepts, in
+    `depth` steps."""
     n = r.shape.num_elements
-    out: set[int] = set()
+    seen: set[int] = set()
+    out: list[Instruction] = []
     todo = [(r, 0)]
     while todo:
         v, d = todo.pop()
         for u in v.users:
-            if id(u) not in out and d < depth and u.shape.is_array and \
-                    u.shape.num_elements == n and (is_elementwise(u) or u.opcode == "reshape"):
-                out.add(id(u))
+            if id(u) not in seen and d < depth and u.shape.is_array and \
+                    u.shape.num_elements == n and through(u):
+                seen.add(id(u))
+                out.append(u)
                 todo.append((u, d + 1))
     return out
 
