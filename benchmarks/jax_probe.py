@@ -509,6 +509,9 @@ def programs(small: bool = False) -> dict[str, Program]:
         "pair_dist12": (lambda a, b: ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1),
                         [f32(1024, 96)[:, :12].copy(), f32(1024, 96)[:, :12].copy()]),
         "sum_rows12": (lambda x: x.sum(-1), [f32(512, 1024, 96)[..., :12].copy()]),
+        # a one-feature 1-D filter in the loop nest's scalar code (11x slower than now)
+        "correlate_255": (lambda x, w: jnp.correlate(x, w, mode="valid"),
+                          [f32(1 << 18), f32(255)]),
         # sin of a meshgrid's Y computed per element, not per row (1.55x)
         "meshgrid_sin": (lambda x, y: (lambda gx, gy: gx ** 3 - 3 * gx * gy ** 2 + jnp.sin(gy))(
             *jnp.meshgrid(x, y)), [f32(2048), f32(2048)]),

@@ -133,6 +133,10 @@ def direct_plan(instr: Instruction, threads: int = 1
     et = instr.shape.element_type
     if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
         return None
+    if lhs.rank == 3:
+        from xlapy.backends.cpu import conv_1d
+
+        return conv_1d.plan(instr, threads)
     if lhs.rank != 4:
         return None
     dn = a.dimension_numbers

@@ -183,7 +183,12 @@ def conv_route(instr: Instruction) -> str:
     ungrouped window up to 7x7 with input and output features ahead of the spatial
     dimensions (no transposes to channels-last: on Zen 3 a 32x32x64x64 NCHW 3x3 layer took
     57 ms of CPU there, 72 here; 1x1: 37 against 44); "direct" - this module's loop nest, for
-    every other form (complex ones as real convolutions of twice the channels)."""
+    every other form (complex ones as real convolutions of twice the channels); 1-D ones of
+    features ahead of the samples go to the direct kernel too, in segments (conv_1d.py)."""
+    from xlapy.backends.cpu import conv_1d
+
+    if conv_1d.takes(instr):
+        return "nchw-direct"
     a = instr.attrs
     dn = a.dimension_numbers
     lhs, rhs = (o.shape for o in instr.operands)

@@ -1,0 +1,116 @@
+"""1-D channels-first convolutions (NCW: jnp.convolve, jnp.correlate, a filter bank) through
+conv.py's direct kernel, as 2-D ones of a window 1 x K.
+
+The general loop nest (conv_general.py) vectorizes along the output features: a filter of
+one input and one output feature ran in scalar code, one multiply-add at a time
+(jnp.correlate of 256K samples with 255 taps: 14 ms, XLA 13.5; jnp.convolve with 31 taps over
+1M samples 9.8 ms). Here the output row is cut into R segments of S outputs, each
+segment's input window (S + K - 1 samples, zero padding included) a row of an [N, C, R,
+S + K - 1] copy, so the direct kernel's vectors run along the samples and its rows (the
+segments) split over the threads. Each output is the same sum, in (c, k) order, as the
+kernel computes for any row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from xlapy.backends.cpu import cache, conv, target
+from xlapy.backends.cpu.llvm_util import F32, F64, module_text
+from xlapy.ir import Instruction
+from xlapy.types import ElementType as ET
+
+#: The longest window taken (its taps are unrolled in the kernel).
+MAX_TAPS = 256
+#: Segments a thread takes at least (they may cost differently at the row's ends).
+SEGMENTS_PER_THREAD = 8
+#: The longest segment (the copy of a segment's window stays in L1 while its outputs run).
+MAX_SEGMENT = 2048
+
+
+def takes(instr: Instruction) -> bool:
+    """An f32/f64 convolution over one spatial dimension, input and output features ahead of
+    it, of unit strides and dilations, one group, no reversal, padding >= 0, at most
+    MAX_TAPS taps."""
+    a = instr.attrs
+    lhs, rhs = (o.shape for o in instr.operands)
+    et = instr.shape.element_type
+    dn = a.dimension_numbers
+    return (lhs.rank == 3 and lhs.element_type == rhs.element_type == et
+            and et in (ET.F32, ET.F64)
+            and rhs.dimensions[dn.kernel_spatial_dimensions[0]] <= MAX_TAPS
+            and dn.input_feature_dimension < dn.input_spatial_dimensions[0]
+            and dn.output_feature_dimension < dn.output_spatial_dimensions[0]
+            and a.feature_group_count == a.batch_group_count == 1
+            and all(v == 1 for v in (*a.window_strides, *a.lhs_dilation, *a.rhs_dilation))
+            and not any(a.window_reversal)
+            and all(lo >= 0 and hi >= 0 for lo, hi in a.padding))
+
+
+def segment(wout: int, lanes: int, threads: int) -> int:
+    """S: whole register blocks (4 vectors; one vector's multiple for a short row), about
+    SEGMENTS_PER_THREAD a thread, at most MAX_SEGMENT."""
+    block = 4 * lanes
+    want = -(-wout // (SEGMENTS_PER_THREAD * max(1, threads)))
+    if want <= block:
+        return block if wout > 3 * lanes else -(-wout // lanes) * lanes
+    return min(MAX_SEGMENT, -(-want // block) * block)
+
+
+def plan(instr: Instruction, threads: int = 1
+         ) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+    """A function (lhs, rhs, out) computing the 1-D convolution, or None (`takes`)."""
+    if not takes(instr):
+        return None
+    a = instr.attrs
+    dn = a.dimension_numbers
+    lhs, rhs = (o.shape for o in instr.operands)
+    n, c = lhs.dimensions[dn.input_batch_dimension], lhs.dimensions[dn.input_feature_dimension]
+    win = lhs.dimensions[dn.input_spatial_dimensions[0]]
+    o = rhs.dimensions[dn.kernel_output_feature_dimension]
+    k = rhs.dimensions[dn.kernel_spatial_dimensions[0]]
+    plo, phi = a.padding[0] if a.padding else (0, 0)
+    wout = win + plo + phi - k + 1
+    if min(n, c, o, k, wout) <= 0:
+        return None
+    et = instr.shape.element_type
+    bits = target.current().vector_bits
+    lanes = bits // (64 if et == ET.F64 else 32)
+    s = segment(wout, lanes, threads)
+    rows = -(-wout // s)
+    j, v, chunks = conv._blocking(o, s, lanes, 24 if bits == 512 else 10)
+    assert chunks * v * lanes == s
+    name = "conv_direct"
+    text = module_text(conv._emit(name, F64 if et == ET.F64 else F32, lanes, c, o, rows, rows,
+                                  s + k - 1, s, 1, k, j, v, chunks))
+    eng = cache.engine(text, "light", light=True, exports=[name])
+    fn = conv._FN(eng.address(name))
+    dtype = instr.shape.dtype
+    xperm = [dn.input_batch_dimension, dn.input_feature_dimension, dn.input_spatial_dimensions[0]]
+    wperm = [dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
+             dn.kernel_spatial_dimensions[0]]
+    operm = [0] * 3
+    for src, dst in enumerate((dn.output_batch_dimension, dn.output_feature_dimension,
+                               dn.output_spatial_dimensions[0])):
+        operm[dst] = src
+    macs = n * rows * s * o * c * k
+    size = np.dtype(dtype).itemsize
+
+    def run(x: np.ndarray, w: np.ndarray, out: np.ndarray, eng: Any = eng) -> None:
+        flat = np.zeros((n, c, rows * s + k - 1), dtype)
+        flat[:, :, plo:plo + win] = x.transpose(xperm)
+        xp = np.ascontiguousarray(np.lib.stride_tricks.as_strided(
+            flat, (n, c, rows, s + k - 1), (*flat.strides[:2], s * size, size)))
+        wt = np.ascontiguousarray(w.transpose(wperm))
+        res = np.empty((n, o, rows, s), dtype)
+        conv.split_rows(fn, (xp.ctypes.data, wt.ctypes.data, res.ctypes.data), n * rows, macs,
+                        threads)
+        out[...] = res.reshape(n, o, rows * s)[..., :wout].transpose(operm)
+
+    return run
+
+
+__all__ = ["MAX_TAPS", "plan", "segment", "takes"]
