@@ -25,6 +25,13 @@ from xlapy.types import ElementType as ET
 
 #: The longest window taken (its taps are unrolled in the kernel).
 MAX_TAPS = 256
+#: From this many output features the loop nest's vectors along them win over short
+#: windows: NCW 16 x 64 x 4096 -> 64 features, 3 taps: 15.7 ms there, 18.2 here (XLA 11.2);
+#: 5 taps and more were faster here (4 x 128 x 2048 -> 128, 5 taps: 6.6 -> 6.1; 8 x 32 x
+#: 8192 -> 32, 9 taps: 7.7 -> 7.0; 32 x 8 x 1024 -> 16, 15 taps: 1.04 -> 0.83).
+WIDE = 8
+#: ... and the shortest window taken for them.
+WIDE_MIN_TAPS = 5
 #: Segments a thread takes at least (they may cost differently at the row's ends).
 SEGMENTS_PER_THREAD = 8
 #: The longest segment (the copy of a segment's window stays in L1 while its outputs run).
@@ -34,14 +41,17 @@ MAX_SEGMENT = 2048
 def takes(instr: Instruction) -> bool:
     """An f32/f64 convolution over one spatial dimension, input and output features ahead of
     it, of unit strides and dilations, one group, no reversal, padding >= 0, at most
-    MAX_TAPS taps."""
+    MAX_TAPS taps (at least WIDE_MIN_TAPS into WIDE or more output features)."""
     a = instr.attrs
     lhs, rhs = (o.shape for o in instr.operands)
     et = instr.shape.element_type
     dn = a.dimension_numbers
-    return (lhs.rank == 3 and lhs.element_type == rhs.element_type == et
-            and et in (ET.F32, ET.F64)
-            and rhs.dimensions[dn.kernel_spatial_dimensions[0]] <= MAX_TAPS
+    if lhs.rank != 3:
+        return False
+    taps = rhs.dimensions[dn.kernel_spatial_dimensions[0]]
+    wide = rhs.dimensions[dn.kernel_output_feature_dimension] >= WIDE
+    return (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)
+            and (WIDE_MIN_TAPS if wide else 1) <= taps <= MAX_TAPS
             and dn.input_feature_dimension < dn.input_spatial_dimensions[0]
             and dn.output_feature_dimension < dn.output_spatial_dimensions[0]
             and a.feature_group_count == a.batch_group_count == 1
@@ -113,4 +123,4 @@ def plan(instr: Instruction, threads: int = 1
     return run
 
 
-__all__ = ["MAX_TAPS", "plan", "segment", "takes"]
+__all__ = ["MAX_TAPS", "WIDE", "WIDE_MIN_TAPS", "plan", "segment", "takes"]
