@@ -46,7 +46,7 @@ _FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                        ctypes.c_int64, ctypes.c_int64)
 
 
-def _blocking(o: int, wout: int, lanes: int, accs: int = 24) -> tuple[int, int, int]:
+def blocking(o: int, wout: int, lanes: int, accs: int = 24) -> tuple[int, int, int]:
     """(J output features, V vectors per row chunk, row chunks) for the register block of
     at most `accs` accumulators."""
     v = min(4, -(-wout // lanes))
@@ -155,26 +155,14 @@ def direct_plan(instr: Instruction, threads: int = 1
     wout = win + pad[1][0] + pad[1][1] - kw + 1
     if min(n, c, o, kh, kw, hout, wout) <= 0 or kh * kw > 49:
         return None
-    bits = target.current().vector_bits  # 16 f32 lanes and 32 registers on AVX-512, 8 and
-    lanes = bits // (64 if et == ET.F64 else 32)  # 16 on AVX2, 4 and 16 on SSE
-    t = F64 if et == ET.F64 else F32
-    j, v, chunks = _blocking(o, wout, lanes, 24 if bits == 512 else 10)
+    lanes, accs = lanes_accs(et)
+    j, v, chunks = blocking(o, wout, lanes, accs)
     wvec = chunks * v * lanes
     hp = hout + kh - 1
     wp = wvec + kw - 1
-    name = "conv_direct"
-    text = module_text(_emit(name, t, lanes, c, o, hout, hp, wp, wvec, kh, kw, j, v, chunks))
-    eng = cache.engine(text, "light", light=True, exports=[name])
-    fn = _FN(eng.address(name))
+    fn, eng = kernel(et, lanes, c, o, hout, hp, wp, wvec, kh, kw, j, v, chunks)
     dtype = instr.shape.dtype
-    xperm = [dn.input_batch_dimension, dn.input_feature_dimension,
-             *dn.input_spatial_dimensions]
-    wperm = [dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
-             *dn.kernel_spatial_dimensions]
-    operm = [0] * 4
-    for src, dst in enumerate((dn.output_batch_dimension, dn.output_feature_dimension,
-                               *dn.output_spatial_dimensions)):
-        operm[dst] = src
+    xperm, wperm, operm = layout_perms(dn)
     direct_out = operm == [0, 1, 2, 3] and wvec == wout
     (hlo, _), (wlo, _) = pad
     rows = n * hout
@@ -194,6 +182,37 @@ def direct_plan(instr: Instruction, threads: int = 1
     return run
 
 
+def lanes_accs(et: ET) -> tuple[int, int]:
+    """(vector lanes, accumulator registers) of the target for element type et: 16 f32 lanes
+    and 24 accumulators on AVX-512, 8 and 10 on AVX2, 4 and 10 on SSE."""
+    bits = target.current().vector_bits
+    return bits // (64 if et == ET.F64 else 32), 24 if bits == 512 else 10
+
+
+def kernel(et: ET, lanes: int, c: int, o: int, hout: int, hp: int, wp: int, wvec: int,
+           kh: int, kw: int, j: int, v: int, chunks: int) -> tuple[Any, Any]:
+    """(the compiled `_emit` function, its engine: keep it alive)."""
+    name = "conv_direct"
+    text = module_text(_emit(name, F64 if et == ET.F64 else F32, lanes, c, o, hout, hp, wp,
+                             wvec, kh, kw, j, v, chunks))
+    eng = cache.engine(text, "light", light=True, exports=[name])
+    return _FN(eng.address(name)), eng
+
+
+def layout_perms(dn: Any) -> tuple[list[int], list[int], list[int]]:
+    """Transposes of the operands to [N, C, spatial...] and [O, I, spatial...], and of the
+    [N, O, spatial...] result to the convolution's output layout."""
+    xperm = [dn.input_batch_dimension, dn.input_feature_dimension,
+             *dn.input_spatial_dimensions]
+    wperm = [dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
+             *dn.kernel_spatial_dimensions]
+    operm = [0] * len(xperm)
+    for src, dst in enumerate((dn.output_batch_dimension, dn.output_feature_dimension,
+                               *dn.output_spatial_dimensions)):
+        operm[dst] = src
+    return xperm, wperm, operm
+
+
 def split_rows(fn: Any, args: tuple[int, int, int], rows: int, macs: int, threads: int
                ) -> None:
     """fn(*args, begin, end) over [0, rows) in `threads` parts (one if fewer than SPLIT_MACS
@@ -211,4 +230,5 @@ def split_rows(fn: Any, args: tuple[int, int, int], rows: int, macs: int, thread
         f.result()
 
 
-__all__ = ["direct_plan", "split_rows", "SPLIT_MACS"]
+__all__ = ["blocking", "direct_plan", "kernel", "lanes_accs", "layout_perms", "split_rows",
+           "SPLIT_MACS"]

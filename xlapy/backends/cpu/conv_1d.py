@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.backends.cpu import cache, conv, target
-from xlapy.backends.cpu.llvm_util import F32, F64, module_text
+from xlapy.backends.cpu import conv
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
 
@@ -86,26 +85,15 @@ def plan(instr: Instruction, threads: int = 1
     wout = win + plo + phi - k + 1
     if min(n, c, o, k, wout) <= 0:
         return None
-    et = instr.shape.element_type
-    bits = target.current().vector_bits
-    lanes = bits // (64 if et == ET.F64 else 32)
+    lanes, accs = conv.lanes_accs(instr.shape.element_type)
     s = segment(wout, lanes, threads)
     rows = -(-wout // s)
-    j, v, chunks = conv._blocking(o, s, lanes, 24 if bits == 512 else 10)
+    j, v, chunks = conv.blocking(o, s, lanes, accs)
     assert chunks * v * lanes == s
-    name = "conv_direct"
-    text = module_text(conv._emit(name, F64 if et == ET.F64 else F32, lanes, c, o, rows, rows,
-                                  s + k - 1, s, 1, k, j, v, chunks))
-    eng = cache.engine(text, "light", light=True, exports=[name])
-    fn = conv._FN(eng.address(name))
+    fn, eng = conv.kernel(instr.shape.element_type, lanes, c, o, rows, rows, s + k - 1, s, 1, k,
+                          j, v, chunks)
     dtype = instr.shape.dtype
-    xperm = [dn.input_batch_dimension, dn.input_feature_dimension, dn.input_spatial_dimensions[0]]
-    wperm = [dn.kernel_output_feature_dimension, dn.kernel_input_feature_dimension,
-             dn.kernel_spatial_dimensions[0]]
-    operm = [0] * 3
-    for src, dst in enumerate((dn.output_batch_dimension, dn.output_feature_dimension,
-                               dn.output_spatial_dimensions[0])):
-        operm[dst] = src
+    xperm, wperm, operm = conv.layout_perms(dn)
     macs = n * rows * s * o * c * k
     size = np.dtype(dtype).itemsize
 

@@ -212,11 +212,7 @@ class Math:
         if not nonpos:
             xc = b.select(b.fcmp_ordered(">", xc, self.c(hi)), self.c(hi), xc)
         magic = 1.5 * 2.0 ** self.mant + (self.bias if one else 0)
-        t = self.fma(xc, self.c(1.0 / math.log(2.0)), self.c(magic))
-        n = b.fsub(t, self.c(magic))
-        ln2_hi, ln2_lo = ln2_parts(self.is64)
-        r = self.fma(n, self.c(-ln2_hi), xc)
-        r = self.fma(n, self.c(-ln2_lo), r)
+        t, n, r = self._ln2_split(xc, magic)
         coeffs = taylor_exp(terms or 14) if self.is64 or terms else list(EXP_F32)
         p = self.horner(coeffs, r)
         scaled = self.scalef(p, n)
@@ -227,6 +223,15 @@ class Math:
         if one:
             return self._exp_scale(p, t, xc, magic_bits, nonpos)
         return self.ldexp(p, b.sub(b.bitcast(t, self.ity), self.ic(magic_bits)))
+
+    def _ln2_split(self, x: ir.Value, magic: float) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(t, n, r) with x = n ln2 + r, |r| <= ln2 / 2: t = x log2 e + magic holds round(x
+        log2 e) in its low bits, n = t - magic, r by Cody-Waite's two-part ln2."""
+        b = self.b
+        t = self.fma(x, self.c(1.0 / math.log(2.0)), self.c(magic))
+        n = b.fsub(t, self.c(magic))
+        ln2_hi, ln2_lo = ln2_parts(self.is64)
+        return t, n, self.fma(n, self.c(-ln2_lo), self.fma(n, self.c(-ln2_hi), x))
 
     def _one_scale(self, terms: int | None) -> bool:
         """exp's 2^n is one multiply (`_exp_scale`): f32 vectors without vscalefps, FTZ."""
@@ -367,10 +372,7 @@ class Math:
         a = b.select(b.fcmp_ordered(">", ax, self.c(19.1)), self.c(19.1), ax)  # (NaN stays)
         y = b.fmul(a, self.c(-2.0))
         magic = 1.5 * 2.0 ** self.mant
-        t = self.fma(y, self.c(1.0 / math.log(2.0)), self.c(magic))
-        n = b.fsub(t, self.c(magic))
-        ln2_hi, ln2_lo = ln2_parts(True)
-        r = self.fma(n, self.c(-ln2_lo), self.fma(n, self.c(-ln2_hi), y))
+        t, _, r = self._ln2_split(y, magic)
         q = self.fma(b.fmul(r, r), self.horner(
             [1.0 / math.factorial(k) for k in range(2, 14)], r), r)
         ni = b.sub(b.bitcast(t, self.ity), self.ic(int(np.float64(magic).view(np.int64))))

@@ -23,6 +23,7 @@ interpreter's order either).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -56,9 +57,20 @@ def _carried(b: Instruction) -> dict[int, int] | None:
             if src[i] == out[d]}
 
 
-def plan(r: Instruction) -> tuple[list[int], list[int], list[int], list[int]] | None:
-    """(batch, lhs free, rhs free, contracting) product dimensions of a reduce this pass
-    rewrites, or None."""
+@dataclass(frozen=True)
+class Plan:
+    """A reduce's product dimensions by role, and each side's carried dimensions (product
+    dimension -> its operand's dimension, `_carried`)."""
+
+    batch: list[int]
+    lhs_free: list[int]
+    rhs_free: list[int]
+    contract: list[int]
+    sides: tuple[dict[int, int], dict[int, int]]
+
+
+def plan(r: Instruction) -> Plan | None:
+    """How this pass rewrites the reduce r, or None to leave it."""
     if r.opcode != "reduce" or reducer_op(r) != "add" or r.shape.element_type not in FLOATS:
         return None
     x, init = r.operands
@@ -67,10 +79,9 @@ def plan(r: Instruction) -> tuple[list[int], list[int], list[int], list[int]] | 
     zero = init.attrs.literal.to_numpy()
     if zero.item() != 0 or np.signbit(zero):  # (+0: a dot's sum starts there; -0 stays)
         return None
-    maps = [_carried(o) for o in x.operands]
-    if maps[0] is None or maps[1] is None:
+    lhs, rhs = (_carried(o) for o in x.operands)
+    if lhs is None or rhs is None:
         return None
-    lhs, rhs = maps
     summed = set(r.attrs.dimensions)
     batch, lf, rf, contract = [], [], [], []
     for d in range(x.shape.rank):
@@ -91,42 +102,34 @@ def plan(r: Instruction) -> tuple[list[int], list[int], list[int], list[int]] | 
     if not (lf and rf and contract) or depth < (MIN_DEPTH if trailing else 2) or \
             math.prod(dims) < MIN_MACS:
         return None
-    return batch, lf, rf, contract
+    return Plan(batch, lf, rf, contract, (lhs, rhs))
 
 
-def _operand(e: Emitter, b: Instruction) -> Instruction:
-    """The broadcast's operand without the size-1 dimensions it expands."""
-    m = _carried(b)
-    assert m is not None
+def _operand(e: Emitter, b: Instruction, carried: dict[int, int]
+             ) -> tuple[Instruction, dict[int, int]]:
+    """The broadcast's operand without the size-1 dimensions it expands, and the product
+    dimension -> that operand's dimension."""
     src = b.operands[0]
-    keep = sorted(m.values())
+    keep = sorted(carried.values())
+    at = {d: keep.index(i) for d, i in carried.items()}
     if len(keep) == src.shape.rank:
-        return src
-    return e.op("reshape", src, shape=tuple(src.shape.dimensions[i] for i in keep))
+        return src, at
+    return e.op("reshape", src, shape=tuple(src.shape.dimensions[i] for i in keep)), at
 
 
-def rewrite(comp: Computation, r: Instruction) -> Instruction:
+def rewrite(comp: Computation, r: Instruction, p: Plan) -> Instruction:
     """The reduce `r` as dot_general(lhs, rhs), transposed to the reduce's order."""
-    got = plan(r)
-    assert got is not None
-    batch, lf, rf, contract = got
     e = Emitter(comp)
     x = r.operands[0]
-    sides = []
-    for b in x.operands:
-        m = _carried(b)
-        assert m is not None
-        rank = {i: k for k, i in enumerate(sorted(m.values()))}  # (after _operand)
-        sides.append({d: rank[i] for d, i in m.items()})
-    lhs, rhs = (_operand(e, b) for b in x.operands)
-    lm, rm = sides
+    (lhs, lm), (rhs, rm) = (_operand(e, b, m) for b, m in zip(x.operands, p.sides))
     dot = e.op("dot_general", lhs, rhs,
-               lhs_batching_dimensions=tuple(lm[d] for d in batch),
-               rhs_batching_dimensions=tuple(rm[d] for d in batch),
-               lhs_contracting_dimensions=tuple(lm[d] for d in contract),
-               rhs_contracting_dimensions=tuple(rm[d] for d in contract))
+               lhs_batching_dimensions=tuple(lm[d] for d in p.batch),
+               rhs_batching_dimensions=tuple(rm[d] for d in p.batch),
+               lhs_contracting_dimensions=tuple(lm[d] for d in p.contract),
+               rhs_contracting_dimensions=tuple(rm[d] for d in p.contract))
     # the dot's order: batch, then each side's free dimensions in its operand's order
-    order = [*batch, *sorted(lf, key=lambda d: lm[d]), *sorted(rf, key=lambda d: rm[d])]
+    order = [*p.batch, *sorted(p.lhs_free, key=lambda d: lm[d]),
+             *sorted(p.rhs_free, key=lambda d: rm[d])]
     want = sorted(order)  # (the reduce's order, less size-1 dimensions neither carries)
     out = dot
     if order != want:
@@ -142,8 +145,9 @@ class ProductSumsAsDots(ComputationPass):
     name = "product-sums-as-dots"
 
     def run_on_computation(self, comp: Computation) -> bool:
-        return replace_each(comp, [i for i in comp.instructions if plan(i)],
-                            lambda r: rewrite(comp, r))
+        plans = {id(i): p for i in comp.instructions if (p := plan(i)) is not None}
+        return replace_each(comp, [i for i in comp.instructions if id(i) in plans],
+                            lambda r: rewrite(comp, r, plans[id(r)]))
 
 
-__all__ = ["MIN_DEPTH", "MIN_MACS", "ProductSumsAsDots", "plan", "rewrite"]
+__all__ = ["MIN_DEPTH", "MIN_MACS", "Plan", "ProductSumsAsDots", "plan", "rewrite"]
