@@ -7,13 +7,17 @@ fusion took for T recomputations (a buffer for exp(x - max) in jax.nn.logsumexp,
 fold's time) though each element is generated once. And a row value broadcast back along
 the row (the fold's max) reached through the T slices is one value per row, generated once
 (the emitter's memo), not T times (logsumexp over 16 columns counted past the kernel size
-limit, fusion_plan.MAX_GENERATED, and split into three kernels).
+limit, fusion_plan.MAX_GENERATED, and split into three kernels). Likewise the columns of
+a kernel with its lanes along short rows (minor_stack.py): a value read whole and by column
+slices is generated once per column (`column_step`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from xlapy.backends.cpu.lanes import vector_width
+from xlapy.backends.cpu.minor_stack import MAX_STACK
 from xlapy.ir import Instruction
 
 #: Slices of one value checked pairwise for disjoint windows (`disjoint_slices`).
@@ -57,6 +61,34 @@ def forget_columns(i: Instruction, path: tuple[int, ...], cols: set[int]) -> tup
     return path
 
 
+def stack_root(root: Instruction) -> bool:
+    """A kernel root minor_stack.py may run with its lanes along the rows (its shape: short
+    rows, at least a vector of them; whether it does is the emitter's LaneCheck)."""
+    dims = root.shape.dimensions
+    return root.shape.rank >= 2 and root.opcode != "reduce" and \
+        2 <= dims[-1] <= MAX_STACK and dims[-2] >= vector_width()
+
+
+def column_step(i: Instruction) -> bool:
+    """An index op that moves only along short rows (a last dimension of at most
+    MAX_STACK): a column slice, a concatenate of columns, a reshape adding or dropping a
+    unit last dimension. A kernel with its lanes along the rows (minor_stack.py) generates a
+    value read through such ops at its columns once each (the memo), so they add no index
+    path (quaternion rotation's v + w t + u x t reads t = 2 u x v whole and by columns)."""
+    dims = i.shape.dimensions
+    if i.opcode == "reshape":
+        a, b = sorted((dims, i.operands[0].shape.dimensions), key=len)
+        return len(b) == len(a) + 1 and tuple(b) == (*a, 1) and \
+            (len(a) < 2 or a[-1] <= MAX_STACK)
+    if i.shape.rank < 2 or dims[-1] > MAX_STACK:
+        return False
+    if i.opcode == "slice":
+        return all(s == 0 and lim == n and t == 1 for s, lim, t, n in zip(
+            i.attrs.start_indices[:-1], i.attrs.limit_indices[:-1], i.attrs.strides[:-1],
+            i.operands[0].shape.dimensions[:-1]))
+    return i.opcode == "concatenate" and i.attrs.dimension == i.shape.rank - 1
+
+
 def expands(i: Instruction) -> bool:
     """A broadcast out of a smaller array (a row value back over its rows): the fusion
     charges a consumer nothing of the value's chain (10-class cross entropy: x - max(x)
@@ -66,4 +98,5 @@ def expands(i: Instruction) -> bool:
         i.shape.num_elements >= 2 * i.operands[0].shape.num_elements
 
 
-__all__ = ["MAX_SLICES", "column_slice", "disjoint_slices", "expands", "forget_columns"]
+__all__ = ["MAX_SLICES", "column_slice", "column_step", "disjoint_slices", "expands",
+           "forget_columns", "stack_root"]

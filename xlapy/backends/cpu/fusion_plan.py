@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from xlapy.backends.cpu import guarded_dots, kernels
-from xlapy.backends.cpu.fold_paths import disjoint_slices, expands, forget_columns
+from xlapy.backends.cpu.fold_paths import (
+    column_step,
+    disjoint_slices,
+    expands,
+    forget_columns,
+    stack_root,
+)
 from xlapy.backends.cpu.index_emit import INDEX_OPS
 from xlapy.backends.cpu.lanes import shared_dims
 from xlapy.backends.cpu.reduce_region_emit import computed_iota
@@ -547,11 +553,12 @@ class _Chooser:
         """The index paths at which kernel `root` reads `instr` (its users' paths, each
         through a REINDEX user extended by it), at most MAX_PATHS of them."""
         out: set[tuple[int, ...]] = set()
+        stack = stack_root(self.by_id[root])
         for u in instr.users:
             if unread(u, instr):
                 continue
             base = frozenset({()}) if id(u) == root else paths.get(id(u), frozenset({()}))
-            step = (id(u),) if u.opcode in REINDEX else ()
+            step = (id(u),) if u.opcode in REINDEX and not (stack and column_step(u)) else ()
             out.update(p + step for p in base)
             if len(out) >= MAX_PATHS:
                 break

@@ -74,6 +74,8 @@ def _shift(b: ir.IRBuilder, v: Any, by: ir.Value | int) -> Any:
             return v
         if isinstance(v, Lane):
             return v.shifted(by)
+        if isinstance(v, ir.Constant):  # (a minor stack's column stays a constant)
+            return i64(v.constant + by)
         return b.add(v, i64(by), flags=["nsw"])
     if isinstance(v, Lane):
         return v.moved(b.add(v.base, by, flags=["nsw"]))
@@ -311,6 +313,8 @@ class IndexEmitter:
                 sub[d] = _shift(b, idx[d], -start)
                 return self._at(o, sub)
             mid = (lo + hi) // 2
+            if isinstance(idx[d], ir.Constant):  # (a column of a minor stack: no branch)
+                return part(lo, mid) if idx[d].constant < parts[mid][1] else part(mid, hi)
             cond = b.icmp_signed("<", _scalar(idx[d], "concatenate"), i64(parts[mid][1]))
             return self._branch(cond, lambda: part(lo, mid), lambda: part(mid, hi))
 

@@ -304,7 +304,9 @@ class LaneCheck:
             if not index_lane_ok(instr, p):
                 assert self.cuts is not None and off is not None
                 self.cuts[(id(instr), off)] = (instr, p, off)
-            return all(self.value(o, p if o.shape.rank else None, False, k)
+            # (a concatenate past the lane keeps the columns constant: one operand each)
+            pin = pinned and op == "concatenate" and a.dimension > p
+            return all(self.value(o, p if o.shape.rank else None, False, k, pin)
                        for o, k in zip(ops, shifts) if o.shape.num_elements)
         return all(self.value(o, p if o.shape.rank else None, aligned, off, pinned)
                    for o in ops)

@@ -30,20 +30,16 @@ MAX_STACK = 8
 
 def width(root: Instruction, leaves: dict[int, int], rows: Sequence[Instruction],
           extra: Sequence[Any], reducer: Any) -> int:
-    """C when root is a concatenate along its last dimension of C (2..MAX_STACK) operands
-    one element wide there, each generated with the lane along the dimension before, at
-    least a vector of rows long; else 0."""
+    """C when root (a concatenate along its last dimension of C, 2..MAX_STACK, or an
+    element-wise op of one) is generated with the lane along the dimension before, at least
+    a vector of rows long; else 0."""
     dims = root.shape.dimensions
-    if root.opcode != "concatenate" or id(root) in leaves or rows or extra or \
-            len(dims) < 2 or root.attrs.dimension != len(dims) - 1 or \
+    if id(root) in leaves or rows or extra or len(dims) < 2 or root.opcode == "reduce" or \
             not 2 <= dims[-1] <= MAX_STACK or dims[-2] < vector_width() or \
             root.shape.element_type.is_complex:
         return 0
-    if any(o.shape.dimensions[-1] != 1 for o in root.operands):
-        return 0
-    check = LaneCheck(leaves, (), reducer)
-    p = len(dims) - 2
-    return dims[-1] if all(check.value(o, p) for o in root.operands) else 0
+    return dims[-1] if LaneCheck(leaves, (), reducer).value(root, len(dims) - 2, pinned=True) \
+        else 0
 
 
 def interleave(b: ir.IRBuilder, vals: Sequence[ir.Value]) -> ir.Value:
@@ -75,9 +71,9 @@ class MinorStackEmitter:
         size = type_bytes(ew.storage_type(et))
 
         def body(idx: list[Any]) -> None:
-            self.memo.clear()  # (the C operands share what they have in common)
-            vals = [ew.to_storage(b, self.gen(o, [*idx, i64(0)]), et)  # type: ignore
-                    for o in self.root.operands]
+            self.memo.clear()  # (the C columns share what they have in common)
+            vals = [ew.to_storage(b, self.gen(self.root, [*idx, i64(c)]), et)  # type: ignore
+                    for c in range(dims[-1])]
             if isinstance(idx[-1], Lane):
                 v = interleave(b, [self.splat(v) for v in vals])  # type: ignore
                 base = b.gep(out, [self.linear([*idx, i64(0)], dims)],  # type: ignore

@@ -7,6 +7,9 @@ interleaving shuffle."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -95,6 +98,48 @@ def test_only_stacks_of_one_element_columns_along_the_last_dimension() -> None:
     root = mod.entry.root
     assert minor_stack.width(root, {}, (), (), lambda r: None) == 3
     wide = op(mod.entry, "concatenate", [root, root], ConcatenateAttrs(1))  # 3 wide each
-    assert minor_stack.width(wide, {}, (), (), lambda r: None) == 0
+    assert minor_stack.width(wide, {}, (), (), lambda r: None) == 6
+    wider = op(mod.entry, "concatenate", [wide, root], ConcatenateAttrs(1))  # 9 > MAX_STACK
+    assert minor_stack.width(wider, {}, (), (), lambda r: None) == 0
     short, _ = _stack((W - 1, 3), ET.F32, ET.F32)  # fewer rows than a vector
     assert minor_stack.width(short.entry.root, {}, (), (), lambda r: None) == 0
+
+
+def _quat_rot(q: Any, v: Any) -> Any:
+    import jax.numpy as jnp
+    u = jnp.stack([q[..., 1], q[..., 2], q[..., 3]], -1)
+    t = 2 * jnp.cross(u, v)
+    return v + q[..., :1] * t + jnp.cross(u, t)
+
+
+def _jax_cases() -> dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]]:
+    import jax.numpy as jnp
+    return {  # (each was scalar code or two kernels: 13x, 9x, 2x the time)
+        "quaternion": (_quat_rot, [(8 * W + 5, 4), (8 * W + 5, 3)]),
+        "stack_scaled": (lambda x: jnp.stack([x[:, 0] - x[:, 2], jnp.maximum(x[:, 1], x[:, 0]),
+                                              x[:, 2]], -1) * 0.5, [(4 * W + 1, 3)]),
+        "rolled_columns": (lambda v: v / jnp.linalg.norm(v, axis=-1, keepdims=True)
+                           + jnp.concatenate([v[:, 1:], v[:, :1]], 1), [(4 * W + 3, 3)]),
+    }
+
+
+@pytest.mark.parametrize("name", ["quaternion", "stack_scaled", "rolled_columns"])
+def test_elementwise_roots_of_stacked_columns_run_as_one_stack(name: str) -> None:
+    """A root computed from stacked columns (quaternion rotation's v + w t + u x t, a stack
+    times a scalar), not only a stack itself, runs with the lanes along the rows, its C
+    columns interleaved: one kernel (t = 2 u x v is read whole and by columns: generated
+    once per column, not buffered), the interpreter's bits."""
+    jax = pytest.importorskip("jax")
+    import xlapy
+    fn, shapes = _jax_cases()[name]
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    text = jax.jit(fn).lower(*args).as_text()
+    prog = xlapy.compile(text, backend="cpu")
+    ref = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
+    np.testing.assert_array_equal(np.asarray(prog(*args)), ref)
+    specs = prog._exe.kernel_specs
+    assert len(specs) == 1 and specs[0].explicit
+    cols = shapes[-1][-1]
+    assert f"<{cols * W} x" in prog._exe.kernel_ir
+    assert not list(prog._exe.fallbacks())
