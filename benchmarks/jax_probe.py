@@ -515,7 +515,21 @@ def programs(small: bool = False) -> dict[str, Program]:
         # sin of a meshgrid's Y computed per element, not per row (1.55x)
         "meshgrid_sin": (lambda x, y: (lambda gx, gy: gx ** 3 - 3 * gx * gy ** 2 + jnp.sin(gy))(
             *jnp.meshgrid(x, y)), [f32(2048), f32(2048)]),
+        # session 57's: an element-wise root of stacked columns ran scalar, the rotated
+        # vector's t = 2 u x v in a buffer of its own (quaternion rotation 2.5x XLA, a
+        # stack of columns times 0.5 4x)
+        "quat_rotate": (_quat_rotate, [f32(1 << 18, 4), f32(1 << 18, 3)]),
+        "stack_scaled": (lambda x: jnp.stack([x[:, 0] - x[:, 2], jnp.maximum(x[:, 1], x[:, 0]),
+                                              x[:, 2]], -1) * 0.5, [f32(1 << 20, 3)]),
     }
+
+
+def _quat_rotate(q: Any, v: Any) -> Any:
+    """v rotated by the unit quaternion q = (w, u): v + w t + u x t, t = 2 u x v."""
+    import jax.numpy as jnp
+    u = jnp.stack([q[:, 1], q[:, 2], q[:, 3]], -1)
+    t = 2 * jnp.cross(u, v)
+    return v + q[:, :1] * t + jnp.cross(u, t)
 
 
 def probe_one(fn: Callable[..., Any], args: list[np.ndarray], reps: int,
