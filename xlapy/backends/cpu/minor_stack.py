@@ -10,6 +10,11 @@ rgb_to_hsv (a `% 6` in the hue) ran 2.6x XLA's time, jnp.stack of two powers 2.7
 `% 1.0` and a product 1.9x. Here each stacked operand is generated with the lane along
 the rows, the C vectors shuffled into one of C x W elements (row-major: the rows' C
 values each), one store.
+
+The same holds for an element-wise root computed from such columns (a stack times a scalar:
+6.4 ms for 1M rows of 3, now 0.46; quaternion rotation v + w t + u x t, 1.9 -> 0.19): the
+root is generated at each of its C columns (constants: a concatenate picks its operand, a
+leaf's column is one shuffle, column_lanes.py), what the columns share generated once.
 """
 
 from __future__ import annotations
