@@ -10,7 +10,8 @@ native in the ownership sense), with no OpDef.evaluate on the way.
 
 Results are those of the interpreter's kernels (xlapy/ops/custom_call_targets.py,
 xlapy/ops/linalg.py, xlapy/ops/reduction_sort.py): the custom calls run the same scipy
-routines with the same arguments; cholesky runs the same numpy potrf; fft (fft_lib.py) the
+routines with the same arguments (but real getrf and left trsm on matrices of at most 16 x
+16: small_lu.py's JIT, LAPACK's pivots and info, its values within rounding); cholesky runs the same numpy potrf; fft (fft_lib.py) the
 same pocketfft in double precision, DUCC in single (within the transform's rounding); sort
 the same stable argsort keys (or, in sort_emit.py, the unique stable order of the
 comparator). triangular_solve runs BLAS ?trsm (what XLA's CPU backend and jaxlib call)
@@ -39,7 +40,14 @@ import numpy as np
 from scipy.linalg import blas as sblas
 from scipy.linalg import lapack as slapack
 
-from xlapy.backends.cpu import batch_call, fft_lib, lapack_batch, loop_lapack, transpose_lib
+from xlapy.backends.cpu import (
+    batch_call,
+    fft_lib,
+    lapack_batch,
+    loop_lapack,
+    small_lu,
+    transpose_lib,
+)
 from xlapy.backends.cpu.loop_bind import read_after
 from xlapy.errors import Unimplemented, XlapyError
 from xlapy.ir import Instruction
@@ -142,12 +150,14 @@ def _with_batch(run: Callable[..., tuple[np.ndarray, ...]], many: Callable[..., 
     if many is None:
         return run
     shapes = [(tuple(s.dimensions), s.dtype) for s in leaves]
+    # (small_lu's functions take one matrix too: the bits of the batch and of a native step)
+    every = getattr(getattr(many, "func", many), "every", False)
 
     def go(*operands: np.ndarray) -> tuple[np.ndarray, ...]:
         a = operands[0]
         lead = math.prod(a.shape[:a.ndim - rank0])
-        if any(o.size == 0 for o in operands) or \
-                (lead < 2 and max(o.size for o in operands) < ONE_MATRIX_NATIVE):
+        if any(o.size == 0 for o in operands) or (lead < 2 and not every and max(
+                o.size for o in operands) < ONE_MATRIX_NATIVE):
             return run(*operands)
         return tuple(np.ascontiguousarray(v, dtype=dt).reshape(d)
                      for v, (d, dt) in zip(many(*operands), shapes))
@@ -277,7 +287,8 @@ def _getrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     def one(a: np.ndarray) -> Sequence[Any]:
         lu, piv, i = fn(a, overwrite_a=0)
         return lu, piv + 1, info(i)  # LAPACK's 1-based pivots (scipy's are 0-based)
-    return one, 2, lapack_batch.getrf(t, info)
+    m, n = instr.operands[0].shape.dimensions[-2:]
+    return one, 2, small_lu.getrf(t, m, n, info) or lapack_batch.getrf(t, info)
 
 
 def _geqrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -354,8 +365,11 @@ def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     from xlapy.ops.custom_call_targets import trsm_one
 
     left, lower, trans, unit = _flags("trsm", instr)
-    return trsm_one(t, left, lower, trans, unit), 2, lapack_batch.trsm(t, left, lower, trans,
-                                                                       unit)
+    s, (rows, cols) = instr.operands[0].shape.dimensions[-1], \
+        instr.operands[1].shape.dimensions[-2:]
+    small = small_lu.trsm(t, (left, lower, trans, unit), s, cols) if rows == s else None
+    return trsm_one(t, left, lower, trans, unit), 2, small or lapack_batch.trsm(
+        t, left, lower, trans, unit)
 
 
 def _gtsv(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import batch_call, lapack_batch, loop_library, transpose_lib
+from xlapy.backends.cpu import batch_call, lapack_batch, loop_library, small_lu, transpose_lib
 from xlapy.backends.cpu.llvm_util import I8P, I64, KERNEL_TYPE, for_range, i64
 from xlapy.backends.cpu.thunks import ptr
 from xlapy.ops.lapack_threads import SERIAL_FROM, matrix_elements, scipy_setter_address
@@ -127,8 +127,20 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
         keep.append(buf := np.empty(max(nbytes, 1), np.uint8))
         return ptr(buf)
 
-    fn = _routine(nat)
     prog: list[list[int]] = []
+    small = small_lu.takes(nat.routine, nat.t, [tuple(x.dimensions) for x in shapes],
+                           nat.flags)
+    if small is not None:  # small_lu's function (as batch_call's loop: its words)
+        kind, dims = small
+        fn = small_lu.function(kind, nat.t, dims, nat.flags)
+        if kind == "getrf":  # factored in place of a's copy in the result
+            prog += [[_TRANSPOSE, operand(0), outs[0], 1, m * n, batch, item],
+                     [_CALL, fn, outs[0], outs[1], outs[2], 0, batch]]
+        else:  # solved in place of b's copy in the result
+            prog += [[_TRANSPOSE, operand(1), outs[0], 1, m * n, batch, item],
+                     [_CALL, fn, operand(0), outs[0], 0, 0, batch]]
+        return _program(keep, prog, item, table)
+    fn = _routine(nat)
     if nat.routine == "trsm":
         s = shapes[0].dimensions[-1]
         args = lapack_batch.trsm_args(nat.flags, m, n, s, np.dtype(shapes[0].dtype),
@@ -176,6 +188,11 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
                  ptr(base), args.stride_at, batch,
                  scipy_setter_address()])
     prog += [[_TRANSPOSE, src, dst, r, c, batch, item] for src, dst, r, c in back]
+    return _program(keep, prog, item, table)
+
+
+def _program(keep: list[Any], prog: list[list[int]], item: int, table: int) -> list[int]:
+    """The driver's words of a step running `prog` (each transpose with its routine)."""
     for op in prog:
         op.append(transpose_lib.address(item) if op[0] == _TRANSPOSE and item in
                   transpose_lib.ELEMENT_BYTES and op[3] * op[4] >= ROUTINE_FROM else 0)
@@ -252,10 +269,11 @@ def emit(mod: ir.Module) -> None:
                                [src, dst, rows, cols, cols, rows, word[5], size, size])
                     with nest:
                         _transpose(b, src, dst, word[3], word[4], word[5], word[6])
-            with call:  # (the loop sets and restores the OpenBLAS count itself)
+            with call:  # (the loop sets and restores the OpenBLAS count itself; small_lu's
+                # function reads an operand: its table entry, as a transpose's)
                 callee = b.inttoptr(word[1], loop_t.as_pointer())
-                b.call(callee, [word[2], b.inttoptr(word[3], i64p), b.inttoptr(word[4], i64p),
-                                word[5], word[6]])
+                b.call(callee, [resolve(word[2]), b.inttoptr(resolve(word[3]), i64p),
+                                b.inttoptr(resolve(word[4]), i64p), word[5], word[6]])
     b.ret_void()
 
 

@@ -144,9 +144,16 @@ def test_custom_call_matches_interpreter(case: tuple) -> None:
     got = cpu(*args)
     want = xlapy.compile(text, backend="interpreter")(*args)
     got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
-    for g, w in zip(got, want):  # the same scipy routine on the same matrices
+    # the same scipy routine on the same matrices; small real getrf / trsm calls run
+    # small_lu.py's JIT: LAPACK's arithmetic within rounding, the same pivots and info
+    exact = not (t in "sd" and routine in ("getrf", "trsm"))
+    for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_array_equal(g, w)
+        if exact or g.dtype.kind == "i":
+            np.testing.assert_array_equal(g, w)
+        else:
+            tol = 1e-5 if g.dtype == np.float32 else 1e-13
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
     for g, a in itertools.product(got, args):
         assert not np.shares_memory(g, a)
 

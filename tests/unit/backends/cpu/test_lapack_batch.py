@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import xlapy
-from xlapy.backends.cpu import batch_call, lapack_batch
+from xlapy.backends.cpu import batch_call, lapack_batch, small_lu
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -28,7 +28,10 @@ def _data(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
 
 @pytest.fixture
 def loops(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The batch sizes lapack_batch's native loops ran (the batched path was taken)."""
+    """The batch sizes lapack_batch's native loops ran (the batched path was taken); small
+    real getrf / trsm batches kept on LAPACK's loop, not small_lu.py's JIT (its own tests:
+    test_small_lu.py)."""
+    monkeypatch.setattr(small_lu, "MAX_N", 0)
     ran: list[int] = []
     real = batch_call.Args.call
     monkeypatch.setattr(batch_call.Args, "call", lambda self, threads, fn, batch, *arrays, **kw: (
