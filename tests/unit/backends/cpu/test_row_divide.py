@@ -146,3 +146,28 @@ def test_signed_f32_numerators_divide_on_zen() -> None:
             assert row_divide.applies(a32, d32, True) == signed32, name
             assert row_divide.applies(a64, d64, True), name
             assert row_divide.applies(a32, d32, True, nonneg=True), name
+
+
+def test_a_bf16_quotient_rounds_in_one_instruction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The product form's result is flushed (an fma's or the division's), so its rounding
+    to bf16 is one vcvtneps2bf16 on AVX512-BF16 targets (it was the ~10-instruction integer
+    rounding: jax l2-normalized bf16 rows 0.95 -> 0.74 ms, 2 threads); the interpreter's
+    bits, special values and the division's rows included."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    monkeypatch.setattr(row_divide, "general", lambda t, f64: True)
+    rows, cols = 300, 512
+    x, d = _case(np.float32, rows, cols, seed=8)
+    shape = f"tensor<{rows}x{cols}x"
+    text = DIVIDE.format(r=rows, c=cols, t="f32").replace(
+        f"return %q : {shape}f32>",
+        f"%h = stablehlo.convert %q : ({shape}f32>) -> {shape}bf16>\n"
+        f"  return %h : {shape}bf16>").replace(f"-> {shape}f32> {{", f"-> {shape}bf16> {{")
+    assert "xbf16>" in text
+    cache.clear_memory()
+    prog = xlapy.compile(text, backend="cpu", options={"denormal": "ftz"})
+    got = np.asarray(prog(x, d))
+    ref = np.asarray(xlapy.compile(text, backend="interpreter")(x, d))
+    np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
+    t = target.current()
+    if t.has("avx512bf16") and t.has("avx512f"):
+        assert "cvtneps2bf16" in prog._exe.kernel_ir
