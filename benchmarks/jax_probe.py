@@ -525,7 +525,23 @@ def programs(small: bool = False) -> dict[str, Program]:
         # whole time (small_lu.py: 5x faster than XLA now)
         "inv4x4_batch": (jnp.linalg.inv, [f32(65536, 4, 4)]),
         "solve6_vmap": (jax.vmap(jnp.linalg.solve), [f32(16384, 6, 6), f32(16384, 6)]),
+        # int4 weights unpacked by a stack of the nibbles merged into rows, read through
+        # the reshape in scalar code (6x slower than now); bf16 rows over their norms
+        # rounded with integer ops (1.3x)
+        "int4_unpack": (_int4_unpack, [rng.integers(0, 256, (1024, 512)).astype(np.uint8),
+                                       np.float32(0.02)]),
+        "l2norm_bf16": (lambda x: (x / jnp.linalg.norm(x.astype(jnp.float32), axis=-1,
+                                                       keepdims=True)).astype(jnp.bfloat16),
+                        [f32(8192, 768).astype(jnp.bfloat16)]),
     }
+
+
+def _int4_unpack(wq: Any, scale: Any) -> Any:
+    """Packed int4 weights (two a byte) as f32 rows, the low nibble first."""
+    import jax.numpy as jnp
+    lo = (wq & 15).astype(jnp.int8) - 8
+    hi = (wq >> 4).astype(jnp.int8) - 8
+    return jnp.stack([lo, hi], -1).reshape(wq.shape[0], -1).astype(jnp.float32) * scale
 
 
 def _quat_rotate(q: Any, v: Any) -> Any:

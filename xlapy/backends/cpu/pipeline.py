@@ -99,7 +99,9 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     (total_minmax.py), bf16/f16 dots and convolutions widened to f32 (their converts
     then fuse into the kernels around them), bf16 rows summed in f32 shared, sorts of an
     iota read as top_k made chlo.top_k again (topk_select.py), while conditions that return
-    a state element as it is made a compare (cond_root.py), then the cpu fusion."""
+    a state element as it is made a compare (cond_root.py), reshapes merging a stack's short
+    last dimension moved after the element-wise ops reading them (stack_reshape.py), then
+    the cpu fusion."""
     from xlapy.backends.cpu.column_sums import SplitColumnSums
     from xlapy.backends.cpu.cond_root import CondRootKernel
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution
@@ -110,6 +112,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.product_sums import ProductSumsAsDots
     from xlapy.backends.cpu.short_reduce import ShortReductions
     from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
+    from xlapy.backends.cpu.stack_reshape import SinkStackReshapes
     from xlapy.backends.cpu.topk_select import SelectTopK
     from xlapy.backends.cpu.total_minmax import TotalMinMax
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
@@ -123,5 +126,5 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                             ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
                             TotalMinMax(), WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CondRootKernel(),
-                            CpuFusion(options)],
+                            SinkStackReshapes(), CpuFusion(options)],
                     verify, print_after_all)
