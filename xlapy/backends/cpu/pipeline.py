@@ -112,7 +112,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.product_sums import ProductSumsAsDots
     from xlapy.backends.cpu.short_reduce import ShortReductions
     from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
-    from xlapy.backends.cpu.stack_reshape import SinkStackReshapes
+    from xlapy.backends.cpu.stack_reshape import SinkStackReshapes, StridedSlicesAsColumns
     from xlapy.backends.cpu.topk_select import SelectTopK
     from xlapy.backends.cpu.total_minmax import TotalMinMax
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
@@ -126,5 +126,5 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                             ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
                             TotalMinMax(), WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CondRootKernel(),
-                            SinkStackReshapes(), CpuFusion(options)],
+                            StridedSlicesAsColumns(), SinkStackReshapes(), CpuFusion(options)],
                     verify, print_after_all)

@@ -79,3 +79,37 @@ def test_what_it_leaves(case: str) -> None:
     got, want = cpu(*args), xlapy.compile(text, backend="interpreter")(*args)
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def _rope(x: Any, c: Any, s: Any) -> Any:
+    """Interleaved rotary embedding (pairs of adjacent features rotated), in x's type."""
+    x1, x2 = x[..., ::2].astype(jnp.float32), x[..., 1::2].astype(jnp.float32)
+    return jnp.stack([x1 * c - x2 * s, x1 * s + x2 * c], -1).reshape(x.shape).astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+def test_interleaved_rope_reads_strided_slices_as_columns(dtype: Any) -> None:
+    """x[..., ::2] and x[..., 1::2] become columns of x viewed as rows of 2: with the stack
+    they make one explicit kernel (bf16 rows: 4.0 -> 0.34 ms, XLA 0.89)."""
+    import ml_dtypes
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal((2, 8, 4, 2 * W)).astype(dt),
+            *(rng.standard_normal((8, 1, W)).astype(np.float32) for _ in range(2))]
+    cpu, _ = _both(_rope, args)
+    assert len(cpu._exe.kernel_specs) == 1 and cpu._exe.kernel_specs[0].explicit
+
+
+@pytest.mark.parametrize(("expr", "takes"), [
+    ("x[..., ::2] * 2.0 + x[..., 1::2]", True), ("x[..., 2::3] - 1.0", True),
+    ("x[..., ::16] + 1.0", False), ("x[..., 1:9:2] + 1.0", False),
+    ("x[1:, ::2] + 1.0", False), ("x[..., ::5] + 1.0", False)])
+def test_which_strided_slices_become_columns(expr: str, takes: bool) -> None:
+    from xlapy.backends.cpu.stack_reshape import StridedSlicesAsColumns
+
+    x = np.random.default_rng(5).standard_normal((6, 48)).astype(np.float32)
+    fn = eval(f"lambda x: {expr}")  # (the slice as JAX spells it)
+    text = jax.jit(fn).lower(x).as_text()
+    mod = parse_module(text)
+    assert StridedSlicesAsColumns().run(mod) == takes
+    _both(fn, [x])
