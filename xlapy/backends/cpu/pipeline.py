@@ -99,9 +99,9 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     (total_minmax.py), bf16/f16 dots and convolutions widened to f32 (their converts
     then fuse into the kernels around them), bf16 rows summed in f32 shared, sorts of an
     iota read as top_k made chlo.top_k again (topk_select.py), while conditions that return
-    a state element as it is made a compare (cond_root.py), reshapes merging a stack's short
-    last dimension moved after the element-wise ops reading them (stack_reshape.py), then
-    the cpu fusion."""
+    a state element as it is made a compare (cond_root.py), strided slices of whole rows
+    as columns and reshapes merging a stack's short last dimension moved after the
+    element-wise ops reading them (stack_reshape.py), then the cpu fusion."""
     from xlapy.backends.cpu.column_sums import SplitColumnSums
     from xlapy.backends.cpu.cond_root import CondRootKernel
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution

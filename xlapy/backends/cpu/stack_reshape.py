@@ -13,6 +13,11 @@ element computed by the same ops).
 An element-wise op moves when each operand is such a reshape of a stack of one shape (a
 concatenate along its last dimension, or an op moved here), a broadcast of a scalar, or a
 scalar; the reshape stays for its other users.
+
+The stack's other side, x[..., ::2] and x[..., 1::2] (interleaved rotary embeddings, even
+and odd features), is a strided slice along the kernel's lanes, which LaneCheck does not
+take: as a column of x viewed as rows of 2 it is one shuffle of a tile of whole rows
+(`StridedSlicesAsColumns`).
 """
 
 from __future__ import annotations
