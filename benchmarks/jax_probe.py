@@ -65,6 +65,9 @@ def programs(small: bool = False) -> dict[str, Program]:
     rng = np.random.default_rng(0)
     s = 8 if small else 1
 
+    def rows(n: int, c: int) -> np.ndarray:  # (small: fewer rows, the same row length)
+        return rng.standard_normal((max(1, n // s), c)).astype(np.float32)
+
     def f32(*shape: int) -> np.ndarray:
         return rng.standard_normal([max(1, d // s) for d in shape]).astype(np.float32)
 
@@ -518,9 +521,9 @@ def programs(small: bool = False) -> dict[str, Program]:
         # session 57's: an element-wise root of stacked columns ran scalar, the rotated
         # vector's t = 2 u x v in a buffer of its own (quaternion rotation 2.5x XLA, a
         # stack of columns times 0.5 4x)
-        "quat_rotate": (_quat_rotate, [f32(1 << 18, 4), f32(1 << 18, 3)]),
+        "quat_rotate": (_quat_rotate, [rows(1 << 18, 4), rows(1 << 18, 3)]),
         "stack_scaled": (lambda x: jnp.stack([x[:, 0] - x[:, 2], jnp.maximum(x[:, 1], x[:, 0]),
-                                              x[:, 2]], -1) * 0.5, [f32(1 << 20, 3)]),
+                                              x[:, 2]], -1) * 0.5, [rows(1 << 20, 3)]),
         # batched small inverses and solves: LAPACK's ~200 ns a call (XLA's too) was the
         # whole time (small_lu.py: 5x faster than XLA now)
         "inv4x4_batch": (jnp.linalg.inv, [f32(65536, 4, 4)]),
