@@ -528,6 +528,9 @@ def programs(small: bool = False) -> dict[str, Program]:
         # whole time (small_lu.py: 5x faster than XLA now)
         "inv4x4_batch": (jnp.linalg.inv, [f32(65536, 4, 4)]),
         "solve6_vmap": (jax.vmap(jnp.linalg.solve), [f32(16384, 6, 6), f32(16384, 6)]),
+        "cholesky6": (jnp.linalg.cholesky, [(lambda a: a @ a.transpose(0, 2, 1) + 6 * np.eye(
+            6, dtype=np.float32))(rng.standard_normal((16384 // s, 6, 6)).astype(
+                np.float32))]),
         # int4 weights unpacked by a stack of the nibbles merged into rows, read through
         # the reshape in scalar code (6x slower than now); bf16 rows over their norms
         # rounded with integer ops (1.3x)

@@ -10,14 +10,15 @@ native in the ownership sense), with no OpDef.evaluate on the way.
 
 Results are those of the interpreter's kernels (xlapy/ops/custom_call_targets.py,
 xlapy/ops/linalg.py, xlapy/ops/reduction_sort.py): the custom calls run the same scipy
-routines with the same arguments (but real getrf and left trsm on matrices of at most 16 x
-16: small_lu.py's JIT, LAPACK's pivots and info, its values within rounding); cholesky runs
-the same numpy potrf; fft (fft_lib.py) the same pocketfft in double precision, DUCC in
-single (within the transform's rounding); sort the same stable argsort keys (or, in
-sort_emit.py, the unique stable order of the comparator). triangular_solve runs BLAS ?trsm
-(what XLA's CPU backend and jaxlib call) instead of the interpreter's row-by-row
-substitution: the same solution within the solve's rounding error (and inf/NaN, never an
-exception, for a singular matrix), and one BLAS call per matrix instead of n numpy passes.
+routines with the same arguments (but real getrf, lower potrf and left trsm on matrices of
+at most 16 x 16: small_lu.py's JIT, LAPACK's pivots and info, its values within rounding);
+cholesky runs the same numpy potrf; fft (fft_lib.py) the same pocketfft in double
+precision, DUCC in single (within the transform's rounding); sort the same stable argsort
+keys (or, in sort_emit.py, the unique stable order of the comparator). triangular_solve
+runs BLAS ?trsm (what XLA's CPU backend and jaxlib call) instead of the interpreter's
+row-by-row substitution: the same solution within the solve's rounding error (and inf/NaN,
+never an exception, for a singular matrix), and one BLAS call per matrix instead of n numpy
+passes.
 
 custom_call targets: the jaxlib LAPACK ones registered by custom_call_targets.py and
 custom_call_factorizations.py (unless a program's registry replaced them) run here. A target
@@ -277,7 +278,8 @@ def _potrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     def one(a: np.ndarray) -> Sequence[Any]:
         c, i = factor(a)
         return c, info(i)
-    return one, 2, lapack_batch.potrf(t, lower, info)
+    n = instr.operands[0].shape.dimensions[-1]
+    return one, 2, small_lu.potrf(t, lower, n, info) or lapack_batch.potrf(t, lower, info)
 
 
 def _getrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:

@@ -1,5 +1,6 @@
-"""Batches of small real LU factorizations (?getrf) and left triangular solves (?trsm) as
-JIT loops with each matrix's rows in vector registers: jnp.linalg.inv / solve under vmap.
+"""Batches of small real LU factorizations (?getrf), lower Cholesky factorizations (?potrf)
+and left triangular solves (?trsm) as JIT loops with each matrix's rows in vector registers:
+jnp.linalg.inv / solve / cholesky / cho_solve under vmap.
 
 LAPACK costs ~200 ns a call before any arithmetic (OpenBLAS takes its locked buffer
 allocator, and getrf wants the batch transposed to Fortran order and back): 65536 4 x 4
@@ -9,7 +10,9 @@ select per row) and the rank-1 update of each column are unrolled straight-line 
 
 The arithmetic is unblocked LAPACK's (sgetf2: the first largest pivot, multipliers scaled by
 the pivot's reciprocal, a division below the smallest normal; info the first zero pivot;
-strsm: the reference loop order, divisions by the diagonal), so results agree with LAPACK
+strsm: the reference loop order, divisions by the diagonal; spotf2 as OpenBLAS runs it on
+the transposed view, left-looking, stopping at the first non-positive pivot with the state
+LAPACK leaves), so results agree with LAPACK
 within rounding, not bit for bit: OpenBLAS's own kernels (a left-looking getf2 whose dot and
 gemv sums are ordered by the CPU's kernel) give other bits on other CPUs anyway.
 """
@@ -141,9 +144,55 @@ def _trsm_body(b: ir.IRBuilder, t: str, s: int, m: int, flags: tuple[bool, bool,
     _store_rows(b, x, rows, m, size)
 
 
+def _potrf_body(b: ir.IRBuilder, t: str, n: int, a: ir.Value, info_at: ir.Value) -> None:
+    """The lower Cholesky factor of the n x n row-major matrix at `a` in place (its upper
+    triangle left as given), as OpenBLAS's potf2 on the transposed view computes it (left-
+    looking: column j from the finished ones, a dot of row j with itself, then each row's
+    dot with row j scaled by 1 / L[j][j]); at the first non-positive pivot d it stores d,
+    stops (nothing after it changes, as LAPACK returns there) and *info_at = j + 1."""
+    et, _ = _TYPES[t]
+    size = 4 if et == F32 else 8
+    vt = ir.VectorType(et, n)
+    rows = _load_rows(b, a, n, n, vt, size)
+    info: ir.Value = ir.Constant(I32, 0)
+    live: ir.Value = ir.Constant(ir.IntType(1), 1)
+    zero = ir.Constant(vt, None)
+
+    def dot(x: ir.Value, y: ir.Value, j: int) -> ir.Value:  # lanes below j, in order
+        lanes = b.shuffle_vector(b.fmul(x, y), zero, ir.Constant(
+            ir.VectorType(I32, n), [k if k < j else n for k in range(n)]))
+        return intrinsic(b, f"llvm.vector.reduce.fadd.{sfx(vt)}", et,
+                         [ir.Constant(et, -0.0), lanes])
+
+    for j in range(n):
+        lane = ir.Constant(I32, j)
+        d = b.extract_element(rows[j], lane)
+        if j:
+            d = b.fsub(d, dot(rows[j], rows[j], j))
+        bad = b.fcmp_ordered("<=", d, ir.Constant(et, 0.0))  # (a NaN goes on, as potf2's)
+        root = intrinsic(b, f"llvm.sqrt.{sfx(et)}", et, [d])
+        pivot = b.select(bad, d, root)
+        rows[j] = b.select(live, b.insert_element(rows[j], pivot, lane), rows[j])
+        first = b.and_(live, bad)
+        info = b.select(first, ir.Constant(I32, j + 1), info)
+        live = b.and_(live, b.not_(bad))
+        if j == n - 1:
+            break
+        recip = b.fdiv(ir.Constant(et, 1.0), root)
+        for i in range(j + 1, n):
+            c = b.extract_element(rows[i], lane)
+            if j:
+                c = b.fsub(c, dot(rows[j], rows[i], j))
+            rows[i] = b.select(live, b.insert_element(rows[i], b.fmul(c, recip), lane),
+                               rows[i])
+    _store_rows(b, a, rows, n, size)
+    b.store(info, info_at)
+
+
 def _module(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]) -> ir.Module:
     """NAME(p0, p1, p2, lo, hi) over matrices lo..hi of the batch: getrf (a, pivots, info),
-    a factored in place; trsm (a, x, 0), x solved in place against a. (A native loop's step
+    a factored in place; potrf (a, info, 0) likewise; trsm (a, x, 0), x solved in place
+    against a. (A native loop's step
     calls it as it calls batch_call's loops: loop_lapack.py.)"""
     mod = new_module(f"{NAME}_{kind}")
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I64] * 5), name=NAME)
@@ -157,6 +206,10 @@ def _module(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]) ->
             a = b.gep(a0, [b.mul(k, i64(n * n))])
             piv = b.gep(b.inttoptr(p1, I32.as_pointer()), [b.mul(k, i64(n))])
             _getrf_body(b, t, n, a, piv, b.gep(b.inttoptr(p2, I32.as_pointer()), [k]))
+        elif kind == "potrf":
+            (n,) = dims
+            _potrf_body(b, t, n, b.gep(a0, [b.mul(k, i64(n * n))]),
+                        b.gep(b.inttoptr(p1, I32.as_pointer()), [k]))
         else:
             s, m = dims
             x = b.gep(b.inttoptr(p1, et.as_pointer()), [b.mul(k, i64(s * m))])
@@ -188,11 +241,13 @@ def takes(routine: str, t: str, operands: list[tuple[int, ...]],
     """(kind, dims) of the function for a getrf of a [.., m, n] or a trsm of a [.., s, s], b
     [.., s, m] (flags: left, lower, trans, unit), or None: complex, a right solve, more than
     MAX_N rows or columns, a target that cannot run here."""
-    if t not in _TYPES or routine not in ("getrf", "trsm") or not target.current().runs_here:
+    if t not in _TYPES or routine not in ("getrf", "potrf", "trsm") or \
+            not target.current().runs_here:
         return None
     *_, m, n = operands[0]
-    if routine == "getrf":
-        return ("getrf", (n,)) if m == n and 1 <= n <= MAX_N else None
+    if routine in ("getrf", "potrf"):  # (potrf: the lower factor only, flags (lower,))
+        ok = m == n and 1 <= n <= MAX_N and (routine == "getrf" or flags[0])
+        return (routine, (n,)) if ok else None
     rows, cols = operands[1][-2:]
     if not flags[0] or rows != n or not 1 <= n <= MAX_N or not 1 <= cols <= MAX_N:
         return None
@@ -205,7 +260,7 @@ def _runner(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]
     from SPLIT_ELEMENTS (each range whole on one thread: the bits never depend on it)."""
     tgt = target.current()
     fn: list[int] = []
-    each = math.prod(dims) * (dims[0] if kind == "getrf" else 1)
+    each = math.prod(dims) * (dims[0] if kind != "trsm" else 1)
 
     def run(batch: int, threads: int, ptrs: tuple[int, int, int]) -> None:
         if not fn:
@@ -247,6 +302,27 @@ def getrf(t: str, m: int, n: int, check: Callable[[int], int]
     return run
 
 
+def potrf(t: str, lower: bool, n: int, check: Callable[[int], int]
+          ) -> Callable[..., tuple[np.ndarray, ...]] | None:
+    """run(a [B.., n, n]) -> (the lower factor, the upper triangle as given; info (int32))
+    as lapack_batch.potrf, or None where the function does not take it (`takes`)."""
+    if takes("potrf", t, [(n, n)], (lower,)) is None:
+        return None
+    go = _runner("potrf", t, (n,), ())
+    dt = _TYPES[t][1]
+
+    def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
+        lead = a.shape[:-2]
+        c = np.array(a, dtype=dt, order="C")  # (a copy: factored in place)
+        info = np.empty(lead, np.int32)
+        go(math.prod(lead), threads, (ptr(c), ptr(info), 0))
+        check_info(info, check)
+        return c, info
+
+    run.every = True  # type: ignore[attr-defined]
+    return run
+
+
 def trsm(t: str, flags: tuple[bool, bool, int, bool], s: int, m: int
          ) -> Callable[..., tuple[np.ndarray]] | None:
     """run(a [B.., s, s], b [B.., s, m]) -> (op(a)^-1 b,) as lapack_batch.trsm for a left
@@ -269,4 +345,4 @@ def trsm(t: str, flags: tuple[bool, bool, int, bool], s: int, m: int
     return run
 
 
-__all__ = ["getrf", "trsm", "function", "takes", "MAX_N", "SPLIT_ELEMENTS", "NAME"]
+__all__ = ["getrf", "potrf", "trsm", "function", "takes", "MAX_N", "SPLIT_ELEMENTS", "NAME"]

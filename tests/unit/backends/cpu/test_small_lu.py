@@ -165,3 +165,39 @@ def test_native_steps_run_it_too(dtype: Any, built: list[str], jit_runs: list[in
         want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
         tol = 2e-3 if dtype == np.float32 else 1e-10
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def _spd(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
+    a = _data(shape, dtype, seed)
+    return (a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 3, 6, 16])
+def test_vmap_cholesky_and_cho_solve(dtype: Any, n: int, built: list[str]) -> None:
+    """potrf too (the lower factor: jnp.linalg.cholesky), and cho_solve's two solves."""
+    a = _spd((40, n, n), dtype, n)
+    _compare(jnp.linalg.cholesky, [a])
+    assert "potrf" in built
+    b = _data((40, n, 2), dtype, 3)
+    _compare(jax.vmap(lambda m, r: jsl.cho_solve(jsl.cho_factor(m, lower=True), r)), [a, b])
+
+
+def test_cholesky_stops_where_lapack_does() -> None:
+    """A matrix that is not positive definite: info the failing column (jax then makes the
+    factor NaN), the factor as LAPACK leaves it (the failing pivot stored, nothing after
+    it changed), the upper triangle as given; a NaN goes on as OpenBLAS's potf2 does."""
+    from xlapy.backends.cpu import lapack_batch
+
+    a = _spd((6, 5, 5), np.float32, 4)
+    a[1] = -a[1]  # fails at the first pivot
+    a[2, 3, 3] = -100.0  # at the fourth
+    a[3, 0, 0] = np.nan
+    a += np.triu(_data((5, 5), np.float32, 5), 1)  # the other triangle: kept as given
+    got = small_lu.potrf("s", True, 5, lambda i: i)(a)
+    want = lapack_batch.potrf("s", True, lambda i: i)(a)
+    np.testing.assert_array_equal(got[1], want[1])
+    assert list(got[1][:4]) == [0, 1, 4, 0]
+    np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want[0]))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.triu(got[0], 1), np.triu(a, 1))
