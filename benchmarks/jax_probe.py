@@ -28,6 +28,8 @@ env.prepare()  # first, before OpenBLAS loads (benchmarks/env.py)
 
 import numpy as np  # noqa: E402
 
+from benchmarks import jax_probe_rows  # noqa: E402  (imports numpy: after prepare)
+
 Program = tuple[Callable[..., Any], list[np.ndarray]]
 
 
@@ -501,61 +503,18 @@ def programs(small: bool = False) -> dict[str, Program]:
             f32(1 << 18, 16), np.sort(rng.integers(0, 1024 // s, (1 << 18) // s)).astype(
                 np.int32)]),
         # session 56's cliffs: f64 tanh as two series (1.5x); an f64 fft2 through numpy's
-        # one-thread fftn (2.7x); pairwise scores and distances spelled with broadcasting,
-        # a fused reduce where XLA runs a GEMM (5-7x), and sums over rows of 9-16 a row loop
-        # each (2-3x)
+        # one-thread fftn (2.7x); (short rows: jax_probe_rows.py)
         "tanh_f64": (jnp.tanh, [f32(2048, 1024).astype(np.float64)]),
         "fft2_c128": (jnp.fft.fft2, [(f32(16, 256, 256) + 1j * f32(16, 256, 256)).astype(
             np.complex128)]),
-        "pair_scores": (lambda a, b: (a[:, None, :] * b[None, :, :]).sum(-1),
-                        [f32(1024, 64), f32(1024, 64)]),
-        "pair_dist12": (lambda a, b: ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1),
-                        [f32(1024, 96)[:, :12].copy(), f32(1024, 96)[:, :12].copy()]),
-        "sum_rows12": (lambda x: x.sum(-1), [f32(512, 1024, 96)[..., :12].copy()]),
         # a one-feature 1-D filter in the loop nest's scalar code (11x slower than now)
         "correlate_255": (lambda x, w: jnp.correlate(x, w, mode="valid"),
                           [f32(1 << 18), f32(255)]),
         # sin of a meshgrid's Y computed per element, not per row (1.55x)
         "meshgrid_sin": (lambda x, y: (lambda gx, gy: gx ** 3 - 3 * gx * gy ** 2 + jnp.sin(gy))(
             *jnp.meshgrid(x, y)), [f32(2048), f32(2048)]),
-        # session 57's: an element-wise root of stacked columns ran scalar, the rotated
-        # vector's t = 2 u x v in a buffer of its own (quaternion rotation 2.5x XLA, a
-        # stack of columns times 0.5 4x)
-        "quat_rotate": (_quat_rotate, [rows(1 << 18, 4), rows(1 << 18, 3)]),
-        "stack_scaled": (lambda x: jnp.stack([x[:, 0] - x[:, 2], jnp.maximum(x[:, 1], x[:, 0]),
-                                              x[:, 2]], -1) * 0.5, [rows(1 << 20, 3)]),
-        # batched small inverses and solves: LAPACK's ~200 ns a call (XLA's too) was the
-        # whole time (small_lu.py: 5x faster than XLA now)
-        "inv4x4_batch": (jnp.linalg.inv, [f32(65536, 4, 4)]),
-        "solve6_vmap": (jax.vmap(jnp.linalg.solve), [f32(16384, 6, 6), f32(16384, 6)]),
-        "cholesky6": (jnp.linalg.cholesky, [(lambda a: a @ a.transpose(0, 2, 1) + 6 * np.eye(
-            6, dtype=np.float32))(rng.standard_normal((16384 // s, 6, 6)).astype(
-                np.float32))]),
-        # int4 weights unpacked by a stack of the nibbles merged into rows, read through
-        # the reshape in scalar code (6x slower than now); bf16 rows over their norms
-        # rounded with integer ops (1.3x)
-        "int4_unpack": (_int4_unpack, [rng.integers(0, 256, (1024, 512)).astype(np.uint8),
-                                       np.float32(0.02)]),
-        "l2norm_bf16": (lambda x: (x / jnp.linalg.norm(x.astype(jnp.float32), axis=-1,
-                                                       keepdims=True)).astype(jnp.bfloat16),
-                        [f32(8192, 768).astype(jnp.bfloat16)]),
+        **jax_probe_rows.programs(f32, rows, spd, rng),  # short rows, small matrices
     }
-
-
-def _int4_unpack(wq: Any, scale: Any) -> Any:
-    """Packed int4 weights (two a byte) as f32 rows, the low nibble first."""
-    import jax.numpy as jnp
-    lo = (wq & 15).astype(jnp.int8) - 8
-    hi = (wq >> 4).astype(jnp.int8) - 8
-    return jnp.stack([lo, hi], -1).reshape(wq.shape[0], -1).astype(jnp.float32) * scale
-
-
-def _quat_rotate(q: Any, v: Any) -> Any:
-    """v rotated by the unit quaternion q = (w, u): v + w t + u x t, t = 2 u x v."""
-    import jax.numpy as jnp
-    u = jnp.stack([q[:, 1], q[:, 2], q[:, 3]], -1)
-    t = 2 * jnp.cross(u, v)
-    return v + q[:, :1] * t + jnp.cross(u, t)
 
 
 def probe_one(fn: Callable[..., Any], args: list[np.ndarray], reps: int,

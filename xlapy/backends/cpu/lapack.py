@@ -367,9 +367,8 @@ def _trsm(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
     from xlapy.ops.custom_call_targets import trsm_one
 
     left, lower, trans, unit = _flags("trsm", instr)
-    s, (rows, cols) = instr.operands[0].shape.dimensions[-1], \
-        instr.operands[1].shape.dimensions[-2:]
-    small = small_lu.trsm(t, (left, lower, trans, unit), s, cols) if rows == s else None
+    small = small_lu.trsm(t, (left, lower, trans, unit), instr.operands[0].shape.dimensions[-1],
+                          tuple(instr.operands[1].shape.dimensions[-2:]))
     return trsm_one(t, left, lower, trans, unit), 2, small or lapack_batch.trsm(
         t, left, lower, trans, unit)
 

@@ -191,7 +191,7 @@ def _potrf_body(b: ir.IRBuilder, t: str, n: int, a: ir.Value, info_at: ir.Value)
 
 def _module(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]) -> ir.Module:
     """NAME(p0, p1, p2, lo, hi) over matrices lo..hi of the batch: getrf (a, pivots, info),
-    a factored in place; potrf (a, info, 0) likewise; trsm (a, x, 0), x solved in place
+    a factored in place; potrf (a, 0, info) likewise; trsm (a, x, 0), x solved in place
     against a. (A native loop's step
     calls it as it calls batch_call's loops: loop_lapack.py.)"""
     mod = new_module(f"{NAME}_{kind}")
@@ -209,7 +209,7 @@ def _module(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]) ->
         elif kind == "potrf":
             (n,) = dims
             _potrf_body(b, t, n, b.gep(a0, [b.mul(k, i64(n * n))]),
-                        b.gep(b.inttoptr(p1, I32.as_pointer()), [k]))
+                        b.gep(b.inttoptr(p2, I32.as_pointer()), [k]))
         else:
             s, m = dims
             x = b.gep(b.inttoptr(p1, et.as_pointer()), [b.mul(k, i64(s * m))])
@@ -280,55 +280,47 @@ def _runner(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]
     return run
 
 
-def getrf(t: str, m: int, n: int, check: Callable[[int], int]
-          ) -> Callable[..., tuple[np.ndarray, ...]] | None:
-    """run(a [B.., n, n]) -> (lu, pivots (1-based, int32), info (int32)) as
-    lapack_batch.getrf, or None where the function does not take it (`takes`)."""
-    if takes("getrf", t, [(m, n)], ()) is None:
-        return None
-    go = _runner("getrf", t, (n,), ())
+def _factor(kind: str, t: str, n: int, check: Callable[[int], int]
+            ) -> Callable[..., tuple[np.ndarray, ...]]:
+    """run(a [B.., n, n]) -> (a factored, (getrf: its 1-based int32 pivots,) info (int32))."""
+    go = _runner(kind, t, (n,), ())
     dt = _TYPES[t][1]
 
     def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
         lead = a.shape[:-2]
-        lu = np.array(a, dtype=dt, order="C")  # (a copy: factored in place)
-        piv = np.empty((*lead, n), np.int32)
+        c = np.array(a, dtype=dt, order="C")  # (a copy: factored in place)
+        piv = [np.empty((*lead, n), np.int32)] if kind == "getrf" else []
         info = np.empty(lead, np.int32)
-        go(math.prod(lead), threads, (ptr(lu), ptr(piv), ptr(info)))
+        go(math.prod(lead), threads, (ptr(c), ptr(piv[0]) if piv else 0, ptr(info)))
         check_info(info, check)
-        return lu, piv, info
+        return (c, *piv, info)
 
     run.every = True  # type: ignore[attr-defined]  (one matrix too: lapack._with_batch)
     return run
+
+
+def getrf(t: str, m: int, n: int, check: Callable[[int], int]
+          ) -> Callable[..., tuple[np.ndarray, ...]] | None:
+    """run(a [B.., n, n]) -> (lu, pivots (1-based, int32), info (int32)) as
+    lapack_batch.getrf, or None where the function does not take it (`takes`)."""
+    return None if takes("getrf", t, [(m, n)], ()) is None else _factor("getrf", t, n, check)
 
 
 def potrf(t: str, lower: bool, n: int, check: Callable[[int], int]
           ) -> Callable[..., tuple[np.ndarray, ...]] | None:
     """run(a [B.., n, n]) -> (the lower factor, the upper triangle as given; info (int32))
     as lapack_batch.potrf, or None where the function does not take it (`takes`)."""
-    if takes("potrf", t, [(n, n)], (lower,)) is None:
-        return None
-    go = _runner("potrf", t, (n,), ())
-    dt = _TYPES[t][1]
-
-    def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
-        lead = a.shape[:-2]
-        c = np.array(a, dtype=dt, order="C")  # (a copy: factored in place)
-        info = np.empty(lead, np.int32)
-        go(math.prod(lead), threads, (ptr(c), ptr(info), 0))
-        check_info(info, check)
-        return c, info
-
-    run.every = True  # type: ignore[attr-defined]
-    return run
+    return None if takes("potrf", t, [(n, n)], (lower,)) is None else \
+        _factor("potrf", t, n, check)
 
 
-def trsm(t: str, flags: tuple[bool, bool, int, bool], s: int, m: int
+def trsm(t: str, flags: tuple[bool, bool, int, bool], s: int, b_dims: tuple[int, int]
          ) -> Callable[..., tuple[np.ndarray]] | None:
     """run(a [B.., s, s], b [B.., s, m]) -> (op(a)^-1 b,) as lapack_batch.trsm for a left
-    solve, or None where the function does not take it (`takes`)."""
-    if takes("trsm", t, [(s, s), (s, m)], flags) is None:
+    solve (b_dims: b's last two), or None where the function does not take it (`takes`)."""
+    if takes("trsm", t, [(s, s), b_dims], flags) is None:
         return None
+    m = b_dims[1]
     go = _runner("trsm", t, (s, m), flags)
     dt = _TYPES[t][1]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from xlapy.backends.cpu.minor_stack import MAX_STACK
 from xlapy.ir import Computation, Instruction
-from xlapy.ops.base import OPS
+from xlapy.passes.dce import DeadCodeElimination
 from xlapy.passes.fusion_decision import SAME_INDEX, is_elementwise
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import ComputationPass, sort_instructions
@@ -96,24 +96,16 @@ class SinkStackReshapes(ComputationPass):
                                        i.attrs, i.called, i.name))
             moved.add(id(new))
             i.replace_all_uses_with(e.reshape(new, shape=tuple(i.shape.dimensions)))
-            _drop(comp, i)
-        if moved:
-            sort_instructions(comp)
-        return bool(moved)
+        return _tidy(comp, bool(moved))
 
 
-def _drop(comp: Computation, i: Instruction) -> None:
-    """Remove `i` and then its operands that nothing reads any more (the reshapes and
-    broadcasts left behind by a move)."""
-    work = [i]
-    while work:
-        x = work.pop()
-        if x is comp.root or x.users or x.opcode == "parameter" or x.parent is not comp or \
-                OPS[x.opcode].side_effecting:
-            continue
-        ops = list(x.operands)
-        comp.remove(x)
-        work.extend(ops)
+def _tidy(comp: Computation, changed: bool) -> bool:
+    """After a rewrite: what it left unread removed (the replaced ops, their reshapes and
+    broadcasts), the order restored."""
+    if changed:
+        DeadCodeElimination(remove_computations=False).run_on_computation(comp)
+        sort_instructions(comp)
+    return changed
 
 
 def strided_column(i: Instruction) -> tuple[int, int] | None:
@@ -149,10 +141,7 @@ class StridedSlicesAsColumns(ComputationPass):
             col = e.slice(rows, start_indices=(0,) * (len(lead) + 1) + (k,),
                           limit_indices=(*lead, n, k + 1), strides=(1,) * (len(lead) + 2))
             i.replace_all_uses_with(e.reshape(col, shape=(*lead, n)))
-            _drop(comp, i)
-        if found:
-            sort_instructions(comp)
-        return bool(found)
+        return _tidy(comp, bool(found))
 
 
 __all__ = ["SinkStackReshapes", "StridedSlicesAsColumns", "strided_column", "TYPES"]

@@ -1,0 +1,69 @@
+"""jax_probe's programs over short rows and batches of small matrices: layouts whose vector
+lanes must run across the rows (pairs broadcast against pairs, stacks of 3-4 columns,
+packed nibbles) and matrices too small for a LAPACK call's own cost (4 x 4 inverses)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+Shaped = Callable[..., np.ndarray]
+
+
+def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
+             ) -> dict[str, tuple[Callable[..., Any], list[np.ndarray]]]:
+    """name -> (function, arguments), with jax_probe.programs' array makers (`rows`: rows
+    of a fixed length; `spd`: batches of positive definite matrices)."""
+    import jax
+    import jax.numpy as jnp
+
+    return {
+        # session 56's cliffs: pairwise scores and distances spelled with broadcasting, a
+        # fused reduce where XLA runs a GEMM (5-7x), and sums over rows of 9-16 a row loop
+        # each (2-3x)
+        "pair_scores": (lambda a, b: (a[:, None, :] * b[None, :, :]).sum(-1),
+                        [f32(1024, 64), f32(1024, 64)]),
+        "pair_dist12": (lambda a, b: ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1),
+                        [f32(1024, 96)[:, :12].copy(), f32(1024, 96)[:, :12].copy()]),
+        "sum_rows12": (lambda x: x.sum(-1), [f32(512, 1024, 96)[..., :12].copy()]),
+        # session 57's: an element-wise root of stacked columns ran scalar, the rotated
+        # vector's t = 2 u x v in a buffer of its own (quaternion rotation 2.5x XLA, a
+        # stack of columns times 0.5 4x)
+        "quat_rotate": (_quat_rotate, [rows(1 << 18, 4), rows(1 << 18, 3)]),
+        "stack_scaled": (lambda x: jnp.stack([x[:, 0] - x[:, 2], jnp.maximum(x[:, 1], x[:, 0]),
+                                              x[:, 2]], -1) * 0.5, [rows(1 << 20, 3)]),
+        # batched small inverses, solves and factors: LAPACK's ~200 ns a call (XLA's too)
+        # was the whole time (small_lu.py: 3-5x faster than XLA now)
+        "inv4x4_batch": (jnp.linalg.inv, [f32(65536, 4, 4)]),
+        "solve6_vmap": (jax.vmap(jnp.linalg.solve), [f32(16384, 6, 6), f32(16384, 6)]),
+        "cholesky6": (jnp.linalg.cholesky, [spd(16384, 6)]),
+        # int4 weights unpacked by a stack of the nibbles merged into rows, read through
+        # the reshape in scalar code (6x slower than now); bf16 rows over their norms
+        # rounded with integer ops (1.3x)
+        "int4_unpack": (_int4_unpack, [rng.integers(0, 256, (1024, 512)).astype(np.uint8),
+                                       np.float32(0.02)]),
+        "l2norm_bf16": (lambda x: (x / jnp.linalg.norm(x.astype(jnp.float32), axis=-1,
+                                                       keepdims=True)).astype(jnp.bfloat16),
+                        [f32(8192, 768).astype(jnp.bfloat16)]),
+    }
+
+
+def _int4_unpack(wq: Any, scale: Any) -> Any:
+    """Packed int4 weights (two a byte) as f32 rows, the low nibble first."""
+    import jax.numpy as jnp
+    lo = (wq & 15).astype(jnp.int8) - 8
+    hi = (wq >> 4).astype(jnp.int8) - 8
+    return jnp.stack([lo, hi], -1).reshape(wq.shape[0], -1).astype(jnp.float32) * scale
+
+
+def _quat_rotate(q: Any, v: Any) -> Any:
+    """v rotated by the unit quaternion q = (w, u): v + w t + u x t, t = 2 u x v."""
+    import jax.numpy as jnp
+    u = jnp.stack([q[:, 1], q[:, 2], q[:, 3]], -1)
+    t = 2 * jnp.cross(u, v)
+    return v + q[:, :1] * t + jnp.cross(u, t)
+
+
+__all__ = ["programs"]
