@@ -10,8 +10,9 @@ native in the ownership sense), with no OpDef.evaluate on the way.
 
 Results are those of the interpreter's kernels (xlapy/ops/custom_call_targets.py,
 xlapy/ops/linalg.py, xlapy/ops/reduction_sort.py): the custom calls run the same scipy
-routines with the same arguments (but real getrf, lower potrf and left trsm on matrices of
-at most 16 x 16: small_lu.py's JIT, LAPACK's pivots and info, its values within rounding);
+routines with the same arguments (but real getrf, lower potrf, left trsm, geqrf and orgqr on
+matrices of at most 16 x 16: small_lu.py's and small_qr.py's JIT, LAPACK's pivots and info,
+its values within rounding);
 cholesky runs the same numpy potrf; fft (fft_lib.py) the same pocketfft in double
 precision, DUCC in single (within the transform's rounding); sort the same stable argsort
 keys (or, in sort_emit.py, the unique stable order of the comparator). triangular_solve
@@ -47,6 +48,7 @@ from xlapy.backends.cpu import (
     lapack_batch,
     loop_lapack,
     small_lu,
+    small_qr,
     transpose_lib,
 )
 from xlapy.backends.cpu.loop_bind import read_after
@@ -301,7 +303,8 @@ def _geqrf(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
         qr, tau, _, i = fn(a, overwrite_a=0)
         info(i)
         return qr, tau
-    return one, 2, lapack_batch.geqrf(t, info)
+    m, n = instr.operands[0].shape.dimensions[-2:]
+    return one, 2, small_qr.geqrf(t, m, n) or lapack_batch.geqrf(t, info)
 
 
 def _orgqr(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
@@ -313,7 +316,9 @@ def _orgqr(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:
         q, _, i = fn(a, tau, overwrite_a=0)
         info(i)
         return (q,)
-    return one, 2, lapack_batch.orgqr(t, info)
+    m, n = instr.operands[0].shape.dimensions[-2:]
+    k = instr.operands[1].shape.dimensions[-1]
+    return one, 2, small_qr.orgqr(t, m, n, k) or lapack_batch.orgqr(t, info)
 
 
 def _syevd(t: str, instr: Instruction, leaves: list[Shape]) -> OneAndRank:

@@ -139,6 +139,10 @@ def entry(keep: list[Any], exe: CpuExecutable, st: LibStep, outs: list[int], tab
         elif kind == "potrf":  # likewise, then info
             prog += [[_TRANSPOSE, operand(0), outs[0], 1, m * n, batch, item],
                      [_CALL, fn, outs[0], 0, outs[1], 0, batch]]
+        elif kind in ("geqrf", "orgqr"):  # in place of a's copy; tau written / read
+            tau = outs[1] if kind == "geqrf" else operand(1)
+            prog += [[_TRANSPOSE, operand(0), outs[0], 1, m * n, batch, item],
+                     [_CALL, fn, outs[0], tau, 0, 0, batch]]
         else:  # solved in place of b's copy in the result
             prog += [[_TRANSPOSE, operand(1), outs[0], 1, m * n, batch, item],
                      [_CALL, fn, operand(0), outs[0], 0, 0, batch]]

@@ -192,8 +192,8 @@ def _potrf_body(b: ir.IRBuilder, t: str, n: int, a: ir.Value, info_at: ir.Value)
 def _module(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]) -> ir.Module:
     """NAME(p0, p1, p2, lo, hi) over matrices lo..hi of the batch: getrf (a, pivots, info),
     a factored in place; potrf (a, 0, info) likewise; trsm (a, x, 0), x solved in place
-    against a. (A native loop's step
-    calls it as it calls batch_call's loops: loop_lapack.py.)"""
+    against a; geqrf (a, tau, 0), a factored in place; orgqr (a, tau, 0), a replaced by Q.
+    (A native loop's step calls it as it calls batch_call's loops: loop_lapack.py.)"""
     mod = new_module(f"{NAME}_{kind}")
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I64] * 5), name=NAME)
     p0, p1, p2, lo, hi = fn.args
@@ -210,10 +210,20 @@ def _module(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]) ->
             (n,) = dims
             _potrf_body(b, t, n, b.gep(a0, [b.mul(k, i64(n * n))]),
                         b.gep(b.inttoptr(p2, I32.as_pointer()), [k]))
-        else:
+        elif kind == "trsm":
             s, m = dims
             x = b.gep(b.inttoptr(p1, et.as_pointer()), [b.mul(k, i64(s * m))])
             _trsm_body(b, t, s, m, flags, b.gep(a0, [b.mul(k, i64(s * s))]), x)
+        else:  # geqrf (a, tau, 0) / orgqr (a, tau, 0): small_qr's, on these rows
+            from xlapy.backends.cpu import small_qr
+            m, n = dims[:2]
+            k_ = dims[2] if kind == "orgqr" else min(m, n)
+            a = b.gep(a0, [b.mul(k, i64(m * n))])
+            tau = b.gep(b.inttoptr(p1, et.as_pointer()), [b.mul(k, i64(k_))])
+            if kind == "geqrf":
+                small_qr.geqrf_body(b, t, m, n, a, tau)
+            else:
+                small_qr.orgqr_body(b, t, m, n, k_, a, tau)
     b.ret_void()
     return mod
 
@@ -241,10 +251,17 @@ def takes(routine: str, t: str, operands: list[tuple[int, ...]],
     """(kind, dims) of the function for a getrf of a [.., m, n] or a trsm of a [.., s, s], b
     [.., s, m] (flags: left, lower, trans, unit), or None: complex, a right solve, more than
     MAX_N rows or columns, a target that cannot run here."""
-    if t not in _TYPES or routine not in ("getrf", "potrf", "trsm") or \
+    if t not in _TYPES or routine not in ("getrf", "potrf", "trsm", "geqrf", "orgqr") or \
             not target.current().runs_here:
         return None
     *_, m, n = operands[0]
+    if routine in ("geqrf", "orgqr"):  # (orgqr: a [.., m, n], tau [.., k], m >= n >= k)
+        if not (1 <= m <= MAX_N and 1 <= n <= MAX_N):
+            return None
+        if routine == "geqrf":
+            return "geqrf", (m, n)
+        k = operands[1][-1]
+        return ("orgqr", (m, n, k)) if m >= n >= k else None
     if routine in ("getrf", "potrf"):  # (potrf: the lower factor only, flags (lower,))
         ok = m == n and 1 <= n <= MAX_N and (routine == "getrf" or flags[0])
         return (routine, (n,)) if ok else None
@@ -254,13 +271,13 @@ def takes(routine: str, t: str, operands: list[tuple[int, ...]],
     return "trsm", (n, cols)
 
 
-def _runner(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]
+def runner(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]
             ) -> Callable[[int, int, tuple[int, int, int]], None]:
     """run(batch, threads, pointers): the function over the batch, split over the threads
     from SPLIT_ELEMENTS (each range whole on one thread: the bits never depend on it)."""
     tgt = target.current()
     fn: list[int] = []
-    each = math.prod(dims) * (dims[0] if kind != "trsm" else 1)
+    each = math.prod(dims) * (1 if kind in ("trsm", "orgqr") else min(dims))
 
     def run(batch: int, threads: int, ptrs: tuple[int, int, int]) -> None:
         if not fn:
@@ -283,7 +300,7 @@ def _runner(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]
 def _factor(kind: str, t: str, n: int, check: Callable[[int], int]
             ) -> Callable[..., tuple[np.ndarray, ...]]:
     """run(a [B.., n, n]) -> (a factored, (getrf: its 1-based int32 pivots,) info (int32))."""
-    go = _runner(kind, t, (n,), ())
+    go = runner(kind, t, (n,), ())
     dt = _TYPES[t][1]
 
     def run(a: np.ndarray, threads: int = 1) -> tuple[np.ndarray, ...]:
@@ -321,7 +338,7 @@ def trsm(t: str, flags: tuple[bool, bool, int, bool], s: int, b_dims: tuple[int,
     if takes("trsm", t, [(s, s), b_dims], flags) is None:
         return None
     m = b_dims[1]
-    go = _runner("trsm", t, (s, m), flags)
+    go = runner("trsm", t, (s, m), flags)
     dt = _TYPES[t][1]
 
     def run(a: np.ndarray, b: np.ndarray, threads: int = 1) -> tuple[np.ndarray]:
@@ -337,4 +354,5 @@ def trsm(t: str, flags: tuple[bool, bool, int, bool], s: int, b_dims: tuple[int,
     return run
 
 
-__all__ = ["getrf", "potrf", "trsm", "function", "takes", "MAX_N", "SPLIT_ELEMENTS", "NAME"]
+__all__ = ["getrf", "potrf", "trsm", "function", "takes", "runner", "MAX_N", "SPLIT_ELEMENTS",
+           "NAME"]

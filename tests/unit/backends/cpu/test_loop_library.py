@@ -223,6 +223,7 @@ LAPACK_PROGRAMS: dict[str, tuple[Any, list[np.ndarray]]] = {
     "eigh_f64": (_eigh_loop, [_spd(7, np.float64)]),
     "eigh_f32_batched": (jax.vmap(_eigh_loop), [_spd(5, np.float32, (3,))]),
     "qr_f32": (_qr_loop, [_f32(8, 8)]),
+    "qr_f32_tall": (_qr_loop, [_f32(11, 6)]),
     "qr_c64_tall": (_qr_loop, [(_f32(9, 5) + 1j * _f32(9, 5)).astype(np.complex64)]),
     "qr_f64_batched": (jax.vmap(_qr_loop), [_RNG.standard_normal((3, 4, 6))]),
     "r_f32": (_r_loop, [_f32(8, 8)]),
@@ -247,10 +248,11 @@ def test_loop_with_lapack_calls_stays_native(name: str, monkeypatch: pytest.Monk
     report = cpu._exe.explain()
     assert "native while loop" in report.split("-- called by")[0], report
     want = xlapy.compile(text, backend="interpreter")(*args)
-    # (small real getrf / trsm steps call small_lu.py's JIT: LAPACK's arithmetic within
-    # rounding, not its bits; the singular matrix's integer arithmetic is exact)
-    small = args[0].dtype.kind == "f" and args[0].shape[-1] <= small_lu.MAX_N and \
-        name.split("_")[0] in ("solve", "cho", "inv")
+    # (small real getrf / potrf / trsm / geqrf / orgqr steps call small_lu.py's and
+    # small_qr.py's JIT: LAPACK's arithmetic within rounding, not its bits; the singular
+    # matrix's integer arithmetic is exact)
+    small = args[0].dtype.kind == "f" and max(args[0].shape[-2:]) <= small_lu.MAX_N and \
+        name.split("_")[0] in ("solve", "cho", "inv", "qr", "r")
     for _ in range(2):
         (_close if small else _equal)(cpu(*args), want)
     assert sorted(set(made)) == {"solve": ["getrf", "trsm"], "cho": ["potrf", "trsm"],
