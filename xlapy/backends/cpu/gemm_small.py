@@ -192,21 +192,22 @@ def _blocking(bits: int) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Columns:
-    """The column blocks an n-column product runs: blocks of V vectors (`full`), single
-    vectors (`singles`), then one block per set bit of the rest (`rest`: the widths, half
-    a vector down to one column). A module holds the code of one such pattern, that of
-    the n it is built for (any n alike runs it): scan_rnn's [64, 256] x [256, 256] needs
-    4 of the 12 column loops of every pattern, and the module is built on a program's
-    first run (37 -> 17 ms: IR 13.5 -> 5.6, LLVM 23 -> 11)."""
+    """The column blocks an n-column product runs: blocks of V vectors (`full`), one block
+    of the whole vectors left (`singles` of them, fewer than V), then one block per set bit
+    of the rest (`rest`: the widths, half a vector down to one column). A module holds the
+    code of one such pattern, that of the n it is built for (any n alike runs it):
+    scan_rnn's [64, 256] x [256, 256] needs 4 of the 12 column loops of every pattern, and
+    the module is built on a program's first run (37 -> 17 ms: IR 13.5 -> 5.6, LLVM 23 ->
+    11)."""
 
     full: bool
-    singles: bool
+    singles: int
     rest: tuple[int, ...]
 
     @property
     def suffix(self) -> str:
         """Its part of the module's name (functions of two patterns never share one)."""
-        return f"_{'f' if self.full else ''}{'s' if self.singles else ''}" + \
+        return f"_{'f' if self.full else ''}{f's{self.singles}' if self.singles else ''}" + \
             "".join(f"r{w}" for w in self.rest)
 
 
@@ -219,15 +220,15 @@ def columns(n: int, f64: bool) -> Columns:
     singles = (n - full * step) // lanes
     rest = n - full * step - singles * lanes
     widths = [lanes >> j for j in range(1, lanes.bit_length())]  # lanes / 2 .. 1
-    return Columns(full > 0, singles > 0, tuple(w for w in widths if rest & w))
+    return Columns(full > 0, singles, tuple(w for w in widths if rest & w))
 
 
 def _emit(name: str, f64: bool, cols: Columns | None = None) -> ir.Module:
     """`direct(lhs, rhs, out, n, k, lo, hi)` and `rows(d, lo, hi)` for any k and any n
     whose column blocks are `cols` (None: every n): columns in blocks of V vectors, then
-    single vectors, then one block per set bit of the rest (half a vector, a quarter, ...
-    one column); rows in blocks of R, then one by one (half the code of blocks of 4, 2 and
-    1: the module is built on a program's first run)."""
+    the whole vectors left as one block, then one block per set bit of the rest (half a
+    vector, a quarter, ... one column); rows in blocks of R, then one by one (half the code
+    of blocks of 4, 2 and 1: the module is built on a program's first run)."""
     t = F64 if f64 else F32
     size = 8 if f64 else 4
     bits = target.current().vector_bits
@@ -333,9 +334,13 @@ def _emit(name: str, f64: bool, cols: Columns | None = None) -> ir.Module:
             row_blocks(b.mul(cb, i64(step)), v, lanes)
     c1 = b.mul(full, i64(step))
     singles = b.sdiv(b.sub(n, c1), i64(lanes))
-    if cols is None or cols.singles:
-        with for_range(b, i64(0), singles, "cv") as cv:
-            row_blocks(b.add(c1, b.mul(cv, i64(lanes))), 1, lanes)
+    # the whole vectors left (fewer than V): one block of them, one pass over the lhs (a
+    # pass a vector read the lhs twice at 32 columns, a broadcast load an FMA:
+    # 1024x1024x32 1.19x XLA's time)
+    for count in range(1, v):
+        if cols is None or cols.singles == count:
+            with b.if_then(b.icmp_signed("==", singles, i64(count))):
+                row_blocks(c1, count, lanes)
     c2 = b.add(c1, b.mul(singles, i64(lanes)))
     rest = b.sub(n, c2)  # < lanes: one block per set bit, widest first
     width, done = lanes // 2, 0
