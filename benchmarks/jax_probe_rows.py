@@ -39,9 +39,12 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "inv4x4_batch": (jnp.linalg.inv, [f32(65536, 4, 4)]),
         "solve6_vmap": (jax.vmap(jnp.linalg.solve), [f32(16384, 6, 6), f32(16384, 6)]),
         "cholesky6": (jnp.linalg.cholesky, [spd(16384, 6)]),
-        # session 58's: batched QR the same (1.5-2x XLA's time; small_qr.py: 0.3-0.4x)
+        # session 58's: batched transposes of narrow matrices through 8 x 8 register
+        # transposes (1.8x XLA's time; block_permute.py: 0.8x) and batched QR at LAPACK's
+        # per-call cost (1.5-2x XLA's time; small_qr.py: 0.3-0.4x)
         "qr4_batch": (jnp.linalg.qr, [rows(1 << 16, 4).reshape(-1, 4, 4)]),
         "qr8x4_batch": (jnp.linalg.qr, [rows(1 << 16, 4).reshape(-1, 8, 4)]),
+        "swap_16x2": (lambda x: jnp.swapaxes(x, 1, 2), [rows(1 << 16, 32).reshape(-1, 16, 2)]),
         # int4 weights unpacked by a stack of the nibbles merged into rows, read through
         # the reshape in scalar code (6x slower than now); bf16 rows over their norms
         # rounded with integer ops (1.3x)

@@ -30,6 +30,7 @@ import numpy as np
 from xlapy import denormal
 from xlapy.backends.cpu import (
     batch_chain,
+    block_permute,
     branch_loop,
     chain_runtime,
     conv_epilogue,
@@ -219,9 +220,12 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                     self.options.streams(instr.shape, [self.shapes[v] for v in leaves.values()])
                 rows = self.row_reduces.get(iid, [])
                 routine = not extra and transpose_lib.takes(instr, leaves, self.options.routines)
+                blocks = not extra and not routine and not rows and \
+                    block_permute.plan(instr, leaves) is not None
                 emitter: Any = transpose_lib.TransposeEmitter(mod, name, instr, leaves, s) \
-                    if routine else kernels.KernelEmitter(mod, name, instr, leaves, s, rows,
-                                                          stream, extra)
+                    if routine else block_permute.BlockPermuteEmitter(
+                        mod, name, instr, leaves, s) if blocks else kernels.KernelEmitter(
+                        mod, name, instr, leaves, s, rows, stream, extra)
                 kernel_specs.append(None)
                 if rows or not ROW_KERNELS_FIRST:
                     kernel_specs[-1] = spec = emitter.build()
@@ -229,8 +233,9 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 else:
                     pending.append((len(kernel_specs) - 1, emitter))
                 (fresh if iid in self._fresh_values else temps).append(s)
-                self.report.append((instr.name, instr.opcode, f"kernel {name}"
-                                    + (" (transpose routine)" if routine else "")))
+                self.report.append((instr.name, instr.opcode, f"kernel {name}" + (
+                    " (transpose routine)" if routine else " (block permute)" if blocks
+                    else "")))
                 multi_output.add_siblings(self, name, instr, extra, fresh, temps)
                 continue
             native = op_emit.plan(instr)
