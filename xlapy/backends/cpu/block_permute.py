@@ -15,12 +15,13 @@ any kernel's), so regions, sequences and loop bodies run it as any other.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import target
-from xlapy.backends.cpu.kernels import Kernel
+from xlapy.backends.cpu import target, transpose_lib
+from xlapy.backends.cpu.kernels import Kernel, KernelEmitter
 from xlapy.backends.cpu.llvm_util import KERNEL_TYPE, for_range, i64
 from xlapy.ir import Instruction
 
@@ -57,6 +58,19 @@ def plan(root: Instruction, leaves: dict[int, int]) -> tuple[int, int, list[int]
     order = np.arange(s).reshape(src_dims).transpose([p - nb for p in perm[nb:]]).reshape(-1)
     g = group // s
     return nb, g, [k * s + int(o) for k in range(g) for o in order]
+
+
+def emitter(mod: ir.Module, name: str, instr: Instruction, leaves: dict[int, int], slot: int,
+            rows: list[Instruction], stream: bool, extra: list[tuple[Instruction, int]],
+            routines: bool) -> tuple[Any, str]:
+    """The emitter of fused kernel `instr` and its explain label: a transpose of a buffer
+    calls transpose_lib's routine or permutes blocks here; any other kernel is generated."""
+    if not extra and transpose_lib.takes(instr, leaves, routines):
+        return transpose_lib.TransposeEmitter(mod, name, instr, leaves, slot), \
+            " (transpose routine)"
+    if not extra and not rows and plan(instr, leaves) is not None:
+        return BlockPermuteEmitter(mod, name, instr, leaves, slot), " (block permute)"
+    return KernelEmitter(mod, name, instr, leaves, slot, rows, stream, extra), ""
 
 
 class BlockPermuteEmitter:
@@ -104,4 +118,4 @@ class BlockPermuteEmitter:
                       root.shape.num_elements, True, explicit=True)
 
 
-__all__ = ["BlockPermuteEmitter", "plan", "MAX_GROUP_BYTES", "ELEMENT_BYTES"]
+__all__ = ["BlockPermuteEmitter", "emitter", "plan", "MAX_GROUP_BYTES", "ELEMENT_BYTES"]

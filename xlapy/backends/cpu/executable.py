@@ -53,7 +53,6 @@ from xlapy.backends.cpu import (
     regions,
     threads,
     thunks,
-    transpose_lib,
     while_driver,
 )
 from xlapy.backends.cpu.calls import Calls
@@ -219,13 +218,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 stream = iid in self.outputs and not self.options.nested and \
                     self.options.streams(instr.shape, [self.shapes[v] for v in leaves.values()])
                 rows = self.row_reduces.get(iid, [])
-                routine = not extra and transpose_lib.takes(instr, leaves, self.options.routines)
-                blocks = not extra and not routine and not rows and \
-                    block_permute.plan(instr, leaves) is not None
-                emitter: Any = transpose_lib.TransposeEmitter(mod, name, instr, leaves, s) \
-                    if routine else block_permute.BlockPermuteEmitter(
-                        mod, name, instr, leaves, s) if blocks else kernels.KernelEmitter(
-                        mod, name, instr, leaves, s, rows, stream, extra)
+                emitter, label = block_permute.emitter(mod, name, instr, leaves, s, rows,
+                                                       stream, extra, self.options.routines)
                 kernel_specs.append(None)
                 if rows or not ROW_KERNELS_FIRST:
                     kernel_specs[-1] = spec = emitter.build()
@@ -233,9 +227,7 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 else:
                     pending.append((len(kernel_specs) - 1, emitter))
                 (fresh if iid in self._fresh_values else temps).append(s)
-                self.report.append((instr.name, instr.opcode, f"kernel {name}" + (
-                    " (transpose routine)" if routine else " (block permute)" if blocks
-                    else "")))
+                self.report.append((instr.name, instr.opcode, f"kernel {name}{label}"))
                 multi_output.add_siblings(self, name, instr, extra, fresh, temps)
                 continue
             native = op_emit.plan(instr)
