@@ -32,25 +32,31 @@ _state = threading.local()
 
 
 @contextlib.contextmanager
-def in_kernel() -> Iterator[None]:
-    """Code emitted inside runs with MXCSR.FTZ set (a kernel's body)."""
-    prev = getattr(_state, "on", False)
+def in_kernel(scalars: bool | None = None) -> Iterator[None]:
+    """Code emitted inside runs with MXCSR.FTZ set (a kernel's body). `scalars`: scalar
+    operands are flushed by a multiply too (an inline mulss: only in loops no vectorizer
+    could widen anyway, a scatter's updates; it keeps LLVM's vectorizers off the code);
+    None keeps the enclosing setting."""
+    prev = getattr(_state, "on", False), getattr(_state, "scalars", False)
     _state.on = True
+    _state.scalars = prev[1] if scalars is None else scalars
     try:
         yield
     finally:
-        _state.on = prev
+        _state.on, _state.scalars = prev
 
 
 def applies(opcode: str, x: ir.Value) -> bool:
-    """Whether operand x of `opcode` may be flushed by a multiply here: explicit vectors
-    of at least 128 bits only (LLVM 22's x86 backend aborts on a <2 x float> canonicalize,
-    which its SLP vectorizer makes of scalar ones)."""
+    """Whether operand x of `opcode` may be flushed by a multiply here: a scalar where
+    `in_kernel` allows (`operand`'s inline mulss) or an explicit vector of at least
+    128 bits (LLVM 22's x86 backend aborts on a <2 x float> canonicalize, which its SLP
+    vectorizer makes of scalar ones)."""
     t = x.type
     if not (opcode in QUIETING and getattr(_state, "on", False) and denormal.flushing()
-            and isinstance(t, ir.VectorType) and elem(t) in (F32, F64)
-            and target.current().is_x86):
+            and elem(t) in (F32, F64) and target.current().is_x86):
         return False
+    if not isinstance(t, ir.VectorType):
+        return getattr(_state, "scalars", False)
     n = t.count
     return n & (n - 1) == 0 and n * (32 if elem(t) == F32 else 64) >= 128
 
@@ -67,7 +73,18 @@ def operand(b: ir.IRBuilder, x: ir.Value, opcode: str,
     hit = memo.get(id(x))
     if hit is not None and hit[0] is x:
         return hit[1]
-    out = mark_flushed(intrinsic(b, f"llvm.canonicalize.{sfx(x.type)}", x.type, [x]))
+    if isinstance(x.type, ir.VectorType):
+        out = intrinsic(b, f"llvm.canonicalize.{sfx(x.type)}", x.type, [x])
+    else:  # one mulss by 1.0 as inline assembly: opaque, so no vectorizer pairs it into
+        # the <2 x float> canonicalize LLVM aborts on (and + and + compare + blend before:
+        # half of a scatter-add's update)
+        t = x.type
+        op = "mulss" if t == F32 else "mulsd"
+        asm = ir.InlineAsm(ir.FunctionType(t, [t, t]), f"v{op} $2, $1, $0", "=x,x,x") \
+            if target.current().has("avx") else \
+            ir.InlineAsm(ir.FunctionType(t, [t, t]), f"{op} $2, $0", "=x,0,x")
+        out = b.call(asm, [x, ir.Constant(t, 1.0)])
+    out = mark_flushed(out)
     memo[id(x)] = (x, out)
     return out
 

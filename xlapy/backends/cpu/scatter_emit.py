@@ -311,7 +311,8 @@ class ScatterEmitter(OpEmitter):
             def apply(at: ir.Value, uat: ir.Value) -> None:
                 if run is not None:
                     return run.apply(at, ld(us, uat))
-                new = region_emit.emit(b, comp, [*ld(outs, at, held), *ld(us, uat)])
+                with flush_ftz.in_kernel(scalars=True):  # (under MXCSR.FTZ: one mulss)
+                    new = region_emit.emit(b, comp, [*ld(outs, at, held), *ld(us, uat)])
                 for p, t, v in zip(outs, ets, new):
                     b.store(ew.to_storage(b, v, t), b.gep(p, [at], inbounds=True))
 
@@ -537,7 +538,7 @@ class _VectorRun(_HeldRun):
             if self.held:  # (as the row's vector: a flushed operand either way)
                 cur = ew.mark_flushed(cur)
             new = b.load(self._ptr(self.upd, uat, j), align=1)
-            with flush_ftz.in_kernel():  # the kernel runs under MXCSR.FTZ
+            with flush_ftz.in_kernel(scalars=True):  # the kernel runs under MXCSR.FTZ
                 b.store(region_emit.emit(b, self.comp, [cur, new])[0], acc)
         b.store(at, self.prev)
 
@@ -573,7 +574,8 @@ class _Run(_HeldRun):
                                            ew.flush(b, loaded)))
         else:
             cur = b.select(same, ew.from_storage(b, b.load(self.acc), t), loaded)
-        new = region_emit.emit(b, self.comp, [cur, *upd])[0]
+        with flush_ftz.in_kernel(scalars=True):  # the kernel runs under MXCSR.FTZ
+            new = region_emit.emit(b, self.comp, [cur, *upd])[0]
         self._moved(same, prev)
         b.store(ew.to_storage(b, new, t), self.acc)
         b.store(at, self.prev)

@@ -101,6 +101,7 @@ class CpuTarget:
 def _init_llvm() -> None:
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
+    llvm.initialize_native_asmparser()  # (inline assembly: flush_ftz's scalar flush)
 
 
 @functools.cache

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from llvmlite import ir
 
 import xlapy
 from xlapy.backends.cpu import cache, flush_ftz
@@ -146,3 +147,66 @@ func.func @main(%x: tensor<32x32xf32>) -> tensor<32x32xf32> {
     x = np.random.default_rng(1).standard_normal((32, 32)).astype(np.float32)
     got = np.asarray(_compile(text)(x))
     np.testing.assert_allclose(got, np.exp(x) + np.exp(x).T, rtol=1e-6)
+
+
+#: A scatter-add into a few bins (jnp.bincount with weights): a scalar update per element.
+SCATTER = """
+func.func @main(%x: tensor<8x{t}>, %i: tensor<{n}x1xi32>, %u: tensor<{n}x{t}>)
+    -> tensor<8x{t}> {{
+  %r = "stablehlo.scatter"(%x, %i, %u) ({{
+  ^bb0(%a: tensor<{t}>, %b: tensor<{t}>):
+    %s = stablehlo.{op} %a, %b : tensor<{t}>
+    stablehlo.return %s : tensor<{t}>
+  }}) {{scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0],
+      scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}}
+    : (tensor<8x{t}>, tensor<{n}x1xi32>, tensor<{n}x{t}>) -> tensor<8x{t}>
+  return %r : tensor<8x{t}>
+}}
+"""
+
+
+@pytest.mark.parametrize("op", ["add", "multiply"])
+@pytest.mark.parametrize(("t", "dt", "it"), TYPES)
+def test_scatter_updates_flush_by_an_inline_multiply(op: str, t: str, dt: type, it: type,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scatter's scalar updates are flushed by one mulss / mulsd under FTZ (inline
+    assembly: jnp.bincount of 262144 weights 0.30 -> 0.215 ms, XLA 0.27-0.31), with the
+    bits of the select flush and the interpreter's for every special value."""
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    v = _values(dt, it, 19)
+    u = np.resize(v, 19 * 8)
+    idx = (np.arange(u.size) % 8).reshape(-1, 1).astype(np.int32)
+    x = np.resize(v[::-1], 8).astype(dt)
+    text = SCATTER.format(n=u.size, t=t, op=op)
+    seen: list[bool] = []
+    real = flush_ftz.applies
+
+    def spy(opcode, val):  # type: ignore[no-untyped-def]
+        seen.append(real(opcode, val) and not isinstance(val.type, ir.VectorType))
+        return real(opcode, val)
+
+    monkeypatch.setattr(flush_ftz, "applies", spy)
+    with np.errstate(all="ignore"):
+        got = np.asarray(_compile(text)(x, idx, u))
+        assert any(seen) == flush_ftz.target.current().is_x86
+        monkeypatch.setattr(flush_ftz, "applies", lambda *a: False)
+        want = np.asarray(_compile(text)(x, idx, u))
+        ref = np.asarray(xlapy.compile(text, backend="interpreter")(x, idx, u))
+    _same(got, want, it, np.isnan(got) & np.isnan(want))
+    _same(got, ref, it, np.isnan(got) & np.isnan(ref))
+
+
+def test_scalars_only_where_asked() -> None:
+    from llvmlite import ir
+
+    from xlapy.backends.cpu.llvm_util import F32
+
+    (one,) = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [F32]), "f").args
+    x86 = flush_ftz.target.current().is_x86
+    with flush_ftz.in_kernel():
+        assert not flush_ftz.applies("add", one)
+        with flush_ftz.in_kernel(scalars=True):
+            assert flush_ftz.applies("add", one) == x86
+            with flush_ftz.in_kernel():  # (kept inside)
+                assert flush_ftz.applies("add", one) == x86
+        assert not flush_ftz.applies("add", one)
