@@ -45,6 +45,9 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "qr4_batch": (jnp.linalg.qr, [rows(1 << 16, 4).reshape(-1, 4, 4)]),
         "qr8x4_batch": (jnp.linalg.qr, [rows(1 << 16, 4).reshape(-1, 8, 4)]),
         "swap_16x2": (lambda x: jnp.swapaxes(x, 1, 2), [rows(1 << 16, 32).reshape(-1, 16, 2)]),
+        # a matrix times its vector in a loop ran one BLAS sgemm of one column a step (1.4x
+        # XLA's time at 512, 7x at 1024; gemm_small_dot.py)
+        "power_iter": (_power_iter, [rows(512, 512)]),
         # int4 weights unpacked by a stack of the nibbles merged into rows, read through
         # the reshape in scalar code (6x slower than now); bf16 rows over their norms
         # rounded with integer ops (1.3x)
@@ -54,6 +57,17 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
                                                        keepdims=True)).astype(jnp.bfloat16),
                         [f32(8192, 768).astype(jnp.bfloat16)]),
     }
+
+
+def _power_iter(a: Any) -> Any:
+    """200 steps of v <- a v / |a v|."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    def step(i: Any, v: Any) -> Any:
+        w = a @ v
+        return w / jnp.linalg.norm(w)
+    return lax.fori_loop(0, 200, step, jnp.ones(a.shape[0], a.dtype))
 
 
 def _int4_unpack(wq: Any, scale: Any) -> Any:

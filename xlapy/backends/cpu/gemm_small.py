@@ -36,7 +36,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import cache, parallel, target
+from xlapy.backends.cpu import cache, gemm_small_dot, parallel, target
 from xlapy.backends.cpu.dot_shapes import batched_dot, plain_dot
 from xlapy.backends.cpu.llvm_util import (
     F32,
@@ -108,8 +108,8 @@ def shape(m: int, n: int, k: int, f64: bool, rhs_t: bool = False) -> GemmShape |
     rhs not transposed, small enough (MAX_MACS, MAX_RHS_BYTES; on AVX-512 any MACs for
     NARROW_N columns or fewer, and any for an f32 rhs up to WIDE_RHS_BYTES: `_wide`)."""
     t = target.current()
-    if rhs_t or min(m, n, k) < 1 or not t.is_x86:
-        return None
+    if (rhs_t and n != 1) or min(m, n, k) < 1 or not t.is_x86:
+        return None  # (one column lies alike either way: a matrix times a vector's rhs_t)
     if _wide(m, n, k, f64, t.vector_bits):
         return GemmShape(m, n, k, f64)
     if k * n * (8 if f64 else 4) > MAX_RHS_BYTES:
@@ -327,29 +327,42 @@ def _emit(name: str, f64: bool, cols: Columns | None = None) -> ir.Module:
             done |= rows
             rows //= 2
 
-    step = v * lanes
-    full = b.sdiv(n, i64(step))
-    if cols is None or cols.full:
-        with for_range(b, i64(0), full, "cb") as cb:
-            row_blocks(b.mul(cb, i64(step)), v, lanes)
-    c1 = b.mul(full, i64(step))
-    singles = b.sdiv(b.sub(n, c1), i64(lanes))
-    # the whole vectors left (fewer than V): one block of them, one pass over the lhs (a
-    # pass a vector read the lhs twice at 32 columns, a broadcast load an FMA:
-    # 1024x1024x32 1.19x XLA's time)
-    for count in range(1, v):
-        if cols is None or cols.singles == count:
-            with b.if_then(b.icmp_signed("==", singles, i64(count))):
-                row_blocks(c1, count, lanes)
-    c2 = b.add(c1, b.mul(singles, i64(lanes)))
-    rest = b.sub(n, c2)  # < lanes: one block per set bit, widest first
-    width, done = lanes // 2, 0
-    while width >= 1:
-        if cols is None or width in cols.rest:
-            with b.if_then(b.icmp_unsigned("!=", b.and_(rest, i64(width)), i64(0))):
-                row_blocks(b.add(c2, b.and_(rest, i64(done))), 1, width)
-        done |= width
-        width //= 2
+    def general() -> None:
+        step = v * lanes
+        full = b.sdiv(n, i64(step))
+        if cols is None or cols.full:
+            with for_range(b, i64(0), full, "cb") as cb:
+                row_blocks(b.mul(cb, i64(step)), v, lanes)
+        c1 = b.mul(full, i64(step))
+        singles = b.sdiv(b.sub(n, c1), i64(lanes))
+        # the whole vectors left (fewer than V): one block of them, one pass over the lhs (a
+        # pass a vector read the lhs twice at 32 columns, a broadcast load an FMA:
+        # 1024x1024x32 1.19x XLA's time)
+        for count in range(1, v):
+            if cols is None or cols.singles == count:
+                with b.if_then(b.icmp_signed("==", singles, i64(count))):
+                    row_blocks(c1, count, lanes)
+        c2 = b.add(c1, b.mul(singles, i64(lanes)))
+        rest = b.sub(n, c2)  # < lanes: one block per set bit, widest first
+        width, done = lanes // 2, 0
+        while width >= 1:
+            if cols is None or width in cols.rest:
+                with b.if_then(b.icmp_unsigned("!=", b.and_(rest, i64(width)), i64(0))):
+                    row_blocks(b.add(c2, b.and_(rest, i64(done))), 1, width)
+            done |= width
+            width //= 2
+
+    # one column (n = 1): dot products along k instead (gemm_small_dot.py)
+    if cols is not None and not cols.full and not cols.singles and cols.rest == (1,):
+        gemm_small_dot.emit(b, a, w, out, kk, lo, hi, lanes, fma)
+    elif cols is None:
+        with b.if_else(b.icmp_signed("==", n, i64(1))) as (dot, other):
+            with dot:
+                gemm_small_dot.emit(b, a, w, out, kk, lo, hi, lanes, fma)
+            with other:
+                general()
+    else:
+        general()
     with b.if_then(need):
         b.call(ldm, [b.bitcast(saved, I8P)])
     b.ret_void()

@@ -93,6 +93,7 @@ def l2_1mb(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_which_shapes_take_it(l2_1mb: None) -> None:
     assert gemm_small.shape(64, 256, 256, False) is not None
     assert gemm_small.shape(64, 256, 256, False, rhs_t=True) is None  # rhs [n, k]: BLAS
+    assert gemm_small.shape(64, 1, 256, False, rhs_t=True) is not None  # (one column alike)
     wide_regs = target.current().vector_bits == 512
     # over MAX_MACS: f32 on AVX-512 only (WIDE_RHS_BYTES, WIDE_K), never f64
     assert (gemm_small.shape(256, 1024, 128, False) is not None) == wide_regs
