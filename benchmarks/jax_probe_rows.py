@@ -18,6 +18,7 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
     of a fixed length; `spd`: batches of positive definite matrices)."""
     import jax
     import jax.numpy as jnp
+    from jax import lax
 
     return {
         # session 56's cliffs: pairwise scores and distances spelled with broadcasting, a
@@ -48,6 +49,9 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # a matrix times its vector in a loop ran one BLAS sgemm of one column a step (1.4x
         # XLA's time at 512, 7x at 1024; gemm_small_dot.py)
         "power_iter": (_power_iter, [rows(512, 512)]),
+        "loop_bmv": (lambda a, v: lax.fori_loop(0, 50, lambda i, v: jnp.tanh(jnp.einsum(
+            "bij,bj->bi", a, v)), v), [rows(4096, 64).reshape(-1, 64, 64) * 0.1,
+                                       rows(64, 64)]),
         # int4 weights unpacked by a stack of the nibbles merged into rows, read through
         # the reshape in scalar code (6x slower than now); bf16 rows over their norms
         # rounded with integer ops (1.3x)
@@ -60,10 +64,11 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
 
 
 def _power_iter(a: Any) -> Any:
-    """200 steps of v <- a v / |a v|."""
+    """200 steps of v <- a v / |a v| (a's square part: the smoke test's rows are fewer)."""
     import jax.numpy as jnp
     from jax import lax
 
+    a = a[:, :a.shape[0]]
     def step(i: Any, v: Any) -> Any:
         w = a @ v
         return w / jnp.linalg.norm(w)

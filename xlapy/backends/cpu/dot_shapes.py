@@ -73,7 +73,9 @@ def lhs_transposed(instr: Instruction) -> tuple[int, int, int, bool, bool] | Non
 def batched_dot(instr: Instruction) -> tuple[int, int, int, int, bool] | None:
     """(batch, m, n, k, f64) of an f32/f64 dot_general [b..., m, k] x [b..., k, n] ->
     [b..., m, n] (batch dimensions leading and in order, one free and one contracting
-    dimension each: what DotDecomposer leaves), or None."""
+    dimension each: what DotDecomposer leaves; or no free dimension on one side, a batch of
+    matrix-vector [b..., m, k] x [b..., k] or vector-matrix products, laid out as n or m
+    = 1), or None."""
     from xlapy.passes.dot_decomposer import is_canonical
 
     if instr.opcode != "dot_general" or instr.attrs.algorithm is not None:
@@ -82,10 +84,12 @@ def batched_dot(instr: Instruction) -> tuple[int, int, int, int, bool] | None:
     lhs, rhs = (o.shape for o in instr.operands)
     et = instr.shape.element_type
     if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)) or \
-            nb == 0 or lhs.rank != nb + 2 or rhs.rank != nb + 2 or not is_canonical(instr):
+            nb == 0 or lhs.rank + rhs.rank < 2 * nb + 3 or not is_canonical(instr):
         return None
     batch = prod(lhs.dimensions[:nb])
-    m, k, n = lhs.dimensions[nb], lhs.dimensions[nb + 1], rhs.dimensions[nb + 1]
+    k = lhs.dimensions[-1]
+    m = lhs.dimensions[nb] if lhs.rank == nb + 2 else 1
+    n = rhs.dimensions[nb + 1] if rhs.rank == nb + 2 else 1
     if min(batch, m, n, k) < 1 or max(batch * m * k, batch * k * n, batch * m * n) > _INT_MAX:
         return None
     return batch, m, n, k, et == ET.F64
