@@ -331,8 +331,12 @@ def build_ahead() -> None:
 
 def fortran() -> Any:
     """The Fortran-signature function (a ctypes function, like blas._fn's)."""
-    _, addr = _compile(target.current())
-    return _fortran(addr)
+    return _fortran(fortran_address())
+
+
+def fortran_address() -> int:
+    """The Fortran-signature function's address (regions' GEMM steps call it natively)."""
+    return _compile(target.current())[1]
 
 
 def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -360,4 +364,5 @@ def routes(m: int, n: int, k: int, ta: bytes, tb: bytes, beta: float) -> bool:
             and MIN_M <= m <= MAX_M and (k >= MIN_K or short) and available())
 
 
-__all__ = ["available", "fortran", "gemm", "routes", "tile", "Tile", "MR", "KC", "NC", "MC"]
+__all__ = ["available", "fortran", "fortran_address", "gemm", "routes", "tile", "Tile", "MR",
+           "KC", "NC", "MC"]

@@ -258,9 +258,10 @@ def plan(members: list[Member | None], threads: int, min_cost: int) -> list[list
 #: row bytes, then the Fortran argument cells (little-endian, read in place by BLAS).
 _G_FN, _G_TABLE, _G_LHS, _G_RHS, _G_OUT, _G_LROW, _G_OROW = range(7)
 _G_TA, _G_TB, _G_N, _G_K, _G_ALPHA, _G_LDA, _G_LDB, _G_BETA, _G_LDC = range(7, 16)
-#: ... and, for a batched product (Gemm.batch > 1: gemm_small's `batch`), the rows of each.
-_G_M = 16
-_G_WORDS = 17
+#: ... and, for a batched product (Gemm.batch > 1: gemm_small's `batch`), the rows of each;
+#: then the most rows one call takes (0: all; gemm_f32's MAX_M where it is the function).
+_G_M, _G_STEP = 16, 17
+_G_WORDS = 18
 
 
 def build_ahead() -> None:
@@ -314,12 +315,23 @@ def _emit_runtime() -> ir.Module:
         return base if row_bytes is None else b.gep(base, [b.mul(lo, word(row_bytes))])
 
     m = b.alloca(I32)
-    b.store(b.trunc(b.sub(hi, lo), I32), m)
     blas_t = ir.FunctionType(VOID, [I8P] * 13)
     fn = b.inttoptr(word(_G_FN), blas_t.as_pointer())
-    b.call(fn, [cell(_G_TA), cell(_G_TB), cell(_G_N), b.bitcast(m, I8P), cell(_G_K),
-                cell(_G_ALPHA), rows(_G_RHS, None), cell(_G_LDA), rows(_G_LHS, _G_LROW),
-                cell(_G_LDB), cell(_G_BETA), rows(_G_OUT, _G_OROW), cell(_G_LDC)])
+    total = b.sub(hi, lo)
+    most = word(_G_STEP)  # (calls of at most this many rows: gemm_f32's)
+    whole = b.select(b.icmp_signed(">", total, i64(0)), total, i64(1))
+    most = b.select(b.icmp_signed(">", most, i64(0)), most, whole)
+    calls = b.sdiv(b.add(total, b.sub(most, i64(1))), most)
+    with for_range(b, i64(0), calls, name="call") as j:
+        first = b.add(lo, b.mul(j, most))
+        left = b.sub(hi, first)
+        b.store(b.trunc(b.select(b.icmp_signed("<", left, most), left, most), I32), m)
+
+        def at(slot: int, row_bytes: int) -> ir.Value:
+            return b.gep(b.load(b.gep(table, [word(slot)])), [b.mul(first, word(row_bytes))])
+        b.call(fn, [cell(_G_TA), cell(_G_TB), cell(_G_N), b.bitcast(m, I8P), cell(_G_K),
+                    cell(_G_ALPHA), rows(_G_RHS, None), cell(_G_LDA), at(_G_LHS, _G_LROW),
+                    cell(_G_LDB), cell(_G_BETA), at(_G_OUT, _G_OROW), cell(_G_LDC)])
     b.ret_void()
     return mod
 
@@ -338,6 +350,14 @@ def gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
     size = 8 if g.f64 else 4
     d = np.zeros(_G_WORDS, np.int64)
     d[_G_FN] = blas.function_address("dgemm" if g.f64 else "sgemm")
+    if not g.f64 and g.small is None:  # rows of at most MAX_M through gemm_f32, as blas.gemm
+        # routes a chunk (its bits never depend on the rows of a call): a region's 512-row
+        # halves of a 1024^3 product had gone to OpenBLAS, 1.1x XLA's time with a tanh
+        from xlapy.backends.cpu import gemm_f32
+
+        ta, tb = (b"T" if g.rhs_t else b"N"), (b"T" if g.lhs_t else b"N")
+        if gemm_f32.routes(gemm_f32.MAX_M, g.n, g.k, ta, tb, 0.0):
+            d[_G_FN], d[_G_STEP] = gemm_f32.fortran_address(), gemm_f32.MAX_M
     d[_G_TABLE] = table
     d[_G_LHS], d[_G_RHS], d[_G_OUT] = g.lhs, g.rhs, g.out
     # (an lhs stored [k, m]: its rows are columns of the stored matrix, `T` with ld m)

@@ -297,3 +297,57 @@ def test_a_region_splits_where_every_member_may() -> None:
     region = regions.Region("r", [member(3), member(16), member(1)])
     assert region.align == 48
     assert all(c % 48 == 0 for c in region.cuts()[:-1]) and len(region.cuts()) > 2
+
+
+#: tanh(x @ w) and x @ w: a row region of a GEMM and a kernel, and the product alone.
+WIDE = """
+func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>)
+    -> (tensor<{m}x{n}xf32>, tensor<{m}x{n}xf32>) {{
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]
+       : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %1 = stablehlo.tanh %0 : tensor<{m}x{n}xf32>
+  return %1, %0 : tensor<{m}x{n}xf32>, tensor<{m}x{n}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2], indirect=True)
+def test_a_wide_region_gemm_runs_gemm_f32_in_chunks(threads: int) -> None:
+    """A region's GEMM that blas.gemm would route to gemm_f32 calls it too, natively, in
+    calls of at most MAX_M rows (regions.gemm_descriptor: its 512-row halves of a 1024^3
+    product had gone to OpenBLAS, 1.1x XLA's time with a tanh; now 1.0): the product's bits
+    are gemm_f32's for the whole product, for any thread count."""
+    from xlapy.backends.cpu import gemm_f32
+
+    if not gemm_f32.available():
+        pytest.skip("no gemm_f32 here")
+    from xlapy.backends.cpu import gemm_small
+
+    m, k, n = 600, 512, 1024
+    assert gemm_f32.routes(gemm_f32.MAX_M, n, k, b"N", b"N", 0.0)
+    if gemm_small.shape(m, n, k, False) is not None:
+        pytest.skip("gemm_small's here (its own loop nest, not BLAS)")
+    made: list[np.ndarray] = []
+    real = regions.gemm_descriptor
+    orig = executable.regions.gemm_descriptor
+
+    def spy(g: regions.Gemm, table: int) -> np.ndarray:
+        made.append(real(g, table))
+        return made[-1]
+    regions.gemm_descriptor = spy  # type: ignore[assignment]
+    try:
+        rng = np.random.default_rng(4)
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        w = rng.standard_normal((k, n)).astype(np.float32)
+        text = WIDE.format(m=m, k=k, n=n)
+        prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
+        assert "row-parallel" in prog._exe.explain()
+        t, y = (np.asarray(v) for v in prog(x, w))
+    finally:
+        regions.gemm_descriptor = orig  # type: ignore[assignment]
+    assert made and made[0][regions._G_FN] == gemm_f32.fortran_address()
+    assert made[0][regions._G_STEP] == gemm_f32.MAX_M
+    alone = np.empty((m, n), np.float32)
+    gemm_f32.gemm(x, w, alone)  # (one call of all the rows: its bits depend on the shape)
+    np.testing.assert_array_equal(y, alone)
+    np.testing.assert_allclose(t, np.tanh(x.astype(np.float64) @ w), rtol=1e-5, atol=1e-4)
