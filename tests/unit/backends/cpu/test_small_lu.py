@@ -30,16 +30,6 @@ def jit_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return ran
 
 
-@pytest.fixture
-def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The kinds of small_lu's functions looked up (a thunk's first run, a native step)."""
-    kinds: list[str] = []
-    real = small_lu.function
-    monkeypatch.setattr(small_lu, "function", lambda kind, *a: (kinds.append(kind),
-                                                                 real(kind, *a))[1])
-    return kinds
-
-
 def _data(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 

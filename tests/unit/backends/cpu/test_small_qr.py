@@ -19,16 +19,6 @@ jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
 
-@pytest.fixture
-def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The kinds of small_lu's functions looked up (a thunk's first run, a native step)."""
-    kinds: list[str] = []
-    real = small_lu.function
-    monkeypatch.setattr(small_lu, "function", lambda kind, *a: (kinds.append(kind),
-                                                                 real(kind, *a))[1])
-    return kinds
-
-
 def _cases(m: int, n: int, dtype: Any) -> np.ndarray:
     """Matrices whose columns take each of ?larfg's paths."""
     a = np.random.default_rng(m * 17 + n).standard_normal((6, m, n)).astype(dtype)
