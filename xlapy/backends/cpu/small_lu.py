@@ -15,6 +15,8 @@ the transposed view, left-looking, stopping at the first non-positive pivot with
 LAPACK leaves), so results agree with LAPACK
 within rounding, not bit for bit: OpenBLAS's own kernels (a left-looking getf2 whose dot and
 gemv sums are ordered by the CPU's kernel) give other bits on other CPUs anyway.
+small_qr.py's geqrf and orgqr are functions of this module's kind too (built, cached and
+run through `function` and `runner`).
 """
 
 from __future__ import annotations
@@ -248,8 +250,9 @@ def function(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...] = 
 
 def takes(routine: str, t: str, operands: list[tuple[int, ...]],
           flags: tuple[Any, ...]) -> tuple[str, tuple[int, ...]] | None:
-    """(kind, dims) of the function for a getrf of a [.., m, n] or a trsm of a [.., s, s], b
-    [.., s, m] (flags: left, lower, trans, unit), or None: complex, a right solve, more than
+    """(kind, dims) of the function for a getrf / potrf of a [.., n, n], a trsm of a [.., s,
+    s], b [.., s, m] (flags: left, lower, trans, unit), a geqrf of a [.., m, n] or an orgqr
+    of a [.., m, n], tau [.., k] (small_qr.py's), or None: complex, a right solve, more than
     MAX_N rows or columns, a target that cannot run here."""
     if t not in _TYPES or routine not in ("getrf", "potrf", "trsm", "geqrf", "orgqr") or \
             not target.current().runs_here:
@@ -272,7 +275,7 @@ def takes(routine: str, t: str, operands: list[tuple[int, ...]],
 
 
 def runner(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]
-            ) -> Callable[[int, int, tuple[int, int, int]], None]:
+           ) -> Callable[[int, int, tuple[int, int, int]], None]:
     """run(batch, threads, pointers): the function over the batch, split over the threads
     from SPLIT_ELEMENTS (each range whole on one thread: the bits never depend on it)."""
     tgt = target.current()
