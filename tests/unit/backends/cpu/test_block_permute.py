@@ -80,7 +80,7 @@ def test_lower_targets(name: str) -> None:
 
 
 @pytest.mark.parametrize(("shape", "perm"), [((64, 8, 8), (0, 2, 1)),  # transpose_lib's
-                                             ((64, 3, 3), (0, 2, 1)),  # group of 576 bytes
+                                             ((64, 5, 7), (0, 2, 1)),  # group over 256 B
                                              ((64, 16, 2), (2, 1, 0))])  # moves dimension 0
 def test_what_it_does_not_take(shape: tuple[int, ...], perm: tuple[int, ...]) -> None:
     prog = xlapy.compile(_text(shape, perm, np.float32), backend="cpu")
