@@ -17,6 +17,18 @@ from xlapy.backends.cpu import gemm_small, gemm_small_dot, target
 jax = pytest.importorskip("jax")
 
 
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The Gemm steps loop_steps.native_gemm made (None where a dot keeps its Python step)."""
+    from xlapy.backends.cpu import loop_steps
+
+    got: list[Any] = []
+    real = loop_steps.native_gemm
+    monkeypatch.setattr(loop_steps, "native_gemm", lambda exe, i: got.append(
+        real(exe, i)) or got[-1])
+    return got
+
+
 @pytest.mark.parametrize(("m", "k"), [(1, 1), (3, 5), (8, 16), (13, 47), (64, 256),
                                       (257, 1000)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -54,15 +66,7 @@ def test_row_splits_give_the_same_bits(name: str) -> None:
     assert m % gemm_small_dot.ROWS  # (a rest of rows)
 
 
-def test_a_loop_of_matrix_vector_products_takes_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from xlapy.backends.cpu import loop_steps
-
-    if not target.current().has("fma"):  # (a batch step only with FMA: loop_steps.native_gemm)
-        pytest.skip("no FMA: batched products keep their Python step")
-    made: list[Any] = []
-    real = loop_steps.native_gemm
-    monkeypatch.setattr(loop_steps, "native_gemm", lambda exe, i: made.append(
-        real(exe, i)) or made[-1])
+def test_a_loop_of_matrix_vector_products_takes_it(made: list[Any]) -> None:
     rng = np.random.default_rng(2)
     a = rng.standard_normal((300, 300)).astype(np.float32) / 20
     v = rng.standard_normal(300).astype(np.float32)
@@ -80,18 +84,12 @@ def test_a_loop_of_matrix_vector_products_takes_it(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize("spec", ["bij,bj->bi", "bj,bjk->bk"])
 def test_a_loop_of_batched_matrix_vector_products_takes_it(
-        spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        spec: str, made: list[Any]) -> None:
     """A batch of matrix-vector (or vector-matrix) products in a loop body is gemm_small's
     batch step too (dot_shapes.batched_dot: an operand without a free dimension is n or m =
     1); it was a Python BLAS step: 64 [64, 64] @ [64] 24.7 us a step, XLA 13, now ~12."""
-    from xlapy.backends.cpu import loop_steps
-
     if not target.current().has("fma"):  # (a batch step only with FMA: loop_steps.native_gemm)
         pytest.skip("no FMA: batched products keep their Python step")
-    made: list[Any] = []
-    real = loop_steps.native_gemm
-    monkeypatch.setattr(loop_steps, "native_gemm", lambda exe, i: made.append(
-        real(exe, i)) or made[-1])
     rng = np.random.default_rng(3)
     a = (rng.standard_normal((16, 24, 24)) * 0.2).astype(np.float32)
     v = rng.standard_normal((16, 24)).astype(np.float32)
