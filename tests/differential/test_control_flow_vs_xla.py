@@ -218,3 +218,49 @@ def test_nested_while_in_cond() -> None:
         for nv in (0, 5, 17):
             assert_same(ours(comp, np.bool_(pv), np.int32(nv)),
                         np.asarray(fn(pv, np.int32(nv))), what=f"p={pv} n={nv}")
+
+
+def test_a_function_called_twice_builds_its_loops_once() -> None:
+    """jax.random.beta draws two gammas through one private function: inlined, its
+    rejection loops were two copies planned and compiled twice (computation_dedup.py):
+    16 loop executables where one gamma draw has 10."""
+    def beta(k: Any) -> Any:
+        return jax.random.beta(jax.random.wrap_key_data(k), 2.0, 3.0, (512,), jnp.float32)
+
+    def gamma(k: Any) -> Any:
+        return jax.random.gamma(jax.random.wrap_key_data(k), 2.0, (512,), jnp.float32)
+
+    def loops(exe: Any) -> set[int]:
+        return {id(s) for _, s in exe.subexecs}.union(*[loops(s) for _, s in exe.subexecs])
+
+    key = np.asarray(jax.random.key_data(jax.random.key(0)))
+    prog = xlapy.compile(jax.jit(beta).lower(key).as_text(), backend="cpu")
+    np.testing.assert_allclose(np.asarray(prog(key)), np.asarray(jax.jit(beta)(key)),
+                               rtol=2e-6, atol=1e-7)
+    assert not list(prog._exe.fallbacks())
+    one = xlapy.compile(jax.jit(gamma).lower(key).as_text(), backend="cpu")
+    assert len(loops(prog._exe)) <= len(loops(one._exe)) + 2  # (the beta's own two)
+
+
+def test_loops_sharing_regions_keep_each_result() -> None:
+    """Three loops over one body (made one by computation_dedup.py), the first's result
+    read after the others ran: a shared executable's buffers must not carry results over."""
+    def f(a: Any, x: Any, y: Any) -> Any:
+        def loop(v: Any, n: int) -> Any:
+            def body(i: Any, v: Any) -> Any:
+                w = jnp.tanh(a @ v) + jnp.sort(v, axis=0) * 0.1
+                return lax.cond(i % 3 == 0, lambda: w * 0.5, lambda: w)
+            return lax.fori_loop(0, n, body, v)
+        r1 = loop(x, 5)
+        r2 = loop(y, 7)
+        return r1 - r2 * 2 + loop(r1 + 1, 5) * 3, r1, r2
+
+    rng = np.random.default_rng(0)
+    args = [(rng.standard_normal((64, 64)) * 0.1).astype(np.float32),
+            rng.standard_normal((64, 8)).astype(np.float32),
+            rng.standard_normal((64, 8)).astype(np.float32)]
+    prog = xlapy.compile(jax.jit(f).lower(*args).as_text(), backend="cpu")
+    want = jax.jit(f)(*args)
+    for _ in range(2):
+        for got, w in zip(prog(*args), want):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(w), rtol=1e-5, atol=1e-5)

@@ -51,8 +51,10 @@ class Computation:
                 op.users.append(instr)
         self.instructions.append(instr)
         if instr.opcode == "parameter":
-            self.parameters.append(instr)
-            self.parameters.sort(key=lambda p: p.parameter_number)
+            params = self.parameters
+            params.append(instr)
+            if len(params) > 1 and params[-2].parameter_number > instr.parameter_number:
+                params.sort(key=lambda p: p.parameter_number)  # (clones add them in order)
         return instr
 
     def remove(self, instr: Instruction) -> None:

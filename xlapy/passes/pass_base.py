@@ -170,6 +170,25 @@ def replace_each(comp: Computation, found: list[Instruction],
     return bool(found)
 
 
+def region_callers(module: Module) -> tuple[dict[int, int], set[int]]:
+    """id(computation) -> how many instructions call it, in the computations the entry
+    reaches (a function already inlined may still be listed until DCE); and the ids of
+    those computations."""
+    count: dict[int, int] = {}
+    stack = [module.entry] if module.entry is not None else list(module.computations)
+    seen: set[int] = set()
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        for i in c.instructions:
+            for callee in i.called:
+                count[id(callee)] = count.get(id(callee), 0) + 1
+                stack.append(callee)
+    return count, seen
+
+
 def sort_instructions(comp: Computation) -> None:
     """Restore the invariant that each instruction follows its operands (list order)."""
     comp.instructions = comp.post_order()

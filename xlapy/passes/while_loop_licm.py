@@ -27,6 +27,7 @@ from xlapy.passes.pass_base import (
     op_has_side_effects,
     packed_state,
     pure_custom_call,
+    region_callers,
     sort_instructions,
 )
 from xlapy.types import Shape
@@ -129,7 +130,10 @@ class WhileLoopInvariantCodeMotion(Pass):
 
     def run(self, module: Module) -> bool:
         changed = False
+        self._callers, reached = region_callers(module)
         for comp in module.post_order():
+            if id(comp) not in reached:
+                continue  # (left for DCE; its loops may share regions with a reached one's)
             for w in [i for i in comp.instructions if i.opcode == "while"]:
                 changed |= self._hoist(module, comp, w)
         return changed
@@ -170,11 +174,18 @@ class WhileLoopInvariantCodeMotion(Pass):
                     i.called, i.name, i.meta))
         new_elems = [mapping[id(c)] for c in carried]
         self.hoisted += [c.name for c in carried]
-        # new cond/body (clones, so another loop sharing them is unaffected)
-        new_cond = module.add_computation(cond.clone(cond.name + ".licm"))
-        new_body = module.add_computation(body.clone(body.name + ".licm"))
-        index = {id(i): pos for pos, i in enumerate(body.post_order())}
-        body_order = list(new_body.instructions)  # clone() adds in body.post_order()
+        # cond/body changed in place; clones if another loop calls them (left unaffected)
+        if any(self._callers.get(id(c), 0) > 1 for c in (cond, body)):
+            for c in (cond, body):
+                self._callers[id(c)] -= 1
+            new_cond = module.add_computation(cond.clone(cond.name + ".licm"))
+            new_body = module.add_computation(body.clone(body.name + ".licm"))
+            self._callers[id(new_cond)] = self._callers[id(new_body)] = 1
+            index = {id(i): pos for pos, i in enumerate(body.post_order())}
+            body_order = list(new_body.instructions)  # clone() adds in body.post_order()
+            olds = [body_order[index[id(c)]] for c in carried]
+        else:  # (cloning every hoist's loop was a third of a large loop nest's passes)
+            new_cond, new_body, olds = cond, body, carried
         shapes = [e.shape for e in new_elems]
         if packed:
             state = Shape.tuple(list(w.shape.tuple_shapes) + shapes)
@@ -196,8 +207,7 @@ class WhileLoopInvariantCodeMotion(Pass):
             new_w_operands = outer + new_elems
         root = new_body.root
         assert root is not None
-        for c, r in zip(carried, reads):
-            old = body_order[index[id(c)]]
+        for old, r in zip(olds, reads):
             old.replace_all_uses_with(r)
         if packed or new_body.multi_result:
             outs = list(root.operands) + reads

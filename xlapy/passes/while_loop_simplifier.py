@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.attrs import ComparisonDirection
-from xlapy.passes.pass_base import Pass, packed_state, sort_instructions
+from xlapy.passes.pass_base import Pass, packed_state, region_callers, sort_instructions
 from xlapy.passes.while_loop_dead_state import remove_dead_state
 
 
@@ -92,7 +92,7 @@ class WhileLoopSimplifier(Pass):
 
     def run(self, module: Module) -> bool:
         changed = False
-        self._callers, reached = _callers(module)
+        self._callers, reached = region_callers(module)
         for comp in module.post_order():
             if id(comp) not in reached:
                 continue  # (left for DCE: it may share loop regions with a reached one)
@@ -154,8 +154,8 @@ class WhileLoopSimplifier(Pass):
             body = module.add_computation(body.clone(body.name + ".sunk"))
             self._callers[id(cond)] = self._callers[id(body)] = 1
             w.called = [cond, body]
-        for k in todo:
-            for region in (cond, body):
+        for region in (cond, body):
+            for k in todo:
                 for use in _element_uses(region, k, packed):
                     users = [u for u in use.users if not (region is body and u is body.root)]
                     if not users:
@@ -163,27 +163,8 @@ class WhileLoopSimplifier(Pass):
                     c = _copy_into(region, init[k])
                     for u in users:
                         u.replace_operand_with(use, c)
-                sort_instructions(region)
+            sort_instructions(region)  # (once: a sort per element was most of a compile)
         return True
-
-
-def _callers(module: Module) -> tuple[dict[int, int], set[int]]:
-    """id(computation) -> how many instructions call it, in the computations the entry
-    reaches (a function already inlined may still be listed until DCE); and the ids of
-    those computations."""
-    count: dict[int, int] = {}
-    stack = [module.entry] if module.entry is not None else list(module.computations)
-    seen: set[int] = set()
-    while stack:
-        c = stack.pop()
-        if id(c) in seen:
-            continue
-        seen.add(id(c))
-        for i in c.instructions:
-            for callee in i.called:
-                count[id(callee)] = count.get(id(callee), 0) + 1
-                stack.append(callee)
-    return count, seen
 
 
 def _sinkable(x: Instruction) -> bool:

@@ -208,3 +208,36 @@ def test_hoists_a_pure_custom_call_and_its_tuple_elements() -> None:
             assert ("custom_call" in _ops(_body(m))) != hoisted
     finally:
         unregister_custom_call("licm_pair")
+
+
+def test_a_loops_own_regions_change_in_place() -> None:
+    def fn(e: Emitter, i: object, x: object, y: object) -> object:
+        return e.add(y, e.tanh(x))
+
+    m = _loop(fn, packed=False)
+    body = _body(m)
+    n = len(m.computations)
+    p = WhileLoopInvariantCodeMotion()
+    run_passes(m, [p])
+    assert p.hoisted and _body(m) is body and len(m.computations) == n
+
+
+def test_regions_two_loops_call_are_copied_for_each() -> None:
+    g = HloBuilder()
+    x = g.param(S)
+    shapes = ["s32[]", S, S]
+    c = g.sub("cond", shapes, lambda e, i, y, xx: e.cmp(i, e.const(3, "s32"), "LT"))
+    b = g.sub("body", shapes, lambda e, i, y, xx: e.tuple(
+        e.add(i, e.const(1, "s32")), e.add(y, e.tanh(xx)), xx))
+    b.multi_result = True
+    ws = [g.op("while", g.const(0, "s32"), g.splat(0.0, S), init, called=[c, b])
+          for init in (x, g.negate(x))]
+    m = g.build(g.tuple(*[g.get_tuple_element(w, index=1) for w in ws]))
+    xs = np.linspace(-1, 1, 8, dtype=np.float32)
+    before = Interpreter().run_module(m, [xs])
+    run_passes(m, [WhileLoopInvariantCodeMotion(), TupleSimplifier(), DeadCodeElimination()])
+    ws = [i for i in m.entry.instructions if i.opcode == "while"]
+    assert len(ws) == 2 and ws[0].called[1] is not ws[1].called[1]
+    assert all("tanh" not in _ops(w.called[1]) for w in ws)
+    for got, want in zip(Interpreter().run_module(m, [xs]), before):
+        np.testing.assert_array_equal(got, want)

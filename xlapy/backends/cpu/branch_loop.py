@@ -180,13 +180,21 @@ def _plan_new(roots: list[Computation], plans: dict[str, Any], options: CpuOptio
     """Add fusion plans for `roots` and what they run to `plans` (keyed by name), first
     renaming each new computation whose name a different one's plan holds: a rewritten body
     keeps its loop's name, and a branch's once-body is built for a trip and for a chain; a
-    plan found under the wrong computation is a loud "stale plan" error."""
+    plan found under the wrong computation is a loud "stale plan" error. Two new ones of
+    one name (the chains of two case instructions over one branch: computation_dedup.py
+    shares identical branches) are told apart too; a case chain's condition keeps its
+    nested_loop.PICKED suffix."""
+    from xlapy.backends.cpu.nested_loop import PICKED
+
+    taken: set[str] = set()
     for c in executed_computations(roots):
         k, name = 1, c.name
-        while (got := plans.get(name)) is not None and got.comp is not c:
+        stem, end = (name[:-len(PICKED)], PICKED) if name.endswith(PICKED) else (name, "")
+        while name in taken or ((got := plans.get(name)) is not None and got.comp is not c):
             k += 1
-            name = f"{c.name}.{k}"
+            name = f"{stem}.{k}{end}"
         c.name = name
+        taken.add(name)
     plans.update(plan_all(roots, options))
 
 

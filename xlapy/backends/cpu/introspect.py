@@ -63,12 +63,16 @@ class Introspection:
             out += sub.all_objects()
         return out
 
-    def kernels(self) -> list[tuple[str, str]]:
-        """(kernel name, root instruction) of every compiled kernel, nested too."""
+    def kernels(self, seen: set[int] | None = None) -> list[tuple[str, str]]:
+        """(kernel name, root instruction) of every compiled kernel, nested too; a
+        sub-executable loops share (branch_loop.sharing) counts once."""
+        seen = set() if seen is None else seen
         out = [(f"{self.comp.name}.{r[2].split()[1]}", r[0]) for r in self.report
                if r[2].startswith("kernel ")]
         for _, sub in self.subexecs:
-            out += sub.kernels()
+            if sub is not None and id(sub) not in seen:
+                seen.add(id(sub))
+                out += sub.kernels(seen)
         return out
 
 

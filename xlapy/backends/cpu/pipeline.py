@@ -101,7 +101,8 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     iota read as top_k made chlo.top_k again (topk_select.py), while conditions that return
     a state element as it is made a compare (cond_root.py), strided slices of whole rows
     as columns and reshapes merging a stack's short last dimension moved after the
-    element-wise ops reading them (stack_reshape.py), then the cpu fusion."""
+    element-wise ops reading them (stack_reshape.py), calls of identical computations
+    made calls of one (computation_dedup.py), then the cpu fusion."""
     from xlapy.backends.cpu.column_sums import SplitColumnSums
     from xlapy.backends.cpu.cond_root import CondRootKernel
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution
@@ -117,6 +118,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.total_minmax import TotalMinMax
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
     from xlapy.backends.cpu.widened_rows import ShareWidenedRows
+    from xlapy.passes.computation_dedup import ComputationDeduplicator
     from xlapy.passes.pipelines import backend_pipeline
 
     target_ = (options or CpuOptions.make()).target
@@ -126,5 +128,6 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                             ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
                             TotalMinMax(), WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CondRootKernel(),
-                            StridedSlicesAsColumns(), SinkStackReshapes(), CpuFusion(options)],
+                            StridedSlicesAsColumns(), SinkStackReshapes(),
+                            ComputationDeduplicator(), CpuFusion(options)],
                     verify, print_after_all)
