@@ -52,6 +52,19 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "loop_bmv": (lambda a, v: lax.fori_loop(0, 50, lambda i, v: jnp.tanh(jnp.einsum(
             "bij,bj->bi", a, v)), v), [rows(4096, 64).reshape(-1, 64, 64) * 0.1,
                                        rows(64, 64)]),
+        # session 59's: a cached matrix a loop reads every step, from a misaligned numpy
+        # array (split cache lines every load: 1.3-1.5x XLA's time; realign.py copies it),
+        # and two gamma draws through one function (their loops built twice: the compile
+        # 1.8x XLA's; computation_dedup.py)
+        "loop_mv256": (lambda a, v: lax.fori_loop(0, 200, lambda i, v: jnp.tanh(a @ v), v),
+                       [_misaligned(f32(256, 256) * 0.06), f32(256)]),
+        "beta_sample": (_beta_sample(f32(65536).size),
+                        [np.asarray(jax.random.key_data(jax.random.key(0)))]),
+        # complex small solves and inverses: LAPACK per matrix (1.1-1.2x XLA's time;
+        # small_lu_complex.py)
+        "solve_c64_4": (jax.vmap(jnp.linalg.solve), [_complex(f32(8192, 4, 4), f32(8192, 4, 4)),
+                                                     _complex(f32(8192, 4), f32(8192, 4))]),
+        "inv_c128_8": (jnp.linalg.inv, [_complex(f32(2048, 8, 8), f32(2048, 8, 8), True)]),
         # int4 weights unpacked by a stack of the nibbles merged into rows, read through
         # the reshape in scalar code (6x slower than now); bf16 rows over their norms
         # rounded with integer ops (1.3x)
@@ -61,6 +74,26 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
                                                        keepdims=True)).astype(jnp.bfloat16),
                         [f32(8192, 768).astype(jnp.bfloat16)]),
     }
+
+
+def _complex(re: np.ndarray, im: np.ndarray, wide: bool = False) -> np.ndarray:
+    return (re + 1j * im).astype(np.complex128 if wide else np.complex64)
+
+
+def _misaligned(a: np.ndarray) -> np.ndarray:
+    """A copy of `a` starting 16 bytes past a cache line (as malloc places most arrays)."""
+    buf = np.empty(a.nbytes + 128, np.uint8)
+    off = -buf.ctypes.data % 64 + 16
+    out = buf[off: off + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def _beta_sample(n: int) -> Callable[[Any], Any]:
+    """n beta(2, 3) variates from a raw key: two gamma draws, each a rejection loop."""
+    import jax
+
+    return lambda k: jax.random.beta(jax.random.wrap_key_data(k), 2.0, 3.0, (n,))
 
 
 def _power_iter(a: Any) -> Any:

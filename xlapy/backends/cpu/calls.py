@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from xlapy import denormal
-from xlapy.backends.cpu import lanes, recycle, target, thunks
+from xlapy.backends.cpu import lanes, realign, recycle, target, thunks
 from xlapy.backends.cpu.fp_env import mxcsr_once
 from xlapy.backends.cpu.llvm_util import collect_objects
 from xlapy.backends.ownership import own
@@ -77,6 +77,9 @@ class Calls:
     _table: Any
     _vals0: list[Any]
     _last: list[tuple[Any, ...]]
+    #: Parameters copied to alignment when misaligned (realign.py), their buffers by index.
+    _realign: frozenset[int]
+    _scratch: dict[int, Any]
     _arena: list[Any] | None
     _own: Any
     _root_slot: int
@@ -206,6 +209,15 @@ class Calls:
                 if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
                     a = np.array(a, order="C")
             if isinstance(a, np.ndarray):
+                if k in self._realign and a.ctypes.data % realign.ALIGN:
+                    # (copied every call: the caller may change it in place in between)
+                    a, buf = realign.aligned(a, self._scratch.get(k) if last else None)
+                    if last is not None:
+                        self._scratch[k] = buf
+                        last[k] = (None, 0, None, None)
+                    table[s] = thunks.ptr(a)
+                    vals[s] = a
+                    continue
                 p = thunks.ptr(a)
                 table[s] = p
                 if last is not None:

@@ -49,6 +49,7 @@ from xlapy.backends.cpu import (
     once,
     op_emit,
     parallel,
+    realign,
     recycle,
     regions,
     threads,
@@ -276,6 +277,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                          p.shape.dtype if p.shape.is_array else None, p.shape,
                          f"argument {p.parameter_number} of {comp.name}") for p in params]
         self._root_slot = self.slot[id(comp.root)] if comp.root is not None else 0
+        self._realign = frozenset() if self.options.nested else realign.loop_read(comp)
+        self._scratch = {}
         #: Per-call state reused under self._lock: the pointer table with constants and the
         #: arena filled in, the values list they start from, the last arguments' pointers.
         self._table: Any = None

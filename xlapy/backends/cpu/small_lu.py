@@ -1,6 +1,7 @@
 """Batches of small real LU factorizations (?getrf), lower Cholesky factorizations (?potrf)
 and left triangular solves (?trsm) as JIT loops with each matrix's rows in vector registers:
-jnp.linalg.inv / solve / cholesky / cho_solve under vmap.
+jnp.linalg.inv / solve / cholesky / cho_solve under vmap (complex getrf and trsm:
+small_lu_complex.py, through the same functions).
 
 LAPACK costs ~200 ns a call before any arithmetic (OpenBLAS takes its locked buffer
 allocator, and getrf wants the batch transposed to Fortran order and back): 65536 4 x 4
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from xlapy.backends.cpu import cache, parallel, target
+from xlapy.backends.cpu import cache, parallel, small_lu_complex, target
 from xlapy.backends.cpu.batch_call import check_info
 from xlapy.backends.cpu.llvm_util import (
     F32,
@@ -54,8 +55,10 @@ MAX_N = 16
 #: Matrix elements (a batch's) from which it splits over the threads.
 SPLIT_ELEMENTS = 1 << 14
 NAME = "xlapy_small"
-_SFMIN = {"s": float(np.finfo(np.float32).tiny), "d": float(np.finfo(np.float64).tiny)}
-_TYPES = {"s": (F32, np.float32), "d": (F64, np.float64)}
+_SFMIN = {t: float(np.finfo(np.float32 if t in "sc" else np.float64).tiny) for t in "sdcz"}
+#: (the LLVM type of an element or of its parts, the NumPy type) by LAPACK prefix.
+_TYPES = {"s": (F32, np.float32), "d": (F64, np.float64), "c": (F32, np.complex64),
+          "z": (F64, np.complex128)}
 
 
 def _load_rows(b: ir.IRBuilder, base: ir.Value, rows: int, cols: int, vt: ir.VectorType,
@@ -202,20 +205,29 @@ def _module(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]) ->
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     et, _ = _TYPES[t]
     a0 = b.inttoptr(p0, et.as_pointer())
+    w = 2 if t in "cz" else 1  # (parts an element)
     with for_range(b, lo, hi, "m") as k:
         if kind == "getrf":
             (n,) = dims
-            a = b.gep(a0, [b.mul(k, i64(n * n))])
+            a = b.gep(a0, [b.mul(k, i64(w * n * n))])
             piv = b.gep(b.inttoptr(p1, I32.as_pointer()), [b.mul(k, i64(n))])
-            _getrf_body(b, t, n, a, piv, b.gep(b.inttoptr(p2, I32.as_pointer()), [k]))
+            info = b.gep(b.inttoptr(p2, I32.as_pointer()), [k])
+            if w == 2:
+                small_lu_complex.getrf_body(b, n, a, piv, info, _SFMIN[t])
+            else:
+                _getrf_body(b, t, n, a, piv, info)
         elif kind == "potrf":
             (n,) = dims
             _potrf_body(b, t, n, b.gep(a0, [b.mul(k, i64(n * n))]),
                         b.gep(b.inttoptr(p2, I32.as_pointer()), [k]))
         elif kind == "trsm":
             s, m = dims
-            x = b.gep(b.inttoptr(p1, et.as_pointer()), [b.mul(k, i64(s * m))])
-            _trsm_body(b, t, s, m, flags, b.gep(a0, [b.mul(k, i64(s * s))]), x)
+            x = b.gep(b.inttoptr(p1, et.as_pointer()), [b.mul(k, i64(w * s * m))])
+            a = b.gep(a0, [b.mul(k, i64(w * s * s))])
+            if w == 2:
+                small_lu_complex.trsm_body(b, s, m, flags, a, x)
+            else:
+                _trsm_body(b, t, s, m, flags, a, x)
         else:  # geqrf (a, tau, 0) / orgqr (a, tau, 0): small_qr's, on these rows
             from xlapy.backends.cpu import small_qr
             m, n = dims[:2]
@@ -252,10 +264,11 @@ def takes(routine: str, t: str, operands: list[tuple[int, ...]],
           flags: tuple[Any, ...]) -> tuple[str, tuple[int, ...]] | None:
     """(kind, dims) of the function for a getrf / potrf of a [.., n, n], a trsm of a [.., s,
     s], b [.., s, m] (flags: left, lower, trans, unit), a geqrf of a [.., m, n] or an orgqr
-    of a [.., m, n], tau [.., k] (small_qr.py's), or None: complex, a right solve, more than
-    MAX_N rows or columns, a target that cannot run here."""
+    of a [.., m, n], tau [.., k] (small_qr.py's), or None: a right solve, more than
+    MAX_N rows or columns, a target that cannot run here; complex getrf and trsm only
+    (small_lu_complex.py)."""
     if t not in _TYPES or routine not in ("getrf", "potrf", "trsm", "geqrf", "orgqr") or \
-            not target.current().runs_here:
+            not target.current().runs_here or t in "cz" and routine not in ("getrf", "trsm"):
         return None
     *_, m, n = operands[0]
     if routine in ("geqrf", "orgqr"):  # (orgqr: a [.., m, n], tau [.., k], m >= n >= k)

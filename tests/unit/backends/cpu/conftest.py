@@ -16,3 +16,14 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(small_lu, "function", lambda kind, *a: (kinds.append(kind),
                                                                  real(kind, *a))[1])
     return kinds
+
+
+@pytest.fixture
+def jit_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The batch ranges small_lu's functions ran on this thread from a thunk (hi - lo of
+    each call)."""
+    ran: list[int] = []
+    real = small_lu.call
+    monkeypatch.setattr(small_lu, "call", lambda fn, *a: (ran.append(a[-1] - a[-2]),
+                                                           real(fn, *a))[1])
+    return ran
