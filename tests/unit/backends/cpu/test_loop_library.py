@@ -93,7 +93,7 @@ def _close(got: Any, want: Any) -> None:
     for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         g, w = np.asarray(g), np.asarray(w)
         assert g.dtype == w.dtype and g.shape == w.shape
-        tol = 1e-4 if g.dtype == np.float32 else 1e-11
+        tol = 1e-4 if g.dtype in (np.float32, np.complex64) else 1e-11
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
 
 
@@ -248,10 +248,10 @@ def test_loop_with_lapack_calls_stays_native(name: str, monkeypatch: pytest.Monk
     report = cpu._exe.explain()
     assert "native while loop" in report.split("-- called by")[0], report
     want = xlapy.compile(text, backend="interpreter")(*args)
-    # (small real getrf / potrf / trsm / geqrf / orgqr steps call small_lu.py's and
+    # (small getrf / potrf / trsm / geqrf / orgqr steps call small_lu.py's and
     # small_qr.py's JIT: LAPACK's arithmetic within rounding, not its bits; the singular
     # matrix's integer arithmetic is exact)
-    small = args[0].dtype.kind == "f" and max(args[0].shape[-2:]) <= small_lu.MAX_N and \
+    small = args[0].dtype.kind in "fc" and max(args[0].shape[-2:]) <= small_lu.MAX_N and \
         name.split("_")[0] in ("solve", "cho", "inv", "qr", "r")
     for _ in range(2):
         (_close if small else _equal)(cpu(*args), want)
