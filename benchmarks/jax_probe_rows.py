@@ -60,11 +60,12 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
                        [_misaligned(f32(256, 256) * 0.06), f32(256)]),
         "beta_sample": (_beta_sample(f32(65536).size),
                         [np.asarray(jax.random.key_data(jax.random.key(0)))]),
-        # complex small solves and inverses: LAPACK per matrix (1.1-1.2x XLA's time;
-        # small_lu_complex.py)
+        # complex small solves, inverses and QRs: LAPACK per matrix (1.1-1.9x XLA's time;
+        # small_lu_complex.py, small_qr_complex.py)
         "solve_c64_4": (jax.vmap(jnp.linalg.solve), [_complex(f32(8192, 4, 4), f32(8192, 4, 4)),
                                                      _complex(f32(8192, 4), f32(8192, 4))]),
         "inv_c128_8": (jnp.linalg.inv, [_complex(f32(2048, 8, 8), f32(2048, 8, 8), True)]),
+        "qr_c64_4": (jnp.linalg.qr, [_complex(f32(4096, 4, 4), f32(4096, 4, 4))]),
         # int4 weights unpacked by a stack of the nibbles merged into rows, read through
         # the reshape in scalar code (6x slower than now); bf16 rows over their norms
         # rounded with integer ops (1.3x)

@@ -1,7 +1,7 @@
 """Batches of small real LU factorizations (?getrf), lower Cholesky factorizations (?potrf)
 and left triangular solves (?trsm) as JIT loops with each matrix's rows in vector registers:
 jnp.linalg.inv / solve / cholesky / cho_solve under vmap (complex getrf and trsm:
-small_lu_complex.py, through the same functions).
+small_lu_complex.py; complex QR: small_qr_complex.py; through the same functions).
 
 LAPACK costs ~200 ns a call before any arithmetic (OpenBLAS takes its locked buffer
 allocator, and getrf wants the batch transposed to Fortran order and back): 65536 4 x 4
@@ -229,15 +229,16 @@ def _module(kind: str, t: str, dims: tuple[int, ...], flags: tuple[Any, ...]) ->
             else:
                 _trsm_body(b, t, s, m, flags, a, x)
         else:  # geqrf (a, tau, 0) / orgqr (a, tau, 0): small_qr's, on these rows
-            from xlapy.backends.cpu import small_qr
+            from xlapy.backends.cpu import small_qr, small_qr_complex
             m, n = dims[:2]
             k_ = dims[2] if kind == "orgqr" else min(m, n)
-            a = b.gep(a0, [b.mul(k, i64(m * n))])
-            tau = b.gep(b.inttoptr(p1, et.as_pointer()), [b.mul(k, i64(k_))])
+            a = b.gep(a0, [b.mul(k, i64(w * m * n))])
+            tau = b.gep(b.inttoptr(p1, et.as_pointer()), [b.mul(k, i64(w * k_))])
+            qr = small_qr_complex if w == 2 else small_qr
             if kind == "geqrf":
-                small_qr.geqrf_body(b, t, m, n, a, tau)
+                qr.geqrf_body(b, t, m, n, a, tau)
             else:
-                small_qr.orgqr_body(b, t, m, n, k_, a, tau)
+                qr.orgqr_body(b, t, m, n, k_, a, tau)
     b.ret_void()
     return mod
 
@@ -265,10 +266,11 @@ def takes(routine: str, t: str, operands: list[tuple[int, ...]],
     """(kind, dims) of the function for a getrf / potrf of a [.., n, n], a trsm of a [.., s,
     s], b [.., s, m] (flags: left, lower, trans, unit), a geqrf of a [.., m, n] or an orgqr
     of a [.., m, n], tau [.., k] (small_qr.py's), or None: a right solve, more than
-    MAX_N rows or columns, a target that cannot run here; complex getrf and trsm only
-    (small_lu_complex.py)."""
+    MAX_N rows or columns, a target that cannot run here, a complex potrf (complex getrf,
+    trsm: small_lu_complex.py; geqrf, orgqr (ungqr): small_qr_complex.py)."""
+    routine = "orgqr" if routine == "ungqr" else routine  # (complex orgqr's LAPACK name)
     if t not in _TYPES or routine not in ("getrf", "potrf", "trsm", "geqrf", "orgqr") or \
-            not target.current().runs_here or t in "cz" and routine not in ("getrf", "trsm"):
+            not target.current().runs_here or t in "cz" and routine == "potrf":
         return None
     *_, m, n = operands[0]
     if routine in ("geqrf", "orgqr"):  # (orgqr: a [.., m, n], tau [.., k], m >= n >= k)

@@ -27,7 +27,7 @@ def _data(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
 def _compare(fn: Any, args: list[np.ndarray], threads: int = 2) -> tuple[Any, Any]:
     """(cpu results, interpreter results) of jit(fn), checked within rounding; integer
     results (pivots, info) equal."""
-    with jax.enable_x64(any(a.dtype == np.float64 for a in args)):
+    with jax.enable_x64(any(a.dtype in (np.float64, np.complex128) for a in args)):
         text = jax.jit(fn).lower(*args).as_text()
     cpu = xlapy.compile(text, backend="cpu", options={"entry_trip": False,
                                                       "num_threads": threads})
