@@ -211,8 +211,9 @@ class Calls:
             if isinstance(a, np.ndarray):
                 if k in self._realign and a.ctypes.data % realign.ALIGN:
                     # (copied every call: the caller may change it in place in between)
-                    a, buf = realign.aligned(a, self._scratch.get(k) if last else None)
-                    if last is not None:
+                    shared = last is not None  # (else a private state: a buffer of its own)
+                    a, buf = realign.aligned(a, self._scratch.get(k) if shared else None)
+                    if shared:
                         self._scratch[k] = buf
                         last[k] = (None, 0, None, None)
                     table[s] = thunks.ptr(a)

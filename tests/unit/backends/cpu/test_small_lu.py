@@ -20,8 +20,16 @@ jnp = jax.numpy
 jsl = jax.scipy.linalg
 
 
+#: The types small_lu takes (complex getrf and trsm: small_lu_complex.py).
+TYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
 def _data(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    r = np.random.default_rng(seed)
+    x = r.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * r.standard_normal(shape)
+    return x.astype(dtype)
 
 
 def _compare(fn: Any, args: list[np.ndarray], threads: int = 2) -> tuple[Any, Any]:
@@ -44,7 +52,7 @@ def _compare(fn: Any, args: list[np.ndarray], threads: int = 2) -> tuple[Any, An
     return got, want
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", TYPES)
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 6, 16])
 def test_vmap_inverse_and_solve(dtype: Any, n: int, jit_runs: list[int]) -> None:
     a = _data((40, n, n), dtype, n) + 3 * np.eye(n, dtype=dtype)
@@ -71,7 +79,7 @@ def test_lu_factor_pivots_and_a_singular_matrix(jit_runs: list[int]) -> None:
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("trans", [0, 1, 2])
 @pytest.mark.parametrize("unit", [False, True])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", TYPES)
 def test_left_triangular_solve_options(lower: bool, trans: int, unit: bool, dtype: Any,
                                        jit_runs: list[int]) -> None:
     a = _data((9, 5, 5), dtype, 3) + 4 * np.eye(5, dtype=dtype)
