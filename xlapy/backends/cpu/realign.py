@@ -30,8 +30,8 @@ BYTES = (4 << 10, 4 << 20)
 
 def loop_read(comp: Computation) -> frozenset[int]:
     """Parameter numbers of `comp` that a while loop of it carries through unchanged (read,
-    never replaced: a matrix a jax.lax.fori_loop body closes over), sized BYTES, the loop
-    running a known MIN_TRIPS iterations or more."""
+    never replaced: a matrix a jax.lax.fori_loop body closes over) and reads other than by
+    slices, sized BYTES, the loop running a known MIN_TRIPS iterations or more."""
     out: set[int] = set()
     for w in comp.instructions:
         if w.opcode != "while":
@@ -45,9 +45,26 @@ def loop_read(comp: Computation) -> frozenset[int]:
         for k, x in enumerate(elems):
             if x.opcode == "parameter" and x.shape.is_array and \
                     BYTES[0] <= array_bytes(x.shape) <= BYTES[1] and \
-                    _passed_through(w.called[1], k, packed):
+                    _passed_through(w.called[1], k, packed) and _read_whole(w.called[1], k,
+                                                                           packed):
                 out.add(x.parameter_number)
     return frozenset(out)
+
+
+#: Ops that read part of their operand: a scan's xs, one step's slice of it a step (read
+#: once a call in all: its copy would cost more than the split lines).
+_PARTIAL = frozenset({"dynamic_slice", "slice", "gather"})
+
+
+def _read_whole(body: Computation, k: int, packed: bool) -> bool:
+    """Whether the body reads state element k other than by slices of it."""
+    if packed:
+        elems = [u for u in body.parameters[0].users
+                 if u.opcode == "get_tuple_element" and u.attrs.index == k]
+    else:
+        elems = [body.parameters[k]]
+    return any(u.opcode not in _PARTIAL and u is not body.root and u.opcode != "tuple"
+               for e in elems for u in e.users)
 
 
 def _passed_through(body: Computation, k: int, packed: bool) -> bool:

@@ -59,3 +59,14 @@ def test_realigned_calls_see_the_callers_data() -> None:
     got = prog(m, v)
     np.testing.assert_array_equal(got[0], prog(np.ascontiguousarray(a * 2), v)[0])
     np.testing.assert_array_equal(kept, a)  # an earlier result is not the copy's buffer
+
+
+def test_a_scans_sliced_input_is_not_copied() -> None:
+    """A scan's xs is read one step's slice a step: once a call in all, less than a copy."""
+    xs = np.ones((200, 64), np.float32)
+
+    def f(xs: Any, w: Any) -> Any:
+        return jax.lax.scan(lambda c, x: (jnp.tanh(c + x @ w), None), xs[0], xs)[0]
+    w = np.eye(64, dtype=np.float32)
+    prog = xlapy.compile(jax.jit(f).lower(xs, w).as_text(), backend="cpu")
+    assert prog._exe._realign == {1}  # (w: read whole every step)
