@@ -52,8 +52,8 @@ def _compare(fn: Any, args: list[np.ndarray], threads: int = 2) -> tuple[Any, An
     return got, want
 
 
-@pytest.mark.parametrize("dtype", TYPES)
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 6, 16])
+@pytest.mark.parametrize("n,dtype", [(n, t) for n in [1, 2, 3, 4, 6, 16] for t in TYPES[:2]]
+                         + [(n, np.complex64) for n in [1, 3, 16]] + [(4, np.complex128)])
 def test_vmap_inverse_and_solve(dtype: Any, n: int, jit_runs: list[int]) -> None:
     a = _data((40, n, n), dtype, n) + 3 * np.eye(n, dtype=dtype)
     _compare(jnp.linalg.inv, [a])
@@ -79,7 +79,7 @@ def test_lu_factor_pivots_and_a_singular_matrix(jit_runs: list[int]) -> None:
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("trans", [0, 1, 2])
 @pytest.mark.parametrize("unit", [False, True])
-@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("dtype", TYPES[:3])  # (c128: the same code as c64, in f64)
 def test_left_triangular_solve_options(lower: bool, trans: int, unit: bool, dtype: Any,
                                        jit_runs: list[int]) -> None:
     a = _data((9, 5, 5), dtype, 3) + 4 * np.eye(5, dtype=dtype)
