@@ -240,6 +240,8 @@ def test_a_function_called_twice_builds_its_loops_once() -> None:
     assert not list(prog._exe.fallbacks())
     one = xlapy.compile(jax.jit(gamma).lower(key).as_text(), backend="cpu")
     assert len(loops(prog._exe)) <= len(loops(one._exe)) + 2  # (the beta's own two)
+    shown = [line for line in prog._exe.explain().splitlines() if line.startswith("comp")]
+    assert len(shown) == len(set(shown)) and ", as for %" in prog._exe.explain()
 
 
 def test_loops_sharing_regions_keep_each_result() -> None:

@@ -17,15 +17,21 @@ class Introspection:
     comp: Any
     fusion: Any
 
-    def explain(self, summary: bool = True) -> str:
+    def explain(self, summary: bool = True, seen: dict[int, str] | None = None) -> str:
         """One line per instruction: how it runs (kernel, library, control flow, fallback),
-        then the same for the computations control flow calls."""
+        then the same for the computations control flow calls (one that loops share,
+        computation_dedup.py, once)."""
         self.finish()  # (a deferred case/if's line names what it ran as once built)
+        seen = {} if seen is None else seen
         lines = [f"computation {self.comp.name}:"]
         lines += [f"  {name:24s} {op:24s} {how}" for name, op, how in self.report]
         for owner, sub in self.subexecs:
+            if id(sub) in seen:
+                lines.append(f"-- called by %{owner}: {sub.comp.name}, as for %{seen[id(sub)]}")
+                continue
+            seen[id(sub)] = owner
             lines.append(f"-- called by %{owner}")
-            lines.append(sub.explain(summary=False))
+            lines.append(sub.explain(summary=False, seen=seen))
         if not summary:
             return "\n".join(lines)
         fb = self.fallbacks()
@@ -35,11 +41,15 @@ class Introspection:
             lines.append(f"-- {self.comp.name} runs as one native loop trip (branch_loop.py)")
         return "\n".join(lines)
 
-    def fallbacks(self) -> list[tuple[str, str]]:
-        """(instruction, opcode) of every op that runs an interpreter kernel, nested too."""
+    def fallbacks(self, seen: set[int] | None = None) -> list[tuple[str, str]]:
+        """(instruction, opcode) of every op that runs an interpreter kernel, nested too (a
+        sub-executable loops share counted once)."""
+        seen = set() if seen is None else seen
         out = [(r[0], r[1]) for r in self.report if r[2] == "interpreter fallback"]
         for _, sub in self.subexecs:
-            out += sub.fallbacks()
+            if id(sub) not in seen:
+                seen.add(id(sub))
+                out += sub.fallbacks(seen)
         return out
 
     def fusions(self) -> list[str]:
