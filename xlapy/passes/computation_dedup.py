@@ -26,12 +26,14 @@ class ComputationDeduplicator(Pass):
     def run(self, module: Module) -> bool:
         memo: dict[int, Any] = {}
         first: dict[Any, Computation] = {}
+        chosen: dict[int, Computation] = {}  # (a callee's key built once, however often called)
         changed = False
         for comp in module.post_order():
             for instr in comp.instructions:
                 if not instr.called:
                     continue
-                called = [_shared(c, memo, first) for c in instr.called]
+                called = [chosen.get(id(c)) or chosen.setdefault(id(c), _shared(c, memo, first))
+                          for c in instr.called]
                 if any(a is not b for a, b in zip(called, instr.called)):
                     instr.called = called
                     changed = True

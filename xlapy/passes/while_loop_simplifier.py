@@ -35,7 +35,7 @@ def _state_elements(w: Instruction) -> list[Instruction] | None:
     return list(w.operands)
 
 
-def _element_uses(comp: Computation, k: int, packed: bool) -> list[Instruction]:
+def element_uses(comp: Computation, k: int, packed: bool) -> list[Instruction]:
     """Instructions in `comp` that stand for state element k."""
     if packed:
         p = comp.parameters[0]
@@ -52,9 +52,10 @@ def _body_output(body: Computation, k: int, packed: bool) -> Instruction | None:
     return root if k == 0 else None
 
 
-def _passes_through(body: Computation, k: int, packed: bool) -> bool:
+def passes_through(body: Computation, k: int, packed: bool) -> bool:
+    """Whether the body's result element k is its state element k as it came."""
     out = _body_output(body, k, packed)
-    return out is not None and out in _element_uses(body, k, packed)
+    return out is not None and out in element_uses(body, k, packed)
 
 
 def trip_count(w: Instruction) -> int | None:
@@ -70,7 +71,7 @@ def trip_count(w: Instruction) -> int | None:
     if rhs.opcode != "constant":
         return None
     for k in range(len(init)):
-        if lhs not in _element_uses(cond, k, packed) or init[k].opcode != "constant":
+        if lhs not in element_uses(cond, k, packed) or init[k].opcode != "constant":
             continue
         if not init[k].shape.element_type.is_integer:
             return None  # a float counter: `N - start` is not the count (0 < 0.5 runs once)
@@ -78,7 +79,7 @@ def trip_count(w: Instruction) -> int | None:
         if step is None or step.opcode != "add":
             return None
         a, b = step.operands
-        if a not in _element_uses(body, k, packed) or b.opcode != "constant":
+        if a not in element_uses(body, k, packed) or b.opcode != "constant":
             return None
         if int(b.attrs.literal.to_numpy()) != 1:
             return None
@@ -143,7 +144,7 @@ class WhileLoopSimplifier(Pass):
         cond, body = w.called
         packed = packed_state(w)
         todo = [k for k, x in enumerate(init)
-                if _sinkable(x) and _passes_through(body, k, packed) and any(
+                if _sinkable(x) and passes_through(body, k, packed) and any(
                     _read_by(region, k, packed, body) for region in (cond, body))]
         if not todo:
             return False
@@ -156,7 +157,7 @@ class WhileLoopSimplifier(Pass):
             w.called = [cond, body]
         for region in (cond, body):
             for k in todo:
-                for use in _element_uses(region, k, packed):
+                for use in element_uses(region, k, packed):
                     users = [u for u in use.users if not (region is body and u is body.root)]
                     if not users:
                         continue
@@ -178,7 +179,7 @@ def _sinkable(x: Instruction) -> bool:
 
 def _read_by(region: Computation, k: int, packed: bool, body: Computation) -> list[Instruction]:
     """The users of element k in `region` (the body's root, its pass-through, aside)."""
-    return [u for use in _element_uses(region, k, packed) for u in use.users
+    return [u for use in element_uses(region, k, packed) for u in use.users
             if not (region is body and u is body.root)]
 
 

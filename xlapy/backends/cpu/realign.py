@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from xlapy.ir import Computation, Instruction
+from xlapy.ir import Computation
 from xlapy.passes.pass_base import array_bytes, packed_state
-from xlapy.passes.while_loop_simplifier import trip_count
+from xlapy.passes.while_loop_simplifier import element_uses, passes_through, trip_count
 
 #: The alignment copies get (a cache line).
 ALIGN = 64
@@ -45,8 +45,8 @@ def loop_read(comp: Computation) -> frozenset[int]:
         for k, x in enumerate(elems):
             if x.opcode == "parameter" and x.shape.is_array and \
                     BYTES[0] <= array_bytes(x.shape) <= BYTES[1] and \
-                    _passed_through(w.called[1], k, packed) and _read_whole(w.called[1], k,
-                                                                           packed):
+                    passes_through(w.called[1], k, packed) and \
+                    _read_whole(w.called[1], k, packed):
                 out.add(x.parameter_number)
     return frozenset(out)
 
@@ -58,25 +58,8 @@ _PARTIAL = frozenset({"dynamic_slice", "slice", "gather"})
 
 def _read_whole(body: Computation, k: int, packed: bool) -> bool:
     """Whether the body reads state element k other than by slices of it."""
-    if packed:
-        elems = [u for u in body.parameters[0].users
-                 if u.opcode == "get_tuple_element" and u.attrs.index == k]
-    else:
-        elems = [body.parameters[k]]
     return any(u.opcode not in _PARTIAL and u is not body.root and u.opcode != "tuple"
-               for e in elems for u in e.users)
-
-
-def _passed_through(body: Computation, k: int, packed: bool) -> bool:
-    """Whether the body's result element k is its parameter element k as it came."""
-    root = body.root
-    if root is None or root.opcode != "tuple" or k >= len(root.operands):
-        return False
-    out: Instruction = root.operands[k]
-    if packed:
-        return out.opcode == "get_tuple_element" and out.attrs.index == k and \
-            out.operands[0] is body.parameters[0]
-    return out is body.parameters[k]
+               for e in element_uses(body, k, packed) for u in e.users)
 
 
 def aligned(a: np.ndarray, scratch: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

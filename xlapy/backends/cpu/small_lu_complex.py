@@ -45,11 +45,11 @@ def store_rows(b: ir.IRBuilder, base: ir.Value, rows: list[Pair], cols: int) -> 
         st.align = 4 if re.type.element == F32 else 8
 
 
-def _abs(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+def fabs(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return intrinsic(b, f"llvm.fabs.{sfx(x.type)}", x.type, [x])
 
 
-def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+def fmuladd(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
     return intrinsic(b, f"llvm.fmuladd.{sfx(x.type)}", x.type, [x, y, z])
 
 
@@ -57,7 +57,7 @@ def _smith(b: ir.IRBuilder, d: Pair) -> tuple[ir.Value, ir.Value, ir.Value]:
     """(big, ratio, den) of Smith's division by d = (dr, di): big when |dr| >= |di|, then
     ratio = di / dr and den = dr + di ratio, else ratio = dr / di and den = di + dr ratio."""
     dr, di = d
-    big = b.fcmp_ordered(">=", _abs(b, dr), _abs(b, di))
+    big = b.fcmp_ordered(">=", fabs(b, dr), fabs(b, di))
     ratio = b.select(big, b.fdiv(di, dr), b.fdiv(dr, di))
     den = b.select(big, b.fadd(dr, b.fmul(di, ratio)), b.fadd(di, b.fmul(dr, ratio)))
     return big, ratio, den
@@ -94,18 +94,18 @@ def _minus_times(b: ir.IRBuilder, s: Pair, v: Pair, acc: Pair, lanes: int) -> Pa
     """acc - s v for a complex scalar s and complex vectors v, acc."""
     sr, si = broadcast(b, s[0], lanes), broadcast(b, s[1], lanes)
     (vr, vi), (ar, ai) = v, acc
-    return (_fma(b, b.fneg(sr), vr, _fma(b, si, vi, ar)),
-            _fma(b, b.fneg(sr), vi, _fma(b, b.fneg(si), vr, ai)))
+    return (fmuladd(b, b.fneg(sr), vr, fmuladd(b, si, vi, ar)),
+            fmuladd(b, b.fneg(sr), vi, fmuladd(b, b.fneg(si), vr, ai)))
 
 
 def _modulus(b: ir.IRBuilder, z: Pair) -> ir.Value:
     """|z| without overflow: max(|re|, |im|) sqrt(1 + (min / max)^2) (0 for 0)."""
     et = z[0].type
-    x, y = _abs(b, z[0]), _abs(b, z[1])
+    x, y = fabs(b, z[0]), fabs(b, z[1])
     hi = b.select(b.fcmp_ordered(">=", x, y), x, y)
     lo = b.select(b.fcmp_ordered(">=", x, y), y, x)
     q = b.fdiv(lo, hi)
-    root = intrinsic(b, f"llvm.sqrt.{sfx(et)}", et, [_fma(b, q, q, ir.Constant(et, 1.0))])
+    root = intrinsic(b, f"llvm.sqrt.{sfx(et)}", et, [fmuladd(b, q, q, ir.Constant(et, 1.0))])
     return b.select(b.fcmp_ordered("==", hi, ir.Constant(et, 0.0)), hi, b.fmul(hi, root))
 
 
@@ -120,7 +120,7 @@ def getrf_body(b: ir.IRBuilder, n: int, a: ir.Value, piv: ir.Value, info_at: ir.
         lane = ir.Constant(I32, j)
         col = [(b.extract_element(re, lane), b.extract_element(im, lane))
                for re, im in rows[j:]]
-        mags = [b.fadd(_abs(b, r), _abs(b, i)) for r, i in col]
+        mags = [b.fadd(fabs(b, r), fabs(b, i)) for r, i in col]
         best, p = mags[0], ir.Constant(I32, j)
         for i in range(j + 1, n):  # the first largest |re| + |im| (icamax: NaNs never win)
             gt = b.fcmp_ordered(">", mags[i - j], best)
@@ -179,5 +179,5 @@ def trsm_body(b: ir.IRBuilder, s: int, m: int, flags: tuple[bool, bool, int, boo
     store_rows(b, x, rows, m)
 
 
-__all__ = ["divide", "getrf_body", "load_rows", "multiply", "reciprocal", "store_rows",
-           "trsm_body"]
+__all__ = ["divide", "fabs", "fmuladd", "getrf_body", "load_rows", "multiply", "reciprocal",
+           "store_rows", "trsm_body"]

@@ -17,15 +17,19 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import small_lu, small_qr
 from xlapy.backends.cpu.llvm_util import I32, broadcast, i64, intrinsic, sfx
-from xlapy.backends.cpu.small_lu_complex import Pair, load_rows, multiply, reciprocal, store_rows
+from xlapy.backends.cpu.small_lu_complex import (
+    Pair,
+    fabs,
+    fmuladd,
+    load_rows,
+    multiply,
+    reciprocal,
+    store_rows,
+)
 
 
 def _real(t: str) -> str:
     return "s" if t == "c" else "d"
-
-
-def _fma(b: ir.IRBuilder, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
-    return intrinsic(b, f"llvm.fmuladd.{sfx(x.type)}", x.type, [x, y, z])
 
 
 def _reflector(b: ir.IRBuilder, t: str, alpha: Pair, xs: list[Pair]
@@ -47,7 +51,7 @@ def _reflector(b: ir.IRBuilder, t: str, alpha: Pair, xs: list[Pair]
     xnorm = norm(parts)
     ar, ai = alpha
     beta = sign_beta(ar, ai, xnorm)
-    small = b.fcmp_ordered("<", intrinsic(b, f"llvm.fabs.{sfx(et)}", et, [beta]),
+    small = b.fcmp_ordered("<", fabs(b, beta),
                            ir.Constant(et, safmin))
     up = ir.Constant(et, 1.0 / safmin)
     xs2 = [(b.select(small, b.fmul(x, up), x), b.select(small, b.fmul(y, up), y))
@@ -76,8 +80,8 @@ def _apply(b: ir.IRBuilder, rows: list[Pair], i: int, vs: list[Pair], tau: Pair,
     for r, (vr, vi) in enumerate(vs, i + 1):  # u += conj(v_r) row_r
         br, bi = broadcast(b, vr, n), broadcast(b, vi, n)
         cr, ci = rows[r]
-        ur, ui = _fma(b, br, cr, _fma(b, bi, ci, ur)), _fma(b, br, ci, _fma(b, b.fneg(bi), cr,
-                                                                             ui))
+        ur, ui = (fmuladd(b, br, cr, fmuladd(b, bi, ci, ur)),
+                  fmuladd(b, br, ci, fmuladd(b, b.fneg(bi), cr, ui)))
     nt = (broadcast(b, b.fneg(tau[0]), n), broadcast(b, b.fneg(tau[1]), n))
     tw = multiply(b, nt, (ur, ui))  # -tau u
     after = ir.Constant(ir.VectorType(I32, n), [n + k if k > i else k for k in range(n)])
@@ -89,8 +93,8 @@ def _apply(b: ir.IRBuilder, rows: list[Pair], i: int, vs: list[Pair], tau: Pair,
         else:  # row_r + v_r (-tau u)
             vr, vi = (broadcast(b, p, n) for p in vs[r - i - 1])
             cr, ci = rows[r]
-            new = (_fma(b, vr, tw[0], _fma(b, b.fneg(vi), tw[1], cr)),
-                   _fma(b, vr, tw[1], _fma(b, vi, tw[0], ci)))
+            new = (fmuladd(b, vr, tw[0], fmuladd(b, b.fneg(vi), tw[1], cr)),
+                   fmuladd(b, vr, tw[1], fmuladd(b, vi, tw[0], ci)))
         rows[r] = tuple(b.select(skip, rows[r][h], b.shuffle_vector(rows[r][h], new[h], after))
                         for h in range(2))  # type: ignore[assignment]
 
