@@ -245,6 +245,13 @@ SPREAD_ELEMENTS = 1 << 14
 #: when it holds a fold (log_softmax's log of its sum: the row kernel ran it a row at a time).
 SHORT_ROW = 8
 SHORT_ROW_VALUES = 1 << 10
+#: Float ops evaluated in f64 or by a runtime call per lane (libm_f32.py,
+#: elementwise_libm.py: ~2.5 ns an f32 element, 10 ns an f64 one, where a buffer's write and
+#: read cost ~0.3): a value over one that COSTLY_ELEMENTS or more elements of several
+#: kernels need gets a buffer. jnp.polyfit's vander(x) ** 2 summed and vander(x) / scale
+#: computed its powers twice (1.3x XLA's time).
+COSTLY = frozenset({"power", "atan2", "cbrt", "remainder"})
+COSTLY_ELEMENTS = 1 << 10
 #: Ops through which a kernel reads its operand at another index than its own (a value read
 #: through two of them is generated twice per element of the kernel). Broadcasts are left to
 #: the emitter's hoisting and `_spread`; a reduce computed inline keeps its row (softmax's
@@ -477,17 +484,19 @@ class _Chooser:
     def choose(self) -> tuple[set[int], set[int]]:
         order, fusible, lim = self.order, self.fusible, self.limits
         cost: dict[int, int] = {}
-        heavy: set[int] = set()  # over an EXPENSIVE op and no reduce, fusible all the way
+        heavy: set[int] = set()  # over an EXPENSIVE op, fusible all the way
         for instr in order:
             if id(instr) in fusible and instr.opcode != "reduce":
                 own = 0 if instr.opcode in CHEAP else 1
+                if (instr.opcode in COSTLY and instr.shape.element_type.is_float
+                        and instr.shape.num_elements >= COSTLY_ELEMENTS):
+                    own = lim.dup_ops + 1
                 # (a broadcast out of a smaller value is charged nothing of it: the value
                 # decides for itself, a buffer of its own size rather than the broadcast's)
                 srcs = [] if expands(instr) else instr.operands
                 cost[id(instr)] = min(own + sum(cost.get(id(o), 0) for o in srcs), 1 << 20)
                 ops = [o for o in instr.operands if id(o) in fusible]
-                if all(o.opcode != "reduce" for o in ops) and (
-                        instr.opcode in EXPENSIVE or any(id(o) in heavy for o in ops)):
+                if instr.opcode in EXPENSIVE or any(id(o) in heavy for o in ops):
                     heavy.add(id(instr))
         mixing = integer_mixing(order, fusible)
         mat: set[int] = set()

@@ -194,3 +194,27 @@ def test_transposed_rows_a_row_reduction_reads_get_a_buffer(
     assert any("transposed rows" in d.reason for d in plan.decisions) == buffered
     np.testing.assert_allclose(exe(x), xlapy.compile(text, backend="interpreter")(x),
                                rtol=3e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize(("rows", "buffered"), [(4096, True), (16, False)])
+def test_a_power_two_kernels_need_gets_a_buffer(rows: int, buffered: bool) -> None:
+    """jnp.polyfit's vander(x) = x[:, None] ** e: summed squared by columns (a reduce's
+    kernel) and divided by the sums' roots (another) computed its f64-evaluated powers twice
+    (1.3x XLA's time); now once into a buffer. A small one is still recomputed (COSTLY_ELEMENTS:
+    a kernel's launch costs more)."""
+    from xlapy.backends.cpu.fusion_plan import COSTLY_ELEMENTS
+
+    assert (rows * 6 >= COSTLY_ELEMENTS) == buffered
+    g = HloBuilder()
+    x = g.param(f"f32[{rows}]")
+    e = g.param("f32[6]")
+    v = g.power(g.bcast(x, (rows, 6), (0,)), g.bcast(e, (rows, 6), (1,)))
+    s = g.sqrt(g.reduce(g.multiply(v, v), g.const(0.0), (0,), g.scalar_fn("add")))
+    g.build(g.divide(v, g.bcast(s, (rows, 6), (1,))))
+    assert ("power" in _roots(g)) == buffered
+    rng = np.random.default_rng(0)
+    args = [rng.uniform(0.5, 2.0, rows).astype(np.float32),
+            np.arange(5, -1, -1, dtype=np.float32)]
+    np.testing.assert_allclose(xlapy.compile(g.module, backend="cpu")(*args),
+                               xlapy.compile(g.module, backend="interpreter")(*args),
+                               rtol=2e-6)
