@@ -398,6 +398,14 @@ def _spread(instr: Instruction) -> str | None:
                 u.shape.num_elements >= max(SPREAD * n, SPREAD_ELEMENTS):
             return (f"{instr.opcode} read {u.shape.num_elements // n} times per element "
                     f"through gather %{u.name}: a buffer, not a recomputation")
+        if u.opcode == "gather" and u.operands[1] is instr and \
+                u.shape.num_elements >= max(SPREAD * n, SPREAD_ELEMENTS):
+            off = tuple(u.attrs.dimension_numbers.offset_dims)
+            batch = [d for d in range(u.shape.rank) if d not in off]
+            if off and batch and min(off) < max(batch):
+                return (f"{instr.opcode} indices read {u.shape.num_elements // n} times each "
+                        f"through gather %{u.name} (a window dimension outside theirs): a "
+                        f"buffer, not a recomputation")
         dims = list(range(instr.shape.rank))  # instr's dimension k is dims[k] of u
         while u.opcode == "broadcast_in_dim":
             bd = tuple(u.attrs.broadcast_dimensions)

@@ -218,3 +218,28 @@ def test_a_power_two_kernels_need_gets_a_buffer(rows: int, buffered: bool) -> No
     np.testing.assert_allclose(xlapy.compile(g.module, backend="cpu")(*args),
                                xlapy.compile(g.module, backend="interpreter")(*args),
                                rtol=2e-6)
+
+
+def test_gather_indices_read_across_a_window_dimension_get_a_buffer() -> None:
+    """x[:, i, j] with jnp.triu_indices: the indices (computed at run time, through integer
+    divisions) vary along the result's last dimension, the window (x's batch) is outside it,
+    so the fused gather recomputed each index once per batch row (256 x: 5.9x XLA's time,
+    now 0.56). An embedding lookup's index, fixed along its window row, stays fused."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    x = np.random.default_rng(2).standard_normal((64, 32, 32)).astype(np.float32)
+
+    def fn(v: Any) -> Any:
+        i, j = jnp.triu_indices(32, 1)
+        return v[:, i, j]
+
+    text = jax.jit(fn).lower(x).as_text()
+    exe = xlapy.compile(text, backend="cpu")
+    plan = get_backend("cpu").compile(exe.module, None).fusion
+    assert any("indices read" in d.reason for d in plan.decisions)
+    np.testing.assert_array_equal(exe(x), xlapy.compile(text, backend="interpreter")(x))
+    table = np.random.default_rng(3).standard_normal((1000, 64)).astype(np.float32)
+    ids = np.arange(4096, dtype=np.int32) % 1000
+    text = jax.jit(lambda t, k: t[(k * 7) // 3 % 1000]).lower(table, ids).as_text()
+    plan = get_backend("cpu").compile(xlapy.compile(text, backend="cpu").module, None).fusion
+    assert not any("indices read" in d.reason for d in plan.decisions)
