@@ -24,7 +24,10 @@ def _to_int_saturated(b: ir.IRBuilder, v: ir.Value, t: ET, ct: ir.Type) -> ir.Va
     of the vector intrinsics is one cvttss2si and two cmovs per lane (f32 -> s32 over 1M
     elements: 0.66 ms, XLA 0.19). Clamped into the range first (so the plain conversion is
     defined), then the values at or past 2^(bits-1) (2^bits unsigned) set to the maximum
-    and NaN to 0: the intrinsic's results exactly."""
+    and NaN to 0: the intrinsic's results exactly. Neither select where the clamp gives
+    it already: below 2^(mantissa bits) the largest float under 2^bits truncates to the
+    maximum (u8: 255.99998 -> 255), and maxnum(NaN, 0) is the unsigned 0 (jnp.clip(x * 255,
+    0, 255).astype(uint8) of 1.2M f32: 23 -> 13 vector ops per 8 lanes on AVX2)."""
     t_np = np.float64 if v.type.element == F64 else np.float32
     lo = -2.0 ** (t.bits - 1) if t.is_signed else 0.0
     top = 2.0 ** (t.bits - 1) if t.is_signed else 2.0 ** t.bits  # the first value past max
@@ -32,8 +35,11 @@ def _to_int_saturated(b: ir.IRBuilder, v: ir.Value, t: ET, ct: ir.Type) -> ir.Va
     x = intrinsic(b, f"llvm.maxnum.{sfx(v.type)}", v.type, [v, splat(v.type, lo)])
     x = intrinsic(b, f"llvm.minnum.{sfx(v.type)}", v.type, [x, splat(v.type, hi)])
     r = (b.fptosi if t.is_signed else b.fptoui)(x, ct)
-    top_int = (1 << (t.bits - 1)) - 1 if t.is_signed else -1  # (all ones: the unsigned max)
-    r = b.select(b.fcmp_ordered(">=", v, splat(v.type, top)), splat(ct, top_int), r)
+    top_int = (1 << (t.bits - 1)) - 1 if t.is_signed else (1 << t.bits) - 1
+    if int(hi) != top_int:
+        r = b.select(b.fcmp_ordered(">=", v, splat(v.type, top)), splat(ct, top_int), r)
+    if lo == 0.0:
+        return r
     return b.select(b.fcmp_unordered("uno", v, v), splat(ct, 0), r)
 
 

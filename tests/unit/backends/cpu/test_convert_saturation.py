@@ -45,3 +45,27 @@ func.func @main(%x: tensor<{n}x{s}>) -> tensor<{n}x{t}> {{
     want = np.asarray(xlapy.compile(text, "interpreter")(x))
     got = np.asarray(xlapy.compile(text, "cpu")(x))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(("t", "selects"), [("ui8", 0), ("ui16", 0), ("i8", 1), ("i16", 1),
+                                             ("ui32", 1), ("i32", 2)])
+def test_the_clamp_alone_where_it_saturates(t: str, selects: int) -> None:
+    """Below 2^24 the largest f32 under 2^bits truncates to the maximum and maxnum(NaN, 0)
+    is the unsigned 0: no select for them (jnp.clip(x * 255, 0, 255).astype(uint8) on AVX2:
+    0.35-0.41 -> 0.17 ms, XLA 0.24-0.36); the wide types keep the range select, the signed
+    ones the NaN select."""
+    from llvmlite import ir
+
+    from xlapy.backends.cpu import elementwise_convert
+    from xlapy.backends.cpu.llvm_util import F32
+    from xlapy.types import ElementType as ET
+
+    et = {"ui8": ET.U8, "ui16": ET.U16, "i8": ET.S8, "i16": ET.S16, "ui32": ET.U32,
+          "i32": ET.S32}[t]
+    vt = ir.VectorType(F32, 8)
+    mod = ir.Module()
+    fn = ir.Function(mod, ir.FunctionType(ir.VectorType(ir.IntType(et.bits), 8), [vt]), "f")
+    b = ir.IRBuilder(fn.append_basic_block())
+    b.ret(elementwise_convert._to_int_saturated(b, fn.args[0], et,
+                                                ir.VectorType(ir.IntType(et.bits), 8)))
+    assert str(mod).count(" select ") == selects
