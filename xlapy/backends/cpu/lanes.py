@@ -190,6 +190,14 @@ def live_lanes(idx: Sequence[object]) -> int:
     return next((v.live for v in idx if isinstance(v, Lane)), 0)
 
 
+def _trimmed(dims: Sequence[int]) -> tuple[int, ...]:
+    """dims without their trailing 1s (a keepdims reduction's shape)."""
+    n = len(dims)
+    while n and dims[n - 1] == 1:
+        n -= 1
+    return tuple(dims[:n])
+
+
 class LaneCheck:
     """Whether a kernel can be emitted in vector form: walks what the emitter generates,
     tracking which dimension of each value the innermost lane index runs along."""
@@ -219,8 +227,11 @@ class LaneCheck:
         for red in rows:
             if not self.reduction(red) or not self.value(red.operands[0], red.shape.rank):
                 return False
-        if rows and root.shape.dimensions == rows[0].shape.dimensions:
-            return True  # a per-row root (bf16 logsumexp's log(sum) + max): lanes in the rows
+        if rows and _trimmed(root.shape.dimensions) == _trimmed(rows[0].shape.dimensions):
+            # a per-row root (bf16 logsumexp's log(sum) + max; jnp.linalg.norm(x, axis=-1,
+            # keepdims=True) [n, 1]): lanes in the rows. Without them, LLVM vectorized the
+            # row sum as one vaddps chain: 8192 x 768 bf16 norms on AVX2 0.46 ms, XLA 0.28.
+            return True
         if root.opcode == "reduce" and id(root) not in self.leaves:
             x = root.operands[0]
             return self.reduction(root) and (x.shape.rank == 0 or
