@@ -28,19 +28,12 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import flush_ftz
+from xlapy.backends.cpu.lanes import trimmed
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Instruction
 
 #: Steps between the row maximum and the subtraction that keep "m[i] >= x[i]".
 _MOVES = ("broadcast_in_dim", "reshape")
-
-
-def _trim(dims: tuple[int, ...]) -> tuple[int, ...]:
-    """dims without trailing 1s."""
-    n = len(dims)
-    while n and dims[n - 1] == 1:
-        n -= 1
-    return dims[:n]
 
 
 def _row_max_of(v: Instruction, x: Instruction, depth: int = 8) -> bool:
@@ -66,7 +59,7 @@ def _row_max_of(v: Instruction, x: Instruction, depth: int = 8) -> bool:
         bd = tuple(v.attrs.broadcast_dimensions)
         if bd != tuple(range(src.shape.rank)):
             return False
-    elif _trim(tuple(v.shape.dimensions)) != _trim(tuple(src.shape.dimensions)):
+    elif trimmed(v.shape.dimensions) != trimmed(src.shape.dimensions):
         return False
     return _row_max_of(src, x, depth - 1)
 
