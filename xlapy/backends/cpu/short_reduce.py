@@ -114,7 +114,7 @@ def broadcast_back(instr: Instruction) -> bool:
     once per row and the fold would recompute per element. Not through a transcendental op
     (an n-body step's r2 ** 1.5 broadcast back over [n, n, 3]: the row kernel computed the
     pow once per row of 3 in scalar code, 1.1 ms for 256 bodies; folded, the pow gets a
-    buffer in lanes, fusion_plan.SHORT_ROW, 0.2 ms). A broadcast back whose values are only
+    buffer in lanes, fusion_spread.SHORT_ROW, 0.2 ms). A broadcast back whose values are only
     folded again (`refolded`) does not count."""
     return _backs(instr)[0]
 

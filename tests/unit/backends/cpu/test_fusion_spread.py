@@ -1,6 +1,8 @@
-"""fusion_plan.py: a transcendental value a kernel reads through a broadcast SPREAD or more
-times per element, along a dimension outside one it varies in, gets a buffer (rotary
-embeddings recomputed the cos/sin of their angle table once per head); values the emitter
+"""fusion_spread.py (asked by fusion_plan.py's chooser): a transcendental value a kernel reads
+through a broadcast SPREAD or more times per element, along a dimension outside one it varies
+in, gets a buffer (rotary embeddings recomputed the cos/sin of their angle table once per
+head); so do gather indices read across a window dimension and costly values several
+kernels need; values the emitter
 hoists (broadcast along inner dimensions only), values over inline row reductions and small
 broadcasts stay fused."""
 
@@ -13,7 +15,8 @@ import pytest
 
 import xlapy
 from xlapy.backends import get_backend
-from xlapy.backends.cpu.fusion_plan import SPREAD, SPREAD_ELEMENTS, plan_fusion
+from xlapy.backends.cpu.fusion_plan import plan_fusion
+from xlapy.backends.cpu.fusion_spread import SPREAD, SPREAD_ELEMENTS
 from xlapy.passes.hlo_builder import HloBuilder
 
 pytestmark = pytest.mark.usefixtures("jax_x32")  # f32 programs from jax
@@ -121,7 +124,7 @@ def test_a_transcendental_broadcast_along_short_rows_gets_a_buffer() -> None:
     """log(v)[i, j] broadcast over [i, j, 3] (pairwise vectors): the kernel over the short
     rows would compute it once per row in scalar code; a buffer computes it in lanes. Over
     rows past SHORT_ROW it stays fused (hoisted per row)."""
-    from xlapy.backends.cpu.fusion_plan import SHORT_ROW
+    from xlapy.backends.cpu.fusion_spread import SHORT_ROW
 
     for c, buffered in ((3, True), (SHORT_ROW, True), (SHORT_ROW + 1, False)):
         g = HloBuilder()
@@ -202,7 +205,7 @@ def test_a_power_two_kernels_need_gets_a_buffer(rows: int, buffered: bool) -> No
     kernel) and divided by the sums' roots (another) computed its f64-evaluated powers twice
     (1.3x XLA's time); now once into a buffer. A small one is still recomputed (COSTLY_ELEMENTS:
     a kernel's launch costs more)."""
-    from xlapy.backends.cpu.fusion_plan import COSTLY_ELEMENTS
+    from xlapy.backends.cpu.fusion_spread import COSTLY_ELEMENTS
 
     assert (rows * 6 >= COSTLY_ELEMENTS) == buffered
     g = HloBuilder()

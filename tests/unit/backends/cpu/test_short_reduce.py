@@ -165,7 +165,7 @@ def test_a_short_sum_spread_out_keeps_its_row_kernel() -> None:
 
 def test_a_reduce_broadcast_back_through_a_transcendental_is_folded() -> None:
     """The pow between the sum and its broadcast back would run once per row of 3 in the
-    row kernel's scalar code: folded, it is computed in lanes (fusion_plan.SHORT_ROW gives
+    row kernel's scalar code: folded, it is computed in lanes (fusion_spread.SHORT_ROW gives
     it a buffer when it is big enough). The interpreter's bits."""
     prog = xlapy.compile(OVER_POW, backend="cpu")
     assert not any(i.opcode == "reduce" for i in prog._exe.comp.instructions)
