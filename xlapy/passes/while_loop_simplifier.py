@@ -145,7 +145,7 @@ class WhileLoopSimplifier(Pass):
         packed = packed_state(w)
         todo = [k for k, x in enumerate(init)
                 if _sinkable(x) and passes_through(body, k, packed) and any(
-                    _read_by(region, k, packed, body) for region in (cond, body))]
+                    read_by(region, k, packed, body) for region in (cond, body))]
         if not todo:
             return False
         if any(self._callers.get(id(c), 0) > 1 for c in (cond, body)):
@@ -177,7 +177,7 @@ def _sinkable(x: Instruction) -> bool:
             and x.operands[0].shape.rank == 0)
 
 
-def _read_by(region: Computation, k: int, packed: bool, body: Computation) -> list[Instruction]:
+def read_by(region: Computation, k: int, packed: bool, body: Computation) -> list[Instruction]:
     """The users of element k in `region` (the body's root, its pass-through, aside)."""
     return [u for use in element_uses(region, k, packed) for u in use.users
             if not (region is body and u is body.root)]

@@ -5,6 +5,7 @@ the ops too costly to recompute in several kernels at all."""
 
 from __future__ import annotations
 
+from xlapy.backends.cpu.interleave_emit import LONG_F32
 from xlapy.backends.cpu.short_reduce import SHORT_HEAVY, holds_fold
 from xlapy.ir import Instruction
 
@@ -29,7 +30,7 @@ SHORT_ROW_VALUES = 1 << 10
 #: read cost ~0.3): a value over one that COSTLY_ELEMENTS or more elements of several
 #: kernels need gets a buffer. jnp.polyfit's vander(x) ** 2 summed and vander(x) / scale
 #: computed its powers twice (1.3x XLA's time).
-COSTLY = frozenset({"power", "atan2", "cbrt", "remainder"})
+COSTLY = LONG_F32  # (interleave_emit's long f64-evaluated ops: the same four)
 COSTLY_ELEMENTS = 1 << 10
 
 

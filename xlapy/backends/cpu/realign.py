@@ -18,7 +18,7 @@ import numpy as np
 
 from xlapy.ir import Computation
 from xlapy.passes.pass_base import array_bytes, packed_state
-from xlapy.passes.while_loop_simplifier import element_uses, passes_through, trip_count
+from xlapy.passes.while_loop_simplifier import passes_through, read_by, trip_count
 
 #: The alignment copies get (a cache line).
 ALIGN = 64
@@ -58,8 +58,8 @@ _PARTIAL = frozenset({"dynamic_slice", "slice", "gather"})
 
 def _read_whole(body: Computation, k: int, packed: bool) -> bool:
     """Whether the body reads state element k other than by slices of it."""
-    return any(u.opcode not in _PARTIAL and u is not body.root and u.opcode != "tuple"
-               for e in element_uses(body, k, packed) for u in e.users)
+    return any(u.opcode not in _PARTIAL and u.opcode != "tuple"
+               for u in read_by(body, k, packed, body))
 
 
 def aligned(a: np.ndarray, scratch: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
