@@ -19,6 +19,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+from scipy.linalg import lapack
 
 from tests.differential.compare import assert_same, assert_within, jax_x64, magnitudes
 from tests.tolerance import magnitude_bound
@@ -340,12 +341,14 @@ def test_triangular_solve(dtype: Any) -> None:
 @pytest.mark.parametrize("shape", [(300, 200), (64, 96), (257, 129)])
 def test_qr_blocked_as_xla(dtype: Any, shape: tuple[int, int]) -> None:
     """jnp.linalg.qr (?geqrf then ?orgqr / ?ungqr) lowered by jax: the interpreter and the
-    cpu backend agree bit for bit, and f32 gives XLA's bits exactly: jaxlib calls the same
-    LAPACK (scipy's) with the workspace its query asks for, so the blocking is the same
-    (with f2py's default lwork of 3 n the blocks were 3 columns: other bits, and a 1024 x
-    512 sgeqrf 2.6x slower). f64 / c64 within rounding of XLA's (its BLAS calls inside
-    LAPACK may take other kernels)."""
+    cpu backend agree bit for bit, both with scipy's LAPACK called with the workspace its
+    query asks for (as jaxlib's kernels ask: the same blocking; f2py's default lwork of 3 n
+    made blocks of 3 columns: other bits, and a 1024 x 512 sgeqrf 2.6x slower), on one
+    OpenBLAS thread (lapack_threads.py); within rounding of XLA's, which lets OpenBLAS split
+    the blocked updates over its threads (on Zen 3 other bits; on the Xeons the same)."""
     import jax.numpy as jnp
+
+    from xlapy.ops import lapack_threads
 
     a = _values(np.random.default_rng(11), shape, dtype, False)
     fn = jax.jit(lambda a: jnp.linalg.qr(a))
@@ -353,9 +356,20 @@ def test_qr_blocked_as_xla(dtype: Any, shape: tuple[int, int]) -> None:
     text = fn.lower(a).as_text()
     ref = [np.asarray(g) for g in xlapy.compile(text, backend="interpreter")(a)]
     got = [np.asarray(g) for g in xlapy.compile(text, backend="cpu")(a)]
+    m, n = shape
+    k, kind = min(m, n), "sdcz"[[np.float32, np.float64, np.complex64].index(dtype)]
+    geqrf, orgqr = lapack.get_lapack_funcs(("geqrf", "ungqr" if kind == "c" else "orgqr"),
+                                           dtype=np.dtype(dtype))
+    qr, tau, _, _ = lapack_threads.serial(geqrf, m * n)(a, lwork=_queried(geqrf, a))
+    q = lapack_threads.serial(orgqr, m * n)(qr[:, :k], tau,
+                                            lwork=_queried(orgqr, qr[:, :k], tau))[0]
     tol = 1e-12 if dtype == np.float64 else 1e-5
-    for r, g, w in zip(ref, got, want):
+    for r, g, w, lap in zip(ref, got, want, [q, np.triu(qr[:k])]):
         np.testing.assert_array_equal(g, r)
-        if dtype == np.float32:
-            np.testing.assert_array_equal(r, w)
+        np.testing.assert_array_equal(r, lap)
         np.testing.assert_allclose(r, w, rtol=tol, atol=tol)
+
+
+def _queried(fn: Any, *args: Any) -> int:
+    """LAPACK's workspace query's answer (lwork = -1)."""
+    return int(np.real(fn(*args, lwork=-1)[-2][0]))

@@ -9,6 +9,9 @@ beta, v = x / (alpha - beta), the rescaling when |beta| is below safmin; slarf's
 w = C^T v, C -= tau v w^T; sorg2r's backward accumulation), so results agree with LAPACK
 within rounding (the norms of single-precision columns are taken in double, as OpenBLAS's
 snrm2 does). A row is one vector: v^T C is a sum of rows, the update one FMA per row.
+One difference: LAPACK's slarf leaves the trailing columns that are exactly zero in the
+reflector's rows as they are (iladlc); with finite values that changes nothing, but with a NaN
+or inf in the reflector those columns stay zero there and become NaN here.
 """
 
 from __future__ import annotations
