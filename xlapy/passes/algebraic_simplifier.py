@@ -1,4 +1,5 @@
-"""AlgebraicSimplifier: rewrite rows from `algebraic_rules` and `algebraic_rules_shape`.
+"""AlgebraicSimplifier: rewrite rows from `algebraic_rules`, `algebraic_rules_shape` and
+`algebraic_rules_reduce`.
 
 Each instruction is matched against the rows for its opcode; the first rewrite that applies
 replaces it (new instructions come from an `Emitter`, and DCE drops what is left unused).
@@ -13,11 +14,12 @@ from collections.abc import Iterable
 
 from xlapy.ir import Computation
 from xlapy.passes.algebraic_rules import ARITH_RULES, Rule
+from xlapy.passes.algebraic_rules_reduce import REDUCE_RULES
 from xlapy.passes.algebraic_rules_shape import SHAPE_RULES
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import ComputationPass
 
-RULES: list[Rule] = ARITH_RULES + SHAPE_RULES
+RULES: list[Rule] = ARITH_RULES + SHAPE_RULES + REDUCE_RULES
 
 
 def rules_by_opcode(rules: Iterable[Rule]) -> dict[str, list[Rule]]:

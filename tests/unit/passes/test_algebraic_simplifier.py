@@ -26,6 +26,8 @@ def _c(g: HloBuilder, v: object, like: object) -> object:
 
 
 CASES: dict[str, Case] = {
+    "argmax_pred_rows": ("pred[5,6]", lambda g, a, b: _argmax_rows(g, a),
+                         lambda g, a, b: _argmax_rows(g, a, ties_last=True)),
     "add_zero_rhs": (F, lambda g, a, b: g.add(a, _c(g, 0, a)),
                      lambda g, a, b: g.add(a, _c(g, 1, a))),
     "add_zero_lhs": (F, lambda g, a, b: g.add(_c(g, 0, a), a),
@@ -286,6 +288,22 @@ def _scatter_row(g: HloBuilder, a: object, b: object, reshaped: bool) -> object:
     else:
         upd, dn = row, ScatterDimensionNumbers((1,), (0,), (0,), 1)
     return g.scatter(a, idx, upd, called=[g.scalar_fn("add")], scatter_dimension_numbers=dn)
+
+
+def _argmax_rows(g: HloBuilder, a: object, ties_last: bool = False) -> object:
+    """jnp.argmax's variadic reduce of pred[5, 6] over dimension 0 (`ties_last`: a region
+    that keeps the larger index on ties, which the rule must not take)."""
+    def region(e: object, av: object, ai: object, ev: object, ei: object) -> object:
+        gt = e.cmp(av, ev, "GT")
+        take = e.op("or", gt, e.op("and", e.cmp(av, ev, "EQ"),
+                                   e.cmp(ai, ei, "GT" if ties_last else "LT")))
+        return e.tuple(e.select(gt, av, ev), e.select(take, ai, ei))
+
+    body = g.sub("argmax", ["pred[]", "s32[]", "pred[]", "s32[]"], region)
+    ids = g.op("iota", shape=parse_shape("s32[5,6]"), iota_dimension=0)
+    r = g.op("reduce", a, ids, g.const(False, "pred"), g.const(0, "s32"), called=[body],
+             dimensions=(0,))
+    return g.op("get_tuple_element", r, index=1)
 
 
 def _et(name: str) -> object:
