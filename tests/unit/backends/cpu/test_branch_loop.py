@@ -475,3 +475,48 @@ def test_an_entry_of_a_big_lapack_batch_keeps_its_thunks() -> None:
     assert solve(64, 32, 2) is None
     assert isinstance(solve(64, 8, 2), branch_loop.Trip)
     assert isinstance(solve(64, 32, 1), branch_loop.Trip)
+
+
+def _adam(*a: Any) -> list[Any]:
+    n = len(a) // 4
+    out: list[Any] = []
+    for p, g, m, v in zip(a[:n], a[n:2 * n], a[2 * n:3 * n], a[3 * n:]):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        out += [p - 1e-3 * m / (jnp.sqrt(v) + 1e-8), m, v]
+    return out
+
+
+def test_an_entry_trip_over_kept_bytes_binds_the_callers_arrays() -> None:
+    """A trip whose state is over loop_bind.KEPT_BYTES binds the caller's arrays in place,
+    an array seen on the last call at the address taken then (an Adam step over 40 small
+    parameters spent 0.5 us a pointer, 0.57 ms a call against XLA's 0.38, now 0.35): one
+    changed in place since is read afresh, a new one at its own address, a dead one is not
+    kept alive; the results are fresh buffers the loop owns (no zeros copied in)."""
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((64, 64)).astype(np.float32) for _ in range(9)]
+    args += [np.abs(rng.standard_normal((64, 64))).astype(np.float32) for _ in range(3)]
+    text = _text(_adam, *args)
+    prog = xlapy.compile(text, backend="cpu")
+    trip = prog._exe.trip
+    assert isinstance(trip, branch_loop.Trip)
+    assert set(range(trip.first, trip.first + 9)) <= trip.nw.owned
+    ref = xlapy.compile(text, backend="cpu", options={"entry_trip": False})
+    first = prog(*args)
+    kept = [np.array(r) for r in first]
+    _same(first, ref(*args))
+    args[0] += 1  # (in place: the same object, other values)
+    _same(prog(*args), ref(*args))
+    fresh = [a.copy() for a in args]
+    fresh[3] = fresh[3] * 2
+    _same(prog(*fresh), ref(*fresh))
+    _same(tuple(first), tuple(kept))  # (later calls wrote none of the first's results)
+    import gc
+    import weakref
+
+    once = [a.copy() for a in args]  # (to the trip alone: `ref` keeps its last arguments)
+    prog(*once)
+    gone = weakref.ref(once[3])
+    del once
+    gc.collect()
+    assert gone() is None
