@@ -492,12 +492,28 @@ def runner(s: GemmShape, threads: int = 1) -> Callable[[np.ndarray, np.ndarray, 
 BATCH_MAX_MACS = 1 << 25
 
 
-def batch_shape(m: int, n: int, k: int, f64: bool) -> GemmShape | None:
-    """The GemmShape of each product of a batch that `batched_runner` computes, or None:
-    AVX-512 targets only (x86-64-v3's 4 x 3 ymm blocks: 401 us a [256, 256] x [256, 256]
-    product, OpenBLAS 213)."""
-    if min(m, n, k) < 1 or not target.current().is_x86 or target.current().vector_bits != 512:
+#: ... on AVX2 targets (x86-64-v3's 4 x 3 ymm blocks: 401 us a [256, 256] x [256, 256]
+#: product, OpenBLAS 213), products up to this many: there a BLAS call's own cost decided.
+#: Zen 3, 2 threads, same process, here / BLAS (/ XLA): 512 x [16, 64] x [64, 16] 0.64
+#: (0.81), 128 x 32^3 0.79 (0.70), 64 x 64^3 0.80 (0.63), 16 x [16, 1024] x [1024, 16] 0.80
+#: (0.73); from ~1M it lost or tied: 32 x [64, 256] x [256, 64] 1.02, 8 x [64, 512] x
+#: [512, 64] 1.13, 16 x 192^3 1.26, 16 x 256^3 1.36. Batches of AVX2_BATCH_MIN products
+#: or more (a few calls cost little).
+AVX2_BATCH_MAX_MACS = 1 << 18
+AVX2_BATCH_MIN = 8
+
+
+def batch_shape(m: int, n: int, k: int, f64: bool, nbatch: int = AVX2_BATCH_MIN
+                ) -> GemmShape | None:
+    """The GemmShape of each product of a batch of `nbatch` that `batched_runner` computes,
+    or None: AVX-512 targets, and AVX2 ones for products of up to AVX2_BATCH_MAX_MACS."""
+    t = target.current()
+    if min(m, n, k) < 1 or not t.is_x86 or t.vector_bits < 256:
         return None
+    if t.vector_bits != 512:
+        small = m * n * k <= AVX2_BATCH_MAX_MACS and k * n * (8 if f64 else 4) <= MAX_RHS_BYTES
+        return GemmShape(m, n, k, f64) \
+            if small and nbatch >= AVX2_BATCH_MIN and t.has("fma") else None
     if _wide(m, n, k, f64, 512):
         return GemmShape(m, n, k, f64)
     if m * n * k > BATCH_MAX_MACS or k * n * (8 if f64 else 4) > MAX_RHS_BYTES:
@@ -575,4 +591,5 @@ def batched_runner(s: GemmShape, threads: int = 1
 __all__ = ["GemmShape", "Columns", "Compiled", "Later", "columns", "shape", "batch_of",
            "of_instruction",
            "compiled", "later", "runner", "batch_shape", "batched_runner", "BATCH_MAX_MACS",
+           "AVX2_BATCH_MAX_MACS", "AVX2_BATCH_MIN",
            "MAX_MACS", "MAX_RHS_BYTES", "NARROW_N", "TABLE", "LHS", "RHS", "OUT", "N", "K", "M"]

@@ -182,7 +182,7 @@ def dot_plan(instr: Instruction, threads: int = 1
     rows1 = m == 1 and n > 1 and nbatch > 1 and n * k >= ROWS1_MIN and \
         np.dtype(acc).char in "fd" and gemv.available()
     _build_ahead(m, n, k, acc, matvec, rperm == sorted(rperm))
-    each = gemm_small.batch_shape(m, n, k, np.dtype(acc) == np.float64) \
+    each = gemm_small.batch_shape(m, n, k, np.dtype(acc) == np.float64, nbatch) \
         if np.dtype(acc).char in "fd" else None
     small_batch = None if each is None else gemm_small.batched_runner(each, threads)
     # a product split over the threads: gemm_small's rows where it takes the shape alone

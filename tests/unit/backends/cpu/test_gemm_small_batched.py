@@ -1,8 +1,8 @@
 """Batches of small products through gemm_small's register blocks (gemm_small.batched_runner,
 routed by library.py where BLAS's batched_gemm ran: JAX's einsum('bij,bjk->bik')): each
 product the bits of gemm_small's own chain, on 1, 2 and 3 threads, f32 and f64; operands that
-are not dense (a transposed rhs) still go through BLAS, within the dot bound; so does every
-batch on targets of 16 vector registers (AVX2, SSE)."""
+are not dense (a transposed rhs) still go through BLAS, within the dot bound; so do batches
+of bigger products on AVX2 targets (AVX2_BATCH_MAX_MACS) and every batch on SSE ones."""
 
 from __future__ import annotations
 
@@ -53,8 +53,9 @@ def test_batch_has_gemm_small_bits_on_any_thread_count(dtype: type, b: int, m: i
     ty = "f32" if dtype == np.float32 else "f64"
     want = _chain(x, y)
     assert_dot_close(want, x, y)
-    routed = gemm_small.batch_shape(m, n, k, dtype == np.float64) is not None
-    assert routed == (target.current().vector_bits == 512)  # AVX2/SSE: BLAS, as before
+    routed = gemm_small.batch_shape(m, n, k, dtype == np.float64, b) is not None
+    bits = target.current().vector_bits
+    assert routed == (bits == 512 or (bits == 256 and m * n * k <= 1 << 18 and b >= 8))
     for threads in (1, 2, 3):
         prog = xlapy.compile(_bmm(b, m, k, n, ty), backend="cpu",
                              options={"num_threads": threads})
@@ -76,6 +77,13 @@ def test_transposed_rhs_goes_through_blas() -> None:
 
 def test_batch_shape_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     avx512 = target.current().vector_bits == 512
+    avx2 = target.current().vector_bits == 256
+    # on AVX2 up to AVX2_BATCH_MAX_MACS (512 x [16, 64] x [64, 16]: a BLAS call each cost
+    # more than the product; 0.34 -> 0.22 ms on Zen 3, XLA 0.27)
+    assert (gemm_small.batch_shape(16, 16, 64, False) is not None) == (avx512 or avx2)
+    assert (gemm_small.batch_shape(64, 64, 64, True) is not None) == (avx512 or avx2)
+    assert (gemm_small.batch_shape(64, 64, 128, False) is not None) == avx512
+    assert (gemm_small.batch_shape(16, 16, 64, False, 7) is not None) == avx512  # (7 calls)
     assert (gemm_small.batch_shape(256, 256, 256, False) is not None) == avx512
     assert (gemm_small.batch_shape(512, 512, 128, False) is not None) == avx512
     monkeypatch.setattr(parallel, "l2_bytes", lambda root="/": 2 << 20)
