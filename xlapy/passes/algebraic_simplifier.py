@@ -43,7 +43,7 @@ class AlgebraicSimplifier(ComputationPass):
         self.fired: Counter[str] = Counter()
 
     def run_on_computation(self, comp: Computation) -> bool:
-        e = Emitter(comp)
+        e = Emitter(comp, self.module)
         changed = False
         for instr in list(comp.post_order()):
             if instr.parent is not comp:

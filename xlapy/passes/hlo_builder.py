@@ -35,10 +35,12 @@ def parse_shape(text: str | Shape) -> Shape:
 
 
 class Emitter:
-    """Appends instructions to `comp`; every OPS name is a method."""
+    """Appends instructions to `comp`; every OPS name is a method. `module`: comp's module
+    where the caller knows it (a rewrite that needs a new reducer adds it there)."""
 
-    def __init__(self, comp: Computation) -> None:
+    def __init__(self, comp: Computation, module: Module | None = None) -> None:
         self.comp = comp
+        self.module = module
 
     def op(self, opcode: str, *operands: Instruction, called: Sequence[Computation] = (),
            name: str = "", **attrs: Any) -> Instruction:
