@@ -129,6 +129,8 @@ def _bf16_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     bits = b.bitcast(v, it)
     lsb = b.and_(b.lshr(bits, splat(it, 16)), splat(it, 1))
     rounded = b.lshr(b.add(b.add(bits, splat(it, 0x7FFF)), lsb), splat(it, 16))
+    if _exact.quiet_clean(v):  # a NaN is quiet with its low half zero: rounded as it is
+        return b.trunc(rounded, like(v.type, I16))
     nan = b.or_(b.lshr(bits, splat(it, 16)), splat(it, 0x40))
     out = b.select(b.fcmp_unordered("uno", v, v), nan, rounded)
     return b.trunc(out, like(v.type, I16))
@@ -156,8 +158,8 @@ def _bf16_round(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     bits = b.bitcast(v, it)
     lsb = b.and_(b.lshr(bits, splat(it, 16)), splat(it, 1))
     rounded = b.add(b.add(bits, splat(it, 0x7FFF)), lsb)
-    nan = b.or_(bits, splat(it, 0x400000))
-    out = b.select(b.fcmp_unordered("uno", v, v), nan, rounded)
+    out = rounded if _exact.quiet_clean(v) else b.select(  # (quiet_clean: bf16_exact.py)
+        b.fcmp_unordered("uno", v, v), b.or_(bits, splat(it, 0x400000)), rounded)
     res = _exact.mark(b.bitcast(b.and_(out, splat(it, -65536)), v.type))
     # Rounding never makes a denormal of a value that is none (2^-126 is a bf16; a normal
     # truncates to a normal and rounds up from there): the next op need not flush it again.
