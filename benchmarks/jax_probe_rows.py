@@ -84,7 +84,20 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # sum or max one vector chain (AVX2: max 2.2x XLA's time, logsumexp 2.5x slower)
         "max_keepdims": (lambda x: x.max(-1, keepdims=True), [f32(4096, 1024)]),
         "lse_keepdims": (lambda x: jax.nn.logsumexp(x, -1, keepdims=True), [f32(4096, 1024)]),
+        # session 61's cliffs (Zen 3, AVX2): the first true index of a long boolean row, a
+        # variadic reduce a step at a time (1.5x; jnp.select's short one: 4.5x); a layer
+        # norm written in bf16 ops, each rounding's NaN select kept (1.7x)
+        "first_true_row": (lambda x: jnp.argmax(x > 1.5, axis=-1), [f32(4096, 1000)]),
+        "ln_bf16": (_layernorm, [f32(4096, 1024).astype(jnp.bfloat16)]),
     }
+
+
+def _layernorm(x: Any) -> Any:
+    """(x - mean) / sqrt(var + eps) over rows, in x's own type."""
+    from jax import lax
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) * lax.rsqrt(v + 1e-5)
 
 
 def _triu_pairs(x: Any) -> Any:
