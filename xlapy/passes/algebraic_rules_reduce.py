@@ -27,6 +27,7 @@ from xlapy.ir import Instruction
 from xlapy.passes.algebraic_rules import Rule
 from xlapy.passes.constant_folding import run_computation
 from xlapy.passes.hlo_builder import Emitter, scalar_reducer
+from xlapy.types.element_type import iinfo
 
 #: Longest reduced dimension rewritten as a chain (a select a row); longer ones (up to
 #: MAX_INDEX) become a min-reduce of the best rows' indices.
@@ -97,7 +98,8 @@ def _first_true(i: Instruction, e: Emitter) -> Instruction | None:
     if not x.shape.element_type.is_pred or not 1 <= k <= MAX_INDEX or \
             ids.opcode != "iota" or ids.attrs.iota_dimension != d or \
             init_v.opcode != "constant" or init_i.opcode != "constant" or \
-            not ids.shape.element_type.is_integer:
+            not ids.shape.element_type.is_integer or \
+            k > int(iinfo(ids.shape.element_type).max):  # (wrapping iotas; `none` = k)
         return None
     if k > MAX_ROWS and e.module is None:
         return None

@@ -72,9 +72,9 @@ def test_a_float_argmax_stays_a_reduce() -> None:
     assert _fired(jax.jit(lambda v: jnp.argmax(v, 0)).lower(x).as_text()) == 0
 
 
-def _argmax_reduce(k: int, odd: bool) -> Any:
-    """pred[k, 64] argmax over dimension 0, the region jax's (`odd`: ties broken towards
-    index 3 first, an order no table of three indices would show)."""
+def _argmax_reduce(k: int, odd: bool, it: str = "s32") -> Any:
+    """pred[k, 64] argmax over dimension 0 with `it` indices, the region jax's (`odd`: ties
+    broken towards index 3 first, an order no table of three indices would show)."""
     from xlapy.passes.hlo_builder import HloBuilder, parse_shape
 
     g = HloBuilder()
@@ -84,13 +84,13 @@ def _argmax_reduce(k: int, odd: bool) -> Any:
         gt = e.cmp(av, ev, "GT")
         first = e.cmp(ai, ei, "LT")
         if odd:
-            first = e.op("or", first, e.cmp(ai, e.const(3, "s32"), "EQ"))
+            first = e.op("or", first, e.cmp(ai, e.const(3, it), "EQ"))
         take = e.op("or", gt, e.op("and", e.cmp(av, ev, "EQ"), first))
         return e.tuple(e.select(gt, av, ev), e.select(take, ai, ei))
 
-    body = g.sub("argmax", ["pred[]", "s32[]", "pred[]", "s32[]"], region)
-    ids = g.op("iota", shape=parse_shape(f"s32[{k},64]"), iota_dimension=0)
-    r = g.op("reduce", a, ids, g.const(False, "pred"), g.const(0, "s32"), called=[body],
+    body = g.sub("argmax", ["pred[]", f"{it}[]", "pred[]", f"{it}[]"], region)
+    ids = g.op("iota", shape=parse_shape(f"{it}[{k},64]"), iota_dimension=0)
+    r = g.op("reduce", a, ids, g.const(False, "pred"), g.const(0, it), called=[body],
              dimensions=(0,))
     return g.build(g.op("get_tuple_element", r, index=1))
 
@@ -110,3 +110,23 @@ def test_a_region_reading_an_index_value_is_checked_on_every_index(k: int) -> No
         assert simp.fired["argmax_pred_rows"] == (not odd)
         np.testing.assert_array_equal(np.asarray(Interpreter().run_module(module, [m])),
                                       before)
+
+
+@pytest.mark.parametrize("it,k,fires", [("s8", 127, True), ("s8", 128, False),
+                                         ("s8", 200, False), ("u8", 255, True),
+                                         ("u8", 256, False), ("s4", 7, True),
+                                         ("s4", 12, False)])
+def test_narrow_index_types_that_wrap_stay_reduces(it: str, k: int, fires: bool) -> None:
+    """An iota in a narrow type wraps past its maximum (and the long form's `none` index k
+    must fit too): the rewrite needs k <= the type's maximum, else the reduce's own ties."""
+    from xlapy.interpreter import Interpreter
+
+    module = _argmax_reduce(k, False, it)
+    m = _masks(k)
+    m[:, 3] = False
+    m[k - 1, 3] = True  # (only the last row true: its index is the wrapped one)
+    before = np.asarray(Interpreter().run_module(module, [m]))
+    simp = AlgebraicSimplifier()
+    run_passes(module, [simp])
+    assert simp.fired["argmax_pred_rows"] == fires
+    np.testing.assert_array_equal(np.asarray(Interpreter().run_module(module, [m])), before)
