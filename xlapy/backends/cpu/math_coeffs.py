@@ -99,17 +99,6 @@ EXP_F32 = (1.0, 1.0, 0.4999999344379915, 0.16666520572392574, 0.0416683887423915
            0.00836872407311626, 0.0013814583854395367)
 
 
-#: f32 erf(x) / x as a polynomial in t = x^2 / 8 - 1 for |x| <= 4, lowest power first,
-#: evaluated in f64: a least-squares Chebyshev fit (degree 18, against scipy's f64 erf),
-#: 0.008 ulp of f32's erf from it; rounded once, 0.508 ulp at most (erf(4) rounds to 1).
-ERF_F32 = (0.353530995618832, -0.17657623587308308, 0.131675121780232, -0.10771028937935233,
-           0.09020883404940892, -0.07473053609837427, 0.05988893544264409, -0.04574400173221797,
-           0.03304758580538422, -0.022563597699076954, 0.014397568173580866,
-           -0.008382074144337334, 0.004746829440203453, -0.0029118390001605134,
-           0.0014380182091414655, -0.00032430257687817533, 0.0001583410749221863,
-           -0.00024670882688385186, 9.735200022093023e-05)
-
-
 #: (atan(t) / t - 1) / z with z = t^2 on |t| <= tan(pi/8), lowest power first (degree 7):
 #: least squares on 400 Chebyshev nodes against mpmath at 120 bits; atan(t) = t + t z P(z)
 #: in f64 is then within 2^-43 relative (f32 atan2, libm_f32.py).

@@ -25,8 +25,8 @@ tanh           <= 5       <= 2       f32: x P(x^2) / Q(x^2), a (4, 4) rational (
                                      chain 1.85x slower); f64: -m / (2 + m),
                                      m = expm1(-2|x|) (one series, no branch)
 logistic       <= 1       <= 3       1 / (1 + exp(-x)) (f32: in f64)
-erf            <= 1       <= 1       f32: one f64 polynomial in x^2 on |x| <= 4
-                                     (ERF_F32, 0.508 ulp); f64: Taylor below 1 (2/sqrt(pi)
+erf            <= 1       <= 1       f32: x (C0 + z P(z)) below 1, 1 - a fit of erfc
+                                     above, in f32; f64: Taylor below 1 (2/sqrt(pi)
                                      as hi + lo), a Chebyshev fit of erfcx above
 erfc (chlo)    <= 5       -          f32: below 1 an f64 polynomial, rounded once (0.502);
                                      above Cephes' erfcf with x^2 exact into exp (4.7;
@@ -50,7 +50,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import latency, log_table, target, trig_dd, trig_reduce
+from xlapy.backends.cpu import erf_f32, latency, log_table, target, trig_dd, trig_reduce
 from xlapy.backends.cpu.llvm_util import (
     F64,
     I32,
@@ -63,7 +63,6 @@ from xlapy.backends.cpu.llvm_util import (
     splat,
 )
 from xlapy.backends.cpu.math_coeffs import (
-    ERF_F32,
     ERF_TOP,
     ERFCX_F64,
     EXP_F32,
@@ -419,14 +418,8 @@ class Math:
 
     def erf(self, x: ir.Value) -> ir.Value:
         b = self.b
-        if not self.is64:  # one f64 polynomial on |x| <= 4, rounded once (ERF_F32): the
-            # Taylor series below 1 and exp(-x^2) erfcx above, both per lane, took 4.6x
-            # XLA's time (jax.scipy.special.erf of 1024^2: 0.78 ms, XLA 0.17)
-            m = Math(b, like(self.t, F64))
-            xd = m.bin("minnum", m.bin("maxnum", b.fpext(x, m.t), m.c(-4.0)), m.c(4.0))
-            t = m.fma(b.fmul(xd, xd), m.c(0.125), m.c(-1.0))
-            out = b.fptrunc(b.fmul(xd, m.horner(list(ERF_F32), t)), self.t)
-            return self.keep_zero(x, self.select_nan(x, out))
+        if not self.is64:
+            return erf_f32.erf(self, x)
         ax = self.un("fabs", x)
         z = b.fmul(x, x)
         small = self._erf_small(x, z, 19)

@@ -12,6 +12,7 @@ import scipy.special
 
 from tests.unit.backends.cpu.util import module, op, run_both, ulp_error
 from xlapy.backends.cpu import CpuBackend
+from xlapy.stablehlo.check import ulp_difference
 from xlapy.types import ElementType as ET
 from xlapy.types import Shape
 
@@ -119,27 +120,30 @@ def test_f32_result_does_not_depend_on_the_lane(name: str) -> None:
                           np.concatenate(tail).view(np.uint32))
 
 
-def test_erf_f32_is_one_polynomial_rounded_once() -> None:
-    """f32 erf is one f64 polynomial in x^2 on |x| <= 4 (ERF_F32), rounded once: within
-    0.51 ulp of scipy's f64 erf on a dense grid (the Taylor series below 1 and exp(-x^2)
-    erfcx above measured 0.96, at 4.6x XLA's time), +-1 from 3.92 on, NaN kept."""
+def test_erf_f32_is_within_one_ulp_in_f32() -> None:
+    """f32 erf in f32 arithmetic (erf_f32.py): within 1 ulp of the correctly rounded value
+    on a dense grid, under 6% of it 1 ulp off (XLA's rational: 24%, up to 5 ulp), +-1 from
+    3.92 on, -0 and NaN kept, no f64 in the kernel (the f64 polynomial took 1.6x its time)."""
     import xlapy
 
-    n = 400_001
-    x = np.concatenate([np.linspace(-6, 6, n - 5), [0.0, 1e-30, 3.92, 4.0, np.inf]]
-                       ).astype(np.float32)
+    n = 1 << 21
+    x = np.concatenate([np.linspace(-6, 6, n - 8), [0.0, -0.0, 1e-30, -1e-30, 0.99999994,
+                                                    1.0, 3.92, np.inf]]).astype(np.float32)
     text = f"""
 func.func @main(%x: tensor<{x.size}xf32>) -> tensor<{x.size}xf32> {{
   %y = chlo.erf %x : tensor<{x.size}xf32> -> tensor<{x.size}xf32>
   return %y : tensor<{x.size}xf32>
 }}
 """
-    got = np.asarray(xlapy.compile(text, "cpu")(x)).astype(np.float64)
-    ref = scipy.special.erf(x.astype(np.float64))
+    prog = xlapy.compile(text, "cpu")
+    got = np.asarray(prog(x))
+    ref = scipy.special.erf(x.astype(np.float64)).astype(np.float32)
     big = np.abs(x) >= 1.2e-38  # (a denormal input flushes, as XLA's kernels do)
-    ulp = np.abs(got - ref)[big] / np.spacing(np.abs(ref[big]).astype(np.float32))
-    assert ulp.max() <= 0.51, (ulp.max(), x[big][ulp.argmax()])
-    assert got[n - 5] == 0 and np.array_equal(got[-3:], [1.0, 1.0, 1.0])
+    d = ulp_difference(got[big], ref[big])
+    assert d.max() <= 1 and (d > 0).mean() < 0.06, (d.max(), (d > 0).mean())
+    assert np.array_equal(np.signbit(got[-8:-6]), [False, True])
+    assert np.array_equal(got[-2:], [1.0, 1.0]) and got[0] == -1.0
+    assert "x double>" not in prog._exe.kernel_ir  # type: ignore[attr-defined]
     nan = np.asarray(xlapy.compile(text.replace(f"{x.size}x", "1x"), "cpu")(
         np.array([np.nan], np.float32)))
     assert np.isnan(nan).all()
