@@ -239,7 +239,10 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         elif dims and root.opcode != "reduce":  # ([n, n, 3] pairs: xmm, not masked zmm)
             self.width = row_width(dims[-2] if self.stack else dims[-1], self.width,
                                    self.masked)
-        if self.width and root.opcode != "reduce" and not self.rows and dims:
+        self.summand = self.summed() if self.width and not self.rows else None
+        if self.summand is not None:  # (a sum of exp, log1p...: widened too, interleave_emit)
+            dims = self.summand.shape.dimensions
+        if self.width and (root.opcode != "reduce" or self.summand) and not self.rows and dims:
             # Two (four) vectors per lane group: a long dependent chain per element (the
             # GELU chain) leaves the out-of-order window with one group in flight; LLVM
             # splits each wide op into independent vector-width parts, interleaved.
