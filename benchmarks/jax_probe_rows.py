@@ -89,6 +89,13 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # norm written in bf16 ops, each rounding's NaN select kept (1.7x)
         "first_true_row": (lambda x: jnp.argmax(x > 1.5, axis=-1), [f32(4096, 1000)]),
         "ln_bf16": (_layernorm, [f32(4096, 1024).astype(jnp.bfloat16)]),
+        # session 62's: f32 erf as one f64 polynomial (2.7x XLA's time on AVX2; erf_f32.py:
+        # f32 code, ~1.7x), and a loss's mean of log1p(exp(-|x|)) one vector an iteration
+        # (1.3-1.6x; its vector groups widen now, interleave_emit.summed)
+        "erf_f32": (lax.erf, [rows(1 << 20, 1).reshape(-1)]),
+        "bce_mean": (lambda l, y: (jnp.maximum(l, 0) - l * y + jnp.log1p(jnp.exp(-jnp.abs(
+            l)))).mean(), [rows(1 << 20, 1).reshape(-1), (rows(1 << 20, 1) > 0).reshape(
+                -1).astype(np.float32)]),
     }
 
 
