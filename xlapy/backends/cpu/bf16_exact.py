@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import Any
 
 from llvmlite import ir
 
@@ -158,27 +159,27 @@ _QUIETING = frozenset({"fadd", "fsub", "fmul", "fdiv"})
 _QUIETING_CALLS = ("llvm.fma.", "llvm.fmuladd.", "llvm.sqrt.", "llvm.canonicalize.")
 
 
+def _lanes(c: ir.Constant) -> list[Any] | None:
+    """The lane values of a scalar or vector constant; None for zeroinitializer / undef."""
+    if c.constant is None or c.constant is ir.Undefined:
+        return None
+    vals = c.constant if isinstance(c.type, ir.VectorType) else [c]
+    return [v.constant if isinstance(v, ir.Constant) else v for v in vals]
+
+
 def _foldable_constant(c: ir.Value) -> bool:
     """`c` is a constant with a lane of +-0 or +-1: with it LLVM may fold the op into its
     other operand (x * 1, x + -0, x - 0, x / 1, negations), which then is not quieted."""
     if not isinstance(c, ir.Constant):
         return False
-    if c.constant is None or c.constant is ir.Undefined:
-        return True  # (zeroinitializer)
-    vals = c.constant if isinstance(c.type, ir.VectorType) else [c]
-    return any((v.constant if isinstance(v, ir.Constant) else v) in (0.0, 1.0, -1.0, None)
-               for v in vals)
+    vals = _lanes(c)
+    return vals is None or any(v in (0.0, 1.0, -1.0, None) for v in vals)  # (None: zeros)
 
 
 def _nan_constant_clean(c: ir.Constant) -> bool:
-    """No lane of f32 constant `c` is a NaN with bits in its low half."""
-    if c.constant is None or c.constant is ir.Undefined:
-        return True
-    for v in c.constant if isinstance(c.type, ir.VectorType) else [c]:
-        f = v.constant if isinstance(v, ir.Constant) else v
-        if isinstance(f, float) and math.isnan(f):
-            return False  # (llvmlite's constants carry no NaN payload to check)
-    return True
+    """No lane of f32 constant `c` is a NaN with bits in its low half (llvmlite's constants
+    carry no NaN payload to check: any NaN lane counts)."""
+    return not any(isinstance(f, float) and math.isnan(f) for f in _lanes(c) or [])
 
 
 def _low_clean(x: ir.Value, depth: int) -> bool:
