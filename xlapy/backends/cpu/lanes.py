@@ -257,6 +257,8 @@ class LaneCheck:
         `pinned`: its indices past p are constants (a leaf's short rows read a column)."""
         if p is None:
             return True
+        if vector_width() < 1:
+            return False  # (the `lanes` option 0: scalar IR throughout)
         key = (id(instr), p, aligned, off if self.cuts is not None else 0, pinned)
         if key in self.seen:
             return True

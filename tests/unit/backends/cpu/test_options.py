@@ -78,6 +78,27 @@ def test_lanes_option_picks_scalar_kernels() -> None:
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-6)
 
 
+SLICES = """
+func.func @main(%x: tensor<2x12x12x3xf32>) -> (tensor<2x8x8x3xf32>, tensor<2x8x8x3xf32>) {
+  %0 = stablehlo.slice %x [0:2, 2:10, 2:10, 0:3] : (tensor<2x12x12x3xf32>) -> tensor<2x8x8x3xf32>
+  %1 = stablehlo.slice %x [0:2, 1:9, 3:11, 0:3] : (tensor<2x12x12x3xf32>) -> tensor<2x8x8x3xf32>
+  %2 = stablehlo.multiply %1, %1 : tensor<2x8x8x3xf32>
+  return %0, %2 : tensor<2x8x8x3xf32>, tensor<2x8x8x3xf32>
+}
+"""
+
+
+def test_lanes_option_zero_compiles_slices() -> None:
+    """lanes=0 with slices (the lane check's alignment test divided by the width: a
+    ZeroDivisionError from `XLAPY_CPU_LANES=0` on any kernel slicing along its rows)."""
+    x = np.arange(2 * 12 * 12 * 3, dtype=np.float32).reshape(2, 12, 12, 3)
+    scalar = xlapy.compile(SLICES, "cpu", options={"lanes": 0})
+    assert not any(k.explicit for k in scalar._exe.kernel_specs)  # type: ignore[attr-defined]
+    a, b = scalar(x)
+    np.testing.assert_array_equal(a, x[:, 2:10, 2:10])
+    np.testing.assert_array_equal(b, x[:, 1:9, 3:11] ** 2)
+
+
 def test_fusion_limits_reach_the_fusion_pass() -> None:
     """dup_ops=0: the shared exp/tanh chain is no longer recomputed in both kernels but gets
     a buffer of its own (one more kernel); the values do not change."""
