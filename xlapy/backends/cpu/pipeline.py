@@ -89,22 +89,23 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     """The pipeline `CpuBackend.compile` runs: `passes.pipelines.backend_pipeline`'s rewrites
     (chlo lowering, native forms, call inlining, rng_bit_generator expansion, bit-exact
     simplification, splats as broadcasts, CSE, DCE), sums of broadcast products as dots
-    (product_sums.py), transposes of dots computed by the dot
-    and a 2-D rhs transpose read by it (dot_transpose.py), small dot operands transposed
-    into 2-D product layout (dot_flatten.py), transposed convolutions as their phases
-    (conv_polyphase.py), small batched dots as reduces (small_dots.py), reductions over a
-    short last dimension as element-wise folds (short_reduce.py), column reductions of a
-    narrow last dimension through whole vectors (narrow_columns.py), long column sums in two
-    levels (column_sums.py), float max/min over a whole array by rows first
-    (total_minmax.py), bf16/f16 dots and convolutions widened to f32 (their converts
-    then fuse into the kernels around them), bf16 rows summed in f32 shared, sorts of an
-    iota read as top_k made chlo.top_k again (topk_select.py), while conditions that return
-    a state element as it is made a compare (cond_root.py), strided slices of whole rows
-    as columns and reshapes merging a stack's short last dimension moved after the
-    element-wise ops reading them (stack_reshape.py), calls of identical computations
-    made calls of one (computation_dedup.py), then the cpu fusion."""
+    (product_sums.py), transposes of dots computed by the dot and a 2-D rhs transpose read by it
+    (dot_transpose.py), small dot operands transposed into 2-D product layout (dot_flatten.py),
+    transposed convolutions as their phases (conv_polyphase.py), the general convolution loop
+    nest's operands and results transposed to channels-last (conv_layout.py), small batched dots
+    as reduces (small_dots.py), reductions over a short last dimension as element-wise folds
+    (short_reduce.py), column reductions of a narrow last dimension through whole vectors
+    (narrow_columns.py), long column sums in two levels (column_sums.py), float max/min over a
+    whole array by rows first (total_minmax.py), bf16/f16 dots and convolutions widened to f32
+    (their converts then fuse into the kernels around them), bf16 rows summed in f32 shared,
+    sorts of an iota read as top_k made chlo.top_k again (topk_select.py), while conditions that
+    return a state element as it is made a compare (cond_root.py), strided slices of whole rows
+    as columns and reshapes merging a stack's short last dimension moved after the element-wise
+    ops reading them (stack_reshape.py), calls of identical computations made calls of one
+    (computation_dedup.py), then the cpu fusion."""
     from xlapy.backends.cpu.column_sums import SplitColumnSums
     from xlapy.backends.cpu.cond_root import CondRootKernel
+    from xlapy.backends.cpu.conv_layout import ChannelsLastConvolutions
     from xlapy.backends.cpu.conv_polyphase import PolyphaseConvolution
     from xlapy.backends.cpu.dot_flatten import FlattenDots
     from xlapy.backends.cpu.dot_transpose import FoldDotTranspose, FoldRhsTranspose
@@ -124,7 +125,8 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     target_ = (options or CpuOptions.make()).target
     return Pipeline("cpu", [*backend_pipeline(native_chlo=native_chlo).passes,
                             ProductSumsAsDots(), FoldDotTranspose(), FoldRhsTranspose(),
-                            FlattenDots(), PolyphaseConvolution(), SmallDotsAsReduces(),
+                            FlattenDots(), PolyphaseConvolution(),
+                            ChannelsLastConvolutions(), SmallDotsAsReduces(),
                             ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
                             TotalMinMax(), WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CondRootKernel(),
