@@ -96,7 +96,33 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "bce_mean": (lambda l, y: (jnp.maximum(l, 0) - l * y + jnp.log1p(jnp.exp(-jnp.abs(
             l)))).mean(), [rows(1 << 20, 1).reshape(-1), (rows(1 << 20, 1) > 0).reshape(
                 -1).astype(np.float32)]),
+        # session 63's: channels-first strided convolutions copied to channels-last by numpy
+        # each call (2x XLA's time; conv_layout.py); 3-channel pixels padded, cropped at
+        # random, rows of 3 concatenated with 3 of 8 lanes a pixel (1.3-2.5x;
+        # kernel_collapse.py); flips of uint8 pixels (6x) and along the lanes (1.5x) in
+        # scalar code (minor_stack.short, reverse_emit.py)
+        "conv_s2_ncw": (lambda x, w: lax.conv_general_dilated(x, w, (2,), "SAME"),
+                        [f32(16, 64, 2048), f32(64, 64, 5) * 0.1]),
+        "conv_s2_nchw_relu": (_conv_relu, [f32(8, 32, 64, 64), f32(64, 32, 3, 3) * 0.1,
+                                           f32(64)]),
+        "pad_pixels": (lambda x: jnp.pad(x, ((0, 0), (4, 4), (4, 4), (0, 0))),
+                       [f32(8, 128, 128, 3)]),
+        "random_crop": (lambda x, i: lax.dynamic_slice(x, (0, i, i, 0), (8, 112, 112, 3)),
+                        [f32(8, 128, 128, 3), np.int32(5)]),
+        "concat_points": (lambda a, b: jnp.concatenate([a, b], 0) * 2.0,
+                          [rows(200000, 3), rows(100000, 3)]),
+        "flip_u8_pixels": (lambda x: jnp.flip(x, 2),
+                           [rng.integers(0, 256, (8, 128, 128, 3)).astype(np.uint8)]),
+        "flip_rows_mul": (lambda x: jnp.flip(x, -1) * 2.0 + x, [f32(1024, 1024)]),
     }
+
+
+def _conv_relu(x: Any, w: Any, b: Any) -> Any:
+    """A stride-2 NCHW convolution, its bias and relu (PyTorch's layout)."""
+    import jax
+    from jax import lax
+    y = lax.conv_general_dilated(x, w, (2, 2), "SAME")
+    return jax.nn.relu(y + b[None, :, None, None])
 
 
 def _layernorm(x: Any) -> Any:

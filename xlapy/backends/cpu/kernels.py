@@ -30,6 +30,7 @@ from xlapy.backends.cpu import (
     libm_f32,
     masked_emit,
     minor_stack,
+    reverse_emit,
     rotate_emit,
     row_divide,
 )
@@ -222,7 +223,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self.width = vector_width() if all(check.kernel(r, self.rows, self.segmented) for r in
                                            [root, *(x for x, _ in self.extra)]) else 0
         #: A stack along a short last dimension, lanes along the one before (minor_stack.py).
-        self.stack = 0 if self.width else \
+        self.stack = 0 if self.width and not minor_stack.short(root) else \
             minor_stack.width(root, leaves, self.rows, self.extra, reducer_op)
         if self.stack:
             self.width, self.segmented = vector_width(), False
@@ -370,9 +371,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             return self.gen(ops[0], [
                 self._affine(v, st, s) for v, st, s in zip(idx, a.start_indices, a.strides)])
         if op == "reverse":
-            dims = sh.dimensions
-            return self.gen(ops[0], [b.sub(i64(dims[d] - 1), v) if d in a.dimensions else v
-                                     for d, v in enumerate(idx)])
+            return reverse_emit.gen(self, instr, idx)
         if op in ("iota", "dynamic_iota"):  # (dynamic_iota: static_dynamic_iota)
             v = idx[a.iota_dimension]
             if isinstance(v, LanePattern):

@@ -301,8 +301,9 @@ class LaneCheck:
                 ops[0], p, aligned and a.start_indices[p] % vector_width() == 0,
                 None if off is None else off + a.start_indices[p],
                 pinned or column_pins(instr, p))
-        if op == "reverse":
-            return p not in a.dimensions and self.value(ops[0], p, True, off)
+        if op == "reverse":  # (along the lane: the mirrored lanes reversed, reverse_emit.py)
+            return self.value(ops[0], p, False, None, pinned) if p in a.dimensions else \
+                self.value(ops[0], p, True, off)
         if op == "gather":  # along an offset dimension: the starts are uniform
             d = gather_operand_dim(instr, p)
             if d is not None:

@@ -47,6 +47,13 @@ def width(root: Instruction, leaves: dict[int, int], rows: Sequence[Instruction]
         else 0
 
 
+def short(root: Instruction) -> bool:
+    """Whether root's last dimension holds fewer elements than a vector's lanes: its masked
+    lanes would leave most of each vector idle, the stack's lanes fill it."""
+    dims = root.shape.dimensions
+    return len(dims) >= 2 and dims[-1] < vector_width()
+
+
 def interleave(b: ir.IRBuilder, vals: Sequence[ir.Value]) -> ir.Value:
     """C vectors of W lanes as one of C x W: lane l of vector c at l * C + c."""
     c, w = len(vals), vals[0].type.count

@@ -23,8 +23,8 @@ CASES: dict[str, tuple[Any, list[tuple[int, ...]]]] = {
     "pad_pixels": (lambda x: jnp.pad(x, ((0, 0), (4, 4), (3, 5), (0, 0))), [(2, 9, 11, 3)]),
     "pad_value_relu": (lambda x: jnp.pad(jax.nn.relu(x), ((1, 2), (0, 0), (0, 0)),
                                          constant_values=-1.0), [(5, 7, 2)]),
-    "pad_interior_rows": (lambda x: lax.pad(x, 0.5, ((1, 1, 2), (2, 0, 0), (0, 0, 0))),
-                          [(4, 6, 3)]),
+    "pad_interior_rows": (lambda x: lax.pad(x, np.float32(0.5),
+                                            ((1, 1, 2), (2, 0, 0), (0, 0, 0))), [(4, 6, 3)]),
     "concat_rows": (lambda a, b: jnp.concatenate([a, b], 0) * 2.0, [(37, 3), (20, 3)]),
     "concat_pixels": (lambda a, b: jnp.concatenate([a, b], 2), [(2, 5, 7, 3), (2, 5, 4, 3)]),
     "crop": (lambda x: x[:, 2:-3, 1:-1, :] + 1.0, [(3, 12, 10, 3)]),
@@ -76,7 +76,7 @@ def test_random_crops_clamp_their_start_as_before(start: int, itype: Any) -> Non
 def test_what_it_takes_and_leaves() -> None:
     x = np.zeros((2, 16, 16, 3), np.float32)
     def pad(x: Any) -> Any:
-        return lax.pad(x, 0.0, ((0, 0, 0), (2, 2, 0), (2, 2, 0), (0, 0, 0)))
+        return lax.pad(x, np.float32(0), ((0, 0, 0), (2, 2, 0), (2, 2, 0), (0, 0, 0)))
     assert _collapsed(jax.jit(pad).lower(x).as_text()) == (W > 3)
     flip = jax.jit(lambda x: lax.rev(x, (2,)) * 2.0).lower(x).as_text()  # (moves pixels)
     assert not _collapsed(flip)
