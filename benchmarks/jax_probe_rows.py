@@ -114,6 +114,9 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "flip_u8_pixels": (lambda x: jnp.flip(x, 2),
                            [rng.integers(0, 256, (8, 128, 128, 3)).astype(np.uint8)]),
         "flip_rows_mul": (lambda x: jnp.flip(x, -1) * 2.0 + x, [f32(1024, 1024)]),
+        # a softmax over columns computed exp(x - max) in the sum's kernel and the divide's
+        # (1.3x; fusion_spread.reduced_elsewhere)
+        "softmax_cols": (lambda x: jax.nn.softmax(x, 0), [f32(1024, 1024)]),
     }
 
 

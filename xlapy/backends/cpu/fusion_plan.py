@@ -20,7 +20,13 @@ from xlapy.backends.cpu.fold_paths import (
     forget_columns,
     stack_root,
 )
-from xlapy.backends.cpu.fusion_spread import COSTLY, COSTLY_ELEMENTS, SPREAD_ELEMENTS, spread
+from xlapy.backends.cpu.fusion_spread import (
+    COSTLY,
+    COSTLY_ELEMENTS,
+    SPREAD_ELEMENTS,
+    reduced_elsewhere,
+    spread,
+)
 from xlapy.backends.cpu.index_emit import INDEX_OPS
 from xlapy.backends.cpu.lanes import shared_dims
 from xlapy.backends.cpu.reduce_region_emit import computed_iota
@@ -476,6 +482,12 @@ class _Chooser:
             ks = frozenset().union(*(kernel_of[id(u)] for u in users
                                      if not unread(u, instr)))
             c = cost.get(iid, 0)
+            if instr.opcode in EXPENSIVE and (
+                    why := reduced_elsewhere(instr, [self.by_id[k] for k in ks])) is not None:
+                mat.add(iid)
+                kernel_of[iid] = frozenset((iid,))
+                self._say(instr, instr, False, why)
+                continue
             if len(ks) == 1:
                 paths[iid] = self._paths(instr, next(iter(ks)), paths)
                 if (len(paths[iid]) > 1 and c > lim.dup_ops and instr.opcode not in CHEAP
