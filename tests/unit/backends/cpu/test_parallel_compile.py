@@ -12,8 +12,9 @@ import xlapy
 from xlapy.backends.cpu import cache, parallel_compile
 from xlapy.backends.cpu.llvm_util import F32, I64, Engine, for_range, module_text, new_module
 
-# Three kernels (softmax pieces over dimension 2 of a 4-D value: max, exp-sum, divide; over
-# the last dimension the three fuse into one row kernel).
+# Four kernels (softmax pieces over dimension 2 of a 4-D value: max, exp written once
+# (fusion_spread.reduced_elsewhere), its sum, divide; over the last dimension they fuse into
+# one row kernel).
 PROGRAM = """
 func.func @main(%x: tensor<4x8x64x64xf32>) -> tensor<4x8x64x64xf32> {
   %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
@@ -79,7 +80,7 @@ def test_executable_compiles_its_kernels_on_threads(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("XLAPY_CACHE_DIR", "")
     serial = _compile(monkeypatch, 1)
     threaded = _compile(monkeypatch, 3)
-    assert len(serial._exe.kernel_specs) == 3 and len(serial._exe.engines) == 1
+    assert len(serial._exe.kernel_specs) == 4 and len(serial._exe.engines) == 1
     assert len(threaded._exe.engines) > 1
     assert all(e.pipeline == "light" and e.asm_ir for e in threaded._exe.engines)
     assert threaded.phases is not None and "llvm threads" in threaded.phases.seconds
