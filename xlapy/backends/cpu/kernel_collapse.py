@@ -21,12 +21,12 @@ computed by the same ops: the same bits.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
 from xlapy.backends.cpu.index_emit import segmentable
 from xlapy.backends.cpu.lanes import LaneCheck, vector_width
+from xlapy.backends.cpu.masked_emit import kernel_values
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Instruction
 from xlapy.ir.computation import make_instruction
@@ -84,20 +84,6 @@ def _bound(i: Instruction, leaves: dict[int, int]) -> int:
     raise _Fixed
 
 
-def _walk(root: Instruction, leaves: dict[int, int], visit: Callable[[Instruction], None]
-          ) -> None:
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        i = stack.pop()
-        if id(i) in seen:
-            continue
-        seen.add(id(i))
-        visit(i)
-        if id(i) not in leaves and i.shape.rank:
-            stack.extend(i.operands)
-
-
 def collapse(root: Instruction, leaves: dict[int, int]
              ) -> tuple[Instruction, dict[int, int]] | None:
     """(a copy of the kernel of `root` with dimensions m.. merged, its leaves) when its
@@ -111,28 +97,17 @@ def collapse(root: Instruction, leaves: dict[int, int]
     if w < 2 or dims[-1] >= w:
         return None
     r = sh.rank
-    bounds: list[int] = []
-
-    def visit(i: Instruction) -> None:
-        s = i.shape
-        if not s.is_array or s.element_type.is_complex:
-            raise _Fixed
-        if s.rank and (s.rank != r or s.dimensions[-1] != dims[-1]):
-            raise _Fixed
-        if i.opcode == "broadcast_in_dim" and id(i) not in leaves and \
-                i.operands[0].shape.rank and \
-                tuple(i.attrs.broadcast_dimensions) != tuple(range(r)):
-            raise _Fixed
-        bounds.append(_bound(i, leaves))
+    arrays = [i for i in kernel_values(root, leaves) if i.shape.is_array and i.shape.rank]
     try:
-        _walk(root, leaves, visit)
+        for i in arrays:
+            _mergeable(i, r, dims[-1], leaves)
+        m = max(_bound(i, leaves) for i in arrays)
     except _Fixed:
         return None
-    m = max(bounds)
-    if m >= r - 1 or math.prod(dims[m:]) < w:
+    if m >= r - 1 or math.prod(dims[m:]) < w or \
+            any(tuple(i.shape.dimensions[m + 1:]) != dims[m + 1:] for i in arrays):
         return None
     try:
-        _walk(root, leaves, lambda i: _same_tail(i, m, dims, leaves))
         new_root, new_leaves = _Merge(m, leaves).copy(root)
     except _Fixed:
         return None
@@ -141,10 +116,15 @@ def collapse(root: Instruction, leaves: dict[int, int]
     return (new_root, new_leaves) if check.kernel(new_root, [], seg) else None
 
 
-def _same_tail(i: Instruction, m: int, dims: tuple[int, ...], leaves: dict[int, int]) -> None:
-    """Every array value's dimensions after m are the root's."""
+def _mergeable(i: Instruction, r: int, last: int, leaves: dict[int, int]) -> None:
+    """Raises _Fixed unless array value `i` is real, of the root's rank and last dimension,
+    and (a broadcast of an array) maps its operand's dimensions one to one."""
     s = i.shape
-    if s.rank and tuple(s.dimensions[m + 1:]) != dims[m + 1:]:
+    if s.element_type.is_complex or s.rank != r or s.dimensions[-1] != last:
+        raise _Fixed
+    if i.opcode == "broadcast_in_dim" and id(i) not in leaves and \
+            i.operands[0].shape.rank and \
+            tuple(i.attrs.broadcast_dimensions) != tuple(range(r)):
         raise _Fixed
 
 

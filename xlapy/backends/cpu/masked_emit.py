@@ -26,7 +26,7 @@ from xlapy.ir import Instruction
 I1 = ir.IntType(1)
 
 
-def _values(root: Instruction, leaves: dict[int, int]) -> Iterator[Instruction]:
+def kernel_values(root: Instruction, leaves: dict[int, int]) -> Iterator[Instruction]:
     """The kernel's values: root's expression down to its leaves (those included)."""
     stack, seen = [root], set()
     while stack:
@@ -44,7 +44,7 @@ def masked_ok(root: Instruction, leaves: dict[int, int]) -> bool:
     kernel's values hold: AVX2 for 4 and 8 bytes, AVX-512BW for narrower ones (AVX2 would
     split them into one branch per lane)."""
     t = target.current()
-    for i in _values(root, leaves):
+    for i in kernel_values(root, leaves):
         et = i.shape.element_type if i.shape.is_array else None
         if et is None or et.is_complex:
             return False
@@ -125,4 +125,4 @@ def live_only(b: ir.IRBuilder, v: ir.Value, live: int, ident: ir.Constant) -> ir
     return out
 
 
-__all__ = ["access", "live_only", "masked_ok", "row_width"]
+__all__ = ["access", "kernel_values", "live_only", "masked_ok", "row_width"]
