@@ -12,6 +12,7 @@ per element (group norm's normalization: 1.7x XLA's time).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.lanes import (
     Lane,
     LanePattern,
+    index_key,
     pattern_offsets,
     row_strides,
     shared_dims,
@@ -48,8 +50,8 @@ class LaneSplitEmitter:
         mid_out, mid_src = list(out[lead:len(out) - trail]), list(src[lead:len(src) - trail])
         part = list(idx[lead:len(idx) - trail])
         split = bool(part) and isinstance(part[-1], Lane)
-        if split:  # split lanes (LaneCheck: aligned, the last dimension)
-            if part[-1].off % self.width or trail:
+        if split:  # split lanes (LaneCheck: aligned, the last dimension or pinned columns)
+            if part[-1].off % self.width:
                 raise RuntimeError("internal error: a reshape splits unaligned lanes")
             part[-1] = self._lane0(part[-1])  # type: ignore[attr-defined]
         elif any(isinstance(v, LanePattern) for v in part):  # (lanes.merged: whole lanes)
@@ -57,12 +59,15 @@ class LaneSplitEmitter:
             part = [v.start if isinstance(v, LanePattern) else v for v in part]
         lin = self.linear(part, mid_out)  # type: ignore[attr-defined]
         mid: list[Any] = []
+        total = math.prod(mid_src)
+        whole = bool(getattr(self, "stack", 0))  # (LaneCheck.whole: a minor stack's lanes)
         for s, n in zip(row_strides(mid_src), mid_src):
             if n == 1:
                 mid.append(i64(0))
                 continue
             q = b.udiv(lin, i64(s)) if s != 1 else lin
-            how = split_rule(s, n, self.width) if split else "uniform"
+            how = split_rule(s, n, self.width, whole and s * n == total) if split else \
+                "uniform"
             if how == "periodic":
                 mid.append(LanePattern(i64(0), tuple((k // s) % n for k in range(self.width))))
             elif how == "div":
@@ -83,6 +88,9 @@ class LaneSplitEmitter:
         pats = {d: v.pattern for d, v in enumerate(idx) if isinstance(v, LanePattern)}
         starts = [v.start if isinstance(v, LanePattern) else v for v in idx]
         offs = pattern_offsets(pats, dims)
+        q = max(pats)
+        if math.prod(dims[q + 1:]) > 1 and all(isinstance(v, ir.Constant) for v in idx[q + 1:]):
+            return self._pattern_column(slot, t, starts, dims, q, offs)
         p = b.gep(self.ptr(slot, t), [self.linear(starts, dims)],  # type: ignore[attr-defined]
                   inbounds=True)
         st = p.type.pointee
@@ -91,6 +99,27 @@ class LaneSplitEmitter:
         if offs != list(range(m)):
             v = b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
                                  ir.Constant(ir.VectorType(I32, len(offs)), offs))
+        return ew.from_storage(b, v, t)
+
+    def _pattern_column(self, slot: int, t: Any, starts: list[Any], dims: Sequence[int],
+                        q: int, offs: list[int]) -> ir.Value:
+        """A pattern read of one column (constant indices past dimension q) of short rows:
+        the whole rows the lanes cover loaded once (the memo: a minor stack's columns share
+        the tile), the column's lanes shuffled out."""
+        b = self.b
+        col = sum(v.constant * st for v, st in zip(starts[q + 1:], row_strides(dims)[q + 1:]))
+        key = ("pattern tile", slot, tuple(dims), tuple(index_key(v) for v in starts[:q + 1]),
+               tuple(offs))
+        tile = self.memo.get(key)  # type: ignore[attr-defined]
+        if tile is None:
+            at = self.linear(list(starts[:q + 1]) + [i64(0)] * (len(dims) - q - 1), dims)  # type: ignore
+            p = b.gep(self.ptr(slot, t), [at], inbounds=True)  # type: ignore[attr-defined]
+            st = p.type.pointee
+            m = max(offs) + math.prod(dims[q + 1:])
+            tile = b.load(b.bitcast(p, ir.VectorType(st, m).as_pointer()), align=type_bytes(st))
+            self.memo[key] = tile  # type: ignore[attr-defined]
+        v = b.shuffle_vector(tile, ir.Constant(tile.type, ir.Undefined),
+                             ir.Constant(ir.VectorType(I32, len(offs)), [o + col for o in offs]))
         return ew.from_storage(b, v, t)
 
     def pattern_iota(self, v: LanePattern) -> ir.Value:

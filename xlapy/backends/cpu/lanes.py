@@ -69,29 +69,35 @@ class LanePattern:
         return ("pattern", id(self.start), self.pattern)
 
 
-def split_rule(s: int, n: int, w: int) -> str | None:
+def split_rule(s: int, n: int, w: int, outer: bool = False) -> str | None:
     """How (lin // s) % n varies over lanes lin = base + k (k < w, base a multiple of w):
-    'uniform' (one value), 'div' (start + k // s), 'periodic' ((k // s) % n) or None."""
+    'uniform' (one value), 'div' (start + k // s), 'periodic' ((k // s) % n) or None.
+    `outer`: the outermost regrouped dimension, its lanes never past its end (a minor
+    stack's whole vectors, the rest scalar): no wrap, start + k // s for any s dividing w."""
     if n == 1 or s % w == 0:
         return "uniform"
-    if w % s == 0 and (s * n) % w == 0:
+    if w % s == 0 and ((s * n) % w == 0 or outer):
         return "div"
     return "periodic" if w % (s * n) == 0 else None
 
 
-def split_patterns(out: Sequence[int], src: Sequence[int], p: int, w: int
+def split_patterns(out: Sequence[int], src: Sequence[int], p: int, w: int,
+                   pinned: bool = False, whole: bool = False
                    ) -> dict[int, tuple[int, ...]] | None:
     """The lane patterns of a reshape's operand dimensions (uniform ones left out) when its
     output dimension p holds aligned lanes and the reshape splits it, else None: p must be
-    the last of the dimensions it regroups, a multiple of w long."""
+    the last of the dimensions it regroups, a multiple of w long, and the last dimension
+    unless the ones after it are `pinned` (constant indices: a minor stack's columns) and
+    shared (jnp.repeat of 3-channel pixels along the row: [.., w, 2, 3] -> [.., 2w, 3]).
+    `whole`: vectors never pass the end of dimension p (split_rule's `outer`)."""
     lead, trail = shared_dims(out, src)
-    if trail or p != len(out) - 1 or out[p] % w:
+    if (trail and not pinned) or p != len(out) - 1 - trail or (out[p] % w and not whole):
         return None
-    return split_source(src, lead, w)
+    return split_source(src[:len(src) - trail], lead, w, whole)
 
 
 def merged(out: Sequence[int], src: Sequence[int], pats: dict[int, tuple[int, ...]],
-           w: int) -> dict[int, tuple[int, ...]] | None:
+           w: int, whole: bool = False) -> dict[int, tuple[int, ...]] | None:
     """The operand patterns of a reshape read at pattern indices `pats`: those of shared
     leading/trailing dimensions as they are; patterns on the trailing dimensions of the
     regrouped ones that add up to whole aligned lanes (other regrouped strides multiples of
@@ -109,7 +115,7 @@ def merged(out: Sequence[int], src: Sequence[int], pats: dict[int, tuple[int, ..
             any(st % w for st in row_strides(mid)[:len(mid) - k]) or \
             pattern_offsets({d - lead: v for d, v in pats.items()}, mid) != list(range(w)):
         return None
-    return split_source(src, lead, w)
+    return split_source(src, lead, w, whole)
 
 
 def unit_map(out: Sequence[int], src: Sequence[int]) -> dict[int, int] | None:
@@ -120,13 +126,15 @@ def unit_map(out: Sequence[int], src: Sequence[int]) -> dict[int, int] | None:
     return dict(zip(o, i)) if [out[d] for d in o] == [src[d] for d in i] else None
 
 
-def split_source(src: Sequence[int], lead: int, w: int) -> dict[int, tuple[int, ...]] | None:
+def split_source(src: Sequence[int], lead: int, w: int, whole: bool = False
+                 ) -> dict[int, tuple[int, ...]] | None:
     """Patterns of src's dimensions from `lead` on, indexed by the split of one aligned lane
     index over them (row-major); None if one has no pattern (split_rule)."""
     pats: dict[int, tuple[int, ...]] = {}
     mid = list(src[lead:])
+    total = math.prod(mid)
     for d, (s, n) in enumerate(zip(row_strides(mid), mid)):
-        how = split_rule(s, n, w)
+        how = split_rule(s, n, w, whole and s * n == total)
         if how is None:
             return None
         if how != "uniform":
@@ -204,7 +212,7 @@ class LaneCheck:
 
     def __init__(self, leaves: dict[int, int], rows: Sequence[Instruction],
                  reducer: Callable[[Instruction], str | None], splits: bool = False,
-                 cuts: bool = False) -> None:
+                 cuts: bool = False, whole: bool = False) -> None:
         self.leaves = leaves
         self.rows = {id(r) for r in rows}
         self.reducer = reducer
@@ -213,6 +221,9 @@ class LaneCheck:
         #: when one does (the kernel then keeps vector-wide lane groups: lane_split.py).
         self.splits = splits
         self.split = False
+        #: Whether every vector is whole, inside its row (a minor stack: the rest scalar),
+        #: so a split may leave a partial vector at a row's end (split_rule's `outer`).
+        self.whole = whole
         #: With `cuts`: the concatenates and pads that branch along the lane, each reached
         #: with the lane index at a known shift `off` from the kernel's innermost index
         #: ((id, off) -> (instr, lane dimension, off)): its innermost loop then runs in
@@ -292,10 +303,10 @@ class LaneCheck:
             q = _reshape_lane(p, out, src)
             if q is not False:
                 return self.value(ops[0], q, aligned, off)  # type: ignore[arg-type]
-            pats = split_patterns(out, src, p, vector_width()) if self.splits and aligned \
-                else None
+            pats = split_patterns(out, src, p, vector_width(), pinned, self.whole) \
+                if self.splits and aligned else None
             self.split = self.split or pats is not None
-            return pats is not None and self._split(ops[0], pats)
+            return pats is not None and self._split(ops[0], pats, pinned)
         if op == "slice":  # (pinning: a column of short rows, column_lanes.py)
             return a.strides[p] == 1 and self.value(
                 ops[0], p, aligned and a.start_indices[p] % vector_width() == 0,
@@ -325,12 +336,15 @@ class LaneCheck:
         return all(self.value(o, p if o.shape.rank else None, aligned, off, pinned)
                    for o in ops)
 
-    def patterned(self, instr: Instruction, pats: dict[int, tuple[int, ...]]) -> bool:
+    def patterned(self, instr: Instruction, pats: dict[int, tuple[int, ...]],
+                  pinned: bool = False) -> bool:
         """`instr` generated with LanePattern indices along the dimensions of `pats`: read
-        from a leaf as one short load when the pattern covers [0, m), m <= W (lane_split)."""
+        from a leaf as one short load when the pattern covers [0, m), m <= W (lane_split);
+        `pinned`: the indices past the patterns' are constants (a minor stack's columns),
+        and whole rows covering [0, m) read as one tile (lane_split.pattern_tile)."""
         if not pats:
             return True
-        key = (id(instr), tuple(sorted(pats.items())))
+        key = (id(instr), tuple(sorted(pats.items())), pinned)
         if key in self.seen:
             return True
         self.seen.add(key)
@@ -338,36 +352,43 @@ class LaneCheck:
             return False
         dims = instr.shape.dimensions
         if id(instr) in self.leaves:
-            flat = pattern_offsets(pats, dims)
-            return sorted(set(flat)) == list(range(max(flat) + 1)) and max(flat) < len(flat)
+            return covers(pattern_offsets(pats, dims)) or (
+                pinned and column_ok(dims, max(pats)) and
+                covers(pattern_offsets(pats, dims[:max(pats) + 1])))
         op, a, ops = instr.opcode, instr.attrs, instr.operands
         if op in ("constant", "iota", "dynamic_iota"):
             return True
         if op == "broadcast_in_dim":
             src = ops[0].shape.dimensions
-            return self.patterned(ops[0], {i: pats[d] for i, d in
-                                           enumerate(a.broadcast_dimensions)
-                                           if d in pats and src[i] != 1})
+            bd = list(a.broadcast_dimensions)
+            return self.patterned(ops[0], {i: pats[d] for i, d in enumerate(bd)
+                                           if d in pats and src[i] != 1},
+                                  pinned and bd == sorted(bd))
         if op == "transpose":
             return self.patterned(ops[0], {a.permutation[d]: v for d, v in pats.items()})
         if op == "slice":  # (a start would shift the patterns off their alignment)
             return all(a.strides[d] == 1 and a.start_indices[d] == 0 for d in pats) and \
-                self.patterned(ops[0], pats)
+                self.patterned(ops[0], pats, pinned)
         if op == "reshape":
-            sub = merged(dims, ops[0].shape.dimensions, pats, len(next(iter(pats.values()))))
-            return sub is not None and self._split(ops[0], sub)
+            src = ops[0].shape.dimensions
+            sub = merged(dims, src, pats, len(next(iter(pats.values()))), self.whole)
+            # (the pinned indices stay constants where they pass through unchanged)
+            pin = pinned and (unit_map(dims, src) is not None or
+                              max(pats) >= len(dims) - shared_dims(dims, src)[1])
+            return sub is not None and self._split(ops[0], sub, pin)
         if op in ("reduce", "reverse", "bitcast_convert") or op in INDEX_LANES:
             return False
-        return all(self.patterned(o, pats if o.shape.rank else {}) for o in ops)
+        return all(self.patterned(o, pats if o.shape.rank else {}, pinned) for o in ops)
 
-    def _split(self, instr: Instruction, pats: dict[int, tuple[int, ...]]) -> bool:
+    def _split(self, instr: Instruction, pats: dict[int, tuple[int, ...]],
+               pinned: bool = False) -> bool:
         """patterned(), or value() where the one pattern is whole aligned lanes (the
         emitter makes that a Lane again)."""
         if len(pats) == 1:
             (d, v), = pats.items()
             if v == tuple(range(len(v))):
-                return self.value(instr, d, True, None)
-        return self.patterned(instr, pats)
+                return self.value(instr, d, True, None, pinned)
+        return self.patterned(instr, pats, pinned)
 
 
 #: Longest rows (elements of the leaf after the lane's dimension) read as tiles: a tile is
@@ -388,6 +409,11 @@ def column_ok(dims: Sequence[int], p: int) -> bool:
     """Whether a leaf read with the lane along dimension p, its later indices constant, is a
     column read: 2 to MAX_COLUMNS elements past p."""
     return 1 < math.prod(dims[p + 1:]) <= MAX_COLUMNS
+
+
+def covers(offsets: Sequence[int]) -> bool:
+    """Whether lane offsets cover [0, m) for an m no longer than the lanes."""
+    return sorted(set(offsets)) == list(range(max(offsets) + 1)) and max(offsets) < len(offsets)
 
 
 def pattern_offsets(pats: dict[int, tuple[int, ...]], dims: Sequence[int]) -> list[int]:

@@ -43,8 +43,8 @@ def width(root: Instruction, leaves: dict[int, int], rows: Sequence[Instruction]
             not 2 <= dims[-1] <= MAX_STACK or dims[-2] < vector_width() or \
             root.shape.element_type.is_complex:
         return 0
-    return dims[-1] if LaneCheck(leaves, (), reducer).value(root, len(dims) - 2, pinned=True) \
-        else 0
+    check = LaneCheck(leaves, (), reducer, splits=True, whole=True)  # (repeats: lane_split)
+    return dims[-1] if check.value(root, len(dims) - 2, pinned=True) else 0
 
 
 def short(root: Instruction) -> bool:
