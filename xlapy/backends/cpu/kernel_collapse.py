@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from xlapy.backends.cpu.index_emit import segmentable
+from xlapy.backends.cpu.index_emit import inner_cuts, segmentable
 from xlapy.backends.cpu.lanes import LaneCheck, vector_width
 from xlapy.backends.cpu.masked_emit import kernel_values
 from xlapy.backends.cpu.reduce_emit import reducer_op
@@ -113,7 +113,10 @@ def collapse(root: Instruction, leaves: dict[int, int]
         return None
     seg = segmentable(new_root)
     check = LaneCheck(new_leaves, [], reducer_op, splits=not seg)
-    return (new_root, new_leaves) if check.kernel(new_root, [], seg) else None
+    # (an element-wise root over a concatenate along m: segments where each takes one
+    # operand, index_emit.inner_cuts, as KernelEmitter makes them)
+    return (new_root, new_leaves) if check.kernel(new_root, [], seg) or (
+        not seg and inner_cuts(new_root, new_leaves)) else None
 
 
 def _mergeable(i: Instruction, r: int, last: int, leaves: dict[int, int]) -> None:

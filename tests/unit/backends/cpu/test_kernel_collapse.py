@@ -26,6 +26,10 @@ CASES: dict[str, tuple[Any, list[tuple[int, ...]]]] = {
     "pad_interior_rows": (lambda x: lax.pad(x, np.float32(0.5),
                                             ((1, 1, 2), (2, 0, 0), (0, 0, 0))), [(4, 6, 3)]),
     "concat_rows": (lambda a, b: jnp.concatenate([a, b], 0) * 2.0, [(37, 3), (20, 3)]),
+    "concat_rows_big": (lambda a, b, c: jnp.concatenate([a, b, c], 0) * 2.0 - 1.0,
+                        [(20001, 3), (0, 3), (9999, 3)]),
+    "pad_rows_scaled": (lambda x: jnp.pad(x, ((3, 2), (0, 0)), constant_values=7.0) * 3.0,
+                        [(4001, 3)]),
     "concat_pixels": (lambda a, b: jnp.concatenate([a, b], 2), [(2, 5, 7, 3), (2, 5, 4, 3)]),
     "crop": (lambda x: x[:, 2:-3, 1:-1, :] + 1.0, [(3, 12, 10, 3)]),
     "flip_rows": (lambda x: jnp.flip(x[1:], 0) - x[:-1], [(9, 10, 2)]),
@@ -82,5 +86,8 @@ def test_what_it_takes_and_leaves() -> None:
     assert _collapsed(jax.jit(pad).lower(x).as_text()) == (W > 3)
     flip = jax.jit(lambda x: lax.rev(x, (2,)) * 2.0).lower(x).as_text()  # (moves pixels)
     assert not _collapsed(flip)
+    points = np.zeros((300, 3), np.float32)  # (segments where each operand is read)
+    concat = jax.jit(lambda a, b: jnp.concatenate([a, b], 0) * 2.0).lower(points, points)
+    assert _collapsed(concat.as_text()) == (W > 3)
     wide = np.zeros((2, 16, 16, 4 * W), np.float32)
     assert not _collapsed(jax.jit(pad).lower(wide).as_text())  # (rows of whole vectors)
