@@ -121,6 +121,11 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # uint8 2.2x; lanes.split_patterns with pinned channels)
         "upsample_pixels": (lambda x: jnp.repeat(jnp.repeat(x, 2, 1), 2, 2),
                             [f32(8, 128, 128, 3)]),
+        # session 64's: a moving average folded its window position by position into the
+        # output row in memory (3.3x; window_slide.py), and a concatenate of [N, 3] rows
+        # times 2 ran 3 masked lanes a row (1.5x; kernel_collapse with segments)
+        "moving_avg": (lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 16), (1, 1),
+                                                   "VALID") / 16, [f32(64, 16384)]),
     }
 
 
