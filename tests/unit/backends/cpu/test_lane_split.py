@@ -16,6 +16,8 @@ import xlapy
 from xlapy.backends.cpu import lanes
 from xlapy.backends.cpu.lanes import split_patterns, split_rule, vector_width
 
+from .util import recorded
+
 
 def _d(dims: tuple[int, ...]) -> str:
     return "x".join(map(str, dims))
@@ -93,20 +95,8 @@ func.func public @main(%x: tensor<{a}x{c}xf32>) -> tensor<{a}x{rc}xf32> {{
 @pytest.fixture
 def splits() -> Iterator[list[bool]]:
     """Whether each explicit-lane kernel compiled meanwhile split its lanes."""
-    seen: list[bool] = []
-    orig = lanes.LaneCheck.kernel
-
-    def kernel(self: lanes.LaneCheck, *a: object, **k: object) -> bool:
-        ok = orig(self, *a, **k)  # type: ignore[arg-type]
-        if ok:
-            seen.append(self.split)
-        return ok
-
-    lanes.LaneCheck.kernel = kernel  # type: ignore[method-assign]
-    try:
+    with recorded(lanes.LaneCheck, "kernel", lambda c, ok: c.split if ok else None) as seen:
         yield seen
-    finally:
-        lanes.LaneCheck.kernel = orig  # type: ignore[method-assign]
 
 
 def _check(text: str, args: list[np.ndarray], threads: int, exact: bool = True) -> None:

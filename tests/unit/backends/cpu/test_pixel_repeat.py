@@ -16,6 +16,8 @@ import pytest
 import xlapy
 from xlapy.backends.cpu.lanes import split_patterns, vector_width
 
+from .util import lowered_bits
+
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 W = vector_width()
@@ -43,14 +45,7 @@ CASES: dict[str, tuple[Any, tuple[int, ...]]] = {
 def test_pixel_repeats_run_in_stacked_lanes(case: str, dtype: Any) -> None:
     fn, shape = CASES[case]
     rng = np.random.default_rng(len(case))
-    x = (rng.standard_normal(shape) * 40).astype(dtype)
-    wide = np.dtype(dtype) == np.float64
-    with jax.enable_x64(wide):
-        text = jax.jit(fn).lower(x).as_text()
-    cpu = xlapy.compile(text, backend="cpu")
-    got = np.asarray(cpu(x))
-    np.testing.assert_array_equal(got, np.asarray(xlapy.compile(text, "interpreter")(x)))
-    exe = cpu._exe  # type: ignore[attr-defined]
+    exe = lowered_bits(fn, (rng.standard_normal(shape) * 40).astype(dtype))._exe
     assert all(k.explicit for k in exe.kernel_specs) and not exe.fallbacks()
     c = shape[-1]
     if c < W:  # (minor_stack.short: else the lanes run along the channels)

@@ -13,6 +13,8 @@ import pytest
 import xlapy
 from xlapy.backends.cpu.lanes import vector_width
 
+from .util import lowered_bits
+
 jax = pytest.importorskip("jax")
 lax = jax.lax
 jnp = jax.numpy
@@ -38,14 +40,7 @@ def test_reverses_along_the_lanes(case: str, dtype: Any) -> None:
     fn, shape = CASES[case]
     dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
     rng = np.random.default_rng(len(case))
-    x = (rng.standard_normal(shape) * 40).astype(dt)
-    wide = np.dtype(dt) == np.float64
-    with jax.enable_x64(wide):
-        text = jax.jit(fn).lower(x).as_text()
-    cpu = xlapy.compile(text, backend="cpu")
-    got = np.asarray(cpu(x))
-    want = np.asarray(xlapy.compile(text, backend="interpreter")(x))
-    np.testing.assert_array_equal(got, want)
+    cpu = lowered_bits(fn, (rng.standard_normal(shape) * 40).astype(dt))
     assert all(k.explicit for k in cpu._exe.kernel_specs)  # type: ignore[attr-defined]
 
 

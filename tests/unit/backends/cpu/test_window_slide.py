@@ -18,6 +18,7 @@ from xlapy.backends.cpu import window_slide
 from xlapy.types import ElementType as ET
 
 from .test_window_emit import IDENTITY, check, data, reduce_window, same, scalar
+from .util import recorded
 
 #: (dims, window, strides, window dilations, padding)
 SLIDES = [
@@ -36,19 +37,8 @@ SLIDES = [
 @pytest.fixture
 def slid() -> Iterator[list[bool]]:
     """Whether each reduce_window compiled meanwhile took the register fold."""
-    seen: list[bool] = []
-    orig = window_slide.SlideEmitter.slides
-
-    def slides(self: Any) -> bool:
-        ok = orig(self)
-        seen.append(ok)
-        return ok
-
-    window_slide.SlideEmitter.slides = slides  # type: ignore[method-assign]
-    try:
+    with recorded(window_slide.SlideEmitter, "slides") as seen:
         yield seen
-    finally:
-        window_slide.SlideEmitter.slides = orig  # type: ignore[method-assign]
 
 
 def _generic(text: str, args: list[Any], threads: int) -> Any:

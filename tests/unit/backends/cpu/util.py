@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -143,3 +144,40 @@ def interrupted(code: str, root: Any, grace: float = 2.0) -> str:
             proc.wait()
     assert proc.returncode != 0
     return err
+
+
+@contextlib.contextmanager
+def recorded(owner: Any, name: str, pick: Callable[[Any, Any], Any] = lambda _, r: r
+             ) -> Iterator[list[Any]]:
+    """pick(self, result) of each call of method `owner.name` while inside (None: not
+    recorded), in call order: which path the emitters took."""
+    seen: list[Any] = []
+    orig = getattr(owner, name)
+
+    def wrapper(self: Any, *a: Any, **k: Any) -> Any:
+        r = orig(self, *a, **k)
+        v = pick(self, r)
+        if v is not None:
+            seen.append(v)
+        return r
+
+    setattr(owner, name, wrapper)
+    try:
+        yield seen
+    finally:
+        setattr(owner, name, orig)
+
+
+def lowered_bits(fn: Callable[..., Any], x: np.ndarray) -> Any:
+    """jax.jit(fn) lowered for x (x64 for f64), compiled for the cpu: its bits checked
+    against the interpreter's; the CompiledProgram."""
+    import jax
+
+    import xlapy
+
+    with jax.enable_x64(np.dtype(x.dtype) == np.float64):
+        text = jax.jit(fn).lower(x).as_text()
+    cpu = xlapy.compile(text, backend="cpu")
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(x))
+    np.testing.assert_array_equal(np.asarray(cpu(x)), want)
+    return cpu
