@@ -341,7 +341,7 @@ class LaneCheck:
         """`instr` generated with LanePattern indices along the dimensions of `pats`: read
         from a leaf as one short load when the pattern covers [0, m), m <= W (lane_split);
         `pinned`: the indices past the patterns' are constants (a minor stack's columns),
-        and whole rows covering [0, m) read as one tile (lane_split.pattern_tile)."""
+        and whole rows covering [0, m) read as one tile (lane_split._pattern_column)."""
         if not pats:
             return True
         key = (id(instr), tuple(sorted(pats.items())), pinned)
