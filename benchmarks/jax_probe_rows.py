@@ -126,6 +126,11 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # times 2 ran 3 masked lanes a row (1.5x; kernel_collapse with segments)
         "moving_avg": (lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 16), (1, 1),
                                                    "VALID") / 16, [f32(64, 16384)]),
+        # a decoding loop's attention times its value cache ("ht,thd->hd"), a reduce that
+        # read the cache with a stride (6.2x; small_dots: the contraction in the middle)
+        "attn_mix_loop": (lambda a, v: lax.fori_loop(0, 64, lambda i, s: s + jnp.einsum(
+            "ht,thd->hd", a * i, v), jnp.zeros((a.shape[0], v.shape[2]))),
+            [f32(4, 256), f32(256, 4, 64)]),
     }
 
 

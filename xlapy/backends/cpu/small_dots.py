@@ -137,6 +137,15 @@ def rewrite(module: Module, comp: Computation, d: Instruction) -> Instruction:
 
     at_b, at_l = list(range(nb)), list(range(nb, nb + nl))
     at_r, at_c = list(range(nb + nl, nb + nl + nr)), list(range(nb + nl + nr, len(dims)))
+    rorder = rb + rf + rc
+    if rhs.shape.rank - 1 in rf:
+        # the rhs's rows contiguous along a free dimension ("ht,thd->hd", a decoder's
+        # attention times its value cache): contracting dimensions before the free ones, a
+        # reduce over a middle dimension whose lanes run along the rows; reduced last, its
+        # rows were read with a stride (a 64-token decoding loop 1.45x XLA's time -> 0.95)
+        dims = [*dims[:nb + nl], *dims[nb + nl + nr:], *dims[nb + nl:nb + nl + nr]]
+        at_c, at_r = list(range(nb + nl, nb + nl + nc)), list(range(nb + nl + nc, len(dims)))
+        rorder = rb + rc + rf
     et = d.shape.element_type
     acc = from_dtype(np.result_type(*(accumulate_dtype(t) for t in
                                       (lhs.shape.element_type, rhs.shape.element_type, et))))
@@ -145,7 +154,7 @@ def rewrite(module: Module, comp: Computation, d: Instruction) -> Instruction:
     if vector_dots(d):  # the product in the lhs's order, no transposed copy of it
         return _vector_dot(module, e, lhs, rhs, lb, lc, rb, rc, et)
     x = spread(lhs, lb + lf + lc, at_b + at_l + at_c)
-    y = spread(rhs, rb + rf + rc, at_b + at_r + at_c)
+    y = spread(rhs, rorder, sorted(at_b + at_r + at_c))
     if not nc:
         return e.multiply(x, y)
     add = scalar_reducer(module, "add", acc, f"small_dot_add_{acc.hlo_name}")
