@@ -37,6 +37,7 @@ class LaneSplitEmitter:
 
     b: ir.IRBuilder
     width: int
+    stack: int  # (KernelEmitter's: a minor stack's columns, its vectors whole)
 
     def _reshape_index(self, idx: Sequence[Any], out: Sequence[int],
                        src: Sequence[int]) -> list[Any]:
@@ -60,7 +61,7 @@ class LaneSplitEmitter:
         lin = self.linear(part, mid_out)  # type: ignore[attr-defined]
         mid: list[Any] = []
         total = math.prod(mid_src)
-        whole = bool(getattr(self, "stack", 0))  # (LaneCheck.whole: a minor stack's lanes)
+        whole = bool(self.stack)  # (LaneCheck.whole: a minor stack's lanes)
         for s, n in zip(row_strides(mid_src), mid_src):
             if n == 1:
                 mid.append(i64(0))

@@ -142,7 +142,7 @@ def rewrite(module: Module, comp: Computation, d: Instruction) -> Instruction:
         # the rhs's rows contiguous along a free dimension ("ht,thd->hd", a decoder's
         # attention times its value cache): contracting dimensions before the free ones, a
         # reduce over a middle dimension whose lanes run along the rows; reduced last, its
-        # rows were read with a stride (a 64-token decoding loop 1.45x XLA's time -> 0.95)
+        # rows were read with a stride (64 such einsums in a loop: 6.2x XLA's time -> 0.4-0.7)
         dims = [*dims[:nb + nl], *dims[nb + nl + nr:], *dims[nb + nl:nb + nl + nr]]
         at_c, at_r = list(range(nb + nl, nb + nl + nc)), list(range(nb + nl + nc, len(dims)))
         rorder = rb + rc + rf

@@ -84,6 +84,12 @@ def emitter(instr: Instruction) -> type[OpEmitter] | None:
     return None
 
 
+def _clamp(b: ir.IRBuilder, v: ir.Value, lo: ir.Value, hi: ir.Value) -> ir.Value:
+    """v limited to [lo, hi] (lo <= hi)."""
+    v = b.select(b.icmp_signed("<", v, lo), lo, v)
+    return b.select(b.icmp_signed(">", v, hi), hi, v)
+
+
 def _storage_bits(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
     """v's stored bits as an integer (to compare values bit for bit)."""
     s = ew.to_storage(b, v, t)
@@ -258,10 +264,6 @@ class ReduceWindowEmitter(OpEmitter, SlideEmitter):
         size = 0 if self.dims[d] == 0 else (self.dims[d] - 1) * bd + 1
         off = b.sub(b.mul(w, i64(wd)), i64(lo))  # q = j * st + off
 
-        def clamp(v: ir.Value) -> ir.Value:
-            v = b.select(b.icmp_signed("<", v, jr[0]), jr[0], v)
-            return b.select(b.icmp_signed(">", v, jr[1]), jr[1], v)
-
         # j0 = ceil(-off / st) = -floor(off / st), j1 = floor((size - 1 - off) / st) + 1
         def floordiv(a: ir.Value) -> ir.Value:
             q = b.sdiv(a, i64(st))
@@ -269,8 +271,8 @@ class ReduceWindowEmitter(OpEmitter, SlideEmitter):
                          b.icmp_signed("!=", b.srem(a, i64(st)), i64(0)))
             return b.sub(q, b.zext(neg, I64))
 
-        j0 = clamp(b.sub(i64(0), floordiv(off)))  # ceil(-off / st)
-        j1 = clamp(b.add(floordiv(b.sub(i64(size - 1), off)), i64(1)))
+        j0 = _clamp(b, b.sub(i64(0), floordiv(off)), *jr)  # ceil(-off / st)
+        j1 = _clamp(b, b.add(floordiv(b.sub(i64(size - 1), off)), i64(1)), *jr)
         return j0, b.select(b.icmp_signed("<", j1, j0), j0, j1)
 
     def _fold_vectors(self, lo: ir.Value, hi: ir.Value, base: ir.Value, xbase: ir.Value,
@@ -397,17 +399,12 @@ class ReduceWindowEmitter(OpEmitter, SlideEmitter):
         """Columns jr of one output row: the interior ones folded in registers, the others
         (padding, a short rest) by the generic `row`."""
         b = self.b
-
-        def clamp(v: int, lo: ir.Value, hi: ir.Value) -> ir.Value:
-            c = b.select(b.icmp_signed("<", i64(v), lo), lo, i64(v))
-            return b.select(b.icmp_signed(">", c, hi), hi, c)
-
         j0, j1 = self.interior()
-        a = clamp(j0, *jr)
-        z = clamp(j1, a, jr[1])
+        a = _clamp(b, i64(j0), *jr)
+        z = _clamp(b, i64(j1), a, jr[1])
         base = self.linear(pre + [i64(0)], self.odims)
-        xbase = self.linear([b.mul(v, i64(s)) for v, s in zip(pre, self.st)] + [i64(0)],
-                            self.dims)
+        xbase = self.linear([self._coord(d, v, i64(0))[1] for d, v in enumerate(pre)] +
+                            [i64(0)], self.dims)  # (outer windows of one element: valid)
         rest = self.slide(base, xbase, a, z)
         row(pre, (jr[0], a))
         row(pre, (rest, jr[1]))
