@@ -58,6 +58,18 @@ class LaneSplitEmitter:
         elif any(isinstance(v, LanePattern) for v in part):  # (lanes.merged: whole lanes)
             split = True
             part = [v.start if isinstance(v, LanePattern) else v for v in part]
+        if not split and (phase := self._invariant(part)) is not None:  # type: ignore
+            # (indices the loop being emitted fixes: divided before it, so what reads the
+            # operand there is hoisted too - a softmax's probability split [h, 16, 16] for
+            # the sum over t of p[h, t] * v[t, h, :] was an exp and a divide per vector)
+            key = ("reshape", tuple(index_key(v) for v in part), tuple(mid_out),
+                   tuple(mid_src))
+            at = self.at_phase  # type: ignore[attr-defined]
+            flat = at(phase, key, lambda: self.linear(part, mid_out))  # type: ignore
+            mid = [i64(0) if n == 1 else at(phase, (key, s), lambda s=s, n=n: b.urem(
+                b.udiv(flat, i64(s)) if s != 1 else flat, i64(n)))
+                for s, n in zip(row_strides(mid_src), mid_src)]
+            return list(idx[:lead]) + mid + list(idx[len(idx) - trail:])
         lin = self.linear(part, mid_out)  # type: ignore[attr-defined]
         mid: list[Any] = []
         total = math.prod(mid_src)

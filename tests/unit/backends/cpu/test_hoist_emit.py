@@ -368,3 +368,48 @@ def test_full_reduce_row_values_hoisted(threads: int, op: str, cols: int,
     ref = xlapy.compile(text, backend="interpreter")(*args)
     np.testing.assert_allclose(got, ref, rtol=1e-5)
     assert "log" in seen, seen
+
+
+#: sum over t of exp(s[h, t]) * v[t, h, :], the t dimension split [16, 16] by a reshape
+#: (as the cpu passes split a decoding loop's attention-times-values sum): the reshape's
+#: index arithmetic on the fixed outer indices comes before the lane loop, and with it the
+#: exp that reads through it.
+SPLIT_MIX = """
+func.func public @main(%s: tensor<{h}x256xf32>, %v: tensor<256x{h}x{d}xf32>)
+    -> tensor<{h}x16x{d}xf32> {{
+  %e = stablehlo.exponential %s : tensor<{h}x256xf32>
+  %eb = stablehlo.broadcast_in_dim %e, dims = [0, 1]
+    : (tensor<{h}x256xf32>) -> tensor<{h}x256x{d}xf32>
+  %vt = stablehlo.transpose %v, dims = [1, 0, 2]
+    : (tensor<256x{h}x{d}xf32>) -> tensor<{h}x256x{d}xf32>
+  %m = stablehlo.multiply %eb, %vt : tensor<{h}x256x{d}xf32>
+  %r = stablehlo.reshape %m : (tensor<{h}x256x{d}xf32>) -> tensor<{h}x16x16x{d}xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %o = stablehlo.reduce(%r init: %z) applies stablehlo.add across dimensions = [1]
+    : (tensor<{h}x16x16x{d}xf32>, tensor<f32>) -> tensor<{h}x16x{d}xf32>
+  return %o : tensor<{h}x16x{d}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("d", [64, 20])
+def test_split_reshape_index_hoisted(threads: int, d: int,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value read through a reshape at indices the lane loop fixes is hoisted out of it:
+    the reshape's division and remainder are computed before the loop (before, they were
+    new values inside it, so nothing reading them counted as fixed: a 64-token decoding
+    loop computed its softmax probabilities once per vector of the head dimension)."""
+    seen = _record(monkeypatch)
+    monkeypatch.setenv("XLAPY_CACHE_DIR", "")
+    text = SPLIT_MIX.format(h=4, d=d)
+    rng = np.random.default_rng(7)
+    args = [rng.standard_normal((4, 256)).astype(np.float32),
+            rng.standard_normal((256, 4, d)).astype(np.float32)]
+    args[0][1, 3] = np.inf
+    args[1][5, 2, :] = 1e-40  # (flushed)
+    got = xlapy.compile(text, backend="cpu",
+                        options={"num_threads": threads, "split_cost": 1})(*args)
+    ref = xlapy.compile(text, backend="interpreter")(*args)
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-6)
+    assert "exponential" in seen, seen
