@@ -131,6 +131,13 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "attn_mix_loop": (lambda a, v: lax.fori_loop(0, 64, lambda i, s: s + jnp.einsum(
             "ht,thd->hd", a * i, v), jnp.zeros((a.shape[0], v.shape[2]))),
             [f32(4, 256), f32(256, 4, 64)]),
+        # session 65's: a Mandelbrot loop over complex values carried in place ran scalar
+        # code (the vectorizer's overlap check failed on the state written over itself: one
+        # thread 5.5x slower; for_range's `parallel`), and a 1-layer decoding loop recomputed
+        # its softmax per vector of the head dimension behind a split reshape (1.1-1.2x;
+        # hoist_emit through reshape indices)
+        "mandel_loop": (_mandel, [_complex(f32(256, 256), f32(256, 256)) * 0.7]),
+        "decode_loop": (_decode, _decode_args(f32)),
     }
 
 
@@ -155,6 +162,57 @@ def _triu_pairs(x: Any) -> Any:
 
     i, j = jnp.triu_indices(x.shape[-1], 1)
     return x[:, i, j]
+
+
+def _mandel(c: Any) -> Any:
+    """30 steps of z <- z z + c, counting the points still inside |z| < 2."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    def step(i: Any, s: Any) -> Any:
+        z, n = s
+        z = z * z + c
+        return z, n + (jnp.abs(z) < 2).astype(jnp.int32)
+    return lax.fori_loop(0, 30, step, (jnp.zeros_like(c), jnp.zeros(c.shape, jnp.int32)))[1]
+
+
+def _decode(emb: Any, wqkv: Any, wo: Any, w1: Any, w2: Any, kc: Any, vc: Any) -> Any:
+    """Greedy decoding with one transformer layer (RMS norm, attention over a KV cache
+    updated in place, GELU MLP), the next token the argmax of the tied embedding's logits."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    t, h, dh = kc.shape
+    d = h * dh
+
+    def norm(x: Any) -> Any:
+        return x * lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+
+    def step(i: Any, s: Any) -> Any:
+        tok, kc, vc, out = s
+        x = emb[tok]
+        q, k, v = jnp.split(norm(x) @ wqkv, 3, -1)
+        kc = lax.dynamic_update_slice(kc, k.reshape(1, h, dh), (i, 0, 0))
+        vc = lax.dynamic_update_slice(vc, v.reshape(1, h, dh), (i, 0, 0))
+        a = jnp.einsum("hd,thd->ht", q.reshape(h, dh), kc) / np.sqrt(dh)
+        a = jax.nn.softmax(jnp.where(jnp.arange(t)[None, :] <= i, a, -1e9), -1)
+        x = x + jnp.einsum("ht,thd->hd", a, vc).reshape(d) @ wo
+        x = x + jax.nn.gelu(norm(x) @ w1) @ w2
+        nt = jnp.argmax(x @ emb.T).astype(jnp.int32)
+        return nt, kc, vc, out.at[i].set(nt)
+    n = t // 4
+    return lax.fori_loop(0, n, step, (jnp.int32(3), kc, vc, jnp.zeros(n, jnp.int32)))[3]
+
+
+def _decode_args(f32: Shaped) -> list[np.ndarray]:
+    """_decode's weights for a 1000-token vocabulary, width 256, 4 heads, a 256-step cache."""
+    emb = f32(1000, 256) * 0.1
+    d = emb.shape[1]
+    cache = np.zeros((f32(256).shape[0], 4, d // 4), np.float32)
+    return [emb, f32(256, 768)[:d, :3 * d] * 0.05, f32(256, 256)[:d, :d] * 0.05,
+            f32(256, 1024)[:d, :4 * d] * 0.05, f32(1024, 256)[:4 * d, :d] * 0.05, cache,
+            cache.copy()]
 
 
 def _complex(re: np.ndarray, im: np.ndarray, wide: bool = False) -> np.ndarray:

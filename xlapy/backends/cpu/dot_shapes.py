@@ -15,26 +15,27 @@ from xlapy.types import ElementType as ET
 _INT_MAX = (1 << 31) - 1
 
 
-def plain_dot(instr: Instruction, vectors: bool = False, flat: bool = False
-              ) -> tuple[int, int, int, bool, bool] | None:
+def plain_dot(instr: Instruction, vectors: bool = False, flat: bool = False,
+              cplx: bool = False) -> tuple[int, int, int, bool, bool] | None:
     """(m, n, k, rhs transposed, f64) of a plain 2-D f32/f64 dot_general ([m, k] x [k, n] or
     x [n, k]) whose result rows are the lhs rows, or None (regions.gemm_of reads the same).
     `vectors`: a 1-D lhs [k] is one row (m = 1), a 1-D rhs [k] one column (n = 1, as [1, k]
     transposed), in the same memory (the native loop driver's steps take these). `flat`:
     higher ranks too when the memory is that of such a product (dot_flatten.py): no batch
     dimensions, the lhs contracting its last dimensions in order (m its free ones), the rhs
-    its first (or last) ones in order."""
+    its first (or last) ones in order. `cplx`: c64/c128 instead (f64: c128)."""
     if instr.opcode != "dot_general":
         return None
     a = instr.attrs
     lhs, rhs = (o.shape for o in instr.operands)
     et = instr.shape.element_type
-    if not (lhs.element_type == rhs.element_type == et and et in (ET.F32, ET.F64)):
+    if not (lhs.element_type == rhs.element_type == et and
+            et in ((ET.C64, ET.C128) if cplx else (ET.F32, ET.F64))):
         return None
     lc, rc = list(a.lhs_contracting_dimensions), list(a.rhs_contracting_dimensions)
     if flat and (lhs.rank > 2 or rhs.rank > 2):
         return _flat(lhs.dimensions, rhs.dimensions, lc, rc, list(a.lhs_batching_dimensions),
-                     et == ET.F64)
+                     et in (ET.F64, ET.C128))
     ranks = (1, 2) if vectors else (2,)
     if lhs.rank not in ranks or rhs.rank not in ranks or list(a.lhs_batching_dimensions) or \
             lc != [lhs.rank - 1]:
@@ -48,7 +49,7 @@ def plain_dot(instr: Instruction, vectors: bool = False, flat: bool = False
     else:
         return None
     m, k = (lhs.dimensions if lhs.rank == 2 else (1, lhs.dimensions[0]))
-    return m, n, k, rhs_t, et == ET.F64
+    return m, n, k, rhs_t, et in (ET.F64, ET.C128)
 
 
 def lhs_transposed(instr: Instruction) -> tuple[int, int, int, bool, bool] | None:

@@ -43,7 +43,8 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import kernels
 from xlapy.backends.cpu.lanes import row_strides, vector_width
-from xlapy.backends.cpu.llvm_util import i64, no_vectorize
+from xlapy.backends.cpu.llvm_util import i64
+from xlapy.backends.cpu.loop_metadata import no_vectorize
 from xlapy.passes.fusion_decision import is_elementwise
 
 if TYPE_CHECKING:

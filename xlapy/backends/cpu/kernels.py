@@ -192,6 +192,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         # a big result: stored non-temporally (a flat one's rows start at whole vectors)
         self.streaming = streaming and not (flat and self.flat_rows % vector_width())
         self.fenced = False  # non-temporal stores were emitted (an sfence ends the kernel)
+        self._parallel = False  # emitting an element-wise nest (for_range's `parallel`)
         self.row_vals: dict[int, ir.Value] = {}
         #: A row reduction's operand the rest of the kernel also reads, kept per row in a
         #: stack buffer (softmax's exp(x - max) is computed once, not twice).
@@ -469,9 +470,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
 
     def _nest(self, dims: Sequence[int], begin: ir.Value, end: ir.Value,
               body: Any, idx: list[ir.Value] | None = None, lanes: bool = True) -> None:
-        """Loops over `dims` (the first over [begin, end)), calling body(idx) innermost; the
-        row reductions are computed inside the first loop, before the others. `lanes`: the
-        last of `dims` is the kernel's innermost dimension (vector loops run along it)."""
+        """Loops over `dims` (the first over [begin, end)), body(idx) innermost, the row
+        reductions inside the first loop before the others; `lanes`: vectors along the last."""
         if self._tile_nest(dims, begin, end, body, idx):  # a column read of a big operand
             return
         idx = idx or []
@@ -515,7 +515,8 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             return residue_loop(self.b, lo, hi, self.residues, f"d{d}r", lambda i: self._nest(
                 dims, begin, end, body, idx + [i], lanes))
         with for_range(self.b, lo, hi, name=f"d{d}",
-                       interleave=self._interleave if d == len(dims) - 1 else 0) as i:
+                       interleave=self._interleave if d == len(dims) - 1 else 0,
+                       parallel=self._parallel and d == len(dims) - 1) as i:
             self._nest(dims, begin, end, body, idx + [i], lanes)
 
     def _segments(self, lo: ir.Value, hi: ir.Value, d: int, body: Any) -> None:
@@ -590,7 +591,9 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         if not dims:
             body([])
             return 1, False
+        self._parallel = True  # (each element's loop iteration writes only its element)
         self._nest(dims, begin, end, body)
+        self._parallel = False
         return int(np.prod(dims[:max(self.row_depth, 1)])), True
 
 

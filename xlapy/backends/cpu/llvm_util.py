@@ -22,7 +22,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from xlapy import denormal
-from xlapy.backends.cpu import objfile, perf_map, rtlib, sched_mode, target
+from xlapy.backends.cpu import loop_metadata, objfile, perf_map, rtlib, sched_mode, target
 from xlapy.backends.cpu.ir_print import function_text
 from xlapy.backends.cpu.target import CpuTarget
 from xlapy.errors import XlapyError
@@ -106,8 +106,6 @@ FN_ATTRS = ('"prefer-vector-width"="512" "min-legal-vector-width"="0" '
 FN_ATTRS_IEEE = FN_ATTRS.replace("preserve-sign,ieee", "ieee,ieee")
 _ATTR_GROUP = 7001
 _DEFINE = re.compile(r"^(define [^\n]*\)(?: [a-z]+)*)(\s*\n\{)", re.M)
-_LOOP_MD = re.compile(r'^(![0-9]+) = !\{ *!"xlapy\.loop\.ic\.([0-9]+)" *\}', re.M)
-_NOVEC_MD = re.compile(r'^(![0-9]+) = !\{ *!"xlapy\.loop\.novec" *\}', re.M)
 
 
 def module_text(mod: ir.Module | str) -> str:
@@ -121,9 +119,7 @@ def module_text(mod: ir.Module | str) -> str:
     if f"attributes #{_ATTR_GROUP}" in text:
         return text
     text = _DEFINE.sub(rf"\1 #{_ATTR_GROUP}\2", text)
-    text = _LOOP_MD.sub(r'\1 = distinct !{\1, !{!"llvm.loop.interleave.count", i32 \2}}', text)
-    text = _NOVEC_MD.sub(r'\1 = distinct !{\1, !{!"llvm.loop.vectorize.enable", i1 false}}',
-                         text)
+    text = loop_metadata.resolve(text)
     attrs = FN_ATTRS if denormal.flushing() else FN_ATTRS_IEEE
     return f"{text}\nattributes #{_ATTR_GROUP} = {{ {attrs} }}\n"
 
@@ -480,14 +476,19 @@ _ZEROS: dict[str, Zeros] = {}
 
 @contextlib.contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
-              step: int | ir.Value = 1, interleave: int | Callable[[], int] = 0
-              ) -> Iterator[ir.Value]:
+              step: int | ir.Value = 1, interleave: int | Callable[[], int] = 0,
+              parallel: bool = False) -> Iterator[ir.Value]:
     """`for (i = start; i < stop; i += step)` (a positive step: an int, or an i64 value),
     bottom-tested (one branch per iteration, the
     form LLVM's loop passes want; a guard in front unless start < stop is known);
     `interleave` > 1 asks the vectorizer for that many independent vector bodies per
     iteration (llvm.loop.interleave.count: long dependent chains hide their latency); a
-    callable is asked when the loop closes, once the body is known."""
+    callable is asked when the loop closes, once the body is known. `parallel`: no
+    iteration reads what another writes (an element-wise kernel's loop, whose in-place
+    operand is read at the element being written: inplace.py), so a body of one block has
+    its loads and stores in an access group the loop's llvm.loop.parallel_accesses names:
+    the vectorizer needs no run-time overlap check, which an in-place loop always failed
+    (a scalar loop of complex values carried in place ran 4-5x slower than one copied)."""
     fn = b.function
     pre = b.block
     body = fn.append_basic_block(f"{name}.body")
@@ -507,24 +508,8 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
     br = b.cbranch(b.icmp_signed("<", nxt, stop), body, done)
     if callable(interleave):
         interleave = interleave()
-    if interleave > 1:  # a placeholder module_text turns into a self-referential loop ID
-        br.set_metadata("llvm.loop", b.module.add_metadata(
-            [ir.MetaDataString(b.module, f"xlapy.loop.ic.{interleave}")]))
+    loop_metadata.mark(br, body if parallel and b.block is body else None, interleave)
     b.position_at_end(done)
-
-
-def no_vectorize(fn: ir.Function) -> None:
-    """Mark every loop of `fn` (each back edge for_range emits) not to be vectorized
-    (llvm.loop.vectorize.enable false): loops whose vectors would be gathers and scatters
-    (dus_window.py)."""
-    md = None
-    at = {id(blk): k for k, blk in enumerate(fn.blocks)}
-    for k, blk in enumerate(fn.blocks):
-        br = blk.terminator
-        if isinstance(br, ir.ConditionalBranch) and not br.metadata.get("llvm.loop") and \
-                at[id(br.operands[1])] <= k:
-            md = md or fn.module.add_metadata([ir.MetaDataString(fn.module, "xlapy.loop.novec")])
-            br.set_metadata("llvm.loop", md)
 
 
 def const(t: ir.Type, v: Any) -> ir.Constant:

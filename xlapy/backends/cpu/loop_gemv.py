@@ -51,7 +51,7 @@ def takes(g: Gemm) -> bool:
     """Whether GEMM step `g` runs on gemv's loops: one row, W of MIN_BYTES or more (split
     over threads from gemv.SPLIT_BYTES), the loops built for this target."""
     size = 8 if g.f64 else 4
-    return g.m == 1 and g.batch == 1 and g.n * g.k * size >= MIN_BYTES and \
+    return g.m == 1 and g.batch == 1 and not g.cplx and g.n * g.k * size >= MIN_BYTES and \
         gemv.available() and target.current().is_x86
 
 

@@ -60,8 +60,10 @@ def steps(exe: CpuExecutable) -> list[int | Gemm | Region | nested_loop.Nested |
 
 
 def native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
-    """The Gemm of a dot_general the driver may run: 2-D f32/f64 (regions.gemm_of) or a
-    batch of small ones (regions.batched_gemm_of: gemm_small, one product at a time), written
+    """The Gemm of a dot_general the driver may run: 2-D f32/f64 (regions.gemm_of), a
+    batch of small ones (regions.batched_gemm_of: gemm_small, one product at a time) or a
+    2-D complex one (cgemm / zgemm: a callback into Python had cost ~60 us a step, a
+    fori_loop of a 256 x 256 c64 matrix times a state 3x XLA's time), written
     into a buffer the tables hold (below); through BLAS only when small
     (MAX_NATIVE_MACS), gemm_small's loop nest at any size it takes (split over threads).
     A batched dot is gemm_small's only where the target has FMA: its element is then one
@@ -73,7 +75,8 @@ def native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
     if not t.is_x86 or id(instr) not in exe.slot:
         return None
     g = regions.gemm_of(instr, exe.slot, vectors=True, flat=True, lhs_t=True) or \
-        (regions.batched_gemm_of(instr, exe.slot) if t.has("fma") else None)
+        (regions.batched_gemm_of(instr, exe.slot) if t.has("fma") else None) or \
+        regions.complex_gemm_of(instr, exe.slot)
     # an arena temporary, or a result of the body (a fresh array per call on the Python
     # path: NativeWhile._prepare gives it a buffer of the loop's own)
     if g is None or (g.out not in exe.temp_slots and g.out not in exe._native) or \

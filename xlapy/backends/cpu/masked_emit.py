@@ -111,7 +111,26 @@ def lane_access(b: ir.IRBuilder, p: ir.Value, idx: Sequence[Any], width: int,
         if value is None:
             return b.load(vp, align=align)
         return b.store(broadcast(b, value, width), vp, align=align)
+    if isinstance(p.type.pointee, ir.LiteralStructType):  # a complex value: part by part
+        return _parts_access(b, p, value)
     return b.load(p) if value is None else b.store(value, p)
+
+
+def _parts_access(b: ir.IRBuilder, p: ir.Value, value: ir.Value | None) -> ir.Value:
+    """A complex {re, im} element loaded (stored) as its two parts: instcombine splits a
+    load of the struct into part loads without its llvm.access.group, which then kept the
+    vectorizer checking a parallel loop's pointers for overlap (llvm_util.for_range)."""
+    st = p.type.pointee
+    q = b.bitcast(p, st.elements[0].as_pointer())
+    at = [q, b.gep(q, [ir.Constant(I32, 1)], inbounds=True)]
+    if value is None:
+        out = ir.Constant(st, None)
+        for k, r in enumerate(at):
+            out = b.insert_value(out, b.load(r), k)
+        return out
+    for k, r in enumerate(at):
+        last = b.store(b.extract_value(value, k), r)
+    return last
 
 
 def live_only(b: ir.IRBuilder, v: ir.Value, live: int, ident: ir.Constant) -> ir.Value:

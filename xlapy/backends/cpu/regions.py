@@ -83,6 +83,8 @@ class Gemm:
     #: products of a batched dot [batch, m, k] x [batch, k, n] (batched_gemm_of: gemm_small
     #: only, a native loop's step alone)
     batch: int = 1
+    #: c64 / c128 (`f64`) elements: cgemm / zgemm (complex_gemm_of: a native loop's step)
+    cplx: bool = False
 
 
 @dataclass
@@ -145,6 +147,17 @@ def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
     return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
                 m, n, k, rhs_t, f64,
                 gemm_small.later(small) if small is not None else None)
+
+
+def complex_gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
+    """The Gemm of a plain complex dot_general (as gemm_of's `vectors` and `flat`): BLAS's
+    cgemm / zgemm, what the Python path calls (blas.gemm)."""
+    d = dot_shapes.plain_dot(instr, True, True, cplx=True)
+    if d is None or min(d[:3]) == 0 or max(d[:3]) > _INT_MAX:
+        return None
+    m, n, k, rhs_t, f64 = d
+    return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
+                m, n, k, rhs_t, f64, cplx=True)
 
 
 def batched_gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
@@ -257,11 +270,12 @@ def plan(members: list[Member | None], threads: int, min_cost: int) -> list[list
 #: GEMM descriptor words: the BLAS function, the table, the lhs/rhs/out slots, the lhs and out
 #: row bytes, then the Fortran argument cells (little-endian, read in place by BLAS).
 _G_FN, _G_TABLE, _G_LHS, _G_RHS, _G_OUT, _G_LROW, _G_OROW = range(7)
-_G_TA, _G_TB, _G_N, _G_K, _G_ALPHA, _G_LDA, _G_LDB, _G_BETA, _G_LDC = range(7, 16)
+_G_TA, _G_TB, _G_N, _G_K, _G_LDA, _G_LDB, _G_LDC = 7, 8, 9, 10, 12, 13, 15  # (gemm_small's)
 #: ... and, for a batched product (Gemm.batch > 1: gemm_small's `batch`), the rows of each;
-#: then the most rows one call takes (0: all; gemm_f32's MAX_M where it is the function).
-_G_M, _G_STEP = 16, 17
-_G_WORDS = 18
+#: then the most rows one call takes (0: all; gemm_f32's MAX_M where it is the function);
+#: then alpha and beta, two words each (zgemm's are pairs of doubles; 11 and 14 unused).
+_G_M, _G_STEP, _G_ALPHA, _G_BETA = 16, 17, 18, 20
+_G_WORDS = 22
 
 
 def build_ahead() -> None:
@@ -347,12 +361,15 @@ def gemm_rows_address() -> int:
 
 
 def gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
-    size = 8 if g.f64 else 4
+    size = (8 if g.f64 else 4) * (2 if g.cplx else 1)
     d = np.zeros(_G_WORDS, np.int64)
-    d[_G_FN] = blas.function_address("dgemm" if g.f64 else "sgemm")
-    if not g.f64 and g.small is None:  # rows of at most MAX_M through gemm_f32, as blas.gemm
-        # routes a chunk (its bits never depend on the rows of a call): a region's 512-row
-        # halves of a 1024^3 product had gone to OpenBLAS, 1.1x XLA's time with a tanh
+    d[_G_FN] = blas.function_address({(False, False): "sgemm", (False, True): "dgemm",
+                                      (True, False): "cgemm", (True, True): "zgemm"}[
+                                          g.cplx, g.f64])
+    if not (g.f64 or g.cplx) and g.small is None:
+        # rows of at most MAX_M through gemm_f32, as blas.gemm routes a chunk (its bits
+        # never depend on the rows of a call): a region's 512-row halves of a 1024^3
+        # product had gone to OpenBLAS, 1.1x XLA's time with a tanh
         from xlapy.backends.cpu import gemm_f32
 
         ta, tb = (b"T" if g.rhs_t else b"N"), (b"T" if g.lhs_t else b"N")
@@ -365,7 +382,8 @@ def gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
     d[_G_TA], d[_G_TB] = ord("T" if g.rhs_t else "N"), ord("T" if g.lhs_t else "N")
     d[_G_N], d[_G_K], d[_G_M] = g.n, g.k, g.m
     d[_G_LDA], d[_G_LDB], d[_G_LDC] = g.k if g.rhs_t else g.n, g.m if g.lhs_t else g.k, g.n
-    one = np.array([1.0], np.float64 if g.f64 else np.float32)
+    one = np.array([1.0], np.complex128 if g.f64 else np.complex64) if g.cplx else \
+        np.array([1.0], np.float64 if g.f64 else np.float32)
     d.view(np.uint8)[_G_ALPHA * 8:_G_ALPHA * 8 + size] = one.view(np.uint8)
     return d  # beta: 0.0 (all zero bits)
 

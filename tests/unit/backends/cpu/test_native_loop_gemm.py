@@ -254,3 +254,48 @@ def test_tiny_batched_products_stay_a_fused_reduce() -> None:
     prog = xlapy.compile(_bmm_text((1024,), 2, 2, 2, np.float32), backend="cpu")
     assert "native while loop" in _while_line(prog)
     assert not [g for b in _bodies(prog) for g in steps(b) if isinstance(g, regions.Gemm)]
+
+
+def _complex_loop_text(dt: type, m: int, n: int, rhs_t: bool, vec: bool) -> str:
+    """A fori_loop of s <- u @ s (vec: s a vector) or s <- s @ u (u^T when rhs_t) / 4, over
+    complex values."""
+    import jax
+    from jax import lax
+
+    def f(s: jax.Array, u: jax.Array) -> jax.Array:
+        def step(i: jax.Array, s: jax.Array) -> jax.Array:
+            if vec:
+                return u @ s * 0.5
+            return (s @ (u.T if rhs_t else u)) * 0.25 + s
+        return lax.fori_loop(0, 7, step, s)
+
+    with jax.enable_x64(dt == np.complex128):
+        return jax.jit(f).lower(np.zeros(n if vec else (m, n), dt),
+                                np.zeros((n, n), dt)).as_text()
+
+
+@pytest.mark.parametrize("dt", [np.complex64, np.complex128])
+@pytest.mark.parametrize(("m", "n", "rhs_t", "vec"), [(1, 256, False, True), (3, 17, False, False),
+                                                      (8, 64, True, False)])
+def test_complex_dot_is_a_native_gemm_step(dt: type, m: int, n: int, rhs_t: bool, vec: bool,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A complex product in a loop body is a cgemm / zgemm step of the driver (it was a
+    callback into Python, ~60 us a step), near the interpreter's values."""
+    text = _complex_loop_text(dt, m, n, rhs_t, vec)
+    rng = np.random.default_rng(n)
+
+    def c(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
+
+    args = (c(n) if vec else c(m, n), c(n, n) / np.sqrt(n))
+    native = xlapy.compile(text, backend="cpu")
+    assert "native while loop" in _while_line(native), _while_line(native)
+    gemms = [g for b in _bodies(native) for g in steps(b) if isinstance(g, regions.Gemm)]
+    assert len(gemms) == 1 and gemms[0].cplx and gemms[0].f64 == (dt == np.complex128)
+    got = np.asarray(native(*args))
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(*args))
+    tol = 1e-5 if dt == np.complex64 else 1e-13
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+    monkeypatch.setattr(native_loop, "plan_native_while", lambda *a: None)
+    python = np.asarray(xlapy.compile(text, backend="cpu")(*args))
+    np.testing.assert_allclose(got, python, rtol=tol, atol=tol * np.abs(want).max())
