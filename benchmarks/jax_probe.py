@@ -171,7 +171,7 @@ def programs(small: bool = False) -> dict[str, Program]:
             lambda c: c * 1.01, jnp.tanh(c @ w)), x)
 
     steps = 10 if small else 1000
-    return {
+    table = {
         # control flow
         "cond_in_loop": (lambda v: lax.fori_loop(0, steps, lambda i, w: lax.cond(
             i % 2 == 0, lambda u: u * 0.5 + 1, lambda u: u - 0.25, w), v), [f32(256)]),
@@ -513,8 +513,11 @@ def programs(small: bool = False) -> dict[str, Program]:
         # sin of a meshgrid's Y computed per element, not per row (1.55x)
         "meshgrid_sin": (lambda x, y: (lambda gx, gy: gx ** 3 - 3 * gx * gy ** 2 + jnp.sin(gy))(
             *jnp.meshgrid(x, y)), [f32(2048), f32(2048)]),
-        **jax_probe_rows.programs(f32, rows, spd, rng),  # short rows, small matrices
     }
+    more = jax_probe_rows.programs(f32, rows, spd, rng)  # short rows, small matrices
+    if twice := sorted(table.keys() & more.keys()):  # (a dict would keep one silently)
+        raise ValueError(f"jax_probe programs named twice: {', '.join(twice)}")
+    return table | more
 
 
 def probe_one(fn: Callable[..., Any], args: list[np.ndarray], reps: int,

@@ -137,7 +137,7 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # its softmax per vector of the head dimension behind a split reshape (1.1-1.2x;
         # hoist_emit through reshape indices)
         "mandel_loop": (_mandel, [_complex(f32(256, 256), f32(256, 256)) * 0.7]),
-        "decode_loop": (_decode, _decode_args(f32)),
+        "decode_cache_loop": (_decode, _decode_args(f32)),
     }
 
 

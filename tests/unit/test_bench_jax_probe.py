@@ -25,3 +25,15 @@ def test_some_programs_run_on_both_sides() -> None:
 def test_unknown_programs_are_named() -> None:
     with pytest.raises(SystemExit, match="unknown program.*nosuch"):
         jax_probe.main(["--only", "nosuch", "--small"])
+
+
+def test_program_names_are_unique(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row of jax_probe_rows.py named as one of jax_probe.py's replaced it silently (a
+    second decode_loop did); now the table refuses it."""
+    from benchmarks import jax_probe, jax_probe_rows
+
+    real = jax_probe_rows.programs
+    monkeypatch.setattr(jax_probe_rows, "programs", lambda *a: {
+        **real(*a), "decode_loop": (lambda x: x, [])})
+    with pytest.raises(ValueError, match="decode_loop"):
+        jax_probe.programs(small=True)
