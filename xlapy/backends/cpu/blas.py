@@ -209,6 +209,11 @@ def ready(pool: Any) -> None:
     _pool_single(pool)
 
 
+def routine(dtype: np.dtype) -> str:
+    """The ?gemm of a float32/64 or complex64/128 product."""
+    return _ROUTINE[dtype.char][0]
+
+
 def function_address(name: str) -> int:
     """The address of "sgemm" or "dgemm" (13 Fortran-style arguments), for native callers."""
     return int(ctypes.cast(_fn(name), ctypes.c_void_p).value or 0)
@@ -532,5 +537,5 @@ def _shared(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], beta: float,
     pool.share(jobs, threads, keep)
 
 
-__all__ = ["batched_gemm", "by_batch", "gemm", "ready", "function_address", "library",
+__all__ = ["batched_gemm", "by_batch", "gemm", "ready", "function_address", "routine", "library",
            "SPLIT_FLOPS", "MIN_CHUNK", "BATCH_SPLIT_FLOPS", "GEMV_CHUNK"]

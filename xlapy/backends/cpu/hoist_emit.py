@@ -109,10 +109,10 @@ class HoistEmitter:
         if any(isinstance(v, Lane) for v in idx):
             return None
         keys = [index_key(v) for v in idx if not isinstance(v, ir.Constant)]
-        hoisted: set[int] = set()  # (an index computed before an outer loop: fixed inside)
+        opened: list[_Phase] = []  # (an index hoisted before an outer loop: fixed inside)
         for phase in self._open():
-            hoisted |= phase.ids
-            if all(k in phase.fixed or k in hoisted for k in keys):
+            opened.append(phase)
+            if all(k in phase.fixed or any(k in p.ids for p in opened) for k in keys):
                 return phase
         return None
 

@@ -58,19 +58,17 @@ class LaneSplitEmitter:
         elif any(isinstance(v, LanePattern) for v in part):  # (lanes.merged: whole lanes)
             split = True
             part = [v.start if isinstance(v, LanePattern) else v for v in part]
-        if not split and (phase := self._invariant(part)) is not None:  # type: ignore
-            # (indices the loop being emitted fixes: divided before it, so what reads the
-            # operand there is hoisted too - a softmax's probability split [h, 16, 16] for
-            # the sum over t of p[h, t] * v[t, h, :] was an exp and a divide per vector)
-            key = ("reshape", tuple(index_key(v) for v in part), tuple(mid_out),
-                   tuple(mid_src))
-            at = self.at_phase  # type: ignore[attr-defined]
-            flat = at(phase, key, lambda: self.linear(part, mid_out))  # type: ignore
-            mid = [i64(0) if n == 1 else at(phase, (key, s), lambda s=s, n=n: b.urem(
-                b.udiv(flat, i64(s)) if s != 1 else flat, i64(n)))
-                for s, n in zip(row_strides(mid_src), mid_src)]
-            return list(idx[:lead]) + mid + list(idx[len(idx) - trail:])
-        lin = self.linear(part, mid_out)  # type: ignore[attr-defined]
+        # Indices the loop being emitted fixes are divided before it, so what reads the
+        # operand there is hoisted too (hoist_emit): a softmax's probability split [h, 16, 16]
+        # for the sum over t of p[h, t] * v[t, h, :] was an exp and a divide per vector.
+        phase = None if split else self._invariant(part)  # type: ignore[attr-defined]
+        key = ("reshape", tuple(index_key(v) for v in part), tuple(mid_out), tuple(mid_src))
+
+        def once(k: Any, make: Any) -> ir.Value:
+            return make() if phase is None else self.at_phase(  # type: ignore[attr-defined]
+                phase, (key, k), make)
+
+        lin = once("lin", lambda: self.linear(part, mid_out))  # type: ignore[attr-defined]
         mid: list[Any] = []
         total = math.prod(mid_src)
         whole = bool(self.stack)  # (LaneCheck.whole: a minor stack's lanes)
@@ -78,17 +76,19 @@ class LaneSplitEmitter:
             if n == 1:
                 mid.append(i64(0))
                 continue
-            q = b.udiv(lin, i64(s)) if s != 1 else lin
+
+            def index(s: int = s, n: int = n) -> ir.Value:  # (lin // s) % n
+                return b.urem(b.udiv(lin, i64(s)) if s != 1 else lin, i64(n))
             how = split_rule(s, n, self.width, whole and s * n == total) if split else \
                 "uniform"
             if how == "periodic":
                 mid.append(LanePattern(i64(0), tuple((k // s) % n for k in range(self.width))))
             elif how == "div":
-                start = b.urem(q, i64(n))
+                start = index()
                 mid.append(Lane(start) if s == 1 else
                            LanePattern(start, tuple(k // s for k in range(self.width))))
             elif how == "uniform":
-                mid.append(b.urem(q, i64(n)))
+                mid.append(once(s, index))
             else:
                 raise RuntimeError("internal error: a reshape splits lanes unevenly")
         return list(idx[:lead]) + mid + list(idx[len(idx) - trail:])

@@ -74,9 +74,8 @@ def native_gemm(exe: CpuExecutable, instr: Instruction) -> Gemm | None:
     t = target.current()
     if not t.is_x86 or id(instr) not in exe.slot:
         return None
-    g = regions.gemm_of(instr, exe.slot, vectors=True, flat=True, lhs_t=True) or \
-        (regions.batched_gemm_of(instr, exe.slot) if t.has("fma") else None) or \
-        regions.complex_gemm_of(instr, exe.slot)
+    g = regions.gemm_of(instr, exe.slot, vectors=True, flat=True, lhs_t=True, cplx=True) or \
+        (regions.batched_gemm_of(instr, exe.slot) if t.has("fma") else None)
     # an arena temporary, or a result of the body (a fresh array per call on the Python
     # path: NativeWhile._prepare gives it a buffer of the loop's own)
     if g is None or (g.out not in exe.temp_slots and g.out not in exe._native) or \

@@ -83,7 +83,7 @@ class Gemm:
     #: products of a batched dot [batch, m, k] x [batch, k, n] (batched_gemm_of: gemm_small
     #: only, a native loop's step alone)
     batch: int = 1
-    #: c64 / c128 (`f64`) elements: cgemm / zgemm (complex_gemm_of: a native loop's step)
+    #: c64 / c128 (`f64`) elements: cgemm / zgemm (gemm_of's `cplx`: a native loop's step)
     cplx: bool = False
 
 
@@ -127,12 +127,14 @@ class Region:
 
 
 def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
-            flat: bool = False, lhs_t: bool = False) -> Gemm | None:
+            flat: bool = False, lhs_t: bool = False, cplx: bool = False) -> Gemm | None:
     """The Gemm of a plain 2-D f32/f64 dot_general whose result rows are the lhs rows
     (`vectors`: or a vector-matrix / matrix-vector one; `flat`: or a higher-rank one laid
     out as such: dot_shapes.plain_dot; `lhs_t`: or a 2-D one contracting the lhs' first
-    dimension, through BLAS)."""
-    d = dot_shapes.plain_dot(instr, vectors, flat)
+    dimension, through BLAS; `cplx`: or a c64 / c128 one, BLAS's cgemm / zgemm as the
+    Python path's blas.gemm)."""
+    d = dot_shapes.plain_dot(instr, vectors, flat) or \
+        (dot_shapes.plain_dot(instr, vectors, flat, cplx=True) if cplx else None)
     if d is None:
         t = dot_shapes.lhs_transposed(instr) if lhs_t else None
         if t is None:
@@ -143,21 +145,11 @@ def gemm_of(instr: Instruction, slot: dict[int, int], vectors: bool = False,
     m, n, k, rhs_t, f64 = d
     if min(m, n, k) == 0 or max(m, n, k) > _INT_MAX:
         return None
-    small = gemm_small.shape(m, n, k, f64, rhs_t)
+    cx = instr.shape.element_type.is_complex
+    small = None if cx else gemm_small.shape(m, n, k, f64, rhs_t)
     return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
                 m, n, k, rhs_t, f64,
-                gemm_small.later(small) if small is not None else None)
-
-
-def complex_gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
-    """The Gemm of a plain complex dot_general (as gemm_of's `vectors` and `flat`): BLAS's
-    cgemm / zgemm, what the Python path calls (blas.gemm)."""
-    d = dot_shapes.plain_dot(instr, True, True, cplx=True)
-    if d is None or min(d[:3]) == 0 or max(d[:3]) > _INT_MAX:
-        return None
-    m, n, k, rhs_t, f64 = d
-    return Gemm(slot[id(instr.operands[0])], slot[id(instr.operands[1])], slot[id(instr)],
-                m, n, k, rhs_t, f64, cplx=True)
+                gemm_small.later(small) if small is not None else None, cplx=cx)
 
 
 def batched_gemm_of(instr: Instruction, slot: dict[int, int]) -> Gemm | None:
@@ -361,11 +353,10 @@ def gemm_rows_address() -> int:
 
 
 def gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
-    size = (8 if g.f64 else 4) * (2 if g.cplx else 1)
+    dt = np.dtype(("D" if g.f64 else "F") if g.cplx else ("d" if g.f64 else "f"))
+    size = dt.itemsize
     d = np.zeros(_G_WORDS, np.int64)
-    d[_G_FN] = blas.function_address({(False, False): "sgemm", (False, True): "dgemm",
-                                      (True, False): "cgemm", (True, True): "zgemm"}[
-                                          g.cplx, g.f64])
+    d[_G_FN] = blas.function_address(blas.routine(dt))
     if not (g.f64 or g.cplx) and g.small is None:
         # rows of at most MAX_M through gemm_f32, as blas.gemm routes a chunk (its bits
         # never depend on the rows of a call): a region's 512-row halves of a 1024^3
@@ -382,9 +373,7 @@ def gemm_descriptor(g: Gemm, table: int) -> np.ndarray:
     d[_G_TA], d[_G_TB] = ord("T" if g.rhs_t else "N"), ord("T" if g.lhs_t else "N")
     d[_G_N], d[_G_K], d[_G_M] = g.n, g.k, g.m
     d[_G_LDA], d[_G_LDB], d[_G_LDC] = g.k if g.rhs_t else g.n, g.m if g.lhs_t else g.k, g.n
-    one = np.array([1.0], np.complex128 if g.f64 else np.complex64) if g.cplx else \
-        np.array([1.0], np.float64 if g.f64 else np.float32)
-    d.view(np.uint8)[_G_ALPHA * 8:_G_ALPHA * 8 + size] = one.view(np.uint8)
+    d.view(np.uint8)[_G_ALPHA * 8:_G_ALPHA * 8 + size] = np.ones(1, dt).view(np.uint8)
     return d  # beta: 0.0 (all zero bits)
 
 
