@@ -138,6 +138,11 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # hoist_emit through reshape indices)
         "mandel_loop": (_mandel, [_complex(f32(256, 256), f32(256, 256)) * 0.7]),
         "decode_cache_loop": (_decode, _decode_args(f32)),
+        # session 66's: a loop's c64 exp(1j t) of an f32 state element t, twice t's bytes,
+        # recomputed (a sincos an element) every trip (3.5x; XLA's LICM carries it)
+        "phase_loop": (lambda z, t: lax.fori_loop(
+            0, 50, lambda i, z: z / jnp.abs(z) * jnp.exp(1j * t), z),
+            [_complex(f32(65536), f32(65536)), f32(65536)]),
     }
 
 

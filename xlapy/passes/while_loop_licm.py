@@ -11,7 +11,10 @@ Rules (as XLA's defaults, `hoist_constants=false`, `hoist_size_inflating_ops=fal
 * a value is only carried into the loop when its bytes are not larger than the bytes of the
   state elements and constants it is computed from (a broadcast or pad that grows the loop
   state, or anything computed from broadcast constants alone, is recomputed inside
-  instead; a broadcast is still hoisted when it only feeds other hoisted instructions);
+  instead; a broadcast is still hoisted when it only feeds other hoisted instructions),
+  or when it is costly to compute (`COSTLY`: a transcendental, a divide, a reduction, a
+  dot) from a state element: XLA's pass (jaxlib 0.10) has no size limit, and carries
+  exp(1j t) as c64 from an f32 t, or exp(outer(t, t)) from a vector t;
 * hoisted code runs even when the loop runs zero times. It is side-effect free, so results
   are unchanged; only work is wasted (XLA accepts the same trade).
 Both the XLA form (one tuple-typed state) and the StableHLO form (N operands) are handled.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.core import GetTupleElementAttrs, ParameterAttrs
+from xlapy.passes.fusion_decision import EXPENSIVE, OUTPUT_OPS, REDUCE_OPS
 from xlapy.passes.pass_base import (
     Pass,
     array_bytes,
@@ -35,6 +39,9 @@ from xlapy.types import Shape
 _NEVER = {"parameter", "constant", "after_all"}
 #: Hoisted only with what they read: alone they save nothing.
 _GLUE = {"get_tuple_element", "tuple"}
+#: Carried even when larger than what they are computed from: reading the value each trip
+#: costs less than computing it (a c64 exp(1j t) in a fori_loop: a sincos per element).
+COSTLY = EXPENSIVE | REDUCE_OPS | OUTPUT_OPS | {"fft", "reduce_window", "sort"}
 
 
 def _body_outputs(body: Computation, n: int, packed: bool) -> list[Instruction] | None:
@@ -95,9 +102,8 @@ def _carried(order: list[Instruction], body: Computation) -> list[Instruction]:
     while True:
         carried = [i for i in order if id(i) in chosen and (i is body.root or any(
             id(u) not in chosen for u in i.users))]
-        bad = [i for i in carried if not i.shape.is_array or array_bytes(i.shape) > min(
-            sum(array_bytes(o.shape) for o in i.operands if o.opcode != "constant"),
-            _input_bytes(i, chosen)) or (i.opcode in _GLUE and not any(
+        bad = [i for i in carried if not i.shape.is_array or (_inflates(i, chosen) and not (
+            i.opcode in COSTLY and _reads_state(i, chosen))) or (i.opcode in _GLUE and not any(
                 id(o) in chosen for o in i.operands))]
         if not bad:
             return carried
@@ -105,11 +111,23 @@ def _carried(order: list[Instruction], body: Computation) -> list[Instruction]:
             chosen.discard(id(i))
 
 
-def _input_bytes(instr: Instruction, chosen: set[int]) -> int:
-    """Bytes of the values outside `chosen` (state elements, constants) `instr` is computed
-    from through chosen instructions, each counted once."""
+def _inflates(instr: Instruction, chosen: set[int]) -> bool:
+    """Whether `instr` is larger than its operands, or than the state elements and constants
+    it is computed from."""
+    return array_bytes(instr.shape) > min(
+        sum(array_bytes(o.shape) for o in instr.operands if o.opcode != "constant"),
+        sum(array_bytes(o.shape) for o in _inputs(instr, chosen)))
+
+
+def _reads_state(instr: Instruction, chosen: set[int]) -> bool:
+    return any(o.opcode != "constant" for o in _inputs(instr, chosen))
+
+
+def _inputs(instr: Instruction, chosen: set[int]) -> list[Instruction]:
+    """The values outside `chosen` (state elements, constants) `instr` is computed from
+    through chosen instructions, each once."""
     seen: set[int] = set()
-    total, stack = 0, list(instr.operands)
+    found, stack = [], list(instr.operands)
     while stack:
         o = stack.pop()
         if id(o) in seen:
@@ -118,8 +136,8 @@ def _input_bytes(instr: Instruction, chosen: set[int]) -> int:
         if id(o) in chosen:
             stack.extend(o.operands)
         else:
-            total += array_bytes(o.shape)
-    return total
+            found.append(o)
+    return found
 
 
 class WhileLoopInvariantCodeMotion(Pass):

@@ -7,7 +7,7 @@ import numpy as np
 from xlapy.interpreter import Interpreter
 from xlapy.ir import Module
 from xlapy.passes.dce import DeadCodeElimination
-from xlapy.passes.hlo_builder import Emitter, HloBuilder
+from xlapy.passes.hlo_builder import Emitter, HloBuilder, parse_shape
 from xlapy.passes.pass_base import run_passes
 from xlapy.passes.tuple_simplifier import TupleSimplifier
 from xlapy.passes.while_loop_licm import WhileLoopInvariantCodeMotion
@@ -16,13 +16,14 @@ from xlapy.types import ElementType, Shape
 S = "f32[8]"
 
 
-def _loop(body_fn: object, packed: bool, trips: int = 3) -> Module:
-    """while i < trips: (i + 1, y = body_fn(e, i, x, y), x) over the state (i, y, x)."""
+def _loop(body_fn: object, packed: bool, trips: int = 3, ys: str = S) -> Module:
+    """while i < trips: (i + 1, y = body_fn(e, i, x, y), x) over the state (i, y, x), y of
+    shape `ys`."""
     g = HloBuilder()
     global _ADD
     _ADD = g.scalar_fn("add")
     x = g.param(S)
-    shapes = ["s32[]", S, S]
+    shapes = ["s32[]", ys, S]
 
     def cond(e: Emitter, *ps: object) -> object:
         i = ps[0] if not packed else e.get_tuple_element(ps[0], index=0)
@@ -36,10 +37,9 @@ def _loop(body_fn: object, packed: bool, trips: int = 3) -> Module:
         out = (e.add(i, e.const(1, "s32")), body_fn(e, i, xx, y), xx)  # type: ignore[operator]
         return e.tuple(*out)
 
-    init = [g.const(0, "s32"), g.splat(0.0, S), x]
+    init = [g.const(0, "s32"), g.splat(0.0, ys), x]
     if packed:
-        tshape = Shape.tuple([Shape.scalar(ElementType.S32), Shape.array(ElementType.F32, [8]),
-                              Shape.array(ElementType.F32, [8])])
+        tshape = Shape.tuple([parse_shape(t) for t in shapes])
         c = g.sub("cond", [tshape], cond)
         b = g.sub("body", [tshape], body)
         w = g.op("while", g.tuple(*init), called=[c, b])
@@ -146,6 +146,30 @@ def test_does_not_carry_values_made_of_broadcast_constants() -> None:
     body = _ops(_body(m))
     assert "select" in body and "multiply" not in body, body
     assert "multiply" in _ops(m.entry)
+
+
+def test_carries_costly_values_larger_than_their_inputs() -> None:
+    """exp(convert(x)) to f64 from the f32 state element x is twice x's bytes, but an exp per
+    element each trip costs more than reading it: carried, as XLA does (a c64 exp(1j t) from
+    an f32 t in a fori_loop was recomputed every trip, 3.5x XLA's time; failed before). The
+    convert alone (cheap) stays in the body, recomputed."""
+    def costly(e: Emitter, i: object, x: object, y: object) -> object:
+        return e.add(y, e.exponential(e.convert(x, new_element_type=ElementType.F64)))
+
+    def cheap(e: Emitter, i: object, x: object, y: object) -> object:
+        return e.add(y, e.convert(x, new_element_type=ElementType.F64))
+
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    for packed in (True, False):
+        for fn, moved in ((costly, "exponential"), (cheap, None)):
+            m = _loop(fn, packed, ys="f64[8]")
+            before = Interpreter().run_module(m, [x])
+            run_passes(m, [WhileLoopInvariantCodeMotion(), TupleSimplifier(),
+                           DeadCodeElimination()])
+            np.testing.assert_array_equal(Interpreter().run_module(m, [x]), before)
+            body = _ops(_body(m))
+            assert "exponential" not in body, body
+            assert "convert" in (_ops(m.entry) if moved else body)
 
 
 def test_zero_trip_loop_still_correct() -> None:
