@@ -139,10 +139,14 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "mandel_loop": (_mandel, [_complex(f32(256, 256), f32(256, 256)) * 0.7]),
         "decode_cache_loop": (_decode, _decode_args(f32)),
         # session 66's: a loop's c64 exp(1j t) of an f32 state element t, twice t's bytes,
-        # recomputed (a sincos an element) every trip (3.5x; XLA's LICM carries it)
+        # recomputed (a sincos an element) every trip (3.5x; XLA's LICM carries it), and a
+        # vector state updated element-wise on one thread, its 1.5 MB read from L3 every
+        # trip (2.3x; row_loop: a vector's elements as rows, each share in its core's L2)
         "phase_loop": (lambda z, t: lax.fori_loop(
             0, 50, lambda i, z: z / jnp.abs(z) * jnp.exp(1j * t), z),
             [_complex(f32(65536), f32(65536)), f32(65536)]),
+        "rotate_loop": (lambda z, w: lax.fori_loop(0, 100, lambda i, z: z * w, z),
+                        [_complex(f32(65536), f32(65536)), _unit(f32(65536), f32(65536))]),
     }
 
 
@@ -222,6 +226,12 @@ def _decode_args(f32: Shaped) -> list[np.ndarray]:
 
 def _complex(re: np.ndarray, im: np.ndarray, wide: bool = False) -> np.ndarray:
     return (re + 1j * im).astype(np.complex128 if wide else np.complex64)
+
+
+def _unit(re: np.ndarray, im: np.ndarray) -> np.ndarray:
+    """c64 values of modulus 1 (a rotation repeated stays finite)."""
+    z = _complex(re, im)
+    return (z / np.abs(z)).astype(np.complex64)
 
 
 def _misaligned(a: np.ndarray) -> np.ndarray:

@@ -508,8 +508,8 @@ class CpuExecutable(Calls, FusedRoots, Introspection, MemoryPlanning):
                 members.append(regions.gemm_member(instr, self.slot))
             else:
                 members.append(None)
-        out = []
-        # 2 threads: the same regions for any thread count
+        self.row_members = members  # (by thunk: a row-split loop's, row_loop.py)
+        out = []  # 2 threads: the same regions for any thread count
         for run in regions.plan(members, 2, self.options.split_cost):
             region = regions.Region(f"region{len(out)}", run)
             out.append(region)

@@ -208,7 +208,7 @@ class NativeWhile:
         if rp is None or self.row_threads < 2:
             seq = self.body.sequence
             return "" if seq is None else f" (body: {len(seq.kernels)} kernels as one function)"
-        n = len(row_loop.shares(rp.rows, self.row_threads, rp.region.align)) - 1
+        n = len(row_loop.shares(rp.rows, self.row_threads, rp.align)) - 1
         return f" (row-split: {n} row shares on {self.row_threads} threads)"
 
     def _prepare(self, rows: tuple[int, int] | None = None) -> _Prepared:
@@ -306,6 +306,8 @@ class NativeWhile:
                 spec, addr = self.windows.kernels[step], exe.window_addrs[step]
             arg = table if not isinstance(spec, TupleKernel) else \
                 loop_tuples.cells(exe, step, table, p.keep)
+            if p.rows is not None and self.row_plan and step in self.row_plan.kernels:
+                return self._split(p, addr, arg, list(p.rows), 1)  # (this share's rows)
             if threads > 1 and spec.splittable and not spec.partial and spec.outer >= 2 and \
                     spec.cost >= NATIVE_SPLIT_COST:
                 return self._split(p, addr, arg, bounds(spec.outer, min(threads, spec.outer),

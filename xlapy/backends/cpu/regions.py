@@ -99,6 +99,8 @@ class Member:
     cost: int
     kernel: Kernel | None = None
     gemm: Gemm | None = None
+    #: rows that are a vector's elements: a row-split loop's member (row_loop.py) only
+    vector: bool = False
 
 
 @dataclass
@@ -198,11 +200,13 @@ def rhs_alone(g: Gemm) -> bool:
 def kernel_member(spec: Kernel, reads: dict[int, set[tuple[str, ...]]],
                   leaves: dict[int, int], shapes: list[Shape]) -> Member | None:
     """A kernel computing rows of an array from `leaves` (id -> slot, `shapes[slot]`) read
-    at the symbolic indices `reads` (fusion_plan.row_walk: "r" is the kernel's outer index)."""
+    at the symbolic indices `reads` (fusion_plan.row_walk: "r" is the kernel's outer index).
+    A vector's elements are its rows: a row-split loop's member (row_loop.py), never a
+    region's (`plan`)."""
     root = spec.root
     dims = root.shape.dimensions
     if root.opcode == "reduce" or spec.partial or spec.extra or \
-            not spec.splittable or len(dims) < 2 or spec.outer != dims[0]:
+            not spec.splittable or not dims or spec.outer != dims[0]:
         return None
     other = set()
     for lid, s in leaves.items():
@@ -211,7 +215,8 @@ def kernel_member(spec: Kernel, reads: dict[int, set[tuple[str, ...]]],
         if not (idxs and all(ix[:1] == ("r",) for ix in idxs) and leaf.is_array
                 and leaf.rank >= 1 and leaf.dimensions[0] == dims[0]):
             other.add(s)
-    return Member(root, spec.output, dims[0], other, spec.cost, kernel=spec)
+    return Member(root, spec.output, dims[0], other, spec.cost, kernel=spec,
+                  vector=len(dims) == 1)
 
 
 def cuts(rows: int, align: int = 1, packs: bool = True) -> list[int]:
@@ -227,8 +232,9 @@ def cuts(rows: int, align: int = 1, packs: bool = True) -> list[int]:
 
 
 def plan(members: list[Member | None], threads: int, min_cost: int) -> list[list[Member]]:
-    """Runs of consecutive members (None: a thunk that is not one) that read each other's
-    results only at their own rows, of at least two members, `min_cost` work and
+    """Runs of consecutive members (None: a thunk that is not one; a vector's kernel is not
+    either) that read each other's results only at their own rows, of at least two members,
+    `min_cost` work and
     MIN_ROWS_PER_THREAD rows per thread. The executable passes a fixed `threads` (its
     regions, like their chunks, never depend on its thread count)."""
     runs: list[list[Member]] = []
@@ -243,7 +249,7 @@ def plan(members: list[Member | None], threads: int, min_cost: int) -> list[list
         made.clear()
 
     for m in members:
-        if m is None:
+        if m is None or m.vector:
             close()
             continue
         if run and not (m.rows == run[0].rows and not (m.other_reads & made)):
