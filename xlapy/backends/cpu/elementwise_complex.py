@@ -35,6 +35,7 @@ from xlapy.backends.cpu import complex_chlo_emit, target
 from xlapy.backends.cpu import complex_xla_emit as cx
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_convert as ewconv
+from xlapy.backends.cpu import flush_ftz as ftz
 from xlapy.backends.cpu.llvm_util import F32, F64, I32, intrinsic
 from xlapy.ir import Instruction
 from xlapy.ops.attrs import ComparisonDirection
@@ -62,7 +63,22 @@ def constant(v: Any, t: ET) -> ir.Constant:
 
 
 def parts(b: ir.IRBuilder, z: ir.Value) -> tuple[ir.Value, ir.Value]:
-    return b.extract_value(z, 0), b.extract_value(z, 1)
+    """z's real and imaginary parts: the values a `pack` put in, where z is one (a part that
+    is a constant stays one, unflushed: convert(|z|)'s zero imaginary part kept a complex
+    divide's special cases foldable once flushes became multiplies by an opaque 1.0)."""
+    return _part(b, z, 0), _part(b, z, 1)
+
+
+def _part(b: ir.IRBuilder, z: ir.Value, k: int) -> ir.Value:
+    v = z
+    while isinstance(v, ir.InsertValue):
+        if list(v.indices) == [k]:
+            return v.value
+        v = v.aggregate
+    if isinstance(v, ir.Constant) and isinstance(v.constant, (list, tuple)):
+        return v.constant[k] if isinstance(v.constant[k], ir.Constant) else \
+            b.extract_value(z, k)
+    return b.extract_value(z, k)
 
 
 def pack(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
@@ -70,10 +86,12 @@ def pack(b: ir.IRBuilder, re: ir.Value, im: ir.Value) -> ir.Value:
     return b.insert_value(b.insert_value(ir.Constant(st, None), re, 0), im, 1)
 
 
-def _flushed(b: ir.IRBuilder, z: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """The parts of `z` with denormals flushed (the interpreter's DAZ of complex inputs)."""
+def _flushed(b: ir.IRBuilder, z: ir.Value, op: str = "") -> tuple[ir.Value, ir.Value]:
+    """The parts of `z` with denormals flushed (the interpreter's DAZ of complex inputs): by
+    a multiply (flush_ftz.operand) for the operands of `op` when it quiets a NaN part anyway
+    (complex add, subtract, multiply, divide: every result part is arithmetic on them)."""
     re, im = parts(b, z)
-    return ew.flush(b, re), ew.flush(b, im)
+    return ftz.operand(b, re, op, ew.flush), ftz.operand(b, im, op, ew.flush)
 
 
 # ---- ops -----------------------------------------------------------------------------------------
@@ -203,7 +221,7 @@ REDUCERS = frozenset({"add", "multiply"})
 
 def binary(b: ir.IRBuilder, op: str, args: Sequence[ir.Value]) -> ir.Value:
     """A binary op on complex struct values (a reduce kernel's combine)."""
-    re, im = BINARY[op](b, _flushed(b, args[0]), _flushed(b, args[1]))
+    re, im = BINARY[op](b, _flushed(b, args[0], op), _flushed(b, args[1], op))
     return pack(b, re, im)
 
 
@@ -359,7 +377,7 @@ def emit(b: ir.IRBuilder, instr: Instruction, args: Sequence[ir.Value]) -> ir.Va
     if op == "remainder":  # (no DAZ, no FTZ: the interpreter's remainder flushes nothing)
         return pack(b, *_remainder(b, parts(b, args[0]), parts(b, args[1])))
     if op in BINARY:
-        re, im = BINARY[op](b, _flushed(b, args[0]), _flushed(b, args[1]))
+        re, im = BINARY[op](b, _flushed(b, args[0], op), _flushed(b, args[1], op))
         if op in _FLUSHED:
             re, im = ew.flush(b, re), ew.flush(b, im)
         return pack(b, re, im)

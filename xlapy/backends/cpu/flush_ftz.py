@@ -47,16 +47,16 @@ def in_kernel(scalars: bool | None = None) -> Iterator[None]:
 
 
 def applies(opcode: str, x: ir.Value) -> bool:
-    """Whether operand x of `opcode` may be flushed by a multiply here: a scalar where
-    `in_kernel` allows (`operand`'s inline mulss) or an explicit vector of at least
-    128 bits (LLVM 22's x86 backend aborts on a <2 x float> canonicalize, which its SLP
-    vectorizer makes of scalar ones)."""
+    """Whether operand x of `opcode` may be flushed by a multiply here: a scalar (`operand`'s
+    multiply by an opaque 1.0, or its inline mulss where `in_kernel` says `scalars`) or an
+    explicit vector of at least 128 bits (LLVM 22's x86 backend aborts on a <2 x float>
+    canonicalize, which its SLP vectorizer makes of scalar ones)."""
     t = x.type
     if not (opcode in QUIETING and getattr(_state, "on", False) and denormal.flushing()
             and elem(t) in (F32, F64) and target.current().is_x86):
         return False
     if not isinstance(t, ir.VectorType):
-        return getattr(_state, "scalars", False)
+        return True
     n = t.count
     return n & (n - 1) == 0 and n * (32 if elem(t) == F32 else 64) >= 128
 
@@ -75,6 +75,11 @@ def operand(b: ir.IRBuilder, x: ir.Value, opcode: str,
         return hit[1]
     if isinstance(x.type, ir.VectorType):
         out = intrinsic(b, f"llvm.canonicalize.{sfx(x.type)}", x.type, [x])
+    elif not getattr(_state, "scalars", False):  # times a 1.0 LLVM cannot see (no fold to
+        # x): a loop its vectorizer widens widens it to one vmulps, where and + and + compare
+        # + blend flushed each part of a complex multiply's operands (z <- z w: 45 -> 29
+        # instructions a vector of 4 elements)
+        out = b.fmul(x, opaque_one(b, x.type))
     else:  # one mulss by 1.0 as inline assembly: opaque, so no vectorizer pairs it into
         # the <2 x float> canonicalize LLVM aborts on (and + and + compare + blend before:
         # half of a scatter-add's update)
@@ -87,6 +92,18 @@ def operand(b: ir.IRBuilder, x: ir.Value, opcode: str,
     out = mark_flushed(out)
     memo[id(x)] = (x, out)
     return out
+
+
+def opaque_one(b: ir.IRBuilder, t: ir.Type) -> ir.Value:
+    """1.0 of float type `t` through an empty inline asm in the function's entry block (once
+    per function and type): LLVM folds x * 1.0 to x, denormal and all, but not x * this."""
+    fn = b.function
+    memo = fn.__dict__.setdefault("_xlapy_one", {})
+    if str(t) not in memo:
+        with b.goto_block(fn.entry_basic_block):
+            asm = ir.InlineAsm(ir.FunctionType(t, [t]), "", "=x,0")
+            memo[str(t)] = b.call(asm, [ir.Constant(t, 1.0)])
+    return memo[str(t)]
 
 
 def scaled_by_small(opcode: str, args: list[ir.Value], k: int) -> bool:
@@ -105,4 +122,4 @@ def scaled_by_small(opcode: str, args: list[ir.Value], k: int) -> bool:
     return vs is not None and all(isinstance(v, float) and 0.0 < abs(v) < 1.0 for v in vs)
 
 
-__all__ = ["QUIETING", "applies", "operand", "in_kernel", "scaled_by_small"]
+__all__ = ["QUIETING", "applies", "operand", "in_kernel", "opaque_one", "scaled_by_small"]

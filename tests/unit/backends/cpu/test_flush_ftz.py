@@ -122,13 +122,13 @@ def test_outside_kernels_nothing_applies() -> None:
 
     from xlapy.backends.cpu.llvm_util import F32
 
-    x, two, one = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [
-        ir.VectorType(F32, 8), ir.VectorType(F32, 2), F32]), "f").args
+    x, two = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [
+        ir.VectorType(F32, 8), ir.VectorType(F32, 2)]), "f").args
     assert not flush_ftz.applies("add", x)
     with flush_ftz.in_kernel():
         assert flush_ftz.applies("add", x) == flush_ftz.target.current().is_x86
         assert not flush_ftz.applies("maximum", x)
-        assert not flush_ftz.applies("add", two) and not flush_ftz.applies("add", one)
+        assert not flush_ftz.applies("add", two)  # (scalars: test_scalar_operands_...)
     assert not flush_ftz.applies("add", x)
 
 
@@ -196,17 +196,31 @@ def test_scatter_updates_flush_by_an_inline_multiply(op: str, t: str, dt: type, 
     _same(got, ref, it, np.isnan(got) & np.isnan(ref))
 
 
-def test_scalars_only_where_asked() -> None:
+def test_scalar_operands_multiply_by_an_opaque_one() -> None:
+    """In a kernel a scalar operand is flushed by a multiply: by a 1.0 from an empty inline
+    asm in the entry block (LLVM folds x * 1.0 to x; a loop its vectorizer widens gets one
+    vmulps, no and + and + compare + blend), or by an inline mulss where `scalars` asks
+    (no vectorizer pairs it); never outside kernels."""
     from llvmlite import ir
 
     from xlapy.backends.cpu.llvm_util import F32
 
-    (one,) = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [F32]), "f").args
+    fn = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [F32, F32]), "f")
+    one, other = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.position_at_end(body := fn.append_basic_block("body"))
     x86 = flush_ftz.target.current().is_x86
+    assert not flush_ftz.applies("add", one)
     with flush_ftz.in_kernel():
-        assert not flush_ftz.applies("add", one)
-        with flush_ftz.in_kernel(scalars=True):
-            assert flush_ftz.applies("add", one) == x86
-            with flush_ftz.in_kernel():  # (kept inside)
-                assert flush_ftz.applies("add", one) == x86
-        assert not flush_ftz.applies("add", one)
+        assert flush_ftz.applies("add", one) == x86 and not flush_ftz.applies("maximum", one)
+        if x86:
+            outs = [flush_ftz.operand(b, v, "add", lambda b, v: v) for v in (one, other)]
+            assert all(o.opname == "fmul" for o in outs)
+            assert outs[0].operands[1] is outs[1].operands[1]  # (one 1.0 per function)
+            (asm,) = fn.entry_basic_block.instructions
+            assert isinstance(asm.callee, ir.InlineAsm) and asm.callee.asm == ""
+            with flush_ftz.in_kernel(scalars=True):
+                b.position_at_end(fn.append_basic_block("scalar"))
+                out = flush_ftz.operand(b, one, "add", lambda b, v: v)
+                assert "mulss" in out.callee.asm
+    assert body.instructions and not flush_ftz.applies("add", one)
