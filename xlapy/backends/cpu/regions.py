@@ -234,9 +234,8 @@ def cuts(rows: int, align: int = 1, packs: bool = True) -> list[int]:
 def plan(members: list[Member | None], threads: int, min_cost: int) -> list[list[Member]]:
     """Runs of consecutive members (None: a thunk that is not one; a vector's kernel is not
     either) that read each other's results only at their own rows, of at least two members,
-    `min_cost` work and
-    MIN_ROWS_PER_THREAD rows per thread. The executable passes a fixed `threads` (its
-    regions, like their chunks, never depend on its thread count)."""
+    `min_cost` work and MIN_ROWS_PER_THREAD rows per thread. The executable passes a fixed
+    `threads` (its regions, like their chunks, never depend on its thread count)."""
     runs: list[list[Member]] = []
     run: list[Member] = []
     made: set[int] = set()
