@@ -159,6 +159,16 @@ def _convert(arr: np.ndarray, shape: Shape, what: str) -> np.ndarray:
     """`arr` as the parameter's dtype when no value changes: integers (into integers or
     floats) must convert exactly; floats into a narrower float are rounded to its
     precision (like a literal) but must not overflow to infinity."""
+    dst = np.dtype(shape.dtype)
+    if arr.dtype.kind in "iu" and dst.kind in "iu" and not np.can_cast(arr.dtype, dst, "safe"):
+        # (the range, not a round trip: numpy's default int64 into an s32 parameter of 4M
+        # elements cost ~22 ms a call by astype, astype back and two compares)
+        info = np.iinfo(dst)
+        if arr.size and (int(arr.min()) < info.min or int(arr.max()) > info.max):
+            raise InterpreterError(f"{what}: {_describe(arr)} has values that do not fit "
+                                   f"{shape} (pass an array of {shape.dtype} to convert them "
+                                   "yourself)")
+        return arr.astype(dst)
     with np.errstate(all="ignore"):
         out = arr.astype(shape.dtype)
     if np.can_cast(arr.dtype, shape.dtype, "safe"):

@@ -24,8 +24,11 @@ F32 = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("value", [np.array([2**33 + 1, 1], np.int64),
                                    np.array([4294967295, 1], np.uint32),
-                                   np.array([2**31, 0], np.int64)],
-                         ids=["int64_wraps", "uint32_wraps", "int64_max_plus_one"])
+                                   np.array([2**31, 0], np.int64),
+                                   np.array([0, -2**31 - 1], np.int64),
+                                   np.array([2**63, 0], np.uint64)],
+                         ids=["int64_wraps", "uint32_wraps", "int64_max_plus_one",
+                              "int64_min_minus_one", "uint64_over_int64"])
 def test_integer_argument_that_does_not_fit_is_refused(backend: str, value: np.ndarray) -> None:
     exe = xlapy.compile(S32, backend=backend)
     with pytest.raises(XlapyError, match="argument 0 of main.*do not fit s32"):
@@ -37,6 +40,12 @@ def test_in_range_integers_and_floats_convert(backend: str) -> None:
     np.testing.assert_array_equal(xlapy.compile(S32, backend=backend)([1, -2]), [1, -2])
     np.testing.assert_array_equal(
         xlapy.compile(S32, backend=backend)(np.array([7, 2**31 - 1], np.int64)), [7, 2**31 - 1])
+    np.testing.assert_array_equal(  # (the range's ends, and numpy's unsigned 64-bit)
+        xlapy.compile(S32, backend=backend)(np.array([-2**31, 5], np.int64)), [-2**31, 5])
+    np.testing.assert_array_equal(
+        xlapy.compile(S32, backend=backend)(np.array([3, 4], np.uint64)), [3, 4])
+    assert xlapy.compile(S32.replace("2x", "0x"), backend=backend)(
+        np.zeros(0, np.int64)).shape == (0,)
     got = xlapy.compile(F32, backend=backend)(np.full(4, 0.1))  # f64 rounds like a literal
     np.testing.assert_array_equal(got, np.full(4, np.float32(0.1)) * 2)
 
