@@ -160,19 +160,24 @@ def _convert(arr: np.ndarray, shape: Shape, what: str) -> np.ndarray:
     floats) must convert exactly; floats into a narrower float are rounded to its
     precision (like a literal) but must not overflow to infinity."""
     dst = np.dtype(shape.dtype)
-    if arr.dtype.kind in "iu" and dst.kind in "iu" and not np.can_cast(arr.dtype, dst, "safe"):
+    if np.can_cast(arr.dtype, dst, "safe"):
+        return arr.astype(dst)
+    out = None
+    if arr.dtype.kind in "iu" and dst.kind in "iu":
         # (the range, not a round trip: numpy's default int64 into an s32 parameter of 4M
         # elements cost ~22 ms a call by astype, astype back and two compares)
         info = np.iinfo(dst)
-        if arr.size and (int(arr.min()) < info.min or int(arr.max()) > info.max):
-            raise InterpreterError(f"{what}: {_describe(arr)} has values that do not fit "
-                                   f"{shape} (pass an array of {shape.dtype} to convert them "
-                                   "yourself)")
-        return arr.astype(dst)
-    with np.errstate(all="ignore"):
-        out = arr.astype(shape.dtype)
-    if np.can_cast(arr.dtype, shape.dtype, "safe"):
-        return out
+        fits = not arr.size or (int(arr.min()) >= info.min and int(arr.max()) <= info.max)
+    else:
+        with np.errstate(all="ignore"):
+            out = arr.astype(dst)
+        fits = np.array_equal(out.astype(np.float64), arr) if arr.dtype.kind in "iu" else \
+            bool(np.all(np.isfinite(out) | ~np.isfinite(arr)))
+    if not fits:
+        raise InterpreterError(f"{what}: {_describe(arr)} has values that do not fit "
+                               f"{shape} (pass an array of {shape.dtype} to convert them "
+                               "yourself)")
+    return arr.astype(dst) if out is None else out
     if arr.dtype.kind in "biu":
         back = out.astype(arr.dtype) if out.dtype.kind in "biu" else out.astype(np.float64)
         fits = np.array_equal(back, arr) and (out.dtype.kind not in "iu" or

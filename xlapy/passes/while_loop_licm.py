@@ -102,25 +102,23 @@ def _carried(order: list[Instruction], body: Computation) -> list[Instruction]:
     while True:
         carried = [i for i in order if id(i) in chosen and (i is body.root or any(
             id(u) not in chosen for u in i.users))]
-        bad = [i for i in carried if not i.shape.is_array or (_inflates(i, chosen) and not (
-            i.opcode in COSTLY and _reads_state(i, chosen))) or (i.opcode in _GLUE and not any(
-                id(o) in chosen for o in i.operands))]
+        bad = [i for i in carried if not i.shape.is_array or _too_big(i, chosen) or (
+            i.opcode in _GLUE and not any(id(o) in chosen for o in i.operands))]
         if not bad:
             return carried
         for i in bad:
             chosen.discard(id(i))
 
 
-def _inflates(instr: Instruction, chosen: set[int]) -> bool:
+def _too_big(instr: Instruction, chosen: set[int]) -> bool:
     """Whether `instr` is larger than its operands, or than the state elements and constants
-    it is computed from."""
+    it is computed from, and not a COSTLY value computed from a state element."""
+    inputs = _inputs(instr, chosen)
+    if instr.opcode in COSTLY and any(o.opcode != "constant" for o in inputs):
+        return False
     return array_bytes(instr.shape) > min(
         sum(array_bytes(o.shape) for o in instr.operands if o.opcode != "constant"),
-        sum(array_bytes(o.shape) for o in _inputs(instr, chosen)))
-
-
-def _reads_state(instr: Instruction, chosen: set[int]) -> bool:
-    return any(o.opcode != "constant" for o in _inputs(instr, chosen))
+        sum(array_bytes(o.shape) for o in inputs))
 
 
 def _inputs(instr: Instruction, chosen: set[int]) -> list[Instruction]:

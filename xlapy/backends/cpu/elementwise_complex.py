@@ -75,9 +75,9 @@ def _part(b: ir.IRBuilder, z: ir.Value, k: int) -> ir.Value:
         if list(v.indices) == [k]:
             return v.value
         v = v.aggregate
-    if isinstance(v, ir.Constant) and isinstance(v.constant, (list, tuple)):
-        return v.constant[k] if isinstance(v.constant[k], ir.Constant) else \
-            b.extract_value(z, k)
+    if isinstance(v, ir.Constant) and isinstance(v.constant, (list, tuple)) and \
+            isinstance(v.constant[k], ir.Constant):
+        return v.constant[k]
     return b.extract_value(z, k)
 
 

@@ -137,8 +137,8 @@ def threads_for(nw: NativeWhile, rp: RowPlan) -> int:
     """Threads a call uses: the body's count, when the region is worth it, or the kernels
     alone (`_kernels_worth`)."""
     cost = sum(m.cost for m in rp.members)
-    if (not _kernels_worth(nw, rp, cost) if rp.kernels else cost < MIN_COST) or \
-            cost < 2 * BIND_COST * (len(nw.results) + len(nw.swapped)):
+    worth = _kernels_worth(nw, rp, cost) if rp.kernels else cost >= MIN_COST
+    if not worth or cost < 2 * BIND_COST * (len(nw.results) + len(nw.swapped)):
         return 1
     return max(1, min(nw.body.num_threads, rp.rows // MIN_ROWS))
 
