@@ -55,30 +55,33 @@ def test_geqrf_and_orgqr_agree_with_lapack(dtype: Any) -> None:
     geqrf, orgqr = (lapack.get_lapack_funcs(r, dtype=dtype)
                     for r in ("geqrf", "ungqr" if cplx else "orgqr"))
     eps = np.finfo(dtype).eps
-    every = dtype is np.float64 and not os.environ.get("XLAPY_CPU_TARGET")  # (host f64:
-    # each shape; f32 (the same generator, 43 s of CI), complex types and a lower target's
-    # suite, run again for each: a spread of them, a compile each)
-    sizes = range(1, small_lu.MAX_N + 1) if every else [1, 2, 3, 5, 8, 13, small_lu.MAX_N]
-    for m in sizes:
-        for n in sizes:
-            a = _cases(m, n, dtype)
-            run = small_qr.geqrf(t, m, n)
-            assert run is not None
-            qr, tau = run(a)
-            q = small_qr.orgqr(t, m, n, n)(qr, tau)[0] if m >= n else None  # type: ignore
-            for j in range(len(a)):
-                wqr, wtau, _, info = geqrf(a[j])
-                assert info == 0
-                scale = np.abs(wqr).max() or 1.0
-                # (subnormals: fewer bits; huge: the norm's scaling rounds as each OpenBLAS
-                # ?nrm2 kernel does: 129 eps from f64 tau on Zen 3)
-                tol = (2e3 if j == 1 else 512 if j == 5 else 256 if cplx else 128) * eps
-                np.testing.assert_allclose(qr[j] / scale, wqr / scale, rtol=0, atol=tol)
-                np.testing.assert_allclose(tau[j], wtau, rtol=0, atol=tol)
-                if q is not None:
-                    wq = orgqr(wqr, wtau)[0]
-                    np.testing.assert_allclose(q[j], wq, rtol=0, atol=tol)
-            assert np.all(np.diagonal(qr, 0, -2, -1).imag == 0) and tau[4, 0] == 0
+    spread = [1, 2, 3, 5, 8, 13, small_lu.MAX_N]
+    shapes = {(m, n) for m in spread for n in spread}
+    if dtype is np.float64 and not os.environ.get("XLAPY_CPU_TARGET"):
+        # host f64: every shape up to 8 x 8 and every square one as well (all 256 shapes
+        # were 59 s of CI; f32 is the same generator, complex types and a lower target's
+        # suite run again for each: a spread, a compile each)
+        shapes |= {(m, n) for m in range(1, 9) for n in range(1, 9)}
+        shapes |= {(m, m) for m in range(1, small_lu.MAX_N + 1)}
+    for m, n in sorted(shapes):
+        a = _cases(m, n, dtype)
+        run = small_qr.geqrf(t, m, n)
+        assert run is not None
+        qr, tau = run(a)
+        q = small_qr.orgqr(t, m, n, n)(qr, tau)[0] if m >= n else None  # type: ignore
+        for j in range(len(a)):
+            wqr, wtau, _, info = geqrf(a[j])
+            assert info == 0
+            scale = np.abs(wqr).max() or 1.0
+            # (subnormals: fewer bits; huge: the norm's scaling rounds as each OpenBLAS
+            # ?nrm2 kernel does: 129 eps from f64 tau on Zen 3)
+            tol = (2e3 if j == 1 else 512 if j == 5 else 256 if cplx else 128) * eps
+            np.testing.assert_allclose(qr[j] / scale, wqr / scale, rtol=0, atol=tol)
+            np.testing.assert_allclose(tau[j], wtau, rtol=0, atol=tol)
+            if q is not None:
+                wq = orgqr(wqr, wtau)[0]
+                np.testing.assert_allclose(q[j], wq, rtol=0, atol=tol)
+        assert np.all(np.diagonal(qr, 0, -2, -1).imag == 0) and tau[4, 0] == 0
 
 
 def test_tau_zero_columns_are_exact() -> None:
