@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import bf16_exact, target
 from xlapy.backends.cpu import elementwise as ew
+from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu.lanes import Lane, accumulator_start, has_lane, horizontal, live_lanes
 from xlapy.backends.cpu.llvm_util import for_range, i64, intrinsic
 from xlapy.backends.cpu.masked_emit import live_only
@@ -53,6 +54,11 @@ SUM_CHAIN_OPS = 4
 #: 256 a lane's chain is ~2 x 256 long, and blocks add into superblocks of 256 blocks
 #: first (_nest_blocked). One vector add a block: no time.
 SUM_BLOCK = 256
+#: Elements a complex sum (scalar steps: LLVM's vectorizer makes the lanes) adds into a
+#: block sum before adding the block into the running sum (_nest_scalar_blocked).
+SCALAR_SUM_BLOCK = 4096
+#: ...and blocks a superblock sum takes before it is added into the running sum.
+SCALAR_SUM_BLOCKS = 64
 
 
 def reducer_op(instr: Instruction) -> str | None:
@@ -328,6 +334,13 @@ class ReductionEmitter(MinMaxEmitter):
             return b.fadd(acc, v, flags=["reassoc", "nsz"])
         if op == "multiply" and ew._isfloat(v) and et in (ET.F32, ET.F64):
             return b.fmul(acc, v, flags=["reassoc", "nsz"])
+        if op == "add" and et in (ET.C64, ET.C128):
+            # two float sums side by side, reassociated as theirs: LLVM's vectorizer takes
+            # the loop (interleaved loads), where the complex add's two serial chains ran
+            # one element a step (the row sums of a 256 x 4096 c64: 1.0 -> 0.2 ms, XLA 0.4-0.6)
+            (ar, ai), (vr, vi) = ewc.parts(b, acc), ewc.parts(b, v)
+            return ewc.pack(b, b.fadd(ar, vr, flags=["reassoc", "nsz"]),
+                           b.fadd(ai, vi, flags=["reassoc", "nsz"]))
         if op in ("maximum", "minimum") and ew._isfloat(v):
             # acc is already flushed (init and every step): flushing only v keeps the
             # recurrence a plain llvm.maximum/minimum, which LLVM vectorizes.
@@ -397,7 +410,7 @@ class ReductionEmitter(MinMaxEmitter):
             def inner(full: list[ir.Value], slot: ir.Value | None = None) -> None:
                 self.memo.clear()
                 v = self.gen(x, full)
-                acc = accp
+                acc = slot or accp
                 if has_lane(full):
                     acc, v = slot or lanes, self._live(op, et, self.splat(v), live_lanes(full))
                 b.store(self._combine(op, et, b.load(acc), v, late=True), acc)
@@ -409,7 +422,10 @@ class ReductionEmitter(MinMaxEmitter):
             def exact() -> None:
                 done = self._chain_loop(dims[-1], "ru", chains, lambda slot, c: inner(
                     idx + [c], slot))
-                if done or lanes is None or op != "add" or et not in (ET.F32, ET.F64):
+                if lanes is None and op == "add" and et in (ET.C64, ET.C128) and \
+                        dims[-1] > SCALAR_SUM_BLOCK:
+                    self._nest_scalar_blocked(dims, idx, inner, rng, accp, et)
+                elif done or lanes is None or op != "add" or et not in (ET.F32, ET.F64):
                     self._nest_from(dims, idx, inner, (i64(done), i64(dims[-1])) if done
                                     else rng)
                 else:  # one long chain per lane: summed in blocks (SUM_BLOCK)
@@ -480,6 +496,39 @@ class ReductionEmitter(MinMaxEmitter):
         if rest:
             with for_range(b, mid, hi, name=f"r{d}") as i:
                 body(idx + [i])
+
+    def _nest_scalar_blocked(self, dims: Sequence[int], idx: list[ir.Value], body: Any,
+                             rng: tuple[ir.Value, ir.Value] | None, accp: ir.Value,
+                             et: ET) -> None:
+        """_nest_from for a complex sum (scalar steps, which LLVM's vectorizer widens): the
+        last index's elements are added SCALAR_SUM_BLOCK at a time into a block sum
+        (body(idx, slot)), blocks into a superblock sum, SCALAR_SUM_BLOCKS at a time, and
+        that into *accp: a lane's chain of roundings is a block's share plus the blocks,
+        not the whole extent's share (a sum of 4M c64 was 4.6e-6 off, XLA's 4e-8)."""
+        b = self.b
+        d = len(idx)
+        lo, hi = rng if rng is not None else (i64(0), i64(dims[d]))
+        if d < len(dims) - 1:
+            with for_range(b, lo, hi, name=f"r{d}") as i, self._phase(idx + [i], True):
+                self._nest_scalar_blocked(dims, idx + [i], body, None, accp, et)
+            return
+        with b.goto_entry_block():
+            blk = b.alloca(ew.compute_type(et), name="block")
+            sup = b.alloca(ew.compute_type(et), name="superblock")
+
+        span = SCALAR_SUM_BLOCK * SCALAR_SUM_BLOCKS
+        with for_range(b, lo, hi, name=f"r{d}s", step=span) as sj:
+            send = b.add(sj, i64(span), flags=["nsw"])
+            send = b.select(b.icmp_signed("<", send, hi), send, hi)
+            b.store(ir.Constant(sup.type.pointee, None), sup)
+            with for_range(b, sj, send, name=f"r{d}b", step=SCALAR_SUM_BLOCK) as j:
+                end = b.add(j, i64(SCALAR_SUM_BLOCK), flags=["nsw"])
+                end = b.select(b.icmp_signed("<", end, send), end, send)
+                b.store(ir.Constant(blk.type.pointee, None), blk)
+                with for_range(b, j, end, name=f"r{d}") as i:
+                    body(idx + [i], blk)
+                b.store(self._combine("add", et, b.load(sup), b.load(blk)), sup)
+            b.store(self._combine("add", et, b.load(accp), b.load(sup)), accp)
 
     def _blocks(self, idx: list[Any], lo: ir.Value, mid: ir.Value, body: Any,
                 blks: list[ir.Value], lanes: ir.Value, op: str, et: ET, chains: int) -> None:
