@@ -105,7 +105,9 @@ FN_ATTRS = ('"prefer-vector-width"="512" "min-legal-vector-width"="0" '
 #: FN_ATTRS in the `ieee` denormal mode (xlapy.denormal): no flushing anywhere.
 FN_ATTRS_IEEE = FN_ATTRS.replace("preserve-sign,ieee", "ieee,ieee")
 _ATTR_GROUP = 7001
-_DEFINE = re.compile(r"^(define [^\n]*\)(?: [a-z]+)*)(\s*\n\{)", re.M)
+#: A definition's line (after a newline: a literal prefix the search skips to, where `^` in
+#: multi-line mode is tried at every character, 8x the time).
+_DEFINE = re.compile(r"\n(define [^\n]*\)(?: [a-z]+)*)(\s*\n\{)")
 
 
 def module_text(mod: ir.Module | str) -> str:
@@ -118,7 +120,7 @@ def module_text(mod: ir.Module | str) -> str:
     text = mod
     if f"attributes #{_ATTR_GROUP}" in text:
         return text
-    text = _DEFINE.sub(rf"\1 #{_ATTR_GROUP}\2", text)
+    text = _DEFINE.sub(rf"\n\1 #{_ATTR_GROUP}\2", "\n" + text)[1:]
     text = loop_metadata.resolve(text)
     attrs = FN_ATTRS if denormal.flushing() else FN_ATTRS_IEEE
     return f"{text}\nattributes #{_ATTR_GROUP} = {{ {attrs} }}\n"

@@ -26,7 +26,17 @@ _GROUP = re.compile(r'^(![0-9]+) = !\{ *!"xlapy\.access\.group" *\}', re.M)
 
 
 def resolve(text: str) -> str:
-    """Module text with its placeholder nodes as the loop IDs and access groups they stand for."""
+    """Module text with its placeholder nodes as the loop IDs and access groups they stand
+    for. Only the metadata lines at its end are searched: a `^` pattern in multi-line mode
+    is tried at every character (four passes over attention_bf16's 68 KB of kernel text
+    were 2.6 ms of a 45 ms compile; over the tail, 0.1)."""
+    at = text.find("\n!")
+    if at < 0:
+        return text
+    return text[:at] + _resolve(text[at:])
+
+
+def _resolve(text: str) -> str:
     text = _IC.sub(r'\1 = distinct !{\1, !{!"llvm.loop.interleave.count", i32 \2}}', text)
     text = _NOVEC.sub(r'\1 = distinct !{\1, !{!"llvm.loop.vectorize.enable", i1 false}}', text)
     text = _PARALLEL.sub(_parallel, text)

@@ -1,6 +1,7 @@
 """Functions written as IR text (ir_text.py): folded i64 arithmetic, for_range-shaped loops,
 branches; the text parses, verifies and runs. And the cold module of a convolution nest
-(conv_rows_text.py) is one text with its rows functions defined once."""
+(conv_rows_text.py) is one text with its rows functions defined once. module_text's
+attributes and loop metadata on such texts."""
 
 from __future__ import annotations
 
@@ -114,3 +115,19 @@ def test_a_line_written_later_holds_a_phi_of_values_made_after_it() -> None:
     eng = Engine(text, light=True, exports=["tri"])
     fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(eng.address("tri"))
     assert [fn(n) for n in (1, 2, 10)] == [0, 1, 45]
+
+
+def test_module_text_marks_every_definition_and_resolves_loop_placeholders() -> None:
+    """module_text finds definitions (llvmlite's `define ...` then `{` on a line of its own;
+    after a newline, the text's first line included) and
+    resolves the loop placeholders in the metadata at the text's end only; a text with no
+    metadata comes back with just the attributes."""
+    text = ('define void @a()\n{\nentry:\n  br label %l\nl:\n  br i1 0, label %l, label %e, '
+            '!llvm.loop !0\ne:\n  ret void\n}\n\ndefine void @b() nounwind\n{\n  ret void\n}'
+            '\n\n!0 = !{ !"xlapy.loop.ic.4" }\n!1 = !{ !"xlapy.access.group" }\n')
+    out = module_text(text)
+    assert out.startswith("define void @a() #7001\n{") and "@b() nounwind #7001\n{" in out
+    assert '!0 = distinct !{!0, !{!"llvm.loop.interleave.count", i32 4}}' in out
+    assert "!1 = distinct !{}" in out and "xlapy.loop" not in out
+    plain = module_text("define void @c()\n{\n  ret void\n}\n")
+    assert plain.startswith("define void @c() #7001\n{") and "distinct" not in plain
