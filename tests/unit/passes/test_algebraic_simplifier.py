@@ -254,6 +254,14 @@ CASES: dict[str, Case] = {
             a, b, lhs_batching_dimensions=(0,), rhs_batching_dimensions=(0,),
             lhs_contracting_dimensions=(1,), rhs_contracting_dimensions=(1,)),
             permutation=(0,))),
+    # (a^T b)^T as b^T a (one operand read transposed either way); (a b^T)^T stays: as
+    # b a^T... (b^T)^T a^T both operands would be read transposed
+    "transpose_dot_swap": (M, lambda g, a, b: g.transpose(g.dot_general(
+        a, b, lhs_contracting_dimensions=(0,), rhs_contracting_dimensions=(0,)),
+        permutation=(1, 0)),
+        lambda g, a, b: g.transpose(g.dot_general(
+            a, g.transpose(b, permutation=(1, 0)), lhs_contracting_dimensions=(1,),
+            rhs_contracting_dimensions=(0,)), permutation=(1, 0))),
     "reduce_window_upsample": (M, lambda g, a, b: _upsample(g, a, (1, 1)),
                                lambda g, a, b: _upsample(g, a, (0, 1))),
     "dus_full": (F, lambda g, a, b: g.dynamic_update_slice(a, b, g.const(0, "s32")),

@@ -37,6 +37,7 @@ from xlapy.backends.cpu.dot_shapes import lhs_transposed, plain_dot
 from xlapy.backends.cpu.library import dot_cost
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.ops.linalg import accumulate_dtype
+from xlapy.passes.algebraic_rules import swapped_dot
 from xlapy.passes.hlo_builder import Emitter, scalar_reducer
 from xlapy.passes.pass_base import ComputationPass, replace_each
 from xlapy.passes.while_loop_unroller import inside_loops
@@ -171,7 +172,7 @@ def _vector_dot(module: Module, e: Emitter, lhs: Instruction, rhs: Instruction,
     to_rhs = dict(zip(lb + lc, rb + rc))
     perm = tuple(to_rhs[i] for i in range(lhs.shape.rank))
     if perm != tuple(range(rhs.shape.rank)):
-        rhs = e.transpose(rhs, permutation=perm)
+        rhs = swapped_dot(e, rhs, perm) or e.transpose(rhs, permutation=perm)
     acc = lhs.shape.element_type
     add = scalar_reducer(module, "add", acc, f"small_dot_add_{acc.hlo_name}")
     out = e.reduce(e.multiply(lhs, rhs), e.const(0, acc), sorted(lc), add)
@@ -196,7 +197,12 @@ class SmallDotsAsReduces(ComputationPass):
         inside = id(comp) in self.inside
         dots = [i for i in comp.instructions if vector_dots(i) or
                 (eligible(i) and not batched_gemm(i) if inside else tiny_batched(i))]
-        return replace_each(comp, dots, lambda d: rewrite(module, comp, d))
+        inner = [o for d in dots for o in d.operands if o.opcode == "dot_general"]
+        changed = replace_each(comp, dots, lambda d: rewrite(module, comp, d))
+        for o in inner:  # a dot the rewrite read as its swapped twin (swapped_dot)
+            if not o.users and o.parent is comp and o is not comp.root:
+                comp.remove(o)
+        return changed
 
 
 __all__ = ["BATCH_MIN_MACS", "GEMM_MIN_MACS", "MAX_MACS", "TOP_MACS_PER_BATCH",
