@@ -147,6 +147,12 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
             [_complex(f32(65536), f32(65536)), f32(65536)]),
         "rotate_loop": (lambda z, w: lax.fori_loop(0, 100, lambda i, z: z * w, z),
                         [_complex(f32(65536), f32(65536)), _unit(f32(65536), f32(65536))]),
+        # session 67's: a complex sum's two serial chains, one element a step (1.5-3x;
+        # reduce_emit: two reassociated float sums, in blocks), and a bilinear form whose
+        # W^T X^T went through a transpose kernel to its row sums (1.2-1.45x; swapped_dot)
+        "csum_rows": (lambda a: a.sum(-1), [_complex(f32(256, 4096), f32(256, 4096))]),
+        "bilinear_ein": (lambda x, y, w: jnp.einsum("bi,bj,ij->b", x, y, w),
+                         [f32(4096, 64), f32(4096, 64), f32(64, 64)]),
     }
 
 
