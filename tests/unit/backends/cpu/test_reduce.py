@@ -216,20 +216,23 @@ def test_a_sum_keeping_a_width_one_dimension_is_a_full_sum() -> None:
     np.testing.assert_array_equal(cpu(e, i), np.array([want], np.float32))
 
 
-@pytest.mark.parametrize("c", [0.1, 1 / 3])
-def test_a_long_complex_sum_is_vectorized_in_blocks(c: float) -> None:
+@pytest.mark.parametrize("c,shape", [(0.1, (1 << 22,)), (1 / 3, (1 << 22,)),
+                                     (0.1, (1 << 16, 64))])
+def test_a_long_complex_sum_is_vectorized_in_blocks(c: float, shape: tuple[int, ...]) -> None:
     """jnp.sum of 4M c64: the complex add's two serial chains ran one element a step (a 1M
     sum 2.0 ms, XLA 0.6-1.0); as two reassociated float sums LLVM vectorizes it (0.26-0.31
     ms), added in blocks (SCALAR_SUM_BLOCK, superblocks of SCALAR_SUM_BLOCKS): each lane
     of LLVM's vectors had rounded 4M / 16 times in a row (uniform [0, 1) parts: 4.6e-6 off
     where XLA is 4e-8, now 6e-8; here 4M copies of one value, every rounding the same way:
-    0.4% off, 5e-6 in blocks; the serial chain was 4% off)."""
-    n = 1 << 22
-    x = np.full(n, complex(c, -3 * c), np.complex64)
-    text = f"""func.func @main(%x: tensor<{n}xcomplex<f32>>) -> tensor<complex<f32>> {{
+    0.4% off, 5e-6 in blocks; the serial chain was 4% off). Rows of 64 are blocked 64 rows
+    at a time (each row had added into the one running sum: 0.6% off)."""
+    x = np.full(shape, complex(c, -3 * c), np.complex64)
+    t = "x".join(map(str, shape)) + "xcomplex<f32>"
+    dims = ", ".join(map(str, range(len(shape))))
+    text = f"""func.func @main(%x: tensor<{t}>) -> tensor<complex<f32>> {{
   %z = stablehlo.constant dense<(0.0, 0.0)> : tensor<complex<f32>>
-  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0]
-    : (tensor<{n}xcomplex<f32>>, tensor<complex<f32>>) -> tensor<complex<f32>>
+  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [{dims}]
+    : (tensor<{t}>, tensor<complex<f32>>) -> tensor<complex<f32>>
   return %s : tensor<complex<f32>>
 }}"""
     exact = x.astype(np.complex128).sum()
