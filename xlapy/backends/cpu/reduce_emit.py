@@ -16,6 +16,11 @@ from llvmlite import ir
 from xlapy.backends.cpu import bf16_exact, target
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_complex as ewc
+from xlapy.backends.cpu.complex_reduce_emit import (
+    PRODUCT_CHAINS,
+    SCALAR_SUM_BLOCK,
+    ComplexReduceEmitter,
+)
 from xlapy.backends.cpu.lanes import Lane, accumulator_start, has_lane, horizontal, live_lanes
 from xlapy.backends.cpu.llvm_util import for_range, i64, intrinsic
 from xlapy.backends.cpu.masked_emit import live_only
@@ -54,11 +59,6 @@ SUM_CHAIN_OPS = 4
 #: 256 a lane's chain is ~2 x 256 long, and blocks add into superblocks of 256 blocks
 #: first (_nest_blocked). One vector add a block: no time.
 SUM_BLOCK = 256
-#: Elements a complex sum (scalar steps: LLVM's vectorizer makes the lanes) adds into a
-#: block sum before adding the block into the running sum (_nest_scalar_blocked).
-SCALAR_SUM_BLOCK = 4096
-#: ...and blocks a superblock sum takes before it is added into the running sum.
-SCALAR_SUM_BLOCKS = 64
 
 
 def reducer_op(instr: Instruction) -> str | None:
@@ -78,7 +78,7 @@ def reducer_op(instr: Instruction) -> str | None:
 
 
 
-class ReductionEmitter(MinMaxEmitter):
+class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
     """Reduction emission for KernelEmitter (which defines the attributes used here)."""
 
     b: ir.IRBuilder
@@ -425,6 +425,9 @@ class ReductionEmitter(MinMaxEmitter):
                 if lanes is None and op == "add" and et in (ET.C64, ET.C128) and \
                         int(np.prod(dims[len(idx):])) > SCALAR_SUM_BLOCK:
                     self._nest_scalar_blocked(dims, idx, inner, rng, accp, et)
+                elif lanes is None and op == "multiply" and et in (ET.C64, ET.C128) and \
+                        len(idx) == n - 1 and rng is None and dims[-1] >= 2 * PRODUCT_CHAINS:
+                    self._complex_product_chains(dims[-1], idx, inner, accp, et)
                 elif done or lanes is None or op != "add" or et not in (ET.F32, ET.F64):
                     self._nest_from(dims, idx, inner, (i64(done), i64(dims[-1])) if done
                                     else rng)
@@ -496,45 +499,6 @@ class ReductionEmitter(MinMaxEmitter):
         if rest:
             with for_range(b, mid, hi, name=f"r{d}") as i:
                 body(idx + [i])
-
-    def _nest_scalar_blocked(self, dims: Sequence[int], idx: list[ir.Value], body: Any,
-                             rng: tuple[ir.Value, ir.Value] | None, accp: ir.Value,
-                             et: ET) -> None:
-        """_nest_from for a complex sum (scalar steps, which LLVM's vectorizer widens): about
-        SCALAR_SUM_BLOCK elements (whole rows of the dimensions after the one blocked) are
-        added into a block sum (body(idx, slot)), blocks into a superblock sum,
-        SCALAR_SUM_BLOCKS at a time, and that into *accp: a lane's chain of roundings is a
-        block's share plus the blocks, not the whole extent's share (a sum of 4M c64 was
-        4.6e-6 off, XLA's 4e-8; of 65536 x 64, 2.1e-5, XLA's 5e-8)."""
-        b = self.b
-        d = len(idx)
-        lo, hi = rng if rng is not None else (i64(0), i64(dims[d]))
-        unit = int(np.prod(dims[d + 1:]))
-        if unit > SCALAR_SUM_BLOCK:  # (a block within one index of this dimension)
-            with for_range(b, lo, hi, name=f"r{d}") as i, self._phase(idx + [i], True):
-                self._nest_scalar_blocked(dims, idx + [i], body, None, accp, et)
-            return
-        with b.goto_entry_block():
-            blk = b.alloca(ew.compute_type(et), name="block")
-            sup = b.alloca(ew.compute_type(et), name="superblock")
-        step = max(1, SCALAR_SUM_BLOCK // max(unit, 1))
-        span = step * SCALAR_SUM_BLOCKS
-        with for_range(b, lo, hi, name=f"r{d}s", step=span) as sj:
-            send = b.add(sj, i64(span), flags=["nsw"])
-            send = b.select(b.icmp_signed("<", send, hi), send, hi)
-            b.store(ir.Constant(sup.type.pointee, None), sup)
-            with for_range(b, sj, send, name=f"r{d}b", step=step) as j:
-                end = b.add(j, i64(step), flags=["nsw"])
-                end = b.select(b.icmp_signed("<", end, send), end, send)
-                b.store(ir.Constant(blk.type.pointee, None), blk)
-                with for_range(b, j, end, name=f"r{d}") as i:
-                    if d == len(dims) - 1:
-                        body(idx + [i], blk)
-                    else:
-                        with self._phase(idx + [i], True):
-                            self._nest_from(dims, idx + [i], lambda full: body(full, blk))
-                b.store(self._combine("add", et, b.load(sup), b.load(blk)), sup)
-            b.store(self._combine("add", et, b.load(accp), b.load(sup)), accp)
 
     def _blocks(self, idx: list[Any], lo: ir.Value, mid: ir.Value, body: Any,
                 blks: list[ir.Value], lanes: ir.Value, op: str, et: ET, chains: int) -> None:
