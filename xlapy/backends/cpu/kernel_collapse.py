@@ -119,11 +119,53 @@ def collapse(root: Instruction, leaves: dict[int, int]
         not seg and inner_cuts(new_root, new_leaves)) else None
 
 
-def _mergeable(i: Instruction, r: int, last: int, leaves: dict[int, int]) -> None:
-    """Raises _Fixed unless array value `i` is real, of the root's rank and last dimension,
-    and (a broadcast of an array) maps its operand's dimensions one to one."""
+def collapsed(root: Instruction, leaves: dict[int, int]
+              ) -> tuple[Instruction, dict[int, int]]:
+    """`collapse`'s copy of the kernel, else `merge_reduced`'s, else (root, leaves)."""
+    return collapse(root, leaves) or merge_reduced(root, leaves) or (root, leaves)
+
+
+def merge_reduced(root: Instruction, leaves: dict[int, int]
+                  ) -> tuple[Instruction, dict[int, int]] | None:
+    """(a copy of reduce `root` with its operand's trailing reduced dimensions merged into
+    one, its leaves), else None. Each merged element keeps its row-major place; the fold
+    runs along one contiguous dimension. A sum of f32[1M, 4] ran a 4-element row at a time
+    behind an outer loop of 1M (5.7x XLA's time), of c64[1M, 4] 3.7x."""
+    if root.opcode != "reduce" or id(root) in leaves or len(root.operands) != 2 or \
+            not root.shape.is_array:
+        return None
+    x, init = root.operands
+    dims = tuple(x.shape.dimensions)
+    r, red = len(dims), set(root.attrs.dimensions)
+    m = r
+    while m > 0 and m - 1 in red:
+        m -= 1
+    arrays = [i for i in kernel_values(x, leaves) if i.shape.is_array and i.shape.rank]
+    try:
+        for i in arrays:
+            _mergeable(i, r, dims[-1], leaves, complex_ok=True)
+        m = max([m] + [_bound(i, leaves) for i in arrays])
+    except _Fixed:
+        return None
+    if r - m < 2 or any(tuple(i.shape.dimensions[m + 1:]) != dims[m + 1:] for i in arrays):
+        return None
+    try:
+        merge = _Merge(m, leaves)
+        new_x, new_leaves = merge.copy(x)
+    except _Fixed:
+        return None
+    attrs = type(root.attrs)(tuple(sorted(d for d in red if d < m)) + (m,))
+    return Instruction("reduce", [new_x, init], root.shape, attrs, root.called,
+                       root.name), new_leaves
+
+
+def _mergeable(i: Instruction, r: int, last: int, leaves: dict[int, int],
+               complex_ok: bool = False) -> None:
+    """Raises _Fixed unless array value `i` is real (or `complex_ok`), of the root's rank and
+    last dimension, and (a broadcast of an array) maps its operand's dimensions one to one."""
     s = i.shape
-    if s.element_type.is_complex or s.rank != r or s.dimensions[-1] != last:
+    if (s.element_type.is_complex and not complex_ok) or s.rank != r or \
+            s.dimensions[-1] != last:
         raise _Fixed
     if i.opcode == "broadcast_in_dim" and id(i) not in leaves and \
             i.operands[0].shape.rank and \
@@ -216,4 +258,4 @@ def _s64(v: int) -> Instruction:
         Literal.from_numpy(np.asarray(v, np.int64))))
 
 
-__all__ = ["collapse"]
+__all__ = ["collapse", "collapsed", "merge_reduced"]

@@ -42,7 +42,7 @@ from xlapy.backends.cpu.fp_env import kernel_mxcsr, restore_mxcsr
 from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, inner_cuts, segmentable
 from xlapy.backends.cpu.interleave_emit import InterleaveEmitter
-from xlapy.backends.cpu.kernel_collapse import collapse
+from xlapy.backends.cpu.kernel_collapse import collapsed
 from xlapy.backends.cpu.kernel_flat import flatten, peel_reshape
 from xlapy.backends.cpu.lane_split import LaneSplitEmitter
 from xlapy.backends.cpu.lanes import (
@@ -185,7 +185,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             else None
         root, leaves = flat or (root, leaves)
         if not flat and self.FLAT and not extra and not rows:  # (kernel_collapse.py)
-            root, leaves = collapse(root, leaves) or (root, leaves)
+            root, leaves = collapsed(root, leaves)
         self.flat_rows = (row_unit or int(np.prod(self.nest_root.shape.dimensions[1:]))) \
             if flat else 0
         self.rows = list(rows)  # row reductions computed per outermost index, in order

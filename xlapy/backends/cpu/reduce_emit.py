@@ -544,7 +544,7 @@ def _partial_kind(op: str, et: ET, init: Instruction) -> str | None:
     """How partial reduce outputs combine ("add", "maximum", ...), or None if they cannot."""
     if op in ("maximum", "minimum", "and", "or"):
         return op if et in PARTIAL_INTS else None
-    if op != "add" or not (et in PARTIAL_INTS or et in (ET.F32, ET.F64)):
+    if op != "add" or not (et in PARTIAL_INTS or et in (ET.F32, ET.F64, ET.C64, ET.C128)):
         return None
     if init.opcode != "constant":
         return None

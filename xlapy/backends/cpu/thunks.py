@@ -8,6 +8,7 @@ code is called with the table address (ctypes releases the GIL). Split out of `e
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -190,6 +191,20 @@ def region_thunk(region: regions.Region, kernel_address: dict[str, int], parts: 
     return run
 
 
+#: Bytes of a cache line (x86-64, aarch64's common cores).
+CACHE_LINE = 64
+
+
+def _partial_rows(chunks: int, dims: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A stack of `chunks` partial outputs of `dims`, each row on cache lines of its own
+    (rows a line apart and one line between): threads adding into rows that shared a line
+    took turns owning it (a c64[1M, 4] column sum: 13 ms on two threads, 4 on one)."""
+    row = math.prod(dims) * np.dtype(dtype).itemsize
+    pitch = -(-row // CACHE_LINE) * CACHE_LINE + CACHE_LINE
+    raw = np.empty((chunks, pitch), np.uint8)
+    return raw[:, :row].view(dtype).reshape((chunks, *dims))
+
+
 def partial_thunk(fn: Any, cuts: list[int], parts: int, reducer: str, keep: dict[int, Any],
                   out: int, dims: tuple[int, ...], dtype: Any, is_fresh: bool,
                   pool: Callable[[], NativePool]) -> Thunk:
@@ -211,9 +226,9 @@ def partial_thunk(fn: Any, cuts: list[int], parts: int, reducer: str, keep: dict
                 ctypes.memmove(tk, t, ctypes.sizeof(t))
                 tk[out] = row
             return kept
-        stack, acc = np.empty((chunks, *dims), dtype), np.empty((chunks, *dims), dtype)
+        stack, acc = _partial_rows(chunks, dims, dtype), np.empty((chunks, *dims), dtype)
         tables = [type(t).from_buffer_copy(t) for _ in range(chunks)]
-        rows = [ptr(stack) + k * stack[0].nbytes for k in range(chunks)]
+        rows = [ptr(stack) + k * stack.strides[0] for k in range(chunks)]
         for tk, row in zip(tables, rows):
             tk[out] = row
         got = [t, stack, acc, tables, rows]
