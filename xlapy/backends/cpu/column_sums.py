@@ -72,7 +72,7 @@ def two_level(comp: Computation, r: Instruction, least: int = MIN_ROWS) -> Instr
     d = x.shape.dimensions
     em = Emitter(comp)
     rows = prod(d[a:e])
-    blocks = em.op("reshape", x, shape=(*d[:a], rows // b, b, *d[e:]))
+    blocks = em.regroup(x, (*d[:a], rows // b, b, *d[e:]))
     zero = em.const(0, x.shape.element_type)
     add = r.called[0]
     inner = em.reduce(blocks, zero, (a + 1,), add)

@@ -73,7 +73,7 @@ def fold(comp: Computation, r: Instruction) -> Instruction:
     if not et.is_float:
         ident = int(ident) & ((1 << et.bits) - 1) if not et.is_signed else int(ident)
     unit = em.const(ident, et)
-    xr = em.op("reshape", x, shape=(*lead, rows, c))
+    xr = em.regroup(x, (*lead, rows, c))
     groups, rest = divmod(rows, k)
 
     def rows_of(lo: int, hi: int) -> Instruction:
@@ -82,9 +82,9 @@ def fold(comp: Computation, r: Instruction) -> Instruction:
                      limit_indices=(*lead, hi, c), strides=(1,) * (n + 2))
 
     head = rows_of(0, groups * k) if rest else xr
-    wide = em.reduce(em.op("reshape", head, shape=(*lead, groups, k * c)), unit, (a,),
+    wide = em.reduce(em.regroup(head, (*lead, groups, k * c)), unit, (a,),
                      r.called[0])
-    out = em.reduce(em.op("reshape", wide, shape=(*lead, k, c)), unit if rest else init, (a,),
+    out = em.reduce(em.regroup(wide, (*lead, k, c)), unit if rest else init, (a,),
                     r.called[0])
     if rest:
         out = em.op(op, out, em.reduce(rows_of(groups * k, rows), init, (a,), r.called[0]))
