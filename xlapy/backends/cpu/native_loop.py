@@ -377,7 +377,7 @@ class NativeWhile:
         if kept is not None:
             out, guard = kept.run(state, lambda: self._reserved_drive(p))
         else:
-            bufs = [np.ascontiguousarray(v) if k in self.unread or k in self.owned
+            bufs = [np.asarray(v, order="C") if k in self.unread or k in self.owned
                     else np.array(v, order="C", copy=True) for k, v in enumerate(state)]
             others = {k: np.empty_like(bufs[k]) for k, _ in self.swapped}
             self._bind(p, bufs, others)

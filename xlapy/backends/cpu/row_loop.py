@@ -179,7 +179,7 @@ def run(nw: NativeWhile, rp: RowPlan, preps: list[_Prepared], threads: int,
     private ones copied per share; share 0's buffers are the result."""
     from xlapy.backends.cpu.while_driver import driver
 
-    shared = [np.ascontiguousarray(v) if k in nw.unread else np.array(v, order="C", copy=True)
+    shared = [np.asarray(v, order="C") if k in nw.unread else np.array(v, order="C", copy=True)
               for k, v in enumerate(state)]
     swapped = {k for k, _ in nw.swapped}
     others_shared = {k: np.empty_like(shared[k]) for k in rp.carried}

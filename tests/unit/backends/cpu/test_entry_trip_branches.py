@@ -120,3 +120,47 @@ def test_a_deferred_entry_with_steps_compiles_no_kernel_early(
     a, b = _args()
     np.testing.assert_array_equal(exe.run([a, b, np.int32(1)]),
                                   _compile(entry_trip=False)(a, b, np.int32(1)))
+
+
+#: An entry trip whose state is too big for the loop's own buffers (loop_bind.kept), with a
+#: rank-0 result: a native reduce's argmax of two levels (total_argbest.py's form).
+SCALAR_RESULT = """
+func.func @main(%x0: tensor<16384xf32>) -> tensor<i32> {
+  %x = stablehlo.reshape %x0 : (tensor<16384xf32>) -> tensor<32x512xf32>
+  %cols = stablehlo.iota dim = 1 : tensor<32x512xi32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.reduce(%x init: %ninf), (%cols init: %z) across dimensions = [1]
+    : (tensor<32x512xf32>, tensor<32x512xi32>, tensor<f32>, tensor<i32>)
+    -> (tensor<32xf32>, tensor<32xi32>)
+   reducer(%a: tensor<f32>, %c: tensor<f32>) (%b: tensor<i32>, %d: tensor<i32>) {
+    %gt = stablehlo.compare GT, %a, %c, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %k = stablehlo.select %gt, %b, %d : tensor<i1>, tensor<i32>
+    %v = stablehlo.select %gt, %a, %c : tensor<i1>, tensor<f32>
+    stablehlo.return %v, %k : tensor<f32>, tensor<i32>
+  }
+  %w = stablehlo.constant dense<512> : tensor<32xi32>
+  %rows = stablehlo.iota dim = 0 : tensor<32xi32>
+  %m = stablehlo.multiply %rows, %w : tensor<32xi32>
+  %g = stablehlo.add %r#1, %m : tensor<32xi32>
+  %s:2 = stablehlo.reduce(%r#0 init: %ninf), (%g init: %z) across dimensions = [0]
+    : (tensor<32xf32>, tensor<32xi32>, tensor<f32>, tensor<i32>) -> (tensor<f32>, tensor<i32>)
+   reducer(%a: tensor<f32>, %c: tensor<f32>) (%b: tensor<i32>, %d: tensor<i32>) {
+    %gt = stablehlo.compare GT, %a, %c, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %k = stablehlo.select %gt, %b, %d : tensor<i1>, tensor<i32>
+    %v = stablehlo.select %gt, %a, %c : tensor<i1>, tensor<f32>
+    stablehlo.return %v, %k : tensor<f32>, tensor<i32>
+  }
+  return %s#1 : tensor<i32>
+}
+"""
+
+
+def test_a_rank_0_result_of_a_trip_over_big_buffers_keeps_its_shape() -> None:
+    """The loop's buffers were np.ascontiguousarray of its state, which makes a 0-d array
+    1-d: the program returned shape (1,)."""
+    prog = xlapy.compile(SCALAR_RESULT, backend="cpu")
+    assert "native loop trip" in prog._exe.explain()
+    x = np.random.default_rng(2).standard_normal(16384).astype(np.float32)
+    got = prog(x)
+    assert np.shape(got) == () and int(got) == int(np.argmax(x))
