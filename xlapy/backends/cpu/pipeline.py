@@ -116,6 +116,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.small_dots import SmallDotsAsReduces
     from xlapy.backends.cpu.stack_reshape import SinkStackReshapes, StridedSlicesAsColumns
     from xlapy.backends.cpu.topk_select import SelectTopK
+    from xlapy.backends.cpu.total_argbest import TotalArgBest
     from xlapy.backends.cpu.total_minmax import TotalMinMax
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
     from xlapy.backends.cpu.widened_rows import ShareWidenedRows
@@ -128,7 +129,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                             FlattenDots(), PolyphaseConvolution(),
                             ChannelsLastConvolutions(), SmallDotsAsReduces(),
                             ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
-                            TotalMinMax(), WidenNarrowDots(target_),
+                            TotalMinMax(), TotalArgBest(), WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CondRootKernel(),
                             StridedSlicesAsColumns(), SinkStackReshapes(),
                             ComputationDeduplicator(), CpuFusion(options)],

@@ -39,8 +39,14 @@ def row_length(r: Instruction) -> int | None:
     if x.shape.element_type not in FAST_TYPES or r.shape.rank != 0 or n < MIN_ELEMENTS or \
             sorted(r.attrs.dimensions) != list(range(x.shape.rank)):
         return None
-    if x.shape.rank >= 2 and x.shape.dimensions[-1] >= MIN_ROW:
-        return x.shape.dimensions[-1]  # (what a row fixes is then computed once a row)
+    return first_level_row(n, x.shape.dimensions)
+
+
+def first_level_row(n: int, dims: tuple[int, ...]) -> int | None:
+    """The row length of a two-level reduction of n elements held in shape `dims`: its own
+    rows where long enough, else ROW or a divisor of n at least MIN_ROW long (None: none)."""
+    if len(dims) >= 2 and dims[-1] >= MIN_ROW:
+        return dims[-1]  # (what a row fixes is then computed once a row)
     if n % ROW == 0:
         return ROW
     fast = [c for c in range(ROW, MIN_ROW - 1, -64) if n % c == 0]
@@ -70,4 +76,5 @@ class TotalMinMax(ComputationPass):
                             lambda r: two_level(comp, r))
 
 
-__all__ = ["MIN_ELEMENTS", "MIN_ROW", "ROW", "TotalMinMax", "row_length", "two_level"]
+__all__ = ["MIN_ELEMENTS", "MIN_ROW", "ROW", "TotalMinMax", "first_level_row", "row_length",
+           "two_level"]
