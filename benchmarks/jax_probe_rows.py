@@ -153,6 +153,16 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "csum_rows": (lambda a: a.sum(-1), [_complex(f32(256, 4096), f32(256, 4096))]),
         "bilinear_ein": (lambda x, y, w: jnp.einsum("bi,bj,ij->b", x, y, w),
                          [f32(4096, 64), f32(4096, 64), f32(64, 64)]),
+        # session 68's: whole-array sums of short rows, a row at a time behind a loop of 1M
+        # (f32 5.7x, c64 3.7x; kernel_collapse.merge_reduced), a narrow column sum read
+        # through three reshapes (1.2x; Emitter.regroup), a narrow complex one element by
+        # element (2.1x; narrow_columns) and jnp.argmax of a whole array as one scalar tree
+        # (3.1x; total_argbest.py)
+        "sum_short_rows": (lambda a: a.sum(), [rows(1 << 20, 4)]),
+        "csum_short_rows": (lambda a: a.sum(), [_complex(rows(1 << 20, 4), rows(1 << 20, 4))]),
+        "colsum_narrow": (lambda a: a.sum(0), [rows(1 << 20, 4)]),
+        "csum_cols3": (lambda a: a.sum(0), [_complex(rows(1 << 18, 3), rows(1 << 18, 3))]),
+        "argmax_all": (lambda a: jnp.argmax(a), [f32(1024, 1024)]),
     }
 
 

@@ -6,8 +6,9 @@ sums ran down 262144 rows one element at a time, 1.1 ms against XLA's 0.2-0.7 (`
 reduce keeps k * c columns, whole vectors of them: [16384, 48] summed into 48 lanes, then
 [16, 3] into the 3 results, 0.07 ms. Rows past the last whole group of k (R mod k) are
 reduced apart and combined last. Only reducers whose order is the backend's choice:
-integer ops, float max/min (exact in any order), f32/f64 products and float sums (as
-column_sums.py, which then splits the first level's long sums in two).
+integer ops, float max/min (exact in any order), f32/f64 products, float sums (as
+column_sums.py, which then splits the first level's long sums in two) and complex sums
+(their parts add apart: c64[256K, 3] summed down its rows 2.1x -> 0.68x XLA's time).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def _plan(r: Instruction) -> tuple[int, int, int] | None:
     op = reducer_op(r)
     x = r.operands[0]
     et = x.shape.element_type
-    if op is None or et is not r.shape.element_type or et.is_complex or et is ET.PRED:
+    if op is None or et is not r.shape.element_type or (et.is_complex and op != "add") or \
+            et is ET.PRED:
         return None
     if et.is_float and (op not in _ORDERLESS or (
             _ORDERLESS[op] is not None and et not in _ORDERLESS[op])):

@@ -22,7 +22,7 @@ func.func @main(%x: tensor<{shape}x{t}>, %i: tensor<{t}>) -> tensor<{out}x{t}> {
 """
 
 _DT = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "ui8": np.uint8,
-       "i64": np.int64}
+       "i64": np.int64, "complex<f32>": np.complex64, "complex<f64>": np.complex128}
 
 
 def _program(shape: tuple[int, ...], dims: tuple[int, ...], t: str, op: str) -> str:
@@ -39,6 +39,8 @@ def _data(shape: tuple[int, ...], t: str, op: str, seed: int) -> tuple[np.ndarra
         return rng.integers(0, hi, shape).astype(dt), np.array(3 if op != "minimum" else 250,
                                                                  dt)
     x = rng.standard_normal(shape).astype(dt)
+    if t.startswith("complex"):
+        return (x + 1j * rng.standard_normal(shape)).astype(dt), np.array(5.0 - 2j, dt)
     if op in ("maximum", "minimum"):
         x[..., 1, 1] = np.nan  # one column is NaN; another holds only zeros of both signs
         x[..., 0] = -0.0
@@ -90,6 +92,8 @@ def _plan_of(shape: tuple[int, ...], dims: tuple[int, ...], t: str = "f32",
 
 def test_which_reductions_are_rewritten() -> None:
     assert _plan_of((4096, 3), (0,)) == (0, 4096, 16)  # [256, 48], then [16, 3]
+    assert _plan_of((4096, 3), (0,), "complex<f32>") == (0, 4096, 8)  # (8 bytes an element)
+    assert _plan_of((4096, 3), (0,), "complex<f32>", "multiply") is None
     assert _plan_of((4096, 3), (0,), "f64") == (0, 4096, 8)
     assert _plan_of((4096, 5), (0,), "ui8") == (0, 4096, 64)
     assert _plan_of((4096, 16), (0,)) is None  # a whole vector already
@@ -149,6 +153,21 @@ def test_a_buffer_of_the_columns_shape_keeps_the_regrouping() -> None:
     assert sum(i.opcode == "reduce" for i in prog._exe.comp.instructions) >= 2
     x, init = _data((4096, 3), "f32", "add", 1)
     np.testing.assert_allclose(prog(x, init), 2 * x.astype(np.float64).sum(0) + 5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("c", "t"), [(2, "complex<f32>"), (3, "complex<f32>"),
+                                      (7, "complex<f32>"), (2, "complex<f64>"),
+                                      (3, "complex<f64>")])
+def test_narrow_complex_column_sums(c: int, t: str) -> None:
+    """Complex sums regroup too (their parts add apart, in any order): a c64[256K, 2] mean
+    down its rows took 1.0 ms (XLA 0.19), now 0.40; [256K, 3] 2.1x -> 0.68x XLA's time."""
+    shape = (4096 + 37, c)
+    x, init = _data(shape, t, "add", c)
+    text = _program(shape, (0,), t, "add")
+    prog = xlapy.compile(text, backend="cpu")
+    assert sum(i.opcode == "reduce" for i in prog._exe.comp.instructions) >= 2
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(x, init))
+    np.testing.assert_allclose(np.asarray(prog(x, init)), want, rtol=2e-5, atol=1e-3)
 
 
 def test_regrouped_rows_read_the_buffer_through_one_reshape() -> None:
