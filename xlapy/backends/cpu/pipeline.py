@@ -96,8 +96,9 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     as reduces (small_dots.py), reductions over a short last dimension as element-wise folds
     (short_reduce.py), column reductions of a narrow last dimension through whole vectors
     (narrow_columns.py), long column sums in two levels (column_sums.py), float max/min over a
-    whole array by rows first (total_minmax.py), bf16/f16 dots and convolutions widened to f32
-    (their converts then fuse into the kernels around them), bf16 rows summed in f32 shared,
+    whole array by rows first (total_minmax.py), and argmax / argmin so (total_argbest.py),
+    bf16/f16 dots and convolutions widened to f32 (their converts then fuse into the kernels
+    around them), bf16 rows summed in f32 shared,
     sorts of an iota read as top_k made chlo.top_k again (topk_select.py), while conditions that
     return a state element as it is made a compare (cond_root.py), strided slices of whole rows
     as columns and reshapes merging a stack's short last dimension moved after the element-wise

@@ -31,8 +31,12 @@ from xlapy.types import ElementType as ET
 REDUCERS = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 #: Reducers whose partial results over a split of a reduced dimension combine exactly (up
 #: to the float sum's reassociation, which the kernels allow anyway): add on f32/f64/ints
-#: with a zero init; integer max/min/and/or with any init (they are idempotent).
+#: and (PARTIAL_COMPLEX elements on) complex types with a zero init; integer
+#: max/min/and/or with any init (they are idempotent).
 PARTIAL_INTS = frozenset({ET.S8, ET.S16, ET.S32, ET.S64, ET.U8, ET.U16, ET.U32, ET.U64})
+#: Fewest elements a complex sum splits into partial sums from: smaller ones keep a kernel
+#: a fused loop can take (loop_fused.py takes no partial one).
+PARTIAL_COMPLEX = 1 << 16
 #: Independent vector accumulators of a float max/min along a row. One llvm.maximum step is
 #: a chain of about 7 cycles on x86 (sign test, blend, max, NaN select), so a single
 #: accumulator computed 16 floats per 7 cycles: half the memory bandwidth of the 8192x1024
@@ -370,7 +374,8 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
         while s > 0 and (s - 1) in red:
             s -= 1
         split = bool(dims) and 0 not in red
-        self.partial = _partial_kind(op, et, init) if dims and not split else None
+        self.partial = _partial_kind(op, et, init) if dims and not split and (
+            not et.is_complex or int(np.prod(dims)) >= PARTIAL_COMPLEX) else None
         outer = dims[0] if split or self.partial else 1
         if not split and not self.partial:
             begin, end = i64(0), i64(dims[0] if dims else 1)

@@ -82,10 +82,10 @@ def test_a_full_sum_of_short_rows_runs_one_long_loop() -> None:
     """The kernel's outer range is every element, split across threads as partial sums:
     complex sums too (they ran on one thread)."""
     for dtype in (np.float32, np.complex64):
-        x = _arg((1 << 12, 4), dtype, 3)
+        x = _arg((1 << 14, 4), dtype, 3)
         prog = xlapy.compile(jax.jit(lambda x: x.sum()).lower(x).as_text(), backend="cpu")
         (spec,) = prog._exe.kernel_specs
-        assert (spec.outer, spec.partial) == (1 << 14, "add")
+        assert (spec.outer, spec.partial) == (1 << 16, "add")
         np.testing.assert_allclose(prog(x), x.astype(np.complex128).sum(), rtol=1e-5)
 
 
@@ -106,3 +106,17 @@ def test_a_complex_column_sum_split_in_partials() -> None:
     prog = xlapy.compile(text, backend="cpu")
     assert prog._exe.kernel_specs[0].partial == "add"
     np.testing.assert_allclose(prog(x), x.astype(np.complex128).sum(0), rtol=1e-4)
+
+
+def test_a_small_complex_sum_keeps_its_loop_fused() -> None:
+    """Only complex sums of PARTIAL_COMPLEX elements or more split into partial sums: a loop
+    fuses no partial kernel (loop_fused.py), and a loop over c64[64] summing it each step
+    ran as its kernels called in turn once complex sums split."""
+    z = (np.arange(64) * (1 + 0.5j)).astype(np.complex64) / 64
+
+    def fn(z: Any) -> Any:
+        return jax.lax.fori_loop(0, 100, lambda i, z: z * 0.5 + z.sum() * 0.01, z)
+
+    prog = xlapy.compile(jax.jit(fn).lower(z).as_text(), backend="cpu")
+    assert "fused into one function" in prog._exe.explain()
+    np.testing.assert_allclose(prog(z), fn(z), rtol=1e-5)
