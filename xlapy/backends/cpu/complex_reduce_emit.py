@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_complex as ewc
-from xlapy.backends.cpu.llvm_util import for_range, i64
+from xlapy.backends.cpu.llvm_util import for_range, i64, smin
 from xlapy.types import ElementType as ET
 
 #: Elements a complex sum (scalar steps: LLVM's vectorizer makes the lanes) adds into a
@@ -77,12 +77,10 @@ class ComplexReduceEmitter:
         step = max(1, SCALAR_SUM_BLOCK // max(unit, 1))
         span = step * SCALAR_SUM_BLOCKS
         with for_range(b, lo, hi, name=f"r{d}s", step=span) as sj:
-            send = b.add(sj, i64(span), flags=["nsw"])
-            send = b.select(b.icmp_signed("<", send, hi), send, hi)
+            send = smin(b, b.add(sj, i64(span), flags=["nsw"]), hi)
             b.store(ir.Constant(sup.type.pointee, None), sup)
             with for_range(b, sj, send, name=f"r{d}b", step=step) as j:
-                end = b.add(j, i64(step), flags=["nsw"])
-                end = b.select(b.icmp_signed("<", end, send), end, send)
+                end = smin(b, b.add(j, i64(step), flags=["nsw"]), send)
                 b.store(ir.Constant(blk.type.pointee, None), blk)
                 with for_range(b, j, end, name=f"r{d}") as i:
                     if d == len(dims) - 1:

@@ -59,6 +59,7 @@ from xlapy.backends.cpu.llvm_util import (
     i64,
     new_module,
     prefetch,
+    smin,
 )
 from xlapy.backends.cpu.once import ahead, once, started
 
@@ -121,10 +122,6 @@ _PACK_T = ir.FunctionType(VOID, [_FP, I64, I64, I64, _FP])
 _ON = os.environ.get("XLAPY_GEMM_F32", "1") != "0"
 
 
-def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
 #: k steps per iteration of the microkernel's loop (the rest one at a time after).
 UNROLL = 4
 
@@ -159,16 +156,16 @@ def _emit_gemm(mod: ir.Module, tl: Tile) -> ir.Function:
     tile = b.alloca(F32, tl.mr * tl.nr)
     tile.align = 64
     with for_range(b, i64(0), m, "ic", step=MC) as ic:
-        mc = _min(b, i64(MC), b.sub(m, ic))
+        mc = smin(b, i64(MC), b.sub(m, ic))
         tiles = b.sdiv(b.add(mc, i64(tl.mr - 1)), i64(tl.mr))
         with for_range(b, i64(0), n, "jc", step=NC) as jc:
-            nc = _min(b, i64(NC), b.sub(n, jc))
+            nc = smin(b, i64(NC), b.sub(n, jc))
             with for_range(b, i64(0), kk, "pc", step=KC) as pc:
-                kc = _min(b, i64(KC), b.sub(kk, pc))
+                kc = smin(b, i64(KC), b.sub(kk, pc))
                 first = b.icmp_signed("==", pc, i64(0))
                 b.call(pack_a, [at(a, lda, ic, pc, a_t), lda, mc, kc, ap])
                 with for_range(b, i64(0), nc, "jr", step=tl.nr) as jr:
-                    nr = _min(b, i64(tl.nr), b.sub(nc, jr))
+                    nr = smin(b, i64(tl.nr), b.sub(nc, jr))
                     col = b.add(jc, jr)
                     b.call(pack_b, [at(bm, ldb, pc, col, b_t), ldb, kc, nr, bp])
                     # the next panel: the next NR columns, else the next KC block's first
@@ -178,20 +175,20 @@ def _emit_gemm(mod: ir.Module, tl: Tile) -> ir.Function:
                     col2 = b.select(more, b.add(col, i64(tl.nr)), jc)
                     # its rows as stored (k rows of NV lines, or NR columns of kc floats)
                     pf = at(bm, ldb, pc2, col2, b_t)
-                    pf_k = _min(b, i64(KC), b.sub(kk, pc2))
-                    pf_rows = b.select(b_t, _min(b, i64(tl.nr), b.sub(n, col2)), pf_k)
+                    pf_k = smin(b, i64(KC), b.sub(kk, pc2))
+                    pf_rows = b.select(b_t, smin(b, i64(tl.nr), b.sub(n, col2)), pf_k)
                     lines = b.select(b_t, b.sdiv(b.add(pf_k, i64(15)), i64(16)),
                                      i64(-(-tl.nr // 16)))
                     per = b.sdiv(b.add(pf_rows, b.sub(tiles, i64(1))), tiles)
                     with for_range(b, i64(0), tiles, "t") as t:
                         lo = b.mul(t, per)
-                        hi = _min(b, b.add(lo, per), pf_rows)
+                        hi = smin(b, b.add(lo, per), pf_rows)
                         with for_range(b, lo, hi, "pf") as r:
                             row = b.gep(pf, [b.mul(r, ldb)])
                             with for_range(b, i64(0), lines, "pfl") as v:
                                 prefetch(b, b.gep(row, [b.mul(v, i64(16))]), PF_LOCALITY)
                         i0 = b.mul(t, i64(tl.mr))
-                        mr = _min(b, i64(tl.mr), b.sub(mc, i0))
+                        mr = smin(b, i64(tl.mr), b.sub(mc, i0))
                         dst = b.gep(c, [b.add(b.mul(b.add(ic, i0), ldc), col)])
                         apt = b.gep(ap, [b.mul(t, b.mul(kc, i64(tl.mr)))])
                         whole = b.and_(b.icmp_signed("==", mr, i64(tl.mr)),

@@ -155,8 +155,7 @@ def merge_reduced(root: Instruction, leaves: dict[int, int]
     if r - m < 2 or any(tuple(i.shape.dimensions[m + 1:]) != dims[m + 1:] for i in arrays):
         return None
     try:
-        merge = _Merge(m, leaves)
-        new_x, new_leaves = merge.copy(x)
+        new_x, new_leaves = _Merge(m, leaves).copy(x)
     except _Fixed:
         return None
     attrs = type(root.attrs)(tuple(sorted(d for d in red if d < m)) + (m,))

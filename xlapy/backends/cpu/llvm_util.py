@@ -476,6 +476,11 @@ def zeros(t: ir.VectorType) -> ir.Constant:
 _ZEROS: dict[str, Zeros] = {}
 
 
+def smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """The smaller of signed integers x and y (a loop block's end clamped to its range)."""
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
 @contextlib.contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
               step: int | ir.Value = 1, interleave: int | Callable[[], int] = 0,

@@ -22,7 +22,7 @@ from xlapy.backends.cpu.complex_reduce_emit import (
     ComplexReduceEmitter,
 )
 from xlapy.backends.cpu.lanes import Lane, accumulator_start, has_lane, horizontal, live_lanes
-from xlapy.backends.cpu.llvm_util import for_range, i64, intrinsic
+from xlapy.backends.cpu.llvm_util import for_range, i64, intrinsic, smin
 from xlapy.backends.cpu.masked_emit import live_only
 from xlapy.backends.cpu.minmax_emit import MinMaxEmitter, fast_ok
 from xlapy.ir import Instruction
@@ -374,8 +374,8 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
         while s > 0 and (s - 1) in red:
             s -= 1
         split = bool(dims) and 0 not in red
-        self.partial = _partial_kind(op, et, init) if dims and not split and (
-            not et.is_complex or int(np.prod(dims)) >= PARTIAL_COMPLEX) else None
+        self.partial = _partial_kind(op, et, init, int(np.prod(dims))) \
+            if dims and not split else None
         outer = dims[0] if split or self.partial else 1
         if not split and not self.partial:
             begin, end = i64(0), i64(dims[0] if dims else 1)
@@ -497,8 +497,7 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
         span = w * SUM_BLOCK * SUM_BLOCK
         with for_range(b, lo, mid, name=f"r{d}s", step=span) as sj:
             b.store(accumulator_start(op, et, w), sup)
-            send = b.add(sj, i64(span), flags=["nsw"])
-            send = b.select(b.icmp_signed("<", send, mid), send, mid)
+            send = smin(b, b.add(sj, i64(span), flags=["nsw"]), mid)
             self._blocks(idx, sj, send, body, blks, sup, op, et, chains)
             b.store(self._combine(op, et, b.load(lanes), b.load(sup), late=True), lanes)
         if rest:
@@ -513,8 +512,7 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
         with for_range(b, lo, mid, name=f"r{d}b", step=w * SUM_BLOCK) as j:
             for blk in blks:
                 b.store(accumulator_start(op, et, w), blk)
-            end = b.add(j, i64(w * SUM_BLOCK), flags=["nsw"])
-            end = b.select(b.icmp_signed("<", end, mid), end, mid)
+            end = smin(b, b.add(j, i64(w * SUM_BLOCK), flags=["nsw"]), mid)
             whole = j
             if chains > 1:
                 whole = b.add(j, b.and_(b.sub(end, j), i64(-w * chains)), flags=["nsw"])
@@ -545,11 +543,13 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
             self._nest_from(dims, idx + [i], body)
 
 
-def _partial_kind(op: str, et: ET, init: Instruction) -> str | None:
-    """How partial reduce outputs combine ("add", "maximum", ...), or None if they cannot."""
+def _partial_kind(op: str, et: ET, init: Instruction, n: int) -> str | None:
+    """How partial outputs of a reduce of `n` elements combine ("add", "maximum", ...), or
+    None if they cannot (or, a small complex sum, need not)."""
     if op in ("maximum", "minimum", "and", "or"):
         return op if et in PARTIAL_INTS else None
-    if op != "add" or not (et in PARTIAL_INTS or et in (ET.F32, ET.F64, ET.C64, ET.C128)):
+    if op != "add" or not (et in PARTIAL_INTS or et in (ET.F32, ET.F64) or
+                           (et.is_complex and n >= PARTIAL_COMPLEX)):
         return None
     if init.opcode != "constant":
         return None

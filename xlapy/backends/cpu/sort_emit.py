@@ -26,7 +26,16 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import region_emit
 from xlapy.backends.cpu.fp_env import restore_mxcsr, set_ftz_daz
-from xlapy.backends.cpu.llvm_util import I1, I8P, I64, VOID, Engine, for_range, new_module
+from xlapy.backends.cpu.llvm_util import (
+    I1,
+    I8P,
+    I64,
+    VOID,
+    Engine,
+    for_range,
+    new_module,
+    smin,
+)
 from xlapy.backends.cpu.loop_library import Native
 from xlapy.backends.cpu.thunks import ptr
 from xlapy.backends.cpu.transpose_lib import c_order
@@ -96,9 +105,6 @@ def _emit(instr: Instruction) -> ir.Module:
         b.branch(head)
         b.position_at_end(done)
 
-    def smin(x: ir.Value, y: ir.Value) -> ir.Value:
-        return b.select(b.icmp_signed("<", x, y), x, y)
-
     with for_range(b, row0, row1, "r") as r:
         base = b.mul(r, n)
         perm = b.gep(perm_all, [base])
@@ -107,7 +113,7 @@ def _emit(instr: Instruction) -> ir.Module:
             b.store(i, b.gep(perm, [i]))
         # insertion sort of each run [s, min(s + RUN, n))
         with for_range(b, c(0), n, "run", step=RUN) as s:
-            end = smin(b.add(s, c(RUN)), n)
+            end = smin(b, b.add(s, c(RUN)), n)
             with for_range(b, b.add(s, c(1)), end, "ins") as i:
                 x = b.load(b.gep(perm, [i]))
                 b.store(x, var["x"])
@@ -151,8 +157,8 @@ def _emit(instr: Instruction) -> ir.Module:
 
             def one_block() -> None:
                 lo = b.load(var["lo"])
-                mid = smin(b.add(lo, w), n)
-                hi = smin(b.add(lo, b.mul(w, c(2))), n)
+                mid = smin(b, b.add(lo, w), n)
+                hi = smin(b, b.add(lo, b.mul(w, c(2))), n)
                 b.store(lo, var["p"])
                 b.store(mid, var["q"])
                 b.store(lo, var["o"])

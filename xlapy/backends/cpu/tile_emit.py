@@ -35,7 +35,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.index_emit import INDEX_OPS
 from xlapy.backends.cpu.lanes import Lane, LaneCheck, index_key, vector_width
-from xlapy.backends.cpu.llvm_util import for_range, i64
+from xlapy.backends.cpu.llvm_util import for_range, i64, smin
 from xlapy.ir import Instruction
 
 #: Bytes of the operand's elements per side of a block (16 x 16 f32; 8 x 8 f64).
@@ -162,9 +162,6 @@ class TileEmitter:
         def bound(d: int) -> tuple[ir.Value, ir.Value]:
             return (begin, end) if d == 0 else (i64(0), i64(dims[d]))
 
-        def least(x: ir.Value, y: ir.Value) -> ir.Value:
-            return b.select(b.icmp_signed("<", x, y), x, y)
-
         def outer(prefix: list[Any], d: int) -> None:
             if d < r - 2:
                 lo, hi = bound(d)
@@ -173,9 +170,9 @@ class TileEmitter:
                 return
             lo, hi = bound(d)
             with for_range(b, lo, hi, name="ti", step=tile) as i0:
-                i1 = least(b.add(i0, i64(tile)), hi)
+                i1 = smin(b, b.add(i0, i64(tile)), hi)
                 with for_range(b, i64(0), i64(dims[-1]), name="tj", step=tile) as j0:
-                    j1 = least(b.add(j0, i64(tile)), i64(dims[-1]))
+                    j1 = smin(b, b.add(j0, i64(tile)), i64(dims[-1]))
                     if stageable:
                         staged_or_edge(prefix, i0, i1, j0, j1)
                     else:

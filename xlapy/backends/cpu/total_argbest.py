@@ -25,7 +25,7 @@ import numpy as np
 from xlapy.backends.cpu.total_minmax import MIN_ELEMENTS, first_level_row
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.constant_folding import run_computation
-from xlapy.passes.hlo_builder import Emitter
+from xlapy.passes.hlo_builder import Emitter, reshape_source
 from xlapy.passes.pass_base import ComputationPass, replace_each
 from xlapy.types import Shape
 from xlapy.types.element_type import iinfo
@@ -77,17 +77,12 @@ def _plan(r: Instruction) -> int | None:
     if n < MIN_ELEMENTS or n - 1 > int(iinfo(ids.shape.element_type).max) or \
             int(np.asarray(init_i.attrs.literal.to_numpy())) != 0:
         return None
-    src = x
-    while src.opcode == "reshape":
-        src = src.operands[0]
-    c = first_level_row(n, src.shape.dimensions)
+    c = first_level_row(n, reshape_source(x).shape.dimensions)
     return c if c is not None and picks_first_best(r) is not None else None
 
 
-def two_level(comp: Computation, r: Instruction) -> Instruction:
-    """`r` as the best of its rows' bests (module docstring)."""
-    c = _plan(r)
-    assert c is not None
+def two_level(comp: Computation, r: Instruction, c: int) -> Instruction:
+    """`r` as the best of its rows of c elements' bests (module docstring)."""
     x, ids, init_v, init_i = r.operands
     fn = r.called[0]
     n = x.shape.num_elements
@@ -108,8 +103,9 @@ class TotalArgBest(ComputationPass):
     name = "total-arg-best"
 
     def run_on_computation(self, comp: Computation) -> bool:
-        return replace_each(comp, [i for i in comp.instructions if _plan(i)],
-                            lambda r: two_level(comp, r))
+        rows = {id(i): c for i in comp.instructions if (c := _plan(i)) is not None}
+        return replace_each(comp, [i for i in comp.instructions if id(i) in rows],
+                            lambda r: two_level(comp, r, rows[id(r)]))
 
 
 __all__ = ["TotalArgBest", "picks_first_best", "two_level"]

@@ -224,8 +224,9 @@ def test_a_long_complex_sum_is_vectorized_in_blocks(c: float, shape: tuple[int, 
     ms), added in blocks (SCALAR_SUM_BLOCK, superblocks of SCALAR_SUM_BLOCKS): each lane
     of LLVM's vectors had rounded 4M / 16 times in a row (uniform [0, 1) parts: 4.6e-6 off
     where XLA is 4e-8, now 6e-8; here 4M copies of one value, every rounding the same way:
-    0.4% off, 5e-6 in blocks; the serial chain was 4% off). Rows of 64 are blocked 64 rows
-    at a time (each row had added into the one running sum: 0.6% off)."""
+    0.4% off, 5e-6 in blocks; the serial chain was 4% off). Rows of 64 of a buffer fold as
+    one long row (kernel_collapse.merge_reduced); rows the merge cannot take are blocked 64
+    at a time (`test_unmerged_complex_rows_are_summed_in_blocks`)."""
     x = np.full(shape, complex(c, -3 * c), np.complex64)
     t = "x".join(map(str, shape)) + "xcomplex<f32>"
     dims = ", ".join(map(str, range(len(shape))))
@@ -261,3 +262,24 @@ def test_a_complex_row_product_runs_in_independent_chains(cols: int) -> None:
     assert ('"chain"' in prog._exe.kernel_ir) == (cols > 8)  # type: ignore[attr-defined]
     want = np.prod(x.astype(np.complex128), axis=1)
     np.testing.assert_allclose(np.asarray(prog(x)), want, rtol=2e-5)
+
+
+def test_unmerged_complex_rows_are_summed_in_blocks() -> None:
+    """A complex sum over rows of 64 read reversed (no merge into one row): ~4096 elements,
+    64 whole rows, a block (each row had added into the one running sum: 0.6% off)."""
+    jnp = pytest.importorskip("jax.numpy")
+    import jax
+
+    from xlapy.backends.cpu.kernel_collapse import merge_reduced
+    from xlapy.stablehlo import parse_module
+
+    x = np.full((1 << 16, 64), complex(0.1, -0.3), np.complex64)
+    text = jax.jit(lambda x: jnp.flip(x, 1).sum()).lower(x).as_text()
+    mod = parse_module(text)
+    root = mod.entry.root
+    assert root.opcode == "reduce"
+    assert merge_reduced(root, {id(p): k for k, p in enumerate(mod.entry.parameters)}) is None
+    got = complex(xlapy.compile(text, backend="cpu")(x))
+    exact = x.astype(np.complex128).sum()
+    assert abs(got.real - exact.real) / abs(exact.real) < 2e-5
+    assert abs(got.imag - exact.imag) / abs(exact.imag) < 2e-5
