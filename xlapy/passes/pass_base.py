@@ -170,6 +170,15 @@ def replace_each(comp: Computation, found: list[Instruction],
     return bool(found)
 
 
+def replace_planned(comp: Computation, plan: Callable[[Instruction], Any],
+                    make: Callable[[Instruction, Any], Instruction]) -> bool:
+    """Each instruction whose `plan(it)` is not None replaced by `make(it, that plan)`: every
+    plan is taken before the first replacement (a plan reads the graph as the pass found it)."""
+    plans = {id(i): p for i in comp.instructions if (p := plan(i)) is not None}
+    return replace_each(comp, [i for i in comp.instructions if id(i) in plans],
+                        lambda r: make(r, plans[id(r)]))
+
+
 def region_callers(module: Module) -> tuple[dict[int, int], set[int]]:
     """id(computation) -> how many instructions call it, in the computations the entry
     reaches (a function already inlined may still be listed until DCE); and the ids of
@@ -312,7 +321,7 @@ def array_bytes(shape: Shape) -> int:
 __all__ = [
     "ComputationPass", "FixedPointGroup", "NO_ATTRS", "Pass", "PassContext", "PassRecord",
     "Pipeline", "add_constant", "add_instr", "array_bytes", "constant_like", "constant_value",
-    "fusion_computations", "is_splat", "op_has_side_effects", "pure_custom_call", "run_one",
-    "run_passes",
+    "fusion_computations", "is_splat", "op_has_side_effects", "pure_custom_call",
+    "replace_each", "replace_planned", "run_one", "run_passes",
     "sort_instructions", "splat_value",
 ]

@@ -30,7 +30,7 @@ import numpy as np
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.hlo_builder import Emitter
-from xlapy.passes.pass_base import ComputationPass, replace_each
+from xlapy.passes.pass_base import ComputationPass, replace_planned
 from xlapy.types import ElementType
 
 #: Shortest sum over trailing dimensions rewritten (a sum over others has no fold: from 2;
@@ -145,9 +145,7 @@ class ProductSumsAsDots(ComputationPass):
     name = "product-sums-as-dots"
 
     def run_on_computation(self, comp: Computation) -> bool:
-        plans = {id(i): p for i in comp.instructions if (p := plan(i)) is not None}
-        return replace_each(comp, [i for i in comp.instructions if id(i) in plans],
-                            lambda r: rewrite(comp, r, plans[id(r)]))
+        return replace_planned(comp, plan, lambda r, p: rewrite(comp, r, p))
 
 
 __all__ = ["MIN_DEPTH", "MIN_MACS", "Plan", "ProductSumsAsDots", "plan", "rewrite"]

@@ -26,7 +26,7 @@ from xlapy.backends.cpu.total_minmax import MIN_ELEMENTS, first_level_row
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.constant_folding import run_computation
 from xlapy.passes.hlo_builder import Emitter, reshape_source
-from xlapy.passes.pass_base import ComputationPass, replace_each
+from xlapy.passes.pass_base import ComputationPass, replace_planned
 from xlapy.types import Shape
 from xlapy.types.element_type import iinfo
 
@@ -103,9 +103,7 @@ class TotalArgBest(ComputationPass):
     name = "total-arg-best"
 
     def run_on_computation(self, comp: Computation) -> bool:
-        rows = {id(i): c for i in comp.instructions if (c := _plan(i)) is not None}
-        return replace_each(comp, [i for i in comp.instructions if id(i) in rows],
-                            lambda r: two_level(comp, r, rows[id(r)]))
+        return replace_planned(comp, _plan, lambda r, cols: two_level(comp, r, cols))
 
 
 __all__ = ["TotalArgBest", "picks_first_best", "two_level"]
