@@ -13,7 +13,7 @@ import pytest
 from llvmlite import ir
 
 import xlapy
-from xlapy.backends.cpu import bf16_exact, cache
+from xlapy.backends.cpu import bf16_convert, bf16_exact, cache
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu.llvm_util import F32
 from xlapy.types import ElementType as ET
@@ -64,6 +64,9 @@ def test_roundings_without_the_nan_select_change_no_bit(mode: str,
                                                         ) -> None:
     args = _inputs()
     opts = {"denormal": mode}
+    # (the IR rounding on every target: with AVX512-BF16 under ftz, vcvtneps2bf16 rounds
+    # these values and no select is emitted either way - Zen 4 failed the size check)
+    monkeypatch.setattr(bf16_convert, "usable", lambda *a, **k: False)
     fast = _compile(opts)
     got = [np.asarray(o).view(np.uint16) for o in fast(*args)]
     with monkeypatch.context() as m:
