@@ -1,12 +1,17 @@
 """FFT thunks: single precision (f32 / c64) over the last one or two axes of power-of-two
 lengths through our own JIT function (fft_jit.py, where it takes the lengths), else through
 DUCC (the `ducc0` package: the FFT library XLA's CPU runtime calls, by pocketfft's author),
-double precision through scipy.fft's pocketfft (numpy's algorithm and pass order: the
-interpreter's bits).
+as is every double-precision transform.
 
-The interpreter computes every transform in double and rounds once (the reference). Single
-precision here computes in single, as XLA's runtime does: each transform's error stays
-within log2(n) eps / 2 of its norm (tests/unit/backends/cpu/test_lapack.py), differing from
+The interpreter computes every transform in double (numpy's pocketfft) and rounds once (the
+reference). Here each precision computes in itself, as XLA's runtime does: each transform's
+error stays within log2(n) eps / 2 of its norm (tests/unit/backends/cpu/test_lapack.py),
+double precision an ulp or so of the largest output from numpy's bits and XLA's (whose
+DUCC build gives numpy's bits on some inputs: a c128 fft2 of f32 values, not of full f64
+ones). Double precision went through scipy.fft's pocketfft, numpy's
+bits, until session 69: ducc0 takes 0.5-0.97 of its time (Zen 4, one or two threads; a
+16 x 256 x 256 c128 fft2 5.0-5.9 ms against XLA's 2.9-3.7, ducc0's 3.1-4.5). Single
+precision differs from
 XLA's bits by about an ulp of the largest output (XLA's DUCC build matches scipy's pocketfft
 bit for bit; ducc0's newer passes do not). ducc0 vectorizes across the rows it transforms
 with the CPU's own vector width and plans its passes anew: a 256 x 4096 rfft took 2.77 ms
@@ -38,11 +43,12 @@ PARALLEL_FFT = 1 << 20
 PARALLEL_FFT_WORK = 1 << 20
 
 
-def _single(ft: object, axes: tuple[int, ...], lengths: tuple[int, ...], w: int,
-            dims: tuple[int, ...]) -> Callable[[np.ndarray], np.ndarray]:
-    """ducc0's transform for f32 / c64 (inverse ones scaled by 1 / n, inorm=2, as numpy's)
-    into a result recycled across calls (recycle.py: a fresh one is page faults, ~0.5 ms
-    for 256 x 1000 c64); scipy's row by row where a row's bytes would alias (`_aliasing`)."""
+def _ducc(ft: object, axes: tuple[int, ...], lengths: tuple[int, ...], w: int,
+          dims: tuple[int, ...], double: bool) -> Callable[[np.ndarray], np.ndarray]:
+    """ducc0's transform (inverse ones scaled by 1 / n, inorm=2, as numpy's) into a result
+    recycled across calls (recycle.py: a fresh one is page faults, ~0.5 ms for 256 x 1000
+    c64); single precision by scipy's row by row where a row's bytes would alias
+    (`_aliasing`: measured in c64; a c128 256 x 4096 c2c takes ducc0 half scipy's time)."""
     import ducc0
 
     from xlapy.ops.linalg import FftType
@@ -56,9 +62,10 @@ def _single(ft: object, axes: tuple[int, ...], lengths: tuple[int, ...], w: int,
         FftType.IRFFT: lambda x, out: f.c2r(x, axes=axes, lastsize=lengths[-1],
                                             forward=False, inorm=2, nthreads=w, out=out),
     }[ft]
-    tout = np.dtype(np.float32 if ft == FftType.IRFFT else np.complex64)
+    tout = np.dtype((np.float64 if ft == FftType.IRFFT else np.complex128) if double else
+                    (np.float32 if ft == FftType.IRFFT else np.complex64))
     outs: dict[int, Any] = {}
-    if len(axes) == 1 and len(dims) > 1 and int(np.prod(dims[:-1])) > 1 and \
+    if not double and len(axes) == 1 and len(dims) > 1 and int(np.prod(dims[:-1])) > 1 and \
             _aliasing(ft, lengths[-1]):
         return _rowwise(ft, lengths, w)
     return lambda x: fn(x, recycle.output(outs, 0, dims, tout))
@@ -102,29 +109,6 @@ def _rowwise(ft: object, lengths: tuple[int, ...], w: int
     }[ft]
 
 
-def _double(ft: object, axes: tuple[int, ...], lengths: tuple[int, ...], w: int
-            ) -> Callable[[np.ndarray], np.ndarray]:
-    """scipy's pocketfft (on `w` threads), the complex passes over several axes in numpy's
-    order (the last axis first): the interpreter's (numpy's) bits. numpy's own fftn runs on
-    one thread, a pass at a time (16 x 256 x 256 c128 fft2: 19 ms, XLA 8, scipy's 5.3)."""
-    import scipy.fft as sfft
-
-    from xlapy.ops.linalg import FftType
-
-    back = axes[::-1]  # (scipy's c2c takes the axes in the order given)
-
-    def rfftn(x: np.ndarray) -> np.ndarray:
-        z = sfft.rfft(x, axis=axes[-1], workers=w)
-        return sfft.fftn(z, axes=back[1:], workers=w, overwrite_x=True) if back[1:] else z
-
-    return {
-        FftType.FFT: lambda x: sfft.fftn(x, axes=back, workers=w),
-        FftType.IFFT: lambda x: sfft.ifftn(x, axes=back, workers=w),
-        FftType.RFFT: rfftn,
-        FftType.IRFFT: lambda x: sfft.irfftn(x, s=lengths, axes=axes, workers=w),
-    }[ft]
-
-
 def fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
     """The thunk of an fft instruction: the operand in its own precision (f32, f64, c64 or
     c128: the op's verifier), the result in the instruction's type."""
@@ -149,8 +133,7 @@ def fft(instr: Instruction, threads: int = 1) -> Callable[..., np.ndarray]:
             fft_jit.plan2(kind, (lengths[0], lengths[1]), np.dtype(out_dtype), dims, threads)
         if jit is not None:
             return jit
-    fn = _single(at.fft_type, axes, lengths, w, dims) if single else \
-        _double(at.fft_type, axes, lengths, w)
+    fn = _ducc(at.fft_type, axes, lengths, w, dims, not single)
     # several workers: the library's threads get the cores xlapy's spinning ones held
     quiet = parked if w > 1 else contextlib.nullcontext
 
