@@ -163,6 +163,14 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "colsum_narrow": (lambda a: a.sum(0), [rows(1 << 20, 4)]),
         "csum_cols3": (lambda a: a.sum(0), [_complex(rows(1 << 18, 3), rows(1 << 18, 3))]),
         "argmax_all": (lambda a: jnp.argmax(a), [f32(1024, 1024)]),
+        # session 69's: a whole-array max of a computed value (and a column sum of one) read
+        # through a reshape into rows of 4096, an index division per element (1.4-1.5x, a
+        # while loop stopping on jnp.max(jnp.abs(x)) 2.3x; Emitter.regroup)
+        "max_abs_4k": (lambda a: jnp.max(jnp.abs(a)), [f32(1024, 256)]),
+        "colsum_sq4": (lambda a: jnp.sum(a * a, 0), [rows(1 << 18, 4)]),
+        "while_maxabs": (lambda a: lax.while_loop(
+            lambda s: (s[0] < 100) & (jnp.max(jnp.abs(s[1])) > 1e-3),
+            lambda s: (s[0] + 1, s[1] * 0.9), (0, a))[1], [f32(1024, 256)]),
     }
 
 

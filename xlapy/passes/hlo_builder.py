@@ -87,10 +87,32 @@ class Emitter:
         chain of reshapes, or that operand when already so shaped. Passes regrouping rows
         in turn (narrow_columns, column_sums) chained three: each a division of the
         kernel's index in the next shape (a column sum of f32[1M, 4]: 3.3 ms, XLA 2.8)."""
+        return self._regrouped(reshape_source(x), tuple(dims), {}, [REGROUP_OPS])
+
+    def _regrouped(self, x: Instruction, dims: tuple[int, ...], memo: dict[int, Instruction],
+                   budget: list[int]) -> Instruction:
+        """regroup's value: an element-wise chain only its consumer uses is computed from
+        regrouped leaves (a splat broadcast anew, others reshaped), not reshaped after: a
+        kernel reading a computed value through a reshape divides its index per element
+        (jnp.max(jnp.abs(x)) of f32[1024, 256] in rows of 4096: 74 us, of x: 18)."""
         x = reshape_source(x)
-        if tuple(x.shape.dimensions) == tuple(dims):
+        if tuple(x.shape.dimensions) == dims:
             return x
-        return self.op("reshape", x, shape=tuple(dims))
+        if id(x) in memo:
+            return memo[id(x)]
+        spec = OPS.get(x.opcode)
+        if x.opcode == "broadcast_in_dim" and x.operands[0].shape.rank == 0:
+            out = self.bcast(x.operands[0], dims, ())
+        elif spec is not None and spec.family == "elementwise" and not spec.side_effecting \
+                and not x.called and len({id(u) for u in x.users}) <= 1 and budget[0] > 0:
+            budget[0] -= 1
+            ops = [o if o.shape.rank == 0 else self._regrouped(o, dims, memo, budget)
+                   for o in x.operands]
+            out = self.comp.add(make_instruction(x.opcode, ops, x.attrs, (), x.name))
+        else:
+            out = self.op("reshape", x, shape=dims)
+        memo[id(x)] = out
+        return out
 
     def cmp(self, x: Instruction, y: Instruction, direction: str) -> Instruction:
         return self.op("compare", x, y, comparison_direction=ComparisonDirection[direction])
@@ -98,6 +120,10 @@ class Emitter:
     def reduce(self, x: Instruction, init: Instruction, dims: Sequence[int],
                body: Computation) -> Instruction:
         return self.op("reduce", x, init, called=[body], dimensions=tuple(dims))
+
+
+#: Most element-wise ops regroup pushes a reshape through (its leaves reshaped instead).
+REGROUP_OPS = 32
 
 
 def reshape_source(x: Instruction) -> Instruction:

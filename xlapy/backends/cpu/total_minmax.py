@@ -61,8 +61,7 @@ def two_level(comp: Computation, r: Instruction) -> Instruction:
     x, init = r.operands
     fn = r.called[0]
     em = Emitter(comp)
-    rows = em.op("reshape", x, shape=(x.shape.num_elements // c, c)) \
-        if x.shape.dimensions != (x.shape.num_elements // c, c) else x
+    rows = em.regroup(x, (x.shape.num_elements // c, c))
     return em.reduce(em.reduce(rows, init, (1,), fn), init, (0,), fn)
 
 
