@@ -133,5 +133,22 @@ def region_steps(keep: list[Any], exe: CpuExecutable, region: Region, table: int
     return int(arr.ctypes.data)
 
 
-__all__ = ["GEMM_KINDS", "MAX_NATIVE_MACS", "NATIVE_WHILE", "blas_words", "gemm_outputs",
-           "native_gemm", "region_steps", "steps"]
+def split_cost(cond: CpuExecutable, body: CpuExecutable, base: int) -> int:
+    """The cost from which the loop's kernel steps split over the worker pool: `base`
+    (native_loop.NATIVE_SPLIT_COST), or FOLLOW_SPLIT_COST once one of them reaches it. A
+    step left to the calling thread moves the rows the worker's share of a split one read or
+    wrote to its core each iteration: a while loop stopping on jnp.max(jnp.abs(x)) of
+    f32[256..512, 256] (its max split, its x * 0.9 not) took 15-37 us more a trip on two
+    Zen 4 threads than on one, where with both steps split each thread keeps its rows."""
+    specs = [exe.kernel_specs[s] for exe in (cond, body) for s in steps(exe)
+             if isinstance(s, int)]
+    big = any(k.splittable and not k.partial and k.outer >= 2 and k.cost >= base
+              for k in specs)
+    return min(base, FOLLOW_SPLIT_COST) if big else base
+
+
+#: A loop's kernel steps split from this cost when one of them splits anyway (split_cost).
+FOLLOW_SPLIT_COST = 1 << 15
+
+__all__ = ["FOLLOW_SPLIT_COST", "GEMM_KINDS", "MAX_NATIVE_MACS", "NATIVE_WHILE", "blas_words",
+           "gemm_outputs", "native_gemm", "region_steps", "split_cost", "steps"]

@@ -78,6 +78,7 @@ from xlapy.backends.cpu.loop_steps import (
     blas_words,
     gemm_outputs,
     region_steps,
+    split_cost,
     steps,
 )
 from xlapy.backends.cpu.op_emit import TupleKernel
@@ -158,6 +159,7 @@ class NativeWhile:
                         if r is not None and r in body_out and res.count(r) == 1
                         and k not in sources]
         self.cond_steps, self.body_steps = len(steps(cond)), len(steps(body))
+        self.split_cost = split_cost(cond, body, NATIVE_SPLIT_COST)  # (kernel steps)
         #: State elements the loop never writes and nobody reads after it: bound in place,
         #: not copied (scan_rnn's xs, 8 MB a call); not a move's source (a nested step's move
         #: copies read the buffer bound at prepare time, not the operand: nested_loop.entry).
@@ -309,7 +311,7 @@ class NativeWhile:
             if p.rows is not None and self.row_plan and step in self.row_plan.kernels:
                 return self._split(p, addr, arg, list(p.rows), 1)  # (this share's rows)
             if threads > 1 and spec.splittable and not spec.partial and spec.outer >= 2 and \
-                    spec.cost >= NATIVE_SPLIT_COST:
+                    spec.cost >= self.split_cost:
                 return self._split(p, addr, arg, bounds(spec.outer, min(threads, spec.outer),
                                                         spec.align), threads)
             return [addr, arg, driven(spec.outer, spec.env_arg)]  # (this thread: FTZ set)

@@ -188,3 +188,58 @@ def _native_whiles(prog: object) -> list[native_loop.NativeWhile]:
             if isinstance(cell.cell_contents, native_loop.NativeWhile):
                 out.append(cell.cell_contents)
     return out
+
+
+#: A while loop stopping on max |x| (its cond's reduce split from NATIVE_SPLIT_COST) whose
+#: body scales x by 0.9 (under that cost on its own).
+MAXABS = """
+func.func @main(%x: tensor<256x256xf32>) -> (tensor<i32>, tensor<256x256xf32>) {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %c0, %s = %x) : tensor<i32>, tensor<256x256xf32>
+    cond {
+      %n = stablehlo.constant dense<15> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      %a = stablehlo.abs %s : tensor<256x256xf32>
+      %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+      %m = stablehlo.reduce(%a init: %ninf) applies stablehlo.maximum across dimensions = [0, 1]
+          : (tensor<256x256xf32>, tensor<f32>) -> tensor<f32>
+      %eps = stablehlo.constant dense<1.0e-9> : tensor<f32>
+      %q = stablehlo.compare GT, %m, %eps, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %pq = stablehlo.and %p, %q : tensor<i1>
+      stablehlo.return %pq : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %i1 = stablehlo.add %i, %one : tensor<i32>
+      %k = stablehlo.constant dense<0.9> : tensor<256x256xf32>
+      %y = stablehlo.multiply %s, %k : tensor<256x256xf32>
+      stablehlo.return %i1, %y : tensor<i32>, tensor<256x256xf32>
+    }
+  return %r#0, %r#1 : tensor<i32>, tensor<256x256xf32>
+}
+"""
+
+
+def test_a_split_step_brings_the_loops_smaller_kernels_along(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the cond's max splits, the body's x * 0.9 splits too (loop_steps.split_cost):
+    each thread keeps its rows; with only the max split they moved between the cores each
+    trip (2.5-3x the loop's one-thread time on Zen 4). The bits are the one thread's."""
+    from xlapy.backends.cpu import loop_steps
+
+    splits: list[int] = []
+    real = native_loop.NativeWhile._split
+
+    def spy(p: object, fn: int, arg: int, cuts: list[int], most: int) -> list[int]:
+        splits.append(most)
+        return real(p, fn, arg, cuts, most)  # type: ignore[arg-type]
+    monkeypatch.setattr(native_loop.NativeWhile, "_split", staticmethod(spy))
+    x = np.random.default_rng(2).standard_normal((256, 256)).astype(np.float32)
+    got = []
+    for threads in (1, 2):
+        prog = xlapy.compile(MAXABS, backend="cpu", options={"num_threads": threads})
+        assert "native while loop" in _explain(prog)
+        got.append(prog(x))
+    assert splits.count(2) == 2, splits  # the max and the multiply, on two threads
+    assert loop_steps.FOLLOW_SPLIT_COST < 256 * 256 < native_loop.NATIVE_SPLIT_COST
+    for a, b in zip(got[0], got[1]):
+        np.testing.assert_array_equal(a, b)
