@@ -104,7 +104,9 @@ class Emitter:
         if x.opcode == "broadcast_in_dim" and x.operands[0].shape.rank == 0:
             out = self.bcast(x.operands[0], dims, ())
         elif spec is not None and spec.family == "elementwise" and not spec.side_effecting \
-                and not x.called and len({id(u) for u in x.users}) <= 1 and budget[0] > 0:
+                and not x.called and len({id(u) for u in x.users}) <= 1 and budget[0] > 0 \
+                and all(o.shape.rank == 0 or o.shape.dimensions == x.shape.dimensions
+                        for o in x.operands):  # (not a bitcast_convert that splits elements)
             budget[0] -= 1
             ops = [o if o.shape.rank == 0 else self._regrouped(o, dims, memo, budget)
                    for o in x.operands]

@@ -11,6 +11,7 @@ import pytest
 import xlapy
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.hlo_builder import REGROUP_OPS, Emitter
+from xlapy.types import ElementType
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -92,3 +93,14 @@ def test_programs_keep_their_bits(fn: object, shape: tuple[int, ...]) -> None:
     else:
         assert got.tobytes() == want.tobytes()
     assert not prog._exe.fallbacks()
+
+
+def test_a_bitcast_that_joins_elements_is_reshaped_whole() -> None:
+    """bitcast_convert is element-wise but u16[..., 2] -> f32 joins two elements: its
+    operand is not of its shape, so the reshape stays after it."""
+    em = Emitter(Computation("c"))
+    p = em.param("u16[1024,256,2]")
+    x = em.op("abs", em.op("bitcast_convert", p, new_element_type=ElementType.F32))
+    r = em.regroup(x, (64, 4096))
+    assert r.opcode == "abs"
+    assert _reshaped_values(r) == ["bitcast_convert"]
