@@ -25,7 +25,7 @@ from xlapy.passes.fusion_decision import SAME_INDEX as _SAME_INDEX
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.inliner import lift_elementwise
 from xlapy.passes.pass_base import ComputationPass, replace_each
-from xlapy.types import ElementType, Shape
+from xlapy.types import ElementType
 
 #: The longest last dimension (contraction) folded element by element.
 SHORT = 8
@@ -218,10 +218,11 @@ def unroll(comp: Computation, instr: Instruction) -> Instruction:
 
 def sink_reshapes(e: Emitter, x: Instruction) -> Instruction:
     """x with each reshape of element-wise ops (used there only) moved onto their operands
-    (XLA's ReshapeMover): jnp.packbits folds rows of 8 of reshape(convert(x > 0)) for a flat
-    x; a kernel reads a reshaped buffer in the reshape's dims, so the fold's columns of
-    reshape(x) read tiles of short rows (column_lanes.py) where columns of the flat x's
-    values were a stride-8 scalar loop (1M floats: 0.57 ms, XLA 0.12)."""
+    (XLA's ReshapeMover, `Emitter.regroup`): jnp.packbits folds rows of 8 of
+    reshape(convert(x > 0)) for a flat x; a kernel reads a reshaped buffer in the reshape's
+    dims, so the fold's columns of reshape(x) read tiles of short rows (column_lanes.py)
+    where columns of the flat x's values were a stride-8 scalar loop (1M floats: 0.57 ms,
+    XLA 0.12)."""
     memo: dict[int, Instruction] = {}
 
     def moves(i: Instruction) -> bool:
@@ -230,7 +231,7 @@ def sink_reshapes(e: Emitter, x: Instruction) -> Instruction:
     def down(i: Instruction) -> Instruction:
         if id(i) not in memo:
             if i.opcode == "reshape":
-                memo[id(i)] = push(i.operands[0], tuple(i.shape.dimensions))
+                memo[id(i)] = e.regroup(i.operands[0], tuple(i.shape.dimensions))
             elif not moves(i):
                 memo[id(i)] = i
             else:
@@ -238,17 +239,6 @@ def sink_reshapes(e: Emitter, x: Instruction) -> Instruction:
                 memo[id(i)] = i if all(a is b for a, b in zip(ops, i.operands)) else \
                     e.comp.add(Instruction(i.opcode, ops, i.shape, i.attrs, i.called, i.name))
         return memo[id(i)]
-
-    def push(i: Instruction, to: tuple[int, ...]) -> Instruction:
-        s = i.shape
-        if i.opcode == "broadcast_in_dim" and i.operands[0].shape.rank == 0:
-            return e.bcast(i.operands[0], to, [])
-        if moves(i) and len(i.users) == 1 and all(
-                o.shape.rank == 0 or o.shape.dimensions == s.dimensions for o in i.operands):
-            ops = [o if o.shape.rank == 0 else push(o, to) for o in i.operands]
-            return e.comp.add(Instruction(i.opcode, ops, Shape.array(s.element_type, to),
-                                          i.attrs, i.called, i.name))
-        return e.reshape(i, shape=to)
 
     return down(x)
 
