@@ -8,10 +8,9 @@ reference). Here each precision computes in itself, as XLA's runtime does: each 
 error stays within log2(n) eps / 2 of its norm (tests/unit/backends/cpu/test_lapack.py),
 double precision an ulp or so of the largest output from numpy's bits and XLA's (whose
 DUCC build gives numpy's bits on some inputs: a c128 fft2 of f32 values, not of full f64
-ones). Double precision went through scipy.fft's pocketfft, numpy's
-bits, until session 69: ducc0 takes 0.5-0.97 of its time (Zen 4, one or two threads; a
-16 x 256 x 256 c128 fft2 5.0-5.9 ms against XLA's 2.9-3.7, ducc0's 3.1-4.5). Single
-precision differs from
+ones). Double precision went through scipy.fft's pocketfft, numpy's bits, until session
+69: ducc0 takes 0.5-0.97 of its time (Zen 4, one or two threads; a 16 x 256 x 256 c128
+fft2 5.0-5.9 ms against XLA's 2.9-3.7, ducc0's 3.1-4.5). Single precision differs from
 XLA's bits by about an ulp of the largest output (XLA's DUCC build matches scipy's pocketfft
 bit for bit; ducc0's newer passes do not). ducc0 vectorizes across the rows it transforms
 with the CPU's own vector width and plans its passes anew: a 256 x 4096 rfft took 2.77 ms
@@ -62,8 +61,8 @@ def _ducc(ft: object, axes: tuple[int, ...], lengths: tuple[int, ...], w: int,
         FftType.IRFFT: lambda x, out: f.c2r(x, axes=axes, lastsize=lengths[-1],
                                             forward=False, inorm=2, nthreads=w, out=out),
     }[ft]
-    tout = np.dtype((np.float64 if ft == FftType.IRFFT else np.complex128) if double else
-                    (np.float32 if ft == FftType.IRFFT else np.complex64))
+    real, cplx = (np.float64, np.complex128) if double else (np.float32, np.complex64)
+    tout = np.dtype(real if ft == FftType.IRFFT else cplx)
     outs: dict[int, Any] = {}
     if not double and len(axes) == 1 and len(dims) > 1 and int(np.prod(dims[:-1])) > 1 and \
             _aliasing(ft, lengths[-1]):

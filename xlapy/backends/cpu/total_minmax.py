@@ -16,7 +16,7 @@ from xlapy.backends.cpu.minmax_emit import FAST_TYPES
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.hlo_builder import Emitter
-from xlapy.passes.pass_base import ComputationPass, replace_each
+from xlapy.passes.pass_base import ComputationPass, replace_planned
 
 #: The row length of the first level where the array's length allows: a multiple of every
 #: fast loop's group (4 vectors of up to 16 lanes).
@@ -54,10 +54,8 @@ def first_level_row(n: int, dims: tuple[int, ...]) -> int | None:
                                       if n % c == 0), None)
 
 
-def two_level(comp: Computation, r: Instruction) -> Instruction:
-    """`r` as the max/min of the maxima/minima of its rows (module docstring)."""
-    c = row_length(r)
-    assert c is not None
+def two_level(comp: Computation, r: Instruction, c: int) -> Instruction:
+    """`r` as the max/min of the maxima/minima of its rows of c (module docstring)."""
     x, init = r.operands
     fn = r.called[0]
     em = Emitter(comp)
@@ -71,8 +69,7 @@ class TotalMinMax(ComputationPass):
     name = "total-min-max"
 
     def run_on_computation(self, comp: Computation) -> bool:
-        return replace_each(comp, [i for i in comp.instructions if row_length(i)],
-                            lambda r: two_level(comp, r))
+        return replace_planned(comp, row_length, lambda r, c: two_level(comp, r, c))
 
 
 __all__ = ["MIN_ELEMENTS", "MIN_ROW", "ROW", "TotalMinMax", "first_level_row", "row_length",
