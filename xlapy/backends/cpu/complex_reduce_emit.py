@@ -23,6 +23,9 @@ SCALAR_SUM_BLOCK = 4096
 SCALAR_SUM_BLOCKS = 64
 #: Independent accumulators of a row's complex product (_complex_product_chains).
 PRODUCT_CHAINS = 4
+#: Most floats (two a complex element) of a complex column sum's output kept in registers
+#: (_complex_columns).
+COLUMN_FLOATS = 48
 
 
 class ComplexReduceEmitter:
@@ -32,6 +35,72 @@ class ComplexReduceEmitter:
     _phase: Any  # HoistEmitter's
     _nest_from: Any  # ReductionEmitter's
     _combine: Any  # ReductionEmitter's
+    memo: dict[Any, ir.Value]
+    gen: Any  # KernelEmitter's
+    linear: Any  # KernelEmitter's
+
+    def _complex_columns(self, dims: Sequence[int], lead: int, red: int,
+                         rng: tuple[ir.Value, ir.Value], out: ir.Value, x: Any,
+                         et: ET) -> None:
+        """out[l, k] += x[l, i, k] for a complex sum over dimensions [lead, red) (rows i)
+        keeping the `lead` ones before (l) and those after (k, at most COLUMN_FLOATS
+        floats); `rng` bounds the first dimension. One accumulator per k (unrolled, so in
+        registers, which LLVM's SLP vectorizer packs into vectors; the row loop is not
+        vectorized along), rows added in blocks of ~SCALAR_SUM_BLOCK elements. Added into
+        the output per element, each row's k loop loaded, added and stored its outputs
+        back, a store-to-load chain per row (c64[65536, 8].sum(0): 1.7x XLA's time)."""
+        b = self.b
+        kdims = dims[red:]
+        cols = [np.unravel_index(k, kdims) for k in range(int(np.prod(kdims)))]
+        bounds = [rng] + [(i64(0), i64(n)) for n in dims[1:red]]
+        if lead:  # one column sum per leading index
+            def outer(idx: list[ir.Value]) -> None:
+                if len(idx) < lead:
+                    with for_range(b, *bounds[len(idx)], name=f"cl{len(idx)}") as i:
+                        outer(idx + [i])
+                    return
+                at = b.mul(self.linear(idx, dims[:lead]), i64(len(cols)))
+                self._column_sums(idx, bounds[lead:], cols, b.gep(out, [at], inbounds=True),
+                                  x, et)
+            outer([])
+        else:
+            self._column_sums([], bounds, cols, out, x, et)
+
+    def _column_sums(self, lead: list[ir.Value], rows: list[tuple[ir.Value, ir.Value]],
+                     cols: list[Any], out: ir.Value, x: Any, et: ET) -> None:
+        """_complex_columns' sums at leading index `lead`: rows over `rows`' ranges."""
+        b = self.b
+        with b.goto_entry_block():
+            accs = [b.alloca(ew.compute_type(et), name="col") for _ in cols]
+            blks = [b.alloca(ew.compute_type(et), name="colblock") for _ in cols]
+        at = [b.gep(out, [i64(k)], inbounds=True) for k in range(len(cols))]
+        for acc, p in zip(accs, at):
+            b.store(ew.from_storage(b, b.load(p), et), acc)
+        inner = int(np.prod([r[1].constant for r in rows[1:]]))
+        step = max(1, SCALAR_SUM_BLOCK // (len(cols) * inner))
+        lo, hi = rows[0]
+        with for_range(b, lo, hi, name="cb", step=step) as j:
+            for blk in blks:
+                b.store(ir.Constant(blk.type.pointee, None), blk)
+            end = smin(b, b.add(j, i64(step), flags=["nsw"]), hi)
+
+            def nest(idx: list[ir.Value]) -> None:
+                if len(idx) < len(rows):
+                    lo_d, hi_d = (j, end) if not idx else rows[len(idx)]
+                    with for_range(b, lo_d, hi_d, name=f"c{len(idx)}",
+                                   vectorize=len(idx) < len(rows) - 1) as i:
+                        nest(idx + [i])
+                    return
+                self.memo.clear()
+                for blk, k in zip(blks, cols):
+                    v = self.gen(x, lead + idx + [i64(int(c)) for c in k])
+                    b.store(self._combine("add", et, b.load(blk), v), blk)
+
+            nest([])
+            for acc, blk in zip(accs, blks):
+                b.store(self._combine("add", et, b.load(acc), b.load(blk)), acc)
+        for acc, p in zip(accs, at):
+            b.store(ew.to_storage(b, b.load(acc), et), p)
 
     def _complex_product_chains(self, cols: int, idx: list[ir.Value], body: Any,
                                 accp: ir.Value, et: ET) -> None:
@@ -92,4 +161,5 @@ class ComplexReduceEmitter:
             b.store(self._combine("add", et, b.load(accp), b.load(sup)), accp)
 
 
-__all__ = ["PRODUCT_CHAINS", "SCALAR_SUM_BLOCK", "SCALAR_SUM_BLOCKS", "ComplexReduceEmitter"]
+__all__ = ["COLUMN_FLOATS", "PRODUCT_CHAINS", "SCALAR_SUM_BLOCK", "SCALAR_SUM_BLOCKS",
+           "ComplexReduceEmitter"]

@@ -30,7 +30,7 @@ import numpy as np
 from llvmlite import ir
 
 from xlapy.backends.cpu import elementwise as ew
-from xlapy.backends.cpu.kernels import is_scalar_constant
+from xlapy.backends.cpu.kernel_ops import is_scalar_constant
 from xlapy.backends.cpu.llvm_util import splat
 from xlapy.ir import Computation, Instruction
 from xlapy.types import ElementType as ET

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from xlapy.backends.cpu import guarded_dots, kernels
+from xlapy.backends.cpu import guarded_dots, kernel_ops, kernels
 from xlapy.backends.cpu.fold_paths import (
     column_step,
     disjoint_slices,
@@ -340,7 +340,7 @@ def plan_fusion(comp: Computation, limits: FusionLimits = FusionLimits(),
     and planning is redone. `routines`: transposes may run transpose_lib's routine
     (routine_operands)."""
     order = comp.instructions
-    fusible = {id(i) for i in order if i.opcode != "parameter" and kernels.fusible(i)}
+    fusible = {id(i) for i in order if i.opcode != "parameter" and kernel_ops.fusible(i)}
     outputs = {id(i) for i in root_values(comp)}
     forced: dict[int, str] = routine_operands(order, fusible, outputs) if routines else {}
     forced.update(guarded_dots.forced(order, fusible))
@@ -422,7 +422,7 @@ class _Chooser:
                    and not unread(u, instr)]
         if outside:
             return f"read by {outside[0].opcode} %{outside[0].name}, which no kernel computes"
-        if instr.opcode == "constant" and not kernels.is_scalar_constant(instr):
+        if instr.opcode == "constant" and not kernel_ops.is_scalar_constant(instr):
             return "an array constant is a buffer"
         if instr.opcode == "transpose" and (why := read_by_rows(instr)) is not None:
             return why
@@ -461,7 +461,7 @@ class _Chooser:
                 continue
             users = instr.users
             if (instr.opcode == "reduce" and iid not in self.forced and iid not in self.outputs
-                    and kernels.row_reduce(instr) and users
+                    and kernel_ops.row_reduce(instr) and users
                     and all(id(u) in fusible for u in users)):
                 ks = frozenset().union(*(kernel_of[id(u)] for u in users))
                 if len(ks) == 1:

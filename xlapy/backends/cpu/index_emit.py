@@ -37,7 +37,7 @@ from xlapy.ir import Instruction
 from xlapy.ops.indexing import batch_dims_of_indices
 from xlapy.types import ElementType as ET
 
-#: The ops this module generates (kernels.fusible admits them).
+#: The ops this module generates (kernel_ops.fusible admits them).
 INDEX_OPS = frozenset({"concatenate", "pad", "dynamic_slice", "dynamic_update_slice",
                        "gather"})
 

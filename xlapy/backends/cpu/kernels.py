@@ -43,7 +43,8 @@ from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, inner_cuts, segmentable
 from xlapy.backends.cpu.interleave_emit import InterleaveEmitter
 from xlapy.backends.cpu.kernel_collapse import collapsed
-from xlapy.backends.cpu.kernel_flat import flatten, peel_reshape
+from xlapy.backends.cpu.kernel_flat import flatten, peel_reshape, prefix_slice
+from xlapy.backends.cpu.kernel_ops import PRODUCERS, fusible, is_scalar_constant
 from xlapy.backends.cpu.lane_split import LaneSplitEmitter
 from xlapy.backends.cpu.lanes import (
     Lane,
@@ -74,59 +75,6 @@ from xlapy.backends.cpu.select_emit import select as emit_select
 from xlapy.backends.cpu.tile_emit import TileEmitter
 from xlapy.ir import Instruction
 from xlapy.types import ElementType as ET
-
-#: Producers a kernel can generate per index (besides the element-wise table).
-PRODUCERS = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "reverse", "iota",
-                       "convert", "compare", "select", "clamp", "constant"}) | INDEX_OPS
-
-
-def _types_ok(instr: Instruction) -> bool:
-    shapes = [instr.shape] + [o.shape for o in instr.operands]
-    return all(s.is_array and s.element_type in ew.SUPPORTED for s in shapes)
-
-
-def fusible(instr: Instruction) -> bool:
-    """Whether a kernel can compute this instruction per output index (or as a reduce root)."""
-    if ewc.involved(instr):
-        return ewc.fusible(instr)
-    if not _types_ok(instr):
-        return False
-    op = instr.opcode
-    if op in PRODUCERS and op != "convert":
-        return True
-    if op == "convert":
-        return ewconv.convert_supported(instr.operands[0].shape.element_type,
-                                    instr.shape.element_type)
-    if op == "reduce":
-        return reducer_op(instr) is not None
-    if op == "dynamic_iota":
-        return static_dynamic_iota(instr)
-    if op in ewb.OPS:
-        return ewb.fusible(instr)
-    return ew.supports(op, instr.operands[0].shape.element_type) if instr.operands else False
-
-
-def static_dynamic_iota(instr: Instruction) -> bool:
-    """A dynamic_iota whose output shape operand is a constant equal to its static result
-    shape: an iota (any other shape is the interpreter's "dynamic shape" error, kept)."""
-    size = instr.operands[0]
-    if size.opcode != "constant":
-        return False
-    dims = np.asarray(size.attrs.literal.to_numpy()).reshape(-1)
-    return tuple(int(d) for d in dims) == tuple(instr.shape.dimensions)
-
-
-def row_reduce(instr: Instruction) -> bool:
-    """A reduce over the last dimension (of a rank >= 2 value) with a simple reducer: a
-    kernel can compute it per row, inside the loops over the leading dimensions
-    (KernelEmitter's `rows`; softmax over the last axis of [B, H, L, L] scores)."""
-    rank = instr.operands[0].shape.rank if instr.opcode == "reduce" else 0
-    return (rank >= 2 and reducer_op(instr) is not None
-            and tuple(instr.attrs.dimensions) == (rank - 1,))
-
-
-def is_scalar_constant(instr: Instruction) -> bool:
-    return instr.opcode == "constant" and instr.shape.is_array and instr.shape.num_elements == 1
 
 
 @dataclass
@@ -362,10 +310,12 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
                 sub[p] = idx[i]
             return self.gen(ops[0], sub)
         if op == "reshape":
-            if id(ops[0]) in self.leaves and not any(isinstance(v, LanePattern) for v in idx):
-                # a buffer reshaped is the same row-major elements: the offset of idx in the
-                # reshape's dims (no division into the buffer's own indices and back)
-                return self.load(self.leaves[id(ops[0])], et, idx, sh.dimensions)
+            src = ops[0].operands[0] if prefix_slice(ops[0]) else ops[0]
+            if id(src) in self.leaves and not any(isinstance(v, LanePattern) for v in idx):
+                # a buffer (or its first rows) reshaped is the same row-major elements: the
+                # offset of idx in the reshape's dims (no division into the buffer's own
+                # indices and back: narrow_columns' rows of a c64[100003, 3])
+                return self.load(self.leaves[id(src)], et, idx, sh.dimensions)
             return self.gen(ops[0], self._reshape_index(idx, sh.dimensions,
                                                         ops[0].shape.dimensions))
         if op == "slice":

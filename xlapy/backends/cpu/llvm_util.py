@@ -484,7 +484,7 @@ def smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 @contextlib.contextmanager
 def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
               step: int | ir.Value = 1, interleave: int | Callable[[], int] = 0,
-              parallel: bool = False) -> Iterator[ir.Value]:
+              parallel: bool = False, vectorize: bool = True) -> Iterator[ir.Value]:
     """`for (i = start; i < stop; i += step)` (a positive step: an int, or an i64 value),
     bottom-tested (one branch per iteration, the
     form LLVM's loop passes want; a guard in front unless start < stop is known);
@@ -495,7 +495,9 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
     operand is read at the element being written: inplace.py), so a body of one block has
     its loads and stores in an access group the loop's llvm.loop.parallel_accesses names:
     the vectorizer needs no run-time overlap check, which an in-place loop always failed
-    (a scalar loop of complex values carried in place ran 4-5x slower than one copied)."""
+    (a scalar loop of complex values carried in place ran 4-5x slower than one copied).
+    `vectorize` False: the loop vectorizer leaves it (its body is vectorized across, not
+    along, its iterations: complex_reduce_emit's columns)."""
     fn = b.function
     pre = b.block
     body = fn.append_basic_block(f"{name}.body")
@@ -515,7 +517,10 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str = "i",
     br = b.cbranch(b.icmp_signed("<", nxt, stop), body, done)
     if callable(interleave):
         interleave = interleave()
-    loop_metadata.mark(br, body if parallel and b.block is body else None, interleave)
+    if vectorize:
+        loop_metadata.mark(br, body if parallel and b.block is body else None, interleave)
+    else:
+        loop_metadata.novec(br)
     b.position_at_end(done)
 
 

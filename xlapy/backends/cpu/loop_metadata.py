@@ -68,14 +68,18 @@ def no_vectorize(fn: ir.Function) -> None:
     """Mark every loop of `fn` (each back edge for_range emits) not to be vectorized
     (llvm.loop.vectorize.enable false): loops whose vectors would be gathers and scatters
     (dus_window.py)."""
-    md = None
     at = {id(blk): k for k, blk in enumerate(fn.blocks)}
     for k, blk in enumerate(fn.blocks):
         br = blk.terminator
         if isinstance(br, ir.ConditionalBranch) and not br.metadata.get("llvm.loop") and \
                 at[id(br.operands[1])] <= k:
-            md = md or fn.module.add_metadata([ir.MetaDataString(fn.module, "xlapy.loop.novec")])
-            br.set_metadata("llvm.loop", md)
+            novec(br)
+
+
+def novec(br: ir.Instruction) -> None:
+    """Loop back edge `br` not to be vectorized."""
+    br.set_metadata("llvm.loop", br.module.add_metadata(
+        [ir.MetaDataString(br.module, "xlapy.loop.novec")]))
 
 
 __all__ = ["mark", "no_vectorize", "resolve"]

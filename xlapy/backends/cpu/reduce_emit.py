@@ -17,6 +17,7 @@ from xlapy.backends.cpu import bf16_exact, target
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_complex as ewc
 from xlapy.backends.cpu.complex_reduce_emit import (
+    COLUMN_FLOATS,
     PRODUCT_CHAINS,
     SCALAR_SUM_BLOCK,
     ComplexReduceEmitter,
@@ -463,6 +464,11 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
 
         if s == 0:
             outer_body([], (begin, end))
+        elif s == n and op == "add" and et in (ET.C64, ET.C128) and \
+                _middle(red, n) is not None and \
+                2 * int(np.prod(dims[max(red) + 1:])) <= COLUMN_FLOATS:
+            lead = _middle(red, n)
+            self._complex_columns(dims, lead, max(red) + 1, (begin, end), out, x, et)
         else:
             self._nest(dims[:s], begin, end, outer_body, lanes=s == n)
         return outer, split
@@ -541,6 +547,13 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
             return
         with for_range(self.b, lo, hi, name=f"r{d}") as i, self._phase(idx + [i], True):
             self._nest_from(dims, idx + [i], body)
+
+
+def _middle(red: set[int], n: int) -> int | None:
+    """The first of reduced dimensions `red` (of n) if they are one consecutive run before
+    the last dimension, else None."""
+    lo, hi = min(red, default=n), max(red, default=n)
+    return lo if red and hi < n - 1 and red == set(range(lo, hi + 1)) else None
 
 
 def _partial_kind(op: str, et: ET, init: Instruction, n: int) -> str | None:

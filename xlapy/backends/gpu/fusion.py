@@ -2,14 +2,14 @@
 buffer (each such value is the root of one kernel; the fusible producers behind it are
 computed per element inside it, as on cpu).
 
-Fusible: what the cpu kernels compute per index (kernels.fusible), except complex values
+Fusible: what the cpu kernels compute per index (kernel_ops.fusible), except complex values
 (their libm calls follow the x86-64 C ABI; not compiled for the GPU yet). Float math that
 the cpu backend calls libm for (power, atan2, cbrt, remainder) is libdevice's here."""
 
 from __future__ import annotations
 
 from xlapy.backends.cpu import elementwise_complex as ewc
-from xlapy.backends.cpu import kernels
+from xlapy.backends.cpu import kernel_ops
 from xlapy.backends.cpu.fusion_plan import depth_cuts, leaf_slots
 from xlapy.ir import Instruction
 
@@ -26,7 +26,7 @@ DUP_OPS = 16
 def fusible(instr: Instruction) -> bool:
     if instr.opcode == "parameter" or ewc.involved(instr):
         return False
-    return kernels.fusible(instr)
+    return kernel_ops.fusible(instr)
 
 
 def materialized(order: list[Instruction], fus: set[int], outputs: set[int]) -> set[int]:
@@ -51,7 +51,7 @@ def materialized(order: list[Instruction], fus: set[int], outputs: set[int]) -> 
         users = instr.users
         must = (instr.opcode == "reduce" or iid in outputs or iid in cuts
                 or any(id(u) not in fus for u in users)
-                or (instr.opcode == "constant" and not kernels.is_scalar_constant(instr)))
+                or (instr.opcode == "constant" and not kernel_ops.is_scalar_constant(instr)))
         ks = frozenset() if must else frozenset().union(*(lands[id(u)] for u in users))
         if must or (len(ks) > 1 and instr.opcode not in CHEAP and cost[iid] > DUP_OPS):
             mat.add(iid)
