@@ -174,7 +174,8 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # session 70's: complex column sums added into the output per element (1.7-2.6x;
         # complex_reduce_emit._complex_columns), and narrow column sums whose rows are not
         # a multiple of the group read the groups through a slice, dividing each index
-        # (f32 0.9x, int32 4.7x; kernel_flat.prefix_slice)
+        # (f32 0.9x, int32 4.7x, of x * x 0.65x - 3.6x its even rows' time;
+        # hlo_builder.prefix_slice and Emitter.regroup)
         "cmean_pairs": (lambda a: a.mean(0), [_complex(rows(1 << 18, 2), rows(1 << 18, 2))]),
         "csum_cols8": (lambda a: a.sum(0), [_complex(rows(1 << 16, 8), rows(1 << 16, 8))]),
         "cpower_cols": (lambda a: (a * a.conj()).real.sum(0) + (a * a).sum(0).real,
@@ -182,6 +183,8 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "csum_mid": (lambda a: a.sum(1), [_complex(f32(64, 4096, 2), f32(64, 4096, 2))]),
         "colsum_odd3": (lambda a: a.mean(0), [rows(300007, 3)]),
         "icolsum_odd3": (lambda a: a.sum(0), [(rows(300007, 3) * 8).astype(np.int32)]),
+        "var_odd3": (lambda a: a.var(0), [rows(300007, 3)]),
+        "sqsum_odd3": (lambda a: (a * a).sum(0), [rows(300007, 3)]),
     }
 
 

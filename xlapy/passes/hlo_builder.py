@@ -100,13 +100,19 @@ class Emitter:
             return x
         if id(x) in memo:
             return memo[id(x)]
-        spec = OPS.get(x.opcode)
         if x.opcode == "broadcast_in_dim" and x.operands[0].shape.rank == 0:
             out = self.bcast(x.operands[0], dims, ())
-        elif spec is not None and spec.family == "elementwise" and not spec.side_effecting \
-                and not x.called and len({id(u) for u in x.users}) <= 1 and budget[0] > 0 \
-                and all(o.shape.rank == 0 or o.shape.dimensions == x.shape.dimensions
-                        for o in x.operands):  # (not a bitcast_convert that splits elements)
+        elif x.opcode == "slice" and prefix_slice(x) and budget[0] > 0 and \
+                _elementwise(x.operands[0]):
+            # the first rows of an element-wise value: its operands' first rows (a buffer's
+            # a kernel reads as the buffer; its index divided through the slice's shape,
+            # jnp.sum(x * x, 0) of f32[300007, 3] ran 3.6x the time of [300000, 3])
+            y = x.operands[0]
+            budget[0] -= 1
+            ops = [o if o.shape.rank == 0 else self._head(o, x) for o in y.operands]
+            out = self._regrouped(self.comp.add(make_instruction(y.opcode, ops, y.attrs, (),
+                                                                 y.name)), dims, memo, budget)
+        elif _elementwise(x) and len({id(u) for u in x.users}) <= 1 and budget[0] > 0:
             budget[0] -= 1
             ops = [o if o.shape.rank == 0 else self._regrouped(o, dims, memo, budget)
                    for o in x.operands]
@@ -115,6 +121,14 @@ class Emitter:
             out = self.op("reshape", x, shape=dims)
         memo[id(x)] = out
         return out
+
+    def _head(self, o: Instruction, like: Instruction) -> Instruction:
+        """o (shaped as `like`'s operand) sliced as `like` (a splat broadcast anew)."""
+        if o.opcode == "broadcast_in_dim" and o.operands[0].shape.rank == 0:
+            return self.bcast(o.operands[0], like.shape.dimensions, ())
+        a = like.attrs
+        return self.op("slice", o, start_indices=a.start_indices,
+                       limit_indices=a.limit_indices, strides=a.strides)
 
     def cmp(self, x: Instruction, y: Instruction, direction: str) -> Instruction:
         return self.op("compare", x, y, comparison_direction=ComparisonDirection[direction])
@@ -128,12 +142,35 @@ class Emitter:
 REGROUP_OPS = 32
 
 
+def _elementwise(x: Instruction) -> bool:
+    """x is an element-wise op of one index space (not a bitcast_convert that splits
+    elements), nothing called, no side effects."""
+    spec = OPS.get(x.opcode)
+    return spec is not None and spec.family == "elementwise" and not spec.side_effecting \
+        and not x.called and all(o.shape.rank == 0 or o.shape.dimensions == x.shape.dimensions
+                                 for o in x.operands)
+
+
 def reshape_source(x: Instruction) -> Instruction:
     """The first value of x's chain of reshapes (x if it is no reshape): the same elements
     in row-major order."""
     while x.opcode == "reshape":
         x = x.operands[0]
     return x
+
+
+def prefix_slice(x: Instruction) -> bool:
+    """x is a slice of its operand's first elements in row-major order (from index 0, unit
+    strides, cutting one dimension with only ones before it): the same buffer, shorter."""
+    if x.opcode != "slice":
+        return False
+    a = x.attrs
+    src = x.operands[0].shape.dimensions
+    out = x.shape.dimensions
+    if any(a.start_indices) or any(s != 1 for s in a.strides):
+        return False
+    cut = next((d for d, (n, m) in enumerate(zip(out, src)) if n != m), len(out))
+    return all(n == 1 for n in out[:cut]) and tuple(out[cut + 1:]) == tuple(src[cut + 1:])
 
 
 def scalar_reducer(module: Module, opcode: str, et: ElementType, name: str) -> Computation:

@@ -105,3 +105,27 @@ def test_a_bitcast_that_joins_elements_is_reshaped_whole() -> None:
     r = em.regroup(x, (64, 4096))
     assert r.opcode == "abs"
     assert _reshaped_values(r) == ["bitcast_convert"]
+
+
+def test_the_first_rows_of_a_chain_are_its_operands_first_rows() -> None:
+    """narrow_columns' whole groups of a computed value (rows not a multiple of the group):
+    a slice of the chain's first rows regroups the chain on sliced leaves, so the kernel
+    reads each leaf's prefix as the leaf (jnp.sum(x * x, 0) of f32[300007, 3] 0.28 ->
+    0.06 ms, the time of [300000, 3])."""
+    em = Emitter(Computation("c"))
+    p = em.param("f32[1031,3]")
+    x = em.multiply(em.op("abs", p), em.splat(2.0, "f32[1031,3]"))
+    head = em.op("slice", x, start_indices=(0, 0), limit_indices=(1024, 3), strides=(1, 1))
+    r = em.regroup(head, (64, 48))
+    assert r.opcode == "multiply" and r.shape.dimensions == (64, 48)
+    assert _reshaped_values(r) == ["slice"]
+    rest = em.op("slice", x, start_indices=(1, 0), limit_indices=(1025, 3), strides=(1, 1))
+    assert em.regroup(rest, (64, 48)).opcode == "reshape"  # (not the first rows)
+
+
+def test_odd_rows_of_a_computed_column_sum_read_undivided() -> None:
+    x = np.random.default_rng(3).standard_normal((3 * 4096 + 7, 3)).astype(np.float32)
+    text = jax.jit(lambda a: jnp.sum(a * a, 0)).lower(x).as_text()
+    prog = xlapy.compile(text, backend="cpu")
+    assert " udiv " not in prog._exe.kernel_ir and " urem " not in prog._exe.kernel_ir
+    np.testing.assert_allclose(prog(x), (x.astype(np.float64) ** 2).sum(0), rtol=1e-5)

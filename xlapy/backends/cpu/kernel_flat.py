@@ -200,18 +200,5 @@ def _unit_tail(root: Instruction) -> Instruction:
                        ReshapeAttrs(dims[:k]), name=root.name)
 
 
-def prefix_slice(x: Instruction) -> bool:
-    """x is a slice of its operand's first elements in row-major order (from index 0, unit
-    strides, cutting one dimension with only ones before it): the same buffer, shorter."""
-    if x.opcode != "slice":
-        return False
-    a = x.attrs
-    src = x.operands[0].shape.dimensions
-    out = x.shape.dimensions
-    if any(a.start_indices) or any(s != 1 for s in a.strides):
-        return False
-    cut = next((d for d, (n, m) in enumerate(zip(out, src)) if n != m), len(out))
-    return all(n == 1 for n in out[:cut]) and tuple(out[cut + 1:]) == tuple(src[cut + 1:])
 
-
-__all__ = ["flatten", "peel_reshape", "prefix_slice"]
+__all__ = ["flatten", "peel_reshape"]

@@ -43,7 +43,7 @@ from xlapy.backends.cpu.hoist_emit import HoistEmitter
 from xlapy.backends.cpu.index_emit import INDEX_OPS, IndexEmitter, inner_cuts, segmentable
 from xlapy.backends.cpu.interleave_emit import InterleaveEmitter
 from xlapy.backends.cpu.kernel_collapse import collapsed
-from xlapy.backends.cpu.kernel_flat import flatten, peel_reshape, prefix_slice
+from xlapy.backends.cpu.kernel_flat import flatten, peel_reshape
 from xlapy.backends.cpu.kernel_ops import PRODUCERS, fusible, is_scalar_constant
 from xlapy.backends.cpu.lane_split import LaneSplitEmitter
 from xlapy.backends.cpu.lanes import (
@@ -74,6 +74,7 @@ from xlapy.backends.cpu.row_prefetch import RowPrefetchEmitter
 from xlapy.backends.cpu.select_emit import select as emit_select
 from xlapy.backends.cpu.tile_emit import TileEmitter
 from xlapy.ir import Instruction
+from xlapy.passes.hlo_builder import prefix_slice
 from xlapy.types import ElementType as ET
 
 
