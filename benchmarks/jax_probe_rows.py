@@ -185,6 +185,9 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "icolsum_odd3": (lambda a: a.sum(0), [(rows(300007, 3) * 8).astype(np.int32)]),
         "var_odd3": (lambda a: a.var(0), [rows(300007, 3)]),
         "sqsum_odd3": (lambda a: (a * a).sum(0), [rows(300007, 3)]),
+        # jnp.tile along the last axis: a broadcast [1, R, 3, C] written as [R, 3 C] divided
+        # its index per element (3.8x; kernel_flat._unit_head)
+        "tile_cols3": (lambda a: jnp.tile(a, (1, 3)), [rows(2048, 341)]),
     }
 
 

@@ -170,3 +170,19 @@ def test_per_row_values_run_flat(threads: int, dims: tuple[int, ...], t: str,
 
     monkeypatch.setattr(KernelEmitter, "FLAT", False)
     np.testing.assert_array_equal(got, xlapy.compile(text, backend="cpu", options=opts)(p, s))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_root_with_leading_unit_dimensions_splits_its_rows(threads: int) -> None:
+    """jnp.tile(x, (1, 3)) broadcasts x into [1, R, 3, C] and reshapes that to [R, 3 C]:
+    the reshape's operand was not walked (its outer dimension, one element, would leave
+    threads nothing to split), so each element's index was divided into [1, R, 3, C] (3.7x
+    XLA's time); walked as [R, 3, C], its rows split and its lanes run along C."""
+    jax = pytest.importorskip("jax")
+    x = np.random.default_rng(0).standard_normal((2048, 341)).astype(np.float32)
+    text = jax.jit(lambda a: jax.numpy.tile(a, (1, 3))).lower(x).as_text()
+    prog = xlapy.compile(text, backend="cpu", options={"num_threads": threads})
+    (spec,) = prog._exe.kernel_specs
+    assert spec.outer == 2048
+    assert " udiv " not in prog._exe.kernel_ir and " urem " not in prog._exe.kernel_ir
+    np.testing.assert_array_equal(prog(x), np.tile(x, (1, 3)))

@@ -72,7 +72,8 @@ def test_reshape_views_keep_the_interpreters_bits_without_index_divisions(
 def test_peel_reshape_keeps_a_split_and_leaves() -> None:
     """The operand's dims are walked only when the last dimension differs, the operand is
     computed in the kernel (not a leaf: that read is a view already) and its outer extent
-    still splits over threads."""
+    (after leading dimensions of one element, walked without them) still splits over
+    threads."""
     g = HloBuilder()
     x = g.param("f32[16,12,10,6]")
     y = g.op("maximum", x, x)
@@ -81,6 +82,11 @@ def test_peel_reshape_keeps_a_split_and_leaves() -> None:
     assert peel_reshape(g.op("reshape", x, shape=(16, 720)), {id(x): 0}, [], []).opcode == "reshape"
     z = g.op("maximum", g.param("f32[1,4096]"), g.param("f32[1,4096]"))
     one = g.op("reshape", z, shape=(64, 64))
-    assert peel_reshape(one, {}, [], []) is one  # [1, 4096] would run on one thread
+    walked = peel_reshape(one, {}, [], [])  # [1, 4096] as [4096]: threads split it
+    assert walked.opcode == "reshape" and walked.operands[0] is z
+    assert walked.shape.dimensions == (4096,)
+    short = g.op("reshape", g.op("maximum", g.param("f32[1,2,32]"), g.param("f32[1,2,32]")),
+                 shape=(8, 8))
+    assert peel_reshape(short, {}, [], []) is short  # (2 of 8 rows to split: as it is)
     same_last = g.op("reshape", g.op("maximum", x, x), shape=(192, 10, 6))
     assert peel_reshape(same_last, {id(x): 0}, [], []) is same_last
