@@ -103,10 +103,13 @@ class Emitter:
         if x.opcode == "broadcast_in_dim" and x.operands[0].shape.rank == 0:
             out = self.bcast(x.operands[0], dims, ())
         elif x.opcode == "slice" and prefix_slice(x) and budget[0] > 0 and \
-                _elementwise(x.operands[0]):
-            # the first rows of an element-wise value: its operands' first rows (a buffer's
-            # a kernel reads as the buffer; its index divided through the slice's shape,
-            # jnp.sum(x * x, 0) of f32[300007, 3] ran 3.6x the time of [300000, 3])
+                _elementwise(x.operands[0]) and sum(
+                    u.opcode != "slice" for u in {id(u): u for u in x.operands[0].users}
+                    .values()) <= 1:
+            # the first rows of an element-wise value only its consumer and slices of it
+            # read: its operands' first rows (a buffer's a kernel reads as the buffer; its
+            # index divided through the slice's shape, jnp.sum(x * x, 0) of f32[300007, 3]
+            # ran 3.6x the time of [300000, 3])
             y = x.operands[0]
             budget[0] -= 1
             ops = [o if o.shape.rank == 0 else self._head(o, x) for o in y.operands]

@@ -224,5 +224,4 @@ def _unit_tail(root: Instruction) -> Instruction:
                        ReshapeAttrs(dims[:k]), name=root.name)
 
 
-
 __all__ = ["flatten", "peel_reshape"]

@@ -7,9 +7,9 @@ reduce keeps k * c columns, whole vectors of them: [16384, 48] summed into 48 la
 [16, 3] into the 3 results, 0.07 ms. Rows past the last whole group of k (R mod k) are
 reduced apart and combined last (the whole groups, a slice of the buffer's first rows, are
 read as the buffer itself: hlo_builder.prefix_slice). Only reducers whose order is the
-backend's choice: integer ops, float max/min (exact in any order), f32/f64 products, float sums (as
-column_sums.py, which then splits the first level's long sums in two) and complex sums
-(their parts add apart: c64[256K, 3] summed down its rows 2.1x -> 0.68x XLA's time).
+backend's choice: integer ops, float max/min (exact in any order), f32/f64 products, float
+sums (as column_sums.py, which then splits the first level's long sums in two) and complex
+sums (their parts add apart: c64[256K, 3] summed down its rows 2.1x -> 0.68x XLA's time).
 """
 
 from __future__ import annotations

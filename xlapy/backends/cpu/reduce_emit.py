@@ -464,10 +464,8 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
 
         if s == 0:
             outer_body([], (begin, end))
-        elif s == n and op == "add" and et in (ET.C64, ET.C128) and \
-                _middle(red, n) is not None and \
-                2 * int(np.prod(dims[max(red) + 1:])) <= COLUMN_FLOATS:
-            lead = _middle(red, n)
+        elif op == "add" and et in (ET.C64, ET.C128) and (lead := _middle(red, n)) is not None \
+                and 2 * int(np.prod(dims[max(red) + 1:])) <= COLUMN_FLOATS:
             self._complex_columns(dims, lead, max(red) + 1, (begin, end), out, x, et)
         else:
             self._nest(dims[:s], begin, end, outer_body, lanes=s == n)
