@@ -190,6 +190,11 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "tile_cols3": (lambda a: jnp.tile(a, (1, 3)), [rows(2048, 341)]),
         # jax.nn.elu: expm1 took a whole exp(x) - 1 for x past 20 on every lane (1.07x)
         "elu": (jax.nn.elu, [f32(2048, 1024)]),
+        # reductions over a leading axis keeping [A, c] with c narrow: 7 of 16 lanes behind
+        # a loop over A, narrow_columns taking only one kept dimension (max 7.9x, int32
+        # sum 8.2x; kept_columns.py)
+        "max_axis0_3d": (lambda a: a.max(0), [f32(300, 1000, 7)]),
+        "isum_axis0_3d": (lambda a: a.sum(0), [(f32(300, 1000, 7) * 10).astype(np.int32)]),
     }
 
 

@@ -94,7 +94,9 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     transposed convolutions as their phases (conv_polyphase.py), the general convolution loop
     nest's operands and results transposed to channels-last (conv_layout.py), small batched dots
     as reduces (small_dots.py), reductions over a short last dimension as element-wise folds
-    (short_reduce.py), column reductions of a narrow last dimension through whole vectors
+    (short_reduce.py), reductions keeping several dimensions after their reduced ones with
+    those merged (kept_columns.py), column reductions of a narrow last dimension through whole
+    vectors
     (narrow_columns.py), long column sums in two levels (column_sums.py), float max/min over a
     whole array by rows first (total_minmax.py), and argmax / argmin so (total_argbest.py),
     bf16/f16 dots and convolutions widened to f32 (their converts then fuse into the kernels
@@ -111,6 +113,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.dot_flatten import FlattenDots
     from xlapy.backends.cpu.dot_transpose import FoldDotTranspose, FoldRhsTranspose
     from xlapy.backends.cpu.elementwise import native_chlo
+    from xlapy.backends.cpu.kept_columns import MergeKeptColumns
     from xlapy.backends.cpu.narrow_columns import FoldNarrowColumns
     from xlapy.backends.cpu.product_sums import ProductSumsAsDots
     from xlapy.backends.cpu.short_reduce import ShortReductions
@@ -129,7 +132,8 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                             ProductSumsAsDots(), FoldDotTranspose(), FoldRhsTranspose(),
                             FlattenDots(), PolyphaseConvolution(),
                             ChannelsLastConvolutions(), SmallDotsAsReduces(),
-                            ShortReductions(), FoldNarrowColumns(), SplitColumnSums(),
+                            ShortReductions(), MergeKeptColumns(), FoldNarrowColumns(),
+                            SplitColumnSums(),
                             TotalMinMax(), TotalArgBest(), WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CondRootKernel(),
                             StridedSlicesAsColumns(), SinkStackReshapes(),
