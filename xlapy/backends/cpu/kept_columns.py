@@ -19,7 +19,7 @@ from xlapy.backends.cpu.narrow_columns import NARROW_BYTES
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.hlo_builder import Emitter
-from xlapy.passes.pass_base import ComputationPass, replace_each
+from xlapy.passes.pass_base import ComputationPass, replace_planned
 
 
 def _plan(r: Instruction) -> tuple[int, int] | None:
@@ -36,11 +36,9 @@ def _plan(r: Instruction) -> tuple[int, int] | None:
     return dims[0], dims[-1] + 1
 
 
-def merge(comp: Computation, r: Instruction) -> Instruction:
-    """`r` with the dimensions kept after its reduced run merged (module docstring)."""
-    plan = _plan(r)
-    assert plan is not None
-    a, b = plan
+def merge(comp: Computation, r: Instruction, run: tuple[int, int]) -> Instruction:
+    """`r` with the dimensions kept after its reduced run [a, b) merged (module docstring)."""
+    a, b = run
     x, init = r.operands
     dims = tuple(x.shape.dimensions)
     em = Emitter(comp)
@@ -56,8 +54,7 @@ class MergeKeptColumns(ComputationPass):
     name = "merge-kept-columns"
 
     def run_on_computation(self, comp: Computation) -> bool:
-        return replace_each(comp, [i for i in comp.instructions if _plan(i) is not None],
-                            lambda r: merge(comp, r))
+        return replace_planned(comp, _plan, lambda r, run: merge(comp, r, run))
 
 
 __all__ = ["MergeKeptColumns", "merge"]
