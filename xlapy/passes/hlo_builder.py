@@ -18,6 +18,7 @@ from xlapy.ir import Computation, Instruction, Module, make_instruction
 from xlapy.ops.attrs import ComparisonDirection
 from xlapy.ops.base import NO_ATTRS, OPS
 from xlapy.ops.core import ConstantAttrs, ParameterAttrs
+from xlapy.passes.fusion_decision import is_elementwise
 from xlapy.types import ElementType, Literal, Shape, from_hlo_name
 
 _SHAPE = re.compile(r"^\s*([a-z0-9]+)\[([0-9,\s]*)\]\s*$")
@@ -147,11 +148,9 @@ REGROUP_OPS = 32
 
 def _elementwise(x: Instruction) -> bool:
     """x is an element-wise op of one index space (not a bitcast_convert that splits
-    elements), nothing called, no side effects."""
-    spec = OPS.get(x.opcode)
-    return spec is not None and spec.family == "elementwise" and not spec.side_effecting \
-        and not x.called and all(o.shape.rank == 0 or o.shape.dimensions == x.shape.dimensions
-                                 for o in x.operands)
+    elements) that calls nothing."""
+    return is_elementwise(x) and not x.called and all(
+        o.shape.rank == 0 or o.shape.dimensions == x.shape.dimensions for o in x.operands)
 
 
 def reshape_source(x: Instruction) -> Instruction:

@@ -177,8 +177,13 @@ def _unit_head(root: Instruction) -> Instruction:
     body = _body(sh.dimensions)
     if root.opcode == "reduce" or not sh.is_array or len(body) == sh.rank or not body:
         return root
-    return Instruction("reshape", [root], Shape.array(sh.element_type, body),
-                       ReshapeAttrs(body), name=root.name)
+    return _walked_as(root, body)
+
+
+def _walked_as(root: Instruction, dims: tuple[int, ...]) -> Instruction:
+    """root's loop nest walked over `dims` (its elements in row-major order)."""
+    return Instruction("reshape", [root], Shape.array(root.shape.element_type, dims),
+                       ReshapeAttrs(dims), name=root.name)
 
 
 def fold_root(root: Instruction) -> Instruction:
@@ -214,14 +219,8 @@ def _unit_tail(root: Instruction) -> Instruction:
     if not (is_elementwise(root) or root.opcode in _SAME_INDEX) or sh.rank < 2 or \
             sh.dimensions[-1] != 1:
         return root
-    dims = tuple(sh.dimensions)
-    k = len(dims)
-    while k and dims[k - 1] == 1:
-        k -= 1
-    if not k:
-        return root
-    return Instruction("reshape", [root], Shape.array(sh.element_type, dims[:k]),
-                       ReshapeAttrs(dims[:k]), name=root.name)
+    body = _body(sh.dimensions[::-1])[::-1]  # (without the trailing ones)
+    return _walked_as(root, body) if body else root
 
 
 __all__ = ["flatten", "peel_reshape"]
