@@ -195,6 +195,10 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # sum 8.2x; kept_columns.py)
         "max_axis0_3d": (lambda a: a.max(0), [f32(300, 1000, 7)]),
         "isum_axis0_3d": (lambda a: a.sum(0), [(f32(300, 1000, 7) * 10).astype(np.int32)]),
+        # session 71's: cummax along rows folded element by element, a store and reload in
+        # each fold's chain (1.07x; 1-d 1.5x, reversed 1.4x; cumulative_emit._lanes)
+        "cummax_rows": (lambda a: lax.cummax(a, 1), [f32(1024, 1024)]),
+        "cummin_rev_1d": (lambda a: lax.cummin(a, 0, reverse=True), [f32(1 << 20)]),
     }
 
 

@@ -281,6 +281,36 @@ def test_cumulative_windows_with_denormals_are_xlas_bits() -> None:
         assert (ours.view(np.uint32) == theirs.view(np.uint32)).all(), name
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16],
+                         ids=lambda v: np.dtype(v).name)
+def test_cumulative_max_min_are_xlas_bits(dtype: Any) -> None:
+    """cummax / cummin along rows (whole blocks folded as vectors, several at once:
+    cumulative_emit._forward_lanes / _lanes) and along columns, forward and reversed, over
+    ties of -0 and +0, NaNs, infinities and denormals (flushed once per block): jax's bits."""
+    rng = np.random.default_rng(_seed("cumulative max", dtype))
+    fns = {"cummax": lambda a, ax: lax.cummax(a, ax),
+           "cummin": lambda a, ax: lax.cummin(a, ax),
+           "cummax_rev": lambda a, ax: lax.cummax(a, ax, reverse=True),
+           "cummin_rev": lambda a, ax: lax.cummin(a, ax, reverse=True)}
+    for shape, axis in [((3, 1000), 1), ((2, 4097), 1), ((2, 4096), 1), ((4, 256), 1),
+                        ((5, 64), 1), ((40, 33), 0), ((300,), 0), ((2, 16), 1)]:
+        x = rng.standard_normal(shape)
+        x[rng.random(shape) < 0.2] = 0.0
+        x[rng.random(shape) < 0.1] = -0.0
+        x[rng.random(shape) < 0.02] = np.inf
+        x[rng.random(shape) < 0.02] = -np.inf
+        x[rng.random(shape) < 0.05] = 3e-39 if dtype != np.float64 else 3e-309
+        x[rng.random(shape) < 0.005] = np.nan
+        x = x.astype(dtype)
+        for name, fn in fns.items():
+            jf = jax.jit(lambda a: fn(a, axis))
+            ours = np.asarray(xlapy.compile(jf.lower(x).as_text(), backend="cpu")(x))
+            theirs = np.asarray(jf(x))
+            bits = f"u{np.dtype(dtype).itemsize}"
+            same = (ours.view(bits) == theirs.view(bits)) | (np.isnan(ours) & np.isnan(theirs))
+            assert same.all(), (name, shape, axis, ours[~same][:4], theirs[~same][:4])
+
+
 # ---- select_and_scatter ------------------------------------------------------------------------
 def _ge_computation(dtype: Any) -> XlaComputation:
     b = XlaBuilder("ge")

@@ -20,10 +20,12 @@ folds into A_0, is stored as red(A_0, E_0), and a completed block's total folds 
 next level, whose combined value becomes the next block's E. Reversed: the blocks run last
 to first; each element folds its block's remaining elements left to right (at most 16), a
 block's total being its first element's fold, and each level keeps its group's totals to
-fold the same way; a full block folds as vectors, its 16 lanes along the last axis
-(`_lanes`) or a vector of inner positions with the block's 16 folds in registers
-(`_columns`). The interpreter folds each window whole, in row-major order (the spec
-leaves the order to the implementation): the two agree wherever the reducer is exact.
+fold the same way. A full block folds as vectors: along the last axis its 16 lanes
+(`_lanes`, either way, CHAINS blocks at once; reversed, a group of 16 blocks at once with
+their totals folded as one more, `_reversed_group`), reversed across inner positions a
+vector of them with the block's 16 folds in registers (`_columns`). The interpreter folds
+each window whole, in row-major order (the spec leaves the order to the implementation):
+the two agree wherever the reducer is exact.
 """
 
 from __future__ import annotations
@@ -49,8 +51,12 @@ BASE = 16
 #: one over whole rows: 2048 x 1024 along axis 0); reversed 256 f32s, its groups taking 16
 #: KB a level.
 TILE_BYTES = {False: 4096, True: 1024}
-#: Element types whose full blocks of a reversed walk fold as vectors (`_lanes`,
-#: `_columns`).
+#: Reducers whose folds of flushed values are flushed (`_flushed`).
+_KEEP_FLUSHED = frozenset({"add", "multiply", "maximum", "minimum"})
+#: Blocks a walk along the last axis folds at once (`_lanes`): each is a chain of BASE
+#: dependent folds.
+CHAINS = 4
+#: Element types whose full blocks fold as vectors (`_lanes`, `_columns`).
 _VECTOR = frozenset({ET.F32, ET.F64, ET.BF16})
 #: Reducers that give the same bits in any order on integer and boolean elements (a running
 #: or suffix scan is then this order too). On floats none is taken for exact: max / min
@@ -78,10 +84,10 @@ def needed(kind: str | None, t: ET, n: int, rev: bool) -> bool:
 
 def _flushed(e: ReduceWindowEmitter) -> bool:
     """Whether every value the walk keeps is flushed already: results of float add or
-    multiply under FTZ, or the init flushed once (their reloads then skip the flush each
-    fold would give its operands: a cumsum along the last axis ran a flush's compare in its
-    add chain)."""
-    return region_emit.binary_kind(e.comp) in ("add", "multiply") and e.ets[0].is_float
+    multiply under FTZ, a max / min's flushed operand, or the init flushed once (their
+    reloads then skip the flush each fold would give its operands: a cumsum along the last
+    axis ran a flush's compare in its add chain, a reversed cummax two a fold)."""
+    return region_emit.binary_kind(e.comp) in _KEEP_FLUSHED and e.ets[0].is_float
 
 
 class _Arrays:
@@ -148,7 +154,48 @@ def _forward(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, i
     comb = _Arrays(e, t, tile, max(nl, 1), "cum.e")  # E_l: what level l's block combines with
     for lv in range(nl):
         over_tile(lambda k, lv=lv: comb.put(lv, k, init))
-    with for_range(b, i64(0), i64(n), name="i") as i:
+
+    def finish(i: ir.Value, lv: int) -> None:
+        """Level lv - 1's block just completed (position i): fold its total into level lv."""
+        if lv > nl:
+            return
+        span = BASE ** lv
+        done = b.icmp_signed("==", b.and_(i, i64(span - 1)), i64(span - 1))
+        with b.if_then(done):
+            start = b.icmp_signed("==", b.and_(b.lshr(i, i64(4 * lv)), i64(BASE - 1)),
+                                  i64(0))
+
+            def block(k: ir.Value) -> None:
+                prev = ew.select(b, start, init, acc.get(lv, k))
+                a = e.red([prev], [acc.get(lv - 1, k)])[0]
+                acc.put(lv, k, a)
+                a = acc.get(lv, k)
+                comb.put(lv - 1, k, e.red([a], [comb.get(lv, k)])[0] if lv < nl else a)
+
+            over_tile(block)
+            finish(i, lv + 1)
+
+    def blocks(first: ir.Value, count: int) -> None:
+        """`count` whole blocks from block `first`, their folds interleaved."""
+        s0 = b.mul(first, i64(BASE), flags=["nsw"])
+        ss = [b.add(s0, i64(BASE * g), flags=["nsw"]) for g in range(count)]
+        ats = [b.add(base, s, flags=["nsw"]) for s in ss]
+        for s, at, v in zip(ss, ats, _lanes(e, t, [_block(e, t, at) for at in ats], False)):
+            acc.put(0, i64(0), b.extract_element(v, i64(BASE - 1)))  # the block's total
+            if nl:
+                v = e.red([v], [broadcast(b, comb.get(0, i64(0)), BASE)])[0]
+            _vstore(e, t, b.gep(e.op[0], [at], inbounds=True), v)
+            finish(b.add(s, i64(BASE - 1), flags=["nsw"]), 1)
+
+    whole = n // BASE if tile == 1 and t in _VECTOR else 0
+    if whole:  # along the last axis: a block of BASE elements a vector, CHAINS at once
+        with for_range(b, i64(0), i64(whole // CHAINS), name="q") as q:
+            blocks(b.mul(q, i64(CHAINS), flags=["nsw"]), CHAINS)
+        if whole % CHAINS:
+            blocks(i64(whole - whole % CHAINS), whole % CHAINS)
+    if whole * BASE == n:
+        return
+    with for_range(b, i64(whole * BASE), i64(n), name="i") as i:
         first = b.icmp_signed("==", b.and_(i, i64(BASE - 1)), i64(0))
         at_i = b.add(base, b.mul(i, i64(inner), flags=["nsw"]), flags=["nsw"])
 
@@ -160,28 +207,7 @@ def _forward(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, i
             e.st_(e.op, at, e.red([acc.get(0, k)], [comb.get(0, k)]) if nl else [a])
 
         over_tile(element)
-
-        def finish(lv: int) -> None:
-            """Level lv - 1's block just completed: fold its total into level lv."""
-            if lv > nl:
-                return
-            span = BASE ** lv
-            done = b.icmp_signed("==", b.and_(i, i64(span - 1)), i64(span - 1))
-            with b.if_then(done):
-                start = b.icmp_signed("==", b.and_(b.lshr(i, i64(4 * lv)), i64(BASE - 1)),
-                                      i64(0))
-
-                def block(k: ir.Value) -> None:
-                    prev = ew.select(b, start, init, acc.get(lv, k))
-                    a = e.red([prev], [acc.get(lv - 1, k)])[0]
-                    acc.put(lv, k, a)
-                    a = acc.get(lv, k)
-                    comb.put(lv - 1, k, e.red([a], [comb.get(lv, k)])[0] if lv < nl else a)
-
-                over_tile(block)
-                finish(lv + 1)
-
-        finish(1)
+        finish(i, 1)
 
 
 def _reversed(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, inner: int, nl: int,
@@ -197,120 +223,184 @@ def _reversed(e: ReduceWindowEmitter, t: ET, tile: int, base: ir.Value, n: int, 
     for lv in range(nl):
         over_tile(lambda k, lv=lv: comb.put(lv, k, init))
     blocks = sizes[1] if nl else 1
+
+    def block(q: ir.Value, s: ir.Value) -> None:
+        """Block q's elements one at a time, the tile's inner positions innermost."""
+        with for_range(b, i64(0), i64(min(n, BASE)), name="j") as j:
+            i = b.add(s, j, flags=["nsw"])
+            with b.if_then(b.icmp_signed("<", i, i64(n))):
+                at_i = b.add(base, b.mul(i, i64(inner), flags=["nsw"]), flags=["nsw"])
+
+                # the fold of the block's elements from i on, left to right (its padding
+                # past n included)
+                over_tile(lambda k: fold.put(0, k, init))
+                with for_range(b, j, i64(min(n, BASE)), name="w") as w:
+                    src = b.add(s, w, flags=["nsw"])
+                    ok = b.icmp_signed("<", src, i64(n))
+                    at_w = b.add(base, b.mul(b.select(ok, src, i64(0)), i64(inner),
+                                             flags=["nsw"]), flags=["nsw"])
+
+                    def step(k: ir.Value) -> None:
+                        v = ew.select(b, ok, e.ld(e.xp, b.add(at_w, k, flags=["nsw"]))[0],
+                                      init)
+                        fold.put(0, k, e.red([fold.get(0, k)], [v])[0])
+
+                    over_tile(step)
+
+                def element(k: ir.Value) -> None:
+                    a = fold.get(0, k)
+                    e.st_(e.op, b.add(at_i, k, flags=["nsw"]),
+                          e.red([a], [comb.get(0, k)]) if nl else [a])
+                    if nl:  # the block's total (its first element's fold) for level 1
+                        with b.if_then(b.icmp_signed("==", j, i64(0))):
+                            tots[0].put(b.and_(q, i64(BASE - 1)), k, a)
+
+                over_tile(element)
+
+    def finish(lv: int, pos: ir.Value) -> None:
+        """Level lv's position `pos` (a total of level lv - 1) is filed: fold its group
+        from there to the group's end, and combine."""
+        if lv > nl:
+            return
+        slot = b.and_(pos, i64(BASE - 1))
+        g0 = b.sub(pos, slot)
+        group = tots[lv - 1]
+
+        over_tile(lambda k: fold.put(0, k, init))
+        with for_range(b, slot, i64(BASE), name="v") as v:
+            ok = b.icmp_signed("<", b.add(g0, v), i64(sizes[lv]))
+
+            def step(k: ir.Value) -> None:
+                x = ew.select(b, ok, group.get(v, k), init)
+                fold.put(0, k, e.red([fold.get(0, k)], [x])[0])
+
+            over_tile(step)
+        filed(lv, pos)
+
+    def filed(lv: int, pos: ir.Value) -> None:
+        """Combine the fold of level lv's group from position `pos` on (in `fold`): what
+        the position before combines with, and at the group's first position its total for
+        level lv + 1."""
+        slot = b.and_(pos, i64(BASE - 1))
+
+        def position(k: ir.Value) -> None:
+            a = fold.get(0, k)
+            comb.put(lv - 1, k, e.red([a], [comb.get(lv, k)])[0] if lv < nl else a)
+            if lv < nl:
+                with b.if_then(b.icmp_signed("==", slot, i64(0))):
+                    tots[lv].put(b.and_(b.lshr(pos, i64(4)), i64(BASE - 1)), k, a)
+
+        over_tile(position)
+        if lv < nl:
+            with b.if_then(b.icmp_signed("==", slot, i64(0))):
+                finish(lv + 1, b.lshr(pos, i64(4)))
+
+    if tile == 1 and t in _VECTOR and n >= BASE:  # whole blocks along the last axis: vectors
+        whole = n // BASE
+        if n % BASE:  # the last block partial
+            block(i64(whole), i64(whole * BASE))
+            finish(1, i64(whole))
+        # the whole blocks of the last group of 16 one at a time, then groups of 16 at once
+        with for_range(b, i64(0), i64(whole % BASE), name="qr") as qr:
+            q = b.sub(i64(whole - 1), qr)
+            at = b.add(base, b.mul(q, i64(BASE), flags=["nsw"]), flags=["nsw"])
+            [v] = _lanes(e, t, [_block(e, t, at)], True)
+            if nl:  # the block's total (its first lane) for level 1
+                tots[0].put(b.and_(q, i64(BASE - 1)), i64(0), b.extract_element(v, i64(0)))
+                v = e.red([v], [broadcast(b, comb.get(0, i64(0)), BASE)])[0]
+            _vstore(e, t, b.gep(e.op[0], [at], inbounds=True), v)
+            finish(1, q)
+        if whole < BASE:
+            return
+        with for_range(b, i64(0), i64(whole // BASE), name="gr") as gr:
+            g = b.sub(i64(whole // BASE - 1), gr)
+            pos = b.mul(g, i64(BASE), flags=["nsw"])
+            fold.put(0, i64(0), _reversed_group(e, t, b.add(base, b.mul(
+                pos, i64(BASE), flags=["nsw"]), flags=["nsw"]), comb, tots[0], nl))
+            filed(1, pos)
+        return
     with for_range(b, i64(0), i64(blocks), name="qr") as qr:
         q = b.sub(i64(blocks - 1), qr)
         s = b.mul(q, i64(BASE), flags=["nsw"])
-
-        def block() -> None:
-            """The block's elements one at a time, the tile's inner positions innermost."""
-            with for_range(b, i64(0), i64(min(n, BASE)), name="j") as j:
-                i = b.add(s, j, flags=["nsw"])
-                with b.if_then(b.icmp_signed("<", i, i64(n))):
-                    at_i = b.add(base, b.mul(i, i64(inner), flags=["nsw"]), flags=["nsw"])
-
-                    # the fold of the block's elements from i on, left to right (its padding
-                    # past n included)
-                    over_tile(lambda k: fold.put(0, k, init))
-                    with for_range(b, j, i64(min(n, BASE)), name="w") as w:
-                        src = b.add(s, w, flags=["nsw"])
-                        ok = b.icmp_signed("<", src, i64(n))
-                        at_w = b.add(base, b.mul(b.select(ok, src, i64(0)), i64(inner),
-                                                 flags=["nsw"]), flags=["nsw"])
-
-                        def step(k: ir.Value) -> None:
-                            v = ew.select(b, ok, e.ld(e.xp, b.add(at_w, k, flags=["nsw"]))[0],
-                                          init)
-                            fold.put(0, k, e.red([fold.get(0, k)], [v])[0])
-
-                        over_tile(step)
-
-                    def element(k: ir.Value) -> None:
-                        a = fold.get(0, k)
-                        e.st_(e.op, b.add(at_i, k, flags=["nsw"]),
-                              e.red([a], [comb.get(0, k)]) if nl else [a])
-                        if nl:  # the block's total (its first element's fold) for level 1
-                            with b.if_then(b.icmp_signed("==", j, i64(0))):
-                                tots[0].put(b.and_(q, i64(BASE - 1)), k, a)
-
-                    over_tile(element)
-
-        def full() -> None:
-            c, tot = (comb, tots[0]) if nl else (None, None)
-            if tile == 1:
-                _lanes(e, t, b.add(base, s), q, c, tot)
-            else:
-                _columns(e, t, base, s, q, inner, tile, kw, c, tot)
-
         if n < BASE or t not in _VECTOR:
-            block()
+            block(q, s)
         elif n % BASE == 0:
-            full()
+            _columns(e, t, base, s, q, inner, tile, kw, *((comb, tots[0]) if nl else (None, None)))
         else:  # only the last block is partial
             with b.if_else(b.icmp_signed("<=", b.add(s, i64(BASE)), i64(n))) as (whole, part):
                 with whole:
-                    full()
+                    _columns(e, t, base, s, q, inner, tile, kw,
+                             *((comb, tots[0]) if nl else (None, None)))
                 with part:
-                    block()
-
-        def finish(lv: int, pos: ir.Value) -> None:
-            """Level lv's position `pos` (a total of level lv - 1) is filed: fold its group
-            from there to the group's end, and combine."""
-            slot = b.and_(pos, i64(BASE - 1))
-            g0 = b.sub(pos, slot)
-            group = tots[lv - 1]
-
-            over_tile(lambda k: fold.put(0, k, init))
-            with for_range(b, slot, i64(BASE), name="v") as v:
-                ok = b.icmp_signed("<", b.add(g0, v), i64(sizes[lv]))
-
-                def step(k: ir.Value) -> None:
-                    x = ew.select(b, ok, group.get(v, k), init)
-                    fold.put(0, k, e.red([fold.get(0, k)], [x])[0])
-
-                over_tile(step)
-
-            def position(k: ir.Value) -> None:
-                a = fold.get(0, k)
-                comb.put(lv - 1, k, e.red([a], [comb.get(lv, k)])[0] if lv < nl else a)
-                if lv < nl:
-                    with b.if_then(b.icmp_signed("==", slot, i64(0))):
-                        tots[lv].put(b.and_(b.lshr(pos, i64(4)), i64(BASE - 1)), k, a)
-
-            over_tile(position)
-            if lv < nl:
-                with b.if_then(b.icmp_signed("==", slot, i64(0))):
-                    finish(lv + 1, b.lshr(pos, i64(4)))
-
-        if nl:
-            finish(1, q)
+                    block(q, s)
+        finish(1, q)
 
 
-def _lanes(e: ReduceWindowEmitter, t: ET, at: ir.Value, q: ir.Value, comb: _Arrays | None,
-           tot: _Arrays | None) -> None:
-    """A full block of a reversed walk along the last axis (block q, first element at `at`)
-    in one vector of BASE lanes: lane j folds elements j.. BASE - 1 left to right as the
-    scalar block does, each step adding the block rotated by one more lane and keeping only
-    the lanes it still reaches (cumsum's gradient along rows was that scalar loop: 1.2 ms
-    for 256 x 1024 against XLA's 0.64)."""
+def _reversed_group(e: ReduceWindowEmitter, t: ET, at: ir.Value, comb: _Arrays,
+                    tots: _Arrays, nl: int) -> ir.Value:
+    """A group of BASE whole blocks of a reversed walk along the last axis (first element
+    at `at`), all after it walked: their folds (`_lanes`, CHAINS at once) stored, their
+    totals T (each block's first lane) folded as one reversed block S, then block j's folds
+    combined with red(S[j + 1], E_1), the last block's with E_0, as block-by-block `finish`
+    would combine them (its fold of the group's remaining totals, ~8 scalar folds a block,
+    took a reversed 1-d cummin 5.4 ms against XLA's 4.9). Returns S[0], the group's
+    total."""
     b = e.b
-    x = _vload(e, t, b.gep(e.xp[0], [at], inbounds=True), BASE)
-    keep = _flushed(e)
-    if keep:  # every fold flushes its operands: flush the block once instead
-        x = ew.flush(b, x)
-    acc = _fold(e, t, broadcast(b, _init(e), BASE), x)
-    for r in range(1, BASE):
-        moved = b.shuffle_vector(x, x, ir.Constant(ir.VectorType(ir.IntType(32), BASE),
-                                                   [(j + r) % BASE for j in range(BASE)]))
+
+    def first(j: ir.Value) -> ir.Value:
+        return b.add(at, b.mul(j, i64(BASE), flags=["nsw"]), flags=["nsw"])
+
+    with for_range(b, i64(0), i64(BASE // CHAINS), name="gc") as c:
+        js = [b.add(b.mul(c, i64(CHAINS), flags=["nsw"]), i64(g)) for g in range(CHAINS)]
+        ats = [first(j) for j in js]
+        for j, a, v in zip(js, ats, _lanes(e, t, [_block(e, t, a) for a in ats], True)):
+            tots.put(j, i64(0), b.extract_element(v, i64(0)))
+            _vstore(e, t, b.gep(e.op[0], [a], inbounds=True), v)
+    [s] = _lanes(e, t, [_vload(e, t, tots.at(0, i64(0)), BASE)], True)
+    after = b.shuffle_vector(s, s, ir.Constant(ir.VectorType(ir.IntType(32), BASE),
+                                               [(j + 1) % BASE for j in range(BASE)]))
+    if nl > 1:
+        after = e.red([after], [broadcast(b, comb.get(1, i64(0)), BASE)])[0]
+    after = b.insert_element(after, comb.get(0, i64(0)), i64(BASE - 1))
+    for j in range(BASE):  # (the group's combines in tots, now read)
+        tots.put(j, i64(0), b.extract_element(after, i64(j)))
+    with for_range(b, i64(0), i64(BASE), name="gj") as j:
+        p = b.gep(e.op[0], [first(j)], inbounds=True)
+        v = _vload(e, t, p, BASE)
+        out = e.red([ew.mark_flushed(v) if _flushed(e) else v],
+                    [broadcast(b, tots.get(j, i64(0)), BASE)])[0]
+        _vstore(e, t, p, out)
+    return b.extract_element(s, i64(0))
+
+
+def _block(e: ReduceWindowEmitter, t: ET, at: ir.Value) -> ir.Value:
+    """The BASE elements from `at`, flushed (once: a fold flushes its operands, the same
+    bits; each fold of flushed values then skips its own, cummax's 2 fpclass-selects)."""
+    return ew.flush(e.b, _vload(e, t, e.b.gep(e.xp[0], [at], inbounds=True), BASE))
+
+
+def _lanes(e: ReduceWindowEmitter, t: ET, xs: list[ir.Value], rev: bool) -> list[ir.Value]:
+    """Full blocks along the last axis (`_block`s), each folded in one vector of BASE lanes
+    as the scalar walk folds it: forward, step r folds element r into every lane j >= r
+    (lane j: elements 0..j); reversed, lane j folds elements j..BASE - 1 left to right, step
+    r the block rotated by r lanes into the lanes it still reaches. The blocks' steps
+    interleave, each a chain of BASE folds (the scalar walk's select, fold, store and reload
+    per element took cummax along rows of 1024 x 1024 f32 4.9 ms against XLA's 4.6;
+    cumsum's gradient along rows 1.2 ms for 256 x 1024 against XLA's 0.64)."""
+    b = e.b
+    folds = [broadcast(b, ew.flush(b, _init(e)), BASE)] * len(xs)
+    for r in range(BASE):
+        src = [(j + r) % BASE if rev else r for j in range(BASE)]
         reach = ir.Constant(ir.VectorType(ir.IntType(1), BASE),
-                            [int(j + r < BASE) for j in range(BASE)])
-        acc = b.select(reach, _fold(e, t, acc, moved), acc)
-        if keep:
-            ew.mark_flushed(acc)
-    out = acc
-    if comb is not None and tot is not None:
-        tot.put(b.and_(q, i64(BASE - 1)), i64(0), b.extract_element(acc, i64(0)))
-        out = e.red([acc], [broadcast(b, comb.get(0, i64(0)), BASE)])[0]
-    _vstore(e, t, b.gep(e.op[0], [at], inbounds=True), out)
+                            [int(j + r < BASE if rev else j >= r) for j in range(BASE)])
+        for g, x in enumerate(xs):
+            moved = b.shuffle_vector(x, x, ir.Constant(ir.VectorType(ir.IntType(32), BASE), src))
+            folded = _fold(e, t, folds[g], moved)
+            kept = ew.is_flushed(folded)
+            folds[g] = folded if r == 0 else b.select(reach, folded, folds[g])
+            if kept:
+                ew.mark_flushed(folds[g])
+    return folds
 
 
 def _fold(e: ReduceWindowEmitter, t: ET, acc: ir.Value, v: ir.Value) -> ir.Value:
