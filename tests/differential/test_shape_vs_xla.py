@@ -294,19 +294,26 @@ def test_broadcast_prepends(et: ElementType) -> None:
             what="broadcast")
 
 
-def test_bf16_moves_keep_every_bit() -> None:
-    """A bf16 gather, slice, reverse, concatenate, pad or where stores the bits it moved, as
-    XLA's do: a signaling NaN's payload too (the cpu backend had widened them to f32 and
-    rounded back, quieting it; elementwise._stored_bits). Where XLA fuses the move
-    (concatenate, pad, select of slices) it stores 0x7FC0 for any NaN instead: ours keep
-    the bits there too (numpy's)."""
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e5m2", "float8_e4m3fn"])
+def test_narrow_float_moves_keep_every_bit(name: str) -> None:
+    """A bf16 or f8 gather, slice, reverse, concatenate, pad or where stores the bits it
+    moved, as XLA's do: a signaling NaN's payload too (the cpu backend had widened them to
+    f32 and rounded back, quieting it; stored_bits.py). Where XLA fuses the move
+    (concatenate, pad, select of slices) it stores a canonical NaN instead: ours keep the
+    bits there too (numpy's)."""
     import jax.numpy as jnp
 
-    rng = rng_for("bf16 moves", ET.BF16)
-    bits = rng.integers(0, 1 << 16, (64, 48)).astype(np.uint16)
-    bits[::5, ::3] = 0x7F81  # signaling NaNs
-    bits[1::7, ::2] = 0xFF83
-    x = bits.view(jnp.bfloat16)
+    dt = np.dtype(getattr(jnp, name))
+    ut = np.uint16 if dt.itemsize == 2 else np.uint8
+    rng = rng_for("narrow moves", ET.BF16)
+    bits = rng.integers(0, 1 << (8 * dt.itemsize), (64, 48)).astype(ut)
+    if dt.itemsize == 2:
+        bits[::5, ::3] = 0x7F81  # signaling NaNs
+        bits[1::7, ::2] = 0xFF83
+    elif name == "float8_e5m2":
+        bits[::5, ::3] = 0x7D
+    x = bits.view(dt)
+    pad = int(np.array(1.5, dt).view(ut))
     idx = rng.integers(0, 64, 40).astype(np.int32)
     fns = {"gather": (lambda a, i: a[i], [x, idx]),
            "slice": (lambda a: a[3:60, 16:], [x]),
@@ -314,11 +321,11 @@ def test_bf16_moves_keep_every_bit() -> None:
            "concatenate": (lambda a: jnp.concatenate([a, a[:, :16]], 1), [x],
                            np.concatenate([bits, bits[:, :16]], 1)),
            "pad": (lambda a: jnp.pad(a, ((1, 2), (0, 16)), constant_values=1.5), [x],
-                   np.pad(bits, ((1, 2), (0, 16)), constant_values=0x3FC0)),
+                   np.pad(bits, ((1, 2), (0, 16)), constant_values=pad)),
            "where": (lambda a, i: jnp.where((i[:, None] & 1) == 1, a[:40], a[1:41]),
                      [x, idx], np.where((idx[:, None] & 1) == 1, bits[:40], bits[1:41]))}
-    for name, (fn, args, *want) in fns.items():
+    for op, (fn, args, *want) in fns.items():
         jf = jax.jit(fn)
         ours = np.asarray(xlapy.compile(jf.lower(*args).as_text(), backend="cpu")(*args))
-        theirs = want[0] if want else np.asarray(jf(*args)).view(np.uint16)
-        assert (ours.view(np.uint16) == theirs).all(), name
+        theirs = want[0] if want else np.asarray(jf(*args)).view(ut)
+        assert (ours.view(ut) == theirs).all(), op

@@ -29,6 +29,7 @@ from xlapy.backends.cpu import bf16_exact as _exact
 from xlapy.backends.cpu import flush_ftz as _ftz
 from xlapy.backends.cpu import int_division as _idiv
 from xlapy.backends.cpu import native_half as _half
+from xlapy.backends.cpu import stored_bits as _stored
 from xlapy.backends.cpu.flush_avx512 import is_denormal
 from xlapy.backends.cpu.llvm_util import (
     F16,
@@ -95,14 +96,13 @@ def from_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
     if t is ET.PRED:
         return b.icmp_unsigned("!=", v, splat(v.type, 0))
     if t in F8:
-        return _bits.f8_decode(b, v, t)
+        return _stored.tag(_bits.f8_decode(b, v, t), v, t)
     if t in SMALL_INTS:
         return b.trunc(v, like(v.type, ir.IntType(t.bits)))
     if t is ET.BF16:
         wide = like(v.type, I32)
-        out = b.bitcast(b.shl(b.zext(v, wide), splat(wide, 16)), like(v.type, F32))
-        out._xlapy_bf16_bits = v  # type: ignore[attr-defined]  # (`_stored_bits`)
-        return out
+        return _stored.tag(b.bitcast(b.shl(b.zext(v, wide), splat(wide, 16)),
+                                     like(v.type, F32)), v, t)
     if t is ET.F16:
         return b.fpext(v, like(v.type, F32))
     return v
@@ -111,84 +111,20 @@ def from_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
 def to_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
     if t is ET.PRED or t in SMALL_INTS:
         return b.zext(v, like(v.type, I8))
-    if t in F8:
-        return _bits.f8_encode(b, v, t)
-    if t is ET.BF16:
-        return _bf16_bits(b, v)
+    if t is ET.BF16 or t in F8:  # (a move stores the bits it loaded: stored_bits.py)
+        moved = _stored.bits(b, v, t)
+        return moved if moved is not None else _bits.f8_encode(b, v, t) if t in F8 else \
+            _bf16_bits(b, v)
     if t is ET.F16:
         return b.fptrunc(v, like(v.type, F16))
     return v
 
 
-def _stored_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value | None:
-    """The bf16 bits `v` was loaded from, or a select of such (and of bf16 constants), else
-    None: a gather, slice, concatenate or where of bf16 stores what it moved, a signaling
-    NaN included, as XLA's copies do (its rounding back ran a bf16 row gather at 1.3x XLA's
-    time, 14 vector ops a vector)."""
-    src = getattr(v, "_xlapy_bf16_bits", None)
-    if src is not None:
-        return src
-    if isinstance(v, ir.Constant) and _exact.is_bf16(v):
-        return _upper_half(b, v)
-    if isinstance(v, ir.Instruction) and v.opname == "bitcast" and \
-            isinstance(v.operands[0], ir.Instruction) and v.operands[0].opname == "select":
-        c, x, y = v.operands[0].operands  # (`select` on the bits: bitcasts of the arms)
-        x, y = (a.operands[0] if isinstance(a, ir.Instruction) and a.opname == "bitcast"
-                else None for a in (x, y))
-    elif isinstance(v, ir.Instruction) and v.opname == "select":
-        c, x, y = v.operands
-    elif isinstance(v, ir.PhiInstr):  # (a pad's: the operand's bits, or the padding's)
-        return _stored_phi(b, v)
-    else:
-        return None
-    if x is None or y is None or x.type != v.type or y.type != v.type or (
-            getattr(x, "_xlapy_bf16_bits", None) is None and
-            getattr(y, "_xlapy_bf16_bits", None) is None):
-        return None  # (nothing loaded: rounded as any value)
-    bx, by = _stored_bits(b, x), _stored_bits(b, y)
-    return None if bx is None or by is None else b.select(c, bx, by)
-
-
-def _stored_phi(b: ir.IRBuilder, v: ir.PhiInstr) -> ir.Value | None:
-    """`_stored_bits` of a phi whose incoming values are loaded bf16s or bf16 constants: a
-    phi of their bits, placed first in v's block."""
-    ins = [(getattr(x, "_xlapy_bf16_bits", None), x, blk) for x, blk in v.incomings]
-    if not all(src is not None or isinstance(x, ir.Constant) and _exact.is_bf16(x)
-               for src, x, _ in ins) or all(src is None for src, _, _ in ins):
-        return None
-    block = v.parent
-    phi = ir.PhiInstr(block, like(v.type, I16), name=f"{v.name}.bits")
-    block.instructions.insert(0, phi)
-    if b.block is block:  # (the builder's insertion point moved down with it)
-        b._anchor += 1  # type: ignore[attr-defined]
-    for src, x, blk in ins:
-        if src is None:
-            src = ir.Constant(phi.type, _bf16_constant_bits(x))
-        phi.add_incoming(src, blk)
-    return phi
-
-
-def _bf16_constant_bits(c: ir.Constant) -> Any:
-    """The bf16 bits of an f32 constant holding bf16s (a lane list for a vector)."""
-    import struct
-
-    def bits(f: Any) -> int:
-        f = 0.0 if f is None or f is ir.Undefined else float(f)
-        return struct.unpack("<I", struct.pack("<f", f))[0] >> 16
-
-    if not isinstance(c.type, ir.VectorType):
-        return bits(c.constant)
-    if c.constant is None or c.constant is ir.Undefined:
-        return [0] * c.type.count
-    return [bits(x.constant if isinstance(x, ir.Constant) else x) for x in c.constant]
-
-
 def _bf16_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN (ml_dtypes' rule)."""
-    if (moved := _stored_bits(b, v)) is not None:
-        return moved
     if _exact.is_bf16(v):  # a bf16 already: its upper half (bf16_exact.py)
-        return _upper_half(b, v)
+        it = like(v.type, I32)
+        return b.trunc(b.lshr(b.bitcast(v, it), splat(it, 16)), like(v.type, I16))
     if _bf16.usable(v, is_flushed(v)):  # one vcvtneps2bf16, same bits (bf16_convert.py)
         return _bf16.bits(b, v)
     it = like(v.type, I32)
@@ -200,11 +136,6 @@ def _bf16_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     nan = b.or_(b.lshr(bits, splat(it, 16)), splat(it, 0x40))
     out = b.select(b.fcmp_unordered("uno", v, v), nan, rounded)
     return b.trunc(out, like(v.type, I16))
-
-
-def _upper_half(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-    it = like(v.type, I32)
-    return b.trunc(b.lshr(b.bitcast(v, it), splat(it, 16)), like(v.type, I16))
 
 
 def round_to(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:

@@ -8,7 +8,8 @@ rounds an f32 to nearest even with the type's rules (ml_dtypes' conversion: IEEE
 overflow to inf, "fn" types to NaN, "fnuz" types to their one NaN and have no -0). A NaN
 decodes to the quiet f32 NaN of its sign, as in ml_dtypes, so the NaN payloads of the
 IEEE-like f8 types (e5m2, e4m3, e3m4: several NaN codes) come back canonical from any
-kernel, data movement included; the fn/fnuz types have one NaN (per sign) and are exact.
+kernel op but data movement (which stores the bits it loaded: stored_bits.py); the fn/fnuz
+types have one NaN (per sign) and are exact.
 The MX types f4e2m1fn, f6e2m3fn and f6e3m2fn ("sat": no inf, no NaN, the sign in their top
 bit, one byte in memory) compute in f32 the same way: out-of-range values and infinities
 saturate to the largest magnitude, and a NaN stores as -0 (XLA's rule, which the
@@ -19,8 +20,9 @@ after its wrap) and are stored as the low bits of one byte, the upper bits zero 
 Values travel in their compute types (elementwise.py), so the stored bits are rebuilt
 first: f32/f64 compute values are their bits; a bf16 value is the top half of its f32
 (exact: every bf16 compute value is a bf16); an f16 value converts back exactly. A
-signaling NaN of f16/bf16 is quieted on the way, as by every other kernel op on those
-types (their compute type is f32); other NaN payloads and every other value are kept.
+signaling NaN of f16/bf16 is quieted on the way, as by every kernel op on those types but
+data movement (their compute type is f32); other NaN payloads and every other value are
+kept.
 
 reduce_precision on an f8 type reduces in f16 or f32 and rounds back, as the interpreter.
 bitcast_convert between widths reads one operand element per output element's piece

@@ -200,7 +200,7 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             # Two (four) vectors per lane group: a long dependent chain per element (the
             # GELU chain) leaves the out-of-order window with one group in flight; LLVM
             # splits each wide op into independent vector-width parts, interleaved.
-            k = self._interleave(self._weight())
+            k = max(self._interleave(self._weight()), self._move_lanes())
             while k > 1 and (dims[-1] % (k * self.width) or check.split):
                 k //= 2
             if k > 1:
