@@ -204,6 +204,10 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "flip_bf16": (lambda a: a[::-1], [f32(4096, 1024).astype(jnp.bfloat16)]),
         "gather_bf16": (lambda t, i: t[i], [f32(50000, 256).astype(jnp.bfloat16),
                                             rng.integers(0, 50000, 8192).astype(np.int32)]),
+        # 1-byte values ran as many lanes as f32s, 16 bytes a step (an int8 column max 1.2-1.9x,
+        # a bool column any 2.1x; interleave_emit._narrow_lanes)
+        "i8_max_cols": (lambda a: a.max(0), [(f32(4096, 1024) * 40).astype(np.int8)]),
+        "any_cols": (lambda a: a.any(0), [f32(4096, 1024) > 2.3]),
     }
 
 

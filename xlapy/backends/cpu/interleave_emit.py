@@ -17,6 +17,18 @@ from xlapy.types import ElementType as ET
 _MOVES = frozenset({"gather", "slice", "reverse", "pad", "concatenate", "select", "copy",
                     "broadcast_in_dim", "transpose", "reshape", "dynamic_slice",
                     "dynamic_update_slice", "constant"})
+#: Operands along the lanes of index ops (their first ones; the rest are start indices).
+_DATA = {"gather": 1, "dynamic_slice": 1, "dynamic_update_slice": 2}
+
+
+def _computed_bytes(i: Instruction) -> int:
+    """Bytes of a value of `i` as kernels compute it (`_narrow_lanes`)."""
+    t = i.shape.element_type
+    if t is ET.PRED or t.is_integer:
+        return max(1, t.bits // 8)
+    return t.dtype.itemsize if (t is ET.BF16 or t in ew.F8) and i.opcode in _MOVES else 4
+
+
 #: Interleave count of innermost loops whose body weighs (ops + 10 per transcendental) at
 #: least INTERLEAVE_WEIGHT (the GELU chain: 27 ms -> 21 at 2, 16 at 4, compile 37 -> 47 ->
 #: 59 ms), and HEAVY_INTERLEAVE from HEAVY_WEIGHT on: the JAX GELU chain (7 tanh, weight
@@ -119,15 +131,21 @@ class InterleaveEmitter:
             return False
         return any(i.shape.element_type is ET.F64 for i in expr)
 
-    def _move_lanes(self) -> int:
-        """Times the vector width for a kernel that only moves 1- or 2-byte floats: its
-        values keep their stored bits (stored_bits.py), so lanes as wide as f32's would move
-        16 or 32 bytes a step (an f8 row gather ran at 1.6x XLA's time)."""
-        t = self.root.shape.element_type
-        if t is not ET.BF16 and t not in ew.F8 or any(
-                i.opcode not in _MOVES for i in self._expression() if i.shape.element_type is t):
-            return 1
-        return 4 // t.dtype.itemsize
+    def _narrow_lanes(self) -> int:
+        """Times the vector width for a kernel whose values are all 1 or 2 bytes wide as it
+        computes them: integers, preds, and bf16 or 8-bit floats that are only moved (their
+        stored bits: stored_bits.py). Lanes as many as f32's would move 16 or 32 bytes a
+        step (an f8 row gather ran at 1.6x XLA's time, an int8 or bool column max / any 1.9x)."""
+        seen: set[int] = set()
+        stack, widest = [self.root], 1
+        while stack:  # (the values along the lanes: a gather's indices are one a row)
+            i = stack.pop()
+            if id(i) in seen or id(i) in self.leaves:
+                continue
+            seen.add(id(i))
+            widest = max(widest, _computed_bytes(i))
+            stack.extend(i.operands[:_DATA.get(i.opcode, len(i.operands))])
+        return 4 // widest if widest < 4 else 1
 
     def _interleave(self, weight: int | None = None) -> int:
         """Vector bodies per iteration of the innermost loop (asked once its body is built):

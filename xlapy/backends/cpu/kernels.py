@@ -200,7 +200,12 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
             # Two (four) vectors per lane group: a long dependent chain per element (the
             # GELU chain) leaves the out-of-order window with one group in flight; LLVM
             # splits each wide op into independent vector-width parts, interleaved.
-            k = max(self._interleave(self._weight()), self._move_lanes())
+            k = self._interleave(self._weight())
+        else:
+            k = 0
+        if self.width and not self.rows and dims:
+            if not self.stack:  # (1- and 2-byte values: as many bytes a step as f32's)
+                k = max(k, self._narrow_lanes())
             while k > 1 and (dims[-1] % (k * self.width) or check.split):
                 k //= 2
             if k > 1:
