@@ -208,6 +208,9 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # a bool column any 2.1x; interleave_emit._narrow_lanes)
         "i8_max_cols": (lambda a: a.max(0), [(f32(4096, 1024) * 40).astype(np.int8)]),
         "any_cols": (lambda a: a.any(0), [f32(4096, 1024) > 2.3]),
+        # a float max over rows ran on one thread: its partials had no combine ordering -0
+        # below +0 (1.9x; reduce_emit.PARTIAL_FLOAT, thunks.ordered_combine)
+        "max_cols64": (lambda a: a.max(0), [f32(65536, 64)]),
     }
 
 

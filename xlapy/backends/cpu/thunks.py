@@ -205,6 +205,23 @@ def _partial_rows(chunks: int, dims: tuple[int, ...], dtype: Any) -> np.ndarray:
     return raw[:, :row].view(dtype).reshape((chunks, *dims))
 
 
+def ordered_combine(rows: np.ndarray, is_max: bool) -> np.ndarray:
+    """The float max (min) of partial rows as the kernels fold them (llvm.maximum /
+    minimum): a NaN wins (the first row's), and -0 < +0, which np.max leaves to the order.
+    Whole-stack numpy calls (a combine per row cost ~9 us a chunk)."""
+    with np.errstate(invalid="ignore"):
+        out = rows.max(0) if is_max else rows.min(0)
+    zero = out == 0
+    if zero.any():  # a max is +0 if any row's is, a min -0 if any row's is
+        signed = ((rows == 0) & (np.signbit(rows) != is_max)).any(0)
+        out[zero] = np.where(signed[zero], 0.0 if is_max else -0.0, -0.0 if is_max else 0.0)
+    nan = np.isnan(out)
+    if nan.any():
+        first = np.isnan(rows[:, nan]).argmax(0)
+        out[nan] = rows[:, nan][first, np.arange(first.size)]
+    return out
+
+
 def partial_thunk(fn: Any, cuts: list[int], parts: int, reducer: str, keep: dict[int, Any],
                   out: int, dims: tuple[int, ...], dtype: Any, is_fresh: bool,
                   pool: Callable[[], NativePool]) -> Thunk:
@@ -214,6 +231,7 @@ def partial_thunk(fn: Any, cuts: list[int], parts: int, reducer: str, keep: dict
     reducer's numpy accumulate, in chunk order, so the bits never depend on the thread
     count. The stack and the table copies of the executable's shared table are made once
     (16 chunks' allocations, copies and combines cost ~40 us a call)."""
+    floats = np.dtype(dtype).kind == "f" and reducer in ("maximum", "minimum")
     combine = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum,
                "and": np.bitwise_and, "or": np.bitwise_or}[reducer]
     fa = fn_address(fn)
@@ -243,6 +261,9 @@ def partial_thunk(fn: Any, cuts: list[int], parts: int, reducer: str, keep: dict
             t[out] = ptr(arr)
         _, stack, acc, tables, _ = state(t)
         spread(fn, fa, [ctypes.addressof(tk) for tk in tables], cuts, parts, pool)
+        if floats:
+            np.copyto(v[out], ordered_combine(stack, reducer == "maximum"))
+            return
         with np.errstate(all="ignore"):
             combine.accumulate(stack, axis=0, out=acc)
         np.copyto(v[out], acc[-1])

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import xlapy
+from xlapy.backends.cpu import parallel
 from xlapy.backends.cpu.kernel_collapse import merge_reduced
 from xlapy.backends.cpu.thunks import CACHE_LINE, _partial_rows
 from xlapy.stablehlo import parse_module
@@ -120,3 +121,29 @@ def test_a_small_complex_sum_keeps_its_loop_fused() -> None:
     prog = xlapy.compile(jax.jit(fn).lower(z).as_text(), backend="cpu")
     assert "fused into one function" in prog._exe.explain()
     np.testing.assert_allclose(prog(z), fn(z), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_float_max_min_split_in_partials_keep_their_bits(op: str, dtype: Any) -> None:
+    """A big float max / min over rows splits into partial outputs too (reduce_emit
+    .PARTIAL_FLOAT; f32[65536, 64].max(0) ran on one thread, 1.9x XLA's time), combined as
+    the kernels fold (thunks.ordered_combine): -0 < +0 whichever chunk holds which, a NaN's
+    payload kept, the interpreter's bits on 1 and 2 threads (which of several NaNs in one
+    column a kernel keeps is its x86 lowering's: one a column here)."""
+    x = _arg((1 << 19, 8), dtype, 7)  # (4 chunks)
+    bits = x.view(f"u{x.itemsize}")
+    x[:, 0] = 0.0
+    x[300, 0] = -0.0  # ties of zeros across chunks (numpy keeps the later one)
+    x[:, 1] = -0.0
+    x[400, 1] = 0.0
+    nan = np.array([np.nan], dtype).view(bits.dtype)[0]
+    bits[450000, 2], bits[100, 3] = nan | 2, nan | 3
+    text = jax.jit(lambda a: getattr(a, op)(0)).lower(x).as_text()
+    runs = [xlapy.compile(text, backend="cpu", options={"num_threads": t}) for t in (1, 2)]
+    spec = runs[0]._exe.kernel_specs[0]
+    assert spec.partial == {"max": "maximum", "min": "minimum"}[op]
+    assert len(parallel.partial_cuts(spec.outer, spec.cost, 16, spec.align)) > 2
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(x)).view(bits.dtype)
+    for prog in runs:
+        np.testing.assert_array_equal(np.asarray(prog(x)).view(bits.dtype), want)
