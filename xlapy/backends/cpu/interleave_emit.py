@@ -11,12 +11,11 @@ from xlapy.backends.cpu import target
 from xlapy.backends.cpu.fold_paths import column_slice
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Instruction
+from xlapy.passes.fusion_decision import SHAPE_OPS
 from xlapy.types import ElementType as ET
 
-#: Ops that only move or pick values (`_move_lanes`).
-_MOVES = frozenset({"gather", "slice", "reverse", "pad", "concatenate", "select", "copy",
-                    "broadcast_in_dim", "transpose", "reshape", "dynamic_slice",
-                    "dynamic_update_slice", "constant"})
+#: Ops that only move or pick values (`_computed_bytes`).
+_MOVES = SHAPE_OPS - {"iota"} | {"gather", "select", "copy", "dynamic_update_slice", "constant"}
 #: Operands along the lanes of index ops (their first ones; the rest are start indices).
 _DATA = {"gather": 1, "dynamic_slice": 1, "dynamic_update_slice": 2}
 

@@ -196,14 +196,12 @@ class KernelEmitter(IndexEmitter, ReductionEmitter, HoistEmitter, RowPrefetchEmi
         self.summand = self.summed() if self.width and not self.rows else None
         if self.summand is not None:  # (a sum of exp, log1p...: widened too, interleave_emit)
             dims = self.summand.shape.dimensions
-        if self.width and (root.opcode != "reduce" or self.summand) and not self.rows and dims:
+        if self.width and not self.rows and dims:
             # Two (four) vectors per lane group: a long dependent chain per element (the
             # GELU chain) leaves the out-of-order window with one group in flight; LLVM
             # splits each wide op into independent vector-width parts, interleaved.
-            k = self._interleave(self._weight())
-        else:
-            k = 0
-        if self.width and not self.rows and dims:
+            k = self._interleave(self._weight()) if root.opcode != "reduce" or \
+                self.summand else 0
             if not self.stack:  # (1- and 2-byte values: as many bytes a step as f32's)
                 k = max(k, self._narrow_lanes())
             while k > 1 and (dims[-1] % (k * self.width) or check.split):

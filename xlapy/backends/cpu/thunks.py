@@ -217,8 +217,8 @@ def ordered_combine(rows: np.ndarray, is_max: bool) -> np.ndarray:
         out[zero] = np.where(signed[zero], 0.0 if is_max else -0.0, -0.0 if is_max else 0.0)
     nan = np.isnan(out)
     if nan.any():
-        first = np.isnan(rows[:, nan]).argmax(0)
-        out[nan] = rows[:, nan][first, np.arange(first.size)]
+        cols = rows[:, nan]
+        out[nan] = cols[np.isnan(cols).argmax(0), np.arange(cols.shape[1])]
     return out
 
 
