@@ -211,6 +211,11 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # a float max over rows ran on one thread: its partials had no combine ordering -0
         # below +0 (1.9x; reduce_emit.PARTIAL_FLOAT, thunks.ordered_combine)
         "max_cols64": (lambda a: a.max(0), [f32(65536, 64)]),
+        # session 72's: a max down the rows of a vector-wide row stored and reloaded the
+        # output row each row (2.8x; 1.55x for [1M, 8], folded to that shape), a bf16 one on
+        # one thread (9.5x; column_registers.py, bf16 partials)
+        "max_cols16": (lambda a: a.max(0), [f32(1 << 19, 16)]),
+        "min_bf16_cols32": (lambda a: a.min(0), [f32(1 << 18, 32).astype(jnp.bfloat16)]),
     }
 
 

@@ -16,6 +16,7 @@ from llvmlite import ir
 from xlapy.backends.cpu import bf16_exact, target
 from xlapy.backends.cpu import elementwise as ew
 from xlapy.backends.cpu import elementwise_complex as ewc
+from xlapy.backends.cpu.column_registers import ColumnRegisterEmitter
 from xlapy.backends.cpu.complex_reduce_emit import (
     COLUMN_FLOATS,
     PRODUCT_CHAINS,
@@ -88,7 +89,7 @@ def reducer_op(instr: Instruction) -> str | None:
 
 
 
-class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
+class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter, ColumnRegisterEmitter):
     """Reduction emission for KernelEmitter (which defines the attributes used here)."""
 
     b: ir.IRBuilder
@@ -472,7 +473,7 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter):
         elif op == "add" and et in (ET.C64, ET.C128) and (lead := _middle(red, n)) is not None \
                 and 2 * int(np.prod(dims[max(red) + 1:])) <= COLUMN_FLOATS:
             self._complex_columns(dims, lead, max(red) + 1, (begin, end), out, x, et)
-        else:
+        elif s < n or not self._column_registers(op, et, x, dims, red, begin, end, out):
             self._nest(dims[:s], begin, end, outer_body, lanes=s == n)
         return outer, split
 
@@ -564,7 +565,7 @@ def _partial_kind(op: str, et: ET, init: Instruction, n: int) -> str | None:
     None if they cannot (or, a small complex sum, need not)."""
     if op in ("maximum", "minimum", "and", "or"):
         return op if et in PARTIAL_INTS or op in ("maximum", "minimum") and \
-            et in (ET.F32, ET.F64) and n >= PARTIAL_FLOAT else None
+            et in (ET.F32, ET.F64, ET.BF16, ET.F16) and n >= PARTIAL_FLOAT else None
     if op != "add" or not (et in PARTIAL_INTS or et in (ET.F32, ET.F64) or
                            (et.is_complex and n >= PARTIAL_COMPLEX)):
         return None

@@ -231,7 +231,8 @@ def partial_thunk(fn: Any, cuts: list[int], parts: int, reducer: str, keep: dict
     reducer's numpy accumulate, in chunk order, so the bits never depend on the thread
     count. The stack and the table copies of the executable's shared table are made once
     (16 chunks' allocations, copies and combines cost ~40 us a call)."""
-    floats = np.dtype(dtype).kind == "f" and reducer in ("maximum", "minimum")
+    half = np.dtype(dtype).name == "bfloat16"  # (ordered in f32: exact)
+    floats = (np.dtype(dtype).kind == "f" or half) and reducer in ("maximum", "minimum")
     combine = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum,
                "and": np.bitwise_and, "or": np.bitwise_or}[reducer]
     fa = fn_address(fn)
@@ -262,7 +263,9 @@ def partial_thunk(fn: Any, cuts: list[int], parts: int, reducer: str, keep: dict
         _, stack, acc, tables, _ = state(t)
         spread(fn, fa, [ctypes.addressof(tk) for tk in tables], cuts, parts, pool)
         if floats:
-            np.copyto(v[out], ordered_combine(stack, reducer == "maximum"))
+            got = ordered_combine(stack.astype(np.float32) if half else stack,
+                                  reducer == "maximum")
+            np.copyto(v[out], got.astype(dtype) if half else got)
             return
         with np.errstate(all="ignore"):
             combine.accumulate(stack, axis=0, out=acc)
