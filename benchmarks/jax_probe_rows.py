@@ -216,6 +216,10 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         # one thread (9.5x; column_registers.py, bf16 partials)
         "max_cols16": (lambda a: a.max(0), [f32(1 << 19, 16)]),
         "min_bf16_cols32": (lambda a: a.min(0), [f32(1 << 18, 32).astype(jnp.bfloat16)]),
+        # a 2 x 2 max pool of NCHW images by reshape: each output's pairs in masked vectors
+        # of 2 (2.0x; short_reduce.split_last)
+        "pool2x2_reshape": (lambda a: a.reshape(8, 64, 28, 2, 28, 2).max((3, 5)),
+                            [f32(8, 64, 56, 56)]),
     }
 
 

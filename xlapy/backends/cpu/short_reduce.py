@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from xlapy.backends.cpu import small_dots
 from xlapy.backends.cpu.fold_paths import column_slice
+from xlapy.backends.cpu.lanes import identity
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.fusion_decision import EXPENSIVE, is_elementwise
@@ -199,6 +200,44 @@ def narrow_dot(d: Instruction) -> bool:
             and ((0 < k <= SHORT and vector and d.shape.num_elements >= 1024) or thin))
 
 
+def split_last(instr: Instruction) -> bool:
+    """A single-input reduce of a short last dimension (at most SHORT) and of others, some
+    kept dimension between them, whose reducer may take them in any order (integer ops,
+    float max/min, f32/f64 sums and products): a 2 x 2 max pool written as
+    x.reshape(n, c, h / 2, 2, w / 2, 2).max((3, 5)) reduced each output's two pairs in
+    masked vectors of 2 (6.5 ms, XLA 3.3). Split (`split`), the last dimension folds
+    element-wise and the rest fuses into one kernel over the output (1.3 ms)."""
+    if instr.opcode != "reduce" or len(instr.operands) != 2 or not instr.shape.is_array:
+        return False
+    op = reducer_op(instr)
+    x = instr.operands[0]
+    et, dims, red = x.shape.element_type, x.shape.dimensions, set(instr.attrs.dimensions)
+    r = len(dims)
+    if op is None or r < 3 or (r - 1) not in red or (r - 2) in red or len(red) < 2 or \
+            not 1 < dims[-1] <= SHORT or et is not instr.shape.element_type or \
+            et.is_complex or et is ElementType.PRED:
+        return False
+    return not et.is_float or op in ("maximum", "minimum") or (
+        op in ("add", "multiply") and et in (ElementType.F32, ElementType.F64))
+
+
+def split(comp: Computation, instr: Instruction) -> Instruction:
+    """split_last reduce `instr` as a reduce of its last dimension (from the reducer's
+    identity, so the init counts once) and then of the others."""
+    e = Emitter(comp)
+    x, init = instr.operands
+    op = reducer_op(instr)
+    assert op is not None
+    et = x.shape.element_type
+    ident = identity(op, et)
+    if not et.is_float and not et.is_signed:
+        ident = int(ident) & ((1 << et.bits) - 1)
+    r = x.shape.rank
+    last = e.reduce(x, e.const(ident, et), (r - 1,), instr.called[0])
+    rest = tuple(sorted(d for d in instr.attrs.dimensions if d != r - 1))
+    return e.reduce(last, init, rest, instr.called[0])
+
+
 def unroll(comp: Computation, instr: Instruction) -> Instruction:
     """init op x[..., 0] op x[..., 1] ... (left to right) in the reduce's shape."""
     e = Emitter(comp)
@@ -320,6 +359,8 @@ class ShortReductions(ComputationPass):
         for r in [i for i in comp.instructions if variadic_short(i)]:
             _fold_variadic(comp, r)
             changed = True
+        changed = replace_each(comp, [i for i in comp.instructions if split_last(i)],
+                               lambda i: split(comp, i)) or changed
         folds = [i for i in comp.instructions if short_reduce(i)]
         return replace_each(comp, folds + companions(comp, folds),
                             lambda i: unroll(comp, i)) or changed
@@ -370,4 +411,4 @@ def _reach(r: Instruction, depth: int, through: Callable[[Instruction], bool]
 
 
 __all__ = ["SHORT", "SHORT_HEAVY", "THIN", "THIN_OUTPUTS", "ShortReductions", "companions",
-           "holds_fold", "narrow_dot", "short_reduce", "unroll"]
+           "holds_fold", "narrow_dot", "short_reduce", "split_last", "unroll"]

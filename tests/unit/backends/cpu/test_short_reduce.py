@@ -267,3 +267,49 @@ def test_variadic_short_reduces_fold(kind: str, shape: tuple[int, ...], axis: An
     np.testing.assert_array_equal(np.asarray(prog(*args)),
                                   np.asarray(xlapy.compile(text, backend="interpreter")(*args)))
     np.testing.assert_array_equal(np.asarray(prog(*args)), np.asarray(jax.jit(fn)(*args)))
+
+
+POOL = """
+func.func @main(%x: tensor<6x5x8x2x12x{k}x{t}>, %i: tensor<{t}>) -> tensor<6x5x8x12x{t}> {{
+  %r = stablehlo.reduce(%x init: %i) applies stablehlo.{op} across dimensions = [3, 5]
+    : (tensor<6x5x8x2x12x{k}x{t}>, tensor<{t}>) -> tensor<6x5x8x12x{t}>
+  return %r : tensor<6x5x8x12x{t}>
+}}
+"""
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize(("t", "op"), [("f32", "maximum"), ("f32", "minimum"), ("f32", "add"),
+                                       ("i32", "add"), ("bf16", "maximum"), ("bf16", "add")])
+def test_a_short_last_dimension_reduced_with_others_folds_first(k: int, t: str,
+                                                                op: str) -> None:
+    """x.reshape(n, c, h / 2, 2, w / 2, 2).max((3, 5)) (a 2 x 2 max pool of NCHW images)
+    reduced each output's pairs in masked vectors of 2: 6.5 ms against XLA's 3.3 for
+    [32, 64, 56, 56]. Split into the last dimension's fold, then the rest: one kernel over
+    the output, 1.75 ms (an average pool 4.6 -> 1.4). Max/min and integer sums keep the
+    interpreter's bits (NaN, -0/+0, an init counted once); f32 sums reassociate; bf16 sums
+    (rounded each step) are not split."""
+    rng = np.random.default_rng(k)
+    shape = (6, 5, 8, 2, 12, k)
+    dt = _DT[t]
+    if t == "i32":
+        x, init = rng.integers(-1000, 1000, shape).astype(dt), np.array(7, dt)
+    else:
+        x = rng.standard_normal(shape).astype(np.float32)
+        x[0, 0, 0, 1, 3, 0] = np.nan
+        x[1, 1, 1, :, 2, :] = -0.0
+        x[1, 1, 1, 1, 2, 0] = 0.0
+        x = x.astype(dt)
+        init = np.array(0.25, dt)
+    text = POOL.format(k=k, t=t, op=op)
+    prog = xlapy.compile(text, backend="cpu")
+    got = np.asarray(prog(x, init))
+    want = np.asarray(xlapy.compile(text, backend="interpreter")(x, init))
+    split = t != "bf16" or op != "add"
+    reds = [i for i in prog._exe.comp.instructions if i.opcode == "reduce"]
+    assert [tuple(r.attrs.dimensions) for r in reds] == [(3,) if split else (3, 5)]
+    assert len(prog._exe.kernel_specs) == 1
+    if t == "f32" and op == "add":
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
