@@ -213,9 +213,11 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "max_cols64": (lambda a: a.max(0), [f32(65536, 64)]),
         # session 72's: a max down the rows of a vector-wide row stored and reloaded the
         # output row each row (2.8x; 1.55x for [1M, 8], folded to that shape), a bf16 one on
-        # one thread (9.5x; column_registers.py, bf16 partials)
+        # one thread (9.5x), a wide bf16 one rounded each row's values back (2-4x;
+        # column_registers.py, bf16 partials and blocks)
         "max_cols16": (lambda a: a.max(0), [f32(1 << 19, 16)]),
         "min_bf16_cols32": (lambda a: a.min(0), [f32(1 << 18, 32).astype(jnp.bfloat16)]),
+        "max_bf16_cols": (lambda a: a.max(0), [f32(4096, 1024).astype(jnp.bfloat16)]),
         # a 2 x 2 max pool of NCHW images by reshape: each output's pairs in masked vectors
         # of 2 (2.0x; short_reduce.split_last)
         "pool2x2_reshape": (lambda a: a.reshape(8, 64, 28, 2, 28, 2).max((3, 5)),

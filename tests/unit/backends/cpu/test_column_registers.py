@@ -22,8 +22,8 @@ func.func @main(%x: tensor<{shape}x{t}>, %i: tensor<{t}>) -> tensor<{out}x{t}> {
 }}
 """
 
-_DT = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16, "i32": np.int32,
-       "ui8": np.uint8, "i64": np.int64}
+_DT = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16, "f16": np.float16,
+       "i32": np.int32, "ui8": np.uint8, "i64": np.int64}
 
 
 def _program(shape: tuple[int, ...], dims: tuple[int, ...], t: str, op: str) -> str:
@@ -110,6 +110,16 @@ def test_a_wide_row_keeps_the_row_loop() -> None:
     many as its vectors, independent)."""
     prog = _check((512, 1024), (0,), "f32", "maximum")
     assert "cr.body" not in prog._exe.kernel_ir
+
+
+@pytest.mark.parametrize("t", ["bf16", "f16"])
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_wide_rows_of_2_byte_floats_reduce_in_blocks(t: str, op: str) -> None:
+    """bf16 / f16 rows wider than MAX_VECTORS reduce MAX_VECTORS vectors at a time down all
+    the rows: in the output buffer each step rounded back to 2 bytes and flushed
+    (bf16[4096, 1024].max(0) 0.54 -> 0.28 ms)."""
+    prog = _check((700, 1024), (0,), t, op, 6)
+    assert "cr.body" in prog._exe.kernel_ir and "cb.body" in prog._exe.kernel_ir
 
 
 FUSED = """
