@@ -102,36 +102,38 @@ class ColumnRegisterEmitter:
         with b.goto_entry_block():
             slots = [[b.alloca(accumulator_start(op, et, w).type, name="col")
                       for _ in range(vecs)] for _ in range(chains)]
-        lanes = [Lane(i64(0), v * w) for v in range(vecs)]
         span = vecs * w
 
         def bounds(d: int) -> tuple[ir.Value, ir.Value]:
             return (begin, end) if d == 0 else (i64(0), i64(dims[d]))
 
-        def step(idx: list[Any], row: list[ir.Value]) -> None:
+        def step(idx: list[Any], row: list[ir.Value], lanes: list[Lane]) -> None:
             for ln, slot in zip(lanes, row):
                 self.memo.clear()
                 v = self.gen(x, idx + [ln])
                 v = v if isinstance(v.type, ir.VectorType) else self.splat(v)
                 b.store(self._combine(op, et, b.load(slot), v, late=True), slot)
 
-        def rows(idx: list[Any]) -> None:
+        def rows(idx: list[Any], lanes: list[Lane]) -> None:
             """The run's loops, the last one's rows round the chains."""
             lo, hi = bounds(len(idx))
             if len(idx) < n - 2:
                 with for_range(b, lo, hi, name=f"cq{len(idx)}") as i:
-                    rows(idx + [i])
+                    rows(idx + [i], lanes)
                 return
             whole = b.add(lo, b.and_(b.sub(hi, lo), i64(-chains)), flags=["nsw"])
             with self._phase(idx):
                 with for_range(b, lo, whole, name="cr", step=chains) as r:
                     for c, row in enumerate(slots):
-                        step(idx + [r if c == 0 else b.add(r, i64(c), flags=["nsw"])], row)
+                        step(idx + [r if c == 0 else b.add(r, i64(c), flags=["nsw"])], row,
+                             lanes)
                 with for_range(b, whole, hi, name="crs") as r:
-                    step(idx + [r], slots[0])
+                    step(idx + [r], slots[0], lanes)
 
-        def run(idx: list[Any]) -> None:
-            """Accumulators from the output row, the run's rows into them, stored back."""
+        def run(idx: list[Any], base: ir.Value) -> None:
+            """Accumulators from the output row's columns from `base`, the run's rows into
+            them, stored back."""
+            lanes = [Lane(base, v * w) for v in range(vecs)]
             ptrs = [b.gep(out, [self.linear([(idx + [i64(0)] * (n - 1 - a) + [ln])[d]
                                              for d in kept], out_dims)], inbounds=True)
                     for ln in lanes]
@@ -139,7 +141,7 @@ class ColumnRegisterEmitter:
                 for v, slot in enumerate(row):
                     b.store(ew.from_storage(b, self._access(ptrs[v], [lanes[v]]), et)
                             if c == 0 else accumulator_start(op, et, w), slot)
-            rows(idx)
+            rows(idx, lanes)
             for v, p in enumerate(ptrs):
                 vals = [b.load(row[v]) for row in slots]
                 while len(vals) > 1:  # a tree: ((c0 op c1) op (c2 op c3))
@@ -151,11 +153,10 @@ class ColumnRegisterEmitter:
         def outer(idx: list[Any]) -> None:
             if len(idx) == a:
                 if span == dims[-1]:
-                    run(idx)
+                    run(idx, i64(0))
                     return
                 with for_range(b, i64(0), i64(dims[-1]), name="cb", step=span) as cb:
-                    lanes[:] = [Lane(cb, v * w) for v in range(vecs)]
-                    run(idx)
+                    run(idx, cb)
                 return
             lo, hi = bounds(len(idx))
             with for_range(b, lo, hi, name=f"c{len(idx)}") as i:

@@ -11,25 +11,12 @@ import numpy as np
 import pytest
 
 import xlapy
+from tests.unit.backends.cpu.test_narrow_columns import _program
 from xlapy.backends.cpu.column_registers import MAX_VECTORS
 from xlapy.backends.cpu.lanes import vector_width
 
-RED = """
-func.func @main(%x: tensor<{shape}x{t}>, %i: tensor<{t}>) -> tensor<{out}x{t}> {{
-  %r = stablehlo.reduce(%x init: %i) applies stablehlo.{op} across dimensions = [{dims}]
-    : (tensor<{shape}x{t}>, tensor<{t}>) -> tensor<{out}x{t}>
-  return %r : tensor<{out}x{t}>
-}}
-"""
-
 _DT = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16, "f16": np.float16,
        "i32": np.int32, "ui8": np.uint8, "i64": np.int64}
-
-
-def _program(shape: tuple[int, ...], dims: tuple[int, ...], t: str, op: str) -> str:
-    out = [n for d, n in enumerate(shape) if d not in dims]
-    return RED.format(shape="x".join(map(str, shape)), out="x".join(map(str, out)), t=t,
-                      op=op, dims=", ".join(map(str, dims)))
 
 
 def _data(shape: tuple[int, ...], t: str, op: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
