@@ -105,7 +105,8 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     return a state element as it is made a compare (cond_root.py), strided slices of whole rows
     as columns and reshapes merging a stack's short last dimension moved after the element-wise
     ops reading them (stack_reshape.py), calls of identical computations made calls of one
-    (computation_dedup.py), then the cpu fusion."""
+    (computation_dedup.py), pooling windows over a narrow last dimension as a fold of strided
+    slices (window_slices.py), then the cpu fusion."""
     from xlapy.backends.cpu.column_sums import SplitColumnSums
     from xlapy.backends.cpu.cond_root import CondRootKernel
     from xlapy.backends.cpu.conv_layout import ChannelsLastConvolutions
@@ -124,6 +125,7 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
     from xlapy.backends.cpu.total_minmax import TotalMinMax
     from xlapy.backends.cpu.widen_dots import WidenNarrowDots
     from xlapy.backends.cpu.widened_rows import ShareWidenedRows
+    from xlapy.backends.cpu.window_slices import WindowSlices
     from xlapy.passes.computation_dedup import ComputationDeduplicator
     from xlapy.passes.pipelines import backend_pipeline
 
@@ -132,7 +134,8 @@ def cpu_pipeline(options: CpuOptions | None = None, verify: bool = False,
                             ProductSumsAsDots(), FoldDotTranspose(), FoldRhsTranspose(),
                             FlattenDots(), PolyphaseConvolution(),
                             ChannelsLastConvolutions(), SmallDotsAsReduces(),
-                            ShortReductions(), MergeKeptColumns(), FoldNarrowColumns(),
+                            ShortReductions(), WindowSlices(), MergeKeptColumns(),
+                            FoldNarrowColumns(),
                             SplitColumnSums(),
                             TotalMinMax(), TotalArgBest(), WidenNarrowDots(target_),
                             ShareWidenedRows(), SelectTopK(), CondRootKernel(),
