@@ -48,7 +48,9 @@ BLOCKED = frozenset({ET.BF16, ET.F16})
 MIN_ROWS = 16
 
 
-def _orderless(op: str, et: ET) -> bool:
+def orderless(op: str, et: ET) -> bool:
+    """Whether a reduce by `op` of `et` may take its elements in any order: integer ops,
+    float max/min (exact), f32/f64 sums and products (reassociated)."""
     if et.is_complex or et is ET.PRED:
         return False
     if et.is_float:  # (f32/f64 sums and products reassociate, as the kernels' other chains)
@@ -89,7 +91,7 @@ class ColumnRegisterEmitter:
         if n < 2 or (n - 2) not in red or (n - 1) in red or not w or dims[-1] % w or \
                 (wide and (et not in BLOCKED or dims[-1] % (MAX_VECTORS * w))) or \
                 prod(dims[a:n - 1]) < MIN_ROWS or \
-                not _orderless(op, et) or self.rows or self.segmented or \
+                not orderless(op, et) or self.rows or self.segmented or \
                 self.row_depth > 1 or self.residues > 1:
             return False
         vecs = min(dims[-1] // w, MAX_VECTORS)
@@ -166,4 +168,4 @@ class ColumnRegisterEmitter:
         return True
 
 
-__all__ = ["ColumnRegisterEmitter"]
+__all__ = ["ColumnRegisterEmitter", "orderless"]

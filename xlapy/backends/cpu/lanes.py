@@ -528,6 +528,12 @@ def identity(op: str, et: ET) -> object:
     return (1 << (bits - 1)) - 1 if et.is_signed else -1  # minimum
 
 
+def stored_identity(op: str, et: ET) -> object:
+    """`identity` as a constant of `et` holds it: an unsigned type's -1 (min, and) all ones."""
+    v = identity(op, et)
+    return int(v) & ((1 << et.bits) - 1) if not et.is_float and not et.is_signed else v
+
+
 def accumulator_start(op: str, et: ET, width: int) -> ir.Constant:
     return splat(ir.VectorType(ew.compute_type(et), width), identity(op, et))
 

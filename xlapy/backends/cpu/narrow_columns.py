@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from math import lcm, prod
 
-from xlapy.backends.cpu.lanes import identity
+from xlapy.backends.cpu.lanes import stored_identity
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.fusion_decision import SAME_INDEX, is_elementwise
@@ -72,10 +72,7 @@ def fold(comp: Computation, r: Instruction) -> Instruction:
         rank = x.shape.rank
         moved = em.op("transpose", x, permutation=(*range(a), rank - 1, *range(a, rank - 1)))
         return em.reduce(moved, init, tuple(range(a + 1, rank)), r.called[0])
-    ident = identity(op, et)
-    if not et.is_float:
-        ident = int(ident) & ((1 << et.bits) - 1) if not et.is_signed else int(ident)
-    unit = em.const(ident, et)
+    unit = em.const(stored_identity(op, et), et)
     xr = em.regroup(x, (*lead, rows, c))
     groups, rest = divmod(rows, k)
 

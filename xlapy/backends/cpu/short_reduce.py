@@ -17,8 +17,9 @@ import math
 from collections.abc import Callable
 
 from xlapy.backends.cpu import small_dots
+from xlapy.backends.cpu.column_registers import orderless
 from xlapy.backends.cpu.fold_paths import column_slice
-from xlapy.backends.cpu.lanes import identity
+from xlapy.backends.cpu.lanes import stored_identity
 from xlapy.backends.cpu.reduce_emit import reducer_op
 from xlapy.ir import Computation, Instruction, Module
 from xlapy.passes.fusion_decision import EXPENSIVE, is_elementwise
@@ -213,12 +214,9 @@ def split_last(instr: Instruction) -> bool:
     x = instr.operands[0]
     et, dims, red = x.shape.element_type, x.shape.dimensions, set(instr.attrs.dimensions)
     r = len(dims)
-    if op is None or r < 3 or (r - 1) not in red or (r - 2) in red or len(red) < 2 or \
-            not 1 < dims[-1] <= SHORT or et is not instr.shape.element_type or \
-            et.is_complex or et is ElementType.PRED:
-        return False
-    return not et.is_float or op in ("maximum", "minimum") or (
-        op in ("add", "multiply") and et in (ElementType.F32, ElementType.F64))
+    return op is not None and r >= 3 and (r - 1) in red and (r - 2) not in red and \
+        len(red) >= 2 and 1 < dims[-1] <= SHORT and et is instr.shape.element_type and \
+        orderless(op, et)
 
 
 def split(comp: Computation, instr: Instruction) -> Instruction:
@@ -229,11 +227,8 @@ def split(comp: Computation, instr: Instruction) -> Instruction:
     op = reducer_op(instr)
     assert op is not None
     et = x.shape.element_type
-    ident = identity(op, et)
-    if not et.is_float and not et.is_signed:
-        ident = int(ident) & ((1 << et.bits) - 1)
     r = x.shape.rank
-    last = e.reduce(x, e.const(ident, et), (r - 1,), instr.called[0])
+    last = e.reduce(x, e.const(stored_identity(op, et), et), (r - 1,), instr.called[0])
     rest = tuple(sorted(d for d in instr.attrs.dimensions if d != r - 1))
     return e.reduce(last, init, rest, instr.called[0])
 

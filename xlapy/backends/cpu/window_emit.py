@@ -47,11 +47,11 @@ from xlapy.types import ElementType as ET
 MAX_VECTOR_STRIDE = 4
 
 
-def _vec(v: Sequence[int] | None, rank: int, fill: int = 1) -> list[int]:
+def window_vec(v: Sequence[int] | None, rank: int, fill: int = 1) -> list[int]:
     return [fill] * rank if v is None else list(v)
 
 
-def _pads(v: Sequence[Sequence[int]] | None, rank: int) -> list[tuple[int, int]]:
+def window_pads(v: Sequence[Sequence[int]] | None, rank: int) -> list[tuple[int, int]]:
     return [(0, 0)] * rank if v is None else [(int(p[0]), int(p[1])) for p in v]
 
 
@@ -113,10 +113,10 @@ class ReduceWindowEmitter(OpEmitter, SlideEmitter):
         r = len(dims)
         a = instr.attrs
         self.win = list(a.window_dimensions)
-        self.st = _vec(a.window_strides, r)
-        self.bd = _vec(a.base_dilations, r)
-        self.wd = _vec(a.window_dilations, r)
-        self.pad = _pads(a.padding, r)
+        self.st = window_vec(a.window_strides, r)
+        self.bd = window_vec(a.base_dilations, r)
+        self.wd = window_vec(a.window_dilations, r)
+        self.pad = window_pads(a.padding, r)
         self.dims = dims
         shapes = list(instr.shape.tuple_shapes) if self.tupled else [instr.shape]
         self.odims = list(shapes[0].dimensions)
@@ -423,8 +423,8 @@ class SelectAndScatterEmitter(OpEmitter):
         r = len(dims)
         a = instr.attrs
         win = list(a.window_dimensions)
-        st = _vec(a.window_strides, r)
-        pad = _pads(a.padding, r)
+        st = window_vec(a.window_strides, r)
+        pad = window_pads(a.padding, r)
         sel, sca = instr.called
         sx, ss, si = self.ins
         so = self.out

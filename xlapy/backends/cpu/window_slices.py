@@ -17,6 +17,7 @@ import itertools
 import math
 
 from xlapy.backends.cpu.reduce_emit import reducer_op
+from xlapy.backends.cpu.window_emit import window_pads, window_vec
 from xlapy.ir import Computation, Instruction
 from xlapy.passes.hlo_builder import Emitter
 from xlapy.passes.pass_base import ComputationPass, replace_each
@@ -25,10 +26,6 @@ from xlapy.passes.pass_base import ComputationPass, replace_each
 NARROW_BYTES = 64
 #: Most window positions folded (3 x 3): each is a slice the kernel reads.
 MAX_POSITIONS = 9
-
-
-def _vec(v: tuple[int, ...] | None, rank: int) -> list[int]:
-    return [1] * rank if v is None else list(v)
 
 
 def sliceable(instr: Instruction) -> bool:
@@ -43,9 +40,9 @@ def sliceable(instr: Instruction) -> bool:
     r = x.shape.rank
     if r < 2 or not instr.shape.num_elements:
         return False
-    pad = [(0, 0)] * r if a.padding is None else [tuple(p) for p in a.padding]
-    st = _vec(a.window_strides, r)
-    return (all(d == 1 for d in _vec(a.base_dilations, r))
+    pad = window_pads(a.padding, r)
+    st = window_vec(a.window_strides, r)
+    return (all(d == 1 for d in window_vec(a.base_dilations, r))
             and all(lo >= 0 and hi >= 0 for lo, hi in pad)
             and a.window_dimensions[-1] == 1 and st[-1] == 1 and pad[-1] == (0, 0)
             and x.shape.dimensions[-1] * max(x.shape.element_type.bits // 8, 1) < NARROW_BYTES
@@ -61,10 +58,11 @@ def fold(comp: Computation, instr: Instruction) -> Instruction:
     assert op is not None
     a = instr.attrs
     r = x.shape.rank
-    st, wd = _vec(a.window_strides, r), _vec(a.window_dilations, r)
-    if a.padding is not None and any(lo or hi for lo, hi in a.padding):
-        x = e.op("pad", x, init, edge_padding_low=tuple(p[0] for p in a.padding),
-                 edge_padding_high=tuple(p[1] for p in a.padding), interior_padding=(0,) * r)
+    st, wd, pad = window_vec(a.window_strides, r), window_vec(a.window_dilations, r), \
+        window_pads(a.padding, r)
+    if any(lo or hi for lo, hi in pad):
+        x = e.op("pad", x, init, edge_padding_low=tuple(p[0] for p in pad),
+                 edge_padding_high=tuple(p[1] for p in pad), interior_padding=(0,) * r)
     out = tuple(instr.shape.dimensions)
     acc = e.bcast(init, out, [])
     for offset in itertools.product(*(range(w) for w in a.window_dimensions)):
