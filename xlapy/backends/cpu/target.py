@@ -53,6 +53,14 @@ NAMED: dict[str, tuple[str, str, frozenset[str]]] = {
 }
 ALIASES = {"aarch64": "aarch64-linux-gnu", "x86-64-avx2": "x86-64-v3",
            "x86-64-avx512": "x86-64-v4"}
+#: The features that choose code: what codegen asks (`has`; test_target.py checks every
+#: `has("...")` in xlapy is here) and what LLVM lowers differently (half conversions without
+#: F16C, fma without FMA, VNNI dot products). Two targets that agree on these run the same
+#: code paths, whatever else (tuning, AES, SHA) they differ in.
+CODE_FEATURES = frozenset({"sse4.1", "sse4.2", "avx", "avx2", "fma", "f16c", "avxvnni",
+                           "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl",
+                           "avx512vnni", "avx512vbmi", "avx512bf16", "avx512fp16",
+                           "amx-tile", "amx-int8", "amx-bf16"})
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,14 @@ class CpuTarget:
         """Code for this target can run in this process (same architecture, and every
         feature it uses is one the host has)."""
         return _runs_here(self)
+
+    @property
+    def covered_by_host(self) -> bool:
+        """The host's own code paths are this target's (same CODE_FEATURES): a test run for
+        it repeats the host's (x86-64-v3 on an AVX2 machine without AVX-512)."""
+        host = host_target()
+        return (self.runs_here
+                and self.features & CODE_FEATURES == host.features & CODE_FEATURES)
 
     @property
     def key(self) -> str:

@@ -6,6 +6,8 @@ xlapy.compile, CLI) and the compile-cache key."""
 from __future__ import annotations
 
 import io
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -189,3 +191,31 @@ def test_complex_libm_ops_are_native_on_aarch64() -> None:
     prog = xlapy.compile(_COMPLEX, "cpu", options={"target": "aarch64"})
     assert fallback_ops(prog) == []
     assert all(objfile.machine(o) == "aarch64" for _, o in prog._exe.all_objects())
+
+
+def test_code_features_hold_every_feature_codegen_asks_about() -> None:
+    """covered_by_host compares CODE_FEATURES only: a feature codegen branches on that the
+    set missed would let `make test` skip a lower target whose code differs from the host's."""
+    root = Path(xlapy.__file__).parent
+    asked = {m for f in root.rglob("*.py")
+             for m in re.findall(r'\.has\("([a-z0-9.\-]+)"\)', f.read_text())}
+    asked |= {m for f in root.rglob("*.py")
+              for m in re.findall(r't\.has\(f\) for f in \(([^)]*)\)', f.read_text())
+              for m in re.findall(r'"([a-z0-9.\-]+)"', m)}
+    assert {"avx512f", "fma", "amx-int8"} <= asked
+    assert asked <= target.CODE_FEATURES
+
+
+def test_a_target_is_covered_by_the_host_only_with_the_same_code_features() -> None:
+    host = target.host_target()
+    assert host.covered_by_host
+    for name in ("x86-64-v2", "x86-64-v3", "x86-64-v4", "cooperlake", "aarch64"):
+        t = target.resolve(name)
+        same = t.features & target.CODE_FEATURES == host.features & target.CODE_FEATURES
+        assert t.covered_by_host == (t.runs_here and same)
+    assert not target.resolve("aarch64").covered_by_host
+    if host.has("avx2"):  # (every x86-64 machine these tests run on)
+        assert not target.resolve("x86-64-v2").covered_by_host
+    v3 = target.resolve("x86-64-v3")
+    assert v3.covered_by_host == (host.has("fma") and not host.has("avx512f")
+                                  and not host.has("avxvnni"))
