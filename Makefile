@@ -35,7 +35,10 @@ demo: $(VENV)/.runtime
 # this machine cannot run (RUNS_HERE) is skipped with a line that says so, and so is one whose
 # code paths are the host's (COVERED: target.CODE_FEATURES alike, as x86-64-v3 on Zen 3, where
 # it repeated the host run's 9 minutes). The first run covers the host; test_libcalls.py
-# compiles for every target itself.
+# compiles for every target itself. A lower target's pass runs every test function but every
+# other parameter set of each (XLAPY_PARAM_STRIDE=2, tests/conftest.py): the whole grid again
+# per target put CI past 30 minutes on a 2-core Zen 3. worksteal: a long test left at the end
+# of one worker's share no longer idles the other core.
 CPU_SUITES := tests/unit/backends/cpu tests/conformance/test_interpret_cpu.py \
 	tests/differential/test_cpu_vs_interpreter.py \
 	tests/differential/jax_programs/test_jax_programs.py::test_matches_jax_on_cpu \
@@ -48,7 +51,7 @@ export COVERED := import sys; from xlapy.backends.cpu import target; \
 
 test: $(VENV)/.test
 	$(BIN)/ruff check xlapy tests examples benchmarks
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider tests
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal -p no:cacheprovider tests
 	for t in $(CPU_TARGETS); do \
 	    if ! $(BIN)/python -c "$$RUNS_HERE" $$t; then \
 	        echo "cpu target $$t: this machine cannot run its code; its suites are skipped"; \
@@ -56,8 +59,8 @@ test: $(VENV)/.test
 	    if $(BIN)/python -c "$$COVERED" $$t; then \
 	        echo "cpu target $$t: the host run covered it (same vector features); skipped"; \
 	        continue; fi; \
-	    XLAPY_CPU_TARGET=$$t $(BIN)/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider \
-	        $(CPU_SUITES) || exit 1; \
+	    XLAPY_CPU_TARGET=$$t XLAPY_PARAM_STRIDE=2 $(BIN)/python -m pytest -n $(PYTEST_WORKERS) \
+	        --dist worksteal -p no:cacheprovider $(CPU_SUITES) || exit 1; \
 	done
 
 # Ahead-of-time example (examples/aot): `xlapy aot` compiles the MLP and the CNN to objects, a

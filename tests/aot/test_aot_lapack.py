@@ -222,10 +222,12 @@ def test_geev_eigenvectors_are_refused(dt: np.dtype) -> None:
         aot_compile(text, name="refused")
 
 
-@pytest.mark.parametrize("target", ["x86-64-v3", "aarch64-linux-gnu"])
+@pytest.mark.parametrize("target", ["aarch64-linux-gnu"])
 def test_objects_need_only_libc_libm(target: str) -> None:
-    """Every routine in one object per target: nothing undefined beyond libc / libm (a test
-    per target: the two ~30 s compiles on two workers)."""
+    """Every routine in one object: nothing undefined beyond libc / libm. For aarch64, whose
+    objects the qemu sweep may not link (no cross gcc); x86 objects are linked by gcc with
+    libc and libm alone in the sweeps above (host and x86-64-v2), which fail on anything
+    else (an x86-64-v3 object of everything here was 39 s of CI on Zen 3)."""
     fns = [fn for _, fn, _, _ in CASES]
     args = [a for _, _, a, _ in CASES]
 
