@@ -398,8 +398,14 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter, ColumnRegisterEmitte
             b.store(init_v, b.gep(out, [o], inbounds=True))
         self.ops += 1
 
+        # A float max/min accumulated straight into the output rows (s == n) skips each
+        # element's flush (`_combine`'s late) and flushes this range of the output once at
+        # the end: four of its nine vector instructions a step on AVX2 (f32[300, 1000,
+        # 7].max(0) on Zen 3, ~2x XLA's time).
+        late_rows = 0 < s == n and op in ("maximum", "minimum") and ew._isfloat(init_c)
+
         def combine(acc: ir.Value, v: ir.Value) -> ir.Value:
-            return self._combine(op, et, acc, v)
+            return self._combine(op, et, acc, v, late=late_rows)
 
         def out_ptr(idx: list[ir.Value]) -> ir.Value:
             return b.gep(out, [self.linear([idx[d] for d in kept], out_dims)], inbounds=True)
@@ -475,6 +481,11 @@ class ReductionEmitter(MinMaxEmitter, ComplexReduceEmitter, ColumnRegisterEmitte
             self._complex_columns(dims, lead, max(red) + 1, (begin, end), out, x, et)
         elif s < n or not self._column_registers(op, et, x, dims, red, begin, end, out):
             self._nest(dims[:s], begin, end, outer_body, lanes=s == n)
+            if late_rows:
+                with for_range(b, lo, hi, name="flush") as o:
+                    q = b.gep(out, [o], inbounds=True)
+                    b.store(ew.to_storage(b, self._late_flush(op, ew.from_storage(
+                        b, b.load(q), et)), et), q)
         return outer, split
 
     def _nest_blocked(self, dims: Sequence[int], idx: list[ir.Value], body: Any,
