@@ -30,7 +30,7 @@ from llvmlite import ir
 
 from xlapy import denormal
 from xlapy.backends.cpu import flush_ftz
-from xlapy.backends.cpu.llvm_util import F32
+from xlapy.backends.cpu.llvm_util import F32, I32, like, splat
 
 #: Calls whose result is one of their float arguments (or its magnitude, or its sign moved).
 _PICK_CALLS = ("llvm.maximum.", "llvm.minimum.", "llvm.maxnum.", "llvm.minnum.",
@@ -41,6 +41,14 @@ def mark(x: ir.Value) -> ir.Value:
     """Record that `x` holds a bf16 (a rounding's result, a load of rounded values)."""
     x._xlapy_bf16 = True  # type: ignore[attr-defined]
     return x
+
+
+def quiet(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """`x` (`is_bf16(x, signaling=True)`) with a NaN's quiet bit set: its bf16 rounding."""
+    it = like(x.type, I32)
+    bits = b.bitcast(x, it)
+    out = b.select(b.fcmp_unordered("uno", x, x), b.or_(bits, splat(it, 0x400000)), bits)
+    return mark(b.bitcast(out, x.type))
 
 
 def _f32(x: ir.Type) -> bool:
@@ -112,44 +120,47 @@ def _flushing() -> bool:
     return denormal.flushing() and getattr(flush_ftz._state, "on", False)
 
 
-def is_bf16(x: ir.Value, depth: int = 6) -> bool:
-    """Whether `x` (an f32 scalar or vector) holds a bf16: rounding it to bf16 is a no-op."""
+def is_bf16(x: ir.Value, depth: int = 6, signaling: bool = False) -> bool:
+    """Whether `x` (an f32 scalar or vector) holds a bf16: rounding it to bf16 is a no-op.
+    `signaling`: or a bf16 but for a NaN that may be a signaling one (`widened` loads and
+    what picks among them: a max / min of loaded bf16s), whose rounding only quiets a NaN
+    (elementwise._bf16_round: 3 vector instructions instead of ~10)."""
     if not _f32(x.type):
         return False
     if isinstance(x, ir.Constant):
         return _bf16_constant(x)
-    if getattr(x, "_xlapy_bf16", False):
+    if getattr(x, "_xlapy_bf16", False) or signaling and widened(x):
         return True
     if depth <= 0 or not isinstance(x, ir.Instruction):
         return False
     op = x.opname
     ops = x.operands
     if op in ("fneg", "extractelement"):
-        return is_bf16(ops[0], depth - 1)
+        return is_bf16(ops[0], depth - 1, signaling)
     if op in ("shufflevector", "insertelement"):  # lanes moved or broadcast
-        return is_bf16(ops[0], depth - 1) and is_bf16(ops[1], depth - 1)
+        return is_bf16(ops[0], depth - 1, signaling) and is_bf16(ops[1], depth - 1, signaling)
     if op == "select":
-        return is_bf16(ops[1], depth - 1) and is_bf16(ops[2], depth - 1)
+        return is_bf16(ops[1], depth - 1, signaling) and is_bf16(ops[2], depth - 1, signaling)
     if op == "bitcast":
         # elementwise.select: bitcast(select(p, bitcast(a), bitcast(b))) on integer bits.
         src = ops[0]
         if not isinstance(src, ir.Instruction) or src.opname != "select":
             return False
         return all(isinstance(v, ir.Instruction) and v.opname == "bitcast"
-                   and v.operands[0].type == x.type and is_bf16(v.operands[0], depth - 1)
-                   for v in src.operands[1:])
+                   and v.operands[0].type == x.type
+                   and is_bf16(v.operands[0], depth - 1, signaling) for v in src.operands[1:])
     if op in ("fmul", "fdiv") and _flushing():
         a, c = ops
         if op == "fmul" and _power_of_two(a):
             a, c = c, a
         # (a loaded bf16 may be a signaling NaN, which the product quiets)
-        return _power_of_two(c) and (widened(a) or is_bf16(a, depth - 1))
+        return _power_of_two(c) and (widened(a) or is_bf16(a, depth - 1, signaling))
     if op == "call":
         name = getattr(x.callee, "name", "")
         if name.startswith(_PICK_CALLS):
-            return all(is_bf16(a, depth - 1) for a in x.args if a.type == x.type)
+            return all(is_bf16(a, depth - 1, signaling) for a in x.args if a.type == x.type)
         if name.startswith("llvm.copysign."):
-            return is_bf16(x.args[0], depth - 1)
+            return is_bf16(x.args[0], depth - 1, signaling)
     return False
 
 
@@ -225,4 +236,4 @@ def quiet_clean(v: ir.Value, depth: int = 6) -> bool:
         all(_low_clean(o, depth - 1) for o in ops)
 
 
-__all__ = ["is_bf16", "mark", "quiet_clean", "widened"]
+__all__ = ["is_bf16", "mark", "quiet", "quiet_clean", "widened"]

@@ -122,20 +122,20 @@ def to_storage(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
 
 def _bf16_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN (ml_dtypes' rule)."""
-    if _exact.is_bf16(v):  # a bf16 already: its upper half (bf16_exact.py)
-        it = like(v.type, I32)
-        return b.trunc(b.lshr(b.bitcast(v, it), splat(it, 16)), like(v.type, I16))
-    if _bf16.usable(v, is_flushed(v)):  # one vcvtneps2bf16, same bits (bf16_convert.py)
-        return _bf16.bits(b, v)
+    if not _exact.is_bf16(v):
+        if _bf16.usable(v, is_flushed(v)):  # one vcvtneps2bf16, same bits (bf16_convert.py)
+            return _bf16.bits(b, v)
+        if _exact.is_bf16(v, signaling=True):  # a bf16 once a NaN is quiet
+            v = _exact.quiet(b, v)
     it = like(v.type, I32)
-    bits = b.bitcast(v, it)
-    lsb = b.and_(b.lshr(bits, splat(it, 16)), splat(it, 1))
-    rounded = b.lshr(b.add(b.add(bits, splat(it, 0x7FFF)), lsb), splat(it, 16))
-    if _exact.quiet_clean(v):  # a NaN is quiet with its low half zero: rounded as it is
-        return b.trunc(rounded, like(v.type, I16))
-    nan = b.or_(b.lshr(bits, splat(it, 16)), splat(it, 0x40))
-    out = b.select(b.fcmp_unordered("uno", v, v), nan, rounded)
-    return b.trunc(out, like(v.type, I16))
+    out = bits = b.bitcast(v, it)
+    if not _exact.is_bf16(v):  # (else a bf16: its upper half, bf16_exact.py)
+        lsb = b.and_(b.lshr(bits, splat(it, 16)), splat(it, 1))
+        out = b.add(b.add(bits, splat(it, 0x7FFF)), lsb)
+        if not _exact.quiet_clean(v):  # (else a NaN is quiet, its low half zero: as it is)
+            out = b.select(b.fcmp_unordered("uno", v, v), b.or_(bits, splat(it, 0x400000)),
+                           out)
+    return b.trunc(b.lshr(out, splat(it, 16)), like(v.type, I16))
 
 
 def round_to(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
@@ -149,10 +149,11 @@ def round_to(b: ir.IRBuilder, v: ir.Value, t: ET) -> ir.Value:
 
 def _bf16_round(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """from_storage(to_storage(v)) for bf16 in 32-bit lanes: the rounded bits masked in
-    place, no narrowing and widening back (vector kernels get no instcombine to fold them:
-    lanes.py; a bf16 softmax rounds 4 times per element)."""
+    place, not narrowed and widened back (lanes.py: a bf16 softmax rounds 4 times a value)."""
     if _exact.is_bf16(v):  # a bf16 already: rounding is the identity (bf16_exact.py)
-        return v
+        return _exact.mark(v)  # (known at once by the next op: chains outgrow the search)
+    if _exact.is_bf16(v, signaling=True):  # ... but for a NaN's quiet bit
+        return mark_flushed(_exact.quiet(b, v)) if is_flushed(v) else _exact.quiet(b, v)
     it = like(v.type, I32)
     if _bf16.usable(v, is_flushed(v)):  # one vcvtneps2bf16, widened back (bf16_convert.py)
         wide = b.shl(b.zext(_bf16.bits(b, v), it), splat(it, 16))
@@ -163,8 +164,7 @@ def _bf16_round(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     out = rounded if _exact.quiet_clean(v) else b.select(  # (quiet_clean: bf16_exact.py)
         b.fcmp_unordered("uno", v, v), b.or_(bits, splat(it, 0x400000)), rounded)
     res = _exact.mark(b.bitcast(b.and_(out, splat(it, -65536)), v.type))
-    # Rounding never makes a denormal of a value that is none (2^-126 is a bf16; a normal
-    # truncates to a normal and rounds up from there): the next op need not flush it again.
+    # (Rounding makes no denormal of a normal, 2^-126 being a bf16: no flush needed after.)
     return mark_flushed(res) if is_flushed(v) else res
 
 

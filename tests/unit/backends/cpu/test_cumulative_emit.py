@@ -15,7 +15,7 @@ import xlapy
 from xlapy.backends.cpu import cumulative_emit
 from xlapy.types import ElementType as ET
 
-from .test_window_emit import check, data, reduce_window, same, scalar
+from .test_window_emit import IDENTITY, check, data, reduce_window, same, scalar
 
 Op = Callable[[np.ndarray, np.ndarray], np.ndarray]
 OPS: dict[str, tuple[Op, float]] = {"add": (np.add, 0.0), "multiply": (np.multiply, 1.0)}
@@ -133,6 +133,28 @@ def test_other_axes_and_tiles_in_xlas_order(dims: tuple[int, ...], axis: int,
         got = xlapy.compile(text, backend="cpu", options={"num_threads": threads})(
             x, scalar(t, 0.0))
         same(got, want)
+
+
+@pytest.mark.parametrize("t", [ET.F32, ET.F64, ET.BF16])
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+@pytest.mark.parametrize("dims", [(40, 33), (37, 9), (300, 3)])
+def test_reversed_max_min_across_columns_fold_suffixes(t: ET, op: str,
+                                                       dims: tuple[int, int]) -> None:
+    """A reversed cummax / cummin along axis 0 folds each block's suffixes right to left
+    in a loop (cumulative_emit._suffix_block): the interpreter's values, signed zeros,
+    infinities and NaNs included, from a kernel of a few hundred IR lines (the 136 unrolled
+    left-to-right folds per block were 2,600 lines in f32, 6,000 in bf16, and 0.6-1.2 s of
+    LLVM on a 2-core Zen 3)."""
+    x = data(t, dims, sum(dims))
+    x[::3, 0] = -0.0
+    x[1::3, 0] = 0.0
+    x[5, 1] = np.nan
+    x[7, 2] = np.inf
+    x[dims[0] - 1, dims[1] - 1] = -np.inf
+    text = reduce_window(t, dims, op, [dims[0], 1], padding=[(0, dims[0] - 1), (0, 0)])
+    exe = xlapy.compile(text, backend="cpu")
+    check(text, [x, scalar(t, IDENTITY[op])], "reduce_window")
+    assert len(exe._exe.kernel_ir.splitlines()) < 1000, len(exe._exe.kernel_ir.splitlines())
 
 
 def test_complex_cumsum_is_native_in_xlas_order() -> None:
