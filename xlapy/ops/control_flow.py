@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from xlapy.ops.base import OPS, VARIADIC, EvalContext, OpDef, Region, check, register
+from xlapy.ops.base import OPS, VARIADIC, EvalContext, OpDef, Region, check, fail, register
 from xlapy.ops.loop_guard import WhileGuard
 from xlapy.types import ElementType, Shape, shapes_str
 
@@ -71,8 +71,8 @@ def check_region_signature(region: Region, params: Sequence[Shape], label: str,
                            what: str) -> None:
     """`region` takes exactly `params` (StableHLO types compare without layout)."""
     got = list(region.parameter_shapes)
-    check(got == list(params), label,
-          f"{what} {region.name} takes {_types(got)}, expected {_types(params)}")
+    if got != list(params):
+        fail(label, f"{what} {region.name} takes {_types(got)}, expected {_types(params)}")
 
 
 def _is_pred_scalar(s: Shape) -> bool:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xlapy.ops.base import VARIADIC, EvalContext, OpDef, Region, check, register
+from xlapy.ops.base import VARIADIC, EvalContext, OpDef, Region, check, fail, register
 from xlapy.types import Literal, Shape
 
 
@@ -97,7 +97,8 @@ class GetTupleElement(OpDef):
     def infer(self, operands: Sequence[Shape], attrs: GetTupleElementAttrs,
               regions: Sequence[Region]) -> Shape:
         (operand,) = operands
-        check(operand.is_tuple, "get_tuple_element_c0", f"operand {operand} is not a tuple")
+        if not operand.is_tuple:  # (`fail`, not `check`: a tuple of 120 printed per call)
+            fail("get_tuple_element_c0", f"operand {operand} is not a tuple")
         n = len(operand.tuple_shapes)
         check(0 <= attrs.index < n, "get_tuple_element_c1",
               f"index {attrs.index} is out of range for a tuple of {n} elements")
