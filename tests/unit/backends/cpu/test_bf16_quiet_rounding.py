@@ -37,8 +37,10 @@ func.func public @main(%a: {_T}, %b: {_T}) -> ({_T}, {_T}, {_T}, {_T}, {_T}, {_T
 """
 
 
-def _inputs() -> list[np.ndarray]:
-    rng = np.random.default_rng(7)
+def bf16_inputs(seed: int = 7) -> list[np.ndarray]:
+    """Two bf16 [64, 256] arguments: numbers, quiet and signaling NaNs of both signs,
+    infinities, denormals and zeros scattered, a row of signaling NaNs each."""
+    rng = np.random.default_rng(seed)
     xs = []
     for k in range(2):
         x = (rng.standard_normal((64, 256)) * 4).astype(ml_dtypes.bfloat16)
@@ -53,35 +55,44 @@ def _inputs() -> list[np.ndarray]:
     return xs
 
 
-def _compile(opts: dict[str, Any]) -> Any:
-    cache.clear_memory()
-    return xlapy.compile(_PROGRAM, backend="cpu", options=opts)
+def same_bits_fewer_lines(program: str, args: list[np.ndarray], mode: str,
+                          monkeypatch: pytest.MonkeyPatch, owner: Any, name: str,
+                          slower: Any) -> None:
+    """`program`'s cpu kernels give the bits they give with `owner.name` replaced by
+    `slower` (every rounding whole) from shorter IR; off NaN lanes the interpreter's bits,
+    on them quiet NaNs."""
+    opts = {"denormal": mode}
+
+    def build() -> Any:
+        cache.clear_memory()
+        return xlapy.compile(program, backend="cpu", options=opts)
+
+    # (the IR rounding on every target: with AVX512-BF16 under ftz, vcvtneps2bf16 rounds
+    # these values and no select is emitted either way - Zen 4 failed the size check)
+    monkeypatch.setattr(bf16_convert, "usable", lambda *a, **k: False)
+    fast = build()
+    got = [np.asarray(o).view(np.uint16) for o in fast(*args)]
+    with monkeypatch.context() as m:
+        m.setattr(owner, name, slower)
+        slow = build()
+        want = [np.asarray(o).view(np.uint16) for o in slow(*args)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert len(fast._exe.kernel_ir) < len(slow._exe.kernel_ir)  # (roundings were cut)
+    ref = xlapy.compile(program, backend="interpreter", options=opts)(*args)
+    for g, r in zip(got, ref):
+        r = np.asarray(r).view(np.uint16)
+        nan = (r & 0x7FFF) > 0x7F80
+        np.testing.assert_array_equal(g[~nan], r[~nan])
+        assert ((g[nan] & 0x7FFF) >= 0x7FC0).all()  # (NaN lanes: quiet NaNs)
 
 
 @pytest.mark.parametrize("mode", ["ftz", "ieee"])
 def test_roundings_without_the_nan_select_change_no_bit(mode: str,
                                                         monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
-    args = _inputs()
-    opts = {"denormal": mode}
-    # (the IR rounding on every target: with AVX512-BF16 under ftz, vcvtneps2bf16 rounds
-    # these values and no select is emitted either way - Zen 4 failed the size check)
-    monkeypatch.setattr(bf16_convert, "usable", lambda *a, **k: False)
-    fast = _compile(opts)
-    got = [np.asarray(o).view(np.uint16) for o in fast(*args)]
-    with monkeypatch.context() as m:
-        m.setattr(bf16_exact, "quiet_clean", lambda *a, **k: False)
-        slow = _compile(opts)
-        want = [np.asarray(o).view(np.uint16) for o in slow(*args)]
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(g, w)
-    assert len(fast._exe.kernel_ir) < len(slow._exe.kernel_ir)  # (selects were skipped)
-    ref = xlapy.compile(_PROGRAM, backend="interpreter", options=opts)(*args)
-    for g, r in zip(got, ref):
-        r = np.asarray(r).view(np.uint16)
-        nan = (r & 0x7FFF) > 0x7F80
-        np.testing.assert_array_equal(g[~nan], r[~nan])
-        assert ((g[nan] & 0x7FFF) >= 0x7FC0).all()  # (NaN lanes: quiet NaNs)
+    same_bits_fewer_lines(_PROGRAM, bf16_inputs(), mode, monkeypatch, bf16_exact,
+                          "quiet_clean", lambda *a, **k: False)
 
 
 def _builder() -> tuple[ir.IRBuilder, ir.Value, ir.Value]:
