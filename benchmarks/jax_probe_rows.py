@@ -227,6 +227,12 @@ def programs(f32: Shaped, rows: Shaped, spd: Shaped, rng: np.random.Generator
         "maxpool_rgb": (lambda a: lax.reduce_window(a, -jnp.inf, lax.max, (1, 3, 3, 1),
                                                     (1, 2, 2, 1), "SAME"),
                         [f32(8, 224, 224, 3)]),
+        # session 74's compile cliffs (benchmarks/compile_time.py --probe): a reversed cummax
+        # along axis 0 unrolled 136 folds a block (0.75 s against XLA's 0.13; bf16 1.2 s),
+        # a forward bf16 cummax along rows rounded every fold (0.4 s)
+        "cummax_rev_cols": (lambda a: lax.cummax(a, 0, reverse=True), [f32(2048, 33)]),
+        "cummax_bf16_rows": (lambda a: lax.cummax(a, 1),
+                             [f32(512, 1000).astype(jnp.bfloat16)]),
     }
 
 
