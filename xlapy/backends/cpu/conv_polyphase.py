@@ -16,12 +16,12 @@ so the used taps are summed in the same order as before where one loop nest comp
 conv.py, which sums channels first, rounding differently). A non-finite weight times a zero is
 NaN: each phase adds the sum of `0 * w` over the taps it skips (+0, or NaN exactly where the
 direct convolution had one), so infinities and NaNs in the kernel give what the interpreter
-gives; one reduce computes those sums for every phase. The phases' nests share one register
-block (conv_block_text.py reads the window at run time), so their cold compile is one hot
-module and a small one per phase: JAX's stride-2 3x3 conv_transpose compiled 85-93 ms, now
-56-69 (Zen 4). Kept as they are: window strides, rhs dilation, window reversal or batch
-groups (not what transposed convolutions lower to), complex types, more than MAX_PHASES
-phases.
+gives; two small boolean reduces find those NaNs for every phase. The phases' nests share
+one register block (conv_block_text.py reads the window at run time), so their cold compile
+is one hot module and a small one per phase: JAX's stride-2 3x3 conv_transpose compiled
+85-93 ms, then 56-69 (Zen 4); 74-87 -> 58-63 on Zen 3 with the boolean reduces. Kept as
+they are: window strides, rhs dilation, window reversal or batch groups (not what
+transposed convolutions lower to), complex types, more than MAX_PHASES phases.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def rewrite(module: Module, comp: Computation, c: Instruction) -> Instruction:
     et = c.shape.element_type
     every = list(itertools.product(*(range(s) for s in ld)))
     starts = [[(lo - q) % s for (lo, _), q, s in zip(pads, p, ld)] for p in every]
-    skipped = _skipped(module, e, w, dn, starts, ld, et, out_dims) if et.is_float else None
+    skipped = _skipped(module, e, w, dn, starts, ld, et, out_dims) \
+        if et.is_float and w.shape.element_type.is_float else None  # (else 0 * w is 0)
     phases: dict[tuple[int, ...], Instruction] = {}
     for j, (p, k0) in enumerate(zip(every, starts)):
         m = [len(range(k, kk, s)) for k, kk, s in zip(k0, K, ld)]
@@ -107,9 +108,9 @@ def _skipped(module: Module, e: Emitter, w: Instruction, dn: ConvDimensionNumber
              starts: list[list[int]], ld: tuple[int, ...], et: ElementType,
              out_dims: list[int]) -> Callable[[int], Instruction]:
     """Phase j's sum of 0 * w over the taps it skips (starts[j]: its first taps), per output
-    feature, broadcast to the phase's output. One reduce computes every phase's sum
-    ([phases, output features]): a reduce per phase was two kernels to compile each,
-    ~3 ms of LLVM apiece."""
+    feature (+0, or NaN where a skipped weight is not finite), broadcast to the phase's
+    output, for every phase at once (a reduce per phase was two kernels to compile each,
+    ~3 ms of LLVM apiece)."""
     ksp = dn.kernel_spatial_dimensions
     shape = w.shape.dimensions
     K = [shape[d] for d in ksp]
@@ -121,17 +122,23 @@ def _skipped(module: Module, e: Emitter, w: Instruction, dn: ConvDimensionNumber
             keep[k::s] = True
             used &= keep.reshape([-1 if d == i else 1 for d in range(len(K))])
         skips[j] = ~used
-    wz = e.multiply(w, e.splat(0, w))  # NaN where w is not finite
-    wt = w.shape.element_type
-    every = (len(starts), *shape)
-    mask = e.bcast(e.const(skips, ElementType.PRED), every, [0, *(1 + d for d in ksp)])
-    picked = e.select(mask, e.bcast(wz, every, range(1, len(every))),
-                      e.splat(0, Shape.array(wt, every)))
+    # A tap's 0 * w summed over the input features is NaN where one of its weights is not
+    # finite, else +0: each tap's `or` of non-finite weights, then each phase's over the
+    # taps it skips, as booleans (one add-reduce of [phases, taps..., in, out] under a mask
+    # was a 611-line kernel, ~23 ms of LLVM, for JAX's stride-2 3x3 conv_transpose).
+    pred = ElementType.PRED
+    any_ = scalar_reducer(module, "or", pred, "polyphase_or")
+    inf = dn.kernel_input_feature_dimension
+    rest = [d for d in range(len(shape)) if d != inf]
+    bad = e.reduce(e.op("not", e.is_finite(w)), e.const(False, pred), [inf], any_)
+    every = (len(starts), *(shape[d] for d in rest))
+    taps = [1 + rest.index(d) for d in ksp]
+    mask = e.bcast(e.const(skips, pred), every, [0, *taps])
+    hit = e.reduce(e.op("and", mask, e.bcast(bad, every, range(1, len(every)))),
+                   e.const(False, pred), taps, any_)
+    flat = Shape.array(et, hit.shape.dimensions)
+    total = e.select(hit, e.splat(float("nan"), flat), e.splat(0, flat))
     of = dn.kernel_output_feature_dimension
-    total = e.reduce(picked, e.const(0, wt), [1 + d for d in range(len(shape)) if d != of],
-                     scalar_reducer(module, "add", wt, f"polyphase_add_{wt.hlo_name}"))
-    if wt != et:
-        total = e.convert(total, new_element_type=et)  # (+0 or NaN: exact in any float type)
     feats = shape[of]
 
     def phase(j: int) -> Instruction:
