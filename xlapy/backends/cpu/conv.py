@@ -101,11 +101,14 @@ def _emit(name: str, t: ir.Type, lanes: int, c: int, o: int, hout: int, hp: int,
                         xoff = b.add(xbase, b.mul(dy, i64(wp)))
                         woff = b.add(wbase, b.mul(dy, i64(kw)))
 
-                        def taps(first: ir.Value, count: int) -> None:
-                            """Window positions first .. first + count - 1 of row dy."""
+                        def taps(first: ir.Value | None, count: int) -> None:
+                            """Window positions first .. first + count - 1 of row dy (None:
+                            from 0)."""
                             cur = [[b.load(slot) for slot in slots] for slots in acc]
+                            at = (xoff, woff) if first is None else \
+                                (b.add(xoff, first), b.add(woff, first))
                             for u in range(count):
-                                off = b.add(b.add(xoff, first), i64(u))
+                                off = b.add(at[0], i64(u))
                                 xs = []
                                 for vv in range(v):
                                     p = b.gep(xp, [b.add(off, i64(vv * lanes))])
@@ -113,8 +116,7 @@ def _emit(name: str, t: ir.Type, lanes: int, c: int, o: int, hout: int, hp: int,
                                     ld.align = 8 if t == F64 else 4
                                     xs.append(ld)
                                 for jj in range(j):
-                                    s = b.load(b.gep(w, [b.add(b.add(woff, first),
-                                                               i64(jj * ckk + u))]))
+                                    s = b.load(b.gep(w, [b.add(at[1], i64(jj * ckk + u))]))
                                     sv = b.shuffle_vector(b.insert_element(
                                         undef, s, ir.Constant(ir.IntType(32), 0)), undef,
                                         splat_mask)
@@ -126,7 +128,7 @@ def _emit(name: str, t: ir.Type, lanes: int, c: int, o: int, hout: int, hp: int,
                                     b.store(cur[jj][vv], acc[jj][vv])
 
                         if kw <= UNROLLED_TAPS:
-                            taps(i64(0), kw)
+                            taps(None, kw)
                         else:  # a long row (conv_1d.py's filters): a loop of TAP_BLOCK
                             with for_range(b, i64(0), i64(kw // TAP_BLOCK), "dx") as q:
                                 taps(b.mul(q, i64(TAP_BLOCK)), TAP_BLOCK)
