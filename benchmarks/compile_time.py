@@ -42,13 +42,10 @@ def measure(name: str, reps: int, small: bool) -> dict[str, Any]:
 
     jax.config.update("jax_enable_compilation_cache", False)  # XLA cold too, as xlapy
 
-    import xlapy
-    from xlapy.backends.cpu import cache
-
     fn, fargs = _program(name, small)
     wide = any(np.asarray(a).dtype in (np.float64, np.complex128) for a in fargs)
     with jax.enable_x64(wide):  # (double-precision programs: the x64 mode, as jax_probe)
-        return _measure(jax, xlapy, cache, fn, fargs, reps)
+        return _measure(fn, fargs, reps)
 
 
 #: The programs measured: jax_run's workloads, or jax_probe's (`--probe`).
@@ -63,8 +60,12 @@ def _program(name: str, small: bool) -> tuple[Any, list[Any]]:
     return case.fn, list(case.args)
 
 
-def _measure(jax: Any, xlapy: Any, cache: Any, fn: Any, fargs: list[Any], reps: int
-             ) -> dict[str, Any]:
+def _measure(fn: Any, fargs: list[Any], reps: int) -> dict[str, Any]:
+    import jax
+
+    import xlapy
+    from xlapy.backends.cpu import cache
+
     text = jax.jit(fn).lower(*fargs).as_text()
     best: dict[str, Any] = {"xlapy": float("inf"), "cpu": float("inf"), "xla": float("inf"),
                             "lower": float("inf"), "phases": ""}

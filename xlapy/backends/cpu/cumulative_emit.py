@@ -119,6 +119,12 @@ class _Arrays:
     def put(self, j: int | ir.Value, k: ir.Value, v: ir.Value) -> None:
         self.b.store(ew.to_storage(self.b, v, self.t), self.at(j, k))
 
+    def vector(self, j: int | ir.Value, k: ir.Value, width: int, e: ReduceWindowEmitter
+               ) -> ir.Value:
+        """`width` values from (j, k) (`get`'s one where width is 1)."""
+        v = _vload(e, self.t, self.at(j, k), width)
+        return ew.mark_flushed(v) if self.flushed else v
+
 
 def emit(e: ReduceWindowEmitter, row0: ir.Value, n: int, inner: int, rev: bool) -> None:
     """The cumulative window of the row starting at `row0` (n positions along the axis,
@@ -467,31 +473,35 @@ def _columns(e: ReduceWindowEmitter, t: ET, base: ir.Value, s: ir.Value, q: ir.V
             block(e, t, base, s, q, inner, k, 1, comb, tot)
 
 
+def _init_vector(e: ReduceWindowEmitter, width: int) -> ir.Value:
+    """The init (`_init`) in `width` lanes (a scalar where width is 1)."""
+    return _init(e) if width == 1 else broadcast(e.b, _init(e), width)
+
+
+def _element(e: ReduceWindowEmitter, t: ET, at: ir.Value, width: int) -> ir.Value:
+    """`width` inner positions of the element at `at`, as the walk keeps them: flushed
+    where `_flushed`, quieted where `_quiets`."""
+    x = _vload(e, t, e.b.gep(e.xp[0], [at], inbounds=True), width)
+    return _quieted(e, ew.flush(e.b, x) if _flushed(e) else x)
+
+
 def _column_block(e: ReduceWindowEmitter, t: ET, base: ir.Value, s: ir.Value, q: ir.Value,
                   inner: int, k: ir.Value, width: int, comb: _Arrays | None,
                   tot: _Arrays | None) -> None:
     b = e.b
-    keep = _flushed(e)
 
     def at(w: int) -> ir.Value:
         row = b.mul(b.add(s, i64(w), flags=["nsw"]), i64(inner), flags=["nsw"])
         return b.add(b.add(base, row, flags=["nsw"]), k, flags=["nsw"])
 
-    init = _init(e) if width == 1 else broadcast(b, _init(e), width)
-
-    def load(w: int) -> ir.Value:
-        x = _vload(e, t, b.gep(e.xp[0], [at(w)], inbounds=True), width)
-        return _quieted(e, ew.flush(b, x) if keep else x)
-
+    init = _init_vector(e, width)
     folds: list[ir.Value] = []
     for w in range(BASE):
-        x = load(w)
+        x = _element(e, t, at(w), width)
         folds = [_fold(e, t, a, x) for a in folds] + [_fold(e, t, init, x)]
     if comb is not None and tot is not None:
         _vstore(e, t, tot.at(b.and_(q, i64(BASE - 1)), k), folds[0])
-        after = _vload(e, t, comb.at(0, k), width)
-        if comb.flushed:
-            ew.mark_flushed(after)
+        after = comb.vector(0, k, width, e)
         folds = [e.red([a], [after])[0] for a in folds]
     for w, v in enumerate(folds):
         _vstore(e, t, b.gep(e.op[0], [at(w)], inbounds=True), v)
@@ -504,28 +514,21 @@ def _suffix_block(e: ReduceWindowEmitter, t: ET, base: ir.Value, s: ir.Value, q:
     last element to its first, element w's fold red(x[w], fold[w + 1]) (the init after the
     last), combined with what follows the block as it is stored."""
     b = e.b
-    keep = _flushed(e)
-    init = _init(e) if width == 1 else broadcast(b, _init(e), width)
+    init = _init_vector(e, width)
     with b.goto_entry_block():
         accp = b.alloca(init.type, name="cum.s")
     b.store(init, accp)
-    after = None
-    if comb is not None:
-        after = _vload(e, t, comb.at(0, k), width)
-        if comb.flushed:
-            ew.mark_flushed(after)
+    after = None if comb is None else comb.vector(0, k, width, e)
     with for_range(b, i64(0), i64(BASE), name="sw") as r:
         row = b.mul(b.sub(b.add(s, i64(BASE - 1), flags=["nsw"]), r), i64(inner),
                     flags=["nsw"])
         at = b.add(b.add(base, row, flags=["nsw"]), k, flags=["nsw"])
-        x = _vload(e, t, b.gep(e.xp[0], [at], inbounds=True), width)
-        acc = b.load(accp)
-        if keep:
-            x, acc = ew.flush(b, x), ew.mark_flushed(acc)
-        x = _quieted(e, x)
-        if _quiets(e):  # (a fold of quiet bf16s)
+        acc = b.load(accp)  # (a fold of the kept values: flushed, quiet bf16s where they are)
+        if _flushed(e):
+            ew.mark_flushed(acc)
+        if _quiets(e):
             bf16_exact.mark(acc)
-        acc = _fold(e, t, x, acc)
+        acc = _fold(e, t, _element(e, t, at, width), acc)
         b.store(acc, accp)
         _vstore(e, t, b.gep(e.op[0], [at], inbounds=True),
                 acc if after is None else e.red([acc], [after])[0])
